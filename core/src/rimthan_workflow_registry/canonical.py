@@ -1,0 +1,98 @@
+"""Canonical JSON (RFC 8785) and SHA-256 digests.
+
+Everything Rimthan signs or digests goes through here, so a value has exactly
+one byte form: manifests, confirmed-state digests, receipts, contracts.
+Canonicalisation is delegated to the ``rfc8785`` library; this module only
+adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import rfc8785
+
+from .errors import FailureCode, RegistryError
+
+DIGEST_PREFIX = "sha256:"
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """RFC 8785 bytes of a JSON value."""
+    return rfc8785.dumps(value)
+
+
+def canonical_text(value: Any) -> str:
+    return canonical_bytes(value).decode("utf-8")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest_bytes(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes - the one digest spelling used on the wire."""
+    return DIGEST_PREFIX + sha256_hex(data)
+
+
+def digest_value(value: Any) -> str:
+    """``sha256:<hex>`` of a JSON value's canonical bytes."""
+    return digest_bytes(canonical_bytes(value))
+
+
+class DuplicateKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate JSON key {key!r}")
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKeyError(key)
+        out[key] = value
+    return out
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not JSON")
+
+
+def parse_strict_json(data: bytes | str, *, where: str, code: FailureCode) -> Any:
+    """Parse JSON refusing duplicate keys, NaN/Infinity and invalid UTF-8.
+
+    Raises ``RegistryError`` with ``code`` (or ``manifest_duplicate_key`` for
+    duplicates when parsing a manifest) naming ``where``.
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+    except DuplicateKeyError as exc:
+        dup_code = FailureCode.MANIFEST_DUPLICATE_KEY if code is FailureCode.MANIFEST_INVALID else code
+        raise RegistryError(dup_code, str(exc), path=where) from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RegistryError(code, f"not valid JSON: {exc}", path=where) from None
+
+
+def find_float(value: Any, pointer: str = "") -> str | None:
+    """JSON pointer of the first float in ``value`` (``None`` if there is none).
+
+    Signed records hold integers only; ``5.0`` must not pass as ``5`` (JSON
+    Schema would accept it as an integer), so manifests are checked with this.
+    """
+    if isinstance(value, float):
+        return pointer or "/"
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((str(i), v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        found = find_float(item, f"{pointer}/{key}")
+        if found is not None:
+            return found
+    return None

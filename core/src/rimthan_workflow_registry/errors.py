@@ -1,0 +1,170 @@
+"""One exception hierarchy and one closed list of failure codes.
+
+Every refusal Rimthan makes carries a code from :class:`FailureCode`; the code
+is the stable, machine-readable part, the message the human-readable one. Like
+python-tuf's ``exceptions`` module, callers catch the narrowest class they can
+act on and everything else surfaces as a :class:`RegistryError`.
+
+Hierarchy::
+
+    RegistryError                     any domain refusal (code + message)
+    ├── CatalogueError                a catalogue breaks an authoring rule
+    ├── ReleaseVerificationError      a release on disk does not verify
+    ├── TrustError                    a trust store / key file is unusable
+    ├── KeyringError                  checkpoint HMAC keys are unusable
+    └── WorkflowProtocolError         a tool call breaks the workflow protocol
+        └── TokenError                a checkpoint / bundle token is refused
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+
+class FailureCode(StrEnum):
+    """The closed list of failure codes. Documented in docs/failure-codes.md."""
+
+    # --- release verification -------------------------------------------------
+    RELEASE_NOT_FOUND = "release_not_found"
+    MANIFEST_MISSING = "manifest_missing"
+    MANIFEST_INVALID = "manifest_invalid"
+    MANIFEST_NOT_CANONICAL = "manifest_not_canonical"
+    MANIFEST_DUPLICATE_KEY = "manifest_duplicate_key"
+    SIGNATURE_MISSING = "signature_missing"
+    SIGNATURE_INVALID = "signature_invalid"
+    SIGNATURE_UNTRUSTED = "signature_untrusted"
+    SIGNATURE_THRESHOLD_NOT_MET = "signature_threshold_not_met"
+    FILE_MISSING = "file_missing"
+    FILE_UNLISTED = "file_unlisted"
+    FILE_DIGEST_MISMATCH = "file_digest_mismatch"
+    FILE_SIZE_MISMATCH = "file_size_mismatch"
+    FILE_TYPE_FORBIDDEN = "file_type_forbidden"
+    PATH_UNSAFE = "path_unsafe"
+    CHECKSUMS_MISMATCH = "checksums_mismatch"
+    SCOPE_MISMATCH = "scope_mismatch"
+    RELEASE_EXISTS = "release_exists"
+    DESTINATION_EXISTS = "destination_exists"
+    ROLLBACK_REFUSED = "rollback_refused"
+    # --- trust and keys -----------------------------------------------------------
+    TRUST_STORE_INVALID = "trust_store_invalid"
+    KEY_INVALID = "key_invalid"
+    KEY_PATH_TRACKED = "key_path_tracked"
+    # --- catalogue rules ----------------------------------------------------------
+    CATALOGUE_INVALID = "catalogue_invalid"
+    SCHEMA_INVALID = "schema_invalid"
+    REFERENCE_UNRESOLVED = "reference_unresolved"
+    ALIAS_COLLISION = "alias_collision"
+    FIRST_STEP_NOT_SETUP = "first_step_not_setup"
+    BRANCH_PREDICATE_INVALID = "branch_predicate_invalid"
+    BRANCH_AMBIGUOUS = "branch_ambiguous"
+    TERMINAL_UNREACHABLE = "terminal_unreachable"
+    # --- workflow protocol --------------------------------------------------------
+    INVALID_ARGUMENTS = "invalid_arguments"
+    METHOD_NOT_FOUND = "method_not_found"
+    WORKFLOW_NOT_FOUND = "workflow_not_found"
+    CONFIRMED_STATE_INVALID = "confirmed_state_invalid"
+    CONFIRMED_STATE_MISMATCH = "confirmed_state_mismatch"
+    CONFIRMATION_REQUIRED = "confirmation_required"
+    HOST_ADAPTER_INCOMPATIBLE = "host_adapter_incompatible"
+    HOST_CAPABILITY_MISSING = "host_capability_missing"
+    VALIDATOR_CAPABILITY_MISSING = "validator_capability_missing"
+    VALIDATOR_CAPABILITIES_MISMATCH = "validator_capabilities_mismatch"
+    HOST_MISMATCH = "host_mismatch"
+    CHECKPOINT_INVALID = "checkpoint_invalid"
+    CHECKPOINT_KEY_UNKNOWN = "checkpoint_key_unknown"
+    PINNED_RELEASE_UNAVAILABLE = "pinned_release_unavailable"
+    VALIDATION_BUNDLE_INVALID = "validation_bundle_invalid"
+    STEP_NOT_GATED = "step_not_gated"
+    BRANCH_NO_MATCH = "branch_no_match"
+    # --- deterministic artifact validation ----------------------------------------
+    REPOSITORY_POLICY_CONFLICT = "repository_policy_conflict"
+    ARTIFACT_COUNT_MISMATCH = "artifact_count_mismatch"
+    ARTIFACT_UNDECLARED = "artifact_undeclared"
+    ARTIFACT_DUPLICATE = "artifact_duplicate"
+    ARTIFACT_MISSING = "artifact_missing"
+    ARTIFACT_TOO_LARGE = "artifact_too_large"
+    ARTIFACTS_TOTAL_TOO_LARGE = "artifacts_total_too_large"
+    MEDIA_TYPE_MISMATCH = "media_type_mismatch"
+    ARTIFACT_NOT_UTF8 = "artifact_not_utf8"
+    JSON_PARSE_FAILED = "json_parse_failed"
+    JSON_SCHEMA_FAILED = "json_schema_failed"
+    INPUT_BINDING_MISMATCH = "input_binding_mismatch"
+    WORKSPACE_MANIFEST_CONTRACT_MISMATCH = "workspace_manifest_contract_mismatch"
+    OUTPUT_ATTESTATION_REQUIRED = "output_attestation_required"
+    OUTPUT_ATTESTATION_MISMATCH = "output_attestation_mismatch"
+    # --- semantic validation ------------------------------------------------------
+    REPORT_SET_MISMATCH = "report_set_mismatch"
+    REPORT_STALE = "report_stale"
+    REPORT_HOST_MISMATCH = "report_host_mismatch"
+    VALIDATOR_FAILED = "validator_failed"
+    # --- migration ----------------------------------------------------------------
+    MIGRATION_UNAVAILABLE = "migration_unavailable"
+    MIGRATION_SCOPE_MISMATCH = "migration_scope_mismatch"
+    MIGRATION_NOT_NEWER = "migration_not_newer"
+    MIGRATION_SAME_RELEASE = "migration_same_release"
+    MIGRATION_CONFIRMATION_REQUIRED = "migration_confirmation_required"
+    # --- server -----------------------------------------------------------------
+    REFRESH_REJECTED = "refresh_rejected"
+    INTERNAL_ERROR = "internal_error"
+
+
+class RegistryError(Exception):
+    """Base of every domain refusal: a failure code, a message, optional context.
+
+    ``path`` names the file (or JSON pointer) the refusal is about, so an
+    operator can go straight to it. ``details`` is JSON-safe extra context.
+    """
+
+    def __init__(
+        self,
+        code: FailureCode,
+        message: str,
+        *,
+        path: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.code = FailureCode(code)
+        self.message = message
+        self.path = path
+        self.details = dict(details or {})
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        """``code: path: message`` - the form every CLI prints."""
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.code.value}: {where}{self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form used in structured tool errors and ``--json`` output."""
+        out: dict[str, Any] = {"code": self.code.value, "message": self.message}
+        if self.path is not None:
+            out["path"] = self.path
+        if self.details:
+            out["details"] = self.details
+        return out
+
+
+class CatalogueError(RegistryError):
+    """A catalogue source or release breaks an authoring rule."""
+
+
+class ReleaseVerificationError(RegistryError):
+    """A release directory failed verification; nothing from it may be used."""
+
+
+class TrustError(RegistryError):
+    """A trust store or key file cannot be used."""
+
+
+class KeyringError(RegistryError):
+    """Checkpoint HMAC key material cannot be used."""
+
+
+class WorkflowProtocolError(RegistryError):
+    """A tool call breaks the four-tool workflow protocol."""
+
+
+class TokenError(WorkflowProtocolError):
+    """A checkpoint token or validation-bundle token is refused."""

@@ -1,0 +1,41 @@
+"""Pure workflow rules shared by the engine: branch resolution and version order.
+
+``resolve_branches`` is the only place a branch predicate is evaluated at run
+time; authoring validation (``catalogue_rules.check_branches``) guarantees
+that at most one can match, and this function re-checks it anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .catalogue import StepDefinition, WorkflowDefinition, semver_key
+from .errors import FailureCode, WorkflowProtocolError
+
+
+def resolve_branches(step: StepDefinition, state: Mapping[str, Any]) -> str | None:
+    """The single branch target ``state`` selects, or ``None`` if its field is missing.
+
+    Raises ``WorkflowProtocolError`` when several branches match
+    (``branch_ambiguous``) or the field holds a value no branch accepts
+    (``branch_no_match``).
+    """
+    fields = {b.when.field for b in step.branches}
+    if any(f not in state for f in fields):
+        return None
+    matches = [b.target for b in step.branches if b.when.matches(state[b.when.field])]
+    if len(matches) > 1:
+        raise WorkflowProtocolError(FailureCode.BRANCH_AMBIGUOUS,
+                                    f"step {step.id}: confirmed state matches several branches {matches}")
+    if not matches:
+        values = {f: state[f] for f in sorted(fields)}
+        raise WorkflowProtocolError(FailureCode.BRANCH_NO_MATCH,
+                                    f"step {step.id}: no branch accepts {values}; confirm one of the "
+                                    "question's choices")
+    return matches[0]
+
+
+def newest_version(workflows: Iterable[WorkflowDefinition]) -> WorkflowDefinition | None:
+    """The candidate with the highest semantic version (pre-releases sort lower)."""
+    return max(workflows, key=lambda w: semver_key(w.version), default=None)

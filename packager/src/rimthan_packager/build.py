@@ -1,0 +1,258 @@
+"""Build and co-sign immutable releases.
+
+``build_release`` validates a catalogue source with the server's own loader,
+writes the release into a temporary directory beside the destination (same
+filesystem), fsyncs it, runs the one verification path on it, and only then
+renames it into ``<out>/<name>-<version>`` - without ever replacing an
+existing directory. A crash leaves at most a hidden ``.<name>-<version>.building-*``
+directory, never a half-written release under the real name.
+
+Builds are reproducible: the manifest depends only on the source bytes (and
+``SOURCE_DATE_EPOCH`` if set), and Ed25519 signatures are deterministic.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.loader import LoadedCatalogue, ReleaseLoader
+from rimthan_workflow_registry.release import VerifiedRelease
+from rimthan_workflow_registry.release_format import (
+    CATALOGUE_DIR,
+    CHECKSUMS_NAME,
+    MANIFEST_NAME,
+    SIGNATURES_DIR,
+    FileEntry,
+    Manifest,
+    manifest_for,
+    render_checksums,
+    signature_name,
+)
+from rimthan_workflow_registry.trust import TrustStore
+from rimthan_workflow_registry.verify import ReleaseInspection, inspect_release, verify_release
+from tqdm import tqdm
+
+from .fsutil import create_file, fsync_dir, rename_no_replace, write_all
+from .signing import SigningKey
+from .source import SourceFiles, read_source
+
+PROGRESS_MIN_BYTES = 16 * 1024 * 1024
+PROGRESS_MIN_FILES = 500
+_FILE_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Where the release landed and its identity."""
+
+    path: Path
+    manifest: Manifest
+    manifest_digest: str
+    signer_key_ids: tuple[str, ...]
+
+
+def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
+    """``SOURCE_DATE_EPOCH`` as an int, or ``None`` when unset (then no time field is written)."""
+    raw = environ.get("SOURCE_DATE_EPOCH")
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit():
+        raise RegistryError(
+            FailureCode.INVALID_ARGUMENTS,
+            "must be a non-negative integer (seconds since 1970)",
+            path="SOURCE_DATE_EPOCH",
+        )
+    return int(raw)
+
+
+def validate_source(source: SourceFiles) -> LoadedCatalogue:
+    """The catalogue rules, with the loader the server uses; errors name source files."""
+    try:
+        return ReleaseLoader.load(source)
+    except RegistryError as exc:
+        where = source.where(exc.path) if exc.path else str(source.root)
+        raise type(exc)(exc.code, exc.message, path=where, details=exc.details) from exc
+
+
+def _distinct(keys: Sequence[SigningKey]) -> list[SigningKey]:
+    seen: dict[str, SigningKey] = {}
+    for key in keys:
+        seen.setdefault(key.key_id, key)
+    return list(seen.values())
+
+
+def build_release(
+    source_dir: Path | str,
+    keys: Sequence[SigningKey],
+    out_dir: Path | str,
+    *,
+    trust: TrustStore | None = None,
+    created: int | None = None,
+    progress: bool = False,
+) -> BuildResult:
+    """Validate ``source_dir``, write the signed release under ``out_dir``, verify it, publish it.
+
+    The self-check runs ``verify_release`` with ``trust`` if given, otherwise
+    with the signing keys' public halves (all of them required).
+    """
+    signers = _distinct(keys)
+    if not signers:
+        raise RegistryError(FailureCode.SIGNATURE_MISSING, "a release needs at least one signing key (--key)")
+    source = read_source(source_dir)
+    catalogue = validate_source(source).catalogue
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    dest = out / f"{catalogue.name}-{catalogue.version}"
+    _refuse_existing(dest)
+    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-", dir=out))
+    try:
+        entries = _copy_catalogue(source, work / CATALOGUE_DIR, progress)
+        manifest = manifest_for(catalogue, entries, created)
+        manifest_bytes = manifest.to_bytes()
+        create_file(work / MANIFEST_NAME, manifest_bytes)
+        create_file(work / CHECKSUMS_NAME, render_checksums(manifest))
+        (work / SIGNATURES_DIR).mkdir()
+        for key in signers:
+            create_file(work / SIGNATURES_DIR / signature_name(key.key_id), key.sign(manifest_bytes))
+        fsync_dir(work / SIGNATURES_DIR)
+        fsync_dir(work)
+        os.chmod(work, 0o755)
+        check = trust or TrustStore.from_public_keys(
+            [k.public_key for k in signers], source="the signing keys"
+        )
+        verified = _self_check(work, dest, check)
+        try:
+            rename_no_replace(work, dest)
+        except FileExistsError:
+            raise _exists(dest) from None
+        fsync_dir(out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return BuildResult(
+        path=dest,
+        manifest=manifest,
+        manifest_digest=verified.manifest_digest,
+        signer_key_ids=verified.signer_key_ids,
+    )
+
+
+def _exists(dest: Path) -> RegistryError:
+    return RegistryError(
+        FailureCode.RELEASE_EXISTS,
+        "a release with this name and version already exists; releases are immutable",
+        path=str(dest),
+    )
+
+
+def _refuse_existing(dest: Path) -> None:
+    if dest.exists() or dest.is_symlink():
+        raise _exists(dest)
+
+
+def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
+    """Verify the unpublished release; report paths under its final name."""
+    try:
+        return verify_release(work, trust, expected_profile=None)
+    except RegistryError as exc:
+        where = exc.path.replace(str(work), str(dest)) if exc.path else str(dest)
+        raise type(exc)(
+            exc.code, f"the built release does not verify: {exc.message}", path=where, details=exc.details
+        ) from exc
+
+
+def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> list[FileEntry]:
+    """Copy every source file byte for byte (streamed), fsync, and return manifest entries."""
+    large = source.total_size >= PROGRESS_MIN_BYTES or len(source.sizes) >= PROGRESS_MIN_FILES
+    bar = tqdm(
+        total=source.total_size,
+        unit="B",
+        unit_scale=True,
+        desc="building",
+        file=sys.stderr,
+        disable=not (progress and large),
+        leave=False,
+    )
+    entries: list[FileEntry] = []
+    made: list[Path] = []
+    try:
+        for path in sorted(source.paths):
+            dest = target / path
+            for directory in (target, *(target / p for p in _ancestors(path))):
+                if not directory.exists():
+                    directory.mkdir(mode=0o755)
+                    os.chmod(directory, 0o755)
+                    made.append(directory)
+            fd = os.open(dest, _FILE_FLAGS, 0o644)
+            try:
+                os.fchmod(fd, 0o644)
+                entries.append(source.copy_to(path, fd))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            bar.update(entries[-1].size)
+    finally:
+        bar.close()
+    for directory in reversed(made):
+        fsync_dir(directory)
+    return entries
+
+
+def _ancestors(path: str) -> list[str]:
+    """``a/b/c.md`` -> ``["a", "a/b"]``."""
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore | None = None) -> Path:
+    """Add ``key``'s signature to an existing release without touching anything else.
+
+    The release is checked first (files, manifest, catalogue; signatures too
+    if ``trust`` is given) so a co-signer never signs something that does not
+    match its manifest. The signature is written beside the release and
+    renamed into ``signatures/`` atomically, so a verifier never sees a
+    partial signature file.
+    """
+    root = Path(release_dir)
+    inspection = inspect_release(root, trust)
+    sig_path = root / SIGNATURES_DIR / signature_name(key.key_id)
+    if sig_path.exists() or sig_path.is_symlink():
+        raise RegistryError(
+            FailureCode.DESTINATION_EXISTS, "this key has already signed the release", path=str(sig_path)
+        )
+    manifest_bytes = inspection.manifest.to_bytes()
+    signature = key.sign(manifest_bytes)
+    key.public_key.verify(signature, manifest_bytes)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
+    tmp = Path(tmp_name)
+    try:
+        try:
+            os.fchmod(fd, 0o644)
+            write_all(fd, signature)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            rename_no_replace(tmp, sig_path)
+        except FileExistsError:
+            raise RegistryError(
+                FailureCode.DESTINATION_EXISTS, "this key has already signed the release", path=str(sig_path)
+            ) from None
+        fsync_dir(sig_path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return sig_path
+
+
+def inspect(release_dir: Path | str, trust: TrustStore | None = None) -> ReleaseInspection:
+    """See :func:`rimthan_workflow_registry.verify.inspect_release`."""
+    return inspect_release(release_dir, trust)

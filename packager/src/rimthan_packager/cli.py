@@ -1,0 +1,453 @@
+"""``rimthan-pack``: validate, build, sign, verify and inspect Rimthan releases.
+
+Every refusal is one line, ``error: <code>: <file>: <message>``, followed by
+one ``next:`` line saying what to do; exit status 1 for a refusal, 2 for a
+usage mistake. Bad input never produces a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.trust import TrustStore, load_trust
+from rimthan_workflow_registry.verify import DEFAULT_PROFILE, ReleaseInspection, verify_release
+
+from .build import build_release, inspect, sign_release, source_date_epoch
+from .scaffold import init_catalogue
+from .signing import generate_keypair, load_signing_key
+
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+_REBUILD = "the release changed after it was built; restore it from a good copy or rebuild it from source"
+_CATALOGUE = "fix the named catalogue file (see docs/catalogue-format.md) and build again"
+NEXT_STEPS: dict[FailureCode, str] = {
+    FailureCode.RELEASE_NOT_FOUND: "check the path; releases live under releases/<name>-<version>",
+    FailureCode.MANIFEST_MISSING: _REBUILD,
+    FailureCode.MANIFEST_INVALID: _REBUILD,
+    FailureCode.MANIFEST_NOT_CANONICAL: _REBUILD,
+    FailureCode.MANIFEST_DUPLICATE_KEY: _REBUILD,
+    FailureCode.SIGNATURE_MISSING: "sign the release: rimthan-pack sign RELEASE --key KEY",
+    FailureCode.SIGNATURE_INVALID: "the manifest or a signature was altered; rebuild, or remove the bad "
+    "signature file and have its key holder sign again",
+    FailureCode.SIGNATURE_UNTRUSTED: "pass the right --trust, or add the signer's .pub to the trust store "
+    "(keys/README.md)",
+    FailureCode.SIGNATURE_THRESHOLD_NOT_MET: "collect co-signatures: rimthan-pack sign RELEASE --key KEY "
+    "(one per trusted key holder)",
+    FailureCode.FILE_MISSING: _REBUILD,
+    FailureCode.FILE_UNLISTED: "remove the extra file; a release holds exactly what its manifest lists",
+    FailureCode.FILE_DIGEST_MISMATCH: _REBUILD,
+    FailureCode.FILE_SIZE_MISMATCH: _REBUILD,
+    FailureCode.FILE_TYPE_FORBIDDEN: "replace the link or special file with a regular file",
+    FailureCode.PATH_UNSAFE: "rename the file: plain UTF-8 (NFC) names, no hidden files, no case clashes",
+    FailureCode.CHECKSUMS_MISMATCH: _REBUILD,
+    FailureCode.SCOPE_MISMATCH: "pass --profile/--scope matching the release, or use the release for this scope",
+    FailureCode.RELEASE_EXISTS: "releases are immutable: bump [catalogue].version in catalogue.toml and build again",
+    FailureCode.DESTINATION_EXISTS: "choose another path; rimthan-pack never overwrites keys, signatures or sources",
+    FailureCode.TRUST_STORE_INVALID: "fix the trust store (a directory of *.pub files or a trust file, "
+    "see keys/README.md)",
+    FailureCode.KEY_INVALID: "pass a PEM Ed25519 key made by rimthan-pack keygen",
+    FailureCode.KEY_PATH_TRACKED: "write private keys outside the repository or into a git-ignored "
+    "directory such as keys/local/",
+    FailureCode.INVALID_ARGUMENTS: "fix the named setting and run again",
+}
+for _code in (
+    FailureCode.CATALOGUE_INVALID,
+    FailureCode.SCHEMA_INVALID,
+    FailureCode.REFERENCE_UNRESOLVED,
+    FailureCode.ALIAS_COLLISION,
+    FailureCode.FIRST_STEP_NOT_SETUP,
+    FailureCode.BRANCH_PREDICATE_INVALID,
+    FailureCode.BRANCH_AMBIGUOUS,
+    FailureCode.TERMINAL_UNREACHABLE,
+):
+    NEXT_STEPS[_code] = _CATALOGUE
+
+
+def _emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _refuse(
+    code: str, where: str | None, message: str, hint: str, as_json: bool, details: dict[str, Any] | None = None
+) -> NoReturn:
+    location = f"{where}: " if where else ""
+    click.echo(f"error: {code}: {location}{message}", err=True)
+    click.echo(f"next: {hint}", err=True)
+    if as_json:
+        error: dict[str, Any] = {"code": code, "message": message}
+        if where:
+            error["path"] = where
+        if details:
+            error["details"] = details
+        _emit_json({"ok": False, "error": error})
+    sys.exit(EXIT_REFUSED)
+
+
+def reports_errors(func: F) -> F:
+    """Turn domain refusals and OS errors into the one-line error format."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json", False))
+        try:
+            return func(*args, **kwargs)
+        except RegistryError as exc:
+            hint = NEXT_STEPS.get(exc.code, "fix the named file and run again")
+            _refuse(exc.code.value, exc.path, exc.message, hint, as_json, exc.details or None)
+        except OSError as exc:
+            where = exc.filename if isinstance(exc.filename, str) else None
+            _refuse("io_error", where, exc.strerror or str(exc), "check the path and its permissions", as_json)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class _Group(click.Group):
+    """Usage errors in the same one-line form (exit 2) instead of click's multi-line block."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "rimthan-pack"
+            click.echo(f"error: usage: {exc.format_message()}", err=True)
+            click.echo(f"next: run '{command} --help'", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as exc:
+            click.echo(f"error: usage: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(EXIT_REFUSED)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
+_TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="rimthan-packager", prog_name="rimthan-pack")
+def cli() -> None:
+    """Validate, build, sign, verify and inspect signed Rimthan workflow releases.
+
+    \b
+    Typical flow:
+      rimthan-pack keygen --out keys/local/me        # once per engineer
+      rimthan-pack build catalogues/NAME/VERSION --key keys/local/me.key
+      rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
+      rimthan-pack verify releases/NAME-VERSION --trust keys/
+    """
+
+
+@cli.command()
+@click.option(
+    "--out",
+    "prefix",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Path prefix: writes PREFIX.key (private, mode 0600) and PREFIX.pub (public).",
+)
+@_JSON
+@reports_errors
+def keygen(prefix: Path, as_json: bool) -> None:
+    """Generate an Ed25519 signing key pair and print its key id.
+
+    PREFIX.key is PEM PKCS#8 with mode 0600; PREFIX.pub is PEM
+    SubjectPublicKeyInfo (what goes into a trust store). Refuses to overwrite
+    either file, and refuses a .key path that git tracks or would track:
+    keep private keys outside the repository or in keys/local/ (git-ignored).
+    """
+    generated = generate_keypair(prefix)
+    if as_json:
+        _emit_json(
+            {
+                "ok": True,
+                "key_id": generated.key_id,
+                "private_key": str(generated.private_path),
+                "public_key": str(generated.public_path),
+            }
+        )
+        return
+    click.echo(f"private key  {generated.private_path}  (mode 0600, keep it secret)")
+    click.echo(f"public key   {generated.public_path}")
+    click.echo(f"key id       {generated.key_id}")
+
+
+@cli.command()
+@click.argument("source", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "key_paths",
+    multiple=True,
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Private signing key (PEM PKCS#8); repeat for several signers.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("releases"),
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory the release is created in.",
+)
+@click.option(
+    "--trust",
+    "trust_path",
+    type=click.Path(path_type=Path),
+    help=f"{_TRUST_HELP} The built release must verify against it.",
+)
+@_JSON
+@reports_errors
+def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: Path | None, as_json: bool) -> None:
+    """Validate a catalogue source and build a signed, immutable release.
+
+    SOURCE is a catalogue source directory (rooted at catalogue.toml). The
+    catalogue is checked with the same rules the server applies at load, then
+    written to OUT/<name>-<version> with a canonical manifest, SHA256SUMS and
+    one signature per --key. An existing release is never overwritten.
+
+    The result is verified before it is published: against --trust if given,
+    otherwise against the signing keys themselves. Builds are reproducible;
+    set SOURCE_DATE_EPOCH to record a creation time.
+    """
+    keys = [load_signing_key(p) for p in key_paths]
+    trust = load_trust(trust_path) if trust_path is not None else None
+    progress = not as_json and sys.stderr.isatty()
+    result = build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
+    if as_json:
+        _emit_json(
+            {
+                "ok": True,
+                "release": str(result.path),
+                "release_id": result.manifest.release.id,
+                "manifest_digest": result.manifest_digest,
+                "signers": list(result.signer_key_ids),
+                "files": len(result.manifest.files),
+                "bytes": result.manifest.total_size,
+            }
+        )
+        return
+    click.echo(f"built {result.manifest.release.id} at {result.path}")
+    click.echo(f"manifest digest {result.manifest_digest}")
+
+
+@cli.command()
+@click.argument("release", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--key",
+    "key_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Private signing key (PEM PKCS#8) of the co-signer.",
+)
+@click.option(
+    "--trust",
+    "trust_path",
+    type=click.Path(path_type=Path),
+    help=f"{_TRUST_HELP} If given, existing signatures are checked before signing.",
+)
+@_JSON
+@reports_errors
+def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
+    """Add a co-signature to an existing release (k-of-n signing).
+
+    The release's files, manifest and catalogue are verified first, then
+    signatures/<keyid>.sig is added. Nothing else in the release changes.
+    Refuses if this key has already signed.
+    """
+    key = load_signing_key(key_path)
+    trust = load_trust(trust_path) if trust_path is not None else None
+    path = sign_release(release, key, trust=trust)
+    if as_json:
+        _emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
+        return
+    click.echo(f"signed {release} with key {key.key_id}")
+    click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.argument("release", type=click.Path(path_type=Path))
+@click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
+@click.option(
+    "--profile",
+    default=DEFAULT_PROFILE,
+    show_default=True,
+    help="Scope profile the release must declare (empty string: any).",
+)
+@click.option("--scope", default=None, help="Scope name the release must declare (default: any).")
+@_JSON
+@reports_errors
+def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_json: bool) -> None:
+    """Verify a release exactly as the server does at load.
+
+    Checks, in order: layout (no symlinks, hard links, special files or extra
+    files), the canonical manifest, signatures against the trust store and its
+    threshold, SHA256SUMS, every file's size and SHA-256, scope/profile, and
+    the catalogue rules. Exits 1 naming the file and reason on any failure.
+    """
+    trust = load_trust(trust_path)
+    verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
+    signers = [trust.describe(k) for k in verified.signer_key_ids]
+    if as_json:
+        _emit_json(
+            {
+                "ok": True,
+                "release": str(release),
+                "release_id": verified.release_id,
+                "manifest_digest": verified.manifest_digest,
+                "signers": list(verified.signer_key_ids),
+                "threshold": trust.threshold,
+            }
+        )
+        return
+    click.echo(f"verified {verified.release_id} {verified.manifest_digest}")
+    click.echo(f"signed by {len(signers)} trusted key(s), threshold {trust.threshold}: {', '.join(signers)}")
+
+
+def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict[str, Any]:
+    catalogue = found.loaded.catalogue
+    return {
+        "ok": True,
+        "release": str(found.root),
+        "identity": found.manifest.release.to_json(),
+        "description": catalogue.description,
+        "manifest_digest": found.manifest_digest,
+        "files": {"count": len(found.manifest.files), "bytes": found.manifest.total_size},
+        "signatures": [
+            {
+                "key_id": k,
+                "verified": None if found.verified_signers is None else k in found.verified_signers,
+                "name": trust.names.get(k) if trust is not None else None,
+            }
+            for k in found.signature_key_ids
+        ],
+        "workflows": [
+            {
+                "id": w.id,
+                "version": w.version,
+                "owner": w.owner,
+                "title": w.title,
+                "entry_aliases": list(w.entry_aliases),
+                "host_adapters": list(w.host_adapters),
+                "steps": [
+                    {
+                        "id": s.id,
+                        "title": s.title,
+                        "gated": s.gated,
+                        "terminal": s.terminal,
+                        "next": list(s.targets),
+                        "outputs": [o.id for o in s.outputs],
+                        "validators": list(s.validators),
+                    }
+                    for s in w.steps
+                ],
+            }
+            for w in catalogue.workflows
+        ],
+        "host_adapters": [
+            {"id": a.id, "version": a.version, "harness": a.harness, "title": a.title} for a in catalogue.host_adapters
+        ],
+    }
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+@cli.command(name="inspect")
+@click.argument("release", type=click.Path(path_type=Path))
+@click.option(
+    "--trust",
+    "trust_path",
+    type=click.Path(path_type=Path),
+    help=f"{_TRUST_HELP} Without it signatures are listed but not checked.",
+)
+@_JSON
+@reports_errors
+def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
+    """Show a release: identity, digest, files, signers, workflows and their steps.
+
+    Files, manifest and catalogue are verified as by 'verify'; signatures only
+    when --trust is given.
+    """
+    trust = load_trust(trust_path) if trust_path is not None else None
+    found = inspect(release, trust)
+    data = _inspection_json(found, trust)
+    if as_json:
+        _emit_json(data)
+        return
+    ident = found.manifest.release
+    rows = [
+        ("release", ident.id),
+        ("title", ident.title),
+        ("path", str(found.root)),
+        ("digest", found.manifest_digest),
+        ("scope", f"{ident.scope_name} (profile {ident.scope_profile})"),
+        ("created", str(ident.created) if ident.created is not None else "not recorded"),
+        ("files", f"{len(found.manifest.files)} ({_size(found.manifest.total_size)})"),
+    ]
+    for label, value in rows:
+        click.echo(f"{label:<11}{value}")
+    click.echo("signatures")
+    for sig in data["signatures"]:
+        status = {None: "not checked (pass --trust)", True: "verified", False: "not trusted"}[sig["verified"]]
+        name = f" {sig['name']}" if sig["name"] else ""
+        click.echo(f"  {sig['key_id']}{name}  {status}")
+    click.echo("workflows")
+    for workflow in data["workflows"]:
+        aliases = ", ".join(workflow["entry_aliases"]) or "none"
+        click.echo(f"  {workflow['id']}@{workflow['version']}  owner {workflow['owner']}  aliases {aliases}")
+        for index, step in enumerate(workflow["steps"], 1):
+            kind = "terminal" if step["terminal"] else "-> " + ", ".join(step["next"])
+            gate = " gated" if step["gated"] else ""
+            click.echo(f"    {index}. {step['id']}{gate}  {kind}")
+    click.echo("host adapters")
+    for adapter in data["host_adapters"]:
+        click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--name", default=None, help="Catalogue name ([a-z0-9-]); default: derived from DIRECTORY.")
+@_JSON
+@reports_errors
+def init(directory: Path, name: str | None, as_json: bool) -> None:
+    """Scaffold a new catalogue source in DIRECTORY (absent or empty).
+
+    The scaffold builds as it is: setup-workspace, one ungated step, one
+    gated terminal step with a JSON output and a validator, and a Claude Code
+    host adapter. Edit it, then: rimthan-pack build DIRECTORY --key KEY
+    """
+    written = init_catalogue(directory, name)
+    if as_json:
+        _emit_json({"ok": True, "source": str(directory), "files": [str(p) for p in written]})
+        return
+    click.echo(f"created catalogue source {directory} ({len(written)} files)")
+    click.echo(f"next: rimthan-pack build {directory} --key KEY")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

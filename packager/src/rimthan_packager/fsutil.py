@@ -1,0 +1,73 @@
+"""Small durable-write helpers: exclusive creation, full writes, fsync of files and directories."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from pathlib import Path
+
+_CREATE_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def create_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create ``path`` (failing with ``FileExistsError`` if it exists), write ``data``, fsync.
+
+    ``mode`` is applied exactly (``fchmod``), not narrowed or widened by the umask.
+    """
+    fd = os.open(path, _CREATE_FLAGS, mode)
+    try:
+        os.fchmod(fd, mode)
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (creations, renames) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _renameat2_noreplace(src: Path, dst: Path) -> bool:
+    """Linux ``renameat2(RENAME_NOREPLACE)``; ``False`` if the platform or filesystem lacks it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_noreplace = -100, 1
+    result = renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace)
+    if result == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL):
+        return False
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+def rename_no_replace(src: Path, dst: Path) -> None:
+    """Atomically rename ``src`` to ``dst``, raising ``FileExistsError`` if ``dst`` exists.
+
+    Uses ``RENAME_NOREPLACE`` where available so even a race cannot replace an
+    existing release; elsewhere checks first (a plain ``rename`` onto a
+    non-empty directory fails anyway, so a populated release is never replaced).
+    """
+    if _renameat2_noreplace(src, dst):
+        return
+    if dst.exists() or dst.is_symlink():
+        raise FileExistsError(errno.EEXIST, "destination exists", str(dst))
+    os.rename(src, dst)

@@ -1,0 +1,166 @@
+"""Ed25519 signing keys: generate, store safely, load, sign.
+
+Signing lives only in the packager; the server never imports this module and
+never reads a private key. Private keys are PEM PKCS#8 files with mode 0600,
+and ``keygen`` refuses to write one where git would track it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from rimthan_workflow_registry.errors import FailureCode, TrustError
+from rimthan_workflow_registry.trust import key_id_for, public_key_pem
+
+from .fsutil import create_file
+
+PRIVATE_KEY_SUFFIX = ".key"
+PUBLIC_KEY_SUFFIX = ".pub"
+MAX_KEY_FILE_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A loaded private key, its public half and key id, and where it came from."""
+
+    private_key: Ed25519PrivateKey
+    source: str
+
+    @property
+    def public_key(self) -> Ed25519PublicKey:
+        return self.private_key.public_key()
+
+    @property
+    def key_id(self) -> str:
+        return key_id_for(self.public_key)
+
+    def sign(self, manifest_bytes: bytes) -> bytes:
+        """Raw 64-byte Ed25519 signature (deterministic: same key + bytes = same signature)."""
+        return self.private_key.sign(manifest_bytes)
+
+
+def load_signing_key(path: Path | str) -> SigningKey:
+    """Load a PEM PKCS#8 Ed25519 private key (unencrypted)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TrustError(
+            FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)
+        ) from None
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError) as exc:
+        raise TrustError(
+            FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path)
+        ) from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise TrustError(
+            FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path)
+        )
+    return SigningKey(private_key=key, source=str(path))
+
+
+def private_key_pem(key: Ed25519PrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _nearest_existing_dir(path: Path) -> Path:
+    current = path.parent
+    while not current.exists():
+        current = current.parent
+    return current
+
+
+def _inside_git_work_tree(directory: Path) -> bool:
+    git = shutil.which("git")
+    if git is None:
+        # No git to ask: fail closed if any ancestor looks like a work tree.
+        return any((d / ".git").exists() for d in (directory, *directory.parents))
+    result = subprocess.run(
+        [git, "-C", str(directory), "rev-parse", "--is-inside-work-tree"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return result.returncode == 0 and result.stdout.strip() == "true"
+
+
+def check_key_path_untracked(key_path: Path) -> None:
+    """Refuse a private-key path that git tracks or would track (not ignored).
+
+    Inside a git work tree the path must be matched by an ignore rule
+    (``git check-ignore``); tracked files are never reported as ignored, so an
+    already-tracked path is refused as well.
+    """
+    key_path = key_path.absolute()
+    anchor = _nearest_existing_dir(key_path)
+    if not _inside_git_work_tree(anchor):
+        return
+    git = shutil.which("git")
+    if git is None:
+        raise TrustError(
+            FailureCode.KEY_PATH_TRACKED,
+            "inside a git work tree but git is not installed to check ignore rules",
+            path=str(key_path),
+        )
+    result = subprocess.run(
+        [git, "-C", str(anchor), "check-ignore", "-q", str(key_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise TrustError(
+            FailureCode.KEY_PATH_TRACKED,
+            "git would track this private key (inside a work tree and not ignored)",
+            path=str(key_path),
+        )
+
+
+@dataclass(frozen=True)
+class GeneratedKey:
+    private_path: Path
+    public_path: Path
+    key_id: str
+
+
+def generate_keypair(prefix: Path | str) -> GeneratedKey:
+    """Write ``PREFIX.key`` (PKCS#8, mode 0600) and ``PREFIX.pub`` (SPKI); never overwrite."""
+    prefix = Path(prefix)
+    private_path = prefix.with_name(prefix.name + PRIVATE_KEY_SUFFIX)
+    public_path = prefix.with_name(prefix.name + PUBLIC_KEY_SUFFIX)
+    for path in (private_path, public_path):
+        if path.exists() or path.is_symlink():
+            raise TrustError(
+                FailureCode.DESTINATION_EXISTS, "already exists; keys are never overwritten", path=str(path)
+            )
+    check_key_path_untracked(private_path)
+    key = Ed25519PrivateKey.generate()
+    private_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _write_new(private_path, private_key_pem(key), 0o600)
+    try:
+        _write_new(public_path, public_key_pem(key.public_key()), 0o644)
+    except BaseException:
+        private_path.unlink(missing_ok=True)
+        raise
+    return GeneratedKey(
+        private_path=private_path, public_path=public_path, key_id=key_id_for(key.public_key())
+    )
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    try:
+        create_file(path, data, mode)
+    except FileExistsError:
+        raise TrustError(
+            FailureCode.DESTINATION_EXISTS, "already exists; keys are never overwritten", path=str(path)
+        ) from None

@@ -1,0 +1,154 @@
+"""Read a catalogue source directory: every file ships, nothing odd is tolerated.
+
+A source holds only what goes into the release (docs/catalogue-format.md), so
+anything surprising is refused rather than skipped: symlinks, hidden files or
+directories, ``__pycache__``, special files, names that are not UTF-8 or not
+safe release paths. The result satisfies the loader's ``CatalogueFiles``
+protocol, so the packager validates with exactly the rules the server uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.release_format import FileEntry, media_type_for, path_problem, path_set_problem
+
+from .fsutil import write_all
+
+READ_CHUNK = 1024 * 1024
+_REFUSED_NAMES = {"__pycache__"}
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueError:
+    return CatalogueError(code, message, path=str(where))
+
+
+@dataclass(frozen=True)
+class SourceFiles:
+    """A catalogue source on disk: its file paths and sizes, read on demand."""
+
+    root: Path
+    sizes: Mapping[str, int] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
+
+    @property
+    def paths(self) -> frozenset[str]:
+        return frozenset(self.sizes)
+
+    @property
+    def total_size(self) -> int:
+        return sum(self.sizes.values())
+
+    def where(self, path: str) -> str:
+        return str(self.root / path)
+
+    def open(self, path: str) -> int:
+        """An fd for ``path``, refusing a file swapped for a symlink or special file since the walk."""
+        if path not in self.sizes:
+            raise _refuse(
+                FailureCode.REFERENCE_UNRESOLVED, "not a file of this catalogue source", self.where(path)
+            )
+        try:
+            fd = os.open(self.root / path, _OPEN_FLAGS)
+        except OSError as exc:
+            raise _refuse(
+                FailureCode.FILE_TYPE_FORBIDDEN, f"cannot be opened safely: {exc.strerror}", self.where(path)
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", self.where(path))
+        return fd
+
+    def read(self, path: str) -> bytes:
+        fd = self.open(path)
+        try:
+            chunks = []
+            while chunk := os.read(fd, READ_CHUNK):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
+
+    def copy_to(self, path: str, dest_fd: int) -> FileEntry:
+        """Stream ``path`` into ``dest_fd`` and return its manifest entry (digest of the bytes copied)."""
+        hasher = hashlib.sha256()
+        size = 0
+        fd = self.open(path)
+        try:
+            while chunk := os.read(fd, READ_CHUNK):
+                hasher.update(chunk)
+                write_all(dest_fd, chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        return FileEntry(path=path, sha256=hasher.hexdigest(), size=size, media_type=media_type_for(path))
+
+
+def read_source(root: Path | str) -> SourceFiles:
+    """Walk a catalogue source (no symlinks followed) and list its files."""
+    root = Path(root)
+    if not root.is_dir():
+        raise _refuse(FailureCode.CATALOGUE_INVALID, "no catalogue source directory here", root)
+    sizes: dict[str, int] = {}
+    _walk(root, "", sizes)
+    clash = path_set_problem(sizes)
+    if clash is not None:
+        raise _refuse(FailureCode.PATH_UNSAFE, clash[1], root / clash[0])
+    if "catalogue.toml" not in sizes:
+        raise _refuse(
+            FailureCode.CATALOGUE_INVALID,
+            "a catalogue source is rooted at catalogue.toml",
+            root / "catalogue.toml",
+        )
+    return SourceFiles(root=root, sizes=sizes)
+
+
+def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
+    fs_dir = root / rel_dir if rel_dir else root
+    try:
+        with os.scandir(fs_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise _refuse(
+            FailureCode.CATALOGUE_INVALID, f"cannot list directory: {exc.strerror}", fs_dir
+        ) from None
+    for entry in entries:
+        where = fs_dir / entry.name
+        try:
+            entry.name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", repr(str(where))) from None
+        if entry.name.startswith(".") or entry.name in _REFUSED_NAMES:
+            raise _refuse(
+                FailureCode.PATH_UNSAFE,
+                "hidden files, hidden directories and __pycache__ may not be in a catalogue source "
+                "(everything in the source ships)",
+                where,
+            )
+        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+        problem = path_problem(rel)
+        if problem is not None:
+            raise _refuse(FailureCode.PATH_UNSAFE, problem, where)
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link; copy the file instead", where)
+        if stat.S_ISDIR(mode):
+            _walk(root, rel, sizes)
+        elif stat.S_ISREG(mode):
+            sizes[rel] = entry.stat(follow_symlinks=False).st_size
+        else:
+            raise _refuse(
+                FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where
+            )

@@ -1,0 +1,358 @@
+"""The JSON Schema contracts of the four tools (Draft 2020-12, all closed).
+
+Each contract is a standalone document with a stable ``$id``; tool input and
+output schemas embed copies of them under ``$defs`` so a client needs nothing
+else, and the server serves the very same documents as immutable resources.
+Plain data, no MCP imports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+ID_BASE = "https://rimthan.dev/contracts/"
+MAX_TEXT = 8 * 1024 * 1024
+MAX_TOKEN = 65536
+
+_DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+_SHA256_HEX = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+_NAME = {"type": "string", "minLength": 1, "maxLength": 128}
+_NAMES = {"type": "array", "items": _NAME, "uniqueItems": True, "maxItems": 256}
+_VERSION = {"type": "string", "minLength": 1, "maxLength": 64}
+_TEXT = {"type": "string", "maxLength": 4096}
+_TOKEN = {"type": "string", "minLength": 1, "maxLength": MAX_TOKEN}
+_GLOBS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512}, "maxItems": 256}
+
+
+def _closed(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    schema.update(extra)
+    return schema
+
+
+def _document(name: str, title: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"$schema": DRAFT, "$id": f"{ID_BASE}{name}.schema.json", "title": title, **body}
+
+
+CONFIRMED_STATE_PROJECTION = _document(
+    "confirmed-state-projection",
+    "Confirmed state: every value plus a confirmation per top-level field",
+    _closed(
+        {
+            "state": {"type": "object", "maxProperties": 256},
+            "confirmations": {
+                "type": "object",
+                "maxProperties": 256,
+                "additionalProperties": _closed(
+                    {
+                        "value_digest": _DIGEST,
+                        "confirmed_at": {"type": "integer", "minimum": 0, "maximum": 253402300799},
+                        "confirmed_by": _TEXT,
+                    },
+                    ["value_digest", "confirmed_at"],
+                ),
+            },
+        },
+        ["state", "confirmations"],
+    ),
+)
+
+HOST = _document(
+    "host",
+    "The calling harness: adapter, capabilities and repository policy",
+    _closed(
+        {
+            "harness": _NAME,
+            "adapter": _closed({"id": _NAME, "version": _VERSION}, ["id", "version"]),
+            "capabilities": _NAMES,
+            "validator_capabilities": _NAMES,
+            "repository_policy": _closed(
+                {"writable_paths": _GLOBS, "protected_paths": _GLOBS},
+                ["writable_paths", "protected_paths"],
+            ),
+        },
+        ["harness", "adapter", "capabilities", "validator_capabilities", "repository_policy"],
+    ),
+)
+
+ARTIFACT = _document(
+    "artifact",
+    "One declared output: exact bytes (UTF-8 text) plus the host's readback attestation",
+    _closed(
+        {
+            "artifact_id": _NAME,
+            "path": {"type": "string", "minLength": 1, "maxLength": 1024},
+            "media_type": {"type": "string", "maxLength": 128},
+            "content": {"type": "string", "maxLength": MAX_TEXT},
+            "attestation": _closed(
+                {
+                    "path": {"type": "string", "minLength": 1, "maxLength": 1024},
+                    "sha256": _SHA256_HEX,
+                    "size": {"type": "integer", "minimum": 0},
+                    "symlink_free": {"type": "boolean"},
+                    "write": {"enum": ["created", "replaced"]},
+                },
+                ["path", "sha256", "size", "symlink_free", "write"],
+            ),
+        },
+        ["artifact_id", "path", "media_type", "content"],
+    ),
+)
+
+INPUT_BINDING = _document(
+    "input-binding",
+    "A prior artifact a step reads, bound by digest",
+    _closed({"artifact_id": _NAME, "sha256": _SHA256_HEX}, ["artifact_id", "sha256"]),
+)
+
+FAILURE = _document(
+    "failure",
+    "A closed failure object: code from the documented list, message, optional location",
+    _closed(
+        {
+            "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
+            "message": {"type": "string"},
+            "artifact_id": {"type": "string"},
+            "path": {"type": "string"},
+            "pointer": {"type": "string"},
+            "details": {"type": "object"},
+        },
+        ["code", "message"],
+    ),
+)
+
+FINDING = _document(
+    "finding",
+    "A semantic validator's finding",
+    _closed(
+        {
+            "severity": {"enum": ["error", "warning"]},
+            "artifact_id": _NAME,
+            "message": {"type": "string", "minLength": 1, "maxLength": 8192},
+        },
+        ["severity", "message"],
+    ),
+)
+
+VALIDATOR_SUMMARY = _document(
+    "validator-summary",
+    "A semantic validator as bound in a validation bundle",
+    _closed(
+        {
+            "validator_id": _NAME,
+            "version": _VERSION,
+            "instruction_digest": _DIGEST,
+            "input_digest": _DIGEST,
+            "subagent": _NAME,
+            "report_required": {"type": "boolean"},
+        },
+        ["validator_id", "version", "instruction_digest", "input_digest", "subagent", "report_required"],
+    ),
+)
+
+ARTIFACT_RECEIPTS = {
+    "type": "object",
+    "maxProperties": 256,
+    "additionalProperties": _closed(
+        {"sha256": _SHA256_HEX, "size": {"type": "integer", "minimum": 0}}, ["sha256", "size"]
+    ),
+}
+
+VALIDATION_BUNDLE = _document(
+    "validation-bundle",
+    "What prepare_step_validation bound; submit_step_validation verifies it by its HMAC token",
+    _closed(
+        {
+            "workflow": _closed({"id": _NAME, "version": _VERSION}, ["id", "version"]),
+            "release": _closed({"id": _NAME, "manifest_digest": _DIGEST}, ["id", "manifest_digest"]),
+            "manifest_digest": _DIGEST,
+            "step_id": _NAME,
+            "checkpoint_digest": _DIGEST,
+            "artifacts": ARTIFACT_RECEIPTS,
+            "validators": {"type": "array", "items": VALIDATOR_SUMMARY, "maxItems": 64},
+            "issued_at": {"type": "integer", "minimum": 0},
+            "key_id": _NAME,
+            "validation_token": _TOKEN,
+        },
+        ["workflow", "release", "manifest_digest", "step_id", "checkpoint_digest", "artifacts", "validators",
+         "issued_at", "key_id", "validation_token"],
+    ),
+)
+
+VALIDATOR_REPORT = _document(
+    "validator-report",
+    "A semantic validator's verdict, produced by the host's subagent",
+    _closed(
+        {
+            "validator_id": _NAME,
+            "version": _VERSION,
+            "outcome": {"enum": ["pass", "fail"]},
+            "instruction_digest": _DIGEST,
+            "input_artifacts": {"type": "object", "maxProperties": 256, "additionalProperties": _SHA256_HEX},
+            "findings": {"type": "array", "items": FINDING, "maxItems": 256},
+            "validated_by": _closed({"harness": _NAME, "adapter_version": _VERSION}, ["harness", "adapter_version"]),
+        },
+        ["validator_id", "version", "outcome", "instruction_digest", "input_artifacts", "findings", "validated_by"],
+    ),
+)
+
+MIGRATION_REQUEST = _document(
+    "migration-request",
+    "Explicit request to move a run to the loaded migration-target release",
+    _closed(
+        {
+            "target_release": _NAME,
+            "workflow_version": _VERSION,
+            "confirmed_state": CONFIRMED_STATE_PROJECTION,
+            "host": HOST,
+            "confirm": {"type": "boolean"},
+        },
+        ["target_release", "confirmed_state", "confirm"],
+    ),
+)
+
+_ASSET_REF = _closed(
+    {
+        "id": _NAME,
+        "kind": {"enum": ["instruction", "prompt", "skill", "subagent", "adapter", "validator"]},
+        "uri": {"type": "string"},
+        "path": {"type": "string"},
+        "sha256": _SHA256_HEX,
+        "media_type": {"type": "string"},
+        "install_path": {"type": "string"},
+        "text": {"type": "string"},
+    },
+    ["id", "kind", "uri", "path", "sha256", "media_type"],
+)
+
+STEP_PAYLOAD = _document(
+    "step-payload",
+    "Everything a harness needs to perform one step",
+    _closed(
+        {
+            "id": _NAME,
+            "title": {"type": "string"},
+            "gated": {"type": "boolean"},
+            "terminal": {"type": "boolean"},
+            "definition": {"type": "object"},
+            "instruction": _ASSET_REF,
+            "host_assets": {"type": "array", "items": _ASSET_REF},
+            "host_adapter": {"type": "object"},
+            "outputs": {"type": "array", "items": {"type": "object"}},
+            "inputs": {"type": "array", "items": INPUT_BINDING},
+            "validators": {"type": "array", "items": {"type": "object"}},
+            "resources": {"type": "array", "items": {"type": "string"}},
+        },
+        ["id", "title", "gated", "terminal", "definition", "instruction", "host_assets", "host_adapter", "outputs",
+         "inputs", "validators", "resources"],
+    ),
+)
+
+QUESTION = _document(
+    "question",
+    "The one question the harness must ask the user before the run can advance",
+    _closed(
+        {"field": _NAME, "prompt": {"type": "string"}, "choices": {"type": "array"}},
+        ["field", "prompt", "choices"],
+    ),
+)
+
+MIGRATION_PREVIEW = _document(
+    "migration-preview",
+    "What a migration would do: from, to, and everything it invalidates",
+    _closed(
+        {
+            "from": _closed({"release": _NAME, "manifest_digest": _DIGEST, "workflow": _NAME}),
+            "to": _closed({"release": _NAME, "manifest_digest": _DIGEST, "workflow": _NAME}),
+            "invalidated_artifacts": {"type": "array", "items": _NAME},
+            "invalidated_validators": {"type": "array", "items": _NAME},
+            "restart_step": _NAME,
+            "confirmed": {"type": "boolean"},
+        },
+        ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "confirmed"],
+    ),
+)
+
+
+def result_schema(statuses: list[str]) -> dict[str, Any]:
+    """A tool's output: one envelope, the status set differs per tool."""
+    return _closed(
+        {
+            "status": {"enum": statuses},
+            "workflow": {"oneOf": [{"type": "null"}, _closed({"id": _NAME, "version": _VERSION}, ["id", "version"])]},
+            "release": {"oneOf": [{"type": "null"},
+                                  _closed({"id": _NAME, "manifest_digest": _DIGEST}, ["id", "manifest_digest"])]},
+            "checkpoint": {"oneOf": [{"type": "null"}, _TOKEN]},
+            "checkpoint_digest": {"oneOf": [{"type": "null"}, _DIGEST]},
+            "sequence": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
+            "step": {"oneOf": [{"type": "null"}, STEP_PAYLOAD]},
+            "question": {"oneOf": [{"type": "null"}, QUESTION]},
+            "failures": {"type": "array", "items": FAILURE},
+            "findings": {"type": "array", "items": _closed({"validator": _NAME, **FINDING["properties"]},
+                                                           ["validator", "severity", "message"])},
+            "validators": {"type": "array", "items": VALIDATOR_SUMMARY},
+            "validation_bundle": {"oneOf": [{"type": "null"}, VALIDATION_BUNDLE]},
+            "migration": {"oneOf": [{"type": "null"}, MIGRATION_PREVIEW]},
+            "message": {"type": "string"},
+        },
+        ["status", "workflow", "release", "checkpoint", "checkpoint_digest", "sequence", "step", "question",
+         "failures", "findings", "validators", "validation_bundle", "migration", "message"],
+    )
+
+
+START_STATUSES = ["active", "blocked", "input_required", "completed"]
+CONTINUE_STATUSES = START_STATUSES
+PREPARE_STATUSES = ["deterministic_validation_failed", "ready_for_semantic_validation"]
+SUBMIT_STATUSES = ["validation_failed", "input_required", "advanced", "completed"]
+
+START_INPUT = _closed(
+    {
+        "workflow": _NAME,
+        "workflow_version": _VERSION,
+        "confirmed_state": CONFIRMED_STATE_PROJECTION,
+        "host": HOST,
+    },
+    ["workflow", "confirmed_state", "host"],
+)
+
+CONTINUE_INPUT = _closed(
+    {
+        "checkpoint": _TOKEN,
+        "confirmed_state": CONFIRMED_STATE_PROJECTION,
+        "next_confirmed_state": CONFIRMED_STATE_PROJECTION,
+        "migration": MIGRATION_REQUEST,
+    },
+    ["checkpoint", "confirmed_state"],
+)
+
+PREPARE_INPUT = _closed(
+    {
+        "checkpoint": _TOKEN,
+        "confirmed_state": CONFIRMED_STATE_PROJECTION,
+        "host": HOST,
+        "artifacts": {"type": "array", "items": ARTIFACT, "maxItems": 64},
+        "inputs": {"type": "array", "items": INPUT_BINDING, "maxItems": 64},
+    },
+    ["checkpoint", "confirmed_state", "host", "artifacts"],
+)
+
+SUBMIT_INPUT = _closed(
+    {
+        "checkpoint": _TOKEN,
+        "confirmed_state": CONFIRMED_STATE_PROJECTION,
+        "validation_bundle": VALIDATION_BUNDLE,
+        "reports": {"type": "array", "items": VALIDATOR_REPORT, "maxItems": 64},
+    },
+    ["checkpoint", "confirmed_state", "validation_bundle", "reports"],
+)
+
+CONTRACTS: dict[str, dict[str, Any]] = {
+    doc["$id"].removeprefix(ID_BASE).removesuffix(".schema.json"): doc
+    for doc in (
+        CONFIRMED_STATE_PROJECTION, HOST, ARTIFACT, INPUT_BINDING, FAILURE, FINDING, VALIDATOR_SUMMARY,
+        VALIDATION_BUNDLE, VALIDATOR_REPORT, MIGRATION_REQUEST, STEP_PAYLOAD, QUESTION, MIGRATION_PREVIEW,
+    )
+}

@@ -1,0 +1,164 @@
+"""Immutable MCP resources: tool contracts and the files of every held release.
+
+Every URI carries a digest of what it names, so a resource never changes
+under its URI and clients may cache it forever:
+
+- ``rimthan://contracts/<name>/<sha256hex>.schema.json`` - a JSON Schema
+  contract the tools embed (hex: SHA-256 of the contract's canonical bytes);
+- ``rimthan://manifests/<manifest-hex>/manifest.json`` - a release manifest
+  (hex: the manifest digest, i.e. SHA-256 of exactly these bytes);
+- ``rimthan://releases/<manifest-hex>/<path>`` - a catalogue file of that
+  release, served only through ``VerifiedRelease.read_file`` (verified bytes).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, unquote
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from rimthan_workflow_registry.canonical import canonical_bytes, sha256_hex
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+
+from .provider import LoadedRelease, ReleaseProvider
+
+SCHEME = "rimthan://"
+CONTRACT_MIME = "application/schema+json"
+MANIFEST_MIME = "application/json"
+RELEASE_FILE_TEMPLATE = SCHEME + "releases/{manifest_hex}/{+path}"
+_TEXT_TYPES = ("application/json", "application/toml", "text/markdown", "application/schema+json")
+_CONTRACT_URI = re.compile(r"^rimthan://contracts/(?P<name>[a-z0-9-]+)/(?P<hex>[0-9a-f]{64})\.schema\.json$")
+_MANIFEST_URI = re.compile(r"^rimthan://manifests/(?P<hex>[0-9a-f]{64})/manifest\.json$")
+_RELEASE_URI = re.compile(r"^rimthan://releases/(?P<hex>[0-9a-f]{64})/(?P<path>.+)$")
+
+
+def contract_uri(name: str, document: Mapping[str, Any]) -> str:
+    return f"{SCHEME}contracts/{name}/{sha256_hex(canonical_bytes(dict(document)))}.schema.json"
+
+
+def manifest_uri(manifest_digest: str) -> str:
+    return f"{SCHEME}manifests/{_hex(manifest_digest)}/manifest.json"
+
+
+def release_file_uri(manifest_digest: str, path: str) -> str:
+    return f"{SCHEME}releases/{_hex(manifest_digest)}/{quote(path, safe='/')}"
+
+
+def _hex(digest: str) -> str:
+    return digest.removeprefix("sha256:")
+
+
+@dataclass(frozen=True)
+class ContractResource:
+    name: str
+    uri: str
+    text: str
+
+
+class ResourceCatalogue:
+    """Lists and reads the server's resources; contracts fixed, releases from the provider."""
+
+    def __init__(self, provider: ReleaseProvider, contracts: Mapping[str, Mapping[str, Any]]) -> None:
+        self.provider = provider
+        self.contracts: dict[str, ContractResource] = {}
+        for name, document in sorted(contracts.items()):
+            uri = contract_uri(name, document)
+            self.contracts[uri] = ContractResource(name, uri, canonical_bytes(dict(document)).decode("utf-8"))
+
+    def contract_uris(self) -> dict[str, str]:
+        """Contract name -> immutable URI."""
+        return {c.name: c.uri for c in self.contracts.values()}
+
+    # -- listing --------------------------------------------------------------------------
+
+    def list_resources(self) -> list[types.Resource]:
+        out = [types.Resource(uri=c.uri, name=f"contract {c.name}", title=f"Contract: {c.name}",
+                              mime_type=CONTRACT_MIME, size=len(c.text.encode("utf-8")))
+               for c in self.contracts.values()]
+        for loaded in _by_release(self.provider.held.values()):
+            out.extend(self._release_resources(loaded))
+        return out
+
+    def _release_resources(self, loaded: LoadedRelease) -> Iterable[types.Resource]:
+        release = loaded.release
+        yield types.Resource(uri=manifest_uri(loaded.digest), name=f"{release.release_id} manifest",
+                             title=f"Signed manifest of {release.release_id}", mime_type=MANIFEST_MIME,
+                             size=len(release.manifest_bytes))
+        for entry in release.manifest.files:
+            yield types.Resource(uri=release_file_uri(loaded.digest, entry.path),
+                                 name=f"{release.release_id}:{entry.path}", mime_type=entry.media_type,
+                                 size=entry.size)
+
+    def list_templates(self) -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(
+                uri_template=RELEASE_FILE_TEMPLATE, name="release-file", title="A file of a held release",
+                description="Verified bytes of a catalogue file of the release with this manifest digest (hex).",
+            ),
+            types.ResourceTemplate(
+                uri_template=SCHEME + "manifests/{manifest_hex}/manifest.json", name="release-manifest",
+                title="A held release's signed manifest", mime_type=MANIFEST_MIME,
+                description="The exact signed manifest bytes; the hex is their SHA-256.",
+            ),
+        ]
+
+    # -- reading --------------------------------------------------------------------------
+
+    def read(self, uri: str) -> types.ReadResourceResult:
+        contract = self.contracts.get(uri)
+        if contract is not None:
+            return _result(types.TextResourceContents(uri=uri, mime_type=CONTRACT_MIME, text=contract.text))
+        if match := _MANIFEST_URI.match(uri):
+            loaded = self._held(match.group("hex"), uri)
+            return _result(types.TextResourceContents(uri=uri, mime_type=MANIFEST_MIME,
+                                                      text=loaded.release.manifest_bytes.decode("utf-8")))
+        if match := _RELEASE_URI.match(uri):
+            loaded = self._held(match.group("hex"), uri)
+            return _result(self._read_release_file(loaded, unquote(match.group("path")), uri))
+        raise _not_found(uri, "no such resource; list resources or use a URI a tool returned")
+
+    def _held(self, hex_digest: str, uri: str) -> LoadedRelease:
+        loaded = self.provider.get("sha256:" + hex_digest)
+        if loaded is None:
+            raise _not_found(uri, "this server holds no release with that manifest digest",
+                             FailureCode.PINNED_RELEASE_UNAVAILABLE)
+        return loaded
+
+    @staticmethod
+    def _read_release_file(loaded: LoadedRelease, path: str, uri: str) -> types.TextResourceContents | \
+            types.BlobResourceContents:
+        entry = loaded.release.file_entry(path)
+        if entry is None:
+            raise _not_found(uri, f"{path!r} is not a file of {loaded.release.release_id}")
+        try:
+            data = loaded.release.read_file(path)
+        except RegistryError as exc:
+            # The bytes on disk no longer match the signed manifest: never serve them.
+            raise MCPError(code=INTERNAL_ERROR, message=f"{exc.code.value}: {exc.message}",
+                           data={"code": exc.code.value, "uri": uri}) from None
+        if entry.media_type in _TEXT_TYPES:
+            try:
+                return types.TextResourceContents(uri=uri, mime_type=entry.media_type, text=data.decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+        return types.BlobResourceContents(uri=uri, mime_type=entry.media_type,
+                                          blob=base64.b64encode(data).decode("ascii"))
+
+
+def _by_release(held: Iterable[LoadedRelease]) -> list[LoadedRelease]:
+    return sorted(held, key=lambda r: (r.catalogue, r.version, r.digest))
+
+
+def _result(contents: types.TextResourceContents | types.BlobResourceContents) -> types.ReadResourceResult:
+    # Immutable by construction (the URI names a digest): a long TTL is safe, but scope stays private.
+    return types.ReadResourceResult(contents=[contents], ttl_ms=86_400_000, cache_scope="private")
+
+
+def _not_found(uri: str, message: str, code: FailureCode = FailureCode.INVALID_ARGUMENTS) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=f"{code.value}: {message}", data={"code": code.value, "uri": uri})

@@ -1,0 +1,301 @@
+"""The verifier MCP server: four workflow tools over verified releases.
+
+``create_mcp_application`` is the transport trace point: it builds the SDK's
+low-level ``Server`` with the tool and resource handlers, and every transport
+(stdio, Streamable HTTP) serves exactly that object. This module is a thin
+adapter: the workflow rules live in ``WorkflowEngineQueryModule``; what this
+adds is what the SDK leaves to us - validating arguments and results against
+the declared schemas (compiled once), routing a checkpoint to the release it
+is pinned to, and turning every refusal into a structured tool error so no
+traceback ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import anyio.to_thread
+import mcp_types as types
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+from mcp.server import Server, ServerRequestContext
+from mcp.server.caching import CacheHint
+from rimthan_workflow_registry.canonical import canonical_text
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.tokens import peek_manifest_digest
+
+from .logs import get_logger
+from .provider import SERVED_PROFILE, LoadedRelease, ReleaseProvider
+from .resources import ResourceCatalogue
+from .tool_contracts import (
+    CONTINUE_WORKFLOW,
+    PREPARE_STEP_VALIDATION,
+    START_WORKFLOW,
+    SUBMIT_STEP_VALIDATION,
+    ToolContract,
+    contract_documents,
+    workflow_engine_tool_contracts,
+)
+from .workflow_engine import WorkflowEngineQueryModule
+
+SERVER_NAME = "rimthan-workflow-mcp"
+CHECKPOINT_ARGUMENT = "checkpoint"
+MIGRATION_ARGUMENT = "migration"
+MAX_MESSAGE_CHARS = 600
+INSTRUCTIONS = (
+    "Rimthan serves signed workflow releases through four tools. Call rimthan.start_workflow, then follow each "
+    "returned step: continue_workflow for ungated steps and questions, prepare_step_validation with the step's "
+    "artifacts, run the returned validators as your own subagents, and submit_step_validation with their reports. "
+    "Send the checkpoint token exactly as returned. Step assets are readable as immutable resources."
+)
+# Tool definitions never change while the process runs, but they are the caller's own view: never shared.
+CACHE_HINTS = {
+    "tools/list": CacheHint(ttl_ms=0, scope="private"),
+    "resources/list": CacheHint(ttl_ms=0, scope="private"),
+    "resources/templates/list": CacheHint(ttl_ms=0, scope="private"),
+}
+_log = get_logger("server")
+
+ToolHandler = Callable[["RuntimeState", LoadedRelease, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """Everything a call needs, built once: contracts, compiled validators, SDK tool records."""
+
+    provider: ReleaseProvider
+    profile: str
+    contracts: Mapping[str, ToolContract]
+    tools: tuple[types.Tool, ...]
+    input_validators: Mapping[str, Draft202012Validator]
+    output_validators: Mapping[str, Draft202012Validator]
+    resources: ResourceCatalogue
+
+
+def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
+    """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
+    profile = provider.active.profile
+    if profile != SERVED_PROFILE:
+        raise RegistryError(FailureCode.SCOPE_MISMATCH,
+                            f"release profile {profile!r} is not served; this server serves {SERVED_PROFILE!r}",
+                            path=str(provider.active.release.root))
+    for loaded in provider.held.values():
+        if not isinstance(loaded.module, WorkflowEngineQueryModule):
+            raise RegistryError(FailureCode.INTERNAL_ERROR,
+                                f"{loaded.release.release_id} is not served by WorkflowEngineQueryModule")
+    contracts = workflow_engine_tool_contracts()
+    documents = contract_documents()
+    for name, document in documents.items():
+        _check_schema(document, f"contract {name}")
+    inputs: dict[str, Draft202012Validator] = {}
+    outputs: dict[str, Draft202012Validator] = {}
+    tools: list[types.Tool] = []
+    for contract in contracts:
+        _check_schema(contract.input_schema, f"{contract.name} input schema")
+        _check_schema(contract.output_schema, f"{contract.name} output schema")
+        inputs[contract.name] = Draft202012Validator(contract.input_schema)
+        outputs[contract.name] = Draft202012Validator(contract.output_schema)
+        tools.append(_tool_record(contract))
+    return RuntimeState(
+        provider=provider,
+        profile=profile,
+        contracts={c.name: c for c in contracts},
+        tools=tuple(tools),
+        input_validators=inputs,
+        output_validators=outputs,
+        resources=ResourceCatalogue(provider, documents),
+    )
+
+
+def _check_schema(schema: Mapping[str, Any], what: str) -> None:
+    """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``."""
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise RegistryError(FailureCode.SCHEMA_INVALID,
+                            f"{what} is not a valid Draft 2020-12 schema: {exc.message}") from None
+    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
+        raise RegistryError(FailureCode.SCHEMA_INVALID, f"{what} is not closed (additionalProperties: false)")
+
+
+def _tool_record(contract: ToolContract) -> types.Tool:
+    tool = types.Tool.model_validate(contract.definition(), by_name=False)
+    hints = tool.annotations
+    if hints is None or hints.read_only_hint is not contract.read_only or \
+            hints.idempotent_hint is not contract.idempotent:
+        raise RegistryError(FailureCode.INTERNAL_ERROR,
+                            f"{contract.name}: annotations disagree with the contract's mutability markers")
+    return tool
+
+
+# --------------------------------------------------------------------------- the application
+
+
+def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME) -> Server[Any]:
+    """The SDK low-level server for ``provider``; every transport serves this object."""
+    state = _build_runtime_state(provider)
+
+    async def on_list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                            ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(state.tools))
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+                           ) -> types.CallToolResult:
+        arguments = dict(params.arguments or {})
+        return await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
+
+    async def on_list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                                ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=state.resources.list_resources())
+
+    async def on_list_resource_templates(ctx: ServerRequestContext[Any],
+                                         params: types.PaginatedRequestParams | None
+                                         ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=state.resources.list_templates())
+
+    async def on_read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+                               ) -> types.ReadResourceResult:
+        return await anyio.to_thread.run_sync(state.resources.read, str(params.uri))
+
+    def input_schema(tool_name: str) -> Mapping[str, Any] | None:
+        contract = state.contracts.get(tool_name)
+        return contract.input_schema if contract else None
+
+    return Server(
+        name,
+        version=_package_version(),
+        title="Rimthan verifier",
+        instructions=INSTRUCTIONS,
+        cache_hints=CACHE_HINTS,
+        get_tool_input_schema=input_schema,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_list_resource_templates=on_list_resource_templates,
+        on_read_resource=on_read_resource,
+    )
+
+
+def _package_version() -> str:
+    try:
+        return version("rimthan-workflow-mcp")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+        return "0.0.0"
+
+
+# --------------------------------------------------------------------------- tools/call
+
+
+def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    """One ``tools/call``: validate, route, dispatch, validate the result. Never raises."""
+    started = time.perf_counter()
+    try:
+        contract = state.contracts.get(name)
+        if contract is None:
+            raise RegistryError(FailureCode.METHOD_NOT_FOUND,
+                                f"no tool {name!r}; this server has {', '.join(state.contracts)}")
+        _validate_instance(state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS,
+                           what="arguments")
+        source = _route(state, contract, arguments)
+        result = _dispatch_tool(state, source, name, arguments)
+        _check_result(state, name, result)
+    except RegistryError as exc:
+        _log.info("tool refused", extra={"tool": name, "code": exc.code.value,
+                                         "ms": round((time.perf_counter() - started) * 1000, 1)})
+        return domain_tool_error(exc)
+    except Exception:
+        _log.exception("tool failed unexpectedly", extra={"tool": name})
+        return domain_tool_error(RegistryError(FailureCode.INTERNAL_ERROR,
+                                               "the server failed unexpectedly; the error was logged"))
+    _log.debug("tool served", extra={"tool": name, "status": result.get("status"),
+                                     "ms": round((time.perf_counter() - started) * 1000, 1)})
+    return types.CallToolResult(content=[types.TextContent(text=canonical_text(result))],
+                                structured_content=result, is_error=False)
+
+
+def _validate_instance(validator: Draft202012Validator, instance: Any, *, code: FailureCode, what: str) -> None:
+    """Raise ``RegistryError(code)`` naming the JSON pointer of the most relevant schema violation."""
+    error = best_match(validator.iter_errors(instance))
+    if error is None:
+        return
+    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
+    message = error.message if len(error.message) <= MAX_MESSAGE_CHARS else error.message[:MAX_MESSAGE_CHARS] + "…"
+    raise RegistryError(code, f"{what} at {pointer or '/'}: {message}", path=pointer or "/",
+                        details={"pointer": pointer, "schema_path": "/".join(str(p) for p in error.schema_path)})
+
+
+def _check_result(state: RuntimeState, name: str, result: Any) -> None:
+    """A result outside the declared output schema is a server bug: log it, never send it."""
+    try:
+        _validate_instance(state.output_validators[name], result, code=FailureCode.INTERNAL_ERROR,
+                           what=f"{name} result")
+    except RegistryError as exc:
+        _log.error("result violates the output schema", extra={"tool": name, "problem": exc.message})
+        raise RegistryError(FailureCode.INTERNAL_ERROR,
+                            "the server produced a result outside this tool's output schema; it was logged and "
+                            "not sent") from None
+
+
+def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, Any]) -> LoadedRelease:
+    """The release that serves this call: the checkpoint's pinned release, else the active one.
+
+    The digest is read from the token UNVERIFIED, for routing only; the
+    module it routes to verifies the token's HMAC before using anything in it.
+    """
+    provider = state.provider
+    if not contract.checkpoint_bearing:
+        return provider.active
+    pinned = peek_manifest_digest(arguments.get(CHECKPOINT_ARGUMENT))  # type: ignore[arg-type]
+    if pinned is None:
+        return provider.active  # unreadable token: the module refuses it as checkpoint_invalid
+    loaded = provider.get(pinned)
+    if loaded is None:
+        raise RegistryError(FailureCode.PINNED_RELEASE_UNAVAILABLE,
+                            f"the checkpoint is pinned to release {pinned}, which this server does not hold; "
+                            "resume on a server that holds it, or start a new run",
+                            details={"manifest_digest": pinned,
+                                     "active": provider.active.release.release_id})
+    return loaded
+
+
+def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str,
+                   arguments: dict[str, Any]) -> dict[str, Any]:
+    """Map exactly the four tool names to the four module methods."""
+    module = source.module
+    if name == START_WORKFLOW:
+        return module.start_workflow(arguments)
+    if name == CONTINUE_WORKFLOW:
+        if MIGRATION_ARGUMENT in arguments:
+            return _dispatch_migration(state, source, arguments)
+        return module.continue_workflow(arguments)
+    if name == PREPARE_STEP_VALIDATION:
+        return module.prepare_step_validation(arguments)
+    if name == SUBMIT_STEP_VALIDATION:
+        return module.submit_step_validation(arguments)
+    raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
+
+
+def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Explicit migration to the separately verified target release given at start."""
+    target = state.provider.migration_target
+    if target is None:
+        raise RegistryError(FailureCode.MIGRATION_UNAVAILABLE,
+                            "this server was started without a migration target (--migration-target); "
+                            "continue on the pinned release or ask the operator")
+    return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
+
+
+def domain_tool_error(exc: RegistryError) -> types.CallToolResult:
+    """A refusal as an ``isError`` tool result: ``{"error": {code, message, ...}}`` as text and structured."""
+    error = exc.to_dict()
+    try:
+        text = canonical_text({"error": error})
+    except Exception:  # details that are not JSON: keep the code and message only
+        error = {"code": exc.code.value, "message": exc.message}
+        text = canonical_text({"error": error})
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content={"error": error},
+                                is_error=True)
