@@ -87,7 +87,6 @@ class FailureCode(StrEnum):
     ARTIFACT_TOO_LARGE = "artifact_too_large"
     ARTIFACTS_TOTAL_TOO_LARGE = "artifacts_total_too_large"
     MEDIA_TYPE_MISMATCH = "media_type_mismatch"
-    ARTIFACT_NOT_UTF8 = "artifact_not_utf8"
     JSON_PARSE_FAILED = "json_parse_failed"
     JSON_SCHEMA_FAILED = "json_schema_failed"
     INPUT_BINDING_MISMATCH = "input_binding_mismatch"
@@ -98,7 +97,6 @@ class FailureCode(StrEnum):
     REPORT_SET_MISMATCH = "report_set_mismatch"
     REPORT_STALE = "report_stale"
     REPORT_HOST_MISMATCH = "report_host_mismatch"
-    VALIDATOR_FAILED = "validator_failed"
     # --- migration ----------------------------------------------------------------
     MIGRATION_UNAVAILABLE = "migration_unavailable"
     MIGRATION_SCOPE_MISMATCH = "migration_scope_mismatch"

@@ -473,14 +473,13 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     if canonical_bytes(value) != data:
         raise _invalid(where, "bytes are not canonical RFC 8785 JSON", FailureCode.MANIFEST_NOT_CANONICAL)
     manifest = Manifest.from_json(value)
+    if value["release"]["id"] != manifest.release.id:
+        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
     _check_manifest_order(manifest, where)
     return manifest
 
 
 def _check_manifest_order(manifest: Manifest, where: str) -> None:
-    release = manifest.release
-    if release.id != f"{release.catalogue}@{release.version}":
-        raise _invalid(where, f"release.id {release.id!r} is not {release.catalogue}@{release.version}")
     keyed: list[tuple[str, list[Any]]] = [
         ("files", [f.path for f in manifest.files]),
         ("workflows", [w.sort_key for w in manifest.workflows]),

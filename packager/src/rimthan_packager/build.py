@@ -36,7 +36,7 @@ from rimthan_workflow_registry.release_format import (
     signature_name,
 )
 from rimthan_workflow_registry.trust import TrustStore
-from rimthan_workflow_registry.verify import ReleaseInspection, inspect_release, verify_release
+from rimthan_workflow_registry.verify import inspect_release, verify_release
 from tqdm import tqdm
 
 from .fsutil import create_file, fsync_dir, rename_no_replace, write_all
@@ -45,9 +45,7 @@ from .source import SourceFiles, read_source
 
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 PROGRESS_MIN_FILES = 500
-_FILE_FLAGS = (
-    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
+_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -126,9 +124,7 @@ def build_release(
         fsync_dir(work / SIGNATURES_DIR)
         fsync_dir(work)
         os.chmod(work, 0o755)
-        check = trust or TrustStore.from_public_keys(
-            [k.public_key for k in signers], source="the signing keys"
-        )
+        check = trust or TrustStore.from_public_keys([k.public_key for k in signers], source="the signing keys")
         verified = _self_check(work, dest, check)
         try:
             rename_no_replace(work, dest)
@@ -251,8 +247,3 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     finally:
         tmp.unlink(missing_ok=True)
     return sig_path
-
-
-def inspect(release_dir: Path | str, trust: TrustStore | None = None) -> ReleaseInspection:
-    """See :func:`rimthan_workflow_registry.verify.inspect_release`."""
-    return inspect_release(release_dir, trust)

@@ -17,9 +17,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.trust import TrustStore, load_trust
-from rimthan_workflow_registry.verify import DEFAULT_PROFILE, ReleaseInspection, verify_release
+from rimthan_workflow_registry.verify import DEFAULT_PROFILE, ReleaseInspection, inspect_release, verify_release
 
-from .build import build_release, inspect, sign_release, source_date_epoch
+from .build import build_release, sign_release, source_date_epoch
 from .scaffold import init_catalogue
 from .signing import generate_keypair, load_signing_key
 
@@ -110,6 +110,11 @@ def reports_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
+    t for t in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if t is not None
+)
+
+
 class _Group(click.Group):
     """Usage errors in the same one-line form (exit 2) instead of click's multi-line block."""
 
@@ -124,6 +129,9 @@ class _Group(click.Group):
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
+            if isinstance(exc, _NO_ARGS_IS_HELP) and exc.ctx is not None:
+                click.echo(exc.ctx.get_help())
+                sys.exit(0)
             command = exc.ctx.command_path if exc.ctx is not None else "rimthan-pack"
             click.echo(f"error: usage: {exc.format_message()}", err=True)
             click.echo(f"next: run '{command} --help'", err=True)
@@ -393,7 +401,7 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     when --trust is given.
     """
     trust = load_trust(trust_path) if trust_path is not None else None
-    found = inspect(release, trust)
+    found = inspect_release(release, trust)
     data = _inspection_json(found, trust)
     if as_json:
         _emit_json(data)

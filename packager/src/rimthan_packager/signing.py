@@ -51,9 +51,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
         with path.open("rb") as handle:
             data = handle.read(MAX_KEY_FILE_BYTES + 1)
     except OSError as exc:
-        raise TrustError(
-            FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)
-        ) from None
+        raise TrustError(FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)) from None
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
@@ -61,9 +59,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
             FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path)
         ) from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise TrustError(
-            FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path)
-        )
+        raise TrustError(FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path))
     return SigningKey(private_key=key, source=str(path))
 
 
@@ -152,9 +148,7 @@ def generate_keypair(prefix: Path | str) -> GeneratedKey:
     except BaseException:
         private_path.unlink(missing_ok=True)
         raise
-    return GeneratedKey(
-        private_path=private_path, public_path=public_path, key_id=key_id_for(key.public_key())
-    )
+    return GeneratedKey(private_path=private_path, public_path=public_path, key_id=key_id_for(key.public_key()))
 
 
 def _write_new(path: Path, data: bytes, mode: int) -> None:

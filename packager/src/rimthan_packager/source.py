@@ -24,9 +24,7 @@ from .fsutil import write_all
 
 READ_CHUNK = 1024 * 1024
 _REFUSED_NAMES = {"__pycache__"}
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueError:
@@ -57,9 +55,7 @@ class SourceFiles:
     def open(self, path: str) -> int:
         """An fd for ``path``, refusing a file swapped for a symlink or special file since the walk."""
         if path not in self.sizes:
-            raise _refuse(
-                FailureCode.REFERENCE_UNRESOLVED, "not a file of this catalogue source", self.where(path)
-            )
+            raise _refuse(FailureCode.REFERENCE_UNRESOLVED, "not a file of this catalogue source", self.where(path))
         try:
             fd = os.open(self.root / path, _OPEN_FLAGS)
         except OSError as exc:
@@ -121,9 +117,7 @@ def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
         with os.scandir(fs_dir) as it:
             entries = sorted(it, key=lambda e: e.name)
     except OSError as exc:
-        raise _refuse(
-            FailureCode.CATALOGUE_INVALID, f"cannot list directory: {exc.strerror}", fs_dir
-        ) from None
+        raise _refuse(FailureCode.CATALOGUE_INVALID, f"cannot list directory: {exc.strerror}", fs_dir) from None
     for entry in entries:
         where = fs_dir / entry.name
         try:
@@ -149,6 +143,4 @@ def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
         elif stat.S_ISREG(mode):
             sizes[rel] = entry.stat(follow_symlinks=False).st_size
         else:
-            raise _refuse(
-                FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where
-            )
+            raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where)

@@ -173,9 +173,13 @@ class ReleaseProvider:
         releases_dir: Path | None = None,
         state_dir: Path | None = None,
         lower_floor: bool = False,
+        record_floor: bool = True,
         module_factory: ModuleFactory = WorkflowEngineQueryModule,
     ) -> ReleaseProvider:
-        """Verify the release (and migration target) and check the rollback floor, or raise."""
+        """Verify the release (and migration target) and check the rollback floor, or raise.
+
+        ``record_floor=False`` checks without writing (``rimthan-mcp check``).
+        """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, lower_floor=lower_floor)
@@ -183,7 +187,8 @@ class ReleaseProvider:
         if migration_target_dir is not None:
             target = load_release(migration_target_dir, trust, keyring, module_factory,
                                   expected_scope=active.scope_name, migration=True)
-        floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
+        if record_floor:
+            floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         return cls(trust=trust, keyring=keyring, active=active, migration_target=target,
                    releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
                    floor=floor, module_factory=module_factory)
@@ -236,10 +241,11 @@ class ReleaseProvider:
             try:
                 loaded = load_release(candidate, self.trust, self.keyring, self._module_factory,
                                       expected_scope=current.scope_name)
-                if loaded.catalogue != current.catalogue or semver_key(loaded.version) <= semver_key(current.version):
+                if loaded.catalogue != current.catalogue or \
+                        loaded.version != release_dir_version(candidate, current.catalogue):
                     raise RegistryError(FailureCode.REFRESH_REJECTED,
-                                        f"the signed manifest names {loaded.release.release_id}, not a newer "
-                                        f"{current.catalogue} release than {current.release.release_id}",
+                                        f"the directory name does not match the signed manifest's "
+                                        f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
                                         path=str(candidate))
                 self.floor.check(loaded.catalogue, loaded.version)
             except RegistryError as exc:

@@ -8,7 +8,8 @@ under its URI and clients may cache it forever:
 - ``rimthan://manifests/<manifest-hex>/manifest.json`` - a release manifest
   (hex: the manifest digest, i.e. SHA-256 of exactly these bytes);
 - ``rimthan://releases/<manifest-hex>/<path>`` - a catalogue file of that
-  release, served only through ``VerifiedRelease.read_file`` (verified bytes).
+  release, served only through ``VerifiedRelease.read_file`` (verified bytes);
+  the same URIs the engine puts in step payloads (``step_payload.release_file_uri``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.canonical import canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.step_payload import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 
@@ -44,10 +45,6 @@ def contract_uri(name: str, document: Mapping[str, Any]) -> str:
 
 def manifest_uri(manifest_digest: str) -> str:
     return f"{SCHEME}manifests/{_hex(manifest_digest)}/manifest.json"
-
-
-def release_file_uri(manifest_digest: str, path: str) -> str:
-    return f"{SCHEME}releases/{_hex(manifest_digest)}/{quote(path, safe='/')}"
 
 
 def _hex(digest: str) -> str:
@@ -120,7 +117,7 @@ class ResourceCatalogue:
                                                       text=loaded.release.manifest_bytes.decode("utf-8")))
         if match := _RELEASE_URI.match(uri):
             loaded = self._held(match.group("hex"), uri)
-            return _result(self._read_release_file(loaded, unquote(match.group("path")), uri))
+            return _result(self._read_release_file(loaded, match.group("path"), uri))
         raise _not_found(uri, "no such resource; list resources or use a URI a tool returned")
 
     def _held(self, hex_digest: str, uri: str) -> LoadedRelease:

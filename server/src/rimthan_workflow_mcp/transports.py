@@ -29,7 +29,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .logs import get_logger
-from .provider import ReleaseProvider, RefreshResult
+from .provider import RefreshResult, ReleaseProvider
 
 MCP_PATH = "/mcp"
 _log = get_logger("transport")

@@ -1,0 +1,90 @@
+# Rimthan make targets. Every target bootstraps what it needs on a fresh machine:
+# uv (installed with pip if missing) and the locked environment (uv sync --locked).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+# uv on PATH if there is one, else the copy pip installs (run as a module, so ~/.local/bin need not be on PATH).
+UV ?= $(shell command -v uv 2>/dev/null || echo "$(PYTHON) -m uv")
+PACK := $(UV) run --locked rimthan-pack
+
+CATALOGUE := research-decision
+VERSIONS := 1.2.0 1.3.0
+RELEASES := releases
+DEV_KEY := keys/local/dev
+DEV_TRUST := keys/local
+
+.PHONY: help bootstrap setup demo test lint test-four-tools test-loop test-packaged test-pinned
+
+help:
+	@echo "make demo    build and verify the packaged $(CATALOGUE) releases (creates a local dev key if needed)"
+	@echo "make test    run the test suite (excluding tests marked slow)"
+	@echo "make lint    ruff"
+	@echo "make setup   install uv if missing and sync the locked environment"
+	@echo "make test-four-tools | test-loop | test-packaged | test-pinned   focused protocol tests"
+
+bootstrap:
+	@if ! command -v uv >/dev/null 2>&1 && ! $(PYTHON) -m uv --version >/dev/null 2>&1; then \
+	  echo "uv not found: installing it with pip"; \
+	  $(PYTHON) -m pip install --quiet uv \
+	    || $(PYTHON) -m pip install --quiet --user uv \
+	    || $(PYTHON) -m pip install --quiet --user --break-system-packages uv; \
+	fi
+	@$(UV) sync --locked --quiet
+
+setup: bootstrap
+	@$(UV) --version
+	@echo "environment synced from uv.lock"
+
+# Releases are immutable: a version already in releases/ that still verifies is kept, never rebuilt.
+demo: bootstrap
+	@if [ ! -f $(DEV_KEY).key ]; then \
+	  echo "creating local development signing key $(DEV_KEY).key (git-ignored)"; \
+	  $(PACK) keygen --out $(DEV_KEY); \
+	fi
+	@for version in $(VERSIONS); do \
+	  release=$(RELEASES)/$(CATALOGUE)-$$version; \
+	  source=catalogues/$(CATALOGUE)/$$version; \
+	  if [ -e "$$release" ]; then \
+	    if $(PACK) verify "$$release" --trust $(DEV_TRUST) >/dev/null 2>&1; then \
+	      echo "kept $$release (already built and verifies; releases are immutable)"; \
+	      scratch=$$(mktemp -d); \
+	      if ! $(PACK) build "$$source" --key $(DEV_KEY).key --out "$$scratch" --json >/dev/null 2>&1 \
+	         || ! cmp -s "$$scratch/$(CATALOGUE)-$$version/manifest.json" "$$release/manifest.json"; then \
+	        echo "warning: $$source changed since $$release was built; a changed catalogue is a new version" \
+	             "(bump it in catalogue.toml, or delete $$release to rebuild this local demo release)"; \
+	      fi; \
+	      rm -rf "$$scratch"; \
+	      continue; \
+	    fi; \
+	    echo "error: $$release exists but does not verify against $(DEV_TRUST):"; \
+	    $(PACK) verify "$$release" --trust $(DEV_TRUST) || true; \
+	    echo "next: releases are never overwritten; delete $$release to rebuild it with the local dev key"; \
+	    exit 1; \
+	  fi; \
+	  $(PACK) build "$$source" --key $(DEV_KEY).key --out $(RELEASES); \
+	done
+	@for version in $(VERSIONS); do \
+	  $(PACK) verify $(RELEASES)/$(CATALOGUE)-$$version --trust $(DEV_TRUST); \
+	done
+
+test: bootstrap
+	$(UV) run --locked pytest -q -m "not slow"
+
+lint: bootstrap
+	$(UV) run --locked ruff check .
+
+# Focused validation, as listed in the four-tool workflow protocol.
+test-four-tools: bootstrap
+	$(UV) run --locked pytest tests/test_workflow_engine.py -k four_tools
+
+test-loop: bootstrap
+	$(UV) run --locked pytest tests/test_workflow_engine.py -k complete_stateless_validation_loop
+
+test-packaged: bootstrap
+	$(UV) run --locked pytest tests/test_workflow_engine.py -k packaged_research_workflow_executes_every_mvp_gate
+
+test-pinned: bootstrap
+	$(UV) run --locked pytest tests/test_workflow_engine.py -k "pinned_release or corrupt_active_refresh"
