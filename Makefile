@@ -16,10 +16,11 @@ RELEASES := releases
 DEV_KEY := keys/local/dev
 DEV_TRUST := keys/local
 
-.PHONY: help bootstrap setup demo test lint test-four-tools test-loop test-packaged test-pinned
+.PHONY: help bootstrap setup demo serve test lint test-four-tools test-loop test-packaged test-pinned
 
 help:
-	@echo "make demo    build and verify the packaged $(CATALOGUE) releases (creates a local dev key if needed)"
+	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
+	@echo "make serve   run the verifier MCP server (stdio) on the newest release in $(RELEASES)/"
 	@echo "make test    run the test suite (excluding tests marked slow)"
 	@echo "make lint    ruff"
 	@echo "make setup   install uv if missing and sync the locked environment"
@@ -69,6 +70,16 @@ demo: bootstrap
 	@for version in $(VERSIONS); do \
 	  $(PACK) verify $(RELEASES)/$(CATALOGUE)-$$version --trust $(DEV_TRUST); \
 	done
+	@echo "== a real MCP client (the SDK) starts rimthan-mcp over stdio and walks the workflow"
+	$(UV) run --locked python -m rimthan_workflow_mcp.demo --releases-dir $(RELEASES) --trust $(DEV_TRUST)
+
+# Serve the newest verified release in releases/ over stdio for a real MCP client (see docs/server.md).
+serve: bootstrap
+	@if ! ls -d $(RELEASES)/$(CATALOGUE)-* >/dev/null 2>&1; then \
+	  echo "error: no release in $(RELEASES)/ - next: run 'make demo' to build and verify the packaged releases"; \
+	  exit 1; \
+	fi
+	@$(UV) run --locked rimthan-mcp serve --releases-dir $(RELEASES) --trust $(DEV_TRUST)
 
 test: bootstrap
 	$(UV) run --locked pytest -q -m "not slow"

@@ -17,7 +17,7 @@ import tomli_w
 from conftest import build_release, make_keypair, packaged_source, trust_dir
 from engine_support import Engines, TickingClock, example_state, examples, make_engines
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
-from rimthan_workflow_registry.checkpoints import Checkpoint, issue_checkpoint, verify_checkpoint
+from rimthan_workflow_registry.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.tokens import CheckpointKeyring, peek_claims
 from rimthan_workflow_registry.trust import load_trust
@@ -108,7 +108,9 @@ def test_alias_resolution_picks_newest_semantic_version_unless_exact(tmp_path: P
     harness = engines.harness("versions")
     state = harness.confirm(example_state("1.2.0"))
     for name in ("research-decision", "research", "decide"):
-        assert start(engine, harness, state)["workflow"]["version"] == "1.10.0"  # not 1.9.0, not the rc
+        # newest stable: 1.10.0 beats 1.9.0, and a pre-release is never picked implicitly
+        result = engine.start_workflow({"workflow": name, "confirmed_state": state, "host": harness.host()})
+        assert result["workflow"]["version"] == "1.10.0"
         result = engine.start_workflow({"workflow": name, "workflow_version": "1.11.0-rc.1",
                                         "confirmed_state": state, "host": harness.host()})
         assert result["workflow"] == {"id": "research-decision", "version": "1.11.0-rc.1"}
@@ -165,7 +167,7 @@ def test_prepare_accumulates_every_deterministic_failure(engines: Engines) -> No
                                              "inputs": [{"artifact_id": "findings", "sha256": "0" * 64}]})
     assert result["status"] == "deterministic_validation_failed" and result["validation_bundle"] is None
     codes = {f["code"] for f in result["failures"]}
-    assert {"validator_capabilities_mismatch", "validator_capability_missing", "repository_policy_conflict",
+    assert {"validator_capabilities_mismatch", "repository_policy_conflict",
             "artifact_duplicate", "artifact_undeclared", "artifact_count_mismatch",
             "input_binding_mismatch"} <= codes
 
@@ -302,8 +304,12 @@ def test_checkpoint_claims_have_a_closed_shape() -> None:
     with pytest.raises(TokenError) as err:
         verify_checkpoint(keyring, signed)
     assert err.value.code is FailureCode.CHECKPOINT_INVALID
-    assert Checkpoint.from_claims(Checkpoint(1, "w", "1.0.0", "r@1", "sha256:" + "0" * 64, "s",
-                                             "sha256:" + "1" * 64, None).to_claims()).sequence == 1
+    host = HostBinding.of("claude-code", "1.0.0", ["b", "a"], [])
+    claims = Checkpoint(1, "w", "1.0.0", "r@1", "sha256:" + "0" * 64, "s", "sha256:" + "1" * 64, None,
+                        host=host).to_claims()
+    assert Checkpoint.from_claims(claims).host.capabilities == ("a", "b")
+    with pytest.raises(TokenError):
+        Checkpoint.from_claims({**claims, "host": {**claims["host"], "harness": ""}})
 
 
 def test_keyring_file_round_trip_is_private(tmp_path: Path) -> None:

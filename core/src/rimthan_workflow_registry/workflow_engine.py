@@ -37,5 +37,12 @@ def resolve_branches(step: StepDefinition, state: Mapping[str, Any]) -> str | No
 
 
 def newest_version(workflows: Iterable[WorkflowDefinition]) -> WorkflowDefinition | None:
-    """The candidate with the highest semantic version (pre-releases sort lower)."""
-    return max(workflows, key=lambda w: semver_key(w.version), default=None)
+    """The candidate with the highest semantic version.
+
+    A pre-release is never chosen implicitly while a release exists: an
+    operator shipping ``1.11.0-rc.1`` next to ``1.10.0`` expects runs that name
+    no version to keep getting ``1.10.0``. Ask for the pre-release by version.
+    """
+    candidates = list(workflows)
+    stable = [w for w in candidates if "-" not in w.version.split("+", 1)[0]]
+    return max(stable or candidates, key=lambda w: semver_key(w.version), default=None)

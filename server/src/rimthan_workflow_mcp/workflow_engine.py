@@ -130,28 +130,36 @@ class WorkflowEngineQueryModule:
         if failures:
             return self._result("blocked", workflow=workflow, issued=issued, failures=failures,
                                 message="changed fields need a fresh confirmation; the checkpoint is unchanged")
-        if changed:
-            issued = self._reissue(issued, state_digest=state.digest)
-        step = self._step(workflow, issued.checkpoint.step_id)
-        adapter = self._adapter(workflow, issued.checkpoint)
-        if step.gated and not _validated(step, issued.checkpoint):
-            return self._result("active", workflow=workflow, issued=issued,
-                                step=self._payload(workflow, step, adapter, issued.checkpoint),
+        changes = {"state_digest": state.digest} if changed else {}
+        step = self._step(workflow, cp.step_id)
+        adapter = self._adapter(workflow, cp)
+        if step.gated and not _validated(step, cp):
+            current = self._reissue(issued, **changes) if changes else issued
+            return self._result("active", workflow=workflow, issued=current,
+                                step=self._payload(workflow, step, adapter, current.checkpoint),
                                 message="this step is gated: prepare and submit validation to advance")
-        return self._advance(workflow, issued, step, state, adapter, status_moved="active")
+        return self._advance(workflow, issued, step, state, adapter, status_moved="active", changes=changes)
 
     def _advance(self, workflow: WorkflowDefinition, issued: IssuedCheckpoint, step: StepDefinition,
-                 state: ConfirmedState, adapter: HostAdapter, *, status_moved: str) -> dict[str, Any]:
-        """Follow ``step``'s transition: next step, one question, or completion."""
+                 state: ConfirmedState, adapter: HostAdapter, *, status_moved: str,
+                 changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Follow ``step``'s transition: next step, one question, or completion.
+
+        ``changes`` (new receipts, a new state digest) go into the one
+        checkpoint this call issues, so the client's chain has no gaps; with no
+        changes and no move, the checkpoint stays the same.
+        """
         target = self._next_target(step, state)
-        if target is None:
-            return self._result("input_required", workflow=workflow, issued=issued,
-                                step=self._payload(workflow, step, adapter, issued.checkpoint),
+        if target is None or target == _COMPLETED:
+            current = self._reissue(issued, **changes) if changes else issued
+            if target == _COMPLETED:
+                return self._result("completed", workflow=workflow, issued=current,
+                                    message="the workflow is complete")
+            return self._result("input_required", workflow=workflow, issued=current,
+                                step=self._payload(workflow, step, adapter, current.checkpoint),
                                 question=step.question.to_json() if step.question else None,
                                 message="ask the user this question and confirm the answer")
-        if target == _COMPLETED:
-            return self._result("completed", workflow=workflow, issued=issued, message="the workflow is complete")
-        nxt = self._reissue(issued, step_id=target, state_digest=state.digest)
+        nxt = self._reissue(issued, **{**changes, "step_id": target, "state_digest": state.digest})
         return self._result(status_moved, workflow=workflow, issued=nxt,
                             step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint))
 
@@ -304,9 +312,8 @@ class WorkflowEngineQueryModule:
                                 step=self._payload(workflow, step, adapter, nxt.checkpoint),
                                 message="repair the artifacts and prepare again; passed validators are reused "
                                         "while their inputs stay identical")
-        artifacts = {**cp.artifacts, **bundle.receipts}
-        done = self._reissue(issued, validators=validators, artifacts=artifacts)
-        return self._advance(workflow, done, step, state, adapter, status_moved="advanced")
+        changes = {"validators": validators, "artifacts": {**cp.artifacts, **bundle.receipts}}
+        return self._advance(workflow, issued, step, state, adapter, status_moved="advanced", changes=changes)
 
     # ------------------------------------------------------------------ shared plumbing
 

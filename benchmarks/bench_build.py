@@ -1,0 +1,95 @@
+"""P2: ``rimthan-pack build`` (the real CLI, a subprocess) vs hashing the source once plus one signature.
+
+The build copies and fsyncs every file, writes manifest/SHA256SUMS/signature,
+verifies the result with the one verification path and renames it into
+place. The floor is only the irreducible part: read and hash every source
+byte once (``openssl dgst``, one process) and make one Ed25519 signature.
+The last build is kept: P1 verifies exactly that release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rimthan_workflow_registry.release_format import MANIFEST_NAME
+
+from .fixtures import BenchKeys, run_probe, tool
+from .floors import hash_floor, signature_floor
+from .report import Figure
+from .synthetic import BulkSpec
+from .timing import paired, repeat, timed
+
+TARGET = 1.3
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    figure: Figure
+    release: Path
+
+
+def source_digests(source: Path) -> dict[str, str]:
+    """Relative path -> SHA-256 of every source file (what the floor must reproduce)."""
+    out = {}
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        out[path.relative_to(source).as_posix()] = digest.hexdigest()
+    return out
+
+
+def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
+           profile: bool) -> BuildOutcome:
+    """Time ``reps`` CLI builds beside the floor; keep the last release for P1."""
+    pack = tool("rimthan-pack")
+    root = work / "p2" / spec.label
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    counter = iter(range(1_000_000))
+    kept: list[Path] = []
+
+    def build_once() -> float:
+        out = root / f"build-{next(counter)}"
+        started = time.perf_counter()
+        subprocess.run([pack, "build", str(source), "--key", str(keys.private_key), "--out", str(out)],
+                       check=True, capture_output=True)
+        elapsed = time.perf_counter() - started
+        for old in kept:
+            shutil.rmtree(old)
+        kept[:] = [out]
+        return elapsed
+
+    digests = source_digests(source)
+    hashing, processes = hash_floor(source, sorted(digests), digests)
+    build_once()  # untimed warm-up: cold .pyc, and the manifest the signature floor signs
+    release = next(kept[0].iterdir())
+    signing = signature_floor((release / MANIFEST_NAME).read_bytes())
+
+    def floor() -> float:
+        return hashing() + signing.median
+
+    ours, floor_sample = paired(build_once, floor, reps, warmup=0)
+    startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
+    details = {
+        "files": spec.files, "bytes": spec.total_bytes, "ours_s": ours.to_json(), "floor_s": floor_sample.to_json(),
+        "signature_floor_s": signing.median, "openssl_processes": processes,
+        "cli_startup_s": startup.median,
+        "note": "ours is the wall time of the rimthan-pack build subprocess (interpreter start and imports "
+                "included); it copies and fsyncs every file, then verifies the release it wrote",
+    }
+    figure = Figure(f"P2 {spec.label}", f"rimthan-pack build of the {spec.label} synthetic catalogue (CLI)",
+                    ours.median, floor_sample.median, "s", "ratio", TARGET,
+                    floor_what="openssl dgst -sha256 over the source files (one process) + one Ed25519 signature",
+                    details=details)
+    if profile and not figure.met:
+        details["profile"] = run_probe("build", "--source", str(source), "--key", str(keys.private_key),
+                                       "--out", str(root), "--profile")
+    return BuildOutcome(figure, release)
