@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import tomli_w
-
 from rimthan_workflow_registry.catalogue import semver_key
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.loader import ReleaseLoader
@@ -79,7 +78,8 @@ def _add_duplicate_workflow_alias(root: Path) -> None:
 
 def _alias_equals_other_id(root: Path) -> None:
     shutil.copy(root / WORKFLOW, root / "workflows/other.toml")
-    edit_toml(root, "workflows/other.toml", lambda d: d.update(id="other-workflow", entry_aliases=["research-decision"]))
+    edit_toml(root, "workflows/other.toml",
+              lambda d: d.update(id="other-workflow", entry_aliases=["research-decision"]))
     edit_toml(root, "catalogue.toml", lambda d: d["workflows"].append("workflows/other.toml"))
 
 

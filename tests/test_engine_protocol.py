@@ -324,3 +324,38 @@ def test_keyring_file_round_trip_is_private(tmp_path: Path) -> None:
     with pytest.raises(Exception) as err:
         CheckpointKeyring.load(path)
     assert getattr(err.value, "code", None) is FailureCode.KEY_INVALID
+
+
+def test_prepare_reports_host_mismatch_missing_artifact_bad_json_and_total_size(engines: Engines) -> None:
+    engine, harness = engines.module("1.2.0"), engines.harness("more-failures")
+    cp, state, step = _at_route_step(engines, engine, harness, "experiment")
+    results, report = harness.write_outputs(step, examples("1.2.0"))
+    host = harness.with_host(harness="opencode", adapter_id="opencode").host()
+    only_one = engine.prepare_step_validation({"checkpoint": cp, "confirmed_state": state, "host": host,
+                                               "artifacts": [{**results, "content": "{not json"}]})
+    codes = {f["code"] for f in only_one["failures"]}
+    assert {"host_mismatch", "artifact_missing", "artifact_count_mismatch", "json_parse_failed"} <= codes
+    # 262144 + 131073 bytes: one artifact over its cap and the step over max_total_bytes (393216)
+    big = engine.prepare_step_validation({"checkpoint": cp, "confirmed_state": state, "host": harness.host(),
+                                          "artifacts": [{**results, "content": " " * 262_144},
+                                                        {**report, "content": "x" * 131_073}]})
+    codes = [f["code"] for f in big["failures"]]
+    assert "artifacts_total_too_large" in codes and "artifact_too_large" in codes
+
+
+def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path: Path, engines: Engines) -> None:
+    source = tmp_path / "same-workflow"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    catalogue = tomllib.loads((source / "catalogue.toml").read_text("utf-8"))
+    catalogue["catalogue"]["version"] = "1.2.1"  # a new release carrying the same workflow version
+    (source / "catalogue.toml").write_text(tomli_w.dumps(catalogue), "utf-8")
+    key = make_keypair(tmp_path / "keys", "k")
+    release = verify_release(build_release(source, tmp_path / "out", [key]),
+                             load_trust(trust_dir(tmp_path / "trust", key)))
+    target = WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+    engine, harness, state, started = _started(engines, "not-newer")
+    with pytest.raises(WorkflowProtocolError) as err:
+        WorkflowEngineQueryModule.migrate_workflow(engine, target, {
+            "checkpoint": started["checkpoint"], "confirmed_state": state,
+            "migration": {"target_release": "research-decision@1.2.1", "confirmed_state": state, "confirm": True}})
+    assert err.value.code is FailureCode.MIGRATION_NOT_NEWER

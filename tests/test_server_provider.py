@@ -211,3 +211,14 @@ def test_refresh_interval_rescans_the_releases_directory_over_http(world: Server
                 assert started["release"]["id"] == "research-decision@1.3.0"
 
         anyio.run(check)
+
+
+def test_a_release_of_another_profile_is_never_loaded(world: ServerWorld, tmp_path: Path) -> None:
+    source = scaffold_source(tmp_path / "source", "elsewhere")
+    toml = source / "catalogue.toml"
+    toml.write_text(toml.read_text("utf-8").replace('profile = "workflow-engine"', 'profile = "other-engine"'),
+                    encoding="utf-8")
+    release = build_release(source, tmp_path / "out", [world.key])
+    with pytest.raises(RegistryError) as refused:
+        ReleaseProvider.open(release, trust=load_trust(world.trust), keyring=CheckpointKeyring.generate())
+    assert refused.value.code is FailureCode.SCOPE_MISMATCH and "other-engine" in refused.value.message

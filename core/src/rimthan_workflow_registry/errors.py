@@ -106,6 +106,9 @@ class FailureCode(StrEnum):
     # --- server -----------------------------------------------------------------
     REFRESH_REJECTED = "refresh_rejected"
     INTERNAL_ERROR = "internal_error"
+    # --- command line -------------------------------------------------------------
+    USAGE = "usage"
+    IO_ERROR = "io_error"
 
 
 class RegistryError(Exception):

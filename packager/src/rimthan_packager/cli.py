@@ -105,7 +105,7 @@ def reports_errors(func: F) -> F:
             _refuse(exc.code.value, exc.path, exc.message, hint, as_json, exc.details or None)
         except OSError as exc:
             where = exc.filename if isinstance(exc.filename, str) else None
-            _refuse("io_error", where, exc.strerror or str(exc), "check the path and its permissions", as_json)
+            _refuse(FailureCode.IO_ERROR.value, where, exc.strerror or str(exc), "check the path and its permissions", as_json)
 
     return wrapper  # type: ignore[return-value]
 
@@ -133,11 +133,11 @@ class _Group(click.Group):
                 click.echo(exc.ctx.get_help())
                 sys.exit(0)
             command = exc.ctx.command_path if exc.ctx is not None else "rimthan-pack"
-            click.echo(f"error: usage: {exc.format_message()}", err=True)
+            click.echo(f"error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
             click.echo(f"next: run '{command} --help'", err=True)
             sys.exit(EXIT_USAGE)
         except click.ClickException as exc:
-            click.echo(f"error: usage: {exc.format_message()}", err=True)
+            click.echo(f"error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("error: aborted", err=True)

@@ -1,0 +1,197 @@
+"""P4: does a call cost more late in a long run? And how fast do checkpoint tokens grow?
+
+A run of the synthetic long workflow (setup + N gated steps, each with one note
+and its own validator) is driven to completion in-process: the scripted
+harness from ``rimthan_workflow_mcp.harness`` talks straight to a
+``WorkflowEngineQueryModule`` over the verified release, and every call is
+recorded. Because the engine is stateless, the recorded calls at step 2 and
+at step N can then be replayed as often as we like: the figure is the median
+cost of one gated step's calls (continue, prepare, submit) at step N over the
+same at step 2.
+
+Token growth: the checkpoint token length after each step against the number
+of receipts it carries (one artifact and one validator receipt per step);
+the slope is bytes per receipt. Each receipt kind is also measured alone by
+re-issuing the final checkpoint with one more receipt of that kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rimthan_packager.build import build_release
+from rimthan_packager.signing import load_signing_key
+from rimthan_workflow_mcp.harness import Review, WorkflowHarness
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.checkpoints import ArtifactReceipt, ValidatorReceipt, issue_checkpoint, verify_checkpoint
+from rimthan_workflow_registry.tokens import CheckpointKeyring, peek_claims
+from rimthan_workflow_registry.trust import load_trust
+from rimthan_workflow_registry.verify import verify_release
+
+from .fixtures import BenchKeys
+from .profiling import profile_call
+from .report import Figure
+from .synthetic import LONG_WORKFLOW, LongSpec, long_initial_state, note_id, step_id
+
+TARGET_RATIO = 1.2
+TARGET_BYTES_PER_RECEIPT = 150.0
+METHODS = {
+    "rimthan.start_workflow": "start_workflow",
+    "rimthan.continue_workflow": "continue_workflow",
+    "rimthan.prepare_step_validation": "prepare_step_validation",
+    "rimthan.submit_step_validation": "submit_step_validation",
+}
+REPLAYED = ("rimthan.continue_workflow", "rimthan.prepare_step_validation", "rimthan.submit_step_validation")
+
+
+class LongScenario:
+    """The harness :class:`Scenario` for the long workflow: one short note per step, every review passes."""
+
+    def initial_state(self, workflow_version: str) -> dict[str, Any]:
+        return long_initial_state()
+
+    def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
+        raise RuntimeError(f"the long workflow asks no questions (got {question['field']!r})")
+
+    def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]:
+        raise RuntimeError("the long workflow is never migrated")
+
+    def author(self, ctx: Any) -> str:
+        return f"# {ctx.output['id']}\n\nSynthetic note written at {ctx.step_id}.\n"
+
+    def review(self, ctx: Any) -> Review:
+        return Review("pass")
+
+
+@dataclass(frozen=True)
+class Call:
+    tool: str
+    step: str | None
+    arguments: dict[str, Any]
+    result: dict[str, Any]
+
+
+def _step_of(arguments: Mapping[str, Any]) -> str | None:
+    claims = peek_claims(arguments["checkpoint"]) if "checkpoint" in arguments else None
+    return claims.get("step") if claims else None
+
+
+def drive(module: WorkflowEngineQueryModule, project: Path, steps: int) -> list[Call]:
+    """One complete run of the long workflow, every call recorded."""
+    calls: list[Call] = []
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = getattr(module, METHODS[tool])(arguments)
+        calls.append(Call(tool, _step_of(arguments), arguments, result))
+        return result
+
+    async def go() -> dict[str, Any]:
+        harness = WorkflowHarness(call, LongScenario(), project_dir=project)
+        return await harness.run(await harness.start(LONG_WORKFLOW), max_calls=4 * steps + 20)
+
+    final = asyncio.run(go())
+    if final.get("status") != "completed":
+        raise RuntimeError(f"the long run did not complete: {final.get('status')}")
+    return calls
+
+
+def _replays(calls: list[Call], step: str) -> dict[str, dict[str, Any]]:
+    """Arguments for continue, prepare and submit at ``step`` (continue: the checkpoint prepare got)."""
+    chosen = {c.tool: c.arguments for c in calls if c.step == step and c.tool in REPLAYED}
+    prepare = chosen["rimthan.prepare_step_validation"]
+    chosen.setdefault("rimthan.continue_workflow", {"checkpoint": prepare["checkpoint"],
+                                                    "confirmed_state": prepare["confirmed_state"]})
+    return {tool: chosen[tool] for tool in REPLAYED}
+
+
+def _time_calls(module: WorkflowEngineQueryModule, replays: dict[str, dict[str, Any]], reps: int
+                ) -> dict[str, float]:
+    medians = {}
+    for tool, arguments in replays.items():
+        method = getattr(module, METHODS[tool])
+        method(arguments)
+        method(arguments)
+        values = []
+        for _ in range(reps):
+            started = time.perf_counter()
+            method(arguments)
+            values.append(time.perf_counter() - started)
+        medians[tool] = statistics.median(values)
+    return medians
+
+
+def token_growth(calls: list[Call]) -> dict[str, Any]:
+    """Checkpoint length against receipts carried, over every distinct checkpoint of the run."""
+    points = {}
+    for call in calls:
+        token = call.result.get("checkpoint")
+        claims = peek_claims(token) if token else None
+        if claims:
+            points[token] = (len(claims["artifacts"]) + len(claims["validators"]), len(token))
+    receipts, lengths = zip(*sorted(points.values()), strict=True)
+    slope, intercept = statistics.linear_regression(receipts, lengths)
+    return {"bytes_per_receipt": slope, "empty_token_bytes": intercept, "largest_token_bytes": max(lengths),
+            "most_receipts": max(receipts), "checkpoints": len(points)}
+
+
+def per_kind_growth(module: WorkflowEngineQueryModule, token: str, steps: int) -> dict[str, int]:
+    """Token bytes added by one more artifact receipt, and by one more validator receipt."""
+    keyring = module.keyring
+    issued = verify_checkpoint(keyring, token)
+    checkpoint = issued.checkpoint
+    base = len(issue_checkpoint(keyring, checkpoint).token)
+    extra = note_id(steps + 1)
+    artifact = replace(checkpoint, artifacts={**checkpoint.artifacts, extra: ArtifactReceipt("0" * 64, 1234)})
+    validator = replace(checkpoint, validators={**checkpoint.validators,
+                                                f"check-{steps + 1:03d}@1.0.0": ValidatorReceipt("pass",
+                                                                                                 "sha256:" + "0" * 64)})
+    return {"artifact_receipt_bytes": len(issue_checkpoint(keyring, artifact).token) - base,
+            "validator_receipt_bytes": len(issue_checkpoint(keyring, validator).token) - base}
+
+
+def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int, profile: bool) -> list[Figure]:
+    root = work / "p4"
+    if root.exists():
+        shutil.rmtree(root)
+    built = build_release(source, [load_signing_key(keys.private_key)], root / "releases")
+    release = verify_release(built.path, load_trust(keys.trust_dir))
+    module = WorkflowEngineQueryModule(release, CheckpointKeyring.generate())
+    started = time.perf_counter()
+    calls = drive(module, root / "project", spec.steps)
+    run_seconds = time.perf_counter() - started
+    early, late = step_id(2), step_id(spec.steps)
+    early_calls = _replays(calls, early)
+    late_calls = _replays(calls, late)
+    at_early = _time_calls(module, early_calls, reps)
+    at_late = _time_calls(module, late_calls, reps)
+    details: dict[str, Any] = {
+        "steps": spec.steps, "calls_in_run": len(calls), "run_s": run_seconds,
+        f"{early}_s": at_early, f"{late}_s": at_late,
+        "per_tool_ratio": {t: at_late[t] / at_early[t] for t in REPLAYED},
+    }
+    cost = Figure(f"P4 call @{late}", f"engine cost of one gated step's calls (continue+prepare+submit) at {late} "
+                  f"of the {spec.steps}-step workflow", sum(at_late.values()), sum(at_early.values()), "s", "ratio",
+                  TARGET_RATIO, floor_what=f"the same calls at {early}", details=details)
+    if profile and not cost.met:
+        def replay_late() -> None:
+            for _ in range(20):
+                for tool, arguments in late_calls.items():
+                    getattr(module, METHODS[tool])(arguments)
+        details["profile"] = profile_call(replay_late)
+    growth = token_growth(calls)
+    final_token = next(c.result["checkpoint"] for c in reversed(calls) if c.result.get("checkpoint"))
+    growth.update(per_kind_growth(module, final_token, spec.steps))
+    tokens = Figure("P4 token/receipt", "checkpoint token bytes per added artifact/validator receipt (slope over "
+                    "the run)", growth["bytes_per_receipt"], None, "B", "value", TARGET_BYTES_PER_RECEIPT,
+                    details=growth)
+    return [cost, tokens]

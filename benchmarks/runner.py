@@ -1,0 +1,118 @@
+"""One benchmark run: generate the synthetic sources, measure every figure, print and save the results."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Collection
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rimthan_packager.build import build_release
+from rimthan_packager.signing import load_signing_key
+
+from .bench_build import run_p2
+from .bench_engine import run_p4
+from .bench_verify import run_p1
+from .config import Plan
+from .fixtures import BenchKeys, make_keys
+from .profiling import render_imports, render_profile
+from .report import Figure, machine, render_notes, render_table, write_json
+from .synthetic import REPO_ROOT, bulk_source, long_source
+
+DEFAULT_WORK = REPO_ROOT / "benchmarks" / "work"
+DEFAULT_OUT = REPO_ROOT / "benchmarks" / "out" / "results.json"
+BUDGET_SECONDS = 600
+GROUPS = ("P1", "P2", "P4")
+
+
+def _say(message: str) -> None:
+    print(f"bench: {message}", flush=True)
+
+
+def _release_for_p1(source: Path, keys: BenchKeys, work: Path, label: str) -> Path:
+    """A release of ``source`` when P2 (which normally provides it) is not part of this run."""
+    out = work / "p1" / label
+    if out.exists():
+        shutil.rmtree(out)
+    return build_release(source, [load_signing_key(keys.private_key)], out).path
+
+
+def _bulk(plan: Plan, keys: BenchKeys, work: Path, only: Collection[str], figures: list[Figure],
+          step: Callable[[str], None]) -> None:
+    for index, spec in enumerate(plan.bulk):
+        step(f"generating the {spec.label} catalogue (seed {spec.seed})")
+        source = bulk_source(work / "sources" / spec.label, spec)
+        release = None
+        if "P2" in only:
+            step(f"P2 {spec.label}: {plan.reps_build} CLI builds beside the hash + signature floor")
+            outcome = run_p2(spec, source, keys, work, plan.reps_build, plan.profile)
+            figures.append(outcome.figure)
+            release = outcome.release
+        if "P1" in only:
+            release = release or _release_for_p1(source, keys, work, spec.label)
+            step(f"P1 {spec.label}: {plan.reps_verify} fresh-process loads beside openssl")
+            figures.extend(run_p1(spec, release, keys, plan.reps_verify, plan.profile, with_memory=index == 0))
+
+
+def _order(figures: list[Figure]) -> list[Figure]:
+    rank = {"P1": 0, "P1m": 1, "P2": 2, "P3": 3, "P3h": 4, "P4": 5, "P5": 6}
+    return sorted(figures, key=lambda f: (rank.get(f.id.split()[0], 9), figures.index(f)))
+
+
+def _profiles(figures: list[Figure]) -> str:
+    lines = []
+    for figure in figures:
+        summary = figure.details.get("profile")
+        if summary and "categories" in summary:
+            lines.append(render_profile(figure.id, summary))
+        imports = figure.details.get("imports")
+        if imports:
+            lines.append(render_imports(f"{figure.id} imports", imports))
+    return "\n".join(lines)
+
+
+def run(plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK, out: Path = DEFAULT_OUT
+        ) -> dict[str, Any]:
+    started = time.perf_counter()
+    began = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    work.mkdir(parents=True, exist_ok=True)
+    figures: list[Figure] = []
+
+    def step(message: str) -> None:
+        _say(f"[{time.perf_counter() - started:6.1f}s] {message}")
+
+    with tempfile.TemporaryDirectory(prefix="rimthan-bench-keys-") as secrets:
+        keys = make_keys(Path(secrets))
+        if {"P1", "P2"} & set(only):
+            _bulk(plan, keys, work, only, figures, step)
+        if "P4" in only:
+            step(f"P4: driving the {plan.long.steps}-step synthetic workflow, replaying step 2 and step "
+                 f"{plan.long.steps}")
+            source = long_source(work / "sources" / plan.long.label, plan.long)
+            figures.extend(run_p4(plan.long, source, keys, work, plan.reps_engine, plan.profile))
+    figures = _order(figures)
+    elapsed = time.perf_counter() - started
+    document = {
+        "format": "rimthan.bench-results/1",
+        "plan": plan.name,
+        "started": began,
+        "duration_s": elapsed,
+        "machine": machine(),
+        "figures": [f.to_json() for f in figures],
+    }
+    write_json(out, document)
+    print()
+    print(render_table(figures))
+    print()
+    print(render_notes(figures))
+    profiles = _profiles([f for f in figures if not f.met])
+    if profiles:
+        print("\nwhere the time goes (figures above target):")
+        print(profiles)
+    print(f"\nbench: {plan.name} run took {elapsed:.0f}s; results in {out}")
+    if elapsed > BUDGET_SECONDS:
+        print(f"bench: warning: over the {BUDGET_SECONDS}s budget")
+    return document
