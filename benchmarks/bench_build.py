@@ -91,4 +91,6 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     if profile and not figure.met:
         details["profile"] = run_probe("build", "--source", str(source), "--key", str(keys.private_key),
                                        "--out", str(root), "--profile")
+        for leftover in root.glob("probe-build-*"):
+            shutil.rmtree(leftover)
     return BuildOutcome(figure, next(kept[0].iterdir()))

@@ -3,7 +3,7 @@
 ``python -m benchmarks.probe verify --release R --trust T`` loads the release
 the way ``rimthan-mcp serve`` does (``ReleaseProvider.open``: full
 verification, then the query module) and reports the import time, the load
-time and the peak RSS (``ru_maxrss``, the kernel's VmHWM) of this process.
+time and the peak RSS (``VmHWM``) of this process.
 ``build`` does the same for ``build_release``. With ``--profile`` the action
 runs once under cProfile and the grouped summary is printed instead.
 
@@ -23,12 +23,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BARE_CODE = "import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+# VmHWM, not ru_maxrss: after fork+exec, Linux folds the parent's high-water mark into ru_maxrss, so a
+# child of a large benchmark process would report the parent's peak. VmHWM belongs to this image alone.
+BARE_CODE = "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
 
 
 def peak_rss_kib() -> int:
-    """The process's RSS high-water mark in KiB (Linux reports ``ru_maxrss`` in KiB)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    """This process's RSS high-water mark in KiB (``VmHWM``; ``ru_maxrss`` where there is no /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return int(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
+    except (OSError, StopIteration):
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def _verify_action(args: argparse.Namespace) -> Callable[[], Any]:
@@ -46,12 +52,8 @@ def _build_action(args: argparse.Namespace) -> Callable[[], Any]:
     from rimthan_packager.signing import load_signing_key
 
     key = load_signing_key(Path(args.key))
-
-    def build() -> Any:
-        with tempfile.TemporaryDirectory(dir=args.out) as out:
-            return build_release(Path(args.source), [key], Path(out))
-
-    return build
+    out = Path(tempfile.mkdtemp(prefix="probe-build-", dir=args.out))  # left for the caller to remove
+    return lambda: build_release(Path(args.source), [key], out)
 
 
 ACTIONS = {"verify": _verify_action, "build": _build_action}

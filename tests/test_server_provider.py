@@ -107,7 +107,7 @@ def test_refresh_activates_the_highest_version_that_verifies_and_reports_the_res
     assert (result.outcome, result.previous, result.active) == (
         "activated", "research-decision@1.2.0", "research-decision@1.3.0")
     assert [(Path(r.path).name, r.error["code"]) for r in result.rejected] == [
-        ("research-decision-9.9.9-half-copied", "manifest_missing"), ("research-decision-1.4.0", "refresh_rejected")]
+        ("research-decision-9.9.9-half-copied", "manifest_missing"), ("research-decision-1.4.0", "rollback_refused")]
     assert set(provider.held) == {world_digest(world, "1.2.0"), world_digest(world, "1.3.0")}
     assert provider.refresh().outcome == "rejected"  # they are still there and still refused
     assert provider.active.version == "1.3.0"

@@ -271,6 +271,7 @@ from collections.abc import Iterator as _Iterator  # noqa: E402
 from typing import Any as _Any  # noqa: E402
 
 import anyio as _anyio  # noqa: E402
+import pytest as _pytest  # noqa: E402
 import server_support as _srv  # noqa: E402
 from mcp import Client as _Client  # noqa: E402
 from rimthan_workflow_mcp.harness import HostProfile, client_caller  # noqa: E402

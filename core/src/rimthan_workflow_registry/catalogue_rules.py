@@ -8,7 +8,7 @@ runs them in order; a catalogue that passes builds, and one that builds loads.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -50,6 +50,28 @@ def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
     for adapter in catalogue.host_adapters:
         if adapter.instruction not in paths:
             raise _unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
+
+
+def text_files(catalogue: Catalogue) -> list[str]:
+    """Files handed to harnesses as text: step and validator instructions, assets, adapter instructions."""
+    paths: list[str] = []
+    for workflow in catalogue.workflows:
+        paths += [a.file for a in workflow.assets]
+        paths += [v.instruction for v in workflow.validators]
+        paths += [s.instruction for s in workflow.steps]
+    paths += [a.instruction for a in catalogue.host_adapters]
+    return sorted(set(paths))
+
+
+def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
+    """Every text file a step payload carries is UTF-8, so a release that loads can always be served."""
+    for path in text_files(catalogue):
+        try:
+            read(path).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CatalogueError(FailureCode.CATALOGUE_INVALID,
+                                 f"is not UTF-8 text (byte {exc.start}); instructions and assets are "
+                                 "delivered to harnesses as text", path=path) from None
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:

@@ -2,10 +2,13 @@
 
 Only :func:`rimthan_workflow_registry.verify.verify_release` constructs a
 :class:`VerifiedRelease`. After that, every byte it hands out is checked
-against the signed manifest: small files are served from the copy read (and
-checked) during verification; larger files are re-read from disk and
-re-checked on every read. A release that changes on disk after load therefore
-never changes what is served - the read fails instead.
+against the signed manifest: the files the catalogue loader read (catalogue
+TOML, schemas, instructions and assets - what step payloads serve) are kept,
+within a budget, as the copy read and checked during verification; any other
+file is re-read from disk and re-checked on every read. A release that
+changes on disk after load therefore never changes what is served - the read
+fails instead. Files nobody reads at load time (bulk data) are hashed but not
+kept, so memory does not grow with the release.
 """
 
 from __future__ import annotations
@@ -32,13 +35,24 @@ _OPEN_FLAGS = (
 )
 
 
-def read_checked(fs_path: Path, entry: FileEntry, *, where: str) -> bytes:
+def read_checked(fs_path: Path | str, entry: FileEntry, *, where: str) -> bytes:
     """The bytes of ``fs_path`` if they are exactly ``entry`` (size and SHA-256).
 
     Opens without following a final symlink and without blocking on a FIFO,
     refuses anything but a single-link regular file, and never reads more than
     ``entry.size + 1`` bytes, so endless or oversized data cannot exhaust memory.
     """
+    data = _checked(fs_path, entry, where=where, keep=True)
+    assert data is not None
+    return data
+
+
+def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
+    """Exactly the checks of :func:`read_checked`, without keeping the bytes (memory stays flat)."""
+    _checked(fs_path, entry, where=where, keep=False)
+
+
+def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -> bytes | None:
     try:
         fd = os.open(fs_path, _OPEN_FLAGS)
     except FileNotFoundError:
@@ -72,7 +86,8 @@ def read_checked(fs_path: Path, entry: FileEntry, *, where: str) -> bytes:
             if not chunk:
                 break
             hasher.update(chunk)
-            chunks.append(chunk)
+            if keep:
+                chunks.append(chunk)
             total += len(chunk)
     finally:
         os.close(fd)
@@ -89,7 +104,7 @@ def read_checked(fs_path: Path, entry: FileEntry, *, where: str) -> bytes:
             f"SHA-256 is {hasher.hexdigest()}, the manifest says {entry.sha256}",
             path=where,
         )
-    return b"".join(chunks)
+    return b"".join(chunks) if keep else None
 
 
 @dataclass(frozen=True)
@@ -126,8 +141,37 @@ class ReleaseFiles:
         return read_checked(self.root / CATALOGUE_DIR / path, entry, where=self.where(path))
 
 
+class LoaderReads:
+    """``CatalogueFiles`` over a :class:`ReleaseFiles` that remembers the (checked) bytes the loader read.
+
+    :meth:`kept` then returns the release files with exactly those bytes
+    cached (within :func:`cacheable`'s limits): the files step payloads serve
+    on every call, and nothing else.
+    """
+
+    def __init__(self, files: ReleaseFiles) -> None:
+        self.files = files
+        self.read_bytes: dict[str, bytes] = {}
+
+    @property
+    def paths(self) -> frozenset[str]:
+        return self.files.paths
+
+    def read(self, path: str) -> bytes:
+        data = self.read_bytes.get(path)
+        if data is None:
+            data = self.read_bytes[path] = self.files.read(path)
+        return data
+
+    def kept(self) -> ReleaseFiles:
+        entries = self.files.entries
+        keep = cacheable([entries[p] for p in self.read_bytes])
+        cache = {**self.files.cache, **{p: self.read_bytes[p] for p in keep}}
+        return ReleaseFiles(root=self.files.root, entries=entries, cache=cache)
+
+
 def cacheable(entries: list[FileEntry]) -> set[str]:
-    """Which files to keep in memory after verification: small ones, within a budget."""
+    """Which of ``entries`` to keep in memory after verification: small ones, within a budget."""
     keep: set[str] = set()
     budget = CACHE_TOTAL_LIMIT
     for entry in sorted(entries, key=lambda e: (e.size, e.path)):

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import rfc8785
 from jsonschema import Draft202012Validator
 
 from .canonical import canonical_bytes, digest_bytes, find_float, parse_strict_json
@@ -470,7 +471,11 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     if error is not None:
         at = "/" + "/".join(str(p) for p in error.absolute_path)
         raise _invalid(where, f"does not match the manifest schema at {at}: {error.message}")
-    if canonical_bytes(value) != data:
+    try:
+        canonical = canonical_bytes(value)
+    except rfc8785.CanonicalizationError as exc:  # lone surrogates, integers beyond 2**53: no canonical form
+        raise _invalid(where, f"holds a value RFC 8785 cannot represent ({exc})") from None
+    if canonical != data:
         raise _invalid(where, "bytes are not canonical RFC 8785 JSON", FailureCode.MANIFEST_NOT_CANONICAL)
     manifest = Manifest.from_json(value)
     if value["release"]["id"] != manifest.release.id:

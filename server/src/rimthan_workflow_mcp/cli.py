@@ -37,6 +37,7 @@ _HINTS = {
     "release": "check it with `rimthan-mcp check --release DIR --trust TRUST`, or rebuild it with `make release`",
     "trust": "point --trust at a directory of *.pub keys or a trust file (make keys creates ./keys/local)",
     "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
+    "http": "choose a free --port (0 picks one) or a --host this machine has",
 }
 
 
@@ -63,7 +64,7 @@ def _guard(what: str, action: Callable[[], Any]) -> Any:
     except RegistryError as exc:
         _fail(exc.one_line(), _HINTS.get(what))
     except OSError as exc:
-        _fail(f"{what}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))
+        _fail(f"{what}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), _HINTS.get(what))
 
 
 def check_key_path_untracked(path: Path) -> None:
@@ -174,6 +175,10 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
     except KeyboardInterrupt:
         _say("interrupted; stopped")
         sys.exit(130)
+    except Exception as exc:  # never a traceback on the operator's terminal; details at --log-level debug
+        _log.debug("server stopped unexpectedly", exc_info=True)
+        _fail(f"internal_error: the server stopped unexpectedly ({type(exc).__name__}: {exc})",
+              "rerun with --log-level debug for details")
 
 
 # --------------------------------------------------------------------------- check

@@ -53,10 +53,13 @@ async def _every(provider: ReleaseProvider, interval: float) -> None:
 async def _refresh_triggers(provider: ReleaseProvider, interval: float | None, *,
                             task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
     """SIGHUP (and the optional interval) -> refresh; ``started`` once the handler is installed."""
-    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
-        async with anyio.create_task_group() as tg:
-            if interval:
-                tg.start_soon(_every, provider, interval)
+    async with anyio.create_task_group() as tg:
+        if interval:
+            tg.start_soon(_every, provider, interval)
+        if not hasattr(signal, "SIGHUP"):  # Windows: the periodic scan is the only trigger
+            task_status.started()
+            return
+        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:
                 await refresh_now(provider, "SIGHUP")
