@@ -359,3 +359,52 @@ def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path:
             "checkpoint": started["checkpoint"], "confirmed_state": state,
             "migration": {"target_release": "research-decision@1.2.1", "confirmed_state": state, "confirm": True}})
     assert err.value.code is FailureCode.MIGRATION_NOT_NEWER
+
+
+def _branching_setup_source(root: Path) -> Path:
+    """research-decision whose gated setup-workspace branches straight to a route (no interview)."""
+    source = root / "branching-setup"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    path = source / "workflows/research-decision.toml"
+    workflow = tomllib.loads(path.read_text("utf-8"))
+    steps = {s["id"]: s for s in workflow["steps"]}
+    setup, select = steps["setup-workspace"], steps["select-route"]
+    del setup["next"]
+    setup["branches"], setup["question"] = select["branches"], select["question"]
+    workflow["steps"] = [setup, *(s for s in workflow["steps"] if s["id"] in ("desk-research", "user-interviews",
+                                                                             "experiment"))]
+    path.write_text(tomli_w.dumps(workflow), "utf-8")
+    return source
+
+
+def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: Path, engines: Engines) -> None:
+    key = make_keypair(tmp_path / "keys", "k")
+    release = verify_release(build_release(_branching_setup_source(tmp_path), tmp_path / "out", [key]),
+                             load_trust(trust_dir(tmp_path / "trust", key)))
+    engine = WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+    harness = engines.harness("branching-setup")
+    state = harness.confirm(example_state("1.2.0"))
+    started = start(engine, harness, state)
+    cp = started["checkpoint"]
+    ready = engine.prepare_step_validation({"checkpoint": cp, "confirmed_state": state, "host": harness.host(),
+                                            "artifacts": harness.deliver_workspace(started["step"])})
+    asked = engine.submit_step_validation({"checkpoint": cp, "confirmed_state": state,
+                                           "validation_bundle": ready["validation_bundle"], "reports": []})
+    assert asked["status"] == "input_required" and asked["question"]["field"] == "research_route"
+    assert peek_claims(asked["checkpoint"])["step"] == "setup-workspace"
+    # the step is validated now: continue with the answer advances instead of returning the gated step
+    engines.clock.tick()
+    routed = harness.confirm({**state["state"], "research_route": "experiment"}, previous=state)
+    moved = engine.continue_workflow({"checkpoint": asked["checkpoint"], "confirmed_state": state,
+                                      "next_confirmed_state": routed})
+    assert (moved["status"], moved["step"]["id"]) == ("active", "experiment")
+
+
+def test_continue_after_completion_reports_completed_with_the_same_checkpoint(engines: Engines) -> None:
+    from engine_support import drive
+
+    run = drive(engines, "1.2.0", "experiment", name="after-completion")
+    final = run.checkpoints[-1]
+    state = run.harness.state.projection()
+    again = engines.module("1.2.0").continue_workflow({"checkpoint": final, "confirmed_state": state})
+    assert (again["status"], again["checkpoint"]) == ("completed", final)
