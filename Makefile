@@ -99,3 +99,12 @@ test-packaged: bootstrap
 
 test-pinned: bootstrap
 	$(UV) run --locked pytest tests/test_workflow_engine.py -k "pinned_release or corrupt_active_refresh"
+
+# Benchmarks (issue 6): each figure beside its floor measured in the same run; table on stdout,
+# JSON in benchmarks/out/results.json. Not part of `make test`. bench-quick uses small sizes.
+.PHONY: bench bench-quick
+bench: bootstrap
+	$(UV) run --locked python -m benchmarks --plan full
+
+bench-quick: bootstrap
+	$(UV) run --locked python -m benchmarks --plan quick

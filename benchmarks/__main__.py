@@ -18,7 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(GROUPS),
                         help=f"comma-separated subset of {','.join(GROUPS)} (default: all)")
     parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="where synthetic sources and releases go")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"JSON results file (default: {DEFAULT_OUT.name} for full, results-quick.json for quick, "
+                             f"in {DEFAULT_OUT.parent})")
     parser.add_argument("--no-profile", action="store_true", help="skip profiling figures above target")
     args = parser.parse_args(argv)
     only = {part.strip().upper() for part in args.only.split(",") if part.strip()}
@@ -30,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         from dataclasses import replace
 
         plan = replace(plan, profile=False)
-    run(plan, only=only, work=args.work, out=args.out)
+    out = args.out or (DEFAULT_OUT if plan.name == "full" else DEFAULT_OUT.with_name(f"results-{plan.name}.json"))
+    run(plan, only=only, work=args.work, out=out)
     return 0
 
 

@@ -59,9 +59,11 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     def build_once() -> float:
         out = root / f"build-{next(counter)}"
         started = time.perf_counter()
-        subprocess.run([pack, "build", str(source), "--key", str(keys.private_key), "--out", str(out)],
-                       check=True, capture_output=True)
+        result = subprocess.run([pack, "build", str(source), "--key", str(keys.private_key), "--out", str(out)],
+                                check=False, capture_output=True, text=True)
         elapsed = time.perf_counter() - started
+        if result.returncode != 0:
+            raise RuntimeError(f"rimthan-pack build {source} failed:\n{result.stderr}")
         for old in kept:
             shutil.rmtree(old)
         kept[:] = [out]

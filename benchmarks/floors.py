@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,8 @@ def batches(paths: Sequence[str], budget: int | None = None) -> list[list[str]]:
 
 
 def _openssl(batch: Sequence[str], cwd: Path, capture: bool) -> str:
+    if shutil.which("openssl") is None:
+        raise RuntimeError("the hash floor needs the openssl command line tool (apt-get install openssl)")
     result = subprocess.run(["openssl", "dgst", "-sha256", *batch], cwd=cwd, check=True,
                             stdout=subprocess.PIPE if capture else subprocess.DEVNULL)
     return result.stdout.decode("utf-8") if capture else ""

@@ -19,7 +19,9 @@ from typing import Any
 
 # (category, substrings of the profiler's file name or built-in function name), first match wins.
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("JSON Schema (jsonschema/referencing)", ("/jsonschema/", "/referencing/", "/rpds/", "jsonschema_specifications")),
+    # urllib.parse is only reached through referencing's $ref/$dynamicRef URI joins on these paths.
+    ("JSON Schema (jsonschema/referencing)", ("/jsonschema/", "/referencing/", "/rpds/", "jsonschema_specifications",
+                                              "/urllib/parse.py")),
     ("canonical JSON (rfc8785)", ("/rfc8785/",)),
     ("SHA-256 hashing", ("_hashlib.HASH", "openssl_sha256")),
     ("fsync", ("posix.fsync", "posix.fdatasync")),
@@ -96,7 +98,8 @@ _IMPORT_LINE = re.compile(r"^import time:\s+(?P<self>\d+)\s+\|\s+(?P<cum>\d+)\s+
 def import_times(modules: Sequence[str], *, top: int = 8, python: str = sys.executable) -> dict[str, Any]:
     """``python -X importtime``: total import seconds of ``modules`` and own time per top-level package."""
     code = "; ".join(f"import {m}" for m in modules)
-    result = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True,
+                            cwd=Path(__file__).resolve().parents[1])
     per_package: dict[str, float] = defaultdict(float)
     total = 0.0
     for line in result.stderr.splitlines():

@@ -6,7 +6,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Collection
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,9 @@ from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
 
 from .bench_build import run_p2
+from .bench_calls import packaged_release, run_p3
 from .bench_engine import run_p4
+from .bench_start import run_p5
 from .bench_verify import run_p1
 from .config import Plan
 from .fixtures import BenchKeys, make_keys
@@ -25,7 +27,7 @@ from .synthetic import REPO_ROOT, bulk_source, long_source
 DEFAULT_WORK = REPO_ROOT / "benchmarks" / "work"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "out" / "results.json"
 BUDGET_SECONDS = 600
-GROUPS = ("P1", "P2", "P4")
+GROUPS = ("P1", "P2", "P3", "P4", "P5")  # P3 covers P3 (stdio) and P3h (HTTP)
 
 
 def _say(message: str) -> None:
@@ -55,6 +57,8 @@ def _bulk(plan: Plan, keys: BenchKeys, work: Path, only: Collection[str], figure
             release = release or _release_for_p1(source, keys, work, spec.label)
             step(f"P1 {spec.label}: {plan.reps_verify} fresh-process loads beside openssl")
             figures.extend(run_p1(spec, release, keys, plan.reps_verify, plan.profile, with_memory=index == 0))
+        for built in (work / "p2" / spec.label, work / "p1" / spec.label):
+            shutil.rmtree(built, ignore_errors=True)  # releases signed by this run's throwaway key: no reuse
 
 
 def _order(figures: list[Figure]) -> list[Figure]:
@@ -68,16 +72,16 @@ def _profiles(figures: list[Figure]) -> str:
         summary = figure.details.get("profile")
         if summary and "categories" in summary:
             lines.append(render_profile(figure.id, summary))
-        imports = figure.details.get("imports")
-        if imports:
-            lines.append(render_imports(f"{figure.id} imports", imports))
+        for key, what in (("imports", "imports"), ("echo_imports", "floor imports")):
+            if figure.details.get(key):
+                lines.append(render_imports(f"{figure.id} {what}", figure.details[key]))
     return "\n".join(lines)
 
 
 def run(plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK, out: Path = DEFAULT_OUT
         ) -> dict[str, Any]:
     started = time.perf_counter()
-    began = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    began = datetime.now(UTC).isoformat(timespec="seconds")
     work.mkdir(parents=True, exist_ok=True)
     figures: list[Figure] = []
 
@@ -93,6 +97,17 @@ def run(plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK
                  f"{plan.long.steps}")
             source = long_source(work / "sources" / plan.long.label, plan.long)
             figures.extend(run_p4(plan.long, source, keys, work, plan.reps_engine, plan.profile))
+        if {"P3", "P5"} & set(only):
+            step("building the packaged research-decision 1.2.0 release for the server figures")
+            release = packaged_release(keys, work)
+            state_dir = Path(secrets) / "state"  # checkpoint HMAC keys: outside the repository, deleted after
+            if "P5" in only:
+                step(f"P5: {plan.reps_start} server starts until tools/list answers, beside the echo server")
+                figures.append(run_p5(release, keys, state_dir, work, plan.reps_start, plan.profile))
+            if "P3" in only:
+                step(f"P3/P3h: {plan.reps_calls} packaged run(s) per transport through the SDK client, "
+                     "each call beside an echo")
+                figures.extend(run_p3(release, keys, state_dir, work, plan.reps_calls, plan.profile))
     figures = _order(figures)
     elapsed = time.perf_counter() - started
     document = {

@@ -36,11 +36,20 @@ class ConfirmedState:
 
     @classmethod
     def from_json(cls, projection: Mapping[str, Any]) -> ConfirmedState:
+        """The projection as records; refused if its values have no canonical (digestible) form."""
         confirmations = {
             name: Confirmation(value_digest=c["value_digest"], confirmed_at=c["confirmed_at"])
             for name, c in projection.get("confirmations", {}).items()
         }
-        return cls(values=dict(projection.get("state", {})), confirmations=confirmations)
+        state = cls(values=dict(projection.get("state", {})), confirmations=confirmations)
+        try:
+            _ = state.digest  # computed for its refusal: every later digest covers these values
+        except (ValueError, TypeError, RecursionError) as exc:  # rfc8785: integers beyond 2**53, non-JSON values
+            raise WorkflowProtocolError(
+                FailureCode.CONFIRMED_STATE_INVALID,
+                f"the state holds a value that has no canonical JSON form (RFC 8785): {exc}",
+            ) from None
+        return state
 
     @property
     def digest(self) -> str:

@@ -1,9 +1,13 @@
 """The JSON Schema contracts of the four tools (Draft 2020-12, all closed).
 
-Each contract is a standalone document with a stable ``$id``; tool input and
-output schemas embed copies of them under ``$defs`` so a client needs nothing
-else, and the server serves the very same documents as immutable resources.
-Plain data, no MCP imports.
+Each contract is a standalone document with a stable ``$id``; one contract
+uses another by ``$ref`` to that ``$id``, never by an inline copy. Every tool
+input and output schema embeds each contract it needs exactly once, verbatim,
+under ``$defs`` and points at it with ``#/$defs/<name>``, so a client needs
+nothing else and no ``$id`` ever appears twice in one schema (JSON Schema
+validators such as Ajv, which the TypeScript MCP SDK uses, refuse a duplicated
+``$id`` as ambiguous). The server serves the very same documents as immutable
+resources. Plain data, no MCP imports.
 """
 
 from __future__ import annotations
@@ -34,7 +38,16 @@ def _closed(properties: dict[str, Any], required: list[str] | None = None, **ext
 
 
 def _document(name: str, title: str, body: dict[str, Any]) -> dict[str, Any]:
-    return {"$schema": DRAFT, "$id": f"{ID_BASE}{name}.schema.json", "title": title, **body}
+    return {"$schema": DRAFT, "$id": contract_id(name), "title": title, **body}
+
+
+def contract_id(name: str) -> str:
+    return f"{ID_BASE}{name}.schema.json"
+
+
+def _uses(document: dict[str, Any]) -> dict[str, str]:
+    """A ``$ref`` from one contract document to another, by the other's absolute ``$id``."""
+    return {"$ref": document["$id"]}
 
 
 CONFIRMED_STATE_PROJECTION = _document(
@@ -172,7 +185,7 @@ VALIDATION_BUNDLE = _document(
             "step_id": _NAME,
             "checkpoint_digest": _DIGEST,
             "artifacts": ARTIFACT_RECEIPTS,
-            "validators": {"type": "array", "items": VALIDATOR_SUMMARY, "maxItems": 64},
+            "validators": {"type": "array", "items": _uses(VALIDATOR_SUMMARY), "maxItems": 64},
             "issued_at": {"type": "integer", "minimum": 0},
             "key_id": _NAME,
             "validation_token": _TOKEN,
@@ -192,7 +205,7 @@ VALIDATOR_REPORT = _document(
             "outcome": {"enum": ["pass", "fail"]},
             "instruction_digest": _DIGEST,
             "input_artifacts": {"type": "object", "maxProperties": 256, "additionalProperties": _SHA256_HEX},
-            "findings": {"type": "array", "items": FINDING, "maxItems": 256},
+            "findings": {"type": "array", "items": _uses(FINDING), "maxItems": 256},
             "validated_by": _closed({"harness": _NAME, "adapter_version": _VERSION}, ["harness", "adapter_version"]),
         },
         ["validator_id", "version", "outcome", "instruction_digest", "input_artifacts", "findings", "validated_by"],
@@ -206,8 +219,8 @@ MIGRATION_REQUEST = _document(
         {
             "target_release": _NAME,
             "workflow_version": _VERSION,
-            "confirmed_state": CONFIRMED_STATE_PROJECTION,
-            "host": HOST,
+            "confirmed_state": _uses(CONFIRMED_STATE_PROJECTION),
+            "host": _uses(HOST),
             "confirm": {"type": "boolean"},
         },
         ["target_release", "confirmed_state", "confirm"],
@@ -242,7 +255,7 @@ STEP_PAYLOAD = _document(
             "host_assets": {"type": "array", "items": _ASSET_REF},
             "host_adapter": {"type": "object"},
             "outputs": {"type": "array", "items": {"type": "object"}},
-            "inputs": {"type": "array", "items": INPUT_BINDING},
+            "inputs": {"type": "array", "items": _uses(INPUT_BINDING)},
             "validators": {"type": "array", "items": {"type": "object"}},
             "resources": {"type": "array", "items": {"type": "string"}},
         },
@@ -277,9 +290,51 @@ MIGRATION_PREVIEW = _document(
 )
 
 
+CONTRACTS: dict[str, dict[str, Any]] = {
+    doc["$id"].removeprefix(ID_BASE).removesuffix(".schema.json"): doc
+    for doc in (
+        CONFIRMED_STATE_PROJECTION, HOST, ARTIFACT, INPUT_BINDING, FAILURE, FINDING, VALIDATOR_SUMMARY,
+        VALIDATION_BUNDLE, VALIDATOR_REPORT, MIGRATION_REQUEST, STEP_PAYLOAD, QUESTION, MIGRATION_PREVIEW,
+    )
+}
+_BY_ID = {doc["$id"]: name for name, doc in CONTRACTS.items()}
+_LOCAL = "#/$defs/"
+
+
+def _ref(document: dict[str, Any]) -> dict[str, str]:
+    """A tool schema's pointer to a contract it embeds under ``$defs``."""
+    return {"$ref": _LOCAL + _BY_ID[document["$id"]]}
+
+
+def _referenced(node: Any) -> set[str]:
+    """Contract names a schema fragment points at, locally or by ``$id``."""
+    if isinstance(node, list):
+        return set().union(*(_referenced(v) for v in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = set().union(*(_referenced(v) for v in node.values())) if node else set()
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        found.add(ref.removeprefix(_LOCAL) if ref.startswith(_LOCAL) else _BY_ID[ref])
+    return found
+
+
+def _tool_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A closed tool schema plus ``$defs`` holding every contract it reaches, each exactly once."""
+    schema = _closed(properties, required)
+    needed: set[str] = set()
+    frontier = _referenced(schema)
+    while frontier - needed:
+        name = sorted(frontier - needed)[0]
+        needed.add(name)
+        frontier |= _referenced(CONTRACTS[name])
+    schema["$defs"] = {name: CONTRACTS[name] for name in sorted(needed)}
+    return schema
+
+
 def result_schema(statuses: list[str]) -> dict[str, Any]:
     """A tool's output: one envelope, the status set differs per tool."""
-    return _closed(
+    return _tool_schema(
         {
             "status": {"enum": statuses},
             "workflow": {"oneOf": [{"type": "null"}, _closed({"id": _NAME, "version": _VERSION}, ["id", "version"])]},
@@ -288,14 +343,14 @@ def result_schema(statuses: list[str]) -> dict[str, Any]:
             "checkpoint": {"oneOf": [{"type": "null"}, _TOKEN]},
             "checkpoint_digest": {"oneOf": [{"type": "null"}, _DIGEST]},
             "sequence": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
-            "step": {"oneOf": [{"type": "null"}, STEP_PAYLOAD]},
-            "question": {"oneOf": [{"type": "null"}, QUESTION]},
-            "failures": {"type": "array", "items": FAILURE},
+            "step": {"oneOf": [{"type": "null"}, _ref(STEP_PAYLOAD)]},
+            "question": {"oneOf": [{"type": "null"}, _ref(QUESTION)]},
+            "failures": {"type": "array", "items": _ref(FAILURE)},
             "findings": {"type": "array", "items": _closed({"validator": _NAME, **FINDING["properties"]},
                                                            ["validator", "severity", "message"])},
-            "validators": {"type": "array", "items": VALIDATOR_SUMMARY},
-            "validation_bundle": {"oneOf": [{"type": "null"}, VALIDATION_BUNDLE]},
-            "migration": {"oneOf": [{"type": "null"}, MIGRATION_PREVIEW]},
+            "validators": {"type": "array", "items": _ref(VALIDATOR_SUMMARY)},
+            "validation_bundle": {"oneOf": [{"type": "null"}, _ref(VALIDATION_BUNDLE)]},
+            "migration": {"oneOf": [{"type": "null"}, _ref(MIGRATION_PREVIEW)]},
             "message": {"type": "string"},
         },
         ["status", "workflow", "release", "checkpoint", "checkpoint_digest", "sequence", "step", "question",
@@ -308,51 +363,44 @@ CONTINUE_STATUSES = START_STATUSES
 PREPARE_STATUSES = ["deterministic_validation_failed", "ready_for_semantic_validation"]
 SUBMIT_STATUSES = ["validation_failed", "input_required", "advanced", "completed"]
 
-START_INPUT = _closed(
+START_INPUT = _tool_schema(
     {
         "workflow": _NAME,
         "workflow_version": _VERSION,
-        "confirmed_state": CONFIRMED_STATE_PROJECTION,
-        "host": HOST,
+        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
+        "host": _ref(HOST),
     },
     ["workflow", "confirmed_state", "host"],
 )
 
-CONTINUE_INPUT = _closed(
+CONTINUE_INPUT = _tool_schema(
     {
         "checkpoint": _TOKEN,
-        "confirmed_state": CONFIRMED_STATE_PROJECTION,
-        "next_confirmed_state": CONFIRMED_STATE_PROJECTION,
-        "migration": MIGRATION_REQUEST,
+        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
+        "next_confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
+        "migration": _ref(MIGRATION_REQUEST),
     },
     ["checkpoint", "confirmed_state"],
 )
 
-PREPARE_INPUT = _closed(
+PREPARE_INPUT = _tool_schema(
     {
         "checkpoint": _TOKEN,
-        "confirmed_state": CONFIRMED_STATE_PROJECTION,
-        "host": HOST,
-        "artifacts": {"type": "array", "items": ARTIFACT, "maxItems": 64},
-        "inputs": {"type": "array", "items": INPUT_BINDING, "maxItems": 64},
+        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
+        "host": _ref(HOST),
+        "artifacts": {"type": "array", "items": _ref(ARTIFACT), "maxItems": 64},
+        "inputs": {"type": "array", "items": _ref(INPUT_BINDING), "maxItems": 64},
     },
     ["checkpoint", "confirmed_state", "host", "artifacts"],
 )
 
-SUBMIT_INPUT = _closed(
+SUBMIT_INPUT = _tool_schema(
     {
         "checkpoint": _TOKEN,
-        "confirmed_state": CONFIRMED_STATE_PROJECTION,
-        "validation_bundle": VALIDATION_BUNDLE,
-        "reports": {"type": "array", "items": VALIDATOR_REPORT, "maxItems": 64},
+        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
+        "validation_bundle": _ref(VALIDATION_BUNDLE),
+        "reports": {"type": "array", "items": _ref(VALIDATOR_REPORT), "maxItems": 64},
     },
     ["checkpoint", "confirmed_state", "validation_bundle", "reports"],
 )
 
-CONTRACTS: dict[str, dict[str, Any]] = {
-    doc["$id"].removeprefix(ID_BASE).removesuffix(".schema.json"): doc
-    for doc in (
-        CONFIRMED_STATE_PROJECTION, HOST, ARTIFACT, INPUT_BINDING, FAILURE, FINDING, VALIDATOR_SUMMARY,
-        VALIDATION_BUNDLE, VALIDATOR_REPORT, MIGRATION_REQUEST, STEP_PAYLOAD, QUESTION, MIGRATION_PREVIEW,
-    )
-}

@@ -13,6 +13,7 @@ traceback ever reaches a client.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -24,11 +25,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.tokens import peek_manifest_digest
 
 from .logs import get_logger
+from .prompts import PromptCatalogue
 from .provider import SERVED_PROFILE, LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
 from .tool_contracts import (
@@ -57,7 +61,11 @@ CACHE_HINTS = {
     "tools/list": CacheHint(ttl_ms=0, scope="private"),
     "resources/list": CacheHint(ttl_ms=0, scope="private"),
     "resources/templates/list": CacheHint(ttl_ms=0, scope="private"),
+    "prompts/list": CacheHint(ttl_ms=0, scope="private"),
 }
+# RFC 5424 order, as MCP's logging levels.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOGGER_NAME = "rimthan"
 _log = get_logger("server")
 
 ToolHandler = Callable[["RuntimeState", LoadedRelease, dict[str, Any]], dict[str, Any]]
@@ -74,6 +82,7 @@ class RuntimeState:
     input_validators: Mapping[str, Draft202012Validator]
     output_validators: Mapping[str, Draft202012Validator]
     resources: ResourceCatalogue
+    prompts: PromptCatalogue
 
 
 def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
@@ -108,6 +117,7 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
         input_validators=inputs,
         output_validators=outputs,
         resources=ResourceCatalogue(provider, documents),
+        prompts=PromptCatalogue(provider),
     )
 
 
@@ -143,10 +153,21 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
                             ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list(state.tools))
 
+    # The level a handshake-era client asked for with logging/setLevel; None until it asks (nothing is sent).
+    # One process serves one stdio client; stateless HTTP answers in JSON and carries no notifications.
+    log_threshold: list[str | None] = [None]
+
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                            ) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
-        return await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
+        result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
+        await _notify_call(ctx, log_threshold[0], params.name, result)
+        return result
+
+    async def on_set_logging_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+                                   ) -> types.EmptyResult:
+        log_threshold[0] = params.level
+        return types.EmptyResult()
 
     async def on_list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                                 ) -> types.ListResourcesResult:
@@ -161,23 +182,60 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
                                ) -> types.ReadResourceResult:
         return await anyio.to_thread.run_sync(state.resources.read, str(params.uri))
 
+    async def on_list_prompts(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                              ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=await anyio.to_thread.run_sync(state.prompts.list_prompts))
+
+    async def on_get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+                            ) -> types.GetPromptResult:
+        return await anyio.to_thread.run_sync(state.prompts.get, params.name, params.arguments)
+
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
         contract = state.contracts.get(tool_name)
         return contract.input_schema if contract else None
 
-    return Server(
-        name,
-        version=_package_version(),
-        title="Rimthan verifier",
-        instructions=INSTRUCTIONS,
-        cache_hints=CACHE_HINTS,
-        get_tool_input_schema=input_schema,
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_list_resources=on_list_resources,
-        on_list_resource_templates=on_list_resource_templates,
-        on_read_resource=on_read_resource,
-    )
+    with warnings.catch_warnings():
+        # logging/setLevel is deprecated from 2026-07-28 on; it still serves 2025-11-25 clients.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            name,
+            version=_package_version(),
+            title="Rimthan verifier",
+            instructions=INSTRUCTIONS,
+            cache_hints=CACHE_HINTS,
+            get_tool_input_schema=input_schema,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+            on_list_resources=on_list_resources,
+            on_list_resource_templates=on_list_resource_templates,
+            on_read_resource=on_read_resource,
+            on_list_prompts=on_list_prompts,
+            on_get_prompt=on_get_prompt,
+            on_set_logging_level=on_set_logging_level,
+        )
+
+
+async def _notify_call(ctx: ServerRequestContext[Any], threshold: str | None, name: str,
+                       result: types.CallToolResult) -> None:
+    """One ``notifications/message`` per tool call: served (info) or refused (warning), never state values.
+
+    Handshake-era clients get it once they chose a level with ``logging/setLevel``;
+    2026-07-28 clients when the request opted in (the SDK applies that gate).
+    """
+    structured = result.structured_content or {}
+    if result.is_error:
+        level, data = "warning", {"tool": name, "refused": (structured.get("error") or {}).get("code")}
+    else:
+        level = "info"
+        data = {"tool": name, "status": structured.get("status"),
+                "step": (structured.get("step") or {}).get("id"), "sequence": structured.get("sequence")}
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    if not modern and (threshold is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold)):
+        return
+    try:
+        await ctx.session.send_log_message(level, data, logger=LOGGER_NAME, related_request_id=ctx.request_id)
+    except Exception:  # a log line must never fail the call it describes
+        _log.debug("log notification not delivered", exc_info=True)
 
 
 def _package_version() -> str:

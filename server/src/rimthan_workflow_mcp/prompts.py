@@ -1,0 +1,100 @@
+"""MCP prompts: the active release's ``prompt`` assets, as hosts offer them to users.
+
+A catalogue's prompt assets are what a user types to begin a workflow (Claude
+Code shows an MCP prompt as the slash command ``/mcp__<server>__<name>``).
+The setup step also delivers them into the project; serving them as prompts
+lets a user start before any file was delivered. Text comes only from the
+verified release (``VerifiedRelease.read_file``); the Markdown front matter is
+metadata (its ``description`` becomes the prompt's), and ``$ARGUMENTS`` is
+replaced by the one optional argument, as Claude Code does for commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from rimthan_workflow_registry.catalogue import AssetDefinition, semver_key
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+
+from .provider import LoadedRelease, ReleaseProvider
+
+PROMPT_KIND = "prompt"
+ARGUMENT = "arguments"
+PLACEHOLDER = "$ARGUMENTS"
+FRONT_MATTER = "---"
+
+
+def split_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """``key: value`` lines between leading ``---`` fences, and the body after them."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != FRONT_MATTER:
+        return {}, text
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() == FRONT_MATTER:
+            meta = {}
+            for entry in lines[1:index]:
+                key, sep, value = entry.partition(":")
+                if sep and key.strip():
+                    meta[key.strip()] = value.strip()
+            return meta, "".join(lines[index + 1:]).lstrip("\n")
+    return {}, text
+
+
+class PromptCatalogue:
+    """Lists and renders the prompt assets of whatever release is active now."""
+
+    def __init__(self, provider: ReleaseProvider) -> None:
+        self.provider = provider
+
+    def _assets(self, loaded: LoadedRelease) -> dict[str, AssetDefinition]:
+        """Prompt assets by id; for an id several workflow versions share, the newest version's file."""
+        found: dict[str, AssetDefinition] = {}
+        workflows = sorted(loaded.release.catalogue.workflows, key=lambda w: semver_key(w.version))
+        for workflow in workflows:
+            for asset in workflow.assets:
+                if asset.kind == PROMPT_KIND:
+                    found[asset.id] = asset
+        return found
+
+    def _text(self, loaded: LoadedRelease, asset: AssetDefinition) -> str:
+        try:
+            return loaded.release.read_file(asset.file).decode("utf-8")
+        except RegistryError as exc:  # changed on disk since it was verified: never serve it
+            raise MCPError(code=INTERNAL_ERROR, message=f"{exc.code.value}: {exc.message}",
+                           data={"code": exc.code.value, "prompt": asset.id}) from None
+
+    def list_prompts(self) -> list[types.Prompt]:
+        loaded = self.provider.active
+        out = []
+        for name, asset in sorted(self._assets(loaded).items()):
+            meta, _ = split_front_matter(self._text(loaded, asset))
+            out.append(types.Prompt(
+                name=name,
+                title=f"{loaded.release.catalogue.title}: {name}",
+                description=meta.get("description") or f"Prompt {name} of {loaded.release.release_id}",
+                arguments=[types.PromptArgument(name=ARGUMENT, required=False,
+                                                description=f"Text that replaces {PLACEHOLDER} in the prompt")],
+            ))
+        return out
+
+    def get(self, name: str, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
+        loaded = self.provider.active
+        asset = self._assets(loaded).get(name)
+        if asset is None:
+            code = FailureCode.INVALID_ARGUMENTS.value
+            raise MCPError(code=INVALID_PARAMS, message=f"{code}: no prompt {name!r}; list prompts for the names",
+                           data={"code": code, "prompt": name})
+        meta, body = split_front_matter(self._text(loaded, asset))
+        extra = sorted(set(arguments or {}) - {ARGUMENT})
+        if extra:
+            code = FailureCode.INVALID_ARGUMENTS.value
+            raise MCPError(code=INVALID_PARAMS, message=f"{code}: prompt {name!r} takes only {ARGUMENT!r}",
+                           data={"code": code, "prompt": name, "unexpected": extra})
+        text = body.replace(PLACEHOLDER, (arguments or {}).get(ARGUMENT, ""))
+        return types.GetPromptResult(
+            description=meta.get("description"),
+            messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
+        )
