@@ -308,8 +308,14 @@ def test_checkpoint_claims_have_a_closed_shape() -> None:
     claims = Checkpoint(1, "w", "1.0.0", "r@1", "sha256:" + "0" * 64, "s", "sha256:" + "1" * 64, None,
                         host=host).to_claims()
     assert Checkpoint.from_claims(claims).host.capabilities == ("a", "b")
-    with pytest.raises(TokenError):
-        Checkpoint.from_claims({**claims, "host": {**claims["host"], "harness": ""}})
+    broken = [{**claims, "host": {**claims["host"], "harness": ""}},
+              {**claims, "artifacts": {"a": ["0" * 63, 1]}}, {**claims, "artifacts": {"a": ["0" * 64, -1]}},
+              {**claims, "artifacts": {"a": ["0" * 64, True]}}, {**claims, "artifacts": {"a": ["0" * 64]}},
+              {**claims, "validators": {"v@1.0.0": ["fail", "0" * 64]}},
+              {**claims, "validators": {"v@1.0.0": ["pass", "0" * 64, "extra"]}}]
+    for bad in broken:
+        with pytest.raises(TokenError):
+            Checkpoint.from_claims(bad)
 
 
 def test_keyring_file_round_trip_is_private(tmp_path: Path) -> None:
