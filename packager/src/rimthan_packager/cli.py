@@ -105,7 +105,8 @@ def reports_errors(func: F) -> F:
             _refuse(exc.code.value, exc.path, exc.message, hint, as_json, exc.details or None)
         except OSError as exc:
             where = exc.filename if isinstance(exc.filename, str) else None
-            _refuse(FailureCode.IO_ERROR.value, where, exc.strerror or str(exc), "check the path and its permissions", as_json)
+            _refuse(FailureCode.IO_ERROR.value, where, exc.strerror or str(exc), "check the path and its permissions",
+                    as_json)
 
     return wrapper  # type: ignore[return-value]
 

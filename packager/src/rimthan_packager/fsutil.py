@@ -31,6 +31,15 @@ def create_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    """Flush a file already written and closed (fsync through a read-only descriptor)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: Path) -> None:
     """Make a directory's entries (creations, renames) durable."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
