@@ -124,7 +124,29 @@ MANIFEST_SCHEMA: dict[str, Any] = {
     },
 }
 Draft202012Validator.check_schema(MANIFEST_SCHEMA)
-_MANIFEST_VALIDATOR = Draft202012Validator(MANIFEST_SCHEMA)
+FILE_ENTRY_SCHEMA: dict[str, Any] = MANIFEST_SCHEMA["properties"]["files"]["items"]
+# The manifest minus its per-file entries, which grow with the release: those are checked by
+# file_entry_problem (the same rules, without jsonschema's per-keyword overhead on 10,000 entries).
+_SKELETON_VALIDATOR = Draft202012Validator({
+    **MANIFEST_SCHEMA,
+    "properties": {**MANIFEST_SCHEMA["properties"], "files": {"type": "array", "minItems": 1}},
+})
+_FILE_ENTRY_VALIDATOR = Draft202012Validator(FILE_ENTRY_SCHEMA)
+_FILE_ENTRY_KEYS = frozenset(FILE_ENTRY_SCHEMA["required"])
+_MEDIA_TYPES = frozenset(FILE_ENTRY_SCHEMA["properties"]["media_type"]["enum"])
+_HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trailing newline
+
+
+def file_entry_problem(entry: Any) -> str | None:
+    """Why ``entry`` breaks ``FILE_ENTRY_SCHEMA`` (jsonschema's message), or ``None`` if it conforms."""
+    if (type(entry) is dict and entry.keys() == _FILE_ENTRY_KEYS
+            and type(entry["path"]) is str and 1 <= len(entry["path"]) <= MAX_PATH_LENGTH
+            and type(entry["sha256"]) is str and _HEX64_RE.fullmatch(entry["sha256"])
+            and type(entry["size"]) is int and entry["size"] >= 0
+            and type(entry["media_type"]) is str and entry["media_type"] in _MEDIA_TYPES):
+        return None
+    error = next(_FILE_ENTRY_VALIDATOR.iter_errors(entry), None)
+    return error.message if error is not None else "does not match the file entry schema"
 _SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
 
 
@@ -466,11 +488,15 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     if pointer is not None:
         raise _invalid(where, f"number at {pointer} is not an integer (floats are not allowed)")
     error = next(
-        iter(sorted(_MANIFEST_VALIDATOR.iter_errors(value), key=lambda e: list(e.absolute_path))), None
+        iter(sorted(_SKELETON_VALIDATOR.iter_errors(value), key=lambda e: list(e.absolute_path))), None
     )
     if error is not None:
         at = "/" + "/".join(str(p) for p in error.absolute_path)
         raise _invalid(where, f"does not match the manifest schema at {at}: {error.message}")
+    for index, entry in enumerate(value["files"]):
+        problem = file_entry_problem(entry)
+        if problem is not None:
+            raise _invalid(where, f"does not match the manifest schema at /files/{index}: {problem}")
     try:
         canonical = canonical_bytes(value)
     except rfc8785.CanonicalizationError as exc:  # lone surrogates, integers beyond 2**53: no canonical form
