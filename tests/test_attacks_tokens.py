@@ -225,8 +225,9 @@ def test_padding_and_alphabet_re_encodings_are_refused(run: Run) -> None:
         "\ufeff" + token,
         token.replace(".", "\u2024", 1),  # ONE DOT LEADER, a look-alike separator
     ]
-    for variant in variants:
-        assert variant != token
+    different = [v for v in variants if v != token]  # a token without '-'/'_' has no alphabet variant
+    assert len(different) >= len(variants) - 2
+    for variant in different:
         refuse_checkpoint(run.keyring, variant)
 
 

@@ -8,7 +8,6 @@ fixtures in conftest.py.
 from __future__ import annotations
 
 # ============================================================================ A: engine
-
 import base64 as _b64
 import json as _json
 from pathlib import Path as _Path

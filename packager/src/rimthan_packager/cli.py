@@ -147,6 +147,15 @@ class _Group(click.Group):
 
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
+_EXIT_STATUS = ("Exit status:", "  0  success",
+                "  1  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
+                "  2  usage mistake (unknown option, missing argument)")
+
+
+def _epilog(*examples: str) -> str:
+    """Examples and exit statuses, kept verbatim by click (``\\b``)."""
+    return "\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n\b\n" + "\n".join(_EXIT_STATUS)
+
 _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
 
 
@@ -164,7 +173,10 @@ def cli() -> None:
     """
 
 
-@cli.command()
+@cli.command(epilog=_epilog(
+    "rimthan-pack keygen --out keys/local/me",
+    "rimthan-pack keygen --out ~/.config/rimthan/release --json",
+))
 @click.option(
     "--out",
     "prefix",
@@ -198,7 +210,11 @@ def keygen(prefix: Path, as_json: bool) -> None:
     click.echo(f"key id       {generated.key_id}")
 
 
-@cli.command()
+@cli.command(epilog=_epilog(
+    "rimthan-pack build catalogues/research-decision/1.3.0 --key keys/local/dev.key",
+    "rimthan-pack build SOURCE --key a.key --key b.key --out releases --trust keys/trust.toml",
+    "SOURCE_DATE_EPOCH=1767225600 rimthan-pack build SOURCE --key keys/local/dev.key",
+))
 @click.argument("source", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--key",
@@ -257,7 +273,9 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     click.echo(f"manifest digest {result.manifest_digest}")
 
 
-@cli.command()
+@cli.command(epilog=_epilog(
+    "rimthan-pack sign releases/research-decision-1.3.0 --key keys/local/colleague.key --trust keys/trust.toml",
+))
 @click.argument("release", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--key",
@@ -291,7 +309,10 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     click.echo(f"wrote {path}")
 
 
-@cli.command()
+@cli.command(epilog=_epilog(
+    "rimthan-pack verify releases/research-decision-1.3.0 --trust keys/local",
+    "rimthan-pack verify RELEASE --trust keys/trust.toml --scope rimthan.research --json",
+))
 @click.argument("release", type=click.Path(path_type=Path))
 @click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
 @click.option(
@@ -385,7 +406,10 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-@cli.command(name="inspect")
+@cli.command(name="inspect", epilog=_epilog(
+    "rimthan-pack inspect releases/research-decision-1.3.0",
+    "rimthan-pack inspect RELEASE --trust keys/local --json",
+))
 @click.argument("release", type=click.Path(path_type=Path))
 @click.option(
     "--trust",
@@ -437,7 +461,10 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
         click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
 
 
-@cli.command()
+@cli.command(epilog=_epilog(
+    "rimthan-pack init catalogues/my-flow/0.1.0 --name my-flow",
+    "rimthan-pack build catalogues/my-flow/0.1.0 --key keys/local/dev.key   # builds as it is",
+))
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--name", default=None, help="Catalogue name ([a-z0-9-]); default: derived from DIRECTORY.")
 @_JSON

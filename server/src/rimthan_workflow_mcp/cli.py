@@ -1,14 +1,17 @@
-"""``rimthan-mcp``: run, check and key the verifier server.
+"""``rimthan-mcp``: run, check, audit and key the verifier server.
 
 ``rimthan-mcp serve`` with no flags serves the newest release in ./releases,
 trusting ./keys/local, with checkpoint keys created on first run under the
 state directory ($RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else
 ~/.local/state/rimthan). Everything human goes to stderr (stdout is the MCP
-wire under stdio); every error is one line saying what to do next.
+wire under stdio); every error is one line saying what to do next:
+``rimthan-mcp: error: <code>: <file>: <message> - <what to do next>``, exit
+status 1 for a refusal and 2 for a usage mistake.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -20,6 +23,7 @@ from typing import Any, NoReturn
 import anyio
 import click
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
+from rimthan_workflow_registry.run_audit import audit_run, describe, read_log
 from rimthan_workflow_registry.tokens import CheckpointKeyring
 from rimthan_workflow_registry.trust import TrustStore, load_trust
 
@@ -32,13 +36,34 @@ from .transports import bind_socket, serve_http, serve_stdio
 DEFAULT_RELEASES = Path("releases")
 DEFAULT_TRUST = Path("keys/local")
 KEYS_FILE = "checkpoint-keys.json"
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
 _log = get_logger("cli")
 _HINTS = {
-    "release": "check it with `rimthan-mcp check --release DIR --trust TRUST`, or rebuild it with `make release`",
-    "trust": "point --trust at a directory of *.pub keys or a trust file (make keys creates ./keys/local)",
+    "release": "check it with `rimthan-mcp check --release DIR --trust TRUST`; rebuild it with `rimthan-pack build` "
+               "(or `make demo` for the packaged releases)",
+    "trust": "point --trust at a directory of *.pub keys or a TOML trust file (see keys/README.md)",
     "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
     "http": "choose a free --port (0 picks one) or a --host this machine has",
+    "audit": "audit the complete log of one run, one checkpoint token per line in issue order, with the checkpoint "
+             "keys of the server that issued it",
+    "log": "give the file the harness wrote its checkpoint tokens to (one per line)",
 }
+_STATE_HELP = ("Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
+               "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]")
+_KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
+_TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
+_EXIT_STATUS = ("Exit status:", "  0  success", "  1  refused: one line on stderr names the code, the file and what "
+                "to do next", "  2  usage mistake (unknown option, missing argument)")
+
+
+def _epilog(examples: list[str], exits: tuple[str, ...] = _EXIT_STATUS, notes: list[str] | None = None) -> str:
+    """Examples and exit statuses, kept verbatim by click (``\\b``)."""
+    parts = ["\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples)]
+    if notes:
+        parts.append("\b\n" + "\n".join(notes))
+    parts.append("\b\n" + "\n".join(exits))
+    return "\n\n".join(parts)
 
 
 def default_state_dir() -> Path:
@@ -54,7 +79,7 @@ def _say(message: str) -> None:
 
 def _fail(message: str, hint: str | None = None) -> NoReturn:
     click.echo(f"rimthan-mcp: error: {message}" + (f" - {hint}" if hint else ""), err=True)
-    sys.exit(1)
+    sys.exit(EXIT_REFUSED)
 
 
 def _guard(what: str, action: Callable[[], Any]) -> Any:
@@ -64,7 +89,33 @@ def _guard(what: str, action: Callable[[], Any]) -> Any:
     except RegistryError as exc:
         _fail(exc.one_line(), _HINTS.get(what))
     except OSError as exc:
-        _fail(f"{what}: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), _HINTS.get(what))
+        _fail(f"{FailureCode.IO_ERROR.value}: " + (f"{exc.filename}: " if exc.filename else "")
+              + (exc.strerror or str(exc)), _HINTS.get(what))
+
+
+class _Group(click.Group):
+    """Usage mistakes in the same one-line form (exit 2) instead of click's multi-line block."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())
+            if no_args and isinstance(exc, no_args) and exc.ctx is not None:
+                click.echo(exc.ctx.get_help())
+                sys.exit(0)
+            command = exc.ctx.command_path if exc.ctx is not None else "rimthan-mcp"
+            click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()} - run "
+                       f"'{command} --help'", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as exc:
+            click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("rimthan-mcp: error: aborted", err=True)
+            sys.exit(EXIT_REFUSED)
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 def check_key_path_untracked(path: Path) -> None:
@@ -94,47 +145,85 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
 
 
 def _describe_trust(trust: TrustStore) -> str:
-    keys = ", ".join(trust.describe(k) for k in sorted(trust.keys))
+    """Full key ids (what `rimthan-pack keygen` printed), each with its name in the trust store."""
+    keys = ", ".join(f"{trust.names[k]}={k}" if trust.names.get(k) else k for k in sorted(trust.keys))
     return f"trust {trust.source}: threshold {trust.threshold} of {len(trust.keys)} key(s): {keys}"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog=_epilog(["rimthan-mcp serve                      # stdio, newest release in ./releases",
+                             "rimthan-mcp serve --transport http --port 8765",
+                             "rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
+                             "rimthan-mcp audit run.log --checkpoint-keys ~/.local/state/rimthan/checkpoint-keys.json",
+                             "rimthan-mcp keys rotate"]))
+@click.version_option(package_name="rimthan-workflow-mcp", prog_name="rimthan-mcp")
 def main() -> None:
-    """Rimthan verifier MCP server: serves signed workflow releases through four tools."""
+    """Rimthan verifier MCP server: serves signed workflow releases through four tools.
+
+    It loads releases only through the one verification path (signatures,
+    manifest, every file's digest) and refuses anything that does not verify.
+    Run `rimthan-mcp COMMAND --help` for each command's options.
+    """
 
 
 # --------------------------------------------------------------------------- serve
 
 
-@main.command()
-@click.option("--release", "release_dir", type=click.Path(path_type=Path),
-              help="Release directory to serve (default: the newest in --releases-dir).")
-@click.option("--migration-target", type=click.Path(path_type=Path),
-              help="A separate verified release (same scope) that runs may migrate to.")
-@click.option("--releases-dir", type=click.Path(path_type=Path),
-              help="Directory refresh rescans for newer releases (default: ./releases, or the --release parent).")
-@click.option("--trust", type=click.Path(path_type=Path), default=DEFAULT_TRUST, show_default=True,
-              help="Trusted public keys: a directory of *.pub files or a trust file.")
-@click.option("--checkpoint-keys", type=click.Path(path_type=Path),
-              help=f"Checkpoint HMAC key file (default: STATE_DIR/{KEYS_FILE}, created mode 0600 on first run).")
-@click.option("--state-dir", type=click.Path(path_type=Path),
-              help="Where checkpoint keys and the activation floor live (default: $RIMTHAN_STATE_DIR or "
-                   "~/.local/state/rimthan).")
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@main.command(epilog=_epilog(
+    ["rimthan-mcp serve",
+     "rimthan-mcp serve --release releases/research-decision-1.2.0 \\",
+     "    --migration-target releases/research-decision-1.3.0 --trust keys/local",
+     "rimthan-mcp serve --transport http --host 127.0.0.1 --port 0     # prints the URL it listens on",
+     "kill -HUP <pid>                                                   # refresh: activate a newer release"],
+    exits=("Exit status:", "  0  the client closed stdio, or SIGTERM on HTTP",
+           "  1  refused at start (release, trust, keys, floor or address): one line on stderr with what to do next",
+           "  2  usage mistake", "  130  interrupted (Ctrl-C)"),
+    notes=["On start it prints to stderr each loaded release with version, manifest digest and path, the migration",
+           "target, the trust keys and threshold, the checkpoint key file and signing key id, the activation floor,",
+           "how to refresh, and the transport and address. Under stdio, stdout carries only MCP messages."]))
+@click.option("--release", "release_dir", type=click.Path(path_type=Path), metavar="DIR",
+              help="Release directory to serve (the active release). [default: the newest <catalogue>-<version> in "
+                   "--releases-dir]")
+@click.option("--migration-target", type=click.Path(path_type=Path), metavar="DIR",
+              help="A separately verified release of the same scope that runs may migrate to. [default: none; "
+                   "migration is refused]")
+@click.option("--releases-dir", type=click.Path(path_type=Path), metavar="DIR", envvar="RIMTHAN_RELEASES_DIR",
+              show_envvar=True,
+              help="Where the newest release is looked up and refresh looks for newer ones. [default: ./releases, or "
+                   "the parent of --release]")
+@click.option("--trust", type=click.Path(path_type=Path), default=DEFAULT_TRUST, show_default=True, metavar="PATH",
+              envvar="RIMTHAN_TRUST", show_envvar=True, help=_TRUST_HELP)
+@click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE",
+              help=_KEYS_HELP + " Created mode 0600 on first run; refused where git would track it.")
+@click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=_STATE_HELP)
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio: one client per process, as MCP hosts launch servers. http: Streamable HTTP at "
+                   "http://HOST:PORT/mcp.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--port", default=8765, show_default=True, type=int, help="HTTP port (0 picks a free one).")
-@click.option("--allowed-host", "allowed_hosts", multiple=True,
-              help="Extra Host header value (host:port) to accept behind a proxy; repeatable.")
-@click.option("--refresh-interval", type=float, default=None,
-              help="Also rescan --releases-dir every N seconds (SIGHUP always triggers a refresh).")
+@click.option("--http-sessions", is_flag=True,
+              help="HTTP only: give 2025-11-25 clients an Mcp-Session-Id and server-to-client SSE streams. Sessions "
+                   "live in this process, so replicas then need sticky routing. [default: stateless]")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST:PORT",
+              help="Extra Host header value to accept behind a proxy (DNS-rebinding protection); repeatable.")
+@click.option("--refresh-interval", type=float, default=None, metavar="SECONDS",
+              help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh). [default: off]")
 @click.option("--lower-floor", is_flag=True,
               help="Deliberately activate a release below the recorded activation floor (rollback).")
-@click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True)
+@click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True,
+              help="Structured JSON logs on stderr, one object per line.")
 def serve(release_dir: Path | None, migration_target: Path | None, releases_dir: Path | None, trust: Path,
           checkpoint_keys: Path | None, state_dir: Path | None, transport: str, host: str, port: int,
-          allowed_hosts: tuple[str, ...], refresh_interval: float | None, lower_floor: bool,
+          http_sessions: bool, allowed_hosts: tuple[str, ...], refresh_interval: float | None, lower_floor: bool,
           log_level: str) -> None:
-    """Verify the release(s) and serve the four workflow tools (stdio by default)."""
+    """Verify the release(s) and serve the four workflow tools.
+
+    Serves rimthan.start_workflow, rimthan.continue_workflow,
+    rimthan.prepare_step_validation and rimthan.submit_step_validation, the
+    contracts and release files as immutable resources, and the release's
+    prompt assets as prompts. A checkpoint is served by the release it is
+    pinned to, even after a refresh activated a newer one.
+    """
     configure_logging(log_level)
     state_dir = state_dir or default_state_dir()
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
@@ -156,8 +245,8 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
     _say(_describe_trust(trust_store))
     _say(f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
          f"{len(keyring.keys)} key(s)")
-    _say(f"activation floor {state_dir / FLOOR_FILE}: {active.catalogue} >= "
-         f"{provider.floor.get(active.catalogue).version if provider.floor.get(active.catalogue) else '-'}")
+    floor = provider.floor.get(active.catalogue)
+    _say(f"activation floor {state_dir / FLOOR_FILE}: {active.catalogue} >= {floor.version if floor else '-'}")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     _say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
     _log.info("loaded", extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys),
@@ -168,10 +257,12 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
             anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval))
         else:
             sock, binding = _guard("http", lambda: bind_socket(host, port))
-            _say(f"transport http (stateless Streamable HTTP) at {binding.url}")
+            mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
+            _say(f"transport http ({mode}) at {binding.url}")
             anyio.run(lambda: serve_http(app, provider, sock=sock, binding=binding,
                                          refresh_interval=refresh_interval, extra_hosts=allowed_hosts,
-                                         log_level="debug" if log_level == "debug" else "warning"))
+                                         log_level="debug" if log_level == "debug" else "warning",
+                                         sessions=http_sessions))
     except KeyboardInterrupt:
         _say("interrupted; stopped")
         sys.exit(130)
@@ -184,14 +275,30 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
 # --------------------------------------------------------------------------- check
 
 
-@main.command()
-@click.option("--release", "release_dir", type=click.Path(path_type=Path), required=True)
-@click.option("--trust", type=click.Path(path_type=Path), default=DEFAULT_TRUST, show_default=True)
-@click.option("--migration-target", type=click.Path(path_type=Path))
-@click.option("--state-dir", type=click.Path(path_type=Path),
-              help="Also check the release against this state directory's activation floor.")
+@main.command(epilog=_epilog(
+    ["rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
+     "rimthan-mcp check --release releases/research-decision-1.2.0 \\",
+     "    --migration-target releases/research-decision-1.3.0 --state-dir ~/.local/state/rimthan"],
+    exits=("Exit status:", "  0  serve would load it: one `ok <release> <manifest digest> signed by ...` line per "
+           "release on stdout", "  1  serve would refuse it: one line on stderr names the code, the file and what "
+           "to do next", "  2  usage mistake")))
+@click.option("--release", "release_dir", type=click.Path(path_type=Path), required=True, metavar="DIR",
+              help="Release directory to check.")
+@click.option("--trust", type=click.Path(path_type=Path), default=DEFAULT_TRUST, show_default=True, metavar="PATH",
+              help=_TRUST_HELP)
+@click.option("--migration-target", type=click.Path(path_type=Path), metavar="DIR",
+              help="Also check this migration target (same scope) as serve would. [default: none]")
+@click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR",
+              help="Also check the release against this state directory's activation floor (nothing is written). "
+                   "[default: the floor is not checked]")
 def check(release_dir: Path, trust: Path, migration_target: Path | None, state_dir: Path | None) -> None:
-    """Verify a release exactly as `serve` would load it; exit 0 if it would be served, 1 if not."""
+    """Verify a release exactly as `serve` would load it, then exit.
+
+    The same code path as serve: signatures against --trust, the canonical
+    manifest, every file's size and digest, the catalogue rules, the served
+    profile, the tool contracts; with --migration-target its scope; with
+    --state-dir the rollback floor. Nothing is served and nothing is written.
+    """
     trust_store = _guard("trust", lambda: load_trust(trust))
     provider: ReleaseProvider = _guard("release", lambda: ReleaseProvider.open(
         release_dir, trust=trust_store, keyring=CheckpointKeyring.generate(),
@@ -202,28 +309,74 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")
 
 
-# --------------------------------------------------------------------------- keys
-
-
-@main.group()
-def keys() -> None:
-    """Checkpoint HMAC keys: several verify, one signs. Rotate, then retire the old key later."""
-
-
-_keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path),
-                            help=f"Key file (default: STATE_DIR/{KEYS_FILE}).")
-_state_option = click.option("--state-dir", type=click.Path(path_type=Path))
+# --------------------------------------------------------------------------- audit
 
 
 def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
     return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
 
 
-@keys.command("list")
+_keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE", help=_KEYS_HELP)
+_state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=_STATE_HELP)
+
+
+@main.command(epilog=_epilog(
+    ["rimthan-mcp audit run.log                       # keys from the default state directory",
+     "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
+     "rimthan-mcp audit run.log --json | jq .migrations"],
+    exits=("Exit status:", "  0  every token verifies and the chain is unbroken; the history is printed",
+           "  1  refused: one line on stderr names the line where the chain breaks (gap, reorder, fork, foreign",
+           "     token, or a token that does not verify) and what to do next", "  2  usage mistake")))
+@click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
+@_keys_option
+@_state_option
+@click.option("--json", "as_json", is_flag=True, help="Print the history (or the refusal) as JSON on stdout.")
+def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, as_json: bool) -> None:
+    """Verify a run's logged checkpoint tokens offline and print its history.
+
+    LOG holds the checkpoint tokens of one run, one per line, in the order
+    the server issued them (blank lines are skipped). Every token's signature
+    and claims are verified with the checkpoint keys; then the chain: the
+    first starts the run (sequence 1), each next one has sequence + 1 and
+    names the line before it as parent. The history lists the release and
+    manifest digest, workflow and version, each step reached, the artifacts
+    and validator receipts by digest, and every migration with its parent
+    link. No server and no server storage is involved.
+    """
+    keyring, _ = _guard("keys", lambda: open_keyring(_keys_path(checkpoint_keys, state_dir), create=False))
+    text = _guard("log", lambda: log_file.read_text("utf-8"))
+    try:
+        history = audit_run(read_log(text), keyring, source=str(log_file))
+    except RegistryError as exc:
+        if as_json:
+            click.echo(json.dumps({"ok": False, "error": exc.to_dict()}, indent=2, sort_keys=True))
+        _fail(exc.one_line(), _HINTS["audit"])
+    if as_json:
+        click.echo(json.dumps(history.to_json(), indent=2, sort_keys=True))
+    else:
+        for line in describe(history):
+            click.echo(line)
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@main.group(epilog=_epilog(["rimthan-mcp keys list", "rimthan-mcp keys rotate      # then restart every replica",
+                            "rimthan-mcp keys retire ck-0123456789abcdef"]))
+def keys() -> None:
+    """Checkpoint HMAC keys: several verify, one signs.
+
+    Rotate to a new signing key (old keys keep verifying existing runs),
+    restart every replica, then retire the old key once its runs are done.
+    Key material is never printed.
+    """
+
+
+@keys.command("list", epilog=_epilog(["rimthan-mcp keys list --state-dir /srv/rimthan"]))
 @_keys_option
 @_state_option
 def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Show key ids (never key material), which one signs, and retired ids."""
+    """Show key ids (never key material): which one signs, which only verify, which are retired."""
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
     click.echo(f"# {path}")
@@ -233,25 +386,33 @@ def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
         click.echo(f"{kid}\tretired")
 
 
-@keys.command("rotate")
+@keys.command("rotate", epilog=_epilog(["rimthan-mcp keys rotate --checkpoint-keys /srv/rimthan/checkpoint-keys.json"]))
 @_keys_option
 @_state_option
 def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Add a new signing key; old keys keep verifying existing checkpoints. Restart or redeploy replicas."""
+    """Add a new signing key; old keys keep verifying existing checkpoints.
+
+    Creates the key file (mode 0600) if it does not exist. Restart or
+    redeploy every replica afterwards so they all sign with the new key.
+    """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, created = _guard("keys", lambda: open_keyring(path, create=True))
+    keyring, _created = _guard("keys", lambda: open_keyring(path, create=True))
     rotated = keyring.rotated()
     _guard("keys", lambda: rotated.save(path))
     click.echo(f"signing key is now {rotated.signing_key_id} ({len(rotated.keys)} key(s) verify) in {path}")
     _say("restart the server (and every replica) so it signs with the new key")
 
 
-@keys.command("retire")
+@keys.command("retire", epilog=_epilog(["rimthan-mcp keys retire ck-0123456789abcdef"]))
 @click.argument("key_id")
 @_keys_option
 @_state_option
 def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Stop accepting checkpoints signed with KEY_ID (runs holding them must restart)."""
+    """Stop accepting checkpoints signed with KEY_ID.
+
+    Runs still holding such checkpoints are refused (checkpoint_key_unknown)
+    and must start again. The signing key cannot be retired: rotate first.
+    """
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
     retired = _guard("keys", lambda: keyring.retiring(key_id))

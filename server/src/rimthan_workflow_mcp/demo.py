@@ -40,7 +40,7 @@ def _print_event(event: HarnessEvent) -> None:
 def _release_dir(releases: Path, version: str) -> Path:
     path = releases / f"research-decision-{version}"
     if not (path / "manifest.json").is_file():
-        raise click.ClickException(f"{path} is not a built release; run `make release` first")
+        raise click.ClickException(f"{path} is not a built release; run `make demo` first")
     return path
 
 

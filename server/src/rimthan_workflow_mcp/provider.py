@@ -116,14 +116,14 @@ def newest_release_dir(releases_dir: Path) -> Path:
     """The highest-versioned release directory of the one catalogue in ``releases_dir``."""
     if not releases_dir.is_dir():
         raise RegistryError(FailureCode.RELEASE_NOT_FOUND,
-                            "no releases directory here; run `make release` or pass --release DIR",
+                            "no releases directory here; run `make demo` or pass --release DIR",
                             path=str(releases_dir))
     found = [(p, _RELEASE_DIR.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
     found = [(p, m) for p, m in found if m is not None and release_dir_version(p) is not None]
     names = sorted({m.group("name") for _, m in found})
     if not found:
         raise RegistryError(FailureCode.RELEASE_NOT_FOUND,
-                            "holds no <catalogue>-<version> release directory; run `make release` or pass --release",
+                            "holds no <catalogue>-<version> release directory; run `make demo` or pass --release DIR",
                             path=str(releases_dir))
     if len(names) > 1:
         raise RegistryError(FailureCode.RELEASE_NOT_FOUND,

@@ -67,6 +67,9 @@ CACHE_HINTS = {
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOGGER_NAME = "rimthan"
 _log = get_logger("server")
+# logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
+# clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"rimthan_workflow_mcp\.server")
 
 ToolHandler = Callable[["RuntimeState", LoadedRelease, dict[str, Any]], dict[str, Any]]
 
@@ -154,7 +157,7 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
         return types.ListToolsResult(tools=list(state.tools))
 
     # The level a handshake-era client asked for with logging/setLevel; None until it asks (nothing is sent).
-    # One process serves one stdio client; stateless HTTP answers in JSON and carries no notifications.
+    # One process serves one stdio client; HTTP answers in plain JSON, which carries no notifications.
     log_threshold: list[str | None] = [None]
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -194,25 +197,22 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
         contract = state.contracts.get(tool_name)
         return contract.input_schema if contract else None
 
-    with warnings.catch_warnings():
-        # logging/setLevel is deprecated from 2026-07-28 on; it still serves 2025-11-25 clients.
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(
-            name,
-            version=_package_version(),
-            title="Rimthan verifier",
-            instructions=INSTRUCTIONS,
-            cache_hints=CACHE_HINTS,
-            get_tool_input_schema=input_schema,
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
-            on_list_resources=on_list_resources,
-            on_list_resource_templates=on_list_resource_templates,
-            on_read_resource=on_read_resource,
-            on_list_prompts=on_list_prompts,
-            on_get_prompt=on_get_prompt,
-            on_set_logging_level=on_set_logging_level,
-        )
+    return Server(
+        name,
+        version=_package_version(),
+        title="Rimthan verifier",
+        instructions=INSTRUCTIONS,
+        cache_hints=CACHE_HINTS,
+        get_tool_input_schema=input_schema,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_list_resource_templates=on_list_resource_templates,
+        on_read_resource=on_read_resource,
+        on_list_prompts=on_list_prompts,
+        on_get_prompt=on_get_prompt,
+        on_set_logging_level=on_set_logging_level,
+    )
 
 
 async def _notify_call(ctx: ServerRequestContext[Any], threshold: str | None, name: str,

@@ -124,11 +124,17 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
 
 async def serve_http(app: Server[Any], provider: ReleaseProvider, *, sock: socket.socket, binding: HttpBinding,
                      refresh_interval: float | None, extra_hosts: Sequence[str] = (),
-                     log_level: str = "warning") -> None:
-    """Serve stateless Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM."""
+                     log_level: str = "warning", sessions: bool = False) -> None:
+    """Serve Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM.
+
+    Stateless by default. ``sessions`` gives 2025-11-25 clients an
+    ``Mcp-Session-Id`` and server-to-client SSE streams (``GET``) - held in
+    this process only, so replicas then need sticky routing; run state stays
+    in the tokens either way, and 2026-07-28 clients are sessionless regardless.
+    """
     starlette_app = app.streamable_http_app(
         streamable_http_path=MCP_PATH,
-        stateless_http=True,
+        stateless_http=not sessions,
         json_response=True,
         transport_security=security_settings(binding, extra_hosts),
         host=binding.host,
