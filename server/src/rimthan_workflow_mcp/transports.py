@@ -116,6 +116,9 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit this on Linux: without it Nagle + delayed ACK add ~40 ms to a
+    # request/response exchange (measured: tools/list 60 ms -> 10 ms over loopback).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
     sock.listen(128)
     sock.set_inheritable(True)
