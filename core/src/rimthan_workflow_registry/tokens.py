@@ -31,7 +31,8 @@ BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
 ALGORITHM = "HS256"
 KEY_BYTES = 32
 KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
-MAX_TOKEN_CHARS = 65536
+# Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
+MAX_TOKEN_CHARS = 1024 * 1024
 
 
 @dataclass(frozen=True)

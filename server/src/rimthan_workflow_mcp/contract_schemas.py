@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rimthan_workflow_registry.tokens import MAX_TOKEN_CHARS
+
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://rimthan.dev/contracts/"
 MAX_TEXT = 8 * 1024 * 1024
-MAX_TOKEN = 65536
+MAX_TOKEN = MAX_TOKEN_CHARS
 
 _DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 _SHA256_HEX = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
