@@ -5,7 +5,8 @@ These tests attack it from the angles the provider tests do not: a floor
 raised by another replica sharing the state directory (refresh must honour
 it), ``rimthan-mcp check`` (refuses below the floor and never writes it), the
 operator's explicit override, per-catalogue floors, and a tampered floor file.
-Findings the server does not yet handle are strict ``xfail`` tests naming them.
+Each finding this suite made (non-semver floor entries, equivocation under the floor's version, a
+restarted replica forgetting older releases) is now fixed and kept fixed by its test.
 """
 
 from __future__ import annotations
@@ -150,8 +151,6 @@ def test_a_tampered_floor_file_fails_closed(world: ServerWorld, tmp_path: Path, 
     assert (state / FLOOR_FILE).read_text("utf-8") == content  # left for the operator to inspect
 
 
-@pytest.mark.xfail(strict=True, reason="finding (server/floor.py): a floor entry whose version is not semver "
-                                       "raises ValueError instead of failing closed with rollback_refused")
 def test_a_floor_with_a_non_semver_version_fails_closed(world: ServerWorld, tmp_path: Path) -> None:
     state = tmp_path / "state"
     _write_floor(state, {CATALOGUE: "banana"})
@@ -160,8 +159,6 @@ def test_a_floor_with_a_non_semver_version_fails_closed(world: ServerWorld, tmp_
     assert refused.value.code is FailureCode.ROLLBACK_REFUSED
 
 
-@pytest.mark.xfail(strict=True, reason="finding (server/floor.py): the floor compares versions only, so a different "
-                                       "release signed under the same version (equivocation) is activated silently")
 def test_another_release_under_the_floor_version_is_refused(world: ServerWorld, tmp_path: Path) -> None:
     state = tmp_path / "state"
     _open(world, world.built["1.3.0"], state)
@@ -179,9 +176,6 @@ def test_another_release_under_the_floor_version_is_refused(world: ServerWorld, 
     assert refused.value.code is FailureCode.ROLLBACK_REFUSED
 
 
-@pytest.mark.xfail(strict=True, reason="finding (server/provider.py): a restarted replica holds only the release "
-                                       "it starts on, so runs pinned to an older release in the releases directory "
-                                       "get pinned_release_unavailable there (make load reroutes them)")
 def test_a_restarted_replica_still_holds_releases_runs_are_pinned_to(world: ServerWorld, tmp_path: Path) -> None:
     releases, state = tmp_path / "releases", tmp_path / "state"
     first = _open(world, world.publish("1.2.0", releases), state)

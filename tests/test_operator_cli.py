@@ -59,8 +59,12 @@ def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -
     ok = subprocess.run([*RIMTHAN_MCP, "check", "--release", str(release), "--trust", str(world.trust)],
                         capture_output=True, text=True, timeout=60, env=server_env())
     assert ok.returncode == 0 and ok.stderr == ""
-    assert ok.stdout == f"ok research-decision@1.3.0 {_digest(release)} signed by release-engineer " \
-                        f"({world.key.key_id[:16]}…)\n"
+    first, *older = ok.stdout.splitlines()
+    assert first == f"ok research-decision@1.3.0 {_digest(release)} signed by release-engineer " \
+                    f"({world.key.key_id[:16]}…)"
+    # serve would also hold the older releases beside it (for runs pinned to them): check verifies them too
+    assert older == [f"ok research-decision@1.2.0 {_digest(world.built['1.2.0'])} signed by release-engineer "
+                     f"({world.key.key_id[:16]}…)"]
     bad = world.publish("1.3.0", tmp_path / "releases")
     flip_byte(bad)
     refused = subprocess.run([*RIMTHAN_MCP, "check", "--release", str(bad), "--trust", str(world.trust)],

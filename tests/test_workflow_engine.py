@@ -433,7 +433,9 @@ def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
         mcp_world: ServerWorld, tmp_path: _Path) -> None:
     keyring = CheckpointKeyring.generate()
     on_a = create_mcp_application(mcp_world.provider("1.2.0", keyring=keyring))
-    on_b = create_mcp_application(mcp_world.provider("1.3.0", keyring=keyring))
+    # B's releases directory holds no 1.2.0 (a server started from its releases dir also holds older releases)
+    (tmp_path / "only-b").mkdir()
+    on_b = create_mcp_application(mcp_world.provider("1.3.0", keyring=keyring, releases_dir=tmp_path / "only-b"))
 
     async def scenario() -> None:
         async with _Client(on_a) as a, _Client(on_b) as b:

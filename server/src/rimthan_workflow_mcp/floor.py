@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.catalogue import semver_key
+from rimthan_workflow_registry.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
 FLOOR_FILE = "activation-floor.json"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,15 @@ class ActivationFloor:
             raw = json.loads(self.path.read_text("utf-8"))
             if raw.get("format") != FLOOR_FORMAT:
                 raise ValueError(f"format is not {FLOOR_FORMAT}")
-            return {name: FloorEntry(version=e["version"], manifest_digest=e["manifest_digest"],
-                                     activated_at=int(e["activated_at"]))
-                    for name, e in raw["catalogues"].items()}
+            entries = {name: FloorEntry(version=e["version"], manifest_digest=e["manifest_digest"],
+                                        activated_at=int(e["activated_at"]))
+                       for name, e in raw["catalogues"].items()}
+            for name, entry in entries.items():
+                if not isinstance(entry.version, str) or not is_semver(entry.version):
+                    raise ValueError(f"{name}: version {entry.version!r} is not a semantic version")
+                if not isinstance(entry.manifest_digest, str) or not _DIGEST.fullmatch(entry.manifest_digest):
+                    raise ValueError(f"{name}: manifest_digest {entry.manifest_digest!r} is not sha256:<hex>")
+            return entries
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise RegistryError(FailureCode.ROLLBACK_REFUSED,
                                 f"the activation floor file is unreadable ({exc}); fix or remove it deliberately",
@@ -56,12 +64,28 @@ class ActivationFloor:
     def get(self, catalogue: str) -> FloorEntry | None:
         return self._entries.get(catalogue)
 
-    def check(self, catalogue: str, version: str, *, lower_floor: bool = False) -> None:
-        """Refuse ``version`` if it is below the recorded floor (unless the operator lowers it)."""
+    def check(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool = False) -> None:
+        """Refuse ``version`` below the recorded floor, or another release under the floor's own version.
+
+        Two different releases signed under one version (equivocation) mean a
+        key was misused or a release was rebuilt in place; only the operator
+        can decide which one is real (``--lower-floor`` re-records the floor).
+        """
         if self.path is not None:
             self._entries = self._load()  # another replica may have raised it
         entry = self._entries.get(catalogue)
-        if entry is None or lower_floor or semver_key(version) >= semver_key(entry.version):
+        if entry is None or lower_floor:
+            return
+        if version == entry.version and manifest_digest != entry.manifest_digest:
+            raise RegistryError(
+                FailureCode.ROLLBACK_REFUSED,
+                f"{catalogue}@{version} was activated before as {entry.manifest_digest}; this is another release "
+                "under the same version. Publish a new version, or pass --lower-floor once you know which is real",
+                path=str(self.path) if self.path else None,
+                details={"catalogue": catalogue, "version": version, "floor_digest": entry.manifest_digest,
+                         "digest": manifest_digest},
+            )
+        if semver_key(version) >= semver_key(entry.version):
             return
         raise RegistryError(
             FailureCode.ROLLBACK_REFUSED,

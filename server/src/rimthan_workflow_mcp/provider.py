@@ -182,16 +182,18 @@ class ReleaseProvider:
         """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
         active = load_release(release_dir, trust, keyring, module_factory)
-        floor.check(active.catalogue, active.version, lower_floor=lower_floor)
+        floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
         if migration_target_dir is not None:
             target = load_release(migration_target_dir, trust, keyring, module_factory,
                                   expected_scope=active.scope_name, migration=True)
         if record_floor:
             floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
-        return cls(trust=trust, keyring=keyring, active=active, migration_target=target,
-                   releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
-                   floor=floor, module_factory=module_factory)
+        provider = cls(trust=trust, keyring=keyring, active=active, migration_target=target,
+                       releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
+                       floor=floor, module_factory=module_factory)
+        provider._hold_older_releases()
+        return provider
 
     # -- what is held ---------------------------------------------------------------------
 
@@ -247,7 +249,7 @@ class ReleaseProvider:
                                         f"the directory name does not match the signed manifest's "
                                         f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
                                         path=str(candidate))
-                self.floor.check(loaded.catalogue, loaded.version)
+                self.floor.check(loaded.catalogue, loaded.version, loaded.digest)
             except RegistryError as exc:
                 rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                 continue
@@ -259,6 +261,31 @@ class ReleaseProvider:
                                  previous=current.release.release_id, rejected=tuple(rejected))
         outcome: Literal["unchanged", "rejected"] = "rejected" if rejected else "unchanged"
         return RefreshResult(outcome, current.release.release_id, current.digest, rejected=tuple(rejected))
+
+    def _hold_older_releases(self) -> None:
+        """Also hold the older releases of the active catalogue that verify, never activating them.
+
+        A replica that restarts after a refresh still serves the runs pinned to
+        releases it had loaded before; one that does not verify is skipped
+        (logged), so those runs get ``pinned_release_unavailable``, never bytes
+        that did not verify.
+        """
+        current = self._active
+        if self.releases_dir is None or not self.releases_dir.is_dir():
+            return
+        held = dict(self._held)
+        for path in sorted(self.releases_dir.iterdir()):
+            version = release_dir_version(path, current.catalogue)
+            if version is None or semver_key(version) >= semver_key(current.version):
+                continue
+            try:
+                loaded = load_release(path, self.trust, self.keyring, self._module_factory,
+                                      expected_scope=current.scope_name)
+            except RegistryError as exc:
+                _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
+                continue
+            held.setdefault(loaded.digest, loaded)
+        self._held = MappingProxyType(held)
 
     def _candidates(self, current: LoadedRelease) -> list[Path]:
         """Directories claiming a newer version of the active catalogue, newest first."""
