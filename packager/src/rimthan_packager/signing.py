@@ -7,14 +7,13 @@ and ``keygen`` refuses to write one where git would track it.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry.errors import FailureCode, TrustError
+from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 from rimthan_workflow_registry.trust import key_id_for, public_key_pem
 
 from .fsutil import create_file
@@ -69,57 +68,9 @@ def private_key_pem(key: Ed25519PrivateKey) -> bytes:
     )
 
 
-def _nearest_existing_dir(path: Path) -> Path:
-    current = path.parent
-    while not current.exists():
-        current = current.parent
-    return current
-
-
-def _inside_git_work_tree(directory: Path) -> bool:
-    git = shutil.which("git")
-    if git is None:
-        # No git to ask: fail closed if any ancestor looks like a work tree.
-        return any((d / ".git").exists() for d in (directory, *directory.parents))
-    result = subprocess.run(
-        [git, "-C", str(directory), "rev-parse", "--is-inside-work-tree"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return result.returncode == 0 and result.stdout.strip() == "true"
-
-
 def check_key_path_untracked(key_path: Path) -> None:
-    """Refuse a private-key path that git tracks or would track (not ignored).
-
-    Inside a git work tree the path must be matched by an ignore rule
-    (``git check-ignore``); tracked files are never reported as ignored, so an
-    already-tracked path is refused as well.
-    """
-    key_path = key_path.absolute()
-    anchor = _nearest_existing_dir(key_path)
-    if not _inside_git_work_tree(anchor):
-        return
-    git = shutil.which("git")
-    if git is None:
-        raise TrustError(
-            FailureCode.KEY_PATH_TRACKED,
-            "inside a git work tree but git is not installed to check ignore rules",
-            path=str(key_path),
-        )
-    result = subprocess.run(
-        [git, "-C", str(anchor), "check-ignore", "-q", str(key_path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise TrustError(
-            FailureCode.KEY_PATH_TRACKED,
-            "git would track this private key (inside a work tree and not ignored)",
-            path=str(key_path),
-        )
+    """Refuse a private-key path that git tracks or would track (not ignored)."""
+    check_secret_path_untracked(key_path, what="this private key", error=TrustError)
 
 
 @dataclass(frozen=True)

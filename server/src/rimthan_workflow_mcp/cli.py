@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +22,7 @@ import anyio
 import click
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.run_audit import audit_run, describe, read_log
+from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 from rimthan_workflow_registry.tokens import CheckpointKeyring
 from rimthan_workflow_registry.trust import TrustStore, load_trust
 
@@ -120,21 +119,7 @@ class _Group(click.Group):
 
 def check_key_path_untracked(path: Path) -> None:
     """Checkpoint keys can forge any run: refuse a path git would track (inside a work tree, not ignored)."""
-    path = path.absolute()
-    anchor = next((d for d in path.parents if d.is_dir()), None)
-    git = shutil.which("git")
-    if anchor is None or git is None:
-        return
-    inside = subprocess.run([git, "-C", str(anchor), "rev-parse", "--is-inside-work-tree"],
-                            capture_output=True, text=True, check=False)
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
-        return
-    ignored = subprocess.run([git, "-C", str(anchor), "check-ignore", "-q", str(path)],
-                             capture_output=True, check=False)
-    if ignored.returncode != 0:
-        raise KeyringError(FailureCode.KEY_PATH_TRACKED,
-                           "git would track these checkpoint keys; keep them outside the work tree "
-                           "(the default state directory) or ignore the path", path=str(path))
+    check_secret_path_untracked(path, what="these checkpoint keys", error=KeyringError)
 
 
 def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
