@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -43,7 +44,7 @@ class ConfirmedState:
         }
         state = cls(values=dict(projection.get("state", {})), confirmations=confirmations)
         try:
-            _ = state.digest  # computed for its refusal: every later digest covers these values
+            _ = state.digest  # computed (and cached) now for its refusal: later digests cover these values
         except (ValueError, TypeError, RecursionError) as exc:  # rfc8785: integers beyond 2**53, non-JSON values
             raise WorkflowProtocolError(
                 FailureCode.CONFIRMED_STATE_INVALID,
@@ -51,7 +52,7 @@ class ConfirmedState:
             ) from None
         return state
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """Canonical digest of the values only: what a checkpoint binds."""
         return digest_value(dict(self.values))
