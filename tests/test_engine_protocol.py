@@ -29,6 +29,13 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
     return make_engines(tmp_path_factory.mktemp("protocol"), TickingClock())
 
 
+def _engine_for(source: Path, root: Path, engines: Engines) -> WorkflowEngineQueryModule:
+    """An engine over a release built from ``source`` with a fresh key, sharing the test keyring and clock."""
+    key = make_keypair(root / "keys", "k")
+    release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
+    return WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+
+
 def start(engine: WorkflowEngineQueryModule, harness: Any, state: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host(), **extra})
 
@@ -101,10 +108,7 @@ def _multi_version_source(root: Path) -> Path:
 
 
 def test_alias_resolution_picks_newest_semantic_version_unless_exact(tmp_path: Path, engines: Engines) -> None:
-    key = make_keypair(tmp_path / "keys", "k")
-    release = verify_release(build_release(_multi_version_source(tmp_path), tmp_path / "out", [key]),
-                             load_trust(trust_dir(tmp_path / "trust", key)))
-    engine = WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+    engine = _engine_for(_multi_version_source(tmp_path), tmp_path, engines)
     harness = engines.harness("versions")
     state = harness.confirm(example_state("1.2.0"))
     for name in ("research-decision", "research", "decide"):
@@ -355,10 +359,7 @@ def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path:
     catalogue = tomllib.loads((source / "catalogue.toml").read_text("utf-8"))
     catalogue["catalogue"]["version"] = "1.2.1"  # a new release carrying the same workflow version
     (source / "catalogue.toml").write_text(tomli_w.dumps(catalogue), "utf-8")
-    key = make_keypair(tmp_path / "keys", "k")
-    release = verify_release(build_release(source, tmp_path / "out", [key]),
-                             load_trust(trust_dir(tmp_path / "trust", key)))
-    target = WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+    target = _engine_for(source, tmp_path, engines)
     engine, harness, state, started = _started(engines, "not-newer")
     with pytest.raises(WorkflowProtocolError) as err:
         WorkflowEngineQueryModule.migrate_workflow(engine, target, {
@@ -384,10 +385,7 @@ def _branching_setup_source(root: Path) -> Path:
 
 
 def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: Path, engines: Engines) -> None:
-    key = make_keypair(tmp_path / "keys", "k")
-    release = verify_release(build_release(_branching_setup_source(tmp_path), tmp_path / "out", [key]),
-                             load_trust(trust_dir(tmp_path / "trust", key)))
-    engine = WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+    engine = _engine_for(_branching_setup_source(tmp_path), tmp_path, engines)
     harness = engines.harness("branching-setup")
     state = harness.confirm(example_state("1.2.0"))
     started = start(engine, harness, state)
