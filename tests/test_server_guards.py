@@ -149,3 +149,29 @@ def test_off_schema_results_and_crashes_become_internal_errors_without_traceback
         assert "Traceback" not in error["message"] and "/home/operator" not in error["message"]
     messages = [r.getMessage() for r in caplog.records]
     assert "result violates the output schema" in messages and "tool failed unexpectedly" in messages
+
+
+def _broken(schema: dict[str, Any], where: str) -> dict[str, Any]:
+    """``schema`` with an invalid keyword value planted at ``where`` (top level or one $defs entry)."""
+    if where == "top":
+        return {**schema, "type": "not-a-type"}
+    name = sorted(schema["$defs"])[0]
+    return {**schema, "$defs": {**schema["$defs"], name: {**schema["$defs"][name], "type": "not-a-type"}}}
+
+
+@pytest.mark.parametrize("where", ["top", "embedded-contract"])
+def test_construction_refuses_a_tool_contract_whose_schema_is_invalid(world: ServerWorld, where: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from rimthan_workflow_mcp import server as server_module
+    from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
+    from rimthan_workflow_registry.errors import FailureCode, RegistryError
+
+    first, *rest = workflow_engine_tool_contracts()
+    bad = replace(first, input_schema=_broken(first.input_schema, where))
+    monkeypatch.setattr(server_module, "workflow_engine_tool_contracts", lambda: (bad, *rest))
+    with pytest.raises(RegistryError) as refused:
+        create_mcp_application(world.provider("1.2.0"))
+    assert refused.value.code is FailureCode.SCHEMA_INVALID
+    assert first.name in refused.value.message
