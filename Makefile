@@ -73,7 +73,7 @@ demo: bootstrap
 	  $(PACK) verify $(RELEASES)/$(CATALOGUE)-$$version --trust $(DEV_TRUST); \
 	done
 	@echo "== a real MCP client (the SDK) starts rimthan-mcp over stdio and walks the workflow"
-	$(UV) run --locked python -m rimthan_workflow_mcp.demo --releases-dir $(RELEASES) --trust $(DEV_TRUST)
+	$(UV) run --locked python -m rimthan_host.demo --releases-dir $(RELEASES) --trust $(DEV_TRUST)
 
 # Serve the newest verified release in releases/ over stdio for a real MCP client (see docs/server.md).
 serve: bootstrap
@@ -98,6 +98,8 @@ interop: bootstrap
 
 lint: bootstrap
 	$(UV) run --locked ruff check .
+	$(UV) run --locked ruff format --check .
+	$(UV) run --locked mypy
 
 # Focused validation, as listed in the four-tool workflow protocol.
 test-four-tools: bootstrap
@@ -129,4 +131,4 @@ load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
 
 fuzz-long: bootstrap
-	$(UV) run --locked pytest -q -m long tests/test_attacks_tools.py tests/test_attacks_tokens.py -s
+	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s

@@ -11,16 +11,26 @@ from .runner import DEFAULT_OUT, DEFAULT_WORK, GROUPS, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks",
-                                     description="Rimthan benchmarks: each figure beside its floor, same run.")
-    parser.add_argument("--plan", choices=sorted(PLANS), default="full",
-                        help="full: the issue's sizes; quick: small sizes for a smoke run")
-    parser.add_argument("--only", default=",".join(GROUPS),
-                        help=f"comma-separated subset of {','.join(GROUPS)} (default: all)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description="Rimthan benchmarks: each figure beside its floor, same run."
+    )
+    parser.add_argument(
+        "--plan",
+        choices=sorted(PLANS),
+        default="full",
+        help="full: the issue's sizes; quick: small sizes for a smoke run",
+    )
+    parser.add_argument(
+        "--only", default=",".join(GROUPS), help=f"comma-separated subset of {','.join(GROUPS)} (default: all)"
+    )
     parser.add_argument("--work", type=Path, default=DEFAULT_WORK, help="where synthetic sources and releases go")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"JSON results file (default: {DEFAULT_OUT.name} for full, results-quick.json for quick, "
-                             f"in {DEFAULT_OUT.parent})")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"JSON results file (default: {DEFAULT_OUT.name} for full, results-quick.json for quick, "
+        f"in {DEFAULT_OUT.parent})",
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip profiling figures above target")
     args = parser.parse_args(argv)
     only = {part.strip().upper() for part in args.only.split(",") if part.strip()}

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.release_format import MANIFEST_NAME
+from rimthan_workflow_registry.release.format import MANIFEST_NAME
 
 from .fixtures import BenchKeys, run_probe, tool
 from .floors import hash_floor, signature_floor
@@ -45,8 +45,7 @@ def source_digests(source: Path) -> dict[str, str]:
     return out
 
 
-def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
-           profile: bool) -> BuildOutcome:
+def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int, profile: bool) -> BuildOutcome:
     """Time ``reps`` CLI builds beside the floor; keep the last release for P1."""
     pack = tool("rimthan-pack")
     root = work / "p2" / spec.label
@@ -59,8 +58,12 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     def build_once() -> float:
         out = root / f"build-{next(counter)}"
         started = time.perf_counter()
-        result = subprocess.run([pack, "build", str(source), "--key", str(keys.private_key), "--out", str(out)],
-                                check=False, capture_output=True, text=True)
+        result = subprocess.run(
+            [pack, "build", str(source), "--key", str(keys.private_key), "--out", str(out)],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         elapsed = time.perf_counter() - started
         if result.returncode != 0:
             raise RuntimeError(f"rimthan-pack build {source} failed:\n{result.stderr}")
@@ -80,19 +83,31 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     ours, floor_sample = paired(build_once, floor, reps, warmup=0)
     startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
     details = {
-        "files": spec.files, "bytes": spec.total_bytes, "ours_s": ours.to_json(), "floor_s": floor_sample.to_json(),
-        "signature_floor_s": signing.median, "openssl_processes": processes,
+        "files": spec.files,
+        "bytes": spec.total_bytes,
+        "ours_s": ours.to_json(),
+        "floor_s": floor_sample.to_json(),
+        "signature_floor_s": signing.median,
+        "openssl_processes": processes,
         "cli_startup_s": startup.median,
         "note": "ours is the wall time of the rimthan-pack build subprocess (interpreter start and imports "
-                "included); it copies and fsyncs every file, then verifies the release it wrote",
+        "included); it copies and fsyncs every file, then verifies the release it wrote",
     }
-    figure = Figure(f"P2 {spec.label}", f"rimthan-pack build of the {spec.label} synthetic catalogue (CLI)",
-                    ours.median, floor_sample.median, "s", "ratio", TARGET,
-                    floor_what="openssl dgst -sha256 over the source files (one process) + one Ed25519 signature",
-                    details=details)
+    figure = Figure(
+        f"P2 {spec.label}",
+        f"rimthan-pack build of the {spec.label} synthetic catalogue (CLI)",
+        ours.median,
+        floor_sample.median,
+        "s",
+        "ratio",
+        TARGET,
+        floor_what="openssl dgst -sha256 over the source files (one process) + one Ed25519 signature",
+        details=details,
+    )
     if profile and not figure.met:
-        details["profile"] = run_probe("build", "--source", str(source), "--key", str(keys.private_key),
-                                       "--out", str(root), "--profile")
+        details["profile"] = run_probe(
+            "build", "--source", str(source), "--key", str(keys.private_key), "--out", str(root), "--profile"
+        )
         for leftover in root.glob("probe-build-*"):
             shutil.rmtree(leftover)
     return BuildOutcome(figure, next(kept[0].iterdir()))

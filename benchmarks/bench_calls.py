@@ -23,10 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from rimthan_packager.build import build_release
-from rimthan_packager.signing import load_signing_key
-from rimthan_workflow_mcp.cli import KEYS_FILE
-from rimthan_workflow_mcp.harness import (
+from rimthan_host.harness import (
     CONTINUE,
     PREPARE,
     START,
@@ -35,8 +32,11 @@ from rimthan_workflow_mcp.harness import (
     WorkflowHarness,
     client_caller,
 )
-from rimthan_workflow_registry.tokens import CheckpointKeyring
-from rimthan_workflow_registry.trust import load_trust
+from rimthan_packager.build import build_release
+from rimthan_packager.signing import load_signing_key
+from rimthan_workflow_mcp.cli import KEYS_FILE
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 from .echo_server import ECHO
 from .fixtures import BenchKeys
@@ -64,16 +64,19 @@ def packaged_release(keys: BenchKeys, work: Path) -> Path:
 Recorded = list[tuple[str, dict[str, Any]]]
 
 
-async def _drive(transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
-                 ) -> tuple[dict[str, list[float]], dict[str, list[float]], Recorded]:
+async def _drive(
+    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]], Recorded]:
     logs = work / "logs"
     ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / f"rimthan-mcp-{transport}.log")
     ours: dict[str, list[float]] = {t: [] for t in TOOLS}
     echo: dict[str, list[float]] = {t: [] for t in TOOLS}
     recorded: Recorded = []
     timing = {"on": False}
-    async with session(ours_cmd, transport) as client, \
-            session(echo_server(logs / f"echo-{transport}.log"), transport) as floor:
+    async with (
+        session(ours_cmd, transport) as client,
+        session(echo_server(logs / f"echo-{transport}.log"), transport) as floor,
+    ):
         inner = client_caller(client)
 
         async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +106,7 @@ async def _drive(transport: str, release: Path, keys: BenchKeys, state_dir: Path
     return ours, echo, recorded
 
 
-def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, recorded: Recorded
-                    ) -> dict[str, Any]:
+def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, recorded: Recorded) -> dict[str, Any]:
     """The recorded calls replayed in process through the server's ``call_tool`` (what one call costs it).
 
     Checkpoints are HMAC'd with the serving process's keys, so the replay uses
@@ -134,8 +136,15 @@ def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, 
     return summary
 
 
-def run_p3(release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int, profile: bool,
-           transports: tuple[str, ...] = ("stdio", "http")) -> list[Figure]:
+def run_p3(
+    release: Path,
+    keys: BenchKeys,
+    state_dir: Path,
+    work: Path,
+    runs: int,
+    profile: bool,
+    transports: tuple[str, ...] = ("stdio", "http"),
+) -> list[Figure]:
     figures: list[Figure] = []
     for transport in transports:
         ours, echo, recorded = anyio.run(_drive, transport, release, keys, state_dir, work / "p3", runs)
@@ -143,10 +152,19 @@ def run_p3(release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: in
         rows = []
         for tool, short in TOOLS.items():
             details = {"calls": len(ours[tool]), "ours_s": ours[tool], "echo_s": echo[tool]}
-            rows.append(Figure(f"{label} {short}", f"{tool} through the SDK client over {transport}, median over "
-                               f"{runs} packaged run(s)", statistics.median(ours[tool]), statistics.median(echo[tool]),
-                               "s", "ratio", TARGET, floor_what=f"the SDK echo tool over {transport}, same client, "
-                               "same arguments", details=details))
+            rows.append(
+                Figure(
+                    f"{label} {short}",
+                    f"{tool} through the SDK client over {transport}, median over {runs} packaged run(s)",
+                    statistics.median(ours[tool]),
+                    statistics.median(echo[tool]),
+                    "s",
+                    "ratio",
+                    TARGET,
+                    floor_what=f"the SDK echo tool over {transport}, same client, same arguments",
+                    details=details,
+                )
+            )
         figures += rows
         above = [f for f in rows if not f.met]
         if profile and transport == "stdio" and above:

@@ -2,7 +2,7 @@
 
 A run of the synthetic long workflow (setup + N gated steps, each with one note
 and its own validator) is driven to completion in-process: the scripted
-harness from ``rimthan_workflow_mcp.harness`` talks straight to a
+harness from ``rimthan_host.harness`` talks straight to a
 ``WorkflowEngineQueryModule`` over the verified release, and every call is
 recorded. Because the engine is stateless, the recorded calls at step 2 and
 at step N can then be replayed as often as we like: the figure is the median
@@ -26,14 +26,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rimthan_host.harness import Review, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
-from rimthan_workflow_mcp.harness import Review, WorkflowHarness
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
-from rimthan_workflow_registry.checkpoints import ArtifactReceipt, ValidatorReceipt, issue_checkpoint, verify_checkpoint
-from rimthan_workflow_registry.tokens import CheckpointKeyring, peek_claims
-from rimthan_workflow_registry.trust import load_trust
-from rimthan_workflow_registry.verify import verify_release
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run.checkpoints import (
+    ArtifactReceipt,
+    ValidatorReceipt,
+    issue_checkpoint,
+    verify_checkpoint,
+)
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims
 
 from .fixtures import BenchKeys
 from .profiling import profile_call
@@ -109,13 +114,14 @@ def _replays(calls: list[Call], step: str) -> dict[str, dict[str, Any]]:
     """Arguments for continue, prepare and submit at ``step`` (continue: the checkpoint prepare got)."""
     chosen = {c.tool: c.arguments for c in calls if c.step == step and c.tool in REPLAYED}
     prepare = chosen["rimthan.prepare_step_validation"]
-    chosen.setdefault("rimthan.continue_workflow", {"checkpoint": prepare["checkpoint"],
-                                                    "confirmed_state": prepare["confirmed_state"]})
+    chosen.setdefault(
+        "rimthan.continue_workflow",
+        {"checkpoint": prepare["checkpoint"], "confirmed_state": prepare["confirmed_state"]},
+    )
     return {tool: chosen[tool] for tool in REPLAYED}
 
 
-def _time_calls(module: WorkflowEngineQueryModule, replays: dict[str, dict[str, Any]], reps: int
-                ) -> dict[str, float]:
+def _time_calls(module: WorkflowEngineQueryModule, replays: dict[str, dict[str, Any]], reps: int) -> dict[str, float]:
     medians = {}
     for tool, arguments in replays.items():
         method = getattr(module, METHODS[tool])
@@ -140,8 +146,13 @@ def token_growth(calls: list[Call]) -> dict[str, Any]:
             points[token] = (len(claims["artifacts"]) + len(claims["validators"]), len(token))
     receipts, lengths = zip(*sorted(points.values()), strict=True)
     slope, intercept = statistics.linear_regression(receipts, lengths)
-    return {"bytes_per_receipt": slope, "empty_token_bytes": intercept, "largest_token_bytes": max(lengths),
-            "most_receipts": max(receipts), "checkpoints": len(points)}
+    return {
+        "bytes_per_receipt": slope,
+        "empty_token_bytes": intercept,
+        "largest_token_bytes": max(lengths),
+        "most_receipts": max(receipts),
+        "checkpoints": len(points),
+    }
 
 
 def per_kind_growth(module: WorkflowEngineQueryModule, token: str, steps: int) -> dict[str, int]:
@@ -152,11 +163,17 @@ def per_kind_growth(module: WorkflowEngineQueryModule, token: str, steps: int) -
     base = len(issue_checkpoint(keyring, checkpoint).token)
     extra = note_id(steps + 1)
     artifact = replace(checkpoint, artifacts={**checkpoint.artifacts, extra: ArtifactReceipt("0" * 64, 1234)})
-    validator = replace(checkpoint, validators={**checkpoint.validators,
-                                                f"check-{steps + 1:03d}@1.0.0": ValidatorReceipt("pass",
-                                                                                                 "sha256:" + "0" * 64)})
-    return {"artifact_receipt_bytes": len(issue_checkpoint(keyring, artifact).token) - base,
-            "validator_receipt_bytes": len(issue_checkpoint(keyring, validator).token) - base}
+    validator = replace(
+        checkpoint,
+        validators={
+            **checkpoint.validators,
+            f"check-{steps + 1:03d}@1.0.0": ValidatorReceipt("pass", "sha256:" + "0" * 64),
+        },
+    )
+    return {
+        "artifact_receipt_bytes": len(issue_checkpoint(keyring, artifact).token) - base,
+        "validator_receipt_bytes": len(issue_checkpoint(keyring, validator).token) - base,
+    }
 
 
 def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int, profile: bool) -> list[Figure]:
@@ -175,23 +192,43 @@ def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     at_early = _time_calls(module, early_calls, reps)
     at_late = _time_calls(module, late_calls, reps)
     details: dict[str, Any] = {
-        "steps": spec.steps, "calls_in_run": len(calls), "run_s": run_seconds,
-        f"{early}_s": at_early, f"{late}_s": at_late,
+        "steps": spec.steps,
+        "calls_in_run": len(calls),
+        "run_s": run_seconds,
+        f"{early}_s": at_early,
+        f"{late}_s": at_late,
         "per_tool_ratio": {t: at_late[t] / at_early[t] for t in REPLAYED},
     }
-    cost = Figure(f"P4 call @{late}", f"engine cost of one gated step's calls (continue+prepare+submit) at {late} "
-                  f"of the {spec.steps}-step workflow", sum(at_late.values()), sum(at_early.values()), "s", "ratio",
-                  TARGET_RATIO, floor_what=f"the same calls at {early}", details=details)
+    cost = Figure(
+        f"P4 call @{late}",
+        f"engine cost of one gated step's calls (continue+prepare+submit) at {late} of the {spec.steps}-step workflow",
+        sum(at_late.values()),
+        sum(at_early.values()),
+        "s",
+        "ratio",
+        TARGET_RATIO,
+        floor_what=f"the same calls at {early}",
+        details=details,
+    )
     if profile and not cost.met:
+
         def replay_late() -> None:
             for _ in range(20):
                 for tool, arguments in late_calls.items():
                     getattr(module, METHODS[tool])(arguments)
+
         details["profile"] = profile_call(replay_late)
     growth = token_growth(calls)
     final_token = next(c.result["checkpoint"] for c in reversed(calls) if c.result.get("checkpoint"))
     growth.update(per_kind_growth(module, final_token, spec.steps))
-    tokens = Figure("P4 token/receipt", "checkpoint token bytes per added artifact/validator receipt (slope over "
-                    "the run)", growth["bytes_per_receipt"], None, "B", "value", TARGET_BYTES_PER_RECEIPT,
-                    details=growth)
+    tokens = Figure(
+        "P4 token/receipt",
+        "checkpoint token bytes per added artifact/validator receipt (slope over the run)",
+        growth["bytes_per_receipt"],
+        None,
+        "B",
+        "value",
+        TARGET_BYTES_PER_RECEIPT,
+        details=growth,
+    )
     return [cost, tokens]

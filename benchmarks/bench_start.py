@@ -40,12 +40,21 @@ def run_p5(release: Path, keys: BenchKeys, state_dir: Path, work: Path, reps: in
     logs = work / "p5" / "logs"
     ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / "rimthan-mcp.log")
     echo_cmd = echo_server(logs / "echo.log")
-    ours, floor = paired(lambda: anyio.run(_until_tools_listed, ours_cmd),
-                         lambda: anyio.run(_until_tools_listed, echo_cmd), reps)
+    ours, floor = paired(
+        lambda: anyio.run(_until_tools_listed, ours_cmd), lambda: anyio.run(_until_tools_listed, echo_cmd), reps
+    )
     details = {"ours_s": ours.to_json(), "floor_s": floor.to_json()}
-    figure = Figure("P5 start", "rimthan-mcp serve (stdio) on the packaged release until tools/list answers",
-                    ours.median, floor.median, "s", "ratio", TARGET,
-                    floor_what="a bare SDK low-level server with one echo tool, same client", details=details)
+    figure = Figure(
+        "P5 start",
+        "rimthan-mcp serve (stdio) on the packaged release until tools/list answers",
+        ours.median,
+        floor.median,
+        "s",
+        "ratio",
+        TARGET,
+        floor_what="a bare SDK low-level server with one echo tool, same client",
+        details=details,
+    )
     if profile:
         details["imports"] = import_times(SERVER_MODULES)
         details["echo_imports"] = import_times(ECHO_MODULES)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from rimthan_workflow_registry.release_format import CATALOGUE_DIR, MANIFEST_NAME, parse_manifest
+from rimthan_workflow_registry.release.format import CATALOGUE_DIR, MANIFEST_NAME, parse_manifest
 
 from .fixtures import BenchKeys, bare_peak_rss_kib, run_probe
 from .floors import hash_floor
@@ -29,8 +29,7 @@ TARGET_RATIO = 1.1
 TARGET_MEMORY_MIB = 64.0
 
 
-def run_p1(spec: BulkSpec, release: Path, keys: BenchKeys, reps: int, profile: bool,
-           with_memory: bool) -> list[Figure]:
+def run_p1(spec: BulkSpec, release: Path, keys: BenchKeys, reps: int, profile: bool, with_memory: bool) -> list[Figure]:
     manifest = parse_manifest((release / MANIFEST_NAME).read_bytes())
     expected = {f.path: f.sha256 for f in manifest.files}
     floor, processes = hash_floor(release / CATALOGUE_DIR, [f.path for f in manifest.files], expected)
@@ -44,22 +43,43 @@ def run_p1(spec: BulkSpec, release: Path, keys: BenchKeys, reps: int, profile: b
     ours_sample, floor_sample = paired(ours, floor, reps)
     measured = probes[1:]  # the first was the warm-up
     details = {
-        "files": spec.files, "bytes": spec.total_bytes, "ours_s": ours_sample.to_json(),
-        "floor_s": floor_sample.to_json(), "openssl_processes": processes,
+        "files": spec.files,
+        "bytes": spec.total_bytes,
+        "ours_s": ours_sample.to_json(),
+        "floor_s": floor_sample.to_json(),
+        "openssl_processes": processes,
         "imports_and_setup_s": statistics.median(p["import_s"] for p in measured),
     }
-    figures = [Figure(f"P1 {spec.label}", f"load + full verification of the {spec.label} release "
-                      "(ReleaseProvider.open in a fresh process, imports excluded)",
-                      ours_sample.median, floor_sample.median, "s", "ratio", TARGET_RATIO,
-                      floor_what="openssl dgst -sha256 over the same files, one process", details=details)]
+    figures = [
+        Figure(
+            f"P1 {spec.label}",
+            f"load + full verification of the {spec.label} release "
+            "(ReleaseProvider.open in a fresh process, imports excluded)",
+            ours_sample.median,
+            floor_sample.median,
+            "s",
+            "ratio",
+            TARGET_RATIO,
+            floor_what="openssl dgst -sha256 over the same files, one process",
+            details=details,
+        )
+    ]
     if profile and not figures[0].met:
-        details["profile"] = run_probe("verify", "--release", str(release), "--trust", str(keys.trust_dir),
-                                       "--profile")
+        details["profile"] = run_probe("verify", "--release", str(release), "--trust", str(keys.trust_dir), "--profile")
     if with_memory:
         peak = max(p["peak_rss_kib"] for p in measured) / 1024
         bare = statistics.median(bare_peak_rss_kib() for _ in range(3)) / 1024
-        figures.append(Figure(f"P1m {spec.label}", f"peak RSS of the process that loads and verifies the "
-                              f"{spec.label} release", peak, bare, "MiB", "delta", TARGET_MEMORY_MIB,
-                              floor_what="peak RSS of a bare interpreter (same executable)",
-                              details={"peaks_mib": [p["peak_rss_kib"] / 1024 for p in measured]}))
+        figures.append(
+            Figure(
+                f"P1m {spec.label}",
+                f"peak RSS of the process that loads and verifies the {spec.label} release",
+                peak,
+                bare,
+                "MiB",
+                "delta",
+                TARGET_MEMORY_MIB,
+                floor_what="peak RSS of a bare interpreter (same executable)",
+                details={"peaks_mib": [p["peak_rss_kib"] / 1024 for p in measured]},
+            )
+        )
     return figures

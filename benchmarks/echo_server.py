@@ -27,20 +27,24 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
 ECHO = "echo"
-_TOOL = types.Tool(name=ECHO, description="Return the arguments unchanged.",
-                   input_schema={"type": "object", "additionalProperties": True})
+_TOOL = types.Tool(
+    name=ECHO,
+    description="Return the arguments unchanged.",
+    input_schema={"type": "object", "additionalProperties": True},
+)
 
 
 def create_echo_server() -> Server[Any]:
-    async def on_list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                            ) -> types.ListToolsResult:
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[_TOOL])
 
-    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-                           ) -> types.CallToolResult:
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
-        return types.CallToolResult(content=[types.TextContent(text=json.dumps(arguments))],
-                                    structured_content=arguments, is_error=False)
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(arguments))], structured_content=arguments, is_error=False
+        )
 
     return Server("echo", version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
@@ -59,10 +63,17 @@ async def _serve_http(app: Server[Any], port: int) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)
-    starlette_app = app.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
-                                            host="127.0.0.1")
-    config = uvicorn.Config(starlette_app, log_config=None, log_level="warning", lifespan="on", access_log=False,
-                            timeout_graceful_shutdown=5)
+    starlette_app = app.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host="127.0.0.1"
+    )
+    config = uvicorn.Config(
+        starlette_app,
+        log_config=None,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     print(f"echo: listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
     await uvicorn.Server(config).serve(sockets=[sock])
 

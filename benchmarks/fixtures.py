@@ -47,8 +47,9 @@ def tool(name: str) -> str:
 
 def run_probe(*args: str) -> dict[str, Any]:
     """``python -m benchmarks.probe ARGS`` in a fresh interpreter; its one JSON line."""
-    result = subprocess.run([sys.executable, "-m", "benchmarks.probe", *args], cwd=REPO_ROOT, check=False,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.probe", *args], cwd=REPO_ROOT, check=False, capture_output=True, text=True
+    )
     if result.returncode != 0:
         raise RuntimeError(f"probe {' '.join(args[:1])} failed (exit {result.returncode}):\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])

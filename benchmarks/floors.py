@@ -58,8 +58,12 @@ def batches(paths: Sequence[str], budget: int | None = None) -> list[list[str]]:
 def _openssl(batch: Sequence[str], cwd: Path, capture: bool) -> str:
     if shutil.which("openssl") is None:
         raise RuntimeError("the hash floor needs the openssl command line tool (apt-get install openssl)")
-    result = subprocess.run(["openssl", "dgst", "-sha256", *batch], cwd=cwd, check=True,
-                            stdout=subprocess.PIPE if capture else subprocess.DEVNULL)
+    result = subprocess.run(
+        ["openssl", "dgst", "-sha256", *batch],
+        cwd=cwd,
+        check=True,
+        stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+    )
     return result.stdout.decode("utf-8") if capture else ""
 
 

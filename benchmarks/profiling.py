@@ -20,15 +20,35 @@ from typing import Any
 # (category, substrings of the profiler's file name or built-in function name), first match wins.
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # urllib.parse is only reached through referencing's $ref/$dynamicRef URI joins on these paths.
-    ("JSON Schema (jsonschema/referencing)", ("/jsonschema/", "/referencing/", "/rpds/", "jsonschema_specifications",
-                                              "/urllib/parse.py")),
+    (
+        "JSON Schema (jsonschema/referencing)",
+        ("/jsonschema/", "/referencing/", "/rpds/", "jsonschema_specifications", "/urllib/parse.py"),
+    ),
     ("canonical JSON (rfc8785)", ("/rfc8785/",)),
     ("SHA-256 hashing", ("_hashlib.HASH", "openssl_sha256")),
     ("fsync", ("posix.fsync", "posix.fdatasync")),
-    ("file I/O syscalls", ("posix.read", "posix.write", "posix.open", "posix.close", "posix.fstat", "posix.stat",
-                           "posix.lstat", "posix.scandir", "posix.mkdir", "posix.rename", "posix.chmod",
-                           "posix.fchmod", "posix.listdir", "'stat' of 'posix.DirEntry'", "io.open",
-                           "of '_io.", "posix.unlink")),
+    (
+        "file I/O syscalls",
+        (
+            "posix.read",
+            "posix.write",
+            "posix.open",
+            "posix.close",
+            "posix.fstat",
+            "posix.stat",
+            "posix.lstat",
+            "posix.scandir",
+            "posix.mkdir",
+            "posix.rename",
+            "posix.chmod",
+            "posix.fchmod",
+            "posix.listdir",
+            "'stat' of 'posix.DirEntry'",
+            "io.open",
+            "of '_io.",
+            "posix.unlink",
+        ),
+    ),
     ("JSON parsing (json)", ("/json/", "_json.")),
     ("TOML parsing (tomllib)", ("/tomllib/",)),
     ("JWT (pyjwt)", ("/jwt/",)),
@@ -67,12 +87,15 @@ def summarise(stats: pstats.Stats, *, top: int = 8) -> dict[str, Any]:
         by_category[_category(key)] += tottime
         total += tottime
     own = sorted(raw.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
-    cumulative = sorted(((k, v) for k, v in raw.items() if "rimthan" in k[0]), key=lambda kv: kv[1][3],
-                        reverse=True)[:top]
+    cumulative = sorted(((k, v) for k, v in raw.items() if "rimthan" in k[0]), key=lambda kv: kv[1][3], reverse=True)[
+        :top
+    ]
     return {
         "total_s": total,
-        "categories": [{"category": c, "seconds": s, "share": s / total if total else 0.0}
-                       for c, s in sorted(by_category.items(), key=lambda cs: cs[1], reverse=True)],
+        "categories": [
+            {"category": c, "seconds": s, "share": s / total if total else 0.0}
+            for c, s in sorted(by_category.items(), key=lambda cs: cs[1], reverse=True)
+        ],
         "top_own": [{"function": _label(k), "seconds": v[2], "calls": v[1]} for k, v in own],
         "top_cumulative_ours": [{"function": _label(k), "seconds": v[3], "calls": v[1]} for k, v in cumulative],
     }
@@ -98,8 +121,13 @@ _IMPORT_LINE = re.compile(r"^import time:\s+(?P<self>\d+)\s+\|\s+(?P<cum>\d+)\s+
 def import_times(modules: Sequence[str], *, top: int = 8, python: str = sys.executable) -> dict[str, Any]:
     """``python -X importtime``: total import seconds of ``modules`` and own time per top-level package."""
     code = "; ".join(f"import {m}" for m in modules)
-    result = subprocess.run([python, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True,
-                            cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [python, "-X", "importtime", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     per_package: dict[str, float] = defaultdict(float)
     total = 0.0
     for line in result.stderr.splitlines():
@@ -110,8 +138,11 @@ def import_times(modules: Sequence[str], *, top: int = 8, python: str = sys.exec
         per_package[match["name"].split(".")[0]] += seconds
         total += seconds
     ranked = sorted(per_package.items(), key=lambda kv: kv[1], reverse=True)[:top]
-    return {"modules": list(modules), "total_s": total,
-            "top_packages": [{"package": p, "seconds": s, "share": s / total if total else 0.0} for p, s in ranked]}
+    return {
+        "modules": list(modules),
+        "total_s": total,
+        "top_packages": [{"package": p, "seconds": s, "share": s / total if total else 0.0} for p, s in ranked],
+    }
 
 
 def render_profile(title: str, summary: dict[str, Any], *, limit: int = 6) -> str:

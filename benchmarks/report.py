@@ -48,10 +48,19 @@ class Figure:
         return self.score <= self.target
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "what": self.what, "ours": self.ours, "floor": self.floor,
-                "floor_what": self.floor_what, "unit": self.unit, "compare": self.compare,
-                "score": self.score, "target": self.target, "verdict": "ok" if self.met else "above target",
-                "details": self.details}
+        return {
+            "id": self.id,
+            "what": self.what,
+            "ours": self.ours,
+            "floor": self.floor,
+            "floor_what": self.floor_what,
+            "unit": self.unit,
+            "compare": self.compare,
+            "score": self.score,
+            "target": self.target,
+            "verdict": "ok" if self.met else "above target",
+            "details": self.details,
+        }
 
 
 def _amount(value: float | None, unit: str) -> str:
@@ -81,13 +90,18 @@ def _target(figure: Figure) -> str:
 
 def render_table(figures: list[Figure]) -> str:
     rows = [("figure", "ours", "floor", "ratio", "target", "verdict")]
-    rows += [(f.id, _amount(f.ours, f.unit), _amount(f.floor, f.unit), _score(f), _target(f),
-              "ok" if f.met else "ABOVE") for f in figures]
+    rows += [
+        (f.id, _amount(f.ours, f.unit), _amount(f.floor, f.unit), _score(f), _target(f), "ok" if f.met else "ABOVE")
+        for f in figures
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for n, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)),
-                 row[-1].ljust(widths[-1])]
+        cells = [
+            row[0].ljust(widths[0]),
+            *(c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)),
+            row[-1].ljust(widths[-1]),
+        ]
         lines.append("  ".join(cells).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -108,11 +122,22 @@ def machine() -> dict[str, Any]:
     model = None
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
-        model = next((line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                      if line.startswith("model name")), None)
-    return {"cpu": model, "cores": os.cpu_count(), "python": sys.version.split()[0],
-            "platform": platform.platform(), "openssl": openssl,
-            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in cpuinfo.read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            None,
+        )
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "openssl": openssl,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

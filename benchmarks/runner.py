@@ -42,8 +42,9 @@ def _release_for_p1(source: Path, keys: BenchKeys, work: Path, label: str) -> Pa
     return build_release(source, [load_signing_key(keys.private_key)], out).path
 
 
-def _bulk(plan: Plan, keys: BenchKeys, work: Path, only: Collection[str], figures: list[Figure],
-          step: Callable[[str], None]) -> None:
+def _bulk(
+    plan: Plan, keys: BenchKeys, work: Path, only: Collection[str], figures: list[Figure], step: Callable[[str], None]
+) -> None:
     for index, spec in enumerate(plan.bulk):
         step(f"generating the {spec.label} catalogue (seed {spec.seed})")
         source = bulk_source(work / "sources" / spec.label, spec)
@@ -78,8 +79,9 @@ def _profiles(figures: list[Figure]) -> str:
     return "\n".join(lines)
 
 
-def run(plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK, out: Path = DEFAULT_OUT
-        ) -> dict[str, Any]:
+def run(
+    plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK, out: Path = DEFAULT_OUT
+) -> dict[str, Any]:
     started = time.perf_counter()
     began = datetime.now(UTC).isoformat(timespec="seconds")
     work.mkdir(parents=True, exist_ok=True)
@@ -93,8 +95,10 @@ def run(plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK
         if {"P1", "P2"} & set(only):
             _bulk(plan, keys, work, only, figures, step)
         if "P4" in only:
-            step(f"P4: driving the {plan.long.steps}-step synthetic workflow, replaying step 2 and step "
-                 f"{plan.long.steps}")
+            step(
+                f"P4: driving the {plan.long.steps}-step synthetic workflow, replaying step 2 and step "
+                f"{plan.long.steps}"
+            )
             source = long_source(work / "sources" / plan.long.label, plan.long)
             figures.extend(run_p4(plan.long, source, keys, work, plan.reps_engine, plan.profile))
         if {"P3", "P5"} & set(only):
@@ -105,8 +109,10 @@ def run(plan: Plan, *, only: Collection[str] = GROUPS, work: Path = DEFAULT_WORK
                 step(f"P5: {plan.reps_start} server starts until tools/list answers, beside the echo server")
                 figures.append(run_p5(release, keys, state_dir, work, plan.reps_start, plan.profile))
             if "P3" in only:
-                step(f"P3/P3h: {plan.reps_calls} packaged run(s) per transport through the SDK client, "
-                     "each call beside an echo")
+                step(
+                    f"P3/P3h: {plan.reps_calls} packaged run(s) per transport through the SDK client, "
+                    "each call beside an echo"
+                )
                 figures.extend(run_p3(release, keys, state_dir, work, plan.reps_calls, plan.profile))
     figures = _order(figures)
     elapsed = time.perf_counter() - started

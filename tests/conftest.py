@@ -1,139 +1,27 @@
-"""Shared test helpers: real Ed25519 keys and real signed release directories.
+"""Fixtures shared by every test package; the helpers behind them live in ``tests/support/``.
 
-Everything is created under ``tmp_path``; no private key is ever written into
-the repository tree. Helpers are plain functions (import them with
-``from conftest import make_keypair, build_release, ...``) and the common
-cases are also fixtures.
-
-Functions
-    make_keypair(directory, name) -> KeyPair
-        ``rimthan-pack keygen`` equivalent: writes ``<name>.key`` (PKCS#8,
-        0600) and ``<name>.pub`` under ``directory``; ``.signing_key`` signs.
-    trust_dir(directory, *keypairs) -> Path
-        A trust *directory* holding the keypairs' ``.pub`` files (threshold 1).
-    trust_file(directory, keypairs, threshold) -> Path
-        A TOML trust file naming the keypairs with a k-of-n threshold.
-    scaffold_source(directory, name="demo") -> Path
-        A fresh ``rimthan-pack init`` catalogue source (it builds as it is).
-    build_release(source_dir, out_dir, keys, *, created=None) -> Path
-        Build and sign a release exactly as ``rimthan-pack build`` does
-        (self-verified against the keys); returns the release directory.
-    packaged_source(version) -> Path
-        ``catalogues/research-decision/<version>`` in this repository.
-    resign_release(release, keys, edit=None) -> None
-        Rewrite a release's manifest, SHA256SUMS and signatures after
-        ``edit(catalogue_dir)`` changed its files - what a signer with a
-        trusted key who skipped the packager's checks could publish. Used to
-        prove verification does not rely on the packager alone.
-
-Fixtures
-    keypair                one KeyPair in tmp_path/keys
-    trust                  tmp_path/trust: a trust directory holding ``keypair``
-    scaffold               a scaffold catalogue source in tmp_path/source
-    signed_release         a release of ``scaffold`` signed by ``keypair``
-    packaged_releases      research-decision 1.2.0 and 1.3.0 built and signed by
-                           ``keypair``: {"1.2.0": Path, "1.3.0": Path}
+keypair                one KeyPair in tmp_path/keys
+trust                  tmp_path/trust: a trust directory holding ``keypair``
+scaffold               a scaffold catalogue source in tmp_path/source
+signed_release         a release of ``scaffold`` signed by ``keypair``
+packaged_releases      research-decision 1.2.0 and 1.3.0 built and signed by
+                       ``keypair``: {"1.2.0": Path, "1.3.0": Path}
 """
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import tomli_w
-from rimthan_packager.build import build_release as _build_release
-from rimthan_packager.scaffold import init_catalogue
-from rimthan_packager.signing import SigningKey, generate_keypair, load_signing_key
-from rimthan_workflow_registry.release_format import (
-    CATALOGUE_DIR,
-    CHECKSUMS_NAME,
-    MANIFEST_NAME,
-    SIGNATURES_DIR,
-    FileEntry,
-    Manifest,
-    parse_manifest,
-    render_checksums,
-    signature_name,
+from support.releases import (
+    PACKAGED_VERSIONS,
+    KeyPair,
+    build_release,
+    make_keypair,
+    packaged_source,
+    scaffold_source,
+    trust_dir,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-PACKAGED_CATALOGUE = REPO_ROOT / "catalogues" / "research-decision"
-PACKAGED_VERSIONS = ("1.2.0", "1.3.0")
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    """A generated key pair on disk plus the loaded signing key."""
-
-    private_path: Path
-    public_path: Path
-    key_id: str
-    signing_key: SigningKey
-
-
-def make_keypair(directory: Path, name: str) -> KeyPair:
-    generated = generate_keypair(directory / name)
-    return KeyPair(private_path=generated.private_path, public_path=generated.public_path,
-                   key_id=generated.key_id, signing_key=load_signing_key(generated.private_path))
-
-
-def trust_dir(directory: Path, *keypairs: KeyPair) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    for pair in keypairs:
-        shutil.copyfile(pair.public_path, directory / pair.public_path.name)
-    return directory
-
-
-def trust_file(directory: Path, keypairs: Sequence[KeyPair], threshold: int) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for pair in keypairs:
-        shutil.copyfile(pair.public_path, directory / pair.public_path.name)
-        entries.append({"name": pair.public_path.stem, "file": pair.public_path.name, "id": pair.key_id})
-    path = directory / "trust.toml"
-    path.write_text(tomli_w.dumps({"threshold": threshold, "keys": entries}), encoding="utf-8")
-    return path
-
-
-def scaffold_source(directory: Path, name: str = "demo") -> Path:
-    init_catalogue(directory, name)
-    return directory
-
-
-def build_release(source_dir: Path, out_dir: Path, keys: Sequence[KeyPair], *, created: int | None = None) -> Path:
-    result = _build_release(source_dir, [k.signing_key for k in keys], out_dir, created=created)
-    return result.path
-
-
-def packaged_source(version: str) -> Path:
-    return PACKAGED_CATALOGUE / version
-
-
-def resign_release(release: Path, keys: Sequence[KeyPair],
-                   edit: Callable[[Path], None] | None = None,
-                   manifest_edit: Callable[[Manifest], Manifest] | None = None) -> Manifest:
-    """Re-derive manifest, checksums and signatures for a release's current files."""
-    catalogue = release / CATALOGUE_DIR
-    if edit is not None:
-        edit(catalogue)
-    old = parse_manifest((release / MANIFEST_NAME).read_bytes())
-    entries = [FileEntry.for_bytes(p.relative_to(catalogue).as_posix(), p.read_bytes())
-               for p in sorted(catalogue.rglob("*")) if p.is_file()]
-    manifest = Manifest(release=old.release, workflows=old.workflows, host_adapters=old.host_adapters,
-                        files=tuple(sorted(entries, key=lambda e: e.path)))
-    if manifest_edit is not None:
-        manifest = manifest_edit(manifest)
-    data = manifest.to_bytes()
-    (release / MANIFEST_NAME).write_bytes(data)
-    (release / CHECKSUMS_NAME).write_bytes(render_checksums(manifest))
-    shutil.rmtree(release / SIGNATURES_DIR)
-    (release / SIGNATURES_DIR).mkdir()
-    for pair in keys:
-        (release / SIGNATURES_DIR / signature_name(pair.key_id)).write_bytes(pair.signing_key.sign(data))
-    return manifest
 
 
 @pytest.fixture

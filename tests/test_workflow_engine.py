@@ -2,7 +2,7 @@
 
 Section A (engine, in-process over real signed releases) and section B (the
 same protocol through the real MCP server over stdio and HTTP) share the
-fixtures in conftest.py.
+fixtures in conftest.py and the helpers in tests/support/.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import json as _json
 from pathlib import Path as _Path
 
 import pytest as _pytest
-from engine_support import Engines, TickingClock, drive, example_state, examples, make_engines
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
-from rimthan_workflow_registry.tokens import peek_claims, token_digest
+from rimthan_workflow_registry.run.tokens import peek_claims, token_digest
+from support.engines import Engines, TickingClock, drive, example_state, examples, make_engines
 
 
 @_pytest.fixture(scope="module")
@@ -47,8 +47,13 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     token = started["checkpoint"]
     assert values["objective"] not in token and values["objective"] not in _payload_text(token)
     claims = _claims(token)
-    assert (claims["seq"], claims["step"], claims["parent"], claims["artifacts"], claims["validators"]) == \
-        (1, "setup-workspace", None, {}, {})
+    assert (claims["seq"], claims["step"], claims["parent"], claims["artifacts"], claims["validators"]) == (
+        1,
+        "setup-workspace",
+        None,
+        {},
+        {},
+    )
     assert set(claims["host"]) == {"harness", "adapter_version", "capabilities", "validator_capabilities"}
     assert claims["host"]["capabilities"] == sorted(harness.capabilities)
 
@@ -59,19 +64,22 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     tampered["delivered"][0]["sha256"] = "0" * 64
     del tampered["symlink_free"]
     bad = [{**artifacts[0], "content": _json.dumps(tampered)}]
-    failed = engine.prepare_step_validation({"checkpoint": token, "confirmed_state": state, "host": harness.host(),
-                                             "artifacts": bad})
+    failed = engine.prepare_step_validation(
+        {"checkpoint": token, "confirmed_state": state, "host": harness.host(), "artifacts": bad}
+    )
     assert failed["status"] == "deterministic_validation_failed"
     assert failed["validation_bundle"] is None and failed["validators"] == []
     codes = {f["code"] for f in failed["failures"]}
     assert {"json_schema_failed", "workspace_manifest_contract_mismatch"} <= codes
     assert failed["checkpoint"] == token
 
-    ready = engine.prepare_step_validation({"checkpoint": token, "confirmed_state": state, "host": harness.host(),
-                                            "artifacts": artifacts})
+    ready = engine.prepare_step_validation(
+        {"checkpoint": token, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+    )
     assert ready["status"] == "ready_for_semantic_validation" and ready["validators"] == []
-    advanced = engine.submit_step_validation({"checkpoint": token, "confirmed_state": state,
-                                              "validation_bundle": ready["validation_bundle"], "reports": []})
+    advanced = engine.submit_step_validation(
+        {"checkpoint": token, "confirmed_state": state, "validation_bundle": ready["validation_bundle"], "reports": []}
+    )
     assert advanced["status"] == "advanced" and advanced["step"]["id"] == "interview"
     assert _claims(advanced["checkpoint"])["parent"] == token_digest(token)
     assert "workspace-manifest" in _claims(advanced["checkpoint"])["artifacts"]
@@ -86,8 +94,9 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     assert asked["status"] == "input_required" and asked["question"]["field"] == "research_route"
     engines.clock.tick()
     routed_state = harness.confirm({**values, "research_route": "desk-research"}, previous=state)
-    routed = engine.continue_workflow({"checkpoint": cp, "confirmed_state": state,
-                                      "next_confirmed_state": routed_state})
+    routed = engine.continue_workflow(
+        {"checkpoint": cp, "confirmed_state": state, "next_confirmed_state": routed_state}
+    )
     assert (routed["status"], routed["step"]["id"]) == ("active", "desk-research")
     state, cp, step = routed_state, routed["checkpoint"], routed["step"]
 
@@ -97,23 +106,26 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
 
     # deterministic: a JSON artifact that breaks its schema, and a missing attestation
     outputs = harness.write_outputs(step, examples("1.2.0"))
-    broken = [dict(outputs[0], content="{\"route\": \"desk-research\"}"), {**outputs[1], "attestation": None}]
+    broken = [dict(outputs[0], content='{"route": "desk-research"}'), {**outputs[1], "attestation": None}]
     broken[1].pop("attestation")
-    failed = engine.prepare_step_validation({"checkpoint": cp, "confirmed_state": state, "host": harness.host(),
-                                             "artifacts": broken})
+    failed = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": broken}
+    )
     assert failed["status"] == "deterministic_validation_failed" and failed["validators"] == []
     assert {"json_schema_failed", "output_attestation_required"} <= {f["code"] for f in failed["failures"]}
 
-    ready = engine.prepare_step_validation({"checkpoint": cp, "confirmed_state": state, "host": harness.host(),
-                                            "artifacts": outputs})
+    ready = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": outputs}
+    )
     assert ready["status"] == "ready_for_semantic_validation"
     assert sorted(v["validator_id"] for v in ready["validators"]) == ["decision-critic", "evidence-auditor"]
     bundle = ready["validation_bundle"]
     reports = harness.reports(ready)
 
     def submit(reps: list) -> dict:
-        return engine.submit_step_validation({"checkpoint": cp, "confirmed_state": state,
-                                              "validation_bundle": bundle, "reports": reps})
+        return engine.submit_step_validation(
+            {"checkpoint": cp, "confirmed_state": state, "validation_bundle": bundle, "reports": reps}
+        )
 
     # report-set rejection: missing, extra (duplicate)
     for wrong_set in (reports[:1], [*reports, reports[0]]):
@@ -141,14 +153,20 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
 
     # failed-validator-only retry: the passed validator is reused for identical inputs
     cp = failed["checkpoint"]
-    retry = engine.prepare_step_validation({"checkpoint": cp, "confirmed_state": state, "host": harness.host(),
-                                            "artifacts": outputs})
+    retry = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": outputs}
+    )
     assert [v["validator_id"] for v in retry["validators"]] == ["decision-critic"]
     reused = {v["validator_id"]: v["report_required"] for v in retry["validation_bundle"]["validators"]}
     assert reused == {"evidence-auditor": False, "decision-critic": True}
-    done = engine.submit_step_validation({"checkpoint": cp, "confirmed_state": state,
-                                          "validation_bundle": retry["validation_bundle"],
-                                          "reports": harness.reports(retry)})
+    done = engine.submit_step_validation(
+        {
+            "checkpoint": cp,
+            "confirmed_state": state,
+            "validation_bundle": retry["validation_bundle"],
+            "reports": harness.reports(retry),
+        }
+    )
     assert done["status"] == "completed"
     final = _claims(done["checkpoint"])
     assert set(final["artifacts"]) == {"workspace-manifest", "evidence-log", "findings"}
@@ -174,8 +192,14 @@ def test_packaged_research_workflow_executes_every_mvp_gate(engines: Engines, ro
     assert all(_claims(t)["release"]["id"] == "research-decision@1.2.0" for t in log.checkpoints)
 
 
-def _migration(engines: Engines, target_state: dict, *, confirm: bool, release: str = "research-decision@1.3.0",
-               host: dict | None = None) -> dict:
+def _migration(
+    engines: Engines,
+    target_state: dict,
+    *,
+    confirm: bool,
+    release: str = "research-decision@1.3.0",
+    host: dict | None = None,
+) -> dict:
     request = {"target_release": release, "confirmed_state": target_state, "confirm": confirm}
     if host is not None:
         request["host"] = host
@@ -188,22 +212,30 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     source, target = engines.module("1.2.0"), engines.module("1.3.0")
     harness = engines.harness("migration")
     state = harness.confirm(example_state("1.2.0"))
-    started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state,
-                                     "host": harness.host()})
+    started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
     artifacts = harness.deliver_workspace(started["step"])
-    ready = source.prepare_step_validation({"checkpoint": started["checkpoint"], "confirmed_state": state,
-                                            "host": harness.host(), "artifacts": artifacts})
-    advanced = source.submit_step_validation({"checkpoint": started["checkpoint"], "confirmed_state": state,
-                                              "validation_bundle": ready["validation_bundle"], "reports": []})
+    ready = source.prepare_step_validation(
+        {"checkpoint": started["checkpoint"], "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+    )
+    advanced = source.submit_step_validation(
+        {
+            "checkpoint": started["checkpoint"],
+            "confirmed_state": state,
+            "validation_bundle": ready["validation_bundle"],
+            "reports": [],
+        }
+    )
     cp = advanced["checkpoint"]
     engines.clock.tick()
     target_values = {**example_state("1.2.0"), "risk_tolerance": "medium"}
     target_state = harness.confirm(target_values)
 
-    def migrate(request: dict, src: WorkflowEngineQueryModule = source,
-                dst: WorkflowEngineQueryModule = target) -> dict:
-        return WorkflowEngineQueryModule.migrate_workflow(src, dst, {"checkpoint": cp, "confirmed_state": state,
-                                                                     "migration": request})
+    def migrate(
+        request: dict, src: WorkflowEngineQueryModule = source, dst: WorkflowEngineQueryModule = target
+    ) -> dict:
+        return WorkflowEngineQueryModule.migrate_workflow(
+            src, dst, {"checkpoint": cp, "confirmed_state": state, "migration": request}
+        )
 
     # preview: blocked until the user confirms, listing everything invalidated
     preview = migrate(_migration(engines, target_state, confirm=False))
@@ -215,10 +247,12 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
 
     # fail-closed rules
     refusals = {
-        "migration_scope_mismatch": lambda: migrate(_migration(engines, target_state, confirm=True,
-                                                               release="research-decision@9.9.9")),
-        "migration_same_release": lambda: migrate(_migration(engines, state, confirm=True,
-                                                             release="research-decision@1.2.0"), dst=source),
+        "migration_scope_mismatch": lambda: migrate(
+            _migration(engines, target_state, confirm=True, release="research-decision@9.9.9")
+        ),
+        "migration_same_release": lambda: migrate(
+            _migration(engines, state, confirm=True, release="research-decision@1.2.0"), dst=source
+        ),
     }
     for code, attempt in refusals.items():
         with _pytest.raises(WorkflowProtocolError) as err:
@@ -234,8 +268,9 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
         migrate(_migration(engines, missing, confirm=True))
     assert err.value.code is FailureCode.CONFIRMED_STATE_INVALID
     # target adapter and capabilities must pass _host_blockers
-    weak_host = dict(harness.host(), capabilities=["workspace.write"],
-                     adapter={"id": "claude-code", "version": "0.9.0"})
+    weak_host = dict(
+        harness.host(), capabilities=["workspace.write"], adapter={"id": "claude-code", "version": "0.9.0"}
+    )
     blocked = migrate(_migration(engines, target_state, confirm=True, host=weak_host))
     assert {"host_adapter_incompatible", "host_capability_missing"} <= {f["code"] for f in blocked["failures"]}
 
@@ -254,14 +289,16 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     assert resumed["step"]["id"] == "setup-workspace"
     # and a module without a target refuses migration outright
     with _pytest.raises(WorkflowProtocolError) as err:
-        source.continue_workflow({"checkpoint": cp, "confirmed_state": state,
-                                  "migration": _migration(engines, target_state, confirm=True)})
+        source.continue_workflow(
+            {"checkpoint": cp, "confirmed_state": state, "migration": _migration(engines, target_state, confirm=True)}
+        )
     assert err.value.code is FailureCode.MIGRATION_UNAVAILABLE
+
 
 # ============================================================================ B: MCP server
 
 # Section B: the protocol through the real server (``rimthan-mcp serve`` processes and the SDK client).
-# Helpers live in tests/server_support.py; more server tests are in tests/test_server_*.py.
+# Helpers live in tests/support/servers.py; more server tests are in tests/server/.
 
 import hashlib as _hashlib  # noqa: E402
 import json as _bjson  # noqa: E402
@@ -271,14 +308,14 @@ from typing import Any as _Any  # noqa: E402
 
 import anyio as _anyio  # noqa: E402
 import pytest as _pytest  # noqa: E402
-import server_support as _srv  # noqa: E402
+import support.servers as _srv  # noqa: E402
 from mcp import Client as _Client  # noqa: E402
-from rimthan_workflow_mcp.harness import HostProfile, client_caller  # noqa: E402
+from rimthan_host.harness import HostProfile, client_caller  # noqa: E402
 from rimthan_workflow_mcp.server import create_mcp_application  # noqa: E402
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts  # noqa: E402
 from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes  # noqa: E402
-from rimthan_workflow_registry.tokens import CheckpointKeyring  # noqa: E402
-from server_support import (  # noqa: E402
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring  # noqa: E402
+from support.servers import (  # noqa: E402
     CORRUPTIONS,
     HttpServer,
     ServerWorld,
@@ -301,8 +338,12 @@ def mcp_world(tmp_path_factory: _pytest.TempPathFactory) -> ServerWorld:
 @_pytest.fixture(scope="module")
 def mcp_http(mcp_world: ServerWorld, tmp_path_factory: _pytest.TempPathFactory) -> _Iterator[HttpServer]:
     """One HTTP server for the module: 1.2.0 active, 1.3.0 as migration target."""
-    args = serve_args(mcp_world, mcp_world.built["1.2.0"], state_dir=tmp_path_factory.mktemp("mcp-http-state"),
-                      migration_target=mcp_world.built["1.3.0"])
+    args = serve_args(
+        mcp_world,
+        mcp_world.built["1.2.0"],
+        state_dir=tmp_path_factory.mktemp("mcp-http-state"),
+        migration_target=mcp_world.built["1.3.0"],
+    )
     with http_server(args) as server:
         yield server
 
@@ -326,7 +367,8 @@ def _embedded(document: dict, schema: _Any) -> bool:
 
 @_pytest.mark.parametrize(("transport", "mode"), _MCP_MODES)
 def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resources(
-        transport: str, mode: str, mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: _Path) -> None:
+    transport: str, mode: str, mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: _Path
+) -> None:
     contracts = workflow_engine_tool_contracts()
     documents = contract_documents()
 
@@ -334,9 +376,16 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
         async with _mcp_client(transport, mode, mcp_world, mcp_http, tmp_path) as client:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
             listed = await client.list_tools()
-            assert [t.name for t in listed.tools] == [c.name for c in contracts] == [
-                "rimthan.start_workflow", "rimthan.continue_workflow", "rimthan.prepare_step_validation",
-                "rimthan.submit_step_validation"]
+            assert (
+                [t.name for t in listed.tools]
+                == [c.name for c in contracts]
+                == [
+                    "rimthan.start_workflow",
+                    "rimthan.continue_workflow",
+                    "rimthan.prepare_step_validation",
+                    "rimthan.submit_step_validation",
+                ]
+            )
             for tool, contract in zip(listed.tools, contracts, strict=True):
                 wire = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
                 assert wire["inputSchema"] == contract.input_schema and wire["outputSchema"] == contract.output_schema
@@ -347,8 +396,9 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
                 assert hints["idempotentHint"] is (contract.name != "rimthan.start_workflow")
             if mode == "auto":  # cache hints reach 2026-07-28 clients only
                 assert "cache_scope" in listed.model_fields_set and listed.cache_scope == "private"
-            served = {r.uri: r for r in (await client.list_resources()).resources
-                      if r.uri.startswith("rimthan://contracts/")}
+            served = {
+                r.uri: r for r in (await client.list_resources()).resources if r.uri.startswith("rimthan://contracts/")
+            }
             assert len(served) == len(documents)
             for name, document in documents.items():
                 digest = _hashlib.sha256(_canonical_bytes(document)).hexdigest()
@@ -360,20 +410,28 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
             unknown = structured_error(await client.call_tool("rimthan.delete_workflow", {"checkpoint": "x"}))
             assert unknown["code"] == "method_not_found"
             host = HostProfile().to_json()
-            bad = await client.call_tool("rimthan.start_workflow", {
-                "workflow": "research", "confirmed_state": {"state": {}, "confirmations": {}},
-                "host": {**host, "harness": 7}})
+            bad = await client.call_tool(
+                "rimthan.start_workflow",
+                {
+                    "workflow": "research",
+                    "confirmed_state": {"state": {}, "confirmations": {}},
+                    "host": {**host, "harness": 7},
+                },
+            )
             error = structured_error(bad)
             assert error["code"] == "invalid_arguments" and error["details"]["pointer"] == "/host/harness"
-            extra = await client.call_tool("rimthan.continue_workflow", {
-                "checkpoint": "x", "confirmed_state": {"state": {}, "confirmations": {}}, "surprise": True})
+            extra = await client.call_tool(
+                "rimthan.continue_workflow",
+                {"checkpoint": "x", "confirmed_state": {"state": {}, "confirmations": {}}, "surprise": True},
+            )
             assert structured_error(extra)["code"] == "invalid_arguments"
 
     _anyio.run(check)
 
 
 def test_pinned_release_run_continues_on_a_after_sighup_refresh_activates_b(
-        mcp_world: ServerWorld, tmp_path: _Path) -> None:
+    mcp_world: ServerWorld, tmp_path: _Path
+) -> None:
     releases = tmp_path / "releases"
     a = mcp_world.publish("1.2.0", releases)
     args = serve_args(mcp_world, a, state_dir=tmp_path / "state", releases_dir=releases)
@@ -382,8 +440,9 @@ def test_pinned_release_run_continues_on_a_after_sighup_refresh_activates_b(
         async def scenario() -> None:
             async with http_client_for(server.url) as client:
                 run_a = _srv.harness(client_caller(client), tmp_path / "run-a")
-                at_interview = await run_a.run(await run_a.start("research", initial_version="1.2.0"),
-                                               until_step="interview")
+                at_interview = await run_a.run(
+                    await run_a.start("research", initial_version="1.2.0"), until_step="interview"
+                )
                 assert at_interview["release"]["id"] == "research-decision@1.2.0"
                 mcp_world.publish("1.3.0", releases)
                 mark = len(server.lines)
@@ -396,16 +455,18 @@ def test_pinned_release_run_continues_on_a_after_sighup_refresh_activates_b(
                 resumed = await run_a.run(at_interview, until_step="select-route")
                 assert resumed["release"] == at_interview["release"]
                 assert [s for _, _, s in run_a.record.statuses][-2:] == ["confirm-contract", "select-route"]
-                manifests = [r.uri for r in (await client.list_resources()).resources
-                             if r.uri.startswith("rimthan://manifests/")]
+                manifests = [
+                    r.uri for r in (await client.list_resources()).resources if r.uri.startswith("rimthan://manifests/")
+                ]
                 assert len(manifests) == 2
 
         _anyio.run(scenario)
 
 
 @_pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
-def test_corrupt_active_refresh_keeps_a_and_says_why(corruption: str, mcp_world: ServerWorld,
-                                                    tmp_path: _Path, caplog: _pytest.LogCaptureFixture) -> None:
+def test_corrupt_active_refresh_keeps_a_and_says_why(
+    corruption: str, mcp_world: ServerWorld, tmp_path: _Path, caplog: _pytest.LogCaptureFixture
+) -> None:
     releases = tmp_path / "releases"
     provider = mcp_world.provider("1.2.0", releases_dir=releases, state_dir=tmp_path / "state")
     a_digest = provider.active.digest
@@ -430,7 +491,8 @@ def test_corrupt_active_refresh_keeps_a_and_says_why(corruption: str, mcp_world:
 
 
 def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
-        mcp_world: ServerWorld, tmp_path: _Path) -> None:
+    mcp_world: ServerWorld, tmp_path: _Path
+) -> None:
     keyring = CheckpointKeyring.generate()
     on_a = create_mcp_application(mcp_world.provider("1.2.0", keyring=keyring))
     # B's releases directory holds no 1.2.0 (a server started from its releases dir also holds older releases)
@@ -441,13 +503,17 @@ def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
         async with _Client(on_a) as a, _Client(on_b) as b:
             run = _srv.harness(client_caller(a), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
-            refused = await b.call_tool("rimthan.continue_workflow", {"checkpoint": started["checkpoint"],
-                                                                      "confirmed_state": run.state.projection()})
+            refused = await b.call_tool(
+                "rimthan.continue_workflow",
+                {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
+            )
             error = structured_error(refused)
             assert error["code"] == "pinned_release_unavailable"
             assert error["details"]["manifest_digest"] == started["release"]["manifest_digest"]
-            served = await a.call_tool("rimthan.continue_workflow", {"checkpoint": started["checkpoint"],
-                                                                     "confirmed_state": run.state.projection()})
+            served = await a.call_tool(
+                "rimthan.continue_workflow",
+                {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
+            )
             assert not served.is_error and served.structured_content["step"]["id"] == "setup-workspace"
 
     _anyio.run(scenario)
@@ -455,7 +521,8 @@ def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
 
 @_pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
-        transport: str, mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: _Path) -> None:
+    transport: str, mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: _Path
+) -> None:
     async def scenario() -> None:
         async with _mcp_client(transport, "auto", mcp_world, mcp_http, tmp_path) as client:
             call = client_caller(client)
@@ -472,8 +539,9 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
 
             # every resource a step payload references is served, verified, at its immutable URI
             digest_hex = log.final["release"]["manifest_digest"][7:]
-            manifest = _bjson.loads((await client.read_resource(
-                f"rimthan://manifests/{digest_hex}/manifest.json")).contents[0].text)
+            manifest = _bjson.loads(
+                (await client.read_resource(f"rimthan://manifests/{digest_hex}/manifest.json")).contents[0].text
+            )
             digests = {f["path"]: f["sha256"] for f in manifest["files"]}
             other = _srv.harness(call, tmp_path / "other")
             setup = await other.start("research", initial_version="1.2.0")
@@ -485,8 +553,9 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
 
             # an explicit migration 1.2.0 -> 1.3.0: preview, confirm, finish on the new release
             migrating = _srv.harness(call, tmp_path / "migrating")
-            at_route = await migrating.run(await migrating.start("research", initial_version="1.2.0"),
-                                           until_step="select-route")
+            at_route = await migrating.run(
+                await migrating.start("research", initial_version="1.2.0"), until_step="select-route"
+            )
             preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
             assert preview["status"] == "blocked"
             assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]

@@ -4,7 +4,7 @@ Two ``rimthan-mcp serve --transport http`` processes on loopback share a
 releases directory and one checkpoint key file (each keeps its own state
 directory, as separate machines would). Thirty-two concurrent clients each
 drive the packaged research-decision workflow to completion three times, with the
-scripted harness (``rimthan_workflow_mcp.harness``); every tool call is one
+scripted harness (``rimthan_host.harness``); every tool call is one
 stateless Streamable HTTP POST sent to a randomly chosen process - what
 replicas behind an ordinary load balancer see. While they run:
 
@@ -50,10 +50,10 @@ import anyio
 import anyio.to_thread
 import httpx2
 import tomli_w
+from rimthan_host.harness import CatalogueExamples, ToolRefused, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import generate_keypair, load_signing_key
-from rimthan_workflow_mcp.harness import CatalogueExamples, ToolRefused, WorkflowHarness
-from rimthan_workflow_registry.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = REPO / "catalogues" / "research-decision"
@@ -88,11 +88,29 @@ class Replica:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self, release: Path) -> None:
-        command = [str(Path(sys.executable).with_name("rimthan-mcp")), "serve", "--transport", "http",
-                   "--host", "127.0.0.1", "--port", str(self.port), "--release", str(release),
-                   "--state-dir", str(self.state_dir), *self.args]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        command = [
+            str(Path(sys.executable).with_name("rimthan-mcp")),
+            "serve",
+            "--transport",
+            "http",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--release",
+            str(release),
+            "--state-dir",
+            str(self.state_dir),
+            *self.args,
+        ]
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         stream = self.process.stderr
         assert stream is not None
         threading.Thread(target=lambda: self.lines.extend(iter(stream.readline, "")), daemon=True).start()
@@ -105,7 +123,7 @@ class Replica:
         regex = re.compile(pattern)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            for line in self.lines[max(after, 0):]:
+            for line in self.lines[max(after, 0) :]:
                 if match := regex.search(line):
                     return match
             if self.process is not None and self.process.poll() is not None and not regex.search("".join(self.lines)):
@@ -191,10 +209,17 @@ class Router:
         self.stats.failures.append(message)
 
     async def _post(self, replica: Replica, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments}}
-        response = await self.http.post(replica.url, json=body, headers={
-            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": PROTOCOL})
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        response = await self.http.post(
+            replica.url,
+            json=body,
+            headers={"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": PROTOCOL},
+        )
         if response.status_code != 200:
             raise ToolRefused(tool, {"code": f"http_{response.status_code}", "message": response.text[:300]})
         message = response.json()
@@ -291,8 +316,9 @@ class Load:
                 await anyio.sleep(0.02)
             version = self.expected_version
             project = self.work / "projects" / f"client-{number:02d}-run-{index}"
-            harness = WorkflowHarness(router.call, CatalogueExamples(examples, ROUTES[(number + index) % 3]),
-                                      project_dir=project)
+            harness = WorkflowHarness(
+                router.call, CatalogueExamples(examples, ROUTES[(number + index) % 3]), project_dir=project
+            )
             try:
                 started = await harness.start("research", initial_version=version)
                 outcome.started_on = started["release"]["id"]
@@ -319,8 +345,10 @@ class Load:
                 continue
             record = await anyio.to_thread.run_sync(replica.refresh)
             rejected = [r["error"]["code"] for r in record["rejected"]]
-            self.note(f"{replica.name} refresh: {record['outcome']}, active {record['active']}"
-                      + (f", rejected {rejected}" if rejected else ""))
+            self.note(
+                f"{replica.name} refresh: {record['outcome']}, active {record['active']}"
+                + (f", rejected {rejected}" if rejected else "")
+            )
             if record["outcome"] != expect_outcome:
                 raise RuntimeError(f"{replica.name}: refresh {record['outcome']!r}, expected {expect_outcome!r}")
             if expect_outcome == "activated" and not self.refreshed_at_call:
@@ -378,15 +406,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         releases = prepare_releases(work)
         (work / "releases").mkdir()
-        shared = ["--releases-dir", str(work / "releases"), "--trust", str(releases.trust),
-                  "--checkpoint-keys", str(releases.keys_file), "--log-level", "info"]
+        shared = [
+            "--releases-dir",
+            str(work / "releases"),
+            "--trust",
+            str(releases.trust),
+            "--checkpoint-keys",
+            str(releases.keys_file),
+            "--log-level",
+            "info",
+        ]
         replicas = [Replica(name, shared, work / f"state-{name}") for name in ("replica-a", "replica-b")]
         load = Load(args, work, releases, replicas)
         first = load.publish(releases.built["1.2.0"])
         for replica in replicas:
             replica.start(first)
-        load.note(f"2 replicas on loopback ({', '.join(r.url for r in replicas)}) serving research-decision 1.2.0; "
-                  f"{args.clients} clients x {args.runs_per_client} runs")
+        load.note(
+            f"2 replicas on loopback ({', '.join(r.url for r in replicas)}) serving research-decision 1.2.0; "
+            f"{args.clients} clients x {args.runs_per_client} runs"
+        )
         anyio.run(load.run)
         return report(load, time.monotonic() - started)
     finally:
@@ -401,14 +439,19 @@ def report(load: Load, seconds: float) -> int:
     lost = [o for o in outcomes if not o.completed]
     switched = [o for o in outcomes if o.completed and o.started_on != o.finished_on]
     by_release = Counter(o.started_on for o in outcomes if o.completed)
-    crossed = [o for o in outcomes if o.completed and o.started_on == f"{CATALOGUE}@1.2.0"
-               and o.finished_at_call > load.refreshed_at_call]
+    crossed = [
+        o
+        for o in outcomes
+        if o.completed and o.started_on == f"{CATALOGUE}@1.2.0" and o.finished_at_call > load.refreshed_at_call
+    ]
     finals = {r.name: r.refresh() for r in load.replicas if r.up}
     print()
     print(f"calls served          {stats.calls}  ({dict(stats.by_replica)})")
     print(f"failed calls          {stats.failed_calls}")
-    print(f"rerouted calls        {stats.rerouted_unreachable} (process down), {stats.rerouted_pinned} "
-          "(pinned release not held by the restarted process)")
+    print(
+        f"rerouted calls        {stats.rerouted_unreachable} (process down), {stats.rerouted_pinned} "
+        "(pinned release not held by the restarted process)"
+    )
     print(f"runs                  {len(outcomes)} started, {len(outcomes) - len(lost)} completed, {len(lost)} lost")
     print(f"runs by release       {dict(by_release)}")
     print(f"finished elsewhere    {len(switched)} (every run must finish on the release it started on)")
@@ -420,9 +463,15 @@ def report(load: Load, seconds: float) -> int:
         print(f"  failure: {failure}")
     for outcome in lost[:10]:
         print(f"  lost: client {outcome.client} run {outcome.index}: {outcome.error}")
-    ok = (stats.failed_calls == 0 and not lost and not switched and "all faults done" in load.events
-          and set(by_release) == {f"{CATALOGUE}@1.2.0", f"{CATALOGUE}@1.3.0"}
-          and all(r["active"] == f"{CATALOGUE}@1.3.0" for r in finals.values()) and len(finals) == 2)
+    ok = (
+        stats.failed_calls == 0
+        and not lost
+        and not switched
+        and "all faults done" in load.events
+        and set(by_release) == {f"{CATALOGUE}@1.2.0", f"{CATALOGUE}@1.3.0"}
+        and all(r["active"] == f"{CATALOGUE}@1.3.0" for r in finals.values())
+        and len(finals) == 2
+    )
     print("RESULT", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -1,13 +1,18 @@
 """Rimthan's domain core: plain Python, no MCP and no CLI imports.
 
-Release side: ``release_format`` (layout, manifest records), ``trust`` (trust
-store, key ids), ``verify`` (the one verification path), ``release``
-(``VerifiedRelease``: digest-checked reads), ``catalogue`` / ``catalogue_rules``
-/ ``loader`` (the catalogue model and the rules shared by build and load).
+Two sub-packages show the two sides of the product:
 
-Run side: ``tokens`` / ``checkpoints`` (signed run state), ``confirmed_state``,
-``host_compat``, ``repository_policy``, ``artifact_checks``, ``attestations``,
-``validation_bundle``, ``step_payload``, ``workflow_engine`` (branches,
-version order) and ``run_audit``; ``errors`` holds the one exception
-hierarchy and the closed list of failure codes.
+``rimthan_workflow_registry.release``
+    What a signed release is and the one path that verifies it (format, trust,
+    verify, verified reads, catalogue model and rules, loader).
+``rimthan_workflow_registry.run``
+    Signed run state and the deterministic checks of one step (tokens,
+    checkpoints, confirmed state, host binding, repository policy, artifact
+    checks, attestations, validation bundle, step payload, audit).
+
+At the top, shared by both: ``errors`` (the one exception hierarchy and the
+closed list of failure codes), ``failures`` (collected failure records),
+``canonical`` (RFC 8785 canonical JSON and digests), ``secret_paths`` (never
+write a secret where git tracks it) and ``workflow_engine`` (the protocol's
+``resolve_branches`` and version order).
 """

@@ -14,7 +14,7 @@ from typing import Any
 
 import rfc8785
 
-from .errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
 DIGEST_PREFIX = "sha256:"
 

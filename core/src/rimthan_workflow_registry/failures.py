@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FailureCode
+from rimthan_workflow_registry.errors import FailureCode
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
 
 def _nearest_existing_dir(path: Path) -> Path:
@@ -25,8 +25,9 @@ def _inside_git_work_tree(directory: Path, git: str | None) -> bool:
     if git is None:
         # No git to ask: fail closed if any ancestor looks like a work tree.
         return any((d / ".git").exists() for d in (directory, *directory.parents))
-    result = subprocess.run([git, "-C", str(directory), "rev-parse", "--is-inside-work-tree"],
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [git, "-C", str(directory), "rev-parse", "--is-inside-work-tree"], capture_output=True, text=True, check=False
+    )
     return result.returncode == 0 and result.stdout.strip() == "true"
 
 
@@ -43,12 +44,18 @@ def check_secret_path_untracked(path: Path, *, what: str, error: type[RegistryEr
     if not _inside_git_work_tree(anchor, git):
         return
     if git is None:
-        raise error(FailureCode.KEY_PATH_TRACKED,
-                    f"inside a git work tree but git is not installed to check that {what} would be ignored",
-                    path=str(path))
-    ignored = subprocess.run([git, "-C", str(anchor), "check-ignore", "-q", str(path)],
-                             capture_output=True, check=False)
+        raise error(
+            FailureCode.KEY_PATH_TRACKED,
+            f"inside a git work tree but git is not installed to check that {what} would be ignored",
+            path=str(path),
+        )
+    ignored = subprocess.run(
+        [git, "-C", str(anchor), "check-ignore", "-q", str(path)], capture_output=True, check=False
+    )
     if ignored.returncode != 0:
-        raise error(FailureCode.KEY_PATH_TRACKED,
-                    f"git would track {what} (inside a work tree and not ignored); write it to a git-ignored "
-                    "path such as keys/local/, or outside the work tree", path=str(path))
+        raise error(
+            FailureCode.KEY_PATH_TRACKED,
+            f"git would track {what} (inside a work tree and not ignored); write it to a git-ignored "
+            "path such as keys/local/, or outside the work tree",
+            path=str(path),
+        )

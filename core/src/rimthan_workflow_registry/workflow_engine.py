@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .catalogue import StepDefinition, WorkflowDefinition, semver_key
-from .errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.release.catalogue import StepDefinition, WorkflowDefinition, semver_key
 
 
 def resolve_branches(step: StepDefinition, state: Mapping[str, Any]) -> str | None:
@@ -26,13 +26,15 @@ def resolve_branches(step: StepDefinition, state: Mapping[str, Any]) -> str | No
         return None
     matches = [b.target for b in step.branches if b.when.matches(state[b.when.field])]
     if len(matches) > 1:
-        raise WorkflowProtocolError(FailureCode.BRANCH_AMBIGUOUS,
-                                    f"step {step.id}: confirmed state matches several branches {matches}")
+        raise WorkflowProtocolError(
+            FailureCode.BRANCH_AMBIGUOUS, f"step {step.id}: confirmed state matches several branches {matches}"
+        )
     if not matches:
         values = {f: state[f] for f in sorted(fields)}
-        raise WorkflowProtocolError(FailureCode.BRANCH_NO_MATCH,
-                                    f"step {step.id}: no branch accepts {values}; confirm one of the "
-                                    "question's choices")
+        raise WorkflowProtocolError(
+            FailureCode.BRANCH_NO_MATCH,
+            f"step {step.id}: no branch accepts {values}; confirm one of the question's choices",
+        )
     return matches[0]
 
 

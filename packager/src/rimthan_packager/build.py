@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.loader import LoadedCatalogue, ReleaseLoader
-from rimthan_workflow_registry.release import VerifiedRelease
-from rimthan_workflow_registry.release_format import (
+from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
     MANIFEST_NAME,
@@ -36,8 +34,10 @@ from rimthan_workflow_registry.release_format import (
     render_checksums,
     signature_name,
 )
-from rimthan_workflow_registry.trust import TrustStore
-from rimthan_workflow_registry.verify import inspect_release, verify_release
+from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
+from rimthan_workflow_registry.release.trust import TrustStore
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import inspect_release, verify_release
 from tqdm import tqdm
 
 from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, write_all

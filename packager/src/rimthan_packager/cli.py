@@ -16,8 +16,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.trust import TrustStore, load_trust
-from rimthan_workflow_registry.verify import DEFAULT_PROFILE, ReleaseInspection, inspect_release, verify_release
+from rimthan_workflow_registry.release.trust import TrustStore, load_trust
+from rimthan_workflow_registry.release.verify import DEFAULT_PROFILE, ReleaseInspection, inspect_release, verify_release
 
 from .build import build_release, sign_release, source_date_epoch
 from .scaffold import init_catalogue
@@ -105,8 +105,13 @@ def reports_errors(func: F) -> F:
             _refuse(exc.code.value, exc.path, exc.message, hint, as_json, exc.details or None)
         except OSError as exc:
             where = exc.filename if isinstance(exc.filename, str) else None
-            _refuse(FailureCode.IO_ERROR.value, where, exc.strerror or str(exc), "check the path and its permissions",
-                    as_json)
+            _refuse(
+                FailureCode.IO_ERROR.value,
+                where,
+                exc.strerror or str(exc),
+                "check the path and its permissions",
+                as_json,
+            )
 
     return wrapper  # type: ignore[return-value]
 
@@ -147,14 +152,18 @@ class _Group(click.Group):
 
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
-_EXIT_STATUS = ("Exit status:", "  0  success",
-                "  1  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
-                "  2  usage mistake (unknown option, missing argument)")
+_EXIT_STATUS = (
+    "Exit status:",
+    "  0  success",
+    "  1  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
+    "  2  usage mistake (unknown option, missing argument)",
+)
 
 
 def _epilog(*examples: str) -> str:
     """Examples and exit statuses, kept verbatim by click (``\\b``)."""
     return "\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n\b\n" + "\n".join(_EXIT_STATUS)
+
 
 _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
 
@@ -173,10 +182,12 @@ def cli() -> None:
     """
 
 
-@cli.command(epilog=_epilog(
-    "rimthan-pack keygen --out keys/local/me",
-    "rimthan-pack keygen --out ~/.config/rimthan/release --json",
-))
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack keygen --out keys/local/me",
+        "rimthan-pack keygen --out ~/.config/rimthan/release --json",
+    )
+)
 @click.option(
     "--out",
     "prefix",
@@ -210,11 +221,13 @@ def keygen(prefix: Path, as_json: bool) -> None:
     click.echo(f"key id       {generated.key_id}")
 
 
-@cli.command(epilog=_epilog(
-    "rimthan-pack build catalogues/research-decision/1.3.0 --key keys/local/dev.key",
-    "rimthan-pack build SOURCE --key a.key --key b.key --out releases --trust keys/trust.toml",
-    "SOURCE_DATE_EPOCH=1767225600 rimthan-pack build SOURCE --key keys/local/dev.key",
-))
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack build catalogues/research-decision/1.3.0 --key keys/local/dev.key",
+        "rimthan-pack build SOURCE --key a.key --key b.key --out releases --trust keys/trust.toml",
+        "SOURCE_DATE_EPOCH=1767225600 rimthan-pack build SOURCE --key keys/local/dev.key",
+    )
+)
 @click.argument("source", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--key",
@@ -273,9 +286,11 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     click.echo(f"manifest digest {result.manifest_digest}")
 
 
-@cli.command(epilog=_epilog(
-    "rimthan-pack sign releases/research-decision-1.3.0 --key keys/local/colleague.key --trust keys/trust.toml",
-))
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack sign releases/research-decision-1.3.0 --key keys/local/colleague.key --trust keys/trust.toml",
+    )
+)
 @click.argument("release", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--key",
@@ -309,10 +324,12 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     click.echo(f"wrote {path}")
 
 
-@cli.command(epilog=_epilog(
-    "rimthan-pack verify releases/research-decision-1.3.0 --trust keys/local",
-    "rimthan-pack verify RELEASE --trust keys/trust.toml --scope rimthan.research --json",
-))
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack verify releases/research-decision-1.3.0 --trust keys/local",
+        "rimthan-pack verify RELEASE --trust keys/trust.toml --scope rimthan.research --json",
+    )
+)
 @click.argument("release", type=click.Path(path_type=Path))
 @click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
 @click.option(
@@ -406,10 +423,13 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-@cli.command(name="inspect", epilog=_epilog(
-    "rimthan-pack inspect releases/research-decision-1.3.0",
-    "rimthan-pack inspect RELEASE --trust keys/local --json",
-))
+@cli.command(
+    name="inspect",
+    epilog=_epilog(
+        "rimthan-pack inspect releases/research-decision-1.3.0",
+        "rimthan-pack inspect RELEASE --trust keys/local --json",
+    ),
+)
 @click.argument("release", type=click.Path(path_type=Path))
 @click.option(
     "--trust",
@@ -461,10 +481,12 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
         click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
 
 
-@cli.command(epilog=_epilog(
-    "rimthan-pack init catalogues/my-flow/0.1.0 --name my-flow",
-    "rimthan-pack build catalogues/my-flow/0.1.0 --key keys/local/dev.key   # builds as it is",
-))
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack init catalogues/my-flow/0.1.0 --name my-flow",
+        "rimthan-pack build catalogues/my-flow/0.1.0 --key keys/local/dev.key   # builds as it is",
+    )
+)
 @click.argument("directory", type=click.Path(path_type=Path))
 @click.option("--name", default=None, help="Catalogue name ([a-z0-9-]); default: derived from DIRECTORY.")
 @_JSON

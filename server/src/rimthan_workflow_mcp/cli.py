@@ -21,10 +21,10 @@ from typing import Any, NoReturn
 import anyio
 import click
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
-from rimthan_workflow_registry.run_audit import audit_run, describe, read_log
+from rimthan_workflow_registry.release.trust import TrustStore, load_trust
+from rimthan_workflow_registry.run.audit import audit_run, describe, read_log
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
-from rimthan_workflow_registry.tokens import CheckpointKeyring
-from rimthan_workflow_registry.trust import TrustStore, load_trust
 
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
@@ -40,20 +40,26 @@ EXIT_USAGE = 2
 _log = get_logger("cli")
 _HINTS = {
     "release": "check it with `rimthan-mcp check --release DIR --trust TRUST`; rebuild it with `rimthan-pack build` "
-               "(or `make demo` for the packaged releases)",
+    "(or `make demo` for the packaged releases)",
     "trust": "point --trust at a directory of *.pub keys or a TOML trust file (see keys/README.md)",
     "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
     "http": "choose a free --port (0 picks one) or a --host this machine has",
     "audit": "audit the complete log of one run, one checkpoint token per line in issue order, with the checkpoint "
-             "keys of the server that issued it",
+    "keys of the server that issued it",
     "log": "give the file the harness wrote its checkpoint tokens to (one per line)",
 }
-_STATE_HELP = ("Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
-               "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]")
+_STATE_HELP = (
+    "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
+    "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
+)
 _KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
 _TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
-_EXIT_STATUS = ("Exit status:", "  0  success", "  1  refused: one line on stderr names the code, the file and what "
-                "to do next", "  2  usage mistake (unknown option, missing argument)")
+_EXIT_STATUS = (
+    "Exit status:",
+    "  0  success",
+    "  1  refused: one line on stderr names the code, the file and what to do next",
+    "  2  usage mistake (unknown option, missing argument)",
+)
 
 
 def _epilog(examples: list[str], exits: tuple[str, ...] = _EXIT_STATUS, notes: list[str] | None = None) -> str:
@@ -88,15 +94,25 @@ def _guard(what: str, action: Callable[[], Any]) -> Any:
     except RegistryError as exc:
         _fail(exc.one_line(), _HINTS.get(what))
     except OSError as exc:
-        _fail(f"{FailureCode.IO_ERROR.value}: " + (f"{exc.filename}: " if exc.filename else "")
-              + (exc.strerror or str(exc)), _HINTS.get(what))
+        _fail(
+            f"{FailureCode.IO_ERROR.value}: "
+            + (f"{exc.filename}: " if exc.filename else "")
+            + (exc.strerror or str(exc)),
+            _HINTS.get(what),
+        )
 
 
 class _Group(click.Group):
     """Usage mistakes in the same one-line form (exit 2) instead of click's multi-line block."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
@@ -105,8 +121,10 @@ class _Group(click.Group):
                 click.echo(exc.ctx.get_help())
                 sys.exit(0)
             command = exc.ctx.command_path if exc.ctx is not None else "rimthan-mcp"
-            click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()} - run "
-                       f"'{command} --help'", err=True)
+            click.echo(
+                f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()} - run '{command} --help'",
+                err=True,
+            )
             sys.exit(EXIT_USAGE)
         except click.ClickException as exc:
             click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
@@ -135,12 +153,19 @@ def _describe_trust(trust: TrustStore) -> str:
     return f"trust {trust.source}: threshold {trust.threshold} of {len(trust.keys)} key(s): {keys}"
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-             epilog=_epilog(["rimthan-mcp serve                      # stdio, newest release in ./releases",
-                             "rimthan-mcp serve --transport http --port 8765",
-                             "rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
-                             "rimthan-mcp audit run.log --checkpoint-keys ~/.local/state/rimthan/checkpoint-keys.json",
-                             "rimthan-mcp keys rotate"]))
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=_epilog(
+        [
+            "rimthan-mcp serve                      # stdio, newest release in ./releases",
+            "rimthan-mcp serve --transport http --port 8765",
+            "rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
+            "rimthan-mcp audit run.log --checkpoint-keys ~/.local/state/rimthan/checkpoint-keys.json",
+            "rimthan-mcp keys rotate",
+        ]
+    ),
+)
 @click.version_option(package_name="rimthan-workflow-mcp", prog_name="rimthan-mcp")
 def main() -> None:
     """Rimthan verifier MCP server: serves signed workflow releases through four tools.
@@ -154,53 +179,127 @@ def main() -> None:
 # --------------------------------------------------------------------------- serve
 
 
-@main.command(epilog=_epilog(
-    ["rimthan-mcp serve",
-     "rimthan-mcp serve --release releases/research-decision-1.2.0 \\",
-     "    --migration-target releases/research-decision-1.3.0 --trust keys/local",
-     "rimthan-mcp serve --transport http --host 127.0.0.1 --port 0     # prints the URL it listens on",
-     "kill -HUP <pid>                                                   # refresh: activate a newer release"],
-    exits=("Exit status:", "  0  the client closed stdio, or SIGTERM on HTTP",
-           "  1  refused at start (release, trust, keys, floor or address): one line on stderr with what to do next",
-           "  2  usage mistake", "  130  interrupted (Ctrl-C)"),
-    notes=["On start it prints to stderr each loaded release with version, manifest digest and path, the migration",
-           "target, the trust keys and threshold, the checkpoint key file and signing key id, the activation floor,",
-           "how to refresh, and the transport and address. Under stdio, stdout carries only MCP messages."]))
-@click.option("--release", "release_dir", type=click.Path(path_type=Path), metavar="DIR",
-              help="Release directory to serve (the active release). [default: the newest <catalogue>-<version> in "
-                   "--releases-dir]")
-@click.option("--migration-target", type=click.Path(path_type=Path), metavar="DIR",
-              help="A separately verified release of the same scope that runs may migrate to. [default: none; "
-                   "migration is refused]")
-@click.option("--releases-dir", type=click.Path(path_type=Path), metavar="DIR", envvar="RIMTHAN_RELEASES_DIR",
-              show_envvar=True,
-              help="Where the newest release is looked up and refresh looks for newer ones. [default: ./releases, or "
-                   "the parent of --release]")
-@click.option("--trust", type=click.Path(path_type=Path), default=DEFAULT_TRUST, show_default=True, metavar="PATH",
-              envvar="RIMTHAN_TRUST", show_envvar=True, help=_TRUST_HELP)
-@click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE",
-              help=_KEYS_HELP + " Created mode 0600 on first run; refused where git would track it.")
+@main.command(
+    epilog=_epilog(
+        [
+            "rimthan-mcp serve",
+            "rimthan-mcp serve --release releases/research-decision-1.2.0 \\",
+            "    --migration-target releases/research-decision-1.3.0 --trust keys/local",
+            "rimthan-mcp serve --transport http --host 127.0.0.1 --port 0     # prints the URL it listens on",
+            "kill -HUP <pid>                                                   # refresh: activate a newer release",
+        ],
+        exits=(
+            "Exit status:",
+            "  0  the client closed stdio, or SIGTERM on HTTP",
+            "  1  refused at start (release, trust, keys, floor or address): one line on stderr with what to do next",
+            "  2  usage mistake",
+            "  130  interrupted (Ctrl-C)",
+        ),
+        notes=[
+            "On start it prints to stderr each loaded release with version, manifest digest and path, the migration",
+            "target, the trust keys and threshold, the checkpoint key file and signing key id, the activation floor,",
+            "how to refresh, and the transport and address. Under stdio, stdout carries only MCP messages.",
+        ],
+    )
+)
+@click.option(
+    "--release",
+    "release_dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Release directory to serve (the active release). [default: the newest <catalogue>-<version> in "
+    "--releases-dir]",
+)
+@click.option(
+    "--migration-target",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="A separately verified release of the same scope that runs may migrate to. [default: none; "
+    "migration is refused]",
+)
+@click.option(
+    "--releases-dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    envvar="RIMTHAN_RELEASES_DIR",
+    show_envvar=True,
+    help="Where the newest release is looked up and refresh looks for newer ones. [default: ./releases, or "
+    "the parent of --release]",
+)
+@click.option(
+    "--trust",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_TRUST,
+    show_default=True,
+    metavar="PATH",
+    envvar="RIMTHAN_TRUST",
+    show_envvar=True,
+    help=_TRUST_HELP,
+)
+@click.option(
+    "--checkpoint-keys",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help=_KEYS_HELP + " Created mode 0600 on first run; refused where git would track it.",
+)
 @click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=_STATE_HELP)
-@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
-              help="stdio: one client per process, as MCP hosts launch servers. http: Streamable HTTP at "
-                   "http://HOST:PORT/mcp.")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio: one client per process, as MCP hosts launch servers. http: Streamable HTTP at http://HOST:PORT/mcp.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--port", default=8765, show_default=True, type=int, help="HTTP port (0 picks a free one).")
-@click.option("--http-sessions", is_flag=True,
-              help="HTTP only: give 2025-11-25 clients an Mcp-Session-Id and server-to-client SSE streams. Sessions "
-                   "live in this process, so replicas then need sticky routing. [default: stateless]")
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="HOST:PORT",
-              help="Extra Host header value to accept behind a proxy (DNS-rebinding protection); repeatable.")
-@click.option("--refresh-interval", type=float, default=None, metavar="SECONDS",
-              help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh). [default: off]")
-@click.option("--lower-floor", is_flag=True,
-              help="Deliberately activate a release below the recorded activation floor (rollback).")
-@click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True,
-              help="Structured JSON logs on stderr, one object per line.")
-def serve(release_dir: Path | None, migration_target: Path | None, releases_dir: Path | None, trust: Path,
-          checkpoint_keys: Path | None, state_dir: Path | None, transport: str, host: str, port: int,
-          http_sessions: bool, allowed_hosts: tuple[str, ...], refresh_interval: float | None, lower_floor: bool,
-          log_level: str) -> None:
+@click.option(
+    "--http-sessions",
+    is_flag=True,
+    help="HTTP only: give 2025-11-25 clients an Mcp-Session-Id and server-to-client SSE streams. Sessions "
+    "live in this process, so replicas then need sticky routing. [default: stateless]",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="Extra Host header value to accept behind a proxy (DNS-rebinding protection); repeatable.",
+)
+@click.option(
+    "--refresh-interval",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh). [default: off]",
+)
+@click.option(
+    "--lower-floor",
+    is_flag=True,
+    help="Deliberately activate a release below the recorded activation floor (rollback).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS),
+    default="info",
+    show_default=True,
+    help="Structured JSON logs on stderr, one object per line.",
+)
+def serve(
+    release_dir: Path | None,
+    migration_target: Path | None,
+    releases_dir: Path | None,
+    trust: Path,
+    checkpoint_keys: Path | None,
+    state_dir: Path | None,
+    transport: str,
+    host: str,
+    port: int,
+    http_sessions: bool,
+    allowed_hosts: tuple[str, ...],
+    refresh_interval: float | None,
+    lower_floor: bool,
+    log_level: str,
+) -> None:
     """Verify the release(s) and serve the four workflow tools.
 
     Serves rimthan.start_workflow, rimthan.continue_workflow,
@@ -216,9 +315,18 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
         release_dir = _guard("release", lambda: newest_release_dir(releases_dir or DEFAULT_RELEASES))
     trust_store = _guard("trust", lambda: load_trust(trust))
     keyring, created = _guard("keys", lambda: open_keyring(keys_path, create=True))
-    provider: ReleaseProvider = _guard("release", lambda: ReleaseProvider.open(
-        release_dir, trust=trust_store, keyring=keyring, migration_target_dir=migration_target,
-        releases_dir=releases_dir, state_dir=state_dir, lower_floor=lower_floor))
+    provider: ReleaseProvider = _guard(
+        "release",
+        lambda: ReleaseProvider.open(
+            release_dir,
+            trust=trust_store,
+            keyring=keyring,
+            migration_target_dir=migration_target,
+            releases_dir=releases_dir,
+            state_dir=state_dir,
+            lower_floor=lower_floor,
+        ),
+    )
     app = _guard("release", lambda: create_mcp_application(provider))
     active = provider.active
     _say(f"release {active.release.release_id} {active.digest} ({active.release.root}) [active]")
@@ -228,14 +336,18 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
     else:
         _say("migration target: none (migration is refused)")
     _say(_describe_trust(trust_store))
-    _say(f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
-         f"{len(keyring.keys)} key(s)")
+    _say(
+        f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
+        f"{len(keyring.keys)} key(s)"
+    )
     floor = provider.floor.get(active.catalogue)
     _say(f"activation floor {state_dir / FLOOR_FILE}: {active.catalogue} >= {floor.version if floor else '-'}")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     _say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
-    _log.info("loaded", extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys),
-                               "transport": transport})
+    _log.info(
+        "loaded",
+        extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys), "transport": transport},
+    )
     try:
         if transport == "stdio":
             _say("transport stdio (MCP on stdin/stdout)")
@@ -244,38 +356,76 @@ def serve(release_dir: Path | None, migration_target: Path | None, releases_dir:
             sock, binding = _guard("http", lambda: bind_socket(host, port))
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
             _say(f"transport http ({mode}) at {binding.url}")
-            anyio.run(lambda: serve_http(app, provider, sock=sock, binding=binding,
-                                         refresh_interval=refresh_interval, extra_hosts=allowed_hosts,
-                                         log_level="debug" if log_level == "debug" else "warning",
-                                         sessions=http_sessions))
+            anyio.run(
+                lambda: serve_http(
+                    app,
+                    provider,
+                    sock=sock,
+                    binding=binding,
+                    refresh_interval=refresh_interval,
+                    extra_hosts=allowed_hosts,
+                    log_level="debug" if log_level == "debug" else "warning",
+                    sessions=http_sessions,
+                )
+            )
     except KeyboardInterrupt:
         _say("interrupted; stopped")
         sys.exit(130)
     except Exception as exc:  # never a traceback on the operator's terminal; details at --log-level debug
         _log.debug("server stopped unexpectedly", exc_info=True)
-        _fail(f"internal_error: the server stopped unexpectedly ({type(exc).__name__}: {exc})",
-              "rerun with --log-level debug for details")
+        _fail(
+            f"internal_error: the server stopped unexpectedly ({type(exc).__name__}: {exc})",
+            "rerun with --log-level debug for details",
+        )
 
 
 # --------------------------------------------------------------------------- check
 
 
-@main.command(epilog=_epilog(
-    ["rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
-     "rimthan-mcp check --release releases/research-decision-1.2.0 \\",
-     "    --migration-target releases/research-decision-1.3.0 --state-dir ~/.local/state/rimthan"],
-    exits=("Exit status:", "  0  serve would load it: one `ok <release> <manifest digest> signed by ...` line per "
-           "release on stdout", "  1  serve would refuse it: one line on stderr names the code, the file and what "
-           "to do next", "  2  usage mistake")))
-@click.option("--release", "release_dir", type=click.Path(path_type=Path), required=True, metavar="DIR",
-              help="Release directory to check.")
-@click.option("--trust", type=click.Path(path_type=Path), default=DEFAULT_TRUST, show_default=True, metavar="PATH",
-              help=_TRUST_HELP)
-@click.option("--migration-target", type=click.Path(path_type=Path), metavar="DIR",
-              help="Also check this migration target (same scope) as serve would. [default: none]")
-@click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR",
-              help="Also check the release against this state directory's activation floor (nothing is written). "
-                   "[default: the floor is not checked]")
+@main.command(
+    epilog=_epilog(
+        [
+            "rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
+            "rimthan-mcp check --release releases/research-decision-1.2.0 \\",
+            "    --migration-target releases/research-decision-1.3.0 --state-dir ~/.local/state/rimthan",
+        ],
+        exits=(
+            "Exit status:",
+            "  0  serve would load it: one `ok <release> <manifest digest> signed by ...` line per release on stdout",
+            "  1  serve would refuse it: one line on stderr names the code, the file and what to do next",
+            "  2  usage mistake",
+        ),
+    )
+)
+@click.option(
+    "--release",
+    "release_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    metavar="DIR",
+    help="Release directory to check.",
+)
+@click.option(
+    "--trust",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_TRUST,
+    show_default=True,
+    metavar="PATH",
+    help=_TRUST_HELP,
+)
+@click.option(
+    "--migration-target",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Also check this migration target (same scope) as serve would. [default: none]",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Also check the release against this state directory's activation floor (nothing is written). "
+    "[default: the floor is not checked]",
+)
 def check(release_dir: Path, trust: Path, migration_target: Path | None, state_dir: Path | None) -> None:
     """Verify a release exactly as `serve` would load it, then exit.
 
@@ -285,9 +435,17 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     --state-dir the rollback floor. Nothing is served and nothing is written.
     """
     trust_store = _guard("trust", lambda: load_trust(trust))
-    provider: ReleaseProvider = _guard("release", lambda: ReleaseProvider.open(
-        release_dir, trust=trust_store, keyring=CheckpointKeyring.generate(),
-        migration_target_dir=migration_target, state_dir=state_dir, record_floor=False))
+    provider: ReleaseProvider = _guard(
+        "release",
+        lambda: ReleaseProvider.open(
+            release_dir,
+            trust=trust_store,
+            keyring=CheckpointKeyring.generate(),
+            migration_target_dir=migration_target,
+            state_dir=state_dir,
+            record_floor=False,
+        ),
+    )
     _guard("release", lambda: _build_runtime_state(provider))
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
@@ -305,13 +463,22 @@ _keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path)
 _state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=_STATE_HELP)
 
 
-@main.command(epilog=_epilog(
-    ["rimthan-mcp audit run.log                       # keys from the default state directory",
-     "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
-     "rimthan-mcp audit run.log --json | jq .migrations"],
-    exits=("Exit status:", "  0  every token verifies and the chain is unbroken; the history is printed",
-           "  1  refused: one line on stderr names the line where the chain breaks (gap, reorder, fork, foreign",
-           "     token, or a token that does not verify) and what to do next", "  2  usage mistake")))
+@main.command(
+    epilog=_epilog(
+        [
+            "rimthan-mcp audit run.log                       # keys from the default state directory",
+            "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
+            "rimthan-mcp audit run.log --json | jq .migrations",
+        ],
+        exits=(
+            "Exit status:",
+            "  0  every token verifies and the chain is unbroken; the history is printed",
+            "  1  refused: one line on stderr names the line where the chain breaks (gap, reorder, fork, foreign",
+            "     token, or a token that does not verify) and what to do next",
+            "  2  usage mistake",
+        ),
+    )
+)
 @click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
 @_keys_option
 @_state_option
@@ -346,8 +513,15 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
 # --------------------------------------------------------------------------- keys
 
 
-@main.group(epilog=_epilog(["rimthan-mcp keys list", "rimthan-mcp keys rotate      # then restart every replica",
-                            "rimthan-mcp keys retire ck-0123456789abcdef"]))
+@main.group(
+    epilog=_epilog(
+        [
+            "rimthan-mcp keys list",
+            "rimthan-mcp keys rotate      # then restart every replica",
+            "rimthan-mcp keys retire ck-0123456789abcdef",
+        ]
+    )
+)
 def keys() -> None:
     """Checkpoint HMAC keys: several verify, one signs.
 

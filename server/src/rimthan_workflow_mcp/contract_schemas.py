@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rimthan_workflow_registry.tokens import MAX_TOKEN_CHARS
+from rimthan_workflow_registry.run.tokens import MAX_TOKEN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://rimthan.dev/contracts/"
@@ -192,8 +192,18 @@ VALIDATION_BUNDLE = _document(
             "key_id": _NAME,
             "validation_token": _TOKEN,
         },
-        ["workflow", "release", "manifest_digest", "step_id", "checkpoint_digest", "artifacts", "validators",
-         "issued_at", "key_id", "validation_token"],
+        [
+            "workflow",
+            "release",
+            "manifest_digest",
+            "step_id",
+            "checkpoint_digest",
+            "artifacts",
+            "validators",
+            "issued_at",
+            "key_id",
+            "validation_token",
+        ],
     ),
 )
 
@@ -261,8 +271,20 @@ STEP_PAYLOAD = _document(
             "validators": {"type": "array", "items": {"type": "object"}},
             "resources": {"type": "array", "items": {"type": "string"}},
         },
-        ["id", "title", "gated", "terminal", "definition", "instruction", "host_assets", "host_adapter", "outputs",
-         "inputs", "validators", "resources"],
+        [
+            "id",
+            "title",
+            "gated",
+            "terminal",
+            "definition",
+            "instruction",
+            "host_assets",
+            "host_adapter",
+            "outputs",
+            "inputs",
+            "validators",
+            "resources",
+        ],
     ),
 )
 
@@ -295,8 +317,19 @@ MIGRATION_PREVIEW = _document(
 CONTRACTS: dict[str, dict[str, Any]] = {
     doc["$id"].removeprefix(ID_BASE).removesuffix(".schema.json"): doc
     for doc in (
-        CONFIRMED_STATE_PROJECTION, HOST, ARTIFACT, INPUT_BINDING, FAILURE, FINDING, VALIDATOR_SUMMARY,
-        VALIDATION_BUNDLE, VALIDATOR_REPORT, MIGRATION_REQUEST, STEP_PAYLOAD, QUESTION, MIGRATION_PREVIEW,
+        CONFIRMED_STATE_PROJECTION,
+        HOST,
+        ARTIFACT,
+        INPUT_BINDING,
+        FAILURE,
+        FINDING,
+        VALIDATOR_SUMMARY,
+        VALIDATION_BUNDLE,
+        VALIDATOR_REPORT,
+        MIGRATION_REQUEST,
+        STEP_PAYLOAD,
+        QUESTION,
+        MIGRATION_PREVIEW,
     )
 }
 _BY_ID = {doc["$id"]: name for name, doc in CONTRACTS.items()}
@@ -340,23 +373,43 @@ def result_schema(statuses: list[str]) -> dict[str, Any]:
         {
             "status": {"enum": statuses},
             "workflow": {"oneOf": [{"type": "null"}, _closed({"id": _NAME, "version": _VERSION}, ["id", "version"])]},
-            "release": {"oneOf": [{"type": "null"},
-                                  _closed({"id": _NAME, "manifest_digest": _DIGEST}, ["id", "manifest_digest"])]},
+            "release": {
+                "oneOf": [
+                    {"type": "null"},
+                    _closed({"id": _NAME, "manifest_digest": _DIGEST}, ["id", "manifest_digest"]),
+                ]
+            },
             "checkpoint": {"oneOf": [{"type": "null"}, _TOKEN]},
             "checkpoint_digest": {"oneOf": [{"type": "null"}, _DIGEST]},
             "sequence": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
             "step": {"oneOf": [{"type": "null"}, _ref(STEP_PAYLOAD)]},
             "question": {"oneOf": [{"type": "null"}, _ref(QUESTION)]},
             "failures": {"type": "array", "items": _ref(FAILURE)},
-            "findings": {"type": "array", "items": _closed({"validator": _NAME, **FINDING["properties"]},
-                                                           ["validator", "severity", "message"])},
+            "findings": {
+                "type": "array",
+                "items": _closed({"validator": _NAME, **FINDING["properties"]}, ["validator", "severity", "message"]),
+            },
             "validators": {"type": "array", "items": _ref(VALIDATOR_SUMMARY)},
             "validation_bundle": {"oneOf": [{"type": "null"}, _ref(VALIDATION_BUNDLE)]},
             "migration": {"oneOf": [{"type": "null"}, _ref(MIGRATION_PREVIEW)]},
             "message": {"type": "string"},
         },
-        ["status", "workflow", "release", "checkpoint", "checkpoint_digest", "sequence", "step", "question",
-         "failures", "findings", "validators", "validation_bundle", "migration", "message"],
+        [
+            "status",
+            "workflow",
+            "release",
+            "checkpoint",
+            "checkpoint_digest",
+            "sequence",
+            "step",
+            "question",
+            "failures",
+            "findings",
+            "validators",
+            "validation_bundle",
+            "migration",
+            "message",
+        ],
     )
 
 
@@ -405,4 +458,3 @@ SUBMIT_INPUT = _tool_schema(
     },
     ["checkpoint", "confirmed_state", "validation_bundle", "reports"],
 )
-

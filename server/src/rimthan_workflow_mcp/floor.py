@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
 
 FLOOR_FILE = "activation-floor.json"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
@@ -47,9 +47,12 @@ class ActivationFloor:
             raw = json.loads(self.path.read_text("utf-8"))
             if raw.get("format") != FLOOR_FORMAT:
                 raise ValueError(f"format is not {FLOOR_FORMAT}")
-            entries = {name: FloorEntry(version=e["version"], manifest_digest=e["manifest_digest"],
-                                        activated_at=int(e["activated_at"]))
-                       for name, e in raw["catalogues"].items()}
+            entries = {
+                name: FloorEntry(
+                    version=e["version"], manifest_digest=e["manifest_digest"], activated_at=int(e["activated_at"])
+                )
+                for name, e in raw["catalogues"].items()
+            }
             for name, entry in entries.items():
                 if not isinstance(entry.version, str) or not is_semver(entry.version):
                     raise ValueError(f"{name}: version {entry.version!r} is not a semantic version")
@@ -57,9 +60,11 @@ class ActivationFloor:
                     raise ValueError(f"{name}: manifest_digest {entry.manifest_digest!r} is not sha256:<hex>")
             return entries
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RegistryError(FailureCode.ROLLBACK_REFUSED,
-                                f"the activation floor file is unreadable ({exc}); fix or remove it deliberately",
-                                path=str(self.path)) from None
+            raise RegistryError(
+                FailureCode.ROLLBACK_REFUSED,
+                f"the activation floor file is unreadable ({exc}); fix or remove it deliberately",
+                path=str(self.path),
+            ) from None
 
     def get(self, catalogue: str) -> FloorEntry | None:
         return self._entries.get(catalogue)
@@ -82,8 +87,12 @@ class ActivationFloor:
                 f"{catalogue}@{version} was activated before as {entry.manifest_digest}; this is another release "
                 "under the same version. Publish a new version, or pass --lower-floor once you know which is real",
                 path=str(self.path) if self.path else None,
-                details={"catalogue": catalogue, "version": version, "floor_digest": entry.manifest_digest,
-                         "digest": manifest_digest},
+                details={
+                    "catalogue": catalogue,
+                    "version": version,
+                    "floor_digest": entry.manifest_digest,
+                    "digest": manifest_digest,
+                },
             )
         if semver_key(version) >= semver_key(entry.version):
             return
@@ -102,8 +111,9 @@ class ActivationFloor:
             return False
         if entry is not None and entry.version == version and entry.manifest_digest == manifest_digest:
             return False
-        self._entries[catalogue] = FloorEntry(version=version, manifest_digest=manifest_digest,
-                                              activated_at=int(time.time()))
+        self._entries[catalogue] = FloorEntry(
+            version=version, manifest_digest=manifest_digest, activated_at=int(time.time())
+        )
         self._save()
         return True
 

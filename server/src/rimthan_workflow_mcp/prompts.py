@@ -16,8 +16,8 @@ from collections.abc import Mapping
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
-from rimthan_workflow_registry.catalogue import AssetDefinition, semver_key
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release.catalogue import AssetDefinition, semver_key
 
 from .provider import LoadedRelease, ReleaseProvider
 
@@ -39,7 +39,7 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
                 key, sep, value = entry.partition(":")
                 if sep and key.strip():
                     meta[key.strip()] = value.strip()
-            return meta, "".join(lines[index + 1:]).lstrip("\n")
+            return meta, "".join(lines[index + 1 :]).lstrip("\n")
     return {}, text
 
 
@@ -63,21 +63,29 @@ class PromptCatalogue:
         try:
             return loaded.release.read_file(asset.file).decode("utf-8")
         except RegistryError as exc:  # changed on disk since it was verified: never serve it
-            raise MCPError(code=INTERNAL_ERROR, message=f"{exc.code.value}: {exc.message}",
-                           data={"code": exc.code.value, "prompt": asset.id}) from None
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"{exc.code.value}: {exc.message}",
+                data={"code": exc.code.value, "prompt": asset.id},
+            ) from None
 
     def list_prompts(self) -> list[types.Prompt]:
         loaded = self.provider.active
         out = []
         for name, asset in sorted(self._assets(loaded).items()):
             meta, _ = split_front_matter(self._text(loaded, asset))
-            out.append(types.Prompt(
-                name=name,
-                title=f"{loaded.release.catalogue.title}: {name}",
-                description=meta.get("description") or f"Prompt {name} of {loaded.release.release_id}",
-                arguments=[types.PromptArgument(name=ARGUMENT, required=False,
-                                                description=f"Text that replaces {PLACEHOLDER} in the prompt")],
-            ))
+            out.append(
+                types.Prompt(
+                    name=name,
+                    title=f"{loaded.release.catalogue.title}: {name}",
+                    description=meta.get("description") or f"Prompt {name} of {loaded.release.release_id}",
+                    arguments=[
+                        types.PromptArgument(
+                            name=ARGUMENT, required=False, description=f"Text that replaces {PLACEHOLDER} in the prompt"
+                        )
+                    ],
+                )
+            )
         return out
 
     def get(self, name: str, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
@@ -85,14 +93,20 @@ class PromptCatalogue:
         asset = self._assets(loaded).get(name)
         if asset is None:
             code = FailureCode.INVALID_ARGUMENTS.value
-            raise MCPError(code=INVALID_PARAMS, message=f"{code}: no prompt {name!r}; list prompts for the names",
-                           data={"code": code, "prompt": name})
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"{code}: no prompt {name!r}; list prompts for the names",
+                data={"code": code, "prompt": name},
+            )
         meta, body = split_front_matter(self._text(loaded, asset))
         extra = sorted(set(arguments or {}) - {ARGUMENT})
         if extra:
             code = FailureCode.INVALID_ARGUMENTS.value
-            raise MCPError(code=INVALID_PARAMS, message=f"{code}: prompt {name!r} takes only {ARGUMENT!r}",
-                           data={"code": code, "prompt": name, "unexpected": extra})
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"{code}: prompt {name!r} takes only {ARGUMENT!r}",
+                data={"code": code, "prompt": name, "unexpected": extra},
+            )
         text = body.replace(PLACEHOLDER, (arguments or {}).get(ARGUMENT, ""))
         return types.GetPromptResult(
             description=meta.get("description"),

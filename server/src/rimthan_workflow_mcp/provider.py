@@ -24,12 +24,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-from rimthan_workflow_registry.catalogue import semver_key
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import VerifiedRelease
-from rimthan_workflow_registry.tokens import CheckpointKeyring
-from rimthan_workflow_registry.trust import TrustStore
-from rimthan_workflow_registry.verify import verify_release
+from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release.trust import TrustStore
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor
 from .logs import get_logger
@@ -70,8 +70,13 @@ class LoadedRelease:
         return self.release.manifest.release.scope_profile
 
     def describe(self) -> dict[str, Any]:
-        return {"release": self.release.release_id, "manifest_digest": self.digest, "path": str(self.release.root),
-                "scope": self.scope_name, "signers": list(self.release.signer_key_ids)}
+        return {
+            "release": self.release.release_id,
+            "manifest_digest": self.digest,
+            "path": str(self.release.root),
+            "scope": self.scope_name,
+            "signers": list(self.release.signer_key_ids),
+        }
 
 
 @dataclass(frozen=True)
@@ -96,8 +101,13 @@ class RefreshResult:
     rejected: tuple[Rejection, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome, "active": self.active, "active_digest": self.active_digest,
-                "previous": self.previous, "rejected": [r.to_dict() for r in self.rejected]}
+        return {
+            "outcome": self.outcome,
+            "active": self.active,
+            "active_digest": self.active_digest,
+            "previous": self.previous,
+            "rejected": [r.to_dict() for r in self.rejected],
+        }
 
 
 def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
@@ -115,20 +125,26 @@ def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
 def newest_release_dir(releases_dir: Path) -> Path:
     """The highest-versioned release directory of the one catalogue in ``releases_dir``."""
     if not releases_dir.is_dir():
-        raise RegistryError(FailureCode.RELEASE_NOT_FOUND,
-                            "no releases directory here; run `make demo` or pass --release DIR",
-                            path=str(releases_dir))
+        raise RegistryError(
+            FailureCode.RELEASE_NOT_FOUND,
+            "no releases directory here; run `make demo` or pass --release DIR",
+            path=str(releases_dir),
+        )
     found = [(p, _RELEASE_DIR.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
     found = [(p, m) for p, m in found if m is not None and release_dir_version(p) is not None]
     names = sorted({m.group("name") for _, m in found})
     if not found:
-        raise RegistryError(FailureCode.RELEASE_NOT_FOUND,
-                            "holds no <catalogue>-<version> release directory; run `make demo` or pass --release DIR",
-                            path=str(releases_dir))
+        raise RegistryError(
+            FailureCode.RELEASE_NOT_FOUND,
+            "holds no <catalogue>-<version> release directory; run `make demo` or pass --release DIR",
+            path=str(releases_dir),
+        )
     if len(names) > 1:
-        raise RegistryError(FailureCode.RELEASE_NOT_FOUND,
-                            f"holds releases of several catalogues ({', '.join(names)}); pass --release DIR",
-                            path=str(releases_dir))
+        raise RegistryError(
+            FailureCode.RELEASE_NOT_FOUND,
+            f"holds releases of several catalogues ({', '.join(names)}); pass --release DIR",
+            path=str(releases_dir),
+        )
     return max(found, key=lambda pm: semver_key(pm[1].group("version")))[0]
 
 
@@ -185,13 +201,20 @@ class ReleaseProvider:
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
         if migration_target_dir is not None:
-            target = load_release(migration_target_dir, trust, keyring, module_factory,
-                                  expected_scope=active.scope_name, migration=True)
+            target = load_release(
+                migration_target_dir, trust, keyring, module_factory, expected_scope=active.scope_name, migration=True
+            )
         if record_floor:
             floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
-        provider = cls(trust=trust, keyring=keyring, active=active, migration_target=target,
-                       releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
-                       floor=floor, module_factory=module_factory)
+        provider = cls(
+            trust=trust,
+            keyring=keyring,
+            active=active,
+            migration_target=target,
+            releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
+            floor=floor,
+            module_factory=module_factory,
+        )
         provider._hold_older_releases()
         return provider
 
@@ -241,14 +264,18 @@ class ReleaseProvider:
         rejected: list[Rejection] = []
         for candidate in self._candidates(current):
             try:
-                loaded = load_release(candidate, self.trust, self.keyring, self._module_factory,
-                                      expected_scope=current.scope_name)
-                if loaded.catalogue != current.catalogue or \
-                        loaded.version != release_dir_version(candidate, current.catalogue):
-                    raise RegistryError(FailureCode.REFRESH_REJECTED,
-                                        f"the directory name does not match the signed manifest's "
-                                        f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
-                                        path=str(candidate))
+                loaded = load_release(
+                    candidate, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name
+                )
+                if loaded.catalogue != current.catalogue or loaded.version != release_dir_version(
+                    candidate, current.catalogue
+                ):
+                    raise RegistryError(
+                        FailureCode.REFRESH_REJECTED,
+                        f"the directory name does not match the signed manifest's "
+                        f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
+                        path=str(candidate),
+                    )
                 self.floor.check(loaded.catalogue, loaded.version, loaded.digest)
             except RegistryError as exc:
                 rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
@@ -257,8 +284,13 @@ class ReleaseProvider:
             self._held = MappingProxyType({**self._held, loaded.digest: loaded})
             self._active = loaded
             self.floor.record(loaded.catalogue, loaded.version, loaded.digest)
-            return RefreshResult("activated", loaded.release.release_id, loaded.digest,
-                                 previous=current.release.release_id, rejected=tuple(rejected))
+            return RefreshResult(
+                "activated",
+                loaded.release.release_id,
+                loaded.digest,
+                previous=current.release.release_id,
+                rejected=tuple(rejected),
+            )
         outcome: Literal["unchanged", "rejected"] = "rejected" if rejected else "unchanged"
         return RefreshResult(outcome, current.release.release_id, current.digest, rejected=tuple(rejected))
 
@@ -279,8 +311,9 @@ class ReleaseProvider:
             if version is None or semver_key(version) >= semver_key(current.version):
                 continue
             try:
-                loaded = load_release(path, self.trust, self.keyring, self._module_factory,
-                                      expected_scope=current.scope_name)
+                loaded = load_release(
+                    path, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name
+                )
             except RegistryError as exc:
                 _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
                 continue
@@ -313,12 +346,15 @@ def load_release(
     A migration target must carry the active release's scope name; that is
     refused as ``migration_scope_mismatch`` so the operator sees which rule failed.
     """
-    release = verify_release(path, trust, expected_profile=SERVED_PROFILE,
-                             expected_scope=None if migration else expected_scope)
+    release = verify_release(
+        path, trust, expected_profile=SERVED_PROFILE, expected_scope=None if migration else expected_scope
+    )
     scope = release.manifest.release.scope_name
     if migration and expected_scope is not None and scope != expected_scope:
-        raise RegistryError(FailureCode.MIGRATION_SCOPE_MISMATCH,
-                            f"the migration target {release.release_id} has scope {scope!r}, the active release "
-                            f"{expected_scope!r}; give a target release of the same scope",
-                            path=str(Path(path) / "manifest.json"))
+        raise RegistryError(
+            FailureCode.MIGRATION_SCOPE_MISMATCH,
+            f"the migration target {release.release_id} has scope {scope!r}, the active release "
+            f"{expected_scope!r}; give a target release of the same scope",
+            path=str(Path(path) / "manifest.json"),
+        )
     return LoadedRelease(release=release, module=module_factory(release, keyring))

@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.canonical import canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.step_payload import release_file_uri
+from rimthan_workflow_registry.run.step_payload import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 
@@ -75,32 +75,50 @@ class ResourceCatalogue:
     # -- listing --------------------------------------------------------------------------
 
     def list_resources(self) -> list[types.Resource]:
-        out = [types.Resource(uri=c.uri, name=f"contract {c.name}", title=f"Contract: {c.name}",
-                              mime_type=CONTRACT_MIME, size=len(c.text.encode("utf-8")))
-               for c in self.contracts.values()]
+        out = [
+            types.Resource(
+                uri=c.uri,
+                name=f"contract {c.name}",
+                title=f"Contract: {c.name}",
+                mime_type=CONTRACT_MIME,
+                size=len(c.text.encode("utf-8")),
+            )
+            for c in self.contracts.values()
+        ]
         for loaded in _by_release(self.provider.held.values()):
             out.extend(self._release_resources(loaded))
         return out
 
     def _release_resources(self, loaded: LoadedRelease) -> Iterable[types.Resource]:
         release = loaded.release
-        yield types.Resource(uri=manifest_uri(loaded.digest), name=f"{release.release_id} manifest",
-                             title=f"Signed manifest of {release.release_id}", mime_type=MANIFEST_MIME,
-                             size=len(release.manifest_bytes))
+        yield types.Resource(
+            uri=manifest_uri(loaded.digest),
+            name=f"{release.release_id} manifest",
+            title=f"Signed manifest of {release.release_id}",
+            mime_type=MANIFEST_MIME,
+            size=len(release.manifest_bytes),
+        )
         for entry in release.manifest.files:
-            yield types.Resource(uri=release_file_uri(loaded.digest, entry.path),
-                                 name=f"{release.release_id}:{entry.path}", mime_type=entry.media_type,
-                                 size=entry.size)
+            yield types.Resource(
+                uri=release_file_uri(loaded.digest, entry.path),
+                name=f"{release.release_id}:{entry.path}",
+                mime_type=entry.media_type,
+                size=entry.size,
+            )
 
     def list_templates(self) -> list[types.ResourceTemplate]:
         return [
             types.ResourceTemplate(
-                uri_template=RELEASE_FILE_TEMPLATE, name="release-file", title="A file of a held release",
+                uri_template=RELEASE_FILE_TEMPLATE,
+                name="release-file",
+                title="A file of a held release",
                 description="Verified bytes of a catalogue file of the release with this manifest digest (hex).",
             ),
             types.ResourceTemplate(
-                uri_template=SCHEME + "manifests/{manifest_hex}/manifest.json", name="release-manifest",
-                title="A held release's signed manifest", mime_type=MANIFEST_MIME,
+                uri_template=SCHEME + "manifests/{manifest_hex}/manifest.json",
+                name="release-manifest",
+                title="A held release's signed manifest",
+                mime_type=MANIFEST_MIME,
                 description="The exact signed manifest bytes; the hex is their SHA-256.",
             ),
         ]
@@ -113,8 +131,11 @@ class ResourceCatalogue:
             return _result(types.TextResourceContents(uri=uri, mime_type=CONTRACT_MIME, text=contract.text))
         if match := _MANIFEST_URI.match(uri):
             loaded = self._held(match.group("hex"), uri)
-            return _result(types.TextResourceContents(uri=uri, mime_type=MANIFEST_MIME,
-                                                      text=loaded.release.manifest_bytes.decode("utf-8")))
+            return _result(
+                types.TextResourceContents(
+                    uri=uri, mime_type=MANIFEST_MIME, text=loaded.release.manifest_bytes.decode("utf-8")
+                )
+            )
         if match := _RELEASE_URI.match(uri):
             loaded = self._held(match.group("hex"), uri)
             return _result(self._read_release_file(loaded, match.group("path"), uri))
@@ -123,13 +144,15 @@ class ResourceCatalogue:
     def _held(self, hex_digest: str, uri: str) -> LoadedRelease:
         loaded = self.provider.get("sha256:" + hex_digest)
         if loaded is None:
-            raise _not_found(uri, "this server holds no release with that manifest digest",
-                             FailureCode.PINNED_RELEASE_UNAVAILABLE)
+            raise _not_found(
+                uri, "this server holds no release with that manifest digest", FailureCode.PINNED_RELEASE_UNAVAILABLE
+            )
         return loaded
 
     @staticmethod
-    def _read_release_file(loaded: LoadedRelease, path: str, uri: str) -> types.TextResourceContents | \
-            types.BlobResourceContents:
+    def _read_release_file(
+        loaded: LoadedRelease, path: str, uri: str
+    ) -> types.TextResourceContents | types.BlobResourceContents:
         entry = loaded.release.file_entry(path)
         if entry is None:
             raise _not_found(uri, f"{path!r} is not a file of {loaded.release.release_id}")
@@ -137,15 +160,19 @@ class ResourceCatalogue:
             data = loaded.release.read_file(path)
         except RegistryError as exc:
             # The bytes on disk no longer match the signed manifest: never serve them.
-            raise MCPError(code=INTERNAL_ERROR, message=f"{exc.code.value}: {exc.message}",
-                           data={"code": exc.code.value, "uri": uri}) from None
+            raise MCPError(
+                code=INTERNAL_ERROR,
+                message=f"{exc.code.value}: {exc.message}",
+                data={"code": exc.code.value, "uri": uri},
+            ) from None
         if entry.media_type in _TEXT_TYPES:
             try:
                 return types.TextResourceContents(uri=uri, mime_type=entry.media_type, text=data.decode("utf-8"))
             except UnicodeDecodeError:
                 pass
-        return types.BlobResourceContents(uri=uri, mime_type=entry.media_type,
-                                          blob=base64.b64encode(data).decode("ascii"))
+        return types.BlobResourceContents(
+            uri=uri, mime_type=entry.media_type, blob=base64.b64encode(data).decode("ascii")
+        )
 
 
 def _by_release(held: Iterable[LoadedRelease]) -> list[LoadedRelease]:

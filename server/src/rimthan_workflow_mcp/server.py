@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.tokens import peek_manifest_digest
+from rimthan_workflow_registry.run.tokens import peek_manifest_digest
 
 from .logs import get_logger
 from .prompts import PromptCatalogue
@@ -92,13 +92,16 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
     profile = provider.active.profile
     if profile != SERVED_PROFILE:
-        raise RegistryError(FailureCode.SCOPE_MISMATCH,
-                            f"release profile {profile!r} is not served; this server serves {SERVED_PROFILE!r}",
-                            path=str(provider.active.release.root))
+        raise RegistryError(
+            FailureCode.SCOPE_MISMATCH,
+            f"release profile {profile!r} is not served; this server serves {SERVED_PROFILE!r}",
+            path=str(provider.active.release.root),
+        )
     for loaded in provider.held.values():
         if not isinstance(loaded.module, WorkflowEngineQueryModule):
-            raise RegistryError(FailureCode.INTERNAL_ERROR,
-                                f"{loaded.release.release_id} is not served by WorkflowEngineQueryModule")
+            raise RegistryError(
+                FailureCode.INTERNAL_ERROR, f"{loaded.release.release_id} is not served by WorkflowEngineQueryModule"
+            )
     contracts = workflow_engine_tool_contracts()
     documents = contract_documents()
     for name, document in documents.items():
@@ -141,8 +144,9 @@ def _check_schema(schema: Mapping[str, Any], what: str) -> None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        raise RegistryError(FailureCode.SCHEMA_INVALID,
-                            f"{what} is not a valid Draft 2020-12 schema: {exc.message}") from None
+        raise RegistryError(
+            FailureCode.SCHEMA_INVALID, f"{what} is not a valid Draft 2020-12 schema: {exc.message}"
+        ) from None
     if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
         raise RegistryError(FailureCode.SCHEMA_INVALID, f"{what} is not closed (additionalProperties: false)")
 
@@ -150,10 +154,14 @@ def _check_schema(schema: Mapping[str, Any], what: str) -> None:
 def _tool_record(contract: ToolContract) -> types.Tool:
     tool = types.Tool.model_validate(contract.definition(), by_name=False)
     hints = tool.annotations
-    if hints is None or hints.read_only_hint is not contract.read_only or \
-            hints.idempotent_hint is not contract.idempotent:
-        raise RegistryError(FailureCode.INTERNAL_ERROR,
-                            f"{contract.name}: annotations disagree with the contract's mutability markers")
+    if (
+        hints is None
+        or hints.read_only_hint is not contract.read_only
+        or hints.idempotent_hint is not contract.idempotent
+    ):
+        raise RegistryError(
+            FailureCode.INTERNAL_ERROR, f"{contract.name}: annotations disagree with the contract's mutability markers"
+        )
     return tool
 
 
@@ -164,45 +172,50 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
     """The SDK low-level server for ``provider``; every transport serves this object."""
     state = _build_runtime_state(provider)
 
-    async def on_list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                            ) -> types.ListToolsResult:
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list(state.tools))
 
     # The level a handshake-era client asked for with logging/setLevel; None until it asks (nothing is sent).
     # One process serves one stdio client; HTTP answers in plain JSON, which carries no notifications.
     log_threshold: list[str | None] = [None]
 
-    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-                           ) -> types.CallToolResult:
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
         result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
         await _notify_call(ctx, log_threshold[0], params.name, result)
         return result
 
-    async def on_set_logging_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
-                                   ) -> types.EmptyResult:
+    async def on_set_logging_level(
+        ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
         log_threshold[0] = params.level
         return types.EmptyResult()
 
-    async def on_list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                                ) -> types.ListResourcesResult:
+    async def on_list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=state.resources.list_resources())
 
-    async def on_list_resource_templates(ctx: ServerRequestContext[Any],
-                                         params: types.PaginatedRequestParams | None
-                                         ) -> types.ListResourceTemplatesResult:
+    async def on_list_resource_templates(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(resource_templates=state.resources.list_templates())
 
-    async def on_read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-                               ) -> types.ReadResourceResult:
+    async def on_read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
         return await anyio.to_thread.run_sync(state.resources.read, str(params.uri))
 
-    async def on_list_prompts(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                              ) -> types.ListPromptsResult:
+    async def on_list_prompts(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=await anyio.to_thread.run_sync(state.prompts.list_prompts))
 
-    async def on_get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-                            ) -> types.GetPromptResult:
+    async def on_get_prompt(
+        ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
         return await anyio.to_thread.run_sync(state.prompts.get, params.name, params.arguments)
 
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
@@ -227,8 +240,9 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
     )
 
 
-async def _notify_call(ctx: ServerRequestContext[Any], threshold: str | None, name: str,
-                       result: types.CallToolResult) -> None:
+async def _notify_call(
+    ctx: ServerRequestContext[Any], threshold: str | None, name: str, result: types.CallToolResult
+) -> None:
     """One ``notifications/message`` per tool call: served (info) or refused (warning), never state values.
 
     Handshake-era clients get it once they chose a level with ``logging/setLevel``;
@@ -239,8 +253,12 @@ async def _notify_call(ctx: ServerRequestContext[Any], threshold: str | None, na
         level, data = "warning", {"tool": name, "refused": (structured.get("error") or {}).get("code")}
     else:
         level = "info"
-        data = {"tool": name, "status": structured.get("status"),
-                "step": (structured.get("step") or {}).get("id"), "sequence": structured.get("sequence")}
+        data = {
+            "tool": name,
+            "status": structured.get("status"),
+            "step": (structured.get("step") or {}).get("id"),
+            "sequence": structured.get("sequence"),
+        }
     modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
     if not modern and (threshold is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold)):
         return
@@ -266,25 +284,33 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
     try:
         contract = state.contracts.get(name)
         if contract is None:
-            raise RegistryError(FailureCode.METHOD_NOT_FOUND,
-                                f"no tool {name!r}; this server has {', '.join(state.contracts)}")
-        _validate_instance(state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS,
-                           what="arguments")
+            raise RegistryError(
+                FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}; this server has {', '.join(state.contracts)}"
+            )
+        _validate_instance(
+            state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
+        )
         source = _route(state, contract, arguments)
         result = _dispatch_tool(state, source, name, arguments)
         _check_result(state, name, result)
     except RegistryError as exc:
-        _log.info("tool refused", extra={"tool": name, "code": exc.code.value,
-                                         "ms": round((time.perf_counter() - started) * 1000, 1)})
+        _log.info(
+            "tool refused",
+            extra={"tool": name, "code": exc.code.value, "ms": round((time.perf_counter() - started) * 1000, 1)},
+        )
         return domain_tool_error(exc)
     except Exception:
         _log.exception("tool failed unexpectedly", extra={"tool": name})
-        return domain_tool_error(RegistryError(FailureCode.INTERNAL_ERROR,
-                                               "the server failed unexpectedly; the error was logged"))
-    _log.debug("tool served", extra={"tool": name, "status": result.get("status"),
-                                     "ms": round((time.perf_counter() - started) * 1000, 1)})
-    return types.CallToolResult(content=[types.TextContent(text=canonical_text(result))],
-                                structured_content=result, is_error=False)
+        return domain_tool_error(
+            RegistryError(FailureCode.INTERNAL_ERROR, "the server failed unexpectedly; the error was logged")
+        )
+    _log.debug(
+        "tool served",
+        extra={"tool": name, "status": result.get("status"), "ms": round((time.perf_counter() - started) * 1000, 1)},
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(text=canonical_text(result))], structured_content=result, is_error=False
+    )
 
 
 def _validate_instance(validator: Draft202012Validator, instance: Any, *, code: FailureCode, what: str) -> None:
@@ -294,20 +320,26 @@ def _validate_instance(validator: Draft202012Validator, instance: Any, *, code: 
         return
     pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
     message = error.message if len(error.message) <= MAX_MESSAGE_CHARS else error.message[:MAX_MESSAGE_CHARS] + "…"
-    raise RegistryError(code, f"{what} at {pointer or '/'}: {message}", path=pointer or "/",
-                        details={"pointer": pointer, "schema_path": "/".join(str(p) for p in error.schema_path)})
+    raise RegistryError(
+        code,
+        f"{what} at {pointer or '/'}: {message}",
+        path=pointer or "/",
+        details={"pointer": pointer, "schema_path": "/".join(str(p) for p in error.schema_path)},
+    )
 
 
 def _check_result(state: RuntimeState, name: str, result: Any) -> None:
     """A result outside the declared output schema is a server bug: log it, never send it."""
     try:
-        _validate_instance(state.output_validators[name], result, code=FailureCode.INTERNAL_ERROR,
-                           what=f"{name} result")
+        _validate_instance(
+            state.output_validators[name], result, code=FailureCode.INTERNAL_ERROR, what=f"{name} result"
+        )
     except RegistryError as exc:
         _log.error("result violates the output schema", extra={"tool": name, "problem": exc.message})
-        raise RegistryError(FailureCode.INTERNAL_ERROR,
-                            "the server produced a result outside this tool's output schema; it was logged and "
-                            "not sent") from None
+        raise RegistryError(
+            FailureCode.INTERNAL_ERROR,
+            "the server produced a result outside this tool's output schema; it was logged and not sent",
+        ) from None
 
 
 def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, Any]) -> LoadedRelease:
@@ -324,16 +356,16 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
         return provider.active  # unreadable token: the module refuses it as checkpoint_invalid
     loaded = provider.get(pinned)
     if loaded is None:
-        raise RegistryError(FailureCode.PINNED_RELEASE_UNAVAILABLE,
-                            f"the checkpoint is pinned to release {pinned}, which this server does not hold; "
-                            "resume on a server that holds it, or start a new run",
-                            details={"manifest_digest": pinned,
-                                     "active": provider.active.release.release_id})
+        raise RegistryError(
+            FailureCode.PINNED_RELEASE_UNAVAILABLE,
+            f"the checkpoint is pinned to release {pinned}, which this server does not hold; "
+            "resume on a server that holds it, or start a new run",
+            details={"manifest_digest": pinned, "active": provider.active.release.release_id},
+        )
     return loaded
 
 
-def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str,
-                   arguments: dict[str, Any]) -> dict[str, Any]:
+def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Map exactly the four tool names to the four module methods."""
     module = source.module
     if name == START_WORKFLOW:
@@ -353,9 +385,11 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
     """Explicit migration to the separately verified target release given at start."""
     target = state.provider.migration_target
     if target is None:
-        raise RegistryError(FailureCode.MIGRATION_UNAVAILABLE,
-                            "this server was started without a migration target (--migration-target); "
-                            "continue on the pinned release or ask the operator")
+        raise RegistryError(
+            FailureCode.MIGRATION_UNAVAILABLE,
+            "this server was started without a migration target (--migration-target); "
+            "continue on the pinned release or ask the operator",
+        )
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
 
 
@@ -367,5 +401,6 @@ def domain_tool_error(exc: RegistryError) -> types.CallToolResult:
     except Exception:  # details that are not JSON: keep the code and message only
         error = {"code": exc.code.value, "message": exc.message}
         text = canonical_text({"error": error})
-    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content={"error": error},
-                                is_error=True)
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], structured_content={"error": error}, is_error=True
+    )

@@ -48,7 +48,7 @@ def top_level_request_id(raw: str) -> int | str | None:
             if end >= n:
                 return None
             if depth == 1 and expecting_key:
-                keys.setdefault(raw[i + 1:end], end + 1)
+                keys.setdefault(raw[i + 1 : end], end + 1)
                 expecting_key = False
             i = end + 1
             continue
@@ -90,8 +90,9 @@ def _raw_input(exc: Exception) -> str | None:
     return None
 
 
-async def answer_unparseable(source: Any, sink: Any, write_stream: Any,
-                             *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def answer_unparseable(
+    source: Any, sink: Any, write_stream: Any, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Pump ``source`` into ``sink``, answering refused request lines with a JSON-RPC Parse error."""
     task_status.started()
     async with sink:
@@ -101,11 +102,14 @@ async def answer_unparseable(source: Any, sink: Any, write_stream: Any,
                 request_id = top_level_request_id(raw) if raw is not None else None
                 if request_id is not None:
                     _log.warning("request refused by the JSON parser", extra={"id": request_id})
-                    error = types.ErrorData(code=types.PARSE_ERROR,
-                                            message="the request is not JSON this server can parse (nesting too "
-                                                    "deep, a lone surrogate, or a number too long); resend it as "
-                                                    "plain JSON")
-                    await write_stream.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
-                                                                              error=error)))
+                    error = types.ErrorData(
+                        code=types.PARSE_ERROR,
+                        message="the request is not JSON this server can parse (nesting too "
+                        "deep, a lone surrogate, or a number too long); resend it as "
+                        "plain JSON",
+                    )
+                    await write_stream.send(
+                        SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+                    )
                     continue
             await sink.send(item)

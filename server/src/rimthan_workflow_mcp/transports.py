@@ -40,9 +40,16 @@ _log = get_logger("transport")
 async def refresh_now(provider: ReleaseProvider, trigger: str) -> RefreshResult:
     """Run one refresh off the event loop and log what it did."""
     result = await anyio.to_thread.run_sync(provider.refresh)
-    _log.info("refresh done", extra={"trigger": trigger, "outcome": result.outcome, "active": result.active,
-                                     "active_digest": result.active_digest,
-                                     "rejected": [r.to_dict() for r in result.rejected]})
+    _log.info(
+        "refresh done",
+        extra={
+            "trigger": trigger,
+            "outcome": result.outcome,
+            "active": result.active,
+            "active_digest": result.active_digest,
+            "rejected": [r.to_dict() for r in result.rejected],
+        },
+    )
     return result
 
 
@@ -52,8 +59,12 @@ async def _every(provider: ReleaseProvider, interval: float) -> None:
         await refresh_now(provider, "interval")
 
 
-async def _refresh_triggers(provider: ReleaseProvider, interval: float | None, *,
-                            task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def _refresh_triggers(
+    provider: ReleaseProvider,
+    interval: float | None,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
     """SIGHUP (and the optional interval) -> refresh; ``started`` once the handler is installed."""
     async with anyio.create_task_group() as tg:
         if interval:
@@ -131,9 +142,17 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     return sock, HttpBinding(host=host, port=sock.getsockname()[1])
 
 
-async def serve_http(app: Server[Any], provider: ReleaseProvider, *, sock: socket.socket, binding: HttpBinding,
-                     refresh_interval: float | None, extra_hosts: Sequence[str] = (),
-                     log_level: str = "warning", sessions: bool = False) -> None:
+async def serve_http(
+    app: Server[Any],
+    provider: ReleaseProvider,
+    *,
+    sock: socket.socket,
+    binding: HttpBinding,
+    refresh_interval: float | None,
+    extra_hosts: Sequence[str] = (),
+    log_level: str = "warning",
+    sessions: bool = False,
+) -> None:
     """Serve Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM.
 
     Stateless by default. ``sessions`` gives 2025-11-25 clients an
@@ -148,8 +167,14 @@ async def serve_http(app: Server[Any], provider: ReleaseProvider, *, sock: socke
         transport_security=security_settings(binding, extra_hosts),
         host=binding.host,
     )
-    config = uvicorn.Config(starlette_app, log_config=None, log_level=log_level, lifespan="on",
-                            access_log=False, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        starlette_app,
+        log_config=None,
+        log_level=log_level,
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval)

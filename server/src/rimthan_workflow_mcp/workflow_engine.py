@@ -13,35 +13,35 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rimthan_workflow_registry import artifact_checks, attestations, repository_policy
-from rimthan_workflow_registry.catalogue import (
+from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.release.catalogue import (
     SETUP_STEP_ID,
     HostAdapter,
     StepDefinition,
     WorkflowDefinition,
     semver_key,
 )
-from rimthan_workflow_registry.checkpoints import (
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.run import artifact_checks, attestations, repository_policy
+from rimthan_workflow_registry.run.checkpoints import (
     Checkpoint,
     IssuedCheckpoint,
     ValidatorReceipt,
     issue_checkpoint,
     verify_checkpoint,
 )
-from rimthan_workflow_registry.confirmed_state import (
+from rimthan_workflow_registry.run.confirmed_state import (
     ConfirmedState,
     changed_fields,
     require_digest,
     unconfirmed_fields,
     validate_against_schema,
 )
-from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
-from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.host_compat import binding_for, bound_adapter, host_blockers
-from rimthan_workflow_registry.release import VerifiedRelease
-from rimthan_workflow_registry.step_payload import build_step_payload
-from rimthan_workflow_registry.tokens import CheckpointKeyring
-from rimthan_workflow_registry.validation_bundle import (
+from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
+from rimthan_workflow_registry.run.step_payload import build_step_payload
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run.validation_bundle import (
     check_reports,
     input_digest,
     issue_bundle,
@@ -56,8 +56,9 @@ _COMPLETED = "__completed__"
 class WorkflowEngineQueryModule:
     """The four workflow tools for runs pinned to ``release``."""
 
-    def __init__(self, release: VerifiedRelease, keyring: CheckpointKeyring, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, release: VerifiedRelease, keyring: CheckpointKeyring, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self.release = release
         self.keyring = keyring
         self._clock = clock
@@ -70,8 +71,12 @@ class WorkflowEngineQueryModule:
         adapter, failures = self._host_blockers(workflow, arguments["host"])
         failures = unconfirmed_fields(state) + failures
         if failures:
-            return self._result("blocked", workflow=workflow, failures=failures,
-                                message="the run cannot start until every failure is resolved")
+            return self._result(
+                "blocked",
+                workflow=workflow,
+                failures=failures,
+                message="the run cannot start until every failure is resolved",
+            )
         checkpoint = Checkpoint(
             sequence=1,
             workflow_id=workflow.id,
@@ -86,41 +91,52 @@ class WorkflowEngineQueryModule:
         )
         assert adapter is not None
         issued = issue_checkpoint(self.keyring, checkpoint)
-        return self._result("active", workflow=workflow, issued=issued,
-                            step=self._payload(workflow, workflow.steps[0], adapter, checkpoint))
+        return self._result(
+            "active",
+            workflow=workflow,
+            issued=issued,
+            step=self._payload(workflow, workflow.steps[0], adapter, checkpoint),
+        )
 
     def _select_workflow(self, name: str, version: str | None) -> WorkflowDefinition:
         """By id or alias; the exact version if given, else the newest for that owner."""
         candidates = [w for w in self.release.catalogue.workflows if name in w.names]
         identities = sorted({(w.owner, w.id) for w in candidates})
         if not candidates:
-            raise WorkflowProtocolError(FailureCode.WORKFLOW_NOT_FOUND,
-                                        f"no workflow or alias {name!r} in release {self.release.release_id}")
+            raise WorkflowProtocolError(
+                FailureCode.WORKFLOW_NOT_FOUND, f"no workflow or alias {name!r} in release {self.release.release_id}"
+            )
         if len(identities) > 1:
-            raise WorkflowProtocolError(FailureCode.WORKFLOW_NOT_FOUND,
-                                        f"{name!r} names several workflows {identities}; start it by workflow id")
+            raise WorkflowProtocolError(
+                FailureCode.WORKFLOW_NOT_FOUND,
+                f"{name!r} names several workflows {identities}; start it by workflow id",
+            )
         if version is not None:
             exact = [w for w in candidates if w.version == version]
             if not exact:
                 versions = sorted((w.version for w in candidates), key=semver_key)
-                raise WorkflowProtocolError(FailureCode.WORKFLOW_NOT_FOUND,
-                                            f"{name!r} has no version {version} here (available: {versions})")
+                raise WorkflowProtocolError(
+                    FailureCode.WORKFLOW_NOT_FOUND, f"{name!r} has no version {version} here (available: {versions})"
+                )
             return exact[0]
         newest = newest_version(candidates)
         assert newest is not None
         return newest
 
-    def _host_blockers(self, workflow: WorkflowDefinition, host: Mapping[str, Any]
-                       ) -> tuple[HostAdapter | None, list[Failure]]:
+    def _host_blockers(
+        self, workflow: WorkflowDefinition, host: Mapping[str, Any]
+    ) -> tuple[HostAdapter | None, list[Failure]]:
         return host_blockers(self.release.catalogue, workflow, host)
 
     # ------------------------------------------------------------------ continue
 
     def continue_workflow(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         if arguments.get("migration") is not None:
-            raise WorkflowProtocolError(FailureCode.MIGRATION_UNAVAILABLE,
-                                        "this server has no migration target release loaded; an operator must start "
-                                        "it with one before a run can migrate")
+            raise WorkflowProtocolError(
+                FailureCode.MIGRATION_UNAVAILABLE,
+                "this server has no migration target release loaded; an operator must start "
+                "it with one before a run can migrate",
+            )
         issued, workflow, prior = self._resume(arguments)
         cp = issued.checkpoint
         proposed = arguments.get("next_confirmed_state")
@@ -128,21 +144,38 @@ class WorkflowEngineQueryModule:
         changed = changed_fields(prior, state)
         failures = unconfirmed_fields(state, changed, newer_than=cp.issued_at)
         if failures:
-            return self._result("blocked", workflow=workflow, issued=issued, failures=failures,
-                                message="changed fields need a fresh confirmation; the checkpoint is unchanged")
+            return self._result(
+                "blocked",
+                workflow=workflow,
+                issued=issued,
+                failures=failures,
+                message="changed fields need a fresh confirmation; the checkpoint is unchanged",
+            )
         changes = {"state_digest": state.digest} if changed else {}
         step = self._step(workflow, cp.step_id)
         adapter = self._adapter(workflow, cp)
         if step.gated and not _validated(step, cp):
             current = self._reissue(issued, **changes) if changes else issued
-            return self._result("active", workflow=workflow, issued=current,
-                                step=self._payload(workflow, step, adapter, current.checkpoint),
-                                message="this step is gated: prepare and submit validation to advance")
+            return self._result(
+                "active",
+                workflow=workflow,
+                issued=current,
+                step=self._payload(workflow, step, adapter, current.checkpoint),
+                message="this step is gated: prepare and submit validation to advance",
+            )
         return self._advance(workflow, issued, step, state, adapter, status_moved="active", changes=changes)
 
-    def _advance(self, workflow: WorkflowDefinition, issued: IssuedCheckpoint, step: StepDefinition,
-                 state: ConfirmedState, adapter: HostAdapter, *, status_moved: str,
-                 changes: Mapping[str, Any]) -> dict[str, Any]:
+    def _advance(
+        self,
+        workflow: WorkflowDefinition,
+        issued: IssuedCheckpoint,
+        step: StepDefinition,
+        state: ConfirmedState,
+        adapter: HostAdapter,
+        *,
+        status_moved: str,
+        changes: Mapping[str, Any],
+    ) -> dict[str, Any]:
         """Follow ``step``'s transition: next step, one question, or completion.
 
         ``changes`` (new receipts, a new state digest) go into the one
@@ -153,15 +186,22 @@ class WorkflowEngineQueryModule:
         if target is None or target == _COMPLETED:
             current = self._reissue(issued, **changes) if changes else issued
             if target == _COMPLETED:
-                return self._result("completed", workflow=workflow, issued=current,
-                                    message="the workflow is complete")
-            return self._result("input_required", workflow=workflow, issued=current,
-                                step=self._payload(workflow, step, adapter, current.checkpoint),
-                                question=step.question.to_json() if step.question else None,
-                                message="ask the user this question and confirm the answer")
+                return self._result("completed", workflow=workflow, issued=current, message="the workflow is complete")
+            return self._result(
+                "input_required",
+                workflow=workflow,
+                issued=current,
+                step=self._payload(workflow, step, adapter, current.checkpoint),
+                question=step.question.to_json() if step.question else None,
+                message="ask the user this question and confirm the answer",
+            )
         nxt = self._reissue(issued, **{**changes, "step_id": target, "state_digest": state.digest})
-        return self._result(status_moved, workflow=workflow, issued=nxt,
-                            step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint))
+        return self._result(
+            status_moved,
+            workflow=workflow,
+            issued=nxt,
+            step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint),
+        )
 
     @staticmethod
     def _next_target(step: StepDefinition, state: ConfirmedState) -> str | None:
@@ -175,18 +215,25 @@ class WorkflowEngineQueryModule:
     # ------------------------------------------------------------------ migration
 
     @staticmethod
-    def migrate_workflow(source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule,
-                         arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def migrate_workflow(
+        source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
         """Preview, then (only when confirmed) restart the run at setup-workspace in ``target``."""
         issued, workflow, _prior = source._resume(arguments)
         cp = issued.checkpoint
         request = arguments["migration"]
         target_wf = _check_migration_target(source, target, workflow, request)
         preview = {
-            "from": {"release": source.release.release_id, "manifest_digest": source.release.manifest_digest,
-                     "workflow": workflow.key},
-            "to": {"release": target.release.release_id, "manifest_digest": target.release.manifest_digest,
-                   "workflow": target_wf.key},
+            "from": {
+                "release": source.release.release_id,
+                "manifest_digest": source.release.manifest_digest,
+                "workflow": workflow.key,
+            },
+            "to": {
+                "release": target.release.release_id,
+                "manifest_digest": target.release.manifest_digest,
+                "workflow": target_wf.key,
+            },
             "invalidated_artifacts": sorted(cp.artifacts),
             "invalidated_validators": sorted(cp.validators),
             "restart_step": SETUP_STEP_ID,
@@ -197,14 +244,21 @@ class WorkflowEngineQueryModule:
         adapter, failures = target._host_blockers(target_wf, host)
         failures = unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
         if failures:
-            return source._result("blocked", workflow=workflow, issued=issued, failures=failures, migration=preview,
-                                  message="the target release cannot take this run until every failure is resolved")
+            return source._result(
+                "blocked",
+                workflow=workflow,
+                issued=issued,
+                failures=failures,
+                migration=preview,
+                message="the target release cannot take this run until every failure is resolved",
+            )
         if not request["confirm"]:
-            failure = Failure(FailureCode.MIGRATION_CONFIRMATION_REQUIRED,
-                              "show the user this preview; every artifact and validator receipt is invalidated and "
-                              "the run restarts at setup-workspace. Call again with confirm=true once they agree")
-            return source._result("blocked", workflow=workflow, issued=issued, failures=[failure],
-                                  migration=preview)
+            failure = Failure(
+                FailureCode.MIGRATION_CONFIRMATION_REQUIRED,
+                "show the user this preview; every artifact and validator receipt is invalidated and "
+                "the run restarts at setup-workspace. Call again with confirm=true once they agree",
+            )
+            return source._result("blocked", workflow=workflow, issued=issued, failures=[failure], migration=preview)
         assert adapter is not None
         restarted = Checkpoint(
             sequence=cp.sequence + 1,
@@ -219,16 +273,24 @@ class WorkflowEngineQueryModule:
             issued_at=target._now(),
         )
         new = issue_checkpoint(target.keyring, restarted)
-        return target._result("active", workflow=target_wf, issued=new, migration={**preview, "confirmed": True},
-                              step=target._payload(target_wf, target_wf.steps[0], adapter, restarted),
-                              message="migrated: the run restarts at setup-workspace on the target release")
+        return target._result(
+            "active",
+            workflow=target_wf,
+            issued=new,
+            migration={**preview, "confirmed": True},
+            step=target._payload(target_wf, target_wf.steps[0], adapter, restarted),
+            message="migrated: the run restarts at setup-workspace on the target release",
+        )
 
     def _host_for_binding(self, workflow: WorkflowDefinition, cp: Checkpoint) -> dict[str, Any]:
         adapter = self._adapter(workflow, cp)
-        return {"harness": cp.host.harness, "adapter": {"id": adapter.id, "version": adapter.version},
-                "capabilities": list(cp.host.capabilities),
-                "validator_capabilities": list(cp.host.validator_capabilities),
-                "repository_policy": {"writable_paths": [], "protected_paths": []}}
+        return {
+            "harness": cp.host.harness,
+            "adapter": {"id": adapter.id, "version": adapter.version},
+            "capabilities": list(cp.host.capabilities),
+            "validator_capabilities": list(cp.host.validator_capabilities),
+            "repository_policy": {"writable_paths": [], "protected_paths": []},
+        }
 
     # ------------------------------------------------------------------ prepare
 
@@ -237,8 +299,9 @@ class WorkflowEngineQueryModule:
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)
         if not step.gated:
-            raise WorkflowProtocolError(FailureCode.STEP_NOT_GATED,
-                                        f"step {step.id} has nothing to validate; call continue_workflow")
+            raise WorkflowProtocolError(
+                FailureCode.STEP_NOT_GATED, f"step {step.id} has nothing to validate; call continue_workflow"
+            )
         adapter = self._adapter(workflow, cp)
         host = arguments["host"]
         artifacts = [artifact_checks.SubmittedArtifact.from_json(a) for a in arguments["artifacts"]]
@@ -255,33 +318,52 @@ class WorkflowEngineQueryModule:
         else:
             failures += attestations.check_output_attestations(step, artifacts)
         if failures:
-            return self._result("deterministic_validation_failed", workflow=workflow, issued=issued,
-                                failures=failures, message="fix every failure and prepare again")
+            return self._result(
+                "deterministic_validation_failed",
+                workflow=workflow,
+                issued=issued,
+                failures=failures,
+                message="fix every failure and prepare again",
+            )
         receipts = {a.artifact_id: a.receipt() for a in artifacts}
         summaries = validator_summaries(workflow, step, cp, receipts, self._file_digest)
         bundle = issue_bundle(self.keyring, issued, step, receipts, summaries, self._now())
-        return self._result("ready_for_semantic_validation", workflow=workflow, issued=issued,
-                            validation_bundle=bundle,
-                            validators=[s.to_json() for s in summaries if s.report_required],
-                            message="run each listed validator as an isolated subagent and submit its report")
+        return self._result(
+            "ready_for_semantic_validation",
+            workflow=workflow,
+            issued=issued,
+            validation_bundle=bundle,
+            validators=[s.to_json() for s in summaries if s.report_required],
+            message="run each listed validator as an isolated subagent and submit its report",
+        )
 
-    def _host_failures(self, workflow: WorkflowDefinition, step: StepDefinition, cp: Checkpoint,
-                       host: Mapping[str, Any]) -> list[Failure]:
+    def _host_failures(
+        self, workflow: WorkflowDefinition, step: StepDefinition, cp: Checkpoint, host: Mapping[str, Any]
+    ) -> list[Failure]:
         binding = binding_for(host)
         failures = []
         if (binding.harness, binding.adapter_version) != (cp.host.harness, cp.host.adapter_version):
-            failures.append(Failure(FailureCode.HOST_MISMATCH,
-                                    f"this run is bound to {cp.host.harness}@{cp.host.adapter_version}"))
+            failures.append(
+                Failure(FailureCode.HOST_MISMATCH, f"this run is bound to {cp.host.harness}@{cp.host.adapter_version}")
+            )
         if binding.validator_capabilities != cp.host.validator_capabilities:
-            failures.append(Failure(FailureCode.VALIDATOR_CAPABILITIES_MISMATCH,
-                                    "validator capabilities differ from those bound at start",
-                                    details={"bound": list(cp.host.validator_capabilities)}))
+            failures.append(
+                Failure(
+                    FailureCode.VALIDATOR_CAPABILITIES_MISMATCH,
+                    "validator capabilities differ from those bound at start",
+                    details={"bound": list(cp.host.validator_capabilities)},
+                )
+            )
         needed = {c for key in step.validators for c in workflow.validator(key).required_capabilities}  # type: ignore[union-attr]
         missing = sorted(needed - set(binding.validator_capabilities))
         if missing:
-            failures.append(Failure(FailureCode.VALIDATOR_CAPABILITY_MISSING,
-                                    f"step {step.id} validators need capabilities {missing}",
-                                    details={"missing": missing}))
+            failures.append(
+                Failure(
+                    FailureCode.VALIDATOR_CAPABILITY_MISSING,
+                    f"step {step.id} validators need capabilities {missing}",
+                    details={"missing": missing},
+                )
+            )
         return failures
 
     @staticmethod
@@ -308,10 +390,15 @@ class WorkflowEngineQueryModule:
         adapter = self._adapter(workflow, cp)
         if failed:
             nxt = self._reissue(issued, validators=validators)
-            return self._result("validation_failed", workflow=workflow, issued=nxt, findings=findings,
-                                step=self._payload(workflow, step, adapter, nxt.checkpoint),
-                                message="repair the artifacts and prepare again; passed validators are reused "
-                                        "while their inputs stay identical")
+            return self._result(
+                "validation_failed",
+                workflow=workflow,
+                issued=nxt,
+                findings=findings,
+                step=self._payload(workflow, step, adapter, nxt.checkpoint),
+                message="repair the artifacts and prepare again; passed validators are reused "
+                "while their inputs stay identical",
+            )
         changes = {"validators": validators, "artifacts": {**cp.artifacts, **bundle.receipts}}
         return self._advance(workflow, issued, step, state, adapter, status_moved="advanced", changes=changes)
 
@@ -322,26 +409,31 @@ class WorkflowEngineQueryModule:
         issued = verify_checkpoint(self.keyring, arguments["checkpoint"])
         cp = issued.checkpoint
         if cp.manifest_digest != self.release.manifest_digest or cp.release_id != self.release.release_id:
-            raise WorkflowProtocolError(FailureCode.PINNED_RELEASE_UNAVAILABLE,
-                                        f"this checkpoint is pinned to {cp.release_id} ({cp.manifest_digest}), not "
-                                        f"to {self.release.release_id}")
+            raise WorkflowProtocolError(
+                FailureCode.PINNED_RELEASE_UNAVAILABLE,
+                f"this checkpoint is pinned to {cp.release_id} ({cp.manifest_digest}), not "
+                f"to {self.release.release_id}",
+            )
         workflow = self.release.catalogue.workflow(cp.workflow_id, cp.workflow_version)
         if workflow is None or workflow.step(cp.step_id) is None:
-            raise WorkflowProtocolError(FailureCode.CHECKPOINT_INVALID,
-                                        "the checkpoint names a workflow or step its release does not have")
+            raise WorkflowProtocolError(
+                FailureCode.CHECKPOINT_INVALID, "the checkpoint names a workflow or step its release does not have"
+            )
         state = ConfirmedState.from_json(arguments["confirmed_state"])
         require_digest(state, cp.state_digest)
         return issued, workflow, state
 
-    def _confirmed_state(self, workflow: WorkflowDefinition, projection: Mapping[str, Any],
-                         label: str) -> ConfirmedState:
+    def _confirmed_state(
+        self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str
+    ) -> ConfirmedState:
         state = ConfirmedState.from_json(projection)
         validate_against_schema(state, self.release.schemas.validator(workflow.confirmed_state_schema), label=label)
         return state
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
-        return issue_checkpoint(self.keyring, issued.checkpoint.successor(issued.token, issued_at=self._now(),
-                                                                          **changes))
+        return issue_checkpoint(
+            self.keyring, issued.checkpoint.successor(issued.token, issued_at=self._now(), **changes)
+        )
 
     def _step(self, workflow: WorkflowDefinition, step_id: str) -> StepDefinition:
         step = workflow.step(step_id)
@@ -351,12 +443,15 @@ class WorkflowEngineQueryModule:
     def _adapter(self, workflow: WorkflowDefinition, cp: Checkpoint) -> HostAdapter:
         adapter = bound_adapter(self.release.catalogue, workflow, cp.host)
         if adapter is None:
-            raise WorkflowProtocolError(FailureCode.CHECKPOINT_INVALID,
-                                        "the checkpoint's host binding matches no adapter pinned by its workflow")
+            raise WorkflowProtocolError(
+                FailureCode.CHECKPOINT_INVALID,
+                "the checkpoint's host binding matches no adapter pinned by its workflow",
+            )
         return adapter
 
-    def _payload(self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter,
-                 cp: Checkpoint) -> dict[str, Any]:
+    def _payload(
+        self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, cp: Checkpoint
+    ) -> dict[str, Any]:
         return build_step_payload(self.release, workflow, step, adapter, cp)
 
     def _sha256(self, path: str) -> str:
@@ -370,11 +465,21 @@ class WorkflowEngineQueryModule:
     def _now(self) -> int:
         return int(self._clock())
 
-    def _result(self, status: str, *, workflow: WorkflowDefinition | None, issued: IssuedCheckpoint | None = None,
-                step: dict[str, Any] | None = None, question: dict[str, Any] | None = None,
-                failures: list[Failure] | None = None, findings: list[dict[str, Any]] | None = None,
-                validators: list[dict[str, Any]] | None = None, validation_bundle: dict[str, Any] | None = None,
-                migration: dict[str, Any] | None = None, message: str = "") -> dict[str, Any]:
+    def _result(
+        self,
+        status: str,
+        *,
+        workflow: WorkflowDefinition | None,
+        issued: IssuedCheckpoint | None = None,
+        step: dict[str, Any] | None = None,
+        question: dict[str, Any] | None = None,
+        failures: list[Failure] | None = None,
+        findings: list[dict[str, Any]] | None = None,
+        validators: list[dict[str, Any]] | None = None,
+        validation_bundle: dict[str, Any] | None = None,
+        migration: dict[str, Any] | None = None,
+        message: str = "",
+    ) -> dict[str, Any]:
         """The one result envelope every tool returns (closed output schema)."""
         return {
             "status": status,
@@ -402,30 +507,36 @@ def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
     return all((r := cp.validators.get(k)) is not None and r.input_digest == digest for k in step.validators)
 
 
-def _check_migration_target(source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule,
-                            workflow: WorkflowDefinition, request: Mapping[str, Any]) -> WorkflowDefinition:
+def _check_migration_target(
+    source: WorkflowEngineQueryModule,
+    target: WorkflowEngineQueryModule,
+    workflow: WorkflowDefinition,
+    request: Mapping[str, Any],
+) -> WorkflowDefinition:
     """Fail-closed rules: the loaded target, same scope, a different release, a newer workflow."""
     src, dst = source.release, target.release
     if request["target_release"] not in (dst.release_id, dst.manifest_digest):
-        raise WorkflowProtocolError(FailureCode.MIGRATION_SCOPE_MISMATCH,
-                                    f"the server's migration target is {dst.release_id}, not "
-                                    f"{request['target_release']!r}")
+        raise WorkflowProtocolError(
+            FailureCode.MIGRATION_SCOPE_MISMATCH,
+            f"the server's migration target is {dst.release_id}, not {request['target_release']!r}",
+        )
     if (dst.catalogue.scope != src.catalogue.scope) or dst.catalogue.name != src.catalogue.name:
-        raise WorkflowProtocolError(FailureCode.MIGRATION_SCOPE_MISMATCH,
-                                    f"{dst.release_id} is not in the scope of {src.release_id}")
+        raise WorkflowProtocolError(
+            FailureCode.MIGRATION_SCOPE_MISMATCH, f"{dst.release_id} is not in the scope of {src.release_id}"
+        )
     if dst.manifest_digest == src.manifest_digest or dst.release_id == src.release_id:
-        raise WorkflowProtocolError(FailureCode.MIGRATION_SAME_RELEASE,
-                                    "the run is already on the target release")
+        raise WorkflowProtocolError(FailureCode.MIGRATION_SAME_RELEASE, "the run is already on the target release")
     candidates = [w for w in dst.catalogue.workflows if w.id == workflow.id]
     version = request.get("workflow_version")
     chosen = [w for w in candidates if w.version == version] if version else candidates
     target_wf = newest_version(chosen)
     if target_wf is None:
-        raise WorkflowProtocolError(FailureCode.WORKFLOW_NOT_FOUND,
-                                    f"{dst.release_id} has no workflow {workflow.id}" +
-                                    (f" version {version}" if version else ""))
+        raise WorkflowProtocolError(
+            FailureCode.WORKFLOW_NOT_FOUND,
+            f"{dst.release_id} has no workflow {workflow.id}" + (f" version {version}" if version else ""),
+        )
     if semver_key(target_wf.version) <= semver_key(workflow.version):
-        raise WorkflowProtocolError(FailureCode.MIGRATION_NOT_NEWER,
-                                    f"{target_wf.key} is not newer than {workflow.key}")
+        raise WorkflowProtocolError(
+            FailureCode.MIGRATION_NOT_NEWER, f"{target_wf.key} is not newer than {workflow.key}"
+        )
     return target_wf
-

@@ -1,0 +1,76 @@
+"""The release side: what a signed release is, and the one path that verifies it.
+
+Modules, in the order a release is read:
+
+``format``
+    The on-disk layout (``manifest.json``, ``SHA256SUMS``, ``signatures/``,
+    ``catalogue/``), the manifest record and its strict parser.
+``trust``
+    The trust store: trusted Ed25519 public keys, key ids and the k-of-n threshold.
+``verify``
+    ``verify_release`` - the one verification path, shared by the packager's
+    self-check, ``rimthan-pack verify`` and the server's load and refresh.
+``verified``
+    ``VerifiedRelease``: a release that passed ``verify_release``; every read
+    of a file is digest-checked again.
+``catalogue`` / ``catalogue_rules`` / ``loader``
+    The catalogue model (workflows, steps, assets, host adapters), the
+    authoring rules build and load share, and ``ReleaseLoader`` that applies
+    them (``ReleaseLoader._validate_workflow_catalogue``).
+
+``__all__`` below is the public surface; anything not listed is internal.
+"""
+
+from rimthan_workflow_registry.release.catalogue import (
+    SETUP_STEP_ID,
+    AssetDefinition,
+    Catalogue,
+    HostAdapter,
+    StepDefinition,
+    WorkflowDefinition,
+    is_semver,
+    semver_key,
+)
+from rimthan_workflow_registry.release.format import (
+    CATALOGUE_DIR,
+    CHECKSUMS_NAME,
+    MANIFEST_NAME,
+    SIGNATURES_DIR,
+    FileEntry,
+    Manifest,
+    parse_manifest,
+    signature_name,
+)
+from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
+from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import DEFAULT_PROFILE, ReleaseInspection, inspect_release, verify_release
+
+__all__ = [
+    "CATALOGUE_DIR",
+    "CHECKSUMS_NAME",
+    "DEFAULT_PROFILE",
+    "MANIFEST_NAME",
+    "SETUP_STEP_ID",
+    "SIGNATURES_DIR",
+    "AssetDefinition",
+    "Catalogue",
+    "FileEntry",
+    "HostAdapter",
+    "LoadedCatalogue",
+    "Manifest",
+    "ReleaseInspection",
+    "ReleaseLoader",
+    "StepDefinition",
+    "TrustStore",
+    "VerifiedRelease",
+    "WorkflowDefinition",
+    "inspect_release",
+    "is_semver",
+    "key_id_for",
+    "load_trust",
+    "parse_manifest",
+    "semver_key",
+    "signature_name",
+    "verify_release",
+]

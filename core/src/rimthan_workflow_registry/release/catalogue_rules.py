@@ -1,0 +1,307 @@
+"""Catalogue authoring rules, applied identically at build time and load time.
+
+Each rule is a named function that raises a ``CatalogueError`` with a precise
+code and the file it is about. ``ReleaseLoader._validate_workflow_catalogue``
+runs them in order; a catalogue that passes builds, and one that builds loads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.release.catalogue import (
+    SETUP_STEP_ID,
+    WORKSPACE_MANIFEST_ARTIFACT,
+    Catalogue,
+    HostAdapter,
+    WorkflowDefinition,
+)
+
+
+def _unresolved(path: str, message: str) -> CatalogueError:
+    return CatalogueError(FailureCode.REFERENCE_UNRESOLVED, message, path=path)
+
+
+def is_project_local(path: str) -> bool:
+    """A relative POSIX path that stays inside the project (no ``..``, no ``\\``)."""
+    if not path or path.startswith("/") or "\\" in path or ":" in path.split("/")[0]:
+        return False
+    parts = path.split("/")
+    return all(part not in ("", ".", "..") for part in parts)
+
+
+def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
+    """Every file a workflow or adapter names is part of the catalogue."""
+    for workflow in catalogue.workflows:
+        referenced = [workflow.confirmed_state_schema]
+        referenced += [a.file for a in workflow.assets]
+        referenced += [v.instruction for v in workflow.validators]
+        for step in workflow.steps:
+            referenced.append(step.instruction)
+            referenced += [o.schema for o in step.outputs if o.schema is not None]
+        for ref in referenced:
+            if ref not in paths:
+                raise _unresolved(workflow.source, f"workflow {workflow.key} references missing file {ref!r}")
+    for adapter in catalogue.host_adapters:
+        if adapter.instruction not in paths:
+            raise _unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
+
+
+def text_files(catalogue: Catalogue) -> list[str]:
+    """Files handed to harnesses as text: step and validator instructions, assets, adapter instructions."""
+    paths: list[str] = []
+    for workflow in catalogue.workflows:
+        paths += [a.file for a in workflow.assets]
+        paths += [v.instruction for v in workflow.validators]
+        paths += [s.instruction for s in workflow.steps]
+    paths += [a.instruction for a in catalogue.host_adapters]
+    return sorted(set(paths))
+
+
+def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
+    """Every text file a step payload carries is UTF-8, so a release that loads can always be served."""
+    for path in text_files(catalogue):
+        try:
+            read(path).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"is not UTF-8 text (byte {exc.start}); instructions and assets are delivered to harnesses as text",
+                path=path,
+            ) from None
+
+
+def check_schemas(schemas: Mapping[str, Any]) -> None:
+    """Every JSON Schema the catalogue uses is valid Draft 2020-12."""
+    for path, schema in schemas.items():
+        try:
+            Draft202012Validator.check_schema(schema)
+        except Exception as exc:  # jsonschema.SchemaError, or a bad $ref
+            message = getattr(exc, "message", str(exc))
+            raise CatalogueError(
+                FailureCode.SCHEMA_INVALID, f"not a valid Draft 2020-12 schema: {message}", path=path
+            ) from None
+
+
+def check_aliases(workflows: Iterable[WorkflowDefinition]) -> None:
+    """Ids and entry aliases name exactly one workflow within an owner.
+
+    Versions of one workflow share their names; a name that points at two
+    different workflow ids of the same owner is a collision, as is one
+    workflow id claimed by two owners or the same id@version twice.
+    """
+    owners: dict[str, str] = {}
+    seen_keys: set[str] = set()
+    names: dict[tuple[str, str], str] = {}
+    for workflow in workflows:
+        if workflow.key in seen_keys:
+            raise CatalogueError(
+                FailureCode.ALIAS_COLLISION, f"workflow {workflow.key} is defined twice", path=workflow.source
+            )
+        seen_keys.add(workflow.key)
+        if owners.setdefault(workflow.id, workflow.owner) != workflow.owner:
+            raise CatalogueError(
+                FailureCode.ALIAS_COLLISION,
+                f"workflow {workflow.id} is claimed by owners {owners[workflow.id]} and {workflow.owner}",
+                path=workflow.source,
+            )
+        for name in workflow.names:
+            holder = names.setdefault((workflow.owner, name), workflow.id)
+            if holder != workflow.id:
+                raise CatalogueError(
+                    FailureCode.ALIAS_COLLISION,
+                    f"name {name!r} of workflow {workflow.id} already names workflow {holder} "
+                    f"for owner {workflow.owner}",
+                    path=workflow.source,
+                )
+
+
+def check_host_adapters(catalogue: Catalogue) -> None:
+    """Adapters are unique, their install paths project-local, and pinned ones exist."""
+    keys = [a.key for a in catalogue.host_adapters]
+    if len(set(keys)) != len(keys):
+        raise CatalogueError(FailureCode.CATALOGUE_INVALID, "a host adapter is defined twice", path="catalogue.toml")
+    for adapter in catalogue.host_adapters:
+        _check_adapter_paths(adapter)
+    for workflow in catalogue.workflows:
+        if not workflow.host_adapters:
+            raise _unresolved(workflow.source, f"workflow {workflow.key} pins no host adapter")
+        for key in workflow.host_adapters:
+            if catalogue.adapter(key) is None:
+                raise _unresolved(workflow.source, f"workflow {workflow.key} pins unknown host adapter {key!r}")
+
+
+def _check_adapter_paths(adapter: HostAdapter) -> None:
+    for kind, template in adapter.paths.items():
+        if "{id}" not in template or not is_project_local(template.replace("{id}", "x")):
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"paths.{kind} = {template!r} must be a project-local path containing {{id}}",
+                path=adapter.source,
+            )
+
+
+def check_workflow_references(workflow: WorkflowDefinition) -> None:
+    """Steps, assets, validators and artifacts are unique and every reference resolves."""
+    where = workflow.source
+    _unique(where, "step", [s.id for s in workflow.steps])
+    _unique(where, "asset", [a.id for a in workflow.assets])
+    _unique(where, "validator", [v.key for v in workflow.validators])
+    _unique(where, "artifact", [o.id for s in workflow.steps for o in s.outputs])
+    for validator in workflow.validators:
+        asset = workflow.asset(validator.subagent)
+        if asset is None or asset.kind != "subagent":
+            raise _unresolved(where, f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}")
+    for step in workflow.steps:
+        for target in step.targets:
+            if workflow.step(target) is None:
+                raise _unresolved(where, f"step {step.id} leads to unknown step {target!r}")
+        for key in step.validators:
+            if workflow.validator(key) is None:
+                raise _unresolved(where, f"step {step.id} names unknown validator {key!r}")
+        for asset_id in step.host_assets:
+            if workflow.asset(asset_id) is None:
+                raise _unresolved(where, f"step {step.id} delivers unknown asset {asset_id!r}")
+        for artifact_id in step.inputs:
+            producer = workflow.producing_step(artifact_id)
+            if producer is None or producer.id == step.id:
+                raise _unresolved(where, f"step {step.id} reads artifact {artifact_id!r} no earlier step produces")
+        for output in step.outputs:
+            if not is_project_local(output.path):
+                raise CatalogueError(
+                    FailureCode.CATALOGUE_INVALID,
+                    f"output {output.id} path {output.path!r} is not project-local",
+                    path=where,
+                )
+        if step.host_assets and step.id != SETUP_STEP_ID:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID, f"step {step.id}: only setup-workspace delivers host assets", path=where
+            )
+
+
+def _unique(where: str, what: str, ids: list[str]) -> None:
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise CatalogueError(
+            FailureCode.CATALOGUE_INVALID, f"{what} id(s) defined twice: {', '.join(dupes)}", path=where
+        )
+
+
+def check_first_step(workflow: WorkflowDefinition) -> None:
+    """Every run starts by setting up the workspace and attesting it."""
+    if not workflow.steps or workflow.steps[0].id != SETUP_STEP_ID:
+        raise CatalogueError(
+            FailureCode.FIRST_STEP_NOT_SETUP,
+            f"workflow {workflow.key}: the first step must be {SETUP_STEP_ID!r}",
+            path=workflow.source,
+        )
+    setup = workflow.steps[0]
+    if [o.id for o in setup.outputs] != [WORKSPACE_MANIFEST_ARTIFACT] or setup.outputs[0].schema is None:
+        raise CatalogueError(
+            FailureCode.FIRST_STEP_NOT_SETUP,
+            f"workflow {workflow.key}: setup-workspace must declare exactly one JSON output "
+            f"{WORKSPACE_MANIFEST_ARTIFACT!r}",
+            path=workflow.source,
+        )
+
+
+def check_branches(workflow: WorkflowDefinition, state_schema: Mapping[str, Any]) -> None:
+    """Closed predicates on one declared field with pairwise-disjoint values.
+
+    Disjointness is what makes "never matches two targets" decidable at
+    authoring time: every branch of a step tests the same field, so a value
+    can satisfy at most one predicate.
+    """
+    properties = state_schema.get("properties", {}) if isinstance(state_schema, Mapping) else {}
+    for step in workflow.steps:
+        if not step.branches:
+            continue
+        fields = {b.when.field for b in step.branches}
+        if len(fields) != 1:
+            raise CatalogueError(
+                FailureCode.BRANCH_AMBIGUOUS,
+                f"step {step.id}: branches test several fields {sorted(fields)}; two could match",
+                path=workflow.source,
+            )
+        (field_name,) = fields
+        if field_name not in properties:
+            raise CatalogueError(
+                FailureCode.BRANCH_PREDICATE_INVALID,
+                f"step {step.id}: branch field {field_name!r} is not in the confirmed-state schema",
+                path=workflow.source,
+            )
+        seen: dict[Any, str] = {}
+        for branch in step.branches:
+            for value in branch.when.values:
+                marker = (type(value).__name__, value)
+                if marker in seen:
+                    raise CatalogueError(
+                        FailureCode.BRANCH_AMBIGUOUS,
+                        f"step {step.id}: value {value!r} matches both {seen[marker]} and {branch.target}",
+                        path=workflow.source,
+                    )
+                seen[marker] = branch.target
+        if step.question is None or step.question.field != field_name:
+            raise CatalogueError(
+                FailureCode.BRANCH_PREDICATE_INVALID,
+                f"step {step.id}: branching on {field_name!r} needs a question about that field",
+                path=workflow.source,
+            )
+
+
+def check_reachability(workflow: WorkflowDefinition) -> None:
+    """Every step is reachable from the start and can reach a terminal step."""
+    forward: dict[str, tuple[str, ...]] = {s.id: s.targets for s in workflow.steps}
+    backward: dict[str, list[str]] = defaultdict(list)
+    for source, targets in forward.items():
+        for target in targets:
+            backward[target].append(source)
+    reached = _walk([workflow.steps[0].id], forward)
+    unreachable = [s.id for s in workflow.steps if s.id not in reached]
+    if unreachable:
+        raise CatalogueError(
+            FailureCode.TERMINAL_UNREACHABLE,
+            f"workflow {workflow.key}: step(s) {', '.join(unreachable)} can never be reached",
+            path=workflow.source,
+        )
+    finishing = _walk([s.id for s in workflow.steps if s.terminal], backward)
+    stuck = [s.id for s in workflow.steps if s.id not in finishing]
+    if stuck:
+        raise CatalogueError(
+            FailureCode.TERMINAL_UNREACHABLE,
+            f"workflow {workflow.key}: no terminal step is reachable from {', '.join(stuck)}",
+            path=workflow.source,
+        )
+
+
+def _walk(starts: list[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
+    seen = set(starts)
+    queue = deque(starts)
+    while queue:
+        for nxt in edges.get(queue.popleft(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def check_step_shapes(workflow: WorkflowDefinition) -> None:
+    """Only gated steps may carry size caps; validators need outputs to judge."""
+    for step in workflow.steps:
+        if step.validators and not step.outputs:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"step {step.id} has validators but no outputs to validate",
+                path=workflow.source,
+            )
+        if step.max_total_bytes is not None and not step.outputs:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"step {step.id} caps total bytes but declares no outputs",
+                path=workflow.source,
+            )

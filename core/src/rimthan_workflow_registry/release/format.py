@@ -1,0 +1,522 @@
+"""The release directory layout and its signed manifest.
+
+A release is the directory ``releases/<catalogue>-<version>/``::
+
+    manifest.json            canonical RFC 8785 bytes, no trailing newline
+    SHA256SUMS               derived from the manifest, for ``sha256sum -c``
+    signatures/<keyid>.sig   raw 64-byte Ed25519 signatures over manifest.json
+    catalogue/...            every catalogue source file, byte for byte
+
+This module is the single definition of that format: the records, the
+manifest schema, the strict manifest parser and the path rules. Both the
+packager (writing) and :mod:`.verify` (reading) use it, so the two cannot
+drift apart. The manifest digest (``sha256:<hex>`` of the manifest bytes) is
+the release's identity everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import rfc8785
+from jsonschema import Draft202012Validator
+
+from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes, find_float, parse_strict_json
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+
+MANIFEST_FORMAT = "rimthan.release-manifest/1"
+MANIFEST_NAME = "manifest.json"
+CHECKSUMS_NAME = "SHA256SUMS"
+SIGNATURES_DIR = "signatures"
+SIGNATURE_SUFFIX = ".sig"
+CATALOGUE_DIR = "catalogue"
+SIGNATURE_SIZE = 64
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+MAX_PATH_LENGTH = 1024
+
+MEDIA_TYPES_BY_SUFFIX = {
+    ".toml": "application/toml",
+    ".json": "application/json",
+    ".md": "text/markdown",
+}
+DEFAULT_MEDIA_TYPE = "application/octet-stream"
+
+_HEX64 = "^[0-9a-f]{64}$"
+_ID = "^[a-z0-9][a-z0-9-]{0,63}$"
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
+_LONG_TEXT = {"type": "string", "maxLength": 4096}
+
+MANIFEST_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "urn:rimthan:release-manifest:1",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["format", "release", "workflows", "host_adapters", "files"],
+    "properties": {
+        "format": {"const": MANIFEST_FORMAT},
+        "release": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["catalogue", "version", "id", "title", "scope"],
+            "properties": {
+                "catalogue": {"type": "string", "pattern": _ID},
+                "version": _TEXT,
+                "id": _TEXT,
+                "title": _LONG_TEXT,
+                "scope": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name", "profile"],
+                    "properties": {"name": _TEXT, "profile": _TEXT},
+                },
+                "created": {"type": "integer", "minimum": 0},
+            },
+        },
+        "workflows": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "version", "owner", "entry_aliases", "title"],
+                "properties": {
+                    "id": {"type": "string", "pattern": _ID},
+                    "version": _TEXT,
+                    "owner": _TEXT,
+                    "entry_aliases": {
+                        "type": "array",
+                        "uniqueItems": True,
+                        "items": {"type": "string", "pattern": _ID},
+                    },
+                    "title": _LONG_TEXT,
+                },
+            },
+        },
+        "host_adapters": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "version", "harness"],
+                "properties": {"id": {"type": "string", "pattern": _ID}, "version": _TEXT, "harness": _TEXT},
+            },
+        },
+        "files": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["path", "sha256", "size", "media_type"],
+                "properties": {
+                    "path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_LENGTH},
+                    "sha256": {"type": "string", "pattern": _HEX64},
+                    "size": {"type": "integer", "minimum": 0},
+                    "media_type": {"enum": sorted({*MEDIA_TYPES_BY_SUFFIX.values(), DEFAULT_MEDIA_TYPE})},
+                },
+            },
+        },
+    },
+}
+Draft202012Validator.check_schema(MANIFEST_SCHEMA)
+FILE_ENTRY_SCHEMA: dict[str, Any] = MANIFEST_SCHEMA["properties"]["files"]["items"]
+# The manifest minus its per-file entries, which grow with the release: those are checked by
+# file_entry_problem (the same rules, without jsonschema's per-keyword overhead on 10,000 entries).
+_SKELETON_VALIDATOR = Draft202012Validator(
+    {
+        **MANIFEST_SCHEMA,
+        "properties": {**MANIFEST_SCHEMA["properties"], "files": {"type": "array", "minItems": 1}},
+    }
+)
+_FILE_ENTRY_VALIDATOR = Draft202012Validator(FILE_ENTRY_SCHEMA)
+_FILE_ENTRY_KEYS = frozenset(FILE_ENTRY_SCHEMA["required"])
+_MEDIA_TYPES = frozenset(FILE_ENTRY_SCHEMA["properties"]["media_type"]["enum"])
+_HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trailing newline
+
+
+def file_entry_problem(entry: Any) -> str | None:
+    """Why ``entry`` breaks ``FILE_ENTRY_SCHEMA`` (jsonschema's message), or ``None`` if it conforms."""
+    if (
+        type(entry) is dict
+        and entry.keys() == _FILE_ENTRY_KEYS
+        and type(entry["path"]) is str
+        and 1 <= len(entry["path"]) <= MAX_PATH_LENGTH
+        and type(entry["sha256"]) is str
+        and _HEX64_RE.fullmatch(entry["sha256"])
+        and type(entry["size"]) is int
+        and entry["size"] >= 0
+        and type(entry["media_type"]) is str
+        and entry["media_type"] in _MEDIA_TYPES
+    ):
+        return None
+    error = next(_FILE_ENTRY_VALIDATOR.iter_errors(entry), None)
+    return error.message if error is not None else "does not match the file entry schema"
+
+
+_SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One catalogue file: its path under ``catalogue/``, digest, size and media type."""
+
+    path: str
+    sha256: str
+    size: int
+    media_type: str
+
+    @classmethod
+    def for_bytes(cls, path: str, data: bytes) -> FileEntry:
+        return cls(
+            path=path,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size=len(data),
+            media_type=media_type_for(path),
+        )
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>``, the spelling used on the wire and in resources."""
+        return "sha256:" + self.sha256
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size, "media_type": self.media_type}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileEntry:
+        return cls(path=data["path"], sha256=data["sha256"], size=data["size"], media_type=data["media_type"])
+
+
+@dataclass(frozen=True)
+class WorkflowEntry:
+    """A workflow the release carries, as named in the manifest."""
+
+    id: str
+    version: str
+    owner: str
+    entry_aliases: tuple[str, ...]
+    title: str
+
+    @property
+    def sort_key(self) -> tuple[str, str, str]:
+        return (self.id, self.version, self.owner)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "version": self.version,
+            "owner": self.owner,
+            "entry_aliases": list(self.entry_aliases),
+            "title": self.title,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkflowEntry:
+        return cls(
+            id=data["id"],
+            version=data["version"],
+            owner=data["owner"],
+            entry_aliases=tuple(data["entry_aliases"]),
+            title=data["title"],
+        )
+
+
+@dataclass(frozen=True)
+class HostAdapterEntry:
+    """A host adapter the release carries, as named in the manifest."""
+
+    id: str
+    version: str
+    harness: str
+
+    @property
+    def sort_key(self) -> tuple[str, str]:
+        return (self.id, self.version)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "version": self.version, "harness": self.harness}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostAdapterEntry:
+        return cls(id=data["id"], version=data["version"], harness=data["harness"])
+
+
+@dataclass(frozen=True)
+class ReleaseIdentity:
+    """Who the release is: catalogue name and version, title, scope and profile."""
+
+    catalogue: str
+    version: str
+    title: str
+    scope_name: str
+    scope_profile: str
+    created: int | None = None
+
+    @property
+    def id(self) -> str:
+        """``name@version`` - the release id used in checkpoints."""
+        return f"{self.catalogue}@{self.version}"
+
+    @property
+    def directory_name(self) -> str:
+        """``name-version`` - the directory name under ``releases/``."""
+        return f"{self.catalogue}-{self.version}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "catalogue": self.catalogue,
+            "version": self.version,
+            "id": self.id,
+            "title": self.title,
+            "scope": {"name": self.scope_name, "profile": self.scope_profile},
+        }
+        if self.created is not None:
+            out["created"] = self.created
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReleaseIdentity:
+        return cls(
+            catalogue=data["catalogue"],
+            version=data["version"],
+            title=data["title"],
+            scope_name=data["scope"]["name"],
+            scope_profile=data["scope"]["profile"],
+            created=data.get("created"),
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The signed description of a release. ``to_bytes`` is what gets signed."""
+
+    release: ReleaseIdentity
+    workflows: tuple[WorkflowEntry, ...]
+    host_adapters: tuple[HostAdapterEntry, ...]
+    files: tuple[FileEntry, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": MANIFEST_FORMAT,
+            "release": self.release.to_json(),
+            "workflows": [w.to_json() for w in self.workflows],
+            "host_adapters": [a.to_json() for a in self.host_adapters],
+            "files": [f.to_json() for f in self.files],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Manifest:
+        """Records from already schema-validated JSON (use :func:`parse_manifest` for bytes)."""
+        return cls(
+            release=ReleaseIdentity.from_json(data["release"]),
+            workflows=tuple(WorkflowEntry.from_json(w) for w in data["workflows"]),
+            host_adapters=tuple(HostAdapterEntry.from_json(a) for a in data["host_adapters"]),
+            files=tuple(FileEntry.from_json(f) for f in data["files"]),
+        )
+
+    def to_bytes(self) -> bytes:
+        return canonical_bytes(self.to_json())
+
+    @property
+    def digest(self) -> str:
+        return manifest_digest(self.to_bytes())
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def entry(self, path: str) -> FileEntry | None:
+        return next((f for f in self.files if f.path == path), None)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def media_type_for(path: str) -> str:
+    """Media type recorded in the manifest, by file extension."""
+    for suffix, media_type in MEDIA_TYPES_BY_SUFFIX.items():
+        if path.endswith(suffix):
+            return media_type
+    return DEFAULT_MEDIA_TYPE
+
+
+def manifest_digest(manifest_bytes: bytes) -> str:
+    """``sha256:<hex>`` of the exact manifest bytes: the release's identity."""
+    return digest_bytes(manifest_bytes)
+
+
+def signature_name(key_id: str) -> str:
+    return f"{key_id}{SIGNATURE_SUFFIX}"
+
+
+def key_id_from_signature_name(name: str) -> str | None:
+    """The key id a ``signatures/`` file name claims, or ``None`` if misnamed."""
+    match = _SIGNATURE_NAME.match(name)
+    return match.group(1) if match else None
+
+
+def render_checksums(manifest: Manifest) -> bytes:
+    """``SHA256SUMS`` bytes: ``<hex>  catalogue/<path>`` per file, sorted by path."""
+    lines = [f"{f.sha256}  {CATALOGUE_DIR}/{f.path}\n" for f in sorted(manifest.files, key=lambda f: f.path)]
+    return "".join(lines).encode("utf-8")
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` may not name a catalogue file, or ``None`` if it is safe.
+
+    Safe means: relative POSIX, no ``.``/``..``/empty segments, no backslash,
+    no control characters, NFC-normalised, not overlong. Such a path cannot
+    escape the release directory and means the same on every filesystem.
+    """
+    if not path:
+        return "empty path"
+    if len(path) > MAX_PATH_LENGTH:
+        return "path is too long"
+    if path.startswith("/"):
+        return "absolute path"
+    if "\\" in path:
+        return "backslash in path"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        return "control character in path"
+    if unicodedata.normalize("NFC", path) != path:
+        return "path is not NFC-normalised"
+    for segment in path.split("/"):
+        if segment == "":
+            return "empty path segment"
+        if segment in (".", ".."):
+            return f"{segment!r} path segment"
+    return None
+
+
+def _fold(path: str) -> str:
+    return unicodedata.normalize("NFC", path).casefold()
+
+
+def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:
+    """``(path, reason)`` for the first clash in a set of file paths, else ``None``.
+
+    Clashes: the same path twice, two paths equal up to case (they collide on
+    case-insensitive filesystems), or a path that is also a directory prefix of
+    another (no tree can hold both).
+    """
+    folded: dict[str, str] = {}
+    for path in sorted(paths):
+        key = _fold(path)
+        if key in folded:
+            other = folded[key]
+            return path, ("listed twice" if other == path else f"collides with {other!r} by case")
+        folded[key] = path
+    for path in folded.values():
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            prefix = _fold("/".join(parts[:depth]))
+            if prefix in folded:
+                return path, f"{folded[prefix]!r} is a file, not a directory"
+    return None
+
+
+class CatalogueLike(Protocol):
+    """What :func:`manifest_for` needs from a loaded catalogue."""
+
+    name: str
+    version: str
+    title: str
+    scope: Any
+    workflows: Sequence[Any]
+    host_adapters: Sequence[Any]
+
+
+def identity_for(catalogue: CatalogueLike, created: int | None = None) -> ReleaseIdentity:
+    return ReleaseIdentity(
+        catalogue=catalogue.name,
+        version=catalogue.version,
+        title=catalogue.title,
+        scope_name=catalogue.scope.name,
+        scope_profile=catalogue.scope.profile,
+        created=created,
+    )
+
+
+def workflow_entries(catalogue: CatalogueLike) -> tuple[WorkflowEntry, ...]:
+    entries = (
+        WorkflowEntry(id=w.id, version=w.version, owner=w.owner, entry_aliases=tuple(w.entry_aliases), title=w.title)
+        for w in catalogue.workflows
+    )
+    return tuple(sorted(entries, key=lambda e: e.sort_key))
+
+
+def adapter_entries(catalogue: CatalogueLike) -> tuple[HostAdapterEntry, ...]:
+    entries = (HostAdapterEntry(id=a.id, version=a.version, harness=a.harness) for a in catalogue.host_adapters)
+    return tuple(sorted(entries, key=lambda e: e.sort_key))
+
+
+def manifest_for(catalogue: CatalogueLike, files: Iterable[FileEntry], created: int | None = None) -> Manifest:
+    """The manifest of a release of ``catalogue`` holding ``files`` (sorted by path)."""
+    return Manifest(
+        release=identity_for(catalogue, created),
+        workflows=workflow_entries(catalogue),
+        host_adapters=adapter_entries(catalogue),
+        files=tuple(sorted(files, key=lambda f: f.path)),
+    )
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _invalid(where: str, message: str, code: FailureCode = FailureCode.MANIFEST_INVALID) -> ReleaseVerificationError:
+    return ReleaseVerificationError(code, message, path=where)
+
+
+def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
+    """Parse manifest bytes strictly; the bytes must already be canonical.
+
+    Refuses duplicate keys, anything the closed schema does not allow, floats
+    (``5.0`` is not an integer here), unsorted or repeated entries, and bytes
+    that differ from their own RFC 8785 form. The file is never re-serialised
+    and accepted: what was signed is exactly what is read.
+    """
+    try:
+        value = parse_strict_json(data, where=where, code=FailureCode.MANIFEST_INVALID)
+    except RegistryError as exc:
+        raise _invalid(where, exc.message, exc.code) from None
+    pointer = find_float(value)
+    if pointer is not None:
+        raise _invalid(where, f"number at {pointer} is not an integer (floats are not allowed)")
+    error = next(iter(sorted(_SKELETON_VALIDATOR.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
+    if error is not None:
+        at = "/" + "/".join(str(p) for p in error.absolute_path)
+        raise _invalid(where, f"does not match the manifest schema at {at}: {error.message}")
+    for index, entry in enumerate(value["files"]):
+        problem = file_entry_problem(entry)
+        if problem is not None:
+            raise _invalid(where, f"does not match the manifest schema at /files/{index}: {problem}")
+    try:
+        canonical = canonical_bytes(value)
+    except rfc8785.CanonicalizationError as exc:  # lone surrogates, integers beyond 2**53: no canonical form
+        raise _invalid(where, f"holds a value RFC 8785 cannot represent ({exc})") from None
+    if canonical != data:
+        raise _invalid(where, "bytes are not canonical RFC 8785 JSON", FailureCode.MANIFEST_NOT_CANONICAL)
+    manifest = Manifest.from_json(value)
+    if value["release"]["id"] != manifest.release.id:
+        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
+    _check_manifest_order(manifest, where)
+    return manifest
+
+
+def _check_manifest_order(manifest: Manifest, where: str) -> None:
+    keyed: list[tuple[str, list[Any]]] = [
+        ("files", [f.path for f in manifest.files]),
+        ("workflows", [w.sort_key for w in manifest.workflows]),
+        ("host_adapters", [a.sort_key for a in manifest.host_adapters]),
+    ]
+    for name, keys in keyed:
+        if keys != sorted(keys) or len(set(keys)) != len(keys):
+            raise _invalid(where, f"{name} must be sorted and unique")

@@ -1,0 +1,190 @@
+"""The trust store: which Ed25519 public keys may sign releases, and how many must.
+
+Two forms, both accepted wherever ``--trust`` is:
+
+* a **directory** of PEM ``*.pub`` files (SubjectPublicKeyInfo); threshold 1;
+* a **TOML trust file** naming keys and a threshold (k of n)::
+
+      threshold = 2
+      [[keys]]
+      name = "alice"
+      file = "alice.pub"          # relative to the trust file
+      id = "<sha256 hex>"         # optional; must match the key if given
+
+A key id is the SHA-256 (hex) of the raw 32-byte public key, so anyone can
+recompute it from the ``.pub`` file. Only public keys live here; this module
+never touches private keys (signing lives in the packager).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from rimthan_workflow_registry.errors import FailureCode, TrustError
+
+PUBLIC_KEY_SUFFIX = ".pub"
+MAX_KEY_FILE_BYTES = 64 * 1024
+_KEY_ID = re.compile(r"^[0-9a-f]{64}$")
+_TRUST_FILE_KEYS = {"threshold", "keys"}
+_KEY_ENTRY_KEYS = {"name", "file", "id"}
+
+
+def key_id_for(public_key: Ed25519PublicKey) -> str:
+    """SHA-256 hex of the raw 32-byte Ed25519 public key."""
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def public_key_pem(public_key: Ed25519PublicKey) -> bytes:
+    """PEM SubjectPublicKeyInfo bytes (what ``openssl pkeyutl -pubin`` reads)."""
+    return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
+    """An Ed25519 public key from PEM SubjectPublicKeyInfo bytes."""
+    try:
+        key = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise TrustError(FailureCode.KEY_INVALID, f"not a PEM public key: {exc}", path=where) from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise TrustError(FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=where)
+    return key
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+    except OSError as exc:
+        raise TrustError(FailureCode.KEY_INVALID, f"cannot read public key: {exc.strerror}", path=str(path)) from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise TrustError(FailureCode.KEY_INVALID, "file is too large to be a public key", path=str(path))
+    return parse_public_key_pem(data, where=str(path))
+
+
+@dataclass(frozen=True)
+class TrustStore:
+    """Trusted keys by key id, the signature threshold, and where they came from.
+
+    ``names`` maps key ids to operator-facing names (the trust file's ``name``
+    or the ``.pub`` file's stem), for messages only.
+    """
+
+    keys: Mapping[str, Ed25519PublicKey]
+    threshold: int
+    source: str
+    names: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", MappingProxyType(dict(self.keys)))
+        object.__setattr__(self, "names", MappingProxyType(dict(self.names)))
+        if not self.keys:
+            raise TrustError(FailureCode.TRUST_STORE_INVALID, "the trust store holds no keys", path=self.source)
+        if not 1 <= self.threshold <= len(self.keys):
+            raise TrustError(
+                FailureCode.TRUST_STORE_INVALID,
+                f"threshold {self.threshold} must be between 1 and the number of keys ({len(self.keys)})",
+                path=self.source,
+            )
+
+    @classmethod
+    def from_public_keys(
+        cls, keys: list[Ed25519PublicKey], *, threshold: int | None = None, source: str = "<keys>"
+    ) -> TrustStore:
+        """A store trusting exactly ``keys`` (threshold: all of them unless given)."""
+        by_id = {key_id_for(k): k for k in keys}
+        return cls(keys=by_id, threshold=len(by_id) if threshold is None else threshold, source=source)
+
+    def describe(self, key_id: str) -> str:
+        name = self.names.get(key_id)
+        return f"{name} ({key_id[:16]}…)" if name else key_id
+
+
+def load_trust(path: Path | str) -> TrustStore:
+    """Load a trust directory (``*.pub``, threshold 1) or a TOML trust file."""
+    path = Path(path)
+    if path.is_dir():
+        return _load_trust_directory(path)
+    if path.is_file():
+        return _load_trust_file(path)
+    raise TrustError(FailureCode.TRUST_STORE_INVALID, "no trust directory or trust file here", path=str(path))
+
+
+def _load_trust_directory(directory: Path) -> TrustStore:
+    keys: dict[str, Ed25519PublicKey] = {}
+    names: dict[str, str] = {}
+    for entry in sorted(directory.iterdir()):
+        if entry.suffix != PUBLIC_KEY_SUFFIX or not entry.is_file():
+            continue
+        key = load_public_key(entry)
+        key_id = key_id_for(key)
+        keys[key_id] = key
+        names.setdefault(key_id, entry.stem)
+    if not keys:
+        raise TrustError(
+            FailureCode.TRUST_STORE_INVALID, "the directory holds no *.pub public keys", path=str(directory)
+        )
+    return TrustStore(keys=keys, threshold=1, source=str(directory), names=names)
+
+
+def _trust_error(path: Path, message: str) -> TrustError:
+    return TrustError(FailureCode.TRUST_STORE_INVALID, message, path=str(path))
+
+
+def _load_trust_file(path: Path) -> TrustStore:
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise _trust_error(path, f"not a readable TOML trust file: {exc}") from None
+    unknown = set(data) - _TRUST_FILE_KEYS
+    if unknown:
+        raise _trust_error(path, f"unknown key(s) {', '.join(sorted(unknown))}")
+    threshold = data.get("threshold", 1)
+    if not isinstance(threshold, int) or isinstance(threshold, bool):
+        raise _trust_error(path, "threshold must be an integer")
+    entries = data.get("keys", [])
+    if not isinstance(entries, list) or not entries:
+        raise _trust_error(path, "the trust file names no [[keys]]")
+    keys: dict[str, Ed25519PublicKey] = {}
+    names: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        key_id, key, name = _load_trust_entry(path, index, entry)
+        if key_id in keys:
+            raise _trust_error(path, f"keys[{index}] ({name}) repeats key {key_id} already named {names[key_id]}")
+        if name in names.values():
+            raise _trust_error(path, f"keys[{index}]: name {name!r} is used twice")
+        keys[key_id] = key
+        names[key_id] = name
+    return TrustStore(keys=keys, threshold=threshold, source=str(path), names=names)
+
+
+def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519PublicKey, str]:
+    where = f"keys[{index}]"
+    if not isinstance(entry, dict):
+        raise _trust_error(path, f"{where} must be a table")
+    unknown = set(entry) - _KEY_ENTRY_KEYS
+    if unknown:
+        raise _trust_error(path, f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    name, file, declared = entry.get("name"), entry.get("file"), entry.get("id")
+    if not isinstance(name, str) or not name:
+        raise _trust_error(path, f"{where}.name must be a non-empty string")
+    if not isinstance(file, str) or not file:
+        raise _trust_error(path, f"{where}.file must name a .pub file")
+    key = load_public_key(path.parent / file)
+    key_id = key_id_for(key)
+    if declared is not None:
+        if not isinstance(declared, str) or not _KEY_ID.match(declared):
+            raise _trust_error(path, f"{where}.id must be 64 lowercase hex characters")
+        if declared != key_id:
+            raise _trust_error(path, f"{where}.id {declared} does not match {file} (its key id is {key_id})")
+    return key_id, key, name

@@ -1,0 +1,210 @@
+"""A release that passed verification, and digest-checked reads of its files.
+
+Only :func:`rimthan_workflow_registry.release.verify.verify_release` constructs a
+:class:`VerifiedRelease`. After that, every byte it hands out is checked
+against the signed manifest: the files the catalogue loader read (catalogue
+TOML, schemas, instructions and assets - what step payloads serve) are kept,
+within a budget, as the copy read and checked during verification; any other
+file is re-read from disk and re-checked on every read. A release that
+changes on disk after load therefore never changes what is served - the read
+fails instead. Files nobody reads at load time (bulk data) are hashed but not
+kept, so memory does not grow with the release.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError
+from rimthan_workflow_registry.release.catalogue import Catalogue
+from rimthan_workflow_registry.release.format import CATALOGUE_DIR, FileEntry, Manifest
+from rimthan_workflow_registry.release.loader import SchemaSet
+
+READ_CHUNK = 1024 * 1024
+CACHE_FILE_LIMIT = 1024 * 1024
+CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_checked(fs_path: Path | str, entry: FileEntry, *, where: str) -> bytes:
+    """The bytes of ``fs_path`` if they are exactly ``entry`` (size and SHA-256).
+
+    Opens without following a final symlink and without blocking on a FIFO,
+    refuses anything but a single-link regular file, and never reads more than
+    ``entry.size + 1`` bytes, so endless or oversized data cannot exhaust memory.
+    """
+    data = _checked(fs_path, entry, where=where, keep=True)
+    assert data is not None
+    return data
+
+
+def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
+    """Exactly the checks of :func:`read_checked`, without keeping the bytes (memory stays flat)."""
+    _checked(fs_path, entry, where=where, keep=False)
+
+
+def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -> bytes | None:
+    try:
+        fd = os.open(fs_path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise ReleaseVerificationError(
+            FailureCode.FILE_MISSING, "listed in the manifest but missing", path=where
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", path=where) from None
+        raise ReleaseVerificationError(
+            FailureCode.FILE_MISSING, f"cannot be read: {exc.strerror}", path=where
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", path=where)
+        if info.st_nlink > 1:
+            raise ReleaseVerificationError(
+                FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", path=where
+            )
+        hasher = hashlib.sha256()
+        chunks: list[bytes] = []
+        total = 0
+        limit = entry.size + 1
+        while total < limit:
+            chunk = os.read(fd, min(READ_CHUNK, limit - total))
+            if not chunk:
+                break
+            hasher.update(chunk)
+            if keep:
+                chunks.append(chunk)
+            total += len(chunk)
+    finally:
+        os.close(fd)
+    if total != entry.size:
+        shown = f"more than {entry.size}" if total > entry.size else str(total)
+        raise ReleaseVerificationError(
+            FailureCode.FILE_SIZE_MISMATCH,
+            f"size is {shown} bytes, the manifest says {entry.size}",
+            path=where,
+        )
+    if hasher.hexdigest() != entry.sha256:
+        raise ReleaseVerificationError(
+            FailureCode.FILE_DIGEST_MISMATCH,
+            f"SHA-256 is {hasher.hexdigest()}, the manifest says {entry.sha256}",
+            path=where,
+        )
+    return b"".join(chunks) if keep else None
+
+
+@dataclass(frozen=True)
+class ReleaseFiles:
+    """Read access to a release's catalogue files, every read checked against the manifest.
+
+    Satisfies the loader's ``CatalogueFiles`` protocol (``paths`` + ``read``).
+    """
+
+    root: Path
+    entries: Mapping[str, FileEntry]
+    cache: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entries", MappingProxyType(dict(self.entries)))
+        object.__setattr__(self, "cache", MappingProxyType(dict(self.cache)))
+
+    @property
+    def paths(self) -> frozenset[str]:
+        return frozenset(self.entries)
+
+    def where(self, path: str) -> str:
+        return str(self.root / CATALOGUE_DIR / path)
+
+    def read(self, path: str) -> bytes:
+        entry = self.entries.get(path)
+        if entry is None:
+            raise ReleaseVerificationError(
+                FailureCode.FILE_MISSING, "not a file of this release", path=self.where(path)
+            )
+        cached = self.cache.get(path)
+        if cached is not None:
+            return cached
+        return read_checked(self.root / CATALOGUE_DIR / path, entry, where=self.where(path))
+
+
+class LoaderReads:
+    """``CatalogueFiles`` over a :class:`ReleaseFiles` that remembers the (checked) bytes the loader read.
+
+    :meth:`kept` then returns the release files with exactly those bytes
+    cached (within :func:`cacheable`'s limits): the files step payloads serve
+    on every call, and nothing else.
+    """
+
+    def __init__(self, files: ReleaseFiles) -> None:
+        self.files = files
+        self.read_bytes: dict[str, bytes] = {}
+
+    @property
+    def paths(self) -> frozenset[str]:
+        return self.files.paths
+
+    def read(self, path: str) -> bytes:
+        data = self.read_bytes.get(path)
+        if data is None:
+            data = self.read_bytes[path] = self.files.read(path)
+        return data
+
+    def kept(self) -> ReleaseFiles:
+        entries = self.files.entries
+        keep = cacheable([entries[p] for p in self.read_bytes])
+        cache = {**self.files.cache, **{p: self.read_bytes[p] for p in keep}}
+        return ReleaseFiles(root=self.files.root, entries=entries, cache=cache)
+
+
+def cacheable(entries: list[FileEntry]) -> set[str]:
+    """Which of ``entries`` to keep in memory after verification: small ones, within a budget."""
+    keep: set[str] = set()
+    budget = CACHE_TOTAL_LIMIT
+    for entry in sorted(entries, key=lambda e: (e.size, e.path)):
+        if entry.size > CACHE_FILE_LIMIT or entry.size > budget:
+            break
+        keep.add(entry.path)
+        budget -= entry.size
+    return keep
+
+
+@dataclass(frozen=True)
+class VerifiedRelease:
+    """A release whose signatures, files and catalogue rules all verified.
+
+    ``manifest_digest`` (``sha256:<hex>`` of ``manifest_bytes``) is its identity;
+    ``signer_key_ids`` are the trusted keys whose signatures verified.
+    """
+
+    root: Path
+    manifest: Manifest
+    manifest_bytes: bytes = field(repr=False)
+    manifest_digest: str
+    signer_key_ids: tuple[str, ...]
+    catalogue: Catalogue = field(repr=False)
+    schemas: SchemaSet = field(repr=False)
+    files: ReleaseFiles = field(repr=False)
+
+    @property
+    def release_id(self) -> str:
+        """``name@version``."""
+        return self.manifest.release.id
+
+    @property
+    def paths(self) -> frozenset[str]:
+        return self.files.paths
+
+    def file_entry(self, path: str) -> FileEntry | None:
+        return self.files.entries.get(path)
+
+    def read_file(self, path: str) -> bytes:
+        """Verified bytes of a catalogue file (``path`` relative to ``catalogue/``)."""
+        return self.files.read(path)

@@ -1,0 +1,448 @@
+"""The one release verification path (packager ``verify``, build self-check, server load).
+
+Like python-tuf's updater, verification is a fixed sequence of named steps,
+each of which either passes or raises :class:`ReleaseVerificationError` with a
+precise :class:`FailureCode` and the file it is about. Nothing from a release
+is usable until every step has passed::
+
+    release dir exists -> walk tree (no symlinks, hard links, special files,
+    strange names, files outside the layout) -> parse manifest strictly ->
+    manifest paths safe -> signatures meet the trust threshold -> a directory
+    named like a release holds that release (no rollback or swap by renaming)
+    -> SHA256SUMS matches -> every listed file has its size and digest -> no unlisted files
+    -> scope/profile as expected -> catalogue rules (ReleaseLoader) and the
+    manifest agrees with the catalogue.
+
+Signatures are checked before any catalogue file is read, so an unsigned or
+untrusted release never gets its content parsed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
+from rimthan_workflow_registry.release.format import (
+    CATALOGUE_DIR,
+    CHECKSUMS_NAME,
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    SIGNATURE_SIZE,
+    SIGNATURES_DIR,
+    Manifest,
+    adapter_entries,
+    identity_for,
+    key_id_from_signature_name,
+    manifest_digest,
+    parse_manifest,
+    path_problem,
+    path_set_problem,
+    render_checksums,
+    workflow_entries,
+)
+from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
+from rimthan_workflow_registry.release.trust import TrustStore
+from rimthan_workflow_registry.release.verified import LoaderReads, ReleaseFiles, VerifiedRelease, check_file
+
+DEFAULT_PROFILE = "workflow-engine"
+_TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
+_TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
+# A directory name that claims a release identity: ``<something>-<semver>``.
+_CLAIMED_RELEASE_NAME = re.compile(r"^.+?-\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?$")
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
+    return ReleaseVerificationError(code, message, path=str(where))
+
+
+@dataclass(frozen=True)
+class ReleaseTree:
+    """What is on disk, by POSIX path relative to the release root (lstat results)."""
+
+    files: dict[str, os.stat_result] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
+
+    def under(self, prefix: str) -> list[str]:
+        return sorted(p for p in self.files if p.startswith(prefix + "/"))
+
+
+@dataclass(frozen=True)
+class ReleaseInspection:
+    """What ``rimthan-pack inspect`` shows. ``verified_signers`` is ``None`` without a trust store."""
+
+    root: Path
+    manifest: Manifest
+    manifest_digest: str
+    loaded: LoadedCatalogue
+    signature_key_ids: tuple[str, ...]
+    verified_signers: tuple[str, ...] | None
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def verify_release(
+    path: Path | str,
+    trust: TrustStore,
+    *,
+    expected_profile: str | None = DEFAULT_PROFILE,
+    expected_scope: str | None = None,
+) -> VerifiedRelease:
+    """Verify the release directory at ``path`` completely, or raise.
+
+    ``expected_profile`` / ``expected_scope`` (``None`` = any) pin what the
+    caller is prepared to serve. Raises ``ReleaseVerificationError`` (or a
+    ``CatalogueError`` for a catalogue rule, or ``TrustError``) naming the file.
+    """
+    return _examine(Path(path), trust, expected_profile, expected_scope)
+
+
+def inspect_release(path: Path | str, trust: TrustStore | None = None) -> ReleaseInspection:
+    """Every verification step; signatures too when ``trust`` is given.
+
+    Without a trust store the signature files are listed but not checked, so
+    the result is for display only and is deliberately not a ``VerifiedRelease``.
+    """
+    root = Path(path)
+    release = _examine(root, trust, None, None)
+    tree = walk_release(root)
+    present = tuple(k for k in (key_id_from_signature_name(Path(p).name) for p in tree.under(SIGNATURES_DIR)) if k)
+    return ReleaseInspection(
+        root=root,
+        manifest=release.manifest,
+        manifest_digest=release.manifest_digest,
+        loaded=LoadedCatalogue(catalogue=release.catalogue, schemas=release.schemas),
+        signature_key_ids=present,
+        verified_signers=release.signer_key_ids if trust is not None else None,
+    )
+
+
+def _examine(
+    root: Path, trust: TrustStore | None, expected_profile: str | None, expected_scope: str | None
+) -> VerifiedRelease:
+    check_release_dir(root)
+    tree = walk_release(root)
+    manifest_bytes, manifest = read_manifest(root, tree)
+    check_manifest_paths(root, manifest)
+    signers = check_signatures(root, tree, manifest_bytes, trust) if trust is not None else ()
+    check_release_name(root, manifest)
+    check_checksums(root, tree, manifest)
+    check_files(root, tree, manifest)
+    check_unlisted(root, tree, manifest)
+    check_scope(root, manifest, expected_profile, expected_scope)
+    reads = LoaderReads(ReleaseFiles(root=root, entries={f.path: f for f in manifest.files}))
+    loaded = load_catalogue(root, reads)
+    files = reads.kept()
+    check_manifest_matches_catalogue(root, manifest, loaded)
+    return VerifiedRelease(
+        root=root,
+        manifest=manifest,
+        manifest_bytes=manifest_bytes,
+        manifest_digest=manifest_digest(manifest_bytes),
+        signer_key_ids=signers,
+        catalogue=loaded.catalogue,
+        schemas=loaded.schemas,
+        files=files,
+    )
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def check_release_dir(root: Path) -> None:
+    """The release directory exists and is a directory."""
+    if not root.is_dir():
+        raise _fail(FailureCode.RELEASE_NOT_FOUND, "no release directory here", root)
+
+
+def walk_release(root: Path) -> ReleaseTree:
+    """Walk without following symlinks; refuse anything a release may not hold."""
+    tree = ReleaseTree()
+    _walk_dir(root, "", tree)
+    return tree
+
+
+def _walk_dir(root: Path, rel_dir: str, tree: ReleaseTree) -> None:
+    fs_dir = root / rel_dir if rel_dir else root
+    try:
+        with os.scandir(fs_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise _fail(FailureCode.FILE_MISSING, f"directory cannot be read: {exc.strerror}", fs_dir) from None
+    folded: dict[str, str] = {}
+    for entry in entries:
+        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+        where = fs_dir / entry.name
+        try:
+            entry.name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _fail(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", repr(str(where))) from None
+        key = unicodedata.normalize("NFC", entry.name).casefold()
+        if key in folded:
+            raise _fail(FailureCode.PATH_UNSAFE, f"collides with {folded[key]!r} by case or normalisation", where)
+        folded[key] = entry.name
+        info = entry.stat(follow_symlinks=False)
+        mode = info.st_mode
+        if stat.S_ISLNK(mode):
+            raise _fail(
+                FailureCode.FILE_TYPE_FORBIDDEN,
+                "is a symbolic link (releases hold regular files only)",
+                where,
+            )
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where)
+        _check_layout(rel, stat.S_ISDIR(mode), where)
+        if stat.S_ISDIR(mode):
+            tree.dirs.add(rel)
+            _walk_dir(root, rel, tree)
+            continue
+        if info.st_nlink > 1:
+            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", where)
+        tree.files[rel] = info
+
+
+def _check_layout(rel: str, is_dir: bool, where: Path) -> None:
+    """Only manifest.json, SHA256SUMS, signatures/*.sig files and catalogue/ may exist."""
+    parts = rel.split("/")
+    top = parts[0]
+    if len(parts) == 1:
+        allowed = top in _TOP_DIRS if is_dir else top in _TOP_FILES
+    elif top == SIGNATURES_DIR:
+        allowed = len(parts) == 2 and not is_dir
+    else:
+        allowed = top == CATALOGUE_DIR
+    if not allowed:
+        kind = "directory" if is_dir else "file"
+        raise _fail(FailureCode.FILE_UNLISTED, f"{kind} is not part of the release layout", where)
+
+
+def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode) -> bytes:
+    """Read a small metadata file without following symlinks, at most ``limit`` bytes."""
+    try:
+        fd = os.open(fs_path, _OPEN_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", where) from None
+        raise _fail(FailureCode.FILE_MISSING, f"cannot be read: {exc.strerror}", where) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", where)
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise _fail(too_big, f"is larger than {limit} bytes", where)
+    return data
+
+
+def read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, Manifest]:
+    """The exact manifest bytes and their strict parse."""
+    where = root / MANIFEST_NAME
+    if MANIFEST_NAME not in tree.files:
+        raise _fail(FailureCode.MANIFEST_MISSING, "the release has no manifest.json", where)
+    data = _read_small(where, MAX_MANIFEST_BYTES, where=where, too_big=FailureCode.MANIFEST_INVALID)
+    return data, parse_manifest(data, where=str(where))
+
+
+def check_manifest_paths(root: Path, manifest: Manifest) -> None:
+    """Every listed path is safe and no two clash (duplicates, case, file-vs-directory)."""
+    where = root / MANIFEST_NAME
+    for entry in manifest.files:
+        problem = path_problem(entry.path)
+        if problem is not None:
+            raise _fail(FailureCode.PATH_UNSAFE, f"lists unsafe path {entry.path!r}: {problem}", where)
+    clash = path_set_problem(f.path for f in manifest.files)
+    if clash is not None:
+        raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
+
+
+def check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
+    """Enough distinct trusted keys signed the exact manifest bytes.
+
+    A signature file is named by the key id it claims; a trusted key's
+    signature that does not verify fails the release outright (fail closed).
+    Signatures by keys the store does not know are ignored, never counted.
+    """
+    sig_dir = root / SIGNATURES_DIR
+    names = tree.under(SIGNATURES_DIR)
+    if not names:
+        raise _fail(FailureCode.SIGNATURE_MISSING, "the release carries no signatures", sig_dir)
+    valid: list[str] = []
+    untrusted: list[str] = []
+    for rel in names:
+        where = root / rel
+        key_id = key_id_from_signature_name(Path(rel).name)
+        if key_id is None:
+            raise _fail(
+                FailureCode.SIGNATURE_INVALID,
+                "signature files must be named <key id>.sig (64 lowercase hex characters)",
+                where,
+            )
+        if tree.files[rel].st_size != SIGNATURE_SIZE:
+            raise _fail(
+                FailureCode.SIGNATURE_INVALID,
+                f"is {tree.files[rel].st_size} bytes, an Ed25519 signature is {SIGNATURE_SIZE}",
+                where,
+            )
+        key = trust.keys.get(key_id)
+        if key is None:
+            untrusted.append(key_id)
+            continue
+        signature = _read_small(where, SIGNATURE_SIZE, where=where, too_big=FailureCode.SIGNATURE_INVALID)
+        try:
+            key.verify(signature, manifest_bytes)
+        except InvalidSignature:
+            raise _fail(
+                FailureCode.SIGNATURE_INVALID,
+                f"does not verify the manifest with trusted key {trust.describe(key_id)}",
+                where,
+            ) from None
+        valid.append(key_id)
+    if len(valid) >= trust.threshold:
+        return tuple(valid)
+    if not valid:
+        raise _fail(
+            FailureCode.SIGNATURE_UNTRUSTED,
+            f"signed only by key(s) the trust store {trust.source} does not trust: {', '.join(untrusted)}",
+            sig_dir,
+        )
+    raise _fail(
+        FailureCode.SIGNATURE_THRESHOLD_NOT_MET,
+        f"{len(valid)} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
+        sig_dir,
+    )
+
+
+def check_release_name(root: Path, manifest: Manifest) -> None:
+    """A directory named like a release (``<catalogue>-<version>``) holds exactly that release.
+
+    Operators, ``make`` and the server's refresh pick releases by directory
+    name, so an older release copied under a newer name (rollback) or another
+    catalogue's release under this one's name (mix-and-match) is refused even
+    though its signatures verify. Names that claim nothing (a staging copy, the
+    packager's build directory) are not checked.
+    """
+    name, identity = root.name, manifest.release
+    if name == identity.directory_name or not _CLAIMED_RELEASE_NAME.match(name):
+        return
+    where = root / MANIFEST_NAME
+    prefix = identity.catalogue + "-"
+    claimed = name[len(prefix) :] if name.startswith(prefix) else None
+    if claimed is not None and is_semver(claimed) and semver_key(identity.version) < semver_key(claimed):
+        raise _fail(
+            FailureCode.ROLLBACK_REFUSED,
+            f"the directory is named for {identity.catalogue}@{claimed} but holds the older {identity.id}",
+            where,
+        )
+    raise _fail(
+        FailureCode.MANIFEST_INVALID,
+        f"the directory is named {name!r} but holds {identity.id}; a release is published only as "
+        f"{identity.directory_name!r}",
+        where,
+    )
+
+
+def check_checksums(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
+    """SHA256SUMS is exactly the rendering derived from the manifest."""
+    where = root / CHECKSUMS_NAME
+    if CHECKSUMS_NAME not in tree.files:
+        raise _fail(FailureCode.CHECKSUMS_MISMATCH, "the release has no SHA256SUMS file", where)
+    expected = render_checksums(manifest)
+    data = _read_small(where, len(expected), where=where, too_big=FailureCode.CHECKSUMS_MISMATCH)
+    if data != expected:
+        raise _fail(FailureCode.CHECKSUMS_MISMATCH, "does not match the checksums derived from the manifest", where)
+
+
+def check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
+    """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
+
+    Paths are built as strings: ``root / rel`` per file is a measurable share
+    of verifying 10,000 files, and manifest paths are already known safe.
+    """
+    base = str(root / CATALOGUE_DIR)
+    for entry in manifest.files:
+        rel = f"{CATALOGUE_DIR}/{entry.path}"
+        where = f"{base}/{entry.path}"
+        info = tree.files.get(rel)
+        if info is None:
+            raise _fail(FailureCode.FILE_MISSING, "listed in the manifest but missing", where)
+        if info.st_size != entry.size:
+            raise _fail(
+                FailureCode.FILE_SIZE_MISMATCH,
+                f"size is {info.st_size} bytes, the manifest says {entry.size}",
+                where,
+            )
+        check_file(where, entry, where=where)
+
+
+def check_unlisted(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
+    """Nothing under catalogue/ that the manifest does not list (empty directories included)."""
+    listed = {f"{CATALOGUE_DIR}/{f.path}" for f in manifest.files}
+    for rel in tree.under(CATALOGUE_DIR):
+        if rel not in listed:
+            raise _fail(FailureCode.FILE_UNLISTED, "present but not listed in the manifest", root / rel)
+    needed = {"/".join(rel.split("/")[:depth]) for rel in listed for depth in range(1, rel.count("/") + 1)}
+    for rel in sorted(d for d in tree.dirs if d.startswith(CATALOGUE_DIR + "/") and d not in needed):
+        raise _fail(FailureCode.FILE_UNLISTED, "directory holds no listed file", root / rel)
+
+
+def check_scope(root: Path, manifest: Manifest, expected_profile: str | None, expected_scope: str | None) -> None:
+    """The release is for the scope and profile the caller serves."""
+    release = manifest.release
+    where = root / MANIFEST_NAME
+    if expected_profile is not None and release.scope_profile != expected_profile:
+        raise _fail(
+            FailureCode.SCOPE_MISMATCH,
+            f"release profile is {release.scope_profile!r}, expected {expected_profile!r}",
+            where,
+        )
+    if expected_scope is not None and release.scope_name != expected_scope:
+        raise _fail(
+            FailureCode.SCOPE_MISMATCH,
+            f"release scope is {release.scope_name!r}, expected {expected_scope!r}",
+            where,
+        )
+
+
+def load_catalogue(root: Path, files: CatalogueFiles) -> LoadedCatalogue:
+    """The catalogue rules, via the same loader the packager builds with."""
+    try:
+        return ReleaseLoader.load(files)
+    except ReleaseVerificationError:
+        raise
+    except RegistryError as exc:
+        where = str(root / CATALOGUE_DIR / exc.path) if exc.path else str(root / CATALOGUE_DIR)
+        raise type(exc)(exc.code, exc.message, path=where, details=exc.details) from exc
+
+
+def check_manifest_matches_catalogue(root: Path, manifest: Manifest, loaded: LoadedCatalogue) -> None:
+    """The signed identity says what the catalogue itself says."""
+    catalogue = loaded.catalogue
+    where = root / MANIFEST_NAME
+    checks = (
+        ("release identity", manifest.release, identity_for(catalogue, manifest.release.created)),
+        ("workflows", manifest.workflows, workflow_entries(catalogue)),
+        ("host adapters", manifest.host_adapters, adapter_entries(catalogue)),
+    )
+    for what, signed, actual in checks:
+        if signed != actual:
+            raise _fail(
+                FailureCode.MANIFEST_INVALID,
+                f"{what} in the manifest differ from catalogue.toml ({signed!r} != {actual!r})",
+                where,
+            )

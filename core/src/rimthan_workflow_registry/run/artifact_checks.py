@@ -1,0 +1,196 @@
+"""Deterministic artifact checks for ``prepare_step_validation``.
+
+Every check appends closed :class:`Failure` objects rather than stopping, so a
+harness sees every problem with its artifacts in one round trip. Nothing here
+judges meaning: that is what semantic validators are for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.release.catalogue import StepDefinition
+from rimthan_workflow_registry.run.checkpoints import ArtifactReceipt, Checkpoint
+
+MAX_SCHEMA_FAILURES_PER_ARTIFACT = 20
+
+
+@dataclass(frozen=True)
+class SubmittedArtifact:
+    """One artifact as the harness sent it, with its exact bytes."""
+
+    artifact_id: str
+    path: str
+    media_type: str
+    data: bytes
+    attestation: Mapping[str, Any] | None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SubmittedArtifact:
+        return cls(
+            raw["artifact_id"], raw["path"], raw["media_type"], raw["content"].encode("utf-8"), raw.get("attestation")
+        )
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    def receipt(self) -> ArtifactReceipt:
+        return ArtifactReceipt(self.sha256, len(self.data))
+
+
+def check_artifact_set(step: StepDefinition, artifacts: Sequence[SubmittedArtifact]) -> list[Failure]:
+    """Exactly the declared artifacts, once each."""
+    failures: list[Failure] = []
+    declared = {o.id for o in step.outputs}
+    seen: set[str] = set()
+    for artifact in artifacts:
+        if artifact.artifact_id in seen:
+            failures.append(
+                Failure(
+                    FailureCode.ARTIFACT_DUPLICATE,
+                    f"artifact {artifact.artifact_id!r} is sent twice",
+                    artifact_id=artifact.artifact_id,
+                )
+            )
+        elif artifact.artifact_id not in declared:
+            failures.append(
+                Failure(
+                    FailureCode.ARTIFACT_UNDECLARED,
+                    f"step {step.id} declares no artifact {artifact.artifact_id!r}",
+                    artifact_id=artifact.artifact_id,
+                )
+            )
+        seen.add(artifact.artifact_id)
+    for missing in sorted(declared - seen):
+        failures.append(
+            Failure(FailureCode.ARTIFACT_MISSING, f"declared artifact {missing!r} was not sent", artifact_id=missing)
+        )
+    if len(artifacts) != len(declared):
+        failures.append(
+            Failure(
+                FailureCode.ARTIFACT_COUNT_MISMATCH,
+                f"step {step.id} declares {len(declared)} artifact(s), {len(artifacts)} were sent",
+            )
+        )
+    return failures
+
+
+def check_artifact_contents(
+    step: StepDefinition, artifacts: Sequence[SubmittedArtifact], validators: Mapping[str, Draft202012Validator]
+) -> list[Failure]:
+    """Path, media type, size caps and (for JSON) the declared schema."""
+    failures: list[Failure] = []
+    total = 0
+    for artifact in artifacts:
+        output = step.output(artifact.artifact_id)
+        if output is None:
+            continue
+        aid = artifact.artifact_id
+        total += len(artifact.data)
+        if artifact.path != output.path:
+            failures.append(
+                Failure(
+                    FailureCode.OUTPUT_ATTESTATION_MISMATCH,
+                    f"artifact {aid!r} must be written to {output.path}, not {artifact.path}",
+                    artifact_id=aid,
+                    path=artifact.path,
+                )
+            )
+        if artifact.media_type != output.media_type:
+            failures.append(
+                Failure(
+                    FailureCode.MEDIA_TYPE_MISMATCH,
+                    f"artifact {aid!r} must be {output.media_type}, not {artifact.media_type}",
+                    artifact_id=aid,
+                )
+            )
+        if len(artifact.data) > output.max_bytes:
+            failures.append(
+                Failure(
+                    FailureCode.ARTIFACT_TOO_LARGE,
+                    f"artifact {aid!r} is {len(artifact.data)} bytes; at most {output.max_bytes}",
+                    artifact_id=aid,
+                    details={"size": len(artifact.data), "max": output.max_bytes},
+                )
+            )
+        if output.schema is not None and artifact.media_type == output.media_type:
+            failures += _check_json(aid, artifact.data, validators[output.schema])
+    if step.max_total_bytes is not None and total > step.max_total_bytes:
+        failures.append(
+            Failure(
+                FailureCode.ARTIFACTS_TOTAL_TOO_LARGE,
+                f"step {step.id} artifacts total {total} bytes; at most {step.max_total_bytes}",
+                details={"size": total, "max": step.max_total_bytes},
+            )
+        )
+    return failures
+
+
+def parse_json_artifact(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
+
+
+def _check_json(artifact_id: str, data: bytes, validator: Draft202012Validator) -> list[Failure]:
+    try:
+        document = parse_json_artifact(data)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return [
+            Failure(
+                FailureCode.JSON_PARSE_FAILED,
+                f"artifact {artifact_id!r} is not valid JSON: {exc}",
+                artifact_id=artifact_id,
+            )
+        ]
+    errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    return [
+        Failure(
+            FailureCode.JSON_SCHEMA_FAILED,
+            f"artifact {artifact_id!r}: {e.message}",
+            artifact_id=artifact_id,
+            pointer="/" + "/".join(str(p) for p in e.absolute_path),
+        )
+        for e in errors[:MAX_SCHEMA_FAILURES_PER_ARTIFACT]
+    ]
+
+
+def check_input_bindings(
+    step: StepDefinition, checkpoint: Checkpoint, bindings: Sequence[Mapping[str, Any]]
+) -> list[Failure]:
+    """Each input the step reads is bound to the digest the checkpoint recorded."""
+    failures: list[Failure] = []
+    sent = {b["artifact_id"]: b["sha256"] for b in bindings}
+    if len(sent) != len(bindings):
+        failures.append(Failure(FailureCode.INPUT_BINDING_MISMATCH, "an input artifact is bound twice"))
+    for extra in sorted(set(sent) - set(step.inputs)):
+        failures.append(
+            Failure(FailureCode.INPUT_BINDING_MISMATCH, f"step {step.id} does not read {extra!r}", artifact_id=extra)
+        )
+    for artifact_id in step.inputs:
+        receipt = checkpoint.artifacts.get(artifact_id)
+        if receipt is None:
+            failures.append(
+                Failure(
+                    FailureCode.INPUT_BINDING_MISMATCH,
+                    f"input {artifact_id!r} has no receipt in this run",
+                    artifact_id=artifact_id,
+                )
+            )
+        elif sent.get(artifact_id) != receipt.sha256:
+            failures.append(
+                Failure(
+                    FailureCode.INPUT_BINDING_MISMATCH,
+                    f"input {artifact_id!r} must be bound to sha256 {receipt.sha256}",
+                    artifact_id=artifact_id,
+                    details={"expected": receipt.sha256},
+                )
+            )
+    return failures

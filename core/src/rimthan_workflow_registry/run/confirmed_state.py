@@ -1,0 +1,135 @@
+"""Confirmed state: what the user has explicitly confirmed, and proof that they did.
+
+The client sends the whole state with a confirmation per top-level field on
+every call; the server keeps only its digest (in the checkpoint), so the
+objective never leaks into a token. A confirmation names the digest of the
+value it confirms and when it was given; a changed field needs one that is
+newer than the checkpoint (contemporaneous), so a stale "yes" cannot carry a
+new value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from rimthan_workflow_registry.canonical import digest_value
+from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.failures import Failure
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    value_digest: str
+    confirmed_at: int
+
+
+@dataclass(frozen=True)
+class ConfirmedState:
+    """A confirmed-state projection as sent by the client (already schema-shaped)."""
+
+    values: Mapping[str, Any]
+    confirmations: Mapping[str, Confirmation]
+
+    @classmethod
+    def from_json(cls, projection: Mapping[str, Any]) -> ConfirmedState:
+        """The projection as records; refused if its values have no canonical (digestible) form."""
+        confirmations = {
+            name: Confirmation(value_digest=c["value_digest"], confirmed_at=c["confirmed_at"])
+            for name, c in projection.get("confirmations", {}).items()
+        }
+        state = cls(values=dict(projection.get("state", {})), confirmations=confirmations)
+        try:
+            _ = state.digest  # computed (and cached) now for its refusal: later digests cover these values
+        except (ValueError, TypeError, RecursionError) as exc:  # rfc8785: integers beyond 2**53, non-JSON values
+            raise WorkflowProtocolError(
+                FailureCode.CONFIRMED_STATE_INVALID,
+                f"the state holds a value that has no canonical JSON form (RFC 8785): {exc}",
+            ) from None
+        return state
+
+    @cached_property
+    def digest(self) -> str:
+        """Canonical digest of the values only: what a checkpoint binds."""
+        return digest_value(dict(self.values))
+
+    def field_digest(self, name: str) -> str:
+        return digest_value(self.values[name])
+
+
+def validate_against_schema(state: ConfirmedState, validator: Draft202012Validator, *, label: str) -> None:
+    """The values must satisfy the workflow's ``confirmed_state_schema``."""
+    errors = sorted(validator.iter_errors(dict(state.values)), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        pointer = "/" + "/".join(str(p) for p in first.absolute_path)
+        raise WorkflowProtocolError(
+            FailureCode.CONFIRMED_STATE_INVALID,
+            f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {first.message}",
+            details={"pointer": pointer, "errors": len(errors)},
+        )
+
+
+def unconfirmed_fields(
+    state: ConfirmedState, fields: list[str] | None = None, *, newer_than: int | None = None
+) -> list[Failure]:
+    """Fields among ``fields`` (default: all) lacking a matching confirmation.
+
+    A confirmation matches when it names the digest of the current value and,
+    with ``newer_than``, was given at or after that time.
+    """
+    failures: list[Failure] = []
+    for name in sorted(fields if fields is not None else state.values):
+        confirmation = state.confirmations.get(name)
+        if name not in state.values:
+            if confirmation is None and newer_than is not None:
+                failures.append(
+                    Failure(
+                        FailureCode.CONFIRMATION_REQUIRED,
+                        f"removing field {name!r} needs a fresh confirmation",
+                        pointer=f"/{name}",
+                    )
+                )
+            continue
+        if confirmation is None:
+            reason = "has no confirmation"
+        elif confirmation.value_digest != state.field_digest(name):
+            reason = "is confirmed for a different value"
+        elif newer_than is not None and confirmation.confirmed_at < newer_than:
+            reason = "was confirmed before the current checkpoint; confirm the new value"
+        else:
+            continue
+        failures.append(
+            Failure(
+                FailureCode.CONFIRMATION_REQUIRED,
+                f"field {name!r} {reason}",
+                pointer=f"/{name}",
+                details={"value_digest": state.field_digest(name)},
+            )
+        )
+    return failures
+
+
+def changed_fields(before: ConfirmedState, after: ConfirmedState) -> list[str]:
+    """Top-level fields added, removed or whose value changed."""
+    names = set(before.values) | set(after.values)
+    return sorted(
+        n
+        for n in names
+        if (n in before.values) != (n in after.values)
+        or (n in before.values and before.field_digest(n) != after.field_digest(n))
+    )
+
+
+def require_digest(state: ConfirmedState, expected: str) -> None:
+    """The state the client sends must be exactly the one the checkpoint binds."""
+    if state.digest != expected:
+        raise WorkflowProtocolError(
+            FailureCode.CONFIRMED_STATE_MISMATCH,
+            "confirmed_state is not the state this checkpoint was issued for; send the state exactly as last "
+            "confirmed (use next_confirmed_state to propose changes)",
+        )

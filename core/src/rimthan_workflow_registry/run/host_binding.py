@@ -1,0 +1,88 @@
+"""Which host adapter a harness binds to, and what keeps it from running a workflow.
+
+A workflow pins compatible adapters by ``id@version``; a harness binds to one
+of them and must offer every capability the workflow, the adapter and the
+workflow's validators require. Blockers are accumulated so the harness learns
+everything missing at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.release.catalogue import Catalogue, HostAdapter, WorkflowDefinition
+from rimthan_workflow_registry.run.checkpoints import HostBinding
+
+
+def required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
+    needed = {c for v in workflow.validators for c in v.required_capabilities}
+    return needed | set(adapter.validator_capabilities if adapter else ())
+
+
+def pinned_adapter(
+    catalogue: Catalogue, workflow: WorkflowDefinition, harness: str, adapter_id: str | None, version: str
+) -> HostAdapter | None:
+    """The pinned adapter for this harness (by id when given, else by harness) at ``version``."""
+    for key in workflow.host_adapters:
+        adapter = catalogue.adapter(key)
+        if (
+            adapter is not None
+            and adapter.harness == harness
+            and adapter.version == version
+            and (adapter_id is None or adapter.id == adapter_id)
+        ):
+            return adapter
+    return None
+
+
+def host_blockers(
+    catalogue: Catalogue, workflow: WorkflowDefinition, host: Mapping[str, Any]
+) -> tuple[HostAdapter | None, list[Failure]]:
+    """The adapter ``host`` binds to, and every reason it cannot run ``workflow``."""
+    adapter = pinned_adapter(catalogue, workflow, host["harness"], host["adapter"]["id"], host["adapter"]["version"])
+    failures: list[Failure] = []
+    if adapter is None:
+        pinned = ", ".join(workflow.host_adapters)
+        failures.append(
+            Failure(
+                FailureCode.HOST_ADAPTER_INCOMPATIBLE,
+                f"harness {host['harness']!r} with adapter {host['adapter']['id']}@{host['adapter']['version']} is not "
+                f"pinned by {workflow.key} (pinned: {pinned})",
+                details={"pinned": list(workflow.host_adapters)},
+            )
+        )
+    offered = set(host["capabilities"])
+    needed = set(workflow.required_capabilities) | set(adapter.capabilities if adapter else ())
+    missing = sorted(needed - offered)
+    if missing:
+        failures.append(
+            Failure(
+                FailureCode.HOST_CAPABILITY_MISSING,
+                f"the host lacks capabilities {missing} required by {workflow.key}",
+                details={"missing": missing},
+            )
+        )
+    missing_v = sorted(required_validator_capabilities(workflow, adapter) - set(host["validator_capabilities"]))
+    if missing_v:
+        failures.append(
+            Failure(
+                FailureCode.VALIDATOR_CAPABILITY_MISSING,
+                f"the host lacks validator capabilities {missing_v}",
+                details={"missing": missing_v},
+            )
+        )
+    return adapter, failures
+
+
+def binding_for(host: Mapping[str, Any]) -> HostBinding:
+    return HostBinding.of(
+        host["harness"], host["adapter"]["version"], host["capabilities"], host["validator_capabilities"]
+    )
+
+
+def bound_adapter(catalogue: Catalogue, workflow: WorkflowDefinition, binding: HostBinding) -> HostAdapter | None:
+    """The adapter a checkpoint's host binding refers to (the binding holds no adapter id)."""
+    return pinned_adapter(catalogue, workflow, binding.harness, None, binding.adapter_version)

@@ -1,0 +1,132 @@
+"""The step payload: everything a harness needs to perform one step.
+
+Built from verified release bytes only: the exact step definition, its
+instruction, the host assets with their project-local install paths (at
+setup), the bound host adapter, validator instructions and the immutable
+resource URIs of every file referenced, so a harness can re-read any of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rimthan_workflow_registry.release.catalogue import SETUP_STEP_ID, HostAdapter, StepDefinition, WorkflowDefinition
+from rimthan_workflow_registry.run.checkpoints import Checkpoint
+
+RESOURCE_SCHEME = "rimthan"
+
+
+class ReleaseReader(Protocol):
+    manifest_digest: str
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def file_entry(self, path: str) -> Any: ...
+
+
+def release_file_uri(manifest_digest: str, path: str) -> str:
+    """Immutable URI of a release file: the manifest digest is part of it."""
+    return f"{RESOURCE_SCHEME}://releases/{manifest_digest.removeprefix('sha256:')}/{path}"
+
+
+def _asset_ref(
+    release: ReleaseReader, *, asset_id: str, kind: str, path: str, install_path: str | None = None
+) -> dict[str, Any]:
+    entry = release.file_entry(path)
+    ref = {
+        "id": asset_id,
+        "kind": kind,
+        "uri": release_file_uri(release.manifest_digest, path),
+        "path": path,
+        "sha256": entry.sha256,
+        "media_type": entry.media_type,
+        "text": release.read_file(path).decode("utf-8"),
+    }
+    if install_path is not None:
+        ref["install_path"] = install_path
+    return ref
+
+
+def build_step_payload(
+    release: ReleaseReader,
+    workflow: WorkflowDefinition,
+    step: StepDefinition,
+    adapter: HostAdapter,
+    checkpoint: Checkpoint | None,
+) -> dict[str, Any]:
+    host_assets = []
+    if step.id == SETUP_STEP_ID:
+        for asset_id in step.host_assets:
+            asset = workflow.asset(asset_id)
+            assert asset is not None
+            host_assets.append(
+                _asset_ref(
+                    release,
+                    asset_id=asset.id,
+                    kind=asset.kind,
+                    path=asset.file,
+                    install_path=adapter.install_path(asset.kind, asset.id),
+                )
+            )
+        host_assets.append(
+            _asset_ref(
+                release,
+                asset_id=adapter.id,
+                kind="adapter",
+                path=adapter.instruction,
+                install_path=adapter.install_path("adapter", adapter.id),
+            )
+        )
+    validators = []
+    for key in step.validators:
+        validator = workflow.validator(key)
+        assert validator is not None
+        validators.append(
+            {
+                "id": validator.id,
+                "version": validator.version,
+                "key": validator.key,
+                "subagent": validator.subagent,
+                "required_capabilities": list(validator.required_capabilities),
+                "instruction": _asset_ref(release, asset_id=validator.id, kind="validator", path=validator.instruction),
+            }
+        )
+    outputs = [
+        {
+            "id": o.id,
+            "path": o.path,
+            "media_type": o.media_type,
+            "max_bytes": o.max_bytes,
+            "write_policy": o.write_policy,
+            **(
+                {"schema": o.schema, "schema_uri": release_file_uri(release.manifest_digest, o.schema)}
+                if o.schema
+                else {}
+            ),
+        }
+        for o in step.outputs
+    ]
+    receipts = checkpoint.artifacts if checkpoint is not None else {}
+    inputs = [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
+    instruction = _asset_ref(release, asset_id=step.id, kind="instruction", path=step.instruction)
+    referenced = [
+        instruction["path"],
+        *(a["path"] for a in host_assets),
+        *(v["instruction"]["path"] for v in validators),
+        *(o["schema"] for o in outputs if "schema" in o),
+        workflow.confirmed_state_schema,
+    ]
+    return {
+        "id": step.id,
+        "title": step.title,
+        "gated": step.gated,
+        "terminal": step.terminal,
+        "definition": dict(step.definition),
+        "instruction": instruction,
+        "host_assets": host_assets,
+        "host_adapter": adapter.to_json(),
+        "outputs": outputs,
+        "inputs": inputs,
+        "validators": validators,
+        "resources": sorted({release_file_uri(release.manifest_digest, p) for p in referenced}),
+    }

@@ -1,0 +1,213 @@
+"""Checkpoint and validation-bundle tokens: HS256 JWTs with key ids.
+
+All run state lives in these tokens, so they are the server's only defence
+against forged progress. We use PyJWT (a maintained, standard format) and add
+three checks it does not make: the ``typ`` header pins the token kind, the
+three segments must be canonical base64url (a re-encoded token is refused even
+when it decodes to the same bytes), and every claim set is validated against a
+closed shape by the caller. Key ids let keys rotate: several keys verify, one
+signs. HMAC comparison is constant-time (``hmac.compare_digest`` in PyJWT).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from rimthan_workflow_registry.canonical import digest_bytes
+from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
+
+CHECKPOINT_TYPE = "rimthan-checkpoint+jwt"
+BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
+ALGORITHM = "HS256"
+KEY_BYTES = 32
+KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
+# Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
+MAX_TOKEN_CHARS = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CheckpointKeyring:
+    """HMAC keys by key id; ``signing_key_id`` signs, every key verifies.
+
+    ``retired`` ids are kept only so that tokens signed with them are refused
+    with a precise reason (retired) rather than "unknown".
+    """
+
+    signing_key_id: str
+    keys: Mapping[str, bytes]
+    retired: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.signing_key_id not in self.keys:
+            raise KeyringError(FailureCode.KEY_INVALID, f"signing key {self.signing_key_id!r} is not in the keyring")
+        for kid, key in self.keys.items():
+            if len(key) < KEY_BYTES:
+                raise KeyringError(FailureCode.KEY_INVALID, f"checkpoint key {kid!r} is shorter than {KEY_BYTES} bytes")
+
+    # -- persistence ------------------------------------------------------------------
+
+    @classmethod
+    def generate(cls) -> CheckpointKeyring:
+        kid = _new_key_id()
+        return cls(signing_key_id=kid, keys={kid: secrets.token_bytes(KEY_BYTES)})
+
+    @classmethod
+    def load(cls, path: Path) -> CheckpointKeyring:
+        try:
+            raw = json.loads(Path(path).read_text("utf-8"))
+            keys = {k["id"]: base64.b64decode(k["key"], validate=True) for k in raw["keys"]}
+            if raw.get("format") != KEYRING_FORMAT or len(keys) != len(raw["keys"]):
+                raise ValueError("unexpected format or duplicate key id")
+            return cls(signing_key_id=raw["signing_key_id"], keys=keys, retired=frozenset(raw.get("retired", [])))
+        except KeyringError as exc:
+            raise KeyringError(exc.code, exc.message, path=str(path)) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise KeyringError(FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path)) from None
+
+    @classmethod
+    def load_or_create(cls, path: Path) -> CheckpointKeyring:
+        path = Path(path)
+        if path.exists():
+            return cls.load(path)
+        keyring = cls.generate()
+        keyring.save(path)
+        return keyring
+
+    def save(self, path: Path) -> None:
+        """Write atomically with mode 0600: these keys can forge any run."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        document = {
+            "format": KEYRING_FORMAT,
+            "signing_key_id": self.signing_key_id,
+            "keys": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.keys.items())],
+            "retired": sorted(self.retired),
+        }
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-")
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(document, handle, indent=2)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def rotated(self) -> CheckpointKeyring:
+        """A new signing key; old keys keep verifying until retired."""
+        kid = _new_key_id()
+        return CheckpointKeyring(
+            signing_key_id=kid, keys={**self.keys, kid: secrets.token_bytes(KEY_BYTES)}, retired=self.retired
+        )
+
+    def retiring(self, kid: str) -> CheckpointKeyring:
+        """Drop ``kid``: tokens it signed stop verifying. The signing key cannot be retired."""
+        if kid == self.signing_key_id:
+            raise KeyringError(FailureCode.KEY_INVALID, "rotate to a new signing key before retiring this one")
+        if kid not in self.keys:
+            raise KeyringError(FailureCode.KEY_INVALID, f"no checkpoint key {kid!r}")
+        keys = {k: v for k, v in self.keys.items() if k != kid}
+        return CheckpointKeyring(signing_key_id=self.signing_key_id, keys=keys, retired=self.retired | {kid})
+
+    # -- tokens -----------------------------------------------------------------------
+
+    def sign(self, claims: Mapping[str, Any], token_type: str) -> str:
+        return jwt.encode(
+            dict(claims),
+            self.keys[self.signing_key_id],
+            algorithm=ALGORITHM,
+            headers={"kid": self.signing_key_id, "typ": token_type},
+        )
+
+    def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
+        """Claims of a token this keyring signed, or ``TokenError(code)``."""
+        what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
+        header = _canonical_header(token) if isinstance(token, str) and len(token) <= MAX_TOKEN_CHARS else None
+        if header is None:
+            raise TokenError(code, f"the {what} token is malformed; send the token exactly as the server issued it")
+        kid = header.get("kid")
+        if header.get("typ") != token_type or header.get("alg") != ALGORITHM:
+            raise TokenError(code, f"the token is not a {what} token")
+        if not isinstance(kid, str):
+            raise TokenError(FailureCode.CHECKPOINT_KEY_UNKNOWN, f"the {what} token names no key id")
+        if kid in self.retired:
+            raise TokenError(
+                FailureCode.CHECKPOINT_KEY_UNKNOWN,
+                f"the {what} token was signed with retired key {kid!r}; start a new run",
+            )
+        if kid not in self.keys:
+            raise TokenError(
+                FailureCode.CHECKPOINT_KEY_UNKNOWN,
+                f"the {what} token was signed with a key this server does not hold ({kid!r})",
+            )
+        try:
+            return jwt.decode(
+                token, self.keys[kid], algorithms=[ALGORITHM], options={"require": ["iat"], "verify_iat": True}
+            )
+        except jwt.PyJWTError as exc:
+            raise TokenError(code, f"the {what} token does not verify ({type(exc).__name__})") from None
+
+
+def token_digest(token: str) -> str:
+    """``sha256:<hex>`` of a token's exact characters: how parents are linked."""
+    return digest_bytes(token.encode("ascii"))
+
+
+def peek_claims(token: str) -> dict[str, Any] | None:
+    """UNVERIFIED claims, for routing a call to its pinned release only."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except (jwt.PyJWTError, TypeError, ValueError):
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def peek_manifest_digest(token: str) -> str | None:
+    claims = peek_claims(token) if isinstance(token, str) else None
+    release = claims.get("release") if claims else None
+    digest = release.get("manifest_digest") if isinstance(release, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+def _canonical_header(token: str) -> dict[str, Any] | None:
+    """The JOSE header of a token made of three canonical base64url segments, else ``None``.
+
+    Each segment must be the unique encoding of its bytes, so a re-encoded
+    token (padding, unused trailing bits, foreign characters) is refused even
+    when it decodes to the same bytes. Decoding here, in C, also means PyJWT
+    scans the token only once (in ``jwt.decode``), which matters for the
+    long checkpoints of long runs.
+    """
+    parts = token.split(".")
+    if len(parts) != 3 or not all(parts):
+        return None
+    decoded = []
+    for part in parts:
+        try:
+            raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        except (ValueError, TypeError):
+            return None
+        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != part:
+            return None
+        decoded.append(raw)
+    try:
+        header = json.loads(decoded[0])
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _new_key_id() -> str:
+    return "ck-" + secrets.token_hex(8)

@@ -1,0 +1,277 @@
+"""Catalogue rules (ReleaseLoader._validate_workflow_catalogue and friends).
+
+Each test copies the packaged research-decision@1.2.0 source, breaks exactly
+one rule by editing its TOML or schema, and asserts the precise failure code
+through the same loader the packager and the server use.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release.loader import ReleaseLoader
+from rimthan_workflow_registry.workflow_engine import resolve_branches
+
+PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.2.0"
+WORKFLOW = "workflows/research-decision.toml"
+
+
+class SourceDir:
+    """A catalogue source directory, read the way the loader reads one."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def paths(self) -> frozenset[str]:
+        return frozenset(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+
+    def read(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    dest = tmp_path / "source"
+    shutil.copytree(PACKAGED, dest)
+    return dest
+
+
+def edit_toml(root: Path, rel: str, change: Callable[[dict[str, Any]], None]) -> None:
+    data = tomllib.loads((root / rel).read_text("utf-8"))
+    change(data)
+    (root / rel).write_text(tomli_w.dumps(data), "utf-8")
+
+
+def step(data: dict[str, Any], step_id: str) -> dict[str, Any]:
+    return next(s for s in data["steps"] if s["id"] == step_id)
+
+
+def load_error(root: Path) -> CatalogueError:
+    with pytest.raises(CatalogueError) as info:
+        ReleaseLoader.load(SourceDir(root))
+    return info.value
+
+
+def test_packaged_catalogue_loads_with_compiled_schemas(source: Path) -> None:
+    loaded = ReleaseLoader.load(SourceDir(source))
+    workflow = loaded.catalogue.workflows[0]
+    assert workflow.key == "research-decision@1.2.0"
+    assert workflow.steps[0].id == "setup-workspace"
+    assert workflow.confirmed_state_schema in loaded.schemas.validators
+
+
+def _add_duplicate_workflow_alias(root: Path) -> None:
+    shutil.copy(root / WORKFLOW, root / "workflows/other.toml")
+    edit_toml(root, "workflows/other.toml", lambda d: d.update(id="other-workflow", entry_aliases=["research"]))
+    edit_toml(root, "catalogue.toml", lambda d: d["workflows"].append("workflows/other.toml"))
+
+
+def _alias_equals_other_id(root: Path) -> None:
+    shutil.copy(root / WORKFLOW, root / "workflows/other.toml")
+    edit_toml(
+        root, "workflows/other.toml", lambda d: d.update(id="other-workflow", entry_aliases=["research-decision"])
+    )
+    edit_toml(root, "catalogue.toml", lambda d: d["workflows"].append("workflows/other.toml"))
+
+
+def _same_id_other_owner(root: Path) -> None:
+    shutil.copy(root / WORKFLOW, root / "workflows/other.toml")
+    edit_toml(root, "workflows/other.toml", lambda d: d.update(version="1.2.1", owner="someone.else"))
+    edit_toml(root, "catalogue.toml", lambda d: d["workflows"].append("workflows/other.toml"))
+
+
+def _first_step_not_setup(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: d.update(steps=[d["steps"][1], d["steps"][0], *d["steps"][2:]]))
+
+
+def _unknown_next(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "interview").update(next="nowhere"))
+
+
+def _unknown_validator(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "desk-research").update(validators=["ghost@1.0.0"]))
+
+
+def _unknown_asset(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "setup-workspace")["host_assets"].append("ghost"))
+
+
+def _unknown_adapter(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: d["host_adapters"].append("ghost@9.9.9"))
+
+
+def _missing_instruction_file(root: Path) -> None:
+    (root / "assets/instructions/interview.md").unlink()
+
+
+def _invalid_schema(root: Path) -> None:
+    path = root / "schemas/evidence-log.schema.json"
+    doc = json.loads(path.read_text())
+    doc["type"] = "not-a-type"
+    path.write_text(json.dumps(doc))
+
+
+def _two_fields_in_branches(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["branches"][1]["when"].update(field="deadline"))
+
+
+def _overlapping_branch_values(root: Path) -> None:
+    def change(d: dict[str, Any]) -> None:
+        step(d, "select-route")["branches"][1]["when"] = {
+            "field": "research_route",
+            "one_of": ["user-interviews", "desk-research"],
+        }
+
+    edit_toml(root, WORKFLOW, change)
+
+
+def _predicate_outside_vocabulary(root: Path) -> None:
+    def change(d: dict[str, Any]) -> None:
+        step(d, "select-route")["branches"][0]["when"] = {"field": "research_route", "matches": "desk.*"}
+
+    edit_toml(root, WORKFLOW, change)
+
+
+def _branch_field_not_in_schema(root: Path) -> None:
+    def change(d: dict[str, Any]) -> None:
+        s = step(d, "select-route")
+        for b in s["branches"]:
+            b["when"]["field"] = "undeclared_field"
+        s["question"]["field"] = "undeclared_field"
+
+    edit_toml(root, WORKFLOW, change)
+
+
+def _cycle_without_exit(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "confirm-contract").update(next="interview"))
+
+
+def _unreachable_step(root: Path) -> None:
+    def change(d: dict[str, Any]) -> None:
+        extra = dict(step(d, "interview"), id="orphan")
+        extra.pop("next")
+        d["steps"].append(extra)
+
+    edit_toml(root, WORKFLOW, change)
+
+
+def _unknown_key(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: d.update(surprise=True))
+
+
+def _output_path_escapes(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "desk-research")["outputs"][0].update(path="../outside.json"))
+
+
+def _adapter_path_absolute(root: Path) -> None:
+    edit_toml(root, "adapters/claude-code.toml", lambda d: d["paths"].update(skill="/etc/{id}.md"))
+
+
+def _json_output_without_schema(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "desk-research")["outputs"][0].pop("schema"))
+
+
+def _duplicate_artifact_id(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "experiment")["outputs"][0].update(id="evidence-log"))
+
+
+def _bad_version(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: d.update(version="1.2"))
+
+
+BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
+    "alias collides with another workflow's alias": (_add_duplicate_workflow_alias, FailureCode.ALIAS_COLLISION),
+    "alias equals another workflow's id": (_alias_equals_other_id, FailureCode.ALIAS_COLLISION),
+    "workflow id claimed by two owners": (_same_id_other_owner, FailureCode.ALIAS_COLLISION),
+    "first step is not setup-workspace": (_first_step_not_setup, FailureCode.FIRST_STEP_NOT_SETUP),
+    "next names an unknown step": (_unknown_next, FailureCode.REFERENCE_UNRESOLVED),
+    "step names an unknown validator": (_unknown_validator, FailureCode.REFERENCE_UNRESOLVED),
+    "setup delivers an unknown asset": (_unknown_asset, FailureCode.REFERENCE_UNRESOLVED),
+    "workflow pins an unknown adapter": (_unknown_adapter, FailureCode.REFERENCE_UNRESOLVED),
+    "instruction file missing": (_missing_instruction_file, FailureCode.REFERENCE_UNRESOLVED),
+    "schema fails check_schema": (_invalid_schema, FailureCode.SCHEMA_INVALID),
+    "branches test two fields": (_two_fields_in_branches, FailureCode.BRANCH_AMBIGUOUS),
+    "branch values overlap": (_overlapping_branch_values, FailureCode.BRANCH_AMBIGUOUS),
+    "predicate outside the closed vocabulary": (_predicate_outside_vocabulary, FailureCode.BRANCH_PREDICATE_INVALID),
+    "branch field not in confirmed-state schema": (_branch_field_not_in_schema, FailureCode.BRANCH_PREDICATE_INVALID),
+    "cycle with no way to a terminal step": (_cycle_without_exit, FailureCode.TERMINAL_UNREACHABLE),
+    "step unreachable from the start": (_unreachable_step, FailureCode.TERMINAL_UNREACHABLE),
+    "unknown key in a workflow": (_unknown_key, FailureCode.CATALOGUE_INVALID),
+    "output path escapes the project": (_output_path_escapes, FailureCode.CATALOGUE_INVALID),
+    "adapter install path is absolute": (_adapter_path_absolute, FailureCode.CATALOGUE_INVALID),
+    "JSON output without a schema": (_json_output_without_schema, FailureCode.CATALOGUE_INVALID),
+    "artifact id produced by two steps": (_duplicate_artifact_id, FailureCode.CATALOGUE_INVALID),
+    "workflow version is not semantic": (_bad_version, FailureCode.CATALOGUE_INVALID),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_broken_catalogue_is_refused_with_precise_code(source: Path, case: str) -> None:
+    breaker, code = BROKEN[case]
+    breaker(source)
+    error = load_error(source)
+    assert error.code is code, error.one_line()
+    assert error.path, "the refusal must name the file it is about"
+
+
+def test_semantic_version_order_handles_multi_digit_and_prereleases() -> None:
+    ordered = [
+        "1.0.0-alpha",
+        "1.0.0-alpha.1",
+        "1.0.0-alpha.beta",
+        "1.0.0-beta",
+        "1.0.0-beta.2",
+        "1.0.0-beta.11",
+        "1.0.0-rc.1",
+        "1.0.0",
+        "1.9.0",
+        "1.10.0",
+        "2.0.0",
+    ]
+    assert sorted(reversed(ordered), key=semver_key) == ordered
+    with pytest.raises(ValueError):
+        semver_key("1.2")
+
+
+def test_resolve_branches_none_one_many_missing(source: Path) -> None:
+    loaded = ReleaseLoader.load(SourceDir(source))
+    select = loaded.catalogue.workflows[0].step("select-route")
+    assert select is not None
+    assert resolve_branches(select, {}) is None
+    assert resolve_branches(select, {"research_route": "experiment"}) == "experiment"
+    assert resolve_branches(select, {"research_route": "user-interviews"}) == "user-interviews"
+    from rimthan_workflow_registry.errors import WorkflowProtocolError
+
+    with pytest.raises(WorkflowProtocolError) as none_match:
+        resolve_branches(select, {"research_route": "astrology"})
+    assert none_match.value.code is FailureCode.BRANCH_NO_MATCH
+    # Build a step whose predicates overlap (authoring validation would refuse it) to
+    # prove evaluation refuses two matches too.
+    from dataclasses import replace
+
+    from rimthan_workflow_registry.release.catalogue import Branch, Predicate
+
+    overlapping = replace(
+        select,
+        branches=(
+            Branch("desk-research", Predicate("research_route", "equals", ("experiment",))),
+            Branch("experiment", Predicate("research_route", "one_of", ("experiment",))),
+        ),
+    )
+    with pytest.raises(WorkflowProtocolError) as many:
+        resolve_branches(overlapping, {"research_route": "experiment"})
+    assert many.value.code is FailureCode.BRANCH_AMBIGUOUS
+    # a boolean never matches an integer predicate value (True == 1 in Python)
+    numeric = replace(select, branches=(Branch("experiment", Predicate("research_route", "equals", (1,))),))
+    with pytest.raises(WorkflowProtocolError):
+        resolve_branches(numeric, {"research_route": True})

@@ -1,0 +1,257 @@
+"""Offline run audit (``rimthan-mcp audit``) on real runs driven in-process, and on broken logs.
+
+Runs are driven with the scripted harness against real engine modules over
+real signed releases (engine_support); the audit sees only the logged tokens
+and the checkpoint keys. Broken logs are made from those real tokens by
+dropping, swapping or adding lines; a fork is a second child the server's own
+signing code issues for an already-continued checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rimthan_host.harness import WorkflowHarness
+from rimthan_workflow_mcp.cli import main
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
+from rimthan_workflow_registry.run.checkpoints import issue_checkpoint, verify_checkpoint
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_manifest_digest, token_digest
+from support.engines import TOOLS, DrivenRun, Engines, ExamplesScenario, TickingClock, drive, make_engines, run
+
+REPAIR = frozenset({"decision-critic@1.0.0"})
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
+    return make_engines(tmp_path_factory.mktemp("audit"), TickingClock())
+
+
+@pytest.fixture(scope="module")
+def completed(engines: Engines) -> DrivenRun:
+    return drive(engines, "1.2.0", "desk-research", name="audited", fail_once=REPAIR)
+
+
+@pytest.fixture(scope="module")
+def migrated(engines: Engines) -> tuple[WorkflowHarness, list[str]]:
+    """A run started on 1.2.0, migrated explicitly to 1.3.0 at select-route, completed there."""
+    modules = {engines.releases[v].manifest_digest: engines.module(v) for v in ("1.2.0", "1.3.0")}
+    target = engines.module("1.3.0")
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "rimthan.start_workflow":
+            return engines.module("1.2.0").start_workflow(arguments)
+        module = modules[peek_manifest_digest(arguments["checkpoint"]) or ""]
+        if "migration" in arguments:  # what the server's dispatch does with its migration target
+            return WorkflowEngineQueryModule.migrate_workflow(module, target, arguments)
+        return getattr(module, TOOLS[tool])(arguments)
+
+    checkpoints: list[str] = []
+
+    def keep(event: Any) -> None:
+        token = event.data.get("result", {}).get("checkpoint") if event.kind == "call" else None
+        if token and (not checkpoints or checkpoints[-1] != token):
+            checkpoints.append(token)
+
+    project = engines.work / "projects" / "migrated"
+    harness = WorkflowHarness(
+        call, ExamplesScenario("desk-research"), project_dir=project, clock=engines.clock, on_event=keep
+    )
+    clock = engines.clock
+    assert isinstance(clock, TickingClock)
+
+    async def go() -> None:
+        result = await harness.run(await harness.start("research", initial_version="1.2.0"), until_step="select-route")
+        clock.tick(5)  # the user re-confirms the state for the target release after the last checkpoint
+        moved = await harness.migrate(result, "research-decision@1.3.0", "1.3.0", confirm=True)
+        assert moved["status"] == "active" and moved["release"]["id"] == "research-decision@1.3.0"
+        await harness.run(moved)
+
+    run(go())
+    return harness, checkpoints
+
+
+def _log(tmp_path: Path, tokens: list[str], name: str = "run.log") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+def _broken(tokens: list[str], keyring: CheckpointKeyring) -> RunAuditError:
+    with pytest.raises(RunAuditError) as caught:
+        audit_run(read_log("\n".join(tokens)), keyring, source="run.log")
+    return caught.value
+
+
+# --------------------------------------------------------------------------- an intact run
+
+
+def test_a_completed_run_is_verified_and_told_step_by_step(completed: DrivenRun, engines: Engines) -> None:
+    tokens = completed.checkpoints
+    history = audit_run(read_log("\n".join(tokens)), engines.keyring)
+    assert [c.checkpoint.sequence for c in history.checkpoints] == list(range(1, len(tokens) + 1))
+    assert [c.digest for c in history.checkpoints] == [token_digest(t) for t in tokens]
+    assert list(history.steps) == completed.harness.record.steps_visited
+    release = engines.releases["1.2.0"]
+    assert history.releases == (("research-decision@1.2.0", release.manifest_digest, "research-decision@1.2.0"),)
+    assert history.migrations == ()
+    final = completed.harness.record.final
+    assert final["status"] == "completed" and history.checkpoints[-1].digest == final["checkpoint_digest"]
+    written = completed.harness.record.written
+    assert {k: r.sha256 for k, r in history.last.artifacts.items()} == {
+        k: written[k].sha256 for k in history.last.artifacts
+    }
+    assert set(history.last.validators) == {"evidence-auditor@1.0.0", "decision-critic@1.0.0"}
+    text = "\n".join(describe(history))
+    assert f"release research-decision@1.2.0 {release.manifest_digest}" in text
+    assert "setup-workspace -> interview -> confirm-contract -> select-route -> desk-research" in text
+    assert f"artifact findings sha256:{written['findings'].sha256}" in text
+    assert "validator decision-critic@1.0.0 pass on inputs sha256:" in text
+
+
+def test_a_repeated_line_is_skipped_not_a_break(completed: DrivenRun, engines: Engines) -> None:
+    tokens = list(completed.checkpoints)
+    history = audit_run(read_log("\n".join([*tokens[:3], tokens[2], *tokens[3:]]) + "\n\n"), engines.keyring)
+    assert len(history.checkpoints) == len(tokens) and history.repeated_lines == (4,)
+
+
+def test_a_migrated_run_reports_the_migration_with_its_parent_link(
+    migrated: tuple[WorkflowHarness, list[str]], engines: Engines
+) -> None:
+    harness, tokens = migrated
+    history = audit_run(read_log("\n".join(tokens)), engines.keyring)
+    (migration,) = history.migrations
+    old, new = engines.releases["1.2.0"], engines.releases["1.3.0"]
+    assert (migration.from_release, migration.from_manifest_digest) == ("research-decision@1.2.0", old.manifest_digest)
+    assert (migration.to_release, migration.to_manifest_digest) == ("research-decision@1.3.0", new.manifest_digest)
+    assert migration.parent_line == migration.line - 1
+    assert migration.parent_digest == token_digest(tokens[migration.parent_line - 1])
+    assert history.checkpoints[migration.line - 1].checkpoint.step_id == "setup-workspace"
+    assert [r[0] for r in history.releases] == ["research-decision@1.2.0", "research-decision@1.3.0"]
+    assert history.steps[:4] == ("setup-workspace", "interview", "confirm-contract", "select-route")
+    assert history.steps[4] == "setup-workspace" and history.last.workflow_version == "1.3.0"
+    assert harness.record.final["status"] == "completed"
+    assert f"migration at line {migration.line}: research-decision@1.2.0" in "\n".join(describe(history))
+
+
+# --------------------------------------------------------------------------- broken chains
+
+
+def test_a_gap_is_refused_at_the_line_after_it(completed: DrivenRun, engines: Engines) -> None:
+    tokens = completed.checkpoints
+    error = _broken([*tokens[:2], *tokens[3:]], engines.keyring)
+    assert error.code is FailureCode.RUN_CHAIN_BROKEN and error.details == {"line": 3, "break": "gap"}
+    assert error.path == "run.log:3" and "checkpoints 3-3 are missing" in error.message
+    start = _broken(tokens[1:], engines.keyring)
+    assert start.details == {"line": 1, "break": "gap"} and "starts at sequence 2" in start.message
+
+
+def test_a_reorder_is_refused_where_it_happens(completed: DrivenRun, engines: Engines) -> None:
+    tokens = list(completed.checkpoints)
+    tokens[2], tokens[3] = tokens[3], tokens[2]
+    error = _broken(tokens, engines.keyring)
+    assert error.details == {"line": 3, "break": "reorder"}
+    assert "logged before line 4 that it follows" in error.message
+
+
+def test_a_fork_is_refused_naming_both_branches(completed: DrivenRun, engines: Engines) -> None:
+    tokens = completed.checkpoints
+    parent = verify_checkpoint(engines.keyring, tokens[2]).checkpoint
+    sibling = issue_checkpoint(engines.keyring, parent.successor(tokens[2], issued_at=parent.issued_at + 7)).token
+    assert sibling != tokens[3]
+    error = _broken([*tokens[:4], sibling], engines.keyring)
+    assert error.details == {"line": 5, "break": "fork"}
+    assert "continues line 3 (sequence 3), which line 4 already continued" in error.message
+
+
+def test_a_token_of_another_run_is_refused_as_foreign(completed: DrivenRun, engines: Engines) -> None:
+    other = drive(engines, "1.2.0", "desk-research", name="other-run").checkpoints
+    tokens = completed.checkpoints
+    mid = _broken([*tokens[:3], other[3]], engines.keyring)
+    assert mid.details == {"line": 4, "break": "foreign"} and "belongs to another run" in mid.message
+    restart = _broken([*tokens[:3], other[0]], engines.keyring)
+    assert restart.details == {"line": 4, "break": "foreign"} and "starts another run" in restart.message
+
+
+def test_tokens_signed_with_other_keys_or_altered_are_refused(completed: DrivenRun, engines: Engines) -> None:
+    tokens = completed.checkpoints
+    other_keys = _broken(tokens, CheckpointKeyring.generate())
+    assert other_keys.code is FailureCode.CHECKPOINT_KEY_UNKNOWN
+    assert other_keys.details == {"line": 1, "break": "foreign"} and other_keys.message.startswith(
+        "line 1: foreign token:"
+    )
+    header, claims, signature = tokens[4].split(".")
+    altered = f"{header}.{claims}.{signature[:-2]}{'AA' if signature[-2:] != 'AA' else 'BA'}"
+    error = _broken([*tokens[:4], altered, *tokens[5:]], engines.keyring)
+    assert error.code is FailureCode.CHECKPOINT_INVALID and error.details == {"line": 5, "break": "invalid"}
+    assert _broken([], engines.keyring).details == {"line": None, "break": "empty"}
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _invoke(*args: str | Path) -> Any:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _keys(engines: Engines, tmp_path: Path) -> Path:
+    path = tmp_path / "state" / "checkpoint-keys.json"
+    engines.keyring.save(path)
+    return path
+
+
+def test_audit_cli_prints_the_history_and_json(
+    migrated: tuple[WorkflowHarness, list[str]], engines: Engines, tmp_path: Path
+) -> None:
+    _, tokens = migrated
+    log, keys = _log(tmp_path, tokens), _keys(engines, tmp_path)
+    text = _invoke("audit", log, "--checkpoint-keys", keys)
+    assert text.exit_code == 0, text.output
+    assert text.stdout.startswith(f"run of research-decision: {len(tokens)} checkpoint(s), chain unbroken")
+    assert f"release research-decision@1.3.0 {engines.releases['1.3.0'].manifest_digest}" in text.stdout
+    assert "migration at line" in text.stdout and "final: sequence" in text.stdout
+    as_json = _invoke("audit", log, "--state-dir", keys.parent, "--json")
+    assert as_json.exit_code == 0, as_json.output
+    document = json.loads(as_json.stdout)
+    assert document["ok"] is True and len(document["checkpoints"]) == len(tokens)
+    assert document["migrations"][0]["to"]["manifest_digest"] == engines.releases["1.3.0"].manifest_digest
+    assert document["final"]["checkpoint_digest"] == token_digest(tokens[-1])
+
+
+@pytest.mark.parametrize(
+    ("edit", "code", "line"),
+    [
+        (lambda t: [*t[:2], *t[3:]], "run_chain_broken", 3),
+        (lambda t: [t[0], t[2], t[1], *t[3:]], "run_chain_broken", 2),
+    ],
+)
+def test_audit_cli_refuses_a_broken_chain_in_one_line(
+    completed: DrivenRun, engines: Engines, tmp_path: Path, edit: Callable[[list[str]], list[str]], code: str, line: int
+) -> None:
+    log, keys = _log(tmp_path, edit(list(completed.checkpoints))), _keys(engines, tmp_path)
+    refused = _invoke("audit", log, "--checkpoint-keys", keys)
+    assert refused.exit_code == 1 and refused.stdout == ""
+    (message,) = refused.stderr.splitlines()
+    assert message.startswith(f"rimthan-mcp: error: {code}: {log}:{line}: line {line}: ")
+    assert message.endswith("with the checkpoint keys of the server that issued it")
+    as_json = _invoke("audit", log, "--checkpoint-keys", keys, "--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["error"]["details"]["line"] == line
+
+
+def test_audit_cli_missing_inputs_are_one_line_errors(engines: Engines, tmp_path: Path) -> None:
+    keys = _keys(engines, tmp_path)
+    missing_log = _invoke("audit", tmp_path / "nope.log", "--checkpoint-keys", keys)
+    assert missing_log.exit_code == 1
+    (line,) = missing_log.stderr.splitlines()
+    assert line.startswith(f"rimthan-mcp: error: io_error: {tmp_path / 'nope.log'}: ") and " - give the file" in line
+    missing_keys = _invoke("audit", _log(tmp_path, ["x"]), "--checkpoint-keys", tmp_path / "none.json")
+    assert missing_keys.exit_code == 1
+    (line,) = missing_keys.stderr.splitlines()
+    assert line.startswith("rimthan-mcp: error: key_invalid: ") and "rimthan-mcp keys rotate" in line

@@ -1,0 +1,215 @@
+"""Operator polish of both CLIs: what ``serve`` says it loaded, ``check``, help texts, one-line errors.
+
+``serve`` and usage errors run as real processes; help texts through click's
+runner. Every refusal must be exactly one line on stderr that names the code
+and says what to do next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rimthan_packager.cli import cli as pack_cli
+from rimthan_workflow_mcp.cli import main as mcp_main
+from support.servers import ServerWorld, build_world, flip_byte, http_server, serve_args, server_env
+
+RIMTHAN_MCP = [sys.executable, "-m", "rimthan_workflow_mcp"]
+MCP_COMMANDS = (["serve"], ["check"], ["audit"], ["keys"], ["keys", "list"], ["keys", "rotate"], ["keys", "retire"])
+PACK_COMMANDS = (["keygen"], ["build"], ["sign"], ["verify"], ["inspect"], ["init"])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("operator-world"))
+
+
+def _digest(release: Path) -> str:
+    return "sha256:" + hashlib.sha256((release / "manifest.json").read_bytes()).hexdigest()
+
+
+def _one_line(stderr: str, prefix: str = "rimthan-mcp: error: ") -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith(prefix), lines[0]
+    return lines[0]
+
+
+def test_serve_over_http_prints_releases_digests_trust_ids_target_and_address(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    active, target = world.built["1.2.0"], world.built["1.3.0"]
+    args = serve_args(world, active, state_dir=tmp_path / "state", migration_target=target)
+    with http_server(args) as server:
+        said = server.stderr()
+    assert f"rimthan-mcp: release research-decision@1.2.0 {_digest(active)} ({active}) [active]" in said
+    assert f"rimthan-mcp: migration target research-decision@1.3.0 {_digest(target)} ({target})" in said
+    assert f"threshold 1 of 1 key(s): release-engineer={world.key.key_id}" in said
+    assert f"transport http (stateless Streamable HTTP) at {server.url}" in said
+    assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp")
+    assert f"checkpoint keys {tmp_path / 'state' / 'checkpoint-keys.json'} (created): signing ck-" in said
+
+
+def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -> None:
+    release = world.built["1.3.0"]
+    ok = subprocess.run(
+        [*RIMTHAN_MCP, "check", "--release", str(release), "--trust", str(world.trust)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=server_env(),
+    )
+    assert ok.returncode == 0 and ok.stderr == ""
+    first, *older = ok.stdout.splitlines()
+    assert (
+        first == f"ok research-decision@1.3.0 {_digest(release)} signed by release-engineer ({world.key.key_id[:16]}…)"
+    )
+    # serve would also hold the older releases beside it (for runs pinned to them): check verifies them too
+    assert older == [
+        f"ok research-decision@1.2.0 {_digest(world.built['1.2.0'])} signed by release-engineer "
+        f"({world.key.key_id[:16]}…)"
+    ]
+    bad = world.publish("1.3.0", tmp_path / "releases")
+    flip_byte(bad)
+    refused = subprocess.run(
+        [*RIMTHAN_MCP, "check", "--release", str(bad), "--trust", str(world.trust)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=server_env(),
+    )
+    assert refused.returncode == 1 and refused.stdout == ""
+    line = _one_line(refused.stderr)
+    assert "file_digest_mismatch" in line and " - check it with `rimthan-mcp check" in line
+
+
+@pytest.mark.parametrize("command", MCP_COMMANDS, ids=" ".join)
+def test_every_rimthan_mcp_command_has_a_man_page_quality_help(command: list[str]) -> None:
+    result = CliRunner().invoke(mcp_main, [*command, "--help"], prog_name="rimthan-mcp")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert text.startswith(f"Usage: rimthan-mcp {' '.join(command)}")
+    assert re.search(r"Examples:\n +(rimthan-mcp|kill) ", text), text
+    assert "Exit status:" in text and "  0  " in text and "  1  " in text and "  2  " in text
+    assert "Options:" in text and "-h, --help" in text
+
+
+def test_rimthan_mcp_help_states_defaults_and_meanings() -> None:
+    serve = " ".join(CliRunner().invoke(mcp_main, ["serve", "--help"]).stdout.split())
+    for fragment in (
+        "default: keys/local]",
+        "[default: stdio]",
+        "[default: 127.0.0.1]",
+        "[default: 8765]",
+        "[default: info]",
+        "STATE_DIR/checkpoint-keys.json",
+        "$RIMTHAN_STATE_DIR",
+        "--http-sessions",
+        "kill -HUP <pid>",
+        "manifest digest",
+    ):
+        assert fragment in serve, fragment
+    audit = CliRunner().invoke(mcp_main, ["audit", "--help"]).stdout
+    for fragment in ("one per line", "gap, reorder, fork, foreign", "--json", "No server and no server storage"):
+        assert fragment in " ".join(audit.split()), fragment
+    check = " ".join(CliRunner().invoke(mcp_main, ["check", "--help"]).stdout.split())
+    assert "exactly as `serve` would load it" in check and "Nothing is served and nothing is written" in check
+
+
+@pytest.mark.parametrize("command", PACK_COMMANDS, ids=" ".join)
+def test_every_rimthan_pack_command_has_examples_and_exit_statuses(command: list[str]) -> None:
+    result = CliRunner().invoke(pack_cli, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert re.search(r"Examples:\n +rimthan-pack ", text) and "Exit status:" in text
+    assert "  1  " in text and "  2  " in text and "Options:" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (["serve", "--transport", "carrier-pigeon"], "Invalid value for '--transport'"),
+        (["check"], "Missing option '--release'"),
+        (["audit"], "Missing argument 'LOG'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["serve", "--port", "many"], "Invalid value for '--port'"),
+    ],
+)
+def test_usage_mistakes_are_one_line_with_the_help_to_read(args: list[str], expect: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*RIMTHAN_MCP, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        env=server_env(),
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    line = _one_line(done.stderr, "rimthan-mcp: error: usage: ")
+    assert expect in line and line.endswith("--help'")
+
+
+def test_refusals_are_one_line_saying_what_to_do_next(world: ServerWorld, tmp_path: Path) -> None:
+    cases = {
+        "no releases": (
+            ["serve"],
+            "release_not_found",
+            ["run `make demo` or pass --release DIR", " - check it with `rimthan-mcp check"],
+        ),
+        "bad trust": (
+            ["check", "--release", str(world.built["1.2.0"]), "--trust", str(tmp_path / "none")],
+            "trust_store_invalid",
+            [" - point --trust at a directory of *.pub keys"],
+        ),
+        "unknown key": (
+            ["keys", "retire", "ck-0000000000000000", "--state-dir", str(tmp_path / "s")],
+            "key_invalid",
+            [" - fix or move the checkpoint key file"],
+        ),
+        "audit without keys": (
+            ["audit", str(tmp_path / "run.log"), "--state-dir", str(tmp_path / "s")],
+            "key_invalid",
+            ["checkpoint-keys.json"],
+        ),
+    }
+    for name, (args, code, fragments) in cases.items():
+        done = subprocess.run(
+            [*RIMTHAN_MCP, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            env={**server_env(), "RIMTHAN_STATE_DIR": str(tmp_path / "s")},
+        )
+        assert done.returncode == 1, (name, done.stderr)
+        line = _one_line(done.stderr)
+        assert line.startswith(f"rimthan-mcp: error: {code}: "), (name, line)
+        assert all(fragment in line for fragment in fragments), (name, line)
+    with http_server(serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "a")) as server:
+        port = server.url.split(":")[2].split("/")[0]
+        taken = subprocess.run(
+            [
+                *RIMTHAN_MCP,
+                *serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "b")[2:],
+                "--transport",
+                "http",
+                "--port",
+                port,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            env=server_env(),
+        )
+    assert taken.returncode == 1
+    lines = [line for line in taken.stderr.splitlines() if line.startswith("rimthan-mcp: error: ")]
+    assert len(lines) == 1 and "Traceback" not in taken.stderr
+    assert lines[0].startswith("rimthan-mcp: error: io_error: ") and " - choose a free --port" in lines[0]

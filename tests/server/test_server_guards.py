@@ -1,0 +1,206 @@
+"""What the server adds around the engine: resources, refusals and its own guards.
+
+In-process SDK client sessions against ``create_mcp_application`` over real
+verified releases. The last test swaps in an engine subclass that misbehaves
+on purpose - the real engine cannot be made to return an off-schema result or
+crash, and those are exactly the guards under test.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from rimthan_host.harness import HostProfile, client_caller
+from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_mcp.server import create_mcp_application
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.servers import ServerWorld, build_world, harness, structured_error
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("guards-world"))
+
+
+def _run(provider: ReleaseProvider, body: Any) -> Any:
+    async def go() -> Any:
+        async with Client(create_mcp_application(provider), mode="auto") as client:
+            return await body(client)
+
+    return anyio.run(go)
+
+
+def test_release_resources_are_the_verified_bytes_at_digest_uris(world: ServerWorld) -> None:
+    provider = world.provider("1.2.0", migration_target="1.3.0")
+    release = world.built["1.2.0"]
+
+    async def body(client: Client) -> None:
+        templates = (await client.list_resource_templates()).resource_templates
+        assert {t.uri_template for t in templates} == {
+            "rimthan://releases/{manifest_hex}/{+path}",
+            "rimthan://manifests/{manifest_hex}/manifest.json",
+        }
+        listed = {r.uri: r for r in (await client.list_resources()).resources}
+        for loaded in provider.held.values():
+            hex_digest = loaded.digest[7:]
+            manifest_uri = f"rimthan://manifests/{hex_digest}/manifest.json"
+            manifest_text = (await client.read_resource(manifest_uri)).contents[0].text
+            assert hashlib.sha256(manifest_text.encode()).hexdigest() == hex_digest
+            for entry in json.loads(manifest_text)["files"]:
+                assert listed[f"rimthan://releases/{hex_digest}/{entry['path']}"].mime_type == entry["media_type"]
+        a_hex = provider.active.digest[7:]
+        read = (await client.read_resource(f"rimthan://releases/{a_hex}/catalogue.toml")).contents[0]
+        assert (read.text, read.mime_type) == (
+            (release / "catalogue" / "catalogue.toml").read_text("utf-8"),
+            "application/toml",
+        )
+        for uri, code in (
+            (f"rimthan://releases/{'0' * 64}/catalogue.toml", "pinned_release_unavailable"),
+            (f"rimthan://releases/{a_hex}/../manifest.json", "invalid_arguments"),
+            (f"rimthan://releases/{a_hex}/no-such-file.md", "invalid_arguments"),
+            ("rimthan://contracts/host/" + "0" * 64 + ".schema.json", "invalid_arguments"),
+            ("file:///etc/passwd", "invalid_arguments"),
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource(uri)
+            assert refused.value.data["code"] == code, uri
+
+    _run(provider, body)
+
+
+def test_binary_release_file_is_served_as_a_blob(world: ServerWorld, tmp_path: Path) -> None:
+    from support.releases import resign_release
+
+    release = world.publish("1.2.0", tmp_path / "releases")
+    logo = bytes(range(256))
+    resign_release(release, [world.key], edit=lambda cat: (cat / "assets" / "logo.bin").write_bytes(logo))
+    provider = ReleaseProvider.open(release, trust=load_trust(world.trust), keyring=CheckpointKeyring.generate())
+
+    async def body(client: Client) -> None:
+        read = await client.read_resource(f"rimthan://releases/{provider.active.digest[7:]}/assets/logo.bin")
+        assert base64.b64decode(read.contents[0].blob) == logo
+        assert read.contents[0].mime_type == "application/octet-stream"
+
+    _run(provider, body)
+
+
+def test_migration_without_a_target_is_refused_as_a_structured_error(world: ServerWorld, tmp_path: Path) -> None:
+    provider = world.provider("1.2.0")
+
+    async def body(client: Client) -> dict:
+        run = harness(client_caller(client), tmp_path / "p")
+        started = await run.start("research", initial_version="1.2.0")
+        target = run.state.projection()
+        result = await client.call_tool(
+            "rimthan.continue_workflow",
+            {
+                "checkpoint": started["checkpoint"],
+                "confirmed_state": run.state.projection(),
+                "migration": {"target_release": "research-decision@1.3.0", "confirmed_state": target, "confirm": True},
+            },
+        )
+        return structured_error(result)
+
+    error = _run(provider, body)
+    assert error["code"] == "migration_unavailable" and "--migration-target" in error["message"]
+
+
+def test_checkpoint_garbage_is_refused_by_the_engine_not_routed_blindly(world: ServerWorld) -> None:
+    provider = world.provider("1.2.0")
+
+    async def body(client: Client) -> dict:
+        return structured_error(
+            await client.call_tool(
+                "rimthan.continue_workflow",
+                {"checkpoint": "not.a.token", "confirmed_state": {"state": {}, "confirmations": {}}},
+            )
+        )
+
+    assert _run(provider, body)["code"] == "checkpoint_invalid"
+
+
+class _Misbehaving(WorkflowEngineQueryModule):
+    """An engine that breaks its contract on purpose (the guards' only test double)."""
+
+    def start_workflow(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {**super().start_workflow(arguments), "undeclared": "field"}
+
+    def prepare_step_validation(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise KeyError("engine bug with a secret /home/operator/path in it")
+
+
+def test_off_schema_results_and_crashes_become_internal_errors_without_tracebacks(
+    world: ServerWorld, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = ReleaseProvider.open(
+        world.built["1.2.0"],
+        trust=load_trust(world.trust),
+        keyring=CheckpointKeyring.generate(),
+        module_factory=_Misbehaving,
+    )
+
+    async def body(client: Client) -> tuple[dict, dict]:
+        run = harness(client_caller(client), tmp_path / "p")
+        state = run.state
+        for name, value in run.scenario.initial_state("1.2.0").items():
+            state.confirm(name, value)
+        arguments = {"workflow": "research", "confirmed_state": state.projection(), "host": HostProfile().to_json()}
+        off_schema = structured_error(await client.call_tool("rimthan.start_workflow", arguments))
+        crashed = structured_error(
+            await client.call_tool(
+                "rimthan.prepare_step_validation",
+                {
+                    "checkpoint": "a.b.c",
+                    "confirmed_state": state.projection(),
+                    "host": HostProfile().to_json(),
+                    "artifacts": [],
+                },
+            )
+        )
+        return off_schema, crashed
+
+    with caplog.at_level(logging.INFO, logger="rimthan.mcp"):
+        off_schema, crashed = _run(provider, body)
+    for error in (off_schema, crashed):
+        assert error["code"] == "internal_error"
+        assert "Traceback" not in error["message"] and "/home/operator" not in error["message"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert "result violates the output schema" in messages and "tool failed unexpectedly" in messages
+
+
+def _broken(schema: dict[str, Any], where: str) -> dict[str, Any]:
+    """``schema`` with an invalid keyword value planted at ``where`` (top level or one $defs entry)."""
+    if where == "top":
+        return {**schema, "type": "not-a-type"}
+    name = sorted(schema["$defs"])[0]
+    return {**schema, "$defs": {**schema["$defs"], name: {**schema["$defs"][name], "type": "not-a-type"}}}
+
+
+@pytest.mark.parametrize("where", ["top", "embedded-contract"])
+def test_construction_refuses_a_tool_contract_whose_schema_is_invalid(
+    world: ServerWorld, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from rimthan_workflow_mcp import server as server_module
+    from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
+    from rimthan_workflow_registry.errors import FailureCode, RegistryError
+
+    first, *rest = workflow_engine_tool_contracts()
+    bad = replace(first, input_schema=_broken(first.input_schema, where))
+    monkeypatch.setattr(server_module, "workflow_engine_tool_contracts", lambda: (bad, *rest))
+    with pytest.raises(RegistryError) as refused:
+        create_mcp_application(world.provider("1.2.0"))
+    assert refused.value.code is FailureCode.SCHEMA_INVALID
+    assert first.name in refused.value.message

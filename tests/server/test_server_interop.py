@@ -1,0 +1,186 @@
+"""What third-party clients found and what was fixed for them (see interop/ and ``make interop``).
+
+- Tool schemas: the TypeScript SDK compiles every tool's output schema with
+  Ajv, which refuses a ``$id`` that occurs twice as ambiguous. Each contract is
+  now embedded once per tool schema under ``$defs``, and every ``$ref`` resolves.
+- Prompts: ``prompts/list`` / ``prompts/get`` serve the active release's prompt assets.
+- Logging: ``logging/setLevel`` for 2025-11-25 clients, one notification per tool call.
+- ``--http-sessions``: an ``Mcp-Session-Id`` for clients that open SSE streams.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from rimthan_host.harness import client_caller
+from rimthan_workflow_mcp.server import create_mcp_application
+from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
+from support.servers import ServerWorld, build_world, harness, http_client_for, http_server, serve_args
+from test_server_http import INITIALIZE, _post
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("interop-world"))
+
+
+def _walk(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _walk(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{path}/{index}")
+
+
+@pytest.mark.parametrize("contract", workflow_engine_tool_contracts(), ids=lambda c: c.name)
+def test_tool_schemas_embed_each_contract_once_and_every_ref_resolves(contract: Any) -> None:
+    documents = contract_documents()
+    for schema in (contract.input_schema, contract.output_schema):
+        ids = [node["$id"] for _, node in _walk(schema) if isinstance(node.get("$id"), str)]
+        assert len(ids) == len(set(ids)), f"{contract.name}: a $id occurs twice"
+        assert sorted(schema["$defs"]) == sorted(i.rsplit("/", 1)[1].removesuffix(".schema.json") for i in ids)
+        for name, embedded in schema["$defs"].items():
+            assert embedded == documents[name]
+        for where, node in _walk(schema):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                assert (ref.startswith("#/$defs/") and ref.removeprefix("#/$defs/") in schema["$defs"]) or ref in ids, (
+                    f"{contract.name}{where}: unresolvable $ref {ref}"
+                )
+        assert schema["additionalProperties"] is False and "$id" not in schema
+    # the contracts reach each other by $id only, never by an inline copy carrying a second $id
+    for name, document in documents.items():
+        assert [node["$id"] for _, node in _walk(document) if "$id" in node] == [document["$id"]], name
+
+
+def test_a_reference_through_a_contract_still_validates() -> None:
+    """validator-summary is reached from validation-bundle by $id: a bad summary inside a bundle is refused."""
+    (submit,) = [c for c in workflow_engine_tool_contracts() if c.name == "rimthan.submit_step_validation"]
+    validator = Draft202012Validator(submit.input_schema)
+    digest = "sha256:" + "0" * 64
+    bundle = {
+        "workflow": {"id": "w", "version": "1"},
+        "release": {"id": "r", "manifest_digest": digest},
+        "manifest_digest": digest,
+        "step_id": "s",
+        "checkpoint_digest": digest,
+        "artifacts": {},
+        "validators": [
+            {
+                "validator_id": "v",
+                "version": "1",
+                "instruction_digest": digest,
+                "input_digest": digest,
+                "subagent": "a",
+                "report_required": True,
+            }
+        ],
+        "issued_at": 1,
+        "key_id": "k",
+        "validation_token": "t",
+    }
+    call = {
+        "checkpoint": "c",
+        "confirmed_state": {"state": {}, "confirmations": {}},
+        "validation_bundle": bundle,
+        "reports": [],
+    }
+    assert list(validator.iter_errors(call)) == []
+    bundle["validators"][0]["surprise"] = True
+    assert [e.message for e in validator.iter_errors(call)] == [
+        "Additional properties are not allowed ('surprise' was unexpected)"
+    ]
+
+
+def test_prompts_serve_the_release_prompt_assets(world: ServerWorld) -> None:
+    source = (world.built["1.2.0"] / "catalogue" / "assets" / "prompts" / "research-brief.md").read_text("utf-8")
+
+    async def check() -> None:
+        for mode in ("legacy", "auto"):
+            async with Client(create_mcp_application(world.provider("1.2.0")), mode=mode) as client:
+                (prompt,) = (await client.list_prompts()).prompts
+                assert prompt.name == "research-brief"
+                assert prompt.description == "Start or resume a Rimthan research-decision run for one product decision"
+                assert [a.name for a in prompt.arguments or []] == ["arguments"]
+                got = await client.get_prompt("research-brief", {"arguments": "Should we price per seat?"})
+                text = got.messages[0].content.text  # type: ignore[union-attr]
+                assert text.startswith(
+                    "Run the Rimthan `research-decision` workflow for this decision: Should we price per seat?"
+                )
+                assert "$ARGUMENTS" not in text and "---" not in text.splitlines()[0]
+                body = source.split("---\n", 2)[2].lstrip("\n")
+                assert text == body.replace("$ARGUMENTS", "Should we price per seat?")
+                with pytest.raises(MCPError) as unknown:
+                    await client.get_prompt("test_simple_prompt")
+                error = unknown.value.error
+                assert error.code == -32602 and "no prompt 'test_simple_prompt'" in error.message
+                with pytest.raises(MCPError):
+                    await client.get_prompt("research-brief", {"arguments": "x", "arg2": "y"})
+
+    anyio.run(check)
+
+
+def test_logging_set_level_sends_one_notification_per_call_at_or_above_it(world: ServerWorld, tmp_path: Path) -> None:
+    received: list[Any] = []
+
+    async def on_log(params: Any) -> None:
+        received.append(params)
+
+    async def check() -> None:
+        app = create_mcp_application(world.provider("1.2.0"))
+        async with Client(app, mode="legacy", logging_callback=on_log) as client:
+            assert (await client.call_tool("rimthan.start_workflow", {"workflow": "research"})).is_error
+            await anyio.sleep(0.05)
+            assert received == []  # nothing until the client chose a level
+            await client.set_logging_level("warning")
+            assert (await client.call_tool("rimthan.start_workflow", {"workflow": "research"})).is_error
+            run = harness(client_caller(client), tmp_path / "project")
+            await run.start("research", initial_version="1.2.0")  # served: info, below the level
+            await anyio.sleep(0.05)
+            assert [(m.level, m.logger, m.data) for m in received] == [
+                ("warning", "rimthan", {"tool": "rimthan.start_workflow", "refused": "invalid_arguments"})
+            ]
+            await client.set_logging_level("info")
+            await run.start("research", initial_version="1.2.0")
+            await anyio.sleep(0.05)
+            served = received[-1]
+            assert served.level == "info" and served.data == {
+                "tool": "rimthan.start_workflow",
+                "status": "active",
+                "step": "setup-workspace",
+                "sequence": 1,
+            }
+            assert "Head of Platform" not in json.dumps([m.data for m in received])  # never state values
+
+    anyio.run(check)
+
+
+def test_http_sessions_issue_a_session_id_and_serve_both_eras(world: ServerWorld, tmp_path: Path) -> None:
+    args = serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "state", extra=["--http-sessions"])
+    with http_server(args) as server:
+        status, headers, body = _post(server.url, INITIALIZE)
+        assert status == 200 and json.loads(body)["result"]["capabilities"]["logging"] == {}
+        assert {k.lower(): v for k, v in headers.items()}.get("mcp-session-id")
+        assert "transport http (Streamable HTTP with sessions)" in server.stderr()
+
+        async def both_eras() -> None:
+            for mode, version in (("legacy", "2025-11-25"), ("auto", "2026-07-28")):
+                async with http_client_for(server.url, mode=mode) as client:
+                    assert client.protocol_version == version
+                    assert len((await client.list_tools()).tools) == 4
+                    started = await harness(client_caller(client), tmp_path / mode).start(
+                        "research", initial_version="1.2.0"
+                    )
+                    assert started["status"] == "active" and started["step"]["id"] == "setup-workspace"
+
+        anyio.run(both_eras)

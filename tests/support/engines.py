@@ -1,0 +1,308 @@
+"""In-process engine fixtures shared by the engine tests.
+
+Real releases (built and signed with a real key into a temporary directory,
+then verified through the one verification path) served by real
+``WorkflowEngineQueryModule`` instances, and the scripted harness from
+``rimthan_host.harness`` talking to them through an async call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rimthan_host.harness import HostProfile, Review, WorkflowHarness
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.canonical import digest_value
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
+
+TOOLS = {
+    "rimthan.start_workflow": "start_workflow",
+    "rimthan.continue_workflow": "continue_workflow",
+    "rimthan.prepare_step_validation": "prepare_step_validation",
+    "rimthan.submit_step_validation": "submit_step_validation",
+}
+
+
+def example_state(version: str) -> dict[str, Any]:
+    return json.loads((packaged_source(version) / "examples" / "confirmed-state.json").read_text("utf-8"))
+
+
+def examples(version: str) -> Callable[[str, str], str]:
+    """Artifact text from the catalogue's shipped ``examples/<artifact-id>.<ext>``."""
+    directory = packaged_source(version) / "examples"
+
+    def content(artifact_id: str, media_type: str) -> str:
+        ext = "json" if media_type == "application/json" else "md"
+        return (directory / f"{artifact_id}.{ext}").read_text("utf-8")
+
+    return content
+
+
+class ExamplesScenario:
+    """A harness scenario that submits the shipped examples; listed validators fail once."""
+
+    def __init__(self, route: str, fail_once: frozenset[str] = frozenset()) -> None:
+        self.route = route
+        self.fail_once = set(fail_once)
+
+    def initial_state(self, workflow_version: str) -> dict[str, Any]:
+        return example_state(workflow_version or "1.2.0")
+
+    def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
+        return self.route
+
+    def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]:
+        return {**example_state(target_version), "research_route": self.route}
+
+    def author(self, ctx: Any) -> str:
+        return examples(ctx.workflow_version)(ctx.output["id"], ctx.output["media_type"])
+
+    def review(self, ctx: Any) -> Review:
+        key = f"{ctx.validator_id}@{ctx.validator_version}"
+        if key in self.fail_once:
+            self.fail_once.discard(key)
+            return Review("fail", ({"severity": "error", "message": f"{key}: scripted failure to exercise repair"},))
+        return Review("pass")
+
+
+@dataclass
+class Engines:
+    """One engine module per verified release, all sharing one checkpoint keyring."""
+
+    releases: dict[str, VerifiedRelease]
+    keyring: CheckpointKeyring
+    work: Path
+    clock: Callable[[], float]
+
+    def module(self, version: str) -> WorkflowEngineQueryModule:
+        return WorkflowEngineQueryModule(self.releases[version], self.keyring, clock=self.clock)
+
+    def call(self, version: str) -> Callable[[str, dict[str, Any]], Any]:
+        """An async tool call routed to the engine of ``version`` (what the server does)."""
+        module = self.module(version)
+
+        async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            return getattr(module, TOOLS[tool])(arguments)
+
+        return call
+
+    def harness(self, name: str) -> StepKit:
+        project = self.work / "projects" / name
+        project.mkdir(parents=True, exist_ok=True)
+        return StepKit(project, clock=self.clock)
+
+
+def make_engines(root: Path, clock: Callable[[], float]) -> Engines:
+    key = make_keypair(root / "keys", "release-engineer")
+    out = root / "releases"
+    trust = load_trust(trust_dir(root / "trust", key))
+    releases = {v: verify_release(build_release(packaged_source(v), out, [key]), trust) for v in ("1.2.0", "1.3.0")}
+    return Engines(releases, CheckpointKeyring.generate(), root, clock)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+@dataclass
+class DrivenRun:
+    harness: WorkflowHarness
+    checkpoints: list[str]
+
+    @property
+    def statuses(self) -> list[tuple[str, str, str | None]]:
+        return self.harness.record.statuses
+
+
+def drive(
+    engines: Engines, version: str, route: str, *, name: str, fail_once: frozenset[str] = frozenset()
+) -> DrivenRun:
+    """Drive a whole run in-process with the scripted harness, keeping every distinct checkpoint."""
+    project = engines.work / "projects" / name
+    project.mkdir(parents=True, exist_ok=True)
+    checkpoints: list[str] = []
+
+    def keep(event: Any) -> None:
+        token = event.data.get("result", {}).get("checkpoint") if event.kind == "call" else None
+        if token and (not checkpoints or checkpoints[-1] != token):
+            checkpoints.append(token)
+
+    harness = WorkflowHarness(
+        engines.call(version),
+        ExamplesScenario(route, fail_once),
+        project_dir=project,
+        clock=engines.clock,
+        on_event=keep,
+    )
+
+    async def go() -> None:
+        await harness.run(await harness.start("research", initial_version=version))
+
+    run(go())
+    return DrivenRun(harness, checkpoints)
+
+
+class TickingClock:
+    """A clock the test advances explicitly: confirmations can be made 'after' a checkpoint."""
+
+    def __init__(self, start: int | None = None) -> None:
+        # In the past: PyJWT refuses tokens issued in the future.
+        self.now = int(time.time()) - 86_400 if start is None else start
+
+    def __call__(self) -> float:
+        return float(self.now)
+
+    def tick(self, seconds: int = 1) -> None:
+        self.now += seconds
+
+
+def read_back(project: Path, rel: str) -> tuple[bytes, bool]:
+    """Bytes at ``rel`` read without following symlinks, and whether the path is symlink-free."""
+    current, symlink_free = project, True
+    for part in Path(rel).parts:
+        current = current / part
+        symlink_free &= not stat.S_ISLNK(os.lstat(current).st_mode)
+    fd = os.open(project / rel, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(), symlink_free
+
+
+@dataclass
+class StepKit:
+    """Fine-grained harness moves for protocol tests that need to break one thing at a time.
+
+    Whole runs use ``WorkflowHarness``; these tests need the individual pieces
+    (a confirmation at a chosen time, a workspace manifest to tamper with, a
+    report with a chosen verdict), so they build arguments directly.
+    """
+
+    project: Path
+    profile: HostProfile = field(default_factory=HostProfile)
+    clock: Callable[[], float] = time.time
+
+    @property
+    def capabilities(self) -> list[str]:
+        return list(self.profile.capabilities)
+
+    def with_host(self, **changes: Any) -> StepKit:
+        return StepKit(self.project, replace(self.profile, **changes), self.clock)
+
+    def host(self) -> dict[str, Any]:
+        return self.profile.to_json()
+
+    def confirm(
+        self, values: Mapping[str, Any], *, previous: Mapping[str, Any] | None = None, at: int | None = None
+    ) -> dict[str, Any]:
+        """Every field confirmed; fields unchanged since ``previous`` keep their confirmation."""
+        when = int(self.clock()) if at is None else at
+        old_state = (previous or {}).get("state", {})
+        old = (previous or {}).get("confirmations", {})
+        confirmations = {}
+        for name, value in values.items():
+            digest = digest_value(value)
+            if name in old and name in old_state and digest_value(old_state[name]) == digest:
+                confirmations[name] = old[name]
+            else:
+                confirmations[name] = {"value_digest": digest, "confirmed_at": when, "confirmed_by": "user"}
+        return {"state": dict(values), "confirmations": confirmations}
+
+    def _write(self, rel: str, text: str) -> str:
+        target = self.project / rel
+        existed = target.exists()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, "utf-8")
+        return "replaced" if existed else "created"
+
+    def deliver_workspace(self, step: Mapping[str, Any]) -> list[dict[str, Any]]:
+        delivered = []
+        for asset in step["host_assets"]:
+            self._write(asset["install_path"], asset["text"])
+            data, _ = read_back(self.project, asset["install_path"])
+            delivered.append(
+                {
+                    "asset": asset["id"],
+                    "kind": asset["kind"],
+                    "path": asset["install_path"],
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                }
+            )
+        manifest = {
+            "harness": self.profile.harness,
+            "adapter": {"id": self.profile.adapter_id, "version": self.profile.adapter_version},
+            "capabilities": sorted(self.profile.capabilities),
+            "delivered": delivered,
+            "symlink_free": True,
+        }
+        (output,) = step["outputs"]
+        content = json.dumps(manifest, indent=2) + "\n"
+        self._write(output["path"], content)
+        return [
+            {
+                "artifact_id": output["id"],
+                "path": output["path"],
+                "media_type": output["media_type"],
+                "content": content,
+            }
+        ]
+
+    def write_outputs(self, step: Mapping[str, Any], content: Callable[[str, str], str]) -> list[dict[str, Any]]:
+        artifacts = []
+        for output in step["outputs"]:
+            write = self._write(output["path"], content(output["id"], output["media_type"]))
+            data, symlink_free = read_back(self.project, output["path"])
+            artifacts.append(
+                {
+                    "artifact_id": output["id"],
+                    "path": output["path"],
+                    "media_type": output["media_type"],
+                    "content": data.decode("utf-8"),
+                    "attestation": {
+                        "path": output["path"],
+                        "sha256": hashlib.sha256(data).hexdigest(),
+                        "size": len(data),
+                        "symlink_free": symlink_free,
+                        "write": write,
+                    },
+                }
+            )
+        return artifacts
+
+    def reports(self, prepared: Mapping[str, Any], verdicts: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        bundle = prepared["validation_bundle"]
+        inputs = {k: v["sha256"] for k, v in bundle["artifacts"].items()}
+        out = []
+        for summary in bundle["validators"]:
+            if not summary["report_required"]:
+                continue
+            key = f"{summary['validator_id']}@{summary['version']}"
+            outcome = (verdicts or {}).get(key, "pass")
+            findings = [] if outcome == "pass" else [{"severity": "error", "message": f"{key} found a problem"}]
+            out.append(
+                {
+                    "validator_id": summary["validator_id"],
+                    "version": summary["version"],
+                    "outcome": outcome,
+                    "instruction_digest": summary["instruction_digest"],
+                    "input_artifacts": inputs,
+                    "findings": findings,
+                    "validated_by": {"harness": self.profile.harness, "adapter_version": self.profile.adapter_version},
+                }
+            )
+        return out
