@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rimthan_workflow_registry.canonical import canonical_text, digest_value
-
-START = "rimthan.start_workflow"
-CONTINUE = "rimthan.continue_workflow"
-PREPARE = "rimthan.prepare_step_validation"
-SUBMIT = "rimthan.submit_step_validation"
-SETUP_STEP = "setup-workspace"
+from rimthan_workflow_registry.protocol_names import CONTINUE_WORKFLOW as CONTINUE
+from rimthan_workflow_registry.protocol_names import PREPARE_STEP_VALIDATION as PREPARE
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID as SETUP_STEP
+from rimthan_workflow_registry.protocol_names import START_WORKFLOW as START
+from rimthan_workflow_registry.protocol_names import SUBMIT_STEP_VALIDATION as SUBMIT
 
 ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 EventSink = Callable[["HarnessEvent"], None]
