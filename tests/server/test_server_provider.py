@@ -24,6 +24,7 @@ from rimthan_workflow_mcp.server import create_mcp_application, runtime_state
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.processes import wait_for_line
 from support.releases import build_release, scaffold_source
 from support.servers import (
     ServerWorld,
@@ -33,7 +34,6 @@ from support.servers import (
     http_server,
     serve_args,
     stdio_client_for,
-    wait_for_line,
 )
 
 
