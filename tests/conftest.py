@@ -25,6 +25,7 @@ from support.releases import (
     scaffold_source,
     trust_dir,
 )
+from support.servers import HttpServer, ServerWorld, build_world, http_server, serve_args
 
 
 @pytest.fixture
@@ -60,3 +61,21 @@ def registry(tmp_path: Path) -> Iterator[LocalRegistry]:
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(scope="module")
+def mcp_world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("mcp-world"))
+
+
+@pytest.fixture(scope="module")
+def mcp_http(mcp_world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """One HTTP server for the module: 1.2.0 active, 1.3.0 as migration target."""
+    args = serve_args(
+        mcp_world,
+        mcp_world.built["1.2.0"],
+        state_dir=tmp_path_factory.mktemp("mcp-http-state"),
+        migration_target=mcp_world.built["1.3.0"],
+    )
+    with http_server(args) as server:
+        yield server
