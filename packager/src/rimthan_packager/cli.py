@@ -17,8 +17,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release.trust import TrustStore, load_trust
-from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
+from rimthan_workflow_registry.release import ReleaseInspection, TrustStore, inspect_release, load_trust, verify_release
 
 from .build import build_release, sign_release, source_date_epoch
 from .scaffold import init_catalogue

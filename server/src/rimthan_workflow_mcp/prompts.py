@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.catalogue import AssetDefinition, semver_key
+from rimthan_workflow_registry.release import AssetDefinition, semver_key
 
 from .provider import LoadedRelease, ReleaseProvider
 

@@ -30,7 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.run.tokens import peek_manifest_digest
+from rimthan_workflow_registry.run import peek_manifest_digest
 
 from .logs import get_logger
 from .prompts import PromptCatalogue

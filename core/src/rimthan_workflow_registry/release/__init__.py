@@ -25,6 +25,7 @@ from rimthan_workflow_registry.release.catalogue import (
     AssetDefinition,
     Catalogue,
     HostAdapter,
+    Question,
     StepDefinition,
     WorkflowDefinition,
     is_semver,
@@ -34,14 +35,21 @@ from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
     MANIFEST_NAME,
+    OPEN_NOFOLLOW,
+    RELEASE_DIR_NAME,
     SIGNATURES_DIR,
     FileEntry,
     Manifest,
+    manifest_for,
+    media_type_for,
     parse_manifest,
+    path_problem,
+    path_set_problem,
+    render_checksums,
     signature_name,
 )
 from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
-from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust
+from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
@@ -49,6 +57,8 @@ __all__ = [
     "CATALOGUE_DIR",
     "CHECKSUMS_NAME",
     "MANIFEST_NAME",
+    "OPEN_NOFOLLOW",
+    "RELEASE_DIR_NAME",
     "SIGNATURES_DIR",
     "AssetDefinition",
     "Catalogue",
@@ -56,6 +66,7 @@ __all__ = [
     "HostAdapter",
     "LoadedCatalogue",
     "Manifest",
+    "Question",
     "ReleaseInspection",
     "ReleaseLoader",
     "StepDefinition",
@@ -66,7 +77,13 @@ __all__ = [
     "is_semver",
     "key_id_for",
     "load_trust",
+    "manifest_for",
+    "media_type_for",
     "parse_manifest",
+    "path_problem",
+    "path_set_problem",
+    "public_key_pem",
+    "render_checksums",
     "semver_key",
     "signature_name",
     "verify_release",
