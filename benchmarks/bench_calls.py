@@ -45,7 +45,7 @@ from .report import Figure
 from .servers import echo_server, rimthan_server, session
 from .synthetic import BASE_SOURCE
 
-TARGET = 1.3
+TARGET = 1.5
 TOOLS = {START: "start", CONTINUE: "continue", PREPARE: "prepare", SUBMIT: "submit"}
 WORKFLOW = "research"
 VERSION = "1.2.0"

@@ -45,7 +45,7 @@ from .profiling import profile_call
 from .report import Figure
 from .synthetic import LONG_WORKFLOW, LongSpec, long_initial_state, note_id, step_id
 
-TARGET_RATIO = 1.2
+TARGET_RATIO = 1.5
 TARGET_BYTES_PER_RECEIPT = 150.0
 METHODS = {
     "rimthan.start_workflow": "start_workflow",

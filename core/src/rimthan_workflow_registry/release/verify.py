@@ -50,10 +50,10 @@ from rimthan_workflow_registry.release.format import (
     workflow_entries,
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
+from rimthan_workflow_registry.release.profile import DEFAULT_PROFILE as DEFAULT_PROFILE  # re-exported
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import LoaderReads, ReleaseFiles, VerifiedRelease, check_file
 
-DEFAULT_PROFILE = "workflow-engine"
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
 # A directory name that claims a release identity: ``<something>-<semver>``.
