@@ -529,4 +529,6 @@ def init(directory: Path, name: str | None, as_json: bool) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from . import cli_oci  # noqa: F401  (registers push and pull; it imports this module)
+
     cli()
