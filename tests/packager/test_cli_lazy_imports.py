@@ -14,7 +14,15 @@ import sys
 
 import pytest
 
-HEAVY = ("jsonschema", "mcp", "tqdm", "rimthan_workflow_registry.release.verify", "rimthan_packager.build")
+HEAVY = (
+    "jsonschema",
+    "mcp",
+    "tqdm",
+    "oras",
+    "requests",
+    "rimthan_workflow_registry.release.verify",
+    "rimthan_packager.build",
+)
 _PROBE = """
 import json, sys
 sys.argv = ["rimthan-pack", *json.loads(sys.argv[1])]
@@ -37,7 +45,9 @@ def _run(*argv: str) -> tuple[str, int, set[str]]:
     return result.stdout, report["code"], set(report["modules"])
 
 
-@pytest.mark.parametrize("argv", [("verify", "--help"), ("build", "--help"), ("--help",), ("verify",)])
+@pytest.mark.parametrize(
+    "argv", [("verify", "--help"), ("build", "--help"), ("push", "--help"), ("--help",), ("verify",)]
+)
 def test_help_and_usage_errors_import_no_heavy_module(argv: tuple[str, ...]) -> None:
     out, code, modules = _run(*argv)
     assert code in (0, 2)
