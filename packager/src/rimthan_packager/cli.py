@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.profile import DEFAULT_PROFILE
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
@@ -347,7 +347,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 @click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
 @click.option(
     "--profile",
-    default=DEFAULT_PROFILE,
+    default=WORKFLOW_ENGINE_PROFILE,
     show_default=True,
     help="Scope profile the release must declare (empty string: any).",
 )

@@ -128,10 +128,10 @@ def push_release(
         data = (release.root / title).read_bytes()
         blobs.append((_descriptor(media_type, data, title), data))
     with ThreadPoolExecutor(max_workers=UPLOAD_WORKERS) as pool:
-        uploaded = sum(pool.map(lambda blob: _upload(registry, target, container, *blob), blobs))
+        uploaded = sum(pool.map(lambda blob: upload_blob(registry, target, container, *blob), blobs))
     layers = [layer for layer, _ in blobs[1:]]
     manifest = oci_manifest(release, layers)
-    digest = _put_manifest(registry, target, container, manifest)
+    digest = put_manifest(registry, target, container, manifest)
     return PushResult(
         reference=str(target),
         tag=tag,
@@ -164,7 +164,7 @@ def _check_tag(
     return str(before)
 
 
-def _upload(
+def upload_blob(
     registry: oras.provider.Registry, ref: OciReference, container: Any, layer: dict[str, Any], data: bytes
 ) -> int:
     """Upload one blob unless the registry already holds it; 1 if sent, 0 if reused."""
@@ -179,7 +179,7 @@ def _upload(
     return 1
 
 
-def _put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, manifest: dict[str, Any]) -> str:
+def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, manifest: dict[str, Any]) -> str:
     """PUT the manifest as compact sorted JSON and check the registry addresses it by our digest."""
     data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
     digest = "sha256:" + hashlib.sha256(data).hexdigest()

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue import (
-        SETUP_STEP_ID,
         AssetDefinition,
         Catalogue,
         HostAdapter,
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
         signature_name,
     )
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
-    from rimthan_workflow_registry.release.profile import DEFAULT_PROFILE
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust
     from rimthan_workflow_registry.release.verified import VerifiedRelease
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
@@ -56,9 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CATALOGUE_DIR",
     "CHECKSUMS_NAME",
-    "DEFAULT_PROFILE",
     "MANIFEST_NAME",
-    "SETUP_STEP_ID",
     "SIGNATURES_DIR",
     "AssetDefinition",
     "Catalogue",
@@ -83,13 +79,12 @@ __all__ = [
 ]
 
 # Each public name is imported from its module on first use, so importing one light module of this
-# package (trust, profile) does not import the verifier and jsonschema (CLI start-up).
+# package (trust, say) does not import the verifier and jsonschema (CLI start-up).
 _HOME = {
     "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
     "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",
     "CHECKSUMS_NAME": "rimthan_workflow_registry.release.format",
     "Catalogue": "rimthan_workflow_registry.release.catalogue",
-    "DEFAULT_PROFILE": "rimthan_workflow_registry.release.profile",
     "FileEntry": "rimthan_workflow_registry.release.format",
     "HostAdapter": "rimthan_workflow_registry.release.catalogue",
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
@@ -97,7 +92,6 @@ _HOME = {
     "Manifest": "rimthan_workflow_registry.release.format",
     "ReleaseInspection": "rimthan_workflow_registry.release.verify",
     "ReleaseLoader": "rimthan_workflow_registry.release.loader",
-    "SETUP_STEP_ID": "rimthan_workflow_registry.release.catalogue",
     "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
     "StepDefinition": "rimthan_workflow_registry.release.catalogue",
     "TrustStore": "rimthan_workflow_registry.release.trust",
