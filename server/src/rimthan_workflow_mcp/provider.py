@@ -175,6 +175,9 @@ class ReleaseProvider:
             held.setdefault(migration_target.digest, migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
         self.last_refresh: RefreshResult | None = None
+        # run before each refresh (outside the lock): brings new releases into releases_dir and
+        # returns the publishes it refused, which the refresh reports (see follow.py)
+        self.before_refresh: Callable[[], tuple[Rejection, ...]] | None = None
 
     # -- construction -------------------------------------------------------------------
 
@@ -254,16 +257,17 @@ class ReleaseProvider:
 
         Blocking (it verifies releases); call it from a worker thread in async code.
         """
+        refused = self.before_refresh() if self.before_refresh is not None else ()
         with self._lock:
-            result = self._refresh_locked()
+            result = self._refresh_locked(refused)
             self.last_refresh = result
         level = "warning" if result.rejected else "info"
         getattr(_log, level)("refresh", extra={"refresh": result.to_dict()})
         return result
 
-    def _refresh_locked(self) -> RefreshResult:
+    def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
         current = self._active
-        rejected: list[Rejection] = []
+        rejected: list[Rejection] = list(refused)
         for candidate in self._candidates(current):
             try:
                 loaded = load_release(
