@@ -26,6 +26,7 @@ from typing import Any, Literal
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import RELEASE_DIR_NAME, TrustStore, VerifiedRelease, semver_key, verify_release
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor
@@ -195,6 +196,8 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        if state_dir is not None and record_floor:  # serving: remember metaschema passes across restarts
+            SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
