@@ -426,6 +426,27 @@ MIGRATION_PREVIEW = _document(
             "invalidated_validators": {"type": "array", "items": _NAME},
             "restart_step": _NAME,
             "confirmed": {"type": "boolean"},
+            "target_needs": _closed(
+                {
+                    "workflow": _closed({"id": _NAME, "version": _VERSION}, ["id", "version"]),
+                    "confirmed_state": {
+                        "type": "array",
+                        "items": _closed(
+                            {
+                                "field": _NAME,
+                                "required": {"type": "boolean"},
+                                "present": {"type": "boolean"},
+                                "expects": {"type": "object"},
+                            },
+                            ["field", "required", "present", "expects"],
+                        ),
+                    },
+                    "capabilities": _NAMES,
+                    "validator_capabilities": _NAMES,
+                    "host_adapters": _NAMES,
+                },
+                ["workflow", "confirmed_state", "capabilities", "validator_capabilities", "host_adapters"],
+            ),
         },
         ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "confirmed"],
     ),

@@ -373,7 +373,7 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
     if name == CONTINUE_WORKFLOW:
         if MIGRATION_ARGUMENT in arguments:
             return _dispatch_migration(state, source, arguments)
-        return module.continue_workflow(arguments)
+        return _with_migration_offer(state, source, arguments, module.continue_workflow(arguments))
     if name == PREPARE_STEP_VALIDATION:
         return module.prepare_step_validation(arguments)
     if name == SUBMIT_STEP_VALIDATION:
@@ -391,6 +391,21 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
             "continue on the pinned release or ask the operator",
         )
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
+
+
+def _with_migration_offer(
+    state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any], result: dict[str, Any]
+) -> dict[str, Any]:
+    """With a migration target loaded that can take this run, the result carries its preview.
+
+    That is how a client discovers the target's release id and workflow
+    version (and what it needs) before it sends a migration request.
+    """
+    target = state.provider.migration_target
+    if target is None or result.get("migration") is not None or result.get("status") == "completed":
+        return result
+    offer = WorkflowEngineQueryModule.migration_offer(source.module, target.module, arguments)
+    return result if offer is None else {**result, "migration": offer}
 
 
 def domain_tool_error(exc: RegistryError) -> types.CallToolResult:

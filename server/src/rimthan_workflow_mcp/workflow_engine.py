@@ -39,6 +39,12 @@ from rimthan_workflow_registry.run.confirmed_state import (
     validate_against_schema,
 )
 from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
+from rimthan_workflow_registry.run.requirements import (
+    available_workflows,
+    describe_available,
+    missing_fields,
+    workflow_needs,
+)
 from rimthan_workflow_registry.run.step_payload import build_step_payload
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from rimthan_workflow_registry.run.validation_bundle import (
@@ -67,9 +73,9 @@ class WorkflowEngineQueryModule:
 
     def start_workflow(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         workflow = self._select_workflow(arguments["workflow"], arguments.get("workflow_version"))
-        state = self._confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state")
+        state = self._confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
         adapter, failures = self._host_blockers(workflow, arguments["host"])
-        failures = unconfirmed_fields(state) + failures
+        failures = missing_fields(state.values, self._state_schema(workflow)) + unconfirmed_fields(state) + failures
         if failures:
             return self._result(
                 "blocked",
@@ -103,25 +109,27 @@ class WorkflowEngineQueryModule:
         candidates = [w for w in self.release.catalogue.workflows if name in w.names]
         identities = sorted({(w.owner, w.id) for w in candidates})
         if not candidates:
-            raise WorkflowProtocolError(
-                FailureCode.WORKFLOW_NOT_FOUND, f"no workflow or alias {name!r} in release {self.release.release_id}"
-            )
+            raise self._workflow_not_found(f"no workflow or alias {name!r} in release {self.release.release_id}")
         if len(identities) > 1:
-            raise WorkflowProtocolError(
-                FailureCode.WORKFLOW_NOT_FOUND,
-                f"{name!r} names several workflows {identities}; start it by workflow id",
-            )
+            raise self._workflow_not_found(f"{name!r} names several workflows {identities}; start it by workflow id")
         if version is not None:
             exact = [w for w in candidates if w.version == version]
             if not exact:
                 versions = sorted((w.version for w in candidates), key=semver_key)
-                raise WorkflowProtocolError(
-                    FailureCode.WORKFLOW_NOT_FOUND, f"{name!r} has no version {version} here (available: {versions})"
-                )
+                raise self._workflow_not_found(f"{name!r} has no version {version} here (available: {versions})")
             return exact[0]
         newest = newest_version(candidates)
         assert newest is not None
         return newest
+
+    def _workflow_not_found(self, reason: str) -> WorkflowProtocolError:
+        """The refusal names every workflow the release has (ids, aliases, versions)."""
+        available = available_workflows(self.release.catalogue.workflows)
+        return WorkflowProtocolError(
+            FailureCode.WORKFLOW_NOT_FOUND,
+            f"{reason}; available: {describe_available(available)}",
+            details={"available": available},
+        )
 
     def _host_blockers(
         self, workflow: WorkflowDefinition, host: Mapping[str, Any]
@@ -218,31 +226,26 @@ class WorkflowEngineQueryModule:
     def migrate_workflow(
         source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Preview, then (only when confirmed) restart the run at setup-workspace in ``target``."""
+        """Preview, then (only when confirmed) restart the run at setup-workspace in ``target``.
+
+        A preview (``confirm`` false) accepts a state that still lacks the
+        target's new required fields and lists each as a failure, with the
+        preview saying everything the target needs; a confirmed request with
+        an incomplete state is refused outright.
+        """
         issued, workflow, _prior = source._resume(arguments)
         cp = issued.checkpoint
         request = arguments["migration"]
         target_wf = _check_migration_target(source, target, workflow, request)
-        preview = {
-            "from": {
-                "release": source.release.release_id,
-                "manifest_digest": source.release.manifest_digest,
-                "workflow": workflow.key,
-            },
-            "to": {
-                "release": target.release.release_id,
-                "manifest_digest": target.release.manifest_digest,
-                "workflow": target_wf.key,
-            },
-            "invalidated_artifacts": sorted(cp.artifacts),
-            "invalidated_validators": sorted(cp.validators),
-            "restart_step": SETUP_STEP_ID,
-            "confirmed": False,
-        }
-        state = target._confirmed_state(target_wf, request["confirmed_state"], "migration.confirmed_state")
+        label = "migration.confirmed_state"
+        state = target._confirmed_state(
+            target_wf, request["confirmed_state"], label, allow_missing=not request["confirm"]
+        )
+        preview = _preview(source, target, workflow, target_wf, cp, state.values)
         host = request.get("host") or source._host_for_binding(workflow, cp)
         adapter, failures = target._host_blockers(target_wf, host)
-        failures = unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
+        missing = missing_fields(state.values, target._state_schema(target_wf))
+        failures = missing + unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
         if failures:
             return source._result(
                 "blocked",
@@ -281,6 +284,33 @@ class WorkflowEngineQueryModule:
             step=target._payload(target_wf, target_wf.steps[0], adapter, restarted),
             message="migrated: the run restarts at setup-workspace on the target release",
         )
+
+    @staticmethod
+    def migration_offer(
+        source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """The preview of migrating this run to ``target``, or ``None`` if it cannot take the run.
+
+        What the server attaches to ``continue_workflow`` results when it holds
+        a migration target, so a client learns the target's id and needs
+        without guessing a request first.
+        """
+        issued, workflow, prior = source._resume(arguments)
+        src, dst = source.release, target.release
+        if dst.manifest_digest == src.manifest_digest or (dst.catalogue.scope, dst.catalogue.name) != (
+            src.catalogue.scope,
+            src.catalogue.name,
+        ):
+            return None
+        newer = [
+            w
+            for w in dst.catalogue.workflows
+            if w.id == workflow.id and semver_key(w.version) > semver_key(workflow.version)
+        ]
+        target_wf = newest_version(newer)
+        if target_wf is None:
+            return None
+        return _preview(source, target, workflow, target_wf, issued.checkpoint, prior.values)
 
     def _host_for_binding(self, workflow: WorkflowDefinition, cp: Checkpoint) -> dict[str, Any]:
         adapter = self._adapter(workflow, cp)
@@ -424,11 +454,16 @@ class WorkflowEngineQueryModule:
         return issued, workflow, state
 
     def _confirmed_state(
-        self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str
+        self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str, *, allow_missing: bool = False
     ) -> ConfirmedState:
         state = ConfirmedState.from_json(projection)
-        validate_against_schema(state, self.release.schemas.validator(workflow.confirmed_state_schema), label=label)
+        validator = self.release.schemas.validator(workflow.confirmed_state_schema)
+        validate_against_schema(state, validator, label=label, allow_missing=allow_missing)
         return state
+
+    def _state_schema(self, workflow: WorkflowDefinition) -> Mapping[str, Any]:
+        schema = self.release.schemas.validator(workflow.confirmed_state_schema).schema
+        return schema if isinstance(schema, Mapping) else {}
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
         return issue_checkpoint(
@@ -505,6 +540,34 @@ def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
         return False
     digest = input_digest({o.id: cp.artifacts[o.id] for o in step.outputs})
     return all((r := cp.validators.get(k)) is not None and r.input_digest == digest for k in step.validators)
+
+
+def _preview(
+    source: WorkflowEngineQueryModule,
+    target: WorkflowEngineQueryModule,
+    workflow: WorkflowDefinition,
+    target_wf: WorkflowDefinition,
+    cp: Checkpoint,
+    values: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What migrating would do (from, to, everything invalidated) and what the target needs."""
+    return {
+        "from": {
+            "release": source.release.release_id,
+            "manifest_digest": source.release.manifest_digest,
+            "workflow": workflow.key,
+        },
+        "to": {
+            "release": target.release.release_id,
+            "manifest_digest": target.release.manifest_digest,
+            "workflow": target_wf.key,
+        },
+        "invalidated_artifacts": sorted(cp.artifacts),
+        "invalidated_validators": sorted(cp.validators),
+        "restart_step": SETUP_STEP_ID,
+        "confirmed": False,
+        "target_needs": workflow_needs(target_wf, target._state_schema(target_wf), values),
+    }
 
 
 def _check_migration_target(
