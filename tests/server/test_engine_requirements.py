@@ -142,8 +142,10 @@ def test_migration_preview_says_what_the_target_needs_before_new_fields_are_supp
 def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines) -> None:
     source, state, advanced, _harness = _at_interview(engines)
     arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state}
-    offer = WorkflowEngineQueryModule.migration_offer(source, engines.module("1.3.0"), arguments)
-    assert offer is not None and offer["confirmed"] is False
+    preview = WorkflowEngineQueryModule.migration_offer(source, engines.module("1.3.0"), arguments)
+    assert preview is not None
+    offer = preview.to_json()
+    assert offer["confirmed"] is False
     assert offer["to"]["release"] == "research-decision@1.3.0" and offer["to"]["workflow"] == "research-decision@1.3.0"
     assert offer["invalidated_artifacts"] == ["workspace-manifest"]
     assert {f["field"] for f in offer["target_needs"]["confirmed_state"] if not f["present"]} >= {"risk_tolerance"}
