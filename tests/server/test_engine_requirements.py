@@ -142,7 +142,7 @@ def test_migration_preview_says_what_the_target_needs_before_new_fields_are_supp
 def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines) -> None:
     source, state, advanced, _harness = _at_interview(engines)
     arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state}
-    preview = WorkflowEngineQueryModule.migration_offer(source, engines.module("1.3.0"), arguments)
+    preview = source.migration_offer(engines.module("1.3.0"), arguments)
     assert preview is not None
     offer = preview.to_json()
     assert offer["confirmed"] is False
@@ -150,4 +150,4 @@ def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines
     assert offer["invalidated_artifacts"] == ["workspace-manifest"]
     assert {f["field"] for f in offer["target_needs"]["confirmed_state"] if not f["present"]} >= {"risk_tolerance"}
     # no offer for the same release, nor back to an older workflow
-    assert WorkflowEngineQueryModule.migration_offer(source, source, arguments) is None
+    assert source.migration_offer(source, arguments) is None

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
-    SETUP_STEP_ID,
     HostAdapter,
     StepDefinition,
     WorkflowDefinition,
@@ -60,6 +60,16 @@ from rimthan_workflow_registry.workflow_engine import newest_version, resolve_br
 from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
 
 _COMPLETED = "__completed__"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A verified run leaving its release: everything a migration target takes from the source module."""
+
+    release: VerifiedRelease
+    issued: IssuedCheckpoint
+    workflow: WorkflowDefinition
+    bound_host: Mapping[str, Any]  # the checkpoint's host binding, as a ``host`` argument
 
 
 class WorkflowEngineQueryModule:
@@ -237,34 +247,43 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ migration
 
-    @staticmethod
-    def migrate_workflow(
-        source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
-    ) -> ToolResult:
-        """Preview, then (only when confirmed) restart the run at setup-workspace in ``target``.
+    def migrate_workflow(self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]) -> ToolResult:
+        """Move a run on this module's release to ``target``: preview, then (only when confirmed) restart there.
+
+        Called as ``WorkflowEngineQueryModule.migrate_workflow(source, target, arguments)``.
+        The source side (verify the checkpoint, its pinned workflow and state)
+        runs here; the target side runs in ``target.accept_migration``, so
+        neither module reaches into the other's internals.
+        """
+        issued, workflow, _prior = self._resume(arguments)
+        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
+        return target.accept_migration(departure, arguments["migration"])
+
+    def accept_migration(self, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
+        """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart.
 
         A preview (``confirm`` false) accepts a state that still lacks the
         target's new required fields and lists each as a failure, with the
         preview saying everything the target needs; a confirmed request with
         an incomplete state is refused outright.
         """
-        issued, workflow, _prior = source._resume(arguments)
+        issued, workflow = departure.issued, departure.workflow
         cp = issued.checkpoint
-        request = arguments["migration"]
-        target_wf = _check_migration_target(source, target, workflow, request)
+        target_wf = _check_migration_target(departure.release, self.release, workflow, request)
         label = "migration.confirmed_state"
-        state = target._confirmed_state(
+        state = self._confirmed_state(
             target_wf, request["confirmed_state"], label, allow_missing=not request["confirm"]
         )
-        preview = _preview(source, target, workflow, target_wf, cp, state.values)
-        host = request.get("host") or source._host_for_binding(workflow, cp)
-        adapter, failures = target._host_blockers(target_wf, host)
-        missing = missing_fields(state.values, target._state_schema(target_wf))
+        preview = self._migration_preview(departure, target_wf, state.values)
+        host = request.get("host") or departure.bound_host
+        adapter, failures = self._host_blockers(target_wf, host)
+        missing = missing_fields(state.values, self._state_schema(target_wf))
         failures = missing + unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
+        source_ref = ReleaseRef.of(departure.release)
         if failures:
             return ToolResult(
                 "blocked",
-                source.release_ref,
+                source_ref,
                 workflow=WorkflowRef.of(workflow),
                 checkpoint=issued,
                 failures=tuple(failures),
@@ -279,7 +298,7 @@ class WorkflowEngineQueryModule:
             )
             return ToolResult(
                 "blocked",
-                source.release_ref,
+                source_ref,
                 workflow=WorkflowRef.of(workflow),
                 checkpoint=issued,
                 failures=(failure,),
@@ -290,28 +309,27 @@ class WorkflowEngineQueryModule:
             sequence=cp.sequence + 1,
             workflow_id=target_wf.id,
             workflow_version=target_wf.version,
-            release_id=target.release.release_id,
-            manifest_digest=target.release.manifest_digest,
+            release_id=self.release.release_id,
+            manifest_digest=self.release.manifest_digest,
             step_id=SETUP_STEP_ID,
             state_digest=state.digest,
             parent_digest=issued.digest,
             host=binding_for(host),
-            issued_at=target._now(),
+            issued_at=self._now(),
         )
-        new = issue_checkpoint(target.keyring, restarted)
+        new = issue_checkpoint(self.keyring, restarted)
         return ToolResult(
             "active",
-            target.release_ref,
+            self.release_ref,
             workflow=WorkflowRef.of(target_wf),
             checkpoint=new,
             migration=replace(preview, confirmed=True),
-            step=target._payload(target_wf, target_wf.steps[0], adapter, restarted),
+            step=self._payload(target_wf, target_wf.steps[0], adapter, restarted),
             message="migrated: the run restarts at setup-workspace on the target release",
         )
 
-    @staticmethod
     def migration_offer(
-        source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
+        self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
     ) -> MigrationPreview | None:
         """The preview of migrating this run to ``target``, or ``None`` if it cannot take the run.
 
@@ -319,20 +337,36 @@ class WorkflowEngineQueryModule:
         a migration target, so a client learns the target's id and needs
         without guessing a request first.
         """
-        issued, workflow, prior = source._resume(arguments)
-        src, dst = source.release, target.release
+        issued, workflow, prior = self._resume(arguments)
+        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
+        return target.offer_migration(departure, prior.values)
+
+    def offer_migration(self, departure: Departure, values: Mapping[str, Any]) -> MigrationPreview | None:
+        """The target side of ``migration_offer``: only a newer version of the run's workflow, same scope."""
+        src, dst = departure.release, self.release
         same_scope = (dst.catalogue.scope, dst.catalogue.name) == (src.catalogue.scope, src.catalogue.name)
         if dst.manifest_digest == src.manifest_digest or not same_scope:
             return None
+        current = semver_key(departure.workflow.version)
         newer = [
-            w
-            for w in dst.catalogue.workflows
-            if w.id == workflow.id and semver_key(w.version) > semver_key(workflow.version)
+            w for w in dst.catalogue.workflows if w.id == departure.workflow.id and semver_key(w.version) > current
         ]
         target_wf = newest_version(newer)
-        if target_wf is None:
-            return None
-        return _preview(source, target, workflow, target_wf, issued.checkpoint, prior.values)
+        return None if target_wf is None else self._migration_preview(departure, target_wf, values)
+
+    def _migration_preview(
+        self, departure: Departure, target_wf: WorkflowDefinition, values: Mapping[str, Any]
+    ) -> MigrationPreview:
+        """What migrating would do (from, to, everything invalidated) and what the target needs."""
+        cp = departure.issued.checkpoint
+        return MigrationPreview(
+            source=MigrationEnd.of(departure.release, departure.workflow),
+            target=MigrationEnd.of(self.release, target_wf),
+            invalidated_artifacts=tuple(sorted(cp.artifacts)),
+            invalidated_validators=tuple(sorted(cp.validators)),
+            restart_step=SETUP_STEP_ID,
+            target_needs=workflow_needs(target_wf, self._state_schema(target_wf), values),
+        )
 
     def _host_for_binding(self, workflow: WorkflowDefinition, cp: Checkpoint) -> dict[str, Any]:
         adapter = self._adapter(workflow, cp)
@@ -539,33 +573,10 @@ def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
     return all((r := cp.validators.get(k)) is not None and r.input_digest == digest for k in step.validators)
 
 
-def _preview(
-    source: WorkflowEngineQueryModule,
-    target: WorkflowEngineQueryModule,
-    workflow: WorkflowDefinition,
-    target_wf: WorkflowDefinition,
-    cp: Checkpoint,
-    values: Mapping[str, Any],
-) -> MigrationPreview:
-    """What migrating would do (from, to, everything invalidated) and what the target needs."""
-    return MigrationPreview(
-        source=MigrationEnd.of(source.release, workflow),
-        target=MigrationEnd.of(target.release, target_wf),
-        invalidated_artifacts=tuple(sorted(cp.artifacts)),
-        invalidated_validators=tuple(sorted(cp.validators)),
-        restart_step=SETUP_STEP_ID,
-        target_needs=workflow_needs(target_wf, target._state_schema(target_wf), values),
-    )
-
-
 def _check_migration_target(
-    source: WorkflowEngineQueryModule,
-    target: WorkflowEngineQueryModule,
-    workflow: WorkflowDefinition,
-    request: Mapping[str, Any],
+    src: VerifiedRelease, dst: VerifiedRelease, workflow: WorkflowDefinition, request: Mapping[str, Any]
 ) -> WorkflowDefinition:
     """Fail-closed rules: the loaded target, same scope, a different release, a newer workflow."""
-    src, dst = source.release, target.release
     if request["target_release"] not in (dst.release_id, dst.manifest_digest):
         raise WorkflowProtocolError(
             FailureCode.MIGRATION_SCOPE_MISMATCH,
