@@ -139,6 +139,7 @@ def _attested(output: Mapping[str, Any], content: str, write: str) -> dict[str, 
 
 
 def _workspace_manifest(step: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest a host writes after delivering the assets: deliveries sorted by (kind, asset)."""
     delivered = [
         {
             "asset": asset["id"],
@@ -152,7 +153,7 @@ def _workspace_manifest(step: Mapping[str, Any]) -> dict[str, Any]:
         "harness": HOST["harness"],
         "adapter": HOST["adapter"],
         "capabilities": sorted(HOST["capabilities"]),
-        "delivered": delivered,
+        "delivered": sorted(delivered, key=lambda d: (d["kind"], d["asset"])),
         "symlink_free": True,
     }
 
@@ -183,7 +184,7 @@ def short_run(engine: WorkflowEngineQueryModule, clock: FixedClock) -> dict[str,
     started = call("start_workflow", {"workflow": "research-decision", "confirmed_state": state, "host": HOST})
     setup = started["step"]
     manifest = _workspace_manifest(setup)
-    manifest_text = json.dumps(manifest, indent=2) + "\n"
+    manifest_text = canonical_text(manifest) + "\n"  # any JSON text is accepted; this is what the host kit writes
     (output,) = setup["outputs"]
     workspace_artifact = {
         "artifact_id": output["id"],
