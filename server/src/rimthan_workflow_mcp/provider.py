@@ -27,6 +27,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import semver_key
 from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
@@ -199,6 +200,8 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        if state_dir is not None and record_floor:  # serving: remember metaschema passes across restarts
+            SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
