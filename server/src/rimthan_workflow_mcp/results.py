@@ -79,9 +79,10 @@ class MigrationPreview:
     invalidated_validators: tuple[str, ...]
     restart_step: str
     confirmed: bool = False
+    target_needs: Mapping[str, Any] | None = None  # run.requirements.workflow_needs of the target workflow
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "from": self.source.to_json(),
             "to": self.target.to_json(),
             "invalidated_artifacts": list(self.invalidated_artifacts),
@@ -89,6 +90,9 @@ class MigrationPreview:
             "restart_step": self.restart_step,
             "confirmed": self.confirmed,
         }
+        if self.target_needs is not None:
+            out["target_needs"] = dict(self.target_needs)
+        return out
 
 
 @dataclass(frozen=True)
