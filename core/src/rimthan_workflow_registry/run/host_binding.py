@@ -17,7 +17,7 @@ from rimthan_workflow_registry.release.catalogue import Catalogue, HostAdapter, 
 from rimthan_workflow_registry.run.checkpoints import HostBinding
 
 
-def _required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
+def required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
     needed = {c for v in workflow.validators for c in v.required_capabilities}
     return needed | set(adapter.validator_capabilities if adapter else ())
 
@@ -65,7 +65,7 @@ def host_blockers(
                 details={"missing": missing},
             )
         )
-    missing_v = sorted(_required_validator_capabilities(workflow, adapter) - set(host["validator_capabilities"]))
+    missing_v = sorted(required_validator_capabilities(workflow, adapter) - set(host["validator_capabilities"]))
     if missing_v:
         failures.append(
             Failure(
