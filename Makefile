@@ -16,10 +16,11 @@ RELEASES := releases
 DEV_KEY := keys/local/dev
 DEV_TRUST := keys/local
 
-.PHONY: help bootstrap setup demo serve test test-quick interop lint test-four-tools test-loop test-packaged test-pinned
+.PHONY: help bootstrap setup demo agent-demo serve test test-quick interop lint test-four-tools test-loop test-packaged test-pinned
 
 help:
 	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
+	@echo "make agent-demo  a scripted model drives the packaged runs through the rimthan-host bridge (figures)"
 	@echo "make serve   run the verifier MCP server (stdio) on the newest release in $(RELEASES)/"
 	@echo "make test    run the whole test suite (all but the long fuzz runs of make fuzz-long)"
 	@echo "make test-quick  the same without the slower sweeps (marker slow)"
@@ -74,6 +75,12 @@ demo: bootstrap
 	done
 	@echo "== a real MCP client (the SDK) starts rimthan-mcp over stdio and walks the workflow"
 	$(UV) run --locked python -m rimthan_host.demo --releases-dir $(RELEASES) --trust $(DEV_TRUST)
+	@$(MAKE) --no-print-directory agent-demo
+
+# A scripted model drives the packaged runs through the rimthan-host bridge; prints the agent figures.
+agent-demo: bootstrap
+	@echo "== a scripted model drives the packaged runs through rimthan-host serve (docs/host-kit.md)"
+	@$(UV) run --locked python -m rimthan_host.agent_demo --releases-dir $(RELEASES) --trust $(DEV_TRUST) 2> >(grep -v '^rimthan-mcp: ' >&2)
 
 # Serve the newest verified release in releases/ over stdio for a real MCP client (see docs/server.md).
 serve: bootstrap

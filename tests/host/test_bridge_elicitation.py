@@ -17,7 +17,8 @@ import anyio
 import pytest
 from mcp import Client, types
 from rimthan_host.confirmations import BY_ELICITATION
-from support.bridge import StandIn, audit, bridge_params
+from rimthan_host.standin import StandIn
+from support.bridge import audit, bridge_params, stand_in
 from support.servers import ServerWorld, build_world
 
 NEW_FACTS = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
@@ -67,7 +68,7 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
         params = bridge_params(project, world, state)
         async with Client(params, mode=mode, elicitation_callback=person) as client:  # type: ignore[arg-type]
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
-            model = StandIn(client, project)
+            model = stand_in(client, project)
             for refusal in ("decline", "cancel"):
                 person.policy = {"field:objective": refusal}
                 reply = await model.start()
@@ -114,7 +115,7 @@ def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(worl
 
     async def go() -> None:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
-            model = StandIn(client, project)
+            model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "", until_question=True)
             assert "Ask the user this question, then call answer_question" in at_question.text
             missing = await model.call("answer_question", {})
