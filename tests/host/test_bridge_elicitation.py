@@ -116,6 +116,8 @@ def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(worl
     async def go() -> None:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
+            partial = await model.start(_without(model, "objective", "deadline"))
+            assert partial.is_error and "objective" in partial.text and "deadline" in partial.text, partial.text
             at_question = await model.follow(await model.start(), "", until_question=True)
             assert "Ask the user this question, then call answer_question" in at_question.text
             missing = await model.call("answer_question", {})
@@ -125,3 +127,9 @@ def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(worl
     anyio.run(go)
     confirmations = _saved(project)["confirmed_state"]["confirmations"]
     assert {c["confirmed_by"] for c in confirmations.values()} == {"user, asked by the model"}
+
+
+def _without(model: StandIn, *names: str) -> dict[str, Any]:
+    """The example facts with ``names`` left out (what the user has not confirmed yet)."""
+    facts: dict[str, Any] = json.loads((model.examples["1.2.0"] / "confirmed-state.json").read_text("utf-8"))
+    return {k: v for k, v in facts.items() if k not in names}

@@ -97,8 +97,13 @@ def test_each_documented_command_starts_the_bridge_and_lists_its_tools(project: 
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
     params = StdioServerParameters(command=command, args=args, cwd=project, env=env)
 
-    async def listed() -> set[str]:
+    async def listed() -> tuple[set[str], str]:
         async with Client(params, mode="auto") as client:
-            return {t.name for t in (await client.list_tools()).tools}
+            names = {t.name for t in (await client.list_tools()).tools}
+            # a move that needs the verifier: the child rimthan-mcp it started answers (no facts: blocked)
+            reply = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
+            return names, "\n".join(getattr(c, "text", "") for c in reply.content)
 
-    assert anyio.run(listed) == {t.name for t in TOOLS}
+    names, text = anyio.run(listed)
+    assert names == {t.name for t in TOOLS}
+    assert text.startswith("The run did not start. The verifier needs:") and "objective" in text, text
