@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -35,6 +35,7 @@ from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import SERVED_PROFILE, LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
+from .results import ToolResult
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
     PREPARE_STEP_VALIDATION,
@@ -70,8 +71,6 @@ _log = get_logger("server")
 # logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
 # clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"rimthan_workflow_mcp\.server")
-
-ToolHandler = Callable[["RuntimeState", LoadedRelease, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -291,8 +290,7 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
             state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
         )
         source = _route(state, contract, arguments)
-        result = _dispatch_tool(state, source, name, arguments)
-        _check_result(state, name, result)
+        result = _check_result(state, name, _dispatch_tool(state, source, name, arguments))
     except RegistryError as exc:
         _log.info(
             "tool refused",
@@ -328,12 +326,18 @@ def _validate_instance(validator: Draft202012Validator, instance: Any, *, code: 
     )
 
 
-def _check_result(state: RuntimeState, name: str, result: Any) -> None:
-    """A result outside the declared output schema is a server bug: log it, never send it."""
+def _check_result(state: RuntimeState, name: str, result: object) -> dict[str, Any]:
+    """The wire form of ``result``, checked against the declared output schema.
+
+    A result that is not a :class:`ToolResult` or falls outside the schema is a
+    server bug: log it, never send it.
+    """
     try:
-        _validate_instance(
-            state.output_validators[name], result, code=FailureCode.INTERNAL_ERROR, what=f"{name} result"
-        )
+        if not isinstance(result, ToolResult):
+            raise RegistryError(FailureCode.INTERNAL_ERROR, f"{type(result).__name__} is not a ToolResult")
+        wire = result.to_json()
+        _validate_instance(state.output_validators[name], wire, code=FailureCode.INTERNAL_ERROR, what=f"{name} result")
+        return wire
     except RegistryError as exc:
         _log.error("result violates the output schema", extra={"tool": name, "problem": exc.message})
         raise RegistryError(
@@ -365,7 +369,7 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     return loaded
 
 
-def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> ToolResult:
     """Map exactly the four tool names to the four module methods."""
     module = source.module
     if name == START_WORKFLOW:
@@ -381,7 +385,7 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
     raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
 
 
-def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> dict[str, Any]:
+def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
     """Explicit migration to the separately verified target release given at start."""
     target = state.provider.migration_target
     if target is None:
