@@ -31,8 +31,7 @@ class ExitStatus(IntEnum):
 _C = FailureCode
 _TABLE: dict[FailureCode, str] = {
     # --- release verification
-    _C.RELEASE_NOT_FOUND: "check the path: a release is a directory named NAME-VERSION, "
-    "made by `rimthan-pack build`",
+    _C.RELEASE_NOT_FOUND: "check the path: a release is a directory named NAME-VERSION, made by `rimthan-pack build`",
     _C.MANIFEST_MISSING: "the release is incomplete: build it again from its catalogue source "
     "(`rimthan-pack build SOURCE --key KEY`)",
     _C.MANIFEST_INVALID: "build the release again from its catalogue source; a manifest is never edited by hand",

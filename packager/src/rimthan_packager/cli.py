@@ -346,20 +346,28 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
 
 @cli.command(
     epilog=_epilog(
-        "rimthan-pack init catalogues/my-flow/0.1.0 --name my-flow",
+        "rimthan-pack init catalogues/my-flow/0.1.0          # catalogue my-flow, version 0.1.0",
+        "rimthan-pack init drafts/flow-v2 --name my-flow",
         "rimthan-pack build catalogues/my-flow/0.1.0 --key keys/local/dev.key   # builds as it is",
     )
 )
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--name", default=None, help="Catalogue name ([a-z0-9-]); default: derived from DIRECTORY.")
+@click.option(
+    "--name",
+    default=None,
+    help="Catalogue name ([a-z0-9-]). [default: DIRECTORY's name, or its parent's when DIRECTORY is a version "
+    "such as 0.1.0, which then is the catalogue's version]",
+)
 @_JSON
 @reports_refusals
 def init(directory: Path, name: str | None, as_json: bool) -> None:
     """Scaffold a new catalogue source in DIRECTORY (absent or empty).
 
-    The scaffold builds as it is: setup-workspace, one ungated step, one
-    gated terminal step with a JSON output and a validator, and a Claude Code
-    host adapter. Edit it, then: rimthan-pack build DIRECTORY --key KEY
+    The scaffold is a small, complete example that builds and runs as it is:
+    setup-workspace, one ungated step, one gated terminal step with a JSON
+    output and a reviewer validator, a Claude Code host adapter that tells the
+    model how to use the four tools, and examples/ for the scripted host kit.
+    Edit it, then: rimthan-pack build DIRECTORY --key KEY
     """
     written = init_catalogue(directory, name)
     if as_json:

@@ -16,7 +16,6 @@ in the :class:`RefreshResult`, and the last verified release stays active.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release import RELEASE_DIR_NAME
 from rimthan_workflow_registry.release.catalogue import semver_key
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
@@ -36,7 +36,7 @@ from .logs import get_logger
 from .workflow_engine import WorkflowEngineQueryModule
 
 SERVED_PROFILE = "workflow-engine"
-_RELEASE_DIR = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
+_RELEASE_DIR = RELEASE_DIR_NAME
 _log = get_logger("provider")
 
 ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]

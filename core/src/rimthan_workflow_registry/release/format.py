@@ -164,6 +164,17 @@ _SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
 # --------------------------------------------------------------------------- records
 
 
+RELEASE_DIR_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
+"""A directory name that claims a release identity, ``<catalogue>-<version>``.
+
+The one definition used where releases are picked by name (the server's
+newest-release lookup and refresh) and where verification holds a name to
+its manifest. It starts with a catalogue-name character, so hidden names
+(the packager's ``.<name>-<version>.building-*`` work directory, whose random
+suffix can read like a pre-release) claim nothing.
+"""
+
+
 @dataclass(frozen=True)
 class FileEntry:
     """One catalogue file: its path under ``catalogue/``, digest, size and media type."""

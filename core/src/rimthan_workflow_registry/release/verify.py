@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import unicodedata
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from rimthan_workflow_registry.release.format import (
     CHECKSUMS_NAME,
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
+    RELEASE_DIR_NAME,
     SIGNATURE_SIZE,
     SIGNATURES_DIR,
     Manifest,
@@ -56,8 +56,6 @@ from rimthan_workflow_registry.release.verified import LoaderReads, ReleaseFiles
 DEFAULT_PROFILE = "workflow-engine"
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
-# A directory name that claims a release identity: ``<something>-<semver>``.
-_CLAIMED_RELEASE_NAME = re.compile(r"^.+?-\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?$")
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -338,7 +336,7 @@ def check_release_name(root: Path, manifest: Manifest) -> None:
     packager's build directory) are not checked.
     """
     name, identity = root.name, manifest.release
-    if name == identity.directory_name or not _CLAIMED_RELEASE_NAME.match(name):
+    if name == identity.directory_name or not RELEASE_DIR_NAME.match(name):
         return
     where = root / MANIFEST_NAME
     prefix = identity.catalogue + "-"
