@@ -6,6 +6,7 @@ scaffold               a scaffold catalogue source in tmp_path/source
 signed_release         a release of ``scaffold`` signed by ``keypair``
 packaged_releases      research-decision 1.2.0 and 1.3.0 built and signed by
                        ``keypair``: {"1.2.0": Path, "1.3.0": Path}
+registry               a real OCI registry (docker-registry) on loopback, stopped after the test
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.registry import LocalRegistry, start_registry
 from support.releases import (
     PACKAGED_VERSIONS,
     KeyPair,
@@ -50,6 +52,15 @@ def signed_release(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> Path:
 def packaged_releases(tmp_path: Path, keypair: KeyPair) -> dict[str, Path]:
     out = tmp_path / "packaged-releases"
     return {v: build_release(packaged_source(v), out, [keypair]) for v in PACKAGED_VERSIONS}
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[LocalRegistry]:
+    running = start_registry(tmp_path / "registry")
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture(scope="module")

@@ -118,6 +118,19 @@ _TABLE: dict[FailureCode, str] = {
     _C.MIGRATION_NOT_NEWER: "migrate only to a newer version of the workflow",
     _C.MIGRATION_SAME_RELEASE: "nothing to do: the run is already on the target release",
     _C.MIGRATION_CONFIRMATION_REQUIRED: "show the preview to the user and call again with confirm: true",
+    # --- OCI registry
+    _C.OCI_REFERENCE_INVALID: "write the reference as oci://HOST[:PORT]/REPOSITORY[:TAG] "
+    "or oci://HOST[:PORT]/REPOSITORY@sha256:DIGEST",
+    _C.OCI_REGISTRY_ERROR: "check the registry address and tag, --plain-http for a registry without TLS, and "
+    "credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_PASSWORD)",
+    _C.OCI_ARTIFACT_INVALID: "nothing was installed; ask the publisher to push the release again with "
+    "`rimthan-pack push`",
+    _C.OCI_BLOB_MISMATCH: "the registry's storage was altered; nothing was installed: restore the registry and "
+    "push the release again",
+    _C.OCI_TAG_MISMATCH: "the tag was moved to another release; nothing was installed: re-point the tag with "
+    "`rimthan-pack push`",
+    _C.OCI_TAG_EXISTS: "publish a new version, or pass --replace-tag to move the tag (the old release stays "
+    "addressable by digest)",
     # --- server
     _C.REFRESH_REJECTED: "nothing changed: the last verified release keeps serving; fix or remove the rejected release",
     _C.INTERNAL_ERROR: "rerun with --log-level debug and report the logged details",

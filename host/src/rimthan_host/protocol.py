@@ -12,11 +12,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-START = "rimthan.start_workflow"
-CONTINUE = "rimthan.continue_workflow"
-PREPARE = "rimthan.prepare_step_validation"
-SUBMIT = "rimthan.submit_step_validation"
-SETUP_STEP = "setup-workspace"
+from rimthan_workflow_registry import protocol_names
+
+# The protocol's names, defined once in the core; short aliases for the kit.
+START = protocol_names.START_WORKFLOW
+CONTINUE = protocol_names.CONTINUE_WORKFLOW
+PREPARE = protocol_names.PREPARE_STEP_VALIDATION
+SUBMIT = protocol_names.SUBMIT_STEP_VALIDATION
+SETUP_STEP = protocol_names.SETUP_STEP_ID
 
 ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 

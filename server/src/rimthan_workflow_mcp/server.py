@@ -29,18 +29,16 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.run.tokens import peek_manifest_digest
 
 from .logs import get_logger
 from .prompts import PromptCatalogue
-from .provider import SERVED_PROFILE, LoadedRelease, ReleaseProvider
+from .provider import LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
 from .results import ToolResult
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
-    PREPARE_STEP_VALIDATION,
-    START_WORKFLOW,
-    SUBMIT_STEP_VALIDATION,
     ToolContract,
     contract_documents,
     workflow_engine_tool_contracts,
@@ -87,13 +85,22 @@ class RuntimeState:
     prompts: PromptCatalogue
 
 
+def runtime_state(provider: ReleaseProvider) -> RuntimeState:
+    """What ``create_mcp_application`` serves for ``provider``, for callers outside this adapter.
+
+    The CLI's pre-flight, tests and benchmarks use it to check that a
+    release can be served, or to call :func:`call_tool` without a transport.
+    """
+    return _build_runtime_state(provider)
+
+
 def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
     profile = provider.active.profile
-    if profile != SERVED_PROFILE:
+    if profile != WORKFLOW_ENGINE_PROFILE:
         raise RegistryError(
             FailureCode.SCOPE_MISMATCH,
-            f"release profile {profile!r} is not served; this server serves {SERVED_PROFILE!r}",
+            f"release profile {profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
             path=str(provider.active.release.root),
         )
     for loaded in provider.held.values():
@@ -370,19 +377,13 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
 
 
 def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> ToolResult:
-    """Map exactly the four tool names to the four module methods."""
-    module = source.module
-    if name == START_WORKFLOW:
-        return module.start_workflow(arguments)
-    if name == CONTINUE_WORKFLOW:
-        if MIGRATION_ARGUMENT in arguments:
-            return _dispatch_migration(state, source, arguments)
-        return module.continue_workflow(arguments)
-    if name == PREPARE_STEP_VALIDATION:
-        return module.prepare_step_validation(arguments)
-    if name == SUBMIT_STEP_VALIDATION:
-        return module.submit_step_validation(arguments)
-    raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
+    """Map exactly the four tool names, through their contracts, to the module methods that implement them."""
+    contract = state.contracts.get(name)
+    if contract is None:
+        raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
+    if name == CONTINUE_WORKFLOW and MIGRATION_ARGUMENT in arguments:
+        return _dispatch_migration(state, source, arguments)
+    return contract.bound(source.module)(arguments)
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
-    SETUP_STEP_ID,
     HostAdapter,
     StepDefinition,
     WorkflowDefinition,
@@ -54,6 +54,16 @@ from rimthan_workflow_registry.workflow_engine import newest_version, resolve_br
 from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
 
 _COMPLETED = "__completed__"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A verified run leaving its release: everything a migration target takes from the source module."""
+
+    release: VerifiedRelease
+    issued: IssuedCheckpoint
+    workflow: WorkflowDefinition
+    bound_host: Mapping[str, Any]  # the checkpoint's host binding, as a ``host`` argument
 
 
 class WorkflowEngineQueryModule:
@@ -229,30 +239,39 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ migration
 
-    @staticmethod
-    def migrate_workflow(
-        source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
-    ) -> ToolResult:
-        """Preview, then (only when confirmed) restart the run at setup-workspace in ``target``."""
-        issued, workflow, _prior = source._resume(arguments)
+    def migrate_workflow(self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]) -> ToolResult:
+        """Move a run on this module's release to ``target``: preview, then (only when confirmed) restart there.
+
+        Called as ``WorkflowEngineQueryModule.migrate_workflow(source, target, arguments)``.
+        The source side (verify the checkpoint, its pinned workflow and state)
+        runs here; the target side runs in ``target.accept_migration``, so
+        neither module reaches into the other's internals.
+        """
+        issued, workflow, _prior = self._resume(arguments)
+        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
+        return target.accept_migration(departure, arguments["migration"])
+
+    def accept_migration(self, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
+        """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart."""
+        issued, workflow = departure.issued, departure.workflow
         cp = issued.checkpoint
-        request = arguments["migration"]
-        target_wf = _check_migration_target(source, target, workflow, request)
+        target_wf = _check_migration_target(departure.release, self.release, workflow, request)
         preview = MigrationPreview(
-            source=MigrationEnd.of(source.release, workflow),
-            target=MigrationEnd.of(target.release, target_wf),
+            source=MigrationEnd.of(departure.release, workflow),
+            target=MigrationEnd.of(self.release, target_wf),
             invalidated_artifacts=tuple(sorted(cp.artifacts)),
             invalidated_validators=tuple(sorted(cp.validators)),
             restart_step=SETUP_STEP_ID,
         )
-        state = target._confirmed_state(target_wf, request["confirmed_state"], "migration.confirmed_state")
-        host = request.get("host") or source._host_for_binding(workflow, cp)
-        adapter, failures = target._host_blockers(target_wf, host)
+        state = self._confirmed_state(target_wf, request["confirmed_state"], "migration.confirmed_state")
+        host = request.get("host") or departure.bound_host
+        adapter, failures = self._host_blockers(target_wf, host)
         failures = unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
+        source_ref = ReleaseRef.of(departure.release)
         if failures:
             return ToolResult(
                 "blocked",
-                source.release_ref,
+                source_ref,
                 workflow=WorkflowRef.of(workflow),
                 checkpoint=issued,
                 failures=tuple(failures),
@@ -267,7 +286,7 @@ class WorkflowEngineQueryModule:
             )
             return ToolResult(
                 "blocked",
-                source.release_ref,
+                source_ref,
                 workflow=WorkflowRef.of(workflow),
                 checkpoint=issued,
                 failures=(failure,),
@@ -278,22 +297,22 @@ class WorkflowEngineQueryModule:
             sequence=cp.sequence + 1,
             workflow_id=target_wf.id,
             workflow_version=target_wf.version,
-            release_id=target.release.release_id,
-            manifest_digest=target.release.manifest_digest,
+            release_id=self.release.release_id,
+            manifest_digest=self.release.manifest_digest,
             step_id=SETUP_STEP_ID,
             state_digest=state.digest,
             parent_digest=issued.digest,
             host=binding_for(host),
-            issued_at=target._now(),
+            issued_at=self._now(),
         )
-        new = issue_checkpoint(target.keyring, restarted)
+        new = issue_checkpoint(self.keyring, restarted)
         return ToolResult(
             "active",
-            target.release_ref,
+            self.release_ref,
             workflow=WorkflowRef.of(target_wf),
             checkpoint=new,
             migration=replace(preview, confirmed=True),
-            step=target._payload(target_wf, target_wf.steps[0], adapter, restarted),
+            step=self._payload(target_wf, target_wf.steps[0], adapter, restarted),
             message="migrated: the run restarts at setup-workspace on the target release",
         )
 
@@ -498,13 +517,9 @@ def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
 
 
 def _check_migration_target(
-    source: WorkflowEngineQueryModule,
-    target: WorkflowEngineQueryModule,
-    workflow: WorkflowDefinition,
-    request: Mapping[str, Any],
+    src: VerifiedRelease, dst: VerifiedRelease, workflow: WorkflowDefinition, request: Mapping[str, Any]
 ) -> WorkflowDefinition:
     """Fail-closed rules: the loaded target, same scope, a different release, a newer workflow."""
-    src, dst = source.release, target.release
     if request["target_release"] not in (dst.release_id, dst.manifest_digest):
         raise WorkflowProtocolError(
             FailureCode.MIGRATION_SCOPE_MISMATCH,

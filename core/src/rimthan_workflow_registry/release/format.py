@@ -17,6 +17,7 @@ the release's identity everywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -38,6 +39,13 @@ CATALOGUE_DIR = "catalogue"
 SIGNATURE_SIZE = 64
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_PATH_LENGTH = 1024
+# How every release or catalogue file is opened for reading: never through a symlink, never blocking on a FIFO.
+OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+# A directory name that claims a release identity, ``<catalogue>-<semver>`` (unverified: for ordering and
+# rollback hints only; the manifest is the identity). It starts with a catalogue-name character, so hidden
+# names (the packager's ``.<name>-<version>.building-*`` work directory, whose random suffix can read like a
+# pre-release) claim nothing.
+RELEASE_DIR_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
 
 MEDIA_TYPES_BY_SUFFIX = {
     ".toml": "application/toml",
@@ -162,17 +170,6 @@ _SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
 
 
 # --------------------------------------------------------------------------- records
-
-
-RELEASE_DIR_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
-"""A directory name that claims a release identity, ``<catalogue>-<version>``.
-
-The one definition used where releases are picked by name (the server's
-newest-release lookup and refresh) and where verification holds a name to
-its manifest. It starts with a catalogue-name character, so hidden names
-(the packager's ``.<name>-<version>.building-*`` work directory, whose random
-suffix can read like a pre-release) claim nothing.
-"""
 
 
 @dataclass(frozen=True)
