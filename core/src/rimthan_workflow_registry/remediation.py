@@ -79,6 +79,8 @@ _TABLE: dict[FailureCode, str] = {
     _C.CONFIRMED_STATE_INVALID: "fix the value at the pointer to match the workflow's confirmed_state_schema",
     _C.CONFIRMED_STATE_MISMATCH: "send the last confirmed state exactly as the checkpoint bound it",
     _C.CONFIRMATION_REQUIRED: "ask the user and send their confirmation for the named field",
+    _C.CONFIRMED_FIELD_MISSING: "ask the user for the missing field's value (`details.expects` is its schema) "
+    "and confirm it",
     _C.HOST_ADAPTER_INCOMPATIBLE: "run with a host adapter version the workflow pins",
     _C.HOST_CAPABILITY_MISSING: "run on a host that has the named capability",
     _C.VALIDATOR_CAPABILITY_MISSING: "run on a host whose validators have the named capability",
