@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rimthan_workflow_registry.release.trust import load_trust
 from support.oci import push, push_corrupt
+from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
 
@@ -63,5 +64,5 @@ def test_serve_starts_from_the_registry_and_keeps_a_corrupt_publish_out(
 def test_serve_refuses_a_bad_reference_in_one_line(tmp_path: Path, trust: Path) -> None:
     proc = check("--releases-from", "http://example/x", "--trust", trust, "--state-dir", tmp_path / "state")
     assert proc.returncode == 1
-    assert proc.stderr.startswith("rimthan-mcp: error: oci_reference_invalid: "), proc.stderr
-    assert "Traceback" not in proc.stderr
+    said = refusal(proc.stderr)
+    assert said.code == "oci_reference_invalid" and said.next.startswith("write the reference as oci://")
