@@ -6,6 +6,7 @@ replicas and 4 clients; it asserts its own figures and prints ``RESULT PASS``.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,16 @@ def test_serve_refuses_a_bad_reference_in_one_line(tmp_path: Path, trust: Path) 
     assert proc.returncode == 1
     said = refusal(proc.stderr)
     assert said.code == "oci_reference_invalid" and said.next.startswith("write the reference as oci://")
+
+
+def test_an_unreachable_registry_is_logged_and_the_held_release_serves(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    shutil.copytree(packaged_releases["1.2.0"], releases / "research-decision-1.2.0")
+    proc = check("--releases-from", "oci://127.0.0.1:9/rimthan/x", "--plain-http", "--releases-dir", releases,
+                 "--trust", trust, "--state-dir", tmp_path / "state")  # fmt: skip
+    assert '"registry unreachable; serving what is held"' in proc.stderr, proc.stderr
+    assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
