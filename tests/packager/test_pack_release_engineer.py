@@ -24,7 +24,7 @@ from rimthan_workflow_registry.release import load_trust, verify_release
 from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
 from support.processes import stdio_client_process
 from support.refusals import refusal
-from support.releases import KeyPair, make_keypair, trust_dir
+from support.releases import KeyPair, make_keypair, trust_dir, trust_file
 
 BIN = Path(sys.executable).parent
 RIMTHAN_PACK = str(BIN / "rimthan-pack")
@@ -177,3 +177,63 @@ def test_the_scaffold_runs_end_to_end_through_the_real_server(
     assert finished["status"] == "completed", finished
     written = json.loads((tmp_path / "project" / "out" / "summary.json").read_text("utf-8"))
     assert written["goal"] == json.loads((scaffold / "examples/confirmed-state.json").read_text("utf-8"))["goal"]
+
+
+# --------------------------------------------------------------------------- advice that is right for the situation
+
+
+def test_inspecting_a_source_says_build_it_first(scaffold: Path, trust: Path) -> None:
+    for command in ("inspect", "verify"):
+        shown = pack(command, scaffold, *(("--trust", trust) if command == "verify" else ()))
+        said = refusal(shown.stderr)
+        assert shown.returncode == 1 and said.code == "manifest_missing", shown.stderr
+        assert "catalogue source, not a built release" in said.error
+        assert said.next.startswith(f"build it first: rimthan-pack build {scaffold} --key KEY")
+        assert "delete" not in said.next and "remove" not in said.next
+
+
+def test_a_build_short_of_the_threshold_is_discarded_and_says_so(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    colleague = make_keypair(tmp_path, "colleague")
+    two_of_two = trust_file(tmp_path / "trust", [signer, colleague], threshold=2)
+    built = pack("build", scaffold, "--key", signer.private_path, "--trust", two_of_two, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "signature_threshold_not_met"
+    assert "nothing was published" in said.error and said.next.startswith("build again with one --key per")
+    assert "sign RELEASE" not in said.next
+    assert list((tmp_path / "rel").iterdir()) == []
+    keys = ("--key", signer.private_path, "--key", colleague.private_path)
+    assert pack("build", scaffold, *keys, "--trust", two_of_two, "--out", tmp_path / "rel").returncode == 0
+
+
+def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
+    scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "my-flow-0.1.0"
+    again = pack("sign", release, "--key", signer.private_path)
+    said = refusal(again.stderr)
+    assert again.returncode == 1 and said.code == "destination_exists"
+    assert said.next.startswith("nothing to do for this key") and "another path" not in said.next
+    stranger = make_keypair(tmp_path / "k", "stranger")
+    signed = pack("sign", release, "--key", stranger.private_path, "--trust", trust)
+    assert signed.returncode == 0, signed.stderr
+    assert signed.stderr.startswith(f"warning: key {stranger.key_id} is not in the trust store {trust}")
+    trusted = pack("sign", release, "--key", signer.private_path, "--trust", trust)
+    assert "warning" not in trusted.stderr
+
+
+def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
+    """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
+    help_text = pack("--help").stdout
+    flow = help_text.split("Typical flow:", 1)[1].strip().splitlines()
+    commands = [line.split("#", 1)[0].split() for line in flow if line.strip().startswith("rimthan-pack ")]
+    assert [c[1] for c in commands] == ["keygen", "build", "sign", "verify"]
+    assert pack("init", "catalogues/my-flow/0.1.0", cwd=tmp_path).returncode == 0
+    assert pack("keygen", "--out", "keys/local/colleague", cwd=tmp_path).returncode == 0  # the co-signer's key
+    for words in commands:
+        args = [w.replace("NAME", "my-flow").replace("VERSION", "0.1.0") for w in words[1:]]
+        done = pack(*args, cwd=tmp_path)
+        assert done.returncode == 0, (words, done.stderr)
+    assert "signed by 2 trusted key(s)" in done.stdout

@@ -42,7 +42,7 @@ def cli() -> None:
       rimthan-pack keygen --out keys/local/me        # once per engineer
       rimthan-pack build catalogues/NAME/VERSION --key keys/local/me.key
       rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
-      rimthan-pack verify releases/NAME-VERSION --trust keys/
+      rimthan-pack verify releases/NAME-VERSION --trust keys/local
     """
 
 
@@ -192,6 +192,12 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 
     key = load_signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
+    if trust is not None and key.key_id not in trust.keys:
+        click.echo(
+            f"warning: key {key.key_id} is not in the trust store {trust.source}: its signature will not count "
+            "toward the threshold (add its .pub to the trust store if it should)",
+            err=True,
+        )
     path = sign_release(release, key, trust=trust)
     if as_json:
         emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})

@@ -25,7 +25,6 @@ from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .floor import FLOOR_FILE
-from .follow import start_following
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, newest_release_dir
 from .server import create_mcp_application, runtime_state
@@ -252,6 +251,8 @@ def serve(
     follower = None
     if releases_from is not None:
         follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
+        from .follow import start_following  # oras and requests only when following a registry
+
         follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http))
     if release_dir is None:
         release_dir = guard(lambda: newest_release_dir(releases_dir or DEFAULT_RELEASES))
