@@ -116,8 +116,8 @@ def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(worl
     async def go() -> None:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
-            partial = await model.start(_without(model, "objective", "deadline"))
-            assert partial.is_error and "objective" in partial.text and "deadline" in partial.text, partial.text
+            partial = await model.start(_without(model, "objective", "decision_owner"))
+            assert partial.is_error and "objective" in partial.text and "decision_owner" in partial.text, partial.text
             at_question = await model.follow(await model.start(), "", until_question=True)
             assert "Ask the user this question, then call answer_question" in at_question.text
             missing = await model.call("answer_question", {})
