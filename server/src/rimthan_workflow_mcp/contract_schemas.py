@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rimthan_workflow_registry.run.tokens import MAX_TOKEN_CHARS
+from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://rimthan.dev/contracts/"

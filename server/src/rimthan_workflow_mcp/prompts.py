@@ -22,8 +22,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.catalogue import AssetDefinition, HostAdapter, semver_key
-from rimthan_workflow_registry.run.step_payload import release_file_uri
+from rimthan_workflow_registry.release import AssetDefinition, HostAdapter, semver_key
+from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 

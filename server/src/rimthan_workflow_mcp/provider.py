@@ -25,13 +25,9 @@ from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release.catalogue import semver_key
-from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
+from rimthan_workflow_registry.release import RELEASE_DIR_NAME, TrustStore, VerifiedRelease, semver_key, verify_release
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
-from rimthan_workflow_registry.release.trust import TrustStore
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor
 from .logs import get_logger
@@ -130,8 +126,11 @@ def newest_release_dir(releases_dir: Path) -> Path:
             "no releases directory here; run `make demo` or pass --release DIR",
             path=str(releases_dir),
         )
-    found = [(p, RELEASE_DIR_NAME.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
-    found = [(p, m) for p, m in found if m is not None and release_dir_version(p) is not None]
+    found = [
+        (p, m)
+        for p in sorted(releases_dir.iterdir())
+        if p.is_dir() and (m := RELEASE_DIR_NAME.match(p.name)) is not None and release_dir_version(p) is not None
+    ]
     names = sorted({m.group("name") for _, m in found})
     if not found:
         raise RegistryError(

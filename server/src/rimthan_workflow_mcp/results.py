@@ -19,10 +19,8 @@ from functools import cached_property
 from typing import Any
 
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.release.catalogue import Question, WorkflowDefinition
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.run.checkpoints import IssuedCheckpoint
-from rimthan_workflow_registry.run.validation_bundle import ValidatorSummary
+from rimthan_workflow_registry.release import Question, VerifiedRelease, WorkflowDefinition
+from rimthan_workflow_registry.run import IssuedCheckpoint, ValidatorSummary
 
 
 @dataclass(frozen=True)

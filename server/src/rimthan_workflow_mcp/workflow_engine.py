@@ -17,43 +17,43 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
-from rimthan_workflow_registry.release.catalogue import (
+from rimthan_workflow_registry.release import (
     HostAdapter,
     StepDefinition,
+    VerifiedRelease,
     WorkflowDefinition,
     semver_key,
 )
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.run import artifact_checks, attestations, repository_policy
-from rimthan_workflow_registry.run.checkpoints import (
+from rimthan_workflow_registry.run import (
     Checkpoint,
+    CheckpointKeyring,
+    ConfirmedState,
     IssuedCheckpoint,
     ValidatorReceipt,
-    issue_checkpoint,
-    verify_checkpoint,
-)
-from rimthan_workflow_registry.run.confirmed_state import (
-    ConfirmedState,
+    artifact_checks,
+    attestations,
+    binding_for,
+    bound_adapter,
+    build_step_payload,
     changed_fields,
+    check_reports,
+    host_blockers,
+    input_digest,
+    issue_bundle,
+    issue_checkpoint,
+    repository_policy,
     require_digest,
     unconfirmed_fields,
     validate_against_schema,
+    validator_summaries,
+    verify_bundle,
+    verify_checkpoint,
 )
-from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
 from rimthan_workflow_registry.run.requirements import (
     available_workflows,
     describe_available,
     missing_fields,
     workflow_needs,
-)
-from rimthan_workflow_registry.run.step_payload import build_step_payload
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from rimthan_workflow_registry.run.validation_bundle import (
-    check_reports,
-    input_digest,
-    issue_bundle,
-    validator_summaries,
-    verify_bundle,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
