@@ -34,7 +34,9 @@ from rimthan_workflow_registry.run.checkpoints import (
 from rimthan_workflow_registry.run.confirmed_state import (
     ConfirmedState,
     changed_fields,
+    require_confirmed,
     require_digest,
+    state_failures,
     unconfirmed_fields,
     validate_against_schema,
 )
@@ -45,6 +47,7 @@ from rimthan_workflow_registry.run.validation_bundle import (
     check_reports,
     input_digest,
     issue_bundle,
+    receipts_on_entry,
     validator_summaries,
     verify_bundle,
 )
@@ -142,7 +145,7 @@ class WorkflowEngineQueryModule:
         proposed = arguments.get("next_confirmed_state")
         state = self._confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
         changed = changed_fields(prior, state)
-        failures = unconfirmed_fields(state, changed, newer_than=cp.issued_at)
+        failures = state_failures(prior, state, newer_than=cp.issued_at)
         if failures:
             return self._result(
                 "blocked",
@@ -195,12 +198,17 @@ class WorkflowEngineQueryModule:
                 question=step.question.to_json() if step.question else None,
                 message="ask the user this question and confirm the answer",
             )
-        nxt = self._reissue(issued, **{**changes, "step_id": target, "state_digest": state.digest})
+        cp = issued.checkpoint
+        entered = self._step(workflow, target)
+        fresh = receipts_on_entry(
+            entered, changes.get("artifacts", cp.artifacts), changes.get("validators", cp.validators)
+        )
+        nxt = self._reissue(issued, **{**changes, **fresh, "step_id": target, "state_digest": state.digest})
         return self._result(
             status_moved,
             workflow=workflow,
             issued=nxt,
-            step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint),
+            step=self._payload(workflow, entered, adapter, nxt.checkpoint),
         )
 
     @staticmethod
@@ -315,8 +323,7 @@ class WorkflowEngineQueryModule:
             for artifact in artifacts:
                 if step.output(artifact.artifact_id) is not None:
                     failures += attestations.check_workspace_manifest(artifact, cp.host, adapter, expected)
-        else:
-            failures += attestations.check_output_attestations(step, artifacts)
+        failures += attestations.check_output_attestations(step, artifacts)
         if failures:
             return self._result(
                 "deterministic_validation_failed",
@@ -421,6 +428,7 @@ class WorkflowEngineQueryModule:
             )
         state = ConfirmedState.from_json(arguments["confirmed_state"])
         require_digest(state, cp.state_digest)
+        require_confirmed(state)
         return issued, workflow, state
 
     def _confirmed_state(
