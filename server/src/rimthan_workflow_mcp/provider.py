@@ -16,7 +16,6 @@ in the :class:`RefreshResult`, and the last verified release stays active.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,9 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
@@ -35,8 +36,6 @@ from .floor import FLOOR_FILE, ActivationFloor
 from .logs import get_logger
 from .workflow_engine import WorkflowEngineQueryModule
 
-SERVED_PROFILE = "workflow-engine"
-_RELEASE_DIR = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
 _log = get_logger("provider")
 
 ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]
@@ -112,7 +111,7 @@ class RefreshResult:
 
 def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
     """The version a ``<catalogue>-<version>`` directory name claims (unverified; for ordering only)."""
-    match = _RELEASE_DIR.match(path.name)
+    match = RELEASE_DIR_NAME.match(path.name)
     if match is None or (catalogue is not None and match.group("name") != catalogue):
         return None
     try:
@@ -130,7 +129,7 @@ def newest_release_dir(releases_dir: Path) -> Path:
             "no releases directory here; run `make demo` or pass --release DIR",
             path=str(releases_dir),
         )
-    found = [(p, _RELEASE_DIR.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
+    found = [(p, RELEASE_DIR_NAME.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
     found = [(p, m) for p, m in found if m is not None and release_dir_version(p) is not None]
     names = sorted({m.group("name") for _, m in found})
     if not found:
@@ -362,7 +361,7 @@ def load_release(
     refused as ``migration_scope_mismatch`` so the operator sees which rule failed.
     """
     release = verify_release(
-        path, trust, expected_profile=SERVED_PROFILE, expected_scope=None if migration else expected_scope
+        path, trust, expected_profile=WORKFLOW_ENGINE_PROFILE, expected_scope=None if migration else expected_scope
     )
     scope = release.manifest.release.scope_name
     if migration and expected_scope is not None and scope != expected_scope:

@@ -19,7 +19,6 @@ from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, MAX_TOML_DEPTH, depth_exceeds, too_deep_message
 
 CATALOGUE_FORMAT = 1
-SETUP_STEP_ID = "setup-workspace"
 WORKSPACE_MANIFEST_ARTIFACT = "workspace-manifest"
 ASSET_KINDS = ("prompt", "skill", "subagent")
 DELIVERY_KINDS = (*ASSET_KINDS, "adapter")
