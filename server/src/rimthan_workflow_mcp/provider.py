@@ -27,6 +27,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import semver_key
 from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
@@ -174,6 +175,9 @@ class ReleaseProvider:
             held.setdefault(migration_target.digest, migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
         self.last_refresh: RefreshResult | None = None
+        # run before each refresh (outside the lock): brings new releases into releases_dir and
+        # returns the publishes it refused, which the refresh reports (see follow.py)
+        self.before_refresh: Callable[[], tuple[Rejection, ...]] | None = None
 
     # -- construction -------------------------------------------------------------------
 
@@ -196,6 +200,8 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        if state_dir is not None and record_floor:  # serving: remember metaschema passes across restarts
+            SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
@@ -251,16 +257,17 @@ class ReleaseProvider:
 
         Blocking (it verifies releases); call it from a worker thread in async code.
         """
+        refused = self.before_refresh() if self.before_refresh is not None else ()
         with self._lock:
-            result = self._refresh_locked()
+            result = self._refresh_locked(refused)
             self.last_refresh = result
         level = "warning" if result.rejected else "info"
         getattr(_log, level)("refresh", extra={"refresh": result.to_dict()})
         return result
 
-    def _refresh_locked(self) -> RefreshResult:
+    def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
         current = self._active
-        rejected: list[Rejection] = []
+        rejected: list[Rejection] = list(refused)
         for candidate in self._candidates(current):
             try:
                 loaded = load_release(
