@@ -34,9 +34,10 @@ from support.engines import StepKit
 from support.servers import build_world
 from test_attacks_tools import TOOLS, Served, _valid_arguments, mutated_arguments, served  # noqa: F401
 
-FUZZ_SLICE = 50
+FUZZ_SLICE = 25
 FUZZ_MEMORY_CALLS = int(os.environ.get("RIMTHAN_FUZZ_MEMORY_CALLS", "100000"))
 FUZZ_STDIO_CALLS = int(os.environ.get("RIMTHAN_FUZZ_STDIO_CALLS", "5000"))
+LONG_TIMEOUT_SECONDS = 4 * 3600  # per tool; the 30-minute budget for the whole run is not met yet (docs/security.md)
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +100,14 @@ def test_fuzz_slice_stdio(served: Served, tool: str) -> None:  # noqa: F811
 
 
 @pytest.mark.long
+@pytest.mark.timeout(LONG_TIMEOUT_SECONDS)
 @pytest.mark.parametrize("tool", TOOLS)
 def test_fuzz_long_in_memory(in_memory: Served, tool: str) -> None:
     _per_tool(in_memory, tool, FUZZ_MEMORY_CALLS, "in-memory")
 
 
 @pytest.mark.long
+@pytest.mark.timeout(LONG_TIMEOUT_SECONDS)
 @pytest.mark.parametrize("tool", TOOLS)
 def test_fuzz_long_stdio(served: Served, tool: str) -> None:  # noqa: F811
     _per_tool(served, tool, FUZZ_STDIO_CALLS, "stdio")
