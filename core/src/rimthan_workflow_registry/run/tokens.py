@@ -42,6 +42,12 @@ _HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # what sign() writes; any ot
 _HS256 = HMACAlgorithm(HMACAlgorithm.SHA256)
 
 
+_KEYRING_NEXT = (
+    "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
+    "`rimthan-mcp keys rotate`"
+)
+
+
 @dataclass(frozen=True)
 class CheckpointKeyring:
     """HMAC keys by key id; ``signing_key_id`` signs, every key verifies.
@@ -77,9 +83,11 @@ class CheckpointKeyring:
                 raise ValueError("unexpected format or duplicate key id")
             return cls(signing_key_id=raw["signing_key_id"], keys=keys, retired=frozenset(raw.get("retired", [])))
         except KeyringError as exc:
-            raise KeyringError(exc.code, exc.message, path=str(path)) from None
+            raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise KeyringError(FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path)) from None
+            raise KeyringError(
+                FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path), next_step=_KEYRING_NEXT
+            ) from None
 
     @classmethod
     def load_or_create(cls, path: Path) -> CheckpointKeyring:
@@ -122,9 +130,17 @@ class CheckpointKeyring:
     def retiring(self, kid: str) -> CheckpointKeyring:
         """Drop ``kid``: tokens it signed stop verifying. The signing key cannot be retired."""
         if kid == self.signing_key_id:
-            raise KeyringError(FailureCode.KEY_INVALID, "rotate to a new signing key before retiring this one")
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                "rotate to a new signing key before retiring this one",
+                next_step="run `rimthan-mcp keys rotate`, restart every replica, then retire this key",
+            )
         if kid not in self.keys:
-            raise KeyringError(FailureCode.KEY_INVALID, f"no checkpoint key {kid!r}")
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                f"no checkpoint key {kid!r}",
+                next_step="pick a key id shown by `rimthan-mcp keys list`",
+            )
         keys = {k: v for k, v in self.keys.items() if k != kid}
         return CheckpointKeyring(signing_key_id=self.signing_key_id, keys=keys, retired=self.retired | {kid})
 
