@@ -24,7 +24,7 @@ from rimthan_workflow_registry.release import load_trust, verify_release
 from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
 from support.processes import stdio_client_process
 from support.refusals import refusal
-from support.releases import KeyPair, make_keypair, trust_dir
+from support.releases import KeyPair, make_keypair, trust_dir, trust_file
 
 BIN = Path(sys.executable).parent
 RIMTHAN_PACK = str(BIN / "rimthan-pack")
@@ -177,3 +177,100 @@ def test_the_scaffold_runs_end_to_end_through_the_real_server(
     assert finished["status"] == "completed", finished
     written = json.loads((tmp_path / "project" / "out" / "summary.json").read_text("utf-8"))
     assert written["goal"] == json.loads((scaffold / "examples/confirmed-state.json").read_text("utf-8"))["goal"]
+
+
+# --------------------------------------------------------------------------- advice that is right for the situation
+
+
+def test_inspecting_a_source_says_build_it_first(scaffold: Path, trust: Path) -> None:
+    for command in ("inspect", "verify"):
+        shown = pack(command, scaffold, *(("--trust", trust) if command == "verify" else ()))
+        said = refusal(shown.stderr)
+        assert shown.returncode == 1 and said.code == "manifest_missing", shown.stderr
+        assert "catalogue source, not a built release" in said.error
+        assert said.next.startswith(f"build it first: rimthan-pack build {scaffold} --key KEY")
+        assert "delete" not in said.next and "remove" not in said.next
+
+
+def test_a_build_short_of_the_threshold_is_discarded_and_says_so(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    colleague = make_keypair(tmp_path, "colleague")
+    two_of_two = trust_file(tmp_path / "trust", [signer, colleague], threshold=2)
+    built = pack("build", scaffold, "--key", signer.private_path, "--trust", two_of_two, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "signature_threshold_not_met"
+    assert "nothing was published" in said.error and said.next.startswith("build again with one --key per")
+    assert "sign RELEASE" not in said.next
+    assert list((tmp_path / "rel").iterdir()) == []
+    keys = ("--key", signer.private_path, "--key", colleague.private_path)
+    assert pack("build", scaffold, *keys, "--trust", two_of_two, "--out", tmp_path / "rel").returncode == 0
+
+
+def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
+    scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "my-flow-0.1.0"
+    again = pack("sign", release, "--key", signer.private_path)
+    said = refusal(again.stderr)
+    assert again.returncode == 1 and said.code == "destination_exists"
+    assert said.next.startswith("nothing to do for this key") and "another path" not in said.next
+    stranger = make_keypair(tmp_path / "k", "stranger")
+    signed = pack("sign", release, "--key", stranger.private_path, "--trust", trust)
+    assert signed.returncode == 0, signed.stderr
+    assert signed.stderr.startswith(f"warning: key {stranger.key_id} is not in the trust store {trust}")
+    trusted = pack("sign", release, "--key", signer.private_path, "--trust", trust)
+    assert "warning" not in trusted.stderr
+
+
+def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
+    """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
+    help_text = pack("--help").stdout
+    flow = help_text.split("Typical flow:", 1)[1].strip().splitlines()
+    commands = [line.split("#", 1)[0].split() for line in flow if line.strip().startswith("rimthan-pack ")]
+    assert [c[1] for c in commands] == ["keygen", "build", "sign", "verify"]
+    assert pack("init", "catalogues/my-flow/0.1.0", cwd=tmp_path).returncode == 0
+    assert pack("keygen", "--out", "keys/local/colleague", cwd=tmp_path).returncode == 0  # the co-signer's key
+    for words in commands:
+        args = [w.replace("NAME", "my-flow").replace("VERSION", "0.1.0") for w in words[1:]]
+        done = pack(*args, cwd=tmp_path)
+        assert done.returncode == 0, (words, done.stderr)
+    assert "signed by 2 trusted key(s)" in done.stdout
+
+
+# --------------------------------------------------------------------------- inspect shows what the README says
+
+PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.3.0"
+
+
+def test_inspect_shows_files_steps_outputs_validators_branches_and_questions(signer: KeyPair, tmp_path: Path) -> None:
+    assert pack("build", PACKAGED, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "research-decision-1.3.0"
+    data = _inspected(release)
+    files = data["files"]
+    assert isinstance(files, dict)
+    listed = sorted(e["path"] for e in files["entries"])
+    on_disk = sorted(p.relative_to(PACKAGED).as_posix() for p in PACKAGED.rglob("*") if p.is_file())
+    assert listed == on_disk and files["count"] == len(on_disk)
+    (workflow,) = data["workflows"]  # type: ignore[misc]
+    steps = {s["id"]: s for s in workflow["steps"]}
+    route = steps["select-route"]
+    assert route["question"]["field"] == "research_route"
+    assert {b["target"] for b in route["branches"]} == {"desk-research", "user-interviews", "experiment"}
+    desk = steps["desk-research"]
+    assert [o["path"] for o in desk["output_details"]] == ["research/evidence-log.json", "research/findings.md"]
+    assert desk["validators"] == ["evidence-auditor@1.1.0"]
+    text = pack("inspect", release).stdout
+    assert "  workflows/research-decision.toml  " in text
+    assert "output evidence-log: research/evidence-log.json (application/json" in text
+    assert "validator evidence-auditor@1.1.0" in text
+    assert "branch -> experiment when research_route equals" in text and "question research_route: " in text
+
+
+def test_authoring_errors_say_what_form_is_expected(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    source = _with_version(scaffold, "0.2", tmp_path / "source")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "catalogue_invalid"
+    assert "'0.2' is not a valid version: expected MAJOR.MINOR.PATCH" in said.error

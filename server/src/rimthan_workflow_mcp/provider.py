@@ -126,8 +126,11 @@ def newest_release_dir(releases_dir: Path) -> Path:
             "no releases directory here; run `make demo` or pass --release DIR",
             path=str(releases_dir),
         )
-    found = [(p, RELEASE_DIR_NAME.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
-    found = [(p, m) for p, m in found if m is not None and release_dir_version(p) is not None]
+    found = [
+        (p, m)
+        for p in sorted(releases_dir.iterdir())
+        if p.is_dir() and (m := RELEASE_DIR_NAME.match(p.name)) is not None and release_dir_version(p) is not None
+    ]
     names = sorted({m.group("name") for _, m in found})
     if not found:
         raise RegistryError(

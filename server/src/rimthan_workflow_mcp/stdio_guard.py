@@ -85,8 +85,9 @@ def _scalar_after_colon(raw: str, at: int) -> int | str | None:
 def _raw_input(exc: Exception) -> str | None:
     if isinstance(exc, ValidationError):
         for error in exc.errors():
-            if isinstance(error.get("input"), str):
-                return error["input"]
+            value = error.get("input")
+            if isinstance(value, str):
+                return value
     return None
 
 

@@ -90,11 +90,12 @@ class WorkflowEngineQueryModule:
         adapter, failures = self._host_blockers(workflow, arguments["host"])
         failures = missing_fields(state.values, self._state_schema(workflow)) + unconfirmed_fields(state) + failures
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "blocked",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                failures=tuple(failures),
+                workflow,
+                None,
+                failures,
                 message="the run cannot start until every failure is resolved",
             )
         checkpoint = Checkpoint(
@@ -167,12 +168,12 @@ class WorkflowEngineQueryModule:
         changed = changed_fields(prior, state)
         failures = unconfirmed_fields(state, changed, newer_than=cp.issued_at)
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "blocked",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=tuple(failures),
+                workflow,
+                issued,
+                failures,
                 message="changed fields need a fresh confirmation; the checkpoint is unchanged",
             )
         changes = {"state_digest": state.digest} if changed else {}
@@ -281,12 +282,12 @@ class WorkflowEngineQueryModule:
         failures = missing + unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
         source_ref = ReleaseRef.of(departure.release)
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "blocked",
                 source_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=tuple(failures),
+                workflow,
+                issued,
+                failures,
                 migration=preview,
                 message="the target release cannot take this run until every failure is resolved",
             )
@@ -296,14 +297,7 @@ class WorkflowEngineQueryModule:
                 "show the user this preview; every artifact and validator receipt is invalidated and "
                 "the run restarts at setup-workspace. Call again with confirm=true once they agree",
             )
-            return ToolResult(
-                "blocked",
-                source_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=(failure,),
-                migration=preview,
-            )
+            return ToolResult.failed("blocked", source_ref, workflow, issued, [failure], migration=preview)
         assert adapter is not None
         restarted = Checkpoint(
             sequence=cp.sequence + 1,
@@ -404,12 +398,12 @@ class WorkflowEngineQueryModule:
         else:
             failures += attestations.check_output_attestations(step, artifacts)
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "deterministic_validation_failed",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=tuple(failures),
+                workflow,
+                issued,
+                failures,
                 message="fix every failure and prepare again",
             )
         receipts = {a.artifact_id: a.receipt() for a in artifacts}

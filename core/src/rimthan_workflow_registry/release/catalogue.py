@@ -35,6 +35,13 @@ _SEMVER = re.compile(
 )
 
 Scalar = str | int | bool
+# What each authoring pattern expects, in words an author can act on.
+_EXPECTED: dict[re.Pattern[str], tuple[str, str]] = {
+    _SEMVER: ("version", "MAJOR.MINOR.PATCH, optionally -PRERELEASE and +BUILD (e.g. 1.0.0, 1.0.0-rc.1)"),
+    _ID: ("identifier", "lowercase letters, digits and hyphens, starting with a letter or digit (e.g. my-flow)"),
+    _DOTTED_ID: ("name", "lowercase letters, digits, dots and hyphens (e.g. example.my-flow)"),
+    _CAPABILITY: ("capability", "lowercase letters, digits, dots and hyphens (e.g. workspace.write)"),
+}
 
 
 # --------------------------------------------------------------------------- records
@@ -264,7 +271,8 @@ class _Table:
     ) -> Any:
         value = self._get(key, str, required, default)
         if value is not None and pattern is not None and not pattern.match(value):
-            raise _error(self.path, f"{self.where}.{key} = {value!r} is not a valid identifier/version")
+            noun, form = _EXPECTED.get(pattern, ("value", f"text matching {pattern.pattern}"))
+            raise _error(self.path, f"{self.where}.{key}: {value!r} is not a valid {noun}: expected {form}")
         return value
 
     def positive_int(self, key: str, *, required: bool = True, default: int | None = None) -> Any:
@@ -283,7 +291,8 @@ class _Table:
         return tuple(values)
 
     def tables(self, key: str) -> list[Any]:
-        return self._get(key, list, False, [])
+        tables: list[Any] = self._get(key, list, False, [])
+        return tables
 
     def table(self, key: str, *, required: bool = False) -> Any:
         return self._get(key, dict, required, None)

@@ -434,12 +434,19 @@ def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:
 class CatalogueLike(Protocol):
     """What :func:`manifest_for` needs from a loaded catalogue."""
 
-    name: str
-    version: str
-    title: str
-    scope: Any
-    workflows: Sequence[Any]
-    host_adapters: Sequence[Any]
+    # Read-only members: the catalogue model is frozen dataclasses.
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def scope(self) -> Any: ...
+    @property
+    def workflows(self) -> Sequence[Any]: ...
+    @property
+    def host_adapters(self) -> Sequence[Any]: ...
 
 
 def identity_for(catalogue: CatalogueLike, created: int | None = None) -> ReleaseIdentity:
