@@ -41,8 +41,11 @@ from rimthan_workflow_registry.run import (
     input_digest,
     issue_bundle,
     issue_checkpoint,
+    receipts_on_entry,
     repository_policy,
+    require_confirmed,
     require_digest,
+    state_failures,
     unconfirmed_fields,
     validate_against_schema,
     validator_summaries,
@@ -166,7 +169,7 @@ class WorkflowEngineQueryModule:
         proposed = arguments.get("next_confirmed_state")
         state = self._confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
         changed = changed_fields(prior, state)
-        failures = unconfirmed_fields(state, changed, newer_than=cp.issued_at)
+        failures = state_failures(prior, state, newer_than=cp.issued_at)
         if failures:
             return ToolResult.failed(
                 "blocked",
@@ -228,13 +231,18 @@ class WorkflowEngineQueryModule:
                 question=step.question,
                 message="ask the user this question and confirm the answer",
             )
-        nxt = self._reissue(issued, **{**changes, "step_id": target, "state_digest": state.digest})
+        cp = issued.checkpoint
+        entered = self._step(workflow, target)
+        fresh = receipts_on_entry(
+            entered, changes.get("artifacts", cp.artifacts), changes.get("validators", cp.validators)
+        )
+        nxt = self._reissue(issued, **{**changes, **fresh, "step_id": target, "state_digest": state.digest})
         return ToolResult(
             status_moved,
             self.release_ref,
             workflow=WorkflowRef.of(workflow),
             checkpoint=nxt,
-            step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint),
+            step=self._payload(workflow, entered, adapter, nxt.checkpoint),
         )
 
     @staticmethod
@@ -395,8 +403,7 @@ class WorkflowEngineQueryModule:
             for artifact in artifacts:
                 if step.output(artifact.artifact_id) is not None:
                     failures += attestations.check_workspace_manifest(artifact, cp.host, adapter, expected)
-        else:
-            failures += attestations.check_output_attestations(step, artifacts)
+        failures += attestations.check_output_attestations(step, artifacts)
         if failures:
             return ToolResult.failed(
                 "deterministic_validation_failed",
@@ -504,6 +511,7 @@ class WorkflowEngineQueryModule:
             )
         state = ConfirmedState.from_json(arguments["confirmed_state"])
         require_digest(state, cp.state_digest)
+        require_confirmed(state)
         return issued, workflow, state
 
     def _confirmed_state(

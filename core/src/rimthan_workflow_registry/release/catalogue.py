@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, MAX_TOML_DEPTH, depth_exceeds, too_deep_message
 
 CATALOGUE_FORMAT = 1
 WORKSPACE_MANIFEST_ARTIFACT = "workspace-manifest"
@@ -308,10 +309,18 @@ def _error(path: str, message: str) -> CatalogueError:
 
 
 def _parse_toml(data: bytes, path: str) -> dict[str, Any]:
+    """A catalogue TOML file within the size and nesting limits (``rimthan_workflow_registry.limits``)."""
+    if len(data) > MAX_CATALOGUE_FILE_BYTES:
+        raise _error(path, f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        value = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise _error(path, too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise _error(path, f"not valid TOML: {exc}") from None
+    if depth_exceeds(value, MAX_TOML_DEPTH):
+        raise _error(path, too_deep_message("the TOML", MAX_TOML_DEPTH))
+    return value
 
 
 def is_semver(text: str) -> bool:
