@@ -285,6 +285,9 @@ class ReleaseProvider:
             except RegistryError as exc:
                 rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                 continue
+            except Exception as exc:  # nothing in the releases directory may kill a server holding a release
+                rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                continue
             loaded = self._held.get(loaded.digest, loaded)
             self._held = MappingProxyType({**self._held, loaded.digest: loaded})
             self._active = loaded
@@ -322,6 +325,10 @@ class ReleaseProvider:
             except RegistryError as exc:
                 _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
                 continue
+            except Exception as exc:  # nothing in the releases directory may stop a server from starting
+                error = _unverifiable(path, exc).to_dict()
+                _log.warning("older release not held", extra={"path": str(path), "error": error})
+                continue
             held.setdefault(loaded.digest, loaded)
         self._held = MappingProxyType(held)
 
@@ -335,6 +342,14 @@ class ReleaseProvider:
             if version is not None and semver_key(version) > semver_key(current.version):
                 newer.append((semver_key(version), path))
         return [p for _, p in sorted(newer, key=lambda kp: kp[0], reverse=True)]
+
+
+def _unverifiable(path: Path, exc: Exception) -> RegistryError:
+    """A release directory whose verification failed unexpectedly: refused like any other."""
+    _log.error("release verification failed unexpectedly", extra={"path": str(path), "error": type(exc).__name__})
+    return RegistryError(
+        FailureCode.REFRESH_REJECTED, f"{path.name} could not be verified ({type(exc).__name__}); it is not served"
+    )
 
 
 def load_release(
