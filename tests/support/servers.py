@@ -192,15 +192,28 @@ def wait_for_line(
     raise AssertionError(f"no stderr line matched {pattern!r}:\n{''.join(lines())}")
 
 
+RIMTHAN_MCP = str(Path(sys.executable).with_name("rimthan-mcp"))
+RIMTHAN_PACK = str(Path(sys.executable).with_name("rimthan-pack"))
+
+
 @contextmanager
-def http_server(args: Sequence[str]) -> Iterator[HttpServer]:
+def http_server(
+    args: Sequence[str],
+    *,
+    command: Sequence[str] = (sys.executable,),
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    transport: Sequence[str] = ("--transport", "http", "--port", "0"),
+) -> Iterator[HttpServer]:
+    """A server process answering on HTTP; ``command`` is ``(RIMTHAN_MCP,)`` for the installed console script."""
     process = subprocess.Popen(
-        [sys.executable, *args, "--transport", "http", "--port", "0"],
+        [*command, *args, *transport],
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=server_env(),
+        env=env or server_env(),
     )
     lines: list[str] = []
     assert process.stderr is not None

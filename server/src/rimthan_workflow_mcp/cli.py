@@ -28,9 +28,16 @@ from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
-from .provider import ReleaseProvider, newest_release_dir
+from .provider import ReleaseProvider, scan_releases
 from .server import _build_runtime_state, create_mcp_application
-from .transports import bind_socket, serve_http, serve_stdio
+from .transports import (
+    allowed_host_values,
+    bind_socket,
+    check_allowed_host,
+    is_beyond_loopback,
+    serve_http,
+    serve_stdio,
+)
 
 DEFAULT_RELEASES = Path("releases")
 DEFAULT_TRUST = Path("keys/local")
@@ -147,6 +154,52 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
     return CheckpointKeyring.load_or_create(path), True
 
 
+def open_provider(
+    release_dir: Path | None,
+    *,
+    releases_dir: Path | None,
+    trust: TrustStore,
+    keyring: CheckpointKeyring,
+    migration_target: Path | None,
+    state_dir: Path,
+    lower_floor: bool,
+    migrate_to_newest: bool,
+) -> ReleaseProvider:
+    """``--release``: exactly that release (and ``--migration-target``); else every catalogue in the directory."""
+    if release_dir is not None:
+        return ReleaseProvider.open(
+            release_dir,
+            trust=trust,
+            keyring=keyring,
+            migration_target_dir=migration_target,
+            releases_dir=releases_dir,
+            state_dir=state_dir,
+            lower_floor=lower_floor,
+        )
+    return ReleaseProvider.open_directory(
+        releases_dir or DEFAULT_RELEASES,
+        trust=trust,
+        keyring=keyring,
+        state_dir=state_dir,
+        lower_floor=lower_floor,
+        migrate_to_newest=migrate_to_newest,
+    )
+
+
+def _describe_migration(provider: ReleaseProvider) -> str:
+    if provider.migration_target is not None:
+        target = provider.migration_target
+        return f"migration target {target.release.release_id} {target.digest} ({target.release.root})"
+    if provider.migrate_to_newest:
+        return "migration target: per catalogue, its newest verified release when newer than the run's pinned one"
+    return "migration target: none (migration is refused)"
+
+
+def _usage(message: str) -> NoReturn:
+    click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {message} - run 'rimthan-mcp serve --help'", err=True)
+    sys.exit(EXIT_USAGE)
+
+
 def _describe_trust(trust: TrustStore) -> str:
     """Full key ids (what `rimthan-pack keygen` printed), each with its name in the trust store."""
     keys = ", ".join(f"{trust.names[k]}={k}" if trust.names.get(k) else k for k in sorted(trust.keys))
@@ -207,15 +260,22 @@ def main() -> None:
     "release_dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Release directory to serve (the active release). [default: the newest <catalogue>-<version> in "
-    "--releases-dir]",
+    help="Serve exactly this release directory (the explicit two-release mode, with --migration-target). "
+    "[default: every catalogue in --releases-dir, each at its newest release that verifies]",
 )
 @click.option(
     "--migration-target",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="A separately verified release of the same scope that runs may migrate to. [default: none; "
-    "migration is refused]",
+    help="With --release: a separately verified release of the same scope that runs may migrate to. "
+    "[default: none; migration is refused]",
+)
+@click.option(
+    "--migrate-to-newest",
+    is_flag=True,
+    help="Without --release: a run may migrate to the newest verified release of its own catalogue when that "
+    "is newer than the release it is pinned to (refresh moves the target along). [default: off; migration is "
+    "refused]",
 )
 @click.option(
     "--releases-dir",
@@ -223,8 +283,8 @@ def main() -> None:
     metavar="DIR",
     envvar="RIMTHAN_RELEASES_DIR",
     show_envvar=True,
-    help="Where the newest release is looked up and refresh looks for newer ones. [default: ./releases, or "
-    "the parent of --release]",
+    help="Releases served (every <catalogue>-<version> directory; a corrupt one is skipped and reported) and "
+    "rescanned on refresh. [default: ./releases, or the parent of --release]",
 )
 @click.option(
     "--trust",
@@ -262,8 +322,9 @@ def main() -> None:
     "--allowed-host",
     "allowed_hosts",
     multiple=True,
-    metavar="HOST:PORT",
-    help="Extra Host header value to accept behind a proxy (DNS-rebinding protection); repeatable.",
+    metavar="HOST[:PORT]",
+    help="HTTP: a Host header value to accept besides loopback (the name clients or a load balancer use); "
+    "HOST accepts any port, HOST:PORT only that one; repeatable. DNS-rebinding protection stays on.",
 )
 @click.option(
     "--refresh-interval",
@@ -287,6 +348,7 @@ def main() -> None:
 def serve(
     release_dir: Path | None,
     migration_target: Path | None,
+    migrate_to_newest: bool,
     releases_dir: Path | None,
     trust: Path,
     checkpoint_keys: Path | None,
@@ -309,39 +371,53 @@ def serve(
     pinned to, even after a refresh activated a newer one.
     """
     configure_logging(log_level)
+    for value in allowed_hosts:
+        if (problem := check_allowed_host(value)) is not None:
+            _usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
-    if release_dir is None:
-        release_dir = _guard("release", lambda: newest_release_dir(releases_dir or DEFAULT_RELEASES))
+    if migration_target is not None and release_dir is None:
+        _usage(
+            "--migration-target needs --release (the explicit two-release mode); with --releases-dir use "
+            "--migrate-to-newest"
+        )
+    if migrate_to_newest and release_dir is not None:
+        _usage(
+            "--migrate-to-newest serves a releases directory; drop --release, or name the target with "
+            "--migration-target"
+        )
+    if release_dir is None:  # a missing or empty releases directory is the first thing to fix
+        _guard("release", lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
     trust_store = _guard("trust", lambda: load_trust(trust))
     keyring, created = _guard("keys", lambda: open_keyring(keys_path, create=True))
     provider: ReleaseProvider = _guard(
         "release",
-        lambda: ReleaseProvider.open(
+        lambda: open_provider(
             release_dir,
+            releases_dir=releases_dir,
             trust=trust_store,
             keyring=keyring,
-            migration_target_dir=migration_target,
-            releases_dir=releases_dir,
+            migration_target=migration_target,
             state_dir=state_dir,
             lower_floor=lower_floor,
+            migrate_to_newest=migrate_to_newest,
         ),
     )
     app = _guard("release", lambda: create_mcp_application(provider))
-    active = provider.active
-    _say(f"release {active.release.release_id} {active.digest} ({active.release.root}) [active]")
-    if provider.migration_target is not None:
-        target = provider.migration_target
-        _say(f"migration target {target.release.release_id} {target.digest} ({target.release.root})")
-    else:
-        _say("migration target: none (migration is refused)")
+    for rejection in provider.start_rejections:
+        _say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
+    for loaded in provider.actives.values():
+        _say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
+    _say(_describe_migration(provider))
     _say(_describe_trust(trust_store))
     _say(
         f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
         f"{len(keyring.keys)} key(s)"
     )
-    floor = provider.floor.get(active.catalogue)
-    _say(f"activation floor {state_dir / FLOOR_FILE}: {active.catalogue} >= {floor.version if floor else '-'}")
+    floors = ", ".join(
+        f"{name} >= {entry.version if (entry := provider.floor.get(name)) else '-'}" for name in provider.actives
+    )
+    _say(f"activation floor {state_dir / FLOOR_FILE}: {floors}")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     _say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
     _log.info(
@@ -356,6 +432,13 @@ def serve(
             sock, binding = _guard("http", lambda: bind_socket(host, port))
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
             _say(f"transport http ({mode}) at {binding.url}")
+            _say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")
+            if is_beyond_loopback(host):
+                _say(
+                    f"warning: listening beyond loopback on {binding.authority}; only the Host values above are "
+                    "answered (others get 421)"
+                    + ("" if allowed_hosts else "; add --allowed-host NAME for the name clients use")
+                )
             anyio.run(
                 lambda: serve_http(
                     app,
@@ -368,6 +451,7 @@ def serve(
                     sessions=http_sessions,
                 )
             )
+            _say("stopped: calls in flight were answered")
     except KeyboardInterrupt:
         _say("interrupted; stopped")
         sys.exit(130)

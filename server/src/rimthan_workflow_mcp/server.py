@@ -91,12 +91,13 @@ class RuntimeState:
 def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
     profile = provider.active.profile
-    if profile != SERVED_PROFILE:
-        raise RegistryError(
-            FailureCode.SCOPE_MISMATCH,
-            f"release profile {profile!r} is not served; this server serves {SERVED_PROFILE!r}",
-            path=str(provider.active.release.root),
-        )
+    for active in provider.actives.values():
+        if active.profile != SERVED_PROFILE:
+            raise RegistryError(
+                FailureCode.SCOPE_MISMATCH,
+                f"release profile {active.profile!r} is not served; this server serves {SERVED_PROFILE!r}",
+                path=str(active.release.root),
+            )
     for loaded in provider.held.values():
         if not isinstance(loaded.module, WorkflowEngineQueryModule):
             raise RegistryError(
@@ -343,14 +344,15 @@ def _check_result(state: RuntimeState, name: str, result: Any) -> None:
 
 
 def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, Any]) -> LoadedRelease:
-    """The release that serves this call: the checkpoint's pinned release, else the active one.
+    """The release that serves this call: the checkpoint's pinned release, else the active release
+    of the catalogue that defines the workflow to start.
 
     The digest is read from the token UNVERIFIED, for routing only; the
     module it routes to verifies the token's HMAC before using anything in it.
     """
     provider = state.provider
     if not contract.checkpoint_bearing:
-        return provider.active
+        return provider.active_for_workflow(arguments.get("workflow"))
     pinned = peek_manifest_digest(arguments.get(CHECKPOINT_ARGUMENT))  # type: ignore[arg-type]
     if pinned is None:
         return provider.active  # unreadable token: the module refuses it as checkpoint_invalid
@@ -382,12 +384,14 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Explicit migration to the separately verified target release given at start."""
-    target = state.provider.migration_target
+    """Explicit migration to the separately verified target: the one given at start, or (when the
+    operator enabled it) the newest verified release of the run's catalogue."""
+    target = state.provider.migration_target_for(source)
     if target is None:
         raise RegistryError(
             FailureCode.MIGRATION_UNAVAILABLE,
-            "this server was started without a migration target (--migration-target); "
+            f"this server offers no migration target for {source.release.release_id} (none was given with "
+            "--migration-target, or --migrate-to-newest is off or no newer release of its catalogue verified); "
             "continue on the pinned release or ask the operator",
         )
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
