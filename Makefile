@@ -114,7 +114,7 @@ test-packaged: bootstrap
 test-pinned: bootstrap
 	$(UV) run --locked pytest tests/test_workflow_engine.py -k "pinned_release or corrupt_active_refresh"
 
-# Benchmarks (issue 6): each figure beside its floor measured in the same run; table on stdout,
+# Benchmarks: each figure beside its floor measured in the same run; table on stdout,
 # JSON in benchmarks/out/results.json. Not part of `make test`. bench-quick uses small sizes.
 .PHONY: bench bench-quick
 bench: bootstrap
@@ -123,7 +123,7 @@ bench: bootstrap
 bench-quick: bootstrap
 	$(UV) run --locked python -m benchmarks --plan quick
 
-# Adversarial suite (issue 5). `load`: 32 concurrent clients over Streamable HTTP against 2 replicas on
+# Adversarial suite. `load`: 32 concurrent clients over Streamable HTTP against 2 replicas on
 # loopback, with a refresh to 1.3.0, a killed and restarted replica and a corrupt 1.4.0 (bounded; prints
 # calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens.
 .PHONY: load fuzz-long

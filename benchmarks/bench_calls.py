@@ -24,10 +24,6 @@ from typing import Any
 
 import anyio
 from rimthan_host.harness import (
-    CONTINUE,
-    PREPARE,
-    START,
-    SUBMIT,
     CatalogueExamples,
     WorkflowHarness,
     client_caller,
@@ -35,6 +31,12 @@ from rimthan_host.harness import (
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
 from rimthan_workflow_mcp.cli import KEYS_FILE
+from rimthan_workflow_mcp.tool_contracts import (
+    CONTINUE_WORKFLOW,
+    PREPARE_STEP_VALIDATION,
+    START_WORKFLOW,
+    SUBMIT_STEP_VALIDATION,
+)
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
@@ -46,7 +48,12 @@ from .servers import echo_server, rimthan_server, session
 from .synthetic import BASE_SOURCE
 
 TARGET = 1.3
-TOOLS = {START: "start", CONTINUE: "continue", PREPARE: "prepare", SUBMIT: "submit"}
+TOOLS = {
+    START_WORKFLOW: "start",
+    CONTINUE_WORKFLOW: "continue",
+    PREPARE_STEP_VALIDATION: "prepare",
+    SUBMIT_STEP_VALIDATION: "submit",
+}
 WORKFLOW = "research"
 VERSION = "1.2.0"
 ROUTE = "desk-research"
@@ -113,9 +120,9 @@ def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, 
     the key file that server created in the state directory.
     """
     from rimthan_workflow_mcp.provider import ReleaseProvider
-    from rimthan_workflow_mcp.server import _build_runtime_state, call_tool
+    from rimthan_workflow_mcp.server import call_tool, runtime_state
 
-    state = _build_runtime_state(ReleaseProvider.open(release, trust=load_trust(keys.trust_dir), keyring=keyring))
+    state = runtime_state(ReleaseProvider.open(release, trust=load_trust(keys.trust_dir), keyring=keyring))
     per_tool: dict[str, list[float]] = {t: [] for t in TOOLS}
 
     def replay() -> None:

@@ -29,6 +29,12 @@ from typing import Any
 from rimthan_host.harness import Review, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
+from rimthan_workflow_mcp.tool_contracts import (
+    CONTINUE_WORKFLOW,
+    PREPARE_STEP_VALIDATION,
+    SUBMIT_STEP_VALIDATION,
+    workflow_engine_tool_contracts,
+)
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
@@ -47,13 +53,9 @@ from .synthetic import LONG_WORKFLOW, LongSpec, long_initial_state, note_id, ste
 
 TARGET_RATIO = 1.2
 TARGET_BYTES_PER_RECEIPT = 150.0
-METHODS = {
-    "rimthan.start_workflow": "start_workflow",
-    "rimthan.continue_workflow": "continue_workflow",
-    "rimthan.prepare_step_validation": "prepare_step_validation",
-    "rimthan.submit_step_validation": "submit_step_validation",
-}
-REPLAYED = ("rimthan.continue_workflow", "rimthan.prepare_step_validation", "rimthan.submit_step_validation")
+# Tool name -> implementing method, as the contracts declare it (what the server's dispatch uses).
+METHODS = {c.name: c.method for c in workflow_engine_tool_contracts()}
+REPLAYED = (CONTINUE_WORKFLOW, PREPARE_STEP_VALIDATION, SUBMIT_STEP_VALIDATION)
 
 
 class LongScenario:
@@ -113,9 +115,9 @@ def drive(module: WorkflowEngineQueryModule, project: Path, steps: int) -> list[
 def _replays(calls: list[Call], step: str) -> dict[str, dict[str, Any]]:
     """Arguments for continue, prepare and submit at ``step`` (continue: the checkpoint prepare got)."""
     chosen = {c.tool: c.arguments for c in calls if c.step == step and c.tool in REPLAYED}
-    prepare = chosen["rimthan.prepare_step_validation"]
+    prepare = chosen[PREPARE_STEP_VALIDATION]
     chosen.setdefault(
-        "rimthan.continue_workflow",
+        CONTINUE_WORKFLOW,
         {"checkpoint": prepare["checkpoint"], "confirmed_state": prepare["confirmed_state"]},
     )
     return {tool: chosen[tool] for tool in REPLAYED}

@@ -8,24 +8,21 @@ client spawns them, over HTTP we spawn them on a free port and wait for their
 
 from __future__ import annotations
 
-import re
-import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from .synthetic import REPO_ROOT
 
+# One server-process helper for the tests and the benchmarks: tests/support/processes.py.
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+from support.processes import http_server_process, stdio_client_process  # noqa: E402
+
 CLIENT_MODE = "auto"
-LISTENING = re.compile(r"listening on (http://\S+)")
 WAIT_SECONDS = 60.0
 
 
@@ -67,11 +64,10 @@ def echo_server(log: Path) -> ServerCommand:
 async def stdio_session(command: ServerCommand) -> AsyncIterator[Client]:
     """An SDK client connected over stdio to a freshly spawned ``command``."""
     command.log.parent.mkdir(parents=True, exist_ok=True)
-    params = StdioServerParameters(
-        command=sys.executable, args=list(command.args), cwd=str(REPO_ROOT), env={"PYTHONUNBUFFERED": "1"}
-    )
     with command.log.open("a", encoding="utf-8") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode=CLIENT_MODE) as client:
+        async with stdio_client_process(
+            sys.executable, command.args, errlog, mode=CLIENT_MODE, cwd=REPO_ROOT
+        ) as client:
             yield client
 
 
@@ -79,43 +75,16 @@ async def stdio_session(command: ServerCommand) -> AsyncIterator[Client]:
 def http_process(command: ServerCommand) -> Iterator[str]:
     """Spawn ``command`` over Streamable HTTP on a free port; yield its URL; SIGTERM it afterwards."""
     command.log.parent.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(
-        [sys.executable, *command.args, "--transport", "http", "--port", "0"],
-        cwd=REPO_ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    assert process.stderr is not None
-    stream = process.stderr
-    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
-    reader.start()
+    argv = [sys.executable, *command.args, "--transport", "http", "--port", "0"]
     try:
-        yield _wait_for_url(command, process, lines)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        reader.join(timeout=5)
-        command.log.write_text("".join(lines), encoding="utf-8")
-
-
-def _wait_for_url(command: ServerCommand, process: subprocess.Popen[str], lines: list[str]) -> str:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        for line in list(lines):
-            match = LISTENING.search(line)
-            if match:
-                return match.group(1)
-        if process.poll() is not None:
-            break
-        time.sleep(0.02)
-    raise RuntimeError(f"{command.name} did not start over HTTP:\n{''.join(lines)}")
+        with http_server_process(argv, cwd=REPO_ROOT, timeout=WAIT_SECONDS) as server:
+            try:
+                yield server.url
+            finally:
+                lines = server.lines
+    except AssertionError as exc:
+        raise RuntimeError(f"{command.name} did not start over HTTP:\n{exc}") from exc
+    command.log.write_text("".join(lines), encoding="utf-8")
 
 
 @asynccontextmanager

@@ -6,13 +6,16 @@ scaffold               a scaffold catalogue source in tmp_path/source
 signed_release         a release of ``scaffold`` signed by ``keypair``
 packaged_releases      research-decision 1.2.0 and 1.3.0 built and signed by
                        ``keypair``: {"1.2.0": Path, "1.3.0": Path}
+registry               a real OCI registry (docker-registry) on loopback, stopped after the test
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.registry import LocalRegistry, start_registry
 from support.releases import (
     PACKAGED_VERSIONS,
     KeyPair,
@@ -22,6 +25,7 @@ from support.releases import (
     scaffold_source,
     trust_dir,
 )
+from support.servers import HttpServer, ServerWorld, build_world, http_server, serve_args
 
 
 @pytest.fixture
@@ -48,3 +52,30 @@ def signed_release(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> Path:
 def packaged_releases(tmp_path: Path, keypair: KeyPair) -> dict[str, Path]:
     out = tmp_path / "packaged-releases"
     return {v: build_release(packaged_source(v), out, [keypair]) for v in PACKAGED_VERSIONS}
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[LocalRegistry]:
+    running = start_registry(tmp_path / "registry")
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def mcp_world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("mcp-world"))
+
+
+@pytest.fixture(scope="module")
+def mcp_http(mcp_world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    """One HTTP server for the module: 1.2.0 active, 1.3.0 as migration target."""
+    args = serve_args(
+        mcp_world,
+        mcp_world.built["1.2.0"],
+        state_dir=tmp_path_factory.mktemp("mcp-http-state"),
+        migration_target=mcp_world.built["1.3.0"],
+    )
+    with http_server(args) as server:
+        yield server

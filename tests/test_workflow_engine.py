@@ -7,15 +7,34 @@ fixtures in conftest.py and the helpers in tests/support/.
 
 from __future__ import annotations
 
-# ============================================================================ A: engine
 import base64 as _b64
+import hashlib as _hashlib
 import json as _json
+import signal as _signal
 from pathlib import Path as _Path
+from typing import Any as _Any
 
+import anyio as _anyio
 import pytest as _pytest
+import support.servers as _srv
+from mcp import Client as _Client
+from rimthan_host.harness import HostProfile, client_caller
+from rimthan_workflow_mcp.server import create_mcp_application
+from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
+from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
-from rimthan_workflow_registry.run.tokens import peek_claims, token_digest
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
 from support.engines import Engines, TickingClock, drive, example_state, examples, make_engines
+from support.servers import (
+    CORRUPTIONS,
+    HttpServer,
+    ServerWorld,
+    http_client_for,
+    http_server,
+    mcp_client,
+    serve_args,
+    structured_error,
+)
 
 
 @_pytest.fixture(scope="module")
@@ -300,59 +319,7 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
 # Section B: the protocol through the real server (``rimthan-mcp serve`` processes and the SDK client).
 # Helpers live in tests/support/servers.py; more server tests are in tests/server/.
 
-import hashlib as _hashlib  # noqa: E402
-import json as _bjson  # noqa: E402
-import signal as _signal  # noqa: E402
-from collections.abc import Iterator as _Iterator  # noqa: E402
-from typing import Any as _Any  # noqa: E402
-
-import anyio as _anyio  # noqa: E402
-import pytest as _pytest  # noqa: E402
-import support.servers as _srv  # noqa: E402
-from mcp import Client as _Client  # noqa: E402
-from rimthan_host.harness import HostProfile, client_caller  # noqa: E402
-from rimthan_workflow_mcp.server import create_mcp_application  # noqa: E402
-from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts  # noqa: E402
-from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes  # noqa: E402
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring  # noqa: E402
-from support.servers import (  # noqa: E402
-    CORRUPTIONS,
-    HttpServer,
-    ServerWorld,
-    build_world,
-    http_client_for,
-    http_server,
-    serve_args,
-    stdio_client_for,
-    structured_error,
-)
-
 _MCP_MODES = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
-
-
-@_pytest.fixture(scope="module")
-def mcp_world(tmp_path_factory: _pytest.TempPathFactory) -> ServerWorld:
-    return build_world(tmp_path_factory.mktemp("mcp-world"))
-
-
-@_pytest.fixture(scope="module")
-def mcp_http(mcp_world: ServerWorld, tmp_path_factory: _pytest.TempPathFactory) -> _Iterator[HttpServer]:
-    """One HTTP server for the module: 1.2.0 active, 1.3.0 as migration target."""
-    args = serve_args(
-        mcp_world,
-        mcp_world.built["1.2.0"],
-        state_dir=tmp_path_factory.mktemp("mcp-http-state"),
-        migration_target=mcp_world.built["1.3.0"],
-    )
-    with http_server(args) as server:
-        yield server
-
-
-def _mcp_client(transport: str, mode: str, world: ServerWorld, http: HttpServer, tmp: _Path) -> _Client:
-    if transport == "http":
-        return http_client_for(http.url, mode=mode)
-    args = serve_args(world, world.built["1.2.0"], state_dir=tmp / "state", migration_target=world.built["1.3.0"])
-    return stdio_client_for(args, (tmp / "stderr.log").open("w"), mode=mode)
 
 
 def _embedded(document: dict, schema: _Any) -> bool:
@@ -373,7 +340,7 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
     documents = contract_documents()
 
     async def check() -> None:
-        async with _mcp_client(transport, mode, mcp_world, mcp_http, tmp_path) as client:
+        async with mcp_client(transport, mode, mcp_world, mcp_http, tmp_path) as client:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
             listed = await client.list_tools()
             assert (
@@ -405,7 +372,7 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
                 uri = f"rimthan://contracts/{name}/{digest}.schema.json"
                 assert uri in served
                 read = await client.read_resource(uri)
-                assert _bjson.loads(read.contents[0].text) == document
+                assert _json.loads(read.contents[0].text) == document
                 assert any(_embedded(document, [c.input_schema, c.output_schema]) for c in contracts), name
             unknown = structured_error(await client.call_tool("rimthan.delete_workflow", {"checkpoint": "x"}))
             assert unknown["code"] == "method_not_found"
@@ -515,55 +482,5 @@ def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
                 {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
             )
             assert not served.is_error and served.structured_content["step"]["id"] == "setup-workspace"
-
-    _anyio.run(scenario)
-
-
-@_pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
-    transport: str, mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: _Path
-) -> None:
-    async def scenario() -> None:
-        async with _mcp_client(transport, "auto", mcp_world, mcp_http, tmp_path) as client:
-            call = client_caller(client)
-            run = _srv.harness(call, tmp_path / "run", fail_once=frozenset({"decision-critic"}))
-            await run.run(await run.start("research", initial_version="1.2.0"))
-            log = run.record
-            path = [(tool.rsplit(".", 1)[1], status, step) for tool, status, step in log.statuses]
-            assert path[0] == ("start_workflow", "active", "setup-workspace")
-            assert ("continue_workflow", "input_required", "select-route") in path
-            assert ("submit_step_validation", "validation_failed", "desk-research") in path
-            assert path[-1][:2] == ("submit_step_validation", "completed")
-            assert log.final["release"]["id"] == "research-decision@1.2.0"
-            assert (tmp_path / "run" / "research" / "findings.md").is_file()
-
-            # every resource a step payload references is served, verified, at its immutable URI
-            digest_hex = log.final["release"]["manifest_digest"][7:]
-            manifest = _bjson.loads(
-                (await client.read_resource(f"rimthan://manifests/{digest_hex}/manifest.json")).contents[0].text
-            )
-            digests = {f["path"]: f["sha256"] for f in manifest["files"]}
-            other = _srv.harness(call, tmp_path / "other")
-            setup = await other.start("research", initial_version="1.2.0")
-            for uri in setup["step"]["resources"]:
-                text = (await client.read_resource(uri)).contents[0].text
-                assert uri.startswith(f"rimthan://releases/{digest_hex}/")
-                path_in_release = uri.split("/", 4)[4]
-                assert _hashlib.sha256(text.encode("utf-8")).hexdigest() == digests[path_in_release]
-
-            # an explicit migration 1.2.0 -> 1.3.0: preview, confirm, finish on the new release
-            migrating = _srv.harness(call, tmp_path / "migrating")
-            at_route = await migrating.run(
-                await migrating.start("research", initial_version="1.2.0"), until_step="select-route"
-            )
-            preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
-            assert preview["status"] == "blocked"
-            assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]
-            assert preview["migration"]["invalidated_artifacts"] == ["workspace-manifest"]
-            moved = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=True)
-            assert (moved["status"], moved["step"]["id"]) == ("active", "setup-workspace")
-            done = await migrating.run(moved)
-            assert done["status"] == "completed" and done["release"]["id"] == "research-decision@1.3.0"
-            assert "decision-record" in migrating.record.steps_visited
 
     _anyio.run(scenario)

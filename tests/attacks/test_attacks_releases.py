@@ -41,9 +41,10 @@ import pytest
 import tomli_w
 from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.format import MAX_MANIFEST_BYTES, Manifest, signature_name
 from rimthan_workflow_registry.release.trust import load_trust
-from rimthan_workflow_registry.release.verify import DEFAULT_PROFILE, verify_release
+from rimthan_workflow_registry.release.verify import verify_release
 from support.releases import (
     REPO_ROOT,
     KeyPair,
@@ -94,7 +95,7 @@ class Expect:
     code: FailureCode
     where: Path | str
     trust: str = "alice"
-    profile: str | None = DEFAULT_PROFILE
+    profile: str | None = WORKFLOW_ENGINE_PROFILE
     scope: str | None = None
     skip: str | None = None  # the platform cannot express the attack (reported as a skip)
     release: Path | None = None  # verify this path instead (the case moved the release)

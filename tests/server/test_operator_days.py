@@ -24,6 +24,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from rimthan_host.harness import ConfirmedStateBook, HostProfile, client_caller
+from support.processes import http_server_process
 from support.servers import (
     RIMTHAN_MCP,
     RIMTHAN_PACK,
@@ -32,7 +33,6 @@ from support.servers import (
     flip_byte,
     harness,
     http_client_for,
-    http_server,
     server_env,
 )
 
@@ -44,6 +44,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 def _serve(world: ServerWorld, releases: Path, state: Path, *extra: str) -> list[str]:
     return ["serve", "--releases-dir", str(releases), "--trust", str(world.trust), "--state-dir", str(state), *extra]
+
+
+HTTP_ON_A_FREE_PORT = ("--transport", "http", "--port", "0")
+
+
+def console_server(args: list[str], transport: tuple[str, ...] = HTTP_ON_A_FREE_PORT) -> Any:
+    """The installed ``rimthan-mcp`` serving HTTP (a context manager yielding the running server)."""
+    return http_server_process([RIMTHAN_MCP, *args, *transport], env=server_env())
 
 
 def _refused(args: list[str], **kwargs: Any) -> str:
@@ -70,7 +78,7 @@ def test_a_corrupt_newest_release_is_skipped_at_start_and_the_last_good_one_serv
     world.publish("1.2.0", releases)
     flip_byte(world.publish("1.3.0", releases))  # the bad publish, found at the next restart
 
-    with http_server(_serve(world, releases, state), command=(RIMTHAN_MCP,)) as server:
+    with console_server(_serve(world, releases, state)) as server:
         said = server.stderr()
 
         async def start() -> dict[str, Any]:
@@ -97,7 +105,7 @@ def test_start_refuses_only_when_no_release_verifies_and_respects_the_floor(worl
     # 1.3.0 served once raised the floor; now 1.3.0 is corrupt and only 1.2.0 verifies: no silent rollback
     good = tmp_path / "good"
     world.publish("1.3.0", good)
-    with http_server(_serve(world, good, state), command=(RIMTHAN_MCP,)):
+    with console_server(_serve(world, good, state)):
         pass
     shutil.rmtree(releases)
     world.publish("1.2.0", releases)
@@ -184,7 +192,7 @@ def test_with_migrate_to_newest_a_run_moves_to_its_catalogues_newer_release_afte
     releases, state = tmp_path / "releases", tmp_path / "state"
     world.publish("1.2.0", releases)
     args = _serve(world, releases, state, "--migrate-to-newest")
-    with http_server(args, command=(RIMTHAN_MCP,)) as server:
+    with console_server(args) as server:
         assert "per catalogue, its newest verified release" in server.stderr()
 
         async def day() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -243,7 +251,7 @@ def test_http_on_all_interfaces_answers_the_hosts_the_operator_names(world: Serv
     world.publish("1.3.0", releases)
     allowed = ("--allowed-host", "mcp.internal.example", "--allowed-host", "lb.example:8443")
     args = _serve(world, releases, tmp_path / "state", *allowed)
-    with http_server(args, command=(RIMTHAN_MCP,), transport=ALL_INTERFACES) as server:
+    with console_server(args, ALL_INTERFACES) as server:
         port = urlsplit(server.url).port
         local = f"http://127.0.0.1:{port}/mcp"
         statuses = {
@@ -300,7 +308,7 @@ def test_allowed_host_that_would_switch_the_protection_off_is_a_usage_mistake(tm
 def test_sigterm_drains_the_call_in_flight_then_exits_0(world: ServerWorld, tmp_path: Path) -> None:
     releases = tmp_path / "releases"
     world.publish("1.3.0", releases)
-    with http_server(_serve(world, releases, tmp_path / "state"), command=(RIMTHAN_MCP,)) as server:
+    with console_server(_serve(world, releases, tmp_path / "state")) as server:
         parts = urlsplit(server.url)
         body = json.dumps(INITIALIZE).encode()
         head = (

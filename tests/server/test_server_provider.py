@@ -20,10 +20,11 @@ import pytest
 from mcp import Client
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider, newest_release_dir
-from rimthan_workflow_mcp.server import _build_runtime_state, create_mcp_application
+from rimthan_workflow_mcp.server import create_mcp_application, runtime_state
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.processes import wait_for_line
 from support.releases import build_release, scaffold_source
 from support.servers import (
     ServerWorld,
@@ -33,7 +34,6 @@ from support.servers import (
     http_server,
     serve_args,
     stdio_client_for,
-    wait_for_line,
 )
 
 
@@ -133,7 +133,7 @@ def world_digest(world: ServerWorld, version: str) -> str:
 def test_release_changed_on_disk_after_load_never_changes_what_is_served(world: ServerWorld, tmp_path: Path) -> None:
     release = world.publish("1.2.0", tmp_path / "releases")
     provider = ReleaseProvider.open(release, trust=load_trust(world.trust), keyring=CheckpointKeyring.generate())
-    state = _build_runtime_state(provider)
+    state = runtime_state(provider)
     path = "assets/instructions/setup-workspace.md"
     uri = f"rimthan://releases/{provider.active.digest[7:]}/{path}"
     original = (release / "catalogue" / path).read_text("utf-8")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_host.harness import HostProfile, Review, WorkflowHarness
+from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.release.trust import load_trust
@@ -29,12 +30,8 @@ from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
-TOOLS = {
-    "rimthan.start_workflow": "start_workflow",
-    "rimthan.continue_workflow": "continue_workflow",
-    "rimthan.prepare_step_validation": "prepare_step_validation",
-    "rimthan.submit_step_validation": "submit_step_validation",
-}
+# Tool name -> implementing method, as the contracts declare it (what the server's dispatch uses).
+TOOLS = {c.name: c.method for c in workflow_engine_tool_contracts()}
 
 
 def example_state(version: str) -> dict[str, Any]:

@@ -8,31 +8,25 @@ HTTP, and the SDK client. Nothing here mocks the server or the engine.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from rimthan_host.harness import CatalogueExamples, ToolCaller, WorkflowHarness
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
+from support.processes import HttpServer, http_server_process, stdio_client_process
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 
 VERSIONS = ("1.2.0", "1.3.0")
 CATALOGUE = "research-decision"
-WAIT_SECONDS = 30.0
 
 
 @dataclass
@@ -154,89 +148,24 @@ def serve_args(
     return args + list(extra)
 
 
-def server_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-
-@dataclass
-class HttpServer:
-    """A ``rimthan-mcp serve --transport http`` process and everything it wrote to stderr."""
-
-    process: subprocess.Popen[str]
-    url: str
-    lines: list[str] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stderr(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: str, *, after: int = 0, timeout: float = WAIT_SECONDS) -> re.Match[str]:
-        """The first stderr line (from index ``after``) matching ``pattern``; fails the test on timeout."""
-        return wait_for_line(lambda: self.lines, pattern, after=after, timeout=timeout)
-
-
-def wait_for_line(
-    lines: Callable[[], list[str]], pattern: str, *, after: int = 0, timeout: float = WAIT_SECONDS
-) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    regex = re.compile(pattern)
-    while time.monotonic() < deadline:
-        for line in lines()[after:]:
-            match = regex.search(line)
-            if match:
-                return match
-        time.sleep(0.05)
-    raise AssertionError(f"no stderr line matched {pattern!r}:\n{''.join(lines())}")
-
-
 RIMTHAN_MCP = str(Path(sys.executable).with_name("rimthan-mcp"))
 RIMTHAN_PACK = str(Path(sys.executable).with_name("rimthan-pack"))
 
 
+def server_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
 @contextmanager
-def http_server(
-    args: Sequence[str],
-    *,
-    command: Sequence[str] = (sys.executable,),
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-    transport: Sequence[str] = ("--transport", "http", "--port", "0"),
-) -> Iterator[HttpServer]:
-    """A server process answering on HTTP; ``command`` is ``(RIMTHAN_MCP,)`` for the installed console script."""
-    process = subprocess.Popen(
-        [*command, *args, *transport],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env or server_env(),
-    )
-    lines: list[str] = []
-    assert process.stderr is not None
-    stream = process.stderr
-    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
-    reader.start()
-    try:
-        match = wait_for_line(lambda: lines, r"listening on (http://\S+)")
-        yield HttpServer(process=process, url=match.group(1), lines=lines)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        reader.join(timeout=5)
+def http_server(args: Sequence[str]) -> Iterator[HttpServer]:
+    """``python -m rimthan_workflow_mcp serve ...`` (``args``) over Streamable HTTP on a free port."""
+    with http_server_process([sys.executable, *args, "--transport", "http", "--port", "0"], env=server_env()) as server:
+        yield server
 
 
 def stdio_client_for(args: Sequence[str], errlog: TextIO, *, mode: str = "auto") -> Client:
     """An SDK client that spawns the server over stdio, its stderr going to ``errlog`` (a real file)."""
-    params = StdioServerParameters(command=sys.executable, args=list(args), env={"PYTHONUNBUFFERED": "1"})
-    return Client(stdio_client(params, errlog=errlog), mode=mode)
+    return stdio_client_process(sys.executable, args, errlog, mode=mode)
 
 
 def http_client_for(url: str, *, mode: str = "auto") -> Client:
@@ -251,3 +180,11 @@ def structured_error(result: Any) -> dict[str, Any]:
     error = result.structured_content["error"]
     assert json.loads(result.content[0].text) == {"error": error}
     return error
+
+
+def mcp_client(transport: str, mode: str, world: ServerWorld, http: HttpServer, tmp: Path) -> Client:
+    """A client for ``transport``: the shared HTTP server ``http``, or a fresh stdio server (1.2.0, target 1.3.0)."""
+    if transport == "http":
+        return http_client_for(http.url, mode=mode)
+    args = serve_args(world, world.built["1.2.0"], state_dir=tmp / "state", migration_target=world.built["1.3.0"])
+    return stdio_client_for(args, (tmp / "stderr.log").open("w"), mode=mode)

@@ -104,6 +104,13 @@ class FailureCode(StrEnum):
     MIGRATION_NOT_NEWER = "migration_not_newer"
     MIGRATION_SAME_RELEASE = "migration_same_release"
     MIGRATION_CONFIRMATION_REQUIRED = "migration_confirmation_required"
+    # --- OCI registry -------------------------------------------------------------
+    OCI_REFERENCE_INVALID = "oci_reference_invalid"
+    OCI_REGISTRY_ERROR = "oci_registry_error"
+    OCI_ARTIFACT_INVALID = "oci_artifact_invalid"
+    OCI_BLOB_MISMATCH = "oci_blob_mismatch"
+    OCI_TAG_MISMATCH = "oci_tag_mismatch"
+    OCI_TAG_EXISTS = "oci_tag_exists"
     # --- server -----------------------------------------------------------------
     REFRESH_REJECTED = "refresh_rejected"
     INTERNAL_ERROR = "internal_error"

@@ -16,8 +16,9 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
-from rimthan_workflow_registry.release.verify import DEFAULT_PROFILE, ReleaseInspection, inspect_release, verify_release
+from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 from .build import build_release, sign_release, source_date_epoch
 from .scaffold import init_catalogue
@@ -334,7 +335,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 @click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
 @click.option(
     "--profile",
-    default=DEFAULT_PROFILE,
+    default=WORKFLOW_ENGINE_PROFILE,
     show_default=True,
     help="Scope profile the release must declare (empty string: any).",
 )
@@ -508,4 +509,6 @@ def init(directory: Path, name: str | None, as_json: bool) -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from . import cli_oci  # noqa: F401  (registers push and pull; it imports this module)
+
     cli()

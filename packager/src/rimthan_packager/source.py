@@ -18,13 +18,18 @@ from pathlib import Path
 from types import MappingProxyType
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.release.format import FileEntry, media_type_for, path_problem, path_set_problem
+from rimthan_workflow_registry.release.format import (
+    OPEN_NOFOLLOW,
+    FileEntry,
+    media_type_for,
+    path_problem,
+    path_set_problem,
+)
 
 from .fsutil import write_all
 
 READ_CHUNK = 1024 * 1024
 _REFUSED_NAMES = {"__pycache__"}
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueError:
@@ -57,7 +62,7 @@ class SourceFiles:
         if path not in self.sizes:
             raise _refuse(FailureCode.REFERENCE_UNRESOLVED, "not a file of this catalogue source", self.where(path))
         try:
-            fd = os.open(self.root / path, _OPEN_FLAGS)
+            fd = os.open(self.root / path, OPEN_NOFOLLOW)
         except OSError as exc:
             raise _refuse(
                 FailureCode.FILE_TYPE_FORBIDDEN, f"cannot be opened safely: {exc.strerror}", self.where(path)

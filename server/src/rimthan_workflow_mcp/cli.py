@@ -29,7 +29,7 @@ from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, scan_releases
-from .server import _build_runtime_state, create_mcp_application
+from .server import create_mcp_application, runtime_state
 from .transports import (
     allowed_host_values,
     bind_socket,
@@ -530,7 +530,7 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
             record_floor=False,
         ),
     )
-    _guard("release", lambda: _build_runtime_state(provider))
+    _guard("release", lambda: runtime_state(provider))
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")

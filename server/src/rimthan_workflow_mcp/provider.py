@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import semver_key
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
@@ -39,13 +40,11 @@ from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
 from .workflow_engine import WorkflowEngineQueryModule
 
-SERVED_PROFILE = "workflow-engine"
 _log = get_logger("provider")
 
 ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]
 
 __all__ = [
-    "SERVED_PROFILE",
     "LoadedRelease",
     "RefreshResult",
     "Rejection",
@@ -495,7 +494,7 @@ def load_release(
     refused as ``migration_scope_mismatch`` so the operator sees which rule failed.
     """
     release = verify_release(
-        path, trust, expected_profile=SERVED_PROFILE, expected_scope=None if migration else expected_scope
+        path, trust, expected_profile=WORKFLOW_ENGINE_PROFILE, expected_scope=None if migration else expected_scope
     )
     scope = release.manifest.release.scope_name
     if migration and expected_scope is not None and scope != expected_scope:

@@ -8,13 +8,11 @@ releases into a local directory calls afterwards.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.catalogue import semver_key
-
-_RELEASE_DIR = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
+from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
 
 
 def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
@@ -27,7 +25,7 @@ def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
 
 def release_dir_claim(path: Path) -> tuple[str, str] | None:
     """``(catalogue, version)`` a directory name claims, or None for anything else."""
-    match = _RELEASE_DIR.match(path.name)
+    match = RELEASE_DIR_NAME.match(path.name)
     if match is None:
         return None
     try:

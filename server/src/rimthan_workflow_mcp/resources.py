@@ -34,7 +34,6 @@ CONTRACT_MIME = "application/schema+json"
 MANIFEST_MIME = "application/json"
 RELEASE_FILE_TEMPLATE = SCHEME + "releases/{manifest_hex}/{+path}"
 _TEXT_TYPES = ("application/json", "application/toml", "text/markdown", "application/schema+json")
-_CONTRACT_URI = re.compile(r"^rimthan://contracts/(?P<name>[a-z0-9-]+)/(?P<hex>[0-9a-f]{64})\.schema\.json$")
 _MANIFEST_URI = re.compile(r"^rimthan://manifests/(?P<hex>[0-9a-f]{64})/manifest\.json$")
 _RELEASE_URI = re.compile(r"^rimthan://releases/(?P<hex>[0-9a-f]{64})/(?P<path>.+)$")
 

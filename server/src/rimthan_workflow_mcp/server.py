@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -29,17 +29,16 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.run.tokens import peek_manifest_digest
 
 from .logs import get_logger
 from .prompts import PromptCatalogue
-from .provider import SERVED_PROFILE, LoadedRelease, ReleaseProvider
+from .provider import LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
+from .results import ToolResult
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
-    PREPARE_STEP_VALIDATION,
-    START_WORKFLOW,
-    SUBMIT_STEP_VALIDATION,
     ToolContract,
     contract_documents,
     workflow_engine_tool_contracts,
@@ -71,8 +70,6 @@ _log = get_logger("server")
 # clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"rimthan_workflow_mcp\.server")
 
-ToolHandler = Callable[["RuntimeState", LoadedRelease, dict[str, Any]], dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class RuntimeState:
@@ -88,14 +85,23 @@ class RuntimeState:
     prompts: PromptCatalogue
 
 
+def runtime_state(provider: ReleaseProvider) -> RuntimeState:
+    """What ``create_mcp_application`` serves for ``provider``, for callers outside this adapter.
+
+    The CLI's pre-flight, tests and benchmarks use it to check that a
+    release can be served, or to call :func:`call_tool` without a transport.
+    """
+    return _build_runtime_state(provider)
+
+
 def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
     profile = provider.active.profile
     for active in provider.actives.values():
-        if active.profile != SERVED_PROFILE:
+        if active.profile != WORKFLOW_ENGINE_PROFILE:
             raise RegistryError(
                 FailureCode.SCOPE_MISMATCH,
-                f"release profile {active.profile!r} is not served; this server serves {SERVED_PROFILE!r}",
+                f"release profile {active.profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
                 path=str(active.release.root),
             )
     for loaded in provider.held.values():
@@ -292,8 +298,7 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
             state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
         )
         source = _route(state, contract, arguments)
-        result = _dispatch_tool(state, source, name, arguments)
-        _check_result(state, name, result)
+        result = _check_result(state, name, _dispatch_tool(state, source, name, arguments))
     except RegistryError as exc:
         _log.info(
             "tool refused",
@@ -329,12 +334,18 @@ def _validate_instance(validator: Draft202012Validator, instance: Any, *, code: 
     )
 
 
-def _check_result(state: RuntimeState, name: str, result: Any) -> None:
-    """A result outside the declared output schema is a server bug: log it, never send it."""
+def _check_result(state: RuntimeState, name: str, result: object) -> dict[str, Any]:
+    """The wire form of ``result``, checked against the declared output schema.
+
+    A result that is not a :class:`ToolResult` or falls outside the schema is a
+    server bug: log it, never send it.
+    """
     try:
-        _validate_instance(
-            state.output_validators[name], result, code=FailureCode.INTERNAL_ERROR, what=f"{name} result"
-        )
+        if not isinstance(result, ToolResult):
+            raise RegistryError(FailureCode.INTERNAL_ERROR, f"{type(result).__name__} is not a ToolResult")
+        wire = result.to_json()
+        _validate_instance(state.output_validators[name], wire, code=FailureCode.INTERNAL_ERROR, what=f"{name} result")
+        return wire
     except RegistryError as exc:
         _log.error("result violates the output schema", extra={"tool": name, "problem": exc.message})
         raise RegistryError(
@@ -367,23 +378,17 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     return loaded
 
 
-def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Map exactly the four tool names to the four module methods."""
-    module = source.module
-    if name == START_WORKFLOW:
-        return module.start_workflow(arguments)
-    if name == CONTINUE_WORKFLOW:
-        if MIGRATION_ARGUMENT in arguments:
-            return _dispatch_migration(state, source, arguments)
-        return module.continue_workflow(arguments)
-    if name == PREPARE_STEP_VALIDATION:
-        return module.prepare_step_validation(arguments)
-    if name == SUBMIT_STEP_VALIDATION:
-        return module.submit_step_validation(arguments)
-    raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
+def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> ToolResult:
+    """Map exactly the four tool names, through their contracts, to the module methods that implement them."""
+    contract = state.contracts.get(name)
+    if contract is None:
+        raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
+    if name == CONTINUE_WORKFLOW and MIGRATION_ARGUMENT in arguments:
+        return _dispatch_migration(state, source, arguments)
+    return contract.bound(source.module)(arguments)
 
 
-def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> dict[str, Any]:
+def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
     """Explicit migration to the separately verified target: the one given at start, or (when the
     operator enabled it) the newest verified release of the run's catalogue."""
     target = state.provider.migration_target_for(source)

@@ -9,22 +9,42 @@ immutable resources.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from rimthan_workflow_registry.canonical import canonical_bytes, sha256_hex
+from rimthan_workflow_registry.protocol_names import (
+    CONTINUE_WORKFLOW,
+    PREPARE_STEP_VALIDATION,
+    START_WORKFLOW,
+    SUBMIT_STEP_VALIDATION,
+    TOOL_NAMES,
+)
 
 from . import contract_schemas as cs
 
-START_WORKFLOW = "rimthan.start_workflow"
-CONTINUE_WORKFLOW = "rimthan.continue_workflow"
-PREPARE_STEP_VALIDATION = "rimthan.prepare_step_validation"
-SUBMIT_STEP_VALIDATION = "rimthan.submit_step_validation"
+if TYPE_CHECKING:
+    from .results import ToolResult
+    from .workflow_engine import WorkflowEngineQueryModule
+
+__all__ = [
+    "CONTINUE_WORKFLOW",
+    "PREPARE_STEP_VALIDATION",
+    "START_WORKFLOW",
+    "SUBMIT_STEP_VALIDATION",
+    "TOOL_NAMES",
+    "ToolContract",
+    "contract_documents",
+    "workflow_engine_tool_contracts",
+]
 
 
 @dataclass(frozen=True)
 class ToolContract:
+    """One tool: its wire declaration and the ``WorkflowEngineQueryModule`` method that implements it."""
+
     name: str
+    method: str
     title: str
     description: str
     input_schema: dict[str, Any]
@@ -32,6 +52,10 @@ class ToolContract:
     read_only: bool
     idempotent: bool
     checkpoint_bearing: bool
+
+    def bound(self, module: WorkflowEngineQueryModule) -> Callable[[Mapping[str, Any]], ToolResult]:
+        """``module``'s implementing method (looked up by name, so a subclass's override is the one called)."""
+        return cast("Callable[[Mapping[str, Any]], ToolResult]", getattr(module, self.method))
 
     def definition(self) -> dict[str, Any]:
         """The ``tools/list`` entry for this tool (MCP wire field names)."""
@@ -56,6 +80,7 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
     return (
         ToolContract(
             name=START_WORKFLOW,
+            method="start_workflow",
             title="Start a workflow",
             description=(
                 "Select a workflow by id or alias (newest version unless workflow_version is given), validate the "
@@ -70,6 +95,7 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
         ),
         ToolContract(
             name=CONTINUE_WORKFLOW,
+            method="continue_workflow",
             title="Continue a workflow",
             description=(
                 "Verify a checkpoint and the confirmed state, then return the current gated step again, ask one "
@@ -84,6 +110,7 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
         ),
         ToolContract(
             name=PREPARE_STEP_VALIDATION,
+            method="prepare_step_validation",
             title="Prepare step validation",
             description=(
                 "Deterministically check the current step's artifacts (declared ids, sizes, media types, JSON "
@@ -98,6 +125,7 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
         ),
         ToolContract(
             name=SUBMIT_STEP_VALIDATION,
+            method="submit_step_validation",
             title="Submit step validation",
             description=(
                 "Verify the validation bundle and every required validator report, then return the failures on "
@@ -116,8 +144,3 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
 def contract_documents() -> dict[str, dict[str, Any]]:
     """Every embedded contract by name, as served at immutable resource URIs."""
     return dict(cs.CONTRACTS)
-
-
-def contract_digest(document: dict[str, Any]) -> str:
-    """Hex SHA-256 of a contract's canonical bytes (part of its resource URI)."""
-    return sha256_hex(canonical_bytes(document))

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
-    SETUP_STEP_ID,
     HostAdapter,
     StepDefinition,
     WorkflowDefinition,
@@ -50,7 +51,19 @@ from rimthan_workflow_registry.run.validation_bundle import (
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
+from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
+
 _COMPLETED = "__completed__"
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A verified run leaving its release: everything a migration target takes from the source module."""
+
+    release: VerifiedRelease
+    issued: IssuedCheckpoint
+    workflow: WorkflowDefinition
+    bound_host: Mapping[str, Any]  # the checkpoint's host binding, as a ``host`` argument
 
 
 class WorkflowEngineQueryModule:
@@ -65,16 +78,17 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ start
 
-    def start_workflow(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
         workflow = self._select_workflow(arguments["workflow"], arguments.get("workflow_version"))
         state = self._confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state")
         adapter, failures = self._host_blockers(workflow, arguments["host"])
         failures = unconfirmed_fields(state) + failures
         if failures:
-            return self._result(
+            return ToolResult(
                 "blocked",
-                workflow=workflow,
-                failures=failures,
+                self.release_ref,
+                workflow=WorkflowRef.of(workflow),
+                failures=tuple(failures),
                 message="the run cannot start until every failure is resolved",
             )
         checkpoint = Checkpoint(
@@ -91,10 +105,11 @@ class WorkflowEngineQueryModule:
         )
         assert adapter is not None
         issued = issue_checkpoint(self.keyring, checkpoint)
-        return self._result(
+        return ToolResult(
             "active",
-            workflow=workflow,
-            issued=issued,
+            self.release_ref,
+            workflow=WorkflowRef.of(workflow),
+            checkpoint=issued,
             step=self._payload(workflow, workflow.steps[0], adapter, checkpoint),
         )
 
@@ -130,7 +145,7 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ continue
 
-    def continue_workflow(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def continue_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
         if arguments.get("migration") is not None:
             raise WorkflowProtocolError(
                 FailureCode.MIGRATION_UNAVAILABLE,
@@ -144,11 +159,12 @@ class WorkflowEngineQueryModule:
         changed = changed_fields(prior, state)
         failures = unconfirmed_fields(state, changed, newer_than=cp.issued_at)
         if failures:
-            return self._result(
+            return ToolResult(
                 "blocked",
-                workflow=workflow,
-                issued=issued,
-                failures=failures,
+                self.release_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=issued,
+                failures=tuple(failures),
                 message="changed fields need a fresh confirmation; the checkpoint is unchanged",
             )
         changes = {"state_digest": state.digest} if changed else {}
@@ -156,10 +172,11 @@ class WorkflowEngineQueryModule:
         adapter = self._adapter(workflow, cp)
         if step.gated and not _validated(step, cp):
             current = self._reissue(issued, **changes) if changes else issued
-            return self._result(
+            return ToolResult(
                 "active",
-                workflow=workflow,
-                issued=current,
+                self.release_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=current,
                 step=self._payload(workflow, step, adapter, current.checkpoint),
                 message="this step is gated: prepare and submit validation to advance",
             )
@@ -175,7 +192,7 @@ class WorkflowEngineQueryModule:
         *,
         status_moved: str,
         changes: Mapping[str, Any],
-    ) -> dict[str, Any]:
+    ) -> ToolResult:
         """Follow ``step``'s transition: next step, one question, or completion.
 
         ``changes`` (new receipts, a new state digest) go into the one
@@ -186,20 +203,28 @@ class WorkflowEngineQueryModule:
         if target is None or target == _COMPLETED:
             current = self._reissue(issued, **changes) if changes else issued
             if target == _COMPLETED:
-                return self._result("completed", workflow=workflow, issued=current, message="the workflow is complete")
-            return self._result(
+                return ToolResult(
+                    "completed",
+                    self.release_ref,
+                    workflow=WorkflowRef.of(workflow),
+                    checkpoint=current,
+                    message="the workflow is complete",
+                )
+            return ToolResult(
                 "input_required",
-                workflow=workflow,
-                issued=current,
+                self.release_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=current,
                 step=self._payload(workflow, step, adapter, current.checkpoint),
-                question=step.question.to_json() if step.question else None,
+                question=step.question,
                 message="ask the user this question and confirm the answer",
             )
         nxt = self._reissue(issued, **{**changes, "step_id": target, "state_digest": state.digest})
-        return self._result(
+        return ToolResult(
             status_moved,
-            workflow=workflow,
-            issued=nxt,
+            self.release_ref,
+            workflow=WorkflowRef.of(workflow),
+            checkpoint=nxt,
             step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint),
         )
 
@@ -214,41 +239,42 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ migration
 
-    @staticmethod
-    def migrate_workflow(
-        source: WorkflowEngineQueryModule, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Preview, then (only when confirmed) restart the run at setup-workspace in ``target``."""
-        issued, workflow, _prior = source._resume(arguments)
+    def migrate_workflow(self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]) -> ToolResult:
+        """Move a run on this module's release to ``target``: preview, then (only when confirmed) restart there.
+
+        Called as ``WorkflowEngineQueryModule.migrate_workflow(source, target, arguments)``.
+        The source side (verify the checkpoint, its pinned workflow and state)
+        runs here; the target side runs in ``target.accept_migration``, so
+        neither module reaches into the other's internals.
+        """
+        issued, workflow, _prior = self._resume(arguments)
+        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
+        return target.accept_migration(departure, arguments["migration"])
+
+    def accept_migration(self, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
+        """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart."""
+        issued, workflow = departure.issued, departure.workflow
         cp = issued.checkpoint
-        request = arguments["migration"]
-        target_wf = _check_migration_target(source, target, workflow, request)
-        preview = {
-            "from": {
-                "release": source.release.release_id,
-                "manifest_digest": source.release.manifest_digest,
-                "workflow": workflow.key,
-            },
-            "to": {
-                "release": target.release.release_id,
-                "manifest_digest": target.release.manifest_digest,
-                "workflow": target_wf.key,
-            },
-            "invalidated_artifacts": sorted(cp.artifacts),
-            "invalidated_validators": sorted(cp.validators),
-            "restart_step": SETUP_STEP_ID,
-            "confirmed": False,
-        }
-        state = target._confirmed_state(target_wf, request["confirmed_state"], "migration.confirmed_state")
-        host = request.get("host") or source._host_for_binding(workflow, cp)
-        adapter, failures = target._host_blockers(target_wf, host)
+        target_wf = _check_migration_target(departure.release, self.release, workflow, request)
+        preview = MigrationPreview(
+            source=MigrationEnd.of(departure.release, workflow),
+            target=MigrationEnd.of(self.release, target_wf),
+            invalidated_artifacts=tuple(sorted(cp.artifacts)),
+            invalidated_validators=tuple(sorted(cp.validators)),
+            restart_step=SETUP_STEP_ID,
+        )
+        state = self._confirmed_state(target_wf, request["confirmed_state"], "migration.confirmed_state")
+        host = request.get("host") or departure.bound_host
+        adapter, failures = self._host_blockers(target_wf, host)
         failures = unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
+        source_ref = ReleaseRef.of(departure.release)
         if failures:
-            return source._result(
+            return ToolResult(
                 "blocked",
-                workflow=workflow,
-                issued=issued,
-                failures=failures,
+                source_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=issued,
+                failures=tuple(failures),
                 migration=preview,
                 message="the target release cannot take this run until every failure is resolved",
             )
@@ -258,27 +284,35 @@ class WorkflowEngineQueryModule:
                 "show the user this preview; every artifact and validator receipt is invalidated and "
                 "the run restarts at setup-workspace. Call again with confirm=true once they agree",
             )
-            return source._result("blocked", workflow=workflow, issued=issued, failures=[failure], migration=preview)
+            return ToolResult(
+                "blocked",
+                source_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=issued,
+                failures=(failure,),
+                migration=preview,
+            )
         assert adapter is not None
         restarted = Checkpoint(
             sequence=cp.sequence + 1,
             workflow_id=target_wf.id,
             workflow_version=target_wf.version,
-            release_id=target.release.release_id,
-            manifest_digest=target.release.manifest_digest,
+            release_id=self.release.release_id,
+            manifest_digest=self.release.manifest_digest,
             step_id=SETUP_STEP_ID,
             state_digest=state.digest,
             parent_digest=issued.digest,
             host=binding_for(host),
-            issued_at=target._now(),
+            issued_at=self._now(),
         )
-        new = issue_checkpoint(target.keyring, restarted)
-        return target._result(
+        new = issue_checkpoint(self.keyring, restarted)
+        return ToolResult(
             "active",
-            workflow=target_wf,
-            issued=new,
-            migration={**preview, "confirmed": True},
-            step=target._payload(target_wf, target_wf.steps[0], adapter, restarted),
+            self.release_ref,
+            workflow=WorkflowRef.of(target_wf),
+            checkpoint=new,
+            migration=replace(preview, confirmed=True),
+            step=self._payload(target_wf, target_wf.steps[0], adapter, restarted),
             message="migrated: the run restarts at setup-workspace on the target release",
         )
 
@@ -294,7 +328,7 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ prepare
 
-    def prepare_step_validation(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def prepare_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
         issued, workflow, _state = self._resume(arguments)
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)
@@ -318,22 +352,24 @@ class WorkflowEngineQueryModule:
         else:
             failures += attestations.check_output_attestations(step, artifacts)
         if failures:
-            return self._result(
+            return ToolResult(
                 "deterministic_validation_failed",
-                workflow=workflow,
-                issued=issued,
-                failures=failures,
+                self.release_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=issued,
+                failures=tuple(failures),
                 message="fix every failure and prepare again",
             )
         receipts = {a.artifact_id: a.receipt() for a in artifacts}
         summaries = validator_summaries(workflow, step, cp, receipts, self._file_digest)
         bundle = issue_bundle(self.keyring, issued, step, receipts, summaries, self._now())
-        return self._result(
+        return ToolResult(
             "ready_for_semantic_validation",
-            workflow=workflow,
-            issued=issued,
+            self.release_ref,
+            workflow=WorkflowRef.of(workflow),
+            checkpoint=issued,
             validation_bundle=bundle,
-            validators=[s.to_json() for s in summaries if s.report_required],
+            validators=tuple(s for s in summaries if s.report_required),
             message="run each listed validator as an isolated subagent and submit its report",
         )
 
@@ -379,7 +415,7 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ submit
 
-    def submit_step_validation(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def submit_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
         issued, workflow, state = self._resume(arguments)
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)
@@ -390,11 +426,12 @@ class WorkflowEngineQueryModule:
         adapter = self._adapter(workflow, cp)
         if failed:
             nxt = self._reissue(issued, validators=validators)
-            return self._result(
+            return ToolResult(
                 "validation_failed",
-                workflow=workflow,
-                issued=nxt,
-                findings=findings,
+                self.release_ref,
+                workflow=WorkflowRef.of(workflow),
+                checkpoint=nxt,
+                findings=tuple(findings),
                 step=self._payload(workflow, step, adapter, nxt.checkpoint),
                 message="repair the artifacts and prepare again; passed validators are reused "
                 "while their inputs stay identical",
@@ -465,38 +502,10 @@ class WorkflowEngineQueryModule:
     def _now(self) -> int:
         return int(self._clock())
 
-    def _result(
-        self,
-        status: str,
-        *,
-        workflow: WorkflowDefinition | None,
-        issued: IssuedCheckpoint | None = None,
-        step: dict[str, Any] | None = None,
-        question: dict[str, Any] | None = None,
-        failures: list[Failure] | None = None,
-        findings: list[dict[str, Any]] | None = None,
-        validators: list[dict[str, Any]] | None = None,
-        validation_bundle: dict[str, Any] | None = None,
-        migration: dict[str, Any] | None = None,
-        message: str = "",
-    ) -> dict[str, Any]:
-        """The one result envelope every tool returns (closed output schema)."""
-        return {
-            "status": status,
-            "workflow": {"id": workflow.id, "version": workflow.version} if workflow else None,
-            "release": {"id": self.release.release_id, "manifest_digest": self.release.manifest_digest},
-            "checkpoint": issued.token if issued else None,
-            "checkpoint_digest": issued.digest if issued else None,
-            "sequence": issued.checkpoint.sequence if issued else None,
-            "step": step,
-            "question": question,
-            "failures": [f.to_json() for f in failures or []],
-            "findings": findings or [],
-            "validators": validators or [],
-            "validation_bundle": validation_bundle,
-            "migration": migration,
-            "message": message or status,
-        }
+    @property
+    def release_ref(self) -> ReleaseRef:
+        """The release identity every result of this module carries."""
+        return ReleaseRef.of(self.release)
 
 
 def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
@@ -508,13 +517,9 @@ def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
 
 
 def _check_migration_target(
-    source: WorkflowEngineQueryModule,
-    target: WorkflowEngineQueryModule,
-    workflow: WorkflowDefinition,
-    request: Mapping[str, Any],
+    src: VerifiedRelease, dst: VerifiedRelease, workflow: WorkflowDefinition, request: Mapping[str, Any]
 ) -> WorkflowDefinition:
     """Fail-closed rules: the loaded target, same scope, a different release, a newer workflow."""
-    src, dst = source.release, target.release
     if request["target_release"] not in (dst.release_id, dst.manifest_digest):
         raise WorkflowProtocolError(
             FailureCode.MIGRATION_SCOPE_MISMATCH,

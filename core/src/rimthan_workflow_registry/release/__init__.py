@@ -22,7 +22,6 @@ Modules, in the order a release is read:
 """
 
 from rimthan_workflow_registry.release.catalogue import (
-    SETUP_STEP_ID,
     AssetDefinition,
     Catalogue,
     HostAdapter,
@@ -44,14 +43,12 @@ from rimthan_workflow_registry.release.format import (
 from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust
 from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.release.verify import DEFAULT_PROFILE, ReleaseInspection, inspect_release, verify_release
+from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
     "CATALOGUE_DIR",
     "CHECKSUMS_NAME",
-    "DEFAULT_PROFILE",
     "MANIFEST_NAME",
-    "SETUP_STEP_ID",
     "SIGNATURES_DIR",
     "AssetDefinition",
     "Catalogue",

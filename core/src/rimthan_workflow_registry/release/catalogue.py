@@ -18,7 +18,6 @@ from typing import Any
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 
 CATALOGUE_FORMAT = 1
-SETUP_STEP_ID = "setup-workspace"
 WORKSPACE_MANIFEST_ARTIFACT = "workspace-manifest"
 ASSET_KINDS = ("prompt", "skill", "subagent")
 DELIVERY_KINDS = (*ASSET_KINDS, "adapter")

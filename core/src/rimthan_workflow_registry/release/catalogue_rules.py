@@ -14,8 +14,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
-    SETUP_STEP_ID,
     WORKSPACE_MANIFEST_ARTIFACT,
     Catalogue,
     HostAdapter,

@@ -17,6 +17,7 @@ the release's identity everywhere.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -38,6 +39,11 @@ CATALOGUE_DIR = "catalogue"
 SIGNATURE_SIZE = 64
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 MAX_PATH_LENGTH = 1024
+# How every release or catalogue file is opened for reading: never through a symlink, never blocking on a FIFO.
+OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+# A directory name that claims a release identity, ``<catalogue>-<semver>`` (unverified: for ordering and
+# rollback hints only; the manifest is the identity).
+RELEASE_DIR_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
 
 MEDIA_TYPES_BY_SUFFIX = {
     ".toml": "application/toml",

@@ -24,13 +24,12 @@ from types import MappingProxyType
 
 from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError
 from rimthan_workflow_registry.release.catalogue import Catalogue
-from rimthan_workflow_registry.release.format import CATALOGUE_DIR, FileEntry, Manifest
+from rimthan_workflow_registry.release.format import CATALOGUE_DIR, OPEN_NOFOLLOW, FileEntry, Manifest
 from rimthan_workflow_registry.release.loader import SchemaSet
 
 READ_CHUNK = 1024 * 1024
 CACHE_FILE_LIMIT = 1024 * 1024
 CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def read_checked(fs_path: Path | str, entry: FileEntry, *, where: str) -> bytes:
@@ -52,7 +51,7 @@ def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
 
 def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -> bytes | None:
     try:
-        fd = os.open(fs_path, _OPEN_FLAGS)
+        fd = os.open(fs_path, OPEN_NOFOLLOW)
     except FileNotFoundError:
         raise ReleaseVerificationError(
             FailureCode.FILE_MISSING, "listed in the manifest but missing", path=where

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 import unicodedata
 from dataclasses import dataclass, field
@@ -30,12 +29,15 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
+    OPEN_NOFOLLOW,
+    RELEASE_DIR_NAME,
     SIGNATURE_SIZE,
     SIGNATURES_DIR,
     Manifest,
@@ -53,12 +55,8 @@ from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatal
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import LoaderReads, ReleaseFiles, VerifiedRelease, check_file
 
-DEFAULT_PROFILE = "workflow-engine"
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
-# A directory name that claims a release identity: ``<something>-<semver>``.
-_CLAIMED_RELEASE_NAME = re.compile(r"^.+?-\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?$")
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
@@ -95,7 +93,7 @@ def verify_release(
     path: Path | str,
     trust: TrustStore,
     *,
-    expected_profile: str | None = DEFAULT_PROFILE,
+    expected_profile: str | None = WORKFLOW_ENGINE_PROFILE,
     expected_scope: str | None = None,
 ) -> VerifiedRelease:
     """Verify the release directory at ``path`` completely, or raise.
@@ -229,7 +227,7 @@ def _check_layout(rel: str, is_dir: bool, where: Path) -> None:
 def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode) -> bytes:
     """Read a small metadata file without following symlinks, at most ``limit`` bytes."""
     try:
-        fd = os.open(fs_path, _OPEN_FLAGS)
+        fd = os.open(fs_path, OPEN_NOFOLLOW)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", where) from None
@@ -338,7 +336,7 @@ def check_release_name(root: Path, manifest: Manifest) -> None:
     packager's build directory) are not checked.
     """
     name, identity = root.name, manifest.release
-    if name == identity.directory_name or not _CLAIMED_RELEASE_NAME.match(name):
+    if name == identity.directory_name or not RELEASE_DIR_NAME.match(name):
         return
     where = root / MANIFEST_NAME
     prefix = identity.catalogue + "-"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rimthan_workflow_registry.release.catalogue import SETUP_STEP_ID, HostAdapter, StepDefinition, WorkflowDefinition
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
+from rimthan_workflow_registry.release.catalogue import HostAdapter, StepDefinition, WorkflowDefinition
 from rimthan_workflow_registry.run.checkpoints import Checkpoint
 
 RESOURCE_SCHEME = "rimthan"

@@ -1,0 +1,372 @@
+"""Releases as OCI artifacts: the reference syntax, the artifact layout, and the one pull path.
+
+An OCI registry is a content-addressed store every operator already runs, so a
+fleet gets its releases from one instead of by copying directories. A release
+is one OCI image manifest (artifact type :data:`ARTIFACT_TYPE`) with one layer
+per release file - ``manifest.json``, ``SHA256SUMS``, every signature and every
+catalogue file - each titled with its path in the release. The registry only
+carries bytes; trust still comes from the signed Rimthan manifest.
+
+:func:`pull_release` downloads into a hidden temporary directory beside the
+destination, checks every blob against the digest and size the OCI manifest
+advertised (streamed, bounded), runs :func:`verify_release` (the one
+verification path), checks the signed version against a version tag, and only
+then renames the directory to ``<catalogue>-<version>``. Anything that fails
+is deleted and raised as a :class:`RegistryError`; nothing is left behind.
+
+All registry traffic goes through the ``oras`` client (credentials from the
+Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``); TLS
+unless the caller asks for plain HTTP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import oras.provider
+import requests
+
+from ..errors import FailureCode, RegistryError
+from .catalogue import semver_key
+from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR, path_problem, path_set_problem
+from .trust import TrustStore
+from .verified import VerifiedRelease
+from .verify import verify_release
+
+SCHEME = "oci://"
+ARTIFACT_TYPE = "application/vnd.rimthan.release.v1"
+OCI_MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+EMPTY_CONFIG_TYPE = "application/vnd.oci.empty.v1+json"
+MANIFEST_LAYER_TYPE = "application/vnd.rimthan.release.manifest.v1+json"
+CHECKSUMS_LAYER_TYPE = "application/vnd.rimthan.release.checksums.v1"
+SIGNATURE_LAYER_TYPE = "application/vnd.rimthan.release.signature.v1"
+FILE_LAYER_TYPE = "application/vnd.rimthan.release.file.v1"
+LAYER_TYPES = frozenset({MANIFEST_LAYER_TYPE, CHECKSUMS_LAYER_TYPE, SIGNATURE_LAYER_TYPE, FILE_LAYER_TYPE})
+TITLE = "org.opencontainers.image.title"
+VERSION_ANNOTATION = "org.opencontainers.image.version"
+DIGEST_ANNOTATION = "dev.rimthan.release.manifest-digest"
+RELEASE_ANNOTATION = "dev.rimthan.release.id"
+USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
+PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
+
+MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
+MAX_LAYERS = 4096
+MAX_LAYER_BYTES = 16 * 1024 * 1024
+MAX_TOTAL_BYTES = 256 * 1024 * 1024
+REQUEST_TIMEOUT = 30.0
+_CHUNK = 64 * 1024
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_REFERENCE = re.compile(
+    r"^(?P<host>[A-Za-z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+)
+_TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError)
+_VERSION_TAG = re.compile(r"^\d+\.\d+\.\d+(?:[-_][0-9A-Za-z._-]*)?$")
+
+
+@dataclass(frozen=True)
+class OciReference:
+    """``oci://HOST[:PORT]/REPOSITORY[:TAG][@sha256:...]``, parsed."""
+
+    host: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
+
+    @property
+    def target(self) -> str:
+        """The ``host/repo[:tag|@digest]`` form the client speaks (a digest wins over a tag)."""
+        base = f"{self.host}/{self.repository}"
+        if self.digest:
+            return f"{base}@{self.digest}"
+        return f"{base}:{self.tag}" if self.tag else base
+
+    def with_tag(self, tag: str) -> OciReference:
+        return OciReference(self.host, self.repository, tag=tag)
+
+    def __str__(self) -> str:
+        return SCHEME + self.target
+
+
+@dataclass(frozen=True)
+class PulledRelease:
+    """A release that came from a registry and verified, now at ``path``."""
+
+    path: Path
+    release: VerifiedRelease
+    oci_digest: str
+    already_present: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "release": self.release.release_id,
+            "manifest_digest": self.release.manifest_digest,
+            "oci_digest": self.oci_digest,
+            "already_present": self.already_present,
+        }
+
+
+def _refuse(code: FailureCode, message: str, where: str | None = None) -> RegistryError:
+    return RegistryError(code, message, path=where)
+
+
+def parse_reference(text: str) -> OciReference:
+    """Parse an ``oci://`` reference or refuse it as ``oci_reference_invalid``."""
+    body = text[len(SCHEME) :] if text.startswith(SCHEME) else None
+    match = _REFERENCE.match(body or "")
+    if match is None:
+        raise _refuse(
+            FailureCode.OCI_REFERENCE_INVALID,
+            "expected oci://HOST[:PORT]/REPOSITORY[:TAG] or oci://HOST[:PORT]/REPOSITORY@sha256:<64 hex>",
+            text,
+        )
+    return OciReference(match["host"], match["repo"], match["tag"], match["digest"])
+
+
+def is_version_tag(tag: str) -> bool:
+    """Tags that name a release version (OCI tags cannot hold ``+``)."""
+    return bool(_VERSION_TAG.match(tag))
+
+
+class _Registry(oras.provider.Registry):  # type: ignore[misc]
+    """The oras client without its multi-minute retry loop, and with a request timeout.
+
+    A refresh that cannot reach the registry should fail fast and try again on
+    the next refresh, never stall the server for minutes.
+    """
+
+    do_request = oras.provider.Registry.do_request.__wrapped__
+
+
+def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
+    """An oras client for ``ref``'s registry: TLS unless ``plain_http``; Docker config or env credentials."""
+    registry = _Registry(hostname=ref.host, insecure=plain_http, tls_verify=True)
+    registry.session.request = functools.partial(registry.session.request, timeout=REQUEST_TIMEOUT)
+    registry.auth.load_configs(registry.get_container(ref.target))
+    user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
+    if user and password:
+        registry.auth.set_basic_auth(user, password)
+    return registry
+
+
+def registry_call(ref: OciReference, what: str, response: requests.Response, ok: tuple[int, ...] = (200,)) -> None:
+    """Refuse a registry answer that is not one of ``ok`` as ``oci_registry_error``."""
+    if response.status_code not in ok:
+        raise _refuse(
+            FailureCode.OCI_REGISTRY_ERROR, f"{what}: the registry answered HTTP {response.status_code}", str(ref)
+        )
+
+
+@contextlib.contextmanager
+def guarded(ref: OciReference, what: str) -> Iterator[None]:
+    """Turn the client's transport errors into ``oci_registry_error`` (never a traceback)."""
+    try:
+        yield
+    except RegistryError:
+        raise
+    except _TRANSPORT_ERRORS as exc:
+        raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {exc}", str(ref)) from None
+
+
+def fetch_manifest(registry: oras.provider.Registry, ref: OciReference) -> tuple[str, dict[str, Any]]:
+    """The OCI manifest ``ref`` names and its digest (checked against a requested digest)."""
+    found = tagged_manifest(registry, ref)
+    if found is None:
+        raise _refuse(FailureCode.OCI_REGISTRY_ERROR, "no such tag or digest in the repository", str(ref))
+    return found
+
+
+def tagged_manifest(registry: oras.provider.Registry, ref: OciReference) -> tuple[str, dict[str, Any]] | None:
+    """Like :func:`fetch_manifest`, but ``None`` when the registry does not know the reference."""
+    container = registry.get_container(ref.target)
+    with guarded(ref, "fetching the manifest"):
+        response = registry.do_request(
+            f"{registry.prefix}://{container.manifest_url()}", "GET", headers={"Accept": OCI_MANIFEST_TYPE}
+        )
+        if response.status_code == 404:
+            return None
+        registry_call(ref, "fetching the manifest", response)
+        data = response.content
+    if len(data) > MAX_OCI_MANIFEST_BYTES:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, "the OCI manifest is too large", str(ref))
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if ref.digest is not None and digest != ref.digest:
+        raise _refuse(FailureCode.OCI_BLOB_MISMATCH, f"the registry served a manifest with digest {digest}", str(ref))
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, "the OCI manifest is not a JSON object", str(ref))
+    return digest, manifest
+
+
+def version_tags(registry: oras.provider.Registry, ref: OciReference) -> list[str]:
+    """The repository's tags that name a release version, oldest first."""
+    container = registry.get_container(ref.with_tag("latest").target)
+    with guarded(ref, "listing tags"):
+        tags = registry.get_tags(container)
+    found = [t for t in tags if isinstance(t, str) and is_version_tag(t)]
+    return sorted(found, key=lambda t: semver_key(t.replace("_", "+")))
+
+
+def release_layers(manifest: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    """The manifest's layers if it is a well-formed Rimthan release artifact, else refuse."""
+    if manifest.get("mediaType") != OCI_MANIFEST_TYPE or manifest.get("artifactType") != ARTIFACT_TYPE:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"not a Rimthan release (artifact type {ARTIFACT_TYPE})", where)
+    layers = manifest.get("layers")
+    if not isinstance(layers, list) or not layers or len(layers) > MAX_LAYERS:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"a release has 1 to {MAX_LAYERS} layers", where)
+    total = 0
+    for layer in layers:
+        _check_layer(layer, where)
+        total += layer["size"]
+    if total > MAX_TOTAL_BYTES:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"the layers hold more than {MAX_TOTAL_BYTES} bytes", where)
+    problem = path_set_problem(layer["annotations"][TITLE] for layer in layers)
+    if problem is not None:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"layer titles {problem[0]!r}: {problem[1]}", where)
+    return layers
+
+
+def _check_layer(layer: Any, where: str) -> None:
+    ok = (
+        isinstance(layer, dict)
+        and layer.get("mediaType") in LAYER_TYPES
+        and isinstance(layer.get("digest"), str)
+        and _DIGEST.match(layer["digest"]) is not None
+        and type(layer.get("size")) is int
+        and isinstance(layer.get("annotations"), dict)
+        and isinstance(layer["annotations"].get(TITLE), str)
+    )
+    if not ok:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, "a layer is not a titled Rimthan release file", where)
+    title = layer["annotations"][TITLE]
+    problem = path_problem(title)
+    if problem is None and not (
+        title in (MANIFEST_NAME, CHECKSUMS_NAME)
+        or title.startswith(f"{SIGNATURES_DIR}/")
+        or title.startswith(f"{CATALOGUE_DIR}/")
+    ):
+        problem = "not a release file"
+    if problem is not None:
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"layer title {title!r}: {problem}", where)
+    if not 0 <= layer["size"] <= MAX_LAYER_BYTES:
+        raise _refuse(
+            FailureCode.OCI_ARTIFACT_INVALID,
+            f"layer {title!r} declares {layer['size']} bytes; the limit is {MAX_LAYER_BYTES}",
+            where,
+        )
+
+
+def _download(registry: oras.provider.Registry, ref: OciReference, layer: Mapping[str, Any], dest: Path) -> None:
+    """Stream one blob to ``dest``, refusing any byte beyond its declared size or a digest mismatch."""
+    title, size = layer["annotations"][TITLE], layer["size"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    hasher, written = hashlib.sha256(), 0
+    container = registry.get_container(ref.target)
+    with (
+        guarded(ref, f"downloading {title}"),
+        registry.get_blob(container, layer["digest"], stream=True) as response,
+    ):
+        registry_call(ref, f"downloading {title}", response)
+        with dest.open("xb") as out:
+            for chunk in _chunks(response):
+                written += len(chunk)
+                if written > size:
+                    break
+                hasher.update(chunk)
+                out.write(chunk)
+    if written != size or "sha256:" + hasher.hexdigest() != layer["digest"]:
+        raise _refuse(
+            FailureCode.OCI_BLOB_MISMATCH,
+            f"the registry served other bytes for {title} than the manifest's {layer['digest']}",
+            str(ref),
+        )
+
+
+def _chunks(response: requests.Response) -> Iterator[bytes]:
+    yield from (c for c in response.iter_content(chunk_size=_CHUNK) if c)
+
+
+def pull_release(
+    ref: OciReference,
+    trust: TrustStore,
+    out_dir: Path,
+    *,
+    plain_http: bool = False,
+    expected_profile: str | None = None,
+    expected_scope: str | None = None,
+) -> PulledRelease:
+    """Download, check and verify the release ``ref`` names, then move it to ``out_dir/<catalogue>-<version>``."""
+    registry = open_registry(ref, plain_http=plain_http)
+    oci_digest, manifest = fetch_manifest(registry, ref)
+    layers = release_layers(manifest, str(ref))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=out_dir))
+    try:
+        for layer in layers:
+            _download(registry, ref, layer, staging / layer["annotations"][TITLE])
+        release = verify_release(staging, trust, expected_profile=expected_profile, expected_scope=expected_scope)
+        _check_tag(ref, release, manifest)
+        final = _install(staging, out_dir, release)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    path = final or out_dir / release_dir_name(release)
+    moved = verify_release(path, trust, expected_profile=expected_profile, expected_scope=expected_scope)
+    return PulledRelease(path, moved, oci_digest, already_present=final is None)
+
+
+def _check_tag(ref: OciReference, release: VerifiedRelease, manifest: Mapping[str, Any]) -> None:
+    """A version tag must name the signed version; the annotations must name the signed manifest."""
+    version = release.manifest.release.version
+    if ref.digest is None and ref.tag is not None and is_version_tag(ref.tag) and ref.tag != version.replace("+", "_"):
+        raise _refuse(
+            FailureCode.OCI_TAG_MISMATCH,
+            f"tag {ref.tag} points at {release.release_id}; a version tag must name its own signed version",
+            str(ref),
+        )
+    annotations = manifest.get("annotations")
+    claimed = annotations.get(DIGEST_ANNOTATION) if isinstance(annotations, dict) else None
+    if claimed != release.manifest_digest:
+        raise _refuse(
+            FailureCode.OCI_ARTIFACT_INVALID,
+            f"the artifact claims manifest digest {claimed}, its manifest.json is {release.manifest_digest}",
+            str(ref),
+        )
+
+
+def release_dir_name(release: VerifiedRelease) -> str:
+    """``<catalogue>-<version>``: the directory name a release lives under."""
+    ident = release.manifest.release
+    return f"{ident.catalogue}-{ident.version}"
+
+
+def _install(staging: Path, out_dir: Path, release: VerifiedRelease) -> Path | None:
+    """Rename ``staging`` to its final name; ``None`` when the same release is already there."""
+    final = out_dir / release_dir_name(release)
+    if final.exists():
+        manifest = final / MANIFEST_NAME
+        existing = manifest.read_bytes() if manifest.is_file() else b""
+        if "sha256:" + hashlib.sha256(existing).hexdigest() != release.manifest_digest:
+            raise _refuse(
+                FailureCode.RELEASE_EXISTS,
+                "holds another release under this name; releases are never overwritten",
+                str(final),
+            )
+        return None
+    staging.chmod(0o755)  # mkdtemp's 0700 is for the download, not for the release
+    os.rename(staging, final)
+    return final

@@ -1,0 +1,53 @@
+"""Confirmed state: the values the person confirmed, each with an RFC 8785 value digest and a time.
+
+The verifier accepts a changed field only with a confirmation made after the
+checkpoint it continues from, so every confirmation carries the clock at the
+moment the person said yes, and ``confirmed_by`` records *how* they said it:
+through the client's own elicitation interface, relayed by the model after it
+asked the user, or scripted (tests, the demo). A declined or cancelled
+elicitation never reaches :meth:`ConfirmedStateBook.confirm`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rimthan_workflow_registry.canonical import digest_value
+
+BY_SCRIPT = "decision owner"
+BY_ELICITATION = "user via elicitation"
+BY_MODEL = "user, asked by the model"
+
+
+class ConfirmedStateBook:
+    """The confirmed state sent on every call, with a confirmation per top-level field."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.values: dict[str, Any] = {}
+        self.confirmations: dict[str, dict[str, Any]] = {}
+
+    def confirm(self, name: str, value: Any, by: str = BY_SCRIPT) -> None:
+        """Record that the person confirmed ``value`` for ``name`` now, and how."""
+        self.values[name] = value
+        self.confirmations[name] = {
+            "value_digest": digest_value(value),
+            "confirmed_at": int(self.clock()),
+            "confirmed_by": by,
+        }
+
+    def projection(self) -> dict[str, Any]:
+        """The ``confirmed-state-projection`` argument."""
+        return {"state": dict(self.values), "confirmations": {k: dict(v) for k, v in self.confirmations.items()}}
+
+    @classmethod
+    def from_projection(
+        cls, projection: Mapping[str, Any], clock: Callable[[], float] = time.time
+    ) -> ConfirmedStateBook:
+        """A book restored from a projection (resume after a crash)."""
+        book = cls(clock)
+        book.values = dict(projection.get("state") or {})
+        book.confirmations = {k: dict(v) for k, v in (projection.get("confirmations") or {}).items()}
+        return book

@@ -1,0 +1,88 @@
+"""The verifier's side as the host sees it: tool names, the call seam, refusals, the host profile.
+
+Everything in the kit talks to the verifier through a :data:`ToolCaller` -
+``(tool name, arguments) -> structured result`` - so one host session runs
+over stdio, Streamable HTTP, an in-process SDK session or straight into an
+engine module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rimthan_workflow_registry import protocol_names
+
+# The protocol's names, defined once in the core; short aliases for the kit.
+START = protocol_names.START_WORKFLOW
+CONTINUE = protocol_names.CONTINUE_WORKFLOW
+PREPARE = protocol_names.PREPARE_STEP_VALIDATION
+SUBMIT = protocol_names.SUBMIT_STEP_VALIDATION
+SETUP_STEP = protocol_names.SETUP_STEP_ID
+
+ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class ToolRefused(Exception):
+    """A tool answered with a structured error (``isError``)."""
+
+    def __init__(self, tool: str, error: Mapping[str, Any]) -> None:
+        self.tool = tool
+        self.error = dict(error)
+        self.code = str(error.get("code"))
+        super().__init__(f"{tool} refused: {self.code}: {error.get('message')}")
+
+
+class HarnessError(Exception):
+    """The run cannot go on as asked (blocked, a refused file, or a failure the host cannot repair)."""
+
+
+def client_caller(client: Any) -> ToolCaller:
+    """A :data:`ToolCaller` over an SDK ``Client`` or ``ClientSession`` (anything with ``call_tool``)."""
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = await client.call_tool(name, arguments)
+        payload = result.structured_content
+        if result.is_error:
+            raise ToolRefused(name, (payload or {}).get("error") or {"code": "unknown", "message": str(result)})
+        if not isinstance(payload, dict):
+            raise HarnessError(f"{name} returned no structured content")
+        return payload
+
+    return call
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    """What the host tells the verifier about itself (the ``host`` argument)."""
+
+    harness: str = "claude-code"
+    adapter_id: str = "claude-code"
+    adapter_version: str = "1.0.0"
+    capabilities: tuple[str, ...] = ("skills", "subagents", "workspace.write")
+    validator_capabilities: tuple[str, ...] = ("subagent.isolated-context",)
+    writable_paths: tuple[str, ...] = (".claude/*", ".opencode/*", ".rimthan/*", "research/*")
+    protected_paths: tuple[str, ...] = (".git/*",)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "harness": self.harness,
+            "adapter": {"id": self.adapter_id, "version": self.adapter_version},
+            "capabilities": sorted(self.capabilities),
+            "validator_capabilities": sorted(self.validator_capabilities),
+            "repository_policy": {
+                "writable_paths": list(self.writable_paths),
+                "protected_paths": list(self.protected_paths),
+            },
+        }
+
+
+def failure_lines(result: Mapping[str, Any]) -> str:
+    """A result's failures as one line (``code: message; ...``)."""
+    failures = result.get("failures") or []
+    return "; ".join(f"{f['code']}: {f['message']}" for f in failures) or str(result.get("message"))
+
+
+def workflow_version(result: Mapping[str, Any]) -> str:
+    return str((result.get("workflow") or {}).get("version") or "")

@@ -1,0 +1,55 @@
+"""Validator reports: a verdict bound to the validator's instruction and the exact artifacts it read.
+
+The validation bundle names each validator to run with the SHA-256 of its
+instruction; the host checks that the step's instruction text hashes to it
+(so the verdict is about the instruction the verifier meant), then binds the
+report to the artifact digests it validated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .files import WrittenFile
+from .protocol import HarnessError, HostProfile
+
+
+def validator_key(summary: Mapping[str, Any]) -> str:
+    return f"{summary['validator_id']}@{summary['version']}"
+
+
+def validator_payload(step: Mapping[str, Any], summary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The step's payload for a validator the bundle names, its instruction checked against the bundle."""
+    payload: Mapping[str, Any] | None = next(
+        (v for v in step["validators"] if v["id"] == summary["validator_id"] and v["version"] == summary["version"]),
+        None,
+    )
+    if payload is None:
+        raise HarnessError(f"the bundle names validator {summary['validator_id']} the step does not list")
+    text = payload["instruction"]["text"]
+    if "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest() != summary["instruction_digest"]:
+        raise HarnessError(f"validator {summary['validator_id']} instruction does not match the bundle digest")
+    return payload
+
+
+def validator_report(
+    summary: Mapping[str, Any],
+    outcome: str,
+    findings: Sequence[Mapping[str, Any]],
+    artifacts: Sequence[WrittenFile],
+    host: HostProfile,
+) -> dict[str, Any]:
+    """One ``report`` for ``submit_step_validation``."""
+    if outcome not in ("pass", "fail"):
+        raise HarnessError(f"a verdict is pass or fail, not {outcome!r}")
+    return {
+        "validator_id": summary["validator_id"],
+        "version": summary["version"],
+        "outcome": outcome,
+        "instruction_digest": summary["instruction_digest"],
+        "input_artifacts": {a.artifact_id: a.sha256 for a in artifacts},
+        "findings": [dict(f) for f in findings],
+        "validated_by": {"harness": host.harness, "adapter_version": host.adapter_version},
+    }

@@ -1,0 +1,94 @@
+"""The run log: ``.rimthan/runs/<run>.log`` in the project, one checkpoint token per line.
+
+Append-only and fsynced per line, in issue order: exactly what
+``rimthan-mcp audit`` verifies offline. Next to it, ``<run>.json`` holds what
+the tokens cannot carry and a resumed host needs - the confirmed state with
+its confirmations, the workflow, and which outputs existed before the
+current step - replaced atomically after every call. A host that crashed
+resumes from the last logged checkpoint and that state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .protocol import HarnessError
+
+RUNS_DIR = Path(".rimthan") / "runs"
+_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+def new_run_id() -> str:
+    return "run-" + secrets.token_hex(4)
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """One run's log and resume state in ``project``."""
+
+    project: Path
+    run_id: str
+
+    def __post_init__(self) -> None:
+        if not _RUN_ID.match(self.run_id):
+            raise HarnessError(f"run id {self.run_id!r} is not lower-case letters, digits and dashes")
+
+    @property
+    def log_path(self) -> Path:
+        return self.project / RUNS_DIR / f"{self.run_id}.log"
+
+    @property
+    def state_path(self) -> Path:
+        return self.project / RUNS_DIR / f"{self.run_id}.json"
+
+    def tokens(self) -> list[str]:
+        if not self.log_path.exists():
+            return []
+        return [line.strip() for line in self.log_path.read_text("utf-8").splitlines() if line.strip()]
+
+    def append(self, token: str) -> None:
+        """Log a checkpoint the verifier issued (a repeat of the last line is skipped)."""
+        existing = self.tokens()
+        if existing and existing[-1] == token:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, (token + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def save_state(self, state: Mapping[str, Any]) -> None:
+        """Replace the resume state atomically (write a sibling, fsync, rename)."""
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".json.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(state, handle, sort_keys=True, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.state_path)
+
+    def load_state(self) -> dict[str, Any]:
+        if not self.state_path.exists():
+            raise HarnessError(f"no run {self.run_id} in {self.project / RUNS_DIR}")
+        value = json.loads(self.state_path.read_text("utf-8"))
+        if not isinstance(value, dict):
+            raise HarnessError(f"{self.state_path} is not a run state object")
+        return value
+
+
+def list_runs(project: Path) -> list[str]:
+    """Run ids with a log in ``project``, oldest first."""
+    runs = Path(project) / RUNS_DIR
+    if not runs.is_dir():
+        return []
+    logs = sorted(runs.glob("*.log"), key=lambda p: p.stat().st_mtime)
+    return [p.stem for p in logs]

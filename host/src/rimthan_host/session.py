@@ -1,0 +1,343 @@
+"""The host session: one run's protocol moves, with the state, files and log they need.
+
+A :class:`HostSession` holds everything the verifier asks the host to carry
+between calls - the current checkpoint, the confirmed state, the validation
+bundle - and turns plain moves (start, confirm, answer, attest the step's
+files, submit verdicts, migrate, resume) into the four tools' exact
+arguments. The scripted harness (:mod:`rimthan_host.harness`) and the MCP
+bridge (:mod:`rimthan_host.bridge`) both drive runs through it: one
+implementation of the host side. Every checkpoint is appended to the run log
+as it is issued.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .confirmations import BY_SCRIPT, ConfirmedStateBook
+from .files import ProjectFiles, WrittenFile
+from .protocol import CONTINUE, PREPARE, SETUP_STEP, START, SUBMIT, HarnessError, HostProfile, ToolCaller
+from .reports import validator_key, validator_report
+from .runlog import RunLog
+from .workspace import set_up_workspace
+
+EventSink = Callable[["HarnessEvent"], None]
+
+
+@dataclass(frozen=True)
+class HarnessEvent:
+    """One thing the host did, for printing (demo) or asserting (tests)."""
+
+    kind: str  # call | deliver | write | review | answer | confirm | migrate | repair
+    summary: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    """How a run went: each call's status, every checkpoint, steps, validators, files, the final result."""
+
+    statuses: list[tuple[str, str, str | None]] = field(default_factory=list)  # (tool, status, step id)
+    checkpoints: list[str] = field(default_factory=list)  # every distinct checkpoint, in issue order
+    steps_visited: list[str] = field(default_factory=list)
+    validation_rounds: dict[str, int] = field(default_factory=dict)
+    validators_run: list[tuple[str, str, str]] = field(default_factory=list)  # (step, validator key, outcome)
+    written: dict[str, WrittenFile] = field(default_factory=dict)
+    final: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """A step's files attested and deterministically checked: the validators still to run."""
+
+    artifacts: list[WrittenFile]
+    bundle: str
+    validators: list[dict[str, Any]]  # the bundle's validator summaries
+    verdicts: dict[str, tuple[str, tuple[Mapping[str, Any], ...]]] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        return [s for s in self.validators if validator_key(s) not in self.verdicts]
+
+
+class HostSession:
+    """One run, in one project directory, through one :data:`ToolCaller`."""
+
+    def __init__(
+        self,
+        call: ToolCaller,
+        *,
+        project_dir: Path,
+        host: HostProfile | None = None,
+        clock: Callable[[], float] = time.time,
+        run_log: RunLog | None = None,
+        on_event: EventSink | None = None,
+    ) -> None:
+        self.call_tool = call
+        self.files = ProjectFiles(Path(project_dir))
+        self.host = host or HostProfile()
+        self.clock = clock
+        self.state = ConfirmedStateBook(clock)
+        self.record = RunRecord()
+        self.run_log = run_log
+        self.result: dict[str, Any] = {}
+        self.prepared: Prepared | None = None
+        self.existed_before: dict[str, bool] = {}
+        self._emit: EventSink = on_event or (lambda event: None)
+
+    @property
+    def project_dir(self) -> Path:
+        return self.files.root
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call a tool, keep its result as current, log a new checkpoint, and save the resume state."""
+        result = await self.call_tool(tool, arguments)
+        step = (result.get("step") or {}).get("id")
+        self.record.statuses.append((tool, result["status"], step))
+        token = result.get("checkpoint")
+        if token and (not self.record.checkpoints or self.record.checkpoints[-1] != token):
+            self.record.checkpoints.append(token)
+            if self.run_log is not None:
+                self.run_log.append(token)
+        if step and (not self.record.steps_visited or self.record.steps_visited[-1] != step):
+            self.record.steps_visited.append(step)
+            self._note_outputs(result["step"])
+        if result.get("step") or result["status"] == "completed":
+            self.result = result  # the run's position (prepare and blocked results only echo the checkpoint)
+        if result["status"] == "completed":
+            self.record.final = result
+        self._emit(
+            HarnessEvent(
+                "call",
+                f"{tool} -> {result['status']}" + (f" [{step}]" if step else ""),
+                {"tool": tool, "result": result},
+            )
+        )
+        self.save()
+        return result
+
+    def _note_outputs(self, step: Mapping[str, Any]) -> None:
+        """Which outputs exist as a step begins: an attestation says ``created`` or ``replaced`` from this."""
+        self.prepared = None
+        self.existed_before = {o["path"]: self.files.exists(o["path"]) for o in step.get("outputs") or []}
+
+    @property
+    def checkpoint(self) -> str:
+        token = self.result.get("checkpoint")
+        if not token:
+            raise HarnessError("no run is in progress here")
+        return str(token)
+
+    @property
+    def step(self) -> Mapping[str, Any]:
+        return self.result.get("step") or {}
+
+    # -- start, continue, answer ----------------------------------------------------------
+
+    async def start(
+        self, workflow: str, values: Mapping[str, Any], *, workflow_version: str | None = None, by: str = BY_SCRIPT
+    ) -> dict[str, Any]:
+        """Confirm ``values`` and start ``workflow``."""
+        for name, value in values.items():
+            self.state.confirm(name, value, by)
+        arguments: dict[str, Any] = {
+            "workflow": workflow,
+            "confirmed_state": self.state.projection(),
+            "host": self.host.to_json(),
+        }
+        if workflow_version is not None:
+            arguments["workflow_version"] = workflow_version
+        return await self.call(START, arguments)
+
+    async def advance(self, updates: Mapping[str, Any] | None = None, *, by: str = BY_SCRIPT) -> dict[str, Any]:
+        """``continue_workflow`` from the current checkpoint, with confirmed ``updates`` (answers) if any."""
+        prior = self.state.projection()
+        arguments: dict[str, Any] = {"checkpoint": self.checkpoint, "confirmed_state": prior}
+        if updates:
+            for name, value in updates.items():
+                self.state.confirm(name, value, by)
+                self._emit(HarnessEvent("confirm", f"user confirmed {name} ({by})", {"field": name}))
+            arguments["next_confirmed_state"] = self.state.projection()
+        result = await self.call(CONTINUE, arguments)
+        if updates and result["status"] == "blocked":
+            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
+        return result
+
+    # -- gated steps ----------------------------------------------------------------------
+
+    def set_up_workspace(self) -> WrittenFile:
+        """The setup step's output: deliver every asset and write the workspace manifest."""
+        if self.step.get("id") != SETUP_STEP:
+            raise HarnessError(f"the current step is {self.step.get('id')}, not {SETUP_STEP}")
+
+        def delivered(entry: Mapping[str, Any]) -> None:
+            self._emit(HarnessEvent("deliver", f"delivered {entry['kind']} {entry['asset']} -> {entry['path']}"))
+
+        written = set_up_workspace(self.files, self.step, self.host, delivered)
+        self._keep(written)
+        return written
+
+    def write_output(self, output: Mapping[str, Any], text: str) -> WrittenFile:
+        """Write one declared output (scripted authoring) and attest it."""
+        written = self.files.write(output["id"], output["path"], output["media_type"], text)
+        self._keep(written)
+        return written
+
+    def read_outputs(self) -> list[WrittenFile]:
+        """Attest the current step's declared outputs as they are on disk (written by someone else)."""
+        missing = [o["path"] for o in self.step.get("outputs") or [] if not self.files.exists(o["path"])]
+        if missing:
+            raise HarnessError("not written yet: " + ", ".join(missing))
+        out = []
+        for output in self.step["outputs"]:
+            written = self.files.attest(
+                output["id"], output["path"], output["media_type"], existed_before=self._existed(output["path"])
+            )
+            self._keep(written)
+            out.append(written)
+        return out
+
+    def _existed(self, path: str) -> bool:
+        return self.existed_before.get(path, False)
+
+    def _keep(self, written: WrittenFile) -> None:
+        self.existed_before[written.path] = True  # a later attempt replaces what this one attested
+        self.record.written[written.artifact_id] = written
+        self._emit(
+            HarnessEvent("write", f"wrote {written.path} ({len(written.text.encode('utf-8'))} bytes, {written.write})")
+        )
+
+    async def prepare(self, artifacts: Sequence[WrittenFile]) -> dict[str, Any]:
+        """``prepare_step_validation`` for the attested files; on success the validators to run are pending."""
+        step = self.step
+        self.record.validation_rounds[step["id"]] = self.record.validation_rounds.get(step["id"], 0) + 1
+        prepared = await self.call(
+            PREPARE,
+            {
+                "checkpoint": self.checkpoint,
+                "confirmed_state": self.state.projection(),
+                "host": self.host.to_json(),
+                "artifacts": [a.to_artifact() for a in artifacts],
+                "inputs": list(step.get("inputs") or []),
+            },
+        )
+        if prepared["status"] == "ready_for_semantic_validation":
+            self.prepared = Prepared(list(artifacts), prepared["validation_bundle"], list(prepared["validators"]))
+        else:
+            self.prepared = None
+        return prepared
+
+    def verdict(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Record one validator's verdict (``validator-id@version``) for the prepared bundle."""
+        if self.prepared is None:
+            raise HarnessError("no validation is waiting for verdicts; submit the step first")
+        if key not in {validator_key(s) for s in self.prepared.validators}:
+            raise HarnessError(f"validator {key} is not one this step's validation asked for")
+        if outcome not in ("pass", "fail"):
+            raise HarnessError(f"a verdict is pass or fail, not {outcome!r}")
+        self.prepared.verdicts[key] = (outcome, tuple(dict(f) for f in findings))
+        self.record.validators_run.append((str(self.step.get("id")), key, outcome))
+
+    async def submit(self) -> dict[str, Any]:
+        """``submit_step_validation`` with every recorded verdict."""
+        prepared = self.prepared
+        if prepared is None or prepared.pending:
+            raise HarnessError("every validator needs a verdict before the step can be submitted")
+        reports = []
+        for summary in prepared.validators:
+            outcome, findings = prepared.verdicts[validator_key(summary)]
+            reports.append(validator_report(summary, outcome, findings, prepared.artifacts, self.host))
+        result = await self.call(
+            SUBMIT,
+            {
+                "checkpoint": self.checkpoint,
+                "confirmed_state": self.state.projection(),
+                "validation_bundle": prepared.bundle,
+                "reports": reports,
+            },
+        )
+        self.prepared = None
+        return result
+
+    # -- migration ------------------------------------------------------------------------
+
+    async def migrate(
+        self, target_release: str, target_values: Mapping[str, Any], *, confirm: bool, by: str = BY_SCRIPT
+    ) -> dict[str, Any]:
+        """Preview (``confirm=False``) or perform a migration; every target field is confirmed afresh."""
+        prior = self.state.projection()
+        target = ConfirmedStateBook(self.clock)
+        for name, value in target_values.items():
+            target.confirm(name, value, by)
+        arguments = {
+            "checkpoint": self.checkpoint,
+            "confirmed_state": prior,
+            "migration": {
+                "target_release": target_release,
+                "confirmed_state": target.projection(),
+                "host": self.host.to_json(),
+                "confirm": confirm,
+            },
+        }
+        if confirm:
+            self.state = target  # saved with the new checkpoint; restored below if refused
+        try:
+            migrated = await self.call(CONTINUE, arguments)
+        except Exception:
+            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
+            raise
+        if migrated["status"] != "active":
+            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
+            self.save()
+        self._emit(
+            HarnessEvent(
+                "migrate",
+                f"migration to {target_release}: {migrated['status']}",
+                {"preview": migrated.get("migration")},
+            )
+        )
+        return migrated
+
+    # -- resume ---------------------------------------------------------------------------
+
+    def save(self) -> None:
+        if self.run_log is None:
+            return
+        self.run_log.save_state(
+            {
+                "run": self.run_log.run_id,
+                "confirmed_state": self.state.projection(),
+                "workflow": self.result.get("workflow"),
+                "release": self.result.get("release"),
+                "step": self.step.get("id"),
+                "existed_before": self.existed_before,
+                "completed": self.result.get("status") == "completed",
+            }
+        )
+
+    async def resume(self) -> dict[str, Any]:
+        """Pick a run up from its log: the last checkpoint and the saved confirmed state.
+
+        ``continue_workflow`` on a gated step returns that step again; on an
+        ungated one it advances, as the run would have next.
+        """
+        if self.run_log is None:
+            raise HarnessError("this session has no run log to resume from")
+        tokens = self.run_log.tokens()
+        if not tokens:
+            raise HarnessError(f"run {self.run_log.run_id} has no logged checkpoint")
+        saved = self.run_log.load_state()
+        self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
+        self.record.checkpoints = list(tokens)
+        self.result = {"checkpoint": tokens[-1]}
+        result = await self.call(CONTINUE, {"checkpoint": tokens[-1], "confirmed_state": self.state.projection()})
+        if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
+            self.existed_before = dict(saved.get("existed_before") or {})
+            self.save()
+        return result

@@ -1,0 +1,58 @@
+"""Setup: deliver the release's host assets byte for byte and attest them in the workspace manifest.
+
+Every asset's text is checked against its pinned SHA-256 *before* it is
+written (a mismatch is refused, nothing is delivered), written through a
+symlink-free path, read back and hashed; the manifest lists what was read
+back, in canonical JSON, so the verifier can compare it with the release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rimthan_workflow_registry.canonical import canonical_text
+
+from .files import ProjectFiles, WrittenFile
+from .protocol import HarnessError, HostProfile
+
+
+def deliver_assets(
+    files: ProjectFiles, step: Mapping[str, Any], on_delivered: Callable[[Mapping[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Write every host asset of the setup step; the delivered entries, as read back."""
+    delivered = []
+    for asset in step["host_assets"]:
+        if hashlib.sha256(asset["text"].encode("utf-8")).hexdigest() != asset["sha256"]:
+            raise HarnessError(f"asset {asset['id']} text does not match its pinned sha256; not delivering it")
+        written = files.write(asset["id"], asset["install_path"], asset["media_type"], asset["text"])
+        entry = {"asset": asset["id"], "kind": asset["kind"], "path": written.path, "sha256": written.sha256}
+        delivered.append(entry)
+        if on_delivered is not None:
+            on_delivered(entry)
+    return delivered
+
+
+def workspace_manifest(host: HostProfile, delivered: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workspace manifest the setup step's single output carries."""
+    return {
+        "harness": host.harness,
+        "adapter": {"id": host.adapter_id, "version": host.adapter_version},
+        "capabilities": sorted(host.capabilities),
+        "delivered": sorted(delivered, key=lambda d: (d["kind"], d["asset"])),
+        "symlink_free": True,
+    }
+
+
+def set_up_workspace(
+    files: ProjectFiles,
+    step: Mapping[str, Any],
+    host: HostProfile,
+    on_delivered: Callable[[Mapping[str, Any]], None] | None = None,
+) -> WrittenFile:
+    """Deliver the assets, then write and attest the workspace manifest (the step's output)."""
+    delivered = deliver_assets(files, step, on_delivered)
+    (output,) = step["outputs"]
+    text = canonical_text(workspace_manifest(host, delivered)) + "\n"
+    return files.write(output["id"], output["path"], output["media_type"], text)

@@ -1,0 +1,106 @@
+"""``rimthan-pack push`` and ``pull``: releases to and from an OCI registry.
+
+Registered on the ``rimthan-pack`` group by :mod:`rimthan_packager.cli`. The
+work is in :mod:`rimthan_packager.oci` (push) and the core's
+:mod:`rimthan_workflow_registry.release.oci` (the pull path the server shares).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.release.oci import parse_reference, pull_release
+from rimthan_workflow_registry.release.trust import load_trust
+
+from .cli import _JSON, _TRUST_HELP, NEXT_STEPS, _emit_json, _epilog, cli, reports_errors
+from .oci import push_release
+
+_NOTHING_INSTALLED = "nothing was installed; ask the publisher to push the release again with rimthan-pack push"
+NEXT_STEPS.update(
+    {
+        FailureCode.OCI_REFERENCE_INVALID: "write the reference as oci://HOST[:PORT]/REPOSITORY[:TAG] "
+        "or oci://HOST[:PORT]/REPOSITORY@sha256:<digest>",
+        FailureCode.OCI_REGISTRY_ERROR: "check the registry address and tag, --plain-http for a registry "
+        "without TLS, and credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_PASSWORD)",
+        FailureCode.OCI_ARTIFACT_INVALID: _NOTHING_INSTALLED,
+        FailureCode.OCI_BLOB_MISMATCH: "the registry's storage was altered; " + _NOTHING_INSTALLED,
+        FailureCode.OCI_TAG_MISMATCH: "the tag was moved to another release; " + _NOTHING_INSTALLED,
+        FailureCode.OCI_TAG_EXISTS: "publish a new version, or pass --replace-tag to move the tag "
+        "(the old release stays addressable by digest)",
+    }
+)
+_PLAIN_HTTP = click.option(
+    "--plain-http", is_flag=True, help="Talk plain HTTP instead of TLS (only for a registry you run without TLS)."
+)
+
+
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack push releases/research-decision-1.3.0 oci://registry.example/rimthan/research --trust keys/",
+        "rimthan-pack push RELEASE oci://127.0.0.1:5000/rimthan/research:1.3.0 --trust keys/ --plain-http",
+    )
+)
+@click.argument("release", type=click.Path(path_type=Path))
+@click.argument("reference")
+@click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
+@_PLAIN_HTTP
+@click.option(
+    "--replace-tag", is_flag=True, help="Move a tag that already names another release (its bytes stay by digest)."
+)
+@_JSON
+@reports_errors
+def push(release: Path, reference: str, trust_path: Path, plain_http: bool, replace_tag: bool, as_json: bool) -> None:
+    """Publish a verified RELEASE as an OCI artifact at oci://HOST/REPOSITORY[:TAG].
+
+    The tag defaults to the release version. Every release file becomes a
+    blob addressed by its SHA-256; blobs the registry holds are not sent
+    again, so pushing after `rimthan-pack sign` uploads just the new
+    signature. Prints the OCI manifest digest.
+    """
+    result = push_release(
+        release, parse_reference(reference), load_trust(trust_path), plain_http=plain_http, replace_tag=replace_tag
+    )
+    if as_json:
+        _emit_json({"ok": True, **result.to_dict()})
+        return
+    click.echo(f"pushed {result.release} {result.manifest_digest} to {result.reference}")
+    click.echo(f"blobs: {result.uploaded} uploaded, {result.reused} already there")
+    click.echo(result.oci_digest)
+
+
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack pull oci://registry.example/rimthan/research:1.3.0 --trust keys/ --out releases",
+        "rimthan-pack pull oci://registry.example/rimthan/research@sha256:<digest> --trust keys/ --out releases",
+    )
+)
+@click.argument("reference")
+@click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
+@click.option(
+    "--out",
+    "out_dir",
+    default=Path("releases"),
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Releases directory; the release lands in OUT/<catalogue>-<version>.",
+)
+@_PLAIN_HTTP
+@_JSON
+@reports_errors
+def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_json: bool) -> None:
+    """Download, verify and install the release at oci://HOST/REPOSITORY(:TAG|@sha256:...).
+
+    The download goes to a temporary directory beside OUT; only a release
+    whose blobs match their digests, that passes the one verification path
+    and whose version tag names its signed version is moved to its final
+    name. Anything else is deleted and refused.
+    """
+    result = pull_release(parse_reference(reference), load_trust(trust_path), out_dir, plain_http=plain_http)
+    if as_json:
+        _emit_json({"ok": True, **result.to_dict()})
+        return
+    state = "already present" if result.already_present else "pulled"
+    click.echo(f"{state} {result.release.release_id} {result.release.manifest_digest}")
+    click.echo(f"{result.path} (OCI {result.oci_digest})")

@@ -1,0 +1,199 @@
+"""``rimthan-pack push``: publish a verified release as an OCI artifact.
+
+The artifact layout (artifact type, media types, titles, annotations) and the
+pull path live in the core (:mod:`rimthan_workflow_registry.release.oci`), so
+the server's follower and ``rimthan-pack pull`` share them. Pushing never
+changes a release: it verifies the release first, uploads each file as a blob
+the registry addresses by its SHA-256 (blobs the registry already holds are
+not sent again, so a co-signature push uploads one signature), and refuses to
+move a tag that names another release unless told to; the old release stays
+addressable by digest either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import oras.provider
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release.format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
+from rimthan_workflow_registry.release.oci import (
+    ARTIFACT_TYPE,
+    CHECKSUMS_LAYER_TYPE,
+    DIGEST_ANNOTATION,
+    EMPTY_CONFIG_TYPE,
+    FILE_LAYER_TYPE,
+    MANIFEST_LAYER_TYPE,
+    OCI_MANIFEST_TYPE,
+    RELEASE_ANNOTATION,
+    SIGNATURE_LAYER_TYPE,
+    TITLE,
+    VERSION_ANNOTATION,
+    OciReference,
+    guarded,
+    open_registry,
+    registry_call,
+    tagged_manifest,
+)
+from rimthan_workflow_registry.release.trust import TrustStore
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import verify_release
+
+EMPTY_CONFIG = b"{}"
+UPLOAD_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What a push published: the OCI manifest digest is the artifact's address."""
+
+    reference: str
+    tag: str
+    oci_digest: str
+    release: str
+    manifest_digest: str
+    uploaded: int
+    reused: int
+    replaced: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "tag": self.tag,
+            "oci_digest": self.oci_digest,
+            "release": self.release,
+            "manifest_digest": self.manifest_digest,
+            "uploaded": self.uploaded,
+            "reused": self.reused,
+            "replaced": self.replaced,
+        }
+
+
+def _descriptor(media_type: str, data: bytes, title: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "mediaType": media_type,
+        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "size": len(data),
+    }
+    if title is not None:
+        out["annotations"] = {TITLE: title}
+    return out
+
+
+def release_files(release: VerifiedRelease) -> list[tuple[str, str]]:
+    """``(title, media type)`` of every file a release holds, in a stable order."""
+    root = release.root
+    files = [(MANIFEST_NAME, MANIFEST_LAYER_TYPE), (CHECKSUMS_NAME, CHECKSUMS_LAYER_TYPE)]
+    files += [(f"{SIGNATURES_DIR}/{p.name}", SIGNATURE_LAYER_TYPE) for p in sorted((root / SIGNATURES_DIR).iterdir())]
+    files += [(f"{CATALOGUE_DIR}/{e.path}", FILE_LAYER_TYPE) for e in release.manifest.files]
+    return files
+
+
+def oci_manifest(release: VerifiedRelease, layers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The OCI image manifest of a release artifact."""
+    return {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST_TYPE,
+        "artifactType": ARTIFACT_TYPE,
+        "config": _descriptor(EMPTY_CONFIG_TYPE, EMPTY_CONFIG),
+        "layers": layers,
+        "annotations": {
+            VERSION_ANNOTATION: release.manifest.release.version,
+            RELEASE_ANNOTATION: release.release_id,
+            DIGEST_ANNOTATION: release.manifest_digest,
+        },
+    }
+
+
+def push_release(
+    release_dir: Path, ref: OciReference, trust: TrustStore, *, plain_http: bool = False, replace_tag: bool = False
+) -> PushResult:
+    """Verify ``release_dir`` and publish it under ``ref`` (tag = its version unless ``ref`` names one)."""
+    if ref.digest is not None:
+        raise RegistryError(FailureCode.OCI_REFERENCE_INVALID, "push to a tag, not a digest", path=str(ref))
+    release = verify_release(release_dir, trust, expected_profile=None)
+    tag = ref.tag or release.manifest.release.version.replace("+", "_")
+    target = ref.with_tag(tag)
+    registry = open_registry(target, plain_http=plain_http)
+    replaced = _check_tag(registry, target, release, replace_tag)
+    container = registry.get_container(target.target)
+    blobs = [(_descriptor(EMPTY_CONFIG_TYPE, EMPTY_CONFIG), EMPTY_CONFIG)]
+    for title, media_type in release_files(release):
+        data = (release.root / title).read_bytes()
+        blobs.append((_descriptor(media_type, data, title), data))
+    with ThreadPoolExecutor(max_workers=UPLOAD_WORKERS) as pool:
+        uploaded = sum(pool.map(lambda blob: upload_blob(registry, target, container, *blob), blobs))
+    layers = [layer for layer, _ in blobs[1:]]
+    manifest = oci_manifest(release, layers)
+    digest = put_manifest(registry, target, container, manifest)
+    return PushResult(
+        reference=str(target),
+        tag=tag,
+        oci_digest=digest,
+        release=release.release_id,
+        manifest_digest=release.manifest_digest,
+        uploaded=uploaded,
+        reused=len(blobs) - uploaded,
+        replaced=replaced,
+    )
+
+
+def _check_tag(
+    registry: oras.provider.Registry, target: OciReference, release: VerifiedRelease, replace: bool
+) -> str | None:
+    """The release digest the tag named before, refusing to move it to another release unless ``replace``."""
+    found = tagged_manifest(registry, target)
+    if found is None:
+        return None
+    annotations = found[1].get("annotations")
+    before = annotations.get(DIGEST_ANNOTATION) if isinstance(annotations, dict) else None
+    if before == release.manifest_digest:
+        return None
+    if not replace:
+        raise RegistryError(
+            FailureCode.OCI_TAG_EXISTS,
+            f"the tag names another release ({before}, OCI {found[0]}); a published release is never replaced",
+            path=str(target),
+        )
+    return str(before)
+
+
+def upload_blob(
+    registry: oras.provider.Registry, ref: OciReference, container: Any, layer: dict[str, Any], data: bytes
+) -> int:
+    """Upload one blob unless the registry already holds it; 1 if sent, 0 if reused."""
+    with guarded(ref, f"uploading {layer.get('annotations', {}).get(TITLE, 'the config')}"):
+        if registry.blob_exists(layer, container):
+            return 0
+        with tempfile.NamedTemporaryFile() as tmp:
+            tmp.write(data)
+            tmp.flush()
+            response = registry.put_upload(tmp.name, container, layer)
+        registry_call(ref, "uploading a blob", response, ok=(200, 201, 202))
+    return 1
+
+
+def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, manifest: dict[str, Any]) -> str:
+    """PUT the manifest as compact sorted JSON and check the registry addresses it by our digest."""
+    data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    with guarded(ref, "uploading the manifest"):
+        response = registry.do_request(
+            f"{registry.prefix}://{container.manifest_url()}",
+            "PUT",
+            data=data,
+            headers={"Content-Type": OCI_MANIFEST_TYPE},
+        )
+        registry_call(ref, "uploading the manifest", response, ok=(200, 201))
+    served = response.headers.get("Docker-Content-Digest")
+    if served not in (None, digest):
+        raise RegistryError(
+            FailureCode.OCI_BLOB_MISMATCH, f"the registry stored the manifest as {served}, not {digest}", path=str(ref)
+        )
+    return digest

@@ -1,0 +1,148 @@
+"""Typed tool results: what ``WorkflowEngineQueryModule`` returns, serialised once by ``to_json``.
+
+The engine speaks in these records; the server adapter turns a
+:class:`ToolResult` into wire JSON with its one ``to_json`` and checks that
+against the tool's declared output schema. Every key of the closed result
+envelope is always present on the wire (``null`` / ``[]`` when unused), so
+the records carry defaults for the parts an outcome does not use.
+
+A :class:`ToolResult` also reads as a ``Mapping`` over exactly that wire
+form, so an in-process host (the scripted harness, tests) reads a result the
+way an MCP client reads ``structuredContent``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.release.catalogue import Question, WorkflowDefinition
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.run.checkpoints import IssuedCheckpoint
+from rimthan_workflow_registry.run.validation_bundle import ValidatorSummary
+
+
+@dataclass(frozen=True)
+class WorkflowRef:
+    """The workflow a result is about."""
+
+    id: str
+    version: str
+
+    @classmethod
+    def of(cls, workflow: WorkflowDefinition) -> WorkflowRef:
+        return cls(workflow.id, workflow.version)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "version": self.version}
+
+
+@dataclass(frozen=True)
+class ReleaseRef:
+    """The verified release that served the call."""
+
+    id: str
+    manifest_digest: str
+
+    @classmethod
+    def of(cls, release: VerifiedRelease) -> ReleaseRef:
+        return cls(release.release_id, release.manifest_digest)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "manifest_digest": self.manifest_digest}
+
+
+@dataclass(frozen=True)
+class MigrationEnd:
+    """One side of a migration: release identity and the workflow key on it."""
+
+    release: str
+    manifest_digest: str
+    workflow: str
+
+    @classmethod
+    def of(cls, release: VerifiedRelease, workflow: WorkflowDefinition) -> MigrationEnd:
+        return cls(release.release_id, release.manifest_digest, workflow.key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"release": self.release, "manifest_digest": self.manifest_digest, "workflow": self.workflow}
+
+
+@dataclass(frozen=True)
+class MigrationPreview:
+    """What an explicit migration does to the run: everything is invalidated, the run restarts."""
+
+    source: MigrationEnd
+    target: MigrationEnd
+    invalidated_artifacts: tuple[str, ...]
+    invalidated_validators: tuple[str, ...]
+    restart_step: str
+    confirmed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.source.to_json(),
+            "to": self.target.to_json(),
+            "invalidated_artifacts": list(self.invalidated_artifacts),
+            "invalidated_validators": list(self.invalidated_validators),
+            "restart_step": self.restart_step,
+            "confirmed": self.confirmed,
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult(Mapping[str, Any]):
+    """The one result envelope every tool returns (closed output schema).
+
+    ``step``, ``findings`` and ``validation_bundle`` are already wire JSON,
+    built by the core modules that own their shape (step payload, report
+    checks, validation bundle); everything else is typed here.
+    """
+
+    status: str
+    release: ReleaseRef
+    workflow: WorkflowRef | None = None
+    checkpoint: IssuedCheckpoint | None = None
+    step: Mapping[str, Any] | None = None
+    question: Question | None = None
+    failures: tuple[Failure, ...] = ()
+    findings: tuple[Mapping[str, Any], ...] = ()
+    validators: tuple[ValidatorSummary, ...] = ()
+    validation_bundle: Mapping[str, Any] | None = None
+    migration: MigrationPreview | None = None
+    message: str = field(default="")
+
+    def to_json(self) -> dict[str, Any]:
+        issued = self.checkpoint
+        return {
+            "status": self.status,
+            "workflow": self.workflow.to_json() if self.workflow else None,
+            "release": self.release.to_json(),
+            "checkpoint": issued.token if issued else None,
+            "checkpoint_digest": issued.digest if issued else None,
+            "sequence": issued.checkpoint.sequence if issued else None,
+            "step": self.step,
+            "question": self.question.to_json() if self.question else None,
+            "failures": [f.to_json() for f in self.failures],
+            "findings": list(self.findings),
+            "validators": [v.to_json() for v in self.validators],
+            "validation_bundle": self.validation_bundle,
+            "migration": self.migration.to_json() if self.migration else None,
+            "message": self.message or self.status,
+        }
+
+    @cached_property
+    def _wire(self) -> dict[str, Any]:
+        return self.to_json()
+
+    def __getitem__(self, key: str) -> Any:
+        return self._wire[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._wire)
+
+    def __len__(self) -> int:
+        return len(self._wire)

@@ -1,0 +1,126 @@
+"""The host kit's library: symlink-free files, asset delivery, reports, and the run log audit accepts.
+
+Runs go through real engine modules over real signed releases
+(support.engines); the run log is checked by ``rimthan-mcp audit`` itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
+from rimthan_host.files import ProjectFiles
+from rimthan_host.harness import HarnessError, WorkflowHarness
+from rimthan_host.protocol import HostProfile
+from rimthan_host.reports import validator_payload, validator_report
+from rimthan_host.runlog import RunLog, list_runs
+from rimthan_host.workspace import deliver_assets
+from rimthan_workflow_mcp.cli import main as mcp_main
+from rimthan_workflow_registry.canonical import digest_value
+from support.engines import Engines, ExamplesScenario, TickingClock, example_state, make_engines, run
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
+    return make_engines(tmp_path_factory.mktemp("hostlib"), TickingClock())
+
+
+def test_confirmation_records_digest_time_and_how(tmp_path: Path) -> None:
+    book = ConfirmedStateBook(lambda: 1234.9)
+    book.confirm("research_route", "experiment", BY_ELICITATION)
+    assert book.projection() == {
+        "state": {"research_route": "experiment"},
+        "confirmations": {
+            "research_route": {
+                "value_digest": digest_value("experiment"),
+                "confirmed_at": 1234,
+                "confirmed_by": BY_ELICITATION,
+            }
+        },
+    }
+    assert ConfirmedStateBook.from_projection(book.projection()).projection() == book.projection()
+
+
+def test_files_refuse_symlinks_and_escapes_and_attest_what_was_there(tmp_path: Path) -> None:
+    files = ProjectFiles(tmp_path)
+    first = files.write("a", "research/a.md", "text/markdown", "one\n")
+    assert first.write == "created" and first.sha256 == hashlib.sha256(b"one\n").hexdigest()
+    assert files.write("a", "research/a.md", "text/markdown", "two\n").write == "replaced"
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "linked")
+    with pytest.raises(HarnessError, match="symbolic link"):
+        files.write("b", "linked/b.md", "text/markdown", "x")
+    with pytest.raises(HarnessError, match="escapes"):
+        files.write("b", "../b.md", "text/markdown", "x")
+    os.symlink(tmp_path / "research" / "a.md", tmp_path / "research" / "c.md")
+    with pytest.raises(HarnessError, match="symbolic link"):
+        files.attest("c", "research/c.md", "text/markdown", existed_before=True)
+    with pytest.raises(HarnessError, match="not been written"):
+        files.attest("d", "research/d.md", "text/markdown", existed_before=False)
+
+
+def test_an_asset_whose_text_breaks_its_pin_is_not_delivered(engines: Engines, tmp_path: Path) -> None:
+    kit = engines.harness("pins")
+    started = engines.module("1.2.0").start_workflow(
+        {"workflow": "research", "confirmed_state": kit.confirm(example_state("1.2.0")), "host": kit.host()}
+    )
+    step = started["step"]
+    delivered = deliver_assets(ProjectFiles(tmp_path / "ok"), step)
+    assert [d["sha256"] for d in delivered] == [a["sha256"] for a in step["host_assets"]]
+    bad = {**step, "host_assets": [{**step["host_assets"][0], "text": step["host_assets"][0]["text"] + " "}]}
+    with pytest.raises(HarnessError, match="pinned sha256"):
+        deliver_assets(ProjectFiles(tmp_path / "bad"), bad)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_report_is_bound_to_the_instruction_and_the_artifacts(engines: Engines, tmp_path: Path) -> None:
+    step = {"validators": [{"id": "v", "version": "1.0.0", "instruction": {"text": "check it"}}]}
+    summary = {"validator_id": "v", "version": "1.0.0", "instruction_digest": "sha256:" + "0" * 64}
+    with pytest.raises(HarnessError, match="does not match the bundle digest"):
+        validator_payload(step, summary)
+    summary["instruction_digest"] = "sha256:" + hashlib.sha256(b"check it").hexdigest()
+    assert validator_payload(step, summary)["id"] == "v"
+    written = ProjectFiles(tmp_path).write("a", "a.md", "text/markdown", "x")
+    report = validator_report(summary, "fail", [{"severity": "error", "message": "m"}], [written], HostProfile())
+    assert report["input_artifacts"] == {"a": written.sha256} and report["outcome"] == "fail"
+    with pytest.raises(HarnessError, match="pass or fail"):
+        validator_report(summary, "maybe", [], [written], HostProfile())
+
+
+def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    log = RunLog(project, "run-audited")
+    harness = WorkflowHarness(
+        engines.call("1.2.0"),
+        ExamplesScenario("experiment", frozenset({"decision-critic@1.0.0"})),
+        project_dir=project,
+        clock=engines.clock,
+        run_log=log,
+    )
+
+    async def go() -> dict[str, Any]:
+        return await harness.run(await harness.start("research", initial_version="1.2.0"))
+
+    assert run(go())["status"] == "completed"
+    assert list_runs(project) == ["run-audited"]
+    assert log.tokens() == harness.record.checkpoints
+    saved = json.loads(log.state_path.read_text("utf-8"))
+    assert saved["completed"] is True and saved["confirmed_state"] == harness.state.projection()
+    keys = tmp_path / "checkpoint-keys.json"
+    engines.keyring.save(keys)
+    out = CliRunner().invoke(mcp_main, ["audit", str(log.log_path), "--checkpoint-keys", str(keys), "--json"])
+    assert out.exit_code == 0, out.output
+    history = json.loads(out.output)
+    assert history["ok"] is True and history["steps"] == harness.record.steps_visited
+    assert len(history["checkpoints"]) == len(log.tokens())
+
+
+def test_run_ids_are_plain_names(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="run id"):
+        RunLog(tmp_path, "../escape")

@@ -1,0 +1,99 @@
+"""``rimthan-pack push`` / ``pull`` against a real registry (docker-registry on loopback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from support.oci import one_line_error, pack, pull, push, tree_bytes
+from support.registry import LocalRegistry
+from support.releases import KeyPair, make_keypair, trust_file
+
+REPO = "rimthan/research"
+
+
+def test_push_then_pull_round_trips_byte_identical(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    release = packaged_releases["1.2.0"]
+    digest = push(release, registry.ref(REPO), trust)
+
+    by_tag = pull(registry.ref(REPO, "1.2.0"), trust, tmp_path / "by-tag")
+    assert by_tag.returncode == 0, by_tag.stderr
+    pulled = tmp_path / "by-tag" / release.name
+    assert tree_bytes(pulled) == tree_bytes(release)
+    assert [p.name for p in (tmp_path / "by-tag").iterdir()] == [release.name]  # no staging left
+
+    again = pull(registry.ref(REPO, "1.2.0"), trust, tmp_path / "by-tag")
+    assert again.returncode == 0 and again.stdout.startswith("already present"), again.stdout
+
+    listed = pack(
+        "pull", f"{registry.ref(REPO)}@{digest}", "--trust", trust, "--out", tmp_path / "d", "--plain-http", "--json"
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["oci_digest"] == digest
+    assert tree_bytes(tmp_path / "d" / release.name) == tree_bytes(release)
+
+
+def test_pulled_by_digest_verifies_with_sha256sum_and_openssl(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, keypair: KeyPair
+) -> None:
+    digest = push(packaged_releases["1.3.0"], registry.ref(REPO), trust)
+    proc = pull(f"{registry.ref(REPO)}@{digest}", trust, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    pulled = tmp_path / "out" / "research-decision-1.3.0"
+
+    sums = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=pulled, capture_output=True, text=True, check=False)
+    assert sums.returncode == 0 and "FAILED" not in sums.stdout, sums.stdout
+    signature = pulled / "signatures" / f"{keypair.key_id}.sig"
+    ossl = subprocess.run(
+        ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(keypair.public_path), "-rawin",
+         "-in", "manifest.json", "-sigfile", str(signature)],
+        cwd=pulled, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert ossl.returncode == 0 and "Signature Verified Successfully" in ossl.stdout, ossl.stdout + ossl.stderr
+
+
+def test_push_never_moves_a_tag_to_another_release_unless_told(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    first = push(packaged_releases["1.2.0"], registry.ref(REPO, "stable"), trust)
+    refused = pack("push", packaged_releases["1.3.0"], registry.ref(REPO, "stable"), "--trust", trust, "--plain-http")
+    one_line_error(refused, "oci_tag_exists")
+
+    moved = push(packaged_releases["1.3.0"], registry.ref(REPO, "stable"), trust, "--replace-tag")
+    assert moved != first
+    old = pull(f"{registry.ref(REPO)}@{first}", trust, tmp_path / "old")
+    assert old.returncode == 0, old.stderr  # the replaced release's bytes stay addressable by digest
+    assert (tmp_path / "old" / "research-decision-1.2.0").is_dir()
+
+
+def test_a_later_cosignature_pushes_only_the_new_signature(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, keypair: KeyPair
+) -> None:
+    release = packaged_releases["1.2.0"]
+    push(release, registry.ref(REPO), trust)
+    bob = make_keypair(tmp_path / "bob-keys", "bob")
+    both = trust_file(tmp_path / "two-of-two", [keypair, bob], threshold=2)
+    signed = pack("sign", release, "--key", bob.private_path)
+    assert signed.returncode == 0, signed.stderr
+
+    again = pack("push", release, registry.ref(REPO), "--trust", both, "--plain-http", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["uploaded"] == 1  # just bob's signature; the rest was already there
+
+    proc = pull(registry.ref(REPO, "1.2.0"), both, tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert tree_bytes(tmp_path / "out" / release.name) == tree_bytes(release)
+
+
+def test_bad_references_and_unreachable_registries_are_one_line_refusals(tmp_path: Path, trust: Path) -> None:
+    one_line_error(pull("https://example.invalid/x", trust, tmp_path / "out"), "oci_reference_invalid")
+    one_line_error(pull("oci://127.0.0.1:9/rimthan/x:1.0.0", trust, tmp_path / "out"), "oci_registry_error")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_missing_tag_is_refused(tmp_path: Path, registry: LocalRegistry, trust: Path) -> None:
+    line = one_line_error(pull(registry.ref(REPO, "9.9.9"), trust, tmp_path / "out"), "oci_registry_error")
+    assert "no such tag" in line

@@ -1,0 +1,68 @@
+"""The packaged workflow and an explicit migration, driven end to end through the real MCP transport.
+
+A real ``rimthan-mcp serve`` process (stdio, and the shared HTTP server of ``mcp_http``), the SDK
+client and the scripted harness: one run with a validator repair loop to completion, every
+resource a step references read back at its immutable URI and checked against the manifest, and a
+run migrated from 1.2.0 to 1.3.0 with preview and confirmation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from rimthan_host.harness import client_caller
+from support.servers import HttpServer, ServerWorld, harness, mcp_client
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
+    transport: str, mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        async with mcp_client(transport, "auto", mcp_world, mcp_http, tmp_path) as client:
+            call = client_caller(client)
+            run = harness(call, tmp_path / "run", fail_once=frozenset({"decision-critic"}))
+            await run.run(await run.start("research", initial_version="1.2.0"))
+            log = run.record
+            path = [(tool.rsplit(".", 1)[1], status, step) for tool, status, step in log.statuses]
+            assert path[0] == ("start_workflow", "active", "setup-workspace")
+            assert ("continue_workflow", "input_required", "select-route") in path
+            assert ("submit_step_validation", "validation_failed", "desk-research") in path
+            assert path[-1][:2] == ("submit_step_validation", "completed")
+            assert log.final["release"]["id"] == "research-decision@1.2.0"
+            assert (tmp_path / "run" / "research" / "findings.md").is_file()
+
+            # every resource a step payload references is served, verified, at its immutable URI
+            digest_hex = log.final["release"]["manifest_digest"][7:]
+            manifest = json.loads(
+                (await client.read_resource(f"rimthan://manifests/{digest_hex}/manifest.json")).contents[0].text
+            )
+            digests = {f["path"]: f["sha256"] for f in manifest["files"]}
+            other = harness(call, tmp_path / "other")
+            setup = await other.start("research", initial_version="1.2.0")
+            for uri in setup["step"]["resources"]:
+                text = (await client.read_resource(uri)).contents[0].text
+                assert uri.startswith(f"rimthan://releases/{digest_hex}/")
+                path_in_release = uri.split("/", 4)[4]
+                assert hashlib.sha256(text.encode("utf-8")).hexdigest() == digests[path_in_release]
+
+            # an explicit migration 1.2.0 -> 1.3.0: preview, confirm, finish on the new release
+            migrating = harness(call, tmp_path / "migrating")
+            at_route = await migrating.run(
+                await migrating.start("research", initial_version="1.2.0"), until_step="select-route"
+            )
+            preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
+            assert preview["status"] == "blocked"
+            assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]
+            assert preview["migration"]["invalidated_artifacts"] == ["workspace-manifest"]
+            moved = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=True)
+            assert (moved["status"], moved["step"]["id"]) == ("active", "setup-workspace")
+            done = await migrating.run(moved)
+            assert done["status"] == "completed" and done["release"]["id"] == "research-decision@1.3.0"
+            assert "decision-record" in migrating.record.steps_visited
+
+    anyio.run(scenario)

@@ -1,0 +1,105 @@
+"""Server processes for tests and benchmarks: one way to start, watch and stop them.
+
+``benchmarks/servers.py`` imports this module too (it puts ``tests/`` on
+``sys.path``), so the test suite and ``make bench`` start and stop servers with
+the same code.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+WAIT_SECONDS = 30.0
+LISTENING = r"listening on (http://\S+)"
+
+
+def wait_for_line(
+    lines: Callable[[], list[str]], pattern: str, *, after: int = 0, timeout: float = WAIT_SECONDS
+) -> re.Match[str]:
+    """The first line (from index ``after``) matching ``pattern``; AssertionError on timeout."""
+    deadline = time.monotonic() + timeout
+    regex = re.compile(pattern)
+    while time.monotonic() < deadline:
+        for line in lines()[after:]:
+            match = regex.search(line)
+            if match:
+                return match
+        time.sleep(0.05)
+    raise AssertionError(f"no stderr line matched {pattern!r}:\n{''.join(lines())}")
+
+
+@dataclass
+class HttpServer:
+    """A server process listening over Streamable HTTP, and everything it wrote to stderr."""
+
+    process: subprocess.Popen[str]
+    url: str
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, pattern: str, *, after: int = 0, timeout: float = WAIT_SECONDS) -> re.Match[str]:
+        """The first stderr line (from index ``after``) matching ``pattern``; fails the test on timeout."""
+        return wait_for_line(lambda: self.lines, pattern, after=after, timeout=timeout)
+
+
+@contextmanager
+def http_server_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = WAIT_SECONDS,
+) -> Iterator[HttpServer]:
+    """Start ``argv`` (which must log ``listening on <url>``), yield it, then SIGTERM it (SIGKILL after 10 s)."""
+    process = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=None if env is None else dict(env),
+    )
+    lines: list[str] = []
+    assert process.stderr is not None
+    stream = process.stderr
+    reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
+    reader.start()
+    try:
+        match = wait_for_line(lambda: lines, LISTENING, timeout=timeout)
+        yield HttpServer(process=process, url=match.group(1), lines=lines)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        reader.join(timeout=5)
+
+
+def stdio_client_process(
+    command: str, args: Sequence[str], errlog: object, *, mode: str = "auto", cwd: Path | None = None
+) -> Client:
+    """An SDK client that spawns ``command args`` over stdio, its stderr going to ``errlog`` (a real file)."""
+    params = StdioServerParameters(
+        command=command, args=list(args), cwd=None if cwd is None else str(cwd), env={"PYTHONUNBUFFERED": "1"}
+    )
+    return Client(stdio_client(params, errlog=errlog), mode=mode)  # type: ignore[arg-type]
