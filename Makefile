@@ -25,6 +25,7 @@ help:
 	@echo "make test-quick  the same without the slower sweeps (marker slow)"
 	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
 	@echo "make lint    ruff"
+	@echo "make fleet   3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
 	@echo "make setup   install uv if missing and sync the locked environment"
 	@echo "make test-four-tools | test-loop | test-packaged | test-pinned   focused protocol tests"
 
@@ -129,6 +130,13 @@ bench-quick: bootstrap
 .PHONY: load fuzz-long
 load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
+
+# Fleet: 3 replicas following one OCI repository (a docker-registry on loopback) under 32 concurrent clients;
+# 1.3.0 is pushed and every replica activates it, then a corrupt 1.4.0 is pushed and every replica refuses it
+# (bounded; prints calls, failed calls, runs lost, what each replica refused). Needs docker-registry (.ci/run).
+.PHONY: fleet
+fleet: bootstrap
+	$(UV) run --locked python tests/load/run_fleet.py
 
 fuzz-long: bootstrap
 	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s

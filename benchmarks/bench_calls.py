@@ -47,7 +47,7 @@ from .report import Figure
 from .servers import echo_server, rimthan_server, session
 from .synthetic import BASE_SOURCE
 
-TARGET = 1.3
+TARGET = 1.5
 TOOLS = {
     START_WORKFLOW: "start",
     CONTINUE_WORKFLOW: "continue",

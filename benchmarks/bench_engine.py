@@ -51,7 +51,7 @@ from .profiling import profile_call
 from .report import Figure
 from .synthetic import LONG_WORKFLOW, LongSpec, long_initial_state, note_id, step_id
 
-TARGET_RATIO = 1.2
+TARGET_RATIO = 1.5
 TARGET_BYTES_PER_RECEIPT = 150.0
 # Tool name -> implementing method, as the contracts declare it (what the server's dispatch uses).
 METHODS = {c.name: c.method for c in workflow_engine_tool_contracts()}

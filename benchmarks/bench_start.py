@@ -21,7 +21,7 @@ from .report import Figure
 from .servers import ServerCommand, echo_server, rimthan_server, stdio_session
 from .timing import paired
 
-TARGET = 1.5
+TARGET = 1.2
 SERVER_MODULES = ("rimthan_workflow_mcp.cli",)
 ECHO_MODULES = ("benchmarks.echo_server",)
 

@@ -19,6 +19,7 @@ class Plan:
     reps_engine: int  # P4: replays of each call at step 2 and at the last step
     reps_calls: int  # P3/P3h: full packaged runs per transport
     reps_start: int  # P5: server starts
+    rounds_throughput: int  # P6: measured rounds of 32 concurrent clients replaying a packaged run
     profile: bool = True  # profile the figures that are above target
 
 
@@ -31,6 +32,7 @@ FULL = Plan(
     reps_engine=30,
     reps_calls=3,
     reps_start=5,
+    rounds_throughput=3,
 )
 
 QUICK = Plan(
@@ -42,6 +44,7 @@ QUICK = Plan(
     reps_engine=10,
     reps_calls=1,
     reps_start=3,
+    rounds_throughput=1,
 )
 
 PLANS = {plan.name: plan for plan in (FULL, QUICK)}

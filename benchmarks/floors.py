@@ -10,6 +10,12 @@ the floor, which makes the floor stricter, not looser.
 
 Signature floor: one Ed25519 signature over the manifest bytes, in process
 (``cryptography``, i.e. OpenSSL), the median of many.
+
+Build floor (P2): what a build must physically do - copy the source tree
+(``cp -R``), hash it (``openssl dgst -sha256``, one process), one Ed25519
+signature and one ``sync -f`` of the output file system (the copy is durable
+only after it); for the 1 MiB case also the start of a bare interpreter
+(``python3 -c pass``), which every Python CLI pays.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -109,3 +116,38 @@ def signature_floor(message: bytes, reps: int = 200) -> Sample:
         key.sign(message)
         values.append(time.perf_counter() - started)
     return Sample(tuple(values))
+
+
+def _run(*argv: str | Path) -> None:
+    subprocess.run([str(a) for a in argv], check=True, stdout=subprocess.DEVNULL)
+
+
+def copy_and_sync(source: Path, scratch: Path) -> Measure:
+    """``cp -R source`` into a fresh ``scratch`` copy, then ``sync -f`` its file system (removed untimed)."""
+    for command in ("cp", "sync"):
+        if shutil.which(command) is None:
+            raise RuntimeError(f"the build floor needs the {command} command line tool (coreutils)")
+    counter = iter(range(1_000_000))
+
+    def measure() -> float:
+        target = scratch / f"copy-{next(counter)}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        _run("cp", "-R", source, target)
+        _run("sync", "-f", target)
+        elapsed = time.perf_counter() - started
+        shutil.rmtree(target)
+        return elapsed
+
+    return measure
+
+
+def interpreter_start() -> Measure:
+    """A bare interpreter's start and exit (``python3 -c pass``, the same executable as the CLIs)."""
+
+    def measure() -> float:
+        started = time.perf_counter()
+        _run(sys.executable, "-c", "pass")
+        return time.perf_counter() - started
+
+    return measure

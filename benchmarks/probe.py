@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.probe verify --release R --trust T`` loads the release
 the way ``rimthan-mcp serve`` does (``ReleaseProvider.open``: full
-verification, then the query module) and reports the import time, the load
+verification, then the query module; with ``--state-dir``, the server's
+state directory, as ``serve`` passes it) and reports the import time, the load
 time and the peak RSS (``VmHWM``) of this process.
 ``build`` does the same for ``build_release``. With ``--profile`` the action
 runs once under cProfile and the grouped summary is printed instead.
@@ -44,7 +45,8 @@ def _verify_action(args: argparse.Namespace) -> Callable[[], Any]:
 
     trust = load_trust(Path(args.trust))
     keyring = CheckpointKeyring.generate()
-    return lambda: ReleaseProvider.open(Path(args.release), trust=trust, keyring=keyring)
+    state_dir = Path(args.state_dir) if args.state_dir else None
+    return lambda: ReleaseProvider.open(Path(args.release), trust=trust, keyring=keyring, state_dir=state_dir)
 
 
 def _build_action(args: argparse.Namespace) -> Callable[[], Any]:
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source")
     parser.add_argument("--key")
     parser.add_argument("--out")
+    parser.add_argument("--state-dir", help="verify: the server state directory (activation floor, schema checks)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile summary instead of timings")
     args = parser.parse_args(argv)
     action = ACTIONS[args.action](args)

@@ -8,18 +8,22 @@ import platform
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-Compare = Literal["ratio", "delta", "value"]
-UNITS = {"s": (1000.0, "ms"), "MiB": (1.0, "MiB"), "B": (1.0, "B")}
+Compare = Literal["ratio", "rate", "delta", "value"]
+UNITS = {"s": (1000.0, "ms"), "MiB": (1.0, "MiB"), "B": (1.0, "B"), "calls/s": (1.0, "calls/s")}
 
 
 @dataclass(frozen=True)
 class Figure:
     """One row: ours beside its floor, and how they compare with the target.
 
-    ``ratio``: ours / floor <= target; ``delta``: ours - floor <= target (same
+    ``ratio``: ours / floor <= target; ``rate`` (more is better, e.g.
+    calls per second): floor / ours <= target, i.e. how many times slower we
+    are; ``delta``: ours - floor <= target (same
     unit); ``value``: ours <= target (no floor). Seconds print as ms.
     """
 
@@ -32,12 +36,16 @@ class Figure:
     target: float
     floor_what: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    measured_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
     @property
     def score(self) -> float:
         if self.compare == "ratio":
             assert self.floor is not None
             return self.ours / self.floor
+        if self.compare == "rate":
+            assert self.floor is not None
+            return self.floor / self.ours
         if self.compare == "delta":
             assert self.floor is not None
             return self.ours - self.floor
@@ -58,7 +66,8 @@ class Figure:
             "compare": self.compare,
             "score": self.score,
             "target": self.target,
-            "verdict": "ok" if self.met else "above target",
+            "verdict": "meets target" if self.met else "above target",
+            "measured_at": self.measured_at,
             "details": self.details,
         }
 
@@ -73,7 +82,7 @@ def _amount(value: float | None, unit: str) -> str:
 
 
 def _score(figure: Figure) -> str:
-    if figure.compare == "ratio":
+    if figure.compare in ("ratio", "rate"):
         return f"{figure.score:.2f}x"
     if figure.compare == "delta":
         return "+" + _amount(figure.score, figure.unit)
@@ -81,7 +90,7 @@ def _score(figure: Figure) -> str:
 
 
 def _target(figure: Figure) -> str:
-    if figure.compare == "ratio":
+    if figure.compare in ("ratio", "rate"):
         return f"<= {figure.target:g}x"
     if figure.compare == "delta":
         return "<= +" + _amount(figure.target, figure.unit)
@@ -91,7 +100,14 @@ def _target(figure: Figure) -> str:
 def render_table(figures: list[Figure]) -> str:
     rows = [("figure", "ours", "floor", "ratio", "target", "verdict")]
     rows += [
-        (f.id, _amount(f.ours, f.unit), _amount(f.floor, f.unit), _score(f), _target(f), "ok" if f.met else "ABOVE")
+        (
+            f.id,
+            _amount(f.ours, f.unit),
+            _amount(f.floor, f.unit),
+            _score(f),
+            _target(f),
+            "meets target" if f.met else "ABOVE target",
+        )
         for f in figures
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -138,6 +154,40 @@ def machine() -> dict[str, Any]:
         "openssl": openssl,
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
+
+
+VERSIONED = (
+    "rimthan-workflow-registry",
+    "rimthan-packager",
+    "rimthan-workflow-mcp",
+    "rimthan-host",
+    "mcp",
+    "jsonschema",
+    "pyjwt",
+    "cryptography",
+    "uvicorn",
+)
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of what the figures exercise (our packages and the libraries on their hot paths)."""
+    found: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def render_verdict(figures: list[Figure]) -> str:
+    """Which figures meet their targets, and which do not (the last lines ``make bench`` prints)."""
+    met = [f.id for f in figures if f.met]
+    above = [f.id for f in figures if not f.met]
+    lines = [f"meet their targets ({len(met)}/{len(figures)}): {', '.join(met) or 'none'}"]
+    if above:
+        lines.append(f"above target ({len(above)}): {', '.join(above)}")
+    return "\n".join(lines)
 
 
 def write_json(path: Path, document: dict[str, Any]) -> None:

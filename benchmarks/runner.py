@@ -17,17 +17,18 @@ from .bench_build import run_p2
 from .bench_calls import packaged_release, run_p3
 from .bench_engine import run_p4
 from .bench_start import run_p5
+from .bench_throughput import run_p6
 from .bench_verify import run_p1
 from .config import Plan
 from .fixtures import BenchKeys, make_keys
 from .profiling import render_imports, render_profile
-from .report import Figure, machine, render_notes, render_table, write_json
+from .report import Figure, machine, render_notes, render_table, render_verdict, versions, write_json
 from .synthetic import REPO_ROOT, bulk_source, long_source
 
 DEFAULT_WORK = REPO_ROOT / "benchmarks" / "work"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "out" / "results.json"
 BUDGET_SECONDS = 600
-GROUPS = ("P1", "P2", "P3", "P4", "P5")  # P3 covers P3 (stdio) and P3h (HTTP)
+GROUPS = ("P1", "P2", "P3", "P4", "P5", "P6")  # P3 covers P3 (stdio) and P3h (HTTP)
 
 
 def _say(message: str) -> None:
@@ -50,20 +51,29 @@ def _bulk(
         source = bulk_source(work / "sources" / spec.label, spec)
         release = None
         if "P2" in only:
-            step(f"P2 {spec.label}: {plan.reps_build} CLI builds beside the hash + signature floor")
+            step(f"P2 {spec.label}: {plan.reps_build} CLI builds beside the cp + sync + hash + signature floor")
             outcome = run_p2(spec, source, keys, work, plan.reps_build, plan.profile)
             figures.append(outcome.figure)
             release = outcome.release
         if "P1" in only:
             release = release or _release_for_p1(source, keys, work, spec.label)
             step(f"P1 {spec.label}: {plan.reps_verify} fresh-process loads beside openssl")
-            figures.extend(run_p1(spec, release, keys, plan.reps_verify, plan.profile, with_memory=index == 0))
-        for built in (work / "p2" / spec.label, work / "p1" / spec.label):
+            state_dir = work / "p1-state" / spec.label  # activation floor + schema checks, like a server's
+            shutil.rmtree(state_dir, ignore_errors=True)
+            figures.extend(
+                run_p1(spec, release, keys, state_dir, plan.reps_verify, plan.profile, with_memory=index == 0)
+            )
+        for built in (
+            work / "p2" / spec.label,
+            work / "p1" / spec.label,
+            work / "p2-floor" / spec.label,
+            work / "p1-state" / spec.label,
+        ):
             shutil.rmtree(built, ignore_errors=True)  # releases signed by this run's throwaway key: no reuse
 
 
 def _order(figures: list[Figure]) -> list[Figure]:
-    rank = {"P1": 0, "P1m": 1, "P2": 2, "P3": 3, "P3h": 4, "P4": 5, "P5": 6}
+    rank = {"P1": 0, "P1m": 1, "P2": 2, "P3": 3, "P3h": 4, "P4": 5, "P5": 6, "P6": 7}
     return sorted(figures, key=lambda f: (rank.get(f.id.split()[0], 9), figures.index(f)))
 
 
@@ -77,6 +87,11 @@ def _profiles(figures: list[Figure]) -> str:
             if figure.details.get(key):
                 lines.append(render_imports(f"{figure.id} {what}", figure.details[key]))
     return "\n".join(lines)
+
+
+def _recorded(figure: Figure, where: dict[str, Any], libraries: dict[str, str | None]) -> dict[str, Any]:
+    """A figure as JSON with the machine, the versions and the date it was measured on (figures move)."""
+    return {**figure.to_json(), "machine": where, "versions": libraries}
 
 
 def run(
@@ -101,7 +116,7 @@ def run(
             )
             source = long_source(work / "sources" / plan.long.label, plan.long)
             figures.extend(run_p4(plan.long, source, keys, work, plan.reps_engine, plan.profile))
-        if {"P3", "P5"} & set(only):
+        if {"P3", "P5", "P6"} & set(only):
             step("building the packaged research-decision 1.2.0 release for the server figures")
             release = packaged_release(keys, work)
             state_dir = Path(secrets) / "state"  # checkpoint HMAC keys: outside the repository, deleted after
@@ -114,21 +129,28 @@ def run(
                     "each call beside an echo"
                 )
                 figures.extend(run_p3(release, keys, state_dir, work, plan.reps_calls, plan.profile))
+            if "P6" in only:
+                step(f"P6: {plan.rounds_throughput} round(s) of 32 concurrent HTTP clients, beside the echo server")
+                figures.extend(run_p6(release, keys, state_dir, work, plan.rounds_throughput))
     figures = _order(figures)
+    where, libraries = machine(), versions()
     elapsed = time.perf_counter() - started
     document = {
         "format": "rimthan.bench-results/1",
         "plan": plan.name,
         "started": began,
         "duration_s": elapsed,
-        "machine": machine(),
-        "figures": [f.to_json() for f in figures],
+        "machine": where,
+        "versions": libraries,
+        "figures": [_recorded(f, where, libraries) for f in figures],
     }
     write_json(out, document)
     print()
     print(render_table(figures))
     print()
     print(render_notes(figures))
+    print()
+    print(render_verdict(figures))
     profiles = _profiles([f for f in figures if not f.met])
     if profiles:
         print("\nwhere the time goes (figures above target):")

@@ -48,6 +48,11 @@ class BulkSpec:
     def label(self) -> str:
         return f"{self.files}-files-{_size_label(self.total_bytes)}"
 
+    @property
+    def small(self) -> bool:
+        """The 1 MiB case, where fixed costs (interpreter start, signatures, schema checks) dominate."""
+        return self.total_bytes <= 1 << 20
+
 
 @dataclass(frozen=True)
 class LongSpec:

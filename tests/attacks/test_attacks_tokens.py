@@ -420,6 +420,34 @@ def test_a_token_issued_in_the_future_is_refused(run: Run) -> None:
     assert refuse_checkpoint(run.keyring, future).code is F.CHECKPOINT_INVALID
 
 
+def test_tokens_signed_with_the_real_key_but_outside_the_token_rules_are_refused(run: Run) -> None:
+    """The checks jwt.decode made before verification moved to one C pass: an insider's token still fails them."""
+    key = run.keyring.keys[run.keyring.signing_key_id]
+    kid = run.keyring.signing_key_id
+    claims = json.loads(unb64(run.checkpoint.split(".")[1]))
+    headers = {"kid": kid, "typ": CHECKPOINT_TYPE}
+
+    def signed(payload: Any, **extra: Any) -> str:
+        if isinstance(payload, dict):
+            return jwt.encode(payload, key, algorithm="HS256", headers={**headers, **extra})
+        body = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
+        head = jwt.encode({}, key, algorithm="HS256", headers=headers).split(".")[0]
+        mac = hmac.new(key, f"{head}.{body}".encode(), "sha256").digest()
+        return f"{head}.{body}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+    assert verify_checkpoint(run.keyring, signed(claims)).checkpoint  # the control: the same route accepts
+    forms = [
+        signed(claims, cty="JWT"),  # a header member sign() never writes
+        signed({k: v for k, v in claims.items() if k != "iat"}),
+        signed({**claims, "iat": str(claims["iat"])}),
+        signed({**claims, "iat": True}),
+        signed({**claims, "iat": float(claims["iat"])}),
+        signed([claims]),  # a payload that is not a JSON object
+    ]
+    for form in forms:
+        assert refuse_checkpoint(run.keyring, form).code is F.CHECKPOINT_INVALID
+
+
 # --------------------------------------------------------------------------- validly signed, wrong context
 
 
@@ -560,11 +588,14 @@ def test_hmac_comparison_is_constant_time_by_construction() -> None:
     assert "hmac.compare_digest(" in source
     assert "==" not in source.replace("hmac.compare_digest(", "")
     assert jwt.algorithms.hmac is hmac  # the stdlib module, not a shadow
-    # and our verifier never compares signatures itself: it hands the token to jwt.decode
+    # and our verifier never compares signatures itself: it hands the MAC check to PyJWT's HS256 algorithm
     from rimthan_workflow_registry.run import tokens
 
-    verify_source = inspect.getsource(tokens.CheckpointKeyring.verify)
-    assert "jwt.decode(" in verify_source and "compare_digest" not in verify_source
+    assert type(tokens._HS256) is jwt.algorithms.HMACAlgorithm
+    assert tokens._HS256.hash_alg is jwt.algorithms.HMACAlgorithm.SHA256
+    verify_source = inspect.getsource(tokens.CheckpointKeyring.verify) + inspect.getsource(tokens._verified_claims)
+    assert "_HS256.verify(" in verify_source and "compare_digest" not in verify_source
+    assert "signature ==" not in verify_source and "== segments.signature" not in verify_source
     module_source = inspect.getsource(tokens)
     assert "import hmac" not in module_source and "hashlib" not in module_source
 

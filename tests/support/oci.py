@@ -6,13 +6,24 @@ Functions
     pull(ref, trust, out, *extra) -> CompletedProcess
     one_line_error(proc, code)                assert exit 1 and the two-line refusal naming ``code``
     tree_bytes(directory) -> dict[str, bytes] every regular file under a directory, by relative path
+    rewrite(ref, edit)                        as an attacker with push rights: fetch, edit and PUT an OCI manifest
+    add_blob(ref, title, data) -> layer       upload a blob and return its layer descriptor
+    push_corrupt(release, ref, trust, title)  push a good release, then re-point one file's layer to flipped bytes
+                                              (a consistent OCI artifact whose release does not verify)
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from rimthan_packager.oci import push_release, put_manifest, upload_blob
+from rimthan_workflow_registry.release.oci import FILE_LAYER_TYPE, TITLE, fetch_manifest, open_registry, parse_reference
+from rimthan_workflow_registry.release.trust import TrustStore
 
 RIMTHAN_PACK = Path(sys.executable).parent / "rimthan-pack"
 
@@ -47,3 +58,39 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: str) -> str:
 
 def tree_bytes(directory: Path) -> dict[str, bytes]:
     return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def rewrite(ref: str, edit: Callable[[dict[str, Any]], None]) -> str:
+    parsed = parse_reference(ref)
+    registry = open_registry(parsed, plain_http=True)
+    _, manifest = fetch_manifest(registry, parsed)
+    edit(manifest)
+    return put_manifest(registry, parsed, registry.get_container(parsed.target), manifest)
+
+
+def add_blob(ref: str, title: str, data: bytes) -> dict[str, Any]:
+    parsed = parse_reference(ref)
+    registry = open_registry(parsed, plain_http=True)
+    layer = {
+        "mediaType": FILE_LAYER_TYPE,
+        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "size": len(data),
+        "annotations": {TITLE: title},
+    }
+    upload_blob(registry, parsed, registry.get_container(parsed.target), layer, data)
+    return layer
+
+
+def push_corrupt(release: Path, ref: str, trust: TrustStore, title: str) -> str:
+    """Push ``release``, then swap the layer titled ``title`` for a copy with one byte flipped."""
+    pushed = push_release(release, parse_reference(ref), trust, plain_http=True)
+    data = bytearray((release / title).read_bytes())
+    data[len(data) // 2] ^= 0x20
+    flipped = add_blob(pushed.reference, title, bytes(data))
+
+    def swap(manifest: dict[str, Any]) -> None:
+        manifest["layers"] = [
+            flipped if layer["annotations"][TITLE] == title else layer for layer in manifest["layers"]
+        ]
+
+    return rewrite(pushed.reference, swap)

@@ -12,17 +12,17 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release.trust import TrustStore, load_trust
-from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
-from .build import build_release, sign_release, source_date_epoch
-from .scaffold import init_catalogue
-from .signing import generate_keypair, load_signing_key
+# What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
+# must not pay for jsonschema, the verifier and the builder.
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release.trust import TrustStore
+    from rimthan_workflow_registry.release.verify import ReleaseInspection
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
@@ -206,6 +206,8 @@ def keygen(prefix: Path, as_json: bool) -> None:
     either file, and refuses a .key path that git tracks or would track:
     keep private keys outside the repository or in keys/local/ (git-ignored).
     """
+    from .signing import generate_keypair
+
     generated = generate_keypair(prefix)
     if as_json:
         _emit_json(
@@ -266,6 +268,11 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     otherwise against the signing keys themselves. Builds are reproducible;
     set SOURCE_DATE_EPOCH to record a creation time.
     """
+    from rimthan_workflow_registry.release.trust import load_trust
+
+    from .build import build_release, source_date_epoch
+    from .signing import load_signing_key
+
     keys = [load_signing_key(p) for p in key_paths]
     trust = load_trust(trust_path) if trust_path is not None else None
     progress = not as_json and sys.stderr.isatty()
@@ -315,6 +322,11 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     signatures/<keyid>.sig is added. Nothing else in the release changes.
     Refuses if this key has already signed.
     """
+    from rimthan_workflow_registry.release.trust import load_trust
+
+    from .build import sign_release
+    from .signing import load_signing_key
+
     key = load_signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
     path = sign_release(release, key, trust=trust)
@@ -350,6 +362,9 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     threshold, SHA256SUMS, every file's size and SHA-256, scope/profile, and
     the catalogue rules. Exits 1 naming the file and reason on any failure.
     """
+    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release.verify import verify_release
+
     trust = load_trust(trust_path)
     verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
     signers = [trust.describe(k) for k in verified.signer_key_ids]
@@ -446,6 +461,9 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     Files, manifest and catalogue are verified as by 'verify'; signatures only
     when --trust is given.
     """
+    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release.verify import inspect_release
+
     trust = load_trust(trust_path) if trust_path is not None else None
     found = inspect_release(release, trust)
     data = _inspection_json(found, trust)
@@ -499,6 +517,8 @@ def init(directory: Path, name: str | None, as_json: bool) -> None:
     gated terminal step with a JSON output and a validator, and a Claude Code
     host adapter. Edit it, then: rimthan-pack build DIRECTORY --key KEY
     """
+    from .scaffold import init_catalogue
+
     written = init_catalogue(directory, name)
     if as_json:
         _emit_json({"ok": True, "source": str(directory), "files": [str(p) for p in written]})

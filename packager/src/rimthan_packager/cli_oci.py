@@ -11,11 +11,11 @@ from pathlib import Path
 
 import click
 from rimthan_workflow_registry.errors import FailureCode
-from rimthan_workflow_registry.release.oci import parse_reference, pull_release
-from rimthan_workflow_registry.release.trust import load_trust
 
 from .cli import _JSON, _TRUST_HELP, NEXT_STEPS, _emit_json, _epilog, cli, reports_errors
-from .oci import push_release
+
+# oras, requests and the verifier are imported inside push and pull: registering these commands must not
+# slow down every other rimthan-pack command (or --help).
 
 _NOTHING_INSTALLED = "nothing was installed; ask the publisher to push the release again with rimthan-pack push"
 NEXT_STEPS.update(
@@ -59,6 +59,11 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
     again, so pushing after `rimthan-pack sign` uploads just the new
     signature. Prints the OCI manifest digest.
     """
+    from rimthan_workflow_registry.release.oci import parse_reference
+    from rimthan_workflow_registry.release.trust import load_trust
+
+    from .oci import push_release
+
     result = push_release(
         release, parse_reference(reference), load_trust(trust_path), plain_http=plain_http, replace_tag=replace_tag
     )
@@ -97,6 +102,9 @@ def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_j
     and whose version tag names its signed version is moved to its final
     name. Anything else is deleted and refused.
     """
+    from rimthan_workflow_registry.release.oci import parse_reference, pull_release
+    from rimthan_workflow_registry.release.trust import load_trust
+
     result = pull_release(parse_reference(reference), load_trust(trust_path), out_dir, plain_http=plain_http)
     if as_json:
         _emit_json({"ok": True, **result.to_dict()})

@@ -27,6 +27,7 @@ from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .floor import FLOOR_FILE
+from .follow import start_following
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, scan_releases
 from .server import create_mcp_application, runtime_state
@@ -50,6 +51,7 @@ _HINTS = {
     "(or `make demo` for the packaged releases)",
     "trust": "point --trust at a directory of *.pub keys or a TOML trust file (see keys/README.md)",
     "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
+    "registry": "write --releases-from as oci://HOST[:PORT]/REPOSITORY (add --plain-http for a registry without TLS)",
     "http": "choose a free --port (0 picks one) or a --host this machine has",
     "audit": "audit the complete log of one run, one checkpoint token per line in issue order, with the checkpoint "
     "keys of the server that issued it",
@@ -334,6 +336,19 @@ def main() -> None:
     help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh). [default: off]",
 )
 @click.option(
+    "--releases-from",
+    metavar="oci://HOST/REPOSITORY",
+    envvar="RIMTHAN_RELEASES_FROM",
+    show_envvar=True,
+    help="Follow an OCI repository: pull its version tags into --releases-dir (verified) at start and before "
+    "every refresh. [default: none]",
+)
+@click.option(
+    "--plain-http",
+    is_flag=True,
+    help="With --releases-from: talk plain HTTP to the registry instead of TLS.",
+)
+@click.option(
     "--lower-floor",
     is_flag=True,
     help="Deliberately activate a release below the recorded activation floor (rollback).",
@@ -359,6 +374,8 @@ def serve(
     http_sessions: bool,
     allowed_hosts: tuple[str, ...],
     refresh_interval: float | None,
+    releases_from: str | None,
+    plain_http: bool,
     lower_floor: bool,
     log_level: str,
 ) -> None:
@@ -386,6 +403,10 @@ def serve(
             "--migrate-to-newest serves a releases directory; drop --release, or name the target with "
             "--migration-target"
         )
+    follower = None
+    if releases_from is not None:
+        follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
+        follower = _guard("registry", lambda: start_following(releases_from, trust, follow_dir, plain_http))
     if release_dir is None:  # a missing or empty releases directory is the first thing to fix
         _guard("release", lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
     trust_store = _guard("trust", lambda: load_trust(trust))
@@ -403,6 +424,9 @@ def serve(
             migrate_to_newest=migrate_to_newest,
         ),
     )
+    if follower is not None:
+        provider.before_refresh = follower.sync
+        _say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = _guard("release", lambda: create_mcp_application(provider))
     for rejection in provider.start_rejections:
         _say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")

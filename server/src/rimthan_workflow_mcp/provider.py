@@ -30,6 +30,7 @@ from typing import Any, Literal
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
@@ -172,6 +173,9 @@ class ReleaseProvider:
         self._reported: set[tuple[str, str]] = set()
         self.start_rejections: tuple[Rejection, ...] = ()
         self.last_refresh: RefreshResult | None = None
+        # run before each refresh (outside the lock): brings new releases into releases_dir and
+        # returns the publishes it refused, which the refresh reports (see follow.py)
+        self.before_refresh: Callable[[], tuple[Rejection, ...]] | None = None
 
     # -- construction -------------------------------------------------------------------
 
@@ -194,6 +198,7 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        _persist_schema_checks(state_dir, record_floor)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
@@ -236,6 +241,7 @@ class ReleaseProvider:
         of any catalogue verifies, with every rejection in the message.
         """
         floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        _persist_schema_checks(state_dir, record_floor)
         scanned = scan_releases(releases_dir)
         actives: list[LoadedRelease] = []
         rejected: list[Rejection] = []
@@ -358,23 +364,31 @@ class ReleaseProvider:
         """Activate, per catalogue, the newest release in ``releases_dir`` that verifies; never an unverified one.
 
         Blocking (it verifies releases); call it from a worker thread in async
-        code. Logs one ``refresh done`` record: info for an activation, warning
-        for a rejection not reported before, debug when nothing changed (a
-        periodic rescan must not fill the log).
+        code. Logs one ``refresh done`` record: warning for a rejection (a
+        periodic rescan: only one not reported before), info for an activation
+        or an asked-for refresh (SIGHUP), debug for a periodic rescan that
+        changed nothing, so ``--refresh-interval`` does not fill the log.
         """
+        refused = self.before_refresh() if self.before_refresh is not None else ()
         with self._lock:
-            result = self._refresh_locked()
+            result = self._refresh_locked(refused)
             self.last_refresh = result
             fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]
             self._reported.update((r.path, r.code) for r in result.rejected)
-        level = "warning" if fresh else "info" if result.outcome == "activated" else "debug"
-        getattr(_log, level)("refresh done", extra={"trigger": trigger, "refresh": result.to_dict()})
+        asked = trigger != "interval"  # SIGHUP or a caller: the operator wants to hear the answer
+        if fresh or (asked and result.rejected):
+            level = "warning"
+        elif asked or result.outcome == "activated":
+            level = "info"
+        else:
+            level = "debug"
+        getattr(_log, level)("refresh done", extra={"trigger": trigger, **result.to_dict()})
         return result
 
-    def _refresh_locked(self) -> RefreshResult:
+    def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
         scanned = self._scan()
         catalogues = set(self._actives) | (set(scanned) if self.follow_directory else set())
-        rejected: list[Rejection] = []
+        rejected: list[Rejection] = list(refused)
         activated: list[tuple[LoadedRelease | None, LoadedRelease]] = []
         for catalogue in sorted(catalogues):
             current = self._actives.get(catalogue)
@@ -449,6 +463,12 @@ class ReleaseProvider:
                     continue
                 held.setdefault(loaded.digest, loaded)
         self._held = MappingProxyType(held)
+
+
+def _persist_schema_checks(state_dir: Path | None, serving: bool) -> None:
+    """Serving: remember metaschema passes across restarts (``check`` writes nothing)."""
+    if state_dir is not None and serving:
+        SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
 
 
 def verify_candidate(

@@ -21,29 +21,35 @@ Modules, in the order a release is read:
 ``__all__`` below is the public surface; anything not listed is internal.
 """
 
-from rimthan_workflow_registry.release.catalogue import (
-    AssetDefinition,
-    Catalogue,
-    HostAdapter,
-    StepDefinition,
-    WorkflowDefinition,
-    is_semver,
-    semver_key,
-)
-from rimthan_workflow_registry.release.format import (
-    CATALOGUE_DIR,
-    CHECKSUMS_NAME,
-    MANIFEST_NAME,
-    SIGNATURES_DIR,
-    FileEntry,
-    Manifest,
-    parse_manifest,
-    signature_name,
-)
-from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
-from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release.catalogue import (
+        AssetDefinition,
+        Catalogue,
+        HostAdapter,
+        StepDefinition,
+        WorkflowDefinition,
+        is_semver,
+        semver_key,
+    )
+    from rimthan_workflow_registry.release.format import (
+        CATALOGUE_DIR,
+        CHECKSUMS_NAME,
+        MANIFEST_NAME,
+        SIGNATURES_DIR,
+        FileEntry,
+        Manifest,
+        parse_manifest,
+        signature_name,
+    )
+    from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
+    from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust
+    from rimthan_workflow_registry.release.verified import VerifiedRelease
+    from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
     "CATALOGUE_DIR",
@@ -71,3 +77,41 @@ __all__ = [
     "signature_name",
     "verify_release",
 ]
+
+# Each public name is imported from its module on first use, so importing one light module of this
+# package (trust, say) does not import the verifier and jsonschema (CLI start-up).
+_HOME = {
+    "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
+    "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",
+    "CHECKSUMS_NAME": "rimthan_workflow_registry.release.format",
+    "Catalogue": "rimthan_workflow_registry.release.catalogue",
+    "FileEntry": "rimthan_workflow_registry.release.format",
+    "HostAdapter": "rimthan_workflow_registry.release.catalogue",
+    "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
+    "MANIFEST_NAME": "rimthan_workflow_registry.release.format",
+    "Manifest": "rimthan_workflow_registry.release.format",
+    "ReleaseInspection": "rimthan_workflow_registry.release.verify",
+    "ReleaseLoader": "rimthan_workflow_registry.release.loader",
+    "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
+    "StepDefinition": "rimthan_workflow_registry.release.catalogue",
+    "TrustStore": "rimthan_workflow_registry.release.trust",
+    "VerifiedRelease": "rimthan_workflow_registry.release.verified",
+    "WorkflowDefinition": "rimthan_workflow_registry.release.catalogue",
+    "inspect_release": "rimthan_workflow_registry.release.verify",
+    "is_semver": "rimthan_workflow_registry.release.catalogue",
+    "key_id_for": "rimthan_workflow_registry.release.trust",
+    "load_trust": "rimthan_workflow_registry.release.trust",
+    "parse_manifest": "rimthan_workflow_registry.release.format",
+    "semver_key": "rimthan_workflow_registry.release.catalogue",
+    "signature_name": "rimthan_workflow_registry.release.format",
+    "verify_release": "rimthan_workflow_registry.release.verify",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value

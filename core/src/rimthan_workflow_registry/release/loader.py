@@ -23,6 +23,7 @@ from rimthan_workflow_registry.release.catalogue import (
     parse_host_adapter,
     parse_workflow,
 )
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS
 
 
 class CatalogueFiles(Protocol):
@@ -120,8 +121,10 @@ def _compile_schemas(catalogue: Catalogue, files: CatalogueFiles) -> SchemaSet:
         {w.confirmed_state_schema for w in catalogue.workflows}
         | {o.schema for w in catalogue.workflows for s in w.steps for o in s.outputs if o.schema is not None}
     )
-    documents = {p: parse_strict_json(files.read(p), where=p, code=FailureCode.SCHEMA_INVALID) for p in referenced}
-    rules.check_schemas(documents)
+    raw = {p: files.read(p) for p in referenced}
+    documents = {p: parse_strict_json(raw[p], where=p, code=FailureCode.SCHEMA_INVALID) for p in referenced}
+    rules.check_schemas({p: doc for p, doc in documents.items() if not SCHEMA_CHECKS.passed(raw[p])})
+    SCHEMA_CHECKS.remember(raw.values())  # reached only when every schema passed
     validators = {
         p: Draft202012Validator(doc, format_checker=Draft202012Validator.FORMAT_CHECKER) for p, doc in documents.items()
     }

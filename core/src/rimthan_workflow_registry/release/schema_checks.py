@@ -1,0 +1,106 @@
+"""Which schema bytes already passed the Draft 2020-12 metaschema check (by SHA-256 and validator version).
+
+Checking a catalogue schema against the 2020-12 metaschema costs 15-25 ms
+per schema in jsonschema (its ``$dynamicRef`` resolution), most of the load
+of a small release. The answer depends only on the schema's bytes and on the
+validator, so it is remembered under ``sha256(bytes)`` plus the jsonschema
+version and metaschema id: bytes never seen before are always checked, and a
+new jsonschema invalidates every entry. Only passes are remembered; a schema
+that fails is checked (and refused) every time.
+
+The memory is per process (:data:`SCHEMA_CHECKS`); a server persists it in
+its state directory (:meth:`SchemaCheckCache.persist_to`), beside the
+checkpoint keys and the activation floor, so a restart on the same releases
+skips the checks. Whoever can write that directory can already forge
+checkpoints, so the file adds no new trust; an unreadable or malformed file
+is ignored (every schema is checked again), never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+SCHEMA_CHECKS_FILE = "schema-checks.json"
+_FORMAT = "rimthan.schema-checks/1"
+_MAX_ENTRIES = 4096  # a bound on the file; a server sees a handful of catalogues
+METASCHEMA = "https://json-schema.org/draft/2020-12/schema"  # what catalogue_rules.check_schemas checks against
+
+
+@cache
+def validator_version() -> str:
+    """What the check's answer depends on besides the bytes: jsonschema's version and the metaschema."""
+    return f"jsonschema-{metadata.version('jsonschema')}:{METASCHEMA}"
+
+
+def check_key(data: bytes) -> str:
+    return f"{hashlib.sha256(data).hexdigest()}:{validator_version()}"
+
+
+class SchemaCheckCache:
+    """Keys (:func:`check_key`) of schema bytes that passed the metaschema check."""
+
+    def __init__(self) -> None:
+        self._passed: set[str] = set()
+        self._path: Path | None = None
+        self._on_disk: set[str] = set()
+        self._lock = threading.Lock()
+
+    def passed(self, data: bytes) -> bool:
+        return check_key(data) in self._passed
+
+    def remember(self, blobs: Iterable[bytes]) -> None:
+        """Record that ``blobs`` passed (call only after the check succeeded for every one of them)."""
+        keys = {check_key(data) for data in blobs}
+        with self._lock:
+            self._passed |= keys
+            if self._path is not None and not keys <= self._on_disk:
+                self._write(self._path)
+
+    def persist_to(self, path: Path | None) -> None:
+        """Load earlier passes from ``path`` (if it is a well-formed file) and write new ones there.
+
+        ``None`` stops writing (what was learnt stays in this process).
+        """
+        with self._lock:
+            self._path = path
+            self._on_disk = _read(path) if path is not None else set()
+            self._passed |= self._on_disk
+
+    def _write(self, path: Path) -> None:
+        keys = sorted(self._passed)[-_MAX_ENTRIES:]
+        text = json.dumps({"format": _FORMAT, "passed": keys}, indent=1) + "\n"
+        tmp: str | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+            self._on_disk = set(keys)
+        except OSError:  # a cache that cannot be written only costs the checks again next start
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+
+
+def _read(path: Path) -> set[str]:
+    try:
+        document = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(document, dict) or document.get("format") != _FORMAT:
+        return set()
+    passed = document.get("passed")
+    if not isinstance(passed, list):
+        return set()
+    return {key for key in passed if isinstance(key, str)}
+
+
+SCHEMA_CHECKS = SchemaCheckCache()

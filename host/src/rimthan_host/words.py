@@ -1,0 +1,92 @@
+"""The bridge's results in words: what the step is, what it needs, and what the model does next.
+
+Only plain facts go out - step ids, titles, instructions, file paths,
+questions, validator names and their instruction text. Checkpoints,
+validation tokens, digests and attestations stay inside the bridge;
+:func:`scrub` is the last guard on every outgoing text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_OPAQUE = re.compile(r"(sha256:)?[0-9a-fA-F]{64}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]+")
+_KINDS = {"application/json": "JSON", "text/markdown": "Markdown"}
+
+
+def scrub(text: str) -> str:
+    """Replace anything that looks like a digest or a token (never meant for the model)."""
+    return _OPAQUE.sub("[omitted]", text)
+
+
+def step_words(step: Mapping[str, Any], run_id: str, version: str) -> list[str]:
+    """The current step: title, its instruction, and what it needs."""
+    lines = [
+        f"Run {run_id} ({version}): step {step['id']} - {step.get('title') or step['id']}.",
+        "",
+        "Instructions for this step:",
+        str((step.get("instruction") or {}).get("text") or "").strip(),
+        "",
+    ]
+    outputs = step.get("outputs") or []
+    if step.get("gated") and outputs:
+        lines.append("Write these files in the project with your own tools:")
+        lines += [f"- {o['path']} ({_KINDS.get(o['media_type'], o['media_type'])})" for o in outputs]
+        lines.append("Then call step_done: the bridge reads them from disk and has them checked.")
+    else:
+        lines.append("This step writes no files. When its work is done, call step_done.")
+    return lines
+
+
+def question_words(question: Mapping[str, Any], *, elicits: bool) -> list[str]:
+    choices = ", ".join(str(c) for c in question.get("choices") or [])
+    who = (
+        "Call answer_question; the user is asked directly in their client."
+        if elicits
+        else "Ask the user this question, then call answer_question with their answer."
+    )
+    return [f"The workflow asks the user: {question['prompt']}", f"Choices: {choices}.", who]
+
+
+def validator_words(step: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = [
+        "The files passed the verifier's deterministic checks. Now run each validator below in its own subagent",
+        "(an isolated context): give it the instruction text and the files, then call record_verdict with its",
+        "verdict (pass or fail, and each finding as one sentence).",
+    ]
+    by_id = {(v["id"], v["version"]): v for v in step.get("validators") or []}
+    for summary in pending:
+        payload = by_id.get((summary["validator_id"], summary["version"])) or {}
+        lines += [
+            "",
+            f"Validator {summary['validator_id']} (subagent {summary['subagent']}). Instruction:",
+            str((payload.get("instruction") or {}).get("text") or "").strip(),
+        ]
+    return lines
+
+
+def failure_words(failures: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [f"- {f.get('code')}: {f.get('message')}" for f in failures]
+
+
+def findings_words(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = ["A validator failed the step:"]
+    lines += [f"- {str(f.get('validator') or '').split('@')[0]}: {f.get('message')}" for f in findings]
+    lines.append("Fix the files, then call step_done again. Only the validators that failed run again.")
+    return lines
+
+
+def preview_words(preview: Mapping[str, Any], failures: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = [
+        f"Migration from {(preview.get('from') or {}).get('release')} to {(preview.get('to') or {}).get('release')}:",
+        f"the run restarts at {preview.get('restart_step')}; these results are invalidated and redone:",
+        f"artifacts {', '.join(preview.get('invalidated_artifacts') or []) or 'none'};",
+        f"validators {', '.join(preview.get('invalidated_validators') or []) or 'none'}.",
+    ]
+    blocking = [f for f in failures if f.get("code") != "migration_confirmation_required"]
+    if blocking:
+        lines.append("Before it can happen:")
+        lines += failure_words(blocking)
+    return lines

@@ -1,0 +1,104 @@
+"""Following an OCI repository: ``rimthan-mcp serve --releases-from oci://HOST/REPOSITORY``.
+
+Before start and before every refresh, the follower lists the repository's
+version tags and pulls each tag whose OCI manifest it has not seen yet into
+the releases directory, through the core's one pull path
+(:func:`~rimthan_workflow_registry.release.oci.pull_release`: digests checked,
+:func:`verify_release` run, version tag checked, then renamed into place).
+The provider's ordinary refresh then activates the newest release under the
+usual rules (activation floor, pinned runs keep their release).
+
+A publish that does not verify never reaches the releases directory; it is
+logged, reported as a rejection of the refresh, and not pulled again until
+its tag points at another manifest. A registry that cannot be reached is
+logged and the replica keeps serving what it holds. Replicas following one
+repository converge on the same active release because they pull the same
+bytes and apply the same rules.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
+from rimthan_workflow_registry.release.oci import (
+    OciReference,
+    fetch_manifest,
+    open_registry,
+    parse_reference,
+    pull_release,
+    version_tags,
+)
+from rimthan_workflow_registry.release.trust import TrustStore, load_trust
+
+from .logs import get_logger
+from .provider import Rejection
+
+_log = get_logger("follow")
+
+
+@dataclass
+class RegistryFollower:
+    """Pulls a repository's release tags into ``releases_dir``; remembers what it pulled or refused."""
+
+    ref: OciReference
+    trust: TrustStore
+    releases_dir: Path
+    plain_http: bool = False
+    _seen: dict[str, str] = field(default_factory=dict)  # tag -> OCI digest pulled or refused
+    _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sync(self) -> tuple[Rejection, ...]:
+        """Pull every new version tag; return the tags currently refused (for the refresh result)."""
+        with self._lock:
+            try:
+                self._sync_locked()
+            except RegistryError as exc:
+                _log.warning("registry unreachable; serving what is held", extra={"error": exc.to_dict()})
+            return tuple(self._refused.values())
+
+    def _sync_locked(self) -> None:
+        registry = open_registry(self.ref, plain_http=self.plain_http)
+        tags = version_tags(registry, self.ref)
+        for gone in set(self._refused) - set(tags):
+            del self._refused[gone]
+        for tag in tags:
+            ref = self.ref.with_tag(tag)
+            digest, _ = fetch_manifest(registry, ref)
+            if self._seen.get(tag) == digest:
+                continue
+            self._pull(tag, ref, digest)
+
+    def _pull(self, tag: str, ref: OciReference, digest: str) -> None:
+        where = f"{ref}@{digest}"
+        try:
+            pulled = pull_release(
+                OciReference(ref.host, ref.repository, tag=tag),
+                self.trust,
+                self.releases_dir,
+                plain_http=self.plain_http,
+                expected_profile=WORKFLOW_ENGINE_PROFILE,
+            )
+        except RegistryError as exc:
+            if exc.code is FailureCode.OCI_REGISTRY_ERROR:  # transient: try again on the next refresh
+                _log.warning("pull failed; will retry", extra={"reference": where, "error": exc.to_dict()})
+                return
+            self._seen[tag] = digest
+            self._refused[tag] = Rejection(path=where, error=exc.to_dict())
+            _log.warning("publish refused", extra={"reference": where, "error": exc.to_dict()})
+            return
+        self._seen[tag] = digest
+        self._refused.pop(tag, None)
+        _log.info("pulled", extra={"reference": where, "pulled": pulled.to_dict()})
+
+
+def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:
+    """Parse ``--releases-from``, and pull what the repository holds before the server picks its release."""
+    follower = RegistryFollower(parse_reference(reference), load_trust(trust_path), releases_dir, plain_http)
+    releases_dir.mkdir(parents=True, exist_ok=True)
+    follower.sync()
+    return follower

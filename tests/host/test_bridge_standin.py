@@ -1,0 +1,99 @@
+"""A model stand-in completes every path of research-decision through ``rimthan-host serve``.
+
+The bridge runs as a real process over stdio (the SDK client starts it) and
+starts the real verifier as its child; releases are built and signed with a
+real key under tmp. The stand-in never sees or sends a checkpoint, a token,
+a digest or an attestation, and ``rimthan-mcp audit`` verifies every run log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from support.bridge import StandIn, audit, bridge_params
+from support.servers import ServerWorld, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("bridge-world"))
+
+
+def _only_log(project: Path) -> Path:
+    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    return log
+
+
+@pytest.mark.parametrize("route", ["desk-research", "user-interviews", "experiment"])
+def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, route: str) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} >= {"start_run", "step_done", "record_verdict", "migrate_run"}
+            model = StandIn(client, project)
+            final = await model.follow(await model.start(), route)
+            assert final.data["status"] == "completed" and "The run is complete." in final.text
+            return model
+
+    model = anyio.run(go)
+    assert model.leaks() == []
+    assert model.opaque_bytes_sent() == 0
+    assert (project / ".claude").is_dir()  # the bridge delivered the release's assets itself
+    history = audit(_only_log(project), state)
+    assert history["ok"] is True and route in history["steps"]
+    assert history["steps"][0] == "setup-workspace"
+
+
+def test_a_repair_reruns_only_the_failed_validator(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = StandIn(client, project, fail_once={"decision-critic"})
+            await model.follow(await model.start(), "desk-research")
+            return model
+
+    model = anyio.run(go)
+    assert model.rounds == [["evidence-auditor", "decision-critic"], ["decision-critic"]]
+    failed = next(r for r in model.received if r.data.get("status") == "validation_failed")
+    assert "The recommendation cites no source." in failed.text and "Only the validators that failed" in failed.text
+    assert model.leaks() == []
+    assert audit(_only_log(project), state)["ok"] is True
+
+
+def test_a_run_migrates_from_1_2_0_to_1_3_0_with_preview_and_confirmation(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    new_facts = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
+
+    async def go() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = StandIn(client, project)
+            at_question = await model.follow(await model.start(), "desk-research", until_question=True)
+            assert at_question.data["step"]["id"] == "select-route"
+            bare = await model.call("migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False})
+            assert bare.is_error and "risk_tolerance" in bare.text and "pass it as facts" in bare.text
+            preview = await model.call(
+                "migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False, "facts": new_facts}
+            )
+            assert not preview.is_error and "restarts at setup-workspace" in preview.text, preview.text
+            moved = await model.call(
+                "migrate_run", {"to_release": "research-decision@1.3.0", "confirm": True, "facts": new_facts}
+            )
+            assert "Migrated run" in moved.text and moved.data["step"]["id"] == "interview", moved.text
+            model.version = "1.3.0"
+            final = await model.follow(moved, "desk-research")
+            assert final.data["status"] == "completed"
+            return model
+
+    model = anyio.run(go)
+    assert model.leaks() == []
+    history = audit(_only_log(project), state)
+    assert len(history["migrations"]) == 1 and history["releases"][-1]["id"] == "research-decision@1.3.0"

@@ -1,0 +1,61 @@
+"""CLI start-up imports only what the command needs: help and usage errors never load the verifier.
+
+Every Python CLI pays its imports on each run; jsonschema (with its
+metaschema registry), the MCP SDK, tqdm and the verifier are needed only by
+the commands that build or verify, so ``rimthan-pack verify --help`` must run
+without them (checked in a fresh interpreter, through the CLI's own entry point).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = (
+    "jsonschema",
+    "mcp",
+    "tqdm",
+    "oras",
+    "requests",
+    "rimthan_workflow_registry.release.verify",
+    "rimthan_packager.build",
+)
+_PROBE = """
+import json, sys
+sys.argv = ["rimthan-pack", *json.loads(sys.argv[1])]
+from rimthan_packager.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _run(*argv: str) -> tuple[str, int, set[str]]:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(argv)], capture_output=True, text=True, check=False, timeout=120
+    )
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    return result.stdout, report["code"], set(report["modules"])
+
+
+@pytest.mark.parametrize(
+    "argv", [("verify", "--help"), ("build", "--help"), ("push", "--help"), ("--help",), ("verify",)]
+)
+def test_help_and_usage_errors_import_no_heavy_module(argv: tuple[str, ...]) -> None:
+    out, code, modules = _run(*argv)
+    assert code in (0, 2)
+    assert "Usage: rimthan-pack" in out or code == 2
+    assert not {m for m in modules if m.split(".")[0] in HEAVY or m in HEAVY}
+
+
+def test_verify_still_loads_the_verifier_when_it_runs(tmp_path: object) -> None:
+    out, code, modules = _run("verify", str(tmp_path), "--trust", str(tmp_path))
+    assert code == 1
+    assert "rimthan_workflow_registry.release.verify" in modules

@@ -1,0 +1,67 @@
+"""``rimthan-mcp serve --releases-from oci://...``: the follower against a real registry.
+
+The small fleet run is ``tests/load/run_fleet.py`` (``make fleet``) with 3
+replicas and 4 clients; it asserts its own figures and prints ``RESULT PASS``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from rimthan_workflow_registry.release.trust import load_trust
+from support.oci import push, push_corrupt
+from support.registry import LocalRegistry, require_registry
+from support.releases import KeyPair
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
+
+
+def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """Start ``serve`` just far enough to print its start-up lines (stdio, stdin closed: it exits)."""
+    return subprocess.run(
+        [str(RIMTHAN_MCP), "serve", *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_small_fleet_follows_the_registry_under_load() -> None:
+    require_registry()
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "tests/load/run_fleet.py"), "--clients", "4", "--runs-per-client", "2",
+         "--replicas", "3", "--deadline", "400"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "RESULT PASS" in proc.stdout
+    assert "failed calls          0" in proc.stdout
+    assert "0 lost" in proc.stdout
+    assert "1.4.0 left on disk    0 directories, 0 staging directories" in proc.stdout
+
+
+def test_serve_starts_from_the_registry_and_keeps_a_corrupt_publish_out(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, keypair: KeyPair
+) -> None:
+    ref = registry.ref("rimthan/follow")
+    push(packaged_releases["1.2.0"], ref, trust)
+    push_corrupt(packaged_releases["1.3.0"], ref, load_trust(trust), "catalogue/catalogue.toml")
+    releases = tmp_path / "releases"
+    proc = check("--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
+                 "--state-dir", tmp_path / "state")  # fmt: skip
+    assert "following " + ref in proc.stderr, proc.stderr
+    assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
+    assert '"publish refused"' in proc.stderr
+    assert sorted(p.name for p in releases.iterdir()) == ["research-decision-1.2.0"]
+
+
+def test_serve_refuses_a_bad_reference_in_one_line(tmp_path: Path, trust: Path) -> None:
+    proc = check("--releases-from", "http://example/x", "--trust", trust, "--state-dir", tmp_path / "state")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("rimthan-mcp: error: oci_reference_invalid: "), proc.stderr
+    assert "Traceback" not in proc.stderr
