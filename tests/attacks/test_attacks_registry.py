@@ -8,18 +8,16 @@ client, or by editing the registry's storage behind its back.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rimthan_packager.oci import push_release, put_manifest, upload_blob
+from rimthan_packager.oci import push_release
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.oci import (
-    FILE_LAYER_TYPE,
     MAX_LAYER_BYTES,
     TITLE,
     fetch_manifest,
@@ -28,7 +26,7 @@ from rimthan_workflow_registry.release.oci import (
     pull_release,
 )
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
-from support.oci import one_line_error, pull
+from support.oci import add_blob, one_line_error, pull, rewrite
 from support.registry import LocalRegistry, start_registry
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
@@ -61,28 +59,6 @@ def publish(world: World, repo: str, *versions: str) -> dict[str, str]:
     """Push the good releases to ``repo``; returns version -> OCI manifest digest."""
     ref = parse_reference(world.registry.ref(repo))
     return {v: push_release(world.releases[v], ref, world.trust, plain_http=True).oci_digest for v in versions}
-
-
-def rewrite(world: World, repo: str, tag: str, edit: Callable[[dict[str, Any]], None]) -> None:
-    """What an attacker with push rights does: fetch the tag's OCI manifest, edit it, PUT it back."""
-    ref = parse_reference(world.registry.ref(repo, tag))
-    registry = open_registry(ref, plain_http=True)
-    _, manifest = fetch_manifest(registry, ref)
-    edit(manifest)
-    put_manifest(registry, ref, registry.get_container(ref.target), manifest)
-
-
-def add_blob(world: World, repo: str, title: str, data: bytes) -> dict[str, Any]:
-    ref = parse_reference(world.registry.ref(repo, "x"))
-    registry = open_registry(ref, plain_http=True)
-    layer = {
-        "mediaType": FILE_LAYER_TYPE,
-        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
-        "size": len(data),
-        "annotations": {TITLE: title},
-    }
-    upload_blob(registry, ref, registry.get_container(ref.target), layer, data)
-    return layer
 
 
 def refused(world: World, ref: str, out: Path) -> FailureCode:
@@ -124,7 +100,7 @@ def test_a_manifest_repointed_to_another_releases_files_is_refused(world: World,
         kept = [layer for layer in manifest["layers"] if not layer["annotations"][TITLE].startswith("catalogue/")]
         manifest["layers"] = kept + newer_files
 
-    rewrite(world, "attack/repoint", "1.2.0", repoint)
+    rewrite(world.registry.ref("attack/repoint", "1.2.0"), repoint)
     code = refused(world, world.registry.ref("attack/repoint", "1.2.0"), tmp_path / "out")
     assert code in {
         FailureCode.FILE_DIGEST_MISMATCH,
@@ -159,18 +135,18 @@ def test_a_tag_moved_to_a_release_signed_by_an_untrusted_key_is_refused(world: W
 
 def test_a_missing_layer_is_refused(world: World, tmp_path: Path) -> None:
     publish(world, "attack/missing", "1.2.0")
-    rewrite(world, "attack/missing", "1.2.0", lambda m: m["layers"].remove(catalogue_layer(m, 1)))
+    rewrite(world.registry.ref("attack/missing", "1.2.0"), lambda m: m["layers"].remove(catalogue_layer(m, 1)))
     assert refused(world, world.registry.ref("attack/missing", "1.2.0"), tmp_path / "out") is FailureCode.FILE_MISSING
 
 
 def test_an_extra_layer_is_refused(world: World, tmp_path: Path) -> None:
     publish(world, "attack/extra", "1.2.0")
-    extra = add_blob(world, "attack/extra", "catalogue/assets/extra.md", b"# not signed\n")
-    rewrite(world, "attack/extra", "1.2.0", lambda m: m["layers"].append(extra))
+    extra = add_blob(world.registry.ref("attack/extra", "x"), "catalogue/assets/extra.md", b"# not signed\n")
+    rewrite(world.registry.ref("attack/extra", "1.2.0"), lambda m: m["layers"].append(extra))
     assert refused(world, world.registry.ref("attack/extra", "1.2.0"), tmp_path / "a") is FailureCode.FILE_UNLISTED
 
-    escape = add_blob(world, "attack/extra", "../../outside.md", b"# escape\n")
-    rewrite(world, "attack/extra", "1.2.0", lambda m: m["layers"].append(escape))
+    escape = add_blob(world.registry.ref("attack/extra", "x"), "../../outside.md", b"# escape\n")
+    rewrite(world.registry.ref("attack/extra", "1.2.0"), lambda m: m["layers"].append(escape))
     assert (
         refused(world, world.registry.ref("attack/extra", "1.2.0"), tmp_path / "b") is FailureCode.OCI_ARTIFACT_INVALID
     )
@@ -179,8 +155,8 @@ def test_an_extra_layer_is_refused(world: World, tmp_path: Path) -> None:
 
 def test_a_huge_layer_is_refused_before_it_is_downloaded(world: World, tmp_path: Path) -> None:
     publish(world, "attack/huge", "1.2.0")
-    huge = add_blob(world, "attack/huge", "catalogue/assets/huge.md", b"x" * (MAX_LAYER_BYTES + 1))
-    rewrite(world, "attack/huge", "1.2.0", lambda m: m["layers"].append(huge))
+    huge = add_blob(world.registry.ref("attack/huge", "x"), "catalogue/assets/huge.md", b"x" * (MAX_LAYER_BYTES + 1))
+    rewrite(world.registry.ref("attack/huge", "1.2.0"), lambda m: m["layers"].append(huge))
     assert (
         refused(world, world.registry.ref("attack/huge", "1.2.0"), tmp_path / "out") is FailureCode.OCI_ARTIFACT_INVALID
     )
@@ -192,7 +168,7 @@ def test_an_artifact_of_another_type_is_refused(world: World, tmp_path: Path) ->
     def retype(manifest: dict[str, Any]) -> None:
         manifest["artifactType"] = "application/vnd.example.other"
 
-    rewrite(world, "attack/type", "1.2.0", retype)
+    rewrite(world.registry.ref("attack/type", "1.2.0"), retype)
     assert (
         refused(world, world.registry.ref("attack/type", "1.2.0"), tmp_path / "out") is FailureCode.OCI_ARTIFACT_INVALID
     )

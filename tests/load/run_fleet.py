@@ -207,6 +207,11 @@ def report(fleet: Fleet, seconds: float) -> int:
     lost = [o for o in outcomes if not o.completed]
     switched = [o for o in outcomes if o.completed and o.started_on != o.finished_on]
     by_release = Counter(o.started_on for o in outcomes if o.completed)
+    crossed = [
+        o
+        for o in outcomes
+        if o.completed and o.started_on == f"{CATALOGUE}@1.2.0" and o.finished_at_call > fleet.refreshed_at_call
+    ]
     finals = {r.name: r.refresh() for r in fleet.replicas if r.up}
     left = sorted(str(p) for p in fleet.work.glob(f"releases-*/{CATALOGUE}-1.4.0"))
     stray = sorted(str(p) for p in fleet.work.glob("releases-*/.pull-*"))
@@ -218,6 +223,7 @@ def report(fleet: Fleet, seconds: float) -> int:
     print(f"runs                  {len(outcomes)} started, {len(outcomes) - len(lost)} completed, {len(lost)} lost")
     print(f"runs by release       {dict(by_release)}")
     print(f"finished elsewhere    {len(switched)} (every run must finish on the release it started on)")
+    print(f"crossed the refresh   {len(crossed)} runs started on 1.2.0 finished after a replica activated 1.3.0")
     print(f"1.4.0 refused         {fleet.rejected_codes}")
     print(f"1.4.0 left on disk    {len(left)} directories, {len(stray)} staging directories")
     actives = ", ".join(f"{name}: {record['active']}" for name, record in finals.items())

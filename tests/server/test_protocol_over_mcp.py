@@ -55,6 +55,10 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             at_route = await migrating.run(
                 await migrating.start("research", initial_version="1.2.0"), until_step="select-route"
             )
+            # the server holds a migration target: continue results name it and what it needs
+            offer = at_route["migration"]
+            assert offer["to"]["release"] == "research-decision@1.3.0" and offer["confirmed"] is False
+            assert offer["target_needs"]["workflow"] == {"id": "research-decision", "version": "1.3.0"}
             preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
             assert preview["status"] == "blocked"
             assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]

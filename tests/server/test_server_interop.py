@@ -120,6 +120,18 @@ def test_prompts_serve_the_release_prompt_assets(world: ServerWorld) -> None:
                 assert "$ARGUMENTS" not in text and "---" not in text.splitlines()[0]
                 body = source.split("---\n", 2)[2].lstrip("\n")
                 assert text == body.replace("$ARGUMENTS", "Should we price per seat?")
+                # usable before setup-workspace: it names no file only setup delivers, and it
+                # carries every pinned adapter as an embedded resource at its release URI
+                assert ".claude/" not in text and ".opencode/" not in text
+                attached = [m.content.resource for m in got.messages[1:]]  # type: ignore[union-attr]
+                assert [r.uri.rsplit("/", 2)[-2:] for r in attached] == [
+                    ["adapters", "claude-code.md"],
+                    ["adapters", "opencode.md"],
+                ]
+                for resource in attached:
+                    adapter = world.built["1.2.0"] / "catalogue" / "adapters" / resource.uri.rsplit("/", 1)[1]
+                    assert resource.text == adapter.read_text("utf-8") and resource.mime_type == "text/markdown"
+                    assert (await client.read_resource(resource.uri)).contents[0].text == resource.text
                 with pytest.raises(MCPError) as unknown:
                     await client.get_prompt("test_simple_prompt")
                 error = unknown.value.error

@@ -67,6 +67,7 @@ class FailureCode(StrEnum):
     CONFIRMED_STATE_INVALID = "confirmed_state_invalid"
     CONFIRMED_STATE_MISMATCH = "confirmed_state_mismatch"
     CONFIRMATION_REQUIRED = "confirmation_required"
+    CONFIRMED_FIELD_MISSING = "confirmed_field_missing"
     HOST_ADAPTER_INCOMPATIBLE = "host_adapter_incompatible"
     HOST_CAPABILITY_MISSING = "host_capability_missing"
     VALIDATOR_CAPABILITY_MISSING = "validator_capability_missing"

@@ -194,6 +194,8 @@ class Bridge:
         data = {"status": "preview", "to_release": to_release, "failures": _codes(preview)}
         if blocking or not confirm:
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
+            if any(f.get("code") == "confirmed_field_missing" for f in blocking):
+                tail = "Ask the user for what the newer release needs and pass it as facts."
             return Reply("\n".join([*words, tail]).strip(), data, is_error=bool(blocking))
         by = BY_MODEL
         if asker.available:

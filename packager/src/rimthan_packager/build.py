@@ -23,21 +23,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.format import (
+from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
     MANIFEST_NAME,
     SIGNATURES_DIR,
     FileEntry,
+    LoadedCatalogue,
     Manifest,
+    ReleaseLoader,
+    TrustStore,
+    VerifiedRelease,
+    inspect_release,
     manifest_for,
     render_checksums,
     signature_name,
+    verify_release,
 )
-from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
-from rimthan_workflow_registry.release.trust import TrustStore
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.release.verify import inspect_release, verify_release
 from tqdm import tqdm
 
 from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, write_all

@@ -13,7 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.release.trust import key_id_for, public_key_pem
+from rimthan_workflow_registry.release import key_id_for, public_key_pem
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .fsutil import create_file

@@ -18,13 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.release.format import (
-    OPEN_NOFOLLOW,
-    FileEntry,
-    media_type_for,
-    path_problem,
-    path_set_problem,
-)
+from rimthan_workflow_registry.release import OPEN_NOFOLLOW, FileEntry, media_type_for, path_problem, path_set_problem
 
 from .fsutil import write_all
 

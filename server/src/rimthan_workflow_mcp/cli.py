@@ -21,9 +21,8 @@ from typing import Any, NoReturn
 import anyio
 import click
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
-from rimthan_workflow_registry.release.trust import TrustStore, load_trust
-from rimthan_workflow_registry.run.audit import audit_run, describe, read_log
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.release import TrustStore, load_trust
+from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .floor import FLOOR_FILE

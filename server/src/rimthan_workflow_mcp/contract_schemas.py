@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rimthan_workflow_registry.run.tokens import MAX_TOKEN_CHARS
+from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "https://rimthan.dev/contracts/"
@@ -39,6 +39,12 @@ def _closed(properties: dict[str, Any], required: list[str] | None = None, **ext
     return schema
 
 
+def _about(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a ``description``: every input field says what it is for, so a harness
+    author (or a model reading ``tools/list``) never has to guess from a refusal."""
+    return {**schema, "description": text}
+
+
 def _document(name: str, title: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"$schema": DRAFT, "$id": contract_id(name), "title": title, **body}
 
@@ -57,19 +63,36 @@ CONFIRMED_STATE_PROJECTION = _document(
     "Confirmed state: every value plus a confirmation per top-level field",
     _closed(
         {
-            "state": {"type": "object", "maxProperties": 256},
-            "confirmations": {
-                "type": "object",
-                "maxProperties": 256,
-                "additionalProperties": _closed(
-                    {
-                        "value_digest": _DIGEST,
-                        "confirmed_at": {"type": "integer", "minimum": 0, "maximum": 253402300799},
-                        "confirmed_by": _TEXT,
-                    },
-                    ["value_digest", "confirmed_at"],
-                ),
-            },
+            "state": _about(
+                "Every confirmed value, one top-level field per entry, exactly as the workflow's "
+                "confirmed_state_schema describes them; send the whole object on every call.",
+                {"type": "object", "maxProperties": 256},
+            ),
+            "confirmations": _about(
+                "One confirmation per top-level field of `state`, keyed by the field name.",
+                {
+                    "type": "object",
+                    "maxProperties": 256,
+                    "additionalProperties": _closed(
+                        {
+                            "value_digest": _about(
+                                "`sha256:` + hex SHA-256 of the field value's RFC 8785 canonical JSON bytes.",
+                                _DIGEST,
+                            ),
+                            "confirmed_at": _about(
+                                "When the user confirmed this value, in Unix seconds; a changed field needs a "
+                                "time at or after the current checkpoint's.",
+                                {"type": "integer", "minimum": 0, "maximum": 253402300799},
+                            ),
+                            "confirmed_by": _about(
+                                "Who confirmed, and how (e.g. the user through the client's elicitation form).",
+                                _TEXT,
+                            ),
+                        },
+                        ["value_digest", "confirmed_at"],
+                    ),
+                },
+            ),
         },
         ["state", "confirmations"],
     ),
@@ -80,13 +103,32 @@ HOST = _document(
     "The calling harness: adapter, capabilities and repository policy",
     _closed(
         {
-            "harness": _NAME,
-            "adapter": _closed({"id": _NAME, "version": _VERSION}, ["id", "version"]),
-            "capabilities": _NAMES,
-            "validator_capabilities": _NAMES,
-            "repository_policy": _closed(
-                {"writable_paths": _GLOBS, "protected_paths": _GLOBS},
-                ["writable_paths", "protected_paths"],
+            "harness": _about("The harness driving the run, as the host adapter names it (e.g. `claude-code`).", _NAME),
+            "adapter": _about(
+                "The release's host adapter this harness follows; must be one the workflow pins.",
+                _closed(
+                    {
+                        "id": _about("Host adapter id (e.g. `claude-code`).", _NAME),
+                        "version": _about("Host adapter version (e.g. `1.0.0`).", _VERSION),
+                    },
+                    ["id", "version"],
+                ),
+            ),
+            "capabilities": _about(
+                "Host capabilities the harness really has (e.g. `workspace.write`, `subagents`, `skills`).", _NAMES
+            ),
+            "validator_capabilities": _about(
+                "Capabilities for running semantic validators (e.g. `subagent.isolated-context`).", _NAMES
+            ),
+            "repository_policy": _about(
+                "What the user or the repository allows the harness to write; never claim more.",
+                _closed(
+                    {
+                        "writable_paths": _about("Glob patterns of project paths the harness may write.", _GLOBS),
+                        "protected_paths": _about("Glob patterns of project paths it must never write.", _GLOBS),
+                    },
+                    ["writable_paths", "protected_paths"],
+                ),
             ),
         },
         ["harness", "adapter", "capabilities", "validator_capabilities", "repository_policy"],
@@ -98,19 +140,40 @@ ARTIFACT = _document(
     "One declared output: exact bytes (UTF-8 text) plus the host's readback attestation",
     _closed(
         {
-            "artifact_id": _NAME,
-            "path": {"type": "string", "minLength": 1, "maxLength": 1024},
-            "media_type": {"type": "string", "maxLength": 128},
-            "content": {"type": "string", "maxLength": MAX_TEXT},
-            "attestation": _closed(
-                {
-                    "path": {"type": "string", "minLength": 1, "maxLength": 1024},
-                    "sha256": _SHA256_HEX,
-                    "size": {"type": "integer", "minimum": 0},
-                    "symlink_free": {"type": "boolean"},
-                    "write": {"enum": ["created", "replaced"]},
-                },
-                ["path", "sha256", "size", "symlink_free", "write"],
+            "artifact_id": _about("The declared output id of the active step.", _NAME),
+            "path": _about(
+                "The output's declared path, relative to the project root.",
+                {"type": "string", "minLength": 1, "maxLength": 1024},
+            ),
+            "media_type": _about(
+                "The declared media type (`application/json` or `text/markdown`).",
+                {"type": "string", "maxLength": 128},
+            ),
+            "content": _about(
+                "The exact file bytes as UTF-8 text, as read back from disk.",
+                {"type": "string", "maxLength": MAX_TEXT},
+            ),
+            "attestation": _about(
+                "The host's readback of the written file (required for every step after setup-workspace).",
+                _closed(
+                    {
+                        "path": _about(
+                            "The path the harness wrote and read back, relative to the project root.",
+                            {"type": "string", "minLength": 1, "maxLength": 1024},
+                        ),
+                        "sha256": _about("Hex SHA-256 of the bytes read back from disk.", _SHA256_HEX),
+                        "size": _about("Size in bytes of the file read back.", {"type": "integer", "minimum": 0}),
+                        "symlink_free": _about(
+                            "True only if neither the file nor any parent directory is a symbolic link.",
+                            {"type": "boolean"},
+                        ),
+                        "write": _about(
+                            "`created` if no file was there before the write, `replaced` if one was.",
+                            {"enum": ["created", "replaced"]},
+                        ),
+                    },
+                    ["path", "sha256", "size", "symlink_free", "write"],
+                ),
             ),
         },
         ["artifact_id", "path", "media_type", "content"],
@@ -120,7 +183,13 @@ ARTIFACT = _document(
 INPUT_BINDING = _document(
     "input-binding",
     "A prior artifact a step reads, bound by digest",
-    _closed({"artifact_id": _NAME, "sha256": _SHA256_HEX}, ["artifact_id", "sha256"]),
+    _closed(
+        {
+            "artifact_id": _about("The id of an earlier step's output this step reads.", _NAME),
+            "sha256": _about("Hex SHA-256 of that output, as its artifact receipt records it.", _SHA256_HEX),
+        },
+        ["artifact_id", "sha256"],
+    ),
 )
 
 FAILURE = _document(
@@ -144,9 +213,11 @@ FINDING = _document(
     "A semantic validator's finding",
     _closed(
         {
-            "severity": {"enum": ["error", "warning"]},
-            "artifact_id": _NAME,
-            "message": {"type": "string", "minLength": 1, "maxLength": 8192},
+            "severity": _about("`error` fails the validator; `warning` is advice.", {"enum": ["error", "warning"]}),
+            "artifact_id": _about("The artifact the finding is about.", _NAME),
+            "message": _about(
+                "The finding in the validator's words.", {"type": "string", "minLength": 1, "maxLength": 8192}
+            ),
         },
         ["severity", "message"],
     ),
@@ -157,22 +228,40 @@ VALIDATOR_SUMMARY = _document(
     "A semantic validator as bound in a validation bundle",
     _closed(
         {
-            "validator_id": _NAME,
-            "version": _VERSION,
-            "instruction_digest": _DIGEST,
-            "input_digest": _DIGEST,
-            "subagent": _NAME,
-            "report_required": {"type": "boolean"},
+            "validator_id": _about("The validator's id.", _NAME),
+            "version": _about("The validator's version.", _VERSION),
+            "instruction_digest": _about("`sha256:` digest of the validator's instruction file.", _DIGEST),
+            "input_digest": _about("`sha256:` digest binding the artifact set the validator judges.", _DIGEST),
+            "subagent": _about("The subagent that must run this validator in an isolated context.", _NAME),
+            "report_required": _about(
+                "False when an earlier pass on identical inputs is reused: send no report for it.",
+                {"type": "boolean"},
+            ),
         },
         ["validator_id", "version", "instruction_digest", "input_digest", "subagent", "report_required"],
     ),
+)
+
+_WORKFLOW_ID = _closed(
+    {"id": _about("Workflow id.", _NAME), "version": _about("Workflow version.", _VERSION)}, ["id", "version"]
+)
+_RELEASE_ID = _closed(
+    {
+        "id": _about("Release id (`<catalogue>@<version>`).", _NAME),
+        "manifest_digest": _about("`sha256:` digest of the release's signed manifest.", _DIGEST),
+    },
+    ["id", "manifest_digest"],
 )
 
 ARTIFACT_RECEIPTS = {
     "type": "object",
     "maxProperties": 256,
     "additionalProperties": _closed(
-        {"sha256": _SHA256_HEX, "size": {"type": "integer", "minimum": 0}}, ["sha256", "size"]
+        {
+            "sha256": _about("Hex SHA-256 of the artifact bytes.", _SHA256_HEX),
+            "size": _about("Artifact size in bytes.", {"type": "integer", "minimum": 0}),
+        },
+        ["sha256", "size"],
     ),
 }
 
@@ -181,16 +270,21 @@ VALIDATION_BUNDLE = _document(
     "What prepare_step_validation bound; submit_step_validation verifies it by its HMAC token",
     _closed(
         {
-            "workflow": _closed({"id": _NAME, "version": _VERSION}, ["id", "version"]),
-            "release": _closed({"id": _NAME, "manifest_digest": _DIGEST}, ["id", "manifest_digest"]),
-            "manifest_digest": _DIGEST,
-            "step_id": _NAME,
-            "checkpoint_digest": _DIGEST,
-            "artifacts": ARTIFACT_RECEIPTS,
-            "validators": {"type": "array", "items": _uses(VALIDATOR_SUMMARY), "maxItems": 64},
-            "issued_at": {"type": "integer", "minimum": 0},
-            "key_id": _NAME,
-            "validation_token": _TOKEN,
+            "workflow": _about("Workflow identity, as prepare returned it.", _WORKFLOW_ID),
+            "release": _about("Release identity, as prepare returned it.", _RELEASE_ID),
+            "manifest_digest": _about("The release's manifest digest, as prepare returned it.", _DIGEST),
+            "step_id": _about("The step that was prepared.", _NAME),
+            "checkpoint_digest": _about("Digest of the checkpoint the bundle was prepared for.", _DIGEST),
+            "artifacts": _about(
+                "Artifact receipts by id (hex SHA-256 and size), as prepare returned them.", ARTIFACT_RECEIPTS
+            ),
+            "validators": _about(
+                "The validators bound in this bundle, as prepare returned them.",
+                {"type": "array", "items": _uses(VALIDATOR_SUMMARY), "maxItems": 64},
+            ),
+            "issued_at": _about("When the bundle was issued (Unix seconds).", {"type": "integer", "minimum": 0}),
+            "key_id": _about("Id of the server key that signed the bundle.", _NAME),
+            "validation_token": _about("The server's signed token over this bundle; send it back unchanged.", _TOKEN),
         },
         [
             "workflow",
@@ -212,13 +306,28 @@ VALIDATOR_REPORT = _document(
     "A semantic validator's verdict, produced by the host's subagent",
     _closed(
         {
-            "validator_id": _NAME,
-            "version": _VERSION,
-            "outcome": {"enum": ["pass", "fail"]},
-            "instruction_digest": _DIGEST,
-            "input_artifacts": {"type": "object", "maxProperties": 256, "additionalProperties": _SHA256_HEX},
-            "findings": {"type": "array", "items": _uses(FINDING), "maxItems": 256},
-            "validated_by": _closed({"harness": _NAME, "adapter_version": _VERSION}, ["harness", "adapter_version"]),
+            "validator_id": _about("The validator's id, from the bundle.", _NAME),
+            "version": _about("The validator's version, from the bundle.", _VERSION),
+            "outcome": _about("The subagent's verdict, exactly as it returned it.", {"enum": ["pass", "fail"]}),
+            "instruction_digest": _about("The validator's instruction_digest, from the bundle.", _DIGEST),
+            "input_artifacts": _about(
+                "Every artifact id the validator judged, with its hex SHA-256 from the bundle's artifact receipts.",
+                {"type": "object", "maxProperties": 256, "additionalProperties": _SHA256_HEX},
+            ),
+            "findings": _about(
+                "The subagent's findings, exactly as it returned them (empty for a clean pass).",
+                {"type": "array", "items": _uses(FINDING), "maxItems": 256},
+            ),
+            "validated_by": _about(
+                "The harness that ran the subagent; must match the run's host binding.",
+                _closed(
+                    {
+                        "harness": _about("The harness name bound at start.", _NAME),
+                        "adapter_version": _about("The host adapter version bound at start.", _VERSION),
+                    },
+                    ["harness", "adapter_version"],
+                ),
+            ),
         },
         ["validator_id", "version", "outcome", "instruction_digest", "input_artifacts", "findings", "validated_by"],
     ),
@@ -229,11 +338,20 @@ MIGRATION_REQUEST = _document(
     "Explicit request to move a run to the loaded migration-target release",
     _closed(
         {
-            "target_release": _NAME,
-            "workflow_version": _VERSION,
-            "confirmed_state": _uses(CONFIRMED_STATE_PROJECTION),
-            "host": _uses(HOST),
-            "confirm": {"type": "boolean"},
+            "target_release": _about(
+                "The server's migration target: its release id (`<catalogue>@<version>`) or manifest digest.", _NAME
+            ),
+            "workflow_version": _about("Exact target workflow version; default: the newest in the target.", _VERSION),
+            "confirmed_state": _about(
+                "The whole state for the target workflow, every field freshly confirmed; a preview "
+                "(confirm=false) lists what the target still needs.",
+                _uses(CONFIRMED_STATE_PROJECTION),
+            ),
+            "host": _about("The host for the target release; default: the run's current binding.", _uses(HOST)),
+            "confirm": _about(
+                "False to preview the impact; true only after the user has agreed to the previewed migration.",
+                {"type": "boolean"},
+            ),
         },
         ["target_release", "confirmed_state", "confirm"],
     ),
@@ -308,6 +426,27 @@ MIGRATION_PREVIEW = _document(
             "invalidated_validators": {"type": "array", "items": _NAME},
             "restart_step": _NAME,
             "confirmed": {"type": "boolean"},
+            "target_needs": _closed(
+                {
+                    "workflow": _closed({"id": _NAME, "version": _VERSION}, ["id", "version"]),
+                    "confirmed_state": {
+                        "type": "array",
+                        "items": _closed(
+                            {
+                                "field": _NAME,
+                                "required": {"type": "boolean"},
+                                "present": {"type": "boolean"},
+                                "expects": {"type": "object"},
+                            },
+                            ["field", "required", "present", "expects"],
+                        ),
+                    },
+                    "capabilities": _NAMES,
+                    "validator_capabilities": _NAMES,
+                    "host_adapters": _NAMES,
+                },
+                ["workflow", "confirmed_state", "capabilities", "validator_capabilities", "host_adapters"],
+            ),
         },
         ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "confirmed"],
     ),
@@ -418,43 +557,75 @@ CONTINUE_STATUSES = START_STATUSES
 PREPARE_STATUSES = ["deterministic_validation_failed", "ready_for_semantic_validation"]
 SUBMIT_STATUSES = ["validation_failed", "input_required", "advanced", "completed"]
 
+_CHECKPOINT_IN = _about(
+    "The latest checkpoint token this run returned, exactly as received (it carries the run's state).", _TOKEN
+)
+_STATE_IN = _about(
+    "The run's confirmed state exactly as last confirmed (the state the checkpoint binds).",
+    _ref(CONFIRMED_STATE_PROJECTION),
+)
+_HOST_IN = _about("The same host object the run was started with.", _ref(HOST))
+
 START_INPUT = _tool_schema(
     {
-        "workflow": _NAME,
-        "workflow_version": _VERSION,
-        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
-        "host": _ref(HOST),
+        "workflow": _about("Workflow id or one of its entry aliases (e.g. `research-decision` or `research`).", _NAME),
+        "workflow_version": _about("Exact workflow version; omitted: the newest version in the release.", _VERSION),
+        "confirmed_state": _about(
+            "The initial confirmed state: at least the fields the workflow's confirmed_state_schema requires, "
+            "each confirmed by the user. A refusal lists every missing field with what it expects.",
+            _ref(CONFIRMED_STATE_PROJECTION),
+        ),
+        "host": _about(
+            "This harness: adapter, capabilities and repository policy (from the host adapter).", _ref(HOST)
+        ),
     },
     ["workflow", "confirmed_state", "host"],
 )
 
 CONTINUE_INPUT = _tool_schema(
     {
-        "checkpoint": _TOKEN,
-        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
-        "next_confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
-        "migration": _ref(MIGRATION_REQUEST),
+        "checkpoint": _CHECKPOINT_IN,
+        "confirmed_state": _STATE_IN,
+        "next_confirmed_state": _about(
+            "The state with changes (e.g. an answered question), each changed field freshly confirmed.",
+            _ref(CONFIRMED_STATE_PROJECTION),
+        ),
+        "migration": _about(
+            "Only to move the run to the server's migration target release: preview first, then confirm.",
+            _ref(MIGRATION_REQUEST),
+        ),
     },
     ["checkpoint", "confirmed_state"],
 )
 
 PREPARE_INPUT = _tool_schema(
     {
-        "checkpoint": _TOKEN,
-        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
-        "host": _ref(HOST),
-        "artifacts": {"type": "array", "items": _ref(ARTIFACT), "maxItems": 64},
-        "inputs": {"type": "array", "items": _ref(INPUT_BINDING), "maxItems": 64},
+        "checkpoint": _CHECKPOINT_IN,
+        "confirmed_state": _STATE_IN,
+        "host": _HOST_IN,
+        "artifacts": _about(
+            "Every declared output of the active step, once each, with its exact bytes and readback attestation.",
+            {"type": "array", "items": _ref(ARTIFACT), "maxItems": 64},
+        ),
+        "inputs": _about(
+            "Earlier outputs the active step reads, bound by digest (as the step payload's `inputs` lists them).",
+            {"type": "array", "items": _ref(INPUT_BINDING), "maxItems": 64},
+        ),
     },
     ["checkpoint", "confirmed_state", "host", "artifacts"],
 )
 
 SUBMIT_INPUT = _tool_schema(
     {
-        "checkpoint": _TOKEN,
-        "confirmed_state": _ref(CONFIRMED_STATE_PROJECTION),
-        "validation_bundle": _ref(VALIDATION_BUNDLE),
-        "reports": {"type": "array", "items": _ref(VALIDATOR_REPORT), "maxItems": 64},
+        "checkpoint": _CHECKPOINT_IN,
+        "confirmed_state": _STATE_IN,
+        "validation_bundle": _about(
+            "The validation bundle prepare_step_validation returned, unchanged.", _ref(VALIDATION_BUNDLE)
+        ),
+        "reports": _about(
+            "One report per validator the bundle marks report_required, no more and no fewer.",
+            {"type": "array", "items": _ref(VALIDATOR_REPORT), "maxItems": 64},
+        ),
     },
     ["checkpoint", "confirmed_state", "validation_bundle", "reports"],
 )

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
+from rimthan_workflow_registry.release import is_semver, semver_key
 
 FLOOR_FILE = "activation-floor.json"
 FLOOR_FORMAT = "rimthan.activation-floor/1"

@@ -7,6 +7,11 @@ lets a user start before any file was delivered. Text comes only from the
 verified release (``VerifiedRelease.read_file``); the Markdown front matter is
 metadata (its ``description`` becomes the prompt's), and ``$ARGUMENTS`` is
 replaced by the one optional argument, as Claude Code does for commands.
+
+A prompt is used before setup-workspace has delivered anything, so it must not
+depend on a delivered file: each host adapter the prompt's workflow pins is
+attached to the prompt as an embedded resource (its verified text, at its
+immutable release URI), so the model has the adapter at that point.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.catalogue import AssetDefinition, semver_key
+from rimthan_workflow_registry.release import AssetDefinition, HostAdapter, semver_key
+from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 
@@ -25,6 +31,7 @@ PROMPT_KIND = "prompt"
 ARGUMENT = "arguments"
 PLACEHOLDER = "$ARGUMENTS"
 FRONT_MATTER = "---"
+ADAPTER_MIME = "text/markdown"
 
 
 def split_front_matter(text: str) -> tuple[dict[str, str], str]:
@@ -59,15 +66,34 @@ class PromptCatalogue:
                     found[asset.id] = asset
         return found
 
-    def _text(self, loaded: LoadedRelease, asset: AssetDefinition) -> str:
+    @staticmethod
+    def _adapters(loaded: LoadedRelease, name: str) -> list[HostAdapter]:
+        """The host adapters pinned by the newest workflow that carries prompt ``name``."""
+        catalogue = loaded.release.catalogue
+        owners = [w for w in catalogue.workflows if any(a.kind == PROMPT_KIND and a.id == name for a in w.assets)]
+        if not owners:
+            return []
+        newest = max(owners, key=lambda w: semver_key(w.version))
+        found = (catalogue.adapter(key) for key in newest.host_adapters)
+        return [adapter for adapter in found if adapter is not None]
+
+    def _text(self, loaded: LoadedRelease, path: str, prompt: str) -> str:
         try:
-            return loaded.release.read_file(asset.file).decode("utf-8")
+            return loaded.release.read_file(path).decode("utf-8")
         except RegistryError as exc:  # changed on disk since it was verified: never serve it
             raise MCPError(
                 code=INTERNAL_ERROR,
                 message=f"{exc.code.value}: {exc.message}",
-                data={"code": exc.code.value, "prompt": asset.id},
+                data={"code": exc.code.value, "prompt": prompt},
             ) from None
+
+    def _adapter_message(self, loaded: LoadedRelease, adapter: HostAdapter, prompt: str) -> types.PromptMessage:
+        contents = types.TextResourceContents(
+            uri=release_file_uri(loaded.digest, adapter.instruction),
+            mime_type=ADAPTER_MIME,
+            text=self._text(loaded, adapter.instruction, prompt),
+        )
+        return types.PromptMessage(role="user", content=types.EmbeddedResource(resource=contents))
 
     def _served(self) -> dict[str, tuple[LoadedRelease, AssetDefinition]]:
         """Prompt name -> (release, asset) over every served catalogue's active release.
@@ -88,7 +114,7 @@ class PromptCatalogue:
     def list_prompts(self) -> list[types.Prompt]:
         out = []
         for name, (loaded, asset) in sorted(self._served().items()):
-            meta, _ = split_front_matter(self._text(loaded, asset))
+            meta, _ = split_front_matter(self._text(loaded, asset.file, name))
             out.append(
                 types.Prompt(
                     name=name,
@@ -113,7 +139,7 @@ class PromptCatalogue:
                 data={"code": code, "prompt": name},
             )
         loaded, asset = found
-        meta, body = split_front_matter(self._text(loaded, asset))
+        meta, body = split_front_matter(self._text(loaded, asset.file, name))
         extra = sorted(set(arguments or {}) - {ARGUMENT})
         if extra:
             code = FailureCode.INVALID_ARGUMENTS.value
@@ -125,5 +151,8 @@ class PromptCatalogue:
         text = body.replace(PLACEHOLDER, (arguments or {}).get(ARGUMENT, ""))
         return types.GetPromptResult(
             description=meta.get("description"),
-            messages=[types.PromptMessage(role="user", content=types.TextContent(text=text))],
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(text=text)),
+                *(self._adapter_message(loaded, adapter, name) for adapter in self._adapters(loaded, asset.id)),
+            ],
         )

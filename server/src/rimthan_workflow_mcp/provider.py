@@ -29,12 +29,9 @@ from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, semver_key, verify_release
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
-from rimthan_workflow_registry.release.trust import TrustStore
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor
 from .logs import get_logger

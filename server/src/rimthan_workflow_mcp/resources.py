@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.canonical import canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.run.step_payload import release_file_uri
+from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 

@@ -19,10 +19,8 @@ from functools import cached_property
 from typing import Any
 
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.release.catalogue import Question, WorkflowDefinition
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.run.checkpoints import IssuedCheckpoint
-from rimthan_workflow_registry.run.validation_bundle import ValidatorSummary
+from rimthan_workflow_registry.release import Question, VerifiedRelease, WorkflowDefinition
+from rimthan_workflow_registry.run import IssuedCheckpoint, ValidatorSummary
 
 
 @dataclass(frozen=True)
@@ -81,9 +79,10 @@ class MigrationPreview:
     invalidated_validators: tuple[str, ...]
     restart_step: str
     confirmed: bool = False
+    target_needs: Mapping[str, Any] | None = None  # run.requirements.workflow_needs of the target workflow
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "from": self.source.to_json(),
             "to": self.target.to_json(),
             "invalidated_artifacts": list(self.invalidated_artifacts),
@@ -91,6 +90,9 @@ class MigrationPreview:
             "restart_step": self.restart_step,
             "confirmed": self.confirmed,
         }
+        if self.target_needs is not None:
+            out["target_needs"] = dict(self.target_needs)
+        return out
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ traceback ever reaches a client.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.run.tokens import peek_manifest_digest
+from rimthan_workflow_registry.run import peek_manifest_digest
 
 from .logs import get_logger
 from .prompts import PromptCatalogue
@@ -385,7 +386,8 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
         raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
     if name == CONTINUE_WORKFLOW and MIGRATION_ARGUMENT in arguments:
         return _dispatch_migration(state, source, arguments)
-    return contract.bound(source.module)(arguments)
+    result = contract.bound(source.module)(arguments)
+    return _with_migration_offer(state, source, arguments, result) if name == CONTINUE_WORKFLOW else result
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
@@ -400,6 +402,21 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
             "continue on the pinned release or ask the operator",
         )
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
+
+
+def _with_migration_offer(
+    state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any], result: ToolResult
+) -> ToolResult:
+    """With a migration target loaded that can take this run, the result carries its preview.
+
+    That is how a client discovers the target's release id and workflow
+    version (and what it needs) before it sends a migration request.
+    """
+    target = state.provider.migration_target
+    if target is None or result.migration is not None or result.status == "completed":
+        return result
+    offer = source.module.migration_offer(target.module, arguments)
+    return result if offer is None else dataclasses.replace(result, migration=offer)
 
 
 def domain_tool_error(exc: RegistryError) -> types.CallToolResult:

@@ -83,9 +83,11 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
             method="start_workflow",
             title="Start a workflow",
             description=(
-                "Select a workflow by id or alias (newest version unless workflow_version is given), validate the "
-                "confirmed initial state and the host's adapter and capabilities, and return the mandatory "
-                "setup-workspace step with a fresh checkpoint. Read-only: issues a token, stores nothing."
+                "Call once to begin a run. Select a workflow by id or alias (newest version unless "
+                "workflow_version is given), validate the confirmed initial state and the host's adapter and "
+                "capabilities, and return the mandatory setup-workspace step with a fresh checkpoint. A refusal "
+                "lists every missing or unconfirmed field (with what it expects) and, for an unknown name, the "
+                "available workflows. Read-only: issues a token, stores nothing."
             ),
             input_schema=cs.START_INPUT,
             output_schema=cs.result_schema(cs.START_STATUSES),
@@ -98,9 +100,11 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
             method="continue_workflow",
             title="Continue a workflow",
             description=(
-                "Verify a checkpoint and the confirmed state, then return the current gated step again, ask one "
-                "question, advance an ungated step, report completion, or (with `migration`, when the server has a "
-                "migration target) preview and perform an explicit, user-confirmed release migration."
+                "Call after an ungated step, to answer a question (next_confirmed_state), or to resume. Verify a "
+                "checkpoint and the confirmed state, then return the current gated step again, ask one question, "
+                "advance an ungated step, report completion, or (with `migration`, when the server has a "
+                "migration target) preview what the target needs and perform an explicit, user-confirmed "
+                "release migration."
             ),
             input_schema=cs.CONTINUE_INPUT,
             output_schema=cs.result_schema(cs.CONTINUE_STATUSES),
@@ -113,9 +117,10 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
             method="prepare_step_validation",
             title="Prepare step validation",
             description=(
-                "Deterministically check the current step's artifacts (declared ids, sizes, media types, JSON "
-                "Schemas, input bindings, workspace or output attestations, repository policy, capabilities). On "
-                "success return a signed validation bundle and the semantic validators the host must run."
+                "Call once a gated step's outputs are written and read back. Deterministically check them "
+                "(declared ids, sizes, media types, JSON Schemas, input bindings, workspace or output "
+                "attestations, repository policy, capabilities) and list every failure at once. On success "
+                "return a signed validation bundle and the semantic validators the host must run."
             ),
             input_schema=cs.PREPARE_INPUT,
             output_schema=cs.result_schema(cs.PREPARE_STATUSES),
@@ -128,9 +133,9 @@ def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
             method="submit_step_validation",
             title="Submit step validation",
             description=(
-                "Verify the validation bundle and every required validator report, then return the failures on "
-                "the same step or advance to the next step, question or completion with a new checkpoint. "
-                "Reports are not stored."
+                "Call after every validator the bundle requires has run in its own subagent. Verify the bundle "
+                "and the reports, then return the findings on the same step or advance to the next step, "
+                "question or completion with a new checkpoint. Reports are not stored."
             ),
             input_schema=cs.SUBMIT_INPUT,
             output_schema=cs.result_schema(cs.SUBMIT_STATUSES),

@@ -17,37 +17,43 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
-from rimthan_workflow_registry.release.catalogue import (
+from rimthan_workflow_registry.release import (
     HostAdapter,
     StepDefinition,
+    VerifiedRelease,
     WorkflowDefinition,
     semver_key,
 )
-from rimthan_workflow_registry.release.verified import VerifiedRelease
-from rimthan_workflow_registry.run import artifact_checks, attestations, repository_policy
-from rimthan_workflow_registry.run.checkpoints import (
+from rimthan_workflow_registry.run import (
     Checkpoint,
+    CheckpointKeyring,
+    ConfirmedState,
     IssuedCheckpoint,
     ValidatorReceipt,
-    issue_checkpoint,
-    verify_checkpoint,
-)
-from rimthan_workflow_registry.run.confirmed_state import (
-    ConfirmedState,
+    artifact_checks,
+    attestations,
+    binding_for,
+    bound_adapter,
+    build_step_payload,
     changed_fields,
+    check_reports,
+    host_blockers,
+    input_digest,
+    issue_bundle,
+    issue_checkpoint,
+    repository_policy,
     require_digest,
     unconfirmed_fields,
     validate_against_schema,
-)
-from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
-from rimthan_workflow_registry.run.step_payload import build_step_payload
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from rimthan_workflow_registry.run.validation_bundle import (
-    check_reports,
-    input_digest,
-    issue_bundle,
     validator_summaries,
     verify_bundle,
+    verify_checkpoint,
+)
+from rimthan_workflow_registry.run.requirements import (
+    available_workflows,
+    describe_available,
+    missing_fields,
+    workflow_needs,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
@@ -80,9 +86,9 @@ class WorkflowEngineQueryModule:
 
     def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
         workflow = self._select_workflow(arguments["workflow"], arguments.get("workflow_version"))
-        state = self._confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state")
+        state = self._confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
         adapter, failures = self._host_blockers(workflow, arguments["host"])
-        failures = unconfirmed_fields(state) + failures
+        failures = missing_fields(state.values, self._state_schema(workflow)) + unconfirmed_fields(state) + failures
         if failures:
             return ToolResult(
                 "blocked",
@@ -118,25 +124,27 @@ class WorkflowEngineQueryModule:
         candidates = [w for w in self.release.catalogue.workflows if name in w.names]
         identities = sorted({(w.owner, w.id) for w in candidates})
         if not candidates:
-            raise WorkflowProtocolError(
-                FailureCode.WORKFLOW_NOT_FOUND, f"no workflow or alias {name!r} in release {self.release.release_id}"
-            )
+            raise self._workflow_not_found(f"no workflow or alias {name!r} in release {self.release.release_id}")
         if len(identities) > 1:
-            raise WorkflowProtocolError(
-                FailureCode.WORKFLOW_NOT_FOUND,
-                f"{name!r} names several workflows {identities}; start it by workflow id",
-            )
+            raise self._workflow_not_found(f"{name!r} names several workflows {identities}; start it by workflow id")
         if version is not None:
             exact = [w for w in candidates if w.version == version]
             if not exact:
                 versions = sorted((w.version for w in candidates), key=semver_key)
-                raise WorkflowProtocolError(
-                    FailureCode.WORKFLOW_NOT_FOUND, f"{name!r} has no version {version} here (available: {versions})"
-                )
+                raise self._workflow_not_found(f"{name!r} has no version {version} here (available: {versions})")
             return exact[0]
         newest = newest_version(candidates)
         assert newest is not None
         return newest
+
+    def _workflow_not_found(self, reason: str) -> WorkflowProtocolError:
+        """The refusal names every workflow the release has (ids, aliases, versions)."""
+        available = available_workflows(self.release.catalogue.workflows)
+        return WorkflowProtocolError(
+            FailureCode.WORKFLOW_NOT_FOUND,
+            f"{reason}; available: {describe_available(available)}",
+            details={"available": available},
+        )
 
     def _host_blockers(
         self, workflow: WorkflowDefinition, host: Mapping[str, Any]
@@ -252,21 +260,25 @@ class WorkflowEngineQueryModule:
         return target.accept_migration(departure, arguments["migration"])
 
     def accept_migration(self, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
-        """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart."""
+        """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart.
+
+        A preview (``confirm`` false) accepts a state that still lacks the
+        target's new required fields and lists each as a failure, with the
+        preview saying everything the target needs; a confirmed request with
+        an incomplete state is refused outright.
+        """
         issued, workflow = departure.issued, departure.workflow
         cp = issued.checkpoint
         target_wf = _check_migration_target(departure.release, self.release, workflow, request)
-        preview = MigrationPreview(
-            source=MigrationEnd.of(departure.release, workflow),
-            target=MigrationEnd.of(self.release, target_wf),
-            invalidated_artifacts=tuple(sorted(cp.artifacts)),
-            invalidated_validators=tuple(sorted(cp.validators)),
-            restart_step=SETUP_STEP_ID,
+        label = "migration.confirmed_state"
+        state = self._confirmed_state(
+            target_wf, request["confirmed_state"], label, allow_missing=not request["confirm"]
         )
-        state = self._confirmed_state(target_wf, request["confirmed_state"], "migration.confirmed_state")
+        preview = self._migration_preview(departure, target_wf, state.values)
         host = request.get("host") or departure.bound_host
         adapter, failures = self._host_blockers(target_wf, host)
-        failures = unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
+        missing = missing_fields(state.values, self._state_schema(target_wf))
+        failures = missing + unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
         source_ref = ReleaseRef.of(departure.release)
         if failures:
             return ToolResult(
@@ -314,6 +326,46 @@ class WorkflowEngineQueryModule:
             migration=replace(preview, confirmed=True),
             step=self._payload(target_wf, target_wf.steps[0], adapter, restarted),
             message="migrated: the run restarts at setup-workspace on the target release",
+        )
+
+    def migration_offer(
+        self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
+    ) -> MigrationPreview | None:
+        """The preview of migrating this run to ``target``, or ``None`` if it cannot take the run.
+
+        What the server attaches to ``continue_workflow`` results when it holds
+        a migration target, so a client learns the target's id and needs
+        without guessing a request first.
+        """
+        issued, workflow, prior = self._resume(arguments)
+        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
+        return target.offer_migration(departure, prior.values)
+
+    def offer_migration(self, departure: Departure, values: Mapping[str, Any]) -> MigrationPreview | None:
+        """The target side of ``migration_offer``: only a newer version of the run's workflow, same scope."""
+        src, dst = departure.release, self.release
+        same_scope = (dst.catalogue.scope, dst.catalogue.name) == (src.catalogue.scope, src.catalogue.name)
+        if dst.manifest_digest == src.manifest_digest or not same_scope:
+            return None
+        current = semver_key(departure.workflow.version)
+        newer = [
+            w for w in dst.catalogue.workflows if w.id == departure.workflow.id and semver_key(w.version) > current
+        ]
+        target_wf = newest_version(newer)
+        return None if target_wf is None else self._migration_preview(departure, target_wf, values)
+
+    def _migration_preview(
+        self, departure: Departure, target_wf: WorkflowDefinition, values: Mapping[str, Any]
+    ) -> MigrationPreview:
+        """What migrating would do (from, to, everything invalidated) and what the target needs."""
+        cp = departure.issued.checkpoint
+        return MigrationPreview(
+            source=MigrationEnd.of(departure.release, departure.workflow),
+            target=MigrationEnd.of(self.release, target_wf),
+            invalidated_artifacts=tuple(sorted(cp.artifacts)),
+            invalidated_validators=tuple(sorted(cp.validators)),
+            restart_step=SETUP_STEP_ID,
+            target_needs=workflow_needs(target_wf, self._state_schema(target_wf), values),
         )
 
     def _host_for_binding(self, workflow: WorkflowDefinition, cp: Checkpoint) -> dict[str, Any]:
@@ -461,11 +513,16 @@ class WorkflowEngineQueryModule:
         return issued, workflow, state
 
     def _confirmed_state(
-        self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str
+        self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str, *, allow_missing: bool = False
     ) -> ConfirmedState:
         state = ConfirmedState.from_json(projection)
-        validate_against_schema(state, self.release.schemas.validator(workflow.confirmed_state_schema), label=label)
+        validator = self.release.schemas.validator(workflow.confirmed_state_schema)
+        validate_against_schema(state, validator, label=label, allow_missing=allow_missing)
         return state
+
+    def _state_schema(self, workflow: WorkflowDefinition) -> Mapping[str, Any]:
+        schema = self.release.schemas.validator(workflow.confirmed_state_schema).schema
+        return schema if isinstance(schema, Mapping) else {}
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
         return issue_checkpoint(

@@ -298,7 +298,7 @@ def _error(path: str, message: str) -> CatalogueError:
     return CatalogueError(FailureCode.CATALOGUE_INVALID, message, path=path)
 
 
-def parse_toml(data: bytes, path: str) -> dict[str, Any]:
+def _parse_toml(data: bytes, path: str) -> dict[str, Any]:
     try:
         return tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -329,7 +329,7 @@ def semver_key(text: str) -> tuple[Any, ...]:
 
 def parse_catalogue_manifest(data: bytes, path: str = "catalogue.toml") -> tuple[dict[str, Any], Scope]:
     """Parse ``catalogue.toml``: identity, scope and the files it names."""
-    top = _Table(parse_toml(data, path), "catalogue.toml", path)
+    top = _Table(_parse_toml(data, path), "catalogue.toml", path)
     fmt = top._get("format", int, True, None)
     if fmt != CATALOGUE_FORMAT:
         raise _error(path, f"format = {fmt} is not supported (expected {CATALOGUE_FORMAT})")
@@ -352,7 +352,7 @@ def parse_catalogue_manifest(data: bytes, path: str = "catalogue.toml") -> tuple
 
 
 def parse_workflow(data: bytes, path: str) -> WorkflowDefinition:
-    t = _Table(parse_toml(data, path), "workflow", path)
+    t = _Table(_parse_toml(data, path), "workflow", path)
     workflow = WorkflowDefinition(
         id=t.text("id", pattern=_ID),
         version=t.text("version", pattern=_SEMVER),
@@ -481,7 +481,7 @@ def _parse_question(data: Any, where: str, path: str) -> Question:
 
 
 def parse_host_adapter(data: bytes, path: str) -> HostAdapter:
-    t = _Table(parse_toml(data, path), "host adapter", path)
+    t = _Table(_parse_toml(data, path), "host adapter", path)
     paths_t = _Table(t.table("paths", required=True), "[paths]", path)
     paths = {kind: paths_t.text(kind) for kind in DELIVERY_KINDS}
     paths_t.done()

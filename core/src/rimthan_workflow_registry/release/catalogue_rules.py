@@ -27,7 +27,7 @@ def _unresolved(path: str, message: str) -> CatalogueError:
     return CatalogueError(FailureCode.REFERENCE_UNRESOLVED, message, path=path)
 
 
-def is_project_local(path: str) -> bool:
+def _is_project_local(path: str) -> bool:
     """A relative POSIX path that stays inside the project (no ``..``, no ``\\``)."""
     if not path or path.startswith("/") or "\\" in path or ":" in path.split("/")[0]:
         return False
@@ -52,7 +52,7 @@ def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
             raise _unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
 
 
-def text_files(catalogue: Catalogue) -> list[str]:
+def _text_files(catalogue: Catalogue) -> list[str]:
     """Files handed to harnesses as text: step and validator instructions, assets, adapter instructions."""
     paths: list[str] = []
     for workflow in catalogue.workflows:
@@ -65,7 +65,7 @@ def text_files(catalogue: Catalogue) -> list[str]:
 
 def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
     """Every text file a step payload carries is UTF-8, so a release that loads can always be served."""
-    for path in text_files(catalogue):
+    for path in _text_files(catalogue):
         try:
             read(path).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -138,7 +138,7 @@ def check_host_adapters(catalogue: Catalogue) -> None:
 
 def _check_adapter_paths(adapter: HostAdapter) -> None:
     for kind, template in adapter.paths.items():
-        if "{id}" not in template or not is_project_local(template.replace("{id}", "x")):
+        if "{id}" not in template or not _is_project_local(template.replace("{id}", "x")):
             raise CatalogueError(
                 FailureCode.CATALOGUE_INVALID,
                 f"paths.{kind} = {template!r} must be a project-local path containing {{id}}",
@@ -172,7 +172,7 @@ def check_workflow_references(workflow: WorkflowDefinition) -> None:
             if producer is None or producer.id == step.id:
                 raise _unresolved(where, f"step {step.id} reads artifact {artifact_id!r} no earlier step produces")
         for output in step.outputs:
-            if not is_project_local(output.path):
+            if not _is_project_local(output.path):
                 raise CatalogueError(
                     FailureCode.CATALOGUE_INVALID,
                     f"output {output.id} path {output.path!r} is not project-local",

@@ -50,7 +50,7 @@ def public_key_pem(public_key: Ed25519PublicKey) -> bytes:
     return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
+def _parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
     """An Ed25519 public key from PEM SubjectPublicKeyInfo bytes."""
     try:
         key = serialization.load_pem_public_key(data)
@@ -61,7 +61,7 @@ def parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
     return key
 
 
-def load_public_key(path: Path) -> Ed25519PublicKey:
+def _load_public_key(path: Path) -> Ed25519PublicKey:
     try:
         with path.open("rb") as handle:
             data = handle.read(MAX_KEY_FILE_BYTES + 1)
@@ -69,7 +69,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
         raise TrustError(FailureCode.KEY_INVALID, f"cannot read public key: {exc.strerror}", path=str(path)) from None
     if len(data) > MAX_KEY_FILE_BYTES:
         raise TrustError(FailureCode.KEY_INVALID, "file is too large to be a public key", path=str(path))
-    return parse_public_key_pem(data, where=str(path))
+    return _parse_public_key_pem(data, where=str(path))
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ def _load_trust_directory(directory: Path) -> TrustStore:
     for entry in sorted(directory.iterdir()):
         if entry.suffix != PUBLIC_KEY_SUFFIX or not entry.is_file():
             continue
-        key = load_public_key(entry)
+        key = _load_public_key(entry)
         key_id = key_id_for(key)
         keys[key_id] = key
         names.setdefault(key_id, entry.stem)
@@ -180,7 +180,7 @@ def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519P
         raise _trust_error(path, f"{where}.name must be a non-empty string")
     if not isinstance(file, str) or not file:
         raise _trust_error(path, f"{where}.file must name a .pub file")
-    key = load_public_key(path.parent / file)
+    key = _load_public_key(path.parent / file)
     key_id = key_id_for(key)
     if declared is not None:
         if not isinstance(declared, str) or not _KEY_ID.match(declared):

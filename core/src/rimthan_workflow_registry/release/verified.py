@@ -29,7 +29,7 @@ from rimthan_workflow_registry.release.loader import SchemaSet
 
 READ_CHUNK = 1024 * 1024
 CACHE_FILE_LIMIT = 1024 * 1024
-CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
+_CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
 
 
 def read_checked(fs_path: Path | str, entry: FileEntry, *, where: str) -> bytes:
@@ -138,7 +138,7 @@ class LoaderReads:
     """``CatalogueFiles`` over a :class:`ReleaseFiles` that remembers the (checked) bytes the loader read.
 
     :meth:`kept` then returns the release files with exactly those bytes
-    cached (within :func:`cacheable`'s limits): the files step payloads serve
+    cached (within :func:`_cacheable`'s limits): the files step payloads serve
     on every call, and nothing else.
     """
 
@@ -158,15 +158,15 @@ class LoaderReads:
 
     def kept(self) -> ReleaseFiles:
         entries = self.files.entries
-        keep = cacheable([entries[p] for p in self.read_bytes])
+        keep = _cacheable([entries[p] for p in self.read_bytes])
         cache = {**self.files.cache, **{p: self.read_bytes[p] for p in keep}}
         return ReleaseFiles(root=self.files.root, entries=entries, cache=cache)
 
 
-def cacheable(entries: list[FileEntry]) -> set[str]:
+def _cacheable(entries: list[FileEntry]) -> set[str]:
     """Which of ``entries`` to keep in memory after verification: small ones, within a budget."""
     keep: set[str] = set()
-    budget = CACHE_TOTAL_LIMIT
+    budget = _CACHE_TOTAL_LIMIT
     for entry in sorted(entries, key=lambda e: (e.size, e.path)):
         if entry.size > CACHE_FILE_LIMIT or entry.size > budget:
             break

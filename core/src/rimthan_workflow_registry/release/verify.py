@@ -64,7 +64,7 @@ def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerifica
 
 
 @dataclass(frozen=True)
-class ReleaseTree:
+class _ReleaseTree:
     """What is on disk, by POSIX path relative to the release root (lstat results)."""
 
     files: dict[str, os.stat_result] = field(default_factory=dict)
@@ -113,7 +113,7 @@ def inspect_release(path: Path | str, trust: TrustStore | None = None) -> Releas
     """
     root = Path(path)
     release = _examine(root, trust, None, None)
-    tree = walk_release(root)
+    tree = _walk_release(root)
     present = tuple(k for k in (key_id_from_signature_name(Path(p).name) for p in tree.under(SIGNATURES_DIR)) if k)
     return ReleaseInspection(
         root=root,
@@ -128,20 +128,20 @@ def inspect_release(path: Path | str, trust: TrustStore | None = None) -> Releas
 def _examine(
     root: Path, trust: TrustStore | None, expected_profile: str | None, expected_scope: str | None
 ) -> VerifiedRelease:
-    check_release_dir(root)
-    tree = walk_release(root)
-    manifest_bytes, manifest = read_manifest(root, tree)
-    check_manifest_paths(root, manifest)
-    signers = check_signatures(root, tree, manifest_bytes, trust) if trust is not None else ()
-    check_release_name(root, manifest)
-    check_checksums(root, tree, manifest)
-    check_files(root, tree, manifest)
-    check_unlisted(root, tree, manifest)
-    check_scope(root, manifest, expected_profile, expected_scope)
+    _check_release_dir(root)
+    tree = _walk_release(root)
+    manifest_bytes, manifest = _read_manifest(root, tree)
+    _check_manifest_paths(root, manifest)
+    signers = _check_signatures(root, tree, manifest_bytes, trust) if trust is not None else ()
+    _check_release_name(root, manifest)
+    _check_checksums(root, tree, manifest)
+    _check_files(root, tree, manifest)
+    _check_unlisted(root, tree, manifest)
+    _check_scope(root, manifest, expected_profile, expected_scope)
     reads = LoaderReads(ReleaseFiles(root=root, entries={f.path: f for f in manifest.files}))
     loaded = load_catalogue(root, reads)
     files = reads.kept()
-    check_manifest_matches_catalogue(root, manifest, loaded)
+    _check_manifest_matches_catalogue(root, manifest, loaded)
     return VerifiedRelease(
         root=root,
         manifest=manifest,
@@ -157,20 +157,20 @@ def _examine(
 # --------------------------------------------------------------------------- steps
 
 
-def check_release_dir(root: Path) -> None:
+def _check_release_dir(root: Path) -> None:
     """The release directory exists and is a directory."""
     if not root.is_dir():
         raise _fail(FailureCode.RELEASE_NOT_FOUND, "no release directory here", root)
 
 
-def walk_release(root: Path) -> ReleaseTree:
+def _walk_release(root: Path) -> _ReleaseTree:
     """Walk without following symlinks; refuse anything a release may not hold."""
-    tree = ReleaseTree()
+    tree = _ReleaseTree()
     _walk_dir(root, "", tree)
     return tree
 
 
-def _walk_dir(root: Path, rel_dir: str, tree: ReleaseTree) -> None:
+def _walk_dir(root: Path, rel_dir: str, tree: _ReleaseTree) -> None:
     fs_dir = root / rel_dir if rel_dir else root
     try:
         with os.scandir(fs_dir) as it:
@@ -248,7 +248,7 @@ def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode)
     return data
 
 
-def read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, Manifest]:
+def _read_manifest(root: Path, tree: _ReleaseTree) -> tuple[bytes, Manifest]:
     """The exact manifest bytes and their strict parse."""
     where = root / MANIFEST_NAME
     if MANIFEST_NAME not in tree.files:
@@ -257,7 +257,7 @@ def read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, Manifest]:
     return data, parse_manifest(data, where=str(where))
 
 
-def check_manifest_paths(root: Path, manifest: Manifest) -> None:
+def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     """Every listed path is safe and no two clash (duplicates, case, file-vs-directory)."""
     where = root / MANIFEST_NAME
     for entry in manifest.files:
@@ -269,7 +269,7 @@ def check_manifest_paths(root: Path, manifest: Manifest) -> None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
 
 
-def check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
+def _check_signatures(root: Path, tree: _ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
     """Enough distinct trusted keys signed the exact manifest bytes.
 
     A signature file is named by the key id it claims; a trusted key's
@@ -326,7 +326,7 @@ def check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust
     )
 
 
-def check_release_name(root: Path, manifest: Manifest) -> None:
+def _check_release_name(root: Path, manifest: Manifest) -> None:
     """A directory named like a release (``<catalogue>-<version>``) holds exactly that release.
 
     Operators, ``make`` and the server's refresh pick releases by directory
@@ -355,7 +355,7 @@ def check_release_name(root: Path, manifest: Manifest) -> None:
     )
 
 
-def check_checksums(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
+def _check_checksums(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """SHA256SUMS is exactly the rendering derived from the manifest."""
     where = root / CHECKSUMS_NAME
     if CHECKSUMS_NAME not in tree.files:
@@ -366,7 +366,7 @@ def check_checksums(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
         raise _fail(FailureCode.CHECKSUMS_MISMATCH, "does not match the checksums derived from the manifest", where)
 
 
-def check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
+def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
 
     Paths are built as strings: ``root / rel`` per file is a measurable share
@@ -388,7 +388,7 @@ def check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
         check_file(where, entry, where=where)
 
 
-def check_unlisted(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
+def _check_unlisted(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Nothing under catalogue/ that the manifest does not list (empty directories included)."""
     listed = {f"{CATALOGUE_DIR}/{f.path}" for f in manifest.files}
     for rel in tree.under(CATALOGUE_DIR):
@@ -399,7 +399,7 @@ def check_unlisted(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
         raise _fail(FailureCode.FILE_UNLISTED, "directory holds no listed file", root / rel)
 
 
-def check_scope(root: Path, manifest: Manifest, expected_profile: str | None, expected_scope: str | None) -> None:
+def _check_scope(root: Path, manifest: Manifest, expected_profile: str | None, expected_scope: str | None) -> None:
     """The release is for the scope and profile the caller serves."""
     release = manifest.release
     where = root / MANIFEST_NAME
@@ -428,7 +428,7 @@ def load_catalogue(root: Path, files: CatalogueFiles) -> LoadedCatalogue:
         raise type(exc)(exc.code, exc.message, path=where, details=exc.details) from exc
 
 
-def check_manifest_matches_catalogue(root: Path, manifest: Manifest, loaded: LoadedCatalogue) -> None:
+def _check_manifest_matches_catalogue(root: Path, manifest: Manifest, loaded: LoadedCatalogue) -> None:
     """The signed identity says what the catalogue itself says."""
     catalogue = loaded.catalogue
     where = root / MANIFEST_NAME

@@ -25,7 +25,9 @@ Modules, in the order a tool call uses them:
 ``audit``
     Offline audit of a run's checkpoint log.
 
-``__all__`` below is the public surface; anything not listed is internal.
+``__all__`` below is the public surface (what the server's engine and CLI
+use); anything not listed is internal. ``artifact_checks``, ``attestations``
+and ``repository_policy`` are used as modules (``repository_policy.conflict``).
 """
 
 from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
@@ -38,12 +40,30 @@ from rimthan_workflow_registry.run.checkpoints import (
     issue_checkpoint,
     verify_checkpoint,
 )
+from rimthan_workflow_registry.run.confirmed_state import (
+    ConfirmedState,
+    changed_fields,
+    require_digest,
+    unconfirmed_fields,
+    validate_against_schema,
+)
+from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
+from rimthan_workflow_registry.run.step_payload import build_step_payload, release_file_uri
 from rimthan_workflow_registry.run.tokens import (
     BUNDLE_TYPE,
     CHECKPOINT_TYPE,
     MAX_TOKEN_CHARS,
     CheckpointKeyring,
+    peek_manifest_digest,
     token_digest,
+)
+from rimthan_workflow_registry.run.validation_bundle import (
+    ValidatorSummary,
+    check_reports,
+    input_digest,
+    issue_bundle,
+    validator_summaries,
+    verify_bundle,
 )
 
 __all__ = [
@@ -53,14 +73,31 @@ __all__ = [
     "ArtifactReceipt",
     "Checkpoint",
     "CheckpointKeyring",
+    "ConfirmedState",
     "HostBinding",
     "IssuedCheckpoint",
     "RunAuditError",
     "ValidatorReceipt",
+    "ValidatorSummary",
     "audit_run",
+    "binding_for",
+    "bound_adapter",
+    "build_step_payload",
+    "changed_fields",
+    "check_reports",
     "describe",
+    "host_blockers",
+    "input_digest",
+    "issue_bundle",
     "issue_checkpoint",
-    "token_digest",
-    "verify_checkpoint",
+    "peek_manifest_digest",
     "read_log",
+    "release_file_uri",
+    "require_digest",
+    "token_digest",
+    "unconfirmed_fields",
+    "validate_against_schema",
+    "validator_summaries",
+    "verify_bundle",
+    "verify_checkpoint",
 ]

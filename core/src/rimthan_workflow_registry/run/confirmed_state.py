@@ -61,16 +61,32 @@ class ConfirmedState:
         return digest_value(self.values[name])
 
 
-def validate_against_schema(state: ConfirmedState, validator: Draft202012Validator, *, label: str) -> None:
-    """The values must satisfy the workflow's ``confirmed_state_schema``."""
+def validate_against_schema(
+    state: ConfirmedState, validator: Draft202012Validator, *, label: str, allow_missing: bool = False
+) -> None:
+    """The values must satisfy the workflow's ``confirmed_state_schema``.
+
+    With ``allow_missing``, absent required top-level fields are left to the
+    caller, which reports each one as its own failure
+    (:func:`rimthan_workflow_registry.run.requirements.missing_fields`);
+    every other schema error still refuses the call.
+    """
     errors = sorted(validator.iter_errors(dict(state.values)), key=lambda e: list(e.absolute_path))
+    schema = validator.schema if isinstance(validator.schema, Mapping) else {}
+    missing = sorted(str(name) for name in schema.get("required") or [] if name not in state.values)
+    if allow_missing:
+        errors = [e for e in errors if not (e.validator == "required" and not e.absolute_path)]
     if errors:
         first = errors[0]
         pointer = "/" + "/".join(str(p) for p in first.absolute_path)
+        details: dict[str, Any] = {"pointer": pointer, "errors": len(errors)}
+        if missing:
+            details["missing"] = missing
         raise WorkflowProtocolError(
             FailureCode.CONFIRMED_STATE_INVALID,
-            f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {first.message}",
-            details={"pointer": pointer, "errors": len(errors)},
+            f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {first.message}"
+            + (f" (missing fields: {', '.join(missing)})" if missing else ""),
+            details=details,
         )
 
 

@@ -22,7 +22,7 @@ def required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostA
     return needed | set(adapter.validator_capabilities if adapter else ())
 
 
-def pinned_adapter(
+def _pinned_adapter(
     catalogue: Catalogue, workflow: WorkflowDefinition, harness: str, adapter_id: str | None, version: str
 ) -> HostAdapter | None:
     """The pinned adapter for this harness (by id when given, else by harness) at ``version``."""
@@ -42,7 +42,7 @@ def host_blockers(
     catalogue: Catalogue, workflow: WorkflowDefinition, host: Mapping[str, Any]
 ) -> tuple[HostAdapter | None, list[Failure]]:
     """The adapter ``host`` binds to, and every reason it cannot run ``workflow``."""
-    adapter = pinned_adapter(catalogue, workflow, host["harness"], host["adapter"]["id"], host["adapter"]["version"])
+    adapter = _pinned_adapter(catalogue, workflow, host["harness"], host["adapter"]["id"], host["adapter"]["version"])
     failures: list[Failure] = []
     if adapter is None:
         pinned = ", ".join(workflow.host_adapters)
@@ -85,4 +85,4 @@ def binding_for(host: Mapping[str, Any]) -> HostBinding:
 
 def bound_adapter(catalogue: Catalogue, workflow: WorkflowDefinition, binding: HostBinding) -> HostAdapter | None:
     """The adapter a checkpoint's host binding refers to (the binding holds no adapter id)."""
-    return pinned_adapter(catalogue, workflow, binding.harness, None, binding.adapter_version)
+    return _pinned_adapter(catalogue, workflow, binding.harness, None, binding.adapter_version)

@@ -1,0 +1,190 @@
+"""The host-protocol test vectors cannot drift, and the core agrees with them.
+
+``docs/test-vectors/host-protocol.json`` is what harness authors in other
+languages check their implementation against. This test regenerates it with
+``interop/host_vectors.py`` and compares byte for byte, then checks each
+vector against the core's own functions (and against hashlib directly, as
+another implementation would), over a release built independently here.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from rimthan_workflow_registry.canonical import canonical_text, digest_value
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run import attestations
+from rimthan_workflow_registry.run.artifact_checks import SubmittedArtifact
+from rimthan_workflow_registry.run.audit import audit_run, read_log
+from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
+from rimthan_workflow_registry.run.validation_bundle import ArtifactReceipt, input_digest
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+VECTORS = ROOT / "docs" / "test-vectors" / "host-protocol.json"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("host_vectors", ROOT / "interop" / "host_vectors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def vectors() -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(VECTORS.read_text("utf-8"))
+    return document
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> VerifiedRelease:
+    root = tmp_path_factory.mktemp("vectors")
+    key = make_keypair(root / "keys", "k")
+    built = build_release(packaged_source("1.2.0"), root / "out", [key])
+    return verify_release(built, load_trust(trust_dir(root / "trust", key)))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_the_committed_vectors_are_exactly_what_the_generator_makes_now() -> None:
+    generator = _generator()
+    written: list[str] = []
+    assert generator.main([], write=written.append) == 0
+    assert written == [VECTORS.read_text("utf-8")]
+
+
+def test_value_digests_are_rfc8785_sha256(vectors: dict[str, Any]) -> None:
+    cases = vectors["value_digests"]
+    assert len(cases) >= 10
+    for case in cases:
+        assert canonical_text(case["value"]) == case["canonical_json"], case["name"]
+        assert "sha256:" + _sha256(case["canonical_json"]) == case["value_digest"], case["name"]
+        assert digest_value(case["value"]) == case["value_digest"], case["name"]
+    ordered = next(c for c in cases if c["name"].startswith("object key order"))
+    # UTF-16 code unit order: U+1D11E (surrogates D834 DD1E) sorts before U+FB01, unlike code point order
+    assert ordered["canonical_json"] == '{"Z":4,"a":2,"aa":7,"b":1,"é":3,"€":5,"𝄞":6,"ﬁ":8}'
+
+
+def test_confirmed_state_digests(vectors: dict[str, Any]) -> None:
+    confirmed = vectors["confirmed_state"]
+    state, confirmations = confirmed["projection"]["state"], confirmed["projection"]["confirmations"]
+    assert digest_value(state) == confirmed["state_digest"]
+    assert sorted(confirmations) == sorted(state) == sorted(confirmed["field_digests"])
+    for name, value in state.items():
+        assert digest_value(value) == confirmed["field_digests"][name] == confirmations[name]["value_digest"]
+        assert confirmations[name]["confirmed_at"] == vectors["fixed"]["clock_start"]
+
+
+def test_release_identity_is_reproducible_from_the_catalogue(vectors: dict[str, Any], release: VerifiedRelease) -> None:
+    assert vectors["release"] == {"id": release.release_id, "manifest_digest": release.manifest_digest}
+
+
+def test_workspace_manifest_matches_the_release_contract(vectors: dict[str, Any], release: VerifiedRelease) -> None:
+    workspace = vectors["workspace_manifest"]
+    host = vectors["fixed"]["host"]
+    workflow = release.catalogue.workflow("research-decision", "1.2.0")
+    assert workflow is not None
+    step = workflow.steps[0]
+    binding = binding_for(host)
+    adapter = bound_adapter(release.catalogue, workflow, binding)
+    assert adapter is not None
+
+    def sha256_of(path: str) -> str:
+        return hashlib.sha256(release.read_file(path)).hexdigest()
+
+    expected = attestations.expected_deliveries(workflow, step, adapter, sha256_of)
+    listed = [{k: row[k] for k in ("asset", "kind", "path", "sha256")} for row in workspace["expected_deliveries"]]
+    assert sorted(listed, key=lambda r: (r["kind"], r["asset"])) == expected
+    assert workspace["manifest"]["delivered"] == sorted(listed, key=lambda r: (r["kind"], r["asset"]))
+    artifact = workspace["artifact"]
+    assert json.loads(artifact["content"]) == workspace["manifest"]
+    assert _sha256(artifact["content"]) == workspace["artifact_sha256"]
+    assert (
+        attestations.check_workspace_manifest(SubmittedArtifact.from_json(artifact), binding, adapter, expected) == []
+    )
+
+
+def test_output_attestations_are_readback_digests(vectors: dict[str, Any], release: VerifiedRelease) -> None:
+    outputs = vectors["output_attestations"]
+    workflow = release.catalogue.workflow("research-decision", "1.2.0")
+    assert workflow is not None
+    step = workflow.step(outputs["step"])
+    assert step is not None
+    artifacts = [SubmittedArtifact.from_json(a) for a in outputs["artifacts"]]
+    for raw in outputs["artifacts"]:
+        data = raw["content"].encode("utf-8")
+        assert raw["attestation"]["sha256"] == hashlib.sha256(data).hexdigest()
+        assert raw["attestation"]["size"] == len(data) and raw["attestation"]["path"] == raw["path"]
+    assert attestations.check_output_attestations(step, artifacts) == []
+    tampered = [SubmittedArtifact.from_json({**outputs["artifacts"][0], "content": "{}"})]
+    assert [f.code.value for f in attestations.check_output_attestations(step, tampered)] == [
+        "output_attestation_mismatch"
+    ]
+
+
+def test_report_bindings(vectors: dict[str, Any], release: VerifiedRelease) -> None:
+    bindings = vectors["report_bindings"]
+    receipts = {k: ArtifactReceipt(r["sha256"], r["size"]) for k, r in bindings["artifact_receipts"].items()}
+    outputs = {a["artifact_id"]: a for a in vectors["output_attestations"]["artifacts"]}
+    assert {k: r.sha256 for k, r in receipts.items()} == {k: a["attestation"]["sha256"] for k, a in outputs.items()}
+    expected_input = "sha256:" + _sha256(canonical_text({k: r.sha256 for k, r in sorted(receipts.items())}))
+    assert input_digest(receipts) == expected_input
+    assert len(bindings["validators"]) == 2
+    for validator, report in zip(bindings["validators"], bindings["reports"], strict=True):
+        instruction = release.read_file(validator["instruction_file"])
+        assert validator["instruction_digest"] == "sha256:" + hashlib.sha256(instruction).hexdigest()
+        assert validator["input_digest"] == expected_input
+        assert report["instruction_digest"] == validator["instruction_digest"]
+        assert report["input_artifacts"] == {k: r.sha256 for k, r in receipts.items()}
+        assert report["validated_by"] == {"harness": "claude-code", "adapter_version": "1.0.0"}
+
+
+def test_checkpoint_log_audits_with_the_published_test_key(vectors: dict[str, Any]) -> None:
+    log = vectors["checkpoint_log"]
+    keys = vectors["fixed"]["checkpoint_keys"]
+    keyring = CheckpointKeyring(
+        signing_key_id=keys["signing_key_id"],
+        keys={k["id"]: base64.b64decode(k["key"]) for k in keys["keys"]},
+    )
+    history = audit_run(read_log(log["log_text"]), keyring)
+    assert len(history.checkpoints) == len(log["tokens"]) == 6
+    assert [token_digest(t) for t in log["tokens"]] == log["token_digests"]
+    assert [peek_claims(t) for t in log["tokens"]] == log["claims"]
+    steps = [c["step"] for c in log["claims"]]
+    assert steps == [
+        "setup-workspace",
+        "interview",
+        "confirm-contract",
+        "select-route",
+        "desk-research",
+        "desk-research",
+    ]
+    assert [c["iat"] for c in log["claims"]] == sorted(c["iat"] for c in log["claims"])
+    assert log["claims"][0]["iat"] == vectors["fixed"]["clock_start"]
+    assert log["calls"][-1] == {"tool": "rimthan.submit_step_validation", "status": "completed", "sequence": 6}
+
+
+def test_the_installed_audit_command_accepts_the_vector_log(vectors: dict[str, Any], tmp_path: Path) -> None:
+    keys = {k: v for k, v in vectors["fixed"]["checkpoint_keys"].items() if k != "note"}
+    (tmp_path / "keys.json").write_text(json.dumps(keys), "utf-8")
+    (tmp_path / "run.log").write_text(vectors["checkpoint_log"]["log_text"], "utf-8")
+    command = [str(Path(sys.executable).with_name("rimthan-mcp")), "audit", "run.log", "--checkpoint-keys", "keys.json"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "desk-research" in done.stdout and vectors["release"]["manifest_digest"] in done.stdout

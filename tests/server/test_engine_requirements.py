@@ -1,0 +1,153 @@
+"""What a workflow needs is said up front: every missing field at once, the
+available workflows on an unknown name, and the migration target's id and
+needs before the user confirms a migration. All against real signed releases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.run.requirements import available_workflows, describe_available
+from support.engines import Engines, TickingClock, example_state, make_engines
+
+SCHEMA_OWNER = "The one person (name or role) accountable for making and owning the decision."
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
+    return make_engines(tmp_path_factory.mktemp("requirements"), TickingClock())
+
+
+def test_start_lists_every_missing_required_field_with_what_it_expects(engines: Engines) -> None:
+    engine, harness = engines.module("1.3.0"), engines.harness("missing")
+    weak_host = {**harness.host(), "capabilities": ["skills"]}
+    result = engine.start_workflow({"workflow": "research", "confirmed_state": harness.confirm({}), "host": weak_host})
+    assert result["status"] == "blocked" and result["checkpoint"] is None
+    missing = [f for f in result["failures"] if f["code"] == "confirmed_field_missing"]
+    assert [f["details"]["field"] for f in missing] == ["objective", "decision_owner", "risk_tolerance"]
+    assert [f["pointer"] for f in missing] == ["/objective", "/decision_owner", "/risk_tolerance"]
+    owner = missing[1]
+    assert owner["details"]["expects"]["description"] == SCHEMA_OWNER and SCHEMA_OWNER in owner["message"]
+    assert missing[2]["details"]["expects"]["enum"] == ["low", "medium", "high"]
+    assert "one of low, medium, high" in missing[2]["message"]
+    # host blockers are still reported in the same refusal
+    assert "host_capability_missing" in {f["code"] for f in result["failures"]}
+
+
+def test_start_with_some_fields_lists_only_the_absent_ones_and_unconfirmed_present_ones(engines: Engines) -> None:
+    engine, harness = engines.module("1.2.0"), engines.harness("partial")
+    state = harness.confirm({"objective": example_state("1.2.0")["objective"]})
+    state["confirmations"] = {}
+    result = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    assert [(f["code"], f["pointer"]) for f in result["failures"]] == [
+        ("confirmed_field_missing", "/decision_owner"),
+        ("confirmation_required", "/objective"),
+    ]
+
+
+def test_other_schema_errors_still_refuse_and_name_the_missing_fields(engines: Engines) -> None:
+    engine, harness = engines.module("1.2.0"), engines.harness("bad-value")
+    state = harness.confirm({"objective": ""})
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    assert err.value.code is FailureCode.CONFIRMED_STATE_INVALID
+    assert err.value.details["missing"] == ["decision_owner"] and "decision_owner" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("name", "version"), [("astrology", None), ("research", "9.0.0"), ("research-decision", "0.1.0")]
+)
+def test_workflow_not_found_lists_the_available_workflows(engines: Engines, name: str, version: str | None) -> None:
+    engine, harness = engines.module("1.2.0"), engines.harness("unknown")
+    arguments: dict[str, Any] = {"workflow": name, "confirmed_state": harness.confirm({}), "host": harness.host()}
+    if version:
+        arguments["workflow_version"] = version
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.start_workflow(arguments)
+    assert err.value.code is FailureCode.WORKFLOW_NOT_FOUND
+    assert err.value.details["available"] == [
+        {
+            "id": "research-decision",
+            "owner": "rimthan.research",
+            "aliases": ["decide", "research"],
+            "versions": ["1.2.0"],
+        }
+    ]
+    assert "research-decision (aliases: decide, research; versions: 1.2.0)" in err.value.message
+
+
+def test_describe_available_orders_versions_semantically(engines: Engines) -> None:
+    workflows = engines.releases["1.2.0"].catalogue.workflows
+    assert describe_available(available_workflows(workflows)).endswith("versions: 1.2.0)")
+    assert describe_available([]) == "none"
+
+
+def _at_interview(engines: Engines) -> tuple[WorkflowEngineQueryModule, dict[str, Any], dict[str, Any], Any]:
+    source, harness = engines.module("1.2.0"), engines.harness("preview")
+    state = harness.confirm(example_state("1.2.0"))
+    started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
+    ready = source.prepare_step_validation(
+        {
+            "checkpoint": started["checkpoint"],
+            "confirmed_state": state,
+            "host": harness.host(),
+            "artifacts": harness.deliver_workspace(started["step"]),
+        }
+    )
+    advanced = source.submit_step_validation(
+        {
+            "checkpoint": started["checkpoint"],
+            "confirmed_state": state,
+            "validation_bundle": ready["validation_bundle"],
+            "reports": [],
+        }
+    )
+    engines.clock.tick()
+    return source, state, advanced, harness
+
+
+def test_migration_preview_says_what_the_target_needs_before_new_fields_are_supplied(engines: Engines) -> None:
+    source, state, advanced, harness = _at_interview(engines)
+    target = engines.module("1.3.0")
+    # the 1.2.0 state, freshly re-confirmed, still lacks 1.3.0's new required risk_tolerance
+    reconfirmed = harness.confirm(example_state("1.2.0"))
+    request = {"target_release": "research-decision@1.3.0", "confirmed_state": reconfirmed, "confirm": False}
+    arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state, "migration": request}
+    preview = WorkflowEngineQueryModule.migrate_workflow(source, target, arguments)
+    assert preview["status"] == "blocked" and preview["checkpoint"] == advanced["checkpoint"]
+    assert [(f["code"], f.get("pointer")) for f in preview["failures"]] == [
+        ("confirmed_field_missing", "/risk_tolerance")
+    ]
+    impact = preview["migration"]
+    assert (impact["to"]["release"], impact["to"]["workflow"]) == ("research-decision@1.3.0", "research-decision@1.3.0")
+    needs = impact["target_needs"]
+    assert needs["workflow"] == {"id": "research-decision", "version": "1.3.0"}
+    fields = {f["field"]: f for f in needs["confirmed_state"]}
+    assert fields["risk_tolerance"]["required"] is True and fields["risk_tolerance"]["present"] is False
+    assert fields["risk_tolerance"]["expects"]["enum"] == ["low", "medium", "high"]
+    assert fields["objective"]["present"] is True and fields["stakeholders"]["required"] is False
+    assert needs["capabilities"] == ["subagents", "workspace.write"]
+    assert needs["validator_capabilities"] == ["subagent.isolated-context"]
+    assert "claude-code@1.0.0" in needs["host_adapters"]
+    # confirming a migration with the field still missing is refused outright (fail closed)
+    confirmed = {**arguments, "migration": {**request, "confirm": True}}
+    with pytest.raises(WorkflowProtocolError) as err:
+        WorkflowEngineQueryModule.migrate_workflow(source, target, confirmed)
+    assert err.value.code is FailureCode.CONFIRMED_STATE_INVALID and err.value.details["missing"] == ["risk_tolerance"]
+
+
+def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines) -> None:
+    source, state, advanced, _harness = _at_interview(engines)
+    arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state}
+    preview = source.migration_offer(engines.module("1.3.0"), arguments)
+    assert preview is not None
+    offer = preview.to_json()
+    assert offer["confirmed"] is False
+    assert offer["to"]["release"] == "research-decision@1.3.0" and offer["to"]["workflow"] == "research-decision@1.3.0"
+    assert offer["invalidated_artifacts"] == ["workspace-manifest"]
+    assert {f["field"] for f in offer["target_needs"]["confirmed_state"] if not f["present"]} >= {"risk_tolerance"}
+    # no offer for the same release, nor back to an older workflow
+    assert source.migration_offer(source, arguments) is None
