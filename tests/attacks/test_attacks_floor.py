@@ -43,7 +43,10 @@ def _digest(release: Path) -> str:
 
 
 def _floor(state: Path) -> dict[str, Any]:
-    return json.loads((state / FLOOR_FILE).read_text("utf-8"))
+    """The floor file, each entry under its catalogue name (one deployment per test; its id suffix dropped)."""
+    document = json.loads((state / FLOOR_FILE).read_text("utf-8"))
+    document["catalogues"] = {name.split("@", 1)[0]: e for name, e in sorted(document["catalogues"].items())}
+    return document
 
 
 def _write_floor(state: Path, entries: dict[str, str]) -> None:

@@ -43,7 +43,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 
 def _floor(state: Path) -> dict:
-    return json.loads((state / "activation-floor.json").read_text("utf-8"))
+    """The floor file, each entry under its catalogue name (one deployment per test; its id suffix dropped)."""
+    document = json.loads((state / "activation-floor.json").read_text("utf-8"))
+    document["catalogues"] = {name.split("@", 1)[0]: e for name, e in sorted(document["catalogues"].items())}
+    return document
 
 
 # --------------------------------------------------------------------------- rollback floor

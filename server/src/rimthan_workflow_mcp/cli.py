@@ -51,6 +51,8 @@ _HINTS = {
     "trust": "point --trust at a directory of *.pub keys or a TOML trust file (see keys/README.md)",
     "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
     "registry": "write --releases-from as oci://HOST[:PORT]/REPOSITORY (add --plain-http for a registry without TLS)",
+    "state": "give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
+    "retire": "`rimthan-mcp keys list` shows the live key ids; the signing key is retired only after a rotate",
     "http": "choose a free --port (0 picks one) or a --host this machine has",
     "audit": "audit the complete log of one run, one checkpoint token per line in issue order, with the checkpoint "
     "keys of the server that issued it",
@@ -391,6 +393,8 @@ def serve(
         if (problem := check_allowed_host(value)) is not None:
             _usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
+    checked_state: Path = state_dir
+    _guard("state", lambda: _check_state_dir(checked_state))
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
     if migration_target is not None and release_dir is None:
         _usage(
@@ -518,6 +522,8 @@ def serve(
     default=DEFAULT_TRUST,
     show_default=True,
     metavar="PATH",
+    envvar="RIMTHAN_TRUST",
+    show_envvar=True,
     help=_TRUST_HELP,
 )
 @click.option(
@@ -562,6 +568,24 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
 # --------------------------------------------------------------------------- audit
 
 
+def _check_state_dir(directory: Path) -> None:
+    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle."""
+    if directory.exists() and not directory.is_dir():
+        raise KeyringError(
+            FailureCode.IO_ERROR,
+            "the state directory is a file, not a directory",
+            path=str(directory),
+        )
+
+
+def _in_file(path: Path, action: Callable[[], Any]) -> Any:
+    """``action``'s keyring refusal, naming the key file it concerns."""
+    try:
+        return action()
+    except KeyringError as exc:
+        raise KeyringError(exc.code, exc.message, path=str(path)) from None
+
+
 def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
     return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
 
@@ -602,19 +626,25 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
     and validator receipts by digest, and every migration with its parent
     link. No server and no server storage is involved.
     """
-    keyring, _ = _guard("keys", lambda: open_keyring(_keys_path(checkpoint_keys, state_dir), create=False))
+    path = _keys_path(checkpoint_keys, state_dir)
+    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
     text = _guard("log", lambda: log_file.read_text("utf-8"))
     try:
-        history = audit_run(read_log(text), keyring, source=str(log_file))
+        history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
         if as_json:
             click.echo(json.dumps({"ok": False, "error": exc.to_dict()}, indent=2, sort_keys=True))
         _fail(exc.one_line(), _HINTS["audit"])
+    retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:
-        click.echo(json.dumps(history.to_json(), indent=2, sort_keys=True))
-    else:
-        for line in describe(history):
-            click.echo(line)
+        click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
+        return
+    for line in describe(history):
+        click.echo(line)
+    for kid in retired:
+        click.echo(
+            f"key {kid} is retired: it no longer verifies live calls; its material is archived in {path} for audit only"
+        )
 
 
 # --------------------------------------------------------------------------- keys
@@ -644,12 +674,17 @@ def keys() -> None:
 def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Show key ids (never key material): which one signs, which only verify, which are retired."""
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
     click.echo(f"# {path}")
+    if not path.exists():
+        _guard("state", lambda: _check_state_dir(path.parent))
+        click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")
+        return
+    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
     for kid in sorted(keyring.keys):
         click.echo(f"{kid}\t{'signing' if kid == keyring.signing_key_id else 'verify-only'}")
     for kid in sorted(keyring.retired):
-        click.echo(f"{kid}\tretired")
+        archived = "archived for audit" if kid in keyring.archived else "not kept"
+        click.echo(f"{kid}\tretired ({archived})")
 
 
 @keys.command("rotate", epilog=_epilog(["rimthan-mcp keys rotate --checkpoint-keys /srv/rimthan/checkpoint-keys.json"]))
@@ -662,7 +697,11 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     redeploy every replica afterwards so they all sign with the new key.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _created = _guard("keys", lambda: open_keyring(path, create=True))
+    _guard("state", lambda: _check_state_dir(path.parent))
+    keyring, created = _guard("keys", lambda: open_keyring(path, create=True))
+    if created:  # a fresh key file already holds one new signing key: rotating again would orphan it
+        click.echo(f"created {path}: signing key {keyring.signing_key_id} (the only key)")
+        return
     rotated = keyring.rotated()
     _guard("keys", lambda: rotated.save(path))
     click.echo(f"signing key is now {rotated.signing_key_id} ({len(rotated.keys)} key(s) verify) in {path}")
@@ -676,11 +715,16 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
 def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Stop accepting checkpoints signed with KEY_ID.
 
-    Runs still holding such checkpoints are refused (checkpoint_key_unknown)
-    and must start again. The signing key cannot be retired: rotate first.
+    Live runs still holding such checkpoints are refused (checkpoint_key_unknown)
+    and must start again; the key stays archived in the key file so that
+    `rimthan-mcp audit` still verifies finished runs. The signing key cannot
+    be retired: rotate first.
     """
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
-    retired = _guard("keys", lambda: keyring.retiring(key_id))
+    retired = _guard("retire", lambda: _in_file(path, lambda: keyring.retiring(key_id)))
     _guard("keys", lambda: retired.save(path))
-    click.echo(f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}")
+    click.echo(
+        f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}; "
+        f"kept in {path} for `rimthan-mcp audit` only"
+    )

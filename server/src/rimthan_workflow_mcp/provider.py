@@ -33,7 +33,7 @@ from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, semve
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.run import CheckpointKeyring
 
-from .floor import FLOOR_FILE, ActivationFloor
+from .floor import FLOOR_FILE, ActivationFloor, deployment_of
 from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
 from .workflow_engine import WorkflowEngineQueryModule
@@ -194,7 +194,10 @@ class ReleaseProvider:
 
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
-        floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        where = releases_dir if releases_dir is not None else Path(release_dir).parent
+        floor = ActivationFloor(
+            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, where)
+        )
         _persist_schema_checks(state_dir, record_floor)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
@@ -210,7 +213,7 @@ class ReleaseProvider:
             keyring=keyring,
             active=active,
             migration_target=target,
-            releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
+            releases_dir=where,
             floor=floor,
             module_factory=module_factory,
         )
@@ -237,7 +240,9 @@ class ReleaseProvider:
         skipped and kept in ``start_rejections``. Raises only when no release
         of any catalogue verifies, with every rejection in the message.
         """
-        floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
+        floor = ActivationFloor(
+            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, releases_dir)
+        )
         _persist_schema_checks(state_dir, record_floor)
         scanned = scan_releases(releases_dir)
         actives: list[LoadedRelease] = []
