@@ -103,9 +103,9 @@ def test_start_refuses_only_when_no_release_verifies_and_respects_the_floor(worl
     assert "no release of research-decision verifies" in line
 
     # 1.3.0 served once raised the floor; now 1.3.0 is corrupt and only 1.2.0 verifies: no silent rollback
-    good = tmp_path / "good"
-    world.publish("1.3.0", good)
-    with console_server(_serve(world, good, state)):
+    shutil.rmtree(releases)
+    world.publish("1.3.0", releases)
+    with console_server(_serve(world, releases, state)):
         pass
     shutil.rmtree(releases)
     world.publish("1.2.0", releases)

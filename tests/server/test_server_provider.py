@@ -84,9 +84,16 @@ def test_refresh_raises_the_floor_so_a_restart_on_the_old_release_is_refused(
     world.publish("1.3.0", releases)
     assert provider.refresh().outcome == "activated"
     assert _floor(state)["catalogues"]["research-decision"]["version"] == "1.3.0"
-    with pytest.raises(RegistryError) as refused:
-        world.provider("1.2.0", state_dir=state)
+    with pytest.raises(RegistryError) as refused:  # a restart of this deployment (same trust, same directory)
+        ReleaseProvider.open(
+            releases / "research-decision-1.2.0",
+            trust=load_trust(world.trust),
+            keyring=CheckpointKeyring.generate(),
+            state_dir=state,
+        )
     assert refused.value.code is FailureCode.ROLLBACK_REFUSED
+    # a server of another releases directory (another deployment) is not held down by this floor
+    assert world.provider("1.2.0", state_dir=state).active.version == "1.2.0"
 
 
 def test_unreadable_floor_file_fails_closed(world: ServerWorld, tmp_path: Path) -> None:
