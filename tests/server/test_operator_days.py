@@ -55,12 +55,12 @@ def console_server(args: list[str], transport: tuple[str, ...] = HTTP_ON_A_FREE_
 
 
 def _refused(args: list[str], **kwargs: Any) -> str:
-    """Run ``rimthan-mcp`` expecting a refusal at start: exit 1 and exactly one stderr line."""
+    """Run ``rimthan-mcp`` expecting a refusal at start: exit 1, the ``error:`` and ``next:`` lines (joined)."""
     done = subprocess.run([RIMTHAN_MCP, *args], capture_output=True, text=True, timeout=60, env=server_env(), **kwargs)
     lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
     assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr and len(lines) == 1, done.stderr
-    return lines[0]
+    assert "Traceback" not in done.stderr and len(lines) == 2 and lines[1].startswith("next: "), done.stderr
+    return " ".join(lines)
 
 
 async def _start(url: str, project: Path) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def test_start_refuses_only_when_no_release_verifies_and_respects_the_floor(worl
     releases, state = tmp_path / "releases", tmp_path / "state"
     flip_byte(world.publish("1.2.0", releases))
     line = _refused(_serve(world, releases, state))
-    assert line.startswith("rimthan-mcp: error: file_digest_mismatch: ") and "research-decision-1.2.0" in line
+    assert line.startswith("error: file_digest_mismatch: ") and "research-decision-1.2.0" in line
     assert "no release of research-decision verifies" in line
 
     # 1.3.0 served once raised the floor; now 1.3.0 is corrupt and only 1.2.0 verifies: no silent rollback
@@ -111,7 +111,7 @@ def test_start_refuses_only_when_no_release_verifies_and_respects_the_floor(worl
     world.publish("1.2.0", releases)
     flip_byte(world.publish("1.3.0", releases))
     line = _refused(_serve(world, releases, state))
-    assert line.startswith("rimthan-mcp: error: file_digest_mismatch: "), line
+    assert line.startswith("error: file_digest_mismatch: "), line
     assert "research-decision-1.2.0: rollback_refused" in line
 
 
@@ -299,7 +299,7 @@ def test_allowed_host_that_would_switch_the_protection_off_is_a_usage_mistake(tm
             cwd=tmp_path,
         )
         assert done.returncode == 2, done.stderr
-        assert done.stderr.startswith(f"rimthan-mcp: error: usage: --allowed-host {value!r}: "), done.stderr
+        assert done.stderr.startswith(f"error: usage: --allowed-host {value!r}: "), done.stderr
 
 
 # --------------------------------------------------------------------------- shutdown and framing

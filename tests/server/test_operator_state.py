@@ -38,8 +38,9 @@ def _mcp(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Com
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
-    assert done.returncode == 1 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    return lines[0]
+    assert done.returncode == 1 and len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert lines[1].startswith("next: "), done.stderr
+    return " ".join(lines)
 
 
 def _serve(world: ServerWorld, releases: Path, state: Path, *extra: str) -> Any:
@@ -115,7 +116,7 @@ def test_floors_are_per_deployment_and_the_refusal_names_the_file_and_the_way_do
     world.publish("1.2.0", ours)
     args = ("serve", "--releases-dir", ours, "--trust", world.trust, "--state-dir", state)
     line = _one_line(_mcp(*args))
-    assert line.startswith("rimthan-mcp: error: rollback_refused: ")
+    assert line.startswith("error: rollback_refused: ")
     assert f"below the activation floor 1.3.0 recorded in {state / 'activation-floor.json'}" in line
     assert "for this deployment (trust " in line and str(ours.resolve()) in line and "--lower-floor" in line
 
@@ -139,7 +140,7 @@ def test_keys_on_a_fresh_state_directory(tmp_path: Path) -> None:
     assert len(listed) == 2 and listed[1].endswith("\tsigning")  # no orphan verify-only key
 
     unknown = _one_line(_mcp("keys", "retire", "ck-0000000000000000", "--state-dir", state))
-    assert unknown.startswith(f"rimthan-mcp: error: key_invalid: {state / 'checkpoint-keys.json'}: ")
+    assert unknown.startswith(f"error: key_invalid: {state / 'checkpoint-keys.json'}: ")
     assert "ck-0000000000000000" in unknown and "keys list" in unknown
 
 
@@ -151,7 +152,7 @@ def test_a_state_dir_that_is_a_file_is_named_as_such(world: ServerWorld, tmp_pat
         ("serve", "--release", world.built["1.3.0"], "--trust", world.trust, "--state-dir", not_a_dir),
     ):
         line = _one_line(_mcp(*args))
-        assert line.startswith(f"rimthan-mcp: error: io_error: {not_a_dir}: the state directory is a file"), line
+        assert line.startswith(f"error: io_error: {not_a_dir}: the state directory is a file"), line
         assert "give --state-dir" in line
 
 

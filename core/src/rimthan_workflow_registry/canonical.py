@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import rfc8785
@@ -85,6 +86,7 @@ def find_float(value: Any, pointer: str = "") -> str | None:
     """
     if isinstance(value, float):
         return pointer or "/"
+    items: Iterable[tuple[str, Any]]
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):

@@ -4,9 +4,9 @@
 trusting ./keys/local, with checkpoint keys created on first run under the
 state directory ($RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else
 ~/.local/state/rimthan). Everything human goes to stderr (stdout is the MCP
-wire under stdio); every error is one line saying what to do next:
-``rimthan-mcp: error: <code>: <file>: <message> - <what to do next>``, exit
-status 1 for a refusal and 2 for a usage mistake.
+wire under stdio); every refusal speaks the one error voice of
+:mod:`rimthan_clikit`: ``error: <code>: <file>: <message>`` then ``next: <what
+to do>``, exit status 1 for a refusal and 2 for a usage mistake.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from typing import Any, NoReturn
 
 import anyio
 import click
+from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse, refuse_error
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.release import TrustStore, load_trust
+from rimthan_workflow_registry.remediation import ExitStatus
 from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .floor import FLOOR_FILE
-from .follow import start_following
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, scan_releases
 from .server import create_mcp_application, runtime_state
@@ -42,43 +43,17 @@ from .transports import (
 DEFAULT_RELEASES = Path("releases")
 DEFAULT_TRUST = Path("keys/local")
 KEYS_FILE = "checkpoint-keys.json"
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 _log = get_logger("cli")
-_HINTS = {
-    "release": "check it with `rimthan-mcp check --release DIR --trust TRUST`; rebuild it with `rimthan-pack build` "
-    "(or `make demo` for the packaged releases)",
-    "trust": "point --trust at a directory of *.pub keys or a TOML trust file (see keys/README.md)",
-    "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
-    "registry": "write --releases-from as oci://HOST[:PORT]/REPOSITORY (add --plain-http for a registry without TLS)",
-    "state": "give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
-    "retire": "`rimthan-mcp keys list` shows the live key ids; the signing key is retired only after a rotate",
-    "http": "choose a free --port (0 picks one) or a --host this machine has",
-    "audit": "audit the complete log of one run, one checkpoint token per line in issue order, with the checkpoint "
-    "keys of the server that issued it",
-    "log": "give the file the harness wrote its checkpoint tokens to (one per line)",
-}
+_PORT_IO = "choose a free --port (0 picks one) or a --host this machine has"
+_KEYS_IO = "fix or move the checkpoint key file (--checkpoint-keys), or pick another --state-dir"
 _STATE_HELP = (
     "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
     "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
 )
 _KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
 _TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
-_EXIT_STATUS = (
-    "Exit status:",
-    "  0  success",
-    "  1  refused: one line on stderr names the code, the file and what to do next",
-    "  2  usage mistake (unknown option, missing argument)",
-)
-
-
-def _epilog(examples: list[str], exits: tuple[str, ...] = _EXIT_STATUS, notes: list[str] | None = None) -> str:
-    """Examples and exit statuses, kept verbatim by click (``\\b``)."""
-    parts = ["\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples)]
-    if notes:
-        parts.append("\b\n" + "\n".join(notes))
-    parts.append("\b\n" + "\n".join(exits))
-    return "\n\n".join(parts)
+_EXIT_STATUS = EXIT_STATUS_LINES
+_epilog = epilog
 
 
 def default_state_dir() -> Path:
@@ -90,59 +65,6 @@ def default_state_dir() -> Path:
 
 def _say(message: str) -> None:
     click.echo(f"rimthan-mcp: {message}", err=True)
-
-
-def _fail(message: str, hint: str | None = None) -> NoReturn:
-    click.echo(f"rimthan-mcp: error: {message}" + (f" - {hint}" if hint else ""), err=True)
-    sys.exit(EXIT_REFUSED)
-
-
-def _guard(what: str, action: Callable[[], Any]) -> Any:
-    """Run ``action``; a refusal becomes one line naming file, check and next step."""
-    try:
-        return action()
-    except RegistryError as exc:
-        _fail(exc.one_line(), _HINTS.get(what))
-    except OSError as exc:
-        _fail(
-            f"{FailureCode.IO_ERROR.value}: "
-            + (f"{exc.filename}: " if exc.filename else "")
-            + (exc.strerror or str(exc)),
-            _HINTS.get(what),
-        )
-
-
-class _Group(click.Group):
-    """Usage mistakes in the same one-line form (exit 2) instead of click's multi-line block."""
-
-    def main(
-        self,
-        args: Any = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.UsageError as exc:
-            no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())
-            if no_args and isinstance(exc, no_args) and exc.ctx is not None:
-                click.echo(exc.ctx.get_help())
-                sys.exit(0)
-            command = exc.ctx.command_path if exc.ctx is not None else "rimthan-mcp"
-            click.echo(
-                f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()} - run '{command} --help'",
-                err=True,
-            )
-            sys.exit(EXIT_USAGE)
-        except click.ClickException as exc:
-            click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("rimthan-mcp: error: aborted", err=True)
-            sys.exit(EXIT_REFUSED)
-        sys.exit(result if isinstance(result, int) else 0)
 
 
 def check_key_path_untracked(path: Path) -> None:
@@ -199,8 +121,7 @@ def _describe_migration(provider: ReleaseProvider) -> str:
 
 
 def _usage(message: str) -> NoReturn:
-    click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {message} - run 'rimthan-mcp serve --help'", err=True)
-    sys.exit(EXIT_USAGE)
+    refuse(FailureCode.USAGE, None, message, "run 'rimthan-mcp serve --help'", status=ExitStatus.USAGE)
 
 
 def _describe_trust(trust: TrustStore) -> str:
@@ -210,7 +131,7 @@ def _describe_trust(trust: TrustStore) -> str:
 
 
 @click.group(
-    cls=_Group,
+    cls=RimthanGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=_epilog(
         [
@@ -394,7 +315,7 @@ def serve(
             _usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
     checked_state: Path = state_dir
-    _guard("state", lambda: _check_state_dir(checked_state))
+    guard(lambda: _check_state_dir(checked_state))
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
     if migration_target is not None and release_dir is None:
         _usage(
@@ -409,13 +330,14 @@ def serve(
     follower = None
     if releases_from is not None:
         follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
-        follower = _guard("registry", lambda: start_following(releases_from, trust, follow_dir, plain_http))
+        from .follow import start_following  # oras and requests only when following a registry
+
+        follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http))
     if release_dir is None:  # a missing or empty releases directory is the first thing to fix
-        _guard("release", lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
-    trust_store = _guard("trust", lambda: load_trust(trust))
-    keyring, created = _guard("keys", lambda: open_keyring(keys_path, create=True))
-    provider: ReleaseProvider = _guard(
-        "release",
+        guard(lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
+    trust_store = guard(lambda: load_trust(trust))
+    keyring, created = guard(lambda: open_keyring(keys_path, create=True), on_io_error=_KEYS_IO)
+    provider: ReleaseProvider = guard(
         lambda: open_provider(
             release_dir,
             releases_dir=releases_dir,
@@ -430,7 +352,7 @@ def serve(
     if follower is not None:
         provider.before_refresh = follower.sync
         _say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
-    app = _guard("release", lambda: create_mcp_application(provider))
+    app = guard(lambda: create_mcp_application(provider))
     for rejection in provider.start_rejections:
         _say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
     for loaded in provider.actives.values():
@@ -456,7 +378,10 @@ def serve(
             _say("transport stdio (MCP on stdin/stdout)")
             anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval))
         else:
-            sock, binding = _guard("http", lambda: bind_socket(host, port))
+            sock, binding = guard(
+                lambda: bind_socket(host, port),
+                on_io_error=_PORT_IO,
+            )
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
             _say(f"transport http ({mode}) at {binding.url}")
             _say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")
@@ -484,10 +409,7 @@ def serve(
         sys.exit(130)
     except Exception as exc:  # never a traceback on the operator's terminal; details at --log-level debug
         _log.debug("server stopped unexpectedly", exc_info=True)
-        _fail(
-            f"internal_error: the server stopped unexpectedly ({type(exc).__name__}: {exc})",
-            "rerun with --log-level debug for details",
-        )
+        refuse(FailureCode.INTERNAL_ERROR, None, f"the server stopped unexpectedly ({type(exc).__name__}: {exc})")
 
 
 # --------------------------------------------------------------------------- check
@@ -547,9 +469,8 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     profile, the tool contracts; with --migration-target its scope; with
     --state-dir the rollback floor. Nothing is served and nothing is written.
     """
-    trust_store = _guard("trust", lambda: load_trust(trust))
-    provider: ReleaseProvider = _guard(
-        "release",
+    trust_store = guard(lambda: load_trust(trust))
+    provider: ReleaseProvider = guard(
         lambda: ReleaseProvider.open(
             release_dir,
             trust=trust_store,
@@ -559,7 +480,7 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
             record_floor=False,
         ),
     )
-    _guard("release", lambda: runtime_state(provider))
+    guard(lambda: runtime_state(provider))
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")
@@ -574,6 +495,7 @@ def _check_state_dir(directory: Path) -> None:
         raise KeyringError(
             FailureCode.IO_ERROR,
             "the state directory is a file, not a directory",
+            next_step="give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
             path=str(directory),
         )
 
@@ -627,14 +549,12 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
     link. No server and no server storage is involved.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
-    text = _guard("log", lambda: log_file.read_text("utf-8"))
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
+    text = guard(lambda: log_file.read_text("utf-8"))
     try:
         history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
-        if as_json:
-            click.echo(json.dumps({"ok": False, "error": exc.to_dict()}, indent=2, sort_keys=True))
-        _fail(exc.one_line(), _HINTS["audit"])
+        refuse_error(exc, as_json=as_json)
     retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:
         click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
@@ -676,10 +596,10 @@ def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     path = _keys_path(checkpoint_keys, state_dir)
     click.echo(f"# {path}")
     if not path.exists():
-        _guard("state", lambda: _check_state_dir(path.parent))
+        guard(lambda: _check_state_dir(path.parent))
         click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")
         return
-    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
     for kid in sorted(keyring.keys):
         click.echo(f"{kid}\t{'signing' if kid == keyring.signing_key_id else 'verify-only'}")
     for kid in sorted(keyring.retired):
@@ -697,13 +617,13 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     redeploy every replica afterwards so they all sign with the new key.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    _guard("state", lambda: _check_state_dir(path.parent))
-    keyring, created = _guard("keys", lambda: open_keyring(path, create=True))
+    guard(lambda: _check_state_dir(path.parent))
+    keyring, created = guard(lambda: open_keyring(path, create=True), on_io_error=_KEYS_IO)
     if created:  # a fresh key file already holds one new signing key: rotating again would orphan it
         click.echo(f"created {path}: signing key {keyring.signing_key_id} (the only key)")
         return
     rotated = keyring.rotated()
-    _guard("keys", lambda: rotated.save(path))
+    guard(lambda: rotated.save(path), on_io_error=_KEYS_IO)
     click.echo(f"signing key is now {rotated.signing_key_id} ({len(rotated.keys)} key(s) verify) in {path}")
     _say("restart the server (and every replica) so it signs with the new key")
 
@@ -721,9 +641,9 @@ def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | Non
     be retired: rotate first.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
-    retired = _guard("retire", lambda: _in_file(path, lambda: keyring.retiring(key_id)))
-    _guard("keys", lambda: retired.save(path))
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
+    retired = guard(lambda: _in_file(path, lambda: keyring.retiring(key_id)))
+    guard(lambda: retired.save(path), on_io_error=_KEYS_IO)
     click.echo(
         f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}; "
         f"kept in {path} for `rimthan-mcp audit` only"

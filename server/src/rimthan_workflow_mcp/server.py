@@ -25,7 +25,7 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 from mcp.server import Server, ServerRequestContext
-from mcp.server.caching import CacheHint
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
@@ -57,14 +57,23 @@ INSTRUCTIONS = (
     "Send the checkpoint token exactly as returned. Step assets are readable as immutable resources."
 )
 # Tool definitions never change while the process runs, but they are the caller's own view: never shared.
-CACHE_HINTS = {
+CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
     "tools/list": CacheHint(ttl_ms=0, scope="private"),
     "resources/list": CacheHint(ttl_ms=0, scope="private"),
     "resources/templates/list": CacheHint(ttl_ms=0, scope="private"),
     "prompts/list": CacheHint(ttl_ms=0, scope="private"),
 }
 # RFC 5424 order, as MCP's logging levels.
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 LOGGER_NAME = "rimthan"
 _log = get_logger("server")
 # logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
@@ -257,6 +266,7 @@ async def _notify_call(
     2026-07-28 clients when the request opted in (the SDK applies that gate).
     """
     structured = result.structured_content or {}
+    level: types.LoggingLevel
     if result.is_error:
         level, data = "warning", {"tool": name, "refused": (structured.get("error") or {}).get("code")}
     else:

@@ -283,7 +283,8 @@ class _Table:
         return tuple(values)
 
     def tables(self, key: str) -> list[Any]:
-        return self._get(key, list, False, [])
+        tables: list[Any] = self._get(key, list, False, [])
+        return tables
 
     def table(self, key: str, *, required: bool = False) -> Any:
         return self._get(key, dict, required, None)

@@ -94,8 +94,8 @@ def check_workspace_manifest(
             failures.append(mismatch(f"{key[0]} asset {key[1]!r} must be delivered to {row['path']}", expected=row))
         elif got.get("sha256") != row["sha256"]:
             failures.append(mismatch(f"{key[0]} asset {key[1]!r} was delivered with different bytes", expected=row))
-    for key in sorted(set(by_key) - set(wanted), key=str):
-        failures.append(mismatch(f"{key[0]} asset {key[1]!r} is not part of this release's workspace"))
+    for kind, asset in sorted(set(by_key) - set(wanted), key=str):
+        failures.append(mismatch(f"{kind} asset {asset!r} is not part of this release's workspace"))
     return failures
 
 

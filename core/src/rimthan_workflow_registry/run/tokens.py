@@ -42,6 +42,12 @@ _HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # what sign() writes; any ot
 _HS256 = HMACAlgorithm(HMACAlgorithm.SHA256)
 
 
+_KEYRING_NEXT = (
+    "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
+    "`rimthan-mcp keys rotate`"
+)
+
+
 @dataclass(frozen=True)
 class CheckpointKeyring:
     """HMAC keys by key id; ``signing_key_id`` signs, every key verifies.
@@ -83,9 +89,11 @@ class CheckpointKeyring:
             retired = frozenset(raw.get("retired", [])) | frozenset(archived)
             return cls(signing_key_id=raw["signing_key_id"], keys=keys, retired=retired, archived=archived)
         except KeyringError as exc:
-            raise KeyringError(exc.code, exc.message, path=str(path)) from None
+            raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise KeyringError(FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path)) from None
+            raise KeyringError(
+                FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path), next_step=_KEYRING_NEXT
+            ) from None
 
     @classmethod
     def load_or_create(cls, path: Path) -> CheckpointKeyring:
@@ -135,10 +143,18 @@ class CheckpointKeyring:
         The signing key cannot be retired.
         """
         if kid == self.signing_key_id:
-            raise KeyringError(FailureCode.KEY_INVALID, "rotate to a new signing key before retiring this one")
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                "rotate to a new signing key before retiring this one",
+                next_step="run `rimthan-mcp keys rotate`, restart every replica, then retire this key",
+            )
         if kid not in self.keys:
             known = ", ".join(sorted(self.keys)) or "none"
-            raise KeyringError(FailureCode.KEY_INVALID, f"no live checkpoint key {kid!r} (live keys: {known})")
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                f"no live checkpoint key {kid!r} (live keys: {known})",
+                next_step="pick a key id shown by `rimthan-mcp keys list`",
+            )
         keys = {k: v for k, v in self.keys.items() if k != kid}
         return CheckpointKeyring(
             signing_key_id=self.signing_key_id,
