@@ -505,7 +505,7 @@ def _in_file(path: Path, action: Callable[[], Any]) -> Any:
     try:
         return action()
     except KeyringError as exc:
-        raise KeyringError(exc.code, exc.message, path=str(path)) from None
+        raise KeyringError(exc.code, exc.message, path=str(path), next_step=exc.next_step) from None
 
 
 def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
