@@ -130,7 +130,8 @@ bench-quick: bootstrap
 
 # Adversarial suite. `load`: 32 concurrent clients over Streamable HTTP against 2 replicas on
 # loopback, with a refresh to 1.3.0, a killed and restarted replica and a corrupt 1.4.0 (bounded; prints
-# calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens.
+# calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens,
+# per tool through the in-memory transport and real stdio (RIMTHAN_FUZZ_MEMORY_CALLS / RIMTHAN_FUZZ_STDIO_CALLS).
 .PHONY: load fuzz-long
 load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
@@ -143,4 +144,4 @@ fleet: bootstrap
 	$(UV) run --locked python tests/load/run_fleet.py
 
 fuzz-long: bootstrap
-	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s
+	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py tests/attacks/test_attacks_fuzz_depth.py -s

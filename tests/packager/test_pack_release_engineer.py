@@ -237,3 +237,40 @@ def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -
         done = pack(*args, cwd=tmp_path)
         assert done.returncode == 0, (words, done.stderr)
     assert "signed by 2 trusted key(s)" in done.stdout
+
+
+# --------------------------------------------------------------------------- inspect shows what the README says
+
+PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.3.0"
+
+
+def test_inspect_shows_files_steps_outputs_validators_branches_and_questions(signer: KeyPair, tmp_path: Path) -> None:
+    assert pack("build", PACKAGED, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "research-decision-1.3.0"
+    data = _inspected(release)
+    files = data["files"]
+    assert isinstance(files, dict)
+    listed = sorted(e["path"] for e in files["entries"])
+    on_disk = sorted(p.relative_to(PACKAGED).as_posix() for p in PACKAGED.rglob("*") if p.is_file())
+    assert listed == on_disk and files["count"] == len(on_disk)
+    (workflow,) = data["workflows"]  # type: ignore[misc]
+    steps = {s["id"]: s for s in workflow["steps"]}
+    route = steps["select-route"]
+    assert route["question"]["field"] == "research_route"
+    assert {b["target"] for b in route["branches"]} == {"desk-research", "user-interviews", "experiment"}
+    desk = steps["desk-research"]
+    assert [o["path"] for o in desk["output_details"]] == ["research/evidence-log.json", "research/findings.md"]
+    assert desk["validators"] == ["evidence-auditor@1.1.0"]
+    text = pack("inspect", release).stdout
+    assert "  workflows/research-decision.toml  " in text
+    assert "output evidence-log: research/evidence-log.json (application/json" in text
+    assert "validator evidence-auditor@1.1.0" in text
+    assert "branch -> experiment when research_route equals" in text and "question research_route: " in text
+
+
+def test_authoring_errors_say_what_form_is_expected(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    source = _with_version(scaffold, "0.2", tmp_path / "source")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "catalogue_invalid"
+    assert "'0.2' is not a valid version: expected MAJOR.MINOR.PATCH" in said.error

@@ -8,6 +8,7 @@ Bad input never produces a traceback.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -261,7 +262,14 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
         "identity": found.manifest.release.to_json(),
         "description": catalogue.description,
         "manifest_digest": found.manifest_digest,
-        "files": {"count": len(found.manifest.files), "bytes": found.manifest.total_size},
+        "files": {
+            "count": len(found.manifest.files),
+            "bytes": found.manifest.total_size,
+            "entries": [
+                {"path": f.path, "size": f.size, "sha256": f.sha256, "media_type": f.media_type}
+                for f in found.manifest.files
+            ],
+        },
         "signatures": [
             {
                 "key_id": k,
@@ -286,7 +294,17 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
                         "terminal": s.terminal,
                         "next": list(s.targets),
                         "outputs": [o.id for o in s.outputs],
+                        "output_details": [
+                            {"id": o.id, "path": o.path, "media_type": o.media_type, "max_bytes": o.max_bytes}
+                            for o in s.outputs
+                        ],
                         "validators": list(s.validators),
+                        "branches": [
+                            {"target": b.target, "field": b.when.field, "operator": b.when.operator}
+                            | {"values": list(b.when.values)}
+                            for b in s.branches
+                        ],
+                        "question": s.question.to_json() if s.question is not None else None,
                     }
                     for s in w.steps
                 ],
@@ -297,6 +315,21 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
             {"id": a.id, "version": a.version, "harness": a.harness, "title": a.title} for a in catalogue.host_adapters
         ],
     }
+
+
+def _step_details(step: dict[str, Any]) -> list[str]:
+    """One line per output, validator, branch and question of a step (what ``inspect`` shows)."""
+    lines = [
+        f"output {o['id']}: {o['path']} ({o['media_type']}, <= {_size(o['max_bytes'])})" for o in step["output_details"]
+    ]
+    lines += [f"validator {v}" for v in step["validators"]]
+    lines += [
+        f"branch -> {b['target']} when {b['field']} {b['operator']} {json.dumps(b['values'])}" for b in step["branches"]
+    ]
+    if step["question"] is not None:
+        q = step["question"]
+        lines.append(f"question {q['field']}: {q['prompt']} choices {json.dumps(q['choices'])}")
+    return lines
 
 
 def _size(n: int) -> str:
@@ -325,7 +358,10 @@ def _size(n: int) -> str:
 @_JSON
 @reports_refusals
 def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
-    """Show a release: identity, digest, files, signers, workflows and their steps.
+    """Show a release: identity, digest, every file, signers, workflows and their steps.
+
+    Per step: its outputs (path, media type, size limit), validators, branch
+    predicates and question. --json gives the same, files under files.entries.
 
     Files, manifest and catalogue are verified as by 'verify'; signatures only
     when --trust is given.
@@ -351,6 +387,8 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     ]
     for label, value in rows:
         click.echo(f"{label:<11}{value}")
+    for entry in data["files"]["entries"]:
+        click.echo(f"  {entry['path']}  {_size(entry['size'])}  sha256:{entry['sha256'][:16]}")
     click.echo("signatures")
     for sig in data["signatures"]:
         status = {None: "not checked (pass --trust)", True: "verified", False: "not trusted"}[sig["verified"]]
@@ -364,6 +402,8 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
             kind = "terminal" if step["terminal"] else "-> " + ", ".join(step["next"])
             gate = " gated" if step["gated"] else ""
             click.echo(f"    {index}. {step['id']}{gate}  {kind}")
+            for line in _step_details(step):
+                click.echo(f"         {line}")
     click.echo("host adapters")
     for adapter in data["host_adapters"]:
         click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")

@@ -256,6 +256,9 @@ class ReleaseProvider:
                 except RegistryError as exc:
                     rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                     continue
+                except Exception as exc:  # nothing in the releases directory may kill a server holding a release
+                    rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                    continue
                 actives.append(loaded)
                 break
         for rejection in rejected:
@@ -411,6 +414,9 @@ class ReleaseProvider:
                 except RegistryError as exc:
                     rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                     continue
+                except Exception as exc:  # nothing in the releases directory may kill a server holding a release
+                    rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                    continue
                 self._activate(self._held.get(loaded.digest, loaded))
                 activated.append((current, loaded))
                 break
@@ -463,8 +469,20 @@ class ReleaseProvider:
                 except RegistryError as exc:
                     _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
                     continue
+                except Exception as exc:  # nothing in the releases directory may stop a server from starting
+                    error = _unverifiable(path, exc).to_dict()
+                    _log.warning("older release not held", extra={"path": str(path), "error": error})
+                    continue
                 held.setdefault(loaded.digest, loaded)
         self._held = MappingProxyType(held)
+
+
+def _unverifiable(path: Path, exc: Exception) -> RegistryError:
+    """A release directory whose verification failed unexpectedly: refused like any other."""
+    _log.error("release verification failed unexpectedly", extra={"path": str(path), "error": type(exc).__name__})
+    return RegistryError(
+        FailureCode.REFRESH_REJECTED, f"{path.name} could not be verified ({type(exc).__name__}); it is not served"
+    )
 
 
 def _persist_schema_checks(state_dir: Path | None, serving: bool) -> None:

@@ -30,8 +30,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.run import peek_manifest_digest
+from rimthan_workflow_registry.run import verify_checkpoint
 
 from .logs import get_logger
 from .prompts import PromptCatalogue
@@ -305,6 +306,8 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
             raise RegistryError(
                 FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}; this server has {', '.join(state.contracts)}"
             )
+        if depth_exceeds(arguments, MAX_ARGUMENT_DEPTH):
+            raise RegistryError(FailureCode.INVALID_ARGUMENTS, too_deep_message("arguments", MAX_ARGUMENT_DEPTH))
         _validate_instance(
             state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
         )
@@ -369,15 +372,15 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     """The release that serves this call: the checkpoint's pinned release, else the active release
     of the catalogue that defines the workflow to start.
 
-    The digest is read from the token UNVERIFIED, for routing only; the
-    module it routes to verifies the token's HMAC before using anything in it.
+    The token's MAC is checked first, with the keyring every release shares:
+    a token that does not verify is ``checkpoint_invalid`` whatever its claims
+    say, so edited claims can neither pick a release nor probe which releases
+    this server holds. Only verified claims decide the route.
     """
     provider = state.provider
     if not contract.checkpoint_bearing:
         return provider.active_for_workflow(arguments.get("workflow"))
-    pinned = peek_manifest_digest(arguments.get(CHECKPOINT_ARGUMENT))  # type: ignore[arg-type]
-    if pinned is None:
-        return provider.active  # unreadable token: the module refuses it as checkpoint_invalid
+    pinned = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
     loaded = provider.get(pinned)
     if loaded is None:
         raise RegistryError(

@@ -212,7 +212,7 @@ def token_digest(token: str) -> str:
 
 
 def peek_claims(token: str) -> dict[str, Any] | None:
-    """UNVERIFIED claims, for routing a call to its pinned release only."""
+    """UNVERIFIED claims, for offline tools and tests only: never route or answer on them."""
     segments = _segments(token)
     if segments is None:
         return None
