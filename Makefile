@@ -21,7 +21,7 @@ DEV_TRUST := keys/local
 help:
 	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
 	@echo "make agent-demo  a scripted model drives the packaged runs through the rimthan-host bridge (figures)"
-	@echo "make serve   run the verifier MCP server (stdio) on the newest release in $(RELEASES)/"
+	@echo "make serve   run the verifier MCP server (stdio) on every catalogue in $(RELEASES)/"
 	@echo "make test    run the whole test suite (all but the long fuzz runs of make fuzz-long)"
 	@echo "make test-quick  the same without the slower sweeps (marker slow)"
 	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"

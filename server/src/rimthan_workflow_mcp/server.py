@@ -108,12 +108,13 @@ def runtime_state(provider: ReleaseProvider) -> RuntimeState:
 def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
     profile = provider.active.profile
-    if profile != WORKFLOW_ENGINE_PROFILE:
-        raise RegistryError(
-            FailureCode.SCOPE_MISMATCH,
-            f"release profile {profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
-            path=str(provider.active.release.root),
-        )
+    for active in provider.actives.values():
+        if active.profile != WORKFLOW_ENGINE_PROFILE:
+            raise RegistryError(
+                FailureCode.SCOPE_MISMATCH,
+                f"release profile {active.profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
+                path=str(active.release.root),
+            )
     for loaded in provider.held.values():
         if not isinstance(loaded.module, WorkflowEngineQueryModule):
             raise RegistryError(
@@ -368,7 +369,8 @@ def _check_result(state: RuntimeState, name: str, result: object) -> dict[str, A
 
 
 def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, Any]) -> LoadedRelease:
-    """The release that serves this call: the checkpoint's pinned release, else the active one.
+    """The release that serves this call: the checkpoint's pinned release, else the active release
+    of the catalogue that defines the workflow to start.
 
     The token's MAC is checked first, with the keyring every release shares:
     a token that does not verify is ``checkpoint_invalid`` whatever its claims
@@ -377,7 +379,7 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     """
     provider = state.provider
     if not contract.checkpoint_bearing:
-        return provider.active
+        return provider.active_for_workflow(arguments.get("workflow"))
     pinned = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
     loaded = provider.get(pinned)
     if loaded is None:
@@ -402,12 +404,14 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
-    """Explicit migration to the separately verified target release given at start."""
-    target = state.provider.migration_target
+    """Explicit migration to the separately verified target: the one given at start, or (when the
+    operator enabled it) the newest verified release of the run's catalogue."""
+    target = state.provider.migration_target_for(source)
     if target is None:
         raise RegistryError(
             FailureCode.MIGRATION_UNAVAILABLE,
-            "this server was started without a migration target (--migration-target); "
+            f"this server offers no migration target for {source.release.release_id} (none was given with "
+            "--migration-target, or --migrate-to-newest is off or no newer release of its catalogue verified); "
             "continue on the pinned release or ask the operator",
         )
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
