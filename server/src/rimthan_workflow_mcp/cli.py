@@ -550,7 +550,10 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
     """
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
-    text = guard(lambda: log_file.read_text("utf-8"))
+    text = guard(
+        lambda: log_file.read_text("utf-8"),
+        on_io_error="give the file the harness wrote its checkpoint tokens to (one per line)",
+    )
     try:
         history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
