@@ -16,11 +16,12 @@ RELEASES := releases
 DEV_KEY := keys/local/dev
 DEV_TRUST := keys/local
 
-.PHONY: help bootstrap setup demo serve test test-quick interop test-vectors lint test-four-tools test-loop test-packaged test-pinned
+.PHONY: help bootstrap setup demo agent-demo serve test test-quick interop test-vectors lint test-four-tools test-loop test-packaged test-pinned
 
 help:
 	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
-	@echo "make serve   run the verifier MCP server (stdio) on the newest release in $(RELEASES)/"
+	@echo "make agent-demo  a scripted model drives the packaged runs through the rimthan-host bridge (figures)"
+	@echo "make serve   run the verifier MCP server (stdio) on every catalogue in $(RELEASES)/"
 	@echo "make test    run the whole test suite (all but the long fuzz runs of make fuzz-long)"
 	@echo "make test-quick  the same without the slower sweeps (marker slow)"
 	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
@@ -76,6 +77,12 @@ demo: bootstrap
 	done
 	@echo "== a real MCP client (the SDK) starts rimthan-mcp over stdio and walks the workflow"
 	$(UV) run --locked python -m rimthan_host.demo --releases-dir $(RELEASES) --trust $(DEV_TRUST)
+	@$(MAKE) --no-print-directory agent-demo
+
+# A scripted model drives the packaged runs through the rimthan-host bridge; prints the agent figures.
+agent-demo: bootstrap
+	@echo "== a scripted model drives the packaged runs through rimthan-host serve (docs/host-kit.md)"
+	@$(UV) run --locked python -m rimthan_host.agent_demo --releases-dir $(RELEASES) --trust $(DEV_TRUST) 2> >(grep -v '^rimthan-mcp: ' >&2)
 
 # Serve the newest verified release in releases/ over stdio for a real MCP client (see docs/server.md).
 serve: bootstrap
@@ -130,7 +137,8 @@ bench-quick: bootstrap
 
 # Adversarial suite. `load`: 32 concurrent clients over Streamable HTTP against 2 replicas on
 # loopback, with a refresh to 1.3.0, a killed and restarted replica and a corrupt 1.4.0 (bounded; prints
-# calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens.
+# calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens,
+# per tool through the in-memory transport and real stdio (RIMTHAN_FUZZ_MEMORY_CALLS / RIMTHAN_FUZZ_STDIO_CALLS).
 .PHONY: load fuzz-long
 load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
@@ -143,4 +151,4 @@ fleet: bootstrap
 	$(UV) run --locked python tests/load/run_fleet.py
 
 fuzz-long: bootstrap
-	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s
+	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py tests/attacks/test_attacks_fuzz_depth.py -s

@@ -186,12 +186,7 @@ def short_run(engine: WorkflowEngineQueryModule, clock: FixedClock) -> dict[str,
     manifest = _workspace_manifest(setup)
     manifest_text = canonical_text(manifest) + "\n"  # any JSON text is accepted; this is what the host kit writes
     (output,) = setup["outputs"]
-    workspace_artifact = {
-        "artifact_id": output["id"],
-        "path": output["path"],
-        "media_type": output["media_type"],
-        "content": manifest_text,
-    }
+    workspace_artifact = _attested(output, manifest_text, "created")  # attested like every output
     ready = call(
         "prepare_step_validation",
         {

@@ -146,11 +146,16 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
             {"checkpoint": cp, "confirmed_state": state, "validation_bundle": bundle, "reports": reps}
         )
 
-    # report-set rejection: missing, extra (duplicate)
+    # report-set rejection: missing, extra (duplicate), and a validator the bundle does not name
     for wrong_set in (reports[:1], [*reports, reports[0]]):
         with _pytest.raises(WorkflowProtocolError) as err:
             submit(wrong_set)
         assert err.value.code is FailureCode.REPORT_SET_MISMATCH
+    ghost = dict(reports[0], validator_id="ghost-auditor")
+    with _pytest.raises(WorkflowProtocolError) as err:
+        submit([*reports, ghost])
+    assert err.value.code is FailureCode.REPORT_SET_MISMATCH
+    assert err.value.details == {"missing": [], "extra": ["ghost-auditor@1.0.0"]}
     # wrong-host rejection
     foreign = [dict(r, validated_by={"harness": "opencode", "adapter_version": "1.0.0"}) for r in reports]
     with _pytest.raises(WorkflowProtocolError) as err:
@@ -172,23 +177,69 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
 
     # failed-validator-only retry: the passed validator is reused for identical inputs
     cp = failed["checkpoint"]
-    retry = engine.prepare_step_validation(
-        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": outputs}
-    )
+
+    def prepare(artifacts: list) -> dict:
+        return engine.prepare_step_validation(
+            {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+        )
+
+    retry = prepare(outputs)
     assert [v["validator_id"] for v in retry["validators"]] == ["decision-critic"]
     reused = {v["validator_id"]: v["report_required"] for v in retry["validation_bundle"]["validators"]}
     assert reused == {"evidence-auditor": False, "decision-critic": True}
+    # a report for the reused validator is not expected either
+    with _pytest.raises(WorkflowProtocolError) as err:
+        engine.submit_step_validation(
+            {
+                "checkpoint": cp,
+                "confirmed_state": state,
+                "validation_bundle": retry["validation_bundle"],
+                "reports": harness.reports(ready),
+            }
+        )
+    assert err.value.code is FailureCode.REPORT_SET_MISMATCH
+
+    # repair: the critic's finding is fixed in findings.md - changed bytes on disk, a new digest
+    def repaired_text(artifact_id: str, media_type: str) -> str:
+        text = examples("1.2.0")(artifact_id, media_type)
+        return text + "\nRepaired after the decision critic's review.\n" if artifact_id == "findings" else text
+
+    repaired = harness.write_outputs(step, repaired_text)
+    before = {a["artifact_id"]: a["attestation"]["sha256"] for a in outputs}
+    after = {a["artifact_id"]: a["attestation"]["sha256"] for a in repaired}
+    assert after["findings"] != before["findings"] and after["evidence-log"] == before["evidence-log"]
+    assert {a["artifact_id"]: a["attestation"]["write"] for a in repaired}["findings"] == "replaced"
+    fixed = prepare(repaired)
+    assert fixed["status"] == "ready_for_semantic_validation"
+    assert fixed["validation_bundle"]["artifacts"]["findings"]["sha256"] == after["findings"]
+    # the inputs changed, so the validator that passed on the old bytes is re-run too
+    assert sorted(v["validator_id"] for v in fixed["validators"]) == ["decision-critic", "evidence-auditor"]
+    assert all(v["report_required"] for v in fixed["validation_bundle"]["validators"])
+    fixed_reports = harness.reports(fixed)
+    # reports judging the pre-repair bytes are stale
+    on_old_bytes = [dict(r, input_artifacts=before) for r in fixed_reports]
+    with _pytest.raises(WorkflowProtocolError) as err:
+        engine.submit_step_validation(
+            {
+                "checkpoint": cp,
+                "confirmed_state": state,
+                "validation_bundle": fixed["validation_bundle"],
+                "reports": on_old_bytes,
+            }
+        )
+    assert err.value.code is FailureCode.REPORT_STALE
     done = engine.submit_step_validation(
         {
             "checkpoint": cp,
             "confirmed_state": state,
-            "validation_bundle": retry["validation_bundle"],
-            "reports": harness.reports(retry),
+            "validation_bundle": fixed["validation_bundle"],
+            "reports": fixed_reports,
         }
     )
     assert done["status"] == "completed"
     final = _claims(done["checkpoint"])
     assert set(final["artifacts"]) == {"workspace-manifest", "evidence-log", "findings"}
+    assert final["artifacts"]["findings"][0] == after["findings"]
     assert set(final["validators"]) == {"evidence-auditor@1.0.0", "decision-critic@1.0.0"}
 
 
@@ -443,7 +494,7 @@ def test_corrupt_active_refresh_keeps_a_and_says_why(
     assert (result.outcome, result.active, result.active_digest) == ("rejected", "research-decision@1.2.0", a_digest)
     assert [r.error["code"] for r in result.rejected] == [expected]
     assert result.rejected[0].path == str(releases / "research-decision-1.3.0")
-    assert any(getattr(r, "refresh", {}).get("outcome") == "rejected" for r in caplog.records)
+    assert any(getattr(r, "outcome", None) == "rejected" and r.levelname == "WARNING" for r in caplog.records)
     assert provider.active.digest == a_digest and list(provider.held) == [a_digest]
 
     async def still_a() -> None:

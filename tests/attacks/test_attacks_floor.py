@@ -43,7 +43,10 @@ def _digest(release: Path) -> str:
 
 
 def _floor(state: Path) -> dict[str, Any]:
-    return json.loads((state / FLOOR_FILE).read_text("utf-8"))
+    """The floor file, each entry under its catalogue name (one deployment per test; its id suffix dropped)."""
+    document = json.loads((state / FLOOR_FILE).read_text("utf-8"))
+    document["catalogues"] = {name.split("@", 1)[0]: e for name, e in sorted(document["catalogues"].items())}
+    return document
 
 
 def _write_floor(state: Path, entries: dict[str, str]) -> None:
@@ -180,8 +183,8 @@ def test_a_floor_with_a_non_semver_version_fails_closed(world: ServerWorld, tmp_
 
 
 def test_another_release_under_the_floor_version_is_refused(world: ServerWorld, tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    _open(world, world.built["1.3.0"], state)
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    _open(world, world.publish("1.3.0", releases), state)
     source = tmp_path / "source"
     shutil.copytree(packaged_source("1.3.0"), source)
     instruction = source / "assets" / "instructions" / "interview.md"
@@ -191,8 +194,10 @@ def test_another_release_under_the_floor_version_is_refused(world: ServerWorld, 
     (source / "catalogue.toml").write_text(tomli_w.dumps(catalogue), "utf-8")
     twin = build_release(source, tmp_path / "twin", [world.key])
     assert _digest(twin) != _digest(world.built["1.3.0"])
+    shutil.rmtree(releases / f"{CATALOGUE}-1.3.0")  # the twin replaces the release in this deployment
+    shutil.copytree(twin, releases / f"{CATALOGUE}-1.3.0")
     with pytest.raises(RegistryError) as refused:
-        _open(world, twin, state)
+        _open(world, releases / f"{CATALOGUE}-1.3.0", state)
     assert refused.value.code is FailureCode.ROLLBACK_REFUSED
 
 

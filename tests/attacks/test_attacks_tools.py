@@ -316,9 +316,9 @@ def wrong_type_for(schema: dict[str, Any] | None) -> list[Any]:
 
 
 @st.composite
-def mutated_arguments(draw: st.DrawFn, served: Served) -> tuple[str, Any, str]:
-    """(tool, arguments, how): a real call broken in one way."""
-    tool = draw(st.sampled_from(TOOLS))
+def mutated_arguments(draw: st.DrawFn, served: Served, tools: tuple[str, ...] = TOOLS) -> tuple[str, Any, str]:
+    """(tool, arguments, how): a real call to one of ``tools`` broken in one way."""
+    tool = draw(st.sampled_from(tools))
     base = served.valid[tool]
     schema = SCHEMAS[tool]
     pointers = _pointers(base)

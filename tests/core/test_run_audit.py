@@ -24,6 +24,7 @@ from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, descri
 from rimthan_workflow_registry.run.checkpoints import issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_manifest_digest, token_digest
 from support.engines import TOOLS, DrivenRun, Engines, ExamplesScenario, TickingClock, drive, make_engines, run
+from support.refusals import refusal
 
 REPAIR = frozenset({"decision-critic@1.0.0"})
 
@@ -237,9 +238,9 @@ def test_audit_cli_refuses_a_broken_chain_in_one_line(
     log, keys = _log(tmp_path, edit(list(completed.checkpoints))), _keys(engines, tmp_path)
     refused = _invoke("audit", log, "--checkpoint-keys", keys)
     assert refused.exit_code == 1 and refused.stdout == ""
-    (message,) = refused.stderr.splitlines()
-    assert message.startswith(f"rimthan-mcp: error: {code}: {log}:{line}: line {line}: ")
-    assert message.endswith("with the checkpoint keys of the server that issued it")
+    said = refusal(refused.stderr)
+    assert said.error.startswith(f"error: {code}: {log}:{line}: line {line}: ")
+    assert said.next.startswith("audit the complete log of one run")
     as_json = _invoke("audit", log, "--checkpoint-keys", keys, "--json")
     assert as_json.exit_code == 1
     assert json.loads(as_json.stdout)["error"]["details"]["line"] == line
@@ -249,9 +250,11 @@ def test_audit_cli_missing_inputs_are_one_line_errors(engines: Engines, tmp_path
     keys = _keys(engines, tmp_path)
     missing_log = _invoke("audit", tmp_path / "nope.log", "--checkpoint-keys", keys)
     assert missing_log.exit_code == 1
-    (line,) = missing_log.stderr.splitlines()
-    assert line.startswith(f"rimthan-mcp: error: io_error: {tmp_path / 'nope.log'}: ") and " - give the file" in line
+    said = refusal(missing_log.stderr)
+    assert said.error.startswith(f"error: io_error: {tmp_path / 'nope.log'}: ") and said.next.startswith(
+        "give the file"
+    )
     missing_keys = _invoke("audit", _log(tmp_path, ["x"]), "--checkpoint-keys", tmp_path / "none.json")
     assert missing_keys.exit_code == 1
-    (line,) = missing_keys.stderr.splitlines()
-    assert line.startswith("rimthan-mcp: error: key_invalid: ") and "rimthan-mcp keys rotate" in line
+    said = refusal(missing_keys.stderr)
+    assert said.code == "key_invalid" and said.next.startswith("pass the --checkpoint-keys")

@@ -13,7 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-from support.bridge import StandIn, audit, bridge_params
+from rimthan_host.standin import StandIn
+from support.bridge import audit, bridge_params, stand_in
 from support.servers import ServerWorld, build_world
 
 
@@ -36,7 +37,7 @@ def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, r
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             tools = await client.list_tools()
             assert {t.name for t in tools.tools} >= {"start_run", "step_done", "record_verdict", "migrate_run"}
-            model = StandIn(client, project)
+            model = stand_in(client, project)
             final = await model.follow(await model.start(), route)
             assert final.data["status"] == "completed" and "The run is complete." in final.text
             return model
@@ -56,7 +57,7 @@ def test_a_repair_reruns_only_the_failed_validator(world: ServerWorld, tmp_path:
 
     async def go() -> StandIn:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
-            model = StandIn(client, project, fail_once={"decision-critic"})
+            model = stand_in(client, project, fail_once={"decision-critic"})
             await model.follow(await model.start(), "desk-research")
             return model
 
@@ -75,7 +76,7 @@ def test_a_run_migrates_from_1_2_0_to_1_3_0_with_preview_and_confirmation(world:
 
     async def go() -> StandIn:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
-            model = StandIn(client, project)
+            model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "desk-research", until_question=True)
             assert at_question.data["step"]["id"] == "select-route"
             bare = await model.call("migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False})

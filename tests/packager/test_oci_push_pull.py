@@ -97,3 +97,14 @@ def test_bad_references_and_unreachable_registries_are_one_line_refusals(tmp_pat
 def test_a_missing_tag_is_refused(tmp_path: Path, registry: LocalRegistry, trust: Path) -> None:
     line = one_line_error(pull(registry.ref(REPO, "9.9.9"), trust, tmp_path / "out"), "oci_registry_error")
     assert "no such tag" in line
+
+
+def test_tls_is_the_default_and_plain_http_only_on_request(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    refused = pack("push", packaged_releases["1.2.0"], registry.ref(REPO), "--trust", trust)
+    line = one_line_error(refused, "oci_registry_error")  # the loopback registry speaks plain HTTP only
+    assert "SSL" in line or "ssl" in line or "TLS" in line, line
+    proc = pack("pull", registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out")
+    one_line_error(proc, "oci_registry_error")
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []

@@ -197,9 +197,12 @@ def test_help_text_for_every_command() -> None:
         assert result.exit_code == 0
         assert "Usage:" in result.stdout
         assert len(result.stdout.splitlines()) > 6
-    bare = run()
-    assert bare.exit_code == 0
-    assert "Commands:" in bare.stdout and "error" not in bare.output
+    bare = subprocess.run([str(RIMTHAN_PACK)], capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 2 and bare.stdout == ""
+    assert "Commands:" in bare.stderr and bare.stderr.rstrip().endswith(
+        "next: run 'rimthan-pack COMMAND', see the list above"
+    )
+    assert "error: usage: no command given" in bare.stderr
 
 
 def test_init_refuses_non_empty_directory(tmp_path: Path) -> None:

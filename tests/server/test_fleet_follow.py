@@ -6,12 +6,14 @@ replicas and 4 clients; it asserts its own figures and prints ``RESULT PASS``.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from rimthan_workflow_registry.release.trust import load_trust
 from support.oci import push, push_corrupt
+from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
 
@@ -63,5 +65,18 @@ def test_serve_starts_from_the_registry_and_keeps_a_corrupt_publish_out(
 def test_serve_refuses_a_bad_reference_in_one_line(tmp_path: Path, trust: Path) -> None:
     proc = check("--releases-from", "http://example/x", "--trust", trust, "--state-dir", tmp_path / "state")
     assert proc.returncode == 1
-    assert proc.stderr.startswith("rimthan-mcp: error: oci_reference_invalid: "), proc.stderr
+    said = refusal(proc.stderr)
+    assert said.code == "oci_reference_invalid" and said.next.startswith("write the reference as oci://")
+
+
+def test_an_unreachable_registry_is_logged_and_the_held_release_serves(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    shutil.copytree(packaged_releases["1.2.0"], releases / "research-decision-1.2.0")
+    proc = check("--releases-from", "oci://127.0.0.1:9/rimthan/x", "--plain-http", "--releases-dir", releases,
+                 "--trust", trust, "--state-dir", tmp_path / "state")  # fmt: skip
+    assert '"registry unreachable; serving what is held"' in proc.stderr, proc.stderr
+    assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 from rimthan_packager.cli import cli as pack_cli
 from rimthan_workflow_mcp.cli import main as mcp_main
+from support.refusals import refusal
 from support.servers import ServerWorld, build_world, flip_byte, http_server, serve_args, server_env
 
 RIMTHAN_MCP = [sys.executable, "-m", "rimthan_workflow_mcp"]
@@ -31,13 +32,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 def _digest(release: Path) -> str:
     return "sha256:" + hashlib.sha256((release / "manifest.json").read_bytes()).hexdigest()
-
-
-def _one_line(stderr: str, prefix: str = "rimthan-mcp: error: ") -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert lines[0].startswith(prefix), lines[0]
-    return lines[0]
 
 
 def test_serve_over_http_prints_releases_digests_trust_ids_target_and_address(
@@ -84,8 +78,8 @@ def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -
         env=server_env(),
     )
     assert refused.returncode == 1 and refused.stdout == ""
-    line = _one_line(refused.stderr)
-    assert "file_digest_mismatch" in line and " - check it with `rimthan-mcp check" in line
+    said = refusal(refused.stderr)
+    assert said.code == "file_digest_mismatch" and "restore the release from a good copy" in said.next
 
 
 @pytest.mark.parametrize("command", MCP_COMMANDS, ids=" ".join)
@@ -151,8 +145,8 @@ def test_usage_mistakes_are_one_line_with_the_help_to_read(args: list[str], expe
         env=server_env(),
     )
     assert done.returncode == 2 and done.stdout == ""
-    line = _one_line(done.stderr, "rimthan-mcp: error: usage: ")
-    assert expect in line and line.endswith("--help'")
+    said = refusal(done.stderr)
+    assert said.error.startswith("error: usage: ") and expect in said.error and said.next.endswith("--help'")
 
 
 def test_refusals_are_one_line_saying_what_to_do_next(world: ServerWorld, tmp_path: Path) -> None:
@@ -160,17 +154,17 @@ def test_refusals_are_one_line_saying_what_to_do_next(world: ServerWorld, tmp_pa
         "no releases": (
             ["serve"],
             "release_not_found",
-            ["run `make demo` or pass --release DIR", " - check it with `rimthan-mcp check"],
+            ["run `make demo` or pass --release DIR", "check the path"],
         ),
         "bad trust": (
             ["check", "--release", str(world.built["1.2.0"]), "--trust", str(tmp_path / "none")],
             "trust_store_invalid",
-            [" - point --trust at a directory of *.pub keys"],
+            ["next: point --trust at a directory of *.pub files"],
         ),
         "unknown key": (
             ["keys", "retire", "ck-0000000000000000", "--state-dir", str(tmp_path / "s")],
             "key_invalid",
-            [" - fix or move the checkpoint key file"],
+            ["checkpoint-keys.json", "next: pass the --checkpoint-keys"],
         ),
         "audit without keys": (
             ["audit", str(tmp_path / "run.log"), "--state-dir", str(tmp_path / "s")],
@@ -189,9 +183,9 @@ def test_refusals_are_one_line_saying_what_to_do_next(world: ServerWorld, tmp_pa
             env={**server_env(), "RIMTHAN_STATE_DIR": str(tmp_path / "s")},
         )
         assert done.returncode == 1, (name, done.stderr)
-        line = _one_line(done.stderr)
-        assert line.startswith(f"rimthan-mcp: error: {code}: "), (name, line)
-        assert all(fragment in line for fragment in fragments), (name, line)
+        said = refusal(done.stderr)
+        assert said.code == code, (name, said)
+        assert all(fragment in f"{said.error}\nnext: {said.next}" for fragment in fragments), (name, said)
     with http_server(serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "a")) as server:
         port = server.url.split(":")[2].split("/")[0]
         taken = subprocess.run(
@@ -210,6 +204,5 @@ def test_refusals_are_one_line_saying_what_to_do_next(world: ServerWorld, tmp_pa
             env=server_env(),
         )
     assert taken.returncode == 1
-    lines = [line for line in taken.stderr.splitlines() if line.startswith("rimthan-mcp: error: ")]
-    assert len(lines) == 1 and "Traceback" not in taken.stderr
-    assert lines[0].startswith("rimthan-mcp: error: io_error: ") and " - choose a free --port" in lines[0]
+    said = refusal(taken.stderr, allow_before=True)
+    assert said.code == "io_error" and said.next.startswith("choose a free --port")

@@ -24,6 +24,7 @@ from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.refusals import refusal
 from support.servers import ServerWorld, build_world, flip_byte, harness, server_env, structured_error
 
 
@@ -45,10 +46,8 @@ def _serve(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> 
 
 
 def _one_line_error(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert lines[0].startswith("rimthan-mcp: error: ")
-    return lines[0]
+    """The refusal's error line (the ``next:`` line is checked by ``refusal``)."""
+    return refusal(stderr).error
 
 
 def test_serve_with_no_flags_serves_the_newest_packaged_release(world: ServerWorld, tmp_path: Path) -> None:
@@ -76,8 +75,9 @@ def test_serve_refuses_an_unverifiable_release_in_one_line(world: ServerWorld, t
         ["--release", str(release), "--trust", str(world.trust), "--state-dir", str(tmp_path / "s")], cwd=tmp_path
     )
     assert served.returncode == 1
-    line = _one_line_error(served.stderr)
-    assert "file_digest_mismatch" in line and "interview.md" in line and "rimthan-mcp check" in line
+    refused = refusal(served.stderr)
+    assert refused.code == "file_digest_mismatch" and "interview.md" in refused.error
+    assert refused.next.startswith("the file was changed after signing: restore the release")
 
 
 def test_serve_refuses_a_rollback_below_the_floor_in_one_line(world: ServerWorld, tmp_path: Path) -> None:

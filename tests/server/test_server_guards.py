@@ -157,11 +157,13 @@ def test_off_schema_results_and_crashes_become_internal_errors_without_traceback
             state.confirm(name, value)
         arguments = {"workflow": "research", "confirmed_state": state.projection(), "host": HostProfile().to_json()}
         off_schema = structured_error(await client.call_tool("rimthan.start_workflow", arguments))
+        # a genuine checkpoint (the server verifies it before routing), so the call reaches the broken engine
+        checkpoint = WorkflowEngineQueryModule.start_workflow(provider.active.module, arguments)["checkpoint"]
         crashed = structured_error(
             await client.call_tool(
                 "rimthan.prepare_step_validation",
                 {
-                    "checkpoint": "a.b.c",
+                    "checkpoint": checkpoint,
                     "confirmed_state": state.projection(),
                     "host": HostProfile().to_json(),
                     "artifacts": [],

@@ -43,7 +43,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 
 def _floor(state: Path) -> dict:
-    return json.loads((state / "activation-floor.json").read_text("utf-8"))
+    """The floor file, each entry under its catalogue name (one deployment per test; its id suffix dropped)."""
+    document = json.loads((state / "activation-floor.json").read_text("utf-8"))
+    document["catalogues"] = {name.split("@", 1)[0]: e for name, e in sorted(document["catalogues"].items())}
+    return document
 
 
 # --------------------------------------------------------------------------- rollback floor
@@ -81,9 +84,16 @@ def test_refresh_raises_the_floor_so_a_restart_on_the_old_release_is_refused(
     world.publish("1.3.0", releases)
     assert provider.refresh().outcome == "activated"
     assert _floor(state)["catalogues"]["research-decision"]["version"] == "1.3.0"
-    with pytest.raises(RegistryError) as refused:
-        world.provider("1.2.0", state_dir=state)
+    with pytest.raises(RegistryError) as refused:  # a restart of this deployment (same trust, same directory)
+        ReleaseProvider.open(
+            releases / "research-decision-1.2.0",
+            trust=load_trust(world.trust),
+            keyring=CheckpointKeyring.generate(),
+            state_dir=state,
+        )
     assert refused.value.code is FailureCode.ROLLBACK_REFUSED
+    # a server of another releases directory (another deployment) is not held down by this floor
+    assert world.provider("1.2.0", state_dir=state).active.version == "1.2.0"
 
 
 def test_unreadable_floor_file_fails_closed(world: ServerWorld, tmp_path: Path) -> None:

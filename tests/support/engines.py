@@ -249,13 +249,21 @@ class StepKit:
         }
         (output,) = step["outputs"]
         content = json.dumps(manifest, indent=2) + "\n"
-        self._write(output["path"], content)
+        write = self._write(output["path"], content)
+        data, symlink_free = read_back(self.project, output["path"])
         return [
             {
                 "artifact_id": output["id"],
                 "path": output["path"],
                 "media_type": output["media_type"],
                 "content": content,
+                "attestation": {
+                    "path": output["path"],
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "symlink_free": symlink_free,
+                    "write": write,
+                },
             }
         ]
 

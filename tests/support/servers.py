@@ -148,6 +148,10 @@ def serve_args(
     return args + list(extra)
 
 
+RIMTHAN_MCP = str(Path(sys.executable).with_name("rimthan-mcp"))
+RIMTHAN_PACK = str(Path(sys.executable).with_name("rimthan-pack"))
+
+
 def server_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import rfc8785
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
 
@@ -61,20 +63,25 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not JSON")
 
 
-def parse_strict_json(data: bytes | str, *, where: str, code: FailureCode) -> Any:
-    """Parse JSON refusing duplicate keys, NaN/Infinity and invalid UTF-8.
+def parse_strict_json(data: bytes | str, *, where: str, code: FailureCode, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse JSON refusing duplicate keys, NaN/Infinity, invalid UTF-8 and nesting past ``max_depth``.
 
     Raises ``RegistryError`` with ``code`` (or ``manifest_duplicate_key`` for
     duplicates when parsing a manifest) naming ``where``.
     """
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where) from None
     except DuplicateKeyError as exc:
         dup_code = FailureCode.MANIFEST_DUPLICATE_KEY if code is FailureCode.MANIFEST_INVALID else code
         raise RegistryError(dup_code, str(exc), path=where) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise RegistryError(code, f"not valid JSON: {exc}", path=where) from None
+    if depth_exceeds(value, max_depth):
+        raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where)
+    return value
 
 
 def find_float(value: Any, pointer: str = "") -> str | None:
@@ -85,6 +92,7 @@ def find_float(value: Any, pointer: str = "") -> str | None:
     """
     if isinstance(value, float):
         return pointer or "/"
+    items: Iterable[tuple[str, Any]]
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):

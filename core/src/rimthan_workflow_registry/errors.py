@@ -125,6 +125,8 @@ class RegistryError(Exception):
 
     ``path`` names the file (or JSON pointer) the refusal is about, so an
     operator can go straight to it. ``details`` is JSON-safe extra context.
+    ``next_step`` is what to do when it depends on the situation rather than
+    on the code alone (see :mod:`rimthan_workflow_registry.remediation`).
     """
 
     def __init__(
@@ -134,8 +136,10 @@ class RegistryError(Exception):
         *,
         path: str | None = None,
         details: Mapping[str, Any] | None = None,
+        next_step: str | None = None,
     ) -> None:
         self.code = FailureCode(code)
+        self.next_step = next_step
         self.message = message
         self.path = path
         self.details = dict(details or {})

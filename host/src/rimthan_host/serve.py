@@ -9,6 +9,7 @@ paths, never a token or a digest.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
@@ -179,15 +180,42 @@ def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | St
     command = str(sibling) if sibling.exists() else shutil.which("rimthan-mcp")
     if command is None:
         raise click.ClickException("rimthan-mcp is not installed here; install it or give --verifier-url")
-    return StdioServerParameters(command=command, args=["serve", *verifier_args])
+    # The SDK passes a child only a few safe variables by default; the verifier needs the user's
+    # environment (RIMTHAN_STATE_DIR, XDG_STATE_HOME) to find the same state directory.
+    return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ))
 
 
 async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> None:
-    async with Client(target, mode="auto") as verifier:
-        bridge = Bridge(client_caller(verifier), project_dir=project, host=host)
-        app = create_bridge_server(bridge)
+    """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up."""
+    ready = anyio.Event()
+    verifier: dict[str, Any] = {}
+
+    async def connect() -> None:
+        try:
+            async with Client(target, mode="auto") as client:
+                verifier["call"] = client_caller(client)
+                ready.set()
+                await anyio.sleep_forever()
+        except Exception as exc:  # the SDK reports failures inside task groups as exception groups
+            first: BaseException = exc
+            while isinstance(first, BaseExceptionGroup) and first.exceptions:
+                first = first.exceptions[0]
+            verifier["error"] = f"the verifier is not reachable: {type(first).__name__}: {first}"
+            ready.set()
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        await ready.wait()
+        if "call" not in verifier:
+            raise HarnessError(str(verifier.get("error")) + " (check the flags after -- or --verifier-url)")
+        result: dict[str, Any] = await verifier["call"](tool, arguments)
+        return result
+
+    app = create_bridge_server(Bridge(call, project_dir=project, host=host))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(connect)
         async with stdio_server() as (read_stream, write_stream):
             await app.run(read_stream, write_stream, app.create_initialization_options())
+        tasks.cancel_scope.cancel()
 
 
 @click.group()

@@ -307,7 +307,8 @@ class HostSession:
     # -- resume ---------------------------------------------------------------------------
 
     def save(self) -> None:
-        if self.run_log is None:
+        """Save the resume state next to the log (nothing for a run the verifier never started)."""
+        if self.run_log is None or not self.record.checkpoints:
             return
         self.run_log.save_state(
             {

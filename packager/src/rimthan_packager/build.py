@@ -159,6 +159,15 @@ def _refuse_existing(dest: Path) -> None:
         raise _exists(dest)
 
 
+# The release was discarded, so the table's advice (co-sign RELEASE) would point at nothing.
+_DISCARDED_NEXT = {
+    FailureCode.SIGNATURE_THRESHOLD_NOT_MET: "build again with one --key per trusted signer the threshold needs "
+    "(or collect co-signatures later: build with --trust omitted, then rimthan-pack sign)",
+    FailureCode.SIGNATURE_UNTRUSTED: "build again with a --key whose .pub is in the --trust store, or add the "
+    "signing key's .pub to the trust store",
+}
+
+
 def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
     """Verify the unpublished release; report paths under its final name."""
     try:
@@ -166,7 +175,11 @@ def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
     except RegistryError as exc:
         where = exc.path.replace(str(work), str(dest)) if exc.path else str(dest)
         raise type(exc)(
-            exc.code, f"the built release does not verify: {exc.message}", path=where, details=exc.details
+            exc.code,
+            f"the built release does not verify, so nothing was published: {exc.message}",
+            path=where,
+            details=exc.details,
+            next_step=_DISCARDED_NEXT.get(exc.code),
         ) from exc
 
 
@@ -218,6 +231,15 @@ def _ancestors(path: str) -> list[str]:
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+def _signed_already(sig_path: Path) -> RegistryError:
+    return RegistryError(
+        FailureCode.DESTINATION_EXISTS,
+        "this key has already signed the release",
+        path=str(sig_path),
+        next_step="nothing to do for this key; for k-of-n, have another trusted key holder run rimthan-pack sign",
+    )
+
+
 def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore | None = None) -> Path:
     """Add ``key``'s signature to an existing release without touching anything else.
 
@@ -231,9 +253,7 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     inspection = inspect_release(root, trust)
     sig_path = root / SIGNATURES_DIR / signature_name(key.key_id)
     if sig_path.exists() or sig_path.is_symlink():
-        raise RegistryError(
-            FailureCode.DESTINATION_EXISTS, "this key has already signed the release", path=str(sig_path)
-        )
+        raise _signed_already(sig_path)
     manifest_bytes = inspection.manifest.to_bytes()
     signature = key.sign(manifest_bytes)
     key.public_key.verify(signature, manifest_bytes)
@@ -249,9 +269,7 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
         try:
             rename_no_replace(tmp, sig_path)
         except FileExistsError:
-            raise RegistryError(
-                FailureCode.DESTINATION_EXISTS, "this key has already signed the release", path=str(sig_path)
-            ) from None
+            raise _signed_already(sig_path) from None
         fsync_dir(sig_path.parent)
     finally:
         tmp.unlink(missing_ok=True)

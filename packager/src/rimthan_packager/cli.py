@@ -1,21 +1,20 @@
 """``rimthan-pack``: validate, build, sign, verify and inspect Rimthan releases.
 
 Every refusal is one line, ``error: <code>: <file>: <message>``, followed by
-one ``next:`` line saying what to do; exit status 1 for a refusal, 2 for a
-usage mistake. Bad input never produces a traceback.
+one ``next:`` line saying what to do (the one error voice of
+:mod:`rimthan_clikit`); exit status 1 for a refusal, 2 for a usage mistake.
+Bad input never produces a traceback.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_clikit import RimthanGroup, emit_json, epilog, reports_refusals
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
@@ -24,152 +23,17 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.trust import TrustStore
     from rimthan_workflow_registry.release.verify import ReleaseInspection
 
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
-F = TypeVar("F", bound=Callable[..., Any])
-
-_REBUILD = "the release changed after it was built; restore it from a good copy or rebuild it from source"
-_CATALOGUE = "fix the named catalogue file (see docs/catalogue-format.md) and build again"
-NEXT_STEPS: dict[FailureCode, str] = {
-    FailureCode.RELEASE_NOT_FOUND: "check the path; releases live under releases/<name>-<version>",
-    FailureCode.MANIFEST_MISSING: _REBUILD,
-    FailureCode.MANIFEST_INVALID: _REBUILD,
-    FailureCode.MANIFEST_NOT_CANONICAL: _REBUILD,
-    FailureCode.MANIFEST_DUPLICATE_KEY: _REBUILD,
-    FailureCode.SIGNATURE_MISSING: "sign the release: rimthan-pack sign RELEASE --key KEY",
-    FailureCode.SIGNATURE_INVALID: "the manifest or a signature was altered; rebuild, or remove the bad "
-    "signature file and have its key holder sign again",
-    FailureCode.SIGNATURE_UNTRUSTED: "pass the right --trust, or add the signer's .pub to the trust store "
-    "(keys/README.md)",
-    FailureCode.SIGNATURE_THRESHOLD_NOT_MET: "collect co-signatures: rimthan-pack sign RELEASE --key KEY "
-    "(one per trusted key holder)",
-    FailureCode.FILE_MISSING: _REBUILD,
-    FailureCode.FILE_UNLISTED: "remove the extra file; a release holds exactly what its manifest lists",
-    FailureCode.FILE_DIGEST_MISMATCH: _REBUILD,
-    FailureCode.FILE_SIZE_MISMATCH: _REBUILD,
-    FailureCode.FILE_TYPE_FORBIDDEN: "replace the link or special file with a regular file",
-    FailureCode.PATH_UNSAFE: "rename the file: plain UTF-8 (NFC) names, no hidden files, no case clashes",
-    FailureCode.CHECKSUMS_MISMATCH: _REBUILD,
-    FailureCode.SCOPE_MISMATCH: "pass --profile/--scope matching the release, or use the release for this scope",
-    FailureCode.RELEASE_EXISTS: "releases are immutable: bump [catalogue].version in catalogue.toml and build again",
-    FailureCode.DESTINATION_EXISTS: "choose another path; rimthan-pack never overwrites keys, signatures or sources",
-    FailureCode.TRUST_STORE_INVALID: "fix the trust store (a directory of *.pub files or a trust file, "
-    "see keys/README.md)",
-    FailureCode.KEY_INVALID: "pass a PEM Ed25519 key made by rimthan-pack keygen",
-    FailureCode.KEY_PATH_TRACKED: "write private keys outside the repository or into a git-ignored "
-    "directory such as keys/local/",
-    FailureCode.INVALID_ARGUMENTS: "fix the named setting and run again",
-}
-for _code in (
-    FailureCode.CATALOGUE_INVALID,
-    FailureCode.SCHEMA_INVALID,
-    FailureCode.REFERENCE_UNRESOLVED,
-    FailureCode.ALIAS_COLLISION,
-    FailureCode.FIRST_STEP_NOT_SETUP,
-    FailureCode.BRANCH_PREDICATE_INVALID,
-    FailureCode.BRANCH_AMBIGUOUS,
-    FailureCode.TERMINAL_UNREACHABLE,
-):
-    NEXT_STEPS[_code] = _CATALOGUE
-
-
-def _emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, sort_keys=True))
-
-
-def _refuse(
-    code: str, where: str | None, message: str, hint: str, as_json: bool, details: dict[str, Any] | None = None
-) -> NoReturn:
-    location = f"{where}: " if where else ""
-    click.echo(f"error: {code}: {location}{message}", err=True)
-    click.echo(f"next: {hint}", err=True)
-    if as_json:
-        error: dict[str, Any] = {"code": code, "message": message}
-        if where:
-            error["path"] = where
-        if details:
-            error["details"] = details
-        _emit_json({"ok": False, "error": error})
-    sys.exit(EXIT_REFUSED)
-
-
-def reports_errors(func: F) -> F:
-    """Turn domain refusals and OS errors into the one-line error format."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        as_json = bool(kwargs.get("as_json", False))
-        try:
-            return func(*args, **kwargs)
-        except RegistryError as exc:
-            hint = NEXT_STEPS.get(exc.code, "fix the named file and run again")
-            _refuse(exc.code.value, exc.path, exc.message, hint, as_json, exc.details or None)
-        except OSError as exc:
-            where = exc.filename if isinstance(exc.filename, str) else None
-            _refuse(
-                FailureCode.IO_ERROR.value,
-                where,
-                exc.strerror or str(exc),
-                "check the path and its permissions",
-                as_json,
-            )
-
-    return wrapper  # type: ignore[return-value]
-
-
-_NO_ARGS_IS_HELP: tuple[type[Exception], ...] = tuple(
-    t for t in (getattr(click.exceptions, "NoArgsIsHelpError", None),) if t is not None
-)
-
-
-class _Group(click.Group):
-    """Usage errors in the same one-line form (exit 2) instead of click's multi-line block."""
-
-    def main(
-        self,
-        args: Any = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.UsageError as exc:
-            if isinstance(exc, _NO_ARGS_IS_HELP) and exc.ctx is not None:
-                click.echo(exc.ctx.get_help())
-                sys.exit(0)
-            command = exc.ctx.command_path if exc.ctx is not None else "rimthan-pack"
-            click.echo(f"error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
-            click.echo(f"next: run '{command} --help'", err=True)
-            sys.exit(EXIT_USAGE)
-        except click.ClickException as exc:
-            click.echo(f"error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("error: aborted", err=True)
-            sys.exit(EXIT_REFUSED)
-        sys.exit(result if isinstance(result, int) else 0)
-
-
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
-_EXIT_STATUS = (
-    "Exit status:",
-    "  0  success",
-    "  1  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
-    "  2  usage mistake (unknown option, missing argument)",
-)
 
 
 def _epilog(*examples: str) -> str:
-    """Examples and exit statuses, kept verbatim by click (``\\b``)."""
-    return "\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples) + "\n\n\b\n" + "\n".join(_EXIT_STATUS)
+    return epilog(examples)
 
 
 _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=RimthanGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rimthan-packager", prog_name="rimthan-pack")
 def cli() -> None:
     """Validate, build, sign, verify and inspect signed Rimthan workflow releases.
@@ -179,7 +43,7 @@ def cli() -> None:
       rimthan-pack keygen --out keys/local/me        # once per engineer
       rimthan-pack build catalogues/NAME/VERSION --key keys/local/me.key
       rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
-      rimthan-pack verify releases/NAME-VERSION --trust keys/
+      rimthan-pack verify releases/NAME-VERSION --trust keys/local
     """
 
 
@@ -197,7 +61,7 @@ def cli() -> None:
     help="Path prefix: writes PREFIX.key (private, mode 0600) and PREFIX.pub (public).",
 )
 @_JSON
-@reports_errors
+@reports_refusals
 def keygen(prefix: Path, as_json: bool) -> None:
     """Generate an Ed25519 signing key pair and print its key id.
 
@@ -210,7 +74,7 @@ def keygen(prefix: Path, as_json: bool) -> None:
 
     generated = generate_keypair(prefix)
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "ok": True,
                 "key_id": generated.key_id,
@@ -255,7 +119,7 @@ def keygen(prefix: Path, as_json: bool) -> None:
     help=f"{_TRUST_HELP} The built release must verify against it.",
 )
 @_JSON
-@reports_errors
+@reports_refusals
 def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: Path | None, as_json: bool) -> None:
     """Validate a catalogue source and build a signed, immutable release.
 
@@ -278,7 +142,7 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     progress = not as_json and sys.stderr.isatty()
     result = build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "ok": True,
                 "release": str(result.path),
@@ -314,7 +178,7 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     help=f"{_TRUST_HELP} If given, existing signatures are checked before signing.",
 )
 @_JSON
-@reports_errors
+@reports_refusals
 def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
     """Add a co-signature to an existing release (k-of-n signing).
 
@@ -329,9 +193,15 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 
     key = load_signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
+    if trust is not None and key.key_id not in trust.keys:
+        click.echo(
+            f"warning: key {key.key_id} is not in the trust store {trust.source}: its signature will not count "
+            "toward the threshold (add its .pub to the trust store if it should)",
+            err=True,
+        )
     path = sign_release(release, key, trust=trust)
     if as_json:
-        _emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
+        emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
         return
     click.echo(f"signed {release} with key {key.key_id}")
     click.echo(f"wrote {path}")
@@ -353,7 +223,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 )
 @click.option("--scope", default=None, help="Scope name the release must declare (default: any).")
 @_JSON
-@reports_errors
+@reports_refusals
 def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_json: bool) -> None:
     """Verify a release exactly as the server does at load.
 
@@ -369,7 +239,7 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
     signers = [trust.describe(k) for k in verified.signer_key_ids]
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "ok": True,
                 "release": str(release),
@@ -392,7 +262,14 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
         "identity": found.manifest.release.to_json(),
         "description": catalogue.description,
         "manifest_digest": found.manifest_digest,
-        "files": {"count": len(found.manifest.files), "bytes": found.manifest.total_size},
+        "files": {
+            "count": len(found.manifest.files),
+            "bytes": found.manifest.total_size,
+            "entries": [
+                {"path": f.path, "size": f.size, "sha256": f.sha256, "media_type": f.media_type}
+                for f in found.manifest.files
+            ],
+        },
         "signatures": [
             {
                 "key_id": k,
@@ -417,7 +294,17 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
                         "terminal": s.terminal,
                         "next": list(s.targets),
                         "outputs": [o.id for o in s.outputs],
+                        "output_details": [
+                            {"id": o.id, "path": o.path, "media_type": o.media_type, "max_bytes": o.max_bytes}
+                            for o in s.outputs
+                        ],
                         "validators": list(s.validators),
+                        "branches": [
+                            {"target": b.target, "field": b.when.field, "operator": b.when.operator}
+                            | {"values": list(b.when.values)}
+                            for b in s.branches
+                        ],
+                        "question": s.question.to_json() if s.question is not None else None,
                     }
                     for s in w.steps
                 ],
@@ -428,6 +315,21 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
             {"id": a.id, "version": a.version, "harness": a.harness, "title": a.title} for a in catalogue.host_adapters
         ],
     }
+
+
+def _step_details(step: dict[str, Any]) -> list[str]:
+    """One line per output, validator, branch and question of a step (what ``inspect`` shows)."""
+    lines = [
+        f"output {o['id']}: {o['path']} ({o['media_type']}, <= {_size(o['max_bytes'])})" for o in step["output_details"]
+    ]
+    lines += [f"validator {v}" for v in step["validators"]]
+    lines += [
+        f"branch -> {b['target']} when {b['field']} {b['operator']} {json.dumps(b['values'])}" for b in step["branches"]
+    ]
+    if step["question"] is not None:
+        q = step["question"]
+        lines.append(f"question {q['field']}: {q['prompt']} choices {json.dumps(q['choices'])}")
+    return lines
 
 
 def _size(n: int) -> str:
@@ -454,9 +356,12 @@ def _size(n: int) -> str:
     help=f"{_TRUST_HELP} Without it signatures are listed but not checked.",
 )
 @_JSON
-@reports_errors
+@reports_refusals
 def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
-    """Show a release: identity, digest, files, signers, workflows and their steps.
+    """Show a release: identity, digest, every file, signers, workflows and their steps.
+
+    Per step: its outputs (path, media type, size limit), validators, branch
+    predicates and question. --json gives the same, files under files.entries.
 
     Files, manifest and catalogue are verified as by 'verify'; signatures only
     when --trust is given.
@@ -468,7 +373,7 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     found = inspect_release(release, trust)
     data = _inspection_json(found, trust)
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     ident = found.manifest.release
     rows = [
@@ -482,6 +387,8 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     ]
     for label, value in rows:
         click.echo(f"{label:<11}{value}")
+    for entry in data["files"]["entries"]:
+        click.echo(f"  {entry['path']}  {_size(entry['size'])}  sha256:{entry['sha256'][:16]}")
     click.echo("signatures")
     for sig in data["signatures"]:
         status = {None: "not checked (pass --trust)", True: "verified", False: "not trusted"}[sig["verified"]]
@@ -495,6 +402,8 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
             kind = "terminal" if step["terminal"] else "-> " + ", ".join(step["next"])
             gate = " gated" if step["gated"] else ""
             click.echo(f"    {index}. {step['id']}{gate}  {kind}")
+            for line in _step_details(step):
+                click.echo(f"         {line}")
     click.echo("host adapters")
     for adapter in data["host_adapters"]:
         click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
@@ -502,26 +411,34 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
 
 @cli.command(
     epilog=_epilog(
-        "rimthan-pack init catalogues/my-flow/0.1.0 --name my-flow",
+        "rimthan-pack init catalogues/my-flow/0.1.0          # catalogue my-flow, version 0.1.0",
+        "rimthan-pack init drafts/flow-v2 --name my-flow",
         "rimthan-pack build catalogues/my-flow/0.1.0 --key keys/local/dev.key   # builds as it is",
     )
 )
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--name", default=None, help="Catalogue name ([a-z0-9-]); default: derived from DIRECTORY.")
+@click.option(
+    "--name",
+    default=None,
+    help="Catalogue name ([a-z0-9-]). [default: DIRECTORY's name, or its parent's when DIRECTORY is a version "
+    "such as 0.1.0, which then is the catalogue's version]",
+)
 @_JSON
-@reports_errors
+@reports_refusals
 def init(directory: Path, name: str | None, as_json: bool) -> None:
     """Scaffold a new catalogue source in DIRECTORY (absent or empty).
 
-    The scaffold builds as it is: setup-workspace, one ungated step, one
-    gated terminal step with a JSON output and a validator, and a Claude Code
-    host adapter. Edit it, then: rimthan-pack build DIRECTORY --key KEY
+    The scaffold is a small, complete example that builds and runs as it is:
+    setup-workspace, one ungated step, one gated terminal step with a JSON
+    output and a reviewer validator, a Claude Code host adapter that tells the
+    model how to use the four tools, and examples/ for the scripted host kit.
+    Edit it, then: rimthan-pack build DIRECTORY --key KEY
     """
     from .scaffold import init_catalogue
 
     written = init_catalogue(directory, name)
     if as_json:
-        _emit_json({"ok": True, "source": str(directory), "files": [str(p) for p in written]})
+        emit_json({"ok": True, "source": str(directory), "files": [str(p) for p in written]})
         return
     click.echo(f"created catalogue source {directory} ({len(written)} files)")
     click.echo(f"next: rimthan-pack build {directory} --key KEY")

@@ -10,27 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rimthan_workflow_registry.errors import FailureCode
+from rimthan_clikit import emit_json, reports_refusals
 
-from .cli import _JSON, _TRUST_HELP, NEXT_STEPS, _emit_json, _epilog, cli, reports_errors
+from .cli import _JSON, _TRUST_HELP, _epilog, cli
 
 # oras, requests and the verifier are imported inside push and pull: registering these commands must not
 # slow down every other rimthan-pack command (or --help).
 
-_NOTHING_INSTALLED = "nothing was installed; ask the publisher to push the release again with rimthan-pack push"
-NEXT_STEPS.update(
-    {
-        FailureCode.OCI_REFERENCE_INVALID: "write the reference as oci://HOST[:PORT]/REPOSITORY[:TAG] "
-        "or oci://HOST[:PORT]/REPOSITORY@sha256:<digest>",
-        FailureCode.OCI_REGISTRY_ERROR: "check the registry address and tag, --plain-http for a registry "
-        "without TLS, and credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_PASSWORD)",
-        FailureCode.OCI_ARTIFACT_INVALID: _NOTHING_INSTALLED,
-        FailureCode.OCI_BLOB_MISMATCH: "the registry's storage was altered; " + _NOTHING_INSTALLED,
-        FailureCode.OCI_TAG_MISMATCH: "the tag was moved to another release; " + _NOTHING_INSTALLED,
-        FailureCode.OCI_TAG_EXISTS: "publish a new version, or pass --replace-tag to move the tag "
-        "(the old release stays addressable by digest)",
-    }
-)
 _PLAIN_HTTP = click.option(
     "--plain-http", is_flag=True, help="Talk plain HTTP instead of TLS (only for a registry you run without TLS)."
 )
@@ -50,7 +36,7 @@ _PLAIN_HTTP = click.option(
     "--replace-tag", is_flag=True, help="Move a tag that already names another release (its bytes stay by digest)."
 )
 @_JSON
-@reports_errors
+@reports_refusals
 def push(release: Path, reference: str, trust_path: Path, plain_http: bool, replace_tag: bool, as_json: bool) -> None:
     """Publish a verified RELEASE as an OCI artifact at oci://HOST/REPOSITORY[:TAG].
 
@@ -68,7 +54,7 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
         release, parse_reference(reference), load_trust(trust_path), plain_http=plain_http, replace_tag=replace_tag
     )
     if as_json:
-        _emit_json({"ok": True, **result.to_dict()})
+        emit_json({"ok": True, **result.to_dict()})
         return
     click.echo(f"pushed {result.release} {result.manifest_digest} to {result.reference}")
     click.echo(f"blobs: {result.uploaded} uploaded, {result.reused} already there")
@@ -93,7 +79,7 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
 )
 @_PLAIN_HTTP
 @_JSON
-@reports_errors
+@reports_refusals
 def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_json: bool) -> None:
     """Download, verify and install the release at oci://HOST/REPOSITORY(:TAG|@sha256:...).
 
@@ -107,7 +93,7 @@ def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_j
 
     result = pull_release(parse_reference(reference), load_trust(trust_path), out_dir, plain_http=plain_http)
     if as_json:
-        _emit_json({"ok": True, **result.to_dict()})
+        emit_json({"ok": True, **result.to_dict()})
         return
     state = "already present" if result.already_present else "pulled"
     click.echo(f"{state} {result.release.release_id} {result.release.manifest_digest}")

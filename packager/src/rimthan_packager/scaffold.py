@@ -5,17 +5,22 @@ workflow TOML (written with tomli-w), JSON Schemas, Markdown instructions,
 prompt, subagent and validator assets, one host adapter - and a workflow with
 the three kinds of step: ``setup-workspace`` (workspace manifest), one
 ungated step, and one gated terminal step with a JSON output and a validator.
+It is a small but complete example: its adapter tells the model how to use
+the four tools, its subagent answers in the report schema's ``pass``/``fail``,
+and ``examples/`` lets the scripted host kit run it end to end.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.release import is_semver
 
 from .fsutil import create_file
 
@@ -115,11 +120,24 @@ them before doing anything else.
 """,
     "assets/subagents/reviewer.md": """---
 name: reviewer
-description: Reviews a summary against the confirmed goal, in an isolated context.
+description: Isolated Rimthan validator; reviews a summary against the confirmed goal, returns one JSON report.
 ---
 
-You review one artifact. You see only what the validation bundle gives you.
-Report `passed` or `failed` with findings; never edit the artifact.
+You review artifacts you did not write. You receive a validator instruction,
+the validator id and version, the artifacts (id, path, SHA-256) and the
+confirmed state values; judge only those, following the instruction.
+
+- Read-only: do not create, edit or delete any file and do not call any
+  Rimthan tool. Hash each file first (`sha256sum`); a digest that differs
+  from the one you were given is an `error` finding on that artifact.
+- Each finding names the `artifact_id`, where in it (a JSON Pointer such as
+  `/next_steps/0`) and what would fix it, with `severity` `error` or `warning`.
+- The outcome is `fail` if there is at least one `error` finding and `pass`
+  otherwise.
+
+Reply with exactly one JSON object and nothing else:
+
+{"validator_id": "reviewer", "version": "<version from the instruction>", "outcome": "pass", "findings": []}
 """,
     "assets/validators/reviewer.md": """# Reviewer
 
@@ -131,28 +149,95 @@ Pass the summary only if:
 
 Otherwise fail it and name each problem as a finding.
 """,
-    f"adapters/{ADAPTER_ID}.md": """# Claude Code adapter
+    f"adapters/{ADAPTER_ID}.md": """# Rimthan adapter for Claude Code (claude-code 1.0.0)
 
-Prompts go to `.claude/commands/`, skills to `.claude/skills/<id>/SKILL.md`,
-subagents to `.claude/agents/`. Run validators with the Task tool so each
-gets an isolated context.
+You are driving a Rimthan workflow from Claude Code. Rimthan tells you which
+step is active and checks what you produce; all run state lives in the
+checkpoint token it returns plus the confirmed state you send.
+
+## Host binding
+
+Send the same `host` object on every call: harness `claude-code`, adapter id
+`claude-code` version `1.0.0`, capabilities `workspace.write` and `subagents`
+(only those you really have), validator capabilities
+`subagent.isolated-context`, and the repository policy the user gave you.
+Asset paths: prompts `.claude/commands/<id>.md`, skills
+`.claude/skills/<id>/SKILL.md`, subagents `.claude/agents/<id>.md`, this
+adapter `.claude/rimthan/claude-code.md`.
+
+## Confirmed state
+
+Ask the user for each field of the confirmed-state schema, repeat the value
+back, and record their confirmation (the value's digest and the time they
+said yes). Send the whole state with every call; never fill a field yourself.
+
+## The four tools
+
+1. `rimthan.start_workflow`: workflow id, `confirmed_state`, `host`. The answer
+   is always the `setup-workspace` step.
+2. `rimthan.continue_workflow`: checkpoint + confirmed state, after an ungated
+   step (no outputs, no validators) or to answer a question.
+3. `rimthan.prepare_step_validation`: checkpoint, confirmed state, host and
+   every declared artifact of the active step with its read-back attestation.
+4. `rimthan.submit_step_validation`: checkpoint, confirmed state, the bundle
+   from step 3 unchanged, and one report per validator the bundle requires.
+
+Follow each tool's input schema exactly (`tools/list`).
+
+## Answers
+
+- `active`: do what the step's instruction says. `advanced`: keep the new
+  checkpoint; the next step is active.
+- `blocked` or `deterministic_validation_failed`: read each failure code, fix
+  what it names, call again; tell the user if you cannot.
+- `validation_failed`: show the user every finding, repair, prepare again.
+- `completed`: tell the user where the outputs are. The run is over.
+
+## Validators
+
+Write each output at its declared path, read it back and attest the bytes
+you read (path, size, SHA-256). For every validator that prepare lists, start
+its subagent with the Task tool (one validator per subagent, never in your
+own context), give it the instruction, the artifacts and the confirmed
+state, and submit its JSON report (`outcome` `pass` or `fail`, `findings`)
+unchanged. Never write a report yourself; never edit a checkpoint or bundle.
 """,
 }
 
 
-def scaffold_files(name: str) -> dict[str, bytes]:
-    """Every file of a fresh catalogue source called ``name``, by path."""
+EXAMPLE_STATE: dict[str, Any] = {"goal": "Decide whether to keep the weekly status meeting"}
+EXAMPLE_SUMMARY: dict[str, Any] = {
+    "goal": EXAMPLE_STATE["goal"],
+    "outcome": "Replace it with a written update on Mondays and a monthly meeting for open questions.",
+    "next_steps": ["Announce the change at the next meeting", "Review the written updates after one month"],
+}
+DEFAULT_VERSION = "0.1.0"
+
+
+def _check_name(name: str, directory: str = "DIRECTORY") -> None:
     if not _NAME.match(name):
         raise CatalogueError(
-            FailureCode.CATALOGUE_INVALID, f"catalogue name {name!r} must match [a-z0-9][a-z0-9-]* (use --name)"
+            FailureCode.CATALOGUE_INVALID,
+            f"{name!r} is not a valid catalogue name: expected lowercase letters, digits and hyphens "
+            "([a-z0-9][a-z0-9-]*, at most 64 characters)",
+            next_step=f"choose a name such as my-flow: rimthan-pack init {directory} --name my-flow",
         )
+
+
+def scaffold_files(name: str, version: str = DEFAULT_VERSION) -> dict[str, bytes]:
+    """Every file of a fresh catalogue source called ``name`` at ``version``, by path.
+
+    Besides the catalogue it ships ``examples/`` (a confirmed state and the
+    summary artifact), so the scripted host kit can walk it end to end.
+    """
+    _check_name(name)
     catalogue = {
         "format": 1,
         "workflows": [f"workflows/{name}.toml"],
         "host_adapters": [f"adapters/{ADAPTER_ID}.toml"],
         "catalogue": {
             "name": name,
-            "version": "0.1.0",
+            "version": version,
             "title": name.replace("-", " ").capitalize(),
             "description": "Describe for operators what this catalogue is for.",
         },
@@ -160,7 +245,7 @@ def scaffold_files(name: str) -> dict[str, bytes]:
     }
     workflow = {
         "id": name,
-        "version": "0.1.0",
+        "version": version,
         "owner": f"example.{name}",
         "title": name.replace("-", " ").capitalize(),
         "summary": "Plan, then write a reviewed summary.",
@@ -243,6 +328,8 @@ def scaffold_files(name: str) -> dict[str, bytes]:
         "schemas/workspace-manifest.schema.json": _json(WORKSPACE_MANIFEST_SCHEMA),
         "schemas/confirmed-state.schema.json": _json(CONFIRMED_STATE_SCHEMA),
         "schemas/summary.schema.json": _json(SUMMARY_SCHEMA),
+        "examples/confirmed-state.json": _json(EXAMPLE_STATE),
+        "examples/summary.json": _json(EXAMPLE_SUMMARY),
     }
     files.update({path: text.encode("utf-8") for path, text in MARKDOWN.items()})
     return files
@@ -252,17 +339,40 @@ def _json(value: Any) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def default_name(directory: Path) -> str:
-    """A catalogue name from the directory name (``My Flow`` -> ``my-flow``)."""
-    return re.sub(r"[^a-z0-9-]+", "-", directory.absolute().name.lower()).strip("-") or "catalogue"
+def default_identity(directory: Path) -> tuple[str, str]:
+    """Catalogue name and version from where the source goes.
+
+    ``catalogues/my-flow/0.1.0`` (the layout the README recommends) is
+    ``my-flow`` at 0.1.0: a folder named like a version takes its name from
+    the parent. Any other folder gives its own name at 0.1.0.
+    """
+    folder = directory.absolute()
+    if is_semver(folder.name):
+        return folder.parent.name, folder.name
+    return folder.name, DEFAULT_VERSION
 
 
 def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]:
     """Write a new catalogue source into ``directory`` (absent or empty); never overwrite."""
     directory = Path(directory)
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise RegistryError(FailureCode.DESTINATION_EXISTS, "exists and is not an empty directory", path=str(directory))
-    files = scaffold_files(name or default_name(directory))
+        raise RegistryError(
+            FailureCode.DESTINATION_EXISTS,
+            "exists and is not an empty directory",
+            path=str(directory),
+            next_step="pass a new or empty directory; init never writes over existing files",
+        )
+    derived, version = default_identity(directory)
+    shown = shlex.quote(str(directory))
+    if name is None and not _NAME.match(derived):
+        raise CatalogueError(
+            FailureCode.CATALOGUE_INVALID,
+            f"cannot name the catalogue after the folder {derived!r}: expected lowercase letters, digits and hyphens",
+            path=str(directory),
+            next_step=f"name it: rimthan-pack init {shown} --name my-flow",
+        )
+    _check_name(name or derived, shown)
+    files = scaffold_files(name or derived, version)
     written: list[Path] = []
     for path, data in sorted(files.items()):
         target = directory / path

@@ -4,9 +4,9 @@
 trusting ./keys/local, with checkpoint keys created on first run under the
 state directory ($RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else
 ~/.local/state/rimthan). Everything human goes to stderr (stdout is the MCP
-wire under stdio); every error is one line saying what to do next:
-``rimthan-mcp: error: <code>: <file>: <message> - <what to do next>``, exit
-status 1 for a refusal and 2 for a usage mistake.
+wire under stdio); every refusal speaks the one error voice of
+:mod:`rimthan_clikit`: ``error: <code>: <file>: <message>`` then ``next: <what
+to do>``, exit status 1 for a refusal and 2 for a usage mistake.
 """
 
 from __future__ import annotations
@@ -20,56 +20,40 @@ from typing import Any, NoReturn
 
 import anyio
 import click
+from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse, refuse_error
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.release import TrustStore, load_trust
+from rimthan_workflow_registry.remediation import ExitStatus
 from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .floor import FLOOR_FILE
-from .follow import start_following
 from .logs import LEVELS, configure_logging, get_logger
-from .provider import ReleaseProvider, newest_release_dir
+from .provider import ReleaseProvider, scan_releases
 from .server import create_mcp_application, runtime_state
-from .transports import bind_socket, serve_http, serve_stdio
+from .transports import (
+    allowed_host_values,
+    bind_socket,
+    check_allowed_host,
+    is_beyond_loopback,
+    serve_http,
+    serve_stdio,
+)
 
 DEFAULT_RELEASES = Path("releases")
 DEFAULT_TRUST = Path("keys/local")
 KEYS_FILE = "checkpoint-keys.json"
-EXIT_REFUSED = 1
-EXIT_USAGE = 2
 _log = get_logger("cli")
-_HINTS = {
-    "release": "check it with `rimthan-mcp check --release DIR --trust TRUST`; rebuild it with `rimthan-pack build` "
-    "(or `make demo` for the packaged releases)",
-    "trust": "point --trust at a directory of *.pub keys or a TOML trust file (see keys/README.md)",
-    "keys": "fix or move the checkpoint key file (--checkpoint-keys), or rotate with `rimthan-mcp keys rotate`",
-    "registry": "write --releases-from as oci://HOST[:PORT]/REPOSITORY (add --plain-http for a registry without TLS)",
-    "http": "choose a free --port (0 picks one) or a --host this machine has",
-    "audit": "audit the complete log of one run, one checkpoint token per line in issue order, with the checkpoint "
-    "keys of the server that issued it",
-    "log": "give the file the harness wrote its checkpoint tokens to (one per line)",
-}
+_PORT_IO = "choose a free --port (0 picks one) or a --host this machine has"
+_KEYS_IO = "fix or move the checkpoint key file (--checkpoint-keys), or pick another --state-dir"
 _STATE_HELP = (
     "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
     "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
 )
 _KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
 _TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
-_EXIT_STATUS = (
-    "Exit status:",
-    "  0  success",
-    "  1  refused: one line on stderr names the code, the file and what to do next",
-    "  2  usage mistake (unknown option, missing argument)",
-)
-
-
-def _epilog(examples: list[str], exits: tuple[str, ...] = _EXIT_STATUS, notes: list[str] | None = None) -> str:
-    """Examples and exit statuses, kept verbatim by click (``\\b``)."""
-    parts = ["\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples)]
-    if notes:
-        parts.append("\b\n" + "\n".join(notes))
-    parts.append("\b\n" + "\n".join(exits))
-    return "\n\n".join(parts)
+_EXIT_STATUS = EXIT_STATUS_LINES
+_epilog = epilog
 
 
 def default_state_dir() -> Path:
@@ -81,59 +65,6 @@ def default_state_dir() -> Path:
 
 def _say(message: str) -> None:
     click.echo(f"rimthan-mcp: {message}", err=True)
-
-
-def _fail(message: str, hint: str | None = None) -> NoReturn:
-    click.echo(f"rimthan-mcp: error: {message}" + (f" - {hint}" if hint else ""), err=True)
-    sys.exit(EXIT_REFUSED)
-
-
-def _guard(what: str, action: Callable[[], Any]) -> Any:
-    """Run ``action``; a refusal becomes one line naming file, check and next step."""
-    try:
-        return action()
-    except RegistryError as exc:
-        _fail(exc.one_line(), _HINTS.get(what))
-    except OSError as exc:
-        _fail(
-            f"{FailureCode.IO_ERROR.value}: "
-            + (f"{exc.filename}: " if exc.filename else "")
-            + (exc.strerror or str(exc)),
-            _HINTS.get(what),
-        )
-
-
-class _Group(click.Group):
-    """Usage mistakes in the same one-line form (exit 2) instead of click's multi-line block."""
-
-    def main(
-        self,
-        args: Any = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.UsageError as exc:
-            no_args = getattr(click.exceptions, "NoArgsIsHelpError", ())
-            if no_args and isinstance(exc, no_args) and exc.ctx is not None:
-                click.echo(exc.ctx.get_help())
-                sys.exit(0)
-            command = exc.ctx.command_path if exc.ctx is not None else "rimthan-mcp"
-            click.echo(
-                f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()} - run '{command} --help'",
-                err=True,
-            )
-            sys.exit(EXIT_USAGE)
-        except click.ClickException as exc:
-            click.echo(f"rimthan-mcp: error: {FailureCode.USAGE.value}: {exc.format_message()}", err=True)
-            sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("rimthan-mcp: error: aborted", err=True)
-            sys.exit(EXIT_REFUSED)
-        sys.exit(result if isinstance(result, int) else 0)
 
 
 def check_key_path_untracked(path: Path) -> None:
@@ -148,6 +79,51 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
     return CheckpointKeyring.load_or_create(path), True
 
 
+def open_provider(
+    release_dir: Path | None,
+    *,
+    releases_dir: Path | None,
+    trust: TrustStore,
+    keyring: CheckpointKeyring,
+    migration_target: Path | None,
+    state_dir: Path,
+    lower_floor: bool,
+    migrate_to_newest: bool,
+) -> ReleaseProvider:
+    """``--release``: exactly that release (and ``--migration-target``); else every catalogue in the directory."""
+    if release_dir is not None:
+        return ReleaseProvider.open(
+            release_dir,
+            trust=trust,
+            keyring=keyring,
+            migration_target_dir=migration_target,
+            releases_dir=releases_dir,
+            state_dir=state_dir,
+            lower_floor=lower_floor,
+        )
+    return ReleaseProvider.open_directory(
+        releases_dir or DEFAULT_RELEASES,
+        trust=trust,
+        keyring=keyring,
+        state_dir=state_dir,
+        lower_floor=lower_floor,
+        migrate_to_newest=migrate_to_newest,
+    )
+
+
+def _describe_migration(provider: ReleaseProvider) -> str:
+    if provider.migration_target is not None:
+        target = provider.migration_target
+        return f"migration target {target.release.release_id} {target.digest} ({target.release.root})"
+    if provider.migrate_to_newest:
+        return "migration target: per catalogue, its newest verified release when newer than the run's pinned one"
+    return "migration target: none (migration is refused)"
+
+
+def _usage(message: str) -> NoReturn:
+    refuse(FailureCode.USAGE, None, message, "run 'rimthan-mcp serve --help'", status=ExitStatus.USAGE)
+
+
 def _describe_trust(trust: TrustStore) -> str:
     """Full key ids (what `rimthan-pack keygen` printed), each with its name in the trust store."""
     keys = ", ".join(f"{trust.names[k]}={k}" if trust.names.get(k) else k for k in sorted(trust.keys))
@@ -155,7 +131,7 @@ def _describe_trust(trust: TrustStore) -> str:
 
 
 @click.group(
-    cls=_Group,
+    cls=RimthanGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=_epilog(
         [
@@ -208,15 +184,22 @@ def main() -> None:
     "release_dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Release directory to serve (the active release). [default: the newest <catalogue>-<version> in "
-    "--releases-dir]",
+    help="Serve exactly this release directory (the explicit two-release mode, with --migration-target). "
+    "[default: every catalogue in --releases-dir, each at its newest release that verifies]",
 )
 @click.option(
     "--migration-target",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="A separately verified release of the same scope that runs may migrate to. [default: none; "
-    "migration is refused]",
+    help="With --release: a separately verified release of the same scope that runs may migrate to. "
+    "[default: none; migration is refused]",
+)
+@click.option(
+    "--migrate-to-newest",
+    is_flag=True,
+    help="Without --release: a run may migrate to the newest verified release of its own catalogue when that "
+    "is newer than the release it is pinned to (refresh moves the target along). [default: off; migration is "
+    "refused]",
 )
 @click.option(
     "--releases-dir",
@@ -224,8 +207,8 @@ def main() -> None:
     metavar="DIR",
     envvar="RIMTHAN_RELEASES_DIR",
     show_envvar=True,
-    help="Where the newest release is looked up and refresh looks for newer ones. [default: ./releases, or "
-    "the parent of --release]",
+    help="Releases served (every <catalogue>-<version> directory; a corrupt one is skipped and reported) and "
+    "rescanned on refresh. [default: ./releases, or the parent of --release]",
 )
 @click.option(
     "--trust",
@@ -263,8 +246,9 @@ def main() -> None:
     "--allowed-host",
     "allowed_hosts",
     multiple=True,
-    metavar="HOST:PORT",
-    help="Extra Host header value to accept behind a proxy (DNS-rebinding protection); repeatable.",
+    metavar="HOST[:PORT]",
+    help="HTTP: a Host header value to accept besides loopback (the name clients or a load balancer use); "
+    "HOST accepts any port, HOST:PORT only that one; repeatable. DNS-rebinding protection stays on.",
 )
 @click.option(
     "--refresh-interval",
@@ -301,6 +285,7 @@ def main() -> None:
 def serve(
     release_dir: Path | None,
     migration_target: Path | None,
+    migrate_to_newest: bool,
     releases_dir: Path | None,
     trust: Path,
     checkpoint_keys: Path | None,
@@ -325,46 +310,63 @@ def serve(
     pinned to, even after a refresh activated a newer one.
     """
     configure_logging(log_level)
+    for value in allowed_hosts:
+        if (problem := check_allowed_host(value)) is not None:
+            _usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
+    checked_state: Path = state_dir
+    guard(lambda: _check_state_dir(checked_state))
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
+    if migration_target is not None and release_dir is None:
+        _usage(
+            "--migration-target needs --release (the explicit two-release mode); with --releases-dir use "
+            "--migrate-to-newest"
+        )
+    if migrate_to_newest and release_dir is not None:
+        _usage(
+            "--migrate-to-newest serves a releases directory; drop --release, or name the target with "
+            "--migration-target"
+        )
     follower = None
     if releases_from is not None:
         follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
-        follower = _guard("registry", lambda: start_following(releases_from, trust, follow_dir, plain_http))
-    if release_dir is None:
-        release_dir = _guard("release", lambda: newest_release_dir(releases_dir or DEFAULT_RELEASES))
-    trust_store = _guard("trust", lambda: load_trust(trust))
-    keyring, created = _guard("keys", lambda: open_keyring(keys_path, create=True))
-    provider: ReleaseProvider = _guard(
-        "release",
-        lambda: ReleaseProvider.open(
+        from .follow import start_following  # oras and requests only when following a registry
+
+        follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http))
+    if release_dir is None:  # a missing or empty releases directory is the first thing to fix
+        guard(lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
+    trust_store = guard(lambda: load_trust(trust))
+    keyring, created = guard(lambda: open_keyring(keys_path, create=True), on_io_error=_KEYS_IO)
+    provider: ReleaseProvider = guard(
+        lambda: open_provider(
             release_dir,
+            releases_dir=releases_dir,
             trust=trust_store,
             keyring=keyring,
-            migration_target_dir=migration_target,
-            releases_dir=releases_dir,
+            migration_target=migration_target,
             state_dir=state_dir,
             lower_floor=lower_floor,
+            migrate_to_newest=migrate_to_newest,
         ),
     )
     if follower is not None:
         provider.before_refresh = follower.sync
         _say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
-    app = _guard("release", lambda: create_mcp_application(provider))
-    active = provider.active
-    _say(f"release {active.release.release_id} {active.digest} ({active.release.root}) [active]")
-    if provider.migration_target is not None:
-        target = provider.migration_target
-        _say(f"migration target {target.release.release_id} {target.digest} ({target.release.root})")
-    else:
-        _say("migration target: none (migration is refused)")
+    app = guard(lambda: create_mcp_application(provider))
+    for rejection in provider.start_rejections:
+        _say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
+    for loaded in provider.actives.values():
+        _say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
+    _say(_describe_migration(provider))
     _say(_describe_trust(trust_store))
     _say(
         f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
         f"{len(keyring.keys)} key(s)"
     )
-    floor = provider.floor.get(active.catalogue)
-    _say(f"activation floor {state_dir / FLOOR_FILE}: {active.catalogue} >= {floor.version if floor else '-'}")
+    floors = ", ".join(
+        f"{name} >= {entry.version if (entry := provider.floor.get(name)) else '-'}" for name in provider.actives
+    )
+    _say(f"activation floor {state_dir / FLOOR_FILE}: {floors}")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     _say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
     _log.info(
@@ -376,9 +378,19 @@ def serve(
             _say("transport stdio (MCP on stdin/stdout)")
             anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval))
         else:
-            sock, binding = _guard("http", lambda: bind_socket(host, port))
+            sock, binding = guard(
+                lambda: bind_socket(host, port),
+                on_io_error=_PORT_IO,
+            )
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
             _say(f"transport http ({mode}) at {binding.url}")
+            _say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")
+            if is_beyond_loopback(host):
+                _say(
+                    f"warning: listening beyond loopback on {binding.authority}; only the Host values above are "
+                    "answered (others get 421)"
+                    + ("" if allowed_hosts else "; add --allowed-host NAME for the name clients use")
+                )
             anyio.run(
                 lambda: serve_http(
                     app,
@@ -391,15 +403,13 @@ def serve(
                     sessions=http_sessions,
                 )
             )
+            _say("stopped: calls in flight were answered")
     except KeyboardInterrupt:
         _say("interrupted; stopped")
         sys.exit(130)
     except Exception as exc:  # never a traceback on the operator's terminal; details at --log-level debug
         _log.debug("server stopped unexpectedly", exc_info=True)
-        _fail(
-            f"internal_error: the server stopped unexpectedly ({type(exc).__name__}: {exc})",
-            "rerun with --log-level debug for details",
-        )
+        refuse(FailureCode.INTERNAL_ERROR, None, f"the server stopped unexpectedly ({type(exc).__name__}: {exc})")
 
 
 # --------------------------------------------------------------------------- check
@@ -434,6 +444,8 @@ def serve(
     default=DEFAULT_TRUST,
     show_default=True,
     metavar="PATH",
+    envvar="RIMTHAN_TRUST",
+    show_envvar=True,
     help=_TRUST_HELP,
 )
 @click.option(
@@ -457,9 +469,8 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     profile, the tool contracts; with --migration-target its scope; with
     --state-dir the rollback floor. Nothing is served and nothing is written.
     """
-    trust_store = _guard("trust", lambda: load_trust(trust))
-    provider: ReleaseProvider = _guard(
-        "release",
+    trust_store = guard(lambda: load_trust(trust))
+    provider: ReleaseProvider = guard(
         lambda: ReleaseProvider.open(
             release_dir,
             trust=trust_store,
@@ -469,13 +480,32 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
             record_floor=False,
         ),
     )
-    _guard("release", lambda: runtime_state(provider))
+    guard(lambda: runtime_state(provider))
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")
 
 
 # --------------------------------------------------------------------------- audit
+
+
+def _check_state_dir(directory: Path) -> None:
+    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle."""
+    if directory.exists() and not directory.is_dir():
+        raise KeyringError(
+            FailureCode.IO_ERROR,
+            "the state directory is a file, not a directory",
+            next_step="give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
+            path=str(directory),
+        )
+
+
+def _in_file(path: Path, action: Callable[[], Any]) -> Any:
+    """``action``'s keyring refusal, naming the key file it concerns."""
+    try:
+        return action()
+    except KeyringError as exc:
+        raise KeyringError(exc.code, exc.message, path=str(path), next_step=exc.next_step) from None
 
 
 def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
@@ -518,19 +548,26 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
     and validator receipts by digest, and every migration with its parent
     link. No server and no server storage is involved.
     """
-    keyring, _ = _guard("keys", lambda: open_keyring(_keys_path(checkpoint_keys, state_dir), create=False))
-    text = _guard("log", lambda: log_file.read_text("utf-8"))
+    path = _keys_path(checkpoint_keys, state_dir)
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
+    text = guard(
+        lambda: log_file.read_text("utf-8"),
+        on_io_error="give the file the harness wrote its checkpoint tokens to (one per line)",
+    )
     try:
-        history = audit_run(read_log(text), keyring, source=str(log_file))
+        history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
-        if as_json:
-            click.echo(json.dumps({"ok": False, "error": exc.to_dict()}, indent=2, sort_keys=True))
-        _fail(exc.one_line(), _HINTS["audit"])
+        refuse_error(exc, as_json=as_json)
+    retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:
-        click.echo(json.dumps(history.to_json(), indent=2, sort_keys=True))
-    else:
-        for line in describe(history):
-            click.echo(line)
+        click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
+        return
+    for line in describe(history):
+        click.echo(line)
+    for kid in retired:
+        click.echo(
+            f"key {kid} is retired: it no longer verifies live calls; its material is archived in {path} for audit only"
+        )
 
 
 # --------------------------------------------------------------------------- keys
@@ -560,12 +597,17 @@ def keys() -> None:
 def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Show key ids (never key material): which one signs, which only verify, which are retired."""
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
     click.echo(f"# {path}")
+    if not path.exists():
+        guard(lambda: _check_state_dir(path.parent))
+        click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")
+        return
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
     for kid in sorted(keyring.keys):
         click.echo(f"{kid}\t{'signing' if kid == keyring.signing_key_id else 'verify-only'}")
     for kid in sorted(keyring.retired):
-        click.echo(f"{kid}\tretired")
+        archived = "archived for audit" if kid in keyring.archived else "not kept"
+        click.echo(f"{kid}\tretired ({archived})")
 
 
 @keys.command("rotate", epilog=_epilog(["rimthan-mcp keys rotate --checkpoint-keys /srv/rimthan/checkpoint-keys.json"]))
@@ -578,9 +620,13 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     redeploy every replica afterwards so they all sign with the new key.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _created = _guard("keys", lambda: open_keyring(path, create=True))
+    guard(lambda: _check_state_dir(path.parent))
+    keyring, created = guard(lambda: open_keyring(path, create=True), on_io_error=_KEYS_IO)
+    if created:  # a fresh key file already holds one new signing key: rotating again would orphan it
+        click.echo(f"created {path}: signing key {keyring.signing_key_id} (the only key)")
+        return
     rotated = keyring.rotated()
-    _guard("keys", lambda: rotated.save(path))
+    guard(lambda: rotated.save(path), on_io_error=_KEYS_IO)
     click.echo(f"signing key is now {rotated.signing_key_id} ({len(rotated.keys)} key(s) verify) in {path}")
     _say("restart the server (and every replica) so it signs with the new key")
 
@@ -592,11 +638,16 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
 def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Stop accepting checkpoints signed with KEY_ID.
 
-    Runs still holding such checkpoints are refused (checkpoint_key_unknown)
-    and must start again. The signing key cannot be retired: rotate first.
+    Live runs still holding such checkpoints are refused (checkpoint_key_unknown)
+    and must start again; the key stays archived in the key file so that
+    `rimthan-mcp audit` still verifies finished runs. The signing key cannot
+    be retired: rotate first.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = _guard("keys", lambda: open_keyring(path, create=False))
-    retired = _guard("keys", lambda: keyring.retiring(key_id))
-    _guard("keys", lambda: retired.save(path))
-    click.echo(f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}")
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
+    retired = guard(lambda: _in_file(path, lambda: keyring.retiring(key_id)))
+    guard(lambda: retired.save(path), on_io_error=_KEYS_IO)
+    click.echo(
+        f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}; "
+        f"kept in {path} for `rimthan-mcp audit` only"
+    )

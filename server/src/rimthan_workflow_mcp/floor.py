@@ -1,18 +1,28 @@
-"""The activation floor: the highest release version ever activated, per catalogue.
+"""The activation floor: the highest release version ever activated, per catalogue and deployment.
 
 A small operator-readable JSON file (``<state-dir>/activation-floor.json``)
 so that a restart, a second replica sharing the state directory, or a refresh
 cannot silently roll a catalogue back to an older (possibly vulnerable)
 release. Lowering the floor is an explicit operator act (``--lower-floor``).
+
+A floor belongs to one deployment: the trust root (its key ids) and the
+releases directory. Entries are keyed ``<catalogue>@<deployment id>``, so an
+unrelated server of the same user (another trust store, another releases
+directory) sharing the default state directory never raises this one's
+floor. An entry keyed by the bare catalogue name (written before floors were
+scoped) cannot be attributed to a deployment and still applies to all of them
+(fail closed); ``--lower-floor`` replaces it with a scoped one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,14 +40,35 @@ class FloorEntry:
     version: str
     manifest_digest: str
     activated_at: int
+    deployment: str = ""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What a floor is scoped to: a short id for the key, and a label saying what it stands for."""
+
+    id: str
+    label: str
+
+
+def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None) -> Deployment:
+    """The deployment a server belongs to: its trust root's key ids and its releases directory."""
+    keys = sorted(trust_key_ids)
+    where = str(releases_dir.resolve()) if releases_dir is not None else "-"
+    digest = hashlib.sha256(("\n".join(keys) + "\n" + where).encode("utf-8")).hexdigest()[:16]
+    return Deployment(id=digest, label=f"trust {', '.join(keys)}; releases {where}")
 
 
 class ActivationFloor:
-    """Reads and raises the per-catalogue floor; ``path=None`` keeps it in memory only."""
+    """Reads and raises the per-catalogue floor of one deployment; ``path=None`` keeps it in memory only."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, deployment: Deployment | None = None) -> None:
         self.path = path
+        self.deployment = deployment
         self._entries: dict[str, FloorEntry] = self._load() if path is not None else {}
+
+    def _key(self, catalogue: str) -> str:
+        return f"{catalogue}@{self.deployment.id}" if self.deployment is not None else catalogue
 
     def _load(self) -> dict[str, FloorEntry]:
         assert self.path is not None
@@ -49,7 +80,10 @@ class ActivationFloor:
                 raise ValueError(f"format is not {FLOOR_FORMAT}")
             entries = {
                 name: FloorEntry(
-                    version=e["version"], manifest_digest=e["manifest_digest"], activated_at=int(e["activated_at"])
+                    version=e["version"],
+                    manifest_digest=e["manifest_digest"],
+                    activated_at=int(e["activated_at"]),
+                    deployment=str(e.get("deployment", "")),
                 )
                 for name, e in raw["catalogues"].items()
             }
@@ -67,7 +101,16 @@ class ActivationFloor:
             ) from None
 
     def get(self, catalogue: str) -> FloorEntry | None:
-        return self._entries.get(catalogue)
+        """The floor that applies: this deployment's entry, or an unscoped legacy one if it is higher."""
+        scoped = self._entries.get(self._key(catalogue))
+        legacy = self._entries.get(catalogue) if self.deployment is not None else None
+        if scoped is None or (legacy is not None and semver_key(legacy.version) > semver_key(scoped.version)):
+            return legacy
+        return scoped
+
+    def _where(self) -> str:
+        scope = f" for this deployment ({self.deployment.label})" if self.deployment is not None else ""
+        return f"recorded in {self.path}{scope}" if self.path is not None else f"recorded in memory{scope}"
 
     def check(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool = False) -> None:
         """Refuse ``version`` below the recorded floor, or another release under the floor's own version.
@@ -78,14 +121,15 @@ class ActivationFloor:
         """
         if self.path is not None:
             self._entries = self._load()  # another replica may have raised it
-        entry = self._entries.get(catalogue)
+        entry = self.get(catalogue)
         if entry is None or lower_floor:
             return
         if version == entry.version and manifest_digest != entry.manifest_digest:
             raise RegistryError(
                 FailureCode.ROLLBACK_REFUSED,
-                f"{catalogue}@{version} was activated before as {entry.manifest_digest}; this is another release "
-                "under the same version. Publish a new version, or pass --lower-floor once you know which is real",
+                f"{catalogue}@{version} was activated before as {entry.manifest_digest} ({self._where()}); this is "
+                "another release under the same version. Publish a new version, or pass --lower-floor once you know "
+                "which is real",
                 path=str(self.path) if self.path else None,
                 details={
                     "catalogue": catalogue,
@@ -98,21 +142,28 @@ class ActivationFloor:
             return
         raise RegistryError(
             FailureCode.ROLLBACK_REFUSED,
-            f"{catalogue}@{version} is below the activation floor {entry.version}; pass --lower-floor to roll "
-            "back deliberately",
+            f"{catalogue}@{version} is below the activation floor {entry.version} {self._where()}; pass "
+            "--lower-floor to roll back deliberately (it records the lower floor), or give an unrelated deployment "
+            "its own --state-dir",
             path=str(self.path) if self.path else None,
             details={"catalogue": catalogue, "version": version, "floor": entry.version},
         )
 
     def record(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool = False) -> bool:
         """Raise the floor to ``version`` (or set it lower with ``lower_floor``); True if it changed."""
-        entry = self._entries.get(catalogue)
+        entry = self.get(catalogue)
         if entry is not None and not lower_floor and semver_key(version) <= semver_key(entry.version):
             return False
-        if entry is not None and entry.version == version and entry.manifest_digest == manifest_digest:
+        scoped = self._entries.get(self._key(catalogue))
+        if scoped is not None and scoped.version == version and scoped.manifest_digest == manifest_digest:
             return False
-        self._entries[catalogue] = FloorEntry(
-            version=version, manifest_digest=manifest_digest, activated_at=int(time.time())
+        if lower_floor and self.deployment is not None:
+            self._entries.pop(catalogue, None)  # the operator decided: the unscoped legacy floor gives way
+        self._entries[self._key(catalogue)] = FloorEntry(
+            version=version,
+            manifest_digest=manifest_digest,
+            activated_at=int(time.time()),
+            deployment=self.deployment.label if self.deployment is not None else "",
         )
         self._save()
         return True
@@ -121,7 +172,12 @@ class ActivationFloor:
         return {
             "format": FLOOR_FORMAT,
             "catalogues": {
-                name: {"version": e.version, "manifest_digest": e.manifest_digest, "activated_at": e.activated_at}
+                name: {
+                    "version": e.version,
+                    "manifest_digest": e.manifest_digest,
+                    "activated_at": e.activated_at,
+                    **({"deployment": e.deployment} if e.deployment else {}),
+                }
                 for name, e in sorted(self._entries.items())
             },
         }

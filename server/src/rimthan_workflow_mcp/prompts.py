@@ -51,7 +51,7 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
 
 
 class PromptCatalogue:
-    """Lists and renders the prompt assets of whatever release is active now."""
+    """Lists and renders the prompt assets of the releases active now (one per served catalogue)."""
 
     def __init__(self, provider: ReleaseProvider) -> None:
         self.provider = provider
@@ -95,10 +95,25 @@ class PromptCatalogue:
         )
         return types.PromptMessage(role="user", content=types.EmbeddedResource(resource=contents))
 
+    def _served(self) -> dict[str, tuple[LoadedRelease, AssetDefinition]]:
+        """Prompt name -> (release, asset) over every served catalogue's active release.
+
+        A prompt id one catalogue alone defines keeps its plain name; ids
+        several catalogues share are named ``<catalogue>.<id>`` so none hides another.
+        """
+        by_id: dict[str, list[tuple[LoadedRelease, AssetDefinition]]] = {}
+        for loaded in self.provider.actives.values():
+            for asset_id, asset in self._assets(loaded).items():
+                by_id.setdefault(asset_id, []).append((loaded, asset))
+        served: dict[str, tuple[LoadedRelease, AssetDefinition]] = {}
+        for asset_id, entries in by_id.items():
+            for loaded, asset in entries:
+                served[asset_id if len(entries) == 1 else f"{loaded.catalogue}.{asset_id}"] = (loaded, asset)
+        return served
+
     def list_prompts(self) -> list[types.Prompt]:
-        loaded = self.provider.active
         out = []
-        for name, asset in sorted(self._assets(loaded).items()):
+        for name, (loaded, asset) in sorted(self._served().items()):
             meta, _ = split_front_matter(self._text(loaded, asset.file, name))
             out.append(
                 types.Prompt(
@@ -115,15 +130,15 @@ class PromptCatalogue:
         return out
 
     def get(self, name: str, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
-        loaded = self.provider.active
-        asset = self._assets(loaded).get(name)
-        if asset is None:
+        found = self._served().get(name)
+        if found is None:
             code = FailureCode.INVALID_ARGUMENTS.value
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"{code}: no prompt {name!r}; list prompts for the names",
                 data={"code": code, "prompt": name},
             )
+        loaded, asset = found
         meta, body = split_front_matter(self._text(loaded, asset.file, name))
         extra = sorted(set(arguments or {}) - {ARGUMENT})
         if extra:
@@ -138,6 +153,6 @@ class PromptCatalogue:
             description=meta.get("description"),
             messages=[
                 types.PromptMessage(role="user", content=types.TextContent(text=text)),
-                *(self._adapter_message(loaded, adapter, name) for adapter in self._adapters(loaded, name)),
+                *(self._adapter_message(loaded, adapter, name) for adapter in self._adapters(loaded, asset.id)),
             ],
         )

@@ -8,16 +8,20 @@ after a refresh. What a release serves is fixed when it is verified: a
 directory that changes on disk afterwards never changes the bytes served
 (``VerifiedRelease.read_file`` re-checks them against the signed manifest).
 
-Refresh rescans the releases directory for newer versions of the active
-catalogue, verifies the highest one first, and activates the first that
-verifies; a corrupt or unverifiable candidate is skipped, logged, and reported
-in the :class:`RefreshResult`, and the last verified release stays active.
+Two ways to start. ``open`` serves the one release the operator named
+(``--release``, optionally with ``--migration-target``). ``open_directory``
+serves every catalogue found in a releases directory: per catalogue the
+newest release that verifies and is not below the activation floor is active;
+a corrupt or refused newer one is skipped and reported, so one bad publish is
+never an outage. Refresh rescans the directory the same way, per catalogue,
+and activates the first newer release that verifies; the last verified
+release stays active otherwise.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -25,17 +29,29 @@ from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release import RELEASE_DIR_NAME, TrustStore, VerifiedRelease, semver_key, verify_release
+from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, semver_key, verify_release
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.run import CheckpointKeyring
 
-from .floor import FLOOR_FILE, ActivationFloor
+from .floor import FLOOR_FILE, ActivationFloor, deployment_of
 from .logs import get_logger
+from .release_scan import newest_release_dir, release_dir_version, scan_releases
 from .workflow_engine import WorkflowEngineQueryModule
 
 _log = get_logger("provider")
 
 ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]
+
+__all__ = [
+    "LoadedRelease",
+    "RefreshResult",
+    "Rejection",
+    "ReleaseProvider",
+    "load_release",
+    "newest_release_dir",
+    "release_dir_version",
+    "scan_releases",
+]
 
 
 @dataclass(frozen=True)
@@ -77,10 +93,14 @@ class LoadedRelease:
 
 @dataclass(frozen=True)
 class Rejection:
-    """A candidate release a refresh refused, and why."""
+    """A candidate release that was refused (at start or on refresh), and why."""
 
     path: str
     error: dict[str, Any]
+
+    @property
+    def code(self) -> str:
+        return str(self.error.get("code"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "error": self.error}
@@ -88,13 +108,18 @@ class Rejection:
 
 @dataclass(frozen=True)
 class RefreshResult:
-    """What one refresh did: ``activated`` a newer release, ``unchanged``, or ``rejected`` every candidate."""
+    """What one refresh did: ``activated`` a newer release, ``unchanged``, or ``rejected`` every candidate.
+
+    ``active``/``previous`` name the first release activated (else the primary
+    catalogue's active release); ``activated`` lists every activation.
+    """
 
     outcome: Literal["activated", "unchanged", "rejected"]
     active: str
     active_digest: str
     previous: str | None = None
     rejected: tuple[Rejection, ...] = field(default_factory=tuple)
+    activated: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -102,50 +127,13 @@ class RefreshResult:
             "active": self.active,
             "active_digest": self.active_digest,
             "previous": self.previous,
+            "activated": list(self.activated),
             "rejected": [r.to_dict() for r in self.rejected],
         }
 
 
-def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
-    """The version a ``<catalogue>-<version>`` directory name claims (unverified; for ordering only)."""
-    match = RELEASE_DIR_NAME.match(path.name)
-    if match is None or (catalogue is not None and match.group("name") != catalogue):
-        return None
-    try:
-        semver_key(match.group("version"))
-    except ValueError:
-        return None
-    return match.group("version")
-
-
-def newest_release_dir(releases_dir: Path) -> Path:
-    """The highest-versioned release directory of the one catalogue in ``releases_dir``."""
-    if not releases_dir.is_dir():
-        raise RegistryError(
-            FailureCode.RELEASE_NOT_FOUND,
-            "no releases directory here; run `make demo` or pass --release DIR",
-            path=str(releases_dir),
-        )
-    found = [(p, RELEASE_DIR_NAME.match(p.name)) for p in sorted(releases_dir.iterdir()) if p.is_dir()]
-    found = [(p, m) for p, m in found if m is not None and release_dir_version(p) is not None]
-    names = sorted({m.group("name") for _, m in found})
-    if not found:
-        raise RegistryError(
-            FailureCode.RELEASE_NOT_FOUND,
-            "holds no <catalogue>-<version> release directory; run `make demo` or pass --release DIR",
-            path=str(releases_dir),
-        )
-    if len(names) > 1:
-        raise RegistryError(
-            FailureCode.RELEASE_NOT_FOUND,
-            f"holds releases of several catalogues ({', '.join(names)}); pass --release DIR",
-            path=str(releases_dir),
-        )
-    return max(found, key=lambda pm: semver_key(pm[1].group("version")))[0]
-
-
 class ReleaseProvider:
-    """Every verified release the server holds, the active one, and the migration target."""
+    """Every verified release the server holds, the active one per catalogue, and the migration target."""
 
     def __init__(
         self,
@@ -157,19 +145,30 @@ class ReleaseProvider:
         releases_dir: Path | None = None,
         floor: ActivationFloor | None = None,
         module_factory: ModuleFactory = WorkflowEngineQueryModule,
+        others: Iterable[LoadedRelease] = (),
+        follow_directory: bool = False,
+        migrate_to_newest: bool = False,
     ) -> None:
         self.trust = trust
         self.keyring = keyring
         self.releases_dir = releases_dir
         self.floor = floor or ActivationFloor(None)
+        self.follow_directory = follow_directory
+        self.migrate_to_newest = migrate_to_newest
         self._module_factory = module_factory
         self._lock = threading.Lock()
-        self._active = active
+        self._primary = active.catalogue
+        actives = {active.catalogue: active}
+        for other in others:
+            actives.setdefault(other.catalogue, other)
+        self._actives: Mapping[str, LoadedRelease] = MappingProxyType(actives)
         self._migration_target = migration_target
-        held = {active.digest: active}
+        held = {loaded.digest: loaded for loaded in actives.values()}
         if migration_target is not None:
             held.setdefault(migration_target.digest, migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
+        self._reported: set[tuple[str, str]] = set()
+        self.start_rejections: tuple[Rejection, ...] = ()
         self.last_refresh: RefreshResult | None = None
         # run before each refresh (outside the lock): brings new releases into releases_dir and
         # returns the publishes it refused, which the refresh reports (see follow.py)
@@ -191,13 +190,15 @@ class ReleaseProvider:
         record_floor: bool = True,
         module_factory: ModuleFactory = WorkflowEngineQueryModule,
     ) -> ReleaseProvider:
-        """Verify the release (and migration target) and check the rollback floor, or raise.
+        """Verify the named release (and migration target) and check the rollback floor, or raise.
 
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
-        floor = ActivationFloor(state_dir / FLOOR_FILE if state_dir is not None else None)
-        if state_dir is not None and record_floor:  # serving: remember metaschema passes across restarts
-            SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
+        where = releases_dir if releases_dir is not None else Path(release_dir).parent
+        floor = ActivationFloor(
+            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, where)
+        )
+        _persist_schema_checks(state_dir, record_floor)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
@@ -212,10 +213,81 @@ class ReleaseProvider:
             keyring=keyring,
             active=active,
             migration_target=target,
-            releases_dir=releases_dir if releases_dir is not None else Path(release_dir).parent,
+            releases_dir=where,
             floor=floor,
             module_factory=module_factory,
         )
+        provider._hold_older_releases()
+        return provider
+
+    @classmethod
+    def open_directory(
+        cls,
+        releases_dir: Path,
+        *,
+        trust: TrustStore,
+        keyring: CheckpointKeyring,
+        state_dir: Path | None = None,
+        lower_floor: bool = False,
+        record_floor: bool = True,
+        migrate_to_newest: bool = False,
+        module_factory: ModuleFactory = WorkflowEngineQueryModule,
+    ) -> ReleaseProvider:
+        """Serve every catalogue in ``releases_dir``: each one's newest release that verifies.
+
+        A newer release that does not verify (or is below the activation
+        floor, or is published under a name its manifest does not carry) is
+        skipped and kept in ``start_rejections``. Raises only when no release
+        of any catalogue verifies, with every rejection in the message.
+        """
+        floor = ActivationFloor(
+            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, releases_dir)
+        )
+        _persist_schema_checks(state_dir, record_floor)
+        scanned = scan_releases(releases_dir)
+        actives: list[LoadedRelease] = []
+        rejected: list[Rejection] = []
+        for catalogue, candidates in scanned.items():
+            for candidate in candidates:
+                try:
+                    loaded = verify_candidate(
+                        candidate, catalogue, trust, keyring, module_factory, floor, lower_floor=lower_floor
+                    )
+                except RegistryError as exc:
+                    rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
+                    continue
+                except Exception as exc:  # nothing in the releases directory may kill a server holding a release
+                    rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                    continue
+                actives.append(loaded)
+                break
+        for rejection in rejected:
+            _log.warning("release not activated", extra={"path": rejection.path, "error": rejection.error})
+        if not actives:
+            summary = "; ".join(f"{Path(r.path).name}: {r.code}: {r.error.get('message')}" for r in rejected)
+            first = FailureCode(rejected[0].code) if rejected else FailureCode.RELEASE_NOT_FOUND
+            raise RegistryError(
+                first,
+                f"no release of {', '.join(scanned)} verifies ({summary})",
+                path=str(releases_dir),
+                details={"rejected": [r.to_dict() for r in rejected]},
+            )
+        if record_floor:
+            for loaded in actives:
+                floor.record(loaded.catalogue, loaded.version, loaded.digest, lower_floor=lower_floor)
+        provider = cls(
+            trust=trust,
+            keyring=keyring,
+            active=actives[0],
+            others=actives[1:],
+            releases_dir=releases_dir,
+            floor=floor,
+            module_factory=module_factory,
+            follow_directory=True,
+            migrate_to_newest=migrate_to_newest,
+        )
+        provider.start_rejections = tuple(rejected)
+        provider._reported = {(r.path, r.code) for r in rejected}
         provider._hold_older_releases()
         return provider
 
@@ -223,10 +295,17 @@ class ReleaseProvider:
 
     @property
     def active(self) -> LoadedRelease:
-        return self._active
+        """The primary catalogue's active release (the only one under ``--release``)."""
+        return self._actives[self._primary]
+
+    @property
+    def actives(self) -> Mapping[str, LoadedRelease]:
+        """The active release of every served catalogue, by catalogue name (a read-only snapshot)."""
+        return self._actives
 
     @property
     def migration_target(self) -> LoadedRelease | None:
+        """The explicit migration target given at start (``--migration-target``), if any."""
         return self._migration_target
 
     @property
@@ -237,10 +316,48 @@ class ReleaseProvider:
     def get(self, manifest_digest: str) -> LoadedRelease | None:
         return self._held.get(manifest_digest)
 
+    def active_for_workflow(self, name: object) -> LoadedRelease:
+        """The active release whose catalogue has a workflow (or alias) called ``name``.
+
+        With one catalogue served that is its active release (which refuses an
+        unknown name itself); with several, a name no catalogue or several
+        catalogues define is refused here, naming what is served.
+        """
+        actives = list(self._actives.values())
+        if len(actives) == 1:
+            return actives[0]
+        matches = [a for a in actives if any(name in w.names for w in a.release.catalogue.workflows)]
+        if len(matches) == 1:
+            return matches[0]
+        served = ", ".join(a.release.release_id for a in actives)
+        if not matches:
+            message = f"no served catalogue has a workflow or alias {name!r}; this server serves {served}"
+        else:
+            message = (
+                f"{name!r} names workflows in several served catalogues "
+                f"({', '.join(a.release.release_id for a in matches)}); start it by a workflow id one catalogue "
+                "owns, or serve those catalogues from separate servers"
+            )
+        raise RegistryError(FailureCode.WORKFLOW_NOT_FOUND, message, details={"served": sorted(self._actives)})
+
+    def migration_target_for(self, source: LoadedRelease) -> LoadedRelease | None:
+        """Where a run pinned to ``source`` may migrate: the explicit target, else (when enabled)
+        the active release of the run's catalogue if it is newer than the pinned one."""
+        if self._migration_target is not None:
+            return self._migration_target
+        if not self.migrate_to_newest:
+            return None
+        newest = self._actives.get(source.catalogue)
+        if newest is None or semver_key(newest.version) <= semver_key(source.version):
+            return None
+        return newest
+
     def describe(self) -> dict[str, Any]:
         return {
-            "active": self._active.describe(),
+            "active": self.active.describe(),
+            "actives": {name: loaded.describe() for name, loaded in sorted(self._actives.items())},
             "migration_target": self._migration_target.describe() if self._migration_target else None,
+            "migrate_to_newest": self.migrate_to_newest,
             "held": sorted(self._held),
             "releases_dir": str(self.releases_dir) if self.releases_dir else None,
             "floor": str(self.floor.path) if self.floor.path else None,
@@ -248,90 +365,158 @@ class ReleaseProvider:
 
     # -- refresh ------------------------------------------------------------------------
 
-    def refresh(self) -> RefreshResult:
-        """Activate the newest release in ``releases_dir`` that verifies; never an unverified one.
+    def refresh(self, trigger: str = "call") -> RefreshResult:
+        """Activate, per catalogue, the newest release in ``releases_dir`` that verifies; never an unverified one.
 
-        Blocking (it verifies releases); call it from a worker thread in async code.
+        Blocking (it verifies releases); call it from a worker thread in async
+        code. Logs one ``refresh done`` record: warning for a rejection (a
+        periodic rescan: only one not reported before), info for an activation
+        or an asked-for refresh (SIGHUP), debug for a periodic rescan that
+        changed nothing, so ``--refresh-interval`` does not fill the log.
         """
         refused = self.before_refresh() if self.before_refresh is not None else ()
         with self._lock:
             result = self._refresh_locked(refused)
             self.last_refresh = result
-        level = "warning" if result.rejected else "info"
-        getattr(_log, level)("refresh", extra={"refresh": result.to_dict()})
+            fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]
+            self._reported.update((r.path, r.code) for r in result.rejected)
+        asked = trigger != "interval"  # SIGHUP or a caller: the operator wants to hear the answer
+        if fresh or (asked and result.rejected):
+            level = "warning"
+        elif asked or result.outcome == "activated":
+            level = "info"
+        else:
+            level = "debug"
+        getattr(_log, level)("refresh done", extra={"trigger": trigger, **result.to_dict()})
         return result
 
     def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
-        current = self._active
+        scanned = self._scan()
+        catalogues = set(self._actives) | (set(scanned) if self.follow_directory else set())
         rejected: list[Rejection] = list(refused)
-        for candidate in self._candidates(current):
-            try:
-                loaded = load_release(
-                    candidate, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name
-                )
-                if loaded.catalogue != current.catalogue or loaded.version != release_dir_version(
-                    candidate, current.catalogue
-                ):
-                    raise RegistryError(
-                        FailureCode.REFRESH_REJECTED,
-                        f"the directory name does not match the signed manifest's "
-                        f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
-                        path=str(candidate),
+        activated: list[tuple[LoadedRelease | None, LoadedRelease]] = []
+        for catalogue in sorted(catalogues):
+            current = self._actives.get(catalogue)
+            for candidate in scanned.get(catalogue, []):
+                version = release_dir_version(candidate, catalogue)
+                if current is not None and (version is None or semver_key(version) <= semver_key(current.version)):
+                    continue
+                try:
+                    loaded = verify_candidate(
+                        candidate,
+                        catalogue,
+                        self.trust,
+                        self.keyring,
+                        self._module_factory,
+                        self.floor,
+                        expected_scope=current.scope_name if current else None,
                     )
-                self.floor.check(loaded.catalogue, loaded.version, loaded.digest)
-            except RegistryError as exc:
-                rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
-                continue
-            loaded = self._held.get(loaded.digest, loaded)
-            self._held = MappingProxyType({**self._held, loaded.digest: loaded})
-            self._active = loaded
-            self.floor.record(loaded.catalogue, loaded.version, loaded.digest)
+                except RegistryError as exc:
+                    rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
+                    continue
+                except Exception as exc:  # nothing in the releases directory may kill a server holding a release
+                    rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                    continue
+                self._activate(self._held.get(loaded.digest, loaded))
+                activated.append((current, loaded))
+                break
+        if activated:
+            previous, first = activated[0]
             return RefreshResult(
                 "activated",
-                loaded.release.release_id,
-                loaded.digest,
-                previous=current.release.release_id,
+                first.release.release_id,
+                first.digest,
+                previous=previous.release.release_id if previous else None,
                 rejected=tuple(rejected),
+                activated=tuple(new.release.release_id for _, new in activated),
             )
         outcome: Literal["unchanged", "rejected"] = "rejected" if rejected else "unchanged"
-        return RefreshResult(outcome, current.release.release_id, current.digest, rejected=tuple(rejected))
+        active = self.active
+        return RefreshResult(outcome, active.release.release_id, active.digest, rejected=tuple(rejected))
+
+    def _activate(self, loaded: LoadedRelease) -> None:
+        self._held = MappingProxyType({**self._held, loaded.digest: loaded})
+        self._actives = MappingProxyType({**self._actives, loaded.catalogue: loaded})
+        self.floor.record(loaded.catalogue, loaded.version, loaded.digest)
+
+    def _scan(self) -> dict[str, list[Path]]:
+        if self.releases_dir is None:
+            return {}
+        try:
+            return scan_releases(self.releases_dir)
+        except RegistryError:
+            return {}
 
     def _hold_older_releases(self) -> None:
-        """Also hold the older releases of the active catalogue that verify, never activating them.
+        """Also hold the older releases of each active catalogue that verify, never activating them.
 
         A replica that restarts after a refresh still serves the runs pinned to
         releases it had loaded before; one that does not verify is skipped
         (logged), so those runs get ``pinned_release_unavailable``, never bytes
         that did not verify.
         """
-        current = self._active
-        if self.releases_dir is None or not self.releases_dir.is_dir():
-            return
+        scanned = self._scan()
         held = dict(self._held)
-        for path in sorted(self.releases_dir.iterdir()):
-            version = release_dir_version(path, current.catalogue)
-            if version is None or semver_key(version) >= semver_key(current.version):
-                continue
-            try:
-                loaded = load_release(
-                    path, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name
-                )
-            except RegistryError as exc:
-                _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
-                continue
-            held.setdefault(loaded.digest, loaded)
+        for catalogue, current in self._actives.items():
+            for path in scanned.get(catalogue, []):
+                version = release_dir_version(path, catalogue)
+                if version is None or semver_key(version) >= semver_key(current.version):
+                    continue
+                try:
+                    loaded = load_release(
+                        path, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name
+                    )
+                except RegistryError as exc:
+                    _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
+                    continue
+                except Exception as exc:  # nothing in the releases directory may stop a server from starting
+                    error = _unverifiable(path, exc).to_dict()
+                    _log.warning("older release not held", extra={"path": str(path), "error": error})
+                    continue
+                held.setdefault(loaded.digest, loaded)
         self._held = MappingProxyType(held)
 
-    def _candidates(self, current: LoadedRelease) -> list[Path]:
-        """Directories claiming a newer version of the active catalogue, newest first."""
-        if self.releases_dir is None or not self.releases_dir.is_dir():
-            return []
-        newer: list[tuple[tuple[Any, ...], Path]] = []
-        for path in self.releases_dir.iterdir():
-            version = release_dir_version(path, current.catalogue)
-            if version is not None and semver_key(version) > semver_key(current.version):
-                newer.append((semver_key(version), path))
-        return [p for _, p in sorted(newer, key=lambda kp: kp[0], reverse=True)]
+
+def _unverifiable(path: Path, exc: Exception) -> RegistryError:
+    """A release directory whose verification failed unexpectedly: refused like any other."""
+    _log.error("release verification failed unexpectedly", extra={"path": str(path), "error": type(exc).__name__})
+    return RegistryError(
+        FailureCode.REFRESH_REJECTED, f"{path.name} could not be verified ({type(exc).__name__}); it is not served"
+    )
+
+
+def _persist_schema_checks(state_dir: Path | None, serving: bool) -> None:
+    """Serving: remember metaschema passes across restarts (``check`` writes nothing)."""
+    if state_dir is not None and serving:
+        SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
+
+
+def verify_candidate(
+    candidate: Path,
+    catalogue: str,
+    trust: TrustStore,
+    keyring: CheckpointKeyring,
+    module_factory: ModuleFactory,
+    floor: ActivationFloor,
+    *,
+    expected_scope: str | None = None,
+    lower_floor: bool = False,
+) -> LoadedRelease:
+    """Verify one release found in a releases directory: signatures and files, its name, the floor.
+
+    A directory name is only a claim; a manifest that names another release is
+    refused rather than trusted by name.
+    """
+    loaded = load_release(candidate, trust, keyring, module_factory, expected_scope=expected_scope)
+    if loaded.catalogue != catalogue or loaded.version != release_dir_version(candidate, catalogue):
+        raise RegistryError(
+            FailureCode.REFRESH_REJECTED,
+            f"the directory name does not match the signed manifest's "
+            f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
+            path=str(candidate),
+        )
+    floor.check(loaded.catalogue, loaded.version, loaded.digest, lower_floor=lower_floor)
+    return loaded
 
 
 def load_release(

@@ -13,7 +13,7 @@ way an MCP client reads ``structuredContent``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -116,6 +116,29 @@ class ToolResult(Mapping[str, Any]):
     validation_bundle: Mapping[str, Any] | None = None
     migration: MigrationPreview | None = None
     message: str = field(default="")
+
+    @classmethod
+    def failed(
+        cls,
+        status: str,
+        release: ReleaseRef,
+        workflow: WorkflowDefinition,
+        issued: IssuedCheckpoint | None,
+        failures: Sequence[Failure],
+        *,
+        message: str = "",
+        migration: MigrationPreview | None = None,
+    ) -> ToolResult:
+        """A call that cannot move the run: every accumulated failure, the checkpoint unchanged."""
+        return cls(
+            status,
+            release,
+            workflow=WorkflowRef.of(workflow),
+            checkpoint=issued,
+            failures=tuple(failures),
+            migration=migration,
+            message=message,
+        )
 
     def to_json(self) -> dict[str, Any]:
         issued = self.checkpoint

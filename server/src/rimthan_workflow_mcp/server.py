@@ -25,13 +25,14 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 from mcp.server import Server, ServerRequestContext
-from mcp.server.caching import CacheHint
+from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.run import peek_manifest_digest
+from rimthan_workflow_registry.run import verify_checkpoint
 
 from .logs import get_logger
 from .prompts import PromptCatalogue
@@ -57,14 +58,23 @@ INSTRUCTIONS = (
     "Send the checkpoint token exactly as returned. Step assets are readable as immutable resources."
 )
 # Tool definitions never change while the process runs, but they are the caller's own view: never shared.
-CACHE_HINTS = {
+CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
     "tools/list": CacheHint(ttl_ms=0, scope="private"),
     "resources/list": CacheHint(ttl_ms=0, scope="private"),
     "resources/templates/list": CacheHint(ttl_ms=0, scope="private"),
     "prompts/list": CacheHint(ttl_ms=0, scope="private"),
 }
 # RFC 5424 order, as MCP's logging levels.
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 LOGGER_NAME = "rimthan"
 _log = get_logger("server")
 # logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
@@ -98,12 +108,13 @@ def runtime_state(provider: ReleaseProvider) -> RuntimeState:
 def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     """Select the query module and contracts for the active release's profile (only ``workflow-engine``)."""
     profile = provider.active.profile
-    if profile != WORKFLOW_ENGINE_PROFILE:
-        raise RegistryError(
-            FailureCode.SCOPE_MISMATCH,
-            f"release profile {profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
-            path=str(provider.active.release.root),
-        )
+    for active in provider.actives.values():
+        if active.profile != WORKFLOW_ENGINE_PROFILE:
+            raise RegistryError(
+                FailureCode.SCOPE_MISMATCH,
+                f"release profile {active.profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
+                path=str(active.release.root),
+            )
     for loaded in provider.held.values():
         if not isinstance(loaded.module, WorkflowEngineQueryModule):
             raise RegistryError(
@@ -256,6 +267,7 @@ async def _notify_call(
     2026-07-28 clients when the request opted in (the SDK applies that gate).
     """
     structured = result.structured_content or {}
+    level: types.LoggingLevel
     if result.is_error:
         level, data = "warning", {"tool": name, "refused": (structured.get("error") or {}).get("code")}
     else:
@@ -294,6 +306,8 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
             raise RegistryError(
                 FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}; this server has {', '.join(state.contracts)}"
             )
+        if depth_exceeds(arguments, MAX_ARGUMENT_DEPTH):
+            raise RegistryError(FailureCode.INVALID_ARGUMENTS, too_deep_message("arguments", MAX_ARGUMENT_DEPTH))
         _validate_instance(
             state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
         )
@@ -355,17 +369,18 @@ def _check_result(state: RuntimeState, name: str, result: object) -> dict[str, A
 
 
 def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, Any]) -> LoadedRelease:
-    """The release that serves this call: the checkpoint's pinned release, else the active one.
+    """The release that serves this call: the checkpoint's pinned release, else the active release
+    of the catalogue that defines the workflow to start.
 
-    The digest is read from the token UNVERIFIED, for routing only; the
-    module it routes to verifies the token's HMAC before using anything in it.
+    The token's MAC is checked first, with the keyring every release shares:
+    a token that does not verify is ``checkpoint_invalid`` whatever its claims
+    say, so edited claims can neither pick a release nor probe which releases
+    this server holds. Only verified claims decide the route.
     """
     provider = state.provider
     if not contract.checkpoint_bearing:
-        return provider.active
-    pinned = peek_manifest_digest(arguments.get(CHECKPOINT_ARGUMENT))  # type: ignore[arg-type]
-    if pinned is None:
-        return provider.active  # unreadable token: the module refuses it as checkpoint_invalid
+        return provider.active_for_workflow(arguments.get("workflow"))
+    pinned = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
     loaded = provider.get(pinned)
     if loaded is None:
         raise RegistryError(
@@ -389,12 +404,14 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
-    """Explicit migration to the separately verified target release given at start."""
-    target = state.provider.migration_target
+    """Explicit migration to the separately verified target: the one given at start, or (when the
+    operator enabled it) the newest verified release of the run's catalogue."""
+    target = state.provider.migration_target_for(source)
     if target is None:
         raise RegistryError(
             FailureCode.MIGRATION_UNAVAILABLE,
-            "this server was started without a migration target (--migration-target); "
+            f"this server offers no migration target for {source.release.release_id} (none was given with "
+            "--migration-target, or --migrate-to-newest is off or no newer release of its catalogue verified); "
             "continue on the pinned release or ask the operator",
         )
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)

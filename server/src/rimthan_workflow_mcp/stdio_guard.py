@@ -1,13 +1,14 @@
-"""Answer stdio requests the SDK's JSON parser refuses, instead of dropping them.
+"""Answer every stdio line the SDK's JSON parser refuses, instead of dropping it.
 
-The SDK's stdio transport hands a line it cannot parse (nesting deeper than
-its parser allows, a lone surrogate escape, an integer of thousands of
-digits) to the session as an exception, and the client never hears back for
-that request id. A client waiting on it hangs. This guard sits between the
-transport and the server: for such a line that is recognisably a request (a
-top-level ``method`` and a scalar ``id``), it answers with the JSON-RPC
-``Parse error`` for that id through the transport's own writer; anything else
-passes through unchanged.
+The SDK's stdio transport hands a line it cannot parse (invalid UTF-8, which
+it decodes with replacement characters; text that is not JSON; nesting deeper
+than its parser allows, a lone surrogate escape, an integer of thousands of
+digits) to the session as an exception, and the client never hears back. A
+client waiting on it hangs. This guard sits between the transport and the
+server and answers such a line with the JSON-RPC ``Parse error`` (-32700)
+through the transport's own writer: for the line's request id when it is
+recognisably a request (a top-level ``method`` and a scalar ``id``), else with
+``id: null`` as JSON-RPC 2.0 prescribes. Other exceptions pass through.
 """
 
 from __future__ import annotations
@@ -84,32 +85,40 @@ def _scalar_after_colon(raw: str, at: int) -> int | str | None:
 
 def _raw_input(exc: Exception) -> str | None:
     if isinstance(exc, ValidationError):
-        for error in exc.errors():
-            if isinstance(error.get("input"), str):
-                return error["input"]
+        for error in exc.errors():  # only "not JSON at all": valid JSON of the wrong shape is the session's
+            value = error.get("input")
+            if error.get("type") == "json_invalid" and isinstance(value, str):
+                return value
     return None
+
+
+REPLACEMENT_CHARACTER = "\ufffd"
+
+
+def parse_error_for(raw: str) -> types.JSONRPCError:
+    """The Parse error answering one refused line, for its id when one can be read safely."""
+    if REPLACEMENT_CHARACTER in raw:
+        message = "the line is not valid UTF-8 (or not JSON); send each JSON-RPC message as one UTF-8 JSON line"
+    else:
+        message = (
+            "the request is not JSON this server can parse (not JSON at all, nesting too deep, a lone surrogate, "
+            "or a number too long); resend it as plain JSON"
+        )
+    error = types.ErrorData(code=types.PARSE_ERROR, message=message)
+    return types.JSONRPCError(jsonrpc="2.0", id=top_level_request_id(raw), error=error)
 
 
 async def answer_unparseable(
     source: Any, sink: Any, write_stream: Any, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
-    """Pump ``source`` into ``sink``, answering refused request lines with a JSON-RPC Parse error."""
+    """Pump ``source`` into ``sink``, answering every refused line with a JSON-RPC Parse error."""
     task_status.started()
     async with sink:
         async for item in source:
-            if isinstance(item, Exception):
-                raw = _raw_input(item)
-                request_id = top_level_request_id(raw) if raw is not None else None
-                if request_id is not None:
-                    _log.warning("request refused by the JSON parser", extra={"id": request_id})
-                    error = types.ErrorData(
-                        code=types.PARSE_ERROR,
-                        message="the request is not JSON this server can parse (nesting too "
-                        "deep, a lone surrogate, or a number too long); resend it as "
-                        "plain JSON",
-                    )
-                    await write_stream.send(
-                        SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
-                    )
-                    continue
-            await sink.send(item)
+            raw = _raw_input(item) if isinstance(item, Exception) else None
+            if raw is None:
+                await sink.send(item)
+                continue
+            answer = parse_error_for(raw)
+            _log.warning("line refused by the JSON parser", extra={"id": answer.id})
+            await write_stream.send(SessionMessage(answer))

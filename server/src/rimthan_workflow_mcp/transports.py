@@ -7,7 +7,8 @@ in flight finish on the release they were routed to.
 
 HTTP is stateless (no ``Mcp-Session-Id``; any replica with the same releases
 and checkpoint keys can serve any call) and keeps the SDK's DNS-rebinding /
-Origin protection on, allowing only the bound ``host:port``.
+Origin protection on, allowing loopback, the bound address and the hosts the
+operator names with ``--allowed-host``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import socket
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -34,23 +36,13 @@ from .provider import RefreshResult, ReleaseProvider
 from .stdio_guard import answer_unparseable
 
 MCP_PATH = "/mcp"
+DRAIN_SECONDS = 10
 _log = get_logger("transport")
 
 
 async def refresh_now(provider: ReleaseProvider, trigger: str) -> RefreshResult:
-    """Run one refresh off the event loop and log what it did."""
-    result = await anyio.to_thread.run_sync(provider.refresh)
-    _log.info(
-        "refresh done",
-        extra={
-            "trigger": trigger,
-            "outcome": result.outcome,
-            "active": result.active,
-            "active_digest": result.active_digest,
-            "rejected": [r.to_dict() for r in result.rejected],
-        },
-    )
-    return result
+    """Run one refresh off the event loop (the provider logs what it did)."""
+    return await anyio.to_thread.run_sync(provider.refresh, trigger)
 
 
 async def _every(provider: ReleaseProvider, interval: float) -> None:
@@ -106,17 +98,45 @@ class HttpBinding:
         return f"http://{self.authority}{MCP_PATH}"
 
 
+def allowed_host_values(binding: HttpBinding, extra_hosts: Sequence[str] = ()) -> list[str]:
+    """``Host`` header values accepted: loopback at the bound port, the bound address, and the operator's.
+
+    A wildcard bind (``0.0.0.0``, ``::``) is no name a client sends, so it adds
+    nothing; loopback stays accepted so probes inside the container work. An
+    operator's bare ``HOST`` accepts it without a port (a proxy on 80/443) and on
+    any port; ``HOST:PORT`` exactly that.
+    """
+    port = binding.port
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    if not _is_wildcard(binding.host) and binding.authority not in hosts:
+        hosts.append(binding.authority)
+    for value in extra_hosts:
+        hosts.extend([value] if _has_port(value) else [value, f"{value}:*"])
+    return list(dict.fromkeys(hosts))
+
+
 def security_settings(binding: HttpBinding, extra_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
-    """DNS-rebinding / Origin protection allowing the bound address (and ``localhost`` on loopback)."""
-    hosts = [binding.authority]
-    if _is_loopback(binding.host):
-        hosts.append(f"localhost:{binding.port}")
-    hosts.extend(extra_hosts)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in extra_hosts],
-    )
+    """DNS-rebinding / Origin protection (always on) for the hosts :func:`allowed_host_values` names."""
+    hosts = allowed_host_values(binding, extra_hosts)
+    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def check_allowed_host(value: str) -> str | None:
+    """Why ``value`` is not a usable ``--allowed-host`` (a host name or address, optionally ``:PORT``), else None."""
+    host = value[1 : value.index("]")] if value.startswith("[") and "]" in value else value.rsplit(":", 1)[0]
+    if not value or any(c in value for c in "/ @*?#") or "://" in value:
+        return "give a host name or address as a client sends it in Host, optionally with :PORT (no scheme, path or *)"
+    if _has_port(value) and not value.rsplit(":", 1)[1].isdigit():
+        return "the port must be a number"
+    if not host:
+        return "the host is empty"
+    return None
+
+
+def is_beyond_loopback(host: str) -> bool:
+    """True when a bind address is reachable from other machines (wildcard or a non-loopback address)."""
+    return not _is_loopback(host)
 
 
 def _is_loopback(host: str) -> bool:
@@ -124,6 +144,19 @@ def _is_loopback(host: str) -> bool:
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _has_port(value: str) -> bool:
+    if value.startswith("["):
+        return "]:" in value
+    return value.count(":") == 1
+
+
+def _is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
     except ValueError:
         return False
 
@@ -140,6 +173,18 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     sock.listen(128)
     sock.set_inheritable(True)
     return sock, HttpBinding(host=host, port=sock.getsockname()[1])
+
+
+class _DrainingServer(uvicorn.Server):
+    """SIGTERM is the orderly stop of a container or service manager: stop accepting, let calls in flight
+    finish (up to ``DRAIN_SECONDS``), exit 0. uvicorn re-raises the signal after its graceful shutdown,
+    which made the process die with 143; SIGINT (Ctrl-C) keeps that behaviour and exits 130."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if sig == signal.SIGTERM:
+            _log.info("SIGTERM: draining calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
+            self._captured_signals = [s for s in self._captured_signals if s != signal.SIGTERM]
 
 
 async def serve_http(
@@ -173,9 +218,9 @@ async def serve_http(
         log_level=log_level,
         lifespan="on",
         access_log=False,
-        timeout_graceful_shutdown=5,
+        timeout_graceful_shutdown=DRAIN_SECONDS,
     )
-    server = uvicorn.Server(config)
+    server = _DrainingServer(config)
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval)
         _log.info("serving", extra={"transport": "http", "url": binding.url})

@@ -41,8 +41,11 @@ from rimthan_workflow_registry.run import (
     input_digest,
     issue_bundle,
     issue_checkpoint,
+    receipts_on_entry,
     repository_policy,
+    require_confirmed,
     require_digest,
+    state_failures,
     unconfirmed_fields,
     validate_against_schema,
     validator_summaries,
@@ -90,11 +93,12 @@ class WorkflowEngineQueryModule:
         adapter, failures = self._host_blockers(workflow, arguments["host"])
         failures = missing_fields(state.values, self._state_schema(workflow)) + unconfirmed_fields(state) + failures
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "blocked",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                failures=tuple(failures),
+                workflow,
+                None,
+                failures,
                 message="the run cannot start until every failure is resolved",
             )
         checkpoint = Checkpoint(
@@ -165,14 +169,14 @@ class WorkflowEngineQueryModule:
         proposed = arguments.get("next_confirmed_state")
         state = self._confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
         changed = changed_fields(prior, state)
-        failures = unconfirmed_fields(state, changed, newer_than=cp.issued_at)
+        failures = state_failures(prior, state, newer_than=cp.issued_at)
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "blocked",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=tuple(failures),
+                workflow,
+                issued,
+                failures,
                 message="changed fields need a fresh confirmation; the checkpoint is unchanged",
             )
         changes = {"state_digest": state.digest} if changed else {}
@@ -227,13 +231,18 @@ class WorkflowEngineQueryModule:
                 question=step.question,
                 message="ask the user this question and confirm the answer",
             )
-        nxt = self._reissue(issued, **{**changes, "step_id": target, "state_digest": state.digest})
+        cp = issued.checkpoint
+        entered = self._step(workflow, target)
+        fresh = receipts_on_entry(
+            entered, changes.get("artifacts", cp.artifacts), changes.get("validators", cp.validators)
+        )
+        nxt = self._reissue(issued, **{**changes, **fresh, "step_id": target, "state_digest": state.digest})
         return ToolResult(
             status_moved,
             self.release_ref,
             workflow=WorkflowRef.of(workflow),
             checkpoint=nxt,
-            step=self._payload(workflow, self._step(workflow, target), adapter, nxt.checkpoint),
+            step=self._payload(workflow, entered, adapter, nxt.checkpoint),
         )
 
     @staticmethod
@@ -281,12 +290,12 @@ class WorkflowEngineQueryModule:
         failures = missing + unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
         source_ref = ReleaseRef.of(departure.release)
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "blocked",
                 source_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=tuple(failures),
+                workflow,
+                issued,
+                failures,
                 migration=preview,
                 message="the target release cannot take this run until every failure is resolved",
             )
@@ -296,14 +305,7 @@ class WorkflowEngineQueryModule:
                 "show the user this preview; every artifact and validator receipt is invalidated and "
                 "the run restarts at setup-workspace. Call again with confirm=true once they agree",
             )
-            return ToolResult(
-                "blocked",
-                source_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=(failure,),
-                migration=preview,
-            )
+            return ToolResult.failed("blocked", source_ref, workflow, issued, [failure], migration=preview)
         assert adapter is not None
         restarted = Checkpoint(
             sequence=cp.sequence + 1,
@@ -401,15 +403,14 @@ class WorkflowEngineQueryModule:
             for artifact in artifacts:
                 if step.output(artifact.artifact_id) is not None:
                     failures += attestations.check_workspace_manifest(artifact, cp.host, adapter, expected)
-        else:
-            failures += attestations.check_output_attestations(step, artifacts)
+        failures += attestations.check_output_attestations(step, artifacts)
         if failures:
-            return ToolResult(
+            return ToolResult.failed(
                 "deterministic_validation_failed",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=issued,
-                failures=tuple(failures),
+                workflow,
+                issued,
+                failures,
                 message="fix every failure and prepare again",
             )
         receipts = {a.artifact_id: a.receipt() for a in artifacts}
@@ -510,6 +511,7 @@ class WorkflowEngineQueryModule:
             )
         state = ConfirmedState.from_json(arguments["confirmed_state"])
         require_digest(state, cp.state_digest)
+        require_confirmed(state)
         return issued, workflow, state
 
     def _confirmed_state(

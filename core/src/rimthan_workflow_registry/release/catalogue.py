@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, MAX_TOML_DEPTH, depth_exceeds, too_deep_message
 
 CATALOGUE_FORMAT = 1
 WORKSPACE_MANIFEST_ARTIFACT = "workspace-manifest"
@@ -35,6 +36,13 @@ _SEMVER = re.compile(
 )
 
 Scalar = str | int | bool
+# What each authoring pattern expects, in words an author can act on.
+_EXPECTED: dict[re.Pattern[str], tuple[str, str]] = {
+    _SEMVER: ("version", "MAJOR.MINOR.PATCH, optionally -PRERELEASE and +BUILD (e.g. 1.0.0, 1.0.0-rc.1)"),
+    _ID: ("identifier", "lowercase letters, digits and hyphens, starting with a letter or digit (e.g. my-flow)"),
+    _DOTTED_ID: ("name", "lowercase letters, digits, dots and hyphens (e.g. example.my-flow)"),
+    _CAPABILITY: ("capability", "lowercase letters, digits, dots and hyphens (e.g. workspace.write)"),
+}
 
 
 # --------------------------------------------------------------------------- records
@@ -264,7 +272,8 @@ class _Table:
     ) -> Any:
         value = self._get(key, str, required, default)
         if value is not None and pattern is not None and not pattern.match(value):
-            raise _error(self.path, f"{self.where}.{key} = {value!r} is not a valid identifier/version")
+            noun, form = _EXPECTED.get(pattern, ("value", f"text matching {pattern.pattern}"))
+            raise _error(self.path, f"{self.where}.{key}: {value!r} is not a valid {noun}: expected {form}")
         return value
 
     def positive_int(self, key: str, *, required: bool = True, default: int | None = None) -> Any:
@@ -283,7 +292,8 @@ class _Table:
         return tuple(values)
 
     def tables(self, key: str) -> list[Any]:
-        return self._get(key, list, False, [])
+        tables: list[Any] = self._get(key, list, False, [])
+        return tables
 
     def table(self, key: str, *, required: bool = False) -> Any:
         return self._get(key, dict, required, None)
@@ -299,10 +309,18 @@ def _error(path: str, message: str) -> CatalogueError:
 
 
 def _parse_toml(data: bytes, path: str) -> dict[str, Any]:
+    """A catalogue TOML file within the size and nesting limits (``rimthan_workflow_registry.limits``)."""
+    if len(data) > MAX_CATALOGUE_FILE_BYTES:
+        raise _error(path, f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}")
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        value = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise _error(path, too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise _error(path, f"not valid TOML: {exc}") from None
+    if depth_exceeds(value, MAX_TOML_DEPTH):
+        raise _error(path, too_deep_message("the TOML", MAX_TOML_DEPTH))
+    return value
 
 
 def is_semver(text: str) -> bool:

@@ -77,7 +77,8 @@ def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> N
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:
-    """Every JSON Schema the catalogue uses is valid Draft 2020-12."""
+    """Every JSON Schema the catalogue uses is valid Draft 2020-12 and uses only formats the server checks."""
+    checkable = set(Draft202012Validator.FORMAT_CHECKER.checkers)
     for path, schema in schemas.items():
         try:
             Draft202012Validator.check_schema(schema)
@@ -86,6 +87,34 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
             raise CatalogueError(
                 FailureCode.SCHEMA_INVALID, f"not a valid Draft 2020-12 schema: {message}", path=path
             ) from None
+        unchecked = sorted(schema_formats(schema) - checkable)
+        if unchecked:
+            raise CatalogueError(
+                FailureCode.SCHEMA_INVALID,
+                f"uses format(s) {', '.join(unchecked)} that this server cannot check; a format must never "
+                f"pass unchecked (checked: {', '.join(sorted(checkable))})",
+                path=path,
+            )
+
+
+def schema_formats(schema: Any) -> set[str]:
+    """Every ``format`` keyword value in a schema document (walked iteratively).
+
+    A string under a ``format`` key is taken as the keyword wherever it sits,
+    so a data value that merely looks like one (inside ``default``, say) is
+    refused too: fail closed rather than let a format pass unchecked.
+    """
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                found.add(node["format"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 def check_aliases(workflows: Iterable[WorkflowDefinition]) -> None:
@@ -193,7 +222,12 @@ def _unique(where: str, what: str, ids: list[str]) -> None:
 
 
 def check_first_step(workflow: WorkflowDefinition) -> None:
-    """Every run starts by setting up the workspace and attesting it."""
+    """Every run starts by setting up the workspace and attesting it.
+
+    Setup delivers every subagent a validator runs as (the host adapter is
+    always part of the delivery), so no later gate depends on an asset the
+    workspace manifest never attested.
+    """
     if not workflow.steps or workflow.steps[0].id != SETUP_STEP_ID:
         raise CatalogueError(
             FailureCode.FIRST_STEP_NOT_SETUP,
@@ -206,6 +240,14 @@ def check_first_step(workflow: WorkflowDefinition) -> None:
             FailureCode.FIRST_STEP_NOT_SETUP,
             f"workflow {workflow.key}: setup-workspace must declare exactly one JSON output "
             f"{WORKSPACE_MANIFEST_ARTIFACT!r}",
+            path=workflow.source,
+        )
+    undelivered = sorted({v.subagent for v in workflow.validators} - set(setup.host_assets))
+    if undelivered:
+        raise CatalogueError(
+            FailureCode.FIRST_STEP_NOT_SETUP,
+            f"workflow {workflow.key}: setup-workspace must deliver every subagent a validator runs as; "
+            f"add {', '.join(undelivered)} to its host_assets",
             path=workflow.source,
         )
 

@@ -42,7 +42,9 @@ MAX_PATH_LENGTH = 1024
 # How every release or catalogue file is opened for reading: never through a symlink, never blocking on a FIFO.
 OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 # A directory name that claims a release identity, ``<catalogue>-<semver>`` (unverified: for ordering and
-# rollback hints only; the manifest is the identity).
+# rollback hints only; the manifest is the identity). It starts with a catalogue-name character, so hidden
+# names (the packager's ``.<name>-<version>.building-*`` work directory, whose random suffix can read like a
+# pre-release) claim nothing.
 RELEASE_DIR_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
 
 MEDIA_TYPES_BY_SUFFIX = {
@@ -432,12 +434,19 @@ def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:
 class CatalogueLike(Protocol):
     """What :func:`manifest_for` needs from a loaded catalogue."""
 
-    name: str
-    version: str
-    title: str
-    scope: Any
-    workflows: Sequence[Any]
-    host_adapters: Sequence[Any]
+    # Read-only members: the catalogue model is frozen dataclasses.
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def scope(self) -> Any: ...
+    @property
+    def workflows(self) -> Sequence[Any]: ...
+    @property
+    def host_adapters(self) -> Sequence[Any]: ...
 
 
 def identity_for(catalogue: CatalogueLike, created: int | None = None) -> ReleaseIdentity:

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_rules as rules
 from rimthan_workflow_registry.release.catalogue import (
     Catalogue,
@@ -122,10 +123,21 @@ def _compile_schemas(catalogue: Catalogue, files: CatalogueFiles) -> SchemaSet:
         | {o.schema for w in catalogue.workflows for s in w.steps for o in s.outputs if o.schema is not None}
     )
     raw = {p: files.read(p) for p in referenced}
-    documents = {p: parse_strict_json(raw[p], where=p, code=FailureCode.SCHEMA_INVALID) for p in referenced}
+    documents = {p: _schema_document(raw[p], p) for p in referenced}
     rules.check_schemas({p: doc for p, doc in documents.items() if not SCHEMA_CHECKS.passed(raw[p])})
     SCHEMA_CHECKS.remember(raw.values())  # reached only when every schema passed
     validators = {
         p: Draft202012Validator(doc, format_checker=Draft202012Validator.FORMAT_CHECKER) for p, doc in documents.items()
     }
     return SchemaSet(documents=documents, validators=validators)
+
+
+def _schema_document(data: bytes, path: str) -> Any:
+    """A catalogue JSON Schema within the size and nesting limits, parsed strictly."""
+    if len(data) > MAX_CATALOGUE_FILE_BYTES:
+        raise CatalogueError(
+            FailureCode.SCHEMA_INVALID,
+            f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}",
+            path=path,
+        )
+    return parse_strict_json(data, where=path, code=FailureCode.SCHEMA_INVALID)

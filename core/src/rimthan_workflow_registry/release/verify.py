@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import stat
 import unicodedata
 from dataclasses import dataclass, field
@@ -158,9 +159,21 @@ def _examine(
 
 
 def _check_release_dir(root: Path) -> None:
-    """The release directory exists and is a directory."""
+    """The release directory exists, is a directory, and is not a catalogue source.
+
+    A source (``catalogue.toml`` at its root, no manifest) is the commonest
+    wrong path: say so, rather than listing its files as extras to delete.
+    """
     if not root.is_dir():
         raise _fail(FailureCode.RELEASE_NOT_FOUND, "no release directory here", root)
+    if (root / "catalogue.toml").is_file() and not (root / MANIFEST_NAME).exists():
+        raise ReleaseVerificationError(
+            FailureCode.MANIFEST_MISSING,
+            "this is a catalogue source, not a built release (it has catalogue.toml and no manifest.json)",
+            path=str(root),
+            next_step=f"build it first: rimthan-pack build {shlex.quote(str(root))} --key KEY, then pass the "
+            "release it prints (releases/NAME-VERSION)",
+        )
 
 
 def _walk_release(root: Path) -> _ReleaseTree:

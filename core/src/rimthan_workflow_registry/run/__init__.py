@@ -43,7 +43,9 @@ from rimthan_workflow_registry.run.checkpoints import (
 from rimthan_workflow_registry.run.confirmed_state import (
     ConfirmedState,
     changed_fields,
+    require_confirmed,
     require_digest,
+    state_failures,
     unconfirmed_fields,
     validate_against_schema,
 )
@@ -62,11 +64,15 @@ from rimthan_workflow_registry.run.validation_bundle import (
     check_reports,
     input_digest,
     issue_bundle,
+    receipts_on_entry,
     validator_summaries,
     verify_bundle,
 )
 
 __all__ = [
+    "receipts_on_entry",
+    "state_failures",
+    "require_confirmed",
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",

@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.catalogue import StepDefinition
 from rimthan_workflow_registry.run.checkpoints import ArtifactReceipt, Checkpoint
 
@@ -136,7 +137,14 @@ def check_artifact_contents(
 
 
 def parse_json_artifact(data: bytes) -> Any:
-    return json.loads(data.decode("utf-8"))
+    """A JSON artifact's document; ``ValueError`` (reported as ``json_parse_failed``) past the nesting limit."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(too_deep_message("the document", MAX_JSON_DEPTH)) from None
+    if depth_exceeds(document, MAX_JSON_DEPTH):
+        raise ValueError(too_deep_message("the document", MAX_JSON_DEPTH))
+    return document
 
 
 def _check_json(artifact_id: str, data: bytes, validator: Draft202012Validator) -> list[Failure]:

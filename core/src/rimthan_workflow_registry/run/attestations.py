@@ -1,8 +1,9 @@
-"""Host attestations: the workspace manifest at setup, output readback after it.
+"""Host attestations: the workspace manifest at setup, output readback on every gated step.
 
 At ``setup-workspace`` the harness proves it delivered exactly the assets the
 release pins, byte for byte, at the adapter's project-local paths. On every
-later gated step it proves each output was written where declared, under the
+gated step, ``setup-workspace`` included (the workspace manifest is an output
+like any other), it proves each output was written where declared, under the
 declared write policy, and read back through a symlink-free path with the same
 digest as the bytes it sent.
 """
@@ -24,9 +25,15 @@ WRITES_ALLOWED = {"create": {"created"}, "replace": {"replaced"}, "create_or_rep
 def expected_deliveries(
     workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, sha256_of: Any
 ) -> list[dict[str, str]]:
-    """What the workspace manifest must list: every host asset plus the adapter asset."""
+    """What the workspace manifest must list: every host asset, every validator subagent, the adapter.
+
+    The catalogue rules already put every validator subagent in setup's
+    ``host_assets``; requiring them here too keeps the engine's contract
+    independent of which checks a release went through.
+    """
     rows = []
-    for asset_id in step.host_assets:
+    required = dict.fromkeys([*step.host_assets, *(v.subagent for v in workflow.validators)])
+    for asset_id in required:
         asset = workflow.asset(asset_id)
         assert asset is not None  # guaranteed by the catalogue rules
         rows.append(
@@ -94,8 +101,8 @@ def check_workspace_manifest(
             failures.append(mismatch(f"{key[0]} asset {key[1]!r} must be delivered to {row['path']}", expected=row))
         elif got.get("sha256") != row["sha256"]:
             failures.append(mismatch(f"{key[0]} asset {key[1]!r} was delivered with different bytes", expected=row))
-    for key in sorted(set(by_key) - set(wanted), key=str):
-        failures.append(mismatch(f"{key[0]} asset {key[1]!r} is not part of this release's workspace"))
+    for kind, asset in sorted(set(by_key) - set(wanted), key=str):
+        failures.append(mismatch(f"{kind} asset {asset!r} is not part of this release's workspace"))
     return failures
 
 

@@ -126,6 +126,44 @@ class RunHistory:
         return tuple(out)
 
     @property
+    def failed_rounds(self) -> tuple[AuditedCheckpoint, ...]:
+        """Checkpoints a failed validation round issued: the same step, state and artifacts as the parent.
+
+        ``submit_step_validation`` with a failing report re-issues the checkpoint
+        at the same step keeping the artifacts (only passes are recorded); every
+        other same-step re-issue changes the confirmed state. The findings
+        themselves are not in the tokens.
+        """
+        out: list[AuditedCheckpoint] = []
+        for parent, child in zip(self.checkpoints, self.checkpoints[1:], strict=False):
+            p, c = parent.checkpoint, child.checkpoint
+            if (p.step_id, p.state_digest, p.manifest_digest, dict(p.artifacts)) == (
+                c.step_id,
+                c.state_digest,
+                c.manifest_digest,
+                dict(c.artifacts),
+            ):
+                out.append(child)
+        return tuple(out)
+
+    def ending(self) -> str:
+        """How the log ends, as far as the signed tokens tell: last step, release, migrations, failed rounds."""
+        last = self.last
+        parts = [f"ended at step {last.step_id} (sequence {last.sequence}) on {last.release_id}"]
+        if self.migrations:
+            m = self.migrations[-1]
+            parts.append(
+                f"migrated {len(self.migrations)} time(s), last at line {m.line}: {m.from_release} -> {m.to_release}"
+            )
+        rounds = self.failed_rounds
+        if rounds:
+            where = ", ".join(f"{r.checkpoint.step_id} (line {r.line})" for r in rounds)
+            parts.append(f"{len(rounds)} failed validation round(s): {where}")
+        else:
+            parts.append("no failed validation round")
+        return "; ".join(parts)
+
+    @property
     def releases(self) -> tuple[tuple[str, str, str], ...]:
         """(release id, manifest digest, workflow id@version) in the order the run used them."""
         out: list[tuple[str, str, str]] = []
@@ -151,6 +189,12 @@ class RunHistory:
                 "checkpoint_digest": self.checkpoints[-1].digest,
                 "artifacts": len(last.artifacts),
                 "validator_passes": len(last.validators),
+                "release": last.release_id,
+                "migrated": bool(self.migrations),
+                "failed_validation_rounds": [
+                    {"line": r.line, "step": r.checkpoint.step_id} for r in self.failed_rounds
+                ],
+                "ending": self.ending(),
             },
         }
 
@@ -190,10 +234,16 @@ def _verify(entry: LoggedToken, keyring: CheckpointKeyring, source: str) -> Audi
         issued = verify_checkpoint(keyring, entry.token)
     except RegistryError as exc:
         foreign = exc.code is FailureCode.CHECKPOINT_KEY_UNKNOWN
-        reason = "foreign token: " if foreign else ""
+        message = exc.message
+        if foreign:
+            message = (
+                f"foreign token: it was signed with key {_unverified_key_id(entry.token)!r}, which these checkpoint "
+                "keys do not hold (another server's key file, or a key retired before retired keys were archived "
+                "for audit); audit with the key file of the server that issued the run"
+            )
         raise RunAuditError(
             exc.code,
-            f"line {entry.line}: {reason}{exc.message}",
+            f"line {entry.line}: {message}",
             path=f"{source}:{entry.line}",
             details={"line": entry.line, "break": "foreign" if foreign else "invalid"},
         ) from None
@@ -315,6 +365,14 @@ def _break(source: str, line: int, kind: str, message: str) -> NoReturn:
     )
 
 
+def _unverified_key_id(token: str) -> str:
+    """The key id a token claims, for a refusal message only (never trusted)."""
+    try:
+        return _key_id(token)
+    except jwt.PyJWTError:
+        return "?"
+
+
 def _key_id(token: str) -> str:
     """The key id of a token whose signature was already verified."""
     kid = jwt.get_unverified_header(token).get("kid")
@@ -362,4 +420,5 @@ def describe(history: RunHistory) -> list[str]:
             else ""
         )
     )
+    out.append(history.ending())
     return out

@@ -130,6 +130,29 @@ def unconfirmed_fields(
     return failures
 
 
+def require_confirmed(state: ConfirmedState) -> None:
+    """Every field of a state a checkpoint binds still carries a confirmation of its value.
+
+    Checked on every call, not only when a field changes: a client cannot keep
+    a run going on a state whose confirmations it has dropped or rewritten.
+    """
+    failures = unconfirmed_fields(state)
+    if failures:
+        raise WorkflowProtocolError(
+            FailureCode.CONFIRMATION_REQUIRED,
+            f"confirmed_state: {failures[0].message}; every field needs a confirmation of its current value",
+            details={"fields": [f.pointer for f in failures]},
+        )
+
+
+def state_failures(before: ConfirmedState, after: ConfirmedState, *, newer_than: int) -> list[Failure]:
+    """Confirmation failures of a proposed state: changed fields need a fresh one, the others a matching one."""
+    changed = changed_fields(before, after)
+    unchanged = sorted(set(after.values) - set(changed))
+    failures = unconfirmed_fields(after, changed, newer_than=newer_than) + unconfirmed_fields(after, unchanged)
+    return sorted(failures, key=lambda f: f.pointer or "")
+
+
 def changed_fields(before: ConfirmedState, after: ConfirmedState) -> list[str]:
     """Top-level fields added, removed or whose value changed."""
     names = set(before.values) | set(after.values)

@@ -18,7 +18,8 @@ RESOURCE_SCHEME = "rimthan"
 
 
 class ReleaseReader(Protocol):
-    manifest_digest: str
+    @property
+    def manifest_digest(self) -> str: ...
 
     def read_file(self, path: str) -> bytes: ...
 
@@ -78,7 +79,7 @@ def build_step_payload(
                 install_path=adapter.install_path("adapter", adapter.id),
             )
         )
-    validators = []
+    validators: list[dict[str, Any]] = []
     for key in step.validators:
         validator = workflow.validator(key)
         assert validator is not None

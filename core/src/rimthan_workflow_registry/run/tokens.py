@@ -21,7 +21,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +42,27 @@ _HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # what sign() writes; any ot
 _HS256 = HMACAlgorithm(HMACAlgorithm.SHA256)
 
 
+_KEYRING_NEXT = (
+    "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
+    "`rimthan-mcp keys rotate`"
+)
+
+
 @dataclass(frozen=True)
 class CheckpointKeyring:
     """HMAC keys by key id; ``signing_key_id`` signs, every key verifies.
 
-    ``retired`` ids are kept only so that tokens signed with them are refused
-    with a precise reason (retired) rather than "unknown".
+    ``retired`` ids are kept so that tokens signed with them are refused
+    with a precise reason (retired) rather than "unknown". ``archived`` keeps
+    a retired key's material for offline audit only: a finished run's history
+    must stay verifiable after rotation, but no live call verifies with it
+    (:meth:`for_audit` is the only way it verifies anything).
     """
 
     signing_key_id: str
     keys: Mapping[str, bytes]
     retired: frozenset[str] = frozenset()
+    archived: Mapping[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.signing_key_id not in self.keys:
@@ -73,13 +83,17 @@ class CheckpointKeyring:
         try:
             raw = json.loads(Path(path).read_text("utf-8"))
             keys = {k["id"]: base64.b64decode(k["key"], validate=True) for k in raw["keys"]}
+            archived = {k["id"]: base64.b64decode(k["key"], validate=True) for k in raw.get("archived", [])}
             if raw.get("format") != KEYRING_FORMAT or len(keys) != len(raw["keys"]):
                 raise ValueError("unexpected format or duplicate key id")
-            return cls(signing_key_id=raw["signing_key_id"], keys=keys, retired=frozenset(raw.get("retired", [])))
+            retired = frozenset(raw.get("retired", [])) | frozenset(archived)
+            return cls(signing_key_id=raw["signing_key_id"], keys=keys, retired=retired, archived=archived)
         except KeyringError as exc:
-            raise KeyringError(exc.code, exc.message, path=str(path)) from None
+            raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise KeyringError(FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path)) from None
+            raise KeyringError(
+                FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path), next_step=_KEYRING_NEXT
+            ) from None
 
     @classmethod
     def load_or_create(cls, path: Path) -> CheckpointKeyring:
@@ -99,6 +113,7 @@ class CheckpointKeyring:
             "signing_key_id": self.signing_key_id,
             "keys": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.keys.items())],
             "retired": sorted(self.retired),
+            "archived": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.archived.items())],
         }
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-")
         try:
@@ -116,17 +131,45 @@ class CheckpointKeyring:
         """A new signing key; old keys keep verifying until retired."""
         kid = _new_key_id()
         return CheckpointKeyring(
-            signing_key_id=kid, keys={**self.keys, kid: secrets.token_bytes(KEY_BYTES)}, retired=self.retired
+            signing_key_id=kid,
+            keys={**self.keys, kid: secrets.token_bytes(KEY_BYTES)},
+            retired=self.retired,
+            archived=self.archived,
         )
 
     def retiring(self, kid: str) -> CheckpointKeyring:
-        """Drop ``kid``: tokens it signed stop verifying. The signing key cannot be retired."""
+        """Retire ``kid``: live tokens it signed stop verifying; its material is archived for audit only.
+
+        The signing key cannot be retired.
+        """
         if kid == self.signing_key_id:
-            raise KeyringError(FailureCode.KEY_INVALID, "rotate to a new signing key before retiring this one")
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                "rotate to a new signing key before retiring this one",
+                next_step="run `rimthan-mcp keys rotate`, restart every replica, then retire this key",
+            )
         if kid not in self.keys:
-            raise KeyringError(FailureCode.KEY_INVALID, f"no checkpoint key {kid!r}")
+            known = ", ".join(sorted(self.keys)) or "none"
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                f"no live checkpoint key {kid!r} (live keys: {known})",
+                next_step="pick a key id shown by `rimthan-mcp keys list`",
+            )
         keys = {k: v for k, v in self.keys.items() if k != kid}
-        return CheckpointKeyring(signing_key_id=self.signing_key_id, keys=keys, retired=self.retired | {kid})
+        return CheckpointKeyring(
+            signing_key_id=self.signing_key_id,
+            keys=keys,
+            retired=self.retired | {kid},
+            archived={**self.archived, kid: self.keys[kid]},
+        )
+
+    def for_audit(self) -> CheckpointKeyring:
+        """Every key that ever signed here, archived ones included: for verifying logged runs offline only."""
+        return CheckpointKeyring(
+            signing_key_id=self.signing_key_id,
+            keys={**self.archived, **self.keys},
+            retired=self.retired - frozenset(self.archived),
+        )
 
     # -- tokens -----------------------------------------------------------------------
 
@@ -169,7 +212,7 @@ def token_digest(token: str) -> str:
 
 
 def peek_claims(token: str) -> dict[str, Any] | None:
-    """UNVERIFIED claims, for routing a call to its pinned release only."""
+    """UNVERIFIED claims, for offline tools and tests only: never route or answer on them."""
     segments = _segments(token)
     if segments is None:
         return None

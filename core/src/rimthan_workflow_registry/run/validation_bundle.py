@@ -17,7 +17,13 @@ from typing import Any
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.release.catalogue import StepDefinition, WorkflowDefinition
-from rimthan_workflow_registry.run.checkpoints import ArtifactReceipt, Checkpoint, HostBinding, IssuedCheckpoint
+from rimthan_workflow_registry.run.checkpoints import (
+    ArtifactReceipt,
+    Checkpoint,
+    HostBinding,
+    IssuedCheckpoint,
+    ValidatorReceipt,
+)
 from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CheckpointKeyring
 
 BUNDLE_FIELDS = (
@@ -29,6 +35,7 @@ BUNDLE_FIELDS = (
     "artifacts",
     "validators",
     "issued_at",
+    "key_id",
 )
 
 
@@ -59,6 +66,24 @@ class ValidatorSummary:
 def input_digest(receipts: Mapping[str, ArtifactReceipt]) -> str:
     """Digest of the artifact digest set a validator judges."""
     return digest_value({k: r.sha256 for k, r in sorted(receipts.items())})
+
+
+def receipts_on_entry(
+    step: StepDefinition,
+    artifacts: Mapping[str, ArtifactReceipt],
+    validators: Mapping[str, ValidatorReceipt],
+) -> dict[str, Any]:
+    """Receipts a checkpoint keeps when a run enters ``step``: none of ``step``'s own.
+
+    Receipts are bound to the visit that earned them. A workflow may loop back
+    to a gated step; dropping that step's output and validator receipts on
+    every entry means only a submit made during the current visit can advance
+    it, never receipts left over from an earlier pass through the loop.
+    """
+    return {
+        "artifacts": {k: r for k, r in artifacts.items() if step.output(k) is None},
+        "validators": {k: r for k, r in validators.items() if k not in step.validators},
+    }
 
 
 def validator_summaries(
@@ -107,9 +132,10 @@ def issue_bundle(
         "artifacts": {k: {"sha256": r.sha256, "size": r.size} for k, r in sorted(receipts.items())},
         "validators": [s.to_json() for s in summaries],
         "issued_at": issued_at,
+        "key_id": keyring.signing_key_id,
     }
     token = keyring.sign({**claims, "iat": issued_at}, BUNDLE_TYPE)
-    return {**claims, "key_id": keyring.signing_key_id, "validation_token": token}
+    return {**claims, "validation_token": token}
 
 
 @dataclass(frozen=True)
@@ -123,11 +149,7 @@ def verify_bundle(keyring: CheckpointKeyring, bundle: Mapping[str, Any], issued:
     """The bundle is exactly what this server signed, for this checkpoint and step."""
     claims = keyring.verify(bundle.get("validation_token", ""), BUNDLE_TYPE, FailureCode.VALIDATION_BUNDLE_INVALID)
     claims.pop("iat", None)
-    if {k: bundle.get(k) for k in BUNDLE_FIELDS} != claims or set(bundle) != {
-        *BUNDLE_FIELDS,
-        "key_id",
-        "validation_token",
-    }:
+    if {k: bundle.get(k) for k in BUNDLE_FIELDS} != claims or set(bundle) != {*BUNDLE_FIELDS, "validation_token"}:
         raise TokenError(
             FailureCode.VALIDATION_BUNDLE_INVALID,
             "the validation bundle differs from what the server signed; send it back unmodified",

@@ -1,0 +1,179 @@
+"""One error voice for ``rimthan-pack`` and ``rimthan-mcp``.
+
+Every refusal either tool makes is two lines on stderr::
+
+    error: <code>: <file>: <message>
+    next: <what to do>
+
+The ``next`` line comes from the core's remediation table
+(:mod:`rimthan_workflow_registry.remediation`) unless the refusal carries a
+situation-specific step. Usage mistakes use the same form with the code
+``usage``. Exit statuses (0 ok, 1 refused, 2 usage) are
+:class:`~rimthan_workflow_registry.remediation.ExitStatus`. Bad input never
+reaches the user as a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import click
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.remediation import REMEDIATION, ExitStatus, next_step
+
+__all__ = [
+    "EXIT_STATUS_LINES",
+    "RimthanGroup",
+    "emit_json",
+    "epilog",
+    "guard",
+    "io_next_step",
+    "refuse",
+    "refuse_error",
+    "reports_refusals",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+EXIT_STATUS_LINES = (
+    "Exit status:",
+    f"  {ExitStatus.OK}  success",
+    f"  {ExitStatus.REFUSED}  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
+    f"  {ExitStatus.USAGE}  usage mistake (unknown option, missing argument, no command)",
+)
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as indented, key-sorted JSON on stdout."""
+    click.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def refuse(
+    code: FailureCode,
+    where: str | None,
+    message: str,
+    next_hint: str | None = None,
+    *,
+    as_json: bool = False,
+    details: Mapping[str, Any] | None = None,
+    status: ExitStatus = ExitStatus.REFUSED,
+) -> NoReturn:
+    """Print the two refusal lines (and the JSON refusal when asked), then exit."""
+    location = f"{where}: " if where else ""
+    click.echo(f"error: {code.value}: {location}{message}", err=True)
+    click.echo(f"next: {next_hint or REMEDIATION[code]}", err=True)
+    if as_json:
+        error: dict[str, Any] = {"code": code.value, "message": message}
+        if where:
+            error["path"] = where
+        if details:
+            error["details"] = dict(details)
+        emit_json({"ok": False, "error": error})
+    sys.exit(int(status))
+
+
+def refuse_error(exc: RegistryError, *, as_json: bool = False) -> NoReturn:
+    """Refuse with a domain error: its code, file, message and next step."""
+    refuse(exc.code, exc.path, exc.message, next_step(exc), as_json=as_json, details=exc.details or None)
+
+
+def io_next_step(exc: OSError) -> str:
+    """What to do about an OS refusal, by what the OS said (not one line for all)."""
+    where = exc.filename if isinstance(exc.filename, str) else "the named path"
+    by_errno = {
+        errno.ENOENT: f"check the path: {where} does not exist",
+        errno.EACCES: f"give this user access to {where}, or choose another path",
+        errno.EPERM: f"give this user access to {where}, or choose another path",
+        errno.ENOTDIR: f"a part of {where} is a regular file where a directory is expected: move it or pick "
+        "another path",
+        errno.EISDIR: f"{where} is a directory where a file is expected: pick a file",
+        errno.ENOSPC: "free disk space and run again",
+        errno.EROFS: f"{where} is on a read-only file system: choose a writable path",
+    }
+    return by_errno.get(exc.errno or 0, REMEDIATION[FailureCode.IO_ERROR])
+
+
+def _refuse_os(exc: OSError, next_hint: str | None, as_json: bool) -> NoReturn:
+    where = exc.filename if isinstance(exc.filename, str) else None
+    refuse(FailureCode.IO_ERROR, where, exc.strerror or str(exc), next_hint or io_next_step(exc), as_json=as_json)
+
+
+def guard(action: Callable[[], T], *, on_io_error: str | None = None, as_json: bool = False) -> T:
+    """Run ``action``; a domain or OS refusal becomes the two refusal lines and exit 1.
+
+    ``on_io_error`` is the next step when the OS refuses and the caller knows
+    better than the errno what the file was for (a checkpoint key file, a port).
+    """
+    try:
+        return action()
+    except RegistryError as exc:
+        refuse_error(exc, as_json=as_json)
+    except OSError as exc:
+        _refuse_os(exc, on_io_error, as_json)
+
+
+def reports_refusals(func: F) -> F:
+    """Decorate a click command: refusals become the two lines (``--json``: also a JSON refusal)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json", False))
+        return guard(lambda: func(*args, **kwargs), as_json=as_json)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def epilog(examples: Sequence[str], exits: Sequence[str] = EXIT_STATUS_LINES, notes: Sequence[str] = ()) -> str:
+    """Examples, notes and exit statuses, kept verbatim by click (``\\b``)."""
+    parts = ["\b\nExamples:\n" + "\n".join(f"  {e}" for e in examples)]
+    if notes:
+        parts.append("\b\n" + "\n".join(notes))
+    parts.append("\b\n" + "\n".join(exits))
+    return "\n\n".join(parts)
+
+
+class RimthanGroup(click.Group):
+    """A click group whose usage mistakes speak the one error voice (exit 2).
+
+    No command at all is a usage mistake too: the help goes to stderr and the
+    status is 2, so a script that forgot its command does not pass silently.
+    """
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else (prog_name or self.name or "")
+            if _is_no_args(exc) and exc.ctx is not None:
+                click.echo(exc.ctx.get_help(), err=True)
+                refuse(
+                    FailureCode.USAGE,
+                    None,
+                    "no command given",
+                    f"run '{command} COMMAND', see the list above",
+                    status=ExitStatus.USAGE,
+                )
+            refuse(FailureCode.USAGE, None, exc.format_message(), f"run '{command} --help'", status=ExitStatus.USAGE)
+        except click.ClickException as exc:
+            refuse(FailureCode.USAGE, None, exc.format_message(), status=ExitStatus(min(exc.exit_code, 2)))
+        except click.Abort:
+            refuse(FailureCode.USAGE, None, "aborted", "run the command again")
+        sys.exit(result if isinstance(result, int) else int(ExitStatus.OK))
+
+
+def _is_no_args(exc: click.UsageError) -> bool:
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)
+    return no_args is not None and isinstance(exc, no_args)

@@ -1,0 +1,52 @@
+"""Limits on untrusted structured input: one copy of each bound, checked without recursion.
+
+Every JSON or TOML document Rimthan parses from outside (release manifests,
+catalogue TOML and JSON Schemas, tool arguments, JSON artifacts) may be
+hostile, even when a trusted key signed it. Python's parsers and everything
+that walks their result (schema checks, RFC 8785 canonicalisation) recurse,
+so a document nested a thousand levels deep would raise ``RecursionError``
+instead of a refusal. These bounds are far above anything a real catalogue,
+run or artifact needs and far below what recursion can survive; they are
+listed, with their figures, in docs/security.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_JSON_DEPTH = 64
+"""Containers (objects and arrays) nested in any parsed JSON document: manifest, schemas, artifacts."""
+
+MAX_TOML_DEPTH = 32
+"""Tables and arrays nested in a catalogue TOML file (the catalogue format needs 4)."""
+
+MAX_ARGUMENT_DEPTH = 64
+"""Containers nested in one tool call's arguments (a confirmed state's values included)."""
+
+MAX_CATALOGUE_FILE_BYTES = 1024 * 1024
+"""One catalogue TOML or JSON Schema file."""
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests dicts/lists deeper than ``limit`` (the top container is depth 1).
+
+    Iterative, so it answers for any depth the parser could build; it stops at
+    the first container past the limit.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def too_deep_message(what: str, limit: int) -> str:
+    return f"{what} nests objects/arrays deeper than {limit} levels"

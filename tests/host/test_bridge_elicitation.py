@@ -1,0 +1,135 @@
+"""The person confirms through the client's own interface: elicitation in both MCP protocol eras.
+
+A 2025-11-25 client gets ``elicitation/create`` requests; a 2026-07-28 client
+gets ``input_required`` results and retries with its answers (the SDK client
+does the round trips). For a state field, a route question and a migration:
+decline and cancel leave nothing confirmed and the run where it was; accept
+confirms, and the saved confirmation says it came through elicitation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, types
+from rimthan_host.confirmations import BY_ELICITATION
+from rimthan_host.standin import StandIn
+from support.bridge import audit, bridge_params, stand_in
+from support.servers import ServerWorld, build_world
+
+NEW_FACTS = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("elicit-world"))
+
+
+class Person:
+    """The user behind the client: answers each elicitation as the test's policy says."""
+
+    def __init__(self) -> None:
+        self.policy: dict[str, str] = {}  # "field:<name>" | "route" | "migrate" -> accept | decline | cancel
+        self.asked: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        message = params.message
+        properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
+        if "answer" in properties:
+            kind, content = "route", {"answer": "experiment"}
+        elif message.endswith("Migrate this run now?"):
+            kind, content = "migrate", {"confirm": True}
+        else:
+            kind, content = "field:" + message.split()[1], {"confirm": True}
+        self.asked.append(kind)
+        action = self.policy.get(kind, "accept")
+        return types.ElicitResult(action=action, content=content if action == "accept" else None)  # type: ignore[arg-type]
+
+
+def _saved(project: Path) -> dict[str, Any]:
+    (state,) = (project / ".rimthan" / "runs").glob("*.json")
+    value: dict[str, Any] = json.loads(state.read_text("utf-8"))
+    return value
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
+    world: ServerWorld, tmp_path: Path, mode: str
+) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    person = Person()
+
+    async def go() -> StandIn:
+        params = bridge_params(project, world, state)
+        async with Client(params, mode=mode, elicitation_callback=person) as client:  # type: ignore[arg-type]
+            assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+            model = stand_in(client, project)
+            for refusal in ("decline", "cancel"):
+                person.policy = {"field:objective": refusal}
+                reply = await model.start()
+                assert reply.is_error and reply.data == {"status": "not_started", "user": refusal, "field": "objective"}
+                assert not (project / ".rimthan" / "runs").exists()
+            person.policy = {}
+            at_question = await model.follow(await model.start(), "", until_question=True)
+            assert "the user is asked directly" in at_question.text
+            for refusal in ("decline", "cancel"):
+                person.policy = {"route": refusal}
+                reply = await model.call("answer_question", {})
+                assert reply.is_error and reply.data["user"] == refusal
+                assert "research_route" not in _saved(project)["confirmed_state"]["state"]
+            person.policy = {}
+            routed = await model.call("answer_question", {})
+            assert routed.data["step"]["id"] == "experiment", routed.text
+            confirmations = _saved(project)["confirmed_state"]["confirmations"]
+            assert {c["confirmed_by"] for c in confirmations.values()} == {BY_ELICITATION}
+            migrate = {"to_release": "research-decision@1.3.0", "confirm": True, "facts": NEW_FACTS}
+            for refusal in ("decline", "cancel"):
+                person.policy = {"migrate": refusal}
+                reply = await model.call("migrate_run", migrate)
+                assert reply.is_error and reply.data["user"] == refusal
+                assert _saved(project)["release"]["id"] == "research-decision@1.2.0"
+            person.policy = {}
+            moved = await model.call("migrate_run", migrate)
+            assert "Migrated run" in moved.text and _saved(project)["release"]["id"] == "research-decision@1.3.0"
+            model.version = "1.3.0"
+            final = await model.follow(moved, "experiment")
+            assert final.data["status"] == "completed"
+            return model
+
+    model = anyio.run(go)
+    assert person.asked.count("route") == 3 and person.asked.count("migrate") == 3
+    assert "field:risk_tolerance" in person.asked
+    assert model.leaks() == []
+    (log,) = (project / ".rimthan" / "runs").glob("*.log")
+    assert audit(log, state)["ok"] is True
+
+
+def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> None:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            partial = await model.start(_without(model, "objective", "decision_owner"))
+            assert partial.is_error and "objective" in partial.text and "decision_owner" in partial.text, partial.text
+            at_question = await model.follow(await model.start(), "", until_question=True)
+            assert "Ask the user this question, then call answer_question" in at_question.text
+            missing = await model.call("answer_question", {})
+            assert missing.is_error
+            await model.call("answer_question", {"answer": "experiment"})
+
+    anyio.run(go)
+    confirmations = _saved(project)["confirmed_state"]["confirmations"]
+    assert {c["confirmed_by"] for c in confirmations.values()} == {"user, asked by the model"}
+
+
+def _without(model: StandIn, *names: str) -> dict[str, Any]:
+    """The example facts with ``names`` left out (what the user has not confirmed yet)."""
+    facts: dict[str, Any] = json.loads((model.examples["1.2.0"] / "confirmed-state.json").read_text("utf-8"))
+    return {k: v for k, v in facts.items() if k not in names}

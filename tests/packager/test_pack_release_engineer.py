@@ -1,0 +1,276 @@
+"""A release engineer's ordinary days with the installed ``rimthan-pack``: versions, init, the scaffold.
+
+Every test drives the console script in a subprocess (what the engineer
+types), on real keys generated under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+import pytest
+from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
+from rimthan_host.protocol import HostProfile
+from rimthan_workflow_mcp.contract_schemas import VALIDATOR_REPORT
+from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
+from rimthan_workflow_registry.release import load_trust, verify_release
+from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
+from support.processes import stdio_client_process
+from support.refusals import refusal
+from support.releases import KeyPair, make_keypair, trust_dir, trust_file
+
+BIN = Path(sys.executable).parent
+RIMTHAN_PACK = str(BIN / "rimthan-pack")
+
+# Every shape semver allows: plain, pre-release (alphanumeric, numeric, dotted, hyphenated), build metadata, both.
+SEMVER_FORMS = (
+    "1.0.0",
+    "1.0.0-rc.1",
+    "1.0.0-alpha",
+    "1.0.0-0.3.7",
+    "1.0.0-x-y-z.--",
+    "1.0.0+build.1",
+    "1.0.0+20130313144700",
+    "1.0.0-rc.1+build.5",
+    "2.10.3-beta.11+exp.sha.5114f85",
+)
+BUILDS_PER_FORM = 2
+
+
+def pack(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([RIMTHAN_PACK, *(str(a) for a in args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("signer"), "release")
+
+
+@pytest.fixture(scope="module")
+def trust(signer: KeyPair, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trust_dir(tmp_path_factory.mktemp("trust"), signer)
+
+
+@pytest.fixture(scope="module")
+def scaffold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("scaffold")
+    made = pack("init", "catalogues/my-flow/0.1.0", cwd=root)
+    assert made.returncode == 0, made.stderr
+    return root / "catalogues" / "my-flow" / "0.1.0"
+
+
+def _with_version(scaffold: Path, version: str, into: Path) -> Path:
+    """A copy of the scaffold source whose catalogue declares ``version``."""
+    shutil.copytree(scaffold, into)
+    toml = into / "catalogue.toml"
+    toml.write_text(re.sub(r'(?m)^version = ".*"$', f'version = "{version}"', toml.read_text("utf-8")), "utf-8")
+    return into
+
+
+# --------------------------------------------------------------------------- pre-release and build metadata
+
+
+@pytest.mark.parametrize("version", SEMVER_FORMS)
+def test_every_semver_form_builds_every_time(
+    version: str, scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """The build's hidden work directory (random suffix) is never read as a version: no random failure."""
+    source = _with_version(scaffold, version, tmp_path / "source")
+    for attempt in range(BUILDS_PER_FORM):
+        out = tmp_path / f"releases-{attempt}"
+        built = pack("build", source, "--key", signer.private_path, "--out", out, "--json")
+        assert built.returncode == 0, (version, attempt, built.stderr)
+        assert json.loads(built.stdout)["release_id"] == f"my-flow@{version}"
+        assert [p.name for p in out.iterdir()] == [f"my-flow-{version}"], "a work directory was left behind"
+    checked = pack("verify", tmp_path / "releases-0" / f"my-flow-{version}", "--trust", trust, "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["release_id"] == f"my-flow@{version}"
+
+
+@pytest.mark.parametrize("version", SEMVER_FORMS)
+def test_a_hidden_work_directory_name_never_claims_a_release(version: str) -> None:
+    """Thousands of names shaped like the packager's work directory: none reads as ``<catalogue>-<version>``."""
+    names = [f".my-flow-{version}.building-{tempfile._RandomNameSequence().__next__()}" for _ in range(2000)]  # type: ignore[attr-defined]
+    assert not [name for name in names if RELEASE_DIR_NAME.match(name)]
+    assert RELEASE_DIR_NAME.match(f"my-flow-{version}")
+
+
+def test_a_release_copied_under_a_hidden_name_still_verifies(
+    scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    source = _with_version(scaffold, "1.0.0-rc.1", tmp_path / "source")
+    assert pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel").returncode == 0
+    hidden = tmp_path / "rel" / ".my-flow-1.0.0-rc.1.building-abc-def"
+    (tmp_path / "rel" / "my-flow-1.0.0-rc.1").rename(hidden)
+    assert verify_release(hidden, load_trust(trust)).release_id == "my-flow@1.0.0-rc.1"
+
+
+# --------------------------------------------------------------------------- init and the scaffold
+
+
+def _inspected(release: Path) -> dict[str, object]:
+    shown = pack("inspect", release, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return json.loads(shown.stdout)  # type: ignore[no-any-return]
+
+
+def test_init_in_a_version_folder_names_the_catalogue_after_its_parent(signer: KeyPair, tmp_path: Path) -> None:
+    for version in ("0.1.0", "2.0.0-rc.1"):
+        assert pack("init", f"catalogues/my-flow/{version}", cwd=tmp_path).returncode == 0
+        built = pack("build", f"catalogues/my-flow/{version}", "--key", signer.private_path, cwd=tmp_path)
+        assert built.returncode == 0, built.stderr
+        identity = _inspected(tmp_path / "releases" / f"my-flow-{version}")["identity"]
+        assert isinstance(identity, dict)
+        assert (identity["catalogue"], identity["version"]) == ("my-flow", version)
+    assert pack("init", "drafts/other-flow", cwd=tmp_path).returncode == 0
+    assert 'name = "other-flow"' in (tmp_path / "drafts/other-flow/catalogue.toml").read_text("utf-8")
+
+
+def test_init_refusals_say_what_to_type(tmp_path: Path) -> None:
+    bad_parent = pack("init", "My Flows/0.1.0", cwd=tmp_path)
+    said = refusal(bad_parent.stderr)
+    assert bad_parent.returncode == 1 and said.code == "catalogue_invalid"
+    assert said.next == "name it: rimthan-pack init 'My Flows/0.1.0' --name my-flow"
+    bad_name = pack("init", "src", "--name", "Bad Name", cwd=tmp_path)
+    said = refusal(bad_name.stderr)
+    assert "expected lowercase letters, digits and hyphens" in said.error
+    assert said.next == "choose a name such as my-flow: rimthan-pack init src --name my-flow"
+    assert "catalogue file" not in said.next
+    assert not (tmp_path / "src").exists() and not (tmp_path / "My Flows").exists()
+
+
+def test_the_scaffold_speaks_the_report_schema_and_the_four_tools(scaffold: Path) -> None:
+    subagent = (scaffold / "assets/subagents/reviewer.md").read_text("utf-8")
+    outcomes = VALIDATOR_REPORT["properties"]["outcome"]["enum"]
+    assert all(f"`{outcome}`" in subagent for outcome in outcomes)
+    assert not re.search(r"\b(passed|failed)\b", subagent)
+    adapter = (scaffold / "adapters/claude-code.md").read_text("utf-8")
+    assert all(f"`{contract.name}`" in adapter for contract in workflow_engine_tool_contracts())
+    assert len(adapter.splitlines()) > 30
+
+
+def test_the_scaffold_runs_end_to_end_through_the_real_server(
+    scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """init -> build -> rimthan-mcp serve -> the scripted host kit completes the run, validator included."""
+    built = pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path / "releases")
+    assert built.returncode == 0, built.stderr
+    release = tmp_path / "releases" / "my-flow-0.1.0"
+    args = ["serve", "--release", str(release), "--trust", str(trust)]
+    args += ["--state-dir", str(tmp_path / "state"), "--log-level", "warning"]
+
+    async def walk() -> dict[str, object]:
+        with (tmp_path / "server.log").open("w") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                host = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))  # the user's policy
+                harness = WorkflowHarness(client_caller(client), examples, project_dir=tmp_path / "project", host=host)
+                return await harness.run(await harness.start("my-flow", initial_version="0.1.0"))
+
+    finished = anyio.run(walk)
+    assert finished["status"] == "completed", finished
+    written = json.loads((tmp_path / "project" / "out" / "summary.json").read_text("utf-8"))
+    assert written["goal"] == json.loads((scaffold / "examples/confirmed-state.json").read_text("utf-8"))["goal"]
+
+
+# --------------------------------------------------------------------------- advice that is right for the situation
+
+
+def test_inspecting_a_source_says_build_it_first(scaffold: Path, trust: Path) -> None:
+    for command in ("inspect", "verify"):
+        shown = pack(command, scaffold, *(("--trust", trust) if command == "verify" else ()))
+        said = refusal(shown.stderr)
+        assert shown.returncode == 1 and said.code == "manifest_missing", shown.stderr
+        assert "catalogue source, not a built release" in said.error
+        assert said.next.startswith(f"build it first: rimthan-pack build {scaffold} --key KEY")
+        assert "delete" not in said.next and "remove" not in said.next
+
+
+def test_a_build_short_of_the_threshold_is_discarded_and_says_so(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    colleague = make_keypair(tmp_path, "colleague")
+    two_of_two = trust_file(tmp_path / "trust", [signer, colleague], threshold=2)
+    built = pack("build", scaffold, "--key", signer.private_path, "--trust", two_of_two, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "signature_threshold_not_met"
+    assert "nothing was published" in said.error and said.next.startswith("build again with one --key per")
+    assert "sign RELEASE" not in said.next
+    assert list((tmp_path / "rel").iterdir()) == []
+    keys = ("--key", signer.private_path, "--key", colleague.private_path)
+    assert pack("build", scaffold, *keys, "--trust", two_of_two, "--out", tmp_path / "rel").returncode == 0
+
+
+def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
+    scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "my-flow-0.1.0"
+    again = pack("sign", release, "--key", signer.private_path)
+    said = refusal(again.stderr)
+    assert again.returncode == 1 and said.code == "destination_exists"
+    assert said.next.startswith("nothing to do for this key") and "another path" not in said.next
+    stranger = make_keypair(tmp_path / "k", "stranger")
+    signed = pack("sign", release, "--key", stranger.private_path, "--trust", trust)
+    assert signed.returncode == 0, signed.stderr
+    assert signed.stderr.startswith(f"warning: key {stranger.key_id} is not in the trust store {trust}")
+    trusted = pack("sign", release, "--key", signer.private_path, "--trust", trust)
+    assert "warning" not in trusted.stderr
+
+
+def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
+    """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
+    help_text = pack("--help").stdout
+    flow = help_text.split("Typical flow:", 1)[1].strip().splitlines()
+    commands = [line.split("#", 1)[0].split() for line in flow if line.strip().startswith("rimthan-pack ")]
+    assert [c[1] for c in commands] == ["keygen", "build", "sign", "verify"]
+    assert pack("init", "catalogues/my-flow/0.1.0", cwd=tmp_path).returncode == 0
+    assert pack("keygen", "--out", "keys/local/colleague", cwd=tmp_path).returncode == 0  # the co-signer's key
+    for words in commands:
+        args = [w.replace("NAME", "my-flow").replace("VERSION", "0.1.0") for w in words[1:]]
+        done = pack(*args, cwd=tmp_path)
+        assert done.returncode == 0, (words, done.stderr)
+    assert "signed by 2 trusted key(s)" in done.stdout
+
+
+# --------------------------------------------------------------------------- inspect shows what the README says
+
+PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.3.0"
+
+
+def test_inspect_shows_files_steps_outputs_validators_branches_and_questions(signer: KeyPair, tmp_path: Path) -> None:
+    assert pack("build", PACKAGED, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "research-decision-1.3.0"
+    data = _inspected(release)
+    files = data["files"]
+    assert isinstance(files, dict)
+    listed = sorted(e["path"] for e in files["entries"])
+    on_disk = sorted(p.relative_to(PACKAGED).as_posix() for p in PACKAGED.rglob("*") if p.is_file())
+    assert listed == on_disk and files["count"] == len(on_disk)
+    (workflow,) = data["workflows"]  # type: ignore[misc]
+    steps = {s["id"]: s for s in workflow["steps"]}
+    route = steps["select-route"]
+    assert route["question"]["field"] == "research_route"
+    assert {b["target"] for b in route["branches"]} == {"desk-research", "user-interviews", "experiment"}
+    desk = steps["desk-research"]
+    assert [o["path"] for o in desk["output_details"]] == ["research/evidence-log.json", "research/findings.md"]
+    assert desk["validators"] == ["evidence-auditor@1.1.0"]
+    text = pack("inspect", release).stdout
+    assert "  workflows/research-decision.toml  " in text
+    assert "output evidence-log: research/evidence-log.json (application/json" in text
+    assert "validator evidence-auditor@1.1.0" in text
+    assert "branch -> experiment when research_route equals" in text and "question research_route: " in text
+
+
+def test_authoring_errors_say_what_form_is_expected(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    source = _with_version(scaffold, "0.2", tmp_path / "source")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "catalogue_invalid"
+    assert "'0.2' is not a valid version: expected MAJOR.MINOR.PATCH" in said.error

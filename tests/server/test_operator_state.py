@@ -1,0 +1,178 @@
+"""An operator's keys, floors and state directory, lived through the installed ``rimthan-mcp``.
+
+Real servers and real CLI processes over a real state directory: rotating and
+retiring checkpoint keys keeps finished runs auditable, activation floors stay
+within their deployment, and the key/state edge cases answer with one line
+that names the file and the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from rimthan_host.harness import WorkflowHarness, client_caller
+from rimthan_host.runlog import RunLog
+from support.processes import http_server_process
+from support.servers import RIMTHAN_MCP, ServerWorld, build_world, http_client_for, scenario, server_env
+
+HTTP = ("--transport", "http", "--port", "0")
+FAILS_ONCE = frozenset({"decision-critic@1.1.0"})
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("operator-state"))
+
+
+def _mcp(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RIMTHAN_MCP, *map(str, args)], capture_output=True, text=True, timeout=120, env=env or server_env()
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
+    assert done.returncode == 1 and len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert lines[1].startswith("next: "), done.stderr
+    return " ".join(lines)
+
+
+def _serve(world: ServerWorld, releases: Path, state: Path, *extra: str) -> Any:
+    args = ["serve", "--releases-dir", str(releases), "--trust", str(world.trust), "--state-dir", str(state)]
+    return http_server_process([RIMTHAN_MCP, *args, *extra, *HTTP], env=server_env())
+
+
+# --------------------------------------------------------------------------- audit across key rotation
+
+
+def test_a_finished_run_stays_auditable_after_rotate_and_retire(world: ServerWorld, tmp_path: Path) -> None:
+    releases, state, project = tmp_path / "releases", tmp_path / "state", tmp_path / "project"
+    world.publish("1.3.0", releases)
+    log = RunLog(project, "run-before-rotation")
+    with _serve(world, releases, state) as server:
+
+        async def finish() -> tuple[dict[str, Any], WorkflowHarness]:
+            async with http_client_for(server.url) as client:
+                once = scenario(fail_once=FAILS_ONCE)  # the critic fails the first round; the host repairs
+                run = WorkflowHarness(client_caller(client), once, project_dir=project, run_log=log)
+                return await run.run(await run.start("research", initial_version="1.3.0")), run
+
+        final, run = anyio.run(finish)
+    assert final["status"] == "completed"
+    old_key = json.loads((state / "checkpoint-keys.json").read_text("utf-8"))["signing_key_id"]
+
+    assert _mcp("keys", "rotate", "--state-dir", state).returncode == 0
+    retired = _mcp("keys", "retire", old_key, "--state-dir", state)
+    assert retired.returncode == 0 and "for `rimthan-mcp audit` only" in retired.stdout
+    listed = _mcp("keys", "list", "--state-dir", state).stdout
+    assert f"{old_key}\tretired (archived for audit)" in listed
+
+    audited = _mcp("audit", log.log_path, "--state-dir", state)
+    assert audited.returncode == 0, audited.stderr
+    assert f"key {old_key} is retired: it no longer verifies live calls" in audited.stdout
+    assert "1 failed validation round(s): " in audited.stdout and "ended at step " in audited.stdout
+    as_json = json.loads(_mcp("audit", log.log_path, "--state-dir", state, "--json").stdout)
+    assert as_json["ok"] is True and as_json["retired_keys"] == [old_key]
+    assert len(as_json["final"]["failed_validation_rounds"]) == 1 and as_json["final"]["migrated"] is False
+
+    with _serve(world, releases, state) as server:  # a live call with the retired key is refused
+
+        async def resume() -> Any:
+            async with http_client_for(server.url) as client:
+                return await client.call_tool(
+                    "rimthan.continue_workflow",
+                    {"checkpoint": log.tokens()[-1], "confirmed_state": run.state.projection()},
+                )
+
+        refused = anyio.run(resume)
+    assert refused.is_error and refused.structured_content["error"]["code"] == "checkpoint_key_unknown"
+    assert "retired" in refused.structured_content["error"]["message"]
+
+
+# --------------------------------------------------------------------------- floors per deployment
+
+
+def test_floors_are_per_deployment_and_the_refusal_names_the_file_and_the_way_down(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    state = tmp_path / "shared-state"  # what every server of one user shares by default
+    ours, unrelated = tmp_path / "ours", tmp_path / "unrelated"
+    world.publish("1.3.0", ours)
+    with _serve(world, ours, state) as server:
+        assert "activation floor" in server.stderr()
+    world.publish("1.2.0", unrelated)
+    with _serve(world, unrelated, state) as server:  # another releases directory: its own floor
+        assert "release research-decision@1.2.0 " in server.stderr()
+    explicit = _mcp("check", "--release", world.built["1.2.0"], "--trust", world.trust, "--state-dir", state)
+    assert explicit.returncode == 0, explicit.stderr  # the help's own example, in another directory
+
+    shutil.rmtree(ours / "research-decision-1.3.0")
+    world.publish("1.2.0", ours)
+    args = ("serve", "--releases-dir", ours, "--trust", world.trust, "--state-dir", state)
+    line = _one_line(_mcp(*args))
+    assert line.startswith("error: rollback_refused: ")
+    assert f"below the activation floor 1.3.0 recorded in {state / 'activation-floor.json'}" in line
+    assert "for this deployment (trust " in line and str(ours.resolve()) in line and "--lower-floor" in line
+
+    with _serve(world, ours, state, "--lower-floor") as server:
+        assert "release research-decision@1.2.0 " in server.stderr()
+    floors = json.loads((state / "activation-floor.json").read_text("utf-8"))["catalogues"]
+    assert sorted(e["version"] for e in floors.values()) == ["1.2.0", "1.2.0"]
+    assert all(name.startswith("research-decision@") and e["deployment"] for name, e in floors.items())
+
+
+# --------------------------------------------------------------------------- keys and state edge cases
+
+
+def test_keys_on_a_fresh_state_directory(tmp_path: Path) -> None:
+    state = tmp_path / "fresh"
+    listed = _mcp("keys", "list", "--state-dir", state)
+    assert listed.returncode == 0 and "no checkpoint keys yet" in listed.stdout, listed.stderr
+    created = _mcp("keys", "rotate", "--state-dir", state)
+    assert created.returncode == 0 and created.stdout.startswith(f"created {state / 'checkpoint-keys.json'}")
+    listed = _mcp("keys", "list", "--state-dir", state).stdout.splitlines()
+    assert len(listed) == 2 and listed[1].endswith("\tsigning")  # no orphan verify-only key
+
+    unknown = _one_line(_mcp("keys", "retire", "ck-0000000000000000", "--state-dir", state))
+    assert unknown.startswith(f"error: key_invalid: {state / 'checkpoint-keys.json'}: ")
+    assert "ck-0000000000000000" in unknown and "keys list" in unknown
+
+
+def test_a_state_dir_that_is_a_file_is_named_as_such(world: ServerWorld, tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "state"
+    not_a_dir.write_text("oops\n", encoding="utf-8")
+    for args in (
+        ("keys", "rotate", "--state-dir", not_a_dir),
+        ("serve", "--release", world.built["1.3.0"], "--trust", world.trust, "--state-dir", not_a_dir),
+    ):
+        line = _one_line(_mcp(*args))
+        assert line.startswith(f"error: io_error: {not_a_dir}: the state directory is a file"), line
+        assert "give --state-dir" in line
+
+
+def test_check_honours_rimthan_trust_as_serve_does(world: ServerWorld, tmp_path: Path) -> None:
+    env = {**server_env(), "RIMTHAN_TRUST": str(world.trust)}
+    done = _mcp("check", "--release", world.built["1.3.0"], env=env)
+    assert done.returncode == 0 and done.stdout.startswith("ok research-decision@1.3.0 "), done.stderr
+
+
+def test_a_periodic_refresh_logs_only_changes_at_info(world: ServerWorld, tmp_path: Path) -> None:
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    world.publish("1.2.0", releases)
+    extra = ("--refresh-interval", "0.2", "--log-level", "debug")
+    with _serve(world, releases, state, *extra) as server:
+        mark = len(server.lines)
+        for _ in range(3):  # three quiet rescans
+            server.wait_for(r'"level": "debug".*"event": "refresh done"', after=mark)
+            mark = len(server.lines)
+        world.publish("1.3.0", releases)
+        server.wait_for(r'"level": "info".*"event": "refresh done".*"outcome": "activated"', after=mark)
+        said = server.stderr()
+    quiet = [line for line in said.splitlines() if '"refresh done"' in line and '"unchanged"' in line]
+    assert quiet and all('"level": "debug"' in line for line in quiet)
