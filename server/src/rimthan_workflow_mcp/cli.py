@@ -11,22 +11,31 @@ to do>``, exit status 1 for a refusal and 2 for a usage mistake.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import anyio
 import click
-from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse, refuse_error
-from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
+from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse
+from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.release import TrustStore, load_trust
 from rimthan_workflow_registry.remediation import ExitStatus
-from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
-from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
+from rimthan_workflow_registry.run import CheckpointKeyring
 
+from .cli_keys import (
+    KEYS_FILE,
+    KEYS_HELP,
+    KEYS_IO,
+    STATE_HELP,
+    audit,
+    check_state_dir,
+    default_state_dir,
+    keys,
+    open_keyring,
+    say,
+)
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, scan_releases
@@ -42,41 +51,21 @@ from .transports import (
 
 DEFAULT_RELEASES = Path("releases")
 DEFAULT_TRUST = Path("keys/local")
-KEYS_FILE = "checkpoint-keys.json"
 _log = get_logger("cli")
 _PORT_IO = "choose a free --port (0 picks one) or a --host this machine has"
-_KEYS_IO = "fix or move the checkpoint key file (--checkpoint-keys), or pick another --state-dir"
-_STATE_HELP = (
-    "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
-    "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
-)
-_KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
 _TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
 _EXIT_STATUS = EXIT_STATUS_LINES
+_trust_option = click.option(
+    "--trust",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_TRUST,
+    show_default=True,
+    metavar="PATH",
+    envvar="RIMTHAN_TRUST",
+    show_envvar=True,
+    help=_TRUST_HELP,
+)
 _epilog = epilog
-
-
-def default_state_dir() -> Path:
-    if env := os.environ.get("RIMTHAN_STATE_DIR"):
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "rimthan"
-
-
-def _say(message: str) -> None:
-    click.echo(f"rimthan-mcp: {message}", err=True)
-
-
-def check_key_path_untracked(path: Path) -> None:
-    """Checkpoint keys can forge any run: refuse a path git would track (inside a work tree, not ignored)."""
-    check_secret_path_untracked(path, what="these checkpoint keys", error=KeyringError)
-
-
-def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
-    check_key_path_untracked(path)
-    if path.exists() or not create:
-        return CheckpointKeyring.load(path), False
-    return CheckpointKeyring.load_or_create(path), True
 
 
 def open_provider(
@@ -210,23 +199,14 @@ def main() -> None:
     help="Releases served (every <catalogue>-<version> directory; a corrupt one is skipped and reported) and "
     "rescanned on refresh. [default: ./releases, or the parent of --release]",
 )
-@click.option(
-    "--trust",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_TRUST,
-    show_default=True,
-    metavar="PATH",
-    envvar="RIMTHAN_TRUST",
-    show_envvar=True,
-    help=_TRUST_HELP,
-)
+@_trust_option
 @click.option(
     "--checkpoint-keys",
     type=click.Path(path_type=Path),
     metavar="FILE",
-    help=_KEYS_HELP + " Created mode 0600 on first run; refused where git would track it.",
+    help=KEYS_HELP + " Created mode 0600 on first run; refused where git would track it.",
 )
-@click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=_STATE_HELP)
+@click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=STATE_HELP)
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),
@@ -315,7 +295,7 @@ def serve(
             _usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
     checked_state: Path = state_dir
-    guard(lambda: _check_state_dir(checked_state))
+    guard(lambda: check_state_dir(checked_state))
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
     if migration_target is not None and release_dir is None:
         _usage(
@@ -336,7 +316,7 @@ def serve(
     if release_dir is None:  # a missing or empty releases directory is the first thing to fix
         guard(lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
     trust_store = guard(lambda: load_trust(trust))
-    keyring, created = guard(lambda: open_keyring(keys_path, create=True), on_io_error=_KEYS_IO)
+    keyring, created = guard(lambda: open_keyring(keys_path, create=True), on_io_error=KEYS_IO)
     provider: ReleaseProvider = guard(
         lambda: open_provider(
             release_dir,
@@ -351,31 +331,31 @@ def serve(
     )
     if follower is not None:
         provider.before_refresh = follower.sync
-        _say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
+        say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = guard(lambda: create_mcp_application(provider))
     for rejection in provider.start_rejections:
-        _say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
+        say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
     for loaded in provider.actives.values():
-        _say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
-    _say(_describe_migration(provider))
-    _say(_describe_trust(trust_store))
-    _say(
+        say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
+    say(_describe_migration(provider))
+    say(_describe_trust(trust_store))
+    say(
         f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
         f"{len(keyring.keys)} key(s)"
     )
     floors = ", ".join(
         f"{name} >= {entry.version if (entry := provider.floor.get(name)) else '-'}" for name in provider.actives
     )
-    _say(f"activation floor {state_dir / FLOOR_FILE}: {floors}")
+    say(f"activation floor {state_dir / FLOOR_FILE}: {floors}")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
-    _say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
+    say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
     _log.info(
         "loaded",
         extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys), "transport": transport},
     )
     try:
         if transport == "stdio":
-            _say("transport stdio (MCP on stdin/stdout)")
+            say("transport stdio (MCP on stdin/stdout)")
             anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval))
         else:
             sock, binding = guard(
@@ -383,10 +363,10 @@ def serve(
                 on_io_error=_PORT_IO,
             )
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
-            _say(f"transport http ({mode}) at {binding.url}")
-            _say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")
+            say(f"transport http ({mode}) at {binding.url}")
+            say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")
             if is_beyond_loopback(host):
-                _say(
+                say(
                     f"warning: listening beyond loopback on {binding.authority}; only the Host values above are "
                     "answered (others get 421)"
                     + ("" if allowed_hosts else "; add --allowed-host NAME for the name clients use")
@@ -403,9 +383,9 @@ def serve(
                     sessions=http_sessions,
                 )
             )
-            _say("stopped: calls in flight were answered")
+            say("stopped: calls in flight were answered")
     except KeyboardInterrupt:
-        _say("interrupted; stopped")
+        say("interrupted; stopped")
         sys.exit(130)
     except Exception as exc:  # never a traceback on the operator's terminal; details at --log-level debug
         _log.debug("server stopped unexpectedly", exc_info=True)
@@ -438,16 +418,7 @@ def serve(
     metavar="DIR",
     help="Release directory to check.",
 )
-@click.option(
-    "--trust",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_TRUST,
-    show_default=True,
-    metavar="PATH",
-    envvar="RIMTHAN_TRUST",
-    show_envvar=True,
-    help=_TRUST_HELP,
-)
+@_trust_option
 @click.option(
     "--migration-target",
     type=click.Path(path_type=Path),
@@ -486,168 +457,7 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")
 
 
-# --------------------------------------------------------------------------- audit
+main.add_command(audit)
+main.add_command(keys)
 
-
-def _check_state_dir(directory: Path) -> None:
-    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle."""
-    if directory.exists() and not directory.is_dir():
-        raise KeyringError(
-            FailureCode.IO_ERROR,
-            "the state directory is a file, not a directory",
-            next_step="give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
-            path=str(directory),
-        )
-
-
-def _in_file(path: Path, action: Callable[[], Any]) -> Any:
-    """``action``'s keyring refusal, naming the key file it concerns."""
-    try:
-        return action()
-    except KeyringError as exc:
-        raise KeyringError(exc.code, exc.message, path=str(path), next_step=exc.next_step) from None
-
-
-def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
-    return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
-
-
-_keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE", help=_KEYS_HELP)
-_state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=_STATE_HELP)
-
-
-@main.command(
-    epilog=_epilog(
-        [
-            "rimthan-mcp audit run.log                       # keys from the default state directory",
-            "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
-            "rimthan-mcp audit run.log --json | jq .migrations",
-        ],
-        exits=(
-            "Exit status:",
-            "  0  every token verifies and the chain is unbroken; the history is printed",
-            "  1  refused: one line on stderr names the line where the chain breaks (gap, reorder, fork, foreign",
-            "     token, or a token that does not verify) and what to do next",
-            "  2  usage mistake",
-        ),
-    )
-)
-@click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
-@_keys_option
-@_state_option
-@click.option("--json", "as_json", is_flag=True, help="Print the history (or the refusal) as JSON on stdout.")
-def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, as_json: bool) -> None:
-    """Verify a run's logged checkpoint tokens offline and print its history.
-
-    LOG holds the checkpoint tokens of one run, one per line, in the order
-    the server issued them (blank lines are skipped). Every token's signature
-    and claims are verified with the checkpoint keys; then the chain: the
-    first starts the run (sequence 1), each next one has sequence + 1 and
-    names the line before it as parent. The history lists the release and
-    manifest digest, workflow and version, each step reached, the artifacts
-    and validator receipts by digest, and every migration with its parent
-    link. No server and no server storage is involved.
-    """
-    path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
-    text = guard(
-        lambda: log_file.read_text("utf-8"),
-        on_io_error="give the file the harness wrote its checkpoint tokens to (one per line)",
-    )
-    try:
-        history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
-    except RegistryError as exc:
-        refuse_error(exc, as_json=as_json)
-    retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
-    if as_json:
-        click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
-        return
-    for line in describe(history):
-        click.echo(line)
-    for kid in retired:
-        click.echo(
-            f"key {kid} is retired: it no longer verifies live calls; its material is archived in {path} for audit only"
-        )
-
-
-# --------------------------------------------------------------------------- keys
-
-
-@main.group(
-    epilog=_epilog(
-        [
-            "rimthan-mcp keys list",
-            "rimthan-mcp keys rotate      # then restart every replica",
-            "rimthan-mcp keys retire ck-0123456789abcdef",
-        ]
-    )
-)
-def keys() -> None:
-    """Checkpoint HMAC keys: several verify, one signs.
-
-    Rotate to a new signing key (old keys keep verifying existing runs),
-    restart every replica, then retire the old key once its runs are done.
-    Key material is never printed.
-    """
-
-
-@keys.command("list", epilog=_epilog(["rimthan-mcp keys list --state-dir /srv/rimthan"]))
-@_keys_option
-@_state_option
-def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Show key ids (never key material): which one signs, which only verify, which are retired."""
-    path = _keys_path(checkpoint_keys, state_dir)
-    click.echo(f"# {path}")
-    if not path.exists():
-        guard(lambda: _check_state_dir(path.parent))
-        click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")
-        return
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
-    for kid in sorted(keyring.keys):
-        click.echo(f"{kid}\t{'signing' if kid == keyring.signing_key_id else 'verify-only'}")
-    for kid in sorted(keyring.retired):
-        archived = "archived for audit" if kid in keyring.archived else "not kept"
-        click.echo(f"{kid}\tretired ({archived})")
-
-
-@keys.command("rotate", epilog=_epilog(["rimthan-mcp keys rotate --checkpoint-keys /srv/rimthan/checkpoint-keys.json"]))
-@_keys_option
-@_state_option
-def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Add a new signing key; old keys keep verifying existing checkpoints.
-
-    Creates the key file (mode 0600) if it does not exist. Restart or
-    redeploy every replica afterwards so they all sign with the new key.
-    """
-    path = _keys_path(checkpoint_keys, state_dir)
-    guard(lambda: _check_state_dir(path.parent))
-    keyring, created = guard(lambda: open_keyring(path, create=True), on_io_error=_KEYS_IO)
-    if created:  # a fresh key file already holds one new signing key: rotating again would orphan it
-        click.echo(f"created {path}: signing key {keyring.signing_key_id} (the only key)")
-        return
-    rotated = keyring.rotated()
-    guard(lambda: rotated.save(path), on_io_error=_KEYS_IO)
-    click.echo(f"signing key is now {rotated.signing_key_id} ({len(rotated.keys)} key(s) verify) in {path}")
-    _say("restart the server (and every replica) so it signs with the new key")
-
-
-@keys.command("retire", epilog=_epilog(["rimthan-mcp keys retire ck-0123456789abcdef"]))
-@click.argument("key_id")
-@_keys_option
-@_state_option
-def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Stop accepting checkpoints signed with KEY_ID.
-
-    Live runs still holding such checkpoints are refused (checkpoint_key_unknown)
-    and must start again; the key stays archived in the key file so that
-    `rimthan-mcp audit` still verifies finished runs. The signing key cannot
-    be retired: rotate first.
-    """
-    path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
-    retired = guard(lambda: _in_file(path, lambda: keyring.retiring(key_id)))
-    guard(lambda: retired.save(path), on_io_error=_KEYS_IO)
-    click.echo(
-        f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}; "
-        f"kept in {path} for `rimthan-mcp audit` only"
-    )
+__all__ = ["KEYS_FILE", "main"]

@@ -1,0 +1,222 @@
+"""``rimthan-mcp audit`` and ``rimthan-mcp keys``: the commands over the checkpoint key file.
+
+Kept apart from ``cli`` (serve and check, which read releases) because these
+touch only the HMAC key file and a run's logged tokens; ``serve`` shares the
+key-file helpers (where the state directory is, how the file is opened and
+refused where git would track it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rimthan_clikit import epilog, guard, refuse_error
+from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
+from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
+from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
+
+KEYS_FILE = "checkpoint-keys.json"
+KEYS_IO = "fix or move the checkpoint key file (--checkpoint-keys), or pick another --state-dir"
+STATE_HELP = (
+    "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
+    "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
+)
+KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
+
+
+def default_state_dir() -> Path:
+    """$RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan."""
+    if env := os.environ.get("RIMTHAN_STATE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "rimthan"
+
+
+def say(message: str) -> None:
+    """Human output goes to stderr: under stdio, stdout is the MCP wire."""
+    click.echo(f"rimthan-mcp: {message}", err=True)
+
+
+def check_key_path_untracked(path: Path) -> None:
+    """Checkpoint keys can forge any run: refuse a path git would track (inside a work tree, not ignored)."""
+    check_secret_path_untracked(path, what="these checkpoint keys", error=KeyringError)
+
+
+def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
+    """The key file at ``path`` (created with one signing key when ``create``), and whether it was created."""
+    check_key_path_untracked(path)
+    if path.exists() or not create:
+        return CheckpointKeyring.load(path), False
+    return CheckpointKeyring.load_or_create(path), True
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def check_state_dir(directory: Path) -> None:
+    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle."""
+    if directory.exists() and not directory.is_dir():
+        raise KeyringError(
+            FailureCode.IO_ERROR,
+            "the state directory is a file, not a directory",
+            next_step="give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
+            path=str(directory),
+        )
+
+
+def _in_file(path: Path, action: Callable[[], Any]) -> Any:
+    """``action``'s keyring refusal, naming the key file it concerns."""
+    try:
+        return action()
+    except KeyringError as exc:
+        raise KeyringError(exc.code, exc.message, path=str(path), next_step=exc.next_step) from None
+
+
+def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
+    return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
+
+
+_keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE", help=KEYS_HELP)
+_state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=STATE_HELP)
+
+
+@click.command(
+    epilog=epilog(
+        [
+            "rimthan-mcp audit run.log                       # keys from the default state directory",
+            "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
+            "rimthan-mcp audit run.log --json | jq .migrations",
+        ],
+        exits=(
+            "Exit status:",
+            "  0  every token verifies and the chain is unbroken; the history is printed",
+            "  1  refused: one line on stderr names the line where the chain breaks (gap, reorder, fork, foreign",
+            "     token, or a token that does not verify) and what to do next",
+            "  2  usage mistake",
+        ),
+    )
+)
+@click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
+@_keys_option
+@_state_option
+@click.option("--json", "as_json", is_flag=True, help="Print the history (or the refusal) as JSON on stdout.")
+def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, as_json: bool) -> None:
+    """Verify a run's logged checkpoint tokens offline and print its history.
+
+    LOG holds the checkpoint tokens of one run, one per line, in the order
+    the server issued them (blank lines are skipped). Every token's signature
+    and claims are verified with the checkpoint keys; then the chain: the
+    first starts the run (sequence 1), each next one has sequence + 1 and
+    names the line before it as parent. The history lists the release and
+    manifest digest, workflow and version, each step reached, the artifacts
+    and validator receipts by digest, and every migration with its parent
+    link. No server and no server storage is involved.
+    """
+    path = _keys_path(checkpoint_keys, state_dir)
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    text = guard(
+        lambda: log_file.read_text("utf-8"),
+        on_io_error="give the file the harness wrote its checkpoint tokens to (one per line)",
+    )
+    try:
+        history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
+    except RegistryError as exc:
+        refuse_error(exc, as_json=as_json)
+    retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
+    if as_json:
+        click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
+        return
+    for line in describe(history):
+        click.echo(line)
+    for kid in retired:
+        click.echo(
+            f"key {kid} is retired: it no longer verifies live calls; its material is archived in {path} for audit only"
+        )
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@click.group(
+    epilog=epilog(
+        [
+            "rimthan-mcp keys list",
+            "rimthan-mcp keys rotate      # then restart every replica",
+            "rimthan-mcp keys retire ck-0123456789abcdef",
+        ]
+    )
+)
+def keys() -> None:
+    """Checkpoint HMAC keys: several verify, one signs.
+
+    Rotate to a new signing key (old keys keep verifying existing runs),
+    restart every replica, then retire the old key once its runs are done.
+    Key material is never printed.
+    """
+
+
+@keys.command("list", epilog=epilog(["rimthan-mcp keys list --state-dir /srv/rimthan"]))
+@_keys_option
+@_state_option
+def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
+    """Show key ids (never key material): which one signs, which only verify, which are retired."""
+    path = _keys_path(checkpoint_keys, state_dir)
+    click.echo(f"# {path}")
+    if not path.exists():
+        guard(lambda: check_state_dir(path.parent))
+        click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")
+        return
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    for kid in sorted(keyring.keys):
+        click.echo(f"{kid}\t{'signing' if kid == keyring.signing_key_id else 'verify-only'}")
+    for kid in sorted(keyring.retired):
+        archived = "archived for audit" if kid in keyring.archived else "not kept"
+        click.echo(f"{kid}\tretired ({archived})")
+
+
+@keys.command("rotate", epilog=epilog(["rimthan-mcp keys rotate --checkpoint-keys /srv/rimthan/checkpoint-keys.json"]))
+@_keys_option
+@_state_option
+def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
+    """Add a new signing key; old keys keep verifying existing checkpoints.
+
+    Creates the key file (mode 0600) if it does not exist. Restart or
+    redeploy every replica afterwards so they all sign with the new key.
+    """
+    path = _keys_path(checkpoint_keys, state_dir)
+    guard(lambda: check_state_dir(path.parent))
+    keyring, created = guard(lambda: open_keyring(path, create=True), on_io_error=KEYS_IO)
+    if created:  # a fresh key file already holds one new signing key: rotating again would orphan it
+        click.echo(f"created {path}: signing key {keyring.signing_key_id} (the only key)")
+        return
+    rotated = keyring.rotated()
+    guard(lambda: rotated.save(path), on_io_error=KEYS_IO)
+    click.echo(f"signing key is now {rotated.signing_key_id} ({len(rotated.keys)} key(s) verify) in {path}")
+    say("restart the server (and every replica) so it signs with the new key")
+
+
+@keys.command("retire", epilog=epilog(["rimthan-mcp keys retire ck-0123456789abcdef"]))
+@click.argument("key_id")
+@_keys_option
+@_state_option
+def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | None) -> None:
+    """Stop accepting checkpoints signed with KEY_ID.
+
+    Live runs still holding such checkpoints are refused (checkpoint_key_unknown)
+    and must start again; the key stays archived in the key file so that
+    `rimthan-mcp audit` still verifies finished runs. The signing key cannot
+    be retired: rotate first.
+    """
+    path = _keys_path(checkpoint_keys, state_dir)
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    retired = guard(lambda: _in_file(path, lambda: keyring.retiring(key_id)))
+    guard(lambda: retired.save(path), on_io_error=KEYS_IO)
+    click.echo(
+        f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}; "
+        f"kept in {path} for `rimthan-mcp audit` only"
+    )
