@@ -22,25 +22,30 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, semver_key, verify_release
+from rimthan_workflow_registry.release import TrustStore, semver_key
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor, deployment_of
+from .loading import (
+    LoadedRelease,
+    ModuleFactory,
+    RefreshResult,
+    Rejection,
+    load_release,
+    unverifiable,
+    verify_candidate,
+)
 from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
 from .workflow_engine import WorkflowEngineQueryModule
 
 _log = get_logger("provider")
-
-ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]
 
 __all__ = [
     "LoadedRelease",
@@ -52,84 +57,6 @@ __all__ = [
     "release_dir_version",
     "scan_releases",
 ]
-
-
-@dataclass(frozen=True)
-class LoadedRelease:
-    """A verified release and the query module that serves it."""
-
-    release: VerifiedRelease
-    module: WorkflowEngineQueryModule
-
-    @property
-    def digest(self) -> str:
-        return self.release.manifest_digest
-
-    @property
-    def catalogue(self) -> str:
-        return self.release.manifest.release.catalogue
-
-    @property
-    def version(self) -> str:
-        return self.release.manifest.release.version
-
-    @property
-    def scope_name(self) -> str:
-        return self.release.manifest.release.scope_name
-
-    @property
-    def profile(self) -> str:
-        return self.release.manifest.release.scope_profile
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "release": self.release.release_id,
-            "manifest_digest": self.digest,
-            "path": str(self.release.root),
-            "scope": self.scope_name,
-            "signers": list(self.release.signer_key_ids),
-        }
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A candidate release that was refused (at start or on refresh), and why."""
-
-    path: str
-    error: dict[str, Any]
-
-    @property
-    def code(self) -> str:
-        return str(self.error.get("code"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "error": self.error}
-
-
-@dataclass(frozen=True)
-class RefreshResult:
-    """What one refresh did: ``activated`` a newer release, ``unchanged``, or ``rejected`` every candidate.
-
-    ``active``/``previous`` name the first release activated (else the primary
-    catalogue's active release); ``activated`` lists every activation.
-    """
-
-    outcome: Literal["activated", "unchanged", "rejected"]
-    active: str
-    active_digest: str
-    previous: str | None = None
-    rejected: tuple[Rejection, ...] = field(default_factory=tuple)
-    activated: tuple[str, ...] = field(default_factory=tuple)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome,
-            "active": self.active,
-            "active_digest": self.active_digest,
-            "previous": self.previous,
-            "activated": list(self.activated),
-            "rejected": [r.to_dict() for r in self.rejected],
-        }
 
 
 class ReleaseProvider:
@@ -257,7 +184,7 @@ class ReleaseProvider:
                     rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                    rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
                     continue
                 actives.append(loaded)
                 break
@@ -415,7 +342,7 @@ class ReleaseProvider:
                     rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection(path=str(candidate), error=_unverifiable(candidate, exc).to_dict()))
+                    rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
                     continue
                 self._activate(self._held.get(loaded.digest, loaded))
                 activated.append((current, loaded))
@@ -470,78 +397,14 @@ class ReleaseProvider:
                     _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
                     continue
                 except Exception as exc:  # nothing in the releases directory may stop a server from starting
-                    error = _unverifiable(path, exc).to_dict()
+                    error = unverifiable(path, exc).to_dict()
                     _log.warning("older release not held", extra={"path": str(path), "error": error})
                     continue
                 held.setdefault(loaded.digest, loaded)
         self._held = MappingProxyType(held)
 
 
-def _unverifiable(path: Path, exc: Exception) -> RegistryError:
-    """A release directory whose verification failed unexpectedly: refused like any other."""
-    _log.error("release verification failed unexpectedly", extra={"path": str(path), "error": type(exc).__name__})
-    return RegistryError(
-        FailureCode.REFRESH_REJECTED, f"{path.name} could not be verified ({type(exc).__name__}); it is not served"
-    )
-
-
 def _persist_schema_checks(state_dir: Path | None, serving: bool) -> None:
     """Serving: remember metaschema passes across restarts (``check`` writes nothing)."""
     if state_dir is not None and serving:
         SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
-
-
-def verify_candidate(
-    candidate: Path,
-    catalogue: str,
-    trust: TrustStore,
-    keyring: CheckpointKeyring,
-    module_factory: ModuleFactory,
-    floor: ActivationFloor,
-    *,
-    expected_scope: str | None = None,
-    lower_floor: bool = False,
-) -> LoadedRelease:
-    """Verify one release found in a releases directory: signatures and files, its name, the floor.
-
-    A directory name is only a claim; a manifest that names another release is
-    refused rather than trusted by name.
-    """
-    loaded = load_release(candidate, trust, keyring, module_factory, expected_scope=expected_scope)
-    if loaded.catalogue != catalogue or loaded.version != release_dir_version(candidate, catalogue):
-        raise RegistryError(
-            FailureCode.REFRESH_REJECTED,
-            f"the directory name does not match the signed manifest's "
-            f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
-            path=str(candidate),
-        )
-    floor.check(loaded.catalogue, loaded.version, loaded.digest, lower_floor=lower_floor)
-    return loaded
-
-
-def load_release(
-    path: Path,
-    trust: TrustStore,
-    keyring: CheckpointKeyring,
-    module_factory: ModuleFactory = WorkflowEngineQueryModule,
-    *,
-    expected_scope: str | None = None,
-    migration: bool = False,
-) -> LoadedRelease:
-    """Verify one release directory and build its query module (the only way in).
-
-    A migration target must carry the active release's scope name; that is
-    refused as ``migration_scope_mismatch`` so the operator sees which rule failed.
-    """
-    release = verify_release(
-        path, trust, expected_profile=WORKFLOW_ENGINE_PROFILE, expected_scope=None if migration else expected_scope
-    )
-    scope = release.manifest.release.scope_name
-    if migration and expected_scope is not None and scope != expected_scope:
-        raise RegistryError(
-            FailureCode.MIGRATION_SCOPE_MISMATCH,
-            f"the migration target {release.release_id} has scope {scope!r}, the active release "
-            f"{expected_scope!r}; give a target release of the same scope",
-            path=str(Path(path) / "manifest.json"),
-        )
-    return LoadedRelease(release=release, module=module_factory(release, keyring))

@@ -1,0 +1,172 @@
+"""What a server holds of one release, and the one way a release directory gets there.
+
+``load_release`` verifies a directory through ``verify_release`` and builds
+its query module; ``verify_candidate`` adds what a releases directory needs
+on top (the name matches the signed manifest, the activation floor).
+``LoadedRelease``, ``Rejection`` and ``RefreshResult`` are the records the
+provider (:mod:`.provider`) keeps and reports. Split from the provider so
+the provider is only about which releases are active.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
+from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, verify_release
+from rimthan_workflow_registry.run import CheckpointKeyring
+
+from .floor import ActivationFloor
+from .logs import get_logger
+from .release_scan import release_dir_version
+from .workflow_engine import WorkflowEngineQueryModule
+
+_log = get_logger("provider")
+
+ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]
+
+
+@dataclass(frozen=True)
+class LoadedRelease:
+    """A verified release and the query module that serves it."""
+
+    release: VerifiedRelease
+    module: WorkflowEngineQueryModule
+
+    @property
+    def digest(self) -> str:
+        return self.release.manifest_digest
+
+    @property
+    def catalogue(self) -> str:
+        return self.release.manifest.release.catalogue
+
+    @property
+    def version(self) -> str:
+        return self.release.manifest.release.version
+
+    @property
+    def scope_name(self) -> str:
+        return self.release.manifest.release.scope_name
+
+    @property
+    def profile(self) -> str:
+        return self.release.manifest.release.scope_profile
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "release": self.release.release_id,
+            "manifest_digest": self.digest,
+            "path": str(self.release.root),
+            "scope": self.scope_name,
+            "signers": list(self.release.signer_key_ids),
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A candidate release that was refused (at start or on refresh), and why."""
+
+    path: str
+    error: dict[str, Any]
+
+    @property
+    def code(self) -> str:
+        return str(self.error.get("code"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "error": self.error}
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What one refresh did: ``activated`` a newer release, ``unchanged``, or ``rejected`` every candidate.
+
+    ``active``/``previous`` name the first release activated (else the primary
+    catalogue's active release); ``activated`` lists every activation.
+    """
+
+    outcome: Literal["activated", "unchanged", "rejected"]
+    active: str
+    active_digest: str
+    previous: str | None = None
+    rejected: tuple[Rejection, ...] = field(default_factory=tuple)
+    activated: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "active": self.active,
+            "active_digest": self.active_digest,
+            "previous": self.previous,
+            "activated": list(self.activated),
+            "rejected": [r.to_dict() for r in self.rejected],
+        }
+
+
+def unverifiable(path: Path, exc: Exception) -> RegistryError:
+    """A release directory whose verification failed unexpectedly: refused like any other."""
+    _log.error("release verification failed unexpectedly", extra={"path": str(path), "error": type(exc).__name__})
+    return RegistryError(
+        FailureCode.REFRESH_REJECTED, f"{path.name} could not be verified ({type(exc).__name__}); it is not served"
+    )
+
+
+def verify_candidate(
+    candidate: Path,
+    catalogue: str,
+    trust: TrustStore,
+    keyring: CheckpointKeyring,
+    module_factory: ModuleFactory,
+    floor: ActivationFloor,
+    *,
+    expected_scope: str | None = None,
+    lower_floor: bool = False,
+) -> LoadedRelease:
+    """Verify one release found in a releases directory: signatures and files, its name, the floor.
+
+    A directory name is only a claim; a manifest that names another release is
+    refused rather than trusted by name.
+    """
+    loaded = load_release(candidate, trust, keyring, module_factory, expected_scope=expected_scope)
+    if loaded.catalogue != catalogue or loaded.version != release_dir_version(candidate, catalogue):
+        raise RegistryError(
+            FailureCode.REFRESH_REJECTED,
+            f"the directory name does not match the signed manifest's "
+            f"{loaded.release.release_id}; publish releases as <catalogue>-<version>",
+            path=str(candidate),
+        )
+    floor.check(loaded.catalogue, loaded.version, loaded.digest, lower_floor=lower_floor)
+    return loaded
+
+
+def load_release(
+    path: Path,
+    trust: TrustStore,
+    keyring: CheckpointKeyring,
+    module_factory: ModuleFactory = WorkflowEngineQueryModule,
+    *,
+    expected_scope: str | None = None,
+    migration: bool = False,
+) -> LoadedRelease:
+    """Verify one release directory and build its query module (the only way in).
+
+    A migration target must carry the active release's scope name; that is
+    refused as ``migration_scope_mismatch`` so the operator sees which rule failed.
+    """
+    release = verify_release(
+        path, trust, expected_profile=WORKFLOW_ENGINE_PROFILE, expected_scope=None if migration else expected_scope
+    )
+    scope = release.manifest.release.scope_name
+    if migration and expected_scope is not None and scope != expected_scope:
+        raise RegistryError(
+            FailureCode.MIGRATION_SCOPE_MISMATCH,
+            f"the migration target {release.release_id} has scope {scope!r}, the active release "
+            f"{expected_scope!r}; give a target release of the same scope",
+            path=str(Path(path) / "manifest.json"),
+        )
+    return LoadedRelease(release=release, module=module_factory(release, keyring))
