@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.release.format import MANIFEST_NAME
+from rimthan_workflow_registry.release import MANIFEST_NAME
 
 from .fixtures import BenchKeys, run_probe, tool
 from .floors import copy_and_sync, hash_floor, interpreter_start, signature_floor

@@ -37,7 +37,7 @@ from rimthan_workflow_mcp.tool_contracts import (
     START_WORKFLOW,
     SUBMIT_STEP_VALIDATION,
 )
-from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 from .echo_server import ECHO

@@ -36,7 +36,7 @@ from rimthan_workflow_mcp.tool_contracts import (
     workflow_engine_tool_contracts,
 )
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
-from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.checkpoints import (
     ArtifactReceipt,

@@ -20,7 +20,7 @@ from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
 if TYPE_CHECKING:
-    from rimthan_workflow_registry.release.trust import TrustStore
+    from rimthan_workflow_registry.release import TrustStore
     from rimthan_workflow_registry.release.verify import ReleaseInspection
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
@@ -132,7 +132,7 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     otherwise against the signing keys themselves. Builds are reproducible;
     set SOURCE_DATE_EPOCH to record a creation time.
     """
-    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release import load_trust
 
     from .build import build_release, source_date_epoch
     from .signing import load_signing_key
@@ -186,7 +186,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     signatures/<keyid>.sig is added. Nothing else in the release changes.
     Refuses if this key has already signed.
     """
-    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release import load_trust
 
     from .build import sign_release
     from .signing import load_signing_key
@@ -232,7 +232,7 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     threshold, SHA256SUMS, every file's size and SHA-256, scope/profile, and
     the catalogue rules. Exits 1 naming the file and reason on any failure.
     """
-    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release import load_trust
     from rimthan_workflow_registry.release.verify import verify_release
 
     trust = load_trust(trust_path)
@@ -366,7 +366,7 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     Files, manifest and catalogue are verified as by 'verify'; signatures only
     when --trust is given.
     """
-    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release import load_trust
     from rimthan_workflow_registry.release.verify import inspect_release
 
     trust = load_trust(trust_path) if trust_path is not None else None

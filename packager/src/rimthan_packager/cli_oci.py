@@ -45,8 +45,7 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
     again, so pushing after `rimthan-pack sign` uploads just the new
     signature. Prints the OCI manifest digest.
     """
-    from rimthan_workflow_registry.release.oci import parse_reference
-    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release import load_trust, parse_reference
 
     from .oci import push_release
 
@@ -88,8 +87,7 @@ def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_j
     and whose version tag names its signed version is moved to its final
     name. Anything else is deleted and refused.
     """
-    from rimthan_workflow_registry.release.oci import parse_reference, pull_release
-    from rimthan_workflow_registry.release.trust import load_trust
+    from rimthan_workflow_registry.release import load_trust, parse_reference, pull_release
 
     result = pull_release(parse_reference(reference), load_trust(trust_path), out_dir, plain_http=plain_http)
     if as_json:

@@ -22,27 +22,30 @@ from typing import Any
 
 import oras.provider
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
-from rimthan_workflow_registry.release.oci import (
+from rimthan_workflow_registry.release import (
     ARTIFACT_TYPE,
+    CATALOGUE_DIR,
     CHECKSUMS_LAYER_TYPE,
+    CHECKSUMS_NAME,
     DIGEST_ANNOTATION,
     EMPTY_CONFIG_TYPE,
     FILE_LAYER_TYPE,
     MANIFEST_LAYER_TYPE,
+    MANIFEST_NAME,
     OCI_MANIFEST_TYPE,
     RELEASE_ANNOTATION,
     SIGNATURE_LAYER_TYPE,
+    SIGNATURES_DIR,
     TITLE,
     VERSION_ANNOTATION,
     OciReference,
+    TrustStore,
+    VerifiedRelease,
     guarded,
     open_registry,
     registry_call,
     tagged_manifest,
 )
-from rimthan_workflow_registry.release.trust import TrustStore
-from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
 
 EMPTY_CONFIG = b"{}"

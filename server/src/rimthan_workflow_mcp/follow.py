@@ -24,15 +24,16 @@ from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release.oci import (
+from rimthan_workflow_registry.release import (
     OciReference,
+    TrustStore,
     fetch_manifest,
+    load_trust,
     open_registry,
     parse_reference,
     pull_release,
     version_tags,
 )
-from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 
 from .logs import get_logger
 from .provider import Rejection

@@ -19,8 +19,13 @@ from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release import VerifiedRelease, WorkflowDefinition, semver_key
-from rimthan_workflow_registry.run import ConfirmedState, IssuedCheckpoint, unconfirmed_fields
-from rimthan_workflow_registry.run.requirements import missing_fields, workflow_needs
+from rimthan_workflow_registry.run import (
+    ConfirmedState,
+    IssuedCheckpoint,
+    missing_fields,
+    unconfirmed_fields,
+    workflow_needs,
+)
 from rimthan_workflow_registry.workflow_engine import newest_version
 
 from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult

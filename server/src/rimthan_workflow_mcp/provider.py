@@ -27,8 +27,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import TrustStore, semver_key
-from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
+from rimthan_workflow_registry.release import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE, TrustStore, semver_key
 from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor, deployment_of

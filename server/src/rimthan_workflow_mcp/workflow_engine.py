@@ -31,15 +31,18 @@ from rimthan_workflow_registry.run import (
     ValidatorReceipt,
     artifact_checks,
     attestations,
+    available_workflows,
     binding_for,
     bound_adapter,
     build_step_payload,
     changed_fields,
     check_reports,
+    describe_available,
     host_blockers,
     input_digest,
     issue_bundle,
     issue_checkpoint,
+    missing_fields,
     receipts_on_entry,
     repository_policy,
     require_confirmed,
@@ -50,11 +53,6 @@ from rimthan_workflow_registry.run import (
     validator_summaries,
     verify_bundle,
     verify_checkpoint,
-)
-from rimthan_workflow_registry.run.requirements import (
-    available_workflows,
-    describe_available,
-    missing_fields,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 

@@ -2,9 +2,10 @@
 
 Modules, in the order a release is read:
 
-``format``
+``format`` / ``manifest_parse``
     The on-disk layout (``manifest.json``, ``SHA256SUMS``, ``signatures/``,
-    ``catalogue/``), the manifest record and its strict parser.
+    ``catalogue/``) and the manifest records; the closed manifest schema and
+    its strict parser.
 ``trust``
     The trust store: trusted Ed25519 public keys, key ids and the k-of-n threshold.
 ``verify``
@@ -13,10 +14,14 @@ Modules, in the order a release is read:
 ``verified``
     ``VerifiedRelease``: a release that passed ``verify_release``; every read
     of a file is digest-checked again.
-``catalogue`` / ``catalogue_rules`` / ``loader``
+``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``loader``
     The catalogue model (workflows, steps, assets, host adapters), the
     authoring rules build and load share, and ``ReleaseLoader`` that applies
-    them (``ReleaseLoader._validate_workflow_catalogue``).
+    them (``ReleaseLoader._validate_workflow_catalogue``); ``schema_checks``
+    remembers which catalogue schemas already passed the metaschema.
+``oci``
+    A release pulled from an OCI registry into a temporary directory, then the
+    one verification path.
 
 ``__all__`` below is the public surface; anything not listed is internal.
 """
@@ -55,23 +60,60 @@ if TYPE_CHECKING:
     )
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
     from rimthan_workflow_registry.release.manifest_parse import parse_manifest
+    from rimthan_workflow_registry.release.oci import (
+        ARTIFACT_TYPE,
+        CHECKSUMS_LAYER_TYPE,
+        DIGEST_ANNOTATION,
+        EMPTY_CONFIG_TYPE,
+        FILE_LAYER_TYPE,
+        MANIFEST_LAYER_TYPE,
+        OCI_MANIFEST_TYPE,
+        RELEASE_ANNOTATION,
+        SIGNATURE_LAYER_TYPE,
+        TITLE,
+        VERSION_ANNOTATION,
+        OciReference,
+        fetch_manifest,
+        guarded,
+        open_registry,
+        parse_reference,
+        pull_release,
+        registry_call,
+        tagged_manifest,
+        version_tags,
+    )
+    from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
     from rimthan_workflow_registry.release.verified import VerifiedRelease
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
+    "ARTIFACT_TYPE",
     "CATALOGUE_DIR",
+    "CHECKSUMS_LAYER_TYPE",
     "CHECKSUMS_NAME",
+    "DIGEST_ANNOTATION",
+    "EMPTY_CONFIG_TYPE",
+    "FILE_LAYER_TYPE",
+    "MANIFEST_LAYER_TYPE",
     "MANIFEST_NAME",
+    "OCI_MANIFEST_TYPE",
     "OPEN_NOFOLLOW",
+    "RELEASE_ANNOTATION",
     "RELEASE_DIR_NAME",
+    "SCHEMA_CHECKS",
+    "SCHEMA_CHECKS_FILE",
     "SIGNATURES_DIR",
+    "SIGNATURE_LAYER_TYPE",
+    "TITLE",
+    "VERSION_ANNOTATION",
     "AssetDefinition",
     "Catalogue",
     "FileEntry",
     "HostAdapter",
     "LoadedCatalogue",
     "Manifest",
+    "OciReference",
     "Question",
     "ReleaseInspection",
     "ReleaseLoader",
@@ -79,58 +121,88 @@ __all__ = [
     "TrustStore",
     "VerifiedRelease",
     "WorkflowDefinition",
+    "fetch_manifest",
+    "guarded",
     "inspect_release",
     "is_semver",
     "key_id_for",
     "load_trust",
     "manifest_for",
     "media_type_for",
+    "open_registry",
     "parse_manifest",
+    "parse_reference",
     "path_problem",
     "path_set_problem",
     "public_key_pem",
+    "pull_release",
+    "registry_call",
     "render_checksums",
     "semver_key",
     "signature_name",
+    "tagged_manifest",
     "verify_release",
+    "version_tags",
 ]
 
 # Each public name is imported from its module on first use, so importing one light module of this
 # package (trust, say) does not import the verifier and jsonschema (CLI start-up).
 _HOME = {
+    "ARTIFACT_TYPE": "rimthan_workflow_registry.release.oci",
     "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
     "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",
+    "CHECKSUMS_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "CHECKSUMS_NAME": "rimthan_workflow_registry.release.format",
     "Catalogue": "rimthan_workflow_registry.release.catalogue",
+    "DIGEST_ANNOTATION": "rimthan_workflow_registry.release.oci",
+    "EMPTY_CONFIG_TYPE": "rimthan_workflow_registry.release.oci",
+    "FILE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "FileEntry": "rimthan_workflow_registry.release.format",
     "HostAdapter": "rimthan_workflow_registry.release.catalogue",
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
+    "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "MANIFEST_NAME": "rimthan_workflow_registry.release.format",
     "Manifest": "rimthan_workflow_registry.release.format",
+    "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci",
     "OPEN_NOFOLLOW": "rimthan_workflow_registry.release.format",
+    "OciReference": "rimthan_workflow_registry.release.oci",
     "Question": "rimthan_workflow_registry.release.catalogue",
+    "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci",
     "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.format",
     "ReleaseInspection": "rimthan_workflow_registry.release.verify",
     "ReleaseLoader": "rimthan_workflow_registry.release.loader",
+    "SCHEMA_CHECKS": "rimthan_workflow_registry.release.schema_checks",
+    "SCHEMA_CHECKS_FILE": "rimthan_workflow_registry.release.schema_checks",
     "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
+    "SIGNATURE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "StepDefinition": "rimthan_workflow_registry.release.catalogue",
+    "TITLE": "rimthan_workflow_registry.release.oci",
     "TrustStore": "rimthan_workflow_registry.release.trust",
+    "VERSION_ANNOTATION": "rimthan_workflow_registry.release.oci",
     "VerifiedRelease": "rimthan_workflow_registry.release.verified",
     "WorkflowDefinition": "rimthan_workflow_registry.release.catalogue",
+    "fetch_manifest": "rimthan_workflow_registry.release.oci",
+    "guarded": "rimthan_workflow_registry.release.oci",
     "inspect_release": "rimthan_workflow_registry.release.verify",
     "is_semver": "rimthan_workflow_registry.release.catalogue",
     "key_id_for": "rimthan_workflow_registry.release.trust",
     "load_trust": "rimthan_workflow_registry.release.trust",
     "manifest_for": "rimthan_workflow_registry.release.format",
     "media_type_for": "rimthan_workflow_registry.release.format",
+    "open_registry": "rimthan_workflow_registry.release.oci",
     "parse_manifest": "rimthan_workflow_registry.release.manifest_parse",
+    "parse_reference": "rimthan_workflow_registry.release.oci",
     "path_problem": "rimthan_workflow_registry.release.format",
     "path_set_problem": "rimthan_workflow_registry.release.format",
     "public_key_pem": "rimthan_workflow_registry.release.trust",
+    "pull_release": "rimthan_workflow_registry.release.oci",
+    "registry_call": "rimthan_workflow_registry.release.oci",
     "render_checksums": "rimthan_workflow_registry.release.format",
     "semver_key": "rimthan_workflow_registry.release.catalogue",
     "signature_name": "rimthan_workflow_registry.release.format",
+    "tagged_manifest": "rimthan_workflow_registry.release.oci",
     "verify_release": "rimthan_workflow_registry.release.verify",
+    "version_tags": "rimthan_workflow_registry.release.oci",
 }
 
 

@@ -50,6 +50,12 @@ from rimthan_workflow_registry.run.confirmed_state import (
     validate_against_schema,
 )
 from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
+from rimthan_workflow_registry.run.requirements import (
+    available_workflows,
+    describe_available,
+    missing_fields,
+    workflow_needs,
+)
 from rimthan_workflow_registry.run.step_payload import build_step_payload, release_file_uri
 from rimthan_workflow_registry.run.tokens import (
     BUNDLE_TYPE,
@@ -70,9 +76,6 @@ from rimthan_workflow_registry.run.validation_bundle import (
 )
 
 __all__ = [
-    "receipts_on_entry",
-    "state_failures",
-    "require_confirmed",
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",
@@ -86,24 +89,31 @@ __all__ = [
     "ValidatorReceipt",
     "ValidatorSummary",
     "audit_run",
+    "available_workflows",
     "binding_for",
     "bound_adapter",
     "build_step_payload",
     "changed_fields",
     "check_reports",
     "describe",
+    "describe_available",
     "host_blockers",
     "input_digest",
     "issue_bundle",
     "issue_checkpoint",
+    "missing_fields",
     "peek_manifest_digest",
     "read_log",
+    "receipts_on_entry",
     "release_file_uri",
+    "require_confirmed",
     "require_digest",
+    "state_failures",
     "token_digest",
     "unconfirmed_fields",
     "validate_against_schema",
     "validator_summaries",
     "verify_bundle",
     "verify_checkpoint",
+    "workflow_needs",
 ]
