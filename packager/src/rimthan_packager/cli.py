@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,19 @@ def cli() -> None:
       rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
       rimthan-pack verify releases/NAME-VERSION --trust keys/local
     """
+
+
+def _trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--trust``: the trust store, with what this command does with it."""
+    text = f"{_TRUST_HELP} {also}" if also else _TRUST_HELP
+    return click.option("--trust", "trust_path", type=click.Path(path_type=Path), help=text)
+
+
+def _key_option(dest: str, text: str, *, multiple: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--key``: a private signing key file (build takes several signers, sign one co-signer)."""
+    return click.option(
+        "--key", dest, multiple=multiple, required=True, type=click.Path(dir_okay=False, path_type=Path), help=text
+    )
 
 
 @cli.command(
@@ -96,14 +110,7 @@ def keygen(prefix: Path, as_json: bool) -> None:
     )
 )
 @click.argument("source", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--key",
-    "key_paths",
-    multiple=True,
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Private signing key (PEM PKCS#8); repeat for several signers.",
-)
+@_key_option("key_paths", "Private signing key (PEM PKCS#8); repeat for several signers.", multiple=True)
 @click.option(
     "--out",
     "out_dir",
@@ -112,12 +119,7 @@ def keygen(prefix: Path, as_json: bool) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory the release is created in.",
 )
-@click.option(
-    "--trust",
-    "trust_path",
-    type=click.Path(path_type=Path),
-    help=f"{_TRUST_HELP} The built release must verify against it.",
-)
+@_trust_option("The built release must verify against it.")
 @_JSON
 @reports_refusals
 def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: Path | None, as_json: bool) -> None:
@@ -164,19 +166,8 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     )
 )
 @click.argument("release", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--key",
-    "key_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Private signing key (PEM PKCS#8) of the co-signer.",
-)
-@click.option(
-    "--trust",
-    "trust_path",
-    type=click.Path(path_type=Path),
-    help=f"{_TRUST_HELP} If given, existing signatures are checked before signing.",
-)
+@_key_option("key_path", "Private signing key (PEM PKCS#8) of the co-signer.")
+@_trust_option("If given, existing signatures are checked before signing.")
 @_JSON
 @reports_refusals
 def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
@@ -349,12 +340,7 @@ def _size(n: int) -> str:
     ),
 )
 @click.argument("release", type=click.Path(path_type=Path))
-@click.option(
-    "--trust",
-    "trust_path",
-    type=click.Path(path_type=Path),
-    help=f"{_TRUST_HELP} Without it signatures are listed but not checked.",
-)
+@_trust_option("Without it signatures are listed but not checked.")
 @_JSON
 @reports_refusals
 def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
