@@ -19,17 +19,26 @@ DEV_TRUST := keys/local
 .PHONY: help bootstrap setup demo agent-demo serve test test-quick interop test-vectors lint test-four-tools test-loop test-packaged test-pinned
 
 help:
-	@echo "make demo    build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
-	@echo "make agent-demo  a scripted model drives the packaged runs through the rimthan-host bridge (figures)"
-	@echo "make serve   run the verifier MCP server (stdio) on every catalogue in $(RELEASES)/"
-	@echo "make test    run the whole test suite (all but the long fuzz runs of make fuzz-long)"
-	@echo "make test-quick  the same without the slower sweeps (marker slow)"
-	@echo "make interop third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
-	@echo "make lint    ruff"
-	@echo "make test-vectors  regenerate docs/test-vectors/host-protocol.json (harness authors check against it)"
-	@echo "make fleet   3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
-	@echo "make setup   install uv if missing and sync the locked environment"
-	@echo "make test-four-tools | test-loop | test-packaged | test-pinned   focused protocol tests"
+	@echo "make demo             build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
+	@echo "make agent-demo       a scripted model drives the packaged runs through the rimthan-host bridge (figures)"
+	@echo "make serve            run the verifier MCP server (stdio) on every catalogue in $(RELEASES)/"
+	@echo "make test             run the whole test suite (all but the long fuzz runs of make fuzz-long)"
+	@echo "make test-quick       the same without the slower sweeps (marker slow)"
+	@echo "make test-four-tools  the protocol's named four_tools tests"
+	@echo "make test-loop        the protocol's complete stateless validation loop test"
+	@echo "make test-packaged    the protocol's packaged research workflow test (every gate)"
+	@echo "make test-pinned      the protocol's pinned-release and corrupt-refresh tests"
+	@echo "make lint             ruff check, ruff format --check and mypy --strict"
+	@echo "make interop          third-party MCP clients (conformance suite, MCP Inspector) against a fresh signed release"
+	@echo "make test-vectors     regenerate docs/test-vectors/host-protocol.json (harness authors check against it)"
+	@echo "make bench            the benchmarks, each figure beside its floor (JSON in benchmarks/out/results.json)"
+	@echo "make bench-quick      the benchmarks at small sizes"
+	@echo "make load             32 concurrent clients against 2 replicas with a refresh, a restart and a corrupt release"
+	@echo "make fleet            3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
+	@echo "make fuzz-long        the slow, many-example fuzz of the four tools and tokens"
+	@echo "make setup            install uv if missing and sync the locked environment"
+	@echo "make help             this list"
+	@echo "make bootstrap        what every target runs first: uv if missing, then uv sync --locked"
 
 bootstrap:
 	@if ! command -v uv >/dev/null 2>&1 && ! $(PYTHON) -m uv --version >/dev/null 2>&1; then \
