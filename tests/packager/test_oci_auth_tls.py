@@ -11,8 +11,12 @@ nothing left in the releases directory.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from support.oci import one_line_error, pack, tree_bytes
@@ -20,6 +24,7 @@ from support.registry import LocalRegistry, TlsFiles, docker_config, make_tls, s
 
 REPO = "rimthan/research"
 USER, PASSWORD = "release-bot", "correct horse battery staple"
+RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
 
 
 @pytest.fixture
@@ -121,3 +126,35 @@ def test_an_untrusted_certificate_is_refused(
         one_line_error(pulled, "oci_tls_untrusted")
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
     assert not (tls_registry.storage / "docker/registry/v2/repositories").exists()
+
+
+def test_a_follower_pulls_over_tls_with_credentials_and_keeps_serving_when_refused(
+    tmp_path: Path, tls_files: TlsFiles, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    registry = start_registry(tmp_path / "both", users={USER: PASSWORD}, tls=tls_files)
+    try:
+        env = _clean_env(tmp_path, REQUESTS_CA_BUNDLE=str(tls_files.ca_cert))
+        env |= {"RIMTHAN_REGISTRY_USERNAME": USER, "RIMTHAN_REGISTRY_PASSWORD": PASSWORD}
+        pushed = pack("push", packaged_releases["1.2.0"], registry.ref(REPO), "--trust", trust, env=env)
+        assert pushed.returncode == 0, pushed.stderr
+        releases = tmp_path / "releases"
+        started = _serve(registry, releases, trust, tmp_path / "state", env)
+        assert "research-decision@1.2.0" in started.stderr and "[active]" in started.stderr, started.stderr
+        assert sorted(p.name for p in releases.iterdir()) == ["research-decision-1.2.0"]
+
+        refused = _serve(registry, releases, trust, tmp_path / "state", env | {"RIMTHAN_REGISTRY_PASSWORD": "guess"})
+        assert '"registry unreachable; serving what is held"' in refused.stderr, refused.stderr
+        assert "oci_unauthorized" in refused.stderr and "[active]" in refused.stderr
+    finally:
+        registry.stop()
+
+
+def _serve(
+    registry: LocalRegistry, releases: Path, trust: Path, state: Path, env: dict[str, str]
+) -> CompletedProcess[str]:
+    """``rimthan-mcp serve`` (stdio, stdin closed) just far enough to print its start-up lines."""
+    return subprocess.run(
+        [str(RIMTHAN_MCP), "serve", "--releases-from", registry.ref(REPO), "--releases-dir", str(releases),
+         "--trust", str(trust), "--state-dir", str(state)],
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL, check=False, env={**os.environ, **env},
+    )  # fmt: skip

@@ -147,6 +147,14 @@ class _CredentialsMissing(Exception):
     """The registry asked for credentials and neither source holds any for it."""
 
 
+class _CredentialsRefused(Exception):
+    """The registry answered 401/403 inside an oras call that only raises a bare ``ValueError``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
 class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
     """oras's token flow, plus the Basic challenge an htpasswd-protected registry sends.
 
@@ -175,6 +183,11 @@ class _Registry(oras.provider.Registry):  # type: ignore[misc]
     """
 
     do_request = oras.provider.Registry.do_request.__wrapped__
+
+    def _check_200_response(self, response: requests.Response) -> None:
+        if response.status_code in (401, 403):
+            raise _CredentialsRefused(response.status_code)
+        super()._check_200_response(response)
 
 
 def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
@@ -216,6 +229,10 @@ def guarded(ref: OciReference, what: str) -> Iterator[None]:
     except _CredentialsMissing:
         raise _refuse(
             FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry asks for credentials; none found", str(ref)
+        ) from None
+    except _CredentialsRefused as exc:
+        raise _refuse(
+            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry refused the credentials (HTTP {exc.status})", str(ref)
         ) from None
     except requests.exceptions.SSLError as exc:
         if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
