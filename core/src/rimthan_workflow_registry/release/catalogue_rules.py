@@ -316,22 +316,20 @@ def check_reachability(workflow: WorkflowDefinition) -> None:
     for source, targets in forward.items():
         for target in targets:
             backward[target].append(source)
-    reached = _walk([workflow.steps[0].id], forward)
-    unreachable = [s.id for s in workflow.steps if s.id not in reached]
-    if unreachable:
-        raise CatalogueError(
-            FailureCode.TERMINAL_UNREACHABLE,
-            f"workflow {workflow.key}: step(s) {', '.join(unreachable)} can never be reached",
-            path=workflow.source,
-        )
-    finishing = _walk([s.id for s in workflow.steps if s.terminal], backward)
-    stuck = [s.id for s in workflow.steps if s.id not in finishing]
-    if stuck:
-        raise CatalogueError(
-            FailureCode.TERMINAL_UNREACHABLE,
-            f"workflow {workflow.key}: no terminal step is reachable from {', '.join(stuck)}",
-            path=workflow.source,
-        )
+    ends = [s.id for s in workflow.steps if s.terminal]
+    walks = (
+        ([workflow.steps[0].id], forward, "step(s) {} can never be reached"),
+        (ends, backward, "no terminal step is reachable from {}"),
+    )
+    for starts, graph, message in walks:
+        reached = _walk(starts, graph)
+        left = [s.id for s in workflow.steps if s.id not in reached]
+        if left:
+            raise CatalogueError(
+                FailureCode.TERMINAL_UNREACHABLE,
+                f"workflow {workflow.key}: " + message.format(", ".join(left)),
+                path=workflow.source,
+            )
 
 
 def _walk(starts: list[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
