@@ -79,15 +79,20 @@ def test_a_run_migrates_from_1_2_0_to_1_3_0_with_preview_and_confirmation(world:
             model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "desk-research", until_question=True)
             assert at_question.data["step"]["id"] == "select-route"
-            bare = await model.call("migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False})
+            # The verifier's offer reaches the model in words and data: the target id and the facts it needs.
+            assert "A newer release is offered for this run: research-decision@1.3.0" in at_question.text
+            offered = at_question.data["migration"]
+            assert offered["to_release"] == "research-decision@1.3.0"
+            assert offered["needs"] == ["risk_tolerance"]  # the one field 1.3.0 requires that 1.2.0 lacks
+            bare = await model.call("migrate_run", {"confirm": False})  # no id to invent
             assert bare.is_error and "risk_tolerance" in bare.text and "pass it as facts" in bare.text
-            preview = await model.call(
-                "migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False, "facts": new_facts}
-            )
+            preview = await model.call("migrate_run", {"confirm": False, "facts": new_facts})
             assert not preview.is_error and "restarts at setup-workspace" in preview.text, preview.text
+            assert "research-decision@1.3.0" in preview.text
             moved = await model.call(
                 "migrate_run", {"to_release": "research-decision@1.3.0", "confirm": True, "facts": new_facts}
             )
+            assert "newer release is offered" not in moved.text  # taken: no longer offered
             assert "Migrated run" in moved.text and moved.data["step"]["id"] == "interview", moved.text
             model.version = "1.3.0"
             final = await model.follow(moved, "desk-research")

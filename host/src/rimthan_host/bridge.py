@@ -26,6 +26,8 @@ from .session import HostSession
 from .words import (
     failure_words,
     findings_words,
+    offer_summary,
+    offer_words,
     preview_words,
     question_words,
     scrub,
@@ -175,10 +177,15 @@ class Bridge:
 
     # -- migration -------------------------------------------------------------------------
 
-    async def migrate_run(self, asker: Asker, to_release: str, confirm: bool, facts: Mapping[str, Any]) -> Reply:
+    async def migrate_run(self, asker: Asker, to_release: str | None, confirm: bool, facts: Mapping[str, Any]) -> Reply:
         session = self._active()
         if isinstance(session, Reply):
             return session
+        if not to_release:
+            offer = session.migration_offer
+            if offer is None:
+                return Reply("The verifier offers no newer release for this run; nothing to migrate to.", {}, True)
+            to_release = str(offer_summary(offer)["to_release"])
         values = {**session.state.values, **facts}
         try:
             preview = await session.migrate(to_release, values, confirm=False)
@@ -276,6 +283,9 @@ class Bridge:
             lines += ["The step's files:", *(f"- {path}" for path in files)]
             return self._reply(lines, {**data, "files": files}, error)
         lines += step_words(step, self.run_id, workflow_version(result))
+        if session.migration_offer is not None:
+            lines += offer_words(session.migration_offer)
+            data["migration"] = offer_summary(session.migration_offer)
         if status == "input_required" and result.get("question"):
             question = result["question"]
             lines += ["", *question_words(question, elicits=self.elicits)]

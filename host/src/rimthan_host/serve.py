@@ -90,11 +90,11 @@ TOOLS: tuple[types.Tool, ...] = (
         input_schema={
             "type": "object",
             "properties": {
-                "to_release": {"type": "string", "description": "Release id, e.g. research-decision@1.3.0."},
+                "to_release": {"type": "string", "description": "Release id; default the one the bridge offered."},
                 "confirm": {"type": "boolean"},
                 "facts": {**_FACTS, "description": "New facts the newer release needs, confirmed by the user."},
             },
-            "required": ["to_release", "confirm"],
+            "required": ["confirm"],
         },
     ),
     types.Tool(
@@ -118,7 +118,7 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
             str(x.get("validator") or ""), str(x.get("verdict") or ""), [str(f) for f in x.get("findings") or []]
         ),
         "migrate_run": lambda a, x: bridge.migrate_run(
-            a, str(x.get("to_release") or ""), x.get("confirm") is True, dict(x.get("facts") or {})
+            a, str(x.get("to_release") or "") or None, x.get("confirm") is True, dict(x.get("facts") or {})
         ),
         "resume_run": lambda a, x: bridge.resume_run(x.get("run")),
     }

@@ -90,3 +90,30 @@ def preview_words(preview: Mapping[str, Any], failures: Sequence[Mapping[str, An
         lines.append("Before it can happen:")
         lines += failure_words(blocking)
     return lines
+
+
+def offer_summary(offer: Mapping[str, Any]) -> dict[str, Any]:
+    """The verifier's migration preview as the model may see it: target ids and the facts it still needs."""
+    needs = (offer.get("target_needs") or {}).get("confirmed_state") or []
+    return {
+        "to_release": (offer.get("to") or {}).get("release"),
+        "to_workflow": (offer.get("to") or {}).get("workflow"),
+        "needs": [n["field"] for n in needs if n.get("required") and not n.get("present")],
+    }
+
+
+def offer_words(offer: Mapping[str, Any]) -> list[str]:
+    """A newer release the verifier offers for this run, and what moving to it takes."""
+    summary = offer_summary(offer)
+    lines = [
+        "",
+        f"A newer release is offered for this run: {summary['to_release']} ({summary['to_workflow']}).",
+        "If the user wants it, call migrate_run (no id needed): it previews first, nothing moves until confirmed.",
+    ]
+    expects = {
+        n["field"]: n.get("expects") or {} for n in (offer.get("target_needs") or {}).get("confirmed_state") or []
+    }
+    if summary["needs"]:
+        lines.append("It needs facts this run does not have; ask the user and pass them as facts:")
+        lines += [f"- {name}: {expects[name].get('description') or 'see the preview'}" for name in summary["needs"]]
+    return lines
