@@ -15,7 +15,14 @@ import pytest
 from mcp import Client
 from rimthan_host.standin import StandIn
 from support.bridge import audit, bridge_params, stand_in
+from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
+
+ROUTE_SCHEMAS = {
+    "desk-research": "evidence-log.schema.json",
+    "user-interviews": "interview-synthesis.schema.json",
+    "experiment": "experiment-results.schema.json",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +53,12 @@ def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, r
     assert model.leaks() == []
     assert model.opaque_bytes_sent() == 0
     assert (project / ".claude").is_dir()  # the bridge delivered the release's assets itself
+    # The route's JSON output comes with its schema: a copy from the verified release, and its required fields.
+    name = ROUTE_SCHEMAS[route]
+    copy = f".rimthan/schemas/research-decision@1.2.0/{name}"
+    asked = next(r for r in model.received if f"JSON Schema: {copy}" in r.text)
+    assert f'required fields: decision_question (string), route (= "{route}")' in asked.text
+    assert (project / copy).read_bytes() == (packaged_source("1.2.0") / "schemas" / name).read_bytes()
     history = audit(_only_log(project), state)
     assert history["ok"] is True and route in history["steps"]
     assert history["steps"][0] == "setup-workspace"

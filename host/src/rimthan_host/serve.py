@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
-from .protocol import HarnessError, HostProfile, ToolRefused, client_caller
+from .protocol import HarnessError, HostProfile, ToolRefused, client_caller, client_reader
 
 SERVER_NAME = "rimthan-host"
 INSTRUCTIONS = (
@@ -194,6 +194,7 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
         try:
             async with Client(target, mode="auto") as client:
                 verifier["call"] = client_caller(client)
+                verifier["read"] = client_reader(client)
                 ready.set()
                 await anyio.sleep_forever()
         except Exception as exc:  # the SDK reports failures inside task groups as exception groups
@@ -203,14 +204,21 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
             verifier["error"] = f"the verifier is not reachable: {type(first).__name__}: {first}"
             ready.set()
 
-    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def connected(use: str) -> Any:
         await ready.wait()
-        if "call" not in verifier:
+        if use not in verifier:
             raise HarnessError(str(verifier.get("error")) + " (check the flags after -- or --verifier-url)")
-        result: dict[str, Any] = await verifier["call"](tool, arguments)
+        return verifier[use]
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await (await connected("call"))(tool, arguments)
         return result
 
-    app = create_bridge_server(Bridge(call, project_dir=project, host=host))
+    async def read(uri: str) -> str:
+        text: str = await (await connected("read"))(uri)
+        return text
+
+    app = create_bridge_server(Bridge(call, project_dir=project, host=host, read_resource=read))
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(connect)
         async with stdio_server() as (read_stream, write_stream):

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .schemas import OutputSchema
+
 _OPAQUE = re.compile(r"(sha256:)?[0-9a-fA-F]{64}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]+")
 _KINDS = {"application/json": "JSON", "text/markdown": "Markdown"}
 
@@ -21,8 +23,10 @@ def scrub(text: str) -> str:
     return _OPAQUE.sub("[omitted]", text)
 
 
-def step_words(step: Mapping[str, Any], run_id: str, version: str) -> list[str]:
-    """The current step: title, its instruction, and what it needs."""
+def step_words(
+    step: Mapping[str, Any], run_id: str, version: str, schemas: Mapping[str, OutputSchema] | None = None
+) -> list[str]:
+    """The current step: title, its instruction, and what it needs (with each JSON output's schema)."""
     lines = [
         f"Run {run_id} ({version}): step {step['id']} - {step.get('title') or step['id']}.",
         "",
@@ -33,7 +37,10 @@ def step_words(step: Mapping[str, Any], run_id: str, version: str) -> list[str]:
     outputs = step.get("outputs") or []
     if step.get("gated") and outputs:
         lines.append("Write these files in the project with your own tools:")
-        lines += [f"- {o['path']} ({_KINDS.get(o['media_type'], o['media_type'])})" for o in outputs]
+        for o in outputs:
+            lines.append(f"- {o['path']} ({_KINDS.get(o['media_type'], o['media_type'])})")
+            if (schemas or {}).get(o["path"]) is not None:
+                lines.append((schemas or {})[o["path"]].words())
         lines.append("Then call step_done: the bridge reads them from disk and has them checked.")
     else:
         lines.append("This step writes no files. When its work is done, call step_done.")
