@@ -26,14 +26,23 @@ from rimthan_workflow_registry.limits import (
     MAX_ARGUMENT_DEPTH,
     MAX_JSON_DEPTH,
     MAX_TOML_DEPTH,
+    MAX_TRUST_FILE_BYTES,
     depth_exceeds,
 )
-from rimthan_workflow_registry.release.catalogue import _parse_toml as parse_toml
+from rimthan_workflow_registry.release.catalogue_parse import _parse_toml as parse_toml
 from rimthan_workflow_registry.release.format import MANIFEST_NAME, SIGNATURES_DIR, signature_name
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.artifact_checks import parse_json_artifact
-from support.releases import KeyPair, build_release, make_keypair, resign_release, scaffold_source, trust_dir
+from support.releases import (
+    KeyPair,
+    build_release,
+    make_keypair,
+    resign_release,
+    scaffold_source,
+    trust_dir,
+    trust_file,
+)
 from support.servers import build_world, harness, http_client_for, http_server, serve_args
 
 VERY_DEEP = 100_000
@@ -181,6 +190,43 @@ def test_the_clis_refuse_deep_releases_in_one_line(tmp_path: Path, signer: KeyPa
         )
         assert serve.returncode != 0 and "Traceback" not in serve.stderr, serve.stderr
         assert code in serve.stderr, serve.stderr
+
+
+def _trust_file_with(tmp_path: Path, signer: KeyPair, extra: str) -> Path:
+    """A real k-of-n trust file naming ``signer`` whose ``threshold`` line is replaced by ``extra``."""
+    path = trust_file(tmp_path / "trust-file", [signer], threshold=1)
+    lines = [line for line in path.read_text("utf-8").splitlines() if not line.startswith("threshold")]
+    path.write_text(extra + "\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_deep_or_huge_trust_file_is_refused_in_one_line(tmp_path: Path, signer: KeyPair) -> None:
+    """The operator's trust.toml has the catalogue TOML's limits: 32 deep parses, 33 and deeper are refused."""
+    at_limit = _trust_file_with(tmp_path / "at", signer, "threshold = " + nested_toml(MAX_TOML_DEPTH)[4:])
+    with pytest.raises(RegistryError) as below:
+        load_trust(at_limit)
+    # parsed: refused by the trust file's own rule, not by the depth limit
+    assert below.value.code is FailureCode.TRUST_STORE_INVALID and "threshold must be an integer" in below.value.message
+    assert load_trust(_trust_file_with(tmp_path / "ok", signer, "threshold = 1\n")).threshold == 1
+    for depth in (MAX_TOML_DEPTH + 1, 20_000):  # 20,000 deep: past tomllib's recursion, inside the size limit
+        deep = _trust_file_with(tmp_path / f"deep-{depth}", signer, "threshold = " + nested_toml(depth)[4:])
+        with pytest.raises(RegistryError) as err:
+            load_trust(deep)
+        assert err.value.code is FailureCode.TRUST_STORE_INVALID and "deeper than 32" in err.value.message
+    just_fits = _trust_file_with(tmp_path / "fits", signer, "threshold = 1\n")
+    padding = MAX_TRUST_FILE_BYTES - len(just_fits.read_bytes()) - 1
+    just_fits.write_text(just_fits.read_text("utf-8") + "#" * padding + "\n", encoding="utf-8")
+    assert len(just_fits.read_bytes()) == MAX_TRUST_FILE_BYTES and load_trust(just_fits).threshold == 1
+    too_big = _trust_file_with(tmp_path / "big", signer, "threshold = 1\n")
+    too_big.write_text(just_fits.read_text("utf-8") + "#\n", encoding="utf-8")
+    with pytest.raises(RegistryError) as big:
+        load_trust(too_big)
+    assert big.value.code is FailureCode.TRUST_STORE_INVALID and str(MAX_TRUST_FILE_BYTES) in big.value.message
+    release = _release(tmp_path, signer, "trusted")
+    verify = subprocess.run(
+        ["rimthan-pack", "verify", str(release), "--trust", str(deep)], capture_output=True, text=True, timeout=120
+    )
+    _one_line_refusal(verify, "trust_store_invalid")
 
 
 # --------------------------------------------------------------------------- a real server process

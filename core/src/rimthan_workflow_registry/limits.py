@@ -20,6 +20,9 @@ MAX_JSON_DEPTH = 64
 MAX_TOML_DEPTH = 32
 """Tables and arrays nested in a catalogue TOML file (the catalogue format needs 4)."""
 
+MAX_TRUST_FILE_BYTES = 64 * 1024
+"""An operator's TOML trust file (a few ``[[keys]]`` tables; its tables/arrays nest at most ``MAX_TOML_DEPTH``)."""
+
 MAX_ARGUMENT_DEPTH = 64
 """Containers nested in one tool call's arguments (a confirmed state's values included)."""
 

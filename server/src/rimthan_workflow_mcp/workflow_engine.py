@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
@@ -56,23 +55,13 @@ from rimthan_workflow_registry.run.requirements import (
     available_workflows,
     describe_available,
     missing_fields,
-    workflow_needs,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
-from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
+from . import migration
+from .results import MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
 
 _COMPLETED = "__completed__"
-
-
-@dataclass(frozen=True)
-class Departure:
-    """A verified run leaving its release: everything a migration target takes from the source module."""
-
-    release: VerifiedRelease
-    issued: IssuedCheckpoint
-    workflow: WorkflowDefinition
-    bound_host: Mapping[str, Any]  # the checkpoint's host binding, as a ``host`` argument
 
 
 class WorkflowEngineQueryModule:
@@ -89,9 +78,9 @@ class WorkflowEngineQueryModule:
 
     def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
         workflow = self._select_workflow(arguments["workflow"], arguments.get("workflow_version"))
-        state = self._confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
-        adapter, failures = self._host_blockers(workflow, arguments["host"])
-        failures = missing_fields(state.values, self._state_schema(workflow)) + unconfirmed_fields(state) + failures
+        state = self.confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
+        adapter, failures = self.check_host(workflow, arguments["host"])
+        failures = missing_fields(state.values, self.state_schema(workflow)) + unconfirmed_fields(state) + failures
         if failures:
             return ToolResult.failed(
                 "blocked",
@@ -101,27 +90,8 @@ class WorkflowEngineQueryModule:
                 failures,
                 message="the run cannot start until every failure is resolved",
             )
-        checkpoint = Checkpoint(
-            sequence=1,
-            workflow_id=workflow.id,
-            workflow_version=workflow.version,
-            release_id=self.release.release_id,
-            manifest_digest=self.release.manifest_digest,
-            step_id=SETUP_STEP_ID,
-            state_digest=state.digest,
-            parent_digest=None,
-            host=binding_for(arguments["host"]),
-            issued_at=self._now(),
-        )
         assert adapter is not None
-        issued = issue_checkpoint(self.keyring, checkpoint)
-        return ToolResult(
-            "active",
-            self.release_ref,
-            workflow=WorkflowRef.of(workflow),
-            checkpoint=issued,
-            step=self._payload(workflow, workflow.steps[0], adapter, checkpoint),
-        )
+        return self.open_run(workflow, adapter, state, arguments["host"])
 
     def _select_workflow(self, name: str, version: str | None) -> WorkflowDefinition:
         """By id or alias; the exact version if given, else the newest for that owner."""
@@ -150,9 +120,10 @@ class WorkflowEngineQueryModule:
             details={"available": available},
         )
 
-    def _host_blockers(
+    def check_host(
         self, workflow: WorkflowDefinition, host: Mapping[str, Any]
     ) -> tuple[HostAdapter | None, list[Failure]]:
+        """The adapter the ``host`` argument binds to in ``workflow``, and every reason it cannot run there."""
         return host_blockers(self.release.catalogue, workflow, host)
 
     # ------------------------------------------------------------------ continue
@@ -164,10 +135,10 @@ class WorkflowEngineQueryModule:
                 "this server has no migration target release loaded; an operator must start "
                 "it with one before a run can migrate",
             )
-        issued, workflow, prior = self._resume(arguments)
+        issued, workflow, prior = self.resume(arguments)
         cp = issued.checkpoint
         proposed = arguments.get("next_confirmed_state")
-        state = self._confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
+        state = self.confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
         changed = changed_fields(prior, state)
         failures = state_failures(prior, state, newer_than=cp.issued_at)
         if failures:
@@ -260,75 +231,11 @@ class WorkflowEngineQueryModule:
         """Move a run on this module's release to ``target``: preview, then (only when confirmed) restart there.
 
         Called as ``WorkflowEngineQueryModule.migrate_workflow(source, target, arguments)``.
-        The source side (verify the checkpoint, its pinned workflow and state)
-        runs here; the target side runs in ``target.accept_migration``, so
-        neither module reaches into the other's internals.
+        The source side runs in ``migration.depart``, the target side in
+        ``migration.accept``; both use only public methods of the two modules.
         """
-        issued, workflow, _prior = self._resume(arguments)
-        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
-        return target.accept_migration(departure, arguments["migration"])
-
-    def accept_migration(self, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
-        """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart.
-
-        A preview (``confirm`` false) accepts a state that still lacks the
-        target's new required fields and lists each as a failure, with the
-        preview saying everything the target needs; a confirmed request with
-        an incomplete state is refused outright.
-        """
-        issued, workflow = departure.issued, departure.workflow
-        cp = issued.checkpoint
-        target_wf = _check_migration_target(departure.release, self.release, workflow, request)
-        label = "migration.confirmed_state"
-        state = self._confirmed_state(
-            target_wf, request["confirmed_state"], label, allow_missing=not request["confirm"]
-        )
-        preview = self._migration_preview(departure, target_wf, state.values)
-        host = request.get("host") or departure.bound_host
-        adapter, failures = self._host_blockers(target_wf, host)
-        missing = missing_fields(state.values, self._state_schema(target_wf))
-        failures = missing + unconfirmed_fields(state, sorted(state.values), newer_than=cp.issued_at) + failures
-        source_ref = ReleaseRef.of(departure.release)
-        if failures:
-            return ToolResult.failed(
-                "blocked",
-                source_ref,
-                workflow,
-                issued,
-                failures,
-                migration=preview,
-                message="the target release cannot take this run until every failure is resolved",
-            )
-        if not request["confirm"]:
-            failure = Failure(
-                FailureCode.MIGRATION_CONFIRMATION_REQUIRED,
-                "show the user this preview; every artifact and validator receipt is invalidated and "
-                "the run restarts at setup-workspace. Call again with confirm=true once they agree",
-            )
-            return ToolResult.failed("blocked", source_ref, workflow, issued, [failure], migration=preview)
-        assert adapter is not None
-        restarted = Checkpoint(
-            sequence=cp.sequence + 1,
-            workflow_id=target_wf.id,
-            workflow_version=target_wf.version,
-            release_id=self.release.release_id,
-            manifest_digest=self.release.manifest_digest,
-            step_id=SETUP_STEP_ID,
-            state_digest=state.digest,
-            parent_digest=issued.digest,
-            host=binding_for(host),
-            issued_at=self._now(),
-        )
-        new = issue_checkpoint(self.keyring, restarted)
-        return ToolResult(
-            "active",
-            self.release_ref,
-            workflow=WorkflowRef.of(target_wf),
-            checkpoint=new,
-            migration=replace(preview, confirmed=True),
-            step=self._payload(target_wf, target_wf.steps[0], adapter, restarted),
-            message="migrated: the run restarts at setup-workspace on the target release",
-        )
+        departure, _prior = migration.depart(self, arguments)
+        return migration.accept(target, departure, arguments["migration"])
 
     def migration_offer(
         self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]
@@ -339,38 +246,11 @@ class WorkflowEngineQueryModule:
         a migration target, so a client learns the target's id and needs
         without guessing a request first.
         """
-        issued, workflow, prior = self._resume(arguments)
-        departure = Departure(self.release, issued, workflow, self._host_for_binding(workflow, issued.checkpoint))
-        return target.offer_migration(departure, prior.values)
+        departure, prior = migration.depart(self, arguments)
+        return migration.offer(target, departure, prior.values)
 
-    def offer_migration(self, departure: Departure, values: Mapping[str, Any]) -> MigrationPreview | None:
-        """The target side of ``migration_offer``: only a newer version of the run's workflow, same scope."""
-        src, dst = departure.release, self.release
-        same_scope = (dst.catalogue.scope, dst.catalogue.name) == (src.catalogue.scope, src.catalogue.name)
-        if dst.manifest_digest == src.manifest_digest or not same_scope:
-            return None
-        current = semver_key(departure.workflow.version)
-        newer = [
-            w for w in dst.catalogue.workflows if w.id == departure.workflow.id and semver_key(w.version) > current
-        ]
-        target_wf = newest_version(newer)
-        return None if target_wf is None else self._migration_preview(departure, target_wf, values)
-
-    def _migration_preview(
-        self, departure: Departure, target_wf: WorkflowDefinition, values: Mapping[str, Any]
-    ) -> MigrationPreview:
-        """What migrating would do (from, to, everything invalidated) and what the target needs."""
-        cp = departure.issued.checkpoint
-        return MigrationPreview(
-            source=MigrationEnd.of(departure.release, departure.workflow),
-            target=MigrationEnd.of(self.release, target_wf),
-            invalidated_artifacts=tuple(sorted(cp.artifacts)),
-            invalidated_validators=tuple(sorted(cp.validators)),
-            restart_step=SETUP_STEP_ID,
-            target_needs=workflow_needs(target_wf, self._state_schema(target_wf), values),
-        )
-
-    def _host_for_binding(self, workflow: WorkflowDefinition, cp: Checkpoint) -> dict[str, Any]:
+    def bound_host(self, workflow: WorkflowDefinition, cp: Checkpoint) -> dict[str, Any]:
+        """The checkpoint's host binding written back as a ``host`` argument (what a migration reuses)."""
         adapter = self._adapter(workflow, cp)
         return {
             "harness": cp.host.harness,
@@ -383,7 +263,7 @@ class WorkflowEngineQueryModule:
     # ------------------------------------------------------------------ prepare
 
     def prepare_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
-        issued, workflow, _state = self._resume(arguments)
+        issued, workflow, _state = self.resume(arguments)
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)
         if not step.gated:
@@ -469,7 +349,7 @@ class WorkflowEngineQueryModule:
     # ------------------------------------------------------------------ submit
 
     def submit_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
-        issued, workflow, state = self._resume(arguments)
+        issued, workflow, state = self.resume(arguments)
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)
         bundle = verify_bundle(self.keyring, arguments["validation_bundle"], issued)
@@ -494,7 +374,41 @@ class WorkflowEngineQueryModule:
 
     # ------------------------------------------------------------------ shared plumbing
 
-    def _resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
+    def open_run(
+        self,
+        workflow: WorkflowDefinition,
+        adapter: HostAdapter,
+        state: ConfirmedState,
+        host: Mapping[str, Any],
+        *,
+        parent: IssuedCheckpoint | None = None,
+        migration: MigrationPreview | None = None,
+        message: str = "",
+    ) -> ToolResult:
+        """Issue a checkpoint at the setup step: a fresh run (no parent) or one restarted by a migration."""
+        checkpoint = Checkpoint(
+            sequence=1 if parent is None else parent.checkpoint.sequence + 1,
+            workflow_id=workflow.id,
+            workflow_version=workflow.version,
+            release_id=self.release.release_id,
+            manifest_digest=self.release.manifest_digest,
+            step_id=SETUP_STEP_ID,
+            state_digest=state.digest,
+            parent_digest=None if parent is None else parent.digest,
+            host=binding_for(host),
+            issued_at=self._now(),
+        )
+        return ToolResult(
+            "active",
+            self.release_ref,
+            workflow=WorkflowRef.of(workflow),
+            checkpoint=issue_checkpoint(self.keyring, checkpoint),
+            migration=migration,
+            step=self._payload(workflow, workflow.steps[0], adapter, checkpoint),
+            message=message,
+        )
+
+    def resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
         """Verify the checkpoint, reload its pinned workflow, check the prior state digest."""
         issued = verify_checkpoint(self.keyring, arguments["checkpoint"])
         cp = issued.checkpoint
@@ -514,15 +428,17 @@ class WorkflowEngineQueryModule:
         require_confirmed(state)
         return issued, workflow, state
 
-    def _confirmed_state(
+    def confirmed_state(
         self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str, *, allow_missing: bool = False
     ) -> ConfirmedState:
+        """``projection`` parsed and checked against the workflow's confirmed-state schema (``label`` names it)."""
         state = ConfirmedState.from_json(projection)
         validator = self.release.schemas.validator(workflow.confirmed_state_schema)
         validate_against_schema(state, validator, label=label, allow_missing=allow_missing)
         return state
 
-    def _state_schema(self, workflow: WorkflowDefinition) -> Mapping[str, Any]:
+    def state_schema(self, workflow: WorkflowDefinition) -> Mapping[str, Any]:
+        """The workflow's confirmed-state schema document (what missing-field failures describe)."""
         schema = self.release.schemas.validator(workflow.confirmed_state_schema).schema
         return schema if isinstance(schema, Mapping) else {}
 
@@ -533,7 +449,7 @@ class WorkflowEngineQueryModule:
 
     def _step(self, workflow: WorkflowDefinition, step_id: str) -> StepDefinition:
         step = workflow.step(step_id)
-        assert step is not None  # checked in _resume / guaranteed by catalogue rules
+        assert step is not None  # checked in resume / guaranteed by catalogue rules
         return step
 
     def _adapter(self, workflow: WorkflowDefinition, cp: Checkpoint) -> HostAdapter:
@@ -565,34 +481,3 @@ class WorkflowEngineQueryModule:
     def release_ref(self) -> ReleaseRef:
         """The release identity every result of this module carries."""
         return ReleaseRef.of(self.release)
-
-
-def _check_migration_target(
-    src: VerifiedRelease, dst: VerifiedRelease, workflow: WorkflowDefinition, request: Mapping[str, Any]
-) -> WorkflowDefinition:
-    """Fail-closed rules: the loaded target, same scope, a different release, a newer workflow."""
-    if request["target_release"] not in (dst.release_id, dst.manifest_digest):
-        raise WorkflowProtocolError(
-            FailureCode.MIGRATION_SCOPE_MISMATCH,
-            f"the server's migration target is {dst.release_id}, not {request['target_release']!r}",
-        )
-    if (dst.catalogue.scope != src.catalogue.scope) or dst.catalogue.name != src.catalogue.name:
-        raise WorkflowProtocolError(
-            FailureCode.MIGRATION_SCOPE_MISMATCH, f"{dst.release_id} is not in the scope of {src.release_id}"
-        )
-    if dst.manifest_digest == src.manifest_digest or dst.release_id == src.release_id:
-        raise WorkflowProtocolError(FailureCode.MIGRATION_SAME_RELEASE, "the run is already on the target release")
-    candidates = [w for w in dst.catalogue.workflows if w.id == workflow.id]
-    version = request.get("workflow_version")
-    chosen = [w for w in candidates if w.version == version] if version else candidates
-    target_wf = newest_version(chosen)
-    if target_wf is None:
-        raise WorkflowProtocolError(
-            FailureCode.WORKFLOW_NOT_FOUND,
-            f"{dst.release_id} has no workflow {workflow.id}" + (f" version {version}" if version else ""),
-        )
-    if semver_key(target_wf.version) <= semver_key(workflow.version):
-        raise WorkflowProtocolError(
-            FailureCode.MIGRATION_NOT_NEWER, f"{target_wf.key} is not newer than {workflow.key}"
-        )
-    return target_wf

@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from rimthan_workflow_registry.errors import FailureCode, TrustError
+from rimthan_workflow_registry.limits import MAX_TOML_DEPTH, MAX_TRUST_FILE_BYTES, depth_exceeds, too_deep_message
 
 PUBLIC_KEY_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 64 * 1024
@@ -141,11 +142,33 @@ def _trust_error(path: Path, message: str) -> TrustError:
     return TrustError(FailureCode.TRUST_STORE_INVALID, message, path=str(path))
 
 
-def _load_trust_file(path: Path) -> TrustStore:
+def _parse_trust_file(path: Path) -> dict[str, Any]:
+    """The trust file's TOML within the size and nesting limits (``rimthan_workflow_registry.limits``).
+
+    It is operator input, but a hand-edited or generated file may still be
+    hostile or broken: a bound gives a one-line refusal where tomllib's
+    recursion (or the walk after it) would raise ``RecursionError``.
+    """
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_TRUST_FILE_BYTES + 1)
+    except OSError as exc:
+        raise _trust_error(path, f"not a readable TOML trust file: {exc.strerror}") from None
+    if len(raw) > MAX_TRUST_FILE_BYTES:
+        raise _trust_error(path, f"the trust file is over {MAX_TRUST_FILE_BYTES} bytes")
+    try:
+        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise _trust_error(path, too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise _trust_error(path, f"not a readable TOML trust file: {exc}") from None
+    if depth_exceeds(data, MAX_TOML_DEPTH):
+        raise _trust_error(path, too_deep_message("the TOML", MAX_TOML_DEPTH))
+    return data
+
+
+def _load_trust_file(path: Path) -> TrustStore:
+    data = _parse_trust_file(path)
     unknown = set(data) - _TRUST_FILE_KEYS
     if unknown:
         raise _trust_error(path, f"unknown key(s) {', '.join(sorted(unknown))}")

@@ -1,0 +1,157 @@
+"""Migration of a run between two verified releases: the source departs, the target accepts or offers.
+
+Kept apart from the four tools of ``workflow_engine`` because it is the one
+path that involves two engine modules. Every function here takes the modules
+and calls only their public methods (``resume``, ``bound_host``,
+``confirmed_state``, ``check_host``, ``state_schema``, ``open_run``), so the
+source never reaches into the target's internals nor the other way round.
+``WorkflowEngineQueryModule.migrate_workflow`` (the name the protocol gives)
+and ``migration_offer`` are thin calls into this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
+from rimthan_workflow_registry.release import VerifiedRelease, WorkflowDefinition, semver_key
+from rimthan_workflow_registry.run import ConfirmedState, IssuedCheckpoint, unconfirmed_fields
+from rimthan_workflow_registry.run.requirements import missing_fields, workflow_needs
+from rimthan_workflow_registry.workflow_engine import newest_version
+
+from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult
+
+if TYPE_CHECKING:
+    from .workflow_engine import WorkflowEngineQueryModule
+
+__all__ = ["Departure", "accept", "depart", "offer"]
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A verified run leaving its release: everything a migration target takes from the source module."""
+
+    release: VerifiedRelease
+    issued: IssuedCheckpoint
+    workflow: WorkflowDefinition
+    bound_host: Mapping[str, Any]  # the checkpoint's host binding, as a ``host`` argument
+
+
+def depart(source: WorkflowEngineQueryModule, arguments: Mapping[str, Any]) -> tuple[Departure, ConfirmedState]:
+    """The source side: verify the checkpoint, its pinned workflow and state (the prior state comes back too)."""
+    issued, workflow, prior = source.resume(arguments)
+    bound = source.bound_host(workflow, issued.checkpoint)
+    return Departure(source.release, issued, workflow, bound), prior
+
+
+def accept(target: WorkflowEngineQueryModule, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
+    """The target side of ``migrate_workflow``: fail-closed checks, the preview, the restart.
+
+    A preview (``confirm`` false) accepts a state that still lacks the
+    target's new required fields and lists each as a failure, with the
+    preview saying everything the target needs; a confirmed request with
+    an incomplete state is refused outright.
+    """
+    issued, workflow = departure.issued, departure.workflow
+    target_wf = _check_target(departure.release, target.release, workflow, request)
+    state = target.confirmed_state(
+        target_wf, request["confirmed_state"], "migration.confirmed_state", allow_missing=not request["confirm"]
+    )
+    preview = _preview(target, departure, target_wf, state.values)
+    host = request.get("host") or departure.bound_host
+    adapter, failures = target.check_host(target_wf, host)
+    missing = missing_fields(state.values, target.state_schema(target_wf))
+    unconfirmed = unconfirmed_fields(state, sorted(state.values), newer_than=issued.checkpoint.issued_at)
+    failures = missing + unconfirmed + failures
+    source_ref = ReleaseRef.of(departure.release)
+    if failures:
+        return ToolResult.failed(
+            "blocked",
+            source_ref,
+            workflow,
+            issued,
+            failures,
+            migration=preview,
+            message="the target release cannot take this run until every failure is resolved",
+        )
+    if not request["confirm"]:
+        failure = Failure(
+            FailureCode.MIGRATION_CONFIRMATION_REQUIRED,
+            "show the user this preview; every artifact and validator receipt is invalidated and "
+            "the run restarts at setup-workspace. Call again with confirm=true once they agree",
+        )
+        return ToolResult.failed("blocked", source_ref, workflow, issued, [failure], migration=preview)
+    assert adapter is not None
+    return target.open_run(
+        target_wf,
+        adapter,
+        state,
+        host,
+        parent=issued,
+        migration=replace(preview, confirmed=True),
+        message="migrated: the run restarts at setup-workspace on the target release",
+    )
+
+
+def offer(
+    target: WorkflowEngineQueryModule, departure: Departure, values: Mapping[str, Any]
+) -> MigrationPreview | None:
+    """The target side of ``migration_offer``: only a newer version of the run's workflow, same scope."""
+    src, dst = departure.release, target.release
+    same_scope = (dst.catalogue.scope, dst.catalogue.name) == (src.catalogue.scope, src.catalogue.name)
+    if dst.manifest_digest == src.manifest_digest or not same_scope:
+        return None
+    current = semver_key(departure.workflow.version)
+    newer = [w for w in dst.catalogue.workflows if w.id == departure.workflow.id and semver_key(w.version) > current]
+    target_wf = newest_version(newer)
+    return None if target_wf is None else _preview(target, departure, target_wf, values)
+
+
+def _preview(
+    target: WorkflowEngineQueryModule, departure: Departure, target_wf: WorkflowDefinition, values: Mapping[str, Any]
+) -> MigrationPreview:
+    """What migrating would do (from, to, everything invalidated) and what the target needs."""
+    cp = departure.issued.checkpoint
+    return MigrationPreview(
+        source=MigrationEnd.of(departure.release, departure.workflow),
+        target=MigrationEnd.of(target.release, target_wf),
+        invalidated_artifacts=tuple(sorted(cp.artifacts)),
+        invalidated_validators=tuple(sorted(cp.validators)),
+        restart_step=SETUP_STEP_ID,
+        target_needs=workflow_needs(target_wf, target.state_schema(target_wf), values),
+    )
+
+
+def _check_target(
+    src: VerifiedRelease, dst: VerifiedRelease, workflow: WorkflowDefinition, request: Mapping[str, Any]
+) -> WorkflowDefinition:
+    """Fail-closed rules: the loaded target, same scope, a different release, a newer workflow."""
+    if request["target_release"] not in (dst.release_id, dst.manifest_digest):
+        raise WorkflowProtocolError(
+            FailureCode.MIGRATION_SCOPE_MISMATCH,
+            f"the server's migration target is {dst.release_id}, not {request['target_release']!r}",
+        )
+    if (dst.catalogue.scope != src.catalogue.scope) or dst.catalogue.name != src.catalogue.name:
+        raise WorkflowProtocolError(
+            FailureCode.MIGRATION_SCOPE_MISMATCH, f"{dst.release_id} is not in the scope of {src.release_id}"
+        )
+    if dst.manifest_digest == src.manifest_digest or dst.release_id == src.release_id:
+        raise WorkflowProtocolError(FailureCode.MIGRATION_SAME_RELEASE, "the run is already on the target release")
+    candidates = [w for w in dst.catalogue.workflows if w.id == workflow.id]
+    version = request.get("workflow_version")
+    chosen = [w for w in candidates if w.version == version] if version else candidates
+    target_wf = newest_version(chosen)
+    if target_wf is None:
+        raise WorkflowProtocolError(
+            FailureCode.WORKFLOW_NOT_FOUND,
+            f"{dst.release_id} has no workflow {workflow.id}" + (f" version {version}" if version else ""),
+        )
+    if semver_key(target_wf.version) <= semver_key(workflow.version):
+        raise WorkflowProtocolError(
+            FailureCode.MIGRATION_NOT_NEWER, f"{target_wf.key} is not newer than {workflow.key}"
+        )
+    return target_wf
