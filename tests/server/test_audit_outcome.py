@@ -12,6 +12,8 @@ the failed round's findings count, the setup), and migrated to what.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,16 @@ def test_a_run_stopped_after_a_failed_round_waits_for_a_repair_of_the_failed_val
     assert "the last validation round failed with 1 finding(s)" in text
 
 
+def test_a_run_stopped_at_an_ungated_step_waits_for_continue_to_its_next_step(engines: Engines) -> None:
+    stopped = drive(engines, "1.2.0", "desk-research", name="at-interview", until_step="interview")
+    step = _step(engines, "1.2.0", "interview")
+    assert not step.gated and step.next is not None
+    text, document = _audit(engines, stopped.checkpoints, *_with_releases(engines), name="continue")
+    outcome = document["outcome"]
+    assert (outcome["outcome"], outcome["waiting_for"], outcome["next_step"]) == ("waiting", "continue", step.next)
+    assert f"for continue_workflow to move on to {step.next}" in text
+
+
 def test_a_run_just_started_waits_for_its_setup(engines: Engines) -> None:
     started = drive(engines, "1.2.0", "desk-research", name="at-setup", until_step="setup-workspace")
     assert len(started.checkpoints) == 1
@@ -158,3 +170,46 @@ def test_without_its_verified_release_the_outcome_is_not_told_and_says_why(
     )
     assert document["outcome"]["outcome"] == "unknown"
     assert "refused here: " in document["outcome"]["reason"] and "research-decision-1.2.0: " in text
+
+
+def _audit_examples() -> list[str]:
+    """Every ``rimthan-mcp audit`` example of its --help and of docs/server.md, as written."""
+    shown = subprocess.run([RIMTHAN_MCP, "audit", "--help"], capture_output=True, text=True, env=server_env()).stdout
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text("utf-8")
+    found = [line.strip() for line in shown.splitlines() if line.strip().startswith("rimthan-mcp audit ")]
+    found += [
+        line.removeprefix("uv run ").strip()
+        for line in doc.splitlines()
+        if line.startswith("uv run rimthan-mcp audit ")
+    ]
+    return found
+
+
+def test_every_audit_example_in_help_and_docs_runs_as_written(engines: Engines, tmp_path: Path) -> None:
+    examples = _audit_examples()
+    assert sum("--releases-dir" in e or "--release " in e for e in examples) >= 3, examples
+    migrated = drive_migrated(engines, name="examples")
+    shutil.copytree(engines.work / "releases", tmp_path / "releases")
+    shutil.copytree(engines.work / "trust", tmp_path / "keys" / "local")
+    assert (tmp_path / "releases" / "research-decision-1.3.0").is_dir()
+    (tmp_path / "run.log").write_text("\n".join(migrated.checkpoints) + "\n", "utf-8")
+    state, srv = engines.work / "state", tmp_path / "srv" / "rimthan"
+    srv.mkdir(parents=True)
+    shutil.copyfile(state / "checkpoint-keys.json", srv / "checkpoint-keys.json")
+    env = {**server_env(), "RIMTHAN_STATE_DIR": str(state)}
+    for example in examples:
+        command, _, jq = example.split("#")[0].partition("|")
+        command = command.replace("[--json]", "--json").replace("STATE_DIR", str(state))
+        command = command.replace("/srv/rimthan", str(srv))
+        args = [RIMTHAN_MCP if a == "rimthan-mcp" else a for a in shlex.split(command)]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert done.returncode == 0 and done.stderr == "", (example, done.stderr)
+        if "--json" in args:
+            document = json.loads(done.stdout)
+            jq_filter = jq.strip().removeprefix("jq").strip()  # only `jq .key` is used: the key must be there
+            assert jq_filter == "" or document[jq_filter.removeprefix(".")], example
+            told = {"unknown": "not"}.get(document["outcome"]["outcome"], document["outcome"]["outcome"])
+        else:
+            told = done.stdout.splitlines()[-1].split()[1]
+        reads_releases = "--releases-dir" in args or "--release" in args
+        assert told == ("completed" if reads_releases else "not"), (example, told)
