@@ -29,7 +29,7 @@ from rimthan_workflow_registry.limits import (
     MAX_TRUST_FILE_BYTES,
     depth_exceeds,
 )
-from rimthan_workflow_registry.release.catalogue import _parse_toml as parse_toml
+from rimthan_workflow_registry.release.catalogue_parse import _parse_toml as parse_toml
 from rimthan_workflow_registry.release.format import MANIFEST_NAME, SIGNATURES_DIR, signature_name
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release

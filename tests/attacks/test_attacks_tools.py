@@ -38,8 +38,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from rimthan_workflow_mcp.contract_schemas import CONTINUE_STATUSES, PREPARE_STATUSES, START_STATUSES, SUBMIT_STATUSES
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
+from rimthan_workflow_mcp.tool_schemas import CONTINUE_STATUSES, PREPARE_STATUSES, START_STATUSES, SUBMIT_STATUSES
 from rimthan_workflow_registry.errors import FailureCode
 from support.engines import StepKit, example_state
 from support.servers import ServerWorld, build_world, structured_error

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from rimthan_workflow_registry.errors import TokenError
-from rimthan_workflow_registry.release.format import FILE_ENTRY_SCHEMA, file_entry_problem
+from rimthan_workflow_registry.release.manifest_parse import FILE_ENTRY_SCHEMA, file_entry_problem
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding
 
 HEX = "0123456789abcdef"

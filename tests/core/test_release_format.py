@@ -19,11 +19,11 @@ from rimthan_workflow_registry.release.format import (
     WorkflowEntry,
     key_id_from_signature_name,
     media_type_for,
-    parse_manifest,
     path_problem,
     path_set_problem,
     render_checksums,
 )
+from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.trust import key_id_for, load_trust
 from rimthan_workflow_registry.release.verified import read_checked
 from support.releases import KeyPair, make_keypair, trust_dir, trust_file

@@ -15,7 +15,14 @@ import pytest
 from mcp import Client
 from rimthan_host.standin import StandIn
 from support.bridge import audit, bridge_params, stand_in
+from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
+
+ROUTE_SCHEMAS = {
+    "desk-research": "evidence-log.schema.json",
+    "user-interviews": "interview-synthesis.schema.json",
+    "experiment": "experiment-results.schema.json",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +53,12 @@ def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, r
     assert model.leaks() == []
     assert model.opaque_bytes_sent() == 0
     assert (project / ".claude").is_dir()  # the bridge delivered the release's assets itself
+    # The route's JSON output comes with its schema: a copy from the verified release, and its required fields.
+    name = ROUTE_SCHEMAS[route]
+    copy = f".rimthan/schemas/research-decision@1.2.0/{name}"
+    asked = next(r for r in model.received if f"JSON Schema: {copy}" in r.text)
+    assert f'required fields: decision_question (string), route (= "{route}")' in asked.text
+    assert (project / copy).read_bytes() == (packaged_source("1.2.0") / "schemas" / name).read_bytes()
     history = audit(_only_log(project), state)
     assert history["ok"] is True and route in history["steps"]
     assert history["steps"][0] == "setup-workspace"
@@ -79,15 +92,20 @@ def test_a_run_migrates_from_1_2_0_to_1_3_0_with_preview_and_confirmation(world:
             model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "desk-research", until_question=True)
             assert at_question.data["step"]["id"] == "select-route"
-            bare = await model.call("migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False})
+            # The verifier's offer reaches the model in words and data: the target id and the facts it needs.
+            assert "A newer release is offered for this run: research-decision@1.3.0" in at_question.text
+            offered = at_question.data["migration"]
+            assert offered["to_release"] == "research-decision@1.3.0"
+            assert offered["needs"] == ["risk_tolerance"]  # the one field 1.3.0 requires that 1.2.0 lacks
+            bare = await model.call("migrate_run", {"confirm": False})  # no id to invent
             assert bare.is_error and "risk_tolerance" in bare.text and "pass it as facts" in bare.text
-            preview = await model.call(
-                "migrate_run", {"to_release": "research-decision@1.3.0", "confirm": False, "facts": new_facts}
-            )
+            preview = await model.call("migrate_run", {"confirm": False, "facts": new_facts})
             assert not preview.is_error and "restarts at setup-workspace" in preview.text, preview.text
+            assert "research-decision@1.3.0" in preview.text
             moved = await model.call(
                 "migrate_run", {"to_release": "research-decision@1.3.0", "confirm": True, "facts": new_facts}
             )
+            assert "newer release is offered" not in moved.text  # taken: no longer offered
             assert "Migrated run" in moved.text and moved.data["step"]["id"] == "interview", moved.text
             model.version = "1.3.0"
             final = await model.follow(moved, "desk-research")

@@ -274,3 +274,29 @@ def test_authoring_errors_say_what_form_is_expected(scaffold: Path, signer: KeyP
     said = refusal(built.stderr)
     assert built.returncode == 1 and said.code == "catalogue_invalid"
     assert "'0.2' is not a valid version: expected MAJOR.MINOR.PATCH" in said.error
+
+
+def test_a_schema_the_metaschema_refuses_names_the_file_and_the_json_pointer_inside_it(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    source = _with_version(scaffold, "0.1.0", tmp_path / "source")
+    schema = sorted((source / "schemas").glob("*.schema.json"))[0]
+    document = json.loads(schema.read_text("utf-8"))
+    document["properties"] = {**document.get("properties", {}), "notes/raw": {"type": "strin"}}
+    schema.write_text(json.dumps(document), "utf-8")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "schema_invalid"
+    assert f": {schema}: " in said.error  # the file, as the engineer named it on disk
+    # RFC 6901: the "/" inside the property name is escaped as ~1
+    assert "at JSON pointer '/properties/notes~1raw/type' inside the schema: 'strin' is not valid" in said.error
+
+
+def test_a_schema_wrong_at_its_root_says_so(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    source = _with_version(scaffold, "0.1.0", tmp_path / "source")
+    schema = sorted((source / "schemas").glob("*.schema.json"))[0]
+    schema.write_text("[]", "utf-8")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.code == "schema_invalid" and f": {schema}: " in said.error
+    assert "at the schema root (JSON pointer '')" in said.error

@@ -12,7 +12,8 @@ import pytest
 from rimthan_packager.build import build_release as packager_build
 from rimthan_packager.build import sign_release, source_date_epoch
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, ReleaseVerificationError
-from rimthan_workflow_registry.release.format import parse_manifest, signature_name
+from rimthan_workflow_registry.release.format import signature_name
+from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from support.releases import (

@@ -45,10 +45,10 @@ from rimthan_workflow_registry.release.format import (
     SIGNATURES_DIR,
     FileEntry,
     Manifest,
-    parse_manifest,
     render_checksums,
     signature_name,
 )
+from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGED_CATALOGUE = REPO_ROOT / "catalogues" / "research-decision"

@@ -16,6 +16,8 @@ from rimthan_workflow_registry.errors import FailureCode
 
 @dataclass(frozen=True)
 class Failure:
+    """One reason a call cannot go on: its code, what to say, and where (artifact, file, JSON pointer)."""
+
     code: FailureCode
     message: str
     artifact_id: str | None = None

@@ -32,7 +32,6 @@ from .standin import StandIn
 
 HEX = re.compile(r"[0-9a-fA-F]{64}")
 TARGET = "research-decision@1.3.0"
-NEW_FACTS_KEYS = ("risk_tolerance", "stakeholders")
 
 
 def opaque_bytes(arguments: Mapping[str, Any]) -> int:
@@ -120,9 +119,9 @@ async def _after(releases: Path, trust: Path, work: Path) -> tuple[list[StandIn]
             if name == "migrate":
                 reply = await model.follow(reply, "desk-research", until_question=True)
                 state = json.loads((examples["1.3.0"] / "confirmed-state.json").read_text("utf-8"))
-                facts = {k: state[k] for k in NEW_FACTS_KEYS}
-                await model.call("migrate_run", {"to_release": TARGET, "confirm": False, "facts": facts})
-                reply = await model.call("migrate_run", {"to_release": TARGET, "confirm": True, "facts": facts})
+                facts = {k: state[k] for k in reply.data["migration"]["needs"]}  # what the bridge said it needs
+                await model.call("migrate_run", {"confirm": False, "facts": facts})
+                reply = await model.call("migrate_run", {"confirm": True, "facts": facts})
                 model.version = "1.3.0"
             final = await model.follow(reply, "desk-research")
             if final.data.get("status") != "completed":

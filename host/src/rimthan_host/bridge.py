@@ -20,12 +20,23 @@ from typing import Any
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .protocol import SETUP_STEP, HarnessError, HostProfile, ToolCaller, ToolRefused, workflow_version
+from .protocol import (
+    SETUP_STEP,
+    HarnessError,
+    HostProfile,
+    ResourceReader,
+    ToolCaller,
+    ToolRefused,
+    workflow_version,
+)
 from .runlog import RunLog, list_runs, new_run_id
+from .schemas import OutputSchema, output_schema
 from .session import HostSession
 from .words import (
     failure_words,
     findings_words,
+    offer_summary,
+    offer_words,
     preview_words,
     question_words,
     scrub,
@@ -53,8 +64,11 @@ class Bridge:
         project_dir: Path,
         host: HostProfile | None = None,
         clock: Callable[[], float] = time.time,
+        read_resource: ResourceReader | None = None,
     ) -> None:
         self.call = call
+        self.read_resource = read_resource
+        self._schemas: dict[str, OutputSchema | None] = {}  # by schema URI (it names the release's digest)
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
         self.clock = clock
@@ -102,7 +116,7 @@ class Bridge:
         session = self._active()
         if isinstance(session, Reply):
             return session
-        return self._describe(session.result, [])
+        return await self._describe(session.result, [])
 
     async def step_done(self) -> Reply:
         session = self._active()
@@ -110,7 +124,7 @@ class Bridge:
             return session
         step = session.step
         if session.result.get("status") == "input_required":
-            return self._describe(session.result, ["The step is waiting for an answer first."], error=True)
+            return await self._describe(session.result, ["The step is waiting for an answer first."], error=True)
         if not step.get("gated"):
             return await self._go_on(await session.advance(), [f"Step {step['id']} done."])
         if session.prepared is not None and session.prepared.pending:
@@ -175,10 +189,15 @@ class Bridge:
 
     # -- migration -------------------------------------------------------------------------
 
-    async def migrate_run(self, asker: Asker, to_release: str, confirm: bool, facts: Mapping[str, Any]) -> Reply:
+    async def migrate_run(self, asker: Asker, to_release: str | None, confirm: bool, facts: Mapping[str, Any]) -> Reply:
         session = self._active()
         if isinstance(session, Reply):
             return session
+        if not to_release:
+            offer = session.migration_offer
+            if offer is None:
+                return Reply("The verifier offers no newer release for this run; nothing to migrate to.", {}, True)
+            to_release = str(offer_summary(offer)["to_release"])
         values = {**session.state.values, **facts}
         try:
             preview = await session.migrate(to_release, values, confirm=False)
@@ -254,9 +273,23 @@ class Bridge:
                 )
             result = await session.submit()
             lines.append("The workspace is set up: the release's prompt, skill and subagents are installed.")
-        return self._describe(result, lines)
+        return await self._describe(result, lines)
 
-    def _describe(self, result: Mapping[str, Any], lines: list[str], *, error: bool = False) -> Reply:
+    async def _output_schemas(self, step: Mapping[str, Any], release_id: str) -> dict[str, OutputSchema]:
+        """Each JSON output's schema, fetched once per release and copied into the project."""
+        found: dict[str, OutputSchema] = {}
+        if self.read_resource is None or self.session is None or not step.get("gated"):
+            return found
+        for output in step.get("outputs") or []:
+            uri = str(output.get("schema_uri") or "")
+            if uri and uri not in self._schemas:
+                self._schemas[uri] = await output_schema(self.read_resource, self.session.files, release_id, output)
+            schema = self._schemas.get(uri)
+            if schema is not None:
+                found[output["path"]] = schema
+        return found
+
+    async def _describe(self, result: Mapping[str, Any], lines: list[str], *, error: bool = False) -> Reply:
         session = self.session
         assert session is not None
         status = result.get("status")
@@ -275,7 +308,12 @@ class Bridge:
             lines += findings_words(result.get("findings") or [])
             lines += ["The step's files:", *(f"- {path}" for path in files)]
             return self._reply(lines, {**data, "files": files}, error)
-        lines += step_words(step, self.run_id, workflow_version(result))
+        release_id = str((result.get("release") or session.result.get("release") or {}).get("id") or "release")
+        schemas = await self._output_schemas(step, release_id)
+        lines += step_words(step, self.run_id, workflow_version(result), schemas)
+        if session.migration_offer is not None:
+            lines += offer_words(session.migration_offer)
+            data["migration"] = offer_summary(session.migration_offer)
         if status == "input_required" and result.get("question"):
             question = result["question"]
             lines += ["", *question_words(question, elicits=self.elicits)]

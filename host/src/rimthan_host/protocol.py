@@ -22,6 +22,8 @@ SUBMIT = protocol_names.SUBMIT_STEP_VALIDATION
 SETUP_STEP = protocol_names.SETUP_STEP_ID
 
 ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+# Reads one of the verifier's resources (a verified release's file, by the URI a step names) as text.
+ResourceReader = Callable[[str], Awaitable[str]]
 
 
 class ToolRefused(Exception):
@@ -51,6 +53,19 @@ def client_caller(client: Any) -> ToolCaller:
         return payload
 
     return call
+
+
+def client_reader(client: Any) -> ResourceReader:
+    """A :data:`ResourceReader` over an SDK ``Client`` (anything with ``read_resource``)."""
+
+    async def read(uri: str) -> str:
+        result = await client.read_resource(uri)
+        texts = [c.text for c in result.contents if isinstance(getattr(c, "text", None), str)]
+        if not texts:
+            raise HarnessError(f"the verifier returned no text for {uri}")
+        return str(texts[0])
+
+    return read
 
 
 @dataclass(frozen=True)

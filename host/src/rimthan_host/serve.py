@@ -27,7 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
-from .protocol import HarnessError, HostProfile, ToolRefused, client_caller
+from .protocol import HarnessError, HostProfile, ToolRefused, client_caller, client_reader
 
 SERVER_NAME = "rimthan-host"
 INSTRUCTIONS = (
@@ -90,11 +90,11 @@ TOOLS: tuple[types.Tool, ...] = (
         input_schema={
             "type": "object",
             "properties": {
-                "to_release": {"type": "string", "description": "Release id, e.g. research-decision@1.3.0."},
+                "to_release": {"type": "string", "description": "Release id; default the one the bridge offered."},
                 "confirm": {"type": "boolean"},
                 "facts": {**_FACTS, "description": "New facts the newer release needs, confirmed by the user."},
             },
-            "required": ["to_release", "confirm"],
+            "required": ["confirm"],
         },
     ),
     types.Tool(
@@ -118,7 +118,7 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
             str(x.get("validator") or ""), str(x.get("verdict") or ""), [str(f) for f in x.get("findings") or []]
         ),
         "migrate_run": lambda a, x: bridge.migrate_run(
-            a, str(x.get("to_release") or ""), x.get("confirm") is True, dict(x.get("facts") or {})
+            a, str(x.get("to_release") or "") or None, x.get("confirm") is True, dict(x.get("facts") or {})
         ),
         "resume_run": lambda a, x: bridge.resume_run(x.get("run")),
     }
@@ -194,6 +194,7 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
         try:
             async with Client(target, mode="auto") as client:
                 verifier["call"] = client_caller(client)
+                verifier["read"] = client_reader(client)
                 ready.set()
                 await anyio.sleep_forever()
         except Exception as exc:  # the SDK reports failures inside task groups as exception groups
@@ -203,14 +204,21 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
             verifier["error"] = f"the verifier is not reachable: {type(first).__name__}: {first}"
             ready.set()
 
-    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def connected(use: str) -> Any:
         await ready.wait()
-        if "call" not in verifier:
+        if use not in verifier:
             raise HarnessError(str(verifier.get("error")) + " (check the flags after -- or --verifier-url)")
-        result: dict[str, Any] = await verifier["call"](tool, arguments)
+        return verifier[use]
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = await (await connected("call"))(tool, arguments)
         return result
 
-    app = create_bridge_server(Bridge(call, project_dir=project, host=host))
+    async def read(uri: str) -> str:
+        text: str = await (await connected("read"))(uri)
+        return text
+
+    app = create_bridge_server(Bridge(call, project_dir=project, host=host, read_resource=read))
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(connect)
         async with stdio_server() as (read_stream, write_stream):

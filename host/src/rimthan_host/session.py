@@ -87,6 +87,7 @@ class HostSession:
         self.result: dict[str, Any] = {}
         self.prepared: Prepared | None = None
         self.existed_before: dict[str, bool] = {}
+        self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview
         self._emit: EventSink = on_event or (lambda event: None)
 
     @property
@@ -112,6 +113,8 @@ class HostSession:
             self.result = result  # the run's position (prepare and blocked results only echo the checkpoint)
         if result["status"] == "completed":
             self.record.final = result
+        if tool == CONTINUE:
+            self._note_offer(result)
         self._emit(
             HarnessEvent(
                 "call",
@@ -121,6 +124,16 @@ class HostSession:
         )
         self.save()
         return result
+
+    def _note_offer(self, result: Mapping[str, Any]) -> None:
+        """Keep the migration the verifier offers with every ``continue_workflow`` result (none once taken).
+
+        The preview names the target's release id and what it needs, so the
+        host can offer the migration without anyone inventing an id.
+        """
+        preview = result.get("migration")
+        offered = isinstance(preview, Mapping) and not preview.get("confirmed")
+        self.migration_offer = dict(preview) if offered and isinstance(preview, Mapping) else None
 
     def _note_outputs(self, step: Mapping[str, Any]) -> None:
         """Which outputs exist as a step begins: an attestation says ``created`` or ``replaced`` from this."""

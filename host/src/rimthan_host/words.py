@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .schemas import OutputSchema
+
 _OPAQUE = re.compile(r"(sha256:)?[0-9a-fA-F]{64}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]+")
 _KINDS = {"application/json": "JSON", "text/markdown": "Markdown"}
 
@@ -21,8 +23,10 @@ def scrub(text: str) -> str:
     return _OPAQUE.sub("[omitted]", text)
 
 
-def step_words(step: Mapping[str, Any], run_id: str, version: str) -> list[str]:
-    """The current step: title, its instruction, and what it needs."""
+def step_words(
+    step: Mapping[str, Any], run_id: str, version: str, schemas: Mapping[str, OutputSchema] | None = None
+) -> list[str]:
+    """The current step: title, its instruction, and what it needs (with each JSON output's schema)."""
     lines = [
         f"Run {run_id} ({version}): step {step['id']} - {step.get('title') or step['id']}.",
         "",
@@ -33,7 +37,10 @@ def step_words(step: Mapping[str, Any], run_id: str, version: str) -> list[str]:
     outputs = step.get("outputs") or []
     if step.get("gated") and outputs:
         lines.append("Write these files in the project with your own tools:")
-        lines += [f"- {o['path']} ({_KINDS.get(o['media_type'], o['media_type'])})" for o in outputs]
+        for o in outputs:
+            lines.append(f"- {o['path']} ({_KINDS.get(o['media_type'], o['media_type'])})")
+            if (schemas or {}).get(o["path"]) is not None:
+                lines.append((schemas or {})[o["path"]].words())
         lines.append("Then call step_done: the bridge reads them from disk and has them checked.")
     else:
         lines.append("This step writes no files. When its work is done, call step_done.")
@@ -89,4 +96,31 @@ def preview_words(preview: Mapping[str, Any], failures: Sequence[Mapping[str, An
     if blocking:
         lines.append("Before it can happen:")
         lines += failure_words(blocking)
+    return lines
+
+
+def offer_summary(offer: Mapping[str, Any]) -> dict[str, Any]:
+    """The verifier's migration preview as the model may see it: target ids and the facts it still needs."""
+    needs = (offer.get("target_needs") or {}).get("confirmed_state") or []
+    return {
+        "to_release": (offer.get("to") or {}).get("release"),
+        "to_workflow": (offer.get("to") or {}).get("workflow"),
+        "needs": [n["field"] for n in needs if n.get("required") and not n.get("present")],
+    }
+
+
+def offer_words(offer: Mapping[str, Any]) -> list[str]:
+    """A newer release the verifier offers for this run, and what moving to it takes."""
+    summary = offer_summary(offer)
+    lines = [
+        "",
+        f"A newer release is offered for this run: {summary['to_release']} ({summary['to_workflow']}).",
+        "If the user wants it, call migrate_run (no id needed): it previews first, nothing moves until confirmed.",
+    ]
+    expects = {
+        n["field"]: n.get("expects") or {} for n in (offer.get("target_needs") or {}).get("confirmed_state") or []
+    }
+    if summary["needs"]:
+        lines.append("It needs facts this run does not have; ask the user and pass them as facts:")
+        lines += [f"- {name}: {expects[name].get('description') or 'see the preview'}" for name in summary["needs"]]
     return lines

@@ -22,6 +22,7 @@ from rimthan_workflow_registry.protocol_names import (
 )
 
 from . import contract_schemas as cs
+from . import tool_schemas as ts
 
 if TYPE_CHECKING:
     from .results import ToolResult
@@ -75,75 +76,79 @@ class ToolContract:
         }
 
 
+# What each tool tells a client (title, description); schemas and markers are derived in ``_contract``.
+_WORDS: dict[str, tuple[str, str]] = {
+    START_WORKFLOW: (
+        "Start a workflow",
+        (
+            "Call once to begin a run. Select a workflow by id or alias (newest version unless "
+            "workflow_version is given), validate the confirmed initial state and the host's adapter and "
+            "capabilities, and return the mandatory setup-workspace step with a fresh checkpoint. A refusal "
+            "lists every missing or unconfirmed field (with what it expects) and, for an unknown name, the "
+            "available workflows. Read-only: issues a token, stores nothing."
+        ),
+    ),
+    CONTINUE_WORKFLOW: (
+        "Continue a workflow",
+        (
+            "Call after an ungated step, to answer a question (next_confirmed_state), or to resume. Verify a "
+            "checkpoint and the confirmed state, then return the current gated step again, ask one question, "
+            "advance an ungated step, report completion, or (with `migration`, when the server has a "
+            "migration target) preview what the target needs and perform an explicit, user-confirmed "
+            "release migration."
+        ),
+    ),
+    PREPARE_STEP_VALIDATION: (
+        "Prepare step validation",
+        (
+            "Call once a gated step's outputs are written and read back. Deterministically check them "
+            "(declared ids, sizes, media types, JSON Schemas, input bindings, workspace or output "
+            "attestations, repository policy, capabilities) and list every failure at once. On success "
+            "return a signed validation bundle and the semantic validators the host must run."
+        ),
+    ),
+    SUBMIT_STEP_VALIDATION: (
+        "Submit step validation",
+        (
+            "Call after every validator the bundle requires has run in its own subagent. Verify the bundle "
+            "and the reports, then return the findings on the same step or advance to the next step, "
+            "question or completion with a new checkpoint. Reports are not stored."
+        ),
+    ),
+}
+_SCHEMAS: dict[str, tuple[dict[str, Any], list[str]]] = {
+    START_WORKFLOW: (ts.START_INPUT, ts.START_STATUSES),
+    CONTINUE_WORKFLOW: (ts.CONTINUE_INPUT, ts.CONTINUE_STATUSES),
+    PREPARE_STEP_VALIDATION: (ts.PREPARE_INPUT, ts.PREPARE_STATUSES),
+    SUBMIT_STEP_VALIDATION: (ts.SUBMIT_INPUT, ts.SUBMIT_STATUSES),
+}
+
+
+def _contract(name: str) -> ToolContract:
+    """One tool: its method is its name without the ``rimthan.`` prefix; only start opens a run without a checkpoint.
+
+    Every tool is read-only (a token is issued, nothing is stored); start is
+    the one that is not idempotent (each call issues a fresh run).
+    """
+    title, description = _WORDS[name]
+    input_schema, statuses = _SCHEMAS[name]
+    resumes = name != START_WORKFLOW
+    return ToolContract(
+        name=name,
+        method=name.removeprefix("rimthan."),
+        title=title,
+        description=description,
+        input_schema=input_schema,
+        output_schema=ts.result_schema(statuses),
+        read_only=True,
+        idempotent=resumes,
+        checkpoint_bearing=resumes,
+    )
+
+
 def workflow_engine_tool_contracts() -> tuple[ToolContract, ...]:
     """Exactly the four workflow tools, in a fixed order."""
-    return (
-        ToolContract(
-            name=START_WORKFLOW,
-            method="start_workflow",
-            title="Start a workflow",
-            description=(
-                "Call once to begin a run. Select a workflow by id or alias (newest version unless "
-                "workflow_version is given), validate the confirmed initial state and the host's adapter and "
-                "capabilities, and return the mandatory setup-workspace step with a fresh checkpoint. A refusal "
-                "lists every missing or unconfirmed field (with what it expects) and, for an unknown name, the "
-                "available workflows. Read-only: issues a token, stores nothing."
-            ),
-            input_schema=cs.START_INPUT,
-            output_schema=cs.result_schema(cs.START_STATUSES),
-            read_only=True,
-            idempotent=False,
-            checkpoint_bearing=False,
-        ),
-        ToolContract(
-            name=CONTINUE_WORKFLOW,
-            method="continue_workflow",
-            title="Continue a workflow",
-            description=(
-                "Call after an ungated step, to answer a question (next_confirmed_state), or to resume. Verify a "
-                "checkpoint and the confirmed state, then return the current gated step again, ask one question, "
-                "advance an ungated step, report completion, or (with `migration`, when the server has a "
-                "migration target) preview what the target needs and perform an explicit, user-confirmed "
-                "release migration."
-            ),
-            input_schema=cs.CONTINUE_INPUT,
-            output_schema=cs.result_schema(cs.CONTINUE_STATUSES),
-            read_only=True,
-            idempotent=True,
-            checkpoint_bearing=True,
-        ),
-        ToolContract(
-            name=PREPARE_STEP_VALIDATION,
-            method="prepare_step_validation",
-            title="Prepare step validation",
-            description=(
-                "Call once a gated step's outputs are written and read back. Deterministically check them "
-                "(declared ids, sizes, media types, JSON Schemas, input bindings, workspace or output "
-                "attestations, repository policy, capabilities) and list every failure at once. On success "
-                "return a signed validation bundle and the semantic validators the host must run."
-            ),
-            input_schema=cs.PREPARE_INPUT,
-            output_schema=cs.result_schema(cs.PREPARE_STATUSES),
-            read_only=True,
-            idempotent=True,
-            checkpoint_bearing=True,
-        ),
-        ToolContract(
-            name=SUBMIT_STEP_VALIDATION,
-            method="submit_step_validation",
-            title="Submit step validation",
-            description=(
-                "Call after every validator the bundle requires has run in its own subagent. Verify the bundle "
-                "and the reports, then return the findings on the same step or advance to the next step, "
-                "question or completion with a new checkpoint. Reports are not stored."
-            ),
-            input_schema=cs.SUBMIT_INPUT,
-            output_schema=cs.result_schema(cs.SUBMIT_STATUSES),
-            read_only=True,
-            idempotent=True,
-            checkpoint_bearing=True,
-        ),
-    )
+    return tuple(_contract(name) for name in TOOL_NAMES)
 
 
 def contract_documents() -> dict[str, dict[str, Any]]:

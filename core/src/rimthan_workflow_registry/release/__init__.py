@@ -48,13 +48,13 @@ if TYPE_CHECKING:
         Manifest,
         manifest_for,
         media_type_for,
-        parse_manifest,
         path_problem,
         path_set_problem,
         render_checksums,
         signature_name,
     )
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
+    from rimthan_workflow_registry.release.manifest_parse import parse_manifest
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
     from rimthan_workflow_registry.release.verified import VerifiedRelease
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
@@ -123,7 +123,7 @@ _HOME = {
     "load_trust": "rimthan_workflow_registry.release.trust",
     "manifest_for": "rimthan_workflow_registry.release.format",
     "media_type_for": "rimthan_workflow_registry.release.format",
-    "parse_manifest": "rimthan_workflow_registry.release.format",
+    "parse_manifest": "rimthan_workflow_registry.release.manifest_parse",
     "path_problem": "rimthan_workflow_registry.release.format",
     "path_set_problem": "rimthan_workflow_registry.release.format",
     "public_key_pem": "rimthan_workflow_registry.release.trust",

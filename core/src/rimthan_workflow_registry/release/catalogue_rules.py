@@ -11,7 +11,8 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonpointer import JsonPointer
+from jsonschema import Draft202012Validator, SchemaError
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
@@ -83,9 +84,8 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
         try:
             Draft202012Validator.check_schema(schema)
         except Exception as exc:  # jsonschema.SchemaError, or a bad $ref
-            message = getattr(exc, "message", str(exc))
             raise CatalogueError(
-                FailureCode.SCHEMA_INVALID, f"not a valid Draft 2020-12 schema: {message}", path=path
+                FailureCode.SCHEMA_INVALID, f"not a valid Draft 2020-12 schema: {_schema_problem(exc)}", path=path
             ) from None
         unchecked = sorted(schema_formats(schema) - checkable)
         if unchecked:
@@ -95,6 +95,19 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
                 f"pass unchecked (checked: {', '.join(sorted(checkable))})",
                 path=path,
             )
+
+
+def _schema_problem(exc: Exception) -> str:
+    """The metaschema's complaint and where in the schema it is (an RFC 6901 JSON pointer).
+
+    An author with a 300-line schema needs the spot, not only the rule: the
+    pointer is the path inside the schema document, ``""`` being its root.
+    """
+    if not isinstance(exc, SchemaError):
+        return str(exc)
+    pointer = JsonPointer.from_parts([str(part) for part in exc.absolute_path]).path
+    where = f"at JSON pointer {pointer!r} inside the schema" if pointer else "at the schema root (JSON pointer '')"
+    return f"{where}: {exc.message}"
 
 
 def schema_formats(schema: Any) -> set[str]:
@@ -303,22 +316,20 @@ def check_reachability(workflow: WorkflowDefinition) -> None:
     for source, targets in forward.items():
         for target in targets:
             backward[target].append(source)
-    reached = _walk([workflow.steps[0].id], forward)
-    unreachable = [s.id for s in workflow.steps if s.id not in reached]
-    if unreachable:
-        raise CatalogueError(
-            FailureCode.TERMINAL_UNREACHABLE,
-            f"workflow {workflow.key}: step(s) {', '.join(unreachable)} can never be reached",
-            path=workflow.source,
-        )
-    finishing = _walk([s.id for s in workflow.steps if s.terminal], backward)
-    stuck = [s.id for s in workflow.steps if s.id not in finishing]
-    if stuck:
-        raise CatalogueError(
-            FailureCode.TERMINAL_UNREACHABLE,
-            f"workflow {workflow.key}: no terminal step is reachable from {', '.join(stuck)}",
-            path=workflow.source,
-        )
+    ends = [s.id for s in workflow.steps if s.terminal]
+    walks = (
+        ([workflow.steps[0].id], forward, "step(s) {} can never be reached"),
+        (ends, backward, "no terminal step is reachable from {}"),
+    )
+    for starts, graph, message in walks:
+        reached = _walk(starts, graph)
+        left = [s.id for s in workflow.steps if s.id not in reached]
+        if left:
+            raise CatalogueError(
+                FailureCode.TERMINAL_UNREACHABLE,
+                f"workflow {workflow.key}: " + message.format(", ".join(left)),
+                path=workflow.source,
+            )
 
 
 def _walk(starts: list[str], edges: Mapping[str, Iterable[str]]) -> set[str]:

@@ -7,10 +7,10 @@ A release is the directory ``releases/<catalogue>-<version>/``::
     signatures/<keyid>.sig   raw 64-byte Ed25519 signatures over manifest.json
     catalogue/...            every catalogue source file, byte for byte
 
-This module is the single definition of that format: the records, the
-manifest schema, the strict manifest parser and the path rules. Both the
-packager (writing) and :mod:`.verify` (reading) use it, so the two cannot
-drift apart. The manifest digest (``sha256:<hex>`` of the manifest bytes) is
+This module is the single definition of that format: the records and the
+path rules; :mod:`.manifest_parse` holds the closed manifest schema and the
+strict parser. Both the packager (writing) and :mod:`.verify` (reading) use
+them, so the two cannot drift apart. The manifest digest (``sha256:<hex>`` of the manifest bytes) is
 the release's identity everywhere.
 """
 
@@ -24,11 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import rfc8785
-from jsonschema import Draft202012Validator
-
-from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes, find_float, parse_strict_json
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes
 
 MANIFEST_FORMAT = "rimthan.release-manifest/1"
 MANIFEST_NAME = "manifest.json"
@@ -53,118 +49,6 @@ MEDIA_TYPES_BY_SUFFIX = {
     ".md": "text/markdown",
 }
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
-
-_HEX64 = "^[0-9a-f]{64}$"
-_ID = "^[a-z0-9][a-z0-9-]{0,63}$"
-_TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
-_LONG_TEXT = {"type": "string", "maxLength": 4096}
-
-MANIFEST_SCHEMA: dict[str, Any] = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "urn:rimthan:release-manifest:1",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["format", "release", "workflows", "host_adapters", "files"],
-    "properties": {
-        "format": {"const": MANIFEST_FORMAT},
-        "release": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["catalogue", "version", "id", "title", "scope"],
-            "properties": {
-                "catalogue": {"type": "string", "pattern": _ID},
-                "version": _TEXT,
-                "id": _TEXT,
-                "title": _LONG_TEXT,
-                "scope": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["name", "profile"],
-                    "properties": {"name": _TEXT, "profile": _TEXT},
-                },
-                "created": {"type": "integer", "minimum": 0},
-            },
-        },
-        "workflows": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "version", "owner", "entry_aliases", "title"],
-                "properties": {
-                    "id": {"type": "string", "pattern": _ID},
-                    "version": _TEXT,
-                    "owner": _TEXT,
-                    "entry_aliases": {
-                        "type": "array",
-                        "uniqueItems": True,
-                        "items": {"type": "string", "pattern": _ID},
-                    },
-                    "title": _LONG_TEXT,
-                },
-            },
-        },
-        "host_adapters": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["id", "version", "harness"],
-                "properties": {"id": {"type": "string", "pattern": _ID}, "version": _TEXT, "harness": _TEXT},
-            },
-        },
-        "files": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["path", "sha256", "size", "media_type"],
-                "properties": {
-                    "path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_LENGTH},
-                    "sha256": {"type": "string", "pattern": _HEX64},
-                    "size": {"type": "integer", "minimum": 0},
-                    "media_type": {"enum": sorted({*MEDIA_TYPES_BY_SUFFIX.values(), DEFAULT_MEDIA_TYPE})},
-                },
-            },
-        },
-    },
-}
-Draft202012Validator.check_schema(MANIFEST_SCHEMA)
-FILE_ENTRY_SCHEMA: dict[str, Any] = MANIFEST_SCHEMA["properties"]["files"]["items"]
-# The manifest minus its per-file entries, which grow with the release: those are checked by
-# file_entry_problem (the same rules, without jsonschema's per-keyword overhead on 10,000 entries).
-_SKELETON_VALIDATOR = Draft202012Validator(
-    {
-        **MANIFEST_SCHEMA,
-        "properties": {**MANIFEST_SCHEMA["properties"], "files": {"type": "array", "minItems": 1}},
-    }
-)
-_FILE_ENTRY_VALIDATOR = Draft202012Validator(FILE_ENTRY_SCHEMA)
-_FILE_ENTRY_KEYS = frozenset(FILE_ENTRY_SCHEMA["required"])
-_MEDIA_TYPES = frozenset(FILE_ENTRY_SCHEMA["properties"]["media_type"]["enum"])
-_HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trailing newline
-
-
-def file_entry_problem(entry: Any) -> str | None:
-    """Why ``entry`` breaks ``FILE_ENTRY_SCHEMA`` (jsonschema's message), or ``None`` if it conforms."""
-    if (
-        type(entry) is dict
-        and entry.keys() == _FILE_ENTRY_KEYS
-        and type(entry["path"]) is str
-        and 1 <= len(entry["path"]) <= MAX_PATH_LENGTH
-        and type(entry["sha256"]) is str
-        and _HEX64_RE.fullmatch(entry["sha256"])
-        and type(entry["size"]) is int
-        and entry["size"] >= 0
-        and type(entry["media_type"]) is str
-        and entry["media_type"] in _MEDIA_TYPES
-    ):
-        return None
-    error = next(_FILE_ENTRY_VALIDATOR.iter_errors(entry), None)
-    return error.message if error is not None else "does not match the file entry schema"
-
 
 _SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
 
@@ -481,57 +365,3 @@ def manifest_for(catalogue: CatalogueLike, files: Iterable[FileEntry], created: 
         host_adapters=adapter_entries(catalogue),
         files=tuple(sorted(files, key=lambda f: f.path)),
     )
-
-
-# --------------------------------------------------------------------------- parsing
-
-
-def _invalid(where: str, message: str, code: FailureCode = FailureCode.MANIFEST_INVALID) -> ReleaseVerificationError:
-    return ReleaseVerificationError(code, message, path=where)
-
-
-def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
-    """Parse manifest bytes strictly; the bytes must already be canonical.
-
-    Refuses duplicate keys, anything the closed schema does not allow, floats
-    (``5.0`` is not an integer here), unsorted or repeated entries, and bytes
-    that differ from their own RFC 8785 form. The file is never re-serialised
-    and accepted: what was signed is exactly what is read.
-    """
-    try:
-        value = parse_strict_json(data, where=where, code=FailureCode.MANIFEST_INVALID)
-    except RegistryError as exc:
-        raise _invalid(where, exc.message, exc.code) from None
-    pointer = find_float(value)
-    if pointer is not None:
-        raise _invalid(where, f"number at {pointer} is not an integer (floats are not allowed)")
-    error = next(iter(sorted(_SKELETON_VALIDATOR.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
-    if error is not None:
-        at = "/" + "/".join(str(p) for p in error.absolute_path)
-        raise _invalid(where, f"does not match the manifest schema at {at}: {error.message}")
-    for index, entry in enumerate(value["files"]):
-        problem = file_entry_problem(entry)
-        if problem is not None:
-            raise _invalid(where, f"does not match the manifest schema at /files/{index}: {problem}")
-    try:
-        canonical = canonical_bytes(value)
-    except rfc8785.CanonicalizationError as exc:  # lone surrogates, integers beyond 2**53: no canonical form
-        raise _invalid(where, f"holds a value RFC 8785 cannot represent ({exc})") from None
-    if canonical != data:
-        raise _invalid(where, "bytes are not canonical RFC 8785 JSON", FailureCode.MANIFEST_NOT_CANONICAL)
-    manifest = Manifest.from_json(value)
-    if value["release"]["id"] != manifest.release.id:
-        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
-    _check_manifest_order(manifest, where)
-    return manifest
-
-
-def _check_manifest_order(manifest: Manifest, where: str) -> None:
-    keyed: list[tuple[str, list[Any]]] = [
-        ("files", [f.path for f in manifest.files]),
-        ("workflows", [w.sort_key for w in manifest.workflows]),
-        ("host_adapters", [a.sort_key for a in manifest.host_adapters]),
-    ]
-    for name, keys in keyed:
-        if keys != sorted(keys) or len(set(keys)) != len(keys):
-            raise _invalid(where, f"{name} must be sorted and unique")

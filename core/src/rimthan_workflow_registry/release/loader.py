@@ -18,8 +18,8 @@ from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_rules as rules
-from rimthan_workflow_registry.release.catalogue import (
-    Catalogue,
+from rimthan_workflow_registry.release.catalogue import Catalogue
+from rimthan_workflow_registry.release.catalogue_parse import (
     parse_catalogue_manifest,
     parse_host_adapter,
     parse_workflow,

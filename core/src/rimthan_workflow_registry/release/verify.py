@@ -46,13 +46,13 @@ from rimthan_workflow_registry.release.format import (
     identity_for,
     key_id_from_signature_name,
     manifest_digest,
-    parse_manifest,
     path_problem,
     path_set_problem,
     render_checksums,
     workflow_entries,
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
+from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import LoaderReads, ReleaseFiles, VerifiedRelease, check_file
 

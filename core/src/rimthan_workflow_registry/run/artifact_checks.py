@@ -97,23 +97,10 @@ def check_artifact_contents(
             continue
         aid = artifact.artifact_id
         total += len(artifact.data)
-        if artifact.path != output.path:
-            failures.append(
-                Failure(
-                    FailureCode.OUTPUT_ATTESTATION_MISMATCH,
-                    f"artifact {aid!r} must be written to {output.path}, not {artifact.path}",
-                    artifact_id=aid,
-                    path=artifact.path,
-                )
-            )
-        if artifact.media_type != output.media_type:
-            failures.append(
-                Failure(
-                    FailureCode.MEDIA_TYPE_MISMATCH,
-                    f"artifact {aid!r} must be {output.media_type}, not {artifact.media_type}",
-                    artifact_id=aid,
-                )
-            )
+        failures += _must_be(
+            FailureCode.OUTPUT_ATTESTATION_MISMATCH, aid, output.path, artifact.path, "written to ", path=artifact.path
+        )
+        failures += _must_be(FailureCode.MEDIA_TYPE_MISMATCH, aid, output.media_type, artifact.media_type)
         if len(artifact.data) > output.max_bytes:
             failures.append(
                 Failure(
@@ -202,3 +189,12 @@ def check_input_bindings(
                 )
             )
     return failures
+
+
+def _must_be(
+    code: FailureCode, aid: str, wanted: str, got: str, phrase: str = "", path: str | None = None
+) -> list[Failure]:
+    """No failure when the artifact's ``got`` is the declared ``wanted``, else one saying which it must be."""
+    if got == wanted:
+        return []
+    return [Failure(code, f"artifact {aid!r} must be {phrase}{wanted}, not {got}", artifact_id=aid, path=path)]

@@ -54,26 +54,25 @@ def host_blockers(
                 details={"pinned": list(workflow.host_adapters)},
             )
         )
-    offered = set(host["capabilities"])
     needed = set(workflow.required_capabilities) | set(adapter.capabilities if adapter else ())
-    missing = sorted(needed - offered)
-    if missing:
-        failures.append(
-            Failure(
-                FailureCode.HOST_CAPABILITY_MISSING,
-                f"the host lacks capabilities {missing} required by {workflow.key}",
-                details={"missing": missing},
-            )
-        )
-    missing_v = sorted(required_validator_capabilities(workflow, adapter) - set(host["validator_capabilities"]))
-    if missing_v:
-        failures.append(
-            Failure(
-                FailureCode.VALIDATOR_CAPABILITY_MISSING,
-                f"the host lacks validator capabilities {missing_v}",
-                details={"missing": missing_v},
-            )
-        )
+    lacks = (
+        (
+            FailureCode.HOST_CAPABILITY_MISSING,
+            "capabilities",
+            needed - set(host["capabilities"]),
+            f" required by {workflow.key}",
+        ),
+        (
+            FailureCode.VALIDATOR_CAPABILITY_MISSING,
+            "validator capabilities",
+            required_validator_capabilities(workflow, adapter) - set(host["validator_capabilities"]),
+            "",
+        ),
+    )
+    for code, noun, lacking, suffix in lacks:
+        if lacking:
+            missing = sorted(lacking)
+            failures.append(Failure(code, f"the host lacks {noun} {missing}{suffix}", details={"missing": missing}))
     return adapter, failures
 
 

@@ -1,0 +1,53 @@
+"""The building blocks every contract and tool schema is made of (closed objects, bounded strings).
+
+One copy of each bound, shared by :mod:`contract_schemas` (the contract
+documents) and :mod:`tool_schemas` (the tool input and output schemas).
+Plain data, no MCP imports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+ID_BASE = "https://rimthan.dev/contracts/"
+MAX_TEXT = 8 * 1024 * 1024
+MAX_TOKEN = MAX_TOKEN_CHARS
+
+DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+SHA256_HEX = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+NAME = {"type": "string", "minLength": 1, "maxLength": 128}
+NAMES = {"type": "array", "items": NAME, "uniqueItems": True, "maxItems": 256}
+VERSION = {"type": "string", "minLength": 1, "maxLength": 64}
+TEXT = {"type": "string", "maxLength": 4096}
+TOKEN = {"type": "string", "minLength": 1, "maxLength": MAX_TOKEN}
+GLOBS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512}, "maxItems": 256}
+
+
+def closed(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = required
+    schema.update(extra)
+    return schema
+
+
+def about(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a ``description``: every input field says what it is for, so a harness
+    author (or a model reading ``tools/list``) never has to guess from a refusal."""
+    return {**schema, "description": text}
+
+
+def document(name: str, title: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"$schema": DRAFT, "$id": contract_id(name), "title": title, **body}
+
+
+def contract_id(name: str) -> str:
+    return f"{ID_BASE}{name}.schema.json"
+
+
+def uses(document: dict[str, Any]) -> dict[str, str]:
+    """A ``$ref`` from one contract document to another, by the other's absolute ``$id``."""
+    return {"$ref": document["$id"]}

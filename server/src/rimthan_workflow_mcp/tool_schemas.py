@@ -1,0 +1,186 @@
+"""The input and output schemas of the four tools, built from the contract documents.
+
+Each tool schema is closed and embeds every contract it reaches exactly once
+under ``$defs`` (see :mod:`contract_schemas` for why). Kept apart from the
+documents themselves: these are what ``tools/list`` sends, the documents are
+what the resources serve. Plain data, no MCP imports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .contract_schemas import (
+    ARTIFACT,
+    CONFIRMED_STATE_PROJECTION,
+    CONTRACTS,
+    FAILURE,
+    FINDING,
+    HOST,
+    INPUT_BINDING,
+    MIGRATION_PREVIEW,
+    MIGRATION_REQUEST,
+    QUESTION,
+    STEP_PAYLOAD,
+    VALIDATION_BUNDLE,
+    VALIDATOR_REPORT,
+    VALIDATOR_SUMMARY,
+)
+from .schema_parts import DIGEST, NAME, TOKEN, VERSION, about, closed
+
+_BY_ID = {doc["$id"]: name for name, doc in CONTRACTS.items()}
+_LOCAL = "#/$defs/"
+
+
+def _ref(document: dict[str, Any]) -> dict[str, str]:
+    """A tool schema's pointer to a contract it embeds under ``$defs``."""
+    return {"$ref": _LOCAL + _BY_ID[document["$id"]]}
+
+
+def _referenced(node: Any) -> set[str]:
+    """Contract names a schema fragment points at, locally or by ``$id``."""
+    if isinstance(node, list):
+        return set().union(*(_referenced(v) for v in node)) if node else set()
+    if not isinstance(node, dict):
+        return set()
+    found = set().union(*(_referenced(v) for v in node.values())) if node else set()
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        found.add(ref.removeprefix(_LOCAL) if ref.startswith(_LOCAL) else _BY_ID[ref])
+    return found
+
+
+def _tool_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A closed tool schema plus ``$defs`` holding every contract it reaches, each exactly once."""
+    schema = closed(properties, required)
+    needed: set[str] = set()
+    frontier = _referenced(schema)
+    while frontier - needed:
+        name = sorted(frontier - needed)[0]
+        needed.add(name)
+        frontier |= _referenced(CONTRACTS[name])
+    schema["$defs"] = {name: CONTRACTS[name] for name in sorted(needed)}
+    return schema
+
+
+def result_schema(statuses: list[str]) -> dict[str, Any]:
+    """A tool's output: one envelope, the status set differs per tool."""
+    return _tool_schema(
+        {
+            "status": {"enum": statuses},
+            "workflow": {"oneOf": [{"type": "null"}, closed({"id": NAME, "version": VERSION}, ["id", "version"])]},
+            "release": {
+                "oneOf": [
+                    {"type": "null"},
+                    closed({"id": NAME, "manifest_digest": DIGEST}, ["id", "manifest_digest"]),
+                ]
+            },
+            "checkpoint": {"oneOf": [{"type": "null"}, TOKEN]},
+            "checkpoint_digest": {"oneOf": [{"type": "null"}, DIGEST]},
+            "sequence": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
+            "step": {"oneOf": [{"type": "null"}, _ref(STEP_PAYLOAD)]},
+            "question": {"oneOf": [{"type": "null"}, _ref(QUESTION)]},
+            "failures": {"type": "array", "items": _ref(FAILURE)},
+            "findings": {
+                "type": "array",
+                "items": closed({"validator": NAME, **FINDING["properties"]}, ["validator", "severity", "message"]),
+            },
+            "validators": {"type": "array", "items": _ref(VALIDATOR_SUMMARY)},
+            "validation_bundle": {"oneOf": [{"type": "null"}, _ref(VALIDATION_BUNDLE)]},
+            "migration": {"oneOf": [{"type": "null"}, _ref(MIGRATION_PREVIEW)]},
+            "message": {"type": "string"},
+        },
+        [
+            "status",
+            "workflow",
+            "release",
+            "checkpoint",
+            "checkpoint_digest",
+            "sequence",
+            "step",
+            "question",
+            "failures",
+            "findings",
+            "validators",
+            "validation_bundle",
+            "migration",
+            "message",
+        ],
+    )
+
+
+START_STATUSES = ["active", "blocked", "input_required", "completed"]
+CONTINUE_STATUSES = START_STATUSES
+PREPARE_STATUSES = ["deterministic_validation_failed", "ready_for_semantic_validation"]
+SUBMIT_STATUSES = ["validation_failed", "input_required", "advanced", "completed"]
+
+_CHECKPOINT_IN = about(
+    "The latest checkpoint token this run returned, exactly as received (it carries the run's state).", TOKEN
+)
+_STATE_IN = about(
+    "The run's confirmed state exactly as last confirmed (the state the checkpoint binds).",
+    _ref(CONFIRMED_STATE_PROJECTION),
+)
+_HOST_IN = about("The same host object the run was started with.", _ref(HOST))
+
+START_INPUT = _tool_schema(
+    {
+        "workflow": about("Workflow id or one of its entry aliases (e.g. `research-decision` or `research`).", NAME),
+        "workflow_version": about("Exact workflow version; omitted: the newest version in the release.", VERSION),
+        "confirmed_state": about(
+            "The initial confirmed state: at least the fields the workflow's confirmed_state_schema requires, "
+            "each confirmed by the user. A refusal lists every missing field with what it expects.",
+            _ref(CONFIRMED_STATE_PROJECTION),
+        ),
+        "host": about("This harness: adapter, capabilities and repository policy (from the host adapter).", _ref(HOST)),
+    },
+    ["workflow", "confirmed_state", "host"],
+)
+
+CONTINUE_INPUT = _tool_schema(
+    {
+        "checkpoint": _CHECKPOINT_IN,
+        "confirmed_state": _STATE_IN,
+        "next_confirmed_state": about(
+            "The state with changes (e.g. an answered question), each changed field freshly confirmed.",
+            _ref(CONFIRMED_STATE_PROJECTION),
+        ),
+        "migration": about(
+            "Only to move the run to the server's migration target release: preview first, then confirm.",
+            _ref(MIGRATION_REQUEST),
+        ),
+    },
+    ["checkpoint", "confirmed_state"],
+)
+
+PREPARE_INPUT = _tool_schema(
+    {
+        "checkpoint": _CHECKPOINT_IN,
+        "confirmed_state": _STATE_IN,
+        "host": _HOST_IN,
+        "artifacts": about(
+            "Every declared output of the active step, once each, with its exact bytes and readback attestation.",
+            {"type": "array", "items": _ref(ARTIFACT), "maxItems": 64},
+        ),
+        "inputs": about(
+            "Earlier outputs the active step reads, bound by digest (as the step payload's `inputs` lists them).",
+            {"type": "array", "items": _ref(INPUT_BINDING), "maxItems": 64},
+        ),
+    },
+    ["checkpoint", "confirmed_state", "host", "artifacts"],
+)
+
+SUBMIT_INPUT = _tool_schema(
+    {
+        "checkpoint": _CHECKPOINT_IN,
+        "confirmed_state": _STATE_IN,
+        "validation_bundle": about(
+            "The validation bundle prepare_step_validation returned, unchanged.", _ref(VALIDATION_BUNDLE)
+        ),
+        "reports": about(
+            "One report per validator the bundle marks report_required, no more and no fewer.",
+            {"type": "array", "items": _ref(VALIDATOR_REPORT), "maxItems": 64},
+        ),
+    },
+    ["checkpoint", "confirmed_state", "validation_bundle", "reports"],
+)

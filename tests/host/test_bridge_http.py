@@ -1,0 +1,65 @@
+"""The bridge talks to a verifier over Streamable HTTP (``rimthan-host serve --verifier-url``).
+
+A real ``rimthan-mcp serve --transport http`` runs on a free port; the bridge
+runs as a real process over stdio with ``--verifier-url`` (no child
+verifier), and the model stand-in completes a run through it, migration
+offer included. ``rimthan-mcp audit`` verifies the run log with the HTTP
+verifier's own checkpoint keys.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from rimthan_host.standin import StandIn
+from support.bridge import BIN, audit, stand_in, verifier_args
+from support.processes import http_server_process
+from support.servers import ServerWorld, server_env
+
+
+def test_the_stand_in_completes_a_run_through_a_verifier_over_http(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
+    with http_server_process([*verifier, "--port", "0"], env=server_env()) as http:
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"),
+            args=["serve", "--project", str(project), "--verifier-url", http.url],
+        )
+
+        async def go() -> StandIn:
+            async with Client(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                at_question = await model.follow(await model.start(), "experiment", until_question=True)
+                assert at_question.data["migration"]["to_release"] == "research-decision@1.3.0"
+                final = await model.follow(at_question, "experiment")
+                assert final.data["status"] == "completed", final.text
+                return model
+
+        model = anyio.run(go)
+    assert model.leaks() == [] and model.opaque_bytes_sent() == 0
+    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    history = audit(log, state)
+    assert history["ok"] is True and "experiment" in history["steps"]
+
+
+def test_an_unreachable_verifier_url_is_one_clear_refusal(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    bridge = StdioServerParameters(
+        command=str(BIN / "rimthan-host"),
+        args=["serve", "--project", str(project), "--verifier-url", "http://127.0.0.1:9/mcp"],
+        env=server_env(),
+    )
+
+    async def go() -> tuple[bool, str]:
+        async with Client(bridge, mode="legacy") as client:
+            result = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
+            return bool(result.is_error), "\n".join(getattr(c, "text", "") for c in result.content)
+
+    is_error, text = anyio.run(go)
+    assert is_error and "the verifier is not reachable" in text and "--verifier-url" in text
+    assert "Traceback" not in text
