@@ -1,7 +1,7 @@
 """Helpers for tests that publish releases to the loopback registry with the real ``rimthan-pack``.
 
 Functions
-    pack(*args) -> CompletedProcess           the installed ``rimthan-pack`` console script
+    pack(*args, env=None) -> CompletedProcess the installed ``rimthan-pack`` console script (env: extra variables)
     push(release, ref, trust, *extra) -> str  push with --plain-http; returns the OCI manifest digest
     pull(ref, trust, out, *extra) -> CompletedProcess
     one_line_error(proc, code)                assert exit 1 and the two-line refusal naming ``code``
@@ -15,9 +15,10 @@ Functions
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,14 @@ from rimthan_workflow_registry.release.trust import TrustStore
 RIMTHAN_PACK = Path(sys.executable).parent / "rimthan-pack"
 
 
-def pack(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def pack(*args: str | Path, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(RIMTHAN_PACK), *(str(a) for a in args)], capture_output=True, text=True, timeout=120, check=False
+        [str(RIMTHAN_PACK), *(str(a) for a in args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **env} if env is not None else None,
     )
 
 

@@ -8,23 +8,38 @@ fixture fails (under ``CI=true``) or skips with the install command.
 
 Functions
     registry_binary() -> str | None
-    start_registry(directory) -> LocalRegistry      (stop() it; the fixture does)
+    start_registry(directory, users=None, tls=None) -> LocalRegistry   (stop() it; the fixture does)
+        users: {name: password} turns on htpasswd (bcrypt) authentication
+        tls:   a TlsFiles (see make_tls) makes the registry serve HTTPS only
+    make_tls(directory) -> TlsFiles                 a throwaway CA and a 127.0.0.1 server certificate
+    docker_config(directory, host, user, password) -> Path   a Docker config.json with that ``auths`` entry
     LocalRegistry.blob_path(digest) -> Path         where the registry keeps a blob's bytes
     LocalRegistry.ref(repo, tag=None) -> str        ``oci://127.0.0.1:PORT/repo[:tag]``
 """
 
 from __future__ import annotations
 
+import base64
+import datetime
+import ipaddress
+import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import bcrypt
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 BINARY = "docker-registry"
 INSTALL = "apt-get install -y docker-registry"
@@ -64,6 +79,83 @@ storage:
 http:
   addr: 127.0.0.1:{port}
 """
+_AUTH = """auth:
+  htpasswd:
+    realm: rimthan-test
+    path: {htpasswd}
+"""
+_TLS = """  tls:
+    certificate: {cert}
+    key: {key}
+"""
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A CA made for one test and a server certificate for 127.0.0.1 it signed (PEM files)."""
+
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+
+
+def make_tls(directory: Path) -> TlsFiles:
+    """A self-signed CA and a 127.0.0.1 server certificate it issued, valid for a day."""
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("rimthan test CA"))
+        .issuer_name(_name("rimthan test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name("127.0.0.1"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = TlsFiles(directory / "ca.pem", directory / "server.pem", directory / "server.key")
+    files.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files.server_cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, files.server_key)
+    return files
+
+
+def docker_config(directory: Path, host: str, user: str, password: str) -> Path:
+    """``DIRECTORY/config.json`` in the Docker config format (``auths.HOST.auth`` = base64 ``user:password``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
+    path = directory / "config.json"
+    path.write_text(json.dumps({"auths": {host: {"auth": auth}}}), encoding="utf-8")
+    return path
 
 
 @dataclass
@@ -73,6 +165,7 @@ class LocalRegistry:
     host: str
     storage: Path
     process: subprocess.Popen[bytes]
+    tls: TlsFiles | None = None
 
     def ref(self, repository: str, tag: str | None = None) -> str:
         return f"oci://{self.host}/{repository}" + (f":{tag}" if tag else "")
@@ -95,25 +188,48 @@ class LocalRegistry:
                 self.process.wait()
 
 
-def start_registry(directory: Path) -> LocalRegistry:
+def _config(directory: Path, port: int, users: dict[str, str] | None, tls: TlsFiles | None) -> Path:
+    text = _CONFIG.format(storage=directory / "storage", port=port)
+    if tls is not None:
+        text += _TLS.format(cert=tls.server_cert, key=tls.server_key)
+    if users is not None:
+        htpasswd = directory / "htpasswd"
+        lines = (f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=5)).decode()}\n" for u, p in users.items())
+        htpasswd.write_text("".join(lines), encoding="utf-8")
+        text += _AUTH.format(htpasswd=htpasswd)
+    config = directory / "config.yml"
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
+def _answers(registry: LocalRegistry) -> bool:
+    """True once ``/v2/`` answers at all (200, or 401 when authentication is on)."""
+    scheme, context = (
+        ("https", ssl.create_default_context(cafile=registry.tls.ca_cert)) if registry.tls else ("http", None)
+    )
+    try:
+        with urllib.request.urlopen(f"{scheme}://{registry.host}/v2/", timeout=1, context=context) as response:
+            return bool(response.status == 200)
+    except urllib.error.HTTPError as exc:
+        return exc.code == 401
+    except OSError:
+        return False
+
+
+def start_registry(directory: Path, users: dict[str, str] | None = None, tls: TlsFiles | None = None) -> LocalRegistry:
     binary = require_registry()
     directory.mkdir(parents=True, exist_ok=True)
-    storage = directory / "storage"
     port = _free_port()
-    config = directory / "config.yml"
-    config.write_text(_CONFIG.format(storage=storage, port=port), encoding="utf-8")
+    config = _config(directory, port, users, tls)
     log = (directory / "registry.log").open("wb")
     process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    registry = LocalRegistry(host=f"127.0.0.1:{port}", storage=storage, process=process)
+    registry = LocalRegistry(host=f"127.0.0.1:{port}", storage=directory / "storage", process=process, tls=tls)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the registry exited: {(directory / 'registry.log').read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"http://{registry.host}/v2/", timeout=1) as response:
-                if response.status == 200:
-                    return registry
-        except OSError:
-            time.sleep(0.05)
+        if _answers(registry):
+            return registry
+        time.sleep(0.05)
     registry.stop()
     raise RuntimeError("the registry did not answer within 20 s")

@@ -112,6 +112,8 @@ class FailureCode(StrEnum):
     OCI_BLOB_MISMATCH = "oci_blob_mismatch"
     OCI_TAG_MISMATCH = "oci_tag_mismatch"
     OCI_TAG_EXISTS = "oci_tag_exists"
+    OCI_UNAUTHORIZED = "oci_unauthorized"
+    OCI_TLS_UNTRUSTED = "oci_tls_untrusted"
     # --- server -----------------------------------------------------------------
     REFRESH_REJECTED = "refresh_rejected"
     INTERNAL_ERROR = "internal_error"

@@ -133,6 +133,10 @@ _TABLE: dict[FailureCode, str] = {
     "`rimthan-pack push`",
     _C.OCI_TAG_EXISTS: "publish a new version, or pass --replace-tag to move the tag (the old release stays "
     "addressable by digest)",
+    _C.OCI_UNAUTHORIZED: "give credentials the registry accepts: a Docker config file (~/.docker/config.json or "
+    "$DOCKER_CONFIG/config.json) or RIMTHAN_REGISTRY_USERNAME and RIMTHAN_REGISTRY_PASSWORD",
+    _C.OCI_TLS_UNTRUSTED: "trust the CA that issued the registry's certificate: set REQUESTS_CA_BUNDLE to a PEM "
+    "file holding it (see docs/fleet.md)",
     # --- server
     _C.REFRESH_REJECTED: "nothing changed: the last verified release keeps serving; fix or remove the rejected release",
     _C.INTERNAL_ERROR: "rerun with --log-level debug and report the logged details",

@@ -25,8 +25,10 @@ from rimthan_workflow_registry.errors import FailureCode, KeyringError, Registry
 from rimthan_workflow_registry.release import TrustStore, load_trust
 from rimthan_workflow_registry.remediation import ExitStatus
 from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
+from rimthan_workflow_registry.run.run_ending import run_ending
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
+from .audit_releases import read_audit_releases
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, scan_releases
@@ -522,6 +524,7 @@ _state_option = click.option("--state-dir", type=click.Path(path_type=Path), met
             "rimthan-mcp audit run.log                       # keys from the default state directory",
             "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
             "rimthan-mcp audit run.log --json | jq .migrations",
+            "rimthan-mcp audit run.log --releases-dir releases --trust keys/local   # also: how the run ended",
         ],
         exits=(
             "Exit status:",
@@ -535,8 +538,43 @@ _state_option = click.option("--state-dir", type=click.Path(path_type=Path), met
 @click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
 @_keys_option
 @_state_option
+@click.option(
+    "--releases-dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    envvar="RIMTHAN_RELEASES_DIR",
+    show_envvar=True,
+    help="Verify every release in DIR and read the one the run's last checkpoint is pinned to, to tell whether "
+    "the run completed or what it waits for. [default: no release is read; the outcome is not told]",
+)
+@click.option(
+    "--release",
+    "release_dirs",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    metavar="DIR",
+    help="A release to verify and read, as --releases-dir (repeatable).",
+)
+@click.option(
+    "--trust",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_TRUST,
+    show_default=True,
+    metavar="PATH",
+    envvar="RIMTHAN_TRUST",
+    show_envvar=True,
+    help=_TRUST_HELP + " Used only with --releases-dir or --release.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the history (or the refusal) as JSON on stdout.")
-def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, as_json: bool) -> None:
+def audit(
+    log_file: Path,
+    checkpoint_keys: Path | None,
+    state_dir: Path | None,
+    releases_dir: Path | None,
+    release_dirs: tuple[Path, ...],
+    trust: Path,
+    as_json: bool,
+) -> None:
     """Verify a run's logged checkpoint tokens offline and print its history.
 
     LOG holds the checkpoint tokens of one run, one per line, in the order
@@ -547,6 +585,12 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
     manifest digest, workflow and version, each step reached, the artifacts
     and validator receipts by digest, and every migration with its parent
     link. No server and no server storage is involved.
+
+    With --releases-dir or --release, it also says how the run ended, read
+    from the verified release its last checkpoint is pinned to: completed,
+    or waiting (for an answer to a question and its field, for a gated
+    step's outputs and validators, for a repair after a failed round with
+    its findings count, or for the setup to deliver), and migrated to what.
     """
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=_KEYS_IO)
@@ -558,12 +602,17 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
         history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
         refuse_error(exc, as_json=as_json)
+    store = guard(lambda: load_trust(trust)) if releases_dir is not None or release_dirs else None
+    releases = guard(lambda: read_audit_releases(release_dirs, releases_dir, store))
+    ending = run_ending(history, releases.verified, missing=releases.missing_note())
     retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:
-        click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
+        document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired}
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in describe(history):
         click.echo(line)
+    click.echo(ending.summary())
     for kid in retired:
         click.echo(
             f"key {kid} is retired: it no longer verifies live calls; its material is archived in {path} for audit only"

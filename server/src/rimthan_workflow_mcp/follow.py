@@ -38,6 +38,8 @@ from .logs import get_logger
 from .provider import Rejection
 
 _log = get_logger("follow")
+# Refusals about reaching the registry (address, credentials, TLS trust), not about what was published.
+_TRANSIENT = frozenset({FailureCode.OCI_REGISTRY_ERROR, FailureCode.OCI_UNAUTHORIZED, FailureCode.OCI_TLS_UNTRUSTED})
 
 
 @dataclass
@@ -84,7 +86,7 @@ class RegistryFollower:
                 expected_profile=WORKFLOW_ENGINE_PROFILE,
             )
         except RegistryError as exc:
-            if exc.code is FailureCode.OCI_REGISTRY_ERROR:  # transient: try again on the next refresh
+            if exc.code in _TRANSIENT:  # the registry, not the publish: try again on the next refresh
                 _log.warning("pull failed; will retry", extra={"reference": where, "error": exc.to_dict()})
                 return
             self._seen[tag] = digest

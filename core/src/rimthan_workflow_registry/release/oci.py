@@ -15,8 +15,10 @@ then renames the directory to ``<catalogue>-<version>``. Anything that fails
 is deleted and raised as a :class:`RegistryError`; nothing is left behind.
 
 All registry traffic goes through the ``oras`` client (credentials from the
-Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``); TLS
-unless the caller asks for plain HTTP.
+Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered
+to a registry's token or Basic challenge); TLS unless the caller asks for
+plain HTTP, verified against ``REQUESTS_CA_BUNDLE`` when set (requests' own
+setting), else the certifi bundle.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import oras.auth
 import oras.provider
 import requests
 
@@ -140,6 +143,38 @@ def is_version_tag(tag: str) -> bool:
     return bool(_VERSION_TAG.match(tag))
 
 
+class _CredentialsMissing(Exception):
+    """The registry asked for credentials and neither source holds any for it."""
+
+
+class _CredentialsRefused(Exception):
+    """The registry answered 401/403 inside an oras call that only raises a bare ``ValueError``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
+    """oras's token flow, plus the Basic challenge an htpasswd-protected registry sends.
+
+    oras answers every challenge by asking a token service, so a registry that
+    wants HTTP Basic (the reference registry with htpasswd, many private
+    registries) would never get the credentials it asks for.
+    """
+
+    def authenticate_request(
+        self, original: requests.Response, headers: dict[str, str], refresh: bool = False
+    ) -> tuple[dict[str, str], bool]:
+        challenge = original.headers.get("Www-Authenticate", "")
+        if not challenge.lower().startswith("basic"):
+            return super().authenticate_request(original, headers, refresh)  # type: ignore[no-any-return]
+        basic = getattr(self, "_basic_auth", None)
+        if not basic:
+            raise _CredentialsMissing
+        return {**headers, "Authorization": f"Basic {basic}"}, True
+
+
 class _Registry(oras.provider.Registry):  # type: ignore[misc]
     """The oras client without its multi-minute retry loop, and with a request timeout.
 
@@ -149,12 +184,21 @@ class _Registry(oras.provider.Registry):  # type: ignore[misc]
 
     do_request = oras.provider.Registry.do_request.__wrapped__
 
+    def _check_200_response(self, response: requests.Response) -> None:
+        if response.status_code in (401, 403):
+            raise _CredentialsRefused(response.status_code)
+        super()._check_200_response(response)
+
 
 def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
     """An oras client for ``ref``'s registry: TLS unless ``plain_http``; Docker config or env credentials."""
     registry = _Registry(hostname=ref.host, insecure=plain_http, tls_verify=True)
     registry.session.request = functools.partial(registry.session.request, timeout=REQUEST_TIMEOUT)
-    registry.auth.load_configs(registry.get_container(ref.target))
+    registry.auth = _ChallengeAuth()
+    registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
+    docker_config = Path(os.environ.get("DOCKER_CONFIG") or "/nonexistent") / "config.json"
+    configs = [str(docker_config)] if docker_config.is_file() else None  # oras itself reads ~/.docker only
+    registry.auth.load_configs(registry.get_container(ref.target), configs)
     user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
     if user and password:
         registry.auth.set_basic_auth(user, password)
@@ -162,7 +206,13 @@ def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provid
 
 
 def registry_call(ref: OciReference, what: str, response: requests.Response, ok: tuple[int, ...] = (200,)) -> None:
-    """Refuse a registry answer that is not one of ``ok`` as ``oci_registry_error``."""
+    """Refuse a registry answer that is not one of ``ok`` (``oci_unauthorized`` for 401/403)."""
+    if response.status_code in (401, 403) and response.status_code not in ok:
+        raise _refuse(
+            FailureCode.OCI_UNAUTHORIZED,
+            f"{what}: the registry refused the credentials (HTTP {response.status_code})",
+            str(ref),
+        )
     if response.status_code not in ok:
         raise _refuse(
             FailureCode.OCI_REGISTRY_ERROR, f"{what}: the registry answered HTTP {response.status_code}", str(ref)
@@ -171,11 +221,27 @@ def registry_call(ref: OciReference, what: str, response: requests.Response, ok:
 
 @contextlib.contextmanager
 def guarded(ref: OciReference, what: str) -> Iterator[None]:
-    """Turn the client's transport errors into ``oci_registry_error`` (never a traceback)."""
+    """Turn the client's transport errors into refusals with a code (never a traceback)."""
     try:
         yield
     except RegistryError:
         raise
+    except _CredentialsMissing:
+        raise _refuse(
+            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry asks for credentials; none found", str(ref)
+        ) from None
+    except _CredentialsRefused as exc:
+        raise _refuse(
+            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry refused the credentials (HTTP {exc.status})", str(ref)
+        ) from None
+    except requests.exceptions.SSLError as exc:
+        if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
+            raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {exc}", str(ref)) from None
+        raise _refuse(
+            FailureCode.OCI_TLS_UNTRUSTED,
+            f"{what}: the registry's TLS certificate did not verify against the trusted CAs",
+            str(ref),
+        ) from None
     except _TRANSPORT_ERRORS as exc:
         raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {exc}", str(ref)) from None
 

@@ -65,12 +65,14 @@ from rimthan_workflow_registry.run.validation_bundle import (
     input_digest,
     issue_bundle,
     receipts_on_entry,
+    step_validated,
     validator_summaries,
     verify_bundle,
 )
 
 __all__ = [
     "receipts_on_entry",
+    "step_validated",
     "state_failures",
     "require_confirmed",
     "BUNDLE_TYPE",
