@@ -159,5 +159,12 @@ load: bootstrap
 fleet: bootstrap
 	$(UV) run --locked python tests/load/run_fleet.py
 
+# The in-memory fuzz is CPU-bound in one process, so its four tools run as two processes side by side (one per
+# core); stdio already spreads over the client and the server process. Each test has a pytest timeout.
+FUZZ_DEPTH := tests/attacks/test_attacks_fuzz_depth.py
 fuzz-long: bootstrap
-	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py tests/attacks/test_attacks_fuzz_depth.py -s
+	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s
+	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (start or continue)" & first=$$!; \
+	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (prepare or submit)"; second=$$?; \
+	wait $$first && test $$second -eq 0
+	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k long_stdio

@@ -18,12 +18,11 @@ import pytest
 from click.testing import CliRunner
 from rimthan_host.harness import WorkflowHarness
 from rimthan_workflow_mcp.cli import main
-from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
 from rimthan_workflow_registry.run.checkpoints import issue_checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_manifest_digest, token_digest
-from support.engines import TOOLS, DrivenRun, Engines, ExamplesScenario, TickingClock, drive, make_engines, run
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest
+from support.engines import DrivenRun, Engines, TickingClock, drive, drive_migrated, make_engines
 from support.refusals import refusal
 
 REPAIR = frozenset({"decision-critic@1.0.0"})
@@ -42,40 +41,8 @@ def completed(engines: Engines) -> DrivenRun:
 @pytest.fixture(scope="module")
 def migrated(engines: Engines) -> tuple[WorkflowHarness, list[str]]:
     """A run started on 1.2.0, migrated explicitly to 1.3.0 at select-route, completed there."""
-    modules = {engines.releases[v].manifest_digest: engines.module(v) for v in ("1.2.0", "1.3.0")}
-    target = engines.module("1.3.0")
-
-    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        if tool == "rimthan.start_workflow":
-            return engines.module("1.2.0").start_workflow(arguments)
-        module = modules[peek_manifest_digest(arguments["checkpoint"]) or ""]
-        if "migration" in arguments:  # what the server's dispatch does with its migration target
-            return WorkflowEngineQueryModule.migrate_workflow(module, target, arguments)
-        return getattr(module, TOOLS[tool])(arguments)
-
-    checkpoints: list[str] = []
-
-    def keep(event: Any) -> None:
-        token = event.data.get("result", {}).get("checkpoint") if event.kind == "call" else None
-        if token and (not checkpoints or checkpoints[-1] != token):
-            checkpoints.append(token)
-
-    project = engines.work / "projects" / "migrated"
-    harness = WorkflowHarness(
-        call, ExamplesScenario("desk-research"), project_dir=project, clock=engines.clock, on_event=keep
-    )
-    clock = engines.clock
-    assert isinstance(clock, TickingClock)
-
-    async def go() -> None:
-        result = await harness.run(await harness.start("research", initial_version="1.2.0"), until_step="select-route")
-        clock.tick(5)  # the user re-confirms the state for the target release after the last checkpoint
-        moved = await harness.migrate(result, "research-decision@1.3.0", "1.3.0", confirm=True)
-        assert moved["status"] == "active" and moved["release"]["id"] == "research-decision@1.3.0"
-        await harness.run(moved)
-
-    run(go())
-    return harness, checkpoints
+    driven = drive_migrated(engines, name="migrated")
+    return driven.harness, driven.checkpoints
 
 
 def _log(tmp_path: Path, tokens: list[str], name: str = "run.log") -> Path:

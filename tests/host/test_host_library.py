@@ -119,6 +119,14 @@ def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines
     history = json.loads(out.output)
     assert history["ok"] is True and history["steps"] == harness.record.steps_visited
     assert len(history["checkpoints"]) == len(log.tokens())
+    releases = ["--releases-dir", str(engines.work / "releases"), "--trust", str(engines.work / "trust")]
+    told = CliRunner().invoke(
+        mcp_main, ["audit", str(log.log_path), "--checkpoint-keys", str(keys), *releases, "--json"]
+    )
+    assert told.exit_code == 0, told.output
+    document = json.loads(told.output)
+    assert document["outcome"]["outcome"] == "completed" and document["outcome"]["step"] == history["final"]["step"]
+    assert [r["findings"] for r in document["final"]["failed_validation_rounds"]] == [1]
 
 
 def test_run_ids_are_plain_names(tmp_path: Path) -> None:

@@ -83,8 +83,15 @@ def test_the_image_build_step_installs_a_working_server(tmp_path: Path) -> None:
             else:
                 shutil.copy2(ROOT / source, target)
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    uv = os.environ.get("UV") or shutil.which("uv") or "uv"  # `uv run` names itself in $UV
     built = subprocess.run(
-        [*_uv_sync(), "--offline", "-q"], cwd=context, env=env, capture_output=True, text=True, timeout=300, check=False
+        [uv, *_uv_sync()[1:], "--offline", "-q"],
+        cwd=context,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert built.returncode == 0, built.stderr
 

@@ -26,7 +26,7 @@ from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_manifest_digest
 
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
@@ -129,9 +129,18 @@ class DrivenRun:
 
 
 def drive(
-    engines: Engines, version: str, route: str, *, name: str, fail_once: frozenset[str] = frozenset()
+    engines: Engines,
+    version: str,
+    route: str,
+    *,
+    name: str,
+    fail_once: frozenset[str] = frozenset(),
+    until_step: str | None = None,
 ) -> DrivenRun:
-    """Drive a whole run in-process with the scripted harness, keeping every distinct checkpoint."""
+    """Drive a run in-process with the scripted harness (to its end, or until ``until_step`` is current).
+
+    Every distinct checkpoint is kept, in order: the run's log as a host writes it.
+    """
     project = engines.work / "projects" / name
     project.mkdir(parents=True, exist_ok=True)
     checkpoints: list[str] = []
@@ -150,7 +159,45 @@ def drive(
     )
 
     async def go() -> None:
-        await harness.run(await harness.start("research", initial_version=version))
+        await harness.run(await harness.start("research", initial_version=version), until_step=until_step)
+
+    run(go())
+    return DrivenRun(harness, checkpoints)
+
+
+def drive_migrated(engines: Engines, *, name: str) -> DrivenRun:
+    """A run started on 1.2.0, migrated explicitly to 1.3.0 at select-route, completed there."""
+    modules = {engines.releases[v].manifest_digest: engines.module(v) for v in ("1.2.0", "1.3.0")}
+    target = engines.module("1.3.0")
+
+    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if tool == "rimthan.start_workflow":
+            return engines.module("1.2.0").start_workflow(arguments)
+        module = modules[peek_manifest_digest(arguments["checkpoint"]) or ""]
+        if "migration" in arguments:  # what the server's dispatch does with its migration target
+            return WorkflowEngineQueryModule.migrate_workflow(module, target, arguments)
+        return getattr(module, TOOLS[tool])(arguments)
+
+    checkpoints: list[str] = []
+
+    def keep(event: Any) -> None:
+        token = event.data.get("result", {}).get("checkpoint") if event.kind == "call" else None
+        if token and (not checkpoints or checkpoints[-1] != token):
+            checkpoints.append(token)
+
+    project = engines.work / "projects" / name
+    harness = WorkflowHarness(
+        call, ExamplesScenario("desk-research"), project_dir=project, clock=engines.clock, on_event=keep
+    )
+    clock = engines.clock
+    assert isinstance(clock, TickingClock)
+
+    async def go() -> None:
+        result = await harness.run(await harness.start("research", initial_version="1.2.0"), until_step="select-route")
+        clock.tick(5)  # the user re-confirms the state for the target release after the last checkpoint
+        moved = await harness.migrate(result, "research-decision@1.3.0", "1.3.0", confirm=True)
+        assert moved["status"] == "active" and moved["release"]["id"] == "research-decision@1.3.0"
+        await harness.run(moved)
 
     run(go())
     return DrivenRun(harness, checkpoints)

@@ -35,6 +35,7 @@ from .cli_keys import (
     keys,
     open_keyring,
     say,
+    trust_option,
 )
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
@@ -50,21 +51,9 @@ from .transports import (
 )
 
 DEFAULT_RELEASES = Path("releases")
-DEFAULT_TRUST = Path("keys/local")
 _log = get_logger("cli")
 _PORT_IO = "choose a free --port (0 picks one) or a --host this machine has"
-_TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
 _EXIT_STATUS = EXIT_STATUS_LINES
-_trust_option = click.option(
-    "--trust",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_TRUST,
-    show_default=True,
-    metavar="PATH",
-    envvar="RIMTHAN_TRUST",
-    show_envvar=True,
-    help=_TRUST_HELP,
-)
 _epilog = epilog
 
 
@@ -199,7 +188,7 @@ def main() -> None:
     help="Releases served (every <catalogue>-<version> directory; a corrupt one is skipped and reported) and "
     "rescanned on refresh. [default: ./releases, or the parent of --release]",
 )
-@_trust_option
+@trust_option()
 @click.option(
     "--checkpoint-keys",
     type=click.Path(path_type=Path),
@@ -418,7 +407,7 @@ def serve(
     metavar="DIR",
     help="Release directory to check.",
 )
-@_trust_option
+@trust_option()
 @click.option(
     "--migration-target",
     type=click.Path(path_type=Path),

@@ -17,16 +17,36 @@ from typing import Any
 import click
 from rimthan_clikit import epilog, guard, refuse_error
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
+from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
+from rimthan_workflow_registry.run.run_ending import run_ending
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
+from .audit_releases import read_audit_releases
+
 KEYS_FILE = "checkpoint-keys.json"
+DEFAULT_TRUST = Path("keys/local")
+TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
 KEYS_IO = "fix or move the checkpoint key file (--checkpoint-keys), or pick another --state-dir"
 STATE_HELP = (
     "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
     "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
 )
 KEYS_HELP = f"Checkpoint HMAC key file. [default: STATE_DIR/{KEYS_FILE}]"
+
+
+def trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--trust``: the trust store (serve, check, audit), with what this command does with it."""
+    return click.option(
+        "--trust",
+        type=click.Path(path_type=Path),
+        default=DEFAULT_TRUST,
+        show_default=True,
+        metavar="PATH",
+        envvar="RIMTHAN_TRUST",
+        show_envvar=True,
+        help=TRUST_HELP + also,
+    )
 
 
 def default_state_dir() -> Path:
@@ -91,6 +111,7 @@ _state_option = click.option("--state-dir", type=click.Path(path_type=Path), met
             "rimthan-mcp audit run.log                       # keys from the default state directory",
             "rimthan-mcp audit run.log --checkpoint-keys /srv/rimthan/checkpoint-keys.json",
             "rimthan-mcp audit run.log --json | jq .migrations",
+            "rimthan-mcp audit run.log --releases-dir releases --trust keys/local   # also: how the run ended",
         ],
         exits=(
             "Exit status:",
@@ -104,8 +125,34 @@ _state_option = click.option("--state-dir", type=click.Path(path_type=Path), met
 @click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
 @_keys_option
 @_state_option
+@click.option(
+    "--releases-dir",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    envvar="RIMTHAN_RELEASES_DIR",
+    show_envvar=True,
+    help="Verify every release in DIR and read the one the run's last checkpoint is pinned to, to tell whether "
+    "the run completed or what it waits for. [default: no release is read; the outcome is not told]",
+)
+@click.option(
+    "--release",
+    "release_dirs",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    metavar="DIR",
+    help="A release to verify and read, as --releases-dir (repeatable).",
+)
+@trust_option(" Used only with --releases-dir or --release.")
 @click.option("--json", "as_json", is_flag=True, help="Print the history (or the refusal) as JSON on stdout.")
-def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, as_json: bool) -> None:
+def audit(
+    log_file: Path,
+    checkpoint_keys: Path | None,
+    state_dir: Path | None,
+    releases_dir: Path | None,
+    release_dirs: tuple[Path, ...],
+    trust: Path,
+    as_json: bool,
+) -> None:
     """Verify a run's logged checkpoint tokens offline and print its history.
 
     LOG holds the checkpoint tokens of one run, one per line, in the order
@@ -116,6 +163,12 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
     manifest digest, workflow and version, each step reached, the artifacts
     and validator receipts by digest, and every migration with its parent
     link. No server and no server storage is involved.
+
+    With --releases-dir or --release, it also says how the run ended, read
+    from the verified release its last checkpoint is pinned to: completed,
+    or waiting (for an answer to a question and its field, for a gated
+    step's outputs and validators, for a repair after a failed round with
+    its findings count, or for the setup to deliver), and migrated to what.
     """
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
@@ -127,12 +180,17 @@ def audit(log_file: Path, checkpoint_keys: Path | None, state_dir: Path | None, 
         history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
         refuse_error(exc, as_json=as_json)
+    store = guard(lambda: load_trust(trust)) if releases_dir is not None or release_dirs else None
+    releases = guard(lambda: read_audit_releases(release_dirs, releases_dir, store))
+    ending = run_ending(history, releases.verified, missing=releases.missing_note())
     retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:
-        click.echo(json.dumps({**history.to_json(), "retired_keys": retired}, indent=2, sort_keys=True))
+        document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired}
+        click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in describe(history):
         click.echo(line)
+    click.echo(ending.summary())
     for kid in retired:
         click.echo(
             f"key {kid} is retired: it no longer verifies live calls; its material is archived in {path} for audit only"

@@ -39,7 +39,6 @@ from rimthan_workflow_registry.run import (
     check_reports,
     describe_available,
     host_blockers,
-    input_digest,
     issue_bundle,
     issue_checkpoint,
     missing_fields,
@@ -48,6 +47,7 @@ from rimthan_workflow_registry.run import (
     require_confirmed,
     require_digest,
     state_failures,
+    step_validated,
     unconfirmed_fields,
     validate_against_schema,
     validator_summaries,
@@ -151,7 +151,7 @@ class WorkflowEngineQueryModule:
         changes = {"state_digest": state.digest} if changed else {}
         step = self._step(workflow, cp.step_id)
         adapter = self._adapter(workflow, cp)
-        if step.gated and not _validated(step, cp):
+        if step.gated and not step_validated(step, cp):
             current = self._reissue(issued, **changes) if changes else issued
             return ToolResult(
                 "active",
@@ -356,7 +356,7 @@ class WorkflowEngineQueryModule:
         validators.update({k: ValidatorReceipt("pass", d) for k, d in passed.items()})
         adapter = self._adapter(workflow, cp)
         if failed:
-            nxt = self._reissue(issued, validators=validators)
+            nxt = self._reissue(issued, validators=validators, failed_findings=len(findings))
             return ToolResult(
                 "validation_failed",
                 self.release_ref,
@@ -479,11 +479,3 @@ class WorkflowEngineQueryModule:
     def release_ref(self) -> ReleaseRef:
         """The release identity every result of this module carries."""
         return ReleaseRef.of(self.release)
-
-
-def _validated(step: StepDefinition, cp: Checkpoint) -> bool:
-    """A gated step whose outputs and validators all have current receipts."""
-    if any(o.id not in cp.artifacts for o in step.outputs):
-        return False
-    digest = input_digest({o.id: cp.artifacts[o.id] for o in step.outputs})
-    return all((r := cp.validators.get(k)) is not None and r.input_digest == digest for k in step.validators)

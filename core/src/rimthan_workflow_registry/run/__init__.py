@@ -71,6 +71,7 @@ from rimthan_workflow_registry.run.validation_bundle import (
     input_digest,
     issue_bundle,
     receipts_on_entry,
+    step_validated,
     validator_summaries,
     verify_bundle,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "require_confirmed",
     "require_digest",
     "state_failures",
+    "step_validated",
     "token_digest",
     "unconfirmed_fields",
     "validate_against_schema",

@@ -127,17 +127,18 @@ class RunHistory:
 
     @property
     def failed_rounds(self) -> tuple[AuditedCheckpoint, ...]:
-        """Checkpoints a failed validation round issued: the same step, state and artifacts as the parent.
+        """Checkpoints a failed validation round issued.
 
+        Such a checkpoint carries the round's findings count (``findings``
+        claim). Tokens issued before that claim existed are recognised by shape:
         ``submit_step_validation`` with a failing report re-issues the checkpoint
         at the same step keeping the artifacts (only passes are recorded); every
-        other same-step re-issue changes the confirmed state. The findings
-        themselves are not in the tokens.
+        other same-step re-issue changes the confirmed state.
         """
         out: list[AuditedCheckpoint] = []
         for parent, child in zip(self.checkpoints, self.checkpoints[1:], strict=False):
             p, c = parent.checkpoint, child.checkpoint
-            if (p.step_id, p.state_digest, p.manifest_digest, dict(p.artifacts)) == (
+            if c.failed_findings is not None or (p.step_id, p.state_digest, p.manifest_digest, dict(p.artifacts)) == (
                 c.step_id,
                 c.state_digest,
                 c.manifest_digest,
@@ -157,7 +158,7 @@ class RunHistory:
             )
         rounds = self.failed_rounds
         if rounds:
-            where = ", ".join(f"{r.checkpoint.step_id} (line {r.line})" for r in rounds)
+            where = ", ".join(f"{r.checkpoint.step_id} (line {r.line}, {_findings(r.checkpoint)})" for r in rounds)
             parts.append(f"{len(rounds)} failed validation round(s): {where}")
         else:
             parts.append("no failed validation round")
@@ -192,11 +193,18 @@ class RunHistory:
                 "release": last.release_id,
                 "migrated": bool(self.migrations),
                 "failed_validation_rounds": [
-                    {"line": r.line, "step": r.checkpoint.step_id} for r in self.failed_rounds
+                    {"line": r.line, "step": r.checkpoint.step_id, "findings": r.checkpoint.failed_findings}
+                    for r in self.failed_rounds
                 ],
                 "ending": self.ending(),
             },
         }
+
+
+def _findings(cp: Checkpoint) -> str:
+    if cp.failed_findings is None:
+        return "findings count not recorded (issued before checkpoints carried it)"
+    return f"{cp.failed_findings} finding(s)"
 
 
 def read_log(text: str) -> list[LoggedToken]:

@@ -60,6 +60,8 @@ CLAIMS_SCHEMA = {
             },
         },
         "iat": {"type": "integer", "minimum": 0},
+        # only on a checkpoint a failed validation round issued: how many findings the reports gave
+        "findings": {"type": "integer", "minimum": 0},
     },
 }
 _CLAIMS = Draft202012Validator(CLAIMS_SCHEMA)
@@ -144,9 +146,10 @@ class Checkpoint:
     validators: Mapping[str, ValidatorReceipt] = field(default_factory=dict)
     host: HostBinding = field(default_factory=lambda: HostBinding("", "", (), ()))
     issued_at: int = 0
+    failed_findings: int | None = None  # set only by a failed validation round, for the offline audit
 
     def to_claims(self) -> dict[str, Any]:
-        return {
+        claims = {
             "seq": self.sequence,
             "workflow": {"id": self.workflow_id, "version": self.workflow_version},
             "release": {"id": self.release_id, "manifest_digest": self.manifest_digest},
@@ -160,6 +163,9 @@ class Checkpoint:
             "host": self.host.to_json(),
             "iat": self.issued_at,
         }
+        if self.failed_findings is not None:
+            claims["findings"] = self.failed_findings
+        return claims
 
     @classmethod
     def from_claims(cls, claims: Mapping[str, Any]) -> Checkpoint:
@@ -186,12 +192,17 @@ class Checkpoint:
                 tuple(host["validator_capabilities"]),
             ),
             issued_at=claims["iat"],
+            failed_findings=claims.get("findings"),
         )
 
     def successor(self, token: str, *, issued_at: int, **changes: Any) -> Checkpoint:
-        """The next checkpoint: sequence + 1, parent = digest of ``token``."""
+        """The next checkpoint: sequence + 1, parent = digest of ``token``; a findings count is never inherited."""
         return replace(
-            self, sequence=self.sequence + 1, parent_digest=token_digest(token), issued_at=issued_at, **changes
+            self,
+            sequence=self.sequence + 1,
+            parent_digest=token_digest(token),
+            issued_at=issued_at,
+            **{"failed_findings": None, **changes},
         )
 
 

@@ -68,6 +68,18 @@ def input_digest(receipts: Mapping[str, ArtifactReceipt]) -> str:
     return digest_value({k: r.sha256 for k, r in sorted(receipts.items())})
 
 
+def step_validated(step: StepDefinition, checkpoint: Checkpoint) -> bool:
+    """Whether ``checkpoint`` holds current receipts for every output and validator of ``step``.
+
+    An ungated step is trivially validated. The engine advances a gated step
+    only when this holds; the offline audit uses it to tell what a run waits for.
+    """
+    if any(o.id not in checkpoint.artifacts for o in step.outputs):
+        return False
+    digest = input_digest({o.id: checkpoint.artifacts[o.id] for o in step.outputs})
+    return all((r := checkpoint.validators.get(k)) is not None and r.input_digest == digest for k in step.validators)
+
+
 def receipts_on_entry(
     step: StepDefinition,
     artifacts: Mapping[str, ArtifactReceipt],
