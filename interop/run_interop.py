@@ -20,6 +20,10 @@
    tools, no schema-portability finding), resources/list and resources/read of
    every contract, prompts/list, and tools/call of rimthan.start_workflow with
    the example confirmed state (``active`` at ``setup-workspace``).
+5. The real Claude Code CLI (interop/claude_code.py): the plugin marketplace
+   in host/claude-plugin added and its plugin installed, and the documented
+   ``claude mcp add`` line; ``claude mcp list`` shows the rimthan-host bridge
+   connected each way.
 
 Prints one line per check and a summary; exits 1 if anything was unexpected,
 2 if the tools could not be installed or started.
@@ -44,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from claude_code import run_claude_code
 from rimthan_host.harness import HostProfile
 from rimthan_workflow_registry.canonical import digest_value
 
@@ -432,7 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].strip("`: "))
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory and print its path")
     parser.add_argument("--skip-conformance", action="store_true", help="run only the Inspector checks")
-    parser.add_argument("--skip-inspector", action="store_true", help="run only the conformance suite")
+    parser.add_argument("--skip-inspector", action="store_true", help="skip the MCP Inspector checks")
+    parser.add_argument("--skip-claude-code", action="store_true", help="skip the Claude Code CLI checks")
     options = parser.parse_args(argv)
     report = Report()
     work = Path(tempfile.mkdtemp(prefix="rimthan-interop-"))
@@ -449,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             with http_server(world) as url:
                 print(f"\nrimthan-mcp serving {world.release.name} at {url} (stateless)", flush=True)
                 run_inspector(world, url, report)
+        if not options.skip_claude_code:
+            print("\nClaude Code CLI: the rimthan plugin and the documented mcp add line", flush=True)
+            run_claude_code(MODULES, REPO, work, world.release, world.trust, world.bin_dir, report.check)
     except (SetupError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"interop: error: {exc} - fix the setup problem named here and rerun `make interop`", file=sys.stderr)
         return 2

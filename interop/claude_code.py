@@ -1,0 +1,135 @@
+"""The real Claude Code CLI installs the rimthan-host bridge the ways docs/host-kit.md says.
+
+Pinned in interop/package-lock.json (``@anthropic-ai/claude-code``); with
+``npm ci --ignore-scripts`` its install script does not run, so the CLI is
+the native binary of its ``claude-code-linux-x64`` package, run directly.
+Everything happens in a throwaway HOME and a throwaway project that holds the
+freshly signed release (``releases/``) and its trust directory
+(``keys/local``), the bridge's defaults. No account is needed for these
+commands; ``claude mcp list`` starts each server and reports it connected
+only if it answers MCP's initialize (Claude Code's health check).
+
+1. ``claude plugin marketplace add host/claude-plugin`` and
+   ``claude plugin install rimthan@rimthan``; ``claude mcp list`` shows the
+   plugin's bridge connected.
+2. The documented ``claude mcp add --scope project rimthan -- rimthan-host serve``
+   writes the ``.mcp.json`` the docs show; after the approval a person gives
+   when they first run ``claude`` there (trusting the folder, enabling the
+   project's server, recorded here as Claude Code records it), ``claude mcp
+   list`` shows it connected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
+PLUGIN_MARKETPLACE = "host/claude-plugin"
+PLUGIN = "rimthan@rimthan"
+MCP_ADD = ["mcp", "add", "--scope", "project", "rimthan", "--", "rimthan-host", "serve"]
+TIMEOUT = 120
+
+Check = Callable[[bool, str, str], bool]
+
+
+def claude_binary(modules: Path) -> Path:
+    """The pinned CLI's native binary (what its skipped install script would have linked)."""
+    return modules / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
+
+
+def claude_env(home: Path, bin_dir: Path) -> dict[str, str]:
+    """A throwaway HOME, the workspace's console scripts first on PATH, no update checks or telemetry."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("npm_", "ANTHROPIC_", "CLAUDE_"))}
+    env.update(
+        HOME=str(home),
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        NO_COLOR="1",
+        DISABLE_AUTOUPDATER="1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+    )
+    return env
+
+
+def make_project(work: Path, release: Path, trust: Path) -> Path:
+    """A project as the bridge expects by default: ``releases/<release>`` and ``keys/local``."""
+    project = work / "claude-project"
+    shutil.copytree(release, project / "releases" / release.name)
+    shutil.copytree(trust, project / "keys" / "local")
+    return project
+
+
+def run_claude_code(
+    modules: Path, repo: Path, work: Path, release: Path, trust: Path, bin_dir: Path, check: Check
+) -> None:
+    binary = claude_binary(modules)
+    home = work / "claude-home"
+    home.mkdir()
+    project = make_project(work, release, trust)
+    env = claude_env(home, bin_dir)
+
+    def claude(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(binary), *args], cwd=project, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
+        )
+
+    version = claude("--version")
+    check(version.returncode == 0, f"{CLAUDE_PACKAGE} runs", version.stdout.strip() or version.stderr.strip())
+    added = claude("plugin", "marketplace", "add", str(repo / PLUGIN_MARKETPLACE))
+    check(added.returncode == 0, f"claude plugin marketplace add {PLUGIN_MARKETPLACE}", _last(added))
+    installed = claude("plugin", "install", PLUGIN)
+    check(installed.returncode == 0, f"claude plugin install {PLUGIN}", _last(installed))
+    listed = claude("mcp", "list")
+    check(
+        _connected(listed.stdout, "plugin:rimthan:rimthan: rimthan-host serve"),
+        "claude mcp list: the plugin's bridge is connected",
+        _last(listed),
+    )
+
+    mcp_add = claude(*MCP_ADD)
+    written = _json_or_none(project / ".mcp.json")
+    server = ((written or {}).get("mcpServers") or {}).get("rimthan") or {}
+    check(
+        mcp_add.returncode == 0 and server.get("command") == "rimthan-host" and server.get("args") == ["serve"],
+        f"claude {' '.join(MCP_ADD)} writes the documented .mcp.json",
+        json.dumps(written) if written is not None else _last(mcp_add),
+    )
+    _approve_project_servers(home, project, ["rimthan"])
+    listed = claude("mcp", "list")
+    check(
+        _connected(listed.stdout, "rimthan: rimthan-host serve"),
+        "claude mcp list: the .mcp.json bridge is connected (after the user's approval)",
+        _last(listed),
+    )
+
+
+def _approve_project_servers(home: Path, project: Path, names: Sequence[str]) -> None:
+    """What Claude Code records when the person trusts the folder and enables the project's servers."""
+    path = home / ".claude.json"
+    config = _json_or_none(path) or {}
+    projects = config.setdefault("projects", {})
+    entry = projects.setdefault(str(project), {})
+    entry.update(hasTrustDialogAccepted=True, enabledMcpjsonServers=list(names))
+    path.write_text(json.dumps(config, indent=2), "utf-8")
+
+
+def _connected(listing: str, prefix: str) -> bool:
+    return any(line.startswith(prefix) and "Connected" in line for line in listing.splitlines())
+
+
+def _json_or_none(path: Path) -> dict[str, Any] | None:
+    try:
+        loaded = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _last(done: subprocess.CompletedProcess[str]) -> str:
+    text = (done.stdout.strip() + "\n" + done.stderr.strip()).strip()
+    return " | ".join(text.splitlines()[-3:])
