@@ -153,12 +153,12 @@ class WorkflowEngineQueryModule:
         adapter = self._adapter(workflow, cp)
         if step.gated and not step_validated(step, cp):
             current = self._reissue(issued, **changes) if changes else issued
-            return ToolResult(
+            return self._showing(
                 "active",
-                self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=current,
-                step=self._payload(workflow, step, adapter, current.checkpoint),
+                workflow,
+                current,
+                step,
+                adapter,
                 message="this step is gated: prepare and submit validation to advance",
             )
         return self._advance(workflow, issued, step, state, adapter, status_moved="active", changes=changes)
@@ -191,12 +191,12 @@ class WorkflowEngineQueryModule:
                     checkpoint=current,
                     message="the workflow is complete",
                 )
-            return ToolResult(
+            return self._showing(
                 "input_required",
-                self.release_ref,
-                workflow=WorkflowRef.of(workflow),
-                checkpoint=current,
-                step=self._payload(workflow, step, adapter, current.checkpoint),
+                workflow,
+                current,
+                step,
+                adapter,
                 question=step.question,
                 message="ask the user this question and confirm the answer",
             )
@@ -206,13 +206,7 @@ class WorkflowEngineQueryModule:
             entered, changes.get("artifacts", cp.artifacts), changes.get("validators", cp.validators)
         )
         nxt = self._reissue(issued, **{**changes, **fresh, "step_id": target, "state_digest": state.digest})
-        return ToolResult(
-            status_moved,
-            self.release_ref,
-            workflow=WorkflowRef.of(workflow),
-            checkpoint=nxt,
-            step=self._payload(workflow, entered, adapter, nxt.checkpoint),
-        )
+        return self._showing(status_moved, workflow, nxt, entered, adapter)
 
     @staticmethod
     def _next_target(step: StepDefinition, state: ConfirmedState) -> str | None:
@@ -439,6 +433,25 @@ class WorkflowEngineQueryModule:
         """The workflow's confirmed-state schema document (what missing-field failures describe)."""
         schema = self.release.schemas.validator(workflow.confirmed_state_schema).schema
         return schema if isinstance(schema, Mapping) else {}
+
+    def _showing(
+        self,
+        status: str,
+        workflow: WorkflowDefinition,
+        current: IssuedCheckpoint,
+        step: StepDefinition,
+        adapter: HostAdapter,
+        **parts: Any,
+    ) -> ToolResult:
+        """A result that shows ``step`` to the client, its payload bound to ``current``."""
+        return ToolResult(
+            status,
+            self.release_ref,
+            workflow=WorkflowRef.of(workflow),
+            checkpoint=current,
+            step=self._payload(workflow, step, adapter, current.checkpoint),
+            **parts,
+        )
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
         return issue_checkpoint(
