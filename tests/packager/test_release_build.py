@@ -153,6 +153,19 @@ def test_source_fifo_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -
     assert info.value.path == str(fifo)
 
 
+def test_source_non_utf8_name_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    raw = os.fsencode(scaffold / "assets") + b"/bad-\xff.md"
+    try:
+        with open(raw, "wb") as handle:
+            handle.write(b"x")
+    except OSError as exc:  # pragma: no cover - filesystems that enforce UTF-8 names
+        pytest.skip(f"filesystem refuses non-UTF-8 names: {exc}")
+    with pytest.raises(CatalogueError) as info:
+        build_release(scaffold, tmp_path / "rel", [keypair])
+    assert info.value.code is F.PATH_UNSAFE
+    assert info.value.path is not None and "bad-" in info.value.path
+
+
 def test_source_without_catalogue_toml(tmp_path: Path, keypair: KeyPair) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "README.md").write_text("x")
