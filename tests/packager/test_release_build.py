@@ -24,6 +24,7 @@ from support.releases import (
     packaged_source,
     trust_dir,
     trust_file,
+    write_non_utf8_name,
 )
 
 F = FailureCode
@@ -154,12 +155,7 @@ def test_source_fifo_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -
 
 
 def test_source_non_utf8_name_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
-    raw = os.fsencode(scaffold / "assets") + b"/bad-\xff.md"
-    try:
-        with open(raw, "wb") as handle:
-            handle.write(b"x")
-    except OSError as exc:  # pragma: no cover - filesystems that enforce UTF-8 names
-        pytest.skip(f"filesystem refuses non-UTF-8 names: {exc}")
+    write_non_utf8_name(scaffold / "assets")
     with pytest.raises(CatalogueError) as info:
         build_release(scaffold, tmp_path / "rel", [keypair])
     assert info.value.code is F.PATH_UNSAFE
