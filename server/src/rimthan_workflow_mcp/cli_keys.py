@@ -49,6 +49,18 @@ def trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[...,
     )
 
 
+def releases_dir_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--releases-dir`` (or $RIMTHAN_RELEASES_DIR): a directory of releases (serve, audit)."""
+    return click.option(
+        "--releases-dir",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        envvar="RIMTHAN_RELEASES_DIR",
+        show_envvar=True,
+        help=help_text,
+    )
+
+
 def default_state_dir() -> Path:
     """$RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan."""
     if env := os.environ.get("RIMTHAN_STATE_DIR"):
@@ -125,14 +137,9 @@ _state_option = click.option("--state-dir", type=click.Path(path_type=Path), met
 @click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
 @_keys_option
 @_state_option
-@click.option(
-    "--releases-dir",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    envvar="RIMTHAN_RELEASES_DIR",
-    show_envvar=True,
-    help="Verify every release in DIR and read the one the run's last checkpoint is pinned to, to tell whether "
-    "the run completed or what it waits for. [default: no release is read; the outcome is not told]",
+@releases_dir_option(
+    "Verify every release in DIR and read the one the run's last checkpoint is pinned to, to tell whether "
+    "the run completed or what it waits for. [default: no release is read; the outcome is not told]"
 )
 @click.option(
     "--release",

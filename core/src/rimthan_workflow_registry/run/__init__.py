@@ -66,6 +66,7 @@ from rimthan_workflow_registry.run.tokens import (
     token_digest,
 )
 from rimthan_workflow_registry.run.validation_bundle import (
+    BUNDLE_FIELDS,
     ValidatorSummary,
     check_reports,
     input_digest,
@@ -77,6 +78,7 @@ from rimthan_workflow_registry.run.validation_bundle import (
 )
 
 __all__ = [
+    "BUNDLE_FIELDS",
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",
