@@ -50,6 +50,7 @@ from run_load import (  # noqa: E402
     load_parser,
     parse_load_args,
     prepare_releases,
+    replica_args,
     report_runs,
 )
 from support.oci import push_corrupt  # noqa: E402
@@ -113,19 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fleet.push("1.2.0")
         for n in range(args.replicas):
             name = f"replica-{chr(ord('a') + n)}"
-            shared = [
-                "--releases-from",
-                fleet.ref,
-                "--plain-http",
-                "--releases-dir",
-                str(work / f"releases-{name}"),
-                "--trust",
-                str(releases.trust),
-                "--checkpoint-keys",
-                str(releases.keys_file),
-                "--log-level",
-                "info",
-            ]
+            shared = ["--releases-from", fleet.ref, "--plain-http", *replica_args(work / f"releases-{name}", releases)]
             replicas.append(FollowingReplica(name, shared, work / f"state-{name}"))
         for replica in replicas:
             replica.start()

@@ -252,6 +252,20 @@ def _bumped_source(work: Path, version: str) -> Path:
     return source
 
 
+def replica_args(releases_dir: Path, releases: Releases) -> list[str]:
+    """What every replica is started with: its releases directory, the trust, the shared key file, info logs."""
+    return [
+        "--releases-dir",
+        str(releases_dir),
+        "--trust",
+        str(releases.trust),
+        "--checkpoint-keys",
+        str(releases.keys_file),
+        "--log-level",
+        "info",
+    ]
+
+
 def prepare_releases(work: Path, *, corrupt_on_disk: bool = True) -> Releases:
     """Sign 1.2.0, 1.3.0 and 1.4.0; one shared checkpoint key file.
 
@@ -428,16 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         releases = prepare_releases(work)
         (work / "releases").mkdir()
-        shared = [
-            "--releases-dir",
-            str(work / "releases"),
-            "--trust",
-            str(releases.trust),
-            "--checkpoint-keys",
-            str(releases.keys_file),
-            "--log-level",
-            "info",
-        ]
+        shared = replica_args(work / "releases", releases)
         replicas = [Replica(name, shared, work / f"state-{name}") for name in ("replica-a", "replica-b")]
         load = Load(args, work, releases, replicas)
         first = load.publish(releases.built["1.2.0"])
