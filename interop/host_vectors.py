@@ -17,7 +17,7 @@ never written anywhere else), the checkpoint HMAC key is a published TEST key
     uv run python interop/host_vectors.py            # rewrite the file
     uv run python interop/host_vectors.py --check    # exit 1 if it would change
 
-``tests/core/test_host_vectors.py`` regenerates and compares, so the file
+``tests/core/test_host_protocol_vectors.py`` regenerates and compares, so the file
 cannot drift from the code, and checks the core's functions against it.
 """
 
