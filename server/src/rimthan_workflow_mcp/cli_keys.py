@@ -18,8 +18,7 @@ import click
 from rimthan_clikit import epilog, guard, refuse_error
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.release import load_trust
-from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
-from rimthan_workflow_registry.run.run_ending import run_ending
+from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log, run_ending
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .audit_releases import read_audit_releases
