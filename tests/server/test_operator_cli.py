@@ -49,15 +49,19 @@ def test_serve_over_http_prints_releases_digests_trust_ids_target_and_address(
     assert f"checkpoint keys {tmp_path / 'state' / 'checkpoint-keys.json'} (created): signing ck-" in said
 
 
-def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -> None:
-    release = world.built["1.3.0"]
-    ok = subprocess.run(
-        [*RIMTHAN_MCP, "check", "--release", str(release), "--trust", str(world.trust)],
+def _check(release: Path, trust: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*RIMTHAN_MCP, "check", "--release", str(release), "--trust", str(trust)],
         capture_output=True,
         text=True,
         timeout=60,
         env=server_env(),
     )
+
+
+def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -> None:
+    release = world.built["1.3.0"]
+    ok = _check(release, world.trust)
     assert ok.returncode == 0 and ok.stderr == ""
     first, *older = ok.stdout.splitlines()
     assert (
@@ -70,13 +74,7 @@ def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -
     ]
     bad = world.publish("1.3.0", tmp_path / "releases")
     flip_byte(bad)
-    refused = subprocess.run(
-        [*RIMTHAN_MCP, "check", "--release", str(bad), "--trust", str(world.trust)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=server_env(),
-    )
+    refused = _check(bad, world.trust)
     assert refused.returncode == 1 and refused.stdout == ""
     said = refusal(refused.stderr)
     assert said.code == "file_digest_mismatch" and "restore the release from a good copy" in said.next
