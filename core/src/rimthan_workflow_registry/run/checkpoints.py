@@ -118,12 +118,12 @@ class Checkpoint:
             failed_findings=claims.get("findings"),
         )
 
-    def successor(self, token: str, *, issued_at: int, **changes: Any) -> Checkpoint:
-        """The next checkpoint: sequence + 1, parent = digest of ``token``; a findings count is never inherited."""
+    def successor(self, parent: str | IssuedCheckpoint, *, issued_at: int, **changes: Any) -> Checkpoint:
+        """The next checkpoint: sequence + 1, parent = digest of the ``parent`` token; findings are never inherited."""
         return replace(
             self,
             sequence=self.sequence + 1,
-            parent_digest=token_digest(token),
+            parent_digest=parent.digest if isinstance(parent, IssuedCheckpoint) else token_digest(parent),
             issued_at=issued_at,
             **{"failed_findings": None, **changes},
         )
