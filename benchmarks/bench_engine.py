@@ -23,6 +23,11 @@ re-issuing the final checkpoint with one more receipt of that kind.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import secrets
 import shutil
 import statistics
 import time
@@ -157,6 +162,42 @@ def _time_alternating(
     return {side: {tool: statistics.median(values[side, tool]) for tool in REPLAYED} for side in sides}
 
 
+def _token_work(token: str, key: bytes) -> None:
+    """What a gated step's calls must do with their checkpoint's bytes, in C and nothing else.
+
+    Three verifications (split, base64url decode, the canonical re-encoding
+    check, HMAC-SHA256, ``json.loads``), one issue of the next token
+    (``json.dumps``, base64url, HMAC-SHA256) and two SHA-256 digests of it.
+    """
+    claims: Any = None
+    for _ in range(3):
+        parts = token.split(".")
+        raw = [base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)) for p in parts]
+        for part, data in zip(parts, raw, strict=True):
+            if base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii") != part:
+                raise RuntimeError("a recorded token is not canonical base64url")
+        mac = hmac.new(key, f"{parts[0]}.{parts[1]}".encode("ascii"), hashlib.sha256).digest()
+        hmac.compare_digest(mac, raw[2])
+        claims = json.loads(raw[1])
+    body = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":")).encode()).rstrip(b"=")
+    hmac.new(key, body, hashlib.sha256).digest()
+    hashlib.sha256(token.encode("ascii")).digest()
+    hashlib.sha256(body).digest()
+
+
+def token_floor(early_token: str, late_token: str, reps: int) -> dict[str, float]:
+    """Median seconds of the token work alone at step 2 and at step N, alternating (the floor of the growth)."""
+    key = secrets.token_bytes(32)
+    values: dict[str, list[float]] = {"early_s": [], "late_s": []}
+    for rep in range(reps + 2):
+        for side, token in (("early_s", early_token), ("late_s", late_token)):
+            started = time.perf_counter()
+            _token_work(token, key)
+            if rep >= 2:
+                values[side].append(time.perf_counter() - started)
+    return {side: statistics.median(times) for side, times in values.items()}
+
+
 def token_growth(calls: list[Call]) -> dict[str, Any]:
     """Checkpoint length against receipts carried, over every distinct checkpoint of the run."""
     points = {}
@@ -219,6 +260,15 @@ def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
         f"{early}_s": at_early,
         f"{late}_s": at_late,
         "per_tool_ratio": {t: at_late[t] / at_early[t] for t in REPLAYED},
+    }
+    floor = token_floor(
+        early_calls[PREPARE_STEP_VALIDATION]["checkpoint"], late_calls[PREPARE_STEP_VALIDATION]["checkpoint"], reps
+    )
+    early_total = sum(at_early.values())
+    details["token_floor"] = {
+        **floor,
+        "what": "3 verifications + 1 issue + 2 digests of the checkpoint token, in C only",
+        "best_ratio": (early_total + floor["late_s"] - floor["early_s"]) / early_total,
     }
     cost = Figure(
         f"P4 call @{late}",
