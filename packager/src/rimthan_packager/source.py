@@ -86,6 +86,8 @@ class SourceFiles:
                 hasher.update(chunk)
                 write_all(dest_fd, chunk)
                 size += len(chunk)
+                if len(chunk) < READ_CHUNK:  # a regular file reads short only at its end: no extra read for EOF
+                    break
         finally:
             os.close(fd)
         return FileEntry(path=path, sha256=hasher.hexdigest(), size=size, media_type=media_type_for(path))

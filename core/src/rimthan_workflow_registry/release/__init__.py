@@ -82,9 +82,13 @@ if TYPE_CHECKING:
         tagged_manifest,
         version_tags,
     )
-    from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
+    from rimthan_workflow_registry.release.schema_checks import (
+        SCHEMA_CHECKS,
+        SCHEMA_CHECKS_FILE,
+        canonical_form_version,
+    )
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
-    from rimthan_workflow_registry.release.verified import VerifiedRelease
+    from rimthan_workflow_registry.release.verified import HASH_WORKERS, VerifiedRelease
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
@@ -95,6 +99,7 @@ __all__ = [
     "DIGEST_ANNOTATION",
     "EMPTY_CONFIG_TYPE",
     "FILE_LAYER_TYPE",
+    "HASH_WORKERS",
     "MANIFEST_LAYER_TYPE",
     "MANIFEST_NAME",
     "OCI_MANIFEST_TYPE",
@@ -124,6 +129,7 @@ __all__ = [
     "fetch_manifest",
     "guarded",
     "inspect_release",
+    "canonical_form_version",
     "is_semver",
     "key_id_for",
     "load_trust",
@@ -158,6 +164,7 @@ _HOME = {
     "EMPTY_CONFIG_TYPE": "rimthan_workflow_registry.release.oci",
     "FILE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "FileEntry": "rimthan_workflow_registry.release.format",
+    "HASH_WORKERS": "rimthan_workflow_registry.release.verified",
     "HostAdapter": "rimthan_workflow_registry.release.catalogue",
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
     "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
@@ -183,6 +190,7 @@ _HOME = {
     "WorkflowDefinition": "rimthan_workflow_registry.release.catalogue",
     "fetch_manifest": "rimthan_workflow_registry.release.oci",
     "guarded": "rimthan_workflow_registry.release.oci",
+    "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
     "inspect_release": "rimthan_workflow_registry.release.verify",
     "is_semver": "rimthan_workflow_registry.release.catalogue",
     "key_id_for": "rimthan_workflow_registry.release.trust",
