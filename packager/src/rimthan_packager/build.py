@@ -2,9 +2,10 @@
 
 ``build_release`` validates a catalogue source with the server's own loader,
 writes the release into a temporary directory beside the destination (same
-filesystem), fsyncs it, runs the one verification path on it, and only then
-renames it into ``<out>/<name>-<version>`` - without ever replacing an
-existing directory. A crash leaves at most a hidden ``.<name>-<version>.building-*``
+filesystem), runs the one verification path on it, makes it durable (one
+``syncfs`` of that file system, like ``sync -f``), and only then renames it
+into ``<out>/<name>-<version>`` - without ever replacing an existing
+directory. A crash leaves at most a hidden ``.<name>-<version>.building-*``
 directory, never a half-written release under the real name.
 
 Builds are reproducible: the manifest depends only on the source bytes (and

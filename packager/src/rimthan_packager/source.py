@@ -81,13 +81,15 @@ class SourceFiles:
         hasher = hashlib.sha256()
         size = 0
         fd = self.open(path)
+        want = min(READ_CHUNK, self.sizes[path] + 1)  # the walk's size: a small file is one read of a small buffer
         try:
-            while chunk := os.read(fd, READ_CHUNK):
+            while chunk := os.read(fd, want):
                 hasher.update(chunk)
                 write_all(dest_fd, chunk)
                 size += len(chunk)
-                if len(chunk) < READ_CHUNK:  # a regular file reads short only at its end: no extra read for EOF
+                if len(chunk) < want:  # a regular file reads short only at its end: no extra read for EOF
                     break
+                want = READ_CHUNK
         finally:
             os.close(fd)
         return FileEntry(path=path, sha256=hasher.hexdigest(), size=size, media_type=media_type_for(path))
