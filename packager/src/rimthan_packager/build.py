@@ -31,6 +31,7 @@ from rimthan_workflow_registry.release import (
     MANIFEST_NAME,
     SCHEMA_CHECKS,
     SIGNATURES_DIR,
+    THREADED_MIN_BYTES,
     FileEntry,
     LoadedCatalogue,
     Manifest,
@@ -200,7 +201,7 @@ class _Copied:
 
 
 def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copied:
-    """Copy every source file byte for byte, hashing what is copied (one read), on :data:`HASH_WORKERS` threads.
+    """Copy every source file byte for byte, hashing what is copied (one read), on threads for a large source.
 
     Directories are made first, in the main thread; files are copied in
     batches (sorted by path) and nothing is flushed here: :func:`_make_durable`
@@ -225,13 +226,15 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
 
     batches = [paths[i : i + _COPY_BATCH] for i in range(0, len(paths), _COPY_BATCH)]
     entries: list[FileEntry] = []
-    pool = ThreadPoolExecutor(max_workers=HASH_WORKERS, thread_name_prefix="rimthan-build")
+    threaded = HASH_WORKERS > 1 and source.total_size >= THREADED_MIN_BYTES
+    pool = ThreadPoolExecutor(max_workers=HASH_WORKERS, thread_name_prefix="rimthan-build") if threaded else None
     try:
-        for copied in pool.map(copy, batches):
+        for copied in pool.map(copy, batches) if pool is not None else map(copy, batches):
             entries.extend(copied)
             bar.update(sum(entry.size for entry in copied))
     finally:
-        pool.shutdown(cancel_futures=True)  # after a failure, batches not started are not copied
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)  # after a failure, batches not started are not copied
         bar.close()
     return _Copied(entries=entries, files=[target / path for path in paths], dirs=dirs)
 

@@ -89,7 +89,7 @@ if TYPE_CHECKING:
         canonical_form_version,
     )
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
-    from rimthan_workflow_registry.release.verified import HASH_WORKERS, VerifiedRelease
+    from rimthan_workflow_registry.release.verified import HASH_WORKERS, THREADED_MIN_BYTES, VerifiedRelease
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
@@ -111,6 +111,7 @@ __all__ = [
     "SCHEMA_CHECKS_FILE",
     "SIGNATURES_DIR",
     "SIGNATURE_LAYER_TYPE",
+    "THREADED_MIN_BYTES",
     "TITLE",
     "VERSION_ANNOTATION",
     "AssetDefinition",
@@ -185,6 +186,7 @@ _HOME = {
     "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
     "SIGNATURE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "StepDefinition": "rimthan_workflow_registry.release.catalogue",
+    "THREADED_MIN_BYTES": "rimthan_workflow_registry.release.verified",
     "TITLE": "rimthan_workflow_registry.release.oci",
     "TrustStore": "rimthan_workflow_registry.release.trust",
     "VERSION_ANNOTATION": "rimthan_workflow_registry.release.oci",

@@ -31,6 +31,9 @@ READ_CHUNK = 1024 * 1024
 # Threads that read and hash a release's files (verification, and the packager's copy): the cores this
 # process may use, at most four. Reads and SHA-256 of large buffers release the GIL.
 HASH_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+# Below this many bytes hashing takes a few milliseconds and starting threads costs more than it saves
+# (the 100-file / 1 MiB release on a loaded machine: 15.6 ms on one thread, 37 ms on two).
+THREADED_MIN_BYTES = 8 * 1024 * 1024
 CACHE_FILE_LIMIT = 1024 * 1024
 _CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
 

@@ -60,6 +60,7 @@ from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canon
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
     HASH_WORKERS,
+    THREADED_MIN_BYTES,
     LoaderReads,
     ReleaseFiles,
     VerifiedRelease,
@@ -391,8 +392,9 @@ def _check_checksums(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None
 def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
 
-    Files are checked in batches on :data:`HASH_WORKERS` threads (reads and
-    SHA-256 of large buffers release the GIL). Each batch stops at its first
+    Files are checked in batches, on :data:`HASH_WORKERS` threads when there
+    are enough bytes to pay for them (reads and SHA-256 of large buffers
+    release the GIL). Each batch stops at its first
     failure and the first failing file in manifest order is reported, so the
     answer never depends on which thread finished first.
     """
@@ -408,7 +410,7 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
             return exc
         return None
 
-    if HASH_WORKERS > 1 and len(batches) > 1:
+    if HASH_WORKERS > 1 and len(batches) > 1 and sum(f.size for f in files) >= THREADED_MIN_BYTES:
         with ThreadPoolExecutor(max_workers=HASH_WORKERS, thread_name_prefix="rimthan-verify") as pool:
             outcomes = list(pool.map(check, batches))
     else:
