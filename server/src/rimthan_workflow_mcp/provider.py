@@ -122,7 +122,8 @@ class ReleaseProvider:
         """
         where = releases_dir if releases_dir is not None else Path(release_dir).parent
         floor = ActivationFloor(
-            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, where)
+            state_dir / FLOOR_FILE if state_dir is not None else None,
+            deployment_of(trust.keys, where, explicit=True),
         )
         _persist_schema_checks(state_dir, record_floor)
         active = load_release(release_dir, trust, keyring, module_factory)
