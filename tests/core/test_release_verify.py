@@ -25,7 +25,7 @@ from rimthan_workflow_registry.release.format import signature_name
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
 from rimthan_workflow_registry.release.verify import verify_release
-from support.releases import KeyPair, build_release, make_keypair, resign_release
+from support.releases import KeyPair, build_release, make_keypair, resign_release, write_non_utf8_name
 
 F = FailureCode
 
@@ -107,12 +107,7 @@ def test_fifo_is_refused(signed_release: Path, trust: Path) -> None:
 
 
 def test_non_utf8_file_name_is_refused(signed_release: Path, trust: Path) -> None:
-    raw = os.fsencode(signed_release / "catalogue") + b"/bad-\xff.md"
-    try:
-        with open(raw, "wb") as handle:
-            handle.write(b"x")
-    except OSError as exc:  # pragma: no cover - filesystems that enforce UTF-8 names
-        pytest.skip(f"filesystem refuses non-UTF-8 names: {exc}")
+    write_non_utf8_name(signed_release / "catalogue")
     error = refused(signed_release, trust)
     assert error.code is F.PATH_UNSAFE
     assert error.path is not None and "bad-" in error.path

@@ -24,6 +24,7 @@ from support.releases import (
     packaged_source,
     trust_dir,
     trust_file,
+    write_non_utf8_name,
 )
 
 F = FailureCode
@@ -151,6 +152,14 @@ def test_source_fifo_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -
         build_release(scaffold, tmp_path / "rel", [keypair])
     assert info.value.code is F.FILE_TYPE_FORBIDDEN
     assert info.value.path == str(fifo)
+
+
+def test_source_non_utf8_name_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    write_non_utf8_name(scaffold / "assets")
+    with pytest.raises(CatalogueError) as info:
+        build_release(scaffold, tmp_path / "rel", [keypair])
+    assert info.value.code is F.PATH_UNSAFE
+    assert info.value.path is not None and "bad-" in info.value.path
 
 
 def test_source_without_catalogue_toml(tmp_path: Path, keypair: KeyPair) -> None:

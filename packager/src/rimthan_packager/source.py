@@ -18,7 +18,14 @@ from pathlib import Path
 from types import MappingProxyType
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.release import OPEN_NOFOLLOW, FileEntry, media_type_for, path_problem, path_set_problem
+from rimthan_workflow_registry.release import (
+    OPEN_NOFOLLOW,
+    FileEntry,
+    media_type_for,
+    path_problem,
+    path_set_problem,
+    sorted_entries,
+)
 
 from .fsutil import write_all
 
@@ -112,17 +119,7 @@ def read_source(root: Path | str) -> SourceFiles:
 
 def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
     fs_dir = root / rel_dir if rel_dir else root
-    try:
-        with os.scandir(fs_dir) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError as exc:
-        raise _refuse(FailureCode.CATALOGUE_INVALID, f"cannot list directory: {exc.strerror}", fs_dir) from None
-    for entry in entries:
-        where = fs_dir / entry.name
-        try:
-            entry.name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", repr(str(where))) from None
+    for entry, where in sorted_entries(fs_dir, _refuse, unreadable=FailureCode.CATALOGUE_INVALID):
         if entry.name.startswith(".") or entry.name in _REFUSED_NAMES:
             raise _refuse(
                 FailureCode.PATH_UNSAFE,

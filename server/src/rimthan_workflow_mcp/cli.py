@@ -35,6 +35,7 @@ from .cli_keys import (
     default_state_dir,
     keys,
     open_keyring,
+    releases_dir_option,
     say,
     trust_option,
 )
@@ -180,13 +181,8 @@ def main() -> None:
     "is newer than the release it is pinned to (refresh moves the target along). [default: off; migration is "
     "refused]",
 )
-@click.option(
-    "--releases-dir",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    envvar="RIMTHAN_RELEASES_DIR",
-    show_envvar=True,
-    help="Releases served (every <catalogue>-<version> directory; a corrupt one is skipped and reported) and "
+@releases_dir_option(
+    "Releases served (every <catalogue>-<version> directory; a corrupt one is skipped and reported) and "
     "rescanned on refresh. [default: ./releases, or the parent of --release]",
 )
 @trust_option()

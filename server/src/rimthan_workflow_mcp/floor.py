@@ -136,28 +136,28 @@ class ActivationFloor:
         if entry is None or lower_floor:
             return
         if version == entry.version and manifest_digest != entry.manifest_digest:
-            raise RegistryError(
-                FailureCode.ROLLBACK_REFUSED,
+            raise self._refused(
                 f"{catalogue}@{version} was activated before as {entry.manifest_digest} ({self._where()}); this is "
                 "another release under the same version. Publish a new version, or pass --lower-floor once you know "
                 "which is real",
-                path=str(self.path) if self.path else None,
-                details={
-                    "catalogue": catalogue,
-                    "version": version,
-                    "floor_digest": entry.manifest_digest,
-                    "digest": manifest_digest,
-                },
+                catalogue=catalogue,
+                version=version,
+                floor_digest=entry.manifest_digest,
+                digest=manifest_digest,
             )
-        if semver_key(version) >= semver_key(entry.version):
-            return
-        raise RegistryError(
-            FailureCode.ROLLBACK_REFUSED,
-            f"{catalogue}@{version} is below the activation floor {entry.version} {self._where()}; pass "
-            "--lower-floor to roll back deliberately (it records the lower floor), or give an unrelated deployment "
-            "its own --state-dir",
-            path=str(self.path) if self.path else None,
-            details={"catalogue": catalogue, "version": version, "floor": entry.version},
+        if semver_key(version) < semver_key(entry.version):
+            raise self._refused(
+                f"{catalogue}@{version} is below the activation floor {entry.version} {self._where()}; pass "
+                "--lower-floor to roll back deliberately (it records the lower floor), or give an unrelated "
+                "deployment its own --state-dir",
+                catalogue=catalogue,
+                version=version,
+                floor=entry.version,
+            )
+
+    def _refused(self, message: str, **details: str) -> RegistryError:
+        return RegistryError(
+            FailureCode.ROLLBACK_REFUSED, message, path=str(self.path) if self.path else None, details=details
         )
 
     def record(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool = False) -> bool:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         path_set_problem,
         render_checksums,
         signature_name,
+        sorted_entries,
     )
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
     from rimthan_workflow_registry.release.manifest_parse import parse_manifest
@@ -140,6 +141,7 @@ __all__ = [
     "render_checksums",
     "semver_key",
     "signature_name",
+    "sorted_entries",
     "tagged_manifest",
     "verify_release",
     "version_tags",
@@ -200,6 +202,7 @@ _HOME = {
     "render_checksums": "rimthan_workflow_registry.release.format",
     "semver_key": "rimthan_workflow_registry.release.catalogue",
     "signature_name": "rimthan_workflow_registry.release.format",
+    "sorted_entries": "rimthan_workflow_registry.release.format",
     "tagged_manifest": "rimthan_workflow_registry.release.oci",
     "verify_release": "rimthan_workflow_registry.release.verify",
     "version_tags": "rimthan_workflow_registry.release.oci",

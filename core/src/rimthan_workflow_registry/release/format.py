@@ -20,11 +20,13 @@ import hashlib
 import os
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes
+from rimthan_workflow_registry.errors import FailureCode
 
 MANIFEST_FORMAT = "rimthan.release-manifest/1"
 MANIFEST_NAME = "manifest.json"
@@ -286,6 +288,29 @@ def path_problem(path: str) -> str | None:
         if segment in (".", ".."):
             return f"{segment!r} path segment"
     return None
+
+
+def sorted_entries(
+    fs_dir: Path, refuse: Callable[[FailureCode, str, Path | str], Exception], *, unreadable: FailureCode
+) -> list[tuple[os.DirEntry[str], Path]]:
+    """``fs_dir``'s entries by name, each with its path, for a walk that follows no symlink.
+
+    Raises ``refuse(code, message, where)`` for a directory that cannot be
+    listed (``unreadable``) or a name that is not valid UTF-8; the walker
+    applies its own rules to what is in the list (release layout, source hygiene).
+    """
+    try:
+        with os.scandir(fs_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        raise refuse(unreadable, f"directory cannot be read: {exc.strerror}", fs_dir) from None
+    for entry in entries:
+        try:
+            entry.name.encode("utf-8")
+        except UnicodeEncodeError:
+            where = repr(str(fs_dir / entry.name))
+            raise refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", where) from None
+    return [(entry, fs_dir / entry.name) for entry in entries]
 
 
 def _fold(path: str) -> str:

@@ -49,6 +49,7 @@ from rimthan_workflow_registry.release.format import (
     path_problem,
     path_set_problem,
     render_checksums,
+    sorted_entries,
     workflow_entries,
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
@@ -185,19 +186,9 @@ def _walk_release(root: Path) -> _ReleaseTree:
 
 def _walk_dir(root: Path, rel_dir: str, tree: _ReleaseTree) -> None:
     fs_dir = root / rel_dir if rel_dir else root
-    try:
-        with os.scandir(fs_dir) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError as exc:
-        raise _fail(FailureCode.FILE_MISSING, f"directory cannot be read: {exc.strerror}", fs_dir) from None
     folded: dict[str, str] = {}
-    for entry in entries:
+    for entry, where in sorted_entries(fs_dir, _fail, unreadable=FailureCode.FILE_MISSING):
         rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-        where = fs_dir / entry.name
-        try:
-            entry.name.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _fail(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", repr(str(where))) from None
         key = unicodedata.normalize("NFC", entry.name).casefold()
         if key in folded:
             raise _fail(FailureCode.PATH_UNSAFE, f"collides with {folded[key]!r} by case or normalisation", where)
