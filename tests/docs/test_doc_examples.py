@@ -36,26 +36,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import pytest
 import rimthan_packager.cli_oci  # noqa: F401  (registers push and pull on the group)
-from rimthan_host.harness import WorkflowHarness, client_caller
-from rimthan_host.runlog import RunLog
 from rimthan_host.serve import main as host_cli
 from rimthan_packager.cli import cli as pack_cli
 from rimthan_workflow_mcp.cli import main as mcp_cli
+from rimthan_workflow_registry.release import load_trust, verify_release
+from rimthan_workflow_registry.run import CheckpointKeyring
 from support.doc_examples import Example, Prepared, help_examples, markdown_examples, prepare
+from support.engines import Engines, TickingClock, drive_migrated
 from support.processes import http_server_process
 from support.registry import LocalRegistry, TlsFiles, make_tls, start_registry
 from support.releases import KeyPair, build_release, make_keypair, packaged_source
-from support.servers import RIMTHAN_MCP, RIMTHAN_PACK, http_client_for, scenario, server_env
+from support.servers import RIMTHAN_MCP, RIMTHAN_PACK
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 DOCS = ("README.md", "keys/README.md", "releases/README.md", "docs/test-vectors/README.md")
 PACK_HERE = ("--help", "push", "pull")  # the other subcommands: tests/packager/test_pack_help_examples.py
 STATE = "home/.local/state/rimthan"  # the default state directory under the project's HOME
-FLOWS = ("rimthan-pack --help",)  # blocks whose commands build on the ones before them: those run first
+FLOWS = ("rimthan-pack --help",)  # blocks whose commands build on the ones before: run in order, in one project
 TIMEOUT = 120
 
 # command as shown -> why it does not run here, and what runs it instead
@@ -94,8 +94,22 @@ def _collect() -> list[Example]:
     ]
 
 
+def _is_flow(example: Example) -> bool:
+    return example.where.rsplit(":", 1)[0] in FLOWS
+
+
+def _same_command(examples: list[Example]) -> list[tuple[Example, ...]]:
+    """What to run: one command shown in several places runs once; a flow's commands run in order, as one."""
+    groups: dict[tuple[object, ...], list[Example]] = {}
+    for example in examples:
+        shown = prepare(example.command, {})
+        key = ("flow", example.where.rsplit(":", 1)[0]) if _is_flow(example) else (shown.script, example.cd)
+        groups.setdefault((*key, tuple(sorted(shown.env.items()))), []).append(example)
+    return [tuple(group) for group in groups.values()]
+
+
 EXAMPLES = _collect()
-TO_RUN = [e for e in EXAMPLES if e.command not in ALLOWLIST]
+TO_RUN = _same_command([e for e in EXAMPLES if e.command not in ALLOWLIST])
 
 
 # --------------------------------------------------------------------------- the project
@@ -117,23 +131,16 @@ def _pack(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> su
     return done
 
 
-def _drive_a_run(project: Path) -> None:
-    """A real run over HTTP against the project's releases and state; its checkpoint log becomes run.log."""
-    state = project / STATE
-    args = ["serve", "--releases-dir", "releases", "--trust", "keys/local", "--state-dir", str(state)]
-    log = RunLog(project, "documented-run")
-    with http_server_process(
-        [RIMTHAN_MCP, *args, "--transport", "http", "--port", "0"], cwd=project, env=server_env()
-    ) as server:
-
-        async def finish() -> str:
-            async with http_client_for(server.url) as client:
-                run = WorkflowHarness(client_caller(client), scenario(), project_dir=project, run_log=log)
-                final = await run.run(await run.start("research", initial_version="1.3.0"))
-                return str(final["status"])
-
-        assert anyio.run(finish) == "completed"
-    shutil.copyfile(log.log_path, project / "run.log")
+def _log_a_run(project: Path, dev: KeyPair) -> None:
+    """A real run (started on 1.2.0, migrated to 1.3.0) on the project's releases: run.log and the state's keys."""
+    trust = load_trust(project / "keys/local")
+    releases = {v: verify_release(project / f"releases/research-decision-{v}", trust) for v in ("1.2.0", "1.3.0")}
+    engines = Engines(releases, CheckpointKeyring.generate(), project / ".engines", TickingClock())
+    run = drive_migrated(engines, name="documented-run")
+    assert run.harness.record.final["status"] == "completed"
+    (project / "run.log").write_text("\n".join(run.checkpoints) + "\n", "utf-8")
+    engines.keyring.save(project / STATE / "checkpoint-keys.json")
+    shutil.rmtree(project / ".engines")
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +156,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     shutil.copytree(bare, built, symlinks=True)
     for version in ("1.2.0", "1.3.0"):
         build_release(packaged_source(version), built / "releases", [dev])
-    _drive_a_run(built)
+    _log_a_run(built, dev)
     state = built / STATE
     old = json.loads((state / "checkpoint-keys.json").read_text("utf-8"))["signing_key_id"]
     rotated = subprocess.run(
@@ -232,15 +239,16 @@ def _env(work: Path, registries: Registries | None) -> dict[str, str]:
 # --------------------------------------------------------------------------- running one example
 
 
-def _serve(prepared: Prepared, cwd: Path, env: dict[str, str]) -> None:
-    """Start a documented ``serve``; it must come up and exit 0 when its client leaves (stdio) or on SIGTERM."""
-    argv = [str(BIN / "rimthan-mcp"), *prepared.argv[1:]]
+def _serve(prepared: Prepared, cwd: Path, env: dict[str, str], where: str) -> None:
+    """Start a documented ``rimthan-mcp``/``rimthan-host`` ``serve``: it must come up, then exit 0 when its
+    client leaves (stdio) or on SIGTERM (HTTP)."""
+    argv = [str(BIN / prepared.argv[0]), *prepared.argv[1:]]
     if "http" in argv:  # a free port, so parallel runs never collide on 8765
         argv = [*shlex.split(re.sub(r"--port \d+", "", shlex.join(argv))), "--port", "0"]
         with http_server_process(argv, cwd=cwd, env=env) as server:
             if "--releases-from" in argv:
                 server.wait_for(r"following oci://")
-        assert server.process.returncode == 0, server.stderr()
+        assert server.process.returncode == 0, f"{where}: {shlex.join(argv)}\n{server.stderr()}"
         return
     hello = {
         "jsonrpc": "2.0",
@@ -251,9 +259,10 @@ def _serve(prepared: Prepared, cwd: Path, env: dict[str, str]) -> None:
     done = subprocess.run(
         argv, input=json.dumps(hello) + "\n", capture_output=True, text=True, cwd=cwd, env=env, timeout=TIMEOUT
     )
-    answer = json.loads(done.stdout.splitlines()[0])
-    assert answer["id"] == 1 and "serverInfo" in answer["result"], done.stdout
-    assert done.returncode == 0 and "error:" not in done.stderr, done.stderr
+    said = f"{where}: {shlex.join(argv)}\n{done.stdout}\n{done.stderr}"
+    answer = json.loads(done.stdout.splitlines()[0]) if done.stdout.strip() else {}
+    assert answer.get("id") == 1 and "serverInfo" in answer.get("result", {}), said
+    assert done.returncode == 0 and "error:" not in done.stderr, said
 
 
 def _shell(prepared: Prepared, cwd: Path, env: dict[str, str], where: str) -> None:
@@ -270,29 +279,33 @@ def _shell(prepared: Prepared, cwd: Path, env: dict[str, str], where: str) -> No
     assert "error:" not in done.stderr and "Traceback" not in done.stderr, said
 
 
-def _run(example: Example, project: Project, registries: Registries | None, tmp_path: Path) -> None:
-    flow = example.where.rsplit(":", 1)[0] in FLOWS
-    commands = [*(example.block if flow else ()), example.command]
-    bare = any(re.search(r"rimthan-pack (build|pull) ", c) for c in commands)
+def _run(shown: tuple[Example, ...], project: Project, registries: Registries | None, tmp_path: Path) -> None:
+    example = shown[0]  # the same command shown elsewhere too runs once; a flow runs every command in order
+    commands = (
+        [(e.where, e.command) for e in shown]
+        if _is_flow(example)
+        else [(" ".join(e.where for e in shown), example.command)]
+    )
+    bare = any(re.search(r"rimthan-pack (build|pull) ", c) for _, c in commands)
     work = tmp_path / "project"
     shutil.copytree(project.bare if bare else project.built, work, symlinks=True)
     env = _env(work, registries)
     subs = _substitutions(work, project, registries)
-    for command in commands:
+    for where, command in commands:
         prepared = prepare(command, subs)
         cwd = work / example.cd
-        if prepared.script.startswith("rimthan-mcp serve"):
-            _serve(prepared, cwd, env | prepared.env)
+        if re.match(r"rimthan-(mcp|host) serve\b", prepared.script):
+            _serve(prepared, cwd, env | prepared.env, where)
         else:
-            _shell(prepared, cwd, env, example.where)
+            _shell(prepared, cwd, env, where)
 
 
-@pytest.mark.parametrize("example", TO_RUN, ids=[f"{e.where} {shlex.split(e.command)[0]}" for e in TO_RUN])
+@pytest.mark.parametrize("shown", TO_RUN, ids=[" ".join(e.where for e in group) for group in TO_RUN])
 def test_the_example_runs_as_written(
-    example: Example, project: Project, request: pytest.FixtureRequest, tmp_path: Path
+    shown: tuple[Example, ...], project: Project, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    registries = request.getfixturevalue("registries") if _needs_registry(example) else None
-    _run(example, project, registries, tmp_path)
+    registries = request.getfixturevalue("registries") if _needs_registry(shown[0]) else None
+    _run(shown, project, registries, tmp_path)
 
 
 def test_every_allowlisted_command_is_still_shown() -> None:
@@ -309,6 +322,7 @@ def test_examples_come_from_every_source() -> None:
         "rimthan-mcp",
         "rimthan-mcp serve",
         "rimthan-mcp keys retire",
+        "rimthan-host serve",
         "rimthan-pack",
         "rimthan-pack push",
         "rimthan-pack pull",

@@ -42,7 +42,6 @@ class Example:
     where: str
     command: str
     cd: str = ""
-    block: tuple[str, ...] = ()  # the commands shown before it in the same block
 
 
 @dataclass(frozen=True)
@@ -81,13 +80,12 @@ def _logical_lines(numbered: Iterable[tuple[int, str]]) -> list[tuple[int, str]]
 
 def _block_examples(where: str, numbered: list[tuple[int, str]]) -> list[Example]:
     examples: list[Example] = []
-    cd, shown = "", []
+    cd = ""
     for number, command in _logical_lines(numbered):
         if command.startswith("cd "):
             cd = command[3:].strip()
             continue
-        examples.append(Example(where=f"{where}:{number}", command=command, cd=cd, block=tuple(shown)))
-        shown.append(command)
+        examples.append(Example(where=f"{where}:{number}", command=command, cd=cd))
     return examples
 
 

@@ -175,7 +175,20 @@ def main() -> None:
     """rimthan-host: the host kit's command line."""
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+_EXAMPLES = """\b
+Examples:
+  rimthan-host serve                        # the child serves ./releases, trusting keys/local
+  rimthan-host serve --harness opencode -- --releases-dir releases --trust keys/local
+
+\b
+Exit status:
+  0  the client closed stdio
+  1  the bridge or its verifier failed: one `rimthan-host: error:` line on stderr
+  2  usage mistake
+"""
+
+
+@main.command(context_settings={"ignore_unknown_options": True}, epilog=_EXAMPLES)
 @click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),
