@@ -17,6 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
 
+from support.processes import serve_options
 from support.releases import packaged_source
 from support.servers import ServerWorld
 
@@ -24,18 +25,10 @@ BIN = Path(sys.executable).parent
 
 
 def verifier_args(world: ServerWorld, state: Path) -> list[str]:
-    return [
-        "--release",
-        str(world.built["1.2.0"]),
-        "--migration-target",
-        str(world.built["1.3.0"]),
-        "--trust",
-        str(world.trust),
-        "--state-dir",
-        str(state),
-        "--log-level",
-        "warning",
-    ]
+    """``rimthan-mcp serve``'s options for the verifier a bridge starts: 1.2.0, migration target 1.3.0."""
+    return serve_options(
+        world.built["1.2.0"], world.trust, state, log_level="warning", migration_target=world.built["1.3.0"]
+    )
 
 
 def bridge_params(project: Path, world: ServerWorld, state: Path) -> StdioServerParameters:
