@@ -51,6 +51,7 @@ import anyio.to_thread
 import httpx2
 import tomli_w
 from rimthan_host.harness import CatalogueExamples, ToolRefused, WorkflowHarness
+from rimthan_host.protocol import ToolCaller
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import generate_keypair, load_signing_key
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
@@ -341,7 +342,9 @@ class Load:
             version = self.expected_version
             project = self.work / "projects" / f"client-{number:02d}-run-{index}"
             harness = WorkflowHarness(
-                router.call, CatalogueExamples(examples, ROUTES[(number + index) % 3]), project_dir=project
+                self.caller(number, index, router),
+                CatalogueExamples(examples, ROUTES[(number + index) % 3]),
+                project_dir=project,
             )
             try:
                 started = await harness.start("research", initial_version=version)
@@ -353,6 +356,10 @@ class Load:
             except Exception as exc:  # a lost run: recorded and reported, the others go on
                 outcome.error = f"{type(exc).__name__}: {exc}"
         self.done_clients += 1
+
+    def caller(self, number: int, index: int, router: Router) -> ToolCaller:
+        """How run ``index`` of client ``number`` sends its tool calls: through the router."""
+        return router.call
 
     async def at_calls(self, fraction: float) -> bool:
         """Wait until ``fraction`` of the expected calls were served; False if the clients finished first."""
@@ -474,6 +481,15 @@ def report(load: Load, seconds: float) -> int:
     return 0 if ok else 1
 
 
+def crossed_runs(load: Load) -> list[RunOutcome]:
+    """Completed runs started on 1.2.0 that finished after a replica activated 1.3.0."""
+    return [
+        o
+        for o in load.outcomes
+        if o.completed and o.started_on == f"{CATALOGUE}@1.2.0" and o.finished_at_call > load.refreshed_at_call
+    ]
+
+
 def report_runs(
     load: Load,
     seconds: float,
@@ -493,11 +509,7 @@ def report_runs(
     lost = [o for o in outcomes if not o.completed]
     switched = [o for o in outcomes if o.completed and o.started_on != o.finished_on]
     by_release = Counter(o.started_on for o in outcomes if o.completed)
-    crossed = [
-        o
-        for o in outcomes
-        if o.completed and o.started_on == f"{CATALOGUE}@1.2.0" and o.finished_at_call > load.refreshed_at_call
-    ]
+    crossed = crossed_runs(load)
     print()
     for line in head:
         print(line)

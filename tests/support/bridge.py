@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import Reply, StandIn
 from rimthan_host.tools import TOOLS
 
+from support.processes import serve_options
 from support.releases import packaged_source
 from support.servers import ServerWorld
 
@@ -28,18 +29,10 @@ TOOL_NAMES = tuple(t.name for t in TOOLS)
 
 
 def verifier_args(world: ServerWorld, state: Path) -> list[str]:
-    return [
-        "--release",
-        str(world.built["1.2.0"]),
-        "--migration-target",
-        str(world.built["1.3.0"]),
-        "--trust",
-        str(world.trust),
-        "--state-dir",
-        str(state),
-        "--log-level",
-        "warning",
-    ]
+    """``rimthan-mcp serve``'s options for the verifier a bridge starts: 1.2.0, migration target 1.3.0."""
+    return serve_options(
+        world.built["1.2.0"], world.trust, state, log_level="warning", migration_target=world.built["1.3.0"]
+    )
 
 
 def bridge_params(project: Path, world: ServerWorld, state: Path) -> StdioServerParameters:
