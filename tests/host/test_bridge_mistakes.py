@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from rimthan_host.standin import StandIn
 from rimthan_host.tools import TOOLS
-from support.bridge import audited, drive, refused, write_files
+from support.bridge import audited, audited_only_run, drive, refused, write_files
 from support.servers import ServerWorld, build_world
 
 SCHEMA_COPY = ".rimthan/schemas/research-decision@1.2.0/evidence-log.schema.json"
@@ -71,8 +71,7 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         assert not shown.is_error and f"Run {run} is complete." in shown.text
 
     model, state = drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    history = audited(model.project, state, log.stem)
+    history = audited_only_run(model.project, state)
     assert history["steps"][-1] == "desk-research"
 
 
@@ -118,8 +117,7 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
         assert final.data["status"] == "completed" and not at_question.is_error
 
     model, state = drive(world, tmp_path, script)
-    (log_file,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    assert audited(model.project, state, log_file.stem)["steps"][-1] == "desk-research"
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
 
 
 def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: Path) -> None:
@@ -158,8 +156,7 @@ def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: P
         assert final.data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    audited(model.project, state, log.stem)
+    audited_only_run(model.project, state)
 
 
 def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> None:
@@ -183,8 +180,7 @@ def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> 
         assert final.data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    assert len(audited(model.project, state, log.stem)["migrations"]) == 1  # type: ignore[arg-type]
+    assert len(audited_only_run(model.project, state)["migrations"]) == 1
 
 
 def test_two_runs_in_one_project_switch_clearly_and_both_audit(world: ServerWorld, tmp_path: Path) -> None:
@@ -213,7 +209,7 @@ def test_two_runs_in_one_project_switch_clearly_and_both_audit(world: ServerWorl
     model, state = drive(world, tmp_path, script)
     routes = {runs[0]: "experiment", runs[1]: "user-interviews", runs[2]: "desk-research"}
     for run, route in routes.items():
-        assert route in audited(model.project, state, run)["steps"]  # type: ignore[operator]
+        assert route in audited(model.project, state, run)["steps"]
 
 
 def _facts(model: StandIn) -> dict[str, object]:

@@ -21,7 +21,7 @@ from rimthan_host.bridge import Bridge
 from rimthan_host.protocol import SUBMIT, client_caller, client_reader
 from rimthan_host.serve import create_bridge_server
 from rimthan_host.standin import StandIn
-from support.bridge import BIN, audited, check_replies, drive, refused, stand_in, verifier_args, write_files
+from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
 from support.servers import ServerWorld, build_world
 
 # One finding as a model might paste a subagent's whole answer: longer than the verifier's report schema takes.
@@ -69,8 +69,7 @@ def test_a_refused_verdict_is_discarded_and_recorded_again(world: ServerWorld, t
         assert final.data["status"] == "completed" and model.rounds == [["evidence-auditor"]]
 
     model, state = drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    assert audited(model.project, state, log.stem)["steps"][-1] == "desk-research"
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
 
 
 def test_a_misplaced_move_gets_one_short_line_and_the_next_call(world: ServerWorld, tmp_path: Path) -> None:
@@ -95,8 +94,7 @@ def test_a_misplaced_move_gets_one_short_line_and_the_next_call(world: ServerWor
         assert (await model.follow(pending, "desk-research")).data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    audited(model.project, state, log.stem)
+    audited_only_run(model.project, state)
 
 
 def test_a_failure_mid_move_is_one_sentence_and_the_run_resumes_once_fixed(world: ServerWorld, tmp_path: Path) -> None:
@@ -122,8 +120,7 @@ def test_a_failure_mid_move_is_one_sentence_and_the_run_resumes_once_fixed(world
         assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    history = audited(model.project, state, log.stem)
+    history = audited_only_run(model.project, state)
     assert history["steps"][-1] == "desk-research"
 
 
@@ -166,5 +163,4 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
 
     model = anyio.run(go)
     check_replies(model)
-    (log,) = (project / ".rimthan" / "runs").glob("*.log")
-    assert audited(project, state, log.stem)["steps"][-1] == "desk-research"
+    assert audited_only_run(project, state)["steps"][-1] == "desk-research"

@@ -111,3 +111,9 @@ def audited(project: Path, state: Path, run: str) -> dict[str, Any]:
     history = audit(project / ".rimthan" / "runs" / f"{run}.log", state)
     assert history["ok"] is True
     return history
+
+
+def audited_only_run(project: Path, state: Path) -> dict[str, Any]:
+    """The audit of the one run in ``project`` (there must be exactly one), which must pass."""
+    (log,) = (project / ".rimthan" / "runs").glob("*.log")
+    return audited(project, state, log.stem)
