@@ -154,7 +154,7 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
                 await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
                 again = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
                 refused(again, "The verifier refused the step's verdicts (validation_bundle_invalid", "are discarded",
-                        "The files were checked again; run the validators again.",
+                        "The files are checked again.", "Now run each validator",
                         "Validator evidence-auditor (subagent evidence-auditor). Instruction:")  # fmt: skip
                 assert [v["name"] for v in again.data["validators"]] == ["evidence-auditor", "decision-critic"]
                 final = await model.follow(await model.call("show_step"), "desk-research")

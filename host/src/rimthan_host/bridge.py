@@ -245,13 +245,14 @@ class Bridge:
             return self._validators(session, lines, error=True)
         session.prepared = None  # the round as a whole: check the files again, every validator runs again
         head = f"The verifier refused the step's verdicts ({said}); they are discarded."
-        try:
-            reply = await self._check(session, [head, "The files were checked again; run the validators again."])
-            return Reply(reply.text, reply.data, is_error=True)
-        except ToolRefused as again:
-            lines = [head, f"Checking the files again was refused too ({refusal_reason(again.error)}).",
-                     "Call step_done to try again; show_step says where the run is."]  # fmt: skip
-            return self._reply(lines, {"run": self.run_id, "status": "refused", "refused": again.code}, True)
+        if prepared.validators:  # (a step without validators would only be refused again)
+            try:
+                reply = await self._check(session, [head, "The files are checked again."])
+                return Reply(reply.text, reply.data, is_error=True)
+            except ToolRefused as again:
+                head += f" Checking the files again was refused too ({refusal_reason(again.error)})."
+        lines = [head, "Call step_done to try again; show_step says where the run is."]
+        return self._reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
 
     async def answer_question(self, asker: Asker, answer: str | None) -> Reply:
         session = self._running()
@@ -342,12 +343,8 @@ class Bridge:
     # -- shared ----------------------------------------------------------------------------
 
     def failed(self, tool: str, exc: Exception) -> Reply:
-        """An unexpected failure mid-move: one sentence; the run goes on from its log once the cause is fixed.
-
-        The session is dropped: it may hold a half-made move (a checkpoint the
-        verifier issued but the log never got). The log and the saved state
-        are what ``resume_run`` picks the run up from.
-        """
+        """An unexpected failure mid-move in one sentence. The session may hold a half-made move (a checkpoint
+        the log never got), so it is dropped: ``resume_run`` picks the run up from its log and saved state."""
         log = self.session.run_log if self.session is not None else None
         run = log.run_id if log is not None and log.log_path.exists() else None
         self.session = None
