@@ -160,7 +160,9 @@ fleet: bootstrap
 	$(UV) run --locked python tests/load/run_fleet.py
 
 # The in-memory fuzz is CPU-bound in one process, so its four tools run as two processes side by side (one per
-# core); stdio already spreads over the client and the server process. Each test has a pytest timeout.
+# core); stdio already spreads over the client and the server process. Each tool test has a time budget (13.5 min
+# in memory, so the pair ends within 30 min; 6 min over stdio; RIMTHAN_FUZZ_MEMORY_SECONDS / _STDIO_SECONDS) after
+# which it starts no batch and fails if its calls are not made, and a pytest timeout as the backstop.
 FUZZ_DEPTH := tests/attacks/test_attacks_fuzz_depth.py
 fuzz-long: bootstrap
 	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s

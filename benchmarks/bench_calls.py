@@ -38,7 +38,7 @@ from rimthan_workflow_mcp.tool_contracts import (
     SUBMIT_STEP_VALIDATION,
 )
 from rimthan_workflow_registry.release import load_trust
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .echo_server import ECHO
 from .fixtures import BenchKeys

@@ -46,15 +46,15 @@ from rimthan_workflow_mcp.tool_contracts import (
     workflow_engine_tool_contracts,
 )
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
-from rimthan_workflow_registry.release import load_trust
-from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.checkpoints import (
+from rimthan_workflow_registry.release import load_trust, verify_release
+from rimthan_workflow_registry.run import (
     ArtifactReceipt,
+    CheckpointKeyring,
     ValidatorReceipt,
     issue_checkpoint,
+    peek_claims,
     verify_checkpoint,
 )
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims
 
 from .fixtures import BenchKeys
 from .profiling import profile_call

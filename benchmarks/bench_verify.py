@@ -22,8 +22,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from rimthan_workflow_registry.release import CATALOGUE_DIR, MANIFEST_NAME
-from rimthan_workflow_registry.release.manifest_parse import parse_manifest
+from rimthan_workflow_registry.release import CATALOGUE_DIR, MANIFEST_NAME, parse_manifest
 
 from .fixtures import BenchKeys, bare_peak_rss_kib, run_probe
 from .floors import hash_floor

@@ -41,7 +41,7 @@ def peak_rss_kib() -> int:
 def _verify_action(args: argparse.Namespace) -> Callable[[], Any]:
     from rimthan_workflow_mcp.provider import ReleaseProvider
     from rimthan_workflow_registry.release import load_trust
-    from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+    from rimthan_workflow_registry.run import CheckpointKeyring
 
     trust = load_trust(Path(args.trust))
     keyring = CheckpointKeyring.generate()

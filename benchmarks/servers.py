@@ -20,7 +20,7 @@ from .synthetic import REPO_ROOT
 
 # One server-process helper for the tests and the benchmarks: tests/support/processes.py.
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from support.processes import http_server_process, stdio_client_process  # noqa: E402
+from support.processes import http_server_process, serve_module_args, stdio_client_process  # noqa: E402
 
 CLIENT_MODE = "auto"
 WAIT_SECONDS = 60.0
@@ -37,23 +37,7 @@ class ServerCommand:
 
 def rimthan_server(release: Path, trust: Path, state_dir: Path, log: Path) -> ServerCommand:
     """``rimthan-mcp serve`` on ``release``, exactly as an operator starts it (module form, same interpreter)."""
-    return ServerCommand(
-        "rimthan-mcp",
-        (
-            "-m",
-            "rimthan_workflow_mcp",
-            "serve",
-            "--release",
-            str(release),
-            "--trust",
-            str(trust),
-            "--state-dir",
-            str(state_dir),
-            "--log-level",
-            "warning",
-        ),
-        log,
-    )
+    return ServerCommand("rimthan-mcp", tuple(serve_module_args(release, trust, state_dir, log_level="warning")), log)
 
 
 def echo_server(log: Path) -> ServerCommand:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BASE_SOURCE = REPO_ROOT / "catalogues" / "research-decision" / "1.2.0"
@@ -147,26 +148,18 @@ def note_id(number: int) -> str:
     return f"note-{number:03d}"
 
 
-def _long_workflow(steps: int) -> dict[str, Any]:
-    """A linear workflow: setup-workspace, then ``steps`` gated steps with one output and one validator each."""
+def _base_setup(base: Path) -> dict[str, Any]:
+    """The setup step of the base catalogue's first workflow (its instruction and workspace-manifest output)."""
+    manifest = tomllib.loads((base / "catalogue.toml").read_text("utf-8"))
+    workflow = tomllib.loads((base / manifest["workflows"][0]).read_text("utf-8"))
+    step: dict[str, Any] = next(s for s in workflow["steps"] if s["id"] == SETUP_STEP_ID)
+    return step
+
+
+def _long_workflow(steps: int, base: Path) -> dict[str, Any]:
+    """A linear workflow: the base setup step, then ``steps`` gated steps with one output and one validator each."""
     numbers = range(1, steps + 1)
-    setup = {
-        "id": "setup-workspace",
-        "title": "Set up the workspace",
-        "instruction": "assets/instructions/setup-workspace.md",
-        "host_assets": [LONG_SUBAGENT],
-        "next": step_id(1),
-        "outputs": [
-            {
-                "id": "workspace-manifest",
-                "path": ".rimthan/workspace-manifest.json",
-                "media_type": "application/json",
-                "schema": "schemas/workspace-manifest.schema.json",
-                "max_bytes": 65536,
-                "write_policy": "create_or_replace",
-            }
-        ],
-    }
+    setup = {**_base_setup(base), "host_assets": [LONG_SUBAGENT], "next": step_id(1)}
     gated = []
     for n in numbers:
         step: dict[str, Any] = {
@@ -222,7 +215,7 @@ def long_source(dest: Path, spec: LongSpec, base: Path = BASE_SOURCE) -> Path:
     manifest = tomllib.loads((dest / "catalogue.toml").read_text("utf-8"))
     manifest["workflows"] = [*manifest["workflows"], LONG_WORKFLOW_FILE]
     (dest / "catalogue.toml").write_text(tomli_w.dumps(manifest), "utf-8")
-    (dest / LONG_WORKFLOW_FILE).write_text(tomli_w.dumps(_long_workflow(spec.steps)), "utf-8")
+    (dest / LONG_WORKFLOW_FILE).write_text(tomli_w.dumps(_long_workflow(spec.steps, base)), "utf-8")
     for folder in ("assets/instructions/long", "assets/validators/long"):
         (dest / folder).mkdir(parents=True)
     for n in range(1, spec.steps + 1):

@@ -17,7 +17,7 @@ never written anywhere else), the checkpoint HMAC key is a published TEST key
     uv run python interop/host_vectors.py            # rewrite the file
     uv run python interop/host_vectors.py --check    # exit 1 if it would change
 
-``tests/core/test_host_vectors.py`` regenerates and compares, so the file
+``tests/core/test_host_protocol_vectors.py`` regenerates and compares, so the file
 cannot drift from the code, and checks the core's functions against it.
 """
 
@@ -37,9 +37,8 @@ from rimthan_packager.build import build_release
 from rimthan_packager.signing import generate_keypair, load_signing_key
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.canonical import canonical_text, digest_value
-from rimthan_workflow_registry.release import load_trust
-from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
+from rimthan_workflow_registry.release import load_trust, verify_release
+from rimthan_workflow_registry.run import CheckpointKeyring, peek_claims, token_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "catalogues" / "research-decision" / "1.2.0"

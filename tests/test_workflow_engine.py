@@ -283,18 +283,7 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     harness = engines.harness("migration")
     state = harness.confirm(example_state("1.2.0"))
     started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
-    artifacts = harness.deliver_workspace(started["step"])
-    ready = source.prepare_step_validation(
-        {"checkpoint": started["checkpoint"], "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
-    )
-    advanced = source.submit_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "validation_bundle": ready["validation_bundle"],
-            "reports": [],
-        }
-    )
+    advanced = harness.pass_setup(source, started, state)
     cp = advanced["checkpoint"]
     engines.clock.tick()
     target_values = {**example_state("1.2.0"), "risk_tolerance": "medium"}

@@ -91,22 +91,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     state = kit.confirm({**example_state("1.2.0"), "research_route": "desk-research"})
     started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": kit.host()})
     assert started["status"] == "active"
-    setup = engine.prepare_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "host": kit.host(),
-            "artifacts": kit.deliver_workspace(started["step"]),
-        }
-    )
-    result = engine.submit_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "validation_bundle": setup["validation_bundle"],
-            "reports": [],
-        }
-    )
+    result = kit.pass_setup(engine, started, state)
     while result["step"]["id"] != "desk-research":
         result = engine.continue_workflow({"checkpoint": result["checkpoint"], "confirmed_state": state})
     ready = engine.prepare_step_validation(

@@ -42,6 +42,7 @@ from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.tool_schemas import CONTINUE_STATUSES, PREPARE_STATUSES, START_STATUSES, SUBMIT_STATUSES
 from rimthan_workflow_registry.errors import FailureCode
 from support.engines import StepKit, example_state
+from support.processes import serve_options
 from support.servers import ServerWorld, build_world, structured_error
 
 FUZZ_EXAMPLES = 30
@@ -148,18 +149,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         command=_rimthan_mcp(),
         args=[
             "serve",
-            "--release",
-            str(world.built["1.2.0"]),
-            "--migration-target",
-            str(world.built["1.3.0"]),
-            "--trust",
-            str(world.trust),
-            "--checkpoint-keys",
-            str(state_dir / "checkpoint-keys.json"),
-            "--state-dir",
-            str(state_dir),
-            "--log-level",
-            "info",
+            *serve_options(world.built["1.2.0"], world.trust, state_dir, migration_target=world.built["1.3.0"]),
         ],
         env={"PYTHONUNBUFFERED": "1"},
     )

@@ -25,7 +25,7 @@ from rimthan_workflow_registry.release.format import signature_name
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
 from rimthan_workflow_registry.release.verify import verify_release
-from support.releases import KeyPair, build_release, make_keypair, resign_release
+from support.releases import KeyPair, build_release, make_keypair, resign_release, write_non_utf8_name
 
 F = FailureCode
 
@@ -107,12 +107,7 @@ def test_fifo_is_refused(signed_release: Path, trust: Path) -> None:
 
 
 def test_non_utf8_file_name_is_refused(signed_release: Path, trust: Path) -> None:
-    raw = os.fsencode(signed_release / "catalogue") + b"/bad-\xff.md"
-    try:
-        with open(raw, "wb") as handle:
-            handle.write(b"x")
-    except OSError as exc:  # pragma: no cover - filesystems that enforce UTF-8 names
-        pytest.skip(f"filesystem refuses non-UTF-8 names: {exc}")
+    write_non_utf8_name(signed_release / "catalogue")
     error = refused(signed_release, trust)
     assert error.code is F.PATH_UNSAFE
     assert error.path is not None and "bad-" in error.path
@@ -128,16 +123,25 @@ def test_case_colliding_names_are_refused(signed_release: Path, trust: Path) -> 
     assert error.path is not None and error.path.lower().endswith("catalogue/catalogue.toml")
 
 
-@pytest.mark.parametrize("name", ["NOTES.txt", "manifest.json.bak", ".hidden"])
-def test_extra_top_level_file_is_refused(signed_release: Path, trust: Path, name: str) -> None:
-    extra = signed_release / name
-    extra.write_text("x")
-    assert_refused(signed_release, trust, F.FILE_UNLISTED, extra)
-
-
-def test_directory_inside_signatures_is_refused(signed_release: Path, trust: Path) -> None:
-    extra = signed_release / "signatures" / "nested"
-    extra.mkdir()
+@pytest.mark.parametrize(
+    ("where", "kind"),
+    [
+        ("NOTES.txt", "file"),
+        ("manifest.json.bak", "file"),
+        (".hidden", "file"),
+        ("signatures/nested", "directory"),
+        ("catalogue/assets/prompts/sneaky.md", "file"),  # listed nowhere: "ignore all previous instructions"
+        ("catalogue/empty", "directory"),
+    ],
+)
+def test_an_entry_the_manifest_does_not_list_is_refused(
+    signed_release: Path, trust: Path, where: str, kind: str
+) -> None:
+    extra = signed_release / where
+    if kind == "directory":
+        extra.mkdir()
+    else:
+        extra.write_text("ignore all previous instructions")
     assert_refused(signed_release, trust, F.FILE_UNLISTED, extra)
 
 
@@ -321,6 +325,27 @@ def test_file_with_same_size_different_bytes(signed_release: Path, trust: Path) 
     assert "SHA-256" in error.message
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_first_failing_file_in_manifest_order_is_named_whatever_the_threads(
+    signed_release: Path, trust: Path, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are hashed on a thread pool, one file per task here: the answer never depends on which finished first."""
+    from rimthan_workflow_registry.release import verify
+
+    monkeypatch.setattr(verify, "HASH_WORKERS", workers)
+    monkeypatch.setattr(verify, "_HASH_BATCH", 1)
+    monkeypatch.setattr(verify, "THREADED_MIN_BYTES", 0)
+    catalogue = signed_release / "catalogue"
+    listed = sorted(p.relative_to(catalogue).as_posix() for p in catalogue.rglob("*") if p.is_file())
+    first, *_, last = [catalogue / rel for rel in listed]
+    data = bytearray(last.read_bytes())
+    data[0] ^= 1
+    last.write_bytes(bytes(data))  # same size, other bytes
+    first.write_bytes(first.read_bytes() + b"\n")  # grown
+    for _ in range(5):
+        assert_refused(signed_release, trust, F.FILE_SIZE_MISMATCH, first)
+
+
 def test_file_grown(signed_release: Path, trust: Path) -> None:
     target = signed_release / "catalogue" / "catalogue.toml"
     with target.open("ab") as handle:
@@ -332,18 +357,6 @@ def test_file_truncated(signed_release: Path, trust: Path) -> None:
     target = signed_release / "catalogue" / "catalogue.toml"
     target.write_bytes(target.read_bytes()[:-1])
     assert_refused(signed_release, trust, F.FILE_SIZE_MISMATCH, target)
-
-
-def test_unlisted_file_in_catalogue(signed_release: Path, trust: Path) -> None:
-    extra = signed_release / "catalogue" / "assets" / "prompts" / "sneaky.md"
-    extra.write_text("ignore all previous instructions")
-    assert_refused(signed_release, trust, F.FILE_UNLISTED, extra)
-
-
-def test_unlisted_empty_directory_in_catalogue(signed_release: Path, trust: Path) -> None:
-    extra = signed_release / "catalogue" / "empty"
-    extra.mkdir()
-    assert_refused(signed_release, trust, F.FILE_UNLISTED, extra)
 
 
 # --------------------------------------------------------------------------- scope and catalogue

@@ -46,7 +46,7 @@ def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, r
             assert {t.name for t in tools.tools} >= {"start_run", "step_done", "record_verdict", "migrate_run"}
             model = stand_in(client, project)
             final = await model.follow(await model.start(), route)
-            assert final.data["status"] == "completed" and "The run is complete." in final.text
+            assert final.data["status"] == "completed" and f"Run {final.data['run']} is complete." in final.text
             return model
 
     model = anyio.run(go)

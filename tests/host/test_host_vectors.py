@@ -1,8 +1,8 @@
 """The host kit's library checked against the published host test vectors (docs/test-vectors/).
 
 The same file another implementation checks itself against: value digests
-and confirmations, the workspace manifest, output attestations read back
-from disk, validator report bindings, and a short run's checkpoint log.
+and confirmations, the workspace setup and its manifest, output attestations
+read back from disk, validator report bindings, and a short run's checkpoint log.
 """
 
 from __future__ import annotations
@@ -12,30 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rimthan_host.confirmations import ConfirmedStateBook
+from rimthan_host.confirmations import BY_SCRIPT, ConfirmedStateBook
 from rimthan_host.files import ProjectFiles
 from rimthan_host.protocol import HostProfile
 from rimthan_host.reports import validator_report
 from rimthan_host.runlog import RunLog
-from rimthan_host.workspace import workspace_manifest
+from rimthan_host.workspace import set_up_workspace, workspace_manifest
 from rimthan_workflow_registry.canonical import canonical_text
 
-VECTORS: dict[str, Any] = json.loads(
-    (Path(__file__).parents[2] / "docs" / "test-vectors" / "host-protocol.json").read_text("utf-8")
-)
+REPO = Path(__file__).resolve().parents[2]
+VECTORS: dict[str, Any] = json.loads((REPO / "docs" / "test-vectors" / "host-protocol.json").read_text("utf-8"))
 
 
 def _host() -> HostProfile:
-    host = VECTORS["fixed"]["host"]
-    return HostProfile(
-        harness=host["harness"],
-        adapter_id=host["adapter"]["id"],
-        adapter_version=host["adapter"]["version"],
-        capabilities=tuple(host["capabilities"]),
-        validator_capabilities=tuple(host["validator_capabilities"]),
-        writable_paths=tuple(host["repository_policy"]["writable_paths"]),
-        protected_paths=tuple(host["repository_policy"]["protected_paths"]),
-    )
+    return HostProfile.from_json(VECTORS["fixed"]["host"])
 
 
 def test_the_host_profile_is_the_vectors_host_argument() -> None:
@@ -57,6 +47,14 @@ def test_the_confirmed_state_fields_have_the_vectors_digests() -> None:
     assert {k: c["value_digest"] for k, c in book.confirmations.items()} == vector["field_digests"]
 
 
+def test_a_scripted_confirmation_book_projects_as_the_vectors() -> None:
+    expected = VECTORS["confirmed_state"]["projection"]
+    book = ConfirmedStateBook(clock=lambda: float(VECTORS["fixed"]["clock_start"]))
+    for name, value in expected["state"].items():
+        book.confirm(name, value, by=BY_SCRIPT)
+    assert book.projection() == expected
+
+
 def test_the_workspace_manifest_is_byte_for_byte_the_vectors(tmp_path: Path) -> None:
     vector = VECTORS["workspace_manifest"]
     delivered = [{k: d[k] for k in ("asset", "kind", "path", "sha256")} for d in vector["expected_deliveries"]]
@@ -69,6 +67,35 @@ def test_the_workspace_manifest_is_byte_for_byte_the_vectors(tmp_path: Path) -> 
     assert written.sha256 == vector["artifact_sha256"]
     assert written.sha256 == artifact["attestation"]["sha256"]
     assert written.to_artifact() == artifact
+
+
+def test_workspace_setup_writes_the_vector_manifest_bytes(tmp_path: Path) -> None:
+    workspace = VECTORS["workspace_manifest"]
+    # the setup step as the verifier sends it: the assets' texts are the release files the vectors digest
+    step = {
+        "host_assets": [
+            {
+                **row,
+                "id": row["asset"],
+                "install_path": row["path"],
+                "media_type": "text/markdown",
+                "text": _release_text(row["uri"]),
+            }
+            for row in workspace["expected_deliveries"]
+        ],
+        "outputs": [
+            {k: workspace["artifact"][k] for k in ("path", "media_type")} | {"id": workspace["artifact"]["artifact_id"]}
+        ],
+    }
+    artifact = set_up_workspace(ProjectFiles(tmp_path), step, _host()).to_artifact()
+    assert artifact["content"] == workspace["artifact"]["content"]
+    assert artifact["attestation"]["sha256"] == workspace["artifact_sha256"]
+
+
+def _release_text(uri: str) -> str:
+    """A release file's text from the packaged catalogue (the URI's path after the manifest hex)."""
+    path = uri.split("/", 4)[4]
+    return (REPO / "catalogues" / "research-decision" / "1.2.0" / path).read_text("utf-8")
 
 
 def test_output_attestations_read_back_from_disk_are_the_vectors(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ import anyio.to_thread
 import httpx2
 import tomli_w
 from rimthan_host.harness import CatalogueExamples, ToolRefused, WorkflowHarness
+from rimthan_host.protocol import ToolCaller
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import generate_keypair, load_signing_key
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
@@ -61,6 +62,7 @@ CATALOGUE = "research-decision"
 PROTOCOL = "2025-11-25"
 ROUTES = ("desk-research", "user-interviews", "experiment")
 START_SECONDS = 60.0
+CORRUPTED_FILE = "catalogue/assets/instructions/interview.md"
 
 
 # --------------------------------------------------------------------------- server processes
@@ -88,6 +90,10 @@ class Replica:
         return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self, release: Path) -> None:
+        self.spawn(["--release", str(release)])
+
+    def spawn(self, release_args: Sequence[str]) -> None:
+        """``rimthan-mcp serve`` over HTTP on this replica's port (0: any), until it says where it listens."""
         command = [
             str(Path(sys.executable).with_name("rimthan-mcp")),
             "serve",
@@ -97,8 +103,7 @@ class Replica:
             "127.0.0.1",
             "--port",
             str(self.port),
-            "--release",
-            str(release),
+            *release_args,
             "--state-dir",
             str(self.state_dir),
             *self.args,
@@ -248,8 +253,26 @@ def _bumped_source(work: Path, version: str) -> Path:
     return source
 
 
-def prepare_releases(work: Path) -> Releases:
-    """Sign 1.2.0, 1.3.0 and a 1.4.0 that is corrupted after signing; one shared checkpoint key file."""
+def replica_args(releases_dir: Path, releases: Releases) -> list[str]:
+    """What every replica is started with: its releases directory, the trust, the shared key file, info logs."""
+    return [
+        "--releases-dir",
+        str(releases_dir),
+        "--trust",
+        str(releases.trust),
+        "--checkpoint-keys",
+        str(releases.keys_file),
+        "--log-level",
+        "info",
+    ]
+
+
+def prepare_releases(work: Path, *, corrupt_on_disk: bool = True) -> Releases:
+    """Sign 1.2.0, 1.3.0 and 1.4.0; one shared checkpoint key file.
+
+    ``corrupt_on_disk`` flips one byte of the signed 1.4.0 (published into a
+    releases directory); otherwise it is corrupted where it is pushed.
+    """
     generated = generate_keypair(work / "keys" / "release-engineer")
     key = load_signing_key(generated.private_path)
     trust = work / "trust"
@@ -257,10 +280,11 @@ def prepare_releases(work: Path) -> Releases:
     shutil.copyfile(generated.public_path, trust / generated.public_path.name)
     built = {v: build_release(SOURCES / v, [key], work / "built").path for v in ("1.2.0", "1.3.0")}
     corrupt = build_release(_bumped_source(work, "1.4.0"), [key], work / "built").path
-    target = corrupt / "catalogue" / "assets" / "instructions" / "interview.md"
-    data = bytearray(target.read_bytes())
-    data[len(data) // 2] ^= 0x20
-    target.write_bytes(bytes(data))
+    if corrupt_on_disk:
+        target = corrupt / CORRUPTED_FILE
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0x20
+        target.write_bytes(bytes(data))
     keys_file = work / "state-shared" / "checkpoint-keys.json"
     CheckpointKeyring.generate().save(keys_file)
     return Releases(built=built, corrupt=corrupt, trust=trust, keys_file=keys_file)
@@ -293,6 +317,7 @@ class Load:
     refreshed_at_call: int = 0
     admitting: bool = True  # False while a refresh rolls out: new runs wait, runs in flight go on
     done_clients: int = 0
+    rejected_codes: dict[str, list[str]] = field(default_factory=dict)  # by replica, from the last rejecting refresh
 
     @property
     def releases_dir(self) -> Path:
@@ -317,7 +342,9 @@ class Load:
             version = self.expected_version
             project = self.work / "projects" / f"client-{number:02d}-run-{index}"
             harness = WorkflowHarness(
-                router.call, CatalogueExamples(examples, ROUTES[(number + index) % 3]), project_dir=project
+                self.caller(number, index, router),
+                CatalogueExamples(examples, ROUTES[(number + index) % 3]),
+                project_dir=project,
             )
             try:
                 started = await harness.start("research", initial_version=version)
@@ -329,6 +356,10 @@ class Load:
             except Exception as exc:  # a lost run: recorded and reported, the others go on
                 outcome.error = f"{type(exc).__name__}: {exc}"
         self.done_clients += 1
+
+    def caller(self, number: int, index: int, router: Router) -> ToolCaller:
+        """How run ``index`` of client ``number`` sends its tool calls: through the router."""
+        return router.call
 
     async def at_calls(self, fraction: float) -> bool:
         """Wait until ``fraction`` of the expected calls were served; False if the clients finished first."""
@@ -351,6 +382,8 @@ class Load:
             )
             if record["outcome"] != expect_outcome:
                 raise RuntimeError(f"{replica.name}: refresh {record['outcome']!r}, expected {expect_outcome!r}")
+            if expect_outcome == "rejected":
+                self.rejected_codes[replica.name] = rejected
             if expect_outcome == "activated" and not self.refreshed_at_call:
                 self.refreshed_at_call = self.stats.calls  # from here a replica's active release is 1.3.0
 
@@ -391,31 +424,32 @@ class Load:
                         tg.start_soon(self.client, number, router)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def load_parser(doc: str | None, *, runs_per_client: int) -> argparse.ArgumentParser:
+    """The bounds every load script takes (clients, runs, deadline); the script adds its own."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--runs-per-client", type=int, default=3)
+    parser.add_argument("--runs-per-client", type=int, default=runs_per_client)
     parser.add_argument("--deadline", type=float, default=900.0, help="bound on the whole run, seconds")
     parser.add_argument("--calls-per-run", type=int, default=10, help="estimate, to place the faults")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    return parser
+
+
+def parse_load_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.expected_calls = args.clients * args.runs_per_client * args.calls_per_run
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_load_args(load_parser(__doc__, runs_per_client=3), argv)
     work = Path(tempfile.mkdtemp(prefix="rimthan-load-"))
     replicas: list[Replica] = []
     started = time.monotonic()
     try:
         releases = prepare_releases(work)
         (work / "releases").mkdir()
-        shared = [
-            "--releases-dir",
-            str(work / "releases"),
-            "--trust",
-            str(releases.trust),
-            "--checkpoint-keys",
-            str(releases.keys_file),
-            "--log-level",
-            "info",
-        ]
+        shared = replica_args(work / "releases", releases)
         replicas = [Replica(name, shared, work / f"state-{name}") for name in ("replica-a", "replica-b")]
         load = Load(args, work, releases, replicas)
         first = load.publish(releases.built["1.2.0"])
@@ -435,27 +469,59 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report(load: Load, seconds: float) -> int:
+    finals = {r.name: r.refresh() for r in load.replicas if r.up}
+    ok = report_runs(
+        load,
+        seconds,
+        finals,
+        rerouted=f"{load.stats.rerouted_unreachable} (process down), {load.stats.rerouted_pinned} "
+        "(pinned release not held by the restarted process)",
+    )
+    print("RESULT", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def crossed_runs(load: Load) -> list[RunOutcome]:
+    """Completed runs started on 1.2.0 that finished after a replica activated 1.3.0."""
+    return [
+        o
+        for o in load.outcomes
+        if o.completed and o.started_on == f"{CATALOGUE}@1.2.0" and o.finished_at_call > load.refreshed_at_call
+    ]
+
+
+def report_runs(
+    load: Load,
+    seconds: float,
+    finals: dict[str, dict[str, Any]],
+    *,
+    rerouted: str,
+    head: Sequence[str] = (),
+    extra: Sequence[str] = (),
+) -> bool:
+    """Print what every load script reports; True when its common conditions hold.
+
+    0 failed calls, 0 runs lost, every run finished on the release it started
+    on, runs on both releases, every fault step happened, every replica ends
+    on 1.3.0. ``head`` and ``extra`` are the script's own lines.
+    """
     stats, outcomes = load.stats, load.outcomes
     lost = [o for o in outcomes if not o.completed]
     switched = [o for o in outcomes if o.completed and o.started_on != o.finished_on]
     by_release = Counter(o.started_on for o in outcomes if o.completed)
-    crossed = [
-        o
-        for o in outcomes
-        if o.completed and o.started_on == f"{CATALOGUE}@1.2.0" and o.finished_at_call > load.refreshed_at_call
-    ]
-    finals = {r.name: r.refresh() for r in load.replicas if r.up}
+    crossed = crossed_runs(load)
     print()
+    for line in head:
+        print(line)
     print(f"calls served          {stats.calls}  ({dict(stats.by_replica)})")
     print(f"failed calls          {stats.failed_calls}")
-    print(
-        f"rerouted calls        {stats.rerouted_unreachable} (process down), {stats.rerouted_pinned} "
-        "(pinned release not held by the restarted process)"
-    )
+    print(f"rerouted calls        {rerouted}")
     print(f"runs                  {len(outcomes)} started, {len(outcomes) - len(lost)} completed, {len(lost)} lost")
     print(f"runs by release       {dict(by_release)}")
     print(f"finished elsewhere    {len(switched)} (every run must finish on the release it started on)")
     print(f"crossed the refresh   {len(crossed)} runs started on 1.2.0 finished after a replica activated 1.3.0")
+    for line in extra:
+        print(line)
     actives = ", ".join(f"{name}: {record['active']}" for name, record in finals.items())
     print(f"final active          {actives}")
     print(f"wall time             {seconds:.1f} s (informative only)")
@@ -463,17 +529,15 @@ def report(load: Load, seconds: float) -> int:
         print(f"  failure: {failure}")
     for outcome in lost[:10]:
         print(f"  lost: client {outcome.client} run {outcome.index}: {outcome.error}")
-    ok = (
+    return (
         stats.failed_calls == 0
         and not lost
         and not switched
         and "all faults done" in load.events
         and set(by_release) == {f"{CATALOGUE}@1.2.0", f"{CATALOGUE}@1.3.0"}
+        and len(finals) == len(load.replicas)
         and all(r["active"] == f"{CATALOGUE}@1.3.0" for r in finals.values())
-        and len(finals) == 2
     )
-    print("RESULT", "PASS" if ok else "FAIL")
-    return 0 if ok else 1
 
 
 if __name__ == "__main__":

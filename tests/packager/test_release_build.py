@@ -24,6 +24,7 @@ from support.releases import (
     packaged_source,
     trust_dir,
     trust_file,
+    write_non_utf8_name,
 )
 
 F = FailureCode
@@ -44,6 +45,24 @@ def test_two_builds_are_byte_identical(tmp_path: Path, scaffold: Path, keypair: 
     sig = f"signatures/{signature_name(keypair.key_id)}"
     assert (first / sig).read_bytes() == (second / sig).read_bytes()
     assert tree_bytes(first) == tree_bytes(second)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+@pytest.mark.parametrize("has_syncfs", [True, False])
+def test_every_durability_and_copy_path_builds_the_same_release(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair, monkeypatch: pytest.MonkeyPatch, threaded: bool, has_syncfs: bool
+) -> None:
+    """One syncfs or an fsync per file (no syncfs), one thread or a pool: the same bytes, and they verify."""
+    from rimthan_packager import build
+
+    reference = build_release(scaffold, tmp_path / "reference", [keypair])
+    monkeypatch.setattr(build, "THREADED_MIN_BYTES", 0 if threaded else 1 << 62)
+    monkeypatch.setattr(build, "_COPY_BATCH", 1)
+    if not has_syncfs:
+        monkeypatch.setattr(build, "sync_filesystem", lambda path: False)
+    built = build_release(scaffold, tmp_path / "built", [keypair])
+    assert tree_bytes(built) == tree_bytes(reference)
+    assert verify_release(built, load_trust(trust_dir(tmp_path / "trust", keypair))).signer_key_ids == (keypair.key_id,)
 
 
 def test_copied_source_builds_identically(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
@@ -151,6 +170,14 @@ def test_source_fifo_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -
         build_release(scaffold, tmp_path / "rel", [keypair])
     assert info.value.code is F.FILE_TYPE_FORBIDDEN
     assert info.value.path == str(fifo)
+
+
+def test_source_non_utf8_name_refused(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    write_non_utf8_name(scaffold / "assets")
+    with pytest.raises(CatalogueError) as info:
+        build_release(scaffold, tmp_path / "rel", [keypair])
+    assert info.value.code is F.PATH_UNSAFE
+    assert info.value.path is not None and "bad-" in info.value.path
 
 
 def test_source_without_catalogue_toml(tmp_path: Path, keypair: KeyPair) -> None:

@@ -230,18 +230,7 @@ def _at_route_step(
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     state = harness.confirm({**example_state("1.2.0"), "research_route": route})
     started = start(engine, harness, state)
-    cp = started["checkpoint"]
-    ready = engine.prepare_step_validation(
-        {
-            "checkpoint": cp,
-            "confirmed_state": state,
-            "host": harness.host(),
-            "artifacts": harness.deliver_workspace(started["step"]),
-        }
-    )
-    result = engine.submit_step_validation(
-        {"checkpoint": cp, "confirmed_state": state, "validation_bundle": ready["validation_bundle"], "reports": []}
-    )
+    result = harness.pass_setup(engine, started, state)
     while result["step"]["id"] != route:
         result = engine.continue_workflow({"checkpoint": result["checkpoint"], "confirmed_state": state})
     return result["checkpoint"], state, result["step"]
@@ -249,22 +238,7 @@ def _at_route_step(
 
 def test_prepare_refuses_ungated_step(engines: Engines) -> None:
     engine, harness, state, started = _started(engines, "ungated")
-    ready = engine.prepare_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "host": harness.host(),
-            "artifacts": harness.deliver_workspace(started["step"]),
-        }
-    )
-    moved = engine.submit_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "validation_bundle": ready["validation_bundle"],
-            "reports": [],
-        }
-    )
+    moved = harness.pass_setup(engine, started, state)
     with pytest.raises(WorkflowProtocolError) as err:
         engine.prepare_step_validation(
             {"checkpoint": moved["checkpoint"], "confirmed_state": state, "host": harness.host(), "artifacts": []}
@@ -472,18 +446,7 @@ def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: 
     harness = engines.harness("branching-setup")
     state = harness.confirm(example_state("1.2.0"))
     started = start(engine, harness, state)
-    cp = started["checkpoint"]
-    ready = engine.prepare_step_validation(
-        {
-            "checkpoint": cp,
-            "confirmed_state": state,
-            "host": harness.host(),
-            "artifacts": harness.deliver_workspace(started["step"]),
-        }
-    )
-    asked = engine.submit_step_validation(
-        {"checkpoint": cp, "confirmed_state": state, "validation_bundle": ready["validation_bundle"], "reports": []}
-    )
+    asked = harness.pass_setup(engine, started, state)
     assert asked["status"] == "input_required" and asked["question"]["field"] == "research_route"
     assert peek_claims(asked["checkpoint"])["step"] == "setup-workspace"
     # the step is validated now: continue with the answer advances instead of returning the gated step

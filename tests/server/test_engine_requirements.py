@@ -89,22 +89,7 @@ def _at_interview(engines: Engines) -> tuple[WorkflowEngineQueryModule, dict[str
     source, harness = engines.module("1.2.0"), engines.harness("preview")
     state = harness.confirm(example_state("1.2.0"))
     started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
-    ready = source.prepare_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "host": harness.host(),
-            "artifacts": harness.deliver_workspace(started["step"]),
-        }
-    )
-    advanced = source.submit_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "validation_bundle": ready["validation_bundle"],
-            "reports": [],
-        }
-    )
+    advanced = harness.pass_setup(source, started, state)
     engines.clock.tick()
     return source, state, advanced, harness
 

@@ -1,11 +1,14 @@
 """``rimthan-mcp serve --releases-from oci://...``: the follower against a real registry.
 
 The small fleet run is ``tests/load/run_fleet.py`` (``make fleet``) with 3
-replicas and 4 clients; it asserts its own figures and prints ``RESULT PASS``.
+replicas and 4 clients; it asserts its own figures and prints ``RESULT PASS``,
+including runs held on 1.2.0 until every replica activated 1.3.0 and then
+finished on their pinned release (crossed the refresh).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +47,9 @@ def test_small_fleet_follows_the_registry_under_load() -> None:
     assert "RESULT PASS" in proc.stdout
     assert "failed calls          0" in proc.stdout
     assert "0 lost" in proc.stdout
+    assert "finished elsewhere    0 " in proc.stdout
+    crossed = re.search(r"^crossed the refresh +(\d+) ", proc.stdout, re.MULTILINE)
+    assert crossed is not None and int(crossed.group(1)) >= 1, proc.stdout[-4000:]
     assert "1.4.0 left on disk    0 directories, 0 staging directories" in proc.stdout
 
 

@@ -49,15 +49,26 @@ def test_serve_over_http_prints_releases_digests_trust_ids_target_and_address(
     assert f"checkpoint keys {tmp_path / 'state' / 'checkpoint-keys.json'} (created): signing ck-" in said
 
 
-def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -> None:
-    release = world.built["1.3.0"]
-    ok = subprocess.run(
-        [*RIMTHAN_MCP, "check", "--release", str(release), "--trust", str(world.trust)],
+def _mcp(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``rimthan-mcp ARGS`` run to its end, with no stdin."""
+    return subprocess.run(
+        [*RIMTHAN_MCP, *args],
         capture_output=True,
         text=True,
         timeout=60,
-        env=server_env(),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        env=env or server_env(),
     )
+
+
+def _check(release: Path, trust: Path) -> subprocess.CompletedProcess[str]:
+    return _mcp("check", "--release", str(release), "--trust", str(trust))
+
+
+def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -> None:
+    release = world.built["1.3.0"]
+    ok = _check(release, world.trust)
     assert ok.returncode == 0 and ok.stderr == ""
     first, *older = ok.stdout.splitlines()
     assert (
@@ -70,13 +81,7 @@ def test_check_verifies_as_serve_and_exits(world: ServerWorld, tmp_path: Path) -
     ]
     bad = world.publish("1.3.0", tmp_path / "releases")
     flip_byte(bad)
-    refused = subprocess.run(
-        [*RIMTHAN_MCP, "check", "--release", str(bad), "--trust", str(world.trust)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=server_env(),
-    )
+    refused = _check(bad, world.trust)
     assert refused.returncode == 1 and refused.stdout == ""
     said = refusal(refused.stderr)
     assert said.code == "file_digest_mismatch" and "restore the release from a good copy" in said.next
@@ -135,15 +140,7 @@ def test_every_rimthan_pack_command_has_examples_and_exit_statuses(command: list
     ],
 )
 def test_usage_mistakes_are_one_line_with_the_help_to_read(args: list[str], expect: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*RIMTHAN_MCP, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        env=server_env(),
-    )
+    done = _mcp(*args, cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     said = refusal(done.stderr)
     assert said.error.startswith("error: usage: ") and expect in said.error and said.next.endswith("--help'")
@@ -173,36 +170,15 @@ def test_refusals_are_one_line_saying_what_to_do_next(world: ServerWorld, tmp_pa
         ),
     }
     for name, (args, code, fragments) in cases.items():
-        done = subprocess.run(
-            [*RIMTHAN_MCP, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            env={**server_env(), "RIMTHAN_STATE_DIR": str(tmp_path / "s")},
-        )
+        done = _mcp(*args, cwd=tmp_path, env={**server_env(), "RIMTHAN_STATE_DIR": str(tmp_path / "s")})
         assert done.returncode == 1, (name, done.stderr)
         said = refusal(done.stderr)
         assert said.code == code, (name, said)
         assert all(fragment in f"{said.error}\nnext: {said.next}" for fragment in fragments), (name, said)
     with http_server(serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "a")) as server:
         port = server.url.split(":")[2].split("/")[0]
-        taken = subprocess.run(
-            [
-                *RIMTHAN_MCP,
-                *serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "b")[2:],
-                "--transport",
-                "http",
-                "--port",
-                port,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            env=server_env(),
-        )
+        again = serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "b")[2:]  # after -m rimthan_workflow_mcp
+        taken = _mcp(*again, "--transport", "http", "--port", port)
     assert taken.returncode == 1
     said = refusal(taken.stderr, allow_before=True)
     assert said.code == "io_error" and said.next.startswith("choose a free --port")

@@ -93,19 +93,7 @@ def _summary(output_id: str, media_type: str) -> str:
 
 def _setup(engine: WorkflowEngineQueryModule, kit: StepKit, state: dict[str, Any]) -> dict[str, Any]:
     started = engine.start_workflow({"workflow": "demo", "confirmed_state": state, "host": kit.host()})
-    artifacts = kit.deliver_workspace(started["step"])
-    ready = engine.prepare_step_validation(
-        {"checkpoint": started["checkpoint"], "confirmed_state": state, "host": kit.host(), "artifacts": artifacts}
-    )
-    assert ready["status"] == "ready_for_semantic_validation", ready["failures"]
-    return engine.submit_step_validation(
-        {
-            "checkpoint": started["checkpoint"],
-            "confirmed_state": state,
-            "validation_bundle": ready["validation_bundle"],
-            "reports": [],
-        }
-    )
+    return kit.pass_setup(engine, started, state)
 
 
 def _validate(engine: WorkflowEngineQueryModule, kit: StepKit, state: dict[str, Any], at: dict[str, Any]) -> dict:

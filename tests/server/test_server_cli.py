@@ -45,6 +45,12 @@ def _serve(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> 
     )
 
 
+def _serve_release(world: ServerWorld, release: Path, state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """``serve --release RELEASE`` with the world's trust and ``state`` as state directory, from ``state``'s parent."""
+    args = ["--release", str(release), "--trust", str(world.trust), "--state-dir", str(state), *extra]
+    return _serve(args, cwd=state.parent)
+
+
 def _one_line_error(stderr: str) -> str:
     """The refusal's error line (the ``next:`` line is checked by ``refusal``)."""
     return refusal(stderr).error
@@ -71,9 +77,7 @@ def test_serve_with_no_flags_serves_the_newest_packaged_release(world: ServerWor
 def test_serve_refuses_an_unverifiable_release_in_one_line(world: ServerWorld, tmp_path: Path) -> None:
     release = world.publish("1.2.0", tmp_path / "releases")
     flip_byte(release)
-    served = _serve(
-        ["--release", str(release), "--trust", str(world.trust), "--state-dir", str(tmp_path / "s")], cwd=tmp_path
-    )
+    served = _serve_release(world, release, tmp_path / "s")
     assert served.returncode == 1
     refused = refusal(served.stderr)
     assert refused.code == "file_digest_mismatch" and "interview.md" in refused.error
@@ -83,23 +87,10 @@ def test_serve_refuses_an_unverifiable_release_in_one_line(world: ServerWorld, t
 def test_serve_refuses_a_rollback_below_the_floor_in_one_line(world: ServerWorld, tmp_path: Path) -> None:
     state = tmp_path / "state"
     world.provider("1.3.0", state_dir=state)
-    served = _serve(
-        ["--release", str(world.built["1.2.0"]), "--trust", str(world.trust), "--state-dir", str(state)], cwd=tmp_path
-    )
+    served = _serve_release(world, world.built["1.2.0"], state)
     assert served.returncode == 1
     assert "rollback_refused" in _one_line_error(served.stderr)
-    lowered = _serve(
-        [
-            "--release",
-            str(world.built["1.2.0"]),
-            "--trust",
-            str(world.trust),
-            "--state-dir",
-            str(state),
-            "--lower-floor",
-        ],
-        cwd=tmp_path,
-    )
+    lowered = _serve_release(world, world.built["1.2.0"], state, "--lower-floor")
     assert lowered.returncode == 0 and "research-decision >= 1.2.0" in lowered.stderr
 
 
@@ -107,19 +98,7 @@ def test_serve_refuses_checkpoint_keys_git_would_track(world: ServerWorld, tmp_p
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    served = _serve(
-        [
-            "--release",
-            str(world.built["1.2.0"]),
-            "--trust",
-            str(world.trust),
-            "--checkpoint-keys",
-            str(repo / "keys.json"),
-            "--state-dir",
-            str(tmp_path / "s"),
-        ],
-        cwd=tmp_path,
-    )
+    served = _serve_release(world, world.built["1.2.0"], tmp_path / "s", "--checkpoint-keys", str(repo / "keys.json"))
     assert served.returncode == 1
     assert "key_path_tracked" in _one_line_error(served.stderr)
     assert not (repo / "keys.json").exists()

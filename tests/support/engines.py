@@ -296,45 +296,39 @@ class StepKit:
         }
         (output,) = step["outputs"]
         content = json.dumps(manifest, indent=2) + "\n"
-        write = self._write(output["path"], content)
-        data, symlink_free = read_back(self.project, output["path"])
-        return [
-            {
-                "artifact_id": output["id"],
-                "path": output["path"],
-                "media_type": output["media_type"],
-                "content": content,
-                "attestation": {
-                    "path": output["path"],
-                    "sha256": hashlib.sha256(data).hexdigest(),
-                    "size": len(data),
-                    "symlink_free": symlink_free,
-                    "write": write,
-                },
-            }
-        ]
+        return [self._attested(output, content)]
+
+    def pass_setup(
+        self, engine: WorkflowEngineQueryModule, started: Mapping[str, Any], state: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Deliver the workspace the setup step asks for, prepare and submit it (no validators): the submit result."""
+        base = {"checkpoint": started["checkpoint"], "confirmed_state": state}
+        ready = engine.prepare_step_validation(
+            {**base, "host": self.host(), "artifacts": self.deliver_workspace(started["step"])}
+        )
+        assert ready["status"] == "ready_for_semantic_validation", ready
+        return engine.submit_step_validation({**base, "validation_bundle": ready["validation_bundle"], "reports": []})
 
     def write_outputs(self, step: Mapping[str, Any], content: Callable[[str, str], str]) -> list[dict[str, Any]]:
-        artifacts = []
-        for output in step["outputs"]:
-            write = self._write(output["path"], content(output["id"], output["media_type"]))
-            data, symlink_free = read_back(self.project, output["path"])
-            artifacts.append(
-                {
-                    "artifact_id": output["id"],
-                    "path": output["path"],
-                    "media_type": output["media_type"],
-                    "content": data.decode("utf-8"),
-                    "attestation": {
-                        "path": output["path"],
-                        "sha256": hashlib.sha256(data).hexdigest(),
-                        "size": len(data),
-                        "symlink_free": symlink_free,
-                        "write": write,
-                    },
-                }
-            )
-        return artifacts
+        return [self._attested(o, content(o["id"], o["media_type"])) for o in step["outputs"]]
+
+    def _attested(self, output: Mapping[str, Any], content: str) -> dict[str, Any]:
+        """Write ``content`` at the output's path, then the artifact with the attestation of its readback."""
+        write = self._write(output["path"], content)
+        data, symlink_free = read_back(self.project, output["path"])
+        return {
+            "artifact_id": output["id"],
+            "path": output["path"],
+            "media_type": output["media_type"],
+            "content": data.decode("utf-8"),
+            "attestation": {
+                "path": output["path"],
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+                "symlink_free": symlink_free,
+                "write": write,
+            },
+        }
 
     def reports(self, prepared: Mapping[str, Any], verdicts: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         bundle = prepared["validation_bundle"]

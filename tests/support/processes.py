@@ -16,12 +16,37 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 WAIT_SECONDS = 30.0
 LISTENING = r"listening on (http://\S+)"
+
+
+def serve_options(
+    release: Path,
+    trust: Path,
+    state_dir: Path,
+    *,
+    log_level: str = "info",
+    releases_dir: Path | None = None,
+    migration_target: Path | None = None,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """``rimthan-mcp serve``'s options for ``release``, as an operator starts it."""
+    args = ["--release", str(release), "--trust", str(trust), "--state-dir", str(state_dir), "--log-level", log_level]
+    if releases_dir is not None:
+        args += ["--releases-dir", str(releases_dir)]
+    if migration_target is not None:
+        args += ["--migration-target", str(migration_target)]
+    return args + list(extra)
+
+
+def serve_module_args(release: Path, trust: Path, state_dir: Path, **options: Any) -> list[str]:
+    """Interpreter arguments for ``python -m rimthan_workflow_mcp serve`` (options as :func:`serve_options`)."""
+    return ["-m", "rimthan_workflow_mcp", "serve", *serve_options(release, trust, state_dir, **options)]
 
 
 def wait_for_line(

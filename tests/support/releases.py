@@ -29,11 +29,13 @@ Functions
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import tomli_w
 from rimthan_packager.build import build_release as _build_release
 from rimthan_packager.scaffold import init_catalogue
@@ -96,6 +98,16 @@ def trust_file(directory: Path, keypairs: Sequence[KeyPair], threshold: int) -> 
 def scaffold_source(directory: Path, name: str = "demo") -> Path:
     init_catalogue(directory, name)
     return directory
+
+
+def write_non_utf8_name(directory: Path) -> None:
+    """Write a file named ``bad-\\xff.md`` (not valid UTF-8) into ``directory``; skip where the filesystem refuses."""
+    raw = os.fsencode(directory) + b"/bad-\xff.md"
+    try:
+        with open(raw, "wb") as handle:
+            handle.write(b"x")
+    except OSError as exc:  # pragma: no cover - filesystems that enforce UTF-8 names
+        pytest.skip(f"filesystem refuses non-UTF-8 names: {exc}")
 
 
 def build_release(source_dir: Path, out_dir: Path, keys: Sequence[KeyPair], *, created: int | None = None) -> Path:

@@ -22,7 +22,7 @@ from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
-from support.processes import HttpServer, http_server_process, stdio_client_process
+from support.processes import HttpServer, http_server_process, serve_module_args, stdio_client_process
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 
 VERSIONS = ("1.2.0", "1.3.0")
@@ -128,24 +128,9 @@ def serve_args(
     migration_target: Path | None = None,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    args = [
-        "-m",
-        "rimthan_workflow_mcp",
-        "serve",
-        "--release",
-        str(release),
-        "--trust",
-        str(world.trust),
-        "--state-dir",
-        str(state_dir),
-        "--log-level",
-        "info",
-    ]
-    if releases_dir is not None:
-        args += ["--releases-dir", str(releases_dir)]
-    if migration_target is not None:
-        args += ["--migration-target", str(migration_target)]
-    return args + list(extra)
+    return serve_module_args(
+        release, world.trust, state_dir, releases_dir=releases_dir, migration_target=migration_target, extra=extra
+    )
 
 
 RIMTHAN_MCP = str(Path(sys.executable).with_name("rimthan-mcp"))

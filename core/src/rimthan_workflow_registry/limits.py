@@ -12,6 +12,8 @@ listed, with their figures, in docs/security.md.
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Callable
 from typing import Any
 
 MAX_JSON_DEPTH = 64
@@ -53,3 +55,19 @@ def depth_exceeds(value: Any, limit: int) -> bool:
 
 def too_deep_message(what: str, limit: int) -> str:
     return f"{what} nests objects/arrays deeper than {limit} levels"
+
+
+def parse_bounded_toml(data: bytes, refuse: Callable[[str], Exception], *, unreadable: str) -> dict[str, Any]:
+    """UTF-8 TOML nested at most ``MAX_TOML_DEPTH``, else ``refuse(message)`` is raised (never ``RecursionError``).
+
+    ``unreadable`` starts the message for bytes that are not UTF-8 TOML; the size bound is the caller's.
+    """
+    try:
+        value = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise refuse(f"{unreadable}: {exc}") from None
+    if depth_exceeds(value, MAX_TOML_DEPTH):
+        raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH))
+    return value

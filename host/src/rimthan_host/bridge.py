@@ -20,25 +20,32 @@ from typing import Any
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
+from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     SETUP_STEP,
-    HarnessError,
     HostProfile,
     ResourceReader,
     ToolCaller,
     ToolRefused,
     workflow_version,
 )
-from .runlog import RunLog, list_runs, new_run_id
+from .reports import refused_report
+from .runlog import RunLog, RunSummary, new_run_id, run_summaries
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
 from .words import (
+    busy_words,
+    fact_message,
+    failed_words,
     failure_words,
     findings_words,
+    known_runs,
+    next_call,
     offer_summary,
     offer_words,
     preview_words,
     question_words,
+    refusal_reason,
     scrub,
     step_words,
     validator_words,
@@ -86,7 +93,10 @@ class Bridge:
 
     # -- start and resume ------------------------------------------------------------------
 
-    async def start_run(self, asker: Asker, workflow: str, facts: Mapping[str, Any]) -> Reply:
+    async def start_run(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool = False) -> Reply:
+        unfinished = self._unfinished()
+        if unfinished and not new_run:
+            return self._busy(unfinished)
         by = await self._confirm_facts(asker, facts)
         if isinstance(by, Reply):
             return by
@@ -97,76 +107,160 @@ class Bridge:
             lines.append("Ask the user for what is missing and call start_run again with every fact.")
             return Reply("\n".join(lines), {"status": "blocked", "failures": _codes(result)}, is_error=True)
         self.session = session
-        return await self._go_on(result, [f"Started run {self.run_id} ({by})."])
+        lines = [f"Started run {self.run_id} ({by})."]
+        lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it." for r in unfinished]
+        return await self._go_on(result, lines)
 
     async def resume_run(self, run: str | None) -> Reply:
-        runs = list_runs(self.project_dir)
-        unfinished = [r for r in runs if not RunLog(self.project_dir, r).load_state().get("completed")]
+        runs = {r.run_id: r for r in run_summaries(self.project_dir)}
+        unfinished = [r.run_id for r in runs.values() if not r.completed]
         run_id = run or (unfinished[-1] if unfinished else None)
+        known = known_runs(runs.values())
         if run_id is None or run_id not in runs:
-            return Reply(f"No run to resume here. Runs in this project: {', '.join(runs) or 'none'}.", is_error=True)
+            head = f"There is no run {run} in this project." if run else "No unfinished run in this project."
+            return Reply(f"{head} {known} Call start_run for a new run.", {"status": "refused"}, is_error=True)
+        if runs[run_id].completed:
+            return Reply(
+                f"Run {run_id} is already complete; there is nothing to resume (its log: "
+                f".rimthan/runs/{run_id}.log). {known} Call start_run for a new run.",
+                {"run": run_id, "status": "completed"},
+                is_error=True,
+            )
+        if self.session is not None and self.session.run_log is not None and self.run_id == run_id:
+            return await self._show([f"Run {run_id} is already the active run."])
+        lines = [f"Resumed run {run_id} from its log."]
+        lines += [
+            f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."
+            for r in self._unfinished()
+            if self.session is not None and r.run_id == self.run_id
+        ]
         session = self._new_session(run_id)
         result = await session.resume()
         self.session = session
-        return await self._go_on(result, [f"Resumed run {run_id} from its log."])
+        return await self._go_on(result, lines)
 
     # -- steps -----------------------------------------------------------------------------
 
     async def show_step(self) -> Reply:
-        session = self._active()
-        if isinstance(session, Reply):
-            return session
-        return await self._describe(session.result, [])
+        return await self._show([])
+
+    async def _show(self, lines: list[str]) -> Reply:
+        if self.session is None:
+            return self._no_run()
+        session = self.session
+        if session.prepared is not None and session.prepared.pending:
+            return self._validators(session, [*lines, self._where(session)])
+        return await self._describe(session.result, lines)
 
     async def step_done(self) -> Reply:
-        session = self._active()
+        session = self._running()
         if isinstance(session, Reply):
             return session
         step = session.step
         if session.result.get("status") == "input_required":
-            return await self._describe(session.result, ["The step is waiting for an answer first."], error=True)
+            return self._misplaced(session, "Nothing was done: the step is waiting for an answer first.")
         if not step.get("gated"):
             return await self._go_on(await session.advance(), [f"Step {step['id']} done."])
-        if session.prepared is not None and session.prepared.pending:
-            return self._validators(session, ["Validators are still waiting for a verdict."])
-        try:
-            artifacts = session.read_outputs()
-        except HarnessError as exc:
-            return Reply(f"{exc}. Write the files first, then call step_done again.", {"step": step["id"]}, True)
-        prepared = await session.prepare(artifacts)
-        if prepared["status"] == "deterministic_validation_failed":
-            lines = ["The verifier refused the files:", *failure_words(prepared["failures"])]
-            lines.append("Fix the files, then call step_done again.")
-            return Reply("\n".join(lines), {"status": prepared["status"], "failures": _codes(prepared)}, True)
-        if not prepared["validators"]:
-            return await self._go_on(await session.submit(), [f"Step {step['id']} checked."])
-        return self._validators(session, [])
+        prepared = session.prepared
+        if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
+            lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
+            return self._validators(session, lines, error=True)
+        lines = ["The files changed since they were checked: checking them again."] if prepared else []
+        return await self._check(session, lines)
+
+    async def _check(self, session: HostSession, lines: list[str]) -> Reply:
+        """Read the step's files from disk and have the verifier check them; then its validators, if any."""
+        step = session.step
+        problems = file_problems(session.files, step.get("outputs") or [])
+        if problems:
+            lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
+            return self._reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
+        prepared_result = await session.prepare(session.read_outputs())
+        if prepared_result["status"] == "deterministic_validation_failed":
+            schemas = {p: s.path for p, s in (await self._output_schemas(step, self._release_id())).items() if s.path}
+            lines += ["The verifier refused the files:"]
+            lines += refusal_words(prepared_result["failures"], step.get("outputs") or [], schemas)
+            lines.append("Fix the files, then call step_done again; the run waits at this step.")
+            data = {"run": self.run_id, "status": prepared_result["status"], "failures": _codes(prepared_result)}
+            return self._reply(lines, data, True)
+        if not prepared_result["validators"]:
+            return await self._submit(session, [*lines, f"Step {step['id']} checked."])
+        return self._validators(session, lines)
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
-        session = self._active()
+        session = self._running()
         if isinstance(session, Reply):
             return session
         prepared = session.prepared
         if prepared is None:
-            return Reply("No validator is waiting for a verdict. Call show_step to see what to do.", is_error=True)
+            return self._misplaced(session, "No validator is waiting for a verdict; nothing was recorded.")
         names = {s["validator_id"]: f"{s['validator_id']}@{s['version']}" for s in prepared.validators}
-        key = names.get(validator.split("@")[0])
+        name = validator.split("@")[0]
+        key = names.get(name)
         if key is None:
-            return Reply(f"{validator} is not waiting; waiting: {', '.join(names)}.", is_error=True)
+            lines = [f"Nothing was recorded: {validator} is not a validator of this step."]
+            return self._validators(session, lines, error=True)
+        if key in prepared.verdicts:
+            lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
+            return self._validators(session, lines, error=True)
+        findings = [f.strip() for f in findings if f.strip()]
         if verdict == "fail" and not findings:
-            return Reply("A fail verdict needs at least one finding saying what is wrong.", is_error=True)
-        session.verdict(key, verdict, [{"severity": "error", "message": f} for f in findings])
+            lines = [
+                f"Nothing was recorded: a fail verdict needs findings. Call record_verdict again for {name} with "
+                'verdict "fail" and findings: what is wrong, one sentence each, as the subagent reported it.'
+            ]
+            return self._validators(session, lines, error=True)
+        severity = "error" if verdict == "fail" else "warning"
+        session.verdict(key, verdict, [{"severity": severity, "message": f} for f in findings])
         if prepared.pending:
-            return self._validators(session, [f"Recorded {verdict} for {validator}."])
-        return await self._go_on(await session.submit(), [f"Recorded {verdict} for {validator}; step submitted."])
+            return self._validators(session, [f"Recorded {verdict} for {name}."])
+        changed = changed_files(session.files, prepared.artifacts)
+        if changed:
+            session.prepared = None
+            lines = [
+                f"{', '.join(changed)} changed after step_done: the verdicts were about the old content and are "
+                "discarded. Call step_done to check the files as they are now; then run the validators again."
+            ]
+            return self._reply(lines, {"run": self.run_id, "status": "files_changed", "files": changed}, True)
+        return await self._submit(session, [f"Recorded {verdict} for {name}; step submitted."])
+
+    async def _submit(self, session: HostSession, lines: list[str]) -> Reply:
+        """Submit the round; if the verifier refuses, discard what it refused so the model can redo it."""
+        try:
+            result = await session.submit()
+        except ToolRefused as exc:
+            return await self._submit_refused(session, exc)
+        return await self._go_on(result, lines)
+
+    async def _submit_refused(self, session: HostSession, exc: ToolRefused) -> Reply:
+        prepared = session.prepared
+        assert prepared is not None
+        said = refusal_reason(exc.error)
+        key = refused_report(exc.error, prepared.validators)
+        if key is not None and key in prepared.verdicts:  # one report: only that verdict goes
+            del prepared.verdicts[key]
+            name = key.split("@")[0]
+            lines = [f"The verifier refused the verdict of {name} ({said}). That verdict is discarded, the others "
+                     f"stand: call record_verdict for {name} again, with findings the verifier accepts."]  # fmt: skip
+            return self._validators(session, lines, error=True)
+        session.prepared = None  # the round as a whole: check the files again, every validator runs again
+        head = f"The verifier refused the step's verdicts ({said}); they are discarded."
+        if prepared.validators:  # (a step without validators would only be refused again)
+            try:
+                reply = await self._check(session, [head, "The files are checked again."])
+                return Reply(reply.text, reply.data, is_error=True)
+            except ToolRefused as again:
+                head += f" Checking the files again was refused too ({refusal_reason(again.error)})."
+        lines = [head, "Call step_done to try again; show_step says where the run is."]
+        return self._reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
 
     async def answer_question(self, asker: Asker, answer: str | None) -> Reply:
-        session = self._active()
+        session = self._running()
         if isinstance(session, Reply):
             return session
         question = session.result.get("question")
         if session.result.get("status") != "input_required" or not question:
-            return Reply("No question is waiting. Call show_step to see what to do.", is_error=True)
+            return self._misplaced(session, "No question is waiting; nothing was recorded.")
         choices = tuple(str(c) for c in question.get("choices") or ())
         if asker.available:
             ask = Ask(question["field"], question["prompt"], choices, answer)
@@ -183,28 +277,39 @@ class Bridge:
         else:
             value, by = answer, BY_MODEL
         if choices and value not in choices:
-            return Reply(f"{value!r} is not one of: {', '.join(choices)}.", is_error=True)
+            lines = [
+                f"Nothing was recorded: {value!r} is not one of the choices: {', '.join(choices)}.",
+                "Ask the user to choose one of them, then call answer_question with it exactly as written.",
+            ]
+            return self._reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
         result = await session.advance({question["field"]: value}, by=by)
         return await self._go_on(result, [f"Recorded {question['field']} = {value} ({by})."])
 
     # -- migration -------------------------------------------------------------------------
 
     async def migrate_run(self, asker: Asker, to_release: str | None, confirm: bool, facts: Mapping[str, Any]) -> Reply:
-        session = self._active()
+        session = self._running()
         if isinstance(session, Reply):
             return session
-        if not to_release:
-            offer = session.migration_offer
-            if offer is None:
-                return Reply("The verifier offers no newer release for this run; nothing to migrate to.", {}, True)
-            to_release = str(offer_summary(offer)["to_release"])
+        offer = session.migration_offer
+        if offer is None:
+            lines = [f"Nothing was done: no newer release is offered for run {self.run_id}, so there is nothing to "
+                     "migrate to. Carry on with the current step (show_step says what it needs)."]  # fmt: skip
+            return self._reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
+        offered = str(offer_summary(offer)["to_release"])
+        if to_release and to_release != offered:
+            lines = [f"Nothing was done: {to_release} is not offered for this run; the release offered is {offered}. "
+                     "Call migrate_run without to_release to take it."]  # fmt: skip
+            return self._reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
+        to_release = offered
         values = {**session.state.values, **facts}
         try:
             preview = await session.migrate(to_release, values, confirm=False)
         except ToolRefused as exc:
             return Reply(
                 f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\n"
-                "Ask the user for what the newer release needs and pass it as facts.",
+                "The run stays where it is. Fix what the refusal names (ask the user for facts) and call migrate_run "
+                "again, or carry on with the current step.",
                 {"status": "refused", "refused": exc.code},
                 is_error=True,
             )
@@ -214,11 +319,11 @@ class Bridge:
         if blocking or not confirm:
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
-                tail = "Ask the user for what the newer release needs and pass it as facts."
+                tail = "Ask the user for what the newer release needs and pass it as facts to migrate_run."
             return Reply("\n".join([*words, tail]).strip(), data, is_error=bool(blocking))
         by = BY_MODEL
         if asker.available:
-            asks = [Ask(f"fact:{k}", _fact_message(k, v)) for k, v in facts.items()]
+            asks = [Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()]
             asks.append(Ask("migrate", "\n".join([*words, "Migrate this run now?"])))
             got = await asker.ask(asks)
             refused = [k for k, a in got.items() if not a.confirmed]
@@ -237,17 +342,61 @@ class Bridge:
 
     # -- shared ----------------------------------------------------------------------------
 
-    def _active(self) -> HostSession | Reply:
-        if self.session is not None:
-            return self.session
-        runs = list_runs(self.project_dir)
-        hint = f" or resume_run (runs here: {', '.join(runs)})" if runs else ""
-        return Reply(f"No run is active. Call start_run{hint}.", is_error=True)
+    def failed(self, tool: str, exc: Exception) -> Reply:
+        """An unexpected failure mid-move in one sentence. The session may hold a half-made move (a checkpoint
+        the log never got), so it is dropped: ``resume_run`` picks the run up from its log and saved state."""
+        log = self.session.run_log if self.session is not None else None
+        run = log.run_id if log is not None and log.log_path.exists() else None
+        self.session = None
+        return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
+
+    def _misplaced(self, session: HostSession, what: str) -> Reply:
+        """A move that does not fit where the run is: what was wrong and the one call to make next."""
+        pending = session.prepared.pending if session.prepared is not None else []
+        step = session.step
+        lines = [what, next_call(session.result, pending), "(show_step repeats the step's instructions.)"]
+        data = {"run": self.run_id, "status": session.result.get("status"), "step": {"id": step.get("id")}}
+        return Reply(scrub(" ".join(lines)), data, True)
+
+    def _running(self) -> HostSession | Reply:
+        """The active run, if it can still move; else words saying how to get one."""
+        if self.session is None:
+            return self._no_run()
+        if self.session.result.get("status") == "completed":
+            runs = known_runs(run_summaries(self.project_dir))
+            return Reply(
+                f"Run {self.run_id} is complete; nothing more to do in it. {runs} Call start_run for a new run.",
+                {"run": self.run_id, "status": "completed"},
+                is_error=True,
+            )
+        return self.session
+
+    def _no_run(self) -> Reply:
+        unfinished = [r.run_id for r in run_summaries(self.project_dir) if not r.completed]
+        hint = f" or resume_run with one of the unfinished runs here: {', '.join(unfinished)}" if unfinished else ""
+        return Reply(f"No run is active. Call start_run{hint}.", {"status": "no_run"}, is_error=True)
+
+    def _unfinished(self) -> list[RunSummary]:
+        """The project's unfinished runs (the active one among them, as its log's state says)."""
+        return [r for r in run_summaries(self.project_dir) if not r.completed]
+
+    def _busy(self, unfinished: Sequence[RunSummary]) -> Reply:
+        active = self.run_id if self.session is not None else None
+        data = {"status": "refused", "unfinished": [r.run_id for r in unfinished]}
+        return Reply(busy_words(unfinished, active), data, is_error=True)
+
+    def _where(self, session: HostSession) -> str:
+        step = session.step
+        return f"Run {self.run_id} ({workflow_version(session.result)}): step {step.get('id')} - {step.get('title')}."
+
+    def _release_id(self) -> str:
+        assert self.session is not None
+        return str((self.session.result.get("release") or {}).get("id") or "release")
 
     async def _confirm_facts(self, asker: Asker, facts: Mapping[str, Any]) -> str | Reply:
         if not asker.available:
             return BY_MODEL
-        got = await asker.ask([Ask(f"fact:{k}", _fact_message(k, v)) for k, v in facts.items()])
+        got = await asker.ask([Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()])
         refused = [k for k, a in got.items() if not a.confirmed]
         if refused:
             field_name = refused[0].removeprefix("fact:")
@@ -297,7 +446,7 @@ class Bridge:
         if status == "completed":
             files = sorted(w.path for w in session.record.written.values())
             lines += [
-                "The run is complete.",
+                f"Run {self.run_id} is complete.",
                 f"Run log: .rimthan/runs/{self.run_id}.log (rimthan-mcp audit verifies it).",
             ]
             return self._reply(lines, {**data, "files": files}, error)
@@ -325,26 +474,20 @@ class Bridge:
         data["files"] = [o["path"] for o in step.get("outputs") or []] if step.get("gated") else []
         return self._reply(lines, data, error)
 
-    def _validators(self, session: HostSession, lines: list[str]) -> Reply:
+    def _validators(self, session: HostSession, lines: list[str], *, error: bool = False) -> Reply:
+        """The validators still waiting: in full, or after a mistake by name (show_step repeats the rest)."""
         assert session.prepared is not None
         pending = session.prepared.pending
-        lines += validator_words(session.step, pending)
-        data = {
-            "run": self.run_id,
-            "status": "validators_pending",
-            "validators": [{"name": s["validator_id"], "subagent": s["subagent"]} for s in pending],
-        }
-        return self._reply(lines, data, False)
+        named = [{"name": s["validator_id"], "subagent": s["subagent"]} for s in pending]
+        if error:
+            waiting = ", ".join(f"{v['name']} (subagent {v['subagent']})" for v in named)
+            lines += [f"Waiting for a verdict: {waiting}. show_step repeats their instructions."]
+        else:
+            lines += validator_words(session.step, pending)
+        return self._reply(lines, {"run": self.run_id, "status": "validators_pending", "validators": named}, error)
 
     def _reply(self, lines: list[str], data: dict[str, Any], error: bool) -> Reply:
         return Reply(scrub("\n".join(lines).strip()), data, error)
-
-
-def _fact_message(name: str, value: Any) -> str:
-    shown = (
-        value if isinstance(value, str) else "\n".join(f"- {v}" for v in value) if isinstance(value, list) else value
-    )
-    return f"Confirm {name} for this run:\n{shown}"
 
 
 def _codes(result: Mapping[str, Any]) -> list[str]:

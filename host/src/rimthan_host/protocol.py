@@ -80,6 +80,20 @@ class HostProfile:
     writable_paths: tuple[str, ...] = (".claude/*", ".opencode/*", ".rimthan/*", "research/*")
     protected_paths: tuple[str, ...] = (".git/*",)
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> HostProfile:
+        """The profile a ``host`` argument describes (the inverse of :meth:`to_json`)."""
+        policy = data["repository_policy"]
+        return cls(
+            harness=data["harness"],
+            adapter_id=data["adapter"]["id"],
+            adapter_version=data["adapter"]["version"],
+            capabilities=tuple(data["capabilities"]),
+            validator_capabilities=tuple(data["validator_capabilities"]),
+            writable_paths=tuple(policy["writable_paths"]),
+            protected_paths=tuple(policy["protected_paths"]),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "harness": self.harness,

@@ -92,3 +92,27 @@ def list_runs(project: Path) -> list[str]:
         return []
     logs = sorted(runs.glob("*.log"), key=lambda p: p.stat().st_mtime)
     return [p.stem for p in logs]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a project's run log and state say about one run: its id, whether it completed, its step."""
+
+    run_id: str
+    completed: bool
+    step: str | None
+
+    def words(self) -> str:
+        return f"{self.run_id} ({'complete' if self.completed else f'unfinished, at step {self.step}'})"
+
+
+def run_summaries(project: Path) -> list[RunSummary]:
+    """Every run in ``project``, oldest first (a run without saved state counts as unfinished)."""
+    out = []
+    for run_id in list_runs(project):
+        try:
+            state = RunLog(project, run_id).load_state()
+        except (HarnessError, ValueError):
+            state = {}
+        out.append(RunSummary(run_id, bool(state.get("completed")), state.get("step")))
+    return out

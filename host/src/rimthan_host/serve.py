@@ -3,12 +3,13 @@
 A stdio MCP server built on the SDK's low-level server. It runs in the
 user's project and talks to the verifier - a child ``rimthan-mcp serve``
 over stdio (the default), or a URL over Streamable HTTP - and offers the
-model the seven tools of :data:`TOOLS`, whose arguments are words and file
+model the seven tools of :data:`~rimthan_host.tools.TOOLS`, whose arguments are words and file
 paths, never a token or a digest.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -28,89 +29,19 @@ from mcp.server.stdio import stdio_server
 from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
 from .protocol import HarnessError, HostProfile, ToolRefused, client_caller, client_reader
+from .tools import INSTRUCTIONS, TOOLS, argument_problem
+from .words import scrub
+
+_log = logging.getLogger(__name__)
 
 SERVER_NAME = "rimthan-host"
-INSTRUCTIONS = (
-    "Drives a Rimthan workflow run in this project. Call start_run (or resume_run), then follow each result's "
-    "words: write the files it names with your own tools, call step_done, run each validator in its own subagent "
-    "and pass its verdict with record_verdict, answer questions with answer_question."
-)
-_FACTS = {"type": "object", "description": "Decision facts the user confirmed: field name -> value."}
-TOOLS: tuple[types.Tool, ...] = (
-    types.Tool(
-        name="start_run",
-        description="Start a workflow run in this project with the facts the user confirmed.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "workflow": {"type": "string", "description": "Workflow name, e.g. research."},
-                "facts": _FACTS,
-            },
-            "required": ["workflow", "facts"],
-        },
-    ),
-    types.Tool(
-        name="show_step",
-        description="Show the current step: its instructions, the files to write, questions, validators.",
-        input_schema={"type": "object", "properties": {}},
-    ),
-    types.Tool(
-        name="answer_question",
-        description="Answer the question the run is waiting on (the user's answer).",
-        input_schema={
-            "type": "object",
-            "properties": {"answer": {"type": "string", "description": "The user's choice."}},
-        },
-    ),
-    types.Tool(
-        name="step_done",
-        description="The current step's work is done and its files are written; the bridge reads and checks them.",
-        input_schema={"type": "object", "properties": {}},
-    ),
-    types.Tool(
-        name="record_verdict",
-        description="Pass one validator's verdict after running it in its own subagent.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "validator": {"type": "string", "description": "Validator name, e.g. evidence-auditor."},
-                "verdict": {"type": "string", "enum": ["pass", "fail"]},
-                "findings": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "What is wrong, one sentence each (required for fail).",
-                },
-            },
-            "required": ["validator", "verdict"],
-        },
-    ),
-    types.Tool(
-        name="migrate_run",
-        description="Preview (confirm false) or do (confirm true, once the user agreed) a move to a newer release.",
-        input_schema={
-            "type": "object",
-            "properties": {
-                "to_release": {"type": "string", "description": "Release id; default the one the bridge offered."},
-                "confirm": {"type": "boolean"},
-                "facts": {**_FACTS, "description": "New facts the newer release needs, confirmed by the user."},
-            },
-            "required": ["confirm"],
-        },
-    ),
-    types.Tool(
-        name="resume_run",
-        description="Resume a run in this project from its log (e.g. after a restart).",
-        input_schema={
-            "type": "object",
-            "properties": {"run": {"type": "string", "description": "Run id; default the latest unfinished."}},
-        },
-    ),
-)
 
 
 def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awaitable[Reply]]]:
     return {
-        "start_run": lambda a, x: bridge.start_run(a, str(x.get("workflow") or ""), dict(x.get("facts") or {})),
+        "start_run": lambda a, x: bridge.start_run(
+            a, str(x.get("workflow") or ""), dict(x.get("facts") or {}), new_run=x.get("new_run") is True
+        ),
         "show_step": lambda a, x: bridge.show_step(),
         "answer_question": lambda a, x: bridge.answer_question(a, x.get("answer")),
         "step_done": lambda a, x: bridge.step_done(),
@@ -139,16 +70,24 @@ def create_bridge_server(bridge: Bridge) -> Server[Any]:
         handler = handlers.get(params.name)
         if handler is None:
             return _result(Reply(f"Unknown tool {params.name}; the tools are {', '.join(handlers)}.", is_error=True))
+        arguments = dict(params.arguments or {})
+        problem = argument_problem(params.name, arguments)
+        if problem is not None:
+            return _result(Reply(problem, {"status": "bad_arguments"}, is_error=True))
         asker = Asker(ctx, params)
         bridge.elicits = asker.available
         try:
-            reply = await handler(asker, dict(params.arguments or {}))
+            reply = await handler(asker, arguments)
         except InputNeeded as needed:
             return needed.result
         except ToolRefused as exc:
-            reply = Reply(f"The verifier refused: {exc.code}: {exc.error.get('message')}", {"refused": exc.code}, True)
+            words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
+            reply = Reply(words + f"and call {params.name} again.", {"refused": exc.code}, True)
         except HarnessError as exc:
-            reply = Reply(str(exc), {}, True)
+            reply = Reply(str(exc), {"status": "refused"}, True)
+        except Exception as exc:  # last guard: the model gets one sentence, the host's log gets the traceback
+            _log.exception("%s failed", params.name)
+            reply = bridge.failed(params.name, exc)
         return _result(reply)
 
     server: Server[Any] = Server(
@@ -163,8 +102,6 @@ def create_bridge_server(bridge: Bridge) -> Server[Any]:
 
 
 def _result(reply: Reply) -> types.CallToolResult:
-    from .words import scrub
-
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=scrub(reply.text))],
         structured_content=reply.data,
@@ -231,7 +168,20 @@ def main() -> None:
     """rimthan-host: the host kit's command line."""
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+_EXAMPLES = """\b
+Examples:
+  rimthan-host serve                        # the child serves ./releases, trusting keys/local
+  rimthan-host serve --harness opencode -- --releases-dir releases --trust keys/local
+
+\b
+Exit status:
+  0  the client closed stdio
+  1  the bridge or its verifier failed: one `rimthan-host: error:` line on stderr
+  2  usage mistake
+"""
+
+
+@main.command(context_settings={"ignore_unknown_options": True}, epilog=_EXAMPLES)
 @click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),

@@ -21,8 +21,7 @@ from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
 if TYPE_CHECKING:
-    from rimthan_workflow_registry.release import TrustStore
-    from rimthan_workflow_registry.release.verify import ReleaseInspection
+    from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
 
@@ -223,8 +222,7 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     threshold, SHA256SUMS, every file's size and SHA-256, scope/profile, and
     the catalogue rules. Exits 1 naming the file and reason on any failure.
     """
-    from rimthan_workflow_registry.release import load_trust
-    from rimthan_workflow_registry.release.verify import verify_release
+    from rimthan_workflow_registry.release import load_trust, verify_release
 
     trust = load_trust(trust_path)
     verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
@@ -352,8 +350,7 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     Files, manifest and catalogue are verified as by 'verify'; signatures only
     when --trust is given.
     """
-    from rimthan_workflow_registry.release import load_trust
-    from rimthan_workflow_registry.release.verify import inspect_release
+    from rimthan_workflow_registry.release import inspect_release, load_trust
 
     trust = load_trust(trust_path) if trust_path is not None else None
     found = inspect_release(release, trust)

@@ -45,8 +45,8 @@ from rimthan_workflow_registry.release import (
     open_registry,
     registry_call,
     tagged_manifest,
+    verify_release,
 )
-from rimthan_workflow_registry.release.verify import verify_release
 
 EMPTY_CONFIG = b"{}"
 UPLOAD_WORKERS = 4

@@ -18,8 +18,7 @@ import click
 from rimthan_clikit import epilog, guard, refuse_error
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.release import load_trust
-from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log
-from rimthan_workflow_registry.run.run_ending import run_ending
+from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log, run_ending
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .audit_releases import read_audit_releases
@@ -46,6 +45,18 @@ def trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[...,
         envvar="RIMTHAN_TRUST",
         show_envvar=True,
         help=TRUST_HELP + also,
+    )
+
+
+def releases_dir_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--releases-dir`` (or $RIMTHAN_RELEASES_DIR): a directory of releases (serve, audit)."""
+    return click.option(
+        "--releases-dir",
+        type=click.Path(path_type=Path),
+        metavar="DIR",
+        envvar="RIMTHAN_RELEASES_DIR",
+        show_envvar=True,
+        help=help_text,
     )
 
 
@@ -125,14 +136,9 @@ _state_option = click.option("--state-dir", type=click.Path(path_type=Path), met
 @click.argument("log_file", type=click.Path(path_type=Path), metavar="LOG")
 @_keys_option
 @_state_option
-@click.option(
-    "--releases-dir",
-    type=click.Path(path_type=Path),
-    metavar="DIR",
-    envvar="RIMTHAN_RELEASES_DIR",
-    show_envvar=True,
-    help="Verify every release in DIR and read the one the run's last checkpoint is pinned to, to tell whether "
-    "the run completed or what it waits for. [default: no release is read; the outcome is not told]",
+@releases_dir_option(
+    "Verify every release in DIR and read the one the run's last checkpoint is pinned to, to tell whether "
+    "the run completed or what it waits for. [default: no release is read; the outcome is not told]"
 )
 @click.option(
     "--release",
@@ -205,7 +211,7 @@ def audit(
         [
             "rimthan-mcp keys list",
             "rimthan-mcp keys rotate      # then restart every replica",
-            "rimthan-mcp keys retire ck-0123456789abcdef",
+            "rimthan-mcp keys retire <old-key-id>   # a verify-only id from keys list, once its runs are done",
         ]
     )
 )
@@ -258,7 +264,7 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     say("restart the server (and every replica) so it signs with the new key")
 
 
-@keys.command("retire", epilog=epilog(["rimthan-mcp keys retire ck-0123456789abcdef"]))
+@keys.command("retire", epilog=epilog(["rimthan-mcp keys retire <old-key-id>   # a verify-only id from keys list"]))
 @click.argument("key_id")
 @_keys_option
 @_state_option

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rimthan_workflow_registry.run import BUNDLE_FIELDS
+
 from .schema_parts import (
     DIGEST,
     GLOBS,
@@ -259,18 +261,7 @@ VALIDATION_BUNDLE = document(
             "key_id": about("Id of the server key that signed the bundle.", NAME),
             "validation_token": about("The server's signed token over this bundle; send it back unchanged.", TOKEN),
         },
-        [
-            "workflow",
-            "release",
-            "manifest_digest",
-            "step_id",
-            "checkpoint_digest",
-            "artifacts",
-            "validators",
-            "issued_at",
-            "key_id",
-            "validation_token",
-        ],
+        [*BUNDLE_FIELDS, "validation_token"],
     ),
 )
 

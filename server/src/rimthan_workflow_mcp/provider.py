@@ -121,10 +121,7 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         where = releases_dir if releases_dir is not None else Path(release_dir).parent
-        floor = ActivationFloor(
-            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, where)
-        )
-        _persist_schema_checks(state_dir, record_floor)
+        floor = _open_state(state_dir, trust, where, serving=record_floor, explicit=True)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
@@ -166,10 +163,7 @@ class ReleaseProvider:
         skipped and kept in ``start_rejections``. Raises only when no release
         of any catalogue verifies, with every rejection in the message.
         """
-        floor = ActivationFloor(
-            state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, releases_dir)
-        )
-        _persist_schema_checks(state_dir, record_floor)
+        floor = _open_state(state_dir, trust, releases_dir, serving=record_floor)
         scanned = scan_releases(releases_dir)
         actives: list[LoadedRelease] = []
         rejected: list[Rejection] = []
@@ -403,7 +397,17 @@ class ReleaseProvider:
         self._held = MappingProxyType(held)
 
 
-def _persist_schema_checks(state_dir: Path | None, serving: bool) -> None:
-    """Serving: remember metaschema passes across restarts (``check`` writes nothing)."""
+def _open_state(
+    state_dir: Path | None, trust: TrustStore, releases_dir: Path, *, serving: bool, explicit: bool = False
+) -> ActivationFloor:
+    """The state directory's activation floor for this deployment (trust keys, releases directory, mode).
+
+    Serving also remembers metaschema passes across restarts there (``check`` writes nothing).
+    """
+    floor = ActivationFloor(
+        state_dir / FLOOR_FILE if state_dir is not None else None,
+        deployment_of(trust.keys, releases_dir, explicit=explicit),
+    )
     if state_dir is not None and serving:
         SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
+    return floor

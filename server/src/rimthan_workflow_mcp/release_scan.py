@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import RELEASE_DIR_NAME
-from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release import RELEASE_DIR_NAME, semver_key
 
 
 def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:

@@ -23,22 +23,24 @@ from typing import Any
 import anyio.to_thread
 import mcp_types as types
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.exceptions import SchemaError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from rimthan_workflow_registry.canonical import canonical_text
+from rimthan_workflow_registry.canonical import canonical_bytes, canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.run import verify_checkpoint
+from rimthan_workflow_registry.release import SCHEMA_CHECKS
 
+from .call_scope import one_call, verified_checkpoint
 from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
 from .results import ToolResult
+from .schema_validation import CompiledSchema, compiled_schema
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
     ToolContract,
@@ -50,7 +52,6 @@ from .workflow_engine import WorkflowEngineQueryModule
 SERVER_NAME = "rimthan-workflow-mcp"
 CHECKPOINT_ARGUMENT = "checkpoint"
 MIGRATION_ARGUMENT = "migration"
-MAX_MESSAGE_CHARS = 600
 INSTRUCTIONS = (
     "Rimthan serves signed workflow releases through four tools. Call rimthan.start_workflow, then follow each "
     "returned step: continue_workflow for ungated steps and questions, prepare_step_validation with the step's "
@@ -90,8 +91,8 @@ class RuntimeState:
     profile: str
     contracts: Mapping[str, ToolContract]
     tools: tuple[types.Tool, ...]
-    input_validators: Mapping[str, Draft202012Validator]
-    output_validators: Mapping[str, Draft202012Validator]
+    input_validators: Mapping[str, CompiledSchema]
+    output_validators: Mapping[str, CompiledSchema]
     resources: ResourceCatalogue
     prompts: PromptCatalogue
 
@@ -124,14 +125,14 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     documents = contract_documents()
     for name, document in documents.items():
         _check_schema(document, f"contract {name}")
-    inputs: dict[str, Draft202012Validator] = {}
-    outputs: dict[str, Draft202012Validator] = {}
+    inputs: dict[str, CompiledSchema] = {}
+    outputs: dict[str, CompiledSchema] = {}
     tools: list[types.Tool] = []
     for contract in contracts:
         _check_schema(_checked_once(contract.input_schema, documents), f"{contract.name} input schema")
         _check_schema(_checked_once(contract.output_schema, documents), f"{contract.name} output schema")
-        inputs[contract.name] = Draft202012Validator(contract.input_schema)
-        outputs[contract.name] = Draft202012Validator(contract.output_schema)
+        inputs[contract.name] = compiled_schema(contract.input_schema)
+        outputs[contract.name] = compiled_schema(contract.output_schema)
         tools.append(_tool_record(contract))
     return RuntimeState(
         provider=provider,
@@ -158,13 +159,22 @@ def _checked_once(schema: Mapping[str, Any], documents: Mapping[str, Any]) -> Ma
 
 
 def _check_schema(schema: Mapping[str, Any], what: str) -> None:
-    """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``."""
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise RegistryError(
-            FailureCode.SCHEMA_INVALID, f"{what} is not a valid Draft 2020-12 schema: {exc.message}"
-        ) from None
+    """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``.
+
+    A pass is remembered like a catalogue schema's (``SCHEMA_CHECKS``, by the
+    digest of the schema's canonical bytes and the validator version; a
+    serving server keeps it in its state directory), so a restart of the same
+    server version does not repeat about twenty metaschema checks.
+    """
+    data = canonical_bytes(schema)
+    if not SCHEMA_CHECKS.passed(data):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise RegistryError(
+                FailureCode.SCHEMA_INVALID, f"{what} is not a valid Draft 2020-12 schema: {exc.message}"
+            ) from None
+        SCHEMA_CHECKS.remember([data])
     if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
         raise RegistryError(FailureCode.SCHEMA_INVALID, f"{what} is not closed (additionalProperties: false)")
 
@@ -311,8 +321,9 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
         _validate_instance(
             state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
         )
-        source = _route(state, contract, arguments)
-        result = _check_result(state, name, _dispatch_tool(state, source, name, arguments))
+        with one_call():
+            source = _route(state, contract, arguments)
+            result = _check_result(state, name, _dispatch_tool(state, source, name, arguments))
     except RegistryError as exc:
         _log.info(
             "tool refused",
@@ -333,18 +344,16 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
     )
 
 
-def _validate_instance(validator: Draft202012Validator, instance: Any, *, code: FailureCode, what: str) -> None:
+def _validate_instance(validator: CompiledSchema, instance: Any, *, code: FailureCode, what: str) -> None:
     """Raise ``RegistryError(code)`` naming the JSON pointer of the most relevant schema violation."""
-    error = best_match(validator.iter_errors(instance))
-    if error is None:
+    problem = validator.problem(instance)
+    if problem is None:
         return
-    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
-    message = error.message if len(error.message) <= MAX_MESSAGE_CHARS else error.message[:MAX_MESSAGE_CHARS] + "…"
     raise RegistryError(
         code,
-        f"{what} at {pointer or '/'}: {message}",
-        path=pointer or "/",
-        details={"pointer": pointer, "schema_path": "/".join(str(p) for p in error.schema_path)},
+        f"{what} at {problem.pointer or '/'}: {problem.message}",
+        path=problem.pointer or "/",
+        details={"pointer": problem.pointer, "schema_path": problem.schema_path},
     )
 
 
@@ -380,7 +389,7 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     provider = state.provider
     if not contract.checkpoint_bearing:
         return provider.active_for_workflow(arguments.get("workflow"))
-    pinned = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
+    pinned = verified_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
     loaded = provider.get(pinned)
     if loaded is None:
         raise RegistryError(

@@ -52,11 +52,11 @@ from rimthan_workflow_registry.run import (
     validate_against_schema,
     validator_summaries,
     verify_bundle,
-    verify_checkpoint,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
 from . import migration
+from .call_scope import once, verified_checkpoint
 from .results import MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
 
 _COMPLETED = "__completed__"
@@ -400,8 +400,11 @@ class WorkflowEngineQueryModule:
         )
 
     def resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
-        """Verify the checkpoint, reload its pinned workflow, check the prior state digest."""
-        issued = verify_checkpoint(self.keyring, arguments["checkpoint"])
+        """Verify the checkpoint, reload its pinned workflow, check the prior state digest (once per call)."""
+        return once("resume", (self, arguments), lambda: self._resume(arguments))
+
+    def _resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
+        issued = verified_checkpoint(self.keyring, arguments["checkpoint"])
         cp = issued.checkpoint
         if cp.manifest_digest != self.release.manifest_digest or cp.release_id != self.release.release_id:
             raise WorkflowProtocolError(

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         path_set_problem,
         render_checksums,
         signature_name,
+        sorted_entries,
     )
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
     from rimthan_workflow_registry.release.manifest_parse import parse_manifest
@@ -82,9 +83,13 @@ if TYPE_CHECKING:
         tagged_manifest,
         version_tags,
     )
-    from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
+    from rimthan_workflow_registry.release.schema_checks import (
+        SCHEMA_CHECKS,
+        SCHEMA_CHECKS_FILE,
+        canonical_form_version,
+    )
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
-    from rimthan_workflow_registry.release.verified import VerifiedRelease
+    from rimthan_workflow_registry.release.verified import HASH_WORKERS, THREADED_MIN_BYTES, VerifiedRelease
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
@@ -95,6 +100,7 @@ __all__ = [
     "DIGEST_ANNOTATION",
     "EMPTY_CONFIG_TYPE",
     "FILE_LAYER_TYPE",
+    "HASH_WORKERS",
     "MANIFEST_LAYER_TYPE",
     "MANIFEST_NAME",
     "OCI_MANIFEST_TYPE",
@@ -105,6 +111,7 @@ __all__ = [
     "SCHEMA_CHECKS_FILE",
     "SIGNATURES_DIR",
     "SIGNATURE_LAYER_TYPE",
+    "THREADED_MIN_BYTES",
     "TITLE",
     "VERSION_ANNOTATION",
     "AssetDefinition",
@@ -124,6 +131,7 @@ __all__ = [
     "fetch_manifest",
     "guarded",
     "inspect_release",
+    "canonical_form_version",
     "is_semver",
     "key_id_for",
     "load_trust",
@@ -140,6 +148,7 @@ __all__ = [
     "render_checksums",
     "semver_key",
     "signature_name",
+    "sorted_entries",
     "tagged_manifest",
     "verify_release",
     "version_tags",
@@ -158,6 +167,7 @@ _HOME = {
     "EMPTY_CONFIG_TYPE": "rimthan_workflow_registry.release.oci",
     "FILE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "FileEntry": "rimthan_workflow_registry.release.format",
+    "HASH_WORKERS": "rimthan_workflow_registry.release.verified",
     "HostAdapter": "rimthan_workflow_registry.release.catalogue",
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
     "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
@@ -176,6 +186,7 @@ _HOME = {
     "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
     "SIGNATURE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "StepDefinition": "rimthan_workflow_registry.release.catalogue",
+    "THREADED_MIN_BYTES": "rimthan_workflow_registry.release.verified",
     "TITLE": "rimthan_workflow_registry.release.oci",
     "TrustStore": "rimthan_workflow_registry.release.trust",
     "VERSION_ANNOTATION": "rimthan_workflow_registry.release.oci",
@@ -183,6 +194,7 @@ _HOME = {
     "WorkflowDefinition": "rimthan_workflow_registry.release.catalogue",
     "fetch_manifest": "rimthan_workflow_registry.release.oci",
     "guarded": "rimthan_workflow_registry.release.oci",
+    "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
     "inspect_release": "rimthan_workflow_registry.release.verify",
     "is_semver": "rimthan_workflow_registry.release.catalogue",
     "key_id_for": "rimthan_workflow_registry.release.trust",
@@ -200,6 +212,7 @@ _HOME = {
     "render_checksums": "rimthan_workflow_registry.release.format",
     "semver_key": "rimthan_workflow_registry.release.catalogue",
     "signature_name": "rimthan_workflow_registry.release.format",
+    "sorted_entries": "rimthan_workflow_registry.release.format",
     "tagged_manifest": "rimthan_workflow_registry.release.oci",
     "verify_release": "rimthan_workflow_registry.release.verify",
     "version_tags": "rimthan_workflow_registry.release.oci",

@@ -9,11 +9,10 @@ silently ignored. Files are size- and depth-limited before they are parsed
 from __future__ import annotations
 
 import re
-import tomllib
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, MAX_TOML_DEPTH, depth_exceeds, too_deep_message
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, parse_bounded_toml
 from rimthan_workflow_registry.release.catalogue import (
     ASSET_KINDS,
     CATALOGUE_FORMAT,
@@ -112,15 +111,7 @@ def _parse_toml(data: bytes, path: str) -> dict[str, Any]:
     """A catalogue TOML file within the size and nesting limits (``rimthan_workflow_registry.limits``)."""
     if len(data) > MAX_CATALOGUE_FILE_BYTES:
         raise _error(path, f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}")
-    try:
-        value = tomllib.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise _error(path, too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _error(path, f"not valid TOML: {exc}") from None
-    if depth_exceeds(value, MAX_TOML_DEPTH):
-        raise _error(path, too_deep_message("the TOML", MAX_TOML_DEPTH))
-    return value
+    return parse_bounded_toml(data, lambda message: _error(path, message), unreadable="not valid TOML")
 
 
 def parse_catalogue_manifest(data: bytes, path: str = "catalogue.toml") -> tuple[dict[str, Any], Scope]:

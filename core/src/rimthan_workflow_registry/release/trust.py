@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.limits import MAX_TOML_DEPTH, MAX_TRUST_FILE_BYTES, depth_exceeds, too_deep_message
+from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
 
 PUBLIC_KEY_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 64 * 1024
@@ -156,15 +155,9 @@ def _parse_trust_file(path: Path) -> dict[str, Any]:
         raise _trust_error(path, f"not a readable TOML trust file: {exc.strerror}") from None
     if len(raw) > MAX_TRUST_FILE_BYTES:
         raise _trust_error(path, f"the trust file is over {MAX_TRUST_FILE_BYTES} bytes")
-    try:
-        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise _trust_error(path, too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _trust_error(path, f"not a readable TOML trust file: {exc}") from None
-    if depth_exceeds(data, MAX_TOML_DEPTH):
-        raise _trust_error(path, too_deep_message("the TOML", MAX_TOML_DEPTH))
-    return data
+    return parse_bounded_toml(
+        raw, lambda message: _trust_error(path, message), unreadable="not a readable TOML trust file"
+    )
 
 
 def _load_trust_file(path: Path) -> TrustStore:

@@ -57,16 +57,19 @@ from rimthan_workflow_registry.run.requirements import (
     missing_fields,
     workflow_needs,
 )
+from rimthan_workflow_registry.run.run_ending import RunEnding, run_ending
 from rimthan_workflow_registry.run.step_payload import build_step_payload, release_file_uri
 from rimthan_workflow_registry.run.tokens import (
     BUNDLE_TYPE,
     CHECKPOINT_TYPE,
     MAX_TOKEN_CHARS,
     CheckpointKeyring,
+    peek_claims,
     peek_manifest_digest,
     token_digest,
 )
 from rimthan_workflow_registry.run.validation_bundle import (
+    BUNDLE_FIELDS,
     ValidatorSummary,
     check_reports,
     input_digest,
@@ -78,6 +81,7 @@ from rimthan_workflow_registry.run.validation_bundle import (
 )
 
 __all__ = [
+    "BUNDLE_FIELDS",
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",
@@ -88,6 +92,7 @@ __all__ = [
     "HostBinding",
     "IssuedCheckpoint",
     "RunAuditError",
+    "RunEnding",
     "ValidatorReceipt",
     "ValidatorSummary",
     "audit_run",
@@ -104,12 +109,14 @@ __all__ = [
     "issue_bundle",
     "issue_checkpoint",
     "missing_fields",
+    "peek_claims",
     "peek_manifest_digest",
     "read_log",
     "receipts_on_entry",
     "release_file_uri",
     "require_confirmed",
     "require_digest",
+    "run_ending",
     "state_failures",
     "step_validated",
     "token_digest",

@@ -57,8 +57,16 @@ class ConfirmedState:
         """Canonical digest of the values only: what a checkpoint binds."""
         return digest_value(dict(self.values))
 
+    @cached_property
+    def _field_digests(self) -> dict[str, str]:
+        return {}
+
     def field_digest(self, name: str) -> str:
-        return digest_value(self.values[name])
+        """The digest of one field's value, canonicalised once however often a call compares it."""
+        digests = self._field_digests
+        if name not in digests:
+            digests[name] = digest_value(self.values[name])
+        return digests[name]
 
 
 def validate_against_schema(

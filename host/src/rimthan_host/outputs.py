@@ -1,0 +1,90 @@
+"""A step's files as the model wrote them: what is missing, misplaced or unusable, said so it can be fixed.
+
+Before the bridge attests a step's outputs it looks at each declared path
+the way :class:`~rimthan_host.files.ProjectFiles` will read it: inside the
+project, through no symbolic link, a regular UTF-8 file with content. Each
+problem is one sentence naming the file and what to do. After the verifier
+checked the files, its refusals are grouped by file with the copy of the
+file's JSON Schema; before the last verdict is submitted, the files are
+compared with what the validators were given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .files import ProjectFiles, WrittenFile
+from .protocol import HarnessError
+
+
+def file_problems(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One sentence per declared output that cannot be read as the step's file."""
+    return [p for p in (_problem(files, str(o["path"])) for o in outputs) if p]
+
+
+def _problem(files: ProjectFiles, path: str) -> str | None:
+    current = files.root
+    parts = path.split("/")
+    if path.startswith("/") or ".." in parts:
+        return f"{path} is outside the project; the bridge reads only files inside {files.root}."
+    for i, part in enumerate(parts):
+        current = current / part
+        if current.is_symlink():
+            if i == len(parts) - 1:
+                return (
+                    f"{path} is a symbolic link; the bridge reads only regular files inside the project. "
+                    f"Delete the link and write the file itself at {path}."
+                )
+            where = "/".join(parts[: i + 1])
+            return (
+                f"{where} is a symbolic link, so {path} would be read from outside the project. "
+                f"Replace {where} with a real directory and write {path} inside the project."
+            )
+    if not current.exists():
+        return f"{path} does not exist. Write it at exactly this path in the project directory {files.root}."
+    if not current.is_file():
+        return f"{path} is not a regular file. Write the file itself at {path}."
+    data = current.read_bytes()
+    if not data.strip():
+        return f"{path} is empty. Write its full content."
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"{path} is not UTF-8 text. Write it again as UTF-8."
+    return None
+
+
+def refusal_words(
+    failures: Sequence[Mapping[str, Any]], outputs: Sequence[Mapping[str, Any]], schemas: Mapping[str, str]
+) -> list[str]:
+    """The verifier's findings on the step's files, grouped by file, with the schema copy to read.
+
+    ``schemas`` maps an output's path to its JSON Schema's copy in the project.
+    """
+    by_artifact = {str(o["id"]): str(o["path"]) for o in outputs}
+    grouped: dict[str, list[str]] = {}
+    for failure in failures:
+        path = by_artifact.get(str(failure.get("artifact_id")), "")
+        where = f" at {failure['pointer']}" if failure.get("pointer") not in (None, "", "/") else ""
+        grouped.setdefault(path, []).append(f"  - {failure.get('code')}{where}: {failure.get('message')}")
+    lines = []
+    for path, findings in grouped.items():
+        schema = f" (its JSON Schema: {schemas[path]}; read it and match it)" if path in schemas else ""
+        lines += [f"{path or 'The step'}{schema}:", *findings]
+    return lines
+
+
+def changed_files(files: ProjectFiles, artifacts: Sequence[WrittenFile]) -> list[str]:
+    """The attested files whose bytes on disk are no longer what the validators were given."""
+    changed = []
+    for artifact in artifacts:
+        try:
+            data = files.read_back(files.safe_path(artifact.path))
+        except (HarnessError, OSError):
+            changed.append(artifact.path)
+            continue
+        if hashlib.sha256(data).hexdigest() != artifact.sha256:
+            changed.append(artifact.path)
+    return changed

@@ -1,0 +1,138 @@
+"""The bridge's tools as a model sees them, and the check of a model's arguments against them.
+
+The descriptions are the model's manual: each says when to call the tool and
+what to do with its result, within the 6 KB the definitions may take
+(``make agent-demo`` prints their size, tests/host keep it). Every input
+schema is closed; :func:`argument_problem` turns a call that does not fit
+(an unknown key, a missing one, a wrong type or value) into words saying how
+to call the tool again, before anything reaches the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+from mcp import types
+
+INSTRUCTIONS = (
+    "Drives a Rimthan workflow run in this project and keeps every token and digest for you. Call start_run "
+    "(or resume_run after a restart), then do what each result says: write the files it names with your own "
+    "tools, call step_done, run each validator in its own subagent and pass its verdict with record_verdict, "
+    "answer questions with answer_question. An error result says what to fix and which tool to call next; "
+    "show_step says where the run is."
+)
+_FACTS = {"type": "object", "description": "Facts the user confirmed (ask; never invent): field name -> value."}
+
+
+def _tool(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> types.Tool:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return types.Tool(name=name, description=description, input_schema=schema)
+
+
+TOOLS: tuple[types.Tool, ...] = (
+    _tool(
+        "start_run",
+        "Start a run of a workflow in this project. If the result lists missing facts, ask the user for all of "
+        "them and call again with every fact. One run is active at a time: while one is unfinished, continue it, "
+        "or pass new_run true if the user wants another (the unfinished one stays resumable).",
+        {
+            "workflow": {"type": "string", "description": "Workflow name, e.g. research."},
+            "facts": _FACTS,
+            "new_run": {"type": "boolean", "description": "Start even though a run here is unfinished."},
+        },
+        ("workflow", "facts"),
+    ),
+    _tool(
+        "show_step",
+        "Where the active run is: the step's instructions, the files to write (with JSON Schema copies), the "
+        "question, or the validators still waiting. Call it whenever unsure what to do next.",
+        {},
+    ),
+    _tool(
+        "answer_question",
+        "Answer the question the run waits on with the user's choice, exactly one of the offered choices. Ask the "
+        "user first (if their client can be asked directly, the bridge does it).",
+        {"answer": {"type": "string", "description": "The user's choice."}},
+    ),
+    _tool(
+        "step_done",
+        "The current step's work is done and its files are written at the listed paths (regular files in the "
+        "project, not symlinks). The bridge reads and checks them; if refused, fix the named file and call again.",
+        {},
+    ),
+    _tool(
+        "record_verdict",
+        "One validator's verdict, after you ran it in its named subagent with its instruction text and the "
+        "step's files. One verdict per validator per round; the last one submits the step. After a fail, fix the "
+        "files and call step_done: only failed validators run again.",
+        {
+            "validator": {"type": "string", "description": "Validator name, e.g. evidence-auditor."},
+            "verdict": {"type": "string", "enum": ["pass", "fail"]},
+            "findings": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "What is wrong, one sentence each (required for fail).",
+            },
+        },
+        ("validator", "verdict"),
+    ),
+    _tool(
+        "migrate_run",
+        "Move the run to the newer release a result offered. confirm false previews what restarts, what is redone "
+        "and the facts it needs; show the user, and only after they agree call with confirm true.",
+        {
+            "to_release": {"type": "string", "description": "Release id; default the one offered."},
+            "confirm": {"type": "boolean"},
+            "facts": {**_FACTS, "description": "New facts the newer release needs, confirmed by the user."},
+        },
+        ("confirm",),
+    ),
+    _tool(
+        "resume_run",
+        "Continue an unfinished run from its log: after a restart, or to switch to another run.",
+        {"run": {"type": "string", "description": "Run id; default the latest unfinished."}},
+    ),
+)
+_BY_NAME = {t.name: t for t in TOOLS}
+_CHECKERS = {t.name: Draft202012Validator(t.input_schema) for t in TOOLS}
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def argument_problem(name: str, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit tool ``name`` and how to call it instead; None when they fit."""
+    errors = sorted(_CHECKERS[name].iter_errors(dict(arguments)), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    schema = _BY_NAME[name].input_schema
+    properties = list(schema["properties"])
+    takes = f"it takes {', '.join(properties)}" if properties else "it takes no arguments"
+    required = schema.get("required") or []
+    needs = f" ({', '.join(required)} required)" if required else ""
+    problems = "; ".join(dict.fromkeys(_problem(e, arguments, properties, required) for e in errors))
+    return f"Nothing was done: {problems}. Call {name} again with the arguments fixed: {takes}{needs}."
+
+
+def _problem(error: ValidationError, arguments: Mapping[str, Any], known: list[str], required: list[str]) -> str:
+    """One problem in words (the tools' schemas are flat: unknown and missing keys are top-level)."""
+    where = ".".join(str(p) for p in error.path)
+    if error.validator == "additionalProperties":
+        extra = sorted(str(k) for k in arguments if k not in known)
+        return f"unknown argument{'s' if len(extra) > 1 else ''} {', '.join(extra)}"
+    if error.validator == "required":
+        return f"missing argument {', '.join(k for k in required if k not in arguments)}"
+    if error.validator == "enum":
+        choices = " or ".join(json.dumps(c) for c in list(error.validator_value))  # type: ignore[arg-type]
+        return f"{where} must be exactly {choices}, not {json.dumps(error.instance)}"
+    if error.validator == "type":
+        got = _JSON_TYPES.get(type(error.instance), "a number")
+        return f"{where} must be {_a(str(error.validator_value))}, not {got}"
+    return f"{where or 'the arguments'}: {error.message}"
+
+
+def _a(json_type: str) -> str:
+    return {"object": "an object", "array": "an array"}.get(json_type, f"a {json_type}")
