@@ -456,9 +456,7 @@ class WorkflowEngineQueryModule:
         )
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
-        return issue_checkpoint(
-            self.keyring, issued.checkpoint.successor(issued, issued_at=self._now(), **changes)
-        )
+        return issue_checkpoint(self.keyring, issued.checkpoint.successor(issued, issued_at=self._now(), **changes))
 
     def _step(self, workflow: WorkflowDefinition, step_id: str) -> StepDefinition:
         step = workflow.step(step_id)

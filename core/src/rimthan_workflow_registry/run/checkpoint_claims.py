@@ -136,29 +136,31 @@ def accepted_fast(claims: Mapping[str, Any]) -> bool:
 
 def _artifacts_well_formed(table: dict[str, Any]) -> bool:
     """Every value ``[64 lowercase hex digits, int >= 0]``."""
-    entries = table.values()
-    if not entries:
-        return True
-    if not _pairs(entries):
+    columns = _columns(table)
+    if columns is None:
         return False
-    digests, sizes = zip(*entries, strict=True)
-    return _hex64(digests) and set(map(type, sizes)) == {int} and min(sizes) >= 0
+    digests, sizes = columns
+    return not digests or (_hex64(digests) and set(map(type, sizes)) == {int} and min(sizes) >= 0)
 
 
 def _validators_well_formed(table: dict[str, Any]) -> bool:
     """Every value ``["pass", 64 lowercase hex digits]``."""
+    columns = _columns(table)
+    if columns is None:
+        return False
+    outcomes, digests = columns
+    return not digests or (outcomes.count("pass") == len(outcomes) and _hex64(digests))
+
+
+def _columns(table: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """The two columns of a table whose every value is a list of two items (empty for no values), else ``None``."""
     entries = table.values()
     if not entries:
-        return True
-    if not _pairs(entries):
-        return False
-    outcomes, digests = zip(*entries, strict=True)
-    return outcomes.count("pass") == len(outcomes) and _hex64(digests)
-
-
-def _pairs(entries: Any) -> bool:
-    """Every entry a list of two items."""
-    return set(map(type, entries)) == {list} and set(map(len, entries)) == {2}
+        return (), ()
+    if set(map(type, entries)) != {list} or set(map(len, entries)) != {2}:
+        return None
+    first, second = zip(*entries, strict=True)
+    return first, second
 
 
 def _hex64(values: tuple[Any, ...]) -> bool:
