@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import threading
 from typing import Any
 
 import pytest
@@ -80,7 +81,7 @@ def _forget_verified() -> None:
     """Clear the one-slot memo, so the next verify does the whole work (as each new call does)."""
     from rimthan_workflow_registry.run import checkpoints
 
-    checkpoints._last_verified = None
+    checkpoints._last_verified.entry = None
 
 
 def _python_calls(receipts: int) -> dict[str, int]:
@@ -160,6 +161,16 @@ def test_a_verified_token_is_verified_again_under_another_keyring() -> None:
     tampered = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
     with pytest.raises(TokenError):
         verify_checkpoint(keyring, tampered)
+
+
+def test_each_thread_remembers_its_own_last_verified_token() -> None:
+    keyring = CheckpointKeyring.generate()
+    mine, theirs = (issue_checkpoint(keyring, _checkpoint(n)).token for n in (2, 3))
+    first = verify_checkpoint(keyring, mine)
+    other = threading.Thread(target=verify_checkpoint, args=(keyring, theirs))
+    other.start()
+    other.join()
+    assert verify_checkpoint(keyring, mine) is first
 
 
 def test_a_validly_signed_token_of_the_wrong_shape_is_refused_after_one_of_the_right_shape() -> None:

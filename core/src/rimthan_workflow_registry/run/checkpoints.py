@@ -10,6 +10,7 @@ the wrong shape is still refused.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -146,24 +147,22 @@ def issue_checkpoint(keyring: CheckpointKeyring, checkpoint: Checkpoint) -> Issu
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
     """A checkpoint this server issued, unaltered, or ``TokenError``.
 
-    The last checkpoint verified is remembered with its token and keyring:
-    the same token verified again with the same keyring object (the server
-    routes a call by its checkpoint, then the engine resumes it) gives the
-    same verified checkpoint without a second MAC and parse. A keyring
+    Each thread remembers the last checkpoint it verified with its token and
+    keyring: the same token verified again with the same keyring object (the
+    server routes a call by its checkpoint, then the engine resumes it, on
+    the call's worker thread) gives the same verified checkpoint without a
+    second MAC and parse, whatever other threads verify meanwhile. A keyring
     that changed (rotation, retirement) is a new object, so it verifies anew.
+    Only successes are remembered, one token per thread.
     """
-    last = _last_verified
+    last: _Verified | None = getattr(_last_verified, "entry", None)
     if last is not None and last[0] is keyring and last[1] == token:
         return last[2]
     claims = keyring.verify(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
     issued = IssuedCheckpoint(Checkpoint.from_claims(claims), token)
-    _remember(keyring, token, issued)
+    _last_verified.entry = (keyring, token, issued)
     return issued
 
 
-_last_verified: tuple[CheckpointKeyring, str, IssuedCheckpoint] | None = None
-
-
-def _remember(keyring: CheckpointKeyring, token: str, issued: IssuedCheckpoint) -> None:
-    global _last_verified  # one slot, replaced whole: a reader sees an old or a new entry, never half of one
-    _last_verified = (keyring, token, issued)
+_Verified = tuple[CheckpointKeyring, str, IssuedCheckpoint]
+_last_verified = threading.local()
