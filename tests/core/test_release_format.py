@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from jsonschema import Draft202012Validator
 from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes
 from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError, TrustError
 from rimthan_workflow_registry.release.format import (
@@ -23,7 +24,7 @@ from rimthan_workflow_registry.release.format import (
     path_set_problem,
     render_checksums,
 )
-from rimthan_workflow_registry.release.manifest_parse import parse_manifest
+from rimthan_workflow_registry.release.manifest_parse import MANIFEST_SCHEMA, parse_manifest
 from rimthan_workflow_registry.release.trust import key_id_for, load_trust
 from rimthan_workflow_registry.release.verified import read_checked
 from support.releases import KeyPair, make_keypair, trust_dir, trust_file
@@ -161,6 +162,11 @@ def test_signature_names() -> None:
     assert key_id_from_signature_name(f"{key_id.upper()}.sig") is None
     assert key_id_from_signature_name(f"{key_id}.sig.bak") is None
     assert key_id_from_signature_name("alice.sig") is None
+
+
+def test_the_manifest_schema_is_valid_draft_2020_12() -> None:
+    """Checked here, not at import: the metaschema check would cost every CLI and server start."""
+    Draft202012Validator.check_schema(MANIFEST_SCHEMA)
 
 
 def test_read_checked_stops_after_declared_size(tmp_path: Path) -> None:

@@ -325,6 +325,26 @@ def test_file_with_same_size_different_bytes(signed_release: Path, trust: Path) 
     assert "SHA-256" in error.message
 
 
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_first_failing_file_in_manifest_order_is_named_whatever_the_threads(
+    signed_release: Path, trust: Path, workers: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are hashed on a thread pool, one file per task here: the answer never depends on which finished first."""
+    from rimthan_workflow_registry.release import verify
+
+    monkeypatch.setattr(verify, "hash_threads", lambda files, total: workers)
+    monkeypatch.setattr(verify, "_HASH_BATCH", 1)
+    catalogue = signed_release / "catalogue"
+    listed = sorted(p.relative_to(catalogue).as_posix() for p in catalogue.rglob("*") if p.is_file())
+    first, *_, last = [catalogue / rel for rel in listed]
+    data = bytearray(last.read_bytes())
+    data[0] ^= 1
+    last.write_bytes(bytes(data))  # same size, other bytes
+    first.write_bytes(first.read_bytes() + b"\n")  # grown
+    for _ in range(5):
+        assert_refused(signed_release, trust, F.FILE_SIZE_MISMATCH, first)
+
+
 def test_file_grown(signed_release: Path, trust: Path) -> None:
     target = signed_release / "catalogue" / "catalogue.toml"
     with target.open("ab") as handle:

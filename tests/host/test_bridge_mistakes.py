@@ -11,18 +11,14 @@ verifies its log: a mistake never corrupts a run.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import anyio
 import pytest
-from mcp import Client
-from rimthan_host.standin import Reply, StandIn
+from rimthan_host.standin import StandIn
 from rimthan_host.tools import TOOLS
-from support.bridge import audit, bridge_params, stand_in
+from support.bridge import audited, audited_only_run, drive, refused, write_files
 from support.servers import ServerWorld, build_world
 
-TOOL_NAMES = tuple(t.name for t in TOOLS)
 SCHEMA_COPY = ".rimthan/schemas/research-decision@1.2.0/evidence-log.schema.json"
 NEW_FACTS = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
 
@@ -30,46 +26,6 @@ NEW_FACTS = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team l
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
     return build_world(tmp_path_factory.mktemp("mistakes-world"))
-
-
-def _drive(world: ServerWorld, tmp_path: Path, script: Callable[[StandIn], Awaitable[None]]) -> tuple[StandIn, Path]:
-    """Run ``script`` against a fresh bridge; check every reply the model got; return it and the state dir."""
-    project, state = tmp_path / "project", tmp_path / "state"
-    project.mkdir()
-
-    async def go() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
-            model = stand_in(client, project)
-            await script(model)
-            return model
-
-    model = anyio.run(go)
-    assert model.leaks() == []
-    for reply in model.received:
-        assert "Traceback" not in reply.text and 'File "' not in reply.text, reply.text
-        if reply.is_error:  # every refusal names the move to make next
-            assert any(name in reply.text for name in TOOL_NAMES), reply.text
-    return model, state
-
-
-def _refused(reply: Reply, *words: str) -> None:
-    assert reply.is_error, reply.text
-    for word in words:
-        assert word in reply.text, f"{word!r} not in: {reply.text}"
-
-
-def _write(model: StandIn, reply: Reply, path: str | None = None, text: str | None = None) -> None:
-    for name in reply.data["files"]:
-        if path is None or name == path:
-            target = model.project / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(model.compose(name) if text is None else text, "utf-8")
-
-
-def _audited(project: Path, state: Path, run: str) -> dict[str, object]:
-    history = audit(project / ".rimthan" / "runs" / f"{run}.log", state)
-    assert history["ok"] is True
-    return history
 
 
 def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorld, tmp_path: Path) -> None:
@@ -81,23 +37,23 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
             ("answer_question", {"answer": "desk-research"}),
             ("migrate_run", {"confirm": False}),
         ]:
-            _refused(await model.call(tool, arguments), "No run is active. Call start_run")
-        _refused(await model.call("resume_run", {"run": "run-nope"}), "no run run-nope", "start_run")
-        _refused(await model.call("resume_run"), "No unfinished run", "start_run")
+            refused(await model.call(tool, arguments), "No run is active. Call start_run")
+        refused(await model.call("resume_run", {"run": "run-nope"}), "no run run-nope", "start_run")
+        refused(await model.call("resume_run"), "No unfinished run", "start_run")
         extra = await model.call("start_run", {"workflow": "research", "facts": {}, "mode": "fast"})
-        _refused(extra, "Nothing was done: unknown argument mode", "it takes workflow, facts, new_run")
-        _refused(await model.call("start_run", {"workflow": "research", "facts": "all"}), "facts must be an object")
-        _refused(await model.call("show_step", {"run": "run-1"}), "unknown argument run", "takes no arguments")
+        refused(extra, "Nothing was done: unknown argument mode", "it takes workflow, facts, new_run")
+        refused(await model.call("start_run", {"workflow": "research", "facts": "all"}), "facts must be an object")
+        refused(await model.call("show_step", {"run": "run-1"}), "unknown argument run", "takes no arguments")
         assert not (model.project / ".rimthan").exists()  # none of it started anything
-        _refused(await model.start({"objective": "x"}), "decision_owner", "call start_run again with every fact")
-        _refused(
+        refused(await model.start({"objective": "x"}), "decision_owner", "call start_run again with every fact")
+        refused(
             await model.call("start_run", {"workflow": "nope", "facts": {}}), "workflow_not_found", "research-decision"
         )
 
         started = await model.start()
         run = started.data["run"]
         again = await model.start()
-        _refused(again, f"{run} (unfinished, at step interview)", f"Run {run} is the active one", "new_run true")
+        refused(again, f"{run} (unfinished, at step interview)", f"Run {run} is the active one", "new_run true")
         assert again.data == {"status": "refused", "unfinished": [run]}
         assert (await model.call("show_step")).data["run"] == run  # the refusal changed nothing
 
@@ -109,14 +65,13 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
             ("answer_question", {"answer": "experiment"}),
             ("migrate_run", {"confirm": True}),
         ]:
-            _refused(await model.call(tool, arguments), f"Run {run} is complete", "start_run")
-        _refused(await model.call("resume_run", {"run": run}), f"Run {run} is already complete", "start_run")
+            refused(await model.call(tool, arguments), f"Run {run} is complete", "start_run")
+        refused(await model.call("resume_run", {"run": run}), f"Run {run} is already complete", "start_run")
         shown = await model.call("show_step")
         assert not shown.is_error and f"Run {run} is complete." in shown.text
 
-    model, state = _drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    history = _audited(model.project, state, log.stem)
+    model, state = drive(world, tmp_path, script)
+    history = audited_only_run(model.project, state)
     assert history["steps"][-1] == "desk-research"
 
 
@@ -126,70 +81,67 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
 
     async def script(model: StandIn) -> None:
         at_question = await model.follow(await model.start(), "", until_question=True)
-        _refused(await model.call("step_done"), "waiting for an answer")
+        refused(await model.call("step_done"), "waiting for an answer")
         step = await model.call("answer_question", {"answer": "desk-research"})
         log, md = step.data["files"]
-        _refused(await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"}),
+        refused(await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"}),
                  "No validator is waiting", "not been checked yet", "step_done")  # fmt: skip
         missing = await model.call("step_done")
-        _refused(missing, f"{log} does not exist", f"{md} does not exist", str(model.project), "step_done again")
-        _write(model, step, md)
-        _write(model, step, log, "  \n")
-        _refused(await model.call("step_done"), f"{log} is empty", "step_done again")
-        _write(model, step, log, "{not json")
+        refused(missing, f"{log} does not exist", f"{md} does not exist", str(model.project), "step_done again")
+        write_files(model, step, md)
+        write_files(model, step, log, "  \n")
+        refused(await model.call("step_done"), f"{log} is empty", "step_done again")
+        write_files(model, step, log, "{not json")
         invalid = await model.call("step_done")
-        _refused(invalid, f"{log} (its JSON Schema: {SCHEMA_COPY}", "json_parse_failed", "is not valid JSON")
+        refused(invalid, f"{log} (its JSON Schema: {SCHEMA_COPY}", "json_parse_failed", "is not valid JSON")
         assert invalid.data["status"] == "deterministic_validation_failed"
         assert (model.project / SCHEMA_COPY).is_file()  # the copy the words name is there to read
-        _write(model, step, log, json.dumps({"route": "desk-research", "sources": "none"}))
+        write_files(model, step, log, json.dumps({"route": "desk-research", "sources": "none"}))
         wrong = await model.call("step_done")
-        _refused(wrong, SCHEMA_COPY, "json_schema_failed", "'decision_question' is a required property")
+        refused(wrong, SCHEMA_COPY, "json_schema_failed", "'decision_question' is a required property")
         assert "at /sources" in wrong.text  # the pointer to the wrong value
 
         (outside / "evidence-log.json").write_text(model.compose(log), "utf-8")
         (model.project / log).unlink()
         (model.project / log).symlink_to(outside / "evidence-log.json")
-        _refused(await model.call("step_done"), f"{log} is a symbolic link", f"write the file itself at {log}")
+        refused(await model.call("step_done"), f"{log} is a symbolic link", f"write the file itself at {log}")
         research = model.project / log.split("/")[0]
         research.rename(outside / "research")
         research.symlink_to(outside / "research")
         escaped = await model.call("step_done")
-        _refused(escaped, "is a symbolic link, so", "outside the project", "Replace research with a real directory")
+        refused(escaped, "is a symbolic link, so", "outside the project", "Replace research with a real directory")
         research.unlink()
-        _write(model, step, None)
+        write_files(model, step, None)
         assert (await model.call("step_done")).data["status"] == "validators_pending"
         final = await model.follow(await model.call("show_step"), "desk-research")
         assert final.data["status"] == "completed" and not at_question.is_error
 
-    model, state = _drive(world, tmp_path, script)
-    (log_file,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    assert _audited(model.project, state, log_file.stem)["steps"][-1] == "desk-research"
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
 
 
 def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: Path) -> None:
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
         step = await model.call("answer_question", {"answer": "desk-research"})
-        _write(model, step)
+        write_files(model, step)
         pending = await model.call("step_done")
         assert [v["name"] for v in pending.data["validators"]] == ["evidence-auditor", "decision-critic"]
         unknown = await model.call("record_verdict", {"validator": "fact-checker", "verdict": "pass"})
-        _refused(
-            unknown, "fact-checker is not a validator of this step", "evidence-auditor (subagent evidence-auditor)"
-        )
+        refused(unknown, "fact-checker is not a validator of this step", "evidence-auditor (subagent evidence-auditor)")
         for verdict in ("passed", "PASS", "looks good"):
             reply = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": verdict})
-            _refused(reply, f'verdict must be exactly "pass" or "fail", not "{verdict}"', "Call record_verdict again")
+            refused(reply, f'verdict must be exactly "pass" or "fail", not "{verdict}"', "Call record_verdict again")
         bare_fail = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "fail"})
-        _refused(bare_fail, "a fail verdict needs findings", 'verdict "fail" and findings')
+        refused(bare_fail, "a fail verdict needs findings", 'verdict "fail" and findings')
         one = {"validator": "evidence-auditor", "verdict": "fail", "findings": "E2 has no URL."}
-        _refused(await model.call("record_verdict", one), "findings must be an array")
+        refused(await model.call("record_verdict", one), "findings must be an array")
         assert not (await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})).is_error
         twice = await model.call(
             "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": ["x"]}
         )
-        _refused(twice, "evidence-auditor already has a verdict (pass); it stands", "decision-critic (subagent")
-        _refused(await model.call("step_done"), "validators still wait", "decision-critic")
+        refused(twice, "evidence-auditor already has a verdict (pass); it stands", "decision-critic (subagent")
+        refused(await model.call("step_done"), "validators still wait", "decision-critic")
         shown = await model.call("show_step")
         assert "Validator decision-critic (subagent decision-critic). Instruction:" in shown.text
         assert "evidence-auditor" not in [v["name"] for v in shown.data["validators"]]
@@ -197,15 +149,14 @@ def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: P
         md = model.project / step.data["files"][1]
         md.write_text(md.read_text("utf-8") + "\nOne more line.\n", "utf-8")  # edited while validators ran
         stale = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
-        _refused(stale, f"{step.data['files'][1]} changed after step_done", "Call step_done")
+        refused(stale, f"{step.data['files'][1]} changed after step_done", "Call step_done")
         rechecked = await model.call("step_done")
         assert [v["name"] for v in rechecked.data["validators"]] == ["evidence-auditor", "decision-critic"]
         final = await model.follow(rechecked, "desk-research")
         assert final.data["status"] == "completed"
 
-    model, state = _drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    _audited(model.project, state, log.stem)
+    model, state = drive(world, tmp_path, script)
+    audited_only_run(model.project, state)
 
 
 def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> None:
@@ -213,24 +164,23 @@ def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> 
         at_question = await model.follow(await model.start(), "", until_question=True)
         offered = at_question.data["migration"]["to_release"]
         not_offered = await model.call("answer_question", {"answer": "Desk research"})
-        _refused(not_offered, "not one of the choices: desk-research, user-interviews, experiment", "answer_question")
-        _refused(await model.call("answer_question", {"answer": 3}), "answer must be a string")
+        refused(not_offered, "not one of the choices: desk-research, user-interviews, experiment", "answer_question")
+        refused(await model.call("answer_question", {"answer": 3}), "answer must be a string")
         elsewhere = {"to_release": "research-decision@9.9.9", "confirm": True}
-        _refused(await model.call("migrate_run", elsewhere), f"the release offered is {offered}", "without to_release")
-        _refused(await model.call("migrate_run", {"confirm": "yes"}), "confirm must be a boolean")
-        _refused(await model.call("migrate_run", {"confirm": True}), "risk_tolerance", "pass it as facts")
+        refused(await model.call("migrate_run", elsewhere), f"the release offered is {offered}", "without to_release")
+        refused(await model.call("migrate_run", {"confirm": "yes"}), "confirm must be a boolean")
+        refused(await model.call("migrate_run", {"confirm": True}), "risk_tolerance", "pass it as facts")
         preview = await model.call("migrate_run", {"confirm": False, "facts": NEW_FACTS})
         assert not preview.is_error and "restarts at setup-workspace" in preview.text
         moved = await model.call("migrate_run", {"confirm": True, "facts": NEW_FACTS})
         assert "Migrated run" in moved.text, moved.text
-        _refused(await model.call("migrate_run", {"confirm": False}), "no newer release is offered", "show_step")
+        refused(await model.call("migrate_run", {"confirm": False}), "no newer release is offered", "show_step")
         model.version = "1.3.0"
         final = await model.follow(moved, "desk-research")
         assert final.data["status"] == "completed"
 
-    model, state = _drive(world, tmp_path, script)
-    (log,) = (model.project / ".rimthan" / "runs").glob("*.log")
-    assert len(_audited(model.project, state, log.stem)["migrations"]) == 1  # type: ignore[arg-type]
+    model, state = drive(world, tmp_path, script)
+    assert len(audited_only_run(model.project, state)["migrations"]) == 1
 
 
 def test_two_runs_in_one_project_switch_clearly_and_both_audit(world: ServerWorld, tmp_path: Path) -> None:
@@ -242,8 +192,8 @@ def test_two_runs_in_one_project_switch_clearly_and_both_audit(world: ServerWorl
         second = await model.follow(await model.start(), "", until_question=True)  # after a completed run: fine
         runs.append(second.data["run"])
         assert f"Run {runs[1]} (1.2.0): step select-route" in (await model.call("show_step")).text
-        _refused(await model.start(), f"{runs[1]} (unfinished, at step select-route)", "new_run true")
-        _refused(await model.call("resume_run", {"run": runs[0]}), f"Run {runs[0]} is already complete")
+        refused(await model.start(), f"{runs[1]} (unfinished, at step select-route)", "new_run true")
+        refused(await model.call("resume_run", {"run": runs[0]}), f"Run {runs[0]} is already complete")
         third = await model.call("start_run", {"workflow": "research", "facts": _facts(model), "new_run": True})
         runs.append(third.data["run"])
         assert f"Run {runs[1]} is set aside unfinished: resume_run {runs[1]}" in third.text
@@ -256,10 +206,10 @@ def test_two_runs_in_one_project_switch_clearly_and_both_audit(world: ServerWorl
         assert latest.data["run"] == runs[2], latest.text
         assert (await model.follow(latest, "desk-research")).data["status"] == "completed"
 
-    model, state = _drive(world, tmp_path, script)
+    model, state = drive(world, tmp_path, script)
     routes = {runs[0]: "experiment", runs[1]: "user-interviews", runs[2]: "desk-research"}
     for run, route in routes.items():
-        assert route in _audited(model.project, state, run)["steps"]  # type: ignore[operator]
+        assert route in audited(model.project, state, run)["steps"]
 
 
 def _facts(model: StandIn) -> dict[str, object]:

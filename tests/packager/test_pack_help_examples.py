@@ -22,7 +22,7 @@ import tomli_w
 BIN = Path(sys.executable).parent
 PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.3.0"
 SUBSTITUTE = {"SOURCE": "catalogues/research-decision/1.3.0", "RELEASE": "releases/research-decision-1.3.0"}
-# push and pull talk to an OCI registry: tests/packager/test_oci_push_pull.py runs them against a real one.
+# push and pull talk to an OCI registry: tests/docs/test_doc_examples.py runs their help examples against real ones.
 NEEDS_A_REGISTRY = ("push", "pull")
 COMMANDS = ("keygen", "build", "sign", "verify", "inspect", "init")
 

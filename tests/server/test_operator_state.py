@@ -127,6 +127,31 @@ def test_floors_are_per_deployment_and_the_refusal_names_the_file_and_the_way_do
     assert all(name.startswith("research-decision@") and e["deployment"] for name, e in floors.items())
 
 
+def test_the_explicit_two_release_mode_has_its_own_floor(world: ServerWorld, tmp_path: Path) -> None:
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    older, newer = world.publish("1.2.0", releases), world.publish("1.3.0", releases)
+    with _serve(world, releases, state) as server:  # the default serve: 1.3.0 active, floor 1.3.0 recorded
+        assert "release research-decision@1.3.0 " in server.stderr()
+    explicit = ("--release", older, "--migration-target", newer, "--trust", world.trust, "--state-dir", state)
+    checked = _mcp("check", *explicit)
+    assert checked.returncode == 0 and checked.stdout.startswith("ok research-decision@1.2.0 "), checked.stderr
+    with http_server_process([RIMTHAN_MCP, "serve", *map(str, explicit), *HTTP], env=server_env()) as server:
+        assert "release research-decision@1.2.0 " in server.stderr()  # the help's own example is not refused
+        assert "migration target research-decision@1.3.0 " in server.stderr()
+
+    with http_server_process([RIMTHAN_MCP, "serve", "--release", str(newer), *map(str, explicit[4:]), *HTTP]):
+        pass  # explicit mode now activates 1.3.0: its own floor rises to 1.3.0
+    line = _one_line(_mcp("serve", *explicit))  # a real rollback within the explicit mode is still refused
+    assert line.startswith("error: rollback_refused: ") and "below the activation floor 1.3.0" in line
+    assert "explicit --release mode" in line and "--lower-floor" in line
+    assert _mcp("check", *explicit).returncode == 1
+    floors = json.loads((state / "activation-floor.json").read_text("utf-8"))["catalogues"]
+    assert sorted(("explicit --release mode" in e["deployment"], e["version"]) for e in floors.values()) == [
+        (False, "1.3.0"),
+        (True, "1.3.0"),
+    ]
+
+
 # --------------------------------------------------------------------------- keys and state edge cases
 
 

@@ -16,17 +16,24 @@ from pathlib import Path
 import pytest
 from rimthan_packager.source import read_source
 from rimthan_workflow_mcp.provider import ReleaseProvider
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_mcp.server import _check_schema, runtime_state
+from rimthan_workflow_mcp.tool_contracts import contract_documents
+from rimthan_workflow_registry.canonical import canonical_bytes
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.release import manifest_parse
+from rimthan_workflow_registry.release import verify as verify_module
 from rimthan_workflow_registry.release.loader import ReleaseLoader
 from rimthan_workflow_registry.release.schema_checks import (
     SCHEMA_CHECKS,
     SCHEMA_CHECKS_FILE,
     SchemaCheckCache,
+    canonical_form_version,
     check_key,
     validator_version,
 )
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.releases import make_keypair, trust_dir
 
 
 @pytest.fixture(autouse=True)
@@ -82,3 +89,46 @@ def test_a_malformed_file_is_ignored_then_rewritten(tmp_path: Path, content: str
     assert not cache.passed(b"{}")
     cache.remember([b"{}"])
     assert json.loads(path.read_text("utf-8"))["passed"] == [check_key(b"{}")]
+
+
+def test_serving_records_the_manifest_form_and_the_server_contracts(
+    signed_release: Path, trust: Path, tmp_path: Path
+) -> None:
+    """A restart on the same state directory skips re-serialising the manifest and the contract metaschema checks."""
+    state = tmp_path / "state"
+    provider = ReleaseProvider.open(
+        signed_release, trust=load_trust(trust), keyring=CheckpointKeyring.generate(), state_dir=state
+    )
+    runtime_state(provider)
+    restarted = SchemaCheckCache()
+    restarted.persist_to(state / SCHEMA_CHECKS_FILE)
+    manifest = (signed_release / "manifest.json").read_bytes()
+    assert restarted.passed(manifest, canonical_form_version())
+    assert not restarted.passed(manifest)  # a canonical-form pass is not a metaschema pass
+    assert all(restarted.passed(canonical_bytes(document)) for document in contract_documents().values())
+
+
+def test_an_unsigned_manifest_is_never_remembered(
+    signed_release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh = SchemaCheckCache()  # this process may have seen the same manifest bytes, signed, in another test
+    monkeypatch.setattr(verify_module, "SCHEMA_CHECKS", fresh)
+    monkeypatch.setattr(manifest_parse, "SCHEMA_CHECKS", fresh)
+    other = make_keypair(tmp_path / "keys", "stranger")
+    with pytest.raises(RegistryError):
+        ReleaseProvider.open(
+            signed_release,
+            trust=load_trust(trust_dir(tmp_path / "trust", other)),
+            keyring=CheckpointKeyring.generate(),
+            state_dir=tmp_path / "state",
+        )
+    assert not fresh.passed((signed_release / "manifest.json").read_bytes(), canonical_form_version())
+
+
+def test_a_contract_that_is_not_a_schema_is_refused_and_never_remembered() -> None:
+    bad = {"type": "object", "additionalProperties": False, "properties": {"a": {"type": 5}}}
+    for _ in range(2):
+        with pytest.raises(RegistryError) as info:
+            _check_schema(bad, "contract bad")
+        assert info.value.code is FailureCode.SCHEMA_INVALID
+    assert not SCHEMA_CHECKS.passed(canonical_bytes(bad))

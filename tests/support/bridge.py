@@ -1,4 +1,4 @@
-"""Helpers for the bridge tests: start ``rimthan-host serve`` on built releases, audit its run logs.
+"""Helpers for the bridge tests: start ``rimthan-host serve`` on built releases, drive it, audit its run logs.
 
 The model stand-in itself is :class:`rimthan_host.standin.StandIn` (shared
 with ``make agent-demo``); :func:`stand_in` points it at the packaged
@@ -10,18 +10,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.standin import StandIn
+from rimthan_host.standin import Reply, StandIn
+from rimthan_host.tools import TOOLS
 
 from support.processes import serve_options
 from support.releases import packaged_source
 from support.servers import ServerWorld
 
 BIN = Path(sys.executable).parent
+TOOL_NAMES = tuple(t.name for t in TOOLS)
 
 
 def verifier_args(world: ServerWorld, state: Path) -> list[str]:
@@ -59,3 +63,57 @@ def audit(log: Path, state: Path) -> dict[str, Any]:
 def stand_in(client: Client, project: Path, **kwargs: Any) -> StandIn:
     """The stand-in composing the packaged catalogue's example texts."""
     return StandIn(client, project, {v: packaged_source(v) / "examples" for v in ("1.2.0", "1.3.0")}, **kwargs)
+
+
+def drive(world: ServerWorld, tmp_path: Path, script: Callable[[StandIn], Awaitable[None]]) -> tuple[StandIn, Path]:
+    """Run ``script`` against a fresh bridge; check every reply the model got; return it and the state dir."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await script(model)
+            return model
+
+    model = anyio.run(go)
+    check_replies(model)
+    return model, state
+
+
+def check_replies(model: StandIn) -> None:
+    """Nothing opaque went either way, no reply holds a traceback, and every refusal names the next call."""
+    assert model.leaks() == []
+    for reply in model.received:
+        assert "Traceback" not in reply.text and 'File "' not in reply.text, reply.text
+        if reply.is_error:
+            assert any(name in reply.text for name in TOOL_NAMES), reply.text
+
+
+def refused(reply: Reply, *words: str) -> None:
+    """``reply`` is an error whose text holds every one of ``words``."""
+    assert reply.is_error, reply.text
+    for word in words:
+        assert word in reply.text, f"{word!r} not in: {reply.text}"
+
+
+def write_files(model: StandIn, reply: Reply, path: str | None = None, text: str | None = None) -> None:
+    """The model writes the files ``reply`` names (or only ``path``): its composed text, or ``text``."""
+    for name in reply.data["files"]:
+        if path is None or name == path:
+            target = model.project / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(model.compose(name) if text is None else text, "utf-8")
+
+
+def audited(project: Path, state: Path, run: str) -> dict[str, Any]:
+    """The audit of ``run``'s log in ``project``, which must pass."""
+    history = audit(project / ".rimthan" / "runs" / f"{run}.log", state)
+    assert history["ok"] is True
+    return history
+
+
+def audited_only_run(project: Path, state: Path) -> dict[str, Any]:
+    """The audit of the one run in ``project`` (there must be exactly one), which must pass."""
+    (log,) = (project / ".rimthan" / "runs").glob("*.log")
+    return audited(project, state, log.stem)

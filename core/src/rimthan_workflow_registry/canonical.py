@@ -51,11 +51,13 @@ class DuplicateKeyError(ValueError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise DuplicateKeyError(key)
-        out[key] = value
+    out = dict(pairs)
+    if len(out) < len(pairs):  # a repeated key; the common case (none) is decided in C
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
     return out
 
 
@@ -84,12 +86,27 @@ def parse_strict_json(data: bytes | str, *, where: str, code: FailureCode, max_d
     return value
 
 
-def find_float(value: Any, pointer: str = "") -> str | None:
+def find_float(value: Any) -> str | None:
     """JSON pointer of the first float in ``value`` (``None`` if there is none).
 
     Signed records hold integers only; ``5.0`` must not pass as ``5`` (JSON
     Schema would accept it as an integer), so manifests are checked with this.
+    A manifest lists every file, so the common answer (none) is found by one
+    iterative pass that builds no pointers; only a hit is located.
     """
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            return _float_pointer(value, "")
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _float_pointer(value: Any, pointer: str) -> str | None:
     if isinstance(value, float):
         return pointer or "/"
     items: Iterable[tuple[str, Any]]
@@ -100,7 +117,7 @@ def find_float(value: Any, pointer: str = "") -> str | None:
     else:
         return None
     for key, item in items:
-        found = find_float(item, f"{pointer}/{key}")
+        found = _float_pointer(item, f"{pointer}/{key}")
         if found is not None:
             return found
     return None

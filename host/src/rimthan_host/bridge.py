@@ -13,7 +13,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,16 +29,23 @@ from .protocol import (
     ToolRefused,
     workflow_version,
 )
+from .reports import refused_report
 from .runlog import RunLog, RunSummary, new_run_id, run_summaries
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
 from .words import (
+    busy_words,
+    fact_message,
+    failed_words,
     failure_words,
     findings_words,
+    known_runs,
+    next_call,
     offer_summary,
     offer_words,
     preview_words,
     question_words,
+    refusal_reason,
     scrub,
     step_words,
     validator_words,
@@ -108,7 +115,7 @@ class Bridge:
         runs = {r.run_id: r for r in run_summaries(self.project_dir)}
         unfinished = [r.run_id for r in runs.values() if not r.completed]
         run_id = run or (unfinished[-1] if unfinished else None)
-        known = _known_runs(runs.values())
+        known = known_runs(runs.values())
         if run_id is None or run_id not in runs:
             head = f"There is no run {run} in this project." if run else "No unfinished run in this project."
             return Reply(f"{head} {known} Call start_run for a new run.", {"status": "refused"}, is_error=True)
@@ -151,18 +158,23 @@ class Bridge:
             return session
         step = session.step
         if session.result.get("status") == "input_required":
-            return await self._describe(session.result, ["The step is waiting for an answer first."], error=True)
+            return self._misplaced(session, "Nothing was done: the step is waiting for an answer first.")
         if not step.get("gated"):
             return await self._go_on(await session.advance(), [f"Step {step['id']} done."])
         prepared = session.prepared
         if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
             lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
             return self._validators(session, lines, error=True)
+        lines = ["The files changed since they were checked: checking them again."] if prepared else []
+        return await self._check(session, lines)
+
+    async def _check(self, session: HostSession, lines: list[str]) -> Reply:
+        """Read the step's files from disk and have the verifier check them; then its validators, if any."""
+        step = session.step
         problems = file_problems(session.files, step.get("outputs") or [])
         if problems:
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
             return self._reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
-        lines = ["The files changed since they were checked: checking them again."] if prepared else []
         prepared_result = await session.prepare(session.read_outputs())
         if prepared_result["status"] == "deterministic_validation_failed":
             schemas = {p: s.path for p, s in (await self._output_schemas(step, self._release_id())).items() if s.path}
@@ -172,7 +184,7 @@ class Bridge:
             data = {"run": self.run_id, "status": prepared_result["status"], "failures": _codes(prepared_result)}
             return self._reply(lines, data, True)
         if not prepared_result["validators"]:
-            return await self._go_on(await session.submit(), [f"Step {step['id']} checked."])
+            return await self._submit(session, [*lines, f"Step {step['id']} checked."])
         return self._validators(session, lines)
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
@@ -181,10 +193,7 @@ class Bridge:
             return session
         prepared = session.prepared
         if prepared is None:
-            lines = ["No validator is waiting for a verdict; nothing was recorded."]
-            if session.step.get("gated") and session.result.get("status") != "input_required":
-                lines.append("This step's files have not been checked yet: write them, then call step_done.")
-            return await self._describe(session.result, lines, error=True)
+            return self._misplaced(session, "No validator is waiting for a verdict; nothing was recorded.")
         names = {s["validator_id"]: f"{s['validator_id']}@{s['version']}" for s in prepared.validators}
         name = validator.split("@")[0]
         key = names.get(name)
@@ -194,6 +203,7 @@ class Bridge:
         if key in prepared.verdicts:
             lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
             return self._validators(session, lines, error=True)
+        findings = [f.strip() for f in findings if f.strip()]
         if verdict == "fail" and not findings:
             lines = [
                 f"Nothing was recorded: a fail verdict needs findings. Call record_verdict again for {name} with "
@@ -212,7 +222,37 @@ class Bridge:
                 "discarded. Call step_done to check the files as they are now; then run the validators again."
             ]
             return self._reply(lines, {"run": self.run_id, "status": "files_changed", "files": changed}, True)
-        return await self._go_on(await session.submit(), [f"Recorded {verdict} for {name}; step submitted."])
+        return await self._submit(session, [f"Recorded {verdict} for {name}; step submitted."])
+
+    async def _submit(self, session: HostSession, lines: list[str]) -> Reply:
+        """Submit the round; if the verifier refuses, discard what it refused so the model can redo it."""
+        try:
+            result = await session.submit()
+        except ToolRefused as exc:
+            return await self._submit_refused(session, exc)
+        return await self._go_on(result, lines)
+
+    async def _submit_refused(self, session: HostSession, exc: ToolRefused) -> Reply:
+        prepared = session.prepared
+        assert prepared is not None
+        said = refusal_reason(exc.error)
+        key = refused_report(exc.error, prepared.validators)
+        if key is not None and key in prepared.verdicts:  # one report: only that verdict goes
+            del prepared.verdicts[key]
+            name = key.split("@")[0]
+            lines = [f"The verifier refused the verdict of {name} ({said}). That verdict is discarded, the others "
+                     f"stand: call record_verdict for {name} again, with findings the verifier accepts."]  # fmt: skip
+            return self._validators(session, lines, error=True)
+        session.prepared = None  # the round as a whole: check the files again, every validator runs again
+        head = f"The verifier refused the step's verdicts ({said}); they are discarded."
+        if prepared.validators:  # (a step without validators would only be refused again)
+            try:
+                reply = await self._check(session, [head, "The files are checked again."])
+                return Reply(reply.text, reply.data, is_error=True)
+            except ToolRefused as again:
+                head += f" Checking the files again was refused too ({refusal_reason(again.error)})."
+        lines = [head, "Call step_done to try again; show_step says where the run is."]
+        return self._reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
 
     async def answer_question(self, asker: Asker, answer: str | None) -> Reply:
         session = self._running()
@@ -220,7 +260,7 @@ class Bridge:
             return session
         question = session.result.get("question")
         if session.result.get("status") != "input_required" or not question:
-            return await self._describe(session.result, ["No question is waiting; nothing was recorded."], error=True)
+            return self._misplaced(session, "No question is waiting; nothing was recorded.")
         choices = tuple(str(c) for c in question.get("choices") or ())
         if asker.available:
             ask = Ask(question["field"], question["prompt"], choices, answer)
@@ -283,7 +323,7 @@ class Bridge:
             return Reply("\n".join([*words, tail]).strip(), data, is_error=bool(blocking))
         by = BY_MODEL
         if asker.available:
-            asks = [Ask(f"fact:{k}", _fact_message(k, v)) for k, v in facts.items()]
+            asks = [Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()]
             asks.append(Ask("migrate", "\n".join([*words, "Migrate this run now?"])))
             got = await asker.ask(asks)
             refused = [k for k, a in got.items() if not a.confirmed]
@@ -302,12 +342,28 @@ class Bridge:
 
     # -- shared ----------------------------------------------------------------------------
 
+    def failed(self, tool: str, exc: Exception) -> Reply:
+        """An unexpected failure mid-move in one sentence. The session may hold a half-made move (a checkpoint
+        the log never got), so it is dropped: ``resume_run`` picks the run up from its log and saved state."""
+        log = self.session.run_log if self.session is not None else None
+        run = log.run_id if log is not None and log.log_path.exists() else None
+        self.session = None
+        return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
+
+    def _misplaced(self, session: HostSession, what: str) -> Reply:
+        """A move that does not fit where the run is: what was wrong and the one call to make next."""
+        pending = session.prepared.pending if session.prepared is not None else []
+        step = session.step
+        lines = [what, next_call(session.result, pending), "(show_step repeats the step's instructions.)"]
+        data = {"run": self.run_id, "status": session.result.get("status"), "step": {"id": step.get("id")}}
+        return Reply(scrub(" ".join(lines)), data, True)
+
     def _running(self) -> HostSession | Reply:
         """The active run, if it can still move; else words saying how to get one."""
         if self.session is None:
             return self._no_run()
         if self.session.result.get("status") == "completed":
-            runs = _known_runs(run_summaries(self.project_dir))
+            runs = known_runs(run_summaries(self.project_dir))
             return Reply(
                 f"Run {self.run_id} is complete; nothing more to do in it. {runs} Call start_run for a new run.",
                 {"run": self.run_id, "status": "completed"},
@@ -325,17 +381,9 @@ class Bridge:
         return [r for r in run_summaries(self.project_dir) if not r.completed]
 
     def _busy(self, unfinished: Sequence[RunSummary]) -> Reply:
-        listed = ", ".join(r.words() for r in unfinished)
-        head = f"Nothing was started: this project has unfinished runs: {listed}. "
-        active = self.session is not None and any(r.run_id == self.run_id for r in unfinished)
-        head += (
-            f"Run {self.run_id} is the active one: show_step says what it needs."
-            if active
-            else "Continue one with resume_run (run id)."
-        )
-        tail = " Only if the user wants a separate run, call start_run again with new_run true"
-        tail += "; the unfinished runs stay resumable."
-        return Reply(head + tail, {"status": "refused", "unfinished": [r.run_id for r in unfinished]}, is_error=True)
+        active = self.run_id if self.session is not None else None
+        data = {"status": "refused", "unfinished": [r.run_id for r in unfinished]}
+        return Reply(busy_words(unfinished, active), data, is_error=True)
 
     def _where(self, session: HostSession) -> str:
         step = session.step
@@ -348,7 +396,7 @@ class Bridge:
     async def _confirm_facts(self, asker: Asker, facts: Mapping[str, Any]) -> str | Reply:
         if not asker.available:
             return BY_MODEL
-        got = await asker.ask([Ask(f"fact:{k}", _fact_message(k, v)) for k, v in facts.items()])
+        got = await asker.ask([Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()])
         refused = [k for k, a in got.items() if not a.confirmed]
         if refused:
             field_name = refused[0].removeprefix("fact:")
@@ -440,21 +488,6 @@ class Bridge:
 
     def _reply(self, lines: list[str], data: dict[str, Any], error: bool) -> Reply:
         return Reply(scrub("\n".join(lines).strip()), data, error)
-
-
-def _fact_message(name: str, value: Any) -> str:
-    shown = (
-        value if isinstance(value, str) else "\n".join(f"- {v}" for v in value) if isinstance(value, list) else value
-    )
-    return f"Confirm {name} for this run:\n{shown}"
-
-
-def _known_runs(runs: Iterable[RunSummary]) -> str:
-    runs = list(runs)
-    if not runs:
-        return "This project has no runs yet."
-    resume = " resume_run (run id) continues an unfinished one." if any(not r.completed for r in runs) else ""
-    return f"Runs in this project: {', '.join(r.words() for r in runs)}.{resume}"
 
 
 def _codes(result: Mapping[str, Any]) -> list[str]:

@@ -9,11 +9,14 @@ report to the artifact digests it validated.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .files import WrittenFile
 from .protocol import HarnessError, HostProfile
+
+_REPORT_POINTER = re.compile(r"^/reports/(\d+)(/|$)")
 
 
 def validator_key(summary: Mapping[str, Any]) -> str:
@@ -53,3 +56,15 @@ def validator_report(
         "findings": [dict(f) for f in findings],
         "validated_by": {"harness": host.harness, "adapter_version": host.adapter_version},
     }
+
+
+def refused_report(error: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]]) -> str | None:
+    """The validator (``id@version``) whose report a submit refusal points at; None if it names no single one.
+
+    Reports are sent in the order of ``summaries``; a refused argument's JSON
+    pointer (``/reports/<i>/...``) says which one the verifier refused.
+    """
+    match = _REPORT_POINTER.match(str(error.get("path") or ""))
+    if match is None or int(match.group(1)) >= len(summaries):
+        return None
+    return validator_key(summaries[int(match.group(1))])

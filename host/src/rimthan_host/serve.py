@@ -85,9 +85,9 @@ def create_bridge_server(bridge: Bridge) -> Server[Any]:
             reply = Reply(words + f"and call {params.name} again.", {"refused": exc.code}, True)
         except HarnessError as exc:
             reply = Reply(str(exc), {"status": "refused"}, True)
-        except Exception as exc:  # last guard: the model gets words, the host's log gets the traceback
+        except Exception as exc:  # last guard: the model gets one sentence, the host's log gets the traceback
             _log.exception("%s failed", params.name)
-            reply = Reply(_unexpected(params.name, exc), {"status": "bridge_error"}, True)
+            reply = bridge.failed(params.name, exc)
         return _result(reply)
 
     server: Server[Any] = Server(
@@ -99,13 +99,6 @@ def create_bridge_server(bridge: Bridge) -> Server[Any]:
     )
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
     return server
-
-
-def _unexpected(tool: str, exc: Exception) -> str:
-    return (
-        f"The bridge failed on {tool} ({type(exc).__name__}); the run log is unchanged by it. "
-        "Call show_step to see where the run is, then go on from there."
-    )
 
 
 def _result(reply: Reply) -> types.CallToolResult:
@@ -175,7 +168,20 @@ def main() -> None:
     """rimthan-host: the host kit's command line."""
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+_EXAMPLES = """\b
+Examples:
+  rimthan-host serve                        # the child serves ./releases, trusting keys/local
+  rimthan-host serve --harness opencode -- --releases-dir releases --trust keys/local
+
+\b
+Exit status:
+  0  the client closed stdio
+  1  the bridge or its verifier failed: one `rimthan-host: error:` line on stderr
+  2  usage mistake
+"""
+
+
+@main.command(context_settings={"ignore_unknown_options": True}, epilog=_EXAMPLES)
 @click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False),

@@ -9,9 +9,11 @@ validation tokens, digests and attestations stay inside the bridge;
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from .runlog import RunSummary
 from .schemas import OutputSchema
 
 _OPAQUE = re.compile(r"(sha256:)?[0-9a-fA-F]{64}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]+")
@@ -74,6 +76,57 @@ def validator_words(step: Mapping[str, Any], pending: Sequence[Mapping[str, Any]
     return lines
 
 
+def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -> str:
+    """The one call to make next where the run is, in one sentence (after a move that did not fit)."""
+    question = result.get("question")
+    step = result.get("step") or {}
+    files = ", ".join(str(o["path"]) for o in step.get("outputs") or [])
+    if result.get("status") == "input_required" and question:
+        choices = ", ".join(str(c) for c in question.get("choices") or [])
+        return f"The run waits for the user's answer to: {question['prompt']} ({choices}); call answer_question."
+    if pending:
+        names = ", ".join(f"{s['validator_id']} (subagent {s['subagent']})" for s in pending)
+        return f"Waiting for a verdict: {names}; call record_verdict for each."
+    if step.get("gated") and result.get("status") == "validation_failed":
+        return f"Fix this step's files ({files}) as the findings said, then call step_done."
+    if step.get("gated"):
+        return f"This step's files have not been checked yet: write {files}, then call step_done."
+    return "When this step's work is done, call step_done."
+
+
+def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> str:
+    """An unexpected failure in one sentence: the system's reason and file for an OSError, else its kind."""
+    cause = f"an unexpected {type(exc).__name__}"
+    if isinstance(exc, OSError) and exc.strerror:
+        name = Path(str(exc.filename)) if exc.filename else None
+        if name is not None and name.is_relative_to(project):
+            name = name.relative_to(project)
+        cause = f"{exc.strerror}: {name}" if name is not None else exc.strerror
+    then = f"call resume_run {run} to go on from the run log" if run else "call the tool again"
+    return f"The bridge failed on {tool} ({cause}); once that is fixed, {then}."
+
+
+def busy_words(unfinished: Sequence[RunSummary], active: str | None) -> str:
+    """Why start_run started nothing: the project's unfinished runs, and how to go on."""
+    listed = ", ".join(r.words() for r in unfinished)
+    head = f"Nothing was started: this project has unfinished runs: {listed}. "
+    if active is not None and any(r.run_id == active for r in unfinished):
+        head += f"Run {active} is the active one: show_step says what it needs."
+    else:
+        head += "Continue one with resume_run (run id)."
+    tail = " Only if the user wants a separate run, call start_run again with new_run true"
+    return head + tail + "; the unfinished runs stay resumable."
+
+
+def refusal_reason(error: Mapping[str, Any]) -> str:
+    """A verifier's refusal in a few words: its code and message, or, for a long message, where and which rule."""
+    message = str(error.get("message") or "")
+    if len(message) <= 300:
+        return f"{error.get('code')}: {message}"
+    rule = str((error.get("details") or {}).get("schema_path") or "").rsplit("/", 1)[-1]
+    return f"{error.get('code')} at {error.get('path')}" + (f": it breaks the schema's {rule} rule" if rule else "")
+
+
 def failure_words(failures: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"- {f.get('code')}: {f.get('message')}" for f in failures]
 
@@ -124,3 +177,20 @@ def offer_words(offer: Mapping[str, Any]) -> list[str]:
         lines.append("It needs facts this run does not have; ask the user and pass them as facts:")
         lines += [f"- {name}: {expects[name].get('description') or 'see the preview'}" for name in summary["needs"]]
     return lines
+
+
+def fact_message(name: str, value: Any) -> str:
+    """What the user is asked to confirm for one fact."""
+    shown = (
+        value if isinstance(value, str) else "\n".join(f"- {v}" for v in value) if isinstance(value, list) else value
+    )
+    return f"Confirm {name} for this run:\n{shown}"
+
+
+def known_runs(runs: Iterable[RunSummary]) -> str:
+    """The project's runs, each complete or unfinished at its step."""
+    runs = list(runs)
+    if not runs:
+        return "This project has no runs yet."
+    resume = " resume_run (run id) continues an unfinished one." if any(not r.completed for r in runs) else ""
+    return f"Runs in this project: {', '.join(r.words() for r in runs)}.{resume}"

@@ -2,9 +2,10 @@
 
 ``build_release`` validates a catalogue source with the server's own loader,
 writes the release into a temporary directory beside the destination (same
-filesystem), fsyncs it, runs the one verification path on it, and only then
-renames it into ``<out>/<name>-<version>`` - without ever replacing an
-existing directory. A crash leaves at most a hidden ``.<name>-<version>.building-*``
+filesystem), runs the one verification path on it, makes it durable (one
+``syncfs`` of that file system, like ``sync -f``), and only then renames it
+into ``<out>/<name>-<version>`` - without ever replacing an existing
+directory. A crash leaves at most a hidden ``.<name>-<version>.building-*``
 directory, never a half-written release under the real name.
 
 Builds are reproducible: the manifest depends only on the source bytes (and
@@ -27,6 +28,7 @@ from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
     MANIFEST_NAME,
+    SCHEMA_CHECKS,
     SIGNATURES_DIR,
     FileEntry,
     LoadedCatalogue,
@@ -34,6 +36,8 @@ from rimthan_workflow_registry.release import (
     ReleaseLoader,
     TrustStore,
     VerifiedRelease,
+    canonical_form_version,
+    hash_threads,
     inspect_release,
     manifest_for,
     render_checksums,
@@ -42,13 +46,14 @@ from rimthan_workflow_registry.release import (
 )
 from tqdm import tqdm
 
-from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, write_all
+from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, sync_filesystem, write_all
 from .signing import SigningKey
 from .source import SourceFiles, read_source
 
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 PROGRESS_MIN_FILES = 500
-FSYNC_THREADS = 16
+FSYNC_THREADS = 16  # only where there is no syncfs: fsync per file, on threads so the file system batches them
+_COPY_BATCH = 64  # files per copy task
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -117,19 +122,21 @@ def build_release(
     _refuse_existing(dest)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-", dir=out))
     try:
-        entries = _copy_catalogue(source, work / CATALOGUE_DIR, progress)
-        manifest = manifest_for(catalogue, entries, created)
+        copied = _copy_catalogue(source, work / CATALOGUE_DIR, progress)
+        manifest = manifest_for(catalogue, copied.entries, created)
         manifest_bytes = manifest.to_bytes()
-        create_file(work / MANIFEST_NAME, manifest_bytes)
-        create_file(work / CHECKSUMS_NAME, render_checksums(manifest))
+        SCHEMA_CHECKS.remember([manifest_bytes], canonical_form_version())  # RFC 8785 output: the self-check skips it
+        written = [work / MANIFEST_NAME, work / CHECKSUMS_NAME]
+        create_file(written[0], manifest_bytes, sync=False)
+        create_file(written[1], render_checksums(manifest), sync=False)
         (work / SIGNATURES_DIR).mkdir()
         for key in signers:
-            create_file(work / SIGNATURES_DIR / signature_name(key.key_id), key.sign(manifest_bytes))
-        fsync_dir(work / SIGNATURES_DIR)
-        fsync_dir(work)
+            written.append(work / SIGNATURES_DIR / signature_name(key.key_id))
+            create_file(written[-1], key.sign(manifest_bytes), sync=False)
         os.chmod(work, 0o755)
         check = trust or TrustStore.from_public_keys([k.public_key for k in signers], source="the signing keys")
         verified = _self_check(work, dest, check)
+        _make_durable(work, [*copied.files, *written], [*copied.dirs, work / SIGNATURES_DIR, work])
         try:
             rename_no_replace(work, dest)
         except FileExistsError:
@@ -183,8 +190,22 @@ def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
         ) from exc
 
 
-def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> list[FileEntry]:
-    """Copy every source file byte for byte (streamed), fsync, and return manifest entries."""
+@dataclass(frozen=True)
+class _Copied:
+    """The catalogue as copied: manifest entries (sorted by path), the files written, the directories made."""
+
+    entries: list[FileEntry]
+    files: list[Path]
+    dirs: list[Path]
+
+
+def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copied:
+    """Copy every source file byte for byte, hashing what is copied (one read), on threads for a large source.
+
+    Directories are made first, in the main thread; files are copied in
+    batches (sorted by path) and nothing is flushed here: :func:`_make_durable`
+    flushes the whole release once, before it is published.
+    """
     large = source.total_size >= PROGRESS_MIN_BYTES or len(source.sizes) >= PROGRESS_MIN_FILES
     bar = tqdm(
         total=source.total_size,
@@ -195,34 +216,60 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> list[F
         disable=not (progress and large),
         leave=False,
     )
+    paths = sorted(source.paths)
+    dirs = _make_dirs(target, paths)
+    base = str(target)
+
+    def copy(batch: list[str]) -> list[FileEntry]:
+        return [_copy_file(source, path, f"{base}/{path}") for path in batch]
+
+    batches = [paths[i : i + _COPY_BATCH] for i in range(0, len(paths), _COPY_BATCH)]
     entries: list[FileEntry] = []
-    made: list[Path] = []
-    written: list[Path] = []
+    workers = hash_threads(len(paths), source.total_size)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-build") if workers > 1 else None
     try:
-        for path in sorted(source.paths):
-            dest = target / path
-            for directory in (target, *(target / p for p in _ancestors(path))):
-                if not directory.exists():
-                    directory.mkdir(mode=0o755)
-                    os.chmod(directory, 0o755)
-                    made.append(directory)
-            fd = os.open(dest, _FILE_FLAGS, 0o644)
-            try:
-                os.fchmod(fd, 0o644)
-                entries.append(source.copy_to(path, fd))
-            finally:
-                os.close(fd)
-            written.append(dest)
-            bar.update(entries[-1].size)
+        for copied in pool.map(copy, batches) if pool is not None else map(copy, batches):
+            entries.extend(copied)
+            bar.update(sum(entry.size for entry in copied))
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)  # after a failure, batches not started are not copied
         bar.close()
-    # Durable before the release is renamed into place. Flushing after all writes, on several threads
-    # (fsync releases the GIL), lets the filesystem batch the work: measured 14.8 s -> 5.6 s for 10,000 files.
+    return _Copied(entries=entries, files=[target / path for path in paths], dirs=dirs)
+
+
+def _copy_file(source: SourceFiles, path: str, dest: str) -> FileEntry:
+    fd = os.open(dest, _FILE_FLAGS, 0o644)
+    try:
+        os.fchmod(fd, 0o644)
+        return source.copy_to(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(target: Path, paths: list[str]) -> list[Path]:
+    """``target`` and every directory the files need (mode 0755), parents first; the directories made."""
+    names = sorted({ancestor for path in paths for ancestor in _ancestors(path)})  # "a" sorts before "a/b"
+    made = [target, *(target / name for name in names)]
+    for directory in made:
+        directory.mkdir(mode=0o755)
+        os.chmod(directory, 0o755)
+    return made
+
+
+def _make_durable(work: Path, files: list[Path], dirs: list[Path]) -> None:
+    """Flush the release before it is renamed into place: one ``syncfs``, like the ``sync -f`` of a copy.
+
+    Where the platform has no ``syncfs``, every file is fsynced (on several
+    threads: fsync releases the GIL and the file system batches the commits),
+    then every directory, deepest first.
+    """
+    if sync_filesystem(work):
+        return
     with ThreadPoolExecutor(max_workers=FSYNC_THREADS) as pool:
-        list(pool.map(fsync_file, written))
-    for directory in reversed(made):
+        list(pool.map(fsync_file, files))
+    for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
         fsync_dir(directory)
-    return entries
 
 
 def _ancestors(path: str) -> list[str]:

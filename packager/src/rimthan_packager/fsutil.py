@@ -1,4 +1,4 @@
-"""Small durable-write helpers: exclusive creation, full writes, fsync of files and directories."""
+"""Small durable-write helpers: exclusive creation, full writes, fsync of files, directories and file systems."""
 
 from __future__ import annotations
 
@@ -17,16 +17,18 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def create_file(path: Path, data: bytes, mode: int = 0o644) -> None:
+def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
     """Create ``path`` (failing with ``FileExistsError`` if it exists), write ``data``, fsync.
 
     ``mode`` is applied exactly (``fchmod``), not narrowed or widened by the umask.
+    ``sync=False`` leaves the flush to the caller (one :func:`sync_filesystem` for many files).
     """
     fd = os.open(path, _CREATE_FLAGS, mode)
     try:
         os.fchmod(fd, mode)
         write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -47,6 +49,29 @@ def fsync_file(path: Path) -> None:
 def fsync_dir(path: Path) -> None:
     """Make a directory's entries (creations, renames) durable."""
     _fsync_path(path, getattr(os, "O_DIRECTORY", 0))
+
+
+def sync_filesystem(path: Path) -> bool:
+    """Flush every file and directory of the file system holding ``path`` (Linux ``syncfs``), as ``sync -f`` does.
+
+    One call makes a whole freshly written tree durable, where an fsync per
+    file forces a journal commit per file. ``False`` where ``syncfs`` does not
+    exist (the caller then fsyncs file by file); a write-back error raises ``OSError``.
+    """
+    try:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return False
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if syncfs(fd) == 0:
+            return True
+        err = ctypes.get_errno()
+    finally:
+        os.close(fd)
+    if err == errno.ENOSYS:
+        return False
+    raise OSError(err, os.strerror(err), str(path))
 
 
 def _renameat2_noreplace(src: Path, dst: Path) -> bool:

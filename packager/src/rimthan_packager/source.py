@@ -88,11 +88,15 @@ class SourceFiles:
         hasher = hashlib.sha256()
         size = 0
         fd = self.open(path)
+        want = min(READ_CHUNK, self.sizes[path] + 1)  # the walk's size: a small file is one read of a small buffer
         try:
-            while chunk := os.read(fd, READ_CHUNK):
+            while chunk := os.read(fd, want):
                 hasher.update(chunk)
                 write_all(dest_fd, chunk)
                 size += len(chunk)
+                if len(chunk) < want:  # a regular file reads short only at its end: no extra read for EOF
+                    break
+                want = READ_CHUNK
         finally:
             os.close(fd)
         return FileEntry(path=path, sha256=hasher.hexdigest(), size=size, media_type=media_type_for(path))
@@ -119,24 +123,28 @@ def read_source(root: Path | str) -> SourceFiles:
 
 def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
     fs_dir = root / rel_dir if rel_dir else root
-    for entry, where in sorted_entries(fs_dir, _refuse, unreadable=FailureCode.CATALOGUE_INVALID):
+    for entry in sorted_entries(fs_dir, _refuse, unreadable=FailureCode.CATALOGUE_INVALID):
         if entry.name.startswith(".") or entry.name in _REFUSED_NAMES:
             raise _refuse(
                 FailureCode.PATH_UNSAFE,
                 "hidden files, hidden directories and __pycache__ may not be in a catalogue source "
                 "(everything in the source ships)",
-                where,
+                fs_dir / entry.name,
             )
         rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
         problem = path_problem(rel)
         if problem is not None:
-            raise _refuse(FailureCode.PATH_UNSAFE, problem, where)
-        mode = entry.stat(follow_symlinks=False).st_mode
-        if stat.S_ISLNK(mode):
-            raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link; copy the file instead", where)
-        if stat.S_ISDIR(mode):
+            raise _refuse(FailureCode.PATH_UNSAFE, problem, fs_dir / entry.name)
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            raise _refuse(
+                FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link; copy the file instead", fs_dir / entry.name
+            )
+        if stat.S_ISDIR(info.st_mode):
             _walk(root, rel, sizes)
-        elif stat.S_ISREG(mode):
-            sizes[rel] = entry.stat(follow_symlinks=False).st_size
+        elif stat.S_ISREG(info.st_mode):
+            sizes[rel] = info.st_size
         else:
-            raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where)
+            raise _refuse(
+                FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", fs_dir / entry.name
+            )

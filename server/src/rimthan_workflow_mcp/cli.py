@@ -1,8 +1,9 @@
 """``rimthan-mcp``: run, check, audit and key the verifier server.
 
-``rimthan-mcp serve`` with no flags serves the newest release in ./releases,
-trusting ./keys/local, with checkpoint keys created on first run under the
-state directory ($RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else
+``rimthan-mcp serve`` with no flags serves every catalogue in ./releases
+(each at its newest release that verifies), trusting ./keys/local, with
+checkpoint keys created on first run under the state directory
+($RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else
 ~/.local/state/rimthan). Everything human goes to stderr (stdout is the MCP
 wire under stdio); every refusal speaks the one error voice of
 :mod:`rimthan_clikit`: ``error: <code>: <file>: <message>`` then ``next: <what
@@ -114,7 +115,7 @@ def _describe_trust(trust: TrustStore) -> str:
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=_epilog(
         [
-            "rimthan-mcp serve                      # stdio, newest release in ./releases",
+            "rimthan-mcp serve                      # stdio, every catalogue in ./releases",
             "rimthan-mcp serve --transport http --port 8765",
             "rimthan-mcp check --release releases/research-decision-1.3.0 --trust keys/local",
             "rimthan-mcp audit run.log --checkpoint-keys ~/.local/state/rimthan/checkpoint-keys.json",

@@ -211,7 +211,7 @@ def audit(
         [
             "rimthan-mcp keys list",
             "rimthan-mcp keys rotate      # then restart every replica",
-            "rimthan-mcp keys retire ck-0123456789abcdef",
+            "rimthan-mcp keys retire <old-key-id>   # a verify-only id from keys list, once its runs are done",
         ]
     )
 )
@@ -264,7 +264,7 @@ def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     say("restart the server (and every replica) so it signs with the new key")
 
 
-@keys.command("retire", epilog=epilog(["rimthan-mcp keys retire ck-0123456789abcdef"]))
+@keys.command("retire", epilog=epilog(["rimthan-mcp keys retire <old-key-id>   # a verify-only id from keys list"]))
 @click.argument("key_id")
 @_keys_option
 @_state_option

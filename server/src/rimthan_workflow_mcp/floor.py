@@ -5,13 +5,15 @@ so that a restart, a second replica sharing the state directory, or a refresh
 cannot silently roll a catalogue back to an older (possibly vulnerable)
 release. Lowering the floor is an explicit operator act (``--lower-floor``).
 
-A floor belongs to one deployment: the trust root (its key ids) and the
-releases directory. Entries are keyed ``<catalogue>@<deployment id>``, so an
-unrelated server of the same user (another trust store, another releases
-directory) sharing the default state directory never raises this one's
-floor. An entry keyed by the bare catalogue name (written before floors were
-scoped) cannot be attributed to a deployment and still applies to all of them
-(fail closed); ``--lower-floor`` replaces it with a scoped one.
+A floor belongs to one deployment: the trust root (its key ids), the
+releases directory and the mode (every catalogue of the directory, or the
+explicit two-release mode of ``--release``). Entries are keyed
+``<catalogue>@<deployment id>``, so an unrelated server of the same user
+(another trust store, another releases directory, the other mode) sharing
+the default state directory never raises this one's floor. An entry keyed
+by the bare catalogue name (written before floors were scoped) cannot be
+attributed to a deployment and still applies to all of them (fail closed);
+``--lower-floor`` replaces it with a scoped one.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rimthan_workflow_registry.release import is_semver, semver_key
 FLOOR_FILE = "activation-floor.json"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+EXPLICIT_MODE = "explicit --release mode"
 
 
 @dataclass(frozen=True)
@@ -51,12 +54,20 @@ class Deployment:
     label: str
 
 
-def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None) -> Deployment:
-    """The deployment a server belongs to: its trust root's key ids and its releases directory."""
+def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None, *, explicit: bool = False) -> Deployment:
+    """The deployment a server belongs to: its trust root's key ids, its releases directory and its mode.
+
+    ``explicit`` is the two-release mode (``--release``, ``--migration-target``): it has a floor of its own, so
+    a default ``serve`` of the same directory (which activates the newest release) does not refuse the older
+    release an operator names on purpose, while a rollback within either mode is still refused.
+    """
     keys = sorted(trust_key_ids)
     where = str(releases_dir.resolve()) if releases_dir is not None else "-"
-    digest = hashlib.sha256(("\n".join(keys) + "\n" + where).encode("utf-8")).hexdigest()[:16]
-    return Deployment(id=digest, label=f"trust {', '.join(keys)}; releases {where}")
+    scope, label = "\n".join(keys) + "\n" + where, f"trust {', '.join(keys)}; releases {where}"
+    if explicit:  # the directory mode keeps its original id, so floors recorded before stay in force
+        scope, label = scope + "\n" + EXPLICIT_MODE, f"{label}; {EXPLICIT_MODE}"
+    digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
+    return Deployment(id=digest, label=label)
 
 
 class ActivationFloor:

@@ -121,7 +121,7 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         where = releases_dir if releases_dir is not None else Path(release_dir).parent
-        floor = _open_state(state_dir, trust, where, serving=record_floor)
+        floor = _open_state(state_dir, trust, where, serving=record_floor, explicit=True)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
@@ -397,13 +397,16 @@ class ReleaseProvider:
         self._held = MappingProxyType(held)
 
 
-def _open_state(state_dir: Path | None, trust: TrustStore, releases_dir: Path, *, serving: bool) -> ActivationFloor:
-    """The state directory's activation floor for this deployment (trust keys, releases directory).
+def _open_state(
+    state_dir: Path | None, trust: TrustStore, releases_dir: Path, *, serving: bool, explicit: bool = False
+) -> ActivationFloor:
+    """The state directory's activation floor for this deployment (trust keys, releases directory, mode).
 
     Serving also remembers metaschema passes across restarts there (``check`` writes nothing).
     """
     floor = ActivationFloor(
-        state_dir / FLOOR_FILE if state_dir is not None else None, deployment_of(trust.keys, releases_dir)
+        state_dir / FLOOR_FILE if state_dir is not None else None,
+        deployment_of(trust.keys, releases_dir, explicit=explicit),
     )
     if state_dir is not None and serving:
         SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)

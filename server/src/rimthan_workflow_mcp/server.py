@@ -28,12 +28,14 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from rimthan_workflow_registry.canonical import canonical_text
+from rimthan_workflow_registry.canonical import canonical_bytes, canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
+from rimthan_workflow_registry.run import verify_checkpoint
+from rimthan_workflow_registry.release import SCHEMA_CHECKS
 
-from .call_scope import one_call, verified_checkpoint
+from .call_scope import one_call
 from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
@@ -158,13 +160,22 @@ def _checked_once(schema: Mapping[str, Any], documents: Mapping[str, Any]) -> Ma
 
 
 def _check_schema(schema: Mapping[str, Any], what: str) -> None:
-    """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``."""
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise RegistryError(
-            FailureCode.SCHEMA_INVALID, f"{what} is not a valid Draft 2020-12 schema: {exc.message}"
-        ) from None
+    """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``.
+
+    A pass is remembered like a catalogue schema's (``SCHEMA_CHECKS``, by the
+    digest of the schema's canonical bytes and the validator version; a
+    serving server keeps it in its state directory), so a restart of the same
+    server version does not repeat about twenty metaschema checks.
+    """
+    data = canonical_bytes(schema)
+    if not SCHEMA_CHECKS.passed(data):
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise RegistryError(
+                FailureCode.SCHEMA_INVALID, f"{what} is not a valid Draft 2020-12 schema: {exc.message}"
+            ) from None
+        SCHEMA_CHECKS.remember([data])
     if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
         raise RegistryError(FailureCode.SCHEMA_INVALID, f"{what} is not closed (additionalProperties: false)")
 
@@ -379,7 +390,7 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     provider = state.provider
     if not contract.checkpoint_bearing:
         return provider.active_for_workflow(arguments.get("workflow"))
-    pinned = verified_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
+    pinned = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
     loaded = provider.get(pinned)
     if loaded is None:
         raise RegistryError(

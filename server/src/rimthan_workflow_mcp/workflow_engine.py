@@ -52,11 +52,12 @@ from rimthan_workflow_registry.run import (
     validate_against_schema,
     validator_summaries,
     verify_bundle,
+    verify_checkpoint,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
 from . import migration
-from .call_scope import once, verified_checkpoint
+from .call_scope import once
 from .results import MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
 
 _COMPLETED = "__completed__"
@@ -346,8 +347,7 @@ class WorkflowEngineQueryModule:
         step = self._step(workflow, cp.step_id)
         bundle = verify_bundle(self.keyring, arguments["validation_bundle"], issued)
         passed, failed, findings = check_reports(bundle, cp, arguments["reports"])
-        validators = {k: v for k, v in cp.validators.items() if k not in failed}
-        validators.update({k: ValidatorReceipt("pass", d) for k, d in passed.items()})
+        validators = cp.validators.without(failed).merged({k: ValidatorReceipt("pass", d) for k, d in passed.items()})
         adapter = self._adapter(workflow, cp)
         if failed:
             nxt = self._reissue(issued, validators=validators, failed_findings=len(findings))
@@ -361,7 +361,7 @@ class WorkflowEngineQueryModule:
                 message="repair the artifacts and prepare again; passed validators are reused "
                 "while their inputs stay identical",
             )
-        changes = {"validators": validators, "artifacts": {**cp.artifacts, **bundle.receipts}}
+        changes = {"validators": validators, "artifacts": cp.artifacts.merged(bundle.receipts)}
         return self._advance(workflow, issued, step, state, adapter, status_moved="advanced", changes=changes)
 
     # ------------------------------------------------------------------ shared plumbing
@@ -405,7 +405,7 @@ class WorkflowEngineQueryModule:
         return once("resume", (self, arguments), lambda: self._resume(arguments))
 
     def _resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
-        issued = verified_checkpoint(self.keyring, arguments["checkpoint"])
+        issued = verify_checkpoint(self.keyring, arguments["checkpoint"])
         cp = issued.checkpoint
         if cp.manifest_digest != self.release.manifest_digest or cp.release_id != self.release.release_id:
             raise WorkflowProtocolError(
@@ -457,9 +457,7 @@ class WorkflowEngineQueryModule:
         )
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
-        return issue_checkpoint(
-            self.keyring, issued.checkpoint.successor(issued.token, issued_at=self._now(), **changes)
-        )
+        return issue_checkpoint(self.keyring, issued.checkpoint.successor(issued, issued_at=self._now(), **changes))
 
     def _step(self, workflow: WorkflowDefinition, step_id: str) -> StepDefinition:
         step = workflow.step(step_id)

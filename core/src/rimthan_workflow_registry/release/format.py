@@ -53,6 +53,8 @@ MEDIA_TYPES_BY_SUFFIX = {
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
 
 _SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+_DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$)")
 
 
 # --------------------------------------------------------------------------- records
@@ -278,26 +280,28 @@ def path_problem(path: str) -> str | None:
         return "absolute path"
     if "\\" in path:
         return "backslash in path"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+    if _CONTROL_CHARACTER.search(path):
         return "control character in path"
-    if unicodedata.normalize("NFC", path) != path:
+    if not unicodedata.is_normalized("NFC", path):
         return "path is not NFC-normalised"
-    for segment in path.split("/"):
-        if segment == "":
-            return "empty path segment"
-        if segment in (".", ".."):
-            return f"{segment!r} path segment"
+    if "//" in path or path.endswith("/"):
+        return "empty path segment"
+    dots = _DOT_SEGMENT.search(path)
+    if dots is not None:
+        return f"{dots.group().strip('/')!r} path segment"
     return None
 
 
 def sorted_entries(
     fs_dir: Path, refuse: Callable[[FailureCode, str, Path | str], Exception], *, unreadable: FailureCode
-) -> list[tuple[os.DirEntry[str], Path]]:
-    """``fs_dir``'s entries by name, each with its path, for a walk that follows no symlink.
+) -> list[os.DirEntry[str]]:
+    """``fs_dir``'s entries by name, for a walk that follows no symlink.
 
     Raises ``refuse(code, message, where)`` for a directory that cannot be
     listed (``unreadable``) or a name that is not valid UTF-8; the walker
-    applies its own rules to what is in the list (release layout, source hygiene).
+    applies its own rules to what is in the list (release layout, source
+    hygiene) and builds an entry's path only to name it in a refusal (a path
+    object per entry is a measurable share of walking 10,000 files).
     """
     try:
         with os.scandir(fs_dir) as it:
@@ -310,7 +314,7 @@ def sorted_entries(
         except UnicodeEncodeError:
             where = repr(str(fs_dir / entry.name))
             raise refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", where) from None
-    return [(entry, fs_dir / entry.name) for entry in entries]
+    return entries
 
 
 def _fold(path: str) -> str:
@@ -331,12 +335,19 @@ def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:
             other = folded[key]
             return path, ("listed twice" if other == path else f"collides with {other!r} by case")
         folded[key] = path
+    checked: set[str] = set()  # directories already known not to be files (each is folded once)
     for path in folded.values():
         parts = path.split("/")
-        for depth in range(1, len(parts)):
-            prefix = _fold("/".join(parts[:depth]))
-            if prefix in folded:
-                return path, f"{folded[prefix]!r} is a file, not a directory"
+        fresh: list[str] = []
+        for depth in range(len(parts) - 1, 0, -1):
+            directory = "/".join(parts[:depth])
+            if directory in checked:
+                break  # so were all of its ancestors
+            checked.add(directory)
+            fresh.append(directory)
+        for directory in reversed(fresh):  # shallowest first
+            if _fold(directory) in folded:
+                return path, f"{folded[_fold(directory)]!r} is a file, not a directory"
     return None
 
 

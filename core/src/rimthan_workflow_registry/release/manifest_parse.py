@@ -25,6 +25,7 @@ from rimthan_workflow_registry.release.format import (
     MEDIA_TYPES_BY_SUFFIX,
     Manifest,
 )
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 
 _HEX64 = "^[0-9a-f]{64}$"
 _ID = "^[a-z0-9][a-z0-9-]{0,63}$"
@@ -89,7 +90,6 @@ MANIFEST_SCHEMA: dict[str, Any] = {
         },
     ),
 }
-Draft202012Validator.check_schema(MANIFEST_SCHEMA)
 FILE_ENTRY_SCHEMA: dict[str, Any] = MANIFEST_SCHEMA["properties"]["files"]["items"]
 # The manifest minus its per-file entries, which grow with the release: those are checked by
 # file_entry_problem (the same rules, without jsonschema's per-keyword overhead on 10,000 entries).
@@ -133,8 +133,9 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
 
     Refuses duplicate keys, anything the closed schema does not allow, floats
     (``5.0`` is not an integer here), unsorted or repeated entries, and bytes
-    that differ from their own RFC 8785 form. The file is never re-serialised
-    and accepted: what was signed is exactly what is read.
+    that differ from their own RFC 8785 form (bytes already seen to be in that
+    form, by digest, are not re-serialised: see ``schema_checks``). The file is
+    never re-serialised and accepted: what was signed is exactly what is read.
     """
     try:
         value = parse_strict_json(data, where=where, code=FailureCode.MANIFEST_INVALID)
@@ -151,17 +152,23 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         problem = file_entry_problem(entry)
         if problem is not None:
             raise _invalid(where, f"does not match the manifest schema at /files/{index}: {problem}")
+    if not SCHEMA_CHECKS.passed(data, canonical_form_version()):
+        _check_canonical(data, value, where)
+    manifest = Manifest.from_json(value)
+    if value["release"]["id"] != manifest.release.id:
+        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
+    _check_manifest_order(manifest, where)
+    return manifest
+
+
+def _check_canonical(data: bytes, value: Any, where: str) -> None:
+    """The bytes are exactly the RFC 8785 form of what they parse to."""
     try:
         canonical = canonical_bytes(value)
     except rfc8785.CanonicalizationError as exc:  # lone surrogates, integers beyond 2**53: no canonical form
         raise _invalid(where, f"holds a value RFC 8785 cannot represent ({exc})") from None
     if canonical != data:
         raise _invalid(where, "bytes are not canonical RFC 8785 JSON", FailureCode.MANIFEST_NOT_CANONICAL)
-    manifest = Manifest.from_json(value)
-    if value["release"]["id"] != manifest.release.id:
-        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
-    _check_manifest_order(manifest, where)
-    return manifest
 
 
 def _check_manifest_order(manifest: Manifest, where: str) -> None:

@@ -28,6 +28,29 @@ from rimthan_workflow_registry.release.format import CATALOGUE_DIR, OPEN_NOFOLLO
 from rimthan_workflow_registry.release.loader import SchemaSet
 
 READ_CHUNK = 1024 * 1024
+# Threads that may read and hash a release's files (verification, and the packager's copy): the cores
+# this process may use, at most four. Reads and SHA-256 of large buffers release the GIL.
+HASH_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+THREADED_MIN_BYTES = 8 * 1024 * 1024
+THREADED_MIN_MEAN_FILE_BYTES = 1024 * 1024
+
+
+def hash_threads(files: int, total_bytes: int) -> int:
+    """How many threads should read and hash ``files`` files of ``total_bytes`` in all (1: the calling thread).
+
+    Threads only pay for large files. Every ``open``/``fstat``/``read``/
+    ``close`` releases the GIL and hands it to the other thread, so for small
+    files the hand-offs cost more than the parallel hashing saves: measured on
+    the 2-core VM, 10,000 files / 256 MiB took 807 ms on one thread and 1,520
+    ms on two under load (385-391 ms both with a core free), 1,000 files /
+    16 MiB 40 ms and 50 ms, 100 files / 1 MiB 16 ms and 37 ms; 64 files of
+    4 MiB 444 ms and 408 ms.
+    """
+    if HASH_WORKERS > 1 and total_bytes >= THREADED_MIN_BYTES and total_bytes >= files * THREADED_MIN_MEAN_FILE_BYTES:
+        return HASH_WORKERS
+    return 1
+
+
 CACHE_FILE_LIMIT = 1024 * 1024
 _CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
 
@@ -50,38 +73,21 @@ def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
 
 
 def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -> bytes | None:
+    fd = _open_regular(fs_path, where)
     try:
-        fd = os.open(fs_path, OPEN_NOFOLLOW)
-    except FileNotFoundError:
-        raise ReleaseVerificationError(
-            FailureCode.FILE_MISSING, "listed in the manifest but missing", path=where
-        ) from None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", path=where) from None
-        raise ReleaseVerificationError(
-            FailureCode.FILE_MISSING, f"cannot be read: {exc.strerror}", path=where
-        ) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", path=where)
-        if info.st_nlink > 1:
-            raise ReleaseVerificationError(
-                FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", path=where
-            )
         hasher = hashlib.sha256()
         chunks: list[bytes] = []
         total = 0
         limit = entry.size + 1
         while total < limit:
-            chunk = os.read(fd, min(READ_CHUNK, limit - total))
-            if not chunk:
-                break
+            want = min(READ_CHUNK, limit - total)
+            chunk = os.read(fd, want)
             hasher.update(chunk)
             if keep:
                 chunks.append(chunk)
             total += len(chunk)
+            if len(chunk) < want:  # a regular file reads short only at its end: no extra read for the EOF
+                break
     finally:
         os.close(fd)
     if total != entry.size:
@@ -98,6 +104,31 @@ def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -
             path=where,
         )
     return b"".join(chunks) if keep else None
+
+
+def _open_regular(fs_path: Path | str, where: str) -> int:
+    """A descriptor on a single-link regular file (no final symlink followed, no blocking on a FIFO)."""
+    try:
+        fd = os.open(fs_path, OPEN_NOFOLLOW)
+    except FileNotFoundError:
+        raise ReleaseVerificationError(
+            FailureCode.FILE_MISSING, "listed in the manifest but missing", path=where
+        ) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", path=where) from None
+        raise ReleaseVerificationError(
+            FailureCode.FILE_MISSING, f"cannot be read: {exc.strerror}", path=where
+        ) from None
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_nlink <= 1:
+        return fd
+    os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", path=where)
+    raise ReleaseVerificationError(
+        FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", path=where
+    )
 
 
 @dataclass(frozen=True)

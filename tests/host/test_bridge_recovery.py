@@ -1,0 +1,166 @@
+"""The bridge gets out of every corner: a refused submit, a misplaced move, a failure mid-move.
+
+Each test drives the real ``rimthan-host serve`` over stdio (the bridge starts
+the real verifier as its child). The verifier refuses a submit of verdicts for
+real (a finding longer than its report schema allows; a bundle whose signed
+token changed on the way), the project's run log is broken for real (a
+directory where the log file must be); after each the stand-in completes the
+run and ``rimthan-mcp audit`` verifies its log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from rimthan_host.bridge import Bridge
+from rimthan_host.protocol import SUBMIT, client_caller, client_reader
+from rimthan_host.serve import create_bridge_server
+from rimthan_host.standin import StandIn
+from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
+from support.servers import ServerWorld, build_world
+
+# One finding as a model might paste a subagent's whole answer: longer than the verifier's report schema takes.
+RAMBLING = "The recommendation cites no source. " * 300
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("recovery-world"))
+
+
+def test_a_refused_verdict_is_discarded_and_recorded_again(world: ServerWorld, tmp_path: Path) -> None:
+    async def script(model: StandIn) -> None:
+        await model.follow(await model.start(), "", until_question=True)
+        step = await model.call("answer_question", {"answer": "desk-research"})
+        write_files(model, step)
+        assert (await model.call("step_done")).data["status"] == "validators_pending"
+        blank = await model.call(
+            "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": [" "]}
+        )
+        refused(blank, "a fail verdict needs findings")
+        long = {"validator": "evidence-auditor", "verdict": "fail", "findings": [RAMBLING]}
+        assert not (await model.call("record_verdict", long)).is_error
+        submitted = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        refused(
+            submitted,
+            "The verifier refused the verdict of evidence-auditor (invalid_arguments at",
+            "/reports/0/findings/0/message: it breaks the schema's maxLength rule",
+            "That verdict is discarded, the others stand",
+            "call record_verdict for evidence-auditor again",
+        )
+        assert submitted.data["validators"] == [{"name": "evidence-auditor", "subagent": "evidence-auditor"}]
+        assert RAMBLING[:200] not in submitted.text  # where and which rule, not the finding echoed back
+        again = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        refused(again, "decision-critic already has a verdict (pass); it stands", "evidence-auditor (subagent")
+        short = {
+            "validator": "evidence-auditor",
+            "verdict": "fail",
+            "findings": ["The recommendation cites no source."],
+        }
+        failed = await model.call("record_verdict", short)
+        assert failed.data["status"] == "validation_failed", failed.text
+        assert "evidence-auditor: The recommendation cites no source." in failed.text
+        final = await model.follow(failed, "desk-research")  # the repair round: only the failed validator
+        assert final.data["status"] == "completed" and model.rounds == [["evidence-auditor"]]
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_misplaced_move_gets_one_short_line_and_the_next_call(world: ServerWorld, tmp_path: Path) -> None:
+    async def script(model: StandIn) -> None:
+        at_question = await model.follow(await model.start(), "", until_question=True)
+        prompt = at_question.data["question"]["prompt"]
+        for tool, arguments in [("step_done", {}), ("record_verdict", {"validator": "x", "verdict": "pass"})]:
+            short = await model.call(tool, arguments)
+            refused(short, prompt, "desk-research, user-interviews, experiment", "call answer_question", "show_step")
+            assert "Instructions for this step" not in short.text and "\n" not in short.text
+        step = await model.call("answer_question", {"answer": "desk-research"})
+        files = ", ".join(step.data["files"])
+        for tool, arguments in [("record_verdict", {"validator": "x", "verdict": "pass"}), ("answer_question", {})]:
+            short = await model.call(tool, arguments)
+            refused(short, "nothing was recorded", f"write {files}, then call step_done", "show_step repeats")
+            assert "Instructions for this step" not in short.text and len(short.text) * 4 < len(step.text)
+        write_files(model, step)
+        pending = await model.call("step_done")
+        short = await model.call("answer_question", {"answer": "experiment"})
+        refused(short, "No question is waiting", "Waiting for a verdict: evidence-auditor (subagent", "record_verdict")
+        assert "Instruction:" not in short.text
+        assert (await model.follow(pending, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    audited_only_run(model.project, state)
+
+
+def test_a_failure_mid_move_is_one_sentence_and_the_run_resumes_once_fixed(world: ServerWorld, tmp_path: Path) -> None:
+    async def script(model: StandIn) -> None:
+        at_question = await model.follow(await model.start(), "", until_question=True)
+        run = at_question.data["run"]
+        log = model.project / ".rimthan" / "runs" / f"{run}.log"
+        kept = log.with_name("kept.log.txt")
+        log.rename(kept)
+        log.mkdir()  # a directory where the log file must be: appending the next checkpoint fails
+        broken = await model.call("answer_question", {"answer": "desk-research"})
+        refused(broken, f"The bridge failed on answer_question (Is a directory: .rimthan/runs/{run}.log)",
+                f"once that is fixed, call resume_run {run} to go on from the run log.")  # fmt: skip
+        assert broken.text.count(".") <= 4 and "\n" not in broken.text and broken.data == {"status": "bridge_error"}
+        refused(
+            await model.call("show_step"), "No run is active", f"resume_run with one of the unfinished runs here: {run}"
+        )
+        refused(await model.call("resume_run", {"run": run}), "The bridge failed on resume_run (Is a directory")
+        log.rmdir()
+        kept.rename(log)
+        resumed = await model.call("resume_run", {"run": run})
+        assert f"Resumed run {run}" in resumed.text and resumed.data["question"]["prompt"], resumed.text
+        assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    history = audited_only_run(model.project, state)
+    assert history["steps"][-1] == "desk-research"
+
+
+def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: ServerWorld, tmp_path: Path) -> None:
+    """The bridge in process, the verifier a real process; the first submit carries a bundle it no longer accepts."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    verifier = StdioServerParameters(command=str(BIN / "rimthan-mcp"), args=["serve", *verifier_args(world, state)])
+    spoiled: list[str] = []
+
+    async def go() -> StandIn:
+        async with Client(verifier, mode="legacy") as to_verifier:
+            real = client_caller(to_verifier)
+
+            async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+                bundle = dict(arguments.get("validation_bundle") or {})
+                if tool == SUBMIT and bundle["step_id"] == "desk-research" and not spoiled:  # its token, changed
+                    token = str(bundle["validation_token"])
+                    bundle["validation_token"] = token[:-1] + ("A" if token[-1] != "A" else "B")
+                    spoiled.append(token)
+                    arguments = {**arguments, "validation_bundle": bundle}
+                return await real(tool, arguments)
+
+            bridge = Bridge(call, project_dir=project, read_resource=client_reader(to_verifier))
+            async with Client(create_bridge_server(bridge), mode="legacy") as client:
+                model = stand_in(client, project)
+                await model.follow(await model.start(), "", until_question=True)
+                step = await model.call("answer_question", {"answer": "desk-research"})
+                write_files(model, step)
+                await model.call("step_done")
+                await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+                again = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+                refused(again, "The verifier refused the step's verdicts (validation_bundle_invalid", "are discarded",
+                        "The files are checked again.", "Now run each validator",
+                        "Validator evidence-auditor (subagent evidence-auditor). Instruction:")  # fmt: skip
+                assert [v["name"] for v in again.data["validators"]] == ["evidence-auditor", "decision-critic"]
+                final = await model.follow(await model.call("show_step"), "desk-research")
+                assert final.data["status"] == "completed" and len(spoiled) == 1
+                return model
+
+    model = anyio.run(go)
+    check_replies(model)
+    assert audited_only_run(project, state)["steps"][-1] == "desk-research"
