@@ -32,8 +32,8 @@ from rimthan_workflow_registry.canonical import canonical_bytes, canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.run import verify_checkpoint
 from rimthan_workflow_registry.release import SCHEMA_CHECKS
+from rimthan_workflow_registry.run import verify_checkpoint
 
 from .call_scope import one_call
 from .logs import get_logger
