@@ -1,8 +1,10 @@
-"""``rimthan-mcp`` start-up imports the registry client (oras, requests) only when it follows a registry.
+"""``rimthan-mcp`` imports only what the command it runs needs.
 
-A server start is mostly imports (P5 in docs/performance.md); serving a
-release directory must not pay for the OCI client. Checked in a fresh
-interpreter importing the CLI module the console script runs.
+A server start is mostly imports (P5 in docs/performance.md): serving a
+release directory must not pay for the OCI client (oras, requests), and
+``keys`` and ``audit``, which never serve, must not pay for the MCP SDK or the
+transports. Checked in a fresh interpreter that imports the CLI module the
+console script runs, then runs a real command through it.
 """
 
 from __future__ import annotations
@@ -10,13 +12,48 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-_PROBE = "import json, sys, rimthan_workflow_mcp.cli; print(json.dumps(sorted(sys.modules)))"
+_SERVER = "rimthan_workflow_mcp.server"
+_REGISTRY = ("oras", "requests")
 
 
-def test_the_server_cli_imports_no_registry_client() -> None:
-    result = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=120)
+def _modules_after(*argv: str) -> set[str]:
+    """The modules loaded once ``rimthan-mcp ARGV`` ran (it may exit with any status)."""
+    probe = (
+        "import json, sys\n"
+        "from rimthan_workflow_mcp.cli import main\n"
+        f"sys.argv = ['rimthan-mcp', *{list(argv)!r}]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    return set(json.loads(result.stderr.strip().splitlines()[-1]))
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_the_server_cli_imports_no_registry_client_and_no_sdk_until_it_serves() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "import json, sys, rimthan_workflow_mcp.cli; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     modules = set(json.loads(result.stdout.strip().splitlines()[-1]))
-    assert "rimthan_workflow_mcp.server" in modules  # the control: the probe did import the CLI
-    assert not {m for m in modules if m.split(".")[0] in ("oras", "requests")}
-    assert "rimthan_workflow_registry.release.oci" not in modules
+    assert "rimthan_workflow_mcp.cli" in modules  # the control: the probe did import the CLI
+    assert not _top(modules) & {*_REGISTRY, "mcp", "uvicorn"}
+    assert _SERVER not in modules and "rimthan_workflow_registry.release.oci" not in modules
+
+
+def test_keys_and_audit_run_without_the_mcp_sdk(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    keys = _modules_after("keys", "list", "--state-dir", str(state))
+    audit = _modules_after("audit", str(tmp_path / "missing.log"), "--checkpoint-keys", str(tmp_path / "k.json"))
+    for modules in (keys, audit):
+        assert "rimthan_workflow_mcp.cli_keys" in modules  # the control: the command ran
+        assert not _top(modules) & {*_REGISTRY, "mcp", "uvicorn"}, sorted(_top(modules))
+        assert _SERVER not in modules

@@ -42,15 +42,6 @@ from .cli_keys import (
 from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
 from .provider import ReleaseProvider, scan_releases
-from .server import create_mcp_application, runtime_state
-from .transports import (
-    allowed_host_values,
-    bind_socket,
-    check_allowed_host,
-    is_beyond_loopback,
-    serve_http,
-    serve_stdio,
-)
 
 DEFAULT_RELEASES = Path("releases")
 _log = get_logger("cli")
@@ -275,6 +266,17 @@ def serve(
     prompt assets as prompts. A checkpoint is served by the release it is
     pinned to, even after a refresh activated a newer one.
     """
+    # the MCP SDK and the transports load here, not at import: keys and audit never need them
+    from .server import create_mcp_application
+    from .transports import (
+        allowed_host_values,
+        bind_socket,
+        check_allowed_host,
+        is_beyond_loopback,
+        serve_http,
+        serve_stdio,
+    )
+
     configure_logging(log_level)
     for value in allowed_hosts:
         if (problem := check_allowed_host(value)) is not None:
@@ -437,6 +439,8 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
             record_floor=False,
         ),
     )
+    from .server import runtime_state  # check builds what serve would serve, so it needs the adapter
+
     guard(lambda: runtime_state(provider))
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
