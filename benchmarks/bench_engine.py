@@ -7,7 +7,12 @@ harness from ``rimthan_host.harness`` talks straight to a
 recorded. Because the engine is stateless, the recorded calls at step 2 and
 at step N can then be replayed as often as we like: the figure is the median
 cost of one gated step's calls (continue, prepare, submit) at step N over the
-same at step 2.
+same at step 2. The replays alternate (step 2's continue, step N's continue,
+step 2's prepare, ...), so load on the machine falls on both sides alike, and
+consecutive calls go to two engine modules whose keyrings are equal but
+distinct objects: no call reuses the verification of the call before it, as
+on a server, where each call's checkpoint is verified once (the routing
+verifies it, the engine reuses that).
 
 Token growth: the checkpoint token length after each step against the number
 of receipts it carries (one artifact and one validator receipt per step);
@@ -18,6 +23,11 @@ re-issuing the final checkpoint with one more receipt of that kind.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import secrets
 import shutil
 import statistics
 import time
@@ -123,19 +133,69 @@ def _replays(calls: list[Call], step: str) -> dict[str, dict[str, Any]]:
     return {tool: chosen[tool] for tool in REPLAYED}
 
 
-def _time_calls(module: WorkflowEngineQueryModule, replays: dict[str, dict[str, Any]], reps: int) -> dict[str, float]:
-    medians = {}
-    for tool, arguments in replays.items():
-        method = getattr(module, METHODS[tool])
-        method(arguments)
-        method(arguments)
-        values = []
-        for _ in range(reps):
+def _modules(module: WorkflowEngineQueryModule) -> tuple[WorkflowEngineQueryModule, WorkflowEngineQueryModule]:
+    """``module`` and a twin over the same release with an equal keyring object of its own.
+
+    A checkpoint verified by one keyring object is remembered for the next
+    verification by that same object; alternating the two makes every
+    measured call verify its token, as each new call on a server does.
+    """
+    return module, WorkflowEngineQueryModule(module.release, replace(module.keyring))
+
+
+def _time_alternating(
+    module: WorkflowEngineQueryModule, sides: dict[str, dict[str, dict[str, Any]]], reps: int
+) -> dict[str, dict[str, float]]:
+    """Median seconds of each replayed call, per side (step 2, step N), the sides' calls alternating."""
+    twins = _modules(module)
+    order = [
+        (side, tool, arguments) for tool in REPLAYED for side, calls in sides.items() for arguments in [calls[tool]]
+    ]
+    values: dict[tuple[str, str], list[float]] = {(side, tool): [] for side, tool, _ in order}
+    for rep in range(reps + 2):  # the first two rounds warm up
+        for index, (side, tool, arguments) in enumerate(order):
+            method = getattr(twins[index % 2], METHODS[tool])
             started = time.perf_counter()
             method(arguments)
-            values.append(time.perf_counter() - started)
-        medians[tool] = statistics.median(values)
-    return medians
+            if rep >= 2:
+                values[side, tool].append(time.perf_counter() - started)
+    return {side: {tool: statistics.median(values[side, tool]) for tool in REPLAYED} for side in sides}
+
+
+def _token_work(token: str, key: bytes) -> None:
+    """What a gated step's calls must do with their checkpoint's bytes, in C and nothing else.
+
+    Three verifications (split, base64url decode, the canonical re-encoding
+    check, HMAC-SHA256, ``json.loads``), one issue of the next token
+    (``json.dumps``, base64url, HMAC-SHA256) and two SHA-256 digests of it.
+    """
+    claims: Any = None
+    for _ in range(3):
+        parts = token.split(".")
+        raw = [base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)) for p in parts]
+        for part, data in zip(parts, raw, strict=True):
+            if base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii") != part:
+                raise RuntimeError("a recorded token is not canonical base64url")
+        mac = hmac.new(key, f"{parts[0]}.{parts[1]}".encode("ascii"), hashlib.sha256).digest()
+        hmac.compare_digest(mac, raw[2])
+        claims = json.loads(raw[1])
+    body = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":")).encode()).rstrip(b"=")
+    hmac.new(key, body, hashlib.sha256).digest()
+    hashlib.sha256(token.encode("ascii")).digest()
+    hashlib.sha256(body).digest()
+
+
+def token_floor(early_token: str, late_token: str, reps: int) -> dict[str, float]:
+    """Median seconds of the token work alone at step 2 and at step N, alternating (the floor of the growth)."""
+    key = secrets.token_bytes(32)
+    values: dict[str, list[float]] = {"early_s": [], "late_s": []}
+    for rep in range(reps + 2):
+        for side, token in (("early_s", early_token), ("late_s", late_token)):
+            started = time.perf_counter()
+            _token_work(token, key)
+            if rep >= 2:
+                values[side].append(time.perf_counter() - started)
+    return {side: statistics.median(times) for side, times in values.items()}
 
 
 def token_growth(calls: list[Call]) -> dict[str, Any]:
@@ -191,8 +251,8 @@ def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     early, late = step_id(2), step_id(spec.steps)
     early_calls = _replays(calls, early)
     late_calls = _replays(calls, late)
-    at_early = _time_calls(module, early_calls, reps)
-    at_late = _time_calls(module, late_calls, reps)
+    timed = _time_alternating(module, {early: early_calls, late: late_calls}, reps)
+    at_early, at_late = timed[early], timed[late]
     details: dict[str, Any] = {
         "steps": spec.steps,
         "calls_in_run": len(calls),
@@ -200,6 +260,15 @@ def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
         f"{early}_s": at_early,
         f"{late}_s": at_late,
         "per_tool_ratio": {t: at_late[t] / at_early[t] for t in REPLAYED},
+    }
+    floor = token_floor(
+        early_calls[PREPARE_STEP_VALIDATION]["checkpoint"], late_calls[PREPARE_STEP_VALIDATION]["checkpoint"], reps
+    )
+    early_total = sum(at_early.values())
+    details["token_floor"] = {
+        **floor,
+        "what": "3 verifications + 1 issue + 2 digests of the checkpoint token, in C only",
+        "best_ratio": (early_total + floor["late_s"] - floor["early_s"]) / early_total,
     }
     cost = Figure(
         f"P4 call @{late}",
@@ -213,11 +282,11 @@ def run_p4(spec: LongSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
         details=details,
     )
     if profile and not cost.met:
+        twins = _modules(module)
 
         def replay_late() -> None:
-            for _ in range(20):
-                for tool, arguments in late_calls.items():
-                    getattr(module, METHODS[tool])(arguments)
+            for index, (tool, arguments) in enumerate(list(late_calls.items()) * 20):
+                getattr(twins[index % 2], METHODS[tool])(arguments)
 
         details["profile"] = profile_call(replay_late)
     growth = token_growth(calls)

@@ -27,11 +27,9 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
-    HASH_WORKERS,
     MANIFEST_NAME,
     SCHEMA_CHECKS,
     SIGNATURES_DIR,
-    THREADED_MIN_BYTES,
     FileEntry,
     LoadedCatalogue,
     Manifest,
@@ -39,6 +37,7 @@ from rimthan_workflow_registry.release import (
     TrustStore,
     VerifiedRelease,
     canonical_form_version,
+    hash_threads,
     inspect_release,
     manifest_for,
     render_checksums,
@@ -226,8 +225,8 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
 
     batches = [paths[i : i + _COPY_BATCH] for i in range(0, len(paths), _COPY_BATCH)]
     entries: list[FileEntry] = []
-    threaded = HASH_WORKERS > 1 and source.total_size >= THREADED_MIN_BYTES
-    pool = ThreadPoolExecutor(max_workers=HASH_WORKERS, thread_name_prefix="rimthan-build") if threaded else None
+    workers = hash_threads(len(paths), source.total_size)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-build") if workers > 1 else None
     try:
         for copied in pool.map(copy, batches) if pool is not None else map(copy, batches):
             entries.extend(copied)

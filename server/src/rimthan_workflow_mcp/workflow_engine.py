@@ -346,8 +346,7 @@ class WorkflowEngineQueryModule:
         step = self._step(workflow, cp.step_id)
         bundle = verify_bundle(self.keyring, arguments["validation_bundle"], issued)
         passed, failed, findings = check_reports(bundle, cp, arguments["reports"])
-        validators = {k: v for k, v in cp.validators.items() if k not in failed}
-        validators.update({k: ValidatorReceipt("pass", d) for k, d in passed.items()})
+        validators = cp.validators.without(failed).merged({k: ValidatorReceipt("pass", d) for k, d in passed.items()})
         adapter = self._adapter(workflow, cp)
         if failed:
             nxt = self._reissue(issued, validators=validators, failed_findings=len(findings))
@@ -361,7 +360,7 @@ class WorkflowEngineQueryModule:
                 message="repair the artifacts and prepare again; passed validators are reused "
                 "while their inputs stay identical",
             )
-        changes = {"validators": validators, "artifacts": {**cp.artifacts, **bundle.receipts}}
+        changes = {"validators": validators, "artifacts": cp.artifacts.merged(bundle.receipts)}
         return self._advance(workflow, issued, step, state, adapter, status_moved="advanced", changes=changes)
 
     # ------------------------------------------------------------------ shared plumbing
@@ -457,9 +456,7 @@ class WorkflowEngineQueryModule:
         )
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
-        return issue_checkpoint(
-            self.keyring, issued.checkpoint.successor(issued.token, issued_at=self._now(), **changes)
-        )
+        return issue_checkpoint(self.keyring, issued.checkpoint.successor(issued, issued_at=self._now(), **changes))
 
     def _step(self, workflow: WorkflowDefinition, step_id: str) -> StepDefinition:
         step = workflow.step(step_id)

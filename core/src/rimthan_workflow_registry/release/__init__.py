@@ -89,7 +89,7 @@ if TYPE_CHECKING:
         canonical_form_version,
     )
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
-    from rimthan_workflow_registry.release.verified import HASH_WORKERS, THREADED_MIN_BYTES, VerifiedRelease
+    from rimthan_workflow_registry.release.verified import VerifiedRelease, hash_threads
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
@@ -100,7 +100,6 @@ __all__ = [
     "DIGEST_ANNOTATION",
     "EMPTY_CONFIG_TYPE",
     "FILE_LAYER_TYPE",
-    "HASH_WORKERS",
     "MANIFEST_LAYER_TYPE",
     "MANIFEST_NAME",
     "OCI_MANIFEST_TYPE",
@@ -111,7 +110,6 @@ __all__ = [
     "SCHEMA_CHECKS_FILE",
     "SIGNATURES_DIR",
     "SIGNATURE_LAYER_TYPE",
-    "THREADED_MIN_BYTES",
     "TITLE",
     "VERSION_ANNOTATION",
     "AssetDefinition",
@@ -130,6 +128,7 @@ __all__ = [
     "WorkflowDefinition",
     "fetch_manifest",
     "guarded",
+    "hash_threads",
     "inspect_release",
     "canonical_form_version",
     "is_semver",
@@ -167,7 +166,6 @@ _HOME = {
     "EMPTY_CONFIG_TYPE": "rimthan_workflow_registry.release.oci",
     "FILE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "FileEntry": "rimthan_workflow_registry.release.format",
-    "HASH_WORKERS": "rimthan_workflow_registry.release.verified",
     "HostAdapter": "rimthan_workflow_registry.release.catalogue",
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
     "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
@@ -186,7 +184,6 @@ _HOME = {
     "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
     "SIGNATURE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "StepDefinition": "rimthan_workflow_registry.release.catalogue",
-    "THREADED_MIN_BYTES": "rimthan_workflow_registry.release.verified",
     "TITLE": "rimthan_workflow_registry.release.oci",
     "TrustStore": "rimthan_workflow_registry.release.trust",
     "VERSION_ANNOTATION": "rimthan_workflow_registry.release.oci",
@@ -195,6 +192,7 @@ _HOME = {
     "fetch_manifest": "rimthan_workflow_registry.release.oci",
     "guarded": "rimthan_workflow_registry.release.oci",
     "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
+    "hash_threads": "rimthan_workflow_registry.release.verified",
     "inspect_release": "rimthan_workflow_registry.release.verify",
     "is_semver": "rimthan_workflow_registry.release.catalogue",
     "key_id_for": "rimthan_workflow_registry.release.trust",

@@ -11,9 +11,10 @@ is a ``CatalogueError`` naming the file and key) by
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, TypeVar
 
 CATALOGUE_FORMAT = 1
 WORKSPACE_MANIFEST_ARTIFACT = "workspace-manifest"
@@ -22,6 +23,7 @@ DELIVERY_KINDS = (*ASSET_KINDS, "adapter")
 MEDIA_TYPES = ("application/json", "text/markdown")
 WRITE_POLICIES = ("create", "replace", "create_or_replace")
 PREDICATE_OPERATORS = ("equals", "one_of")
+T = TypeVar("T")
 
 SEMVER_PATTERN = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -171,16 +173,33 @@ class WorkflowDefinition:
         return (self.id, *self.entry_aliases)
 
     def step(self, step_id: str) -> StepDefinition | None:
-        return next((s for s in self.steps if s.id == step_id), None)
+        return self._steps_by_id.get(step_id)
 
     def asset(self, asset_id: str) -> AssetDefinition | None:
         return next((a for a in self.assets if a.id == asset_id), None)
 
     def validator(self, key: str) -> ValidatorDefinition | None:
-        return next((v for v in self.validators if v.key == key), None)
+        return self._validators_by_key.get(key)
+
+    # A call looks up its step and validators by id; a long workflow has hundreds of each.
+    @cached_property
+    def _steps_by_id(self) -> Mapping[str, StepDefinition]:
+        return _first_by(self.steps, lambda s: s.id)
+
+    @cached_property
+    def _validators_by_key(self) -> Mapping[str, ValidatorDefinition]:
+        return _first_by(self.validators, lambda v: v.key)
 
     def producing_step(self, artifact_id: str) -> StepDefinition | None:
         return next((s for s in self.steps if s.output(artifact_id) is not None), None)
+
+
+def _first_by(items: tuple[T, ...], key: Callable[[T], str]) -> Mapping[str, T]:
+    """``items`` by ``key``, the first of any that share one (what a linear search would find)."""
+    index: dict[str, T] = {}
+    for item in items:
+        index.setdefault(key(item), item)
+    return index
 
 
 @dataclass(frozen=True)

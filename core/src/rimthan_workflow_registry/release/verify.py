@@ -59,12 +59,11 @@ from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
-    HASH_WORKERS,
-    THREADED_MIN_BYTES,
     LoaderReads,
     ReleaseFiles,
     VerifiedRelease,
     check_file,
+    hash_threads,
 )
 
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
@@ -392,9 +391,8 @@ def _check_checksums(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None
 def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
 
-    Files are checked in batches, on :data:`HASH_WORKERS` threads when there
-    are enough bytes to pay for them (reads and SHA-256 of large buffers
-    release the GIL). Each batch stops at its first
+    Files are checked in batches, on several threads when the files are large
+    enough to pay for them (:func:`hash_threads`). Each batch stops at its first
     failure and the first failing file in manifest order is reported, so the
     answer never depends on which thread finished first.
     """
@@ -410,8 +408,9 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
             return exc
         return None
 
-    if HASH_WORKERS > 1 and len(batches) > 1 and sum(f.size for f in files) >= THREADED_MIN_BYTES:
-        with ThreadPoolExecutor(max_workers=HASH_WORKERS, thread_name_prefix="rimthan-verify") as pool:
+    workers = hash_threads(len(files), sum(f.size for f in files))
+    if workers > 1 and len(batches) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-verify") as pool:
             outcomes = list(pool.map(check, batches))
     else:
         outcomes = [check(batch) for batch in batches]

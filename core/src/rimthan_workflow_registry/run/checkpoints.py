@@ -10,90 +10,26 @@ the wrong shape is still refused.
 
 from __future__ import annotations
 
-import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from rimthan_workflow_registry.errors import FailureCode, TokenError
+from rimthan_workflow_registry.run.checkpoint_claims import claims_problem
+from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
 from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring, token_digest
 
-_DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
-_STR = {"type": "string", "minLength": 1, "maxLength": 128}
-_STRS = {"type": "array", "items": _STR, "uniqueItems": True}
-
-CLAIMS_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["seq", "workflow", "release", "step", "state", "parent", "artifacts", "validators", "host", "iat"],
-    "properties": {
-        "seq": {"type": "integer", "minimum": 1},
-        "workflow": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["id", "version"],
-            "properties": {"id": _STR, "version": _STR},
-        },
-        "release": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["id", "manifest_digest"],
-            "properties": {"id": _STR, "manifest_digest": _DIGEST},
-        },
-        "step": _STR,
-        "state": _DIGEST,
-        "parent": {"oneOf": [{"type": "null"}, _DIGEST]},
-        # receipts grow with the run: their entries are checked by _receipt_problem, not jsonschema
-        "artifacts": {"type": "object"},
-        "validators": {"type": "object"},
-        "host": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["harness", "adapter_version", "capabilities", "validator_capabilities"],
-            "properties": {
-                "harness": _STR,
-                "adapter_version": _STR,
-                "capabilities": _STRS,
-                "validator_capabilities": _STRS,
-            },
-        },
-        "iat": {"type": "integer", "minimum": 0},
-        # only on a checkpoint a failed validation round issued: how many findings the reports gave
-        "findings": {"type": "integer", "minimum": 0},
-    },
-}
-_CLAIMS = Draft202012Validator(CLAIMS_SCHEMA)
-_HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def _receipt_problem(claims: Mapping[str, Any]) -> str | None:
-    """Shape of every receipt: artifacts ``[sha256-hex, size>=0]``, validators ``["pass", sha256-hex]``.
-
-    The equivalent JSON Schema (prefixItems per entry) costs milliseconds per
-    call on a long run's checkpoint; this loop checks the same shape directly.
-    """
-    for name, receipt in claims["artifacts"].items():
-        if not (
-            isinstance(receipt, list)
-            and len(receipt) == 2
-            and isinstance(receipt[0], str)
-            and _HEX64.fullmatch(receipt[0])
-            and type(receipt[1]) is int
-            and receipt[1] >= 0
-        ):
-            return f"artifact receipt {name!r} is malformed"
-    for name, receipt in claims["validators"].items():
-        if not (
-            isinstance(receipt, list)
-            and len(receipt) == 2
-            and receipt[0] == "pass"
-            and isinstance(receipt[1], str)
-            and _HEX64.fullmatch(receipt[1])
-        ):
-            return f"validator receipt {name!r} is malformed"
-    return None
+__all__ = [
+    "ArtifactReceipt",
+    "Checkpoint",
+    "HostBinding",
+    "IssuedCheckpoint",
+    "ValidatorReceipt",
+    "issue_checkpoint",
+    "verify_checkpoint",
+]
 
 
 @dataclass(frozen=True)
@@ -119,20 +55,6 @@ class HostBinding:
 
 
 @dataclass(frozen=True)
-class ArtifactReceipt:
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class ValidatorReceipt:
-    """A validator that passed, and the digest of the inputs it passed on."""
-
-    outcome: str
-    input_digest: str  # sha256:<hex>
-
-
-@dataclass(frozen=True)
 class Checkpoint:
     sequence: int
     workflow_id: str
@@ -142,11 +64,16 @@ class Checkpoint:
     step_id: str
     state_digest: str
     parent_digest: str | None
-    artifacts: Mapping[str, ArtifactReceipt] = field(default_factory=dict)
-    validators: Mapping[str, ValidatorReceipt] = field(default_factory=dict)
+    # Any mapping of receipts is accepted and kept as a table (see ``receipts``).
+    artifacts: ArtifactTable = field(default_factory=ArtifactTable)
+    validators: ValidatorTable = field(default_factory=ValidatorTable)
     host: HostBinding = field(default_factory=lambda: HostBinding("", "", (), ()))
     issued_at: int = 0
     failed_findings: int | None = None  # set only by a failed validation round, for the offline audit
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "artifacts", ArtifactTable.of(self.artifacts))
+        object.__setattr__(self, "validators", ValidatorTable.of(self.validators))
 
     def to_claims(self) -> dict[str, Any]:
         claims = {
@@ -156,10 +83,8 @@ class Checkpoint:
             "step": self.step_id,
             "state": self.state_digest,
             "parent": self.parent_digest,
-            "artifacts": {k: [r.sha256, r.size] for k, r in sorted(self.artifacts.items())},
-            "validators": {
-                k: [r.outcome, r.input_digest.removeprefix("sha256:")] for k, r in sorted(self.validators.items())
-            },
+            "artifacts": self.artifacts.claims(),
+            "validators": self.validators.claims(),
             "host": self.host.to_json(),
             "iat": self.issued_at,
         }
@@ -169,8 +94,7 @@ class Checkpoint:
 
     @classmethod
     def from_claims(cls, claims: Mapping[str, Any]) -> Checkpoint:
-        error = next(_CLAIMS.iter_errors(dict(claims)), None)
-        problem = error.message if error is not None else _receipt_problem(claims)
+        problem = claims_problem(claims)
         if problem is not None:
             raise TokenError(FailureCode.CHECKPOINT_INVALID, f"the checkpoint's claims are malformed ({problem})")
         host = claims["host"]
@@ -183,8 +107,8 @@ class Checkpoint:
             step_id=claims["step"],
             state_digest=claims["state"],
             parent_digest=claims["parent"],
-            artifacts={k: ArtifactReceipt(v[0], v[1]) for k, v in claims["artifacts"].items()},
-            validators={k: ValidatorReceipt(v[0], "sha256:" + v[1]) for k, v in claims["validators"].items()},
+            artifacts=ArtifactTable(claims["artifacts"]),
+            validators=ValidatorTable(claims["validators"]),
             host=HostBinding(
                 host["harness"],
                 host["adapter_version"],
@@ -195,12 +119,12 @@ class Checkpoint:
             failed_findings=claims.get("findings"),
         )
 
-    def successor(self, token: str, *, issued_at: int, **changes: Any) -> Checkpoint:
-        """The next checkpoint: sequence + 1, parent = digest of ``token``; a findings count is never inherited."""
+    def successor(self, parent: str | IssuedCheckpoint, *, issued_at: int, **changes: Any) -> Checkpoint:
+        """The next checkpoint: sequence + 1, parent = digest of the ``parent`` token; findings are never inherited."""
         return replace(
             self,
             sequence=self.sequence + 1,
-            parent_digest=token_digest(token),
+            parent_digest=parent.digest if isinstance(parent, IssuedCheckpoint) else token_digest(parent),
             issued_at=issued_at,
             **{"failed_findings": None, **changes},
         )
@@ -211,7 +135,7 @@ class IssuedCheckpoint:
     checkpoint: Checkpoint
     token: str
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return token_digest(self.token)
 
@@ -221,6 +145,24 @@ def issue_checkpoint(keyring: CheckpointKeyring, checkpoint: Checkpoint) -> Issu
 
 
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
-    """A checkpoint this server issued, unaltered, or ``TokenError``."""
+    """A checkpoint this server issued, unaltered, or ``TokenError``.
+
+    Each thread remembers the last checkpoint it verified with its token and
+    keyring: the same token verified again with the same keyring object (the
+    server routes a call by its checkpoint, then the engine resumes it, on
+    the call's worker thread) gives the same verified checkpoint without a
+    second MAC and parse, whatever other threads verify meanwhile. A keyring
+    that changed (rotation, retirement) is a new object, so it verifies anew.
+    Only successes are remembered, one token per thread.
+    """
+    last: _Verified | None = getattr(_last_verified, "entry", None)
+    if last is not None and last[0] is keyring and last[1] == token:
+        return last[2]
     claims = keyring.verify(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
-    return IssuedCheckpoint(Checkpoint.from_claims(claims), token)
+    issued = IssuedCheckpoint(Checkpoint.from_claims(claims), token)
+    _last_verified.entry = (keyring, token, issued)
+    return issued
+
+
+_Verified = tuple[CheckpointKeyring, str, IssuedCheckpoint]
+_last_verified = threading.local()

@@ -17,13 +17,8 @@ from typing import Any
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.release.catalogue import StepDefinition, WorkflowDefinition
-from rimthan_workflow_registry.run.checkpoints import (
-    ArtifactReceipt,
-    Checkpoint,
-    HostBinding,
-    IssuedCheckpoint,
-    ValidatorReceipt,
-)
+from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, IssuedCheckpoint
+from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
 from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CheckpointKeyring
 
 BUNDLE_FIELDS = (
@@ -93,8 +88,8 @@ def receipts_on_entry(
     it, never receipts left over from an earlier pass through the loop.
     """
     return {
-        "artifacts": {k: r for k, r in artifacts.items() if step.output(k) is None},
-        "validators": {k: r for k, r in validators.items() if k not in step.validators},
+        "artifacts": ArtifactTable.of(artifacts).without(o.id for o in step.outputs),
+        "validators": ValidatorTable.of(validators).without(step.validators),
     }
 
 

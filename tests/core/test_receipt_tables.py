@@ -1,0 +1,283 @@
+"""Receipts kept as claim tables: no per-receipt Python work, and the closed claim shape unchanged.
+
+A checkpoint carries every receipt of its run. These tests pin what keeps a
+call late in a long run as cheap as one early on, without giving up a check:
+
+* verifying, resuming and re-issuing a checkpoint runs the same Python code
+  (the same function calls, counted by the profiler) with 3 receipts or with
+  3,000: everything that scales with the receipts runs in C;
+* the fast claim check never accepts what the definition (jsonschema plus
+  the receipt shapes) refuses, for near misses in every claim (hypothesis),
+  and accepts every checkpoint a real run issues;
+* receipt tables read, merge and drop receipts without changing the
+  verified checkpoint they came from, and write the same claims as before;
+* a token verified once is verified again only with another keyring.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rimthan_workflow_registry.errors import FailureCode, TokenError
+from rimthan_workflow_registry.release.catalogue import OutputDeclaration, StepDefinition
+from rimthan_workflow_registry.run import (
+    ArtifactReceipt,
+    Checkpoint,
+    HostBinding,
+    ValidatorReceipt,
+    issue_checkpoint,
+    receipts_on_entry,
+    verify_checkpoint,
+)
+from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, definition_problem
+from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
+from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring, peek_claims
+from support.engines import TickingClock, drive, make_engines
+
+HEX = "0123456789abcdef"
+DIGEST = "sha256:" + "1" * 64
+NOTE, CHECK = "note-9999", "check-9999@1.0.0"
+NEXT_STEP = StepDefinition(
+    "step-9999",
+    "t",
+    "i.md",
+    None,
+    (),
+    None,
+    (OutputDeclaration(NOTE, "notes/n.md", "text/markdown", 1024, None, "create"),),
+    (CHECK,),
+    (),
+    (),
+    None,
+    {},
+)
+
+
+def _checkpoint(receipts: int, **changes: Any) -> Checkpoint:
+    fields: dict[str, Any] = {
+        "sequence": 2 * receipts + 1,
+        "workflow_id": "long",
+        "workflow_version": "1.0.0",
+        "release_id": "bench@1.0.0",
+        "manifest_digest": "sha256:" + "0" * 64,
+        "step_id": f"step-{receipts + 1:04d}",
+        "state_digest": DIGEST,
+        "parent_digest": DIGEST,
+        "artifacts": {f"note-{i:04d}": ArtifactReceipt(f"{i:064x}", 100 + i) for i in range(receipts)},
+        "validators": {f"check-{i:04d}@1.0.0": ValidatorReceipt("pass", f"sha256:{i:064x}") for i in range(receipts)},
+        "host": HostBinding.of("claude-code", "1.0.0", ["read", "write"], ["subagents"]),
+        "issued_at": 1_700_000_000,
+    }
+    return Checkpoint(**{**fields, **changes})
+
+
+def _forget_verified() -> None:
+    """Clear the one-slot memo, so the next verify does the whole work (as each new call does)."""
+    from rimthan_workflow_registry.run import checkpoints
+
+    checkpoints._last_verified.entry = None
+
+
+def _python_calls(receipts: int) -> dict[str, int]:
+    """Python-level calls per function of: verify, resume a step, issue its successor, enter the next step."""
+    keyring = CheckpointKeyring.generate()
+    token = issue_checkpoint(keyring, _checkpoint(receipts)).token
+    _forget_verified()
+    profile = cProfile.Profile()
+    profile.enable()
+    issued = verify_checkpoint(keyring, token)
+    cp = issued.checkpoint
+    _ = (NOTE in cp.artifacts, cp.validators.get(CHECK), cp.artifacts.get("note-0001"))
+    artifacts = cp.artifacts.merged({NOTE: ArtifactReceipt("a" * 64, 7)})
+    validators = cp.validators.without([CHECK]).merged({CHECK: ValidatorReceipt("pass", DIGEST)})
+    successor = cp.successor(token, issued_at=1_700_000_001, artifacts=artifacts, validators=validators)
+    issue_checkpoint(keyring, successor)
+    receipts_on_entry(NEXT_STEP, artifacts, validators)
+    profile.disable()
+    counts: dict[str, int] = {}
+    for (path, line, name), row in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        counts[f"{path}:{line}({name})"] = row[1]
+    return counts
+
+
+def test_a_checkpoint_with_thousands_of_receipts_runs_the_same_python_code_as_one_with_three() -> None:
+    small, large = _python_calls(3), _python_calls(3_000)
+    assert small == large
+
+
+def test_verify_and_reissue_keep_the_claims_and_the_token_bytes() -> None:
+    keyring = CheckpointKeyring.generate()
+    checkpoint = _checkpoint(40)
+    token = issue_checkpoint(keyring, checkpoint).token
+    claims = peek_claims(token)
+    assert claims is not None
+    assert list(claims["artifacts"]) == sorted(claims["artifacts"])
+    assert claims["artifacts"]["note-0003"] == [f"{3:064x}", 103]
+    assert claims["validators"]["check-0003@1.0.0"] == ["pass", f"{3:064x}"]
+    _forget_verified()
+    verified = verify_checkpoint(keyring, token).checkpoint
+    assert verified == checkpoint
+    assert dict(verified.artifacts) == dict(checkpoint.artifacts)
+    assert issue_checkpoint(keyring, verified).token == token
+
+
+def test_tables_change_by_copy_never_the_verified_checkpoint() -> None:
+    keyring = CheckpointKeyring.generate()
+    token = issue_checkpoint(keyring, _checkpoint(5)).token
+    _forget_verified()
+    cp = verify_checkpoint(keyring, token).checkpoint
+    before = (cp.artifacts.claims(), cp.validators.claims())
+    merged = cp.artifacts.merged({"note-0000": ArtifactReceipt("f" * 64, 1), "new": ArtifactReceipt("e" * 64, 2)})
+    dropped = cp.validators.without(["check-0001@1.0.0", "absent@1.0.0"])
+    assert merged["note-0000"] == ArtifactReceipt("f" * 64, 1) and merged["new"].size == 2 and len(merged) == 6
+    assert "check-0001@1.0.0" not in dropped and len(dropped) == 4
+    assert dropped["check-0002@1.0.0"] == ValidatorReceipt("pass", f"sha256:{2:064x}")
+    assert (cp.artifacts.claims(), cp.validators.claims()) == before
+    assert verify_checkpoint(keyring, token).checkpoint.artifacts == cp.artifacts
+    assert ArtifactTable.of(dict(merged)) == merged and ValidatorTable.of(dict(dropped)) == dropped
+    assert cp.artifacts.get("absent") is None and "note-0004" in cp.artifacts
+
+
+def test_a_verified_token_is_verified_again_under_another_keyring() -> None:
+    keyring = CheckpointKeyring.generate()
+    token = issue_checkpoint(keyring, _checkpoint(2)).token
+    first = verify_checkpoint(keyring, token)
+    assert verify_checkpoint(keyring, token) is first
+    rotated = keyring.rotated()
+    assert verify_checkpoint(rotated, token) == first  # the old key still verifies after a rotation
+    retired = rotated.retiring(keyring.signing_key_id)
+    with pytest.raises(TokenError) as err:
+        verify_checkpoint(retired, token)
+    assert err.value.code is FailureCode.CHECKPOINT_KEY_UNKNOWN
+    with pytest.raises(TokenError) as err:
+        verify_checkpoint(CheckpointKeyring.generate(), token)
+    assert err.value.code is FailureCode.CHECKPOINT_KEY_UNKNOWN
+    tampered = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
+    with pytest.raises(TokenError):
+        verify_checkpoint(keyring, tampered)
+
+
+def test_each_thread_remembers_its_own_last_verified_token() -> None:
+    keyring = CheckpointKeyring.generate()
+    mine, theirs = (issue_checkpoint(keyring, _checkpoint(n)).token for n in (2, 3))
+    first = verify_checkpoint(keyring, mine)
+    other = threading.Thread(target=verify_checkpoint, args=(keyring, theirs))
+    other.start()
+    other.join()
+    assert verify_checkpoint(keyring, mine) is first
+
+
+def test_a_validly_signed_token_of_the_wrong_shape_is_refused_after_one_of_the_right_shape() -> None:
+    keyring = CheckpointKeyring.generate()
+    good = _checkpoint(3).to_claims()
+    verify_checkpoint(keyring, keyring.sign(good, CHECKPOINT_TYPE))
+    bad = {**good, "artifacts": {**good["artifacts"], "note-0001": ["0" * 64, -1]}}
+    with pytest.raises(TokenError) as err:
+        verify_checkpoint(keyring, keyring.sign(bad, CHECKPOINT_TYPE))
+    assert err.value.code is FailureCode.CHECKPOINT_INVALID and "note-0001" in err.value.message
+
+
+# --------------------------------------------------------------------------- the fast check against the definition
+
+_BASE = _checkpoint(2).to_claims()
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-2, max_value=2**40),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.just(""),
+    st.just("x" * 129),
+    st.just("\U0001f600" * 65),
+    st.just(DIGEST + "\n"),
+    st.just(DIGEST.upper()),
+    st.lists(st.text(max_size=2), max_size=3),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+
+
+def _mostly(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Valid values 19 times as often as near misses: a generated claim set has about one thing wrong."""
+    return st.sampled_from(range(20)).flatmap(lambda i: scalars if i == 19 else valid)
+
+
+texts = _mostly(st.sampled_from(["a", "x" * 128, "é" * 128, 'h"\\\n\u0000', "\U0001f600" * 64, "1.0.0-rc.1"]))
+naturals = _mostly(st.integers(min_value=0, max_value=2**40))
+digests = _mostly(st.sampled_from([DIGEST, "sha256:" + "a" * 64]))
+hex64 = _mostly(st.text(alphabet=HEX, min_size=64, max_size=64)) | st.sampled_from(["A" * 64, "0" * 63, "0" * 63 + "g"])
+artifact_tables = st.dictionaries(st.text(max_size=3), _mostly(st.tuples(hex64, naturals).map(list)), max_size=4)
+validator_tables = st.dictionaries(
+    st.text(max_size=3),
+    _mostly(st.tuples(_mostly(st.just("pass")) | st.just("fail"), hex64).map(list)),
+    max_size=4,
+)
+capabilities = _mostly(st.lists(texts, max_size=3))
+claims_strategy = st.fixed_dictionaries(
+    {
+        "seq": _mostly(st.integers(min_value=1, max_value=2**40)),
+        "workflow": _mostly(st.fixed_dictionaries({"id": texts, "version": texts})),
+        "release": _mostly(st.fixed_dictionaries({"id": texts, "manifest_digest": digests})),
+        "step": texts,
+        "state": digests,
+        "parent": st.none() | digests,
+        "artifacts": _mostly(artifact_tables),
+        "validators": _mostly(validator_tables),
+        "host": _mostly(
+            st.fixed_dictionaries(
+                {
+                    "harness": texts,
+                    "adapter_version": texts,
+                    "capabilities": capabilities,
+                    "validator_capabilities": capabilities,
+                }
+            )
+        ),
+        "iat": naturals,
+    },
+    optional={"findings": naturals},
+)
+# now and then one member too many (at the top or in an object) or one required member missing
+_added = st.tuples(st.sampled_from(["", "host", "workflow", "release"]), st.just("extra"))
+_removed = st.tuples(st.sampled_from(sorted(_BASE)), st.just("-"))
+edits = st.sampled_from(range(10)).flatmap(lambda i: _added if i == 8 else _removed if i == 9 else st.just(("", "")))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(claims_strategy, edits)
+def test_the_fast_claim_check_never_accepts_what_the_definition_refuses(
+    claims: dict[str, Any], edit: tuple[str, str]
+) -> None:
+    where, what = edit
+    if what == "-":
+        claims.pop(where)
+    elif what == "extra":
+        target = claims if not where else claims[where]
+        if isinstance(target, dict):
+            target["extra"] = 1
+    if accepted_fast(claims):
+        assert definition_problem(claims) is None
+
+
+def test_every_checkpoint_a_real_run_issues_passes_the_fast_check(tmp_path: Any) -> None:
+    engines = make_engines(tmp_path, TickingClock())
+    tokens = drive(
+        engines, "1.2.0", "desk-research", name="fast-check", fail_once=frozenset({"evidence-auditor@1.0.0"})
+    ).checkpoints
+    assert len(tokens) > 5
+    for token in tokens:
+        claims = peek_claims(token)
+        assert claims is not None and accepted_fast(claims), claims
+    edge = _checkpoint(
+        1,
+        step_id="é" * 128,
+        host=HostBinding.of('h"\\', "1.0.0-rc.1+b", ["\U0001f600" * 64], []),
+        failed_findings=0,
+        parent_digest=None,
+    ).to_claims()
+    assert accepted_fast(edge) and definition_problem(edge) is None
