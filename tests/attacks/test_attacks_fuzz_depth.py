@@ -286,7 +286,7 @@ def _per_tool(target: Served, tool: str, calls: int, label: str, budget: float =
     target.still_serves()
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
     errors = target.stats["errors"] - before["errors"]
-    accepted = target.stats["accepted"] - before["accepted"] - 1  # the last call is still_serves' real start
+    accepted = target.stats["accepted"] - before["accepted"]
     print(
         f"\nfuzz {label} {tool}: {made} calls ({errors} isError with a listed code, {accepted} well-formed "
         f"results, 0 internal_error) in {seconds:.1f} s, {made / seconds:.0f} calls/s "

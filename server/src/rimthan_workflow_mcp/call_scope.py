@@ -1,13 +1,13 @@
-"""What one ``tools/call`` verifies once: its checkpoint and its resumed run.
+"""What one ``tools/call`` works out once: its resumed run.
 
-A checkpoint-bearing call verifies its token to route it, the engine verifies
-it again to resume the run, and a ``continue_workflow`` result with a
-migration offer resumes the run once more. Within one call the token, the
-keyring and the arguments are the same objects every time, so the answers are
-the same: :func:`one_call` scopes a memo to the call, and the first
-verification's answer (never a refusal: those are raised again on every try)
-serves the others. Outside a call (tests, the engine used directly) nothing is
-remembered.
+A ``continue_workflow`` result with a migration offer resumes the run twice
+(the call itself, then the offer's departure): the state digest, every
+confirmation and the workflow lookup again. Within one call the module and
+the arguments are the same objects both times, so the answer is the same:
+:func:`one_call` scopes a memo to the call, and the first answer (never a
+refusal: those are raised again on every try) serves the others. Outside a
+call (tests, the engine used directly) nothing is remembered. (The token's
+own verification is remembered per thread by ``verify_checkpoint``.)
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
-
-from rimthan_workflow_registry.run import CheckpointKeyring, IssuedCheckpoint, verify_checkpoint
 
 T = TypeVar("T")
 # key -> (the objects the key names by identity, kept alive so no id is reused; the answer)
@@ -46,8 +44,3 @@ def once(what: str, objects: tuple[object, ...], compute: Callable[[], T]) -> T:
         memo[key] = found
     answer: T = found[1]
     return answer
-
-
-def verified_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
-    """``verify_checkpoint``, once per call for one keyring and one token."""
-    return once("checkpoint", (keyring, token), lambda: verify_checkpoint(keyring, token))

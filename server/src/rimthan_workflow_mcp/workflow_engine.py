@@ -52,11 +52,12 @@ from rimthan_workflow_registry.run import (
     validate_against_schema,
     validator_summaries,
     verify_bundle,
+    verify_checkpoint,
 )
 from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
 
 from . import migration
-from .call_scope import once, verified_checkpoint
+from .call_scope import once
 from .results import MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
 
 _COMPLETED = "__completed__"
@@ -404,7 +405,7 @@ class WorkflowEngineQueryModule:
         return once("resume", (self, arguments), lambda: self._resume(arguments))
 
     def _resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
-        issued = verified_checkpoint(self.keyring, arguments["checkpoint"])
+        issued = verify_checkpoint(self.keyring, arguments["checkpoint"])
         cp = issued.checkpoint
         if cp.manifest_digest != self.release.manifest_digest or cp.release_id != self.release.release_id:
             raise WorkflowProtocolError(
