@@ -17,6 +17,7 @@ import anyio
 import pytest
 from mcp import Client, types
 from rimthan_host.confirmations import BY_ELICITATION
+from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
 from support.bridge import audit, bridge_params, stand_in
 from support.servers import ServerWorld, build_world
@@ -51,9 +52,9 @@ class Person:
 
 
 def _saved(project: Path) -> dict[str, Any]:
+    """The resume state saved for the run log's last checkpoint."""
     (state,) = (project / ".rimthan" / "runs").glob("*.json")
-    value: dict[str, Any] = json.loads(state.read_text("utf-8"))
-    return value
+    return RunLog(project, state.stem).load_state()
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

@@ -63,3 +63,38 @@ def test_an_unreachable_verifier_url_is_one_clear_refusal(tmp_path: Path) -> Non
     is_error, text = anyio.run(go)
     assert is_error and "the verifier is not reachable" in text and "--verifier-url" in text
     assert "Traceback" not in text
+
+
+def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """The verifier at the URL stops mid-run: the bridge says so; once it listens again, resume_run goes on."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
+    with http_server_process([*verifier, "--port", "0"], env=server_env()) as first:
+        url = first.url
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", url]
+        )
+        port = url.split(":")[-1].split("/")[0]
+
+        async def go() -> StandIn:
+            async with Client(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                at_question = await model.follow(await model.start(), "experiment", until_question=True)
+                run = at_question.data["run"]
+                first.process.kill()
+                first.process.wait()
+                gone = await model.call("answer_question", {"answer": "experiment"})
+                assert gone.is_error and f"The verifier at {url} is unreachable" in gone.text, gone.text
+                assert f"call resume_run {run}" in gone.text
+                with http_server_process([*verifier, "--port", port], env=server_env()):
+                    resumed = await model.call("resume_run", {"run": run})
+                    assert f"Resumed run {run}" in resumed.text and resumed.data["question"], resumed.text
+                    final = await model.follow(resumed, "experiment")
+                    assert final.data["status"] == "completed", final.text
+                return model
+
+        model = anyio.run(go)
+    assert model.leaks() == []
+    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    assert audit(log, state)["ok"] is True

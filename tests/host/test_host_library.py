@@ -110,7 +110,7 @@ def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines
     assert run(go())["status"] == "completed"
     assert list_runs(project) == ["run-audited"]
     assert log.tokens() == harness.record.checkpoints
-    saved = json.loads(log.state_path.read_text("utf-8"))
+    saved = log.load_state()
     assert saved["completed"] is True and saved["confirmed_state"] == harness.state.projection()
     keys = tmp_path / "checkpoint-keys.json"
     engines.keyring.save(keys)

@@ -4,12 +4,19 @@ Append-only and fsynced per line, in issue order: exactly what
 ``rimthan-mcp audit`` verifies offline. Next to it, ``<run>.json`` holds what
 the tokens cannot carry and a resumed host needs - the confirmed state with
 its confirmations, the workflow, and which outputs existed before the
-current step - replaced atomically after every call. A host that crashed
-resumes from the last logged checkpoint and that state.
+current step - replaced atomically after every call.
+
+The two files cannot be written as one, so each saved state is keyed by the
+SHA-256 of the checkpoint token it belongs to, and the state of a new
+checkpoint is saved *before* the token is appended, next to the state of the
+last logged checkpoint. Whichever write fails, the state of the log's last
+line is there: a host that crashed resumes from the last logged checkpoint
+and the state saved for exactly that token (the verifier checks it anyway).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -66,23 +73,50 @@ class RunLog:
         finally:
             os.close(fd)
 
-    def save_state(self, state: Mapping[str, Any]) -> None:
-        """Replace the resume state atomically (write a sibling, fsync, rename)."""
+    def save_state(self, checkpoint: str, state: Mapping[str, Any], *, logged: str | None) -> None:
+        """Save ``state`` for ``checkpoint``, keeping the state of ``logged`` (the log's last line), atomically.
+
+        Called before ``checkpoint`` is appended: if the append then fails,
+        the state of the line the log still ends with is kept.
+        """
+        entries = [{**state, CHECKPOINT_KEY: token_key(checkpoint)}]
+        kept = token_key(logged) if logged is not None and logged != checkpoint else None
+        entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".json.tmp")
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, sort_keys=True, indent=1)
+            json.dump({"run": self.run_id, "states": entries}, handle, sort_keys=True, indent=1)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.state_path)
 
     def load_state(self) -> dict[str, Any]:
+        """The state saved for the log's last checkpoint."""
+        tokens = self.tokens()
+        if not tokens:
+            raise HarnessError(f"run {self.run_id} has no logged checkpoint")
+        key = token_key(tokens[-1])
+        for entry in self._entries():
+            if entry.get(CHECKPOINT_KEY) == key:
+                return entry
+        raise HarnessError(f"{self.state_path} holds no state for the last checkpoint of {self.log_path}")
+
+    def _entries(self) -> list[dict[str, Any]]:
         if not self.state_path.exists():
-            raise HarnessError(f"no run {self.run_id} in {self.project / RUNS_DIR}")
+            return []
         value = json.loads(self.state_path.read_text("utf-8"))
-        if not isinstance(value, dict):
+        entries = value.get("states") if isinstance(value, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise HarnessError(f"{self.state_path} is not a run state object")
-        return value
+        return entries
+
+
+CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state belongs to
+
+
+def token_key(token: str) -> str:
+    """A checkpoint token's own bytes, hashed: what a saved state is keyed by (the host holds no key)."""
+    return hashlib.sha256(token.encode("ascii")).hexdigest()
 
 
 def list_runs(project: Path) -> list[str]:
@@ -112,7 +146,7 @@ def run_summaries(project: Path) -> list[RunSummary]:
     for run_id in list_runs(project):
         try:
             state = RunLog(project, run_id).load_state()
-        except (HarnessError, ValueError):
+        except (HarnessError, ValueError, OSError):
             state = {}
         out.append(RunSummary(run_id, bool(state.get("completed")), state.get("step")))
     return out

@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import click
-from mcp import Client, types
+from mcp import types
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -28,7 +28,9 @@ from mcp.server.stdio import stdio_server
 
 from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
-from .protocol import HarnessError, HostProfile, ToolRefused, client_caller, client_reader
+from .link import VerifierLink, VerifierLost
+from .protocol import HarnessError, HostProfile, ToolRefused
+from .reconnect import recover
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
 from .words import scrub
 
@@ -55,8 +57,8 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
     }
 
 
-def create_bridge_server(bridge: Bridge) -> Server[Any]:
-    """The low-level MCP server over ``bridge``."""
+def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Server[Any]:
+    """The low-level MCP server over ``bridge`` (``link``: the verifier connection it may restart)."""
     handlers = _handlers(bridge)
 
     async def on_list_tools(
@@ -77,18 +79,13 @@ def create_bridge_server(bridge: Bridge) -> Server[Any]:
         asker = Asker(ctx, params)
         bridge.elicits = asker.available
         try:
-            reply = await handler(asker, arguments)
-        except InputNeeded as needed:
-            return needed.result
-        except ToolRefused as exc:
-            words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
-            reply = Reply(words + f"and call {params.name} again.", {"refused": exc.code}, True)
-        except HarnessError as exc:
-            reply = Reply(str(exc), {"status": "refused"}, True)
-        except Exception as exc:  # last guard: the model gets one sentence, the host's log gets the traceback
-            _log.exception("%s failed", params.name)
-            reply = bridge.failed(params.name, exc)
-        return _result(reply)
+            answer = await _answer(bridge, params.name, lambda: handler(asker, arguments))
+        except VerifierLost as exc:  # once per call: restart the child and resume, or say how to retry
+            if link is None:  # only a link raises it
+                raise
+            lost = exc
+            answer = await _answer(bridge, params.name, lambda: recover(bridge, link, params.name, lost))
+        return answer if isinstance(answer, types.InputRequiredResult) else _result(answer)
 
     server: Server[Any] = Server(
         SERVER_NAME,
@@ -99,6 +96,24 @@ def create_bridge_server(bridge: Bridge) -> Server[Any]:
     )
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
     return server
+
+
+async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]]) -> Reply | types.InputRequiredResult:
+    """The move's reply, or its failure in words (a lost verifier connection is left to the caller)."""
+    try:
+        return await move()
+    except InputNeeded as needed:
+        return needed.result
+    except ToolRefused as exc:
+        words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
+        return Reply(words + f"and call {tool} again.", {"refused": exc.code}, True)
+    except HarnessError as exc:
+        return Reply(str(exc), {"status": "refused"}, True)
+    except VerifierLost:
+        raise
+    except Exception as exc:  # last guard: the model gets one sentence, the host's log gets the traceback
+        _log.exception("%s failed", tool)
+        return bridge.failed(tool, exc)
 
 
 def _result(reply: Reply) -> types.CallToolResult:
@@ -124,40 +139,10 @@ def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | St
 
 async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> None:
     """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up."""
-    ready = anyio.Event()
-    verifier: dict[str, Any] = {}
-
-    async def connect() -> None:
-        try:
-            async with Client(target, mode="auto") as client:
-                verifier["call"] = client_caller(client)
-                verifier["read"] = client_reader(client)
-                ready.set()
-                await anyio.sleep_forever()
-        except Exception as exc:  # the SDK reports failures inside task groups as exception groups
-            first: BaseException = exc
-            while isinstance(first, BaseExceptionGroup) and first.exceptions:
-                first = first.exceptions[0]
-            verifier["error"] = f"the verifier is not reachable: {type(first).__name__}: {first}"
-            ready.set()
-
-    async def connected(use: str) -> Any:
-        await ready.wait()
-        if use not in verifier:
-            raise HarnessError(str(verifier.get("error")) + " (check the flags after -- or --verifier-url)")
-        return verifier[use]
-
-    async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = await (await connected("call"))(tool, arguments)
-        return result
-
-    async def read(uri: str) -> str:
-        text: str = await (await connected("read"))(uri)
-        return text
-
-    app = create_bridge_server(Bridge(call, project_dir=project, host=host, read_resource=read))
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(connect)
+        link = VerifierLink(target, tasks)
+        bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read)
+        app = create_bridge_server(bridge, link)
         async with stdio_server() as (read_stream, write_stream):
             await app.run(read_stream, write_stream, app.create_initialization_options())
         tasks.cancel_scope.cancel()

@@ -101,11 +101,6 @@ class HostSession:
         result = await self.call_tool(tool, arguments)
         step = (result.get("step") or {}).get("id")
         self.record.statuses.append((tool, result["status"], step))
-        token = result.get("checkpoint")
-        if token and (not self.record.checkpoints or self.record.checkpoints[-1] != token):
-            self.record.checkpoints.append(token)
-            if self.run_log is not None:
-                self.run_log.append(token)
         if step and (not self.record.steps_visited or self.record.steps_visited[-1] != step):
             self.record.steps_visited.append(step)
             self._note_outputs(result["step"])
@@ -122,8 +117,16 @@ class HostSession:
                 {"tool": tool, "result": result},
             )
         )
-        self.save()
+        self._log(result.get("checkpoint"))
         return result
+
+    def _log(self, token: str | None) -> None:
+        """Save the resume state for ``token``, then log ``token`` if it is new (in that order: see runlog)."""
+        self.save(token)
+        if token and (not self.record.checkpoints or self.record.checkpoints[-1] != token):
+            if self.run_log is not None:
+                self.run_log.append(token)
+            self.record.checkpoints.append(token)
 
     def _note_offer(self, result: Mapping[str, Any]) -> None:
         """Keep the migration the verifier offers with every ``continue_workflow`` result (none once taken).
@@ -180,6 +183,7 @@ class HostSession:
         result = await self.call(CONTINUE, arguments)
         if updates and result["status"] == "blocked":
             self.state = ConfirmedStateBook.from_projection(prior, self.clock)
+            self.save()
         return result
 
     # -- gated steps ----------------------------------------------------------------------
@@ -319,11 +323,18 @@ class HostSession:
 
     # -- resume ---------------------------------------------------------------------------
 
-    def save(self) -> None:
-        """Save the resume state next to the log (nothing for a run the verifier never started)."""
-        if self.run_log is None or not self.record.checkpoints:
+    def save(self, token: str | None = None) -> None:
+        """Save the resume state for ``token`` (default the last logged checkpoint) next to the log.
+
+        Nothing for a run the verifier never started. The state of the log's
+        last line is kept alongside until ``token`` is logged too.
+        """
+        logged = self.record.checkpoints[-1] if self.record.checkpoints else None
+        token = token or logged
+        if self.run_log is None or token is None:
             return
         self.run_log.save_state(
+            token,
             {
                 "run": self.run_log.run_id,
                 "confirmed_state": self.state.projection(),
@@ -332,7 +343,8 @@ class HostSession:
                 "step": self.step.get("id"),
                 "existed_before": self.existed_before,
                 "completed": self.result.get("status") == "completed",
-            }
+            },
+            logged=logged,
         )
 
     async def resume(self) -> dict[str, Any]:

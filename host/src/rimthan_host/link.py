@@ -1,0 +1,116 @@
+"""The bridge's connection to the verifier: a child ``rimthan-mcp serve`` over stdio, or a URL.
+
+:class:`VerifierLink` holds one SDK ``Client`` in a task of the bridge's task
+group and hands out its tool caller and resource reader. A call on a
+connection that is gone (the child was killed, the server went away) raises
+:class:`VerifierLost` instead of the SDK's error. A child can be restarted
+(:meth:`VerifierLink.restart`); a URL is reconnected on the next call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+from mcp import Client, MCPError
+from mcp.client.stdio import StdioServerParameters
+from mcp_types import CONNECTION_CLOSED
+
+from .protocol import HarnessError, client_caller, client_reader
+
+T = TypeVar("T")
+
+# What a call on a dead connection raises, below the SDK's own "Connection closed" error.
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class VerifierLost(Exception):
+    """The connection to the verifier went away during a call."""
+
+
+@dataclass
+class _Connection:
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    closing: anyio.Event = field(default_factory=anyio.Event)
+    client: Client | None = None
+    up: bool = False  # connected once (a failure after this is a lost connection, not a bad target)
+    gone: bool = False
+    error: str = ""
+
+
+class VerifierLink:
+    """One verifier connection at a time, opened in ``tasks``."""
+
+    def __init__(self, target: str | StdioServerParameters, tasks: TaskGroup) -> None:
+        self.target = target
+        self._tasks = tasks
+        self._conn = self._open()
+
+    @property
+    def url(self) -> str | None:
+        """The verifier's URL, or None for a child the bridge starts (and can restart)."""
+        return self.target if isinstance(self.target, str) else None
+
+    def _open(self) -> _Connection:
+        conn = _Connection()
+        self._tasks.start_soon(self._hold, conn)
+        return conn
+
+    async def _hold(self, conn: _Connection) -> None:
+        try:
+            async with Client(self.target, mode="auto") as client:
+                conn.client, conn.up = client, True
+                conn.ready.set()
+                await conn.closing.wait()
+        except Exception as exc:  # the SDK reports failures inside task groups as exception groups
+            first: BaseException = exc
+            while isinstance(first, BaseExceptionGroup) and first.exceptions:
+                first = first.exceptions[0]
+            conn.error = f"{type(first).__name__}: {first}"
+        finally:
+            conn.client, conn.gone = None, True
+            conn.ready.set()
+
+    async def restart(self) -> None:
+        """Drop the current connection (a dead child is reaped) and connect afresh; VerifierLost if that fails."""
+        self._conn.closing.set()
+        self._conn = self._open()
+        await self._conn.ready.wait()
+        if self._conn.client is None:
+            raise VerifierLost(f"the verifier did not start again ({self._conn.error})")
+
+    async def _client(self) -> Client:
+        conn = self._conn
+        if conn.gone and conn.up and self.url is not None:  # a URL: try it again on the next call
+            conn = self._conn = self._open()
+        await conn.ready.wait()
+        if conn.client is not None:
+            return conn.client
+        if conn.up:
+            raise VerifierLost(f"the connection to the verifier is gone ({conn.error or 'closed'})")
+        raise HarnessError(f"the verifier is not reachable: {conn.error} (check the flags after -- or --verifier-url)")
+
+    async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:
+        client = await self._client()
+        try:
+            return await use(client)
+        except MCPError as exc:
+            if exc.error.code != CONNECTION_CLOSED:
+                raise
+            raise VerifierLost("the connection to the verifier closed") from exc
+        except _GONE as exc:
+            raise VerifierLost(f"the connection to the verifier is gone ({type(exc).__name__})") from exc
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A :data:`~rimthan_host.protocol.ToolCaller` over the current connection."""
+        return await self._use(lambda client: client_caller(client)(tool, arguments))
+
+    async def read(self, uri: str) -> str:
+        """A :data:`~rimthan_host.protocol.ResourceReader` over the current connection."""
+        return await self._use(lambda client: client_reader(client)(uri))
+
+    def close(self) -> None:
+        self._conn.closing.set()
