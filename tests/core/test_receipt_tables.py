@@ -17,6 +17,7 @@ call late in a long run as cheap as one early on, without giving up a check:
 from __future__ import annotations
 
 import cProfile
+import gc
 import pstats
 import threading
 from typing import Any
@@ -89,17 +90,22 @@ def _python_calls(receipts: int) -> dict[str, int]:
     keyring = CheckpointKeyring.generate()
     token = issue_checkpoint(keyring, _checkpoint(receipts)).token
     _forget_verified()
-    profile = cProfile.Profile()
-    profile.enable()
-    issued = verify_checkpoint(keyring, token)
-    cp = issued.checkpoint
-    _ = (NOTE in cp.artifacts, cp.validators.get(CHECK), cp.artifacts.get("note-0001"))
-    artifacts = cp.artifacts.merged({NOTE: ArtifactReceipt("a" * 64, 7)})
-    validators = cp.validators.without([CHECK]).merged({CHECK: ValidatorReceipt("pass", DIGEST)})
-    successor = cp.successor(token, issued_at=1_700_000_001, artifacts=artifacts, validators=validators)
-    issue_checkpoint(keyring, successor)
-    receipts_on_entry(NEXT_STEP, artifacts, validators)
-    profile.disable()
+    gc.collect()
+    gc.disable()  # a collection mid-profile would run gc callbacks (hypothesis installs one) into the counts
+    try:
+        profile = cProfile.Profile()
+        profile.enable()
+        issued = verify_checkpoint(keyring, token)
+        cp = issued.checkpoint
+        _ = (NOTE in cp.artifacts, cp.validators.get(CHECK), cp.artifacts.get("note-0001"))
+        artifacts = cp.artifacts.merged({NOTE: ArtifactReceipt("a" * 64, 7)})
+        validators = cp.validators.without([CHECK]).merged({CHECK: ValidatorReceipt("pass", DIGEST)})
+        successor = cp.successor(token, issued_at=1_700_000_001, artifacts=artifacts, validators=validators)
+        issue_checkpoint(keyring, successor)
+        receipts_on_entry(NEXT_STEP, artifacts, validators)
+        profile.disable()
+    finally:
+        gc.enable()
     counts: dict[str, int] = {}
     for (path, line, name), row in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
         counts[f"{path}:{line}({name})"] = row[1]
