@@ -38,7 +38,7 @@ from rimthan_workflow_registry.run import (
 )
 from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, definition_problem
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
-from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring, peek_claims
+from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, KEY_BYTES, CheckpointKeyring, peek_claims
 from support.engines import TickingClock, drive, make_engines
 
 HEX = "0123456789abcdef"
@@ -85,9 +85,16 @@ def _forget_verified() -> None:
     checkpoints._last_verified.entry = None
 
 
+_FIXED_KEY_ID = "ck-0123456789abcdef"
+
+
 def _python_calls(receipts: int) -> dict[str, int]:
-    """Python-level calls per function of: verify, resume a step, issue its successor, enter the next step."""
-    keyring = CheckpointKeyring.generate()
+    """Python-level calls per function of: verify, resume a step, issue its successor, enter the next step.
+
+    A fixed key, so the token bytes, and with them the paths inside the
+    standard library's JSON and codec code, are the same in every run.
+    """
+    keyring = CheckpointKeyring(signing_key_id=_FIXED_KEY_ID, keys={_FIXED_KEY_ID: b"\x5a" * KEY_BYTES})
     token = issue_checkpoint(keyring, _checkpoint(receipts)).token
     _forget_verified()
     gc.collect()
