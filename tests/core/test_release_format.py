@@ -176,7 +176,7 @@ def test_read_checked_stops_after_declared_size(tmp_path: Path) -> None:
     with pytest.raises(ReleaseVerificationError) as info:
         read_checked(path, entry, where="big")
     assert info.value.code is F.FILE_SIZE_MISMATCH
-    assert "more than 10" in info.value.message
+    assert "the manifest says 10" in info.value.message  # refused on the descriptor's size, before any read
 
 
 def test_read_checked_refuses_devices(tmp_path: Path) -> None:

@@ -65,11 +65,15 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not JSON")
 
 
-def parse_strict_json(data: bytes | str, *, where: str, code: FailureCode, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def parse_strict_json(
+    data: bytes | str, *, where: str, code: FailureCode, max_depth: int = MAX_JSON_DEPTH, depth_checked: bool = True
+) -> Any:
     """Parse JSON refusing duplicate keys, NaN/Infinity, invalid UTF-8 and nesting past ``max_depth``.
 
     Raises ``RegistryError`` with ``code`` (or ``manifest_duplicate_key`` for
-    duplicates when parsing a manifest) naming ``where``.
+    duplicates when parsing a manifest) naming ``where``. ``depth_checked=False``
+    leaves the walk over the parsed value for nesting past ``max_depth`` to the
+    caller (:func:`depth_exceeds`), which must then do it or bound the depth itself.
     """
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -81,7 +85,7 @@ def parse_strict_json(data: bytes | str, *, where: str, code: FailureCode, max_d
         raise RegistryError(dup_code, str(exc), path=where) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise RegistryError(code, f"not valid JSON: {exc}", path=where) from None
-    if depth_exceeds(value, max_depth):
+    if depth_checked and depth_exceeds(value, max_depth):
         raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where)
     return value
 

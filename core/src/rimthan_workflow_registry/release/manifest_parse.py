@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator
 
 from rimthan_workflow_registry.canonical import canonical_bytes, find_float, parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.format import (
     DEFAULT_MEDIA_TYPE,
     MANIFEST_FORMAT,
@@ -107,7 +108,15 @@ _HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trail
 
 def file_entry_problem(entry: Any) -> str | None:
     """Why ``entry`` breaks ``FILE_ENTRY_SCHEMA`` (jsonschema's message), or ``None`` if it conforms."""
-    if (
+    if _entry_conforms(entry):
+        return None
+    error = next(_FILE_ENTRY_VALIDATOR.iter_errors(entry), None)
+    return error.message if error is not None else "does not match the file entry schema"
+
+
+def _entry_conforms(entry: Any) -> bool:
+    """``FILE_ENTRY_SCHEMA``'s rules in plain Python: a flat object of two strings, an integer and a media type."""
+    return bool(
         type(entry) is dict
         and entry.keys() == _FILE_ENTRY_KEYS
         and type(entry["path"]) is str
@@ -118,10 +127,7 @@ def file_entry_problem(entry: Any) -> str | None:
         and entry["size"] >= 0
         and type(entry["media_type"]) is str
         and entry["media_type"] in _MEDIA_TYPES
-    ):
-        return None
-    error = next(_FILE_ENTRY_VALIDATOR.iter_errors(entry), None)
-    return error.message if error is not None else "does not match the file entry schema"
+    )
 
 
 def _invalid(where: str, message: str, code: FailureCode = FailureCode.MANIFEST_INVALID) -> ReleaseVerificationError:
@@ -138,9 +144,42 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     never re-serialised and accepted: what was signed is exactly what is read.
     """
     try:
-        value = parse_strict_json(data, where=where, code=FailureCode.MANIFEST_INVALID)
+        value = parse_strict_json(data, where=where, code=FailureCode.MANIFEST_INVALID, depth_checked=False)
     except RegistryError as exc:
         raise _invalid(where, exc.message, exc.code) from None
+    if not _well_formed(value):  # something below fails: the checks, in their order, say what
+        _check_shape(value, where)
+    if not SCHEMA_CHECKS.passed(data, canonical_form_version()):
+        _check_canonical(data, value, where)
+    manifest = Manifest.from_json(value)
+    if value["release"]["id"] != manifest.release.id:
+        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
+    _check_manifest_order(manifest, where)
+    return manifest
+
+
+def _well_formed(value: Any) -> bool:
+    """Whether :func:`_check_shape` would pass, decided in one pass that builds nothing.
+
+    Conforming file entries are flat objects of strings and integers, so only
+    the rest of the manifest (small) needs the generic walks for nesting depth
+    and floats; the skeleton validator does not descend into the entries.
+    """
+    if type(value) is not dict or type(value.get("files")) is not list:
+        return False
+    rest = {**value, "files": []}
+    return (
+        not depth_exceeds(rest, MAX_JSON_DEPTH)
+        and find_float(rest) is None
+        and next(_SKELETON_VALIDATOR.iter_errors(value), None) is None
+        and all(map(_entry_conforms, value["files"]))
+    )
+
+
+def _check_shape(value: Any, where: str) -> None:
+    """Nesting depth, no floats, the closed schema: raise the first failure, in that order."""
+    if depth_exceeds(value, MAX_JSON_DEPTH):
+        raise _invalid(where, too_deep_message("the JSON", MAX_JSON_DEPTH))
     pointer = find_float(value)
     if pointer is not None:
         raise _invalid(where, f"number at {pointer} is not an integer (floats are not allowed)")
@@ -152,13 +191,6 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         problem = file_entry_problem(entry)
         if problem is not None:
             raise _invalid(where, f"does not match the manifest schema at /files/{index}: {problem}")
-    if not SCHEMA_CHECKS.passed(data, canonical_form_version()):
-        _check_canonical(data, value, where)
-    manifest = Manifest.from_json(value)
-    if value["release"]["id"] != manifest.release.id:
-        raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
-    _check_manifest_order(manifest, where)
-    return manifest
 
 
 def _check_canonical(data: bytes, value: Any, where: str) -> None:

@@ -33,20 +33,25 @@ READ_CHUNK = 1024 * 1024
 HASH_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 THREADED_MIN_BYTES = 8 * 1024 * 1024
 THREADED_MIN_MEAN_FILE_BYTES = 1024 * 1024
+# Verification's lean per-file loop (open, fstat, one read, one hash, close) leaves the GIL held for a few
+# microseconds a file; hashlib releases it for buffers of 2 KiB and more, so files averaging 4 KiB pay.
+VERIFY_MIN_MEAN_FILE_BYTES = 4 * 1024
 
 
-def hash_threads(files: int, total_bytes: int) -> int:
+def hash_threads(files: int, total_bytes: int, *, min_mean_file_bytes: int = THREADED_MIN_MEAN_FILE_BYTES) -> int:
     """How many threads should read and hash ``files`` files of ``total_bytes`` in all (1: the calling thread).
 
-    Threads only pay for large files. Every ``open``/``fstat``/``read``/
-    ``close`` releases the GIL and hands it to the other thread, so for small
-    files the hand-offs cost more than the parallel hashing saves: measured on
-    the 2-core VM, 10,000 files / 256 MiB took 807 ms on one thread and 1,520
-    ms on two under load (385-391 ms both with a core free), 1,000 files /
-    16 MiB 40 ms and 50 ms, 100 files / 1 MiB 16 ms and 37 ms; 64 files of
-    4 MiB 444 ms and 408 ms.
+    Threads pay only when most of each file's time is spent without the GIL
+    (reads, SHA-256 of 2 KiB or more). The packager's copy does more Python
+    per file: measured on the 2-core VM, 10,000 files / 256 MiB took 807 ms on
+    one thread and 1,520 ms on two under load (385-391 ms both with a core
+    free), 100 files / 1 MiB 16 ms and 37 ms; hence its 1 MiB mean. The
+    verifier's lean loop passes ``VERIFY_MIN_MEAN_FILE_BYTES``: the same 10,000
+    files hashed by that loop took 273 ms on one thread and 180 ms on two with
+    a core free (best of 15, load 4.6; median 307 and 315 ms under that load),
+    see ``benchmarks/experiments/p1_floor.py``.
     """
-    if HASH_WORKERS > 1 and total_bytes >= THREADED_MIN_BYTES and total_bytes >= files * THREADED_MIN_MEAN_FILE_BYTES:
+    if HASH_WORKERS > 1 and total_bytes >= THREADED_MIN_BYTES and total_bytes >= files * min_mean_file_bytes:
         return HASH_WORKERS
     return 1
 
@@ -73,21 +78,18 @@ def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
 
 
 def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -> bytes | None:
-    fd = _open_regular(fs_path, where)
+    fd, size = _open_regular(fs_path, where)
     try:
-        hasher = hashlib.sha256()
-        chunks: list[bytes] = []
-        total = 0
-        limit = entry.size + 1
-        while total < limit:
-            want = min(READ_CHUNK, limit - total)
-            chunk = os.read(fd, want)
-            hasher.update(chunk)
-            if keep:
-                chunks.append(chunk)
-            total += len(chunk)
-            if len(chunk) < want:  # a regular file reads short only at its end: no extra read for the EOF
-                break
+        if size != entry.size:
+            raise ReleaseVerificationError(
+                FailureCode.FILE_SIZE_MISMATCH, f"size is {size} bytes, the manifest says {entry.size}", path=where
+            )
+        limit = entry.size + 1  # one byte more than listed: a file that grew since fstat is seen to be too long
+        if limit <= READ_CHUNK:  # the common case: one read, one C-speed hash
+            data = os.read(fd, limit)
+            total, digest = len(data), hashlib.sha256(data).hexdigest()
+        else:
+            total, digest, data = _read_chunks(fd, limit, keep)
     finally:
         os.close(fd)
     if total != entry.size:
@@ -97,17 +99,34 @@ def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -
             f"size is {shown} bytes, the manifest says {entry.size}",
             path=where,
         )
-    if hasher.hexdigest() != entry.sha256:
+    if digest != entry.sha256:
         raise ReleaseVerificationError(
             FailureCode.FILE_DIGEST_MISMATCH,
-            f"SHA-256 is {hasher.hexdigest()}, the manifest says {entry.sha256}",
+            f"SHA-256 is {digest}, the manifest says {entry.sha256}",
             path=where,
         )
-    return b"".join(chunks) if keep else None
+    return data if keep else None
 
 
-def _open_regular(fs_path: Path | str, where: str) -> int:
-    """A descriptor on a single-link regular file (no final symlink followed, no blocking on a FIFO)."""
+def _read_chunks(fd: int, limit: int, keep: bool) -> tuple[int, str, bytes]:
+    """Up to ``limit`` bytes of a large file in ``READ_CHUNK`` pieces: (bytes read, hex SHA-256, bytes if kept)."""
+    hasher = hashlib.sha256()
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit:
+        want = min(READ_CHUNK, limit - total)
+        chunk = os.read(fd, want)
+        hasher.update(chunk)
+        if keep:
+            chunks.append(chunk)
+        total += len(chunk)
+        if len(chunk) < want:  # a regular file reads short only at its end: no extra read for the EOF
+            break
+    return total, hasher.hexdigest(), b"".join(chunks)
+
+
+def _open_regular(fs_path: Path | str, where: str) -> tuple[int, int]:
+    """A descriptor on a single-link regular file and its size (no final symlink followed, no blocking on a FIFO)."""
     try:
         fd = os.open(fs_path, OPEN_NOFOLLOW)
     except FileNotFoundError:
@@ -122,7 +141,7 @@ def _open_regular(fs_path: Path | str, where: str) -> int:
         ) from None
     info = os.fstat(fd)
     if stat.S_ISREG(info.st_mode) and info.st_nlink <= 1:
-        return fd
+        return fd, info.st_size
     os.close(fd)
     if not stat.S_ISREG(info.st_mode):
         raise ReleaseVerificationError(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", path=where)

@@ -45,10 +45,10 @@ from rimthan_workflow_registry.release.format import (
     FileEntry,
     Manifest,
     adapter_entries,
+    first_unsafe_path,
     identity_for,
     key_id_from_signature_name,
     manifest_digest,
-    path_problem,
     path_set_problem,
     render_checksums,
     sorted_entries,
@@ -59,6 +59,7 @@ from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
+    VERIFY_MIN_MEAN_FILE_BYTES,
     LoaderReads,
     ReleaseFiles,
     VerifiedRelease,
@@ -77,10 +78,20 @@ def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerifica
 
 @dataclass(frozen=True)
 class _ReleaseTree:
-    """What is on disk, by POSIX path relative to the release root (lstat results)."""
+    """What is on disk, by POSIX path.
+
+    ``files``: the lstat of every file outside ``catalogue/`` (manifest,
+    checksums, signatures), by path relative to the release root.
+    ``catalogue``: the files under ``catalogue/``, by path relative to it,
+    told apart by their directory entries' types alone (no ``lstat`` per
+    file): each one's type, link count and size are checked on the
+    descriptor it is hashed through. ``empty_dirs``: directories under
+    ``catalogue/`` with no file anywhere beneath them.
+    """
 
     files: dict[str, os.stat_result] = field(default_factory=dict)
-    dirs: set[str] = field(default_factory=set)
+    catalogue: set[str] = field(default_factory=set)
+    empty_dirs: list[str] = field(default_factory=list)
 
     def under(self, prefix: str) -> list[str]:
         return sorted(p for p in self.files if p.startswith(prefix + "/"))
@@ -196,39 +207,80 @@ def _walk_release(root: Path) -> _ReleaseTree:
     return tree
 
 
-def _walk_dir(root: Path, rel_dir: str, tree: _ReleaseTree) -> None:
+def _walk_dir(root: Path, rel_dir: str, tree: _ReleaseTree) -> int:
+    """Walk one directory (its names first, then its entries in name order); how many files lie beneath it."""
     fs_dir = root / rel_dir if rel_dir else root
-    in_catalogue = rel_dir == CATALOGUE_DIR or rel_dir.startswith(CATALOGUE_DIR + "/")
+    entries = sorted_entries(fs_dir, _fail, unreadable=FailureCode.FILE_MISSING)
+    _check_names_distinct(fs_dir, [entry.name for entry in entries])
+    if rel_dir == CATALOGUE_DIR or rel_dir.startswith(CATALOGUE_DIR + "/"):
+        return _walk_catalogue_dir(root, rel_dir, fs_dir, entries, tree)
+    found = 0
+    for entry in entries:
+        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+        info = entry.stat(follow_symlinks=False)
+        is_dir = _is_dir(info, fs_dir / entry.name)
+        _check_layout(rel, is_dir, fs_dir / entry.name)
+        if is_dir:
+            found += _walk_dir(root, rel, tree)
+            continue
+        if info.st_nlink > 1:
+            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", fs_dir / entry.name)
+        tree.files[rel] = info
+        found += 1
+    return found
+
+
+def _walk_catalogue_dir(
+    root: Path, rel_dir: str, fs_dir: Path, entries: list[os.DirEntry[str]], tree: _ReleaseTree
+) -> int:
+    """A directory under ``catalogue/``: any layout, regular files and directories only (by entry type)."""
+    prefix = rel_dir[len(CATALOGUE_DIR) + 1 :] + "/" if rel_dir != CATALOGUE_DIR else ""
+    found = 0
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            rel = f"{rel_dir}/{entry.name}"
+            beneath = _walk_dir(root, rel, tree)
+            if not beneath:
+                tree.empty_dirs.append(rel)
+            found += beneath
+        elif entry.is_file(follow_symlinks=False):
+            tree.catalogue.add(prefix + entry.name)
+            found += 1
+        else:
+            _is_dir(entry.stat(follow_symlinks=False), fs_dir / entry.name)  # raises: a link or special file
+            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "changed type while it was walked", fs_dir / entry.name)
+    return found
+
+
+def _is_dir(info: os.stat_result, where: Path) -> bool:
+    """Whether an entry (its lstat) is a directory; refuses what is neither that nor a regular file."""
+    mode = info.st_mode
+    if stat.S_ISLNK(mode):
+        raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link (releases hold regular files only)", where)
+    if stat.S_ISDIR(mode):
+        return True
+    if not stat.S_ISREG(mode):
+        raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where)
+    return False
+
+
+def _check_names_distinct(fs_dir: Path, names: list[str]) -> None:
+    """No two names in one directory are equal after NFC normalisation and case folding.
+
+    Folded in one call per directory: NUL is in no file name and composes and
+    folds with nothing, so the joined names fold exactly as each one alone.
+    Only on a clash are the names walked one by one, to name the first.
+    """
+    if len(set(unicodedata.normalize("NFC", "\0".join(names)).casefold().split("\0"))) == len(names) or not names:
+        return
     folded: dict[str, str] = {}
-    for entry in sorted_entries(fs_dir, _fail, unreadable=FailureCode.FILE_MISSING):
-        name = entry.name
-        rel = f"{rel_dir}/{name}" if rel_dir else name
+    for name in names:
         key = unicodedata.normalize("NFC", name).casefold()
         if key in folded:
             raise _fail(
                 FailureCode.PATH_UNSAFE, f"collides with {folded[key]!r} by case or normalisation", fs_dir / name
             )
         folded[key] = name
-        info = entry.stat(follow_symlinks=False)
-        mode = info.st_mode
-        if stat.S_ISLNK(mode):
-            raise _fail(
-                FailureCode.FILE_TYPE_FORBIDDEN,
-                "is a symbolic link (releases hold regular files only)",
-                fs_dir / name,
-            )
-        is_dir = stat.S_ISDIR(mode)
-        if not (is_dir or stat.S_ISREG(mode)):
-            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", fs_dir / name)
-        if not in_catalogue:
-            _check_layout(rel, is_dir, fs_dir / name)
-        if is_dir:
-            tree.dirs.add(rel)
-            _walk_dir(root, rel, tree)
-            continue
-        if info.st_nlink > 1:
-            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", fs_dir / name)
-        tree.files[rel] = info
 
 
 def _check_layout(rel: str, is_dir: bool, where: Path) -> None:
@@ -282,11 +334,11 @@ def _read_manifest(root: Path, tree: _ReleaseTree) -> tuple[bytes, Manifest]:
 def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     """Every listed path is safe and no two clash (duplicates, case, file-vs-directory)."""
     where = root / MANIFEST_NAME
-    for entry in manifest.files:
-        problem = path_problem(entry.path)
-        if problem is not None:
-            raise _fail(FailureCode.PATH_UNSAFE, f"lists unsafe path {entry.path!r}: {problem}", where)
-    clash = path_set_problem(f.path for f in manifest.files)
+    paths = [f.path for f in manifest.files]
+    unsafe = first_unsafe_path(paths)
+    if unsafe is not None:
+        raise _fail(FailureCode.PATH_UNSAFE, f"lists unsafe path {unsafe[0]!r}: {unsafe[1]}", where)
+    clash = path_set_problem(paths)
     if clash is not None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
 
@@ -403,12 +455,12 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     def check(batch: tuple[FileEntry, ...]) -> ReleaseVerificationError | None:
         try:
             for entry in batch:
-                _check_file(base, tree, entry)
+                _check_file(base, tree.catalogue, entry)
         except ReleaseVerificationError as exc:
             return exc
         return None
 
-    workers = hash_threads(len(files), sum(f.size for f in files))
+    workers = hash_threads(len(files), sum(f.size for f in files), min_mean_file_bytes=VERIFY_MIN_MEAN_FILE_BYTES)
     if workers > 1 and len(batches) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-verify") as pool:
             outcomes = list(pool.map(check, batches))
@@ -419,35 +471,23 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
         raise failure
 
 
-def _check_file(base: str, tree: _ReleaseTree, entry: FileEntry) -> None:
-    """One listed file: on disk (walked), the size the walk saw, then its bytes (paths built as strings)."""
+def _check_file(base: str, present: set[str], entry: FileEntry) -> None:
+    """One listed file: walked, then its type, link count, size and bytes (paths built as strings)."""
     where = f"{base}/{entry.path}"
-    info = tree.files.get(f"{CATALOGUE_DIR}/{entry.path}")
-    if info is None:
+    if entry.path not in present:
         raise _fail(FailureCode.FILE_MISSING, "listed in the manifest but missing", where)
-    if info.st_size != entry.size:
-        raise _fail(
-            FailureCode.FILE_SIZE_MISMATCH, f"size is {info.st_size} bytes, the manifest says {entry.size}", where
-        )
     check_file(where, entry, where=where)
 
 
 def _check_unlisted(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Nothing under catalogue/ that the manifest does not list (empty directories included)."""
-    prefix = CATALOGUE_DIR + "/"
-    listed = {prefix + f.path for f in manifest.files}
-    unlisted = [rel for rel in tree.files if rel.startswith(prefix) and rel not in listed]
+    unlisted = tree.catalogue.difference(f.path for f in manifest.files)
     if unlisted:
-        raise _fail(FailureCode.FILE_UNLISTED, "present but not listed in the manifest", root / min(unlisted))
-    needed: set[str] = set()  # every directory that holds a listed file, each ancestor added once
-    for rel in listed:
-        directory = rel.rpartition("/")[0]
-        while directory and directory not in needed:
-            needed.add(directory)
-            directory = directory.rpartition("/")[0]
-    empty = [rel for rel in tree.dirs if rel.startswith(prefix) and rel not in needed]
-    if empty:
-        raise _fail(FailureCode.FILE_UNLISTED, "directory holds no listed file", root / min(empty))
+        raise _fail(
+            FailureCode.FILE_UNLISTED, "present but not listed in the manifest", root / CATALOGUE_DIR / min(unlisted)
+        )
+    if tree.empty_dirs:  # every file beneath is listed (above): a directory with none holds no listed file
+        raise _fail(FailureCode.FILE_UNLISTED, "directory holds no listed file", root / min(tree.empty_dirs))
 
 
 def _check_scope(root: Path, manifest: Manifest, expected_profile: str | None, expected_scope: str | None) -> None:

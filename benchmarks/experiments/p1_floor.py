@@ -1,0 +1,142 @@
+"""P1's lower bounds: the least Python can do to hash a release's files, beside openssl.
+
+``python -m benchmarks.experiments.p1_floor RELEASE_DIR [--runs N]`` reads the
+file list (path, size, SHA-256) from ``RELEASE_DIR/manifest.json`` untimed, then
+runs each layout ``N`` times, alternating, over the same warm files:
+
+* ``py1``   one thread: ``os.open`` / ``os.read`` / ``hashlib.sha256`` / ``os.close`` per file
+            (one read of ``size + 1`` bytes), and the digest compared;
+* ``py1d``  the same, each file opened relative to its directory's descriptor (``dir_fd``);
+* ``py2``   ``py1`` on 2 threads (``ThreadPoolExecutor``, batches of 64 files, in order);
+* ``fork2`` ``py1`` in 2 forked processes (halves of the list), the parent waits for both;
+* ``openssl`` ``openssl dgst -sha256`` over the same files, one process (the P1 floor).
+
+Each layout's wall time and CPU time (user + system, children included) are
+printed as medians, with the ratio of wall time to openssl's. Nothing is
+cached between runs but the page cache (warm, as in P1). The process's
+interpreter start and imports are outside every figure, as in P1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+Entry = tuple[str, int, str]  # path relative to catalogue/, size, hex digest
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_BATCH = 64
+
+
+def _hash_all(base: str, entries: Sequence[Entry]) -> int:
+    bad = 0
+    for path, size, digest in entries:
+        fd = os.open(f"{base}/{path}", _FLAGS)
+        try:
+            data = os.read(fd, size + 1)
+        finally:
+            os.close(fd)
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            bad += 1
+    return bad
+
+
+def _hash_all_dirfd(base: str, entries: Sequence[Entry]) -> int:
+    bad = 0
+    dirs: dict[str, int] = {}
+    try:
+        for path, size, digest in entries:
+            parent, _, name = path.rpartition("/")
+            dfd = dirs.get(parent)
+            if dfd is None:
+                dfd = dirs[parent] = os.open(f"{base}/{parent}" if parent else base, os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.open(name, _FLAGS, dir_fd=dfd)
+            try:
+                data = os.read(fd, size + 1)
+            finally:
+                os.close(fd)
+            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+                bad += 1
+    finally:
+        for dfd in dirs.values():
+            os.close(dfd)
+    return bad
+
+
+def _threads(base: str, entries: Sequence[Entry]) -> int:
+    batches = [entries[i : i + _BATCH] for i in range(0, len(entries), _BATCH)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return sum(pool.map(lambda batch: _hash_all(base, batch), batches))
+
+
+def _forked(base: str, entries: Sequence[Entry]) -> int:
+    half = len(entries) // 2
+    pids = []
+    for part in (entries[:half], entries[half:]):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(1 if _hash_all(base, part) else 0)
+        pids.append(pid)
+    return sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids)
+
+
+def _openssl(base: str, entries: Sequence[Entry]) -> int:
+    subprocess.run(
+        ["openssl", "dgst", "-sha256", *(e[0] for e in entries)], cwd=base, check=True, stdout=subprocess.DEVNULL
+    )
+    return 0
+
+
+LAYOUTS: dict[str, Callable[[str, Sequence[Entry]], int]] = {
+    "py1": _hash_all,
+    "py1d": _hash_all_dirfd,
+    "py2": _threads,
+    "fork2": _forked,
+    "openssl": _openssl,
+}
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.p1_floor")
+    parser.add_argument("release", type=Path)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--only", nargs="*", default=list(LAYOUTS))
+    args = parser.parse_args(argv)
+    manifest = json.loads((args.release / "manifest.json").read_bytes())
+    entries: list[Entry] = [(f["path"], f["size"], f["sha256"]) for f in manifest["files"]]
+    base = str(args.release / "catalogue")
+    walls: dict[str, list[float]] = {name: [] for name in args.only}
+    cpus: dict[str, list[float]] = {name: [] for name in args.only}
+    for name in args.only:  # one untimed run each: warm page cache, thread pool code paths imported
+        assert LAYOUTS[name](base, entries) == 0, name
+    for _ in range(args.runs):
+        for name in args.only:
+            cpu, wall = _cpu(), time.perf_counter()
+            LAYOUTS[name](base, entries)
+            walls[name].append(time.perf_counter() - wall)
+            cpus[name].append(_cpu() - cpu)
+    floor = statistics.median(walls["openssl"]) if "openssl" in walls else None
+    print(f"{len(entries)} files, {sum(e[1] for e in entries) / 2**20:.1f} MiB, load {os.getloadavg()[0]:.2f}")
+    for name in args.only:
+        wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+        ratio = f"{wall / floor:5.2f}x" if floor else "-"
+        best = min(walls[name]) * 1000
+        print(f"{name:8} wall {wall * 1000:7.1f} ms  cpu {cpu * 1000:7.1f} ms  {ratio}  (min {best:.1f})")
+
+
+if __name__ == "__main__":
+    main()
