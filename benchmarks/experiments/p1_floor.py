@@ -5,7 +5,7 @@ file list (path, size, SHA-256) from ``RELEASE_DIR/manifest.json`` untimed, then
 runs each layout ``N`` times, alternating, over the same warm files:
 
 * ``py1``   one thread: ``os.open`` / ``os.read`` / ``hashlib.sha256`` / ``os.close`` per file
-            (one read of ``size + 1`` bytes), and the digest compared;
+            (one read of ``size + 1`` bytes), and the digest compared (a helper call per file);
 * ``py1d``  the same, each file opened relative to its directory's descriptor (``dir_fd``);
 * ``py2``   ``py1`` on 2 threads (``ThreadPoolExecutor``, batches of 64 files, in order);
 * ``fork2`` ``py1`` in 2 forked processes (halves of the list), the parent waits for both;
@@ -36,17 +36,17 @@ _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _BATCH = 64
 
 
+def _hash_one(path: str, size: int, digest: str, dir_fd: int | None = None) -> bool:
+    fd = os.open(path, _FLAGS, dir_fd=dir_fd)
+    try:
+        data = os.read(fd, size + 1)
+    finally:
+        os.close(fd)
+    return len(data) == size and hashlib.sha256(data).hexdigest() == digest
+
+
 def _hash_all(base: str, entries: Sequence[Entry]) -> int:
-    bad = 0
-    for path, size, digest in entries:
-        fd = os.open(f"{base}/{path}", _FLAGS)
-        try:
-            data = os.read(fd, size + 1)
-        finally:
-            os.close(fd)
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-            bad += 1
-    return bad
+    return sum(not _hash_one(f"{base}/{path}", size, digest) for path, size, digest in entries)
 
 
 def _hash_all_dirfd(base: str, entries: Sequence[Entry]) -> int:
@@ -58,13 +58,7 @@ def _hash_all_dirfd(base: str, entries: Sequence[Entry]) -> int:
             dfd = dirs.get(parent)
             if dfd is None:
                 dfd = dirs[parent] = os.open(f"{base}/{parent}" if parent else base, os.O_RDONLY | os.O_DIRECTORY)
-            fd = os.open(name, _FLAGS, dir_fd=dfd)
-            try:
-                data = os.read(fd, size + 1)
-            finally:
-                os.close(fd)
-            if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-                bad += 1
+            bad += not _hash_one(name, size, digest, dfd)
     finally:
         for dfd in dirs.values():
             os.close(dfd)
