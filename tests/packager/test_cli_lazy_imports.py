@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from support.releases import KeyPair
 
 HEAVY = (
     "jsonschema",
@@ -59,3 +61,11 @@ def test_verify_still_loads_the_verifier_when_it_runs(tmp_path: object) -> None:
     out, code, modules = _run("verify", str(tmp_path), "--trust", str(tmp_path))
     assert code == 1
     assert "rimthan_workflow_registry.release.verify" in modules
+
+
+def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    """stderr is not a terminal here, so no bar is drawn, and tqdm (with multiprocessing) is never imported."""
+    _, code, modules = _run("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
+    assert code == 0
+    assert "rimthan_packager.build" in modules
+    assert "tqdm" not in modules

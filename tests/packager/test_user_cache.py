@@ -133,7 +133,13 @@ def test_an_unwritable_cache_only_costs_the_checks(tmp_path: Path, scaffold: Pat
     not_a_dir.write_text("a file where the cache directory would be", encoding="utf-8")
     for out in ("a", "b"):
         code, checked, err = _pack(
-            {"XDG_CACHE_HOME": str(not_a_dir)}, "build", scaffold, "--key", keypair.private_path, "--out", tmp_path / out
+            {"XDG_CACHE_HOME": str(not_a_dir)},
+            "build",
+            scaffold,
+            "--key",
+            keypair.private_path,
+            "--out",
+            tmp_path / out,
         )
         assert code == 0, err
         assert checked == sorted(_schemas(scaffold))

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
@@ -44,7 +45,6 @@ from rimthan_workflow_registry.release import (
     signature_name,
     verify_release,
 )
-from tqdm import tqdm
 
 from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, sync_filesystem, write_all
 from .signing import SigningKey
@@ -211,15 +211,7 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
     flushes the whole release once, before it is published.
     """
     large = source.total_size >= PROGRESS_MIN_BYTES or len(source.sizes) >= PROGRESS_MIN_FILES
-    bar = tqdm(
-        total=source.total_size,
-        unit="B",
-        unit_scale=True,
-        desc="building",
-        file=sys.stderr,
-        disable=not (progress and large),
-        leave=False,
-    )
+    bar = _progress_bar(source.total_size) if progress and large else _NoProgress()
     paths = sorted(source.paths)
     dirs = _make_dirs(target, paths)
     base = str(target)
@@ -240,6 +232,28 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
             pool.shutdown(cancel_futures=True)  # after a failure, batches not started are not copied
         bar.close()
     return _Copied(entries=entries, target=target, dirs=dirs)
+
+
+class _Progress(Protocol):
+    def update(self, n: int) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class _NoProgress:
+    """No bar: a build that is small, piped or asked for JSON does not import tqdm at all."""
+
+    def update(self, n: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _progress_bar(total: int) -> _Progress:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc="building", file=sys.stderr, leave=False)
 
 
 def _copy_file(source: SourceFiles, path: str, dest: str) -> FileEntry:
