@@ -8,12 +8,10 @@ without them (checked in a fresh interpreter, through the CLI's own entry point)
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.pack_probe import pack_probe
 from support.releases import KeyPair
 
 HEAVY = (
@@ -25,26 +23,11 @@ HEAVY = (
     "rimthan_workflow_registry.release.verify",
     "rimthan_packager.build",
 )
-_PROBE = """
-import json, sys
-sys.argv = ["rimthan-pack", *json.loads(sys.argv[1])]
-from rimthan_packager.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
-"""
 
 
 def _run(*argv: str) -> tuple[str, int, set[str]]:
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(argv)], capture_output=True, text=True, check=False, timeout=120
-    )
-    report = json.loads(result.stderr.strip().splitlines()[-1])
-    return result.stdout, report["code"], set(report["modules"])
+    run = pack_probe(*argv)
+    return run.stdout, run.code, run.modules
 
 
 @pytest.mark.parametrize(

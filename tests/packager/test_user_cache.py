@@ -11,9 +11,6 @@ only costs the checks again.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -22,41 +19,24 @@ import pytest
 from rimthan_packager.user_cache import CACHE_SUBDIR, cache_dir
 from rimthan_workflow_registry.release import schema_checks
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS_FILE, check_key, validator_version
+from support.pack_probe import pack_probe
 from support.releases import KeyPair
 
-_PROBE = """
-import json, sys
+_COUNTING = """
 from rimthan_workflow_registry.release import catalogue_rules
-checked = []
+report["checked"] = []
 real = catalogue_rules.check_schemas
 def counting(schemas):
-    checked.extend(schemas)
+    report["checked"].extend(schemas)
     return real(schemas)
 catalogue_rules.check_schemas = counting
-sys.argv = ["rimthan-pack", *json.loads(sys.argv[1])]
-from rimthan_packager.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-print(json.dumps({"code": code, "checked": sorted(checked)}), file=sys.stderr)
 """
 
 
 def _pack(env: dict[str, str], *argv: str | Path) -> tuple[int, list[str], str]:
     """Exit code, the schemas checked against the metaschema, and stderr of one fresh ``rimthan-pack`` run."""
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps([str(a) for a in argv])],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=180,
-        env={**os.environ, **env},
-    )
-    report = json.loads(result.stderr.strip().splitlines()[-1])
-    return report["code"], report["checked"], result.stderr
+    run = pack_probe(*argv, prelude=_COUNTING, env=env)
+    return run.code, sorted(run.report["checked"]), run.stderr
 
 
 def _schemas(source: Path) -> dict[str, bytes]:
