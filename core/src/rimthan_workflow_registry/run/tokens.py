@@ -181,8 +181,21 @@ class CheckpointKeyring:
             headers={"kid": self.signing_key_id, "typ": token_type},
         )
 
+    def sign_payload(self, payload: bytes, token_type: str) -> str:
+        """:meth:`sign` for claims already serialised as ``jwt.encode`` would (the same token for the same bytes)."""
+        return jwt.api_jws.encode(
+            payload,
+            self.keys[self.signing_key_id],
+            algorithm=ALGORITHM,
+            headers={"kid": self.signing_key_id, "typ": token_type},
+        )
+
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
+        return self.verify_with_payload(token, token_type, code)[0]
+
+    def verify_with_payload(self, token: str, token_type: str, code: FailureCode) -> tuple[dict[str, Any], bytes]:
+        """:meth:`verify`, with the verified payload bytes the claims were parsed from."""
         what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
         segments = _segments(token)
         if segments is None:
@@ -279,7 +292,7 @@ def _canonical_bytes(segment: str) -> bytes | None:
     return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == segment else None
 
 
-def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> dict[str, Any]:
+def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> tuple[dict[str, Any], bytes]:
     """The claims, once PyJWT's HS256 (HMAC-SHA256, constant-time compare) accepted the signature.
 
     The same checks ``jwt.decode`` makes for these tokens - signature, a JSON
@@ -289,9 +302,10 @@ def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCo
     if not _HS256.verify(segments.signing_input, _HS256.prepare_key(key), segments.signature):
         raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
     try:
-        claims = json.loads(base64.urlsafe_b64decode(segments.payload + "=" * (-len(segments.payload) % 4)))
+        payload = base64.urlsafe_b64decode(segments.payload + "=" * (-len(segments.payload) % 4))
+        claims = json.loads(payload)
     except ValueError:
-        claims = None
+        payload, claims = b"", None
     if not isinstance(claims, dict):
         raise TokenError(code, f"the {what} token does not verify (DecodeError)")
     issued = claims.get("iat")
@@ -301,7 +315,7 @@ def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCo
         raise TokenError(code, f"the {what} token does not verify (InvalidIssuedAtError)")
     if issued > time.time():
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
-    return claims
+    return claims, payload
 
 
 def _new_key_id() -> str:
