@@ -22,14 +22,15 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jwt
-from jwt.algorithms import HMACAlgorithm
+from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
+
+if TYPE_CHECKING:
+    from jwt.algorithms import HMACAlgorithm
 
 CHECKPOINT_TYPE = "rimthan-checkpoint+jwt"
 BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
@@ -39,7 +40,15 @@ KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
 # Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
 MAX_TOKEN_CHARS = 1024 * 1024
 _HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # what sign() writes; any other member is refused
-_HS256 = HMACAlgorithm(HMACAlgorithm.SHA256)
+
+
+@cache
+def _hs256() -> HMACAlgorithm:
+    """PyJWT's HS256, imported on first use: PyJWT loads cryptography's x509 and RSA/EC code, which a
+    server start (it only lists tools) does not need."""
+    from jwt.algorithms import HMACAlgorithm
+
+    return HMACAlgorithm(HMACAlgorithm.SHA256)
 
 
 _KEYRING_NEXT = (
@@ -174,6 +183,8 @@ class CheckpointKeyring:
     # -- tokens -----------------------------------------------------------------------
 
     def sign(self, claims: Mapping[str, Any], token_type: str) -> str:
+        import jwt  # on first use (see _hs256)
+
         return jwt.encode(
             dict(claims),
             self.keys[self.signing_key_id],
@@ -299,7 +310,8 @@ def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCo
     object payload, a required integer ``iat`` not in the future - without
     decoding the token a second time.
     """
-    if not _HS256.verify(segments.signing_input, _HS256.prepare_key(key), segments.signature):
+    hs256 = _hs256()
+    if not hs256.verify(segments.signing_input, hs256.prepare_key(key), segments.signature):
         raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
     try:
         payload = base64.urlsafe_b64decode(segments.payload + "=" * (-len(segments.payload) % 4))
