@@ -194,7 +194,9 @@ class CheckpointKeyring:
 
     def sign_payload(self, payload: bytes, token_type: str) -> str:
         """:meth:`sign` for claims already serialised as ``jwt.encode`` would (the same token for the same bytes)."""
-        return jwt.api_jws.encode(
+        from jwt import api_jws  # on first use (see _hs256)
+
+        return api_jws.encode(
             payload,
             self.keys[self.signing_key_id],
             algorithm=ALGORITHM,
