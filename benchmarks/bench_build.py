@@ -6,13 +6,14 @@ place. The floor is what a build must physically do (see ``floors``):
 ``cp -R`` of the source, ``sync -f`` of the output file system, ``openssl
 dgst -sha256`` over the source (one process), one Ed25519 signature, and for
 the 1 MiB case a bare interpreter start. The last build is kept: P1 verifies
-exactly that release.
+exactly that release. Finished outputs are retired, not deleted, until the
+run is over (``trash.py``): a deletion of 10,000 files just before a timed
+build or copy costs it seconds of kernel time.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from .floors import copy_and_sync, hash_floor, interpreter_start, signature_floo
 from .report import Figure
 from .synthetic import BulkSpec
 from .timing import paired, repeat, timed
+from .trash import retire, trash_dir
 
 TARGET = 1.5
 TARGET_SMALL = 3.0  # the 1 MiB case: the floor includes a bare interpreter start
@@ -52,8 +54,9 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     """Time ``reps`` CLI builds beside the floor; keep the last release for P1."""
     pack = tool("rimthan-pack")
     root = work / "p2" / spec.label
+    trash = trash_dir(work)  # outputs are retired, not deleted, until the run is over (see trash.py)
     if root.exists():
-        shutil.rmtree(root)
+        retire(root, trash)
     root.mkdir(parents=True)
     counter = iter(range(1_000_000))
     kept: list[Path] = []
@@ -71,7 +74,7 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
         if result.returncode != 0:
             raise RuntimeError(f"rimthan-pack build {source} failed:\n{result.stderr}")
         for old in kept:
-            shutil.rmtree(old)
+            retire(old, trash)
         kept[:] = [out]
         return elapsed
 
@@ -80,7 +83,7 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     build_once()  # untimed warm-up: cold .pyc, and the manifest the signature floor signs
     signing = signature_floor((next(kept[0].iterdir()) / MANIFEST_NAME).read_bytes())
 
-    copying = copy_and_sync(source, work / "p2-floor" / spec.label)
+    copying = copy_and_sync(source, work / "p2-floor" / spec.label, trash)
     starting = interpreter_start() if spec.small else None
 
     def floor() -> float:
@@ -119,5 +122,5 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
             "build", "--source", str(source), "--key", str(keys.private_key), "--out", str(root), "--profile"
         )
         for leftover in root.glob("probe-build-*"):
-            shutil.rmtree(leftover)
+            retire(leftover, trash)
     return BuildOutcome(figure, next(kept[0].iterdir()))

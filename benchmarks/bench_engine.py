@@ -165,24 +165,28 @@ def _time_alternating(
 def _token_work(token: str, key: bytes) -> None:
     """What a gated step's calls must do with their checkpoint's bytes, in C and nothing else.
 
-    Three verifications (split, base64url decode, the canonical re-encoding
-    check, HMAC-SHA256, ``json.loads``), one issue of the next token
+    Three verifications (split, the canonical re-encoding check of the header
+    and signature, HMAC-SHA256 over the exact characters, then one base64url
+    decode of the payload and ``json.loads``), one issue of the next token
     (``json.dumps``, base64url, HMAC-SHA256) and two SHA-256 digests of it.
     """
     claims: Any = None
     for _ in range(3):
-        parts = token.split(".")
-        raw = [base64.urlsafe_b64decode(p + "=" * (-len(p) % 4)) for p in parts]
-        for part, data in zip(parts, raw, strict=True):
-            if base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii") != part:
+        header, payload, signature = token.split(".")
+        for part in (header, signature):
+            if base64.urlsafe_b64encode(_unb64(part)).rstrip(b"=").decode("ascii") != part:
                 raise RuntimeError("a recorded token is not canonical base64url")
-        mac = hmac.new(key, f"{parts[0]}.{parts[1]}".encode("ascii"), hashlib.sha256).digest()
-        hmac.compare_digest(mac, raw[2])
-        claims = json.loads(raw[1])
+        mac = hmac.new(key, f"{header}.{payload}".encode("ascii"), hashlib.sha256).digest()
+        hmac.compare_digest(mac, _unb64(signature))
+        claims = json.loads(_unb64(payload))
     body = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":")).encode()).rstrip(b"=")
     hmac.new(key, body, hashlib.sha256).digest()
     hashlib.sha256(token.encode("ascii")).digest()
     hashlib.sha256(body).digest()
+
+
+def _unb64(segment: str) -> bytes:
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
 def token_floor(early_token: str, late_token: str, reps: int) -> dict[str, float]:

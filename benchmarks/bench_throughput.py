@@ -2,25 +2,30 @@
 
 One packaged run (research-decision 1.2.0, the desk-research route with one
 validator repair drill, as P3 drives it) is recorded over HTTP: the tool
-names and arguments of every call. Then 32 SDK clients, each with its own
-connection, replay that call list concurrently against ``rimthan-mcp serve
---transport http`` (checkpoints are HMAC'd by the serving process and carry
-the run's state, so a recorded call is valid again), and the same 32 clients
-replay the same arguments against the SDK echo server's ``echo`` tool over
-the same transport: same request bytes, same load, none of our work.
-Rounds alternate (echo, ours) after one untimed round of each.
+names and arguments of every call. The SDK client then sends that call list
+once to ``rimthan-mcp serve --transport http`` and once, as arguments of the
+echo server's ``echo`` tool, to the SDK echo server over the same transport
+(every SDK check on every reply, our output schemas included), and the bytes
+it sent are kept. Checkpoints are HMAC'd by the serving process and carry the
+run's state, so a recorded call is valid again.
+
+Under load, 32 keep-alive connections spread over worker processes replay
+those requests concurrently, as wrk or hey would, checking every reply
+(``load_client``): the load generator is light and identical for both
+servers, so the figure measures the servers. Rounds alternate (echo, ours)
+after one untimed round of each.
 
 Throughput is calls completed over the round's wall time; the ratio is the
 echo server's throughput over ours (how many times slower we are). Latency
-percentiles are over every call of every measured round.
+percentiles are over every call of every measured round. The details keep,
+per side, the CPU seconds per call of the server process and of the load
+generator, so a reader can see which side was busy.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
-import time
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +36,18 @@ from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_call
 from .bench_calls import DRILL, ROUTE, VERSION, WORKFLOW
 from .echo_server import ECHO
 from .fixtures import BenchKeys
+from .load_client import LoadGenerator, WireCall, capture
 from .report import Figure
-from .servers import CLIENT_MODE, echo_server, http_process, rimthan_server
+from .servers import CLIENT_MODE, HttpServer, echo_server, http_process, rimthan_server
 
 CLIENTS = 32
+# Worker processes of the load generator. Measured on the two-core machine, 32 connections to the echo
+# server, 1 vs 2 vs 4 processes alternating: 408 / 398 / 369 calls/s at ~0.6 ms of load-generator CPU per
+# call; one process keeps up, more only add scheduling against the server.
+PROCESSES = 1
 TARGET = 1.5
+SIDES = ("echo", "ours")
 Recorded = list[tuple[str, dict[str, Any]]]
-Call = Callable[[Client, str, dict[str, Any]], Awaitable[None]]
 
 
 async def _record(url: str, release: Path, work: Path) -> Recorded:
@@ -58,33 +68,21 @@ async def _record(url: str, release: Path, work: Path) -> Recorded:
     return recorded
 
 
-async def _ours(client: Client, name: str, arguments: dict[str, Any]) -> None:
-    result = await client.call_tool(name, arguments)
-    if result.is_error:
-        raise RuntimeError(f"replaying {name} under load was refused: {result.structured_content}")
+async def _wire(ours_url: str, echo_url: str, release: Path, work: Path) -> dict[str, list[WireCall]]:
+    recorded = await _record(ours_url, release, work)
+    return {
+        "ours": await capture(ours_url, recorded),
+        "echo": await capture(echo_url, [(ECHO, arguments) for _, arguments in recorded]),
+    }
 
 
-async def _echo(client: Client, name: str, arguments: dict[str, Any]) -> None:
-    result = await client.call_tool(ECHO, arguments)
-    if result.is_error:
-        raise RuntimeError(f"the echo floor refused {name}'s arguments")
-
-
-async def _round(clients: list[Client], call: Call, recorded: Recorded) -> tuple[float, list[float]]:
-    """Every client replays ``recorded`` once, all at once; wall seconds and every call's latency."""
-    latencies: list[float] = []
-
-    async def replay(client: Client) -> None:
-        for name, arguments in recorded:
-            started = time.perf_counter()
-            await call(client, name, arguments)
-            latencies.append(time.perf_counter() - started)
-
-    started = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for client in clients:
-            group.start_soon(replay, client)
-    return time.perf_counter() - started, latencies
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -92,44 +90,58 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-async def _drive(ours_url: str, echo_url: str, release: Path, work: Path, rounds: int) -> dict[str, Any]:
-    recorded = await _record(ours_url, release, work)
-    walls: dict[str, list[float]] = {"ours": [], "echo": []}
-    latencies: dict[str, list[float]] = {"ours": [], "echo": []}
-    async with AsyncExitStack() as stack:
-        ours = [await stack.enter_async_context(Client(ours_url, mode=CLIENT_MODE)) for _ in range(CLIENTS)]
-        echo = [await stack.enter_async_context(Client(echo_url, mode=CLIENT_MODE)) for _ in range(CLIENTS)]
+def _drive(servers: dict[str, HttpServer], wire: dict[str, list[WireCall]], rounds: int) -> dict[str, Any]:
+    walls: dict[str, list[float]] = {side: [] for side in SIDES}
+    latencies: dict[str, list[float]] = {side: [] for side in SIDES}
+    cpu: dict[str, dict[str, float]] = {side: {"server_s": 0.0, "load_generator_s": 0.0} for side in SIDES}
+    with (
+        LoadGenerator(servers["echo"].url, wire["echo"], clients=CLIENTS, processes=PROCESSES) as echo,
+        LoadGenerator(servers["ours"].url, wire["ours"], clients=CLIENTS, processes=PROCESSES) as ours,
+    ):
         for index in range(rounds + 1):
-            for side, clients, call in (("echo", echo, _echo), ("ours", ours, _ours)):
-                wall, seen = await _round(clients, call, recorded)
+            for side, load in (("echo", echo), ("ours", ours)):
+                before = _cpu_seconds(servers[side].pid)
+                wall, seen, load_cpu = load.round()
+                after = _cpu_seconds(servers[side].pid)
                 if index > 0:  # the first round of each is an untimed warm-up
                     walls[side].append(wall)
                     latencies[side].extend(seen)
-    return {"calls_per_round": CLIENTS * len(recorded), "walls": walls, "latencies": latencies}
+                    cpu[side]["load_generator_s"] += load_cpu
+                    if before is not None and after is not None:
+                        cpu[side]["server_s"] += after - before
+    calls = CLIENTS * len(wire["ours"])
+    per_call = {side: {k: v / (calls * rounds) for k, v in spent.items()} for side, spent in cpu.items()}
+    return {"calls_per_round": calls, "walls": walls, "latencies": latencies, "cpu_s_per_call": per_call}
 
 
 def run_p6(release: Path, keys: BenchKeys, state_dir: Path, work: Path, rounds: int) -> list[Figure]:
     logs = work / "p6" / "logs"
     ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / "rimthan-mcp-http.log")
-    with http_process(ours_cmd) as ours_url, http_process(echo_server(logs / "echo-http.log")) as echo_url:
-        measured = anyio.run(_drive, ours_url, echo_url, release, work, rounds)
+    with http_process(ours_cmd) as ours, http_process(echo_server(logs / "echo-http.log")) as echo:
+        wire = anyio.run(_wire, ours.url, echo.url, release, work)
+        measured = _drive({"ours": ours, "echo": echo}, wire, rounds)
     calls = measured["calls_per_round"]
     rate = {side: calls / statistics.median(walls) for side, walls in measured["walls"].items()}
     lat = measured["latencies"]
     details = {
         "clients": CLIENTS,
+        "load_processes": PROCESSES,
         "calls_per_round": calls,
         "rounds": rounds,
         "calls_per_s": rate,
         "round_wall_s": measured["walls"],
         "p50_s": {side: _percentile(v, 0.50) for side, v in lat.items()},
         "p99_s": {side: _percentile(v, 0.99) for side, v in lat.items()},
+        "cpu_s_per_call": measured["cpu_s_per_call"],
     }
-    floor_what = f"the SDK echo server over Streamable HTTP, same {CLIENTS} clients, same arguments"
+    floor_what = (
+        f"the SDK echo server over Streamable HTTP, same {CLIENTS} connections, same request bytes, same checks"
+    )
     figures = [
         Figure(
             "P6 throughput",
-            f"tool calls per second over Streamable HTTP, {CLIENTS} concurrent SDK clients replaying a packaged run",
+            f"tool calls per second over Streamable HTTP, {CLIENTS} concurrent keep-alive clients replaying "
+            "the SDK client's requests of a packaged run, every reply checked",
             rate["ours"],
             rate["echo"],
             "calls/s",

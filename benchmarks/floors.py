@@ -32,6 +32,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .timing import Measure, Sample
+from .trash import retire
 
 _DIGEST_LINE = re.compile(r"^[^(]+\((?P<path>.*)\)= (?P<hex>[0-9a-f]{64})$")
 _POINTER = 8
@@ -122,8 +123,8 @@ def _run(*argv: str | Path) -> None:
     subprocess.run([str(a) for a in argv], check=True, stdout=subprocess.DEVNULL)
 
 
-def copy_and_sync(source: Path, scratch: Path) -> Measure:
-    """``cp -R source`` into a fresh ``scratch`` copy, then ``sync -f`` its file system (removed untimed)."""
+def copy_and_sync(source: Path, scratch: Path, trash: Path) -> Measure:
+    """``cp -R source`` into a fresh ``scratch`` copy, then ``sync -f`` its file system (retired untimed)."""
     for command in ("cp", "sync"):
         if shutil.which(command) is None:
             raise RuntimeError(f"the build floor needs the {command} command line tool (coreutils)")
@@ -136,7 +137,7 @@ def copy_and_sync(source: Path, scratch: Path) -> Measure:
         _run("cp", "-R", source, target)
         _run("sync", "-f", target)
         elapsed = time.perf_counter() - started
-        shutil.rmtree(target)
+        retire(target, trash)
         return elapsed
 
     return measure

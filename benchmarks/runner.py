@@ -24,6 +24,7 @@ from .fixtures import BenchKeys, make_keys
 from .profiling import render_imports, render_profile
 from .report import Figure, machine, render_notes, render_table, render_verdict, versions, write_json
 from .synthetic import REPO_ROOT, bulk_source, long_source
+from .trash import purge, trash_dir
 
 DEFAULT_WORK = REPO_ROOT / "benchmarks" / "work"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "out" / "results.json"
@@ -132,6 +133,7 @@ def run(
             if "P6" in only:
                 step(f"P6: {plan.rounds_throughput} round(s) of 32 concurrent HTTP clients, beside the echo server")
                 figures.extend(run_p6(release, keys, state_dir, work, plan.rounds_throughput))
+    purge(trash_dir(work))  # the build figures' finished outputs, deleted only now (trash.py)
     figures = _order(figures)
     where, libraries = machine(), versions()
     elapsed = time.perf_counter() - started

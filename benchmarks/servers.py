@@ -20,7 +20,7 @@ from .synthetic import REPO_ROOT
 
 # One server-process helper for the tests and the benchmarks: tests/support/processes.py.
 sys.path.insert(0, str(REPO_ROOT / "tests"))
-from support.processes import http_server_process, serve_module_args, stdio_client_process  # noqa: E402
+from support.processes import HttpServer, http_server_process, serve_module_args, stdio_client_process  # noqa: E402
 
 CLIENT_MODE = "auto"
 WAIT_SECONDS = 60.0
@@ -56,14 +56,14 @@ async def stdio_session(command: ServerCommand) -> AsyncIterator[Client]:
 
 
 @contextmanager
-def http_process(command: ServerCommand) -> Iterator[str]:
-    """Spawn ``command`` over Streamable HTTP on a free port; yield its URL; SIGTERM it afterwards."""
+def http_process(command: ServerCommand) -> Iterator[HttpServer]:
+    """Spawn ``command`` over Streamable HTTP on a free port; yield it (URL, process); SIGTERM it afterwards."""
     command.log.parent.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, *command.args, "--transport", "http", "--port", "0"]
     try:
         with http_server_process(argv, cwd=REPO_ROOT, timeout=WAIT_SECONDS) as server:
             try:
-                yield server.url
+                yield server
             finally:
                 lines = server.lines
     except AssertionError as exc:
@@ -84,6 +84,6 @@ async def session(command: ServerCommand, transport: str) -> AsyncIterator[Clien
         async with stdio_session(command) as client:
             yield client
         return
-    with http_process(command) as url:
-        async with http_session(url) as client:
+    with http_process(command) as server:
+        async with http_session(server.url) as client:
             yield client

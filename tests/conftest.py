@@ -11,6 +11,7 @@ registry               a real OCI registry (docker-registry) on loopback, stoppe
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,18 @@ from support.releases import (
     trust_dir,
 )
 from support.servers import HttpServer, ServerWorld, build_world, http_server, serve_args
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The packager's user cache (XDG_CACHE_HOME) in a temporary directory, never the developer's own."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
 
 
 @pytest.fixture

@@ -576,10 +576,11 @@ def test_hmac_comparison_is_constant_time_by_construction() -> None:
     # and our verifier never compares signatures itself: it hands the MAC check to PyJWT's HS256 algorithm
     from rimthan_workflow_registry.run import tokens
 
-    assert type(tokens._HS256) is jwt.algorithms.HMACAlgorithm
-    assert tokens._HS256.hash_alg is jwt.algorithms.HMACAlgorithm.SHA256
+    assert type(tokens._hs256()) is jwt.algorithms.HMACAlgorithm  # PyJWT's HS256, built on first use
+    assert tokens._hs256().hash_alg is jwt.algorithms.HMACAlgorithm.SHA256
     verify_source = inspect.getsource(tokens.CheckpointKeyring.verify) + inspect.getsource(tokens._verified_claims)
-    assert "_HS256.verify(" in verify_source and "compare_digest" not in verify_source
+    assert "hs256 = _hs256()" in verify_source and "hs256.verify(" in verify_source
+    assert "compare_digest" not in verify_source
     assert "signature ==" not in verify_source and "== segments.signature" not in verify_source
     module_source = inspect.getsource(tokens)
     assert "import hmac" not in module_source and "hashlib" not in module_source

@@ -37,6 +37,7 @@ from rimthan_workflow_registry.run import (
     verify_checkpoint,
 )
 from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, definition_problem
+from rimthan_workflow_registry.run.receipt_text import claims_json
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
 from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, KEY_BYTES, CheckpointKeyring, peek_claims
 from support.engines import TickingClock, drive, make_engines
@@ -120,6 +121,7 @@ def _python_calls(receipts: int) -> dict[str, int]:
 
 
 def test_a_checkpoint_with_thousands_of_receipts_runs_the_same_python_code_as_one_with_three() -> None:
+    _python_calls(3)  # first use: PyJWT's HS256 is built once per process (lazily), outside the comparison
     small, large = _python_calls(3), _python_calls(3_000)
     assert small == large
 
@@ -294,3 +296,45 @@ def test_every_checkpoint_a_real_run_issues_passes_the_fast_check(tmp_path: Any)
         parent_digest=None,
     ).to_claims()
     assert accepted_fast(edge) and definition_problem(edge) is None
+
+
+# --------------------------------------------------------------------------- the kept text, spliced
+
+
+_names = st.sampled_from(["a", "note-0001", "note-0002", "check-0001@1.0.0", "z/9", 'q"', "é", "x y", "artifacts"])
+_entries = st.tuples(st.text(alphabet=HEX, min_size=64, max_size=64), st.integers(0, 2**40)).map(list)
+_changes = st.lists(
+    st.one_of(
+        st.dictionaries(_names, _entries, max_size=3).map(lambda d: ("merged", d)),
+        st.lists(_names, max_size=3).map(lambda n: ("without", n)),
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_names, _entries, max_size=6), _changes)
+def test_a_spliced_table_text_is_what_json_dumps_writes(table: dict[str, Any], changes: list[Any]) -> None:
+    """Kept and spliced, or dropped and written again: the text is always ``json.dumps`` of the sorted claims."""
+    current = ArtifactTable(dict(sorted(table.items())), claims_json(dict(sorted(table.items()))))
+    for op, argument in changes:
+        if op == "merged":
+            current = current.merged({k: ArtifactReceipt(v[0], v[1]) for k, v in argument.items()})
+        else:
+            current = current.without(argument)
+        assert current.text() == claims_json(current.claims())
+
+
+def test_a_re_issued_checkpoint_is_the_token_jwt_encode_writes() -> None:
+    """Verified (text kept), changed by a step, re-issued by splicing: the bytes ``jwt.encode`` writes."""
+    keyring = CheckpointKeyring.generate()
+    token = issue_checkpoint(keyring, _checkpoint(30)).token
+    _forget_verified()
+    cp = verify_checkpoint(keyring, token).checkpoint
+    assert cp.artifacts._text is not None and cp.validators._text is not None
+    artifacts = cp.artifacts.merged({NOTE: ArtifactReceipt("a" * 64, 7), "note-0003": ArtifactReceipt("b" * 64, 1)})
+    validators = cp.validators.without(["check-0001@1.0.0"]).merged({CHECK: ValidatorReceipt("pass", DIGEST)})
+    entered = receipts_on_entry(NEXT_STEP, artifacts, validators)
+    successor = cp.successor(token, issued_at=1_700_000_001, **entered)
+    assert entered["artifacts"]._text is not None
+    assert issue_checkpoint(keyring, successor).token == keyring.sign(successor.to_claims(), CHECKPOINT_TYPE)

@@ -8,11 +8,11 @@ without them (checked in a fresh interpreter, through the CLI's own entry point)
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
+from support.pack_probe import pack_probe
+from support.releases import KeyPair
 
 HEAVY = (
     "jsonschema",
@@ -23,26 +23,11 @@ HEAVY = (
     "rimthan_workflow_registry.release.verify",
     "rimthan_packager.build",
 )
-_PROBE = """
-import json, sys
-sys.argv = ["rimthan-pack", *json.loads(sys.argv[1])]
-from rimthan_packager.cli import main
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
-"""
 
 
 def _run(*argv: str) -> tuple[str, int, set[str]]:
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE, json.dumps(argv)], capture_output=True, text=True, check=False, timeout=120
-    )
-    report = json.loads(result.stderr.strip().splitlines()[-1])
-    return result.stdout, report["code"], set(report["modules"])
+    run = pack_probe(*argv)
+    return run.stdout, run.code, run.modules
 
 
 @pytest.mark.parametrize(
@@ -59,3 +44,11 @@ def test_verify_still_loads_the_verifier_when_it_runs(tmp_path: object) -> None:
     out, code, modules = _run("verify", str(tmp_path), "--trust", str(tmp_path))
     assert code == 1
     assert "rimthan_workflow_registry.release.verify" in modules
+
+
+def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    """stderr is not a terminal here, so no bar is drawn, and tqdm (with multiprocessing) is never imported."""
+    _, code, modules = _run("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
+    assert code == 0
+    assert "rimthan_packager.build" in modules
+    assert "tqdm" not in modules

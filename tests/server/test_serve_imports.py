@@ -57,3 +57,26 @@ def test_keys_and_audit_run_without_the_mcp_sdk(tmp_path: Path) -> None:
         assert "rimthan_workflow_mcp.cli_keys" in modules  # the control: the command ran
         assert not _top(modules) & {*_REGISTRY, "mcp", "uvicorn"}, sorted(_top(modules))
         assert _SERVER not in modules
+
+
+def test_a_server_start_imports_no_jwt_library_until_a_token_is_signed_or_verified() -> None:
+    """PyJWT pulls in cryptography's x509, RSA and EC code: a start that only lists tools does not need it."""
+    probe = (
+        "import json, sys\n"
+        "import rimthan_workflow_mcp.cli, rimthan_workflow_mcp.server\n"
+        "from rimthan_workflow_registry.errors import FailureCode, TokenError\n"
+        "from rimthan_workflow_registry.run import CheckpointKeyring\n"
+        "before = sorted(sys.modules)\n"
+        "ring = CheckpointKeyring.generate()\n"
+        "token = ring.sign({'iat': 1}, 'rimthan-checkpoint+jwt')\n"
+        "assert ring.verify(token, 'rimthan-checkpoint+jwt', FailureCode.CHECKPOINT_INVALID)['iat'] == 1\n"
+        "forged = token[:-2] + ('AA' if token[-2:] != 'AA' else 'BA')\n"
+        "try:\n    ring.verify(forged, 'rimthan-checkpoint+jwt', FailureCode.CHECKPOINT_INVALID)\n"
+        "except TokenError:\n    pass\nelse:\n    raise SystemExit('a forged token verified')\n"
+        "print(json.dumps([before, sorted(sys.modules)]))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    before, after = (set(m) for m in json.loads(result.stdout.strip().splitlines()[-1]))
+    assert "rimthan_workflow_mcp.server" in before  # the control: the probe imported the server
+    assert not _top(before) & {"jwt"} and "cryptography.x509" not in before
+    assert "jwt" in after  # loaded on first use, and the token round trip above used it

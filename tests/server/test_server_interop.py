@@ -63,6 +63,33 @@ def test_tool_schemas_embed_each_contract_once_and_every_ref_resolves(contract: 
         assert [node["$id"] for _, node in _walk(document) if "$id" in node] == [document["$id"]], name
 
 
+def test_output_schemas_embed_only_the_contracts_their_tool_returns() -> None:
+    """A part a tool never fills is declared null (or an empty list): its contract is not embedded.
+
+    Every real result still passes (the server checks its own results; the
+    schema-agreement test replays a complete run), and a client validates
+    less: Python jsonschema crawled the whole schema per result that reached
+    a contract only prepare returns.
+    """
+    outputs = {c.name: c.output_schema for c in workflow_engine_tool_contracts()}
+    assert sorted(outputs["rimthan.prepare_step_validation"]["$defs"]) == [
+        "failure",
+        "validation-bundle",
+        "validator-summary",
+    ]
+    assert outputs["rimthan.start_workflow"] == {
+        **outputs["rimthan.continue_workflow"],
+        "properties": {
+            **outputs["rimthan.continue_workflow"]["properties"],
+            "status": outputs["rimthan.start_workflow"]["properties"]["status"],
+        },
+    }
+    for name, schema in outputs.items():
+        assert sorted(schema["required"]) == sorted(schema["properties"]), name  # one envelope, every key sent
+    submit = outputs["rimthan.submit_step_validation"]["properties"]
+    assert submit["validation_bundle"] == {"type": "null"} and submit["validators"] == {"type": "array", "maxItems": 0}
+
+
 def test_a_reference_through_a_contract_still_validates() -> None:
     """validator-summary is reached from validation-bundle by $id: a bad summary inside a bundle is refused."""
     (submit,) = [c for c in workflow_engine_tool_contracts() if c.name == "rimthan.submit_step_validation"]

@@ -18,10 +18,11 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
@@ -44,7 +45,6 @@ from rimthan_workflow_registry.release import (
     signature_name,
     verify_release,
 )
-from tqdm import tqdm
 
 from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, sync_filesystem, write_all
 from .signing import SigningKey
@@ -136,7 +136,7 @@ def build_release(
         os.chmod(work, 0o755)
         check = trust or TrustStore.from_public_keys([k.public_key for k in signers], source="the signing keys")
         verified = _self_check(work, dest, check)
-        _make_durable(work, [*copied.files, *written], [*copied.dirs, work / SIGNATURES_DIR, work])
+        _make_durable(work, copied.files, written, [*copied.dirs, work / SIGNATURES_DIR, work])
         try:
             rename_no_replace(work, dest)
         except FileExistsError:
@@ -192,11 +192,15 @@ def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
 
 @dataclass(frozen=True)
 class _Copied:
-    """The catalogue as copied: manifest entries (sorted by path), the files written, the directories made."""
+    """The catalogue as copied: manifest entries (sorted by path), where they went, the directories made."""
 
     entries: list[FileEntry]
-    files: list[Path]
+    target: Path
     dirs: list[Path]
+
+    def files(self) -> list[Path]:
+        """The files written (needed only where there is no ``syncfs``)."""
+        return [self.target / entry.path for entry in self.entries]
 
 
 def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copied:
@@ -207,15 +211,7 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
     flushes the whole release once, before it is published.
     """
     large = source.total_size >= PROGRESS_MIN_BYTES or len(source.sizes) >= PROGRESS_MIN_FILES
-    bar = tqdm(
-        total=source.total_size,
-        unit="B",
-        unit_scale=True,
-        desc="building",
-        file=sys.stderr,
-        disable=not (progress and large),
-        leave=False,
-    )
+    bar = _progress_bar(source.total_size) if progress and large else _NoProgress()
     paths = sorted(source.paths)
     dirs = _make_dirs(target, paths)
     base = str(target)
@@ -235,7 +231,29 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
         if pool is not None:
             pool.shutdown(cancel_futures=True)  # after a failure, batches not started are not copied
         bar.close()
-    return _Copied(entries=entries, files=[target / path for path in paths], dirs=dirs)
+    return _Copied(entries=entries, target=target, dirs=dirs)
+
+
+class _Progress(Protocol):
+    def update(self, n: int) -> object: ...
+
+    def close(self) -> None: ...
+
+
+class _NoProgress:
+    """No bar: a build that is small, piped or asked for JSON does not import tqdm at all."""
+
+    def update(self, n: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _progress_bar(total: int) -> _Progress:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc="building", file=sys.stderr, leave=False)
 
 
 def _copy_file(source: SourceFiles, path: str, dest: str) -> FileEntry:
@@ -257,7 +275,7 @@ def _make_dirs(target: Path, paths: list[str]) -> list[Path]:
     return made
 
 
-def _make_durable(work: Path, files: list[Path], dirs: list[Path]) -> None:
+def _make_durable(work: Path, copied: Callable[[], list[Path]], written: list[Path], dirs: list[Path]) -> None:
     """Flush the release before it is renamed into place: one ``syncfs``, like the ``sync -f`` of a copy.
 
     Where the platform has no ``syncfs``, every file is fsynced (on several
@@ -267,7 +285,7 @@ def _make_durable(work: Path, files: list[Path], dirs: list[Path]) -> None:
     if sync_filesystem(work):
         return
     with ThreadPoolExecutor(max_workers=FSYNC_THREADS) as pool:
-        list(pool.map(fsync_file, files))
+        list(pool.map(fsync_file, [*copied(), *written]))
     for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
         fsync_dir(directory)
 

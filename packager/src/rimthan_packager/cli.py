@@ -8,9 +8,11 @@ Bad input never produces a traceback.
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +103,22 @@ def keygen(prefix: Path, as_json: bool) -> None:
     click.echo(f"key id       {generated.key_id}")
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a build: it allocates records per file and frees almost no cycles.
+
+    Measured on a 10,000-file build: about 90 collections during the build,
+    and under 50 cyclic objects left to collect after it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @cli.command(
     epilog=_epilog(
         "rimthan-pack build catalogues/research-decision/1.3.0 --key keys/local/dev.key",
@@ -137,11 +155,13 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
 
     from .build import build_release, source_date_epoch
     from .signing import load_signing_key
+    from .user_cache import remembered_checks
 
     keys = [load_signing_key(p) for p in key_paths]
     trust = load_trust(trust_path) if trust_path is not None else None
     progress = not as_json and sys.stderr.isatty()
-    result = build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
+    with remembered_checks(), _collector_paused():
+        result = build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
     if as_json:
         emit_json(
             {
@@ -180,6 +200,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 
     from .build import sign_release
     from .signing import load_signing_key
+    from .user_cache import remembered_checks
 
     key = load_signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
@@ -189,7 +210,8 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
             "toward the threshold (add its .pub to the trust store if it should)",
             err=True,
         )
-    path = sign_release(release, key, trust=trust)
+    with remembered_checks():
+        path = sign_release(release, key, trust=trust)
     if as_json:
         emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
         return
@@ -224,8 +246,11 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     """
     from rimthan_workflow_registry.release import load_trust, verify_release
 
+    from .user_cache import remembered_checks
+
     trust = load_trust(trust_path)
-    verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
+    with remembered_checks():
+        verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
     signers = [trust.describe(k) for k in verified.signer_key_ids]
     if as_json:
         emit_json(
@@ -352,8 +377,11 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     """
     from rimthan_workflow_registry.release import inspect_release, load_trust
 
+    from .user_cache import remembered_checks
+
     trust = load_trust(trust_path) if trust_path is not None else None
-    found = inspect_release(release, trust)
+    with remembered_checks():
+        found = inspect_release(release, trust)
     data = _inspection_json(found, trust)
     if as_json:
         emit_json(data)

@@ -43,9 +43,11 @@ class SourceFiles:
 
     root: Path
     sizes: Mapping[str, int] = field(repr=False)
+    _prefix: str = field(init=False, repr=False, compare=False)  # "<root>/": file paths built as strings
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
+        object.__setattr__(self, "_prefix", f"{os.fspath(self.root)}/")
 
     @property
     def paths(self) -> frozenset[str]:
@@ -63,7 +65,7 @@ class SourceFiles:
         if path not in self.sizes:
             raise _refuse(FailureCode.REFERENCE_UNRESOLVED, "not a file of this catalogue source", self.where(path))
         try:
-            fd = os.open(self.root / path, OPEN_NOFOLLOW)
+            fd = os.open(self._prefix + path, OPEN_NOFOLLOW)
         except OSError as exc:
             raise _refuse(
                 FailureCode.FILE_TYPE_FORBIDDEN, f"cannot be opened safely: {exc.strerror}", self.where(path)

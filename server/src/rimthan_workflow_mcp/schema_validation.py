@@ -14,13 +14,14 @@ checked by Python ``jsonschema`` alone.
 
 Compiled validators are shared by schema digest: the runtime state is built
 more than once per process (pre-flight, serve) and two tools share an output
-schema.
+schema. A tool's schemas are compiled on its first call
+(:class:`CompiledSchemas`), not at start: listing the tools needs none of them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,26 @@ def compiled_schema(schema: Mapping[str, Any]) -> CompiledSchema:
             )
             _compiled[key] = found
     return found
+
+
+class CompiledSchemas(Mapping[str, CompiledSchema]):
+    """Tool name -> its schema, compiled (:func:`compiled_schema`) on first use, then kept."""
+
+    def __init__(self, schemas: Mapping[str, Mapping[str, Any]]) -> None:
+        self._schemas = dict(schemas)
+        self._compiled: dict[str, CompiledSchema] = {}
+
+    def __getitem__(self, name: str) -> CompiledSchema:
+        found = self._compiled.get(name)
+        if found is None:  # two first calls at once both get compiled_schema's one shared object
+            found = self._compiled[name] = compiled_schema(self._schemas[name])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._schemas)
+
+    def __len__(self) -> int:
+        return len(self._schemas)
 
 
 def _pointer(path: Any) -> str:

@@ -13,6 +13,7 @@ traceback ever reaches a client.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import warnings
 from collections.abc import Mapping
@@ -28,7 +29,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from rimthan_workflow_registry.canonical import canonical_bytes, canonical_text
+from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
@@ -41,7 +42,7 @@ from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
 from .results import ToolResult
-from .schema_validation import CompiledSchema, compiled_schema
+from .schema_validation import CompiledSchema, CompiledSchemas
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
     ToolContract,
@@ -126,22 +127,18 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     documents = contract_documents()
     for name, document in documents.items():
         _check_schema(document, f"contract {name}")
-    inputs: dict[str, CompiledSchema] = {}
-    outputs: dict[str, CompiledSchema] = {}
     tools: list[types.Tool] = []
     for contract in contracts:
         _check_schema(_checked_once(contract.input_schema, documents), f"{contract.name} input schema")
         _check_schema(_checked_once(contract.output_schema, documents), f"{contract.name} output schema")
-        inputs[contract.name] = compiled_schema(contract.input_schema)
-        outputs[contract.name] = compiled_schema(contract.output_schema)
         tools.append(_tool_record(contract))
     return RuntimeState(
         provider=provider,
         profile=profile,
         contracts={c.name: c for c in contracts},
         tools=tuple(tools),
-        input_validators=inputs,
-        output_validators=outputs,
+        input_validators=CompiledSchemas({c.name: c.input_schema for c in contracts}),
+        output_validators=CompiledSchemas({c.name: c.output_schema for c in contracts}),
         resources=ResourceCatalogue(provider, documents),
         prompts=PromptCatalogue(provider),
     )
@@ -163,11 +160,13 @@ def _check_schema(schema: Mapping[str, Any], what: str) -> None:
     """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``.
 
     A pass is remembered like a catalogue schema's (``SCHEMA_CHECKS``, by the
-    digest of the schema's canonical bytes and the validator version; a
+    digest of the schema's JSON with sorted keys and the validator version; a
     serving server keeps it in its state directory), so a restart of the same
-    server version does not repeat about twenty metaschema checks.
+    server version does not repeat about twenty metaschema checks. Any
+    deterministic encoding names the same schema; ``json.dumps`` (in C) costs a
+    start a tenth of RFC 8785's Python serialiser.
     """
-    data = canonical_bytes(schema)
+    data = json.dumps(schema, sort_keys=True, separators=(",", ":")).encode()
     if not SCHEMA_CHECKS.passed(data):
         try:
             Draft202012Validator.check_schema(schema)

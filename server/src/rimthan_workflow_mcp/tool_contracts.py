@@ -116,11 +116,11 @@ _WORDS: dict[str, tuple[str, str]] = {
         ),
     ),
 }
-_SCHEMAS: dict[str, tuple[dict[str, Any], list[str]]] = {
-    START_WORKFLOW: (ts.START_INPUT, ts.START_STATUSES),
-    CONTINUE_WORKFLOW: (ts.CONTINUE_INPUT, ts.CONTINUE_STATUSES),
-    PREPARE_STEP_VALIDATION: (ts.PREPARE_INPUT, ts.PREPARE_STATUSES),
-    SUBMIT_STEP_VALIDATION: (ts.SUBMIT_INPUT, ts.SUBMIT_STATUSES),
+_SCHEMAS: dict[str, tuple[dict[str, Any], list[str], frozenset[str]]] = {
+    START_WORKFLOW: (ts.START_INPUT, ts.START_STATUSES, ts.START_NEVER),
+    CONTINUE_WORKFLOW: (ts.CONTINUE_INPUT, ts.CONTINUE_STATUSES, ts.CONTINUE_NEVER),
+    PREPARE_STEP_VALIDATION: (ts.PREPARE_INPUT, ts.PREPARE_STATUSES, ts.PREPARE_NEVER),
+    SUBMIT_STEP_VALIDATION: (ts.SUBMIT_INPUT, ts.SUBMIT_STATUSES, ts.SUBMIT_NEVER),
 }
 
 
@@ -131,7 +131,7 @@ def _contract(name: str) -> ToolContract:
     the one that is not idempotent (each call issues a fresh run).
     """
     title, description = _WORDS[name]
-    input_schema, statuses = _SCHEMAS[name]
+    input_schema, statuses, never = _SCHEMAS[name]
     resumes = name != START_WORKFLOW
     return ToolContract(
         name=name,
@@ -139,7 +139,7 @@ def _contract(name: str) -> ToolContract:
         title=title,
         description=description,
         input_schema=input_schema,
-        output_schema=ts.result_schema(statuses),
+        output_schema=ts.result_schema(statuses, never),
         read_only=True,
         idempotent=resumes,
         checkpoint_bearing=resumes,

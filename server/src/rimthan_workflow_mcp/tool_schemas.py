@@ -63,56 +63,59 @@ def _tool_schema(properties: dict[str, Any], required: list[str]) -> dict[str, A
     return schema
 
 
-def result_schema(statuses: list[str]) -> dict[str, Any]:
-    """A tool's output: one envelope, the status set differs per tool."""
-    return _tool_schema(
-        {
-            "status": {"enum": statuses},
-            "workflow": {"oneOf": [{"type": "null"}, closed({"id": NAME, "version": VERSION}, ["id", "version"])]},
-            "release": {
-                "oneOf": [
-                    {"type": "null"},
-                    closed({"id": NAME, "manifest_digest": DIGEST}, ["id", "manifest_digest"]),
-                ]
-            },
-            "checkpoint": {"oneOf": [{"type": "null"}, TOKEN]},
-            "checkpoint_digest": {"oneOf": [{"type": "null"}, DIGEST]},
-            "sequence": {"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1}]},
-            "step": {"oneOf": [{"type": "null"}, _ref(STEP_PAYLOAD)]},
-            "question": {"oneOf": [{"type": "null"}, _ref(QUESTION)]},
-            "failures": {"type": "array", "items": _ref(FAILURE)},
-            "findings": {
-                "type": "array",
-                "items": closed({"validator": NAME, **FINDING["properties"]}, ["validator", "severity", "message"]),
-            },
-            "validators": {"type": "array", "items": _ref(VALIDATOR_SUMMARY)},
-            "validation_bundle": {"oneOf": [{"type": "null"}, _ref(VALIDATION_BUNDLE)]},
-            "migration": {"oneOf": [{"type": "null"}, _ref(MIGRATION_PREVIEW)]},
-            "message": {"type": "string"},
+def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A tool's output: one envelope; the status set differs per tool, and so do the parts it never fills.
+
+    A part in ``never`` is declared as what the tool always sends there
+    (``null``, or an empty list), so the schema names no contract the tool
+    cannot return. A client validates every result against it: Python
+    jsonschema (the Python SDK client's validator) crawled the whole schema
+    for each result that reached a contract through another's ``$id``, and
+    tried every branch of a ``oneOf`` where ``anyOf`` stops at the first
+    match (the branches are disjoint - ``null`` or one type - so the meaning
+    is the same).
+    """
+    properties: dict[str, Any] = {
+        "status": {"enum": statuses},
+        "workflow": _nullable(closed({"id": NAME, "version": VERSION}, ["id", "version"])),
+        "release": _nullable(closed({"id": NAME, "manifest_digest": DIGEST}, ["id", "manifest_digest"])),
+        "checkpoint": _nullable(TOKEN),
+        "checkpoint_digest": _nullable(DIGEST),
+        "sequence": _nullable({"type": "integer", "minimum": 1}),
+        "step": _nullable(_ref(STEP_PAYLOAD)),
+        "question": _nullable(_ref(QUESTION)),
+        "failures": {"type": "array", "items": _ref(FAILURE)},
+        "findings": {
+            "type": "array",
+            "items": closed({"validator": NAME, **FINDING["properties"]}, ["validator", "severity", "message"]),
         },
-        [
-            "status",
-            "workflow",
-            "release",
-            "checkpoint",
-            "checkpoint_digest",
-            "sequence",
-            "step",
-            "question",
-            "failures",
-            "findings",
-            "validators",
-            "validation_bundle",
-            "migration",
-            "message",
-        ],
-    )
+        "validators": {"type": "array", "items": _ref(VALIDATOR_SUMMARY)},
+        "validation_bundle": _nullable(_ref(VALIDATION_BUNDLE)),
+        "migration": _nullable(_ref(MIGRATION_PREVIEW)),
+        "message": {"type": "string"},
+    }
+    for name in never:
+        properties[name] = {"type": "array", "maxItems": 0} if properties[name].get("type") == "array" else _NULL
+    return _tool_schema(properties, list(properties))
+
+
+_NULL = {"type": "null"}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [_NULL, schema]}
 
 
 START_STATUSES = ["active", "blocked", "input_required", "completed"]
 CONTINUE_STATUSES = START_STATUSES
 PREPARE_STATUSES = ["deterministic_validation_failed", "ready_for_semantic_validation"]
 SUBMIT_STATUSES = ["validation_failed", "input_required", "advanced", "completed"]
+# The parts of the envelope each tool never fills (see WorkflowEngineQueryModule: start and continue show a step,
+# a question or a migration; prepare returns failures or a bundle; submit returns findings and the next step).
+START_NEVER = frozenset({"findings", "validators", "validation_bundle"})
+CONTINUE_NEVER = START_NEVER
+PREPARE_NEVER = frozenset({"step", "question", "findings", "migration"})
+SUBMIT_NEVER = frozenset({"validators", "validation_bundle", "migration"})
 
 _CHECKPOINT_IN = about(
     "The latest checkpoint token this run returned, exactly as received (it carries the run's state).", TOKEN

@@ -18,7 +18,9 @@ Modules, in the order a release is read:
     The catalogue model (workflows, steps, assets, host adapters), the
     authoring rules build and load share, and ``ReleaseLoader`` that applies
     them (``ReleaseLoader._validate_workflow_catalogue``); ``schema_checks``
-    remembers which catalogue schemas already passed the metaschema.
+    remembers which catalogue schemas already passed the metaschema, and
+    ``catalogue_schema`` checks values against them (Python jsonschema's
+    verdict, jsonschema-rs's speed).
 ``oci``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path.

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jsonschema import Draft202012Validator
-
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
@@ -24,6 +22,7 @@ from rimthan_workflow_registry.release.catalogue_parse import (
     parse_host_adapter,
     parse_workflow,
 )
+from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS
 
 
@@ -41,9 +40,9 @@ class SchemaSet:
     """Every JSON Schema of a catalogue, parsed and compiled exactly once."""
 
     documents: Mapping[str, Any]
-    validators: Mapping[str, Draft202012Validator] = field(repr=False)
+    validators: Mapping[str, CatalogueSchema] = field(repr=False)
 
-    def validator(self, path: str) -> Draft202012Validator:
+    def validator(self, path: str) -> CatalogueSchema:
         return self.validators[path]
 
 
@@ -126,10 +125,7 @@ def _compile_schemas(catalogue: Catalogue, files: CatalogueFiles) -> SchemaSet:
     documents = {p: _schema_document(raw[p], p) for p in referenced}
     rules.check_schemas({p: doc for p, doc in documents.items() if not SCHEMA_CHECKS.passed(raw[p])})
     SCHEMA_CHECKS.remember(raw.values())  # reached only when every schema passed
-    validators = {
-        p: Draft202012Validator(doc, format_checker=Draft202012Validator.FORMAT_CHECKER) for p, doc in documents.items()
-    }
-    return SchemaSet(documents=documents, validators=validators)
+    return SchemaSet(documents=documents, validators={p: CatalogueSchema(doc) for p, doc in documents.items()})
 
 
 def _schema_document(data: bytes, path: str) -> Any:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -40,8 +41,35 @@ METASCHEMA = "https://json-schema.org/draft/2020-12/schema"  # what catalogue_ru
 
 @cache
 def validator_version() -> str:
-    """What the check's answer depends on besides the bytes: jsonschema's version and the metaschema."""
-    return f"jsonschema-{metadata.version('jsonschema')}:{METASCHEMA}"
+    """What the check's answer depends on besides the bytes: jsonschema, the metaschema, the format checkers.
+
+    A format is checkable (the check refuses a schema using any other) when
+    the library jsonschema checks it with is installed, so the installed
+    versions of jsonschema's format extras are part of the answer's identity.
+    """
+    formats = "\n".join(sorted(_installed(_format_libraries())))
+    digest = hashlib.sha256(formats.encode()).hexdigest()[:16]
+    return f"jsonschema-{metadata.version('jsonschema')}:{METASCHEMA}:formats-{digest}"
+
+
+def _format_libraries() -> set[str]:
+    """The distributions jsonschema's ``format`` extras name (the format checkers it uses when installed)."""
+    names = set()
+    for requirement in metadata.requires("jsonschema") or ():
+        name, _, marker = requirement.partition(";")
+        if "extra" in marker and "format" in marker:
+            names.add(re.split(r"[\s<>=!~\[(]", name.strip(), maxsplit=1)[0])
+    return names
+
+
+def _installed(names: Iterable[str]) -> list[str]:
+    found = []
+    for name in names:
+        try:
+            found.append(f"{name}-{metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return found
 
 
 @cache

@@ -11,15 +11,16 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.catalogue import StepDefinition
 from rimthan_workflow_registry.run.checkpoints import ArtifactReceipt, Checkpoint
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 
 MAX_SCHEMA_FAILURES_PER_ARTIFACT = 20
 
@@ -86,7 +87,7 @@ def check_artifact_set(step: StepDefinition, artifacts: Sequence[SubmittedArtifa
 
 
 def check_artifact_contents(
-    step: StepDefinition, artifacts: Sequence[SubmittedArtifact], validators: Mapping[str, Draft202012Validator]
+    step: StepDefinition, artifacts: Sequence[SubmittedArtifact], validators: Mapping[str, CatalogueSchema]
 ) -> list[Failure]:
     """Path, media type, size caps and (for JSON) the declared schema."""
     failures: list[Failure] = []
@@ -134,7 +135,7 @@ def parse_json_artifact(data: bytes) -> Any:
     return document
 
 
-def _check_json(artifact_id: str, data: bytes, validator: Draft202012Validator) -> list[Failure]:
+def _check_json(artifact_id: str, data: bytes, validator: CatalogueSchema) -> list[Failure]:
     try:
         document = parse_json_artifact(data)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-import jwt
-
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest
@@ -375,6 +373,8 @@ def _break(source: str, line: int, kind: str, message: str) -> NoReturn:
 
 def _unverified_key_id(token: str) -> str:
     """The key id a token claims, for a refusal message only (never trusted)."""
+    import jwt  # PyJWT on first use: a server start does not audit
+
     try:
         return _key_id(token)
     except jwt.PyJWTError:
@@ -383,6 +383,8 @@ def _unverified_key_id(token: str) -> str:
 
 def _key_id(token: str) -> str:
     """The key id of a token whose signature was already verified."""
+    import jwt
+
     kid = jwt.get_unverified_header(token).get("kid")
     return kid if isinstance(kid, str) else ""
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class ConfirmedState:
 
 
 def validate_against_schema(
-    state: ConfirmedState, validator: Draft202012Validator, *, label: str, allow_missing: bool = False
+    state: ConfirmedState, validator: CatalogueSchema, *, label: str, allow_missing: bool = False
 ) -> None:
     """The values must satisfy the workflow's ``confirmed_state_schema``.
 

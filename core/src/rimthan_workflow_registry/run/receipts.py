@@ -12,6 +12,13 @@ pop the step's own entries, sort). Claim form: an artifact receipt is
 A table never changes after it is built: every change returns a new table,
 because a verified checkpoint (and its tables) may be shared by the calls
 that verify the same token.
+
+A table read from a verified token also keeps its JSON text, exactly as the
+token carries it (see :mod:`.receipt_text`): the next checkpoint's table is
+that text with the few changed receipts spliced in by string operations in
+C, so re-issuing a checkpoint does not serialise every receipt again. A
+change the splice cannot make exactly drops the text, and the table is then
+written by ``json.dumps`` as before: same bytes either way.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar
+
+from rimthan_workflow_registry.run.receipt_text import claims_json, spliced
 
 _DIGEST_PREFIX = "sha256:"
 
@@ -44,10 +53,11 @@ Claims = dict[str, list[Any]]
 class _Table(Mapping[str, R], Generic[R]):
     """Receipts by name over their claim form; read-only, every change is a new table."""
 
-    __slots__ = ("_claims",)
+    __slots__ = ("_claims", "_text")
 
-    def __init__(self, claims: Claims | None = None) -> None:
+    def __init__(self, claims: Claims | None = None, text: str | None = None) -> None:
         self._claims: Claims = {} if claims is None else claims
+        self._text = text  # ``claims_json(self.claims())``, when known without writing it
 
     def _receipt(self, entry: list[Any]) -> R:
         raise NotImplementedError
@@ -82,16 +92,20 @@ class _Table(Mapping[str, R], Generic[R]):
         """The claim form, sorted by name (what a checkpoint token carries)."""
         return dict(sorted(self._claims.items()))
 
+    def text(self) -> str:
+        """The claim form as the checkpoint token's JSON carries it (sorted by name, compact)."""
+        return self._text if self._text is not None else claims_json(self.claims())
+
     def merged(self, receipts: Mapping[str, R]) -> Self:
         """This table with ``receipts`` added or replaced."""
-        return type(self)({**self._claims, **self._claims_of(receipts)})
+        changes = self._claims_of(receipts)
+        return type(self)({**self._claims, **changes}, spliced(self._text, self._claims, changes, ()))
 
     def without(self, names: Iterable[str]) -> Self:
         """This table less the receipts ``names`` (absent names are ignored)."""
         kept = self._claims.copy()
-        for name in names:
-            kept.pop(name, None)
-        return type(self)(kept)
+        dropped = [name for name in names if kept.pop(name, None) is not None]
+        return type(self)(kept, spliced(self._text, self._claims, {}, dropped))
 
     @classmethod
     def _claims_of(cls, receipts: Mapping[str, R]) -> Claims:

@@ -7,9 +7,9 @@ three segments must be canonical base64url (a re-encoded token is refused even
 when it decodes to the same bytes), and every claim set is validated against a
 closed shape by the caller. Key ids let keys rotate: several keys verify, one
 signs. HMAC comparison is constant-time (``hmac.compare_digest`` in PyJWT).
-Tokens are signed by ``jwt.encode``; they are verified by splitting and
-decoding them once in C and checking the MAC with PyJWT's HS256 algorithm
-(see ``_segments``), so a call's cost stays flat as a run's checkpoint grows.
+Tokens are signed by ``jwt.encode``; they are verified by splitting them,
+checking the MAC over the exact characters with PyJWT's HS256 algorithm, and
+only then decoding the payload once, in C (see ``_segments``).
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jwt
-from jwt.algorithms import HMACAlgorithm
+from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
+
+if TYPE_CHECKING:
+    from jwt.algorithms import HMACAlgorithm
 
 CHECKPOINT_TYPE = "rimthan-checkpoint+jwt"
 BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
@@ -39,7 +40,15 @@ KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
 # Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
 MAX_TOKEN_CHARS = 1024 * 1024
 _HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # what sign() writes; any other member is refused
-_HS256 = HMACAlgorithm(HMACAlgorithm.SHA256)
+
+
+@cache
+def _hs256() -> HMACAlgorithm:
+    """PyJWT's HS256, imported on first use: PyJWT loads cryptography's x509 and RSA/EC code, which a
+    server start (it only lists tools) does not need."""
+    from jwt.algorithms import HMACAlgorithm
+
+    return HMACAlgorithm(HMACAlgorithm.SHA256)
 
 
 _KEYRING_NEXT = (
@@ -174,6 +183,8 @@ class CheckpointKeyring:
     # -- tokens -----------------------------------------------------------------------
 
     def sign(self, claims: Mapping[str, Any], token_type: str) -> str:
+        import jwt  # on first use (see _hs256)
+
         return jwt.encode(
             dict(claims),
             self.keys[self.signing_key_id],
@@ -181,8 +192,23 @@ class CheckpointKeyring:
             headers={"kid": self.signing_key_id, "typ": token_type},
         )
 
+    def sign_payload(self, payload: bytes, token_type: str) -> str:
+        """:meth:`sign` for claims already serialised as ``jwt.encode`` would (the same token for the same bytes)."""
+        from jwt import api_jws  # on first use (see _hs256)
+
+        return api_jws.encode(
+            payload,
+            self.keys[self.signing_key_id],
+            algorithm=ALGORITHM,
+            headers={"kid": self.signing_key_id, "typ": token_type},
+        )
+
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
+        return self.verify_with_payload(token, token_type, code)[0]
+
+    def verify_with_payload(self, token: str, token_type: str, code: FailureCode) -> tuple[dict[str, Any], bytes]:
+        """:meth:`verify`, with the verified payload bytes the claims were parsed from."""
         what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
         segments = _segments(token)
         if segments is None:
@@ -214,10 +240,11 @@ def token_digest(token: str) -> str:
 def peek_claims(token: str) -> dict[str, Any] | None:
     """UNVERIFIED claims, for offline tools and tests only: never route or answer on them."""
     segments = _segments(token)
-    if segments is None:
+    payload = _canonical_bytes(segments.payload) if segments is not None else None
+    if payload is None:
         return None
     try:
-        claims = json.loads(segments.payload)
+        claims = json.loads(payload)
     except ValueError:
         return None
     return claims if isinstance(claims, dict) else None
@@ -232,61 +259,67 @@ def peek_manifest_digest(token: str) -> str | None:
 
 @dataclass(frozen=True)
 class _Segments:
-    """A compact JWS split and decoded: the header, the payload bytes, the signature and what it signs."""
+    """A compact JWS split: the decoded header and signature, the payload still encoded, and what the MAC signs."""
 
     header: dict[str, Any]
-    payload: bytes
+    payload: str  # base64url text: decoded only once the MAC over it has verified (or by ``peek_claims``)
     signature: bytes
     signing_input: bytes
 
 
 def _segments(token: object) -> _Segments | None:
-    """The three canonical base64url segments of a token with a JSON object header, else ``None``.
+    """The three segments of a token with a canonical JSON object header and signature, else ``None``.
 
-    Each segment must be the unique encoding of its bytes, so a re-encoded
-    token (padding, unused trailing bits, foreign characters) is refused even
-    when it decodes to the same bytes: decoding and re-encoding round-trip in
-    C, one pass over the bytes whatever the token's length (PyJWT's own
-    decoder checks the alphabet character by character in Python, which
-    dominated a call late in a long run).
+    The header and the signature must be the unique base64url encoding of
+    their bytes (decoded and re-encoded in C), so a re-encoded token is refused
+    even when it decodes to the same bytes. The payload is not decoded here:
+    the MAC covers its exact characters, so a re-encoded payload fails the MAC,
+    and no claim is read before the MAC has verified. The payload, the part
+    that grows with a run, is decoded once per verification, in C.
     """
     if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
         return None
     parts = token.split(".")
     if len(parts) != 3 or not all(parts):
         return None
-    decoded = []
-    for part in parts:
-        try:
-            raw = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
-        except (ValueError, TypeError):
-            return None
-        if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != part:
-            return None
-        decoded.append(raw)
+    header_text, payload, signature_text = parts
+    header_bytes, signature = _canonical_bytes(header_text), _canonical_bytes(signature_text)
+    if header_bytes is None or signature is None:
+        return None
     try:
-        header = json.loads(decoded[0])
-    except ValueError:
+        signing_input = token[: len(header_text) + 1 + len(payload)].encode("ascii")
+        header = json.loads(header_bytes)
+    except (UnicodeEncodeError, ValueError):
         return None
     if not isinstance(header, dict):
         return None
-    signing_input = token[: len(parts[0]) + 1 + len(parts[1])].encode("ascii")
-    return _Segments(header=header, payload=decoded[1], signature=decoded[2], signing_input=signing_input)
+    return _Segments(header=header, payload=payload, signature=signature, signing_input=signing_input)
 
 
-def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> dict[str, Any]:
+def _canonical_bytes(segment: str) -> bytes | None:
+    """The bytes of a canonical base64url segment (no padding, no unused bits, no foreign characters), else ``None``."""
+    try:
+        raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    except (ValueError, TypeError):
+        return None
+    return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == segment else None
+
+
+def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> tuple[dict[str, Any], bytes]:
     """The claims, once PyJWT's HS256 (HMAC-SHA256, constant-time compare) accepted the signature.
 
     The same checks ``jwt.decode`` makes for these tokens - signature, a JSON
     object payload, a required integer ``iat`` not in the future - without
     decoding the token a second time.
     """
-    if not _HS256.verify(segments.signing_input, _HS256.prepare_key(key), segments.signature):
+    hs256 = _hs256()
+    if not hs256.verify(segments.signing_input, hs256.prepare_key(key), segments.signature):
         raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
     try:
-        claims = json.loads(segments.payload)
+        payload = base64.urlsafe_b64decode(segments.payload + "=" * (-len(segments.payload) % 4))
+        claims = json.loads(payload)
     except ValueError:
-        claims = None
+        payload, claims = b"", None
     if not isinstance(claims, dict):
         raise TokenError(code, f"the {what} token does not verify (DecodeError)")
     issued = claims.get("iat")
@@ -296,7 +329,7 @@ def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCo
         raise TokenError(code, f"the {what} token does not verify (InvalidIssuedAtError)")
     if issued > time.time():
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
-    return claims
+    return claims, payload
 
 
 def _new_key_id() -> str:
