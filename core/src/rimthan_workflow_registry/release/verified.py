@@ -33,25 +33,23 @@ READ_CHUNK = 1024 * 1024
 HASH_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 THREADED_MIN_BYTES = 8 * 1024 * 1024
 THREADED_MIN_MEAN_FILE_BYTES = 1024 * 1024
-# Verification's lean per-file loop (open, fstat, one read, one hash, close) leaves the GIL held for a few
-# microseconds a file; hashlib releases it for buffers of 2 KiB and more, so files averaging 4 KiB pay.
-VERIFY_MIN_MEAN_FILE_BYTES = 4 * 1024
 
 
-def hash_threads(files: int, total_bytes: int, *, min_mean_file_bytes: int = THREADED_MIN_MEAN_FILE_BYTES) -> int:
+def hash_threads(files: int, total_bytes: int) -> int:
     """How many threads should read and hash ``files`` files of ``total_bytes`` in all (1: the calling thread).
 
-    Threads pay only when most of each file's time is spent without the GIL
-    (reads, SHA-256 of 2 KiB or more). The packager's copy does more Python
-    per file: measured on the 2-core VM, 10,000 files / 256 MiB took 807 ms on
-    one thread and 1,520 ms on two under load (385-391 ms both with a core
-    free), 100 files / 1 MiB 16 ms and 37 ms; hence its 1 MiB mean. The
-    verifier's lean loop passes ``VERIFY_MIN_MEAN_FILE_BYTES``: the same 10,000
-    files hashed by that loop took 273 ms on one thread and 180 ms on two with
-    a core free (best of 15, load 4.6; median 307 and 315 ms under that load),
-    see ``benchmarks/experiments/p1_floor.py``.
+    Threads only pay for large files. Every ``open``/``fstat``/``read``/
+    ``close`` releases the GIL and hands it to the other thread, so for small
+    files the hand-offs cost more than the parallel hashing saves: measured on
+    the 2-core VM, 10,000 files / 256 MiB took 807 ms on one thread and 1,520
+    ms on two under load (385-391 ms both with a core free), 1,000 files /
+    16 MiB 40 ms and 50 ms, 100 files / 1 MiB 16 ms and 37 ms; 64 files of
+    4 MiB 444 ms and 408 ms. Still so with verification's lean per-file loop
+    (one open, fstat, read, hash, close): its 10,000 files / 256 MiB took
+    363 ms on one thread and 506 ms (701 ms CPU) on two, median of 9
+    alternating in one process at load 2.3.
     """
-    if HASH_WORKERS > 1 and total_bytes >= THREADED_MIN_BYTES and total_bytes >= files * min_mean_file_bytes:
+    if HASH_WORKERS > 1 and total_bytes >= THREADED_MIN_BYTES and total_bytes >= files * THREADED_MIN_MEAN_FILE_BYTES:
         return HASH_WORKERS
     return 1
 

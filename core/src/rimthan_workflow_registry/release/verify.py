@@ -59,7 +59,6 @@ from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
-    VERIFY_MIN_MEAN_FILE_BYTES,
     LoaderReads,
     ReleaseFiles,
     VerifiedRelease,
@@ -460,7 +459,7 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
             return exc
         return None
 
-    workers = hash_threads(len(files), sum(f.size for f in files), min_mean_file_bytes=VERIFY_MIN_MEAN_FILE_BYTES)
+    workers = hash_threads(len(files), sum(f.size for f in files))
     if workers > 1 and len(batches) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-verify") as pool:
             outcomes = list(pool.map(check, batches))
