@@ -31,10 +31,19 @@ from support.servers import HttpServer, ServerWorld, build_world, http_server, s
 
 @pytest.fixture(autouse=True, scope="session")
 def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The packager's user cache (XDG_CACHE_HOME) in a temporary directory, never the developer's own."""
+    """The packager's user cache (XDG_CACHE_HOME) in a temporary directory, never the developer's own.
+
+    uv finds its own cache through XDG_CACHE_HOME too, so it is pinned first with UV_CACHE_DIR
+    (uv's own rule): tests that run `uv sync --offline` keep the wheels this machine already has.
+    """
     before = os.environ.get("XDG_CACHE_HOME")
+    pinned_uv = "UV_CACHE_DIR" not in os.environ
+    if pinned_uv:
+        os.environ["UV_CACHE_DIR"] = str(Path(before or Path.home() / ".cache") / "uv")
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
     yield
+    if pinned_uv:
+        del os.environ["UV_CACHE_DIR"]
     if before is None:
         del os.environ["XDG_CACHE_HOME"]
     else:
