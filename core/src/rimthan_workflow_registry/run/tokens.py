@@ -296,10 +296,15 @@ def _segments(token: object) -> _Segments | None:
     return _Segments(header=header, payload=payload, signature=signature, signing_input=signing_input)
 
 
+def _b64url_decode(segment: str) -> bytes:
+    """The bytes of an unpadded base64url segment (lenient: the canonical check is :func:`_canonical_bytes`)."""
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
 def _canonical_bytes(segment: str) -> bytes | None:
     """The bytes of a canonical base64url segment (no padding, no unused bits, no foreign characters), else ``None``."""
     try:
-        raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+        raw = _b64url_decode(segment)
     except (ValueError, TypeError):
         return None
     return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == segment else None
@@ -316,7 +321,7 @@ def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCo
     if not hs256.verify(segments.signing_input, hs256.prepare_key(key), segments.signature):
         raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
     try:
-        payload = base64.urlsafe_b64decode(segments.payload + "=" * (-len(segments.payload) % 4))
+        payload = _b64url_decode(segments.payload)
         claims = json.loads(payload)
     except ValueError:
         payload, claims = b"", None
