@@ -55,6 +55,7 @@ from rimthan_workflow_registry.run import (
     peek_claims,
     verify_checkpoint,
 )
+from rimthan_workflow_registry.run.tokens import claims_payload
 
 from .fixtures import BenchKeys
 from .profiling import profile_call
@@ -166,9 +167,9 @@ def _token_work(token: str, key: bytes) -> None:
     """What a gated step's calls must do with their checkpoint's bytes, in C and nothing else.
 
     Three verifications (split, the canonical re-encoding check of the header
-    and signature, HMAC-SHA256 over the exact characters, then one base64url
-    decode of the payload and ``json.loads``), one issue of the next token
-    (``json.dumps``, base64url, HMAC-SHA256) and two SHA-256 digests of it.
+    and signature, HMAC-SHA256 over the exact characters, then ``json.loads``
+    of the unencoded payload), one issue of the next token (``json.dumps``,
+    the period escape, HMAC-SHA256) and two SHA-256 digests of it.
     """
     claims: Any = None
     for _ in range(3):
@@ -178,8 +179,8 @@ def _token_work(token: str, key: bytes) -> None:
                 raise RuntimeError("a recorded token is not canonical base64url")
         mac = hmac.new(key, f"{header}.{payload}".encode("ascii"), hashlib.sha256).digest()
         hmac.compare_digest(mac, _unb64(signature))
-        claims = json.loads(_unb64(payload))
-    body = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":")).encode()).rstrip(b"=")
+        claims = json.loads(payload)
+    body = claims_payload(claims)
     hmac.new(key, body, hashlib.sha256).digest()
     hashlib.sha256(token.encode("ascii")).digest()
     hashlib.sha256(body).digest()
@@ -209,7 +210,7 @@ def token_growth(calls: list[Call]) -> dict[str, Any]:
         token = call.result.get("checkpoint")
         claims = peek_claims(token) if token else None
         if claims:
-            points[token] = (len(claims["artifacts"]) + len(claims["validators"]), len(token))
+            points[token] = (len(claims["artifacts"]["names"]) + len(claims["validators"]["names"]), len(token))
     receipts, lengths = zip(*sorted(points.values()), strict=True)
     slope, intercept = statistics.linear_regression(receipts, lengths)
     return {

@@ -7,7 +7,6 @@ fixtures in conftest.py and the helpers in tests/support/.
 
 from __future__ import annotations
 
-import base64 as _b64
 import hashlib as _hashlib
 import json as _json
 import signal as _signal
@@ -49,8 +48,12 @@ def _claims(token: str) -> dict:
 
 
 def _payload_text(token: str) -> str:
-    segment = token.split(".")[1]
-    return _b64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)).decode("utf-8")
+    """The claims the token carries, as text (its payload's JSON, escapes decoded)."""
+    return _json.dumps(_claims(token), ensure_ascii=False)
+
+
+NO_ARTIFACTS = {"names": [], "sha256": "", "sizes": []}  # empty receipt tables, in the columns a checkpoint carries
+NO_VALIDATORS = {"names": [], "input_sha256": ""}
 
 
 def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: Engines) -> None:
@@ -70,8 +73,8 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
         1,
         "setup-workspace",
         None,
-        {},
-        {},
+        NO_ARTIFACTS,
+        NO_VALIDATORS,
     )
     assert set(claims["host"]) == {"harness", "adapter_version", "capabilities", "validator_capabilities"}
     assert claims["host"]["capabilities"] == sorted(harness.capabilities)
@@ -101,7 +104,7 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     )
     assert advanced["status"] == "advanced" and advanced["step"]["id"] == "interview"
     assert _claims(advanced["checkpoint"])["parent"] == token_digest(token)
-    assert "workspace-manifest" in _claims(advanced["checkpoint"])["artifacts"]
+    assert "workspace-manifest" in _claims(advanced["checkpoint"])["artifacts"]["names"]
 
     # ungated interview and confirm-contract, then the route question
     cp = advanced["checkpoint"]
@@ -173,7 +176,7 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     assert failed["status"] == "validation_failed" and failed["step"]["id"] == "desk-research"
     assert failed["findings"] and failed["findings"][0]["validator"] == "decision-critic@1.0.0"
     assert failed["checkpoint"] != cp and _claims(failed["checkpoint"])["step"] == "desk-research"
-    assert list(_claims(failed["checkpoint"])["validators"]) == ["evidence-auditor@1.0.0"]
+    assert _claims(failed["checkpoint"])["validators"]["names"] == ["evidence-auditor@1.0.0"]
 
     # failed-validator-only retry: the passed validator is reused for identical inputs
     cp = failed["checkpoint"]
@@ -238,9 +241,9 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     )
     assert done["status"] == "completed"
     final = _claims(done["checkpoint"])
-    assert set(final["artifacts"]) == {"workspace-manifest", "evidence-log", "findings"}
-    assert final["artifacts"]["findings"][0] == after["findings"]
-    assert set(final["validators"]) == {"evidence-auditor@1.0.0", "decision-critic@1.0.0"}
+    assert final["artifacts"]["names"] == ["evidence-log", "findings", "workspace-manifest"]
+    assert final["artifacts"]["sha256"][64:128] == after["findings"]
+    assert final["validators"]["names"] == ["decision-critic@1.0.0", "evidence-auditor@1.0.0"]
 
 
 @_pytest.mark.parametrize("route", ["desk-research", "user-interviews", "experiment"])
@@ -339,7 +342,11 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     assert moved["release"]["id"] == "research-decision@1.3.0" and moved["migration"]["confirmed"] is True
     claims = _claims(moved["checkpoint"])
     assert claims["parent"] == token_digest(cp) and claims["seq"] == _claims(cp)["seq"] + 1
-    assert (claims["artifacts"], claims["validators"], claims["workflow"]["version"]) == ({}, {}, "1.3.0")
+    assert (claims["artifacts"], claims["validators"], claims["workflow"]["version"]) == (
+        NO_ARTIFACTS,
+        NO_VALIDATORS,
+        "1.3.0",
+    )
     # the migrated run is served by the target release, not the source
     with _pytest.raises(WorkflowProtocolError) as err:
         source.continue_workflow({"checkpoint": moved["checkpoint"], "confirmed_state": target_state})

@@ -10,7 +10,6 @@ probe which releases a server holds. Against a real MCP server application
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 
@@ -18,20 +17,16 @@ import anyio
 from mcp import Client
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.server import create_mcp_application
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, claims_payload
 from support.servers import build_world, harness, structured_error
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def _edit_claims(token: str, **release: str) -> str:
     """The same header and signature over claims whose release was rewritten (no key needed)."""
     header, payload, signature = token.split(".")
-    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims = json.loads(payload)  # the claims travel unencoded
     claims["release"] = {**claims["release"], **release}
-    return ".".join([header, _b64(json.dumps(claims, separators=(",", ":")).encode()), signature])
+    return ".".join([header, claims_payload(claims).decode("ascii"), signature])
 
 
 def test_edited_claims_are_checkpoint_invalid_whatever_release_they_name(tmp_path: Path) -> None:

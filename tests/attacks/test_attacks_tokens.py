@@ -1,16 +1,19 @@
 """Forged run state: checkpoint and validation-bundle tokens attacked bit by bit and claim by claim.
 
-All run state lives in HMAC-signed tokens (HS256 JWTs with key ids), so the
-server must refuse every token it did not issue exactly as it issued it. Against
+All run state lives in HMAC-signed tokens (HS256 JWS with key ids and an
+unencoded JSON payload, RFC 7797), so the server must refuse every token it
+did not issue exactly as it issued it. Against
 real tokens from a real engine over a real signed release:
 
 * every single-bit flip of every character of a checkpoint token and of a
   validation bundle's ``validation_token`` (exhaustive), every flip of every
-  bit of the decoded header, claims and signature bytes, every truncation;
+  bit of the decoded header and signature bytes and of the claims' bytes,
+  every truncation;
 * extensions, re-encodings (padding, the standard alphabet, non-canonical
   trailing bits, whitespace anywhere) and multi-point mutations (hypothesis);
 * tokens signed with a retired or unknown key id, unsigned (``alg: none``),
-  with other algorithms, or in other serialisations;
+  with other algorithms, in other serialisations, or in the earlier format
+  (a base64url payload), which is refused with its own message;
 * well-formed claims signed with the server's own keyring but for another
   release, workflow, step or host binding, each refused by the engine in
   context with the precise code;
@@ -36,7 +39,7 @@ from hypothesis import strategies as st
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.run.checkpoints import HostBinding, IssuedCheckpoint, issue_checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CHECKPOINT_TYPE, CheckpointKeyring
+from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CHECKPOINT_TYPE, CheckpointKeyring, claims_payload
 from rimthan_workflow_registry.run.validation_bundle import verify_bundle
 from support.engines import Engines, StepKit, TickingClock, example_state, examples, make_engines
 
@@ -132,10 +135,27 @@ def unb64(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
+PAYLOAD = 1  # the segment that carries the claims unencoded (RFC 7797); the header and signature are base64url
+
+
+def segment_bytes(token: str, index: int) -> bytes:
+    """The bytes a segment stands for: base64url-decoded, or the payload's own characters."""
+    encoded = token.split(".")[index]
+    return encoded.encode("ascii") if index == PAYLOAD else unb64(encoded)
+
+
 def with_segment(token: str, index: int, data: bytes) -> str:
     parts = token.split(".")
-    parts[index] = b64(data)
+    parts[index] = data.decode("latin-1") if index == PAYLOAD else b64(data)
     return ".".join(parts)
+
+
+def sign_unencoded(payload: bytes, key: bytes, **headers: Any) -> str:
+    """What ``CheckpointKeyring.sign_payload`` writes, any headers: PyJWT signs detached, the payload goes between."""
+    header, _, signature = jwt.api_jws.encode(payload, key, algorithm="HS256", headers={**headers, "b64": False}).split(
+        "."
+    )
+    return f"{header}.{payload.decode('ascii')}.{signature}"
 
 
 def refuse_checkpoint(keyring: CheckpointKeyring, token: Any) -> TokenError:
@@ -190,8 +210,8 @@ def test_every_single_bit_flip_of_every_character_is_refused(run: Run, kind: str
 def test_every_bit_flip_of_the_decoded_header_claims_and_signature_is_refused(run: Run, kind: str) -> None:
     """Flip each bit of the raw bytes, re-encode canonically: the MAC (or the header rules) must catch it."""
     token, refuse = target(run, kind)
-    for segment, encoded in enumerate(token.split(".")):
-        raw = unb64(encoded)
+    for segment in range(3):
+        raw = segment_bytes(token, segment)
         for index in range(len(raw)):
             for bit in range(8):
                 mutated = bytearray(raw)
@@ -216,7 +236,8 @@ def test_every_non_canonical_trailing_bit_encoding_is_refused(run: Run) -> None:
     ):
         parts = token.split(".")
         twins = 0
-        for segment, encoded in enumerate(parts):
+        for segment in (0, 2):  # the base64url segments (the payload is carried as it is)
+            encoded = parts[segment]
             raw = unb64(encoded)
             last = B64URL.index(encoded[-1])
             unused = {2: 4, 3: 2}.get(len(encoded) % 4, 0)  # 2 chars -> 4 spare bits, 3 chars -> 2
@@ -230,13 +251,15 @@ def test_every_non_canonical_trailing_bit_encoding_is_refused(run: Run) -> None:
 
 def test_padding_and_alphabet_re_encodings_are_refused(run: Run) -> None:
     token = run.checkpoint
-    parts = token.split(".")
+    header, payload, signature = token.split(".")
     variants = [
-        ".".join(p + "=" * (-len(p) % 4) for p in parts),  # standard padding
-        ".".join(p + "==" for p in parts),
+        ".".join(p + "=" * (-len(p) % 4) for p in (header, payload, signature)),  # standard padding
+        ".".join(p + "==" for p in (header, payload, signature)),
+        f"{header}=.{payload}.{signature}",
         token + "=",
         token.replace("-", "+").replace("_", "/") if ("-" in token or "_" in token) else token + "/",
-        ".".join(base64.b64encode(unb64(p)).decode().rstrip("=") for p in parts),
+        ".".join(base64.b64encode(unb64(p)).decode().rstrip("=") if p != payload else p for p in token.split(".")),
+        f"{header}.{b64(payload.encode())}.{signature}",  # the payload base64url-encoded after all
         token.replace(".", ". ", 1),
         f" {token}",
         f"{token}\n",
@@ -375,7 +398,7 @@ def test_missing_signature_and_other_algorithms_are_refused(run: Run) -> None:
     token = run.checkpoint
     header, claims, signature = token.split(".")
     key = run.keyring.keys[run.keyring.signing_key_id]
-    payload = json.loads(unb64(claims))
+    payload = json.loads(claims)
     none_header = _reheader(token, alg="none").split(".")[0]
     forms = [
         f"{header}.{claims}.",  # signature stripped
@@ -387,6 +410,11 @@ def test_missing_signature_and_other_algorithms_are_refused(run: Run) -> None:
         _reheader(token, typ=BUNDLE_TYPE),  # a checkpoint posing as a bundle token's kind
         _reheader(token, typ=None),
         _reheader(token, crit=["exp"]),
+        _reheader(token, crit=None),  # b64 false, but not declared critical
+        _reheader(token, crit=["b64", "exp"]),
+        _reheader(token, b64=True),
+        _reheader(token, b64=None, crit=None),  # read as the earlier format: the payload is not base64url
+        f"{header}..{signature}",  # the detached form PyJWT writes, payload left out
         *(_other_alg(payload, key, run.keyring.signing_key_id, alg) for alg in ("HS384", "HS512")),
         json.dumps({"protected": header, "payload": claims, "signature": signature}),  # JWS JSON serialisation
         f"{header}.{claims}.{signature}.{signature}",
@@ -409,16 +437,11 @@ def test_tokens_signed_with_the_real_key_but_outside_the_token_rules_are_refused
     """The checks jwt.decode made before verification moved to one C pass: an insider's token still fails them."""
     key = run.keyring.keys[run.keyring.signing_key_id]
     kid = run.keyring.signing_key_id
-    claims = json.loads(unb64(run.checkpoint.split(".")[1]))
+    claims = json.loads(run.checkpoint.split(".")[1])
     headers = {"kid": kid, "typ": CHECKPOINT_TYPE}
 
     def signed(payload: Any, **extra: Any) -> str:
-        if isinstance(payload, dict):
-            return jwt.encode(payload, key, algorithm="HS256", headers={**headers, **extra})
-        body = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
-        head = jwt.encode({}, key, algorithm="HS256", headers=headers).split(".")[0]
-        mac = hmac.new(key, f"{head}.{body}".encode(), "sha256").digest()
-        return f"{head}.{body}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+        return sign_unencoded(claims_payload(payload), key, **headers, **extra)
 
     assert verify_checkpoint(run.keyring, signed(claims)).checkpoint  # the control: the same route accepts
     forms = [
@@ -431,6 +454,25 @@ def test_tokens_signed_with_the_real_key_but_outside_the_token_rules_are_refused
     ]
     for form in forms:
         assert refuse_checkpoint(run.keyring, form).code is F.CHECKPOINT_INVALID
+
+
+def test_tokens_of_the_earlier_format_are_refused_with_their_own_message(run: Run) -> None:
+    """A base64url payload (what servers wrote before), signed with the real key: refused, saying why."""
+    key = run.keyring.keys[run.keyring.signing_key_id]
+    kid = run.keyring.signing_key_id
+    claims = verify_checkpoint(run.keyring, run.checkpoint).checkpoint.to_claims()
+    earlier = jwt.encode(claims, key, algorithm="HS256", headers={"kid": kid, "typ": CHECKPOINT_TYPE})
+    error = refuse_checkpoint(run.keyring, earlier)
+    assert error.code is F.CHECKPOINT_INVALID and "earlier server version" in error.message
+    bundle_claims = {k: v for k, v in run.bundle.items() if k != "validation_token"}
+    earlier_bundle = jwt.encode(
+        {**bundle_claims, "iat": bundle_claims["issued_at"]},
+        key,
+        algorithm="HS256",
+        headers={"kid": kid, "typ": BUNDLE_TYPE},
+    )
+    error = refuse_bundle(run, earlier_bundle)
+    assert error.code is F.VALIDATION_BUNDLE_INVALID and "earlier server version" in error.message
 
 
 # --------------------------------------------------------------------------- validly signed, wrong context

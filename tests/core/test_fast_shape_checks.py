@@ -80,32 +80,58 @@ _BASE = Checkpoint(
     None,
     host=HostBinding.of("h", "1.0.0", ["c"], []),
 ).to_claims()
-receipts = st.dictionaries(
-    st.text(min_size=1, max_size=4), st.one_of(st.lists(scalars, max_size=3), scalars), max_size=3
+hex64 = st.one_of(st.text(alphabet=HEX, min_size=64, max_size=64), st.just("A" * 64), st.just("a" * 63 + "\n"))
+_entries = st.dictionaries(
+    st.text(max_size=4), st.tuples(hex64, st.one_of(st.integers(min_value=-2, max_value=10), scalars)), max_size=3
 )
 
 
+def _columns(entries: dict[str, tuple[str, Any]], digests: str, reverse: bool) -> dict[str, Any]:
+    names = sorted(entries, reverse=reverse)
+    return {"names": names, digests: "".join(entries[n][0] for n in names), "sizes": [entries[n][1] for n in names]}
+
+
+def _receipts(digests: str, sizes: bool) -> st.SearchStrategy[Any]:
+    """Columns, mostly near a well-formed table: unsorted names, odd digests and sizes, members missing or extra."""
+    columns = st.builds(_columns, _entries, st.just(digests), st.sampled_from([False, False, False, True]))
+    if not sizes:
+        columns = columns.map(lambda c: {k: v for k, v in c.items() if k != "sizes"})
+    edited = st.tuples(columns, st.sampled_from(["names", digests, "sizes", "extra"]), scalars).map(
+        lambda t: {**t[0], t[1]: t[2]}
+    )
+    return st.one_of(columns, columns, edited, scalars)
+
+
+def _names_ok(names: Any) -> bool:
+    return (
+        isinstance(names, list)
+        and all(isinstance(n, str) for n in names)
+        and all(a < b for a, b in zip(names, names[1:], strict=False))
+    )
+
+
+def _digests_ok(digests: Any, count: int) -> bool:
+    return isinstance(digests, str) and len(digests) == 64 * count and set(digests) <= set(HEX)
+
+
+def _well_formed(table: Any, digests: str, sizes: bool) -> bool:
+    """The definition, written out: sorted unique names, 64 hex digits per name, a size >= 0 per artifact."""
+    members = {"names", digests, "sizes"} if sizes else {"names", digests}
+    if not (isinstance(table, dict) and set(table) == members and _names_ok(table["names"])):
+        return False
+    count = len(table["names"])
+    if not _digests_ok(table[digests], count):
+        return False
+    column = table["sizes"] if sizes else [0] * count
+    return isinstance(column, list) and len(column) == count and all(type(s) is int and s >= 0 for s in column)
+
+
 @settings(max_examples=300, deadline=None)
-@given(receipts, receipts)
-def test_receipt_checks_refuse_every_malformed_receipt(artifacts: dict[str, Any], validators: dict[str, Any]) -> None:
+@given(_receipts("sha256", sizes=True), _receipts("input_sha256", sizes=False))
+def test_receipt_checks_refuse_every_malformed_receipt(artifacts: Any, validators: Any) -> None:
     claims = {**_BASE, "artifacts": artifacts, "validators": validators}
-    well_formed = all(
-        isinstance(r, list)
-        and len(r) == 2
-        and isinstance(r[0], str)
-        and len(r[0]) == 64
-        and set(r[0]) <= set(HEX)
-        and type(r[1]) is int
-        and r[1] >= 0
-        for r in artifacts.values()
-    ) and all(
-        isinstance(r, list)
-        and len(r) == 2
-        and r[0] == "pass"
-        and isinstance(r[1], str)
-        and len(r[1]) == 64
-        and set(r[1]) <= set(HEX)
-        for r in validators.values()
+    well_formed = _well_formed(artifacts, "sha256", sizes=True) and _well_formed(
+        validators, "input_sha256", sizes=False
     )
     try:
         Checkpoint.from_claims(claims)

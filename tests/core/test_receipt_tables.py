@@ -1,4 +1,4 @@
-"""Receipts kept as claim tables: no per-receipt Python work, and the closed claim shape unchanged.
+"""Receipts kept in the token's columns: no per-receipt Python work, and a closed claim shape.
 
 A checkpoint carries every receipt of its run. These tests pin what keeps a
 call late in a long run as cheap as one early on, without giving up a check:
@@ -10,7 +10,8 @@ call late in a long run as cheap as one early on, without giving up a check:
   the receipt shapes) refuses, for near misses in every claim (hypothesis),
   and accepts every checkpoint a real run issues;
 * receipt tables read, merge and drop receipts without changing the
-  verified checkpoint they came from, and write the same claims as before;
+  verified checkpoint they came from, and hold what a dictionary of the same
+  receipts holds, whatever the changes (hypothesis);
 * a token verified once is verified again only with another keyring.
 """
 
@@ -37,7 +38,6 @@ from rimthan_workflow_registry.run import (
     verify_checkpoint,
 )
 from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, definition_problem
-from rimthan_workflow_registry.run.receipt_text import claims_json
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
 from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, KEY_BYTES, CheckpointKeyring, peek_claims
 from support.engines import TickingClock, drive, make_engines
@@ -132,9 +132,10 @@ def test_verify_and_reissue_keep_the_claims_and_the_token_bytes() -> None:
     token = issue_checkpoint(keyring, checkpoint).token
     claims = peek_claims(token)
     assert claims is not None
-    assert list(claims["artifacts"]) == sorted(claims["artifacts"])
-    assert claims["artifacts"]["note-0003"] == [f"{3:064x}", 103]
-    assert claims["validators"]["check-0003@1.0.0"] == ["pass", f"{3:064x}"]
+    artifacts, validators = claims["artifacts"], claims["validators"]
+    assert artifacts["names"] == sorted(artifacts["names"]) and artifacts["names"][3] == "note-0003"
+    assert artifacts["sha256"][3 * 64 : 4 * 64] == f"{3:064x}" and artifacts["sizes"][3] == 103
+    assert validators["names"][3] == "check-0003@1.0.0" and validators["input_sha256"][3 * 64 : 4 * 64] == f"{3:064x}"
     _forget_verified()
     verified = verify_checkpoint(keyring, token).checkpoint
     assert verified == checkpoint
@@ -192,7 +193,7 @@ def test_a_validly_signed_token_of_the_wrong_shape_is_refused_after_one_of_the_r
     keyring = CheckpointKeyring.generate()
     good = _checkpoint(3).to_claims()
     verify_checkpoint(keyring, keyring.sign(good, CHECKPOINT_TYPE))
-    bad = {**good, "artifacts": {**good["artifacts"], "note-0001": ["0" * 64, -1]}}
+    bad = {**good, "artifacts": {**good["artifacts"], "sizes": [100, -1, 102]}}
     with pytest.raises(TokenError) as err:
         verify_checkpoint(keyring, keyring.sign(bad, CHECKPOINT_TYPE))
     assert err.value.code is FailureCode.CHECKPOINT_INVALID and "note-0001" in err.value.message
@@ -226,11 +227,25 @@ texts = _mostly(st.sampled_from(["a", "x" * 128, "é" * 128, 'h"\\\n\u0000', "\U
 naturals = _mostly(st.integers(min_value=0, max_value=2**40))
 digests = _mostly(st.sampled_from([DIGEST, "sha256:" + "a" * 64]))
 hex64 = _mostly(st.text(alphabet=HEX, min_size=64, max_size=64)) | st.sampled_from(["A" * 64, "0" * 63, "0" * 63 + "g"])
-artifact_tables = st.dictionaries(st.text(max_size=3), _mostly(st.tuples(hex64, naturals).map(list)), max_size=4)
-validator_tables = st.dictionaries(
-    st.text(max_size=3),
-    _mostly(st.tuples(_mostly(st.just("pass")) | st.just("fail"), hex64).map(list)),
-    max_size=4,
+
+
+def _artifact_columns(table: dict[str, Any]) -> dict[str, Any]:
+    names = sorted(table)
+    return {
+        "names": names,
+        "sha256": "".join(str(table[n][0]) for n in names),
+        "sizes": [table[n][1] for n in names],
+    }
+
+
+def _validator_columns(table: dict[str, Any]) -> dict[str, Any]:
+    names = sorted(table)
+    return {"names": names, "input_sha256": "".join(str(table[n][1]) for n in names)}
+
+
+artifact_tables = st.dictionaries(st.text(max_size=3), st.tuples(hex64, naturals), max_size=4).map(_artifact_columns)
+validator_tables = st.dictionaries(st.text(max_size=3), st.tuples(st.just("pass"), hex64), max_size=4).map(
+    _validator_columns
 )
 capabilities = _mostly(st.lists(texts, max_size=3))
 claims_strategy = st.fixed_dictionaries(
@@ -298,14 +313,16 @@ def test_every_checkpoint_a_real_run_issues_passes_the_fast_check(tmp_path: Any)
     assert accepted_fast(edge) and definition_problem(edge) is None
 
 
-# --------------------------------------------------------------------------- the kept text, spliced
+# --------------------------------------------------------------------------- changed by slicing
 
 
 _names = st.sampled_from(["a", "note-0001", "note-0002", "check-0001@1.0.0", "z/9", 'q"', "é", "x y", "artifacts"])
-_entries = st.tuples(st.text(alphabet=HEX, min_size=64, max_size=64), st.integers(0, 2**40)).map(list)
+_receipts = st.tuples(st.text(alphabet=HEX, min_size=64, max_size=64), st.integers(0, 2**40)).map(
+    lambda e: ArtifactReceipt(*e)
+)
 _changes = st.lists(
     st.one_of(
-        st.dictionaries(_names, _entries, max_size=3).map(lambda d: ("merged", d)),
+        st.dictionaries(_names, _receipts, max_size=12).map(lambda d: ("merged", d)),
         st.lists(_names, max_size=3).map(lambda n: ("without", n)),
     ),
     max_size=5,
@@ -313,28 +330,39 @@ _changes = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(_names, _entries, max_size=6), _changes)
-def test_a_spliced_table_text_is_what_json_dumps_writes(table: dict[str, Any], changes: list[Any]) -> None:
-    """Kept and spliced, or dropped and written again: the text is always ``json.dumps`` of the sorted claims."""
-    current = ArtifactTable(dict(sorted(table.items())), claims_json(dict(sorted(table.items()))))
+@given(st.dictionaries(_names, _receipts, max_size=6), _changes)
+def test_a_changed_table_holds_what_a_dictionary_of_its_receipts_holds(
+    table: dict[str, ArtifactReceipt], changes: list[Any]
+) -> None:
+    """Sliced (a few changes) or rebuilt (many): the columns are always those of the same receipts, sorted."""
+    current, model = ArtifactTable.of(table), dict(table)
     for op, argument in changes:
         if op == "merged":
-            current = current.merged({k: ArtifactReceipt(v[0], v[1]) for k, v in argument.items()})
+            current, model = current.merged(argument), {**model, **argument}
         else:
-            current = current.without(argument)
-        assert current.text() == claims_json(current.claims())
+            current, model = current.without(argument), {k: v for k, v in model.items() if k not in argument}
+        assert current == ArtifactTable.of(model) and dict(current) == model and list(current) == sorted(model)
+        assert all(name in current for name in model) and "absent" not in current
 
 
-def test_a_re_issued_checkpoint_is_the_token_jwt_encode_writes() -> None:
-    """Verified (text kept), changed by a step, re-issued by splicing: the bytes ``jwt.encode`` writes."""
+def test_a_re_issued_checkpoint_is_the_token_its_claims_sign_to() -> None:
+    """Verified, changed by a step, re-issued: the bytes ``sign`` writes for the claims the checkpoint holds."""
     keyring = CheckpointKeyring.generate()
     token = issue_checkpoint(keyring, _checkpoint(30)).token
     _forget_verified()
     cp = verify_checkpoint(keyring, token).checkpoint
-    assert cp.artifacts._text is not None and cp.validators._text is not None
     artifacts = cp.artifacts.merged({NOTE: ArtifactReceipt("a" * 64, 7), "note-0003": ArtifactReceipt("b" * 64, 1)})
     validators = cp.validators.without(["check-0001@1.0.0"]).merged({CHECK: ValidatorReceipt("pass", DIGEST)})
     entered = receipts_on_entry(NEXT_STEP, artifacts, validators)
     successor = cp.successor(token, issued_at=1_700_000_001, **entered)
-    assert entered["artifacts"]._text is not None
-    assert issue_checkpoint(keyring, successor).token == keyring.sign(successor.to_claims(), CHECKPOINT_TYPE)
+    issued = issue_checkpoint(keyring, successor)
+    assert issued.token == keyring.sign(successor.to_claims(), CHECKPOINT_TYPE)
+    _forget_verified()
+    assert verify_checkpoint(keyring, issued.token).checkpoint == successor
+
+
+def test_a_table_refuses_a_receipt_its_columns_cannot_hold() -> None:
+    with pytest.raises(ValueError):
+        ArtifactTable.of({"a": ArtifactReceipt("a" * 63, 1)})
+    with pytest.raises(ValueError):
+        ValidatorTable.of({"v@1": ValidatorReceipt("fail", DIGEST)})

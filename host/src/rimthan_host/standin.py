@@ -19,7 +19,9 @@ from typing import Any
 
 from mcp import Client
 
-OPAQUE = re.compile(r"[0-9a-fA-F]{64}|eyJ[A-Za-z0-9_-]{10,}\.")
+from .words import TOKEN_PATTERN
+
+OPAQUE = re.compile(rf"[0-9a-fA-F]{{64}}|{TOKEN_PATTERN}")
 FORBIDDEN_KEYS = {"checkpoint", "validation_bundle", "validation_token", "attestation", "checkpoint_digest"}
 
 

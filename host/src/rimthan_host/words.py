@@ -16,7 +16,10 @@ from typing import Any
 from .runlog import RunSummary
 from .schemas import OutputSchema
 
-_OPAQUE = re.compile(r"(sha256:)?[0-9a-fA-F]{64}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_.-]+")
+# A server token: a base64url JSON header ("eyJ" is '{"'), then the claims' compact JSON as it is (it holds no
+# period), then the base64url signature. The header alone is enough to tell one.
+TOKEN_PATTERN = r"eyJ[A-Za-z0-9_-]{10,}\.(?:[^.\s]*\.[A-Za-z0-9_-]+)?"
+_OPAQUE = re.compile(rf"(sha256:)?[0-9a-fA-F]{{64}}|{TOKEN_PATTERN}")
 _KINDS = {"application/json": "JSON", "text/markdown": "Markdown"}
 
 

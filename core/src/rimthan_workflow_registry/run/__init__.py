@@ -3,11 +3,11 @@
 Modules, in the order a tool call uses them:
 
 ``tokens``
-    ``CheckpointKeyring``: HMAC-signed JWTs with key ids, rotation and retirement.
+    ``CheckpointKeyring``: HMAC-signed JWS (unencoded JSON payload) with key ids, rotation and retirement.
 ``checkpoints``
     The checkpoint record (receipts, host binding, confirmed-state digest) and
     its issue/verify pair; ``checkpoint_claims`` holds the closed shape of its
-    claims (checked in C), ``receipts`` the receipt tables kept in claim form.
+    claims (checked in C), ``receipts`` the receipt tables kept in the columns the token carries.
 ``confirmed_state``
     The client's confirmed-state projection, its RFC 8785 digest and the
     per-field confirmation rules.

@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest, token_key_id
 
 
 class RunAuditError(RegistryError):
@@ -242,8 +242,9 @@ def _verify(entry: LoggedToken, keyring: CheckpointKeyring, source: str) -> Audi
         foreign = exc.code is FailureCode.CHECKPOINT_KEY_UNKNOWN
         message = exc.message
         if foreign:
+            kid = token_key_id(entry.token) or "?"
             message = (
-                f"foreign token: it was signed with key {_unverified_key_id(entry.token)!r}, which these checkpoint "
+                f"foreign token: it was signed with key {kid!r}, which these checkpoint "
                 "keys do not hold (another server's key file, or a key retired before retired keys were archived "
                 "for audit); audit with the key file of the server that issued the run"
             )
@@ -253,7 +254,7 @@ def _verify(entry: LoggedToken, keyring: CheckpointKeyring, source: str) -> Audi
             path=f"{source}:{entry.line}",
             details={"line": entry.line, "break": "foreign" if foreign else "invalid"},
         ) from None
-    key_id = _key_id(entry.token)
+    key_id = token_key_id(entry.token) or ""
     return AuditedCheckpoint(entry.line, token_digest(entry.token), key_id, issued.checkpoint)
 
 
@@ -369,24 +370,6 @@ def _break(source: str, line: int, kind: str, message: str) -> NoReturn:
         path=f"{source}:{line}",
         details={"line": line, "break": kind},
     )
-
-
-def _unverified_key_id(token: str) -> str:
-    """The key id a token claims, for a refusal message only (never trusted)."""
-    import jwt  # PyJWT on first use: a server start does not audit
-
-    try:
-        return _key_id(token)
-    except jwt.PyJWTError:
-        return "?"
-
-
-def _key_id(token: str) -> str:
-    """The key id of a token whose signature was already verified."""
-    import jwt
-
-    kid = jwt.get_unverified_header(token).get("kid")
-    return kid if isinstance(kid, str) else ""
 
 
 def describe(history: RunHistory) -> list[str]:

@@ -4,9 +4,10 @@
 is the definition. A checkpoint carries every receipt of its run, so the
 check a call makes runs in C: the claims other than the receipts, written as
 sorted, compact, ASCII JSON, must match one regular expression
-(:data:`_CLAIMS_TEXT`), and each receipt column (types, lengths, hex digits,
-sizes) is checked in one pass with ``map``, ``set`` and ``min``, never a
-Python loop per receipt. Claims the fast check does not accept, which a
+(:data:`_CLAIMS_TEXT`), and each receipt column (names sorted and unique,
+one string of hex digits per table, sizes) is checked in one pass with
+``map``, ``set``, ``min`` and ``bytes.translate``, never a Python loop per
+receipt. Claims the fast check does not accept, which a
 server never issues, go through the definition itself (jsonschema and a
 loop over the receipts), which decides and names the problem: the fast
 check only ever accepts what the definition accepts, so it changes speed,
@@ -16,6 +17,7 @@ never answers.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -47,7 +49,7 @@ CLAIMS_SCHEMA = {
         "step": _STR,
         "state": _DIGEST,
         "parent": {"oneOf": [{"type": "null"}, _DIGEST]},
-        # receipts grow with the run: their entries are checked by _receipt_problem, not jsonschema
+        # receipts grow with the run: their columns are checked by _receipt_problem, not jsonschema
         "artifacts": {"type": "object"},
         "validators": {"type": "object"},
         "host": {
@@ -68,6 +70,10 @@ CLAIMS_SCHEMA = {
 }
 _CLAIMS = Draft202012Validator(CLAIMS_SCHEMA)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+# The receipt tables' columns (see ``receipts``): names, one digest string, and for artifacts the sizes.
+ARTIFACT_COLUMNS = ("names", "sha256", "sizes")
+VALIDATOR_COLUMNS = ("names", "input_sha256")
+_DIGEST_CHARS = 64
 
 
 def _claims_text_pattern() -> re.Pattern[str]:
@@ -135,64 +141,57 @@ def accepted_fast(claims: Mapping[str, Any]) -> bool:
 
 
 def _artifacts_well_formed(table: dict[str, Any]) -> bool:
-    """Every value ``[64 lowercase hex digits, int >= 0]``."""
-    columns = _columns(table)
-    if columns is None:
+    """``{"names": sorted unique strings, "sha256": 64 hex digits per name, "sizes": an int >= 0 per name}``."""
+    if type(table) is not dict or table.keys() != set(ARTIFACT_COLUMNS):
         return False
-    digests, sizes = columns
-    return not digests or (_hex64(digests) and set(map(type, sizes)) == {int} and min(sizes) >= 0)
+    names, sizes = table["names"], table["sizes"]
+    if not (_names_well_formed(names) and _hex_column(table["sha256"], len(names))):
+        return False
+    if type(sizes) is not list or len(sizes) != len(names):
+        return False
+    return not sizes or (set(map(type, sizes)) == {int} and min(sizes) >= 0)
 
 
 def _validators_well_formed(table: dict[str, Any]) -> bool:
-    """Every value ``["pass", 64 lowercase hex digits]``."""
-    columns = _columns(table)
-    if columns is None:
+    """``{"names": sorted unique strings, "input_sha256": 64 hex digits per name}``."""
+    if type(table) is not dict or table.keys() != set(VALIDATOR_COLUMNS):
         return False
-    outcomes, digests = columns
-    return not digests or (outcomes.count("pass") == len(outcomes) and _hex64(digests))
+    names = table["names"]
+    return _names_well_formed(names) and _hex_column(table["input_sha256"], len(names))
 
 
-def _columns(table: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
-    """The two columns of a table whose every value is a list of two items (empty for no values), else ``None``."""
-    entries = table.values()
-    if not entries:
-        return (), ()
-    if set(map(type, entries)) != {list} or set(map(len, entries)) != {2}:
-        return None
-    first, second = zip(*entries, strict=True)
-    return first, second
-
-
-def _hex64(values: tuple[Any, ...]) -> bool:
-    """Every value a string of exactly 64 lowercase hex digits (one ``bytes.translate`` over them all, joined)."""
-    if set(map(type, values)) != {str} or set(map(len, values)) != {64}:
+def _names_well_formed(names: Any) -> bool:
+    """A list of strings in strictly increasing order (so sorted and unique)."""
+    if type(names) is not list:
         return False
-    try:
-        joined = "".join(values).encode("ascii")
-    except UnicodeEncodeError:
+    return not names or (set(map(type, names)) == {str} and all(map(operator.lt, names, names[1:])))
+
+
+def _hex_column(column: Any, count: int) -> bool:
+    """A string of exactly ``count`` x 64 lowercase hex digits (one ``bytes.translate`` over it)."""
+    if type(column) is not str or len(column) != count * _DIGEST_CHARS or not column.isascii():
         return False
-    return not joined.translate(None, _HEX_DIGITS)
+    return not column.encode("ascii").translate(None, _HEX_DIGITS)
 
 
 def _receipt_problem(claims: Mapping[str, Any]) -> str | None:
-    """Shape of every receipt: artifacts ``[sha256-hex, size>=0]``, validators ``["pass", sha256-hex]``."""
-    for name, receipt in claims["artifacts"].items():
-        if not (
-            isinstance(receipt, list)
-            and len(receipt) == 2
-            and isinstance(receipt[0], str)
-            and _HEX64.fullmatch(receipt[0])
-            and type(receipt[1]) is int
-            and receipt[1] >= 0
-        ):
-            return f"artifact receipt {name!r} is malformed"
-    for name, receipt in claims["validators"].items():
-        if not (
-            isinstance(receipt, list)
-            and len(receipt) == 2
-            and receipt[0] == "pass"
-            and isinstance(receipt[1], str)
-            and _HEX64.fullmatch(receipt[1])
-        ):
-            return f"validator receipt {name!r} is malformed"
+    """The receipt columns, receipt by receipt: artifacts ``(name, hex, size >= 0)``, validators ``(name, hex)``."""
+    for table, columns, what in (
+        (claims["artifacts"], ARTIFACT_COLUMNS, "artifact"),
+        (claims["validators"], VALIDATOR_COLUMNS, "validator"),
+    ):
+        if table.keys() != set(columns):
+            return f"{what} receipts must be exactly the columns {', '.join(columns)}"
+        names, digests = table["names"], table[columns[1]]
+        if not isinstance(names, list) or not isinstance(digests, str):
+            return f"{what} receipts: names must be a list and {columns[1]} a string"
+        sizes = table["sizes"] if what == "artifact" else [0] * len(names)
+        if not isinstance(sizes, list) or len(sizes) != len(names) or len(digests) != _DIGEST_CHARS * len(names):
+            return f"{what} receipts: the columns differ in length"
+        for at, name in enumerate(names):
+            digest, size = digests[at * _DIGEST_CHARS : (at + 1) * _DIGEST_CHARS], sizes[at]
+            if not isinstance(name, str) or (at and not (isinstance(names[at - 1], str) and names[at - 1] < name)):
+                return f"{what} receipt names must be sorted and unique strings (at {name!r})"
+            if not _HEX64.fullmatch(digest) or type(size) is not int or size < 0:
+                return f"{what} receipt {name!r} is malformed"
     return None

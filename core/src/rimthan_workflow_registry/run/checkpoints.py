@@ -18,7 +18,6 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, TokenError
 from rimthan_workflow_registry.run.checkpoint_claims import claims_problem
-from rimthan_workflow_registry.run.receipt_text import payload_json, receipt_texts
 from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
 from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring, token_digest
 
@@ -77,16 +76,6 @@ class Checkpoint:
         object.__setattr__(self, "validators", ValidatorTable.of(self.validators))
 
     def to_claims(self) -> dict[str, Any]:
-        claims = self._head()
-        claims["artifacts"], claims["validators"] = self.artifacts.claims(), self.validators.claims()
-        return claims
-
-    def payload(self) -> bytes:
-        """The claims serialised as the token carries them: ``json.dumps(self.to_claims())``, receipts spliced."""
-        return payload_json(self._head(), self.artifacts.text(), self.validators.text()).encode("ascii")
-
-    def _head(self) -> dict[str, Any]:
-        """The claims with empty receipt tables (in the claims' order)."""
         claims: dict[str, Any] = {
             "seq": self.sequence,
             "workflow": {"id": self.workflow_id, "version": self.workflow_version},
@@ -94,8 +83,8 @@ class Checkpoint:
             "step": self.step_id,
             "state": self.state_digest,
             "parent": self.parent_digest,
-            "artifacts": {},
-            "validators": {},
+            "artifacts": self.artifacts.claims(),
+            "validators": self.validators.claims(),
             "host": self.host.to_json(),
             "iat": self.issued_at,
         }
@@ -104,12 +93,11 @@ class Checkpoint:
         return claims
 
     @classmethod
-    def from_claims(cls, claims: Mapping[str, Any], payload: bytes | None = None) -> Checkpoint:
-        """The checkpoint of well-formed ``claims``; ``payload``, the verified bytes they were parsed from, if known."""
+    def from_claims(cls, claims: Mapping[str, Any]) -> Checkpoint:
+        """The checkpoint of well-formed ``claims``, or ``TokenError``."""
         problem = claims_problem(claims)
         if problem is not None:
             raise TokenError(FailureCode.CHECKPOINT_INVALID, f"the checkpoint's claims are malformed ({problem})")
-        artifacts, validators = receipt_texts(claims, payload) if payload is not None else (None, None)
         host = claims["host"]
         return cls(
             sequence=claims["seq"],
@@ -120,8 +108,8 @@ class Checkpoint:
             step_id=claims["step"],
             state_digest=claims["state"],
             parent_digest=claims["parent"],
-            artifacts=ArtifactTable(claims["artifacts"], artifacts),
-            validators=ValidatorTable(claims["validators"], validators),
+            artifacts=ArtifactTable.from_claims(claims["artifacts"]),
+            validators=ValidatorTable.from_claims(claims["validators"]),
             host=HostBinding(
                 host["harness"],
                 host["adapter_version"],
@@ -154,7 +142,7 @@ class IssuedCheckpoint:
 
 
 def issue_checkpoint(keyring: CheckpointKeyring, checkpoint: Checkpoint) -> IssuedCheckpoint:
-    return IssuedCheckpoint(checkpoint, keyring.sign_payload(checkpoint.payload(), CHECKPOINT_TYPE))
+    return IssuedCheckpoint(checkpoint, keyring.sign(checkpoint.to_claims(), CHECKPOINT_TYPE))
 
 
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
@@ -171,8 +159,8 @@ def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoin
     last: _Verified | None = getattr(_last_verified, "entry", None)
     if last is not None and last[0] is keyring and last[1] == token:
         return last[2]
-    claims, payload = keyring.verify_with_payload(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
-    issued = IssuedCheckpoint(Checkpoint.from_claims(claims, payload), token)
+    claims = keyring.verify(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
+    issued = IssuedCheckpoint(Checkpoint.from_claims(claims), token)
     _last_verified.entry = (keyring, token, issued)
     return issued
 

@@ -1,15 +1,25 @@
-"""Checkpoint and validation-bundle tokens: HS256 JWTs with key ids.
+"""Checkpoint and validation-bundle tokens: HS256 JWS with key ids and an unencoded JSON payload.
 
 All run state lives in these tokens, so they are the server's only defence
-against forged progress. We use PyJWT (a maintained, standard format) and add
-three checks it does not make: the ``typ`` header pins the token kind, the
-three segments must be canonical base64url (a re-encoded token is refused even
-when it decodes to the same bytes), and every claim set is validated against a
-closed shape by the caller. Key ids let keys rotate: several keys verify, one
-signs. HMAC comparison is constant-time (``hmac.compare_digest`` in PyJWT).
-Tokens are signed by ``jwt.encode``; they are verified by splitting them,
-checking the MAC over the exact characters with PyJWT's HS256 algorithm, and
-only then decoding the payload once, in C (see ``_segments``).
+against forged progress. A token is a JWS in the Compact Serialization with
+the RFC 7797 unencoded payload (``"b64": false``, listed in ``crit``): a
+base64url header, the claims' compact JSON as it is, and a base64url HS256
+signature over ``header.payload``. The claims' JSON never holds a period
+(every ``.`` inside a string is written as the JSON escape ``\\u002e``, and
+no claim is a fractional number), as RFC 7797 section 5.2 requires of an
+unencoded payload in the Compact Serialization. PyJWT (a maintained library)
+computes the signature (it signs the payload detached; :meth:`CheckpointKeyring.sign_payload`
+puts the payload between the two segments it writes) and its HS256
+verifies it. We add the checks a token kind needs: the header holds exactly
+what ``sign`` writes (``typ`` pins the token kind), the header and signature
+are canonical base64url (a re-encoded token is refused even when it decodes
+to the same bytes), and every claim set is validated against a closed shape
+by the caller. Key ids let keys rotate: several keys verify, one signs. HMAC
+comparison is constant-time (``hmac.compare_digest`` in PyJWT). The payload,
+the part that grows with a run, is never base64-decoded: the MAC covers its
+exact characters, and only then is it parsed, once, by ``json.loads``.
+Tokens of the earlier format (a base64url payload) are refused with a
+precise message: their runs cannot continue on this server.
 """
 
 from __future__ import annotations
@@ -39,7 +49,10 @@ KEY_BYTES = 32
 KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
 # Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
 MAX_TOKEN_CHARS = 1024 * 1024
-_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # what sign() writes; any other member is refused
+_HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
+_EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
+_UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
+_PERIOD_ESCAPE = "\\u002e"  # how the payload's JSON writes a period inside a string
 
 
 @cache
@@ -183,39 +196,44 @@ class CheckpointKeyring:
     # -- tokens -----------------------------------------------------------------------
 
     def sign(self, claims: Mapping[str, Any], token_type: str) -> str:
-        import jwt  # on first use (see _hs256)
-
-        return jwt.encode(
-            dict(claims),
-            self.keys[self.signing_key_id],
-            algorithm=ALGORITHM,
-            headers={"kid": self.signing_key_id, "typ": token_type},
-        )
+        return self.sign_payload(claims_payload(claims), token_type)
 
     def sign_payload(self, payload: bytes, token_type: str) -> str:
-        """:meth:`sign` for claims already serialised as ``jwt.encode`` would (the same token for the same bytes)."""
+        """The token of ``payload`` (what :func:`claims_payload` writes): PyJWT's HS256 JWS, payload unencoded."""
         from jwt import api_jws  # on first use (see _hs256)
 
-        return api_jws.encode(
+        if b"." in payload:
+            raise ValueError("an unencoded compact JWS payload cannot hold a period (RFC 7797 section 5.2)")
+        detached = api_jws.encode(
             payload,
             self.keys[self.signing_key_id],
             algorithm=ALGORITHM,
-            headers={"kid": self.signing_key_id, "typ": token_type},
+            headers={"kid": self.signing_key_id, "typ": token_type, _UNENCODED: False},
         )
+        header, _, signature = detached.split(".")
+        return f"{header}.{payload.decode('ascii')}.{signature}"
 
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
-        return self.verify_with_payload(token, token_type, code)[0]
-
-    def verify_with_payload(self, token: str, token_type: str, code: FailureCode) -> tuple[dict[str, Any], bytes]:
-        """:meth:`verify`, with the verified payload bytes the claims were parsed from."""
         what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
         segments = _segments(token)
         if segments is None:
             raise TokenError(code, f"the {what} token is malformed; send the token exactly as the server issued it")
         header = segments.header
         kid = header.get("kid")
-        if header.get("typ") != token_type or header.get("alg") != ALGORITHM or set(header) != _HEADER_MEMBERS:
+        if header.get("typ") == token_type and set(header) == _EARLIER_HEADER_MEMBERS:
+            raise TokenError(
+                code,
+                f"the {what} token is in the format of an earlier server version (base64url payload), "
+                "which this server no longer accepts; start a new run",
+            )
+        if (
+            header.get("typ") != token_type
+            or header.get("alg") != ALGORITHM
+            or set(header) != _HEADER_MEMBERS
+            or header[_UNENCODED] is not False
+            or header["crit"] != [_UNENCODED]
+        ):
             raise TokenError(code, f"the token is not a {what} token")
         if not isinstance(kid, str):
             raise TokenError(FailureCode.CHECKPOINT_KEY_UNKNOWN, f"the {what} token names no key id")
@@ -232,6 +250,16 @@ class CheckpointKeyring:
         return _verified_claims(segments, self.keys[kid], what, code)
 
 
+def claims_payload(claims: Mapping[str, Any]) -> bytes:
+    """The payload a token carries for ``claims``: compact ASCII JSON, every period escaped (``\\u002e``).
+
+    Claims hold no fractional numbers, so every period is inside a string,
+    where the escape stands for the same character.
+    """
+    text = json.dumps(claims, separators=(",", ":"), allow_nan=False)
+    return text.replace(".", _PERIOD_ESCAPE).encode("ascii")
+
+
 def token_digest(token: str) -> str:
     """``sha256:<hex>`` of a token's exact characters: how parents are linked."""
     return digest_bytes(token.encode("ascii"))
@@ -240,14 +268,20 @@ def token_digest(token: str) -> str:
 def peek_claims(token: str) -> dict[str, Any] | None:
     """UNVERIFIED claims, for offline tools and tests only: never route or answer on them."""
     segments = _segments(token)
-    payload = _canonical_bytes(segments.payload) if segments is not None else None
-    if payload is None:
+    if segments is None:
         return None
     try:
-        claims = json.loads(payload)
+        claims = json.loads(segments.payload)
     except ValueError:
         return None
     return claims if isinstance(claims, dict) else None
+
+
+def token_key_id(token: str) -> str | None:
+    """The key id a well-formed token's header names (UNVERIFIED: for messages and audit records only)."""
+    segments = _segments(token)
+    kid = segments.header.get("kid") if segments is not None else None
+    return kid if isinstance(kid, str) else None
 
 
 def peek_manifest_digest(token: str) -> str | None:
@@ -259,35 +293,34 @@ def peek_manifest_digest(token: str) -> str | None:
 
 @dataclass(frozen=True)
 class _Segments:
-    """A compact JWS split: the decoded header and signature, the payload still encoded, and what the MAC signs."""
+    """A compact JWS split: the decoded header and signature, the payload's text, and what the MAC signs."""
 
     header: dict[str, Any]
-    payload: str  # base64url text: decoded only once the MAC over it has verified (or by ``peek_claims``)
+    payload: str  # the unencoded payload: parsed only once the MAC over it has verified (or by ``peek_claims``)
     signature: bytes
     signing_input: bytes
 
 
 def _segments(token: object) -> _Segments | None:
-    """The three segments of a token with a canonical JSON object header and signature, else ``None``.
+    """The three segments of an ASCII token with a canonical JSON object header and signature, else ``None``.
 
     The header and the signature must be the unique base64url encoding of
     their bytes (decoded and re-encoded in C), so a re-encoded token is refused
-    even when it decodes to the same bytes. The payload is not decoded here:
-    the MAC covers its exact characters, so a re-encoded payload fails the MAC,
-    and no claim is read before the MAC has verified. The payload, the part
-    that grows with a run, is decoded once per verification, in C.
+    even when it decodes to the same bytes. The payload is the unencoded
+    claims: the MAC covers its exact characters, and no claim is read before
+    the MAC has verified.
     """
     if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
         return None
-    parts = token.split(".")
-    if len(parts) != 3 or not all(parts):
+    first, last = token.find("."), token.rfind(".")  # memchr: the payload is the part that grows
+    if not 0 < first < last - 1 or last == len(token) - 1 or token.find(".", first + 1, last) >= 0:
         return None
-    header_text, payload, signature_text = parts
+    header_text, payload, signature_text = token[:first], token[first + 1 : last], token[last + 1 :]
     header_bytes, signature = _canonical_bytes(header_text), _canonical_bytes(signature_text)
     if header_bytes is None or signature is None:
         return None
     try:
-        signing_input = token[: len(header_text) + 1 + len(payload)].encode("ascii")
+        signing_input = token[:last].encode("ascii")
         header = json.loads(header_bytes)
     except (UnicodeEncodeError, ValueError):
         return None
@@ -310,21 +343,19 @@ def _canonical_bytes(segment: str) -> bytes | None:
     return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == segment else None
 
 
-def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> tuple[dict[str, Any], bytes]:
+def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> dict[str, Any]:
     """The claims, once PyJWT's HS256 (HMAC-SHA256, constant-time compare) accepted the signature.
 
     The same checks ``jwt.decode`` makes for these tokens - signature, a JSON
-    object payload, a required integer ``iat`` not in the future - without
-    decoding the token a second time.
+    object payload, a required integer ``iat`` not in the future.
     """
     hs256 = _hs256()
     if not hs256.verify(segments.signing_input, hs256.prepare_key(key), segments.signature):
         raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
     try:
-        payload = _b64url_decode(segments.payload)
-        claims = json.loads(payload)
+        claims = json.loads(segments.payload)
     except ValueError:
-        payload, claims = b"", None
+        claims = None
     if not isinstance(claims, dict):
         raise TokenError(code, f"the {what} token does not verify (DecodeError)")
     issued = claims.get("iat")
@@ -334,7 +365,7 @@ def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCo
         raise TokenError(code, f"the {what} token does not verify (InvalidIssuedAtError)")
     if issued > time.time():
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
-    return claims, payload
+    return claims
 
 
 def _new_key_id() -> str:
