@@ -54,6 +54,14 @@ def hash_threads(files: int, total_bytes: int) -> int:
     return 1
 
 
+VERIFY_THREADED_MIN_BYTES = int(os.environ.get("RT", 8 * 1024 * 1024))
+
+
+def verify_threads(files: int, total_bytes: int) -> int:
+    """How many threads verification hashes ``files`` files of ``total_bytes`` on (1: the calling thread)."""
+    return HASH_WORKERS if total_bytes >= VERIFY_THREADED_MIN_BYTES else 1
+
+
 CACHE_FILE_LIMIT = 1024 * 1024
 _CACHE_TOTAL_LIMIT = 64 * 1024 * 1024
 
