@@ -86,6 +86,7 @@ def first_failure(
         try:
             work()
         finally:
+            failed.set()  # after an interrupt here, the other threads stop at their current batch
             for thread in threads:
                 thread.join()
     return next((o for o in outcomes if o is not None), None)
