@@ -39,6 +39,7 @@ from typing import Any
 from rimthan_host.harness import Review, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
+from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.tool_contracts import (
     CONTINUE_WORKFLOW,
     PREPARE_STEP_VALIDATION,
@@ -108,7 +109,8 @@ def drive(module: WorkflowEngineQueryModule, project: Path, steps: int) -> list[
     calls: list[Call] = []
 
     async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = getattr(module, METHODS[tool])(arguments)
+        typed: ToolResult = getattr(module, METHODS[tool])(arguments)
+        result = typed.to_json()
         calls.append(Call(tool, _step_of(arguments), arguments, result))
         return result
 
