@@ -49,7 +49,7 @@ CLOCK_START = 1767225600  # 2026-01-01T00:00:00Z
 TEST_KEY_ID = "ck-test-vectors"
 TEST_KEY = bytes(range(32))  # a published TEST key: never use it to run a server
 
-HOST = {
+HOST: dict[str, Any] = {
     "harness": "claude-code",
     "adapter": {"id": "claude-code", "version": "1.0.0"},
     "capabilities": ["skills", "subagents", "workspace.write"],

@@ -36,7 +36,10 @@ TOOLS = {c.name: c.method for c in workflow_engine_tool_contracts()}
 
 
 def example_state(version: str) -> dict[str, Any]:
-    return json.loads((packaged_source(version) / "examples" / "confirmed-state.json").read_text("utf-8"))
+    state: dict[str, Any] = json.loads(
+        (packaged_source(version) / "examples" / "confirmed-state.json").read_text("utf-8")
+    )
+    return state
 
 
 def examples(version: str) -> Callable[[str, str], str]:
