@@ -25,7 +25,7 @@ from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_eng
 from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
-from support.engines import Engines, TickingClock, drive, example_state, examples, make_engines
+from support.engines import Engines, TickingClock, WireEngine, drive, example_state, examples, make_engines
 from support.servers import (
     CORRUPTIONS,
     HttpServer,
@@ -55,7 +55,7 @@ def _payload_text(token: str) -> str:
 
 
 def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: Engines) -> None:
-    engine = engines.module("1.2.0")
+    engine = engines.wire("1.2.0")
     harness = engines.harness("loop")
     values = example_state("1.2.0")
     state = harness.confirm(values)
@@ -278,9 +278,7 @@ def _migration(
 
 
 def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engines: Engines, tmp_path: _Path) -> None:
-    from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
-
-    source, target = engines.module("1.2.0"), engines.module("1.3.0")
+    source, target = engines.wire("1.2.0"), engines.wire("1.3.0")
     harness = engines.harness("migration")
     state = harness.confirm(example_state("1.2.0"))
     started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
@@ -290,12 +288,8 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     target_values = {**example_state("1.2.0"), "risk_tolerance": "medium"}
     target_state = harness.confirm(target_values)
 
-    def migrate(
-        request: dict, src: WorkflowEngineQueryModule = source, dst: WorkflowEngineQueryModule = target
-    ) -> dict:
-        return WorkflowEngineQueryModule.migrate_workflow(
-            src, dst, {"checkpoint": cp, "confirmed_state": state, "migration": request}
-        )
+    def migrate(request: dict, src: WireEngine = source, dst: WireEngine = target) -> dict:
+        return src.migrate_workflow(dst.module, {"checkpoint": cp, "confirmed_state": state, "migration": request})
 
     # preview: blocked until the user confirms, listing everything invalidated
     preview = migrate(_migration(engines, target_state, confirm=False))
