@@ -69,9 +69,8 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
     A part in ``never`` is declared as what the tool always sends there
     (``null``, or an empty list), so the schema names no contract the tool
     cannot return. A client validates every result against it, so it is
-    shaped to be cheap to evaluate with the same meaning: a nullable plain
-    value is one ``type`` list, and a nullable contract tries the contract
-    first (see :func:`_nullable`).
+    shaped to be cheap to evaluate with the same meaning: a nullable part
+    tries the part before ``null`` (see :func:`_nullable`).
     """
     properties: dict[str, Any] = {
         "status": {"enum": statuses},
@@ -101,17 +100,14 @@ _NULL = {"type": "null"}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` or ``null``.
+    """``schema`` or ``null``: ``anyOf [schema, null]``.
 
-    A schema with one ``type`` takes ``null`` into that type (its other
-    keywords only constrain values of their own type, so the meaning is the
-    same); a contract (a ``$ref``) is ``anyOf [contract, null]``: the branches
-    are disjoint, and a client stops at the first that matches, which is the
-    contract whenever the part is filled.
+    The branches are disjoint, and a client stops at the first that matches,
+    which is ``schema`` whenever the part is filled. (One ``type`` list such
+    as ``["object", "null"]`` means the same and is cheaper still, but the MCP
+    Inspector's ``--strict`` check reports a type union as not portable to
+    single-``type`` dialects.)
     """
-    kind = schema.get("type")
-    if isinstance(kind, str) and "$ref" not in schema:
-        return {**schema, "type": [kind, "null"]}
     return {"anyOf": [schema, _NULL]}
 
 
