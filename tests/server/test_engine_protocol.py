@@ -286,11 +286,12 @@ def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
 
 
 def _flip(token: str, index: int) -> str:
+    """Another character at ``index``: the next base64url letter, or (in the unencoded claims) the next code point."""
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     char = token[index]
     if char == ".":
         return token
-    replacement = alphabet[(alphabet.index(char) + 1) % 64]
+    replacement = alphabet[(alphabet.index(char) + 1) % 64] if char in alphabet else chr(ord(char) + 1)
     return token[:index] + replacement + token[index + 1 :]
 
 
