@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from jsonpointer import JsonPointer
-from jsonschema import Draft202012Validator, SchemaError
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, SchemaError
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,

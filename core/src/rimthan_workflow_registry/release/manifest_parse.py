@@ -13,10 +13,10 @@ import re
 from typing import Any
 
 import rfc8785
-from jsonschema import Draft202012Validator
 
 from rimthan_workflow_registry.canonical import canonical_bytes, find_float, parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.format import (
     DEFAULT_MEDIA_TYPE,
