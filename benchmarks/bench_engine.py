@@ -39,6 +39,7 @@ from typing import Any
 from rimthan_host.harness import Review, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
+from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.tool_contracts import (
     CONTINUE_WORKFLOW,
     PREPARE_STEP_VALIDATION,
@@ -55,6 +56,7 @@ from rimthan_workflow_registry.run import (
     peek_claims,
     verify_checkpoint,
 )
+from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
 
 from .fixtures import BenchKeys
 from .profiling import profile_call
@@ -108,7 +110,8 @@ def drive(module: WorkflowEngineQueryModule, project: Path, steps: int) -> list[
     calls: list[Call] = []
 
     async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = getattr(module, METHODS[tool])(arguments)
+        typed: ToolResult = getattr(module, METHODS[tool])(arguments)
+        result = typed.to_json()
         calls.append(Call(tool, _step_of(arguments), arguments, result))
         return result
 
@@ -207,8 +210,7 @@ def token_growth(calls: list[Call]) -> dict[str, Any]:
     points = {}
     for call in calls:
         token = call.result.get("checkpoint")
-        claims = peek_claims(token) if token else None
-        if claims:
+        if token and (claims := peek_claims(token)):
             points[token] = (len(claims["artifacts"]) + len(claims["validators"]), len(token))
     receipts, lengths = zip(*sorted(points.values()), strict=True)
     slope, intercept = statistics.linear_regression(receipts, lengths)
@@ -228,13 +230,14 @@ def per_kind_growth(module: WorkflowEngineQueryModule, token: str, steps: int) -
     checkpoint = issued.checkpoint
     base = len(issue_checkpoint(keyring, checkpoint).token)
     extra = note_id(steps + 1)
-    artifact = replace(checkpoint, artifacts={**checkpoint.artifacts, extra: ArtifactReceipt("0" * 64, 1234)})
+    artifact = replace(
+        checkpoint, artifacts=ArtifactTable.of({**checkpoint.artifacts, extra: ArtifactReceipt("0" * 64, 1234)})
+    )
     validator = replace(
         checkpoint,
-        validators={
-            **checkpoint.validators,
-            f"check-{steps + 1:03d}@1.0.0": ValidatorReceipt("pass", "sha256:" + "0" * 64),
-        },
+        validators=ValidatorTable.of(
+            {**checkpoint.validators, f"check-{steps + 1:03d}@1.0.0": ValidatorReceipt("pass", "sha256:" + "0" * 64)}
+        ),
     )
     return {
         "artifact_receipt_bytes": len(issue_checkpoint(keyring, artifact).token) - base,

@@ -52,7 +52,8 @@ def run_probe(*args: str) -> dict[str, Any]:
     )
     if result.returncode != 0:
         raise RuntimeError(f"probe {' '.join(args[:1])} failed (exit {result.returncode}):\n{result.stderr}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    report: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return report
 
 
 def bare_peak_rss_kib() -> int:

@@ -35,6 +35,7 @@ from typing import Any
 
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import generate_keypair, load_signing_key
+from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.canonical import canonical_text, digest_value
 from rimthan_workflow_registry.release import load_trust, verify_release
@@ -48,7 +49,7 @@ CLOCK_START = 1767225600  # 2026-01-01T00:00:00Z
 TEST_KEY_ID = "ck-test-vectors"
 TEST_KEY = bytes(range(32))  # a published TEST key: never use it to run a server
 
-HOST = {
+HOST: dict[str, Any] = {
     "harness": "claude-code",
     "adapter": {"id": "claude-code", "version": "1.0.0"},
     "capabilities": ["skills", "subagents", "workspace.write"],
@@ -172,7 +173,8 @@ def short_run(engine: WorkflowEngineQueryModule, clock: FixedClock) -> dict[str,
     calls: list[dict[str, Any]] = []
 
     def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = getattr(engine, tool)(arguments)
+        typed: ToolResult = getattr(engine, tool)(arguments)
+        result = typed.to_json()
         calls.append({"tool": f"rimthan.{tool}", "status": result["status"], "sequence": result["sequence"]})
         if result["checkpoint"] and (not log or log[-1] != result["checkpoint"]):
             log.append(result["checkpoint"])

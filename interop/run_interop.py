@@ -150,9 +150,8 @@ def run(
 def npm_command() -> list[str]:
     if npm := shutil.which("npm"):
         return [npm]
-    uv = shlex.split(os.environ.get("UV", "")) or (
-        [shutil.which("uv")] if shutil.which("uv") else [sys.executable, "-m", "uv"]
-    )
+    on_path = shutil.which("uv")
+    uv = shlex.split(os.environ.get("UV", "")) or ([on_path] if on_path else [sys.executable, "-m", "uv"])
     print(f"npm not found on PATH: using the npm of {NPM_FROM_PYPI} (PyPI) through uv", flush=True)
     return [*uv, "tool", "run", "--from", NPM_FROM_PYPI, "npm"]
 
@@ -289,9 +288,9 @@ def run_conformance(url: str, world: World, report: Report) -> None:
         ", ".join(k for k, v in baseline.items() if not v),
     )
     results: dict[str, list[dict[str, Any]]] = {}
-    for checks in sorted(out.glob("server-*/checks.json")):
-        scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", checks.parent.name)
-        results[scenario] = json.loads(checks.read_text("utf-8"))
+    for checks_file in sorted(out.glob("server-*/checks.json")):
+        scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", checks_file.parent.name)
+        results[scenario] = json.loads(checks_file.read_text("utf-8"))
     if not results:
         raise SetupError(f"the conformance suite ran no scenario (exit {done.returncode}): {done.stderr[-800:]}")
     for scenario, checks in sorted(results.items()):

@@ -19,12 +19,13 @@ import pytest as _pytest
 import support.servers as _srv
 from mcp import Client as _Client
 from rimthan_host.harness import HostProfile, client_caller
+from rimthan_workflow_mcp.schema_parts import uses
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
 from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
-from support.engines import Engines, TickingClock, drive, example_state, examples, make_engines
+from support.engines import Engines, TickingClock, WireEngine, drive, example_state, examples, make_engines
 from support.servers import (
     CORRUPTIONS,
     HttpServer,
@@ -54,7 +55,7 @@ def _payload_text(token: str) -> str:
 
 
 def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: Engines) -> None:
-    engine = engines.module("1.2.0")
+    engine = engines.wire("1.2.0")
     harness = engines.harness("loop")
     values = example_state("1.2.0")
     state = harness.confirm(values)
@@ -277,9 +278,7 @@ def _migration(
 
 
 def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engines: Engines, tmp_path: _Path) -> None:
-    from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
-
-    source, target = engines.module("1.2.0"), engines.module("1.3.0")
+    source, target = engines.wire("1.2.0"), engines.wire("1.3.0")
     harness = engines.harness("migration")
     state = harness.confirm(example_state("1.2.0"))
     started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
@@ -289,12 +288,8 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     target_values = {**example_state("1.2.0"), "risk_tolerance": "medium"}
     target_state = harness.confirm(target_values)
 
-    def migrate(
-        request: dict, src: WorkflowEngineQueryModule = source, dst: WorkflowEngineQueryModule = target
-    ) -> dict:
-        return WorkflowEngineQueryModule.migrate_workflow(
-            src, dst, {"checkpoint": cp, "confirmed_state": state, "migration": request}
-        )
+    def migrate(request: dict, src: WireEngine = source, dst: WireEngine = target) -> dict:
+        return src.migrate_workflow(dst.module, {"checkpoint": cp, "confirmed_state": state, "migration": request})
 
     # preview: blocked until the user confirms, listing everything invalidated
     preview = migrate(_migration(engines, target_state, confirm=False))
@@ -413,7 +408,9 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
                 assert uri in served
                 read = await client.read_resource(uri)
                 assert _json.loads(read.contents[0].text) == document
-                assert any(_embedded(document, [c.input_schema, c.output_schema]) for c in contracts), name
+                # embedded under $defs, or inline in a contract that uses it (``uses``: the body without its $id)
+                schemas = [[c.input_schema, c.output_schema] for c in contracts]
+                assert any(_embedded(document, s) or _embedded(uses(document), s) for s in schemas), name
             unknown = structured_error(await client.call_tool("rimthan.delete_workflow", {"checkpoint": "x"}))
             assert unknown["code"] == "method_not_found"
             host = HostProfile().to_json()

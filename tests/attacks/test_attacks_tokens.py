@@ -33,12 +33,11 @@ import jwt.algorithms
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.run.checkpoints import HostBinding, IssuedCheckpoint, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CHECKPOINT_TYPE, CheckpointKeyring
 from rimthan_workflow_registry.run.validation_bundle import verify_bundle
-from support.engines import Engines, StepKit, TickingClock, example_state, examples, make_engines
+from support.engines import Engines, StepKit, TickingClock, WireEngine, example_state, examples, make_engines
 
 F = FailureCode
 CHECKPOINT_CODES = {F.CHECKPOINT_INVALID, F.CHECKPOINT_KEY_UNKNOWN}
@@ -52,7 +51,7 @@ class Run:
     """A real run of research-decision@1.2.0, stopped where validation bundles exist."""
 
     engines: Engines
-    engine: WorkflowEngineQueryModule
+    engine: WireEngine
     kit: StepKit
     state: dict[str, Any]
     checkpoint: str  # issued by start_workflow (setup-workspace)
@@ -87,7 +86,7 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     engines = make_engines(tmp_path_factory.mktemp("tokens"), TickingClock())
-    engine, kit = engines.module("1.2.0"), engines.harness("tokens")
+    engine, kit = engines.wire("1.2.0"), engines.harness("tokens")
     state = kit.confirm({**example_state("1.2.0"), "research_route": "desk-research"})
     started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": kit.host()})
     assert started["status"] == "active"

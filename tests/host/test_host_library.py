@@ -67,7 +67,7 @@ def test_files_refuse_symlinks_and_escapes_and_attest_what_was_there(tmp_path: P
 
 def test_an_asset_whose_text_breaks_its_pin_is_not_delivered(engines: Engines, tmp_path: Path) -> None:
     kit = engines.harness("pins")
-    started = engines.module("1.2.0").start_workflow(
+    started = engines.wire("1.2.0").start_workflow(
         {"workflow": "research", "confirmed_state": kit.confirm(example_state("1.2.0")), "host": kit.host()}
     )
     step = started["step"]

@@ -20,7 +20,7 @@ from rimthan_packager.user_cache import CACHE_SUBDIR, cache_dir
 from rimthan_workflow_registry.release import schema_checks
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS_FILE, check_key, validator_version
 from support.pack_probe import pack_probe
-from support.releases import KeyPair
+from support.releases import KeyPair, make_keypair
 
 _COUNTING = """
 from rimthan_workflow_registry.release import catalogue_rules
@@ -68,12 +68,29 @@ def test_a_rebuild_checks_only_bytes_never_seen(tmp_path: Path, scaffold: Path, 
     assert checked == [changed]
 
 
-def test_verify_uses_and_fills_the_same_cache(tmp_path: Path, signed_release: Path, trust: Path) -> None:
+@pytest.mark.parametrize("command", ["verify", "inspect", "sign"])
+def test_every_command_that_checks_a_catalogue_uses_and_fills_the_same_cache(
+    tmp_path: Path, signed_release: Path, trust: Path, command: str
+) -> None:
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
-    code, first, err = _pack(env, "verify", signed_release, "--trust", trust)
+
+    def argv(attempt: int) -> tuple[str | Path, ...]:
+        if command == "sign":  # a new co-signer each time: a key signs a release once
+            return (
+                "sign",
+                signed_release,
+                "--key",
+                make_keypair(tmp_path / "keys", f"co-signer-{attempt}").private_path,
+            )
+        return (command, signed_release, "--trust", trust)
+
+    code, first, err = _pack(env, *argv(1))
     assert code == 0, err
     assert first
-    code, second, err = _pack(env, "verify", signed_release, "--trust", trust)
+    assert {check_key(data) for data in _schemas(signed_release / "catalogue").values()} <= _remembered(
+        tmp_path / "cache"
+    )
+    code, second, err = _pack(env, *argv(2))
     assert (code, second) == (0, []), err
 
 

@@ -20,7 +20,7 @@ from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims
-from support.engines import Engines, TickingClock, example_state, examples, make_engines
+from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
 
@@ -29,14 +29,14 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
     return make_engines(tmp_path_factory.mktemp("protocol"), TickingClock())
 
 
-def _engine_for(source: Path, root: Path, engines: Engines) -> WorkflowEngineQueryModule:
+def _engine_for(source: Path, root: Path, engines: Engines) -> WireEngine:
     """An engine over a release built from ``source`` with a fresh key, sharing the test keyring and clock."""
     key = make_keypair(root / "keys", "k")
     release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
-    return WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+    return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
 
 
-def start(engine: WorkflowEngineQueryModule, harness: Any, state: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def start(engine: WireEngine, harness: Any, state: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host(), **extra})
 
 
@@ -44,7 +44,7 @@ def start(engine: WorkflowEngineQueryModule, harness: Any, state: dict[str, Any]
 
 
 def test_start_refuses_unconfirmed_initial_fields(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("unconfirmed")
+    engine, harness = engines.wire("1.2.0"), engines.harness("unconfirmed")
     state = harness.confirm(example_state("1.2.0"))
     del state["confirmations"]["decision_owner"]
     state["confirmations"]["objective"] = {**state["confirmations"]["objective"], "value_digest": "sha256:" + "0" * 64}
@@ -57,7 +57,7 @@ def test_start_refuses_unconfirmed_initial_fields(engines: Engines) -> None:
 
 
 def test_start_validates_state_against_confirmed_state_schema(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("schema")
+    engine, harness = engines.wire("1.2.0"), engines.harness("schema")
     state = harness.confirm({**example_state("1.2.0"), "surprise": 1})
     with pytest.raises(WorkflowProtocolError) as err:
         start(engine, harness, state)
@@ -65,7 +65,7 @@ def test_start_validates_state_against_confirmed_state_schema(engines: Engines) 
 
 
 def test_start_host_blockers_are_accumulated(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("blockers")
+    engine, harness = engines.wire("1.2.0"), engines.harness("blockers")
     harness = harness.with_host(adapter_id="opencode", capabilities=("skills",), validator_capabilities=())
     result = start(engine, harness, harness.confirm(example_state("1.2.0")))
     assert result["status"] == "blocked"
@@ -77,7 +77,7 @@ def test_start_host_blockers_are_accumulated(engines: Engines) -> None:
 
 
 def test_start_binds_a_second_pinned_adapter(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("opencode")
+    engine, harness = engines.wire("1.2.0"), engines.harness("opencode")
     harness = harness.with_host(harness="opencode", adapter_id="opencode")
     result = start(engine, harness, harness.confirm(example_state("1.2.0")))
     assert result["status"] == "active"
@@ -87,7 +87,7 @@ def test_start_binds_a_second_pinned_adapter(engines: Engines) -> None:
 
 
 def test_unknown_workflow_and_version_are_refused(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("unknown")
+    engine, harness = engines.wire("1.2.0"), engines.harness("unknown")
     state = harness.confirm(example_state("1.2.0"))
     for extra in ({"workflow": "astrology"}, {"workflow": "research", "workflow_version": "9.0.0"}):
         with pytest.raises(WorkflowProtocolError) as err:
@@ -129,8 +129,8 @@ def test_alias_resolution_picks_newest_semantic_version_unless_exact(tmp_path: P
 # -------------------------------------------------------------------------- continue
 
 
-def _started(engines: Engines, name: str) -> tuple[WorkflowEngineQueryModule, Any, dict[str, Any], dict[str, Any]]:
-    engine, harness = engines.module("1.2.0"), engines.harness(name)
+def _started(engines: Engines, name: str) -> tuple[WireEngine, Any, dict[str, Any], dict[str, Any]]:
+    engine, harness = engines.wire("1.2.0"), engines.harness(name)
     state = harness.confirm(example_state("1.2.0"))
     return engine, harness, state, start(engine, harness, state)
 
@@ -200,7 +200,7 @@ def test_prepare_accumulates_every_deterministic_failure(engines: Engines) -> No
 
 
 def test_prepare_checks_media_type_size_and_attestation(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("outputs")
+    engine, harness = engines.wire("1.2.0"), engines.harness("outputs")
     log_cp, state, step = _at_route_step(engines, engine, harness)
     outputs = harness.write_outputs(step, examples("1.2.0"))
     evidence, findings = outputs
@@ -226,7 +226,7 @@ def test_prepare_checks_media_type_size_and_attestation(engines: Engines) -> Non
 
 
 def _at_route_step(
-    engines: Engines, engine: WorkflowEngineQueryModule, harness: Any, route: str = "desk-research"
+    engines: Engines, engine: WireEngine, harness: Any, route: str = "desk-research"
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     state = harness.confirm({**example_state("1.2.0"), "research_route": route})
     started = start(engine, harness, state)
@@ -250,7 +250,7 @@ def test_prepare_refuses_ungated_step(engines: Engines) -> None:
 
 
 def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("bundle")
+    engine, harness = engines.wire("1.2.0"), engines.harness("bundle")
     cp, state, step = _at_route_step(engines, engine, harness)
     ready = engine.prepare_step_validation(
         {
@@ -326,7 +326,7 @@ def test_tampered_truncated_foreign_and_other_release_tokens_are_refused(engines
     with pytest.raises(TokenError):
         verify_checkpoint(engines.keyring, f"{header}.{token.split('.')[1]}.")
     # a valid token pinned to another release is refused by this release's engine
-    other = engines.module("1.3.0")
+    other = engines.wire("1.3.0")
     with pytest.raises(WorkflowProtocolError) as err:
         other.continue_workflow({"checkpoint": token, "confirmed_state": state})
     assert err.value.code is FailureCode.PINNED_RELEASE_UNAVAILABLE
@@ -380,7 +380,7 @@ def test_keyring_file_round_trip_is_private(tmp_path: Path) -> None:
 
 
 def test_prepare_reports_host_mismatch_missing_artifact_bad_json_and_total_size(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("more-failures")
+    engine, harness = engines.wire("1.2.0"), engines.harness("more-failures")
     cp, state, step = _at_route_step(engines, engine, harness, "experiment")
     results, report = harness.write_outputs(step, examples("1.2.0"))
     host = harness.with_host(harness="opencode", adapter_id="opencode").host()
@@ -411,9 +411,8 @@ def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path:
     target = _engine_for(source, tmp_path, engines)
     engine, harness, state, started = _started(engines, "not-newer")
     with pytest.raises(WorkflowProtocolError) as err:
-        WorkflowEngineQueryModule.migrate_workflow(
-            engine,
-            target,
+        engine.migrate_workflow(
+            target.module,
             {
                 "checkpoint": started["checkpoint"],
                 "confirmed_state": state,
@@ -464,5 +463,5 @@ def test_continue_after_completion_reports_completed_with_the_same_checkpoint(en
     run = drive(engines, "1.2.0", "experiment", name="after-completion")
     final = run.checkpoints[-1]
     state = run.harness.state.projection()
-    again = engines.module("1.2.0").continue_workflow({"checkpoint": final, "confirmed_state": state})
+    again = engines.wire("1.2.0").continue_workflow({"checkpoint": final, "confirmed_state": state})
     assert (again["status"], again["checkpoint"]) == ("completed", final)

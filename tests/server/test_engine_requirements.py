@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.run.requirements import available_workflows, describe_available
-from support.engines import Engines, TickingClock, example_state, make_engines
+from support.engines import Engines, TickingClock, WireEngine, example_state, make_engines
 
 SCHEMA_OWNER = "The one person (name or role) accountable for making and owning the decision."
 
@@ -22,7 +21,7 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
 
 
 def test_start_lists_every_missing_required_field_with_what_it_expects(engines: Engines) -> None:
-    engine, harness = engines.module("1.3.0"), engines.harness("missing")
+    engine, harness = engines.wire("1.3.0"), engines.harness("missing")
     weak_host = {**harness.host(), "capabilities": ["skills"]}
     result = engine.start_workflow({"workflow": "research", "confirmed_state": harness.confirm({}), "host": weak_host})
     assert result["status"] == "blocked" and result["checkpoint"] is None
@@ -38,7 +37,7 @@ def test_start_lists_every_missing_required_field_with_what_it_expects(engines: 
 
 
 def test_start_with_some_fields_lists_only_the_absent_ones_and_unconfirmed_present_ones(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("partial")
+    engine, harness = engines.wire("1.2.0"), engines.harness("partial")
     state = harness.confirm({"objective": example_state("1.2.0")["objective"]})
     state["confirmations"] = {}
     result = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
@@ -49,7 +48,7 @@ def test_start_with_some_fields_lists_only_the_absent_ones_and_unconfirmed_prese
 
 
 def test_other_schema_errors_still_refuse_and_name_the_missing_fields(engines: Engines) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("bad-value")
+    engine, harness = engines.wire("1.2.0"), engines.harness("bad-value")
     state = harness.confirm({"objective": ""})
     with pytest.raises(WorkflowProtocolError) as err:
         engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
@@ -61,7 +60,7 @@ def test_other_schema_errors_still_refuse_and_name_the_missing_fields(engines: E
     ("name", "version"), [("astrology", None), ("research", "9.0.0"), ("research-decision", "0.1.0")]
 )
 def test_workflow_not_found_lists_the_available_workflows(engines: Engines, name: str, version: str | None) -> None:
-    engine, harness = engines.module("1.2.0"), engines.harness("unknown")
+    engine, harness = engines.wire("1.2.0"), engines.harness("unknown")
     arguments: dict[str, Any] = {"workflow": name, "confirmed_state": harness.confirm({}), "host": harness.host()}
     if version:
         arguments["workflow_version"] = version
@@ -85,8 +84,8 @@ def test_describe_available_orders_versions_semantically(engines: Engines) -> No
     assert describe_available([]) == "none"
 
 
-def _at_interview(engines: Engines) -> tuple[WorkflowEngineQueryModule, dict[str, Any], dict[str, Any], Any]:
-    source, harness = engines.module("1.2.0"), engines.harness("preview")
+def _at_interview(engines: Engines) -> tuple[WireEngine, dict[str, Any], dict[str, Any], Any]:
+    source, harness = engines.wire("1.2.0"), engines.harness("preview")
     state = harness.confirm(example_state("1.2.0"))
     started = source.start_workflow({"workflow": "research-decision", "confirmed_state": state, "host": harness.host()})
     advanced = harness.pass_setup(source, started, state)
@@ -101,7 +100,7 @@ def test_migration_preview_says_what_the_target_needs_before_new_fields_are_supp
     reconfirmed = harness.confirm(example_state("1.2.0"))
     request = {"target_release": "research-decision@1.3.0", "confirmed_state": reconfirmed, "confirm": False}
     arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state, "migration": request}
-    preview = WorkflowEngineQueryModule.migrate_workflow(source, target, arguments)
+    preview = source.migrate_workflow(target, arguments)
     assert preview["status"] == "blocked" and preview["checkpoint"] == advanced["checkpoint"]
     assert [(f["code"], f.get("pointer")) for f in preview["failures"]] == [
         ("confirmed_field_missing", "/risk_tolerance")
@@ -120,14 +119,14 @@ def test_migration_preview_says_what_the_target_needs_before_new_fields_are_supp
     # confirming a migration with the field still missing is refused outright (fail closed)
     confirmed = {**arguments, "migration": {**request, "confirm": True}}
     with pytest.raises(WorkflowProtocolError) as err:
-        WorkflowEngineQueryModule.migrate_workflow(source, target, confirmed)
+        source.migrate_workflow(target, confirmed)
     assert err.value.code is FailureCode.CONFIRMED_STATE_INVALID and err.value.details["missing"] == ["risk_tolerance"]
 
 
 def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines) -> None:
     source, state, advanced, _harness = _at_interview(engines)
     arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state}
-    preview = source.migration_offer(engines.module("1.3.0"), arguments)
+    preview = source.module.migration_offer(engines.module("1.3.0"), arguments)
     assert preview is not None
     offer = preview.to_json()
     assert offer["confirmed"] is False
@@ -135,4 +134,4 @@ def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines
     assert offer["invalidated_artifacts"] == ["workspace-manifest"]
     assert {f["field"] for f in offer["target_needs"]["confirmed_state"] if not f["present"]} >= {"risk_tolerance"}
     # no offer for the same release, nor back to an older workflow
-    assert source.migration_offer(source, arguments) is None
+    assert source.module.migration_offer(source.module, arguments) is None

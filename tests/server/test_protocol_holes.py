@@ -20,7 +20,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from support.engines import StepKit, TickingClock
+from support.engines import StepKit, TickingClock, WireEngine
 from support.releases import build_release, make_keypair, resign_release, scaffold_source, trust_dir
 
 LOOP_BRANCHES = """
@@ -73,7 +73,7 @@ def loop_source(directory: Path) -> Path:
 
 
 @pytest.fixture
-def looping(tmp_path: Path) -> tuple[WorkflowEngineQueryModule, StepKit, TickingClock]:
+def looping(tmp_path: Path) -> tuple[WireEngine, StepKit, TickingClock]:
     key = make_keypair(tmp_path / "keys", "loop-signer")
     release = build_release(loop_source(tmp_path / "source"), tmp_path / "releases", [key])
     verified = verify_release(release, load_trust(trust_dir(tmp_path / "trust", key)))
@@ -81,7 +81,7 @@ def looping(tmp_path: Path) -> tuple[WorkflowEngineQueryModule, StepKit, Ticking
     project = tmp_path / "project"
     project.mkdir()
     return (
-        WorkflowEngineQueryModule(verified, CheckpointKeyring.generate(), clock=clock),
+        WireEngine(WorkflowEngineQueryModule(verified, CheckpointKeyring.generate(), clock=clock)),
         StepKit(project, clock=clock),
         clock,
     )
@@ -91,12 +91,12 @@ def _summary(output_id: str, media_type: str) -> str:
     return json.dumps(SUMMARY)
 
 
-def _setup(engine: WorkflowEngineQueryModule, kit: StepKit, state: dict[str, Any]) -> dict[str, Any]:
+def _setup(engine: WireEngine, kit: StepKit, state: dict[str, Any]) -> dict[str, Any]:
     started = engine.start_workflow({"workflow": "demo", "confirmed_state": state, "host": kit.host()})
     return kit.pass_setup(engine, started, state)
 
 
-def _validate(engine: WorkflowEngineQueryModule, kit: StepKit, state: dict[str, Any], at: dict[str, Any]) -> dict:
+def _validate(engine: WireEngine, kit: StepKit, state: dict[str, Any], at: dict[str, Any]) -> dict:
     artifacts = kit.write_outputs(at["step"], _summary)
     ready = engine.prepare_step_validation(
         {"checkpoint": at["checkpoint"], "confirmed_state": state, "host": kit.host(), "artifacts": artifacts}
@@ -302,10 +302,12 @@ def test_every_schema_format_is_enforced_at_prepare(tmp_path: Path, fmt: str, ba
     _summary_format(source, fmt)
     release = build_release(source, tmp_path / "releases", [key])
     clock = TickingClock()
-    engine = WorkflowEngineQueryModule(
-        verify_release(release, load_trust(trust_dir(tmp_path / "trust", key))),
-        CheckpointKeyring.generate(),
-        clock=clock,
+    engine = WireEngine(
+        WorkflowEngineQueryModule(
+            verify_release(release, load_trust(trust_dir(tmp_path / "trust", key))),
+            CheckpointKeyring.generate(),
+            clock=clock,
+        )
     )
     (tmp_path / "project").mkdir()
     kit = StepKit(tmp_path / "project", clock=clock)

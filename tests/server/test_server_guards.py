@@ -9,9 +9,11 @@ crash, and those are exactly the guards under test.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from rimthan_host.harness import HostProfile, client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.release.trust import load_trust
@@ -133,10 +136,10 @@ def test_checkpoint_garbage_is_refused_by_the_engine_not_routed_blindly(world: S
 class _Misbehaving(WorkflowEngineQueryModule):
     """An engine that breaks its contract on purpose (the guards' only test double)."""
 
-    def start_workflow(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        return {**super().start_workflow(arguments), "undeclared": "field"}
+    def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
+        return dataclasses.replace(super().start_workflow(arguments), status="advanced")  # not a start status
 
-    def prepare_step_validation(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def prepare_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
         raise KeyError("engine bug with a secret /home/operator/path in it")
 
 
@@ -158,7 +161,9 @@ def test_off_schema_results_and_crashes_become_internal_errors_without_traceback
         arguments = {"workflow": "research", "confirmed_state": state.projection(), "host": HostProfile().to_json()}
         off_schema = structured_error(await client.call_tool("rimthan.start_workflow", arguments))
         # a genuine checkpoint (the server verifies it before routing), so the call reaches the broken engine
-        checkpoint = WorkflowEngineQueryModule.start_workflow(provider.active.module, arguments)["checkpoint"]
+        issued = WorkflowEngineQueryModule.start_workflow(provider.active.module, arguments).checkpoint
+        assert issued is not None
+        checkpoint = issued.token
         crashed = structured_error(
             await client.call_tool(
                 "rimthan.prepare_step_validation",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,8 +142,13 @@ def help_examples(name: str, group: click.Command, path: tuple[str, ...] = ()) -
 def substitute(text: str, substitutions: Mapping[str, str]) -> str:
     """Replace each placeholder (a regular expression) in order."""
     for pattern, value in substitutions.items():
-        text = re.sub(pattern, lambda _, v=value: v, text)
+        text = re.sub(pattern, _literally(value), text)
     return text
+
+
+def _literally(value: str) -> Callable[[re.Match[str]], str]:
+    """A ``re.sub`` replacement that inserts ``value`` as it is (no group references)."""
+    return lambda _match: value
 
 
 def prepare(command: str, substitutions: Mapping[str, str]) -> Prepared:

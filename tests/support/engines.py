@@ -14,12 +14,13 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rimthan_host.harness import HostProfile, Review, WorkflowHarness
+from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.canonical import digest_value
@@ -35,7 +36,10 @@ TOOLS = {c.name: c.method for c in workflow_engine_tool_contracts()}
 
 
 def example_state(version: str) -> dict[str, Any]:
-    return json.loads((packaged_source(version) / "examples" / "confirmed-state.json").read_text("utf-8"))
+    state: dict[str, Any] = json.loads(
+        (packaged_source(version) / "examples" / "confirmed-state.json").read_text("utf-8")
+    )
+    return state
 
 
 def examples(version: str) -> Callable[[str, str], str]:
@@ -91,19 +95,50 @@ class Engines:
     def module(self, version: str) -> WorkflowEngineQueryModule:
         return WorkflowEngineQueryModule(self.releases[version], self.keyring, clock=self.clock)
 
-    def call(self, version: str) -> Callable[[str, dict[str, Any]], Any]:
+    def wire(self, version: str) -> WireEngine:
+        """The engine of ``version`` read as an MCP client reads it (each result's wire JSON)."""
+        return WireEngine(self.module(version))
+
+    def call(self, version: str) -> Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]:
         """An async tool call routed to the engine of ``version`` (what the server does)."""
-        module = self.module(version)
-
-        async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            return getattr(module, TOOLS[tool])(arguments)
-
-        return call
+        return WireEngine(self.module(version)).call
 
     def harness(self, name: str) -> StepKit:
         project = self.work / "projects" / name
         project.mkdir(parents=True, exist_ok=True)
         return StepKit(project, clock=self.clock)
+
+
+@dataclass(frozen=True)
+class WireEngine:
+    """An engine module read as an MCP client reads it: every tool result as its wire JSON (``to_json``).
+
+    The engine returns typed :class:`ToolResult` records; tests that check
+    what a client sees read that JSON, as the server sends it.
+    """
+
+    module: WorkflowEngineQueryModule
+
+    def start_workflow(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return self.module.start_workflow(arguments).to_json()
+
+    def continue_workflow(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return self.module.continue_workflow(arguments).to_json()
+
+    def prepare_step_validation(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return self.module.prepare_step_validation(arguments).to_json()
+
+    def submit_step_validation(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return self.module.submit_step_validation(arguments).to_json()
+
+    def migrate_workflow(self, target: WorkflowEngineQueryModule, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """An explicit migration of a run on this engine to ``target`` (what the server's dispatch does)."""
+        return WorkflowEngineQueryModule.migrate_workflow(self.module, target, arguments).to_json()
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """One tool call by its MCP name (the harness's async call)."""
+        result: ToolResult = getattr(self.module, TOOLS[tool])(arguments)
+        return result.to_json()
 
 
 def make_engines(root: Path, clock: Callable[[], float]) -> Engines:
@@ -172,11 +207,11 @@ def drive_migrated(engines: Engines, *, name: str) -> DrivenRun:
 
     async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         if tool == "rimthan.start_workflow":
-            return engines.module("1.2.0").start_workflow(arguments)
-        module = modules[peek_manifest_digest(arguments["checkpoint"]) or ""]
+            return engines.wire("1.2.0").start_workflow(arguments)
+        engine = WireEngine(modules[peek_manifest_digest(arguments["checkpoint"]) or ""])
         if "migration" in arguments:  # what the server's dispatch does with its migration target
-            return WorkflowEngineQueryModule.migrate_workflow(module, target, arguments)
-        return getattr(module, TOOLS[tool])(arguments)
+            return engine.migrate_workflow(target, arguments)
+        return await engine.call(tool, arguments)
 
     checkpoints: list[str] = []
 
@@ -298,9 +333,7 @@ class StepKit:
         content = json.dumps(manifest, indent=2) + "\n"
         return [self._attested(output, content)]
 
-    def pass_setup(
-        self, engine: WorkflowEngineQueryModule, started: Mapping[str, Any], state: dict[str, Any]
-    ) -> dict[str, Any]:
+    def pass_setup(self, engine: WireEngine, started: Mapping[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         """Deliver the workspace the setup step asks for, prepare and submit it (no validators): the submit result."""
         base = {"checkpoint": started["checkpoint"], "confirmed_state": state}
         ready = engine.prepare_step_validation(

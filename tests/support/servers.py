@@ -162,7 +162,7 @@ def structured_error(result: Any) -> dict[str, Any]:
     import json
 
     assert result.is_error, result
-    error = result.structured_content["error"]
+    error: dict[str, Any] = result.structured_content["error"]
     assert json.loads(result.content[0].text) == {"error": error}
     return error
 

@@ -20,6 +20,8 @@ import click
 from rimthan_clikit import RimthanGroup, emit_json, epilog, reports_refusals
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
+from .user_cache import remembered_checks
+
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
 if TYPE_CHECKING:
@@ -139,6 +141,7 @@ def _collector_paused() -> Iterator[None]:
 @_trust_option("The built release must verify against it.")
 @_JSON
 @reports_refusals
+@remembered_checks()
 def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: Path | None, as_json: bool) -> None:
     """Validate a catalogue source and build a signed, immutable release.
 
@@ -155,12 +158,11 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
 
     from .build import build_release, source_date_epoch
     from .signing import load_signing_key
-    from .user_cache import remembered_checks
 
     keys = [load_signing_key(p) for p in key_paths]
     trust = load_trust(trust_path) if trust_path is not None else None
     progress = not as_json and sys.stderr.isatty()
-    with remembered_checks(), _collector_paused():
+    with _collector_paused():
         result = build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
     if as_json:
         emit_json(
@@ -189,6 +191,7 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
 @_trust_option("If given, existing signatures are checked before signing.")
 @_JSON
 @reports_refusals
+@remembered_checks()
 def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
     """Add a co-signature to an existing release (k-of-n signing).
 
@@ -200,7 +203,6 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 
     from .build import sign_release
     from .signing import load_signing_key
-    from .user_cache import remembered_checks
 
     key = load_signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
@@ -210,8 +212,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
             "toward the threshold (add its .pub to the trust store if it should)",
             err=True,
         )
-    with remembered_checks():
-        path = sign_release(release, key, trust=trust)
+    path = sign_release(release, key, trust=trust)
     if as_json:
         emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
         return
@@ -236,6 +237,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
 @click.option("--scope", default=None, help="Scope name the release must declare (default: any).")
 @_JSON
 @reports_refusals
+@remembered_checks()
 def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_json: bool) -> None:
     """Verify a release exactly as the server does at load.
 
@@ -246,11 +248,8 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     """
     from rimthan_workflow_registry.release import load_trust, verify_release
 
-    from .user_cache import remembered_checks
-
     trust = load_trust(trust_path)
-    with remembered_checks():
-        verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
+    verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
     signers = [trust.describe(k) for k in verified.signer_key_ids]
     if as_json:
         emit_json(
@@ -366,6 +365,7 @@ def _size(n: int) -> str:
 @_trust_option("Without it signatures are listed but not checked.")
 @_JSON
 @reports_refusals
+@remembered_checks()
 def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
     """Show a release: identity, digest, every file, signers, workflows and their steps.
 
@@ -377,11 +377,8 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     """
     from rimthan_workflow_registry.release import inspect_release, load_trust
 
-    from .user_cache import remembered_checks
-
     trust = load_trust(trust_path) if trust_path is not None else None
-    with remembered_checks():
-        found = inspect_release(release, trust)
+    found = inspect_release(release, trust)
     data = _inspection_json(found, trust)
     if as_json:
         emit_json(data)

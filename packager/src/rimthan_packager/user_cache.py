@@ -36,7 +36,10 @@ def cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
 
 @contextmanager
 def remembered_checks() -> Iterator[None]:
-    """Within: the passes remembered by earlier runs count, and new ones are kept there too."""
+    """Within: the passes remembered by earlier runs count, and new ones are kept there too.
+
+    Also a decorator (``@remembered_checks()``): the CLI commands that check a catalogue run inside it.
+    """
     from rimthan_workflow_registry.release import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE
 
     where = cache_dir()

@@ -6,16 +6,15 @@ against the tool's declared output schema. Every key of the closed result
 envelope is always present on the wire (``null`` / ``[]`` when unused), so
 the records carry defaults for the parts an outcome does not use.
 
-A :class:`ToolResult` also reads as a ``Mapping`` over exactly that wire
-form, so an in-process host (the scripted harness, tests) reads a result the
-way an MCP client reads ``structuredContent``.
+A :class:`ToolResult` is read through its typed fields; an in-process host
+that wants what an MCP client reads in ``structuredContent`` asks for
+``to_json()``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from rimthan_workflow_registry.failures import Failure
@@ -96,7 +95,7 @@ class MigrationPreview:
 
 
 @dataclass(frozen=True)
-class ToolResult(Mapping[str, Any]):
+class ToolResult:
     """The one result envelope every tool returns (closed output schema).
 
     ``step``, ``findings`` and ``validation_bundle`` are already wire JSON,
@@ -158,16 +157,3 @@ class ToolResult(Mapping[str, Any]):
             "migration": self.migration.to_json() if self.migration else None,
             "message": self.message or self.status,
         }
-
-    @cached_property
-    def _wire(self) -> dict[str, Any]:
-        return self.to_json()
-
-    def __getitem__(self, key: str) -> Any:
-        return self._wire[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._wire)
-
-    def __len__(self) -> int:
-        return len(self._wire)
