@@ -109,6 +109,7 @@ def _schema_problem(exc: Exception) -> str:
     pointer is the path inside the schema document, ``""`` being its root.
     """
     from jsonpointer import JsonPointer
+
     from rimthan_workflow_registry.jsonschema_formats import SchemaError
 
     if not isinstance(exc, SchemaError):
