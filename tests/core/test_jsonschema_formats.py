@@ -2,12 +2,14 @@
 
 ``rimthan_workflow_registry.jsonschema_formats`` imports jsonschema with five
 format libraries hidden and registers checkers that import them on first call.
-The reference here is jsonschema's own eager module: a second copy of
-``jsonschema/_format.py``, executed now that every library can be imported.
-Both must name the same formats in every draft and give, for every format and
-value, the same verdict, message and cause type. A fresh interpreter shows the
-deferral itself: a server's imports load none of the libraries, and a check
-loads its own.
+Both sides are fresh copies of ``jsonschema/_format.py``, so the comparison
+holds whatever imported jsonschema first in this process: the reference
+executed with every library importable (jsonschema's eager checkers), the
+other with the five hidden and the module's registrations added, as a server
+start does. Both must name the same formats in every draft and give, for every
+format and value, the same verdict, message and cause type. A fresh
+interpreter shows the deferral itself: a server's imports load none of the
+libraries, and a check loads its own.
 """
 
 from __future__ import annotations
@@ -16,25 +18,19 @@ import ast
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 
 import jsonschema._format
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator
 from jsonschema.exceptions import FormatError
 from rimthan_workflow_registry import jsonschema_formats
-from rimthan_workflow_registry.jsonschema_formats import FORMAT_CHECKER, FormatChecker
 from support.releases import REPO_ROOT
 
-DRAFTS = {
-    "draft3": Draft3Validator,
-    "draft4": Draft4Validator,
-    "draft6": Draft6Validator,
-    "draft7": Draft7Validator,
-    "draft201909": Draft201909Validator,
-}
+DRAFTS = ("draft3", "draft4", "draft6", "draft7", "draft201909", "draft202012")
 DEFERRED_FORMATS = ("hostname", "uri", "uri-reference", "date-time", "time", "uri-template", "duration")
 HEAVY_MODULES = ("fqdn", "rfc3986_validator", "rfc3339_validator", "uri_template", "isoduration", "arrow", "dateutil")
 CORPUS: tuple[object, ...] = (
@@ -165,20 +161,46 @@ CORPUS: tuple[object, ...] = (
 TEXT = st.text(alphabet="aZ09-._~:/?#[]@!$&'()*+,;=%{}PTDWYHMSZtz \u00e9\n", max_size=30)
 
 
-def _eager_format_module() -> ModuleType:
-    """jsonschema's format module executed afresh, with every format library importable: the eager reference."""
-    spec = importlib.util.spec_from_file_location("_eager_jsonschema_format", jsonschema._format.__file__)
+@contextmanager
+def _hidden(names: tuple[str, ...]) -> Iterator[None]:
+    saved = {name: sys.modules.get(name) for name in names}
+    sys.modules.update(dict.fromkeys(names))  # type: ignore[arg-type]  # None: `import name` fails
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = module
+
+
+def _format_module(hide: tuple[str, ...]) -> ModuleType:
+    """A fresh copy of jsonschema's format module, executed with the libraries ``hide`` names hidden."""
+    spec = importlib.util.spec_from_file_location("_fresh_jsonschema_format", jsonschema._format.__file__)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with _hidden(hide):
+        spec.loader.exec_module(module)
     return module
 
 
-EAGER = _eager_format_module()
-OURS = {**{name: validator.FORMAT_CHECKER for name, validator in DRAFTS.items()}, "draft202012": FORMAT_CHECKER}
+def _deferred_format_module() -> ModuleType:
+    """jsonschema's format module as a server start leaves it: libraries hidden, the lazy checkers registered."""
+    hidden = jsonschema_formats._DEFERRED_LIBRARIES
+    module = _format_module(hidden)
+    checkers = [module._draft_checkers[draft] for draft in DRAFTS]
+    jsonschema_formats._register_deferred_checkers(frozenset(hidden), checkers, module.FormatChecker.checkers)
+    return module
 
 
-def _verdict(checker: FormatChecker, instance: object, format_name: str) -> tuple[bool, str, type | None]:
+EAGER = _format_module(())
+DEFERRED = _deferred_format_module()
+
+
+def _verdict(
+    checker: jsonschema._format.FormatChecker, instance: object, format_name: str
+) -> tuple[bool, str, type | None]:
     try:
         checker.check(instance, format_name)
     except FormatError as error:
@@ -186,15 +208,15 @@ def _verdict(checker: FormatChecker, instance: object, format_name: str) -> tupl
     return True, "", None
 
 
-def test_the_deferred_checkers_are_the_ones_this_process_uses() -> None:
-    """Else the comparisons below would compare jsonschema with itself (jsonschema imported before the module)."""
-    assert jsonschema_formats._UNSEEN, "jsonschema was imported before rimthan_workflow_registry.jsonschema_formats"
-    assert FORMAT_CHECKER.checkers["uri"][0] is jsonschema_formats._is_uri
+def test_the_lazy_checkers_stand_in_for_the_hidden_libraries() -> None:
+    """Else the comparisons below would compare jsonschema with itself."""
+    assert DEFERRED._draft_checkers["draft202012"].checkers["uri"][0] is jsonschema_formats._is_uri
+    assert DEFERRED._draft_checkers["draft3"].checkers["host-name"][0] is jsonschema_formats._is_host_name
 
 
-@pytest.mark.parametrize("draft", sorted(OURS))
+@pytest.mark.parametrize("draft", DRAFTS)
 def test_every_draft_names_the_formats_jsonschema_names_with_the_same_exceptions(draft: str) -> None:
-    ours, eager = OURS[draft].checkers, EAGER._draft_checkers[draft].checkers
+    ours, eager = DEFERRED._draft_checkers[draft].checkers, EAGER._draft_checkers[draft].checkers
     assert sorted(ours) == sorted(eager)
     assert {name: raises for name, (_, raises) in ours.items() if name != "duration"} == {
         name: raises for name, (_, raises) in eager.items() if name != "duration"
@@ -202,13 +224,15 @@ def test_every_draft_names_the_formats_jsonschema_names_with_the_same_exceptions
 
 
 def test_format_checker_defaults_name_the_formats_jsonschema_names() -> None:
-    assert sorted(FormatChecker.checkers) == sorted(EAGER.FormatChecker.checkers)
-    assert FormatChecker.checkers["time"][0] is not jsonschema_formats._is_time  # draft 3's "time" keeps that name
+    ours, eager = DEFERRED.FormatChecker.checkers, EAGER.FormatChecker.checkers
+    assert sorted(ours) == sorted(eager)
+    assert ours["time"][0] is not jsonschema_formats._is_time  # draft 3's "time" keeps that name
+    assert ours["time"][0].__name__ == eager["time"][0].__name__
 
 
-@pytest.mark.parametrize("draft", sorted(OURS))
+@pytest.mark.parametrize("draft", DRAFTS)
 def test_every_format_gives_jsonschemas_verdict_message_and_cause_on_the_corpus(draft: str) -> None:
-    ours, eager = OURS[draft], EAGER._draft_checkers[draft]
+    ours, eager = DEFERRED._draft_checkers[draft], EAGER._draft_checkers[draft]
     for format_name in eager.checkers:
         for instance in CORPUS:
             assert _verdict(ours, instance, format_name) == _verdict(eager, instance, format_name), (
@@ -218,31 +242,34 @@ def test_every_format_gives_jsonschemas_verdict_message_and_cause_on_the_corpus(
 
 
 def test_the_corpus_has_both_verdicts_for_every_deferred_format() -> None:
+    checker = DEFERRED._draft_checkers["draft202012"]
     for format_name in DEFERRED_FORMATS:
-        verdicts = {FORMAT_CHECKER.conforms(instance, format_name) for instance in CORPUS if isinstance(instance, str)}
+        verdicts = {checker.conforms(instance, format_name) for instance in CORPUS if isinstance(instance, str)}
         assert verdicts == {True, False}, format_name
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(DEFERRED_FORMATS), TEXT)
 def test_deferred_formats_give_jsonschemas_verdict_on_generated_strings(format_name: str, instance: str) -> None:
-    eager = EAGER._draft_checkers["draft202012"]
-    assert _verdict(FORMAT_CHECKER, instance, format_name) == _verdict(eager, instance, format_name)
+    ours, eager = DEFERRED._draft_checkers["draft202012"], EAGER._draft_checkers["draft202012"]
+    assert _verdict(ours, instance, format_name) == _verdict(eager, instance, format_name)
 
 
-def test_a_server_start_loads_no_format_library_and_a_check_loads_only_its_own() -> None:
+def test_a_fresh_interpreter_defers_the_libraries_and_a_check_loads_only_its_own() -> None:
     code = (
         "import sys\n"
         "import rimthan_workflow_mcp.cli, rimthan_workflow_mcp.server\n"
         f"heavy = {HEAVY_MODULES!r}\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
-        "from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator\n"
-        "assert Draft202012Validator({'format': 'uri'}, format_checker=Draft202012Validator.FORMAT_CHECKER)"
-        ".is_valid('https://example.com')\n"
+        "from rimthan_workflow_registry import jsonschema_formats as f\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "assert f.FORMAT_CHECKER.checkers['uri'][0] is f._is_uri and f.FormatChecker.checkers['uri'][0] is f._is_uri\n"
+        "assert f.Draft202012Validator({'format': 'uri'}, format_checker=f.FORMAT_CHECKER).is_valid('https://a.b')\n"
+        "assert not f.Draft202012Validator.FORMAT_CHECKER.conforms('https://a b', 'uri')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
-    assert result.stdout.splitlines() == ["[]", "['rfc3986_validator']"]
+    assert result.stdout.splitlines() == ["[]", "[]", "['rfc3986_validator']"]
 
 
 def test_rimthan_modules_import_jsonschema_only_through_the_one_module() -> None:

@@ -25,7 +25,7 @@ are kept and nothing is registered.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.util import find_spec
 
 _DEFERRED_LIBRARIES = ("fqdn", "rfc3986_validator", "rfc3339_validator", "uri_template", "isoduration")
@@ -148,9 +148,14 @@ _REGISTRATIONS: tuple[tuple[str, tuple[str | None, ...], _Raises, _Check], ...] 
 )
 
 
-def _register_deferred_checkers(unseen: frozenset[str]) -> None:
-    """Register each checker jsonschema skipped because its (installed) library was hidden, where it would have."""
-    checkers = [validator.FORMAT_CHECKER for validator in (*_DRAFTS, Draft202012Validator)]
+def _register_deferred_checkers(
+    unseen: frozenset[str], checkers: Sequence[FormatChecker], defaults: dict[str, tuple[_Check, _Raises]]
+) -> None:
+    """Register each checker jsonschema skipped because its (installed) library was hidden, where it would have.
+
+    ``checkers`` are the format checkers of drafts 3, 4, 6, 7, 2019-09 and 2020-12; ``defaults`` what
+    ``FormatChecker()`` starts from.
+    """
     for library, names, raises, check in _REGISTRATIONS:
         if library not in unseen or find_spec(library) is None:
             continue
@@ -160,7 +165,9 @@ def _register_deferred_checkers(unseen: frozenset[str]) -> None:
         # jsonschema also registers each checker for FormatChecker() under its latest name, unless a later
         # registration took that name (draft 3's "time" does): never replace one.
         latest = next(name for name in reversed(names) if name is not None)
-        FormatChecker.checkers.setdefault(latest, (check, raises))
+        defaults.setdefault(latest, (check, raises))
 
 
-_register_deferred_checkers(_UNSEEN)
+_register_deferred_checkers(
+    _UNSEEN, [validator.FORMAT_CHECKER for validator in (*_DRAFTS, Draft202012Validator)], FormatChecker.checkers
+)
