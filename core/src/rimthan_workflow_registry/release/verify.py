@@ -69,9 +69,7 @@ from rimthan_workflow_registry.release.verified import (
 
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
-_HASH_BATCH = int(
-    os.environ.get("RB", 256)
-)  # files per task: enough to amortise the hand-off, small enough to balance two threads
+_HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
 
 def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
