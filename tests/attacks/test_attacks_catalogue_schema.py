@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry.release.catalogue_schema import FORMAT_CHECKER, CatalogueSchema
-from test_attacks_fuzz_depth import TOOLS, _get, _pointers, _replace, cheap_mutation
+from test_attacks_fuzz_depth import _replace, cheap_mutation
+from test_attacks_tools import TOOLS, _get, _pointers
 
 CATALOGUES = Path(__file__).resolve().parents[2] / "catalogues"
 SCHEMAS = sorted(CATALOGUES.glob("*/*/schemas/*.schema.json"))
@@ -101,7 +102,8 @@ def test_formats_are_python_jsonschemas() -> None:
     assert schema.is_valid("2024-02-29") and not schema.is_valid("2024-02-30")
     # jsonschema-rs asks a format only about strings: every checker must pass anything else, as it does
     for name in FORMAT_CHECKER.checkers:
-        for other in (7, 2.5, None, True, [], {}):
+        others: tuple[object, ...] = (7, 2.5, None, True, [], {})
+        for other in others:
             assert FORMAT_CHECKER.conforms(other, name), (name, other)
 
 
