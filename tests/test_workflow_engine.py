@@ -20,6 +20,7 @@ import pytest as _pytest
 import support.servers as _srv
 from mcp import Client as _Client
 from rimthan_host.harness import HostProfile, client_caller
+from rimthan_workflow_mcp.schema_parts import uses
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
 from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes
@@ -409,7 +410,9 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
                 assert uri in served
                 read = await client.read_resource(uri)
                 assert _json.loads(text_of(read)) == document
-                assert any(_embedded(document, [c.input_schema, c.output_schema]) for c in contracts), name
+                # embedded under $defs, or inline in a contract that uses it (``uses``: the body without its $id)
+                schemas = [[c.input_schema, c.output_schema] for c in contracts]
+                assert any(_embedded(document, s) or _embedded(uses(document), s) for s in schemas), name
             unknown = structured_error(await client.call_tool("rimthan.delete_workflow", {"checkpoint": "x"}))
             assert unknown["code"] == "method_not_found"
             host = HostProfile().to_json()

@@ -9,6 +9,12 @@ runs each layout ``N`` times, alternating, over the same warm files:
 * ``py1d``  the same, each file opened relative to its directory's descriptor (``dir_fd``);
 * ``py2``   ``py1`` on 2 threads (``ThreadPoolExecutor``, batches of 64 files, in order);
 * ``fork2`` ``py1`` in 2 forked processes (halves of the list), the parent waits for both;
+* ``th2h``  ``py1`` on 2 threads, each over a contiguous half, CPython's default GIL switch interval (5 ms);
+* ``th2s``  the same with the switch interval at 0.1 ms while they run (``th2s1``: 0.01 ms);
+* ``spawn2`` a spawned ``python -I -S`` worker (stdlib only) is sent the open descriptors of half the files
+            over a socketpair (``send_fds``, batches of 200) and answers (length, digest) per file, while
+            the parent hashes the other half; the worker's start is inside the figure;
+* ``fdig``  ``hashlib.file_digest`` per file; ``readv``: ``os.readv`` into one preallocated buffer;
 * ``openssl`` ``openssl dgst -sha256`` over the same files, one process (the P1 floor).
 
 Each layout's wall time and CPU time (user + system, children included) are
@@ -30,6 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 Entry = tuple[str, int, str]  # path relative to catalogue/, size, hex digest
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -82,6 +89,122 @@ def _forked(base: str, entries: Sequence[Entry]) -> int:
     return sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids)
 
 
+def _halves(entries: Sequence[Entry], parts: int = 2) -> list[Sequence[Entry]]:
+    step = -(-len(entries) // parts)
+    return [entries[i : i + step] for i in range(0, len(entries), step)]
+
+
+def _threads_halves(base: str, entries: Sequence[Entry], interval: float | None = None) -> int:
+    import sys
+    import threading
+
+    old = sys.getswitchinterval()
+    results: list[int] = []
+    if interval is not None:
+        sys.setswitchinterval(interval)
+    try:
+        workers = [
+            threading.Thread(target=lambda part=part: results.append(_hash_all(base, part)))
+            for part in _halves(entries)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(old)
+    return sum(results)
+
+
+def _hash_file_digest(base: str, entries: Sequence[Entry]) -> int:
+    bad = 0
+    for path, _, digest in entries:
+        with open(f"{base}/{path}", "rb", buffering=0) as f:
+            bad += hashlib.file_digest(f, "sha256").hexdigest() != digest
+    return bad
+
+
+def _hash_readv(base: str, entries: Sequence[Entry]) -> int:
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    bad = 0
+    for path, size, digest in entries:
+        fd = os.open(f"{base}/{path}", _FLAGS)
+        try:
+            n = os.readv(fd, [view[: size + 1]])
+        finally:
+            os.close(fd)
+        bad += n != size or hashlib.sha256(view[:n]).hexdigest() != digest
+    return bad
+
+
+def _spawned(base: str, entries: Sequence[Entry]) -> int:
+    import socket
+    import struct
+    import sys
+
+    parent, child = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", "/tmp/ph/worker_proto.py", str(child.fileno())], pass_fds=[child.fileno()]
+    )
+    child.close()
+    half = len(entries) // 2
+    mine, theirs = entries[:half], entries[half:]
+    bad = 0
+    batch = 200
+    pending = []
+    for i in range(0, len(theirs), batch):
+        part = theirs[i : i + batch]
+        fds = [os.open(f"{base}/{p}", _FLAGS) for p, _, _ in part]
+        for fd in fds:
+            os.fstat(fd)
+        socket.send_fds(parent, [struct.pack(f"<{len(part)}q", *(e[1] for e in part))], fds)
+        for fd in fds:
+            os.close(fd)
+        pending.append(part)
+        if len(pending) > 2:
+            bad += _collect(parent, pending.pop(0))
+    bad += _hash_all(base, mine)
+    for part in pending:
+        bad += _collect(parent, part)
+    parent.shutdown(socket.SHUT_WR)
+    proc.wait()
+    parent.close()
+    return bad
+
+
+_WORKER = """
+import hashlib, os, socket, struct, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+while True:
+    msg, fds, _, _ = socket.recv_fds(sock, 65536, 256)
+    if not msg:
+        break
+    out = []
+    for fd, size in zip(fds, struct.unpack(f"<{len(fds)}q", msg)):
+        try:
+            data = os.read(fd, size + 1)
+        finally:
+            os.close(fd)
+        out.append(struct.pack("<q", len(data)) + hashlib.sha256(data).digest())
+    sock.sendall(b"".join(out))
+"""
+
+
+def _collect(sock: Any, part: Sequence[Entry]) -> int:
+    want = 40 * len(part)
+    buf = b""
+    while len(buf) < want:
+        chunk = sock.recv(want - len(buf))
+        assert chunk
+        buf += chunk
+    bad = 0
+    for i, (_, size, digest) in enumerate(part):
+        n = int.from_bytes(buf[40 * i : 40 * i + 8], "little")
+        bad += n != size or buf[40 * i + 8 : 40 * i + 40].hex() != digest
+    return bad
+
+
 def _openssl(base: str, entries: Sequence[Entry]) -> int:
     subprocess.run(
         ["openssl", "dgst", "-sha256", *(e[0] for e in entries)], cwd=base, check=True, stdout=subprocess.DEVNULL
@@ -94,6 +217,12 @@ LAYOUTS: dict[str, Callable[[str, Sequence[Entry]], int]] = {
     "py1d": _hash_all_dirfd,
     "py2": _threads,
     "fork2": _forked,
+    "th2h": _threads_halves,
+    "spawn2": _spawned,
+    "th2s": lambda base, entries: _threads_halves(base, entries, 1e-4),
+    "th2s1": lambda base, entries: _threads_halves(base, entries, 1e-5),
+    "fdig": _hash_file_digest,
+    "readv": _hash_readv,
     "openssl": _openssl,
 }
 

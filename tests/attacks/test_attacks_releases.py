@@ -1275,3 +1275,22 @@ def test_attack_is_refused_by_rimthan_pack_verify(
     lines = proc.stderr.splitlines()
     assert lines[0].startswith(f"error: {expect.code.value}: {expect.where_text}: "), f"{name}: {lines[0]}"
     assert lines[1].startswith("next: ")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_attack_gets_the_same_verdict_when_files_are_checked_on_threads(
+    world: World, prepared: dict[str, tuple[Path, Expect]], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threaded file check (forced on, one file per batch) refuses exactly as the one-thread path does."""
+    from rimthan_workflow_registry.release import verify
+
+    release, expect = prepared[name]
+    if expect.skip is not None:
+        pytest.skip(expect.skip)
+    one, _ = _in_process(release, expect, world.trusts[expect.trust])
+    monkeypatch.setattr(verify, "verify_threads", lambda files, total: 2)
+    monkeypatch.setattr(verify, "_HASH_BATCH", 1)
+    two, accepted = _in_process(release, expect, world.trusts[expect.trust])
+    assert one is not None and two is not None, f"{name}: not refused on threads: {accepted}"
+    assert (two.code, two.path, two.message) == (one.code, one.path, one.message)
+    assert two.code is expect.code and two.path == expect.where_text, f"{name}: {two.one_line()}"

@@ -122,6 +122,22 @@ def test_duplicate_keys_refused() -> None:
     assert info.value.code is F.MANIFEST_DUPLICATE_KEY
 
 
+def test_a_manifest_known_canonical_parses_alike_without_the_duplicate_key_search() -> None:
+    """Bytes remembered (by digest) as RFC 8785 output skip the per-object duplicate check: same records."""
+    from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
+
+    manifest = replace(sample_manifest(), release=replace(sample_manifest().release, title="known canonical"))
+    data = manifest.to_bytes()
+    assert not SCHEMA_CHECKS.passed(data, canonical_form_version())
+    first = parse_manifest(data)
+    SCHEMA_CHECKS.remember([data], canonical_form_version())
+    assert parse_manifest(data) == first == manifest
+    duplicated = data.replace(b'{"files":', b'{"format":1,"files":', 1)  # other bytes: searched as ever
+    with pytest.raises(ReleaseVerificationError) as info:
+        parse_manifest(duplicated)
+    assert info.value.code is F.MANIFEST_DUPLICATE_KEY
+
+
 @pytest.mark.parametrize("suffix", [b" ", b"\n"])
 def test_non_canonical_bytes_refused(suffix: bytes) -> None:
     with pytest.raises(ReleaseVerificationError) as info:

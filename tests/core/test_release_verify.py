@@ -332,7 +332,7 @@ def test_first_failing_file_in_manifest_order_is_named_whatever_the_threads(
     """Files are hashed on a thread pool, one file per task here: the answer never depends on which finished first."""
     from rimthan_workflow_registry.release import verify
 
-    monkeypatch.setattr(verify, "hash_threads", lambda files, total: workers)
+    monkeypatch.setattr(verify, "verify_threads", lambda files, total: workers)
     monkeypatch.setattr(verify, "_HASH_BATCH", 1)
     catalogue = signed_release / "catalogue"
     listed = sorted(p.relative_to(catalogue).as_posix() for p in catalogue.rglob("*") if p.is_file())

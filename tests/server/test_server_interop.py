@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +19,13 @@ from typing import Any
 import anyio
 import pytest
 from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
 from mcp import Client, types
 from mcp.shared.exceptions import MCPError
+from referencing import Registry
 from rimthan_host.harness import client_caller
-from rimthan_workflow_mcp.server import create_mcp_application
+from rimthan_workflow_mcp.schema_parts import DIGEST
+from rimthan_workflow_mcp.server import create_mcp_application, param_header_schemas
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
 from support.servers import ServerWorld, build_world, harness, http_client_for, http_server, serve_args, text_of
 from test_server_http import INITIALIZE, _post
@@ -54,13 +58,15 @@ def test_tool_schemas_embed_each_contract_once_and_every_ref_resolves(contract: 
         for where, node in _walk(schema):
             ref = node.get("$ref")
             if isinstance(ref, str):
-                assert (ref.startswith("#/$defs/") and ref.removeprefix("#/$defs/") in schema["$defs"]) or ref in ids, (
-                    f"{contract.name}{where}: unresolvable $ref {ref}"
+                assert ref.startswith("#/$defs/") and ref.removeprefix("#/$defs/") in schema["$defs"], (
+                    f"{contract.name}{where}: $ref {ref} is not a local one"
                 )
         assert schema["additionalProperties"] is False and "$id" not in schema
-    # the contracts reach each other by $id only, never by an inline copy carrying a second $id
+    # a contract holds the ones it uses inline (no second $id) and refers to nothing outside itself, so a
+    # client resolves no URI: Python `referencing` re-crawled the whole tool schema for each such $ref
     for name, document in documents.items():
         assert [node["$id"] for _, node in _walk(document) if "$id" in node] == [document["$id"]], name
+        assert not [where for where, node in _walk(document) if "$ref" in node], name
 
 
 def test_output_schemas_embed_only_the_contracts_their_tool_returns() -> None:
@@ -91,7 +97,7 @@ def test_output_schemas_embed_only_the_contracts_their_tool_returns() -> None:
 
 
 def test_a_reference_through_a_contract_still_validates() -> None:
-    """validator-summary is reached from validation-bundle by $id: a bad summary inside a bundle is refused."""
+    """validator-summary is inline in validation-bundle: a bad summary inside a bundle is refused."""
     (submit,) = [c for c in workflow_engine_tool_contracts() if c.name == "rimthan.submit_step_validation"]
     validator = Draft202012Validator(submit.input_schema)
     digest = "sha256:" + "0" * 64
@@ -127,6 +133,53 @@ def test_a_reference_through_a_contract_still_validates() -> None:
     assert [e.message for e in validator.iter_errors(call)] == [
         "Additional properties are not allowed ('surprise' was unexpected)"
     ]
+
+
+def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
+    """A nullable part is ``anyOf [part, null]``, the part first (a client stops at the first match).
+
+    Checked the way the Python SDK client checks a result (``validator_for``
+    on an empty registry).
+    """
+    (cont,) = [c for c in workflow_engine_tool_contracts() if c.name == "rimthan.continue_workflow"]
+    schema = cont.output_schema
+    properties = schema["properties"]
+    assert properties["checkpoint_digest"] == {"anyOf": [DIGEST, {"type": "null"}]}
+    assert properties["step"] == {"anyOf": [{"$ref": "#/$defs/step-payload"}, {"type": "null"}]}
+    validator = validator_for(schema)(schema, registry=Registry())
+    envelope: dict[str, Any] = {name: None for name in properties} | {
+        "status": "active",
+        "failures": [],
+        "findings": [],
+        "validators": [],
+        "message": "m",
+    }
+    assert list(validator.iter_errors(envelope)) == []
+    refused: dict[str, Any] = {
+        "workflow": {"id": "", "version": "1"},
+        "release": {"id": "r"},
+        "checkpoint": "",
+        "checkpoint_digest": "sha256:00",
+        "sequence": 0,
+        "step": {},
+        "question": {"field": "f", "prompt": "p", "choices": [], "extra": 1},
+        "migration": [],
+    }
+    for name, value in refused.items():
+        assert list(validator.iter_errors({**envelope, name: value})), name
+    for name in ("sequence", "checkpoint", "workflow"):
+        assert list(validator.iter_errors({**envelope, name: True})), name
+
+
+def test_no_tool_declares_mcp_param_headers_so_the_sdk_walks_no_schema_for_them() -> None:
+    """``get_tool_input_schema`` answers only for tools declaring ``x-mcp-header``: none of the four does."""
+    contracts = {c.name: c for c in workflow_engine_tool_contracts()}
+    assert param_header_schemas(contracts) == {}
+    (start,) = [c for c in contracts.values() if c.name == "rimthan.start_workflow"]
+    annotated = {**start.input_schema, "properties": {**start.input_schema["properties"]}}
+    annotated["properties"]["workflow"] = {**annotated["properties"]["workflow"], "x-mcp-header": "Workflow"}
+    headed = dataclasses.replace(start, input_schema=annotated)
+    assert param_header_schemas({headed.name: headed}) == {headed.name: annotated}
 
 
 def test_prompts_serve_the_release_prompt_assets(world: ServerWorld) -> None:

@@ -66,7 +66,13 @@ def _refuse_constant(name: str) -> Any:
 
 
 def parse_strict_json(
-    data: bytes | str, *, where: str, code: FailureCode, max_depth: int = MAX_JSON_DEPTH, depth_checked: bool = True
+    data: bytes | str,
+    *,
+    where: str,
+    code: FailureCode,
+    max_depth: int = MAX_JSON_DEPTH,
+    depth_checked: bool = True,
+    known_canonical: bool = False,
 ) -> Any:
     """Parse JSON refusing duplicate keys, NaN/Infinity, invalid UTF-8 and nesting past ``max_depth``.
 
@@ -74,10 +80,14 @@ def parse_strict_json(
     duplicates when parsing a manifest) naming ``where``. ``depth_checked=False``
     leaves the walk over the parsed value for nesting past ``max_depth`` to the
     caller (:func:`depth_exceeds`), which must then do it or bound the depth itself.
+    ``known_canonical=True`` says the bytes are known (by digest) to be RFC 8785
+    output, which serialises objects and so never repeats a key: the per-object
+    duplicate check (a Python call per object) is then left out.
     """
+    hook = None if known_canonical else _no_duplicates
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant)
+        value = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant)
     except RecursionError:
         raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where) from None
     except DuplicateKeyError as exc:

@@ -1,13 +1,14 @@
 """The JSON Schema contracts of the four tools (Draft 2020-12, all closed).
 
 Each contract is a standalone document with a stable ``$id``; one contract
-uses another by ``$ref`` to that ``$id``, never by an inline copy. Every tool
-input and output schema embeds each contract it needs exactly once, verbatim,
-under ``$defs`` and points at it with ``#/$defs/<name>``, so a client needs
-nothing else and no ``$id`` ever appears twice in one schema (JSON Schema
-validators such as Ajv, which the TypeScript MCP SDK uses, refuse a duplicated
-``$id`` as ambiguous). The server serves the very same documents as immutable
-resources. Plain data, no MCP imports.
+that uses another holds the other's body inline, without its ``$id``
+(:func:`schema_parts.uses`), so a document never refers outside itself. Every
+tool input and output schema embeds each contract it needs exactly once,
+verbatim, under ``$defs`` and points at it with ``#/$defs/<name>``, so a client
+needs nothing else, resolves no URI, and no ``$id`` ever appears twice in one
+schema (JSON Schema validators such as Ajv, which the TypeScript MCP SDK uses,
+refuse a duplicated ``$id`` as ambiguous). The server serves the very same
+documents as immutable resources. Plain data, no MCP imports.
 """
 
 from __future__ import annotations

@@ -48,6 +48,14 @@ def contract_id(name: str) -> str:
     return f"{ID_BASE}{name}.schema.json"
 
 
-def uses(document: dict[str, Any]) -> dict[str, str]:
-    """A ``$ref`` from one contract document to another, by the other's absolute ``$id``."""
-    return {"$ref": document["$id"]}
+def uses(document: dict[str, Any]) -> dict[str, Any]:
+    """Another contract, inside one that uses it: its body inline, without its ``$id`` and ``$schema``.
+
+    Same meaning as a ``$ref`` to the other's ``$id``, and every document stays
+    standalone: a client needs no other document to validate against it, and
+    resolves no URI while it does. (Python ``referencing``, the Python MCP SDK
+    client's resolver, re-crawled the whole tool schema for every value it
+    reached through such a ``$ref``.) ``$comment`` names the contract it copies.
+    """
+    body = {k: v for k, v in document.items() if k not in ("$schema", "$id")}
+    return {"$comment": f"inline copy of {document['$id']}", **body}

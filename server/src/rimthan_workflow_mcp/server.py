@@ -28,6 +28,7 @@ from jsonschema.exceptions import SchemaError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.inbound import x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -246,9 +247,10 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
     ) -> types.GetPromptResult:
         return await anyio.to_thread.run_sync(state.prompts.get, params.name, params.arguments)
 
+    header_schemas = param_header_schemas(state.contracts)
+
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
-        contract = state.contracts.get(tool_name)
-        return contract.input_schema if contract else None
+        return header_schemas.get(tool_name)
 
     return Server(
         name,
@@ -266,6 +268,18 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
         on_get_prompt=on_get_prompt,
         on_set_logging_level=on_set_logging_level,
     )
+
+
+def param_header_schemas(contracts: Mapping[str, ToolContract]) -> dict[str, Mapping[str, Any]]:
+    """The input schemas the SDK checks a call's ``Mcp-Param-*`` headers against: those declaring a header.
+
+    On the 2026-07-28 HTTP path the SDK asks ``get_tool_input_schema`` for the
+    called tool's schema before every call and walks all of it twice for
+    ``x-mcp-header`` annotations; ``None`` is the hook's answer for "nothing to
+    validate". None of the four tools declares a header, so no schema is walked
+    (the outcome is the same: with no annotation the SDK accepts any headers).
+    """
+    return {name: c.input_schema for name, c in contracts.items() if x_mcp_header_map(c.input_schema)}
 
 
 async def _notify_call(

@@ -38,7 +38,7 @@ def _ref(document: dict[str, Any]) -> dict[str, str]:
 
 
 def _referenced(node: Any) -> set[str]:
-    """Contract names a schema fragment points at, locally or by ``$id``."""
+    """Contract names a schema fragment points at (``#/$defs/<name>``; contracts hold the ones they use inline)."""
     if isinstance(node, list):
         return set().union(*(_referenced(v) for v in node)) if node else set()
     if not isinstance(node, dict):
@@ -46,7 +46,7 @@ def _referenced(node: Any) -> set[str]:
     found = set().union(*(_referenced(v) for v in node.values())) if node else set()
     ref = node.get("$ref")
     if isinstance(ref, str):
-        found.add(ref.removeprefix(_LOCAL) if ref.startswith(_LOCAL) else _BY_ID[ref])
+        found.add(ref.removeprefix(_LOCAL))
     return found
 
 
@@ -68,12 +68,9 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
 
     A part in ``never`` is declared as what the tool always sends there
     (``null``, or an empty list), so the schema names no contract the tool
-    cannot return. A client validates every result against it: Python
-    jsonschema (the Python SDK client's validator) crawled the whole schema
-    for each result that reached a contract through another's ``$id``, and
-    tried every branch of a ``oneOf`` where ``anyOf`` stops at the first
-    match (the branches are disjoint - ``null`` or one type - so the meaning
-    is the same).
+    cannot return. A client validates every result against it, so it is
+    shaped to be cheap to evaluate with the same meaning: a nullable part
+    tries the part before ``null`` (see :func:`_nullable`).
     """
     properties: dict[str, Any] = {
         "status": {"enum": statuses},
@@ -103,7 +100,15 @@ _NULL = {"type": "null"}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [_NULL, schema]}
+    """``schema`` or ``null``: ``anyOf [schema, null]``.
+
+    The branches are disjoint, and a client stops at the first that matches,
+    which is ``schema`` whenever the part is filled. (One ``type`` list such
+    as ``["object", "null"]`` means the same and is cheaper still, but the MCP
+    Inspector's ``--strict`` check reports a type union as not portable to
+    single-``type`` dialects.)
+    """
+    return {"anyOf": [schema, _NULL]}
 
 
 START_STATUSES = ["active", "blocked", "input_required", "completed"]

@@ -140,16 +140,20 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     Refuses duplicate keys, anything the closed schema does not allow, floats
     (``5.0`` is not an integer here), unsorted or repeated entries, and bytes
     that differ from their own RFC 8785 form (bytes already seen to be in that
-    form, by digest, are not re-serialised: see ``schema_checks``). The file is
+    form, by digest, are not re-serialised, nor searched for repeated keys,
+    which that form cannot hold: see ``schema_checks``). The file is
     never re-serialised and accepted: what was signed is exactly what is read.
     """
+    canonical = SCHEMA_CHECKS.passed(data, canonical_form_version())
     try:
-        value = parse_strict_json(data, where=where, code=FailureCode.MANIFEST_INVALID, depth_checked=False)
+        value = parse_strict_json(
+            data, where=where, code=FailureCode.MANIFEST_INVALID, depth_checked=False, known_canonical=canonical
+        )
     except RegistryError as exc:
         raise _invalid(where, exc.message, exc.code) from None
     if not _well_formed(value):  # something below fails: the checks, in their order, say what
         _check_shape(value, where)
-    if not SCHEMA_CHECKS.passed(data, canonical_form_version()):
+    if not canonical:
         _check_canonical(data, value, where)
     manifest = Manifest.from_json(value)
     if value["release"]["id"] != manifest.release.id:

@@ -24,7 +24,7 @@ import os
 import shlex
 import stat
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from rimthan_workflow_registry.release.format import (
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
+from rimthan_workflow_registry.release.parallel import first_failure
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
@@ -63,12 +64,12 @@ from rimthan_workflow_registry.release.verified import (
     ReleaseFiles,
     VerifiedRelease,
     check_file,
-    hash_threads,
+    verify_threads,
 )
 
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
-_HASH_BATCH = 64  # files per task: enough to amortise the hand-off, small enough to balance two threads
+_HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
 
 def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
@@ -443,7 +444,7 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
 
     Files are checked in batches, on several threads when the files are large
-    enough to pay for them (:func:`hash_threads`). Each batch stops at its first
+    enough to pay for them (:func:`verify_threads`). Each batch stops at its first
     failure and the first failing file in manifest order is reported, so the
     answer never depends on which thread finished first.
     """
@@ -451,7 +452,7 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     files = manifest.files
     batches = [files[i : i + _HASH_BATCH] for i in range(0, len(files), _HASH_BATCH)]
 
-    def check(batch: tuple[FileEntry, ...]) -> ReleaseVerificationError | None:
+    def check(batch: Sequence[FileEntry]) -> ReleaseVerificationError | None:
         try:
             for entry in batch:
                 _check_file(base, tree.catalogue, entry)
@@ -459,13 +460,7 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
             return exc
         return None
 
-    workers = hash_threads(len(files), sum(f.size for f in files))
-    if workers > 1 and len(batches) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-verify") as pool:
-            outcomes = list(pool.map(check, batches))
-    else:
-        outcomes = [check(batch) for batch in batches]
-    failure = next((outcome for outcome in outcomes if outcome is not None), None)
+    failure = first_failure(check, batches, verify_threads(len(files), sum(f.size for f in files)))
     if failure is not None:
         raise failure
 

@@ -1,0 +1,182 @@
+"""Verification's threaded file check: the same verdict as one thread, on real signed releases.
+
+Every test forces the threaded path (two threads, one file per batch, so the
+threads interleave over the whole release) and compares it with the
+one-thread path on the same broken release: the failure code, the file named
+and the message must be identical. The GIL switch interval the threaded path
+shortens is restored afterwards, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release import parallel, verify
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verify import verify_release
+
+F = FailureCode
+
+
+def _verdict(release: Path, trust: Path, workers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, str]:
+    """(code, path, message) of the refusal, or ("accepted", release id, "") - on ``workers`` threads."""
+    with monkeypatch.context() as patch:
+        patch.setattr(verify, "verify_threads", lambda files, total: workers)
+        patch.setattr(verify, "_HASH_BATCH", 1)
+        try:
+            verified = verify_release(release, load_trust(trust))
+        except RegistryError as exc:
+            return exc.code.value, exc.path or "", exc.message
+    return "accepted", verified.release_id, ""
+
+
+def _catalogue_files(release: Path) -> list[Path]:
+    catalogue = release / "catalogue"
+    return [catalogue / rel for rel in sorted(p.relative_to(catalogue).as_posix() for p in catalogue.rglob("*.md"))]
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def _grow(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"\n")
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-1])
+
+
+def _hard_link(path: Path) -> None:
+    (path.parent.parent / f"{path.name}.link").hardlink_to(path)
+
+
+def _remove(path: Path) -> None:
+    path.unlink()
+
+
+def _to_symlink(path: Path) -> None:
+    target = path.with_name(path.name + ".real")
+    path.rename(target)
+    path.symlink_to(target)
+
+
+BREAKS: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
+    "digest": (_flip_byte, F.FILE_DIGEST_MISMATCH),
+    "grown": (_grow, F.FILE_SIZE_MISMATCH),
+    "truncated": (_truncate, F.FILE_SIZE_MISMATCH),
+    "hard-linked": (_hard_link, F.FILE_TYPE_FORBIDDEN),
+    "missing": (_remove, F.FILE_MISSING),
+}
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_a_broken_file_is_named_alike_on_one_thread_and_on_two(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch, name: str, where: str
+) -> None:
+    files = _catalogue_files(signed_release)
+    target = {"first": files[0], "middle": files[len(files) // 2], "last": files[-1]}[where]
+    breaks, code = BREAKS[name]
+    breaks(target)
+    one = _verdict(signed_release, trust, 1, monkeypatch)
+    two = _verdict(signed_release, trust, 2, monkeypatch)
+    assert one[0] == code.value, one
+    assert two == one
+
+
+def test_two_broken_files_the_first_in_manifest_order_is_named_on_every_run(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = _catalogue_files(signed_release)
+    _flip_byte(files[-1])
+    _flip_byte(files[1])
+    expected = _verdict(signed_release, trust, 1, monkeypatch)
+    assert expected[:2] == (F.FILE_DIGEST_MISMATCH.value, str(files[1]))
+    for _ in range(10):
+        assert _verdict(signed_release, trust, 2, monkeypatch) == expected
+
+
+def test_a_symlinked_file_is_refused_alike(signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _to_symlink(_catalogue_files(signed_release)[2])
+    one = _verdict(signed_release, trust, 1, monkeypatch)
+    assert one[0] == F.FILE_TYPE_FORBIDDEN.value
+    assert _verdict(signed_release, trust, 2, monkeypatch) == one
+
+
+def test_the_unbroken_release_verifies_on_two_threads_and_the_switch_interval_is_restored(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = sys.getswitchinterval()
+    assert _verdict(signed_release, trust, 2, monkeypatch) == ("accepted", "demo@0.1.0", "")
+    _flip_byte(_catalogue_files(signed_release)[0])
+    assert _verdict(signed_release, trust, 2, monkeypatch)[0] == F.FILE_DIGEST_MISMATCH.value
+    assert sys.getswitchinterval() == before
+
+
+def test_concurrent_verifications_restore_the_switch_interval_after_the_last(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = sys.getswitchinterval()
+    monkeypatch.setattr(verify, "verify_threads", lambda files, total: 2)
+    monkeypatch.setattr(verify, "_HASH_BATCH", 1)
+    store = load_trust(trust)
+    results: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(verify_release(signed_release, store).release_id))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["demo@0.1.0"] * 4
+    assert sys.getswitchinterval() == before
+
+
+# --------------------------------------------------------------------------- the helper itself
+
+
+def _check_until(bad: set[int], raises: set[int], seen: list[int]) -> Callable[[Sequence[int]], BaseException | None]:
+    def check(batch: Sequence[int]) -> BaseException | None:
+        for item in batch:
+            seen.append(item)
+            if item in raises:
+                raise RuntimeError(f"unexpected at {item}")
+            if item in bad:
+                return ValueError(f"bad {item}")
+        return None
+
+    return check
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_first_failure_is_the_first_in_order_and_an_unexpected_error_is_never_dropped(workers: int) -> None:
+    batches = [[i, i + 1] for i in range(0, 200, 2)]
+    seen: list[int] = []
+    assert parallel.first_failure(_check_until(set(), set(), seen), batches, workers) is None
+    assert sorted(seen) == list(range(200))
+    found = parallel.first_failure(_check_until({151, 37}, set(), []), batches, workers)
+    assert isinstance(found, ValueError) and str(found) == "bad 37"
+    crashed = parallel.first_failure(_check_until({151}, {99}, []), batches, workers)
+    assert isinstance(crashed, RuntimeError) and str(crashed) == "unexpected at 99"
+
+
+def test_the_switch_interval_is_short_only_while_a_check_runs() -> None:
+    before = sys.getswitchinterval()
+    during: list[float] = []
+
+    def check(batch: Sequence[int]) -> BaseException | None:
+        during.append(sys.getswitchinterval())
+        return None
+
+    assert parallel.first_failure(check, [[1], [2], [3]], 2) is None
+    assert during == pytest.approx([min(before, parallel.SWITCH_INTERVAL_S)] * 3)
+    assert sys.getswitchinterval() == before
