@@ -20,7 +20,6 @@ failure. The default run is short (``FUZZ_EXAMPLES`` per tool and strategy);
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import select
@@ -42,6 +41,7 @@ from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.tool_schemas import CONTINUE_STATUSES, PREPARE_STATUSES, START_STATUSES, SUBMIT_STATUSES
 from rimthan_workflow_registry.errors import FailureCode
 from support.engines import StepKit, example_state
+from support.json_edits import delete_at, pointers, set_at
 from support.processes import serve_options
 from support.servers import ServerWorld, build_world, structured_error
 
@@ -237,36 +237,6 @@ def nasty_values() -> st.SearchStrategy[Any]:
     )
 
 
-def _pointers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every location in a JSON value (keys of objects, indexes of arrays)."""
-    found = [path] if path else []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _pointers(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += _pointers(item, (*path, index))
-    return found
-
-
-def _set(value: Any, path: tuple[Any, ...], new: Any) -> Any:
-    out = copy.deepcopy(value)
-    target = out
-    for part in path[:-1]:
-        target = target[part]
-    target[path[-1]] = new
-    return out
-
-
-def _delete(value: Any, path: tuple[Any, ...]) -> Any:
-    out = copy.deepcopy(value)
-    target = out
-    for part in path[:-1]:
-        target = target[part]
-    del target[path[-1]]
-    return out
-
-
 def _schema_at(schema: dict[str, Any], path: tuple[Any, ...]) -> dict[str, Any] | None:
     """The sub-schema a location is validated against (``properties`` / ``items`` / ``additionalProperties``)."""
     current: Any = schema
@@ -311,25 +281,25 @@ def mutated_arguments(draw: st.DrawFn, served: Served, tools: tuple[str, ...] = 
     tool = draw(st.sampled_from(tools))
     base = served.valid[tool]
     schema = SCHEMAS[tool]
-    pointers = _pointers(base)
+    locations = pointers(base)
     how = draw(
         st.sampled_from(["wrong_type", "nasty_value", "drop_key", "extra_key", "random_json", "wrong_container"])
     )
     if how == "wrong_type":
-        typed = [p for p in pointers if wrong_type_for(_schema_at(schema, p))]
+        typed = [p for p in locations if wrong_type_for(_schema_at(schema, p))]
         path = draw(st.sampled_from(typed))
-        return tool, _set(base, path, draw(st.sampled_from(wrong_type_for(_schema_at(schema, path))))), how
+        return tool, set_at(base, path, draw(st.sampled_from(wrong_type_for(_schema_at(schema, path))))), how
     if how == "nasty_value":
-        path = draw(st.sampled_from(pointers))
-        return tool, _set(base, path, draw(nasty_values())), how
+        path = draw(st.sampled_from(locations))
+        return tool, set_at(base, path, draw(nasty_values())), how
     if how == "drop_key":
-        keyed = [p for p in pointers if isinstance(p[-1], str)]
-        return tool, _delete(base, draw(st.sampled_from(keyed))), how
+        keyed = [p for p in locations if isinstance(p[-1], str)]
+        return tool, delete_at(base, draw(st.sampled_from(keyed))), how
     if how == "extra_key":
-        objects = [()] + [p for p in pointers if isinstance(_get(base, p), dict)]
+        objects = [()] + [p for p in locations if isinstance(_get(base, p), dict)]
         path = draw(st.sampled_from(objects))
         key = draw(st.text(min_size=1, max_size=30).filter(lambda k: k not in _get(base, path)))
-        extended = _set(base, (*path, key), draw(nasty_values())) if path else {**base, key: draw(nasty_values())}
+        extended = set_at(base, (*path, key), draw(nasty_values())) if path else {**base, key: draw(nasty_values())}
         return tool, extended, how
     if how == "random_json":
         return (
@@ -379,9 +349,9 @@ def test_each_tool_with_every_argument_of_every_wrong_type(served: Served, tool:
     """Exhaustive over the valid call's locations: each replaced by each JSON type its schema forbids."""
     base = served.valid[tool]
     tried = 0
-    for path in _pointers(base):
+    for path in pointers(base):
         for wrong in wrong_type_for(_schema_at(SCHEMAS[tool], path)):
-            result = served.call(tool, _set(base, path, wrong))
+            result = served.call(tool, set_at(base, path, wrong))
             assert result.is_error, (path, wrong)
             assert structured_error(result)["code"] in CODES - {FailureCode.INTERNAL_ERROR.value}
             tried += 1

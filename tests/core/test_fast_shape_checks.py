@@ -1,8 +1,10 @@
 """Fast shape checks never accept what the JSON Schema they stand in for refuses.
 
 Manifest file entries and checkpoint receipts grow with a release or a run,
-so they are checked by plain loops instead of jsonschema. Hypothesis throws
-near-miss values at both and asserts the fast check is at least as strict.
+so they are checked by plain loops instead of jsonschema; the rest of a
+manifest by a plain walk of its schema (so a verify never imports jsonschema).
+Hypothesis throws near-miss values at each and asserts the fast check is at
+least as strict.
 """
 
 from __future__ import annotations
@@ -13,8 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from rimthan_workflow_registry.errors import TokenError
-from rimthan_workflow_registry.release.manifest_parse import FILE_ENTRY_SCHEMA, file_entry_problem
+from rimthan_workflow_registry.release.format import MANIFEST_FORMAT
+from rimthan_workflow_registry.release.manifest_parse import (
+    _SKELETON_SCHEMA,
+    FILE_ENTRY_SCHEMA,
+    conforms,
+    file_entry_problem,
+)
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding
+from support.json_edits import delete_at, pointers, set_at
 
 HEX = "0123456789abcdef"
 scalars = st.one_of(
@@ -67,6 +76,57 @@ def test_file_entry_fast_check_accepts_a_real_entry_and_refuses_a_trailing_newli
     assert file_entry_problem({**good, "sha256": "a" * 64 + "\n"}) is not None
     assert file_entry_problem({**good, "size": 3.0}) is not None
     assert file_entry_problem({**good, "size": True}) is not None
+
+
+SKELETON = Draft202012Validator(_SKELETON_SCHEMA)
+_MANIFEST: dict[str, Any] = {
+    "format": MANIFEST_FORMAT,
+    "release": {
+        "catalogue": "research",
+        "version": "1.2.0",
+        "id": "research@1.2.0",
+        "title": "Research",
+        "scope": {"name": "research", "profile": "rimthan.workflow-engine/1"},
+        "created": 0,
+    },
+    "workflows": [{"id": "w", "version": "1.0.0", "owner": "o", "entry_aliases": ["a", "b"], "title": ""}],
+    "host_adapters": [{"id": "h", "version": "1.0.0", "harness": "x"}],
+    "files": [{"path": "catalogue.toml", "sha256": "a" * 64, "size": 3, "media_type": "application/toml"}],
+}
+near_misses = st.one_of(
+    scalars,
+    st.just("a" * 64 + "\n"),
+    st.just("A-1"),
+    st.just("x" * 257),
+    st.just("x" * 4097),
+    st.just([]),
+    st.just(["a", "a"]),
+    st.just({}),
+    st.lists(st.one_of(st.text(max_size=3), scalars), max_size=3),
+    st.dictionaries(st.sampled_from(["id", "version", "name", "profile", "x"]), scalars, max_size=3),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.data(), st.sampled_from(["replace", "delete", "add"]), near_misses)
+def test_manifest_skeleton_plain_check_is_never_looser_than_the_schema(data: Any, action: str, new: Any) -> None:
+    path = data.draw(st.sampled_from(pointers(_MANIFEST)))
+    if action == "replace":
+        value = set_at(_MANIFEST, path, new)
+    elif action == "delete":
+        value = delete_at(_MANIFEST, path)
+    else:  # a key no schema allows, beside this location
+        value = set_at(_MANIFEST, (*path[:-1], f"{path[-1]}-extra"), new)
+    if conforms(value, _SKELETON_SCHEMA):
+        assert SKELETON.is_valid(value)
+
+
+def test_manifest_skeleton_plain_check_accepts_a_conforming_manifest() -> None:
+    """The fast path must actually be taken for a well-formed manifest (else every verify imports jsonschema)."""
+    assert SKELETON.is_valid(_MANIFEST)
+    assert conforms(_MANIFEST, _SKELETON_SCHEMA)
+    assert not conforms({**_MANIFEST, "format": MANIFEST_FORMAT + "\n"}, _SKELETON_SCHEMA)
+    assert not conforms({**_MANIFEST, "release": {**_MANIFEST["release"], "created": True}}, _SKELETON_SCHEMA)
 
 
 _BASE = Checkpoint(

@@ -52,3 +52,22 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
     assert code == 0
     assert "rimthan_packager.build" in modules
     assert "tqdm" not in modules
+
+
+def test_a_rebuild_whose_schemas_passed_before_never_imports_jsonschema(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair
+) -> None:
+    """The metaschema check runs (with jsonschema) on bytes never seen; a rebuild remembers the pass and skips it.
+
+    The self-check verifies the release it wrote without jsonschema too: the
+    manifest's shape is checked in plain Python, and jsonschema is loaded only
+    to explain a refusal.
+    """
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    key = str(keypair.private_path)
+    first = pack_probe("build", str(scaffold), "--key", key, "--out", str(tmp_path / "a"), env=env)
+    assert first.code == 0, first.stderr
+    assert "jsonschema" in first.modules
+    again = pack_probe("build", str(scaffold), "--key", key, "--out", str(tmp_path / "b"), env=env)
+    assert again.code == 0, again.stderr
+    assert not {m for m in again.modules if m.split(".")[0] in ("jsonschema", "referencing", "jsonschema_rs")}

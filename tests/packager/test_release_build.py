@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -63,6 +64,19 @@ def test_every_durability_and_copy_path_builds_the_same_release(
     built = build_release(scaffold, tmp_path / "built", [keypair])
     assert tree_bytes(built) == tree_bytes(reference)
     assert verify_release(built, load_trust(trust_dir(tmp_path / "trust", keypair))).signer_key_ids == (keypair.key_id,)
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o022, 0o077, 0o177])
+def test_release_modes_do_not_depend_on_the_umask(tmp_path: Path, scaffold: Path, keypair: KeyPair, umask: int) -> None:
+    """Files 0644 and directories 0755 whatever the umask (a file mode is set only where the umask narrows it)."""
+    old = os.umask(umask)
+    try:
+        built = build_release(scaffold, tmp_path / "out", [keypair])
+    finally:
+        os.umask(old)
+    modes = {p.relative_to(built).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in built.rglob("*")}
+    assert modes
+    assert {path: mode for path, mode in modes.items() if mode != (0o755 if (built / path).is_dir() else 0o644)} == {}
 
 
 def test_copied_source_builds_identically(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:

@@ -46,14 +46,15 @@ from rimthan_workflow_registry.release import (
     verify_release,
 )
 
-from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, sync_filesystem, write_all
+from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, sync_filesystem, umask_keeps, write_all
 from .signing import SigningKey
-from .source import SourceFiles, read_source
+from .source import READ_CHUNK, SourceFiles, read_source
 
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 PROGRESS_MIN_FILES = 500
 FSYNC_THREADS = 16  # only where there is no syncfs: fsync per file, on threads so the file system batches them
 _COPY_BATCH = 64  # files per copy task
+_FILE_MODE = 0o644
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -130,6 +131,7 @@ def build_release(
         create_file(written[0], manifest_bytes, sync=False)
         create_file(written[1], render_checksums(manifest), sync=False)
         (work / SIGNATURES_DIR).mkdir()
+        os.chmod(work / SIGNATURES_DIR, 0o755)  # not the umask's: never world-writable, always readable
         for key in signers:
             written.append(work / SIGNATURES_DIR / signature_name(key.key_id))
             create_file(written[-1], key.sign(manifest_bytes), sync=False)
@@ -215,9 +217,11 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
     paths = sorted(source.paths)
     dirs = _make_dirs(target, paths)
     base = str(target)
+    chmod = not umask_keeps(_FILE_MODE)  # the umask would narrow the mode: set it exactly, file by file
 
     def copy(batch: list[str]) -> list[FileEntry]:
-        return [_copy_file(source, path, f"{base}/{path}") for path in batch]
+        buffer = bytearray(min(READ_CHUNK, max(source.sizes[path] for path in batch) + 1))
+        return [_copy_file(source, path, f"{base}/{path}", buffer, chmod) for path in batch]
 
     batches = [paths[i : i + _COPY_BATCH] for i in range(0, len(paths), _COPY_BATCH)]
     entries: list[FileEntry] = []
@@ -256,11 +260,12 @@ def _progress_bar(total: int) -> _Progress:
     return tqdm(total=total, unit="B", unit_scale=True, desc="building", file=sys.stderr, leave=False)
 
 
-def _copy_file(source: SourceFiles, path: str, dest: str) -> FileEntry:
-    fd = os.open(dest, _FILE_FLAGS, 0o644)
+def _copy_file(source: SourceFiles, path: str, dest: str, buffer: bytearray, chmod: bool) -> FileEntry:
+    fd = os.open(dest, _FILE_FLAGS, _FILE_MODE)
     try:
-        os.fchmod(fd, 0o644)
-        return source.copy_to(path, fd)
+        if chmod:
+            os.fchmod(fd, _FILE_MODE)
+        return source.copy_to(path, fd, buffer)
     finally:
         os.close(fd)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -31,6 +31,20 @@ def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def umask_keeps(mode: int) -> bool:
+    """Whether the process umask clears none of ``mode``'s bits, so ``open(..., mode)`` creates exactly ``mode``.
+
+    Read from ``/proc/self/status`` (setting the umask to read it back would
+    race with other threads); ``False`` where that is not available.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            line = next((line for line in status if line.startswith("Umask:")), None)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return line is not None and int(line.split()[1], 8) & mode == 0
 
 
 def _fsync_path(path: Path, flags: int) -> None:

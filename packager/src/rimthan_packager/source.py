@@ -85,20 +85,26 @@ class SourceFiles:
             os.close(fd)
         return b"".join(chunks)
 
-    def copy_to(self, path: str, dest_fd: int) -> FileEntry:
-        """Stream ``path`` into ``dest_fd`` and return its manifest entry (digest of the bytes copied)."""
+    def copy_to(self, path: str, dest_fd: int, buffer: bytearray) -> FileEntry:
+        """Stream ``path`` into ``dest_fd`` through ``buffer``; its manifest entry (digest of the bytes copied).
+
+        The bytes are read once, into the caller's buffer (no new object per
+        read), and the same bytes are hashed and written.
+        """
         hasher = hashlib.sha256()
         size = 0
+        view = memoryview(buffer)
         fd = self.open(path)
-        want = min(READ_CHUNK, self.sizes[path] + 1)  # the walk's size: a small file is one read of a small buffer
+        want = min(len(view), self.sizes[path] + 1)  # the walk's size: a small file is one read
         try:
-            while chunk := os.read(fd, want):
+            while count := os.readv(fd, [view[:want]]):
+                chunk = view[:count]
                 hasher.update(chunk)
                 write_all(dest_fd, chunk)
-                size += len(chunk)
-                if len(chunk) < want:  # a regular file reads short only at its end: no extra read for EOF
+                size += count
+                if count < want:  # a regular file reads short only at its end: no extra read for EOF
                     break
-                want = READ_CHUNK
+                want = len(view)
         finally:
             os.close(fd)
         return FileEntry(path=path, sha256=hasher.hexdigest(), size=size, media_type=media_type_for(path))

@@ -11,9 +11,6 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from jsonpointer import JsonPointer
-from jsonschema import Draft202012Validator, SchemaError
-
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
@@ -78,7 +75,15 @@ def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> N
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:
-    """Every JSON Schema the catalogue uses is valid Draft 2020-12 and uses only formats the server checks."""
+    """Every JSON Schema the catalogue uses is valid Draft 2020-12 and uses only formats the server checks.
+
+    jsonschema is imported only when there is a schema to check: a rebuild whose
+    schemas all passed before (``schema_checks``) never loads it.
+    """
+    if not schemas:
+        return
+    from jsonschema import Draft202012Validator
+
     checkable = set(Draft202012Validator.FORMAT_CHECKER.checkers)
     for path, schema in schemas.items():
         try:
@@ -103,6 +108,9 @@ def _schema_problem(exc: Exception) -> str:
     An author with a 300-line schema needs the spot, not only the rule: the
     pointer is the path inside the schema document, ``""`` being its root.
     """
+    from jsonpointer import JsonPointer
+    from jsonschema import SchemaError
+
     if not isinstance(exc, SchemaError):
         return str(exc)
     pointer = JsonPointer.from_parts([str(part) for part in exc.absolute_path]).path

@@ -8,9 +8,9 @@ the catalogue rules: a catalogue that builds is a catalogue that loads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
@@ -22,8 +22,10 @@ from rimthan_workflow_registry.release.catalogue_parse import (
     parse_host_adapter,
     parse_workflow,
 )
-from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 
 
 class CatalogueFiles(Protocol):
@@ -35,9 +37,35 @@ class CatalogueFiles(Protocol):
     def read(self, path: str) -> bytes: ...
 
 
+class CompiledSchemas(Mapping[str, "CatalogueSchema"]):
+    """A catalogue's schemas by path, each compiled on first use and then kept.
+
+    A build only copies the schemas, so it never compiles one and never imports
+    jsonschema for them; the server compiles each on the first call that needs it.
+    """
+
+    def __init__(self, documents: Mapping[str, Any]) -> None:
+        self._documents = documents
+        self._compiled: dict[str, CatalogueSchema] = {}
+
+    def __getitem__(self, path: str) -> CatalogueSchema:
+        compiled = self._compiled.get(path)
+        if compiled is None:
+            from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
+
+            compiled = self._compiled.setdefault(path, CatalogueSchema(self._documents[path]))
+        return compiled
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._documents)
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+
 @dataclass(frozen=True)
 class SchemaSet:
-    """Every JSON Schema of a catalogue, parsed and compiled exactly once."""
+    """Every JSON Schema of a catalogue, parsed once and compiled at most once."""
 
     documents: Mapping[str, Any]
     validators: Mapping[str, CatalogueSchema] = field(repr=False)
@@ -125,7 +153,7 @@ def _compile_schemas(catalogue: Catalogue, files: CatalogueFiles) -> SchemaSet:
     documents = {p: _schema_document(raw[p], p) for p in referenced}
     rules.check_schemas({p: doc for p, doc in documents.items() if not SCHEMA_CHECKS.passed(raw[p])})
     SCHEMA_CHECKS.remember(raw.values())  # reached only when every schema passed
-    return SchemaSet(documents=documents, validators={p: CatalogueSchema(doc) for p, doc in documents.items()})
+    return SchemaSet(documents=documents, validators=CompiledSchemas(documents))
 
 
 def _schema_document(data: bytes, path: str) -> Any:

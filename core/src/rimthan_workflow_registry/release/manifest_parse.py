@@ -4,16 +4,18 @@ Split from :mod:`.format` (the records and path rules) because reading is
 where a release is attacked: everything here refuses rather than repairs.
 The per-file entries, which grow with the release, are checked by
 ``file_entry_problem`` (the schema's rules without jsonschema's per-keyword
-cost); the rest of the manifest by the schema itself.
+cost); the rest of the manifest by :func:`conforms`, a plain walk of the
+schema's own keywords. jsonschema is imported only to explain a manifest
+that the plain checks do not accept (a verify or a build never loads it otherwise).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import rfc8785
-from jsonschema import Draft202012Validator
 
 from rimthan_workflow_registry.canonical import canonical_bytes, find_float, parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
@@ -27,6 +29,9 @@ from rimthan_workflow_registry.release.format import (
     Manifest,
 )
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 _HEX64 = "^[0-9a-f]{64}$"
 _ID = "^[a-z0-9][a-z0-9-]{0,63}$"
@@ -94,13 +99,10 @@ MANIFEST_SCHEMA: dict[str, Any] = {
 FILE_ENTRY_SCHEMA: dict[str, Any] = MANIFEST_SCHEMA["properties"]["files"]["items"]
 # The manifest minus its per-file entries, which grow with the release: those are checked by
 # file_entry_problem (the same rules, without jsonschema's per-keyword overhead on 10,000 entries).
-_SKELETON_VALIDATOR = Draft202012Validator(
-    {
-        **MANIFEST_SCHEMA,
-        "properties": {**MANIFEST_SCHEMA["properties"], "files": {"type": "array", "minItems": 1}},
-    }
-)
-_FILE_ENTRY_VALIDATOR = Draft202012Validator(FILE_ENTRY_SCHEMA)
+_SKELETON_SCHEMA: dict[str, Any] = {
+    **MANIFEST_SCHEMA,
+    "properties": {**MANIFEST_SCHEMA["properties"], "files": {"type": "array", "minItems": 1}},
+}
 _FILE_ENTRY_KEYS = frozenset(FILE_ENTRY_SCHEMA["required"])
 _MEDIA_TYPES = frozenset(FILE_ENTRY_SCHEMA["properties"]["media_type"]["enum"])
 _HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trailing newline
@@ -110,7 +112,7 @@ def file_entry_problem(entry: Any) -> str | None:
     """Why ``entry`` breaks ``FILE_ENTRY_SCHEMA`` (jsonschema's message), or ``None`` if it conforms."""
     if _entry_conforms(entry):
         return None
-    error = next(_FILE_ENTRY_VALIDATOR.iter_errors(entry), None)
+    error = next(_validator("entry").iter_errors(entry), None)
     return error.message if error is not None else "does not match the file entry schema"
 
 
@@ -128,6 +130,56 @@ def _entry_conforms(entry: Any) -> bool:
         and type(entry["media_type"]) is str
         and entry["media_type"] in _MEDIA_TYPES
     )
+
+
+@cache
+def _validator(which: str) -> Draft202012Validator:
+    """jsonschema's validator of the skeleton or of one file entry, built when a refusal needs its words."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(_SKELETON_SCHEMA if which == "skeleton" else FILE_ENTRY_SCHEMA)
+
+
+_JSON_TYPES: dict[str, type] = {"object": dict, "array": list, "string": str, "integer": int}
+_ANNOTATIONS = frozenset({"$schema", "$id"})
+
+
+def conforms(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether ``value`` passes ``schema``, for the few keywords the manifest schema uses, in plain Python.
+
+    Never looser than jsonschema (tests/core/test_fast_shape_checks.py): a
+    keyword it does not know, a type it does not expect (a float, a bool for an
+    integer) or any doubt answers ``False``, and jsonschema decides. What it
+    accepts, jsonschema accepts too.
+    """
+    return all(keyword in _ANNOTATIONS or _holds(value, keyword, rule, schema) for keyword, rule in schema.items())
+
+
+def _holds(value: Any, keyword: str, rule: Any, schema: dict[str, Any]) -> bool:  # noqa: PLR0911 (one per keyword)
+    kind = type(value)
+    if keyword == "type":
+        return kind is _JSON_TYPES.get(rule)
+    if keyword == "properties":
+        return kind is dict and all(k not in value or conforms(value[k], sub) for k, sub in rule.items())
+    if keyword == "additionalProperties":  # only the closed form: every key is one of "properties"
+        return rule is False and kind is dict and value.keys() <= schema.get("properties", {}).keys()
+    if keyword == "required":
+        return kind is dict and all(k in value for k in rule)
+    if keyword == "items":
+        return kind is list and all(conforms(item, rule) for item in value)
+    if keyword in ("minLength", "minItems"):
+        return kind is (str if keyword == "minLength" else list) and len(value) >= rule
+    if keyword == "maxLength":
+        return kind is str and len(value) <= rule
+    if keyword == "pattern":
+        return kind is str and re.search(rule, value) is not None
+    if keyword == "minimum":
+        return kind is int and value >= rule
+    if keyword == "const":
+        return kind is type(rule) is str and value == rule
+    if keyword == "uniqueItems":
+        return rule is True and kind is list and all(type(i) is str for i in value) and len(set(value)) == len(value)
+    return False
 
 
 def _invalid(where: str, message: str, code: FailureCode = FailureCode.MANIFEST_INVALID) -> ReleaseVerificationError:
@@ -175,7 +227,7 @@ def _well_formed(value: Any) -> bool:
     return (
         not depth_exceeds(rest, MAX_JSON_DEPTH)
         and find_float(rest) is None
-        and next(_SKELETON_VALIDATOR.iter_errors(value), None) is None
+        and conforms(value, _SKELETON_SCHEMA)
         and all(map(_entry_conforms, value["files"]))
     )
 
@@ -187,7 +239,7 @@ def _check_shape(value: Any, where: str) -> None:
     pointer = find_float(value)
     if pointer is not None:
         raise _invalid(where, f"number at {pointer} is not an integer (floats are not allowed)")
-    error = next(iter(sorted(_SKELETON_VALIDATOR.iter_errors(value), key=lambda e: list(e.absolute_path))), None)
+    error = next(iter(sorted(_validator("skeleton").iter_errors(value), key=lambda e: list(e.absolute_path))), None)
     if error is not None:
         at = "/" + "/".join(str(p) for p in error.absolute_path)
         raise _invalid(where, f"does not match the manifest schema at {at}: {error.message}")

@@ -30,7 +30,6 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 
 SCHEMA_CHECKS_FILE = "schema-checks.json"
@@ -75,6 +74,8 @@ def _distribution(name: str, installed: tuple[str, ...]) -> str:
     for found in installed:
         if found.startswith(prefix) and found[len(prefix) : len(prefix) + 1].isdigit():
             return found
+    from importlib import metadata  # the fallback only: importing it costs more than the listing
+
     return f"{name}-{metadata.version(name)}"
 
 
