@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry.release.catalogue_schema import FORMAT_CHECKER, CatalogueSchema
+from support.json_edits import pointers
 from test_attacks_fuzz_depth import _replace, cheap_mutation
-from test_attacks_tools import TOOLS, _get, _pointers
+from test_attacks_tools import TOOLS, _get
 
 CATALOGUES = Path(__file__).resolve().parents[2] / "catalogues"
 SCHEMAS = sorted(CATALOGUES.glob("*/*/schemas/*.schema.json"))
@@ -54,7 +55,7 @@ def _agree(schema: CatalogueSchema, value: Any) -> None:
 
 
 def _dialect_mutation(rng: random.Random, base: Any) -> Any:
-    strings = [p for p in _pointers(base) if isinstance(_get(base, p), str)]
+    strings = [p for p in pointers(base) if isinstance(_get(base, p), str)]
     if not strings:
         return base
     path = rng.choice(strings)

@@ -46,6 +46,7 @@ from mcp import Client
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support import json_edits
 from support.engines import StepKit
 from support.servers import build_world
 from test_attacks_tools import (  # noqa: F401
@@ -56,7 +57,6 @@ from test_attacks_tools import (  # noqa: F401
     TOOLS,
     Served,
     _get,
-    _pointers,
     _valid_arguments,
     nested,
     served,
@@ -218,7 +218,7 @@ def cheap_mutation(rng: random.Random, valid: dict[str, dict[str, Any]], tool: s
     One call in ``HUGE_ONE_IN`` instead sends one of the prebuilt ``HUGE_VALUES`` at a random location.
     """
     base = valid[tool]
-    pointers = _pointers(base)
+    pointers = json_edits.pointers(base)
     path = rng.choice(pointers)
     if rng.randrange(HUGE_ONE_IN) == 0:
         return _replace(base, path, rng.choice(HUGE_VALUES)), "huge"
