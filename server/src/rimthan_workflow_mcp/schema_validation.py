@@ -15,7 +15,8 @@ checked by Python ``jsonschema`` alone.
 Compiled validators are shared by schema digest: the runtime state is built
 more than once per process (pre-flight, serve) and two tools share an output
 schema. A tool's schemas are compiled on its first call
-(:class:`CompiledSchemas`), not at start: listing the tools needs none of them.
+(:class:`CompiledSchemas`), not at start: listing the tools needs none of them,
+so neither validator is imported before then.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema_rs
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from rimthan_workflow_registry.canonical import digest_value
+
+if TYPE_CHECKING:
+    import jsonschema_rs
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
 MAX_MESSAGE_CHARS = 600
 
@@ -55,6 +57,8 @@ class CompiledSchema:
                 return None
         except (ValueError, TypeError, OverflowError):  # a value the fast validator cannot read
             pass
+        from rimthan_workflow_registry.jsonschema_formats import best_match
+
         error = best_match(self.explain.iter_errors(instance))
         if error is not None:
             return SchemaProblem(
@@ -89,6 +93,9 @@ def compiled_schema(schema: Mapping[str, Any]) -> CompiledSchema:
     with _lock:
         found = _compiled.get(key)
         if found is None:
+            import jsonschema_rs  # on the first call that needs a schema: a start lists tools without either
+            from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
+
             plain = dict(schema)
             found = CompiledSchema(
                 fast=jsonschema_rs.Draft202012Validator(plain, validate_formats=False, offline=True),

@@ -23,8 +23,6 @@ from typing import Any
 
 import anyio.to_thread
 import mcp_types as types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -169,6 +167,8 @@ def _check_schema(schema: Mapping[str, Any], what: str) -> None:
     """
     data = json.dumps(schema, sort_keys=True, separators=(",", ":")).encode()
     if not SCHEMA_CHECKS.passed(data):
+        from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, SchemaError
+
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:

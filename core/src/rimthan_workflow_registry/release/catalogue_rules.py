@@ -82,7 +82,7 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
     """
     if not schemas:
         return
-    from jsonschema import Draft202012Validator
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
     checkable = set(Draft202012Validator.FORMAT_CHECKER.checkers)
     for path, schema in schemas.items():
@@ -109,7 +109,8 @@ def _schema_problem(exc: Exception) -> str:
     pointer is the path inside the schema document, ``""`` being its root.
     """
     from jsonpointer import JsonPointer
-    from jsonschema import SchemaError
+
+    from rimthan_workflow_registry.jsonschema_formats import SchemaError
 
     if not isinstance(exc, SchemaError):
         return str(exc)

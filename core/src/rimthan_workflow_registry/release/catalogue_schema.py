@@ -31,12 +31,11 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, ValidationError
+from rimthan_workflow_registry.jsonschema_formats import FORMAT_CHECKER, Draft202012Validator, ValidationError
 
 if TYPE_CHECKING:
     import jsonschema_rs
 
-FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
 # Keywords whose jsonschema-rs reading can accept what Python jsonschema refuses: such a schema stays Python-only.
 PYTHON_ONLY_KEYWORDS = frozenset({"patternProperties", "multipleOf"})
 

@@ -31,7 +31,7 @@ from rimthan_workflow_registry.release.format import (
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 
 if TYPE_CHECKING:
-    from jsonschema import Draft202012Validator
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
 _HEX64 = "^[0-9a-f]{64}$"
 _ID = "^[a-z0-9][a-z0-9-]{0,63}$"
@@ -135,7 +135,7 @@ def _entry_conforms(entry: Any) -> bool:
 @cache
 def _validator(which: str) -> Draft202012Validator:
     """jsonschema's validator of the skeleton or of one file entry, built when a refusal needs its words."""
-    from jsonschema import Draft202012Validator
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
     return Draft202012Validator(_SKELETON_SCHEMA if which == "skeleton" else FILE_ENTRY_SCHEMA)
 

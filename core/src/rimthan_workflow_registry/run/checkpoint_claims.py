@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
 _DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 _STR = {"type": "string", "minLength": 1, "maxLength": 128}
@@ -66,7 +68,16 @@ CLAIMS_SCHEMA = {
         "findings": {"type": "integer", "minimum": 0},
     },
 }
-_CLAIMS = Draft202012Validator(CLAIMS_SCHEMA)
+
+
+@cache
+def _claims_validator() -> Draft202012Validator:
+    """jsonschema's validator of ``CLAIMS_SCHEMA``, built (and jsonschema imported) when a claim needs it."""
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
+
+    return Draft202012Validator(CLAIMS_SCHEMA)
+
+
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -107,7 +118,7 @@ def claims_problem(claims: Mapping[str, Any]) -> str | None:
 
 def definition_problem(claims: Mapping[str, Any]) -> str | None:
     """What the definition (jsonschema, then every receipt's shape) finds wrong with ``claims``, if anything."""
-    error = next(_CLAIMS.iter_errors(dict(claims)), None)
+    error = next(_claims_validator().iter_errors(dict(claims)), None)
     return error.message if error is not None else _receipt_problem(claims)
 
 
