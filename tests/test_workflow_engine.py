@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib as _hashlib
 import json as _json
 import signal as _signal
+from collections.abc import Callable as _Callable
 from pathlib import Path as _Path
 from typing import Any as _Any
 
@@ -34,6 +35,7 @@ from support.servers import (
     mcp_client,
     serve_args,
     structured_error,
+    text_of,
 )
 
 
@@ -42,7 +44,7 @@ def engines(tmp_path_factory: _pytest.TempPathFactory) -> Engines:
     return make_engines(tmp_path_factory.mktemp("engine"), TickingClock())
 
 
-def _claims(token: str) -> dict:
+def _claims(token: str) -> dict[str, _Any]:
     claims = peek_claims(token)
     assert claims is not None
     return claims
@@ -145,7 +147,7 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     bundle = ready["validation_bundle"]
     reports = harness.reports(ready)
 
-    def submit(reps: list) -> dict:
+    def submit(reps: list[dict[str, _Any]]) -> dict[str, _Any]:
         return engine.submit_step_validation(
             {"checkpoint": cp, "confirmed_state": state, "validation_bundle": bundle, "reports": reps}
         )
@@ -182,7 +184,7 @@ def test_complete_stateless_validation_loop_fails_repairs_and_advances(engines: 
     # failed-validator-only retry: the passed validator is reused for identical inputs
     cp = failed["checkpoint"]
 
-    def prepare(artifacts: list) -> dict:
+    def prepare(artifacts: list[dict[str, _Any]]) -> dict[str, _Any]:
         return engine.prepare_step_validation(
             {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
         )
@@ -268,12 +270,12 @@ def test_packaged_research_workflow_executes_every_mvp_gate(engines: Engines, ro
 
 def _migration(
     engines: Engines,
-    target_state: dict,
+    target_state: dict[str, _Any],
     *,
     confirm: bool,
     release: str = "research-decision@1.3.0",
-    host: dict | None = None,
-) -> dict:
+    host: dict[str, _Any] | None = None,
+) -> dict[str, _Any]:
     request = {"target_release": release, "confirmed_state": target_state, "confirm": confirm}
     if host is not None:
         request["host"] = host
@@ -291,7 +293,7 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     target_values = {**example_state("1.2.0"), "risk_tolerance": "medium"}
     target_state = harness.confirm(target_values)
 
-    def migrate(request: dict, src: WireEngine = source, dst: WireEngine = target) -> dict:
+    def migrate(request: dict[str, _Any], src: WireEngine = source, dst: WireEngine = target) -> dict[str, _Any]:
         return src.migrate_workflow(dst.module, {"checkpoint": cp, "confirmed_state": state, "migration": request})
 
     # preview: blocked until the user confirms, listing everything invalidated
@@ -303,7 +305,7 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
     assert impact["to"]["release"] == "research-decision@1.3.0" and impact["confirmed"] is False
 
     # fail-closed rules
-    refusals = {
+    refusals: dict[str, _Callable[[], object]] = {
         "migration_scope_mismatch": lambda: migrate(
             _migration(engines, target_state, confirm=True, release="research-decision@9.9.9")
         ),
@@ -364,7 +366,7 @@ def test_checkpoint_migration_previews_impact_then_restarts_on_new_release(engin
 _MCP_MODES = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
 
 
-def _embedded(document: dict, schema: _Any) -> bool:
+def _embedded(document: dict[str, _Any], schema: _Any) -> bool:
     if schema == document:
         return True
     if isinstance(schema, dict):
@@ -414,7 +416,7 @@ def test_four_tools_over_stdio_and_http_closed_private_and_identical_to_resource
                 uri = f"rimthan://contracts/{name}/{digest}.schema.json"
                 assert uri in served
                 read = await client.read_resource(uri)
-                assert _json.loads(read.contents[0].text) == document
+                assert _json.loads(text_of(read)) == document
                 # embedded under $defs, or inline in a contract that uses it (``uses``: the body without its $id)
                 schemas = [[c.input_schema, c.output_schema] for c in contracts]
                 assert any(_embedded(document, s) or _embedded(uses(document), s) for s in schemas), name

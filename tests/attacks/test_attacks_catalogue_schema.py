@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from rimthan_workflow_registry.jsonschema_formats import FORMAT_CHECKER
 from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
 from support.json_edits import pointers
-from test_attacks_fuzz_depth import TOOLS, _get, _replace, cheap_mutation
+from test_attacks_fuzz_depth import _replace, cheap_mutation
+from test_attacks_tools import TOOLS, _get
 
 CATALOGUES = Path(__file__).resolve().parents[2] / "catalogues"
 SCHEMAS = sorted(CATALOGUES.glob("*/*/schemas/*.schema.json"))
@@ -103,7 +104,8 @@ def test_formats_are_python_jsonschemas() -> None:
     assert schema.is_valid("2024-02-29") and not schema.is_valid("2024-02-30")
     # jsonschema-rs asks a format only about strings: every checker must pass anything else, as it does
     for name in FORMAT_CHECKER.checkers:
-        for other in (7, 2.5, None, True, [], {}):
+        others: tuple[object, ...] = (7, 2.5, None, True, [], {})
+        for other in others:
             assert FORMAT_CHECKER.conforms(other, name), (name, other)
 
 

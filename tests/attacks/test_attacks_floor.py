@@ -44,7 +44,7 @@ def _digest(release: Path) -> str:
 
 def _floor(state: Path) -> dict[str, Any]:
     """The floor file, each entry under its catalogue name (one deployment per test; its id suffix dropped)."""
-    document = json.loads((state / FLOOR_FILE).read_text("utf-8"))
+    document: dict[str, Any] = json.loads((state / FLOOR_FILE).read_text("utf-8"))
     document["catalogues"] = {name.split("@", 1)[0]: e for name, e in sorted(document["catalogues"].items())}
     return document
 

@@ -69,7 +69,9 @@ def refused(world: World, ref: str, out: Path) -> FailureCode:
 
 
 def catalogue_layer(manifest: dict[str, Any], index: int = 0) -> dict[str, Any]:
-    layers = [layer for layer in manifest["layers"] if layer["annotations"][TITLE].startswith("catalogue/")]
+    layers: list[dict[str, Any]] = [
+        layer for layer in manifest["layers"] if layer["annotations"][TITLE].startswith("catalogue/")
+    ]
     return layers[index]
 
 

@@ -148,7 +148,8 @@ def manifest_text(rel: Path) -> str:
 
 
 def manifest_value(rel: Path) -> dict[str, Any]:
-    return json.loads(manifest_path(rel).read_bytes())
+    value: dict[str, Any] = json.loads(manifest_path(rel).read_bytes())
+    return value
 
 
 def resign_value(world: World, rel: Path, edit: Callable[[dict[str, Any]], None]) -> Path:

@@ -24,12 +24,12 @@ from rimthan_workflow_registry.canonical import canonical_text, digest_value
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run import attestations
+from rimthan_workflow_registry.run import ArtifactReceipt, attestations
 from rimthan_workflow_registry.run.artifact_checks import SubmittedArtifact
 from rimthan_workflow_registry.run.audit import audit_run, read_log
 from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
-from rimthan_workflow_registry.run.validation_bundle import ArtifactReceipt, input_digest
+from rimthan_workflow_registry.run.validation_bundle import input_digest
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
 ROOT = Path(__file__).resolve().parents[2]

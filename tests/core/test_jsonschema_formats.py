@@ -279,9 +279,12 @@ def test_rimthan_modules_import_jsonschema_only_through_the_one_module() -> None
         if source.name == "jsonschema_formats.py":
             continue
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
                 names = [node.module]
+            else:
+                continue
             if any(name == "jsonschema" or name.startswith("jsonschema.") for name in names):
                 offenders.append(f"{source.relative_to(REPO_ROOT)}:{node.lineno}")
     assert offenders == []

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -95,7 +97,7 @@ def test_checksums_rendering() -> None:
         (lambda v: v.update(files=[]), F.MANIFEST_INVALID),
     ],
 )
-def test_manifest_refusals(mutate, code) -> None:  # noqa: ANN001
+def test_manifest_refusals(mutate: Callable[[dict[str, Any]], object], code: FailureCode) -> None:
     value = json.loads(sample_manifest().to_bytes())
     mutate(value)
     with pytest.raises(ReleaseVerificationError) as info:

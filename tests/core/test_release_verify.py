@@ -21,7 +21,7 @@ from rimthan_workflow_registry.errors import (
     RegistryError,
     ReleaseVerificationError,
 )
-from rimthan_workflow_registry.release.format import signature_name
+from rimthan_workflow_registry.release.format import Manifest, signature_name
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
 from rimthan_workflow_registry.release.verify import verify_release
@@ -212,7 +212,7 @@ def test_manifest_that_is_not_json(signed_release: Path, trust: Path) -> None:
     ],
 )
 def test_unsafe_path_in_manifest(signed_release: Path, keypair: KeyPair, trust: Path, bad_path: str) -> None:
-    def point_elsewhere(manifest):  # a signed manifest claiming an unsafe path
+    def point_elsewhere(manifest: Manifest) -> Manifest:  # a signed manifest claiming an unsafe path
         files = list(manifest.files)
         files[0] = replace(files[0], path=bad_path)
         return replace(manifest, files=tuple(sorted(files, key=lambda f: f.path)))
@@ -222,7 +222,7 @@ def test_unsafe_path_in_manifest(signed_release: Path, keypair: KeyPair, trust: 
 
 
 def test_case_colliding_paths_in_manifest(signed_release: Path, keypair: KeyPair, trust: Path) -> None:
-    def add_clash(manifest):
+    def add_clash(manifest: Manifest) -> Manifest:
         first = manifest.files[0]
         clash = replace(first, path=first.path.upper())
         return replace(manifest, files=tuple(sorted([*manifest.files, clash], key=lambda f: f.path)))

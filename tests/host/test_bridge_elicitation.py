@@ -40,6 +40,7 @@ class Person:
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         message = params.message
         properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
+        content: dict[str, str | bool]
         if "answer" in properties:
             kind, content = "route", {"answer": "experiment"}
         elif message.endswith("Migrate this run now?"):
@@ -67,7 +68,7 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
 
     async def go() -> StandIn:
         params = bridge_params(project, world, state)
-        async with Client(params, mode=mode, elicitation_callback=person) as client:  # type: ignore[arg-type]
+        async with Client(params, mode=mode, elicitation_callback=person) as client:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
             model = stand_in(client, project)
             for refusal in ("decline", "cancel"):

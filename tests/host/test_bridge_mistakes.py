@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rimthan_host.standin import StandIn
@@ -30,13 +31,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorld, tmp_path: Path) -> None:
     async def script(model: StandIn) -> None:
-        for tool, arguments in [
+        moves: list[tuple[str, dict[str, Any]]] = [
             ("show_step", {}),
             ("step_done", {}),
             ("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"}),
             ("answer_question", {"answer": "desk-research"}),
             ("migrate_run", {"confirm": False}),
-        ]:
+        ]
+        for tool, arguments in moves:
             refused(await model.call(tool, arguments), "No run is active. Call start_run")
         refused(await model.call("resume_run", {"run": "run-nope"}), "no run run-nope", "start_run")
         refused(await model.call("resume_run"), "No unfinished run", "start_run")
@@ -59,12 +61,13 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
 
         final = await model.follow(started, "desk-research")
         assert final.data["status"] == "completed"
-        for tool, arguments in [
+        after_end: list[tuple[str, dict[str, Any]]] = [
             ("step_done", {}),
             ("record_verdict", {"validator": "decision-critic", "verdict": "pass"}),
             ("answer_question", {"answer": "experiment"}),
             ("migrate_run", {"confirm": True}),
-        ]:
+        ]
+        for tool, arguments in after_end:
             refused(await model.call(tool, arguments), f"Run {run} is complete", "start_run")
         refused(await model.call("resume_run", {"run": run}), f"Run {run} is already complete", "start_run")
         shown = await model.call("show_step")

@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.serve import TOOLS
+from rimthan_host.tools import TOOLS
 from support.bridge import BIN
 from support.servers import ServerWorld, build_world
 

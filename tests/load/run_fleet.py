@@ -190,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shared = ["--releases-from", fleet.ref, "--plain-http", *replica_args(work / f"releases-{name}", releases)]
             replicas.append(FollowingReplica(name, shared, work / f"state-{name}"))
         for replica in replicas:
+            assert isinstance(replica, FollowingReplica)  # it finds its release in the registry
             replica.start()
         fleet.note(
             f"registry {registry.host}; {len(replicas)} replicas following {fleet.ref} "

@@ -148,7 +148,8 @@ class Replica:
         assert self.process is not None
         self.process.send_signal(signal.SIGHUP)
         match = self.wait_for(r'^\{.*"event": "refresh done".*\}$', after=mark)
-        return json.loads(match.group(0))
+        record: dict[str, Any] = json.loads(match.group(0))
+        return record
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -230,7 +231,8 @@ class Router:
         message = response.json()
         if "error" in message:
             raise ToolRefused(tool, {"code": "jsonrpc_error", "message": json.dumps(message["error"])[:300]})
-        return message["result"]
+        result: dict[str, Any] = message["result"]
+        return result
 
 
 # --------------------------------------------------------------------------- the releases

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -114,10 +115,11 @@ def test_a_release_copied_under_a_hidden_name_still_verifies(
 # --------------------------------------------------------------------------- init and the scaffold
 
 
-def _inspected(release: Path) -> dict[str, object]:
+def _inspected(release: Path) -> dict[str, Any]:
     shown = pack("inspect", release, "--json")
     assert shown.returncode == 0, shown.stderr
-    return json.loads(shown.stdout)  # type: ignore[no-any-return]
+    inspected: dict[str, Any] = json.loads(shown.stdout)
+    return inspected
 
 
 def test_init_in_a_version_folder_names_the_catalogue_after_its_parent(signer: KeyPair, tmp_path: Path) -> None:
@@ -253,7 +255,7 @@ def test_inspect_shows_files_steps_outputs_validators_branches_and_questions(sig
     listed = sorted(e["path"] for e in files["entries"])
     on_disk = sorted(p.relative_to(PACKAGED).as_posix() for p in PACKAGED.rglob("*") if p.is_file())
     assert listed == on_disk and files["count"] == len(on_disk)
-    (workflow,) = data["workflows"]  # type: ignore[misc]
+    (workflow,) = data["workflows"]
     steps = {s["id"]: s for s in workflow["steps"]}
     route = steps["select-route"]
     assert route["question"]["field"] == "research_route"

@@ -36,6 +36,13 @@ def _engine_for(source: Path, root: Path, engines: Engines) -> WireEngine:
     return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
 
 
+def _claims(token: str) -> dict[str, Any]:
+    """The token's claims, unverified (what the test inspects after the engine issued it)."""
+    claims = peek_claims(token)
+    assert claims is not None, token
+    return claims
+
+
 def start(engine: WireEngine, harness: Any, state: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host(), **extra})
 
@@ -83,7 +90,7 @@ def test_start_binds_a_second_pinned_adapter(engines: Engines) -> None:
     assert result["status"] == "active"
     paths = {a["install_path"] for a in result["step"]["host_assets"]}
     assert ".opencode/agent/evidence-auditor.md" in paths
-    assert peek_claims(result["checkpoint"])["host"]["harness"] == "opencode"
+    assert _claims(result["checkpoint"])["host"]["harness"] == "opencode"
 
 
 def test_unknown_workflow_and_version_are_refused(engines: Engines) -> None:
@@ -143,7 +150,7 @@ def test_continue_blocks_unconfirmed_change_and_keeps_checkpoint(engines: Engine
     assert result["status"] == "blocked" and result["checkpoint"] == cp
     assert [f["code"] for f in result["failures"]] == ["confirmation_required"]
     # a confirmation given before the checkpoint is not contemporaneous
-    stale = harness.confirm(changed["state"], previous=state, at=peek_claims(cp)["iat"] - 1)
+    stale = harness.confirm(changed["state"], previous=state, at=_claims(cp)["iat"] - 1)
     result = engine.continue_workflow({"checkpoint": cp, "confirmed_state": state, "next_confirmed_state": stale})
     assert result["status"] == "blocked"
     # a fresh confirmation is accepted; the gated step is returned again with a reissued checkpoint
@@ -151,7 +158,7 @@ def test_continue_blocks_unconfirmed_change_and_keeps_checkpoint(engines: Engine
     fresh = harness.confirm(changed["state"], previous=state)
     result = engine.continue_workflow({"checkpoint": cp, "confirmed_state": state, "next_confirmed_state": fresh})
     assert (result["status"], result["step"]["id"]) == ("active", "setup-workspace")
-    assert result["checkpoint"] != cp and peek_claims(result["checkpoint"])["state"] != peek_claims(cp)["state"]
+    assert result["checkpoint"] != cp and _claims(result["checkpoint"])["state"] != _claims(cp)["state"]
 
 
 def test_prior_state_must_match_checkpoint_digest(engines: Engines) -> None:
@@ -328,17 +335,17 @@ def test_tampered_truncated_foreign_and_other_release_tokens_are_refused(engines
         verify_checkpoint(engines.keyring, f"{header}.{token.split('.')[1]}.")
     # a valid token pinned to another release is refused by this release's engine
     other = engines.wire("1.3.0")
-    with pytest.raises(WorkflowProtocolError) as err:
+    with pytest.raises(WorkflowProtocolError) as refused:
         other.continue_workflow({"checkpoint": token, "confirmed_state": state})
-    assert err.value.code is FailureCode.PINNED_RELEASE_UNAVAILABLE
+    assert refused.value.code is FailureCode.PINNED_RELEASE_UNAVAILABLE
     # a validly signed checkpoint naming a step its release lacks
     claims = verify_checkpoint(engines.keyring, token).checkpoint
     from dataclasses import replace
 
     bogus = issue_checkpoint(engines.keyring, replace(claims, step_id="nowhere")).token
-    with pytest.raises(WorkflowProtocolError) as err:
+    with pytest.raises(WorkflowProtocolError) as refused:
         engine.continue_workflow({"checkpoint": bogus, "confirmed_state": state})
-    assert err.value.code is FailureCode.CHECKPOINT_INVALID
+    assert refused.value.code is FailureCode.CHECKPOINT_INVALID
 
 
 def test_checkpoint_claims_have_a_closed_shape() -> None:
@@ -399,8 +406,8 @@ def test_prepare_reports_host_mismatch_missing_artifact_bad_json_and_total_size(
             "artifacts": [{**results, "content": " " * 262_144}, {**report, "content": "x" * 131_073}],
         }
     )
-    codes = [f["code"] for f in big["failures"]]
-    assert "artifacts_total_too_large" in codes and "artifact_too_large" in codes
+    big_codes = [f["code"] for f in big["failures"]]
+    assert "artifacts_total_too_large" in big_codes and "artifact_too_large" in big_codes
 
 
 def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path: Path, engines: Engines) -> None:
@@ -448,7 +455,7 @@ def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: 
     started = start(engine, harness, state)
     asked = harness.pass_setup(engine, started, state)
     assert asked["status"] == "input_required" and asked["question"]["field"] == "research_route"
-    assert peek_claims(asked["checkpoint"])["step"] == "setup-workspace"
+    assert _claims(asked["checkpoint"])["step"] == "setup-workspace"
     # the step is validated now: continue with the answer advances instead of returning the gated step
     engines.clock.tick()
     routed = harness.confirm({**state["state"], "research_route": "experiment"}, previous=state)

@@ -161,8 +161,8 @@ def test_keys_on_a_fresh_state_directory(tmp_path: Path) -> None:
     assert listed.returncode == 0 and "no checkpoint keys yet" in listed.stdout, listed.stderr
     created = _mcp("keys", "rotate", "--state-dir", state)
     assert created.returncode == 0 and created.stdout.startswith(f"created {state / 'checkpoint-keys.json'}")
-    listed = _mcp("keys", "list", "--state-dir", state).stdout.splitlines()
-    assert len(listed) == 2 and listed[1].endswith("\tsigning")  # no orphan verify-only key
+    keys = _mcp("keys", "list", "--state-dir", state).stdout.splitlines()
+    assert len(keys) == 2 and keys[1].endswith("\tsigning")  # no orphan verify-only key
 
     unknown = _one_line(_mcp("keys", "retire", "ck-0000000000000000", "--state-dir", state))
     assert unknown.startswith(f"error: key_invalid: {state / 'checkpoint-keys.json'}: ")

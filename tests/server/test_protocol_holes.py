@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,11 @@ def looping(tmp_path: Path) -> tuple[WireEngine, StepKit, TickingClock]:
     )
 
 
+def _constant(text: str) -> Callable[[str, str], str]:
+    """Output content that is ``text`` whatever the output."""
+    return lambda _output_id, _media_type: text
+
+
 def _summary(output_id: str, media_type: str) -> str:
     return json.dumps(SUMMARY)
 
@@ -96,7 +102,7 @@ def _setup(engine: WireEngine, kit: StepKit, state: dict[str, Any]) -> dict[str,
     return kit.pass_setup(engine, started, state)
 
 
-def _validate(engine: WireEngine, kit: StepKit, state: dict[str, Any], at: dict[str, Any]) -> dict:
+def _validate(engine: WireEngine, kit: StepKit, state: dict[str, Any], at: dict[str, Any]) -> dict[str, Any]:
     artifacts = kit.write_outputs(at["step"], _summary)
     ready = engine.prepare_step_validation(
         {"checkpoint": at["checkpoint"], "confirmed_state": state, "host": kit.host(), "artifacts": artifacts}
@@ -200,7 +206,7 @@ def test_every_call_checks_every_confirmation(looping: Any) -> None:
     assert {f["code"] for f in blocked["failures"]} == {"confirmation_required"}
     # the same mistake in the state the checkpoint binds, on every checkpoint-bearing call
     wrong = _wrong_digest(state, "goal")
-    calls = {
+    calls: dict[str, Callable[[], object]] = {
         "continue": lambda: engine.continue_workflow({"checkpoint": at_plan["checkpoint"], "confirmed_state": wrong}),
         "prepare": lambda: engine.prepare_step_validation(
             {"checkpoint": at_plan["checkpoint"], "confirmed_state": wrong, "host": kit.host(), "artifacts": []}
@@ -316,7 +322,7 @@ def test_every_schema_format_is_enforced_at_prepare(tmp_path: Path, fmt: str, ba
     at = engine.continue_workflow({"checkpoint": at_plan["checkpoint"], "confirmed_state": state})
     for outcome, expected in ((bad, "deterministic_validation_failed"), (good, "ready_for_semantic_validation")):
         text = json.dumps({**SUMMARY, "outcome": outcome})
-        artifacts = kit.write_outputs(at["step"], lambda _i, _m, t=text: t)
+        artifacts = kit.write_outputs(at["step"], _constant(text))
         result = engine.prepare_step_validation(
             {"checkpoint": at["checkpoint"], "confirmed_state": state, "host": kit.host(), "artifacts": artifacts}
         )

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 from rimthan_host.harness import client_caller
-from support.servers import HttpServer, ServerWorld, harness, mcp_client
+from support.servers import HttpServer, ServerWorld, harness, mcp_client, text_of
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
@@ -39,13 +39,13 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             # every resource a step payload references is served, verified, at its immutable URI
             digest_hex = log.final["release"]["manifest_digest"][7:]
             manifest = json.loads(
-                (await client.read_resource(f"rimthan://manifests/{digest_hex}/manifest.json")).contents[0].text
+                text_of(await client.read_resource(f"rimthan://manifests/{digest_hex}/manifest.json"))
             )
             digests = {f["path"]: f["sha256"] for f in manifest["files"]}
             other = harness(call, tmp_path / "other")
             setup = await other.start("research", initial_version="1.2.0")
             for uri in setup["step"]["resources"]:
-                text = (await client.read_resource(uri)).contents[0].text
+                text = text_of(await client.read_resource(uri))
                 assert uri.startswith(f"rimthan://releases/{digest_hex}/")
                 path_in_release = uri.split("/", 4)[4]
                 assert hashlib.sha256(text.encode("utf-8")).hexdigest() == digests[path_in_release]

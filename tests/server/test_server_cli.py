@@ -13,11 +13,12 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from click.testing import CliRunner
-from mcp import Client
+from mcp import Client, types
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.cli import main
 from rimthan_workflow_mcp.provider import ReleaseProvider
@@ -144,13 +145,13 @@ def test_keys_rotate_then_retire_keeps_old_checkpoints_until_retired(world: Serv
             world.built["1.2.0"], trust=load_trust(world.trust), keyring=CheckpointKeyring.load(keys)
         )
 
-    async def start() -> tuple[str, dict]:
+    async def start() -> tuple[str, dict[str, Any]]:
         async with Client(create_mcp_application(provider())) as client:
             run = harness(client_caller(client), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
             return started["checkpoint"], run.state.projection()
 
-    async def resume(checkpoint: str, state: dict) -> object:
+    async def resume(checkpoint: str, state: dict[str, Any]) -> types.CallToolResult:
         async with Client(create_mcp_application(provider())) as client:
             return await client.call_tool(
                 "rimthan.continue_workflow", {"checkpoint": checkpoint, "confirmed_state": state}

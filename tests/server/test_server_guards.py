@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 from rimthan_host.harness import HostProfile, client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider
@@ -28,7 +28,7 @@ from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from support.servers import ServerWorld, build_world, harness, structured_error
+from support.servers import ServerWorld, build_world, harness, structured_error, text_of
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +58,13 @@ def test_release_resources_are_the_verified_bytes_at_digest_uris(world: ServerWo
         for loaded in provider.held.values():
             hex_digest = loaded.digest[7:]
             manifest_uri = f"rimthan://manifests/{hex_digest}/manifest.json"
-            manifest_text = (await client.read_resource(manifest_uri)).contents[0].text
+            manifest_text = text_of(await client.read_resource(manifest_uri))
             assert hashlib.sha256(manifest_text.encode()).hexdigest() == hex_digest
             for entry in json.loads(manifest_text)["files"]:
                 assert listed[f"rimthan://releases/{hex_digest}/{entry['path']}"].mime_type == entry["media_type"]
         a_hex = provider.active.digest[7:]
         read = (await client.read_resource(f"rimthan://releases/{a_hex}/catalogue.toml")).contents[0]
+        assert isinstance(read, types.TextResourceContents)
         assert (read.text, read.mime_type) == (
             (release / "catalogue" / "catalogue.toml").read_text("utf-8"),
             "application/toml",
@@ -91,9 +92,12 @@ def test_binary_release_file_is_served_as_a_blob(world: ServerWorld, tmp_path: P
     provider = ReleaseProvider.open(release, trust=load_trust(world.trust), keyring=CheckpointKeyring.generate())
 
     async def body(client: Client) -> None:
-        read = await client.read_resource(f"rimthan://releases/{provider.active.digest[7:]}/assets/logo.bin")
-        assert base64.b64decode(read.contents[0].blob) == logo
-        assert read.contents[0].mime_type == "application/octet-stream"
+        read = (
+            await client.read_resource(f"rimthan://releases/{provider.active.digest[7:]}/assets/logo.bin")
+        ).contents[0]
+        assert isinstance(read, types.BlobResourceContents)
+        assert base64.b64decode(read.blob) == logo
+        assert read.mime_type == "application/octet-stream"
 
     _run(provider, body)
 
@@ -101,7 +105,7 @@ def test_binary_release_file_is_served_as_a_blob(world: ServerWorld, tmp_path: P
 def test_migration_without_a_target_is_refused_as_a_structured_error(world: ServerWorld, tmp_path: Path) -> None:
     provider = world.provider("1.2.0")
 
-    async def body(client: Client) -> dict:
+    async def body(client: Client) -> dict[str, Any]:
         run = harness(client_caller(client), tmp_path / "p")
         started = await run.start("research", initial_version="1.2.0")
         target = run.state.projection()
@@ -122,7 +126,7 @@ def test_migration_without_a_target_is_refused_as_a_structured_error(world: Serv
 def test_checkpoint_garbage_is_refused_by_the_engine_not_routed_blindly(world: ServerWorld) -> None:
     provider = world.provider("1.2.0")
 
-    async def body(client: Client) -> dict:
+    async def body(client: Client) -> dict[str, Any]:
         return structured_error(
             await client.call_tool(
                 "rimthan.continue_workflow",
@@ -153,7 +157,7 @@ def test_off_schema_results_and_crashes_become_internal_errors_without_traceback
         module_factory=_Misbehaving,
     )
 
-    async def body(client: Client) -> tuple[dict, dict]:
+    async def body(client: Client) -> tuple[dict[str, Any], dict[str, Any]]:
         run = harness(client_caller(client), tmp_path / "p")
         state = run.state
         for name, value in run.scenario.initial_state("1.2.0").items():

@@ -20,14 +20,14 @@ import anyio
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
-from mcp import Client
+from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 from referencing import Registry
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.schema_parts import DIGEST
 from rimthan_workflow_mcp.server import create_mcp_application, param_header_schemas
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
-from support.servers import ServerWorld, build_world, harness, http_client_for, http_server, serve_args
+from support.servers import ServerWorld, build_world, harness, http_client_for, http_server, serve_args, text_of
 from test_server_http import INITIALIZE, _post
 
 
@@ -101,7 +101,7 @@ def test_a_reference_through_a_contract_still_validates() -> None:
     (submit,) = [c for c in workflow_engine_tool_contracts() if c.name == "rimthan.submit_step_validation"]
     validator = Draft202012Validator(submit.input_schema)
     digest = "sha256:" + "0" * 64
-    bundle = {
+    bundle: dict[str, Any] = {
         "workflow": {"id": "w", "version": "1"},
         "release": {"id": "r", "manifest_digest": digest},
         "manifest_digest": digest,
@@ -147,7 +147,7 @@ def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
     assert properties["checkpoint_digest"] == {"anyOf": [DIGEST, {"type": "null"}]}
     assert properties["step"] == {"anyOf": [{"$ref": "#/$defs/step-payload"}, {"type": "null"}]}
     validator = validator_for(schema)(schema, registry=Registry())
-    envelope = {name: None for name in properties} | {
+    envelope: dict[str, Any] = {name: None for name in properties} | {
         "status": "active",
         "failures": [],
         "findings": [],
@@ -155,7 +155,7 @@ def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
         "message": "m",
     }
     assert list(validator.iter_errors(envelope)) == []
-    refused = {
+    refused: dict[str, Any] = {
         "workflow": {"id": "", "version": "1"},
         "release": {"id": "r"},
         "checkpoint": "",
@@ -209,9 +209,10 @@ def test_prompts_serve_the_release_prompt_assets(world: ServerWorld) -> None:
                     ["adapters", "opencode.md"],
                 ]
                 for resource in attached:
+                    assert isinstance(resource, types.TextResourceContents), resource
                     adapter = world.built["1.2.0"] / "catalogue" / "adapters" / resource.uri.rsplit("/", 1)[1]
                     assert resource.text == adapter.read_text("utf-8") and resource.mime_type == "text/markdown"
-                    assert (await client.read_resource(resource.uri)).contents[0].text == resource.text
+                    assert text_of(await client.read_resource(resource.uri)) == resource.text
                 with pytest.raises(MCPError) as unknown:
                     await client.get_prompt("test_simple_prompt")
                 error = unknown.value.error

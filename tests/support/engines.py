@@ -90,7 +90,7 @@ class Engines:
     releases: dict[str, VerifiedRelease]
     keyring: CheckpointKeyring
     work: Path
-    clock: Callable[[], float]
+    clock: TickingClock
 
     def module(self, version: str) -> WorkflowEngineQueryModule:
         return WorkflowEngineQueryModule(self.releases[version], self.keyring, clock=self.clock)
@@ -141,7 +141,7 @@ class WireEngine:
         return result.to_json()
 
 
-def make_engines(root: Path, clock: Callable[[], float]) -> Engines:
+def make_engines(root: Path, clock: TickingClock) -> Engines:
     key = make_keypair(root / "keys", "release-engineer")
     out = root / "releases"
     trust = load_trust(trust_dir(root / "trust", key))
@@ -225,7 +225,6 @@ def drive_migrated(engines: Engines, *, name: str) -> DrivenRun:
         call, ExamplesScenario("desk-research"), project_dir=project, clock=engines.clock, on_event=keep
     )
     clock = engines.clock
-    assert isinstance(clock, TickingClock)
 
     async def go() -> None:
         result = await harness.run(await harness.start("research", initial_version="1.2.0"), until_step="select-route")

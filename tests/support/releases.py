@@ -122,7 +122,7 @@ def packaged_source(version: str) -> Path:
 def resign_release(
     release: Path,
     keys: Sequence[KeyPair],
-    edit: Callable[[Path], None] | None = None,
+    edit: Callable[[Path], object] | None = None,
     manifest_edit: Callable[[Manifest], Manifest] | None = None,
 ) -> Manifest:
     """Re-derive manifest, checksums and signatures for a release's current files."""

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from mcp import Client
+from mcp import Client, types
 from rimthan_host.harness import CatalogueExamples, ToolCaller, WorkflowHarness
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
-from support.processes import HttpServer, http_server_process, serve_module_args, stdio_client_process
+from support.processes import HttpServer as HttpServer  # re-exported: the server tests take it from here
+from support.processes import http_server_process, serve_module_args, stdio_client_process
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 
 VERSIONS = ("1.2.0", "1.3.0")
@@ -155,6 +156,13 @@ def stdio_client_for(args: Sequence[str], errlog: TextIO, *, mode: str = "auto")
 
 def http_client_for(url: str, *, mode: str = "auto") -> Client:
     return Client(url, mode=mode)
+
+
+def text_of(read: types.ReadResourceResult) -> str:
+    """The text of a resource read (its first part, which must be text)."""
+    part = read.contents[0]
+    assert isinstance(part, types.TextResourceContents), part
+    return part.text
 
 
 def structured_error(result: Any) -> dict[str, Any]:
