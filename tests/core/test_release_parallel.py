@@ -9,6 +9,7 @@ shortens is restored afterwards, whatever the outcome.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -17,7 +18,9 @@ from pathlib import Path
 import pytest
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import parallel, verify
+from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verified import READ_CHUNK, check_file, check_files
 from rimthan_workflow_registry.release.verify import verify_release
 
 F = FailureCode
@@ -139,6 +142,70 @@ def test_concurrent_verifications_restore_the_switch_interval_after_the_last(
         thread.join()
     assert results == ["demo@0.1.0"] * 4
     assert sys.getswitchinterval() == before
+
+
+# --------------------------------------------------------------------------- the batch file check
+
+
+def _one_by_one(base: str, entries: Sequence[FileEntry]) -> None:
+    """The reference: :func:`check_file` on each entry in order."""
+    for entry in entries:
+        check_file(f"{base}/{entry.path}", entry, where=f"{base}/{entry.path}")
+
+
+def _refusal(check: Callable[[str, Sequence[FileEntry]], None], base: Path, entries: list[FileEntry]) -> object:
+    try:
+        check(str(base), entries)
+    except RegistryError as exc:
+        return exc.code, exc.path, exc.message
+    return "accepted"
+
+
+def _to_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _to_directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+FILE_BREAKS: dict[str, Callable[[Path], None]] = {
+    **{name: breaks for name, (breaks, _) in BREAKS.items()},
+    "symlink": _to_symlink,
+    "fifo": _to_fifo,
+    "directory": _to_directory,
+    "unbroken": lambda path: None,
+}
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+@pytest.mark.parametrize("name", sorted(FILE_BREAKS))
+def test_the_batch_file_check_refuses_exactly_as_the_one_file_check(tmp_path: Path, name: str, large: bool) -> None:
+    """Same code, path and message as :func:`check_file` file by file: the first broken file in order."""
+    (tmp_path / "d").mkdir()
+    contents = [b"first", os.urandom(READ_CHUNK + 7) if large else b"second file", b"third"]
+    entries = [FileEntry.for_bytes(f"d/{n}.bin", data) for n, data in enumerate(contents)]
+    for entry, data in zip(entries, contents, strict=True):
+        (tmp_path / entry.path).write_bytes(data)
+    FILE_BREAKS[name](tmp_path / entries[1].path)
+    _flip_byte(tmp_path / entries[2].path)  # a later broken file never hides the first one
+    expected = _refusal(_one_by_one, tmp_path, entries)
+    assert expected != "accepted"
+    assert _refusal(check_files, tmp_path, entries) == expected
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_a_broken_release_is_refused_alike_by_the_batch_and_the_one_file_check(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    breaks, code = BREAKS[name]
+    breaks(_catalogue_files(signed_release)[1])
+    batch = _verdict(signed_release, trust, 2, monkeypatch)
+    monkeypatch.setattr(verify, "check_files", _one_by_one)
+    assert batch[0] == code.value
+    assert _verdict(signed_release, trust, 2, monkeypatch) == batch
 
 
 # --------------------------------------------------------------------------- the helper itself

@@ -20,6 +20,7 @@ untrusted release never gets its content parsed.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import shlex
 import stat
@@ -64,11 +65,13 @@ from rimthan_workflow_registry.release.verified import (
     ReleaseFiles,
     VerifiedRelease,
     check_file,
+    check_files,
     verify_threads,
 )
 
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
+_PATH = operator.attrgetter("path")
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
 
@@ -454,8 +457,11 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
 
     def check(batch: Sequence[FileEntry]) -> ReleaseVerificationError | None:
         try:
-            for entry in batch:
-                _check_file(base, tree.catalogue, entry)
+            if tree.catalogue.issuperset(map(_PATH, batch)):  # every file walked: no per-file membership test
+                check_files(base, batch)
+            else:
+                for entry in batch:
+                    _check_file(base, tree.catalogue, entry)
         except ReleaseVerificationError as exc:
             return exc
         return None
