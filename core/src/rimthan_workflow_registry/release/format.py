@@ -266,7 +266,7 @@ def key_id_from_signature_name(name: str) -> str | None:
 
 def render_checksums(manifest: Manifest) -> bytes:
     """``SHA256SUMS`` bytes: ``<hex>  catalogue/<path>`` per file, sorted by path."""
-    lines = [f"{f.sha256}  {CATALOGUE_DIR}/{f.path}\n" for f in sorted(manifest.files, key=lambda f: f.path)]
+    lines = [f"{f.sha256}  {CATALOGUE_DIR}/{f.path}\n" for f in sorted(manifest.files, key=operator.attrgetter("path"))]
     return "".join(lines).encode("utf-8")
 
 

@@ -89,36 +89,69 @@ def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
 def check_files(base: str, entries: Sequence[FileEntry]) -> None:
     """:func:`check_file` on ``f"{base}/{entry.path}"`` for each of ``entries`` in order, raising the first failure.
 
-    The same checks, in the same order, with the same failures, in one loop:
-    a file is an ``open``, ``fstat``, ``read``, SHA-256 and ``close`` with
-    only its checks between them (no helper call per file), which matters
-    when two threads share the GIL for 10,000 files. A file larger than one
-    read goes through :func:`check_file`.
+    The same checks, in the same order, with the same failures: every file
+    read and checked but for its digest (:func:`read_files`), then the digests
+    of those read (:func:`first_digest_failure`), a digest failure first since
+    its file comes first.
     """
-    sha256, fstat, read, close = hashlib.sha256, os.fstat, os.read, os.close
-    for entry in entries:
-        where = f"{base}/{entry.path}"
-        size = entry.size
-        if size >= READ_CHUNK:
-            _checked(where, entry, where=where, keep=False)
-            continue
-        try:
-            fd = os.open(where, OPEN_NOFOLLOW)
-        except OSError as exc:
-            raise _open_failure(exc, where) from None
-        info = fstat(fd)
-        if info.st_size != size or info.st_nlink > 1 or not stat.S_ISREG(info.st_mode):
-            close(fd)
-            raise _stat_failure(info, size, where)
-        try:
-            data = read(fd, size + 1)
-        finally:
-            close(fd)
-        if len(data) != size:
-            raise _length_failure(len(data), size, where)
-        digest = sha256(data).hexdigest()
-        if digest != entry.sha256:
-            raise _digest_failure(digest, entry.sha256, where)
+    read, failure = read_files(base, entries)
+    mismatch = first_digest_failure(base, entries, read)
+    if mismatch is not None:
+        raise mismatch[1]
+    if failure is not None:
+        raise failure
+
+
+def read_files(base: str, entries: Sequence[FileEntry]) -> tuple[list[bytes | None], ReleaseVerificationError | None]:
+    """The bytes of ``entries`` in order, checked as :func:`check_file` does but for the SHA-256, up to a failure.
+
+    Returns the bytes read (``None`` for a file of ``READ_CHUNK`` bytes or
+    more, checked completely here, digest included) and the failure of the
+    next file, if one failed. A file is an ``open``, ``fstat``, ``read`` and
+    ``close`` with only its checks between them (no helper call per file),
+    which matters when two threads share the GIL for 10,000 files.
+    """
+    fstat, read, close = os.fstat, os.read, os.close
+    found: list[bytes | None] = []
+    try:
+        for entry in entries:
+            where = f"{base}/{entry.path}"
+            size = entry.size
+            if size >= READ_CHUNK:
+                _checked(where, entry, where=where, keep=False)
+                found.append(None)
+                continue
+            try:
+                fd = os.open(where, OPEN_NOFOLLOW)
+            except OSError as exc:
+                raise _open_failure(exc, where) from None
+            info = fstat(fd)
+            if info.st_size != size or info.st_nlink > 1 or not stat.S_ISREG(info.st_mode):
+                close(fd)
+                raise _stat_failure(info, size, where)
+            try:
+                data = read(fd, size + 1)
+            finally:
+                close(fd)
+            if len(data) != size:
+                raise _length_failure(len(data), size, where)
+            found.append(data)
+    except ReleaseVerificationError as exc:
+        return found, exc
+    return found, None
+
+
+def first_digest_failure(
+    base: str, entries: Sequence[FileEntry], read: Sequence[bytes | None]
+) -> tuple[int, ReleaseVerificationError] | None:
+    """Index and failure of the first of ``read`` (the bytes of ``entries``, in order) whose SHA-256 is not listed."""
+    sha256 = hashlib.sha256
+    for index, (entry, data) in enumerate(zip(entries, read, strict=False)):
+        if data is not None:
+            digest = sha256(data).hexdigest()
+            if digest != entry.sha256:
+                return index, _digest_failure(digest, entry.sha256, f"{base}/{entry.path}")
+    return None
 
 
 def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -> bytes | None:

@@ -34,6 +34,7 @@ from cryptography.exceptions import InvalidSignature
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
+from rimthan_workflow_registry.release.file_pipeline import first_file_failure
 from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
@@ -466,7 +467,11 @@ def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
             return exc
         return None
 
-    failure = first_failure(check, batches, verify_threads(len(files), sum(f.size for f in files)))
+    workers = verify_threads(len(files), sum(f.size for f in files))
+    if workers > 1 and tree.catalogue.issuperset(map(_PATH, files)):
+        failure = first_file_failure(base, batches)  # one thread reads, another hashes
+    else:
+        failure = first_failure(check, batches, workers)
     if failure is not None:
         raise failure
 
