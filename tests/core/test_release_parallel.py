@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import parallel, verify
+from rimthan_workflow_registry.release import file_pipeline, parallel, verified, verify
 from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verified import READ_CHUNK, check_file, check_files
@@ -206,6 +206,57 @@ def test_a_broken_release_is_refused_alike_by_the_batch_and_the_one_file_check(
     monkeypatch.setattr(verify, "check_files", _one_by_one)
     assert batch[0] == code.value
     assert _verdict(signed_release, trust, 2, monkeypatch) == batch
+
+
+def _files(tmp_path: Path, count: int, breaks: dict[int, Callable[[Path], None]]) -> list[FileEntry]:
+    """``count`` files in ``tmp_path/d`` (a hard link goes beside ``d``), those in ``breaks`` broken."""
+    entries = [FileEntry.for_bytes(f"d/f{n:03}.bin", b"file %d" % n * (n + 1)) for n in range(count)]
+    (tmp_path / "d").mkdir()
+    for n, entry in enumerate(entries):
+        (tmp_path / entry.path).write_bytes(b"file %d" % n * (n + 1))
+        if n in breaks:
+            breaks[n](tmp_path / entry.path)
+    return entries
+
+
+PIPELINE_CASES: dict[str, dict[int, Callable[[Path], None]]] = {
+    "none": {},
+    "digest before a missing file": {5: _flip_byte, 17: _remove},
+    "missing before a digest": {5: _remove, 17: _flip_byte},
+    "symlink, then grown": {0: _to_symlink, 1: _grow},
+    "digest in the last file": {29: _flip_byte},
+    "digest, then hard link": {11: _flip_byte, 12: _hard_link},
+    "two digests": {23: _flip_byte, 3: _flip_byte},
+}
+
+
+@pytest.mark.parametrize("batch", [1, 3, 64])
+@pytest.mark.parametrize("name", sorted(PIPELINE_CASES))
+def test_the_read_and_hash_threads_report_the_one_thread_failure(tmp_path: Path, name: str, batch: int) -> None:
+    """Failures found by either thread, in any batch: the first in order is the one ``check_files`` raises."""
+    entries = _files(tmp_path, 30, PIPELINE_CASES[name])
+    expected = _refusal(check_files, tmp_path, entries)
+    batches = [entries[i : i + batch] for i in range(0, len(entries), batch)]
+    for _ in range(5):
+        found = file_pipeline.first_file_failure(str(tmp_path), batches)
+        got = "accepted" if found is None else (found.code, found.path, found.message)  # type: ignore[attr-defined]
+        assert got == expected
+
+
+def test_an_unexpected_error_on_the_hashing_thread_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = _files(tmp_path, 12, {})
+    real = verified.first_digest_failure
+
+    def failing(base: str, batch: Sequence[FileEntry], read: Sequence[bytes | None]) -> object:
+        if batch[0].path == "d/f006.bin":
+            raise RuntimeError("hashing broke")
+        return real(base, batch, read)
+
+    monkeypatch.setattr(file_pipeline, "first_digest_failure", failing)
+    before = sys.getswitchinterval()
+    found = file_pipeline.first_file_failure(str(tmp_path), [entries[i : i + 2] for i in range(0, 12, 2)])
+    assert isinstance(found, RuntimeError) and str(found) == "hashing broke"
+    assert sys.getswitchinterval() == before
 
 
 # --------------------------------------------------------------------------- the helper itself
