@@ -1,5 +1,5 @@
-"""The stdio wire served from the event loop over pipes: the same lines as the SDK's reader, whole messages out,
-and the standard descriptors claimed while serving and given back afterwards.
+"""The stdio wire served from the event loop over pipes and sockets: the same lines as the SDK's reader, whole
+messages out, and the standard descriptors claimed while serving and given back afterwards.
 
 Real pipes and real processes; the expected lines come from the text wrapper the SDK's own stdio transport reads
 with (UTF-8, replacement characters, universal newlines).
@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import io
 import os
+import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_mcp.stdio_pipes import PipeLines, PipeWriter
@@ -107,17 +110,36 @@ anyio.run(main)
 """
 
 
-def test_serving_claims_fd_0_and_1_and_gives_them_back(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", CLAIM_SCRIPT],
-        input=b"one\ntwo\r\n",
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout == b"echo one\necho two\nfd 1 is the wire again\n"
-    assert b"stray write to fd 1" in done.stderr
+def _over_pipes(script: str, data: bytes) -> tuple[int, bytes, bytes]:
+    done = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=60, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _over_sockets(script: str, data: bytes) -> tuple[int, bytes, bytes]:
+    """As a Node-based host launches a server: a socket pair on each of stdin and stdout."""
+    ours_in, theirs_in = socket.socketpair()
+    ours_out, theirs_out = socket.socketpair()
+    with ours_in, theirs_in, ours_out, theirs_out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=theirs_in.fileno(), stdout=theirs_out.fileno(), stderr=subprocess.PIPE
+        )
+        theirs_in.close()
+        theirs_out.close()
+        ours_in.sendall(data)
+        ours_in.shutdown(socket.SHUT_WR)
+        received = b"".join(iter(lambda: ours_out.recv(65536), b""))
+        _, err = process.communicate(timeout=60)
+    return process.returncode, received, err
+
+
+@pytest.mark.parametrize("launch", [_over_pipes, _over_sockets], ids=["pipes", "sockets"])
+def test_serving_claims_fd_0_and_1_and_gives_them_back(
+    launch: Callable[[str, bytes], tuple[int, bytes, bytes]],
+) -> None:
+    returncode, out, err = launch(CLAIM_SCRIPT, b"one\ntwo\r\n")
+    assert returncode == 0, err.decode()
+    assert out == b"echo one\necho two\nfd 1 is the wire again\n"
+    assert b"stray write to fd 1" in err
 
 
 def test_a_terminal_or_a_file_keeps_the_sdks_own_path(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
-"""The stdio wire served from the event loop when stdin and stdout are pipes (as MCP hosts launch servers).
+"""The stdio wire served from the event loop when stdin and stdout are pipes or sockets (as MCP hosts launch servers).
 
 The SDK's ``stdio_server()`` reads and writes the standard streams through
 ``anyio.wrap_file``: every line read, every message written and every flush
 is a hop to a worker thread and back, about 14 context switches per tool
-call. When both streams are pipes, :func:`pipe_wire` hands the same SDK
+call. When both streams are pipes (or sockets), :func:`pipe_wire` hands the same SDK
 transport (``stdio_server(stdin, stdout)``: its line framing, JSON parsing
 and serialisation) a reader and a writer on non-blocking pipe descriptors
 that the event loop watches instead. Lines read are exactly the SDK's:
@@ -12,9 +12,9 @@ UTF-8 with replacement characters, universal newlines.
 Like the SDK, it claims the descriptors: while serving, fd 0 reads the null
 device and fd 1 writes to stderr, so nothing else reaches the wire (a stray
 ``print``, a child process); the wire is served from private duplicates, and
-fd 0 and fd 1 are restored afterwards. Anything else (a terminal, a file, a
-socket, Windows, a descriptor that cannot be duplicated) yields ``None`` and
-keeps the SDK's own path.
+fd 0 and fd 1 are restored afterwards. Anything else (a terminal, a file,
+Windows, a descriptor that cannot be duplicated) yields ``None`` and keeps the
+SDK's own path.
 """
 
 from __future__ import annotations
@@ -101,10 +101,12 @@ class PipeWriter:
 
 
 def _is_pipe(fd: int) -> bool:
+    """A pipe, or a socket (Node-based hosts hand their servers socket pairs as stdio)."""
     try:
-        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+        mode = os.fstat(fd).st_mode
     except OSError:
         return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _backs(stream: TextIO | None, fd: int) -> bool:
@@ -154,7 +156,7 @@ def _release(wire: list[int]) -> None:
 
 @asynccontextmanager
 async def pipe_wire() -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]] | None]:
-    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes; None otherwise."""
+    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes or sockets; None otherwise."""
     wire = _claim()
     if wire is None:
         yield None
