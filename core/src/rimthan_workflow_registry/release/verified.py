@@ -266,3 +266,7 @@ class VerifiedRelease:
     def read_file(self, path: str) -> bytes:
         """Verified bytes of a catalogue file (``path`` relative to ``catalogue/``)."""
         return self.files.read(path)
+
+    def holds_in_memory(self, path: str) -> bool:
+        """Whether :meth:`read_file` answers ``path`` from memory (verified at load) rather than from disk."""
+        return path in self.files.cache
