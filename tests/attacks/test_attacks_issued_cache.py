@@ -20,14 +20,16 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
+from enum import IntEnum
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rimthan_host.harness import WorkflowHarness
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.run.checkpoints import ISSUED, issue_checkpoint, verify_checkpoint
+from rimthan_workflow_registry.run.checkpoints import ISSUED, Checkpoint, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import TOOLS, Engines, ExamplesScenario, TickingClock, make_engines, run
 
@@ -181,11 +183,79 @@ def test_claims_the_full_path_refuses_are_never_cached(recorded: Recorded) -> No
         assert code is F.CHECKPOINT_INVALID and "malformed" in message
 
 
-def test_a_cached_checkpoint_is_what_the_full_path_computes(recorded: Recorded, tmp_path: Path) -> None:
+def typed(value: Any) -> Any:
+    """``value`` with the exact type of every part spelled out (``==`` alone lets ``1 == True``, str subclasses...)."""
+    if isinstance(value, dict):
+        return {typed(k): typed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, [typed(v) for v in value]
+    return type(value).__name__, value
+
+
+def fields(checkpoint: Checkpoint) -> Any:
+    tables = {"artifacts": checkpoint.artifacts.claims(), "validators": checkpoint.validators.claims()}
+    return typed({**vars(checkpoint), **tables, "host": vars(checkpoint.host)})
+
+
+def test_a_cached_checkpoint_is_what_the_full_path_computes(recorded: Recorded) -> None:
     keyring = recorded.engines.keyring
     for token in recorded.checkpoints:
         ISSUED.clear()
         full = verify_checkpoint(replace(keyring), token)
         issued = issue_checkpoint(keyring, full.checkpoint)
-        assert issued.token == token and issued.checkpoint == full.checkpoint
+        assert issued.token == token and fields(issued.checkpoint) == fields(full.checkpoint)
         assert verify_checkpoint(replace(keyring), token) is issued
+
+
+class Tagged(str):
+    """A string of another type: its JSON is a plain string's."""
+
+
+class Level(IntEnum):
+    TWO = 2
+
+
+def test_claims_of_other_types_are_cached_as_the_full_path_reads_them_back(recorded: Recorded) -> None:
+    keyring = recorded.engines.keyring
+    checkpoint = verify_checkpoint(replace(keyring), recorded.checkpoints[-1]).checkpoint
+    host = replace(
+        checkpoint.host, harness=Tagged(checkpoint.host.harness), capabilities=tuple(checkpoint.host.capabilities)
+    )
+    for odd in (
+        replace(checkpoint, step_id=Tagged(checkpoint.step_id)),
+        replace(checkpoint, sequence=Level.TWO),
+        replace(checkpoint, host=host),
+        replace(checkpoint, failed_findings=Level.TWO),
+    ):
+        issued = issue_checkpoint(keyring, odd)
+        ISSUED.clear()
+        full = verify_checkpoint(replace(keyring), issued.token)
+        assert fields(issued.checkpoint) == fields(full.checkpoint) != fields(odd)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.text(min_size=0, max_size=140), min_size=4, max_size=4),
+    capabilities=st.lists(st.text(max_size=20), max_size=4),
+    numbers=st.lists(st.integers(min_value=-3, max_value=2**70), min_size=2, max_size=2),
+)
+def test_the_cached_form_of_any_claims_is_what_the_full_path_reads_from_their_payload(
+    recorded: Recorded, texts: list[str], capabilities: list[str], numbers: list[int]
+) -> None:
+    """Any strings (dots, quotes, escapes, surrogates, over-long), any integers: cached only as parsed back."""
+    keyring = recorded.engines.keyring
+    checkpoint = verify_checkpoint(replace(keyring), recorded.checkpoints[-1]).checkpoint
+    host = replace(checkpoint.host, harness=texts[2], capabilities=tuple(capabilities))
+    odd = replace(
+        checkpoint, step_id=texts[0], workflow_id=texts[1], release_id=texts[3], sequence=numbers[0], host=host
+    )
+    odd = replace(odd, failed_findings=numbers[1])
+    issued = issue_checkpoint(keyring, odd)
+    cached = ISSUED.recall(issued.token)
+    ISSUED.clear()
+    try:
+        full = verify_checkpoint(replace(keyring), issued.token)
+    except RegistryError as error:
+        assert cached is None and error.code is F.CHECKPOINT_INVALID
+        return
+    assert cached is issued and fields(cached.checkpoint) == fields(full.checkpoint)

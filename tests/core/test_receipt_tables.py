@@ -144,7 +144,7 @@ def test_verifying_a_checkpoint_this_process_issued_does_not_parse_its_payload_a
     elsewhere, here = _python_calls(3_000), _python_calls(3_000, issued_here=True)
     loads = next(name for name in elsewhere if name.endswith("(loads)"))  # json.loads
     checks = next(name for name in elsewhere if name.endswith("(claims_problem)"))
-    assert here[loads] == elsewhere[loads] - 1 and here[checks] == elsewhere[checks] - 1
+    assert here.get(loads, 0) == elsewhere[loads] - 1 and here.get(checks, 0) == elsewhere[checks] - 1
 
 
 def test_verify_and_reissue_keep_the_claims_and_the_token_bytes() -> None:

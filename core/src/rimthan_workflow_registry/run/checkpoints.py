@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, TokenError
-from rimthan_workflow_registry.run.checkpoint_claims import claims_problem
+from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, claims_problem
 from rimthan_workflow_registry.run.issued_tokens import IssuedTokens
 from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
 from rimthan_workflow_registry.run.tokens import (
@@ -106,6 +106,11 @@ class Checkpoint:
         problem = claims_problem(claims)
         if problem is not None:
             raise TokenError(FailureCode.CHECKPOINT_INVALID, f"the checkpoint's claims are malformed ({problem})")
+        return cls._of_claims(claims)
+
+    @classmethod
+    def _of_claims(cls, claims: Mapping[str, Any]) -> Checkpoint:
+        """The checkpoint of claims already found well-formed."""
         host = claims["host"]
         return cls(
             sequence=claims["seq"],
@@ -156,21 +161,49 @@ ISSUED: IssuedTokens[IssuedCheckpoint] = IssuedTokens()
 def issue_checkpoint(keyring: CheckpointKeyring, checkpoint: Checkpoint) -> IssuedCheckpoint:
     """Sign ``checkpoint``; remember the token with what a verification of its payload yields.
 
-    That is the full path's payload step (:func:`_payload_checkpoint`) run now
-    on the exact payload signed, so a later verification of this token that
-    answers from :data:`ISSUED` gets what the full path would compute. Claims
-    the full path would refuse are not remembered (their verification refuses
-    them as before), and the checkpoint returned is then ``checkpoint`` itself.
+    That is what the full path's payload step (:func:`_payload_checkpoint`)
+    computes from the exact payload signed (:func:`_verified_form`), so a later
+    verification of this token that answers from :data:`ISSUED` gets what the
+    full path would. Claims the full path would refuse are not remembered
+    (their verification refuses them as before), and the checkpoint returned
+    is then ``checkpoint`` itself.
     """
-    payload = claims_payload(checkpoint.to_claims())
+    claims = checkpoint.to_claims()
+    payload = claims_payload(claims)
     token = keyring.sign_payload(payload, CHECKPOINT_TYPE)
-    signed = AuthenticToken(payload.decode("ascii"), "checkpoint", FailureCode.CHECKPOINT_INVALID)
     try:
-        issued = IssuedCheckpoint(_payload_checkpoint(signed), token)
+        issued = IssuedCheckpoint(_verified_form(claims, payload), token)
     except TokenError:
         return IssuedCheckpoint(checkpoint, token)
     ISSUED.remember(issued)
     return issued
+
+
+def _verified_form(claims: dict[str, Any], payload: bytes) -> Checkpoint:
+    """What the full path's payload step yields for ``payload``, the JSON of ``claims``; or ``TokenError``.
+
+    Claims that pass the fast shape check (which takes the receipt columns'
+    types exactly) and hold nothing else but exact ``dict``, ``list``,
+    ``str``, ``int`` and ``None`` read back from their JSON as equal values of
+    the same types, so they give that checkpoint without parsing the payload.
+    Any other claims are parsed and checked as a verification would.
+    """
+    if accepted_fast(claims) and _plain_json({k: v for k, v in claims.items() if k not in _RECEIPT_CLAIMS}):
+        return Checkpoint._of_claims(claims)
+    return _payload_checkpoint(AuthenticToken(payload.decode("ascii"), "checkpoint", FailureCode.CHECKPOINT_INVALID))
+
+
+_RECEIPT_CLAIMS = ("artifacts", "validators")
+
+
+def _plain_json(value: Any) -> bool:
+    """``value`` is built of exact ``dict`` (``str`` keys), ``list``, ``str``, ``int`` and ``None`` only."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _plain_json(v) for k, v in value.items())
+    if kind is list:
+        return all(map(_plain_json, value))
+    return kind is str or kind is int or value is None
 
 
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
