@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry.jsonschema_formats import FORMAT_CHECKER
 from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
-from support.json_edits import pointers
-from test_attacks_fuzz_depth import _replace, cheap_mutation
+from support.json_edits import pointers, replaced_at
+from test_attacks_fuzz_depth import cheap_mutation
 from test_attacks_tools import TOOLS, _get
 
 CATALOGUES = Path(__file__).resolve().parents[2] / "catalogues"
@@ -61,7 +61,7 @@ def _dialect_mutation(rng: random.Random, base: Any) -> Any:
         return base
     path = rng.choice(strings)
     current = _get(base, path)
-    return _replace(base, path, rng.choice((current + "\n", *DIALECT)))
+    return replaced_at(base, path, rng.choice((current + "\n", *DIALECT)))
 
 
 @pytest.mark.parametrize("schema_path", SCHEMAS, ids=lambda p: "/".join(p.parts[-4:]))

@@ -27,7 +27,6 @@ if it has not made its calls by then. docs/security.md holds the figures.
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 import time
@@ -160,21 +159,6 @@ HOWS = (*["tweak"] * 10, *["wrong_type"] * 2, "drop_key", "extra_key", "nasty", 
 BATCH = 50
 
 
-def _replace(base: Any, path: tuple[Any, ...], new: Any, *, delete: bool = False) -> Any:
-    """``base`` with the value at ``path`` replaced (or deleted), copying only the containers on the path."""
-    if not path:
-        return new
-    head, rest = path[0], path[1:]
-    out = copy.copy(base)
-    if rest:
-        out[head] = _replace(base[head], rest, new, delete=delete)
-    elif delete:
-        del out[head]
-    else:
-        out[head] = new
-    return out
-
-
 def _tweaked(rng: random.Random, value: Any) -> Any:
     """A small, same-typed change to one value: what a careless or malicious client would send."""
     if isinstance(value, bool):
@@ -221,21 +205,25 @@ def cheap_mutation(rng: random.Random, valid: dict[str, dict[str, Any]], tool: s
     pointers = json_edits.pointers(base)
     path = rng.choice(pointers)
     if rng.randrange(HUGE_ONE_IN) == 0:
-        return _replace(base, path, rng.choice(HUGE_VALUES)), "huge"
+        return json_edits.replaced_at(base, path, rng.choice(HUGE_VALUES)), "huge"
     how = rng.choice(HOWS)
     current = _get(base, path)
     if how == "tweak":
-        return _replace(base, path, _tweaked(rng, current)), how
+        return json_edits.replaced_at(base, path, _tweaked(rng, current)), how
     if how == "wrong_type":
-        return _replace(base, path, rng.choice(OTHER_TYPE[type(current)])), how
+        return json_edits.replaced_at(base, path, rng.choice(OTHER_TYPE[type(current)])), how
     if how == "drop_key":
-        return _replace(base, rng.choice([p for p in pointers if isinstance(p[-1], str)]), None, delete=True), how
+        return json_edits.replaced_at(
+            base, rng.choice([p for p in pointers if isinstance(p[-1], str)]), delete=True
+        ), how
     if how == "extra_key":
         where = rng.choice([p for p in ((), *pointers) if isinstance(_get(base, p), dict)])
         key = "".join(rng.choice(KEY_CHARS) for _ in range(rng.randint(1, 12)))
-        return _replace(base, where, {**_get(base, where), key: rng.choice(SMALL_NASTY + SMALL_NUMBERS)}), how
+        return json_edits.replaced_at(
+            base, where, {**_get(base, where), key: rng.choice(SMALL_NASTY + SMALL_NUMBERS)}
+        ), how
     if how == "nasty":
-        return _replace(base, path, rng.choice(SMALL_NASTY + SMALL_NUMBERS)), how
+        return json_edits.replaced_at(base, path, rng.choice(SMALL_NASTY + SMALL_NUMBERS)), how
     # another tool's value for the same key (a start's checkpoint sent to submit, another call's state)
     donor = valid[rng.choice([t for t in TOOLS if t != tool])]
     key = rng.choice(sorted(base))

@@ -31,7 +31,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,7 +42,7 @@ import tomli_w
 from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release.format import MAX_MANIFEST_BYTES, Manifest, signature_name
+from rimthan_workflow_registry.release.format import MAX_MANIFEST_BYTES, FileEntry, Manifest, signature_name
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from support.releases import (
@@ -1294,3 +1294,25 @@ def test_attack_gets_the_same_verdict_when_files_are_checked_on_threads(
     assert one is not None and two is not None, f"{name}: not refused on threads: {accepted}"
     assert (two.code, two.path, two.message) == (one.code, one.path, one.message)
     assert two.code is expect.code and two.path == expect.where_text, f"{name}: {two.one_line()}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_attack_gets_the_same_verdict_from_the_batch_file_check_as_file_by_file(
+    world: World, prepared: dict[str, tuple[Path, Expect]], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files checked a batch at a time (the default) are refused exactly as by ``check_file`` one at a time."""
+    from rimthan_workflow_registry.release import verify
+    from rimthan_workflow_registry.release.verified import check_file
+
+    def one_by_one(base: str, entries: Sequence[FileEntry]) -> None:
+        for entry in entries:
+            check_file(f"{base}/{entry.path}", entry, where=f"{base}/{entry.path}")
+
+    release, expect = prepared[name]
+    if expect.skip is not None:
+        pytest.skip(expect.skip)
+    batch, _ = _in_process(release, expect, world.trusts[expect.trust])
+    monkeypatch.setattr(verify, "check_files", one_by_one)
+    reference, accepted = _in_process(release, expect, world.trusts[expect.trust])
+    assert batch is not None and reference is not None, f"{name}: not refused file by file: {accepted}"
+    assert (batch.code, batch.path, batch.message) == (reference.code, reference.path, reference.message)

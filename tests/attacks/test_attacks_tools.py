@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -405,13 +407,37 @@ def _raw_exchange(
     answers: dict[int, dict[str, Any]] = {}
     wanted, last = {i for i, _ in calls}, calls[-1][0]
     while not wanted <= set(answers):
-        ready, _, _ = select.select([process.stdout], [], [], grace if last in answers else RAW_ANSWER_SECONDS)
-        if not ready:
+        line = _next_line(process, grace if last in answers else RAW_ANSWER_SECONDS)
+        if line is None:
             assert last in answers, f"the server stopped answering (answered so far: {sorted(answers)})"
             break
-        message = json.loads(process.stdout.readline())
+        message = json.loads(line)
         answers[message.get("id")] = message
     return answers
+
+
+# Per raw server process: what was read past its last whole line.
+_UNREAD: dict[int, bytearray] = {}
+
+
+def _next_line(process: subprocess.Popen[bytes], timeout: float) -> bytes | None:
+    """The server's next line, or None if none comes within ``timeout`` seconds (or it closed stdout).
+
+    Reads the pipe itself: ``select`` cannot see lines already held in the buffer of ``process.stdout``,
+    so two answers arriving in one read must be split here, not by ``readline``.
+    """
+    assert process.stdout is not None
+    fd, pending = process.stdout.fileno(), _UNREAD.setdefault(process.pid, bytearray())
+    deadline = time.monotonic() + timeout
+    while b"\n" not in pending:
+        left = deadline - time.monotonic()
+        chunk = os.read(fd, 1 << 16) if left > 0 and select.select([fd], [], [], left)[0] else b""
+        if not chunk:
+            return None
+        pending += chunk
+    line, _, rest = pending.partition(b"\n")
+    _UNREAD[process.pid] = bytearray(rest)
+    return bytes(line)
 
 
 @pytest.fixture(scope="module")
@@ -441,7 +467,7 @@ def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.
         b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
     )
     process.stdin.flush()
-    assert process.stdout is not None and b'"id":0' in process.stdout.readline()
+    assert b'"id":0' in (_next_line(process, RAW_ANSWER_SECONDS) or b"")
     try:
         yield process
     finally:

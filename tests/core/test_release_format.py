@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,13 +21,20 @@ from rimthan_workflow_registry.release.format import (
     Manifest,
     ReleaseIdentity,
     WorkflowEntry,
+    first_unsafe_path,
     key_id_from_signature_name,
     media_type_for,
     path_problem,
     path_set_problem,
     render_checksums,
 )
-from rimthan_workflow_registry.release.manifest_parse import MANIFEST_SCHEMA, parse_manifest
+from rimthan_workflow_registry.release.manifest_parse import (
+    FILE_ENTRY_SCHEMA,
+    MANIFEST_SCHEMA,
+    _entries_conform,
+    _entry_conforms,
+    parse_manifest,
+)
 from rimthan_workflow_registry.release.trust import key_id_for, load_trust
 from rimthan_workflow_registry.release.verified import read_checked
 from support.releases import KeyPair, make_keypair, trust_dir, trust_file
@@ -166,6 +174,53 @@ def test_unsafe_paths(path: str) -> None:
 @pytest.mark.parametrize("path", ["catalogue.toml", "assets/prompts/a-b_c.md", "café.md", "a/b/c/d.json"])
 def test_safe_paths(path: str) -> None:
     assert path_problem(path) is None
+
+
+def test_the_joined_path_check_answers_as_each_path_alone() -> None:
+    """``first_unsafe_path``'s scan over all paths at once names the same first path as ``path_problem`` one by one."""
+    segments = [
+        "a",
+        ".",
+        "..",
+        "...",
+        ".a",
+        "",
+        "b\x00",
+        "c\x01",
+        "d\x7f",
+        "\x1f",
+        "é",
+        "e\u0301",
+        "x\\y",
+        "/",
+        "x" * 600,
+    ]
+    rng = random.Random(8785)
+    for _ in range(20_000):
+        paths = ["/".join(rng.choices(segments, k=rng.randint(1, 3))) for _ in range(rng.randint(1, 4))]
+        first = next(((path, path_problem(path)) for path in paths if path_problem(path) is not None), None)
+        assert first_unsafe_path(paths) == first, paths
+
+
+def test_the_file_entry_columns_check_answers_as_each_entry_alone() -> None:
+    """The column-wise check of the manifest's file entries agrees with the per-entry one on every mix."""
+    good = {"path": "a/b.md", "sha256": "0f" * 32, "size": 3, "media_type": "text/markdown"}
+    assert set(good) == set(FILE_ENTRY_SCHEMA["required"])
+    values = ["", "x", "a" * 5000, "A" * 64, "g" * 64, "0" * 63, "0" * 65, "é" * 64, "0" * 63 + "\n", 0, -1, 1]
+    values += [True, 1.0, None, [], {}, "application/json", "bogus", 2**70]
+    rng = random.Random(8785)
+    for _ in range(20_000):
+        entries: list[Any] = [dict(good) for _ in range(rng.randint(0, 4))]
+        for entry in entries:
+            if rng.random() < 0.3:
+                key = rng.choice([*sorted(good), "extra"])
+                if rng.random() < 0.2:
+                    entry.pop(key, None)
+                else:
+                    entry[key] = rng.choice(values)
+        if entries and rng.random() < 0.05:
+            entries[rng.randrange(len(entries))] = rng.choice(values)
+        assert _entries_conform(entries) == all(map(_entry_conforms, entries)), entries
 
 
 def test_path_set_clashes() -> None:

@@ -9,6 +9,7 @@ shortens is restored afterwards, whatever the outcome.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import pytest
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import parallel, verify
+from rimthan_workflow_registry.release import file_pipeline, parallel, verified, verify
+from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verified import READ_CHUNK, check_file, check_files
 from rimthan_workflow_registry.release.verify import verify_release
 
 F = FailureCode
@@ -138,6 +141,121 @@ def test_concurrent_verifications_restore_the_switch_interval_after_the_last(
     for thread in threads:
         thread.join()
     assert results == ["demo@0.1.0"] * 4
+    assert sys.getswitchinterval() == before
+
+
+# --------------------------------------------------------------------------- the batch file check
+
+
+def _one_by_one(base: str, entries: Sequence[FileEntry]) -> None:
+    """The reference: :func:`check_file` on each entry in order."""
+    for entry in entries:
+        check_file(f"{base}/{entry.path}", entry, where=f"{base}/{entry.path}")
+
+
+def _refusal(check: Callable[[str, Sequence[FileEntry]], None], base: Path, entries: list[FileEntry]) -> object:
+    try:
+        check(str(base), entries)
+    except RegistryError as exc:
+        return exc.code, exc.path, exc.message
+    return "accepted"
+
+
+def _to_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _to_directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+
+
+FILE_BREAKS: dict[str, Callable[[Path], None]] = {
+    **{name: breaks for name, (breaks, _) in BREAKS.items()},
+    "symlink": _to_symlink,
+    "fifo": _to_fifo,
+    "directory": _to_directory,
+    "unbroken": lambda path: None,
+}
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+@pytest.mark.parametrize("name", sorted(FILE_BREAKS))
+def test_the_batch_file_check_refuses_exactly_as_the_one_file_check(tmp_path: Path, name: str, large: bool) -> None:
+    """Same code, path and message as :func:`check_file` file by file: the first broken file in order."""
+    (tmp_path / "d").mkdir()
+    contents = [b"first", os.urandom(READ_CHUNK + 7) if large else b"second file", b"third"]
+    entries = [FileEntry.for_bytes(f"d/{n}.bin", data) for n, data in enumerate(contents)]
+    for entry, data in zip(entries, contents, strict=True):
+        (tmp_path / entry.path).write_bytes(data)
+    FILE_BREAKS[name](tmp_path / entries[1].path)
+    _flip_byte(tmp_path / entries[2].path)  # a later broken file never hides the first one
+    expected = _refusal(_one_by_one, tmp_path, entries)
+    assert expected != "accepted"
+    assert _refusal(check_files, tmp_path, entries) == expected
+
+
+@pytest.mark.parametrize("name", sorted(BREAKS))
+def test_a_broken_release_is_refused_alike_by_the_batch_and_the_one_file_check(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    breaks, code = BREAKS[name]
+    breaks(_catalogue_files(signed_release)[1])
+    batch = _verdict(signed_release, trust, 2, monkeypatch)
+    monkeypatch.setattr(verify, "check_files", _one_by_one)
+    assert batch[0] == code.value
+    assert _verdict(signed_release, trust, 2, monkeypatch) == batch
+
+
+def _files(tmp_path: Path, count: int, breaks: dict[int, Callable[[Path], None]]) -> list[FileEntry]:
+    """``count`` files in ``tmp_path/d`` (a hard link goes beside ``d``), those in ``breaks`` broken."""
+    entries = [FileEntry.for_bytes(f"d/f{n:03}.bin", b"file %d" % n * (n + 1)) for n in range(count)]
+    (tmp_path / "d").mkdir()
+    for n, entry in enumerate(entries):
+        (tmp_path / entry.path).write_bytes(b"file %d" % n * (n + 1))
+        if n in breaks:
+            breaks[n](tmp_path / entry.path)
+    return entries
+
+
+PIPELINE_CASES: dict[str, dict[int, Callable[[Path], None]]] = {
+    "none": {},
+    "digest before a missing file": {5: _flip_byte, 17: _remove},
+    "missing before a digest": {5: _remove, 17: _flip_byte},
+    "symlink, then grown": {0: _to_symlink, 1: _grow},
+    "digest in the last file": {29: _flip_byte},
+    "digest, then hard link": {11: _flip_byte, 12: _hard_link},
+    "two digests": {23: _flip_byte, 3: _flip_byte},
+}
+
+
+@pytest.mark.parametrize("batch", [1, 3, 64])
+@pytest.mark.parametrize("name", sorted(PIPELINE_CASES))
+def test_the_read_and_hash_threads_report_the_one_thread_failure(tmp_path: Path, name: str, batch: int) -> None:
+    """Failures found by either thread, in any batch: the first in order is the one ``check_files`` raises."""
+    entries = _files(tmp_path, 30, PIPELINE_CASES[name])
+    expected = _refusal(check_files, tmp_path, entries)
+    batches = [entries[i : i + batch] for i in range(0, len(entries), batch)]
+    for _ in range(5):
+        found = file_pipeline.first_file_failure(str(tmp_path), batches)
+        got = "accepted" if found is None else (found.code, found.path, found.message)  # type: ignore[attr-defined]
+        assert got == expected
+
+
+def test_an_unexpected_error_on_the_hashing_thread_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = _files(tmp_path, 12, {})
+    real = verified.first_digest_failure
+
+    def failing(base: str, batch: Sequence[FileEntry], read: Sequence[bytes | None]) -> object:
+        if batch[0].path == "d/f006.bin":
+            raise RuntimeError("hashing broke")
+        return real(base, batch, read)
+
+    monkeypatch.setattr(file_pipeline, "first_digest_failure", failing)
+    before = sys.getswitchinterval()
+    found = file_pipeline.first_file_failure(str(tmp_path), [entries[i : i + 2] for i in range(0, 12, 2)])
+    assert isinstance(found, RuntimeError) and str(found) == "hashing broke"
     assert sys.getswitchinterval() == before
 
 

@@ -18,21 +18,30 @@ def pointers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return found
 
 
+def replaced_at(value: Any, path: tuple[Any, ...], new: Any = None, *, delete: bool = False) -> Any:
+    """``value`` with ``new`` at ``path`` (or the key or item there deleted), copying only the containers on the path.
+
+    Everything off the path is shared with ``value``: cheap enough for a fuzz loop's thousands of edits, but the
+    result must not be changed in place (``set_at`` and ``delete_at`` give copies that may be).
+    """
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    out = copy.copy(value)
+    if rest:
+        out[head] = replaced_at(value[head], rest, new, delete=delete)
+    elif delete:
+        del out[head]
+    else:
+        out[head] = new
+    return out
+
+
 def set_at(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     """A deep copy of ``value`` with ``new`` at ``path`` (a new key if the parent object lacks it)."""
-    out = copy.deepcopy(value)
-    target = out
-    for part in path[:-1]:
-        target = target[part]
-    target[path[-1]] = new
-    return out
+    return replaced_at(copy.deepcopy(value), path, new)
 
 
 def delete_at(value: Any, path: tuple[Any, ...]) -> Any:
     """A deep copy of ``value`` without the key or item at ``path``."""
-    out = copy.deepcopy(value)
-    target = out
-    for part in path[:-1]:
-        target = target[part]
-    del target[path[-1]]
-    return out
+    return replaced_at(copy.deepcopy(value), path, delete=True)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 import rfc8785
 
@@ -19,6 +20,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
+_V = TypeVar("_V")
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -28,6 +30,69 @@ def canonical_bytes(value: Any) -> bytes:
 
 def canonical_text(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
+
+
+class CanonicalParts:
+    """RFC 8785 bytes of values that embed recurring sub-values, each of those serialised by ``rfc8785`` once.
+
+    RFC 8785 is compositional: a member's text depends only on its own value,
+    and an object's member order only on its keys. So :meth:`dumps` has
+    ``rfc8785`` serialise ``value`` with every kept part (found through nested
+    objects, compared by identity) replaced by a placeholder string, and puts
+    the part's own ``rfc8785`` bytes where the placeholder's text is. Every byte
+    still comes from ``rfc8785``. A placeholder is 128 random bits drawn per
+    instance, never sent; if the composed text does not hold each used
+    placeholder exactly where expected, the whole value is serialised instead.
+
+    A kept value is shared by every result that embeds it and must never be
+    mutated; it stays referenced (so its identity stays its own) as long as
+    this object lives.
+    """
+
+    def __init__(self) -> None:
+        self._tag = secrets.token_hex(16)
+        self._opening = rfc8785.dumps(self._tag + ":")[:-1]
+        self._parts: dict[int, tuple[Any, bytes]] = {}
+
+    def keep(self, value: _V) -> _V:
+        """Remember ``value``'s canonical bytes; returns ``value``. It must not be mutated afterwards."""
+        self.bytes_of(value)
+        return value
+
+    def bytes_of(self, value: Any) -> bytes:
+        """``rfc8785.dumps(value)``, remembered: ``value`` is kept (and must not be mutated afterwards)."""
+        part = self._parts.get(id(value))
+        if part is None or part[0] is not value:
+            part = self._parts[id(value)] = (value, rfc8785.dumps(value))
+        return part[1]
+
+    def dumps(self, value: Any) -> bytes:
+        """``rfc8785.dumps(value)``, reusing the bytes of every kept part ``value`` embeds."""
+        used: list[bytes] = []
+        skeleton = self._skeleton(value, used)
+        if not used:
+            return rfc8785.dumps(value)
+        pieces = rfc8785.dumps(skeleton).split(self._opening)
+        if len(pieces) != len(used) + 1:
+            return rfc8785.dumps(value)
+        expected = {str(index).encode(): data for index, data in enumerate(used)}
+        out = [pieces[0]]
+        for piece in pieces[1:]:
+            number, quote, rest = piece.partition(b'"')
+            data = expected.pop(number, None)
+            if data is None or not quote:
+                return rfc8785.dumps(value)
+            out += (data, rest)
+        return b"".join(out)
+
+    def _skeleton(self, value: Any, used: list[bytes]) -> Any:
+        part = self._parts.get(id(value))
+        if part is not None and part[0] is value:
+            used.append(part[1])
+            return f"{self._tag}:{len(used) - 1}"
+        if type(value) is not dict:
+            return value
+        return {key: self._skeleton(item, used) for key, item in value.items()}
 
 
 def sha256_hex(data: bytes) -> str:

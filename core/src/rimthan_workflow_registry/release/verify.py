@@ -20,6 +20,7 @@ untrusted release never gets its content parsed.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import shlex
 import stat
@@ -33,6 +34,7 @@ from cryptography.exceptions import InvalidSignature
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
+from rimthan_workflow_registry.release.file_pipeline import first_file_failure
 from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
@@ -64,11 +66,14 @@ from rimthan_workflow_registry.release.verified import (
     ReleaseFiles,
     VerifiedRelease,
     check_file,
+    check_files,
     verify_threads,
 )
 
 _TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
 _TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
+_PATH = operator.attrgetter("path")
+_HASH_BATCH_BYTES = 1024 * 1024  # bytes read before they are hashed, at most (plus one file): memory stays flat
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
 
@@ -443,26 +448,49 @@ def _check_checksums(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None
 def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
     """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
 
-    Files are checked in batches, on several threads when the files are large
-    enough to pay for them (:func:`verify_threads`). Each batch stops at its first
-    failure and the first failing file in manifest order is reported, so the
-    answer never depends on which thread finished first.
+    Files are checked in batches. When they are large enough to pay for
+    threads (:func:`verify_threads`) and the walk found every one, this thread
+    reads them and a second one hashes (:mod:`.file_pipeline`); otherwise the
+    batches go to :func:`first_failure`. Either way the first failing file in
+    manifest order is reported, so the answer never depends on which thread
+    finished first.
     """
     base = str(root / CATALOGUE_DIR)
     files = manifest.files
-    batches = [files[i : i + _HASH_BATCH] for i in range(0, len(files), _HASH_BATCH)]
+    batches = _batches(files)
 
     def check(batch: Sequence[FileEntry]) -> ReleaseVerificationError | None:
         try:
-            for entry in batch:
-                _check_file(base, tree.catalogue, entry)
+            if tree.catalogue.issuperset(map(_PATH, batch)):  # every file walked: no per-file membership test
+                check_files(base, batch)
+            else:
+                for entry in batch:
+                    _check_file(base, tree.catalogue, entry)
         except ReleaseVerificationError as exc:
             return exc
         return None
 
-    failure = first_failure(check, batches, verify_threads(len(files), sum(f.size for f in files)))
+    workers = verify_threads(len(files), sum(f.size for f in files))
+    if workers > 1 and tree.catalogue.issuperset(map(_PATH, files)):
+        failure = first_file_failure(base, batches)  # one thread reads, another hashes
+    else:
+        failure = first_failure(check, batches, workers)
     if failure is not None:
         raise failure
+
+
+def _batches(files: Sequence[FileEntry]) -> list[Sequence[FileEntry]]:
+    """``files`` in order, in batches of ``_HASH_BATCH`` files or about ``_HASH_BATCH_BYTES`` (what is read at once)."""
+    batches: list[Sequence[FileEntry]] = []
+    start = held = 0
+    for end, entry in enumerate(files, start=1):
+        held += entry.size
+        if end - start >= _HASH_BATCH or held >= _HASH_BATCH_BYTES:
+            batches.append(files[start:end])
+            start, held = end, 0
+    if start < len(files):
+        batches.append(files[start:])
+    return batches
 
 
 def _check_file(base: str, present: set[str], entry: FileEntry) -> None:

@@ -58,7 +58,7 @@ from rimthan_workflow_registry.run.requirements import (
     workflow_needs,
 )
 from rimthan_workflow_registry.run.run_ending import RunEnding, run_ending
-from rimthan_workflow_registry.run.step_payload import build_step_payload, release_file_uri
+from rimthan_workflow_registry.run.step_payload import StepPayloads, build_step_payload, release_file_uri
 from rimthan_workflow_registry.run.tokens import (
     BUNDLE_TYPE,
     CHECKPOINT_TYPE,
@@ -93,6 +93,7 @@ __all__ = [
     "IssuedCheckpoint",
     "RunAuditError",
     "RunEnding",
+    "StepPayloads",
     "ValidatorReceipt",
     "ValidatorSummary",
     "audit_run",

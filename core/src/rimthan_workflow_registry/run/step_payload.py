@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from rimthan_workflow_registry.canonical import CanonicalParts
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import HostAdapter, StepDefinition, WorkflowDefinition
 from rimthan_workflow_registry.run.checkpoints import Checkpoint
@@ -24,6 +25,8 @@ class ReleaseReader(Protocol):
     def read_file(self, path: str) -> bytes: ...
 
     def file_entry(self, path: str) -> Any: ...
+
+    def holds_in_memory(self, path: str) -> bool: ...
 
 
 def release_file_uri(manifest_digest: str, path: str) -> str:
@@ -55,6 +58,57 @@ def build_step_payload(
     step: StepDefinition,
     adapter: HostAdapter,
     checkpoint: Checkpoint | None,
+) -> dict[str, Any]:
+    return _with_inputs(_release_constant(release, workflow, step, adapter), step, checkpoint)
+
+
+class StepPayloads:
+    """The step payloads of one release; each step's release-constant part built once, with its RFC 8785 text.
+
+    Everything in a payload but ``inputs`` (the checkpoint's receipts) depends
+    only on the release, the workflow, the step and the host adapter. That part
+    is kept, and its values are kept in :attr:`canonical`, when every file it
+    quotes is held in memory by the release (a file read from disk on each call
+    stays read, and checked, on each call). Kept values are shared by every
+    result that carries them: read-only.
+    """
+
+    def __init__(self, release: ReleaseReader) -> None:
+        self.release = release
+        self.canonical = CanonicalParts()
+        self._kept: dict[tuple[str, str, str], tuple[WorkflowDefinition, StepDefinition, HostAdapter, dict[str, Any]]]
+        self._kept = {}
+
+    def payload(
+        self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, checkpoint: Checkpoint | None
+    ) -> dict[str, Any]:
+        """What :func:`build_step_payload` returns, its release-constant values shared when they can be."""
+        kept = self._kept.get((workflow.key, step.id, adapter.key))
+        if kept is not None and kept[0] is workflow and kept[1] is step and kept[2] is adapter:
+            return _with_inputs(kept[3], step, checkpoint)
+        constant = _release_constant(self.release, workflow, step, adapter)
+        if all(self.release.holds_in_memory(path) for path in _quoted_files(constant)):
+            for value in constant.values():
+                if isinstance(value, (dict, list)) and value is not constant["inputs"]:
+                    self.canonical.keep(value)
+            self._kept[(workflow.key, step.id, adapter.key)] = (workflow, step, adapter, constant)
+        return _with_inputs(constant, step, checkpoint)
+
+
+def _quoted_files(constant: dict[str, Any]) -> list[str]:
+    """The release files whose text ``constant`` carries."""
+    refs = [constant["instruction"], *constant["host_assets"], *(v["instruction"] for v in constant["validators"])]
+    return [ref["path"] for ref in refs]
+
+
+def _with_inputs(constant: dict[str, Any], step: StepDefinition, checkpoint: Checkpoint | None) -> dict[str, Any]:
+    receipts = checkpoint.artifacts if checkpoint is not None else {}
+    inputs = [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
+    return {key: inputs if key == "inputs" else value for key, value in constant.items()}
+
+
+def _release_constant(
+    release: ReleaseReader, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter
 ) -> dict[str, Any]:
     host_assets = []
     if step.id == SETUP_STEP_ID:
@@ -108,8 +162,6 @@ def build_step_payload(
         }
         for o in step.outputs
     ]
-    receipts = checkpoint.artifacts if checkpoint is not None else {}
-    inputs = [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
     instruction = _asset_ref(release, asset_id=step.id, kind="instruction", path=step.instruction)
     referenced = [
         instruction["path"],
@@ -128,7 +180,7 @@ def build_step_payload(
         "host_assets": host_assets,
         "host_adapter": adapter.to_json(),
         "outputs": outputs,
-        "inputs": inputs,
+        "inputs": [],
         "validators": validators,
         "resources": sorted({release_file_uri(release.manifest_digest, p) for p in referenced}),
     }

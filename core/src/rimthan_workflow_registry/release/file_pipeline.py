@@ -1,0 +1,113 @@
+"""Checking a release's files on two threads: this one opens and reads them, a second one hashes.
+
+Every ``open``, ``fstat``, ``read``, SHA-256 and ``close`` releases the GIL,
+and with two threads doing all five per file, each hand-off of the GIL wakes
+the other thread through a futex: on the 2-core VM that kernel work took
+about as much CPU as the second core saved (two threads: 1.6x the CPU of
+one for the same files). Split instead - the calling thread opens, checks
+and reads a batch of files, a second thread hashes the batches it is handed
+(one long GIL-free call per file) - the same files were checked in ~15% less
+wall time than with two threads each doing everything (``parallel``).
+
+At most ``BACKLOG`` batches wait for the hashing thread; past that the
+calling thread hashes its batch itself, so memory stays bounded (a few MiB)
+and neither thread idles. The verdict is the one-thread verdict: every
+failure is tagged with its file's position in the manifest and the first
+one is reported; a batch is hashed unless a failure before it is known, and
+no file is read once any failure is known (every file still unread comes
+after it). An unexpected exception on either thread is that batch's failure.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Sequence
+
+from rimthan_workflow_registry.release.format import FileEntry
+from rimthan_workflow_registry.release.parallel import SWITCH_INTERVAL
+from rimthan_workflow_registry.release.verified import first_digest_failure, read_files
+
+BACKLOG = 2  # batches waiting for the hashing thread, at most
+
+_Batch = tuple[int, Sequence[FileEntry], list[bytes | None]]  # position of its first file, entries, bytes read
+
+
+class _Failures:
+    """Failures found by either thread, by position in the manifest."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: list[tuple[int, BaseException]] = []
+
+    def add(self, position: int, failure: BaseException) -> None:
+        with self._lock:
+            self._found.append((position, failure))
+
+    def known_before(self, position: int) -> bool:
+        with self._lock:
+            return any(at < position for at, _ in self._found)
+
+    @property
+    def any(self) -> bool:
+        return bool(self._found)
+
+    def first(self) -> BaseException | None:
+        with self._lock:
+            return min(self._found, key=lambda found: found[0])[1] if self._found else None
+
+
+def first_file_failure(base: str, batches: Sequence[Sequence[FileEntry]]) -> BaseException | None:
+    """What ``check_files`` would raise for ``batches`` in order (``None``: every file checks), on two threads."""
+    pending: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
+    failures = _Failures()
+
+    def hash_pending() -> None:
+        while (batch := pending.get()) is not None:
+            _hash(base, batch, failures)
+
+    hasher = threading.Thread(target=hash_pending, name="rimthan-verify-hash", daemon=True)
+    with SWITCH_INTERVAL.short():
+        hasher.start()
+        try:
+            _read_all(base, batches, pending, failures)
+        finally:
+            pending.put(None)  # the hasher finishes what is queued (all before any failure here), then stops
+            hasher.join()
+    return failures.first()
+
+
+def _read_all(
+    base: str, batches: Sequence[Sequence[FileEntry]], pending: queue.SimpleQueue[_Batch | None], failures: _Failures
+) -> None:
+    position = 0
+    for entries in batches:
+        if failures.any:  # every file not read yet comes after the failure already known
+            return
+        try:
+            read, failure = read_files(base, entries)
+        except Exception as exc:  # an unexpected error fails the batch: reported, never dropped
+            failures.add(position, exc)
+            return
+        batch = (position, entries, read)
+        if failure is None and pending.qsize() < BACKLOG:
+            pending.put(batch)
+        else:
+            _hash(base, batch, failures)
+        if failure is not None:
+            failures.add(position + len(read), failure)
+            return
+        position += len(entries)
+
+
+def _hash(base: str, batch: _Batch, failures: _Failures) -> None:
+    position, entries, read = batch
+    if failures.known_before(position):
+        return
+    try:
+        mismatch = first_digest_failure(base, entries, read)
+    except Exception as exc:  # an unexpected error fails the batch: reported, never dropped on a thread
+        failures.add(position, exc)
+        return
+    if mismatch is not None:
+        failures.add(position + mismatch[0], mismatch[1])
