@@ -621,7 +621,9 @@ def test_hmac_comparison_is_constant_time_by_construction() -> None:
 
     assert type(tokens._hs256()) is jwt.algorithms.HMACAlgorithm  # PyJWT's HS256, built on first use
     assert tokens._hs256().hash_alg is jwt.algorithms.HMACAlgorithm.SHA256
-    verify_source = inspect.getsource(tokens.CheckpointKeyring.verify) + inspect.getsource(tokens._verified_claims)
+    verify_source = inspect.getsource(tokens.CheckpointKeyring.verify) + inspect.getsource(
+        tokens.CheckpointKeyring.authenticate
+    )
     assert "hs256 = _hs256()" in verify_source and "hs256.verify(" in verify_source
     assert "compare_digest" not in verify_source
     assert "signature ==" not in verify_source and "== segments.signature" not in verify_source

@@ -80,24 +80,34 @@ def _checkpoint(receipts: int, **changes: Any) -> Checkpoint:
 
 
 def _forget_verified() -> None:
-    """Clear the one-slot memo, so the next verify does the whole work (as each new call does)."""
+    """Clear the one-slot memo and the issued checkpoints, so the next verify does the whole work (as on a
+    replica that did not issue the token; the issuing process's cache answers in constant Python work)."""
     from rimthan_workflow_registry.run import checkpoints
 
     checkpoints._last_verified.entry = None
+    checkpoints.ISSUED.clear()
 
 
 _FIXED_KEY_ID = "ck-0123456789abcdef"
 
 
-def _python_calls(receipts: int) -> dict[str, int]:
+def _python_calls(receipts: int, *, issued_here: bool = False) -> dict[str, int]:
     """Python-level calls per function of: verify, resume a step, issue its successor, enter the next step.
 
     A fixed key, so the token bytes, and with them the paths inside the
     standard library's JSON and codec code, are the same in every run.
+    ``issued_here``: the token is in this process's cache of issued
+    checkpoints (its only entry), as on the server that issued it.
     """
+    from rimthan_workflow_registry.run import checkpoints
+
     keyring = CheckpointKeyring(signing_key_id=_FIXED_KEY_ID, keys={_FIXED_KEY_ID: b"\x5a" * KEY_BYTES})
+    checkpoints.ISSUED.clear()
     token = issue_checkpoint(keyring, _checkpoint(receipts)).token
-    _forget_verified()
+    if issued_here:
+        checkpoints._last_verified.entry = None
+    else:
+        _forget_verified()
     gc.collect()
     gc.disable()  # a collection mid-profile would run gc callbacks (hypothesis installs one) into the counts
     try:
@@ -120,10 +130,21 @@ def _python_calls(receipts: int) -> dict[str, int]:
     return counts
 
 
-def test_a_checkpoint_with_thousands_of_receipts_runs_the_same_python_code_as_one_with_three() -> None:
+@pytest.mark.parametrize("issued_here", [False, True], ids=["issued-elsewhere", "issued-here"])
+def test_a_checkpoint_with_thousands_of_receipts_runs_the_same_python_code_as_one_with_three(
+    issued_here: bool,
+) -> None:
     _python_calls(3)  # first use: PyJWT's HS256 is built once per process (lazily), outside the comparison
-    small, large = _python_calls(3), _python_calls(3_000)
+    small, large = _python_calls(3, issued_here=issued_here), _python_calls(3_000, issued_here=issued_here)
     assert small == large
+
+
+def test_verifying_a_checkpoint_this_process_issued_does_not_parse_its_payload_again() -> None:
+    _python_calls(3)
+    elsewhere, here = _python_calls(3_000), _python_calls(3_000, issued_here=True)
+    loads = next(name for name in elsewhere if name.endswith("(loads)"))  # json.loads
+    checks = next(name for name in elsewhere if name.endswith("(claims_problem)"))
+    assert here[loads] == elsewhere[loads] - 1 and here[checks] == elsewhere[checks] - 1
 
 
 def test_verify_and_reissue_keep_the_claims_and_the_token_bytes() -> None:

@@ -320,7 +320,7 @@ def serve(
     if follower is not None:
         provider.before_refresh = follower.sync
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
-    app = guard(lambda: create_mcp_application(provider))
+    app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
     for rejection in provider.start_rejections:
         say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
     for loaded in provider.actives.values():

@@ -197,8 +197,16 @@ def _tool_record(contract: ToolContract) -> types.Tool:
 # --------------------------------------------------------------------------- the application
 
 
-def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME) -> Server[Any]:
-    """The SDK low-level server for ``provider``; every transport serves this object."""
+def create_mcp_application(
+    provider: ReleaseProvider, *, name: str = SERVER_NAME, calls_on_loop: bool = False
+) -> Server[Any]:
+    """The SDK low-level server for ``provider``; every transport serves this object.
+
+    ``calls_on_loop`` runs each ``tools/call`` on the event loop instead of a
+    worker thread: for stdio, where one client's calls are answered one after
+    another and the hop to a thread and back is pure cost. HTTP keeps the
+    thread, so one slow call never holds up the other connections.
+    """
     state = _build_runtime_state(provider)
 
     async def on_list_tools(
@@ -212,9 +220,7 @@ def create_mcp_application(provider: ReleaseProvider, *, name: str = SERVER_NAME
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
-        import os
-
-        if os.environ.get("XX_INLINE"):
+        if calls_on_loop:
             result = call_tool(state, params.name, arguments)
         else:
             result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)

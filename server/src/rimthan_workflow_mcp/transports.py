@@ -34,6 +34,7 @@ from mcp.shared.message import SessionMessage
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
 from .stdio_guard import answer_unparseable
+from .stdio_pipes import pipe_wire
 
 MCP_PATH = "/mcp"
 DRAIN_SECONDS = 10
@@ -75,7 +76,7 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval)
         _log.info("serving", extra={"transport": "stdio"})
-        async with stdio_server() as (read_stream, write_stream):
+        async with pipe_wire() as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
             guarded_writer, guarded = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             async with anyio.create_task_group() as pump:
                 await pump.start(answer_unparseable, read_stream, guarded_writer, write_stream)

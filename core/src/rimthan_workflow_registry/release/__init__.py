@@ -11,6 +11,13 @@ Modules, in the order a release is read:
 ``verify``
     ``verify_release`` - the one verification path, shared by the packager's
     self-check, ``rimthan-pack verify`` and the server's load and refresh.
+``tree_walk``
+    Its first step: the walk of the release directory, refusing links, special
+    files, clashing names and anything outside the layout.
+``parallel`` / ``file_pipeline``
+    Its file checks on both cores: batches in manifest order with the GIL
+    switch interval shortened meanwhile, one thread reading while another
+    hashes; the first failure in manifest order is the one reported.
 ``verified``
     ``VerifiedRelease``: a release that passed ``verify_release``; every read
     of a file is digest-checked again.

@@ -24,9 +24,8 @@ import operator
 import os
 import shlex
 import stat
-import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -53,13 +52,13 @@ from rimthan_workflow_registry.release.format import (
     manifest_digest,
     path_set_problem,
     render_checksums,
-    sorted_entries,
     workflow_entries,
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.parallel import first_failure
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
+from rimthan_workflow_registry.release.tree_walk import ReleaseTree, walk_release
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
     LoaderReads,
@@ -70,8 +69,6 @@ from rimthan_workflow_registry.release.verified import (
     verify_threads,
 )
 
-_TOP_FILES = {MANIFEST_NAME, CHECKSUMS_NAME}
-_TOP_DIRS = {SIGNATURES_DIR, CATALOGUE_DIR}
 _PATH = operator.attrgetter("path")
 _HASH_BATCH_BYTES = 1024 * 1024  # bytes read before they are hashed, at most (plus one file): memory stays flat
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
@@ -79,27 +76,6 @@ _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads 
 
 def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
     return ReleaseVerificationError(code, message, path=str(where))
-
-
-@dataclass(frozen=True)
-class _ReleaseTree:
-    """What is on disk, by POSIX path.
-
-    ``files``: the lstat of every file outside ``catalogue/`` (manifest,
-    checksums, signatures), by path relative to the release root.
-    ``catalogue``: the files under ``catalogue/``, by path relative to it,
-    told apart by their directory entries' types alone (no ``lstat`` per
-    file): each one's type, link count and size are checked on the
-    descriptor it is hashed through. ``empty_dirs``: directories under
-    ``catalogue/`` with no file anywhere beneath them.
-    """
-
-    files: dict[str, os.stat_result] = field(default_factory=dict)
-    catalogue: set[str] = field(default_factory=set)
-    empty_dirs: list[str] = field(default_factory=list)
-
-    def under(self, prefix: str) -> list[str]:
-        return sorted(p for p in self.files if p.startswith(prefix + "/"))
 
 
 @dataclass(frozen=True)
@@ -141,7 +117,7 @@ def inspect_release(path: Path | str, trust: TrustStore | None = None) -> Releas
     """
     root = Path(path)
     release = _examine(root, trust, None, None)
-    tree = _walk_release(root)
+    tree = walk_release(root)
     present = tuple(k for k in (key_id_from_signature_name(Path(p).name) for p in tree.under(SIGNATURES_DIR)) if k)
     return ReleaseInspection(
         root=root,
@@ -157,7 +133,7 @@ def _examine(
     root: Path, trust: TrustStore | None, expected_profile: str | None, expected_scope: str | None
 ) -> VerifiedRelease:
     _check_release_dir(root)
-    tree = _walk_release(root)
+    tree = walk_release(root)
     manifest_bytes, manifest = _read_manifest(root, tree)
     _check_manifest_paths(root, manifest)
     signers = _check_signatures(root, tree, manifest_bytes, trust) if trust is not None else ()
@@ -205,104 +181,6 @@ def _check_release_dir(root: Path) -> None:
         )
 
 
-def _walk_release(root: Path) -> _ReleaseTree:
-    """Walk without following symlinks; refuse anything a release may not hold."""
-    tree = _ReleaseTree()
-    _walk_dir(root, "", tree)
-    return tree
-
-
-def _walk_dir(root: Path, rel_dir: str, tree: _ReleaseTree) -> int:
-    """Walk one directory (its names first, then its entries in name order); how many files lie beneath it."""
-    fs_dir = root / rel_dir if rel_dir else root
-    entries = sorted_entries(fs_dir, _fail, unreadable=FailureCode.FILE_MISSING)
-    _check_names_distinct(fs_dir, [entry.name for entry in entries])
-    if rel_dir == CATALOGUE_DIR or rel_dir.startswith(CATALOGUE_DIR + "/"):
-        return _walk_catalogue_dir(root, rel_dir, fs_dir, entries, tree)
-    found = 0
-    for entry in entries:
-        rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-        info = entry.stat(follow_symlinks=False)
-        is_dir = _is_dir(info, fs_dir / entry.name)
-        _check_layout(rel, is_dir, fs_dir / entry.name)
-        if is_dir:
-            found += _walk_dir(root, rel, tree)
-            continue
-        if info.st_nlink > 1:
-            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, f"is hard-linked ({info.st_nlink} links)", fs_dir / entry.name)
-        tree.files[rel] = info
-        found += 1
-    return found
-
-
-def _walk_catalogue_dir(
-    root: Path, rel_dir: str, fs_dir: Path, entries: list[os.DirEntry[str]], tree: _ReleaseTree
-) -> int:
-    """A directory under ``catalogue/``: any layout, regular files and directories only (by entry type)."""
-    prefix = rel_dir[len(CATALOGUE_DIR) + 1 :] + "/" if rel_dir != CATALOGUE_DIR else ""
-    found = 0
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            rel = f"{rel_dir}/{entry.name}"
-            beneath = _walk_dir(root, rel, tree)
-            if not beneath:
-                tree.empty_dirs.append(rel)
-            found += beneath
-        elif entry.is_file(follow_symlinks=False):
-            tree.catalogue.add(prefix + entry.name)
-            found += 1
-        else:
-            _is_dir(entry.stat(follow_symlinks=False), fs_dir / entry.name)  # raises: a link or special file
-            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "changed type while it was walked", fs_dir / entry.name)
-    return found
-
-
-def _is_dir(info: os.stat_result, where: Path) -> bool:
-    """Whether an entry (its lstat) is a directory; refuses what is neither that nor a regular file."""
-    mode = info.st_mode
-    if stat.S_ISLNK(mode):
-        raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link (releases hold regular files only)", where)
-    if stat.S_ISDIR(mode):
-        return True
-    if not stat.S_ISREG(mode):
-        raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", where)
-    return False
-
-
-def _check_names_distinct(fs_dir: Path, names: list[str]) -> None:
-    """No two names in one directory are equal after NFC normalisation and case folding.
-
-    Folded in one call per directory: NUL is in no file name and composes and
-    folds with nothing, so the joined names fold exactly as each one alone.
-    Only on a clash are the names walked one by one, to name the first.
-    """
-    if len(set(unicodedata.normalize("NFC", "\0".join(names)).casefold().split("\0"))) == len(names) or not names:
-        return
-    folded: dict[str, str] = {}
-    for name in names:
-        key = unicodedata.normalize("NFC", name).casefold()
-        if key in folded:
-            raise _fail(
-                FailureCode.PATH_UNSAFE, f"collides with {folded[key]!r} by case or normalisation", fs_dir / name
-            )
-        folded[key] = name
-
-
-def _check_layout(rel: str, is_dir: bool, where: Path) -> None:
-    """Only manifest.json, SHA256SUMS, signatures/*.sig files and catalogue/ may exist."""
-    parts = rel.split("/")
-    top = parts[0]
-    if len(parts) == 1:
-        allowed = top in _TOP_DIRS if is_dir else top in _TOP_FILES
-    elif top == SIGNATURES_DIR:
-        allowed = len(parts) == 2 and not is_dir
-    else:
-        allowed = top == CATALOGUE_DIR
-    if not allowed:
-        kind = "directory" if is_dir else "file"
-        raise _fail(FailureCode.FILE_UNLISTED, f"{kind} is not part of the release layout", where)
-
-
 def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode) -> bytes:
     """Read a small metadata file without following symlinks, at most ``limit`` bytes."""
     try:
@@ -327,7 +205,7 @@ def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode)
     return data
 
 
-def _read_manifest(root: Path, tree: _ReleaseTree) -> tuple[bytes, Manifest]:
+def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, Manifest]:
     """The exact manifest bytes and their strict parse."""
     where = root / MANIFEST_NAME
     if MANIFEST_NAME not in tree.files:
@@ -348,7 +226,7 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
 
 
-def _check_signatures(root: Path, tree: _ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
+def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
     """Enough distinct trusted keys signed the exact manifest bytes.
 
     A signature file is named by the key id it claims; a trusted key's
@@ -434,7 +312,7 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
     )
 
 
-def _check_checksums(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
+def _check_checksums(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     """SHA256SUMS is exactly the rendering derived from the manifest."""
     where = root / CHECKSUMS_NAME
     if CHECKSUMS_NAME not in tree.files:
@@ -445,7 +323,7 @@ def _check_checksums(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None
         raise _fail(FailureCode.CHECKSUMS_MISMATCH, "does not match the checksums derived from the manifest", where)
 
 
-def _check_files(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
+def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     """Every listed file exists with its exact size and SHA-256 (hashed, not kept: memory stays flat).
 
     Files are checked in batches. When they are large enough to pay for
@@ -501,7 +379,7 @@ def _check_file(base: str, present: set[str], entry: FileEntry) -> None:
     check_file(where, entry, where=where)
 
 
-def _check_unlisted(root: Path, tree: _ReleaseTree, manifest: Manifest) -> None:
+def _check_unlisted(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     """Nothing under catalogue/ that the manifest does not list (empty directories included)."""
     unlisted = tree.catalogue.difference(f.path for f in manifest.files)
     if unlisted:

@@ -18,8 +18,16 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, TokenError
 from rimthan_workflow_registry.run.checkpoint_claims import claims_problem
+from rimthan_workflow_registry.run.issued_tokens import IssuedTokens
 from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
-from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring, token_digest
+from rimthan_workflow_registry.run.tokens import (
+    CHECKPOINT_TYPE,
+    AuthenticToken,
+    CheckpointKeyring,
+    check_issued_at,
+    claims_payload,
+    token_digest,
+)
 
 __all__ = [
     "ArtifactReceipt",
@@ -141,28 +149,67 @@ class IssuedCheckpoint:
         return token_digest(self.token)
 
 
+# The checkpoints this process issued, with their verified form (see ``issued_tokens``).
+ISSUED: IssuedTokens[IssuedCheckpoint] = IssuedTokens()
+
+
 def issue_checkpoint(keyring: CheckpointKeyring, checkpoint: Checkpoint) -> IssuedCheckpoint:
-    return IssuedCheckpoint(checkpoint, keyring.sign(checkpoint.to_claims(), CHECKPOINT_TYPE))
+    """Sign ``checkpoint``; remember the token with what a verification of its payload yields.
+
+    That is the full path's payload step (:func:`_payload_checkpoint`) run now
+    on the exact payload signed, so a later verification of this token that
+    answers from :data:`ISSUED` gets what the full path would compute. Claims
+    the full path would refuse are not remembered (their verification refuses
+    them as before), and the checkpoint returned is then ``checkpoint`` itself.
+    """
+    payload = claims_payload(checkpoint.to_claims())
+    token = keyring.sign_payload(payload, CHECKPOINT_TYPE)
+    signed = AuthenticToken(payload.decode("ascii"), "checkpoint", FailureCode.CHECKPOINT_INVALID)
+    try:
+        issued = IssuedCheckpoint(_payload_checkpoint(signed), token)
+    except TokenError:
+        return IssuedCheckpoint(checkpoint, token)
+    ISSUED.remember(issued)
+    return issued
 
 
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
     """A checkpoint this server issued, unaltered, or ``TokenError``.
 
-    Each thread remembers the last checkpoint it verified with its token and
-    keyring: the same token verified again with the same keyring object (the
-    server routes a call by its checkpoint, then the engine resumes it, on
-    the call's worker thread) gives the same verified checkpoint without a
-    second MAC and parse, whatever other threads verify meanwhile. A keyring
-    that changed (rotation, retirement) is a new object, so it verifies anew.
-    Only successes are remembered, one token per thread.
+    The header rules, the key id and the MAC are checked with ``keyring``
+    every time. A token this process issued (character for character) then
+    takes its checkpoint from :data:`ISSUED` instead of parsing and checking
+    its payload again; any other token takes the full path. The clock is
+    consulted either way.
+
+    Each thread also remembers the last checkpoint it verified with its token
+    and keyring: the same token verified again with the same keyring object
+    (the server routes a call by its checkpoint, then the engine resumes it,
+    on the call's worker thread) gives the same verified checkpoint without a
+    second MAC, whatever other threads verify meanwhile. A keyring that
+    changed (rotation, retirement) is a new object, so it verifies anew. Only
+    successes are remembered, one token per thread.
     """
     last: _Verified | None = getattr(_last_verified, "entry", None)
     if last is not None and last[0] is keyring and last[1] == token:
+        check_issued_at(last[2].checkpoint.issued_at, "checkpoint", FailureCode.CHECKPOINT_INVALID)
         return last[2]
-    claims = keyring.verify(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
-    issued = IssuedCheckpoint(Checkpoint.from_claims(claims), token)
+    authentic = keyring.authenticate(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
+    issued = ISSUED.recall(token)
+    if issued is None:
+        issued = IssuedCheckpoint(_payload_checkpoint(authentic, check_clock=True), token)
+    else:
+        authentic.check_issued_at(issued.checkpoint.issued_at)
     _last_verified.entry = (keyring, token, issued)
     return issued
+
+
+def _payload_checkpoint(authentic: AuthenticToken, *, check_clock: bool = False) -> Checkpoint:
+    """The checkpoint of an authentic token's payload (parsed, ``iat`` checked, closed shape), or ``TokenError``."""
+    claims = authentic.claims()
+    if check_clock:
+        authentic.check_issued_at(claims["iat"])
+    return Checkpoint.from_claims(claims)
 
 
 _Verified = tuple[CheckpointKeyring, str, IssuedCheckpoint]

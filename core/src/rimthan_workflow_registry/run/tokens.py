@@ -215,6 +215,16 @@ class CheckpointKeyring:
 
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
+        authentic = self.authenticate(token, token_type, code)
+        claims = authentic.claims()
+        authentic.check_issued_at(claims["iat"])
+        return claims
+
+    def authenticate(self, token: str, token_type: str, code: FailureCode) -> AuthenticToken:
+        """``token`` once its header follows the token rules and its MAC verifies with a live key of this keyring.
+
+        Nothing of the payload is read: :meth:`AuthenticToken.claims` parses it.
+        """
         what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
         segments = _segments(token)
         if segments is None:
@@ -247,7 +257,50 @@ class CheckpointKeyring:
                 FailureCode.CHECKPOINT_KEY_UNKNOWN,
                 f"the {what} token was signed with a key this server does not hold ({kid!r})",
             )
-        return _verified_claims(segments, self.keys[kid], what, code)
+        hs256 = _hs256()
+        if not hs256.verify(segments.signing_input, hs256.prepare_key(self.keys[kid]), segments.signature):
+            raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
+        return AuthenticToken(segments.payload, what, code)
+
+
+@dataclass(frozen=True)
+class AuthenticToken:
+    """A token whose MAC verified (PyJWT's HS256: HMAC-SHA256, constant-time compare): its payload, unread.
+
+    The checks ``jwt.decode`` makes for these tokens after the signature - a
+    JSON object payload, a required integer ``iat`` not in the future - are
+    :meth:`claims` (what the payload's bytes decide) and
+    :meth:`check_issued_at` (what the clock decides, so never remembered).
+    """
+
+    payload: str
+    what: str
+    code: FailureCode
+
+    def claims(self) -> dict[str, Any]:
+        """The payload's JSON object with an integer ``iat``, or ``TokenError``; the clock is not consulted."""
+        try:
+            claims = json.loads(self.payload)
+        except ValueError:
+            claims = None
+        if not isinstance(claims, dict):
+            raise TokenError(self.code, f"the {self.what} token does not verify (DecodeError)")
+        issued = claims.get("iat")
+        if "iat" not in claims:
+            raise TokenError(self.code, f"the {self.what} token does not verify (MissingRequiredClaimError)")
+        if not isinstance(issued, int) or isinstance(issued, bool):
+            raise TokenError(self.code, f"the {self.what} token does not verify (InvalidIssuedAtError)")
+        return claims
+
+    def check_issued_at(self, issued: int) -> None:
+        """``TokenError`` when the token says it was issued after now (another clock, or a clock set back)."""
+        check_issued_at(issued, self.what, self.code)
+
+
+def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
+    """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
+    if issued > time.time():
+        raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
 
 
 def claims_payload(claims: Mapping[str, Any]) -> bytes:
@@ -341,31 +394,6 @@ def _canonical_bytes(segment: str) -> bytes | None:
     except (ValueError, TypeError):
         return None
     return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == segment else None
-
-
-def _verified_claims(segments: _Segments, key: bytes, what: str, code: FailureCode) -> dict[str, Any]:
-    """The claims, once PyJWT's HS256 (HMAC-SHA256, constant-time compare) accepted the signature.
-
-    The same checks ``jwt.decode`` makes for these tokens - signature, a JSON
-    object payload, a required integer ``iat`` not in the future.
-    """
-    hs256 = _hs256()
-    if not hs256.verify(segments.signing_input, hs256.prepare_key(key), segments.signature):
-        raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
-    try:
-        claims = json.loads(segments.payload)
-    except ValueError:
-        claims = None
-    if not isinstance(claims, dict):
-        raise TokenError(code, f"the {what} token does not verify (DecodeError)")
-    issued = claims.get("iat")
-    if "iat" not in claims:
-        raise TokenError(code, f"the {what} token does not verify (MissingRequiredClaimError)")
-    if not isinstance(issued, int) or isinstance(issued, bool):
-        raise TokenError(code, f"the {what} token does not verify (InvalidIssuedAtError)")
-    if issued > time.time():
-        raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
-    return claims
 
 
 def _new_key_id() -> str:

@@ -1,0 +1,168 @@
+"""The stdio wire served from the event loop when stdin and stdout are pipes or sockets (as MCP hosts launch servers).
+
+The SDK's ``stdio_server()`` reads and writes the standard streams through
+``anyio.wrap_file``: every line read, every message written and every flush
+is a hop to a worker thread and back, about 14 context switches per tool
+call. When both streams are pipes (or sockets), :func:`pipe_wire` hands the same SDK
+transport (``stdio_server(stdin, stdout)``: its line framing, JSON parsing
+and serialisation) a reader and a writer on non-blocking pipe descriptors
+that the event loop watches instead. Lines read are exactly the SDK's:
+UTF-8 with replacement characters, universal newlines.
+
+Like the SDK, it claims the descriptors: while serving, fd 0 reads the null
+device and fd 1 writes to stderr, so nothing else reaches the wire (a stray
+``print``, a child process); the wire is served from private duplicates, and
+fd 0 and fd 1 are restored afterwards. Anything else (a terminal, a file,
+Windows, a descriptor that cannot be duplicated) yields ``None`` and keeps the
+SDK's own path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import stat
+import sys
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import TextIO, cast
+
+import anyio
+
+READ_CHUNK = 64 * 1024  # the default pipe capacity on Linux
+
+
+class PipeLines:
+    """Lines from a non-blocking pipe, decoded as the SDK's ``TextIOWrapper(errors="replace")`` decodes them."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
+        self._lines: deque[str] = deque()
+        self._partial: list[str] = []
+        self._eof = False
+
+    def __aiter__(self) -> PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+    async def readline(self) -> str:
+        """The next line with its ``\\n``; the unterminated rest at end of input; then ``""``."""
+        while not self._lines and not self._eof:
+            try:
+                data = os.read(self._fd, READ_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            self._take(self._decoder.decode(data, final=not data), end=not data)
+        return self._lines.popleft() if self._lines else ""
+
+    def _take(self, text: str, *, end: bool) -> None:
+        pieces = text.split("\n")
+        if len(pieces) > 1:
+            self._lines.append("".join(self._partial) + pieces[0] + "\n")
+            self._lines.extend(piece + "\n" for piece in pieces[1:-1])
+            self._partial.clear()
+        if pieces[-1]:
+            self._partial.append(pieces[-1])
+        if end:
+            self._eof = True
+            if self._partial:
+                self._lines.append("".join(self._partial))
+                self._partial.clear()
+
+
+class PipeWriter:
+    """Whole messages to a non-blocking pipe, UTF-8 encoded; a message once started is written to its end."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, text: str) -> int:
+        view = memoryview(text.encode("utf-8"))
+        with anyio.CancelScope(shield=True):  # half a line on the wire would break the framing for good
+            while view:
+                try:
+                    view = view[os.write(self._fd, view) :]
+                except BlockingIOError:
+                    await anyio.wait_writable(self._fd)
+        return len(text)
+
+    async def flush(self) -> None:
+        """Nothing is buffered: each message was written whole."""
+
+
+def _is_pipe(fd: int) -> bool:
+    """A pipe, or a socket (Node-based hosts hand their servers socket pairs as stdio)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _backs(stream: TextIO | None, fd: int) -> bool:
+    try:
+        return stream is not None and stream.fileno() == fd
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _claim() -> tuple[int, int] | None:
+    """Divert fd 0/1 (null device / stderr); private duplicates of the wire, or None for the SDK's own path."""
+    if sys.platform == "win32" or not all(
+        _is_pipe(fd) and _backs(s, fd) for fd, s in ((0, sys.stdin), (1, sys.stdout))
+    ):
+        return None
+    import fcntl  # POSIX only
+
+    wire: list[int] = []
+    try:
+        for fd in (0, 1):
+            wire.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3))
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(null, 0)
+        finally:
+            os.close(null)
+        os.dup2(2, 1)
+        for fd in wire:
+            os.set_blocking(fd, False)
+    except OSError:
+        _release(wire)
+        return None
+    return wire[0], wire[1]
+
+
+def _release(wire: list[int]) -> None:
+    """Point fd 0/1 back at the wire (blocking again, as it was handed to us) and close the duplicates."""
+    for std, fd in zip((0, 1), wire, strict=False):
+        with suppress(OSError):
+            os.set_blocking(fd, True)
+        with suppress(OSError):
+            os.dup2(fd, std)
+    for fd in wire:
+        with suppress(OSError):
+            os.close(fd)
+
+
+@asynccontextmanager
+async def pipe_wire() -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]] | None]:
+    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes or sockets; None otherwise."""
+    wire = _claim()
+    if wire is None:
+        yield None
+        return
+    try:
+        # the SDK's transport uses these only as ``async for line in stdin``, ``stdout.write`` and ``stdout.flush``
+        yield cast("anyio.AsyncFile[str]", PipeLines(wire[0])), cast("anyio.AsyncFile[str]", PipeWriter(wire[1]))
+    finally:
+        _release(list(wire))

@@ -1,0 +1,87 @@
+"""The cache of issued tokens: exact-token hits only, bounded by total token length, LRU, safe across threads."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from rimthan_workflow_registry.run.issued_tokens import ISSUED_TOKEN_CHARS, IssuedTokens
+
+
+@dataclass(frozen=True)
+class Item:
+    token: str
+
+
+def token(n: int, size: int = 100) -> str:
+    """A compact-form token of ``size`` characters whose final segment (the index) is unique to ``n``."""
+    mac = f"mac{n:08d}"
+    return "h." + "p" * (size - len(mac) - 3) + "." + mac
+
+
+def test_only_the_exact_token_answers() -> None:
+    cache: IssuedTokens[Item] = IssuedTokens(10_000)
+    item = Item(token(1))
+    cache.remember(item)
+    assert cache.recall(item.token) is item
+    # the same final segment (what finds the entry) with any other character elsewhere is a miss
+    other = "H" + item.token[1:]
+    assert other.endswith(item.token.rsplit(".", 1)[1]) and cache.recall(other) is None
+    assert cache.recall(item.token[:-1]) is None
+    assert cache.recall(item.token + "x") is None
+    assert cache.recall("") is None and cache.recall("no-dots") is None
+
+
+def test_the_total_token_length_stays_within_the_bound_least_recently_used_first_out() -> None:
+    cache: IssuedTokens[Item] = IssuedTokens(1_000)
+    items = [Item(token(n)) for n in range(30)]
+    for at, item in enumerate(items):
+        cache.remember(item)
+        assert cache.chars <= 1_000
+        if at >= 2:
+            assert cache.recall(items[0].token) is items[0]  # kept in use, so never the one dropped
+    assert cache.chars == 1_000 and len(cache) == 10
+    assert cache.recall(items[0].token) is items[0]
+    assert [cache.recall(i.token) is not None for i in items[-9:]] == [True] * 9
+    assert all(cache.recall(i.token) is None for i in items[1:-9])
+
+
+def test_remembering_a_token_again_replaces_its_entry_and_a_token_over_the_bound_is_not_kept() -> None:
+    cache: IssuedTokens[Item] = IssuedTokens(1_000)
+    first, again = Item(token(1)), Item(token(1))
+    cache.remember(first)
+    cache.remember(again)
+    assert len(cache) == 1 and cache.chars == 100 and cache.recall(first.token) is again
+    cache.remember(Item(token(2, size=1_001)))
+    assert len(cache) == 1 and cache.chars == 100
+    cache.clear()
+    assert len(cache) == 0 and cache.chars == 0 and cache.recall(first.token) is None
+
+
+def test_the_default_bound_holds_the_newest_checkpoint_of_many_long_runs() -> None:
+    assert ISSUED_TOKEN_CHARS == 4 * 1024 * 1024
+    assert IssuedTokens[Item]().max_chars == ISSUED_TOKEN_CHARS
+
+
+def test_threads_remembering_and_recalling_at_once_keep_the_bound_and_the_answers() -> None:
+    cache: IssuedTokens[Item] = IssuedTokens(5_000)
+    wrong: list[tuple[str, Item]] = []
+    over: list[int] = []
+
+    def work(thread: int) -> None:
+        for n in range(2_000):
+            item = Item(token(thread * 10_000 + n % 120))
+            cache.remember(item)
+            found = cache.recall(item.token)
+            if found is not None and found.token != item.token:
+                wrong.append((item.token, found))
+            if cache.chars > 5_000:
+                over.append(cache.chars)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong and not over
+    assert cache.chars <= 5_000 and len(cache) == cache.chars // 100

@@ -1,0 +1,158 @@
+"""The stdio wire served from the event loop over pipes and sockets: the same lines as the SDK's reader, whole
+messages out, and the standard descriptors claimed while serving and given back afterwards.
+
+Real pipes and real processes; the expected lines come from the text wrapper the SDK's own stdio transport reads
+with (UTF-8, replacement characters, universal newlines).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rimthan_workflow_mcp.stdio_pipes import PipeLines, PipeWriter
+
+# bytes that decide line ends and decoding: newlines of all three kinds, a two-byte letter (split or not),
+# bytes that are never UTF-8, JSON text
+PIECES = [b"\n", b"\r", b"\r\n", b"\xc3", b"\xa9", b"\xff", b"\xe2\x82", b"\xac", b"a", b'{"id":1}', b" "]
+SDK_READER = "io.TextIOWrapper(buffer, encoding='utf-8', errors='replace')"
+
+
+def _sdk_lines(data: bytes) -> list[str]:
+    reader = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace")
+    return list(iter(reader.readline, ""))
+
+
+async def _pipe_lines(chunks: list[bytes]) -> list[str]:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    lines: list[str] = []
+    try:
+
+        async def feed() -> None:
+            for chunk in chunks:  # one write per chunk, the reader running in between: lines arrive in pieces
+                os.write(write_fd, chunk)
+                await anyio.sleep(0)
+            os.close(write_fd)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(feed)
+            lines.extend([line async for line in PipeLines(read_fd)])
+    finally:
+        os.close(read_fd)
+    return lines
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(st.sampled_from(PIECES), max_size=6).map(b"".join), max_size=12))
+def test_pipe_lines_are_the_sdk_readers_lines_however_the_bytes_arrive(chunks: list[bytes]) -> None:
+    assert anyio.run(_pipe_lines, chunks) == _sdk_lines(b"".join(chunks)), SDK_READER
+
+
+def test_a_line_far_longer_than_the_pipe_and_the_read_chunk_arrives_whole() -> None:
+    line = b'{"jsonrpc":"2.0","id":3,"params":{"blob":"' + b"x" * 300_000 + b'"}}\n'
+    chunks = [line[i : i + 4096] for i in range(0, len(line), 4096)] + [b"tail without newline"]
+    assert anyio.run(_pipe_lines, chunks) == [line.decode(), "tail without newline"]
+
+
+def test_a_message_larger_than_the_pipe_is_written_whole_while_the_reader_drains_slowly() -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    message = "".join(f"{i:07d}é" for i in range(40_000)) + "\n"  # ~320 KB of UTF-8, five times a pipe
+    received = bytearray()
+
+    def drain() -> None:
+        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(4096):
+                received.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+
+    async def write() -> None:
+        writer = PipeWriter(write_fd)
+        assert await writer.write(message) == len(message)
+        await writer.flush()
+
+    try:
+        anyio.run(write)
+    finally:
+        os.close(write_fd)
+        reader.join(timeout=30)
+    assert bytes(received) == message.encode("utf-8")
+
+
+CLAIM_SCRIPT = """
+import os, sys, anyio
+from rimthan_workflow_mcp.stdio_pipes import pipe_wire
+
+async def main():
+    async with pipe_wire() as wire:
+        assert wire is not None, "pipes on fd 0 and fd 1 must take the event-loop path"
+        stdin, stdout = wire
+        os.write(1, b"stray write to fd 1\\n")  # a print or a child process while serving: not the wire
+        assert os.read(0, 10) == b""           # fd 0 reads the null device meanwhile
+        async for line in stdin:
+            await stdout.write("echo " + line)
+    os.write(1, b"fd 1 is the wire again\\n")
+
+anyio.run(main)
+"""
+
+
+def _over_pipes(script: str, data: bytes) -> tuple[int, bytes, bytes]:
+    done = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=60, check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _over_sockets(script: str, data: bytes) -> tuple[int, bytes, bytes]:
+    """As a Node-based host launches a server: a socket pair on each of stdin and stdout."""
+    ours_in, theirs_in = socket.socketpair()
+    ours_out, theirs_out = socket.socketpair()
+    with ours_in, theirs_in, ours_out, theirs_out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=theirs_in.fileno(), stdout=theirs_out.fileno(), stderr=subprocess.PIPE
+        )
+        theirs_in.close()
+        theirs_out.close()
+        ours_in.sendall(data)
+        ours_in.shutdown(socket.SHUT_WR)
+        received = b"".join(iter(lambda: ours_out.recv(65536), b""))
+        _, err = process.communicate(timeout=60)
+    return process.returncode, received, err
+
+
+@pytest.mark.parametrize("launch", [_over_pipes, _over_sockets], ids=["pipes", "sockets"])
+def test_serving_claims_fd_0_and_1_and_gives_them_back(
+    launch: Callable[[str, bytes], tuple[int, bytes, bytes]],
+) -> None:
+    returncode, out, err = launch(CLAIM_SCRIPT, b"one\ntwo\r\n")
+    assert returncode == 0, err.decode()
+    assert out == b"echo one\necho two\nfd 1 is the wire again\n"
+    assert b"stray write to fd 1" in err
+
+
+def test_a_terminal_or_a_file_keeps_the_sdks_own_path(tmp_path: Path) -> None:
+    requests = tmp_path / "requests"
+    requests.write_bytes(b"")
+    script = (
+        "import anyio\n"
+        "from rimthan_workflow_mcp.stdio_pipes import pipe_wire\n"
+        "async def main():\n"
+        "    async with pipe_wire() as wire:\n"
+        "        print('fallback' if wire is None else 'pipes')\n"
+        "anyio.run(main)\n"
+    )
+    with requests.open("rb") as stdin:
+        done = subprocess.run([sys.executable, "-c", script], stdin=stdin, capture_output=True, timeout=60, check=False)
+    assert done.stdout == b"fallback\n", done.stderr.decode()
