@@ -57,7 +57,7 @@ def test_every_durability_and_copy_path_builds_the_same_release(
     from rimthan_packager import build
 
     reference = build_release(scaffold, tmp_path / "reference", [keypair])
-    monkeypatch.setattr(build, "hash_threads", lambda files, total: 2 if threaded else 1)
+    monkeypatch.setattr(build, "copy_threads", lambda files, total: 2 if threaded else 1)
     monkeypatch.setattr(build, "_COPY_BATCH", 1)
     if not has_syncfs:
         monkeypatch.setattr(build, "sync_filesystem", lambda path: False)

@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ from rimthan_workflow_registry.release import (
     TrustStore,
     VerifiedRelease,
     canonical_form_version,
-    hash_threads,
+    copy_threads,
+    first_failure,
     inspect_release,
     manifest_for,
     render_checksums,
@@ -137,8 +139,7 @@ def build_release(
             create_file(written[-1], key.sign(manifest_bytes), sync=False)
         os.chmod(work, 0o755)
         check = trust or TrustStore.from_public_keys([k.public_key for k in signers], source="the signing keys")
-        verified = _self_check(work, dest, check)
-        _make_durable(work, copied.files, written, [*copied.dirs, work / SIGNATURES_DIR, work])
+        verified = _checked_and_durable(work, dest, check, copied, written)
         try:
             rename_no_replace(work, dest)
         except FileExistsError:
@@ -192,6 +193,24 @@ def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
         ) from exc
 
 
+def _checked_and_durable(
+    work: Path, dest: Path, trust: TrustStore, copied: _Copied, written: list[Path]
+) -> VerifiedRelease:
+    """The self-check, while the finished release is flushed to disk on another thread; both before publishing.
+
+    Every file of the release is written before either starts and the
+    self-check only reads, so the flush covers the whole release whichever
+    ends first; the caller renames it into place only after both succeeded.
+    A failed self-check waits for the flush to end (its outcome ignored) and
+    is the refusal; otherwise a failed flush (write-back error) is.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rimthan-sync") as syncer:
+        durable = syncer.submit(_make_durable, work, copied.files, written, [*copied.dirs, work / SIGNATURES_DIR, work])
+        verified = _self_check(work, dest, trust)  # on failure, leaving the block waits for the flush
+        durable.result()
+    return verified
+
+
 @dataclass(frozen=True)
 class _Copied:
     """The catalogue as copied: manifest entries (sorted by path), where they went, the directories made."""
@@ -206,11 +225,13 @@ class _Copied:
 
 
 def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copied:
-    """Copy every source file byte for byte, hashing what is copied (one read), on threads for a large source.
+    """Copy every source file byte for byte, hashing what is copied (one read), on every core for a large source.
 
     Directories are made first, in the main thread; files are copied in
-    batches (sorted by path) and nothing is flushed here: :func:`_make_durable`
-    flushes the whole release once, before it is published.
+    batches (sorted by path) by core ``first_failure``, with one read buffer
+    per thread. Entries keep the sorted order whichever thread copied them, and
+    the first failing file in that order is the refusal. Nothing is flushed
+    here: :func:`_make_durable` flushes the whole release once, before it is published.
     """
     large = source.total_size >= PROGRESS_MIN_BYTES or len(source.sizes) >= PROGRESS_MIN_FILES
     bar = _progress_bar(source.total_size) if progress and large else _NoProgress()
@@ -218,24 +239,41 @@ def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copie
     dirs = _make_dirs(target, paths)
     base = str(target)
     chmod = not umask_keeps(_FILE_MODE)  # the umask would narrow the mode: set it exactly, file by file
+    copied: list[FileEntry | None] = [None] * len(paths)
+    buffers = _ThreadBuffers(min(READ_CHUNK, max(source.sizes.values(), default=0) + 1))
+    bar_lock = threading.Lock()
 
-    def copy(batch: list[str]) -> list[FileEntry]:
-        buffer = bytearray(min(READ_CHUNK, max(source.sizes[path] for path in batch) + 1))
-        return [_copy_file(source, path, f"{base}/{path}", buffer, chmod) for path in batch]
+    def copy(batch: Sequence[tuple[int, str]]) -> None:
+        buffer = buffers.get()
+        for index, path in batch:
+            copied[index] = _copy_file(source, path, f"{base}/{path}", buffer, chmod)
+        with bar_lock:
+            bar.update(sum(source.sizes[path] for _, path in batch))
 
-    batches = [paths[i : i + _COPY_BATCH] for i in range(0, len(paths), _COPY_BATCH)]
-    entries: list[FileEntry] = []
-    workers = hash_threads(len(paths), source.total_size)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rimthan-build") if workers > 1 else None
+    numbered = list(enumerate(paths))
+    batches = [numbered[i : i + _COPY_BATCH] for i in range(0, len(numbered), _COPY_BATCH)]
     try:
-        for copied in pool.map(copy, batches) if pool is not None else map(copy, batches):
-            entries.extend(copied)
-            bar.update(sum(entry.size for entry in copied))
+        failure = first_failure(copy, batches, copy_threads(len(paths), source.total_size))
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)  # after a failure, batches not started are not copied
         bar.close()
+    if failure is not None:
+        raise failure
+    entries = [entry for entry in copied if entry is not None]
     return _Copied(entries=entries, target=target, dirs=dirs)
+
+
+class _ThreadBuffers:
+    """One read buffer per copying thread, made on its first batch."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._local = threading.local()
+
+    def get(self) -> bytearray:
+        buffer: bytearray | None = getattr(self._local, "buffer", None)
+        if buffer is None:
+            buffer = self._local.buffer = bytearray(self._size)
+        return buffer
 
 
 class _Progress(Protocol):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
     OPEN_NOFOLLOW,
     FileEntry,
@@ -31,6 +31,13 @@ from .fsutil import write_all
 
 READ_CHUNK = 1024 * 1024
 _REFUSED_NAMES = {"__pycache__"}
+_REBUILD = "build again once nothing is writing to the catalogue source; nothing was published"
+
+Stamp = tuple[int, int, int]  # (inode, size, mtime in ns): the walk's view of a file, checked on every open
+
+
+def _stamp(info: os.stat_result) -> Stamp:
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
 
 
 def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueError:
@@ -39,14 +46,21 @@ def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueErro
 
 @dataclass(frozen=True)
 class SourceFiles:
-    """A catalogue source on disk: its file paths and sizes, read on demand."""
+    """A catalogue source on disk: its file paths and sizes, read on demand.
+
+    Every read checks that the file is still the one the walk listed (inode,
+    size, modification time) and did not change while it was read, so a
+    source edited or deleted during a build is refused, never half-copied.
+    """
 
     root: Path
     sizes: Mapping[str, int] = field(repr=False)
+    stamps: Mapping[str, Stamp] = field(repr=False, compare=False)
     _prefix: str = field(init=False, repr=False, compare=False)  # "<root>/": file paths built as strings
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sizes", MappingProxyType(dict(self.sizes)))
+        object.__setattr__(self, "stamps", MappingProxyType(dict(self.stamps)))
         object.__setattr__(self, "_prefix", f"{os.fspath(self.root)}/")
 
     @property
@@ -61,35 +75,69 @@ class SourceFiles:
         return str(self.root / path)
 
     def open(self, path: str) -> int:
-        """An fd for ``path``, refusing a file swapped for a symlink or special file since the walk."""
+        """An fd for ``path``, refusing a file deleted, changed or swapped for a link or special file since the walk."""
         if path not in self.sizes:
             raise _refuse(FailureCode.REFERENCE_UNRESOLVED, "not a file of this catalogue source", self.where(path))
         try:
             fd = os.open(self._prefix + path, OPEN_NOFOLLOW)
+        except FileNotFoundError:
+            raise self._changed(path, FailureCode.FILE_MISSING, "was deleted during the build") from None
         except OSError as exc:
             raise _refuse(
                 FailureCode.FILE_TYPE_FORBIDDEN, f"cannot be opened safely: {exc.strerror}", self.where(path)
             ) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", self.where(path))
+        if _stamp(info) != self.stamps[path]:
+            os.close(fd)
+            raise self._changed_since_walk(path, info.st_size)
         return fd
+
+    def _changed(self, path: str, code: FailureCode, message: str) -> RegistryError:
+        return RegistryError(code, message, path=self.where(path), next_step=_REBUILD)
+
+    def _changed_since_walk(self, path: str, size: int) -> RegistryError:
+        if size != self.sizes[path]:
+            return self._changed(
+                path,
+                FailureCode.FILE_SIZE_MISMATCH,
+                f"changed during the build: {self.sizes[path]} bytes when listed, {size} bytes when read",
+            )
+        return self._changed(path, FailureCode.FILE_DIGEST_MISMATCH, "was replaced or rewritten during the build")
 
     def read(self, path: str) -> bytes:
         fd = self.open(path)
         try:
             chunks = []
-            while chunk := os.read(fd, READ_CHUNK):
+            while chunk := self._read(fd, path, READ_CHUNK):
                 chunks.append(chunk)
+            self._check_unchanged(fd, path)
         finally:
             os.close(fd)
         return b"".join(chunks)
+
+    def _read(self, fd: int, path: str, size: int) -> bytes:
+        try:
+            return os.read(fd, size)
+        except OSError as exc:
+            raise RegistryError(
+                FailureCode.IO_ERROR, f"cannot be read: {exc.strerror}", path=self.where(path)
+            ) from None
+
+    def _check_unchanged(self, fd: int, path: str) -> None:
+        """Refuse ``path`` if it changed while it was read (checked on its descriptor after the last read)."""
+        info = os.fstat(fd)
+        if _stamp(info) != self.stamps[path]:
+            raise self._changed_since_walk(path, info.st_size)
 
     def copy_to(self, path: str, dest_fd: int, buffer: bytearray) -> FileEntry:
         """Stream ``path`` into ``dest_fd`` through ``buffer``; its manifest entry (digest of the bytes copied).
 
         The bytes are read once, into the caller's buffer (no new object per
-        read), and the same bytes are hashed and written.
+        read), and the same bytes are hashed and written. A file that changed
+        while it was copied (its size, or its stamp after the last read) is refused.
         """
         hasher = hashlib.sha256()
         size = 0
@@ -97,7 +145,7 @@ class SourceFiles:
         fd = self.open(path)
         want = min(len(view), self.sizes[path] + 1)  # the walk's size: a small file is one read
         try:
-            while count := os.readv(fd, [view[:want]]):
+            while count := self._readv(fd, path, view[:want]):
                 chunk = view[:count]
                 hasher.update(chunk)
                 write_all(dest_fd, chunk)
@@ -105,9 +153,20 @@ class SourceFiles:
                 if count < want:  # a regular file reads short only at its end: no extra read for EOF
                     break
                 want = len(view)
+            if size != self.sizes[path]:
+                raise self._changed_since_walk(path, size)
+            self._check_unchanged(fd, path)
         finally:
             os.close(fd)
         return FileEntry(path=path, sha256=hasher.hexdigest(), size=size, media_type=media_type_for(path))
+
+    def _readv(self, fd: int, path: str, into: memoryview) -> int:
+        try:
+            return os.readv(fd, [into])
+        except OSError as exc:
+            raise RegistryError(
+                FailureCode.IO_ERROR, f"cannot be read: {exc.strerror}", path=self.where(path)
+            ) from None
 
 
 def read_source(root: Path | str) -> SourceFiles:
@@ -115,8 +174,9 @@ def read_source(root: Path | str) -> SourceFiles:
     root = Path(root)
     if not root.is_dir():
         raise _refuse(FailureCode.CATALOGUE_INVALID, "no catalogue source directory here", root)
-    sizes: dict[str, int] = {}
-    _walk(root, "", sizes)
+    stamps: dict[str, Stamp] = {}
+    _walk(root, "", stamps)
+    sizes = {path: stamp[1] for path, stamp in stamps.items()}
     clash = path_set_problem(sizes)
     if clash is not None:
         raise _refuse(FailureCode.PATH_UNSAFE, clash[1], root / clash[0])
@@ -126,10 +186,10 @@ def read_source(root: Path | str) -> SourceFiles:
             "a catalogue source is rooted at catalogue.toml",
             root / "catalogue.toml",
         )
-    return SourceFiles(root=root, sizes=sizes)
+    return SourceFiles(root=root, sizes=sizes, stamps=stamps)
 
 
-def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
+def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp]) -> None:
     fs_dir = root / rel_dir if rel_dir else root
     for entry in sorted_entries(fs_dir, _refuse, unreadable=FailureCode.CATALOGUE_INVALID):
         if entry.name.startswith(".") or entry.name in _REFUSED_NAMES:
@@ -149,9 +209,9 @@ def _walk(root: Path, rel_dir: str, sizes: dict[str, int]) -> None:
                 FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link; copy the file instead", fs_dir / entry.name
             )
         if stat.S_ISDIR(info.st_mode):
-            _walk(root, rel, sizes)
+            _walk(root, rel, stamps)
         elif stat.S_ISREG(info.st_mode):
-            sizes[rel] = info.st_size
+            stamps[rel] = _stamp(info)
         else:
             raise _refuse(
                 FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", fs_dir / entry.name

@@ -92,13 +92,14 @@ if TYPE_CHECKING:
         tagged_manifest,
         version_tags,
     )
+    from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.schema_checks import (
         SCHEMA_CHECKS,
         SCHEMA_CHECKS_FILE,
         canonical_form_version,
     )
     from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
-    from rimthan_workflow_registry.release.verified import VerifiedRelease, hash_threads
+    from rimthan_workflow_registry.release.verified import VerifiedRelease, copy_threads
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
@@ -137,7 +138,8 @@ __all__ = [
     "WorkflowDefinition",
     "fetch_manifest",
     "guarded",
-    "hash_threads",
+    "copy_threads",
+    "first_failure",
     "inspect_release",
     "canonical_form_version",
     "is_semver",
@@ -201,7 +203,8 @@ _HOME = {
     "fetch_manifest": "rimthan_workflow_registry.release.oci",
     "guarded": "rimthan_workflow_registry.release.oci",
     "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
-    "hash_threads": "rimthan_workflow_registry.release.verified",
+    "copy_threads": "rimthan_workflow_registry.release.verified",
+    "first_failure": "rimthan_workflow_registry.release.parallel",
     "inspect_release": "rimthan_workflow_registry.release.verify",
     "is_semver": "rimthan_workflow_registry.release.catalogue",
     "key_id_for": "rimthan_workflow_registry.release.trust",
