@@ -27,11 +27,11 @@ FULL = Plan(
     name="full",
     bulk=(BulkSpec(10_000, 256 * MiB), BulkSpec(100, 1 * MiB)),
     long=LongSpec(200),
-    reps_verify=5,
-    reps_build=3,
+    reps_verify=9,
+    reps_build=5,
     reps_engine=30,
-    reps_calls=3,
-    reps_start=5,
+    reps_calls=7,
+    reps_start=9,
     rounds_throughput=3,
 )
 
