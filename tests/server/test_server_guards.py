@@ -198,7 +198,7 @@ def _broken(schema: dict[str, Any], where: str) -> dict[str, Any]:
     return {**schema, "$defs": {**schema["$defs"], name: {**schema["$defs"][name], "type": "not-a-type"}}}
 
 
-@pytest.mark.parametrize("where", ["top", "embedded-contract"])
+@pytest.mark.parametrize("where", ["top", "embedded-contract", "inline-contract"])
 def test_construction_refuses_a_tool_contract_whose_schema_is_invalid(
     world: ServerWorld, where: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,7 +209,14 @@ def test_construction_refuses_a_tool_contract_whose_schema_is_invalid(
     from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
     first, *rest = workflow_engine_tool_contracts()
-    bad = replace(first, input_schema=_broken(first.input_schema, where))
+    if where == "inline-contract":  # the step payload held inline in the output schema, one keyword broken
+        properties = first.output_schema["properties"]
+        step, null = properties["step"]["anyOf"]
+        broken_step = {**step, "properties": {**step["properties"], "title": {"type": "not-a-type"}}}
+        broken = {**properties, "step": {"anyOf": [broken_step, null]}}
+        bad = replace(first, output_schema={**first.output_schema, "properties": broken})
+    else:
+        bad = replace(first, input_schema=_broken(first.input_schema, where))
     monkeypatch.setattr(server_module, "workflow_engine_tool_contracts", lambda: (bad, *rest))
     with pytest.raises(RegistryError) as refused:
         create_mcp_application(world.provider("1.2.0"))

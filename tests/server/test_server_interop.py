@@ -2,7 +2,8 @@
 
 - Tool schemas: the TypeScript SDK compiles every tool's output schema with
   Ajv, which refuses a ``$id`` that occurs twice as ambiguous. Each contract is
-  now embedded once per tool schema under ``$defs``, and every ``$ref`` resolves.
+  now embedded once per input schema under ``$defs`` (every ``$ref`` resolves) and inline, without
+  its ``$id``, in the output schemas.
 - Prompts: ``prompts/list`` / ``prompts/get`` serve the active release's prompt assets.
 - Logging: ``logging/setLevel`` for 2025-11-25 clients, one notification per tool call.
 - ``--http-sessions``: an ``Mcp-Session-Id`` for clients that open SSE streams.
@@ -24,7 +25,7 @@ from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 from referencing import Registry
 from rimthan_host.harness import client_caller
-from rimthan_workflow_mcp.schema_parts import DIGEST
+from rimthan_workflow_mcp.schema_parts import DIGEST, contract_id, uses
 from rimthan_workflow_mcp.server import create_mcp_application, param_header_schemas
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
 from support.servers import ServerWorld, build_world, harness, http_client_for, http_server, serve_args, text_of
@@ -49,7 +50,7 @@ def _walk(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize("contract", workflow_engine_tool_contracts(), ids=lambda c: c.name)
 def test_tool_schemas_embed_each_contract_once_and_every_ref_resolves(contract: Any) -> None:
     documents = contract_documents()
-    for schema in (contract.input_schema, contract.output_schema):
+    for schema in (contract.input_schema,):
         ids = [node["$id"] for _, node in _walk(schema) if isinstance(node.get("$id"), str)]
         assert len(ids) == len(set(ids)), f"{contract.name}: a $id occurs twice"
         assert sorted(schema["$defs"]) == sorted(i.rsplit("/", 1)[1].removesuffix(".schema.json") for i in ids)
@@ -62,6 +63,14 @@ def test_tool_schemas_embed_each_contract_once_and_every_ref_resolves(contract: 
                     f"{contract.name}{where}: $ref {ref} is not a local one"
                 )
         assert schema["additionalProperties"] is False and "$id" not in schema
+    # the output schema holds each contract it reaches inline, as the contract that uses another one does
+    output = contract.output_schema
+    copies = [node for _, node in _walk(output) if str(node.get("$comment", "")).startswith("inline copy of ")]
+    for node in copies:
+        (name,) = [n for n, d in documents.items() if node["$comment"] == f"inline copy of {d['$id']}"]
+        assert node == uses(documents[name])
+    assert not [where for where, node in _walk(output) if "$ref" in node or "$id" in node or "$defs" in node]
+    assert output["additionalProperties"] is False
     # a contract holds the ones it uses inline (no second $id) and refers to nothing outside itself, so a
     # client resolves no URI: Python `referencing` re-crawled the whole tool schema for each such $ref
     for name, document in documents.items():
@@ -78,10 +87,9 @@ def test_output_schemas_embed_only_the_contracts_their_tool_returns() -> None:
     a contract only prepare returns.
     """
     outputs = {c.name: c.output_schema for c in workflow_engine_tool_contracts()}
-    assert sorted(outputs["rimthan.prepare_step_validation"]["$defs"]) == [
-        "failure",
-        "validation-bundle",
-        "validator-summary",
+    prepare = outputs["rimthan.prepare_step_validation"]
+    assert sorted({str(node["$comment"]) for _, node in _walk(prepare) if "$comment" in node}) == [
+        f"inline copy of {contract_id(name)}" for name in ("failure", "validation-bundle", "validator-summary")
     ]
     assert outputs["rimthan.start_workflow"] == {
         **outputs["rimthan.continue_workflow"],
@@ -136,7 +144,8 @@ def test_a_reference_through_a_contract_still_validates() -> None:
 
 
 def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
-    """A nullable part is ``anyOf [part, null]``, the part first (a client stops at the first match).
+    """A nullable part is ``anyOf [part, null]``, the part first (a client stops at the first match),
+    but ``null`` first for a question or a migration preview (a run meets those only now and then).
 
     Checked the way the Python SDK client checks a result (``validator_for``
     on an empty registry).
@@ -145,7 +154,10 @@ def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
     schema = cont.output_schema
     properties = schema["properties"]
     assert properties["checkpoint_digest"] == {"anyOf": [DIGEST, {"type": "null"}]}
-    assert properties["step"] == {"anyOf": [{"$ref": "#/$defs/step-payload"}, {"type": "null"}]}
+    documents = contract_documents()
+    assert properties["step"] == {"anyOf": [uses(documents["step-payload"]), {"type": "null"}]}
+    assert properties["question"] == {"anyOf": [{"type": "null"}, uses(documents["question"])]}
+    assert properties["migration"] == {"anyOf": [{"type": "null"}, uses(documents["migration-preview"])]}
     validator = validator_for(schema)(schema, registry=Registry())
     envelope: dict[str, Any] = {name: None for name in properties} | {
         "status": "active",

@@ -41,6 +41,7 @@ from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
 from .results import ToolResult
+from .schema_parts import uses
 from .schema_validation import CompiledSchema, CompiledSchemas
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
@@ -146,13 +147,27 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
 def _checked_once(schema: Mapping[str, Any], documents: Mapping[str, Any]) -> Mapping[str, Any]:
     """``schema`` minus the embedded contract documents already checked on their own.
 
-    Each tool schema embeds contracts under ``$defs``; checking them again in
-    all eight schemas was a third of start-up. A ``$defs`` entry that is not
-    byte-for-byte a checked document is kept, so it is still checked here.
+    Each input schema embeds contracts under ``$defs``, each output schema
+    holds them inline (``uses``); checking them again in all eight schemas
+    was a third of start-up. A ``$defs`` entry or inline copy that is not
+    exactly a checked document is kept, so it is still checked here.
     """
     defs = schema.get("$defs", {})
     rest = {k: v for k, v in defs.items() if documents.get(k) != v}
-    return {**schema, "$defs": rest} if "$defs" in schema else schema
+    copies = {uses(doc)["$comment"]: uses(doc) for doc in documents.values()}
+    checked: Mapping[str, Any] = _without_copies({**schema, "$defs": rest} if "$defs" in schema else schema, copies)
+    return checked
+
+
+def _without_copies(node: Any, copies: Mapping[str, Any]) -> Any:
+    """``node`` with each inline copy that equals its checked document's body replaced by ``{}``."""
+    if isinstance(node, list):
+        return [_without_copies(v, copies) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if copies.get(str(node.get("$comment"))) == node:
+        return {}
+    return {k: _without_copies(v, copies) for k, v in node.items()}
 
 
 def _check_schema(schema: Mapping[str, Any], what: str) -> None:

@@ -1,7 +1,9 @@
 """The input and output schemas of the four tools, built from the contract documents.
 
-Each tool schema is closed and embeds every contract it reaches exactly once
-under ``$defs`` (see :mod:`contract_schemas` for why). Kept apart from the
+Each input schema is closed and embeds every contract it reaches exactly once
+under ``$defs`` (see :mod:`contract_schemas` for why); each output schema holds
+its contracts inline (every client validates every result against it, see
+:func:`result_schema`). Kept apart from the
 documents themselves: these are what ``tools/list`` sends, the documents are
 what the resources serve. Plain data, no MCP imports.
 """
@@ -26,7 +28,7 @@ from .contract_schemas import (
     VALIDATOR_REPORT,
     VALIDATOR_SUMMARY,
 )
-from .schema_parts import DIGEST, NAME, TOKEN, VERSION, about, closed
+from .schema_parts import DIGEST, NAME, TOKEN, VERSION, about, closed, uses
 
 _BY_ID = {doc["$id"]: name for name, doc in CONTRACTS.items()}
 _LOCAL = "#/$defs/"
@@ -69,8 +71,12 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
     A part in ``never`` is declared as what the tool always sends there
     (``null``, or an empty list), so the schema names no contract the tool
     cannot return. A client validates every result against it, so it is
-    shaped to be cheap to evaluate with the same meaning: a nullable part
-    tries the part before ``null`` (see :func:`_nullable`).
+    shaped to be cheap for Python jsonschema (the Python SDK client's
+    validator) with the same meaning: every contract is inline (``uses``,
+    no ``$ref`` to look up and descend through per value), and a nullable
+    part tries first what the tool usually sends there (see :func:`_nullable`):
+    the part, but ``null`` for a question or a migration preview, which a
+    run meets only now and then.
     """
     properties: dict[str, Any] = {
         "status": {"enum": statuses},
@@ -79,36 +85,37 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
         "checkpoint": _nullable(TOKEN),
         "checkpoint_digest": _nullable(DIGEST),
         "sequence": _nullable({"type": "integer", "minimum": 1}),
-        "step": _nullable(_ref(STEP_PAYLOAD)),
-        "question": _nullable(_ref(QUESTION)),
-        "failures": {"type": "array", "items": _ref(FAILURE)},
+        "step": _nullable(uses(STEP_PAYLOAD)),
+        "question": _nullable(uses(QUESTION), null_first=True),
+        "failures": {"type": "array", "items": uses(FAILURE)},
         "findings": {
             "type": "array",
             "items": closed({"validator": NAME, **FINDING["properties"]}, ["validator", "severity", "message"]),
         },
-        "validators": {"type": "array", "items": _ref(VALIDATOR_SUMMARY)},
-        "validation_bundle": _nullable(_ref(VALIDATION_BUNDLE)),
-        "migration": _nullable(_ref(MIGRATION_PREVIEW)),
+        "validators": {"type": "array", "items": uses(VALIDATOR_SUMMARY)},
+        "validation_bundle": _nullable(uses(VALIDATION_BUNDLE)),
+        "migration": _nullable(uses(MIGRATION_PREVIEW), null_first=True),
         "message": {"type": "string"},
     }
     for name in never:
         properties[name] = {"type": "array", "maxItems": 0} if properties[name].get("type") == "array" else _NULL
-    return _tool_schema(properties, list(properties))
+    return closed(properties, list(properties))
 
 
 _NULL = {"type": "null"}
 
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` or ``null``: ``anyOf [schema, null]``.
+def _nullable(schema: dict[str, Any], null_first: bool = False) -> dict[str, Any]:
+    """``schema`` or ``null``: ``anyOf [schema, null]``, or ``[null, schema]`` for a part mostly null.
 
-    The branches are disjoint, and a client stops at the first that matches,
-    which is ``schema`` whenever the part is filled. (One ``type`` list such
-    as ``["object", "null"]`` means the same and is cheaper still, but the MCP
+    The branches are disjoint, so the order does not change what is
+    accepted; a client stops at the first that matches, so the branch the
+    tool usually sends goes first. (One ``type`` list such as
+    ``["object", "null"]`` means the same and is cheaper still, but the MCP
     Inspector's ``--strict`` check reports a type union as not portable to
     single-``type`` dialects.)
     """
-    return {"anyOf": [schema, _NULL]}
+    return {"anyOf": [_NULL, schema] if null_first else [schema, _NULL]}
 
 
 START_STATUSES = ["active", "blocked", "input_required", "completed"]
