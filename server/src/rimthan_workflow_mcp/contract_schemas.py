@@ -3,11 +3,12 @@
 Each contract is a standalone document with a stable ``$id``; one contract
 that uses another holds the other's body inline, without its ``$id``
 (:func:`schema_parts.uses`), so a document never refers outside itself. Every
-tool input and output schema embeds each contract it needs exactly once,
-verbatim, under ``$defs`` and points at it with ``#/$defs/<name>``, so a client
-needs nothing else, resolves no URI, and no ``$id`` ever appears twice in one
-schema (JSON Schema validators such as Ajv, which the TypeScript MCP SDK uses,
-refuse a duplicated ``$id`` as ambiguous). The server serves the very same
+tool input schema embeds each contract it needs exactly once, verbatim, under
+``$defs`` and points at it with ``#/$defs/<name>``; every output schema holds
+them inline the same way (no ``$ref`` for a client to follow per result). A
+client needs nothing else, resolves no URI, and no ``$id`` ever appears twice
+in one schema (JSON Schema validators such as Ajv, which the TypeScript MCP SDK
+uses, refuse a duplicated ``$id`` as ambiguous). The server serves the very same
 documents as immutable resources. Plain data, no MCP imports.
 """
 
