@@ -13,7 +13,6 @@ an empty registry).
 
 from __future__ import annotations
 
-import copy
 import functools
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from jsonschema.validators import validator_for
 from referencing import Registry
 from rimthan_workflow_mcp.server import call_tool, runtime_state
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
+from support.json_edits import pointers, replaced_at
 from support.servers import ServerWorld, build_world, harness
 
 _COPY = "inline copy of "
@@ -113,41 +113,24 @@ def test_every_packaged_result_passes_both_forms(recorded: list[tuple[str, dict[
         assert list(old[name].iter_errors(result)) == [], name
 
 
-def _paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += _paths(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += _paths(value, (*path, index))
-    return found
-
-
 _PLANTED: list[Any] = [None, "", 0, True, {}, "sha256:" + "0" * 64]
 
 
-def _mutations(result: dict[str, Any]) -> list[dict[str, Any]]:
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
+
+
+def _mutations(result: dict[str, Any]) -> list[Any]:
     """Each node deleted, replaced by each planted value, and each object given an unknown or a known key."""
-    out: list[dict[str, Any]] = []
-    for path in _paths(result):
-        for action in ["delete", "extra", "id", *range(len(_PLANTED))]:
-            mutated = copy.deepcopy(result)
-            node: Any = mutated
-            for step in path[:-1]:
-                node = node[step]
-            if action == "delete" and path:
-                del node[path[-1]]
-            elif isinstance(action, int) and path:
-                node[path[-1]] = copy.deepcopy(_PLANTED[action])
-            elif isinstance(action, str) and action != "delete":
-                target = node[path[-1]] if path else node
-                if not isinstance(target, dict):
-                    continue
-                target[action] = "x"
-            else:
-                continue
-            out.append(mutated)
+    out: list[Any] = []
+    for path in [(), *pointers(result)]:
+        if path:
+            out.append(replaced_at(result, path, delete=True))
+            out += [replaced_at(result, path, planted) for planted in _PLANTED]
+        if isinstance(_at(result, path), dict):
+            out += [replaced_at(result, (*path, key), "x") for key in ("extra", "id")]
     return out
 
 
@@ -180,24 +163,17 @@ def test_mutated_results_get_the_same_verdict_from_both_forms(
     recorded: list[tuple[str, dict[str, Any]]], data: st.DataObject
 ) -> None:
     name, result = data.draw(st.sampled_from(recorded))
-    mutated = copy.deepcopy(result)
-    path = data.draw(st.sampled_from(_paths(mutated)[1:]))
-    parent = mutated
-    for step in path[:-1]:
-        parent = parent[step]
+    path = data.draw(st.sampled_from(pointers(result)))
     action = data.draw(st.sampled_from(["replace", "delete", "add", "swap"]))
     if action == "replace":
-        parent[path[-1]] = data.draw(_JSON)
+        mutated = replaced_at(result, path, data.draw(_JSON))
     elif action == "delete":
-        del parent[path[-1]]
-    elif action == "add" and isinstance(parent[path[-1]], dict):
-        parent[path[-1]][data.draw(st.sampled_from(["extra", "id", "text", "sha256"]))] = data.draw(_JSON)
-    else:  # another value found elsewhere in a recorded result of the same tool
+        mutated = replaced_at(result, path, delete=True)
+    elif action == "add" and isinstance(_at(result, path), dict):
+        key = data.draw(st.sampled_from(["extra", "id", "text", "sha256"]))
+        mutated = replaced_at(result, (*path, key), data.draw(_JSON))
+    else:  # a value found elsewhere in a recorded result of the same tool
         donor = data.draw(st.sampled_from([r for n, r in recorded if n == name]))
-        other = data.draw(st.sampled_from(_paths(donor)))
-        value: Any = donor
-        for step in other:
-            value = value[step]
-        parent[path[-1]] = copy.deepcopy(value)
+        mutated = replaced_at(result, path, _at(donor, data.draw(st.sampled_from([(), *pointers(donor)]))))
     new, old = _validators()
     assert new[name].is_valid(mutated) == old[name].is_valid(mutated), (name, path, action)
