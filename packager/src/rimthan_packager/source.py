@@ -158,7 +158,7 @@ class SourceFiles:
             self._check_unchanged(fd, path)
         finally:
             os.close(fd)
-        return FileEntry(path=path, sha256=digest, size=size, media_type=media_type_for(path))
+        return FileEntry(path, digest, size, media_type_for(path))  # positional: half the cost of keywords, per file
 
     def _copy_rest(self, fd: int, path: str, dest_fd: int, buffer: memoryview, first: int) -> tuple[int, str]:
         """Copy a file whose first read filled ``buffer`` (``first`` bytes): its size and SHA-256."""
