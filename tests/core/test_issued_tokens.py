@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import pytest
+from rimthan_workflow_registry.errors import FailureCode, TokenError
+from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.issued_tokens import ISSUED_TOKEN_CHARS, IssuedTokens
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 
 @dataclass(frozen=True)
@@ -85,3 +89,29 @@ def test_threads_remembering_and_recalling_at_once_keep_the_bound_and_the_answer
         thread.join()
     assert not wrong and not over
     assert cache.chars <= 5_000 and len(cache) == cache.chars // 100
+
+
+class _EqualToAnything(str):
+    """A str subclass claiming equality with every string (its own characters are not a token)."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_a_str_subclass_is_verified_by_its_own_characters_never_by_its_comparisons() -> None:
+    keyring = CheckpointKeyring.generate()
+    host = HostBinding.of("h", "1.0.0", ["c"], [])
+    checkpoint = Checkpoint(1, "w", "1.0.0", "r@1", "sha256:" + "0" * 64, "s", "sha256:" + "1" * 64, None, host=host)
+    issued = issue_checkpoint(keyring, checkpoint)
+    assert verify_checkpoint(keyring, issued.token) is not None  # this thread now remembers that token
+    with pytest.raises(TokenError) as refused:
+        verify_checkpoint(keyring, _EqualToAnything("not.a.token"))
+    assert refused.value.code is FailureCode.CHECKPOINT_INVALID
+    # a subclass holding the very characters issued verifies as those characters: a plain str, as issued
+    again = verify_checkpoint(keyring, _EqualToAnything(issued.token))
+    assert type(again.token) is str and again.checkpoint == issued.checkpoint

@@ -243,31 +243,40 @@ def test_the_read_and_hash_threads_report_the_one_thread_failure(tmp_path: Path,
         assert got == expected
 
 
-def test_an_unexpected_error_on_the_hashing_thread_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+class _ThreadKilled(BaseException):
+    """Not an ``Exception``: what a thread could die of without any ``except Exception`` seeing it."""
+
+
+@pytest.mark.parametrize("error", [RuntimeError, _ThreadKilled])
+def test_an_unexpected_error_on_the_hashing_thread_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
+) -> None:
     entries = _files(tmp_path, 12, {})
     real = verified.first_digest_failure
 
     def failing(base: str, batch: Sequence[FileEntry], read: Sequence[bytes | None]) -> object:
         if batch[0].path == "d/f006.bin":
-            raise RuntimeError("hashing broke")
+            raise error("hashing broke")
         return real(base, batch, read)
 
     monkeypatch.setattr(file_pipeline, "first_digest_failure", failing)
     before = sys.getswitchinterval()
     found = file_pipeline.first_file_failure(str(tmp_path), [entries[i : i + 2] for i in range(0, 12, 2)])
-    assert isinstance(found, RuntimeError) and str(found) == "hashing broke"
+    assert isinstance(found, error) and str(found) == "hashing broke"  # never a batch counted as checked
     assert sys.getswitchinterval() == before
 
 
 # --------------------------------------------------------------------------- the helper itself
 
 
-def _check_until(bad: set[int], raises: set[int], seen: list[int]) -> Callable[[Sequence[int]], BaseException | None]:
+def _check_until(
+    bad: set[int], raises: set[int], seen: list[int], error: type[BaseException] = RuntimeError
+) -> Callable[[Sequence[int]], BaseException | None]:
     def check(batch: Sequence[int]) -> BaseException | None:
         for item in batch:
             seen.append(item)
             if item in raises:
-                raise RuntimeError(f"unexpected at {item}")
+                raise error(f"unexpected at {item}")
             if item in bad:
                 return ValueError(f"bad {item}")
         return None
@@ -283,8 +292,9 @@ def test_first_failure_is_the_first_in_order_and_an_unexpected_error_is_never_dr
     assert sorted(seen) == list(range(200))
     found = parallel.first_failure(_check_until({151, 37}, set(), []), batches, workers)
     assert isinstance(found, ValueError) and str(found) == "bad 37"
-    crashed = parallel.first_failure(_check_until({151}, {99}, []), batches, workers)
-    assert isinstance(crashed, RuntimeError) and str(crashed) == "unexpected at 99"
+    for error in (RuntimeError, _ThreadKilled):  # whatever a thread dies of fails its batch: never counted as checked
+        crashed = parallel.first_failure(_check_until({151}, {99}, [], error), batches, workers)
+        assert isinstance(crashed, error) and str(crashed) == "unexpected at 99"
 
 
 def test_the_switch_interval_is_short_only_while_a_check_runs() -> None:

@@ -94,6 +94,13 @@ def _replace(path: Path) -> None:
     os.replace(fresh, path)
 
 
+def _rewrite_keeping_mtime(path: Path) -> None:
+    """Same size, same inode, new bytes, and the old modification time put back (``cp -p``, ``touch -d``)."""
+    before = path.stat()
+    path.write_bytes(bytes(b ^ 0xFF for b in path.read_bytes()))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize(
     ("change", "code", "words"),
@@ -101,6 +108,7 @@ def _replace(path: Path) -> None:
         (_delete, FailureCode.FILE_MISSING, "deleted during the build"),
         (_grow, FailureCode.FILE_SIZE_MISMATCH, "changed during the build"),
         (_replace, FailureCode.FILE_DIGEST_MISMATCH, "replaced or rewritten during the build"),
+        (_rewrite_keeping_mtime, FailureCode.FILE_DIGEST_MISMATCH, "replaced or rewritten during the build"),
     ],
 )
 def test_a_source_file_changed_mid_copy_is_refused_and_nothing_is_published(

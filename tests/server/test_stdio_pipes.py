@@ -101,6 +101,7 @@ async def main():
         assert wire is not None, "pipes on fd 0 and fd 1 must take the event-loop path"
         stdin, stdout = wire
         os.write(1, b"stray write to fd 1\\n")  # a print or a child process while serving: not the wire
+        print("stray print while serving")     # buffered by sys.stdout: flushed before fd 1 is the wire again
         assert os.read(0, 10) == b""           # fd 0 reads the null device meanwhile
         async for line in stdin:
             await stdout.write("echo " + line)
@@ -110,8 +111,13 @@ anyio.run(main)
 """
 
 
+# as hosts launch servers: sys.stdout block-buffered on a pipe or socket (so a stray print waits in its buffer)
+BUFFERED = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+
+
 def _over_pipes(script: str, data: bytes) -> tuple[int, bytes, bytes]:
-    done = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=60, check=False)
+    command = [sys.executable, "-c", script]
+    done = subprocess.run(command, input=data, capture_output=True, timeout=60, check=False, env=BUFFERED)
     return done.returncode, done.stdout, done.stderr
 
 
@@ -121,7 +127,11 @@ def _over_sockets(script: str, data: bytes) -> tuple[int, bytes, bytes]:
     ours_out, theirs_out = socket.socketpair()
     with ours_in, theirs_in, ours_out, theirs_out:
         process = subprocess.Popen(
-            [sys.executable, "-c", script], stdin=theirs_in.fileno(), stdout=theirs_out.fileno(), stderr=subprocess.PIPE
+            [sys.executable, "-c", script],
+            stdin=theirs_in.fileno(),
+            stdout=theirs_out.fileno(),
+            stderr=subprocess.PIPE,
+            env=BUFFERED,
         )
         theirs_in.close()
         theirs_out.close()
@@ -140,6 +150,7 @@ def test_serving_claims_fd_0_and_1_and_gives_them_back(
     assert returncode == 0, err.decode()
     assert out == b"echo one\necho two\nfd 1 is the wire again\n"
     assert b"stray write to fd 1" in err
+    assert b"stray print while serving" in err
 
 
 def test_a_terminal_or_a_file_keeps_the_sdks_own_path(tmp_path: Path) -> None:

@@ -34,11 +34,11 @@ READ_CHUNK = 1024 * 1024
 _REFUSED_NAMES = {"__pycache__"}
 _REBUILD = "build again once nothing is writing to the catalogue source; nothing was published"
 
-Stamp = tuple[int, int, int]  # (inode, size, mtime in ns): the walk's view of a file, checked on every open
+Stamp = tuple[int, int, int, int]  # (inode, size, mtime, ctime in ns): the walk's view of a file, checked on every open
 
 
 def _stamp(info: os.stat_result) -> Stamp:
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)  # ctime: a rewrite that restores mtime
 
 
 def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueError:

@@ -143,7 +143,12 @@ def _claim() -> tuple[int, int] | None:
 
 
 def _release(wire: list[int]) -> None:
-    """Point fd 0/1 back at the wire (blocking again, as it was handed to us) and close the duplicates."""
+    """Point fd 0/1 back at the wire (blocking again, as it was handed to us) and close the duplicates.
+
+    What ``sys.stdout`` still buffers was printed while serving: flushed first, to stderr, never onto the wire.
+    """
+    with suppress(AttributeError, OSError, ValueError):  # replaced, closed or gone meanwhile: nothing to flush
+        sys.stdout.flush()
     for std, fd in zip((0, 1), wire, strict=False):
         with suppress(OSError):
             os.set_blocking(fd, True)

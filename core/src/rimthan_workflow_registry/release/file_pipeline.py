@@ -86,7 +86,7 @@ def _read_all(
             return
         try:
             read, failure = read_files(base, entries)
-        except Exception as exc:  # an unexpected error fails the batch: reported, never dropped
+        except BaseException as exc:  # whatever the read dies of fails the batch: reported (re-raised), never dropped
             failures.add(position, exc)
             return
         batch = (position, entries, read)
@@ -106,7 +106,7 @@ def _hash(base: str, batch: _Batch, failures: _Failures) -> None:
         return
     try:
         mismatch = first_digest_failure(base, entries, read)
-    except Exception as exc:  # an unexpected error fails the batch: reported, never dropped on a thread
+    except BaseException as exc:  # whatever the check dies of fails the batch: reported (re-raised), never dropped
         failures.add(position, exc)
         return
     if mismatch is not None:

@@ -95,5 +95,5 @@ def first_failure(
 def _outcome(check: Callable[[Sequence[T]], BaseException | None], batch: Sequence[T]) -> BaseException | None:
     try:
         return check(batch)
-    except Exception as exc:  # an unexpected error fails the batch: reported, never dropped on a thread
+    except BaseException as exc:  # whatever the check dies of fails the batch: reported (re-raised), never dropped
         return exc

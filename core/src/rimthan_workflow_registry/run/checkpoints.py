@@ -221,8 +221,11 @@ def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoin
     on the call's worker thread) gives the same verified checkpoint without a
     second MAC, whatever other threads verify meanwhile. A keyring that
     changed (rotation, retirement) is a new object, so it verifies anew. Only
-    successes are remembered, one token per thread.
+    successes are remembered, one token per thread. A ``str`` subclass is
+    verified as the plain string of its characters.
     """
+    if type(token) is not str and isinstance(token, str):
+        token = str.__str__(token)  # its characters as a plain str: a subclass's own ``==`` or ``find`` never decide
     last: _Verified | None = getattr(_last_verified, "entry", None)
     if last is not None and last[0] is keyring and last[1] == token:
         check_issued_at(last[2].checkpoint.issued_at, "checkpoint", FailureCode.CHECKPOINT_INVALID)
