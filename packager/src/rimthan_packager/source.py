@@ -228,7 +228,7 @@ def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp]) -> None:
         if stat.S_ISDIR(info.st_mode):
             _walk(root, rel, stamps)
         elif stat.S_ISREG(info.st_mode):
-            stamps[rel] = (info.st_ino, info.st_size, info.st_mtime_ns)  # _stamp, inline: once per file
+            stamps[rel] = _stamp(info)
         else:
             raise _refuse(
                 FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", fs_dir / entry.name
