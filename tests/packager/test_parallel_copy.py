@@ -126,7 +126,7 @@ def test_a_source_file_changed_mid_copy_is_refused_and_nothing_is_published(
     changed = threading.Event()
     real_copy = build._copy_file
 
-    def steered(src: SourceFiles, path: str, dest: str, buffer: bytearray, chmod: bool) -> FileEntry:
+    def steered(src: SourceFiles, path: str, dest: str, buffer: memoryview, chmod: bool) -> FileEntry:
         if path == first:
             change(source / last)
             changed.set()

@@ -10,6 +10,7 @@ console script runs, then runs a real command through it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,31 @@ def test_a_server_start_imports_no_jwt_library_until_a_token_is_signed_or_verifi
     assert "rimthan_workflow_mcp.server" in before  # the control: the probe imported the server
     assert not _top(before) & {"jwt"} and "cryptography.x509" not in before
     assert "jwt" in after  # loaded on first use, and the token round trip above used it
+
+
+def test_the_start_benchmark_measures_a_server_that_compiles_nothing_from_source() -> None:
+    """P5 times starts with ``PYTHONDONTWRITEBYTECODE`` set on the benchmark VM: a module without a fresh
+    ``.pyc`` would be compiled on every start. After the benchmark's own compile step, none of the modules a
+    serving start imports (the stdio wire and the release pipeline included) is."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    compile_step = "from benchmarks.bench_start import compile_bytecode; compile_bytecode()"
+    subprocess.run([sys.executable, "-c", compile_step], cwd=root, env=env, check=True, timeout=600)
+    probe = (
+        "import importlib.util, json, os, sys\n"
+        "import rimthan_workflow_mcp.cli, rimthan_workflow_mcp.server, rimthan_workflow_mcp.transports\n"
+        "import rimthan_workflow_mcp.stdio_pipes, rimthan_workflow_registry.release.file_pipeline\n"
+        "import benchmarks.echo_server\n"
+        "def stale(f):\n"
+        "    c = importlib.util.cache_from_source(f)\n"
+        "    return not os.path.exists(c) or os.path.getmtime(c) < os.path.getmtime(f)\n"
+        "files = [getattr(m, '__file__', None) or '' for m in list(sys.modules.values())]\n"
+        "files = [f for f in files if f.endswith('.py')]\n"
+        "print(json.dumps([len(files), sorted(f for f in files if stale(f))]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, env=env, capture_output=True, text=True, check=True, timeout=120
+    )
+    imported, stale = json.loads(result.stdout.strip().splitlines()[-1])
+    assert imported > 300  # the control: the probe did import the server, the SDK and their dependencies
+    assert stale == []

@@ -52,6 +52,9 @@ MEDIA_TYPES_BY_SUFFIX = {
     ".md": "text/markdown",
 }
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
+# The same table by the text after a path's last dot (each suffix is one dot and a dotless extension), one
+# dictionary lookup per file where trying each suffix in turn was a Python loop per file of a 10,000-file build.
+_MEDIA_TYPES_BY_EXTENSION = {suffix[1:]: media_type for suffix, media_type in MEDIA_TYPES_BY_SUFFIX.items()}
 
 _SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
@@ -242,11 +245,9 @@ class Manifest:
 
 
 def media_type_for(path: str) -> str:
-    """Media type recorded in the manifest, by file extension."""
-    for suffix, media_type in MEDIA_TYPES_BY_SUFFIX.items():
-        if path.endswith(suffix):
-            return media_type
-    return DEFAULT_MEDIA_TYPE
+    """Media type recorded in the manifest: the suffix of :data:`MEDIA_TYPES_BY_SUFFIX` the path ends with."""
+    _, dot, extension = path.rpartition(".")
+    return _MEDIA_TYPES_BY_EXTENSION.get(extension, DEFAULT_MEDIA_TYPE) if dot else DEFAULT_MEDIA_TYPE
 
 
 def manifest_digest(manifest_bytes: bytes) -> str:
@@ -353,12 +354,15 @@ def sorted_entries(
             entries = sorted(it, key=operator.attrgetter("name"))
     except OSError as exc:
         raise refuse(unreadable, f"directory cannot be read: {exc.strerror}", fs_dir) from None
-    for entry in entries:
-        try:
-            entry.name.encode("utf-8")
-        except UnicodeEncodeError:
-            where = repr(str(fs_dir / entry.name))
-            raise refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", where) from None
+    try:
+        "/".join([entry.name for entry in entries]).encode("utf-8")  # one C-speed check for the whole directory
+    except UnicodeEncodeError:
+        for entry in entries:  # name the first that fails
+            try:
+                entry.name.encode("utf-8")
+            except UnicodeEncodeError:
+                where = repr(str(fs_dir / entry.name))
+                raise refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", where) from None
     return entries
 
 
@@ -463,5 +467,5 @@ def manifest_for(catalogue: CatalogueLike, files: Iterable[FileEntry], created: 
         release=identity_for(catalogue, created),
         workflows=workflow_entries(catalogue),
         host_adapters=adapter_entries(catalogue),
-        files=tuple(sorted(files, key=lambda f: f.path)),
+        files=tuple(sorted(files, key=operator.attrgetter("path"))),
     )
