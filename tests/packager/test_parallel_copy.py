@@ -163,3 +163,38 @@ def test_a_source_file_changed_after_the_walk_is_refused_before_it_is_read(
     assert refused.value.code is FailureCode.FILE_SIZE_MISMATCH
     assert refused.value.path == str(source / f"{BULK}/f0003.bin")
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "path"),
+    [("read", "catalogue.toml"), ("readv", f"{BULK}/f0004.bin")],  # read while validating; read while copying
+)
+def test_a_source_file_that_cannot_be_read_is_an_io_error_and_nothing_is_published(
+    tmp_path: Path, keypair: KeyPair, monkeypatch: pytest.MonkeyPatch, call: str, path: str
+) -> None:
+    """A read that fails (EIO from a failing disk, injected: no real device fails on demand) names the file."""
+    source = _bulky_source(tmp_path / "source", files=10)
+    broken = str(source / path)
+    real = getattr(os, call)
+    opened: dict[int, str] = {}
+    real_open = os.open
+
+    def tracking_open(path: str | os.PathLike[str], flags: int, *args: int, **kwargs: int) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        opened[fd] = os.fspath(path)
+        return fd
+
+    def failing(fd: int, *args: object) -> object:
+        if opened.get(fd) == broken:
+            raise OSError(5, "Input/output error")
+        return real(fd, *args)
+
+    monkeypatch.setattr(os, "open", tracking_open)
+    monkeypatch.setattr(os, call, failing)
+    out = tmp_path / "out"
+    with pytest.raises(RegistryError) as refused:
+        _build(source, out, keypair, 1, monkeypatch)
+    assert refused.value.code is FailureCode.IO_ERROR
+    assert refused.value.message == "cannot be read: Input/output error"
+    assert refused.value.path == broken
+    assert not out.exists() or list(out.iterdir()) == []  # validation refuses before the output exists

@@ -123,9 +123,10 @@ class SourceFiles:
         try:
             return os.read(fd, size)
         except OSError as exc:
-            raise RegistryError(
-                FailureCode.IO_ERROR, f"cannot be read: {exc.strerror}", path=self.where(path)
-            ) from None
+            raise self._unreadable(path, exc) from None
+
+    def _unreadable(self, path: str, exc: OSError) -> RegistryError:
+        return RegistryError(FailureCode.IO_ERROR, f"cannot be read: {exc.strerror}", path=self.where(path))
 
     def _check_unchanged(self, fd: int, path: str) -> None:
         """Refuse ``path`` if it changed while it was read (checked on its descriptor after the last read)."""
@@ -178,9 +179,7 @@ class SourceFiles:
         try:
             return os.readv(fd, [into])
         except OSError as exc:
-            raise RegistryError(
-                FailureCode.IO_ERROR, f"cannot be read: {exc.strerror}", path=self.where(path)
-            ) from None
+            raise self._unreadable(path, exc) from None
 
 
 def read_source(root: Path | str) -> SourceFiles:

@@ -62,6 +62,10 @@ def build_step_payload(
     return _with_inputs(_release_constant(release, workflow, step, adapter), step, checkpoint)
 
 
+# A step's release-constant payload part, with the definitions it was built from (identity decides reuse).
+_Kept = tuple[WorkflowDefinition, StepDefinition, HostAdapter, dict[str, Any]]
+
+
 class StepPayloads:
     """The step payloads of one release; each step's release-constant part built once, with its RFC 8785 text.
 
@@ -76,8 +80,7 @@ class StepPayloads:
     def __init__(self, release: ReleaseReader) -> None:
         self.release = release
         self.canonical = CanonicalParts()
-        self._kept: dict[tuple[str, str, str], tuple[WorkflowDefinition, StepDefinition, HostAdapter, dict[str, Any]]]
-        self._kept = {}
+        self._kept: dict[tuple[str, str, str], _Kept] = {}
 
     def payload(
         self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, checkpoint: Checkpoint | None
