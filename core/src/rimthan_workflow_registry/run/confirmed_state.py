@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import digest_value
+from rimthan_workflow_registry.canonical import recurring_digest
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 
@@ -56,7 +56,7 @@ class ConfirmedState:
     @cached_property
     def digest(self) -> str:
         """Canonical digest of the values only: what a checkpoint binds."""
-        return digest_value(dict(self.values))
+        return recurring_digest(dict(self.values))
 
     @cached_property
     def _field_digests(self) -> dict[str, str]:
@@ -66,7 +66,7 @@ class ConfirmedState:
         """The digest of one field's value, canonicalised once however often a call compares it."""
         digests = self._field_digests
         if name not in digests:
-            digests[name] = digest_value(self.values[name])
+            digests[name] = recurring_digest(self.values[name])
         return digests[name]
 
 

@@ -59,7 +59,7 @@ def build_step_payload(
     adapter: HostAdapter,
     checkpoint: Checkpoint | None,
 ) -> dict[str, Any]:
-    return _with_inputs(_release_constant(release, workflow, step, adapter), step, checkpoint)
+    return _with_inputs(_release_constant(release, workflow, step, adapter), _inputs(step, checkpoint))
 
 
 # A step's release-constant payload part, with the definitions it was built from (identity decides reuse).
@@ -74,7 +74,8 @@ class StepPayloads:
     is kept, and its values are kept in :attr:`canonical`, when every file it
     quotes is held in memory by the release (a file read from disk on each call
     stays read, and checked, on each call). Kept values are shared by every
-    result that carries them: read-only.
+    result that carries them: read-only. A step whose checkpoint holds none of
+    its inputs gets the kept payload itself (its ``inputs`` is ``[]``), one kept part.
     """
 
     def __init__(self, release: ReleaseReader) -> None:
@@ -88,14 +89,16 @@ class StepPayloads:
         """What :func:`build_step_payload` returns, its release-constant values shared when they can be."""
         kept = self._kept.get((workflow.key, step.id, adapter.key))
         if kept is not None and kept[0] is workflow and kept[1] is step and kept[2] is adapter:
-            return _with_inputs(kept[3], step, checkpoint)
+            inputs = _inputs(step, checkpoint)
+            return kept[3] if not inputs else _with_inputs(kept[3], inputs)
         constant = _release_constant(self.release, workflow, step, adapter)
         if all(self.release.holds_in_memory(path) for path in _quoted_files(constant)):
             for value in constant.values():
                 if isinstance(value, (dict, list)) and value is not constant["inputs"]:
                     self.canonical.keep(value)
+            self.canonical.keep(constant)  # a step that takes no inputs: the whole payload is the kept part
             self._kept[(workflow.key, step.id, adapter.key)] = (workflow, step, adapter, constant)
-        return _with_inputs(constant, step, checkpoint)
+        return _with_inputs(constant, _inputs(step, checkpoint))
 
 
 def _quoted_files(constant: dict[str, Any]) -> list[str]:
@@ -104,9 +107,13 @@ def _quoted_files(constant: dict[str, Any]) -> list[str]:
     return [ref["path"] for ref in refs]
 
 
-def _with_inputs(constant: dict[str, Any], step: StepDefinition, checkpoint: Checkpoint | None) -> dict[str, Any]:
+def _inputs(step: StepDefinition, checkpoint: Checkpoint | None) -> list[dict[str, Any]]:
+    """The step's inputs the checkpoint holds receipts for, with their digests."""
     receipts = checkpoint.artifacts if checkpoint is not None else {}
-    inputs = [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
+    return [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
+
+
+def _with_inputs(constant: dict[str, Any], inputs: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: inputs if key == "inputs" else value for key, value in constant.items()}
 
 
