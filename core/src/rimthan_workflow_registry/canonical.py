@@ -25,6 +25,8 @@ DIGEST_PREFIX = "sha256:"
 _RECURRING_ENTRIES = 256  # distinct values remembered by recurring_digest (least recently used dropped)
 _RECURRING_KEY_BYTES = 64 * 1024  # a larger value is digested on every call, never remembered
 _V = TypeVar("_V")
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))  # U+0020-U+007E: what printable_ascii_string_bytes takes
+_IN_PLACE = frozenset({int, bool, float, type(None)})  # scalar types CanonicalParts leaves to rfc8785 in place
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -104,7 +106,15 @@ class CanonicalParts:
             return f"{self._tag}:{len(used) - 1}"
         if kind is not dict:
             return value
-        return {key: self._skeleton(item, used) for key, item in value.items()}
+        # Members that are numbers, booleans, null or strings needing no escape stay as they are (a kept one is then
+        # serialised in place: the same bytes), without a call each.
+        skeleton = self._skeleton
+        return {
+            key: item
+            if type(item) in _IN_PLACE or (type(item) is str and '"' not in item and "\\" not in item)
+            else skeleton(item, used)
+            for key, item in value.items()
+        }
 
 
 def printable_ascii_string_bytes(text: str) -> bytes | None:
@@ -116,7 +126,7 @@ def printable_ascii_string_bytes(text: str) -> bytes | None:
     into Python for every escape; a token's JSON payload holds a hundred.
     ``None`` for any other string (or a ``str`` subclass): that one goes to ``rfc8785``.
     """
-    if type(text) is not str or not (text.isascii() and text.isprintable()):
+    if type(text) is not str or not text.isascii() or text.encode("ascii").translate(None, _PRINTABLE_ASCII):
         return None
     return json.dumps(text).encode("ascii")
 

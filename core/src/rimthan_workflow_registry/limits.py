@@ -37,19 +37,21 @@ def depth_exceeds(value: Any, limit: int) -> bool:
 
     Iterative, so it answers for any depth the parser could build; it walks
     one nesting level at a time (every container of a level, then those they
-    hold: no depth carried per node, half the time of a stack of pairs on a
-    tool call's arguments) and stops at the first level past the limit.
+    hold, one comprehension per level: no depth carried per node, half the time
+    of a stack of pairs on a tool call's arguments) and stops at the first
+    level past the limit.
     """
     level: list[Any] = [value] if isinstance(value, (dict, list)) else []
     depth = 1
     while level:
         if depth > limit:
             return True
-        below: list[Any] = []
-        for node in level:
-            children = node.values() if isinstance(node, dict) else node
-            below += [child for child in children if isinstance(child, (dict, list))]
-        level = below
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, (dict, list))
+        ]
         depth += 1
     return False
 

@@ -87,18 +87,22 @@ class StepPayloads:
         self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, checkpoint: Checkpoint | None
     ) -> dict[str, Any]:
         """What :func:`build_step_payload` returns, its release-constant values shared when they can be."""
+        inputs = _inputs(step, checkpoint)
+        constant = self._constant(workflow, step, adapter)
+        return constant if not inputs else _with_inputs(constant, inputs)
+
+    def _constant(self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter) -> dict[str, Any]:
         kept = self._kept.get((workflow.key, step.id, adapter.key))
         if kept is not None and kept[0] is workflow and kept[1] is step and kept[2] is adapter:
-            inputs = _inputs(step, checkpoint)
-            return kept[3] if not inputs else _with_inputs(kept[3], inputs)
+            return kept[3]
         constant = _release_constant(self.release, workflow, step, adapter)
         if all(self.release.holds_in_memory(path) for path in _quoted_files(constant)):
             for value in constant.values():
                 if isinstance(value, (dict, list)) and value is not constant["inputs"]:
                     self.canonical.keep(value)
-            self.canonical.keep(constant)  # a step that takes no inputs: the whole payload is the kept part
+            self.canonical.keep(constant)  # a step that takes no inputs: the whole payload is one kept part
             self._kept[(workflow.key, step.id, adapter.key)] = (workflow, step, adapter, constant)
-        return _with_inputs(constant, _inputs(step, checkpoint))
+        return constant
 
 
 def _quoted_files(constant: dict[str, Any]) -> list[str]:

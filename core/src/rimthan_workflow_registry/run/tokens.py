@@ -264,7 +264,8 @@ class CheckpointKeyring:
                 FailureCode.CHECKPOINT_KEY_UNKNOWN,
                 f"the {what} token was signed with a key this server does not hold ({kid!r})",
             )
-        if not _hs256().verify(segments.signing_input, _prepared_key(self.keys[kid]), segments.signature):
+        hs256 = _hs256()
+        if not hs256.verify(segments.signing_input, _prepared_key(self.keys[kid]), segments.signature):
             raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
         return AuthenticToken(segments.payload, what, code)
 

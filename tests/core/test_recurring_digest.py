@@ -1,0 +1,78 @@
+"""recurring_digest: a confirmed state's digest, remembered per exact value, is always ``digest_value`` of that value.
+
+The key is the value's exact ``marshal`` bytes and the remembered digest is
+made from the value those bytes encode, so values that only look alike
+(``1``, ``True``, ``1.0``, ``"1"``; an ``int`` key and a ``str`` key) never
+share a digest, and a value with no RFC 8785 form is refused every time
+with ``rfc8785``'s own error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rimthan_workflow_registry.canonical import digest_value, recurring_digest
+from rimthan_workflow_registry.run import ConfirmedState
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+JSON = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5), max_leaves=40
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON)
+def test_a_remembered_digest_is_the_digest_of_the_value(value: Any) -> None:
+    assert recurring_digest(value) == digest_value(value)
+    assert recurring_digest(value) == digest_value(value)  # the second answer is the remembered one
+
+
+def test_values_that_only_look_alike_never_share_a_digest() -> None:
+    look_alike: list[Any] = [1, True, 1.0, "1", [1], (1,), {"a": 1}, {"a": True}, {"a": 1.0}, -0.0, 0, False]
+    for value in look_alike:
+        recurring_digest(value)  # all remembered, in turn
+    for value in look_alike:
+        assert recurring_digest(value) == digest_value(value)
+    recurring_digest({"1": "x"})
+    with pytest.raises(Exception) as direct:
+        digest_value({1: "x"})
+    with pytest.raises(type(direct.value), match="object keys must be strings"):
+        recurring_digest({1: "x"})
+
+
+class _Text(str):
+    pass
+
+
+def test_subclasses_and_large_values_are_digested_directly() -> None:
+    for value in (_Text("a"), {"k": _Text("a")}, {"big": "x" * (128 * 1024)}):
+        assert recurring_digest(value) == digest_value(value)
+
+
+@pytest.mark.parametrize("bad", [2**60, {"n": 2**60}, float("nan"), "\ud800", {"s": {1, 2}}])
+def test_a_value_without_canonical_form_is_refused_every_time(bad: Any) -> None:
+    with pytest.raises(Exception) as direct:
+        digest_value(bad)
+    for _ in range(2):
+        with pytest.raises(type(direct.value)) as got:
+            recurring_digest(bad)
+        assert str(got.value) == str(direct.value)
+
+
+def test_a_confirmed_state_digests_its_exact_values() -> None:
+    sent = {"state": {"objective": "x", "options": ["a", "b"], "n": 1}, "confirmations": {}}
+    first = ConfirmedState.from_json(sent)
+    assert first.digest == digest_value(sent["state"])
+    assert first.field_digest("options") == digest_value(["a", "b"])
+    changed = ConfirmedState.from_json({"state": {"objective": "x", "options": ["a", "b"], "n": True}})
+    assert changed.digest == digest_value({"objective": "x", "options": ["a", "b"], "n": True}) != first.digest
+    assert changed.field_digest("n") != first.field_digest("n")
