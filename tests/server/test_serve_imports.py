@@ -13,10 +13,18 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
+import pytest
 from rimthan_host.harness import client_caller
+from rimthan_workflow_mcp.loading import engine_module, load_release
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release import VerifiedRelease, load_trust
+from rimthan_workflow_registry.run import CheckpointKeyring
 from support.processes import serve_options
 from support.servers import ServerWorld, harness, stdio_client_for
 
@@ -214,3 +222,34 @@ def test_a_serving_start_imports_only_what_listing_tools_needs_and_the_first_cal
     assert sorted(at_listing & (_CALLS_ONLY | _AUDIT_ONLY)) == []
     assert sorted(_CALLS_ONLY - after_call) == []  # the first call imported them, and was answered
     assert sorted(after_call & _AUDIT_ONLY) == []
+
+
+def test_a_loaded_release_builds_its_engine_once_on_first_use_whichever_thread_asks(mcp_world: ServerWorld) -> None:
+    """Calls run on worker threads: the first ones to reach a release share one engine, built once."""
+    built: list[WorkflowEngineQueryModule] = []
+
+    def factory(release: VerifiedRelease, keyring: CheckpointKeyring) -> WorkflowEngineQueryModule:
+        built.append(engine_module(release, keyring))
+        return built[-1]
+
+    trust = load_trust(mcp_world.trust)
+    loaded = load_release(mcp_world.built["1.2.0"], trust, CheckpointKeyring.generate(), factory)
+    assert built == []  # loading verified the release and built nothing for calls
+    together = threading.Barrier(8)
+
+    def first_use(_: int) -> WorkflowEngineQueryModule:
+        together.wait()
+        return loaded.module
+
+    with ThreadPoolExecutor(8) as pool:
+        modules = list(pool.map(first_use, range(8)))
+    assert len(built) == 1 and all(module is built[0] for module in modules)
+
+    def not_an_engine(release: VerifiedRelease, keyring: CheckpointKeyring) -> WorkflowEngineQueryModule:
+        return object()  # type: ignore[return-value]
+
+    odd = load_release(mcp_world.built["1.2.0"], trust, CheckpointKeyring.generate(), not_an_engine)
+    with pytest.raises(RegistryError) as refused:
+        _ = odd.module
+    assert refused.value.code is FailureCode.INTERNAL_ERROR
+    assert "is not served by WorkflowEngineQueryModule" in refused.value.message
