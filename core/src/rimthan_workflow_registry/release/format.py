@@ -111,7 +111,10 @@ class FileEntry:
         that nobody else holds (a change to one would change its frozen record):
         a parsed manifest's. Building 10,000 records field by field (a frozen
         dataclass sets each field through ``object.__setattr__``) took ~10 ms
-        of a load; this is two C-speed ``map`` passes.
+        of a load; this is two C-speed ``map`` passes. The price: the parser's
+        keys are not interned, so reading a field of such a record takes ~2x
+        as long (+20-50 ns); a load reads each field a few times, far less
+        than the construction saved.
         """
         records = list(map(object.__new__, repeat(cls, len(entries))))
         deque(map(object.__setattr__, records, repeat("__dict__"), entries), maxlen=0)
