@@ -8,12 +8,14 @@ resource URIs of every file referenced, so a harness can re-read any of them.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import CanonicalParts
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import HostAdapter, StepDefinition, WorkflowDefinition
-from rimthan_workflow_registry.run.checkpoints import Checkpoint
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.run.checkpoints import Checkpoint
 
 RESOURCE_SCHEME = "rimthan"
 
