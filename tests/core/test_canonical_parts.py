@@ -13,17 +13,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry.canonical import CanonicalParts, printable_ascii_string_bytes
-
-_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-JSON = st.recursive(
-    _SCALARS, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5), max_leaves=40
-)
+from support.json_values import JSON, SCALARS
 
 
 def _nodes(value: Any) -> list[Any]:
@@ -117,7 +107,7 @@ def test_control_delete_non_ascii_and_subclasses_are_left_to_rfc8785() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(value=st.recursive(_SCALARS | TOKEN_LIKE, lambda inner: st.dictionaries(st.text(), inner, max_size=5)))
+@given(value=st.recursive(SCALARS | TOKEN_LIKE, lambda inner: st.dictionaries(st.text(), inner, max_size=5)))
 def test_token_like_strings_compose_to_rfc8785_of_the_whole(value: Any) -> None:
     parts = CanonicalParts()
     parts.keep({"kept": "part"})

@@ -13,20 +13,9 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from rimthan_workflow_registry.canonical import digest_value, recurring_digest
 from rimthan_workflow_registry.run import ConfirmedState
-
-_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-JSON = st.recursive(
-    _SCALARS, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5), max_leaves=40
-)
+from support.json_values import JSON
 
 
 @settings(max_examples=300, deadline=None)
