@@ -145,16 +145,20 @@ def digest_value(value: Any) -> str:
     return digest_bytes(canonical_bytes(value))
 
 
-def recurring_digest(value: Any) -> str:
+def recurring_digest(value: Any, scope: str) -> str:
     """:func:`digest_value` of a value that recurs from call to call (a client's confirmed state), remembered.
 
-    Remembered per exact value: the key is the value's ``marshal`` bytes
-    (format 2: no back-references), which encode exact built-in types only
-    (``1``, ``True``, ``1.0`` and ``"1"`` differ; a subclass or any other
-    type is not marshalled and is digested directly), and the remembered
-    digest is computed from ``marshal.loads`` of that key, so it is the
-    digest of exactly the value the key encodes. Errors (a value with no
-    RFC 8785 form) are ``rfc8785``'s own and never remembered.
+    Remembered per ``scope`` and exact value. ``scope`` is what the caller
+    already trusts the value to belong to (the state digest a MAC-verified
+    checkpoint binds), so a remembered answer can only be reached again by a
+    caller holding a checkpoint of that same state: a faster call tells a
+    client nothing about what other runs sent. The key is the value's
+    ``marshal`` bytes (format 2: no back-references), which encode exact
+    built-in types only (``1``, ``True``, ``1.0`` and ``"1"`` differ; a
+    subclass or any other type is not marshalled and is digested directly),
+    and the remembered digest is computed from ``marshal.loads`` of that key,
+    so it is the digest of exactly the value the key encodes. Errors (a value
+    with no RFC 8785 form) are ``rfc8785``'s own and never remembered.
     """
     try:
         key = marshal.dumps(value, 2)
@@ -162,11 +166,12 @@ def recurring_digest(value: Any) -> str:
         return digest_value(value)
     if len(key) > _RECURRING_KEY_BYTES:
         return digest_value(value)
-    return _digest_of_marshalled(key)
+    return _digest_of_marshalled(scope, key)
 
 
 @lru_cache(maxsize=_RECURRING_ENTRIES)
-def _digest_of_marshalled(key: bytes) -> str:
+def _digest_of_marshalled(scope: str, key: bytes) -> str:
+    del scope  # part of the cache key only
     return digest_value(marshal.loads(key))
 
 
