@@ -93,7 +93,31 @@ def test_a_state_sent_without_a_verified_checkpoint_is_never_remembered() -> Non
     assert state.field_digest("objective") == digest_value("a start's state")
     assert (_remembered(), canonical._digest_of_marshalled.cache_info().hits) == before
     asked = canonical._digest_of_marshalled.cache_info()
-    scoped = ConfirmedState.from_json({"state": {"objective": "a start's state"}}, memo_scope=SCOPE)
+    own = digest_value({"objective": "a start's state"})  # the scope a checkpoint of this state would give
+    scoped = ConfirmedState.from_json({"state": {"objective": "a start's state"}}, memo_scope=own)
     assert scoped.digest == state.digest and scoped.field_digest("objective") == state.field_digest("objective")
     now = canonical._digest_of_marshalled.cache_info()
     assert (now.hits + now.misses) - (asked.hits + asked.misses) == 2  # the whole state and the one field
+
+
+def test_a_state_that_is_not_the_checkpoints_is_never_remembered() -> None:
+    """Sent with a checkpoint of another state (a call then refused): neither the state nor its fields are kept."""
+    sent = {"objective": "not the checkpoint's state", "n": 11}
+    state = ConfirmedState.from_json({"state": sent}, memo_scope=SCOPE)
+    assert state.digest == digest_value(sent) != SCOPE
+    assert state.field_digest("objective") == digest_value(sent["objective"])
+    hits = canonical._digest_of_marshalled.cache_info().hits
+    assert recurring_digest(sent, SCOPE) == digest_value(sent)
+    assert recurring_digest(sent["objective"], SCOPE) == digest_value(sent["objective"])
+    assert canonical._digest_of_marshalled.cache_info().hits == hits
+
+
+def test_the_checkpoints_own_state_is_remembered() -> None:
+    sent = {"objective": "the checkpoint's state", "n": 12}
+    scope = digest_value(sent)
+    first = ConfirmedState.from_json({"state": sent}, memo_scope=scope)
+    assert first.field_digest("objective") == digest_value(sent["objective"])
+    hits = canonical._digest_of_marshalled.cache_info().hits
+    again = ConfirmedState.from_json({"state": dict(sent)}, memo_scope=scope)
+    assert again.digest == scope and again.field_digest("objective") == digest_value(sent["objective"])
+    assert canonical._digest_of_marshalled.cache_info().hits == hits + 2

@@ -10,6 +10,7 @@ refusals) is compared with the library's serialisation of the whole.
 from __future__ import annotations
 
 import dataclasses
+import marshal
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ import anyio
 import pytest
 import rfc8785
 from rimthan_workflow_mcp.server import RuntimeState, call_tool, runtime_state
+from rimthan_workflow_registry import canonical
+from rimthan_workflow_registry.canonical import digest_value, recurring_digest
 from rimthan_workflow_registry.release.verified import ReleaseFiles
-from rimthan_workflow_registry.run import ArtifactReceipt, Checkpoint, StepPayloads
+from rimthan_workflow_registry.run import ArtifactReceipt, Checkpoint, StepPayloads, peek_claims
 from support.servers import ServerWorld, build_world, harness
 
 
@@ -113,3 +116,37 @@ def test_a_step_without_inputs_is_one_kept_part_and_inputs_make_a_new_payload(wo
     assert payload["inputs"] == []  # the kept payload was not touched
     envelope: dict[str, Any] = {"status": "active", "step": with_inputs, "again": payload}
     assert payloads.canonical.dumps(envelope) == rfc8785.dumps(envelope)
+
+
+def test_a_proposed_next_state_is_never_remembered(world: ServerWorld, tmp_path: Path) -> None:
+    """A ``next_confirmed_state`` is not what the checkpoint binds: other runs in the same state must not find it.
+
+    Two runs whose confirmed states are equal hold checkpoints of the same state
+    digest; were a proposed state remembered under that digest, a faster call
+    would tell one run what the other proposed.
+    """
+    state = runtime_state(world.provider("1.2.0"))
+    proposed: list[tuple[str, Any]] = []
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        if arguments.get("next_confirmed_state") is not None:
+            claims = peek_claims(arguments["checkpoint"])
+            assert claims is not None
+            scope = claims["state"]
+            prior, new = arguments["confirmed_state"]["state"], arguments["next_confirmed_state"]["state"]
+            changed = [value for key, value in new.items() if marshal.dumps(value) != marshal.dumps(prior.get(key))]
+            proposed.extend((scope, value) for value in [new, *changed])  # what the checkpoint's state is not
+        structured: dict[str, Any] | None = call_tool(state, name, dict(arguments)).structured_content
+        assert structured is not None
+        return structured
+
+    async def go() -> None:
+        run = harness(call, tmp_path, "desk-research", frozenset())
+        await run.run(await run.start("research", initial_version="1.2.0"))
+
+    anyio.run(go)
+    assert proposed
+    for scope, value in proposed:
+        before = canonical._digest_of_marshalled.cache_info().hits
+        assert recurring_digest(value, scope) == digest_value(value)
+        assert canonical._digest_of_marshalled.cache_info().hits == before, value

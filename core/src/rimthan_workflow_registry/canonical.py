@@ -145,20 +145,22 @@ def digest_value(value: Any) -> str:
     return digest_bytes(canonical_bytes(value))
 
 
-def recurring_digest(value: Any, scope: str) -> str:
+def recurring_digest(value: Any, scope: str, *, only_if: str | None = None) -> str:
     """:func:`digest_value` of a value that recurs from call to call (a client's confirmed state), remembered.
 
     Remembered per ``scope`` and exact value. ``scope`` is what the caller
     already trusts the value to belong to (the state digest a MAC-verified
-    checkpoint binds), so a remembered answer can only be reached again by a
-    caller holding a checkpoint of that same state: a faster call tells a
-    client nothing about what other runs sent. The key is the value's
+    checkpoint binds, for the state sent as that checkpoint's), so a
+    remembered answer can only be reached again by a caller holding a
+    checkpoint of that same state, whose values it already has. The key is the value's
     ``marshal`` bytes (format 2: no back-references), which encode exact
     built-in types only (``1``, ``True``, ``1.0`` and ``"1"`` differ; a
     subclass or any other type is not marshalled and is digested directly),
     and the remembered digest is computed from ``marshal.loads`` of that key,
     so it is the digest of exactly the value the key encodes. Errors (a value
     with no RFC 8785 form) are ``rfc8785``'s own and never remembered.
+    ``only_if``: remembered only when the digest is this one (a state sent
+    with a checkpoint of another state is not that checkpoint's to keep).
     """
     try:
         key = marshal.dumps(value, 2)
@@ -166,13 +168,27 @@ def recurring_digest(value: Any, scope: str) -> str:
         return digest_value(value)
     if len(key) > _RECURRING_KEY_BYTES:
         return digest_value(value)
-    return _digest_of_marshalled(scope, key)
+    try:
+        return _digest_of_marshalled(scope, key, only_if)
+    except _NotRemembered as other:
+        return other.digest
+
+
+class _NotRemembered(Exception):
+    """A digest that is not the expected one: raised so that ``lru_cache`` keeps nothing."""
+
+    def __init__(self, digest: str) -> None:
+        super().__init__(digest)
+        self.digest = digest
 
 
 @lru_cache(maxsize=_RECURRING_ENTRIES)
-def _digest_of_marshalled(scope: str, key: bytes) -> str:
+def _digest_of_marshalled(scope: str, key: bytes, only_if: str | None) -> str:
     del scope  # part of the cache key only
-    return digest_value(marshal.loads(key))
+    digest = digest_value(marshal.loads(key))
+    if only_if is not None and digest != only_if:
+        raise _NotRemembered(digest)
+    return digest
 
 
 class DuplicateKeyError(ValueError):

@@ -33,10 +33,13 @@ class Confirmation:
 class ConfirmedState:
     """A confirmed-state projection as sent by the client (already schema-shaped).
 
-    ``memo_scope`` is the state digest of the MAC-verified checkpoint the
-    client sent with it, or ``None`` (a start): with a scope, digests are
+    ``memo_scope`` is the state digest of the MAC-verified checkpoint this
+    state was sent with as the state that checkpoint binds, or ``None`` (a
+    start, a proposed ``next_confirmed_state``): with a scope, digests are
     remembered for later calls that carry a checkpoint of the same state
-    (:func:`~rimthan_workflow_registry.canonical.recurring_digest`).
+    (:func:`~rimthan_workflow_registry.canonical.recurring_digest`), only
+    when the values are that state (their digest is the scope). A proposed
+    state must never get one: another run in the same state would find it.
     """
 
     values: Mapping[str, Any]
@@ -63,7 +66,10 @@ class ConfirmedState:
     @cached_property
     def digest(self) -> str:
         """Canonical digest of the values only: what a checkpoint binds."""
-        return self._digest_of(dict(self.values))
+        values = dict(self.values)
+        if self.memo_scope is None:
+            return digest_value(values)
+        return recurring_digest(values, self.memo_scope, only_if=self.memo_scope)
 
     @cached_property
     def _field_digests(self) -> dict[str, str]:
@@ -73,11 +79,10 @@ class ConfirmedState:
         """The digest of one field's value, canonicalised once however often a call compares it."""
         digests = self._field_digests
         if name not in digests:
-            digests[name] = self._digest_of(self.values[name])
+            value, scope = self.values[name], self.memo_scope
+            bound = scope is not None and self.digest == scope  # the values are the checkpoint's own state
+            digests[name] = recurring_digest(value, scope) if scope is not None and bound else digest_value(value)
         return digests[name]
-
-    def _digest_of(self, value: Any) -> str:
-        return digest_value(value) if self.memo_scope is None else recurring_digest(value, self.memo_scope)
 
 
 def validate_against_schema(
