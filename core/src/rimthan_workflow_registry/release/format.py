@@ -106,15 +106,10 @@ class FileEntry:
     def adopt_all(cls, entries: list[dict[str, Any]]) -> tuple[FileEntry, ...]:
         """Records that take ``entries``' dictionaries as their own attributes: no copy, no call per entry.
 
-        Only for dictionaries that conform to the manifest's file entry schema
-        (exactly ``path``, ``sha256``, ``size`` and ``media_type``, checked) and
-        that nobody else holds (a change to one would change its frozen record):
-        a parsed manifest's. Building 10,000 records field by field (a frozen
-        dataclass sets each field through ``object.__setattr__``) took ~10 ms
-        of a load; this is two C-speed ``map`` passes. The price: the parser's
-        keys are not interned, so reading a field of such a record takes ~2x
-        as long (+20-50 ns); a load reads each field a few times, far less
-        than the construction saved.
+        Only for dictionaries already checked to hold exactly ``path``, ``sha256``, ``size`` and
+        ``media_type`` that nobody else holds (a parsed manifest's): a change to one would change its
+        frozen record. 10,000 records field by field took ~10 ms of a load; this is two ``map`` passes
+        (a field read is +20-50 ns: the parser's keys are not interned).
         """
         records = list(map(object.__new__, repeat(cls, len(entries))))
         deque(map(object.__setattr__, records, repeat("__dict__"), entries), maxlen=0)
