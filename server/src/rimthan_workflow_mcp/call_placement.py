@@ -25,8 +25,7 @@ Over stdio calls always run on the loop (one client, answered in order).
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from starlette.requests import Request
+from typing import Any
 
 from .provider import LoadedRelease, ReleaseProvider
 
@@ -58,10 +57,16 @@ class CallPlacement:
 
 
 def small_body(request: object) -> bool:
-    """True for an HTTP request whose one ``Content-Length`` is at most :data:`ON_LOOP_MAX_BODY_BYTES`."""
-    if not isinstance(request, Request) or "transfer-encoding" in request.headers:
+    """True for an HTTP request whose one ``Content-Length`` is at most :data:`ON_LOOP_MAX_BODY_BYTES`.
+
+    ``request`` is what the SDK's HTTP transports put in the request context: a
+    Starlette ``Request``, whose ``headers`` match names case-insensitively
+    (read by duck typing, so this module imports no HTTP stack).
+    """
+    headers: Any = getattr(request, "headers", None)
+    if headers is None or not hasattr(headers, "getlist") or "transfer-encoding" in headers:
         return False
-    lengths = request.headers.getlist("content-length")
+    lengths = headers.getlist("content-length")
     if len(lengths) != 1 or not (lengths[0].isascii() and lengths[0].isdigit()):
         return False
     return int(lengths[0]) <= ON_LOOP_MAX_BODY_BYTES
