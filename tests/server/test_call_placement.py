@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 from rimthan_host.protocol import client_caller
-from rimthan_workflow_mcp.call_placement import ON_LOOP_MAX_BODY_BYTES
+from rimthan_workflow_mcp.call_placement import ON_LOOP_MAX_BODY_BYTES, ON_LOOP_MAX_ESCAPES, ON_LOOP_MAX_VALUES
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
 from support.releases import build_release, packaged_source
 from support.servers import HttpServer, ServerWorld, build_world, harness, http_server, serve_args
@@ -91,21 +91,30 @@ def _placed(server: HttpServer, after: int) -> list[str]:
     return [r["runs_on"] for r in records if r.get("event") == "tool call placed"]
 
 
-def test_a_small_call_runs_on_the_loop_a_longer_or_chunked_body_in_a_worker(
+def _with_state(arguments: dict[str, Any], **values: Any) -> dict[str, Any]:
+    confirmed = arguments["confirmed_state"]
+    return {**arguments, "confirmed_state": {**confirmed, "state": {**confirmed["state"], **values}}}
+
+
+def test_a_small_call_runs_on_the_loop_anything_unbounded_in_a_worker(
     server: HttpServer, start_arguments: dict[str, Any]
 ) -> None:
     small = _body(START, start_arguments)
     assert len(small) <= ON_LOOP_MAX_BODY_BYTES
-    cases = [
-        ("loop", small, False),
-        ("loop", _body(START, start_arguments, length=ON_LOOP_MAX_BODY_BYTES), False),
-        ("worker", _body(START, start_arguments, length=ON_LOOP_MAX_BODY_BYTES + 1), False),
-        ("worker", small, True),  # no Content-Length: no bound known
+    many_values = _with_state(start_arguments, options=[0] * ON_LOOP_MAX_VALUES)
+    many_escapes = _with_state(start_arguments, objective='"' * (ON_LOOP_MAX_ESCAPES + 1))
+    cases = [  # where it runs, the body, chunked?, the call's outcome
+        ("loop", small, False, "active"),
+        ("loop", _body(START, start_arguments, length=ON_LOOP_MAX_BODY_BYTES), False, "active"),
+        ("worker", _body(START, start_arguments, length=ON_LOOP_MAX_BODY_BYTES + 1), False, "active"),
+        ("worker", small, True, "active"),  # no Content-Length: no bound known
+        ("worker", _body(START, many_values), False, "confirmed_state_invalid"),
+        ("worker", _body(START, many_escapes), False, "confirmed_state_invalid"),
     ]
-    for expected, body, chunked in cases:
+    for expected, body, chunked, outcome in cases:
         mark = len(server.lines)
-        result = _call(server.url, body, chunked=chunked)
-        assert result["structuredContent"]["status"] == "active"
+        structured = _call(server.url, body, chunked=chunked)["structuredContent"]
+        assert (structured.get("status") or structured["error"]["code"]) == outcome
         server.wait_for(r'"event": "tool call placed"', after=mark)
         assert _placed(server, mark) == [expected], (len(body), chunked)
 
@@ -114,11 +123,7 @@ def test_a_long_call_in_a_worker_does_not_hold_up_a_small_call_on_the_loop(
     server: HttpServer, start_arguments: dict[str, Any]
 ) -> None:
     # Long: a confirmed state whose every option is refused, one schema error per item (hundreds of ms of CPU).
-    state = start_arguments["confirmed_state"]["state"]
-    long_arguments = {
-        **start_arguments,
-        "confirmed_state": {**start_arguments["confirmed_state"], "state": {**state, "options": [{}] * 15_000}},
-    }
+    long_arguments = _with_state(start_arguments, options=[{}] * 15_000)
     answered: list[str] = []
     results: dict[str, dict[str, Any]] = {}
 

@@ -15,6 +15,11 @@ worker):
 - the call came over HTTP with exactly one ``Content-Length`` header of at most
   :data:`ON_LOOP_MAX_BODY_BYTES` and no ``Transfer-Encoding`` (uvicorn reads
   exactly that many bytes: the arguments are no larger);
+- the arguments hold at most :data:`ON_LOOP_MAX_VALUES` JSON values and
+  :data:`ON_LOOP_MAX_ESCAPES` characters that JSON escapes: body size alone
+  bounds a call's cost loosely, because client data the Python schema checks
+  refuse costs per error, and a refusal quoting a value costs per escaped
+  character (both measured below);
 - every release the server holds quotes its step files from memory
   (:attr:`VerifiedRelease.quotes_from_memory`): a file read from disk is read
   and checked on each call.
@@ -24,16 +29,23 @@ Over stdio calls always run on the loop (one client, answered in order).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from .provider import LoadedRelease, ReleaseProvider
 
-# Measured (thread_time of call_tool per call, in process): the recorded packaged run's calls have 2.6-7.6 KB
-# bodies but two prepares of 42 KB, and cost 0.5-0.9 ms each. The costliest bodies found (a client state refused
-# with one schema error per array item) cost 1 ms at 2 KiB, 15 ms at 4, 30-40 ms at 8, 112 ms at 16 and 433 ms at
-# 64 KiB. 8 KiB keeps 9 of the run's 11 calls on the loop and bounds the loop's stall to tens of milliseconds.
-ON_LOOP_MAX_BODY_BYTES = 8 * 1024
+# Measured (thread_time of call_tool per call, in process, load ~7): the recorded packaged run's calls have
+# 2.5-42 KB bodies, at most 116 JSON values and 2,172 escaped characters (an artifact's newlines and quotes), and
+# cost 0.5-0.9 ms each. The costliest bodies found are client data refused by the Python jsonschema checks, which
+# enumerate every error: a start whose options are [{}, {}, ...] costs 15 ms at 1,000 items and 433 ms at 16,000
+# (64 KiB); a refusal quoting 20,000 quotes costs 52 ms (rfc8785's escape callback per character). Within the three
+# bounds the costliest found (440 refused options and 60 KB of refused text) costs ~10 ms; counting the values
+# and escapes costs ~0.04-0.4 ms per call, stopping at the first bound passed.
+ON_LOOP_MAX_BODY_BYTES = 64 * 1024
+ON_LOOP_MAX_VALUES = 512  # JSON values in the arguments: objects, arrays, members' values, items, scalars
+ON_LOOP_MAX_ESCAPES = 4096  # characters RFC 8785 escapes in the arguments' strings and keys
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
 
 
 class CallPlacement:
@@ -43,9 +55,9 @@ class CallPlacement:
         self._provider = provider
         self._seen: tuple[Mapping[str, LoadedRelease] | None, bool] = (None, False)
 
-    def on_loop(self, request: object) -> bool:
-        """True when the call that ``request`` (the HTTP request, from the SDK's context) carries runs on the loop."""
-        return small_body(request) and self._releases_in_memory()
+    def on_loop(self, request: object, arguments: Mapping[str, Any]) -> bool:
+        """True when the call (``request``: the HTTP request from the SDK's context) runs on the loop."""
+        return small_body(request) and small_arguments(arguments) and self._releases_in_memory()
 
     def _releases_in_memory(self) -> bool:
         held = self._provider.held  # the same mapping object until a refresh changes what is held
@@ -70,3 +82,23 @@ def small_body(request: object) -> bool:
     if len(lengths) != 1 or not (lengths[0].isascii() and lengths[0].isdigit()):
         return False
     return int(lengths[0]) <= ON_LOOP_MAX_BODY_BYTES
+
+
+def small_arguments(arguments: Mapping[str, Any]) -> bool:
+    """True when ``arguments`` hold at most :data:`ON_LOOP_MAX_VALUES` values and :data:`ON_LOOP_MAX_ESCAPES`
+    escaped characters (stops counting at the first bound passed)."""
+    values, escapes = 0, 0
+    pending: list[Any] = [arguments]
+    while pending:
+        value = pending.pop()
+        values += 1
+        if isinstance(value, dict):
+            pending.extend(value.values())
+            escapes += sum(len(_ESCAPED.findall(key)) for key in value)
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            escapes += len(_ESCAPED.findall(value))
+        if values > ON_LOOP_MAX_VALUES or escapes > ON_LOOP_MAX_ESCAPES:
+            return False
+    return True

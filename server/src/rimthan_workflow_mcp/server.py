@@ -236,7 +236,7 @@ def create_mcp_application(
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
-        on_loop = calls_on_loop or placement.on_loop(ctx.request)
+        on_loop = calls_on_loop or placement.on_loop(ctx.request, arguments)
         _log.debug("tool call placed", extra={"tool": params.name, "runs_on": "loop" if on_loop else "worker"})
         if on_loop:
             result = call_tool(state, params.name, arguments)
