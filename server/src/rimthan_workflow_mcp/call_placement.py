@@ -15,8 +15,8 @@ worker):
 - the call came over HTTP with exactly one ``Content-Length`` header of at most
   :data:`ON_LOOP_MAX_BODY_BYTES` and no ``Transfer-Encoding`` (uvicorn reads
   exactly that many bytes: the arguments are no larger);
-- the arguments hold at most :data:`ON_LOOP_MAX_VALUES` JSON values and
-  :data:`ON_LOOP_MAX_ESCAPES` characters that JSON escapes: body size alone
+- the arguments hold at most :data:`ON_LOOP_MAX_VALUES` JSON values whose
+  escapes add at most :data:`ON_LOOP_MAX_ESCAPES` characters: body size alone
   bounds a call's cost loosely, because client data the Python schema checks
   refuse costs per error, and a refusal quoting a value costs per escaped
   character (both measured below);
@@ -29,8 +29,8 @@ Over stdio calls always run on the loop (one client, answered in order).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+from json.encoder import encode_basestring
 from typing import Any
 
 from .provider import LoadedRelease, ReleaseProvider
@@ -40,12 +40,11 @@ from .provider import LoadedRelease, ReleaseProvider
 # cost 0.5-0.9 ms each. The costliest bodies found are client data refused by the Python jsonschema checks, which
 # enumerate every error: a start whose options are [{}, {}, ...] costs 15 ms at 1,000 items and 433 ms at 16,000
 # (64 KiB); a refusal quoting 20,000 quotes costs 52 ms (rfc8785's escape callback per character). Within the three
-# bounds the costliest found (440 refused options and 60 KB of refused text) costs ~10 ms; counting the values
-# and escapes costs ~0.04-0.4 ms per call, stopping at the first bound passed.
+# bounds the costliest found (440 refused options and 60 KB of refused text) costs ~10 ms. Counting walks the
+# containers only, and the strings only of a body over 8 KiB (escapes take 2 bytes or more each).
 ON_LOOP_MAX_BODY_BYTES = 64 * 1024
 ON_LOOP_MAX_VALUES = 512  # JSON values in the arguments: objects, arrays, members' values, items, scalars
-ON_LOOP_MAX_ESCAPES = 4096  # characters RFC 8785 escapes in the arguments' strings and keys
-_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+ON_LOOP_MAX_ESCAPES = 4096  # characters JSON adds escaping the arguments' strings and keys (\" adds 1, \u0001 5)
 
 
 class CallPlacement:
@@ -57,7 +56,12 @@ class CallPlacement:
 
     def on_loop(self, request: object, arguments: Mapping[str, Any]) -> bool:
         """True when the call (``request``: the HTTP request from the SDK's context) runs on the loop."""
-        return small_body(request) and small_arguments(arguments) and self._releases_in_memory()
+        length = body_length(request)
+        if length is None or length > ON_LOOP_MAX_BODY_BYTES:
+            return False
+        # each escape takes at least 2 body bytes: a shorter body cannot hold more than the bound
+        escapes_possible = length > 2 * ON_LOOP_MAX_ESCAPES
+        return small_arguments(arguments, count_escapes=escapes_possible) and self._releases_in_memory()
 
     def _releases_in_memory(self) -> bool:
         held = self._provider.held  # the same mapping object until a refresh changes what is held
@@ -68,8 +72,8 @@ class CallPlacement:
         return answer
 
 
-def small_body(request: object) -> bool:
-    """True for an HTTP request whose one ``Content-Length`` is at most :data:`ON_LOOP_MAX_BODY_BYTES`.
+def body_length(request: object) -> int | None:
+    """The body length an HTTP request declares in its one ``Content-Length`` (None: chunked, absent, several).
 
     ``request`` is what the SDK's HTTP transports put in the request context: a
     Starlette ``Request``, whose ``headers`` match names case-insensitively
@@ -77,28 +81,32 @@ def small_body(request: object) -> bool:
     """
     headers: Any = getattr(request, "headers", None)
     if headers is None or not hasattr(headers, "getlist") or "transfer-encoding" in headers:
-        return False
+        return None
     lengths = headers.getlist("content-length")
     if len(lengths) != 1 or not (lengths[0].isascii() and lengths[0].isdigit()):
-        return False
-    return int(lengths[0]) <= ON_LOOP_MAX_BODY_BYTES
+        return None
+    return int(lengths[0])
 
 
-def small_arguments(arguments: Mapping[str, Any]) -> bool:
-    """True when ``arguments`` hold at most :data:`ON_LOOP_MAX_VALUES` values and :data:`ON_LOOP_MAX_ESCAPES`
-    escaped characters (stops counting at the first bound passed)."""
-    values, escapes = 0, 0
+def small_arguments(arguments: Mapping[str, Any], *, count_escapes: bool = True) -> bool:
+    """True when ``arguments`` hold at most :data:`ON_LOOP_MAX_VALUES` values and (``count_escapes``)
+    :data:`ON_LOOP_MAX_ESCAPES` escaped characters; stops at the first bound passed."""
+    values, escapes = 1, 0
     pending: list[Any] = [arguments]
     while pending:
-        value = pending.pop()
-        values += 1
-        if isinstance(value, dict):
-            pending.extend(value.values())
-            escapes += sum(len(_ESCAPED.findall(key)) for key in value)
-        elif isinstance(value, list):
-            pending.extend(value)
-        elif isinstance(value, str):
-            escapes += len(_ESCAPED.findall(value))
-        if values > ON_LOOP_MAX_VALUES or escapes > ON_LOOP_MAX_ESCAPES:
+        container = pending.pop()
+        children = container.values() if isinstance(container, dict) else container
+        values += len(container)
+        if values > ON_LOOP_MAX_VALUES:
             return False
+        pending += [child for child in children if isinstance(child, (dict, list))]
+        if count_escapes:
+            escapes += sum(_escapes(child) for child in children if isinstance(child, str))
+            escapes += sum(_escapes(key) for key in container) if isinstance(container, dict) else 0
+            if escapes > ON_LOOP_MAX_ESCAPES:
+                return False
     return True
+
+
+def _escapes(text: str) -> int:
+    return len(encode_basestring(text)) - len(text) - 2  # one pass in C; the 2 are the quotes around it
