@@ -19,6 +19,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rimthan_host.harness import client_caller
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -77,6 +79,44 @@ def test_depth_limits_just_below_and_just_above() -> None:
         with pytest.raises(RegistryError) as err:
             parse_toml(nested_toml(depth).encode(), "x.toml")
         assert err.value.code is FailureCode.CATALOGUE_INVALID and "deeper than 32" in err.value.message
+
+
+class _Dict(dict[str, object]):
+    pass
+
+
+class _List(list[object]):
+    pass
+
+
+def _depth(value: object) -> int:
+    """The reference: containers (``dict``/``list`` and their subclasses) counted recursively."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3) | st.tuples(st.integers())
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(_List)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=4)
+        | st.dictionaries(st.text(max_size=2), inner, max_size=3).map(_Dict)
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_VALUES, limit=st.integers(min_value=0, max_value=8))
+def test_depth_exceeds_is_the_recursive_depth_past_the_limit(value: object, limit: int) -> None:
+    """Containers are exactly dicts and lists (subclasses too; a tuple is a scalar here), at any shape."""
+    assert depth_exceeds(value, limit) is (_depth(value) > limit)
+    assert depth_exceeds({"a": [value], "b": "x"}, limit) is (_depth(value) + 2 > limit)
 
 
 # --------------------------------------------------------------------------- through verify_release

@@ -12,18 +12,8 @@ from typing import Any
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_registry.canonical import CanonicalParts
-
-_SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text()
-)
-JSON = st.recursive(
-    _SCALARS, lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5), max_leaves=40
-)
+from rimthan_workflow_registry.canonical import CanonicalParts, printable_ascii_string_bytes
+from support.json_values import JSON, SCALARS
 
 
 def _nodes(value: Any) -> list[Any]:
@@ -81,3 +71,46 @@ def test_errors_are_rfc8785s_own() -> None:
                 assert type(got) is type(expected)
             else:
                 raise AssertionError(f"{bad!r} was serialised")
+
+
+_PRINTABLE_ASCII = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E))
+_QUOTED = st.text(alphabet=st.sampled_from('"\\.{}:,ab\\u002e'), min_size=1)  # a token payload's characters, dense
+TOKEN_LIKE = st.builds(lambda a, b, c: f"{a}.{b}.{c}", _PRINTABLE_ASCII, _QUOTED, _PRINTABLE_ASCII)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_PRINTABLE_ASCII | TOKEN_LIKE)
+def test_printable_ascii_strings_take_the_c_encoder_with_rfc8785s_bytes(text: str) -> None:
+    assert printable_ascii_string_bytes(text) == rfc8785.dumps(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text())
+def test_any_other_string_is_left_to_rfc8785(text: str) -> None:
+    data = printable_ascii_string_bytes(text)
+    if all(0x20 <= ord(c) <= 0x7E for c in text):
+        assert data == rfc8785.dumps(text)
+    else:
+        assert data is None
+
+
+def test_control_delete_non_ascii_and_subclasses_are_left_to_rfc8785() -> None:
+    class Text(str):
+        pass
+
+    for text in ('a"\x7f', 'a"\x1f', 'a"\t', 'a"\u00e9', 'a"\u2028', 'a"\U0001f600', Text('a"b')):
+        assert printable_ascii_string_bytes(text) is None
+    parts = CanonicalParts()
+    for text in ('a"\x7f', 'a"\x01\\', 'x\\"\u2028', Text('a"b')):
+        value: Any = {"t": text, "n": {"t": text}}
+        assert parts.dumps(value) == rfc8785.dumps(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.recursive(SCALARS | TOKEN_LIKE, lambda inner: st.dictionaries(st.text(), inner, max_size=5)))
+def test_token_like_strings_compose_to_rfc8785_of_the_whole(value: Any) -> None:
+    parts = CanonicalParts()
+    parts.keep({"kept": "part"})
+    envelope = {"checkpoint": value, "step": {"kept": "part"}, "bundle": {"validation_token": value}}
+    assert parts.dumps(envelope) == rfc8785.dumps(envelope)
+    assert parts.dumps(value) == rfc8785.dumps(value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from jsonschema import Draft202012Validator
-from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes
+from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError, TrustError
 from rimthan_workflow_registry.release.format import (
     FileEntry,
@@ -144,6 +144,32 @@ def test_a_manifest_known_canonical_parses_alike_without_the_duplicate_key_searc
     with pytest.raises(ReleaseVerificationError) as info:
         parse_manifest(duplicated)
     assert info.value.code is F.MANIFEST_DUPLICATE_KEY
+
+
+def test_parsed_file_records_are_the_records_built_field_by_field() -> None:
+    """The parser's records take the parsed entries' own dictionaries: equal, hashed and frozen alike."""
+    data = sample_manifest().to_bytes()
+    parsed = parse_manifest(data)
+    plain = Manifest.from_json(json.loads(data))  # records built one field at a time
+    assert parsed == plain == sample_manifest()
+    for adopted, built in zip(parsed.files, plain.files, strict=True):
+        assert adopted == built and hash(adopted) == hash(built) and repr(adopted) == repr(built)
+        assert adopted.to_json() == built.to_json()
+        with pytest.raises(FrozenInstanceError):
+            adopted.size = 0  # type: ignore[misc]
+    assert parsed.paths == tuple(f.path for f in plain.files) == ("a.md", "catalogue.toml")
+    assert parsed.total_size == sum(f.size for f in plain.files)
+
+
+def test_a_known_digest_gives_the_same_check_key_and_parse() -> None:
+    """The manifest is hashed once per load; the key and the parse given that digest are the ones computed."""
+    from rimthan_workflow_registry.release.schema_checks import canonical_form_version, check_key
+
+    data = sample_manifest(7).to_bytes()
+    sha256 = sha256_hex(data)
+    assert check_key(data, canonical_form_version(), sha256=sha256) == check_key(data, canonical_form_version())
+    assert check_key(data, sha256=sha256) == check_key(data)
+    assert parse_manifest(data, sha256=sha256) == parse_manifest(data) == sample_manifest(7)
 
 
 @pytest.mark.parametrize("suffix", [b" ", b"\n"])

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import (
     CatalogueError,
     FailureCode,
@@ -48,7 +49,7 @@ def test_good_release_verifies(signed_release: Path, trust: Path, keypair: KeyPa
     verified = verify_release(signed_release, load_trust(trust))
     assert verified.release_id == "demo@0.1.0"
     assert verified.signer_key_ids == (keypair.key_id,)
-    assert verified.manifest_digest.startswith("sha256:")
+    assert verified.manifest_digest == digest_bytes((signed_release / "manifest.json").read_bytes())
     assert verified.read_file("catalogue.toml") == (signed_release / "catalogue" / "catalogue.toml").read_bytes()
     assert [s.id for s in verified.catalogue.workflows[0].steps] == ["setup-workspace", "plan", "write-summary"]
 
@@ -103,6 +104,24 @@ def test_fifo_is_refused(signed_release: Path, trust: Path) -> None:
     fifo = signed_release / "catalogue" / "assets" / "pipe.md"
     os.mkfifo(fifo)
     error = assert_refused(signed_release, trust, F.FILE_TYPE_FORBIDDEN, fifo)
+    assert "special file" in error.message
+
+
+def test_the_walk_refuses_the_first_entry_by_name_that_is_not_a_file_or_directory(
+    signed_release: Path, trust: Path
+) -> None:
+    """Files are taken a directory at a time; what may fail (links, special files) is still met in name order."""
+    assets = signed_release / "catalogue" / "assets"
+    os.mkfifo(assets / "zz-pipe.md")
+    (assets / "a-link.md").symlink_to("zz-pipe.md")
+    error = assert_refused(signed_release, trust, F.FILE_TYPE_FORBIDDEN, assets / "a-link.md")
+    assert "symbolic link" in error.message
+    (assets / "a-link.md").unlink()
+    (assets / "b-sub").mkdir()
+    (assets / "b-sub" / "link.md").symlink_to("../zz-pipe.md")  # in a subdirectory named before the FIFO
+    assert_refused(signed_release, trust, F.FILE_TYPE_FORBIDDEN, assets / "b-sub" / "link.md")
+    (assets / "b-sub" / "link.md").unlink()
+    error = assert_refused(signed_release, trust, F.FILE_TYPE_FORBIDDEN, assets / "zz-pipe.md")
     assert "special file" in error.message
 
 

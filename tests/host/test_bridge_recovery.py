@@ -18,8 +18,8 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.bridge import Bridge
+from rimthan_host.bridge_server import create_bridge_server
 from rimthan_host.protocol import SUBMIT, client_caller, client_reader
-from rimthan_host.serve import create_bridge_server
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
 from support.servers import ServerWorld, build_world

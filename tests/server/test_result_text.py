@@ -18,7 +18,7 @@ import pytest
 import rfc8785
 from rimthan_workflow_mcp.server import RuntimeState, call_tool, runtime_state
 from rimthan_workflow_registry.release.verified import ReleaseFiles
-from rimthan_workflow_registry.run import StepPayloads
+from rimthan_workflow_registry.run import ArtifactReceipt, Checkpoint, StepPayloads
 from support.servers import ServerWorld, build_world, harness
 
 
@@ -88,3 +88,28 @@ def test_a_step_whose_files_are_read_from_disk_is_built_on_every_call(world: Ser
     assert first == second == kept.payload(workflow, step, adapter, None)
     assert first["instruction"] is not second["instruction"]
     assert rebuilt.canonical.dumps(first) == rfc8785.dumps(first)
+
+
+def test_a_step_without_inputs_is_one_kept_part_and_inputs_make_a_new_payload(world: ServerWorld) -> None:
+    provider = world.provider("1.2.0")
+    release = provider.active.release
+    workflow = release.catalogue.workflows[0]
+    adapter = release.catalogue.host_adapters[0]
+    payloads = StepPayloads(release)
+    step = workflow.steps[1]
+    payload = payloads.payload(workflow, step, adapter, None)
+    assert payload["inputs"] == []
+    assert payloads.payload(workflow, step, adapter, None) is payload  # the kept payload itself
+    assert payloads.canonical.bytes_of(payload) == rfc8785.dumps(payload)
+    # a step whose checkpoint holds receipts of its inputs: a new payload with them, the kept values shared
+    consuming = dataclasses.replace(step, inputs=("workspace-manifest", "not-yet-produced"))
+    receipt = ArtifactReceipt(sha256="ab" * 32, size=3)
+    cp = Checkpoint(1, workflow.id, workflow.version, release.release_id, release.manifest_digest, step.id, "", None)
+    cp = dataclasses.replace(cp, artifacts=cp.artifacts.merged({"workspace-manifest": receipt}))
+    with_inputs = payloads.payload(workflow, consuming, adapter, cp)
+    assert with_inputs["inputs"] == [{"artifact_id": "workspace-manifest", "sha256": "ab" * 32}]
+    assert with_inputs["instruction"] is payloads.payload(workflow, consuming, adapter, None)["instruction"]
+    assert payloads.payload(workflow, consuming, adapter, None)["inputs"] == []
+    assert payload["inputs"] == []  # the kept payload was not touched
+    envelope: dict[str, Any] = {"status": "active", "step": with_inputs, "again": payload}
+    assert payloads.canonical.dumps(envelope) == rfc8785.dumps(envelope)

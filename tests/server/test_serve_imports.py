@@ -13,7 +13,20 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import anyio
+import pytest
+from rimthan_host.harness import client_caller
+from rimthan_workflow_mcp.loading import engine_module, load_release
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release import VerifiedRelease, load_trust
+from rimthan_workflow_registry.run import CheckpointKeyring
+from support.processes import serve_options
+from support.servers import ServerWorld, harness, stdio_client_for
 
 _SERVER = "rimthan_workflow_mcp.server"
 _REGISTRY = ("oras", "requests")
@@ -48,6 +61,19 @@ def test_the_server_cli_imports_no_registry_client_and_no_sdk_until_it_serves() 
     assert "rimthan_workflow_mcp.cli" in modules  # the control: the probe did import the CLI
     assert not _top(modules) & {*_REGISTRY, "mcp", "uvicorn"}
     assert _SERVER not in modules and "rimthan_workflow_registry.release.oci" not in modules
+
+
+def test_help_imports_neither_the_verifier_nor_the_keys_code() -> None:
+    """``rimthan-mcp --help`` and ``serve --help`` print usage: no release verification, trust store
+    (cryptography), checkpoint keys or provider is imported for that."""
+    for argv in (("--help",), ("serve", "--help")):
+        modules = _modules_after(*argv)
+        assert "rimthan_workflow_mcp.cli_keys" in modules  # the control: the CLI and its commands were imported
+        heavy = {
+            m for m in modules if m.startswith(("rimthan_workflow_registry.release.", "rimthan_workflow_registry.run."))
+        }
+        assert sorted(heavy) == [] and "rimthan_workflow_mcp.provider" not in modules
+        assert not _top(modules) & {"cryptography", "rfc8785", "jsonschema", "mcp"}
 
 
 def test_keys_and_audit_run_without_the_mcp_sdk(tmp_path: Path) -> None:
@@ -109,3 +135,121 @@ def test_the_start_benchmark_measures_a_server_that_compiles_nothing_from_source
     imported, stale = json.loads(result.stdout.strip().splitlines()[-1])
     assert imported > 300  # the control: the probe did import the server, the SDK and their dependencies
     assert stale == []
+
+
+# What tool calls use and listing tools does not: a serving start must not import any of it.
+_CALLS_ONLY = frozenset(
+    {
+        "rimthan_workflow_mcp.workflow_engine",
+        "rimthan_workflow_mcp.results",
+        "rimthan_workflow_mcp.migration",
+        "rimthan_workflow_registry.workflow_engine",
+        "rimthan_workflow_registry.failures",
+        *(
+            f"rimthan_workflow_registry.run.{name}"
+            for name in (
+                "checkpoints",
+                "checkpoint_claims",
+                "receipts",
+                "issued_tokens",
+                "validation_bundle",
+                "confirmed_state",
+                "host_binding",
+                "requirements",
+                "artifact_checks",
+                "attestations",
+                "repository_policy",
+            )
+        ),
+    }
+)
+# What only ``rimthan-mcp audit`` uses: never imported by serving, not even by a call.
+_AUDIT_ONLY = frozenset(
+    {
+        "rimthan_workflow_mcp.audit_releases",
+        "rimthan_workflow_registry.run.audit",
+        "rimthan_workflow_registry.run.run_ending",
+    }
+)
+# ``python -c PROBE RECORD serve ...``: the console script's ``main`` with every module the process imports
+# appended to RECORD as it is first imported (a meta path finder that only records, then lets the import go on).
+_RECORDING_SERVER = (
+    "import sys\n"
+    "record = open(sys.argv.pop(1), 'a', buffering=1)\n"
+    "class Recorder:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        record.write(name + '\\n')\n"
+    "sys.meta_path.insert(0, Recorder())\n"
+    "record.write('\\n'.join(sys.modules) + '\\n')\n"
+    "from rimthan_workflow_mcp.cli import main\n"
+    "sys.argv[0] = 'rimthan-mcp'\n"
+    "main()\n"
+)
+
+
+def test_a_serving_start_imports_only_what_listing_tools_needs_and_the_first_call_the_rest(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """A real ``serve`` over stdio: nothing tool calls use is imported until tools/list has answered;
+    the first call imports it (and answers); the audit code is never imported by serving."""
+    record = tmp_path / "imported.txt"
+    world = mcp_world
+    args = [
+        "-c",
+        _RECORDING_SERVER,
+        str(record),
+        "serve",
+        *serve_options(world.built["1.2.0"], world.trust, tmp_path / "state"),
+    ]
+
+    def imported() -> set[str]:
+        return set(record.read_text("utf-8").split())
+
+    async def scenario() -> tuple[set[str], set[str], int]:
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with stdio_client_for(args, errlog) as client:
+                listed = len((await client.list_tools()).tools)
+                at_listing = imported()
+                started = await harness(client_caller(client), tmp_path / "p").start(
+                    "research", initial_version="1.2.0"
+                )
+                assert started["release"]["id"] == "research-decision@1.2.0"
+                return at_listing, imported(), listed
+
+    at_listing, after_call, listed = anyio.run(scenario)
+    assert listed == 4 and "rimthan_workflow_mcp.server" in at_listing  # the control: a server did list its tools
+    assert "rimthan_workflow_registry.run.tokens" in at_listing  # the checkpoint keys are loaded at start
+    assert sorted(at_listing & (_CALLS_ONLY | _AUDIT_ONLY)) == []
+    assert sorted(_CALLS_ONLY - after_call) == []  # the first call imported them, and was answered
+    assert sorted(after_call & _AUDIT_ONLY) == []
+
+
+def test_a_loaded_release_builds_its_engine_once_on_first_use_whichever_thread_asks(mcp_world: ServerWorld) -> None:
+    """Calls run on worker threads: the first ones to reach a release share one engine, built once."""
+    built: list[WorkflowEngineQueryModule] = []
+
+    def factory(release: VerifiedRelease, keyring: CheckpointKeyring) -> WorkflowEngineQueryModule:
+        built.append(engine_module(release, keyring))
+        return built[-1]
+
+    trust = load_trust(mcp_world.trust)
+    loaded = load_release(mcp_world.built["1.2.0"], trust, CheckpointKeyring.generate(), factory)
+    assert built == []  # loading verified the release and built nothing for calls
+    together = threading.Barrier(8)
+
+    def first_use(_: int) -> WorkflowEngineQueryModule:
+        together.wait()
+        return loaded.module
+
+    with ThreadPoolExecutor(8) as pool:
+        modules = list(pool.map(first_use, range(8)))
+    assert len(built) == 1 and all(module is built[0] for module in modules)
+
+    def not_an_engine(release: VerifiedRelease, keyring: CheckpointKeyring) -> WorkflowEngineQueryModule:
+        return object()  # type: ignore[return-value]
+
+    odd = load_release(mcp_world.built["1.2.0"], trust, CheckpointKeyring.generate(), not_an_engine)
+    with pytest.raises(RegistryError) as refused:
+        _ = odd.module
+    assert refused.value.code is FailureCode.INTERNAL_ERROR
+    assert "is not served by WorkflowEngineQueryModule" in refused.value.message

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 import secrets
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import rfc8785
@@ -20,7 +22,11 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
+_RECURRING_ENTRIES = 256  # distinct values remembered by recurring_digest (least recently used dropped)
+_RECURRING_KEY_BYTES = 64 * 1024  # a larger value is digested on every call, never remembered
 _V = TypeVar("_V")
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F))  # U+0020-U+007E: what printable_ascii_string_bytes takes
+_IN_PLACE = frozenset({int, bool, float, type(None)})  # scalar types CanonicalParts leaves to rfc8785 in place
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -40,7 +46,8 @@ class CanonicalParts:
     ``rfc8785`` serialise ``value`` with every kept part (found through nested
     objects, compared by identity) replaced by a placeholder string, and puts
     the part's own ``rfc8785`` bytes where the placeholder's text is. Every byte
-    still comes from ``rfc8785``. A placeholder is 128 random bits drawn per
+    still comes from ``rfc8785``, but for strings of printable ASCII holding a
+    quote or backslash (tokens): :func:`printable_ascii_string_bytes`. A placeholder is 128 random bits drawn per
     instance, never sent; if the composed text does not hold each used
     placeholder exactly where expected, the whole value is serialised instead.
 
@@ -90,9 +97,38 @@ class CanonicalParts:
         if part is not None and part[0] is value:
             used.append(part[1])
             return f"{self._tag}:{len(used) - 1}"
-        if type(value) is not dict:
+        kind = type(value)
+        if kind is str:
+            data = printable_ascii_string_bytes(value) if '"' in value or "\\" in value else None
+            if data is None:
+                return value
+            used.append(data)
+            return f"{self._tag}:{len(used) - 1}"
+        if kind is not dict:
             return value
-        return {key: self._skeleton(item, used) for key, item in value.items()}
+        # Members that are numbers, booleans, null or strings needing no escape stay as they are (a kept one is then
+        # serialised in place: the same bytes), without a call each.
+        skeleton = self._skeleton
+        return {
+            key: item
+            if type(item) in _IN_PLACE or (type(item) is str and '"' not in item and "\\" not in item)
+            else skeleton(item, used)
+            for key, item in value.items()
+        }
+
+
+def printable_ascii_string_bytes(text: str) -> bytes | None:
+    """RFC 8785 bytes of ``text``, a string of printable ASCII only (U+0020-U+007E), by the stdlib's C encoder.
+
+    On these characters RFC 8785 (ECMAScript ``JSON.stringify``) and ``json.dumps``
+    write the same text: each escapes exactly ``"`` and ``\\`` (as ``\\"`` and
+    ``\\\\``) and writes every other character as it is. ``rfc8785`` calls back
+    into Python for every escape; a token's JSON payload holds a hundred.
+    ``None`` for any other string (or a ``str`` subclass): that one goes to ``rfc8785``.
+    """
+    if type(text) is not str or not text.isascii() or text.encode("ascii").translate(None, _PRINTABLE_ASCII):
+        return None
+    return json.dumps(text).encode("ascii")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -107,6 +143,36 @@ def digest_bytes(data: bytes) -> str:
 def digest_value(value: Any) -> str:
     """``sha256:<hex>`` of a JSON value's canonical bytes."""
     return digest_bytes(canonical_bytes(value))
+
+
+def recurring_digest(value: Any, scope: str) -> str:
+    """:func:`digest_value` of a value that recurs from call to call (a client's confirmed state), remembered.
+
+    Remembered per ``scope`` and exact value. ``scope`` is what the caller
+    already trusts the value to belong to (the state digest a MAC-verified
+    checkpoint binds), so a remembered answer can only be reached again by a
+    caller holding a checkpoint of that same state: a faster call tells a
+    client nothing about what other runs sent. The key is the value's
+    ``marshal`` bytes (format 2: no back-references), which encode exact
+    built-in types only (``1``, ``True``, ``1.0`` and ``"1"`` differ; a
+    subclass or any other type is not marshalled and is digested directly),
+    and the remembered digest is computed from ``marshal.loads`` of that key,
+    so it is the digest of exactly the value the key encodes. Errors (a value
+    with no RFC 8785 form) are ``rfc8785``'s own and never remembered.
+    """
+    try:
+        key = marshal.dumps(value, 2)
+    except ValueError:  # a type marshal does not encode exactly (subclasses included), or nesting past its bound
+        return digest_value(value)
+    if len(key) > _RECURRING_KEY_BYTES:
+        return digest_value(value)
+    return _digest_of_marshalled(scope, key)
+
+
+@lru_cache(maxsize=_RECURRING_ENTRIES)
+def _digest_of_marshalled(scope: str, key: bytes) -> str:
+    del scope  # part of the cache key only
+    return digest_value(marshal.loads(key))
 
 
 class DuplicateKeyError(ValueError):

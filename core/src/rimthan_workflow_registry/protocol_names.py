@@ -20,7 +20,21 @@ SETUP_STEP_ID = "setup-workspace"
 # The release profile the four tools are served under (a release's ``scope.profile``).
 WORKFLOW_ENGINE_PROFILE = "workflow-engine"
 
+# The claims a validation bundle binds (prepare_step_validation issues it, submit_step_validation takes it back).
+BUNDLE_FIELDS = (
+    "workflow",
+    "release",
+    "manifest_digest",
+    "step_id",
+    "checkpoint_digest",
+    "artifacts",
+    "validators",
+    "issued_at",
+    "key_id",
+)
+
 __all__ = [
+    "BUNDLE_FIELDS",
     "CONTINUE_WORKFLOW",
     "PREPARE_STEP_VALIDATION",
     "SETUP_STEP_ID",

@@ -15,15 +15,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 import click
 from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse
 from rimthan_workflow_registry.errors import FailureCode
-from rimthan_workflow_registry.release import TrustStore, load_trust
 from rimthan_workflow_registry.remediation import ExitStatus
-from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .cli_keys import (
     KEYS_FILE,
@@ -39,9 +37,13 @@ from .cli_keys import (
     say,
     trust_option,
 )
-from .floor import FLOOR_FILE
 from .logs import LEVELS, configure_logging, get_logger
-from .provider import ReleaseProvider, scan_releases
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release import TrustStore
+    from rimthan_workflow_registry.run import CheckpointKeyring
+
+    from .provider import ReleaseProvider
 
 DEFAULT_RELEASES = Path("releases")
 _log = get_logger("cli")
@@ -62,6 +64,8 @@ def open_provider(
     migrate_to_newest: bool,
 ) -> ReleaseProvider:
     """``--release``: exactly that release (and ``--migration-target``); else every catalogue in the directory."""
+    from .provider import ReleaseProvider
+
     if release_dir is not None:
         return ReleaseProvider.open(
             release_dir,
@@ -301,6 +305,11 @@ def serve(
         from .follow import start_following  # oras and requests only when following a registry
 
         follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http))
+    from rimthan_workflow_registry.release import load_trust  # what serving loads, imported when it serves
+
+    from .floor import FLOOR_FILE
+    from .provider import scan_releases
+
     if release_dir is None:  # a missing or empty releases directory is the first thing to fix
         guard(lambda: scan_releases(releases_dir or DEFAULT_RELEASES))
     trust_store = guard(lambda: load_trust(trust))
@@ -428,6 +437,11 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     profile, the tool contracts; with --migration-target its scope; with
     --state-dir the rollback floor. Nothing is served and nothing is written.
     """
+    from rimthan_workflow_registry.release import load_trust
+    from rimthan_workflow_registry.run import CheckpointKeyring
+
+    from .provider import ReleaseProvider
+
     trust_store = guard(lambda: load_trust(trust))
     provider: ReleaseProvider = guard(
         lambda: ReleaseProvider.open(

@@ -12,16 +12,15 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rimthan_clikit import epilog, guard, refuse_error
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
-from rimthan_workflow_registry.release import load_trust
-from rimthan_workflow_registry.run import CheckpointKeyring, audit_run, describe, read_log, run_ending
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
-from .audit_releases import read_audit_releases
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.run import CheckpointKeyring
 
 KEYS_FILE = "checkpoint-keys.json"
 DEFAULT_TRUST = Path("keys/local")
@@ -80,6 +79,8 @@ def check_key_path_untracked(path: Path) -> None:
 
 def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
     """The key file at ``path`` (created with one signing key when ``create``), and whether it was created."""
+    from rimthan_workflow_registry.run import CheckpointKeyring
+
     check_key_path_untracked(path)
     if path.exists() or not create:
         return CheckpointKeyring.load(path), False
@@ -176,6 +177,12 @@ def audit(
     step's outputs and validators, for a repair after a failed round with
     its findings count, or for the setup to deliver), and migrated to what.
     """
+    # Imported here: a server start imports this module (for its commands) but never audits.
+    from rimthan_workflow_registry.release import load_trust
+    from rimthan_workflow_registry.run import audit_run, describe, ending_of, read_log
+
+    from .audit_releases import read_audit_releases
+
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
     text = guard(
@@ -188,7 +195,7 @@ def audit(
         refuse_error(exc, as_json=as_json)
     store = guard(lambda: load_trust(trust)) if releases_dir is not None or release_dirs else None
     releases = guard(lambda: read_audit_releases(release_dirs, releases_dir, store))
-    ending = run_ending(history, releases.verified, missing=releases.missing_note())
+    ending = ending_of(history, releases.verified, missing=releases.missing_note())
     retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:
         document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired}

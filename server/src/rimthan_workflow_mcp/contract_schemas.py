@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rimthan_workflow_registry.run import BUNDLE_FIELDS
+from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 
 from .schema_parts import (
     DIGEST,

@@ -10,10 +10,11 @@ the provider is only about which releases are active.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
@@ -23,19 +24,53 @@ from rimthan_workflow_registry.run import CheckpointKeyring
 from .floor import ActivationFloor
 from .logs import get_logger
 from .release_scan import release_dir_version
-from .workflow_engine import WorkflowEngineQueryModule
+
+if TYPE_CHECKING:
+    from .workflow_engine import WorkflowEngineQueryModule
 
 _log = get_logger("provider")
 
-ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], WorkflowEngineQueryModule]
+ModuleFactory = Callable[[VerifiedRelease, CheckpointKeyring], "WorkflowEngineQueryModule"]
 
 
-@dataclass(frozen=True)
+def engine_module(release: VerifiedRelease, keyring: CheckpointKeyring) -> WorkflowEngineQueryModule:
+    """The query module of the ``workflow-engine`` profile, the one this server serves."""
+    from .workflow_engine import WorkflowEngineQueryModule
+
+    return WorkflowEngineQueryModule(release, keyring)
+
+
+@dataclass(frozen=True, eq=False)
 class LoadedRelease:
-    """A verified release and the query module that serves it."""
+    """A verified release and the query module that serves it.
+
+    The module is built on first use, the first tool call routed here: a start that only lists
+    tools imports none of what tool calls use (the engine, checkpoints, bundles, results).
+    """
 
     release: VerifiedRelease
-    module: WorkflowEngineQueryModule
+    keyring: CheckpointKeyring
+    factory: ModuleFactory = engine_module
+    _built: list[WorkflowEngineQueryModule] = field(default_factory=list, repr=False)
+    _building: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def module(self) -> WorkflowEngineQueryModule:
+        if not self._built:
+            with self._building:
+                if not self._built:
+                    self._built.append(self._build())
+        return self._built[0]
+
+    def _build(self) -> WorkflowEngineQueryModule:
+        from .workflow_engine import WorkflowEngineQueryModule
+
+        module = self.factory(self.release, self.keyring)
+        if not isinstance(module, WorkflowEngineQueryModule):
+            raise RegistryError(
+                FailureCode.INTERNAL_ERROR, f"{self.release.release_id} is not served by WorkflowEngineQueryModule"
+            )
+        return module
 
     @property
     def digest(self) -> str:
@@ -148,7 +183,7 @@ def load_release(
     path: Path,
     trust: TrustStore,
     keyring: CheckpointKeyring,
-    module_factory: ModuleFactory = WorkflowEngineQueryModule,
+    module_factory: ModuleFactory = engine_module,
     *,
     expected_scope: str | None = None,
     migration: bool = False,
@@ -169,4 +204,4 @@ def load_release(
             f"{expected_scope!r}; give a target release of the same scope",
             path=str(Path(path) / "manifest.json"),
         )
-    return LoadedRelease(release=release, module=module_factory(release, keyring))
+    return LoadedRelease(release, keyring, module_factory)

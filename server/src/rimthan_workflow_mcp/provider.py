@@ -36,13 +36,13 @@ from .loading import (
     ModuleFactory,
     RefreshResult,
     Rejection,
+    engine_module,
     load_release,
     unverifiable,
     verify_candidate,
 )
 from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
-from .workflow_engine import WorkflowEngineQueryModule
 
 _log = get_logger("provider")
 
@@ -70,7 +70,7 @@ class ReleaseProvider:
         migration_target: LoadedRelease | None = None,
         releases_dir: Path | None = None,
         floor: ActivationFloor | None = None,
-        module_factory: ModuleFactory = WorkflowEngineQueryModule,
+        module_factory: ModuleFactory = engine_module,
         others: Iterable[LoadedRelease] = (),
         follow_directory: bool = False,
         migrate_to_newest: bool = False,
@@ -114,7 +114,7 @@ class ReleaseProvider:
         state_dir: Path | None = None,
         lower_floor: bool = False,
         record_floor: bool = True,
-        module_factory: ModuleFactory = WorkflowEngineQueryModule,
+        module_factory: ModuleFactory = engine_module,
     ) -> ReleaseProvider:
         """Verify the named release (and migration target) and check the rollback floor, or raise.
 
@@ -154,7 +154,7 @@ class ReleaseProvider:
         lower_floor: bool = False,
         record_floor: bool = True,
         migrate_to_newest: bool = False,
-        module_factory: ModuleFactory = WorkflowEngineQueryModule,
+        module_factory: ModuleFactory = engine_module,
     ) -> ReleaseProvider:
         """Serve every catalogue in ``releases_dir``: each one's newest release that verifies.
 

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 import mcp_types as types
@@ -33,7 +33,6 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import SCHEMA_CHECKS
-from rimthan_workflow_registry.run import verify_checkpoint
 
 from .call_placement import CallPlacement
 from .call_scope import one_call
@@ -41,7 +40,6 @@ from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
 from .resources import ResourceCatalogue
-from .results import ToolResult
 from .schema_parts import uses
 from .schema_validation import CompiledSchema, CompiledSchemas
 from .tool_contracts import (
@@ -50,7 +48,9 @@ from .tool_contracts import (
     contract_documents,
     workflow_engine_tool_contracts,
 )
-from .workflow_engine import WorkflowEngineQueryModule
+
+if TYPE_CHECKING:
+    from .results import ToolResult
 
 SERVER_NAME = "rimthan-workflow-mcp"
 CHECKPOINT_ARGUMENT = "checkpoint"
@@ -118,11 +118,6 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
                 FailureCode.SCOPE_MISMATCH,
                 f"release profile {active.profile!r} is not served; this server serves {WORKFLOW_ENGINE_PROFILE!r}",
                 path=str(active.release.root),
-            )
-    for loaded in provider.held.values():
-        if not isinstance(loaded.module, WorkflowEngineQueryModule):
-            raise RegistryError(
-                FailureCode.INTERNAL_ERROR, f"{loaded.release.release_id} is not served by WorkflowEngineQueryModule"
             )
     contracts = workflow_engine_tool_contracts()
     documents = contract_documents()
@@ -407,6 +402,8 @@ def _check_result(state: RuntimeState, name: str, result: object) -> dict[str, A
     A result that is not a :class:`ToolResult` or falls outside the schema is a
     server bug: log it, never send it.
     """
+    from .results import ToolResult  # what tool calls use is imported by the first call, not at start
+
     try:
         if not isinstance(result, ToolResult):
             raise RegistryError(FailureCode.INTERNAL_ERROR, f"{type(result).__name__} is not a ToolResult")
@@ -430,6 +427,8 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     say, so edited claims can neither pick a release nor probe which releases
     this server holds. Only verified claims decide the route.
     """
+    from rimthan_workflow_registry.run import verify_checkpoint
+
     provider = state.provider
     if not contract.checkpoint_bearing:
         return provider.active_for_workflow(arguments.get("workflow"))
@@ -467,6 +466,8 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
             "--migration-target, or --migrate-to-newest is off or no newer release of its catalogue verified); "
             "continue on the pinned release or ask the operator",
         )
+    from .workflow_engine import WorkflowEngineQueryModule
+
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
 
 

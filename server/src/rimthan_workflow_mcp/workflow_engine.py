@@ -138,7 +138,11 @@ class WorkflowEngineQueryModule:
         issued, workflow, prior = self.resume(arguments)
         cp = issued.checkpoint
         proposed = arguments.get("next_confirmed_state")
-        state = self.confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
+        state = (
+            self.confirmed_state(workflow, proposed, "next_confirmed_state", memo_scope=cp.state_digest)
+            if proposed is not None
+            else prior
+        )
         changed = changed_fields(prior, state)
         failures = state_failures(prior, state, newer_than=cp.issued_at)
         if failures:
@@ -419,16 +423,25 @@ class WorkflowEngineQueryModule:
             raise WorkflowProtocolError(
                 FailureCode.CHECKPOINT_INVALID, "the checkpoint names a workflow or step its release does not have"
             )
-        state = ConfirmedState.from_json(arguments["confirmed_state"])
+        state = ConfirmedState.from_json(arguments["confirmed_state"], memo_scope=cp.state_digest)
         require_digest(state, cp.state_digest)
         require_confirmed(state)
         return issued, workflow, state
 
     def confirmed_state(
-        self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str, *, allow_missing: bool = False
+        self,
+        workflow: WorkflowDefinition,
+        projection: Mapping[str, Any],
+        label: str,
+        *,
+        allow_missing: bool = False,
+        memo_scope: str | None = None,
     ) -> ConfirmedState:
-        """``projection`` parsed and checked against the workflow's confirmed-state schema (``label`` names it)."""
-        state = ConfirmedState.from_json(projection)
+        """``projection`` parsed and checked against the workflow's confirmed-state schema (``label`` names it).
+
+        ``memo_scope``: the state digest of the verified checkpoint sent with it, if any (see :class:`ConfirmedState`).
+        """
+        state = ConfirmedState.from_json(projection, memo_scope=memo_scope)
         validator = self.release.schemas.validator(workflow.confirmed_state_schema)
         validate_against_schema(state, validator, label=label, allow_missing=allow_missing)
         return state

@@ -37,8 +37,9 @@ Modules, in the order a release is read:
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rimthan_workflow_registry.lazy_exports import first_use_getattr
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue import (
@@ -232,10 +233,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = first_use_getattr(__name__, _HOME, globals())

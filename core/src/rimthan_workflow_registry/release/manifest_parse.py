@@ -189,7 +189,7 @@ def _invalid(where: str, message: str, code: FailureCode = FailureCode.MANIFEST_
     return ReleaseVerificationError(code, message, path=where)
 
 
-def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
+def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME, sha256: str | None = None) -> Manifest:
     """Parse manifest bytes strictly; the bytes must already be canonical.
 
     Refuses duplicate keys, anything the closed schema does not allow, floats
@@ -198,8 +198,9 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
     form, by digest, are not re-serialised, nor searched for repeated keys,
     which that form cannot hold: see ``schema_checks``). The file is
     never re-serialised and accepted: what was signed is exactly what is read.
+    ``sha256``: the hex SHA-256 of ``data`` when the caller has it (not recomputed).
     """
-    canonical = SCHEMA_CHECKS.passed(data, canonical_form_version())
+    canonical = SCHEMA_CHECKS.passed(data, canonical_form_version(), sha256=sha256)
     try:
         value = parse_strict_json(
             data, where=where, code=FailureCode.MANIFEST_INVALID, depth_checked=False, known_canonical=canonical
@@ -210,7 +211,7 @@ def parse_manifest(data: bytes, *, where: str = MANIFEST_NAME) -> Manifest:
         _check_shape(value, where)
     if not canonical:
         _check_canonical(data, value, where)
-    manifest = Manifest.from_json(value)
+    manifest = Manifest.from_json(value, adopt_files=True)  # value is ours alone, its entries checked above
     if value["release"]["id"] != manifest.release.id:
         raise _invalid(where, f"release.id {value['release']['id']!r} is not {manifest.release.id}")
     _check_manifest_order(manifest, where)
@@ -298,7 +299,7 @@ def _check_canonical(data: bytes, value: Any, where: str) -> None:
 
 def _check_manifest_order(manifest: Manifest, where: str) -> None:
     keyed: list[tuple[str, list[Any]]] = [
-        ("files", [f.path for f in manifest.files]),
+        ("files", list(manifest.paths)),
         ("workflows", [w.sort_key for w in manifest.workflows]),
         ("host_adapters", [a.sort_key for a in manifest.host_adapters]),
     ]

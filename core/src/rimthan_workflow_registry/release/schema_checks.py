@@ -85,9 +85,13 @@ def canonical_form_version() -> str:
     return _distribution("rfc8785", _installed_distributions())
 
 
-def check_key(data: bytes, checker: str | None = None) -> str:
-    """The memory's key for ``data`` passing ``checker`` (default: the metaschema check)."""
-    return f"{hashlib.sha256(data).hexdigest()}:{checker or validator_version()}"
+def check_key(data: bytes, checker: str | None = None, *, sha256: str | None = None) -> str:
+    """The memory's key for ``data`` passing ``checker`` (default: the metaschema check).
+
+    ``sha256``: the hex SHA-256 of ``data`` when the caller computed it already
+    (a 10,000-file manifest is 1.7 MB: hashed once per load, not per use).
+    """
+    return f"{sha256 if sha256 is not None else hashlib.sha256(data).hexdigest()}:{checker or validator_version()}"
 
 
 class SchemaCheckCache:
@@ -99,12 +103,16 @@ class SchemaCheckCache:
         self._on_disk: set[str] = set()
         self._lock = threading.Lock()
 
-    def passed(self, data: bytes, checker: str | None = None) -> bool:
-        return check_key(data, checker) in self._passed
+    def passed(self, data: bytes, checker: str | None = None, *, sha256: str | None = None) -> bool:
+        """Whether ``data`` passed ``checker`` before (``sha256``: as for :func:`check_key`)."""
+        return check_key(data, checker, sha256=sha256) in self._passed
 
     def remember(self, blobs: Iterable[bytes], checker: str | None = None) -> None:
         """Record that ``blobs`` passed (call only after the check succeeded for every one of them)."""
-        keys = {check_key(data, checker) for data in blobs}
+        self.remember_keys({check_key(data, checker) for data in blobs})
+
+    def remember_keys(self, keys: set[str]) -> None:
+        """Record the :func:`check_key` keys of bytes that passed (only after the check succeeded)."""
         with self._lock:
             self._passed |= keys
             if self._path is not None and not keys <= self._on_disk:

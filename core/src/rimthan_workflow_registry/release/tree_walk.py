@@ -93,17 +93,20 @@ def _walk_catalogue_dir(
 ) -> int:
     """A directory under ``catalogue/``: any layout, regular files and directories only (by entry type)."""
     prefix = rel_dir[len(CATALOGUE_DIR) + 1 :] + "/" if rel_dir != CATALOGUE_DIR else ""
-    found = 0
+    files = [entry.name for entry in entries if entry.is_file(follow_symlinks=False)]
+    tree.catalogue.update(map(prefix.__add__, files))  # a file cannot fail: the rest, in name order, may
+    found = len(files)
+    if found == len(entries):  # the common leaf directory: files only, one C-speed pass each
+        return found
     for entry in entries:
+        if entry.is_file(follow_symlinks=False):
+            continue
         if entry.is_dir(follow_symlinks=False):
             rel = f"{rel_dir}/{entry.name}"
             beneath = _walk_dir(root, rel, tree)
             if not beneath:
                 tree.empty_dirs.append(rel)
             found += beneath
-        elif entry.is_file(follow_symlinks=False):
-            tree.catalogue.add(prefix + entry.name)
-            found += 1
         else:
             _is_dir(entry.stat(follow_symlinks=False), fs_dir / entry.name)  # raises: a link or special file
             raise _refuse(FailureCode.FILE_TYPE_FORBIDDEN, "changed type while it was walked", fs_dir / entry.name)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
@@ -49,7 +50,6 @@ from rimthan_workflow_registry.release.format import (
     first_unsafe_path,
     identity_for,
     key_id_from_signature_name,
-    manifest_digest,
     path_set_problem,
     render_checksums,
     workflow_entries,
@@ -57,7 +57,7 @@ from rimthan_workflow_registry.release.format import (
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.parallel import first_failure
-from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version, check_key
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree, walk_release
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
@@ -134,11 +134,11 @@ def _examine(
 ) -> VerifiedRelease:
     _check_release_dir(root)
     tree = walk_release(root)
-    manifest_bytes, manifest = _read_manifest(root, tree)
+    manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
     _check_manifest_paths(root, manifest)
     signers = _check_signatures(root, tree, manifest_bytes, trust) if trust is not None else ()
     if signers:  # signed, and parse_manifest passed: remember its canonical form (never for unsigned input)
-        SCHEMA_CHECKS.remember([manifest_bytes], canonical_form_version())
+        SCHEMA_CHECKS.remember_keys({check_key(manifest_bytes, canonical_form_version(), sha256=manifest_sha256)})
     _check_release_name(root, manifest)
     _check_checksums(root, tree, manifest)
     _check_files(root, tree, manifest)
@@ -152,7 +152,7 @@ def _examine(
         root=root,
         manifest=manifest,
         manifest_bytes=manifest_bytes,
-        manifest_digest=manifest_digest(manifest_bytes),
+        manifest_digest=DIGEST_PREFIX + manifest_sha256,  # manifest_digest(manifest_bytes), hashed once
         signer_key_ids=signers,
         catalogue=loaded.catalogue,
         schemas=loaded.schemas,
@@ -205,19 +205,20 @@ def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode)
     return data
 
 
-def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, Manifest]:
-    """The exact manifest bytes and their strict parse."""
+def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, str, Manifest]:
+    """The exact manifest bytes, their hex SHA-256 (computed once for every use) and their strict parse."""
     where = root / MANIFEST_NAME
     if MANIFEST_NAME not in tree.files:
         raise _fail(FailureCode.MANIFEST_MISSING, "the release has no manifest.json", where)
     data = _read_small(where, MAX_MANIFEST_BYTES, where=where, too_big=FailureCode.MANIFEST_INVALID)
-    return data, parse_manifest(data, where=str(where))
+    sha256 = sha256_hex(data)
+    return data, sha256, parse_manifest(data, where=str(where), sha256=sha256)
 
 
 def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     """Every listed path is safe and no two clash (duplicates, case, file-vs-directory)."""
     where = root / MANIFEST_NAME
-    paths = [f.path for f in manifest.files]
+    paths = manifest.paths
     unsafe = first_unsafe_path(paths)
     if unsafe is not None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists unsafe path {unsafe[0]!r}: {unsafe[1]}", where)
@@ -348,8 +349,8 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
             return exc
         return None
 
-    workers = verify_threads(len(files), sum(f.size for f in files))
-    if workers > 1 and tree.catalogue.issuperset(map(_PATH, files)):
+    workers = verify_threads(len(files), manifest.total_size)
+    if workers > 1 and tree.catalogue.issuperset(manifest.paths):
         failure = first_file_failure(base, batches)  # one thread reads, another hashes
     else:
         failure = first_failure(check, batches, workers)
@@ -381,7 +382,7 @@ def _check_file(base: str, present: set[str], entry: FileEntry) -> None:
 
 def _check_unlisted(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     """Nothing under catalogue/ that the manifest does not list (empty directories included)."""
-    unlisted = tree.catalogue.difference(f.path for f in manifest.files)
+    unlisted = tree.catalogue.difference(manifest.paths)
     if unlisted:
         raise _fail(
             FailureCode.FILE_UNLISTED, "present but not listed in the manifest", root / CATALOGUE_DIR / min(unlisted)

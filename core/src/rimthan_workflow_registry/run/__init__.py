@@ -31,57 +31,62 @@ use); anything not listed is internal. ``artifact_checks``, ``attestations``
 and ``repository_policy`` are used as modules (``repository_policy.conflict``).
 """
 
-from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
-from rimthan_workflow_registry.run.checkpoints import (
-    ArtifactReceipt,
-    Checkpoint,
-    HostBinding,
-    IssuedCheckpoint,
-    ValidatorReceipt,
-    issue_checkpoint,
-    verify_checkpoint,
-)
-from rimthan_workflow_registry.run.confirmed_state import (
-    ConfirmedState,
-    changed_fields,
-    require_confirmed,
-    require_digest,
-    state_failures,
-    unconfirmed_fields,
-    validate_against_schema,
-)
-from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
-from rimthan_workflow_registry.run.requirements import (
-    available_workflows,
-    describe_available,
-    missing_fields,
-    workflow_needs,
-)
-from rimthan_workflow_registry.run.run_ending import RunEnding, run_ending
-from rimthan_workflow_registry.run.step_payload import StepPayloads, build_step_payload, release_file_uri
-from rimthan_workflow_registry.run.tokens import (
-    BUNDLE_TYPE,
-    CHECKPOINT_TYPE,
-    MAX_TOKEN_CHARS,
-    CheckpointKeyring,
-    peek_claims,
-    peek_manifest_digest,
-    token_digest,
-)
-from rimthan_workflow_registry.run.validation_bundle import (
-    BUNDLE_FIELDS,
-    ValidatorSummary,
-    check_reports,
-    input_digest,
-    issue_bundle,
-    receipts_on_entry,
-    step_validated,
-    validator_summaries,
-    verify_bundle,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rimthan_workflow_registry.lazy_exports import first_use_getattr
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
+    from rimthan_workflow_registry.run.checkpoints import (
+        ArtifactReceipt,
+        Checkpoint,
+        HostBinding,
+        IssuedCheckpoint,
+        ValidatorReceipt,
+        issue_checkpoint,
+        verify_checkpoint,
+    )
+    from rimthan_workflow_registry.run.confirmed_state import (
+        ConfirmedState,
+        changed_fields,
+        require_confirmed,
+        require_digest,
+        state_failures,
+        unconfirmed_fields,
+        validate_against_schema,
+    )
+    from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
+    from rimthan_workflow_registry.run.requirements import (
+        available_workflows,
+        describe_available,
+        missing_fields,
+        workflow_needs,
+    )
+    from rimthan_workflow_registry.run.run_ending import RunEnding, ending_of
+    from rimthan_workflow_registry.run.step_payload import StepPayloads, build_step_payload, release_file_uri
+    from rimthan_workflow_registry.run.tokens import (
+        BUNDLE_TYPE,
+        CHECKPOINT_TYPE,
+        MAX_TOKEN_CHARS,
+        CheckpointKeyring,
+        peek_claims,
+        peek_manifest_digest,
+        token_digest,
+    )
+    from rimthan_workflow_registry.run.validation_bundle import (
+        ValidatorSummary,
+        check_reports,
+        input_digest,
+        issue_bundle,
+        receipts_on_entry,
+        step_validated,
+        validator_summaries,
+        verify_bundle,
+    )
 
 __all__ = [
-    "BUNDLE_FIELDS",
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",
@@ -117,7 +122,7 @@ __all__ = [
     "release_file_uri",
     "require_confirmed",
     "require_digest",
-    "run_ending",
+    "ending_of",
     "state_failures",
     "step_validated",
     "token_digest",
@@ -128,3 +133,57 @@ __all__ = [
     "verify_checkpoint",
     "workflow_needs",
 ]
+
+# Each public name is imported from its module on first use, so a server start that only lists tools
+# does not import what tool calls use (checkpoints, bundles, host binding, audit), nor the CLI's
+# ``keys`` commands the audit code.
+_HOME = {
+    "ArtifactReceipt": "rimthan_workflow_registry.run.checkpoints",
+    "BUNDLE_TYPE": "rimthan_workflow_registry.run.tokens",
+    "CHECKPOINT_TYPE": "rimthan_workflow_registry.run.tokens",
+    "Checkpoint": "rimthan_workflow_registry.run.checkpoints",
+    "CheckpointKeyring": "rimthan_workflow_registry.run.tokens",
+    "ConfirmedState": "rimthan_workflow_registry.run.confirmed_state",
+    "HostBinding": "rimthan_workflow_registry.run.checkpoints",
+    "IssuedCheckpoint": "rimthan_workflow_registry.run.checkpoints",
+    "MAX_TOKEN_CHARS": "rimthan_workflow_registry.run.tokens",
+    "RunAuditError": "rimthan_workflow_registry.run.audit",
+    "RunEnding": "rimthan_workflow_registry.run.run_ending",
+    "StepPayloads": "rimthan_workflow_registry.run.step_payload",
+    "ValidatorReceipt": "rimthan_workflow_registry.run.checkpoints",
+    "ValidatorSummary": "rimthan_workflow_registry.run.validation_bundle",
+    "audit_run": "rimthan_workflow_registry.run.audit",
+    "available_workflows": "rimthan_workflow_registry.run.requirements",
+    "binding_for": "rimthan_workflow_registry.run.host_binding",
+    "bound_adapter": "rimthan_workflow_registry.run.host_binding",
+    "build_step_payload": "rimthan_workflow_registry.run.step_payload",
+    "changed_fields": "rimthan_workflow_registry.run.confirmed_state",
+    "check_reports": "rimthan_workflow_registry.run.validation_bundle",
+    "describe": "rimthan_workflow_registry.run.audit",
+    "describe_available": "rimthan_workflow_registry.run.requirements",
+    "host_blockers": "rimthan_workflow_registry.run.host_binding",
+    "input_digest": "rimthan_workflow_registry.run.validation_bundle",
+    "issue_bundle": "rimthan_workflow_registry.run.validation_bundle",
+    "issue_checkpoint": "rimthan_workflow_registry.run.checkpoints",
+    "missing_fields": "rimthan_workflow_registry.run.requirements",
+    "peek_claims": "rimthan_workflow_registry.run.tokens",
+    "peek_manifest_digest": "rimthan_workflow_registry.run.tokens",
+    "read_log": "rimthan_workflow_registry.run.audit",
+    "receipts_on_entry": "rimthan_workflow_registry.run.validation_bundle",
+    "release_file_uri": "rimthan_workflow_registry.run.step_payload",
+    "require_confirmed": "rimthan_workflow_registry.run.confirmed_state",
+    "require_digest": "rimthan_workflow_registry.run.confirmed_state",
+    "ending_of": "rimthan_workflow_registry.run.run_ending",
+    "state_failures": "rimthan_workflow_registry.run.confirmed_state",
+    "step_validated": "rimthan_workflow_registry.run.validation_bundle",
+    "token_digest": "rimthan_workflow_registry.run.tokens",
+    "unconfirmed_fields": "rimthan_workflow_registry.run.confirmed_state",
+    "validate_against_schema": "rimthan_workflow_registry.run.confirmed_state",
+    "validator_summaries": "rimthan_workflow_registry.run.validation_bundle",
+    "verify_bundle": "rimthan_workflow_registry.run.validation_bundle",
+    "verify_checkpoint": "rimthan_workflow_registry.run.checkpoints",
+    "workflow_needs": "rimthan_workflow_registry.run.requirements",
+}
+
+
+__getattr__ = first_use_getattr(__name__, _HOME, globals())

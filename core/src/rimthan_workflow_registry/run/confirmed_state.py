@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import digest_value
+from rimthan_workflow_registry.canonical import digest_value, recurring_digest
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 
@@ -31,19 +31,26 @@ class Confirmation:
 
 @dataclass(frozen=True)
 class ConfirmedState:
-    """A confirmed-state projection as sent by the client (already schema-shaped)."""
+    """A confirmed-state projection as sent by the client (already schema-shaped).
+
+    ``memo_scope`` is the state digest of the MAC-verified checkpoint the
+    client sent with it, or ``None`` (a start): with a scope, digests are
+    remembered for later calls that carry a checkpoint of the same state
+    (:func:`~rimthan_workflow_registry.canonical.recurring_digest`).
+    """
 
     values: Mapping[str, Any]
     confirmations: Mapping[str, Confirmation]
+    memo_scope: str | None = None
 
     @classmethod
-    def from_json(cls, projection: Mapping[str, Any]) -> ConfirmedState:
+    def from_json(cls, projection: Mapping[str, Any], *, memo_scope: str | None = None) -> ConfirmedState:
         """The projection as records; refused if its values have no canonical (digestible) form."""
         confirmations = {
             name: Confirmation(value_digest=c["value_digest"], confirmed_at=c["confirmed_at"])
             for name, c in projection.get("confirmations", {}).items()
         }
-        state = cls(values=dict(projection.get("state", {})), confirmations=confirmations)
+        state = cls(values=dict(projection.get("state", {})), confirmations=confirmations, memo_scope=memo_scope)
         try:
             _ = state.digest  # computed (and cached) now for its refusal: later digests cover these values
         except (ValueError, TypeError, RecursionError) as exc:  # rfc8785: integers beyond 2**53, non-JSON values
@@ -56,7 +63,7 @@ class ConfirmedState:
     @cached_property
     def digest(self) -> str:
         """Canonical digest of the values only: what a checkpoint binds."""
-        return digest_value(dict(self.values))
+        return self._digest_of(dict(self.values))
 
     @cached_property
     def _field_digests(self) -> dict[str, str]:
@@ -66,8 +73,11 @@ class ConfirmedState:
         """The digest of one field's value, canonicalised once however often a call compares it."""
         digests = self._field_digests
         if name not in digests:
-            digests[name] = digest_value(self.values[name])
+            digests[name] = self._digest_of(self.values[name])
         return digests[name]
+
+    def _digest_of(self, value: Any) -> str:
+        return digest_value(value) if self.memo_scope is None else recurring_digest(value, self.memo_scope)
 
 
 def validate_against_schema(

@@ -101,7 +101,7 @@ def _count(findings: int | None) -> str:
     return "an unrecorded number of findings" if findings is None else f"{findings} finding(s)"
 
 
-def run_ending(history: RunHistory, releases: Mapping[str, VerifiedRelease], *, missing: str = "") -> RunEnding:
+def ending_of(history: RunHistory, releases: Mapping[str, VerifiedRelease], *, missing: str = "") -> RunEnding:
     """How ``history`` ended, read from the release its last checkpoint is pinned to (keyed by manifest digest).
 
     ``missing`` is appended to the reason when that release is not among ``releases``.

@@ -8,12 +8,14 @@ resource URIs of every file referenced, so a harness can re-read any of them.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import CanonicalParts
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import HostAdapter, StepDefinition, WorkflowDefinition
-from rimthan_workflow_registry.run.checkpoints import Checkpoint
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.run.checkpoints import Checkpoint
 
 RESOURCE_SCHEME = "rimthan"
 
@@ -59,7 +61,7 @@ def build_step_payload(
     adapter: HostAdapter,
     checkpoint: Checkpoint | None,
 ) -> dict[str, Any]:
-    return _with_inputs(_release_constant(release, workflow, step, adapter), step, checkpoint)
+    return _with_inputs(_release_constant(release, workflow, step, adapter), _inputs(step, checkpoint))
 
 
 # A step's release-constant payload part, with the definitions it was built from (identity decides reuse).
@@ -74,7 +76,8 @@ class StepPayloads:
     is kept, and its values are kept in :attr:`canonical`, when every file it
     quotes is held in memory by the release (a file read from disk on each call
     stays read, and checked, on each call). Kept values are shared by every
-    result that carries them: read-only.
+    result that carries them: read-only. A step whose checkpoint holds none of
+    its inputs gets the kept payload itself (its ``inputs`` is ``[]``), one kept part.
     """
 
     def __init__(self, release: ReleaseReader) -> None:
@@ -86,16 +89,22 @@ class StepPayloads:
         self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter, checkpoint: Checkpoint | None
     ) -> dict[str, Any]:
         """What :func:`build_step_payload` returns, its release-constant values shared when they can be."""
+        inputs = _inputs(step, checkpoint)
+        constant = self._constant(workflow, step, adapter)
+        return constant if not inputs else _with_inputs(constant, inputs)
+
+    def _constant(self, workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter) -> dict[str, Any]:
         kept = self._kept.get((workflow.key, step.id, adapter.key))
         if kept is not None and kept[0] is workflow and kept[1] is step and kept[2] is adapter:
-            return _with_inputs(kept[3], step, checkpoint)
+            return kept[3]
         constant = _release_constant(self.release, workflow, step, adapter)
         if all(self.release.holds_in_memory(path) for path in _quoted_files(constant)):
             for value in constant.values():
                 if isinstance(value, (dict, list)) and value is not constant["inputs"]:
                     self.canonical.keep(value)
+            self.canonical.keep(constant)  # a step that takes no inputs: the whole payload is one kept part
             self._kept[(workflow.key, step.id, adapter.key)] = (workflow, step, adapter, constant)
-        return _with_inputs(constant, step, checkpoint)
+        return constant
 
 
 def _quoted_files(constant: dict[str, Any]) -> list[str]:
@@ -104,9 +113,13 @@ def _quoted_files(constant: dict[str, Any]) -> list[str]:
     return [ref["path"] for ref in refs]
 
 
-def _with_inputs(constant: dict[str, Any], step: StepDefinition, checkpoint: Checkpoint | None) -> dict[str, Any]:
+def _inputs(step: StepDefinition, checkpoint: Checkpoint | None) -> list[dict[str, Any]]:
+    """The step's inputs the checkpoint holds receipts for, with their digests."""
     receipts = checkpoint.artifacts if checkpoint is not None else {}
-    inputs = [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
+    return [{"artifact_id": a, "sha256": receipts[a].sha256} for a in step.inputs if a in receipts]
+
+
+def _with_inputs(constant: dict[str, Any], inputs: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: inputs if key == "inputs" else value for key, value in constant.items()}
 
 

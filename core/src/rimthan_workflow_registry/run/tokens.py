@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,13 @@ def _hs256() -> HMACAlgorithm:
     from jwt.algorithms import HMACAlgorithm
 
     return HMACAlgorithm(HMACAlgorithm.SHA256)
+
+
+@lru_cache(maxsize=16)
+def _prepared_key(key: bytes) -> bytes:
+    """PyJWT's HS256 ``prepare_key`` of a keyring key (its checks that the bytes are no PEM, SSH, DER or JWK key
+    cost more than the MAC of a token), made once per key: the result depends on the key's bytes alone."""
+    return _hs256().prepare_key(key)
 
 
 _KEYRING_NEXT = (
@@ -258,7 +265,7 @@ class CheckpointKeyring:
                 f"the {what} token was signed with a key this server does not hold ({kid!r})",
             )
         hs256 = _hs256()
-        if not hs256.verify(segments.signing_input, hs256.prepare_key(self.keys[kid]), segments.signature):
+        if not hs256.verify(segments.signing_input, _prepared_key(self.keys[kid]), segments.signature):
             raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
         return AuthenticToken(segments.payload, what, code)
 

@@ -16,22 +16,11 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
+from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 from rimthan_workflow_registry.release.catalogue import StepDefinition, WorkflowDefinition
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, IssuedCheckpoint
 from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
 from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CheckpointKeyring
-
-BUNDLE_FIELDS = (
-    "workflow",
-    "release",
-    "manifest_digest",
-    "step_id",
-    "checkpoint_digest",
-    "artifacts",
-    "validators",
-    "issued_at",
-    "key_id",
-)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,146 @@
+"""The local MCP bridge server: the SDK's low-level server offering the model the bridge's tools.
+
+``rimthan-host serve`` (:mod:`.serve`) runs it over stdio and connects it to
+the verifier; split from the command line so ``rimthan-host --help`` imports
+neither the MCP SDK nor the bridge.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from mcp import types
+from mcp.client.stdio import StdioServerParameters
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.stdio import stdio_server
+
+from .asking import Asker, InputNeeded
+from .bridge import Bridge, Reply
+from .link import VerifierLink, VerifierLost
+from .protocol import HarnessError, HostProfile, ToolRefused
+from .reconnect import recover
+from .tools import INSTRUCTIONS, TOOLS, argument_problem
+from .words import scrub
+
+_log = logging.getLogger(__name__)
+
+SERVER_NAME = "rimthan-host"
+
+
+def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awaitable[Reply]]]:
+    return {
+        "start_run": lambda a, x: bridge.start_run(
+            a, str(x.get("workflow") or ""), dict(x.get("facts") or {}), new_run=x.get("new_run") is True
+        ),
+        "show_step": lambda a, x: bridge.show_step(),
+        "answer_question": lambda a, x: bridge.answer_question(a, x.get("answer")),
+        "step_done": lambda a, x: bridge.step_done(),
+        "record_verdict": lambda a, x: bridge.record_verdict(
+            str(x.get("validator") or ""), str(x.get("verdict") or ""), [str(f) for f in x.get("findings") or []]
+        ),
+        "migrate_run": lambda a, x: bridge.migrate_run(
+            a, str(x.get("to_release") or "") or None, x.get("confirm") is True, dict(x.get("facts") or {})
+        ),
+        "resume_run": lambda a, x: bridge.resume_run(x.get("run")),
+    }
+
+
+def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Server[Any]:
+    """The low-level MCP server over ``bridge`` (``link``: the verifier connection it may restart)."""
+    handlers = _handlers(bridge)
+
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(TOOLS))
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        handler = handlers.get(params.name)
+        if handler is None:
+            return _result(Reply(f"Unknown tool {params.name}; the tools are {', '.join(handlers)}.", is_error=True))
+        arguments = dict(params.arguments or {})
+        problem = argument_problem(params.name, arguments)
+        if problem is not None:
+            return _result(Reply(problem, {"status": "bad_arguments"}, is_error=True))
+        asker = Asker(ctx, params)
+        bridge.elicits = asker.available
+        try:
+            answer = await _answer(bridge, params.name, lambda: handler(asker, arguments))
+        except VerifierLost as exc:  # once per call: restart the child and resume, or say how to retry
+            if link is None:  # only a link raises it
+                raise
+            lost = exc
+            answer = await _answer(bridge, params.name, lambda: recover(bridge, link, params.name, lost))
+        return answer if isinstance(answer, types.InputRequiredResult) else _result(answer)
+
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        title="Rimthan host bridge",
+        instructions=INSTRUCTIONS,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
+    return server
+
+
+async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]]) -> Reply | types.InputRequiredResult:
+    """The move's reply, or its failure in words (a lost verifier connection is left to the caller)."""
+    try:
+        return await move()
+    except InputNeeded as needed:
+        return needed.result
+    except ToolRefused as exc:
+        words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
+        return Reply(words + f"and call {tool} again.", {"refused": exc.code}, True)
+    except HarnessError as exc:
+        return Reply(str(exc), {"status": "refused"}, True)
+    except VerifierLost:
+        raise
+    except Exception as exc:  # last guard: the model gets one sentence, the host's log gets the traceback
+        _log.exception("%s failed", tool)
+        return bridge.failed(tool, exc)
+
+
+def _result(reply: Reply) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=scrub(reply.text))],
+        structured_content=reply.data,
+        is_error=reply.is_error,
+    )
+
+
+def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | StdioServerParameters:
+    """The verifier to talk to: a Streamable HTTP URL, or ``rimthan-mcp serve ARGS`` as a child."""
+    if url:
+        return url
+    sibling = Path(sys.executable).parent / "rimthan-mcp"
+    command = str(sibling) if sibling.exists() else shutil.which("rimthan-mcp")
+    if command is None:
+        raise click.ClickException("rimthan-mcp is not installed here; install it or give --verifier-url")
+    # The SDK passes a child only a few safe variables by default; the verifier needs the user's
+    # environment (RIMTHAN_STATE_DIR, XDG_STATE_HOME) to find the same state directory.
+    return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ))
+
+
+async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> None:
+    """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up."""
+    async with anyio.create_task_group() as tasks:
+        link = VerifierLink(target, tasks)
+        bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read)
+        app = create_bridge_server(bridge, link)
+        async with stdio_server() as (read_stream, write_stream):
+            await app.run(read_stream, write_stream, app.create_initialization_options())
+        tasks.cancel_scope.cancel()
