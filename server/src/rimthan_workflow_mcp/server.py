@@ -34,6 +34,7 @@ from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, 
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import SCHEMA_CHECKS
 
+from .call_placement import CallPlacement
 from .call_scope import one_call
 from .logs import get_logger
 from .prompts import PromptCatalogue
@@ -212,12 +213,12 @@ def create_mcp_application(
 ) -> Server[Any]:
     """The SDK low-level server for ``provider``; every transport serves this object.
 
-    ``calls_on_loop`` runs each ``tools/call`` on the event loop instead of a
-    worker thread: for stdio, where one client's calls are answered one after
-    another and the hop to a thread and back is pure cost. HTTP keeps the
-    thread, so one slow call never holds up the other connections.
+    ``calls_on_loop`` (stdio: one client, answered in order) runs every ``tools/call``
+    on the event loop; over HTTP only those :class:`CallPlacement` finds small and
+    bounded do, the others run in a worker thread.
     """
     state = _build_runtime_state(provider)
+    placement = CallPlacement(provider)
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -230,7 +231,9 @@ def create_mcp_application(
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         arguments = dict(params.arguments or {})
-        if calls_on_loop:
+        on_loop = calls_on_loop or placement.on_loop(ctx.request, arguments)
+        _log.debug("tool call placed", extra={"tool": params.name, "runs_on": "loop" if on_loop else "worker"})
+        if on_loop:
             result = call_tool(state, params.name, arguments)
         else:
             result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)

@@ -248,6 +248,8 @@ class ReleaseFiles:
     root: Path
     entries: Mapping[str, FileEntry]
     cache: Mapping[str, bytes] = field(default_factory=dict, repr=False)
+    # True when every file the loader read (the files step payloads quote) is in ``cache``
+    holds_every_read: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "entries", MappingProxyType(dict(self.entries)))
@@ -298,7 +300,9 @@ class LoaderReads:
         entries = self.files.entries
         keep = _cacheable([entries[p] for p in self.read_bytes])
         cache = {**self.files.cache, **{p: self.read_bytes[p] for p in keep}}
-        return ReleaseFiles(root=self.files.root, entries=entries, cache=cache)
+        return ReleaseFiles(
+            root=self.files.root, entries=entries, cache=cache, holds_every_read=keep == self.read_bytes.keys()
+        )
 
 
 def _cacheable(entries: list[FileEntry]) -> set[str]:
@@ -349,3 +353,8 @@ class VerifiedRelease:
     def holds_in_memory(self, path: str) -> bool:
         """Whether :meth:`read_file` answers ``path`` from memory (verified at load) rather than from disk."""
         return path in self.files.cache
+
+    @property
+    def quotes_from_memory(self) -> bool:
+        """Whether every file a step payload quotes is answered from memory (no call reads this release's disk)."""
+        return self.files.holds_every_read
