@@ -132,6 +132,23 @@ def test_check_verifies_exactly_as_serve_would(world: ServerWorld, tmp_path: Pat
     assert untrusted.exit_code == 1 and "trust_store_invalid" in _one_line_error(untrusted.stderr)
 
 
+def test_check_builds_each_release_engine_as_the_first_tool_call_would(world: ServerWorld) -> None:
+    """serve builds the engine on the first tool call; check builds it before exiting, so a broken one refuses."""
+    script = (
+        "import sys\n"
+        "from rimthan_workflow_mcp.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "finally:\n"
+        "    print('engine built:', 'rimthan_workflow_mcp.workflow_engine' in sys.modules)\n"
+    )
+    args = ["check", "--release", str(world.built["1.2.0"]), "--trust", str(world.trust)]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "ok research-decision@" in done.stdout
+    assert done.stdout.rstrip().endswith("engine built: True")
+
+
 def test_keys_rotate_then_retire_keeps_old_checkpoints_until_retired(world: ServerWorld, tmp_path: Path) -> None:
     runner = CliRunner()
     keys = tmp_path / "state" / "checkpoint-keys.json"

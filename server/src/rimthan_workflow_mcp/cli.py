@@ -456,6 +456,9 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     from .server import runtime_state  # check builds what serve would serve, so it needs the adapter
 
     guard(lambda: runtime_state(provider))
+    # serve builds a release's engine on its first tool call; check builds it now, so a broken install or
+    # engine refuses here, before a client's first call would get internal_error
+    guard(lambda: [loaded.module for loaded in provider.held.values()])
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")
