@@ -27,6 +27,10 @@ _RECURRING_KEY_BYTES = 64 * 1024  # a larger value is digested on every call, ne
 _V = TypeVar("_V")
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))  # U+0020-U+007E: what printable_ascii_string_bytes takes
 _IN_PLACE = frozenset({int, bool, float, type(None)})  # scalar types CanonicalParts leaves to rfc8785 in place
+_SAFE_INT = 2**53 - 1  # RFC 8785's integer domain: |n| <= 2**53 - 1 (a larger one is rfc8785's to refuse)
+_STR_ONLY = frozenset({str})
+# The stdlib's C encoder with RFC 8785's separators and key order: for plain_json_bytes' subset only.
+_C_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -78,8 +82,8 @@ class CanonicalParts:
         used: list[bytes] = []
         skeleton = self._skeleton(value, used)
         if not used:
-            return rfc8785.dumps(value)
-        pieces = rfc8785.dumps(skeleton).split(self._opening)
+            return plain_json_bytes(skeleton) or rfc8785.dumps(value)
+        pieces = (plain_json_bytes(skeleton) or rfc8785.dumps(skeleton)).split(self._opening)
         if len(pieces) != len(used) + 1:
             return rfc8785.dumps(value)
         expected = {str(index).encode(): data for index, data in enumerate(used)}
@@ -129,6 +133,56 @@ def printable_ascii_string_bytes(text: str) -> bytes | None:
     if type(text) is not str or not text.isascii() or text.encode("ascii").translate(None, _PRINTABLE_ASCII):
         return None
     return json.dumps(text).encode("ascii")
+
+
+def plain_json_bytes(value: Any) -> bytes | None:
+    """RFC 8785 bytes of ``value`` by the stdlib's C encoder, if ``value`` lies in the subset where both agree.
+
+    The subset, by exact type (no subclasses): ``dict`` with keys that are
+    strings of printable ASCII (U+0020-U+007E: UTF-16 code-unit order, RFC 8785's
+    key order, is then code-point order, ``sort_keys``'), ``list``, strings of
+    printable ASCII (both escape exactly ``"`` and ``\\``), ``int`` with
+    ``|n| <= 2**53 - 1`` (written as ``str(n)`` by both), ``bool`` and ``None``.
+    No floats (RFC 8785 writes ECMAScript's number form, not ``repr``). ``None``
+    for any other value: that one goes to ``rfc8785`` (and its errors are its own).
+    """
+    texts: list[Any] = []
+    ints: list[int] = []
+    try:
+        if not _plain_walk(value, texts, ints) or not set(map(type, texts)) <= _STR_ONLY:
+            return None
+        if ints and max(map(abs, ints)) > _SAFE_INT:
+            return None
+        joined = "".join(texts)
+        if not joined.isascii() or joined.encode("ascii").translate(None, _PRINTABLE_ASCII):
+            return None
+        return _C_ENCODER.encode(value).encode("ascii")
+    except RecursionError:  # nested too deep (or a cycle): rfc8785 answers for it
+        return None
+
+
+def _plain_walk(value: Any, texts: list[Any], ints: list[int]) -> bool:
+    """Whether every node of ``value`` has one of the subset's exact types; collects strings, keys and ints."""
+    kind = type(value)
+    if kind is dict:
+        texts += value  # the keys (their types are checked by the caller)
+        items: Iterable[Any] = value.values()
+    elif kind is list:
+        items = value
+    else:
+        items = (value,)
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            texts.append(item)
+        elif kind is int:
+            ints.append(item)
+        elif kind is dict or kind is list:
+            if not _plain_walk(item, texts, ints):
+                return False
+        elif kind is not bool and item is not None:
+            return False
+    return True
 
 
 def sha256_hex(data: bytes) -> str:
