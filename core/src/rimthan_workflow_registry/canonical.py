@@ -2,7 +2,8 @@
 
 Everything Rimthan signs or digests goes through here, so a value has exactly
 one byte form: manifests, confirmed-state digests, receipts, contracts.
-Canonicalisation is delegated to the ``rfc8785`` library; this module only
+Canonicalisation is delegated to the ``rfc8785`` library (the stdlib's C
+encoder only where it provably writes the same bytes); this module only
 adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
 """
 
@@ -51,7 +52,8 @@ class CanonicalParts:
     objects, compared by identity) replaced by a placeholder string, and puts
     the part's own ``rfc8785`` bytes where the placeholder's text is. Every byte
     still comes from ``rfc8785``, but for strings of printable ASCII holding a
-    quote or backslash (tokens): :func:`printable_ascii_string_bytes`. A placeholder is 128 random bits drawn per
+    quote or backslash (tokens): :func:`printable_ascii_string_bytes`, and for a
+    skeleton in :func:`plain_json_bytes`' subset (the result envelope). A placeholder is 128 random bits drawn per
     instance, never sent; if the composed text does not hold each used
     placeholder exactly where expected, the whole value is serialised instead.
 
