@@ -9,6 +9,13 @@ bytes, same client and SDK server machinery, none of our work. Per tool, the
 figure is the median of our calls over the median of their echoes. The first
 run is an untimed warm-up.
 
+After the echo, the same client calls the mirror (``mirror_server.py``),
+loaded (untimed) with our result, with the same arguments: our result bytes
+and output schemas through the SDK, our transport shortcuts and the client's
+checks, none of our work. The mirror's median over the echo's is what a
+server returning these results pays for them; ours over the mirror's is our
+server's work. ``make bench`` prints both beside every P3 figure.
+
 Where a tool is above target, the recorded calls are replayed in process
 through the server's own ``call_tool`` under cProfile: that is the server-side
 share (argument and result schema checks, routing, engine, serialisation).
@@ -16,13 +23,19 @@ share (argument and result schema checks, routing, engine, serialisation).
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
+from mcp import Client
 from rimthan_host.harness import (
     CatalogueExamples,
     WorkflowHarness,
@@ -42,9 +55,10 @@ from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .echo_server import ECHO
 from .fixtures import BenchKeys
+from .mirror_server import LOAD
 from .profiling import profile_call
 from .report import Figure
-from .servers import echo_server, rimthan_server, session
+from .servers import echo_server, mirror_server, rimthan_server, session
 from .synthetic import BASE_SOURCE
 
 TARGET = 1.5
@@ -68,36 +82,101 @@ def packaged_release(keys: BenchKeys, work: Path) -> Path:
     return build_release(BASE_SOURCE, [load_signing_key(keys.private_key)], out).path
 
 
-Recorded = list[tuple[str, dict[str, Any]]]
+@dataclass(frozen=True)
+class Call:
+    """One timed call of ours: the tool, its arguments, and our result (``CallToolResult`` as compact JSON)."""
+
+    name: str
+    arguments: dict[str, Any]
+    result: str
 
 
-async def _drive(
-    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]], Recorded]:
+class _Keeping:
+    """An SDK client whose last ``call_tool`` result is kept, to be replayed through the mirror."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.last: types.CallToolResult | None = None
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        self.last = await self.client.call_tool(name, arguments)
+        return self.last
+
+
+def _as_json(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+@dataclass
+class _Timings:
+    """Per tool: our calls, and the echo and mirror calls made right after each of them."""
+
+    ours: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
+    echo: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
+    mirror: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
+    recorded: list[Call] = field(default_factory=list)
+
+
+class _Floors:
+    """The echo and the mirror, each timed on the call we just made (``rimthan-mcp`` is timed by the caller)."""
+
+    def __init__(self, echo: Client, mirror: Client) -> None:
+        self.echo = echo
+        self.mirror = mirror
+        self.reflect = client_caller(mirror)  # as our call is made and checked: through the harness's caller
+
+    async def time(self, call: Call, ours: dict[str, Any]) -> tuple[float, float]:
+        """Seconds for the echo of ``call``'s arguments, and for the mirror loaded (untimed) with our result."""
+        started = time.perf_counter()
+        echoed = await self.echo.call_tool(ECHO, call.arguments)
+        ended = time.perf_counter()
+        if echoed.is_error:
+            raise RuntimeError(f"the echo floor refused {call.name}'s arguments")
+        await self.mirror.call_tool(LOAD, {"result": json.loads(call.result)})
+        mirror_started = time.perf_counter()
+        reflected = await self.reflect(call.name, call.arguments)
+        mirror_ended = time.perf_counter()
+        if reflected != ours:
+            raise RuntimeError(f"the mirror did not return our {call.name} result")
+        return ended - started, mirror_ended - mirror_started
+
+
+@asynccontextmanager
+async def _servers(
+    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path
+) -> AsyncIterator[tuple[Client, _Floors]]:
+    """``rimthan-mcp`` and, over the same transport, the echo and the mirror of our tool definitions."""
     logs = work / "logs"
     ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / f"rimthan-mcp-{transport}.log")
-    ours: dict[str, list[float]] = {t: [] for t in TOOLS}
-    echo: dict[str, list[float]] = {t: [] for t in TOOLS}
-    recorded: Recorded = []
-    timing = {"on": False}
+    tools = work / f"tools-{transport}.json"
     async with (
         session(ours_cmd, transport) as client,
-        session(echo_server(logs / f"echo-{transport}.log"), transport) as floor,
+        session(echo_server(logs / f"echo-{transport}.log"), transport) as echo,
     ):
-        inner = client_caller(client)
+        tools.write_text(json.dumps([_as_json(t) for t in (await client.list_tools()).tools]), "utf-8")
+        async with session(mirror_server(tools, logs / f"mirror-{transport}.log"), transport) as mirror:
+            yield client, _Floors(echo, mirror)
+
+
+async def _drive(transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int) -> _Timings:
+    timings = _Timings()
+    timing = {"on": False}
+    async with _servers(transport, release, keys, state_dir, work) as (client, floors):
+        keeping = _Keeping(client)
+        inner = client_caller(keeping)
 
         async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
             started = time.perf_counter()
             result = await inner(name, arguments)
-            middle = time.perf_counter()
-            echoed = await floor.call_tool(ECHO, arguments)
-            ended = time.perf_counter()
-            if echoed.is_error:
-                raise RuntimeError(f"the echo floor refused {name}'s arguments")
+            ours = time.perf_counter() - started
+            # A string, not the parsed result: the client's heap (and its GC passes) stays as without it.
+            made = Call(name, arguments, json.dumps(_as_json(keeping.last), separators=(",", ":")))
+            echo, mirror = await floors.time(made, result)
             if timing["on"]:
-                ours[name].append(middle - started)
-                echo[name].append(ended - middle)
-                recorded.append((name, arguments))
+                timings.ours[name].append(ours)
+                timings.echo[name].append(echo)
+                timings.mirror[name].append(mirror)
+                timings.recorded.append(made)
             return result
 
         for run in range(runs + 1):
@@ -110,10 +189,10 @@ async def _drive(
             final = await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))
             if final.get("status") != "completed":
                 raise RuntimeError(f"the packaged run over {transport} did not complete")
-    return ours, echo, recorded
+    return timings
 
 
-def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, recorded: Recorded) -> dict[str, Any]:
+def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, recorded: list[Call]) -> dict[str, Any]:
     """The recorded calls replayed in process through the server's ``call_tool`` (what one call costs it).
 
     Checkpoints are HMAC'd with the serving process's keys, so the replay uses
@@ -126,12 +205,12 @@ def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, 
     per_tool: dict[str, list[float]] = {t: [] for t in TOOLS}
 
     def replay() -> None:
-        for name, arguments in recorded:
+        for call in recorded:
             started = time.perf_counter()
-            result = call_tool(state, name, arguments)
-            per_tool[name].append(time.perf_counter() - started)
+            result = call_tool(state, call.name, call.arguments)
+            per_tool[call.name].append(time.perf_counter() - started)
             if result.is_error:
-                raise RuntimeError(f"replaying {name} in process was refused: {result.structured_content}")
+                raise RuntimeError(f"replaying {call.name} in process was refused: {result.structured_content}")
 
     replay()
     for values in per_tool.values():
@@ -141,6 +220,16 @@ def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, 
     summary = profile_call(replay)
     summary["in_process_call_s"] = in_process
     return summary
+
+
+def _mirror(timings: _Timings, tool: str, ours: float, echo: float) -> dict[str, Any]:
+    mirror = statistics.median(timings.mirror[tool])
+    return {
+        "median_s": mirror,
+        "over_echo": mirror / echo,
+        "ours_over_mirror": ours / mirror,
+        "result_bytes": statistics.median(len(c.result) for c in timings.recorded if c.name == tool),
+    }
 
 
 def run_p3(
@@ -154,17 +243,24 @@ def run_p3(
 ) -> list[Figure]:
     figures: list[Figure] = []
     for transport in transports:
-        ours, echo, recorded = anyio.run(_drive, transport, release, keys, state_dir, work / "p3", runs)
+        timings = anyio.run(_drive, transport, release, keys, state_dir, work / "p3", runs)
         label = "P3" if transport == "stdio" else "P3h"
         rows = []
         for tool, short in TOOLS.items():
-            details = {"calls": len(ours[tool]), "ours_s": ours[tool], "echo_s": echo[tool]}
+            ours, echo = statistics.median(timings.ours[tool]), statistics.median(timings.echo[tool])
+            details = {
+                "calls": len(timings.ours[tool]),
+                "ours_s": timings.ours[tool],
+                "echo_s": timings.echo[tool],
+                "mirror_s": timings.mirror[tool],
+                "mirror": _mirror(timings, tool, ours, echo),
+            }
             rows.append(
                 Figure(
                     f"{label} {short}",
                     f"{tool} through the SDK client over {transport}, median over {runs} packaged run(s)",
-                    statistics.median(ours[tool]),
-                    statistics.median(echo[tool]),
+                    ours,
+                    echo,
                     "s",
                     "ratio",
                     TARGET,
@@ -176,5 +272,37 @@ def run_p3(
         above = [f for f in rows if not f.met]
         if profile and transport == "stdio" and above:
             keyring = CheckpointKeyring.load(state_dir / KEYS_FILE)
-            above[0].details["profile"] = _server_profile(release, keys, keyring, recorded)
+            above[0].details["profile"] = _server_profile(release, keys, keyring, timings.recorded)
     return figures
+
+
+def render_mirror(figures: list[Figure]) -> str:
+    """Each call's mirror beside its echo and ours, and for figures above target what the target leaves us.
+
+    ``left`` is the time the target allows beyond the mirror (``target x echo -
+    mirror``): what a server returning our results may spend on its own work.
+    ``ours`` is what our server spends (ours - mirror). A negative ``left``
+    would mean that no server returning these results meets the target here.
+    """
+    rows = [f for f in figures if "mirror" in f.details]
+    if not rows:
+        return ""
+    lines = [
+        "the same results from a server that does none of our work (the mirror, benchmarks/mirror_server.py):",
+        f"  {'figure':<13} {'result':>8} {'mirror':>9} {'mirror/echo':>11} {'ours/mirror':>11} {'left':>9} {'ours':>9}",
+    ]
+    for f in rows:
+        m = f.details["mirror"]
+        assert f.floor is not None
+        left, spent = f.target * f.floor - m["median_s"], f.ours - m["median_s"]
+        lines.append(
+            f"  {f.id:<13} {m['result_bytes'] / 1000:>6.1f} kB {m['median_s'] * 1000:>6.2f} ms "
+            f"{m['over_echo']:>10.2f}x {m['ours_over_mirror']:>10.2f}x {left * 1000:>6.2f} ms {spent * 1000:>6.2f} ms"
+        )
+    beyond = [f.id for f in rows if not f.met and f.details["mirror"]["over_echo"] > f.target]
+    if beyond:
+        lines.append(
+            f"  above target with the mirror itself above it ({len(beyond)}): {', '.join(beyond)}: "
+            "no server returning these results reaches the target on this machine"
+        )
+    return "\n".join(lines)

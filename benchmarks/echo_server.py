@@ -1,5 +1,8 @@
 """The floor for P3, P3h and P5: the SDK's low-level ``Server`` with one ``echo`` tool, nothing else.
 
+It imports nothing of ours (P5 times its start); the mirror (``mirror_server.py``)
+shares its command line and HTTP serving.
+
 ``python -m benchmarks.echo_server`` serves stdio; ``--transport http --port 0``
 serves stateless Streamable HTTP with JSON responses on 127.0.0.1 (as
 ``rimthan-mcp serve --transport http`` does, under the same uvicorn settings,
@@ -18,6 +21,7 @@ import argparse
 import json
 import socket
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -74,21 +78,31 @@ async def _serve_http(app: Server[Any], port: int) -> None:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
-    print(f"echo: listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+    print(f"{app.name}: listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.echo_server")
+def transport_parser(prog: str) -> argparse.ArgumentParser:
+    """The command line every floor server shares: ``--transport stdio|http`` and ``--port``."""
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args(argv)
-    app = create_echo_server()
+    return parser
+
+
+def serve(
+    app: Server[Any], args: argparse.Namespace, *, stdio: Callable[[Server[Any]], Awaitable[None]] = _serve_stdio
+) -> int:
+    """Serve ``app`` over the transport ``args`` chose (``stdio``, or stateless HTTP with JSON responses)."""
     if args.transport == "stdio":
-        anyio.run(_serve_stdio, app)
+        anyio.run(stdio, app)
     else:
         anyio.run(_serve_http, app, args.port)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve(create_echo_server(), transport_parser("python -m benchmarks.echo_server").parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Starting ``rimthan-mcp serve`` and the echo floor server, and connecting the same SDK client to either.
+"""Starting ``rimthan-mcp serve`` and the floor servers (echo, mirror); the same SDK client connects to each.
 
-Both servers run as subprocesses of the same interpreter; over stdio the SDK
+All servers run as subprocesses of the same interpreter; over stdio the SDK
 client spawns them, over HTTP we spawn them on a free port and wait for their
 ``listening on <url>`` line. Server stderr goes to a log file in the work dir
 (shown if a server fails), never to the benchmark's output.
@@ -45,6 +45,11 @@ def rimthan_server(release: Path, trust: Path, state_dir: Path, log: Path) -> Se
 
 def echo_server(log: Path) -> ServerCommand:
     return ServerCommand("echo", ("-m", "benchmarks.echo_server"), log)
+
+
+def mirror_server(tools: Path, log: Path) -> ServerCommand:
+    """The mirror (benchmarks/mirror_server.py) listing the tool definitions saved in ``tools``."""
+    return ServerCommand("mirror", ("-m", "benchmarks.mirror_server", "--tools", str(tools)), log)
 
 
 @asynccontextmanager
