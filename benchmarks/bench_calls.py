@@ -108,7 +108,7 @@ def _as_json(model: Any) -> Any:
 
 
 @dataclass
-class _Timings:
+class CallTimings:
     """Per tool: our calls, and the echo and mirror calls made right after each of them."""
 
     ours: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
@@ -158,8 +158,11 @@ async def _servers(
             yield client, _Floors(echo, mirror)
 
 
-async def _drive(transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int) -> _Timings:
-    timings = _Timings()
+async def drive_calls(
+    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
+) -> CallTimings:
+    """``runs`` packaged runs (after one untimed) through ``rimthan-mcp``, each call then echoed and mirrored."""
+    timings = CallTimings()
     timing = {"on": False}
     async with _servers(transport, release, keys, state_dir, work) as (client, floors):
         keeping = _Keeping(client)
@@ -192,37 +195,45 @@ async def _drive(transport: str, release: Path, keys: BenchKeys, state_dir: Path
     return timings
 
 
-def _server_profile(release: Path, keys: BenchKeys, keyring: CheckpointKeyring, recorded: list[Call]) -> dict[str, Any]:
-    """The recorded calls replayed in process through the server's ``call_tool`` (what one call costs it).
+class InProcess:
+    """The served release in this process, to replay recorded calls through the server's ``call_tool``.
 
     Checkpoints are HMAC'd with the serving process's keys, so the replay uses
     the key file that server created in the state directory.
     """
-    from rimthan_workflow_mcp.provider import ReleaseProvider
-    from rimthan_workflow_mcp.server import call_tool, runtime_state
 
-    state = runtime_state(ReleaseProvider.open(release, trust=load_trust(keys.trust_dir), keyring=keyring))
-    per_tool: dict[str, list[float]] = {t: [] for t in TOOLS}
+    def __init__(self, release: Path, keys: BenchKeys, state_dir: Path) -> None:
+        from rimthan_workflow_mcp.provider import ReleaseProvider
+        from rimthan_workflow_mcp.server import call_tool, runtime_state
 
-    def replay() -> None:
+        keyring = CheckpointKeyring.load(state_dir / KEYS_FILE)
+        self._state = runtime_state(ReleaseProvider.open(release, trust=load_trust(keys.trust_dir), keyring=keyring))
+        self._call_tool = call_tool
+
+    def replay(self, recorded: list[Call], *, pause: float = 0.0) -> dict[str, list[float]]:
+        """Seconds of each recorded call, per tool; ``pause``: seconds idle before each (as between served calls)."""
+        per_tool: dict[str, list[float]] = {t: [] for t in TOOLS}
         for call in recorded:
+            if pause:
+                time.sleep(pause)
             started = time.perf_counter()
-            result = call_tool(state, call.name, call.arguments)
+            result = self._call_tool(self._state, call.name, call.arguments)
             per_tool[call.name].append(time.perf_counter() - started)
             if result.is_error:
                 raise RuntimeError(f"replaying {call.name} in process was refused: {result.structured_content}")
+        return per_tool
 
-    replay()
-    for values in per_tool.values():
-        values.clear()
-    replay()
-    in_process = {TOOLS[t]: statistics.median(v) for t, v in per_tool.items() if v}
-    summary = profile_call(replay)
+
+def _server_profile(replaying: InProcess, recorded: list[Call]) -> dict[str, Any]:
+    """The recorded calls replayed in process, back to back, warm: what one call costs the server, profiled."""
+    replaying.replay(recorded)
+    in_process = {TOOLS[t]: statistics.median(v) for t, v in replaying.replay(recorded).items() if v}
+    summary = profile_call(lambda: replaying.replay(recorded))
     summary["in_process_call_s"] = in_process
     return summary
 
 
-def _mirror(timings: _Timings, tool: str, ours: float, echo: float) -> dict[str, Any]:
+def _mirror(timings: CallTimings, tool: str, ours: float, echo: float) -> dict[str, Any]:
     mirror = statistics.median(timings.mirror[tool])
     return {
         "median_s": mirror,
@@ -243,7 +254,7 @@ def run_p3(
 ) -> list[Figure]:
     figures: list[Figure] = []
     for transport in transports:
-        timings = anyio.run(_drive, transport, release, keys, state_dir, work / "p3", runs)
+        timings = anyio.run(drive_calls, transport, release, keys, state_dir, work / "p3", runs)
         label = "P3" if transport == "stdio" else "P3h"
         rows = []
         for tool, short in TOOLS.items():
@@ -271,8 +282,7 @@ def run_p3(
         figures += rows
         above = [f for f in rows if not f.met]
         if profile and transport == "stdio" and above:
-            keyring = CheckpointKeyring.load(state_dir / KEYS_FILE)
-            above[0].details["profile"] = _server_profile(release, keys, keyring, timings.recorded)
+            above[0].details["profile"] = _server_profile(InProcess(release, keys, state_dir), timings.recorded)
     return figures
 
 
