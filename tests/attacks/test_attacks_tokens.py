@@ -651,3 +651,15 @@ def test_verification_reaches_compare_digest_with_the_token_mac(run: Run, monkey
     with pytest.raises(TokenError):
         verify_checkpoint(run.keyring, bad)
     assert seen and all(a != b for a, b in seen)  # the forged MAC was compared, and compared unequal
+
+
+@pytest.mark.parametrize("token_type", [CHECKPOINT_TYPE, BUNDLE_TYPE])
+def test_sign_payload_writes_exactly_what_pyjwt_encodes_before_and_after_rotation(token_type: str) -> None:
+    """The header written once per key id and the MAC over ``header.payload`` equal PyJWT's own ``encode``."""
+    keyring = CheckpointKeyring.generate()
+    for ring in (keyring, keyring.rotated()):
+        kid = ring.signing_key_id
+        for claims in ({"iat": 1}, {"iat": 2, "a": "x.y", "b": [1, {"c": "\u00e9"}]}):
+            payload = claims_payload(claims)
+            expected = sign_unencoded(payload, ring.keys[kid], kid=kid, typ=token_type)
+            assert ring.sign_payload(payload, token_type) == expected

@@ -71,6 +71,16 @@ def _prepared_key(key: bytes) -> bytes:
     return _hs256().prepare_key(key)
 
 
+@lru_cache(maxsize=64)
+def _header_segment(key: bytes, kid: str, token_type: str) -> bytes:
+    """The base64url header PyJWT's ``api_jws.encode`` writes for a detached unencoded token of ``kid`` and
+    ``token_type`` (the header holds no other member, so it is the same for every payload)."""
+    from jwt import api_jws  # on first use (see _hs256)
+
+    detached = api_jws.encode(b"", key, algorithm=ALGORITHM, headers={"kid": kid, "typ": token_type, _UNENCODED: False})
+    return detached.split(".")[0].encode("ascii")
+
+
 _KEYRING_NEXT = (
     "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
     "`rimthan-mcp keys rotate`"
@@ -206,19 +216,17 @@ class CheckpointKeyring:
         return self.sign_payload(claims_payload(claims), token_type)
 
     def sign_payload(self, payload: bytes, token_type: str) -> str:
-        """The token of ``payload`` (what :func:`claims_payload` writes): PyJWT's HS256 JWS, payload unencoded."""
-        from jwt import api_jws  # on first use (see _hs256)
+        """The token of ``payload`` (what :func:`claims_payload` writes): PyJWT's HS256 JWS, payload unencoded.
 
+        PyJWT writes the header (once per key id and token kind: it holds nothing else) and computes the MAC
+        over ``header.payload`` with the key it prepared once (:func:`_prepared_key`).
+        """
         if b"." in payload:
             raise ValueError("an unencoded compact JWS payload cannot hold a period (RFC 7797 section 5.2)")
-        detached = api_jws.encode(
-            payload,
-            self.keys[self.signing_key_id],
-            algorithm=ALGORITHM,
-            headers={"kid": self.signing_key_id, "typ": token_type, _UNENCODED: False},
-        )
-        header, _, signature = detached.split(".")
-        return f"{header}.{payload.decode('ascii')}.{signature}"
+        key = self.keys[self.signing_key_id]
+        header = _header_segment(key, self.signing_key_id, token_type)
+        signature = _hs256().sign(header + b"." + payload, _prepared_key(key))
+        return f"{header.decode('ascii')}.{payload.decode('ascii')}.{_b64url_encode(signature)}"
 
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
@@ -394,13 +402,18 @@ def _b64url_decode(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
+def _b64url_encode(raw: bytes) -> str:
+    """The unpadded base64url text of ``raw`` (as PyJWT's ``base64url_encode`` writes it)."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 def _canonical_bytes(segment: str) -> bytes | None:
     """The bytes of a canonical base64url segment (no padding, no unused bits, no foreign characters), else ``None``."""
     try:
         raw = _b64url_decode(segment)
     except (ValueError, TypeError):
         return None
-    return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == segment else None
+    return raw if _b64url_encode(raw) == segment else None
 
 
 def _new_key_id() -> str:
