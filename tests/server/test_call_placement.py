@@ -20,7 +20,12 @@ import anyio
 import pytest
 from mcp import Client
 from rimthan_host.protocol import client_caller
-from rimthan_workflow_mcp.call_placement import ON_LOOP_MAX_BODY_BYTES, ON_LOOP_MAX_ESCAPES, ON_LOOP_MAX_VALUES
+from rimthan_workflow_mcp.call_placement import (
+    ON_LOOP_MAX_BODY_BYTES,
+    ON_LOOP_MAX_ESCAPES,
+    ON_LOOP_MAX_VALUES,
+    small_arguments,
+)
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
 from support.releases import build_release, packaged_source
 from support.servers import HttpServer, ServerWorld, build_world, harness, http_server, serve_args
@@ -161,3 +166,31 @@ def test_a_release_that_quotes_files_from_disk_serves_every_call_in_a_worker(
     step = result["structuredContent"]["step"]
     assert step["instruction"]["path"] == "assets/instructions/setup-workspace.md"
     assert step["instruction"]["text"] == text
+
+
+# the arguments, a, its items: exactly the value bound
+_VALUES_AT_BOUND: dict[str, list[Any]] = {"a": [[] for _ in range(ON_LOOP_MAX_VALUES - 2)]}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "small"),
+    [
+        ({"a": '"' * ON_LOOP_MAX_ESCAPES}, True),  # \" adds 1 each: exactly the bound
+        ({"a": '"' * ON_LOOP_MAX_ESCAPES, "b": ["x\\"]}, False),  # one more, in a nested string
+        ({"\n" * (ON_LOOP_MAX_ESCAPES // 2): "\t" * (ON_LOOP_MAX_ESCAPES // 2)}, True),  # keys count too
+        ({"\n" * (ON_LOOP_MAX_ESCAPES // 2): "\t" * (ON_LOOP_MAX_ESCAPES // 2 + 1)}, False),
+        ({"a": [{"b": "\x01" * (ON_LOOP_MAX_ESCAPES // 5)}]}, True),  # \u0001 adds 5
+        ({"a": [{"b": "\x01" * (ON_LOOP_MAX_ESCAPES // 5 + 1)}]}, False),
+        ({"a": "é€" * ON_LOOP_MAX_ESCAPES}, True),  # non-ASCII is not escaped
+    ],
+)
+def test_small_arguments_counts_every_escape_of_strings_and_keys(arguments: Any, small: bool) -> None:
+    assert small_arguments(arguments) is small
+    assert small_arguments(arguments, count_escapes=False) is True
+
+
+def test_small_arguments_counts_every_value() -> None:
+    one_more = {"a": [*_VALUES_AT_BOUND["a"], 1]}
+    for escapes in (True, False):
+        assert small_arguments(_VALUES_AT_BOUND, count_escapes=escapes) is True
+        assert small_arguments(one_more, count_escapes=escapes) is False

@@ -90,22 +90,29 @@ def body_length(request: object) -> int | None:
 
 def small_arguments(arguments: Mapping[str, Any], *, count_escapes: bool = True) -> bool:
     """True when ``arguments`` hold at most :data:`ON_LOOP_MAX_VALUES` values and (``count_escapes``)
-    :data:`ON_LOOP_MAX_ESCAPES` escaped characters; stops at the first bound passed."""
-    values, escapes = 1, 0
+    :data:`ON_LOOP_MAX_ESCAPES` escaped characters; stops at the first container past the value bound.
+
+    The strings and keys are escaped together, once, in C: JSON escapes each
+    character on its own, so their concatenation adds exactly the escapes they add one by one.
+    """
+    values = 1
     pending: list[Any] = [arguments]
+    texts: list[str] = []
+    keep_text = texts.append if count_escapes else None
     while pending:
         container = pending.pop()
-        children = container.values() if isinstance(container, dict) else container
         values += len(container)
         if values > ON_LOOP_MAX_VALUES:
             return False
-        pending += [child for child in children if isinstance(child, (dict, list))]
-        if count_escapes:
-            escapes += sum(_escapes(child) for child in children if isinstance(child, str))
-            escapes += sum(_escapes(key) for key in container) if isinstance(container, dict) else 0
-            if escapes > ON_LOOP_MAX_ESCAPES:
-                return False
-    return True
+        is_object = isinstance(container, dict)
+        for child in container.values() if is_object else container:
+            if isinstance(child, (dict, list)):
+                pending.append(child)
+            elif keep_text is not None and isinstance(child, str):
+                keep_text(child)
+        if keep_text is not None and is_object:
+            texts += container
+    return keep_text is None or _escapes("".join(texts)) <= ON_LOOP_MAX_ESCAPES
 
 
 def _escapes(text: str) -> int:
