@@ -174,6 +174,8 @@ def state_failures(before: ConfirmedState, after: ConfirmedState, *, newer_than:
 
 def changed_fields(before: ConfirmedState, after: ConfirmedState) -> list[str]:
     """Top-level fields added, removed or whose value changed."""
+    if before is after:
+        return []
     names = set(before.values) | set(after.values)
     return sorted(
         n
