@@ -98,7 +98,9 @@ def _replaced(value: Any, path: tuple[Any, ...], change: Any) -> Any:
 
 
 @settings(max_examples=600, deadline=None)
-@given(findings=st.booleans(), picks=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(LOOK_ALIKES)), max_size=3))
+@given(
+    findings=st.booleans(), picks=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(LOOK_ALIKES)), max_size=3)
+)
 def test_exact_types_answers_as_the_per_node_check(findings: bool, picks: list[tuple[int, Any]]) -> None:
     claims = _claims(findings)
     for index, change in picks:

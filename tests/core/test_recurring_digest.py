@@ -71,7 +71,14 @@ def test_subclasses_and_large_values_are_digested_directly() -> None:
         assert _digests(value) == _digests(value, digest_value(value)) == _direct(value)
 
 
-BAD = [{"n": 2**60}, {"f": float("nan")}, {"s": "\ud800"}, {"\ud800": 1}, {"s": {1, 2}}, {"a": 2**60, "b": "\ud800"}]
+BAD: list[Any] = [
+    {"n": 2**60},
+    {"f": float("nan")},
+    {"s": "\ud800"},
+    {"\ud800": 1},
+    {"s": {1, 2}},
+    {"a": 2**60, "b": "\ud800"},
+]
 
 
 @pytest.mark.parametrize("bad", [*BAD, {"z": 1, **BAD[0], "b": {"c": float("inf")}}])

@@ -198,15 +198,16 @@ _RECEIPT_CLAIMS = ("artifacts", "validators")
 
 
 def _exact_types(claims: dict[str, Any]) -> bool:
-    """Claims :func:`accepted_fast` took hold, receipts aside, exact ``dict``, ``list``, ``str``, ``int`` and ``None`` only.
+    """Claims :func:`accepted_fast` took hold, receipts aside, exact dict, list, str, int and None only.
 
     That check matched their JSON against a pattern that fixes what each node
     is written as: an object, an array (the two capability lists only), a
     string, digits or ``null``. ``json.dumps`` writes those only for a
     ``dict``, a ``list`` or ``tuple``, a ``str``, an ``int`` and ``None``, or
-    a subclass of one (``bool`` is ``true``/``false``, a ``float`` has a ``.``,
-    an ``e`` or is refused). ``marshal`` encodes exact built-in types only, so
-    it refuses every subclass, and the capability lists are checked to be lists.
+    a subclass of one (``bool`` is ``true``/``false``, a ``float`` has a
+    ``.`` or an ``e`` or is refused, any other type is refused). ``marshal``
+    encodes exact built-in types only, so it refuses every subclass, and the
+    capability lists are checked to be lists.
     """
     try:
         marshal.dumps({k: v for k, v in claims.items() if k not in _RECEIPT_CLAIMS}, 2)
