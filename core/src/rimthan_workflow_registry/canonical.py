@@ -3,8 +3,9 @@
 Everything Rimthan signs or digests goes through here, so a value has exactly
 one byte form: manifests, confirmed-state digests, receipts, contracts.
 Canonicalisation is delegated to the ``rfc8785`` library (the stdlib's C
-encoder only where it provably writes the same bytes); this module only
-adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
+encoder only where it provably writes the same bytes; an object's bytes
+composed from its members' where its members' digests are wanted too); this
+module only adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
 """
 
 from __future__ import annotations
