@@ -1,10 +1,12 @@
-"""recurring_digest: a confirmed state's digest, remembered per scope and exact value, is always ``digest_value``.
+"""member_digests / recurring_member_digests: a confirmed state's digests are always ``digest_value``'s.
 
-The key is the value's exact ``marshal`` bytes and the remembered digest is
-made from the value those bytes encode, so values that only look alike
-(``1``, ``True``, ``1.0``, ``"1"``; an ``int`` key and a ``str`` key) never
-share a digest, and a value with no RFC 8785 form is refused every time
-with ``rfc8785``'s own error.
+``member_digests`` composes an object's bytes from its members' ``rfc8785``
+bytes: the digests (and the refusals) must be exactly those of
+``digest_value`` on the object and on each member. Remembered digests are
+keyed by the object's exact ``marshal`` bytes and made from the value those
+bytes encode, so values that only look alike (``1``, ``True``, ``1.0``,
+``"1"``; an ``int`` key and a ``str`` key) never share a digest; they are
+remembered only when the object's digest is the scope.
 """
 
 from __future__ import annotations
@@ -13,32 +15,51 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from rimthan_workflow_registry import canonical
-from rimthan_workflow_registry.canonical import digest_value, recurring_digest
+from rimthan_workflow_registry.canonical import digest_value, member_digests, recurring_member_digests
 from rimthan_workflow_registry.run import ConfirmedState
 from support.json_values import JSON
 
 SCOPE = "sha256:" + "0" * 64  # the state digest of a verified checkpoint
+KEYS = st.text() | st.sampled_from(["a", "b", "é", "\U0001f600", "\uff61", 'q"', "\\", "\x7f", "\n", ""])
+OBJECTS = st.dictionaries(KEYS, JSON, max_size=8)
 
 
-@settings(max_examples=300, deadline=None)
-@given(value=JSON)
-def test_a_remembered_digest_is_the_digest_of_the_value(value: Any) -> None:
-    assert recurring_digest(value, SCOPE) == digest_value(value)
-    assert recurring_digest(value, SCOPE) == digest_value(value)  # the second answer is the remembered one
+def _direct(value: dict[Any, Any]) -> tuple[str, dict[Any, str]]:
+    return digest_value(value), {k: digest_value(v) for k, v in value.items()}
+
+
+def _digests(value: dict[Any, Any], scope: str | None = None) -> tuple[str, dict[Any, str]]:
+    digest, members = member_digests(value) if scope is None else recurring_member_digests(value, scope)
+    return digest, dict(members)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=OBJECTS)
+def test_composed_digests_are_the_digests_of_the_object_and_its_members(value: dict[str, Any]) -> None:
+    assert _digests(value) == _direct(value)
+    assert _digests(value, SCOPE) == _direct(value)
+    own = digest_value(value)
+    assert _digests(value, own) == _digests(value, own) == _direct(value)  # the second answer is the remembered one
+
+
+def test_keys_sort_by_utf16_code_units() -> None:
+    value = {"\U0001f600": 1, "\uff61": 2, "a": 3, "é": 4, "": 5, "aa": 6}  # U+1F600 sorts before U+FF61 in UTF-16
+    assert _digests(value) == _direct(value)
 
 
 def test_values_that_only_look_alike_never_share_a_digest() -> None:
     look_alike: list[Any] = [1, True, 1.0, "1", [1], (1,), {"a": 1}, {"a": True}, {"a": 1.0}, -0.0, 0, False]
     for value in look_alike:
-        recurring_digest(value, SCOPE)  # all remembered, in turn
+        _digests({"x": value}, digest_value({"x": value}))  # all remembered, in turn
     for value in look_alike:
-        assert recurring_digest(value, SCOPE) == digest_value(value)
-    recurring_digest({"1": "x"}, SCOPE)
+        assert _digests({"x": value}, digest_value({"x": value})) == _direct({"x": value})
     with pytest.raises(Exception) as direct:
         digest_value({1: "x"})
-    with pytest.raises(type(direct.value), match="object keys must be strings"):
-        recurring_digest({1: "x"}, SCOPE)
+    for scope in (None, SCOPE):
+        with pytest.raises(type(direct.value), match="object keys must be strings"):
+            _digests({1: "x"}, scope)
 
 
 class _Text(str):
@@ -46,17 +67,27 @@ class _Text(str):
 
 
 def test_subclasses_and_large_values_are_digested_directly() -> None:
-    for value in (_Text("a"), {"k": _Text("a")}, {"big": "x" * (128 * 1024)}):
-        assert recurring_digest(value, SCOPE) == digest_value(value)
+    for value in ({"k": _Text("a")}, {_Text("k"): "a"}, {"big": "x" * (128 * 1024)}):
+        assert _digests(value) == _digests(value, digest_value(value)) == _direct(value)
 
 
-@pytest.mark.parametrize("bad", [2**60, {"n": 2**60}, float("nan"), "\ud800", {"s": {1, 2}}])
-def test_a_value_without_canonical_form_is_refused_every_time(bad: Any) -> None:
+BAD: list[Any] = [
+    {"n": 2**60},
+    {"f": float("nan")},
+    {"s": "\ud800"},
+    {"\ud800": 1},
+    {"s": {1, 2}},
+    {"a": 2**60, "b": "\ud800"},
+]
+
+
+@pytest.mark.parametrize("bad", [*BAD, {"z": 1, **BAD[0], "b": {"c": float("inf")}}])
+def test_a_value_without_canonical_form_is_refused_every_time_with_the_same_error(bad: Any) -> None:
     with pytest.raises(Exception) as direct:
         digest_value(bad)
-    for _ in range(2):
+    for scope in (None, SCOPE, SCOPE):
         with pytest.raises(type(direct.value)) as got:
-            recurring_digest(bad, SCOPE)
+            _digests(bad, scope)
         assert str(got.value) == str(direct.value)
 
 
@@ -68,36 +99,41 @@ def test_a_confirmed_state_digests_its_exact_values() -> None:
     changed = ConfirmedState.from_json({"state": {"objective": "x", "options": ["a", "b"], "n": True}})
     assert changed.digest == digest_value({"objective": "x", "options": ["a", "b"], "n": True}) != first.digest
     assert changed.field_digest("n") != first.field_digest("n")
+    with pytest.raises(KeyError):
+        first.field_digest("absent")
 
 
 def _remembered() -> int:
-    return canonical._digest_of_marshalled.cache_info().currsize
+    return canonical._digests_of_marshalled.cache_info().currsize
 
 
 def test_a_value_is_remembered_only_within_its_scope() -> None:
     value = {"objective": "scoped", "n": 7}
-    before = canonical._digest_of_marshalled.cache_info()
-    assert recurring_digest(value, SCOPE) == digest_value(value)
-    assert recurring_digest(value, SCOPE) == digest_value(value)
+    own = digest_value(value)
+    before = canonical._digests_of_marshalled.cache_info()
+    assert _digests(value, own) == _digests(value, own) == _direct(value)
     other = "sha256:" + "1" * 64
-    assert recurring_digest(value, other) == digest_value(value)
-    after = canonical._digest_of_marshalled.cache_info()
-    assert after.hits - before.hits == 1  # the second call in SCOPE; the other scope computed its own
+    assert _digests(value, other) == _direct(value)
+    after = canonical._digests_of_marshalled.cache_info()
+    assert after.hits - before.hits == 1  # the second call in its scope; the other scope computed its own
     assert after.misses - before.misses == 2
+    hits = after.hits
+    assert _digests(value, other) == _direct(value)  # not its digest: never kept in that scope
+    assert canonical._digests_of_marshalled.cache_info().hits == hits
 
 
 def test_a_state_sent_without_a_verified_checkpoint_is_never_remembered() -> None:
-    before = _remembered(), canonical._digest_of_marshalled.cache_info().hits
+    before = _remembered(), canonical._digests_of_marshalled.cache_info().hits
     state = ConfirmedState.from_json({"state": {"objective": "a start's state"}, "confirmations": {}})
     assert state.digest == digest_value({"objective": "a start's state"})
     assert state.field_digest("objective") == digest_value("a start's state")
-    assert (_remembered(), canonical._digest_of_marshalled.cache_info().hits) == before
-    asked = canonical._digest_of_marshalled.cache_info()
+    assert (_remembered(), canonical._digests_of_marshalled.cache_info().hits) == before
+    asked = canonical._digests_of_marshalled.cache_info()
     own = digest_value({"objective": "a start's state"})  # the scope a checkpoint of this state would give
     scoped = ConfirmedState.from_json({"state": {"objective": "a start's state"}}, memo_scope=own)
     assert scoped.digest == state.digest and scoped.field_digest("objective") == state.field_digest("objective")
-    now = canonical._digest_of_marshalled.cache_info()
-    assert (now.hits + now.misses) - (asked.hits + asked.misses) == 2  # the whole state and the one field
+    now = canonical._digests_of_marshalled.cache_info()
+    assert (now.hits + now.misses) - (asked.hits + asked.misses) == 1  # the whole state, its fields with it
 
 
 def test_a_state_that_is_not_the_checkpoints_is_never_remembered() -> None:
@@ -106,10 +142,9 @@ def test_a_state_that_is_not_the_checkpoints_is_never_remembered() -> None:
     state = ConfirmedState.from_json({"state": sent}, memo_scope=SCOPE)
     assert state.digest == digest_value(sent) != SCOPE
     assert state.field_digest("objective") == digest_value(sent["objective"])
-    hits = canonical._digest_of_marshalled.cache_info().hits
-    assert recurring_digest(sent, SCOPE) == digest_value(sent)
-    assert recurring_digest(sent["objective"], SCOPE) == digest_value(sent["objective"])
-    assert canonical._digest_of_marshalled.cache_info().hits == hits
+    hits = canonical._digests_of_marshalled.cache_info().hits
+    assert _digests(sent, SCOPE) == _direct(sent)
+    assert canonical._digests_of_marshalled.cache_info().hits == hits
 
 
 def test_the_checkpoints_own_state_is_remembered() -> None:
@@ -117,7 +152,7 @@ def test_the_checkpoints_own_state_is_remembered() -> None:
     scope = digest_value(sent)
     first = ConfirmedState.from_json({"state": sent}, memo_scope=scope)
     assert first.field_digest("objective") == digest_value(sent["objective"])
-    hits = canonical._digest_of_marshalled.cache_info().hits
+    hits = canonical._digests_of_marshalled.cache_info().hits
     again = ConfirmedState.from_json({"state": dict(sent)}, memo_scope=scope)
     assert again.digest == scope and again.field_digest("objective") == digest_value(sent["objective"])
-    assert canonical._digest_of_marshalled.cache_info().hits == hits + 2
+    assert canonical._digests_of_marshalled.cache_info().hits == hits + 1

@@ -3,8 +3,9 @@
 Everything Rimthan signs or digests goes through here, so a value has exactly
 one byte form: manifests, confirmed-state digests, receipts, contracts.
 Canonicalisation is delegated to the ``rfc8785`` library (the stdlib's C
-encoder only where it provably writes the same bytes); this module only
-adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
+encoder only where it provably writes the same bytes; an object's bytes
+composed from its members' where its members' digests are wanted too); this
+module only adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import hashlib
 import json
 import marshal
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import rfc8785
@@ -23,7 +25,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
-_RECURRING_ENTRIES = 256  # distinct values remembered by recurring_digest (least recently used dropped)
+_RECURRING_ENTRIES = 256  # distinct objects remembered by recurring_member_digests (least recently used dropped)
 _RECURRING_KEY_BYTES = 64 * 1024  # a larger value is digested on every call, never remembered
 _V = TypeVar("_V")
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))  # U+0020-U+007E: what printable_ascii_string_bytes takes
@@ -205,50 +207,71 @@ def digest_value(value: Any) -> str:
     return digest_bytes(canonical_bytes(value))
 
 
-def recurring_digest(value: Any, scope: str, *, only_if: str | None = None) -> str:
-    """:func:`digest_value` of a value that recurs from call to call (a client's confirmed state), remembered.
+MemberDigests = tuple[str, Mapping[str, str]]
+"""An object's digest and its members' (read-only), as :func:`member_digests` gives them."""
 
-    Remembered per ``scope`` and exact value. ``scope`` is what the caller
-    already trusts the value to belong to (the state digest a MAC-verified
-    checkpoint binds, for the state sent as that checkpoint's), so a
-    remembered answer can only be reached again by a caller holding a
-    checkpoint of that same state, whose values it already has. The key is the value's
-    ``marshal`` bytes (format 2: no back-references), which encode exact
-    built-in types only (``1``, ``True``, ``1.0`` and ``"1"`` differ; a
-    subclass or any other type is not marshalled and is digested directly),
-    and the remembered digest is computed from ``marshal.loads`` of that key,
-    so it is the digest of exactly the value the key encodes. Errors (a value
-    with no RFC 8785 form) are ``rfc8785``'s own and never remembered.
-    ``only_if``: remembered only when the digest is this one (a state sent
-    with a checkpoint of another state is not that checkpoint's to keep).
+
+def member_digests(value: dict[str, Any]) -> MemberDigests:
+    """:func:`digest_value` of an object and of each of its members, every member serialised by ``rfc8785`` once.
+
+    RFC 8785 (3.2.3) writes an object as its members sorted by the UTF-16 code
+    units of their keys (``rfc8785``'s own sort key), each as the key's string,
+    ``:`` and the member's own bytes, joined by ``,`` within braces; so the
+    object's bytes are composed from the members' bytes. Members are
+    serialised in that order, so a value with no canonical form raises
+    ``rfc8785``'s first error, as ``digest_value(value)`` would. An object
+    whose keys are not all exact ``str`` is serialised whole, then member by member.
+    """
+    if not all(type(key) is str for key in value):
+        return digest_value(value), MappingProxyType({k: digest_value(v) for k, v in value.items()})
+    members = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16be"))
+    data = [(key, rfc8785.dumps(item)) for key, item in members]
+    whole = b",".join((printable_ascii_string_bytes(key) or rfc8785.dumps(key)) + b":" + part for key, part in data)
+    return digest_bytes(b"{" + whole + b"}"), MappingProxyType({key: digest_bytes(part) for key, part in data})
+
+
+def recurring_member_digests(value: dict[str, Any], scope: str) -> MemberDigests:
+    """:func:`member_digests` of an object that recurs from call to call (a client's confirmed state), remembered.
+
+    Remembered per ``scope`` and exact value, and only when the object's
+    digest is ``scope``. ``scope`` is what the caller already trusts the value
+    to be (the state digest a MAC-verified checkpoint binds, for the state
+    sent as that checkpoint's), so a remembered answer can only be reached
+    again by a caller holding a checkpoint of that same state, whose values it
+    already has; a value sent with a checkpoint of another state is never kept.
+    The key is the value's ``marshal`` bytes (format 2: no back-references),
+    which encode exact built-in types only (``1``, ``True``, ``1.0`` and ``"1"``
+    differ; a subclass or any other type is not marshalled and is digested
+    directly), and the remembered digests are computed from ``marshal.loads``
+    of that key, so they are those of exactly the value the key encodes.
+    Errors (a value with no RFC 8785 form) are ``rfc8785``'s own and never remembered.
     """
     try:
         key = marshal.dumps(value, 2)
     except ValueError:  # a type marshal does not encode exactly (subclasses included), or nesting past its bound
-        return digest_value(value)
+        return member_digests(value)
     if len(key) > _RECURRING_KEY_BYTES:
-        return digest_value(value)
+        return member_digests(value)
     try:
-        return _digest_of_marshalled(scope, key, only_if)
+        return _digests_of_marshalled(scope, key)
     except _NotRemembered as other:
-        return other.digest
+        return other.digests
 
 
 class _NotRemembered(Exception):
-    """A digest that is not the expected one: raised so that ``lru_cache`` keeps nothing."""
+    """Digests of an object whose digest is not the scope: raised so that ``lru_cache`` keeps nothing."""
 
-    def __init__(self, digest: str) -> None:
-        super().__init__(digest)
-        self.digest = digest
+    def __init__(self, digests: MemberDigests) -> None:
+        super().__init__(digests[0])
+        self.digests = digests
 
 
 @lru_cache(maxsize=_RECURRING_ENTRIES)
-def _digest_of_marshalled(scope: str, key: bytes, only_if: str | None) -> str:
-    del scope  # part of the cache key only
-    digest = digest_value(marshal.loads(key))
-    if only_if is not None and digest != only_if:
-        raise _NotRemembered(digest)
-    return digest
+def _digests_of_marshalled(scope: str, key: bytes) -> MemberDigests:
+    digests = member_digests(marshal.loads(key))
+    if digests[0] != scope:
+        raise _NotRemembered(digests)
+    return digests
 
 
 class DuplicateKeyError(ValueError):

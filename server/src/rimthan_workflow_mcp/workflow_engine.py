@@ -141,7 +141,8 @@ class WorkflowEngineQueryModule:
         # Never remembered: the proposed state is not the one the checkpoint binds (see ConfirmedState).
         state = self.confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
         changed = changed_fields(prior, state)
-        failures = state_failures(prior, state, newer_than=cp.issued_at)
+        # The prior state alone has nothing changed, and resume found every field of it confirmed.
+        failures = state_failures(prior, state, newer_than=cp.issued_at) if state is not prior else []
         if failures:
             return ToolResult.failed(
                 "blocked",

@@ -10,6 +10,7 @@ the wrong shape is still refused.
 
 from __future__ import annotations
 
+import marshal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -188,7 +189,7 @@ def _verified_form(claims: dict[str, Any], payload: bytes) -> Checkpoint:
     the same types, so they give that checkpoint without parsing the payload.
     Any other claims are parsed and checked as a verification would.
     """
-    if accepted_fast(claims) and _plain_json({k: v for k, v in claims.items() if k not in _RECEIPT_CLAIMS}):
+    if accepted_fast(claims) and _exact_types(claims):
         return Checkpoint._of_claims(claims)
     return _payload_checkpoint(AuthenticToken(payload.decode("ascii"), "checkpoint", FailureCode.CHECKPOINT_INVALID))
 
@@ -196,14 +197,24 @@ def _verified_form(claims: dict[str, Any], payload: bytes) -> Checkpoint:
 _RECEIPT_CLAIMS = ("artifacts", "validators")
 
 
-def _plain_json(value: Any) -> bool:
-    """``value`` is built of exact ``dict`` (``str`` keys), ``list``, ``str``, ``int`` and ``None`` only."""
-    kind = type(value)
-    if kind is dict:
-        return all(type(k) is str and _plain_json(v) for k, v in value.items())
-    if kind is list:
-        return all(map(_plain_json, value))
-    return kind is str or kind is int or value is None
+def _exact_types(claims: dict[str, Any]) -> bool:
+    """Claims :func:`accepted_fast` took hold, receipts aside, exact dict, list, str, int and None only.
+
+    That check matched their JSON against a pattern that fixes what each node
+    is written as: an object, an array (the two capability lists only), a
+    string, digits or ``null``. ``json.dumps`` writes those only for a
+    ``dict``, a ``list`` or ``tuple``, a ``str``, an ``int`` and ``None``, or
+    a subclass of one (``bool`` is ``true``/``false``, a ``float`` has a
+    ``.`` or an ``e`` or is refused, any other type is refused). ``marshal``
+    encodes exact built-in types only, so it refuses every subclass, and the
+    capability lists are checked to be lists.
+    """
+    try:
+        marshal.dumps({k: v for k, v in claims.items() if k not in _RECEIPT_CLAIMS}, 2)
+    except ValueError:  # a type marshal does not encode exactly
+        return False
+    host = claims["host"]
+    return type(host["capabilities"]) is list and type(host["validator_capabilities"]) is list
 
 
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:

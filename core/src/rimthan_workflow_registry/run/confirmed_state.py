@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import digest_value, recurring_digest
+from rimthan_workflow_registry.canonical import MemberDigests, member_digests, recurring_member_digests
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 
@@ -37,8 +37,8 @@ class ConfirmedState:
     state was sent with as the state that checkpoint binds, or ``None`` (a
     start, a proposed ``next_confirmed_state``): with a scope, digests are
     remembered for later calls that carry a checkpoint of the same state
-    (:func:`~rimthan_workflow_registry.canonical.recurring_digest`), only
-    when the values are that state (their digest is the scope). A proposed
+    (:func:`~rimthan_workflow_registry.canonical.recurring_member_digests`),
+    only when the values are that state (their digest is the scope). A proposed
     state must never get one: another run in the same state would find it.
     """
 
@@ -64,25 +64,20 @@ class ConfirmedState:
         return state
 
     @cached_property
-    def digest(self) -> str:
-        """Canonical digest of the values only: what a checkpoint binds."""
-        values = dict(self.values)
+    def _digests(self) -> MemberDigests:
+        """The values' digest and each field's, every field canonicalised once (remembered within a scope)."""
         if self.memo_scope is None:
-            return digest_value(values)
-        return recurring_digest(values, self.memo_scope, only_if=self.memo_scope)
+            return member_digests(dict(self.values))
+        return recurring_member_digests(dict(self.values), self.memo_scope)
 
     @cached_property
-    def _field_digests(self) -> dict[str, str]:
-        return {}
+    def digest(self) -> str:
+        """Canonical digest of the values only: what a checkpoint binds."""
+        return self._digests[0]
 
     def field_digest(self, name: str) -> str:
         """The digest of one field's value, canonicalised once however often a call compares it."""
-        digests = self._field_digests
-        if name not in digests:
-            value, scope = self.values[name], self.memo_scope
-            bound = scope is not None and self.digest == scope  # the values are the checkpoint's own state
-            digests[name] = recurring_digest(value, scope) if scope is not None and bound else digest_value(value)
-        return digests[name]
+        return self._digests[1][name]
 
 
 def validate_against_schema(
@@ -179,6 +174,8 @@ def state_failures(before: ConfirmedState, after: ConfirmedState, *, newer_than:
 
 def changed_fields(before: ConfirmedState, after: ConfirmedState) -> list[str]:
     """Top-level fields added, removed or whose value changed."""
+    if before is after:
+        return []
     names = set(before.values) | set(after.values)
     return sorted(
         n
