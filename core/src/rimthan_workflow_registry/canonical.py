@@ -134,12 +134,12 @@ def printable_ascii_string_bytes(text: str) -> bytes | None:
     into Python for every escape; a token's JSON payload holds a hundred.
     ``None`` for any other string (or a ``str`` subclass): that one goes to ``rfc8785``.
     """
-    if type(text) is not str or not _printable_ascii(text):
+    if type(text) is not str or not printable_ascii(text):
         return None
     return json.dumps(text).encode("ascii")
 
 
-def _printable_ascii(text: str) -> bool:
+def printable_ascii(text: str) -> bool:
     """Whether ``text`` holds only U+0020-U+007E (two passes in C)."""
     return text.isascii() and not text.encode("ascii").translate(None, _PRINTABLE_ASCII)
 
@@ -162,7 +162,7 @@ def plain_json_bytes(value: Any) -> bytes | None:
             return None
         if ints and max(map(abs, ints)) > _SAFE_INT:
             return None
-        if not _printable_ascii("".join(texts)):
+        if not printable_ascii("".join(texts)):
             return None
         return _C_ENCODER.encode(value).encode("ascii")
     except RecursionError:  # nested too deep (or a cycle): rfc8785 answers for it

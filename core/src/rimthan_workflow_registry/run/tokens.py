@@ -30,7 +30,7 @@ import os
 import secrets
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -318,13 +318,26 @@ def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
 
 
+# The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped.
+claim_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def claims_payload(claims: Mapping[str, Any]) -> bytes:
     """The payload a token carries for ``claims``: compact ASCII JSON, every period escaped (``\\u002e``).
 
     Claims hold no fractional numbers, so every period is inside a string,
     where the escape stands for the same character.
     """
-    text = json.dumps(claims, separators=(",", ":"), allow_nan=False)
+    return claim_json(claims).replace(".", _PERIOD_ESCAPE).encode("ascii")
+
+
+def composed_payload(members: Iterable[tuple[str, str]]) -> bytes:
+    """:func:`claims_payload` of claims given member by member: ``(key, the JSON of its value)``, in order.
+
+    Each value's JSON must be what ``json.dumps(value, separators=(",", ":"))``
+    writes (:data:`claim_json`); the object around them is then the same text as that of the whole.
+    """
+    text = "{" + ",".join(f"{claim_json(key)}:{value}" for key, value in members) + "}"
     return text.replace(".", _PERIOD_ESCAPE).encode("ascii")
 
 
