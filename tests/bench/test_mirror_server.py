@@ -10,14 +10,16 @@ real server process over stdio and over HTTP.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from benchmarks.mirror_server import LOAD
-from benchmarks.servers import mirror_server, session
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the benchmarks are a package at the repository root
+from benchmarks.mirror_server import LOAD  # noqa: E402
+from benchmarks.servers import mirror_server, session  # noqa: E402
 
 TOOL = {
     "name": "demo.start",
