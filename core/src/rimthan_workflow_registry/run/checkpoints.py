@@ -159,6 +159,7 @@ class IssuedCheckpoint:
 
 # Receipts from which a checkpoint's payload is written table by table (below, one json.dumps is as fast).
 _COMPOSED_FROM = 32
+_RECEIPT_CLAIMS = ("artifacts", "validators")  # the claims holding the receipt tables, in Checkpoint's field order
 
 # The checkpoints this process issued, with their verified form (see ``issued_tokens``).
 ISSUED: IssuedTokens[IssuedCheckpoint] = IssuedTokens()
@@ -192,12 +193,11 @@ def _payload(checkpoint: Checkpoint, claims: dict[str, Any]) -> bytes:
     columns, which :meth:`~rimthan_workflow_registry.run.receipts.ArtifactTable.claims_json`
     writes without the encoder's scan of every digest character; the bytes are the same.
     """
-    tables: dict[str, ArtifactTable | ValidatorTable] = {
-        "artifacts": checkpoint.artifacts,
-        "validators": checkpoint.validators,
-    }
     if len(checkpoint.artifacts) + len(checkpoint.validators) < _COMPOSED_FROM:
         return claims_payload(claims)
+    tables: dict[str, ArtifactTable | ValidatorTable] = dict(
+        zip(_RECEIPT_CLAIMS, (checkpoint.artifacts, checkpoint.validators), strict=True)
+    )
     return composed_payload(
         (key, tables[key].claims_json() if key in tables else claim_json(value)) for key, value in claims.items()
     )
@@ -215,9 +215,6 @@ def _verified_form(claims: dict[str, Any], payload: bytes) -> Checkpoint:
     if accepted_fast(claims) and _exact_types(claims):
         return Checkpoint._of_claims(claims)
     return _payload_checkpoint(AuthenticToken(payload.decode("ascii"), "checkpoint", FailureCode.CHECKPOINT_INVALID))
-
-
-_RECEIPT_CLAIMS = ("artifacts", "validators")
 
 
 def _exact_types(claims: dict[str, Any]) -> bool:

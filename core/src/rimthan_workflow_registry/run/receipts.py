@@ -226,10 +226,7 @@ class ValidatorTable(_Table[ValidatorReceipt]):
 
 def _names_json(names: list[str]) -> str:
     """``json.dumps(names)``; written directly when every name is printable ASCII without a quote or backslash."""
-    try:
-        joined = "".join(names)
-    except TypeError:  # not all strings: the encoder says what it makes of them
-        return claim_json(names)
+    joined = "".join(names)
     if names and printable_ascii(joined) and '"' not in joined and "\\" not in joined:
         return '["' + '","'.join(names) + '"]'
     return claim_json(names)
