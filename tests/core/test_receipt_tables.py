@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import cProfile
 import gc
+import json
 import pstats
+import re
 import threading
 from typing import Any
 
@@ -37,7 +39,14 @@ from rimthan_workflow_registry.run import (
     receipts_on_entry,
     verify_checkpoint,
 )
-from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, definition_problem
+from rimthan_workflow_registry.run.checkpoint_claims import (
+    _CLAIMS_TEXT,
+    _TEXT,
+    _TEXT_BY_UNITS,
+    _claims_text_pattern,
+    accepted_fast,
+    definition_problem,
+)
 from rimthan_workflow_registry.run.checkpoints import _COMPOSED_FROM as COMPOSED_FROM
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
 from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, KEY_BYTES, CheckpointKeyring, peek_claims
@@ -316,6 +325,29 @@ def test_the_fast_claim_check_never_accepts_what_the_definition_refuses(
             target["extra"] = 1
     if accepted_fast(claims):
         assert definition_problem(claims) is None
+
+
+_BY_UNITS = _claims_text_pattern(_TEXT_BY_UNITS)
+_json_strings = st.text(min_size=0, max_size=130).flatmap(
+    lambda t: st.sampled_from([json.dumps(t), json.dumps(t, ensure_ascii=False), f'"{t}"', t])
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_json_strings, st.sampled_from(["a" * 127, 'a"', "\\u00e9", "\\"]))
+def test_the_string_pattern_matches_what_one_of_units_matches(text: str, tail: str) -> None:
+    for candidate in (text, text[:-1] + tail + '"'):
+        assert bool(re.fullmatch(_TEXT, candidate)) == bool(re.fullmatch(_TEXT_BY_UNITS, candidate)), candidate
+
+
+@settings(max_examples=500, deadline=None)
+@given(claims_strategy)
+def test_the_claims_pattern_matches_what_the_pattern_of_units_matches(claims: dict[str, Any]) -> None:
+    try:
+        text = json.dumps({**claims, "artifacts": {}, "validators": {}}, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return
+    assert bool(_CLAIMS_TEXT.fullmatch(text)) == bool(_BY_UNITS.fullmatch(text)), text
 
 
 def test_every_checkpoint_a_real_run_issues_passes_the_fast_check(tmp_path: Any) -> None:

@@ -87,16 +87,21 @@ VALIDATOR_COLUMNS = ("names", "input_sha256")
 _DIGEST_CHARS = 64
 
 
-def _claims_text_pattern() -> re.Pattern[str]:
+_UNIT = r'(?:[^"\\]|\\u[0-9a-f]{4}|\\["\\/bfnrt])'
+_TEXT_BY_UNITS = f'"{_UNIT}{{1,128}}"'
+# A string without escapes is matched first by one character class repeated (a loop in C, no alternation tried
+# per character); such a string is also one of 1..128 units, so the two match exactly the same texts.
+_TEXT = f'"(?:[^"\\\\]{{1,128}}|{_UNIT}{{1,128}})"'
+
+
+def _claims_text_pattern(text: str = _TEXT) -> re.Pattern[str]:
     """Claims with empty receipt tables as ``json.dumps(sort_keys=True, separators=(",", ":"))`` writes them.
 
-    A JSON string unit is a character, an escape ``\\uXXXX`` or a short
+    A JSON string unit (:data:`_UNIT`) is a character, an escape ``\\uXXXX`` or a short
     escape; units decode to at most as many characters (a surrogate pair is
     two units, one character) and never to none, so ``{1,128}`` units bound a
-    string to 1..128 characters.
+    string to 1..128 characters (``text``: :data:`_TEXT`, or the plainer :data:`_TEXT_BY_UNITS`).
     """
-    unit = r'(?:[^"\\]|\\u[0-9a-f]{4}|\\["\\/bfnrt])'
-    text = f'"{unit}{{1,128}}"'
     strings = rf"\[(?:{text}(?:,{text})*)?\]"
     digest, natural = '"sha256:[0-9a-f]{64}"', "(?:0|[1-9][0-9]*)"
     return re.compile(
@@ -114,6 +119,8 @@ def _claims_text_pattern() -> re.Pattern[str]:
 
 
 _CLAIMS_TEXT = _claims_text_pattern()
+# What ``json.dumps(sort_keys=True, separators=(",", ":"), allow_nan=False)`` builds on every call, built once.
+_SORTED_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
 _HEX_DIGITS = b"0123456789abcdef"
 
 
@@ -141,7 +148,7 @@ def accepted_fast(claims: Mapping[str, Any]) -> bool:
         return False
     rest = {**claims, "artifacts": {}, "validators": {}}
     try:
-        text = json.dumps(rest, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        text = _SORTED_COMPACT.encode(rest)
     except (TypeError, ValueError):
         return False
     if _CLAIMS_TEXT.fullmatch(text) is None:
