@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 import warnings
 from collections.abc import Mapping
@@ -376,10 +377,11 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
         return domain_tool_error(
             RegistryError(FailureCode.INTERNAL_ERROR, "the server failed unexpectedly; the error was logged")
         )
-    _log.debug(
-        "tool served",
-        extra={"tool": name, "status": result.get("status"), "ms": round((time.perf_counter() - started) * 1000, 1)},
-    )
+    if _log.isEnabledFor(logging.DEBUG):  # the record's fields are not built on every call when debug is off
+        _log.debug(
+            "tool served",
+            extra={"tool": name, "status": result.get("status"), "ms": round((time.perf_counter() - started) * 1000, 1)},
+        )
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result, is_error=False)
 
 
