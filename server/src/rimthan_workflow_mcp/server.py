@@ -378,10 +378,8 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
             RegistryError(FailureCode.INTERNAL_ERROR, "the server failed unexpectedly; the error was logged")
         )
     if _log.isEnabledFor(logging.DEBUG):  # the record's fields are not built on every call when debug is off
-        _log.debug(
-            "tool served",
-            extra={"tool": name, "status": result.get("status"), "ms": round((time.perf_counter() - started) * 1000, 1)},
-        )
+        ms = round((time.perf_counter() - started) * 1000, 1)
+        _log.debug("tool served", extra={"tool": name, "status": result.get("status"), "ms": ms})
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=result, is_error=False)
 
 
