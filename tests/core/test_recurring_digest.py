@@ -44,6 +44,39 @@ def test_composed_digests_are_the_digests_of_the_object_and_its_members(value: d
     assert _digests(value, own) == _digests(value, own) == _direct(value)  # the second answer is the remembered one
 
 
+_LIMIT = 2**53 - 1
+_PRINTABLE = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E))
+PLAIN = st.recursive(  # plain_json_bytes' subset: a confirmed state of printable ASCII text
+    st.none() | st.booleans() | st.integers(min_value=-_LIMIT, max_value=_LIMIT) | _PRINTABLE,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_PRINTABLE, inner, max_size=4),
+    max_leaves=20,
+)
+AWKWARD = JSON | st.sampled_from(
+    [_LIMIT + 1, -_LIMIT - 1, 2**64, float("nan"), float("inf"), "\ud800", "é", "\x7f", 1.5, -0.0, {1}, ["\udfff"]]
+)
+# plain objects, and plain objects with a few members from outside the subset (some without an RFC 8785 form)
+MOSTLY_PLAIN = st.dictionaries(_PRINTABLE, PLAIN, max_size=6) | st.tuples(
+    st.dictionaries(_PRINTABLE, PLAIN, max_size=6), st.dictionaries(KEYS, AWKWARD, min_size=1, max_size=2)
+).map(lambda parts: {**parts[0], **parts[1]})
+
+
+def _answer(digests: Any, value: dict[str, Any]) -> tuple[str, Any]:
+    try:
+        digest, members = digests(value)
+    except Exception as exc:  # the error itself is what is compared
+        return type(exc).__name__, str(exc)
+    return digest, dict(members)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=MOSTLY_PLAIN)
+def test_plain_members_by_the_c_encoder_give_digest_values_digests_and_errors(value: dict[str, Any]) -> None:
+    """The object's digest and each member's are ``digest_value``'s, and a refusal is its first error."""
+    expected = _answer(_direct, value)
+    assert _answer(member_digests, value) == expected
+    assert _answer(lambda v: recurring_member_digests(v, SCOPE), value) == expected
+
+
 def test_keys_sort_by_utf16_code_units() -> None:
     value = {"\U0001f600": 1, "\uff61": 2, "a": 3, "é": 4, "": 5, "aa": 6}  # U+1F600 sorts before U+FF61 in UTF-16
     assert _digests(value) == _direct(value)

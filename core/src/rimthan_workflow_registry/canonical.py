@@ -212,20 +212,39 @@ MemberDigests = tuple[str, Mapping[str, str]]
 
 
 def member_digests(value: dict[str, Any]) -> MemberDigests:
-    """:func:`digest_value` of an object and of each of its members, every member serialised by ``rfc8785`` once.
+    """:func:`digest_value` of an object and of each of its members, every member serialised once.
+
+    An object in :func:`plain_json_bytes`' subset (a confirmed state of
+    printable ASCII text) is written by the stdlib's C encoder, and so is each
+    of its members (they lie in the subset too). Any other object is composed
+    from its members' ``rfc8785`` bytes (:func:`_composed_member_digests`).
+    """
+    plain = plain_json_bytes(value)
+    if plain is None:
+        return _composed_member_digests(value)
+    encode = _C_ENCODER.encode
+    return digest_bytes(plain), MappingProxyType(
+        {key: digest_bytes(encode(item).encode("ascii")) for key, item in value.items()}
+    )
+
+
+def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
+    """:func:`member_digests` of an object outside :func:`plain_json_bytes`' subset, from its members' bytes.
 
     RFC 8785 (3.2.3) writes an object as its members sorted by the UTF-16 code
     units of their keys (``rfc8785``'s own sort key), each as the key's string,
     ``:`` and the member's own bytes, joined by ``,`` within braces; so the
     object's bytes are composed from the members' bytes. Members are
-    serialised in that order, so a value with no canonical form raises
+    serialised in that order, each one in :func:`plain_json_bytes`' subset by
+    the C encoder (``rfc8785`` would write the same bytes, and raise nothing),
+    any other by ``rfc8785``; so a value with no canonical form raises
     ``rfc8785``'s first error, as ``digest_value(value)`` would. An object
     whose keys are not all exact ``str`` is serialised whole, then member by member.
     """
     if not all(type(key) is str for key in value):
         return digest_value(value), MappingProxyType({k: digest_value(v) for k, v in value.items()})
     members = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16be"))
-    data = [(key, rfc8785.dumps(item)) for key, item in members]
+    data = [(key, plain_json_bytes(item) or rfc8785.dumps(item)) for key, item in members]
     whole = b",".join((printable_ascii_string_bytes(key) or rfc8785.dumps(key)) + b":" + part for key, part in data)
     return digest_bytes(b"{" + whole + b"}"), MappingProxyType({key: digest_bytes(part) for key, part in data})
 
