@@ -18,6 +18,10 @@ by the caller. Key ids let keys rotate: several keys verify, one signs. HMAC
 comparison is constant-time (``hmac.compare_digest`` in PyJWT). The payload,
 the part that grows with a run, is never base64-decoded: the MAC covers its
 exact characters, and only then is it parsed, once, by ``json.loads``.
+:meth:`CheckpointKeyring.admit` makes the header checks,
+:meth:`AdmittedToken.authentic` the MAC; in between, a caller that remembers
+issuing these exact characters under the very key admitted may answer
+without the MAC (``run/issued_tokens``).
 Tokens of the earlier format (a base64url payload) are refused with a
 precise message: their runs cannot continue on this server.
 """
