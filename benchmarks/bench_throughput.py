@@ -111,10 +111,8 @@ def _drive(servers: dict[str, HttpServer], wire: dict[str, list[WireCall]], roun
     latencies: dict[str, list[float]] = {side: [] for side in SIDES}
     cpu: dict[str, dict[str, float]] = {side: {"server_s": 0.0, "load_generator_s": 0.0} for side in SIDES}
     with ExitStack() as stack:
-        loads = {
-            side: stack.enter_context(LoadGenerator(servers[side].url, wire[side], clients=CLIENTS, processes=PROCESSES))
-            for side in SIDES
-        }
+        spread = {"clients": CLIENTS, "processes": PROCESSES}
+        loads = {side: stack.enter_context(LoadGenerator(servers[side].url, wire[side], **spread)) for side in SIDES}
         for index in range(rounds + 1):
             for side, load in loads.items():
                 before = _cpu_seconds(servers[side].pid)
