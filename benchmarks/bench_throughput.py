@@ -12,8 +12,16 @@ run's state, so a recorded call is valid again.
 Under load, 32 keep-alive connections spread over worker processes replay
 those requests concurrently, as wrk or hey would, checking every reply
 (``load_client``): the load generator is light and identical for both
-servers, so the figure measures the servers. Rounds alternate (echo, ours)
-after one untimed round of each.
+servers, so the figure measures the servers. Rounds alternate (echo, ours,
+mirror) after one untimed round of each.
+
+The mirror (``mirror_server.py --results``, keyed) lists our tools and
+answers each of our recorded requests, by its JSON-RPC id, with the result
+our server gave it on the checked pass: the load client replays ours' very
+request bytes to it and checks its replies as ours. Its figures over the
+echo's are what returning our results costs any server under this load; ours
+over its, our server's own work. ``make bench`` prints them beside P6
+(:func:`render_p6_mirror`); the echo stays the figure's floor.
 
 Throughput is calls completed over the round's wall time; the ratio is the
 echo server's throughput over ours (how many times slower we are). Latency
@@ -24,12 +32,15 @@ generator, so a reader can see which side was busy.
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp import Client
 from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
 
@@ -37,8 +48,9 @@ from .bench_calls import DRILL, ROUTE, VERSION, WORKFLOW
 from .echo_server import ECHO
 from .fixtures import BenchKeys
 from .load_client import LoadGenerator, WireCall, capture
+from .mirror_server import request_key, write_tools
 from .report import Figure
-from .servers import CLIENT_MODE, HttpServer, echo_server, http_process, rimthan_server
+from .servers import CLIENT_MODE, HttpServer, echo_server, http_process, mirror_server, rimthan_server
 
 CLIENTS = 32
 # Worker processes of the load generator. Measured on the two-core machine, 32 connections to the echo
@@ -46,14 +58,15 @@ CLIENTS = 32
 # call; one process keeps up, more only add scheduling against the server.
 PROCESSES = 1
 TARGET = 1.5
-SIDES = ("echo", "ours")
+SIDES = ("echo", "ours", "mirror")
 Recorded = list[tuple[str, dict[str, Any]]]
 
 
-async def _record(url: str, release: Path, work: Path) -> Recorded:
-    """The calls of one complete packaged run over HTTP (what each client replays)."""
+async def _record(url: str, release: Path, work: Path) -> tuple[Recorded, list[types.Tool]]:
+    """The calls of one complete packaged run over HTTP (what each client replays), and the tools listed."""
     recorded: Recorded = []
     async with Client(url, mode=CLIENT_MODE) as client:
+        tools = (await client.list_tools()).tools
         inner = client_caller(client)
 
         async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -65,15 +78,18 @@ async def _record(url: str, release: Path, work: Path) -> Recorded:
         final = await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))
     if final.get("status") != "completed":
         raise RuntimeError("the recorded packaged run over HTTP did not complete")
-    return recorded
+    return recorded, tools
 
 
 async def _wire(ours_url: str, echo_url: str, release: Path, work: Path) -> dict[str, list[WireCall]]:
-    recorded = await _record(ours_url, release, work)
-    return {
-        "ours": await capture(ours_url, recorded),
-        "echo": await capture(echo_url, [(ECHO, arguments) for _, arguments in recorded]),
-    }
+    """Each side's requests; the mirror's are ours (its tools and results are saved in ``work``/p6)."""
+    recorded, tools = await _record(ours_url, release, work)
+    ours = await capture(ours_url, recorded)
+    write_tools(work / "p6" / "tools.json", tools)
+    kept = {request_key(call.request_id): json.loads(call.result) for call in ours}
+    (work / "p6" / "results.json").write_text(json.dumps(kept), "utf-8")
+    echo = await capture(echo_url, [(ECHO, arguments) for _, arguments in recorded])
+    return {"ours": ours, "echo": echo, "mirror": ours}
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -94,12 +110,11 @@ def _drive(servers: dict[str, HttpServer], wire: dict[str, list[WireCall]], roun
     walls: dict[str, list[float]] = {side: [] for side in SIDES}
     latencies: dict[str, list[float]] = {side: [] for side in SIDES}
     cpu: dict[str, dict[str, float]] = {side: {"server_s": 0.0, "load_generator_s": 0.0} for side in SIDES}
-    with (
-        LoadGenerator(servers["echo"].url, wire["echo"], clients=CLIENTS, processes=PROCESSES) as echo,
-        LoadGenerator(servers["ours"].url, wire["ours"], clients=CLIENTS, processes=PROCESSES) as ours,
-    ):
+    with ExitStack() as stack:
+        spread = {"clients": CLIENTS, "processes": PROCESSES}
+        loads = {side: stack.enter_context(LoadGenerator(servers[side].url, wire[side], **spread)) for side in SIDES}
         for index in range(rounds + 1):
-            for side, load in (("echo", echo), ("ours", ours)):
+            for side, load in loads.items():
                 before = _cpu_seconds(servers[side].pid)
                 wall, seen, load_cpu = load.round()
                 after = _cpu_seconds(servers[side].pid)
@@ -117,9 +132,11 @@ def _drive(servers: dict[str, HttpServer], wire: dict[str, list[WireCall]], roun
 def run_p6(release: Path, keys: BenchKeys, state_dir: Path, work: Path, rounds: int) -> list[Figure]:
     logs = work / "p6" / "logs"
     ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / "rimthan-mcp-http.log")
+    mirror_cmd = mirror_server(work / "p6" / "tools.json", logs / "mirror-http.log", work / "p6" / "results.json")
     with http_process(ours_cmd) as ours, http_process(echo_server(logs / "echo-http.log")) as echo:
         wire = anyio.run(_wire, ours.url, echo.url, release, work)
-        measured = _drive({"ours": ours, "echo": echo}, wire, rounds)
+        with http_process(mirror_cmd) as mirror:
+            measured = _drive({"ours": ours, "echo": echo, "mirror": mirror}, wire, rounds)
     calls = measured["calls_per_round"]
     rate = {side: calls / statistics.median(walls) for side, walls in measured["walls"].items()}
     lat = measured["latencies"]
@@ -165,3 +182,32 @@ def run_p6(release: Path, keys: BenchKeys, state_dir: Path, work: Path, rounds: 
             )
         )
     return figures
+
+
+def _row(label: str, per_side: dict[str, float], show: str, *, rate: bool = False) -> str:
+    """One measure per side, and mirror/echo, ours/mirror as times slower (a rate's ratios are inverted)."""
+    echo, mirror, ours = (per_side[side] for side in ("echo", "mirror", "ours"))
+    over_echo, over_mirror = (echo / mirror, mirror / ours) if rate else (mirror / echo, ours / mirror)
+    shown = [show.format(value) for value in (echo, mirror, ours)]
+    return f"  {label:<17} {shown[0]:>10} {shown[1]:>10} {shown[2]:>10} {over_echo:>10.2f}x {over_mirror:>10.2f}x"
+
+
+def render_p6_mirror(figures: list[Figure]) -> str:
+    """P6's echo, mirror and ours side by side: what our results cost any server under load, what is our work."""
+    found = [f.details for f in figures if f.id == "P6 throughput" and "mirror" in f.details.get("calls_per_s", {})]
+    if not found:
+        return ""
+    details = found[0]
+    cpu = {side: spent["server_s"] for side, spent in details["cpu_s_per_call"].items()}
+    ms = {key: {side: value * 1000 for side, value in details[key].items()} for key in ("p50_s", "p99_s")}
+    return "\n".join(
+        [
+            "P6 beside the same results under the same load from a server that does none of our work "
+            "(the keyed mirror, benchmarks/mirror_server.py --results; ratios are times slower):",
+            f"  {'measure':<17} {'echo':>10} {'mirror':>10} {'ours':>10} {'mirror/echo':>11} {'ours/mirror':>11}",
+            _row("throughput", details["calls_per_s"], "{:.1f}/s", rate=True),
+            _row("p50", ms["p50_s"], "{:.2f} ms"),
+            _row("p99", ms["p99_s"], "{:.2f} ms"),
+            _row("server CPU/call", {side: value * 1000 for side, value in cpu.items()}, "{:.3f} ms"),
+        ]
+    )

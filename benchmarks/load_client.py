@@ -22,6 +22,9 @@ check every reply:
 - ``structuredContent.status`` is the one the SDK client saw on the checked
   pass (for the echo, the arguments' own, i.e. absent).
 
+Each captured call also keeps the result the SDK client got, so the keyed
+mirror (``mirror_server.py --results``) can answer ours' very requests with it.
+
 A failing check ends the benchmark, so a refusing server cannot look fast.
 Both servers get the same code, connection count, worker processes and checks.
 """
@@ -42,6 +45,7 @@ from urllib.parse import urlsplit
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult
 
 # Headers an HTTP client library sets on every request by itself; the rest of what the SDK sent is replayed as is.
 _TRANSPORT_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding", "user-agent"})
@@ -51,13 +55,17 @@ _ROUND = "round"
 
 @dataclass(frozen=True)
 class WireCall:
-    """One ``tools/call`` as the SDK client put it on the wire, and the status its checked reply had."""
+    """One ``tools/call`` as the SDK client put it on the wire, and its checked reply's status and result.
+
+    ``result`` is the ``CallToolResult`` the SDK client got, as compact JSON.
+    """
 
     name: str
     headers: tuple[tuple[str, str], ...]
     body: bytes
     request_id: int | str
     status: Any
+    result: str
 
 
 @dataclass(frozen=True)
@@ -87,18 +95,20 @@ async def capture(url: str, calls: Sequence[tuple[str, dict[str, Any]]]) -> list
             result = await client.call_tool(name, arguments)
             if result.is_error:
                 raise RuntimeError(f"{url} refused {name} on the checked pass: {result.structured_content}")
-            wire.append(_wire_call(name, sent, (result.structured_content or {}).get("status")))
+            wire.append(_wire_call(name, sent, result))
     return wire
 
 
-def _wire_call(name: str, sent: list[httpx2.Request], status: Any) -> WireCall:
+def _wire_call(name: str, sent: list[httpx2.Request], result: CallToolResult) -> WireCall:
     posts = [r for r in sent if r.headers.get("mcp-method") == "tools/call"]
     if len(posts) != 1:
         raise RuntimeError(f"expected one tools/call POST for {name}, saw {len(posts)}")
     request = posts[0]
     body = request.content
     headers = tuple((k, v) for k, v in request.headers.items() if k.lower() not in _TRANSPORT_HEADERS)
-    return WireCall(name, headers, body, json.loads(body)["id"], status)
+    status = (result.structured_content or {}).get("status")
+    kept = result.model_dump_json(by_alias=True, exclude_none=True)
+    return WireCall(name, headers, body, json.loads(body)["id"], status, kept)
 
 
 def check_reply(call: WireCall, status_code: int, body: bytes) -> str | None:

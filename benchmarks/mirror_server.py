@@ -20,6 +20,13 @@ bytes, the same client-side output-schema check, the same transport and SDK
 server machinery, and nothing of ours. It is served as ``rimthan-mcp`` serves:
 stdio from the event loop (``stdio_pipes.py``), and no per-call header schema
 walk over HTTP; flags are the echo server's (``--transport http --port 0``).
+
+Under load (P6) nothing can be loaded before each call, so ``--results FILE``
+starts it keyed instead: ``FILE`` maps each JSON-RPC request id (as JSON text,
+so ``3`` and ``"3"`` stay apart) to the result to return for it, read and
+checked once at start-up. P6 replays the same recorded requests, ids unique
+within one capture, from every client. A keyed mirror does not list
+``mirror.load``; a call whose id has no result is a tool error.
 """
 
 from __future__ import annotations
@@ -48,9 +55,20 @@ def _refusal(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def create_mirror_server(tools: list[types.Tool]) -> Server[Any]:
-    """A server listing ``tools`` (and ``mirror.load``) whose tools return the last loaded result."""
-    listed = [*tools, _LOAD_TOOL]
+def request_key(request_id: types.RequestId) -> str:
+    """The key of a request id in a results file: its JSON text."""
+    return json.dumps(request_id)
+
+
+def create_mirror_server(
+    tools: list[types.Tool], results: dict[str, types.CallToolResult] | None = None
+) -> Server[Any]:
+    """A server listing ``tools`` whose tools return the last loaded result, or with ``results`` the request's own.
+
+    Without ``results`` it lists ``mirror.load`` too (the loaded mode); with
+    them, each call returns ``results[request_key(id)]`` (the keyed mode).
+    """
+    listed = [*tools] if results is not None else [*tools, _LOAD_TOOL]
     names = {tool.name for tool in tools}
     loaded: list[types.CallToolResult] = []
 
@@ -60,11 +78,14 @@ def create_mirror_server(tools: list[types.Tool]) -> Server[Any]:
         return types.ListToolsResult(tools=listed)
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name == LOAD:
+        if params.name == LOAD and results is None:
             loaded[:] = [types.CallToolResult.model_validate((params.arguments or {})["result"])]
             return types.CallToolResult(content=[])
         if params.name not in names:
             return _refusal(f"no tool {params.name!r}")
+        if results is not None:
+            kept = None if ctx.request_id is None else results.get(request_key(ctx.request_id))
+            return _refusal(f"no result kept for request id {ctx.request_id!r}") if kept is None else kept
         if not loaded:
             return _refusal(f"nothing loaded for {params.name!r}: call {LOAD} first")
         return loaded.pop()
@@ -90,11 +111,28 @@ def read_tools(path: Path) -> list[types.Tool]:
     return [types.Tool.model_validate(entry) for entry in json.loads(path.read_text("utf-8"))]
 
 
+def write_tools(path: Path, tools: list[types.Tool]) -> None:
+    """Save ``tools`` as :func:`read_tools` reads them."""
+    path.write_text(json.dumps([_as_json(tool) for tool in tools]), "utf-8")
+
+
+def read_results(path: Path) -> dict[str, types.CallToolResult]:
+    """A keyed mirror's results: ``{request_key(id): <CallToolResult as JSON>}``, each checked once here."""
+    kept = json.loads(path.read_text("utf-8"))
+    return {key: types.CallToolResult.model_validate(result) for key, result in kept.items()}
+
+
+def _as_json(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = transport_parser("python -m benchmarks.mirror_server")
     parser.add_argument("--tools", type=Path, required=True, help="JSON list of the tool definitions to mirror")
+    parser.add_argument("--results", type=Path, help="keyed mode: JSON object {request id as JSON: CallToolResult}")
     args = parser.parse_args(argv)
-    return serve(create_mirror_server(read_tools(args.tools)), args, stdio=_serve_stdio_on_loop)
+    results = read_results(args.results) if args.results else None
+    return serve(create_mirror_server(read_tools(args.tools), results), args, stdio=_serve_stdio_on_loop)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from .bench_build import run_p2
 from .bench_calls import packaged_release, render_mirror, run_p3
 from .bench_engine import run_p4
 from .bench_start import run_p5
-from .bench_throughput import run_p6
+from .bench_throughput import render_p6_mirror, run_p6
 from .bench_verify import run_p1
 from .config import Plan
 from .fixtures import BenchKeys, make_keys
@@ -153,9 +153,9 @@ def run(
     print(render_notes(figures))
     print()
     print(render_verdict(figures))
-    mirror = render_mirror(figures)
-    if mirror:
-        print("\n" + mirror)
+    for mirror in (render_mirror(figures), render_p6_mirror(figures)):
+        if mirror:
+            print("\n" + mirror)
     profiles = _profiles([f for f in figures if not f.met])
     if profiles:
         print("\nwhere the time goes (figures above target):")

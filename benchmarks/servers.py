@@ -47,9 +47,10 @@ def echo_server(log: Path) -> ServerCommand:
     return ServerCommand("echo", ("-m", "benchmarks.echo_server"), log)
 
 
-def mirror_server(tools: Path, log: Path) -> ServerCommand:
-    """The mirror (benchmarks/mirror_server.py) listing the tool definitions saved in ``tools``."""
-    return ServerCommand("mirror", ("-m", "benchmarks.mirror_server", "--tools", str(tools)), log)
+def mirror_server(tools: Path, log: Path, results: Path | None = None) -> ServerCommand:
+    """The mirror (benchmarks/mirror_server.py) listing the tools saved in ``tools``; keyed by ``results`` if given."""
+    keyed = ("--results", str(results)) if results else ()
+    return ServerCommand("mirror", ("-m", "benchmarks.mirror_server", "--tools", str(tools), *keyed), log)
 
 
 @asynccontextmanager

@@ -29,7 +29,13 @@ from hypothesis import strategies as st
 from rimthan_host.harness import WorkflowHarness
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.run.checkpoints import ISSUED, Checkpoint, issue_checkpoint, verify_checkpoint
+from rimthan_workflow_registry.run.checkpoints import (
+    ISSUED,
+    Checkpoint,
+    IssuedCheckpoint,
+    issue_checkpoint,
+    verify_checkpoint,
+)
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import TOOLS, Engines, ExamplesScenario, TickingClock, make_engines, run
 
@@ -98,6 +104,11 @@ def flipped(token: str, index: int, bit: int) -> str:
     return token[:index] + chr(ord(token[index]) ^ (1 << bit)) + token[index + 1 :]
 
 
+def recalled(token: str, keyring: CheckpointKeyring) -> IssuedCheckpoint | None:
+    """What the cache answers for ``token`` as signed with ``keyring``'s signing key."""
+    return ISSUED.recall(token, keyring.signing_key)
+
+
 def refusal(keyring: CheckpointKeyring, token: str) -> tuple[FailureCode, str]:
     with pytest.raises(RegistryError) as info:
         verify_checkpoint(replace(keyring), token)
@@ -116,7 +127,7 @@ def test_every_call_of_a_recorded_run_gets_the_same_verdict_with_and_without_the
         for n, c in enumerate(calls)
         for at in (n % 40, len(c.arguments["checkpoint"]) // 2 + n, len(c.arguments["checkpoint"]) - 1 - n % 40)
     ]
-    hits = [ISSUED.recall(c.arguments["checkpoint"]) is not None for c in calls]
+    hits = [recalled(c.arguments["checkpoint"], engines.keyring) is not None for c in calls]
     assert all(hits), "the run's own checkpoints are in the cache of the process that issued them"
     cached = [verdict(engines, c, clock) for c in [*calls, *mutated]]
     uncached = []
@@ -136,7 +147,7 @@ def test_a_cached_token_with_one_changed_bit_is_refused_with_the_same_code(recor
     token = recorded.checkpoints[-1]  # the run's last checkpoint: every receipt of the run
     forms = [flipped(token, at, bit) for at in range(len(token)) for bit in (at % 7, 7 - at % 7)]
     issued = issue_checkpoint(keyring, verify_checkpoint(replace(keyring), token).checkpoint)
-    assert issued.token == token and ISSUED.recall(token) is issued  # cached, as the engine left it
+    assert issued.token == token and recalled(token, keyring) is issued  # cached, as the engine left it
     with_cache = [refusal(keyring, form) for form in forms]
     ISSUED.clear()
     assert [refusal(keyring, form) for form in forms] == with_cache
@@ -152,7 +163,7 @@ def test_a_cached_token_signed_with_a_since_retired_key_is_refused(recorded: Rec
     retired = rotated.retiring(keyring.signing_key_id)
     code, message = refusal(retired, token)
     assert code is F.CHECKPOINT_KEY_UNKNOWN and "retired" in message
-    assert ISSUED.recall(token) is issued  # it was in the cache all along
+    assert recalled(token, keyring) is issued  # it was in the cache all along
     # nor does the cache answer for another server's keys, or for an impostor key under the same id
     assert refusal(CheckpointKeyring.generate(), token)[0] is F.CHECKPOINT_KEY_UNKNOWN
     impostor = CheckpointKeyring(signing_key_id=keyring.signing_key_id, keys={keyring.signing_key_id: b"k" * 32})
@@ -166,7 +177,7 @@ def test_a_cached_token_issued_in_the_future_is_refused_on_every_verification(re
     keyring = recorded.engines.keyring
     checkpoint = verify_checkpoint(replace(keyring), recorded.checkpoints[-1]).checkpoint
     future = issue_checkpoint(keyring, replace(checkpoint, issued_at=checkpoint.issued_at + 10 * 365 * 86_400))
-    assert ISSUED.recall(future.token) is future
+    assert recalled(future.token, keyring) is future
     expected = (F.CHECKPOINT_INVALID, "the checkpoint token does not verify (ImmatureSignatureError)")
     assert refusal(keyring, future.token) == expected
     ISSUED.clear()
@@ -178,7 +189,7 @@ def test_claims_the_full_path_refuses_are_never_cached(recorded: Recorded) -> No
     checkpoint = verify_checkpoint(replace(keyring), recorded.checkpoints[-1]).checkpoint
     for bad in (replace(checkpoint, step_id="s" * 129), replace(checkpoint, sequence=0)):
         issued = issue_checkpoint(keyring, bad)
-        assert issued.checkpoint is bad and ISSUED.recall(issued.token) is None
+        assert issued.checkpoint is bad and recalled(issued.token, keyring) is None
         code, message = refusal(keyring, issued.token)
         assert code is F.CHECKPOINT_INVALID and "malformed" in message
 
@@ -251,7 +262,7 @@ def test_the_cached_form_of_any_claims_is_what_the_full_path_reads_from_their_pa
     )
     odd = replace(odd, failed_findings=numbers[1])
     issued = issue_checkpoint(keyring, odd)
-    cached = ISSUED.recall(issued.token)
+    cached = recalled(issued.token, keyring)
     ISSUED.clear()
     try:
         full = verify_checkpoint(replace(keyring), issued.token)

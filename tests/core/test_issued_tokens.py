@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from rimthan_workflow_registry.errors import FailureCode, TokenError
-from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
+from rimthan_workflow_registry.run.checkpoints import (
+    ISSUED,
+    Checkpoint,
+    HostBinding,
+    issue_checkpoint,
+    verify_checkpoint,
+)
 from rimthan_workflow_registry.run.issued_tokens import ISSUED_TOKEN_CHARS, IssuedTokens
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run.tokens import AdmittedToken, AuthenticToken, CheckpointKeyring
 
 
 @dataclass(frozen=True)
 class Item:
     token: str
+
+
+KEY = b"k" * 32  # the key every item here is remembered as signed with
 
 
 def token(n: int, size: int = 100) -> str:
@@ -26,40 +35,40 @@ def token(n: int, size: int = 100) -> str:
 def test_only_the_exact_token_answers() -> None:
     cache: IssuedTokens[Item] = IssuedTokens(10_000)
     item = Item(token(1))
-    cache.remember(item)
-    assert cache.recall(item.token) is item
+    cache.remember(item, KEY)
+    assert cache.recall(item.token, KEY) is item
     # the same final segment (what finds the entry) with any other character elsewhere is a miss
     other = "H" + item.token[1:]
-    assert other.endswith(item.token.rsplit(".", 1)[1]) and cache.recall(other) is None
-    assert cache.recall(item.token[:-1]) is None
-    assert cache.recall(item.token + "x") is None
-    assert cache.recall("") is None and cache.recall("no-dots") is None
+    assert other.endswith(item.token.rsplit(".", 1)[1]) and cache.recall(other, KEY) is None
+    assert cache.recall(item.token[:-1], KEY) is None
+    assert cache.recall(item.token + "x", KEY) is None
+    assert cache.recall("", KEY) is None and cache.recall("no-dots", KEY) is None
 
 
 def test_the_total_token_length_stays_within_the_bound_least_recently_used_first_out() -> None:
     cache: IssuedTokens[Item] = IssuedTokens(1_000)
     items = [Item(token(n)) for n in range(30)]
     for at, item in enumerate(items):
-        cache.remember(item)
+        cache.remember(item, KEY)
         assert cache.chars <= 1_000
         if at >= 2:
-            assert cache.recall(items[0].token) is items[0]  # kept in use, so never the one dropped
+            assert cache.recall(items[0].token, KEY) is items[0]  # kept in use, so never the one dropped
     assert cache.chars == 1_000 and len(cache) == 10
-    assert cache.recall(items[0].token) is items[0]
-    assert [cache.recall(i.token) is not None for i in items[-9:]] == [True] * 9
-    assert all(cache.recall(i.token) is None for i in items[1:-9])
+    assert cache.recall(items[0].token, KEY) is items[0]
+    assert [cache.recall(i.token, KEY) is not None for i in items[-9:]] == [True] * 9
+    assert all(cache.recall(i.token, KEY) is None for i in items[1:-9])
 
 
 def test_remembering_a_token_again_replaces_its_entry_and_a_token_over_the_bound_is_not_kept() -> None:
     cache: IssuedTokens[Item] = IssuedTokens(1_000)
     first, again = Item(token(1)), Item(token(1))
-    cache.remember(first)
-    cache.remember(again)
-    assert len(cache) == 1 and cache.chars == 100 and cache.recall(first.token) is again
-    cache.remember(Item(token(2, size=1_001)))
+    cache.remember(first, KEY)
+    cache.remember(again, KEY)
+    assert len(cache) == 1 and cache.chars == 100 and cache.recall(first.token, KEY) is again
+    cache.remember(Item(token(2, size=1_001)), KEY)
     assert len(cache) == 1 and cache.chars == 100
     cache.clear()
-    assert len(cache) == 0 and cache.chars == 0 and cache.recall(first.token) is None
+    assert len(cache) == 0 and cache.chars == 0 and cache.recall(first.token, KEY) is None
 
 
 def test_the_default_bound_holds_the_newest_checkpoint_of_many_long_runs() -> None:
@@ -75,8 +84,8 @@ def test_threads_remembering_and_recalling_at_once_keep_the_bound_and_the_answer
     def work(thread: int) -> None:
         for n in range(2_000):
             item = Item(token(thread * 10_000 + n % 120))
-            cache.remember(item)
-            found = cache.recall(item.token)
+            cache.remember(item, KEY)
+            found = cache.recall(item.token, KEY)
             if found is not None and found.token != item.token:
                 wrong.append((item.token, found))
             if cache.chars > 5_000:
@@ -115,3 +124,40 @@ def test_a_str_subclass_is_verified_by_its_own_characters_never_by_its_compariso
     # a subclass holding the very characters issued verifies as those characters: a plain str, as issued
     again = verify_checkpoint(keyring, _EqualToAnything(issued.token))
     assert type(again.token) is str and again.checkpoint == issued.checkpoint
+
+
+def test_an_issued_token_answers_without_a_second_mac_only_under_the_key_that_signed_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The MAC is computed again for any token that is not exactly one issued here with the key its id names."""
+    macs: list[str] = []
+    authentic = AdmittedToken.authentic
+
+    def counted(self: AdmittedToken) -> AuthenticToken:
+        macs.append(self.segments.token)
+        return authentic(self)
+
+    monkeypatch.setattr(AdmittedToken, "authentic", counted)
+    keyring = CheckpointKeyring.generate()
+    host = HostBinding.of("h", "1.0.0", ["c"], [])
+    checkpoint = Checkpoint(1, "w", "1.0.0", "r@1", "sha256:" + "0" * 64, "s", "sha256:" + "1" * 64, None, host=host)
+    issued = issue_checkpoint(keyring, checkpoint)
+    assert verify_checkpoint(replace(keyring), issued.token) is issued and macs == []
+    impostor = CheckpointKeyring(signing_key_id=keyring.signing_key_id, keys={keyring.signing_key_id: b"x" * 32})
+    with pytest.raises(TokenError) as refused:
+        verify_checkpoint(impostor, issued.token)
+    assert "InvalidSignatureError" in refused.value.message and macs == [issued.token]
+    ISSUED.clear()
+    again = verify_checkpoint(replace(keyring), issued.token)
+    assert again.checkpoint == issued.checkpoint and macs == [issued.token, issued.token]
+
+
+def test_a_token_with_a_character_outside_ascii_is_malformed() -> None:
+    keyring = CheckpointKeyring.generate()
+    host = HostBinding.of("h", "1.0.0", ["c"], [])
+    checkpoint = Checkpoint(1, "w", "1.0.0", "r@1", "sha256:" + "0" * 64, "s", "sha256:" + "1" * 64, None, host=host)
+    token = issue_checkpoint(keyring, checkpoint).token
+    at = token.index(".") + 3
+    with pytest.raises(TokenError) as refused:
+        verify_checkpoint(keyring, token[:at] + "\u00e9" + token[at + 1 :])
+    assert refused.value.code is FailureCode.CHECKPOINT_INVALID and "malformed" in refused.value.message

@@ -182,7 +182,7 @@ def issue_checkpoint(keyring: CheckpointKeyring, checkpoint: Checkpoint) -> Issu
         issued = IssuedCheckpoint(_verified_form(claims, payload), token)
     except TokenError:
         return IssuedCheckpoint(checkpoint, token)
-    ISSUED.remember(issued)
+    ISSUED.remember(issued, keyring.signing_key)
     return issued
 
 
@@ -240,11 +240,13 @@ def _exact_types(claims: dict[str, Any]) -> bool:
 def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoint:
     """A checkpoint this server issued, unaltered, or ``TokenError``.
 
-    The header rules, the key id and the MAC are checked with ``keyring``
-    every time. A token this process issued (character for character) then
-    takes its checkpoint from :data:`ISSUED` instead of parsing and checking
-    its payload again; any other token takes the full path. The clock is
-    consulted either way.
+    The header rules and the key id (live, not retired) are checked with
+    ``keyring`` every time. A token this process issued (character for
+    character) with the very key its id names in ``keyring`` then takes its
+    checkpoint from :data:`ISSUED`: its MAC is the one this process computed
+    over those characters with that key, so it is not computed again, and its
+    payload is not parsed and checked again. Any other token takes the full
+    path: MAC, then payload. The clock is consulted either way.
 
     Each thread also remembers the last checkpoint it verified with its token
     and keyring: the same token verified again with the same keyring object
@@ -261,12 +263,12 @@ def verify_checkpoint(keyring: CheckpointKeyring, token: str) -> IssuedCheckpoin
     if last is not None and last[0] is keyring and last[1] == token:
         check_issued_at(last[2].checkpoint.issued_at, "checkpoint", FailureCode.CHECKPOINT_INVALID)
         return last[2]
-    authentic = keyring.authenticate(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
-    issued = ISSUED.recall(token)
+    admitted = keyring.admit(token, CHECKPOINT_TYPE, FailureCode.CHECKPOINT_INVALID)
+    issued = ISSUED.recall(token, admitted.key)
     if issued is None:
-        issued = IssuedCheckpoint(_payload_checkpoint(authentic, check_clock=True), token)
+        issued = IssuedCheckpoint(_payload_checkpoint(admitted.authentic(), check_clock=True), token)
     else:
-        authentic.check_issued_at(issued.checkpoint.issued_at)
+        check_issued_at(issued.checkpoint.issued_at, "checkpoint", FailureCode.CHECKPOINT_INVALID)
     _last_verified.entry = (keyring, token, issued)
     return issued
 

@@ -2,32 +2,38 @@
 
 A gated step's calls (continue, prepare, submit) each verify the checkpoint
 the call before it was given, and on one server that checkpoint is almost
-always one this process has just issued. Verifying it in full parses the
-whole payload again and checks every receipt column; this cache lets a
-verification skip that part, and only that part, for the exact characters
-this process issued:
+always one this process has just issued. Verifying it in full computes the
+MAC over the whole token, parses the whole payload again and checks every
+receipt column; this cache lets a verification skip those parts, and only
+those, for the exact characters this process issued with the exact key:
 
 * what is remembered is the result of the full path's payload step (parse and
   closed-shape check) run on the token's own payload at issue time, so the
   cache holds nothing the full path would not produce from the same bytes;
-* a lookup happens only after the caller has checked the header rules, the
-  key id (live, not retired) and the MAC with the current keyring, and the
-  caller still makes every check that depends on the clock; a token answers
-  from here only when it is character for character a token remembered here
-  (the final segment finds the entry, the full comparison decides), so a
-  token differing in one bit, or issued by another process, takes the full
-  path;
+* a lookup happens only after the caller has checked the header rules and
+  the key id (live, not retired) with the current keyring, and it gives the
+  live key that id names; a token answers from here only when it is
+  character for character a token remembered here (the final segment finds
+  the entry, the full comparison decides) and that key is the very key it
+  was signed with. Its MAC is then the one this process computed over these
+  characters with this key, so checking it again would give the same answer:
+  it is not computed again. A token differing in one bit, issued by another
+  process, or signed with a key the keyring no longer holds under that id
+  takes the full path, MAC first;
+* the caller still makes every check that depends on the clock;
 * entries are never changed: callers share them read-only.
 
 So a replica without the cache (another process of a fleet, a restart)
 reaches the same verdict on every token; the protocol stays stateless.
 Bounded by the total length of the remembered tokens, least recently used
 first out; safe to share between threads (the server calls tools in worker
-threads).
+threads). An entry holds a reference to its signing key, which the keyring
+holds anyway.
 """
 
 from __future__ import annotations
 
+import hmac
 import threading
 from collections import OrderedDict
 from typing import Generic, Protocol, TypeVar
@@ -52,12 +58,13 @@ class IssuedTokens(Generic[T]):
 
     def __init__(self, max_chars: int = ISSUED_TOKEN_CHARS) -> None:
         self.max_chars = max_chars
-        self._entries: OrderedDict[str, T] = OrderedDict()  # by the token's final segment (its MAC)
+        # by the token's final segment (its MAC): the item and the key that signed it
+        self._entries: OrderedDict[str, tuple[T, bytes]] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
 
-    def remember(self, item: T) -> None:
-        """Keep ``item`` (never changed afterwards) as the answer for its exact token."""
+    def remember(self, item: T, key: bytes) -> None:
+        """Keep ``item`` (never changed afterwards) as the answer for its exact token, signed with ``key``."""
         token = item.token
         if len(token) > self.max_chars:
             return
@@ -65,22 +72,22 @@ class IssuedTokens(Generic[T]):
         with self._lock:
             old = self._entries.pop(index, None)
             if old is not None:
-                self._chars -= len(old.token)
-            self._entries[index] = item
+                self._chars -= len(old[0].token)
+            self._entries[index] = (item, key)
             self._chars += len(token)
             while self._chars > self.max_chars:
-                _, dropped = self._entries.popitem(last=False)
+                _, (dropped, _key) = self._entries.popitem(last=False)
                 self._chars -= len(dropped.token)
 
-    def recall(self, token: str) -> T | None:
-        """The item remembered for exactly ``token``, or ``None``."""
+    def recall(self, token: str, key: bytes) -> T | None:
+        """The item remembered for exactly ``token`` signed with exactly ``key``, or ``None``."""
         index = _index(token)
         with self._lock:
-            item = self._entries.get(index)
-            if item is None or item.token != token:
+            entry = self._entries.get(index)
+            if entry is None or entry[0].token != token or not hmac.compare_digest(entry[1], key):
                 return None
             self._entries.move_to_end(index)
-            return item
+            return entry[0]
 
     def clear(self) -> None:
         with self._lock:

@@ -18,6 +18,10 @@ by the caller. Key ids let keys rotate: several keys verify, one signs. HMAC
 comparison is constant-time (``hmac.compare_digest`` in PyJWT). The payload,
 the part that grows with a run, is never base64-decoded: the MAC covers its
 exact characters, and only then is it parsed, once, by ``json.loads``.
+:meth:`CheckpointKeyring.admit` makes the header checks,
+:meth:`AdmittedToken.authentic` the MAC; in between, a caller that remembers
+issuing these exact characters under the very key admitted may answer
+without the MAC (``run/issued_tokens``).
 Tokens of the earlier format (a base64url payload) are refused with a
 precise message: their runs cannot continue on this server.
 """
@@ -223,7 +227,7 @@ class CheckpointKeyring:
         """
         if b"." in payload:
             raise ValueError("an unencoded compact JWS payload cannot hold a period (RFC 7797 section 5.2)")
-        key = self.keys[self.signing_key_id]
+        key = self.signing_key
         header = _header_segment(key, self.signing_key_id, token_type)
         signature = _hs256().sign(header + b"." + payload, _prepared_key(key))
         return f"{header.decode('ascii')}.{payload.decode('ascii')}.{_b64url_encode(signature)}"
@@ -239,6 +243,13 @@ class CheckpointKeyring:
         """``token`` once its header follows the token rules and its MAC verifies with a live key of this keyring.
 
         Nothing of the payload is read: :meth:`AuthenticToken.claims` parses it.
+        """
+        return self.admit(token, token_type, code).authentic()
+
+    def admit(self, token: str, token_type: str, code: FailureCode) -> AdmittedToken:
+        """``token`` once its header follows the token rules and names a live key of this keyring; MAC unchecked.
+
+        :meth:`AdmittedToken.authentic` checks the MAC. Nothing of the payload is read.
         """
         what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
         segments = _segments(token)
@@ -272,10 +283,34 @@ class CheckpointKeyring:
                 FailureCode.CHECKPOINT_KEY_UNKNOWN,
                 f"the {what} token was signed with a key this server does not hold ({kid!r})",
             )
-        hs256 = _hs256()
-        if not hs256.verify(segments.signing_input, _prepared_key(self.keys[kid]), segments.signature):
-            raise TokenError(code, f"the {what} token does not verify (InvalidSignatureError)")
-        return AuthenticToken(segments.payload, what, code)
+        return AdmittedToken(segments, self.keys[kid], what, code)
+
+    @property
+    def signing_key(self) -> bytes:
+        """The key :meth:`sign_payload` signs with."""
+        return self.keys[self.signing_key_id]
+
+
+@dataclass(frozen=True)
+class AdmittedToken:
+    """A token whose header follows the token rules and names ``key``, a live key of the keyring: MAC unchecked.
+
+    Only :meth:`authentic` (the MAC) makes its payload readable. A caller that
+    signed these exact characters with this exact key itself already knows
+    what the MAC check would answer (see ``run/issued_tokens``).
+    """
+
+    segments: _Segments
+    key: bytes = field(repr=False)
+    what: str
+    code: FailureCode
+
+    def authentic(self) -> AuthenticToken:
+        """The token once its MAC verifies with :attr:`key` (PyJWT HS256, constant-time), else ``TokenError``."""
+        segments = self.segments
+        if not _hs256().verify(segments.signing_input, _prepared_key(self.key), segments.signature):
+            raise TokenError(self.code, f"the {self.what} token does not verify (InvalidSignatureError)")
+        return AuthenticToken(segments.payload, self.what, self.code)
 
 
 @dataclass(frozen=True)
@@ -374,12 +409,27 @@ def peek_manifest_digest(token: str) -> str | None:
 
 @dataclass(frozen=True)
 class _Segments:
-    """A compact JWS split: the decoded header and signature, the payload's text, and what the MAC signs."""
+    """A compact JWS split: the decoded header and signature; the payload and what the MAC signs, as needed.
+
+    The token is ASCII, so the segments are its characters up to and after
+    its first and last period (no copy of the part that grows is made until asked).
+    """
 
     header: dict[str, Any]
-    payload: str  # the unencoded payload: parsed only once the MAC over it has verified (or by ``peek_claims``)
     signature: bytes
-    signing_input: bytes
+    token: str = field(repr=False)
+    first: int  # the first period's index
+    last: int  # the last period's index
+
+    @property
+    def payload(self) -> str:
+        """The unencoded payload: parsed only once the MAC over it has verified (or by ``peek_claims``)."""
+        return self.token[self.first + 1 : self.last]
+
+    @property
+    def signing_input(self) -> bytes:
+        """``header.payload``: what the MAC covers."""
+        return self.token[: self.last].encode("ascii")
 
 
 def _segments(token: object) -> _Segments | None:
@@ -391,23 +441,24 @@ def _segments(token: object) -> _Segments | None:
     claims: the MAC covers its exact characters, and no claim is read before
     the MAC has verified.
     """
-    if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
+    if not isinstance(token, str):
+        return None
+    token = str.__str__(token)  # its characters as a plain str: a subclass's own methods never decide
+    if len(token) > MAX_TOKEN_CHARS or not token.isascii():
         return None
     first, last = token.find("."), token.rfind(".")  # memchr: the payload is the part that grows
     if not 0 < first < last - 1 or last == len(token) - 1 or token.find(".", first + 1, last) >= 0:
         return None
-    header_text, payload, signature_text = token[:first], token[first + 1 : last], token[last + 1 :]
-    header_bytes, signature = _canonical_bytes(header_text), _canonical_bytes(signature_text)
+    header_bytes, signature = _canonical_bytes(token[:first]), _canonical_bytes(token[last + 1 :])
     if header_bytes is None or signature is None:
         return None
     try:
-        signing_input = token[:last].encode("ascii")
         header = json.loads(header_bytes)
-    except (UnicodeEncodeError, ValueError):
+    except ValueError:
         return None
     if not isinstance(header, dict):
         return None
-    return _Segments(header=header, payload=payload, signature=signature, signing_input=signing_input)
+    return _Segments(header=header, signature=signature, token=token, first=first, last=last)
 
 
 def _b64url_decode(segment: str) -> bytes:
