@@ -37,6 +37,7 @@ def test_only_the_exact_token_answers() -> None:
     item = Item(token(1))
     cache.remember(item, KEY)
     assert cache.recall(item.token, KEY) is item
+    assert cache.recall(item.token, b"j" * 32) is None  # the same characters under another key: no answer
     # the same final segment (what finds the entry) with any other character elsewhere is a miss
     other = "H" + item.token[1:]
     assert other.endswith(item.token.rsplit(".", 1)[1]) and cache.recall(other, KEY) is None
