@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import rfc8785
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
@@ -32,8 +33,8 @@ _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))  # U+0020-U+007E: what printable_asc
 _IN_PLACE = frozenset({int, bool, float, type(None)})  # scalar types CanonicalParts leaves to rfc8785 in place
 _SAFE_INT = 2**53 - 1  # RFC 8785's integer domain: |n| <= 2**53 - 1 (a larger one is rfc8785's to refuse)
 _STR_ONLY = frozenset({str})
-# The stdlib's C encoder with RFC 8785's separators and key order: for plain_json_bytes' subset only.
-_C_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
+# The stdlib's C encoder with RFC 8785's separators and key order, built once: for plain_json_bytes' subset only.
+_C_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=False)
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -164,7 +165,7 @@ def plain_json_bytes(value: Any) -> bytes | None:
             return None
         if not printable_ascii("".join(texts)):
             return None
-        return _C_ENCODER.encode(value).encode("ascii")
+        return _C_ENCODE(value).encode("ascii")
     except RecursionError:  # nested too deep (or a cycle): rfc8785 answers for it
         return None
 
@@ -222,9 +223,8 @@ def member_digests(value: dict[str, Any]) -> MemberDigests:
     plain = plain_json_bytes(value)
     if plain is None:
         return _composed_member_digests(value)
-    encode = _C_ENCODER.encode
     return digest_bytes(plain), MappingProxyType(
-        {key: digest_bytes(encode(item).encode("ascii")) for key, item in value.items()}
+        {key: digest_bytes(_C_ENCODE(item).encode("ascii")) for key, item in value.items()}
     )
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
+from rimthan_workflow_registry.json_encoders import compact_encoder
 
 if TYPE_CHECKING:
     from jwt.algorithms import HMACAlgorithm
@@ -353,8 +354,9 @@ def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
 
 
-# The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped.
-claim_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+# The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped:
+# ``json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode``, its C encoder built once.
+claim_json = compact_encoder(sort_keys=False, ensure_ascii=True)
 
 
 def claims_payload(claims: Mapping[str, Any]) -> bytes:
