@@ -4,7 +4,8 @@
 the per-node walk (exact ``dict`` with ``str`` keys, ``list``, ``str``,
 ``int``, ``None``) whenever :func:`accepted_fast` accepts the claims: nodes
 of a checkpoint's claims are replaced by look-alikes (subclasses, tuples,
-bools, floats, buffers) at random and both answers compared.
+bools, floats, buffers) at random and both answers compared. The check an
+issued checkpoint's claims take from their payload answers as the two together.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast
-from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, _exact_types
+from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, _exact_types, _issued_accepted
+from rimthan_workflow_registry.run.tokens import claims_payload
 
 DIGEST = "sha256:" + "ab" * 32
 
@@ -97,6 +99,17 @@ def _replaced(value: Any, path: tuple[Any, ...], change: Any) -> Any:
     return [_replaced(v, rest, change) if i == head else v for i, v in enumerate(value)]
 
 
+def _issued_check_agrees(claims: Any) -> None:
+    """Issuing reads the shape from the claims' payload: the same verdict as the fast check and this type check."""
+    if not isinstance(claims, dict):
+        return
+    try:
+        payload = claims_payload(claims)
+    except (TypeError, ValueError):
+        return
+    assert _issued_accepted(claims, payload) == (accepted_fast(claims) and _exact_types(claims))
+
+
 @settings(max_examples=600, deadline=None)
 @given(
     findings=st.booleans(), picks=st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(LOOK_ALIKES)), max_size=3)
@@ -108,6 +121,7 @@ def test_exact_types_answers_as_the_per_node_check(findings: bool, picks: list[t
         path = paths[index % len(paths)]
         if path:
             claims = _replaced(claims, path, change)
+    _issued_check_agrees(claims)
     if not (isinstance(claims, dict) and accepted_fast(claims)):
         return
     rest = {k: v for k, v in claims.items() if k not in ("artifacts", "validators")}
@@ -120,6 +134,7 @@ def test_every_look_alike_that_passes_the_fast_check_is_caught() -> None:
     for path in _paths(base)[1:]:
         for change in LOOK_ALIKES:
             claims = _replaced(base, path, change)
+            _issued_check_agrees(claims)
             if accepted_fast(claims):
                 rest = {k: v for k, v in claims.items() if k not in ("artifacts", "validators")}
                 assert _exact_types(claims) == _per_node(rest)

@@ -23,6 +23,7 @@ import json
 import pstats
 import re
 import threading
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -48,8 +49,15 @@ from rimthan_workflow_registry.run.checkpoint_claims import (
     definition_problem,
 )
 from rimthan_workflow_registry.run.checkpoints import _COMPOSED_FROM as COMPOSED_FROM
+from rimthan_workflow_registry.run.checkpoints import _exact_types, _issued_accepted
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
-from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, KEY_BYTES, CheckpointKeyring, peek_claims
+from rimthan_workflow_registry.run.tokens import (
+    CHECKPOINT_TYPE,
+    KEY_BYTES,
+    CheckpointKeyring,
+    claims_payload,
+    peek_claims,
+)
 from support.engines import TickingClock, drive, make_engines
 
 HEX = "0123456789abcdef"
@@ -316,6 +324,12 @@ edits = st.sampled_from(range(10)).flatmap(lambda i: _added if i == 8 else _remo
 def test_the_fast_claim_check_never_accepts_what_the_definition_refuses(
     claims: dict[str, Any], edit: tuple[str, str]
 ) -> None:
+    claims = _edited(claims, edit)
+    if accepted_fast(claims):
+        assert definition_problem(claims) is None
+
+
+def _edited(claims: dict[str, Any], edit: tuple[str, str]) -> dict[str, Any]:
     where, what = edit
     if what == "-":
         claims.pop(where)
@@ -323,8 +337,55 @@ def test_the_fast_claim_check_never_accepts_what_the_definition_refuses(
         target = claims if not where else claims[where]
         if isinstance(target, dict):
             target["extra"] = 1
-    if accepted_fast(claims):
-        assert definition_problem(claims) is None
+    return claims
+
+
+_TO_CLAIMS = _checkpoint(0, failed_findings=1).to_claims()
+
+
+def _in_order(value: Any, model: Any) -> Any:
+    """``value`` with the keys of each object ``model`` has in ``model``'s order (``to_claims``'), then the rest."""
+    if type(value) is not dict or type(model) is not dict:
+        return value
+    ordered = {k: _in_order(value[k], model[k]) for k in model if k in value}
+    return {**ordered, **{k: item for k, item in value.items() if k not in model}}
+
+
+@settings(max_examples=1000, deadline=None)
+@given(claims_strategy, edits, st.booleans())
+def test_the_check_of_an_issued_payload_answers_as_the_fast_check(
+    claims: dict[str, Any], edit: tuple[str, str], reordered: bool
+) -> None:
+    """Read from the claims' payload (``to_claims`` order, periods escaped) or re-encoded sorted: one verdict.
+
+    Claims in another key order are not read from the payload (the sorted check answers for them).
+    """
+    claims = _edited(claims, edit)
+    claims = _in_order(claims, _TO_CLAIMS)
+    if reordered:
+        claims = dict(reversed(claims.items()))
+    try:
+        payload = claims_payload(claims)
+    except (TypeError, ValueError):
+        return
+    assert _issued_accepted(claims, payload) == (accepted_fast(claims) and _exact_types(claims) and not reordered)
+
+
+@pytest.mark.parametrize("receipts", [0, 3, COMPOSED_FROM + 8])
+def test_a_checkpoint_is_issued_without_re_encoding_its_claims(receipts: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issuing reads the claims' shape from the payload just written, whatever the receipt names hold."""
+    from rimthan_workflow_registry.run import checkpoints
+
+    awkward = {',"host":{': ArtifactReceipt("a" * 64, 1), '}},"iat":1}': ArtifactReceipt("b" * 64, 2)}
+    checkpoint = _checkpoint(receipts, failed_findings=receipts or None)
+    checkpoint = replace(checkpoint, artifacts=ArtifactTable.of({**dict(checkpoint.artifacts), **awkward}))
+    keyring = CheckpointKeyring.generate()
+    monkeypatch.setattr(checkpoints, "accepted_fast", None)  # the sorted re-encode is never reached
+    issued = issue_checkpoint(keyring, checkpoint)
+    assert issued.checkpoint == checkpoint and checkpoints.ISSUED.recall(issued.token, keyring.signing_key) is issued
+    monkeypatch.undo()
+    _forget_verified()
+    assert verify_checkpoint(keyring, issued.token).checkpoint == checkpoint
 
 
 _BY_UNITS = _claims_text_pattern(_TEXT_BY_UNITS)

@@ -7,7 +7,10 @@ sorted, compact, ASCII JSON, must match one regular expression
 (:data:`_CLAIMS_TEXT`), and each receipt column (names sorted and unique,
 one string of hex digits per table, sizes) is checked in one pass with
 ``map``, ``set``, ``min`` and ``bytes.translate``, never a Python loop per
-receipt. Claims the fast check does not accept, which a
+receipt. A checkpoint being issued has its claims' shape read from the
+payload just written for it (:func:`issued_text_accepted`: the same
+patterns, in ``to_claims`` order, built from one table), not re-encoded.
+Claims the fast check does not accept, which a
 server never issues, go through the definition itself (jsonschema and a
 loop over the receipts), which decides and names the problem: the fast
 check only ever accepts what the definition accepts, so it changes speed,
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +98,45 @@ _TEXT_BY_UNITS = f'"{_UNIT}{{1,128}}"'
 _TEXT = f'"(?:[^"\\\\]{{1,128}}|{_UNIT}{{1,128}})"'
 
 
+_NATURAL = "(?:0|[1-9][0-9]*)"
+_DIGEST_TEXT = '"sha256:[0-9a-f]{64}"'
+_EMPTY_OBJECT = "\\{\\}"  # a receipt table as the patterns see it: the fast check empties both tables
+_OPTIONAL = frozenset({"findings"})  # members a claim set may leave out (never the first in either order)
+_Fields = dict[str, "str | _Fields"]
+
+
+def _claim_fields(text: str = _TEXT) -> _Fields:
+    """Each claim (in ``Checkpoint.to_claims`` order) with the pattern of its value's JSON; an object's as a table.
+
+    Both patterns of the claims' text are built from this one table: :data:`_CLAIMS_TEXT` (keys sorted) and
+    the issued payload's head and tail (:data:`_ISSUED_HEAD`, :data:`_ISSUED_TAIL`: the table's order).
+    """
+    strings = rf"\[(?:{text}(?:,{text})*)?\]"
+    return {
+        "seq": "[1-9][0-9]*",
+        "workflow": {"id": text, "version": text},
+        "release": {"id": text, "manifest_digest": _DIGEST_TEXT},
+        "step": text,
+        "state": _DIGEST_TEXT,
+        "parent": f"(?:null|{_DIGEST_TEXT})",
+        "artifacts": _EMPTY_OBJECT,
+        "validators": _EMPTY_OBJECT,
+        "host": {"harness": text, "adapter_version": text, "capabilities": strings, "validator_capabilities": strings},
+        "iat": _NATURAL,
+        "findings": _NATURAL,
+    }
+
+
+def _members(fields: _Fields, keys: list[str], order: Callable[[_Fields], list[str]]) -> str:
+    """The pattern of members ``keys`` of ``fields`` written in that order (an optional one may be absent)."""
+    out = ""
+    for key in keys:
+        value = fields[key]
+        member = f'"{key}":' + (value if isinstance(value, str) else f"\\{{{_members(value, order(value), order)}\\}}")
+        out += f"(?:,{member})?" if key in _OPTIONAL else ("," if out else "") + member
+    return out
+
+
 def _claims_text_pattern(text: str = _TEXT) -> re.Pattern[str]:
     """Claims with empty receipt tables as ``json.dumps(sort_keys=True, separators=(",", ":"))`` writes them.
 
@@ -103,23 +145,26 @@ def _claims_text_pattern(text: str = _TEXT) -> re.Pattern[str]:
     two units, one character) and never to none, so ``{1,128}`` units bound a
     string to 1..128 characters (``text``: :data:`_TEXT`, or the plainer :data:`_TEXT_BY_UNITS`).
     """
-    strings = rf"\[(?:{text}(?:,{text})*)?\]"
-    digest, natural = '"sha256:[0-9a-f]{64}"', "(?:0|[1-9][0-9]*)"
-    return re.compile(
-        '\\{"artifacts":\\{\\},'
-        f'(?:"findings":{natural},)?'
-        f'"host":\\{{"adapter_version":{text},"capabilities":{strings},"harness":{text},'
-        f'"validator_capabilities":{strings}\\}},'
-        f'"iat":{natural},"parent":(?:null|{digest}),'
-        f'"release":\\{{"id":{text},"manifest_digest":{digest}\\}},'
-        f'"seq":[1-9][0-9]*,"state":{digest},"step":{text},'
-        '"validators":\\{\\},'
-        f'"workflow":\\{{"id":{text},"version":{text}\\}}'
-        "\\}"
-    )
+    fields = _claim_fields(text)
+    return re.compile(f"\\{{{_members(fields, sorted(fields), sorted)}\\}}")
+
+
+def _issued_patterns() -> tuple[re.Pattern[str], str, re.Pattern[str]]:
+    """The issued payload's head (the claims before the receipts), the tail's first characters, and its tail.
+
+    The head pattern ends with the artifacts key, the tail (the claims after the receipts) with the closing brace.
+    """
+    fields = _claim_fields()
+    keys = list(fields)
+    head, tail = keys[: keys.index("artifacts")], keys[keys.index("validators") + 1 :]
+    head_text = f'\\{{{_members(fields, head, list)},"artifacts":'
+    return re.compile(head_text), f',"{tail[0]}":', re.compile(f",{_members(fields, tail, list)}\\}}")
 
 
 _CLAIMS_TEXT = _claims_text_pattern()
+_ISSUED_HEAD, _ISSUED_TAIL_START, _ISSUED_TAIL = _issued_patterns()
+# The claims' keys in Checkpoint.to_claims order, with and without the optional ones.
+_ISSUED_KEYS = frozenset({tuple(_claim_fields()), tuple(k for k in _claim_fields() if k not in _OPTIONAL)})
 # ``json.dumps(sort_keys=True, separators=(",", ":"), allow_nan=False)``, its C encoder built once.
 _SORTED_COMPACT = compact_encoder(sort_keys=True, ensure_ascii=True)
 _HEX_DIGITS = b"0123456789abcdef"
@@ -152,11 +197,45 @@ def accepted_fast(claims: Mapping[str, Any]) -> bool:
         text = _SORTED_COMPACT(rest)
     except (TypeError, ValueError):
         return False
-    if _CLAIMS_TEXT.fullmatch(text) is None:
+    return _CLAIMS_TEXT.fullmatch(text) is not None and receipts_and_host_accepted(claims)
+
+
+def issued_text_accepted(claims: dict[str, Any], payload: str) -> bool:
+    """Whether ``payload``, the JSON of ``claims`` as a token carries it, shows :func:`accepted_fast`'s pattern.
+
+    For claims a checkpoint is issued with, whose payload (``claims_payload``:
+    compact, ASCII, keys in insertion order, every period escaped) was just
+    written: only the claims before and after the receipt tables are read
+    (:data:`_ISSUED_HEAD`, :data:`_ISSUED_TAIL`), not re-encoded sorted. The
+    patterns are built from the sorted pattern's own table (:func:`_claim_fields`).
+
+    ``True`` implies ``accepted_fast(claims)`` for claims whose nodes (receipts
+    aside) are exact ``dict``, ``list``, ``str``, ``int`` and ``None`` (the
+    caller checks that: ``checkpoints._exact_types``): the keys are exact
+    strings in ``to_claims`` order, so sorted they are the sorted pattern's
+    order; each value's text is the same in both encodings but for periods,
+    and ``\\u002e`` is one string unit where ``.`` was one (the string bound
+    counts units); a digest or a number never holds a period. The tail is
+    found by its first key from the end: ``,"`` never occurs inside a JSON
+    string (a quote in one is escaped), and a nested ``"host"`` member would
+    leave its outer objects' closing braces after it, which the tail pattern
+    does not allow. The caller then checks the host's lists and the receipts
+    as :func:`accepted_fast` does (:func:`receipts_and_host_accepted`).
+    """
+    if type(claims) is not dict or tuple(claims) not in _ISSUED_KEYS or set(map(type, claims)) != {str}:
         return False
+    head = _ISSUED_HEAD.match(payload)
+    if head is None:
+        return False
+    tail = payload.rfind(_ISSUED_TAIL_START, head.end())
+    return tail >= 0 and _ISSUED_TAIL.fullmatch(payload, tail) is not None
+
+
+def receipts_and_host_accepted(claims: dict[str, Any]) -> bool:
+    """:func:`accepted_fast`'s steps after its pattern: the host's lists unique, both receipt tables well-formed."""
     host = claims["host"]
     unique = all(len(set(host[k])) == len(host[k]) for k in ("capabilities", "validator_capabilities"))
-    return unique and _artifacts_well_formed(artifacts) and _validators_well_formed(validators)
+    return unique and _artifacts_well_formed(claims["artifacts"]) and _validators_well_formed(claims["validators"])
 
 
 def _artifacts_well_formed(table: dict[str, Any]) -> bool:

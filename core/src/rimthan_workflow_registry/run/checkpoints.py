@@ -18,7 +18,12 @@ from functools import cached_property
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, TokenError
-from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast, claims_problem
+from rimthan_workflow_registry.run.checkpoint_claims import (
+    accepted_fast,
+    claims_problem,
+    issued_text_accepted,
+    receipts_and_host_accepted,
+)
 from rimthan_workflow_registry.run.issued_tokens import IssuedTokens
 from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
 from rimthan_workflow_registry.run.tokens import (
@@ -209,12 +214,24 @@ def _verified_form(claims: dict[str, Any], payload: bytes) -> Checkpoint:
     Claims that pass the fast shape check (which takes the receipt columns'
     types exactly) and hold nothing else but exact ``dict``, ``list``,
     ``str``, ``int`` and ``None`` read back from their JSON as equal values of
-    the same types, so they give that checkpoint without parsing the payload.
+    the same types, so they give that checkpoint without parsing the payload
+    (the shape is read from ``payload`` itself where it can be: :func:`_issued_accepted`).
     Any other claims are parsed and checked as a verification would.
     """
-    if accepted_fast(claims) and _exact_types(claims):
+    if _issued_accepted(claims, payload) or (accepted_fast(claims) and _exact_types(claims)):
         return Checkpoint._of_claims(claims)
     return _payload_checkpoint(AuthenticToken(payload.decode("ascii"), "checkpoint", FailureCode.CHECKPOINT_INVALID))
+
+
+def _issued_accepted(claims: dict[str, Any], payload: bytes) -> bool:
+    """``accepted_fast(claims) and _exact_types(claims)``, the shape read from ``payload`` (the claims' JSON).
+
+    ``True`` only when both are (see :func:`~rimthan_workflow_registry.run.checkpoint_claims.issued_text_accepted`,
+    which needs exact types); ``False`` means "ask them".
+    """
+    if not (issued_text_accepted(claims, payload.decode("ascii")) and _exact_types(claims)):
+        return False
+    return receipts_and_host_accepted(claims)
 
 
 def _exact_types(claims: dict[str, Any]) -> bool:
