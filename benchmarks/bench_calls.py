@@ -10,12 +10,13 @@ is the median of our calls over the median of their echoes. The first run is
 an untimed warm-up.
 
 The echo and our call take turns going first (per tool, every other call):
-where a call falls costs differently on this machine. A call right after the
-harness's own work is 10-30% faster than the same call right after another
-server's call (measured: with the echo always second, as this benchmark
-did until December 2026, ``start`` read 1.46-1.66x; with it always first,
-1.91-2.06x, both in the same runs). A fixed order would hand one side the
-cheaper place; taking turns gives each the same mix.
+where a call falls costs differently on this machine. An echo made right
+after our call is slower than one made right before it (``start`` over
+stdio: 1.76-1.86 ms against 1.21-1.38 ms in the same runs), while our call
+moves little either way; with the echo always second, as this benchmark did
+until December 2026, ``start`` read 1.46-1.66x, with it always first
+1.91-2.06x. A fixed order hands one side the cheaper place; taking turns
+gives each the same mix.
 
 After both, the same client calls the mirror (``mirror_server.py``),
 loaded (untimed) with our result, with the same arguments: our result bytes
