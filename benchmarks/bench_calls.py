@@ -2,14 +2,23 @@
 
 ``rimthan-mcp serve`` runs the packaged research-decision 1.2.0 release; the
 scripted harness drives complete runs (desk-research route, one validator
-repair drill, as ``make demo`` does) through the SDK ``Client``. Right after
-each of our calls, the same client calls the echo floor server's ``echo``
-tool with the very same arguments, over the same transport: same request
-bytes, same client and SDK server machinery, none of our work. Per tool, the
-figure is the median of our calls over the median of their echoes. The first
-run is an untimed warm-up.
+repair drill, as ``make demo`` does) through the SDK ``Client``. Beside each
+of our calls, the same client calls the echo floor server's ``echo`` tool
+with the very same arguments, over the same transport: same request bytes,
+same client and SDK server machinery, none of our work. Per tool, the figure
+is the median of our calls over the median of their echoes. The first run is
+an untimed warm-up.
 
-After the echo, the same client calls the mirror (``mirror_server.py``),
+The echo and our call take turns going first (per tool, every other call):
+where a call falls costs differently on this machine. An echo made right
+after our call is slower than one made right before it (``start`` over
+stdio: 1.76-1.86 ms against 1.21-1.38 ms in the same runs), while our call
+moves little either way; with the echo always second, as this benchmark did
+until December 2026, ``start`` read 1.46-1.66x, with it always first
+1.91-2.06x. A fixed order hands one side the cheaper place; taking turns
+gives each the same mix.
+
+After both, the same client calls the mirror (``mirror_server.py``),
 loaded (untimed) with our result, with the same arguments: our result bytes
 and output schemas through the SDK, our transport shortcuts and the client's
 checks, none of our work. The mirror's median over the echo's is what a
@@ -109,36 +118,41 @@ def _as_json(model: Any) -> Any:
 
 @dataclass
 class CallTimings:
-    """Per tool: our calls, and the echo and mirror calls made right after each of them."""
+    """Per tool: our calls, the echo and mirror calls made beside each, and whether that echo went first."""
 
     ours: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     echo: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     mirror: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
+    echo_first: dict[str, list[bool]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     recorded: list[Call] = field(default_factory=list)
 
 
 class _Floors:
-    """The echo and the mirror, each timed on the call we just made (``rimthan-mcp`` is timed by the caller)."""
+    """The echo and the mirror, each timed on one of our calls (``rimthan-mcp`` is timed by the caller)."""
 
     def __init__(self, echo: Client, mirror: Client) -> None:
         self.echo = echo
         self.mirror = mirror
         self.reflect = client_caller(mirror)  # as our call is made and checked: through the harness's caller
 
-    async def time(self, call: Call, ours: dict[str, Any]) -> tuple[float, float]:
-        """Seconds for the echo of ``call``'s arguments, and for the mirror loaded (untimed) with our result."""
+    async def time_echo(self, name: str, arguments: dict[str, Any]) -> float:
+        """Seconds for the echo of ``arguments`` (those of our call of ``name``)."""
         started = time.perf_counter()
-        echoed = await self.echo.call_tool(ECHO, call.arguments)
+        echoed = await self.echo.call_tool(ECHO, arguments)
         ended = time.perf_counter()
         if echoed.is_error:
-            raise RuntimeError(f"the echo floor refused {call.name}'s arguments")
+            raise RuntimeError(f"the echo floor refused {name}'s arguments")
+        return ended - started
+
+    async def time_mirror(self, call: Call, ours: dict[str, Any]) -> float:
+        """Seconds for the mirror loaded (untimed) with our result of ``call``."""
         await self.mirror.call_tool(LOAD, {"result": json.loads(call.result)})
         mirror_started = time.perf_counter()
         reflected = await self.reflect(call.name, call.arguments)
         mirror_ended = time.perf_counter()
         if reflected != ours:
             raise RuntimeError(f"the mirror did not return our {call.name} result")
-        return ended - started, mirror_ended - mirror_started
+        return mirror_ended - mirror_started
 
 
 @asynccontextmanager
@@ -161,24 +175,36 @@ async def _servers(
 async def drive_calls(
     transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
 ) -> CallTimings:
-    """``runs`` packaged runs (after one untimed) through ``rimthan-mcp``, each call then echoed and mirrored."""
+    """``runs`` packaged runs (after one untimed) through ``rimthan-mcp``, each call echoed (before or after, in turn)
+    and mirrored."""
     timings = CallTimings()
     timing = {"on": False}
+    echo_first = dict.fromkeys(TOOLS, False)  # per tool, whether its last call's echo went before ours
     async with _servers(transport, release, keys, state_dir, work) as (client, floors):
         keeping = _Keeping(client)
         inner = client_caller(keeping)
 
-        async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        async def timed(name: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
             started = time.perf_counter()
             result = await inner(name, arguments)
-            ours = time.perf_counter() - started
+            return time.perf_counter() - started, result
+
+        async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            echo_first[name] = first = not echo_first[name]
+            if first:
+                echo = await floors.time_echo(name, arguments)
+                ours, result = await timed(name, arguments)
+            else:
+                ours, result = await timed(name, arguments)
+                echo = await floors.time_echo(name, arguments)
             # A string, not the parsed result: the client's heap (and its GC passes) stays as without it.
             made = Call(name, arguments, json.dumps(_as_json(keeping.last), separators=(",", ":")))
-            echo, mirror = await floors.time(made, result)
+            mirror = await floors.time_mirror(made, result)
             if timing["on"]:
                 timings.ours[name].append(ours)
                 timings.echo[name].append(echo)
                 timings.mirror[name].append(mirror)
+                timings.echo_first[name].append(first)
                 timings.recorded.append(made)
             return result
 
@@ -264,6 +290,7 @@ def run_p3(
                 "ours_s": timings.ours[tool],
                 "echo_s": timings.echo[tool],
                 "mirror_s": timings.mirror[tool],
+                "echo_first": timings.echo_first[tool],
                 "mirror": _mirror(timings, tool, ours, echo),
             }
             rows.append(

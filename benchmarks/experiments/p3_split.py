@@ -1,8 +1,8 @@
 """Where a P3 call's time beyond the mirror goes, measured inside the server processes.
 
 ``python -m benchmarks.experiments.p3_split [--runs N] [--transport stdio|http] [--pause MS]``
-drives the packaged runs as ``make bench``'s P3 does (each of our calls, then
-the echo, then the mirror loaded with our result: see ``bench_calls.py``),
+drives the packaged runs as ``make bench``'s P3 does (each of our calls and its echo,
+in turn one first, then the mirror loaded with our result: see ``bench_calls.py``),
 with ``rimthan-mcp`` and the mirror run under ``timed_serving.py``, which
 times each request's handling inside the server process (and ours'
 ``call_tool``). Then the same calls are replayed through ``call_tool`` in
