@@ -7,18 +7,12 @@ MCP handshake and the first request. Ours and the echo floor alternate after
 one untimed start of each. Import time of both entry modules is recorded
 beside it (``python -X importtime``), since that is most of a start.
 
-Both sides start from compiled bytecode, as an installed package does: with
-``PYTHONDONTWRITEBYTECODE`` set (as on the shared benchmark VM) a module whose
-source changed since its ``.pyc`` was written is compiled again on every
-start, which charges one side for a checkout's edits (measured once: four changed
-modules of ours, +23 M instructions per start, 0.8%; none of the echo server's).
+Both sides start from compiled bytecode, as an installed package does
+(``bytecode.py``: the runner compiles it before the first figure).
 """
 
 from __future__ import annotations
 
-import compileall
-import importlib.util
-import sysconfig
 import time
 from pathlib import Path
 
@@ -28,13 +22,11 @@ from .fixtures import BenchKeys
 from .profiling import import_times
 from .report import Figure
 from .servers import ServerCommand, echo_server, rimthan_server, stdio_session
-from .synthetic import REPO_ROOT
 from .timing import paired
 
 TARGET = 1.2
 SERVER_MODULES = ("rimthan_workflow_mcp.cli",)
 ECHO_MODULES = ("benchmarks.echo_server",)
-WORKSPACE_PACKAGES = ("rimthan_workflow_mcp", "rimthan_workflow_registry", "rimthan_clikit")
 
 
 async def _until_tools_listed(command: ServerCommand) -> float:
@@ -47,31 +39,14 @@ async def _until_tools_listed(command: ServerCommand) -> float:
     return elapsed
 
 
-def compile_bytecode() -> list[str]:
-    """Write the ``.pyc`` of every module either server can import (installed packages, ours, the benchmarks).
-
-    Up-to-date files are only checked, so this is quick after the first run.
-    Returns the directories compiled.
-    """
-    dirs = [Path(sysconfig.get_paths()["purelib"]), REPO_ROOT / "benchmarks"]
-    for name in WORKSPACE_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.submodule_search_locations:
-            dirs.extend(Path(location) for location in spec.submodule_search_locations)
-    for directory in dirs:
-        compileall.compile_dir(directory, quiet=2, workers=0)
-    return [str(d) for d in dirs]
-
-
 def run_p5(release: Path, keys: BenchKeys, state_dir: Path, work: Path, reps: int, profile: bool) -> Figure:
     logs = work / "p5" / "logs"
     ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / "rimthan-mcp.log")
     echo_cmd = echo_server(logs / "echo.log")
-    compiled = compile_bytecode()
     ours, floor = paired(
         lambda: anyio.run(_until_tools_listed, ours_cmd), lambda: anyio.run(_until_tools_listed, echo_cmd), reps
     )
-    details = {"ours_s": ours.to_json(), "floor_s": floor.to_json(), "bytecode_compiled": compiled}
+    details = {"ours_s": ours.to_json(), "floor_s": floor.to_json()}
     figure = Figure(
         "P5 start",
         "rimthan-mcp serve (stdio) on the packaged release until tools/list answers",

@@ -19,6 +19,7 @@ from .bench_engine import run_p4
 from .bench_start import run_p5
 from .bench_throughput import render_p6_mirror, run_p6
 from .bench_verify import run_p1
+from .bytecode import compile_bytecode
 from .config import Plan
 from .fixtures import BenchKeys, make_keys
 from .profiling import render_imports, render_profile
@@ -106,6 +107,8 @@ def run(
     def step(message: str) -> None:
         _say(f"[{time.perf_counter() - started:6.1f}s] {message}")
 
+    step("compiling the bytecode every measured process imports (bytecode.py)")
+    compiled = compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="rimthan-bench-keys-") as secrets:
         keys = make_keys(Path(secrets))
         if {"P1", "P2"} & set(only):
@@ -144,6 +147,7 @@ def run(
         "duration_s": elapsed,
         "machine": where,
         "versions": libraries,
+        "bytecode_compiled": compiled,
         "figures": [_recorded(f, where, libraries) for f in figures],
     }
     write_json(out, document)

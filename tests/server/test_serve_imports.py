@@ -109,19 +109,20 @@ def test_a_server_start_imports_no_jwt_library_until_a_token_is_signed_or_verifi
     assert "jwt" in after  # loaded on first use, and the token round trip above used it
 
 
-def test_the_start_benchmark_measures_a_server_that_compiles_nothing_from_source() -> None:
-    """P5 times starts with ``PYTHONDONTWRITEBYTECODE`` set on the benchmark VM: a module without a fresh
-    ``.pyc`` would be compiled on every start. After the benchmark's own compile step, none of the modules a
-    serving start imports (the stdio wire and the release pipeline included) is."""
+def test_the_benchmarks_measure_processes_that_compile_nothing_from_source() -> None:
+    """P2 and P5 time processes with ``PYTHONDONTWRITEBYTECODE`` set on the benchmark VM: a module without a
+    fresh ``.pyc`` would be compiled on every start. After the benchmark's own compile step, none of the modules
+    a serving start imports (the stdio wire and the release pipeline included) or ``rimthan-pack build`` imports
+    is."""
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    compile_step = "from benchmarks.bench_start import compile_bytecode; compile_bytecode()"
+    compile_step = "from benchmarks.bytecode import compile_bytecode; compile_bytecode()"
     subprocess.run([sys.executable, "-c", compile_step], cwd=root, env=env, check=True, timeout=600)
     probe = (
         "import importlib.util, json, os, sys\n"
         "import rimthan_workflow_mcp.cli, rimthan_workflow_mcp.server, rimthan_workflow_mcp.transports\n"
         "import rimthan_workflow_mcp.stdio_pipes, rimthan_workflow_registry.release.file_pipeline\n"
-        "import benchmarks.echo_server\n"
+        "import benchmarks.echo_server, rimthan_packager.cli, rimthan_packager.build\n"
         "def stale(f):\n"
         "    c = importlib.util.cache_from_source(f)\n"
         "    return not os.path.exists(c) or os.path.getmtime(c) < os.path.getmtime(f)\n"
