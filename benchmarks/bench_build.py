@@ -22,7 +22,7 @@ from pathlib import Path
 from rimthan_workflow_registry.release import MANIFEST_NAME
 
 from .fixtures import BenchKeys, run_probe, tool
-from .floors import copy_and_sync, hash_floor, interpreter_start, signature_floor
+from .floors import copy_and_sync, hash_floor, interpreter_start, library_imports, signature_floor
 from .report import Figure
 from .synthetic import BulkSpec
 from .timing import paired, repeat, timed
@@ -94,6 +94,7 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
 
     ours, floor_sample = paired(build_once, floor, reps, warmup=0)
     startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
+    imports = repeat(library_imports(), 5) if spec.small else None
     details = {
         "files": spec.files,
         "bytes": spec.total_bytes,
@@ -102,9 +103,14 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
         "signature_floor_s": signing.median,
         "openssl_processes": processes,
         "cli_startup_s": startup.median,
+        # per pair (ours, then the floor measured right before it): where the file system's flush cost moves
+        # between samples, both sides of one pair share it and the medians may not
+        "pair_ratios": [o / f for o, f in zip(ours.values, floor_sample.values, strict=True)],
         "note": "ours is the wall time of the rimthan-pack build subprocess (interpreter start and imports "
         "included); it copies and fsyncs every file, then verifies the release it wrote",
     }
+    if imports is not None:
+        details["library_imports_s"] = imports.median  # python -c "import click, cryptography ..." (floors.py)
     figure = Figure(
         f"P2 {spec.label}",
         f"rimthan-pack build of the {spec.label} synthetic catalogue (CLI)",

@@ -143,6 +143,23 @@ def copy_and_sync(source: Path, scratch: Path, trash: Path) -> Measure:
     return measure
 
 
+LIBRARY_IMPORTS = (
+    "import click, cryptography.hazmat.primitives.asymmetric.ed25519, cryptography.hazmat.primitives.serialization"
+)
+"""What any ``rimthan-pack build`` imports before its own code: the design card's CLI library and Ed25519 keys."""
+
+
+def library_imports() -> Measure:
+    """An interpreter's start importing only :data:`LIBRARY_IMPORTS` (not a floor: beside P2's, to explain it)."""
+
+    def measure() -> float:
+        started = time.perf_counter()
+        _run(sys.executable, "-c", LIBRARY_IMPORTS)
+        return time.perf_counter() - started
+
+    return measure
+
+
 def interpreter_start() -> Measure:
     """A bare interpreter's start and exit (``python3 -c pass``, the same executable as the CLIs)."""
 
