@@ -1,0 +1,33 @@
+"""A quick P2 run records what explains the build figure beside its floor.
+
+The file system's flush cost (one flush per build, one per floor copy) moves
+between samples on this VM, so each pair's ratio is kept; at 1 MiB, an
+interpreter importing only the design card's CLI and Ed25519 libraries is
+timed too (``floors.LIBRARY_IMPORTS``); and the run compiles every workspace
+package's bytecode first (``bytecode.py``), the packager's included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the benchmarks are a package at the repository root
+from benchmarks.config import QUICK  # noqa: E402
+from benchmarks.runner import run  # noqa: E402
+
+
+def test_a_quick_p2_run_records_pair_ratios_and_the_library_imports(tmp_path: Path) -> None:
+    plan = dataclasses.replace(QUICK, profile=False)
+    document = run(plan, only={"P2"}, work=tmp_path / "work", out=tmp_path / "results.json")
+
+    assert any(path.endswith("rimthan_packager") for path in document["bytecode_compiled"])
+    figures = {f["id"]: f for f in document["figures"]}
+    small, large = figures["P2 100-files-1MiB"], figures["P2 1000-files-16MiB"]
+    for figure in (small, large):
+        details = figure["details"]
+        ours, floor = details["ours_s"]["values"], details["floor_s"]["values"]
+        assert details["pair_ratios"] == [o / f for o, f in zip(ours, floor, strict=True)]
+    assert small["details"]["library_imports_s"] > 0
+    assert "library_imports_s" not in large["details"]  # only where the floor holds an interpreter's start
