@@ -54,6 +54,20 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
     assert "tqdm" not in modules
 
 
+# What a build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile.
+NOT_ON_THE_BUILD_PATH = ("concurrent.futures", "logging", "subprocess", "tempfile", "shutil")
+
+
+def test_a_build_imports_no_module_only_other_paths_need(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    """A rebuild (nothing new to remember) where the file system has ``syncfs``: none of those modules is loaded."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    key = str(keypair.private_path)
+    for out in ("a", "b"):
+        run = pack_probe("build", str(scaffold), "--key", key, "--out", str(tmp_path / out), env=env)
+        assert run.code == 0, run.stderr
+    assert not {m for m in run.modules if m in NOT_ON_THE_BUILD_PATH}
+
+
 def test_a_rebuild_whose_schemas_passed_before_never_imports_jsonschema(
     tmp_path: Path, scaffold: Path, keypair: KeyPair
 ) -> None:

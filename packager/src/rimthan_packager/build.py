@@ -14,13 +14,12 @@ Builds are reproducible: the manifest depends only on the source bytes (and
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
+import secrets
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -123,7 +122,7 @@ def build_release(
     out.mkdir(parents=True, exist_ok=True)
     dest = out / f"{catalogue.name}-{catalogue.version}"
     _refuse_existing(dest)
-    work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.building-", dir=out))
+    work = _work_dir(out, f".{dest.name}.building-")
     try:
         copied = _copy_catalogue(source, work / CATALOGUE_DIR, progress)
         manifest = manifest_for(catalogue, copied.entries, created)
@@ -146,6 +145,8 @@ def build_release(
             raise _exists(dest) from None
         fsync_dir(out)
     except BaseException:
+        import shutil  # only a failed build removes its work directory
+
         shutil.rmtree(work, ignore_errors=True)
         raise
     return BuildResult(
@@ -154,6 +155,25 @@ def build_release(
         manifest_digest=verified.manifest_digest,
         signer_key_ids=verified.signer_key_ids,
     )
+
+
+_WORK_DIR_ATTEMPTS = 100  # as tempfile.mkdtemp
+
+
+def _work_dir(out: Path, prefix: str) -> Path:
+    """A new directory ``<out>/<prefix><random>`` (mode 0700), absolute: ``tempfile.mkdtemp`` without its imports.
+
+    ``tempfile`` imports ``shutil``, ``random``, ``bz2`` and ``lzma``, about 2
+    ms of every build; the name's random part comes from :mod:`secrets`.
+    """
+    for _ in range(_WORK_DIR_ATTEMPTS):
+        path = os.path.join(out, prefix + secrets.token_hex(4))
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return Path(os.path.abspath(path))
+    raise FileExistsError(errno.EEXIST, "No usable temporary directory name found", str(out))
 
 
 def _exists(dest: Path) -> RegistryError:
@@ -204,11 +224,40 @@ def _checked_and_durable(
     A failed self-check waits for the flush to end (its outcome ignored) and
     is the refusal; otherwise a failed flush (write-back error) is.
     """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rimthan-sync") as syncer:
-        durable = syncer.submit(_make_durable, work, copied.files, written, [*copied.dirs, work / SIGNATURES_DIR, work])
-        verified = _self_check(work, dest, trust)  # on failure, leaving the block waits for the flush
-        durable.result()
+    dirs = [*copied.dirs, work / SIGNATURES_DIR, work]
+    durable = _Flush(lambda: _make_durable(work, copied.files, written, dirs))
+    try:
+        verified = _self_check(work, dest, trust)
+    finally:
+        durable.join()  # on failure too: nothing is discarded while the flush still reads it
+    durable.raise_failure()
     return verified
+
+
+class _Flush:
+    """The flush on its own thread (a plain thread: ``concurrent.futures`` imports ``logging``, paid on every build).
+
+    Its failure, whatever it is, is kept and raised by :meth:`raise_failure`
+    in the caller's thread, never lost on the flushing one.
+    """
+
+    def __init__(self, flush: Callable[[], None]) -> None:
+        self._failure: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(flush,), name="rimthan-sync")
+        self._thread.start()
+
+    def _run(self, flush: Callable[[], None]) -> None:
+        try:
+            flush()
+        except BaseException as exc:  # re-raised in the caller's thread
+            self._failure = exc
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
 
 @dataclass(frozen=True)
@@ -327,6 +376,8 @@ def _make_durable(work: Path, copied: Callable[[], list[Path]], written: list[Pa
     """
     if sync_filesystem(work):
         return
+    from concurrent.futures import ThreadPoolExecutor  # only here: it imports logging
+
     with ThreadPoolExecutor(max_workers=FSYNC_THREADS) as pool:
         list(pool.map(fsync_file, [*copied(), *written]))
     for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
@@ -373,6 +424,8 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     manifest_bytes = inspection.manifest.to_bytes()
     signature = key.sign(manifest_bytes)
     key.public_key.verify(signature, manifest_bytes)
+    import tempfile  # a co-signature only: a build does not pay for it
+
     fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
     tmp = Path(tmp_name)
     try:

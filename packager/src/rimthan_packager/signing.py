@@ -14,7 +14,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.release import key_id_for, public_key_pem
-from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 from .fsutil import create_file
 
@@ -70,6 +69,8 @@ def private_key_pem(key: Ed25519PrivateKey) -> bytes:
 
 def check_key_path_untracked(key_path: Path) -> None:
     """Refuse a private-key path that git tracks or would track (not ignored)."""
+    from rimthan_workflow_registry.secret_paths import check_secret_path_untracked  # keygen's: it loads subprocess
+
     check_secret_path_untracked(key_path, what="this private key", error=TrustError)
 
 

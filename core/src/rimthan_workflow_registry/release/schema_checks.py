@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable
 from functools import cache
@@ -129,6 +128,8 @@ class SchemaCheckCache:
             self._passed |= self._on_disk
 
     def _write(self, path: Path) -> None:
+        import tempfile  # only when something new passed: a rebuild of the same catalogue never imports it
+
         keys = sorted(self._passed)[-_MAX_ENTRIES:]
         text = json.dumps({"format": _FORMAT, "passed": keys}, indent=1) + "\n"
         tmp: str | None = None
