@@ -54,8 +54,17 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
     assert "tqdm" not in modules
 
 
-# What a build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile.
-NOT_ON_THE_BUILD_PATH = ("concurrent.futures", "logging", "subprocess", "tempfile", "shutil")
+# What a small build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile,
+# and the self-check's two-thread pipeline for large releases (with queue).
+NOT_ON_THE_BUILD_PATH = (
+    "concurrent.futures",
+    "logging",
+    "subprocess",
+    "tempfile",
+    "shutil",
+    "queue",
+    "rimthan_workflow_registry.release.file_pipeline",
+)
 
 
 def test_a_build_imports_no_module_only_other_paths_need(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:

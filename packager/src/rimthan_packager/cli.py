@@ -27,6 +27,8 @@ from .user_cache import remembered_checks
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
 
+    from .build import BuildResult
+
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
 
 
@@ -154,16 +156,8 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     otherwise against the signing keys themselves. Builds are reproducible;
     set SOURCE_DATE_EPOCH to record a creation time.
     """
-    from rimthan_workflow_registry.release import load_trust
-
-    from .build import build_release, source_date_epoch
-    from .signing import load_signing_key
-
-    keys = [load_signing_key(p) for p in key_paths]
-    trust = load_trust(trust_path) if trust_path is not None else None
-    progress = not as_json and sys.stderr.isatty()
-    with _collector_paused():
-        result = build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
+    with _collector_paused():  # from the imports on: they allocate much and free no cycles either
+        result = _build(source, key_paths, out_dir, trust_path, progress=not as_json and sys.stderr.isatty())
     if as_json:
         emit_json(
             {
@@ -179,6 +173,20 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
         return
     click.echo(f"built {result.manifest.release.id} at {result.path}")
     click.echo(f"manifest digest {result.manifest_digest}")
+
+
+def _build(
+    source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: Path | None, *, progress: bool
+) -> BuildResult:
+    """``build``'s work: its imports, the keys and trust store, then the build (its ``BuildResult``)."""
+    from rimthan_workflow_registry.release import load_trust
+
+    from .build import build_release, source_date_epoch
+    from .signing import load_signing_key
+
+    keys = [load_signing_key(p) for p in key_paths]
+    trust = load_trust(trust_path) if trust_path is not None else None
+    return build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
 
 
 @cli.command(

@@ -76,6 +76,8 @@ def check_key_path_untracked(key_path: Path) -> None:
 
 @dataclass(frozen=True)
 class GeneratedKey:
+    """A key pair just written: where its two halves are and its key id."""
+
     private_path: Path
     public_path: Path
     key_id: str

@@ -84,6 +84,8 @@ class Question:
 
 @dataclass(frozen=True)
 class OutputDeclaration:
+    """An artifact a step writes: where, its media type, size limit, schema and write policy."""
+
     id: str
     path: str
     media_type: str
@@ -94,6 +96,8 @@ class OutputDeclaration:
 
 @dataclass(frozen=True)
 class AssetDefinition:
+    """A file a workflow ships to the host (prompt, skill or subagent), by id."""
+
     id: str
     kind: str
     file: str
@@ -101,6 +105,8 @@ class AssetDefinition:
 
 @dataclass(frozen=True)
 class ValidatorDefinition:
+    """A semantic validator: its instruction, the subagent that runs it and what it needs."""
+
     id: str
     version: str
     instruction: str
@@ -115,6 +121,8 @@ class ValidatorDefinition:
 
 @dataclass(frozen=True)
 class StepDefinition:
+    """One step of a workflow: its instruction, outputs, validators, inputs and where it goes next."""
+
     id: str
     title: str
     instruction: str
@@ -149,6 +157,8 @@ class StepDefinition:
 
 @dataclass(frozen=True)
 class WorkflowDefinition:
+    """A workflow: its identity, entry aliases, state schema, assets, validators and steps."""
+
     id: str
     version: str
     owner: str
@@ -204,6 +214,8 @@ def _first_by(items: tuple[T, ...], key: Callable[[T], str]) -> Mapping[str, T]:
 
 @dataclass(frozen=True)
 class HostAdapter:
+    """How one harness installs assets and reads the tools: its paths and capabilities."""
+
     id: str
     version: str
     harness: str
@@ -237,6 +249,8 @@ class HostAdapter:
 
 @dataclass(frozen=True)
 class Catalogue:
+    """A whole catalogue: its identity, scope, workflows and host adapters."""
+
     name: str
     version: str
     title: str

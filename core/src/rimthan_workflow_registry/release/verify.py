@@ -34,7 +34,6 @@ from rimthan_workflow_registry.canonical import DIGEST_PREFIX, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
-from rimthan_workflow_registry.release.file_pipeline import first_file_failure
 from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
@@ -351,6 +350,8 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
 
     workers = verify_threads(len(files), manifest.total_size)
     if workers > 1 and tree.catalogue.issuperset(manifest.paths):
+        from rimthan_workflow_registry.release.file_pipeline import first_file_failure  # large releases only
+
         failure = first_file_failure(base, batches)  # one thread reads, another hashes
     else:
         failure = first_failure(check, batches, workers)
