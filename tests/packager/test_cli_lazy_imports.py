@@ -8,6 +8,9 @@ without them (checked in a fresh interpreter, through the CLI's own entry point)
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,32 @@ def test_a_rebuild_whose_schemas_passed_before_never_imports_jsonschema(
     again = pack_probe("build", str(scaffold), "--key", key, "--out", str(tmp_path / "b"), env=env)
     assert again.code == 0, again.stderr
     assert not {m for m in again.modules if m.split(".")[0] in ("jsonschema", "referencing", "jsonschema_rs")}
+
+
+def test_the_entry_point_leaves_its_objects_frozen_to_the_exit(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair
+) -> None:
+    """After ``main`` (a build that succeeded, and a refusal) the objects are frozen: the exit collects none of them.
+
+    The release is built as ever; only the interpreter's last collection, which frees nothing the process's end
+    would not, is skipped.
+    """
+    code = (
+        "import gc, json, sys\n"
+        "from rimthan_packager.cli import main\n"
+        "sys.argv = ['rimthan-pack', *json.loads(sys.argv[1])]\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps([code, gc.get_freeze_count()]), file=sys.stderr)\n"
+    )
+    key = str(keypair.private_path)
+    built = ["build", str(scaffold), "--key", key, "--out", str(tmp_path / "r"), "--json"]
+    refused = ["verify", str(tmp_path / "missing"), "--trust", str(tmp_path)]
+    for argv, expected in ((built, 0), (refused, 1)):
+        run = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(argv)], capture_output=True, text=True, timeout=120
+        )
+        status, frozen = json.loads(run.stderr.strip().splitlines()[-1])
+        assert status == expected, run.stderr
+        assert frozen > 0
+        if argv is built:
+            assert json.loads(run.stdout)["ok"] is True

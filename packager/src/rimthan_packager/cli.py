@@ -464,4 +464,19 @@ def main() -> None:
     """Console-script entry point."""
     from . import cli_oci  # noqa: F401  (registers push and pull; it imports this module)
 
-    cli()
+    try:
+        cli()
+    finally:
+        _leave_to_exit()
+
+
+def _leave_to_exit() -> None:
+    """The process ends next: its objects are frozen, so the exit's collection skips them.
+
+    At exit the interpreter collects every object the collector still
+    tracks; with the verifier's modules loaded that took ~7 ms of a ~100 ms
+    build (it frees nothing the operating system would not). Output is
+    already written and every file closed by then; a test or a caller that
+    invokes ``cli`` itself is unaffected.
+    """
+    gc.freeze()
