@@ -22,7 +22,7 @@ from pathlib import Path
 from rimthan_workflow_registry.release import MANIFEST_NAME
 
 from .fixtures import BenchKeys, run_probe, tool
-from .floors import copy_and_sync, hash_floor, interpreter_start, library_imports, signature_floor
+from .floors import LIBRARY_IMPORTS, copy_and_sync, hash_floor, interpreter_start, signature_floor
 from .report import Figure
 from .synthetic import BulkSpec
 from .timing import paired, repeat, timed
@@ -94,7 +94,7 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
 
     ours, floor_sample = paired(build_once, floor, reps, warmup=0)
     startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
-    imports = repeat(library_imports(), 5) if spec.small else None
+    imports = repeat(interpreter_start(LIBRARY_IMPORTS), 5) if spec.small else None
     details = {
         "files": spec.files,
         "bytes": spec.total_bytes,

@@ -6,9 +6,9 @@ is compiled again by every process that imports it. That charges our side
 for a checkout's edits and for the packages no earlier step compiled: the
 floors (``openssl``, ``cp``, ``python3 -c pass``, the SDK echo server) import
 none of our modules. Measured once: four changed server modules, +23 M
-instructions per server start (0.8%, P5); the packager's ten modules, never
-compiled before ``make bench`` did this, about 17 ms of every ``rimthan-pack
-build`` (P2 at 1 MiB: a third of its time when the file system syncs fast).
+instructions per server start (0.8%, P5); the packager's modules, never
+compiled before ``make bench`` did this, about 7 ms of every ``rimthan-pack
+build`` (P2 at 1 MiB on a quiet disk: 136-140 against 127-136 ms compiled).
 :func:`compile_bytecode` runs once, before the first figure.
 """
 

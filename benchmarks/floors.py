@@ -31,7 +31,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .timing import Measure, Sample
+from .timing import Measure, Sample, timed
 from .trash import retire
 
 _DIGEST_LINE = re.compile(r"^[^(]+\((?P<path>.*)\)= (?P<hex>[0-9a-f]{64})$")
@@ -149,23 +149,7 @@ LIBRARY_IMPORTS = (
 """What any ``rimthan-pack build`` imports before its own code: the design card's CLI library and Ed25519 keys."""
 
 
-def library_imports() -> Measure:
-    """An interpreter's start importing only :data:`LIBRARY_IMPORTS` (not a floor: beside P2's, to explain it)."""
-
-    def measure() -> float:
-        started = time.perf_counter()
-        _run(sys.executable, "-c", LIBRARY_IMPORTS)
-        return time.perf_counter() - started
-
-    return measure
-
-
-def interpreter_start() -> Measure:
-    """A bare interpreter's start and exit (``python3 -c pass``, the same executable as the CLIs)."""
-
-    def measure() -> float:
-        started = time.perf_counter()
-        _run(sys.executable, "-c", "pass")
-        return time.perf_counter() - started
-
-    return measure
+def interpreter_start(code: str = "pass") -> Measure:
+    """An interpreter's start, ``code`` and exit (``python3 -c pass``: the bare start every Python CLI pays; with
+    :data:`LIBRARY_IMPORTS`, not a floor but what explains P2's), the same executable as the CLIs."""
+    return timed(lambda: _run(sys.executable, "-c", code))

@@ -164,7 +164,8 @@ def _issued_patterns() -> tuple[re.Pattern[str], str, re.Pattern[str]]:
 _CLAIMS_TEXT = _claims_text_pattern()
 _ISSUED_HEAD, _ISSUED_TAIL_START, _ISSUED_TAIL = _issued_patterns()
 # The claims' keys in Checkpoint.to_claims order, with and without the optional ones.
-_ISSUED_KEYS = frozenset({tuple(_claim_fields()), tuple(k for k in _claim_fields() if k not in _OPTIONAL)})
+_ISSUED_ORDER = tuple(_claim_fields())
+_ISSUED_KEYS = frozenset({_ISSUED_ORDER, tuple(k for k in _ISSUED_ORDER if k not in _OPTIONAL)})
 # ``json.dumps(sort_keys=True, separators=(",", ":"), allow_nan=False)``, its C encoder built once.
 _SORTED_COMPACT = compact_encoder(sort_keys=True, ensure_ascii=True)
 _HEX_DIGITS = b"0123456789abcdef"
