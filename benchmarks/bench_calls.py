@@ -18,12 +18,18 @@ until December 2026, ``start`` read 1.46-1.66x, with it always first
 1.91-2.06x. A fixed order hands one side the cheaper place; taking turns
 gives each the same mix.
 
-After both, the same client calls the mirror (``mirror_server.py``),
-loaded (untimed) with our result, with the same arguments: our result bytes
-and output schemas through the SDK, our transport shortcuts and the client's
-checks, none of our work. The mirror's median over the echo's is what a
-server returning these results pays for them; ours over the mirror's is our
-server's work. ``make bench`` prints both beside every P3 figure.
+After both, the mirror (``mirror_server.py``) is loaded (untimed) with our
+result; the same client calls it with the same arguments after our next
+call and its echo: our result bytes and output schemas through the SDK, our
+transport shortcuts and the client's checks, none of our work. The mirror's
+median over the echo's is what a server returning these results pays for
+them; ours over the mirror's is our server's work. ``make bench`` prints
+both beside every P3 figure. Until December 2026 the mirror was called right
+after its load, as no other call is: the load had just run the mirror's
+request path (reading, parsing, dispatching), and a do-nothing server of
+ours returning a cached ``start`` result read 1.07-1.25x the mirror so timed
+(0.1-0.3 ms), in the same runs; timed a call later it is as cold as the echo
+and our server are when their turn comes.
 
 Where a tool is above target, the recorded calls are replayed in process
 through the server's own ``call_tool`` under cProfile: that is the server-side
@@ -118,13 +124,18 @@ def _as_json(model: Any) -> Any:
 
 @dataclass
 class CallTimings:
-    """Per tool: our calls, the echo and mirror calls made beside each, and whether that echo went first."""
+    """Per tool: our calls, the echo and mirror calls made beside each, and whether that echo went first.
+
+    ``sequence`` lists every call the client made, in order (``"echo start"``,
+    ``"ours start"``, ``"load start"``, ``"mirror start"``...), untimed ones included.
+    """
 
     ours: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     echo: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     mirror: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     echo_first: dict[str, list[bool]] = field(default_factory=lambda: {t: [] for t in TOOLS})
     recorded: list[Call] = field(default_factory=list)
+    sequence: list[str] = field(default_factory=list)
 
 
 class _Floors:
@@ -144,9 +155,12 @@ class _Floors:
             raise RuntimeError(f"the echo floor refused {name}'s arguments")
         return ended - started
 
-    async def time_mirror(self, call: Call, ours: dict[str, Any]) -> float:
-        """Seconds for the mirror loaded (untimed) with our result of ``call``."""
+    async def load_mirror(self, call: Call) -> None:
+        """Give the mirror our result of ``call`` (untimed); its next call returns it."""
         await self.mirror.call_tool(LOAD, {"result": json.loads(call.result)})
+
+    async def time_mirror(self, call: Call, ours: dict[str, Any]) -> float:
+        """Seconds for the mirror's return of our result of ``call``, loaded (:meth:`load_mirror`) a call earlier."""
         mirror_started = time.perf_counter()
         reflected = await self.reflect(call.name, call.arguments)
         mirror_ended = time.perf_counter()
@@ -172,52 +186,99 @@ async def _servers(
             yield client, _Floors(echo, mirror)
 
 
+class _Driver:
+    """The calls of one transport's runs: each of ours beside its echo, and the mirror of the call before it.
+
+    The mirror is loaded (untimed) with our result as soon as we have it and
+    timed after our next call and its echo, so no timed call follows its own
+    server's previous call: each finds its server as the others left it.
+    """
+
+    def __init__(self, timings: CallTimings, client: Client, floors: _Floors) -> None:
+        self.timings = timings
+        self.floors = floors
+        self.keeping = _Keeping(client)
+        self.inner = client_caller(self.keeping)
+        self.timing = False  # whether calls are recorded (the first run warms up)
+        self.echo_first = dict.fromkeys(TOOLS, False)  # per tool, whether its last call's echo went before ours
+        # The mirror loaded with our last result: (our call, our result, recorded).
+        self.loaded: tuple[Call, dict[str, Any], bool] | None = None
+
+    def _log(self, op: str, name: str) -> None:
+        self.timings.sequence.append(f"{op} {TOOLS[name]}")
+
+    async def _ours(self, name: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        self._log("ours", name)
+        started = time.perf_counter()
+        result = await self.inner(name, arguments)
+        return time.perf_counter() - started, result
+
+    async def _echo(self, name: str, arguments: dict[str, Any]) -> float:
+        self._log("echo", name)
+        return await self.floors.time_echo(name, arguments)
+
+    async def _mirror_loaded(self) -> None:
+        if self.loaded is None:
+            return
+        (made, result, recorded), self.loaded = self.loaded, None
+        self._log("mirror", made.name)
+        mirror = await self.floors.time_mirror(made, result)
+        if recorded:
+            self.timings.mirror[made.name].append(mirror)
+
+    async def _load(self, made: Call, result: dict[str, Any]) -> None:
+        self._log("load", made.name)
+        await self.floors.load_mirror(made)
+        self.loaded = (made, result, self.timing)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Our call of ``name`` (the harness's caller), its echo (before or after, in turn), the last call's mirror."""
+        self.echo_first[name] = first = not self.echo_first[name]
+        if first:
+            echo = await self._echo(name, arguments)
+            ours, result = await self._ours(name, arguments)
+        else:
+            ours, result = await self._ours(name, arguments)
+            echo = await self._echo(name, arguments)
+        # A string, not the parsed result: the client's heap (and its GC passes) stays as without it.
+        made = Call(name, arguments, json.dumps(_as_json(self.keeping.last), separators=(",", ":")))
+        self.keeping.last = None  # freed here, untimed, not inside our next timed call
+        await self._mirror_loaded()
+        await self._load(made, result)
+        if self.timing:
+            for kept, value in ((self.timings.ours, ours), (self.timings.echo, echo)):
+                kept[name].append(value)
+            self.timings.echo_first[name].append(first)
+            self.timings.recorded.append(made)
+        return result
+
+    async def finish(self) -> None:
+        """The last call's mirror, after an untimed echo (as every other mirror call follows two calls)."""
+        if self.loaded is not None:
+            made = self.loaded[0]
+            await self._echo(made.name, made.arguments)
+            await self._mirror_loaded()
+
+
 async def drive_calls(
     transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
 ) -> CallTimings:
     """``runs`` packaged runs (after one untimed) through ``rimthan-mcp``, each call echoed (before or after, in turn)
     and mirrored."""
     timings = CallTimings()
-    timing = {"on": False}
-    echo_first = dict.fromkeys(TOOLS, False)  # per tool, whether its last call's echo went before ours
     async with _servers(transport, release, keys, state_dir, work) as (client, floors):
-        keeping = _Keeping(client)
-        inner = client_caller(keeping)
-
-        async def timed(name: str, arguments: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-            started = time.perf_counter()
-            result = await inner(name, arguments)
-            return time.perf_counter() - started, result
-
-        async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            echo_first[name] = first = not echo_first[name]
-            if first:
-                echo = await floors.time_echo(name, arguments)
-                ours, result = await timed(name, arguments)
-            else:
-                ours, result = await timed(name, arguments)
-                echo = await floors.time_echo(name, arguments)
-            # A string, not the parsed result: the client's heap (and its GC passes) stays as without it.
-            made = Call(name, arguments, json.dumps(_as_json(keeping.last), separators=(",", ":")))
-            mirror = await floors.time_mirror(made, result)
-            if timing["on"]:
-                timings.ours[name].append(ours)
-                timings.echo[name].append(echo)
-                timings.mirror[name].append(mirror)
-                timings.echo_first[name].append(first)
-                timings.recorded.append(made)
-            return result
-
+        driver = _Driver(timings, client, floors)
         for run in range(runs + 1):
-            timing["on"] = run > 0
+            driver.timing = run > 0
             examples = CatalogueExamples({VERSION: release / "catalogue" / "examples"}, ROUTE, fail_once=DRILL)
             project = work / "projects" / f"{transport}-{run}"
             if project.exists():
                 shutil.rmtree(project)
-            harness = WorkflowHarness(call, examples, project_dir=project)
+            harness = WorkflowHarness(driver.call, examples, project_dir=project)
             final = await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))
             if final.get("status") != "completed":
                 raise RuntimeError(f"the packaged run over {transport} did not complete")
+        await driver.finish()
     return timings
 
 

@@ -14,8 +14,9 @@ names, same input and output schemas) plus one more tool, ``mirror.load``,
 which keeps the result it is given (``{"result": <CallToolResult as JSON>}``).
 The next call of any listed tool returns that result unchanged, whatever its
 arguments, and forgets it; a call with nothing loaded is a tool error. The
-benchmark loads each of our results (untimed), then times the same client
-making the same call with the same arguments: the same request and result
+benchmark loads each of our results (untimed) and, after our next call,
+times the same client making the same call with the same arguments (so the
+load has not just warmed the mirror's request path): the same request and result
 bytes, the same client-side output-schema check, the same transport and SDK
 server machinery, and nothing of ours. It is served as ``rimthan-mcp`` serves:
 stdio from the event loop (``stdio_pipes.py``), and no per-call header schema

@@ -29,3 +29,24 @@ def test_a_quick_p3_run_takes_turns_putting_the_echo_first(tmp_path: Path) -> No
         assert all(a != b for a, b in zip(turns, turns[1:], strict=False)), (figure["id"], turns)
         if len(turns) > 1:
             assert set(turns) == {True, False}
+
+
+def test_no_timed_call_follows_its_own_servers_last_call(tmp_path: Path) -> None:
+    """The mirror is timed a call later than its load; every one of our calls gets its mirror, the last one too."""
+    import anyio
+
+    from benchmarks.bench_calls import TOOLS, drive_calls, packaged_release
+    from benchmarks.fixtures import make_keys
+
+    keys = make_keys(tmp_path / "keys")
+    release = packaged_release(keys, tmp_path)
+    timings = anyio.run(drive_calls, "stdio", release, keys, tmp_path / "state", tmp_path, 1)
+
+    sequence = timings.sequence
+    ops = [entry.split()[0] for entry in sequence]
+    assert ops.count("load") == ops.count("mirror") == ops.count("ours") > 0
+    for before, entry in zip(sequence, sequence[1:], strict=False):
+        if entry.startswith("mirror"):
+            assert not before.startswith("load"), (before, entry)
+    for tool in TOOLS:
+        assert len(timings.mirror[tool]) == len(timings.ours[tool]) == len(timings.echo[tool])
