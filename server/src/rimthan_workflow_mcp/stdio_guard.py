@@ -5,7 +5,7 @@ it decodes with replacement characters; text that is not JSON; nesting deeper
 than its parser allows, a lone surrogate escape, an integer of thousands of
 digits) to the session as an exception, and the client never hears back. A
 client waiting on it hangs. This guard sits between the transport and the
-server and answers such a line with the JSON-RPC ``Parse error`` (-32700)
+server (:class:`AnsweringStream`) and answers such a line with the JSON-RPC ``Parse error`` (-32700)
 through the transport's own writer: for the line's request id when it is
 recognisably a request (a top-level ``method`` and a scalar ``id``), else with
 ``id: null`` as JSON-RPC 2.0 prescribes. Other exceptions pass through.
@@ -13,11 +13,9 @@ recognisably a request (a top-level ``method`` and a scalar ``id``), else with
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import mcp_types as types
-from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
@@ -108,17 +106,47 @@ def parse_error_for(raw: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=top_level_request_id(raw), error=error)
 
 
-async def answer_unparseable(
-    source: Any, sink: Any, write_stream: Any, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-) -> None:
-    """Pump ``source`` into ``sink``, answering every refused line with a JSON-RPC Parse error."""
-    task_status.started()
-    async with sink:
-        async for item in source:
+class AnsweringStream:
+    """``source`` as the server reads it, every line the parser refused answered on the way with a Parse error.
+
+    A read stream (the SDK's ``ReadStream``), not a pump: a message reaches the
+    server in the same event-loop step the transport handed it over, with no
+    task or memory stream between them. A refused line is answered through
+    ``write_stream`` and never reaches the server; other exceptions pass through.
+    """
+
+    def __init__(
+        self,
+        source: MemoryObjectReceiveStream[SessionMessage | Exception],
+        write_stream: MemoryObjectSendStream[SessionMessage],
+    ) -> None:
+        self._source = source
+        self._write_stream = write_stream
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._source.receive()
             raw = _raw_input(item) if isinstance(item, Exception) else None
             if raw is None:
-                await sink.send(item)
-                continue
+                return item
             answer = parse_error_for(raw)
             _log.warning("line refused by the JSON parser", extra={"id": answer.id})
-            await write_stream.send(SessionMessage(answer))
+            await self._write_stream.send(SessionMessage(answer))
+
+    def __aiter__(self) -> AnsweringStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._source.aclose()
+
+    async def __aenter__(self) -> AnsweringStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

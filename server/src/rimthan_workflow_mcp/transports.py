@@ -29,11 +29,10 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.message import SessionMessage
 
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
-from .stdio_guard import answer_unparseable
+from .stdio_guard import AnsweringStream
 from .stdio_pipes import pipe_wire
 
 MCP_PATH = "/mcp"
@@ -77,11 +76,7 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
         await tg.start(_refresh_triggers, provider, refresh_interval)
         _log.info("serving", extra={"transport": "stdio"})
         async with pipe_wire() as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
-            guarded_writer, guarded = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-            async with anyio.create_task_group() as pump:
-                await pump.start(answer_unparseable, read_stream, guarded_writer, write_stream)
-                await app.run(guarded, write_stream, app.create_initialization_options())
-                pump.cancel_scope.cancel()
+            await app.run(AnsweringStream(read_stream, write_stream), write_stream, app.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
