@@ -14,5 +14,6 @@ is started), ``echo_server`` (the floor), ``mirror_server`` (our results, none
 of our work) and ``load_client`` (P6's load); the plumbing ``fixtures``,
 ``synthetic`` (seeded sources), ``timing``, ``trash``, ``probe`` (one fresh
 interpreter per measurement), ``profiling`` and ``report``; ``experiments``
-(measured one-off splits, not part of a run).
+(measured one-off splits, not part of a run: ``p3_split`` and ``p3_fixed_cost``, their servers
+instrumented by ``wrapped_serving`` with ``timed_serving`` and ``cached_serving``; ``p1_floor``).
 """

@@ -2,8 +2,10 @@
 
 ``python -m benchmarks.experiments.p3_split [--runs N] [--transport stdio|http] [--pause MS]``
 drives the packaged runs as ``make bench``'s P3 does (each of our calls and its echo,
-in turn one first, then the mirror loaded with our result: see ``bench_calls.py``),
-with ``rimthan-mcp`` and the mirror run under ``timed_serving.py``, which
+in turn one first; the mirror, loaded with our result, timed after our next call:
+see ``bench_calls.py``),
+with ``rimthan-mcp`` and the mirror run under ``timed_serving.py`` (through
+``wrapped_serving.py``), which
 times each request's handling inside the server process (and ours'
 ``call_tool``). Then the same calls are replayed through ``call_tool`` in
 this process, back to back and with a pause before each. Per tool it prints
@@ -41,13 +43,13 @@ from .. import bench_calls
 from ..fixtures import make_keys
 from ..servers import ServerCommand, mirror_server, rimthan_server
 from ..synthetic import REPO_ROOT
+from . import wrapped_serving
 
-WRAPPER = Path(__file__).with_name("timed_serving.py")
 HEADS = ("ours", "echo", "mirror", "ours-mirror", "handled", "m.handled", "served", "warm", "paused")
 
 
 def _timed(command: ServerCommand, out: Path) -> ServerCommand:
-    return ServerCommand(command.name, (str(WRAPPER), str(out), *command.args), command.log)
+    return ServerCommand(command.name, wrapped_serving.command("timed", out, command.args), command.log)
 
 
 def _timed_ours(out: Path) -> Callable[[Path, Path, Path, Path], ServerCommand]:
