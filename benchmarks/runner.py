@@ -25,7 +25,7 @@ from .fixtures import BenchKeys, make_keys
 from .profiling import render_imports, render_profile
 from .report import Figure, machine, render_notes, render_table, render_verdict, versions, write_json
 from .synthetic import REPO_ROOT, bulk_source, long_source
-from .trash import purge, trash_dir
+from .trash import purge, quiet_wait, retire, trash_dir
 
 DEFAULT_WORK = REPO_ROOT / "benchmarks" / "work"
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "out" / "results.json"
@@ -65,13 +65,16 @@ def _bulk(
             figures.extend(
                 run_p1(spec, release, keys, state_dir, plan.reps_verify, plan.profile, with_memory=index == 0)
             )
+        # releases signed by this run's throwaway key: no reuse. Retired, not deleted: the next spec's builds
+        # would create their files among the inodes just freed (trash.py)
         for built in (
             work / "p2" / spec.label,
             work / "p1" / spec.label,
             work / "p2-floor" / spec.label,
             work / "p1-state" / spec.label,
         ):
-            shutil.rmtree(built, ignore_errors=True)  # releases signed by this run's throwaway key: no reuse
+            if built.exists():
+                retire(built, trash_dir(work))
 
 
 def _order(figures: list[Figure]) -> list[Figure]:
@@ -112,6 +115,9 @@ def run(
     with tempfile.TemporaryDirectory(prefix="rimthan-bench-keys-") as secrets:
         keys = make_keys(Path(secrets))
         if {"P1", "P2"} & set(only):
+            if (wait := quiet_wait(work)) > 0:
+                step(f"waiting {wait:.0f} s: the last run's deleted outputs are recent to the file system (trash.py)")
+                time.sleep(wait)
             _bulk(plan, keys, work, only, figures, step)
         if "P4" in only:
             step(
