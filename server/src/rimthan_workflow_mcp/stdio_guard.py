@@ -4,11 +4,12 @@ The SDK's stdio transport hands a line it cannot parse (invalid UTF-8, which
 it decodes with replacement characters; text that is not JSON; nesting deeper
 than its parser allows, a lone surrogate escape, an integer of thousands of
 digits) to the session as an exception, and the client never hears back. A
-client waiting on it hangs. This guard sits between the transport and the
-server (:class:`AnsweringStream`) and answers such a line with the JSON-RPC ``Parse error`` (-32700)
-through the transport's own writer: for the line's request id when it is
-recognisably a request (a top-level ``method`` and a scalar ``id``), else with
-``id: null`` as JSON-RPC 2.0 prescribes. Other exceptions pass through.
+client waiting on it hangs. This guard (:class:`AnsweringStream`) is the
+stream the server reads the transport through, and answers such a line with
+the JSON-RPC ``Parse error`` (-32700) through the transport's own writer: for
+the line's request id when it is recognisably a request (a top-level
+``method`` and a scalar ``id``), else with ``id: null`` as JSON-RPC 2.0
+prescribes. Other exceptions pass through.
 """
 
 from __future__ import annotations
