@@ -42,7 +42,7 @@ import json
 import shutil
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +73,7 @@ from .fixtures import BenchKeys
 from .mirror_server import LOAD
 from .profiling import profile_call
 from .report import Figure
-from .servers import echo_server, mirror_server, rimthan_server, session
+from .servers import ServerCommand, echo_server, mirror_server, rimthan_server, session
 from .synthetic import BASE_SOURCE
 
 TARGET = 1.5
@@ -169,20 +169,28 @@ class _Floors:
         return mirror_ended - mirror_started
 
 
+@dataclass(frozen=True)
+class ServedBy:
+    """How our server and the mirror are started (the experiments run them instrumented)."""
+
+    ours: Callable[[Path, Path, Path, Path], ServerCommand] = rimthan_server
+    mirror: Callable[[Path, Path], ServerCommand] = mirror_server
+
+
 @asynccontextmanager
 async def _servers(
-    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path
+    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, served_by: ServedBy
 ) -> AsyncIterator[tuple[Client, _Floors]]:
     """``rimthan-mcp`` and, over the same transport, the echo and the mirror of our tool definitions."""
     logs = work / "logs"
-    ours_cmd = rimthan_server(release, keys.trust_dir, state_dir, logs / f"rimthan-mcp-{transport}.log")
+    ours_cmd = served_by.ours(release, keys.trust_dir, state_dir, logs / f"rimthan-mcp-{transport}.log")
     tools = work / f"tools-{transport}.json"
     async with (
         session(ours_cmd, transport) as client,
         session(echo_server(logs / f"echo-{transport}.log"), transport) as echo,
     ):
         tools.write_text(json.dumps([_as_json(t) for t in (await client.list_tools()).tools]), "utf-8")
-        async with session(mirror_server(tools, logs / f"mirror-{transport}.log"), transport) as mirror:
+        async with session(served_by.mirror(tools, logs / f"mirror-{transport}.log"), transport) as mirror:
             yield client, _Floors(echo, mirror)
 
 
@@ -261,12 +269,18 @@ class _Driver:
 
 
 async def drive_calls(
-    transport: str, release: Path, keys: BenchKeys, state_dir: Path, work: Path, runs: int
+    transport: str,
+    release: Path,
+    keys: BenchKeys,
+    state_dir: Path,
+    work: Path,
+    runs: int,
+    served_by: ServedBy = ServedBy(),  # frozen: one shared default is safe
 ) -> CallTimings:
     """``runs`` packaged runs (after one untimed) through ``rimthan-mcp``, each call echoed (before or after, in turn)
     and mirrored."""
     timings = CallTimings()
-    async with _servers(transport, release, keys, state_dir, work) as (client, floors):
+    async with _servers(transport, release, keys, state_dir, work, served_by) as (client, floors):
         driver = _Driver(timings, client, floors)
         for run in range(runs + 1):
             driver.timing = run > 0

@@ -29,7 +29,6 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from unittest.mock import patch
 
 import anyio
 from rimthan_workflow_mcp.tool_contracts import START_WORKFLOW as START
@@ -65,9 +64,8 @@ def drive(
     """One P3 drive over ``transport``; ``cached``: against ``cached_serving.py``."""
     out = work / "cached-starts.json"
     out.unlink(missing_ok=True)
-    server = _cached_ours(out) if cached else rimthan_server
-    with patch.object(bench_calls, "rimthan_server", server):
-        timings = anyio.run(bench_calls.drive_calls, transport, release, keys, state_dir, work, runs)
+    served_by = bench_calls.ServedBy(ours=_cached_ours(out)) if cached else bench_calls.ServedBy()
+    timings = anyio.run(bench_calls.drive_calls, transport, release, keys, state_dir, work, runs, served_by)
     echo = statistics.median(timings.echo[START])
     return StartRound(
         cached,

@@ -35,7 +35,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import anyio
 
@@ -81,11 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rimthan-p3-split-") as secrets:
         keys, state_dir = make_keys(Path(secrets)), Path(secrets) / "state"
         release = bench_calls.packaged_release(keys, work)
-        with (
-            patch.object(bench_calls, "rimthan_server", _timed_ours(ours_file)),
-            patch.object(bench_calls, "mirror_server", _timed_mirror(mirror_file)),
-        ):
-            timings = anyio.run(bench_calls.drive_calls, args.transport, release, keys, state_dir, work, args.runs)
+        served_by = bench_calls.ServedBy(ours=_timed_ours(ours_file), mirror=_timed_mirror(mirror_file))
+        timings = anyio.run(
+            bench_calls.drive_calls, args.transport, release, keys, state_dir, work, args.runs, served_by
+        )
         replaying = bench_calls.InProcess(release, keys, state_dir)
         replaying.replay(timings.recorded)  # untimed warm-up
         warm = replaying.replay(timings.recorded)
