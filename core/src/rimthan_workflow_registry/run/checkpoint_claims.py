@@ -149,12 +149,11 @@ def _claims_text_pattern(text: str = _TEXT) -> re.Pattern[str]:
     return re.compile(f"\\{{{_members(fields, sorted(fields), sorted)}\\}}")
 
 
-def _issued_patterns() -> tuple[re.Pattern[str], str, re.Pattern[str]]:
+def _issued_patterns(fields: _Fields) -> tuple[re.Pattern[str], str, re.Pattern[str]]:
     """The issued payload's head (the claims before the receipts), the tail's first characters, and its tail.
 
     The head pattern ends with the artifacts key, the tail (the claims after the receipts) with the closing brace.
     """
-    fields = _claim_fields()
     keys = list(fields)
     head, tail = keys[: keys.index("artifacts")], keys[keys.index("validators") + 1 :]
     head_text = f'\\{{{_members(fields, head, list)},"artifacts":'
@@ -162,10 +161,10 @@ def _issued_patterns() -> tuple[re.Pattern[str], str, re.Pattern[str]]:
 
 
 _CLAIMS_TEXT = _claims_text_pattern()
-_ISSUED_HEAD, _ISSUED_TAIL_START, _ISSUED_TAIL = _issued_patterns()
+_ISSUED_FIELDS = _claim_fields()
+_ISSUED_HEAD, _ISSUED_TAIL_START, _ISSUED_TAIL = _issued_patterns(_ISSUED_FIELDS)
 # The claims' keys in Checkpoint.to_claims order, with and without the optional ones.
-_ISSUED_ORDER = tuple(_claim_fields())
-_ISSUED_KEYS = frozenset({_ISSUED_ORDER, tuple(k for k in _ISSUED_ORDER if k not in _OPTIONAL)})
+_ISSUED_KEYS = frozenset({tuple(_ISSUED_FIELDS), tuple(k for k in _ISSUED_FIELDS if k not in _OPTIONAL)})
 # ``json.dumps(sort_keys=True, separators=(",", ":"), allow_nan=False)``, its C encoder built once.
 _SORTED_COMPACT = compact_encoder(sort_keys=True, ensure_ascii=True)
 _HEX_DIGITS = b"0123456789abcdef"
