@@ -143,10 +143,10 @@ def copy_and_sync(source: Path, scratch: Path, trash: Path) -> Measure:
     return measure
 
 
-LIBRARY_IMPORTS = (
-    "import click, cryptography.hazmat.primitives.asymmetric.ed25519, cryptography.hazmat.primitives.serialization"
-)
-"""What any ``rimthan-pack build`` imports before its own code: the design card's CLI library and Ed25519 keys."""
+LIBRARY_IMPORTS = "import click, cryptography.hazmat.primitives.asymmetric.ed25519"
+"""What any ``rimthan-pack build`` imports before its own code: the design card's CLI library and Ed25519 keys
+(PEM keys through the same compiled module, ``release.pem_keys``; until 5 December 2026 this also imported
+``serialization``, which the build no longer does)."""
 
 
 def interpreter_start(code: str = "pass") -> Measure:

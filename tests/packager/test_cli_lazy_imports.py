@@ -58,7 +58,8 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 
 
 # What a small build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile,
-# and the self-check's two-thread pipeline for large releases (with queue).
+# the self-check's two-thread pipeline for large releases (with queue), and cryptography's OpenSSH key code
+# (PEM keys are read through release.pem_keys).
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -67,6 +68,9 @@ NOT_ON_THE_BUILD_PATH = (
     "shutil",
     "queue",
     "rimthan_workflow_registry.release.file_pipeline",
+    "cryptography.hazmat.primitives.serialization",
+    "cryptography.hazmat.primitives.serialization.ssh",
+    "bcrypt",
 )
 
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.release import key_id_for, public_key_pem
+from rimthan_workflow_registry.release import key_id_for, pem_keys, public_key_pem
 
 from .fsutil import create_file
 
@@ -51,7 +50,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
     except OSError as exc:
         raise TrustError(FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)) from None
     try:
-        key = serialization.load_pem_private_key(data, password=None)
+        key = pem_keys.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
         raise TrustError(
             FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path)
@@ -62,9 +61,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
 
 
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    return key.private_bytes(pem_keys.Encoding.PEM, pem_keys.PrivateFormat.PKCS8, pem_keys.NoEncryption())
 
 
 def check_key_path_untracked(key_path: Path) -> None:

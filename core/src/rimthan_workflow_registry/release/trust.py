@@ -26,11 +26,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
+from rimthan_workflow_registry.release import pem_keys
 
 PUBLIC_KEY_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 64 * 1024
@@ -41,19 +41,19 @@ _KEY_ENTRY_KEYS = {"name", "file", "id"}
 
 def key_id_for(public_key: Ed25519PublicKey) -> str:
     """SHA-256 hex of the raw 32-byte Ed25519 public key."""
-    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    raw = public_key.public_bytes(pem_keys.Encoding.Raw, pem_keys.PublicFormat.Raw)
     return hashlib.sha256(raw).hexdigest()
 
 
 def public_key_pem(public_key: Ed25519PublicKey) -> bytes:
     """PEM SubjectPublicKeyInfo bytes (what ``openssl pkeyutl -pubin`` reads)."""
-    return public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return public_key.public_bytes(pem_keys.Encoding.PEM, pem_keys.PublicFormat.SubjectPublicKeyInfo)
 
 
 def _parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
     """An Ed25519 public key from PEM SubjectPublicKeyInfo bytes."""
     try:
-        key = serialization.load_pem_public_key(data)
+        key = pem_keys.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
         raise TrustError(FailureCode.KEY_INVALID, f"not a PEM public key: {exc}", path=where) from None
     if not isinstance(key, Ed25519PublicKey):

@@ -1,0 +1,28 @@
+"""PEM key reading and writing, without cryptography's OpenSSH key support.
+
+``cryptography.hazmat.primitives.serialization`` imports its OpenSSH module
+(with the cipher, RSA, EC, DSA and bcrypt code it needs) as soon as any of
+its names is used. Rimthan reads and writes only PEM Ed25519 keys, and that
+module cost a ``rimthan-pack build`` of a small catalogue about a fifth of its
+time. So the names below are taken from where cryptography defines them and
+the public package re-exports them: the same objects, not a second
+implementation. ``tests/core/test_pem_keys.py`` proves they are identical to
+``serialization``'s, so an upgrade that moves one fails CI, not a key load.
+"""
+
+from __future__ import annotations
+
+from cryptography.hazmat.bindings._rust import openssl as _rust_openssl
+from cryptography.hazmat.primitives._serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
+
+__all__ = [
+    "Encoding",
+    "NoEncryption",
+    "PrivateFormat",
+    "PublicFormat",
+    "load_pem_private_key",
+    "load_pem_public_key",
+]
+
+load_pem_private_key = _rust_openssl.keys.load_pem_private_key
+load_pem_public_key = _rust_openssl.keys.load_pem_public_key
