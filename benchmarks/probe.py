@@ -5,8 +5,10 @@ the way ``rimthan-mcp serve`` does (``ReleaseProvider.open``: full
 verification, then the query module; with ``--state-dir``, the server's
 state directory, as ``serve`` passes it) and reports the import time, the load
 time and the peak RSS (``VmHWM``) of this process.
-``build`` does the same for ``build_release``. With ``--profile`` the action
-runs once under cProfile and the grouped summary is printed instead.
+``build`` does the same for ``build_release``, with the schema checks the
+user cache remembers, as ``rimthan-pack build`` runs it. With ``--profile`` the
+action runs once under cProfile and the grouped summary is printed instead
+(the imports before it are not in that profile).
 
 A fresh process per measurement means nothing is cached from an earlier
 repetition, and the memory high-water mark belongs to this load alone.
@@ -52,10 +54,16 @@ def _verify_action(args: argparse.Namespace) -> Callable[[], Any]:
 def _build_action(args: argparse.Namespace) -> Callable[[], Any]:
     from rimthan_packager.build import build_release
     from rimthan_packager.signing import load_signing_key
+    from rimthan_packager.user_cache import remembered_checks
 
     key = load_signing_key(Path(args.key))
     out = Path(tempfile.mkdtemp(prefix="probe-build-", dir=args.out))  # left for the caller to remove
-    return lambda: build_release(Path(args.source), [key], out)
+
+    def build() -> Any:
+        with remembered_checks():  # as ``rimthan-pack build`` runs it: the schema passes earlier builds kept count
+            return build_release(Path(args.source), [key], out)
+
+    return build
 
 
 ACTIONS = {"verify": _verify_action, "build": _build_action}
