@@ -143,13 +143,23 @@ def copy_and_sync(source: Path, scratch: Path, trash: Path) -> Measure:
     return measure
 
 
-LIBRARY_IMPORTS = "import click, cryptography.hazmat.primitives.asymmetric.ed25519"
-"""What any ``rimthan-pack build`` imports before its own code: the design card's CLI library and Ed25519 keys
-(PEM keys through the same compiled module, ``release.pem_keys``; until 5 December 2026 this also imported
-``serialization``, which the build no longer does)."""
+def library_imports(modules: Sequence[str]) -> Measure:
+    """An interpreter importing ``modules`` and exiting: not a floor, but what explains P2's figure at 1 MiB.
+
+    Given the libraries a ``rimthan-pack build`` imports (``profiling.imported_libraries``: click,
+    cryptography, the standard library's modules, none of ours), this is what the build would cost if all of
+    our code took no time. A name the build failed to import fails here too.
+    """
+    code = (
+        "import importlib\n"
+        f"for name in {list(modules)!r}:\n"
+        "    try:\n        importlib.import_module(name)\n"
+        "    except ImportError:\n        pass\n"
+    )
+    return interpreter_start(code)
 
 
 def interpreter_start(code: str = "pass") -> Measure:
-    """An interpreter's start, ``code`` and exit (``python3 -c pass``: the bare start every Python CLI pays; with
-    :data:`LIBRARY_IMPORTS`, not a floor but what explains P2's), the same executable as the CLIs."""
+    """An interpreter's start, ``code`` and exit (``python3 -c pass``: the bare start every Python CLI pays), the
+    same executable as the CLIs."""
     return timed(lambda: _run(sys.executable, "-c", code))

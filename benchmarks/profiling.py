@@ -145,6 +145,20 @@ def import_times(modules: Sequence[str], *, top: int = 8, python: str = sys.exec
     }
 
 
+def imported_libraries(argv: Sequence[str | Path], *, ours: str = "rimthan_") -> list[str]:
+    """Every module outside our packages (names starting ``ours``) that the Python program ``argv`` imports.
+
+    Read from ``python -X importtime ARGV`` run once, so it is what the program
+    really imported, failed attempts included (``copy`` tries ``org.python.core``):
+    importing the same names in another interpreter repeats the same work.
+    """
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", *map(str, argv)], capture_output=True, text=True, check=True
+    )
+    names = (match["name"] for line in result.stderr.splitlines() if (match := _IMPORT_LINE.match(line)))
+    return [name for name in names if not name.startswith(ours)]
+
+
 def render_profile(title: str, summary: dict[str, Any], *, limit: int = 6) -> str:
     """A few lines for the terminal: the biggest categories, then the heaviest functions."""
     lines = [f"  {title} (profiled {summary['total_s'] * 1000:.0f} ms own time):"]

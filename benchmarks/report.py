@@ -180,6 +180,16 @@ def versions() -> dict[str, str | None]:
     return found
 
 
+def render_libraries(figure: Figure) -> str:
+    """What a build would cost if none of our code took any time (P2 at 1 MiB: ``library_imports_s``)."""
+    seconds, count = figure.details["library_imports_s"], len(figure.details["library_modules"])
+    share = f", {seconds / figure.floor:.2f}x the floor (target {figure.target:g}x)" if figure.floor else ""
+    return (
+        f"  {figure.id}: an interpreter importing only the {count} library modules a build imports "
+        f"(none of ours) takes {seconds * 1000:.1f} ms{share}"
+    )
+
+
 def render_verdict(figures: list[Figure]) -> str:
     """Which figures meet their targets, and which do not (the last lines ``make bench`` prints)."""
     met = [f.id for f in figures if f.met]

@@ -23,7 +23,16 @@ from .bytecode import compile_bytecode
 from .config import Plan
 from .fixtures import BenchKeys, make_keys
 from .profiling import render_imports, render_profile
-from .report import Figure, machine, render_notes, render_table, render_verdict, versions, write_json
+from .report import (
+    Figure,
+    machine,
+    render_libraries,
+    render_notes,
+    render_table,
+    render_verdict,
+    versions,
+    write_json,
+)
 from .synthetic import REPO_ROOT, bulk_source, long_source
 from .trash import purge, quiet_wait, retire, trash_dir
 
@@ -91,6 +100,8 @@ def _profiles(figures: list[Figure]) -> str:
         for key, what in (("imports", "imports"), ("echo_imports", "floor imports")):
             if figure.details.get(key):
                 lines.append(render_imports(f"{figure.id} {what}", figure.details[key]))
+        if "library_imports_s" in figure.details:
+            lines.append(render_libraries(figure))
     return "\n".join(lines)
 
 
