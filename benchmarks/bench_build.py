@@ -26,7 +26,7 @@ from .floors import copy_and_sync, hash_floor, interpreter_start, library_import
 from .profiling import import_times, imported_libraries
 from .report import Figure
 from .synthetic import BulkSpec
-from .timing import paired, repeat, timed
+from .timing import alternating, repeat, timed
 from .trash import retire, trash_dir
 
 TARGET = 1.5
@@ -109,10 +109,12 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
             parts.append(starting())
         return sum(parts)
 
-    ours, floor_sample = paired(build_once, floor, reps, warmup=0)
-    startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
+    # at 1 MiB, the libraries a build imports are timed in the same rounds as the floor and the build
     libraries = _libraries_a_build_imports(pack, source, keys, root / "imports", trash) if spec.small else None
-    imports = repeat(library_imports(libraries), 5) if libraries is not None else None
+    extra = [library_imports(libraries)] if libraries is not None else []
+    floor_sample, ours, *imported = alternating([floor, build_once, *extra], reps, warmup=0)
+    imports = imported[0] if imported else None
+    startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
     details = {
         "files": spec.files,
         "bytes": spec.total_bytes,

@@ -4,14 +4,15 @@ A measurement is a callable returning the seconds it measured (so a probe
 subprocess can report an in-process duration); :func:`timed` turns a plain
 action into one. :func:`paired` runs ours and the floor alternately after one
 untimed warm-up of each (warm page cache, warm imports), so a slow patch on a
-shared machine hits both sides rather than one.
+shared machine hits both sides rather than one; :func:`alternating` does the
+same for any number of measurements.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,19 @@ def repeat(measure: Measure, reps: int, *, warmup: int = 1) -> Sample:
     return Sample(tuple(measure() for _ in range(reps)))
 
 
-def paired(ours: Measure, floor: Measure, reps: int, *, warmup: int = 1) -> tuple[Sample, Sample]:
-    """``reps`` alternating measurements of ours and the floor, after ``warmup`` untimed runs of each."""
+def alternating(measures: Sequence[Measure], reps: int, *, warmup: int = 1) -> list[Sample]:
+    """``reps`` rounds of every one of ``measures`` in turn, after ``warmup`` untimed rounds; a sample each."""
     for _ in range(warmup):
-        floor()
-        ours()
-    ours_values: list[float] = []
-    floor_values: list[float] = []
+        for measure in measures:
+            measure()
+    values: list[list[float]] = [[] for _ in measures]
     for _ in range(reps):
-        floor_values.append(floor())
-        ours_values.append(ours())
-    return Sample(tuple(ours_values)), Sample(tuple(floor_values))
+        for taken, measure in zip(values, measures, strict=True):
+            taken.append(measure())
+    return [Sample(tuple(taken)) for taken in values]
+
+
+def paired(ours: Measure, floor: Measure, reps: int, *, warmup: int = 1) -> tuple[Sample, Sample]:
+    """``reps`` alternating measurements of the floor, then ours, after ``warmup`` untimed runs of each."""
+    floor_sample, ours_sample = alternating([floor, ours], reps, warmup=warmup)
+    return ours_sample, floor_sample
