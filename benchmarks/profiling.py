@@ -152,9 +152,9 @@ def imported_libraries(argv: Sequence[str | Path], *, ours: str = "rimthan_") ->
     really imported, failed attempts included (``copy`` tries ``org.python.core``):
     importing the same names in another interpreter repeats the same work.
     """
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", *map(str, argv)], capture_output=True, text=True, check=True
-    )
+    result = subprocess.run([sys.executable, "-X", "importtime", *map(str, argv)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv[:2]))} failed under -X importtime:\n{result.stderr[-2000:]}")
     names = (match["name"] for line in result.stderr.splitlines() if (match := _IMPORT_LINE.match(line)))
     return [name for name in names if not name.startswith(ours)]
 

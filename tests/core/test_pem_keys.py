@@ -1,7 +1,7 @@
 """``pem_keys`` is cryptography's own PEM key functions, reached without its OpenSSH module.
 
 The trust store and the packager's signing keys read and write PEM through
-``rimthan_workflow_registry.release.pem_keys``. These tests hold it to two
+``rimthan_workflow_registry.pem_keys``. These tests hold it to two
 things: every name is the very object ``cryptography.hazmat.primitives.serialization``
 exports (so a cryptography upgrade that moves one fails here), and loading a
 trust store and a signing key in a fresh interpreter never imports
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from rimthan_workflow_registry.release import pem_keys
+from rimthan_workflow_registry import pem_keys
 from support.releases import KeyPair
 
 SKIPPED_MODULES = (

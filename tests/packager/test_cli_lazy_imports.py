@@ -59,7 +59,7 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 
 # What a small build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile,
 # the self-check's two-thread pipeline for large releases (with queue), and cryptography's OpenSSH key code
-# (PEM keys are read through release.pem_keys).
+# (PEM keys are read through rimthan_workflow_registry.pem_keys).
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",

@@ -13,7 +13,9 @@ Two sub-packages show the two sides of the product:
 At the top, shared by both: ``errors`` (the one exception hierarchy and the
 closed list of failure codes), ``failures`` (collected failure records),
 ``canonical`` (RFC 8785 canonical JSON and digests), ``json_encoders`` (the
-stdlib's compact JSON encoders, each built once), ``secret_paths`` (never
-write a secret where git tracks it) and ``workflow_engine`` (the protocol's
-``resolve_branches`` and version order).
+stdlib's compact JSON encoders, each built once), ``pem_keys`` (PEM keys read
+and written with cryptography's own functions, without its OpenSSH key code:
+the trust store's public keys, the packager's signing keys), ``secret_paths``
+(never write a secret where git tracks it) and ``workflow_engine`` (the
+protocol's ``resolve_branches`` and version order).
 """

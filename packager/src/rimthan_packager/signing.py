@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.release import key_id_for, pem_keys, public_key_pem
+from rimthan_workflow_registry.release import key_id_for, public_key_pem
 
 from .fsutil import create_file
 

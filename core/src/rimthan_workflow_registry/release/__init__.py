@@ -6,10 +6,8 @@ Modules, in the order a release is read:
     The on-disk layout (``manifest.json``, ``SHA256SUMS``, ``signatures/``,
     ``catalogue/``) and the manifest records; the closed manifest schema and
     its strict parser.
-``trust`` / ``pem_keys``
-    The trust store: trusted Ed25519 public keys, key ids and the k-of-n
-    threshold; PEM keys read and written with cryptography's own functions,
-    without its OpenSSH key code.
+``trust``
+    The trust store: trusted Ed25519 public keys, key ids and the k-of-n threshold.
 ``verify``
     ``verify_release`` - the one verification path, shared by the packager's
     self-check, ``rimthan-pack verify`` and the server's load and refresh.

@@ -28,9 +28,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
-from rimthan_workflow_registry.release import pem_keys
 
 PUBLIC_KEY_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 64 * 1024
