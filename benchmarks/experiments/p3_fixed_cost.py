@@ -37,15 +37,11 @@ from .. import bench_calls
 from ..fixtures import BenchKeys, make_keys
 from ..servers import ServerCommand, rimthan_server
 from ..synthetic import REPO_ROOT
-from . import wrapped_serving
+from .wrapped_serving import wrapped
 
 
 def _cached_ours(out: Path) -> Callable[[Path, Path, Path, Path], ServerCommand]:
-    def command(release: Path, trust: Path, state_dir: Path, log: Path) -> ServerCommand:
-        served = rimthan_server(release, trust, state_dir, log)
-        return ServerCommand(served.name, wrapped_serving.command("cached", out, served.args), served.log)
-
-    return command
+    return lambda release, trust, state_dir, log: wrapped("cached", out, rimthan_server(release, trust, state_dir, log))
 
 
 @dataclass(frozen=True)

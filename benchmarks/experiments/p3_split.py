@@ -42,21 +42,17 @@ from .. import bench_calls
 from ..fixtures import make_keys
 from ..servers import ServerCommand, mirror_server, rimthan_server
 from ..synthetic import REPO_ROOT
-from . import wrapped_serving
+from .wrapped_serving import wrapped
 
 HEADS = ("ours", "echo", "mirror", "ours-mirror", "handled", "m.handled", "served", "warm", "paused")
 
 
-def _timed(command: ServerCommand, out: Path) -> ServerCommand:
-    return ServerCommand(command.name, wrapped_serving.command("timed", out, command.args), command.log)
-
-
 def _timed_ours(out: Path) -> Callable[[Path, Path, Path, Path], ServerCommand]:
-    return lambda release, trust, state_dir, log: _timed(rimthan_server(release, trust, state_dir, log), out)
+    return lambda release, trust, state_dir, log: wrapped("timed", out, rimthan_server(release, trust, state_dir, log))
 
 
 def _timed_mirror(out: Path) -> Callable[[Path, Path], ServerCommand]:
-    return lambda tools, log: _timed(mirror_server(tools, log), out)
+    return lambda tools, log: wrapped("timed", out, mirror_server(tools, log))
 
 
 def _last(values: list[float], count: int) -> float:

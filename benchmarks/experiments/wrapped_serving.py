@@ -11,6 +11,7 @@ benchmark stops HTTP servers, also ends in the write). Run it as a script
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import importlib
 import json
 import os
@@ -18,14 +19,18 @@ import runpy
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only the type: this file also runs as a script, outside its package
+    from ..servers import ServerCommand
 
 INSTRUMENTS = {"timed": "benchmarks.experiments.timed_serving", "cached": "benchmarks.experiments.cached_serving"}
 SCRIPT = Path(__file__)
 
 
-def command(kind: str, out: Path, args: tuple[str, ...]) -> tuple[str, ...]:
-    """Interpreter arguments serving ``args`` (``-m MODULE ...``) under instrument ``kind``, recording to ``out``."""
-    return (str(SCRIPT), kind, str(out), *args)
+def wrapped(kind: str, out: Path, command: ServerCommand) -> ServerCommand:
+    """``command`` (``-m MODULE ...``) served under instrument ``kind``, which records to ``out``."""
+    return dataclasses.replace(command, args=(str(SCRIPT), kind, str(out), *command.args))
 
 
 def main() -> None:

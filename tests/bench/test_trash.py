@@ -44,5 +44,6 @@ def test_a_run_waits_until_the_last_purge_is_no_longer_recent(tmp_path: Path) ->
     assert 0 < quiet_wait(work) <= RECENT_DELETION_S
     assert quiet_wait(work, now=purged + 10) == RECENT_DELETION_S - 10
     assert quiet_wait(work, now=purged + RECENT_DELETION_S + 1) == 0.0
+    assert quiet_wait(work, now=purged - 100) == RECENT_DELETION_S  # a clock set back never waits longer
     (work / PURGED_AT).write_text("not a time", "utf-8")
     assert quiet_wait(work) == 0.0

@@ -4,9 +4,9 @@
 (with the cipher, RSA, EC, DSA and bcrypt code it needs) as soon as any of
 its names is used. Rimthan reads and writes only PEM Ed25519 keys, and that
 code cost every ``rimthan-pack build`` about 8 ms (8% of a small catalogue's
-build, measured A/B). So the names below are taken from where cryptography defines them and
-the public package re-exports them: the same objects, not a second
-implementation. ``tests/core/test_pem_keys.py`` proves they are identical to
+build, measured A/B). So the names below are taken from where cryptography
+defines them and the public package re-exports them: the same objects, not a
+second implementation. ``tests/core/test_pem_keys.py`` proves they are identical to
 ``serialization``'s, so an upgrade that moves one fails CI, not a key load.
 """
 
