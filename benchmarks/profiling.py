@@ -25,7 +25,7 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("/jsonschema/", "/referencing/", "/rpds/", "jsonschema_specifications", "/urllib/parse.py"),
     ),
     ("canonical JSON (rfc8785)", ("/rfc8785/",)),
-    ("SHA-256 hashing", ("_hashlib.HASH", "openssl_sha256")),
+    ("SHA-256 hashing", ("_hashlib.HASH", "openssl_sha256", "openssl.hashes.Hash")),
     ("fsync", ("posix.fsync", "posix.fdatasync")),
     (
         "file I/O syscalls",

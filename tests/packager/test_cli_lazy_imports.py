@@ -58,8 +58,9 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 
 
 # What a small build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile,
-# the self-check's two-thread pipeline for large releases (with queue), and cryptography's OpenSSH key code
-# (PEM keys are read through rimthan_workflow_registry.pem_keys).
+# the self-check's two-thread pipeline for large releases (with queue), cryptography's OpenSSH key code
+# (PEM keys are read through rimthan_workflow_registry.pem_keys), and hashlib and hmac, which load the system's
+# libcrypto beside cryptography's own (SHA-256 comes from cryptography; the work directory's name from os.urandom).
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -71,6 +72,10 @@ NOT_ON_THE_BUILD_PATH = (
     "cryptography.hazmat.primitives.serialization",
     "cryptography.hazmat.primitives.serialization.ssh",
     "bcrypt",
+    "hashlib",
+    "_hashlib",
+    "hmac",
+    "secrets",
 )
 
 

@@ -6,20 +6,26 @@ Canonicalisation is delegated to the ``rfc8785`` library (the stdlib's C
 encoder only where it provably writes the same bytes; an object's bytes
 composed from its members' where its members' digests are wanted too); this
 module only adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
+
+SHA-256 comes from ``cryptography`` (:func:`sha256_hex`, :class:`Sha256`), not
+``hashlib``: every process that hashes a release also checks or makes an
+Ed25519 signature, so cryptography's OpenSSL is loaded anyway, and ``hashlib``
+would load the system's libcrypto a second time (about 4 ms of a 1 MiB build's
+80 ms, measured 5 December 2026). Both release the GIL while hashing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import marshal
-import secrets
+import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import rfc8785
+from cryptography.hazmat.primitives.hashes import SHA256, Hash
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.json_encoders import compact_encoder
@@ -66,7 +72,7 @@ class CanonicalParts:
     """
 
     def __init__(self) -> None:
-        self._tag = secrets.token_hex(16)
+        self._tag = os.urandom(16).hex()
         self._opening = rfc8785.dumps(self._tag + ":")[:-1]
         self._parts: dict[int, tuple[Any, bytes]] = {}
 
@@ -194,8 +200,34 @@ def _plain_walk(value: Any, texts: list[Any], ints: list[int]) -> bool:
     return True
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+# Never fed: every digest starts from a copy of it, which skips the algorithm lookup a new ``Hash`` makes (half
+# the fixed cost of a digest, which a verification pays per file).
+_UNFED_SHA256 = Hash(SHA256())
+
+
+def sha256_hex(data: bytes | memoryview) -> str:
+    """Hex SHA-256 of ``data``."""
+    hasher = _UNFED_SHA256.copy()
+    hasher.update(data)
+    return hasher.finalize().hex()
+
+
+class Sha256:
+    """SHA-256 fed in pieces: :meth:`update` any number of times, then :meth:`hexdigest` once."""
+
+    __slots__ = ("_hash",)
+
+    def __init__(self, data: bytes | memoryview = b"") -> None:
+        self._hash = _UNFED_SHA256.copy()
+        if data:
+            self._hash.update(data)
+
+    def update(self, data: bytes | memoryview) -> None:
+        self._hash.update(data)
+
+    def hexdigest(self) -> str:
+        """The hex digest of everything fed; the hasher is then finished (``update`` raises ``AlreadyFinalized``)."""
+        return self._hash.finalize().hex()
 
 
 def digest_bytes(data: bytes) -> str:

@@ -9,12 +9,13 @@ text a caller says it wrote; the attestation is of the bytes read back.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rimthan_workflow_registry.canonical import sha256_hex
 
 from .protocol import HarnessError
 
@@ -96,7 +97,7 @@ class ProjectFiles:
             rel_path,
             media_type,
             text,
-            hashlib.sha256(data).hexdigest(),
+            sha256_hex(data),
             "replaced" if existed_before else "created",
         )
 

@@ -10,13 +10,14 @@ drive runs through it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from rimthan_workflow_registry.canonical import sha256_hex
 
 from .confirmations import ConfirmedStateBook
 from .files import WrittenFile
@@ -155,7 +156,7 @@ class CatalogueExamples:
                 "message": f"{a.path} on disk no longer has the SHA-256 that was submitted",
             }
             for a in ctx.artifacts.values()
-            if hashlib.sha256((ctx.project_dir / a.path).read_bytes()).hexdigest() != a.sha256
+            if sha256_hex((ctx.project_dir / a.path).read_bytes()) != a.sha256
         ]
         if changed:
             return Review("fail", tuple(changed))

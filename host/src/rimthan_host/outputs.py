@@ -11,9 +11,10 @@ compared with what the validators were given.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from rimthan_workflow_registry.canonical import sha256_hex
 
 from .files import ProjectFiles, WrittenFile
 from .protocol import HarnessError
@@ -85,6 +86,6 @@ def changed_files(files: ProjectFiles, artifacts: Sequence[WrittenFile]) -> list
         except (HarnessError, OSError):
             changed.append(artifact.path)
             continue
-        if hashlib.sha256(data).hexdigest() != artifact.sha256:
+        if sha256_hex(data) != artifact.sha256:
             changed.append(artifact.path)
     return changed

@@ -8,10 +8,11 @@ report to the artifact digests it validated.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from rimthan_workflow_registry.canonical import digest_bytes
 
 from .files import WrittenFile
 from .protocol import HarnessError, HostProfile
@@ -32,7 +33,7 @@ def validator_payload(step: Mapping[str, Any], summary: Mapping[str, Any]) -> Ma
     if payload is None:
         raise HarnessError(f"the bundle names validator {summary['validator_id']} the step does not list")
     text = payload["instruction"]["text"]
-    if "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest() != summary["instruction_digest"]:
+    if digest_bytes(text.encode("utf-8")) != summary["instruction_digest"]:
         raise HarnessError(f"validator {summary['validator_id']} instruction does not match the bundle digest")
     return payload
 

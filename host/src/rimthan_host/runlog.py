@@ -16,7 +16,6 @@ and the state saved for exactly that token (the verifier checks it anyway).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rimthan_workflow_registry.canonical import sha256_hex
 
 from .protocol import HarnessError
 
@@ -116,7 +117,7 @@ CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state belongs t
 
 def token_key(token: str) -> str:
     """A checkpoint token's own bytes, hashed: what a saved state is keyed by (the host holds no key)."""
-    return hashlib.sha256(token.encode("ascii")).hexdigest()
+    return sha256_hex(token.encode("ascii"))
 
 
 def list_runs(project: Path) -> list[str]:

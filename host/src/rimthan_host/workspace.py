@@ -8,11 +8,10 @@ back, in canonical JSON, so the verifier can compare it with the release.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rimthan_workflow_registry.canonical import canonical_text
+from rimthan_workflow_registry.canonical import canonical_text, sha256_hex
 
 from .files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
@@ -24,7 +23,7 @@ def deliver_assets(
     """Write every host asset of the setup step; the delivered entries, as read back."""
     delivered = []
     for asset in step["host_assets"]:
-        if hashlib.sha256(asset["text"].encode("utf-8")).hexdigest() != asset["sha256"]:
+        if sha256_hex(asset["text"].encode("utf-8")) != asset["sha256"]:
             raise HarnessError(f"asset {asset['id']} text does not match its pinned sha256; not delivering it")
         written = files.write(asset["id"], asset["install_path"], asset["media_type"], asset["text"])
         entry = {"asset": asset["id"], "kind": asset["kind"], "path": written.path, "sha256": written.sha256}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -164,10 +163,11 @@ def _work_dir(out: Path, prefix: str) -> Path:
     """A new directory ``<out>/<prefix><random>`` (mode 0700), absolute: ``tempfile.mkdtemp`` without its imports.
 
     ``tempfile`` imports ``shutil``, ``random``, ``bz2`` and ``lzma``, about 2
-    ms of every build; the name's random part comes from :mod:`secrets`.
+    ms of every build; the name's random part is ``os.urandom`` (what :mod:`secrets` reads, without
+    its ``hmac``, which loads the system's libcrypto).
     """
     for _ in range(_WORK_DIR_ATTEMPTS):
-        path = os.path.join(out, prefix + secrets.token_hex(4))
+        path = os.path.join(out, prefix + os.urandom(4).hex())
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:

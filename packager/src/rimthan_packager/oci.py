@@ -12,7 +12,6 @@ addressable by digest either way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import oras.provider
+from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
     ARTIFACT_TYPE,
@@ -81,7 +81,7 @@ class PushResult:
 def _descriptor(media_type: str, data: bytes, title: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "mediaType": media_type,
-        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "digest": digest_bytes(data),
         "size": len(data),
     }
     if title is not None:
@@ -185,7 +185,7 @@ def upload_blob(
 def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, manifest: dict[str, Any]) -> str:
     """PUT the manifest as compact sorted JSON and check the registry addresses it by our digest."""
     data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = digest_bytes(data)
     with guarded(ref, "uploading the manifest"):
         response = registry.do_request(
             f"{registry.prefix}://{container.manifest_url()}",

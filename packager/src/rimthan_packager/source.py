@@ -9,7 +9,6 @@ protocol, so the packager validates with exactly the rules the server uses.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from rimthan_workflow_registry.canonical import Sha256, sha256_hex
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
     OPEN_NOFOLLOW,
@@ -150,7 +150,7 @@ class SourceFiles:
             size = self._readv(fd, path, buffer[:want])
             if size < want:  # a regular file reads short only at its end: the whole file, no read for EOF
                 chunk = buffer[:size]
-                digest = hashlib.sha256(chunk).hexdigest()
+                digest = sha256_hex(chunk)
                 write_all(dest_fd, chunk)
             else:
                 size, digest = self._copy_rest(fd, path, dest_fd, buffer, size)
@@ -163,7 +163,7 @@ class SourceFiles:
 
     def _copy_rest(self, fd: int, path: str, dest_fd: int, buffer: memoryview, first: int) -> tuple[int, str]:
         """Copy a file whose first read filled ``buffer`` (``first`` bytes): its size and SHA-256."""
-        hasher = hashlib.sha256(buffer[:first])
+        hasher = Sha256(buffer[:first])
         write_all(dest_fd, buffer[:first])
         size = first
         while count := self._readv(fd, path, buffer):

@@ -18,7 +18,6 @@ attributed to a deployment and still applies to all of them (fail closed);
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
 
@@ -66,7 +66,7 @@ def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None, *, ex
     scope, label = "\n".join(keys) + "\n" + where, f"trust {', '.join(keys)}; releases {where}"
     if explicit:  # the directory mode keeps its original id, so floors recorded before stay in force
         scope, label = scope + "\n" + EXPLICIT_MODE, f"{label}; {EXPLICIT_MODE}"
-    digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
+    digest = sha256_hex(scope.encode("utf-8"))[:16]
     return Deployment(id=digest, label=label)
 
 

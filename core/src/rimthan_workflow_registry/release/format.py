@@ -16,7 +16,6 @@ the release's identity everywhere.
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import os
 import re
@@ -29,7 +28,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
-from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes
+from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode
 
 MANIFEST_FORMAT = "rimthan.release-manifest/1"
@@ -85,7 +84,7 @@ class FileEntry:
     def for_bytes(cls, path: str, data: bytes) -> FileEntry:
         return cls(
             path=path,
-            sha256=hashlib.sha256(data).hexdigest(),
+            sha256=sha256_hex(data),
             size=len(data),
             media_type=media_type_for(path),
         )

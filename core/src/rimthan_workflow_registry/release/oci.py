@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import re
@@ -40,6 +39,7 @@ import oras.auth
 import oras.provider
 import requests
 
+from ..canonical import DIGEST_PREFIX, Sha256, digest_bytes
 from ..errors import FailureCode, RegistryError
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR, path_problem, path_set_problem
@@ -267,7 +267,7 @@ def tagged_manifest(registry: oras.provider.Registry, ref: OciReference) -> tupl
         data = response.content
     if len(data) > MAX_OCI_MANIFEST_BYTES:
         raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, "the OCI manifest is too large", str(ref))
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = digest_bytes(data)
     if ref.digest is not None and digest != ref.digest:
         raise _refuse(FailureCode.OCI_BLOB_MISMATCH, f"the registry served a manifest with digest {digest}", str(ref))
     try:
@@ -341,7 +341,7 @@ def _download(registry: oras.provider.Registry, ref: OciReference, layer: Mappin
     """Stream one blob to ``dest``, refusing any byte beyond its declared size or a digest mismatch."""
     title, size = layer["annotations"][TITLE], layer["size"]
     dest.parent.mkdir(parents=True, exist_ok=True)
-    hasher, written = hashlib.sha256(), 0
+    hasher, written = Sha256(), 0
     container = registry.get_container(ref.target)
     with (
         guarded(ref, f"downloading {title}"),
@@ -355,7 +355,7 @@ def _download(registry: oras.provider.Registry, ref: OciReference, layer: Mappin
                     break
                 hasher.update(chunk)
                 out.write(chunk)
-    if written != size or "sha256:" + hasher.hexdigest() != layer["digest"]:
+    if written != size or DIGEST_PREFIX + hasher.hexdigest() != layer["digest"]:
         raise _refuse(
             FailureCode.OCI_BLOB_MISMATCH,
             f"the registry served other bytes for {title} than the manifest's {layer['digest']}",
@@ -426,7 +426,7 @@ def _install(staging: Path, out_dir: Path, release: VerifiedRelease) -> Path | N
     if final.exists():
         manifest = final / MANIFEST_NAME
         existing = manifest.read_bytes() if manifest.is_file() else b""
-        if "sha256:" + hashlib.sha256(existing).hexdigest() != release.manifest_digest:
+        if digest_bytes(existing) != release.manifest_digest:
             raise _refuse(
                 FailureCode.RELEASE_EXISTS,
                 "holds another release under this name; releases are never overwritten",

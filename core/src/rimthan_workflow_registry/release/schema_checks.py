@@ -22,7 +22,6 @@ is ignored (every check runs again), never trusted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -30,6 +29,8 @@ import threading
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+
+from ..canonical import sha256_hex
 
 SCHEMA_CHECKS_FILE = "schema-checks.json"
 _FORMAT = "rimthan.schema-checks/1"
@@ -50,7 +51,7 @@ def validator_version() -> str:
     asking ``importlib.metadata`` for each format library took 3-4 ms apiece.
     """
     installed = _installed_distributions()
-    digest = hashlib.sha256("\n".join(installed).encode()).hexdigest()[:16]
+    digest = sha256_hex("\n".join(installed).encode())[:16]
     return f"{_distribution('jsonschema', installed)}:{METASCHEMA}:env-{digest}"
 
 
@@ -90,7 +91,7 @@ def check_key(data: bytes, checker: str | None = None, *, sha256: str | None = N
     ``sha256``: the hex SHA-256 of ``data`` when the caller computed it already
     (a 10,000-file manifest is 1.7 MB: hashed once per load, not per use).
     """
-    return f"{sha256 if sha256 is not None else hashlib.sha256(data).hexdigest()}:{checker or validator_version()}"
+    return f"{sha256 if sha256 is not None else sha256_hex(data)}:{checker or validator_version()}"
 
 
 class SchemaCheckCache:

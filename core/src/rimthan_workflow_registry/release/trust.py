@@ -18,7 +18,6 @@ never touches private keys (signing lives in the packager).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from rimthan_workflow_registry import pem_keys
+from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
 
@@ -42,7 +42,7 @@ _KEY_ENTRY_KEYS = {"name", "file", "id"}
 def key_id_for(public_key: Ed25519PublicKey) -> str:
     """SHA-256 hex of the raw 32-byte Ed25519 public key."""
     raw = public_key.public_bytes(pem_keys.Encoding.Raw, pem_keys.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()
+    return sha256_hex(raw)
 
 
 def public_key_pem(public_key: Ed25519PublicKey) -> bytes:

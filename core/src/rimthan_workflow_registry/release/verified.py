@@ -14,7 +14,6 @@ kept, so memory does not grow with the release.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from rimthan_workflow_registry.canonical import Sha256, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError
 from rimthan_workflow_registry.release.catalogue import Catalogue
 from rimthan_workflow_registry.release.format import CATALOGUE_DIR, OPEN_NOFOLLOW, FileEntry, Manifest
@@ -139,10 +139,9 @@ def first_digest_failure(
     base: str, entries: Sequence[FileEntry], read: Sequence[bytes | None]
 ) -> tuple[int, ReleaseVerificationError] | None:
     """Index and failure of the first of ``read`` (the bytes of ``entries``, in order) whose SHA-256 is not listed."""
-    sha256 = hashlib.sha256
     for index, (entry, data) in enumerate(zip(entries, read, strict=False)):
         if data is not None:
-            digest = sha256(data).hexdigest()
+            digest = sha256_hex(data)
             if digest != entry.sha256:
                 return index, _digest_failure(digest, entry.sha256, f"{base}/{entry.path}")
     return None
@@ -156,7 +155,7 @@ def _checked(fs_path: Path | str, entry: FileEntry, *, where: str, keep: bool) -
         limit = entry.size + 1  # one byte more than listed: a file that grew since fstat is seen to be too long
         if limit <= READ_CHUNK:  # the common case: one read, one C-speed hash
             data = os.read(fd, limit)
-            total, digest = len(data), hashlib.sha256(data).hexdigest()
+            total, digest = len(data), sha256_hex(data)
         else:
             total, digest, data = _read_chunks(fd, limit, keep)
     finally:
@@ -190,7 +189,7 @@ def _digest_failure(digest: str, listed: str, where: str) -> ReleaseVerification
 
 def _read_chunks(fd: int, limit: int, keep: bool) -> tuple[int, str, bytes]:
     """Up to ``limit`` bytes of a large file in ``READ_CHUNK`` pieces: (bytes read, hex SHA-256, bytes if kept)."""
-    hasher = hashlib.sha256()
+    hasher = Sha256()
     chunks: list[bytes] = []
     total = 0
     while total < limit:

@@ -7,12 +7,12 @@ judges meaning: that is what semantic validators are for.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
@@ -43,7 +43,7 @@ class SubmittedArtifact:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return sha256_hex(self.data)
 
     def receipt(self) -> ArtifactReceipt:
         return ArtifactReceipt(self.sha256, len(self.data))

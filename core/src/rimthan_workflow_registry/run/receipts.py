@@ -29,10 +29,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar
 
-from rimthan_workflow_registry.canonical import printable_ascii
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX, printable_ascii
 from rimthan_workflow_registry.run.tokens import claim_json
 
-_DIGEST_PREFIX = "sha256:"
 _HEX_DIGITS = 64
 # When a change names more receipts than this, the table is rebuilt from a dictionary instead of sliced.
 _SLICED_CHANGES = 8
@@ -209,13 +208,13 @@ class ValidatorTable(_Table[ValidatorReceipt]):
     _DIGESTS = "input_sha256"
 
     def _receipt(self, digest: str, at: int) -> ValidatorReceipt:
-        return ValidatorReceipt("pass", _DIGEST_PREFIX + digest)
+        return ValidatorReceipt("pass", DIGEST_PREFIX + digest)
 
     @classmethod
     def _entry(cls, receipt: ValidatorReceipt) -> Entry:
         if receipt.outcome != "pass":
             raise ValueError(f"a validator table holds passes only, not {receipt.outcome!r}")
-        return _hex_digest(receipt.input_digest.removeprefix(_DIGEST_PREFIX)), 0
+        return _hex_digest(receipt.input_digest.removeprefix(DIGEST_PREFIX)), 0
 
     @classmethod
     def from_claims(cls, claims: Mapping[str, Any]) -> ValidatorTable:
