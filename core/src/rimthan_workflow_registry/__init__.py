@@ -12,7 +12,7 @@ Two sub-packages show the two sides of the product:
 
 At the top, shared by both: ``errors`` (the one exception hierarchy and the
 closed list of failure codes), ``failures`` (collected failure records),
-``canonical`` (RFC 8785 canonical JSON and digests), ``json_encoders`` (the
+``canonical`` (RFC 8785 canonical JSON and SHA-256 digests, from cryptography), ``json_encoders`` (the
 stdlib's compact JSON encoders, each built once), ``pem_keys`` (PEM keys read
 and written with cryptography's own functions, without its OpenSSH key code:
 the trust store's public keys, the packager's signing keys), ``secret_paths``
