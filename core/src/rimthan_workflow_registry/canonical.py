@@ -10,8 +10,8 @@ module only adds strict parsing (duplicate keys, non-finite numbers) and digest 
 SHA-256 comes from ``cryptography`` (:func:`sha256_hex`, :class:`Sha256`), not
 ``hashlib``: every process that hashes a release also checks or makes an
 Ed25519 signature, so cryptography's OpenSSL is loaded anyway, and ``hashlib``
-would load the system's libcrypto a second time (about 4 ms of a 1 MiB build's
-80 ms, measured 5 December 2026). Both release the GIL while hashing.
+would load the system's libcrypto a second time (4-6 ms of a 1 MiB build's
+85-100 ms, measured A/B on 5 December 2026). Both release the GIL while hashing.
 """
 
 from __future__ import annotations
