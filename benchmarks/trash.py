@@ -3,15 +3,23 @@
 Deleting a 10,000-file tree just before a timed build makes the build pay for
 the deletion: on ext4 without a journal (this machine's root file system) the
 inode allocator checks every free inode it passes for a deletion in the last
-30 seconds and skips those (``recently_deleted`` in ``find_inode_bit``), so
-each new file scans past the inodes just freed. A kernel profile of a build
+60 seconds (300 more while the inode's table block is dirty) and skips those
+(``recently_deleted`` in ``find_inode_bit``; ``RECENTCY_MIN`` and
+``RECENTCY_DIRTY`` in ``fs/ext4/ialloc.c``), so each new file scans past the
+inodes just freed. A kernel profile of a build
 right after such a deletion spent 40% of its samples there, and ``cp -R`` as
 much. Neither a build nor its floor should be timed on that, so a finished
 output is renamed into the run's trash (no inode is freed) and the trash is
 deleted at the end of the run. The next run waits, before its first build,
 until the inodes that deletion freed are no longer recent (:func:`quiet_wait`):
 ``make bench`` twice in a row timed its 1 MiB builds on them (3-8x against
-1.6x, the disk otherwise as quiet).
+1.6x, the disk otherwise as quiet). The purge then syncs, so the freed inodes'
+table blocks are clean and the shorter window applies. Measured after a full
+run's purge (5 December 2026): P2's floor copy of the 256 MiB tree took
+3.9-7.6 s until 50 s after it, 2.6 s at 64 s and 1.0-1.7 s from 77 s on; the
+1 MiB copy 24-44 ms, then 8-13 ms. (The wait was 35 s, older kernels'
+5 + 30 s: a run started right after another timed P2's floors, each the first
+of its pair, at 2-5x their normal time, its builds at their normal time.)
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ from pathlib import Path
 
 TRASH_DIR = "trash"
 PURGED_AT = "trash-purged-at"  # beside the trash: when the last run deleted it (seconds since the epoch)
-# ext4's recently_deleted(): 30 s after an inode's deletion, 35 while its inode table block is still dirty
-RECENT_DELETION_S = 35.0
+# ext4's recently_deleted(): 60 s after an inode's deletion once its table block is written (the purge syncs),
+# and 15 s of margin: the floors read normal from 77 s after a purge, still inflated at 64 s
+RECENT_DELETION_S = 75.0
 _names = itertools.count()
 
 
@@ -40,8 +49,9 @@ def retire(path: Path, trash: Path) -> None:
 
 
 def purge(trash: Path) -> None:
-    """Delete everything retired (after the last timed figure), and note when."""
+    """Delete everything retired (after the last timed figure), write the deletion back, and note when."""
     shutil.rmtree(trash, ignore_errors=True)
+    os.sync()  # clean inode table blocks: ext4 then counts the freed inodes recent for 60 s, not 360
     (trash.parent / PURGED_AT).write_text(repr(time.time()), "utf-8")
 
 
