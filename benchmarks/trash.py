@@ -13,13 +13,15 @@ output is renamed into the run's trash (no inode is freed) and the trash is
 deleted at the end of the run. The next run waits, before its first build,
 until the inodes that deletion freed are no longer recent (:func:`quiet_wait`):
 ``make bench`` twice in a row timed its 1 MiB builds on them (3-8x against
-1.6x, the disk otherwise as quiet). The purge then syncs, so the freed inodes'
-table blocks are clean and the shorter window applies. Measured after a full
-run's purge (5 December 2026): P2's floor copy of the 256 MiB tree took
-3.9-7.6 s until 50 s after it, 2.6 s at 64 s and 1.0-1.7 s from 77 s on; the
-1 MiB copy 24-44 ms, then 8-13 ms. (The wait was 35 s, older kernels'
-5 + 30 s: a run started right after another timed P2's floors, each the first
-of its pair, at 2-5x their normal time, its builds at their normal time.)
+1.6x, the disk otherwise as quiet).
+
+The wait is the kernel's whole window, 360 s: a freed inode whose table block
+a new file has dirtied again (as the next run's copies do) counts as recent
+for 300 s more. Measured on 5 December 2026 with a wait of 60 s plus margin
+(after ``sync``): a run started right after another still timed its P2 floor
+of the 256 MiB tree, the first of each pair, at 3.1 s against 1.4-1.6 s, and
+a run 2-3 minutes after 400,000 files were deleted its 256 MiB builds at
+2.0 s against 1.2-1.4 s. The wait used to be 35 s (older kernels' 5 + 30 s).
 """
 
 from __future__ import annotations
@@ -32,9 +34,8 @@ from pathlib import Path
 
 TRASH_DIR = "trash"
 PURGED_AT = "trash-purged-at"  # beside the trash: when the last run deleted it (seconds since the epoch)
-# ext4's recently_deleted(): 60 s after an inode's deletion once its table block is written (the purge syncs),
-# and 15 s of margin: the floors read normal from 77 s after a purge, still inflated at 64 s
-RECENT_DELETION_S = 75.0
+# ext4's recently_deleted(): RECENTCY_MIN + RECENTCY_DIRTY, and 5 s for the whole seconds it compares
+RECENT_DELETION_S = 365.0
 _names = itertools.count()
 
 
@@ -49,9 +50,8 @@ def retire(path: Path, trash: Path) -> None:
 
 
 def purge(trash: Path) -> None:
-    """Delete everything retired (after the last timed figure), write the deletion back, and note when."""
+    """Delete everything retired (after the last timed figure), and note when."""
     shutil.rmtree(trash, ignore_errors=True)
-    os.sync()  # clean inode table blocks: ext4 then counts the freed inodes recent for 60 s, not 360
     (trash.parent / PURGED_AT).write_text(repr(time.time()), "utf-8")
 
 
