@@ -20,7 +20,7 @@ a new file has dirtied again (as the next run's copies do) counts as recent
 for 300 s more. Measured on 5 December 2026 with a wait of 60 s plus margin
 (after ``sync``): a run started right after another still timed its P2 floor
 of the 256 MiB tree, the first of each pair, at 3.1 s against 1.4-1.6 s, and
-a run 2-3 minutes after 400,000 files were deleted its 256 MiB builds at
+a run 1.5-3.5 minutes after some 400,000 files were deleted its 256 MiB builds at
 2.0 s against 1.2-1.4 s. The wait used to be 35 s (older kernels' 5 + 30 s).
 """
 
