@@ -23,7 +23,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
-from rimthan_workflow_registry.canonical import canonical_bytes, sha256_hex
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX, canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run import release_file_uri
 
@@ -47,7 +47,7 @@ def manifest_uri(manifest_digest: str) -> str:
 
 
 def _hex(digest: str) -> str:
-    return digest.removeprefix("sha256:")
+    return digest.removeprefix(DIGEST_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class ResourceCatalogue:
         raise _not_found(uri, "no such resource; list resources or use a URI a tool returned")
 
     def _held(self, hex_digest: str, uri: str) -> LoadedRelease:
-        loaded = self.provider.get("sha256:" + hex_digest)
+        loaded = self.provider.get(DIGEST_PREFIX + hex_digest)
         if loaded is None:
             raise _not_found(
                 uri, "this server holds no release with that manifest digest", FailureCode.PINNED_RELEASE_UNAVAILABLE

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
@@ -487,7 +488,7 @@ class WorkflowEngineQueryModule:
         return entry.sha256
 
     def _file_digest(self, path: str) -> str:
-        return "sha256:" + self._sha256(path)
+        return DIGEST_PREFIX + self._sha256(path)
 
     def _now(self) -> int:
         return int(self._clock())

@@ -28,7 +28,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
-from rimthan_workflow_registry.canonical import canonical_bytes, digest_bytes, sha256_hex
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX, canonical_bytes, digest_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode
 
 MANIFEST_FORMAT = "rimthan.release-manifest/1"
@@ -92,7 +92,7 @@ class FileEntry:
     @property
     def digest(self) -> str:
         """``sha256:<hex>``, the spelling used on the wire and in resources."""
-        return "sha256:" + self.sha256
+        return DIGEST_PREFIX + self.sha256
 
     def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "sha256": self.sha256, "size": self.size, "media_type": self.media_type}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rimthan_workflow_registry.canonical import CanonicalParts
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX, CanonicalParts
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import HostAdapter, StepDefinition, WorkflowDefinition
 
@@ -33,7 +33,7 @@ class ReleaseReader(Protocol):
 
 def release_file_uri(manifest_digest: str, path: str) -> str:
     """Immutable URI of a release file: the manifest digest is part of it."""
-    return f"{RESOURCE_SCHEME}://releases/{manifest_digest.removeprefix('sha256:')}/{path}"
+    return f"{RESOURCE_SCHEME}://releases/{manifest_digest.removeprefix(DIGEST_PREFIX)}/{path}"
 
 
 def _asset_ref(
