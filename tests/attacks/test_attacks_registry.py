@@ -24,6 +24,7 @@ from rimthan_workflow_registry.release.oci import (
     open_registry,
     parse_reference,
     pull_release,
+    release_layers,
 )
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.oci import add_blob, one_line_error, pull, rewrite
@@ -153,6 +154,26 @@ def test_an_extra_layer_is_refused(world: World, tmp_path: Path) -> None:
         refused(world, world.registry.ref("attack/extra", "1.2.0"), tmp_path / "b") is FailureCode.OCI_ARTIFACT_INVALID
     )
     assert not (tmp_path / "outside.md").exists()
+
+
+def test_a_layer_digest_or_a_reference_ending_in_a_newline_is_refused(world: World) -> None:
+    """re's "$" takes a trailing newline: digests and references are matched whole.
+
+    The registry here will not store a manifest with such a digest (HTTP 500), so the pushed manifest is
+    fetched and its layer digest changed in hand: the check a pull makes before it fetches any layer.
+    """
+    publish(world, "attack/newline", "1.2.0")
+    ref = parse_reference(world.registry.ref("attack/newline", "1.2.0"))
+    _, manifest = fetch_manifest(open_registry(ref, plain_http=True), ref)
+    release_layers(manifest, "here")  # the control: the pushed manifest passes
+    catalogue_layer(manifest)["digest"] += "\n"
+    with pytest.raises(RegistryError) as caught:
+        release_layers(manifest, "here")
+    assert caught.value.code is FailureCode.OCI_ARTIFACT_INVALID, caught.value.one_line()
+    assert "a layer is not a titled Rimthan release file" in caught.value.message
+    with pytest.raises(RegistryError) as reference:
+        parse_reference(world.registry.ref("attack/newline", "1.2.0") + "\n")
+    assert reference.value.code is FailureCode.OCI_REFERENCE_INVALID
 
 
 def test_a_huge_layer_is_refused_before_it_is_downloaded(world: World, tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 import tomli_w
 from rimthan_workflow_registry.canonical import canonical_bytes
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, single_line
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.format import MAX_MANIFEST_BYTES, FileEntry, Manifest, signature_name
 from rimthan_workflow_registry.release.trust import load_trust
@@ -663,6 +663,16 @@ def _(w: World, rel: Path) -> Expect:
     return Expect(F.FILE_TYPE_FORBIDDEN, first, trust="k2of3")
 
 
+@case("signature_copied_under_its_name_and_a_newline")
+def _(w: World, rel: Path) -> Expect:
+    # alice's signature copied to "<alice's id>.sig\n": re's "$" takes that name too, and one key counted twice
+    # met a 2-of-3 threshold alone; the name is matched whole and refused
+    sig(rel, w.keys.bob).unlink()
+    copy = sig(rel, w.keys.alice).with_name(sig(rel, w.keys.alice).name + "\n")
+    shutil.copyfile(sig(rel, w.keys.alice), copy)
+    return Expect(F.SIGNATURE_INVALID, copy, trust="k2of3")
+
+
 @case("fifo_replacing_listed_file")
 def _(w: World, rel: Path) -> Expect:
     target = cat(rel, "assets/prompts/brief.md")
@@ -1159,6 +1169,7 @@ CLI_SAMPLE = frozenset(
         "listed_file_symlinked_to_etc_passwd",
         "fifo_replacing_listed_file",
         "hard_linked_signatures_counted_twice",
+        "signature_copied_under_its_name_and_a_newline",
         "no_signatures",
         "untrusted_signer_rewrites_content",
         "signature_malleated_s_plus_l",
@@ -1273,7 +1284,7 @@ def test_attack_is_refused_by_rimthan_pack_verify(
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 1, f"{name}: rimthan-pack verify exited {proc.returncode}: {proc.stderr}"
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith(f"error: {expect.code.value}: {expect.where_text}: "), f"{name}: {lines[0]}"
+    assert lines[0].startswith(f"error: {expect.code.value}: {single_line(expect.where_text)}: "), f"{name}: {lines[0]}"
     assert lines[1].startswith("next: ")
 
 

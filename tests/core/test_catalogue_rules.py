@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.release.catalogue import semver_key
+from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.release.loader import ReleaseLoader
 from rimthan_workflow_registry.workflow_engine import resolve_branches
 
@@ -189,6 +189,14 @@ def _bad_version(root: Path) -> None:
     edit_toml(root, WORKFLOW, lambda d: d.update(version="1.2"))
 
 
+def _version_ends_in_newline(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: d.update(version=d["version"] + "\n"))  # re's "$" takes "1.2.0\n"
+
+
+def _id_ends_in_newline(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: d.update(id=d["id"] + "\n"))
+
+
 BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "alias collides with another workflow's alias": (_add_duplicate_workflow_alias, FailureCode.ALIAS_COLLISION),
     "alias equals another workflow's id": (_alias_equals_other_id, FailureCode.ALIAS_COLLISION),
@@ -212,6 +220,8 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "JSON output without a schema": (_json_output_without_schema, FailureCode.CATALOGUE_INVALID),
     "artifact id produced by two steps": (_duplicate_artifact_id, FailureCode.CATALOGUE_INVALID),
     "workflow version is not semantic": (_bad_version, FailureCode.CATALOGUE_INVALID),
+    "workflow version ends in a newline": (_version_ends_in_newline, FailureCode.CATALOGUE_INVALID),
+    "workflow id ends in a newline": (_id_ends_in_newline, FailureCode.CATALOGUE_INVALID),
 }
 
 
@@ -241,6 +251,9 @@ def test_semantic_version_order_handles_multi_digit_and_prereleases() -> None:
     assert sorted(reversed(ordered), key=semver_key) == ordered
     with pytest.raises(ValueError):
         semver_key("1.2")
+    assert is_semver("1.0.0") and not is_semver("1.0.0\n")
+    with pytest.raises(ValueError):
+        semver_key("1.0.0\n")
 
 
 def test_resolve_branches_none_one_many_missing(source: Path) -> None:

@@ -331,6 +331,11 @@ def test_trust_file_declared_id_must_match(tmp_path: Path) -> None:
         load_trust(path)
     assert info.value.code is F.TRUST_STORE_INVALID
     assert "does not match" in info.value.message
+    path.write_text(path.read_text().replace("0" * 64, a.key_id + "\\n"))  # TOML's "\n": re's "$" takes it
+    with pytest.raises(TrustError) as newline:
+        load_trust(path)
+    assert newline.value.code is F.TRUST_STORE_INVALID
+    assert "must be 64 lowercase hex characters" in newline.value.message
 
 
 def test_trust_file_unknown_keys_refused(tmp_path: Path) -> None:

@@ -132,3 +132,5 @@ def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines
 def test_run_ids_are_plain_names(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="run id"):
         RunLog(tmp_path, "../escape")
+    with pytest.raises(HarnessError, match="run id"):
+        RunLog(tmp_path, "run-1\n")  # re's "$" would take it: the log would be "run-1\n.log"

@@ -217,6 +217,9 @@ def test_init_refuses_non_empty_directory(tmp_path: Path) -> None:
 def test_init_rejects_invalid_name(tmp_path: Path) -> None:
     result = run("init", tmp_path / "src", "--name", "Bad Name")
     assert_one_line_error(result, "catalogue_invalid", None)
+    result = run("init", tmp_path / "src", "--name", "good-name\n")  # re's "$" would take it
+    assert_one_line_error(result, "catalogue_invalid", None)
+    assert not (tmp_path / "src").exists()
 
 
 # --------------------------------------------------------------------------- keygen safety

@@ -73,6 +73,8 @@ def test_release_resources_are_the_verified_bytes_at_digest_uris(world: ServerWo
             (f"rimthan://releases/{'0' * 64}/catalogue.toml", "pinned_release_unavailable"),
             (f"rimthan://releases/{a_hex}/../manifest.json", "invalid_arguments"),
             (f"rimthan://releases/{a_hex}/no-such-file.md", "invalid_arguments"),
+            (f"rimthan://releases/{a_hex}/catalogue.toml\n", "invalid_arguments"),  # re's "$" takes this
+            (f"rimthan://manifests/{a_hex}/manifest.json\n", "invalid_arguments"),
             ("rimthan://contracts/host/" + "0" * 64 + ".schema.json", "invalid_arguments"),
             ("file:///etc/passwd", "invalid_arguments"),
         ):

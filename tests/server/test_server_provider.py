@@ -184,6 +184,8 @@ def test_newest_release_dir_picks_the_highest_semantic_version(tmp_path: Path) -
     for name in ("research-decision-1.9.0", "research-decision-1.10.0", "research-decision-1.11.0-rc.1"):
         (tmp_path / name).mkdir()
     assert newest_release_dir(tmp_path).name == "research-decision-1.11.0-rc.1"
+    (tmp_path / "research-decision-9.0.0\n").mkdir()  # not a release name (re's "$" would take it as 9.0.0)
+    assert newest_release_dir(tmp_path).name == "research-decision-1.11.0-rc.1"
     (tmp_path / "other-2.0.0").mkdir()
     with pytest.raises(RegistryError) as refused:
         newest_release_dir(tmp_path)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import click
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, refusal_line, single_line
 from rimthan_workflow_registry.remediation import REMEDIATION, ExitStatus, next_step
 
 __all__ = [
@@ -65,9 +65,8 @@ def refuse(
     status: ExitStatus = ExitStatus.REFUSED,
 ) -> NoReturn:
     """Print the two refusal lines (and the JSON refusal when asked), then exit."""
-    location = f"{where}: " if where else ""
-    click.echo(f"error: {code.value}: {location}{message}", err=True)
-    click.echo(f"next: {next_hint or REMEDIATION[code]}", err=True)
+    click.echo(f"error: {refusal_line(code, where, message)}", err=True)
+    click.echo(f"next: {single_line(next_hint or REMEDIATION[code])}", err=True)
     if as_json:
         error: dict[str, Any] = {"code": code.value, "message": message}
         if where:

@@ -32,6 +32,14 @@ from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
+SHA256_HEX_PATTERN = "[0-9a-f]{64}"
+"""A SHA-256 digest as text (64 lowercase hex digits; key ids too): a regular expression without anchors.
+
+Python code matches it with ``fullmatch``: ``re``'s ``$`` also matches before a final newline, so ``^...$``
+with ``match`` takes ``"<digest>\\n"``. A JSON Schema anchors it as ``^...$``, for ECMA-262's ``$``.
+"""
+DIGEST_PATTERN = DIGEST_PREFIX + SHA256_HEX_PATTERN
+"""A prefixed digest (``sha256:`` and 64 lowercase hex digits), as :data:`SHA256_HEX_PATTERN` is matched."""
 _RECURRING_ENTRIES = 256  # distinct objects remembered by recurring_member_digests (least recently used dropped)
 _RECURRING_KEY_BYTES = 64 * 1024  # a larger value is digested on every call, never remembered
 _V = TypeVar("_V")

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+_CONTROLS_ESCAPED = {c: chr(c).encode("unicode_escape").decode("ascii") for c in (*range(0x20), 0x7F)}
+
 
 class FailureCode(StrEnum):
     """The closed list of failure codes. Documented in docs/failure-codes.md."""
@@ -148,9 +150,8 @@ class RegistryError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        """``code: path: message`` - the form every CLI prints."""
-        where = f"{self.path}: " if self.path else ""
-        return f"{self.code.value}: {where}{self.message}"
+        """``code: path: message`` - the form every CLI prints (see :func:`refusal_line`)."""
+        return refusal_line(self.code, self.path, self.message)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form used in structured tool errors and ``--json`` output."""
@@ -160,6 +161,21 @@ class RegistryError(Exception):
         if self.details:
             out["details"] = self.details
         return out
+
+
+def refusal_line(code: FailureCode, path: str | None, message: str) -> str:
+    """``code: path: message`` on one line, whatever the path or message holds (see :func:`single_line`)."""
+    where = f"{path}: " if path else ""
+    return single_line(f"{code.value}: {where}{message}")
+
+
+def single_line(text: str) -> str:
+    """``text`` with C0 controls and DEL written as escapes (a newline as ``\\n``).
+
+    A refusal quotes names it was given (a file named ``<id>.sig`` and a newline, say); escaped, such a name
+    can neither break the refusal across lines nor pass for a line of its own.
+    """
+    return text.translate(_CONTROLS_ESCAPED)
 
 
 class CatalogueError(RegistryError):

@@ -30,7 +30,7 @@ from rimthan_workflow_registry.canonical import sha256_hex
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
-_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+_RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
 
 
 def new_run_id() -> str:
@@ -45,7 +45,7 @@ class RunLog:
     run_id: str
 
     def __post_init__(self) -> None:
-        if not _RUN_ID.match(self.run_id):
+        if not _RUN_ID.fullmatch(self.run_id):
             raise HarnessError(f"run id {self.run_id!r} is not lower-case letters, digits and dashes")
 
     @property

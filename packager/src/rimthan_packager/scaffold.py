@@ -24,7 +24,7 @@ from rimthan_workflow_registry.release import is_semver
 
 from .fsutil import create_file
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
 ADAPTER_ID = "claude-code"
 ADAPTER_VERSION = "1.0.0"
 
@@ -215,7 +215,7 @@ DEFAULT_VERSION = "0.1.0"
 
 
 def _check_name(name: str, directory: str = "DIRECTORY") -> None:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise CatalogueError(
             FailureCode.CATALOGUE_INVALID,
             f"{name!r} is not a valid catalogue name: expected lowercase letters, digits and hyphens "
@@ -364,7 +364,7 @@ def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]
         )
     derived, version = default_identity(directory)
     shown = shlex.quote(str(directory))
-    if name is None and not _NAME.match(derived):
+    if name is None and not _NAME.fullmatch(derived):
         raise CatalogueError(
             FailureCode.CATALOGUE_INVALID,
             f"cannot name the catalogue after the folder {derived!r}: expected lowercase letters, digits and hyphens",

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.canonical import DIGEST_PATTERN, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
 
 FLOOR_FILE = "activation-floor.json"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_DIGEST = re.compile(DIGEST_PATTERN)
 EXPLICIT_MODE = "explicit --release mode"
 
 

@@ -24,7 +24,7 @@ def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
 
 def release_dir_claim(path: Path) -> tuple[str, str] | None:
     """``(catalogue, version)`` a directory name claims, or None for anything else."""
-    match = RELEASE_DIR_NAME.match(path.name)
+    match = RELEASE_DIR_NAME.fullmatch(path.name)
     if match is None:
         return None
     try:

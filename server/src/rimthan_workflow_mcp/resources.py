@@ -23,7 +23,7 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
-from rimthan_workflow_registry.canonical import DIGEST_PREFIX, canonical_bytes, sha256_hex
+from rimthan_workflow_registry.canonical import DIGEST_PREFIX, SHA256_HEX_PATTERN, canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run import release_file_uri
 
@@ -34,8 +34,9 @@ CONTRACT_MIME = "application/schema+json"
 MANIFEST_MIME = "application/json"
 RELEASE_FILE_TEMPLATE = SCHEME + "releases/{manifest_hex}/{+path}"
 _TEXT_TYPES = ("application/json", "application/toml", "text/markdown", "application/schema+json")
-_MANIFEST_URI = re.compile(r"^rimthan://manifests/(?P<hex>[0-9a-f]{64})/manifest\.json$")
-_RELEASE_URI = re.compile(r"^rimthan://releases/(?P<hex>[0-9a-f]{64})/(?P<path>.+)$")
+# matched with fullmatch: "$" would also take a URI that ends in a newline
+_MANIFEST_URI = re.compile(f"rimthan://manifests/(?P<hex>{SHA256_HEX_PATTERN})/manifest\\.json")
+_RELEASE_URI = re.compile(f"rimthan://releases/(?P<hex>{SHA256_HEX_PATTERN})/(?P<path>.+)")
 
 
 def contract_uri(name: str, document: Mapping[str, Any]) -> str:
@@ -128,14 +129,14 @@ class ResourceCatalogue:
         contract = self.contracts.get(uri)
         if contract is not None:
             return _result(types.TextResourceContents(uri=uri, mime_type=CONTRACT_MIME, text=contract.text))
-        if match := _MANIFEST_URI.match(uri):
+        if match := _MANIFEST_URI.fullmatch(uri):
             loaded = self._held(match.group("hex"), uri)
             return _result(
                 types.TextResourceContents(
                     uri=uri, mime_type=MANIFEST_MIME, text=loaded.release.manifest_bytes.decode("utf-8")
                 )
             )
-        if match := _RELEASE_URI.match(uri):
+        if match := _RELEASE_URI.fullmatch(uri):
             loaded = self._held(match.group("hex"), uri)
             return _result(self._read_release_file(loaded, match.group("path"), uri))
         raise _not_found(uri, "no such resource; list resources or use a URI a tool returned")

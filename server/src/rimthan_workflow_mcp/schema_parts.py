@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rimthan_workflow_registry.canonical import DIGEST_PATTERN, SHA256_HEX_PATTERN
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -16,8 +17,8 @@ ID_BASE = "https://rimthan.dev/contracts/"
 MAX_TEXT = 8 * 1024 * 1024
 MAX_TOKEN = MAX_TOKEN_CHARS
 
-DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
-SHA256_HEX = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+DIGEST = {"type": "string", "pattern": f"^{DIGEST_PATTERN}$"}
+SHA256_HEX = {"type": "string", "pattern": f"^{SHA256_HEX_PATTERN}$"}
 NAME = {"type": "string", "minLength": 1, "maxLength": 128}
 NAMES = {"type": "array", "items": NAME, "uniqueItems": True, "maxItems": 256}
 VERSION = {"type": "string", "minLength": 1, "maxLength": 64}

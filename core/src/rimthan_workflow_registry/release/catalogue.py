@@ -25,10 +25,10 @@ WRITE_POLICIES = ("create", "replace", "create_or_replace")
 PREDICATE_OPERATORS = ("equals", "one_of")
 T = TypeVar("T")
 
-SEMVER_PATTERN = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+SEMVER_PATTERN = re.compile(  # matched with fullmatch: "$" would also take "1.0.0\n"
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
     r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
 )
 
 Scalar = str | int | bool
@@ -274,7 +274,7 @@ class Catalogue:
 
 
 def is_semver(text: str) -> bool:
-    return bool(SEMVER_PATTERN.match(text))
+    return bool(SEMVER_PATTERN.fullmatch(text))
 
 
 def semver_key(text: str) -> tuple[Any, ...]:
@@ -283,7 +283,7 @@ def semver_key(text: str) -> tuple[Any, ...]:
     ``1.10.0 > 1.9.0``; a pre-release sorts below its release; numeric
     pre-release identifiers sort numerically and below alphanumeric ones.
     """
-    match = SEMVER_PATTERN.match(text)
+    match = SEMVER_PATTERN.fullmatch(text)
     if match is None:
         raise ValueError(f"not a semantic version: {text!r}")
     major, minor, patch, pre, _build = match.groups()

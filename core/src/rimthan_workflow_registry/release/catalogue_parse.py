@@ -33,9 +33,10 @@ from rimthan_workflow_registry.release.catalogue import (
     WorkflowDefinition,
 )
 
-_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-_DOTTED_ID = re.compile(r"^[a-z0-9][a-z0-9.-]{0,127}$")
-_CAPABILITY = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
+# matched with fullmatch: "$" would also take a value that ends in a newline
+_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_DOTTED_ID = re.compile(r"[a-z0-9][a-z0-9.-]{0,127}")
+_CAPABILITY = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
 
 # What each authoring pattern expects, in words an author can act on.
 _EXPECTED: dict[re.Pattern[str], tuple[str, str]] = {
@@ -70,7 +71,7 @@ class _Table:
         self, key: str, *, required: bool = True, default: str | None = None, pattern: re.Pattern[str] | None = None
     ) -> Any:
         value = self._get(key, str, required, default)
-        if value is not None and pattern is not None and not pattern.match(value):
+        if value is not None and pattern is not None and not pattern.fullmatch(value):
             noun, form = _EXPECTED.get(pattern, ("value", f"text matching {pattern.pattern}"))
             raise _error(self.path, f"{self.where}.{key}: {value!r} is not a valid {noun}: expected {form}")
         return value
@@ -84,7 +85,7 @@ class _Table:
     def strs(self, key: str, *, pattern: re.Pattern[str] | None = None) -> tuple[str, ...]:
         values = self._get(key, list, False, [])
         for value in values:
-            if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
+            if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
                 raise _error(self.path, f"{self.where}.{key} holds an invalid entry {value!r}")
         if len(set(values)) != len(values):
             raise _error(self.path, f"{self.where}.{key} lists an entry twice")

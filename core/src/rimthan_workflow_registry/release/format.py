@@ -28,7 +28,13 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Protocol
 
-from rimthan_workflow_registry.canonical import DIGEST_PREFIX, canonical_bytes, digest_bytes, sha256_hex
+from rimthan_workflow_registry.canonical import (
+    DIGEST_PREFIX,
+    SHA256_HEX_PATTERN,
+    canonical_bytes,
+    digest_bytes,
+    sha256_hex,
+)
 from rimthan_workflow_registry.errors import FailureCode
 
 MANIFEST_FORMAT = "rimthan.release-manifest/1"
@@ -46,7 +52,7 @@ OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONB
 # rollback hints only; the manifest is the identity). It starts with a catalogue-name character, so hidden
 # names (the packager's ``.<name>-<version>.building-*`` work directory, whose random suffix can read like a
 # pre-release) claim nothing.
-RELEASE_DIR_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)$")
+RELEASE_DIR_NAME = re.compile(r"(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
 
 MEDIA_TYPES_BY_SUFFIX = {
     ".toml": "application/toml",
@@ -58,7 +64,7 @@ DEFAULT_MEDIA_TYPE = "application/octet-stream"
 # dictionary lookup per file where trying each suffix in turn was a Python loop per file of a 10,000-file build.
 _MEDIA_TYPES_BY_EXTENSION = {suffix[1:]: media_type for suffix, media_type in MEDIA_TYPES_BY_SUFFIX.items()}
 
-_SIGNATURE_NAME = re.compile(r"^([0-9a-f]{64})\.sig$")
+_SIGNATURE_NAME = re.compile(f"({SHA256_HEX_PATTERN})\\.sig")  # fullmatch: "$" would take "<id>.sig\\n"
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$)")
 # _CONTROL_CHARACTER but NUL, one string each: for paths joined by NUL (counted apart), each searched for at
@@ -289,7 +295,7 @@ def signature_name(key_id: str) -> str:
 
 def key_id_from_signature_name(name: str) -> str | None:
     """The key id a ``signatures/`` file name claims, or ``None`` if misnamed."""
-    match = _SIGNATURE_NAME.match(name)
+    match = _SIGNATURE_NAME.fullmatch(name)
     return match.group(1) if match else None
 
 

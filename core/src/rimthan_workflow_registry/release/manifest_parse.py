@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import rfc8785
 
-from rimthan_workflow_registry.canonical import canonical_bytes, find_float, parse_strict_json
+from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, canonical_bytes, find_float, parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.format import (
@@ -34,7 +34,7 @@ from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canon
 if TYPE_CHECKING:
     from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
-_HEX64 = "^[0-9a-f]{64}$"
+_HEX64 = f"^{SHA256_HEX_PATTERN}$"
 _ID = "^[a-z0-9][a-z0-9-]{0,63}$"
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
 _LONG_TEXT = {"type": "string", "maxLength": 4096}
@@ -106,7 +106,7 @@ _SKELETON_SCHEMA: dict[str, Any] = {
 }
 _FILE_ENTRY_KEYS = frozenset(FILE_ENTRY_SCHEMA["required"])
 _MEDIA_TYPES = frozenset(FILE_ENTRY_SCHEMA["properties"]["media_type"]["enum"])
-_HEX64_RE = re.compile("[0-9a-f]{64}")  # fullmatch: unlike "$", refuses a trailing newline
+_HEX64_RE = re.compile(SHA256_HEX_PATTERN)  # fullmatch: unlike "$", refuses a trailing newline
 _LOWERCASE_HEX = b"0123456789abcdef"
 _ENTRY_COLUMNS = operator.itemgetter("path", "sha256", "size", "media_type")
 

@@ -39,7 +39,7 @@ import oras.auth
 import oras.provider
 import requests
 
-from ..canonical import DIGEST_PREFIX, Sha256, digest_bytes
+from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes
 from ..errors import FailureCode, RegistryError
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR, path_problem, path_set_problem
@@ -69,13 +69,14 @@ MAX_LAYER_BYTES = 16 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
 _CHUNK = 64 * 1024
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# matched with fullmatch: "$" would also take a trailing newline
+_DIGEST = re.compile(DIGEST_PATTERN)
 _REFERENCE = re.compile(
-    r"^(?P<host>[A-Za-z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$"
+    r"(?P<host>[A-Za-z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
 )
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError)
-_VERSION_TAG = re.compile(r"^\d+\.\d+\.\d+(?:[-_][0-9A-Za-z._-]*)?$")
+_VERSION_TAG = re.compile(r"\d+\.\d+\.\d+(?:[-_][0-9A-Za-z._-]*)?")
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def _refuse(code: FailureCode, message: str, where: str | None = None) -> Regist
 def parse_reference(text: str) -> OciReference:
     """Parse an ``oci://`` reference or refuse it as ``oci_reference_invalid``."""
     body = text[len(SCHEME) :] if text.startswith(SCHEME) else None
-    match = _REFERENCE.match(body or "")
+    match = _REFERENCE.fullmatch(body or "")
     if match is None:
         raise _refuse(
             FailureCode.OCI_REFERENCE_INVALID,
@@ -140,7 +141,7 @@ def parse_reference(text: str) -> OciReference:
 
 def is_version_tag(tag: str) -> bool:
     """Tags that name a release version (OCI tags cannot hold ``+``)."""
-    return bool(_VERSION_TAG.match(tag))
+    return bool(_VERSION_TAG.fullmatch(tag))
 
 
 class _CredentialsMissing(Exception):
@@ -312,7 +313,7 @@ def _check_layer(layer: Any, where: str) -> None:
         isinstance(layer, dict)
         and layer.get("mediaType") in LAYER_TYPES
         and isinstance(layer.get("digest"), str)
-        and _DIGEST.match(layer["digest"]) is not None
+        and _DIGEST.fullmatch(layer["digest"]) is not None
         and type(layer.get("size")) is int
         and isinstance(layer.get("annotations"), dict)
         and isinstance(layer["annotations"].get(TITLE), str)

@@ -28,13 +28,13 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from rimthan_workflow_registry import pem_keys
-from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
 
 PUBLIC_KEY_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 64 * 1024
-_KEY_ID = re.compile(r"^[0-9a-f]{64}$")
+_KEY_ID = re.compile(SHA256_HEX_PATTERN)  # fullmatch: "$" would also take a trailing newline
 _TRUST_FILE_KEYS = {"threshold", "keys"}
 _KEY_ENTRY_KEYS = {"name", "file", "id"}
 
@@ -199,7 +199,7 @@ def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519P
     key = _load_public_key(path.parent / file)
     key_id = key_id_for(key)
     if declared is not None:
-        if not isinstance(declared, str) or not _KEY_ID.match(declared):
+        if not isinstance(declared, str) or not _KEY_ID.fullmatch(declared):
             raise _trust_error(path, f"{where}.id must be 64 lowercase hex characters")
         if declared != key_id:
             raise _trust_error(path, f"{where}.id {declared} does not match {file} (its key id is {key_id})")

@@ -268,7 +268,8 @@ def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trus
                 where,
             ) from None
         valid.append(key_id)
-    if len(valid) >= trust.threshold:
+    # one file per key id (names are matched whole); counted as distinct keys all the same
+    if len(set(valid)) >= trust.threshold:
         return tuple(valid)
     if not valid:
         raise _fail(
@@ -278,7 +279,7 @@ def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trus
         )
     raise _fail(
         FailureCode.SIGNATURE_THRESHOLD_NOT_MET,
-        f"{len(valid)} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
+        f"{len(set(valid))} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
         sig_dir,
     )
 
@@ -293,7 +294,7 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
     packager's build directory) are not checked.
     """
     name, identity = root.name, manifest.release
-    if name == identity.directory_name or not RELEASE_DIR_NAME.match(name):
+    if name == identity.directory_name or not RELEASE_DIR_NAME.fullmatch(name):
         return
     where = root / MANIFEST_NAME
     prefix = identity.catalogue + "-"

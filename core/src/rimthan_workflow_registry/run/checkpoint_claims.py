@@ -25,12 +25,13 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from rimthan_workflow_registry.canonical import DIGEST_PATTERN, SHA256_HEX_PATTERN
 from rimthan_workflow_registry.json_encoders import compact_encoder
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
-_DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+_DIGEST = {"type": "string", "pattern": f"^{DIGEST_PATTERN}$"}
 _STR = {"type": "string", "minLength": 1, "maxLength": 128}
 _STRS = {"type": "array", "items": _STR, "uniqueItems": True}
 
@@ -84,7 +85,7 @@ def _claims_validator() -> Draft202012Validator:
     return Draft202012Validator(CLAIMS_SCHEMA)
 
 
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX64 = re.compile(SHA256_HEX_PATTERN)
 # The receipt tables' columns (see ``receipts``): names, one digest string, and for artifacts the sizes.
 ARTIFACT_COLUMNS = ("names", "sha256", "sizes")
 VALIDATOR_COLUMNS = ("names", "input_sha256")
@@ -99,7 +100,7 @@ _TEXT = f'"(?:[^"\\\\]{{1,128}}|{_UNIT}{{1,128}})"'
 
 
 _NATURAL = "(?:0|[1-9][0-9]*)"
-_DIGEST_TEXT = '"sha256:[0-9a-f]{64}"'
+_DIGEST_TEXT = f'"{DIGEST_PATTERN}"'
 _EMPTY_OBJECT = "\\{\\}"  # a receipt table as the patterns see it: the fast check empties both tables
 _OPTIONAL = frozenset({"findings"})  # members a claim set may leave out (never the first in either order)
 _Fields = dict[str, "str | _Fields"]
