@@ -21,6 +21,7 @@ from rimthan_workflow_registry.release.oci import (
     MAX_LAYER_BYTES,
     TITLE,
     fetch_manifest,
+    is_version_tag,
     open_registry,
     parse_reference,
     pull_release,
@@ -174,6 +175,7 @@ def test_a_layer_digest_or_a_reference_ending_in_a_newline_is_refused(world: Wor
     with pytest.raises(RegistryError) as reference:
         parse_reference(world.registry.ref("attack/newline", "1.2.0") + "\n")
     assert reference.value.code is FailureCode.OCI_REFERENCE_INVALID
+    assert is_version_tag("1.3.0") and not is_version_tag("1.3.0\n") and not is_version_tag("1.\u0663.0")
 
 
 def test_a_huge_layer_is_refused_before_it_is_downloaded(world: World, tmp_path: Path) -> None:

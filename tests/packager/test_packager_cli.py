@@ -100,6 +100,17 @@ def test_build_honours_source_date_epoch(tmp_path: Path, scaffold: Path, keypair
     assert manifest["release"]["created"] == 1700000000
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661\u0667\u0660\u0660", "17e8"])
+def test_build_refuses_a_source_date_epoch_of_other_than_ascii_digits(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair, value: str
+) -> None:
+    """str.isdigit takes a superscript two (which int() then refused with a traceback) and Arabic-Indic digits."""
+    out = tmp_path / "rel"
+    result = run("build", scaffold, "--key", keypair.private_path, "--out", out, env={"SOURCE_DATE_EPOCH": value})
+    assert_one_line_error(result, "invalid_arguments", "SOURCE_DATE_EPOCH")
+    assert not (tmp_path / "rel" / "demo-0.1.0").exists()
+
+
 def test_co_signing_through_the_cli(tmp_path: Path, scaffold: Path) -> None:
     alice, bob = make_keypair(tmp_path / "keys", "alice"), make_keypair(tmp_path / "keys", "bob")
     trust = trust_file(tmp_path / "trust", [alice, bob], threshold=2)

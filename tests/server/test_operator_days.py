@@ -290,7 +290,8 @@ def test_http_on_all_interfaces_answers_the_hosts_the_operator_names(world: Serv
 
 
 def test_allowed_host_that_would_switch_the_protection_off_is_a_usage_mistake(tmp_path: Path) -> None:
-    for value in ("*", "http://mcp.example", "mcp.example/path"):
+    # str.isdigit takes Arabic-Indic digits: a port of "٨٠" would be allowed and never match a Host header
+    for value in ("*", "http://mcp.example", "mcp.example/path", "mcp.example:\u0668\u0660"):
         done = subprocess.run(
             [RIMTHAN_MCP, "serve", "--transport", "http", "--allowed-host", value],
             capture_output=True,

@@ -185,6 +185,7 @@ def test_newest_release_dir_picks_the_highest_semantic_version(tmp_path: Path) -
         (tmp_path / name).mkdir()
     assert newest_release_dir(tmp_path).name == "research-decision-1.11.0-rc.1"
     (tmp_path / "research-decision-9.0.0\n").mkdir()  # not a release name (re's "$" would take it as 9.0.0)
+    (tmp_path / "research-decision-1\u0662.0.0").mkdir()  # nor this ("\d" takes an Arabic-Indic two)
     assert newest_release_dir(tmp_path).name == "research-decision-1.11.0-rc.1"
     (tmp_path / "other-2.0.0").mkdir()
     with pytest.raises(RegistryError) as refused:

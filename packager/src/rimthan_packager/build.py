@@ -73,7 +73,7 @@ def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
     raw = environ.get("SOURCE_DATE_EPOCH")
     if raw is None or raw == "":
         return None
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):  # str.isdigit also takes "²", which int() refuses
         raise RegistryError(
             FailureCode.INVALID_ARGUMENTS,
             "must be a non-negative integer (seconds since 1970)",

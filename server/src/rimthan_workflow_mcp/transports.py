@@ -123,7 +123,8 @@ def check_allowed_host(value: str) -> str | None:
     host = value[1 : value.index("]")] if value.startswith("[") and "]" in value else value.rsplit(":", 1)[0]
     if not value or any(c in value for c in "/ @*?#") or "://" in value:
         return "give a host name or address as a client sends it in Host, optionally with :PORT (no scheme, path or *)"
-    if _has_port(value) and not value.rsplit(":", 1)[1].isdigit():
+    port = value.rsplit(":", 1)[1] if _has_port(value) else None
+    if port is not None and not (port.isascii() and port.isdigit()):  # str.isdigit also takes "٨٠"
         return "the port must be a number"
     if not host:
         return "the host is empty"

@@ -25,9 +25,10 @@ WRITE_POLICIES = ("create", "replace", "create_or_replace")
 PREDICATE_OPERATORS = ("equals", "one_of")
 T = TypeVar("T")
 
-SEMVER_PATTERN = re.compile(  # matched with fullmatch: "$" would also take "1.0.0\n"
-    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
+# Matched with fullmatch ("$" would also take "1.0.0\n"); digits are [0-9], not "\d", which takes "1\u0662.0.0"
+SEMVER_PATTERN = re.compile(
+    r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*))?"
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
 )
 

@@ -51,8 +51,10 @@ OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONB
 # A directory name that claims a release identity, ``<catalogue>-<semver>`` (unverified: for ordering and
 # rollback hints only; the manifest is the identity). It starts with a catalogue-name character, so hidden
 # names (the packager's ``.<name>-<version>.building-*`` work directory, whose random suffix can read like a
-# pre-release) claim nothing.
-RELEASE_DIR_NAME = re.compile(r"(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
+# pre-release) claim nothing. Matched whole (fullmatch: "$" would also take a trailing newline).
+RELEASE_DIR_NAME = re.compile(
+    r"(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]*)?)"
+)
 
 MEDIA_TYPES_BY_SUFFIX = {
     ".toml": "application/toml",

@@ -72,11 +72,11 @@ _CHUNK = 64 * 1024
 # matched with fullmatch: "$" would also take a trailing newline
 _DIGEST = re.compile(DIGEST_PATTERN)
 _REFERENCE = re.compile(
-    r"(?P<host>[A-Za-z0-9.-]+(?::\d{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
+    r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
 )
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError)
-_VERSION_TAG = re.compile(r"\d+\.\d+\.\d+(?:[-_][0-9A-Za-z._-]*)?")
+_VERSION_TAG = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-_][0-9A-Za-z._-]*)?")
 
 
 @dataclass(frozen=True)
