@@ -66,7 +66,7 @@ DEFAULT_MEDIA_TYPE = "application/octet-stream"
 # dictionary lookup per file where trying each suffix in turn was a Python loop per file of a 10,000-file build.
 _MEDIA_TYPES_BY_EXTENSION = {suffix[1:]: media_type for suffix, media_type in MEDIA_TYPES_BY_SUFFIX.items()}
 
-_SIGNATURE_NAME = re.compile(f"({SHA256_HEX_PATTERN})\\.sig")  # fullmatch: "$" would take "<id>.sig\\n"
+_SIGNATURE_NAME = re.compile(f"({SHA256_HEX_PATTERN})\\.sig")  # fullmatch: "$" would take "<id>.sig\n"
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$)")
 # _CONTROL_CHARACTER but NUL, one string each: for paths joined by NUL (counted apart), each searched for at
