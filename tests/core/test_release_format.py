@@ -21,11 +21,8 @@ from rimthan_workflow_registry.release.format import (
     Manifest,
     ReleaseIdentity,
     WorkflowEntry,
-    first_unsafe_path,
     key_id_from_signature_name,
     media_type_for,
-    path_problem,
-    path_set_problem,
     render_checksums,
 )
 from rimthan_workflow_registry.release.manifest_parse import (
@@ -35,6 +32,7 @@ from rimthan_workflow_registry.release.manifest_parse import (
     _entry_conforms,
     parse_manifest,
 )
+from rimthan_workflow_registry.release.paths import first_unsafe_path, path_problem, path_set_problem
 from rimthan_workflow_registry.release.trust import key_id_for, load_trust
 from rimthan_workflow_registry.release.verified import read_checked
 from support.releases import KeyPair, make_keypair, trust_dir, trust_file

@@ -2,10 +2,10 @@
 
 Modules, in the order a release is read:
 
-``format`` / ``manifest_parse``
+``format`` / ``paths`` / ``manifest_parse``
     The on-disk layout (``manifest.json``, ``SHA256SUMS``, ``signatures/``,
-    ``catalogue/``) and the manifest records; the closed manifest schema and
-    its strict parser.
+    ``catalogue/``) and the manifest records; the rules for the catalogue's
+    file paths; the closed manifest schema and its strict parser.
 ``trust``
     The trust store: trusted Ed25519 public keys, key ids and the k-of-n threshold.
 ``verify``
@@ -61,11 +61,8 @@ if TYPE_CHECKING:
         SIGNATURES_DIR,
         FileEntry,
         Manifest,
-        first_unsafe_path,
         manifest_for,
         media_type_for,
-        path_problem,
-        path_set_problem,
         render_checksums,
         signature_name,
         sorted_entries,
@@ -95,6 +92,7 @@ if TYPE_CHECKING:
         version_tags,
     )
     from rimthan_workflow_registry.release.parallel import first_failure
+    from rimthan_workflow_registry.release.paths import first_unsafe_path, path_problem, path_set_problem
     from rimthan_workflow_registry.release.schema_checks import (
         SCHEMA_CHECKS,
         SCHEMA_CHECKS_FILE,
@@ -213,13 +211,13 @@ _HOME = {
     "key_id_for": "rimthan_workflow_registry.release.trust",
     "load_trust": "rimthan_workflow_registry.release.trust",
     "manifest_for": "rimthan_workflow_registry.release.format",
-    "first_unsafe_path": "rimthan_workflow_registry.release.format",
+    "first_unsafe_path": "rimthan_workflow_registry.release.paths",
     "media_type_for": "rimthan_workflow_registry.release.format",
     "open_registry": "rimthan_workflow_registry.release.oci",
     "parse_manifest": "rimthan_workflow_registry.release.manifest_parse",
     "parse_reference": "rimthan_workflow_registry.release.oci",
-    "path_problem": "rimthan_workflow_registry.release.format",
-    "path_set_problem": "rimthan_workflow_registry.release.format",
+    "path_problem": "rimthan_workflow_registry.release.paths",
+    "path_set_problem": "rimthan_workflow_registry.release.paths",
     "public_key_pem": "rimthan_workflow_registry.release.trust",
     "pull_release": "rimthan_workflow_registry.release.oci",
     "registry_call": "rimthan_workflow_registry.release.oci",

@@ -8,10 +8,11 @@ A release is the directory ``releases/<catalogue>-<version>/``::
     catalogue/...            every catalogue source file, byte for byte
 
 This module is the single definition of that format: the records and the
-path rules; :mod:`.manifest_parse` holds the closed manifest schema and the
-strict parser. Both the packager (writing) and :mod:`.verify` (reading) use
-them, so the two cannot drift apart. The manifest digest (``sha256:<hex>`` of the manifest bytes) is
-the release's identity everywhere.
+layout; :mod:`.paths` holds the rules for the catalogue's file paths, and
+:mod:`.manifest_parse` the closed manifest schema and the strict parser.
+Both the packager (writing) and :mod:`.verify` (reading) use them, so the
+two cannot drift apart. The manifest digest (``sha256:<hex>`` of the
+manifest bytes) is the release's identity everywhere.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import operator
 import os
 import re
-import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -45,7 +45,6 @@ SIGNATURE_SUFFIX = ".sig"
 CATALOGUE_DIR = "catalogue"
 SIGNATURE_SIZE = 64
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-MAX_PATH_LENGTH = 1024
 # How every release or catalogue file is opened for reading: never through a symlink, never blocking on a FIFO.
 OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 # A directory name that claims a release identity, ``<catalogue>-<semver>`` (unverified: for ordering and
@@ -67,13 +66,7 @@ DEFAULT_MEDIA_TYPE = "application/octet-stream"
 _MEDIA_TYPES_BY_EXTENSION = {suffix[1:]: media_type for suffix, media_type in MEDIA_TYPES_BY_SUFFIX.items()}
 
 _SIGNATURE_NAME = re.compile(f"({SHA256_HEX_PATTERN})\\.sig")  # fullmatch: "$" would take "<id>.sig\n"
-_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
-_DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$)")
-# _CONTROL_CHARACTER but NUL, one string each: for paths joined by NUL (counted apart), each searched for at
-# C speed (a regular expression over 10,000 joined paths took 4-13 ms, these scans take 1 ms in all)
 _PATH = operator.attrgetter("path")
-_HEAD = operator.itemgetter(0)
-_JOINED_CONTROL_CHARACTERS = tuple(chr(code) for code in (*range(1, 0x20), 0x7F))
 
 
 # --------------------------------------------------------------------------- records
@@ -307,73 +300,6 @@ def render_checksums(manifest: Manifest) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
-def path_problem(path: str) -> str | None:
-    """Why ``path`` may not name a catalogue file, or ``None`` if it is safe.
-
-    Safe means: relative POSIX, no ``.``/``..``/empty segments, no backslash,
-    no control characters, NFC-normalised, not overlong. Such a path cannot
-    escape the release directory and means the same on every filesystem.
-    """
-    if not path:
-        return "empty path"
-    if len(path) > MAX_PATH_LENGTH:
-        return "path is too long"
-    if path.startswith("/"):
-        return "absolute path"
-    if "\\" in path:
-        return "backslash in path"
-    if _CONTROL_CHARACTER.search(path):
-        return "control character in path"
-    if not unicodedata.is_normalized("NFC", path):
-        return "path is not NFC-normalised"
-    if "//" in path or path.endswith("/"):
-        return "empty path segment"
-    dots = _DOT_SEGMENT.search(path)
-    if dots is not None:
-        return f"{dots.group().strip('/')!r} path segment"
-    return None
-
-
-def _has_dot_segment(joined: str) -> bool:
-    """Whether any of the paths joined by NUL has a ``.`` or ``..`` segment (NUL ends a segment like ``/``)."""
-    slashed = "/" + joined.replace("\0", "/") + "/"  # every segment now lies between two slashes
-    return "/./" in slashed or "/../" in slashed
-
-
-def first_unsafe_path(paths: Sequence[str]) -> tuple[str, str] | None:
-    """``(path, problem)`` for the first of ``paths`` that :func:`path_problem` refuses, else ``None``.
-
-    A release lists every file, so the common answer (none) is decided on the
-    paths joined by NUL, a few C-speed scans in all: NUL is itself a control
-    character (so a path holding one is seen by the count), composes with
-    nothing (so the joined text is NFC exactly when each path is) and is
-    treated like ``/`` where a segment may end. Only a refusal walks
-    the paths one by one, to name the first.
-    """
-    joined = "\0".join(paths)
-    if (
-        paths
-        and joined.count("\0") == len(paths) - 1
-        and min(map(len, paths)) >= 1
-        and max(map(len, paths)) <= MAX_PATH_LENGTH
-        and not joined.startswith("/")
-        and "\0/" not in joined
-        and "\\" not in joined
-        and not any(control in joined for control in _JOINED_CONTROL_CHARACTERS)
-        and unicodedata.is_normalized("NFC", joined)
-        and "//" not in joined
-        and "/\0" not in joined
-        and not joined.endswith("/")
-        and not _has_dot_segment(joined)
-    ):
-        return None
-    for path in paths:
-        problem = path_problem(path)
-        if problem is not None:
-            return path, problem
-    return None
-
-
 def sorted_entries(
     fs_dir: Path, refuse: Callable[[FailureCode, str, Path | str], Exception], *, unreadable: FailureCode
 ) -> list[os.DirEntry[str]]:
@@ -400,59 +326,6 @@ def sorted_entries(
                 where = repr(str(fs_dir / entry.name))
                 raise refuse(FailureCode.PATH_UNSAFE, "file name is not valid UTF-8", where) from None
     return entries
-
-
-def _fold(path: str) -> str:
-    return unicodedata.normalize("NFC", path).casefold()
-
-
-def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:
-    """``(path, reason)`` for the first clash in a set of file paths, else ``None``.
-
-    Clashes: the same path twice, two paths equal up to case (they collide on
-    case-insensitive filesystems), or a path that is also a directory prefix of
-    another (no tree can hold both).
-    """
-    ordered = sorted(paths)
-    if _clash_free(ordered):
-        return None
-    folded: dict[str, str] = {}
-    for path in ordered:
-        key = _fold(path)
-        if key in folded:
-            other = folded[key]
-            return path, ("listed twice" if other == path else f"collides with {other!r} by case")
-        folded[key] = path
-    checked: set[str] = set()  # directories already known not to be files (each is folded once)
-    for path in folded.values():
-        parts = path.split("/")
-        fresh: list[str] = []
-        for depth in range(len(parts) - 1, 0, -1):
-            directory = "/".join(parts[:depth])
-            if directory in checked:
-                break  # so were all of its ancestors
-            checked.add(directory)
-            fresh.append(directory)
-        for directory in reversed(fresh):  # shallowest first
-            if _fold(directory) in folded:
-                return path, f"{folded[_fold(directory)]!r} is a file, not a directory"
-    return None
-
-
-def _clash_free(paths: list[str]) -> bool:
-    """Whether :func:`path_set_problem` finds nothing, decided on sets (folded in one call, see there)."""
-    joined = "\0".join(paths)
-    if joined.count("\0") != len(paths) - 1:
-        return False  # a path holding NUL: let the walk decide (it is refused as unsafe anyway)
-    folded = set(_fold(joined).split("\0")) if paths else set()
-    if len(folded) != len(paths):
-        return False
-    directories = set(map(_HEAD, map(str.rpartition, folded, repeat("/")))) - {""}  # a C-speed pass
-    ancestors: set[str] = set()
-    while directories:  # every directory that holds a listed path, each level added once
-        ancestors |= directories
-        directories = {d.rpartition("/")[0] for d in directories} - {""} - ancestors
-    return not ancestors & folded
 
 
 class CatalogueLike(Protocol):

@@ -25,10 +25,10 @@ from rimthan_workflow_registry.release.format import (
     DEFAULT_MEDIA_TYPE,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
-    MAX_PATH_LENGTH,
     MEDIA_TYPES_BY_SUFFIX,
     Manifest,
 )
+from rimthan_workflow_registry.release.paths import MAX_PATH_LENGTH
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
 
 if TYPE_CHECKING:

@@ -42,7 +42,8 @@ import requests
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes
 from ..errors import FailureCode, RegistryError
 from .catalogue import semver_key
-from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR, path_problem, path_set_problem
+from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
+from .paths import path_problem, path_set_problem
 from .trust import TrustStore
 from .verified import VerifiedRelease
 from .verify import verify_release

@@ -46,16 +46,15 @@ from rimthan_workflow_registry.release.format import (
     FileEntry,
     Manifest,
     adapter_entries,
-    first_unsafe_path,
     identity_for,
     key_id_from_signature_name,
-    path_set_problem,
     render_checksums,
     workflow_entries,
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.parallel import first_failure
+from rimthan_workflow_registry.release.paths import first_unsafe_path, path_set_problem
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version, check_key
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree, walk_release
 from rimthan_workflow_registry.release.trust import TrustStore
