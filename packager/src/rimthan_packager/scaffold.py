@@ -21,10 +21,11 @@ from typing import Any
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver
+from rimthan_workflow_registry.release.catalogue import ID_PATTERN
 
 from .fsutil import create_file
 
-_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
+_NAME = re.compile(ID_PATTERN)  # the catalogue rule for a name, matched whole
 ADAPTER_ID = "claude-code"
 ADAPTER_VERSION = "1.0.0"
 

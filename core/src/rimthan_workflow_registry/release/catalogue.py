@@ -25,6 +25,12 @@ WRITE_POLICIES = ("create", "replace", "create_or_replace")
 PREDICATE_OPERATORS = ("equals", "one_of")
 T = TypeVar("T")
 
+ID_PATTERN = "[a-z0-9][a-z0-9-]{0,63}"
+"""A catalogue name, workflow id, alias, profile or adapter id, as a regular expression without anchors.
+
+Python code matches it with ``fullmatch`` (``re``'s ``$`` also takes a trailing newline); the manifest's JSON
+Schema anchors it as ``^...$``.
+"""
 # Matched with fullmatch ("$" would also take "1.0.0\n"); digits are [0-9], not "\d", which takes "1\u0662.0.0"
 SEMVER_PATTERN = re.compile(
     r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"

@@ -17,6 +17,7 @@ from rimthan_workflow_registry.release.catalogue import (
     ASSET_KINDS,
     CATALOGUE_FORMAT,
     DELIVERY_KINDS,
+    ID_PATTERN,
     MEDIA_TYPES,
     PREDICATE_OPERATORS,
     SEMVER_PATTERN,
@@ -34,7 +35,7 @@ from rimthan_workflow_registry.release.catalogue import (
 )
 
 # matched with fullmatch: "$" would also take a value that ends in a newline
-_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_ID = re.compile(ID_PATTERN)
 _DOTTED_ID = re.compile(r"[a-z0-9][a-z0-9.-]{0,127}")
 _CAPABILITY = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
 

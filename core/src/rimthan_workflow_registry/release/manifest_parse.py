@@ -21,6 +21,7 @@ import rfc8785
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, canonical_bytes, find_float, parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
+from rimthan_workflow_registry.release.catalogue import ID_PATTERN
 from rimthan_workflow_registry.release.format import (
     DEFAULT_MEDIA_TYPE,
     MANIFEST_FORMAT,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
 
 _HEX64 = f"^{SHA256_HEX_PATTERN}$"
-_ID = "^[a-z0-9][a-z0-9-]{0,63}$"
+_ID = f"^{ID_PATTERN}$"
 _TEXT = {"type": "string", "minLength": 1, "maxLength": 256}
 _LONG_TEXT = {"type": "string", "maxLength": 4096}
 

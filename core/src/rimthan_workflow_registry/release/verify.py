@@ -267,8 +267,8 @@ def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trus
                 where,
             ) from None
         valid.append(key_id)
-    # one file per key id (names are matched whole); counted as distinct keys all the same
-    if len(set(valid)) >= trust.threshold:
+    signers = len(set(valid))  # one file per key id (names are matched whole); distinct keys all the same
+    if signers >= trust.threshold:
         return tuple(valid)
     if not valid:
         raise _fail(
@@ -278,7 +278,7 @@ def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trus
         )
     raise _fail(
         FailureCode.SIGNATURE_THRESHOLD_NOT_MET,
-        f"{len(set(valid))} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
+        f"{signers} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
         sig_dir,
     )
 
