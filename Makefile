@@ -147,7 +147,8 @@ bench-quick: bootstrap
 # Adversarial suite. `load`: 32 concurrent clients over Streamable HTTP against 2 replicas on
 # loopback, with a refresh to 1.3.0, a killed and restarted replica and a corrupt 1.4.0 (bounded; prints
 # calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens,
-# per tool through the in-memory transport and real stdio (RIMTHAN_FUZZ_MEMORY_CALLS / RIMTHAN_FUZZ_STDIO_CALLS).
+# per tool through the in-memory transport and real stdio (RIMTHAN_FUZZ_MEMORY_CALLS / RIMTHAN_FUZZ_STDIO_CALLS),
+# and of catalogue sources mutated, built and run (RIMTHAN_FUZZ_CATALOGUE_MUTATIONS).
 .PHONY: load fuzz-long
 load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
@@ -165,7 +166,8 @@ fleet: bootstrap
 # which it starts no batch and fails if its calls are not made, and a pytest timeout as the backstop.
 FUZZ_DEPTH := tests/attacks/test_attacks_fuzz_depth.py
 fuzz-long: bootstrap
-	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py -s
+	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py \
+	  tests/attacks/test_attacks_catalogue_mutations.py -s
 	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (start or continue)" & first=$$!; \
 	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (prepare or submit)"; second=$$?; \
 	wait $$first && test $$second -eq 0

@@ -1050,6 +1050,48 @@ def _(w: World, rel: Path) -> Expect:
     return Expect(F.SCHEMA_INVALID, target)
 
 
+@case("insider_schema_number_overflowing_to_infinity")
+def _(w: World, rel: Path) -> Expect:  # Python reads 1e999 as inf: the strict parser took what it calls non-JSON
+    target = cat(rel, "schemas/summary.schema.json")
+    resign_release(rel, w.signers, edit=lambda c: target.write_text('{"type": "number", "maximum": 1e999}'))
+    return Expect(F.SCHEMA_INVALID, target)
+
+
+@case("insider_schema_ref_to_a_url")
+def _(w: World, rel: Path) -> Expect:  # loaded, then the verifier fetched the URL on a call and let it decide
+    target = cat(rel, "schemas/summary.schema.json")
+    resign_release(rel, w.signers, edit=lambda c: target.write_text('{"$ref": "http://127.0.0.1:9/summary.json"}'))
+    return Expect(F.SCHEMA_INVALID, target)
+
+
+@case("insider_schema_ref_to_nothing")
+def _(w: World, rel: Path) -> Expect:  # loaded, then failed every check that reached it
+    target = cat(rel, "schemas/summary.schema.json")
+    resign_release(rel, w.signers, edit=lambda c: target.write_text('{"items": {"$ref": "#/$defs/none"}}'))
+    return Expect(F.SCHEMA_INVALID, target)
+
+
+@case("insider_toml_integer_past_json")
+def _(w: World, rel: Path) -> Expect:  # built and verified, then every start failed to serialise its step
+    target = cat(rel, "workflows/demo.toml")
+    big = f"max_bytes = {2**53}"
+    resign_release(
+        rel, w.signers, edit=lambda c: target.write_text(target.read_text().replace("max_bytes = 65536", big))
+    )
+    return Expect(F.CATALOGUE_INVALID, target)
+
+
+@case("insider_toml_integer_of_5000_digits")
+def _(w: World, rel: Path) -> Expect:  # tomllib's int() raised ValueError, past every refusal
+    target = cat(rel, "catalogue.toml")
+    resign_release(
+        rel,
+        w.signers,
+        edit=lambda c: target.write_text(target.read_text().replace("format = 1", "format = " + "1" * 5000)),
+    )
+    return Expect(F.CATALOGUE_INVALID, target)
+
+
 @case("insider_first_step_not_setup")
 def _(w: World, rel: Path) -> Expect:
     target = cat(rel, "workflows/demo.toml")

@@ -7,6 +7,7 @@ through the same loader the packager and the server use.
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import tomllib
@@ -173,6 +174,17 @@ def _output_path_escapes(root: Path) -> None:
     edit_toml(root, WORKFLOW, lambda d: step(d, "desk-research")["outputs"][0].update(path="../outside.json"))
 
 
+def _output_path(path: str) -> Callable[[Path], None]:
+    def edit(root: Path) -> None:
+        edit_toml(root, WORKFLOW, lambda d: step(d, "desk-research")["outputs"][0].update(path=path))
+
+    return edit
+
+
+def _adapter_path_with_newline(root: Path) -> None:
+    edit_toml(root, "adapters/claude-code.toml", lambda d: d["paths"].update(skill=".claude/skills/{id}\n.md"))
+
+
 def _adapter_path_absolute(root: Path) -> None:
     edit_toml(root, "adapters/claude-code.toml", lambda d: d["paths"].update(skill="/etc/{id}.md"))
 
@@ -197,6 +209,55 @@ def _id_ends_in_newline(root: Path) -> None:
     edit_toml(root, WORKFLOW, lambda d: d.update(id=d["id"] + "\n"))
 
 
+def _one_of_not_a_list(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["branches"][1]["when"].update(one_of=3))
+
+
+def _max_bytes_past_json_integers(root: Path) -> None:  # built and verified, then every start failed to serialise
+    edit_toml(root, WORKFLOW, lambda d: step(d, "desk-research")["outputs"][0].update(max_bytes=2**53 + 1))
+
+
+def _branch_equals_past_json_integers(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["branches"][0]["when"].update(equals=-(2**63)))
+
+
+def _question_choice_inf(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["question"]["choices"].append(float("inf")))
+
+
+def _question_choice_table(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["question"]["choices"].append({"route": "x"}))
+
+
+def _question_choice_twice(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["question"]["choices"].append("experiment"))
+
+
+def _question_without_choices(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["question"].pop("choices"))
+
+
+def _toml_date(root: Path) -> None:
+    edit_toml(
+        root, WORKFLOW, lambda d: step(d, "select-route")["question"]["choices"].append(datetime.date(2026, 12, 5))
+    )
+
+
+def _integer_of_5000_digits(root: Path) -> None:  # tomllib's int() raised ValueError: a traceback from `build`
+    path = root / "catalogue.toml"
+    path.write_text(path.read_text("utf-8").replace("format = 1", "format = " + "1" * 5000, 1), "utf-8")
+
+
+def _schema_ref(reference: str) -> Callable[[Path], None]:
+    def edit(root: Path) -> None:
+        path = root / "schemas/confirmed-state.schema.json"
+        doc = json.loads(path.read_text())
+        doc["properties"]["objective"] = {"$ref": reference}
+        path.write_text(json.dumps(doc))
+
+    return edit
+
+
 BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "alias collides with another workflow's alias": (_add_duplicate_workflow_alias, FailureCode.ALIAS_COLLISION),
     "alias equals another workflow's id": (_alias_equals_other_id, FailureCode.ALIAS_COLLISION),
@@ -217,11 +278,30 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "unknown key in a workflow": (_unknown_key, FailureCode.CATALOGUE_INVALID),
     "output path escapes the project": (_output_path_escapes, FailureCode.CATALOGUE_INVALID),
     "adapter install path is absolute": (_adapter_path_absolute, FailureCode.CATALOGUE_INVALID),
+    "adapter install path holds a newline": (_adapter_path_with_newline, FailureCode.CATALOGUE_INVALID),
+    "output file name longer than 255 bytes": (
+        _output_path("research/" + "x" * 251 + ".json"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "output path holds a NUL": (_output_path("research/evidence\x00.json"), FailureCode.CATALOGUE_INVALID),
+    "output path is not NFC": (_output_path("research/e\u0301vidence.json"), FailureCode.CATALOGUE_INVALID),
     "JSON output without a schema": (_json_output_without_schema, FailureCode.CATALOGUE_INVALID),
     "artifact id produced by two steps": (_duplicate_artifact_id, FailureCode.CATALOGUE_INVALID),
     "workflow version is not semantic": (_bad_version, FailureCode.CATALOGUE_INVALID),
     "workflow version ends in a newline": (_version_ends_in_newline, FailureCode.CATALOGUE_INVALID),
     "workflow id ends in a newline": (_id_ends_in_newline, FailureCode.CATALOGUE_INVALID),
+    "branch one_of is a number": (_one_of_not_a_list, FailureCode.BRANCH_PREDICATE_INVALID),
+    "max_bytes past 2**53 - 1": (_max_bytes_past_json_integers, FailureCode.CATALOGUE_INVALID),
+    "branch equals an integer past 2**53 - 1": (_branch_equals_past_json_integers, FailureCode.CATALOGUE_INVALID),
+    "question choice is inf": (_question_choice_inf, FailureCode.CATALOGUE_INVALID),
+    "question choice is a table": (_question_choice_table, FailureCode.CATALOGUE_INVALID),
+    "question lists a choice twice": (_question_choice_twice, FailureCode.CATALOGUE_INVALID),
+    "question without choices": (_question_without_choices, FailureCode.CATALOGUE_INVALID),
+    "TOML date as a choice": (_toml_date, FailureCode.CATALOGUE_INVALID),
+    "integer of 5000 digits": (_integer_of_5000_digits, FailureCode.CATALOGUE_INVALID),
+    "schema $ref to a URL": (_schema_ref("https://example.com/objective.json"), FailureCode.SCHEMA_INVALID),
+    "schema $ref to another file": (_schema_ref("evidence-log.schema.json"), FailureCode.SCHEMA_INVALID),
+    "schema $ref to a missing definition": (_schema_ref("#/$defs/objective"), FailureCode.SCHEMA_INVALID),
 }
 
 

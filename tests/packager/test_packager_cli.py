@@ -111,6 +111,28 @@ def test_build_refuses_a_source_date_epoch_of_other_than_ascii_digits(
     assert not (tmp_path / "rel" / "demo-0.1.0").exists()
 
 
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (
+            "1" * 5000,
+            "Exceeds the limit (4300 digits)",
+        ),  # tomllib's int() raised ValueError: `build` printed a traceback
+        (str(2**53), "past what JSON carries exactly"),  # built and verified, then every start failed to serialise
+    ],
+    ids=["5000-digit-integer", "2**53"],
+)
+def test_build_refuses_a_toml_integer_json_cannot_carry(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair, value: str, said: str
+) -> None:
+    catalogue = scaffold / "catalogue.toml"
+    catalogue.write_text(catalogue.read_text("utf-8") + f"\n[extra]\nsize = {value}\n", "utf-8")
+    result = run("build", scaffold, "--key", keypair.private_path, "--out", tmp_path / "rel")
+    line = assert_one_line_error(result, "catalogue_invalid", catalogue)
+    assert said in line and len(line) < 300
+    assert not (tmp_path / "rel" / "demo-0.1.0").exists()
+
+
 def test_co_signing_through_the_cli(tmp_path: Path, scaffold: Path) -> None:
     alice, bob = make_keypair(tmp_path / "keys", "alice"), make_keypair(tmp_path / "keys", "bob")
     trust = trust_file(tmp_path / "trust", [alice, bob], threshold=2)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import marshal
+import math
 import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -29,7 +30,7 @@ from cryptography.hazmat.primitives.hashes import SHA256, Hash
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.json_encoders import compact_encoder
-from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
+from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_JSON_SAFE_INTEGER, depth_exceeds, too_deep_message
 
 DIGEST_PREFIX = "sha256:"
 SHA256_HEX_PATTERN = "[0-9a-f]{64}"
@@ -45,7 +46,6 @@ _RECURRING_KEY_BYTES = 64 * 1024  # a larger value is digested on every call, ne
 _V = TypeVar("_V")
 _PRINTABLE_ASCII = bytes(range(0x20, 0x7F))  # U+0020-U+007E: what printable_ascii_string_bytes takes
 _IN_PLACE = frozenset({int, bool, float, type(None)})  # scalar types CanonicalParts leaves to rfc8785 in place
-_SAFE_INT = 2**53 - 1  # RFC 8785's integer domain: |n| <= 2**53 - 1 (a larger one is rfc8785's to refuse)
 _STR_ONLY = frozenset({str})
 # The stdlib's C encoder with RFC 8785's separators and key order, built once: for plain_json_bytes' subset only.
 _C_ENCODE = compact_encoder(sort_keys=True, ensure_ascii=False)
@@ -175,7 +175,7 @@ def plain_json_bytes(value: Any) -> bytes | None:
     try:
         if not _plain_walk(value, texts, ints) or not set(map(type, texts)) <= _STR_ONLY:
             return None
-        if ints and max(map(abs, ints)) > _SAFE_INT:
+        if ints and max(map(abs, ints)) > MAX_JSON_SAFE_INTEGER:
             return None
         if not printable_ascii("".join(texts)):
             return None
@@ -354,6 +354,14 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; ``1e999`` (which Python reads as infinity) is refused."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text} is too large for JSON (it overflows to infinity)")
+    return value
+
+
 def parse_strict_json(
     data: bytes | str,
     *,
@@ -363,7 +371,7 @@ def parse_strict_json(
     depth_checked: bool = True,
     known_canonical: bool = False,
 ) -> Any:
-    """Parse JSON refusing duplicate keys, NaN/Infinity, invalid UTF-8 and nesting past ``max_depth``.
+    """Parse JSON refusing duplicate keys, NaN/Infinity (``1e999`` too), invalid UTF-8 and nesting past ``max_depth``.
 
     Raises ``RegistryError`` with ``code`` (or ``manifest_duplicate_key`` for
     duplicates when parsing a manifest) naming ``where``. ``depth_checked=False``
@@ -376,7 +384,7 @@ def parse_strict_json(
     hook = None if known_canonical else _no_duplicates
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        value = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant)
+        value = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where) from None
     except DuplicateKeyError as exc:

@@ -12,6 +12,8 @@ listed, with their figures, in docs/security.md.
 
 from __future__ import annotations
 
+import datetime
+import math
 import tomllib
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +32,9 @@ MAX_ARGUMENT_DEPTH = 64
 
 MAX_CATALOGUE_FILE_BYTES = 1024 * 1024
 """One catalogue TOML or JSON Schema file."""
+
+MAX_JSON_SAFE_INTEGER = 2**53 - 1
+"""The largest integer JSON carries exactly (RFC 8785's domain, I-JSON's, RFC 7493): a TOML value past it is refused."""
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:
@@ -70,6 +75,9 @@ def parse_bounded_toml(data: bytes, refuse: Callable[[str], Exception], *, unrea
     """UTF-8 TOML nested at most ``MAX_TOML_DEPTH``, else ``refuse(message)`` is raised (never ``RecursionError``).
 
     ``unreadable`` starts the message for bytes that are not UTF-8 TOML; the size bound is the caller's.
+    Every value must also be one JSON can carry (:func:`first_non_json_value`):
+    what a catalogue says reaches tool results and checkpoints as RFC 8785 JSON,
+    so a value with no JSON form would build and verify, then fail every call.
     """
     try:
         value = tomllib.loads(data.decode("utf-8"))
@@ -77,6 +85,35 @@ def parse_bounded_toml(data: bytes, refuse: Callable[[str], Exception], *, unrea
         raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise refuse(f"{unreadable}: {exc}") from None
+    except ValueError as exc:  # tomllib reads integers of any length, up to the interpreter's digit limit
+        raise refuse(f"{unreadable}: {str(exc).split(';')[0]}") from None
     if depth_exceeds(value, MAX_TOML_DEPTH):
         raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH))
+    problem = first_non_json_value(value)
+    if problem is not None:
+        raise refuse(problem)
     return value
+
+
+def first_non_json_value(value: Any) -> str | None:
+    """What is wrong with the first TOML value in ``value`` that has no exact JSON form (``None`` if all have one).
+
+    TOML has integers of any size, ``inf`` and ``nan``, and dates and times;
+    JSON as Rimthan writes it (RFC 8785) has integers up to
+    ``MAX_JSON_SAFE_INTEGER`` in magnitude, finite numbers and no dates.
+    ``value`` is a parsed TOML document already bounded in depth.
+    """
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), child) for key, child in node.items())
+        elif isinstance(node, list):
+            stack.extend((f"{where}[{index}]", child) for index, child in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_JSON_SAFE_INTEGER:
+            return f"{where} = {node} is past what JSON carries exactly (at most 2**53 - 1 in magnitude)"
+        elif isinstance(node, float) and not math.isfinite(node):
+            return f"{where} = {node} is not a finite number (JSON has no inf or nan)"
+        elif isinstance(node, datetime.date | datetime.time):
+            return f"{where} is a TOML date or time, which JSON has no form for: write it as a quoted string"
+    return None

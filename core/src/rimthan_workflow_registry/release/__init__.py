@@ -27,7 +27,8 @@ Modules, in the order a release is read:
     them (``ReleaseLoader._validate_workflow_catalogue``); ``schema_checks``
     remembers which catalogue schemas already passed the metaschema, and
     ``catalogue_schema`` checks values against them (Python jsonschema's
-    verdict, jsonschema-rs's speed).
+    verdict, jsonschema-rs's speed); ``schema_refs`` keeps every ``$ref``
+    inside its own schema, so no check ever fetches anything.
 ``oci``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path.

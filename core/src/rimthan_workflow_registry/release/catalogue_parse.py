@@ -28,6 +28,7 @@ from rimthan_workflow_registry.release.catalogue import (
     OutputDeclaration,
     Predicate,
     Question,
+    Scalar,
     Scope,
     StepDefinition,
     ValidatorDefinition,
@@ -90,6 +91,15 @@ class _Table:
                 raise _error(self.path, f"{self.where}.{key} holds an invalid entry {value!r}")
         if len(set(values)) != len(values):
             raise _error(self.path, f"{self.where}.{key} lists an entry twice")
+        return tuple(values)
+
+    def choices(self, key: str) -> tuple[Scalar, ...]:
+        """A closed list of strings, integers or booleans: at least one, none twice (a branch predicate's values)."""
+        values = self._get(key, list, True, None)
+        if not values or not all(isinstance(value, str | int) for value in values):
+            raise _error(self.path, f"{self.where}.{key} must list strings, integers or booleans (at least one)")
+        if len({(type(value), value) for value in values}) != len(values):
+            raise _error(self.path, f"{self.where}.{key} lists a choice twice")
         return tuple(values)
 
     def tables(self, key: str) -> list[Any]:
@@ -250,6 +260,8 @@ def _parse_predicate(data: Any, where: str, path: str) -> Predicate:
         )
     operator = operators[0]
     raw = data[operator]
+    if operator == "one_of" and not isinstance(raw, list):
+        raise CatalogueError(FailureCode.BRANCH_PREDICATE_INVALID, f"{where}.one_of must be a list", path=path)
     values = tuple(raw) if operator == "one_of" else (raw,)
     if not isinstance(data["field"], str) or not values or not all(isinstance(v, str | int) for v in values):
         raise CatalogueError(
@@ -257,14 +269,12 @@ def _parse_predicate(data: Any, where: str, path: str) -> Predicate:
             f"{where}: field must be a string and values strings, integers or booleans",
             path=path,
         )
-    if operator == "one_of" and not isinstance(raw, list):
-        raise CatalogueError(FailureCode.BRANCH_PREDICATE_INVALID, f"{where}.one_of must be a list", path=path)
     return Predicate(field=data["field"], operator=operator, values=values)
 
 
 def _parse_question(data: Any, where: str, path: str) -> Question:
     t = _Table(data, where, path)
-    question = Question(field=t.text("field"), prompt=t.text("prompt"), choices=tuple(t.tables("choices")))
+    question = Question(field=t.text("field"), prompt=t.text("prompt"), choices=t.choices("choices"))
     t.done()
     return question
 

@@ -19,18 +19,34 @@ from rimthan_workflow_registry.release.catalogue import (
     HostAdapter,
     WorkflowDefinition,
 )
+from rimthan_workflow_registry.release.paths import path_problem
 
 
 def _unresolved(path: str, message: str) -> CatalogueError:
     return CatalogueError(FailureCode.REFERENCE_UNRESOLVED, message, path=path)
 
 
-def _is_project_local(path: str) -> bool:
-    """A relative POSIX path that stays inside the project (no ``..``, no ``\\``)."""
-    if not path or path.startswith("/") or "\\" in path or ":" in path.split("/")[0]:
-        return False
-    parts = path.split("/")
-    return all(part not in ("", ".", "..") for part in parts)
+MAX_SEGMENT_BYTES = 255
+"""A file or directory name in the user's project, in UTF-8 bytes: NAME_MAX on Linux and macOS file systems."""
+
+
+def project_path_problem(path: str) -> str | None:
+    """Why ``path`` may not name a file the host writes in the user's project, or ``None`` if it may.
+
+    A release file's rules (:func:`paths.path_problem`: relative POSIX, no
+    ``.``/``..``, no control character, NFC, not overlong), no drive letter,
+    and no name longer than a file system holds: a path the host cannot
+    create would build, then fail the step that writes it.
+    """
+    problem = path_problem(path)
+    if problem is not None:
+        return problem
+    segments = path.split("/")
+    if ":" in segments[0]:
+        return "drive-like first segment"
+    if any(len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES for segment in segments):
+        return f"a name longer than {MAX_SEGMENT_BYTES} bytes"
+    return None
 
 
 def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
@@ -75,7 +91,7 @@ def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> N
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:
-    """Every JSON Schema the catalogue uses is valid Draft 2020-12 and uses only formats the server checks.
+    """Every JSON Schema the catalogue uses is valid Draft 2020-12, refers only to itself, and uses checked formats.
 
     jsonschema is imported only when there is a schema to check: a rebuild whose
     schemas all passed before (``schema_checks``) never loads it.
@@ -83,6 +99,7 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
     if not schemas:
         return
     from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
+    from rimthan_workflow_registry.release.schema_refs import unresolved_reference
 
     checkable = set(Draft202012Validator.FORMAT_CHECKER.checkers)
     for path, schema in schemas.items():
@@ -92,6 +109,9 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
             raise CatalogueError(
                 FailureCode.SCHEMA_INVALID, f"not a valid Draft 2020-12 schema: {_schema_problem(exc)}", path=path
             ) from None
+        reference = unresolved_reference(schema)
+        if reference is not None:
+            raise CatalogueError(FailureCode.SCHEMA_INVALID, reference, path=path)
         unchecked = sorted(schema_formats(schema) - checkable)
         if unchecked:
             raise CatalogueError(
@@ -189,10 +209,11 @@ def check_host_adapters(catalogue: Catalogue) -> None:
 
 def _check_adapter_paths(adapter: HostAdapter) -> None:
     for kind, template in adapter.paths.items():
-        if "{id}" not in template or not _is_project_local(template.replace("{id}", "x")):
+        problem = project_path_problem(template.replace("{id}", "x"))
+        if "{id}" not in template or problem is not None:
             raise CatalogueError(
                 FailureCode.CATALOGUE_INVALID,
-                f"paths.{kind} = {template!r} must be a project-local path containing {{id}}",
+                f"paths.{kind} = {template!r} must be a project-local path containing {{id}} ({problem or 'no {id}'})",
                 path=adapter.source,
             )
 
@@ -223,10 +244,11 @@ def check_workflow_references(workflow: WorkflowDefinition) -> None:
             if producer is None or producer.id == step.id:
                 raise _unresolved(where, f"step {step.id} reads artifact {artifact_id!r} no earlier step produces")
         for output in step.outputs:
-            if not _is_project_local(output.path):
+            problem = project_path_problem(output.path)
+            if problem is not None:
                 raise CatalogueError(
                     FailureCode.CATALOGUE_INVALID,
-                    f"output {output.id} path {output.path!r} is not project-local",
+                    f"output {output.id} path {output.path!r} is not a project-local path: {problem}",
                     path=where,
                 )
         if step.host_assets and step.id != SETUP_STEP_ID:

@@ -32,6 +32,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.jsonschema_formats import FORMAT_CHECKER, Draft202012Validator, ValidationError
+from rimthan_workflow_registry.release.schema_refs import NO_REMOTE_REFERENCES
 
 if TYPE_CHECKING:
     import jsonschema_rs
@@ -63,7 +64,7 @@ class CatalogueSchema:
 
     def __init__(self, document: Any) -> None:
         self.schema = document
-        self.explain = Draft202012Validator(document, format_checker=FORMAT_CHECKER)
+        self.explain = Draft202012Validator(document, format_checker=FORMAT_CHECKER, registry=NO_REMOTE_REFERENCES)
 
     @cached_property
     def fast(self) -> jsonschema_rs.Validator | None:

@@ -36,11 +36,12 @@ SCHEMA_CHECKS_FILE = "schema-checks.json"
 _FORMAT = "rimthan.schema-checks/1"
 _MAX_ENTRIES = 4096  # a bound on the file; a server sees a handful of catalogues
 METASCHEMA = "https://json-schema.org/draft/2020-12/schema"  # what catalogue_rules.check_schemas checks against
+SCHEMA_RULES = "local-refs"  # what check_schemas checks beside the metaschema: a new rule, a new name (old passes void)
 
 
 @cache
 def validator_version() -> str:
-    """What the check's answer depends on besides the bytes: jsonschema, the metaschema, the format checkers.
+    """What the check's answer depends on besides the bytes: jsonschema, the metaschema, our rules, the format checkers.
 
     A format is checkable (the check refuses a schema using any other) only
     while the library jsonschema checks it with is installed, so the key binds
@@ -52,7 +53,7 @@ def validator_version() -> str:
     """
     installed = _installed_distributions()
     digest = sha256_hex("\n".join(installed).encode())[:16]
-    return f"{_distribution('jsonschema', installed)}:{METASCHEMA}:env-{digest}"
+    return f"{_distribution('jsonschema', installed)}:{METASCHEMA}:{SCHEMA_RULES}:env-{digest}"
 
 
 @cache
