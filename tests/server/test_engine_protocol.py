@@ -373,6 +373,36 @@ def test_checkpoint_claims_have_a_closed_shape() -> None:
             Checkpoint.from_claims(bad)
 
 
+STRICT_JSON_BREAKS = {
+    # json.loads takes all three; NaN then passed any minimum/maximum (every comparison with NaN is false)
+    "NaN": ('"value": NaN', "non-finite number NaN is not JSON"),
+    "1e999": ('"value": 1e999', "overflows to infinity"),
+    "repeated-key": ('"value": 48, "value": 4.8', "duplicate JSON key 'value'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STRICT_JSON_BREAKS))
+def test_prepare_refuses_a_json_artifact_that_json_does_not_allow(engines: Engines, case: str) -> None:
+    engine, harness = engines.wire("1.2.0"), engines.harness(f"strict-json-{case}")
+    cp, state, step = _at_route_step(engines, engine, harness, "experiment")
+    replacement, said = STRICT_JSON_BREAKS[case]
+
+    def content(artifact_id: str, media_type: str) -> str:
+        text = examples("1.2.0")(artifact_id, media_type)
+        if artifact_id != "experiment-results":
+            return text
+        assert '"value": 48' in text
+        return text.replace('"value": 48', replacement, 1)
+
+    artifacts = harness.write_outputs(step, content)
+    prepared = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+    )
+    failures = prepared.get("failures", [])
+    assert [(f["code"], f.get("artifact_id")) for f in failures] == [("json_parse_failed", "experiment-results")]
+    assert said in failures[0]["message"], failures[0]["message"]
+
+
 def test_keyring_file_round_trip_is_private(tmp_path: Path) -> None:
     path = tmp_path / "state" / "checkpoint-keys.json"
     keyring = CheckpointKeyring.load_or_create(path)

@@ -350,6 +350,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+NOT_JSON_PREFIX = "not valid JSON: "  # how parse_strict_json's refusal of bytes json.loads cannot read begins
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} is not JSON")
 
@@ -391,7 +394,7 @@ def parse_strict_json(
         dup_code = FailureCode.MANIFEST_DUPLICATE_KEY if code is FailureCode.MANIFEST_INVALID else code
         raise RegistryError(dup_code, str(exc), path=where) from None
     except (UnicodeDecodeError, ValueError) as exc:
-        raise RegistryError(code, f"not valid JSON: {exc}", path=where) from None
+        raise RegistryError(code, f"{NOT_JSON_PREFIX}{exc}", path=where) from None
     if depth_checked and depth_exceeds(value, max_depth):
         raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where)
     return value

@@ -7,15 +7,13 @@ judges meaning: that is what semantic validators are for.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import sha256_hex
-from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.canonical import NOT_JSON_PREFIX, parse_strict_json, sha256_hex
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.catalogue import StepDefinition
 from rimthan_workflow_registry.run.checkpoints import ArtifactReceipt, Checkpoint
 
@@ -125,14 +123,19 @@ def check_artifact_contents(
 
 
 def parse_json_artifact(data: bytes) -> Any:
-    """A JSON artifact's document; ``ValueError`` (reported as ``json_parse_failed``) past the nesting limit."""
+    """A JSON artifact's document, read as strictly as a release's JSON (``canonical.parse_strict_json``).
+
+    ``ValueError`` (reported as ``json_parse_failed``) for bytes that are not
+    UTF-8 JSON, a key repeated in one object, ``NaN``/``Infinity`` (``1e999``
+    too) and nesting past ``MAX_JSON_DEPTH``. Python's ``json.loads`` takes the
+    first three: ``{"confidence": NaN}`` passed ``"minimum": 0, "maximum": 1``
+    (every comparison with NaN is false), and of a repeated key the schema saw
+    the last value while a validator reading the file may take the first.
+    """
     try:
-        document = json.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise ValueError(too_deep_message("the document", MAX_JSON_DEPTH)) from None
-    if depth_exceeds(document, MAX_JSON_DEPTH):
-        raise ValueError(too_deep_message("the document", MAX_JSON_DEPTH))
-    return document
+        return parse_strict_json(data, where="artifact", code=FailureCode.JSON_PARSE_FAILED)
+    except RegistryError as exc:
+        raise ValueError(exc.message.removeprefix(NOT_JSON_PREFIX)) from None
 
 
 def _check_json(artifact_id: str, data: bytes, validator: CatalogueSchema) -> list[Failure]:
