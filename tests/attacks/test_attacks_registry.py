@@ -28,7 +28,7 @@ from rimthan_workflow_registry.release.oci import (
     release_layers,
 )
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
-from support.oci import add_blob, one_line_error, pull, rewrite
+from support.oci import add_blob, one_line_error, pull, put_raw_manifest, rewrite
 from support.registry import LocalRegistry, start_registry
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
@@ -176,6 +176,17 @@ def test_a_layer_digest_or_a_reference_ending_in_a_newline_is_refused(world: Wor
         parse_reference(world.registry.ref("attack/newline", "1.2.0") + "\n")
     assert reference.value.code is FailureCode.OCI_REFERENCE_INVALID
     assert is_version_tag("1.3.0") and not is_version_tag("1.3.0\n") and not is_version_tag("1.\u0663.0")
+
+
+def test_a_manifest_with_a_key_written_twice_is_refused(world: World, tmp_path: Path) -> None:
+    """Of a repeated key, json.loads took the last value while another client may take the first."""
+    publish(world, "attack/twice", "1.2.0")
+    ref = world.registry.ref("attack/twice", "1.2.0")
+    parsed = parse_reference(ref)
+    _, manifest = fetch_manifest(open_registry(parsed, plain_http=True), parsed)
+    data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    put_raw_manifest(ref, b'{"artifactType":"application/vnd.example.other",' + data[1:])
+    assert refused(world, ref, tmp_path / "out") is FailureCode.OCI_ARTIFACT_INVALID
 
 
 def test_a_huge_layer_is_refused_before_it_is_downloaded(world: World, tmp_path: Path) -> None:

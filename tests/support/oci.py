@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_packager.oci import push_release, put_manifest, upload_blob
-from rimthan_workflow_registry.release.oci import FILE_LAYER_TYPE, TITLE, fetch_manifest, open_registry, parse_reference
+from rimthan_workflow_registry.release.oci import (
+    FILE_LAYER_TYPE,
+    OCI_MANIFEST_TYPE,
+    TITLE,
+    fetch_manifest,
+    open_registry,
+    parse_reference,
+)
 from rimthan_workflow_registry.release.trust import TrustStore
 
 RIMTHAN_PACK = Path(sys.executable).parent / "rimthan-pack"
@@ -72,6 +79,15 @@ def rewrite(ref: str, edit: Callable[[dict[str, Any]], None]) -> str:
     _, manifest = fetch_manifest(registry, parsed)
     edit(manifest)
     return put_manifest(registry, parsed, registry.get_container(parsed.target), manifest)
+
+
+def put_raw_manifest(ref: str, data: bytes) -> None:
+    """PUT ``data`` as the manifest at ``ref`` as given (bytes no JSON serialiser would write)."""
+    parsed = parse_reference(ref)
+    registry = open_registry(parsed, plain_http=True)
+    url = f"{registry.prefix}://{registry.get_container(parsed.target).manifest_url()}"
+    response = registry.do_request(url, "PUT", data=data, headers={"Content-Type": OCI_MANIFEST_TYPE})
+    assert response.status_code in (200, 201), response.text
 
 
 def add_blob(ref: str, title: str, data: bytes) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import shutil
@@ -39,7 +38,7 @@ import oras.auth
 import oras.provider
 import requests
 
-from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes
+from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
 from ..errors import FailureCode, RegistryError
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
@@ -272,10 +271,8 @@ def tagged_manifest(registry: oras.provider.Registry, ref: OciReference) -> tupl
     digest = digest_bytes(data)
     if ref.digest is not None and digest != ref.digest:
         raise _refuse(FailureCode.OCI_BLOB_MISMATCH, f"the registry served a manifest with digest {digest}", str(ref))
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        manifest = None
+    # strict, as a release's JSON: of a key written twice, another client may take the value we did not
+    manifest = parse_strict_json(data, where=str(ref), code=FailureCode.OCI_ARTIFACT_INVALID)
     if not isinstance(manifest, dict):
         raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, "the OCI manifest is not a JSON object", str(ref))
     return digest, manifest
