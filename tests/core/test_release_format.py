@@ -336,6 +336,25 @@ def test_trust_file_declared_id_must_match(tmp_path: Path) -> None:
     assert "must be 64 lowercase hex characters" in newline.value.message
 
 
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        # a NUL byte in the key file name was a ValueError traceback
+        (lambda text: text.replace('.pub"', '\\u0000.pub"', 1), "keys[0].file must name a .pub file"),
+        (lambda text: text.replace("threshold = 1", "threshold = 1979-05-27", 1), "a TOML date or time"),
+        (lambda text: text.replace("threshold = 1", "threshold = " + "9" * 5000, 1), "Exceeds the limit (4300 digits)"),
+    ],
+    ids=["NUL-in-file", "date-threshold", "5000-digit-threshold"],
+)
+def test_trust_file_values_no_file_or_json_can_hold(tmp_path: Path, edit: Callable[[str], str], said: str) -> None:
+    a = make_keypair(tmp_path / "k", "a")
+    path = trust_file(tmp_path / "trust", [a], 1)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(TrustError) as info:
+        load_trust(path)
+    assert info.value.code is F.TRUST_STORE_INVALID and said in info.value.message, info.value.one_line()
+
+
 def test_trust_file_unknown_keys_refused(tmp_path: Path) -> None:
     a = make_keypair(tmp_path / "k", "a")
     path = trust_file(tmp_path / "trust", [a], 1)

@@ -194,7 +194,7 @@ def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519P
     name, file, declared = entry.get("name"), entry.get("file"), entry.get("id")
     if not isinstance(name, str) or not name:
         raise _trust_error(path, f"{where}.name must be a non-empty string")
-    if not isinstance(file, str) or not file:
+    if not isinstance(file, str) or not file or "\0" in file:  # no file name holds NUL (open() raises ValueError)
         raise _trust_error(path, f"{where}.file must name a .pub file")
     key = _load_public_key(path.parent / file)
     key_id = key_id_for(key)
