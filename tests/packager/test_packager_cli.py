@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rimthan_packager.cli import cli
 from rimthan_workflow_registry.release.format import signature_name
@@ -205,6 +207,36 @@ def test_bad_key_file(tmp_path: Path, scaffold: Path) -> None:
 def test_public_key_is_not_a_signing_key(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
     result = run("build", scaffold, "--key", keypair.public_path, "--out", tmp_path / "rel")
     assert_one_line_error(result, "key_invalid", keypair.public_path)
+
+
+_P256_OID = bytes.fromhex("06082a8648ce3d030107")  # the DER of prime256v1's object identifier
+_SM2_OID = bytes.fromhex("06082a811ccf5501822d")  # SM2's (1.2.156.10197.1.301): same length, a curve cryptography lacks
+
+
+def _sm2_key_files(directory: Path) -> tuple[Path, Path]:
+    """A well-formed PEM key pair on a curve cryptography cannot load (its loaders raise UnsupportedAlgorithm)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    directory.mkdir(parents=True)
+    paths = directory / "sm2.key", directory / "sm2.pub"
+    for path, der, label in ((paths[0], private, "PRIVATE KEY"), (paths[1], public, "PUBLIC KEY")):
+        body = base64.encodebytes(der.replace(_P256_OID, _SM2_OID)).decode()
+        path.write_text(f"-----BEGIN {label}-----\n{body}-----END {label}-----\n")
+    return paths
+
+
+def test_a_key_on_a_curve_cryptography_lacks_is_key_invalid(
+    signed_release: Path, scaffold: Path, tmp_path: Path
+) -> None:
+    """UnsupportedAlgorithm is no ValueError: `build --key` and `verify --trust` printed its traceback."""
+    private, public = _sm2_key_files(tmp_path / "sm2")
+    built = run("build", scaffold, "--key", private, "--out", tmp_path / "rel")
+    assert "is not supported" in assert_one_line_error(built, "key_invalid", private)
+    verified = run("verify", signed_release, "--trust", public.parent)
+    assert "is not supported" in assert_one_line_error(verified, "key_invalid", public)
 
 
 def test_missing_trust_store(signed_release: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ second implementation. ``tests/core/test_pem_keys.py`` proves they are identical
 
 from __future__ import annotations
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.bindings._rust import openssl as _rust_openssl
 from cryptography.hazmat.primitives._serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
@@ -26,3 +27,7 @@ __all__ = [
 
 load_pem_private_key = _rust_openssl.keys.load_pem_private_key
 load_pem_public_key = _rust_openssl.keys.load_pem_public_key
+
+KEY_LOAD_ERRORS = (ValueError, TypeError, UnsupportedAlgorithm)
+"""What the loaders raise for bytes that are not a key they read: ``UnsupportedAlgorithm`` (not a
+``ValueError``) for a well-formed key of an algorithm or curve cryptography lacks, e.g. an SM2 key."""

@@ -52,7 +52,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
         raise TrustError(FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)) from None
     try:
         key = pem_keys.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
+    except pem_keys.KEY_LOAD_ERRORS as exc:
         raise TrustError(
             FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path)
         ) from None

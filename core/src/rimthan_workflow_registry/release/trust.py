@@ -54,7 +54,7 @@ def _parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
     """An Ed25519 public key from PEM SubjectPublicKeyInfo bytes."""
     try:
         key = pem_keys.load_pem_public_key(data)
-    except (ValueError, TypeError) as exc:
+    except pem_keys.KEY_LOAD_ERRORS as exc:
         raise TrustError(FailureCode.KEY_INVALID, f"not a PEM public key: {exc}", path=where) from None
     if not isinstance(key, Ed25519PublicKey):
         raise TrustError(FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=where)
