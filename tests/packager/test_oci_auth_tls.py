@@ -107,6 +107,32 @@ def test_missing_or_wrong_credentials_are_refused(
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
 
 
+@pytest.mark.parametrize("config", ["{not json", "[]", '{"auths": {"HOST": "user:password"}}'])
+@pytest.mark.parametrize("where", ["DOCKER_CONFIG", "HOME"])
+def test_a_docker_config_file_that_is_not_a_credentials_file_is_refused_in_one_line(
+    tmp_path: Path,
+    auth_registry: LocalRegistry,
+    packaged_releases: dict[str, Path],
+    trust: Path,
+    config: str,
+    where: str,
+) -> None:
+    """oras read these and raised JSONDecodeError or AttributeError: a traceback from push and pull."""
+    env = _clean_env(tmp_path)
+    folder = Path(env["DOCKER_CONFIG"]) if where == "DOCKER_CONFIG" else Path(env["HOME"]) / ".docker"
+    if where == "HOME":
+        env["DOCKER_CONFIG"] = ""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(config.replace("HOST", auth_registry.host))
+    pushed = pack(
+        "push", packaged_releases["1.2.0"], auth_registry.ref(REPO), "--trust", trust, "--plain-http", env=env
+    )
+    assert str(folder / "config.json") in one_line_error(pushed, "oci_unauthorized")
+    pulled = pack("pull", auth_registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out",
+                  "--plain-http", env=env)  # fmt: skip
+    assert str(folder / "config.json") in one_line_error(pulled, "oci_unauthorized")
+
+
 def test_tls_by_default_with_the_ca_trusted_through_requests_ca_bundle(
     tmp_path: Path, tls_registry: LocalRegistry, tls_files: TlsFiles, packaged_releases: dict[str, Path], trust: Path
 ) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 
 import oras.auth
 import oras.provider
+import oras.utils
 import requests
 
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
@@ -197,13 +198,31 @@ def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provid
     registry.session.request = functools.partial(registry.session.request, timeout=REQUEST_TIMEOUT)
     registry.auth = _ChallengeAuth()
     registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
-    docker_config = Path(os.environ.get("DOCKER_CONFIG") or "/nonexistent") / "config.json"
-    configs = [str(docker_config)] if docker_config.is_file() else None  # oras itself reads ~/.docker only
-    registry.auth.load_configs(registry.get_container(ref.target), configs)
+    _load_docker_configs(registry, ref)
     user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
     if user and password:
         registry.auth.set_basic_auth(user, password)
     return registry
+
+
+def _load_docker_configs(registry: oras.provider.Registry, ref: OciReference) -> None:
+    """The registry's credentials from ``$DOCKER_CONFIG/config.json`` and ``~/.docker/config.json``, if any.
+
+    oras reads them as it finds them: a file that is not JSON, or holds a list
+    where it expects an object, raised ``JSONDecodeError`` or ``AttributeError``
+    from ``rimthan-pack pull``/``push`` and ``rimthan-mcp serve --releases-from``.
+    """
+    docker_config = Path(os.environ.get("DOCKER_CONFIG") or "/nonexistent") / "config.json"
+    configs = [str(docker_config)] if docker_config.is_file() else None  # oras itself reads ~/.docker only
+    try:
+        registry.auth.load_configs(registry.get_container(ref.target), configs)
+    except (ValueError, AttributeError, TypeError, OSError) as exc:
+        files = " or ".join(sorted({*(configs or []), oras.utils.find_docker_config() or ""} - {""}))
+        raise _refuse(
+            FailureCode.OCI_UNAUTHORIZED,
+            f"the Docker config file {files} is not a readable credentials file ({type(exc).__name__}: {exc})",
+            str(ref),
+        ) from None
 
 
 def registry_call(ref: OciReference, what: str, response: requests.Response, ok: tuple[int, ...] = (200,)) -> None:
