@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
 from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
@@ -73,13 +74,21 @@ def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
     raw = environ.get("SOURCE_DATE_EPOCH")
     if raw is None or raw == "":
         return None
-    if not (raw.isascii() and raw.isdigit()):  # str.isdigit also takes "²", which int() refuses
+    # str.isdigit also takes "²", which int() refuses; the manifest's JSON carries integers up to 2**53 - 1
+    if (
+        not (raw.isascii() and raw.isdigit())
+        or len(raw.lstrip("0")) > _EPOCH_DIGITS
+        or int(raw) > MAX_JSON_SAFE_INTEGER
+    ):
         raise RegistryError(
             FailureCode.INVALID_ARGUMENTS,
-            "must be a non-negative integer (seconds since 1970)",
+            f"must be a non-negative integer (seconds since 1970) of at most {MAX_JSON_SAFE_INTEGER}",
             path="SOURCE_DATE_EPOCH",
         )
     return int(raw)
+
+
+_EPOCH_DIGITS = len(str(MAX_JSON_SAFE_INTEGER))  # a longer value is refused before int() reads it
 
 
 def validate_source(source: SourceFiles) -> LoadedCatalogue:
