@@ -4,7 +4,9 @@ Append-only and fsynced per line, in issue order: exactly what
 ``rimthan-mcp audit`` verifies offline. Next to it, ``<run>.json`` holds what
 the tokens cannot carry and a resumed host needs - the confirmed state with
 its confirmations, the workflow, and which outputs existed before the
-current step - replaced atomically after every call.
+current step - replaced atomically after every call. Like the step's files, both are written
+and read only through real directories and files of the project: a symbolic
+link anywhere on their path is refused, never followed out of the project.
 
 The two files cannot be written as one, so each saved state is keyed by the
 SHA-256 of the checkpoint token it belongs to, and the state of a new
@@ -16,10 +18,12 @@ and the state saved for exactly that token (the verifier checks it anyway).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +35,8 @@ from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 
 
 def new_run_id() -> str:
@@ -57,17 +63,18 @@ class RunLog:
         return self.project / RUNS_DIR / f"{self.run_id}.json"
 
     def tokens(self) -> list[str]:
-        if not self.log_path.exists():
+        data = _read(self.project, self.log_path)
+        if data is None:
             return []
-        return [line.strip() for line in self.log_path.read_text("utf-8").splitlines() if line.strip()]
+        return [line.strip() for line in data.decode("utf-8").splitlines() if line.strip()]
 
     def append(self, token: str) -> None:
         """Log a checkpoint the verifier issued (a repeat of the last line is skipped)."""
         existing = self.tokens()
         if existing and existing[-1] == token:
             return
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        _make_runs_dir(self.project)
+        fd = _open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             os.write(fd, (token + "\n").encode("ascii"))
             os.fsync(fd)
@@ -83,13 +90,13 @@ class RunLog:
         entries = [{**state, CHECKPOINT_KEY: token_key(checkpoint)}]
         kept = token_key(logged) if logged is not None and logged != checkpoint else None
         entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        _make_runs_dir(self.project)
         tmp = self.state_path.with_suffix(".json.tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
+        with os.fdopen(_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as handle:
             json.dump({"run": self.run_id, "states": entries}, handle, sort_keys=True, indent=1)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, self.state_path)
+        os.replace(tmp, self.state_path)  # (a symbolic link at the state's path is replaced, not followed)
 
     def load_state(self) -> dict[str, Any]:
         """The state saved for the log's last checkpoint."""
@@ -103,13 +110,62 @@ class RunLog:
         raise HarnessError(f"{self.state_path} holds no state for the last checkpoint of {self.log_path}")
 
     def _entries(self) -> list[dict[str, Any]]:
-        if not self.state_path.exists():
+        data = _read(self.project, self.state_path)
+        if data is None:
             return []
-        value = json.loads(self.state_path.read_text("utf-8"))
+        value = json.loads(data.decode("utf-8"))
         entries = value.get("states") if isinstance(value, dict) else None
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise HarnessError(f"{self.state_path} is not a run state object")
         return entries
+
+
+def _symlink(path: Path) -> OSError:
+    return OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
+
+
+def runs_dir(project: Path) -> Path:
+    """``.rimthan/runs`` in ``project``; an OSError if a part of it is a symbolic link (never followed)."""
+    current = Path(project)
+    for part in RUNS_DIR.parts:
+        current = current / part
+        if current.is_symlink():
+            raise _symlink(current)
+    return current
+
+
+def _make_runs_dir(project: Path) -> None:
+    runs_dir(project).mkdir(parents=True, exist_ok=True)
+    runs_dir(project)  # a part made just now by someone else: check again
+
+
+def _open(path: Path, flags: int) -> int:
+    """``os.open`` that does not follow a symbolic link at ``path`` (nor in its parents: see runs_dir)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink(path) from None
+        raise
+
+
+def _read(project: Path, path: Path) -> bytes | None:
+    """The bytes of one of the run files, None if there is none; an OSError for a symlink or a non-file."""
+    runs_dir(project)
+    try:
+        fd = _open(path, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO would block an open without O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "Not a regular file", str(path))
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state belongs to
@@ -121,12 +177,12 @@ def token_key(token: str) -> str:
 
 
 def list_runs(project: Path) -> list[str]:
-    """Run ids with a log in ``project``, oldest first."""
-    runs = Path(project) / RUNS_DIR
+    """Run ids with a log in ``project``, oldest first (a name no run id has is no run of the bridge's)."""
+    runs = runs_dir(project)
     if not runs.is_dir():
         return []
-    logs = sorted(runs.glob("*.log"), key=lambda p: p.stat().st_mtime)
-    return [p.stem for p in logs]
+    logs = [p for p in runs.glob("*.log") if _RUN_ID.fullmatch(p.stem)]
+    return [p.stem for p in sorted(logs, key=lambda p: p.lstat().st_mtime)]
 
 
 @dataclass(frozen=True)

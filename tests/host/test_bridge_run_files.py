@@ -1,0 +1,72 @@
+"""The bridge's own files in the project: never written or read through a symbolic link, a damaged one refused.
+
+``.rimthan/runs/<run>.log`` and ``<run>.json`` live in the user's project, where
+anyone (the model, a cloned repository) can put a symbolic link. Each test
+drives the real ``rimthan-host serve`` over stdio with the real verifier as its
+child, puts the fault in for real, and checks the bridge refuses in words
+naming the file - nothing outside the project is touched - and that the run
+completes once the fault is gone and ``rimthan-mcp audit`` verifies its log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rimthan_host.runlog import RunLog
+from rimthan_host.standin import StandIn
+from support.bridge import audited_only_run, drive, refused
+from support.servers import ServerWorld, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("run-files-world"))
+
+
+@pytest.mark.parametrize("linked", ["json.tmp", "log"])
+def test_a_run_file_that_is_a_symbolic_link_is_refused_not_followed(
+    world: ServerWorld, tmp_path: Path, linked: str
+) -> None:
+    victim = tmp_path / "victim.txt"  # a file of the user's outside the project
+
+    async def script(model: StandIn) -> None:
+        at_question = await model.follow(await model.start(), "", until_question=True)
+        run = at_question.data["run"]
+        log = RunLog(model.project, run)
+        link = log.state_path.with_suffix(".json.tmp") if linked == "json.tmp" else log.log_path
+        victim.write_bytes(link.read_bytes() if link.exists() else b"precious\n")
+        kept = victim.read_bytes()
+        if link.exists():
+            link.rename(link.with_name("kept.txt"))
+        link.symlink_to(victim)
+        name = link.relative_to(model.project)
+        broken = await model.call("answer_question", {"answer": "desk-research"})
+        refused(broken, f"The bridge failed on answer_question (Symbolic link refused: {name})")
+        assert victim.read_bytes() == kept  # neither truncated nor appended to
+        link.unlink()
+        if link.with_name("kept.txt").exists():
+            link.with_name("kept.txt").rename(link)
+        resumed = await model.call("resume_run", {"run": run})
+        assert f"Resumed run {run}" in resumed.text and resumed.data["question"]["prompt"], resumed.text
+        assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_runs_directory_that_is_a_symbolic_link_is_refused(world: ServerWorld, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    async def script(model: StandIn) -> None:
+        (model.project / ".rimthan").mkdir()
+        (model.project / ".rimthan" / "runs").symlink_to(outside)
+        for move in (model.start(), model.call("show_step")):
+            refused(await move, "(Symbolic link refused: .rimthan/runs)", "call the tool again")
+        assert list(outside.iterdir()) == []  # no log, no state written outside the project
+        (model.project / ".rimthan" / "runs").unlink()
+        assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "experiment"
