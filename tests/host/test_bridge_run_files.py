@@ -10,12 +10,13 @@ completes once the fault is gone and ``rimthan-mcp audit`` verifies its log.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
-from support.bridge import audited_only_run, drive, refused
+from support.bridge import audited, audited_only_run, drive, refused
 from support.servers import ServerWorld, build_world
 
 
@@ -70,3 +71,44 @@ def test_a_runs_directory_that_is_a_symbolic_link_is_refused(world: ServerWorld,
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "experiment"
+
+
+DAMAGE = {
+    "a repeated key": lambda text: text.replace('"completed": false', '"completed": false, "completed": true', 1),
+    "NaN": lambda text: text.replace('"confirmed_at": ', '"confirmed_at": NaN, "x": ', 1),
+    "a wrong type": lambda text: text.replace('"existed_before": {}', '"existed_before": "yes"', 1),
+    "nesting": lambda text: text.replace(
+        '"workflow": ', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "workflow": ', 1
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", [*DAMAGE, "a byte not ASCII in the log"])
+def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_path: Path, damage: str) -> None:
+    """Read strictly: no key written twice (which value?), no NaN, every field its type, the log ASCII."""
+
+    async def script(model: StandIn) -> None:
+        first = (await model.follow(await model.start(), "", until_question=True)).data["run"]
+        facts = json.loads((model.examples["1.2.0"] / "confirmed-state.json").read_text("utf-8"))
+        await model.call("start_run", {"workflow": "research", "facts": facts, "new_run": True})
+        log = RunLog(model.project, first)
+        damaged = log.log_path if damage not in DAMAGE else log.state_path
+        kept = damaged.read_bytes()
+        if damage in DAMAGE:
+            damaged.write_text(DAMAGE[damage](kept.decode("utf-8")), "utf-8")
+            assert damaged.read_bytes() != kept
+        else:
+            damaged.write_bytes(kept + "é\n".encode())
+        name = damaged.relative_to(model.project)
+        reply = await model.call("resume_run", {"run": first})
+        refused(reply, f"{name} is damaged (", f"run {first} cannot go on from it", "start_run with new_run true")
+        busy = await model.call("start_run", {"workflow": "research", "facts": facts})  # the project still works
+        refused(busy, f"{first} (unfinished", "new_run true")
+        assert not (await model.call("show_step")).is_error
+        damaged.write_bytes(kept)
+        resumed = await model.call("resume_run", {"run": first})
+        assert (await model.follow(resumed, "experiment")).data["run"] == first
+
+    model, state = drive(world, tmp_path, script)
+    first = model.received[0].data["run"]  # the first start_run's reply
+    assert audited(model.project, state, first)["steps"][-1] == "experiment"

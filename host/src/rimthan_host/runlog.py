@@ -29,13 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
 
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# A state file wraps a confirmed state the verifier took in an argument (nested at most MAX_ARGUMENT_DEPTH)
+# two levels deeper: {"states": [{"confirmed_state": ...}]} where the argument had {"confirmed_state": ...}.
+_STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 
 
@@ -66,7 +71,11 @@ class RunLog:
         data = _read(self.project, self.log_path)
         if data is None:
             return []
-        return [line.strip() for line in data.decode("utf-8").splitlines() if line.strip()]
+        try:
+            text = data.decode("ascii")  # checkpoint tokens are ASCII: anything else is no line the bridge wrote
+        except UnicodeDecodeError as exc:
+            raise self._damaged(self.log_path, f"byte {exc.start} is not ASCII") from None
+        return [line.strip() for line in text.splitlines() if line.strip()]
 
     def append(self, token: str) -> None:
         """Log a checkpoint the verifier issued (a repeat of the last line is skipped)."""
@@ -106,6 +115,9 @@ class RunLog:
         key = token_key(tokens[-1])
         for entry in self._entries():
             if entry.get(CHECKPOINT_KEY) == key:
+                problem = _state_problem(entry)
+                if problem is not None:
+                    raise self._damaged(self.state_path, problem)
                 return entry
         raise HarnessError(f"{self.state_path} holds no state for the last checkpoint of {self.log_path}")
 
@@ -113,11 +125,37 @@ class RunLog:
         data = _read(self.project, self.state_path)
         if data is None:
             return []
-        value = json.loads(data.decode("utf-8"))
+        try:  # strictly: of a key written twice, or NaN, nothing is guessed
+            value = parse_strict_json(data, where="", code=FailureCode.JSON_PARSE_FAILED, max_depth=_STATE_DEPTH)
+        except RegistryError as exc:
+            raise self._damaged(self.state_path, f"{exc.code.value}: {exc.message}") from None
         entries = value.get("states") if isinstance(value, dict) else None
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-            raise HarnessError(f"{self.state_path} is not a run state object")
+            raise self._damaged(self.state_path, "it is not a run state object")
         return entries
+
+    def _damaged(self, path: Path, why: str) -> HarnessError:
+        """A run file the bridge cannot trust: what is wrong, and what the person can do."""
+        return HarnessError(
+            f"{path.relative_to(self.project)} is damaged ({why}), so run {self.run_id} cannot go on from it. "
+            "Restore the file, or call start_run with new_run true to start a new run."
+        )
+
+
+def _state_problem(entry: Mapping[str, Any]) -> str | None:
+    """Why a saved state is not one :class:`~rimthan_host.session.HostSession` saved, or None."""
+    confirmed = entry.get("confirmed_state")
+    if not isinstance(confirmed, dict) or not isinstance(confirmed.get("state"), dict):
+        return "its confirmed_state.state is not an object"
+    confirmations = confirmed.get("confirmations")
+    if not isinstance(confirmations, dict) or not all(isinstance(c, dict) for c in confirmations.values()):
+        return "its confirmed_state.confirmations is not an object of objects"
+    existed = entry.get("existed_before")
+    if not isinstance(existed, dict) or not all(isinstance(e, bool) for e in existed.values()):
+        return "its existed_before is not an object of true and false"
+    if not isinstance(entry.get("step"), str | None) or not isinstance(entry.get("completed"), bool):
+        return "its step is not a string or its completed not true or false"
+    return None
 
 
 def _symlink(path: Path) -> OSError:
