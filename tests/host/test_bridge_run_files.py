@@ -19,6 +19,8 @@ from rimthan_host.standin import StandIn
 from support.bridge import audited, audited_only_run, drive, refused
 from support.servers import ServerWorld, build_world
 
+SCHEMA_COPY = ".rimthan/schemas/research-decision@1.2.0/evidence-log.schema.json"
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
@@ -112,3 +114,27 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
     model, state = drive(world, tmp_path, script)
     first = model.received[0].data["run"]  # the first start_run's reply
     assert audited(model.project, state, first)["steps"][-1] == "experiment"
+
+
+def test_a_schema_copy_that_cannot_be_written_costs_the_hint_not_the_move(world: ServerWorld, tmp_path: Path) -> None:
+    """The answer went through: the step is described, without the copy, and the copy is made once it can be."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    async def script(model: StandIn) -> None:
+        await model.follow(await model.start(), "", until_question=True)
+        schemas = model.project / ".rimthan" / "schemas"
+        schemas.symlink_to(outside)
+        step = await model.call("answer_question", {"answer": "desk-research"})
+        assert not step.is_error and step.data["step"]["id"] == "desk-research", step.text
+        assert "Recorded research_route = desk-research" in step.text
+        assert "its schema schemas/evidence-log.schema.json could not be copied into the project" in step.text
+        assert "is a symbolic link" in step.text and list(outside.iterdir()) == []
+        schemas.unlink()
+        shown = await model.call("show_step")
+        assert f"JSON Schema: {SCHEMA_COPY} (read it before writing)" in shown.text, shown.text
+        assert (model.project / SCHEMA_COPY).is_file()
+        assert (await model.follow(shown, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"

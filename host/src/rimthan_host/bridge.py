@@ -75,7 +75,7 @@ class Bridge:
     ) -> None:
         self.call = call
         self.read_resource = read_resource
-        self._schemas: dict[str, OutputSchema | None] = {}  # by schema URI (it names the release's digest)
+        self._schemas: dict[str, OutputSchema] = {}  # copied, by schema URI (it names the release's digest)
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
         self.clock = clock
@@ -425,15 +425,17 @@ class Bridge:
         return await self._describe(result, lines)
 
     async def _output_schemas(self, step: Mapping[str, Any], release_id: str) -> dict[str, OutputSchema]:
-        """Each JSON output's schema, fetched once per release and copied into the project."""
+        """Each JSON output's schema, fetched and copied into the project once per release (tried again if not)."""
         found: dict[str, OutputSchema] = {}
         if self.read_resource is None or self.session is None or not step.get("gated"):
             return found
         for output in step.get("outputs") or []:
             uri = str(output.get("schema_uri") or "")
-            if uri and uri not in self._schemas:
-                self._schemas[uri] = await output_schema(self.read_resource, self.session.files, release_id, output)
             schema = self._schemas.get(uri)
+            if uri and schema is None:
+                schema = await output_schema(self.read_resource, self.session.files, release_id, output)
+                if schema is not None and schema.path is not None:
+                    self._schemas[uri] = schema
             if schema is not None:
                 found[output["path"]] = schema
         return found

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from .files import ProjectFiles
-from .protocol import ResourceReader
+from .protocol import HarnessError, ResourceReader
 
 SCHEMA_DIR = ".rimthan/schemas"
 _ENUM_SHOWN = 6
@@ -69,5 +69,8 @@ async def output_schema(
     except Exception as exc:  # a missing schema only costs the model a hint; the verifier still checks the file
         return OutputSchema(None, f"the schema {name} could not be fetched ({type(exc).__name__}: {exc})")
     path = f"{SCHEMA_DIR}/{release_id}/{PurePosixPath(str(name)).name}"
-    files.write("output-schema", path, "application/schema+json", text)
+    try:  # (the move it describes went through: a copy that cannot be written is a hint lost, not an error)
+        files.write("output-schema", path, "application/schema+json", text)
+    except (HarnessError, OSError) as exc:
+        return OutputSchema(None, f"its schema {name} could not be copied into the project: {exc}")
     return OutputSchema(path, summarize(schema) if isinstance(schema, Mapping) else "see the schema")
