@@ -9,6 +9,7 @@ verifier's own checkpoint keys.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -98,3 +99,13 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
     assert model.leaks() == []
     (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
     assert audit(log, state)["ok"] is True
+
+
+def test_a_project_directory_that_does_not_exist_is_a_usage_mistake(tmp_path: Path) -> None:
+    """A mistyped --project is refused at once (exit 2), not created by the first tool call with a run in it."""
+    typo = tmp_path / "projcet"
+    argv = [str(BIN / "rimthan-host"), "serve", "--project", str(typo), "--verifier-url", "http://127.0.0.1:9/mcp"]
+    out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2, out
+    assert f"'--project': Directory '{typo}' does not exist" in out.stderr and "Traceback" not in out.stderr
+    assert not typo.exists()

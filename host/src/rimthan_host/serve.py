@@ -37,10 +37,10 @@ Exit status:
 @main.command(context_settings={"ignore_unknown_options": True}, epilog=_EXAMPLES)
 @click.option(
     "--project",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(path_type=Path, file_okay=False, exists=True),  # a mistyped path is refused, not created
     default=Path("."),
     show_default=True,
-    help="The project the model works in (files and .rimthan/runs/ live here).",
+    help="The project the model works in, an existing directory (files and .rimthan/runs/ live here).",
 )
 @click.option("--verifier-url", help="A running verifier's Streamable HTTP URL (default: start rimthan-mcp serve).")
 @click.option("--harness", type=click.Choice(["claude-code", "opencode"]), default="claude-code", show_default=True)
