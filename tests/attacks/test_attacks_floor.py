@@ -145,12 +145,39 @@ def test_serve_below_the_floor_exits_with_one_line(world: ServerWorld, tmp_path:
     assert "Traceback" not in served.stderr
 
 
+def test_check_refuses_a_floor_file_json_reads_two_ways_in_one_line(world: ServerWorld, tmp_path: Path) -> None:
+    """1e999 (infinity to Python) once crashed check and serve with an OverflowError traceback."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / FLOOR_FILE).write_text(_floor_text('"activated_at": 1e999'), "utf-8")
+    checked = _cli(
+        "check", "--release", str(world.built["1.3.0"]), "--trust", str(world.trust), "--state-dir", str(state)
+    )
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr
+    error, next_line = checked.stderr.splitlines()
+    assert error.startswith(f"error: rollback_refused: {state / FLOOR_FILE}: the activation floor file is unreadable")
+    assert next_line.startswith("next: ") and "move it away" in next_line
+
+
 def test_the_floor_is_per_catalogue(world: ServerWorld, tmp_path: Path) -> None:
     state = tmp_path / "state"
     _write_floor(state, {"another-catalogue": "99.0.0"})
     provider = _open(world, world.built["1.2.0"], state)
     assert provider.active.version == "1.2.0"
     assert set(_floor(state)["catalogues"]) == {"another-catalogue", CATALOGUE}
+
+
+def _entry_text(version: str, extra: str = '"activated_at": 0') -> str:
+    return f'"{CATALOGUE}": {{"version": "{version}", "manifest_digest": "sha256:{"0" * 64}", {extra}}}'
+
+
+def _floor_text(extra: str, *entries: str) -> str:
+    """A floor file whose entry (1.0.0: below every release, so only its form can refuse it) ends with ``extra``.
+
+    ``entries`` (JSON text) replace that entry, in this order.
+    """
+    body = ", ".join(entries or (_entry_text("1.0.0", extra),))
+    return f'{{"format": "{FLOOR_FORMAT}", "catalogues": {{{body}}}}}'
 
 
 @pytest.mark.parametrize(
@@ -161,8 +188,27 @@ def test_the_floor_is_per_catalogue(world: ServerWorld, tmp_path: Path) -> None:
         json.dumps({"format": "rimthan.activation-floor/999", "catalogues": {}}),
         json.dumps({"format": FLOOR_FORMAT, "catalogues": []}),
         json.dumps({"format": FLOOR_FORMAT, "catalogues": {CATALOGUE: {"version": "9.0.0"}}}),
+        _floor_text('"activated_at": 1e999'),
+        _floor_text('"activated_at": NaN'),
+        _floor_text('"activated_at": true'),
+        _floor_text('"activated_at": "0"'),
+        _floor_text('"activated_at": 0, "deployment": ["a"]'),
+        # the entry read last (1.0.0) would hide the higher floor written first
+        _floor_text("", _entry_text("9.0.0"), _entry_text("1.0.0")),
     ],
-    ids=["not-json", "array", "future-format", "catalogues-not-object", "entry-incomplete"],
+    ids=[
+        "not-json",
+        "array",
+        "future-format",
+        "catalogues-not-object",
+        "entry-incomplete",
+        "activated-at-overflows",
+        "activated-at-nan",
+        "activated-at-bool",
+        "activated-at-text",
+        "deployment-not-text",
+        "catalogue-written-twice",
+    ],
 )
 def test_a_tampered_floor_file_fails_closed(world: ServerWorld, tmp_path: Path, content: str) -> None:
     state = tmp_path / "state"

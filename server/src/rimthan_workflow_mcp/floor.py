@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.canonical import DIGEST_PATTERN, sha256_hex
+from rimthan_workflow_registry.canonical import DIGEST_PATTERN, parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
 
@@ -70,6 +70,21 @@ def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None, *, ex
     return Deployment(id=digest, label=label)
 
 
+def _entry(name: str, e: dict[str, Any]) -> FloorEntry:
+    """One catalogue's floor as the file holds it, every member of exactly the type :meth:`to_json` writes."""
+    version, digest, activated_at = e["version"], e["manifest_digest"], e["activated_at"]
+    deployment = e.get("deployment", "")
+    if not isinstance(version, str) or not is_semver(version):
+        raise ValueError(f"{name}: version {version!r} is not a semantic version")
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        raise ValueError(f"{name}: manifest_digest {digest!r} is not sha256:<hex>")
+    if type(activated_at) is not int or activated_at < 0:  # bool is an int; "12" and 1.5 are not written here
+        raise ValueError(f"{name}: activated_at {activated_at!r} is not a Unix time in whole seconds")
+    if not isinstance(deployment, str):
+        raise ValueError(f"{name}: deployment {deployment!r} is not a text label")
+    return FloorEntry(version=version, manifest_digest=digest, activated_at=activated_at, deployment=deployment)
+
+
 class ActivationFloor:
     """Reads and raises the per-catalogue floor of one deployment; ``path=None`` keeps it in memory only."""
 
@@ -86,30 +101,23 @@ class ActivationFloor:
         if not self.path.exists():
             return {}
         try:
-            raw = json.loads(self.path.read_text("utf-8"))
+            raw = parse_strict_json(self.path.read_bytes(), where=str(self.path), code=FailureCode.ROLLBACK_REFUSED)
             if raw.get("format") != FLOOR_FORMAT:
                 raise ValueError(f"format is not {FLOOR_FORMAT}")
-            entries = {
-                name: FloorEntry(
-                    version=e["version"],
-                    manifest_digest=e["manifest_digest"],
-                    activated_at=int(e["activated_at"]),
-                    deployment=str(e.get("deployment", "")),
-                )
-                for name, e in raw["catalogues"].items()
-            }
-            for name, entry in entries.items():
-                if not isinstance(entry.version, str) or not is_semver(entry.version):
-                    raise ValueError(f"{name}: version {entry.version!r} is not a semantic version")
-                if not isinstance(entry.manifest_digest, str) or not _DIGEST.fullmatch(entry.manifest_digest):
-                    raise ValueError(f"{name}: manifest_digest {entry.manifest_digest!r} is not sha256:<hex>")
-            return entries
+            return {name: _entry(name, e) for name, e in raw["catalogues"].items()}
+        except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
+            raise self._unreadable(exc.message) from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RegistryError(
-                FailureCode.ROLLBACK_REFUSED,
-                f"the activation floor file is unreadable ({exc}); fix or remove it deliberately",
-                path=str(self.path),
-            ) from None
+            raise self._unreadable(str(exc)) from None
+
+    def _unreadable(self, reason: str) -> RegistryError:
+        return RegistryError(
+            FailureCode.ROLLBACK_REFUSED,
+            f"the activation floor file is unreadable ({reason}); fix or remove it deliberately",
+            path=str(self.path),
+            next_step="restore the file from a replica or backup, or move it away to record the floor afresh "
+            "(--lower-floor cannot read it either)",
+        )
 
     def get(self, catalogue: str) -> FloorEntry | None:
         """The floor that applies: this deployment's entry, or an unscoped legacy one if it is higher."""
