@@ -10,6 +10,7 @@ signing code issues for an already-continued checkpoint.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from rimthan_workflow_registry.run.checkpoints import issue_checkpoint, verify_c
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest
 from support.engines import DrivenRun, Engines, TickingClock, drive, drive_migrated, make_engines
 from support.refusals import refusal
+from support.servers import RIMTHAN_MCP, server_env
 
 REPAIR = frozenset({"decision-critic@1.0.0"})
 
@@ -225,3 +227,26 @@ def test_audit_cli_missing_inputs_are_one_line_errors(engines: Engines, tmp_path
     assert missing_keys.exit_code == 1
     said = refusal(missing_keys.stderr)
     assert said.code == "key_invalid" and said.next.startswith("pass the --checkpoint-keys")
+
+
+def test_audit_cli_refuses_a_log_that_is_not_utf8_at_its_line(
+    completed: DrivenRun, engines: Engines, tmp_path: Path
+) -> None:
+    """A byte that is not UTF-8 (a log re-encoded to Latin-1) once ended audit in a UnicodeDecodeError traceback."""
+    log, keys = _log(tmp_path, list(completed.checkpoints)), _keys(engines, tmp_path)
+    lines = log.read_bytes().split(b"\n")
+    lines[2] += b" caf\xe9"
+    log.write_bytes(b"\n".join(lines))
+    for extra in ([], ["--json"]):
+        refused = subprocess.run(
+            [RIMTHAN_MCP, "audit", str(log), "--checkpoint-keys", str(keys), *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=server_env(),
+        )
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        said = refusal(refused.stderr)
+        assert said.error.startswith(f"error: checkpoint_invalid: {log}:3: line 3: is not UTF-8 text (byte 0xe9)")
+        assert said.next.startswith("give the file the harness wrote")
+    assert json.loads(refused.stdout)["error"]["details"] == {"line": 3, "break": "invalid"}

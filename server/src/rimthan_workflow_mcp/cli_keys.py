@@ -113,6 +113,27 @@ def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
     return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
 
 
+_LOG_IO = "give the file the harness wrote its checkpoint tokens to (one per line)"
+
+
+def _log_text(log_file: Path) -> str:
+    """The log as text; a byte that is not UTF-8 (no token holds one) is refused at its line, as a bad token is."""
+    from rimthan_workflow_registry.run import RunAuditError
+
+    data = log_file.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = len((data[: exc.start].decode("utf-8") + "x").splitlines())  # numbered as the audit numbers lines
+        raise RunAuditError(
+            FailureCode.CHECKPOINT_INVALID,
+            f"line {line}: is not UTF-8 text (byte 0x{data[exc.start]:02x}); no checkpoint token holds such a byte",
+            path=f"{log_file}:{line}",
+            details={"line": line, "break": "invalid"},
+            next_step=_LOG_IO + ", as it wrote it (not re-encoded)",
+        ) from None
+
+
 _keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE", help=KEYS_HELP)
 _state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=STATE_HELP)
 
@@ -185,10 +206,7 @@ def audit(
 
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
-    text = guard(
-        lambda: log_file.read_text("utf-8"),
-        on_io_error="give the file the harness wrote its checkpoint tokens to (one per line)",
-    )
+    text = guard(lambda: _log_text(log_file), on_io_error=_LOG_IO, as_json=as_json)
     try:
         history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
     except RegistryError as exc:
