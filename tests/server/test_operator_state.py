@@ -8,6 +8,7 @@ that names the file and the next step.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -167,6 +168,59 @@ def test_keys_on_a_fresh_state_directory(tmp_path: Path) -> None:
     unknown = _one_line(_mcp("keys", "retire", "ck-0000000000000000", "--state-dir", state))
     assert unknown.startswith(f"error: key_invalid: {state / 'checkpoint-keys.json'}: ")
     assert "ck-0000000000000000" in unknown and "keys list" in unknown
+
+
+_KEY = base64.b64encode(b"k" * 32).decode()
+
+
+def _key_file(**members: Any) -> dict[str, Any]:
+    """A key file as ``keys rotate`` writes it (signing ck-new, ck-old verify-only), with ``members`` replaced."""
+    return {
+        "format": "rimthan.checkpoint-keys/1",
+        "signing_key_id": "ck-new",
+        "keys": [{"id": "ck-new", "key": _KEY}, {"id": "ck-old", "key": _KEY}],
+        "retired": [],
+        "archived": [],
+        **members,
+    }
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps(_key_file(keys=[{"id": "ck-new", "key": _KEY}, {"id": 7, "key": _KEY}])),
+        json.dumps(_key_file(retired="ck-old")),  # read as the ids "c", "k", "-", ...: ck-old stayed live
+        json.dumps(_key_file(retired=["ck-new"])),  # the server would sign every token with a key it refuses
+        json.dumps(_key_file(retired=["ck-old"])),  # live and retired: which one holds?
+        json.dumps(_key_file()).replace(
+            '"signing_key_id": "ck-new"', '"signing_key_id": "ck-new", "signing_key_id": "ck-old"'
+        ),
+        json.dumps(_key_file(retired=[1e300])).replace("1e+300", "1e999"),
+        json.dumps(_key_file(archived=[{"id": "ck-gone", "key": ""}])),  # audit would verify with an empty key
+        json.dumps(_key_file(keys=[{"id": "ck-new", "key": _KEY}, {"id": "ck-\nforged\tsigning", "key": _KEY}])),
+        "[]",
+    ],
+    ids=[
+        "id-a-number",
+        "retired-a-string",
+        "signing-key-retired",
+        "live-key-retired",
+        "signing-key-id-twice",
+        "retired-overflows",
+        "archived-key-empty",
+        "id-with-newline",
+        "array",
+    ],
+)
+def test_a_key_file_not_as_keys_writes_it_is_refused_in_one_line(tmp_path: Path, content: str) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "checkpoint-keys.json").write_text(content, "utf-8")
+    for command in (["list"], ["rotate"], ["retire", "ck-old"]):
+        line = _one_line(_mcp("keys", *command, "--state-dir", state))
+        assert line.startswith(f"error: key_invalid: {state / 'checkpoint-keys.json'}: cannot read checkpoint keys: ")
+        assert "restore the key file" in line
+        assert (state / "checkpoint-keys.json").read_text("utf-8") == content  # never rewritten
 
 
 def test_a_state_dir_that_is_a_file_is_named_as_such(world: ServerWorld, tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import tempfile
 import time
@@ -40,8 +41,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import digest_bytes
-from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
+from rimthan_workflow_registry.canonical import digest_bytes, parse_strict_json
+from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError, TokenError
 from rimthan_workflow_registry.json_encoders import compact_encoder
 
 if TYPE_CHECKING:
@@ -86,10 +87,44 @@ def _header_segment(key: bytes, kid: str, token_type: str) -> bytes:
     return detached.split(".")[0].encode("ascii")
 
 
+_KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
 _KEYRING_NEXT = (
     "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
     "`rimthan-mcp keys rotate`"
 )
+
+
+def _unreadable_keys(path: Path, reason: str) -> KeyringError:
+    """A key file whose content is not what :meth:`CheckpointKeyring.save` writes."""
+    return KeyringError(
+        FailureCode.KEY_INVALID,
+        f"cannot read checkpoint keys: {reason}",
+        path=str(path),
+        next_step="restore the key file from a replica or backup (as `rimthan-mcp keys` wrote it), or pass the "
+        "--checkpoint-keys (or --state-dir) of the server that issued the runs",
+    )
+
+
+def _is_key_id(value: Any) -> bool:
+    """A key id as the file holds it: visible ASCII, no space (``keys list`` prints one per line)."""
+    return isinstance(value, str) and _KEY_ID.fullmatch(value) is not None
+
+
+def _key_list(entries: Any, member: str) -> dict[str, bytes]:
+    """``[{"id": ..., "key": <base64>}, ...]`` by id; a repeated id or anything else is refused."""
+    if not isinstance(entries, list):
+        raise ValueError(f"{member} is not a list")
+    keys: dict[str, bytes] = {}
+    for entry in entries:
+        kid, key = entry["id"], entry["key"]
+        if not _is_key_id(kid) or not isinstance(key, str):
+            raise ValueError(f"{member}: an entry's id is not a key id or its key is not base64 text")
+        if kid in keys:
+            raise ValueError(f"{member}: key id {kid!r} is listed twice")
+        keys[kid] = base64.b64decode(key, validate=True)
+        if len(keys[kid]) < KEY_BYTES:  # archived keys too: audit verifies with them
+            raise ValueError(f"{member}: key {kid!r} is shorter than {KEY_BYTES} bytes")
+    return keys
 
 
 @dataclass(frozen=True)
@@ -124,20 +159,40 @@ class CheckpointKeyring:
 
     @classmethod
     def load(cls, path: Path) -> CheckpointKeyring:
+        """The key file as :meth:`save` writes it; anything else (a repeated key, a member of another type, a
+        signing key that is also retired) is ``key_invalid``: these keys decide which runs are genuine."""
         try:
-            raw = json.loads(Path(path).read_text("utf-8"))
-            keys = {k["id"]: base64.b64decode(k["key"], validate=True) for k in raw["keys"]}
-            archived = {k["id"]: base64.b64decode(k["key"], validate=True) for k in raw.get("archived", [])}
-            if raw.get("format") != KEYRING_FORMAT or len(keys) != len(raw["keys"]):
-                raise ValueError("unexpected format or duplicate key id")
-            retired = frozenset(raw.get("retired", [])) | frozenset(archived)
-            return cls(signing_key_id=raw["signing_key_id"], keys=keys, retired=retired, archived=archived)
+            raw = parse_strict_json(Path(path).read_bytes(), where=str(path), code=FailureCode.KEY_INVALID)
+            return cls._from_json(raw)
         except KeyringError as exc:
             raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
+            raise _unreadable_keys(path, exc.message) from None
+        except OSError as exc:
             raise KeyringError(
                 FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path), next_step=_KEYRING_NEXT
             ) from None
+        except KeyError as exc:
+            raise _unreadable_keys(path, f"the member {exc} is missing") from None
+        except (ValueError, TypeError) as exc:
+            raise _unreadable_keys(path, str(exc)) from None
+
+    @classmethod
+    def _from_json(cls, raw: Any) -> CheckpointKeyring:
+        if not isinstance(raw, dict) or raw.get("format") != KEYRING_FORMAT:
+            raise ValueError(f"format is not {KEYRING_FORMAT}")
+        keys, archived = _key_list(raw["keys"], "keys"), _key_list(raw.get("archived", []), "archived")
+        retired = raw.get("retired", [])
+        if not isinstance(retired, list) or not all(_is_key_id(k) for k in retired):
+            raise ValueError("retired is not a list of key ids")
+        signing = raw["signing_key_id"]
+        if not _is_key_id(signing):
+            raise ValueError(f"signing_key_id {signing!r} is not a key id")
+        if both := sorted(set(keys) & (set(retired) | set(archived))):
+            raise ValueError(f"key {both[0]!r} is listed both as live and as retired")
+        return cls(
+            signing_key_id=signing, keys=keys, retired=frozenset(retired) | frozenset(archived), archived=archived
+        )
 
     @classmethod
     def load_or_create(cls, path: Path) -> CheckpointKeyring:
