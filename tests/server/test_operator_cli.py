@@ -137,6 +137,10 @@ def test_every_rimthan_pack_command_has_examples_and_exit_statuses(command: list
         (["audit"], "Missing argument 'LOG'"),
         (["frobnicate"], "No such command 'frobnicate'"),
         (["serve", "--port", "many"], "Invalid value for '--port'"),
+        # these once started the server, which then stopped with internal_error
+        (["serve", "--transport", "http", "--port", "70000"], "Invalid value for '--port'"),
+        (["serve", "--refresh-interval", "-1"], "--refresh-interval -1: give a number of seconds above 0"),
+        (["serve", "--refresh-interval", "nan"], "--refresh-interval nan: give a number of seconds above 0"),
     ],
 )
 def test_usage_mistakes_are_one_line_with_the_help_to_read(args: list[str], expect: str, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ to do>``, exit status 1 for a refusal and 2 for a usage mistake.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -97,6 +98,13 @@ def _describe_migration(provider: ReleaseProvider) -> str:
 
 def _usage(message: str) -> NoReturn:
     refuse(FailureCode.USAGE, None, message, "run 'rimthan-mcp serve --help'", status=ExitStatus.USAGE)
+
+
+def _tcp_port(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
+    """``--port``: checked as it is read (bind would refuse it only after every release was verified)."""
+    if not 0 <= value <= 65535:
+        raise click.BadParameter(f"{value} is no TCP port: give 1-65535, or 0 to pick a free one")
+    return value
 
 
 def _describe_trust(trust: TrustStore) -> str:
@@ -196,7 +204,9 @@ def main() -> None:
     help="stdio: one client per process, as MCP hosts launch servers. http: Streamable HTTP at http://HOST:PORT/mcp.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
-@click.option("--port", default=8765, show_default=True, type=int, help="HTTP port (0 picks a free one).")
+@click.option(
+    "--port", default=8765, show_default=True, type=int, callback=_tcp_port, help="HTTP port (0 picks a free one)."
+)
 @click.option(
     "--http-sessions",
     is_flag=True,
@@ -282,6 +292,9 @@ def serve(
     )
 
     configure_logging(log_level)
+    if refresh_interval is not None and not (math.isfinite(refresh_interval) and refresh_interval > 0):
+        # anyio.sleep refuses a negative or NaN delay: the server would die after it said it was listening
+        _usage(f"--refresh-interval {refresh_interval:g}: give a number of seconds above 0, or leave it out")
     for value in allowed_hosts:
         if (problem := check_allowed_host(value)) is not None:
             _usage(f"--allowed-host {value!r}: {problem}")
