@@ -195,6 +195,7 @@ def _floor_text(extra: str, *entries: str) -> str:
         _floor_text('"activated_at": 0, "deployment": ["a"]'),
         # the entry read last (1.0.0) would hide the higher floor written first
         _floor_text("", _entry_text("9.0.0"), _entry_text("1.0.0")),
+        "[" * 100_000 + "]" * 100_000,  # deeper than the stack: a RecursionError traceback
     ],
     ids=[
         "not-json",
@@ -208,6 +209,7 @@ def _floor_text(extra: str, *entries: str) -> str:
         "activated-at-text",
         "deployment-not-text",
         "catalogue-written-twice",
+        "nested-past-the-stack",
     ],
 )
 def test_a_tampered_floor_file_fails_closed(world: ServerWorld, tmp_path: Path, content: str) -> None:

@@ -199,6 +199,7 @@ def _key_file(**members: Any) -> dict[str, Any]:
         json.dumps(_key_file(archived=[{"id": "ck-gone", "key": ""}])),  # audit would verify with an empty key
         json.dumps(_key_file(keys=[{"id": "ck-new", "key": _KEY}, {"id": "ck-\nforged\tsigning", "key": _KEY}])),
         "[]",
+        "[" * 100_000 + "]" * 100_000,  # deeper than the stack: a RecursionError traceback
     ],
     ids=[
         "id-a-number",
@@ -210,6 +211,7 @@ def _key_file(**members: Any) -> dict[str, Any]:
         "archived-key-empty",
         "id-with-newline",
         "array",
+        "nested-past-the-stack",
     ],
 )
 def test_a_key_file_not_as_keys_writes_it_is_refused_in_one_line(tmp_path: Path, content: str) -> None:

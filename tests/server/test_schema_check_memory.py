@@ -79,7 +79,15 @@ def test_an_invalid_schema_is_refused_and_never_remembered(scaffold: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "content", ["not json", json.dumps({"format": "other", "passed": []}), json.dumps({"format": 1}), "[]"]
+    "content",
+    [
+        "not json",
+        json.dumps({"format": "other", "passed": []}),
+        json.dumps({"format": 1}),
+        "[]",
+        "[" * 100_000 + "]" * 100_000,  # deeper than the stack: a RecursionError once stopped serve at start
+    ],
+    ids=["not-json", "other-format", "format-not-text", "array", "nested-past-the-stack"],
 )
 def test_a_malformed_file_is_ignored_then_rewritten(tmp_path: Path, content: str) -> None:
     path = tmp_path / SCHEMA_CHECKS_FILE

@@ -150,7 +150,7 @@ class SchemaCheckCache:
 def _read(path: Path) -> set[str]:
     try:
         document = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nesting deeper than the stack (a serve crashed)
         return set()
     if not isinstance(document, dict) or document.get("format") != _FORMAT:
         return set()
