@@ -9,6 +9,7 @@ text a caller says it wrote; the attestation is of the bytes read back.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -20,6 +21,52 @@ from rimthan_workflow_registry.canonical import sha256_hex
 from .protocol import HarnessError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
+NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
+
+
+def open_regular(path: Path, flags: int) -> int:
+    """``os.open`` of the regular file at ``path``, never following a final symbolic link nor blocking.
+
+    Without ``O_NONBLOCK`` an ``open`` of a FIFO waits for the other end,
+    forever; with it the open returns, and ``fstat`` refuses all that is not a
+    regular file before a byte is read or written. An ``OSError`` otherwise:
+    ELOOP (:data:`SYMLINK_REFUSED`), ``IsADirectoryError``, EINVAL
+    (:data:`NOT_REGULAR`) for a FIFO, a device or a socket. The parents of
+    ``path`` are the caller's to check.
+    """
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, SYMLINK_REFUSED, str(path)) from None
+        if exc.errno == errno.ENXIO:  # a FIFO opened to write while no one reads it
+            raise _not_regular(path) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _not_regular(path: Path) -> OSError:
+    return OSError(errno.EINVAL, NOT_REGULAR, str(path))
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at ``path`` (:func:`open_regular`); ``FileNotFoundError`` if there is none."""
+    fd = open_regular(path, os.O_RDONLY)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -77,7 +124,7 @@ class ProjectFiles:
         existed = target.exists()
         target.parent.mkdir(parents=True, exist_ok=True)
         self.safe_path(rel_path)  # parents may have been created just now: check again
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o644)
+        fd = open_regular(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))
         return self.attest(artifact_id, rel_path, media_type, existed_before=existed)
@@ -87,7 +134,7 @@ class ProjectFiles:
         target = self.safe_path(rel_path)
         if not target.exists():
             raise HarnessError(f"{rel_path} has not been written yet")
-        data = self.read_back(target)
+        data = self.read_back(rel_path)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -101,14 +148,34 @@ class ProjectFiles:
             "replaced" if existed_before else "created",
         )
 
-    @staticmethod
-    def read_back(path: Path) -> bytes:
-        """The bytes of a regular file, opened without following a final symbolic link."""
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    def read_back(self, rel_path: str) -> bytes:
+        """The bytes of the regular file at ``rel_path``, read symlink-free and without blocking (:func:`read_regular`).
+
+        Anything else - a FIFO, a device, a directory, a symbolic link put
+        there meanwhile - is a :class:`HarnessError` saying what to do.
+        """
+        target = self.safe_path(rel_path)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise HarnessError(f"{path} is not a regular file")
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                return handle.read()
-        finally:
-            os.close(fd)
+            return read_regular(target)
+        except OSError as exc:
+            raise HarnessError(_unreadable(rel_path, exc)) from None
+
+
+def _unreadable(rel_path: str, exc: OSError) -> str:
+    """Why the file at ``rel_path`` cannot be read as a step's file, and what to do about it."""
+    if exc.errno == errno.ELOOP:
+        return link_words(rel_path)
+    if exc.errno in (errno.EISDIR, errno.EINVAL):
+        return (
+            f"{rel_path} is not a regular file (a directory, a FIFO or a device is never read). "
+            f"Delete it and write the file itself at {rel_path}."
+        )
+    return f"{rel_path} cannot be read ({exc.strerror}). Make it a readable file and write it again at {rel_path}."
+
+
+def link_words(rel_path: str) -> str:
+    """A step's file that is a symbolic link, and what to do instead."""
+    return (
+        f"{rel_path} is a symbolic link; the bridge reads only regular files inside the project. "
+        f"Delete the link and write the file itself at {rel_path}."
+    )

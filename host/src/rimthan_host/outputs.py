@@ -16,7 +16,7 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
 
-from .files import ProjectFiles, WrittenFile
+from .files import ProjectFiles, WrittenFile, link_words
 from .protocol import HarnessError
 
 
@@ -34,10 +34,7 @@ def _problem(files: ProjectFiles, path: str) -> str | None:
         current = current / part
         if current.is_symlink():
             if i == len(parts) - 1:
-                return (
-                    f"{path} is a symbolic link; the bridge reads only regular files inside the project. "
-                    f"Delete the link and write the file itself at {path}."
-                )
+                return link_words(path)
             where = "/".join(parts[: i + 1])
             return (
                 f"{where} is a symbolic link, so {path} would be read from outside the project. "
@@ -45,9 +42,10 @@ def _problem(files: ProjectFiles, path: str) -> str | None:
             )
     if not current.exists():
         return f"{path} does not exist. Write it at exactly this path in the project directory {files.root}."
-    if not current.is_file():
-        return f"{path} is not a regular file. Write the file itself at {path}."
-    data = current.read_bytes()
+    try:
+        data = files.read_back(path)  # (a FIFO does not block it, nor anything else that is no regular file)
+    except HarnessError as exc:
+        return str(exc)
     if not data.strip():
         return f"{path} is empty. Write its full content."
     try:
@@ -82,8 +80,8 @@ def changed_files(files: ProjectFiles, artifacts: Sequence[WrittenFile]) -> list
     changed = []
     for artifact in artifacts:
         try:
-            data = files.read_back(files.safe_path(artifact.path))
-        except (HarnessError, OSError):
+            data = files.read_back(artifact.path)
+        except HarnessError:
             changed.append(artifact.path)
             continue
         if sha256_hex(data) != artifact.sha256:

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import secrets
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,15 +32,14 @@ from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
 
+from .files import SYMLINK_REFUSED, open_regular, read_regular
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # A state file wraps a confirmed state the verifier took in an argument (nested at most MAX_ARGUMENT_DEPTH)
 # two levels deeper: {"states": [{"confirmed_state": ...}]} where the argument had {"confirmed_state": ...}.
 _STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
-SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 
 
 def new_run_id() -> str:
@@ -83,7 +81,7 @@ class RunLog:
         if existing and existing[-1] == token:
             return
         _make_runs_dir(self.project)
-        fd = _open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fd = open_regular(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             os.write(fd, (token + "\n").encode("ascii"))
             os.fsync(fd)
@@ -101,7 +99,7 @@ class RunLog:
         entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
         _make_runs_dir(self.project)
         tmp = self.state_path.with_suffix(".json.tmp")
-        with os.fdopen(_open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as handle:
+        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as handle:
             json.dump({"run": self.run_id, "states": entries}, handle, sort_keys=True, indent=1)
             handle.flush()
             os.fsync(handle.fileno())
@@ -177,33 +175,13 @@ def _make_runs_dir(project: Path) -> None:
     runs_dir(project)  # a part made just now by someone else: check again
 
 
-def _open(path: Path, flags: int) -> int:
-    """``os.open`` that does not follow a symbolic link at ``path`` (nor in its parents: see runs_dir)."""
-    try:
-        return os.open(path, flags | _NOFOLLOW, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _symlink(path) from None
-        raise
-
-
 def _read(project: Path, path: Path) -> bytes | None:
     """The bytes of one of the run files, None if there is none; an OSError for a symlink or a non-file."""
     runs_dir(project)
     try:
-        fd = _open(path, os.O_RDONLY | os.O_NONBLOCK)  # (a FIFO would block an open without O_NONBLOCK)
+        return read_regular(path)  # (never blocks: a FIFO there is an OSError like a directory)
     except FileNotFoundError:
         return None
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "Not a regular file", str(path))
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
-    finally:
-        os.close(fd)
 
 
 CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state belongs to
