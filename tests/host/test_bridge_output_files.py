@@ -1,18 +1,21 @@
-"""The files the bridge reads and writes in the project: a FIFO there never makes it hang.
+"""The files the bridge reads and writes in the project: a FIFO never makes it hang, a huge file is not read.
 
 The model (or anything else in the user's project) can put a FIFO where a
 step's file, the workspace manifest or a run file goes, or swap one in after
 ``step_done``; an ``open`` of a FIFO without ``O_NONBLOCK`` waits for the other
-end forever. Each test drives the real ``rimthan-host serve`` over stdio with the
-real verifier as its child, puts the fault in for real, and checks the bridge
-answers in words - a move that hangs fails the test at :data:`HANG_SECONDS`, a
-bound, not a measured time - and that the run completes once the fault is gone
-and ``rimthan-mcp audit`` verifies its log.
+end forever. A step's file larger than its output's ``max_bytes`` is refused
+by its size, before it is read (the verifier would refuse it anyway). Each
+test drives the real ``rimthan-host serve`` over stdio with the real verifier
+as its child, puts the fault in for real, and checks the bridge answers in
+words - a move that hangs fails the test at :data:`HANG_SECONDS`, a bound, not
+a measured time - and that the run completes once the fault is gone and
+``rimthan-mcp audit`` verifies its log.
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Awaitable
 from pathlib import Path
 
@@ -21,6 +24,7 @@ import pytest
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from support.bridge import audited_only_run, drive, refused, write_files
+from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
 
 HANG_SECONDS = 60  # far past any move; reached only by a move that blocks for good
@@ -108,6 +112,36 @@ def test_a_fifo_where_the_bridge_writes_its_own_file_is_refused(world: ServerWor
         again = await answered(model.call("resume_run", {"run": run}))
         assert again.data["question"] == at_question.data["question"], again.text
         assert (await model.follow(again, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def max_bytes(step_id: str) -> dict[str, int]:
+    """Each output path of ``step_id`` with its ``max_bytes``, as the packaged catalogue declares them."""
+    workflow = tomllib.loads((packaged_source("1.2.0") / "workflows" / "research-decision.toml").read_text("utf-8"))
+    (step,) = [s for s in workflow["steps"] if s["id"] == step_id]
+    return {o["path"]: o["max_bytes"] for o in step["outputs"]}
+
+
+def test_a_step_file_past_its_max_bytes_is_refused_by_its_size(world: ServerWorld, tmp_path: Path) -> None:
+    """The bridge refuses it before reading it, naming the limit; the verifier never gets it."""
+    limits = max_bytes("desk-research")
+
+    async def script(model: StandIn) -> None:
+        await model.follow(await model.start(), "", until_question=True)
+        step = await model.call("answer_question", {"answer": "desk-research"})
+        write_files(model, step)
+        md = step.data["files"][1]
+        target, limit = model.project / md, limits[md]
+        kept = target.read_bytes()
+        target.write_bytes(kept + b"x" * (limit + 1 - len(kept)))  # one byte too many
+        big = await model.call("step_done")
+        refused(big, f"{md} is {limit + 1} bytes; this step takes at most {limit} bytes for it", "step_done again")
+        assert "verifier" not in big.text and big.data["status"] == "files_missing", big.text
+        target.write_bytes(kept)
+        final = await model.follow(await model.call("step_done"), "desk-research")
+        assert final.data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"

@@ -60,9 +60,12 @@ def test_files_refuse_symlinks_and_escapes_and_attest_what_was_there(tmp_path: P
         files.write("b", "../b.md", "text/markdown", "x")
     os.symlink(tmp_path / "research" / "a.md", tmp_path / "research" / "c.md")
     with pytest.raises(HarnessError, match="symbolic link"):
-        files.attest("c", "research/c.md", "text/markdown", existed_before=True)
+        files.attest("c", "research/c.md", "text/markdown", existed_before=True, max_bytes=1024)
     with pytest.raises(HarnessError, match="not been written"):
-        files.attest("d", "research/d.md", "text/markdown", existed_before=False)
+        files.attest("d", "research/d.md", "text/markdown", existed_before=False, max_bytes=1024)
+    with pytest.raises(HarnessError, match="research/a.md is 4 bytes; this step takes at most 3 bytes"):
+        files.attest("a", "research/a.md", "text/markdown", existed_before=True, max_bytes=3)
+    assert files.attest("a", "research/a.md", "text/markdown", existed_before=True, max_bytes=4).text == "two\n"
 
 
 def test_an_asset_whose_text_breaks_its_pin_is_not_delivered(engines: Engines, tmp_path: Path) -> None:

@@ -103,7 +103,10 @@ def test_output_attestations_read_back_from_disk_are_the_vectors(tmp_path: Path)
     for artifact in VECTORS["output_attestations"]["artifacts"]:
         (tmp_path / artifact["path"]).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / artifact["path"]).write_bytes(artifact["content"].encode("utf-8"))  # the model wrote it
-        attested = files.attest(artifact["artifact_id"], artifact["path"], artifact["media_type"], existed_before=False)
+        size = artifact["attestation"]["size"]
+        attested = files.attest(
+            artifact["artifact_id"], artifact["path"], artifact["media_type"], existed_before=False, max_bytes=size
+        )
         assert attested.to_artifact() == artifact
 
 

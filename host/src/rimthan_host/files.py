@@ -59,12 +59,32 @@ def _not_regular(path: Path) -> OSError:
     return OSError(errno.EINVAL, NOT_REGULAR, str(path))
 
 
-def read_regular(path: Path) -> bytes:
-    """The bytes of the regular file at ``path`` (:func:`open_regular`); ``FileNotFoundError`` if there is none."""
+class FileTooLarge(OSError):
+    """A regular file larger than the reader's bound, refused before its bytes are read."""
+
+    def __init__(self, path: Path, size: int, limit: int) -> None:
+        super().__init__(errno.EFBIG, os.strerror(errno.EFBIG), str(path))
+        self.size = size
+        self.limit = limit
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file at ``path`` (:func:`open_regular`); ``FileNotFoundError`` if there is none.
+
+    Past ``limit`` bytes, :class:`FileTooLarge`: by the size ``fstat`` gives,
+    before a byte is read, and by what was read should the file grow meanwhile
+    (at most ``limit + 1`` bytes are read).
+    """
     fd = open_regular(path, os.O_RDONLY)
     try:
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            raise FileTooLarge(path, size, limit)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
+            data = handle.read() if limit is None else handle.read(limit + 1)
+        if limit is not None and len(data) > limit:
+            raise FileTooLarge(path, len(data), limit)
+        return data
     finally:
         os.close(fd)
 
@@ -80,6 +100,11 @@ class WrittenFile:
     sha256: str
     write: str
 
+    @property
+    def size(self) -> int:
+        """The file's size in bytes, as read back."""
+        return len(self.text.encode("utf-8"))
+
     def to_artifact(self) -> dict[str, Any]:
         """The ``artifact`` contract: the exact text plus the readback attestation."""
         return {
@@ -90,7 +115,7 @@ class WrittenFile:
             "attestation": {
                 "path": self.path,
                 "sha256": self.sha256,
-                "size": len(self.text.encode("utf-8")),
+                "size": self.size,
                 "symlink_free": True,
                 "write": self.write,
             },
@@ -124,17 +149,24 @@ class ProjectFiles:
         existed = target.exists()
         target.parent.mkdir(parents=True, exist_ok=True)
         self.safe_path(rel_path)  # parents may have been created just now: check again
+        data = text.encode("utf-8")
         fd = open_regular(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-        return self.attest(artifact_id, rel_path, media_type, existed_before=existed)
+            handle.write(data)
+        return self.attest(artifact_id, rel_path, media_type, existed_before=existed, max_bytes=len(data))
 
-    def attest(self, artifact_id: str, rel_path: str, media_type: str, *, existed_before: bool) -> WrittenFile:
-        """Read a file someone else wrote (e.g. the model) back from disk and attest it."""
+    def attest(
+        self, artifact_id: str, rel_path: str, media_type: str, *, existed_before: bool, max_bytes: int
+    ) -> WrittenFile:
+        """Read a file someone else wrote (e.g. the model) back from disk and attest it.
+
+        ``max_bytes`` is the step output's (the step result lists it): a larger
+        file is refused by its size, before it is read.
+        """
         target = self.safe_path(rel_path)
         if not target.exists():
             raise HarnessError(f"{rel_path} has not been written yet")
-        data = self.read_back(rel_path)
+        data = self.read_back(rel_path, max_bytes=max_bytes)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -148,21 +180,27 @@ class ProjectFiles:
             "replaced" if existed_before else "created",
         )
 
-    def read_back(self, rel_path: str) -> bytes:
+    def read_back(self, rel_path: str, *, max_bytes: int) -> bytes:
         """The bytes of the regular file at ``rel_path``, read symlink-free and without blocking (:func:`read_regular`).
 
         Anything else - a FIFO, a device, a directory, a symbolic link put
-        there meanwhile - is a :class:`HarnessError` saying what to do.
+        there meanwhile, a file over ``max_bytes`` (never read) - is a
+        :class:`HarnessError` saying what to do.
         """
         target = self.safe_path(rel_path)
         try:
-            return read_regular(target)
+            return read_regular(target, max_bytes)
         except OSError as exc:
             raise HarnessError(_unreadable(rel_path, exc)) from None
 
 
 def _unreadable(rel_path: str, exc: OSError) -> str:
     """Why the file at ``rel_path`` cannot be read as a step's file, and what to do about it."""
+    if isinstance(exc, FileTooLarge):
+        return (
+            f"{rel_path} is {exc.size} bytes; this step takes at most {exc.limit} bytes for it (its max_bytes). "
+            f"Write it again at {rel_path}, within {exc.limit} bytes."
+        )
     if exc.errno == errno.ELOOP:
         return link_words(rel_path)
     if exc.errno in (errno.EISDIR, errno.EINVAL):

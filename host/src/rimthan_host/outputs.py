@@ -22,10 +22,10 @@ from .protocol import HarnessError
 
 def file_problems(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> list[str]:
     """One sentence per declared output that cannot be read as the step's file."""
-    return [p for p in (_problem(files, str(o["path"])) for o in outputs) if p]
+    return [p for p in (_problem(files, str(o["path"]), int(o["max_bytes"])) for o in outputs) if p]
 
 
-def _problem(files: ProjectFiles, path: str) -> str | None:
+def _problem(files: ProjectFiles, path: str, max_bytes: int) -> str | None:
     current = files.root
     parts = path.split("/")
     if path.startswith("/") or ".." in parts:
@@ -43,7 +43,7 @@ def _problem(files: ProjectFiles, path: str) -> str | None:
     if not current.exists():
         return f"{path} does not exist. Write it at exactly this path in the project directory {files.root}."
     try:
-        data = files.read_back(path)  # (a FIFO does not block it, nor anything else that is no regular file)
+        data = files.read_back(path, max_bytes=max_bytes)  # (never blocks; a larger file is never read)
     except HarnessError as exc:
         return str(exc)
     if not data.strip():
@@ -76,11 +76,14 @@ def refusal_words(
 
 
 def changed_files(files: ProjectFiles, artifacts: Sequence[WrittenFile]) -> list[str]:
-    """The attested files whose bytes on disk are no longer what the validators were given."""
+    """The attested files whose bytes on disk are no longer what the validators were given.
+
+    A file is read up to its attested size: a larger one has changed, unread.
+    """
     changed = []
     for artifact in artifacts:
         try:
-            data = files.read_back(artifact.path)
+            data = files.read_back(artifact.path, max_bytes=artifact.size)
         except HarnessError:
             changed.append(artifact.path)
             continue

@@ -214,7 +214,11 @@ class HostSession:
         out = []
         for output in self.step["outputs"]:
             written = self.files.attest(
-                output["id"], output["path"], output["media_type"], existed_before=self._existed(output["path"])
+                output["id"],
+                output["path"],
+                output["media_type"],
+                existed_before=self._existed(output["path"]),
+                max_bytes=int(output["max_bytes"]),
             )
             self._keep(written)
             out.append(written)
@@ -226,9 +230,7 @@ class HostSession:
     def _keep(self, written: WrittenFile) -> None:
         self.existed_before[written.path] = True  # a later attempt replaces what this one attested
         self.record.written[written.artifact_id] = written
-        self._emit(
-            HarnessEvent("write", f"wrote {written.path} ({len(written.text.encode('utf-8'))} bytes, {written.write})")
-        )
+        self._emit(HarnessEvent("write", f"wrote {written.path} ({written.size} bytes, {written.write})"))
 
     async def prepare(self, artifacts: Sequence[WrittenFile]) -> dict[str, Any]:
         """``prepare_step_validation`` for the attested files; on success the validators to run are pending."""
