@@ -138,3 +138,34 @@ def test_a_schema_copy_that_cannot_be_written_costs_the_hint_not_the_move(world:
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_resume_that_fails_unexpectedly_leaves_the_active_run_and_names_the_run_asked_for(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A directory where the run's state must be: resume_run fails, yet the run that was active stays active."""
+
+    async def script(model: StandIn) -> None:
+        first = (await model.follow(await model.start(), "", until_question=True)).data["run"]
+        facts = json.loads((model.examples["1.2.0"] / "confirmed-state.json").read_text("utf-8"))
+        second = await model.call("start_run", {"workflow": "research", "facts": facts, "new_run": True})
+        active = second.data["run"]
+        state = RunLog(model.project, first).state_path
+        state.rename(state.with_name("kept.txt"))
+        state.mkdir()
+        name = state.relative_to(model.project)
+        failed = await model.call("resume_run", {"run": first})
+        refused(failed, f"The bridge failed on resume_run (Is a directory: {name})", f"call resume_run {first} to")
+        assert f"resume_run {active}" not in failed.text and failed.data["run"] == first, failed.text
+        assert f"Run {active} stays the active run" in failed.text, failed.text
+        shown = await model.call("show_step")
+        assert not shown.is_error and shown.data["run"] == active, shown.text
+        state.rmdir()
+        state.with_name("kept.txt").rename(state)
+        resumed = await model.call("resume_run", {"run": first})
+        assert f"Resumed run {first}" in resumed.text and f"Run {active} is set aside" in resumed.text, resumed.text
+        assert (await model.follow(resumed, "experiment")).data["run"] == first
+
+    model, state = drive(world, tmp_path, script)
+    first = model.received[0].data["run"]
+    assert audited(model.project, state, first)["steps"][-1] == "experiment"

@@ -23,10 +23,12 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     SETUP_STEP,
+    HarnessError,
     HostProfile,
     ResourceReader,
     ToolCaller,
     ToolRefused,
+    VerifierLost,
     workflow_version,
 )
 from .reports import refused_report
@@ -59,6 +61,15 @@ class Reply:
     text: str
     data: dict[str, Any] = field(default_factory=dict)
     is_error: bool = False
+
+
+class ResumeFailed(Exception):
+    """Picking ``run`` up from its log failed unexpectedly (``cause``); the active run was not touched."""
+
+    def __init__(self, run: str, cause: Exception) -> None:
+        super().__init__(f"resuming run {run} failed: {cause!r}")
+        self.run = run
+        self.cause = cause
 
 
 class Bridge:
@@ -135,7 +146,12 @@ class Bridge:
             if self.session is not None and r.run_id == self.run_id
         ]
         session = self._new_session(run_id)
-        result = await session.resume()
+        try:
+            result = await session.resume()
+        except (HarnessError, ToolRefused, VerifierLost):
+            raise  # said in words by the server, the active run untouched (a lost verifier is reconnect's)
+        except Exception as exc:
+            raise ResumeFailed(run_id, exc) from exc
         self.session = session
         return await self._go_on(result, lines)
 
@@ -344,7 +360,12 @@ class Bridge:
 
     def failed(self, tool: str, exc: Exception) -> Reply:
         """An unexpected failure mid-move in one sentence. The session may hold a half-made move (a checkpoint
-        the log never got), so it is dropped: ``resume_run`` picks the run up from its log and saved state."""
+        the log never got), so it is dropped: ``resume_run`` picks the run up from its log and saved state.
+        A failed resume is the exception: it made no move in the active run, which stays."""
+        if isinstance(exc, ResumeFailed):
+            kept = f" Run {self.run_id} stays the active run." if self.session is not None else ""
+            text = failed_words(tool, exc.cause, self.project_dir, exc.run) + kept
+            return Reply(text, {"status": "bridge_error", "run": exc.run}, True)
         log = self.session.run_log if self.session is not None else None
         run = log.run_id if log is not None and log.log_path.exists() else None
         self.session = None
@@ -496,4 +517,4 @@ def _codes(result: Mapping[str, Any]) -> list[str]:
     return [str(f.get("code")) for f in result.get("failures") or []]
 
 
-__all__ = ["Bridge", "Reply", "ToolRefused"]
+__all__ = ["Bridge", "Reply", "ResumeFailed", "ToolRefused"]

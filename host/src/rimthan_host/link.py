@@ -19,16 +19,13 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters
 from mcp_types import CONNECTION_CLOSED
 
-from .protocol import HarnessError, client_caller, client_reader
+from .protocol import HarnessError, VerifierLost, client_caller, client_reader
 
 T = TypeVar("T")
+__all__ = ["VerifierLink", "VerifierLost"]
 
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
-
-
-class VerifierLost(Exception):
-    """The connection to the verifier went away during a call."""
 
 
 @dataclass

@@ -40,6 +40,10 @@ class HarnessError(Exception):
     """The run cannot go on as asked (blocked, a refused file, or a failure the host cannot repair)."""
 
 
+class VerifierLost(Exception):
+    """The connection to the verifier went away during a call (:class:`~rimthan_host.link.VerifierLink`)."""
+
+
 def client_caller(client: Any) -> ToolCaller:
     """A :data:`ToolCaller` over an SDK ``Client`` or ``ClientSession`` (anything with ``call_tool``)."""
 
