@@ -10,13 +10,16 @@ verifier's own checkpoint keys.
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from rimthan_host.protocol import CONTINUE
 from rimthan_host.standin import StandIn
-from support.bridge import BIN, audit, stand_in, verifier_args
+from support import garbling_verifier
+from support.bridge import BIN, audit, check_replies, refused, stand_in, verifier_args
 from support.processes import http_server_process
 from support.servers import ServerWorld, server_env
 
@@ -109,3 +112,45 @@ def test_a_project_directory_that_does_not_exist_is_a_usage_mistake(tmp_path: Pa
     assert out.returncode == 2, out
     assert f"'--project': Directory '{typo}' does not exist" in out.stderr and "Traceback" not in out.stderr
     assert not typo.exists()
+
+
+def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """A result without a status, a refusal whose error is no object: named, nothing of it used, the run goes on."""
+    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
+    project.mkdir()
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
+    garbler = [sys.executable, garbling_verifier.__file__]
+    not_protocol = f"the verifier answered something that is not a protocol result: {CONTINUE} gave"
+    check_url = "check --verifier-url points at rimthan-mcp"
+    with (
+        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
+        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
+    ):
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", garbling.url]
+        )
+
+        async def go() -> StandIn:
+            async with Client(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                run = (await model.follow(await model.start(), "experiment", until_question=True)).data["run"]
+                switch.write_text("no-status", "utf-8")
+                missing = await model.call("answer_question", {"answer": "experiment"})
+                refused(missing, f"{not_protocol} a result without a status; {check_url}", f"call resume_run {run}")
+                switch.write_text("error-not-an-object", "utf-8")
+                wrong = await model.call("resume_run", {"run": run})
+                refused(wrong, f"{not_protocol} a refusal whose error is not an object (str); {check_url}")
+                assert f"call resume_run {run}" in wrong.text and "unexpected" not in missing.text + wrong.text
+                switch.unlink()
+                resumed = await model.call("resume_run", {"run": run})
+                assert f"Resumed run {run}" in resumed.text and resumed.data["question"], resumed.text
+                assert (await model.follow(resumed, "experiment")).data["status"] == "completed"
+                return model
+
+        model = anyio.run(go)
+    check_replies(model)
+    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    history = audit(log, state)  # only what the real verifier issued was logged
+    assert history["ok"] is True and history["steps"][-1] == "experiment"

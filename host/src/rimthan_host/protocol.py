@@ -40,6 +40,20 @@ class HarnessError(Exception):
     """The run cannot go on as asked (blocked, a refused file, or a failure the host cannot repair)."""
 
 
+class NotAProtocolResult(Exception):
+    """The verifier answered a call with something no rimthan-mcp result is: nothing of it is used.
+
+    Not a refusal (the verifier refused nothing) nor a :class:`HarnessError`:
+    the bridge treats it as a failure mid-move and goes on from the run log.
+    """
+
+    def __init__(self, tool: str, what: str) -> None:
+        super().__init__(
+            f"the verifier answered something that is not a protocol result: {tool} gave {what}; "
+            "check --verifier-url points at rimthan-mcp"
+        )
+
+
 class VerifierLost(Exception):
     """The connection to the verifier went away during a call (:class:`~rimthan_host.link.VerifierLink`)."""
 
@@ -49,14 +63,45 @@ def client_caller(client: Any) -> ToolCaller:
 
     async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = await client.call_tool(name, arguments)
-        payload = result.structured_content
-        if result.is_error:
-            raise ToolRefused(name, (payload or {}).get("error") or {"code": "unknown", "message": str(result)})
-        if not isinstance(payload, dict):
-            raise HarnessError(f"{name} returned no structured content")
-        return payload
+        said = " ".join(str(getattr(c, "text", "")) for c in result.content).strip() or str(result)
+        return protocol_result(name, result.structured_content, is_error=bool(result.is_error), said=said)
 
     return call
+
+
+def protocol_result(tool: str, payload: Any, *, is_error: bool, said: str = "") -> dict[str, Any]:
+    """A tool result's structured content; :class:`ToolRefused` for a refusal.
+
+    Checked before anything reads it, fail-closed: a result without a string
+    ``status``, or a refusal whose ``error`` is not an object with a string
+    ``code`` and ``message``, is :class:`NotAProtocolResult`. A refusal with
+    no structured ``error`` at all is refused as ``unknown``, with what the
+    result ``said`` in text.
+    """
+    if payload is not None and not isinstance(payload, dict):
+        raise NotAProtocolResult(tool, f"structured content that is not an object ({type(payload).__name__})")
+    if is_error:
+        error = (payload or {}).get("error")
+        if error is None:
+            raise ToolRefused(tool, {"code": "unknown", "message": said})
+        problem = _error_problem(error)
+        if problem is not None:
+            raise NotAProtocolResult(tool, f"a refusal whose error {problem}")
+        raise ToolRefused(tool, error)
+    if payload is None:
+        raise NotAProtocolResult(tool, "no structured content")
+    if not isinstance(payload.get("status"), str):
+        what = "a result without a status" if "status" not in payload else "a status that is not a string"
+        raise NotAProtocolResult(tool, what)
+    return payload
+
+
+def _error_problem(error: Any) -> str | None:
+    """What makes a refusal's ``error`` no protocol error, or None."""
+    if not isinstance(error, dict):
+        return f"is not an object ({type(error).__name__})"
+    missing = [key for key in ("code", "message") if not isinstance(error.get(key), str)]
+    return f"has no string {' or '.join(missing)}" if missing else None
 
 
 def client_reader(client: Any) -> ResourceReader:

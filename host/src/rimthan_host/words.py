@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .protocol import NotAProtocolResult
 from .runlog import RunSummary
 from .schemas import OutputSchema
 
@@ -100,7 +101,9 @@ def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -
 def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> str:
     """An unexpected failure in one sentence: the system's reason and file for an OSError, else its kind."""
     cause = f"an unexpected {type(exc).__name__}"
-    if isinstance(exc, OSError) and exc.strerror:
+    if isinstance(exc, NotAProtocolResult):
+        cause = str(exc)
+    elif isinstance(exc, OSError) and exc.strerror:
         name = Path(str(exc.filename)) if exc.filename else None
         if name is not None and name.is_relative_to(project):
             name = name.relative_to(project)

@@ -1,0 +1,78 @@
+"""A verifier at a URL that is not quite rimthan-mcp: a real one behind it, its answers garbled on demand.
+
+``python garbling_verifier.py UPSTREAM_URL SWITCH_FILE`` serves Streamable HTTP
+on a free port (it logs ``listening on <url>``) and passes every call to the
+real ``rimthan-mcp`` at ``UPSTREAM_URL``. While ``SWITCH_FILE`` exists, each
+tool result is replaced by the fault the file names (:data:`FAULTS`): what a
+server that is not rimthan-mcp, or a broken proxy, might answer. Its tools
+declare no output schema - a server that is not rimthan-mcp declares none of
+rimthan's - so what a client makes of a result is its own check.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp import Client, types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+
+
+def _without_status(result: types.CallToolResult) -> types.CallToolResult:
+    content = {k: v for k, v in (result.structured_content or {}).items() if k != "status"}
+    return types.CallToolResult(content=[types.TextContent(type="text", text="ok")], structured_content=content)
+
+
+def _error_not_an_object(result: types.CallToolResult) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text="boom")], structured_content={"error": "boom"}, is_error=True
+    )
+
+
+FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
+    "no-status": _without_status,
+    "error-not-an-object": _error_not_an_object,
+}
+
+
+def _server(upstream: Client, switch: Path) -> Server[Any]:
+    async def on_list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        listed = await upstream.list_tools()
+        return types.ListToolsResult(tools=[t.model_copy(update={"output_schema": None}) for t in listed.tools])
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        result = await upstream.call_tool(params.name, dict(params.arguments or {}))
+        fault = switch.read_text("utf-8").strip() if switch.exists() else None
+        return FAULTS[fault](result) if fault else result
+
+    async def on_read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await upstream.read_resource(params.uri)
+
+    return Server(
+        "garbling-verifier", on_list_tools=on_list_tools, on_call_tool=on_call_tool, on_read_resource=on_read_resource
+    )
+
+
+async def serve(upstream_url: str, switch: Path) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    async with Client(upstream_url, mode="auto") as upstream:
+        app = _server(upstream, switch).streamable_http_app(stateless_http=True, json_response=True)
+        server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on"))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        print(f"garbling-verifier: listening on {url}", file=sys.stderr, flush=True)
+        await server.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    anyio.run(serve, sys.argv[1], Path(sys.argv[2]))
