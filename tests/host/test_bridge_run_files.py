@@ -169,3 +169,52 @@ def test_a_resume_that_fails_unexpectedly_leaves_the_active_run_and_names_the_ru
     model, state = drive(world, tmp_path, script)
     first = model.received[0].data["run"]
     assert audited(model.project, state, first)["steps"][-1] == "experiment"
+
+
+MANIFEST = ".rimthan/workspace-manifest.json"
+HARD_LINKED = "has other hard links; the bridge writes only files that are its own: delete it and call"
+
+
+@pytest.mark.parametrize("linked", ["manifest", "json.tmp", "log"])
+def test_a_bridge_file_with_other_hard_links_is_refused_never_written(
+    world: ServerWorld, tmp_path: Path, linked: str
+) -> None:
+    """A hard link in the project to a file outside it (same file system): the bridge writes no byte of it."""
+    victim = tmp_path / "victim.txt"  # a file of the user's outside the project
+    victim.write_bytes(b"precious\n")
+
+    async def script(model: StandIn) -> None:
+        if linked == "manifest":  # written by the setup step, at start_run
+            manifest = model.project / MANIFEST
+            manifest.parent.mkdir(parents=True)
+            manifest.hardlink_to(victim)
+            broken = await model.start()
+            (started,) = (model.project / ".rimthan" / "runs").glob("*.log")  # the run started; its setup failed
+            refused(broken, f"The bridge failed on start_run: {MANIFEST} {HARD_LINKED} resume_run {started.stem} again")
+            assert victim.read_bytes() == b"precious\n"
+            manifest.unlink()
+            resumed = await model.call("resume_run", {"run": started.stem})
+            at_question = await model.follow(resumed, "", until_question=True)
+        else:
+            at_question = await model.follow(await model.start(), "", until_question=True)
+        run = at_question.data["run"]
+        log = RunLog(model.project, run)
+        link = log.state_path.with_suffix(".json.tmp") if linked == "json.tmp" else log.log_path
+        if link.exists():  # the log: the victim holds its lines, so reading it finds the run as it was
+            victim.write_bytes(link.read_bytes())
+            link.rename(link.with_name("kept.txt"))
+        kept = victim.read_bytes()
+        link.hardlink_to(victim)
+        name = link.relative_to(model.project)
+        broken = await model.call("answer_question", {"answer": "desk-research"})
+        refused(broken, f"The bridge failed on answer_question: {name} {HARD_LINKED} resume_run {run} again")
+        assert victim.read_bytes() == kept  # neither truncated nor appended to
+        link.unlink()
+        if link.with_name("kept.txt").exists():
+            link.with_name("kept.txt").rename(link)
+        resumed = await model.call("resume_run", {"run": run})
+        assert f"Resumed run {run}" in resumed.text and resumed.data["question"]["prompt"], resumed.text
+        assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"

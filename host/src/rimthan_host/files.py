@@ -23,6 +23,7 @@ from .protocol import HarnessError
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
+HARD_LINKED = "Has other hard links"  # a file the bridge would write, refused (:class:`HardLinked`)
 
 
 def open_regular(path: Path, flags: int) -> int:
@@ -57,6 +58,41 @@ def open_regular(path: Path, flags: int) -> int:
 
 def _not_regular(path: Path) -> OSError:
     return OSError(errno.EINVAL, NOT_REGULAR, str(path))
+
+
+class HardLinked(OSError):
+    """A file the bridge would write that has other hard links: its bytes are another name's too, never changed."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.EMLINK, HARD_LINKED, str(path))
+
+    def __str__(self) -> str:
+        return hard_link_words(str(self.filename), "try again")
+
+
+def hard_link_words(name: str, then: str) -> str:
+    """A file of the bridge's with other hard links (``name``), and what to do: delete it, then ``then``."""
+    return f"{name} has other hard links; the bridge writes only files that are its own: delete it and {then}"
+
+
+def open_own(path: Path, flags: int) -> int:
+    """:func:`open_regular` to write a file of the bridge's own; :class:`HardLinked` before a byte changes.
+
+    A hard link in the project to a file elsewhere (on the same file system)
+    is a regular file like any other: opened without ``O_TRUNC``, the file is
+    refused if ``fstat`` counts another link to it, and truncated (if
+    ``flags`` ask for it) only after that.
+    """
+    fd = open_regular(path, flags & ~os.O_TRUNC)
+    try:
+        if os.fstat(fd).st_nlink > 1:
+            raise HardLinked(path)
+        if flags & os.O_TRUNC:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class FileTooLarge(OSError):
@@ -150,7 +186,7 @@ class ProjectFiles:
         target.parent.mkdir(parents=True, exist_ok=True)
         self.safe_path(rel_path)  # parents may have been created just now: check again
         data = text.encode("utf-8")
-        fd = open_regular(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = open_own(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         return self.attest(artifact_id, rel_path, media_type, existed_before=existed, max_bytes=len(data))

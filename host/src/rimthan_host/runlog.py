@@ -32,7 +32,7 @@ from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
 
-from .files import SYMLINK_REFUSED, open_regular, read_regular
+from .files import SYMLINK_REFUSED, open_own, read_regular
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
@@ -81,7 +81,7 @@ class RunLog:
         if existing and existing[-1] == token:
             return
         _make_runs_dir(self.project)
-        fd = open_regular(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fd = open_own(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         try:
             os.write(fd, (token + "\n").encode("ascii"))
             os.fsync(fd)
@@ -99,7 +99,7 @@ class RunLog:
         entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
         _make_runs_dir(self.project)
         tmp = self.state_path.with_suffix(".json.tmp")
-        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as handle:
+        with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as handle:
             json.dump({"run": self.run_id, "states": entries}, handle, sort_keys=True, indent=1)
             handle.flush()
             os.fsync(handle.fileno())

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .files import HardLinked, hard_link_words
 from .protocol import NotAProtocolResult
 from .runlog import RunSummary
 from .schemas import OutputSchema
@@ -100,16 +101,23 @@ def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -
 
 def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> str:
     """An unexpected failure in one sentence: the system's reason and file for an OSError, else its kind."""
+    if isinstance(exc, HardLinked):
+        again = f"call resume_run {run} again" if run else f"call {tool} again"
+        return f"The bridge failed on {tool}: {hard_link_words(str(_file_name(exc, project)), again)}."
     cause = f"an unexpected {type(exc).__name__}"
     if isinstance(exc, NotAProtocolResult):
         cause = str(exc)
     elif isinstance(exc, OSError) and exc.strerror:
-        name = Path(str(exc.filename)) if exc.filename else None
-        if name is not None and name.is_relative_to(project):
-            name = name.relative_to(project)
+        name = _file_name(exc, project)
         cause = f"{exc.strerror}: {name}" if name is not None else exc.strerror
     then = f"call resume_run {run} to go on from the run log" if run else "call the tool again"
     return f"The bridge failed on {tool} ({cause}); once that is fixed, {then}."
+
+
+def _file_name(exc: OSError, project: Path) -> Path | None:
+    """The file an OSError names, relative to ``project`` if it is in it."""
+    name = Path(str(exc.filename)) if exc.filename else None
+    return name.relative_to(project) if name is not None and name.is_relative_to(project) else name
 
 
 def busy_words(unfinished: Sequence[RunSummary], active: str | None) -> str:
