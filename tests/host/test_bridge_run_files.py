@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rimthan_host.runlog import RunLog
+from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
 from rimthan_host.standin import StandIn
 from support.bridge import audited, audited_only_run, drive, refused
 from support.servers import ServerWorld, build_world
@@ -82,12 +82,14 @@ DAMAGE = {
     "nesting": lambda text: text.replace(
         '"workflow": ', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "workflow": ', 1
     ),
+    "a size past the bound": lambda text: text + " " * (MAX_STATE_BYTES + 1 - len(text)),  # valid JSON still
 }
 
 
 @pytest.mark.parametrize("damage", [*DAMAGE, "a byte not ASCII in the log"])
 def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_path: Path, damage: str) -> None:
-    """Read strictly: no key written twice (which value?), no NaN, every field its type, the log ASCII."""
+    """Read strictly: no key written twice (which value?), no NaN, every field its type, the log ASCII; a state
+    file past MAX_STATE_BYTES is refused by its size, before it is read."""
 
     async def script(model: StandIn) -> None:
         first = (await model.follow(await model.start(), "", until_question=True)).data["run"]
@@ -104,6 +106,8 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
         name = damaged.relative_to(model.project)
         reply = await model.call("resume_run", {"run": first})
         refused(reply, f"{name} is damaged (", f"run {first} cannot go on from it", "start_run with new_run true")
+        if damage == "a size past the bound":
+            assert f"(it is {MAX_STATE_BYTES + 1} bytes; a run state file is at most" in reply.text, reply.text
         busy = await model.call("start_run", {"workflow": "research", "facts": facts})  # the project still works
         refused(busy, f"{first} (unfinished", "new_run true")
         assert not (await model.call("show_step")).is_error

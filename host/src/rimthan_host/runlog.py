@@ -32,7 +32,7 @@ from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
 
-from .files import SYMLINK_REFUSED, open_own, read_regular
+from .files import SYMLINK_REFUSED, FileTooLarge, open_own, read_regular
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
@@ -40,6 +40,9 @@ _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also ta
 # A state file wraps a confirmed state the verifier took in an argument (nested at most MAX_ARGUMENT_DEPTH)
 # two levels deeper: {"states": [{"confirmed_state": ...}]} where the argument had {"confirmed_state": ...}.
 _STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
+# A ``<run>.json`` holds one or two saved states, a few KiB each for real runs: one larger than this is
+# refused by its size (as damaged), before a byte of it is read, whenever the bridge lists or resumes runs.
+MAX_STATE_BYTES = 8 * 1024 * 1024
 
 
 def new_run_id() -> str:
@@ -120,7 +123,11 @@ class RunLog:
         raise HarnessError(f"{self.state_path} holds no state for the last checkpoint of {self.log_path}")
 
     def _entries(self) -> list[dict[str, Any]]:
-        data = _read(self.project, self.state_path)
+        try:
+            data = _read(self.project, self.state_path, MAX_STATE_BYTES)
+        except FileTooLarge as exc:
+            why = f"it is {exc.size} bytes; a run state file is at most {exc.limit} bytes"
+            raise self._damaged(self.state_path, why) from None
         if data is None:
             return []
         try:  # strictly: of a key written twice, or NaN, nothing is guessed
@@ -175,11 +182,14 @@ def _make_runs_dir(project: Path) -> None:
     runs_dir(project)  # a part made just now by someone else: check again
 
 
-def _read(project: Path, path: Path) -> bytes | None:
-    """The bytes of one of the run files, None if there is none; an OSError for a symlink or a non-file."""
+def _read(project: Path, path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of one of the run files, None if there is none; an OSError for a symlink or a non-file.
+
+    Past ``limit`` bytes, :class:`~rimthan_host.files.FileTooLarge`, before a byte is read.
+    """
     runs_dir(project)
     try:
-        return read_regular(path)  # (never blocks: a FIFO there is an OSError like a directory)
+        return read_regular(path, limit)  # (never blocks: a FIFO there is an OSError like a directory)
     except FileNotFoundError:
         return None
 
