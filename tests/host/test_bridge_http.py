@@ -154,3 +154,42 @@ def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
     (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
     history = audit(log, state)  # only what the real verifier issued was logged
     assert history["ok"] is True and history["steps"][-1] == "experiment"
+
+
+def test_an_answer_the_verifier_refuses_is_not_kept(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """A verifier that refuses answer_question (another one at the URL, with other checkpoint keys): nothing is
+    recorded, as the reply says; once the run's own verifier is back, the same answer goes through."""
+    project, state, other = tmp_path / "project", tmp_path / "state", tmp_path / "other-state"
+    project.mkdir()
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
+    stranger = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, other), "--transport", "http"]
+    with http_server_process([*verifier, "--port", "0"], env=server_env()) as first:
+        url = first.url
+        port = url.split(":")[-1].split("/")[0]
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", url]
+        )
+
+        async def go() -> StandIn:
+            async with Client(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                at_question = await model.follow(await model.start(), "experiment", until_question=True)
+                first.process.terminate()
+                first.process.wait()
+                with http_server_process([*stranger, "--port", port], env=server_env()):
+                    no = await model.call("answer_question", {"answer": "experiment"})
+                    refused(no, "The verifier refused: checkpoint_key_unknown", "Nothing changed", "answer_question")
+                with http_server_process([*verifier, "--port", port], env=server_env()):
+                    shown = await model.call("show_step")
+                    assert shown.data["question"] == at_question.data["question"], shown.text
+                    yes = await model.call("answer_question", {"answer": "experiment"})
+                    assert not yes.is_error and "Recorded research_route = experiment" in yes.text, yes.text
+                    final = await model.follow(yes, "experiment")
+                    assert final.data["status"] == "completed", final.text
+                return model
+
+        model = anyio.run(go)
+    check_replies(model)
+    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    history = audit(log, state)
+    assert history["ok"] is True and history["steps"][-1] == "experiment"

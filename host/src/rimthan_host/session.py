@@ -20,7 +20,17 @@ from typing import Any
 
 from .confirmations import BY_SCRIPT, ConfirmedStateBook
 from .files import ProjectFiles, WrittenFile
-from .protocol import CONTINUE, PREPARE, SETUP_STEP, START, SUBMIT, HarnessError, HostProfile, ToolCaller
+from .protocol import (
+    CONTINUE,
+    PREPARE,
+    SETUP_STEP,
+    START,
+    SUBMIT,
+    HarnessError,
+    HostProfile,
+    ToolCaller,
+    ToolRefused,
+)
 from .reports import validator_key, validator_report
 from .runlog import RunLog
 from .workspace import set_up_workspace
@@ -180,7 +190,11 @@ class HostSession:
                 self.state.confirm(name, value, by)
                 self._emit(HarnessEvent("confirm", f"user confirmed {name} ({by})", {"field": name}))
             arguments["next_confirmed_state"] = self.state.projection()
-        result = await self.call(CONTINUE, arguments)
+        try:
+            result = await self.call(CONTINUE, arguments)
+        except ToolRefused:  # nothing was issued: the checkpoint still binds the state without the updates
+            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
+            raise
         if updates and result["status"] == "blocked":
             self.state = ConfirmedStateBook.from_projection(prior, self.clock)
             self.save()
