@@ -125,8 +125,9 @@ def test_build_refuses_a_source_date_epoch_of_other_than_ascii_digits(
             "Exceeds the limit (4300 digits)",
         ),  # tomllib's int() raised ValueError: `build` printed a traceback
         (str(2**53), "past what JSON carries exactly"),  # built and verified, then every start failed to serialise
+        ("9" * 4000, "= an integer of 4000 digits is past what JSON carries"),  # named, not printed whole
     ],
-    ids=["5000-digit-integer", "2**53"],
+    ids=["5000-digit-integer", "2**53", "4000-digit-integer"],
 )
 def test_build_refuses_a_toml_integer_json_cannot_carry(
     tmp_path: Path, scaffold: Path, keypair: KeyPair, value: str, said: str

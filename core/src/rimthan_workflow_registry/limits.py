@@ -111,7 +111,8 @@ def first_non_json_value(value: Any) -> str | None:
         elif isinstance(node, list):
             stack.extend((f"{where}[{index}]", child) for index, child in enumerate(node))
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_JSON_SAFE_INTEGER:
-            return f"{where} = {node} is past what JSON carries exactly (at most 2**53 - 1 in magnitude)"
+            shown = str(node) if abs(node) < 10**30 else f"an integer of {len(str(abs(node)))} digits"
+            return f"{where} = {shown} is past what JSON carries exactly (at most 2**53 - 1 in magnitude)"
         elif isinstance(node, float) and not math.isfinite(node):
             return f"{where} = {node} is not a finite number (JSON has no inf or nan)"
         elif isinstance(node, datetime.date | datetime.time):
