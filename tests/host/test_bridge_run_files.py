@@ -27,6 +27,36 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
     return build_world(tmp_path_factory.mktemp("run-files-world"))
 
 
+async def _linked_then_resumed(model: StandIn, run: str, linked: str, victim: Path, *, symbolic: bool) -> None:
+    """A run file (``json.tmp`` or ``log``) made a link to ``victim``, refused untouched; then the run goes on.
+
+    The victim holds the log's lines when the log is linked, so reading it
+    through a hard link finds the run as it was; the refusal must come before
+    a byte of the victim changes.
+    """
+    log = RunLog(model.project, run)
+    link = log.state_path.with_suffix(".json.tmp") if linked == "json.tmp" else log.log_path
+    victim.write_bytes(link.read_bytes() if link.exists() else b"precious\n")
+    kept = victim.read_bytes()
+    if link.exists():
+        link.rename(link.with_name("kept.txt"))
+    if symbolic:
+        link.symlink_to(victim)
+    else:
+        link.hardlink_to(victim)
+    name = link.relative_to(model.project)
+    broken = await model.call("answer_question", {"answer": "desk-research"})
+    said = f" (Symbolic link refused: {name})" if symbolic else f": {name} {HARD_LINKED} resume_run {run} again"
+    refused(broken, f"The bridge failed on answer_question{said}")
+    assert victim.read_bytes() == kept  # neither truncated nor appended to
+    link.unlink()
+    if link.with_name("kept.txt").exists():
+        link.with_name("kept.txt").rename(link)
+    resumed = await model.call("resume_run", {"run": run})
+    assert f"Resumed run {run}" in resumed.text and resumed.data["question"]["prompt"], resumed.text
+    assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
+
+
 @pytest.mark.parametrize("linked", ["json.tmp", "log"])
 def test_a_run_file_that_is_a_symbolic_link_is_refused_not_followed(
     world: ServerWorld, tmp_path: Path, linked: str
@@ -36,23 +66,7 @@ def test_a_run_file_that_is_a_symbolic_link_is_refused_not_followed(
     async def script(model: StandIn) -> None:
         at_question = await model.follow(await model.start(), "", until_question=True)
         run = at_question.data["run"]
-        log = RunLog(model.project, run)
-        link = log.state_path.with_suffix(".json.tmp") if linked == "json.tmp" else log.log_path
-        victim.write_bytes(link.read_bytes() if link.exists() else b"precious\n")
-        kept = victim.read_bytes()
-        if link.exists():
-            link.rename(link.with_name("kept.txt"))
-        link.symlink_to(victim)
-        name = link.relative_to(model.project)
-        broken = await model.call("answer_question", {"answer": "desk-research"})
-        refused(broken, f"The bridge failed on answer_question (Symbolic link refused: {name})")
-        assert victim.read_bytes() == kept  # neither truncated nor appended to
-        link.unlink()
-        if link.with_name("kept.txt").exists():
-            link.with_name("kept.txt").rename(link)
-        resumed = await model.call("resume_run", {"run": run})
-        assert f"Resumed run {run}" in resumed.text and resumed.data["question"]["prompt"], resumed.text
-        assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
+        await _linked_then_resumed(model, run, linked, victim, symbolic=True)
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
@@ -202,23 +216,7 @@ def test_a_bridge_file_with_other_hard_links_is_refused_never_written(
         else:
             at_question = await model.follow(await model.start(), "", until_question=True)
         run = at_question.data["run"]
-        log = RunLog(model.project, run)
-        link = log.state_path.with_suffix(".json.tmp") if linked == "json.tmp" else log.log_path
-        if link.exists():  # the log: the victim holds its lines, so reading it finds the run as it was
-            victim.write_bytes(link.read_bytes())
-            link.rename(link.with_name("kept.txt"))
-        kept = victim.read_bytes()
-        link.hardlink_to(victim)
-        name = link.relative_to(model.project)
-        broken = await model.call("answer_question", {"answer": "desk-research"})
-        refused(broken, f"The bridge failed on answer_question: {name} {HARD_LINKED} resume_run {run} again")
-        assert victim.read_bytes() == kept  # neither truncated nor appended to
-        link.unlink()
-        if link.with_name("kept.txt").exists():
-            link.with_name("kept.txt").rename(link)
-        resumed = await model.call("resume_run", {"run": run})
-        assert f"Resumed run {run}" in resumed.text and resumed.data["question"]["prompt"], resumed.text
-        assert (await model.follow(resumed, "desk-research")).data["status"] == "completed"
+        await _linked_then_resumed(model, run, linked, victim, symbolic=False)
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
