@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
@@ -26,7 +26,22 @@ NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
 HARD_LINKED = "Has other hard links"  # a file the bridge would write, refused (:class:`HardLinked`)
 
 
-def open_regular(path: Path, flags: int) -> int:
+def first_symlink(root: Path, relative: PurePath) -> Path | None:
+    """The first path on the way from ``root`` down to ``root / relative`` that is a symbolic link, or None."""
+    current = root
+    for part in relative.parts:
+        current = current / part
+        if current.is_symlink():
+            return current
+    return None
+
+
+def symlink_refused(path: Path) -> OSError:
+    """The error the bridge says as "Symbolic link refused: <path>" (``words.failed_words``)."""
+    return OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
+
+
+def open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
     """``os.open`` of the regular file at ``path``, never following a final symbolic link nor blocking.
 
     Without ``O_NONBLOCK`` an ``open`` of a FIFO waits for the other end,
@@ -34,26 +49,26 @@ def open_regular(path: Path, flags: int) -> int:
     regular file before a byte is read or written. An ``OSError`` otherwise:
     ELOOP (:data:`SYMLINK_REFUSED`), ``IsADirectoryError``, EINVAL
     (:data:`NOT_REGULAR`) for a FIFO, a device or a socket. The parents of
-    ``path`` are the caller's to check.
+    ``path`` are the caller's to check. Returns the descriptor and its ``fstat``.
     """
     try:
         fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise OSError(errno.ELOOP, SYMLINK_REFUSED, str(path)) from None
+            raise symlink_refused(path) from None
         if exc.errno == errno.ENXIO:  # a FIFO opened to write while no one reads it
             raise _not_regular(path) from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        status = os.fstat(fd)
+        if stat.S_ISDIR(status.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(status.st_mode):
             raise _not_regular(path)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, status
 
 
 def _not_regular(path: Path) -> OSError:
@@ -83,9 +98,9 @@ def open_own(path: Path, flags: int) -> int:
     refused if ``fstat`` counts another link to it, and truncated (if
     ``flags`` ask for it) only after that.
     """
-    fd = open_regular(path, flags & ~os.O_TRUNC)
+    fd, status = open_regular(path, flags & ~os.O_TRUNC)
     try:
-        if os.fstat(fd).st_nlink > 1:
+        if status.st_nlink > 1:
             raise HardLinked(path)
         if flags & os.O_TRUNC:
             os.ftruncate(fd, 0)
@@ -111,11 +126,10 @@ def read_regular(path: Path, limit: int | None = None) -> bytes:
     before a byte is read, and by what was read should the file grow meanwhile
     (at most ``limit + 1`` bytes are read).
     """
-    fd = open_regular(path, os.O_RDONLY)
+    fd, status = open_regular(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
-        if limit is not None and size > limit:
-            raise FileTooLarge(path, size, limit)
+        if limit is not None and status.st_size > limit:
+            raise FileTooLarge(path, status.st_size, limit)
         with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read() if limit is None else handle.read(limit + 1)
         if limit is not None and len(data) > limit:
@@ -169,12 +183,10 @@ class ProjectFiles:
         relative = Path(rel_path)
         if relative.is_absolute() or ".." in relative.parts:
             raise HarnessError(f"{rel_path} escapes the project directory")
-        current = self.root
-        for part in relative.parts:
-            current = current / part
-            if current.is_symlink():
-                raise HarnessError(f"{current} is a symbolic link; refusing to write or read through it")
-        return current
+        link = first_symlink(self.root, relative)
+        if link is not None:
+            raise HarnessError(f"{link} is a symbolic link; refusing to write or read through it")
+        return self.root / relative
 
     def exists(self, rel_path: str) -> bool:
         return self.safe_path(rel_path).exists()

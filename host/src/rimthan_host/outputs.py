@@ -12,11 +12,12 @@ compared with what the validators were given.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
 
-from .files import ProjectFiles, WrittenFile, link_words
+from .files import ProjectFiles, WrittenFile, first_symlink, link_words
 from .protocol import HarnessError
 
 
@@ -26,20 +27,18 @@ def file_problems(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> 
 
 
 def _problem(files: ProjectFiles, path: str, max_bytes: int) -> str | None:
-    current = files.root
-    parts = path.split("/")
-    if path.startswith("/") or ".." in parts:
+    if path.startswith("/") or ".." in path.split("/"):
         return f"{path} is outside the project; the bridge reads only files inside {files.root}."
-    for i, part in enumerate(parts):
-        current = current / part
-        if current.is_symlink():
-            if i == len(parts) - 1:
-                return link_words(path)
-            where = "/".join(parts[: i + 1])
-            return (
-                f"{where} is a symbolic link, so {path} would be read from outside the project. "
-                f"Replace {where} with a real directory and write {path} inside the project."
-            )
+    current = files.root / path
+    link = first_symlink(files.root, PurePosixPath(path))
+    if link == current:
+        return link_words(path)
+    if link is not None:
+        where = link.relative_to(files.root).as_posix()
+        return (
+            f"{where} is a symbolic link, so {path} would be read from outside the project. "
+            f"Replace {where} with a real directory and write {path} inside the project."
+        )
     if not current.exists():
         return f"{path} does not exist. Write it at exactly this path in the project directory {files.root}."
     try:

@@ -18,7 +18,6 @@ and the state saved for exactly that token (the verifier checks it anyway).
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -32,7 +31,7 @@ from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
 
-from .files import SYMLINK_REFUSED, FileTooLarge, open_own, read_regular
+from .files import FileTooLarge, first_symlink, open_own, read_regular, symlink_refused
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
@@ -163,18 +162,12 @@ def _state_problem(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _symlink(path: Path) -> OSError:
-    return OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
-
-
 def runs_dir(project: Path) -> Path:
     """``.rimthan/runs`` in ``project``; an OSError if a part of it is a symbolic link (never followed)."""
-    current = Path(project)
-    for part in RUNS_DIR.parts:
-        current = current / part
-        if current.is_symlink():
-            raise _symlink(current)
-    return current
+    link = first_symlink(Path(project), RUNS_DIR)
+    if link is not None:
+        raise symlink_refused(link)
+    return Path(project) / RUNS_DIR
 
 
 def _make_runs_dir(project: Path) -> None:
