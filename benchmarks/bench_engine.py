@@ -65,7 +65,7 @@ from rimthan_workflow_registry.run import (
 )
 from rimthan_workflow_registry.run.checkpoints import ISSUED
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
-from rimthan_workflow_registry.run.tokens import claims_payload
+from rimthan_workflow_registry.run.token_wire import claims_payload
 
 from .fixtures import BenchKeys
 from .profiling import profile_call

@@ -24,7 +24,8 @@ from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
 from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
+from rimthan_workflow_registry.run.token_wire import peek_claims, token_digest
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import Engines, TickingClock, WireEngine, drive, example_state, examples, make_engines
 from support.servers import (
     CORRUPTIONS,

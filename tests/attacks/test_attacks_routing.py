@@ -17,7 +17,8 @@ import anyio
 from mcp import Client
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.server import create_mcp_application
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, claims_payload
+from rimthan_workflow_registry.run.token_wire import claims_payload
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.servers import build_world, harness, structured_error
 
 

@@ -44,7 +44,8 @@ from rimthan_workflow_registry.run.checkpoints import (
     issue_checkpoint,
     verify_checkpoint,
 )
-from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CHECKPOINT_TYPE, CheckpointKeyring, claims_payload
+from rimthan_workflow_registry.run.token_wire import claims_payload
+from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CHECKPOINT_TYPE, CheckpointKeyring
 from rimthan_workflow_registry.run.validation_bundle import verify_bundle
 from support.engines import Engines, StepKit, TickingClock, WireEngine, example_state, examples, make_engines
 

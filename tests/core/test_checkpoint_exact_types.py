@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, _exact_types, _issued_accepted
-from rimthan_workflow_registry.run.tokens import claims_payload
+from rimthan_workflow_registry.run.token_wire import claims_payload
 
 DIGEST = "sha256:" + "ab" * 32
 

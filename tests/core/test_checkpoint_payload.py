@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from rimthan_workflow_registry.run import ArtifactReceipt, Checkpoint, HostBinding, ValidatorReceipt, issue_checkpoint
 from rimthan_workflow_registry.run.checkpoints import _COMPOSED_FROM
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, claim_json, claims_payload
+from rimthan_workflow_registry.run.token_wire import claim_json, claims_payload
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 # Characters JSON writes as they are; ASCII ones it escapes (or a payload escapes: the period); non-ASCII ones.
 PLAIN = "0123456789abcdefXYZ-_@/ "

@@ -28,7 +28,8 @@ from rimthan_workflow_registry.run import ArtifactReceipt, attestations
 from rimthan_workflow_registry.run.artifact_checks import SubmittedArtifact
 from rimthan_workflow_registry.run.audit import audit_run, read_log
 from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims, token_digest
+from rimthan_workflow_registry.run.token_wire import peek_claims, token_digest
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from rimthan_workflow_registry.run.validation_bundle import input_digest
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 

@@ -24,7 +24,7 @@ from rimthan_workflow_registry.errors import TokenError
 from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.run.checkpoint_claims import accepted_fast
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding
-from rimthan_workflow_registry.run.tokens import claims_payload
+from rimthan_workflow_registry.run.token_wire import claims_payload
 
 CONFIGURATIONS = [(sort_keys, ensure_ascii) for sort_keys in (False, True) for ensure_ascii in (False, True)]
 _TEXT = st.text(st.sampled_from('ab.-"\\/\x00\x1f\x7f é€\u2028\U0001f600\ud800'), max_size=6) | st.text(max_size=6)

@@ -22,7 +22,8 @@ from rimthan_workflow_mcp.cli import main
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
 from rimthan_workflow_registry.run.checkpoints import issue_checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest
+from rimthan_workflow_registry.run.token_wire import token_digest
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import DrivenRun, Engines, TickingClock, drive, drive_migrated, make_engines
 from support.refusals import refusal
 from support.servers import RIMTHAN_MCP, server_env

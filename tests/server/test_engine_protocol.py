@@ -19,7 +19,8 @@ from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowPr
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims
+from rimthan_workflow_registry.run.token_wire import peek_claims
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 

@@ -19,7 +19,8 @@ import anyio
 import pytest
 from mcp import Client
 from rimthan_host.harness import client_caller
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_claims
+from rimthan_workflow_registry.run.token_wire import peek_claims
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.servers import HttpServer, ServerWorld, build_world, harness, http_client_for, http_server, serve_args
 
 Recorded = list[tuple[str, dict[str, Any]]]

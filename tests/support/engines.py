@@ -27,7 +27,8 @@ from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, peek_manifest_digest
+from rimthan_workflow_registry.run.token_wire import peek_manifest_digest
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 

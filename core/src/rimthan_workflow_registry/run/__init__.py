@@ -3,7 +3,8 @@
 Modules, in the order a tool call uses them:
 
 ``tokens``
-    ``CheckpointKeyring``: HMAC-signed JWS (unencoded JSON payload) with key ids, rotation and retirement.
+    ``CheckpointKeyring``: HMAC-signed JWS (unencoded JSON payload) with key ids, rotation and retirement;
+    ``token_wire`` the token's characters (the claims' payload, the split, the digest, unverified peeks).
 ``checkpoints``
     The checkpoint record (receipts, host binding, confirmed-state digest) and
     its issue/verify pair; ``checkpoint_claims`` holds the closed shape of its
@@ -66,15 +67,13 @@ if TYPE_CHECKING:
     )
     from rimthan_workflow_registry.run.run_ending import RunEnding, ending_of
     from rimthan_workflow_registry.run.step_payload import StepPayloads, build_step_payload, release_file_uri
-    from rimthan_workflow_registry.run.tokens import (
-        BUNDLE_TYPE,
-        CHECKPOINT_TYPE,
+    from rimthan_workflow_registry.run.token_wire import (
         MAX_TOKEN_CHARS,
-        CheckpointKeyring,
         peek_claims,
         peek_manifest_digest,
         token_digest,
     )
+    from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE, CHECKPOINT_TYPE, CheckpointKeyring
     from rimthan_workflow_registry.run.validation_bundle import (
         ValidatorSummary,
         check_reports,
@@ -146,7 +145,7 @@ _HOME = {
     "ConfirmedState": "rimthan_workflow_registry.run.confirmed_state",
     "HostBinding": "rimthan_workflow_registry.run.checkpoints",
     "IssuedCheckpoint": "rimthan_workflow_registry.run.checkpoints",
-    "MAX_TOKEN_CHARS": "rimthan_workflow_registry.run.tokens",
+    "MAX_TOKEN_CHARS": "rimthan_workflow_registry.run.token_wire",
     "RunAuditError": "rimthan_workflow_registry.run.audit",
     "RunEnding": "rimthan_workflow_registry.run.run_ending",
     "StepPayloads": "rimthan_workflow_registry.run.step_payload",
@@ -167,8 +166,8 @@ _HOME = {
     "issue_bundle": "rimthan_workflow_registry.run.validation_bundle",
     "issue_checkpoint": "rimthan_workflow_registry.run.checkpoints",
     "missing_fields": "rimthan_workflow_registry.run.requirements",
-    "peek_claims": "rimthan_workflow_registry.run.tokens",
-    "peek_manifest_digest": "rimthan_workflow_registry.run.tokens",
+    "peek_claims": "rimthan_workflow_registry.run.token_wire",
+    "peek_manifest_digest": "rimthan_workflow_registry.run.token_wire",
     "read_log": "rimthan_workflow_registry.run.audit",
     "receipts_on_entry": "rimthan_workflow_registry.run.validation_bundle",
     "release_file_uri": "rimthan_workflow_registry.run.step_payload",
@@ -176,7 +175,7 @@ _HOME = {
     "require_digest": "rimthan_workflow_registry.run.confirmed_state",
     "state_failures": "rimthan_workflow_registry.run.confirmed_state",
     "step_validated": "rimthan_workflow_registry.run.validation_bundle",
-    "token_digest": "rimthan_workflow_registry.run.tokens",
+    "token_digest": "rimthan_workflow_registry.run.token_wire",
     "unconfirmed_fields": "rimthan_workflow_registry.run.confirmed_state",
     "validate_against_schema": "rimthan_workflow_registry.run.confirmed_state",
     "validator_summaries": "rimthan_workflow_registry.run.validation_bundle",

@@ -24,7 +24,8 @@ from typing import Any, NoReturn
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring, token_digest, token_key_id
+from rimthan_workflow_registry.run.token_wire import token_digest, token_key_id
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 
 class RunAuditError(RegistryError):

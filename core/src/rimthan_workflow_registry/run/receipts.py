@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Self, TypeVar
 
 from rimthan_workflow_registry.canonical import DIGEST_PREFIX, printable_ascii
-from rimthan_workflow_registry.run.tokens import claim_json
+from rimthan_workflow_registry.run.token_wire import claim_json
 
 _HEX_DIGITS = 64
 # When a change names more receipts than this, the table is rebuilt from a dictionary instead of sliced.

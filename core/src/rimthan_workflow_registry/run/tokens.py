@@ -5,23 +5,24 @@ against forged progress. A token is a JWS in the Compact Serialization with
 the RFC 7797 unencoded payload (``"b64": false``, listed in ``crit``): a
 base64url header, the claims' compact JSON as it is, and a base64url HS256
 signature over ``header.payload``. The claims' JSON never holds a period
-(every ``.`` inside a string is written as the JSON escape ``\\u002e``, and
-no claim is a fractional number), as RFC 7797 section 5.2 requires of an
+(every ``.`` inside a string is written as the JSON escape ``\\u002e``, and no
+claim is a fractional number), as RFC 7797 section 5.2 requires of an
 unencoded payload in the Compact Serialization. PyJWT (a maintained library)
-computes the signature (it signs the payload detached; :meth:`CheckpointKeyring.sign_payload`
-puts the payload between the two segments it writes) and its HS256
-verifies it. We add the checks a token kind needs: the header holds exactly
-what ``sign`` writes (``typ`` pins the token kind), the header and signature
-are canonical base64url (a re-encoded token is refused even when it decodes
-to the same bytes), and every claim set is validated against a closed shape
+computes the signature (it signs the payload detached;
+:meth:`CheckpointKeyring.sign_payload` puts the payload between the two
+segments it writes) and its HS256 verifies it. We add the checks a token kind
+needs: the header holds exactly what ``sign`` writes (``typ`` pins the token
+kind), the header and signature are canonical base64url (a re-encoded token is
+refused even when it decodes to the same bytes; ``run/token_wire`` splits a
+token's characters), and every claim set is validated against a closed shape
 by the caller. Key ids let keys rotate: several keys verify, one signs. HMAC
 comparison is constant-time (``hmac.compare_digest`` in PyJWT). The payload,
 the part that grows with a run, is never base64-decoded: the MAC covers its
 exact characters, and only then is it parsed, once, by ``json.loads``.
 :meth:`CheckpointKeyring.admit` makes the header checks,
 :meth:`AdmittedToken.authentic` the MAC; in between, a caller that remembers
-issuing these exact characters under the very key admitted may answer
-without the MAC (``run/issued_tokens``).
+issuing these exact characters under the very key admitted may answer without
+the MAC (``run/issued_tokens``).
 Tokens of the earlier format (a base64url payload) are refused with a
 precise message: their runs cannot continue on this server.
 """
@@ -35,15 +36,15 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import digest_bytes, parse_strict_json
+from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError, TokenError
-from rimthan_workflow_registry.json_encoders import compact_encoder
+from rimthan_workflow_registry.run.token_wire import TokenSegments, b64url_encode, claims_payload, split_token
 
 if TYPE_CHECKING:
     from jwt.algorithms import HMACAlgorithm
@@ -53,12 +54,9 @@ BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
 ALGORITHM = "HS256"
 KEY_BYTES = 32
 KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
-# Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
-MAX_TOKEN_CHARS = 1024 * 1024
 _HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
 _EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
 _UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
-_PERIOD_ESCAPE = "\\u002e"  # how the payload's JSON writes a period inside a string
 
 
 @cache
@@ -286,7 +284,7 @@ class CheckpointKeyring:
         key = self.signing_key
         header = _header_segment(key, self.signing_key_id, token_type)
         signature = _hs256().sign(header + b"." + payload, _prepared_key(key))
-        return f"{header.decode('ascii')}.{payload.decode('ascii')}.{_b64url_encode(signature)}"
+        return f"{header.decode('ascii')}.{payload.decode('ascii')}.{b64url_encode(signature)}"
 
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
@@ -308,7 +306,7 @@ class CheckpointKeyring:
         :meth:`AdmittedToken.authentic` checks the MAC. Nothing of the payload is read.
         """
         what = "checkpoint" if token_type == CHECKPOINT_TYPE else "validation bundle"
-        segments = _segments(token)
+        segments = split_token(token)
         if segments is None:
             raise TokenError(code, f"the {what} token is malformed; send the token exactly as the server issued it")
         header = segments.header
@@ -356,7 +354,7 @@ class AdmittedToken:
     what the MAC check would answer (see ``run/issued_tokens``).
     """
 
-    segments: _Segments
+    segments: TokenSegments
     key: bytes = field(repr=False)
     what: str
     code: FailureCode
@@ -407,134 +405,6 @@ def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
     """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
     if issued > time.time():
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
-
-
-# The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped:
-# ``json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode``, its C encoder built once.
-claim_json = compact_encoder(sort_keys=False, ensure_ascii=True)
-
-
-def claims_payload(claims: Mapping[str, Any]) -> bytes:
-    """The payload a token carries for ``claims``: compact ASCII JSON, every period escaped (``\\u002e``).
-
-    Claims hold no fractional numbers, so every period is inside a string,
-    where the escape stands for the same character.
-    """
-    return claim_json(claims).replace(".", _PERIOD_ESCAPE).encode("ascii")
-
-
-def composed_payload(members: Iterable[tuple[str, str]]) -> bytes:
-    """:func:`claims_payload` of claims given member by member: ``(key, the JSON of its value)``, in order.
-
-    Each value's JSON must be what ``json.dumps(value, separators=(",", ":"))``
-    writes (:data:`claim_json`); the object around them is then the same text as that of the whole.
-    """
-    text = "{" + ",".join(f"{claim_json(key)}:{value}" for key, value in members) + "}"
-    return text.replace(".", _PERIOD_ESCAPE).encode("ascii")
-
-
-def token_digest(token: str) -> str:
-    """``sha256:<hex>`` of a token's exact characters: how parents are linked."""
-    return digest_bytes(token.encode("ascii"))
-
-
-def peek_claims(token: str) -> dict[str, Any] | None:
-    """UNVERIFIED claims, for offline tools and tests only: never route or answer on them."""
-    segments = _segments(token)
-    if segments is None:
-        return None
-    try:
-        claims = json.loads(segments.payload)
-    except ValueError:
-        return None
-    return claims if isinstance(claims, dict) else None
-
-
-def token_key_id(token: str) -> str | None:
-    """The key id a well-formed token's header names (UNVERIFIED: for messages and audit records only)."""
-    segments = _segments(token)
-    kid = segments.header.get("kid") if segments is not None else None
-    return kid if isinstance(kid, str) else None
-
-
-def peek_manifest_digest(token: str) -> str | None:
-    claims = peek_claims(token) if isinstance(token, str) else None
-    release = claims.get("release") if claims else None
-    digest = release.get("manifest_digest") if isinstance(release, dict) else None
-    return digest if isinstance(digest, str) else None
-
-
-@dataclass(frozen=True)
-class _Segments:
-    """A compact JWS split: the decoded header and signature; the payload and what the MAC signs, as needed.
-
-    The token is ASCII, so the segments are its characters up to and after
-    its first and last period (no copy of the part that grows is made until asked).
-    """
-
-    header: dict[str, Any]
-    signature: bytes
-    token: str = field(repr=False)
-    first: int  # the first period's index
-    last: int  # the last period's index
-
-    @property
-    def payload(self) -> str:
-        """The unencoded payload: parsed only once the MAC over it has verified (or by ``peek_claims``)."""
-        return self.token[self.first + 1 : self.last]
-
-    @property
-    def signing_input(self) -> bytes:
-        """``header.payload``: what the MAC covers."""
-        return self.token[: self.last].encode("ascii")
-
-
-def _segments(token: object) -> _Segments | None:
-    """The three segments of an ASCII token with a canonical JSON object header and signature, else ``None``.
-
-    The header and the signature must be the unique base64url encoding of
-    their bytes (decoded and re-encoded in C), so a re-encoded token is refused
-    even when it decodes to the same bytes. The payload is the unencoded
-    claims: the MAC covers its exact characters, and no claim is read before
-    the MAC has verified.
-    """
-    if not isinstance(token, str):
-        return None
-    token = str.__str__(token)  # its characters as a plain str: a subclass's own methods never decide
-    if len(token) > MAX_TOKEN_CHARS or not token.isascii():
-        return None
-    first, last = token.find("."), token.rfind(".")  # memchr: the payload is the part that grows
-    if not 0 < first < last - 1 or last == len(token) - 1 or token.find(".", first + 1, last) >= 0:
-        return None
-    header_bytes, signature = _canonical_bytes(token[:first]), _canonical_bytes(token[last + 1 :])
-    if header_bytes is None or signature is None:
-        return None
-    try:
-        header = json.loads(header_bytes)
-    except ValueError:
-        return None
-    if not isinstance(header, dict):
-        return None
-    return _Segments(header=header, signature=signature, token=token, first=first, last=last)
-
-
-def _b64url_decode(segment: str) -> bytes:
-    """The bytes of an unpadded base64url segment (lenient: the canonical check is :func:`_canonical_bytes`)."""
-    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-
-
-def _b64url_encode(raw: bytes) -> str:
-    """The unpadded base64url text of ``raw`` (as PyJWT's ``base64url_encode`` writes it)."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _canonical_bytes(segment: str) -> bytes | None:
-    """The bytes of a canonical base64url segment (no padding, no unused bits, no foreign characters), else ``None``."""
-    try:
-        raw = _b64url_decode(segment)
-    except (ValueError, TypeError):
-        return None
-    return raw if _b64url_encode(raw) == segment else None
 
 
 def _new_key_id() -> str:

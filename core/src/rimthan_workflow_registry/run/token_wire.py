@@ -1,0 +1,151 @@
+"""The wire form of a checkpoint or bundle token: a compact JWS with an unencoded JSON payload (RFC 7797).
+
+What a token's characters are, apart from any key: the payload a set of
+claims is written as (:func:`claims_payload`, compact ASCII JSON with every
+period escaped), the split of a token into its canonical base64url header and
+signature around the payload (:func:`split_token`), the digest that links a
+checkpoint to its parent, and the UNVERIFIED peeks offline tools use.
+``run/tokens`` signs and verifies these forms with a keyring.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rimthan_workflow_registry.canonical import digest_bytes
+from rimthan_workflow_registry.json_encoders import compact_encoder
+
+# Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
+MAX_TOKEN_CHARS = 1024 * 1024
+_PERIOD_ESCAPE = "\\u002e"  # how the payload's JSON writes a period inside a string
+
+# The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped:
+# ``json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode``, its C encoder built once.
+claim_json = compact_encoder(sort_keys=False, ensure_ascii=True)
+
+
+def claims_payload(claims: Mapping[str, Any]) -> bytes:
+    """The payload a token carries for ``claims``: compact ASCII JSON, every period escaped (``\\u002e``).
+
+    Claims hold no fractional numbers, so every period is inside a string,
+    where the escape stands for the same character.
+    """
+    return claim_json(claims).replace(".", _PERIOD_ESCAPE).encode("ascii")
+
+
+def composed_payload(members: Iterable[tuple[str, str]]) -> bytes:
+    """:func:`claims_payload` of claims given member by member: ``(key, the JSON of its value)``, in order.
+
+    Each value's JSON must be what ``json.dumps(value, separators=(",", ":"))``
+    writes (:data:`claim_json`); the object around them is then the same text as that of the whole.
+    """
+    text = "{" + ",".join(f"{claim_json(key)}:{value}" for key, value in members) + "}"
+    return text.replace(".", _PERIOD_ESCAPE).encode("ascii")
+
+
+def token_digest(token: str) -> str:
+    """``sha256:<hex>`` of a token's exact characters: how parents are linked."""
+    return digest_bytes(token.encode("ascii"))
+
+
+def peek_claims(token: str) -> dict[str, Any] | None:
+    """UNVERIFIED claims, for offline tools and tests only: never route or answer on them."""
+    segments = split_token(token)
+    if segments is None:
+        return None
+    try:
+        claims = json.loads(segments.payload)
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def token_key_id(token: str) -> str | None:
+    """The key id a well-formed token's header names (UNVERIFIED: for messages and audit records only)."""
+    segments = split_token(token)
+    kid = segments.header.get("kid") if segments is not None else None
+    return kid if isinstance(kid, str) else None
+
+
+def peek_manifest_digest(token: str) -> str | None:
+    claims = peek_claims(token) if isinstance(token, str) else None
+    release = claims.get("release") if claims else None
+    digest = release.get("manifest_digest") if isinstance(release, dict) else None
+    return digest if isinstance(digest, str) else None
+
+
+@dataclass(frozen=True)
+class TokenSegments:
+    """A compact JWS split: the decoded header and signature; the payload and what the MAC signs, as needed.
+
+    The token is ASCII, so the segments are its characters up to and after
+    its first and last period (no copy of the part that grows is made until asked).
+    """
+
+    header: dict[str, Any]
+    signature: bytes
+    token: str = field(repr=False)
+    first: int  # the first period's index
+    last: int  # the last period's index
+
+    @property
+    def payload(self) -> str:
+        """The unencoded payload: parsed only once the MAC over it has verified (or by ``peek_claims``)."""
+        return self.token[self.first + 1 : self.last]
+
+    @property
+    def signing_input(self) -> bytes:
+        """``header.payload``: what the MAC covers."""
+        return self.token[: self.last].encode("ascii")
+
+
+def split_token(token: object) -> TokenSegments | None:
+    """The three segments of an ASCII token with a canonical JSON object header and signature, else ``None``.
+
+    The header and the signature must be the unique base64url encoding of
+    their bytes (decoded and re-encoded in C), so a re-encoded token is refused
+    even when it decodes to the same bytes. The payload is the unencoded
+    claims: the MAC covers its exact characters, and no claim is read before
+    the MAC has verified.
+    """
+    if not isinstance(token, str):
+        return None
+    token = str.__str__(token)  # its characters as a plain str: a subclass's own methods never decide
+    if len(token) > MAX_TOKEN_CHARS or not token.isascii():
+        return None
+    first, last = token.find("."), token.rfind(".")  # memchr: the payload is the part that grows
+    if not 0 < first < last - 1 or last == len(token) - 1 or token.find(".", first + 1, last) >= 0:
+        return None
+    header_bytes, signature = _canonical_bytes(token[:first]), _canonical_bytes(token[last + 1 :])
+    if header_bytes is None or signature is None:
+        return None
+    try:
+        header = json.loads(header_bytes)
+    except ValueError:
+        return None
+    if not isinstance(header, dict):
+        return None
+    return TokenSegments(header=header, signature=signature, token=token, first=first, last=last)
+
+
+def _b64url_decode(segment: str) -> bytes:
+    """The bytes of an unpadded base64url segment (lenient: the canonical check is :func:`_canonical_bytes`)."""
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
+def b64url_encode(raw: bytes) -> str:
+    """The unpadded base64url text of ``raw`` (as PyJWT's ``base64url_encode`` writes it)."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _canonical_bytes(segment: str) -> bytes | None:
+    """The bytes of a canonical base64url segment (no padding, no unused bits, no foreign characters), else ``None``."""
+    try:
+        raw = _b64url_decode(segment)
+    except (ValueError, TypeError):
+        return None
+    return raw if b64url_encode(raw) == segment else None
