@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
 from rimthan_host.standin import StandIn
+from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from support.bridge import audited, audited_only_run, drive, refused
 from support.servers import ServerWorld, build_world
 
@@ -98,12 +99,17 @@ DAMAGE = {
     ),
     "a size past the bound": lambda text: text + " " * (MAX_STATE_BYTES + 1 - len(text)),  # valid JSON still
 }
+LOG_DAMAGE = {
+    "a byte not ASCII in the log": lambda data: data + "é\n".encode(),
+    "a log line longer than any token": lambda data: data + b"x" * (MAX_TOKEN_CHARS + 1),  # and no newline
+}
 
 
-@pytest.mark.parametrize("damage", [*DAMAGE, "a byte not ASCII in the log"])
+@pytest.mark.parametrize("damage", [*DAMAGE, *LOG_DAMAGE])
 def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_path: Path, damage: str) -> None:
     """Read strictly: no key written twice (which value?), no NaN, every field its type, the log ASCII; a state
-    file past MAX_STATE_BYTES is refused by its size, before it is read."""
+    file past MAX_STATE_BYTES is refused by its size, before it is read; the log is read a line at a time, and a
+    line longer than the longest checkpoint the verifier takes ends the reading."""
 
     async def script(model: StandIn) -> None:
         first = (await model.follow(await model.start(), "", until_question=True)).data["run"]
@@ -116,12 +122,15 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
             damaged.write_text(DAMAGE[damage](kept.decode("utf-8")), "utf-8")
             assert damaged.read_bytes() != kept
         else:
-            damaged.write_bytes(kept + "é\n".encode())
+            damaged.write_bytes(LOG_DAMAGE[damage](kept))
         name = damaged.relative_to(model.project)
         reply = await model.call("resume_run", {"run": first})
         refused(reply, f"{name} is damaged (", f"run {first} cannot go on from it", "start_run with new_run true")
         if damage == "a size past the bound":
             assert f"(it is {MAX_STATE_BYTES + 1} bytes; a run state file is at most" in reply.text, reply.text
+        if damage == "a log line longer than any token":
+            lines = len(kept.splitlines()) + 1
+            assert f"(line {lines} is longer than {MAX_TOKEN_CHARS} bytes, the longest checkpoint" in reply.text
         busy = await model.call("start_run", {"workflow": "research", "facts": facts})  # the project still works
         refused(busy, f"{first} (unfinished", "new_run true")
         assert not (await model.call("show_step")).is_error

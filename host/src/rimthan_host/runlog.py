@@ -14,6 +14,12 @@ checkpoint is saved *before* the token is appended, next to the state of the
 last logged checkpoint. Whichever write fails, the state of the log's last
 line is there: a host that crashed resumes from the last logged checkpoint
 and the state saved for exactly that token (the verifier checks it anyway).
+
+Both files are bounded as they are read, whoever wrote them: the log is
+streamed one line at a time, never held whole (a run may have any number of
+moves), and a line longer than the longest token the verifier takes
+(``MAX_TOKEN_CHARS``) is refused as damaged; the state file is refused past
+``MAX_STATE_BYTES``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +37,9 @@ from typing import Any
 from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
+from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
-from .files import FileTooLarge, first_symlink, open_own, read_regular, symlink_refused
+from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, symlink_refused
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
@@ -42,6 +50,9 @@ _STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
 # A ``<run>.json`` holds one or two saved states, a few KiB each for real runs: one larger than this is
 # refused by its size (as damaged), before a byte of it is read, whenever the bridge lists or resumes runs.
 MAX_STATE_BYTES = 8 * 1024 * 1024
+# The verifier refuses a checkpoint longer than MAX_TOKEN_CHARS (1 MiB; a real run's are 1-2 KiB): a log line
+# longer is no token, and reading stops there. The log is read a line at a time, so no more is ever held.
+_MAX_LINE_BYTES = MAX_TOKEN_CHARS + 1  # the token and its newline
 
 
 def new_run_id() -> str:
@@ -68,19 +79,40 @@ class RunLog:
         return self.project / RUNS_DIR / f"{self.run_id}.json"
 
     def tokens(self) -> list[str]:
-        data = _read(self.project, self.log_path)
-        if data is None:
-            return []
+        """Every logged checkpoint, in order (for an audit or a test: the bridge reads only the last)."""
+        return list(self._stream())
+
+    def last_token(self) -> str | None:
+        """The log's last checkpoint, None for no log; the log is streamed, one line held at a time."""
+        last = deque(self._stream(), maxlen=1)
+        return last[0] if last else None
+
+    def _stream(self) -> Iterator[str]:
+        """The log's tokens one by one; a line longer than any token, or a byte not ASCII, is damage."""
+        runs_dir(self.project)
         try:
-            text = data.decode("ascii")  # checkpoint tokens are ASCII: anything else is no line the bridge wrote
+            fd, _ = open_regular(self.log_path, os.O_RDONLY)  # (a FIFO there is an OSError: never blocks)
+        except FileNotFoundError:
+            return
+        with os.fdopen(fd, "rb") as handle:
+            offset = 0
+            for number, line in enumerate(iter(lambda: handle.readline(_MAX_LINE_BYTES), b""), start=1):
+                yield from self._line_tokens(line, number, offset)
+                offset += len(line)
+
+    def _line_tokens(self, line: bytes, number: int, offset: int) -> list[str]:
+        if len(line.rstrip(b"\r\n")) > MAX_TOKEN_CHARS:  # (readline stopped at the bound: the line goes on)
+            why = f"line {number} is longer than {MAX_TOKEN_CHARS} bytes, the longest checkpoint the verifier takes"
+            raise self._damaged(self.log_path, why)
+        try:
+            text = line.decode("ascii")  # checkpoint tokens are ASCII: anything else is no line the bridge wrote
         except UnicodeDecodeError as exc:
-            raise self._damaged(self.log_path, f"byte {exc.start} is not ASCII") from None
-        return [line.strip() for line in text.splitlines() if line.strip()]
+            raise self._damaged(self.log_path, f"byte {offset + exc.start} is not ASCII") from None
+        return [part.strip() for part in text.splitlines() if part.strip()]
 
     def append(self, token: str) -> None:
         """Log a checkpoint the verifier issued (a repeat of the last line is skipped)."""
-        existing = self.tokens()
-        if existing and existing[-1] == token:
+        if self.last_token() == token:
             return
         _make_runs_dir(self.project)
         fd = open_own(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -109,10 +141,14 @@ class RunLog:
 
     def load_state(self) -> dict[str, Any]:
         """The state saved for the log's last checkpoint."""
-        tokens = self.tokens()
-        if not tokens:
+        token = self.last_token()
+        if token is None:
             raise HarnessError(f"run {self.run_id} has no logged checkpoint")
-        key = token_key(tokens[-1])
+        return self.state_for(token)
+
+    def state_for(self, token: str) -> dict[str, Any]:
+        """The state saved for ``token`` (the log's last checkpoint, as the caller read it)."""
+        key = token_key(token)
         for entry in self._entries():
             if entry.get(CHECKPOINT_KEY) == key:
                 problem = _state_problem(entry)
@@ -175,7 +211,7 @@ def _make_runs_dir(project: Path) -> None:
     runs_dir(project)  # a part made just now by someone else: check again
 
 
-def _read(project: Path, path: Path, limit: int | None = None) -> bytes | None:
+def _read(project: Path, path: Path, limit: int) -> bytes | None:
     """The bytes of one of the run files, None if there is none; an OSError for a symlink or a non-file.
 
     Past ``limit`` bytes, :class:`~rimthan_host.files.FileTooLarge`, before a byte is read.

@@ -371,14 +371,14 @@ class HostSession:
         """
         if self.run_log is None:
             raise HarnessError("this session has no run log to resume from")
-        tokens = self.run_log.tokens()
-        if not tokens:
+        token = self.run_log.last_token()
+        if token is None:
             raise HarnessError(f"run {self.run_log.run_id} has no logged checkpoint")
-        saved = self.run_log.load_state()
+        saved = self.run_log.state_for(token)
         self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
-        self.record.checkpoints = list(tokens)
-        self.result = {"checkpoint": tokens[-1]}
-        result = await self.call(CONTINUE, {"checkpoint": tokens[-1], "confirmed_state": self.state.projection()})
+        self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
+        self.result = {"checkpoint": token}
+        result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
         if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
             self.existed_before = dict(saved.get("existed_before") or {})
             self.save()
