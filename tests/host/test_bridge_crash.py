@@ -44,7 +44,8 @@ def test_a_move_whose_state_or_log_write_fails_resumes_from_the_log(
         blocked.mkdir()  # a directory where the file must be: the write fails
         name = blocked.relative_to(model.project)
         broken = await model.call("answer_question", {"answer": "desk-research"})
-        refused(broken, f"The bridge failed on answer_question (Is a directory: {name})", f"call resume_run {run}")
+        refused(broken, f"The bridge failed on answer_question (Is a directory: {name})", f"call resume_run {run}",
+                "The verifier made the move, but it was not recorded, so it does not count.")  # fmt: skip
         saved = json.loads(log.state_path.read_text("utf-8"))["states"]
         assert len(saved) == (2 if fault == "log" else 1)  # the answer's state was saved before its log line
         blocked.rmdir()

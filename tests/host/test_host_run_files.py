@@ -1,18 +1,23 @@
-"""The host kit's run files under stress: a huge log.
+"""The host kit's run files under stress: a huge log, a write that fails mid-move.
 
 Runs go through real engine modules over real signed releases (support.engines),
-and the faults are real: a log padded with megabytes.
+and the faults are real: a directory where the state file must be written, a log
+padded with megabytes. The session in memory must never run ahead of its files.
 """
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from rimthan_host.harness import HarnessError, WorkflowHarness
+from rimthan_host.protocol import MoveNotRecorded
 from rimthan_host.runlog import RunLog
+from rimthan_workflow_mcp.cli import main as mcp_main
 from support.engines import Engines, ExamplesScenario, TickingClock, make_engines, run
 
 SELECT_ROUTE = "select-route"  # the packaged workflow's step that asks for research_route
@@ -35,6 +40,41 @@ async def _at_question(harness: WorkflowHarness) -> dict[str, Any]:
     asked = await harness.session.advance()
     assert asked["status"] == "input_required", asked
     return asked
+
+
+def _audited(engines: Engines, log: RunLog, tmp_path: Path) -> dict[str, Any]:
+    keys = tmp_path / "checkpoint-keys.json"
+    engines.keyring.save(keys)
+    out = CliRunner().invoke(mcp_main, ["audit", str(log.log_path), "--checkpoint-keys", str(keys), "--json"])
+    assert out.exit_code == 0, out.output
+    history: dict[str, Any] = json.loads(out.output)
+    return history
+
+
+def test_a_failed_save_leaves_the_session_at_the_log_and_the_run_goes_on(engines: Engines, tmp_path: Path) -> None:
+    """The verifier issued a checkpoint the host could not record: the session stays at the logged one."""
+    harness = _harness(engines, tmp_path / "project", "run-unsaved")
+    session, log = harness.session, RunLog(tmp_path / "project", "run-unsaved")
+
+    async def go() -> dict[str, Any]:
+        asked = await _at_question(harness)
+        blocker = log.state_path.with_suffix(".json.tmp")
+        blocker.mkdir()  # a directory where the state is written: the save fails for real
+        with pytest.raises(MoveNotRecorded) as unrecorded:
+            await session.advance({"research_route": "desk-research"})
+        assert isinstance(unrecorded.value.cause, IsADirectoryError)
+        assert unrecorded.value.cause.filename == str(blocker)
+        assert session.checkpoint == log.tokens()[-1] == asked["checkpoint"]  # not the unlogged one
+        assert session.state.projection() == log.load_state()["confirmed_state"]  # without the answer
+        assert "research_route" not in session.state.values
+        assert session.result["status"] == "input_required" and session.step["id"] == SELECT_ROUTE
+        blocker.rmdir()
+        answered = await session.advance({"research_route": "desk-research"})  # from the logged checkpoint
+        return await harness.run(answered)
+
+    assert run(go())["status"] == "completed"
+    assert log.tokens() == harness.record.checkpoints
+    assert _audited(engines, log, tmp_path)["ok"] is True
 
 
 def test_a_huge_log_is_streamed_and_a_line_past_any_token_is_refused(engines: Engines, tmp_path: Path) -> None:

@@ -359,9 +359,9 @@ class Bridge:
     # -- shared ----------------------------------------------------------------------------
 
     def failed(self, tool: str, exc: Exception) -> Reply:
-        """An unexpected failure mid-move in one sentence. The session may hold a half-made move (a checkpoint
-        the log never got), so it is dropped: ``resume_run`` picks the run up from its log and saved state.
-        A failed resume is the exception: it made no move in the active run, which stays."""
+        """An unexpected failure mid-move in one sentence. The session moves only once a move is logged, but
+        a move may have stopped half-way (a step's setup), so it is dropped: ``resume_run`` picks the run up from
+        its log and saved state. A failed resume is the exception: the active run made no move, and stays."""
         if isinstance(exc, ResumeFailed):
             kept = f" Run {self.run_id} stays the active run." if self.session is not None else ""
             text = failed_words(tool, exc.cause, self.project_dir, exc.run) + kept

@@ -54,6 +54,23 @@ class NotAProtocolResult(Exception):
         )
 
 
+class MoveNotRecorded(Exception):
+    """The verifier made a move, but writing it to the run files failed (``cause``): the move does not count.
+
+    The session did not move with it (:meth:`~rimthan_host.session.HostSession.call`):
+    it stays at the run log's last checkpoint, which the verifier still takes,
+    so the run goes on from there once the files can be written.
+    """
+
+    def __init__(self, tool: str, cause: OSError) -> None:
+        super().__init__(
+            f"the verifier made the {tool} move, but the run files could not record it ({cause}); "
+            "the run stays at its last logged checkpoint"
+        )
+        self.tool = tool
+        self.cause = cause
+
+
 class VerifierLost(Exception):
     """The connection to the verifier went away during a call (:class:`~rimthan_host.link.VerifierLink`)."""
 

@@ -7,7 +7,7 @@ files, submit verdicts, migrate, resume) into the four tools' exact
 arguments. The scripted harness (:mod:`rimthan_host.harness`) and the MCP
 bridge (:mod:`rimthan_host.bridge`) both drive runs through it: one
 implementation of the host side. Every checkpoint is appended to the run log
-as it is issued.
+as it is issued, and the session takes a move only once its files record it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from .protocol import (
     SUBMIT,
     HarnessError,
     HostProfile,
+    MoveNotRecorded,
     ToolCaller,
-    ToolRefused,
 )
 from .reports import validator_key, validator_report
 from .runlog import RunLog
@@ -74,6 +74,15 @@ class Prepared:
         return [s for s in self.validators if validator_key(s) not in self.verdicts]
 
 
+@dataclass(frozen=True)
+class _Saved:
+    """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed."""
+
+    state: ConfirmedStateBook
+    position: Mapping[str, Any]
+    existed: Mapping[str, bool]
+
+
 class HostSession:
     """One run, in one project directory, through one :data:`ToolCaller`."""
 
@@ -106,16 +115,34 @@ class HostSession:
 
     # -- calls ----------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call a tool, keep its result as current, log a new checkpoint, and save the resume state."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, proposed: ConfirmedStateBook | None = None
+    ) -> dict[str, Any]:
+        """Call a tool; save the resume state and log a new checkpoint; only then make the result current.
+
+        ``proposed``: the confirmed state the arguments propose, taken unless
+        the verifier answers ``blocked``. If saving or logging fails
+        (:class:`~rimthan_host.protocol.MoveNotRecorded`), the session stays
+        where the log is - its last checkpoint and that checkpoint's state -
+        and the run goes on from there, as a resumed host would: the
+        verifier's tokens are not spent by use, so the logged checkpoint
+        still takes the move.
+        """
         result = await self.call_tool(tool, arguments)
+        state = proposed if proposed is not None and result["status"] != "blocked" else self.state
         step = (result.get("step") or {}).get("id")
+        new_step = bool(step) and (not self.record.steps_visited or self.record.steps_visited[-1] != step)
+        existed = self._existence(result["step"]) if new_step else self.existed_before
+        position = result if result.get("step") or result["status"] == "completed" else self.result
+        try:
+            self._log(result.get("checkpoint"), _Saved(state, position, existed))
+        except OSError as exc:
+            raise MoveNotRecorded(tool, exc) from exc
+        self.state, self.result, self.existed_before = state, position, existed
         self.record.statuses.append((tool, result["status"], step))
-        if step and (not self.record.steps_visited or self.record.steps_visited[-1] != step):
-            self.record.steps_visited.append(step)
-            self._note_outputs(result["step"])
-        if result.get("step") or result["status"] == "completed":
-            self.result = result  # the run's position (prepare and blocked results only echo the checkpoint)
+        if new_step:
+            self.prepared = None
+            self.record.steps_visited.append(str(step))
         if result["status"] == "completed":
             self.record.final = result
         if tool == CONTINUE:
@@ -127,12 +154,11 @@ class HostSession:
                 {"tool": tool, "result": result},
             )
         )
-        self._log(result.get("checkpoint"))
         return result
 
-    def _log(self, token: str | None) -> None:
+    def _log(self, token: str | None, saved: _Saved) -> None:
         """Save the resume state for ``token``, then log ``token`` if it is new (in that order: see runlog)."""
-        self.save(token)
+        self._save(token, saved)
         if token and (not self.record.checkpoints or self.record.checkpoints[-1] != token):
             if self.run_log is not None:
                 self.run_log.append(token)
@@ -148,10 +174,9 @@ class HostSession:
         offered = isinstance(preview, Mapping) and not preview.get("confirmed")
         self.migration_offer = dict(preview) if offered and isinstance(preview, Mapping) else None
 
-    def _note_outputs(self, step: Mapping[str, Any]) -> None:
+    def _existence(self, step: Mapping[str, Any]) -> dict[str, bool]:
         """Which outputs exist as a step begins: an attestation says ``created`` or ``replaced`` from this."""
-        self.prepared = None
-        self.existed_before = {o["path"]: self.files.exists(o["path"]) for o in step.get("outputs") or []}
+        return {o["path"]: self.files.exists(o["path"]) for o in step.get("outputs") or []}
 
     @property
     def checkpoint(self) -> str:
@@ -182,23 +207,20 @@ class HostSession:
         return await self.call(START, arguments)
 
     async def advance(self, updates: Mapping[str, Any] | None = None, *, by: str = BY_SCRIPT) -> dict[str, Any]:
-        """``continue_workflow`` from the current checkpoint, with confirmed ``updates`` (answers) if any."""
-        prior = self.state.projection()
-        arguments: dict[str, Any] = {"checkpoint": self.checkpoint, "confirmed_state": prior}
+        """``continue_workflow`` from the current checkpoint, with confirmed ``updates`` (answers) if any.
+
+        The updates are taken into the confirmed state only if the verifier
+        takes them (not ``blocked``) and the move is logged.
+        """
+        arguments: dict[str, Any] = {"checkpoint": self.checkpoint, "confirmed_state": self.state.projection()}
+        proposed = None
         if updates:
+            proposed = ConfirmedStateBook.from_projection(self.state.projection(), self.clock)
             for name, value in updates.items():
-                self.state.confirm(name, value, by)
+                proposed.confirm(name, value, by)
                 self._emit(HarnessEvent("confirm", f"user confirmed {name} ({by})", {"field": name}))
-            arguments["next_confirmed_state"] = self.state.projection()
-        try:
-            result = await self.call(CONTINUE, arguments)
-        except ToolRefused:  # nothing was issued: the checkpoint still binds the state without the updates
-            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
-            raise
-        if updates and result["status"] == "blocked":
-            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
-            self.save()
-        return result
+            arguments["next_confirmed_state"] = proposed.projection()
+        return await self.call(CONTINUE, arguments, proposed=proposed)
 
     # -- gated steps ----------------------------------------------------------------------
 
@@ -318,16 +340,7 @@ class HostSession:
                 "confirm": confirm,
             },
         }
-        if confirm:
-            self.state = target  # saved with the new checkpoint; restored below if refused
-        try:
-            migrated = await self.call(CONTINUE, arguments)
-        except Exception:
-            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
-            raise
-        if migrated["status"] != "active":
-            self.state = ConfirmedStateBook.from_projection(prior, self.clock)
-            self.save()
+        migrated = await self.call(CONTINUE, arguments, proposed=target if confirm else None)
         self._emit(
             HarnessEvent(
                 "migrate",
@@ -345,20 +358,24 @@ class HostSession:
         Nothing for a run the verifier never started. The state of the log's
         last line is kept alongside until ``token`` is logged too.
         """
+        self._save(token, _Saved(self.state, self.result, self.existed_before))
+
+    def _save(self, token: str | None, saved: _Saved) -> None:
         logged = self.record.checkpoints[-1] if self.record.checkpoints else None
         token = token or logged
         if self.run_log is None or token is None:
             return
+        position = saved.position
         self.run_log.save_state(
             token,
             {
                 "run": self.run_log.run_id,
-                "confirmed_state": self.state.projection(),
-                "workflow": self.result.get("workflow"),
-                "release": self.result.get("release"),
-                "step": self.step.get("id"),
-                "existed_before": self.existed_before,
-                "completed": self.result.get("status") == "completed",
+                "confirmed_state": saved.state.projection(),
+                "workflow": position.get("workflow"),
+                "release": position.get("release"),
+                "step": (position.get("step") or {}).get("id"),
+                "existed_before": saved.existed,
+                "completed": position.get("status") == "completed",
             },
             logged=logged,
         )

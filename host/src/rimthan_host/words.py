@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .files import HardLinked, hard_link_words
-from .protocol import NotAProtocolResult
+from .protocol import MoveNotRecorded, NotAProtocolResult
 from .runlog import RunSummary
 from .schemas import OutputSchema
 
@@ -100,10 +100,17 @@ def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -
 
 
 def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> str:
-    """An unexpected failure in one sentence: the system's reason and file for an OSError, else its kind."""
+    """An unexpected failure in one sentence: the system's reason and file for an OSError, else its kind.
+
+    For a move the verifier made but the run files could not record
+    (:class:`MoveNotRecorded`), the reason is the write's, and the words say the move does not count.
+    """
+    unrecorded = ""
+    if isinstance(exc, MoveNotRecorded):
+        exc, unrecorded = exc.cause, " The verifier made the move, but it was not recorded, so it does not count."
     if isinstance(exc, HardLinked):
         again = f"call resume_run {run} again" if run else f"call {tool} again"
-        return f"The bridge failed on {tool}: {hard_link_words(str(_file_name(exc, project)), again)}."
+        return f"The bridge failed on {tool}: {hard_link_words(str(_file_name(exc, project)), again)}.{unrecorded}"
     cause = f"an unexpected {type(exc).__name__}"
     if isinstance(exc, NotAProtocolResult):
         cause = str(exc)
@@ -111,7 +118,7 @@ def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> s
         name = _file_name(exc, project)
         cause = f"{exc.strerror}: {name}" if name is not None else exc.strerror
     then = f"call resume_run {run} to go on from the run log" if run else "call the tool again"
-    return f"The bridge failed on {tool} ({cause}); once that is fixed, {then}."
+    return f"The bridge failed on {tool} ({cause}); once that is fixed, {then}.{unrecorded}"
 
 
 def _file_name(exc: OSError, project: Path) -> Path | None:
