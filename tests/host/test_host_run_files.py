@@ -1,7 +1,8 @@
-"""The host kit's run files under stress: a huge log, a write that fails mid-move.
+"""The host kit's run files under stress: a huge log, a resume state past its bound, a write that fails mid-move.
 
-Runs go through real engine modules over real signed releases (support.engines),
-and the faults are real: a directory where the state file must be written, a log
+Runs go through real engine modules over real signed releases (support.engines;
+one release built from the packaged catalogue with its objective unbounded), and
+the faults are real: a directory where the state file must be written, a log
 padded with megabytes. The session in memory must never run ahead of its files.
 """
 
@@ -16,9 +17,14 @@ import pytest
 from click.testing import CliRunner
 from rimthan_host.harness import HarnessError, WorkflowHarness
 from rimthan_host.protocol import MoveNotRecorded
-from rimthan_host.runlog import RunLog
+from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
+from rimthan_host.session import HostSession
 from rimthan_workflow_mcp.cli import main as mcp_main
-from support.engines import Engines, ExamplesScenario, TickingClock, make_engines, run
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verify import verify_release
+from support.engines import Engines, ExamplesScenario, TickingClock, WireEngine, make_engines, run
+from support.releases import build_release, make_keypair, trust_dir, unbounded_objective_source
 
 SELECT_ROUTE = "select-route"  # the packaged workflow's step that asks for research_route
 
@@ -98,3 +104,41 @@ def test_a_huge_log_is_streamed_and_a_line_past_any_token_is_refused(engines: En
     said = str(refused.value)
     assert said.startswith(".rimthan/runs/run-padded.log is damaged (line ") and "longer than 1048576 bytes" in said
     assert "call start_run with new_run true" in said
+
+
+def _unbounded_engine(tmp_path: Path, engines: Engines) -> WireEngine:
+    """The packaged 1.2.0 catalogue with no maxLength on objective, built and signed for real."""
+    key = make_keypair(tmp_path / "keys", "unbounded")
+    built = build_release(unbounded_objective_source(tmp_path), tmp_path / "built", [key])
+    release = verify_release(built, load_trust(trust_dir(tmp_path, key)))
+    return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
+
+
+def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumable(
+    engines: Engines, tmp_path: Path
+) -> None:
+    """The verifier takes any objective this catalogue allows; two states of 5 MiB do not fit one state file."""
+    engine = _unbounded_engine(tmp_path, engines)
+    project = tmp_path / "project"
+    log = RunLog(project, "run-large")
+    session = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
+    facts = {**ExamplesScenario("desk-research").initial_state("1.2.0"), "objective": "o" * (5 * 1024 * 1024)}
+
+    async def go() -> None:
+        started = await session.start("research", facts)
+        assert started["status"] == "active" and log.state_path.stat().st_size <= MAX_STATE_BYTES
+        await session.prepare([session.set_up_workspace()])
+        kept = log.state_path.read_bytes(), log.log_path.read_bytes()
+        with pytest.raises(HarnessError) as refused:
+            await session.submit()  # a new checkpoint: its state and the logged one's, together past 8 MiB
+        said = str(refused.value)
+        assert said.startswith("Nothing was recorded: with these confirmed values the resume state of run run-large")
+        assert f"past the {MAX_STATE_BYTES} bytes" in said and "stays at its last logged checkpoint" in said
+        assert (log.state_path.read_bytes(), log.log_path.read_bytes()) == kept  # nothing replaced
+        assert not log.state_path.with_suffix(".json.tmp").exists()
+        assert session.checkpoint == started["checkpoint"] == log.tokens()[-1]
+        again = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
+        resumed = await again.resume()  # the saved state still reads, and the verifier takes it
+        assert resumed["status"] == "active" and resumed["step"]["id"] == "setup-workspace"
+
+    run(go())

@@ -20,6 +20,10 @@ Functions
         (self-verified against the keys); returns the release directory.
     packaged_source(version) -> Path
         ``catalogues/research-decision/<version>`` in this repository.
+    unbounded_objective_source(directory) -> Path
+        A copy of the packaged 1.2.0 source whose confirmed-state schema sets
+        no ``maxLength`` on ``objective``: a catalogue the verifier lets take
+        a confirmed value of any size.
     resign_release(release, keys, edit=None) -> None
         Rewrite a release's manifest, SHA256SUMS and signatures after
         ``edit(catalogue_dir)`` changed its files - what a signer with a
@@ -29,6 +33,7 @@ Functions
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -117,6 +122,16 @@ def build_release(source_dir: Path, out_dir: Path, keys: Sequence[KeyPair], *, c
 
 def packaged_source(version: str) -> Path:
     return PACKAGED_CATALOGUE / version
+
+
+def unbounded_objective_source(directory: Path) -> Path:
+    source = directory / "unbounded-objective"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    schema_path = source / "schemas" / "confirmed-state.schema.json"
+    schema = json.loads(schema_path.read_text("utf-8"))
+    del schema["properties"]["objective"]["maxLength"]
+    schema_path.write_text(json.dumps(schema, indent=2) + "\n", "utf-8")
+    return source
 
 
 def resign_release(

@@ -19,7 +19,7 @@ Both files are bounded as they are read, whoever wrote them: the log is
 streamed one line at a time, never held whole (a run may have any number of
 moves), and a line longer than the longest token the verifier takes
 (``MAX_TOKEN_CHARS``) is refused as damaged; the state file is refused past
-``MAX_STATE_BYTES``.
+``MAX_STATE_BYTES``, and a state that would be larger is never written.
 """
 
 from __future__ import annotations
@@ -126,15 +126,20 @@ class RunLog:
         """Save ``state`` for ``checkpoint``, keeping the state of ``logged`` (the log's last line), atomically.
 
         Called before ``checkpoint`` is appended: if the append then fails,
-        the state of the line the log still ends with is kept.
+        the state of the line the log still ends with is kept. A state file
+        that would be past :data:`MAX_STATE_BYTES` (which reading refuses) is
+        :class:`StateTooLarge`, before anything is written.
         """
         entries = [{**state, CHECKPOINT_KEY: token_key(checkpoint)}]
         kept = token_key(logged) if logged is not None and logged != checkpoint else None
         entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
+        data = json.dumps({"run": self.run_id, "states": entries}, sort_keys=True, indent=1).encode("ascii")
+        if len(data) > MAX_STATE_BYTES:
+            raise StateTooLarge(self, len(data), started=logged is not None)
         _make_runs_dir(self.project)
         tmp = self.state_path.with_suffix(".json.tmp")
-        with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8") as handle:
-            json.dump({"run": self.run_id, "states": entries}, handle, sort_keys=True, indent=1)
+        with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.state_path)  # (a symbolic link at the state's path is replaced, not followed)
@@ -180,6 +185,20 @@ class RunLog:
             f"{path.relative_to(self.project)} is damaged ({why}), so run {self.run_id} cannot go on from it. "
             "Restore the file, or call start_run with new_run true to start a new run."
         )
+
+
+class StateTooLarge(HarnessError):
+    """A resume state past :data:`MAX_STATE_BYTES`: not written, so the move it belongs to is not recorded."""
+
+    def __init__(self, log: RunLog, size: int, *, started: bool) -> None:
+        where = f"run {log.run_id} stays at its last logged checkpoint" if started else "no run was started"
+        super().__init__(
+            f"Nothing was recorded: with these confirmed values the resume state of run {log.run_id} would be "
+            f"{size} bytes, past the {MAX_STATE_BYTES} bytes a run state file may hold, so the run could not be "
+            f"resumed; {where}. Make the values shorter (ask the user) and try again; for facts given at the "
+            "start, call start_run with new_run true and the shorter facts."
+        )
+        self.size = size
 
 
 def _state_problem(entry: Mapping[str, Any]) -> str | None:

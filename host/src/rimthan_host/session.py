@@ -122,11 +122,11 @@ class HostSession:
 
         ``proposed``: the confirmed state the arguments propose, taken unless
         the verifier answers ``blocked``. If saving or logging fails
-        (:class:`~rimthan_host.protocol.MoveNotRecorded`), the session stays
-        where the log is - its last checkpoint and that checkpoint's state -
-        and the run goes on from there, as a resumed host would: the
-        verifier's tokens are not spent by use, so the logged checkpoint
-        still takes the move.
+        (:class:`~rimthan_host.protocol.MoveNotRecorded` for an OSError,
+        :class:`~rimthan_host.runlog.StateTooLarge`), the session stays where
+        the log is - its last checkpoint and that checkpoint's state - and the
+        run goes on from there, as a resumed host would: the verifier's tokens
+        are not spent by use, so the logged checkpoint still takes the move.
         """
         result = await self.call_tool(tool, arguments)
         state = proposed if proposed is not None and result["status"] != "blocked" else self.state
