@@ -79,8 +79,8 @@ class _Saved:
     """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed."""
 
     state: ConfirmedStateBook
-    position: Mapping[str, Any]
-    existed: Mapping[str, bool]
+    position: dict[str, Any]
+    existed: dict[str, bool]
 
 
 class HostSession:
@@ -134,15 +134,22 @@ class HostSession:
         new_step = bool(step) and (not self.record.steps_visited or self.record.steps_visited[-1] != step)
         existed = self._existence(result["step"]) if new_step else self.existed_before
         position = result if result.get("step") or result["status"] == "completed" else self.result
+        saved = _Saved(state, position, existed)
         try:
-            self._log(result.get("checkpoint"), _Saved(state, position, existed))
+            self._log(result.get("checkpoint"), saved)
         except OSError as exc:
             raise MoveNotRecorded(tool, exc) from exc
-        self.state, self.result, self.existed_before = state, position, existed
+        self._take(tool, result, saved, step if new_step else None)
+        return result
+
+    def _take(self, tool: str, result: dict[str, Any], saved: _Saved, new_step: str | None) -> None:
+        """Make a logged move current: its state, position and outputs, what the record and events say."""
+        self.state, self.result, self.existed_before = saved.state, saved.position, saved.existed
+        step = (result.get("step") or {}).get("id")
         self.record.statuses.append((tool, result["status"], step))
-        if new_step:
+        if new_step is not None:
             self.prepared = None
-            self.record.steps_visited.append(str(step))
+            self.record.steps_visited.append(new_step)
         if result["status"] == "completed":
             self.record.final = result
         if tool == CONTINUE:
@@ -154,7 +161,6 @@ class HostSession:
                 {"tool": tool, "result": result},
             )
         )
-        return result
 
     def _log(self, token: str | None, saved: _Saved) -> None:
         """Save the resume state for ``token``, then log ``token`` if it is new (in that order: see runlog)."""
