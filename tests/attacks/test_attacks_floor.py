@@ -5,24 +5,38 @@ These tests attack it from the angles the provider tests do not: a floor
 raised by another replica sharing the state directory (refresh must honour
 it), ``rimthan-mcp check`` (refuses below the floor and never writes it), the
 operator's explicit override, per-catalogue floors, and a tampered floor file.
-Each finding this suite made (non-semver floor entries, equivocation under the floor's version, a
-restarted replica forgetting older releases) is now fixed and kept fixed by its test.
+Replicas sharing the state directory race to raise it: a raise made between
+another replica's check and its write must survive, and a replica writes only
+under the floor's lock. Each finding this suite made (non-semver floor
+entries, equivocation under the floor's version, a restarted replica
+forgetting older releases, a raise lost between check and write) is now fixed
+and kept fixed by its test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomli_w
-from rimthan_workflow_mcp.floor import FLOOR_FILE, FLOOR_FORMAT
+from rimthan_workflow_mcp.floor import (
+    FLOOR_FILE,
+    FLOOR_FORMAT,
+    LOCK_SUFFIX,
+    ActivationFloor,
+    Deployment,
+    deployment_of,
+)
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
@@ -68,9 +82,13 @@ def _open(world: ServerWorld, release: Path, state: Path, **kwargs: Any) -> Rele
     )
 
 
+def _rimthan_mcp() -> str:
+    return str(Path(sys.executable).with_name("rimthan-mcp"))
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(Path(sys.executable).with_name("rimthan-mcp")), *args],
+        [_rimthan_mcp(), *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -256,3 +274,87 @@ def test_a_restarted_replica_still_holds_releases_runs_are_pinned_to(world: Serv
     assert first.refresh().outcome == "activated"
     restarted = _open(world, releases / f"{CATALOGUE}-1.3.0", state, releases_dir=releases)
     assert _digest(world.built["1.2.0"]) in restarted.held
+
+
+def _explicit_deployment(world: ServerWorld) -> Deployment:
+    """The deployment of ``serve --release`` of a built release (explicit mode; the releases' parent directory)."""
+    return deployment_of(load_trust(world.trust).keys, world.built["1.2.0"].parent, explicit=True)
+
+
+def _serve_args(world: ServerWorld, version: str, state: Path) -> list[str]:
+    return ["serve", "--release", str(world.built[version]), "--trust", str(world.trust), "--state-dir", str(state)]
+
+
+def test_a_raise_between_another_replicas_check_and_write_is_not_lost(world: ServerWorld, tmp_path: Path) -> None:
+    """Replica A checked 1.2.0 against an empty floor; replica B then activated 1.3.0; A's write came last.
+
+    A wrote the floor it had read before B's raise: the floor fell back to 1.2.0 and a restart on 1.2.0 passed.
+    """
+    state = tmp_path / "state"
+    replica_a = ActivationFloor(state / FLOOR_FILE, _explicit_deployment(world))
+    replica_a.check(CATALOGUE, "1.2.0", _digest(world.built["1.2.0"]))
+    replica_b = _cli(*_serve_args(world, "1.3.0", state))  # starts, records 1.3.0, stops at the end of stdin
+    assert replica_b.returncode == 0, replica_b.stderr
+    with pytest.raises(RegistryError) as refused:
+        replica_a.record(CATALOGUE, "1.2.0", _digest(world.built["1.2.0"]))
+    assert refused.value.code is FailureCode.ROLLBACK_REFUSED
+    assert _floor(state)["catalogues"][CATALOGUE]["version"] == "1.3.0"
+    restart = _cli(
+        "check", "--release", str(world.built["1.2.0"]), "--trust", str(world.trust), "--state-dir", str(state)
+    )
+    assert restart.returncode == 1 and "rollback_refused" in restart.stderr
+
+
+def _waits_for_lock(process: subprocess.Popen[str], lock: Path) -> bool:
+    """Whether ``process`` blocks on ``lock`` (a waiter in /proc/locks) before it exits."""
+    inode = f":{os.stat(lock).st_ino} "
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        with open("/proc/locks", encoding="ascii") as locks:
+            if any(" -> FLOCK " in line and f" {process.pid} " in line and inode in line for line in locks):
+                return True
+        time.sleep(0.02)  # polls what the kernel reports; the outcome never depends on the delay
+    return False
+
+
+def test_a_replica_writes_the_floor_only_under_the_lock(world: ServerWorld, tmp_path: Path) -> None:
+    """Replica A holds the lock through its read-check-write (raising to 1.3.0); B (on 1.2.0) waits, then refuses."""
+    state = tmp_path / "state"
+    state.mkdir()
+    lock = state / (FLOOR_FILE + LOCK_SUFFIX)
+    held = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        replica_b = subprocess.Popen(
+            [_rimthan_mcp(), *_serve_args(world, "1.2.0", state)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=server_env(),
+        )
+        waited = _waits_for_lock(replica_b, lock)
+        _write_floor(state, {f"{CATALOGUE}@{_explicit_deployment(world).id}": "1.3.0"})  # A's write
+    finally:
+        os.close(held)
+    _, stderr = replica_b.communicate(timeout=120)
+    assert waited, f"replica B did not wait for the floor's lock:\n{stderr}"
+    assert replica_b.returncode == 1 and "rollback_refused" in stderr and "Traceback" not in stderr
+    assert _floor(state)["catalogues"][CATALOGUE]["version"] == "1.3.0"
+
+
+def test_a_state_dir_it_cannot_write_serves_at_the_floor_and_refuses_a_raise(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Nothing to write takes no lock; a raise the server cannot record is refused (io_error), the floor unchanged."""
+    state = tmp_path / "state"
+    assert _cli(*_serve_args(world, "1.2.0", state)).returncode == 0
+    before = (state / FLOOR_FILE).read_bytes()
+    (state / (FLOOR_FILE + LOCK_SUFFIX)).unlink(missing_ok=True)
+    (state / (FLOOR_FILE + LOCK_SUFFIX)).mkdir()  # the lock cannot be opened, as in a read-only state directory
+    at_floor = _cli(*_serve_args(world, "1.2.0", state))
+    assert at_floor.returncode == 0, at_floor.stderr
+    above = _cli(*_serve_args(world, "1.3.0", state))
+    assert above.returncode == 1 and "Traceback" not in above.stderr
+    assert above.stderr.startswith(f"error: io_error: {state / FLOOR_FILE}: cannot record {CATALOGUE}@1.3.0")
+    assert (state / FLOOR_FILE).read_bytes() == before

@@ -14,16 +14,26 @@ the default state directory never raises this one's floor. An entry keyed
 by the bare catalogue name (written before floors were scoped) cannot be
 attributed to a deployment and still applies to all of them (fail closed);
 ``--lower-floor`` replaces it with a scoped one.
+
+Replicas sharing a state directory raise the floor under an OS file lock
+(``activation-floor.json.lock`` next to it, ``flock``): read, check and write
+happen as one step, so no replica's raise is lost and none records (or
+activates) a release another replica's raise has put below the floor. The
+file itself is replaced atomically, so readers take no lock. Nothing is
+written, and no lock taken, when the floor already holds the release: a state
+directory the server cannot write still serves releases at their floor.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +43,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
 
 FLOOR_FILE = "activation-floor.json"
+LOCK_SUFFIX = ".lock"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
 _DIGEST = re.compile(DIGEST_PATTERN)
 EXPLICIT_MODE = "explicit --release mode"
@@ -169,12 +180,39 @@ class ActivationFloor:
         )
 
     def record(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool = False) -> bool:
-        """Raise the floor to ``version`` (or set it lower with ``lower_floor``); True if it changed."""
+        """Raise the floor to ``version`` (or set it lower with ``lower_floor``); True if it changed.
+
+        Checked again against the file as it is now, and again under the lock before the write: a floor
+        another replica raised meanwhile refuses ``version`` here (``rollback_refused``) rather than being
+        overwritten.
+        """
+        if self.path is None:
+            return self._set(catalogue, version, manifest_digest, lower_floor=lower_floor)
+        self.check(catalogue, version, manifest_digest, lower_floor=lower_floor)
+        if not self._changes(catalogue, version, manifest_digest, lower_floor=lower_floor):
+            return False
+        try:
+            with _locked(self.path):
+                self.check(catalogue, version, manifest_digest, lower_floor=lower_floor)
+                return self._set(catalogue, version, manifest_digest, lower_floor=lower_floor)
+        except OSError as exc:
+            raise RegistryError(
+                FailureCode.IO_ERROR,
+                f"cannot record {catalogue}@{version} in the activation floor ({exc.strerror or exc}); "
+                "it is not activated",
+                path=str(self.path),
+                next_step="make the state directory writable by the server, or give it a writable --state-dir",
+            ) from None
+
+    def _changes(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool) -> bool:
         entry = self.get(catalogue)
         if entry is not None and not lower_floor and semver_key(version) <= semver_key(entry.version):
             return False
         scoped = self._entries.get(self._key(catalogue))
-        if scoped is not None and scoped.version == version and scoped.manifest_digest == manifest_digest:
+        return scoped is None or scoped.version != version or scoped.manifest_digest != manifest_digest
+
+    def _set(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool) -> bool:
+        if not self._changes(catalogue, version, manifest_digest, lower_floor=lower_floor):
             return False
         if lower_floor and self.deployment is not None:
             self._entries.pop(catalogue, None)  # the operator decided: the unscoped legacy floor gives way
@@ -217,3 +255,25 @@ class ActivationFloor:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        _fsync_directory(self.path.parent)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of the floor file ``path`` (its lock file is created once and never removed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + LOCK_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable: the directory entry, not only the file's bytes."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

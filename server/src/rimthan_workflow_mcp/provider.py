@@ -331,13 +331,15 @@ class ReleaseProvider:
                         self.floor,
                         expected_scope=current.scope_name if current else None,
                     )
+                    loaded = self._held.get(loaded.digest, loaded)
+                    self.floor.record(loaded.catalogue, loaded.version, loaded.digest)  # before it serves
                 except RegistryError as exc:
                     rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
                     rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
                     continue
-                self._activate(self._held.get(loaded.digest, loaded))
+                self._activate(loaded)
                 activated.append((current, loaded))
                 break
         if activated:
@@ -357,7 +359,6 @@ class ReleaseProvider:
     def _activate(self, loaded: LoadedRelease) -> None:
         self._held = MappingProxyType({**self._held, loaded.digest: loaded})
         self._actives = MappingProxyType({**self._actives, loaded.catalogue: loaded})
-        self.floor.record(loaded.catalogue, loaded.version, loaded.digest)
 
     def _scan(self) -> dict[str, list[Path]]:
         if self.releases_dir is None:
