@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from rimthan_host.harness import WorkflowHarness
+from rimthan_workflow_mcp.audit_log import MAX_LOG_LINE_BYTES
 from rimthan_workflow_mcp.cli import main
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
@@ -238,6 +239,11 @@ def test_audit_cli_refuses_a_log_that_is_not_utf8_at_its_line(
     lines = log.read_bytes().split(b"\n")
     lines[2] += b" caf\xe9"
     log.write_bytes(b"\n".join(lines))
+    _refused_at_line_3(log, keys, "is not UTF-8 text (byte 0xe9)")
+
+
+def _refused_at_line_3(log: Path, keys: Path, message: str) -> None:
+    """``rimthan-mcp audit`` (text and --json) refuses ``log`` at line 3 as a damaged line, in one line."""
     for extra in ([], ["--json"]):
         refused = subprocess.run(
             [RIMTHAN_MCP, "audit", str(log), "--checkpoint-keys", str(keys), *extra],
@@ -248,6 +254,51 @@ def test_audit_cli_refuses_a_log_that_is_not_utf8_at_its_line(
         )
         assert refused.returncode == 1 and "Traceback" not in refused.stderr
         said = refusal(refused.stderr)
-        assert said.error.startswith(f"error: checkpoint_invalid: {log}:3: line 3: is not UTF-8 text (byte 0xe9)")
+        assert said.error.startswith(f"error: checkpoint_invalid: {log}:3: line 3: {message}")
         assert said.next.startswith("give the file the harness wrote")
     assert json.loads(refused.stdout)["error"]["details"] == {"line": 3, "break": "invalid"}
+
+
+@pytest.mark.parametrize("where", ["padded-token", "last-line"])
+def test_audit_cli_refuses_a_line_past_the_bound_at_its_line(
+    completed: DrivenRun, engines: Engines, tmp_path: Path, where: str
+) -> None:
+    """A line longer than any token is read past, never kept whole, and refused at its line.
+
+    Before, the whole log was read into memory: a token padded with blanks past the bound audited as valid.
+    """
+    tokens = list(completed.checkpoints)
+    long_line = tokens[2] + " " * MAX_LOG_LINE_BYTES if where == "padded-token" else "A" * (MAX_LOG_LINE_BYTES + 1)
+    log, keys = tmp_path / "run.log", _keys(engines, tmp_path)
+    tail = "\n" + "\n".join(tokens[3:]) + "\n" if where == "padded-token" else ""
+    log.write_text("\n".join([*tokens[:2], long_line]) + tail, encoding="utf-8")
+    _refused_at_line_3(log, keys, f"is longer than {MAX_LOG_LINE_BYTES} bytes; no checkpoint token is")
+
+
+def test_audit_cli_streams_a_log_of_many_lines_as_the_whole_text_audits(
+    completed: DrivenRun, engines: Engines, tmp_path: Path
+) -> None:
+    """Each checkpoint logged 200 times, CRLF line ends and blank lines: the history of the text, line for line."""
+    tokens = completed.checkpoints
+    text = "\r\n\r\n".join(token for token in tokens for _ in range(200)) + "\r\n  \n"
+    log = tmp_path / "many.log"
+    log.write_bytes(text.encode("utf-8"))
+    expected = audit_run(read_log(text), engines.keyring).to_json()
+    audited = _invoke("audit", log, "--checkpoint-keys", _keys(engines, tmp_path), "--json")
+    assert audited.exit_code == 0, audited.output
+    document = json.loads(audited.stdout)
+    assert {key: document[key] for key in expected} == expected
+    assert len(document["repeated_lines"]) == 199 * len(tokens)
+    assert document["checkpoints"][-1]["line"] == 2 * 200 * (len(tokens) - 1) + 1  # blank lines counted
+
+
+def test_audit_cli_names_a_break_before_a_damaged_line_further_on(
+    completed: DrivenRun, engines: Engines, tmp_path: Path
+) -> None:
+    """The log is audited in line order: a gap at line 3 is the answer, not a bad byte at line 5."""
+    tokens = list(completed.checkpoints)
+    log, keys = tmp_path / "run.log", _keys(engines, tmp_path)
+    log.write_bytes("\n".join([*tokens[:2], *tokens[3:]]).encode("utf-8").replace(tokens[5].encode(), b"caf\xe9"))
+    refused = _invoke("audit", log, "--checkpoint-keys", keys)
+    assert refused.exit_code == 1
+    assert refusal(refused.stderr).error.startswith(f"error: run_chain_broken: {log}:3: line 3: ")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rimthan_clikit import epilog, guard, refuse_error
-from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
+from rimthan_clikit import epilog, guard
+from rimthan_workflow_registry.errors import FailureCode, KeyringError
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 if TYPE_CHECKING:
@@ -113,27 +113,6 @@ def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
     return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
 
 
-_LOG_IO = "give the file the harness wrote its checkpoint tokens to (one per line)"
-
-
-def _log_text(log_file: Path) -> str:
-    """The log as text; a byte that is not UTF-8 (no token holds one) is refused at its line, as a bad token is."""
-    from rimthan_workflow_registry.run import RunAuditError
-
-    data = log_file.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = len((data[: exc.start].decode("utf-8") + "x").splitlines())  # numbered as the audit numbers lines
-        raise RunAuditError(
-            FailureCode.CHECKPOINT_INVALID,
-            f"line {line}: is not UTF-8 text (byte 0x{data[exc.start]:02x}); no checkpoint token holds such a byte",
-            path=f"{log_file}:{line}",
-            details={"line": line, "break": "invalid"},
-            next_step=_LOG_IO + ", as it wrote it (not re-encoded)",
-        ) from None
-
-
 _keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE", help=KEYS_HELP)
 _state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=STATE_HELP)
 
@@ -190,7 +169,9 @@ def audit(
     names the line before it as parent. The history lists the release and
     manifest digest, workflow and version, each step reached, the artifacts
     and validator receipts by digest, and every migration with its parent
-    link. No server and no server storage is involved.
+    link. No server and no server storage is involved. LOG is read one line
+    at a time; a line that is not UTF-8 or is longer than any token is
+    refused at its line (checkpoint_invalid).
 
     With --releases-dir or --release, it also says how the run ended, read
     from the verified release its last checkpoint is pinned to: completed,
@@ -200,17 +181,19 @@ def audit(
     """
     # Imported here: a server start imports this module (for its commands) but never audits.
     from rimthan_workflow_registry.release import load_trust
-    from rimthan_workflow_registry.run import audit_run, describe, ending_of, read_log
+    from rimthan_workflow_registry.run import audit_run, describe, ending_of
 
+    from .audit_log import LOG_IO, logged_tokens
     from .audit_releases import read_audit_releases
 
     path = _keys_path(checkpoint_keys, state_dir)
     keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
-    text = guard(lambda: _log_text(log_file), on_io_error=_LOG_IO, as_json=as_json)
-    try:
-        history = audit_run(read_log(text), keyring.for_audit(), source=str(log_file))
-    except RegistryError as exc:
-        refuse_error(exc, as_json=as_json)
+    with guard(lambda: log_file.open("rb"), on_io_error=LOG_IO, as_json=as_json) as stream:
+        history = guard(
+            lambda: audit_run(logged_tokens(stream, str(log_file)), keyring.for_audit(), source=str(log_file)),
+            on_io_error=LOG_IO,
+            as_json=as_json,
+        )
     store = guard(lambda: load_trust(trust)) if releases_dir is not None or release_dirs else None
     releases = guard(lambda: read_audit_releases(release_dirs, releases_dir, store))
     ending = ending_of(history, releases.verified, missing=releases.missing_note())

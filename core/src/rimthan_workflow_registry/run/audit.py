@@ -14,11 +14,14 @@ involved: the tokens are the record.
 
 A release change between consecutive checkpoints is a migration; the audit
 reports it with its parent link. Pure: no I/O beyond what the caller passes.
+The log is taken as an iterable of lines and read once, in order, so a caller
+can stream a file of any length; a line the caller could not read as a token
+(not text, too long) comes with its refusal, raised when the audit reaches it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -34,10 +37,15 @@ class RunAuditError(RegistryError):
 
 @dataclass(frozen=True)
 class LoggedToken:
-    """One non-blank line of the log: its 1-based line number and the token on it."""
+    """One non-blank line of the log: its 1-based line number and the token on it.
+
+    ``refusal`` marks a line that holds no token the reader could pass on (not UTF-8, longer than any token):
+    the audit raises it at that line, after every line before it, and never takes it for a later parent.
+    """
 
     line: int
     token: str
+    refusal: RunAuditError | None = None
 
 
 @dataclass(frozen=True)
@@ -211,32 +219,38 @@ def read_log(text: str) -> list[LoggedToken]:
     return [LoggedToken(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
 
 
-def audit_run(logged: Sequence[LoggedToken], keyring: CheckpointKeyring, *, source: str = "log") -> RunHistory:
-    """Verify every token and the chain; the history of the run, or ``RunAuditError`` at the breaking line."""
-    if not logged:
-        raise RunAuditError(
-            FailureCode.RUN_CHAIN_BROKEN,
-            "holds no checkpoint token",
-            path=source,
-            details={"line": None, "break": "empty"},
-        )
+def audit_run(logged: Iterable[LoggedToken], keyring: CheckpointKeyring, *, source: str = "log") -> RunHistory:
+    """Verify every token and the chain; the history of the run, or ``RunAuditError`` at the breaking line.
+
+    ``logged`` is read once, in line order (what follows a break is read only to name a reorder).
+    """
     audited: list[AuditedCheckpoint] = []
     repeated: list[int] = []
     by_digest: dict[str, AuditedCheckpoint] = {}
-    for entry in logged:
+    entries = iter(logged)
+    for entry in entries:
         current = _verify(entry, keyring, source)
         if audited and current.digest == audited[-1].digest:
             repeated.append(entry.line)  # a harness logging the same checkpoint twice: no new link
             continue
         if current.digest in by_digest:
             _break(source, entry.line, "reorder", f"repeats the checkpoint of line {by_digest[current.digest].line}")
-        _link(audited[-1] if audited else None, current, by_digest, logged, keyring, source)
+        _link(audited[-1] if audited else None, current, by_digest, entries, keyring, source)
         audited.append(current)
         by_digest[current.digest] = current
+    if not audited:
+        raise RunAuditError(
+            FailureCode.RUN_CHAIN_BROKEN,
+            "holds no checkpoint token",
+            path=source,
+            details={"line": None, "break": "empty"},
+        )
     return RunHistory(tuple(audited), tuple(_migrations(audited)), tuple(repeated))
 
 
 def _verify(entry: LoggedToken, keyring: CheckpointKeyring, source: str) -> AuditedCheckpoint:
+    if entry.refusal is not None:
+        raise entry.refusal
     try:
         issued = verify_checkpoint(keyring, entry.token)
     except RegistryError as exc:
@@ -263,11 +277,11 @@ def _link(
     previous: AuditedCheckpoint | None,
     current: AuditedCheckpoint,
     seen: dict[str, AuditedCheckpoint],
-    logged: Sequence[LoggedToken],
+    rest: Iterator[LoggedToken],
     keyring: CheckpointKeyring,
     source: str,
 ) -> None:
-    """Raise at ``current``'s line unless it is the run's next checkpoint."""
+    """Raise at ``current``'s line unless it is the run's next checkpoint (``rest``: the lines after it)."""
     cp, line = current.checkpoint, current.line
     if previous is None:
         if cp.sequence != 1 or cp.parent_digest is not None:
@@ -302,7 +316,7 @@ def _link(
             f"{parent.checkpoint.sequence}), which line {_child_of(parent, seen)} "
             "already continued; the run branched there",
         )
-    later = _later_parent(cp.parent_digest, line, logged, keyring)
+    later = _later_parent(cp.parent_digest, rest, keyring)
     if later is not None:
         _break(source, line, "reorder", f"sequence {cp.sequence} is logged before line {later} that it follows")
     if cp.sequence > prev.sequence + 1:
@@ -329,12 +343,14 @@ def _child_of(parent: AuditedCheckpoint, seen: dict[str, AuditedCheckpoint]) -> 
     return next(c.line for c in seen.values() if c.checkpoint.parent_digest == parent.digest)
 
 
-def _later_parent(
-    parent_digest: str | None, line: int, logged: Sequence[LoggedToken], keyring: CheckpointKeyring
-) -> int | None:
-    """The line after ``line`` whose token is ``parent_digest``, if the log holds it (verified tokens only)."""
-    for entry in logged:
-        if entry.line > line and token_digest(entry.token) == parent_digest:
+def _later_parent(parent_digest: str | None, rest: Iterator[LoggedToken], keyring: CheckpointKeyring) -> int | None:
+    """The later line whose token is ``parent_digest``, if the log holds it (verified tokens only).
+
+    Called only on the way to a refusal, so it may read the rest of the log; a line refused as unreadable is
+    no parent.
+    """
+    for entry in rest:
+        if entry.refusal is None and token_digest(entry.token) == parent_digest:
             try:
                 verify_checkpoint(keyring, entry.token)
             except RegistryError:
