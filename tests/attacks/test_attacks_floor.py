@@ -343,6 +343,12 @@ def test_a_replica_writes_the_floor_only_under_the_lock(world: ServerWorld, tmp_
     assert _floor(state)["catalogues"][CATALOGUE]["version"] == "1.3.0"
 
 
+def _make_the_lock_unopenable(state: Path) -> None:
+    """A directory where the lock file goes: nothing is locked, as in a read-only state dir (root writes those)."""
+    (state / (FLOOR_FILE + LOCK_SUFFIX)).unlink(missing_ok=True)
+    (state / (FLOOR_FILE + LOCK_SUFFIX)).mkdir()
+
+
 def test_a_state_dir_it_cannot_write_serves_at_the_floor_and_refuses_a_raise(
     world: ServerWorld, tmp_path: Path
 ) -> None:
@@ -350,11 +356,24 @@ def test_a_state_dir_it_cannot_write_serves_at_the_floor_and_refuses_a_raise(
     state = tmp_path / "state"
     assert _cli(*_serve_args(world, "1.2.0", state)).returncode == 0
     before = (state / FLOOR_FILE).read_bytes()
-    (state / (FLOOR_FILE + LOCK_SUFFIX)).unlink(missing_ok=True)
-    (state / (FLOOR_FILE + LOCK_SUFFIX)).mkdir()  # the lock cannot be opened, as in a read-only state directory
+    _make_the_lock_unopenable(state)
     at_floor = _cli(*_serve_args(world, "1.2.0", state))
     assert at_floor.returncode == 0, at_floor.stderr
     above = _cli(*_serve_args(world, "1.3.0", state))
     assert above.returncode == 1 and "Traceback" not in above.stderr
     assert above.stderr.startswith(f"error: io_error: {state / FLOOR_FILE}: cannot record {CATALOGUE}@1.3.0")
     assert (state / FLOOR_FILE).read_bytes() == before
+
+
+def test_a_refresh_the_floor_cannot_record_is_rejected_and_the_release_stays(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A newer release serves only once the floor records it: unrecorded, it is a rejected refresh (io_error)."""
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    provider = _open(world, world.publish("1.2.0", releases), state)
+    _make_the_lock_unopenable(state)
+    world.publish("1.3.0", releases)
+    result = provider.refresh()
+    assert result.outcome == "rejected" and result.active == f"{CATALOGUE}@1.2.0"
+    assert [r.error["code"] for r in result.rejected] == [FailureCode.IO_ERROR.value]
+    assert _floor(state)["catalogues"][CATALOGUE]["version"] == "1.2.0"
