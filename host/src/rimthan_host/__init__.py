@@ -12,4 +12,19 @@ only, never on the server's internals. See docs/host-kit.md.
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``harness``        the scripted harness: a session driven by a scenario (tests, demo, load, benchmarks)
 ``demo``           ``make demo``: a real SDK client walks the packaged workflow through the harness
+
+The bridge (``rimthan-host serve``: a model drives a run through its own tools):
+
+``bridge``         :class:`Bridge`: the model's moves (start, resume, step_done, verdicts, answers, migration)
+``step_replies``   the replies every move ends with: where the run is, the output schemas copied per release
+``words``          the bridge's results in words: the step, what it needs, the one call to make next
+``tools``          the tools as the model sees them, and the check of a model's arguments against them
+``asking``         asking the person directly: elicitation in both MCP protocol eras
+``schemas``        an output's JSON Schema from the verified release, copied into the project for the model
+``outputs``        a step's files as the model wrote them: what is missing or unusable, refusals by file
+``bridge_server``  the SDK's low-level server offering the bridge's tools
+``link``           the verifier connection: a child ``rimthan-mcp serve`` over stdio, or a URL
+``reconnect``      a connection lost mid-move: restart the child once, resume from the log, say so
+``serve``          the ``rimthan-host serve`` command line
+``standin``        a scripted model (tests); ``agent_demo`` ``make agent-demo``
 """

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,38 +28,21 @@ from .protocol import (
     ToolCaller,
     ToolRefused,
     VerifierLost,
-    workflow_version,
 )
 from .reports import refused_report
 from .runlog import RunLog, RunSummary, new_run_id, run_summaries
-from .schemas import OutputSchema, output_schema
 from .session import HostSession
+from .step_replies import Reply, StepReplies, failure_codes, misplaced, reply, validators_waiting, where
 from .words import (
     busy_words,
     fact_message,
     failed_words,
     failure_words,
-    findings_words,
     known_runs,
-    next_call,
     offer_summary,
-    offer_words,
     preview_words,
-    question_words,
     refusal_reason,
-    scrub,
-    step_words,
-    validator_words,
 )
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A tool result for the model: words, the same facts as data, and whether the move failed."""
-
-    text: str
-    data: dict[str, Any] = field(default_factory=dict)
-    is_error: bool = False
 
 
 class ResumeFailed(Exception):
@@ -85,8 +67,7 @@ class Bridge:
         read_resource: ResourceReader | None = None,
     ) -> None:
         self.call = call
-        self.read_resource = read_resource
-        self._schemas: dict[str, OutputSchema] = {}  # copied, by schema URI (it names the release's digest)
+        self.replies = StepReplies(read_resource)
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
         self.clock = clock
@@ -116,7 +97,7 @@ class Bridge:
         if result["status"] == "blocked":
             lines = ["The run did not start. The verifier needs:", *failure_words(result["failures"])]
             lines.append("Ask the user for what is missing and call start_run again with every fact.")
-            return Reply("\n".join(lines), {"status": "blocked", "failures": _codes(result)}, is_error=True)
+            return Reply("\n".join(lines), {"status": "blocked", "failures": failure_codes(result)}, is_error=True)
         self.session = session
         lines = [f"Started run {self.run_id} ({by})."]
         lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it." for r in unfinished]
@@ -165,8 +146,8 @@ class Bridge:
             return self._no_run()
         session = self.session
         if session.prepared is not None and session.prepared.pending:
-            return self._validators(session, [*lines, self._where(session)])
-        return await self._describe(session.result, lines)
+            return validators_waiting(session, [*lines, where(session)])
+        return await self.replies.describe(session, session.result, lines, elicits=self.elicits)
 
     async def step_done(self) -> Reply:
         session = self._running()
@@ -174,13 +155,13 @@ class Bridge:
             return session
         step = session.step
         if session.result.get("status") == "input_required":
-            return self._misplaced(session, "Nothing was done: the step is waiting for an answer first.")
+            return misplaced(session, "Nothing was done: the step is waiting for an answer first.")
         if not step.get("gated"):
             return await self._go_on(await session.advance(), [f"Step {step['id']} done."])
         prepared = session.prepared
         if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
             lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
-            return self._validators(session, lines, error=True)
+            return validators_waiting(session, lines, error=True)
         lines = ["The files changed since they were checked: checking them again."] if prepared else []
         return await self._check(session, lines)
 
@@ -190,18 +171,22 @@ class Bridge:
         problems = file_problems(session.files, step.get("outputs") or [])
         if problems:
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
-            return self._reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
+            return reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
         prepared_result = await session.prepare(session.read_outputs())
         if prepared_result["status"] == "deterministic_validation_failed":
-            schemas = {p: s.path for p, s in (await self._output_schemas(step, self._release_id())).items() if s.path}
+            schemas = {
+                p: s.path
+                for p, s in (await self.replies.output_schemas(session, step, self._release_id())).items()
+                if s.path
+            }
             lines += ["The verifier refused the files:"]
             lines += refusal_words(prepared_result["failures"], step.get("outputs") or [], schemas)
             lines.append("Fix the files, then call step_done again; the run waits at this step.")
-            data = {"run": self.run_id, "status": prepared_result["status"], "failures": _codes(prepared_result)}
-            return self._reply(lines, data, True)
+            data = {"run": self.run_id, "status": prepared_result["status"], "failures": failure_codes(prepared_result)}
+            return reply(lines, data, True)
         if not prepared_result["validators"]:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
-        return self._validators(session, lines)
+        return validators_waiting(session, lines)
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
         session = self._running()
@@ -209,27 +194,27 @@ class Bridge:
             return session
         prepared = session.prepared
         if prepared is None:
-            return self._misplaced(session, "No validator is waiting for a verdict; nothing was recorded.")
+            return misplaced(session, "No validator is waiting for a verdict; nothing was recorded.")
         names = {s["validator_id"]: f"{s['validator_id']}@{s['version']}" for s in prepared.validators}
         name = validator.split("@")[0]
         key = names.get(name)
         if key is None:
             lines = [f"Nothing was recorded: {validator} is not a validator of this step."]
-            return self._validators(session, lines, error=True)
+            return validators_waiting(session, lines, error=True)
         if key in prepared.verdicts:
             lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
-            return self._validators(session, lines, error=True)
+            return validators_waiting(session, lines, error=True)
         findings = [f.strip() for f in findings if f.strip()]
         if verdict == "fail" and not findings:
             lines = [
                 f"Nothing was recorded: a fail verdict needs findings. Call record_verdict again for {name} with "
                 'verdict "fail" and findings: what is wrong, one sentence each, as the subagent reported it.'
             ]
-            return self._validators(session, lines, error=True)
+            return validators_waiting(session, lines, error=True)
         severity = "error" if verdict == "fail" else "warning"
         session.verdict(key, verdict, [{"severity": severity, "message": f} for f in findings])
         if prepared.pending:
-            return self._validators(session, [f"Recorded {verdict} for {name}."])
+            return validators_waiting(session, [f"Recorded {verdict} for {name}."])
         changed = changed_files(session.files, prepared.artifacts)
         if changed:
             session.prepared = None
@@ -237,7 +222,7 @@ class Bridge:
                 f"{', '.join(changed)} changed after step_done: the verdicts were about the old content and are "
                 "discarded. Call step_done to check the files as they are now; then run the validators again."
             ]
-            return self._reply(lines, {"run": self.run_id, "status": "files_changed", "files": changed}, True)
+            return reply(lines, {"run": self.run_id, "status": "files_changed", "files": changed}, True)
         return await self._submit(session, [f"Recorded {verdict} for {name}; step submitted."])
 
     async def _submit(self, session: HostSession, lines: list[str]) -> Reply:
@@ -258,17 +243,17 @@ class Bridge:
             name = key.split("@")[0]
             lines = [f"The verifier refused the verdict of {name} ({said}). That verdict is discarded, the others "
                      f"stand: call record_verdict for {name} again, with findings the verifier accepts."]  # fmt: skip
-            return self._validators(session, lines, error=True)
+            return validators_waiting(session, lines, error=True)
         session.prepared = None  # the round as a whole: check the files again, every validator runs again
         head = f"The verifier refused the step's verdicts ({said}); they are discarded."
         if prepared.validators:  # (a step without validators would only be refused again)
             try:
-                reply = await self._check(session, [head, "The files are checked again."])
-                return Reply(reply.text, reply.data, is_error=True)
+                checked = await self._check(session, [head, "The files are checked again."])
+                return Reply(checked.text, checked.data, is_error=True)
             except ToolRefused as again:
                 head += f" Checking the files again was refused too ({refusal_reason(again.error)})."
         lines = [head, "Call step_done to try again; show_step says where the run is."]
-        return self._reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
+        return reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
 
     async def answer_question(self, asker: Asker, answer: str | None) -> Reply:
         session = self._running()
@@ -276,7 +261,7 @@ class Bridge:
             return session
         question = session.result.get("question")
         if session.result.get("status") != "input_required" or not question:
-            return self._misplaced(session, "No question is waiting; nothing was recorded.")
+            return misplaced(session, "No question is waiting; nothing was recorded.")
         choices = tuple(str(c) for c in question.get("choices") or ())
         if asker.available:
             ask = Ask(question["field"], question["prompt"], choices, answer)
@@ -297,7 +282,7 @@ class Bridge:
                 f"Nothing was recorded: {value!r} is not one of the choices: {', '.join(choices)}.",
                 "Ask the user to choose one of them, then call answer_question with it exactly as written.",
             ]
-            return self._reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
+            return reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
         result = await session.advance({question["field"]: value}, by=by)
         return await self._go_on(result, [f"Recorded {question['field']} = {value} ({by})."])
 
@@ -311,12 +296,12 @@ class Bridge:
         if offer is None:
             lines = [f"Nothing was done: no newer release is offered for run {self.run_id}, so there is nothing to "
                      "migrate to. Carry on with the current step (show_step says what it needs)."]  # fmt: skip
-            return self._reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
+            return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
         offered = str(offer_summary(offer)["to_release"])
         if to_release and to_release != offered:
             lines = [f"Nothing was done: {to_release} is not offered for this run; the release offered is {offered}. "
                      "Call migrate_run without to_release to take it."]  # fmt: skip
-            return self._reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
+            return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
         to_release = offered
         values = {**session.state.values, **facts}
         try:
@@ -331,7 +316,7 @@ class Bridge:
             )
         words = preview_words(preview.get("migration") or {}, preview.get("failures") or [])
         blocking = [f for f in preview.get("failures") or [] if f.get("code") != "migration_confirmation_required"]
-        data = {"status": "preview", "to_release": to_release, "failures": _codes(preview)}
+        data = {"status": "preview", "to_release": to_release, "failures": failure_codes(preview)}
         if blocking or not confirm:
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
@@ -371,14 +356,6 @@ class Bridge:
         self.session = None
         return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
 
-    def _misplaced(self, session: HostSession, what: str) -> Reply:
-        """A move that does not fit where the run is: what was wrong and the one call to make next."""
-        pending = session.prepared.pending if session.prepared is not None else []
-        step = session.step
-        lines = [what, next_call(session.result, pending), "(show_step repeats the step's instructions.)"]
-        data = {"run": self.run_id, "status": session.result.get("status"), "step": {"id": step.get("id")}}
-        return Reply(scrub(" ".join(lines)), data, True)
-
     def _running(self) -> HostSession | Reply:
         """The active run, if it can still move; else words saying how to get one."""
         if self.session is None:
@@ -405,10 +382,6 @@ class Bridge:
         active = self.run_id if self.session is not None else None
         data = {"status": "refused", "unfinished": [r.run_id for r in unfinished]}
         return Reply(busy_words(unfinished, active), data, is_error=True)
-
-    def _where(self, session: HostSession) -> str:
-        step = session.step
-        return f"Run {self.run_id} ({workflow_version(session.result)}): step {step.get('id')} - {step.get('title')}."
 
     def _release_id(self) -> str:
         assert self.session is not None
@@ -443,78 +416,7 @@ class Bridge:
                 )
             result = await session.submit()
             lines.append("The workspace is set up: the release's prompt, skill and subagents are installed.")
-        return await self._describe(result, lines)
-
-    async def _output_schemas(self, step: Mapping[str, Any], release_id: str) -> dict[str, OutputSchema]:
-        """Each JSON output's schema, fetched and copied into the project once per release (tried again if not)."""
-        found: dict[str, OutputSchema] = {}
-        if self.read_resource is None or self.session is None or not step.get("gated"):
-            return found
-        for output in step.get("outputs") or []:
-            uri = str(output.get("schema_uri") or "")
-            schema = self._schemas.get(uri)
-            if uri and schema is None:
-                schema = await output_schema(self.read_resource, self.session.files, release_id, output)
-                if schema is not None and schema.path is not None:
-                    self._schemas[uri] = schema
-            if schema is not None:
-                found[output["path"]] = schema
-        return found
-
-    async def _describe(self, result: Mapping[str, Any], lines: list[str], *, error: bool = False) -> Reply:
-        session = self.session
-        assert session is not None
-        status = result.get("status")
-        data: dict[str, Any] = {"run": self.run_id, "status": status}
-        if status == "completed":
-            files = sorted(w.path for w in session.record.written.values())
-            lines += [
-                f"Run {self.run_id} is complete.",
-                f"Run log: .rimthan/runs/{self.run_id}.log (rimthan-mcp audit verifies it).",
-            ]
-            return self._reply(lines, {**data, "files": files}, error)
-        step = result.get("step") or {}
-        data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}
-        if status == "validation_failed":
-            files = [o["path"] for o in step.get("outputs") or []]
-            lines += findings_words(result.get("findings") or [])
-            lines += ["The step's files:", *(f"- {path}" for path in files)]
-            return self._reply(lines, {**data, "files": files}, error)
-        release_id = str((result.get("release") or session.result.get("release") or {}).get("id") or "release")
-        schemas = await self._output_schemas(step, release_id)
-        lines += step_words(step, self.run_id, workflow_version(result), schemas)
-        if session.migration_offer is not None:
-            lines += offer_words(session.migration_offer)
-            data["migration"] = offer_summary(session.migration_offer)
-        if status == "input_required" and result.get("question"):
-            question = result["question"]
-            lines += ["", *question_words(question, elicits=self.elicits)]
-            data["question"] = {
-                "field": question["field"],
-                "prompt": question["prompt"],
-                "choices": question["choices"],
-            }
-        data["files"] = [o["path"] for o in step.get("outputs") or []] if step.get("gated") else []
-        return self._reply(lines, data, error)
-
-    def _validators(self, session: HostSession, lines: list[str], *, error: bool = False) -> Reply:
-        """The validators still waiting: in full, or after a mistake by name (show_step repeats the rest)."""
-        assert session.prepared is not None
-        pending = session.prepared.pending
-        named = [{"name": s["validator_id"], "subagent": s["subagent"]} for s in pending]
-        if error:
-            waiting = ", ".join(f"{v['name']} (subagent {v['subagent']})" for v in named)
-            lines += [f"Waiting for a verdict: {waiting}. show_step repeats their instructions."]
-        else:
-            lines += validator_words(session.step, pending)
-        return self._reply(lines, {"run": self.run_id, "status": "validators_pending", "validators": named}, error)
-
-    def _reply(self, lines: list[str], data: dict[str, Any], error: bool) -> Reply:
-        return Reply(scrub("\n".join(lines).strip()), data, error)
-
-
-def _codes(result: Mapping[str, Any]) -> list[str]:
-    return [str(f.get("code")) for f in result.get("failures") or []]
+        return await self.replies.describe(session, result, lines, elicits=self.elicits)
 
 
 __all__ = ["Bridge", "Reply", "ResumeFailed", "ToolRefused"]

@@ -1,0 +1,144 @@
+"""What the bridge tells the model about where its run is: the replies every move ends with.
+
+A :class:`Reply` is a tool result in words, with the same facts as data.
+:class:`StepReplies` describes a run's position after a move - the step's
+instructions and files (with the copies of their JSON Schemas it keeps per
+release), the question, the validators still waiting, a completed run - and
+the one call to make next when a move does not fit where the run is. The
+words themselves are :mod:`rimthan_host.words`; the moves are
+:mod:`rimthan_host.bridge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .protocol import ResourceReader, workflow_version
+from .schemas import OutputSchema, output_schema
+from .session import HostSession
+from .words import (
+    findings_words,
+    next_call,
+    offer_summary,
+    offer_words,
+    question_words,
+    scrub,
+    step_words,
+    validator_words,
+)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A tool result for the model: words, the same facts as data, and whether the move failed."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+
+
+def reply(lines: list[str], data: dict[str, Any], error: bool) -> Reply:
+    """The reply of ``lines`` (scrubbed of anything a model must not handle) and ``data``."""
+    return Reply(scrub("\n".join(lines).strip()), data, error)
+
+
+def failure_codes(result: Mapping[str, Any]) -> list[str]:
+    """The codes of a result's failures, for the reply's data."""
+    return [str(f.get("code")) for f in result.get("failures") or []]
+
+
+def run_id_of(session: HostSession) -> str:
+    assert session.run_log is not None
+    return session.run_log.run_id
+
+
+def where(session: HostSession) -> str:
+    """One line: the run, its workflow and version, and its step."""
+    step = session.step
+    run = run_id_of(session)
+    return f"Run {run} ({workflow_version(session.result)}): step {step.get('id')} - {step.get('title')}."
+
+
+def misplaced(session: HostSession, what: str) -> Reply:
+    """A move that does not fit where the run is: what was wrong and the one call to make next."""
+    pending = session.prepared.pending if session.prepared is not None else []
+    step = session.step
+    lines = [what, next_call(session.result, pending), "(show_step repeats the step's instructions.)"]
+    data = {"run": run_id_of(session), "status": session.result.get("status"), "step": {"id": step.get("id")}}
+    return Reply(scrub(" ".join(lines)), data, True)
+
+
+def validators_waiting(session: HostSession, lines: list[str], *, error: bool = False) -> Reply:
+    """The validators still waiting: in full, or after a mistake by name (show_step repeats the rest)."""
+    assert session.prepared is not None
+    pending = session.prepared.pending
+    named = [{"name": s["validator_id"], "subagent": s["subagent"]} for s in pending]
+    if error:
+        waiting = ", ".join(f"{v['name']} (subagent {v['subagent']})" for v in named)
+        lines += [f"Waiting for a verdict: {waiting}. show_step repeats their instructions."]
+    else:
+        lines += validator_words(session.step, pending)
+    return reply(lines, {"run": run_id_of(session), "status": "validators_pending", "validators": named}, error)
+
+
+class StepReplies:
+    """Replies describing a run's position, with the output schemas copied into the project once per release."""
+
+    def __init__(self, read_resource: ResourceReader | None) -> None:
+        self.read_resource = read_resource
+        self._schemas: dict[str, OutputSchema] = {}  # copied, by schema URI (it names the release's digest)
+
+    async def output_schemas(
+        self, session: HostSession, step: Mapping[str, Any], release_id: str
+    ) -> dict[str, OutputSchema]:
+        """Each JSON output's schema, fetched and copied into the project once per release (tried again if not)."""
+        found: dict[str, OutputSchema] = {}
+        if self.read_resource is None or not step.get("gated"):
+            return found
+        for output in step.get("outputs") or []:
+            uri = str(output.get("schema_uri") or "")
+            schema = self._schemas.get(uri)
+            if uri and schema is None:
+                schema = await output_schema(self.read_resource, session.files, release_id, output)
+                if schema is not None and schema.path is not None:
+                    self._schemas[uri] = schema
+            if schema is not None:
+                found[output["path"]] = schema
+        return found
+
+    async def describe(
+        self, session: HostSession, result: Mapping[str, Any], lines: list[str], *, elicits: bool, error: bool = False
+    ) -> Reply:
+        """Where the run is after ``result``: complete, its findings, or its step (question, offer, files)."""
+        run = run_id_of(session)
+        status = result.get("status")
+        data: dict[str, Any] = {"run": run, "status": status}
+        if status == "completed":
+            files = sorted(w.path for w in session.record.written.values())
+            lines += [f"Run {run} is complete.", f"Run log: .rimthan/runs/{run}.log (rimthan-mcp audit verifies it)."]
+            return reply(lines, {**data, "files": files}, error)
+        step = result.get("step") or {}
+        data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}
+        if status == "validation_failed":
+            files = [o["path"] for o in step.get("outputs") or []]
+            lines += findings_words(result.get("findings") or [])
+            lines += ["The step's files:", *(f"- {path}" for path in files)]
+            return reply(lines, {**data, "files": files}, error)
+        release_id = str((result.get("release") or session.result.get("release") or {}).get("id") or "release")
+        schemas = await self.output_schemas(session, step, release_id)
+        lines += step_words(step, run, workflow_version(result), schemas)
+        if session.migration_offer is not None:
+            lines += offer_words(session.migration_offer)
+            data["migration"] = offer_summary(session.migration_offer)
+        if status == "input_required" and result.get("question"):
+            question = result["question"]
+            lines += ["", *question_words(question, elicits=elicits)]
+            data["question"] = {
+                "field": question["field"],
+                "prompt": question["prompt"],
+                "choices": question["choices"],
+            }
+        data["files"] = [o["path"] for o in step.get("outputs") or []] if step.get("gated") else []
+        return reply(lines, data, error)
