@@ -148,7 +148,8 @@ bench-quick: bootstrap
 # loopback, with a refresh to 1.3.0, a killed and restarted replica and a corrupt 1.4.0 (bounded; prints
 # calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens,
 # per tool through the in-memory transport and real stdio (RIMTHAN_FUZZ_MEMORY_CALLS / RIMTHAN_FUZZ_STDIO_CALLS),
-# and of catalogue sources mutated, built and run (RIMTHAN_FUZZ_CATALOGUE_MUTATIONS).
+# of catalogue sources mutated, built and run (RIMTHAN_FUZZ_CATALOGUE_MUTATIONS), and of signed releases mutated,
+# re-signed by an insider, loaded and run (RIMTHAN_FUZZ_RELEASE_MUTATIONS).
 .PHONY: load fuzz-long
 load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
@@ -167,7 +168,7 @@ fleet: bootstrap
 FUZZ_DEPTH := tests/attacks/test_attacks_fuzz_depth.py
 fuzz-long: bootstrap
 	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py \
-	  tests/attacks/test_attacks_catalogue_mutations.py -s
+	  tests/attacks/test_attacks_catalogue_mutations.py tests/attacks/test_attacks_release_mutations.py -s
 	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (start or continue)" & first=$$!; \
 	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (prepare or submit)"; second=$$?; \
 	wait $$first && test $$second -eq 0

@@ -25,109 +25,44 @@ digits and ``one_of = 3`` were tracebacks, and an integer past 2^53 - 1 or an
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import shutil
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rimthan_host.protocol import HarnessError
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, WorkflowProtocolError
+from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from support.engines import Engines, TickingClock, drive
+from support.mutations import (
+    ODD_VALUES,
+    ROUTES,
+    VERSION,
+    dumped,
+    mutated,
+    refused_with_a_code,
+    run_to_a_protocol_answer,
+)
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 
 SLICE = 80
 MUTATIONS = int(os.environ.get("RIMTHAN_FUZZ_CATALOGUE_MUTATIONS", "1000"))
-VERSION = "1.2.0"
-ROUTES = ("desk-research", "user-interviews", "experiment")
 SOURCE = packaged_source(VERSION)
 FILES = sorted(
     str(p.relative_to(SOURCE))
     for p in SOURCE.rglob("*")
     if p.suffix in (".toml", ".json") and p.is_file() and "examples" not in p.parts
 )
-_TOO_LONG = 424242424242  # written in its place: an integer of 5,000 digits, which no serialiser here writes
-ODD_VALUES: list[Any] = [
-    _TOO_LONG,
-    2**53,
-    -(2**63),
-    float("inf"),
-    float("nan"),
-    1.5,
-    -0.0,
-    True,
-    0,
-    -1,
-    "",
-    "\x00",
-    "a\nb",
-    "\u202e",
-    "../outside",
-    "/absolute",
-    "x" * 5000,
-    "x" * 300,
-    "research/\u00e9\u0301.json",
-    "\U0001f600",
-    "desk-research",
-    "{id}",
-    "#/$defs/nowhere",
-    "https://example.com/x.json",
-    [],
-    {},
-    [1, [2]],
-    {"a": {"b": {}}},
-    ["x", "x"],
-    datetime.datetime(1979, 5, 27, 7, 32),
-    datetime.date(2026, 12, 5),
-    datetime.time(1, 2),
-]
-
-
-def _leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Every path to a value inside ``value`` (containers included), the root excluded."""
-    if path:
-        yield path
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from _leaves(child, (*path, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _leaves(child, (*path, index))
 
 
 def _mutated_text(rel: str, path_index: int, value_index: int, same_type: bool) -> str | None:
-    """The file ``rel`` with one value replaced (``None`` where the value has no form in that file type).
-
-    With ``same_type``, the new value has the old one's type where one of
-    :data:`ODD_VALUES` does: such a catalogue gets past the type checks more
-    often, so its release is built and run.
-    """
+    """The file ``rel`` with one value replaced (``None`` where the value has no form in that file type)."""
     text = (SOURCE / rel).read_text("utf-8")
     document = tomllib.loads(text) if rel.endswith(".toml") else json.loads(text)
-    paths = list(_leaves(document))
-    target = paths[path_index % len(paths)]
-    holder = document
-    for step in target[:-1]:
-        holder = holder[step]
-    alike = [v for v in ODD_VALUES if type(v) is type(holder[target[-1]])] if same_type else []
-    candidates = alike or ODD_VALUES
-    value = candidates[value_index % len(candidates)]
-    holder[target[-1]] = value
-    try:
-        written = tomli_w.dumps(document) if rel.endswith(".toml") else json.dumps(document, default=str)
-    except (TypeError, ValueError):  # JSON has no NaN; tomli_w writes no lone surrogate
-        return None
-    return written.replace(str(_TOO_LONG), "9" * 5000)
+    return dumped(rel, mutated(document, path_index, value_index, same_type)[1])
 
 
 @pytest.fixture(scope="module")
@@ -147,15 +82,9 @@ def _build_and_run(work: Path, keys: tuple[KeyPair, Path], rel: str, text: str, 
     try:
         release = verify_release(build_release(source, work / "releases", [key]), load_trust(trust))
     except RegistryError as exc:
-        assert exc.code is not FailureCode.INTERNAL_ERROR and exc.path, exc.one_line()
+        refused_with_a_code(exc)
         return
-    engines = Engines({VERSION: release}, CheckpointKeyring.generate(), work, TickingClock())
-    try:
-        drive(engines, VERSION, route, name="mutated")
-    except WorkflowProtocolError as exc:  # the engine's answer to the scripted user (the server sends it as a result)
-        assert exc.code is not FailureCode.INTERNAL_ERROR, exc.one_line()
-    except HarnessError as exc:  # the scripted user stops where the changed catalogue asks what it cannot answer
-        assert FailureCode.INTERNAL_ERROR.value not in str(exc), str(exc)
+    run_to_a_protocol_answer(release, work, route)
 
 
 Mutation = tuple[str, int, int, bool, str]  # file, which value (mod their count), which odd value, same type, route

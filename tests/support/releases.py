@@ -29,6 +29,9 @@ Functions
         ``edit(catalogue_dir)`` changed its files - what a signer with a
         trusted key who skipped the packager's checks could publish. Used to
         prove verification does not rely on the packager alone.
+    sign_manifest(release, keys, data) -> None
+        Publish ``data`` as the manifest, signed by ``keys``: a hand-made
+        manifest only the content rules can refuse.
 """
 
 from __future__ import annotations
@@ -158,11 +161,15 @@ def resign_release(
     )
     if manifest_edit is not None:
         manifest = manifest_edit(manifest)
-    data = manifest.to_bytes()
-    (release / MANIFEST_NAME).write_bytes(data)
     (release / CHECKSUMS_NAME).write_bytes(render_checksums(manifest))
+    sign_manifest(release, keys, manifest.to_bytes())
+    return manifest
+
+
+def sign_manifest(release: Path, keys: Sequence[KeyPair], data: bytes) -> None:
+    """Publish ``data`` as the release's manifest, signed by ``keys`` alone (whatever the bytes say)."""
+    (release / MANIFEST_NAME).write_bytes(data)
     shutil.rmtree(release / SIGNATURES_DIR)
     (release / SIGNATURES_DIR).mkdir()
     for pair in keys:
         (release / SIGNATURES_DIR / signature_name(pair.key_id)).write_bytes(pair.signing_key.sign(data))
-    return manifest

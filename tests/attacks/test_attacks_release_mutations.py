@@ -1,0 +1,310 @@
+"""Signed releases mutated one value at a time by an insider: refused with a code at load, or they run.
+
+The insider holds the release key and skips the packager: whatever the
+catalogue rules at load do not refuse, a hand-made manifest can publish.
+Once per module the packaged 1.2.0 catalogue is built with the real
+packager; per example Hypothesis copies that release and changes ONE thing
+in ``manifest.json`` or in one of the catalogue's TOML or JSON files:
+
+- a value replaced by an odd one (:data:`support.mutations.ODD_VALUES`, of
+  the old value's type where one is, so it gets past the type checks);
+- a key or item deleted;
+- a raw spelling no serialiser writes (nesting 100,000 deep, ``1e400``,
+  ``-0``, ``NaN``, a lone surrogate, an integer of 5,000 digits, a TOML date);
+- a key written twice, the old value then an odd one;
+- the file's bytes (a BOM, a NUL, invalid UTF-8, nothing, half of it).
+
+A catalogue file's new digest and size go into the manifest, and every
+manifest is re-signed with the real key (``sign_manifest``, as the insider
+attacks do), so the change reaches the content rules. The release is then
+loaded through the server's own path (``load_release`` ->
+``verify_release``). Each mutation must end one of two ways:
+
+- refused: a ``RegistryError`` with a code from the closed list (never
+  ``internal_error``) naming a file;
+- served: its manifest is exactly what the packager writes for its files
+  (nothing the packager could not have signed), and a whole run driven
+  through the engine completes or stops on a protocol answer.
+
+Anything else (a ``TypeError``, ``RecursionError``, ``KeyError`` from a
+parser or the engine) fails the test.
+
+``make test`` runs ``SLICE`` mutations; ``make fuzz-long`` runs
+``RIMTHAN_FUZZ_RELEASE_MUTATIONS`` (1,000 by default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rimthan_workflow_mcp.loading import load_release
+from rimthan_workflow_registry.canonical import canonical_bytes
+from rimthan_workflow_registry.errors import RegistryError
+from rimthan_workflow_registry.release.format import (
+    CATALOGUE_DIR,
+    CHECKSUMS_NAME,
+    MANIFEST_NAME,
+    FileEntry,
+    manifest_for,
+    render_checksums,
+)
+from rimthan_workflow_registry.release.manifest_parse import parse_manifest
+from rimthan_workflow_registry.release.trust import TrustStore, load_trust
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.json_edits import delete_at, set_at
+from support.mutations import (
+    ODD_VALUES,
+    ROUTES,
+    VERSION,
+    dumped,
+    locations,
+    mutated,
+    odd_value,
+    refused_with_a_code,
+    run_to_a_protocol_answer,
+)
+from support.releases import (
+    KeyPair,
+    build_release,
+    make_keypair,
+    packaged_source,
+    resign_release,
+    sign_manifest,
+    trust_dir,
+)
+
+SLICE = 80
+MUTATIONS = int(os.environ.get("RIMTHAN_FUZZ_RELEASE_MUTATIONS", "1000"))
+SOURCE = packaged_source(VERSION)
+FILES = [
+    MANIFEST_NAME,
+    *sorted(
+        str(p.relative_to(SOURCE))
+        for p in SOURCE.rglob("*")
+        if p.suffix in (".toml", ".json") and p.is_file() and "examples" not in p.parts
+    ),
+]
+_DEEP = 100_000
+RAW_JSON = [
+    "[" * _DEEP + "]" * _DEEP,
+    '{"a":' * 1000 + "0" + "}" * 1000,
+    "[" * 40 + "]" * 40,
+    "1e400",
+    "-0",
+    "1.0",
+    "1E2",
+    "9" * 5000,
+    "NaN",
+    "-Infinity",
+    '"\\ud800"',
+    '"\\u0000"',
+    '"\\u202e"',
+]
+RAW_TOML = [
+    "[" * _DEEP + "]" * _DEEP,
+    "{a = " * 1000 + "0" + "}" * 1000,
+    "[" * 40 + "]" * 40,
+    "inf",
+    "nan",
+    "-0.0",
+    "9" * 5000,
+    "0x7fffffffffffffff",
+    "1979-05-27T07:32:00Z",
+    "00:00:00",
+    '"\\u0000"',
+    "'''a\nb'''",
+    '"\\ud800"',
+]
+KINDS = ("value", "value", "value", "delete", "raw", "duplicate", "bytes")  # value edits most often
+_MARK = "rimthan-mutation-mark"
+
+
+@dataclass(frozen=True)
+class Pristine:
+    """The release built once by the real packager, the key that signed it and the trust store that knows it."""
+
+    release: Path
+    key: KeyPair
+    trust: TrustStore
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Pristine:
+    root = tmp_path_factory.mktemp("release-mutations")
+    key = make_keypair(root / "keys", "release-engineer")
+    release = build_release(SOURCE, root / "releases", [key])
+    return Pristine(release, key, load_trust(trust_dir(root / "trust", key)))
+
+
+# --------------------------------------------------------------------------- the mutated bytes
+
+
+def _parsed(rel: str, data: bytes) -> Any:
+    return tomllib.loads(data.decode("utf-8")) if rel.endswith(".toml") else json.loads(data)
+
+
+def _written(rel: str, document: Any) -> str | None:
+    """``document`` as the file ``rel`` holds it: the manifest canonical where it can be, so it reaches the rules."""
+    if rel != MANIFEST_NAME:
+        return dumped(rel, document)
+    try:
+        return canonical_bytes(document).decode("utf-8")
+    except (rfc8785.CanonicalizationError, TypeError, ValueError):  # no canonical form: JSON all the same
+        return dumped(rel, document)
+
+
+def _fragment(rel: str, value: Any) -> str | None:
+    """``value`` as it is spelled in ``rel``'s format, on its own (``None`` where it has no inline form)."""
+    if rel.endswith(".toml"):
+        text = dumped(rel, {"k": value})
+        return text[len("k = ") :].rstrip("\n") if text and text.startswith("k = ") and text.count("\n") == 1 else None
+    return dumped(rel, value)
+
+
+def _marked(rel: str, document: Any, target: tuple[Any, ...]) -> tuple[str, str] | None:
+    """``document`` written with a mark at ``target``, and the mark as spelled in the text."""
+    text = _written(rel, set_at(document, target, _MARK))
+    token = f'"{_MARK}"'
+    return (text, token) if text is not None and text.count(token) == 1 else None
+
+
+def _raw(rel: str, document: Any, target: tuple[Any, ...], index: int) -> str | None:
+    """The text with a raw spelling no serialiser writes at ``target``."""
+    marked = _marked(rel, document, target)
+    raws = RAW_TOML if rel.endswith(".toml") else RAW_JSON
+    return marked[0].replace(marked[1], raws[index % len(raws)]) if marked else None
+
+
+def _duplicate(rel: str, document: Any, target: tuple[Any, ...], index: int, same_type: bool) -> str | None:
+    """The text with the key at ``target`` written twice: its old value, then an odd one."""
+    marked = _marked(rel, document, target)
+    old = document
+    for step in target:
+        old = old[step]
+    first, second = _fragment(rel, old), _fragment(rel, odd_value(old, index, same_type))
+    if marked is None or first is None or second is None or not isinstance(target[-1], str):
+        return None
+    text, token = marked
+    if rel.endswith(".toml"):  # the whole line again, below: ``key = old`` then ``key = new``
+        start = text.rfind("\n", 0, text.index(token)) + 1
+        end = text.find("\n", start)
+        line = text[start:end]
+        return text[:start] + line.replace(token, first) + "\n" + line.replace(token, second) + text[end:]
+    return text.replace(token, f"{first},{json.dumps(target[-1])}:{second}")
+
+
+def _byte_edit(data: bytes, index: int) -> bytes:
+    """The whole file changed: a BOM, a NUL, invalid UTF-8, nothing, or half of it."""
+    edits = (b"\xef\xbb\xbf" + data, data + b"\x00", b"\xff" + data[1:], b"", data[: len(data) // 2])
+    return edits[index % len(edits)]
+
+
+Mutation = tuple[str, str, int, int, bool, str]  # file, kind, which location, which odd value, same type, route
+
+
+def mutated_bytes(original: bytes, mutation: Mutation) -> bytes | None:
+    """The file's new bytes (``None`` where the mutation has no form in that file)."""
+    rel, kind, path_index, value_index, same_type, _ = mutation
+    if kind == "bytes":
+        return _byte_edit(original, value_index)
+    document = _parsed(rel, original)
+    paths = locations(document)
+    target = paths[path_index % len(paths)]
+    if kind == "value":
+        text = _written(rel, mutated(document, path_index, value_index, same_type)[1])
+    elif kind == "delete":
+        text = _written(rel, delete_at(document, target))
+    elif kind == "raw":
+        text = _raw(rel, document, target, value_index)
+    else:
+        text = _duplicate(rel, document, target, value_index, same_type)
+    return None if text is None else text.encode("utf-8", "surrogatepass")
+
+
+# --------------------------------------------------------------------------- publish, load, run
+
+
+def publish(release: Path, key: KeyPair, rel: str, data: bytes) -> None:
+    """What the insider signs: the new manifest as it is, or the catalogue file with its digest in the manifest.
+
+    A hand-made manifest that parses gets the SHA256SUMS it implies, so the
+    refusal, if any, comes from what the manifest says.
+    """
+    if rel != MANIFEST_NAME:
+        resign_release(release, [key], edit=lambda catalogue: (catalogue / rel).write_bytes(data))
+        return
+    sign_manifest(release, [key], data)
+    with contextlib.suppress(RegistryError):  # a manifest that does not parse implies no SHA256SUMS
+        (release / CHECKSUMS_NAME).write_bytes(render_checksums(parse_manifest(data)))
+
+
+def packager_would_write(release: VerifiedRelease) -> None:
+    """A served release's manifest is the one the packager writes for its catalogue and files."""
+    catalogue = release.root / CATALOGUE_DIR
+    files = [
+        FileEntry.for_bytes(p.relative_to(catalogue).as_posix(), p.read_bytes())
+        for p in catalogue.rglob("*")
+        if p.is_file()
+    ]
+    expected = manifest_for(release.catalogue, files, release.manifest.release.created)
+    assert release.manifest == expected, (release.manifest, expected)
+
+
+def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
+    """Copy the release, publish the mutation, load it as the server does and, if it loads, run it."""
+    rel, *_, route = mutation
+    shutil.rmtree(work, ignore_errors=True)
+    release = work / pristine.release.name
+    shutil.copytree(pristine.release, release)
+    target = release / rel if rel == MANIFEST_NAME else release / CATALOGUE_DIR / rel
+    data = mutated_bytes(target.read_bytes(), mutation)
+    if data is None:
+        return
+    publish(release, pristine.key, rel, data)
+    try:
+        loaded = load_release(release, pristine.trust, CheckpointKeyring.generate())
+    except RegistryError as exc:
+        refused_with_a_code(exc)
+        return
+    packager_would_write(loaded.release)
+    run_to_a_protocol_answer(loaded.release, work, route)
+
+
+def _mutation() -> st.SearchStrategy[Mutation]:
+    return st.tuples(
+        st.sampled_from(FILES),
+        st.sampled_from(KINDS),
+        st.integers(0, 10_000),
+        st.integers(0, len(ODD_VALUES) - 1),
+        st.booleans(),
+        st.sampled_from(ROUTES),
+    )
+
+
+@settings(max_examples=SLICE, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=_mutation())
+def test_a_mutated_signed_release_is_refused_with_a_code_or_runs(
+    tmp_path: Path, pristine: Pristine, mutation: Mutation
+) -> None:
+    load_and_run(tmp_path / "case", pristine, mutation)
+
+
+@pytest.mark.long
+@settings(max_examples=MUTATIONS, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=_mutation())
+def test_long_a_mutated_signed_release_is_refused_with_a_code_or_runs(
+    tmp_path: Path, pristine: Pristine, mutation: Mutation
+) -> None:
+    load_and_run(tmp_path / "case", pristine, mutation)

@@ -1,0 +1,125 @@
+"""One value of a catalogue or release file replaced by an odd one, and the run a mutated release must survive.
+
+Shared by the mutation fuzz of catalogue sources (built with the packager)
+and of signed release directories (re-signed by an insider, no packager).
+
+``ODD_VALUES``
+    What a hand or a script might write in place of a value: integers near
+    and past 2^53, ``inf``, ``nan``, control characters, paths that escape,
+    empty and nested containers, TOML dates.
+``mutated(document, path_index, value_index, same_type)``
+    A copy of a parsed JSON or TOML document with one value (picked by index
+    among every location) replaced by an odd one; with ``same_type``, one of
+    the old value's type where there is one, so a fair share gets past the
+    type checks.
+``dumped(rel, document)``
+    The document written back as TOML or JSON (``None`` where the value has no
+    form there), the ``TOO_LONG`` stand-in spelled as an integer of 5,000 digits.
+``refused_with_a_code(exc)`` / ``run_to_a_protocol_answer(release, work, route)``
+    The two ways a mutated release may end: refused with a code from the
+    closed list naming a file, or served, with a whole run driven through the
+    engine ending on a protocol answer (never ``internal_error``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from rimthan_host.protocol import HarnessError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, WorkflowProtocolError
+from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+
+from support.engines import Engines, TickingClock, drive
+from support.json_edits import pointers, set_at
+
+VERSION = "1.2.0"
+ROUTES = ("desk-research", "user-interviews", "experiment")
+TOO_LONG = 424242424242  # written in its place: an integer of 5,000 digits, which no serialiser here writes
+ODD_VALUES: list[Any] = [
+    TOO_LONG,
+    2**53,
+    -(2**63),
+    float("inf"),
+    float("nan"),
+    1.5,
+    -0.0,
+    True,
+    0,
+    -1,
+    "",
+    "\x00",
+    "a\nb",
+    "\u202e",
+    "../outside",
+    "/absolute",
+    "x" * 5000,
+    "x" * 300,
+    "research/\u00e9\u0301.json",
+    "\U0001f600",
+    "desk-research",
+    "{id}",
+    "#/$defs/nowhere",
+    "https://example.com/x.json",
+    "application/json",
+    "application/octet-stream",
+    [],
+    {},
+    [1, [2]],
+    {"a": {"b": {}}},
+    ["x", "x"],
+    datetime.datetime(1979, 5, 27, 7, 32),
+    datetime.date(2026, 12, 5),
+    datetime.time(1, 2),
+]
+
+
+def locations(document: Any) -> list[tuple[Any, ...]]:
+    """Every location in a parsed document (containers included), the root excluded."""
+    return pointers(document)
+
+
+def odd_value(old: Any, value_index: int, same_type: bool) -> Any:
+    """The odd value picked by ``value_index`` (among those of ``old``'s type, with ``same_type``, if any)."""
+    alike = [v for v in ODD_VALUES if type(v) is type(old)] if same_type else []
+    candidates = alike or ODD_VALUES
+    return candidates[value_index % len(candidates)]
+
+
+def mutated(document: Any, path_index: int, value_index: int, same_type: bool) -> tuple[tuple[Any, ...], Any]:
+    """The location picked by ``path_index`` (modulo their count) and a copy of ``document`` with an odd value there."""
+    paths = locations(document)
+    target = paths[path_index % len(paths)]
+    old = document
+    for step in target:
+        old = old[step]
+    return target, set_at(document, target, odd_value(old, value_index, same_type))
+
+
+def dumped(rel: str, document: Any) -> str | None:
+    """``document`` as TOML or JSON text by ``rel``'s suffix (``None`` where a value has no form in that type)."""
+    try:
+        written = tomli_w.dumps(document) if rel.endswith(".toml") else json.dumps(document, default=str)
+    except (TypeError, ValueError):  # JSON has no NaN; tomli_w writes no lone surrogate
+        return None
+    return written.replace(str(TOO_LONG), "9" * 5000)
+
+
+def refused_with_a_code(exc: RegistryError) -> None:
+    """A refusal at build or load: a code from the closed list (never ``internal_error``) naming a file."""
+    assert exc.code is not FailureCode.INTERNAL_ERROR and exc.path, exc.one_line()
+
+
+def run_to_a_protocol_answer(release: VerifiedRelease, work: Path, route: str) -> None:
+    """Drive a whole run of ``release``: it completes or stops on a protocol answer, never ``internal_error``."""
+    engines = Engines({VERSION: release}, CheckpointKeyring.generate(), work, TickingClock())
+    try:
+        drive(engines, VERSION, route, name="mutated")
+    except WorkflowProtocolError as exc:  # the engine's answer to the scripted user (the server sends it as a result)
+        assert exc.code is not FailureCode.INTERNAL_ERROR, exc.one_line()
+    except HarnessError as exc:  # the scripted user stops where the changed catalogue asks what it cannot answer
+        assert FailureCode.INTERNAL_ERROR.value not in str(exc), str(exc)
