@@ -4,10 +4,13 @@ The insider holds the release key and skips the packager: whatever the
 catalogue rules at load do not refuse, a hand-made manifest can publish.
 Once per module the packaged 1.2.0 catalogue is built with the real
 packager; per example Hypothesis copies that release and changes ONE thing
-in ``manifest.json`` or in one of the catalogue's TOML or JSON files:
+in ``manifest.json`` (half of the examples) or in one of the catalogue's
+TOML or JSON files:
 
 - a value replaced by an odd one (:data:`support.mutations.ODD_VALUES`, of
   the old value's type where one is, so it gets past the type checks);
+- a value replaced by another of the same type from elsewhere in the file
+  (another file's digest, size, path or media type, another step's id);
 - a key or item deleted;
 - a raw spelling no serialiser writes (nesting 100,000 deep, ``1e400``,
   ``-0``, ``NaN``, a lone surrogate, an integer of 5,000 digits, a TOML date);
@@ -88,14 +91,11 @@ from support.releases import (
 SLICE = 80
 MUTATIONS = int(os.environ.get("RIMTHAN_FUZZ_RELEASE_MUTATIONS", "1000"))
 SOURCE = packaged_source(VERSION)
-FILES = [
-    MANIFEST_NAME,
-    *sorted(
-        str(p.relative_to(SOURCE))
-        for p in SOURCE.rglob("*")
-        if p.suffix in (".toml", ".json") and p.is_file() and "examples" not in p.parts
-    ),
-]
+CATALOGUE_FILES = sorted(
+    str(p.relative_to(SOURCE))
+    for p in SOURCE.rglob("*")
+    if p.suffix in (".toml", ".json") and p.is_file() and "examples" not in p.parts
+)
 _DEEP = 100_000
 RAW_JSON = [
     "[" * _DEEP + "]" * _DEEP,
@@ -127,7 +127,7 @@ RAW_TOML = [
     "'''a\nb'''",
     '"\\ud800"',
 ]
-KINDS = ("value", "value", "value", "delete", "raw", "duplicate", "bytes")  # value edits most often
+KINDS = ("value", "value", "borrow", "borrow", "delete", "raw", "duplicate", "bytes")  # value edits most often
 _MARK = "rimthan-mutation-mark"
 
 
@@ -165,6 +165,24 @@ def _written(rel: str, document: Any) -> str | None:
         return dumped(rel, document)
 
 
+def _borrowed(document: Any, target: tuple[Any, ...], index: int) -> Any:
+    """``document`` with the value at ``target`` replaced by another location's value of the same type.
+
+    What a signer's slip looks like: another file's digest or size, another
+    path, another media type, another step's id, the value the packager would
+    have written elsewhere; the type checks cannot tell it from the real one.
+    """
+    old = _at(document, target)
+    alike = [p for p in locations(document) if p != target and type(_at(document, p)) is type(old)]
+    return set_at(document, target, _at(document, alike[index % len(alike)])) if alike else document
+
+
+def _at(document: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        document = document[step]
+    return document
+
+
 def _fragment(rel: str, value: Any) -> str | None:
     """``value`` as it is spelled in ``rel``'s format, on its own (``None`` where it has no inline form)."""
     if rel.endswith(".toml"):
@@ -190,9 +208,7 @@ def _raw(rel: str, document: Any, target: tuple[Any, ...], index: int) -> str | 
 def _duplicate(rel: str, document: Any, target: tuple[Any, ...], index: int, same_type: bool) -> str | None:
     """The text with the key at ``target`` written twice: its old value, then an odd one."""
     marked = _marked(rel, document, target)
-    old = document
-    for step in target:
-        old = old[step]
+    old = _at(document, target)
     first, second = _fragment(rel, old), _fragment(rel, odd_value(old, index, same_type))
     if marked is None or first is None or second is None or not isinstance(target[-1], str):
         return None
@@ -224,6 +240,8 @@ def mutated_bytes(original: bytes, mutation: Mutation) -> bytes | None:
     target = paths[path_index % len(paths)]
     if kind == "value":
         text = _written(rel, mutated(document, path_index, value_index, same_type)[1])
+    elif kind == "borrow":
+        text = _written(rel, _borrowed(document, target, value_index))
     elif kind == "delete":
         text = _written(rel, delete_at(document, target))
     elif kind == "raw":
@@ -284,7 +302,7 @@ def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
 
 def _mutation() -> st.SearchStrategy[Mutation]:
     return st.tuples(
-        st.sampled_from(FILES),
+        st.just(MANIFEST_NAME) | st.sampled_from(CATALOGUE_FILES),  # the manifest half the time
         st.sampled_from(KINDS),
         st.integers(0, 10_000),
         st.integers(0, len(ODD_VALUES) - 1),
