@@ -172,10 +172,12 @@ def drive(
     name: str,
     fail_once: frozenset[str] = frozenset(),
     until_step: str | None = None,
+    scenario: ExamplesScenario | None = None,
 ) -> DrivenRun:
     """Drive a run in-process with the scripted harness (to its end, or until ``until_step`` is current).
 
-    Every distinct checkpoint is kept, in order: the run's log as a host writes it.
+    Every distinct checkpoint is kept, in order: the run's log as a host writes it. ``scenario``: the scripted
+    user (by default an :class:`ExamplesScenario` of ``route`` and ``fail_once``).
     """
     project = engines.work / "projects" / name
     project.mkdir(parents=True, exist_ok=True)
@@ -188,7 +190,7 @@ def drive(
 
     harness = WorkflowHarness(
         engines.call(version),
-        ExamplesScenario(route, fail_once),
+        scenario or ExamplesScenario(route, fail_once),
         project_dir=project,
         clock=engines.clock,
         on_event=keep,
