@@ -43,6 +43,7 @@ import json
 import os
 import shutil
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_mcp.loading import load_release
 from rimthan_workflow_registry.canonical import canonical_bytes
-from rimthan_workflow_registry.errors import RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
@@ -326,3 +327,35 @@ def test_long_a_mutated_signed_release_is_refused_with_a_code_or_runs(
     tmp_path: Path, pristine: Pristine, mutation: Mutation
 ) -> None:
     load_and_run(tmp_path / "case", pristine, mutation)
+
+
+# --------------------------------------------------------------------------- what the fuzz found, as fixed cases
+
+
+def _published_manifest(work: Path, pristine: Pristine, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """A copy of the release whose manifest ``edit`` changed, canonical and re-signed with the real key."""
+    release = work / pristine.release.name
+    shutil.copytree(pristine.release, release)
+    value = json.loads((release / MANIFEST_NAME).read_bytes())
+    edit(value)
+    publish(release, pristine.key, MANIFEST_NAME, canonical_bytes(value))
+    return release
+
+
+def _refusal(release: Path, pristine: Pristine) -> RegistryError:
+    with pytest.raises(RegistryError) as caught:
+        load_release(release, pristine.trust, CheckpointKeyring.generate())
+    return caught.value
+
+
+def test_a_file_listed_with_another_media_type_is_refused(tmp_path: Path, pristine: Pristine) -> None:
+    """Before: an instruction listed as ``application/json`` loaded, and was served to hosts as JSON."""
+
+    def relabel(manifest: dict[str, Any]) -> None:
+        (entry,) = [f for f in manifest["files"] if f["path"] == "assets/instructions/desk-research.md"]
+        entry["media_type"] = "application/json"
+
+    refusal = _refusal(_published_manifest(tmp_path, pristine, relabel), pristine)
+    assert refusal.code is FailureCode.MANIFEST_INVALID, refusal.one_line()
+    assert refusal.path == str(tmp_path / pristine.release.name / MANIFEST_NAME)
+    assert "lists 'assets/instructions/desk-research.md' as application/json;" in refusal.message

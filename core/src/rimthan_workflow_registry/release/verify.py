@@ -7,8 +7,9 @@ is usable until every step has passed::
 
     release dir exists -> walk tree (no symlinks, hard links, special files,
     strange names, files outside the layout) -> parse manifest strictly ->
-    manifest paths safe -> signatures meet the trust threshold -> a directory
-    named like a release holds that release (no rollback or swap by renaming)
+    manifest paths safe, each file with its name's media type -> signatures
+    meet the trust threshold -> a directory named like a release holds that
+    release (no rollback or swap by renaming)
     -> SHA256SUMS matches -> every listed file has its size and digest -> no unlisted files
     -> scope/profile as expected -> catalogue rules (ReleaseLoader) and the
     manifest agrees with the catalogue.
@@ -48,6 +49,7 @@ from rimthan_workflow_registry.release.format import (
     adapter_entries,
     identity_for,
     key_id_from_signature_name,
+    media_type_for,
     render_checksums,
     workflow_entries,
 )
@@ -68,6 +70,7 @@ from rimthan_workflow_registry.release.verified import (
 )
 
 _PATH = operator.attrgetter("path")
+_MEDIA_TYPE = operator.attrgetter("media_type")
 _HASH_BATCH_BYTES = 1024 * 1024  # bytes read before they are hashed, at most (plus one file): memory stays flat
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
@@ -214,7 +217,8 @@ def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, str, Manifest]
 
 
 def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
-    """Every listed path is safe and no two clash (duplicates, case, file-vs-directory)."""
+    """Every listed path is safe, no two clash (duplicates, case, file-vs-directory), and each file has the media
+    type its name gives it (what the packager writes; resources and step payloads serve the file as that type)."""
     where = root / MANIFEST_NAME
     paths = manifest.paths
     unsafe = first_unsafe_path(paths)
@@ -223,6 +227,13 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     clash = path_set_problem(paths)
     if clash is not None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
+    if list(map(_MEDIA_TYPE, manifest.files)) != list(map(media_type_for, paths)):
+        entry = next(e for e in manifest.files if e.media_type != media_type_for(e.path))
+        raise _fail(
+            FailureCode.MANIFEST_INVALID,
+            f"lists {entry.path!r} as {entry.media_type}; a file of that name is {media_type_for(entry.path)}",
+            where,
+        )
 
 
 def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
