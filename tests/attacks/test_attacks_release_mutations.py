@@ -5,7 +5,7 @@ catalogue rules at load do not refuse, a hand-made manifest can publish.
 Once per module the packaged 1.2.0 catalogue is built with the real
 packager; per example Hypothesis copies that release and changes ONE thing
 in ``manifest.json`` (half of the examples) or in one of the catalogue's
-TOML or JSON files:
+TOML, JSON or Markdown files (the last changed as bytes only):
 
 - a value replaced by an odd one (:data:`support.mutations.ODD_VALUES`, of
   the old value's type where one is, so it gets past the type checks);
@@ -15,7 +15,8 @@ TOML or JSON files:
 - a raw spelling no serialiser writes (nesting 100,000 deep, ``1e400``,
   ``-0``, ``NaN``, a lone surrogate, an integer of 5,000 digits, a TOML date);
 - a key written twice, the old value then an odd one;
-- the file's bytes (a BOM, a NUL, invalid UTF-8, nothing, half of it).
+- the file's bytes (a BOM, a NUL, invalid UTF-8, nothing, half of it,
+  CRLF line ends, a lone surrogate).
 
 A catalogue file's new digest and size go into the manifest, and every
 manifest is re-signed with the real key (``sign_manifest``, as the insider
@@ -95,7 +96,7 @@ SOURCE = packaged_source(VERSION)
 CATALOGUE_FILES = sorted(
     str(p.relative_to(SOURCE))
     for p in SOURCE.rglob("*")
-    if p.suffix in (".toml", ".json") and p.is_file() and "examples" not in p.parts
+    if p.suffix in (".toml", ".json", ".md") and p.is_file() and "examples" not in p.parts
 )
 _DEEP = 100_000
 RAW_JSON = [
@@ -223,8 +224,16 @@ def _duplicate(rel: str, document: Any, target: tuple[Any, ...], index: int, sam
 
 
 def _byte_edit(data: bytes, index: int) -> bytes:
-    """The whole file changed: a BOM, a NUL, invalid UTF-8, nothing, or half of it."""
-    edits = (b"\xef\xbb\xbf" + data, data + b"\x00", b"\xff" + data[1:], b"", data[: len(data) // 2])
+    """The whole file changed: a BOM, a NUL, invalid UTF-8, nothing, half of it, CRLF, a lone surrogate."""
+    edits = (
+        b"\xef\xbb\xbf" + data,
+        data + b"\x00",
+        b"\xff" + data[1:],
+        b"",
+        data[: len(data) // 2],
+        data.replace(b"\n", b"\r\n"),
+        "\u202e\ud800".encode("utf-8", "surrogatepass") + data,  # a bidi override, then a lone surrogate
+    )
     return edits[index % len(edits)]
 
 
@@ -234,7 +243,7 @@ Mutation = tuple[str, str, int, int, bool, str]  # file, kind, which location, w
 def mutated_bytes(original: bytes, mutation: Mutation) -> bytes | None:
     """The file's new bytes (``None`` where the mutation has no form in that file)."""
     rel, kind, path_index, value_index, same_type, _ = mutation
-    if kind == "bytes":
+    if kind == "bytes" or rel.endswith(".md"):  # instructions and assets: text, changed as bytes
         return _byte_edit(original, value_index)
     document = _parsed(rel, original)
     paths = locations(document)

@@ -5,8 +5,8 @@ and of signed release directories (re-signed by an insider, no packager).
 
 ``ODD_VALUES``
     What a hand or a script might write in place of a value: integers near
-    and past 2^53, ``inf``, ``nan``, control characters, paths that escape,
-    empty and nested containers, TOML dates.
+    and past 2^53 and 2^63, ``inf``, ``nan``, control characters, paths that
+    escape, empty and nested containers, TOML dates, ``null``.
 ``mutated(document, path_index, value_index, same_type)``
     A copy of a parsed JSON or TOML document with one value (picked by index
     among every location) replaced by an odd one; with ``same_type``, one of
@@ -43,6 +43,8 @@ TOO_LONG = 424242424242  # written in its place: an integer of 5,000 digits, whi
 ODD_VALUES: list[Any] = [
     TOO_LONG,
     2**53,
+    2**53 - 1,
+    2**63 - 1,
     -(2**63),
     float("inf"),
     float("nan"),
@@ -75,6 +77,7 @@ ODD_VALUES: list[Any] = [
     datetime.datetime(1979, 5, 27, 7, 32),
     datetime.date(2026, 12, 5),
     datetime.time(1, 2),
+    None,  # JSON's null (TOML has none: such a mutation is skipped there)
 ]
 
 
