@@ -27,7 +27,8 @@ loaded through the server's own path (``load_release`` ->
 - refused: a ``RegistryError`` with a code from the closed list (never
   ``internal_error``) naming a file;
 - served: its manifest is exactly what the packager writes for its files
-  (nothing the packager could not have signed), and a whole run driven
+  (nothing the packager could not have signed), every prompt and resource
+  lists and reads through the server's catalogues, and a whole run driven
   through the engine completes or stops on a protocol answer.
 
 Anything else (a ``TypeError``, ``RecursionError``, ``KeyError`` from a
@@ -53,7 +54,11 @@ import pytest
 import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_mcp.loading import load_release
+from rimthan_workflow_mcp.loading import LoadedRelease, load_release
+from rimthan_workflow_mcp.prompts import PromptCatalogue
+from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_mcp.resources import ResourceCatalogue
+from rimthan_workflow_mcp.tool_contracts import contract_documents
 from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.format import (
@@ -290,6 +295,17 @@ def packager_would_write(release: VerifiedRelease) -> None:
     assert release.manifest == expected, (release.manifest, expected)
 
 
+def prompts_and_resources_serve(loaded: LoadedRelease, pristine: Pristine) -> None:
+    """Every prompt and resource of a served release lists and reads through the server's catalogues."""
+    provider = ReleaseProvider(trust=pristine.trust, keyring=loaded.keyring, active=loaded)
+    prompts = PromptCatalogue(provider)
+    for prompt in prompts.list_prompts():
+        assert prompts.get(prompt.name, {"arguments": "x"}).messages
+    resources = ResourceCatalogue(provider, contract_documents())
+    for resource in resources.list_resources():
+        assert resources.read(str(resource.uri)).contents
+
+
 def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
     """Copy the release, publish the mutation, load it as the server does and, if it loads, run it."""
     rel, *_, route = mutation
@@ -307,6 +323,7 @@ def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
         refused_with_a_code(exc)
         return
     packager_would_write(loaded.release)
+    prompts_and_resources_serve(loaded, pristine)
     run_to_a_protocol_answer(loaded.release, work, route)
 
 
