@@ -78,13 +78,14 @@ def _build_and_run(work: Path, keys: tuple[KeyPair, Path], rel: str, text: str, 
     source = work / "source"
     shutil.copytree(SOURCE, source)
     (source / rel).write_text(text, "utf-8")
-    key, trust = keys
+    key, trust_path = keys
+    trust = load_trust(trust_path)
     try:
-        release = verify_release(build_release(source, work / "releases", [key]), load_trust(trust))
+        release = verify_release(build_release(source, work / "releases", [key]), trust)
     except RegistryError as exc:
         refused_with_a_code(exc)
         return
-    run_to_a_protocol_answer(release, work, route)
+    run_to_a_protocol_answer(release, trust, work, route)
 
 
 Mutation = tuple[str, int, int, bool, str]  # file, which value (mod their count), which odd value, same type, route

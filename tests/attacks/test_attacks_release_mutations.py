@@ -324,7 +324,7 @@ def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
         return
     packager_would_write(loaded.release)
     prompts_and_resources_serve(loaded, pristine)
-    run_to_a_protocol_answer(loaded.release, work, route)
+    run_to_a_protocol_answer(loaded.release, pristine.trust, work, route)
 
 
 def _mutation() -> st.SearchStrategy[Mutation]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rimthan_host.harness import HostProfile, Review, WorkflowHarness
+from rimthan_host.harness import HostProfile, Review, ToolCaller, WorkflowHarness
 from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
@@ -173,11 +173,13 @@ def drive(
     fail_once: frozenset[str] = frozenset(),
     until_step: str | None = None,
     scenario: ExamplesScenario | None = None,
+    call: ToolCaller | None = None,
 ) -> DrivenRun:
     """Drive a run in-process with the scripted harness (to its end, or until ``until_step`` is current).
 
     Every distinct checkpoint is kept, in order: the run's log as a host writes it. ``scenario``: the scripted
-    user (by default an :class:`ExamplesScenario` of ``route`` and ``fail_once``).
+    user (by default an :class:`ExamplesScenario` of ``route`` and ``fail_once``); ``call``: how a tool is called
+    (by default the engine of ``version`` directly).
     """
     project = engines.work / "projects" / name
     project.mkdir(parents=True, exist_ok=True)
@@ -189,7 +191,7 @@ def drive(
             checkpoints.append(token)
 
     harness = WorkflowHarness(
-        engines.call(version),
+        call or engines.call(version),
         scenario or ExamplesScenario(route, fail_once),
         project_dir=project,
         clock=engines.clock,

@@ -15,10 +15,11 @@ and of signed release directories (re-signed by an insider, no packager).
 ``dumped(rel, document)``
     The document written back as TOML or JSON (``None`` where the value has no
     form there), the ``TOO_LONG`` stand-in spelled as an integer of 5,000 digits.
-``refused_with_a_code(exc)`` / ``run_to_a_protocol_answer(release, work, route)``
+``refused_with_a_code(exc)`` / ``run_to_a_protocol_answer(release, trust, work, route)``
     The two ways a mutated release may end: refused with a code from the
     closed list naming a file, or served, with a whole run driven through the
-    engine ending on a protocol answer (never ``internal_error``).
+    server's ``tools/call`` (results checked against the tools' output
+    schemas) ending on a protocol answer (never ``internal_error``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from rimthan_host.protocol import HarnessError
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, WorkflowProtocolError
+from rimthan_host.protocol import HarnessError, ToolRefused, protocol_result
+from rimthan_workflow_mcp.loading import LoadedRelease
+from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_mcp.server import call_tool, runtime_state
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
@@ -131,12 +137,26 @@ class StandInScenario(ExamplesScenario):
             return "{}\n" if ctx.output["media_type"] == "application/json" else "# Stand-in\n"
 
 
-def run_to_a_protocol_answer(release: VerifiedRelease, work: Path, route: str) -> None:
-    """Drive a whole run of ``release``: it completes or stops on a protocol answer, never ``internal_error``."""
-    engines = Engines({VERSION: release}, CheckpointKeyring.generate(), work, TickingClock())
+def run_to_a_protocol_answer(release: VerifiedRelease, trust: TrustStore, work: Path, route: str) -> None:
+    """Drive a whole run of ``release`` through the server's ``tools/call``: it completes or stops on a protocol answer.
+
+    Every call goes through :func:`call_tool` as the server runs it (arguments and results checked against the
+    tools' schemas), so a catalogue value the server accepted but cannot answer within its contract shows as the
+    ``internal_error`` it sends, never as a passing run.
+    """
+    clock = TickingClock()
+    keyring = CheckpointKeyring.generate()
+    loaded = LoadedRelease(release, keyring, lambda r, k: WorkflowEngineQueryModule(r, k, clock=clock))
+    state = runtime_state(ReleaseProvider(trust=trust, keyring=keyring, active=loaded))
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = call_tool(state, name, arguments)
+        return protocol_result(name, result.structured_content, is_error=bool(result.is_error))
+
+    engines = Engines({VERSION: release}, keyring, work, clock)
     try:
-        drive(engines, VERSION, route, name="mutated", scenario=StandInScenario(route))
-    except WorkflowProtocolError as exc:  # the engine's answer to the scripted user (the server sends it as a result)
-        assert exc.code is not FailureCode.INTERNAL_ERROR, exc.one_line()
+        drive(engines, VERSION, route, name="mutated", scenario=StandInScenario(route), call=call)
+    except ToolRefused as exc:  # the server's answer to the scripted user, sent as a result
+        assert exc.code != FailureCode.INTERNAL_ERROR.value, str(exc)
     except HarnessError as exc:  # the scripted user stops where the changed catalogue asks what it cannot answer
         assert FailureCode.INTERNAL_ERROR.value not in str(exc), str(exc)
