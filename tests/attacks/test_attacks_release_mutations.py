@@ -34,8 +34,14 @@ loaded through the server's own path (``load_release`` ->
 Anything else (a ``TypeError``, ``RecursionError``, ``KeyError`` from a
 parser or the engine) fails the test.
 
-``make test`` runs ``SLICE`` mutations; ``make fuzz-long`` runs
-``RIMTHAN_FUZZ_RELEASE_MUTATIONS`` (1,000 by default).
+The same mutations of the 1.3.0 release, loaded as a migration target
+(``load_release(..., migration=True)``), must be refused with a code or
+let a 1.2.0 run migrate to them (a preview, then confirmed) and go on to a
+protocol answer.
+
+``make test`` runs ``SLICE`` mutations (and a quarter as many migration
+targets); ``make fuzz-long`` runs ``RIMTHAN_FUZZ_RELEASE_MUTATIONS`` (1,000
+by default, and a quarter as many migration targets).
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ from rimthan_workflow_registry.release.format import (
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verified import VerifiedRelease
+from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.json_edits import delete_at, set_at
 from support.mutations import (
@@ -80,6 +87,7 @@ from support.mutations import (
     VERSION,
     dumped,
     locations,
+    migrate_to_a_protocol_answer,
     mutated,
     odd_value,
     refused_with_a_code,
@@ -98,11 +106,20 @@ from support.releases import (
 SLICE = 80
 MUTATIONS = int(os.environ.get("RIMTHAN_FUZZ_RELEASE_MUTATIONS", "1000"))
 SOURCE = packaged_source(VERSION)
-CATALOGUE_FILES = sorted(
-    str(p.relative_to(SOURCE))
-    for p in SOURCE.rglob("*")
-    if p.suffix in (".toml", ".json", ".md") and p.is_file() and "examples" not in p.parts
-)
+TARGET_VERSION = "1.3.0"
+
+
+def _catalogue_files(source: Path) -> list[str]:
+    """The TOML, JSON and Markdown files of a packaged catalogue source, but its examples (no release reads them)."""
+    return sorted(
+        str(p.relative_to(source))
+        for p in source.rglob("*")
+        if p.suffix in (".toml", ".json", ".md") and p.is_file() and "examples" not in p.parts
+    )
+
+
+CATALOGUE_FILES = _catalogue_files(SOURCE)
+TARGET_FILES = _catalogue_files(packaged_source(TARGET_VERSION))
 _DEEP = 100_000
 RAW_JSON = [
     "[" * _DEEP + "]" * _DEEP,
@@ -140,9 +157,12 @@ _MARK = "rimthan-mutation-mark"
 
 @dataclass(frozen=True)
 class Pristine:
-    """The release built once by the real packager, the key that signed it and the trust store that knows it."""
+    """The releases built once by the real packager (1.2.0, and 1.3.0 as a migration target), verified 1.2.0,
+    the key that signed them and the trust store that knows it."""
 
     release: Path
+    target: Path
+    source: VerifiedRelease
     key: KeyPair
     trust: TrustStore
 
@@ -152,7 +172,9 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Pristine:
     root = tmp_path_factory.mktemp("release-mutations")
     key = make_keypair(root / "keys", "release-engineer")
     release = build_release(SOURCE, root / "releases", [key])
-    return Pristine(release, key, load_trust(trust_dir(root / "trust", key)))
+    target = build_release(packaged_source(TARGET_VERSION), root / "releases", [key])
+    trust = load_trust(trust_dir(root / "trust", key))
+    return Pristine(release, target, verify_release(release, trust), key, trust)
 
 
 # --------------------------------------------------------------------------- the mutated bytes
@@ -306,17 +328,25 @@ def prompts_and_resources_serve(loaded: LoadedRelease, pristine: Pristine) -> No
         assert resources.read(str(resource.uri)).contents
 
 
-def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
-    """Copy the release, publish the mutation, load it as the server does and, if it loads, run it."""
-    rel, *_, route = mutation
+def mutated_copy(work: Path, pristine: Path, key: KeyPair, mutation: Mutation) -> Path | None:
+    """A copy of the release ``pristine`` with the mutation published (``None``: it has no form in that file)."""
+    rel = mutation[0]
     shutil.rmtree(work, ignore_errors=True)
-    release = work / pristine.release.name
-    shutil.copytree(pristine.release, release)
+    release = work / pristine.name
+    shutil.copytree(pristine, release)
     target = release / rel if rel == MANIFEST_NAME else release / CATALOGUE_DIR / rel
     data = mutated_bytes(target.read_bytes(), mutation)
     if data is None:
+        return None
+    publish(release, key, rel, data)
+    return release
+
+
+def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
+    """Copy the release, publish the mutation, load it as the server does and, if it loads, run it."""
+    release = mutated_copy(work, pristine.release, pristine.key, mutation)
+    if release is None:
         return
-    publish(release, pristine.key, rel, data)
     try:
         loaded = load_release(release, pristine.trust, CheckpointKeyring.generate())
     except RegistryError as exc:
@@ -324,12 +354,29 @@ def load_and_run(work: Path, pristine: Pristine, mutation: Mutation) -> None:
         return
     packager_would_write(loaded.release)
     prompts_and_resources_serve(loaded, pristine)
-    run_to_a_protocol_answer(loaded.release, pristine.trust, work, route)
+    run_to_a_protocol_answer(loaded.release, pristine.trust, work, mutation[-1])
 
 
-def _mutation() -> st.SearchStrategy[Mutation]:
+def load_and_migrate(work: Path, pristine: Pristine, mutation: Mutation) -> None:
+    """Mutate the 1.3.0 release, load it as the server loads a migration target and, if it loads, migrate to it."""
+    release = mutated_copy(work, pristine.target, pristine.key, mutation)
+    if release is None:
+        return
+    scope = pristine.source.manifest.release.scope_name
+    try:
+        loaded = load_release(
+            release, pristine.trust, CheckpointKeyring.generate(), expected_scope=scope, migration=True
+        )
+    except RegistryError as exc:
+        refused_with_a_code(exc)
+        return
+    packager_would_write(loaded.release)
+    migrate_to_a_protocol_answer(pristine.source, loaded.release, pristine.trust, work, mutation[-1])
+
+
+def _mutation(files: list[str] = CATALOGUE_FILES) -> st.SearchStrategy[Mutation]:
     return st.tuples(
-        st.just(MANIFEST_NAME) | st.sampled_from(CATALOGUE_FILES),  # the manifest half the time
+        st.just(MANIFEST_NAME) | st.sampled_from(files),  # the manifest half the time
         st.sampled_from(KINDS),
         st.integers(0, 10_000),
         st.integers(0, len(ODD_VALUES) - 1),
@@ -353,6 +400,23 @@ def test_long_a_mutated_signed_release_is_refused_with_a_code_or_runs(
     tmp_path: Path, pristine: Pristine, mutation: Mutation
 ) -> None:
     load_and_run(tmp_path / "case", pristine, mutation)
+
+
+@settings(max_examples=SLICE // 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=_mutation(TARGET_FILES))
+def test_a_mutated_migration_target_is_refused_with_a_code_or_migrated_to(
+    tmp_path: Path, pristine: Pristine, mutation: Mutation
+) -> None:
+    load_and_migrate(tmp_path / "case", pristine, mutation)
+
+
+@pytest.mark.long
+@settings(max_examples=MUTATIONS // 4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=_mutation(TARGET_FILES))
+def test_long_a_mutated_migration_target_is_refused_with_a_code_or_migrated_to(
+    tmp_path: Path, pristine: Pristine, mutation: Mutation
+) -> None:
+    load_and_migrate(tmp_path / "case", pristine, mutation)
 
 
 # --------------------------------------------------------------------------- what the fuzz found, as fixed cases

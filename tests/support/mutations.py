@@ -20,16 +20,23 @@ and of signed release directories (re-signed by an insider, no packager).
     closed list naming a file, or served, with a whole run driven through the
     server's ``tools/call`` (results checked against the tools' output
     schemas) ending on a protocol answer (never ``internal_error``).
+``migrate_to_a_protocol_answer(source, target, trust, work, route)``
+    The same for a run of ``source`` migrated to a (mutated) ``target``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tomli_w
+from rimthan_host.harness import ToolCaller, WorkflowHarness
 from rimthan_host.protocol import HarnessError, ToolRefused, protocol_result
 from rimthan_workflow_mcp.loading import LoadedRelease
 from rimthan_workflow_mcp.provider import ReleaseProvider
@@ -137,6 +144,44 @@ class StandInScenario(ExamplesScenario):
             return "{}\n" if ctx.output["media_type"] == "application/json" else "# Stand-in\n"
 
 
+@dataclass(frozen=True)
+class Served:
+    """A release served as the server serves it: ``call`` is its ``tools/call``, ``clock`` the engines' clock."""
+
+    call: ToolCaller
+    clock: TickingClock
+
+
+def served(release: VerifiedRelease, trust: TrustStore, migration_target: VerifiedRelease | None = None) -> Served:
+    """``release`` (and a migration target) behind :func:`call_tool`, with arguments and results checked as sent."""
+    clock = TickingClock()
+    keyring = CheckpointKeyring.generate()
+
+    def module(r: VerifiedRelease, k: CheckpointKeyring) -> WorkflowEngineQueryModule:
+        return WorkflowEngineQueryModule(r, k, clock=clock)
+
+    active = LoadedRelease(release, keyring, module)
+    target = None if migration_target is None else LoadedRelease(migration_target, keyring, module)
+    state = runtime_state(ReleaseProvider(trust=trust, keyring=keyring, active=active, migration_target=target))
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = call_tool(state, name, arguments)
+        return protocol_result(name, result.structured_content, is_error=bool(result.is_error))
+
+    return Served(call, clock)
+
+
+@contextmanager
+def protocol_answers() -> Iterator[None]:
+    """A run may stop on the server's refusal or where the scripted user cannot go on; never on ``internal_error``."""
+    try:
+        yield
+    except ToolRefused as exc:  # the server's answer to the scripted user, sent as a result
+        assert exc.code != FailureCode.INTERNAL_ERROR.value, str(exc)
+    except HarnessError as exc:  # the scripted user stops where the changed catalogue asks what it cannot answer
+        assert FailureCode.INTERNAL_ERROR.value not in str(exc), str(exc)
+
+
 def run_to_a_protocol_answer(release: VerifiedRelease, trust: TrustStore, work: Path, route: str) -> None:
     """Drive a whole run of ``release`` through the server's ``tools/call``: it completes or stops on a protocol answer.
 
@@ -144,19 +189,29 @@ def run_to_a_protocol_answer(release: VerifiedRelease, trust: TrustStore, work: 
     tools' schemas), so a catalogue value the server accepted but cannot answer within its contract shows as the
     ``internal_error`` it sends, never as a passing run.
     """
-    clock = TickingClock()
-    keyring = CheckpointKeyring.generate()
-    loaded = LoadedRelease(release, keyring, lambda r, k: WorkflowEngineQueryModule(r, k, clock=clock))
-    state = runtime_state(ReleaseProvider(trust=trust, keyring=keyring, active=loaded))
+    server = served(release, trust)
+    engines = Engines({VERSION: release}, CheckpointKeyring.generate(), work, server.clock)
+    with protocol_answers():
+        drive(engines, VERSION, route, name="mutated", scenario=StandInScenario(route), call=server.call)
 
-    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = call_tool(state, name, arguments)
-        return protocol_result(name, result.structured_content, is_error=bool(result.is_error))
 
-    engines = Engines({VERSION: release}, keyring, work, clock)
-    try:
-        drive(engines, VERSION, route, name="mutated", scenario=StandInScenario(route), call=call)
-    except ToolRefused as exc:  # the server's answer to the scripted user, sent as a result
-        assert exc.code != FailureCode.INTERNAL_ERROR.value, str(exc)
-    except HarnessError as exc:  # the scripted user stops where the changed catalogue asks what it cannot answer
-        assert FailureCode.INTERNAL_ERROR.value not in str(exc), str(exc)
+def migrate_to_a_protocol_answer(
+    source: VerifiedRelease, target: VerifiedRelease, trust: TrustStore, work: Path, route: str
+) -> None:
+    """A run of ``source`` to select-route, migrated to ``target`` (a preview, then confirmed), then on to its end."""
+    server = served(source, trust, migration_target=target)
+    project = work / "projects" / "migrated"
+    project.mkdir(parents=True)
+    harness = WorkflowHarness(server.call, StandInScenario(route), project_dir=project, clock=server.clock)
+    release_id, version = target.release_id, target.manifest.release.version
+
+    async def go() -> None:
+        result = await harness.run(await harness.start("research", initial_version=VERSION), until_step="select-route")
+        server.clock.tick(5)  # the user re-confirms the state for the target release after the last checkpoint
+        await harness.migrate(result, release_id, version, confirm=False)
+        moved = await harness.migrate(result, release_id, version, confirm=True)
+        if moved["status"] == "active":
+            await harness.run(moved)
+
+    with protocol_answers():
+        asyncio.run(go())
