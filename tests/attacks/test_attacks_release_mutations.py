@@ -449,3 +449,20 @@ def test_a_file_listed_with_another_media_type_is_refused(tmp_path: Path, pristi
     assert refusal.code is FailureCode.MANIFEST_INVALID, refusal.one_line()
     assert refusal.path == str(tmp_path / pristine.release.name / MANIFEST_NAME)
     assert "lists 'assets/instructions/desk-research.md' as application/json;" in refusal.message
+
+
+@pytest.mark.parametrize("name", [".env", "assets/.cache/notes.md", "__pycache__/loader.pyc"])
+def test_a_hidden_file_signed_into_a_release_is_refused(tmp_path: Path, pristine: Pristine, name: str) -> None:
+    """Before: a hidden or __pycache__ file the packager refuses in a source loaded once listed and signed by hand."""
+    release = tmp_path / pristine.release.name
+    shutil.copytree(pristine.release, release)
+
+    def add(catalogue: Path) -> None:
+        (catalogue / name).parent.mkdir(parents=True, exist_ok=True)
+        (catalogue / name).write_bytes(b"x")
+
+    resign_release(release, [pristine.key], edit=add)
+    refusal = _refusal(release, pristine)
+    assert refusal.code is FailureCode.PATH_UNSAFE, refusal.one_line()
+    assert refusal.path == str(release / MANIFEST_NAME)
+    assert f"lists path {name!r}: hidden files" in refusal.message

@@ -27,11 +27,11 @@ from rimthan_workflow_registry.release import (
     path_set_problem,
     sorted_entries,
 )
+from rimthan_workflow_registry.release.paths import HIDDEN_PROBLEM, is_hidden_name
 
 from .fsutil import write_all
 
 READ_CHUNK = 1024 * 1024
-_REFUSED_NAMES = {"__pycache__"}
 _REBUILD = "build again once nothing is writing to the catalogue source; nothing was published"
 
 Stamp = tuple[int, int, int, int]  # (inode, size, mtime, ctime in ns): the walk's view of a file, checked on every open
@@ -209,11 +209,10 @@ def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp]) -> None:
     rels = [prefix + entry.name for entry in entries]
     safe = first_unsafe_path(rels) is None  # the common answer for the whole directory, at C speed
     for entry, rel in zip(entries, rels, strict=True):
-        if entry.name.startswith(".") or entry.name in _REFUSED_NAMES:
+        if is_hidden_name(entry.name):
             raise _refuse(
                 FailureCode.PATH_UNSAFE,
-                "hidden files, hidden directories and __pycache__ may not be in a catalogue source "
-                "(everything in the source ships)",
+                f"{HIDDEN_PROBLEM}, so a catalogue source may not hold them (everything in the source ships)",
                 fs_dir / entry.name,
             )
         problem = None if safe else path_problem(rel)

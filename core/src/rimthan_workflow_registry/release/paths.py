@@ -6,7 +6,8 @@ no listed file can escape the release directory or mean something else on
 another filesystem; :func:`first_unsafe_path` applies it to a whole listing
 in a few C-speed scans. :func:`path_set_problem` refuses a set that no tree
 can hold: a path twice, two paths equal up to case, a file that is also a
-directory. The packager (reading a source), :mod:`.verify` (a release) and
+directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name,
+which a source may not hold and so no release lists. The packager (reading a source), :mod:`.verify` (a release) and
 :mod:`.oci` (layer titles) share them.
 """
 
@@ -96,6 +97,27 @@ def first_unsafe_path(paths: Sequence[str]) -> tuple[str, str] | None:
 
 def _fold(path: str) -> str:
     return unicodedata.normalize("NFC", path).casefold()
+
+
+REFUSED_NAMES = frozenset({"__pycache__"})  # with every name that starts with ".": never shipped in a release
+HIDDEN_PROBLEM = "hidden files, hidden directories and __pycache__ are never part of a release"
+
+
+def is_hidden_name(name: str) -> bool:
+    """Whether a file or directory name is hidden (``.`` first) or ``__pycache__``: what a source may not hold."""
+    return name.startswith(".") or name in REFUSED_NAMES
+
+
+def first_hidden_path(paths: Sequence[str]) -> str | None:
+    """The first of ``paths`` with a hidden or ``__pycache__`` segment, else ``None``.
+
+    The packager refuses such a name in a source, so no release it builds
+    lists one; the common answer (none) is decided on the joined paths.
+    """
+    joined = "\0".join(paths)
+    if not (joined.startswith(".") or "/." in joined or "\0." in joined or any(n in joined for n in REFUSED_NAMES)):
+        return None
+    return next((p for p in paths if any(map(is_hidden_name, p.split("/")))), None)
 
 
 def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:

@@ -7,7 +7,7 @@ is usable until every step has passed::
 
     release dir exists -> walk tree (no symlinks, hard links, special files,
     strange names, files outside the layout) -> parse manifest strictly ->
-    manifest paths safe, each file with its name's media type -> signatures
+    manifest paths safe, none hidden, each file with its name's media type -> signatures
     meet the trust threshold -> a directory named like a release holds that
     release (no rollback or swap by renaming)
     -> SHA256SUMS matches -> every listed file has its size and digest -> no unlisted files
@@ -56,7 +56,12 @@ from rimthan_workflow_registry.release.format import (
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.parallel import first_failure
-from rimthan_workflow_registry.release.paths import first_unsafe_path, path_set_problem
+from rimthan_workflow_registry.release.paths import (
+    HIDDEN_PROBLEM,
+    first_hidden_path,
+    first_unsafe_path,
+    path_set_problem,
+)
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version, check_key
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree, walk_release
 from rimthan_workflow_registry.release.trust import TrustStore
@@ -217,8 +222,9 @@ def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, str, Manifest]
 
 
 def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
-    """Every listed path is safe, no two clash (duplicates, case, file-vs-directory), and each file has the media
-    type its name gives it (what the packager writes; resources and step payloads serve the file as that type)."""
+    """Every listed path is safe, no two clash (duplicates, case, file-vs-directory), none is hidden or in
+    ``__pycache__``, and each file has the media type its name gives it: what the packager writes (resources and
+    step payloads serve a file as that type)."""
     where = root / MANIFEST_NAME
     paths = manifest.paths
     unsafe = first_unsafe_path(paths)
@@ -227,6 +233,9 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     clash = path_set_problem(paths)
     if clash is not None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
+    hidden = first_hidden_path(paths)
+    if hidden is not None:
+        raise _fail(FailureCode.PATH_UNSAFE, f"lists path {hidden!r}: {HIDDEN_PROBLEM}", where)
     if list(map(_MEDIA_TYPE, manifest.files)) != list(map(media_type_for, paths)):
         entry = next(e for e in manifest.files if e.media_type != media_type_for(e.path))
         raise _fail(
