@@ -29,10 +29,14 @@ loaded through the server's own path (``load_release`` ->
 - served: its manifest is exactly what the packager writes for its files
   (nothing the packager could not have signed), every prompt and resource
   lists and reads through the server's catalogues, and a whole run driven
-  through the engine completes or stops on a protocol answer.
+  through the server's ``tools/call`` (results checked against the output
+  schemas) completes or stops on a protocol answer, never ``internal_error``.
 
 Anything else (a ``TypeError``, ``RecursionError``, ``KeyError`` from a
-parser or the engine) fails the test.
+parser or the engine) fails the test. The fuzz found one hole (a file listed
+with another media type than its name gives it, now ``manifest_invalid``);
+a hidden or ``__pycache__`` file signed into a release (not a one-value
+change) is now ``path_unsafe``. Both are fixed cases at the end.
 
 The same mutations of the 1.3.0 release, loaded as a migration target
 (``load_release(..., migration=True)``), must be refused with a code or
