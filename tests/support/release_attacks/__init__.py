@@ -139,6 +139,13 @@ def sign_raw(world: World, rel: Path, data: bytes, keys: list[KeyPair] | None = 
     return manifest_path(rel)
 
 
+def flip(target: Path, index: int, mask: int) -> None:
+    """Flip the bits ``mask`` of byte ``index`` of ``target``, in place."""
+    data = bytearray(target.read_bytes())
+    data[index] ^= mask
+    target.write_bytes(bytes(data))
+
+
 def manifest_text(rel: Path) -> str:
     return manifest_path(rel).read_text("utf-8")
 

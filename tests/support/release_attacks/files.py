@@ -17,6 +17,7 @@ from support.release_attacks import (
     World,
     case,
     cat,
+    flip,
     manifest_path,
     short_socket,
     sig,
@@ -28,9 +29,7 @@ from support.release_attacks import (
 @case("content_byte_flipped_same_size")
 def _(w: World, rel: Path) -> Expect:
     target = cat(rel, "assets/instructions/plan.md")
-    data = bytearray(target.read_bytes())
-    data[5] ^= 0x20
-    target.write_bytes(bytes(data))
+    flip(target, 5, 0x20)
     return Expect(F.FILE_DIGEST_MISMATCH, target)
 
 

@@ -13,6 +13,7 @@ from support.release_attacks import (
     World,
     case,
     cat,
+    flip,
     manifest_path,
     replace_tree,
     sig,
@@ -57,9 +58,7 @@ def _(w: World, rel: Path) -> Expect:
 @case("signature_bit_flipped")
 def _(w: World, rel: Path) -> Expect:
     target = sig(rel, w.keys.alice)
-    data = bytearray(target.read_bytes())
-    data[40] ^= 0x01
-    target.write_bytes(bytes(data))
+    flip(target, 40, 0x01)
     return Expect(F.SIGNATURE_INVALID, target)
 
 
