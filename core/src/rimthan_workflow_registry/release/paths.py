@@ -3,12 +3,12 @@
 :func:`path_problem` is the rule for one path (relative POSIX, no ``.``/``..``
 or empty segments, no backslash or control character, NFC, not overlong), so
 no listed file can escape the release directory or mean something else on
-another filesystem; :func:`first_unsafe_path` applies it to a whole listing
-in a few C-speed scans. :func:`path_set_problem` refuses a set that no tree
-can hold: a path twice, two paths equal up to case, a file that is also a
+another filesystem; :func:`first_unsafe_path` applies it to a whole listing in
+a few C-speed scans. :func:`path_set_problem` refuses a set that no tree can
+hold: a path twice, two paths equal up to case, a file that is also a
 directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name,
-which a source may not hold and so no release lists. The packager (reading a source), :mod:`.verify` (a release) and
-:mod:`.oci` (layer titles) share them.
+which a source may not hold and so no release lists. The packager (reading a
+source), :mod:`.verify` (a release) and :mod:`.oci` (layer titles) share them.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ is usable until every step has passed::
 
     release dir exists -> walk tree (no symlinks, hard links, special files,
     strange names, files outside the layout) -> parse manifest strictly ->
-    manifest paths safe, none hidden, each file with its name's media type -> signatures
-    meet the trust threshold -> a directory named like a release holds that
-    release (no rollback or swap by renaming)
+    manifest paths safe, none hidden, each file with its name's media type ->
+    signatures meet the trust threshold -> a directory named like a release
+    holds that release (no rollback or swap by renaming)
     -> SHA256SUMS matches -> every listed file has its size and digest -> no unlisted files
     -> scope/profile as expected -> catalogue rules (ReleaseLoader) and the
     manifest agrees with the catalogue.
