@@ -8,7 +8,9 @@ client, or by editing the registry's storage behind its back.
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from rimthan_workflow_registry.release.oci import (
     parse_reference,
     pull_release,
     release_layers,
+    version_tags,
 )
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.oci import add_blob, one_line_error, pull, put_raw_manifest, rewrite
@@ -220,3 +223,33 @@ def test_a_digest_reference_the_registry_answers_with_other_bytes_is_refused(wor
     ref = f"{world.registry.ref('attack/digest')}@{digests['1.2.0']}"
     assert refused(world, ref, tmp_path / "out") is FailureCode.OCI_BLOB_MISMATCH
     manifest_blob.write_bytes(original)
+
+
+class _TagLister(http.server.BaseHTTPRequestHandler):
+    """A registry that breaks the distribution spec: its tag list holds a "version" of 5,000 digits."""
+
+    TAGS = ["1.2.0", "9" * 5000 + ".0.0", "1.10.0"]
+
+    def do_GET(self) -> None:  # noqa: N802 (the http.server hook's name)
+        body = json.dumps({"name": "attack/tags", "tags": self.TAGS}).encode() if "/tags/list" in self.path else b"{}"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_listed_tag_longer_than_a_tag_can_be_is_not_taken_for_a_version() -> None:
+    """A tag is at most 128 characters (OCI distribution spec); a longer "version" in a registry's tag list
+    raised ValueError from the version sort (Python reads at most 4,300 digits), stopping a follower's sync."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _TagLister)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        ref = parse_reference(f"oci://127.0.0.1:{server.server_port}/attack/tags")
+        assert version_tags(open_registry(ref, plain_http=True), ref) == ["1.2.0", "1.10.0"]
+    finally:
+        server.shutdown()
+        server.server_close()

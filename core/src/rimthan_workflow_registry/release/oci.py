@@ -72,11 +72,13 @@ REQUEST_TIMEOUT = 30.0
 _CHUNK = 64 * 1024
 # matched with fullmatch: "$" would also take a trailing newline
 _DIGEST = re.compile(DIGEST_PATTERN)
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"  # the distribution spec's tag: at most 128 characters
 _REFERENCE = re.compile(
     r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
+    r"(?::(?P<tag>" + _TAG + r"))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
 )
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError)
+_ANY_TAG = re.compile(_TAG)
 _VERSION_TAG = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-_][0-9A-Za-z._-]*)?")
 
 
@@ -141,8 +143,9 @@ def parse_reference(text: str) -> OciReference:
 
 
 def is_version_tag(tag: str) -> bool:
-    """Tags that name a release version (OCI tags cannot hold ``+``)."""
-    return bool(_VERSION_TAG.fullmatch(tag))
+    """Tags that name a release version (OCI tags cannot hold ``+``), and could be tags at all: a registry's
+    tag list is not taken on trust, and a "version" longer than a tag could hold more digits than Python reads."""
+    return bool(_VERSION_TAG.fullmatch(tag) and _ANY_TAG.fullmatch(tag))
 
 
 class _CredentialsMissing(Exception):
