@@ -35,7 +35,7 @@ help:
 	@echo "make bench-quick      the benchmarks at small sizes"
 	@echo "make load             32 concurrent clients against 2 replicas with a refresh, a restart and a corrupt release"
 	@echo "make fleet            3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
-	@echo "make fuzz-long        the slow, many-example fuzz of the four tools and tokens"
+	@echo "make fuzz-long        the slow, many-example fuzz: the four tools, tokens, mutated catalogues and releases"
 	@echo "make setup            install uv if missing and sync the locked environment"
 	@echo "make help             this list"
 	@echo "make bootstrap        what every target runs first: uv if missing, then uv sync --locked"
