@@ -22,11 +22,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import select
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -45,6 +42,7 @@ from rimthan_workflow_registry.errors import FailureCode
 from support.engines import StepKit, example_state
 from support.json_edits import delete_at, pointers, set_at
 from support.processes import serve_options
+from support.raw_stdio import RawStdio
 from support.servers import ServerWorld, build_world, structured_error
 
 FUZZ_EXAMPLES = 30
@@ -386,28 +384,22 @@ def test_fuzz_long(served: Served) -> None:
     )
 
 
-def _raw_exchange(
-    process: subprocess.Popen[bytes], calls: list[tuple[int, str]], grace: float
-) -> dict[int, dict[str, Any]]:
+def _raw_exchange(raw: RawStdio, calls: list[tuple[int, str]], grace: float) -> dict[int, dict[str, Any]]:
     """Write raw JSON-RPC ``tools/call`` lines and collect the answers by id.
 
     Calls are served concurrently, so answers may come in any order: reading
     stops once every id is answered, or a short grace period after the LAST
     call's answer (a request the server dropped never gets one).
     """
-    assert process.stdin is not None and process.stdout is not None
     for request_id, arguments_json in calls:
-        process.stdin.write(
-            (
-                '{"jsonrpc":"2.0","id":' + str(request_id) + ',"method":"tools/call","params":{"name":'
-                '"rimthan.start_workflow","arguments":' + arguments_json + "}}\n"
-            ).encode("utf-8")
+        raw.send(
+            '{"jsonrpc":"2.0","id":' + str(request_id) + ',"method":"tools/call","params":{"name":'
+            '"rimthan.start_workflow","arguments":' + arguments_json + "}}\n"
         )
-    process.stdin.flush()
     answers: dict[int, dict[str, Any]] = {}
     wanted, last = {i for i, _ in calls}, calls[-1][0]
     while not wanted <= set(answers):
-        line = _next_line(process, grace if last in answers else RAW_ANSWER_SECONDS)
+        line = raw.next_line(grace if last in answers else RAW_ANSWER_SECONDS)
         if line is None:
             assert last in answers, f"the server stopped answering (answered so far: {sorted(answers)})"
             break
@@ -416,32 +408,8 @@ def _raw_exchange(
     return answers
 
 
-# Per raw server process: what was read past its last whole line.
-_UNREAD: dict[int, bytearray] = {}
-
-
-def _next_line(process: subprocess.Popen[bytes], timeout: float) -> bytes | None:
-    """The server's next line, or None if none comes within ``timeout`` seconds (or it closed stdout).
-
-    Reads the pipe itself: ``select`` cannot see lines already held in the buffer of ``process.stdout``,
-    so two answers arriving in one read must be split here, not by ``readline``.
-    """
-    assert process.stdout is not None
-    fd, pending = process.stdout.fileno(), _UNREAD.setdefault(process.pid, bytearray())
-    deadline = time.monotonic() + timeout
-    while b"\n" not in pending:
-        left = deadline - time.monotonic()
-        chunk = os.read(fd, 1 << 16) if left > 0 and select.select([fd], [], [], left)[0] else b""
-        if not chunk:
-            return None
-        pending += chunk
-    line, _, rest = pending.partition(b"\n")
-    _UNREAD[process.pid] = bytearray(rest)
-    return bytes(line)
-
-
 @pytest.fixture(scope="module")
-def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.Popen[bytes]]:
+def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
     """A second server over raw stdio (no SDK client), initialised by hand."""
     root = tmp_path_factory.mktemp("raw")
     world = build_world(root / "world")
@@ -460,16 +428,10 @@ def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[subprocess.
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
-    assert process.stdin is not None
-    process.stdin.write(
-        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-        b'"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n'
-        b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-    )
-    process.stdin.flush()
-    assert b'"id":0' in (_next_line(process, RAW_ANSWER_SECONDS) or b"")
+    raw = RawStdio(process)
+    raw.initialize(RAW_ANSWER_SECONDS)
     try:
-        yield process
+        yield raw
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -490,9 +452,7 @@ RAW_CASES = [
 
 
 @pytest.mark.parametrize("arguments", RAW_CASES)
-def test_raw_requests_the_sdk_client_would_never_send_are_answered(
-    raw_server: subprocess.Popen[bytes], arguments: str
-) -> None:
+def test_raw_requests_the_sdk_client_would_never_send_are_answered(raw_server: RawStdio, arguments: str) -> None:
     """Raw stdio bytes: every request gets an answer for its id (a structured error), and the server serves on."""
     ids = next(_RAW_IDS), next(_RAW_IDS)
     answers = _raw_exchange(raw_server, [(ids[0], arguments), (ids[1], '{"workflow":"x"}')], RAW_ANSWER_SECONDS)
