@@ -35,7 +35,8 @@ help:
 	@echo "make bench-quick      the benchmarks at small sizes"
 	@echo "make load             32 concurrent clients against 2 replicas with a refresh, a restart and a corrupt release"
 	@echo "make fleet            3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
-	@echo "make fuzz-long        the slow, many-example fuzz: the four tools, tokens, mutated catalogues and releases"
+	@echo "make fuzz-long        the slow, many-example fuzz: the four tools, tokens, mutated catalogues and releases,"
+	@echo "                     the bridge's arguments"
 	@echo "make setup            install uv if missing and sync the locked environment"
 	@echo "make help             this list"
 	@echo "make bootstrap        what every target runs first: uv if missing, then uv sync --locked"
@@ -168,7 +169,8 @@ fleet: bootstrap
 FUZZ_DEPTH := tests/attacks/test_attacks_fuzz_depth.py
 fuzz-long: bootstrap
 	$(UV) run --locked pytest -q -m long tests/attacks/test_attacks_tools.py tests/attacks/test_attacks_tokens.py \
-	  tests/attacks/test_attacks_catalogue_mutations.py tests/attacks/test_attacks_release_mutations.py -s
+	  tests/attacks/test_attacks_catalogue_mutations.py tests/attacks/test_attacks_release_mutations.py \
+	  tests/host/test_bridge_argument_values.py -s
 	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (start or continue)" & first=$$!; \
 	$(UV) run --locked pytest -q -s -m long $(FUZZ_DEPTH) -k "long_in_memory and (prepare or submit)"; second=$$?; \
 	wait $$first && test $$second -eq 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 import tomllib
 from collections.abc import Callable
 from typing import Any
@@ -96,20 +97,29 @@ def parse_bounded_toml(data: bytes, refuse: Callable[[str], Exception], *, unrea
 
 
 def first_non_json_value(value: Any) -> str | None:
-    """What is wrong with the first TOML value in ``value`` that has no exact JSON form (``None`` if all have one).
+    """What is wrong with the first value in ``value`` that has no exact JSON form (``None`` if all have one).
 
     TOML has integers of any size, ``inf`` and ``nan``, and dates and times;
-    JSON as Rimthan writes it (RFC 8785) has integers up to
-    ``MAX_JSON_SAFE_INTEGER`` in magnitude, finite numbers and no dates.
-    ``value`` is a parsed TOML document already bounded in depth.
+    Python's JSON parser (and a tool call's arguments) has integers of any
+    size, ``NaN``, ``Infinity`` and lone surrogates (``"\\ud800"``, in a string
+    or a key). JSON as Rimthan writes it (RFC 8785, UTF-8) has integers up to
+    ``MAX_JSON_SAFE_INTEGER`` in magnitude, finite numbers, no dates and only
+    Unicode scalar values. Iterative, so any depth is answered; the message
+    names the value's path and never holds the lone surrogate itself.
     """
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         where, node = stack.pop()
         if isinstance(node, dict):
-            stack.extend((f"{where}.{key}" if where else str(key), child) for key, child in node.items())
+            for key, child in node.items():
+                path = f"{where}.{_shown(key)}" if where else _shown(key)
+                if isinstance(key, str) and _LONE_SURROGATE.search(key):
+                    return f"the key {path} holds a lone surrogate, which UTF-8 and JSON text cannot carry"
+                stack.append((path, child))
         elif isinstance(node, list):
             stack.extend((f"{where}[{index}]", child) for index, child in enumerate(node))
+        elif isinstance(node, str) and _LONE_SURROGATE.search(node):
+            return f"{where} holds a lone surrogate, which UTF-8 and JSON text cannot carry"
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_JSON_SAFE_INTEGER:
             shown = str(node) if abs(node) < 10**30 else f"an integer of {len(str(abs(node)))} digits"
             return f"{where} = {shown} is past what JSON carries exactly (at most 2**53 - 1 in magnitude)"
@@ -118,3 +128,11 @@ def first_non_json_value(value: Any) -> str | None:
         elif isinstance(node, datetime.date | datetime.time):
             return f"{where} is a TOML date or time, which JSON has no form for: write it as a quoted string"
     return None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds one only unpaired (a parser joins a pair)
+
+
+def _shown(key: Any) -> str:
+    """A key as a path shows it: a lone surrogate as its escape, so the message itself is UTF-8."""
+    return str(key).encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,7 +1,9 @@
 """rimthan-host: the host side of the four-tool protocol, done by code.
 
-Depends on the domain core (``rimthan_workflow_registry``) and the MCP SDK
-only, never on the server's internals. See docs/host-kit.md.
+Depends on the domain core (``rimthan_workflow_registry``) and the MCP SDK;
+of the verifier's package only on its stdio guard (``bridge_server`` answers
+every line the SDK's parser refuses with it), never on the server's internals.
+See docs/host-kit.md.
 
 ``protocol``       tool names, the :data:`ToolCaller` seam, refusals, the host profile
 ``confirmations``  confirmed state: value digests, confirmation times, how the person confirmed
@@ -22,7 +24,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``asking``         asking the person directly: elicitation in both MCP protocol eras
 ``schemas``        an output's JSON Schema from the verified release, copied into the project for the model
 ``outputs``        a step's files as the model wrote them: what is missing or unusable, refusals by file
-``bridge_server``  the SDK's low-level server offering the bridge's tools
+``bridge_server``  the SDK's low-level server offering the bridge's tools, and the stdio lines it reads
 ``link``           the verifier connection: a child ``rimthan-mcp serve`` over stdio, or a URL
 ``reconnect``      a connection lost mid-move: restart the child once, resume from the log, say so
 ``serve``          the ``rimthan-host serve`` command line

@@ -7,6 +7,7 @@ neither the MCP SDK nor the bridge.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -23,6 +24,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from rimthan_workflow_mcp.stdio_guard import AnsweringStream
+from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
@@ -122,6 +126,35 @@ def _result(reply: Reply) -> types.CallToolResult:
     )
 
 
+class BridgeLines(AnsweringStream):
+    """The bridge's stdin: a tool call the SDK's parser refuses is read by Python's; another line, a Parse error.
+
+    The SDK's parser refuses lone surrogate escapes and nesting past ~200
+    levels, and the SDK drops such a line unanswered (the client waits for
+    ever). Python's parser reads both, so such a ``tools/call`` reaches the
+    argument check, which refuses it naming the path. Only one whose every
+    part but its arguments is plain JSON (what the reply echoes: the id, the
+    tool's name); any other line is answered with a Parse error for its id
+    (:class:`AnsweringStream`).
+    """
+
+    def reread(self, raw: str) -> SessionMessage | None:
+        try:
+            value = json.loads(raw)
+            if not _plain_tool_call(value):
+                return None
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(value, by_name=False))
+        except (RecursionError, ValueError):  # not JSON, an integer too long, or not JSON-RPC (ValidationError)
+            return None
+
+
+def _plain_tool_call(value: Any) -> bool:
+    if not isinstance(value, dict) or value.get("method") != "tools/call" or not isinstance(value.get("params"), dict):
+        return False
+    params = {k: v for k, v in value["params"].items() if k != "arguments"}
+    return first_non_json_value({**value, "params": params}) is None
+
+
 def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | StdioServerParameters:
     """The verifier to talk to: a Streamable HTTP URL, or ``rimthan-mcp serve ARGS`` as a child."""
     if url:
@@ -142,5 +175,6 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
         bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read)
         app = create_bridge_server(bridge, link)
         async with stdio_server() as (read_stream, write_stream):
-            await app.run(read_stream, write_stream, app.create_initialization_options())
+            lines = BridgeLines(read_stream, write_stream)
+            await app.run(lines, write_stream, app.create_initialization_options())
         tasks.cancel_scope.cancel()

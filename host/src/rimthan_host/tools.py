@@ -4,8 +4,9 @@ The descriptions are the model's manual: each says when to call the tool and
 what to do with its result, within the 6 KB the definitions may take
 (``make agent-demo`` prints their size, tests/host keep it). Every input
 schema is closed; :func:`argument_problem` turns a call that does not fit
-(an unknown key, a missing one, a wrong type or value) into words saying how
-to call the tool again, before anything reaches the run.
+(an unknown key, a missing one, a wrong type or value, a value JSON cannot
+carry exactly, nesting past :data:`ARGUMENT_DEPTH`) into words saying how to
+call the tool again, before anything reaches the run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from mcp import types
 from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, ValidationError
+from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, first_non_json_value, too_deep_message
 
 INSTRUCTIONS = (
     "Drives a Rimthan workflow run in this project and keeps every token and digest for you. Call start_run "
@@ -24,6 +26,9 @@ INSTRUCTIONS = (
     "answer questions with answer_question. An error result says what to fix and which tool to call next; "
     "show_step says where the run is."
 )
+ARGUMENT_DEPTH = MAX_ARGUMENT_DEPTH - 2
+"""Containers nested in one call's arguments. A fact's value reaches the verifier two levels deeper than the
+bridge takes it (``facts.f`` -> ``migration.confirmed_state.state.f``), within the verifier's own bound there."""
 _FACTS = {"type": "object", "description": "Facts the user confirmed (ask; never invent): field name -> value."}
 
 
@@ -104,17 +109,36 @@ _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a bo
 
 
 def argument_problem(name: str, arguments: Mapping[str, Any]) -> str | None:
-    """Why ``arguments`` do not fit tool ``name`` and how to call it instead; None when they fit."""
-    errors = sorted(_CHECKERS[name].iter_errors(dict(arguments)), key=lambda e: list(e.path))
-    if not errors:
-        return None
+    """Why ``arguments`` do not fit tool ``name`` and how to call it instead; None when they fit.
+
+    Values first (any depth, iteratively): one the protocol cannot carry exactly would fail on the way to the
+    verifier, and only a value known to be plain JSON is shown back in a message.
+    """
     schema = _BY_NAME[name].input_schema
     properties = list(schema["properties"])
-    takes = f"it takes {', '.join(properties)}" if properties else "it takes no arguments"
     required = schema.get("required") or []
+    problem = first_non_json_value(arguments) or _too_deep(arguments)
+    if problem is None:
+        errors = sorted(_CHECKERS[name].iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        problem = "; ".join(dict.fromkeys(_problem(e, arguments, properties, required) for e in errors))
+    takes = f"it takes {', '.join(properties)}" if properties else "it takes no arguments"
     needs = f" ({', '.join(required)} required)" if required else ""
-    problems = "; ".join(dict.fromkeys(_problem(e, arguments, properties, required) for e in errors))
-    return f"Nothing was done: {problems}. Call {name} again with the arguments fixed: {takes}{needs}."
+    return f"Nothing was done: {problem}. Call {name} again with the arguments fixed: {takes}{needs}."
+
+
+def _too_deep(arguments: Mapping[str, Any]) -> str | None:
+    """Nesting past :data:`ARGUMENT_DEPTH`, named down to the argument's field (``facts.topic``)."""
+    if not depth_exceeds(dict(arguments), ARGUMENT_DEPTH):
+        return None
+    where: list[str] = []
+    node: Any = dict(arguments)
+    left = ARGUMENT_DEPTH
+    while len(where) < 2 and isinstance(node, dict):
+        key = next(k for k, v in node.items() if depth_exceeds(v, left - 1))
+        where, node, left = [*where, str(key)], node[key], left - 1
+    return too_deep_message(".".join(where), left)
 
 
 def _problem(error: ValidationError, arguments: Mapping[str, Any], known: list[str], required: list[str]) -> str:

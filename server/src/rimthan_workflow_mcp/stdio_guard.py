@@ -9,10 +9,15 @@ stream the server reads the transport through, and answers such a line with
 the JSON-RPC ``Parse error`` (-32700) through the transport's own writer: for
 the line's request id when it is recognisably a request (a top-level
 ``method`` and a scalar ``id``), else with ``id: null`` as JSON-RPC 2.0
-prescribes. Other exceptions pass through.
+prescribes. Other exceptions pass through. A subclass may read a refused line
+a second way first (:meth:`AnsweringStream.reread`: the host bridge reads
+lone surrogates and deeper nesting with Python's parser, to refuse them as
+tool arguments naming their path).
 """
 
 from __future__ import annotations
+
+from typing import Self
 
 import anyio
 import mcp_types as types
@@ -130,11 +135,18 @@ class AnsweringStream:
             raw = _raw_input(item) if isinstance(item, Exception) else None
             if raw is None:
                 return item
+            message = self.reread(raw)
+            if message is not None:
+                return message
             answer = parse_error_for(raw)
             _log.warning("line refused by the JSON parser", extra={"id": answer.id})
             await self._write_stream.send(SessionMessage(answer))
 
-    def __aiter__(self) -> AnsweringStream:
+    def reread(self, raw: str) -> SessionMessage | None:
+        """The message a refused line holds when read another way; ``None`` (here: always) answers it."""
+        return None
+
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> SessionMessage | Exception:
@@ -146,7 +158,7 @@ class AnsweringStream:
     async def aclose(self) -> None:
         await self._source.aclose()
 
-    async def __aenter__(self) -> AnsweringStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
