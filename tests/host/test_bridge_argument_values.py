@@ -156,6 +156,14 @@ def test_a_value_the_protocol_cannot_carry_is_refused_naming_its_path(
     bridge.no_traceback()
 
 
+def test_nesting_at_the_bound_reaches_the_verifier_and_is_not_refused_for_its_depth(bridge: Bridge) -> None:
+    """A fact nested exactly as deep as the bridge takes goes to the verifier, which takes its depth too."""
+    result = bridge.call("start_run", _start('{"deep":' + _nested(ARGUMENT_DEPTH - 2) + "}"))["result"]
+    text = _text(result)
+    assert text.startswith("The verifier refused: confirmed_state_invalid:"), text  # the catalogue has no such fact
+    assert "deeper than" not in text and "'deep' was unexpected" in text, text
+
+
 def test_a_line_no_parser_reads_gets_a_parse_error_for_its_id_and_the_bridge_serves_on(bridge: Bridge) -> None:
     """Nesting past Python's parser too, a 5000-digit integer, a lone surrogate in the tool's name."""
     for tool, arguments in (
