@@ -35,8 +35,7 @@ help:
 	@echo "make bench-quick      the benchmarks at small sizes"
 	@echo "make load             32 concurrent clients against 2 replicas with a refresh, a restart and a corrupt release"
 	@echo "make fleet            3 replicas follow an OCI registry under load: push 1.3.0, then a corrupt 1.4.0"
-	@echo "make fuzz-long        the slow, many-example fuzz: the four tools, tokens, mutated catalogues and releases,"
-	@echo "                     the bridge's arguments"
+	@echo "make fuzz-long        the slow fuzz: the four tools, tokens, mutated catalogues and releases, bridge arguments"
 	@echo "make setup            install uv if missing and sync the locked environment"
 	@echo "make help             this list"
 	@echo "make bootstrap        what every target runs first: uv if missing, then uv sync --locked"
@@ -150,7 +149,8 @@ bench-quick: bootstrap
 # calls, failed calls, runs lost). `fuzz-long`: the slow, many-example fuzz of the four tools and tokens,
 # per tool through the in-memory transport and real stdio (RIMTHAN_FUZZ_MEMORY_CALLS / RIMTHAN_FUZZ_STDIO_CALLS),
 # of catalogue sources mutated, built and run (RIMTHAN_FUZZ_CATALOGUE_MUTATIONS), and of signed releases mutated,
-# re-signed by an insider, loaded and run (RIMTHAN_FUZZ_RELEASE_MUTATIONS).
+# re-signed by an insider, loaded and run (RIMTHAN_FUZZ_RELEASE_MUTATIONS), and of any arguments to the bridge's
+# tools on one long-lived rimthan-host (RIMTHAN_FUZZ_BRIDGE_ARGUMENTS).
 .PHONY: load fuzz-long
 load: bootstrap
 	$(UV) run --locked python tests/load/run_load.py
