@@ -17,11 +17,18 @@ import subprocess
 import time
 from typing import Any
 
-INITIALIZE = (
-    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
-    '"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n'
-    '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
-)
+
+def initialize_lines(capabilities: dict[str, Any] | None = None) -> str:
+    """The handshake's two lines for a 2025-11-25 client declaring ``capabilities``."""
+    params = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": capabilities or {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    }
+    return (
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}, separators=(",", ":"))
+        + '\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+    )
 
 
 class RawStdio:
@@ -37,9 +44,9 @@ class RawStdio:
         self.process.stdin.write(text.encode("utf-8"))
         self.process.stdin.flush()
 
-    def initialize(self, timeout: float) -> None:
+    def initialize(self, timeout: float, capabilities: dict[str, Any] | None = None) -> None:
         """The handshake; fails unless the server answers it within ``timeout`` seconds."""
-        self.send(INITIALIZE)
+        self.send(initialize_lines(capabilities))
         assert b'"id":0' in (self.next_line(timeout) or b""), "no answer to initialize"
 
     def next_line(self, timeout: float) -> bytes | None:
@@ -63,6 +70,10 @@ class RawStdio:
             f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{{"name":{json.dumps(tool)},'
             f'"arguments":{arguments_json}}}}}\n'
         )
+        return self.call_answer(request_id, timeout)
+
+    def call_answer(self, request_id: int, timeout: float) -> dict[str, Any] | None:
+        """The answer for ``request_id`` (lines before it skipped), or None if none comes within ``timeout``."""
         deadline = time.monotonic() + timeout
         while (line := self.next_line(max(deadline - time.monotonic(), 0))) is not None:
             message: dict[str, Any] = json.loads(line)

@@ -19,6 +19,7 @@ from typing import Any
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
@@ -91,9 +92,13 @@ class Asker:
             return self._from_responses(asks)
         out: dict[str, Answer] = {}
         for one in asks:
-            result = await self.ctx.session.elicit_form(
-                one.message, one.schema(), related_request_id=self.ctx.request_id
-            )
+            try:
+                result = await self.ctx.session.elicit_form(
+                    one.message, one.schema(), related_request_id=self.ctx.request_id
+                )
+            except MCPError as exc:  # the client answered with an error, or a reply no parser reads
+                out[one.key] = Answer(f"no readable answer: {exc.error.message}")
+                break
             out[one.key] = _answer(one, result)
             if not out[one.key].confirmed:
                 break  # nothing after a refusal is asked: the move will not happen

@@ -25,7 +25,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from rimthan_workflow_mcp.stdio_guard import AnsweringStream
+from rimthan_workflow_mcp.stdio_guard import AnsweringStream, top_level_response_id
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded
@@ -127,18 +127,23 @@ def _result(reply: Reply) -> types.CallToolResult:
 
 
 class BridgeLines(AnsweringStream):
-    """The bridge's stdin: a tool call the SDK's parser refuses is read by Python's; another line, a Parse error.
+    """The bridge's stdin: a tool call the SDK's parser refuses is read by Python's, a reply ends its question.
 
     The SDK's parser refuses lone surrogate escapes and nesting past ~200
     levels, and the SDK drops such a line unanswered (the client waits for
     ever). Python's parser reads both, so such a ``tools/call`` reaches the
     argument check, which refuses it naming the path. Only one whose every
     part but its arguments is plain JSON (what the reply echoes: the id, the
-    tool's name); any other line is answered with a Parse error for its id
-    (:class:`AnsweringStream`).
+    tool's name). A refused reply to the bridge's own request (an
+    elicitation) reaches that request as an error, so it ends instead of
+    waiting for ever. Any other line is answered with a Parse error for its
+    id (:class:`AnsweringStream`).
     """
 
     def reread(self, raw: str) -> SessionMessage | None:
+        reply_to = top_level_response_id(raw)
+        if reply_to is not None:  # the client's reply to our elicitation: it ends that question, unanswered
+            return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=reply_to, error=_UNREADABLE_REPLY))
         try:
             value = json.loads(raw)
             if not _plain_tool_call(value):
@@ -146,6 +151,11 @@ class BridgeLines(AnsweringStream):
             return SessionMessage(types.jsonrpc_message_adapter.validate_python(value, by_name=False))
         except (RecursionError, ValueError):  # not JSON, an integer too long, or not JSON-RPC (ValidationError)
             return None
+
+
+# What a pending request of the bridge's (an elicitation) gets when the client's reply is a line no parser reads:
+# without it the request, which has no time limit (a person may take long to answer), waited for ever.
+_UNREADABLE_REPLY = types.ErrorData(code=types.PARSE_ERROR, message="the client's reply could not be parsed")
 
 
 def _plain_tool_call(value: Any) -> bool:

@@ -39,6 +39,23 @@ def top_level_request_id(raw: str) -> int | str | None:
     top-level ``method`` key is present too (a request, not a response) and the
     id is a plain integer or a simple string.
     """
+    keys = _top_level_keys(raw)
+    if keys is None or "method" not in keys or "id" not in keys:
+        return None
+    return _scalar_after_colon(raw, keys["id"])
+
+
+def top_level_response_id(raw: str) -> int | str | None:
+    """The ``id`` of a JSON-RPC response line (``result`` or ``error``, no ``method``), as :func:`top_level_request_id`
+    reads a request's; ``None`` if unsure."""
+    keys = _top_level_keys(raw)
+    if keys is None or "method" in keys or "id" not in keys or not ({"result", "error"} & set(keys)):
+        return None
+    return _scalar_after_colon(raw, keys["id"])
+
+
+def _top_level_keys(raw: str) -> dict[str, int] | None:
+    """The keys of the line's outermost object, each with the index just after it; ``None`` if unsure."""
     if len(raw) > _MAX_SCAN or not raw.lstrip().startswith("{"):
         return None
     depth, i, n = 0, 0, len(raw)
@@ -65,9 +82,7 @@ def top_level_request_id(raw: str) -> int | str | None:
         elif c == "," and depth == 1:
             expecting_key = True
         i += 1
-    if "method" not in keys or "id" not in keys:
-        return None
-    return _scalar_after_colon(raw, keys["id"])
+    return keys
 
 
 def _scalar_after_colon(raw: str, at: int) -> int | str | None:
