@@ -9,16 +9,21 @@ import shutil
 import stat
 import subprocess
 import sys
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+import tomli_w
 from click.testing import CliRunner, Result
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rimthan_packager.cli import cli
+from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES
 from rimthan_workflow_registry.release.format import signature_name
-from support.releases import KeyPair, make_keypair, trust_file
+from support.releases import KeyPair, make_keypair, packaged_source, trust_file
 
 RIMTHAN_PACK = Path(sys.executable).parent / "rimthan-pack"
 
@@ -383,3 +388,72 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     assert failed.stderr.startswith("error: file_size_mismatch: releases/src-0.1.0/catalogue/catalogue.toml: ")
     assert "Traceback" not in failed.stderr
     assert len(failed.stderr.strip().splitlines()) == 2
+
+
+def _declare(source: Path, change: Callable[[dict[str, Any]], None]) -> Path:
+    """``change`` applied to the desk-research step of a copy of the packaged 1.2.0 workflow; the file edited."""
+    workflow = source / "workflows" / "research-decision.toml"
+    data = tomllib.loads(workflow.read_text("utf-8"))
+    change(next(s for s in data["steps"] if s["id"] == "desk-research"))
+    workflow.write_text(tomli_w.dumps(data), "utf-8")
+    return workflow
+
+
+def _sum_of_outputs(total: int) -> Callable[[dict[str, Any]], None]:
+    """No max_total_bytes; the two outputs' max_bytes sum to ``total``."""
+
+    def change(step: dict[str, Any]) -> None:
+        del step["max_total_bytes"]
+        step["outputs"][0]["max_bytes"] = total - step["outputs"][1]["max_bytes"]
+
+    return change
+
+
+_BOUND = MAX_STEP_ARTIFACT_BYTES
+_PAST_THE_BOUND = {
+    "an output's max_bytes": (
+        lambda step: step["outputs"][1].update(max_bytes=_BOUND + 1),
+        f"step desk-research: output findings max_bytes = {_BOUND + 1} is past the {_BOUND} bytes",
+    ),
+    "max_total_bytes": (
+        lambda step: step.update(max_total_bytes=_BOUND + 1),
+        f"step desk-research: max_total_bytes = {_BOUND + 1} is past the {_BOUND} bytes",
+    ),
+    "the outputs' sum without max_total_bytes": (
+        _sum_of_outputs(_BOUND + 1),
+        f"step desk-research: its outputs' max_bytes sum to {_BOUND + 1}, past the {_BOUND} bytes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(_PAST_THE_BOUND))
+def test_build_refuses_a_step_declaring_more_than_one_call_carries(tmp_path: Path, keypair: KeyPair, case: str) -> None:
+    """A release declaring artifacts past MAX_STEP_ARTIFACT_BYTES built, then failed every prepare over HTTP (413)."""
+    change, said = _PAST_THE_BOUND[case]
+    source = tmp_path / "source"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    workflow = _declare(source, change)
+    result = run("build", source, "--key", keypair.private_path, "--out", tmp_path / "rel")
+    line = assert_one_line_error(result, "catalogue_invalid", workflow)
+    assert said in line, line
+    assert not (tmp_path / "rel").exists() or not any((tmp_path / "rel").iterdir())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda step: (step.update(max_total_bytes=_BOUND), step["outputs"][0].update(max_bytes=_BOUND)),
+        _sum_of_outputs(_BOUND),
+    ],
+    ids=["max_total_bytes-and-max_bytes-at-the-bound", "outputs-summing-to-the-bound"],
+)
+def test_build_and_verify_take_a_step_declaring_exactly_the_bound(
+    tmp_path: Path, keypair: KeyPair, trust: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    source = tmp_path / "source"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    _declare(source, change)
+    built = run("build", source, "--key", keypair.private_path, "--out", tmp_path / "rel", "--json")
+    assert built.exit_code == 0, built.output
+    verified = run("verify", json.loads(built.stdout)["release"], "--trust", trust)
+    assert verified.exit_code == 0, verified.output

@@ -8,6 +8,11 @@ so a document nested a thousand levels deep would raise ``RecursionError``
 instead of a refusal. These bounds are far above anything a real catalogue,
 run or artifact needs and far below what recursion can survive; they are
 listed, with their figures, in docs/security.md.
+
+The sizes of what one tool call carries are bounded here too (tokens,
+declared artifact sizes, the confirmed state), and the HTTP request body bound
+is derived from them, so that a call a release legitimately needs is taken on
+every transport (docs/server.md).
 """
 
 from __future__ import annotations
@@ -36,6 +41,55 @@ MAX_CATALOGUE_FILE_BYTES = 1024 * 1024
 
 MAX_JSON_SAFE_INTEGER = 2**53 - 1
 """The largest integer JSON carries exactly (RFC 8785's domain, I-JSON's, RFC 7493): a TOML value past it is refused."""
+
+# --------------------------------------------------------------------------- what one tool call may carry
+# A release declares how large its artifacts may be; a client sends them, with a checkpoint token and the confirmed
+# state, in one tool call. These bounds make every call a release can legitimately need fit what the HTTP transport
+# takes (MAX_REQUEST_BODY_BYTES), so a transport never refuses what stdio would serve.
+
+MAX_TOKEN_CHARS = 1024 * 1024
+"""A checkpoint or bundle token (printable ASCII): each carries every receipt (~120 B), so thousands of gated steps."""
+
+MAX_STEP_ARTIFACT_BYTES = 2 * 1024 * 1024
+"""What one step's artifacts may total by declaration (UTF-8 bytes): an output's ``max_bytes``, a step's
+``max_total_bytes`` (or, without it, the sum of its outputs' ``max_bytes``). Agent-written text files: 4x the
+largest packaged catalogue's step (512 KiB), more than a model writes in one turn; a catalogue declaring more is
+refused when it is built and when it is loaded."""
+
+MAX_CONFIRMED_STATE_BYTES = 256 * 1024
+"""A confirmed state's values as RFC 8785 canonical JSON (what its digest covers), in bytes. The state holds the
+facts a user confirmed (an objective, answers, choices), each of which the user read; long texts belong in
+artifacts. A state past it is refused (``confirmed_state_invalid``) on every transport, before its schema is checked."""
+
+JSON_BYTES_PER_STRING_BYTE = 6
+"""The most bytes JSON text spends on one UTF-8 byte of a string: a control character as ``\\u00XX``. (Any other
+character takes at most 6 bytes per its 1-4 UTF-8 bytes, escaped or not, including ``ensure_ascii`` encoders.)"""
+
+JSON_BYTES_PER_TOKEN_CHAR = 2
+"""The most bytes JSON text spends on one character of a token (printable ASCII; ``"`` and ``\\`` as two bytes)."""
+
+REQUEST_REST_BYTES = 1024 * 1024
+"""What else a tool call's request carries (JSON-RPC envelope, host, confirmations, input bindings, receipts,
+validator reports): a real one is a few KiB."""
+
+
+def _call_bytes(*, tokens: int, states: int, artifacts: int) -> int:
+    """The largest request body of a call carrying ``tokens`` tokens, ``states`` confirmed states, artifacts."""
+    return (
+        tokens * JSON_BYTES_PER_TOKEN_CHAR * MAX_TOKEN_CHARS
+        + states * JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES
+        + artifacts * JSON_BYTES_PER_STRING_BYTE * MAX_STEP_ARTIFACT_BYTES
+        + REQUEST_REST_BYTES
+    )
+
+
+MAX_REQUEST_BODY_BYTES = max(
+    _call_bytes(tokens=1, states=1, artifacts=1),  # prepare_step_validation: a checkpoint, the state, the artifacts
+    _call_bytes(tokens=1, states=3, artifacts=0),  # continue_workflow: the state, the next one and a migration's
+    _call_bytes(tokens=2, states=1, artifacts=0),  # submit_step_validation: the checkpoint and the bundle's token
+)
+"""The largest HTTP request body a tool call can legitimately need (16.5 MiB), derived from the bounds above; the
+HTTP transport refuses a larger one (HTTP 413) before reading past it. start_workflow carries one state, no token."""
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:

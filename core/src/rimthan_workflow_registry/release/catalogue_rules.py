@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
     Catalogue,
     HostAdapter,
+    StepDefinition,
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.paths import path_problem
@@ -375,7 +377,7 @@ def _walk(starts: list[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
 
 
 def check_step_shapes(workflow: WorkflowDefinition) -> None:
-    """Only gated steps may carry size caps; validators need outputs to judge."""
+    """Only gated steps may carry size caps, within what one call carries; validators need outputs to judge."""
     for step in workflow.steps:
         if step.validators and not step.outputs:
             raise CatalogueError(
@@ -389,3 +391,26 @@ def check_step_shapes(workflow: WorkflowDefinition) -> None:
                 f"step {step.id} caps total bytes but declares no outputs",
                 path=workflow.source,
             )
+        problem = declared_size_problem(step)
+        if problem is not None:
+            raise CatalogueError(FailureCode.CATALOGUE_INVALID, f"step {step.id}: {problem}", path=workflow.source)
+
+
+def declared_size_problem(step: StepDefinition) -> str | None:
+    """Why the artifact sizes ``step`` declares are past :data:`MAX_STEP_ARTIFACT_BYTES`, or ``None``.
+
+    An output's ``max_bytes``, the step's ``max_total_bytes``, or without it the
+    sum of its outputs' ``max_bytes``: what one prepare call may then carry must
+    fit the request every transport takes (``limits.MAX_REQUEST_BODY_BYTES``).
+    """
+    bound = MAX_STEP_ARTIFACT_BYTES
+    past = f"past the {bound} bytes a step's artifacts may total (MAX_STEP_ARTIFACT_BYTES)"
+    for output in step.outputs:
+        if output.max_bytes > bound:
+            return f"output {output.id} max_bytes = {output.max_bytes} is {past}"
+    if step.max_total_bytes is not None:
+        return f"max_total_bytes = {step.max_total_bytes} is {past}" if step.max_total_bytes > bound else None
+    total = sum(o.max_bytes for o in step.outputs)
+    if total > bound:
+        return f"its outputs' max_bytes sum to {total}, {past}; declare max_total_bytes = {bound} or less"
+    return None

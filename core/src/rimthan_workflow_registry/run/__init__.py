@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from rimthan_workflow_registry.lazy_exports import first_use_getattr
 
 if TYPE_CHECKING:
+    from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
     from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.run.run_ending import RunEnding, ending_of
     from rimthan_workflow_registry.run.step_payload import StepPayloads, build_step_payload, release_file_uri
     from rimthan_workflow_registry.run.token_wire import (
-        MAX_TOKEN_CHARS,
         peek_claims,
         peek_manifest_digest,
         token_digest,
@@ -145,7 +145,7 @@ _HOME = {
     "ConfirmedState": "rimthan_workflow_registry.run.confirmed_state",
     "HostBinding": "rimthan_workflow_registry.run.checkpoints",
     "IssuedCheckpoint": "rimthan_workflow_registry.run.checkpoints",
-    "MAX_TOKEN_CHARS": "rimthan_workflow_registry.run.token_wire",
+    "MAX_TOKEN_CHARS": "rimthan_workflow_registry.limits",
     "RunAuditError": "rimthan_workflow_registry.run.audit",
     "RunEnding": "rimthan_workflow_registry.run.run_ending",
     "StepPayloads": "rimthan_workflow_registry.run.step_payload",

@@ -18,9 +18,8 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.json_encoders import compact_encoder
+from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
 
-# Checkpoints carry every receipt (~120 B each): 1 MiB holds runs of thousands of gated steps.
-MAX_TOKEN_CHARS = 1024 * 1024
 _PERIOD_ESCAPE = "\\u002e"  # how the payload's JSON writes a period inside a string
 
 # The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped:
