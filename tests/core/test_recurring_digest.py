@@ -2,7 +2,8 @@
 
 ``member_digests`` composes an object's bytes from its members' ``rfc8785``
 bytes: the digests (and the refusals) must be exactly those of
-``digest_value`` on the object and on each member. Remembered digests are
+``digest_value`` on the object and on each member, and the size the length of
+``canonical_bytes`` of the object (what a confirmed state's bound measures). Remembered digests are
 keyed by the object's exact ``marshal`` bytes and made from the value those
 bytes encode, so values that only look alike (``1``, ``True``, ``1.0``,
 ``"1"``; an ``int`` key and a ``str`` key) never share a digest; they are
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rimthan_workflow_registry import canonical
-from rimthan_workflow_registry.canonical import digest_value, member_digests, recurring_member_digests
+from rimthan_workflow_registry.canonical import canonical_bytes, digest_value, member_digests, recurring_member_digests
 from rimthan_workflow_registry.run import ConfirmedState
 from support.json_values import JSON
 
@@ -26,13 +27,13 @@ KEYS = st.text() | st.sampled_from(["a", "b", "é", "\U0001f600", "\uff61", 'q"'
 OBJECTS = st.dictionaries(KEYS, JSON, max_size=8)
 
 
-def _direct(value: dict[Any, Any]) -> tuple[str, dict[Any, str]]:
-    return digest_value(value), {k: digest_value(v) for k, v in value.items()}
+def _direct(value: dict[Any, Any]) -> tuple[str, dict[Any, str], int]:
+    return digest_value(value), {k: digest_value(v) for k, v in value.items()}, len(canonical_bytes(value))
 
 
-def _digests(value: dict[Any, Any], scope: str | None = None) -> tuple[str, dict[Any, str]]:
-    digest, members = member_digests(value) if scope is None else recurring_member_digests(value, scope)
-    return digest, dict(members)
+def _digests(value: dict[Any, Any], scope: str | None = None) -> tuple[str, dict[Any, str], int]:
+    digest, members, size = member_digests(value) if scope is None else recurring_member_digests(value, scope)
+    return digest, dict(members), size
 
 
 @settings(max_examples=500, deadline=None)
@@ -60,12 +61,12 @@ MOSTLY_PLAIN = st.dictionaries(_PRINTABLE, PLAIN, max_size=6) | st.tuples(
 ).map(lambda parts: {**parts[0], **parts[1]})
 
 
-def _answer(digests: Any, value: dict[str, Any]) -> tuple[str, Any]:
+def _answer(digests: Any, value: dict[str, Any]) -> tuple[Any, ...]:
     try:
-        digest, members = digests(value)
+        digest, members, size = digests(value)
     except Exception as exc:  # the error itself is what is compared
         return type(exc).__name__, str(exc)
-    return digest, dict(members)
+    return digest, dict(members), size
 
 
 @settings(max_examples=500, deadline=None)

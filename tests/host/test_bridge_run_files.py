@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
 from rimthan_host.standin import StandIn
+from rimthan_workflow_registry.limits import MAX_CONFIRMED_STATE_BYTES
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from support.bridge import audited, audited_only_run, drive, refused
 from support.releases import build_release, unbounded_objective_source
@@ -233,13 +234,14 @@ def test_a_bridge_file_with_other_hard_links_is_refused_never_written(
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
 
 
-def test_facts_that_make_the_run_state_too_large_are_refused_and_nothing_is_written(
+def test_facts_past_the_confirmed_state_bound_are_refused_in_words_and_nothing_is_written(
     world: ServerWorld, tmp_path: Path
 ) -> None:
-    """A catalogue that leaves objective's length open: 5 MiB of it fits one saved state, not the two a move keeps.
+    """A catalogue that leaves objective's length open: the verifier refuses 5 MiB of it on every transport.
 
-    The verifier takes the facts; the bridge records the start, refuses the setup step's checkpoint it could not
-    save (no state file past MAX_STATE_BYTES, which reading would refuse), and a run with shorter facts goes on.
+    The state is past MAX_CONFIRMED_STATE_BYTES: the verifier answers ``confirmed_state_invalid`` before its
+    schema is checked (it used to take it, and the bridge then refused the state file it could not save); the
+    model reads what to do, no run is recorded, and a run with shorter facts goes on.
     """
     unbounded = build_release(unbounded_objective_source(tmp_path), tmp_path / "built", [world.key])
     open_world = replace(world, built={**world.built, "1.2.0": unbounded})
@@ -248,15 +250,12 @@ def test_facts_that_make_the_run_state_too_large_are_refused_and_nothing_is_writ
         facts = json.loads((model.examples["1.2.0"] / "confirmed-state.json").read_text("utf-8"))
         huge = {**facts, "objective": "o" * (5 << 20)}
         large = await model.call("start_run", {"workflow": "research", "facts": huge})
-        refused(large, "Nothing was recorded: with these confirmed values the resume state of run",
-                f"past the {MAX_STATE_BYTES} bytes", "stays at its last logged checkpoint", "new_run true")  # fmt: skip
-        (log_path,) = (model.project / ".rimthan" / "runs").glob("*.log")
-        log = RunLog(model.project, log_path.stem)
-        assert log.state_path.stat().st_size <= MAX_STATE_BYTES and len(log.tokens()) == 1
-        assert log.load_state()["step"] == "setup-workspace"  # the start, as recorded, still reads back
-        started = await model.call("start_run", {"workflow": "research", "facts": facts, "new_run": True})
+        refused(large, "The verifier refused: confirmed_state_invalid: the confirmed state is",
+                f"past the {MAX_CONFIRMED_STATE_BYTES} bytes a confirmed state may hold: confirm short facts",
+                "keep long texts in files", "call start_run again")  # fmt: skip
+        assert not list((model.project / ".rimthan" / "runs").glob("*.log"))
+        started = await model.call("start_run", {"workflow": "research", "facts": facts})
         assert (await model.follow(started, "experiment")).data["status"] == "completed"
 
     model, state = drive(open_world, tmp_path, script)
-    second = model.received[-1].data["run"]
-    assert audited(model.project, state, second)["steps"][-1] == "experiment"
+    assert audited_only_run(model.project, state)["steps"][-1] == "experiment"

@@ -17,10 +17,11 @@ import pytest
 from click.testing import CliRunner
 from rimthan_host.harness import HarnessError, WorkflowHarness
 from rimthan_host.protocol import MoveNotRecorded
-from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
+from rimthan_host.runlog import CHECKPOINT_KEY, MAX_STATE_BYTES, RunLog
 from rimthan_host.session import HostSession
 from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from support.engines import Engines, ExamplesScenario, TickingClock, WireEngine, make_engines, run
@@ -117,28 +118,34 @@ def _unbounded_engine(tmp_path: Path, engines: Engines) -> WireEngine:
 def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumable(
     engines: Engines, tmp_path: Path
 ) -> None:
-    """The verifier takes any objective this catalogue allows; two states of 5 MiB do not fit one state file."""
+    """This verifier refuses a 5 MiB objective (MAX_CONFIRMED_STATE_BYTES) before the host saves anything; a
+    verifier that took one (another version or implementation) would leave a state no state file holds twice:
+    saving it is refused, and the run stays resumable from its last logged checkpoint."""
     engine = _unbounded_engine(tmp_path, engines)
     project = tmp_path / "project"
     log = RunLog(project, "run-large")
     session = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
-    facts = {**ExamplesScenario("desk-research").initial_state("1.2.0"), "objective": "o" * (5 * 1024 * 1024)}
+    facts = ExamplesScenario("desk-research").initial_state("1.2.0")
+    huge = {**facts, "objective": "o" * (5 * 1024 * 1024)}
 
     async def go() -> None:
+        with pytest.raises(WorkflowProtocolError) as refused_start:  # (the engine in process: the server answers it)
+            await session.start("research", huge)
+        assert refused_start.value.code is FailureCode.CONFIRMED_STATE_INVALID and not log.state_path.exists()
         started = await session.start("research", facts)
-        assert started["status"] == "active" and log.state_path.stat().st_size <= MAX_STATE_BYTES
-        await session.prepare([session.set_up_workspace()])
+        saved = {k: v for k, v in log.load_state().items() if k != CHECKPOINT_KEY}
+        large = {**saved, "confirmed_state": {**saved["confirmed_state"], "state": huge}}
+        log.save_state(started["checkpoint"] + "x", large, logged=started["checkpoint"])  # one fits
         kept = log.state_path.read_bytes(), log.log_path.read_bytes()
-        with pytest.raises(HarnessError) as refused:
-            await session.submit()  # a new checkpoint: its state and the logged one's, together past 8 MiB
+        with pytest.raises(HarnessError) as refused:  # two (the new one and the one kept) are past 8 MiB
+            log.save_state(started["checkpoint"] + "y", large, logged=started["checkpoint"] + "x")
         said = str(refused.value)
         assert said.startswith("Nothing was recorded: with these confirmed values the resume state of run run-large")
         assert f"past the {MAX_STATE_BYTES} bytes" in said and "stays at its last logged checkpoint" in said
         assert (log.state_path.read_bytes(), log.log_path.read_bytes()) == kept  # nothing replaced
         assert not log.state_path.with_suffix(".json.tmp").exists()
-        assert session.checkpoint == started["checkpoint"] == log.tokens()[-1]
         again = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
-        resumed = await again.resume()  # the saved state still reads, and the verifier takes it
+        resumed = await again.resume()  # the state of the logged checkpoint still reads, and the verifier takes it
         assert resumed["status"] == "active" and resumed["step"]["id"] == "setup-workspace"
 
     run(go())

@@ -248,12 +248,13 @@ def digest_value(value: Any) -> str:
     return digest_bytes(canonical_bytes(value))
 
 
-MemberDigests = tuple[str, Mapping[str, str]]
-"""An object's digest and its members' (read-only), as :func:`member_digests` gives them."""
+MemberDigests = tuple[str, Mapping[str, str], int]
+"""An object's digest, its members' (read-only) and the length of its canonical bytes, as :func:`member_digests`
+gives them."""
 
 
 def member_digests(value: dict[str, Any]) -> MemberDigests:
-    """:func:`digest_value` of an object and of each of its members, every member serialised once.
+    """:func:`digest_value` of an object and of each of its members, every member serialised once, and its size.
 
     An object in :func:`plain_json_bytes`' subset (a confirmed state of
     printable ASCII text) is written by the stdlib's C encoder, and so is each
@@ -263,9 +264,8 @@ def member_digests(value: dict[str, Any]) -> MemberDigests:
     plain = plain_json_bytes(value)
     if plain is None:
         return _composed_member_digests(value)
-    return digest_bytes(plain), MappingProxyType(
-        {key: digest_bytes(_C_ENCODE(item).encode("ascii")) for key, item in value.items()}
-    )
+    members = MappingProxyType({key: digest_bytes(_C_ENCODE(item).encode("ascii")) for key, item in value.items()})
+    return digest_bytes(plain), members, len(plain)
 
 
 def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
@@ -282,11 +282,13 @@ def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
     whose keys are not all exact ``str`` is serialised whole, then member by member.
     """
     if not all(type(key) is str for key in value):
-        return digest_value(value), MappingProxyType({k: digest_value(v) for k, v in value.items()})
+        whole = canonical_bytes(value)
+        return digest_bytes(whole), MappingProxyType({k: digest_value(v) for k, v in value.items()}), len(whole)
     members = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16be"))
     data = [(key, plain_json_bytes(item) or rfc8785.dumps(item)) for key, item in members]
     whole = b",".join((printable_ascii_string_bytes(key) or rfc8785.dumps(key)) + b":" + part for key, part in data)
-    return digest_bytes(b"{" + whole + b"}"), MappingProxyType({key: digest_bytes(part) for key, part in data})
+    digests = MappingProxyType({key: digest_bytes(part) for key, part in data})
+    return digest_bytes(b"{" + whole + b"}"), digests, len(whole) + 2
 
 
 def recurring_member_digests(value: dict[str, Any], scope: str) -> MemberDigests:

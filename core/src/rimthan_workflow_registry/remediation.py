@@ -76,7 +76,8 @@ _TABLE: dict[FailureCode, str] = {
     _C.INVALID_ARGUMENTS: "fix the value at the reported field to match the tool's input schema",
     _C.METHOD_NOT_FOUND: "call one of the four rimthan.* tools listed by tools/list",
     _C.WORKFLOW_NOT_FOUND: "use a workflow id or alias the release lists (tools/list descriptions, resources)",
-    _C.CONFIRMED_STATE_INVALID: "fix the value at the pointer to match the workflow's confirmed_state_schema",
+    _C.CONFIRMED_STATE_INVALID: "fix the value at the pointer to match the workflow's confirmed_state_schema "
+    "(a state past its size bound: confirm short facts, keep long texts in files)",
     _C.CONFIRMED_STATE_MISMATCH: "send the last confirmed state exactly as the checkpoint bound it",
     _C.CONFIRMATION_REQUIRED: "ask the user and send their confirmation for the named field",
     _C.CONFIRMED_FIELD_MISSING: "ask the user for the missing field's value (`details.expects` is its schema) "

@@ -5,7 +5,8 @@ every call; the server keeps only its digest (in the checkpoint), so the
 objective never leaks into a token. A confirmation names the digest of the
 value it confirms and when it was given; a changed field needs one that is
 newer than the checkpoint (contemporaneous), so a stale "yes" cannot carry a
-new value.
+new value. A state larger than ``MAX_CONFIRMED_STATE_BYTES`` as canonical JSON
+is refused before anything else looks at it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rimthan_workflow_registry.canonical import MemberDigests, member_digests, recurring_member_digests
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
+from rimthan_workflow_registry.limits import MAX_CONFIRMED_STATE_BYTES
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
@@ -55,12 +57,14 @@ class ConfirmedState:
         }
         state = cls(values=dict(projection.get("state", {})), confirmations=confirmations, memo_scope=memo_scope)
         try:
-            _ = state.digest  # computed (and cached) now for its refusal: later digests cover these values
+            size = state.size  # computed (and cached) now for its refusal: later digests cover these values
         except (ValueError, TypeError, RecursionError) as exc:  # rfc8785: integers beyond 2**53, non-JSON values
             raise WorkflowProtocolError(
                 FailureCode.CONFIRMED_STATE_INVALID,
                 f"the state holds a value that has no canonical JSON form (RFC 8785): {exc}",
             ) from None
+        if size > MAX_CONFIRMED_STATE_BYTES:
+            raise WorkflowProtocolError(FailureCode.CONFIRMED_STATE_INVALID, _too_large_message(size))
         return state
 
     @cached_property
@@ -70,6 +74,11 @@ class ConfirmedState:
             return member_digests(dict(self.values))
         return recurring_member_digests(dict(self.values), self.memo_scope)
 
+    @property
+    def size(self) -> int:
+        """The length of the values' canonical bytes (RFC 8785): what :data:`MAX_CONFIRMED_STATE_BYTES` bounds."""
+        return self._digests[2]
+
     @cached_property
     def digest(self) -> str:
         """Canonical digest of the values only: what a checkpoint binds."""
@@ -78,6 +87,15 @@ class ConfirmedState:
     def field_digest(self, name: str) -> str:
         """The digest of one field's value, canonicalised once however often a call compares it."""
         return self._digests[1][name]
+
+
+def _too_large_message(size: int) -> str:
+    """Why a confirmed state of ``size`` canonical bytes is refused, in words a harness's model can act on."""
+    return (
+        f"the confirmed state is {size} bytes as canonical JSON (RFC 8785), past the {MAX_CONFIRMED_STATE_BYTES} "
+        "bytes a confirmed state may hold: confirm short facts (an objective, answers, choices) and keep long "
+        "texts in files the workflow's steps write"
+    )
 
 
 def validate_against_schema(
