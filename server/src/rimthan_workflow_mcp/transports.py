@@ -8,7 +8,9 @@ in flight finish on the release they were routed to.
 HTTP is stateless (no ``Mcp-Session-Id``; any replica with the same releases
 and checkpoint keys can serve any call) and keeps the SDK's DNS-rebinding /
 Origin protection on, allowing loopback, the bound address and the hosts the
-operator names with ``--allowed-host``.
+operator names with ``--allowed-host``. A request body is bounded by
+``limits.MAX_REQUEST_BODY_BYTES`` (what the largest legitimate tool call takes;
+the SDK answers a larger one with HTTP 413 before reading past the bound).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
@@ -208,6 +211,7 @@ async def serve_http(
         json_response=True,
         transport_security=security_settings(binding, extra_hosts),
         host=binding.host,
+        max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
     )
     config = uvicorn.Config(
         starlette_app,
