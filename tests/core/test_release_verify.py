@@ -22,6 +22,7 @@ from rimthan_workflow_registry.errors import (
     RegistryError,
     ReleaseVerificationError,
 )
+from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES
 from rimthan_workflow_registry.release.format import Manifest, signature_name
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
@@ -444,3 +445,23 @@ def test_read_file_outside_release_is_refused(signed_release: Path, trust: Path)
     with pytest.raises(ReleaseVerificationError) as info:
         verified.read_file("../manifest.json")
     assert info.value.code is F.FILE_MISSING
+
+
+def test_a_signed_release_declaring_more_than_one_call_carries_is_refused_at_load(
+    signed_release: Path, keypair: KeyPair, trust: Path
+) -> None:
+    """The packager refuses it; a signer who skipped the packager's checks gets the same refusal from the verifier."""
+    workflow = next((signed_release / "catalogue" / "workflows").glob("*.toml"))
+    past = MAX_STEP_ARTIFACT_BYTES + 1
+
+    def declare_too_much(catalogue: Path) -> None:
+        text = workflow.read_text("utf-8")
+        workflow.write_text(text.replace("max_bytes = 65536", f"max_bytes = {past}"), "utf-8")
+
+    resign_release(signed_release, [keypair], edit=declare_too_much)
+    error = refused(signed_release, trust)
+    assert error.code is F.CATALOGUE_INVALID, error.one_line()
+    assert error.path is not None and error.path.endswith(f"workflows/{workflow.name}"), error.one_line()
+    assert f"max_bytes = {past} is past the {MAX_STEP_ARTIFACT_BYTES} bytes a step's artifacts may total" in str(
+        error.message
+    )
