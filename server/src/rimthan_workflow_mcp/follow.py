@@ -11,7 +11,11 @@ usual rules (activation floor, pinned runs keep their release).
 A publish that does not verify never reaches the releases directory; it is
 logged, reported as a rejection of the refresh, and not pulled again until
 its tag points at another manifest. A registry that cannot be reached is
-logged and the replica keeps serving what it holds. Replicas following one
+logged and the replica keeps serving what it holds; so is one that breaks a
+bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
+large or too slow, a tag list that pages without end): a sync holds its lock
+for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
+tries again. Replicas following one
 repository converge on the same active release because they pull the same
 bytes and apply the same rules.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import (
+    SYNC_DEADLINE,
     OciReference,
     TrustStore,
     fetch_manifest,
@@ -32,6 +37,7 @@ from rimthan_workflow_registry.release import (
     open_registry,
     parse_reference,
     pull_release,
+    registry_deadline,
     version_tags,
 )
 
@@ -57,7 +63,7 @@ class RegistryFollower:
 
     def sync(self) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result)."""
-        with self._lock:
+        with self._lock, registry_deadline(SYNC_DEADLINE):
             try:
                 self._sync_locked()
             except RegistryError as exc:

@@ -29,9 +29,10 @@ Modules, in the order a release is read:
     ``catalogue_schema`` checks values against them (Python jsonschema's
     verdict, jsonschema-rs's speed); ``schema_refs`` keeps every ``$ref``
     inside its own schema, so no check ever fetches anything.
-``oci``
+``oci`` / ``oci_bounds``
     A release pulled from an OCI registry into a temporary directory, then the
-    one verification path.
+    one verification path; every registry answer bounded in bytes, time and
+    tag pages, so a dishonest registry cannot wedge a puller.
 
 ``__all__`` below is the public surface; anything not listed is internal.
 """
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
         tagged_manifest,
         version_tags,
     )
+    from rimthan_workflow_registry.release.oci_bounds import SYNC_DEADLINE, registry_deadline
     from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.paths import first_unsafe_path, path_problem, path_set_problem
     from rimthan_workflow_registry.release.schema_checks import (
@@ -121,6 +123,7 @@ __all__ = [
     "SCHEMA_CHECKS_FILE",
     "SIGNATURES_DIR",
     "SIGNATURE_LAYER_TYPE",
+    "SYNC_DEADLINE",
     "TITLE",
     "VERSION_ANNOTATION",
     "AssetDefinition",
@@ -156,6 +159,7 @@ __all__ = [
     "path_set_problem",
     "public_key_pem",
     "pull_release",
+    "registry_deadline",
     "registry_call",
     "render_checksums",
     "semver_key",
@@ -187,6 +191,7 @@ _HOME = {
     "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci",
     "OPEN_NOFOLLOW": "rimthan_workflow_registry.release.format",
     "OciReference": "rimthan_workflow_registry.release.oci",
+    "SYNC_DEADLINE": "rimthan_workflow_registry.release.oci_bounds",
     "Question": "rimthan_workflow_registry.release.catalogue",
     "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci",
     "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.format",
@@ -221,6 +226,7 @@ _HOME = {
     "path_set_problem": "rimthan_workflow_registry.release.paths",
     "public_key_pem": "rimthan_workflow_registry.release.trust",
     "pull_release": "rimthan_workflow_registry.release.oci",
+    "registry_deadline": "rimthan_workflow_registry.release.oci_bounds",
     "registry_call": "rimthan_workflow_registry.release.oci",
     "render_checksums": "rimthan_workflow_registry.release.format",
     "semver_key": "rimthan_workflow_registry.release.catalogue",

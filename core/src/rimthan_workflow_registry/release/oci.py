@@ -18,13 +18,14 @@ All registry traffic goes through the ``oras`` client (credentials from the
 Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered
 to a registry's token or Basic challenge); TLS unless the caller asks for
 plain HTTP, verified against ``REQUESTS_CA_BUNDLE`` when set (requests' own
-setting), else the certifi bundle.
+setting), else the certifi bundle. Every answer is bounded in bytes and time,
+and the tag list in pages, by :mod:`.oci_bounds`: a registry cannot make a
+pull read or wait without end.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import shutil
@@ -43,6 +44,8 @@ from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, par
 from ..errors import FailureCode, RegistryError
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
+from .oci_bounds import MAX_OCI_MANIFEST_BYTES, ResponseTooLarge, body_chunks, bound_session, list_tags
+from .oci_bounds import request_deadline as _request_deadline
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
 from .verified import VerifiedRelease
@@ -64,12 +67,9 @@ RELEASE_ANNOTATION = "dev.rimthan.release.id"
 USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
 PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
 
-MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_LAYERS = 4096
 MAX_LAYER_BYTES = 16 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
-REQUEST_TIMEOUT = 30.0
-_CHUNK = 64 * 1024
 # matched with fullmatch: "$" would also take a trailing newline
 _DIGEST = re.compile(DIGEST_PATTERN)
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"  # the distribution spec's tag: at most 128 characters
@@ -181,7 +181,7 @@ class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
 
 
 class _Registry(oras.provider.Registry):  # type: ignore[misc]
-    """The oras client without its multi-minute retry loop, and with a request timeout.
+    """The oras client without its multi-minute retry loop, and with bounded requests (:mod:`.oci_bounds`).
 
     A refresh that cannot reach the registry should fail fast and try again on
     the next refresh, never stall the server for minutes.
@@ -198,7 +198,7 @@ class _Registry(oras.provider.Registry):  # type: ignore[misc]
 def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
     """An oras client for ``ref``'s registry: TLS unless ``plain_http``; Docker config or env credentials."""
     registry = _Registry(hostname=ref.host, insecure=plain_http, tls_verify=True)
-    registry.session.request = functools.partial(registry.session.request, timeout=REQUEST_TIMEOUT)
+    bound_session(registry.session)
     registry.auth = _ChallengeAuth()
     registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
     _load_docker_configs(registry, ref)
@@ -281,15 +281,18 @@ def tagged_manifest(registry: oras.provider.Registry, ref: OciReference) -> tupl
     """Like :func:`fetch_manifest`, but ``None`` when the registry does not know the reference."""
     container = registry.get_container(ref.target)
     with guarded(ref, "fetching the manifest"):
-        response = registry.do_request(
-            f"{registry.prefix}://{container.manifest_url()}", "GET", headers={"Accept": OCI_MANIFEST_TYPE}
-        )
+        try:  # read streamed and cut off past the limit, never read whole first
+            response = registry.do_request(
+                f"{registry.prefix}://{container.manifest_url()}", "GET", headers={"Accept": OCI_MANIFEST_TYPE}
+            )
+        except ResponseTooLarge:
+            raise _refuse(
+                FailureCode.OCI_ARTIFACT_INVALID, f"the OCI manifest is over {MAX_OCI_MANIFEST_BYTES} bytes", str(ref)
+            ) from None
         if response.status_code == 404:
             return None
         registry_call(ref, "fetching the manifest", response)
         data = response.content
-    if len(data) > MAX_OCI_MANIFEST_BYTES:
-        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, "the OCI manifest is too large", str(ref))
     digest = digest_bytes(data)
     if ref.digest is not None and digest != ref.digest:
         raise _refuse(FailureCode.OCI_BLOB_MISMATCH, f"the registry served a manifest with digest {digest}", str(ref))
@@ -304,7 +307,7 @@ def version_tags(registry: oras.provider.Registry, ref: OciReference) -> list[st
     """The repository's tags that name a release version, oldest first."""
     container = registry.get_container(ref.with_tag("latest").target)
     with guarded(ref, "listing tags"):
-        tags = registry.get_tags(container)
+        tags = list_tags(registry, container)
     found = [t for t in tags if isinstance(t, str) and is_version_tag(t)]
     return sorted(found, key=lambda t: semver_key(t.replace("_", "+")))
 
@@ -364,28 +367,24 @@ def _download(registry: oras.provider.Registry, ref: OciReference, layer: Mappin
     dest.parent.mkdir(parents=True, exist_ok=True)
     hasher, written = Sha256(), 0
     container = registry.get_container(ref.target)
-    with (
-        guarded(ref, f"downloading {title}"),
-        registry.get_blob(container, layer["digest"], stream=True) as response,
-    ):
-        registry_call(ref, f"downloading {title}", response)
-        with dest.open("xb") as out:
-            for chunk in _chunks(response):
-                written += len(chunk)
-                if written > size:
-                    break
-                hasher.update(chunk)
-                out.write(chunk)
+    with guarded(ref, f"downloading {title}"):
+        deadline = _request_deadline()
+        with registry.get_blob(container, layer["digest"], stream=True) as response:
+            registry_call(ref, f"downloading {title}", response)
+            with dest.open("xb") as out:
+                try:
+                    for chunk in body_chunks(response, size, deadline, ResponseTooLarge):
+                        written += len(chunk)
+                        hasher.update(chunk)
+                        out.write(chunk)
+                except ResponseTooLarge:
+                    written = size + 1  # more bytes than the manifest declared: a mismatch below
     if written != size or DIGEST_PREFIX + hasher.hexdigest() != layer["digest"]:
         raise _refuse(
             FailureCode.OCI_BLOB_MISMATCH,
             f"the registry served other bytes for {title} than the manifest's {layer['digest']}",
             str(ref),
         )
-
-
-def _chunks(response: requests.Response) -> Iterator[bytes]:
-    yield from (c for c in response.iter_content(chunk_size=_CHUNK) if c)
 
 
 def pull_release(

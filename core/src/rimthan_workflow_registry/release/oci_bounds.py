@@ -1,0 +1,151 @@
+"""What a registry can make a puller read or wait for: every answer bounded in bytes, time and pages.
+
+Signatures protect a release's content, not the availability of whoever
+pulls it. A registry that is dishonest (compromised, or a man in the middle
+on plain HTTP) could answer with an endless body, drip one byte at a time
+under requests' per-read timeout, or page its tag list forever; the follower
+would then hold its lock, and every later refresh would wait on it.
+
+:func:`bound_session` puts every request the oras client makes (registry
+calls, token requests, uploads) under these bounds, none of which an honest
+registry comes near:
+
+``REQUEST_TIMEOUT``
+    requests' own timeout: the longest wait to connect or for the next byte.
+``REQUEST_DEADLINE``
+    a whole request, its body included: the body is read with ``read1`` (each
+    read returns what has arrived), so a drip is cut at the deadline plus at
+    most one ``REQUEST_TIMEOUT``. Two minutes carry a 16 MiB blob at 140 KB/s.
+``MAX_RESPONSE_BYTES``
+    a body the client reads whole (a tag page, a manifest, a token, an error):
+    read here, streamed, and refused past 4 MiB (the OCI manifest limit). A
+    blob the caller streams is instead bounded by the size its manifest
+    declared (:func:`body_chunks`).
+``MAX_REDIRECTS``
+    requests follows 30; a registry redirects a blob once, to its storage.
+
+:func:`registry_deadline` sets one deadline over many requests (the
+follower's sync: ``SYNC_DEADLINE``); no request starts after it, and none
+runs past it.
+
+:func:`list_tags` pages the tag list itself, through the same oras session
+and auth: oras's ``get_tags`` follows ``Link: rel="next"`` with no bound, to
+any host, with the registry's token in the request (oras puts it there
+itself; requests' stripping of credentials covers redirects only). Here at
+most ``MAX_TAG_PAGES`` pages and ``MAX_TAGS`` tags, each page on the
+registry's own host. A breach raises :class:`RegistryBoundExceeded`, which the
+caller's ``guarded`` turns into ``oci_registry_error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import requests
+
+REQUEST_TIMEOUT = 30.0
+REQUEST_DEADLINE = 120.0
+SYNC_DEADLINE = 600.0
+MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
+MAX_RESPONSE_BYTES = MAX_OCI_MANIFEST_BYTES
+MAX_REDIRECTS = 5
+MAX_TAG_PAGES = 1000
+MAX_TAGS = 100_000
+CHUNK = 64 * 1024
+
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("registry_deadline", default=None)
+
+
+class RegistryBoundExceeded(requests.RequestException):
+    """A registry answer broke a bound: too large, too slow, too many pages, or a page on another host."""
+
+
+class ResponseTooLarge(RegistryBoundExceeded):
+    """A body the client reads whole held more than ``MAX_RESPONSE_BYTES``."""
+
+
+@contextlib.contextmanager
+def registry_deadline(seconds: float) -> Iterator[None]:
+    """Every request inside ends by ``seconds`` from now (or sooner, by its own deadline)."""
+    token = _deadline.set(time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def request_deadline() -> float:
+    """When a request starting now must be done: its own deadline, or the enclosing one if sooner."""
+    own = time.monotonic() + REQUEST_DEADLINE
+    outer = _deadline.get()
+    if outer is not None and time.monotonic() >= outer:
+        raise RegistryBoundExceeded("the registry's answers took longer than the deadline; stopped")
+    return own if outer is None else min(own, outer)
+
+
+def bound_session(session: Any) -> None:
+    """Put every request ``session`` makes under the bounds (see the module docstring)."""
+    session.max_redirects = MAX_REDIRECTS
+    session.request = functools.partial(_bounded_request, session.request)
+
+
+def _bounded_request(
+    send: Callable[..., requests.Response], method: str, url: str, *, stream: bool = False, **kwargs: Any
+) -> requests.Response:
+    deadline = request_deadline()
+    kwargs.pop("timeout", None)
+    response = send(method, url, stream=True, timeout=REQUEST_TIMEOUT, **kwargs)
+    if not stream:
+        try:
+            body = b"".join(body_chunks(response, MAX_RESPONSE_BYTES, deadline, ResponseTooLarge))
+        finally:
+            response.close()
+        response._content, response._content_consumed = body, True  # what requests' .content would have read
+    return response
+
+
+def body_chunks(
+    response: requests.Response,
+    limit: int,
+    deadline: float,
+    too_large: type[RegistryBoundExceeded] = RegistryBoundExceeded,
+) -> Iterator[bytes]:
+    """The body as it arrives, refused past ``limit`` bytes or past ``deadline`` (a drip is cut there)."""
+    read = 0
+    while chunk := response.raw.read1(CHUNK, decode_content=True):
+        read += len(chunk)
+        if read > limit:
+            raise too_large(f"the registry sent more than {limit} bytes in one answer; stopped")
+        if time.monotonic() > deadline:
+            raise RegistryBoundExceeded("the registry's answer took longer than the deadline; stopped")
+        yield chunk
+
+
+def list_tags(registry: Any, container: Any) -> list[Any]:
+    """The repository's tag list, every page, within ``MAX_TAG_PAGES`` pages and ``MAX_TAGS`` tags."""
+    url = f"{registry.prefix}://{container.tags_url()}"
+    origin = urllib.parse.urlsplit(url)[:2]
+    tags: list[Any] = []
+    for _ in range(MAX_TAG_PAGES):
+        response = registry.do_request(url, "GET", headers=dict(registry.headers))
+        registry._check_200_response(response)
+        page = response.json()
+        found = page.get("tags") if isinstance(page, dict) else False
+        if not isinstance(found, list | None):
+            raise RegistryBoundExceeded("the registry's tag page is not an object with a list of tags")
+        tags += found or []
+        if len(tags) > MAX_TAGS:
+            raise RegistryBoundExceeded(f"the registry lists more than {MAX_TAGS} tags")
+        link = response.links.get("next", {}).get("url")
+        if not found or not link:
+            return tags
+        url = urllib.parse.urljoin(url, link)
+        if urllib.parse.urlsplit(url)[:2] != origin:
+            raise RegistryBoundExceeded(f"the registry's next tag page is on another host ({url}); not followed")
+    raise RegistryBoundExceeded(f"the registry's tag list runs past {MAX_TAG_PAGES} pages")

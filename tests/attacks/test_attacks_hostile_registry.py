@@ -1,0 +1,160 @@
+"""Attacks on the puller's availability by a registry that does not play fair (tests/support/hostile_registry.py).
+
+Signatures protect a release's content, not the time and memory of whoever
+pulls it. Each case is refused with a failure code, within a bounded wait,
+having read a bounded number of bytes; a call that would not end is run in a
+thread and reported as such, so no case can hang the suite.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rimthan_workflow_mcp import follow
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release.oci import fetch_manifest, open_registry, parse_reference, version_tags
+from rimthan_workflow_registry.release.trust import load_trust
+from support.hostile_registry import (
+    HostileRegistry,
+    endless_pages,
+    send_drip,
+    send_flood,
+    send_json,
+    start_hostile,
+)
+from support.releases import make_keypair, trust_dir
+
+BOUNDED_WAIT = 60.0  # far above what the bounded code takes; the old code never ended
+FLOOD = 128 * 1024 * 1024
+READ_AT_MOST = 48 * 1024 * 1024  # the 4 MiB limit plus what the kernel's socket buffers hold
+MAX_TAG_PAGES = 1000
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[..., HostileRegistry]]:
+    started: list[HostileRegistry] = []
+
+    def start(answer: Callable[..., None]) -> HostileRegistry:
+        started.append(start_hostile(answer))
+        return started[-1]
+
+    yield start
+    for registry in started:
+        registry.stop()
+
+
+def ends(call: Callable[[], Any]) -> Any:
+    """What ``call`` returned or raised, failing the test if it is still running after ``BOUNDED_WAIT``."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:  # the outcome under test, whatever it is
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(BOUNDED_WAIT)
+    assert outcome, f"still running after {BOUNDED_WAIT} s: the call does not end"
+    return outcome[0]
+
+
+def refused_code(outcome: Any) -> FailureCode:
+    assert isinstance(outcome, RegistryError), f"not a refusal: {outcome!r}"
+    return outcome.code
+
+
+def tags_of(registry: HostileRegistry) -> Any:
+    ref = parse_reference(registry.ref("attack/repo"))
+    return ends(lambda: version_tags(open_registry(ref, plain_http=True), ref))
+
+
+def test_a_tag_list_that_pages_forever_is_cut_off(hostile: Callable[..., HostileRegistry]) -> None:
+    """oras followed ``Link: rel="next"`` with no bound: a sync never ended, its tag list growing."""
+    registry = hostile(lambda handler, _: endless_pages(handler))
+    outcome = tags_of(registry)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR
+    assert f"runs past {MAX_TAG_PAGES} pages" in outcome.message
+    assert len(registry.seen) == MAX_TAG_PAGES
+
+
+def test_a_next_tag_page_on_another_host_is_not_followed_with_the_token(
+    hostile: Callable[..., HostileRegistry],
+) -> None:
+    """oras put the registry's bearer token into its request for the next page, wherever the link pointed."""
+    elsewhere = hostile(lambda handler, _: send_json(handler, {"tags": ["9.9.9"]}))
+
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        if handler.path.startswith("/token"):
+            send_json(handler, {"token": "secret-token"})
+        elif handler.headers.get("Authorization") != "Bearer secret-token":
+            challenge = f'Bearer realm="http://{registry.host}/token",service="x",scope="repository:attack/repo:pull"'
+            send_json(handler, {}, status=401, headers={"WWW-Authenticate": challenge})
+        else:
+            link = f'<http://{elsewhere.host}/v2/attack/repo/tags/list?last=1.2.0>; rel="next"'
+            send_json(handler, {"tags": ["1.2.0"]}, headers={"Link": link})
+
+    outcome = tags_of(hostile(answer))
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR
+    assert "on another host" in outcome.message
+    assert elsewhere.seen == []
+
+
+def test_a_tag_list_that_is_not_an_object_is_refused(hostile: Callable[..., HostileRegistry]) -> None:
+    """A JSON list where the tag page's object belongs raised AttributeError inside oras (a traceback)."""
+    outcome = tags_of(hostile(lambda handler, _: send_json(handler, ["1.2.0"])))
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR
+
+
+def _flood_at(where: str) -> Callable[[Any, HostileRegistry], None]:
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        if where in handler.path:
+            send_flood(handler, registry, FLOOD)
+        elif where == "/token":
+            challenge = f'Bearer realm="http://{registry.host}/token",service="x"'
+            send_json(handler, {}, status=401, headers={"WWW-Authenticate": challenge})
+        else:
+            send_json(handler, {}, status=404)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("where", "code"),
+    [
+        ("/tags/list", FailureCode.OCI_REGISTRY_ERROR),
+        ("/manifests/", FailureCode.OCI_ARTIFACT_INVALID),
+        ("/token", FailureCode.OCI_REGISTRY_ERROR),
+    ],
+)
+def test_an_answer_larger_than_any_registry_sends_is_cut_off_while_read(
+    hostile: Callable[..., HostileRegistry], where: str, code: FailureCode
+) -> None:
+    """A tag page, a manifest or a token was read whole (``.json()``, ``.content``) before any size check."""
+    registry = hostile(_flood_at(where))
+    ref = parse_reference(registry.ref("attack/repo", "1.2.0"))
+    call = version_tags if where != "/manifests/" else fetch_manifest
+    outcome = ends(lambda: call(open_registry(ref, plain_http=True), ref))
+    assert refused_code(outcome) is code, outcome
+    assert registry.sent < READ_AT_MOST, f"read {registry.sent} bytes of the answer"
+
+
+def test_a_registry_that_drips_does_not_hold_the_followers_lock(
+    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """requests' timeout bounds the wait for the next byte, not a request: one byte each half second held a
+    sync, and the follower's lock with it, for ever. The sync's deadline is shortened for the test."""
+    monkeypatch.setattr(follow, "SYNC_DEADLINE", 2.0, raising=False)
+    registry = hostile(lambda handler, registry: send_drip(handler, registry, every=0.5))
+    trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
+    follower = follow.RegistryFollower(
+        parse_reference(registry.ref("attack/repo")), trust, tmp_path / "releases", plain_http=True
+    )
+    assert ends(follower.sync) == ()
+    assert ends(follower.sync) == ()  # the lock was released: the next refresh syncs again
+    assert len(registry.seen) == 2

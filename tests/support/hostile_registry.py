@@ -1,0 +1,126 @@
+"""A registry that does not play fair, on loopback: ``http.server`` answering each request with a behaviour.
+
+Signatures protect a release's content; these cases attack the puller's
+availability instead. A test gives :func:`start_hostile` one function that
+answers every request (the handler is passed in: its ``path`` and
+``headers``); the helpers below are the answers the cases share. Every
+request is recorded in ``HostileRegistry.seen`` (path, headers), and every
+endless answer stops when the registry stops, so no test can hang on it.
+
+Functions
+    start_hostile(answer) -> HostileRegistry          (stop() it; the ``hostile`` fixture does)
+    HostileRegistry.ref(repo, tag=None) -> str          ``oci://127.0.0.1:PORT/repo[:tag]``
+    HostileRegistry.sent                                body bytes written before the client hung up
+    send_json(handler, value, status=200, headers={})   a JSON answer
+    send_flood(handler, registry, total)                200 with ``total`` bytes of body, chunked, fast
+    send_drip(handler, registry, every)                 200 announcing 1 MB, one byte every ``every`` seconds
+    endless_pages(handler)                              a one-tag page with a ``Link: rel="next"`` to another page
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Answer = Callable[[http.server.BaseHTTPRequestHandler, "HostileRegistry"], None]
+FLOOD_CHUNK = 64 * 1024
+
+
+@dataclass
+class HostileRegistry:
+    server: http.server.ThreadingHTTPServer
+    stopping: threading.Event = field(default_factory=threading.Event)
+    seen: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    sent: int = 0
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_port}"
+
+    def ref(self, repo: str, tag: str | None = None) -> str:
+        return f"oci://{self.host}/{repo}" + (f":{tag}" if tag else "")
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_hostile(answer: Answer) -> HostileRegistry:
+    """A threaded loopback server answering every GET/HEAD with ``answer``."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # else each small answer waits out a delayed ACK
+
+        def do_GET(self) -> None:  # noqa: N802 (the http.server hook's name)
+            registry.seen.append((self.path, dict(self.headers)))
+            try:
+                answer(self, registry)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+        do_HEAD = do_GET  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    registry = HostileRegistry(server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return registry
+
+
+def send_json(
+    handler: http.server.BaseHTTPRequestHandler,
+    value: Any,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> None:
+    body = json.dumps(value).encode()
+    handler.send_response(status)
+    for name, text in {"Content-Type": "application/json", **(headers or {})}.items():
+        handler.send_header(name, text)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def send_flood(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, total: int) -> None:
+    """``total`` bytes of body as fast as the client reads them; ``registry.sent`` counts what it took."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Transfer-Encoding", "chunked")
+    handler.end_headers()
+    chunk = b" " * FLOOD_CHUNK
+    while registry.sent < total and not registry.stopping.is_set():
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        registry.sent += len(chunk)
+    handler.close_connection = True
+
+
+def send_drip(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, every: float) -> None:
+    """Announce a megabyte, then send one byte every ``every`` seconds: each read is well inside any timeout."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(1_000_000))
+    handler.end_headers()
+    while not registry.stopping.wait(every):
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+    handler.close_connection = True
+
+
+def endless_pages(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Every tag page holds one new tag and links to the next page: the list never ends."""
+    page = int(handler.path.rpartition("last=")[2] or 0) if "last=" in handler.path else 0
+    base = handler.path.partition("?")[0]
+    send_json(
+        handler,
+        {"name": "attack/pages", "tags": [f"0.0.{page}"]},
+        headers={"Link": f'<{base}?n=1&last={page + 1}>; rel="next"'},
+    )
