@@ -16,7 +16,17 @@ from typing import Any
 import pytest
 from rimthan_workflow_mcp import follow
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release.oci import fetch_manifest, open_registry, parse_reference, version_tags
+from rimthan_workflow_registry.release.oci import (
+    ARTIFACT_TYPE,
+    MANIFEST_LAYER_TYPE,
+    MAX_LAYER_BYTES,
+    OCI_MANIFEST_TYPE,
+    TITLE,
+    fetch_manifest,
+    open_registry,
+    parse_reference,
+    version_tags,
+)
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import (
     HostileRegistry,
@@ -144,17 +154,34 @@ def test_an_answer_larger_than_any_registry_sends_is_cut_off_while_read(
     assert registry.sent < READ_AT_MOST, f"read {registry.sent} bytes of the answer"
 
 
+def _drip_release(handler: Any, registry: HostileRegistry) -> None:
+    """A one-layer release artifact whose layer (declared at the size limit) arrives a byte at a time."""
+    layer = {"mediaType": MANIFEST_LAYER_TYPE, "digest": "sha256:" + "0" * 64, "size": MAX_LAYER_BYTES}
+    manifest = {"mediaType": OCI_MANIFEST_TYPE, "artifactType": ARTIFACT_TYPE, "layers": [layer]}
+    layer["annotations"] = {TITLE: "manifest.json"}
+    if "/tags/list" in handler.path:
+        send_json(handler, {"tags": ["1.2.0"]})
+    elif "/manifests/" in handler.path:
+        send_json(handler, manifest, headers={"Content-Type": OCI_MANIFEST_TYPE})
+    else:
+        send_drip(handler, registry, every=0.5)
+
+
+@pytest.mark.parametrize("answer", ["tag list", "layer"])
 def test_a_registry_that_drips_does_not_hold_the_followers_lock(
-    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str
 ) -> None:
     """requests' timeout bounds the wait for the next byte, not a request: one byte each half second held a
     sync, and the follower's lock with it, for ever. The sync's deadline is shortened for the test."""
     monkeypatch.setattr(follow, "SYNC_DEADLINE", 2.0, raising=False)
-    registry = hostile(lambda handler, registry: send_drip(handler, registry, every=0.5))
+    drip_everything = lambda handler, registry: send_drip(handler, registry, every=0.5)  # noqa: E731
+    registry = hostile(drip_everything if answer == "tag list" else _drip_release)
     trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
+    (tmp_path / "releases").mkdir()
     follower = follow.RegistryFollower(
         parse_reference(registry.ref("attack/repo")), trust, tmp_path / "releases", plain_http=True
     )
     assert ends(follower.sync) == ()
     assert ends(follower.sync) == ()  # the lock was released: the next refresh syncs again
-    assert len(registry.seen) == 2
+    assert sum("/blobs/" in path for path, _ in registry.seen) == (0 if answer == "tag list" else 2)
+    assert list((tmp_path / "releases").iterdir()) == []

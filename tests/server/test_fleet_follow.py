@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from rimthan_workflow_registry.release.trust import load_trust
+from support.hostile_registry import endless_pages, start_hostile
 from support.oci import push, push_corrupt
 from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
@@ -24,13 +25,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
 
 
-def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def check(*args: str | Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Start ``serve`` just far enough to print its start-up lines (stdio, stdin closed: it exits)."""
     return subprocess.run(
         [str(RIMTHAN_MCP), "serve", *(str(a) for a in args)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
         check=False,
     )
@@ -78,11 +79,35 @@ def test_serve_refuses_a_bad_reference_in_one_line(tmp_path: Path, trust: Path) 
 def test_an_unreachable_registry_is_logged_and_the_held_release_serves(
     tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
 ) -> None:
+    proc = serve_holding_1_2_0("oci://127.0.0.1:9/rimthan/x", tmp_path, packaged_releases, trust)
+    assert_held_release_serves(proc)
+
+
+def serve_holding_1_2_0(
+    reference: str, tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> subprocess.CompletedProcess[str]:
+    """``check`` a follower of ``reference`` whose releases directory already holds 1.2.0."""
     releases = tmp_path / "releases"
     releases.mkdir()
     shutil.copytree(packaged_releases["1.2.0"], releases / "research-decision-1.2.0")
-    proc = check("--releases-from", "oci://127.0.0.1:9/rimthan/x", "--plain-http", "--releases-dir", releases,
-                 "--trust", trust, "--state-dir", tmp_path / "state")  # fmt: skip
+    return check("--releases-from", reference, "--plain-http", "--releases-dir", releases,
+                 "--trust", trust, "--state-dir", tmp_path / "state", timeout=90)  # fmt: skip
+
+
+def assert_held_release_serves(proc: subprocess.CompletedProcess[str]) -> None:
     assert '"registry unreachable; serving what is held"' in proc.stderr, proc.stderr
     assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_registry_whose_tag_list_never_ends_is_logged_and_the_held_release_serves(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """Every tag page linked to a next one: the follower's first sync never ended, so serve never started."""
+    hostile = start_hostile(lambda handler, _: endless_pages(handler))
+    try:
+        proc = serve_holding_1_2_0(hostile.ref("rimthan/x"), tmp_path, packaged_releases, trust)
+    finally:
+        hostile.stop()
+    assert "oci_registry_error" in proc.stderr and "runs past 1000 pages" in proc.stderr, proc.stderr
+    assert_held_release_serves(proc)
