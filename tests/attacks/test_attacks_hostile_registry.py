@@ -36,6 +36,7 @@ from support.hostile_registry import (
     send_json,
     start_hostile,
 )
+from support.registry import TlsFiles, make_tls
 from support.releases import make_keypair, trust_dir
 
 BOUNDED_WAIT = 60.0  # far above what the bounded code takes; the old code never ended
@@ -48,8 +49,8 @@ MAX_TAG_PAGES = 1000
 def hostile() -> Iterator[Callable[..., HostileRegistry]]:
     started: list[HostileRegistry] = []
 
-    def start(answer: Callable[..., None]) -> HostileRegistry:
-        started.append(start_hostile(answer))
+    def start(answer: Callable[..., None], tls: TlsFiles | None = None) -> HostileRegistry:
+        started.append(start_hostile(answer, tls))
         return started[-1]
 
     yield start
@@ -185,3 +186,22 @@ def test_a_registry_that_drips_does_not_hold_the_followers_lock(
     assert ends(follower.sync) == ()  # the lock was released: the next refresh syncs again
     assert sum("/blobs/" in path for path, _ in registry.seen) == (0 if answer == "tag list" else 2)
     assert list((tmp_path / "releases").iterdir()) == []
+
+
+def test_a_tls_registry_cannot_send_the_credentials_to_a_plain_http_token_service(
+    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """oras sent the registry's credentials to whatever realm its Bearer challenge named, http:// included:
+    in the clear, past the TLS the operator asked for."""
+    tls = make_tls(tmp_path / "tls")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tls.ca_cert))
+    monkeypatch.setenv("RIMTHAN_REGISTRY_USERNAME", "alice")
+    monkeypatch.setenv("RIMTHAN_REGISTRY_PASSWORD", "secret")
+    plain = hostile(lambda handler, _: send_json(handler, {"token": "t"}))
+    challenge = f'Bearer realm="http://{plain.host}/token",service="x"'
+    registry = hostile(lambda handler, _: send_json(handler, {}, 401, {"WWW-Authenticate": challenge}), tls)
+    ref = parse_reference(registry.ref("attack/repo"))
+    outcome = ends(lambda: version_tags(open_registry(ref), ref))
+    assert [headers.get("Authorization") for _, headers in plain.seen] == []
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "plain HTTP" in outcome.message

@@ -8,7 +8,8 @@ request is recorded in ``HostileRegistry.seen`` (path, headers), and every
 endless answer stops when the registry stops, so no test can hang on it.
 
 Functions
-    start_hostile(answer) -> HostileRegistry          (stop() it; the ``hostile`` fixture does)
+    start_hostile(answer, tls=None) -> HostileRegistry  (stop() it; the ``hostile`` fixture does)
+                                                        tls: a support.registry.TlsFiles serves HTTPS only
     HostileRegistry.ref(repo, tag=None) -> str          ``oci://127.0.0.1:PORT/repo[:tag]``
     HostileRegistry.sent                                body bytes written before the client hung up
     send_json(handler, value, status=200, headers={})   a JSON answer
@@ -21,10 +22,13 @@ from __future__ import annotations
 
 import http.server
 import json
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from support.registry import TlsFiles
 
 Answer = Callable[[http.server.BaseHTTPRequestHandler, "HostileRegistry"], None]
 FLOOD_CHUNK = 64 * 1024
@@ -50,8 +54,8 @@ class HostileRegistry:
         self.server.server_close()
 
 
-def start_hostile(answer: Answer) -> HostileRegistry:
-    """A threaded loopback server answering every GET/HEAD with ``answer``."""
+def start_hostile(answer: Answer, tls: TlsFiles | None = None) -> HostileRegistry:
+    """A threaded loopback server answering every GET/HEAD with ``answer`` (HTTPS only with ``tls``)."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -70,6 +74,10 @@ def start_hostile(answer: Answer) -> HostileRegistry:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls.server_cert, tls.server_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     registry = HostileRegistry(server)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return registry

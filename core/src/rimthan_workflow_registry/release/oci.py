@@ -160,18 +160,30 @@ class _CredentialsRefused(Exception):
         self.status = status
 
 
+class _PlainRealm(requests.RequestException):
+    """A registry reached over TLS named a plain-HTTP token service (``oci_registry_error`` via ``guarded``)."""
+
+
 class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
     """oras's token flow, plus the Basic challenge an htpasswd-protected registry sends.
 
     oras answers every challenge by asking a token service, so a registry that
     wants HTTP Basic (the reference registry with htpasswd, many private
-    registries) would never get the credentials it asks for.
+    registries) would never get the credentials it asks for. oras sends the
+    credentials to whatever realm a Bearer challenge names: one on another
+    host is the Docker token protocol (Docker Hub's is), but a TLS registry
+    naming a plain-HTTP realm would have them sent in the clear, so it is refused.
     """
 
     def authenticate_request(
         self, original: requests.Response, headers: dict[str, str], refresh: bool = False
     ) -> tuple[dict[str, str], bool]:
         challenge = original.headers.get("Www-Authenticate", "")
+        realm = oras.auth.utils.parse_auth_header(challenge).realm or ""
+        if self.prefix == "https" and realm.lower().startswith("http://"):
+            raise _PlainRealm(
+                f"the registry's token service {realm} is plain HTTP; credentials are not sent in the clear"
+            )
         if not challenge.lower().startswith("basic"):
             return super().authenticate_request(original, headers, refresh)  # type: ignore[no-any-return]
         basic = getattr(self, "_basic_auth", None)
