@@ -34,6 +34,7 @@ from support.hostile_registry import (
     send_drip,
     send_flood,
     send_json,
+    send_raw,
     start_hostile,
 )
 from support.registry import TlsFiles, make_tls
@@ -43,6 +44,7 @@ BOUNDED_WAIT = 60.0  # far above what the bounded code takes; the old code never
 FLOOD = 128 * 1024 * 1024
 READ_AT_MOST = 48 * 1024 * 1024  # the 4 MiB limit plus what the kernel's socket buffers hold
 MAX_TAG_PAGES = 1000
+MAX_TAG_LIST_BYTES = 32 * 1024 * 1024
 
 
 @pytest.fixture
@@ -92,6 +94,23 @@ def test_a_tag_list_that_pages_forever_is_cut_off(hostile: Callable[..., Hostile
     assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR
     assert f"runs past {MAX_TAG_PAGES} pages" in outcome.message
     assert len(registry.seen) == MAX_TAG_PAGES
+
+
+def test_a_tag_list_of_long_tags_is_cut_off_by_its_size(hostile: Callable[..., HostileRegistry]) -> None:
+    """1,000 pages of nearly 4 MiB each would have held 4 GB of tags in memory within the page bound."""
+    registry = hostile(lambda handler, _: endless_pages(handler, padding=MAX_TAG_LIST_BYTES // 8 - 1024))
+    outcome = tags_of(registry)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR
+    assert f"runs past {MAX_TAG_LIST_BYTES} bytes" in outcome.message
+    assert len(registry.seen) == 9
+
+
+def test_a_tag_page_nested_deeper_than_the_json_decoder_goes_is_refused(
+    hostile: Callable[..., HostileRegistry],
+) -> None:
+    """RecursionError is no transport error: a sync raised it past the follower (a traceback)."""
+    outcome = tags_of(hostile(lambda handler, _: send_raw(handler, b"[" * 100_000)))
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR
 
 
 def test_a_next_tag_page_on_another_host_is_not_followed_with_the_token(

@@ -13,9 +13,10 @@ Functions
     HostileRegistry.ref(repo, tag=None) -> str          ``oci://127.0.0.1:PORT/repo[:tag]``
     HostileRegistry.sent                                body bytes written before the client hung up
     send_json(handler, value, status=200, headers={})   a JSON answer
+    send_raw(handler, body, status=200, headers={})     any bytes, as JSON
     send_flood(handler, registry, total)                200 with ``total`` bytes of body, chunked, fast
     send_drip(handler, registry, every)                 200 announcing 1 MB, one byte every ``every`` seconds
-    endless_pages(handler)                              a one-tag page with a ``Link: rel="next"`` to another page
+    endless_pages(handler, padding=0)                   a one-tag page with a ``Link: rel="next"`` to another page
 """
 
 from __future__ import annotations
@@ -89,7 +90,15 @@ def send_json(
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> None:
-    body = json.dumps(value).encode()
+    send_raw(handler, json.dumps(value).encode(), status, headers)
+
+
+def send_raw(
+    handler: http.server.BaseHTTPRequestHandler,
+    body: bytes,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> None:
     handler.send_response(status)
     for name, text in {"Content-Type": "application/json", **(headers or {})}.items():
         handler.send_header(name, text)
@@ -123,12 +132,13 @@ def send_drip(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegi
     handler.close_connection = True
 
 
-def endless_pages(handler: http.server.BaseHTTPRequestHandler) -> None:
-    """Every tag page holds one new tag and links to the next page: the list never ends."""
+def endless_pages(handler: http.server.BaseHTTPRequestHandler, padding: int = 0) -> None:
+    """Every tag page holds one new tag (plus ``padding`` bytes of another) and links to the next page:
+    the list never ends."""
     page = int(handler.path.rpartition("last=")[2] or 0) if "last=" in handler.path else 0
     base = handler.path.partition("?")[0]
     send_json(
         handler,
-        {"name": "attack/pages", "tags": [f"0.0.{page}"]},
+        {"name": "attack/pages", "tags": [f"0.0.{page}"] + (["x" * padding] if padding else [])},
         headers={"Link": f'<{base}?n=1&last={page + 1}>; rel="next"'},
     )

@@ -77,7 +77,8 @@ _REFERENCE = re.compile(
     r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"(?::(?P<tag>" + _TAG + r"))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
 )
-_TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError)
+# RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
+_TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
 _ANY_TAG = re.compile(_TAG)
 _VERSION_TAG = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-_][0-9A-Za-z._-]*)?")
 

@@ -32,9 +32,11 @@ runs past it.
 and auth: oras's ``get_tags`` follows ``Link: rel="next"`` with no bound, to
 any host, with the registry's token in the request (oras puts it there
 itself; requests' stripping of credentials covers redirects only). Here at
-most ``MAX_TAG_PAGES`` pages and ``MAX_TAGS`` tags, each page on the
-registry's own host. A breach raises :class:`RegistryBoundExceeded`, which the
-caller's ``guarded`` turns into ``oci_registry_error``.
+most ``MAX_TAG_PAGES`` pages, ``MAX_TAGS`` tags and ``MAX_TAG_LIST_BYTES``
+bytes (long tags would otherwise fill memory within the other two), each page
+on the registry's own host and scheme. A breach raises
+:class:`RegistryBoundExceeded`, which the caller's ``guarded`` turns into
+``oci_registry_error``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ MAX_RESPONSE_BYTES = MAX_OCI_MANIFEST_BYTES
 MAX_REDIRECTS = 5
 MAX_TAG_PAGES = 1000
 MAX_TAGS = 100_000
+MAX_TAG_LIST_BYTES = 32 * 1024 * 1024  # 100,000 tags of 128 characters, quoted, with room to spare
 CHUNK = 64 * 1024
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("registry_deadline", default=None)
@@ -104,9 +107,11 @@ def _bounded_request(
     if not stream:
         try:
             body = b"".join(body_chunks(response, MAX_RESPONSE_BYTES, deadline, ResponseTooLarge))
-        finally:
-            response.close()
+        except BaseException:
+            response.close()  # mid-body: the connection is closed, never reused
+            raise
         response._content, response._content_consumed = body, True  # what requests' .content would have read
+        response.close()  # read whole: the connection goes back to the pool
     return response
 
 
@@ -132,9 +137,13 @@ def list_tags(registry: Any, container: Any) -> list[Any]:
     url = f"{registry.prefix}://{container.tags_url()}"
     origin = urllib.parse.urlsplit(url)[:2]
     tags: list[Any] = []
+    read = 0
     for _ in range(MAX_TAG_PAGES):
         response = registry.do_request(url, "GET", headers=dict(registry.headers))
         registry._check_200_response(response)
+        read += len(response.content)
+        if read > MAX_TAG_LIST_BYTES:
+            raise RegistryBoundExceeded(f"the registry's tag list runs past {MAX_TAG_LIST_BYTES} bytes")
         page = response.json()
         found = page.get("tags") if isinstance(page, dict) else False
         if not isinstance(found, list | None):
