@@ -16,6 +16,7 @@ Functions
     send_raw(handler, body, status=200, headers={})     any bytes, as JSON
     send_flood(handler, registry, total)                200 with ``total`` bytes of body, chunked, fast
     send_drip(handler, registry, every)                 200 announcing 1 MB, one byte every ``every`` seconds
+    drip_headers(handler, registry, every)              a status line, then a header one byte every ``every`` seconds
     endless_pages(handler, padding=0)                   a one-tag page with a ``Link: rel="next"`` to another page
 """
 
@@ -128,6 +129,15 @@ def send_drip(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegi
     handler.end_headers()
     while not registry.stopping.wait(every):
         handler.wfile.write(b" ")
+        handler.wfile.flush()
+    handler.close_connection = True
+
+
+def drip_headers(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, every: float) -> None:
+    """A status line, then a header that never ends, one byte every ``every`` seconds."""
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+    while not registry.stopping.wait(every):
+        handler.wfile.write(b"a")
         handler.wfile.flush()
     handler.close_connection = True
 

@@ -13,7 +13,8 @@ registry comes near:
 ``REQUEST_TIMEOUT``
     requests' own timeout: the longest wait to connect or for the next byte.
 ``REQUEST_DEADLINE``
-    a whole request, its body included: the body is read with ``read1`` (each
+    a whole request: a watchdog cuts the connection if the status line and
+    headers are not in by then, and the body is read with ``read1`` (each
     read returns what has arrived), so a drip is cut at the deadline plus at
     most one ``REQUEST_TIMEOUT``. Two minutes carry a 16 MiB blob at 140 KB/s.
 ``MAX_RESPONSE_BYTES``
@@ -44,12 +45,15 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import socket
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import requests
+import urllib3
 
 REQUEST_TIMEOUT = 30.0
 REQUEST_DEADLINE = 120.0
@@ -63,6 +67,7 @@ MAX_TAG_LIST_BYTES = 32 * 1024 * 1024  # 100,000 tags of 128 characters, quoted,
 CHUNK = 64 * 1024
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("registry_deadline", default=None)
+_request_ends: contextvars.ContextVar[float | None] = contextvars.ContextVar("request_ends", default=None)
 
 
 class RegistryBoundExceeded(requests.RequestException):
@@ -92,10 +97,53 @@ def request_deadline() -> float:
     return own if outer is None else min(own, outer)
 
 
+def _cut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # the socket's own shutdown, under TLS too: the blocked read sees the end
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _watch_headers(sock: socket.socket | None, read: Callable[[], urllib3.BaseHTTPResponse]) -> Any:
+    """``read()`` the status line and headers, cutting the connection if they are not in by the deadline.
+
+    A registry could drip its headers a byte at a time (100 of 64 KiB each),
+    each read inside ``REQUEST_TIMEOUT``: only a watchdog ends that.
+    """
+    ends = _request_ends.get()
+    if ends is None or sock is None:
+        return read()
+    watchdog = threading.Timer(max(0.0, ends - time.monotonic()), _cut, (sock,))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return read()
+    finally:
+        watchdog.cancel()
+
+
+class _HTTPConnection(urllib3.connection.HTTPConnection):
+    def getresponse(self) -> Any:
+        return _watch_headers(self.sock, super().getresponse)
+
+
+class _HTTPSConnection(urllib3.connection.HTTPSConnection):
+    def getresponse(self) -> Any:
+        return _watch_headers(self.sock, super().getresponse)
+
+
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
 def bound_session(session: Any) -> None:
     """Put every request ``session`` makes under the bounds (see the module docstring)."""
     session.max_redirects = MAX_REDIRECTS
     session.request = functools.partial(_bounded_request, session.request)
+    for adapter in session.adapters.values():
+        adapter.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
 def _bounded_request(
@@ -103,7 +151,19 @@ def _bounded_request(
 ) -> requests.Response:
     deadline = request_deadline()
     kwargs.pop("timeout", None)
-    response = send(method, url, stream=True, timeout=REQUEST_TIMEOUT, **kwargs)
+    token = _request_ends.set(deadline)
+    try:
+        response = send(method, url, stream=True, timeout=REQUEST_TIMEOUT, **kwargs)
+    except requests.ConnectionError:
+        _check_time(deadline)  # the watchdog cut it: say so
+        raise
+    finally:
+        _request_ends.reset(token)
+    try:
+        _check_time(deadline)  # the watchdog may have cut the headers short: what arrived is not an answer
+    except RegistryBoundExceeded:
+        response.close()
+        raise
     if not stream:
         try:
             body = b"".join(body_chunks(response, MAX_RESPONSE_BYTES, deadline, ResponseTooLarge))
@@ -127,9 +187,13 @@ def body_chunks(
         read += len(chunk)
         if read > limit:
             raise too_large(f"the registry sent more than {limit} bytes in one answer; stopped")
-        if time.monotonic() > deadline:
-            raise RegistryBoundExceeded("the registry's answer took longer than the deadline; stopped")
+        _check_time(deadline)
         yield chunk
+
+
+def _check_time(deadline: float) -> None:
+    if time.monotonic() >= deadline:
+        raise RegistryBoundExceeded("the registry's answer took longer than the deadline; stopped")
 
 
 def list_tags(registry: Any, container: Any) -> list[Any]:
