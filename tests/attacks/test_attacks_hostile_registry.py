@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from rimthan_workflow_mcp import follow
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release import oci
 from rimthan_workflow_registry.release.oci import (
     ARTIFACT_TYPE,
     MANIFEST_LAYER_TYPE,
@@ -232,3 +233,18 @@ def test_a_tls_registry_cannot_send_the_credentials_to_a_plain_http_token_servic
     assert [headers.get("Authorization") for _, headers in plain.seen] == []
     assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
     assert "plain HTTP" in outcome.message
+
+
+def test_a_pull_ends_by_its_deadline_however_many_layers_drip(
+    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request had its own deadline: 4,096 layers dripping just inside it held ``rimthan-pack pull`` for days.
+    A pull's registry part now has one deadline (shortened for the test); nothing is left behind."""
+    monkeypatch.setattr(oci, "PULL_DEADLINE", 2.0, raising=False)
+    registry = hostile(_drip_release)
+    trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
+    ref = parse_reference(registry.ref("attack/repo", "1.2.0"))
+    outcome = ends(lambda: oci.pull_release(ref, trust, tmp_path / "out", plain_http=True))
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "took longer than the deadline" in outcome.message
+    assert list((tmp_path / "out").iterdir()) == []

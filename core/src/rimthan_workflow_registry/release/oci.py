@@ -44,7 +44,15 @@ from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, par
 from ..errors import FailureCode, RegistryError
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
-from .oci_bounds import MAX_OCI_MANIFEST_BYTES, ResponseTooLarge, body_chunks, bound_session, list_tags
+from .oci_bounds import (
+    MAX_OCI_MANIFEST_BYTES,
+    PULL_DEADLINE,
+    ResponseTooLarge,
+    body_chunks,
+    bound_session,
+    list_tags,
+    registry_deadline,
+)
 from .oci_bounds import request_deadline as _request_deadline
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
@@ -411,13 +419,14 @@ def pull_release(
 ) -> PulledRelease:
     """Download, check and verify the release ``ref`` names, then move it to ``out_dir/<catalogue>-<version>``."""
     registry = open_registry(ref, plain_http=plain_http)
-    oci_digest, manifest = fetch_manifest(registry, ref)
-    layers = release_layers(manifest, str(ref))
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=out_dir))
     try:
-        for layer in layers:
-            _download(registry, ref, layer, staging / layer["annotations"][TITLE])
+        with registry_deadline(PULL_DEADLINE):  # the registry's part, however many layers
+            oci_digest, manifest = fetch_manifest(registry, ref)
+            layers = release_layers(manifest, str(ref))
+            for layer in layers:
+                _download(registry, ref, layer, staging / layer["annotations"][TITLE])
         release = verify_release(staging, trust, expected_profile=expected_profile, expected_scope=expected_scope)
         _check_tag(ref, release, manifest)
         final = _install(staging, out_dir, release)

@@ -25,9 +25,11 @@ registry comes near:
 ``MAX_REDIRECTS``
     requests follows 30; a registry redirects a blob once, to its storage.
 
-:func:`registry_deadline` sets one deadline over many requests (the
-follower's sync: ``SYNC_DEADLINE``); no request starts after it, and none
-runs past it.
+:func:`registry_deadline` sets one deadline over many requests (a pull's
+fetches and downloads: ``PULL_DEADLINE``; the follower's sync, its pulls
+included: ``SYNC_DEADLINE``; an inner deadline never outlasts an outer one);
+no request starts after it, and none runs past it. Ten minutes carry the
+largest release (256 MiB) at 450 KB/s.
 
 :func:`list_tags` pages the tag list itself, through the same oras session
 and auth: oras's ``get_tags`` follows ``Link: rel="next"`` with no bound, to
@@ -57,6 +59,7 @@ import urllib3
 
 REQUEST_TIMEOUT = 30.0
 REQUEST_DEADLINE = 120.0
+PULL_DEADLINE = 600.0
 SYNC_DEADLINE = 600.0
 MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_RESPONSE_BYTES = MAX_OCI_MANIFEST_BYTES
@@ -80,8 +83,10 @@ class ResponseTooLarge(RegistryBoundExceeded):
 
 @contextlib.contextmanager
 def registry_deadline(seconds: float) -> Iterator[None]:
-    """Every request inside ends by ``seconds`` from now (or sooner, by its own deadline)."""
-    token = _deadline.set(time.monotonic() + seconds)
+    """Every request inside ends by ``seconds`` from now (or sooner: its own deadline, an enclosing one)."""
+    outer = _deadline.get()
+    ends = time.monotonic() + seconds
+    token = _deadline.set(ends if outer is None else min(outer, ends))
     try:
         yield
     finally:
