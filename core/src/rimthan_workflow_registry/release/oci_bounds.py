@@ -7,8 +7,9 @@ under requests' per-read timeout, or page its tag list forever; the follower
 would then hold its lock, and every later refresh would wait on it.
 
 :func:`bound_session` puts every request the oras client makes (registry
-calls, token requests, uploads) under these bounds, none of which an honest
-registry comes near:
+calls, token requests, and the answers to uploads; sending an upload is
+bounded by ``REQUEST_TIMEOUT`` per write only) under these bounds, none of
+which an honest registry comes near:
 
 ``REQUEST_TIMEOUT``
     requests' own timeout: the longest wait to connect or for the next byte.
