@@ -203,7 +203,7 @@ def test_a_registry_that_drips_does_not_hold_the_followers_lock(
     """requests' timeout bounds the wait for the next byte, not a request: one byte each half second (of a
     body, a layer, or the headers) held a sync, and the follower's lock with it, for ever. The sync's
     deadline is shortened for the test."""
-    monkeypatch.setattr(follow, "SYNC_DEADLINE", 2.0, raising=False)
+    monkeypatch.setattr(follow, "SYNC_DEADLINE", 2.0)
     registry = hostile(_DRIPS[answer])
     trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
     (tmp_path / "releases").mkdir()
@@ -240,7 +240,7 @@ def test_a_pull_ends_by_its_deadline_however_many_layers_drip(
 ) -> None:
     """Each request had its own deadline: 4,096 layers dripping just inside it held ``rimthan-pack pull`` for days.
     A pull's registry part now has one deadline (shortened for the test); nothing is left behind."""
-    monkeypatch.setattr(oci, "PULL_DEADLINE", 2.0, raising=False)
+    monkeypatch.setattr(oci, "PULL_DEADLINE", 2.0)
     registry = hostile(_drip_release)
     trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
     ref = parse_reference(registry.ref("attack/repo", "1.2.0"))
