@@ -9,6 +9,7 @@ See docs/host-kit.md.
 ``confirmations``  confirmed state: value digests, confirmation times, how the person confirmed
 ``files``          symlink-free writes and readback; output attestations from disk
 ``workspace``      setup: asset delivery checked against pins, the workspace manifest
+``delivered``      what the bridge delivered (``.rimthan/delivered.json``): no user's file is overwritten
 ``reports``        validator reports bound to the instruction and the artifacts
 ``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)

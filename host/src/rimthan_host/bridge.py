@@ -19,6 +19,7 @@ from typing import Any
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
+from .delivered import AssetClash
 from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     SETUP_STEP,
@@ -407,7 +408,11 @@ class Bridge:
         session = self.session
         assert session is not None
         if result["status"] in ("active", "advanced") and (result.get("step") or {}).get("id") == SETUP_STEP:
-            prepared = await session.prepare([session.set_up_workspace()])
+            try:
+                manifest = session.set_up_workspace()
+            except AssetClash as exc:
+                return self._not_set_up(exc)
+            prepared = await session.prepare([manifest])
             if prepared["status"] != "ready_for_semantic_validation":
                 return Reply(
                     "\n".join(["Setting up the workspace failed:", *failure_words(prepared["failures"])]),
@@ -417,6 +422,13 @@ class Bridge:
             result = await session.submit()
             lines.append("The workspace is set up: the release's prompt, skill and subagents are installed.")
         return await self.replies.describe(session, result, lines, elicits=self.elicits)
+
+    def _not_set_up(self, clash: AssetClash) -> Reply:
+        """Setup refused before a file was written: the run waits at setup, to be resumed once the files moved."""
+        run = self.run_id
+        self.session = None  # resume_run picks the run up from its log and sets the workspace up again
+        text = f"{clash} Run {run} waits at its setup step: resume_run {run} picks it up."
+        return Reply(text, {"run": run, "status": "workspace_refused"}, is_error=True)
 
 
 __all__ = ["Bridge", "Reply", "ResumeFailed", "ToolRefused"]

@@ -1,7 +1,9 @@
 """Setup: deliver the release's host assets byte for byte and attest them in the workspace manifest.
 
 Every asset's text is checked against its pinned SHA-256 *before* it is
-written (a mismatch is refused, nothing is delivered), written through a
+written (a mismatch is refused, nothing is delivered), and every path is
+checked to hold nothing of the user's (:mod:`rimthan_host.delivered`), before
+any is written; each is written through a
 symlink-free path, read back and hashed; the manifest lists what was read
 back, in canonical JSON, so the verifier can compare it with the release.
 """
@@ -13,6 +15,7 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import canonical_text, sha256_hex
 
+from .delivered import check_free, load_record, save_record
 from .files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
 
@@ -20,12 +23,23 @@ from .protocol import HarnessError, HostProfile
 def deliver_assets(
     files: ProjectFiles, step: Mapping[str, Any], on_delivered: Callable[[Mapping[str, Any]], None] | None = None
 ) -> list[dict[str, Any]]:
-    """Write every host asset of the setup step; the delivered entries, as read back."""
-    delivered = []
-    for asset in step["host_assets"]:
+    """Write every host asset of the setup step; the delivered entries, as read back.
+
+    Nothing is written unless every asset matches its pinned digest and every
+    path is free to write (:func:`~rimthan_host.delivered.check_free`); each
+    file written is then added to the delivery record.
+    """
+    assets = step["host_assets"]
+    for asset in assets:
         if sha256_hex(asset["text"].encode("utf-8")) != asset["sha256"]:
             raise HarnessError(f"asset {asset['id']} text does not match its pinned sha256; not delivering it")
+    record = load_record(files)
+    check_free(files, assets, record)
+    delivered = []
+    for asset in assets:
         written = files.write(asset["id"], asset["install_path"], asset["media_type"], asset["text"])
+        record[written.path] = written.sha256
+        save_record(files, record)
         entry = {"asset": asset["id"], "kind": asset["kind"], "path": written.path, "sha256": written.sha256}
         delivered.append(entry)
         if on_delivered is not None:

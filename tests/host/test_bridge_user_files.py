@@ -1,0 +1,91 @@
+"""Setup never overwrites what the user owns at the paths the release's assets install to.
+
+The release installs its prompt, skill, subagents and adapter at
+``.claude/commands/<id>.md``, ``.claude/agents/<id>.md`` and the like: paths
+where a user may keep files of their own. Each test drives the real
+``rimthan-host serve`` over stdio with the real verifier as its child, puts
+the user's file there for real, and checks that the bridge refuses the setup
+in words naming the file, that nothing was delivered (the user's bytes and
+every other asset path untouched), and that the run completes, its log
+audited, once the user moved the file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rimthan_host.delivered import RECORD_PATH
+from rimthan_host.standin import StandIn
+from support.bridge import audited_only_run, drive, refused
+from support.servers import ServerWorld, build_world
+
+AGENT = ".claude/agents/evidence-auditor.md"
+PROMPT = ".claude/commands/research-brief.md"
+OTHER_ASSETS = (PROMPT, ".claude/skills/research-decision/SKILL.md", ".claude/agents/decision-critic.md")
+MANIFEST = ".rimthan/workspace-manifest.json"
+USERS = "# My own evidence auditor\n\nThe user's work, committed in their repository.\n"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("user-files-world"))
+
+
+def test_a_users_own_file_at_an_asset_path_is_refused_never_overwritten(world: ServerWorld, tmp_path: Path) -> None:
+    """Nothing is delivered while the user's file is there; once it is moved, resume_run sets up and completes."""
+
+    async def script(model: StandIn) -> None:
+        own = model.project / AGENT
+        own.parent.mkdir(parents=True)
+        own.write_text(USERS, "utf-8")
+        first = await model.call("start_run", {"workflow": "research", "facts": _facts(model)})
+        refused(first, AGENT, "the user's own", "move or rename", "nothing was delivered", "resume_run")
+        assert first.data["status"] == "workspace_refused"
+        assert own.read_text("utf-8") == USERS
+        assert [p for p in (*OTHER_ASSETS, MANIFEST, RECORD_PATH) if (model.project / p).exists()] == []
+        run = first.data["run"]
+        refused(
+            await model.call("step_done"), "No run is active", f"resume_run with one of the unfinished runs here: {run}"
+        )
+
+        own.rename(own.with_name("my-evidence-auditor.md"))  # the user moves their file out of the way
+        resumed = await model.call("resume_run", {"run": run})
+        assert not resumed.is_error, resumed.text
+        await model.follow(resumed, "desk-research")
+
+    model, state = drive(world, tmp_path, script)
+    assert (model.project / ".claude/agents/my-evidence-auditor.md").read_text("utf-8") == USERS
+    assert audited_only_run(model.project, state)["ok"] is True
+
+
+def test_a_delivered_file_the_user_changed_is_refused_an_untouched_one_is_replaced(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A second run re-delivers the bridge's own files; a file the user edited since is theirs, and refused."""
+
+    async def script(model: StandIn) -> None:
+        await model.follow(await model.start(), "desk-research")
+        edited = (model.project / PROMPT).read_text("utf-8") + "\nMy own addition.\n"
+        (model.project / PROMPT).write_text(edited, "utf-8")
+        agent_before = (model.project / AGENT).stat().st_mtime_ns
+        again = await model.call("start_run", {"workflow": "research", "facts": _facts(model), "new_run": True})
+        refused(again, PROMPT, "was changed since the bridge delivered it", "move or rename")
+        assert AGENT not in again.text  # the bridge's own, untouched file is no clash
+        record = json.loads((model.project / RECORD_PATH).read_text("utf-8"))["delivered"]
+        assert AGENT in record and PROMPT in record
+        assert (model.project / PROMPT).read_text("utf-8") == edited
+        assert (model.project / AGENT).stat().st_mtime_ns == agent_before  # nothing half-delivered
+
+        (model.project / PROMPT).rename(model.project / ".claude/commands/my-brief.md")
+        resumed = await model.call("resume_run", {"run": again.data["run"]})
+        assert not resumed.is_error, resumed.text
+        await model.follow(resumed, "desk-research")
+
+    drive(world, tmp_path, script)
+
+
+def _facts(model: StandIn) -> dict[str, object]:
+    facts: dict[str, object] = json.loads((model.examples[model.version] / "confirmed-state.json").read_text("utf-8"))
+    return facts
