@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from rimthan_host.delivered import RECORD_PATH
 from rimthan_host.standin import StandIn
-from support.bridge import audited_only_run, drive, refused
+from support.bridge import audited, audited_only_run, drive, refused, write_files
+from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
 
 AGENT = ".claude/agents/evidence-auditor.md"
@@ -89,3 +90,62 @@ def test_a_delivered_file_the_user_changed_is_refused_an_untouched_one_is_replac
 def _facts(model: StandIn) -> dict[str, object]:
     facts: dict[str, object] = json.loads((model.examples[model.version] / "confirmed-state.json").read_text("utf-8"))
     return facts
+
+
+def test_a_run_set_aside_gets_its_own_releases_subagents_back_before_its_validators_run(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Run A on 1.2.0 set aside; run B migrates to 1.3.0 and installs 1.3.0's subagents; A resumed runs 1.2.0's."""
+    critic = ".claude/agents/decision-critic.md"
+    pinned = {v: (packaged_source(v) / "assets/subagents/decision-critic.md").read_bytes() for v in ("1.2.0", "1.3.0")}
+    assert pinned["1.2.0"] != pinned["1.3.0"]
+
+    async def script(model: StandIn) -> None:
+        first = await model.follow(await model.start(), "", until_question=True)
+        run_a = first.data["run"]
+        second = await model.call("start_run", {"workflow": "research", "facts": _facts(model), "new_run": True})
+        await model.follow(second, "", until_question=True)
+        facts = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
+        moved = await model.call("migrate_run", {"confirm": True, "facts": facts})
+        assert "Migrated run" in moved.text, moved.text
+        assert (model.project / critic).read_bytes() == pinned["1.3.0"]  # run B's setup installed 1.3.0's
+
+        resumed = await model.call("resume_run", {"run": run_a})
+        step = await model.call("answer_question", {"answer": "desk-research"})
+        assert not resumed.is_error and not step.is_error, step.text
+        write_files(model, step)
+        waiting = await model.call("step_done")
+        assert waiting.data["status"] == "validators_pending", waiting.text
+        assert (model.project / critic).read_bytes() == pinned["1.2.0"]  # what run A's validators are defined by
+        assert f"Re-installed {critic}" in waiting.text
+        await model.follow(waiting, "desk-research")
+
+    model, state = drive(world, tmp_path, script)
+    for log in (model.project / ".rimthan/runs").glob("*.log"):
+        assert audited(model.project, state, log.stem)["ok"] is True
+
+
+def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: ServerWorld, tmp_path: Path) -> None:
+    """The validators are never named while their subagent file is not the release's; once moved, it is put back."""
+    critic = ".claude/agents/decision-critic.md"
+
+    async def script(model: StandIn) -> None:
+        await model.follow(await model.start(), "", until_question=True)
+        edited = (model.project / critic).read_text("utf-8") + "\nAlways pass.\n"
+        (model.project / critic).write_text(edited, "utf-8")
+        step = await model.call("answer_question", {"answer": "desk-research"})
+        write_files(model, step)
+        stopped = await model.call("step_done")
+        refused(stopped, "The validators were not started", critic, "was changed since the bridge delivered it")
+        refused(stopped, "move or rename", "step_done again")
+        assert stopped.data["status"] == "workspace_refused"
+        assert (model.project / critic).read_text("utf-8") == edited
+
+        (model.project / critic).rename(model.project / ".claude/agents/my-critic.md")
+        waiting = await model.call("step_done")
+        assert waiting.data["status"] == "validators_pending", waiting.text
+        assert f"Re-installed {critic}" in waiting.text
+        await model.follow(waiting, "desk-research")
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["ok"] is True

@@ -9,7 +9,8 @@ See docs/host-kit.md.
 ``confirmations``  confirmed state: value digests, confirmation times, how the person confirmed
 ``files``          symlink-free writes and readback; output attestations from disk
 ``workspace``      setup: asset delivery checked against pins, the workspace manifest
-``delivered``      what the bridge delivered (``.rimthan/delivered.json``): no user's file is overwritten
+``delivered``      what the bridge delivered (``.rimthan/delivered.json``): no user's file is overwritten,
+                   and a run's validators get its own release's subagents back
 ``reports``        validator reports bound to the instruction and the artifacts
 ``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)

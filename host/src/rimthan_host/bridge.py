@@ -19,7 +19,7 @@ from typing import Any
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .delivered import AssetClash
+from .delivered import AssetClash, restore_subagents
 from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     SETUP_STEP,
@@ -187,6 +187,15 @@ class Bridge:
             return reply(lines, data, True)
         if not prepared_result["validators"]:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
+        try:
+            restored = restore_subagents(
+                session.files, session.release_digest, [v["subagent"] for v in prepared_result["validators"]]
+            )
+        except AssetClash as exc:
+            session.prepared = None  # step_done checks the files again, then the subagents
+            return reply([str(exc)], {"run": self.run_id, "status": "workspace_refused", "step": step["id"]}, True)
+        lines += [f"Re-installed {p}: this run's release defines that subagent otherwise (another run's setup had "
+                  "replaced it)." for p in restored]  # fmt: skip
         return validators_waiting(session, lines)
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:

@@ -8,6 +8,14 @@ asset's exact bytes, or holds exactly what the bridge delivered there before
 (``.rimthan/delivered.json``: path -> SHA-256, replaced atomically, written
 and read only through real directories and files). Every path is checked
 before any is written: a clash refuses the whole setup, nothing delivered.
+
+Runs on different releases share those paths: a newer run's setup replaces the
+subagents an older run's validators are defined by. So the record also keeps,
+per release (by manifest digest), each subagent's install path and digest, and
+the texts the bridge delivered (``.rimthan/assets/<sha256>``); before a run's
+validators are named to the model, :func:`restore_subagents` puts its own
+release's subagents back where another release's are (only files that are the
+bridge's own), or refuses in words.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
@@ -23,6 +32,7 @@ from .files import FileTooLarge, ProjectFiles, open_own, read_regular
 from .protocol import HarnessError
 
 RECORD_PATH = ".rimthan/delivered.json"
+STORE_DIR = ".rimthan/assets"  # the texts delivered, by SHA-256
 MAX_RECORD_BYTES = 1 << 20  # far past any catalogue's assets; a larger record is refused as damaged
 _SHA256_HEX = 64
 
@@ -31,25 +41,47 @@ class AssetClash(HarnessError):
     """Setup refused: a file at an asset's path is not the bridge's to replace; nothing was delivered."""
 
 
-def load_record(files: ProjectFiles) -> dict[str, str]:
-    """The delivery record (path -> SHA-256 of what the bridge wrote there); empty if there is none."""
+@dataclass
+class Record:
+    """What the bridge delivered: path -> SHA-256; per release digest, subagent id -> (install path, SHA-256)."""
+
+    delivered: dict[str, str] = field(default_factory=dict)
+    releases: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        releases = {k: {a: {"path": p, "sha256": d} for a, (p, d) in v.items()} for k, v in self.releases.items()}
+        return {"delivered": dict(sorted(self.delivered.items())), "releases": releases}
+
+
+def load_record(files: ProjectFiles) -> Record:
+    """The delivery record; empty if there is none; :class:`AssetClash` (damaged) if it is not one."""
     target = files.safe_path(RECORD_PATH)
     try:
         data = read_regular(target, MAX_RECORD_BYTES)
     except FileNotFoundError:
-        return {}
+        return Record()
     except FileTooLarge as exc:
         raise _damaged(f"it is {exc.size} bytes, past {exc.limit}") from None
     except OSError as exc:
         raise _damaged(f"it cannot be read as a file: {exc.strerror}") from None
     try:
         value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise _damaged("it is not JSON") from None
-    record = value.get("delivered") if isinstance(value, dict) else None
-    if not isinstance(record, dict) or not all(_is_digest(v) for v in record.values()):
-        raise _damaged("it is not a map of paths to SHA-256 digests")
-    return {str(k): str(v) for k, v in record.items()}
+        return _record(value)
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
+        raise _damaged("it is not a map of paths to SHA-256 digests") from None
+
+
+def _record(value: Any) -> Record:
+    """The record in ``value``; ValueError, TypeError, KeyError or AttributeError if it is not one."""
+    delivered = value["delivered"]
+    releases = {
+        str(k): {str(a): (str(e["path"]), e["sha256"]) for a, e in v.items()}
+        for k, v in value.get("releases", {}).items()
+    }
+    digests = [*delivered.values(), *(d for v in releases.values() for _, d in v.values())]
+    if not isinstance(delivered, dict) or not all(_is_digest(d) for d in digests):
+        raise ValueError("not a record")
+    return Record({str(k): str(v) for k, v in delivered.items()}, releases)
 
 
 def _is_digest(value: Any) -> bool:
@@ -64,17 +96,26 @@ def _damaged(why: str) -> AssetClash:
     )
 
 
-def save_record(files: ProjectFiles, record: Mapping[str, str]) -> None:
+def save_record(files: ProjectFiles, record: Record) -> None:
     """Replace the delivery record atomically (a temporary file, fsynced, renamed over it)."""
     target = files.safe_path(RECORD_PATH)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = files.safe_path(RECORD_PATH + ".tmp")
-    data = json.dumps({"delivered": dict(sorted(record.items()))}, indent=1).encode("utf-8")
+    data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
     with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, target)  # (a symbolic link at the record's path is replaced, not followed)
+
+
+def keep_release(files: ProjectFiles, record: Record, release: str, assets: Sequence[Mapping[str, Any]]) -> None:
+    """Keep ``release``'s subagents (install path, digest, text) for :func:`restore_subagents`."""
+    subagents = [a for a in assets if a["kind"] == "subagent"]
+    for asset in subagents:
+        files.write(asset["id"], f"{STORE_DIR}/{asset['sha256']}", asset["media_type"], asset["text"])
+    record.releases[release] = {a["id"]: (a["install_path"], a["sha256"]) for a in subagents}
+    save_record(files, record)
 
 
 def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]) -> str | None:
@@ -95,9 +136,9 @@ def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]
     return None
 
 
-def check_free(files: ProjectFiles, assets: Sequence[Mapping[str, Any]], record: Mapping[str, str]) -> None:
+def check_free(files: ProjectFiles, assets: Sequence[Mapping[str, Any]], record: Record) -> None:
     """Every asset's path may be written; else :class:`AssetClash` naming each file, before anything is written."""
-    clashes = [c for a in assets if (c := clash(files, a["install_path"], a["sha256"], record)) is not None]
+    clashes = [c for a in assets if (c := clash(files, a["install_path"], a["sha256"], record.delivered)) is not None]
     if clashes:
         raise AssetClash(
             "The workspace was not set up and nothing was delivered: the release installs its prompt, skill and "
@@ -106,3 +147,49 @@ def check_free(files: ProjectFiles, assets: Sequence[Mapping[str, Any]], record:
             + "\nAsk the user to move or rename each of these files (keep their content elsewhere), "
             "then call resume_run to set up the workspace again."
         )
+
+
+def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str]) -> list[str]:
+    """Put ``release``'s own ``subagents`` back where another's are; the paths re-installed.
+
+    A subagent file that is neither the release's nor the bridge's own is
+    :class:`AssetClash`, before anything is written. A release the record
+    does not know (set up before the bridge kept records) is left as it is.
+    """
+    record = load_record(files)
+    pinned = [record.releases.get(release, {}).get(s) for s in subagents]
+    stale = [(p, d) for p, d in (x for x in pinned if x is not None) if _digest_at(files, p) != d]
+    clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered)) is not None]
+    if clashes:
+        raise AssetClash(
+            "The validators were not started: this run's release defines their subagents, and the bridge will not "
+            "overwrite these files to put them back:\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user "
+            "to move or rename each of these files (keep their content elsewhere), then call step_done again."
+        )
+    texts = {d: _kept_text(files, p, d) for p, d in stale}
+    for path, digest in stale:
+        written = files.write(path, path, "text/markdown", texts[digest])
+        record.delivered[written.path] = written.sha256
+        save_record(files, record)
+    return [path for path, _ in stale]
+
+
+def _digest_at(files: ProjectFiles, path: str) -> str | None:
+    try:
+        return sha256_hex(read_regular(files.safe_path(path), MAX_RECORD_BYTES))
+    except OSError:
+        return None
+
+
+def _kept_text(files: ProjectFiles, path: str, digest: str) -> str:
+    """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered."""
+    try:
+        data = read_regular(files.safe_path(f"{STORE_DIR}/{digest}"), MAX_RECORD_BYTES)
+        if sha256_hex(data) == digest:
+            return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    raise AssetClash(
+        f"The validators were not started: {path} is not this run's release's subagent, and the copy the bridge "
+        f"kept of it in {STORE_DIR} is gone or altered. Call start_run with new_run true for a new run."
+    )

@@ -192,6 +192,11 @@ class HostSession:
         return str(token)
 
     @property
+    def release_digest(self) -> str:
+        """The manifest digest of the run's release, as the verifier's last result names it."""
+        return str((self.result.get("release") or {}).get("manifest_digest") or "")
+
+    @property
     def step(self) -> Mapping[str, Any]:
         return self.result.get("step") or {}
 
@@ -238,7 +243,7 @@ class HostSession:
         def delivered(entry: Mapping[str, Any]) -> None:
             self._emit(HarnessEvent("deliver", f"delivered {entry['kind']} {entry['asset']} -> {entry['path']}"))
 
-        written = set_up_workspace(self.files, self.step, self.host, delivered)
+        written = set_up_workspace(self.files, self.step, self.host, delivered, release=self.release_digest)
         self._keep(written)
         return written
 

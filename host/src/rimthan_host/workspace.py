@@ -15,19 +15,24 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import canonical_text, sha256_hex
 
-from .delivered import check_free, load_record, save_record
+from .delivered import check_free, keep_release, load_record, save_record
 from .files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
 
 
 def deliver_assets(
-    files: ProjectFiles, step: Mapping[str, Any], on_delivered: Callable[[Mapping[str, Any]], None] | None = None
+    files: ProjectFiles,
+    step: Mapping[str, Any],
+    on_delivered: Callable[[Mapping[str, Any]], None] | None = None,
+    *,
+    release: str = "",
 ) -> list[dict[str, Any]]:
     """Write every host asset of the setup step; the delivered entries, as read back.
 
     Nothing is written unless every asset matches its pinned digest and every
     path is free to write (:func:`~rimthan_host.delivered.check_free`); each
-    file written is then added to the delivery record.
+    file written is then added to the delivery record, and ``release``'s
+    (manifest digest) subagents kept for its validators.
     """
     assets = step["host_assets"]
     for asset in assets:
@@ -38,12 +43,14 @@ def deliver_assets(
     delivered = []
     for asset in assets:
         written = files.write(asset["id"], asset["install_path"], asset["media_type"], asset["text"])
-        record[written.path] = written.sha256
+        record.delivered[written.path] = written.sha256
         save_record(files, record)
         entry = {"asset": asset["id"], "kind": asset["kind"], "path": written.path, "sha256": written.sha256}
         delivered.append(entry)
         if on_delivered is not None:
             on_delivered(entry)
+    if release:
+        keep_release(files, record, release, assets)
     return delivered
 
 
@@ -63,9 +70,11 @@ def set_up_workspace(
     step: Mapping[str, Any],
     host: HostProfile,
     on_delivered: Callable[[Mapping[str, Any]], None] | None = None,
+    *,
+    release: str = "",
 ) -> WrittenFile:
     """Deliver the assets, then write and attest the workspace manifest (the step's output)."""
-    delivered = deliver_assets(files, step, on_delivered)
+    delivered = deliver_assets(files, step, on_delivered, release=release)
     (output,) = step["outputs"]
     text = canonical_text(workspace_manifest(host, delivered)) + "\n"
     return files.write(output["id"], output["path"], output["media_type"], text)
