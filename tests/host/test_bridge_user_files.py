@@ -149,3 +149,19 @@ def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: S
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["ok"] is True
+
+
+def test_a_damaged_delivery_record_refuses_the_setup_in_words(world: ServerWorld, tmp_path: Path) -> None:
+    """Nothing is guessed from a record that is not one: setup refused, nothing delivered, the record kept."""
+
+    async def script(model: StandIn) -> None:
+        record = model.project / RECORD_PATH
+        record.parent.mkdir(parents=True)
+        record.write_text('{"delivered": {".claude/agents/evidence-auditor.md": "not a digest"}}', "utf-8")
+        first = await model.call("start_run", {"workflow": "research", "facts": _facts(model)})
+        refused(first, f"{RECORD_PATH} is damaged", "nothing was delivered", "delete it", "resume_run")
+        assert [p for p in (AGENT, *OTHER_ASSETS, MANIFEST) if (model.project / p).exists()] == []
+        record.unlink()
+        await model.follow(await model.call("resume_run", {"run": first.data["run"]}), "desk-research")
+
+    drive(world, tmp_path, script)

@@ -90,9 +90,9 @@ def _is_digest(value: Any) -> bool:
 
 def _damaged(why: str) -> AssetClash:
     return AssetClash(
-        f"{RECORD_PATH} is damaged ({why}); the workspace was not set up, nothing was delivered. It lists the files "
-        f"the bridge delivered; delete it (the bridge then replaces only files identical to the release's) and call "
-        "resume_run to set up the workspace again."
+        f"{RECORD_PATH} is damaged ({why}); nothing was delivered or changed. It lists the files the bridge "
+        "delivered; delete it (the bridge then replaces only files identical to the release's) and try again: "
+        "resume_run for a run waiting at its setup, step_done for validators not started."
     )
 
 
