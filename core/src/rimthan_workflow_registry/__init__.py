@@ -16,6 +16,7 @@ closed list of failure codes), ``failures`` (collected failure records),
 stdlib's compact JSON encoders, each built once), ``pem_keys`` (PEM keys read
 and written with cryptography's own functions, without its OpenSSH key code:
 the trust store's public keys, the packager's signing keys), ``secret_paths``
-(never write a secret where git tracks it) and ``workflow_engine`` (the
+(never write a secret where git tracks it), ``small_files`` (a key or trust
+file read bounded, and only if it is a regular file: a FIFO never blocks) and ``workflow_engine`` (the
 protocol's ``resolve_branches`` and version order).
 """

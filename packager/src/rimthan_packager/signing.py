@@ -14,12 +14,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.release import key_id_for, public_key_pem
+from rimthan_workflow_registry.release.trust import MAX_KEY_FILE_BYTES
+from rimthan_workflow_registry.small_files import read_small_file
 
 from .fsutil import create_file
 
 PRIVATE_KEY_SUFFIX = ".key"
 PUBLIC_KEY_SUFFIX = ".pub"
-MAX_KEY_FILE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,14 @@ class SigningKey:
 
 
 def load_signing_key(path: Path | str) -> SigningKey:
-    """Load a PEM PKCS#8 Ed25519 private key (unencrypted)."""
+    """Load a PEM PKCS#8 Ed25519 private key (unencrypted) from a regular file (a FIFO is refused, never waited on)."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+        data = read_small_file(path, MAX_KEY_FILE_BYTES)
     except OSError as exc:
         raise TrustError(FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)) from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise TrustError(FailureCode.KEY_INVALID, "file is too large to be a private key", path=str(path))
     try:
         key = pem_keys.load_pem_private_key(data, password=None)
     except pem_keys.KEY_LOAD_ERRORS as exc:

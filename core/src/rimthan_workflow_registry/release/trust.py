@@ -31,6 +31,7 @@ from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, TrustError
 from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
+from rimthan_workflow_registry.small_files import read_small_file
 
 PUBLIC_KEY_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 64 * 1024
@@ -63,8 +64,7 @@ def _parse_public_key_pem(data: bytes, *, where: str) -> Ed25519PublicKey:
 
 def _load_public_key(path: Path) -> Ed25519PublicKey:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_KEY_FILE_BYTES + 1)
+        data = read_small_file(path, MAX_KEY_FILE_BYTES)
     except OSError as exc:
         raise TrustError(FailureCode.KEY_INVALID, f"cannot read public key: {exc.strerror}", path=str(path)) from None
     if len(data) > MAX_KEY_FILE_BYTES:
@@ -149,8 +149,7 @@ def _parse_trust_file(path: Path) -> dict[str, Any]:
     recursion (or the walk after it) would raise ``RecursionError``.
     """
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_TRUST_FILE_BYTES + 1)
+        raw = read_small_file(path, MAX_TRUST_FILE_BYTES)
     except OSError as exc:
         raise _trust_error(path, f"not a readable TOML trust file: {exc.strerror}") from None
     if len(raw) > MAX_TRUST_FILE_BYTES:

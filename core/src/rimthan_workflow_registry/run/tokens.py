@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError, TokenError
 from rimthan_workflow_registry.run.token_wire import TokenSegments, b64url_encode, claims_payload, split_token
+from rimthan_workflow_registry.small_files import read_small_file
 
 if TYPE_CHECKING:
     from jwt.algorithms import HMACAlgorithm
@@ -54,6 +55,7 @@ BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
 ALGORITHM = "HS256"
 KEY_BYTES = 32
 KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
+MAX_KEYRING_FILE_BYTES = 1024 * 1024  # ~10,000 keys as save() writes them; a key file is read whole
 _HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
 _EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
 _UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
@@ -160,7 +162,10 @@ class CheckpointKeyring:
         """The key file as :meth:`save` writes it; anything else (a repeated key, a member of another type, a
         signing key that is also retired) is ``key_invalid``: these keys decide which runs are genuine."""
         try:
-            raw = parse_strict_json(Path(path).read_bytes(), where=str(path), code=FailureCode.KEY_INVALID)
+            data = read_small_file(path, MAX_KEYRING_FILE_BYTES)  # a FIFO is refused, never waited on
+            if len(data) > MAX_KEYRING_FILE_BYTES:
+                raise ValueError(f"the file is over {MAX_KEYRING_FILE_BYTES} bytes")
+            raw = parse_strict_json(data, where=str(path), code=FailureCode.KEY_INVALID)
             return cls._from_json(raw)
         except KeyringError as exc:
             raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
@@ -168,7 +173,10 @@ class CheckpointKeyring:
             raise _unreadable_keys(path, exc.message) from None
         except OSError as exc:
             raise KeyringError(
-                FailureCode.KEY_INVALID, f"cannot read checkpoint keys: {exc}", path=str(path), next_step=_KEYRING_NEXT
+                FailureCode.KEY_INVALID,
+                f"cannot read checkpoint keys: {exc.strerror}",
+                path=str(path),
+                next_step=_KEYRING_NEXT,
             ) from None
         except KeyError as exc:
             raise _unreadable_keys(path, f"the member {exc} is missing") from None

@@ -1,0 +1,105 @@
+"""What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key.
+
+Each is refused in one line with a code and a ``next:`` line, never a hang and
+never a traceback. Every command runs the console script in a subprocess with
+stdin closed and a timeout: a command that waits on a FIFO fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.refusals import Refusal, refusal
+from support.releases import KeyPair, build_release, make_keypair, scaffold_source
+
+BIN = Path(sys.executable).parent
+HANG_SECONDS = 30  # far above any of these refusals; a command still running then is waiting on a FIFO
+
+
+def run(tool: str, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / tool), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_SECONDS,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
+
+
+def refused(done: subprocess.CompletedProcess[str], status: int = 1) -> Refusal:
+    assert done.returncode == status, done.stderr
+    return refusal(done.stderr)
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("signer"), "release")
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return scaffold_source(tmp_path_factory.mktemp("source") / "demo")
+
+
+@pytest.fixture(scope="module")
+def release(source: Path, signer: KeyPair, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_release(source, tmp_path_factory.mktemp("releases"), [signer])
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["build", "sign"])
+def test_a_fifo_as_key_is_refused_never_waited_on(command: str, source: Path, release: Path, tmp_path: Path) -> None:
+    key = _fifo(tmp_path / "ci.key")
+    target = ("build", source, "--out", tmp_path / "out") if command == "build" else ("sign", release)
+    found = refused(run("rimthan-pack", *target, "--key", key))
+    assert found.code == "key_invalid" and "not a regular file" in found.error
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["build", "verify"])
+def test_a_trust_file_naming_a_fifo_is_refused_never_waited_on(
+    command: str, source: Path, release: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    _fifo(tmp_path / "ops.pub")
+    trust = tmp_path / "trust.toml"
+    trust.write_text('threshold = 1\n[[keys]]\nname = "ops"\nfile = "ops.pub"\n', encoding="utf-8")
+    args = (
+        ("build", source, "--key", signer.private_path, "--out", tmp_path / "out")
+        if command == "build"
+        else ("verify", release)
+    )
+    found = refused(run("rimthan-pack", *args, "--trust", trust))
+    assert found.code == "key_invalid" and "ops.pub" in found.error and "not a regular file" in found.error
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_huge_sparse_key_is_refused_as_too_large(source: Path, tmp_path: Path) -> None:
+    key = tmp_path / "huge.key"
+    with key.open("wb") as handle:
+        handle.truncate(1024**3)  # 1 GB, sparse: costs no disk
+    found = refused(run("rimthan-pack", "build", source, "--key", key, "--out", tmp_path / "out"))
+    assert found.code == "key_invalid" and "too large to be a private key" in found.error
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge"])
+def test_checkpoint_keys_that_are_a_fifo_or_huge_are_refused(kind: str, tmp_path: Path) -> None:
+    keys = tmp_path / "checkpoint-keys.json"
+    if kind == "fifo":
+        _fifo(keys)
+    else:
+        with keys.open("wb") as handle:
+            handle.truncate(1024**3)  # read whole before: a gigabyte of memory for a key file
+    for command in ("list", "rotate"):
+        found = refused(run("rimthan-mcp", "keys", command, "--checkpoint-keys", keys))
+        expected = "not a regular file" if kind == "fifo" else "over 1048576 bytes"
+        assert found.code == "key_invalid" and expected in found.error, found
+    assert keys.is_fifo() if kind == "fifo" else keys.stat().st_size == 1024**3  # never replaced
