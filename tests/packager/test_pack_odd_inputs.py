@@ -1,4 +1,5 @@
-"""What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key.
+"""What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key, an empty
+``keygen`` prefix.
 
 Each is refused in one line with a code and a ``next:`` line, never a hang and
 never a traceback. Every command runs the console script in a subprocess with
@@ -103,3 +104,9 @@ def test_checkpoint_keys_that_are_a_fifo_or_huge_are_refused(kind: str, tmp_path
         expected = "not a regular file" if kind == "fifo" else "over 1048576 bytes"
         assert found.code == "key_invalid" and expected in found.error, found
     assert keys.is_fifo() if kind == "fifo" else keys.stat().st_size == 1024**3  # never replaced
+
+
+def test_keygen_with_an_empty_prefix_is_a_usage_mistake(tmp_path: Path) -> None:
+    found = refused(run("rimthan-pack", "keygen", "--out", "", cwd=tmp_path), status=2)
+    assert found.code == "usage" and "needs a file name prefix" in found.error
+    assert list(tmp_path.iterdir()) == []

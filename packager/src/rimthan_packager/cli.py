@@ -91,6 +91,8 @@ def keygen(prefix: Path, as_json: bool) -> None:
     """
     from .signing import generate_keypair
 
+    if prefix.name in ("", ".", ".."):  # empty: Path("") is "."; PREFIX.key would have no name of its own
+        raise click.BadParameter("needs a file name prefix, such as keys/local/me", param_hint="'--out'")
     generated = generate_keypair(prefix)
     if as_json:
         emit_json(
