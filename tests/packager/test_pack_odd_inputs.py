@@ -1,5 +1,5 @@
 """What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key, an empty
-``keygen`` prefix.
+``keygen`` prefix, an ``--out`` inside the catalogue source.
 
 Each is refused in one line with a code and a ``next:`` line, never a hang and
 never a traceback. Every command runs the console script in a subprocess with
@@ -110,3 +110,12 @@ def test_keygen_with_an_empty_prefix_is_a_usage_mistake(tmp_path: Path) -> None:
     found = refused(run("rimthan-pack", "keygen", "--out", "", cwd=tmp_path), status=2)
     assert found.code == "usage" and "needs a file name prefix" in found.error
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("inside", ["releases", "."])
+def test_build_refuses_an_out_inside_its_source(inside: str, signer: KeyPair, tmp_path: Path) -> None:
+    source = scaffold_source(tmp_path / "demo")
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+    found = refused(run("rimthan-pack", "build", source, "--key", signer.private_path, "--out", source / inside))
+    assert found.code == "path_unsafe" and "inside the catalogue source" in found.error
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before  # nothing written into the source

@@ -124,9 +124,10 @@ def build_release(
     signers = _distinct(keys)
     if not signers:
         raise RegistryError(FailureCode.SIGNATURE_MISSING, "a release needs at least one signing key (--key)")
+    out = Path(out_dir)
+    _refuse_output_in_source(Path(source_dir), out)
     source = read_source(source_dir)
     catalogue = validate_source(source).catalogue
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dest = out / f"{catalogue.name}-{catalogue.version}"
     _refuse_existing(dest)
@@ -163,6 +164,18 @@ def build_release(
         manifest_digest=verified.manifest_digest,
         signer_key_ids=verified.signer_key_ids,
     )
+
+
+def _refuse_output_in_source(source: Path, out: Path) -> None:
+    """Refuse an ``out`` inside ``source``: everything in a source ships, so the next build would ship this release."""
+    if out.resolve().is_relative_to(source.resolve()):
+        raise RegistryError(
+            FailureCode.PATH_UNSAFE,
+            f"the output directory is inside the catalogue source {source}: everything in a source ships, "
+            "so the next build would ship this release too",
+            path=str(out),
+            next_step="pass an --out outside the catalogue source (the default is releases)",
+        )
 
 
 _WORK_DIR_ATTEMPTS = 100  # as tempfile.mkdtemp
