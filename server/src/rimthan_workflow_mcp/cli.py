@@ -455,6 +455,7 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
 
     from .provider import ReleaseProvider
 
+    guard(lambda: check_state_dir(state_dir))  # a file there would read as "no floor recorded"
     trust_store = guard(lambda: load_trust(trust))
     provider: ReleaseProvider = guard(
         lambda: ReleaseProvider.open(

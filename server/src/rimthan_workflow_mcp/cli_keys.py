@@ -90,9 +90,9 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
 # --------------------------------------------------------------------------- audit
 
 
-def check_state_dir(directory: Path) -> None:
-    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle."""
-    if directory.exists() and not directory.is_dir():
+def check_state_dir(directory: Path | None) -> None:
+    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle (``None``: none)."""
+    if directory is not None and directory.exists() and not directory.is_dir():
         raise KeyringError(
             FailureCode.IO_ERROR,
             "the state directory is a file, not a directory",

@@ -41,10 +41,12 @@ from typing import Any
 from rimthan_workflow_registry.canonical import DIGEST_PATTERN, parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
+from rimthan_workflow_registry.small_files import read_small_file
 
 FLOOR_FILE = "activation-floor.json"
 LOCK_SUFFIX = ".lock"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
+MAX_FLOOR_FILE_BYTES = 1024 * 1024  # one small entry per catalogue and deployment; the file is read whole
 _DIGEST = re.compile(DIGEST_PATTERN)
 EXPLICIT_MODE = "explicit --release mode"
 
@@ -112,13 +114,18 @@ class ActivationFloor:
         if not self.path.exists():
             return {}
         try:
-            raw = parse_strict_json(self.path.read_bytes(), where=str(self.path), code=FailureCode.ROLLBACK_REFUSED)
+            data = read_small_file(self.path, MAX_FLOOR_FILE_BYTES)  # a FIFO is refused, never waited on
+            if len(data) > MAX_FLOOR_FILE_BYTES:
+                raise ValueError(f"over {MAX_FLOOR_FILE_BYTES} bytes")
+            raw = parse_strict_json(data, where=str(self.path), code=FailureCode.ROLLBACK_REFUSED)
             if raw.get("format") != FLOOR_FORMAT:
                 raise ValueError(f"format is not {FLOOR_FORMAT}")
             return {name: _entry(name, e) for name, e in raw["catalogues"].items()}
         except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
             raise self._unreadable(exc.message) from None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except OSError as exc:
+            raise self._unreadable(exc.strerror or str(exc)) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise self._unreadable(str(exc)) from None
 
     def _unreadable(self, reason: str) -> RegistryError:

@@ -1,0 +1,62 @@
+"""An operator's state directory holding the wrong kind of file, through the installed ``rimthan-mcp``.
+
+A state directory that is a file, or an activation floor that is a FIFO, is
+refused in one line at start: never read as "no floor recorded" (which would
+skip the rollback check) and never waited on. Each command runs with stdin
+closed and a timeout, so a command blocked on a FIFO fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.refusals import Refusal, refusal
+from support.releases import build_release, make_keypair, scaffold_source, trust_dir
+
+RIMTHAN_MCP = str(Path(sys.executable).parent / "rimthan-mcp")
+HANG_SECONDS = 30  # far above any of these refusals; a command still running then is waiting on a FIFO
+
+
+def _mcp(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [RIMTHAN_MCP, *map(str, args)], capture_output=True, text=True, timeout=HANG_SECONDS, stdin=subprocess.DEVNULL
+    )
+
+
+def _refused(done: subprocess.CompletedProcess[str]) -> Refusal:
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    return refusal(done.stderr, allow_before=True)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A release and the trust directory it verifies against."""
+    root = tmp_path_factory.mktemp("state-odd")
+    signer = make_keypair(root / "keys", "ops")
+    release = build_release(scaffold_source(root / "demo"), root / "releases", [signer])
+    return release, trust_dir(root / "trust", signer)
+
+
+def test_check_refuses_a_state_dir_that_is_a_file(served: tuple[Path, Path], tmp_path: Path) -> None:
+    release, trust = served
+    state = tmp_path / "state"
+    state.write_text("not a directory\n", encoding="utf-8")
+    found = _refused(_mcp("check", "--release", release, "--trust", trust, "--state-dir", state))
+    assert found.code == "io_error" and "the state directory is a file" in found.error
+
+
+@pytest.mark.parametrize("command", ["check", "serve"])
+def test_an_activation_floor_that_is_a_fifo_is_refused_never_waited_on(
+    command: str, served: tuple[Path, Path], tmp_path: Path
+) -> None:
+    release, trust = served
+    state = tmp_path / "state"
+    state.mkdir()
+    os.mkfifo(state / "activation-floor.json")
+    found = _refused(_mcp(command, "--release", release, "--trust", trust, "--state-dir", state))
+    assert found.code == "rollback_refused" and "not a regular file" in found.error
+    assert (state / "activation-floor.json").is_fifo()  # left as it was
