@@ -1,5 +1,5 @@
 """What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key, an empty
-``keygen`` prefix, an ``--out`` inside the catalogue source.
+``keygen`` prefix, an ``--out`` inside the catalogue source, an odd ``SOURCE_DATE_EPOCH``.
 
 Each is refused in one line with a code and a ``next:`` line, never a hang and
 never a traceback. Every command runs the console script in a subprocess with
@@ -21,7 +21,9 @@ BIN = Path(sys.executable).parent
 HANG_SECONDS = 30  # far above any of these refusals; a command still running then is waiting on a FIFO
 
 
-def run(tool: str, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    tool: str, *args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / tool), *map(str, args)],
         capture_output=True,
@@ -29,6 +31,7 @@ def run(tool: str, *args: str | Path, cwd: Path | None = None) -> subprocess.Com
         timeout=HANG_SECONDS,
         stdin=subprocess.DEVNULL,
         cwd=cwd,
+        env=env,
     )
 
 
@@ -119,3 +122,14 @@ def test_build_refuses_an_out_inside_its_source(inside: str, signer: KeyPair, tm
     found = refused(run("rimthan-pack", "build", source, "--key", signer.private_path, "--out", source / inside))
     assert found.code == "path_unsafe" and "inside the catalogue source" in found.error
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before  # nothing written into the source
+
+
+@pytest.mark.parametrize("value", [" ", "-1", "0x10", "+5"])
+def test_an_odd_source_date_epoch_says_how_to_set_it(value: str, source: Path, signer: KeyPair, tmp_path: Path) -> None:
+    """The refusal's next line was the tool-call advice (``fix the value ... to match the tool's input schema``)."""
+    epoch = {**os.environ, "SOURCE_DATE_EPOCH": value}
+    done = run("rimthan-pack", "build", source, "--key", signer.private_path, "--out", tmp_path, env=epoch)
+    found = refused(done)
+    assert found.code == "invalid_arguments" and "SOURCE_DATE_EPOCH" in found.error
+    assert found.next.startswith("set SOURCE_DATE_EPOCH to whole seconds since 1970")
+    assert list(tmp_path.iterdir()) == []

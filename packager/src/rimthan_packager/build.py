@@ -84,6 +84,7 @@ def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
             FailureCode.INVALID_ARGUMENTS,
             f"must be a non-negative integer (seconds since 1970) of at most {MAX_JSON_SAFE_INTEGER}",
             path="SOURCE_DATE_EPOCH",
+            next_step="set SOURCE_DATE_EPOCH to whole seconds since 1970 (git log -1 --format=%ct), or unset it",
         )
     return int(raw)
 
