@@ -1,9 +1,10 @@
-"""An operator's state directory holding the wrong kind of file, through the installed ``rimthan-mcp``.
+"""An operator's state directory and key file of the wrong kind, through the installed ``rimthan-mcp``.
 
 A state directory that is a file, or an activation floor that is a FIFO, is
 refused in one line at start: never read as "no floor recorded" (which would
 skip the rollback check) and never waited on. Each command runs with stdin
-closed and a timeout, so a command blocked on a FIFO fails the test.
+closed and a timeout, so a command blocked on a FIFO fails the test. A
+symlinked checkpoint key file is rotated at its target, never replaced.
 """
 
 from __future__ import annotations
@@ -60,3 +61,24 @@ def test_an_activation_floor_that_is_a_fifo_is_refused_never_waited_on(
     found = _refused(_mcp(command, "--release", release, "--trust", trust, "--state-dir", state))
     assert found.code == "rollback_refused" and "not a regular file" in found.error
     assert (state / "activation-floor.json").is_fifo()  # left as it was
+
+
+def test_keys_rotate_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
+    """Replicas share the target: rotating used to replace the link with a new file they never read."""
+    shared = tmp_path / "shared-keys.json"
+    assert _mcp("keys", "rotate", "--checkpoint-keys", shared).returncode == 0
+    link = tmp_path / "checkpoint-keys.json"
+    link.symlink_to(shared.name)
+    assert _mcp("keys", "rotate", "--checkpoint-keys", link).returncode == 0
+    assert link.is_symlink() and link.readlink() == Path(shared.name)
+    listed = _mcp("keys", "list", "--checkpoint-keys", shared)
+    assert listed.returncode == 0 and "signing" in listed.stdout and "verify-only" in listed.stdout, listed.stdout
+
+
+def test_keys_rotate_on_a_symlink_loop_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    loop = tmp_path / "checkpoint-keys.json"
+    loop.symlink_to(loop.name)
+    found = _refused(_mcp("keys", "rotate", "--checkpoint-keys", loop))
+    assert found.code == "io_error" and "Too many levels of symbolic links" in found.error
+    assert loop.is_symlink() and loop.readlink() == Path(loop.name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [loop.name]

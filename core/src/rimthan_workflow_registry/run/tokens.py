@@ -210,8 +210,13 @@ class CheckpointKeyring:
         return keyring
 
     def save(self, path: Path) -> None:
-        """Write atomically with mode 0600: these keys can forge any run."""
-        path = Path(path)
+        """Write atomically with mode 0600: these keys can forge any run.
+
+        A symlinked key file is written at its target: replacing the link
+        would leave the replicas that share the target on the old keys. A
+        link that is a loop or points at nothing raises ``OSError``.
+        """
+        path = Path(os.path.realpath(path, strict=True)) if Path(path).is_symlink() else Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {
             "format": KEYRING_FORMAT,
