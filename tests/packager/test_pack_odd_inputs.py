@@ -1,5 +1,6 @@
 """What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key, an empty
-``keygen`` prefix, an ``--out`` inside the catalogue source, an odd ``SOURCE_DATE_EPOCH``.
+``keygen`` prefix, an ``--out`` inside the catalogue source or blocked by a dangling link, an odd
+``SOURCE_DATE_EPOCH``.
 
 Each is refused in one line with a code and a ``next:`` line, never a hang and
 never a traceback. Every command runs the console script in a subprocess with
@@ -133,3 +134,22 @@ def test_an_odd_source_date_epoch_says_how_to_set_it(value: str, source: Path, s
     assert found.code == "invalid_arguments" and "SOURCE_DATE_EPOCH" in found.error
     assert found.next.startswith("set SOURCE_DATE_EPOCH to whole seconds since 1970")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["build", "keygen"])
+def test_a_file_or_dangling_link_in_the_way_of_a_directory_is_named_as_such(
+    command: str, source: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Both said "File exists" of the path in the way, which reads as the release or key already existing."""
+    in_the_way = tmp_path / "in-the-way"
+    in_the_way.symlink_to("nowhere")
+    args = (
+        ("build", source, "--key", signer.private_path, "--out", in_the_way)
+        if command == "build"
+        else ("keygen", "--out", in_the_way / "me")
+    )
+    found = refused(run("rimthan-pack", *args))
+    assert found.code == "io_error" and found.error.endswith(
+        f"{in_the_way}: exists and is not a directory (a file, or a symbolic link to nothing)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [in_the_way.name]

@@ -47,7 +47,16 @@ from rimthan_workflow_registry.release import (
     verify_release,
 )
 
-from .fsutil import create_file, fsync_dir, fsync_file, rename_no_replace, sync_filesystem, umask_keeps, write_all
+from .fsutil import (
+    create_file,
+    fsync_dir,
+    fsync_file,
+    make_dirs,
+    rename_no_replace,
+    sync_filesystem,
+    umask_keeps,
+    write_all,
+)
 from .signing import SigningKey
 from .source import READ_CHUNK, SourceFiles, read_source
 
@@ -129,7 +138,7 @@ def build_release(
     _refuse_output_in_source(Path(source_dir), out)
     source = read_source(source_dir)
     catalogue = validate_source(source).catalogue
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     dest = out / f"{catalogue.name}-{catalogue.version}"
     _refuse_existing(dest)
     work = _work_dir(out, f".{dest.name}.building-")

@@ -1,4 +1,4 @@
-"""Small durable-write helpers: exclusive creation, full writes, fsync of files, directories and file systems."""
+"""Small durable-write helpers: exclusive creation, full writes, directories, fsync of files, dirs and file systems."""
 
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_dirs(path: Path, mode: int = 0o777) -> None:
+    """``path`` and its missing parents; a file or a dangling symlink in the way is named as such, not "File exists"."""
+    try:
+        path.mkdir(mode=mode, parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        in_the_way = "exists and is not a directory (a file, or a symbolic link to nothing)"
+        raise OSError(errno.EEXIST, in_the_way, exc.filename) from None
 
 
 def umask_keeps(mode: int) -> bool:

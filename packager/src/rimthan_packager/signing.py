@@ -17,7 +17,7 @@ from rimthan_workflow_registry.release import key_id_for, public_key_pem
 from rimthan_workflow_registry.release.trust import MAX_KEY_FILE_BYTES
 from rimthan_workflow_registry.small_files import read_small_file
 
-from .fsutil import create_file
+from .fsutil import create_file, make_dirs
 
 PRIVATE_KEY_SUFFIX = ".key"
 PUBLIC_KEY_SUFFIX = ".pub"
@@ -95,7 +95,7 @@ def generate_keypair(prefix: Path | str) -> GeneratedKey:
             )
     check_key_path_untracked(private_path)
     key = Ed25519PrivateKey.generate()
-    private_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_dirs(private_path.parent, 0o700)
     _write_new(private_path, private_key_pem(key), 0o600)
     try:
         _write_new(public_path, public_key_pem(key.public_key()), 0o644)
