@@ -8,15 +8,17 @@ finished on their pinned release (crossed the refresh).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from rimthan_workflow_registry.release.oci import fetch_manifest, open_registry, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import endless_pages, start_hostile
-from support.oci import push, push_corrupt
+from support.oci import push, push_corrupt, put_raw_manifest
 from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
@@ -111,3 +113,23 @@ def test_a_registry_whose_tag_list_never_ends_is_logged_and_the_held_release_ser
         hostile.stop()
     assert "oci_registry_error" in proc.stderr and "runs past 1000 pages" in proc.stderr, proc.stderr
     assert_held_release_serves(proc)
+
+
+def test_one_tag_whose_manifest_is_refused_does_not_hold_back_the_others(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A sync stopped at the first tag whose manifest was refused (here one with a key written twice, between
+    1.2.0 and 1.3.0): no tag after it was pulled, so one broken publish held back every newer release."""
+    ref = registry.ref("rimthan/one-bad-tag")
+    push(packaged_releases["1.2.0"], ref, trust)
+    parsed = parse_reference(ref + ":1.2.0")
+    _, manifest = fetch_manifest(open_registry(parsed, plain_http=True), parsed)
+    data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    put_raw_manifest(ref + ":1.2.5", b'{"artifactType":"application/vnd.example.other",' + data[1:])
+    push(packaged_releases["1.3.0"], ref, trust)
+    releases = tmp_path / "releases"
+    proc = check("--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
+                 "--state-dir", tmp_path / "state")  # fmt: skip
+    assert "research-decision@1.3.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in releases.iterdir()) == ["research-decision-1.2.0", "research-decision-1.3.0"]
+    assert '"publish refused"' in proc.stderr and ":1.2.5" in proc.stderr, proc.stderr

@@ -32,12 +32,12 @@ from rimthan_workflow_registry.release import (
     SYNC_DEADLINE,
     OciReference,
     TrustStore,
-    fetch_manifest,
     load_trust,
     open_registry,
     parse_reference,
     pull_release,
     registry_deadline,
+    tagged_manifest,
     version_tags,
 )
 
@@ -77,7 +77,16 @@ class RegistryFollower:
             del self._refused[gone]
         for tag in tags:
             ref = self.ref.with_tag(tag)
-            digest, _ = fetch_manifest(registry, ref)
+            try:
+                found = tagged_manifest(registry, ref)
+            except RegistryError as exc:
+                if exc.code in _TRANSIENT:  # the registry, not this tag: the whole sync is tried again
+                    raise
+                self._refuse(tag, str(ref), exc)  # this tag's publish: the tags after it are still pulled
+                continue
+            if found is None:  # untagged since the list was read
+                continue
+            digest, _ = found
             if self._seen.get(tag) == digest:
                 continue
             self._pull(tag, ref, digest)
@@ -97,12 +106,18 @@ class RegistryFollower:
                 _log.warning("pull failed; will retry", extra={"reference": where, "error": exc.to_dict()})
                 return
             self._seen[tag] = digest
-            self._refused[tag] = Rejection(path=where, error=exc.to_dict())
-            _log.warning("publish refused", extra={"reference": where, "error": exc.to_dict()})
+            self._refuse(tag, where, exc)
             return
         self._seen[tag] = digest
         self._refused.pop(tag, None)
         _log.info("pulled", extra={"reference": where, "pulled": pulled.to_dict()})
+
+    def _refuse(self, tag: str, where: str, exc: RegistryError) -> None:
+        """Keep ``tag`` out, saying why once (a manifest refused before its digest is known is asked again)."""
+        rejection = Rejection(path=where, error=exc.to_dict())
+        if self._refused.get(tag) != rejection:
+            _log.warning("publish refused", extra={"reference": where, "error": exc.to_dict()})
+        self._refused[tag] = rejection
 
 
 def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:
