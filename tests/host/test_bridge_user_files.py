@@ -16,7 +16,8 @@ import json
 from pathlib import Path
 
 import pytest
-from rimthan_host.delivered import RECORD_PATH
+from rimthan_host.delivered import MAX_ASSET_BYTES, RECORD_PATH, clash
+from rimthan_host.files import ProjectFiles
 from rimthan_host.standin import StandIn
 from support.bridge import audited, audited_only_run, drive, refused, write_files
 from support.releases import packaged_source
@@ -165,3 +166,17 @@ def test_a_damaged_delivery_record_refuses_the_setup_in_words(world: ServerWorld
         await model.follow(await model.call("resume_run", {"run": first.data["run"]}), "desk-research")
 
     drive(world, tmp_path, script)
+
+
+def test_a_file_larger_than_any_asset_at_an_asset_path_is_the_users_and_is_not_read(tmp_path: Path) -> None:
+    """Assets are catalogue files (at most MAX_CATALOGUE_FILE_BYTES): a larger file at an asset's path can be
+    neither the asset nor a delivery, so it is the user's, refused by its size before a byte of it is read."""
+    files = ProjectFiles(tmp_path)
+    big = tmp_path / ".claude" / "agents" / "critic.md"
+    big.parent.mkdir(parents=True)
+    with big.open("wb") as handle:  # sparse: its size says enough
+        handle.truncate(MAX_ASSET_BYTES + 1)
+    recorded = {".claude/agents/critic.md": "0" * 64}  # even a record naming the path does not make it the bridge's
+    why = clash(files, ".claude/agents/critic.md", "1" * 64, recorded)
+    assert why == ".claude/agents/critic.md is there and is not a file the bridge delivered (it is the user's own)"
+    assert clash(files, ".claude/agents/absent.md", "1" * 64, recorded) is None

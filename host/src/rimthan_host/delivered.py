@@ -21,20 +21,23 @@ bridge's own), or refuses in words.
 from __future__ import annotations
 
 import json
-import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 
-from .files import FileTooLarge, ProjectFiles, open_own, read_regular
+from .files import FileTooLarge, ProjectFiles, read_regular, replace_file
 from .protocol import HarnessError
 
 RECORD_PATH = ".rimthan/delivered.json"
 STORE_DIR = ".rimthan/assets"  # the texts delivered, by SHA-256
 MAX_RECORD_BYTES = 1 << 20  # far past any catalogue's assets; a larger record is refused as damaged
-_SHA256_HEX = 64
+_SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
+# An asset is a catalogue file, so never larger: a file past it at an asset path is neither the asset nor a delivery.
+MAX_ASSET_BYTES = MAX_CATALOGUE_FILE_BYTES
 
 
 class AssetClash(HarnessError):
@@ -85,7 +88,7 @@ def _record(value: Any) -> Record:
 
 
 def _is_digest(value: Any) -> bool:
-    return isinstance(value, str) and len(value) == _SHA256_HEX and all(c in "0123456789abcdef" for c in value)
+    return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None
 
 
 def _damaged(why: str) -> AssetClash:
@@ -100,13 +103,8 @@ def save_record(files: ProjectFiles, record: Record) -> None:
     """Replace the delivery record atomically (a temporary file, fsynced, renamed over it)."""
     target = files.safe_path(RECORD_PATH)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = files.safe_path(RECORD_PATH + ".tmp")
     data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
-    with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)  # (a symbolic link at the record's path is replaced, not followed)
+    replace_file(target, files.safe_path(RECORD_PATH + ".tmp"), data)
 
 
 def keep_release(files: ProjectFiles, record: Record, release: str, assets: Sequence[Mapping[str, Any]]) -> None:
@@ -124,7 +122,9 @@ def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]
     if not target.exists() and not target.is_symlink():
         return None
     try:
-        found = sha256_hex(read_regular(target))
+        found = sha256_hex(read_regular(target, MAX_ASSET_BYTES))
+    except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
+        return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
     except OSError:
         return f"{path} is there and is not a regular file"
     if found == sha256:
@@ -176,7 +176,7 @@ def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str
 
 def _digest_at(files: ProjectFiles, path: str) -> str | None:
     try:
-        return sha256_hex(read_regular(files.safe_path(path), MAX_RECORD_BYTES))
+        return sha256_hex(read_regular(files.safe_path(path), MAX_ASSET_BYTES))
     except OSError:
         return None
 
@@ -184,7 +184,7 @@ def _digest_at(files: ProjectFiles, path: str) -> str | None:
 def _kept_text(files: ProjectFiles, path: str, digest: str) -> str:
     """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered."""
     try:
-        data = read_regular(files.safe_path(f"{STORE_DIR}/{digest}"), MAX_RECORD_BYTES)
+        data = read_regular(files.safe_path(f"{STORE_DIR}/{digest}"), MAX_ASSET_BYTES)
         if sha256_hex(data) == digest:
             return data.decode("utf-8")
     except (OSError, UnicodeDecodeError):

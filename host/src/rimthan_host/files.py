@@ -110,6 +110,16 @@ def open_own(path: Path, flags: int) -> int:
     return fd
 
 
+def replace_file(path: Path, tmp: Path, data: bytes) -> None:
+    """Replace the bridge's own file ``path`` with ``data`` atomically: written and fsynced at ``tmp``
+    (:func:`open_own`), then renamed over ``path`` (a symbolic link there is replaced, not followed)."""
+    with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
 class FileTooLarge(OSError):
     """A regular file larger than the reader's bound, refused before its bytes are read."""
 

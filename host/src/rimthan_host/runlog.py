@@ -39,7 +39,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
-from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, symlink_refused
+from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
 from .protocol import HarnessError
 
 RUNS_DIR = Path(".rimthan") / "runs"
@@ -137,12 +137,7 @@ class RunLog:
         if len(data) > MAX_STATE_BYTES:
             raise StateTooLarge(self, len(data), started=logged is not None)
         _make_runs_dir(self.project)
-        tmp = self.state_path.with_suffix(".json.tmp")
-        with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.state_path)  # (a symbolic link at the state's path is replaced, not followed)
+        replace_file(self.state_path, self.state_path.with_suffix(".json.tmp"), data)
 
     def load_state(self) -> dict[str, Any]:
         """The state saved for the log's last checkpoint."""
