@@ -22,7 +22,7 @@ from rimthan_workflow_registry.errors import (
     RegistryError,
     ReleaseVerificationError,
 )
-from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES
+from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES, MAX_STEP_OUTPUTS
 from rimthan_workflow_registry.release.format import Manifest, signature_name
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
@@ -465,3 +465,26 @@ def test_a_signed_release_declaring_more_than_one_call_carries_is_refused_at_loa
     assert f"max_bytes = {past} is past the {MAX_STEP_ARTIFACT_BYTES} bytes a step's artifacts may total" in str(
         error.message
     )
+
+
+def test_a_signed_release_declaring_more_outputs_than_one_call_carries_is_refused_at_load(
+    signed_release: Path, keypair: KeyPair, trust: Path
+) -> None:
+    """A step's artifacts travel in one prepare (at most MAX_STEP_OUTPUTS): more outputs could never be submitted."""
+    workflow = next((signed_release / "catalogue" / "workflows").glob("*.toml"))
+    extra = "".join(
+        f'\n[[steps.outputs]]\nid = "extra-{i}"\npath = "out/extra-{i}.md"\nmedia_type = "text/markdown"\n'
+        "max_bytes = 1024\n"
+        for i in range(MAX_STEP_OUTPUTS)  # the last step, write-summary, already declares one
+    )
+
+    def declare_too_many(catalogue: Path) -> None:
+        workflow.write_text(workflow.read_text("utf-8") + extra, "utf-8")
+
+    resign_release(signed_release, [keypair], edit=declare_too_many)
+    error = refused(signed_release, trust)
+    assert error.code is F.CATALOGUE_INVALID, error.one_line()
+    assert (
+        f"step write-summary: it declares {MAX_STEP_OUTPUTS + 1} outputs, past the {MAX_STEP_OUTPUTS} one tool "
+        "call carries" in str(error.message)
+    ), error.one_line()

@@ -10,9 +10,10 @@ run or artifact needs and far below what recursion can survive; they are
 listed, with their figures, in docs/security.md.
 
 The sizes of what one tool call carries are bounded here too (tokens,
-declared artifact sizes, the confirmed state), and the HTTP request body bound
-is derived from them, so that a call a release legitimately needs is taken on
-every transport (docs/server.md).
+declared artifact sizes and counts, the confirmed state, validator reports),
+and the HTTP request body bound is derived from them, so that a call a release
+legitimately needs is taken on every transport (docs/server.md); the tool
+input schemas bound every other part within ``REQUEST_REST_BYTES``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ MAX_STEP_ARTIFACT_BYTES = 2 * 1024 * 1024
 largest packaged catalogue's step (512 KiB), more than a model writes in one turn; a catalogue declaring more is
 refused when it is built and when it is loaded."""
 
+MAX_STEP_OUTPUTS = 16
+"""The outputs one step may declare, and so the artifacts (and artifact receipts) one call carries: the packaged
+catalogues' steps declare at most 2; a catalogue declaring more is refused when it is built and when it is loaded."""
+
+MAX_STEP_VALIDATORS = 16
+"""The validators one step may name, and so the reports one submit carries: the packaged catalogues' steps name at
+most 1; a catalogue naming more is refused when it is built and when it is loaded."""
+
+MAX_CONFIRMED_FIELDS = 64
+"""The top-level fields of a confirmed state (and so its confirmations): the packaged catalogues' states have 9."""
+
 MAX_CONFIRMED_STATE_BYTES = 256 * 1024
 """A confirmed state's values as RFC 8785 canonical JSON (what its digest covers), in bytes. The state holds the
 facts a user confirmed (an objective, answers, choices), each of which the user read; long texts belong in
@@ -68,17 +80,34 @@ character takes at most 6 bytes per its 1-4 UTF-8 bytes, escaped or not, includi
 JSON_BYTES_PER_TOKEN_CHAR = 2
 """The most bytes JSON text spends on one character of a token (printable ASCII; ``"`` and ``\\`` as two bytes)."""
 
+MAX_VALIDATOR_REPORTS_BYTES = 256 * 1024
+"""What a submit's validator reports may total as compact JSON text in UTF-8 (their RFC 8785 canonical length: a
+report holds no numbers). A report is a verdict plus findings a model wrote, a sentence each: the packaged
+validators' reports are a few KiB. A larger set is refused (``invalid_arguments``) on every transport, before the
+bundle or any report is looked at (a JSON Schema cannot bound a sum over items)."""
+
+JSON_BYTES_PER_STRING_CHAR = 2 * JSON_BYTES_PER_STRING_BYTE
+"""The most bytes JSON text spends on one character of a string bounded by ``maxLength`` (which counts characters):
+one outside the Basic Multilingual Plane written as two ``\\uXXXX`` escapes."""
+
+REQUEST_ENVELOPE_BYTES = 4 * 1024
+"""The JSON-RPC envelope around a tool call's arguments (``jsonrpc``, ``id``, ``method``, the tool's name)."""
+
 REQUEST_REST_BYTES = 1024 * 1024
-"""What else a tool call's request carries (JSON-RPC envelope, host, confirmations, input bindings, receipts,
-validator reports): a real one is a few KiB."""
+"""Everything else a tool call's request carries besides tokens, confirmed states' values, artifact contents and
+validator reports (the envelope, host, confirmations, input bindings, receipts, the bundle's parts), as each tool's
+input schema bounds it at worst-case escaping: tests/server/test_call_sizes.py walks the served schemas and holds
+every tool to it. A real one is a few KiB."""
 
 
-def _call_bytes(*, tokens: int, states: int, artifacts: int) -> int:
-    """The largest request body of a call carrying ``tokens`` tokens, ``states`` confirmed states, artifacts."""
+def _call_bytes(*, tokens: int, states: int, artifacts: int, reports: int = 0) -> int:
+    """The largest request body of a call carrying ``tokens`` tokens, ``states`` confirmed states, artifacts and
+    validator reports (each 0 or 1)."""
     return (
         tokens * JSON_BYTES_PER_TOKEN_CHAR * MAX_TOKEN_CHARS
         + states * JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES
         + artifacts * JSON_BYTES_PER_STRING_BYTE * MAX_STEP_ARTIFACT_BYTES
+        + reports * JSON_BYTES_PER_STRING_BYTE * MAX_VALIDATOR_REPORTS_BYTES
         + REQUEST_REST_BYTES
     )
 
@@ -86,7 +115,7 @@ def _call_bytes(*, tokens: int, states: int, artifacts: int) -> int:
 MAX_REQUEST_BODY_BYTES = max(
     _call_bytes(tokens=1, states=1, artifacts=1),  # prepare_step_validation: a checkpoint, the state, the artifacts
     _call_bytes(tokens=1, states=3, artifacts=0),  # continue_workflow: the state, the next one and a migration's
-    _call_bytes(tokens=2, states=1, artifacts=0),  # submit_step_validation: the checkpoint and the bundle's token
+    _call_bytes(tokens=2, states=1, artifacts=0, reports=1),  # submit_step_validation: checkpoint, bundle, reports
 )
 """The largest HTTP request body a tool call can legitimately need (16.5 MiB), derived from the bounds above; the
 HTTP transport refuses a larger one (HTTP 413) before reading past it. start_workflow carries one state, no token."""

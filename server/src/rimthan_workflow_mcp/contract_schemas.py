@@ -16,17 +16,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from rimthan_workflow_registry.limits import MAX_CONFIRMED_FIELDS, MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
 from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 
 from .schema_parts import (
+    COUNT,
     DIGEST,
     GLOBS,
     ID_BASE,
     MAX_TEXT,
     NAME,
+    NAME_KEYS,
     NAMES,
     SHA256_HEX,
-    TEXT,
+    SHORT_TEXT,
     TOKEN,
     VERSION,
     about,
@@ -43,13 +46,14 @@ CONFIRMED_STATE_PROJECTION = document(
             "state": about(
                 "Every confirmed value, one top-level field per entry, exactly as the workflow's "
                 "confirmed_state_schema describes them; send the whole object on every call.",
-                {"type": "object", "maxProperties": 256},
+                {"type": "object", "maxProperties": MAX_CONFIRMED_FIELDS},
             ),
             "confirmations": about(
                 "One confirmation per top-level field of `state`, keyed by the field name.",
                 {
                     "type": "object",
-                    "maxProperties": 256,
+                    "maxProperties": MAX_CONFIRMED_FIELDS,
+                    "propertyNames": NAME_KEYS,
                     "additionalProperties": closed(
                         {
                             "value_digest": about(
@@ -63,7 +67,7 @@ CONFIRMED_STATE_PROJECTION = document(
                             ),
                             "confirmed_by": about(
                                 "Who confirmed, and how (e.g. the user through the client's elicitation form).",
-                                TEXT,
+                                SHORT_TEXT,
                             ),
                         },
                         ["value_digest", "confirmed_at"],
@@ -139,7 +143,7 @@ ARTIFACT = document(
                             {"type": "string", "minLength": 1, "maxLength": 1024},
                         ),
                         "sha256": about("Hex SHA-256 of the bytes read back from disk.", SHA256_HEX),
-                        "size": about("Size in bytes of the file read back.", {"type": "integer", "minimum": 0}),
+                        "size": about("Size in bytes of the file read back.", COUNT),
                         "symlink_free": about(
                             "True only if neither the file nor any parent directory is a symbolic link.",
                             {"type": "boolean"},
@@ -232,11 +236,12 @@ _RELEASE_ID = closed(
 
 ARTIFACT_RECEIPTS = {
     "type": "object",
-    "maxProperties": 256,
+    "maxProperties": MAX_STEP_OUTPUTS,
+    "propertyNames": NAME_KEYS,
     "additionalProperties": closed(
         {
             "sha256": about("Hex SHA-256 of the artifact bytes.", SHA256_HEX),
-            "size": about("Artifact size in bytes.", {"type": "integer", "minimum": 0}),
+            "size": about("Artifact size in bytes.", COUNT),
         },
         ["sha256", "size"],
     ),
@@ -257,9 +262,9 @@ VALIDATION_BUNDLE = document(
             ),
             "validators": about(
                 "The validators bound in this bundle, as prepare returned them.",
-                {"type": "array", "items": uses(VALIDATOR_SUMMARY), "maxItems": 64},
+                {"type": "array", "items": uses(VALIDATOR_SUMMARY), "maxItems": MAX_STEP_VALIDATORS},
             ),
-            "issued_at": about("When the bundle was issued (Unix seconds).", {"type": "integer", "minimum": 0}),
+            "issued_at": about("When the bundle was issued (Unix seconds).", COUNT),
             "key_id": about("Id of the server key that signed the bundle.", NAME),
             "validation_token": about("The server's signed token over this bundle; send it back unchanged.", TOKEN),
         },
@@ -278,7 +283,12 @@ VALIDATOR_REPORT = document(
             "instruction_digest": about("The validator's instruction_digest, from the bundle.", DIGEST),
             "input_artifacts": about(
                 "Every artifact id the validator judged, with its hex SHA-256 from the bundle's artifact receipts.",
-                {"type": "object", "maxProperties": 256, "additionalProperties": SHA256_HEX},
+                {
+                    "type": "object",
+                    "maxProperties": MAX_STEP_OUTPUTS,
+                    "propertyNames": NAME_KEYS,
+                    "additionalProperties": SHA256_HEX,
+                },
             ),
             "findings": about(
                 "The subagent's findings, exactly as it returned them (empty for a clean pass).",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rimthan_workflow_registry.canonical import DIGEST_PATTERN, SHA256_HEX_PATTERN
+from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -19,12 +20,15 @@ MAX_TOKEN = MAX_TOKEN_CHARS
 
 DIGEST = {"type": "string", "pattern": f"^{DIGEST_PATTERN}$"}
 SHA256_HEX = {"type": "string", "pattern": f"^{SHA256_HEX_PATTERN}$"}
-NAME = {"type": "string", "minLength": 1, "maxLength": 128}
-NAMES = {"type": "array", "items": NAME, "uniqueItems": True, "maxItems": 256}
+MAX_NAME_CHARS = 128
+NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
+NAME_KEYS = {"maxLength": MAX_NAME_CHARS}  # ``propertyNames`` of an object keyed by names (ids, state fields)
+COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_JSON_SAFE_INTEGER}  # a size or time JSON carries exactly
+NAMES = {"type": "array", "items": NAME, "uniqueItems": True, "maxItems": 32}  # capabilities: a harness has ~3
 VERSION = {"type": "string", "minLength": 1, "maxLength": 64}
-TEXT = {"type": "string", "maxLength": 4096}
+SHORT_TEXT = {"type": "string", "maxLength": MAX_NAME_CHARS}
 TOKEN = {"type": "string", "minLength": 1, "maxLength": MAX_TOKEN}
-GLOBS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 512}, "maxItems": 256}
+GLOBS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 128}, "maxItems": 32}
 
 
 def closed(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:

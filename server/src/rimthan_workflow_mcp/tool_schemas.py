@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rimthan_workflow_registry.limits import MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
+
 from .contract_schemas import (
     ARTIFACT,
     CONFIRMED_STATE_PROJECTION,
@@ -175,7 +177,7 @@ PREPARE_INPUT = _tool_schema(
         "host": _HOST_IN,
         "artifacts": about(
             "Every declared output of the active step, once each, with its exact bytes and readback attestation.",
-            {"type": "array", "items": _ref(ARTIFACT), "maxItems": 64},
+            {"type": "array", "items": _ref(ARTIFACT), "maxItems": MAX_STEP_OUTPUTS},
         ),
         "inputs": about(
             "Earlier outputs the active step reads, bound by digest (as the step payload's `inputs` lists them).",
@@ -194,7 +196,7 @@ SUBMIT_INPUT = _tool_schema(
         ),
         "reports": about(
             "One report per validator the bundle marks report_required, no more and no fewer.",
-            {"type": "array", "items": _ref(VALIDATOR_REPORT), "maxItems": 64},
+            {"type": "array", "items": _ref(VALIDATOR_REPORT), "maxItems": MAX_STEP_VALIDATORS},
         ),
     },
     ["checkpoint", "confirmed_state", "validation_bundle", "reports"],

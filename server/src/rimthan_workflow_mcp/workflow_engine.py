@@ -38,6 +38,7 @@ from rimthan_workflow_registry.run import (
     bound_adapter,
     changed_fields,
     check_reports,
+    check_reports_size,
     describe_available,
     host_blockers,
     issue_bundle,
@@ -346,6 +347,7 @@ class WorkflowEngineQueryModule:
     # ------------------------------------------------------------------ submit
 
     def submit_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
+        check_reports_size(arguments["reports"])  # before anything else is read: a sum no schema can bound
         issued, workflow, state = self.resume(arguments)
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES
+from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES, MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
@@ -391,9 +391,25 @@ def check_step_shapes(workflow: WorkflowDefinition) -> None:
                 f"step {step.id} caps total bytes but declares no outputs",
                 path=workflow.source,
             )
-        problem = declared_size_problem(step)
+        problem = declared_count_problem(step) or declared_size_problem(step)
         if problem is not None:
             raise CatalogueError(FailureCode.CATALOGUE_INVALID, f"step {step.id}: {problem}", path=workflow.source)
+
+
+def declared_count_problem(step: StepDefinition) -> str | None:
+    """Why ``step`` declares more outputs or validators than one call carries, or ``None``.
+
+    Its artifacts travel in one prepare, its receipts in one bundle and its
+    reports in one submit: the tool schemas bound each list
+    (``limits.MAX_STEP_OUTPUTS``, ``limits.MAX_STEP_VALIDATORS``).
+    """
+    for what, count, bound in (
+        ("outputs", len(step.outputs), MAX_STEP_OUTPUTS),
+        ("validators", len(step.validators), MAX_STEP_VALIDATORS),
+    ):
+        if count > bound:
+            return f"it declares {count} {what}, past the {bound} one tool call carries"
+    return None
 
 
 def declared_size_problem(step: StepDefinition) -> str | None:

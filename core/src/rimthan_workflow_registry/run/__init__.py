@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.run.validation_bundle import (
         ValidatorSummary,
         check_reports,
+        check_reports_size,
         input_digest,
         issue_bundle,
         receipts_on_entry,
@@ -107,6 +108,7 @@ __all__ = [
     "build_step_payload",
     "changed_fields",
     "check_reports",
+    "check_reports_size",
     "describe",
     "describe_available",
     "ending_of",
@@ -158,6 +160,7 @@ _HOME = {
     "build_step_payload": "rimthan_workflow_registry.run.step_payload",
     "changed_fields": "rimthan_workflow_registry.run.confirmed_state",
     "check_reports": "rimthan_workflow_registry.run.validation_bundle",
+    "check_reports_size": "rimthan_workflow_registry.run.validation_bundle",
     "describe": "rimthan_workflow_registry.run.audit",
     "describe_available": "rimthan_workflow_registry.run.requirements",
     "ending_of": "rimthan_workflow_registry.run.run_ending",

@@ -4,11 +4,14 @@
 artifact receipts, validators) into an HMAC-signed bundle; the harness hands
 it back with its validators' reports, and ``submit_step_validation`` accepts
 reports only against exactly that binding. A validator whose pass receipt
-already covers the identical input digest is reused, not re-run.
+already covers the identical input digest is reused, not re-run. The reports
+together are at most ``MAX_VALIDATOR_REPORTS_BYTES`` as JSON
+(:func:`check_reports_size`), so every submit a run needs fits every transport.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +19,7 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
+from rimthan_workflow_registry.limits import MAX_VALIDATOR_REPORTS_BYTES
 from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 from rimthan_workflow_registry.release.catalogue import StepDefinition, WorkflowDefinition
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, IssuedCheckpoint
@@ -163,6 +167,35 @@ def verify_bundle(keyring: CheckpointKeyring, bundle: Mapping[str, Any], issued:
     receipts = {k: ArtifactReceipt(v["sha256"], v["size"]) for k, v in bundle["artifacts"].items()}
     summaries = tuple(ValidatorSummary(**v) for v in bundle["validators"])
     return VerifiedBundle(bundle["step_id"], receipts, summaries)
+
+
+def reports_size(reports: Sequence[Mapping[str, Any]]) -> int:
+    """The reports' size as compact JSON in UTF-8: their RFC 8785 canonical length (they hold no numbers).
+
+    The C encoder, not the canonicaliser: nothing else serialises the reports,
+    and this costs a few microseconds on a real submit. A lone surrogate (which
+    only a refused call holds) counts its three bytes.
+    """
+    text = json.dumps(reports, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def reports_size_problem(reports: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why ``reports`` are too large for one submit, in words a model can act on; ``None`` if they fit."""
+    size = reports_size(reports)
+    if size <= MAX_VALIDATOR_REPORTS_BYTES:
+        return None
+    return (
+        f"the validator reports are {size} bytes as JSON, past the {MAX_VALIDATOR_REPORTS_BYTES} bytes one submit "
+        "may carry: report each problem once, in a sentence or two"
+    )
+
+
+def check_reports_size(reports: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse (``invalid_arguments``, at ``/reports``) reports past :data:`MAX_VALIDATOR_REPORTS_BYTES`."""
+    problem = reports_size_problem(reports)
+    if problem is not None:
+        raise WorkflowProtocolError(FailureCode.INVALID_ARGUMENTS, problem, path="/reports")
 
 
 def check_reports(
