@@ -28,6 +28,7 @@ from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.limits import (
     JSON_BYTES_PER_STRING_BYTE,
     MAX_CONFIRMED_STATE_BYTES,
+    MAX_FINDING_CHARS,
     MAX_REQUEST_BODY_BYTES,
     MAX_STEP_ARTIFACT_BYTES,
     MAX_VALIDATOR_REPORTS_BYTES,
@@ -50,7 +51,6 @@ from support.servers import HttpServer, http_server, stdio_client_for, structure
 SDK_DEFAULT_BODY_BYTES = 4 * 1024 * 1024  # mcp.server.transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE
 ESCAPED = "\x01"  # JSON writes it as \u0001: six bytes for one
 VALIDATOR = "evidence-auditor@1.0.0"
-MAX_FINDING_CHARS = 8192  # the finding contract's maxLength
 
 
 @dataclass(frozen=True)
@@ -250,6 +250,6 @@ def test_reports_past_their_bound_are_refused_on_every_transport(
     assert error["code"] == "invalid_arguments", error
     assert error["path"] == "/reports"
     assert error["message"] == (
-        f"the validator reports are {past} bytes as JSON, past the {MAX_VALIDATOR_REPORTS_BYTES} bytes one submit "
-        "may carry: report each problem once, in a sentence or two"
+        f"the validator reports are {past} bytes as JSON, past the {MAX_VALIDATOR_REPORTS_BYTES} one submit carries: "
+        "report each problem once, in a sentence or two"
     )

@@ -86,6 +86,12 @@ report holds no numbers). A report is a verdict plus findings a model wrote, a s
 validators' reports are a few KiB. A larger set is refused (``invalid_arguments``) on every transport, before the
 bundle or any report is looked at (a JSON Schema cannot bound a sum over items)."""
 
+MAX_FINDING_CHARS = 8192
+"""One finding's message, in characters (a sentence or two; a subagent's whole answer pasted in is longer)."""
+
+MAX_REPORT_FINDINGS = 256
+"""The findings one validator report may list."""
+
 JSON_BYTES_PER_STRING_CHAR = 2 * JSON_BYTES_PER_STRING_BYTE
 """The most bytes JSON text spends on one character of a string bounded by ``maxLength`` (which counts characters):
 one outside the Basic Multilingual Plane written as two ``\\uXXXX`` escapes."""

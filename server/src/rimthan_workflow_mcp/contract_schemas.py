@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from rimthan_workflow_registry.limits import MAX_CONFIRMED_FIELDS, MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
+from rimthan_workflow_registry.limits import (
+    MAX_CONFIRMED_FIELDS,
+    MAX_FINDING_CHARS,
+    MAX_REPORT_FINDINGS,
+    MAX_STEP_OUTPUTS,
+    MAX_STEP_VALIDATORS,
+)
 from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 
 from .schema_parts import (
@@ -197,7 +203,8 @@ FINDING = document(
             "severity": about("`error` fails the validator; `warning` is advice.", {"enum": ["error", "warning"]}),
             "artifact_id": about("The artifact the finding is about.", NAME),
             "message": about(
-                "The finding in the validator's words.", {"type": "string", "minLength": 1, "maxLength": 8192}
+                "The finding in the validator's words.",
+                {"type": "string", "minLength": 1, "maxLength": MAX_FINDING_CHARS},
             ),
         },
         ["severity", "message"],
@@ -292,7 +299,7 @@ VALIDATOR_REPORT = document(
             ),
             "findings": about(
                 "The subagent's findings, exactly as it returned them (empty for a clean pass).",
-                {"type": "array", "items": uses(FINDING), "maxItems": 256},
+                {"type": "array", "items": uses(FINDING), "maxItems": MAX_REPORT_FINDINGS},
             ),
             "validated_by": about(
                 "The harness that ran the subagent; must match the run's host binding.",

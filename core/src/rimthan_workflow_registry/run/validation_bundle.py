@@ -185,17 +185,15 @@ def reports_size_problem(reports: Sequence[Mapping[str, Any]]) -> str | None:
     size = reports_size(reports)
     if size <= MAX_VALIDATOR_REPORTS_BYTES:
         return None
-    return (
-        f"the validator reports are {size} bytes as JSON, past the {MAX_VALIDATOR_REPORTS_BYTES} bytes one submit "
-        "may carry: report each problem once, in a sentence or two"
-    )
+    return f"the validator reports are {size} bytes as JSON, past the {MAX_VALIDATOR_REPORTS_BYTES} one submit carries"
 
 
 def check_reports_size(reports: Sequence[Mapping[str, Any]]) -> None:
     """Refuse (``invalid_arguments``, at ``/reports``) reports past :data:`MAX_VALIDATOR_REPORTS_BYTES`."""
     problem = reports_size_problem(reports)
     if problem is not None:
-        raise WorkflowProtocolError(FailureCode.INVALID_ARGUMENTS, problem, path="/reports")
+        advice = "report each problem once, in a sentence or two"
+        raise WorkflowProtocolError(FailureCode.INVALID_ARGUMENTS, f"{problem}: {advice}", path="/reports")
 
 
 def check_reports(
