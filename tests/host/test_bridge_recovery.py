@@ -1,11 +1,12 @@
 """The bridge gets out of every corner: a refused submit, a misplaced move, a failure mid-move.
 
 Each test drives the real ``rimthan-host serve`` over stdio (the bridge starts
-the real verifier as its child). The verifier refuses a submit of verdicts for
-real (a finding longer than its report schema allows; a bundle whose signed
-token changed on the way), the project's run log is broken for real (a
-directory where the log file must be); after each the stand-in completes the
-run and ``rimthan-mcp audit`` verifies its log.
+the real verifier as its child). Findings the verifier would refuse (too long,
+too many, too much for one submit) are refused at record_verdict before
+anything is sent; the verifier refuses a submit of verdicts for real (a bundle
+whose signed token changed on the way), the project's run log is broken for
+real (a directory where the log file must be); after each the stand-in
+completes the run and ``rimthan-mcp audit`` verifies its log.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from rimthan_host.bridge import Bridge
 from rimthan_host.bridge_server import create_bridge_server
 from rimthan_host.protocol import SUBMIT, client_caller, client_reader
 from rimthan_host.standin import StandIn
+from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS, MAX_VALIDATOR_REPORTS_BYTES
 from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
 from support.servers import ServerWorld, build_world
 
-# One finding as a model might paste a subagent's whole answer: longer than the verifier's report schema takes.
+# One finding as a model might paste a subagent's whole answer: longer than a finding may be (MAX_FINDING_CHARS).
 RAMBLING = "The recommendation cites no source. " * 300
 
 
@@ -33,7 +35,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
     return build_world(tmp_path_factory.mktemp("recovery-world"))
 
 
-def test_a_refused_verdict_is_discarded_and_recorded_again(world: ServerWorld, tmp_path: Path) -> None:
+def test_findings_the_verifier_would_refuse_are_refused_before_anything_is_sent(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Too long, too many, or too much for one submit: refused in words at record_verdict, nothing recorded."""
+
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
         step = await model.call("answer_question", {"answer": "desk-research"})
@@ -43,20 +49,28 @@ def test_a_refused_verdict_is_discarded_and_recorded_again(world: ServerWorld, t
             "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": [" "]}
         )
         refused(blank, "a fail verdict needs findings")
-        long = {"validator": "evidence-auditor", "verdict": "fail", "findings": [RAMBLING]}
-        assert not (await model.call("record_verdict", long)).is_error
-        submitted = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
-        refused(
-            submitted,
-            "The verifier refused the verdict of evidence-auditor (invalid_arguments at",
-            "/reports/0/findings/0/message: it breaks the schema's maxLength rule",
-            "That verdict is discarded, the others stand",
-            "call record_verdict for evidence-auditor again",
-        )
-        assert submitted.data["validators"] == [{"name": "evidence-auditor", "subagent": "evidence-auditor"}]
-        assert RAMBLING[:200] not in submitted.text  # where and which rule, not the finding echoed back
-        again = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
-        refused(again, "decision-critic already has a verdict (pass); it stands", "evidence-auditor (subagent")
+        retry = "Call record_verdict again for evidence-auditor with fewer, shorter findings: each problem once"
+        for findings, why in [
+            (
+                [RAMBLING],
+                f"finding 1 is {len(RAMBLING.strip())} characters, past the {MAX_FINDING_CHARS} a finding may hold",
+            ),
+            (["No source."] * (MAX_REPORT_FINDINGS + 1), f"past the {MAX_REPORT_FINDINGS} one verdict may carry"),
+            ([RAMBLING[:MAX_FINDING_CHARS]] * 40, f"bytes as JSON, past the {MAX_VALIDATOR_REPORTS_BYTES} one submit"),
+        ]:
+            reply = await model.call(
+                "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": findings}
+            )
+            refused(reply, "Nothing was recorded: the verifier would refuse these findings (", why, retry)
+            assert reply.data["validators"] == [
+                {"name": "evidence-auditor", "subagent": "evidence-auditor"},
+                {"name": "decision-critic", "subagent": "decision-critic"},
+            ], reply.data
+            assert RAMBLING[:200] not in reply.text  # which bound, not the finding echoed back
+        recorded = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        assert not recorded.is_error and recorded.data["validators"] == [
+            {"name": "evidence-auditor", "subagent": "evidence-auditor"}
+        ], recorded.text
         short = {
             "validator": "evidence-auditor",
             "verdict": "fail",

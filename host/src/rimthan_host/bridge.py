@@ -222,7 +222,15 @@ class Bridge:
             ]
             return validators_waiting(session, lines, error=True)
         severity = "error" if verdict == "fail" else "warning"
-        session.verdict(key, verdict, [{"severity": severity, "message": f} for f in findings])
+        found = [{"severity": severity, "message": f} for f in findings]
+        problem = session.verdict_problem(key, verdict, found)
+        if problem is not None:
+            lines = [
+                f"Nothing was recorded: the verifier would refuse these findings ({problem}). Call record_verdict "
+                f"again for {name} with fewer, shorter findings: each problem once, in a sentence or two."
+            ]
+            return validators_waiting(session, lines, error=True)
+        session.verdict(key, verdict, found)
         if prepared.pending:
             return validators_waiting(session, [f"Recorded {verdict} for {name}."])
         changed = changed_files(session.files, prepared.artifacts)

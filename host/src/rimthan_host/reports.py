@@ -3,7 +3,8 @@
 The validation bundle names each validator to run with the SHA-256 of its
 instruction; the host checks that the step's instruction text hashes to it
 (so the verdict is about the instruction the verifier meant), then binds the
-report to the artifact digests it validated.
+report to the artifact digests it validated. Findings past what the verifier
+takes (:func:`findings_problem`) are refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
+from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS
+from rimthan_workflow_registry.run.validation_bundle import reports_size_problem
 
 from .files import WrittenFile
 from .protocol import HarnessError, HostProfile
@@ -57,6 +60,18 @@ def validator_report(
         "findings": [dict(f) for f in findings],
         "validated_by": {"harness": host.harness, "adapter_version": host.adapter_version},
     }
+
+
+def findings_problem(findings: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why the verifier would refuse a verdict's ``findings`` (too many, one too long), or the round's ``reports``
+    with it (past ``MAX_VALIDATOR_REPORTS_BYTES`` together); ``None`` if it takes them."""
+    if len(findings) > MAX_REPORT_FINDINGS:
+        return f"{len(findings)} findings, past the {MAX_REPORT_FINDINGS} one verdict may carry"
+    for number, finding in enumerate(findings, 1):
+        size = len(finding["message"])
+        if size > MAX_FINDING_CHARS:
+            return f"finding {number} is {size} characters, past the {MAX_FINDING_CHARS} a finding may hold"
+    return reports_size_problem(reports)
 
 
 def refused_report(error: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]]) -> str | None:

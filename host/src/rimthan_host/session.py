@@ -31,7 +31,7 @@ from .protocol import (
     MoveNotRecorded,
     ToolCaller,
 )
-from .reports import validator_key, validator_report
+from .reports import findings_problem, validator_key, validator_report
 from .runlog import RunLog
 from .workspace import set_up_workspace
 
@@ -307,18 +307,34 @@ class HostSession:
             raise HarnessError(f"validator {key} is not one this step's validation asked for")
         if outcome not in ("pass", "fail"):
             raise HarnessError(f"a verdict is pass or fail, not {outcome!r}")
+        problem = self.verdict_problem(key, outcome, findings)
+        if problem is not None:
+            raise HarnessError(f"the verifier would refuse the verdict of {key}: {problem}")
         self.prepared.verdicts[key] = (outcome, tuple(dict(f) for f in findings))
         self.record.validators_run.append((str(self.step.get("id")), key, outcome))
+
+    def verdict_problem(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]]) -> str | None:
+        """Why the verifier would refuse this verdict's findings, alone or with the round's other verdicts."""
+        assert self.prepared is not None
+        verdicts = {**self.prepared.verdicts, key: (outcome, tuple(findings))}
+        return findings_problem(findings, self._reports(verdicts))
+
+    def _reports(self, verdicts: Mapping[str, tuple[str, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
+        """The reports of the validators with a verdict in ``verdicts``, in the bundle's order."""
+        assert self.prepared is not None
+        prepared = self.prepared
+        return [
+            validator_report(s, *verdicts[validator_key(s)], prepared.artifacts, self.host)
+            for s in prepared.validators
+            if validator_key(s) in verdicts
+        ]
 
     async def submit(self) -> dict[str, Any]:
         """``submit_step_validation`` with every recorded verdict."""
         prepared = self.prepared
         if prepared is None or prepared.pending:
             raise HarnessError("every validator needs a verdict before the step can be submitted")
-        reports = []
-        for summary in prepared.validators:
-            outcome, findings = prepared.verdicts[validator_key(summary)]
-            reports.append(validator_report(summary, outcome, findings, prepared.artifacts, self.host))
+        reports = self._reports(prepared.verdicts)
         result = await self.call(
             SUBMIT,
             {
