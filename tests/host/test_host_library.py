@@ -16,14 +16,15 @@ import pytest
 from click.testing import CliRunner
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
 from rimthan_host.files import ProjectFiles
-from rimthan_host.harness import HarnessError, WorkflowHarness
+from rimthan_host.harness import HarnessError, Review, WorkflowHarness
 from rimthan_host.protocol import HostProfile
 from rimthan_host.reports import validator_payload, validator_report
 from rimthan_host.runlog import RunLog, list_runs
 from rimthan_host.workspace import deliver_assets
 from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_registry.canonical import digest_value
-from support.engines import Engines, ExamplesScenario, TickingClock, example_state, make_engines, run
+from rimthan_workflow_registry.limits import MAX_FINDING_CHARS
+from support.engines import Engines, ExamplesScenario, TickingClock, drive, example_state, make_engines, run
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,22 @@ def test_a_report_is_bound_to_the_instruction_and_the_artifacts(engines: Engines
     assert report["input_artifacts"] == {"a": written.sha256} and report["outcome"] == "fail"
     with pytest.raises(HarnessError, match="pass or fail"):
         validator_report(summary, "maybe", [], [written], HostProfile())
+
+
+class LongWinded(ExamplesScenario):
+    """A review whose one finding is the subagent's whole answer: past MAX_FINDING_CHARS."""
+
+    def review(self, ctx: Any) -> Review:
+        return Review("fail", ({"severity": "error", "message": "x" * (MAX_FINDING_CHARS + 1)},))
+
+
+def test_a_verdict_the_verifier_would_refuse_is_not_recorded(engines: Engines) -> None:
+    with pytest.raises(HarnessError) as refused:
+        drive(engines, "1.3.0", "desk-research", name="long-winded", scenario=LongWinded("desk-research"))
+    assert str(refused.value) == (
+        "the verifier would refuse the verdict of evidence-auditor@1.1.0: finding 1 is "
+        f"{MAX_FINDING_CHARS + 1} characters, past the {MAX_FINDING_CHARS} a finding may hold"
+    )
 
 
 def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines, tmp_path: Path) -> None:
