@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.limits import MAX_STEP_VALIDATORS
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.release.loader import ReleaseLoader
 from rimthan_workflow_registry.workflow_engine import resolve_branches
@@ -258,6 +259,18 @@ def _schema_ref(reference: str) -> Callable[[Path], None]:
     return edit
 
 
+def _too_many_validators(root: Path) -> None:
+    """desk-research names MAX_STEP_VALIDATORS + 1 validators (copies of evidence-auditor under other ids)."""
+
+    def change(data: dict[str, Any]) -> None:
+        auditor = next(v for v in data["validators"] if v["id"] == "evidence-auditor")
+        extra = [{**auditor, "id": f"auditor-{i}"} for i in range(MAX_STEP_VALIDATORS)]
+        data["validators"] += extra
+        step(data, "desk-research")["validators"] += [f"{v['id']}@{v['version']}" for v in extra]
+
+    edit_toml(root, WORKFLOW, change)
+
+
 BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "alias collides with another workflow's alias": (_add_duplicate_workflow_alias, FailureCode.ALIAS_COLLISION),
     "alias equals another workflow's id": (_alias_equals_other_id, FailureCode.ALIAS_COLLISION),
@@ -292,6 +305,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "workflow id ends in a newline": (_id_ends_in_newline, FailureCode.CATALOGUE_INVALID),
     "branch one_of is a number": (_one_of_not_a_list, FailureCode.BRANCH_PREDICATE_INVALID),
     "max_bytes past 2**53 - 1": (_max_bytes_past_json_integers, FailureCode.CATALOGUE_INVALID),
+    "a step names more validators than one submit carries": (_too_many_validators, FailureCode.CATALOGUE_INVALID),
     "branch equals an integer past 2**53 - 1": (_branch_equals_past_json_integers, FailureCode.CATALOGUE_INVALID),
     "question choice is inf": (_question_choice_inf, FailureCode.CATALOGUE_INVALID),
     "question choice is a table": (_question_choice_table, FailureCode.CATALOGUE_INVALID),
