@@ -347,7 +347,7 @@ class WorkflowEngineQueryModule:
     # ------------------------------------------------------------------ submit
 
     def submit_step_validation(self, arguments: Mapping[str, Any]) -> ToolResult:
-        check_reports_size(arguments["reports"])  # before anything else is read: a sum no schema can bound
+        check_reports_size(arguments["reports"])  # before the state, bundle or reports are read: no schema bounds a sum
         issued, workflow, state = self.resume(arguments)
         cp = issued.checkpoint
         step = self._step(workflow, cp.step_id)
