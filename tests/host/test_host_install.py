@@ -107,3 +107,32 @@ def test_each_documented_command_starts_the_bridge_and_lists_its_tools(project: 
     names, text = anyio.run(listed)
     assert names == {t.name for t in TOOLS}
     assert text.startswith("The run did not start. The verifier needs:") and "objective" in text, text
+
+
+def test_a_project_without_releases_is_refused_in_the_verifiers_words_then_connects_once_fixed(
+    project: Path, tmp_path: Path
+) -> None:
+    """A newcomer installs the bridge in a project with no ``./releases`` yet: its child ``rimthan-mcp serve``
+    exits at once. The model is told why in the verifier's own words (not only "Connection closed"), and once
+    the releases are there, the next call connects, with no restart of the bridge."""
+    empty = tmp_path / "newcomer"
+    empty.mkdir()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
+    params = StdioServerParameters(command="rimthan-host", args=["serve"], cwd=empty, env=env)
+
+    async def start(client: Client) -> tuple[bool, str]:
+        reply = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
+        return bool(reply.is_error), "\n".join(getattr(c, "text", "") for c in reply.content)
+
+    async def go() -> tuple[tuple[bool, str], tuple[bool, str]]:
+        async with Client(params, mode="auto") as client:
+            before = await start(client)
+            shutil.copytree(project / "releases", empty / "releases")
+            shutil.copytree(project / "keys", empty / "keys")
+            return before, await start(client)
+
+    (refused, said), (_, then) = anyio.run(go)
+    assert refused and said.startswith("the verifier is not reachable: rimthan-mcp serve, which the bridge starts,")
+    assert "error: release_not_found: releases: no releases directory here" in said, said
+    assert "make the call again" in said and "Traceback" not in said
+    assert then.startswith("The run did not start. The verifier needs:"), then

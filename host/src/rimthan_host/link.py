@@ -5,10 +5,17 @@ group and hands out its tool caller and resource reader. A call on a
 connection that is gone (the child was killed, the server went away) raises
 :class:`VerifierLost` instead of the SDK's error. A child can be restarted
 (:meth:`VerifierLink.restart`); a URL is reconnected on the next call.
+A child's stderr passes through to the bridge's own (:class:`_ChildStderr`),
+and its last lines are kept: a child that exits before it answers (no
+``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -16,7 +23,7 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 from mcp import Client, MCPError
-from mcp.client.stdio import StdioServerParameters
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CONNECTION_CLOSED
 
 from .protocol import HarnessError, VerifierLost, client_caller, client_reader
@@ -26,6 +33,31 @@ __all__ = ["VerifierLink", "VerifierLost"]
 
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+class _ChildStderr:
+    """A pipe for a child's stderr: each line copied to the bridge's stderr, the last few kept."""
+
+    def __init__(self, keep: int = 4) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer = os.fdopen(write_fd, "w")
+        self.lines: deque[str] = deque(maxlen=keep)
+        self._copied = threading.Thread(target=self._copy, args=(os.fdopen(read_fd, "rb"),), daemon=True)
+        self._copied.start()
+
+    def _copy(self, reader: Any) -> None:
+        with reader:
+            for line in reader:
+                sys.stderr.buffer.write(line)
+                sys.stderr.flush()
+                if text := line.decode("utf-8", "replace").strip():
+                    self.lines.append(text)
+
+    def said(self) -> str:
+        """The child's last words (its stderr read to the end: it has exited), or empty."""
+        self.writer.close()
+        self._copied.join(timeout=5)
+        return " ".join(self.lines)
 
 
 @dataclass
@@ -57,8 +89,13 @@ class VerifierLink:
         return conn
 
     async def _hold(self, conn: _Connection) -> None:
+        stderr: _ChildStderr | None = None
+        transport: Any = self.target
+        if isinstance(self.target, StdioServerParameters):
+            stderr = _ChildStderr()
+            transport = stdio_client(self.target, errlog=stderr.writer)
         try:
-            async with Client(self.target, mode="auto") as client:
+            async with Client(transport, mode="auto") as client:
                 conn.client, conn.up = client, True
                 conn.ready.set()
                 await conn.closing.wait()
@@ -67,7 +104,11 @@ class VerifierLink:
             while isinstance(first, BaseExceptionGroup) and first.exceptions:
                 first = first.exceptions[0]
             conn.error = f"{type(first).__name__}: {first}"
+            said = stderr.said() if stderr is not None and not conn.up else ""
+            conn.error = f"rimthan-mcp serve, which the bridge starts, exited: {said}" if said else conn.error
         finally:
+            if stderr is not None:
+                stderr.writer.close()
             conn.client, conn.gone = None, True
             conn.ready.set()
 
@@ -81,14 +122,17 @@ class VerifierLink:
 
     async def _client(self) -> Client:
         conn = self._conn
-        if conn.gone and conn.up and self.url is not None:  # a URL: try it again on the next call
+        if conn.gone and (self.url is not None or not conn.up):  # a URL, or a child never up: try it again
             conn = self._conn = self._open()
         await conn.ready.wait()
         if conn.client is not None:
             return conn.client
         if conn.up:
             raise VerifierLost(f"the connection to the verifier is gone ({conn.error or 'closed'})")
-        raise HarnessError(f"the verifier is not reachable: {conn.error} (check the flags after -- or --verifier-url)")
+        raise HarnessError(
+            f"the verifier is not reachable: {conn.error} (check the flags after -- or --verifier-url). "
+            "Once that is fixed, make the call again: the bridge connects anew on every call until it is up."
+        )
 
     async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:
         client = await self._client()
