@@ -25,7 +25,8 @@ from support.servers import ServerWorld, build_world
 
 AGENT = ".claude/agents/evidence-auditor.md"
 PROMPT = ".claude/commands/research-brief.md"
-OTHER_ASSETS = (PROMPT, ".claude/skills/research-decision/SKILL.md", ".claude/agents/decision-critic.md")
+SKILL = ".claude/skills/research-decision/SKILL.md"
+OTHER_ASSETS = (PROMPT, SKILL, ".claude/agents/decision-critic.md")
 MANIFEST = ".rimthan/workspace-manifest.json"
 USERS = "# My own evidence auditor\n\nThe user's work, committed in their repository.\n"
 
@@ -112,18 +113,59 @@ def test_a_run_set_aside_gets_its_own_releases_subagents_back_before_its_validat
         assert (model.project / critic).read_bytes() == pinned["1.3.0"]  # run B's setup installed 1.3.0's
 
         resumed = await model.call("resume_run", {"run": run_a})
+        assert f"Re-installed {critic}" in resumed.text, resumed.text  # (put back as run A is resumed)
         step = await model.call("answer_question", {"answer": "desk-research"})
         assert not resumed.is_error and not step.is_error, step.text
         write_files(model, step)
         waiting = await model.call("step_done")
         assert waiting.data["status"] == "validators_pending", waiting.text
         assert (model.project / critic).read_bytes() == pinned["1.2.0"]  # what run A's validators are defined by
-        assert f"Re-installed {critic}" in waiting.text
         await model.follow(waiting, "desk-research")
 
     model, state = drive(world, tmp_path, script)
     for log in (model.project / ".rimthan/runs").glob("*.log"):
         assert audited(model.project, state, log.stem)["ok"] is True
+
+
+def test_a_run_resumed_gets_its_own_releases_prompt_and_skill_back_never_over_the_users(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Run A on 1.2.0 set aside, run B migrated to 1.3.0 (whose skill says to write a decision record, a step
+    1.2.0 lacks): resuming A puts 1.2.0's prompt, skill and subagents back, resuming B 1.3.0's; a file the user
+    changed meanwhile refuses the resume in words, untouched, and the active run stays active."""
+    paths = {PROMPT: "assets/prompts/research-brief.md", SKILL: "assets/skills/research-decision.md"}
+    pinned = {v: {p: (packaged_source(v) / a).read_bytes() for p, a in paths.items()} for v in ("1.2.0", "1.3.0")}
+    assert all(pinned["1.2.0"][p] != pinned["1.3.0"][p] for p in paths)
+
+    def on_disk(model: StandIn) -> dict[str, bytes]:
+        return {p: (model.project / p).read_bytes() for p in paths}
+
+    async def script(model: StandIn) -> None:
+        run_a = (await model.follow(await model.start(), "", until_question=True)).data["run"]
+        second = await model.call("start_run", {"workflow": "research", "facts": _facts(model), "new_run": True})
+        run_b = (await model.follow(second, "", until_question=True)).data["run"]
+        facts = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
+        assert "Migrated run" in (await model.call("migrate_run", {"confirm": True, "facts": facts})).text
+        assert on_disk(model) == pinned["1.3.0"]
+
+        resumed = await model.call("resume_run", {"run": run_a})
+        assert not resumed.is_error and on_disk(model) == pinned["1.2.0"], resumed.text
+        assert all(f"Re-installed {p}: run {run_a}'s release delivered it otherwise" in resumed.text for p in paths)
+        back = await model.call("resume_run", {"run": run_b})
+        assert not back.is_error and on_disk(model) == pinned["1.3.0"], back.text
+
+        edited = pinned["1.3.0"][SKILL] + b"\nMy own notes.\n"
+        (model.project / SKILL).write_bytes(edited)
+        stopped = await model.call("resume_run", {"run": run_a})
+        refused(stopped, f"Run {run_a} was not resumed", SKILL, "was changed since the bridge delivered it")
+        refused(stopped, "move or rename", f"resume_run {run_a} again")
+        assert stopped.data["status"] == "workspace_refused"
+        assert (model.project / SKILL).read_bytes() == edited and (model.project / PROMPT).read_bytes() == pinned[
+            "1.3.0"
+        ][PROMPT]  # nothing written, not even the prompt that could be
+        assert (await model.call("show_step")).text.startswith(f"Run {run_b}")  # run B stays the active run
+
+    drive(world, tmp_path, script)
 
 
 def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: ServerWorld, tmp_path: Path) -> None:

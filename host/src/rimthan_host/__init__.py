@@ -10,7 +10,7 @@ See docs/host-kit.md.
 ``files``          symlink-free writes and readback; output attestations from disk
 ``workspace``      setup: asset delivery checked against pins, the workspace manifest
 ``delivered``      what the bridge delivered (``.rimthan/delivered.json``): no user's file is overwritten,
-                   and a run's validators get its own release's subagents back
+                   and a resumed run (and its validators) gets its own release's assets back
 ``reports``        validator reports bound to the instruction and the artifacts
 ``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)
@@ -27,7 +27,8 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``schemas``        an output's JSON Schema from the verified release, copied into the project for the model
 ``outputs``        a step's files as the model wrote them: what is missing or unusable, refusals by file
 ``bridge_server``  the SDK's low-level server offering the bridge's tools, and the stdio lines it reads
-``link``           the verifier connection: a child ``rimthan-mcp serve`` over stdio, or a URL
+``link``           the verifier connection: a child ``rimthan-mcp serve`` over stdio (its stderr's last
+                   lines kept for a child that exits before it answers), or a URL
 ``reconnect``      a connection lost mid-move: restart the child once, resume from the log, say so
 ``serve``          the ``rimthan-host serve`` command line
 ``standin``        a scripted model (tests); ``agent_demo`` ``make agent-demo``

@@ -19,7 +19,7 @@ from typing import Any
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .delivered import AssetClash, restore_subagents
+from .delivered import AssetClash, restore_release, restore_subagents
 from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     SETUP_STEP,
@@ -134,7 +134,13 @@ class Bridge:
             raise  # said in words by the server, the active run untouched (a lost verifier is reconnect's)
         except Exception as exc:
             raise ResumeFailed(run_id, exc) from exc
+        try:
+            restored = restore_release(session.files, session.release_digest, run_id)
+        except AssetClash as exc:  # the run stays in its log; the active run, if any, stays active
+            return Reply(str(exc), {"run": run_id, "status": "workspace_refused"}, is_error=True)
         self.session = session
+        lines += [f"Re-installed {p}: run {run_id}'s release delivered it otherwise (another run's setup had "
+                  "replaced it)." for p in restored]  # fmt: skip
         return await self._go_on(result, lines)
 
     # -- steps -----------------------------------------------------------------------------

@@ -10,11 +10,14 @@ and read only through real directories and files). Every path is checked
 before any is written: a clash refuses the whole setup, nothing delivered.
 
 Runs on different releases share those paths: a newer run's setup replaces the
-subagents an older run's validators are defined by. So the record also keeps,
-per release (by manifest digest), each subagent's install path and digest, and
-the texts the bridge delivered (``.rimthan/assets/<sha256>``); before a run's
-validators are named to the model, :func:`restore_subagents` puts its own
-release's subagents back where another release's are (only files that are the
+prompt, skill, subagents and adapter an older run's model is told by (the
+packaged 1.3.0 skill says to assess options and write a decision record, a step
+1.2.0 does not have). So the record also keeps, per release (by manifest
+digest), each asset's install path and digest, and the texts the bridge
+delivered (``.rimthan/assets/<sha256>``); when a run is resumed,
+:func:`restore_release` puts its own release's assets back where another
+release's are, and before a run's validators are named to the model,
+:func:`restore_subagents` does so for their subagents (only files that are the
 bridge's own), or refuses in words.
 """
 
@@ -46,7 +49,10 @@ class AssetClash(HarnessError):
 
 @dataclass
 class Record:
-    """What the bridge delivered: path -> SHA-256; per release digest, subagent id -> (install path, SHA-256)."""
+    """What the bridge delivered: path -> SHA-256; per release digest, asset key -> (install path, SHA-256).
+
+    An asset's key is its subagent id for a subagent (what a validator names), ``<kind>:<id>`` for the others.
+    """
 
     delivered: dict[str, str] = field(default_factory=dict)
     releases: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
@@ -108,12 +114,15 @@ def save_record(files: ProjectFiles, record: Record) -> None:
 
 
 def keep_release(files: ProjectFiles, record: Record, release: str, assets: Sequence[Mapping[str, Any]]) -> None:
-    """Keep ``release``'s subagents (install path, digest, text) for :func:`restore_subagents`."""
-    subagents = [a for a in assets if a["kind"] == "subagent"]
-    for asset in subagents:
+    """Keep ``release``'s assets (install path, digest, text) for :func:`restore_release` and the validators."""
+    for asset in assets:
         files.write(asset["id"], f"{STORE_DIR}/{asset['sha256']}", asset["media_type"], asset["text"])
-    record.releases[release] = {a["id"]: (a["install_path"], a["sha256"]) for a in subagents}
+    record.releases[release] = {_key(a): (a["install_path"], a["sha256"]) for a in assets}
     save_record(files, record)
+
+
+def _key(asset: Mapping[str, Any]) -> str:
+    return str(asset["id"]) if asset["kind"] == "subagent" else f"{asset['kind']}:{asset['id']}"
 
 
 def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]) -> str | None:
@@ -156,15 +165,33 @@ def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str
     :class:`AssetClash`, before anything is written. A release the record
     does not know (set up before the bridge kept records) is left as it is.
     """
+    head = (
+        "The validators were not started: this run's release defines their subagents, and the bridge will not "
+        "overwrite these files to put them back:"
+    )
+    return _restore(files, release, subagents, head, "step_done again")
+
+
+def restore_release(files: ProjectFiles, release: str, run: str) -> list[str]:
+    """Put every asset ``release`` delivered back where another release's is (resuming ``run``); the paths."""
+    head = (
+        f"Run {run} was not resumed: its release installs its own prompt, skill, subagents and adapter, which "
+        "another run's setup replaced, and the bridge will not overwrite these files to put them back:"
+    )
+    kept = load_record(files).releases.get(release, {})
+    return _restore(files, release, sorted(kept), head, f"resume_run {run} again")
+
+
+def _restore(files: ProjectFiles, release: str, keys: Sequence[str], head: str, then: str) -> list[str]:
+    """Re-install ``release``'s assets of ``keys`` where the file differs; :class:`AssetClash` naming every clash."""
     record = load_record(files)
-    pinned = [record.releases.get(release, {}).get(s) for s in subagents]
+    pinned = [record.releases.get(release, {}).get(k) for k in keys]
     stale = [(p, d) for p, d in (x for x in pinned if x is not None) if _digest_at(files, p) != d]
     clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered)) is not None]
     if clashes:
         raise AssetClash(
-            "The validators were not started: this run's release defines their subagents, and the bridge will not "
-            "overwrite these files to put them back:\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user "
-            "to move or rename each of these files (keep their content elsewhere), then call step_done again."
+            head + "\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user to move or rename each of "
+            f"these files (keep their content elsewhere), then call {then}."
         )
     texts = {d: _kept_text(files, p, d) for p, d in stale}
     for path, digest in stale:
@@ -190,6 +217,6 @@ def _kept_text(files: ProjectFiles, path: str, digest: str) -> str:
     except (OSError, UnicodeDecodeError):
         pass
     raise AssetClash(
-        f"The validators were not started: {path} is not this run's release's subagent, and the copy the bridge "
-        f"kept of it in {STORE_DIR} is gone or altered. Call start_run with new_run true for a new run."
+        f"Nothing was changed: {path} is not this run's release's file, and the copy the bridge kept of it in "
+        f"{STORE_DIR} is gone or altered, so it cannot be put back. Call start_run with new_run true for a new run."
     )
