@@ -93,13 +93,11 @@ def test_a_runs_directory_that_is_a_symbolic_link_is_refused(world: ServerWorld,
     assert audited_only_run(model.project, state)["steps"][-1] == "experiment"
 
 
-DAMAGE = {
-    "a repeated key": lambda text: text.replace('"completed": false', '"completed": false, "completed": true', 1),
-    "NaN": lambda text: text.replace('"confirmed_at": ', '"confirmed_at": NaN, "x": ', 1),
-    "a wrong type": lambda text: text.replace('"existed_before": {}', '"existed_before": "yes"', 1),
-    "nesting": lambda text: text.replace(
-        '"workflow": ', '"deep": ' + "[" * 100_000 + "]" * 100_000 + ', "workflow": ', 1
-    ),
+DAMAGE = {  # edits of the state file as the bridge writes it: compact JSON
+    "a repeated key": lambda text: text.replace('"completed":false', '"completed":false,"completed":true', 1),
+    "NaN": lambda text: text.replace('"confirmed_at":', '"confirmed_at":NaN,"x":', 1),
+    "a wrong type": lambda text: text.replace('"existed_before":{}', '"existed_before":"yes"', 1),
+    "nesting": lambda text: text.replace('"workflow":', '"deep":' + "[" * 100_000 + "]" * 100_000 + ',"workflow":', 1),
     "a size past the bound": lambda text: text + " " * (MAX_STATE_BYTES + 1 - len(text)),  # valid JSON still
 }
 LOG_DAMAGE = {

@@ -15,15 +15,18 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
 from rimthan_host.harness import HarnessError, WorkflowHarness
 from rimthan_host.protocol import MoveNotRecorded
-from rimthan_host.runlog import CHECKPOINT_KEY, MAX_STATE_BYTES, RunLog
+from rimthan_host.runlog import CHECKPOINT_KEY, MAX_STATE_BYTES, RunLog, StateTooLarge
 from rimthan_host.session import HostSession
 from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, MAX_CONFIRMED_STATE_BYTES, depth_exceeds
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run.confirmed_state import ConfirmedState
 from support.engines import Engines, ExamplesScenario, TickingClock, WireEngine, make_engines, run
 from support.releases import build_release, make_keypair, trust_dir, unbounded_objective_source
 
@@ -126,7 +129,7 @@ def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumabl
     log = RunLog(project, "run-large")
     session = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
     facts = ExamplesScenario("desk-research").initial_state("1.2.0")
-    huge = {**facts, "objective": "o" * (5 * 1024 * 1024)}
+    huge = {**facts, "objective": "o" * (MAX_STATE_BYTES * 3 // 5)}
 
     async def go() -> None:
         with pytest.raises(WorkflowProtocolError) as refused_start:  # (the engine in process: the server answers it)
@@ -137,7 +140,7 @@ def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumabl
         large = {**saved, "confirmed_state": {**saved["confirmed_state"], "state": huge}}
         log.save_state(started["checkpoint"] + "x", large, logged=started["checkpoint"])  # one fits
         kept = log.state_path.read_bytes(), log.log_path.read_bytes()
-        with pytest.raises(HarnessError) as refused:  # two (the new one and the one kept) are past 8 MiB
+        with pytest.raises(HarnessError) as refused:  # two (the new one and the one kept) are past the bound
             log.save_state(started["checkpoint"] + "y", large, logged=started["checkpoint"] + "x")
         said = str(refused.value)
         assert said.startswith("Nothing was recorded: with these confirmed values the resume state of run run-large")
@@ -149,3 +152,57 @@ def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumabl
         assert resumed["status"] == "active" and resumed["step"]["id"] == "setup-workspace"
 
     run(go())
+
+
+def _largest_values() -> dict[str, Any]:
+    """Values at exactly MAX_CONFIRMED_STATE_BYTES as canonical JSON, each byte as costly as it can be in a state
+    file: a list of zeros nested as deep as a tool call's arguments take (indented JSON pays per level), and
+    characters JSON escapes as \\uXXXX (6 bytes for 2)."""
+    depth = MAX_ARGUMENT_DEPTH - 3  # the arguments {"confirmed_state": {"state": {"deep": [...]}}} hold 3 above
+    zeros = [0] * (MAX_CONFIRMED_STATE_BYTES // 4)
+    deep: list[Any] = zeros
+    for _ in range(depth - 1):
+        deep = [deep]
+    values: dict[str, Any] = {"deep": deep, "text": ""}
+    rest = MAX_CONFIRMED_STATE_BYTES - ConfirmedState.from_json({"state": values}).size
+    values["text"] = "\u00e9" * (rest // 2) + "o" * (rest % 2)
+    return values
+
+
+def test_the_largest_state_a_run_can_hold_is_kept_and_a_file_one_byte_past_its_bound_is_refused(
+    tmp_path: Path,
+) -> None:
+    """MAX_STATE_BYTES is derived from what a run state can legitimately hold: two saved states of the largest
+    confirmed values the verifier takes (limits.MAX_CONFIRMED_STATE_BYTES, nested as deep as its arguments go)
+    are written and read back; a state file one byte past the bound is refused in words, nothing replaced."""
+    values = _largest_values()
+    book = ConfirmedStateBook(lambda: 1_800_000_000)
+    for name, value in values.items():
+        book.confirm(name, value, BY_ELICITATION)
+    arguments = {"checkpoint": "c" * 1024, "confirmed_state": book.projection()}
+    assert ConfirmedState.from_json(book.projection()).size == MAX_CONFIRMED_STATE_BYTES  # the verifier takes it
+    assert not depth_exceeds(arguments, MAX_ARGUMENT_DEPTH)
+    log = RunLog(tmp_path / "project", "run-largest")
+    state = {"run": log.run_id, "confirmed_state": book.projection(), "workflow": "research", "release": None,
+             "step": "select-route", "existed_before": {"evidence-log.json": False}, "completed": False}  # fmt: skip
+    log.save_state("token-1", state, logged=None)
+    log.save_state("token-2", state, logged="token-1")  # two kept: the new checkpoint's and the logged one's
+    assert log.state_for("token-1")["confirmed_state"]["state"] == values
+    assert log.state_for("token-2")["confirmed_state"]["state"] == values
+
+    small = {**state, "confirmed_state": {"state": {"text": ""}, "confirmations": {}}}
+    log.save_state("token-3", small, logged=None)
+    pad = MAX_STATE_BYTES - log.state_path.stat().st_size  # each ASCII character of a value is one byte more
+    exact = {**small, "confirmed_state": {"state": {"text": "o" * pad}, "confirmations": {}}}
+    log.save_state("token-3", exact, logged=None)
+    assert log.state_path.stat().st_size == MAX_STATE_BYTES and log.state_for("token-3") == {
+        **exact, CHECKPOINT_KEY: log.state_for("token-3")[CHECKPOINT_KEY]
+    }  # fmt: skip
+    kept = log.state_path.read_bytes()
+    past = {**small, "confirmed_state": {"state": {"text": "o" * (pad + 1)}, "confirmations": {}}}
+    with pytest.raises(StateTooLarge) as refused:
+        log.save_state("token-3", past, logged=None)
+    said = str(refused.value)
+    assert said.startswith("Nothing was recorded: with these confirmed values the resume state of run run-largest")
+    assert f"would be {MAX_STATE_BYTES + 1} bytes, past the {MAX_STATE_BYTES} bytes a run state file may hold" in said
+    assert log.state_path.read_bytes() == kept

@@ -36,7 +36,12 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH
+from rimthan_workflow_registry.limits import (
+    JSON_BYTES_PER_STRING_BYTE,
+    MAX_ARGUMENT_DEPTH,
+    MAX_CONFIRMED_STATE_BYTES,
+    REQUEST_REST_BYTES,
+)
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
 from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
@@ -47,9 +52,17 @@ _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also ta
 # A state file wraps a confirmed state the verifier took in an argument (nested at most MAX_ARGUMENT_DEPTH)
 # two levels deeper: {"states": [{"confirmed_state": ...}]} where the argument had {"confirmed_state": ...}.
 _STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
-# A ``<run>.json`` holds one or two saved states, a few KiB each for real runs: one larger than this is
+# A ``<run>.json`` holds at most two saved states (a few KiB each for real runs), written as compact JSON
+# (ASCII). One saved state is the confirmed values - at most MAX_CONFIRMED_STATE_BYTES as canonical JSON, the
+# verifier refuses more, and no byte of that costs more than JSON_BYTES_PER_STRING_BYTE here (a character as
+# \uXXXX escapes; compact, so structure costs what it does canonically) - plus what else a tool call carries
+# beside them (their confirmations, the workflow, release and step, the step's output paths): within
+# REQUEST_REST_BYTES. So the largest state a run can legitimately hold is kept, and a file past this bound is
 # refused by its size (as damaged), before a byte of it is read, whenever the bridge lists or resumes runs.
-MAX_STATE_BYTES = 8 * 1024 * 1024
+_STATES_KEPT = 2  # the new checkpoint's and the log's last line's
+_SAVED_STATE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES + REQUEST_REST_BYTES
+_ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
+MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
 # The verifier refuses a checkpoint longer than MAX_TOKEN_CHARS (1 MiB; a real run's are 1-2 KiB): a log line
 # longer is no token, and reading stops there. The log is read a line at a time, so no more is ever held.
 _MAX_LINE_BYTES = MAX_TOKEN_CHARS + 1  # the token and its newline
@@ -133,7 +146,8 @@ class RunLog:
         entries = [{**state, CHECKPOINT_KEY: token_key(checkpoint)}]
         kept = token_key(logged) if logged is not None and logged != checkpoint else None
         entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
-        data = json.dumps({"run": self.run_id, "states": entries}, sort_keys=True, indent=1).encode("ascii")
+        document = {"run": self.run_id, "states": entries}
+        data = json.dumps(document, sort_keys=True, separators=(",", ":")).encode("ascii")  # compact: bounded
         if len(data) > MAX_STATE_BYTES:
             raise StateTooLarge(self, len(data), started=logged is not None)
         _make_runs_dir(self.project)
