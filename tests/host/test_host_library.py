@@ -9,6 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS
 from support.engines import Engines, ExamplesScenario, TickingClock, drive, example_state, make_engines, run
+from support.releases import packaged_source
+from support.servers import build_world
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +160,24 @@ def test_run_ids_are_plain_names(tmp_path: Path) -> None:
         RunLog(tmp_path, "../escape")
     with pytest.raises(HarnessError, match="run id"):
         RunLog(tmp_path, "run-1\n")  # re's "$" would take it: the log would be "run-1\n.log"
+
+
+def test_the_documented_library_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/host-kit.md's Python example, extracted and run as a script in a project with real signed releases,
+    the verifier a real ``rimthan-mcp serve`` child: it sets up the workspace and prints what the doc says."""
+    doc = (Path(__file__).parents[2] / "docs" / "host-kit.md").read_text("utf-8")
+    (example,) = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    world = build_world(tmp_path / "world")
+    project = tmp_path / "project"
+    world.publish("1.3.0", project / "releases")
+    shutil.copytree(world.trust, project / "keys" / "local")
+    shutil.copy(packaged_source("1.3.0") / "examples" / "confirmed-state.json", project / "facts.json")
+    (project / "harness.py").write_text(example, "utf-8")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RIMTHAN_STATE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "harness.py"], cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "advanced interview", done.stdout
+    assert (project / ".rimthan" / "runs" / "run-1.log").is_file()
