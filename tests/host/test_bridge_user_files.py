@@ -165,6 +165,15 @@ def test_a_run_resumed_gets_its_own_releases_prompt_and_skill_back_never_over_th
         ][PROMPT]  # nothing written, not even the prompt that could be
         assert (await model.call("show_step")).text.startswith(f"Run {run_b}")  # run B stays the active run
 
+        (model.project / SKILL).rename(model.project / ".claude/my-notes.md")  # the user moves their file
+        (model.project / RECORD_PATH).write_text("[]", "utf-8")  # and the record is damaged meanwhile
+        damaged = await model.call("resume_run", {"run": run_a})
+        refused(damaged, f"{RECORD_PATH} is damaged", "resume_run for a run waiting at its setup or being resumed")
+        assert not (model.project / SKILL).exists()  # nothing written
+        (model.project / RECORD_PATH).unlink()
+        resumed = await model.call("resume_run", {"run": run_a})  # no record: nothing is known to put back
+        assert not resumed.is_error and "Re-installed" not in resumed.text, resumed.text
+
     drive(world, tmp_path, script)
 
 

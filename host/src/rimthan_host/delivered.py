@@ -101,7 +101,7 @@ def _damaged(why: str) -> AssetClash:
     return AssetClash(
         f"{RECORD_PATH} is damaged ({why}); nothing was delivered or changed. It lists the files the bridge "
         "delivered; delete it (the bridge then replaces only files identical to the release's) and try again: "
-        "resume_run for a run waiting at its setup, step_done for validators not started."
+        "resume_run for a run waiting at its setup or being resumed, step_done for validators not started."
     )
 
 
