@@ -36,25 +36,32 @@ _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream
 
 
 class _ChildStderr:
-    """A pipe for a child's stderr: each line copied to the bridge's stderr, the last few kept."""
+    """A pipe for a child's stderr: each line copied to the bridge's stderr, its last error lines kept."""
 
-    def __init__(self, keep: int = 4) -> None:
+    LINE = 1024  # what is kept of one line (and read at once): the clikit voice is one short error:/next: pair
+
+    def __init__(self) -> None:
         read_fd, write_fd = os.pipe()
         self.writer = os.fdopen(write_fd, "w")
-        self.lines: deque[str] = deque(maxlen=keep)
+        self.lines: deque[str] = deque(maxlen=2)  # the last error: and next: lines (else the last line)
         self._copied = threading.Thread(target=self._copy, args=(os.fdopen(read_fd, "rb"),), daemon=True)
         self._copied.start()
 
     def _copy(self, reader: Any) -> None:
+        last = ""
         with reader:
-            for line in reader:
-                sys.stderr.buffer.write(line)
+            for line in iter(lambda: reader.readline(self.LINE), b""):
+                text = line.decode("utf-8", "replace")
+                sys.stderr.write(text)  # (the bridge's stderr, whatever stream it is now)
                 sys.stderr.flush()
-                if text := line.decode("utf-8", "replace").strip():
-                    self.lines.append(text)
+                last = text.strip() or last
+                if last.startswith(("error:", "next:")):
+                    self.lines.append(last)
+        if not self.lines and last:
+            self.lines.append(last)
 
     def said(self) -> str:
-        """The child's last words (its stderr read to the end: it has exited), or empty."""
+        """The child's last error words (its stderr read to the end: it has exited), or empty."""
         self.writer.close()
         self._copied.join(timeout=5)
         return " ".join(self.lines)
