@@ -111,7 +111,7 @@ class VerifierLink:
             while isinstance(first, BaseExceptionGroup) and first.exceptions:
                 first = first.exceptions[0]
             conn.error = f"{type(first).__name__}: {first}"
-            said = stderr.said() if stderr is not None and not conn.up else ""
+            said = await anyio.to_thread.run_sync(stderr.said) if stderr is not None and not conn.up else ""
             conn.error = f"rimthan-mcp serve, which the bridge starts, exited: {said}" if said else conn.error
         finally:
             if stderr is not None:
