@@ -10,7 +10,10 @@ and checkpoint keys can serve any call) and keeps the SDK's DNS-rebinding /
 Origin protection on, allowing loopback, the bound address and the hosts the
 operator names with ``--allowed-host``. A request body is bounded by
 ``limits.MAX_REQUEST_BODY_BYTES`` (what the largest legitimate tool call takes;
-the SDK answers a larger one with HTTP 413 before reading past the bound).
+the SDK answers a larger one with HTTP 413 before reading past the bound);
+``http_bounds`` bounds the time a client may take to send a request or to take
+its answer, the requests in flight at once, and answers a stateless ``GET`` /
+``DELETE`` with 405.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
+from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
 from .stdio_guard import AnsweringStream
@@ -214,7 +218,8 @@ async def serve_http(
         max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
     )
     config = uvicorn.Config(
-        starlette_app,
+        BoundedRequests(starlette_app, stateless=not sessions),
+        http=HeadDeadlineProtocol,
         log_config=None,
         log_level=log_level,
         lifespan="on",

@@ -1,0 +1,145 @@
+"""Bounds on what HTTP clients can hold: the time to send a request, and the requests in flight.
+
+uvicorn (h11) waits for ever for a request head that never ends and for a
+body that is never finished, and a stateless ``GET /mcp`` holds an SSE stream
+that nothing is ever sent on. Each is a connection (and its buffers: a body of
+up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
+
+- :class:`HeadDeadlineProtocol`: uvicorn's h11 protocol that closes a
+  connection whose request line and headers have not all arrived within
+  ``HEAD_SECONDS`` of connecting, or of the first byte of the next request on
+  a kept-alive connection.
+- :class:`BoundedRequests`: an ASGI wrapper. A stateless server answers ``GET``
+  and ``DELETE`` with 405 (the Streamable HTTP spec's answer when it offers no
+  SSE stream); a body not received in full within ``BODY_SECONDS`` of the head
+  gets 408 and the connection is closed.
+- ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
+  received or answered gets 503 at once (with ``Retry-After``), unread: with
+  the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
+  connection waiting for its next head is not counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .logs import get_logger
+
+HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
+BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
+MAX_REQUESTS_IN_FLIGHT = 128  # 4 x the 32 concurrent clients P6 measures
+RETRY_AFTER_SECONDS = 1
+STATELESS_ALLOW = "POST"
+STATELESS_GET = b"Method Not Allowed: a stateless server offers no SSE stream and no session to end"
+BUSY = b"Service Unavailable: too many requests in flight, retry"
+BODY_LATE = b"Request Timeout: the body did not arrive in time"
+_CLOSE = [(b"connection", b"close")]
+BODY_IN = "rimthan.body_in"  # set by HeadDeadlineProtocol in scope["state"] once a request's body is all in
+_log = get_logger("transport")
+
+
+class HeadDeadlineProtocol(H11Protocol):
+    """h11 with a deadline on the request head (uvicorn's own waits for it for ever).
+
+    Armed when a connection opens and when a part of a head arrives without its
+    end (an idle kept-alive connection is uvicorn's: closed after 5 s), so a head
+    that comes whole costs no timer. It also marks a request whose body is in
+    (``BODY_IN`` in the scope's state), which lets :class:`BoundedRequests` read
+    it without a timer.
+    """
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_overdue)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.IDLE:  # a head begun and not ended
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(HEAD_SECONDS, self._head_overdue)
+            return
+        self._disarm_head_deadline()
+        if state is h11.DONE and self.cycle is not None:
+            self.cycle.scope["state"][BODY_IN] = True
+
+    def _disarm_head_deadline(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_overdue(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            _log.debug("closed a connection: no complete request head", extra={"head_seconds": HEAD_SECONDS})
+            self.transport.close()
+
+
+class BoundedRequests:
+    """ASGI wrapper: 405 for a stateless GET/DELETE, a cap on requests in flight, a deadline on the body."""
+
+    def __init__(self, app: ASGIApp, *, stateless: bool) -> None:
+        self.app = app
+        self.stateless = stateless
+        self.in_flight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+        elif self.stateless and scope["method"] in ("GET", "DELETE"):
+            await _plain(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
+        elif self.in_flight >= MAX_REQUESTS_IN_FLIGHT:
+            _log.warning("request refused: too many in flight", extra={"in_flight": self.in_flight})
+            await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
+        else:
+            self.in_flight += 1
+            try:
+                if scope.get("state", {}).get(BODY_IN):  # the usual case: the body came with the head
+                    await self.app(scope, receive, send)
+                else:
+                    await _with_body_deadline(self.app, scope, receive, send)
+            finally:
+                self.in_flight -= 1
+
+
+async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """Run ``app``; while it waits for a part of the body, a deadline ``BODY_SECONDS`` after the head holds."""
+    deadline, state = asyncio.get_running_loop().time() + BODY_SECONDS, scope.get("state", {})
+    body_in = False
+    try:
+        async with asyncio.timeout(None) as timeout:  # armed only while a part of the body is awaited
+
+            async def bounded_receive() -> Message:
+                nonlocal body_in
+                if body_in or state.get(BODY_IN):  # no timer once the body is in
+                    return await receive()
+                timeout.reschedule(deadline)
+                message = await receive()
+                timeout.reschedule(None)
+                body_in = not message.get("more_body", False)  # the last part (or the client left)
+                return message
+
+            await app(scope, bounded_receive, send)
+    except TimeoutError:
+        if not timeout.expired():
+            raise
+        # cancelled while the app waited for the body, before anything was answered
+        _log.info("request body not received in time", extra={"body_seconds": BODY_SECONDS})
+        await _plain(send, 408, BODY_LATE, _CLOSE)
+
+
+async def _plain(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+    headers: list[Any] = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers + extra})
+    await send({"type": "http.response.body", "body": body})

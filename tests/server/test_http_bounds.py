@@ -1,0 +1,214 @@
+"""HTTP clients that do not play fair: what one client can hold on a real server, and the bounds on it.
+
+Each test drives a real ``rimthan-mcp serve --transport http`` process with raw
+sockets. The process starts through ``python -c`` that shortens
+``http_bounds``' deadlines and cap (the same code, smaller numbers, so the
+tests wait seconds, not minutes) and lowers its open-file limit to
+``FD_LIMIT`` (what it would take ~20,000 connections to reach at the default).
+On code without ``http_bounds`` the numbers are not set and every test fails
+by a bounded wait, never by hanging.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import select
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from support.processes import http_server_process
+from support.servers import HttpServer, ServerWorld, build_world, serve_args, server_env
+
+HEAD_SECONDS, BODY_SECONDS, MAX_IN_FLIGHT, FD_LIMIT = 2.0, 3.0, 4, 64
+WAIT = 20.0  # every wait in this module ends by this many seconds
+LAUNCH = f"""
+import importlib.util, resource, runpy
+resource.setrlimit(resource.RLIMIT_NOFILE, ({FD_LIMIT}, {FD_LIMIT}))
+if importlib.util.find_spec("rimthan_workflow_mcp.http_bounds"):
+    import rimthan_workflow_mcp.http_bounds as bounds
+    bounds.HEAD_SECONDS, bounds.BODY_SECONDS = {HEAD_SECONDS}, {BODY_SECONDS}
+    bounds.MAX_REQUESTS_IN_FLIGHT = {MAX_IN_FLIGHT}
+runpy.run_module("rimthan_workflow_mcp", run_name="__main__")
+"""
+TOOLS_LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    world: ServerWorld = build_world(tmp_path_factory.mktemp("bounds-world"))
+    args = serve_args(world, world.built["1.2.0"], state_dir=tmp_path_factory.mktemp("bounds-state"))
+    assert args[:2] == ["-m", "rimthan_workflow_mcp"]
+    argv = [sys.executable, "-c", LAUNCH, *args[2:], "--transport", "http", "--port", "0"]
+    with http_server_process(argv, env=server_env()) as running:
+        yield running
+
+
+@pytest.fixture
+def sockets() -> Iterator[list[socket.socket]]:
+    """The test's raw connections, closed at its end whatever happened (a failure must not leak them)."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
+
+
+def _port(server: HttpServer) -> int:
+    return int(server.url.rsplit(":", 1)[1].split("/")[0])
+
+
+def _fds(server: HttpServer) -> int:
+    return len(os.listdir(f"/proc/{server.pid}/fd"))
+
+
+def _connect(server: HttpServer, opened: list[socket.socket], timeout: float = WAIT) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", _port(server)), timeout=timeout)
+    opened.append(sock)
+    return sock
+
+
+def _head(server: HttpServer, method: str, length: int | None = None) -> bytes:
+    lines = [
+        f"{method} /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{_port(server)}",
+        "Accept: application/json, text/event-stream",
+        "Content-Type: application/json",
+        "MCP-Protocol-Version: 2025-11-25",
+    ]
+    lines += [] if length is None else [f"Content-Length: {length}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of the one answer on ``sock`` (a ``WAIT`` timeout fails the test).
+
+    An SSE stream's body is not read: it never ends."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    headers = {k.lower(): v for k, v in response.getheaders()}
+    stream = headers.get("content-type", "").startswith("text/event-stream")
+    return response.status, headers, b"" if stream else response.read()
+
+
+def _honest_call(server: HttpServer) -> int:
+    """What an honest client's ``tools/list`` gets (its status), on a new connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", _port(server), timeout=WAIT)
+    try:
+        connection.request("POST", "/mcp", TOOLS_LIST, dict(h.split(": ", 1) for h in _HONEST_HEADERS))
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+_HONEST_HEADERS = (
+    "Accept: application/json, text/event-stream",
+    "Content-Type: application/json",
+    "MCP-Protocol-Version: 2025-11-25",
+)
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _dripped_until_closed(dripping: list[socket.socket], first: bytes = b"") -> list[socket.socket]:
+    """Send ``first``, then one byte a beat on each connection (no head ever ends) until the server closes
+    them all or ``WAIT`` passes; the ones still open."""
+    for sock in dripping:
+        sock.sendall(first)
+    deadline = time.monotonic() + WAIT
+    while dripping and time.monotonic() < deadline:
+        for sock in list(dripping):
+            try:
+                sock.sendall(b"a")
+            except OSError:
+                dripping.remove(sock)
+        time.sleep(0.5)
+    return dripping
+
+
+def _eventually(check: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_stateless_get_and_delete_get_405_and_hold_no_stream(server: HttpServer, sockets: list[socket.socket]) -> None:
+    """Old code: GET is answered 200 text/event-stream and the stream stays open while the client holds it."""
+    assert _honest_call(server) == 200
+    before = _fds(server)
+    for method in ["GET", "DELETE"] * 20:  # the client keeps every connection open
+        sock = _connect(server, sockets)
+        sock.sendall(_head(server, method))
+        status, headers, body = _answer(sock)
+        assert status == 405 and headers.get("allow") == "POST", (status, headers, body)
+    # the server lets them go on its own (the kept-alive connection's next head never comes)
+    assert _eventually(lambda: _fds(server) <= before), f"{_fds(server)} fds open, {before} before"
+    assert _honest_call(server) == 200
+
+
+def test_request_heads_never_finished_past_the_open_file_limit_are_cut_off(
+    server: HttpServer, sockets: list[socket.socket]
+) -> None:
+    """Old code: 70 heads never finished (idle, then dripped) hold every descriptor for ever; an honest call
+    waits in the listen backlog and is never answered."""
+    for _ in range(FD_LIMIT + 6):
+        _connect(server, sockets, timeout=0.5).sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: ")
+    assert _honest_call(server) == 200  # answered once the heads' deadline frees descriptors
+    assert _dripped_until_closed(list(sockets)) == []
+
+
+def test_the_next_head_dripped_on_a_kept_alive_connection_is_cut_off(
+    server: HttpServer, sockets: list[socket.socket]
+) -> None:
+    """Old code: uvicorn's 5 s keep-alive timer stops at the next request's first byte; then nothing ends it."""
+    sock = _connect(server, sockets)
+    sock.sendall(_head(server, "POST", len(TOOLS_LIST)) + TOOLS_LIST)
+    assert _answer(sock)[0] == 200
+    assert _dripped_until_closed([sock], b"POST /mcp HTTP/1.1\r\nX-Drip: ") == []
+
+
+@pytest.mark.parametrize("how", ["stalled", "dripped"])
+def test_a_body_that_does_not_arrive_in_time_gets_408(
+    server: HttpServer, sockets: list[socket.socket], how: str
+) -> None:
+    """Old code: the server waits for the rest of the body for ever (holding the 8 MiB that came)."""
+    sock = _connect(server, sockets)
+    if how == "stalled":  # 8 MiB of a declared 16 MiB, then nothing: the SDK buffers what came
+        sock.sendall(_head(server, "POST", 16 << 20) + b" " * (8 << 20))
+    else:
+        sock.sendall(_head(server, "POST", len(TOOLS_LIST)) + TOOLS_LIST[:1])
+    assert _honest_call(server) == 200  # others are served meanwhile
+    for byte in TOOLS_LIST[1:-1] if how == "dripped" else b"":  # one byte a beat, the last never
+        if select.select([sock], [], [], 0.2)[0]:  # answered: stop before a write on a closed connection
+            break
+        sock.sendall(bytes([byte]))
+    status, headers, body = _answer(sock)
+    assert (status, headers["connection"]) == (408, "close"), body
+    assert _closed_by_server(sock)
+
+
+def test_requests_beyond_the_cap_in_flight_get_503_unread(server: HttpServer, sockets: list[socket.socket]) -> None:
+    """Old code: no cap: every request's body is buffered (up to 16.5 MiB each) and waited on for ever."""
+    for _ in range(MAX_IN_FLIGHT):  # each holds a slot until its body's deadline
+        _connect(server, sockets).sendall(_head(server, "POST", 16 << 20) + b" " * 65536)
+    held = list(sockets)
+    time.sleep(0.5)
+    over = _connect(server, sockets)
+    over.sendall(_head(server, "POST", 16 << 20))
+    status, headers, _ = _answer(over)
+    assert (status, headers["retry-after"], headers["connection"]) == (503, "1", "close")
+    assert [_answer(sock)[0] for sock in held] == [408] * MAX_IN_FLIGHT  # the deadline frees the slots
+    assert _honest_call(server) == 200
