@@ -18,11 +18,14 @@ import select
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from support.processes import http_server_process
 from support.servers import HttpServer, ServerWorld, build_world, serve_args, server_env
+from test_server_http import INITIALIZE as INITIALIZE_REQUEST
 
 HEAD_SECONDS, BODY_SECONDS, MAX_IN_FLIGHT, FD_LIMIT = 2.0, 3.0, 4, 64
 WAIT = 20.0  # every wait in this module ends by this many seconds
@@ -36,15 +39,26 @@ if importlib.util.find_spec("rimthan_workflow_mcp.http_bounds"):
 runpy.run_module("rimthan_workflow_mcp", run_name="__main__")
 """
 TOOLS_LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+INITIALIZE = json.dumps(INITIALIZE_REQUEST).encode()
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
-    world: ServerWorld = build_world(tmp_path_factory.mktemp("bounds-world"))
-    args = serve_args(world, world.built["1.2.0"], state_dir=tmp_path_factory.mktemp("bounds-state"))
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("bounds-world"))
+
+
+@contextmanager
+def _bounded_server(world: ServerWorld, state_dir: Path, *extra: str) -> Iterator[HttpServer]:
+    args = serve_args(world, world.built["1.2.0"], state_dir=state_dir, extra=extra)
     assert args[:2] == ["-m", "rimthan_workflow_mcp"]
     argv = [sys.executable, "-c", LAUNCH, *args[2:], "--transport", "http", "--port", "0"]
     with http_server_process(argv, env=server_env()) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def server(world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    with _bounded_server(world, tmp_path_factory.mktemp("bounds-state")) as running:
         yield running
 
 
@@ -94,14 +108,18 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return response.status, headers, b"" if stream else response.read()
 
 
-def _honest_call(server: HttpServer) -> int:
-    """What an honest client's ``tools/list`` gets (its status), on a new connection."""
+def _honest_call(server: HttpServer, body: bytes = TOOLS_LIST) -> int:
+    """What an honest client's ``tools/list`` (or ``body``) gets (its status), on a new connection."""
+    return _honest_exchange(server, body)[0]
+
+
+def _honest_exchange(server: HttpServer, body: bytes, headers: Sequence[str] = ()) -> tuple[int, dict[str, str]]:
     connection = http.client.HTTPConnection("127.0.0.1", _port(server), timeout=WAIT)
     try:
-        connection.request("POST", "/mcp", TOOLS_LIST, dict(h.split(": ", 1) for h in _HONEST_HEADERS))
+        connection.request("POST", "/mcp", body, dict(h.split(": ", 1) for h in (*_HONEST_HEADERS, *headers)))
         response = connection.getresponse()
         response.read()
-        return response.status
+        return response.status, {k.lower(): v for k, v in response.getheaders()}
     finally:
         connection.close()
 
@@ -212,3 +230,21 @@ def test_requests_beyond_the_cap_in_flight_get_503_unread(server: HttpServer, so
     assert (status, headers["retry-after"], headers["connection"]) == (503, "1", "close")
     assert [_answer(sock)[0] for sock in held] == [408] * MAX_IN_FLIGHT  # the deadline frees the slots
     assert _honest_call(server) == 200
+
+
+def test_session_streams_held_open_take_no_slot_from_calls(
+    world: ServerWorld, tmp_path: Path, sockets: list[socket.socket]
+) -> None:
+    """With ``--http-sessions`` a GET stream lives as long as its client wants: counted, more than the cap
+    of them held open would leave every call a 503."""
+    with _bounded_server(world, tmp_path, "--http-sessions") as sessions:
+        for _ in range(MAX_IN_FLIGHT + 1):
+            status, headers = _honest_exchange(sessions, INITIALIZE)
+            assert status == 200, headers
+            stream = _connect(sessions, sockets)
+            stream.sendall(
+                _head(sessions, "GET")[:-2] + f"Mcp-Session-Id: {headers['mcp-session-id']}\r\n\r\n".encode()
+            )
+            status, headers, _ = _answer(stream)
+            assert (status, headers["content-type"].split(";")[0]) == (200, "text/event-stream")
+        assert _honest_call(sessions, INITIALIZE) == 200

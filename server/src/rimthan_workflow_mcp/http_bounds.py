@@ -16,7 +16,8 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 - ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
-  connection waiting for its next head is not counted.
+  connection waiting for its next head is not counted, nor (with sessions) a
+  ``GET`` stream.
 """
 
 from __future__ import annotations
@@ -97,8 +98,8 @@ class BoundedRequests:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-        elif self.stateless and scope["method"] in ("GET", "DELETE"):
-            await _plain(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
+        elif scope["method"] == "GET" or (self.stateless and scope["method"] == "DELETE"):
+            await self._get(scope, receive, send)
         elif self.in_flight >= MAX_REQUESTS_IN_FLIGHT:
             _log.warning("request refused: too many in flight", extra={"in_flight": self.in_flight})
             await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
@@ -111,6 +112,14 @@ class BoundedRequests:
                     await _with_body_deadline(self.app, scope, receive, send)
             finally:
                 self.in_flight -= 1
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stateless: 405. With sessions, a session's server-to-client stream: no body, so not counted (the SDK
+        caps sessions, one stream each), lest streams held open take every slot from the calls."""
+        if self.stateless:
+            await _plain(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
+        else:
+            await self.app(scope, receive, send)
 
 
 async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
