@@ -5,7 +5,9 @@ writes the release into a temporary directory beside the destination (same
 filesystem), runs the one verification path on it, makes it durable (one
 ``syncfs`` of that file system, like ``sync -f``), and only then renames it
 into ``<out>/<name>-<version>`` - without ever replacing an existing
-directory. A crash leaves at most a hidden ``.<name>-<version>.building-*``
+directory. A build that fails (a refusal, Ctrl-C, ``SIGTERM``) removes its
+work directory and the ``--out`` directories it made (only those, and only
+while empty); a crash leaves at most a hidden ``.<name>-<version>.building-*``
 directory, never a half-written release under the real name.
 
 Builds are reproducible: the manifest depends only on the source bytes (and
@@ -14,7 +16,6 @@ Builds are reproducible: the manifest depends only on the source bytes (and
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 import threading
@@ -52,11 +53,14 @@ from .fsutil import (
     fsync_dir,
     fsync_file,
     make_dirs,
+    make_work_dir,
+    remove_made_dirs,
     rename_no_replace,
     sync_filesystem,
     umask_keeps,
     write_all,
 )
+from .interrupt import signals_held, terminate_unwinds
 from .signing import SigningKey
 from .source import READ_CHUNK, SourceFiles, read_source
 
@@ -137,12 +141,36 @@ def build_release(
     out = Path(out_dir)
     _refuse_output_in_source(Path(source_dir), out)
     source = read_source(source_dir)
-    catalogue = validate_source(source).catalogue
-    make_dirs(out)
+    loaded = validate_source(source)
+    made: list[Path] = []
+    with terminate_unwinds():
+        try:
+            with signals_held():  # what make_dirs made is recorded before a signal can stop the build
+                made += make_dirs(out)
+            return _build_into(out, source, loaded, signers, trust, created, progress)
+        except BaseException:
+            remove_made_dirs(made)  # a failed build takes back the --out directories it made, and only those
+            raise
+
+
+def _build_into(
+    out: Path,
+    source: SourceFiles,
+    loaded: LoadedCatalogue,
+    signers: list[SigningKey],
+    trust: TrustStore | None,
+    created: int | None,
+    progress: bool,
+) -> BuildResult:
+    """Write, sign, check and publish the release in ``out`` (which exists); a failure removes the work dir."""
+    catalogue = loaded.catalogue
     dest = out / f"{catalogue.name}-{catalogue.version}"
     _refuse_existing(dest)
-    work = _work_dir(out, f".{dest.name}.building-")
+    made: list[Path] = []
     try:
+        with signals_held():  # the work directory is recorded before a signal can stop the build
+            made.append(make_work_dir(out, f".{dest.name}.building-"))
+        work = made[0]
         copied = _copy_catalogue(source, work / CATALOGUE_DIR, progress)
         manifest = manifest_for(catalogue, copied.entries, created)
         manifest_bytes = manifest.to_bytes()
@@ -166,7 +194,8 @@ def build_release(
     except BaseException:
         import shutil  # only a failed build removes its work directory
 
-        shutil.rmtree(work, ignore_errors=True)
+        for work in made:
+            shutil.rmtree(work, ignore_errors=True)
         raise
     return BuildResult(
         path=dest,
@@ -186,26 +215,6 @@ def _refuse_output_in_source(source: Path, out: Path) -> None:
             path=str(out),
             next_step="pass an --out outside the catalogue source (the default is releases)",
         )
-
-
-_WORK_DIR_ATTEMPTS = 100  # as tempfile.mkdtemp
-
-
-def _work_dir(out: Path, prefix: str) -> Path:
-    """A new directory ``<out>/<prefix><random>`` (mode 0700), absolute: ``tempfile.mkdtemp`` without its imports.
-
-    ``tempfile`` imports ``shutil``, ``random``, ``bz2`` and ``lzma``, about 2
-    ms of every build; the name's random part is ``os.urandom`` (what :mod:`secrets` reads, without
-    its ``hmac``, which loads the system's libcrypto).
-    """
-    for _ in range(_WORK_DIR_ATTEMPTS):
-        path = os.path.join(out, prefix + os.urandom(4).hex())
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            continue
-        return Path(os.path.abspath(path))
-    raise FileExistsError(errno.EEXIST, "No usable temporary directory name found", str(out))
 
 
 def _exists(dest: Path) -> RegistryError:

@@ -33,13 +33,65 @@ def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True
         os.close(fd)
 
 
-def make_dirs(path: Path, mode: int = 0o777) -> None:
-    """``path`` and its missing parents; a file or a dangling symlink in the way is named as such, not "File exists"."""
+def make_dirs(path: Path, mode: int = 0o777) -> list[Path]:
+    """``path`` (``mode``) and its missing parents; the directories this call created, outermost first.
+
+    A file or a dangling symlink in the way is named as such, not "File exists".
+    Each directory is created on its own, so the list names exactly what this
+    call made (never one that existed, or that another process made meanwhile):
+    what :func:`remove_made_dirs` may take back. If a directory cannot be
+    made, the ones made before it are removed again.
+    """
+    made: list[Path] = []
     try:
-        path.mkdir(mode=mode, parents=True, exist_ok=True)
+        for directory in [*reversed(path.parents), path]:
+            if not directory.is_dir() and _make_dir(directory, mode if directory == path else 0o777):
+                made.append(directory)
+    except BaseException:
+        remove_made_dirs(made)
+        raise
+    return made
+
+
+def _make_dir(directory: Path, mode: int) -> bool:
+    """Make ``directory``: ``True`` if this call made it, ``False`` if another process made it meanwhile."""
+    try:
+        os.mkdir(directory, mode)
     except FileExistsError as exc:
+        if directory.is_dir():
+            return False
         in_the_way = "exists and is not a directory (a file, or a symbolic link to nothing)"
         raise OSError(errno.EEXIST, in_the_way, exc.filename) from None
+    return True
+
+
+def remove_made_dirs(made: list[Path]) -> None:
+    """Remove the directories :func:`make_dirs` made, innermost first, while they are empty (never their contents)."""
+    for directory in reversed(made):
+        try:
+            os.rmdir(directory)
+        except OSError:  # something was put in it (another process's, or ours that could not be removed): keep it
+            return
+
+
+WORK_DIR_ATTEMPTS = 100  # as tempfile.mkdtemp
+
+
+def make_work_dir(out: Path, prefix: str) -> Path:
+    """A new directory ``<out>/<prefix><random>`` (mode 0700), absolute: ``tempfile.mkdtemp`` without its imports.
+
+    ``tempfile`` imports ``shutil``, ``random``, ``bz2`` and ``lzma``, about 2
+    ms of every build; the name's random part is ``os.urandom`` (what :mod:`secrets` reads, without
+    its ``hmac``, which loads the system's libcrypto).
+    """
+    for _ in range(WORK_DIR_ATTEMPTS):
+        path = os.path.join(out, prefix + os.urandom(4).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return Path(os.path.abspath(path))
+    raise FileExistsError(errno.EEXIST, "No usable temporary directory name found", str(out))
 
 
 def umask_keeps(mode: int) -> bool:
