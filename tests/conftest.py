@@ -7,16 +7,19 @@ signed_release         a release of ``scaffold`` signed by ``keypair``
 packaged_releases      research-decision 1.2.0 and 1.3.0 built and signed by
                        ``keypair``: {"1.2.0": Path, "1.3.0": Path}
 registry               a real OCI registry (docker-registry) on loopback, stopped after the test
+hostile                start(answer, tls=None) -> a registry that does not play fair (support.hostile_registry),
+                       every one stopped after the test
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.registry import LocalRegistry, start_registry
+from support.hostile_registry import HostileRegistry, start_hostile
+from support.registry import LocalRegistry, TlsFiles, start_registry
 from support.releases import (
     PACKAGED_VERSIONS,
     KeyPair,
@@ -101,3 +104,16 @@ def mcp_http(mcp_world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -
     )
     with http_server(args) as server:
         yield server
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[..., HostileRegistry]]:
+    started: list[HostileRegistry] = []
+
+    def start(answer: Callable[..., None], tls: TlsFiles | None = None) -> HostileRegistry:
+        started.append(start_hostile(answer, tls))
+        return started[-1]
+
+    yield start
+    for registry in started:
+        registry.stop()

@@ -8,14 +8,13 @@ thread and reported as such, so no case can hang the suite.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rimthan_workflow_mcp import follow
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.release import oci
 from rimthan_workflow_registry.release.oci import (
     ARTIFACT_TYPE,
@@ -33,55 +32,20 @@ from support.hostile_registry import (
     HostileRegistry,
     drip_headers,
     endless_pages,
+    ends,
+    refused_code,
     send_drip,
     send_flood,
     send_json,
     send_raw,
-    start_hostile,
 )
-from support.registry import TlsFiles, make_tls
+from support.registry import make_tls
 from support.releases import make_keypair, trust_dir
 
-BOUNDED_WAIT = 60.0  # far above what the bounded code takes; the old code never ended
 FLOOD = 128 * 1024 * 1024
 READ_AT_MOST = 48 * 1024 * 1024  # the 4 MiB limit plus what the kernel's socket buffers hold
 MAX_TAG_PAGES = 1000
 MAX_TAG_LIST_BYTES = 32 * 1024 * 1024
-
-
-@pytest.fixture
-def hostile() -> Iterator[Callable[..., HostileRegistry]]:
-    started: list[HostileRegistry] = []
-
-    def start(answer: Callable[..., None], tls: TlsFiles | None = None) -> HostileRegistry:
-        started.append(start_hostile(answer, tls))
-        return started[-1]
-
-    yield start
-    for registry in started:
-        registry.stop()
-
-
-def ends(call: Callable[[], Any]) -> Any:
-    """What ``call`` returned or raised, failing the test if it is still running after ``BOUNDED_WAIT``."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except Exception as exc:  # the outcome under test, whatever it is
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(BOUNDED_WAIT)
-    assert outcome, f"still running after {BOUNDED_WAIT} s: the call does not end"
-    return outcome[0]
-
-
-def refused_code(outcome: Any) -> FailureCode:
-    assert isinstance(outcome, RegistryError), f"not a refusal: {outcome!r}"
-    return outcome.code
 
 
 def tags_of(registry: HostileRegistry) -> Any:

@@ -1,27 +1,36 @@
 """A registry that does not play fair, on loopback: ``http.server`` answering each request with a behaviour.
 
-Signatures protect a release's content; these cases attack the puller's
-availability instead. A test gives :func:`start_hostile` one function that
-answers every request (the handler is passed in: its ``path`` and
-``headers``); the helpers below are the answers the cases share. Every
-request is recorded in ``HostileRegistry.seen`` (path, headers), and every
-endless answer stops when the registry stops, so no test can hang on it.
+Signatures protect a release's content; these cases attack the puller's and
+the pusher's availability instead. A test gives :func:`start_hostile` one
+function that answers every request, whatever its method (the handler is
+passed in: its ``command``, ``path`` and ``headers``); the helpers below are
+the answers the cases share. Every request is recorded in
+``HostileRegistry.seen`` (path, headers) and ``HostileRegistry.calls``
+(method, path), and every endless answer stops when the registry stops, so no
+test can hang on it.
 
 Functions
     start_hostile(answer, tls=None) -> HostileRegistry  (stop() it; the ``hostile`` fixture does)
                                                         tls: a support.registry.TlsFiles serves HTTPS only
     HostileRegistry.ref(repo, tag=None) -> str          ``oci://127.0.0.1:PORT/repo[:tag]``
     HostileRegistry.sent                                body bytes written before the client hung up
+    ends(call) -> what call returned or raised          fails the test if still running after BOUNDED_WAIT s
+    refused_code(outcome) -> FailureCode                the code of a RegistryError outcome (else fails)
     send_json(handler, value, status=200, headers={})   a JSON answer
     send_raw(handler, body, status=200, headers={})     any bytes, as JSON
     send_flood(handler, registry, total)                200 with ``total`` bytes of body, chunked, fast
     send_drip(handler, registry, every)                 200 announcing 1 MB, one byte every ``every`` seconds
     drip_headers(handler, registry, every)              a status line, then a header one byte every ``every`` seconds
     endless_pages(handler, padding=0)                   a one-tag page with a ``Link: rel="next"`` to another page
+    read_body(handler) -> bytes                         the request's body (Content-Length bytes)
+    hold(handler, registry)                             answer nothing until the registry stops
+    read_slowly(handler, registry, every)               take the request's body one byte every ``every`` s, never answer
+    forward(handler, registry, upstream)                pass the request to ``upstream`` (host:port) and its answer back
 """
 
 from __future__ import annotations
 
+import http.client
 import http.server
 import json
 import ssl
@@ -30,10 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+
 from support.registry import TlsFiles
 
 Answer = Callable[[http.server.BaseHTTPRequestHandler, "HostileRegistry"], None]
 FLOOD_CHUNK = 64 * 1024
+BOUNDED_WAIT = 60.0  # far above what the bounded code takes; the old code never ended
+HOP_BY_HOP = {"connection", "transfer-encoding", "keep-alive", "content-length"}
 
 
 @dataclass
@@ -41,6 +54,7 @@ class HostileRegistry:
     server: http.server.ThreadingHTTPServer
     stopping: threading.Event = field(default_factory=threading.Event)
     seen: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
     sent: int = 0
 
     @property
@@ -57,7 +71,7 @@ class HostileRegistry:
 
 
 def start_hostile(answer: Answer, tls: TlsFiles | None = None) -> HostileRegistry:
-    """A threaded loopback server answering every GET/HEAD with ``answer`` (HTTPS only with ``tls``)."""
+    """A threaded loopback server answering every request with ``answer`` (HTTPS only with ``tls``)."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -65,12 +79,13 @@ def start_hostile(answer: Answer, tls: TlsFiles | None = None) -> HostileRegistr
 
         def do_GET(self) -> None:  # noqa: N802 (the http.server hook's name)
             registry.seen.append((self.path, dict(self.headers)))
+            registry.calls.append((self.command, self.path))
             try:
                 answer(self, registry)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
-        do_HEAD = do_GET  # noqa: N815
+        do_HEAD = do_POST = do_PUT = do_PATCH = do_GET  # noqa: N815
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -105,7 +120,8 @@ def send_raw(
         handler.send_header(name, text)
     handler.send_header("Content-Length", str(len(body)))
     handler.end_headers()
-    handler.wfile.write(body)
+    if handler.command != "HEAD":  # an answer to HEAD has no body: sent, it would be read as the next answer
+        handler.wfile.write(body)
 
 
 def send_flood(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, total: int) -> None:
@@ -152,3 +168,64 @@ def endless_pages(handler: http.server.BaseHTTPRequestHandler, padding: int = 0)
         {"name": "attack/pages", "tags": [f"0.0.{page}"] + (["x" * padding] if padding else [])},
         headers={"Link": f'<{base}?n=1&last={page + 1}>; rel="next"'},
     )
+
+
+def read_body(handler: http.server.BaseHTTPRequestHandler) -> bytes:
+    return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+
+
+def hold(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry) -> None:
+    """Never answer (until the registry stops)."""
+    registry.stopping.wait()
+    handler.close_connection = True
+
+
+def read_slowly(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, every: float) -> None:
+    """Take the request's body one byte every ``every`` seconds, and never answer."""
+    left = int(handler.headers.get("Content-Length") or 0)
+    while left and not registry.stopping.wait(every):
+        left -= len(handler.rfile.read(1))
+    hold(handler, registry)
+
+
+def forward(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, upstream: str) -> None:
+    """Pass the request to the registry at ``upstream`` and its answer back, its ``Location`` pointed here."""
+    body = read_body(handler)
+    headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
+    connection = http.client.HTTPConnection(upstream, timeout=BOUNDED_WAIT)
+    try:
+        connection.request(handler.command, handler.path, body=body or None, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+    finally:
+        connection.close()
+    handler.send_response(response.status)
+    for name, value in response.getheaders():
+        if name.lower() not in HOP_BY_HOP:
+            handler.send_header(name, value.replace(f"//{upstream}/", f"//{registry.host}/"))
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(data)
+
+
+def ends(call: Callable[[], Any]) -> Any:
+    """What ``call`` returned or raised, failing the test if it is still running after ``BOUNDED_WAIT``."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:  # the outcome under test, whatever it is
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(BOUNDED_WAIT)
+    assert outcome, f"still running after {BOUNDED_WAIT} s: the call does not end"
+    return outcome[0]
+
+
+def refused_code(outcome: Any) -> FailureCode:
+    assert isinstance(outcome, RegistryError), f"not a refusal: {outcome!r}"
+    return outcome.code

@@ -8,13 +8,22 @@ the registry addresses by its SHA-256 (blobs the registry already holds are
 not sent again, so a co-signature push uploads one signature), and refuses to
 move a tag that names another release unless told to; the old release stays
 addressable by digest either way.
+
+The registry's part of a push (the tag check, every upload, the manifest) has
+one deadline, ``PUSH_DEADLINE`` (:mod:`rimthan_workflow_registry.release.oci_bounds`,
+which also bounds every answer and keeps uploads on the registry's host). No
+upload starts after one failed, and the manifest, which is what moves the tag,
+is put only after every blob is in: a failed push never tags a partial release.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +42,7 @@ from rimthan_workflow_registry.release import (
     MANIFEST_LAYER_TYPE,
     MANIFEST_NAME,
     OCI_MANIFEST_TYPE,
+    PUSH_DEADLINE,
     RELEASE_ANNOTATION,
     SIGNATURE_LAYER_TYPE,
     SIGNATURES_DIR,
@@ -44,6 +54,7 @@ from rimthan_workflow_registry.release import (
     guarded,
     open_registry,
     registry_call,
+    registry_deadline,
     tagged_manifest,
     verify_release,
 )
@@ -124,17 +135,15 @@ def push_release(
     tag = ref.tag or release.manifest.release.version.replace("+", "_")
     target = ref.with_tag(tag)
     registry = open_registry(target, plain_http=plain_http)
-    replaced = _check_tag(registry, target, release, replace_tag)
     container = registry.get_container(target.target)
     blobs = [(_descriptor(EMPTY_CONFIG_TYPE, EMPTY_CONFIG), EMPTY_CONFIG)]
     for title, media_type in release_files(release):
         data = (release.root / title).read_bytes()
         blobs.append((_descriptor(media_type, data, title), data))
-    with ThreadPoolExecutor(max_workers=UPLOAD_WORKERS) as pool:
-        uploaded = sum(pool.map(lambda blob: upload_blob(registry, target, container, *blob), blobs))
-    layers = [layer for layer, _ in blobs[1:]]
-    manifest = oci_manifest(release, layers)
-    digest = put_manifest(registry, target, container, manifest)
+    with registry_deadline(PUSH_DEADLINE):  # the registry's part, however many blobs
+        replaced = _check_tag(registry, target, release, replace_tag)
+        uploaded = upload_blobs(registry, target, container, blobs)
+        digest = put_manifest(registry, target, container, oci_manifest(release, [layer for layer, _ in blobs[1:]]))
     return PushResult(
         reference=str(target),
         tag=tag,
@@ -165,6 +174,32 @@ def _check_tag(
             path=str(target),
         )
     return str(before)
+
+
+def upload_blobs(
+    registry: oras.provider.Registry, ref: OciReference, container: Any, blobs: list[tuple[dict[str, Any], bytes]]
+) -> int:
+    """Upload every blob on ``UPLOAD_WORKERS`` threads; how many were sent. The first failure is raised.
+
+    No upload starts after one failed (the push is refused either way, and
+    the manifest is put only after every blob is in). Each upload runs in a
+    copy of the caller's context, so the push deadline bounds it there too.
+    """
+    with ThreadPoolExecutor(max_workers=UPLOAD_WORKERS) as pool:
+        futures = [pool.submit(_in_context(upload_blob), registry, ref, container, *blob) for blob in blobs]
+        done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in pending:
+            future.cancel()  # those already running end by the deadline
+    failure = next((f.exception() for f in futures if f in done and f.exception() is not None), None)
+    if failure is not None:
+        raise failure
+    return sum(future.result() for future in futures)
+
+
+def _in_context(call: Callable[..., int]) -> Callable[..., int]:
+    """``call``, run in a copy of this thread's context (its deadline) on whichever thread runs it."""
+    context = contextvars.copy_context()  # one copy per call: a context is entered by one thread at a time
+    return functools.partial(context.run, call)
 
 
 def upload_blob(

@@ -32,7 +32,8 @@ Modules, in the order a release is read:
 ``oci`` / ``oci_bounds``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path; every registry answer bounded in bytes, time and
-    tag pages, so a dishonest registry cannot wedge a puller.
+    tag pages, and uploads kept on the registry, so a dishonest registry cannot
+    wedge a puller or a pusher.
 
 ``__all__`` below is the public surface; anything not listed is internal.
 """
@@ -93,7 +94,7 @@ if TYPE_CHECKING:
         tagged_manifest,
         version_tags,
     )
-    from rimthan_workflow_registry.release.oci_bounds import SYNC_DEADLINE, registry_deadline
+    from rimthan_workflow_registry.release.oci_bounds import PUSH_DEADLINE, SYNC_DEADLINE, registry_deadline
     from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.paths import first_unsafe_path, path_problem, path_set_problem
     from rimthan_workflow_registry.release.schema_checks import (
@@ -123,6 +124,7 @@ __all__ = [
     "SCHEMA_CHECKS_FILE",
     "SIGNATURES_DIR",
     "SIGNATURE_LAYER_TYPE",
+    "PUSH_DEADLINE",
     "SYNC_DEADLINE",
     "TITLE",
     "VERSION_ANNOTATION",
@@ -191,6 +193,7 @@ _HOME = {
     "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci",
     "OPEN_NOFOLLOW": "rimthan_workflow_registry.release.format",
     "OciReference": "rimthan_workflow_registry.release.oci",
+    "PUSH_DEADLINE": "rimthan_workflow_registry.release.oci_bounds",
     "SYNC_DEADLINE": "rimthan_workflow_registry.release.oci_bounds",
     "Question": "rimthan_workflow_registry.release.catalogue",
     "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci",

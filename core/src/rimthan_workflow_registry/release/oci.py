@@ -1,26 +1,24 @@
 """Releases as OCI artifacts: the reference syntax, the artifact layout, and the one pull path.
 
-An OCI registry is a content-addressed store every operator already runs, so a
-fleet gets its releases from one instead of by copying directories. A release
-is one OCI image manifest (artifact type :data:`ARTIFACT_TYPE`) with one layer
-per release file - ``manifest.json``, ``SHA256SUMS``, every signature and every
-catalogue file - each titled with its path in the release. The registry only
-carries bytes; trust still comes from the signed Rimthan manifest.
+A fleet gets its releases from an OCI registry (a content-addressed store every
+operator already runs) instead of by copying directories. A release is one OCI
+image manifest (artifact type :data:`ARTIFACT_TYPE`) with one layer per release
+file (``manifest.json``, ``SHA256SUMS``, every signature and catalogue file),
+each titled with its path in the release. The registry only carries bytes;
+trust still comes from the signed Rimthan manifest.
 
 :func:`pull_release` downloads into a hidden temporary directory beside the
 destination, checks every blob against the digest and size the OCI manifest
 advertised (streamed, bounded), runs :func:`verify_release` (the one
 verification path), checks the signed version against a version tag, and only
-then renames the directory to ``<catalogue>-<version>``. Anything that fails
-is deleted and raised as a :class:`RegistryError`; nothing is left behind.
+then renames it to ``<catalogue>-<version>``; a failure raises :class:`RegistryError`, leaving nothing.
 
 All registry traffic goes through the ``oras`` client (credentials from the
 Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered
 to a registry's token or Basic challenge); TLS unless the caller asks for
 plain HTTP, verified against ``REQUESTS_CA_BUNDLE`` when set (requests' own
-setting), else the certifi bundle. Every answer is bounded in bytes and time,
-and the tag list in pages, by :mod:`.oci_bounds`: a registry cannot make a
-pull read or wait without end.
+setting), else the certifi bundle. :mod:`.oci_bounds` bounds every answer in
+bytes and time and the tag list in pages, and keeps an upload on the registry.
 """
 
 from __future__ import annotations
@@ -46,12 +44,14 @@ from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from .oci_bounds import (
     MAX_OCI_MANIFEST_BYTES,
+    MAX_TOTAL_BYTES,
     PULL_DEADLINE,
     ResponseTooLarge,
     body_chunks,
     bound_session,
     list_tags,
     registry_deadline,
+    upload_location,
 )
 from .oci_bounds import request_deadline as _request_deadline
 from .paths import path_problem, path_set_problem
@@ -77,7 +77,6 @@ PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
 
 MAX_LAYERS = 4096
 MAX_LAYER_BYTES = 16 * 1024 * 1024
-MAX_TOTAL_BYTES = 256 * 1024 * 1024
 # matched with fullmatch: "$" would also take a trailing newline
 _DIGEST = re.compile(DIGEST_PATTERN)
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"  # the distribution spec's tag: at most 128 characters
@@ -209,6 +208,7 @@ class _Registry(oras.provider.Registry):  # type: ignore[misc]
     """
 
     do_request = oras.provider.Registry.do_request.__wrapped__
+    _get_location = upload_location  # an upload session on another host is refused, never sent the blob
 
     def _check_200_response(self, response: requests.Response) -> None:
         if response.status_code in (401, 403):

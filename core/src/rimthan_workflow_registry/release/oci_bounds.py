@@ -1,4 +1,4 @@
-"""What a registry can make a puller read or wait for: every answer bounded in bytes, time and pages.
+"""What a registry can make a puller or a pusher read or wait for: every answer bounded in bytes, time and pages.
 
 Signatures protect a release's content, not the availability of whoever
 pulls it. A registry that is dishonest (compromised, or a man in the middle
@@ -28,9 +28,19 @@ which an honest registry comes near:
 
 :func:`registry_deadline` sets one deadline over many requests (a pull's
 fetches and downloads: ``PULL_DEADLINE``; the follower's sync, its pulls
-included: ``SYNC_DEADLINE``; an inner deadline never outlasts an outer one);
-no request starts after it, and none runs past it. Ten minutes carry the
-largest release (256 MiB) at 450 KB/s.
+included: ``SYNC_DEADLINE``; a push's check of the tag, uploads and manifest:
+``PUSH_DEADLINE``; an inner deadline never outlasts an outer one); no request
+starts after it, and none runs past it. Ten minutes carry the largest release
+(``MAX_TOTAL_BYTES``, 256 MiB) down at 450 KB/s; a push, often on a slower
+uplink, gets that release up at ``MIN_PUSH_RATE`` (150 KB/s, about the rate
+``REQUEST_DEADLINE`` assumes for one blob): about 30 minutes. The deadline
+is a context variable: work handed to other threads must carry it there
+(``contextvars.copy_context().run``).
+
+:func:`upload_location` keeps an upload on the registry: oras sends a blob,
+with the registry's token (or, asked again, its credentials), to whatever
+``Location`` the registry names for the upload session; one on another host
+or scheme is refused.
 
 :func:`list_tags` pages the tag list itself, through the same oras session
 and auth: oras's ``get_tags`` follows ``Link: rel="next"`` with no bound, to
@@ -62,6 +72,9 @@ REQUEST_TIMEOUT = 30.0
 REQUEST_DEADLINE = 120.0
 PULL_DEADLINE = 600.0
 SYNC_DEADLINE = 600.0
+MAX_TOTAL_BYTES = 256 * 1024 * 1024  # the most a release artifact's layers hold
+MIN_PUSH_RATE = 150_000  # bytes per second
+PUSH_DEADLINE = MAX_TOTAL_BYTES / MIN_PUSH_RATE  # 1790 s
 MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_RESPONSE_BYTES = MAX_OCI_MANIFEST_BYTES
 MAX_REDIRECTS = 5
@@ -202,10 +215,32 @@ def _check_time(deadline: float) -> None:
         raise RegistryBoundExceeded("the registry's answer took longer than the deadline; stopped")
 
 
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    """Scheme, host and port (the scheme's default if none is written): where a request goes."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    except ValueError:  # a port that is not a number: no origin matches it
+        return ("", None, None)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def upload_location(registry: Any, response: requests.Response, container: Any) -> str:
+    """The upload session's URL (oras's ``_get_location``), refused unless it is on the registry's own origin."""
+    location = str(response.headers.get("location", ""))
+    if not location:
+        return location
+    registry_url = f"{registry.prefix}://{container.registry}"
+    url = urllib.parse.urljoin(registry_url + "/", location)
+    if _origin(url) != _origin(registry_url):
+        raise RegistryBoundExceeded(f"the registry's upload session is on another host ({url}); not followed")
+    return url
+
+
 def list_tags(registry: Any, container: Any) -> list[Any]:
     """The repository's tag list, every page, within ``MAX_TAG_PAGES`` pages and ``MAX_TAGS`` tags."""
     url = f"{registry.prefix}://{container.tags_url()}"
-    origin = urllib.parse.urlsplit(url)[:2]
+    origin = _origin(url)
     tags: list[Any] = []
     read = 0
     for _ in range(MAX_TAG_PAGES):
@@ -225,6 +260,6 @@ def list_tags(registry: Any, container: Any) -> list[Any]:
         if not found or not link:
             return tags
         url = urllib.parse.urljoin(url, link)
-        if urllib.parse.urlsplit(url)[:2] != origin:
+        if _origin(url) != origin:
             raise RegistryBoundExceeded(f"the registry's next tag page is on another host ({url}); not followed")
     raise RegistryBoundExceeded(f"the registry's tag list runs past {MAX_TAG_PAGES} pages")

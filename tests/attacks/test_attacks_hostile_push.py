@@ -1,0 +1,227 @@
+"""Attacks on ``rimthan-pack push`` by a registry that does not play fair (tests/support/hostile_registry.py).
+
+A release engineer pushes to a registry that may be compromised, or reached
+over plain HTTP through a man in the middle. Each request of a push had its
+own 120 s deadline, but the push had none, and an upload that failed did not
+stop the others: a registry that held every upload held the push for hours
+(2 requests a blob, 4 at a time, up to 4,096 blobs). And oras sent each blob,
+with the registry's token or (asked again) its credentials, to whatever
+``Location`` the registry named for the upload session. Each case now ends
+with ``oci_registry_error`` by the push deadline (shortened for the test),
+the credentials never leave the registry's host, and no manifest is put: the
+tag is never moved to a partial release.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rimthan_packager import oci as pack_oci
+from rimthan_packager.oci import push_release
+from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.release.oci import parse_reference
+from rimthan_workflow_registry.release.trust import TrustStore, load_trust
+from support.hostile_registry import (
+    HostileRegistry,
+    drip_headers,
+    ends,
+    hold,
+    read_body,
+    read_slowly,
+    refused_code,
+    send_drip,
+    send_flood,
+    send_json,
+    send_raw,
+)
+
+READ_AT_MOST = 48 * 1024 * 1024  # the 4 MiB limit plus what the kernel's socket buffers hold
+SESSION = "/v2/attack/repo/blobs/uploads/session-1"
+Upload = Callable[[Any, HostileRegistry], None]
+
+
+def _registry(on_post: Upload, on_put: Upload) -> Callable[[Any, HostileRegistry], None]:
+    """A registry that holds no blob and no tag, answering upload sessions (POST) and uploads (PUT) as told."""
+
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        if handler.command == "POST":
+            on_post(handler, registry)
+        elif handler.command == "PUT" and "/blobs/" in handler.path:
+            on_put(handler, registry)
+        elif handler.command == "PUT":
+            send_json(handler, {}, status=201)  # a manifest: the test checks none was put
+        else:
+            send_json(handler, {}, status=404)
+
+    return answer
+
+
+def _session(handler: Any, registry: HostileRegistry) -> None:
+    send_raw(handler, b"", status=202, headers={"Location": SESSION})
+
+
+def _stored(handler: Any, registry: HostileRegistry) -> None:
+    read_body(handler)
+    send_raw(handler, b"", status=201)
+
+
+def _after_body(then: Upload) -> Upload:
+    def upload(handler: Any, registry: HostileRegistry) -> None:
+        read_body(handler)
+        then(handler, registry)
+
+    return upload
+
+
+HOLDS: dict[str, tuple[Upload, Upload]] = {
+    "never answers the upload session": (hold, _stored),
+    "drips the upload session's headers": (lambda h, r: drip_headers(h, r, every=0.5), _stored),
+    "never answers after the body": (_session, _after_body(hold)),
+    "takes the body a byte at a time": (_session, lambda h, r: read_slowly(h, r, every=0.5)),
+    "drips the upload's headers": (_session, _after_body(lambda h, r: drip_headers(h, r, every=0.5))),
+    "drips the upload's answer": (_session, _after_body(lambda h, r: send_drip(h, r, every=0.5))),
+}
+
+
+def _push(registry: HostileRegistry, release: Path, trust: TrustStore) -> Any:
+    ref = parse_reference(registry.ref("attack/repo"))
+    return ends(lambda: push_release(release, ref, trust, plain_http=True))
+
+
+def _manifests_put(registry: HostileRegistry) -> list[str]:
+    return [path for method, path in registry.calls if method == "PUT" and "/manifests/" in path]
+
+
+@pytest.fixture
+def trusted(trust: Path) -> TrustStore:
+    return load_trust(trust)
+
+
+@pytest.mark.parametrize("how", sorted(HOLDS))
+def test_a_push_ends_by_its_deadline_however_the_registry_holds_it(
+    hostile: Callable[..., HostileRegistry],
+    signed_release: Path,
+    trusted: TrustStore,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    """Each upload waited out its own 120 s deadline, every blob in turn; the push now has one deadline."""
+    monkeypatch.setattr(pack_oci, "PUSH_DEADLINE", 2.0, raising=False)
+    registry = hostile(_registry(*HOLDS[how]))
+    outcome = _push(registry, signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "took longer than the deadline" in outcome.message
+    assert _manifests_put(registry) == []
+
+
+def _elsewhere(handler: Any, registry: HostileRegistry) -> None:
+    """Another host that asks for credentials the way the registry did (Basic), and keeps what it gets."""
+    read_body(handler)
+    send_json(handler, {}, status=401, headers={"WWW-Authenticate": 'Basic realm="elsewhere"'})
+
+
+def _guarded(scheme: str, then: Callable[[Any, HostileRegistry], None]) -> Callable[[Any, HostileRegistry], None]:
+    """A registry that wants a token (``Bearer``) or Basic credentials before ``then`` answers."""
+
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        if handler.path.startswith("/token"):
+            send_json(handler, {"token": "secret-token"})
+        elif scheme == "Bearer" and handler.headers.get("Authorization") != "Bearer secret-token":
+            challenge = f'Bearer realm="http://{registry.host}/token",service="x",scope="repository:attack/repo:push"'
+            send_json(handler, {}, status=401, headers={"WWW-Authenticate": challenge})
+        elif scheme == "Basic" and not str(handler.headers.get("Authorization", "")).startswith("Basic "):
+            read_body(handler)
+            send_json(handler, {}, status=401, headers={"WWW-Authenticate": 'Basic realm="registry"'})
+        else:
+            then(handler, registry)
+
+    return answer
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("RIMTHAN_REGISTRY_USERNAME", "alice")
+    monkeypatch.setenv("RIMTHAN_REGISTRY_PASSWORD", "secret")
+    return "Basic " + base64.b64encode(b"alice:secret").decode()
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "Basic"])
+def test_an_upload_session_on_another_host_is_refused_and_sent_nothing(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore, credentials: str, scheme: str
+) -> None:
+    """oras PUT each blob to the session ``Location`` wherever it pointed: with the registry's token, or, asked
+    there, with the engineer's Basic credentials."""
+    elsewhere = hostile(_elsewhere)
+    session = f"http://{elsewhere.host}/v2/attack/repo/blobs/uploads/stolen"
+
+    def away(handler: Any, registry: HostileRegistry) -> None:
+        send_raw(handler, b"", status=202, headers={"Location": session})
+
+    registry = hostile(_guarded(scheme, _registry(away, _stored)))
+    outcome = _push(registry, signed_release, trusted)
+    sent = [headers.get("Authorization") for _, headers in elsewhere.seen]
+    assert "Bearer secret-token" not in sent and credentials not in sent
+    assert elsewhere.seen == []
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "upload session is on another host" in outcome.message
+    assert _manifests_put(registry) == []
+
+
+def test_an_upload_redirected_to_another_host_carries_no_credentials(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore, credentials: str
+) -> None:
+    """requests drops the Authorization header on a redirect to another host (this already held; kept as a guard)."""
+    elsewhere = hostile(_elsewhere)
+
+    def redirect(handler: Any, registry: HostileRegistry) -> None:
+        read_body(handler)
+        send_raw(handler, b"", status=307, headers={"Location": f"http://{elsewhere.host}{handler.path}"})
+
+    registry = hostile(_guarded("Bearer", _registry(_session, redirect)))
+    outcome = _push(registry, signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_UNAUTHORIZED, outcome  # the other host asked; it got nothing
+    assert [headers.get("Authorization") for _, headers in elsewhere.seen if "Authorization" in headers] == []
+    assert _manifests_put(registry) == []
+
+
+def test_an_upload_session_that_redirects_forever_is_refused(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore
+) -> None:
+    """At most 5 redirects (this already held; kept as a guard)."""
+
+    def loop(handler: Any, registry: HostileRegistry) -> None:
+        send_raw(handler, b"", status=307, headers={"Location": f"{handler.path.partition('?')[0]}?again"})
+
+    registry = hostile(_registry(loop, _stored))
+    outcome = _push(registry, signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "redirects" in outcome.message
+    assert _manifests_put(registry) == []
+
+
+@pytest.mark.parametrize("where", ["POST", "PUT"])
+def test_a_huge_answer_to_an_upload_is_cut_off_while_read(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore, where: str
+) -> None:
+    """An upload's answer is read whole only up to 4 MiB (this already held; kept as a guard). One answer floods,
+    the others are refused at once: ``sent`` then counts one answer."""
+    first = threading.Lock()
+
+    def flood(handler: Any, registry: HostileRegistry) -> None:
+        read_body(handler)
+        if first.acquire(blocking=False):
+            send_flood(handler, registry, 128 * 1024 * 1024)
+        else:
+            send_json(handler, {}, status=500)
+
+    on = (flood, _stored) if where == "POST" else (_session, flood)
+    registry = hostile(_registry(*on))
+    outcome = _push(registry, signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert registry.sent < READ_AT_MOST, f"read {registry.sent} bytes of the answer"
+    assert _manifests_put(registry) == []
