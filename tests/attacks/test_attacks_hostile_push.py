@@ -225,3 +225,16 @@ def test_a_huge_answer_to_an_upload_is_cut_off_while_read(
     assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
     assert registry.sent < READ_AT_MOST, f"read {registry.sent} bytes of the answer"
     assert _manifests_put(registry) == []
+
+
+def test_an_upload_session_refused_with_a_long_error_is_said_in_one_short_line(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore
+) -> None:
+    """oras raised ``Issue retrieving session url: <the registry's whole JSON answer>``: the refusal's one line
+    carried up to 4 MiB the registry chose."""
+    error = {"errors": [{"code": "DENIED", "message": "x" * 100_000}]}
+    registry = hostile(_registry(lambda h, r: send_json(h, error, status=500), _stored))
+    outcome = _push(registry, signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "xxxx" not in outcome.message and len(outcome.message) < 300, outcome.message[:300]
+    assert "HTTP 500" in outcome.message

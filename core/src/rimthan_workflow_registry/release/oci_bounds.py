@@ -40,7 +40,7 @@ is a context variable: work handed to other threads must carry it there
 :func:`upload_location` keeps an upload on the registry: oras sends a blob,
 with the registry's token (or, asked again, its credentials), to whatever
 ``Location`` the registry names for the upload session; one on another host
-or scheme is refused.
+or scheme is refused, and an answer with none is said by its status alone.
 
 :func:`list_tags` pages the tag list itself, through the same oras session
 and auth: oras's ``get_tags`` follows ``Link: rel="next"`` with no bound, to
@@ -89,6 +89,10 @@ _request_ends: contextvars.ContextVar[float | None] = contextvars.ContextVar("re
 
 class RegistryBoundExceeded(requests.RequestException):
     """A registry answer broke a bound: too large, too slow, too many pages, or a page on another host."""
+
+
+class NoUploadSession(requests.RequestException):
+    """The registry's answer to starting an upload named no session to upload to."""
 
 
 class ResponseTooLarge(RegistryBoundExceeded):
@@ -226,10 +230,14 @@ def _origin(url: str) -> tuple[str, str | None, int | None]:
 
 
 def upload_location(registry: Any, response: requests.Response, container: Any) -> str:
-    """The upload session's URL (oras's ``_get_location``), refused unless it is on the registry's own origin."""
+    """The upload session's URL (oras's ``_get_location``), refused unless it is on the registry's own origin.
+
+    Without one, oras raised its own error quoting the registry's whole answer
+    (up to ``MAX_RESPONSE_BYTES``) into the refusal's one line: the status is said instead.
+    """
     location = str(response.headers.get("location", ""))
     if not location:
-        return location
+        raise NoUploadSession(f"the registry answered HTTP {response.status_code} and no upload session (Location)")
     registry_url = f"{registry.prefix}://{container.registry}"
     url = urllib.parse.urljoin(registry_url + "/", location)
     if _origin(url) != _origin(registry_url):
