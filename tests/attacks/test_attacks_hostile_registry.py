@@ -33,6 +33,7 @@ from support.hostile_registry import (
     drip_headers,
     endless_pages,
     ends,
+    hold,
     refused_code,
     send_drip,
     send_flood,
@@ -199,13 +200,29 @@ def test_a_tls_registry_cannot_send_the_credentials_to_a_plain_http_token_servic
     assert "plain HTTP" in outcome.message
 
 
+def _held_manifest(handler: Any, registry: HostileRegistry) -> None:
+    if "/manifests/" in handler.path:
+        hold(handler, registry)
+    else:
+        send_json(handler, {}, status=404)
+
+
+_PULL_HOLDS: dict[str, Callable[[Any, HostileRegistry], None]] = {
+    "every layer drips": _drip_release,
+    "the manifest's headers drip": lambda handler, registry: drip_headers(handler, registry, every=0.5),
+    "the manifest is never answered": _held_manifest,
+}
+
+
+@pytest.mark.parametrize("how", sorted(_PULL_HOLDS))
 def test_a_pull_ends_by_its_deadline_however_many_layers_drip(
-    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    hostile: Callable[..., HostileRegistry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """Each request had its own deadline: 4,096 layers dripping just inside it held ``rimthan-pack pull`` for days.
-    A pull's registry part now has one deadline (shortened for the test); nothing is left behind."""
+    A pull's registry part now has one deadline (shortened for the test); nothing is left behind. The manifest
+    cases are kept as guards: the deadline holds from the pull's first request."""
     monkeypatch.setattr(oci, "PULL_DEADLINE", 2.0)
-    registry = hostile(_drip_release)
+    registry = hostile(_PULL_HOLDS[how])
     trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
     ref = parse_reference(registry.ref("attack/repo", "1.2.0"))
     outcome = ends(lambda: oci.pull_release(ref, trust, tmp_path / "out", plain_http=True))
