@@ -43,7 +43,8 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
     The tag defaults to the release version. Every release file becomes a
     blob addressed by its SHA-256; blobs the registry holds are not sent
     again, so pushing after `rimthan-pack sign` uploads just the new
-    signature. Prints the OCI manifest digest.
+    signature. Prints the OCI manifest digest. A push that fails, or runs
+    past its deadline, leaves the tag as it was: push again to send the rest.
     """
     from rimthan_workflow_registry.release import load_trust, parse_reference
 
