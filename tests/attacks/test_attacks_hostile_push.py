@@ -2,15 +2,15 @@
 
 A release engineer pushes to a registry that may be compromised, or reached
 over plain HTTP through a man in the middle. Each request of a push had its
-own 120 s deadline, but the push had none, and an upload that failed did not
-stop the others: a registry that held every upload held the push for hours
-(2 requests a blob, 4 at a time, up to 4,096 blobs). And oras sent each blob,
-with the registry's token or (asked again) its credentials, to whatever
-``Location`` the registry named for the upload session. Each case now ends
-with ``oci_registry_error`` by the push deadline (shortened for the test),
-the credentials never leave the registry's host, and no manifest is put: the
-tag is never moved to a partial release.
-"""
+own 120 s deadline, but the push had none: a registry answering each request
+just inside it held a push for hours (2 requests a blob, 4 at a time, up to
+4,096 blobs), and one that held a request was waited on for that request's
+whole deadline. And oras sent each blob, with the registry's token or (asked
+again) the engineer's credentials, to whatever ``Location`` the registry
+named for the upload session. Each case now ends with ``oci_registry_error``
+by the push deadline (shortened for the test), the credentials never leave
+the registry's host, and no manifest is put: the tag is never moved to a
+partial release."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import pytest
 from rimthan_packager import oci as pack_oci
 from rimthan_packager.oci import push_release
 from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.release import oci_bounds
 from rimthan_workflow_registry.release.oci import parse_reference
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.hostile_registry import (
@@ -42,6 +43,7 @@ from support.hostile_registry import (
 
 READ_AT_MOST = 48 * 1024 * 1024  # the 4 MiB limit plus what the kernel's socket buffers hold
 SESSION = "/v2/attack/repo/blobs/uploads/session-1"
+IN_TIME = 0.5  # of a request's deadline: each answer comes well in time
 Upload = Callable[[Any, HostileRegistry], None]
 
 
@@ -110,9 +112,34 @@ def test_a_push_ends_by_its_deadline_however_the_registry_holds_it(
     monkeypatch: pytest.MonkeyPatch,
     how: str,
 ) -> None:
-    """Each upload waited out its own 120 s deadline, every blob in turn; the push now has one deadline."""
+    """A held request ended only at its own 120 s deadline, and the uploads running beside it at theirs; the
+    push's one deadline (shortened for the test) now ends them all."""
     monkeypatch.setattr(pack_oci, "PUSH_DEADLINE", 2.0, raising=False)
     registry = hostile(_registry(*HOLDS[how]))
+    outcome = _push(registry, signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert "took longer than the deadline" in outcome.message
+    assert _manifests_put(registry) == []
+
+
+def _just_in_time(then: Upload) -> Upload:
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        registry.stopping.wait(IN_TIME * oci_bounds.REQUEST_DEADLINE)
+        then(handler, registry)
+
+    return answer
+
+
+def test_a_registry_answering_each_request_just_in_time_cannot_hold_a_push_for_hours(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each request answered just inside its own deadline: every upload succeeded, slowly, and the push went on
+    for 2 requests a blob, 4 blobs at a time, up to 4,096 blobs (about 68 hours at 120 s a request). Here a
+    request's deadline is 2 s (each answer comes after 1 s) and the push's 3 s: the old code pushed the whole
+    release, every blob and the manifest."""
+    monkeypatch.setattr(oci_bounds, "REQUEST_DEADLINE", 2.0)
+    monkeypatch.setattr(pack_oci, "PUSH_DEADLINE", 3.0, raising=False)
+    registry = hostile(_registry(_just_in_time(_session), _just_in_time(_stored)))
     outcome = _push(registry, signed_release, trusted)
     assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
     assert "took longer than the deadline" in outcome.message
