@@ -1,15 +1,15 @@
 """What a registry can make a puller or a pusher read or wait for: every answer bounded in bytes, time and pages.
 
 Signatures protect a release's content, not the availability of whoever
-pulls it. A registry that is dishonest (compromised, or a man in the middle
+pulls or pushes it. A registry that is dishonest (compromised, or a man in the middle
 on plain HTTP) could answer with an endless body, drip one byte at a time
 under requests' per-read timeout, or page its tag list forever; the follower
 would then hold its lock, and every later refresh would wait on it.
 
 :func:`bound_session` puts every request the oras client makes (registry
-calls, token requests, and the answers to uploads; sending an upload is
-bounded by ``REQUEST_TIMEOUT`` per write only) under these bounds, none of
-which an honest registry comes near:
+calls, token requests, and the answers to uploads; an upload's body is sent
+in one ``sendall``, which the socket timeout, ``REQUEST_TIMEOUT``, bounds as
+a whole) under these bounds, none of which an honest registry comes near:
 
 ``REQUEST_TIMEOUT``
     requests' own timeout: the longest wait to connect or for the next byte.
