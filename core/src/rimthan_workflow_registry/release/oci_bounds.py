@@ -1,10 +1,11 @@
 """What a registry can make a puller or a pusher read or wait for: every answer bounded in bytes, time and pages.
 
 Signatures protect a release's content, not the availability of whoever
-pulls or pushes it. A registry that is dishonest (compromised, or a man in the middle
-on plain HTTP) could answer with an endless body, drip one byte at a time
-under requests' per-read timeout, or page its tag list forever; the follower
-would then hold its lock, and every later refresh would wait on it.
+pulls or pushes it. A registry that is dishonest (compromised, or a man in
+the middle on plain HTTP) could answer with an endless body, drip one byte
+at a time under requests' per-read timeout, or page its tag list forever;
+the follower would then hold its lock, and every later refresh would wait
+on it; a push would never end.
 
 :func:`bound_session` puts every request the oras client makes (registry
 calls, token requests, and the answers to uploads; an upload's body is sent
