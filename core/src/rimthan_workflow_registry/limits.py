@@ -68,6 +68,23 @@ most 1; a catalogue naming more is refused when it is built and when it is loade
 MAX_CONFIRMED_FIELDS = 64
 """The top-level fields of a confirmed state (and so its confirmations): the packaged catalogues' states have 9."""
 
+MAX_STEP_INPUTS = 64
+"""The earlier artifacts one step may read, and so the input bindings one prepare carries: the packaged catalogues'
+steps read none; a catalogue declaring more is refused when it is built and when it is loaded."""
+
+MAX_NAME_CHARS = 128
+"""A name in a tool call's arguments or result, in characters: an id, an ``id@version`` key (workflow, validator,
+host adapter), a release id ``<catalogue>@<version>``, a capability, a confirmed state's top-level field name. A
+catalogue declaring a longer one is refused when it is built and when it is loaded."""
+
+MAX_VERSION_CHARS = 64
+"""A version in a tool call's arguments or result, in characters (catalogue, workflow, validator, host adapter)."""
+
+MAX_LISTED_NAMES = 32
+"""The names one list of a host object or a migration preview holds: host capabilities, validator capabilities,
+pinned host adapters (a harness has ~3 capabilities). A catalogue requiring more of a host, or pinning more adapters,
+is refused when it is built and when it is loaded."""
+
 MAX_CONFIRMED_STATE_BYTES = 256 * 1024
 """A confirmed state's values as RFC 8785 canonical JSON (what its digest covers), in bytes. The state holds the
 facts a user confirmed (an objective, answers, choices), each of which the user read; long texts belong in

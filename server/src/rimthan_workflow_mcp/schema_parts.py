@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rimthan_workflow_registry.canonical import DIGEST_PATTERN, SHA256_HEX_PATTERN
-from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
+from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER, MAX_LISTED_NAMES, MAX_NAME_CHARS, MAX_VERSION_CHARS
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -20,12 +20,11 @@ MAX_TOKEN = MAX_TOKEN_CHARS
 
 DIGEST = {"type": "string", "pattern": f"^{DIGEST_PATTERN}$"}
 SHA256_HEX = {"type": "string", "pattern": f"^{SHA256_HEX_PATTERN}$"}
-MAX_NAME_CHARS = 128
 NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
 NAME_KEYS = {"maxLength": MAX_NAME_CHARS}  # ``propertyNames`` of an object keyed by names (ids, state fields)
 COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_JSON_SAFE_INTEGER}  # a size or time JSON carries exactly
-NAMES = {"type": "array", "items": NAME, "uniqueItems": True, "maxItems": 32}  # capabilities: a harness has ~3
-VERSION = {"type": "string", "minLength": 1, "maxLength": 64}
+NAMES = {"type": "array", "items": NAME, "uniqueItems": True, "maxItems": MAX_LISTED_NAMES}
+VERSION = {"type": "string", "minLength": 1, "maxLength": MAX_VERSION_CHARS}
 SHORT_TEXT = {"type": "string", "maxLength": MAX_NAME_CHARS}
 TOKEN = {"type": "string", "minLength": 1, "maxLength": MAX_TOKEN}
 GLOBS = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 128}, "maxItems": 32}

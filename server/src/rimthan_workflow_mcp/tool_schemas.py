@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rimthan_workflow_registry.limits import MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
+from rimthan_workflow_registry.limits import MAX_STEP_INPUTS, MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
 
 from .contract_schemas import (
     ARTIFACT,
@@ -181,7 +181,7 @@ PREPARE_INPUT = _tool_schema(
         ),
         "inputs": about(
             "Earlier outputs the active step reads, bound by digest (as the step payload's `inputs` lists them).",
-            {"type": "array", "items": _ref(INPUT_BINDING), "maxItems": 64},
+            {"type": "array", "items": _ref(INPUT_BINDING), "maxItems": MAX_STEP_INPUTS},
         ),
     },
     ["checkpoint", "confirmed_state", "host", "artifacts"],
