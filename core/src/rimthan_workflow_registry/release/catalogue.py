@@ -5,7 +5,8 @@ runs. They are parsed (closed: an unknown key, a wrong type or a malformed id
 is a ``CatalogueError`` naming the file and key) by
 :mod:`rimthan_workflow_registry.release.catalogue_parse`; cross-file rules
 (references, aliases, reachability) live in
-:mod:`rimthan_workflow_registry.release.catalogue_rules`.
+:mod:`rimthan_workflow_registry.release.catalogue_rules`, the tool-schema bounds
+on what a catalogue declares in :mod:`rimthan_workflow_registry.release.catalogue_bounds`.
 """
 
 from __future__ import annotations
@@ -252,6 +253,13 @@ class HostAdapter:
             "validator_capabilities": list(self.validator_capabilities),
             "paths": dict(sorted(self.paths.items())),
         }
+
+
+def required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
+    """Every validator capability a host running ``workflow`` with ``adapter`` must have (its validators' and the
+    adapter's)."""
+    needed = {c for v in workflow.validators for c in v.required_capabilities}
+    return needed | set(adapter.validator_capabilities if adapter else ())
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.release.catalogue import Catalogue, HostAdapter, WorkflowDefinition
+from rimthan_workflow_registry.release.catalogue import (
+    Catalogue,
+    HostAdapter,
+    WorkflowDefinition,
+    required_validator_capabilities,
+)
 from rimthan_workflow_registry.run.checkpoints import HostBinding
-
-
-def required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
-    needed = {c for v in workflow.validators for c in v.required_capabilities}
-    return needed | set(adapter.validator_capabilities if adapter else ())
 
 
 def _pinned_adapter(

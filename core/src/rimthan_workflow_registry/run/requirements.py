@@ -16,8 +16,7 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.release.catalogue import WorkflowDefinition, semver_key
-from rimthan_workflow_registry.run.host_binding import required_validator_capabilities
+from rimthan_workflow_registry.release.catalogue import WorkflowDefinition, required_validator_capabilities, semver_key
 
 
 def field_expectation(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
