@@ -3,6 +3,8 @@
 Each rule is a named function that raises a ``CatalogueError`` with a precise
 code and the file it is about. ``ReleaseLoader._validate_workflow_catalogue``
 runs them in order; a catalogue that passes builds, and one that builds loads.
+The bounds on what a catalogue declares that a tool call carries (sizes,
+counts, versions, names) are in :mod:`catalogue_bounds`.
 """
 
 from __future__ import annotations
@@ -12,15 +14,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES, MAX_STEP_OUTPUTS, MAX_STEP_VALIDATORS
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
     Catalogue,
     HostAdapter,
-    StepDefinition,
     WorkflowDefinition,
 )
+from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
 from rimthan_workflow_registry.release.paths import path_problem
 
 
@@ -394,39 +395,3 @@ def check_step_shapes(workflow: WorkflowDefinition) -> None:
         problem = declared_count_problem(step) or declared_size_problem(step)
         if problem is not None:
             raise CatalogueError(FailureCode.CATALOGUE_INVALID, f"step {step.id}: {problem}", path=workflow.source)
-
-
-def declared_count_problem(step: StepDefinition) -> str | None:
-    """Why ``step`` declares more outputs or validators than one call carries, or ``None``.
-
-    Its artifacts travel in one prepare, its receipts in one bundle and its
-    reports in one submit: the tool schemas bound each list
-    (``limits.MAX_STEP_OUTPUTS``, ``limits.MAX_STEP_VALIDATORS``).
-    """
-    for what, count, bound in (
-        ("outputs", len(step.outputs), MAX_STEP_OUTPUTS),
-        ("validators", len(step.validators), MAX_STEP_VALIDATORS),
-    ):
-        if count > bound:
-            return f"it declares {count} {what}, past the {bound} one tool call carries"
-    return None
-
-
-def declared_size_problem(step: StepDefinition) -> str | None:
-    """Why the artifact sizes ``step`` declares are past :data:`MAX_STEP_ARTIFACT_BYTES`, or ``None``.
-
-    An output's ``max_bytes``, the step's ``max_total_bytes``, or without it the
-    sum of its outputs' ``max_bytes``: what one prepare call may then carry must
-    fit the request every transport takes (``limits.MAX_REQUEST_BODY_BYTES``).
-    """
-    bound = MAX_STEP_ARTIFACT_BYTES
-    past = f"past the {bound} bytes a step's artifacts may total (MAX_STEP_ARTIFACT_BYTES)"
-    for output in step.outputs:
-        if output.max_bytes > bound:
-            return f"output {output.id} max_bytes = {output.max_bytes} is {past}"
-    if step.max_total_bytes is not None:
-        return f"max_total_bytes = {step.max_total_bytes} is {past}" if step.max_total_bytes > bound else None
-    total = sum(o.max_bytes for o in step.outputs)
-    if total > bound:
-        return f"its outputs' max_bytes sum to {total}, {past}; declare max_total_bytes = {bound} or less"
-    return None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
+from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_rules as rules
 from rimthan_workflow_registry.release.catalogue import Catalogue
 from rimthan_workflow_registry.release.catalogue_parse import (
@@ -118,6 +119,8 @@ class ReleaseLoader:
         rules.check_files_exist(catalogue, paths)
         rules.check_aliases(catalogue.workflows)
         rules.check_host_adapters(catalogue)
+        bounds.check_identities(catalogue)
+        bounds.check_host_lists(catalogue)
         for workflow in catalogue.workflows:
             rules.check_first_step(workflow)
             rules.check_workflow_references(workflow)
@@ -126,14 +129,16 @@ class ReleaseLoader:
 
     @staticmethod
     def _validate_workflow_schemas(catalogue: Catalogue, schemas: SchemaSet) -> None:
-        """Rules that read the schemas: branch fields declared.
+        """Rules that read the schemas: state fields a tool call carries, branch fields declared.
 
         Validity (``check_schemas``) already ran in ``_compile_schemas`` on these
         very documents; against the 2020-12 metaschema it costs ~25 ms per schema,
         so it runs once per load, not twice.
         """
         for workflow in catalogue.workflows:
-            rules.check_branches(workflow, schemas.documents[workflow.confirmed_state_schema])
+            state_schema = schemas.documents[workflow.confirmed_state_schema]
+            bounds.check_state_fields(workflow, state_schema)
+            rules.check_branches(workflow, state_schema)
 
 
 def _read(files: CatalogueFiles, path: str) -> bytes:
