@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 _CONTROLS_ESCAPED = {c: chr(c).encode("unicode_escape").decode("ascii") for c in (*range(0x20), 0x7F)}
+QUOTE_MAX_CHARS = 256  # a peer's text quoted in a refusal or a log line: a URL or a name fits, a flood does not
 
 
 class FailureCode(StrEnum):
@@ -176,6 +177,19 @@ def single_line(text: str) -> str:
     can neither break the refusal across lines nor pass for a line of its own.
     """
     return text.translate(_CONTROLS_ESCAPED)
+
+
+def quoted(value: object, limit: int = QUOTE_MAX_CHARS) -> str:
+    """``str(value)`` as :func:`single_line` writes it, cut after ``limit`` characters with a marker.
+
+    For text a peer chose (a registry's header, a client's Host, a tool name): the refusal or log line
+    quoting it stays one line of bounded length, and says how much was left out.
+    """
+    text = value if isinstance(value, str) else str(value)
+    escaped = single_line(text[: limit + 1])
+    if len(text) <= limit and len(escaped) <= limit:
+        return escaped
+    return f"{escaped[:limit]}...[{len(text)} chars, cut]"
 
 
 class CatalogueError(RegistryError):

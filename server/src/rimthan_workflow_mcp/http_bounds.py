@@ -13,6 +13,7 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   and ``DELETE`` with 405 (the Streamable HTTP spec's answer when it offers no
   SSE stream); a body not received in full within ``BODY_SECONDS`` of the head
   gets 408 and the connection is closed.
+- Every record logged while a request is handled names its client (``logs.PEER``).
 - ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
@@ -29,7 +30,7 @@ import h11
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .logs import get_logger
+from .logs import PEER, get_logger
 
 HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
 BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
@@ -96,6 +97,8 @@ class BoundedRequests:
         self.in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        client = scope.get("client")
+        PEER.set(f"{client[0]}:{client[1]}" if client else None)  # this request's task (and its children) only
         if scope["type"] != "http":
             await self.app(scope, receive, send)
         elif scope["method"] == "GET" or (self.stateless and scope["method"] == "DELETE"):
