@@ -15,6 +15,7 @@ partial release."""
 from __future__ import annotations
 
 import base64
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +24,9 @@ from typing import Any
 import pytest
 from rimthan_packager import oci as pack_oci
 from rimthan_packager.oci import push_release
-from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, FailureCode
 from rimthan_workflow_registry.release import oci_bounds
-from rimthan_workflow_registry.release.oci import parse_reference
+from rimthan_workflow_registry.release.oci import DIGEST_ANNOTATION, parse_reference
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.hostile_registry import (
     HostileRegistry,
@@ -265,3 +266,65 @@ def test_an_upload_session_refused_with_a_long_error_is_said_in_one_short_line(
     assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
     assert "xxxx" not in outcome.message and len(outcome.message) < 300, outcome.message[:300]
     assert "HTTP 500" in outcome.message
+
+
+def test_an_upload_session_on_another_host_is_quoted_cut(
+    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore
+) -> None:
+    """Old code: the refusal quoted the session's ``Location`` whole (here 60 KiB, with a terminal escape)."""
+    session = "http://elsewhere.example/" + "s" * 60_000 + "\x1b[2J"
+
+    def away(handler: Any, registry: HostileRegistry) -> None:
+        send_raw(handler, b"", status=202, headers={"Location": session})
+
+    outcome = _push(hostile(_registry(away, _stored)), signed_release, trusted)
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert len(outcome.message) < 2 * QUOTE_MAX_CHARS + 200 and "\x1b" not in outcome.message, len(outcome.message)
+    assert "upload session is on another host; not followed" in outcome.message
+    assert "chars, cut]" in outcome.message
+
+
+def _tag_held_by(claim: str) -> Callable[[Any, HostileRegistry], None]:
+    """A registry whose tag names an artifact claiming the release digest ``claim``."""
+    manifest = json.dumps({"schemaVersion": 2, "annotations": {DIGEST_ANNOTATION: claim}}).encode()
+
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        if handler.command == "GET" and "/manifests/" in handler.path:
+            send_raw(handler, manifest)
+        else:
+            send_json(handler, {}, status=404)
+
+    return answer
+
+
+def _manifest_stored_as(digest: str) -> Callable[[Any, HostileRegistry], None]:
+    """A registry that takes every blob, then says it stored the manifest under ``digest``."""
+    blobs = _registry(_session, _stored)
+
+    def answer(handler: Any, registry: HostileRegistry) -> None:
+        if handler.command == "PUT" and "/manifests/" in handler.path:
+            read_body(handler)
+            send_raw(handler, b"", status=201, headers={"Docker-Content-Digest": digest})
+        else:
+            blobs(handler, registry)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [(_tag_held_by, FailureCode.OCI_TAG_EXISTS), (_manifest_stored_as, FailureCode.OCI_BLOB_MISMATCH)],
+    ids=["the tag's claimed digest", "the stored manifest's digest"],
+)
+def test_a_digest_the_registry_names_is_quoted_cut(
+    hostile: Callable[..., HostileRegistry],
+    signed_release: Path,
+    trusted: TrustStore,
+    answer: Callable[[str], Callable[[Any, HostileRegistry], None]],
+    code: FailureCode,
+) -> None:
+    """Old code: the refusal quoted what the registry named as a digest whole (here 60 KiB)."""
+    outcome = _push(hostile(answer("sha256:" + "d" * 60_000 + "\x1b[2J")), signed_release, trusted)
+    assert refused_code(outcome) is code, outcome
+    assert len(outcome.message) < 2 * QUOTE_MAX_CHARS + 200 and "\x1b" not in outcome.message, len(outcome.message)
+    assert "chars, cut]" in outcome.message

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import rfc8785
 from cryptography.hazmat.primitives.hashes import SHA256, Hash
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_JSON_SAFE_INTEGER, depth_exceeds, too_deep_message
 
@@ -337,7 +337,7 @@ def _digests_of_marshalled(scope: str, key: bytes) -> MemberDigests:
 
 class DuplicateKeyError(ValueError):
     def __init__(self, key: str) -> None:
-        super().__init__(f"duplicate JSON key {key!r}")
+        super().__init__(f"duplicate JSON key {quoted(repr(key))}")
         self.key = key
 
 

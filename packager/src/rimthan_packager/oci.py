@@ -30,7 +30,7 @@ from typing import Any
 
 import oras.provider
 from rimthan_workflow_registry.canonical import digest_bytes
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.release import (
     ARTIFACT_TYPE,
     CATALOGUE_DIR,
@@ -170,7 +170,7 @@ def _check_tag(
     if not replace:
         raise RegistryError(
             FailureCode.OCI_TAG_EXISTS,
-            f"the tag names another release ({before}, OCI {found[0]}); a published release is never replaced",
+            f"the tag names another release ({quoted(before)}, OCI {found[0]}); a published release is never replaced",
             path=str(target),
         )
     return str(before)
@@ -232,6 +232,8 @@ def put_manifest(registry: oras.provider.Registry, ref: OciReference, container:
     served = response.headers.get("Docker-Content-Digest")
     if served not in (None, digest):
         raise RegistryError(
-            FailureCode.OCI_BLOB_MISMATCH, f"the registry stored the manifest as {served}, not {digest}", path=str(ref)
+            FailureCode.OCI_BLOB_MISMATCH,
+            f"the registry stored the manifest as {quoted(served)}, not {digest}",
+            path=str(ref),
         )
     return digest

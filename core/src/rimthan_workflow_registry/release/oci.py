@@ -39,7 +39,7 @@ import oras.utils
 import requests
 
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
-from ..errors import FailureCode, RegistryError
+from ..errors import FailureCode, RegistryError, quoted
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from .oci_bounds import (
@@ -190,7 +190,7 @@ class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
         realm = oras.auth.utils.parse_auth_header(challenge).realm or ""
         if self.prefix == "https" and realm.lower().startswith("http://"):
             raise _PlainRealm(
-                f"the registry's token service {realm} is plain HTTP; credentials are not sent in the clear"
+                f"the registry's token service is plain HTTP; credentials are not sent in the clear ({quoted(realm)})"
             )
         if not challenge.lower().startswith("basic"):
             return super().authenticate_request(original, headers, refresh)  # type: ignore[no-any-return]
@@ -280,14 +280,14 @@ def guarded(ref: OciReference, what: str) -> Iterator[None]:
         ) from None
     except requests.exceptions.SSLError as exc:
         if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
-            raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {exc}", str(ref)) from None
+            raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
         raise _refuse(
             FailureCode.OCI_TLS_UNTRUSTED,
             f"{what}: the registry's TLS certificate did not verify against the trusted CAs",
             str(ref),
         ) from None
     except _TRANSPORT_ERRORS as exc:
-        raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {exc}", str(ref)) from None
+        raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
 
 
 def fetch_manifest(registry: oras.provider.Registry, ref: OciReference) -> tuple[str, dict[str, Any]]:
@@ -348,7 +348,7 @@ def release_layers(manifest: Mapping[str, Any], where: str) -> list[dict[str, An
         raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"the layers hold more than {MAX_TOTAL_BYTES} bytes", where)
     problem = path_set_problem(layer["annotations"][TITLE] for layer in layers)
     if problem is not None:
-        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"layer titles {problem[0]!r}: {problem[1]}", where)
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"layer titles {quoted(repr(problem[0]))}: {problem[1]}", where)
     return layers
 
 
@@ -373,11 +373,11 @@ def _check_layer(layer: Any, where: str) -> None:
     ):
         problem = "not a release file"
     if problem is not None:
-        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"layer title {title!r}: {problem}", where)
+        raise _refuse(FailureCode.OCI_ARTIFACT_INVALID, f"layer title {quoted(repr(title))}: {problem}", where)
     if not 0 <= layer["size"] <= MAX_LAYER_BYTES:
         raise _refuse(
             FailureCode.OCI_ARTIFACT_INVALID,
-            f"layer {title!r} declares {layer['size']} bytes; the limit is {MAX_LAYER_BYTES}",
+            f"layer {quoted(repr(title))} declares {quoted(layer['size'])} bytes; the limit is {MAX_LAYER_BYTES}",
             where,
         )
 
@@ -403,7 +403,7 @@ def _download(registry: oras.provider.Registry, ref: OciReference, layer: Mappin
     if written != size or DIGEST_PREFIX + hasher.hexdigest() != layer["digest"]:
         raise _refuse(
             FailureCode.OCI_BLOB_MISMATCH,
-            f"the registry served other bytes for {title} than the manifest's {layer['digest']}",
+            f"the registry served other bytes for {quoted(title)} than the manifest's {layer['digest']}",
             str(ref),
         )
 
@@ -451,7 +451,7 @@ def _check_tag(ref: OciReference, release: VerifiedRelease, manifest: Mapping[st
     if claimed != release.manifest_digest:
         raise _refuse(
             FailureCode.OCI_ARTIFACT_INVALID,
-            f"the artifact claims manifest digest {claimed}, its manifest.json is {release.manifest_digest}",
+            f"the artifact claims manifest digest {quoted(claimed)}, its manifest.json is {release.manifest_digest}",
             str(ref),
         )
 

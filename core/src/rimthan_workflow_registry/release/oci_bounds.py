@@ -69,6 +69,8 @@ from typing import Any
 import requests
 import urllib3
 
+from ..errors import quoted
+
 REQUEST_TIMEOUT = 30.0
 REQUEST_DEADLINE = 120.0
 PULL_DEADLINE = 600.0
@@ -242,7 +244,7 @@ def upload_location(registry: Any, response: requests.Response, container: Any) 
     registry_url = f"{registry.prefix}://{container.registry}"
     url = urllib.parse.urljoin(registry_url + "/", location)
     if _origin(url) != _origin(registry_url):
-        raise RegistryBoundExceeded(f"the registry's upload session is on another host ({url}); not followed")
+        raise RegistryBoundExceeded(f"the registry's upload session is on another host; not followed ({quoted(url)})")
     return url
 
 
@@ -270,5 +272,7 @@ def list_tags(registry: Any, container: Any) -> list[Any]:
             return tags
         url = urllib.parse.urljoin(url, link)
         if _origin(url) != origin:
-            raise RegistryBoundExceeded(f"the registry's next tag page is on another host ({url}); not followed")
+            raise RegistryBoundExceeded(
+                f"the registry's next tag page is on another host; not followed ({quoted(url)})"
+            )
     raise RegistryBoundExceeded(f"the registry's tag list runs past {MAX_TAG_PAGES} pages")
