@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rimthan_workflow_registry.release.oci import fetch_manifest, open_registry, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
-from support.hostile_registry import endless_pages, start_hostile
+from support.hostile_registry import endless_pages, send_json, start_hostile
 from support.oci import push, push_corrupt, put_raw_manifest
 from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
@@ -133,3 +133,18 @@ def test_one_tag_whose_manifest_is_refused_does_not_hold_back_the_others(
     assert "research-decision@1.3.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
     assert sorted(p.name for p in releases.iterdir()) == ["research-decision-1.2.0", "research-decision-1.3.0"]
     assert '"publish refused"' in proc.stderr and ":1.2.5" in proc.stderr, proc.stderr
+
+
+def test_a_registry_s_long_text_reaches_the_follower_s_log_cut(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """The refusal the follower logs quotes the registry's ``Link``: on the old code a 60 KiB log line."""
+    link = "<http://elsewhere.example/" + "e" * 60_000 + '?last=1>; rel="next"'
+    hostile = start_hostile(lambda handler, _: send_json(handler, {"tags": ["1.2.0"]}, headers={"Link": link}))
+    try:
+        proc = serve_holding_1_2_0(hostile.ref("rimthan/x"), tmp_path, packaged_releases, trust)
+    finally:
+        hostile.stop()
+    assert max(map(len, proc.stderr.splitlines())) < 4096
+    assert "next tag page is on another host" in proc.stderr and "chars, cut]" in proc.stderr, proc.stderr[:3000]
+    assert_held_release_serves(proc)
