@@ -14,27 +14,34 @@ import errno
 import json
 import logging
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rimthan_workflow_mcp.logs import JsonFormatter
 from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS
 from starlette.requests import ClientDisconnect
-from support.servers import HttpServer, build_world
+from support.servers import HttpServer, ServerWorld, build_world, serve_args, server_env
 from test_http_bounds import FD_LIMIT, WAIT, _bounded_server, _connect, _head, _honest_call, _honest_exchange, _port
 from test_http_bounds import sockets as sockets  # the fixture: raw connections closed at the test's end
+from test_server_http import INITIALIZE
 
 MAX_LINE = 4096  # every stderr line stays under this (the longest, the start-up "loaded" record, is ~1.2 KB)
 LONG = "h" * 60_000 + "\x1b[2J"  # a header line just under uvicorn's limit, ending in a terminal escape
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
-    world = build_world(tmp_path_factory.mktemp("log-world"))
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("log-world"))
+
+
+@pytest.fixture(scope="module")
+def server(world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     with _bounded_server(world, tmp_path_factory.mktemp("log-state")) as running:
         yield running
 
@@ -118,6 +125,22 @@ def test_a_long_tool_name_is_logged_cut(server: HttpServer) -> None:
     record = _record(server, "tool refused")
     assert record["tool"].endswith("[100000 chars, cut]") and len(record["tool"]) < 2 * QUOTE_MAX_CHARS, record
     _assert_bounded(server)
+
+
+def test_a_long_tool_name_over_stdio_is_logged_cut(world: ServerWorld, tmp_path: Path) -> None:
+    """The same over stdio (the client's own process would read the 100,000 characters from its stderr)."""
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "y" * 100_000, "arguments": {}}}
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    wire = "".join(json.dumps(message) + "\n" for message in (INITIALIZE, initialized, call))
+    args = serve_args(world, world.built["1.2.0"], state_dir=tmp_path / "state")
+    done = subprocess.run(
+        [sys.executable, *args, "--transport", "stdio"], input=wire, capture_output=True, text=True,
+        env=server_env(), timeout=WAIT, check=False,
+    )  # fmt: skip
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    refused = [record for record in records if record["event"] == "tool refused"]
+    assert refused and refused[0]["tool"].endswith("[100000 chars, cut]"), done.stderr[:3000]
+    assert max(map(len, done.stderr.splitlines())) < MAX_LINE and "Traceback" not in done.stderr
 
 
 def _formatted(exc: BaseException) -> dict[str, Any]:
