@@ -155,7 +155,7 @@ class RimthanGroup(click.Group):
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
-            command = exc.ctx.command_path if exc.ctx is not None else (prog_name or self.name or "")
+            command = exc.ctx.command_path if exc.ctx is not None else _program(prog_name)
             if _is_no_args(exc) and exc.ctx is not None:
                 click.echo(exc.ctx.get_help(), err=True)
                 refuse(
@@ -171,6 +171,11 @@ class RimthanGroup(click.Group):
         except click.Abort:
             refuse(FailureCode.USAGE, None, "aborted", "run the command again")
         sys.exit(result if isinstance(result, int) else int(ExitStatus.OK))
+
+
+def _program(prog_name: str | None) -> str:
+    """The program as the user typed it (click gives no context for an option missing its value)."""
+    return prog_name or click.utils._detect_program_name()
 
 
 def _is_no_args(exc: click.UsageError) -> bool:

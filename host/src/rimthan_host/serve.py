@@ -6,35 +6,43 @@ It runs in the user's project and talks to the verifier - a child
 and offers the model the seven tools of :data:`~rimthan_host.tools.TOOLS`, whose
 arguments are words and file paths, never a token or a digest. This module is
 only the command line: ``rimthan-host --help`` imports neither the SDK nor the bridge.
+It speaks the one error voice of :mod:`rimthan_clikit` (``error: <code>: ...``
+then ``next: ...``; exit status 1 for a failure, 2 for a usage mistake).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
+from rimthan_clikit import RimthanGroup, epilog, refuse
+from rimthan_workflow_registry.errors import FailureCode
 
 
-@click.group()
+@click.group(cls=RimthanGroup)
 def main() -> None:
     """rimthan-host: the host kit's command line."""
 
 
-_EXAMPLES = """\b
-Examples:
-  rimthan-host serve                        # the child serves ./releases, trusting keys/local
-  rimthan-host serve --harness opencode -- --releases-dir releases --trust keys/local
+_EXAMPLES = epilog(
+    [
+        "rimthan-host serve                        # the child serves ./releases, trusting keys/local",
+        "rimthan-host serve --harness opencode -- --releases-dir releases --trust keys/local",
+    ],
+    exits=[
+        "Exit status:",
+        "  0  the client closed stdio",
+        "  1  the bridge or its verifier failed: `error: <code>: <message>` then a `next:` line on stderr",
+        "  2  usage mistake (unknown option, missing argument, bad value, no command)",
+    ],
+)
+_FAILED_NEXT = (
+    "read the lines above (the verifier's own error: and next: lines, if it wrote any), fix what they name, "
+    "then start rimthan-host serve again"
+)
 
-\b
-Exit status:
-  0  the client closed stdio
-  1  the bridge or its verifier failed: one `rimthan-host: error:` line on stderr
-  2  usage mistake
-"""
 
-
-@main.command(context_settings={"ignore_unknown_options": True}, epilog=_EXAMPLES)
+@main.command(epilog=_EXAMPLES)
 @click.option(
     "--project",
     type=click.Path(path_type=Path, file_okay=False, exists=True),  # a mistyped path is refused, not created
@@ -60,8 +68,8 @@ def serve(project: Path, verifier_url: str | None, harness: str, verifier_args: 
         first: BaseException = exc
         while isinstance(first, BaseExceptionGroup) and first.exceptions:
             first = first.exceptions[0]
-        click.echo(f"rimthan-host: error: {type(first).__name__}: {first}", err=True)
-        sys.exit(1)
+        code = FailureCode.IO_ERROR if isinstance(first, OSError) else FailureCode.INTERNAL_ERROR
+        refuse(code, None, f"the bridge stopped: {type(first).__name__}: {first}", _FAILED_NEXT)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,53 @@
+"""``rimthan-host`` usage mistakes speak the one error voice of ``rimthan-pack`` and ``rimthan-mcp``.
+
+Run through the installed console script: two lines on stderr (``error: usage: ...`` and a
+``next:`` line naming the help to read), exit status 2, nothing on stdout, and no bridge started.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.refusals import refusal
+
+RIMTHAN_HOST = str(Path(sys.executable).with_name("rimthan-host"))
+
+
+def _host(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``rimthan-host ARGS`` run to its end, with no stdin (a bridge that started would exit 0 at once)."""
+    return subprocess.run(
+        [RIMTHAN_HOST, *args], capture_output=True, text=True, timeout=60, cwd=cwd, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "expect", "help_of"),
+    [
+        # once handed to the child verifier as one of its arguments: the bridge started and exited 0
+        (["serve", "--bogus"], "No such option '--bogus'", "rimthan-host serve"),
+        (["serve", "--harness", "vim"], "Invalid value for '--harness'", "rimthan-host serve"),
+        (["serve", "--project", "no-such-dir"], "Invalid value for '--project'", "rimthan-host serve"),
+        (["serve", "--verifier-url"], "Option '--verifier-url' requires an argument", "rimthan-host"),
+        (["frobnicate"], "No such command 'frobnicate'", "rimthan-host"),
+        ([], "no command given", "rimthan-host"),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else None,
+)
+def test_usage_mistakes_are_one_error_line_and_a_next_line(
+    args: list[str], expect: str, help_of: str, tmp_path: Path
+) -> None:
+    done = _host(*args, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
+    said = refusal(done.stderr, allow_before=not args)  # no command: the help comes first, on stderr
+    assert said.code == "usage" and expect in said.error, done.stderr
+    assert said.next.startswith(f"run '{help_of} ") and "Error:" not in done.stderr, done.stderr
+    assert not (tmp_path / ".rimthan").exists()
+
+
+def test_serve_help_documents_the_exit_statuses_of_the_error_voice(tmp_path: Path) -> None:
+    done = _host("serve", "--help", cwd=tmp_path)
+    assert done.returncode == 0 and "Exit status:" in done.stdout and "Examples:" in done.stdout
+    assert "error: <code>: <message>" in done.stdout and "rimthan-host: error:" not in done.stdout
