@@ -8,6 +8,7 @@ a digest or an attestation, and ``rimthan-mcp audit`` verifies every run log.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -116,3 +117,26 @@ def test_a_run_migrates_from_1_2_0_to_1_3_0_with_preview_and_confirmation(world:
     assert model.leaks() == []
     history = audit(_only_log(project), state)
     assert len(history["migrations"]) == 1 and history["releases"][-1]["id"] == "research-decision@1.3.0"
+
+
+def test_the_setup_reply_names_every_file_the_delivery_installed_adapter_included(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The reply to start_run lists what the workspace manifest says was delivered: each kind, id and path."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await model.start()
+            return model
+
+    model = anyio.run(go)
+    said = next(r.text for r in model.received if "The workspace is set up" in r.text)
+    manifest = json.loads((project / ".rimthan" / "workspace-manifest.json").read_text("utf-8"))
+    kinds = {d["kind"] for d in manifest["delivered"]}
+    assert kinds == {"prompt", "skill", "subagent", "adapter"}, kinds  # the control: this release has an adapter
+    for entry in manifest["delivered"]:
+        assert f"{entry['asset']} ({entry['path']})" in said, said
+    assert "the adapter claude-code (" in said and "the subagents " in said and "the prompt " in said, said

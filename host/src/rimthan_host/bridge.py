@@ -12,6 +12,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from .words import (
     fact_message,
     failed_words,
     failure_words,
+    installed_words,
     known_runs,
     offer_summary,
     preview_words,
@@ -443,7 +445,7 @@ class Bridge:
                     True,
                 )
             result = await session.submit()
-            lines.append("The workspace is set up: the release's prompt, skill and subagents are installed.")
+            lines.append(installed_words(json.loads(manifest.text)["delivered"]))
         return await self.replies.describe(session, result, lines, elicits=self.elicits)
 
     def _not_set_up(self, clash: AssetClash) -> Reply:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rimthan_workflow_registry.release.catalogue import DELIVERY_KINDS
+
 from .files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
 from .runlog import RunSummary
@@ -198,6 +200,16 @@ def offer_words(offer: Mapping[str, Any]) -> list[str]:
         lines.append("It needs facts this run does not have; ask the user and pass them as facts:")
         lines += [f"- {name}: {expects[name].get('description') or 'see the preview'}" for name in summary["needs"]]
     return lines
+
+
+def installed_words(delivered: Sequence[Mapping[str, Any]]) -> str:
+    """What setup installed, as the workspace manifest lists it: each kind, then each file's id and path."""
+    by_kind: dict[str, list[str]] = {}
+    for entry in delivered:
+        by_kind.setdefault(str(entry["kind"]), []).append(f"{entry['asset']} ({entry['path']})")
+    order = sorted(by_kind, key=lambda k: (DELIVERY_KINDS.index(k) if k in DELIVERY_KINDS else len(DELIVERY_KINDS), k))
+    parts = [f"the {kind}{'s' if len(by_kind[kind]) > 1 else ''} {', '.join(by_kind[kind])}" for kind in order]
+    return "The workspace is set up: installed " + ("; ".join(parts) or "nothing (the release delivers no files)") + "."
 
 
 def fact_message(name: str, value: Any) -> str:
