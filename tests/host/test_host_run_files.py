@@ -106,8 +106,57 @@ def test_a_huge_log_is_streamed_and_a_line_past_any_token_is_refused(engines: En
     with pytest.raises(HarnessError) as refused:
         log.load_state()
     said = str(refused.value)
-    assert said.startswith(".rimthan/runs/run-padded.log is damaged (line ") and "longer than 1048576 bytes" in said
+    where = f"(the line ending at byte {len(lines) + 2 * 1024 * 1024} is longer than 1048576 bytes"
+    assert said.startswith(f".rimthan/runs/run-padded.log is damaged {where}"), said
     assert "call start_run with new_run true" in said
+
+
+def _bytes_read() -> int:
+    """What this process has read through read(2) and its kin so far (Linux: /proc/self/io)."""
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["rchar"])
+
+
+def test_a_move_reads_the_log_tail_not_the_whole_log(engines: Engines, tmp_path: Path) -> None:
+    """Appending to a 16 MiB log, and finding its last checkpoint, reads a few KiB: a move costs the same at
+    the thousandth move as at the first (the whole log was read on every move: quadratic in a run)."""
+    harness = _harness(engines, tmp_path / "project", "run-long")
+    log = RunLog(tmp_path / "project", "run-long")
+    asked = run(_at_question(harness))
+    real = log.log_path.read_bytes()
+    log.log_path.write_bytes(real * (16 * 1024 * 1024 // len(real)))  # thousands of moves' tokens
+    before = _bytes_read()
+    log.append("the-next-checkpoint")  # compares with the last line first (a repeat is skipped)
+    assert log.last_token() == "the-next-checkpoint"
+    log.append("the-next-checkpoint")
+    read = _bytes_read() - before
+    assert read < 64 * 1024, read  # three reads of the tail, each one block: the whole log read was 16 MiB
+    assert log.tokens()[-2:] == [asked["checkpoint"], "the-next-checkpoint"]  # the whole log, streamed: intact
+
+
+def test_a_log_damaged_before_its_tail_does_not_stop_the_run_but_fails_the_audit(
+    engines: Engines, tmp_path: Path
+) -> None:
+    """The bridge checks what it reads (the tail); the audit checks the whole log. A run whose log was damaged
+    at its head goes on from its last checkpoint (the verifier checks that), and the audit still refuses it."""
+    harness = _harness(engines, tmp_path / "project", "run-headless")
+    log = RunLog(tmp_path / "project", "run-headless")
+    asked = run(_at_question(harness))
+    real = log.log_path.read_bytes()
+    padding = (b" " * 1023 + b"\n") * 2048  # blank lines: 2 MiB, past the farthest a tail is read back
+    log.log_path.write_bytes("é, not a token\n".encode() + padding + real)
+    assert log.last_token() == asked["checkpoint"]
+    answered = run(harness.session.advance({"research_route": "desk-research"}))
+    assert answered["step"]["id"] == "desk-research" and log.last_token() == answered["checkpoint"]
+    with pytest.raises(HarnessError, match=r"run-headless.log is damaged \(byte 0 is not ASCII\)"):
+        log.tokens()
+    keys = tmp_path / "checkpoint-keys.json"
+    engines.keyring.save(keys)
+    out = CliRunner().invoke(mcp_main, ["audit", str(log.log_path), "--checkpoint-keys", str(keys), "--json"])
+    assert out.exit_code == 1 and '"ok": false' in out.output, out.output
+    log.log_path.write_bytes(log.log_path.read_bytes() + "é\n".encode())  # damage in the tail: refused
+    with pytest.raises(HarnessError, match=r"run-headless.log is damaged \(byte \d+ is not ASCII\)"):
+        log.append("the-next-checkpoint")
 
 
 def _unbounded_engine(tmp_path: Path, engines: Engines) -> WireEngine:

@@ -16,10 +16,15 @@ line is there: a host that crashed resumes from the last logged checkpoint
 and the state saved for exactly that token (the verifier checks it anyway).
 
 Both files are bounded as they are read, whoever wrote them: the log is
-streamed one line at a time, never held whole (a run may have any number of
-moves), and a line longer than the longest token the verifier takes
-(``MAX_TOKEN_CHARS``) is refused as damaged; the state file is refused past
-``MAX_STATE_BYTES``, and a state that would be larger is never written.
+never held whole (a run may have any number of moves), and a line longer than
+the longest token the verifier takes (``MAX_TOKEN_CHARS``) is refused as
+damaged; the state file is refused past ``MAX_STATE_BYTES``, and a state that
+would be larger is never written. A move (append, resume, listing the runs)
+reads only the log's tail, back from its end to its last token, at most one
+token's length: its cost does not grow with the run. What it reads is checked
+as strictly as the whole log is when streamed (:meth:`RunLog.tokens`); the
+lines before it are not the bridge's to check - ``rimthan-mcp audit``
+verifies the whole log, and refuses a log damaged anywhere.
 """
 
 from __future__ import annotations
@@ -28,11 +33,10 @@ import json
 import os
 import re
 import secrets
-from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -66,6 +70,7 @@ MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
 # The verifier refuses a checkpoint longer than MAX_TOKEN_CHARS (1 MiB; a real run's are 1-2 KiB): a log line
 # longer is no token, and reading stops there. The log is read a line at a time, so no more is ever held.
 _MAX_LINE_BYTES = MAX_TOKEN_CHARS + 1  # the token and its newline
+_TAIL_BLOCK = 8 * 1024  # read back from the log's end this much first (a real run's token: 1-2 KiB)
 
 
 def new_run_id() -> str:
@@ -96,9 +101,49 @@ class RunLog:
         return list(self._stream())
 
     def last_token(self) -> str | None:
-        """The log's last checkpoint, None for no log; the log is streamed, one line held at a time."""
-        last = deque(self._stream(), maxlen=1)
-        return last[0] if last else None
+        """The log's last checkpoint, None for no log; only the log's tail is read (see :func:`_tail_token`)."""
+        runs_dir(self.project)
+        try:
+            fd, status = open_regular(self.log_path, os.O_RDONLY)  # (a FIFO there is an OSError: never blocks)
+        except FileNotFoundError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return self._tail_token(handle, status.st_size)
+
+    def _tail_token(self, handle: BinaryIO, size: int) -> str | None:
+        """The last token, read back from the end, doubling the block: at most ``_MAX_LINE_BYTES + 1`` bytes back.
+
+        A move costs the same however long the run: the lines before the last
+        token are not the bridge's to read (``rimthan-mcp audit`` verifies the
+        whole log). Every byte read is checked as the stream checks it: ASCII,
+        and no line longer than a token.
+        """
+        bound = max(0, size - _MAX_LINE_BYTES - 1)
+        start, tail, block = size, b"", _TAIL_BLOCK
+        while start > bound:
+            end, start = start, max(bound, start - block)
+            handle.seek(start)
+            tail = handle.read(end - start) + tail
+            found = self._last_in(tail, start)
+            if found is not None:
+                return found or None
+            block *= 2  # a longer line: twice as far back (what is held is checked again: twice the bytes in all)
+        if start == 0:
+            return None
+        why = f"its last {_MAX_LINE_BYTES + 1} bytes hold no checkpoint: no line the bridge wrote is that long"
+        raise self._damaged(self.log_path, why)
+
+    def _last_in(self, tail: bytes, start: int) -> str | None:
+        """The last token in ``tail`` (the log from byte ``start``), "" for none in a whole log, None: read on."""
+        lines = tail.split(b"\n")
+        offsets = [start]
+        for line in lines[:-1]:
+            offsets.append(offsets[-1] + len(line) + 1)
+        tokens = [self._line_tokens(line, offset, whole=i > 0 or start == 0) for i, (line, offset) in
+                  enumerate(zip(lines, offsets, strict=True))]  # fmt: skip
+        whole = tokens if start == 0 else tokens[1:]  # before the first newline read, a line may go on
+        last = [t for line_tokens in whole for t in line_tokens][-1:]
+        return last[0] if last else ("" if start == 0 else None)
 
     def _stream(self) -> Iterator[str]:
         """The log's tokens one by one; a line longer than any token, or a byte not ASCII, is damage."""
@@ -109,13 +154,15 @@ class RunLog:
             return
         with os.fdopen(fd, "rb") as handle:
             offset = 0
-            for number, line in enumerate(iter(lambda: handle.readline(_MAX_LINE_BYTES), b""), start=1):
-                yield from self._line_tokens(line, number, offset)
+            for line in iter(lambda: handle.readline(_MAX_LINE_BYTES), b""):
+                yield from self._line_tokens(line, offset)
                 offset += len(line)
 
-    def _line_tokens(self, line: bytes, number: int, offset: int) -> list[str]:
+    def _line_tokens(self, line: bytes, offset: int, *, whole: bool = True) -> list[str]:
+        """The tokens of one line from byte ``offset`` (not ``whole``: its end, read back from the log's end)."""
         if len(line.rstrip(b"\r\n")) > MAX_TOKEN_CHARS:  # (readline stopped at the bound: the line goes on)
-            why = f"line {number} is longer than {MAX_TOKEN_CHARS} bytes, the longest checkpoint the verifier takes"
+            where = f"at byte {offset}" if whole else f"ending at byte {offset + len(line)}"
+            why = f"the line {where} is longer than {MAX_TOKEN_CHARS} bytes, the longest checkpoint the verifier takes"
             raise self._damaged(self.log_path, why)
         try:
             text = line.decode("ascii")  # checkpoint tokens are ASCII: anything else is no line the bridge wrote
