@@ -33,6 +33,8 @@ CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 PLUGIN_MARKETPLACE = "host/claude-plugin"
 PLUGIN = "rimthan@rimthan"
 MCP_ADD = ["mcp", "add", "--scope", "project", "rimthan", "--", "rimthan-host", "serve"]
+# What MCP_ADD writes to .mcp.json, as docs/host-kit.md shows it (tests/docs/test_host_kit_mcp_json.py).
+MCP_JSON = {"mcpServers": {"rimthan": {"type": "stdio", "command": "rimthan-host", "args": ["serve"], "env": {}}}}
 TIMEOUT = 120
 
 Check = Callable[[bool, str, str], bool]
@@ -93,10 +95,9 @@ def run_claude_code(
 
     mcp_add = claude(*MCP_ADD)
     written = _json_or_none(project / ".mcp.json")
-    server = ((written or {}).get("mcpServers") or {}).get("rimthan") or {}
     check(
-        mcp_add.returncode == 0 and server.get("command") == "rimthan-host" and server.get("args") == ["serve"],
-        f"claude {' '.join(MCP_ADD)} writes the documented .mcp.json",
+        mcp_add.returncode == 0 and written == MCP_JSON,
+        f"claude {' '.join(MCP_ADD)} writes the documented .mcp.json (docs/host-kit.md: every key, no other)",
         json.dumps(written) if written is not None else _last(mcp_add),
     )
     _approve_project_servers(home, project, ["rimthan"])
