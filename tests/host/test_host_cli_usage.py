@@ -6,6 +6,7 @@ Run through the installed console script: two lines on stderr (``error: usage: .
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,18 @@ def test_serve_help_documents_the_exit_statuses_of_the_error_voice(tmp_path: Pat
     done = _host("serve", "--help", cwd=tmp_path)
     assert done.returncode == 0 and "Exit status:" in done.stdout and "Examples:" in done.stdout
     assert "error: <code>: <message>" in done.stdout and "rimthan-host: error:" not in done.stdout
+
+
+def test_a_bridge_that_cannot_serve_says_so_in_the_error_voice(tmp_path: Path) -> None:
+    """No stdin at all (fd 0 closed): the bridge cannot serve; one error: and next: pair, exit 1, no traceback."""
+    done = subprocess.run(
+        [RIMTHAN_HOST, "serve"], capture_output=True, text=True, timeout=60, cwd=tmp_path, preexec_fn=_close_stdin
+    )
+    assert done.returncode == 1 and done.stdout == "", (done.returncode, done.stderr)
+    said = refusal(done.stderr)
+    assert said.error.startswith("error: internal_error: the bridge stopped: "), said
+    assert "start rimthan-host serve again" in said.next
+
+
+def _close_stdin() -> None:
+    os.close(0)
