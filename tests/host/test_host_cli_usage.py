@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,33 @@ def test_a_bridge_that_cannot_serve_says_so_in_the_error_voice(tmp_path: Path) -
 
 def _close_stdin() -> None:
     os.close(0)
+
+
+_WITHOUT_VERIFIER = (
+    "import site, sys\n"
+    "site.addsitedir(sys.argv.pop(1))\n"  # the workspace's packages, from an interpreter with no rimthan-mcp beside it
+    "sys.argv = ['rimthan-host', 'serve']\n"
+    "from rimthan_host.serve import main\n"
+    "main()\n"
+)
+
+
+def test_no_verifier_installed_is_an_io_error_naming_how_to_install_it(tmp_path: Path) -> None:
+    """rimthan-host without rimthan-mcp beside it or on PATH: io_error, exit 1 (was `error: usage:`, exit 1)."""
+    bare = tmp_path / "bin" / "python"
+    bare.parent.mkdir()
+    bare.symlink_to(sys._base_executable)  # type: ignore[attr-defined]  # (no venv: no console scripts beside it)
+    env = {**os.environ, "PATH": str(bare.parent)}
+    done = subprocess.run(
+        [str(bare), "-S", "-c", _WITHOUT_VERIFIER, sysconfig.get_paths()["purelib"]],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1, done.stderr
+    said = refusal(done.stderr)
+    assert said.error == "error: io_error: rimthan-mcp: not installed beside rimthan-host nor on PATH", said
+    assert "--with-executables-from rimthan-workflow-mcp" in said.next and "--verifier-url" in said.next

@@ -7,6 +7,7 @@ neither the MCP SDK nor the bridge.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import click
 from mcp import types
 from mcp.client.stdio import StdioServerParameters
 from mcp.server.context import ServerRequestContext
@@ -171,8 +171,8 @@ def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | St
         return url
     sibling = Path(sys.executable).parent / "rimthan-mcp"
     command = str(sibling) if sibling.exists() else shutil.which("rimthan-mcp")
-    if command is None:
-        raise click.ClickException("rimthan-mcp is not installed here; install it or give --verifier-url")
+    if command is None:  # the serve command says it as an io_error, naming what to do
+        raise FileNotFoundError(errno.ENOENT, "not installed beside rimthan-host nor on PATH", "rimthan-mcp")
     # The SDK passes a child only a few safe variables by default; the verifier needs the user's
     # environment (RIMTHAN_STATE_DIR, XDG_STATE_HOME) to find the same state directory.
     return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rimthan_clikit import RimthanGroup, epilog, refuse
+from rimthan_clikit import RimthanGroup, epilog, guard, refuse
 from rimthan_workflow_registry.errors import FailureCode
 
 
@@ -35,6 +35,10 @@ _EXAMPLES = epilog(
         "  1  the bridge or its verifier failed: `error: <code>: <message>` then a `next:` line on stderr",
         "  2  usage mistake (unknown option, missing argument, bad value, no command)",
     ],
+)
+_NO_VERIFIER_NEXT = (
+    "install rimthan-mcp (uv tool install /path/to/rimthan/host --with-executables-from rimthan-workflow-mcp, "
+    "docs/host-kit.md) or give --verifier-url"
 )
 _FAILED_NEXT = (
     "read the lines above (the verifier's own error: and next: lines, if it wrote any), fix what they name, "
@@ -60,7 +64,7 @@ def serve(project: Path, verifier_url: str | None, harness: str, verifier_args: 
     from .bridge_server import serve_bridge, verifier_target  # the MCP SDK and the bridge: not for --help
     from .protocol import HostProfile
 
-    target = verifier_target(verifier_url, verifier_args)
+    target = guard(lambda: verifier_target(verifier_url, verifier_args), on_io_error=_NO_VERIFIER_NEXT)
     host = HostProfile(harness=harness, adapter_id=harness)
     try:
         anyio.run(serve_bridge, project.absolute(), target, host)
