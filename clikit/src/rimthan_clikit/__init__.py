@@ -1,6 +1,6 @@
-"""One error voice for ``rimthan-pack`` and ``rimthan-mcp``.
+"""One error voice for ``rimthan-pack``, ``rimthan-mcp`` and ``rimthan-host``.
 
-Every refusal either tool makes is two lines on stderr::
+Every refusal these tools make is two lines on stderr::
 
     error: <code>: <file>: <message>
     next: <what to do>
