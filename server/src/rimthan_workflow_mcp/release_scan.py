@@ -4,44 +4,26 @@ Names are claims, never trust: they only order candidates for verification
 (the provider checks each verified manifest against its directory name). This
 is the one scan both start and refresh use, and what a follower that pulls
 releases into a local directory calls afterwards. A directory with no
-release says how to fill it: ``make demo`` only where that is what fills it
-(this checkout's own ``./releases``), else ``rimthan-pack build`` or ``pull``.
+release says how to fill it: ``rimthan-pack build`` or ``pull`` (and, in a
+checkout, ``make demo``).
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import RELEASE_DIR_NAME, semver_key
 
-_MAKEFILE_BYTES = 64 * 1024  # a checkout's Makefile is a few KiB: what is read of one to tell it
-_CHECKOUT_DEMO = "rimthan_host.demo"  # what this checkout's `make demo` runs (no other Makefile's demo target)
-
 
 def fill_hint(releases_dir: Path) -> str:
-    """How to put a release in ``releases_dir``: ``make demo`` in this checkout (it builds ./releases),
-    else rimthan-pack (a bridge project, an operator's directory: no Makefile of ours there)."""
-    if _checkout_releases(releases_dir):
-        return "run `make demo` or pass --release DIR"
+    """How to put a release in ``releases_dir``: words for a bridge project or an operator's directory first
+    (rimthan-pack), then this checkout's ``make demo``, which builds ./releases."""
     return (
         f"build a release into it with `rimthan-pack build SOURCE --key KEY --out {releases_dir}` or pull one with "
         f"`rimthan-pack pull oci://HOST/REPO:TAG --trust KEYS --out {releases_dir}` (docs/host-kit.md), "
-        "or pass --release DIR"
+        "or pass --release DIR (in a Rimthan checkout, `make demo` builds ./releases)"
     )
-
-
-def _checkout_releases(releases_dir: Path) -> bool:
-    """Whether ``releases_dir`` is the ./releases that this checkout's ``make demo`` builds, run from here."""
-    makefile = Path("Makefile")
-    if os.path.abspath(releases_dir) != os.path.abspath("releases") or not makefile.is_file():
-        return False  # (a FIFO named Makefile is not opened: never waited on)
-    try:
-        with makefile.open("rb") as handle:
-            return _CHECKOUT_DEMO.encode() in handle.read(_MAKEFILE_BYTES)
-    except OSError:
-        return False
 
 
 def release_dir_version(path: Path, catalogue: str | None = None) -> str | None:
