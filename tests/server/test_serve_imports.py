@@ -45,22 +45,30 @@ def _modules_after(*argv: str) -> set[str]:
     return set(json.loads(result.stderr.strip().splitlines()[-1]))
 
 
+def _modules_on_import(module: str) -> set[str]:
+    """The modules loaded once a fresh interpreter imported ``module``."""
+    probe = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
 def _top(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
 def test_the_server_cli_imports_no_registry_client_and_no_sdk_until_it_serves() -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", "import json, sys, rimthan_workflow_mcp.cli; print(json.dumps(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    modules = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    modules = _modules_on_import("rimthan_workflow_mcp.cli")
     assert "rimthan_workflow_mcp.cli" in modules  # the control: the probe did import the CLI
     assert not _top(modules) & {*_REGISTRY, "mcp", "uvicorn"}
     assert _SERVER not in modules and "rimthan_workflow_registry.release.oci" not in modules
+
+
+def test_loading_releases_imports_no_http_stack() -> None:
+    """The provider (what ``check`` and a server's load run; P1 and P1m measure it) logs through ``logs``, which
+    knows the HTTP stack's peer faults by name: importing it costs no starlette or anyio (90 modules, 6 MB)."""
+    modules = _modules_on_import("rimthan_workflow_mcp.provider")
+    assert "rimthan_workflow_mcp.logs" in modules  # the control: the provider's logging was imported
+    assert not _top(modules) & {"starlette", "anyio", "uvicorn", "mcp"}, sorted(_top(modules))
 
 
 def test_help_imports_neither_the_verifier_nor_the_keys_code() -> None:

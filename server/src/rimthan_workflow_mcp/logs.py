@@ -26,16 +26,21 @@ import time
 import traceback
 from typing import Any
 
-import anyio
 from rimthan_workflow_registry.errors import quoted
-from starlette.requests import ClientDisconnect
 
 LOGGER_NAME = "rimthan.mcp"
 LEVELS = ("debug", "info", "warning", "error")
 _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 PEER: contextvars.ContextVar[str | None] = contextvars.ContextVar("rimthan_peer", default=None)
 # what a peer can cause: no traceback tells the operator more than the exception's name
-_PEER_FAULTS = (ClientDisconnect, ConnectionError, anyio.ClosedResourceError, anyio.BrokenResourceError)
+# (module, name) of what a peer causes beside ConnectionError: looked up only in modules already imported (an
+# exception of a class exists only once its module is), so a process that never serves HTTP (a release check,
+# stdio) does not import starlette and anyio here (90 modules, 6 MB).
+_PEER_FAULTS = (
+    ("starlette.requests", "ClientDisconnect"),
+    ("anyio", "ClosedResourceError"),
+    ("anyio", "BrokenResourceError"),
+)
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 REPEAT_SECONDS = 1.0  # asyncio retries an accept that failed for lack of resources after 1 s
 
@@ -79,7 +84,9 @@ def _bounded(value: Any) -> Any:
 def _peer_caused(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in _OUT_OF_RESOURCES:
         return True
-    return isinstance(exc, _PEER_FAULTS)
+    if isinstance(exc, ConnectionError):
+        return True
+    return any(isinstance(exc, getattr(sys.modules.get(module), name, ())) for module, name in _PEER_FAULTS)
 
 
 class _AcceptRepeats(logging.Filter):
