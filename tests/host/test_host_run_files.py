@@ -134,6 +134,23 @@ def test_a_move_reads_the_log_tail_not_the_whole_log(engines: Engines, tmp_path:
     assert log.tokens()[-2:] == [asked["checkpoint"], "the-next-checkpoint"]  # the whole log, streamed: intact
 
 
+def test_a_log_ending_in_more_blank_lines_than_any_token_is_refused_as_damaged(
+    engines: Engines, tmp_path: Path
+) -> None:
+    """The bridge never writes a blank line: a tail of them longer than the longest token (how far a move reads
+    back) holds no checkpoint to go on from, and is refused in words rather than taken for an empty log."""
+    harness = _harness(engines, tmp_path / "project", "run-blank-tail")
+    log = RunLog(tmp_path / "project", "run-blank-tail")
+    run(_at_question(harness))
+    real = log.log_path.read_bytes()
+    log.log_path.write_bytes(real + (b" " * 1023 + b"\n") * 2048)  # 2 MiB of blank lines after the last token
+    with pytest.raises(HarnessError) as refused:
+        log.last_token()
+    said = str(refused.value)
+    assert said.startswith(".rimthan/runs/run-blank-tail.log is damaged (its last 1048578 bytes hold no checkpoint")
+    assert log.log_path.read_bytes().startswith(real)  # nothing was written
+
+
 def test_a_log_damaged_before_its_tail_does_not_stop_the_run_but_fails_the_audit(
     engines: Engines, tmp_path: Path
 ) -> None:

@@ -178,14 +178,15 @@ def restore_release(files: ProjectFiles, release: str, run: str) -> list[str]:
         f"Run {run} was not resumed: its release installs its own prompt, skill, subagents and adapter, which "
         "another run's setup replaced, and the bridge will not overwrite these files to put them back:"
     )
-    kept = load_record(files).releases.get(release, {})
-    return _restore(files, release, sorted(kept), head, f"resume_run {run} again")
+    return _restore(files, release, None, head, f"resume_run {run} again")
 
 
-def _restore(files: ProjectFiles, release: str, keys: Sequence[str], head: str, then: str) -> list[str]:
-    """Re-install ``release``'s assets of ``keys`` where the file differs; :class:`AssetClash` naming every clash."""
+def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head: str, then: str) -> list[str]:
+    """Re-install ``release``'s assets of ``keys`` (``None``: every one the record keeps) where the file differs;
+    :class:`AssetClash` naming every clash."""
     record = load_record(files)
-    pinned = [record.releases.get(release, {}).get(k) for k in keys]
+    kept = record.releases.get(release, {})
+    pinned = [kept.get(k) for k in (sorted(kept) if keys is None else keys)]
     stale = [(p, d) for p, d in (x for x in pinned if x is not None) if _digest_at(files, p) != d]
     clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered)) is not None]
     if clashes:

@@ -255,6 +255,11 @@ class HostAdapter:
         }
 
 
+def required_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
+    """Every capability a host running ``workflow`` with ``adapter`` must have (the workflow's and the adapter's)."""
+    return set(workflow.required_capabilities) | set(adapter.capabilities if adapter else ())
+
+
 def required_validator_capabilities(workflow: WorkflowDefinition, adapter: HostAdapter | None) -> set[str]:
     """Every validator capability a host running ``workflow`` with ``adapter`` must have (its validators' and the
     adapter's)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, quoted
 from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_FIELDS,
     MAX_LISTED_NAMES,
@@ -33,6 +33,7 @@ from rimthan_workflow_registry.release.catalogue import (
     Catalogue,
     StepDefinition,
     WorkflowDefinition,
+    required_capabilities,
     required_validator_capabilities,
 )
 
@@ -83,8 +84,7 @@ def check_identities(catalogue: Catalogue) -> None:
         (a.source, identity_problem("host adapter", "version", a.version, a.key)) for a in catalogue.host_adapters
     ]
     for path, problem in checks:
-        if problem is not None:
-            raise _invalid(path, problem)
+        _raise_if(path, problem)
 
 
 # --------------------------------------------------------------------------- what a host sends
@@ -128,9 +128,12 @@ def _workflow_lists_problem(catalogue: Catalogue, workflow: WorkflowDefinition) 
     ]
     for key in workflow.host_adapters:
         adapter = catalogue.adapter(key)
-        needed = set(workflow.required_capabilities) | set(adapter.capabilities if adapter else ())
         lists += [
-            (f"required_capabilities with host adapter {key}'s capabilities", needed, "a host object carries"),
+            (
+                f"required_capabilities with host adapter {key}'s capabilities",
+                required_capabilities(workflow, adapter),
+                "a host object carries",
+            ),
             (
                 f"the validators' required_capabilities with host adapter {key}'s validator_capabilities",
                 required_validator_capabilities(workflow, adapter),
@@ -169,10 +172,9 @@ def state_fields_problem(schema: Any) -> str | None:
         )
     for name in sorted(names):
         if not 1 <= len(name) <= MAX_NAME_CHARS:
-            shown = name if len(name) <= 40 else name[:40] + "..."
             return (
-                f"top-level field {shown!r} is {len(name)} characters; a field name is 1 to {MAX_NAME_CHARS} "
-                "characters (MAX_NAME_CHARS)"
+                f"top-level field {quoted(name, 40)!r} is {len(name)} characters; a field name is 1 to "
+                f"{MAX_NAME_CHARS} characters (MAX_NAME_CHARS)"
             )
     return None
 

@@ -17,6 +17,7 @@ from rimthan_workflow_registry.release.catalogue import (
     Catalogue,
     HostAdapter,
     WorkflowDefinition,
+    required_capabilities,
     required_validator_capabilities,
 )
 from rimthan_workflow_registry.run.checkpoints import HostBinding
@@ -54,12 +55,11 @@ def host_blockers(
                 details={"pinned": list(workflow.host_adapters)},
             )
         )
-    needed = set(workflow.required_capabilities) | set(adapter.capabilities if adapter else ())
     lacks = (
         (
             FailureCode.HOST_CAPABILITY_MISSING,
             "capabilities",
-            needed - set(host["capabilities"]),
+            required_capabilities(workflow, adapter) - set(host["capabilities"]),
             f" required by {workflow.key}",
         ),
         (

@@ -169,6 +169,9 @@ def verify_bundle(keyring: CheckpointKeyring, bundle: Mapping[str, Any], issued:
     return VerifiedBundle(bundle["step_id"], receipts, summaries)
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once: json.dumps builds one per call
+
+
 def reports_size(reports: Sequence[Mapping[str, Any]]) -> int:
     """The reports' size as compact JSON in UTF-8: their RFC 8785 canonical length (they hold no numbers).
 
@@ -178,9 +181,6 @@ def reports_size(reports: Sequence[Mapping[str, Any]]) -> int:
     three bytes.
     """
     return len(_COMPACT.encode(reports).encode("utf-8", "surrogatepass"))
-
-
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once: json.dumps builds one per call
 
 
 def reports_size_problem(reports: Sequence[Mapping[str, Any]]) -> str | None:
