@@ -34,6 +34,7 @@ from rimthan_workflow_registry.run import (
     artifact_checks,
     attestations,
     available_workflows,
+    binding_drift,
     binding_for,
     bound_adapter,
     changed_fields,
@@ -271,7 +272,7 @@ class WorkflowEngineQueryModule:
         adapter = self._adapter(workflow, cp)
         host = arguments["host"]
         artifacts = [artifact_checks.SubmittedArtifact.from_json(a) for a in arguments["artifacts"]]
-        failures = self._host_failures(workflow, step, cp, host)
+        failures = binding_drift(workflow, step, cp.host, host)
         failures += repository_policy.conflict(host["repository_policy"], self._write_paths(workflow, step, adapter))
         failures += artifact_checks.check_artifact_set(step, artifacts)
         failures += artifact_checks.check_artifact_contents(step, artifacts, self.release.schemas.validators)
@@ -303,35 +304,6 @@ class WorkflowEngineQueryModule:
             validators=tuple(s for s in summaries if s.report_required),
             message="run each listed validator as an isolated subagent and submit its report",
         )
-
-    def _host_failures(
-        self, workflow: WorkflowDefinition, step: StepDefinition, cp: Checkpoint, host: Mapping[str, Any]
-    ) -> list[Failure]:
-        binding = binding_for(host)
-        failures = []
-        if (binding.harness, binding.adapter_version) != (cp.host.harness, cp.host.adapter_version):
-            failures.append(
-                Failure(FailureCode.HOST_MISMATCH, f"this run is bound to {cp.host.harness}@{cp.host.adapter_version}")
-            )
-        if binding.validator_capabilities != cp.host.validator_capabilities:
-            failures.append(
-                Failure(
-                    FailureCode.VALIDATOR_CAPABILITIES_MISMATCH,
-                    "validator capabilities differ from those bound at start",
-                    details={"bound": list(cp.host.validator_capabilities)},
-                )
-            )
-        needed = {c for key in step.validators for c in workflow.validator(key).required_capabilities}  # type: ignore[union-attr]
-        missing = sorted(needed - set(binding.validator_capabilities))
-        if missing:
-            failures.append(
-                Failure(
-                    FailureCode.VALIDATOR_CAPABILITY_MISSING,
-                    f"step {step.id} validators need capabilities {missing}",
-                    details={"missing": missing},
-                )
-            )
-        return failures
 
     @staticmethod
     def _write_paths(workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter) -> list[str]:

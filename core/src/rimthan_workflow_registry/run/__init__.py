@@ -14,7 +14,7 @@ Modules, in the order a tool call uses them:
     per-field confirmation rules.
 ``host_binding``
     Binding a host harness to a pinned host adapter and required capabilities
-    (``host_blockers``).
+    (``host_blockers``), and a later step's host against that binding (``binding_drift``).
 ``repository_policy``
     ``repository_policy.conflict``: output paths against the host's policy.
 ``artifact_checks`` / ``attestations``
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         unconfirmed_fields,
         validate_against_schema,
     )
-    from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter, host_blockers
+    from rimthan_workflow_registry.run.host_binding import binding_drift, binding_for, bound_adapter, host_blockers
     from rimthan_workflow_registry.run.requirements import (
         available_workflows,
         describe_available,
@@ -103,6 +103,7 @@ __all__ = [
     "ValidatorSummary",
     "audit_run",
     "available_workflows",
+    "binding_drift",
     "binding_for",
     "bound_adapter",
     "build_step_payload",
@@ -155,6 +156,7 @@ _HOME = {
     "ValidatorSummary": "rimthan_workflow_registry.run.validation_bundle",
     "audit_run": "rimthan_workflow_registry.run.audit",
     "available_workflows": "rimthan_workflow_registry.run.requirements",
+    "binding_drift": "rimthan_workflow_registry.run.host_binding",
     "binding_for": "rimthan_workflow_registry.run.host_binding",
     "bound_adapter": "rimthan_workflow_registry.run.host_binding",
     "build_step_payload": "rimthan_workflow_registry.run.step_payload",

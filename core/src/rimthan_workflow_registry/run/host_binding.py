@@ -3,7 +3,8 @@
 A workflow pins compatible adapters by ``id@version``; a harness binds to one
 of them and must offer every capability the workflow, the adapter and the
 workflow's validators require. Blockers are accumulated so the harness learns
-everything missing at once.
+everything missing at once; ``binding_drift`` holds a host at a later step to
+the binding its run started with.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.release.catalogue import (
     Catalogue,
     HostAdapter,
+    StepDefinition,
     WorkflowDefinition,
     required_capabilities,
     required_validator_capabilities,
@@ -85,3 +87,35 @@ def binding_for(host: Mapping[str, Any]) -> HostBinding:
 def bound_adapter(catalogue: Catalogue, workflow: WorkflowDefinition, binding: HostBinding) -> HostAdapter | None:
     """The adapter a checkpoint's host binding refers to (the binding holds no adapter id)."""
     return _pinned_adapter(catalogue, workflow, binding.harness, None, binding.adapter_version)
+
+
+def binding_drift(
+    workflow: WorkflowDefinition, step: StepDefinition, bound: HostBinding, host: Mapping[str, Any]
+) -> list[Failure]:
+    """Every way ``host``, presenting itself at ``step``, differs from the binding its run started with."""
+    binding = binding_for(host)
+    failures = []
+    if (binding.harness, binding.adapter_version) != (bound.harness, bound.adapter_version):
+        failures.append(
+            Failure(FailureCode.HOST_MISMATCH, f"this run is bound to {bound.harness}@{bound.adapter_version}")
+        )
+    if binding.validator_capabilities != bound.validator_capabilities:
+        failures.append(
+            Failure(
+                FailureCode.VALIDATOR_CAPABILITIES_MISMATCH,
+                "validator capabilities differ from those bound at start",
+                details={"bound": list(bound.validator_capabilities)},
+            )
+        )
+    validators = (workflow.validator(key) for key in step.validators)
+    needed = {c for validator in validators if validator is not None for c in validator.required_capabilities}
+    missing = sorted(needed - set(binding.validator_capabilities))
+    if missing:
+        failures.append(
+            Failure(
+                FailureCode.VALIDATOR_CAPABILITY_MISSING,
+                f"step {step.id} validators need capabilities {missing}",
+                details={"missing": missing},
+            )
+        )
+    return failures
