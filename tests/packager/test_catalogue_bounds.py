@@ -20,6 +20,11 @@ tool_schemas.py; the figures are in rimthan_workflow_registry.limits):
 - the confirmed state's top-level fields: ``maxProperties`` MAX_CONFIRMED_FIELDS
   on ``state`` and ``confirmations``; each field name a ``NAME`` (a
   confirmation's key, a question's field, a preview's field);
+- a question's choices and a branch's values: the state a client confirms
+  the answer into (MAX_CONFIRMED_STATE_BYTES as canonical JSON, with the
+  required fields at their least); the state schema's ``minProperties``
+  (MAX_CONFIRMED_FIELDS), and the least state its ``required`` fields, or an
+  optional field with them, take by ``minLength``/``minItems``;
 - a step's outputs, validators and inputs: MAX_STEP_OUTPUTS artifacts and
   receipts, MAX_STEP_VALIDATORS reports and summaries, MAX_STEP_INPUTS input
   bindings; its declared sizes: MAX_STEP_ARTIFACT_BYTES (the last two kinds
@@ -36,9 +41,10 @@ a short glob (``*`` crosses ``/``), so no catalogue forces more than the policy 
 Each case edits a copy of the packaged 1.2.0 source to one past the bound
 (refused by the real packager and, signed anyway, by the verifier, with the
 same words naming the file and the key) and exactly to it (builds and
-verifies); one catalogue at every bound at once runs setup-workspace through
-the real server over stdio with the SDK client, which checks every result
-against the tool's output schema.
+verifies); one catalogue at every bound at once runs to its end through the
+real server over stdio with the SDK client, which checks every result against
+the tool's output schema (a step of MAX_STEP_INPUTS inputs and reports from a
+validator keyed with MAX_NAME_CHARS characters among them).
 """
 
 from __future__ import annotations
@@ -55,21 +61,29 @@ import anyio
 import pytest
 import tomli_w
 from click.testing import CliRunner, Result
-from rimthan_host.protocol import HostProfile
+from rimthan_host.harness import WorkflowHarness
+from rimthan_host.protocol import HostProfile, client_caller
 from rimthan_packager.cli import cli
+from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.errors import CatalogueError
 from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_FIELDS,
+    MAX_CONFIRMED_STATE_BYTES,
     MAX_LISTED_NAMES,
     MAX_NAME_CHARS,
     MAX_STEP_INPUTS,
     MAX_STEP_OUTPUTS,
     MAX_VERSION_CHARS,
 )
-from rimthan_workflow_registry.protocol_names import PREPARE_STEP_VALIDATION, START_WORKFLOW, SUBMIT_STEP_VALIDATION
+from rimthan_workflow_registry.protocol_names import (
+    CONTINUE_WORKFLOW,
+    PREPARE_STEP_VALIDATION,
+    START_WORKFLOW,
+    SUBMIT_STEP_VALIDATION,
+)
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
-from support.engines import StepKit
+from support.engines import ExamplesScenario, examples
 from support.processes import serve_module_args
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, resign_release, trust_dir
 from support.servers import example_state, stdio_client_for
@@ -222,7 +236,8 @@ def state_field_name(root: Path, chars: int) -> None:
 
 
 def step_inputs(root: Path, count: int) -> None:
-    """After desk-research, four steps write 16 outputs each, then a last step reads ``count`` artifacts."""
+    """After desk-research, four steps write 16 outputs each, then a last step reads ``count`` artifacts and writes
+    one more, judged by the first validator."""
     produced = [f"in-{k}-{j}" for k in range(4) for j in range(MAX_STEP_OUTPUTS)]
     reads = [*produced, "evidence-log", "findings"][:count]
 
@@ -237,9 +252,95 @@ def step_inputs(root: Path, count: int) -> None:
             ]
             nxt = f"produce-{k + 1}" if k < 3 else "read-all"
             data["steps"].append({"id": f"produce-{k}", **common, "next": nxt, "outputs": outputs})
-        data["steps"].append({"id": "read-all", **common, "inputs": reads})
+        validator = data["validators"][0]
+        summary = {"id": "summary", "path": "research/summary.md", "media_type": "text/markdown", "max_bytes": 1024}
+        read_all = {"id": "read-all", **common, "inputs": reads, "outputs": [summary]}
+        data["steps"].append({**read_all, "validators": [f"{validator['id']}@{validator['version']}"]})
 
     edit_toml(root, WORKFLOW, change)
+
+
+LEAST_STATE = {"objective": "x", "decision_owner": "x"}  # the packaged state schema's required fields, at their least
+ROUTE = "research_route"
+
+
+def least_state_bytes(**fields: Any) -> int:
+    """The canonical bytes of the least state the packaged schema accepts, holding ``fields`` too."""
+    return len(canonical_bytes({**LEAST_STATE, **fields}))
+
+
+def route_of(size: int) -> str:
+    """A research route whose least confirmed state is ``size`` bytes as canonical JSON."""
+    return "r" * (size - least_state_bytes(research_route=""))
+
+
+def select_route(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def on_step(data: dict[str, Any]) -> None:
+        change(next(s for s in data["steps"] if s["id"] == "select-route"))
+
+    return on_step
+
+
+def question_choice(root: Path, size: int) -> None:
+    """select-route offers a fourth route, its least state ``size`` bytes (a branch goes there too)."""
+    route = route_of(size)
+
+    def change(step: dict[str, Any]) -> None:
+        step["question"]["choices"].append(route)
+        step["branches"][1]["when"]["one_of"].append(route)
+
+    edit_toml(root, WORKFLOW, select_route(change))
+
+
+def branch_value(root: Path, size: int) -> None:
+    """A branch of select-route also takes a route no question offers, its least state ``size`` bytes."""
+    edit_toml(root, WORKFLOW, select_route(lambda step: step["branches"][1]["when"]["one_of"].append(route_of(size))))
+
+
+def state_min_properties(root: Path, count: int) -> None:
+    edit_json(root, STATE_SCHEMA, lambda schema: schema.update(minProperties=count))
+
+
+def required_min_length(root: Path, size: int) -> None:
+    """The required ``objective`` is at least so long that the least state is ``size`` bytes.
+
+    The state then has room for no other field: the schema keeps the required
+    fields only and the workflow goes to desk-research without its question.
+    """
+
+    def change(schema: dict[str, Any]) -> None:
+        schema["properties"] = {name: schema["properties"][name] for name in LEAST_STATE}
+        objective = schema["properties"]["objective"]
+        objective.pop("maxLength")
+        objective["minLength"] = size - least_state_bytes(objective="")
+
+    def one_route(data: dict[str, Any]) -> None:
+        data["steps"] = [s for s in data["steps"] if s["id"] not in ("user-interviews", "experiment")]
+        step = next(s for s in data["steps"] if s["id"] == "select-route")
+        del step["question"], step["branches"]
+        step["next"] = "desk-research"
+
+    edit_json(root, STATE_SCHEMA, change)
+    edit_toml(root, WORKFLOW, one_route)
+
+
+def optional_min_items(root: Path, count: int) -> None:
+    """The optional ``options`` lists at least ``count`` items (each a string of one character or more)."""
+
+    def change(schema: dict[str, Any]) -> None:
+        options = schema["properties"]["options"]
+        options.pop("maxItems")
+        options["minItems"] = count
+
+    edit_json(root, STATE_SCHEMA, change)
+
+
+def most_options() -> int:
+    """The most one-character options a state of MAX_CONFIRMED_STATE_BYTES holds beside the least required fields."""
+    count = (MAX_CONFIRMED_STATE_BYTES - least_state_bytes(options=[]) + 1) // 4
+    assert least_state_bytes(options=["x"] * count) <= MAX_CONFIRMED_STATE_BYTES
+    assert least_state_bytes(options=["x"] * (count + 1)) > MAX_CONFIRMED_STATE_BYTES
+    return count
 
 
 @dataclass(frozen=True)
@@ -287,6 +388,21 @@ BOUNDS: dict[str, Bound] = {
     "confirmed-state field name": Bound(state_field_name, MAX_NAME_CHARS, STATE_SCHEMA, "is 129 characters"),
     "empty confirmed-state field name": Bound(state_field_name, 1, STATE_SCHEMA, "'' is 0 characters", past=0),
     "step inputs": Bound(step_inputs, MAX_STEP_INPUTS, WORKFLOW, "step read-all: it declares 65 inputs"),
+    "question choice": Bound(
+        question_choice, MAX_CONFIRMED_STATE_BYTES, WORKFLOW, "step select-route: question.choices[3] 'rrrr"
+    ),
+    "branch value": Bound(
+        branch_value, MAX_CONFIRMED_STATE_BYTES, WORKFLOW, "step select-route: branches[1].when.one_of"
+    ),
+    "confirmed-state minProperties": Bound(
+        state_min_properties, MAX_CONFIRMED_FIELDS, STATE_SCHEMA, "minProperties = 65 is past the 64"
+    ),
+    "required field minLength": Bound(
+        required_min_length, MAX_CONFIRMED_STATE_BYTES, STATE_SCHEMA, "required fields take at least 262145 bytes"
+    ),
+    "optional field minItems": Bound(
+        optional_min_items, most_options(), STATE_SCHEMA, "a state holding top-level field 'options' takes at least"
+    ),
 }
 
 
@@ -354,7 +470,8 @@ LONG_FIELD = "f" * MAX_NAME_CHARS
 def at_every_bound(root: Path) -> None:
     """Release id, workflow, validator and adapter keys of MAX_NAME_CHARS with versions of MAX_VERSION_CHARS (the
     catalogue's own is MAX_VERSION_CHARS - 1), MAX_LISTED_NAMES capabilities, validator capabilities and pinned
-    adapters, MAX_CONFIRMED_FIELDS state fields (one named with MAX_NAME_CHARS), a step reading MAX_STEP_INPUTS."""
+    adapters, MAX_CONFIRMED_FIELDS state fields (one named with MAX_NAME_CHARS), a step reading MAX_STEP_INPUTS
+    artifacts and validated by the validator keyed with MAX_NAME_CHARS."""
     release_id(root, MAX_NAME_CHARS)
     workflow_key(root, MAX_NAME_CHARS)
     validator_key(root, MAX_NAME_CHARS)
@@ -375,43 +492,68 @@ def full_state(schema: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def test_a_catalogue_at_every_bound_runs_a_step_over_stdio(tmp_path: Path, keypair: KeyPair, trust: Path) -> None:
+class EveryBoundUser(ExamplesScenario):
+    """Confirms the state at every bound, takes desk research, and writes the shipped examples or a line each."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__("desk-research")
+        self.state = state
+
+    def initial_state(self, workflow_version: str) -> dict[str, Any]:
+        return dict(self.state)
+
+    def author(self, ctx: Any) -> str:
+        if ctx.step_id == "desk-research":
+            return examples("1.2.0")(ctx.output["id"], ctx.output["media_type"])
+        return f"# {ctx.output['id']}\n"
+
+
+def test_a_catalogue_at_every_bound_runs_to_the_end_over_stdio(tmp_path: Path, keypair: KeyPair, trust: Path) -> None:
+    """Every step through the real server: the 128-character validator key reported on, 64 inputs bound."""
     source = source_with(tmp_path, at_every_bound)
     release = build_release(source, tmp_path / "built", [keypair])
     schema = json.loads((source / STATE_SCHEMA).read_text("utf-8"))
-    kit = StepKit(
-        tmp_path / "project",
-        HostProfile(
-            adapter_id=id_of(KEY_CHARS),
-            adapter_version=version_of(MAX_VERSION_CHARS),
-            capabilities=tuple(tomllib.loads((source / WORKFLOW).read_text("utf-8"))["required_capabilities"]),
-            validator_capabilities=(ISOLATED, *(f"vcap-{i}" for i in range(MAX_LISTED_NAMES - 1))),
-        ),
+    host = HostProfile(
+        adapter_id=id_of(KEY_CHARS),
+        adapter_version=version_of(MAX_VERSION_CHARS),
+        capabilities=tuple(tomllib.loads((source / WORKFLOW).read_text("utf-8"))["required_capabilities"]),
+        validator_capabilities=(ISOLATED, *(f"vcap-{i}" for i in range(MAX_LISTED_NAMES - 1))),
     )
-    state = kit.confirm(full_state(schema))
     args = serve_module_args(release, trust, tmp_path / "state")
+    calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
 
-    async def run() -> list[dict[str, Any]]:
+    async def run() -> dict[str, Any]:
         async with stdio_client_for(args, (tmp_path / "stderr.log").open("w")) as client:
+            through = client_caller(client)  # the SDK checks every result against the tool's output schema
 
             async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-                result = await client.call_tool(tool, arguments)  # the SDK checks it against the output schema
-                assert not result.is_error, result.content
-                content: dict[str, Any] = result.structured_content or {}
-                return content
+                result = await through(tool, arguments)
+                calls.append((tool, arguments, result))
+                return result
 
-            started = await call(START_WORKFLOW, {"workflow": "research", "confirmed_state": state, "host": kit.host()})
-            base = {"checkpoint": started["checkpoint"], "confirmed_state": state}
-            artifacts = kit.deliver_workspace(started["step"])
-            ready = await call(PREPARE_STEP_VALIDATION, {**base, "host": kit.host(), "artifacts": artifacts})
-            submitted = await call(
-                SUBMIT_STEP_VALIDATION, {**base, "validation_bundle": ready["validation_bundle"], "reports": []}
-            )
-            return [started, ready, submitted]
+            project = tmp_path / "project"
+            project.mkdir()
+            harness = WorkflowHarness(call, EveryBoundUser(full_state(schema)), project_dir=project, host=host)
+            return await harness.run(await harness.start("research"))
 
-    started, ready, submitted = anyio.run(run)
-    assert started["status"] == "active" and started["step"]["id"] == "setup-workspace", started
+    finished = anyio.run(run)
+    assert finished["status"] == "completed", finished
+    started = calls[0][2]
     assert len(started["release"]["id"]) == MAX_NAME_CHARS
     assert len(started["workflow"]["version"]) == MAX_VERSION_CHARS
-    assert ready["status"] == "ready_for_semantic_validation", ready
-    assert submitted["status"] == "advanced" and submitted["step"]["id"] == "interview", submitted
+    assert {tool for tool, _, _ in calls} == {
+        START_WORKFLOW,
+        CONTINUE_WORKFLOW,
+        PREPARE_STEP_VALIDATION,
+        SUBMIT_STEP_VALIDATION,
+    }
+    submits = {a["validation_bundle"]["step_id"]: a for t, a, _ in calls if t == SUBMIT_STEP_VALIDATION}
+    assert list(submits)[-6:] == ["desk-research", *(f"produce-{k}" for k in range(4)), "read-all"], list(submits)
+    (read_all,) = [
+        a for t, a, r in calls if t == PREPARE_STEP_VALIDATION and r["validation_bundle"]["step_id"] == "read-all"
+    ]
+    assert len(read_all["inputs"]) == MAX_STEP_INPUTS
+    long_key = f"{id_of(KEY_CHARS)}@{version_of(MAX_VERSION_CHARS)}"
+    assert len(long_key) == MAX_NAME_CHARS
+    for step, keys in (("desk-research", {long_key, "decision-critic@1.0.0"}), ("read-all", {long_key})):
+        assert {f"{r['validator_id']}@{r['version']}" for r in submits[step]["reports"]} == keys, step

@@ -24,7 +24,8 @@ Modules, in the order a release is read:
 ``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``catalogue_bounds`` / ``loader``
     The catalogue model (workflows, steps, assets, host adapters), the
     authoring rules build and load share (``catalogue_bounds``: every value a
-    catalogue declares fits the tool schemas' bounds), and ``ReleaseLoader`` that applies
+    catalogue declares fits the tool schemas' bounds, and every value it asks a
+    client to confirm fits a confirmed state), and ``ReleaseLoader`` that applies
     them (``ReleaseLoader._validate_workflow_catalogue``); ``schema_checks``
     remembers which catalogue schemas already passed the metaschema, and
     ``catalogue_schema`` checks values against them (Python jsonschema's

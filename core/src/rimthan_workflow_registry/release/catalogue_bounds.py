@@ -4,7 +4,10 @@ Every value a catalogue declares that reaches a tool call's arguments or
 result (ids, versions, ``id@version`` keys, capability lists, pinned adapters,
 confirmed-state field names, a step's outputs, validators, inputs and
 declared sizes) is bounded by the tool input and output schemas, with the
-bound taken from :mod:`rimthan_workflow_registry.limits`. A catalogue past one
+bound taken from :mod:`rimthan_workflow_registry.limits`; so is every value it
+asks a client to confirm (a question's choices, a branch's values, what the
+confirmed-state schema's ``minProperties``, ``minLength`` and ``minItems``
+demand), against the least confirmed state holding it. A catalogue past one
 would build and sign, then fail every run at run time (an
 ``invalid_arguments`` the client cannot avoid, or a result the output schema
 refuses), so these rules refuse it at build and at load (``catalogue_invalid``,
@@ -18,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, quoted
 from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_FIELDS,
+    MAX_CONFIRMED_STATE_BYTES,
     MAX_LISTED_NAMES,
     MAX_NAME_CHARS,
     MAX_STEP_ARTIFACT_BYTES,
@@ -31,6 +36,7 @@ from rimthan_workflow_registry.limits import (
 )
 from rimthan_workflow_registry.release.catalogue import (
     Catalogue,
+    Scalar,
     StepDefinition,
     WorkflowDefinition,
     required_capabilities,
@@ -176,12 +182,145 @@ def state_fields_problem(schema: Any) -> str | None:
                 f"top-level field {quoted(name, 40)!r} is {len(name)} characters; a field name is 1 to "
                 f"{MAX_NAME_CHARS} characters (MAX_NAME_CHARS)"
             )
-    return None
+    return _least_state_problem(schema)
 
 
 def check_state_fields(workflow: WorkflowDefinition, schema: Any) -> None:
-    """The workflow's confirmed-state schema names fields a tool call can carry (refusal names the schema file)."""
+    """The workflow's confirmed-state schema names fields a tool call can carry, and asks for no state larger than
+    one may be (refusal names the schema file)."""
     _raise_if(workflow.confirmed_state_schema, state_fields_problem(schema))
+
+
+# --------------------------------------------------------------------------- what a client can confirm
+# A confirmed state is at most MAX_CONFIRMED_STATE_BYTES as RFC 8785 canonical JSON (every transport refuses a larger
+# one). The figures below are floors: the fewest bytes a value can take by the schema's plain number keywords alone
+# (``minLength``, ``minItems``, ``minProperties``, ``required``, with one ``type``), never more than a valid value
+# takes, so a floor past the bound is a state no client can send. JSON Schema satisfiability is not attempted.
+
+
+def _least_number(schema: Mapping[str, Any], key: str) -> int:
+    """``schema[key]`` when it is a plain non-negative number (a ``minLength``, say), else 0."""
+    value = schema.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        return 0
+    return int(value)
+
+
+def _text_bytes(text: str) -> int:
+    """The fewest bytes ``text`` takes as a JSON string: its UTF-8 bytes in quotes (an escape only adds)."""
+    return len(text.encode("utf-8", "surrogatepass")) + 2
+
+
+def least_value_bytes(schema: Any) -> int:
+    """The fewest canonical JSON bytes of a value ``schema`` accepts, by its own plain number keywords.
+
+    A string takes its quotes and ``minLength`` characters of a byte or more; an
+    array ``minItems`` items of its ``items``' least each, with commas; an
+    object its least (:func:`least_object_bytes`); ``true``, ``false`` and
+    ``null`` four bytes or more; any other value (several types, none, a
+    ``$ref``) one byte.
+    """
+    if not isinstance(schema, Mapping):
+        return 1
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and len(kind) == 1 else kind
+    if kind == "string":
+        return 2 + _least_number(schema, "minLength")
+    if kind == "array":
+        count = _least_number(schema, "minItems")
+        item = 1 if "prefixItems" in schema else least_value_bytes(schema.get("items"))
+        return 2 + count * (item + 1) - min(count, 1)
+    if kind == "object":
+        return least_object_bytes(schema)
+    return 4 if kind in ("boolean", "null") else 1
+
+
+def least_object_bytes(schema: Mapping[str, Any], holding: Mapping[str, int] | None = None) -> int:
+    """The fewest canonical bytes of an object ``schema`` accepts that holds ``holding`` (member -> value bytes).
+
+    Its ``required`` members at their least, ``holding``'s at theirs, and
+    ``"":0`` (4 bytes) for each member ``minProperties`` asks for beyond them.
+    """
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = schema.get("required")
+    names = {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
+    values = {n: least_value_bytes(properties.get(n)) for n in names - set(holding or {})}
+    values.update(holding or {})
+    count = max(len(values), _least_number(schema, "minProperties"))
+    members = sum(_text_bytes(n) + 1 + size for n, size in values.items()) + 4 * (count - len(values))
+    return 2 + members + max(count - 1, 0)
+
+
+def _least_state_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why a confirmed-state schema asks for more fields, or a larger state, than a client can confirm, or ``None``."""
+    least = _least_number(schema, "minProperties")
+    if least > MAX_CONFIRMED_FIELDS:
+        return (
+            f"minProperties = {least} is past the {MAX_CONFIRMED_FIELDS} top-level fields a confirmed state carries "
+            "(MAX_CONFIRMED_FIELDS)"
+        )
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    size = least_object_bytes(schema)
+    if size > MAX_CONFIRMED_STATE_BYTES:
+        return (
+            f"its required fields take at least {size} bytes {_PAST_STATE} (their minLength, minItems, minProperties)"
+        )
+    required = schema.get("required")
+    optional = set(properties) - ({n for n in required if isinstance(n, str)} if isinstance(required, list) else set())
+    for name in sorted(optional):
+        size = least_object_bytes(schema, {name: least_value_bytes(properties[name])})
+        if size > MAX_CONFIRMED_STATE_BYTES:
+            return (
+                f"a state holding top-level field {quoted(name, 40)!r} takes at least {size} bytes {_PAST_STATE} "
+                "(its minLength, minItems, minProperties, with the required fields)"
+            )
+    return None
+
+
+_PAST_STATE = (
+    f"as canonical JSON, past the {MAX_CONFIRMED_STATE_BYTES} bytes a client can confirm (MAX_CONFIRMED_STATE_BYTES)"
+)
+
+
+def confirmable_problem(key: str, value: Scalar, least_without: int) -> str | None:
+    """Why no client can confirm ``value`` (named ``key``) into a state whose least, holding the field at 0 bytes,
+    is ``least_without`` bytes, or ``None``."""
+    size = least_without + len(canonical_bytes(value))
+    if size <= MAX_CONFIRMED_STATE_BYTES:
+        return None
+    return f"{key} {quoted(value, 40)!r} makes a state of at least {size} bytes {_PAST_STATE}"
+
+
+def check_confirmable_values(workflow: WorkflowDefinition, schema: Any) -> None:
+    """Every choice a question offers and every value a branch tests fits a state a client can confirm.
+
+    The host confirms the answer into the state it sends on every later call;
+    a value past the bound would build and sign, then no run could pass the
+    question (the refusal names the workflow file and the key). A value's
+    bytes only add to the least state holding its field, so that is computed
+    once per field.
+    """
+    if not isinstance(schema, Mapping):
+        return
+    least: dict[str, int] = {}
+    for step in workflow.steps:
+        values: list[tuple[str, str, Scalar]] = []
+        if step.question is not None:
+            field = step.question.field
+            values += [(f"question.choices[{i}]", field, v) for i, v in enumerate(step.question.choices)]
+        for j, branch in enumerate(step.branches):
+            key = f"branches[{j}].when.{branch.when.operator}"
+            values += [(key, branch.when.field, v) for v in branch.when.values]
+        for key, field, value in values:
+            if field not in least:
+                least[field] = least_object_bytes(schema, {field: 0})
+            _raise_if(workflow.source, _in_step(step, confirmable_problem(key, value, least[field])))
+
+
+def _in_step(step: StepDefinition, problem: str | None) -> str | None:
+    return None if problem is None else f"step {step.id}: {problem}"
 
 
 # --------------------------------------------------------------------------- one step's call

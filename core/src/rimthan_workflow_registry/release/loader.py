@@ -129,7 +129,7 @@ class ReleaseLoader:
 
     @staticmethod
     def _validate_workflow_schemas(catalogue: Catalogue, schemas: SchemaSet) -> None:
-        """Rules that read the schemas: state fields a tool call carries, branch fields declared.
+        """Rules that read the schemas: state fields a tool call carries, branch fields declared, values confirmable.
 
         Validity (``check_schemas``) already ran in ``_compile_schemas`` on these
         very documents; against the 2020-12 metaschema it costs ~25 ms per schema,
@@ -139,6 +139,7 @@ class ReleaseLoader:
             state_schema = schemas.documents[workflow.confirmed_state_schema]
             bounds.check_state_fields(workflow, state_schema)
             rules.check_branches(workflow, state_schema)
+            bounds.check_confirmable_values(workflow, state_schema)
 
 
 def _read(files: CatalogueFiles, path: str) -> bytes:
