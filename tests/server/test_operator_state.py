@@ -41,6 +41,7 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("{")]
     assert done.returncode == 1 and len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
     assert lines[1].startswith("next: "), done.stderr
+    assert done.stdout == "", done.stdout  # a refusal prints nothing before it: no half an answer
     return " ".join(lines)
 
 
@@ -229,6 +230,7 @@ def test_a_state_dir_that_is_a_file_is_named_as_such(world: ServerWorld, tmp_pat
     not_a_dir = tmp_path / "state"
     not_a_dir.write_text("oops\n", encoding="utf-8")
     for args in (
+        ("keys", "list", "--state-dir", not_a_dir),
         ("keys", "rotate", "--state-dir", not_a_dir),
         ("serve", "--release", world.built["1.3.0"], "--trust", world.trust, "--state-dir", not_a_dir),
     ):

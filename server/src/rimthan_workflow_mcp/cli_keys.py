@@ -238,12 +238,13 @@ def keys() -> None:
 def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Show key ids (never key material): which one signs, which only verify, which are retired."""
     path = _keys_path(checkpoint_keys, state_dir)
-    click.echo(f"# {path}")
-    if not path.exists():
+    keyring = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)[0] if path.exists() else None
+    if keyring is None:
         guard(lambda: check_state_dir(path.parent))
+    click.echo(f"# {path}")  # only once the file is read or known absent: a refusal prints nothing before it
+    if keyring is None:
         click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")
         return
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
     for kid in sorted(keyring.keys):
         click.echo(f"{kid}\t{'signing' if kid == keyring.signing_key_id else 'verify-only'}")
     for kid in sorted(keyring.retired):
