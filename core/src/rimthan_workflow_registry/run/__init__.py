@@ -4,7 +4,8 @@ Modules, in the order a tool call uses them:
 
 ``tokens``
     ``CheckpointKeyring``: HMAC-signed JWS (unencoded JSON payload) with key ids, rotation and retirement;
-    ``token_wire`` the token's characters (the claims' payload, the split, the digest, unverified peeks).
+    ``token_wire`` the token's characters (the claims' payload, the split, the digest, unverified peeks);
+    ``issued_tokens`` the bounded cache of tokens this process issued, consulted once header and key id pass.
 ``checkpoints``
     The checkpoint record (receipts, host binding, confirmed-state digest) and
     its issue/verify pair; ``checkpoint_claims`` holds the closed shape of its
@@ -24,8 +25,10 @@ Modules, in the order a tool call uses them:
     The signed validation bundle and the validator-report rules.
 ``step_payload``
     What a step tells the harness (instructions, assets, validators).
-``audit``
-    Offline audit of a run's checkpoint log.
+``requirements``
+    What a workflow needs from a run (fields, capabilities, adapters), said up front.
+``audit`` / ``run_ending``
+    Offline audit of a run's checkpoint log; how the audited run ended, read from its pinned release.
 
 ``__all__`` below is the public surface (what the server's engine and CLI
 use); anything not listed is internal. ``artifact_checks``, ``attestations``
