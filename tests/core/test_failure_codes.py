@@ -32,3 +32,29 @@ def test_a_situation_specific_next_step_wins_over_the_table() -> None:
     discarded = RegistryError(FailureCode.SIGNATURE_THRESHOLD_NOT_MET, "1 of 2", next_step="build again with more keys")
     assert next_step(plain) == REMEDIATION[FailureCode.SIGNATURE_THRESHOLD_NOT_MET]
     assert next_step(discarded) == "build again with more keys"
+
+
+PACKAGES = ("core", "packager", "server", "host", "clikit")
+WHERE_CODES_LIVE = frozenset({"errors.py", "remediation.py"})  # the list and its next steps, not a use
+
+
+def _product_sources() -> dict[str, str]:
+    root = DOC.parents[1]
+    return {
+        str(path.relative_to(root)): path.read_text("utf-8")
+        for package in PACKAGES
+        for path in sorted((root / package / "src").rglob("*.py"))
+        if path.name not in WHERE_CODES_LIVE
+    }
+
+
+def test_every_documented_code_is_raised_by_some_module() -> None:
+    """A code no module of any package names (``FailureCode.X``, an alias's ``.X``, or its value quoted) is dead."""
+    sources = _product_sources()
+    assert {path.split("/")[0] for path in sources} == set(PACKAGES)  # the scan reached every package
+    unused = [
+        code.value
+        for code in FailureCode
+        if not any(re.search(rf"\.{code.name}\b|[\"']{code.value}[\"']", text) for text in sources.values())
+    ]
+    assert unused == [], f"documented in docs/failure-codes.md but raised nowhere: {unused}"
