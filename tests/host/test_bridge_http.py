@@ -117,7 +117,8 @@ def test_a_project_directory_that_does_not_exist_is_a_usage_mistake(tmp_path: Pa
 def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
     mcp_world: ServerWorld, tmp_path: Path
 ) -> None:
-    """A result without a status, a refusal whose error is no object: named, nothing of it used, the run goes on."""
+    """A result without a status, a refusal whose error is no object or missing (no code of the closed list): named,
+    nothing of it used, the run goes on."""
     project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
     project.mkdir()
     verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
@@ -143,6 +144,9 @@ def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
                 wrong = await model.call("resume_run", {"run": run})
                 refused(wrong, f"{not_protocol} a refusal whose error is not an object (str); {check_url}")
                 assert f"call resume_run {run}" in wrong.text and "unexpected" not in missing.text + wrong.text
+                switch.write_text("error-in-text-only", "utf-8")
+                bare = await model.call("resume_run", {"run": run})
+                refused(bare, f"{not_protocol} a refusal whose error is missing (it said 'Error: boom'); {check_url}")
                 switch.unlink()
                 resumed = await model.call("resume_run", {"run": run})
                 assert f"Resumed run {run}" in resumed.text and resumed.data["question"], resumed.text

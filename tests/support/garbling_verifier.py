@@ -35,9 +35,14 @@ def _error_not_an_object(result: types.CallToolResult) -> types.CallToolResult:
     )
 
 
+def _error_in_text_only(result: types.CallToolResult) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text="Error: boom")], is_error=True)
+
+
 FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
     "no-status": _without_status,
     "error-not-an-object": _error_not_an_object,
+    "error-in-text-only": _error_in_text_only,
 }
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rimthan_workflow_registry import protocol_names
+from rimthan_workflow_registry.errors import quoted
 
 # The protocol's names, defined once in the core; short aliases for the kit.
 START = protocol_names.START_WORKFLOW
@@ -91,17 +92,16 @@ def protocol_result(tool: str, payload: Any, *, is_error: bool, said: str = "") 
 
     Checked before anything reads it, fail-closed: a result without a string
     ``status``, or a refusal whose ``error`` is not an object with a string
-    ``code`` and ``message``, is :class:`NotAProtocolResult`. A refusal with
-    no structured ``error`` at all is refused as ``unknown``, with what the
-    result ``said`` in text.
+    ``code`` and ``message``, is :class:`NotAProtocolResult`; so is a refusal
+    with no structured ``error`` at all (what it ``said`` in text is quoted,
+    cut): every refusal the verifier makes carries one of the closed list's
+    codes, so a refusal without one is not the verifier's.
     """
     if payload is not None and not isinstance(payload, dict):
         raise NotAProtocolResult(tool, f"structured content that is not an object ({type(payload).__name__})")
     if is_error:
-        error = (payload or {}).get("error")
-        if error is None:
-            raise ToolRefused(tool, {"code": "unknown", "message": said})
-        problem = _error_problem(error)
+        error: Any = (payload or {}).get("error")
+        problem = _error_problem(error) if error is not None else f"is missing (it said {quoted(said)!r})"
         if problem is not None:
             raise NotAProtocolResult(tool, f"a refusal whose error {problem}")
         raise ToolRefused(tool, error)
