@@ -15,7 +15,7 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS
-from rimthan_workflow_registry.run.validation_bundle import reports_size_problem
+from rimthan_workflow_registry.run import reports_size_problem
 
 from .files import WrittenFile
 from .protocol import HarnessError, HostProfile

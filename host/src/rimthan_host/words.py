@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.release.catalogue import DELIVERY_KINDS
+from rimthan_workflow_registry.release import DELIVERY_KINDS
 
 from .files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult

@@ -13,8 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.release import key_id_for, public_key_pem
-from rimthan_workflow_registry.release.trust import MAX_KEY_FILE_BYTES
+from rimthan_workflow_registry.release import MAX_KEY_FILE_BYTES, key_id_for, public_key_pem
 from rimthan_workflow_registry.small_files import read_small_file
 
 from .fsutil import create_file, make_dirs

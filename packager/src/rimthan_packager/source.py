@@ -19,15 +19,16 @@ from types import MappingProxyType
 from rimthan_workflow_registry.canonical import Sha256, sha256_hex
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
+    HIDDEN_PROBLEM,
     OPEN_NOFOLLOW,
     FileEntry,
     first_unsafe_path,
+    is_hidden_name,
     media_type_for,
     path_problem,
     path_set_problem,
     sorted_entries,
 )
-from rimthan_workflow_registry.release.paths import HIDDEN_PROBLEM, is_hidden_name
 
 from .fsutil import write_all
 

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from rimthan_workflow_registry.errors import FailureCode
-from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
-from rimthan_workflow_registry.run.audit import LoggedToken, RunAuditError
+from rimthan_workflow_registry.run import MAX_TOKEN_CHARS, LoggedToken, RunAuditError
 
 MAX_LOG_LINE_BYTES = MAX_TOKEN_CHARS + 1024  # the longest token the verifier takes, its line ending, some blanks
 LOG_IO = "give the file the harness wrote its checkpoint tokens to (one per line)"

@@ -48,6 +48,8 @@ from rimthan_workflow_registry.lazy_exports import first_use_getattr
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue import (
+        DELIVERY_KINDS,
+        ID_PATTERN,
         AssetDefinition,
         Catalogue,
         HostAdapter,
@@ -98,17 +100,34 @@ if TYPE_CHECKING:
     )
     from rimthan_workflow_registry.release.oci_bounds import PUSH_DEADLINE, SYNC_DEADLINE, registry_deadline
     from rimthan_workflow_registry.release.parallel import first_failure
-    from rimthan_workflow_registry.release.paths import first_unsafe_path, path_problem, path_set_problem
+    from rimthan_workflow_registry.release.paths import (
+        HIDDEN_PROBLEM,
+        first_unsafe_path,
+        is_hidden_name,
+        path_problem,
+        path_set_problem,
+    )
     from rimthan_workflow_registry.release.schema_checks import (
         SCHEMA_CHECKS,
         SCHEMA_CHECKS_FILE,
         canonical_form_version,
     )
-    from rimthan_workflow_registry.release.trust import TrustStore, key_id_for, load_trust, public_key_pem
+    from rimthan_workflow_registry.release.trust import (
+        MAX_KEY_FILE_BYTES,
+        TrustStore,
+        key_id_for,
+        load_trust,
+        public_key_pem,
+    )
     from rimthan_workflow_registry.release.verified import VerifiedRelease, copy_threads
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
+    "is_hidden_name",
+    "HIDDEN_PROBLEM",
+    "MAX_KEY_FILE_BYTES",
+    "ID_PATTERN",
+    "DELIVERY_KINDS",
     "ARTIFACT_TYPE",
     "CATALOGUE_DIR",
     "CHECKSUMS_LAYER_TYPE",
@@ -177,6 +196,11 @@ __all__ = [
 # Each public name is imported from its module on first use, so importing one light module of this
 # package (trust, say) does not import the verifier and jsonschema (CLI start-up).
 _HOME = {
+    "is_hidden_name": "rimthan_workflow_registry.release.paths",
+    "HIDDEN_PROBLEM": "rimthan_workflow_registry.release.paths",
+    "MAX_KEY_FILE_BYTES": "rimthan_workflow_registry.release.trust",
+    "ID_PATTERN": "rimthan_workflow_registry.release.catalogue",
+    "DELIVERY_KINDS": "rimthan_workflow_registry.release.catalogue",
     "ARTIFACT_TYPE": "rimthan_workflow_registry.release.oci",
     "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
     "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",

@@ -43,7 +43,7 @@ from rimthan_workflow_registry.lazy_exports import first_use_getattr
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
-    from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, describe, read_log
+    from rimthan_workflow_registry.run.audit import LoggedToken, RunAuditError, audit_run, describe, read_log
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
         Checkpoint,
@@ -84,12 +84,15 @@ if TYPE_CHECKING:
         input_digest,
         issue_bundle,
         receipts_on_entry,
+        reports_size_problem,
         step_validated,
         validator_summaries,
         verify_bundle,
     )
 
 __all__ = [
+    "LoggedToken",
+    "reports_size_problem",
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",
@@ -143,6 +146,8 @@ __all__ = [
 # does not import what tool calls use (checkpoints, bundles, host binding, audit), nor the CLI's
 # ``keys`` commands the audit code.
 _HOME = {
+    "LoggedToken": "rimthan_workflow_registry.run.audit",
+    "reports_size_problem": "rimthan_workflow_registry.run.validation_bundle",
     "ArtifactReceipt": "rimthan_workflow_registry.run.checkpoints",
     "BUNDLE_TYPE": "rimthan_workflow_registry.run.tokens",
     "CHECKPOINT_TYPE": "rimthan_workflow_registry.run.tokens",
