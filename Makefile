@@ -96,7 +96,8 @@ agent-demo: bootstrap
 # Serve the newest verified release in releases/ over stdio for a real MCP client (see docs/server.md).
 serve: bootstrap
 	@if ! ls -d $(RELEASES)/$(CATALOGUE)-* >/dev/null 2>&1; then \
-	  echo "error: no release in $(RELEASES)/ - next: run 'make demo' to build and verify the packaged releases"; \
+	  echo "error: no release in $(RELEASES)/" >&2; \
+	  echo "next: run 'make demo' to build and verify the packaged releases" >&2; \
 	  exit 1; \
 	fi
 	@$(UV) run --locked rimthan-mcp serve --releases-dir $(RELEASES) --trust $(DEV_TRUST)
