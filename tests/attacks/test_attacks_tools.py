@@ -467,6 +467,17 @@ def test_raw_requests_the_sdk_client_would_never_send_are_answered(raw_server: R
         assert message["result"]["structuredContent"]["error"]["code"] in CODES - {"internal_error"}
 
 
+def test_an_unknown_tool_is_refused_quoting_its_name_cut(raw_server: RawStdio) -> None:
+    """A 100,000-character tool name came back whole in the refusal; now its first characters and its length."""
+    name = "rimthan." + "x" * 100_000
+    message = raw_server.call(next(_RAW_IDS), name, "{}", RAW_ANSWER_SECONDS)
+    assert message is not None, "no answer"
+    error = message["result"]["structuredContent"]["error"]
+    assert error["code"] == "method_not_found", error
+    assert error["message"].startswith("no tool 'rimthan.xxx") and f"...[{len(name)} chars, cut]'" in error["message"]
+    assert len(json.dumps(message)) < 2000, json.dumps(message)[:3000]
+
+
 def test_final_real_call_succeeds_after_all_the_fuzzing(served: Served) -> None:
     served.still_serves()
     print(

@@ -60,6 +60,10 @@ class Bridge:
 
     def result(self, tool: str, arguments: Any) -> dict[str, Any]:
         """A normal call's tool result (arguments as JSON)."""
+        return self.result_of(tool, arguments)
+
+    def result_of(self, tool: str, arguments: Any) -> dict[str, Any]:
+        """The tool result of a call to ``tool``, any name (arguments as JSON)."""
         message = self.call(tool, json.dumps(arguments))
         result: dict[str, Any] = message["result"]
         return result
@@ -175,6 +179,15 @@ def test_a_line_no_parser_reads_gets_a_parse_error_for_its_id_and_the_bridge_ser
         assert message["error"]["code"] == PARSE_ERROR, message
         assert _text(bridge.result("show_step", {})).startswith(("No run is active", "Run "))
     bridge.no_traceback()
+
+
+def test_an_unknown_tool_is_refused_quoting_its_name_cut(bridge: Bridge) -> None:
+    """A 100,000-character tool name came back whole in the refusal; now its first characters and its length."""
+    name = "x" * 100_000 + "\n"
+    text = _text(bridge.result_of(name, {}))
+    assert text.startswith("Unknown tool " + "x" * 100) and f"...[{len(name)} chars, cut]; the tools are " in text
+    assert len(text) < 1000 and "\n" not in text, text[:2000]
+    assert _text(bridge.result("show_step", {})).startswith(("No run is active", "Run "))
 
 
 def _snapshot(project: Path) -> dict[str, bytes]:

@@ -26,6 +26,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream, top_level_response_id
+from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded
@@ -73,7 +74,8 @@ def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Se
     ) -> types.CallToolResult | types.InputRequiredResult:
         handler = handlers.get(params.name)
         if handler is None:
-            return _result(Reply(f"Unknown tool {params.name}; the tools are {', '.join(handlers)}.", is_error=True))
+            words = f"Unknown tool {quoted(params.name)}; the tools are {', '.join(handlers)}."
+            return _result(Reply(words, is_error=True))
         arguments = dict(params.arguments or {})
         problem = argument_problem(params.name, arguments)
         if problem is not None:

@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.inbound import x_mcp_header_map
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import SCHEMA_CHECKS
@@ -353,7 +353,7 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
         contract = state.contracts.get(name)
         if contract is None:
             raise RegistryError(
-                FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}; this server has {', '.join(state.contracts)}"
+                FailureCode.METHOD_NOT_FOUND, f"no tool '{quoted(name)}'; this server has {', '.join(state.contracts)}"
             )
         if depth_exceeds(arguments, MAX_ARGUMENT_DEPTH):
             raise RegistryError(FailureCode.INVALID_ARGUMENTS, too_deep_message("arguments", MAX_ARGUMENT_DEPTH))
@@ -448,7 +448,7 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
     """Map exactly the four tool names, through their contracts, to the module methods that implement them."""
     contract = state.contracts.get(name)
     if contract is None:
-        raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool {name!r}")
+        raise RegistryError(FailureCode.METHOD_NOT_FOUND, f"no tool '{quoted(name)}'")
     if name == CONTINUE_WORKFLOW and MIGRATION_ARGUMENT in arguments:
         return _dispatch_migration(state, source, arguments)
     result = contract.bound(source.module)(arguments)
