@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
-from support.bridge import audited_only_run, drive, refused
+from support.bridge import audited_only_run, drive, refused, verifier_pids
 from support.servers import ServerWorld, build_world
 
 
@@ -58,23 +58,6 @@ def test_a_move_whose_state_or_log_write_fails_resumes_from_the_log(
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
-
-
-def verifier_pids(state: Path) -> list[int]:
-    """The running ``rimthan-mcp serve`` processes using ``state`` (the bridge's child), from /proc."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            status = (entry / "status").read_text("utf-8")
-        except OSError:
-            continue
-        running = "\nState:\tZ" not in status
-        if running and any(a.endswith(b"rimthan-mcp") for a in argv) and str(state).encode() in argv:
-            pids.append(int(entry.name))
-    return pids
 
 
 def test_a_killed_verifier_is_restarted_and_the_run_goes_on(world: ServerWorld, tmp_path: Path) -> None:

@@ -29,10 +29,24 @@ def _host(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     ("args", "expect", "help_of"),
     [
         # once handed to the child verifier as one of its arguments: the bridge started and exited 0
-        (["serve", "--bogus"], "No such option '--bogus'", "rimthan-host serve"),
+        (["serve", "--bogus"], "No such option '--bogus' (the verifier's own flags go after --)", "rimthan-host serve"),
+        # words not after --: handed to the child verifier before, and the bridge exited 0 whatever it said
+        (["serve", "releases"], "unexpected word 'releases': rimthan-host serve takes only", "rimthan-host serve"),
+        (["serve", "--harness", "opencode", "a", "b"], "unexpected words 'a' 'b': ", "rimthan-host serve"),
+        (["serve", "--releases-dir", "r"], "No such option '--releases-dir' (the verifier's", "rimthan-host serve"),
         (["serve", "--harness", "vim"], "Invalid value for '--harness'", "rimthan-host serve"),
         (["serve", "--project", "no-such-dir"], "Invalid value for '--project'", "rimthan-host serve"),
         (["serve", "--verifier-url"], "Option '--verifier-url' requires an argument", "rimthan-host"),
+        # a URL the bridge could never reach, or one with verifier flags it would drop: refused, not served
+        (["serve", "--verifier-url", ""], "'' is not an http:// or https:// URL with a host", "rimthan-host serve"),
+        (["serve", "--verifier-url", "ftp://h/"], "'ftp://h/' is not an http:// or https://", "rimthan-host serve"),
+        (["serve", "--verifier-url", "http://[::1"], "'http://[::1' is not an http:// or", "rimthan-host serve"),
+        (["serve", "--verifier-url", "http://h:99999/"], "'http://h:99999/' is not an", "rimthan-host serve"),
+        (
+            ["serve", "--verifier-url", "http://h/", "--", "-v"],
+            "with --verifier-url it starts none",
+            "rimthan-host serve",
+        ),
         (["frobnicate"], "No such command 'frobnicate'", "rimthan-host"),
         ([], "no command given", "rimthan-host"),
     ],
@@ -62,12 +76,27 @@ def test_a_bridge_that_cannot_serve_says_so_in_the_error_voice(tmp_path: Path) -
     )
     assert done.returncode == 1 and done.stdout == "", (done.returncode, done.stderr)
     said = refusal(done.stderr)
-    assert said.error.startswith("error: internal_error: the bridge stopped: "), said
-    assert "start rimthan-host serve again" in said.next
+    assert said.error == "error: io_error: standard input is closed; the bridge serves MCP over stdin and stdout", said
+    assert said.next.startswith("start rimthan-host serve from an MCP client"), said  # was internal_error
 
 
 def _close_stdin() -> None:
     os.close(0)
+
+
+def test_a_bridge_without_stdout_says_so_in_the_error_voice(tmp_path: Path) -> None:
+    """fd 1 closed: was `internal_error: ... AttributeError: 'NoneType' object has no attribute 'buffer'`."""
+    done = subprocess.run(
+        [RIMTHAN_HOST, "serve"], stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, preexec_fn=_close_stdout
+    )
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    said = refusal(done.stderr)
+    assert said.error == "error: io_error: standard output is closed; the bridge serves MCP over stdin and stdout"
+    assert not (tmp_path / ".rimthan").exists()
+
+
+def _close_stdout() -> None:
+    os.close(1)
 
 
 _WITHOUT_VERIFIER = (

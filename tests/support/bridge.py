@@ -42,6 +42,23 @@ def bridge_params(project: Path, world: ServerWorld, state: Path) -> StdioServer
     )
 
 
+def verifier_pids(state: Path) -> list[int]:
+    """The running ``rimthan-mcp serve`` processes using ``state`` (the bridge's child), from /proc."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            status = (entry / "status").read_text("utf-8")
+        except OSError:
+            continue
+        running = "\nState:\tZ" not in status
+        if running and any(a.endswith(b"rimthan-mcp") for a in argv) and str(state).encode() in argv:
+            pids.append(int(entry.name))
+    return pids
+
+
 def example_text(version: str, path: str) -> str:
     """What the stand-in composes for ``path``: the catalogue's example with that file name."""
     return (packaged_source(version) / "examples" / Path(path).name).read_text("utf-8")

@@ -28,8 +28,9 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``outputs``        a step's files as the model wrote them: what is missing or unusable, refusals by file
 ``bridge_server``  the SDK's low-level server offering the bridge's tools, and the stdio lines it reads
 ``link``           the verifier connection: a child ``rimthan-mcp serve`` over stdio (its stderr's last
-                   lines kept for a child that exits before it answers), or a URL
+                   lines kept for a child that exits before it answers), or a URL; whether it is up when
+                   the client leaves (else the refusal ``serve`` exits with)
 ``reconnect``      a connection lost mid-move: restart the child once, resume from the log, say so
-``serve``          the ``rimthan-host serve`` command line
+``serve``          the ``rimthan-host serve`` command line (its options, then the verifier's words after ``--``)
 ``standin``        a scripted model (tests); ``agent_demo`` ``make agent-demo``
 """

@@ -31,7 +31,7 @@ from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
-from .link import VerifierLink, VerifierLost
+from .link import VerifierDown, VerifierLink, VerifierLost
 from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import recover
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
@@ -40,6 +40,8 @@ from .words import scrub
 _log = logging.getLogger(__name__)
 
 SERVER_NAME = "rimthan-host"
+# How long the bridge, once its client closed stdio, waits for a verifier still coming up to be up or refused.
+SETTLE_SECONDS = 30.0
 
 
 def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awaitable[Reply]]]:
@@ -180,8 +182,11 @@ def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | St
     return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ))
 
 
-async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> None:
-    """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up."""
+async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> VerifierDown | None:
+    """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up.
+
+    Once the client closes stdio: None if the verifier is up, else why not (the command exits non-zero).
+    """
     async with anyio.create_task_group() as tasks:
         link = VerifierLink(target, tasks)
         bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read)
@@ -189,4 +194,6 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
         async with stdio_server() as (read_stream, write_stream):
             lines = BridgeLines(read_stream, write_stream)
             await app.run(lines, write_stream, app.create_initialization_options())
+        down = await link.down(SETTLE_SECONDS)
         tasks.cancel_scope.cancel()
+    return down

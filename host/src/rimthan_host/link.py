@@ -8,6 +8,10 @@ connection that is gone (the child was killed, the server went away) raises
 A child's stderr passes through to the bridge's own (:class:`_ChildStderr`),
 and its last lines are kept: a child that exits before it answers (no
 ``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words.
+When the bridge's client goes away, :meth:`VerifierLink.down` says whether the
+verifier is up (it waits for a connection still being made, and asks one that
+is made for its tools); if it is not, why, as a refusal (:class:`VerifierDown`),
+so the bridge exits non-zero with the child's own words.
 """
 
 from __future__ import annotations
@@ -25,11 +29,15 @@ from anyio.abc import TaskGroup
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CONNECTION_CLOSED
+from rimthan_workflow_registry.errors import FailureCode, quoted
+from rimthan_workflow_registry.remediation import ExitStatus
 
 from .protocol import HarnessError, VerifierLost, client_caller, client_reader
 
 T = TypeVar("T")
-__all__ = ["VerifierLink", "VerifierLost"]
+__all__ = ["VerifierDown", "VerifierLink", "VerifierLost"]
+
+CHILD = "rimthan-mcp serve, which the bridge starts"
 
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
@@ -60,11 +68,37 @@ class _ChildStderr:
         if not self.lines and last:
             self.lines.append(last)
 
-    def said(self) -> str:
-        """The child's last error words (its stderr read to the end: it has exited), or empty."""
+    def said(self) -> tuple[str, ...]:
+        """The child's last error lines (its stderr read to the end: it has exited), or none."""
         self.writer.close()
         self._copied.join(timeout=5)
-        return " ".join(self.lines)
+        return tuple(self.lines)
+
+
+@dataclass(frozen=True)
+class VerifierDown:
+    """The verifier was not up when the bridge's client went away: a refusal to exit with."""
+
+    code: FailureCode
+    message: str
+    next: str | None = None  # None: the bridge's own next step
+    status: ExitStatus = ExitStatus.REFUSED
+
+
+def _child_refusal(said: tuple[str, ...]) -> VerifierDown | None:
+    """The child's own ``error: <code>: ...`` and ``next:`` lines as the bridge's refusal, if it wrote them."""
+    error = next((line.removeprefix("error: ") for line in said if line.startswith("error: ")), None)
+    code, _, message = (error or "").partition(": ")
+    if code not in FailureCode.__members__.values():
+        return None
+    advice = next((line.removeprefix("next: ") for line in said if line.startswith("next: ")), "")
+    fix = "fix the flags after -- of rimthan-host serve" if code == FailureCode.USAGE else "fix what it names"
+    return VerifierDown(
+        FailureCode(code),
+        f"the verifier ({CHILD}) exited: {message}",
+        f"{advice + '; ' if advice else ''}{fix}, then start rimthan-host serve again",
+        ExitStatus.USAGE if code == FailureCode.USAGE else ExitStatus.REFUSED,
+    )
 
 
 @dataclass
@@ -75,6 +109,7 @@ class _Connection:
     up: bool = False  # connected once (a failure after this is a lost connection, not a bad target)
     gone: bool = False
     error: str = ""
+    said: tuple[str, ...] = ()  # a child's last error lines, if it exited before it was up
 
 
 class VerifierLink:
@@ -111,8 +146,9 @@ class VerifierLink:
             while isinstance(first, BaseExceptionGroup) and first.exceptions:
                 first = first.exceptions[0]
             conn.error = f"{type(first).__name__}: {first}"
-            said = await anyio.to_thread.run_sync(stderr.said) if stderr is not None and not conn.up else ""
-            conn.error = f"rimthan-mcp serve, which the bridge starts, exited: {said}" if said else conn.error
+            said = await anyio.to_thread.run_sync(stderr.said) if stderr is not None and not conn.up else ()
+            conn.said = said
+            conn.error = f"{CHILD}, exited: {' '.join(said)}" if said else conn.error
         finally:
             if stderr is not None:
                 stderr.writer.close()
@@ -162,3 +198,31 @@ class VerifierLink:
 
     def close(self) -> None:
         self._conn.closing.set()
+
+    async def down(self, within: float) -> VerifierDown | None:
+        """None if the verifier is up (a connection being made is waited for, a made one asked), else why not.
+
+        At most ``within`` seconds: a verifier that is neither up nor refused by then is not up.
+        """
+        conn = self._conn
+        with anyio.move_on_after(within):
+            await conn.ready.wait()
+            if conn.client is None:
+                return self._why_down(conn)
+            try:  # (a ping is legacy-only: tools/list, past the client's cache, works in both eras)
+                await conn.client.list_tools(cache_mode="refresh")
+                return None
+            except Exception as exc:  # a closed connection, whichever layer noticed it
+                if isinstance(exc, MCPError) and exc.error.code != CONNECTION_CLOSED:
+                    return None  # it answered, if with an error: it is up
+                return self._why_down(conn, f"{type(exc).__name__}: {exc}")
+        return self._why_down(conn, f"it did not answer within {within:g} s")
+
+    def _why_down(self, conn: _Connection, why: str = "") -> VerifierDown:
+        said = _child_refusal(conn.said)
+        if said is not None:
+            return said
+        which = f"the verifier at {quoted(self.url)}" if self.url is not None else f"the verifier ({CHILD})"
+        when = "was gone when the client closed stdio" if conn.up else "never came up"
+        code = FailureCode.IO_ERROR if self.url is not None else FailureCode.INTERNAL_ERROR
+        return VerifierDown(code, f"{which} {when}: {why or conn.error or 'closed'}")
