@@ -11,6 +11,7 @@ completes once the fault is gone and ``rimthan-mcp audit`` verifies its log.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -93,6 +94,25 @@ def test_a_runs_directory_that_is_a_symbolic_link_is_refused(world: ServerWorld,
     assert audited_only_run(model.project, state)["steps"][-1] == "experiment"
 
 
+@pytest.mark.parametrize("in_the_way", [".rimthan", ".rimthan/runs"])
+def test_a_file_where_the_runs_directory_must_be_is_named(world: ServerWorld, tmp_path: Path, in_the_way: str) -> None:
+    """Was "(Not a directory: .rimthan/runs/run-<id>.json)": now the part in the way, and what to do with it."""
+
+    async def script(model: StandIn) -> None:
+        blocker = model.project / in_the_way
+        blocker.parent.mkdir(exist_ok=True)
+        blocker.write_text("the user's\n", "utf-8")
+        started = await model.start()
+        refused(started, f"The bridge failed on start_run ({in_the_way} is not a directory, where the bridge keeps "
+                "one: move it away); once that is fixed, call the tool again.")  # fmt: skip
+        assert blocker.read_text("utf-8") == "the user's\n"  # nothing written over it
+        blocker.unlink()
+        assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "experiment"
+
+
 DAMAGE = {  # edits of the state file as the bridge writes it: compact JSON
     "a repeated key": lambda text: text.replace('"completed":false', '"completed":false,"completed":true', 1),
     "NaN": lambda text: text.replace('"confirmed_at":', '"confirmed_at":NaN,"x":', 1),
@@ -100,9 +120,12 @@ DAMAGE = {  # edits of the state file as the bridge writes it: compact JSON
     "nesting": lambda text: text.replace('"workflow":', '"deep":' + "[" * 100_000 + "]" * 100_000 + ',"workflow":', 1),
     "a size past the bound": lambda text: text + " " * (MAX_STATE_BYTES + 1 - len(text)),  # valid JSON still
 }
-LOG_DAMAGE = {
+LOG_DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "a byte not ASCII in the log": lambda data: data + "é\n".encode(),
     "a log line longer than any token": lambda data: data + b"x" * (MAX_TOKEN_CHARS + 1),  # and no newline
+    # both were "<absolute path> holds no state ..." / "run ... has no logged checkpoint", with no next step
+    "a log cut short": lambda data: data[:-20],  # in its last token: no state is saved for what is left of it
+    "a log cut to nothing": lambda data: b"",
 }
 
 
@@ -124,7 +147,9 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
             assert damaged.read_bytes() != kept
         else:
             damaged.write_bytes(LOG_DAMAGE[damage](kept))
-        name = damaged.relative_to(model.project)
+        name = str(damaged.relative_to(model.project))
+        if damage == "a log cut short":  # which of the two was cut short, replaced or lost cannot be known
+            name += f" or {log.state_path.relative_to(model.project)}"
         reply = await model.call("resume_run", {"run": first})
         refused(reply, f"{name} is damaged (", f"run {first} cannot go on from it", "start_run with new_run true")
         if damage == "a size past the bound":
@@ -133,7 +158,8 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
             where = f"(the line at byte {len(kept)} is longer than {MAX_TOKEN_CHARS} bytes, the longest checkpoint"
             assert where in reply.text, reply.text
         busy = await model.call("start_run", {"workflow": "research", "facts": facts})  # the project still works
-        refused(busy, f"{first} (unfinished", "new_run true")
+        refused(busy, f"{first} (unfinished, at ", "new_run true")
+        assert "at step None" not in busy.text, busy.text
         assert not (await model.call("show_step")).is_error
         damaged.write_bytes(kept)
         resumed = await model.call("resume_run", {"run": first})

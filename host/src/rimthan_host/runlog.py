@@ -202,10 +202,16 @@ class RunLog:
 
     def load_state(self) -> dict[str, Any]:
         """The state saved for the log's last checkpoint."""
+        return self.last_checkpoint()[1]
+
+    def last_checkpoint(self) -> tuple[str, dict[str, Any]]:
+        """The log's last checkpoint and the state saved for it (what a run goes on from)."""
         token = self.last_token()
         if token is None:
+            if self.log_path.exists():  # a log cut to nothing (or blank lines): no line the bridge wrote
+                raise self._damaged(self.log_path, "it holds no checkpoint")
             raise HarnessError(f"run {self.run_id} has no logged checkpoint")
-        return self.state_for(token)
+        return token, self.state_for(token)
 
     def state_for(self, token: str) -> dict[str, Any]:
         """The state saved for ``token`` (the log's last checkpoint, as the caller read it)."""
@@ -216,7 +222,9 @@ class RunLog:
                 if problem is not None:
                     raise self._damaged(self.state_path, problem)
                 return entry
-        raise HarnessError(f"{self.state_path} holds no state for the last checkpoint of {self.log_path}")
+        log, state = (path.relative_to(self.project) for path in (self.log_path, self.state_path))
+        why = f"{state.name} holds no state for the last checkpoint of {log.name}: one was cut short, replaced or lost"
+        raise self._damaged(f"{log} or {state}", why)
 
     def _entries(self) -> list[dict[str, Any]]:
         try:
@@ -235,11 +243,13 @@ class RunLog:
             raise self._damaged(self.state_path, "it is not a run state object")
         return entries
 
-    def _damaged(self, path: Path, why: str) -> HarnessError:
-        """A run file the bridge cannot trust: what is wrong, and what the person can do."""
+    def _damaged(self, path: Path | str, why: str) -> HarnessError:
+        """A run file the bridge cannot trust (``path``: one, or the words naming two): what is wrong, what to do."""
+        where = path.relative_to(self.project) if isinstance(path, Path) else path
         return HarnessError(
-            f"{path.relative_to(self.project)} is damaged ({why}), so run {self.run_id} cannot go on from it. "
-            "Restore the file, or call start_run with new_run true to start a new run."
+            f"{where} is damaged ({why}), so run {self.run_id} cannot go on from it. "
+            f"Restore {'the file' if isinstance(path, Path) else 'them'}, or call start_run with new_run true to start "
+            "a new run."
         )
 
 
@@ -324,7 +334,8 @@ class RunSummary:
     step: str | None
 
     def words(self) -> str:
-        return f"{self.run_id} ({'complete' if self.completed else f'unfinished, at step {self.step}'})"
+        where = f"at step {self.step}" if self.step else "at a step its run files do not say"  # (unreadable)
+        return f"{self.run_id} ({'complete' if self.completed else f'unfinished, {where}'})"
 
 
 def run_summaries(project: Path) -> list[RunSummary]:

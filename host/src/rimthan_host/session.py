@@ -415,10 +415,7 @@ class HostSession:
         """
         if self.run_log is None:
             raise HarnessError("this session has no run log to resume from")
-        token = self.run_log.last_token()
-        if token is None:
-            raise HarnessError(f"run {self.run_log.run_id} has no logged checkpoint")
-        saved = self.run_log.state_for(token)
+        token, saved = self.run_log.last_checkpoint()
         self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
         self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
         self.result = {"checkpoint": token}

@@ -8,7 +8,9 @@ validation tokens, digests and attestations stay inside the bridge;
 
 from __future__ import annotations
 
+import errno
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -119,6 +121,8 @@ def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> s
     elif isinstance(exc, OSError) and exc.strerror:
         name = _file_name(exc, project)
         cause = f"{exc.strerror}: {name}" if name is not None else exc.strerror
+        in_the_way = _file_in_the_way(project, name) if exc.errno == errno.ENOTDIR and name is not None else None
+        cause = f"{in_the_way} is not a directory, where the bridge keeps one: move it away" if in_the_way else cause
     then = f"call resume_run {run} to go on from the run log" if run else "call the tool again"
     return f"The bridge failed on {tool} ({cause}); once that is fixed, {then}.{unrecorded}"
 
@@ -127,6 +131,19 @@ def _file_name(exc: OSError, project: Path) -> Path | None:
     """The file an OSError names, relative to ``project`` if it is in it."""
     name = Path(str(exc.filename)) if exc.filename else None
     return name.relative_to(project) if name is not None and name.is_relative_to(project) else name
+
+
+def _file_in_the_way(project: Path, name: Path) -> Path | None:
+    """The first part of ``name`` (in ``project``) that is there but no directory: what ENOTDIR was about."""
+    if name.is_absolute():
+        return None
+    for part in reversed(name.parents[:-1]):  # .rimthan, then .rimthan/runs, ...
+        try:
+            if not stat.S_ISDIR((project / part).lstat().st_mode):
+                return part
+        except OSError:
+            return None
+    return None
 
 
 def busy_words(unfinished: Sequence[RunSummary], active: str | None) -> str:
