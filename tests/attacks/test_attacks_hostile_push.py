@@ -7,10 +7,11 @@ just inside it held a push for hours (2 requests a blob, 4 at a time, up to
 4,096 blobs), and one that held a request was waited on for that request's
 whole deadline. And oras sent each blob, with the registry's token or (asked
 again) the engineer's credentials, to whatever ``Location`` the registry
-named for the upload session. Each case now ends with ``oci_registry_error``
-by the push deadline (shortened for the test), the credentials never leave
-the registry's host, and no manifest is put: the tag is never moved to a
-partial release."""
+named for the upload session, and requests sent it again wherever the
+registry redirected the upload. Each case now ends with ``oci_registry_error``
+by the push deadline (shortened for the test), the credentials and the blobs
+never leave the registry's host, and no manifest is put: the tag is never
+moved to a partial release."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ from rimthan_workflow_registry.release import oci_bounds
 from rimthan_workflow_registry.release.oci import DIGEST_ANNOTATION, parse_reference
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.hostile_registry import (
+    TOKEN,
     HostileRegistry,
     drip_headers,
     ends,
+    guarded_by,
     hold,
     read_body,
     read_slowly,
@@ -153,24 +156,6 @@ def _elsewhere(handler: Any, registry: HostileRegistry) -> None:
     send_json(handler, {}, status=401, headers={"WWW-Authenticate": 'Basic realm="elsewhere"'})
 
 
-def _guarded(scheme: str, then: Callable[[Any, HostileRegistry], None]) -> Callable[[Any, HostileRegistry], None]:
-    """A registry that wants a token (``Bearer``) or Basic credentials before ``then`` answers."""
-
-    def answer(handler: Any, registry: HostileRegistry) -> None:
-        if handler.path.startswith("/token"):
-            send_json(handler, {"token": "secret-token"})
-        elif scheme == "Bearer" and handler.headers.get("Authorization") != "Bearer secret-token":
-            challenge = f'Bearer realm="http://{registry.host}/token",service="x",scope="repository:attack/repo:push"'
-            send_json(handler, {}, status=401, headers={"WWW-Authenticate": challenge})
-        elif scheme == "Basic" and not str(handler.headers.get("Authorization", "")).startswith("Basic "):
-            read_body(handler)
-            send_json(handler, {}, status=401, headers={"WWW-Authenticate": 'Basic realm="registry"'})
-        else:
-            then(handler, registry)
-
-    return answer
-
-
 @pytest.fixture
 def credentials(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("RIMTHAN_REGISTRY_USERNAME", "alice")
@@ -190,30 +175,43 @@ def test_an_upload_session_on_another_host_is_refused_and_sent_nothing(
     def away(handler: Any, registry: HostileRegistry) -> None:
         send_raw(handler, b"", status=202, headers={"Location": session})
 
-    registry = hostile(_guarded(scheme, _registry(away, _stored)))
+    registry = hostile(guarded_by(scheme, _registry(away, _stored)))
     outcome = _push(registry, signed_release, trusted)
     sent = [headers.get("Authorization") for _, headers in elsewhere.seen]
-    assert "Bearer secret-token" not in sent and credentials not in sent
+    assert f"Bearer {TOKEN}" not in sent and credentials not in sent
     assert elsewhere.seen == []
     assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
     assert "upload session is on another host" in outcome.message
     assert _manifests_put(registry) == []
 
 
-def test_an_upload_redirected_to_another_host_carries_no_credentials(
-    hostile: Callable[..., HostileRegistry], signed_release: Path, trusted: TrustStore, credentials: str
+@pytest.mark.parametrize("status", [307, 308])
+@pytest.mark.parametrize("method", ["POST", "PUT"])
+def test_an_upload_redirected_to_another_host_is_refused_and_sends_it_nothing(
+    hostile: Callable[..., HostileRegistry],
+    signed_release: Path,
+    trusted: TrustStore,
+    credentials: str,
+    method: str,
+    status: int,
 ) -> None:
-    """requests drops the Authorization header on a redirect to another host (this already held; kept as a guard)."""
+    """requests followed a 307/308 to wherever the registry pointed and sent the blob there again (only the
+    ``Authorization`` header was dropped; the other host then asked for credentials itself). A redirect of an
+    upload (the session's POST, the blob's PUT) to another host is now refused before anything is sent there,
+    naming that host; redirects of blob downloads to storage stay followed (test_oci_redirects.py)."""
     elsewhere = hostile(_elsewhere)
 
     def redirect(handler: Any, registry: HostileRegistry) -> None:
         read_body(handler)
-        send_raw(handler, b"", status=307, headers={"Location": f"http://{elsewhere.host}{handler.path}"})
+        send_raw(handler, b"", status=status, headers={"Location": f"http://{elsewhere.host}{handler.path}"})
 
-    registry = hostile(_guarded("Bearer", _registry(_session, redirect)))
+    on = (redirect, _stored) if method == "POST" else (_session, redirect)
+    registry = hostile(guarded_by("Bearer", _registry(*on)))
     outcome = _push(registry, signed_release, trusted)
-    assert refused_code(outcome) is FailureCode.OCI_UNAUTHORIZED, outcome  # the other host asked; it got nothing
-    assert [headers.get("Authorization") for _, headers in elsewhere.seen if "Authorization" in headers] == []
+    assert elsewhere.seen == [], f"{len(elsewhere.seen)} requests went to the other host"
+    assert refused_code(outcome) is FailureCode.OCI_REGISTRY_ERROR, outcome
+    assert f"redirected an upload ({method}) to another host; not followed" in outcome.message
+    assert elsewhere.host in outcome.message
     assert _manifests_put(registry) == []
 
 

@@ -22,10 +22,14 @@ Functions
     send_drip(handler, registry, every)                 200 announcing 1 MB, one byte every ``every`` seconds
     drip_headers(handler, registry, every)              a status line, then a header one byte every ``every`` seconds
     endless_pages(handler, padding=0)                   a one-tag page with a ``Link: rel="next"`` to another page
+    guarded_by(scheme, then) -> answer                  ask for a token (``Bearer``, realm /token here, which hands
+                                                        out ``TOKEN``) or ``Basic`` credentials before ``then`` answers
     read_body(handler) -> bytes                         the request's body (Content-Length bytes)
+    read_body_at(rate)(handler) -> bytes                the request's body, taken at ``rate`` bytes a second
     hold(handler, registry)                             answer nothing until the registry stops
     read_slowly(handler, registry, every)               take the request's body one byte every ``every`` s, never answer
-    forward(handler, registry, upstream)                pass the request to ``upstream`` (host:port) and its answer back
+    forward(handler, registry, upstream, read=read_body) pass the request (its body taken by ``read``) to
+                                                        ``upstream`` (host:port) and its answer back
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import http.server
 import json
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +50,8 @@ from support.registry import TlsFiles
 
 Answer = Callable[[http.server.BaseHTTPRequestHandler, "HostileRegistry"], None]
 FLOOD_CHUNK = 64 * 1024
+PIECE = 16 * 1024  # what a slow reader takes at a time
+TOKEN = "secret-token"
 BOUNDED_WAIT = 60.0  # far above what the bounded code takes; the old code never ended
 HOP_BY_HOP = {"connection", "transfer-encoding", "keep-alive", "content-length"}
 
@@ -170,8 +177,42 @@ def endless_pages(handler: http.server.BaseHTTPRequestHandler, padding: int = 0)
     )
 
 
+def guarded_by(scheme: str, then: Answer) -> Answer:
+    """A registry that wants a token (``Bearer``) or Basic credentials before ``then`` answers."""
+
+    def answer(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry) -> None:
+        if handler.path.startswith("/token"):
+            send_json(handler, {"token": TOKEN})
+        elif scheme == "Bearer" and handler.headers.get("Authorization") != f"Bearer {TOKEN}":
+            read_body(handler)
+            challenge = f'Bearer realm="http://{registry.host}/token",service="x",scope="repository:attack/repo:push"'
+            send_json(handler, {}, status=401, headers={"WWW-Authenticate": challenge})
+        elif scheme == "Basic" and not str(handler.headers.get("Authorization", "")).startswith("Basic "):
+            read_body(handler)
+            send_json(handler, {}, status=401, headers={"WWW-Authenticate": 'Basic realm="registry"'})
+        else:
+            then(handler, registry)
+
+    return answer
+
+
 def read_body(handler: http.server.BaseHTTPRequestHandler) -> bytes:
     return handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+
+
+def read_body_at(rate: float) -> Callable[[http.server.BaseHTTPRequestHandler], bytes]:
+    """A ``read`` for :func:`forward`: the body taken ``PIECE`` bytes at a time, at ``rate`` bytes a second
+    on average (an honest registry behind a slow link)."""
+
+    def read(handler: http.server.BaseHTTPRequestHandler) -> bytes:
+        left, pieces, start = int(handler.headers.get("Content-Length") or 0), [], time.monotonic()
+        while left:
+            pieces.append(handler.rfile.read(min(PIECE, left)))
+            left -= len(pieces[-1])
+            time.sleep(max(0.0, start + sum(map(len, pieces)) / rate - time.monotonic()))
+        return b"".join(pieces)
+
+    return read
 
 
 def hold(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry) -> None:
@@ -188,9 +229,14 @@ def read_slowly(handler: http.server.BaseHTTPRequestHandler, registry: HostileRe
     hold(handler, registry)
 
 
-def forward(handler: http.server.BaseHTTPRequestHandler, registry: HostileRegistry, upstream: str) -> None:
+def forward(
+    handler: http.server.BaseHTTPRequestHandler,
+    registry: HostileRegistry,
+    upstream: str,
+    read: Callable[[http.server.BaseHTTPRequestHandler], bytes] = read_body,
+) -> None:
     """Pass the request to the registry at ``upstream`` and its answer back, its ``Location`` pointed here."""
-    body = read_body(handler)
+    body = read(handler)
     headers = {k: v for k, v in handler.headers.items() if k.lower() not in HOP_BY_HOP}
     connection = http.client.HTTPConnection(upstream, timeout=BOUNDED_WAIT)
     try:

@@ -34,8 +34,8 @@ Modules, in the order a release is read:
 ``oci`` / ``oci_bounds``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path; every registry answer bounded in bytes, time and
-    tag pages, and uploads kept on the registry, so a dishonest registry cannot
-    wedge a puller or a pusher.
+    tag pages, and uploads and credentials kept on the registry, so a
+    dishonest registry cannot wedge a puller or a pusher.
 
 ``__all__`` below is the public surface; anything not listed is internal.
 """

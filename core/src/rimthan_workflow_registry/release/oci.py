@@ -18,7 +18,8 @@ Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered
 to a registry's token or Basic challenge); TLS unless the caller asks for
 plain HTTP, verified against ``REQUESTS_CA_BUNDLE`` when set (requests' own
 setting), else the certifi bundle. :mod:`.oci_bounds` bounds every answer in
-bytes and time and the tag list in pages, and keeps an upload on the registry.
+bytes and time and the tag list in pages, and keeps uploads and credentials
+on the registry.
 """
 
 from __future__ import annotations
@@ -46,10 +47,13 @@ from .oci_bounds import (
     MAX_OCI_MANIFEST_BYTES,
     MAX_TOTAL_BYTES,
     PULL_DEADLINE,
+    Origin,
     ResponseTooLarge,
     body_chunks,
     bound_session,
+    challenged_by_registry,
     list_tags,
+    origin,
     registry_deadline,
     upload_location,
 )
@@ -181,11 +185,17 @@ class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
     credentials to whatever realm a Bearer challenge names: one on another
     host is the Docker token protocol (Docker Hub's is), but a TLS registry
     naming a plain-HTTP realm would have them sent in the clear, so it is refused.
+    Only the registry's own challenge is answered: oras answered one from
+    wherever a redirect led (a blob's storage), sending the credentials to
+    the token service that host named.
     """
+
+    home: Origin | None = None  # the registry's origin
 
     def authenticate_request(
         self, original: requests.Response, headers: dict[str, str], refresh: bool = False
     ) -> tuple[dict[str, str], bool]:
+        challenged_by_registry(self.home, original)
         challenge = original.headers.get("Www-Authenticate", "")
         realm = oras.auth.utils.parse_auth_header(challenge).realm or ""
         if self.prefix == "https" and realm.lower().startswith("http://"):
@@ -207,7 +217,11 @@ class _Registry(oras.provider.Registry):  # type: ignore[misc]
     the next refresh, never stall the server for minutes.
     """
 
-    do_request = oras.provider.Registry.do_request.__wrapped__
+    def do_request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        response = oras.provider.Registry.do_request.__wrapped__(self, *args, **kwargs)
+        challenged_by_registry(self.auth.home, response)  # a redirect's target, not the registry, refused them
+        return response  # type: ignore[no-any-return]
+
     _get_location = upload_location  # an upload session on another host is refused, never sent the blob
 
     def _check_200_response(self, response: requests.Response) -> None:
@@ -222,6 +236,7 @@ def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provid
     bound_session(registry.session)
     registry.auth = _ChallengeAuth()
     registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
+    registry.auth.home = origin(f"{registry.prefix}://{ref.host}")
     _load_docker_configs(registry, ref)
     user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
     if user and password:

@@ -8,17 +8,25 @@ the follower would then hold its lock, and every later refresh would wait
 on it; a push would never end.
 
 :func:`bound_session` puts every request the oras client makes (registry
-calls, token requests, and the answers to uploads; an upload's body is sent
-in one ``sendall``, which the socket timeout, ``REQUEST_TIMEOUT``, bounds as
-a whole) under these bounds, none of which an honest registry comes near:
+calls, token requests, uploads and their answers) under these bounds, none
+of which an honest registry comes near:
 
 ``REQUEST_TIMEOUT``
-    requests' own timeout: the longest wait to connect or for the next byte.
+    requests' own timeout: the longest wait to connect, for the next byte,
+    or to hand the socket one ``CHUNK`` of a request's body.
 ``REQUEST_DEADLINE``
-    a whole request: a watchdog cuts the connection if the status line and
+    a request's answer: a watchdog cuts the connection if the status line and
     headers are not in by then, and the body is read with ``read1`` (each
     read returns what has arrived), so a drip is cut at the deadline plus at
     most one ``REQUEST_TIMEOUT``. Two minutes carry a 16 MiB blob at 140 KB/s.
+    For a request with a body (an upload), it starts once the body is sent.
+a request's body
+    sent in pieces of at most ``CHUNK`` bytes (:class:`_Body`; urllib3 asks
+    for 16 KiB at a time; given bytes, it sent them in one ``sendall``, which
+    the socket timeout bounds as a whole, so a 1 MiB blob had to be taken in
+    30 s: four uploads sharing a 150 KB/s uplink take 28 s), each piece within
+    ``REQUEST_TIMEOUT``, the whole by the enclosing deadline (a push's), or by
+    ``REQUEST_DEADLINE`` outside one.
 ``MAX_RESPONSE_BYTES``
     a body the client reads whole (a tag page, a manifest, a token, an error):
     read here, streamed, and refused past 4 MiB (the OCI manifest limit). A
@@ -26,6 +34,10 @@ a whole) under these bounds, none of which an honest registry comes near:
     declared (:func:`body_chunks`).
 ``MAX_REDIRECTS``
     requests follows 30; a registry redirects a blob once, to its storage.
+    requests drops the ``Authorization`` header on a redirect to another
+    origin (scheme, host, port), as docker and oras do; a redirect of an
+    upload (any request but ``GET`` and ``HEAD``) to another origin is
+    refused, never followed: the body would go there (:func:`_upload_stays`).
 
 :func:`registry_deadline` sets one deadline over many requests (a pull's
 fetches and downloads: ``PULL_DEADLINE``; the follower's sync, its pulls
@@ -42,6 +54,8 @@ is a context variable: work handed to other threads must carry it there
 with the registry's token (or, asked again, its credentials), to whatever
 ``Location`` the registry names for the upload session; one on another host
 or scheme is refused, and an answer with none is said by its status alone.
+:func:`challenged_by_registry` keeps the credentials there: only the
+registry's own origin is answered a challenge, not a host a redirect led to.
 
 :func:`list_tags` pages the tag list itself, through the same oras session
 and auth: oras's ``get_tags`` follows ``Link: rel="next"`` with no bound, to
@@ -64,6 +78,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -85,9 +100,13 @@ MAX_TAG_PAGES = 1000
 MAX_TAGS = 100_000
 MAX_TAG_LIST_BYTES = 32 * 1024 * 1024  # 100,000 tags of 128 characters, quoted, with room to spare
 CHUNK = 64 * 1024
+ANSWER_LATE = "the registry's answer took longer than the deadline; stopped"
+BODY_LATE = "sending the body to the registry took longer than the deadline; stopped"
+
+Origin = tuple[str, str | None, int | None]  # scheme, host, port: where a request goes
 
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("registry_deadline", default=None)
-_request_ends: contextvars.ContextVar[float | None] = contextvars.ContextVar("request_ends", default=None)
+_current_request: contextvars.ContextVar[_Request | None] = contextvars.ContextVar("current_request", default=None)
 
 
 class RegistryBoundExceeded(requests.RequestException):
@@ -116,11 +135,67 @@ def registry_deadline(seconds: float) -> Iterator[None]:
 
 def request_deadline() -> float:
     """When a request starting now must be done: its own deadline, or the enclosing one if sooner."""
-    own = time.monotonic() + REQUEST_DEADLINE
     outer = _deadline.get()
     if outer is not None and time.monotonic() >= outer:
         raise RegistryBoundExceeded("the registry's answers took longer than the deadline; stopped")
+    return _answer_deadline()
+
+
+def _answer_deadline() -> float:
+    own = time.monotonic() + REQUEST_DEADLINE
+    outer = _deadline.get()
     return own if outer is None else min(own, outer)
+
+
+@dataclass
+class _Request:
+    """One request's deadline (``ends``): its body's while the body is sent, then its answer's."""
+
+    ends: float
+    late: str = ANSWER_LATE
+
+    def check(self) -> None:
+        if time.monotonic() >= self.ends:
+            raise RegistryBoundExceeded(self.late)
+
+
+class _Body:
+    """A request's body as a stream requests can rewind (for a redirect), read ``CHUNK`` bytes at a time.
+
+    urllib3 hands each read to the socket in its own ``sendall``, so each
+    piece, not the whole body, must go within ``REQUEST_TIMEOUT``. Before each
+    piece, the body must still be within its deadline (the enclosing one, or
+    ``REQUEST_DEADLINE`` outside one); once it is all read, the request's
+    answer gets its own ``REQUEST_DEADLINE`` from then.
+    """
+
+    def __init__(self, data: bytes, request: _Request) -> None:
+        self._data, self._at, self._request = memoryview(data), 0, request
+        outer = _deadline.get()
+        self._ends = outer if outer is not None else time.monotonic() + REQUEST_DEADLINE
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self) -> Iterator[bytes]:  # requests treats an iterable with ``tell`` as a stream it can rewind
+        return iter(functools.partial(self.read, CHUNK), b"")
+
+    def tell(self) -> int:
+        return self._at
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._at = max(0, offset + (0, self._at, len(self._data))[whence])
+        return self._at
+
+    def read(self, size: int = -1) -> bytes:
+        if self._at >= len(self._data):
+            self._request.ends, self._request.late = _answer_deadline(), ANSWER_LATE
+            return b""
+        self._request.ends, self._request.late = self._ends, BODY_LATE
+        self._request.check()
+        piece = self._data[self._at : self._at + (CHUNK if size < 0 else min(size, CHUNK))]
+        self._at += len(piece)
+        return bytes(piece)
 
 
 def _cut(sock: socket.socket) -> None:
@@ -134,10 +209,10 @@ def _watch_headers(sock: socket.socket | None, read: Callable[[], urllib3.BaseHT
     A registry could drip its headers a byte at a time (100 of 64 KiB each),
     each read inside ``REQUEST_TIMEOUT``: only a watchdog ends that.
     """
-    ends = _request_ends.get()
-    if ends is None or sock is None:
+    request = _current_request.get()
+    if request is None or sock is None:
         return read()
-    watchdog = threading.Timer(max(0.0, ends - time.monotonic()), _cut, (sock,))
+    watchdog = threading.Timer(max(0.0, request.ends - time.monotonic()), _cut, (sock,))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -168,31 +243,40 @@ def bound_session(session: Any) -> None:
     """Put every request ``session`` makes under the bounds (see the module docstring)."""
     session.max_redirects = MAX_REDIRECTS
     session.request = functools.partial(_bounded_request, session.request)
+    session.hooks["response"].append(_upload_stays)
     for adapter in session.adapters.values():
         adapter.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
 def _bounded_request(
-    send: Callable[..., requests.Response], method: str, url: str, *, stream: bool = False, **kwargs: Any
+    send: Callable[..., requests.Response],
+    method: str,
+    url: str,
+    *,
+    stream: bool = False,
+    data: Any = None,
+    **kwargs: Any,
 ) -> requests.Response:
-    deadline = request_deadline()
+    request = _Request(request_deadline())
     kwargs.pop("timeout", None)
-    token = _request_ends.set(deadline)
+    if isinstance(data, bytes) and data:
+        data = _Body(data, request)
+    token = _current_request.set(request)
     try:
-        response = send(method, url, stream=True, timeout=REQUEST_TIMEOUT, **kwargs)
+        response = send(method, url, stream=True, timeout=REQUEST_TIMEOUT, data=data, **kwargs)
     except requests.ConnectionError:
-        _check_time(deadline)  # the watchdog cut it: say so
+        request.check()  # the watchdog cut it, or the body ran past its deadline: say so
         raise
     finally:
-        _request_ends.reset(token)
+        _current_request.reset(token)
     try:
-        _check_time(deadline)  # the watchdog may have cut the headers short: what arrived is not an answer
+        request.check()  # the watchdog may have cut the headers short: what arrived is not an answer
     except RegistryBoundExceeded:
         response.close()
         raise
     if not stream:
         try:
-            body = b"".join(body_chunks(response, MAX_RESPONSE_BYTES, deadline, ResponseTooLarge))
+            body = b"".join(body_chunks(response, MAX_RESPONSE_BYTES, request.ends, ResponseTooLarge))
         except BaseException:
             response.close()  # mid-body: the connection is closed, never reused
             raise
@@ -219,10 +303,45 @@ def body_chunks(
 
 def _check_time(deadline: float) -> None:
     if time.monotonic() >= deadline:
-        raise RegistryBoundExceeded("the registry's answer took longer than the deadline; stopped")
+        raise RegistryBoundExceeded(ANSWER_LATE)
 
 
-def _origin(url: str) -> tuple[str, str | None, int | None]:
+def _upload_stays(response: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
+    """A response hook: a redirect of an upload to another origin is refused before it is followed.
+
+    requests would send the body again, to wherever the registry pointed
+    (only the ``Authorization`` header is dropped there). The distribution
+    spec redirects blob downloads to storage, never uploads; the upload
+    session itself must be on the registry (:func:`upload_location`).
+    """
+    method = response.request.method or ""
+    if not response.is_redirect or method in ("GET", "HEAD"):
+        return response
+    target = urllib.parse.urljoin(response.url, response.headers.get("location", ""))
+    if origin(target) != origin(response.url):
+        response.close()
+        raise RegistryBoundExceeded(
+            f"the registry redirected an upload ({method}) to another host; not followed ({quoted(target)})"
+        )
+    return response
+
+
+def challenged_by_registry(home: Origin | None, response: requests.Response) -> None:
+    """Refuse an answer asking for credentials (401, 403) from anywhere but the registry's origin ``home``.
+
+    A redirect of a blob download leads to storage, often on another host:
+    oras answered that host's challenge too, sending the credentials to the
+    token service it named (or, for Basic, calling the registry's refusal).
+    """
+    if response.status_code in (401, 403) and origin(response.url) != home:
+        response.close()
+        raise RegistryBoundExceeded(
+            "a host the registry redirected to asks for credentials; the registry's are not sent there "
+            f"({quoted(response.url)})"
+        )
+
+
+def origin(url: str) -> Origin:
     """Scheme, host and port (the scheme's default if none is written): where a request goes."""
     parts = urllib.parse.urlsplit(url)
     try:
@@ -243,7 +362,7 @@ def upload_location(registry: Any, response: requests.Response, container: Any) 
         raise NoUploadSession(f"the registry answered HTTP {response.status_code} and no upload session (Location)")
     registry_url = f"{registry.prefix}://{container.registry}"
     url = urllib.parse.urljoin(registry_url + "/", location)
-    if _origin(url) != _origin(registry_url):
+    if origin(url) != origin(registry_url):
         raise RegistryBoundExceeded(f"the registry's upload session is on another host; not followed ({quoted(url)})")
     return url
 
@@ -251,7 +370,7 @@ def upload_location(registry: Any, response: requests.Response, container: Any) 
 def list_tags(registry: Any, container: Any) -> list[Any]:
     """The repository's tag list, every page, within ``MAX_TAG_PAGES`` pages and ``MAX_TAGS`` tags."""
     url = f"{registry.prefix}://{container.tags_url()}"
-    origin = _origin(url)
+    home = origin(url)
     tags: list[Any] = []
     read = 0
     for _ in range(MAX_TAG_PAGES):
@@ -271,7 +390,7 @@ def list_tags(registry: Any, container: Any) -> list[Any]:
         if not found or not link:
             return tags
         url = urllib.parse.urljoin(url, link)
-        if _origin(url) != origin:
+        if origin(url) != home:
             raise RegistryBoundExceeded(
                 f"the registry's next tag page is on another host; not followed ({quoted(url)})"
             )
