@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from rimthan_workflow_mcp import follow
 from rimthan_workflow_registry.errors import FailureCode
-from rimthan_workflow_registry.release import oci
+from rimthan_workflow_registry.release import oci, open_registry
 from rimthan_workflow_registry.release.oci import (
     ARTIFACT_TYPE,
     MANIFEST_LAYER_TYPE,
@@ -23,7 +23,6 @@ from rimthan_workflow_registry.release.oci import (
     OCI_MANIFEST_TYPE,
     TITLE,
     fetch_manifest,
-    open_registry,
     parse_reference,
     version_tags,
 )

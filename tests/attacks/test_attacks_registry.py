@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from rimthan_packager.oci import push_release
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.release import open_registry
 from rimthan_workflow_registry.release.oci import (
     MAX_LAYER_BYTES,
     TITLE,
     fetch_manifest,
     is_version_tag,
-    open_registry,
     parse_reference,
     pull_release,
     release_layers,

@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, FailureCode
-from rimthan_workflow_registry.release import oci
+from rimthan_workflow_registry.release import oci, open_registry
 from rimthan_workflow_registry.release.oci import (
     ARTIFACT_TYPE,
     MANIFEST_LAYER_TYPE,
     OCI_MANIFEST_TYPE,
     TITLE,
-    open_registry,
     parse_reference,
     version_tags,
 )

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.release.oci import open_registry, parse_reference, tagged_manifest
+from rimthan_workflow_registry.release import open_registry
+from rimthan_workflow_registry.release.oci import parse_reference, tagged_manifest
 from support.hostile_registry import HostileRegistry, forward, read_body, send_json
 from support.oci import one_line_error, pack, push
 from support.registry import LocalRegistry

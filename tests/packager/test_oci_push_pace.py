@@ -25,8 +25,8 @@ import pytest
 from rimthan_packager.oci import upload_blob
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode
-from rimthan_workflow_registry.release import oci_bounds
-from rimthan_workflow_registry.release.oci import FILE_LAYER_TYPE, TITLE, open_registry, parse_reference
+from rimthan_workflow_registry.release import oci_bounds, open_registry
+from rimthan_workflow_registry.release.oci import FILE_LAYER_TYPE, TITLE, parse_reference
 from rimthan_workflow_registry.release.oci_bounds import registry_deadline
 from support.hostile_registry import (
     HostileRegistry,

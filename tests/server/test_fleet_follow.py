@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rimthan_workflow_registry.release.oci import fetch_manifest, open_registry, parse_reference
+from rimthan_workflow_registry.release import open_registry
+from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import endless_pages, send_json, start_hostile
 from support.oci import push, push_corrupt, put_raw_manifest

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_packager.oci import push_release, put_manifest, upload_blob
+from rimthan_workflow_registry.release import open_registry
 from rimthan_workflow_registry.release.oci import (
     FILE_LAYER_TYPE,
     OCI_MANIFEST_TYPE,
     TITLE,
     fetch_manifest,
-    open_registry,
     parse_reference,
 )
 from rimthan_workflow_registry.release.trust import TrustStore

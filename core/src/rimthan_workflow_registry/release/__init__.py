@@ -31,11 +31,12 @@ Modules, in the order a release is read:
     ``catalogue_schema`` checks values against them (Python jsonschema's
     verdict, jsonschema-rs's speed); ``schema_refs`` keeps every ``$ref``
     inside its own schema, so no check ever fetches anything.
-``oci`` / ``oci_bounds``
+``oci`` / ``oci_client`` / ``oci_bounds``
     A release pulled from an OCI registry into a temporary directory, then the
-    one verification path; every registry answer bounded in bytes, time and
-    tag pages, and uploads and credentials kept on the registry, so a
-    dishonest registry cannot wedge a puller or a pusher.
+    one verification path; the registry client (oras, with credentials and
+    its errors made refusals with a code); every registry answer bounded in
+    bytes, time and tag pages, and uploads and credentials kept on the
+    registry, so a dishonest registry cannot wedge a puller or a pusher.
 
 ``__all__`` below is the public surface; anything not listed is internal.
 """
@@ -90,15 +91,13 @@ if TYPE_CHECKING:
         VERSION_ANNOTATION,
         OciReference,
         fetch_manifest,
-        guarded,
-        open_registry,
         parse_reference,
         pull_release,
-        registry_call,
         tagged_manifest,
         version_tags,
     )
     from rimthan_workflow_registry.release.oci_bounds import PUSH_DEADLINE, SYNC_DEADLINE, registry_deadline
+    from rimthan_workflow_registry.release.oci_client import guarded, open_registry, registry_call
     from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.paths import (
         HIDDEN_PROBLEM,
@@ -237,7 +236,7 @@ _HOME = {
     "VerifiedRelease": "rimthan_workflow_registry.release.verified",
     "WorkflowDefinition": "rimthan_workflow_registry.release.catalogue",
     "fetch_manifest": "rimthan_workflow_registry.release.oci",
-    "guarded": "rimthan_workflow_registry.release.oci",
+    "guarded": "rimthan_workflow_registry.release.oci_client",
     "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
     "copy_threads": "rimthan_workflow_registry.release.verified",
     "first_failure": "rimthan_workflow_registry.release.parallel",
@@ -248,7 +247,7 @@ _HOME = {
     "manifest_for": "rimthan_workflow_registry.release.format",
     "first_unsafe_path": "rimthan_workflow_registry.release.paths",
     "media_type_for": "rimthan_workflow_registry.release.format",
-    "open_registry": "rimthan_workflow_registry.release.oci",
+    "open_registry": "rimthan_workflow_registry.release.oci_client",
     "parse_manifest": "rimthan_workflow_registry.release.manifest_parse",
     "parse_reference": "rimthan_workflow_registry.release.oci",
     "path_problem": "rimthan_workflow_registry.release.paths",
@@ -256,7 +255,7 @@ _HOME = {
     "public_key_pem": "rimthan_workflow_registry.release.trust",
     "pull_release": "rimthan_workflow_registry.release.oci",
     "registry_deadline": "rimthan_workflow_registry.release.oci_bounds",
-    "registry_call": "rimthan_workflow_registry.release.oci",
+    "registry_call": "rimthan_workflow_registry.release.oci_client",
     "render_checksums": "rimthan_workflow_registry.release.format",
     "semver_key": "rimthan_workflow_registry.release.catalogue",
     "signature_name": "rimthan_workflow_registry.release.format",

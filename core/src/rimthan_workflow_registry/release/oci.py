@@ -24,12 +24,11 @@ on the registry.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,27 +36,23 @@ from typing import Any
 import oras.auth
 import oras.provider
 import oras.utils
-import requests
 
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
-from ..errors import FailureCode, RegistryError, quoted
+from ..errors import FailureCode, quoted
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from .oci_bounds import (
     MAX_OCI_MANIFEST_BYTES,
     MAX_TOTAL_BYTES,
     PULL_DEADLINE,
-    Origin,
     ResponseTooLarge,
     body_chunks,
-    bound_session,
-    challenged_by_registry,
     list_tags,
-    origin,
     registry_deadline,
-    upload_location,
 )
 from .oci_bounds import request_deadline as _request_deadline
+from .oci_client import guarded, open_registry, registry_call
+from .oci_client import refusal as _refuse
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
 from .verified import VerifiedRelease
@@ -76,8 +71,6 @@ TITLE = "org.opencontainers.image.title"
 VERSION_ANNOTATION = "org.opencontainers.image.version"
 DIGEST_ANNOTATION = "dev.rimthan.release.manifest-digest"
 RELEASE_ANNOTATION = "dev.rimthan.release.id"
-USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
-PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
 
 MAX_LAYERS = 4096
 MAX_LAYER_BYTES = 16 * 1024 * 1024
@@ -89,7 +82,6 @@ _REFERENCE = re.compile(
     r"(?::(?P<tag>" + _TAG + r"))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
 )
 # RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
-_TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
 _ANY_TAG = re.compile(_TAG)
 _VERSION_TAG = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-_][0-9A-Za-z._-]*)?")
 
@@ -137,10 +129,6 @@ class PulledRelease:
         }
 
 
-def _refuse(code: FailureCode, message: str, where: str | None = None) -> RegistryError:
-    return RegistryError(code, message, path=where)
-
-
 def parse_reference(text: str) -> OciReference:
     """Parse an ``oci://`` reference or refuse it as ``oci_reference_invalid``."""
     body = text[len(SCHEME) :] if text.startswith(SCHEME) else None
@@ -158,151 +146,6 @@ def is_version_tag(tag: str) -> bool:
     """Tags that name a release version (OCI tags cannot hold ``+``), and could be tags at all: a registry's
     tag list is not taken on trust, and a "version" longer than a tag could hold more digits than Python reads."""
     return bool(_VERSION_TAG.fullmatch(tag) and _ANY_TAG.fullmatch(tag))
-
-
-class _CredentialsMissing(Exception):
-    """The registry asked for credentials and neither source holds any for it."""
-
-
-class _CredentialsRefused(Exception):
-    """The registry answered 401/403 inside an oras call that only raises a bare ``ValueError``."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class _PlainRealm(requests.RequestException):
-    """A registry reached over TLS named a plain-HTTP token service (``oci_registry_error`` via ``guarded``)."""
-
-
-class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
-    """oras's token flow, plus the Basic challenge an htpasswd-protected registry sends.
-
-    oras answers every challenge by asking a token service, so a registry that
-    wants HTTP Basic (the reference registry with htpasswd, many private
-    registries) would never get the credentials it asks for. oras sends the
-    credentials to whatever realm a Bearer challenge names: one on another
-    host is the Docker token protocol (Docker Hub's is), but a TLS registry
-    naming a plain-HTTP realm would have them sent in the clear, so it is refused.
-    Only the registry's own challenge is answered: oras answered one from
-    wherever a redirect led (a blob's storage), sending the credentials to
-    the token service that host named.
-    """
-
-    home: Origin | None = None  # the registry's origin
-
-    def authenticate_request(
-        self, original: requests.Response, headers: dict[str, str], refresh: bool = False
-    ) -> tuple[dict[str, str], bool]:
-        challenged_by_registry(self.home, original)
-        challenge = original.headers.get("Www-Authenticate", "")
-        realm = oras.auth.utils.parse_auth_header(challenge).realm or ""
-        if self.prefix == "https" and realm.lower().startswith("http://"):
-            raise _PlainRealm(
-                f"the registry's token service is plain HTTP; credentials are not sent in the clear ({quoted(realm)})"
-            )
-        if not challenge.lower().startswith("basic"):
-            return super().authenticate_request(original, headers, refresh)  # type: ignore[no-any-return]
-        basic = getattr(self, "_basic_auth", None)
-        if not basic:
-            raise _CredentialsMissing
-        return {**headers, "Authorization": f"Basic {basic}"}, True
-
-
-class _Registry(oras.provider.Registry):  # type: ignore[misc]
-    """The oras client without its multi-minute retry loop, and with bounded requests (:mod:`.oci_bounds`).
-
-    A refresh that cannot reach the registry should fail fast and try again on
-    the next refresh, never stall the server for minutes.
-    """
-
-    def do_request(self, *args: Any, **kwargs: Any) -> requests.Response:
-        response = oras.provider.Registry.do_request.__wrapped__(self, *args, **kwargs)
-        challenged_by_registry(self.auth.home, response)  # a redirect's target, not the registry, refused them
-        return response  # type: ignore[no-any-return]
-
-    _get_location = upload_location  # an upload session on another host is refused, never sent the blob
-
-    def _check_200_response(self, response: requests.Response) -> None:
-        if response.status_code in (401, 403):
-            raise _CredentialsRefused(response.status_code)
-        super()._check_200_response(response)
-
-
-def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
-    """An oras client for ``ref``'s registry: TLS unless ``plain_http``; Docker config or env credentials."""
-    registry = _Registry(hostname=ref.host, insecure=plain_http, tls_verify=True)
-    bound_session(registry.session)
-    registry.auth = _ChallengeAuth()
-    registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
-    registry.auth.home = origin(f"{registry.prefix}://{ref.host}")
-    _load_docker_configs(registry, ref)
-    user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
-    if user and password:
-        registry.auth.set_basic_auth(user, password)
-    return registry
-
-
-def _load_docker_configs(registry: oras.provider.Registry, ref: OciReference) -> None:
-    """The registry's credentials from ``$DOCKER_CONFIG/config.json`` and ``~/.docker/config.json``, if any.
-
-    oras reads them as it finds them: a file that is not JSON, or holds a list
-    where it expects an object, raised ``JSONDecodeError`` or ``AttributeError``
-    from ``rimthan-pack pull``/``push`` and ``rimthan-mcp serve --releases-from``.
-    """
-    docker_config = Path(os.environ.get("DOCKER_CONFIG") or "/nonexistent") / "config.json"
-    configs = [str(docker_config)] if docker_config.is_file() else None  # oras itself reads ~/.docker only
-    try:
-        registry.auth.load_configs(registry.get_container(ref.target), configs)
-    except (ValueError, AttributeError, TypeError, OSError) as exc:
-        files = " or ".join(sorted({*(configs or []), oras.utils.find_docker_config() or ""} - {""}))
-        raise _refuse(
-            FailureCode.OCI_UNAUTHORIZED,
-            f"the Docker config file {files} is not a readable credentials file ({type(exc).__name__}: {exc})",
-            str(ref),
-        ) from None
-
-
-def registry_call(ref: OciReference, what: str, response: requests.Response, ok: tuple[int, ...] = (200,)) -> None:
-    """Refuse a registry answer that is not one of ``ok`` (``oci_unauthorized`` for 401/403)."""
-    if response.status_code in (401, 403) and response.status_code not in ok:
-        raise _refuse(
-            FailureCode.OCI_UNAUTHORIZED,
-            f"{what}: the registry refused the credentials (HTTP {response.status_code})",
-            str(ref),
-        )
-    if response.status_code not in ok:
-        raise _refuse(
-            FailureCode.OCI_REGISTRY_ERROR, f"{what}: the registry answered HTTP {response.status_code}", str(ref)
-        )
-
-
-@contextlib.contextmanager
-def guarded(ref: OciReference, what: str) -> Iterator[None]:
-    """Turn the client's transport errors into refusals with a code (never a traceback)."""
-    try:
-        yield
-    except RegistryError:
-        raise
-    except _CredentialsMissing:
-        raise _refuse(
-            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry asks for credentials; none found", str(ref)
-        ) from None
-    except _CredentialsRefused as exc:
-        raise _refuse(
-            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry refused the credentials (HTTP {exc.status})", str(ref)
-        ) from None
-    except requests.exceptions.SSLError as exc:
-        if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
-            raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
-        raise _refuse(
-            FailureCode.OCI_TLS_UNTRUSTED,
-            f"{what}: the registry's TLS certificate did not verify against the trusted CAs",
-            str(ref),
-        ) from None
-    except _TRANSPORT_ERRORS as exc:
-        raise _refuse(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
 
 
 def fetch_manifest(registry: oras.provider.Registry, ref: OciReference) -> tuple[str, dict[str, Any]]:

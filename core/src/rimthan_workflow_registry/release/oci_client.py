@@ -1,0 +1,185 @@
+"""The registry client: oras, with credentials and transport errors made Rimthan's own.
+
+:func:`open_registry` gives an oras client for one registry, every request
+under :mod:`.oci_bounds`, with credentials from the Docker config file or
+``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered to the registry's own
+token or Basic challenge (never to a host a redirect led to, never in the
+clear to a plain-HTTP token service). :func:`guarded` and
+:func:`registry_call` turn what the client raises or the registry answers
+into refusals with a code (``oci_unauthorized``, ``oci_tls_untrusted``,
+``oci_registry_error``), never a traceback. The pull path (:mod:`.oci`) and
+the packager's push use both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import oras.auth
+import oras.provider
+import oras.utils
+import requests
+
+from ..errors import FailureCode, RegistryError, quoted
+from .oci_bounds import Origin, bound_session, challenged_by_registry, origin, upload_location
+
+if TYPE_CHECKING:
+    from .oci import OciReference
+
+USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
+PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
+_TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
+
+
+def refusal(code: FailureCode, message: str, where: str | None = None) -> RegistryError:
+    """A registry refusal: ``code``, what went wrong, and the reference (``where``)."""
+    return RegistryError(code, message, path=where)
+
+
+class _CredentialsMissing(Exception):
+    """The registry asked for credentials and neither source holds any for it."""
+
+
+class _CredentialsRefused(Exception):
+    """The registry answered 401/403 inside an oras call that only raises a bare ``ValueError``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _PlainRealm(requests.RequestException):
+    """A registry reached over TLS named a plain-HTTP token service (``oci_registry_error`` via ``guarded``)."""
+
+
+class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
+    """oras's token flow, plus the Basic challenge an htpasswd-protected registry sends.
+
+    oras answers every challenge by asking a token service, so a registry that
+    wants HTTP Basic (the reference registry with htpasswd, many private
+    registries) would never get the credentials it asks for. oras sends the
+    credentials to whatever realm a Bearer challenge names: one on another
+    host is the Docker token protocol (Docker Hub's is), but a TLS registry
+    naming a plain-HTTP realm would have them sent in the clear, so it is refused.
+    Only the registry's own challenge is answered: oras answered one from
+    wherever a redirect led (a blob's storage), sending the credentials to
+    the token service that host named.
+    """
+
+    home: Origin | None = None  # the registry's origin
+
+    def authenticate_request(
+        self, original: requests.Response, headers: dict[str, str], refresh: bool = False
+    ) -> tuple[dict[str, str], bool]:
+        challenged_by_registry(self.home, original)
+        challenge = original.headers.get("Www-Authenticate", "")
+        realm = oras.auth.utils.parse_auth_header(challenge).realm or ""
+        if self.prefix == "https" and realm.lower().startswith("http://"):
+            raise _PlainRealm(
+                f"the registry's token service is plain HTTP; credentials are not sent in the clear ({quoted(realm)})"
+            )
+        if not challenge.lower().startswith("basic"):
+            return super().authenticate_request(original, headers, refresh)  # type: ignore[no-any-return]
+        basic = getattr(self, "_basic_auth", None)
+        if not basic:
+            raise _CredentialsMissing
+        return {**headers, "Authorization": f"Basic {basic}"}, True
+
+
+class _Registry(oras.provider.Registry):  # type: ignore[misc]
+    """The oras client without its multi-minute retry loop, and with bounded requests (:mod:`.oci_bounds`).
+
+    A refresh that cannot reach the registry should fail fast and try again on
+    the next refresh, never stall the server for minutes.
+    """
+
+    def do_request(self, *args: Any, **kwargs: Any) -> requests.Response:
+        response = oras.provider.Registry.do_request.__wrapped__(self, *args, **kwargs)
+        challenged_by_registry(self.auth.home, response)  # a redirect's target, not the registry, refused them
+        return response  # type: ignore[no-any-return]
+
+    _get_location = upload_location  # an upload session on another host is refused, never sent the blob
+
+    def _check_200_response(self, response: requests.Response) -> None:
+        if response.status_code in (401, 403):
+            raise _CredentialsRefused(response.status_code)
+        super()._check_200_response(response)
+
+
+def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
+    """An oras client for ``ref``'s registry: TLS unless ``plain_http``; Docker config or env credentials."""
+    registry = _Registry(hostname=ref.host, insecure=plain_http, tls_verify=True)
+    bound_session(registry.session)
+    registry.auth = _ChallengeAuth()
+    registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
+    registry.auth.home = origin(f"{registry.prefix}://{ref.host}")
+    _load_docker_configs(registry, ref)
+    user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
+    if user and password:
+        registry.auth.set_basic_auth(user, password)
+    return registry
+
+
+def _load_docker_configs(registry: oras.provider.Registry, ref: OciReference) -> None:
+    """The registry's credentials from ``$DOCKER_CONFIG/config.json`` and ``~/.docker/config.json``, if any.
+
+    oras reads them as it finds them: a file that is not JSON, or holds a list
+    where it expects an object, raised ``JSONDecodeError`` or ``AttributeError``
+    from ``rimthan-pack pull``/``push`` and ``rimthan-mcp serve --releases-from``.
+    """
+    docker_config = Path(os.environ.get("DOCKER_CONFIG") or "/nonexistent") / "config.json"
+    configs = [str(docker_config)] if docker_config.is_file() else None  # oras itself reads ~/.docker only
+    try:
+        registry.auth.load_configs(registry.get_container(ref.target), configs)
+    except (ValueError, AttributeError, TypeError, OSError) as exc:
+        files = " or ".join(sorted({*(configs or []), oras.utils.find_docker_config() or ""} - {""}))
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED,
+            f"the Docker config file {files} is not a readable credentials file ({type(exc).__name__}: {exc})",
+            str(ref),
+        ) from None
+
+
+def registry_call(ref: OciReference, what: str, response: requests.Response, ok: tuple[int, ...] = (200,)) -> None:
+    """Refuse a registry answer that is not one of ``ok`` (``oci_unauthorized`` for 401/403)."""
+    if response.status_code in (401, 403) and response.status_code not in ok:
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED,
+            f"{what}: the registry refused the credentials (HTTP {response.status_code})",
+            str(ref),
+        )
+    if response.status_code not in ok:
+        raise refusal(
+            FailureCode.OCI_REGISTRY_ERROR, f"{what}: the registry answered HTTP {response.status_code}", str(ref)
+        )
+
+
+@contextlib.contextmanager
+def guarded(ref: OciReference, what: str) -> Iterator[None]:
+    """Turn the client's transport errors into refusals with a code (never a traceback)."""
+    try:
+        yield
+    except RegistryError:
+        raise
+    except _CredentialsMissing:
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry asks for credentials; none found", str(ref)
+        ) from None
+    except _CredentialsRefused as exc:
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry refused the credentials (HTTP {exc.status})", str(ref)
+        ) from None
+    except requests.exceptions.SSLError as exc:
+        if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
+            raise refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
+        raise refusal(
+            FailureCode.OCI_TLS_UNTRUSTED,
+            f"{what}: the registry's TLS certificate did not verify against the trusted CAs",
+            str(ref),
+        ) from None
+    except _TRANSPORT_ERRORS as exc:
+        raise refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
