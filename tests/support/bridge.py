@@ -44,19 +44,7 @@ def bridge_params(project: Path, world: ServerWorld, state: Path) -> StdioServer
 
 def verifier_pids(state: Path) -> list[int]:
     """The running ``rimthan-mcp serve`` processes using ``state`` (the bridge's child), from /proc."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            status = (entry / "status").read_text("utf-8")
-        except OSError:
-            continue
-        running = "\nState:\tZ" not in status
-        if running and any(a.endswith(b"rimthan-mcp") for a in argv) and str(state).encode() in argv:
-            pids.append(int(entry.name))
-    return pids
+    return running_pids("rimthan-mcp", state)
 
 
 def example_text(version: str, path: str) -> str:
@@ -134,3 +122,20 @@ def audited_only_run(project: Path, state: Path) -> dict[str, Any]:
     """The audit of the one run in ``project`` (there must be exactly one), which must pass."""
     (log,) = (project / ".rimthan" / "runs").glob("*.log")
     return audited(project, state, log.stem)
+
+
+def running_pids(program: str, argument: Path) -> list[int]:
+    """The running processes of ``program`` (a console script) with ``argument`` among their arguments, from /proc."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            status = (entry / "status").read_text("utf-8")
+        except OSError:
+            continue
+        running = "\nState:\tZ" not in status
+        if running and any(a.endswith(program.encode()) for a in argv) and str(argument).encode() in argv:
+            pids.append(int(entry.name))
+    return pids

@@ -46,6 +46,7 @@ from .words import (
     preview_words,
     refusal_reason,
 )
+from .workspace_lock import REFUSED_MEANWHILE, WorkspaceBusy, WorkspaceLock
 
 
 class ResumeFailed(Exception):
@@ -76,6 +77,7 @@ class Bridge:
         self.clock = clock
         self.session: HostSession | None = None
         self.elicits = False  # whether the client of the current call can ask the person directly
+        self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
 
     def _new_session(self, run_id: str) -> HostSession:
         log = RunLog(self.project_dir, run_id)
@@ -89,6 +91,9 @@ class Bridge:
     # -- start and resume ------------------------------------------------------------------
 
     async def start_run(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool = False) -> Reply:
+        busy = self._claim("start_run")
+        if busy is not None:
+            return busy
         unfinished = self._unfinished()
         if unfinished and not new_run:
             return self._busy(unfinished)
@@ -102,6 +107,7 @@ class Bridge:
             lines.append("Ask the user for what is missing and call start_run again with every fact.")
             return Reply("\n".join(lines), {"status": "blocked", "failures": failure_codes(result)}, is_error=True)
         self.session = session
+        self.lock.note(self.run_id)
         lines = [f"Started run {self.run_id} ({by})."]
         lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it." for r in unfinished]
         return await self._go_on(result, lines)
@@ -123,6 +129,9 @@ class Bridge:
             )
         if self.session is not None and self.session.run_log is not None and self.run_id == run_id:
             return await self._show([f"Run {run_id} is already the active run."])
+        busy = self._claim("resume_run")
+        if busy is not None:
+            return busy
         lines = [f"Resumed run {run_id} from its log."]
         lines += [
             f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."
@@ -141,6 +150,7 @@ class Bridge:
         except AssetClash as exc:  # the run stays in its log; the active run, if any, stays active
             return Reply(str(exc), {"run": run_id, "status": "workspace_refused"}, is_error=True)
         self.session = session
+        self.lock.note(run_id)
         lines += [f"Re-installed {p}: run {run_id}'s release delivered it otherwise (another run's setup had "
                   "replaced it)." for p in restored]  # fmt: skip
         return await self._go_on(result, lines)
@@ -382,6 +392,20 @@ class Bridge:
         self.session = None
         return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
 
+    def settle(self) -> None:
+        """After each call: let another bridge take the project's runs once this one has no unfinished run."""
+        if self.session is None or self.session.result.get("status") == "completed":
+            self.lock.release()
+
+    def _claim(self, tool: str) -> Reply | None:
+        """Hold the project's lock before a move that picks a run (None), or the refusal naming its owner."""
+        try:
+            self.lock.acquire()
+        except WorkspaceBusy as busy:
+            data = {"status": "workspace_busy", "owner_pid": busy.owner.pid, "owner_run": busy.owner.run}
+            return Reply(busy.words(tool), data, is_error=True)
+        return None
+
     def _running(self) -> HostSession | Reply:
         """The active run, if it can still move; else words saying how to get one."""
         if self.session is None:
@@ -398,7 +422,9 @@ class Bridge:
     def _no_run(self) -> Reply:
         unfinished = [r.run_id for r in run_summaries(self.project_dir) if not r.completed]
         hint = f" or resume_run with one of the unfinished runs here: {', '.join(unfinished)}" if unfinished else ""
-        return Reply(f"No run is active. Call start_run{hint}.", {"status": "no_run"}, is_error=True)
+        owner = self.lock.other_owner()
+        held = f" Right now {WorkspaceBusy(owner)}: {REFUSED_MEANWHILE}" if owner is not None else ""
+        return Reply(f"No run is active. Call start_run{hint}.{held}", {"status": "no_run"}, is_error=True)
 
     def _unfinished(self) -> list[RunSummary]:
         """The project's unfinished runs (the active one among them, as its log's state says)."""

@@ -91,6 +91,7 @@ def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Se
                 raise
             lost = exc
             answer = await _answer(bridge, params.name, lambda: recover(bridge, link, params.name, lost))
+        bridge.settle()
         return answer if isinstance(answer, types.InputRequiredResult) else _result(answer)
 
     server: Server[Any] = Server(

@@ -73,6 +73,11 @@ _MAX_LINE_BYTES = MAX_TOKEN_CHARS + 1  # the token and its newline
 _TAIL_BLOCK = 8 * 1024  # read back from the log's end this much first (a real run's token: 1-2 KiB)
 
 
+def is_run_id(text: str) -> bool:
+    """Whether ``text`` is a run id (lower-case letters, digits and dashes, at most 64)."""
+    return _RUN_ID.fullmatch(text) is not None
+
+
 def new_run_id() -> str:
     return "run-" + secrets.token_hex(4)
 

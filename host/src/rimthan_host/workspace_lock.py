@@ -1,0 +1,142 @@
+"""One bridge moves a project's runs at a time: an advisory lock on ``.rimthan/bridge.lock``.
+
+Two bridges on one project (two windows, a window and a CI job) share its
+run logs, resume states, delivered files and the files the steps write. Both
+moving at once forks a run (two checkpoints from one parent, each bridge
+taking its own as current: the log no longer audits) and overwrites the
+other's files. So the bridge that starts or resumes a run takes an exclusive
+``flock`` on ``.rimthan/bridge.lock`` and holds it while its run is
+unfinished; another bridge's moves are refused, naming the owner's process
+id and run (:class:`WorkspaceBusy`), until the owner's run completes, it
+stops serving a run, or it exits. The kernel releases the lock when the
+owning process dies, however (a SIGKILL too), so no lock is ever stale; the
+descriptor is not inherited by the verifier child. One ``open`` and
+``flock`` per run a bridge takes over, nothing per move or per log line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import first_symlink, open_own, symlink_refused
+from .runlog import is_run_id
+
+LOCK_PATH = Path(".rimthan") / "bridge.lock"
+REFUSED_MEANWHILE = "start_run and resume_run are refused here until its run is complete or that bridge stopped."
+_MAX_OWNER_BYTES = 256  # {"pid": <int>, "run": <a run id, at most 64 characters>}
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who holds a project's lock, as the holder wrote it (None where it did not say)."""
+
+    pid: int | None
+    run: str | None
+
+
+class WorkspaceBusy(Exception):
+    """Another bridge holds the project's lock: nothing was done."""
+
+    def __init__(self, owner: Owner) -> None:
+        self.owner = owner
+        who = f"another rimthan-host serve (pid {owner.pid})" if owner.pid else "another rimthan-host serve"
+        what = f"is moving run {owner.run}" if owner.run else "holds the runs"
+        super().__init__(f"{who} {what} in this project")
+
+    def words(self, tool: str) -> str:
+        """The refusal in one paragraph: who owns the project's runs, and what to do."""
+        stop = f"stop that bridge (pid {self.owner.pid})" if self.owner.pid else "stop that bridge"
+        return (
+            f"Nothing was done: {self}, and one bridge moves a project's runs at a time, so that each run's log "
+            f"stays one chain. Carry on in the window or job that runs it; once its run is complete, or once "
+            f"you closed that window or {stop} (a bridge that was killed holds nothing), call {tool} again."
+        )
+
+
+class WorkspaceLock:
+    """The project's bridge lock, held by this process while it owns a run (an open descriptor, or none)."""
+
+    def __init__(self, project: Path) -> None:
+        self.path = Path(project) / LOCK_PATH
+        self._fd: int | None = None
+        self._run: str | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, run: str | None = None) -> None:
+        """Hold the lock (a no-op if held) and say ``run`` in it; :class:`WorkspaceBusy` if another holds it."""
+        if self._fd is None:
+            fd = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                owner = _owner(fd)
+                os.close(fd)
+                raise WorkspaceBusy(owner) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd, self._run = fd, None
+            self.note(run)
+        elif run is not None:
+            self.note(run)
+
+    def note(self, run: str | None) -> None:
+        """Write who holds the lock (this process, ``run``) for a bridge it refuses; only when it changed."""
+        if self._fd is None or (run == self._run and run is not None):
+            return
+        data = json.dumps({"pid": os.getpid(), "run": run}).encode("ascii")
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        self._run = run
+
+    def release(self) -> None:
+        """Let another bridge take the project's runs (closing the descriptor drops the lock)."""
+        if self._fd is not None:
+            fd, self._fd, self._run = self._fd, None, None
+            os.close(fd)
+
+    def other_owner(self) -> Owner | None:
+        """The owner, if another process holds the lock now (None when free or held here); never waits."""
+        if self._fd is not None or not self.path.parent.is_dir():
+            return None
+        try:
+            self.acquire()
+        except WorkspaceBusy as busy:
+            return busy.owner
+        except OSError:
+            return None
+        self.release()
+        return None
+
+    def _open(self) -> int:
+        """The lock file, opened (created) through real directories, never through a symbolic link."""
+        link = first_symlink(self.path.parent.parent, LOCK_PATH.parent)
+        if link is not None:
+            raise symlink_refused(link)
+        self.path.parent.mkdir(exist_ok=True)
+        return open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by the verifier child)
+
+
+def _owner(fd: int) -> Owner:
+    """What the holder wrote in the lock file (a partial or foreign text: an owner it does not name)."""
+    try:
+        raw = os.pread(fd, _MAX_OWNER_BYTES, 0)
+        value = json.loads(raw.decode("ascii"))
+    except (OSError, ValueError):
+        return Owner(None, None)
+    if not isinstance(value, dict):
+        return Owner(None, None)
+    pid, run = value.get("pid"), value.get("run")
+    return Owner(
+        pid if isinstance(pid, int) and pid > 0 else None, run if isinstance(run, str) and is_run_id(run) else None
+    )
+
+
+__all__ = ["LOCK_PATH", "REFUSED_MEANWHILE", "Owner", "WorkspaceBusy", "WorkspaceLock"]

@@ -1,0 +1,121 @@
+"""Two bridges on one project: one moves its runs at a time, and a killed owner holds nothing.
+
+Two real ``rimthan-host serve`` processes on the same project directory (two
+windows, a window and a CI job), each driven by its own MCP client over
+stdio, each with its verifier child (one state directory: the same
+checkpoint keys, as two bridges of one user have). Before the project's
+lock, the second bridge's ``resume_run`` took the first's run, both answered
+the same question, and the log forked (``rimthan-mcp audit``:
+run_chain_broken, "fork: ... the run branched there").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from rimthan_host.standin import Reply, StandIn
+from support.bridge import audited, audited_only_run, bridge_params, check_replies, refused, running_pids, stand_in
+from support.servers import ServerWorld, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("two-hosts-world"))
+
+
+def folders(tmp_path: Path) -> tuple[Path, Path]:
+    """The project both bridges serve, and the state directory their verifiers share (one user's keys)."""
+    (tmp_path / "project").mkdir()
+    return tmp_path / "project", tmp_path / "state"
+
+
+def bridge(project: Path, world: ServerWorld, state: Path) -> Client:
+    """One bridge on ``project``: a real ``rimthan-host serve`` and its MCP client over stdio."""
+    return Client(bridge_params(project, world, state), mode="legacy")
+
+
+def busy(reply: Reply, tool: str, pid: int, run: str) -> None:
+    """``reply`` is the second bridge's refusal: the owner's process and run, and when to call ``tool`` again."""
+    refused(reply, "Nothing was done: another rimthan-host serve", f"(pid {pid}) is moving run {run} in this project",
+            "one bridge moves a project's runs at a time", f"call {tool} again")  # fmt: skip
+    assert reply.data == {"status": "workspace_busy", "owner_pid": pid, "owner_run": run}, reply.data
+
+
+async def at_question(model: StandIn, others: tuple[int, ...] = ()) -> tuple[str, int]:
+    """The first bridge starts a run and stops at its question: the run, and the bridge's process id."""
+    reply = await model.follow(await model.start(), "", until_question=True)
+    (pid,) = set(running_pids("rimthan-host", model.project)) - set(others)
+    return str(reply.data["run"]), pid
+
+
+def dead(pid: int) -> bool:
+    """Whether process ``pid`` has exited, every thread of it: only then are its files closed (and its locks gone).
+
+    Its command line is gone before its files, and its first thread is a
+    zombie while the others still hold them.
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text("utf-8")
+        return "\nState:\tZ" in status and "\nThreads:\t1\n" in status
+    except FileNotFoundError:
+        return True
+
+
+def test_a_second_bridge_is_refused_while_the_first_moves_its_run(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = folders(tmp_path)
+
+    async def go() -> tuple[StandIn, StandIn, str]:
+        async with bridge(project, world, state) as first_client:
+            first = stand_in(first_client, project)
+            run, pid = await at_question(first)
+            async with bridge(project, world, state) as second_client:
+                second = stand_in(second_client, project)
+                busy(await second.call("resume_run", {}), "resume_run", pid, run)  # before: it took the first's run
+                busy(await second.call("resume_run", {"run": run}), "resume_run", pid, run)
+                busy(await second.start(), "start_run", pid, run)
+                new_run = {"workflow": "research", "facts": {}, "new_run": True}
+                busy(await second.call("start_run", new_run), "start_run", pid, run)
+                shown = await second.call("show_step")  # reading stays allowed, and says who holds the project
+                refused(shown, "No run is active", f"Right now another rimthan-host serve (pid {pid}) is moving "
+                        f"run {run} in this project: start_run and resume_run are refused here")  # fmt: skip
+                done = await first.follow(await first.call("answer_question", {"answer": "desk-research"}), "")
+                assert done.data["status"] == "completed" and done.data["run"] == run, done.text
+                after = await second.start()  # the first's run is complete: the project is free again
+                assert not after.is_error and after.data["run"] != run, after.text
+                return first, second, run
+
+    first, second, run = anyio.run(go)
+    check_replies(first)
+    check_replies(second)
+    assert audited(project, state, run)["steps"][-1] == "desk-research"
+
+
+def test_a_killed_owner_holds_nothing_and_the_second_bridge_resumes_its_run(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = folders(tmp_path)
+
+    async def go() -> StandIn:
+        async with bridge(project, world, state) as second_client:
+            second = stand_in(second_client, project)
+            others = tuple(running_pids("rimthan-host", project))
+            first_client = bridge(project, world, state)
+            async with first_client:
+                run, pid = await at_question(stand_in(first_client, project), others)
+                busy(await second.call("resume_run", {}), "resume_run", pid, run)
+                os.kill(pid, signal.SIGKILL)  # the owner dies holding the lock
+                with anyio.fail_after(30):
+                    while not dead(pid):
+                        await anyio.sleep(0.05)
+                resumed = await second.call("resume_run", {})  # the latest unfinished run: the killed bridge's
+                assert not resumed.is_error and f"Resumed run {run} from its log" in resumed.text, resumed.text
+                done = await second.follow(await second.call("answer_question", {"answer": "desk-research"}), "")
+                assert done.data["status"] == "completed" and done.data["run"] == run, done.text
+        return second
+
+    second = anyio.run(go)
+    check_replies(second)
+    assert audited_only_run(project, state)["steps"][-1] == "desk-research"
