@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
+from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from support.bridge import audited, audited_only_run, bridge_params, check_replies, refused, running_pids, stand_in
 from support.servers import ServerWorld, build_world
@@ -95,7 +96,13 @@ def test_a_second_bridge_is_refused_while_the_first_moves_its_run(world: ServerW
     assert audited(project, state, run)["steps"][-1] == "desk-research"
 
 
-def test_a_killed_owner_holds_nothing_and_the_second_bridge_resumes_its_run(world: ServerWorld, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut", [False, True], ids=["between-moves", "mid-append"])
+def test_a_killed_owner_holds_nothing_and_the_second_bridge_resumes_its_run(
+    world: ServerWorld, tmp_path: Path, cut: bool
+) -> None:
+    """The owner SIGKILLed; ``cut``: mid-append, its log's last line cut short (all a kill there can leave: each
+    append writes its line at once). Before, the next bridge took the cut line for the run's last checkpoint,
+    for which no state is saved, so every resume_run was refused; an append would have gone on that line."""
     project, state = folders(tmp_path)
 
     async def go() -> StandIn:
@@ -104,15 +111,22 @@ def test_a_killed_owner_holds_nothing_and_the_second_bridge_resumes_its_run(worl
             others = tuple(running_pids("rimthan-host", project))
             first_client = bridge(project, world, state)
             async with first_client:
-                run, pid = await at_question(stand_in(first_client, project), others)
+                first = stand_in(first_client, project)
+                run, pid = await at_question(first, others)
                 busy(await second.call("resume_run", {}), "resume_run", pid, run)
+                answered = await first.call("answer_question", {"answer": "desk-research"})  # a new line logged
+                assert answered.data["step"]["id"] == "desk-research", answered.text
                 os.kill(pid, signal.SIGKILL)  # the owner dies holding the lock
                 with anyio.fail_after(30):
                     while not dead(pid):
                         await anyio.sleep(0.05)
+                if cut:
+                    log = RunLog(project, run).log_path
+                    lines = log.read_bytes().splitlines(keepends=True)
+                    log.write_bytes(b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
                 resumed = await second.call("resume_run", {})  # the latest unfinished run: the killed bridge's
                 assert not resumed.is_error and f"Resumed run {run} from its log" in resumed.text, resumed.text
-                done = await second.follow(await second.call("answer_question", {"answer": "desk-research"}), "")
+                done = await second.follow(resumed, "desk-research")
                 assert done.data["status"] == "completed" and done.data["run"] == run, done.text
         return second
 

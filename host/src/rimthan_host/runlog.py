@@ -1,7 +1,9 @@
 """The run log: ``.rimthan/runs/<run>.log`` in the project, one checkpoint token per line.
 
 Append-only and fsynced per line, in issue order: exactly what
-``rimthan-mcp audit`` verifies offline. Next to it, ``<run>.json`` holds what
+``rimthan-mcp audit`` verifies offline. Each line is one ``write``; a last
+line without its newline is one a kill cut short, no checkpoint, and the next
+append cuts it off. Next to it, ``<run>.json`` holds what
 the tokens cannot carry and a resumed host needs - the confirmed state with
 its confirmations, the workflow, and which outputs existed before the
 current step - replaced atomically after every call. Like the step's files, both are written
@@ -139,13 +141,18 @@ class RunLog:
         raise self._damaged(self.log_path, why)
 
     def _last_in(self, tail: bytes, start: int) -> str | None:
-        """The last token in ``tail`` (the log from byte ``start``), "" for none in a whole log, None: read on."""
+        """The last token in ``tail`` (the log from byte ``start``), "" for none in a whole log, None: read on.
+
+        What follows the last newline is checked like any line but is no
+        checkpoint: every append writes its token and newline at once, so an
+        unended line is one a kill cut short (:meth:`append` cuts it off).
+        """
         lines = tail.split(b"\n")
         offsets = [start]
         for line in lines[:-1]:
             offsets.append(offsets[-1] + len(line) + 1)
         tokens = [self._line_tokens(line, offset, whole=i > 0 or start == 0) for i, (line, offset) in
-                  enumerate(zip(lines, offsets, strict=True))]  # fmt: skip
+                  enumerate(zip(lines, offsets, strict=True))][:-1]  # fmt: skip
         whole = tokens if start == 0 else tokens[1:]  # before the first newline read, a line may go on
         last = [t for line_tokens in whole for t in line_tokens][-1:]
         return last[0] if last else ("" if start == 0 else None)
@@ -160,7 +167,9 @@ class RunLog:
         with os.fdopen(fd, "rb") as handle:
             offset = 0
             for line in iter(lambda: handle.readline(_MAX_LINE_BYTES), b""):
-                yield from self._line_tokens(line, offset)
+                tokens = self._line_tokens(line, offset)
+                if line.endswith(b"\n"):  # (else the log's end: a line an append did not finish, see _last_in)
+                    yield from tokens
                 offset += len(line)
 
     def _line_tokens(self, line: bytes, offset: int, *, whole: bool = True) -> list[str]:
@@ -180,8 +189,9 @@ class RunLog:
         if self.last_token() == token:
             return
         _make_runs_dir(self.project)
-        fd = open_own(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fd = open_own(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
+            _cut_unended(fd)
             os.write(fd, (token + "\n").encode("ascii"))
             os.fsync(fd)
         finally:
@@ -286,6 +296,22 @@ def _state_problem(entry: Mapping[str, Any]) -> str | None:
     if not isinstance(entry.get("step"), str | None) or not isinstance(entry.get("completed"), bool):
         return "its step is not a string or its completed not true or false"
     return None
+
+
+def _cut_unended(fd: int) -> None:
+    """Cut off a last line with no newline (an append a kill cut short), so the next token starts its own line.
+
+    One byte is read when the log ends as every append leaves it; else at
+    most a token's length back (a longer unended line is refused as damage
+    before this, by :meth:`RunLog.last_token`). The bridge holding the
+    project's lock (:mod:`.workspace_lock`) is the log's only writer.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - _MAX_LINE_BYTES - 1)
+    tail = os.pread(fd, size - start, start)
+    os.ftruncate(fd, start + tail.rfind(b"\n") + 1)  # (no newline read back: start is 0, the whole log goes)
 
 
 def runs_dir(project: Path) -> Path:
