@@ -16,6 +16,7 @@ descriptor is not inherited by the verifier child. One ``open`` and
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -120,7 +121,10 @@ class WorkspaceLock:
         link = first_symlink(self.path.parent.parent, LOCK_PATH.parent)
         if link is not None:
             raise symlink_refused(link)
-        self.path.parent.mkdir(exist_ok=True)
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+        except FileExistsError:  # a file where .rimthan must be: named as what is in the way (words.failed_words)
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path)) from None
         return open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by the verifier child)
 
 
