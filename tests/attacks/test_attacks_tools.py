@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from rimthan_workflow_registry.errors import FailureCode
 from support.engines import StepKit, example_state
 from support.json_edits import delete_at, pointers, set_at
 from support.processes import serve_options
-from support.raw_stdio import RawStdio
+from support.raw_stdio import RawStdio, raw_stdio_server
 from support.servers import ServerWorld, build_world, structured_error
 
 FUZZ_EXAMPLES = 30
@@ -413,28 +412,9 @@ def raw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
     """A second server over raw stdio (no SDK client), initialised by hand."""
     root = tmp_path_factory.mktemp("raw")
     world = build_world(root / "world")
-    process = subprocess.Popen(
-        [
-            _rimthan_mcp(),
-            "serve",
-            "--release",
-            str(world.built["1.2.0"]),
-            "--trust",
-            str(world.trust),
-            "--state-dir",
-            str(root / "state"),
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    raw = RawStdio(process)
-    raw.initialize(RAW_ANSWER_SECONDS)
-    try:
+    command = [_rimthan_mcp(), "serve", "--release", str(world.built["1.2.0"]), "--trust", str(world.trust)]
+    with raw_stdio_server([*command, "--state-dir", str(root / "state")], RAW_ANSWER_SECONDS) as raw:
         yield raw
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 _RAW_IDS = itertools.count(100)

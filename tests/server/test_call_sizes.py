@@ -5,7 +5,7 @@ Each tool's served input schema is walked for its largest schema-valid call
 A real ``rimthan-mcp serve`` process over Streamable HTTP takes a prepare at
 the largest size a release may declare, with a confirmed state at its bound,
 both full of characters JSON escapes (the SDK's own 4 MiB body bound answered
-it with a bare HTTP 413), and a submit whose validator reports are at their
+it with a bare HTTP 413) and its id and ``_meta`` at their bounds, and a submit whose validator reports are at their
 bound; a confirmed state or reports past their bound are refused
 (``confirmed_state_invalid``, ``invalid_arguments``) over stdio and HTTP alike.
 """
@@ -30,6 +30,8 @@ from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_STATE_BYTES,
     MAX_FINDING_CHARS,
     MAX_REQUEST_BODY_BYTES,
+    MAX_REQUEST_ID_CHARS,
+    MAX_REQUEST_META_BYTES,
     MAX_STEP_ARTIFACT_BYTES,
     MAX_VALIDATOR_REPORTS_BYTES,
     REQUEST_ENVELOPE_BYTES,
@@ -48,8 +50,10 @@ from support.releases import build_release, make_keypair, trust_dir, unbounded_o
 from support.schema_sizes import ARTIFACT_CONTENTS, BOUNDED_ELSEWHERE, WorstCase
 from support.servers import HttpServer, http_server, stdio_client_for, structured_error
 
+Envelope = tuple[int | str, dict[str, Any] | None]  # a request's id and _meta
 SDK_DEFAULT_BODY_BYTES = 4 * 1024 * 1024  # mcp.server.transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE
 ESCAPED = "\x01"  # JSON writes it as \u0001: six bytes for one
+ASTRAL = "\U0001f600"  # json.dumps writes it as two \uXXXX escapes: twelve bytes for one character
 VALIDATOR = "evidence-auditor@1.0.0"
 
 
@@ -86,16 +90,27 @@ def state_of(size: int) -> dict[str, Any]:
     return StepKit(Path(".")).confirm(values)
 
 
-def post(url: str, name: str, arguments: dict[str, Any]) -> tuple[int, int, dict[str, Any] | str]:
+def post(
+    url: str, name: str, arguments: dict[str, Any], envelope: Envelope = (1, None)
+) -> tuple[int, int, dict[str, Any] | str]:
     """A ``tools/call`` as a plain JSON client sends it (``json.dumps``): status, body size, structured result."""
-    status, size, result = rpc(url, "tools/call", {"name": name, "arguments": arguments})
+    request_id, meta = envelope
+    params = {"name": name, "arguments": arguments, **({"_meta": meta} if meta is not None else {})}
+    status, size, result = rpc(url, "tools/call", params, request_id, escaped=(meta or {}).get("progressToken"))
     return status, size, result["structuredContent"] if isinstance(result, dict) else result
 
 
-def rpc(url: str, method: str, params: dict[str, Any]) -> tuple[int, int, dict[str, Any] | str]:
-    """One JSON-RPC request as a plain JSON client sends it (``json.dumps``): status, body size, result."""
-    call = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    body = json.dumps(call).encode("ascii")
+def rpc(
+    url: str, method: str, params: dict[str, Any], request_id: int | str = 1, escaped: str | None = None
+) -> tuple[int, int, dict[str, Any] | str]:
+    """One JSON-RPC request as a plain JSON client sends it (``json.dumps``): status, body size, result.
+
+    ``escaped``: an ASCII string in the request written with every character a ``\\uXXXX`` escape (six bytes)."""
+    call = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    text = json.dumps(call)
+    if escaped:
+        text = text.replace(json.dumps(escaped), '"' + "".join(f"\\u{ord(c):04x}" for c in escaped) + '"', 1)
+    body = text.encode("ascii")
     headers = {
         "Content-Type": "application/json",
         "Accept": "application/json, text/event-stream",
@@ -131,7 +146,9 @@ def test_every_call_its_input_schema_accepts_fits_what_http_takes(served: Served
     Tokens, confirmed states' values, artifact contents and validator reports
     count at their limits constants (code refuses them past it on every
     transport); every other part must be bounded by the schema, and all of them
-    together (with the JSON-RPC envelope) within ``REQUEST_REST_BYTES``, the
+    together (with the JSON-RPC envelope at its bounds: ``REQUEST_ENVELOPE_BYTES``,
+    from ``MAX_REQUEST_ID_CHARS`` and ``MAX_REQUEST_META_BYTES``, which a call
+    past is refused on every transport) within ``REQUEST_REST_BYTES``, the
     allowance the body bound's derivation makes for them.
     """
     status, _, listed = rpc(served.http.url, "tools/list", {})
@@ -147,7 +164,16 @@ def test_every_call_its_input_schema_accepts_fits_what_http_takes(served: Served
     assert size <= MAX_REQUEST_BODY_BYTES, f"{tool}: a schema-valid call may be {size} bytes"
 
 
+def largest_envelope() -> Envelope:
+    """An id and a ``_meta`` at their bounds, every character one that JSON writes at its longest."""
+    meta = {"progressToken": ""}
+    room = MAX_REQUEST_META_BYTES - len(json.dumps(meta, separators=(",", ":")))
+    meta["progressToken"] = "a" * room  # one byte each as compact JSON, written as \u0061: six
+    return ASTRAL * MAX_REQUEST_ID_CHARS, meta
+
+
 def test_http_takes_a_prepare_at_the_largest_size_a_release_may_declare(served: Served) -> None:
+    """With an id and a ``_meta`` at their bounds, so that every part of the call is at its largest but the rest."""
     state = state_of(MAX_CONFIRMED_STATE_BYTES)
     host = StepKit(Path(".")).host()
     status, _, started = post(
@@ -163,7 +189,7 @@ def test_http_takes_a_prepare_at_the_largest_size_a_release_may_declare(served: 
         "content": ESCAPED * MAX_STEP_ARTIFACT_BYTES,
     }
     arguments = {"checkpoint": started["checkpoint"], "confirmed_state": state, "host": host, "artifacts": [artifact]}
-    status, size, prepared = post(served.http.url, PREPARE_STEP_VALIDATION, arguments)
+    status, size, prepared = post(served.http.url, PREPARE_STEP_VALIDATION, arguments, largest_envelope())
     assert SDK_DEFAULT_BODY_BYTES < size <= MAX_REQUEST_BODY_BYTES  # the SDK's default answered 413
     assert status == 200, (status, prepared)
     assert isinstance(prepared, dict) and prepared["status"] == "deterministic_validation_failed", prepared

@@ -8,6 +8,7 @@ with (UTF-8, replacement characters, universal newlines).
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
@@ -20,7 +21,8 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_mcp.stdio_pipes import PipeLines, PipeWriter
+from rimthan_workflow_mcp.stdio_guard import LINE_PAST_BOUND
+from rimthan_workflow_mcp.stdio_pipes import ID_SCAN_CHARS, PipeLines, PipeWriter
 
 # bytes that decide line ends and decoding: newlines of all three kinds, a two-byte letter (split or not),
 # bytes that are never UTF-8, JSON text
@@ -33,7 +35,7 @@ def _sdk_lines(data: bytes) -> list[str]:
     return list(iter(reader.readline, ""))
 
 
-async def _pipe_lines(chunks: list[bytes]) -> list[str]:
+async def _pipe_lines(chunks: list[bytes], max_line: int | None = None) -> list[str]:
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     lines: list[str] = []
@@ -47,7 +49,8 @@ async def _pipe_lines(chunks: list[bytes]) -> list[str]:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(feed)
-            lines.extend([line async for line in PipeLines(read_fd)])
+            reader = PipeLines(read_fd) if max_line is None else PipeLines(read_fd, max_line=max_line)
+            lines.extend([line async for line in reader])
     finally:
         os.close(read_fd)
     return lines
@@ -63,6 +66,34 @@ def test_a_line_far_longer_than_the_pipe_and_the_read_chunk_arrives_whole() -> N
     line = b'{"jsonrpc":"2.0","id":3,"params":{"blob":"' + b"x" * 300_000 + b'"}}\n'
     chunks = [line[i : i + 4096] for i in range(0, len(line), 4096)] + [b"tail without newline"]
     assert anyio.run(_pipe_lines, chunks) == [line.decode(), "tail without newline"]
+
+
+BOUND = 10_000  # a small bound (the server's is MAX_REQUEST_BODY_BYTES), so lines past it are quick to send
+PAST_BOUND = [
+    pytest.param(b'{"jsonrpc":"2.0","id":7,"method":"m","params":{"b":"', b'"}}', 7, id="id-first"),
+    pytest.param(b'{"jsonrpc":"2.0","id":"call-7","method":"m","params":["', b'"]}', "call-7", id="string-id"),
+    pytest.param(b'{"jsonrpc":"2.0","method":"m","params":{"b":"', b'"},"id":7}', None, id="id-after-params"),
+    pytest.param(b'{"jsonrpc":"2.0","method":"m","id":' + b"7" * ID_SCAN_CHARS, b"}", None, id="id-cut-by-scan"),
+]
+
+
+@pytest.mark.parametrize(("head", "tail", "request_id"), PAST_BOUND)
+@pytest.mark.parametrize("size", [BOUND + 1, 7 * BOUND], ids=["one-past", "far-past"])
+@pytest.mark.parametrize("step", [1000, 4096, 16384], ids=["small-reads", "page-reads", "large-reads"])
+def test_a_line_past_the_bound_becomes_its_refusal_and_the_next_line_is_whole(
+    head: bytes, tail: bytes, request_id: int | str | None, size: int, step: int
+) -> None:
+    line = head + b"x" * (size - len(head) - len(tail)) + tail
+    data = b'{"id":1}\n' + line + b'\n{"id":2}\r\n' + b"a" * BOUND
+    chunks = [data[i : i + step] for i in range(0, len(data), step)]
+    refusal = f"{LINE_PAST_BOUND}{json.dumps(request_id)}\n"
+    assert anyio.run(_pipe_lines, chunks, BOUND) == ['{"id":1}\n', refusal, '{"id":2}\n', "a" * BOUND]
+
+
+def test_a_line_at_the_bound_arrives_whole_and_an_unended_one_past_it_is_refused() -> None:
+    at_bound = b"a" * BOUND + b"\n"  # the bound counts the line's characters before its newline
+    chunks = [at_bound[:3000], at_bound[3000:], b"b" * (BOUND + 1)]
+    assert anyio.run(_pipe_lines, chunks, BOUND) == [at_bound.decode(), f"{LINE_PAST_BOUND}null\n"]
 
 
 def test_a_message_larger_than_the_pipe_is_written_whole_while_the_reader_drains_slowly() -> None:

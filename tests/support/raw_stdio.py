@@ -15,6 +15,8 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -72,7 +74,7 @@ class RawStdio:
         )
         return self.call_answer(request_id, timeout)
 
-    def call_answer(self, request_id: int, timeout: float) -> dict[str, Any] | None:
+    def call_answer(self, request_id: int | str, timeout: float) -> dict[str, Any] | None:
         """The answer for ``request_id`` (lines before it skipped), or None if none comes within ``timeout``."""
         deadline = time.monotonic() + timeout
         while (line := self.next_line(max(deadline - time.monotonic(), 0))) is not None:
@@ -80,3 +82,16 @@ class RawStdio:
             if message.get("id") == request_id:
                 return message
         return None
+
+
+@contextmanager
+def raw_stdio_server(command: Sequence[str], timeout: float) -> Iterator[RawStdio]:
+    """``command`` (a server over stdio pipes, its stderr discarded) initialised by hand; terminated at the end."""
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        raw = RawStdio(process)
+        raw.initialize(timeout)
+        yield raw
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

@@ -113,8 +113,28 @@ JSON_BYTES_PER_STRING_CHAR = 2 * JSON_BYTES_PER_STRING_BYTE
 """The most bytes JSON text spends on one character of a string bounded by ``maxLength`` (which counts characters):
 one outside the Basic Multilingual Plane written as two ``\\uXXXX`` escapes."""
 
-REQUEST_ENVELOPE_BYTES = 4 * 1024
-"""The JSON-RPC envelope around a tool call's arguments (``jsonrpc``, ``id``, ``method``, the tool's name)."""
+MAX_REQUEST_ID_CHARS = 256
+"""A request's ``id`` when it is a string, in characters (clients send a counter or a UUID: 36). A ``tools/call``
+with a longer one is refused (JSON-RPC ``Invalid Request``) on every transport."""
+
+MAX_REQUEST_META_BYTES = 8 * 1024
+"""A request's ``_meta`` (a progress token; on 2026-07-28 the client's name and capabilities) as compact JSON in
+UTF-8, in bytes: the SDK client's is a few hundred. A ``tools/call`` with a larger one is refused (JSON-RPC ``Invalid
+params``) on every transport, before its arguments are looked at. At worst-case escaping (48 KiB) it fits what
+``REQUEST_REST_BYTES`` leaves beside the largest arguments the schemas accept."""
+
+REQUEST_FRAME_BYTES = 1024
+"""The fixed parts of a ``tools/call`` request at worst-case escaping: ``jsonrpc``, ``method``, the tool's name (one
+of four, at most 30 characters) and the keys around them."""
+
+REQUEST_ENVELOPE_BYTES = (
+    REQUEST_FRAME_BYTES
+    + JSON_BYTES_PER_STRING_CHAR * MAX_REQUEST_ID_CHARS
+    + 2
+    + JSON_BYTES_PER_STRING_BYTE * MAX_REQUEST_META_BYTES
+)
+"""The JSON-RPC envelope around a tool call's arguments (``jsonrpc``, ``id``, ``method``, the tool's name, ``_meta``)
+at its bounds and worst-case escaping (about 52 KiB): counted in ``REQUEST_REST_BYTES``."""
 
 REQUEST_REST_BYTES = 1024 * 1024
 """Everything else a tool call's request carries besides tokens, confirmed states' values, artifact contents and
@@ -141,7 +161,8 @@ MAX_REQUEST_BODY_BYTES = max(
     _call_bytes(tokens=2, states=1, artifacts=0, reports=1),  # submit_step_validation: checkpoint, bundle, reports
 )
 """The largest HTTP request body a tool call can legitimately need (16.5 MiB), derived from the bounds above; the
-HTTP transport refuses a larger one (HTTP 413) before reading past it. start_workflow carries one state, no token."""
+HTTP transport refuses a larger one (HTTP 413, a JSON-RPC error) before reading past it, and stdio a longer line (in
+characters) likewise. start_workflow carries one state, no token."""
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:

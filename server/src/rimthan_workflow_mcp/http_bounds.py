@@ -14,6 +14,14 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   SSE stream); a body not received in full within ``BODY_SECONDS`` of the head
   gets 408 and the connection is closed.
 - Every record logged while a request is handled names its client (``logs.PEER``).
+- A body past ``limits.MAX_REQUEST_BODY_BYTES`` (declared by ``Content-Length``
+  or grown past it in chunks) gets the SDK's 413, unread past the bound; here
+  its body is a JSON-RPC error a client can read (``Invalid Request``, ``id``
+  null: the request was not read, naming the bound) instead of a bare
+  ``text/plain`` line. The connection stays open: uvicorn reads what the
+  client still sends of the body and discards it, for at most its keep-alive
+  timeout (5 s), then closes it (closing at once reset the connection under a
+  client still sending, which never read the answer).
 - ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
@@ -24,9 +32,12 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import h11
+import mcp_types as types
+from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -41,6 +52,15 @@ STATELESS_GET = b"Method Not Allowed: a stateless server offers no SSE stream an
 BUSY = b"Service Unavailable: too many requests in flight, retry"
 BODY_LATE = b"Request Timeout: the body did not arrive in time"
 _CLOSE = [(b"connection", b"close")]
+TOO_LARGE = 413  # the SDK's answer to a body past its max_request_body_size, and only to that
+TOO_LARGE_MESSAGE = (
+    f"the request body is past the {MAX_REQUEST_BODY_BYTES} bytes ({MAX_REQUEST_BODY_BYTES / 2**20:g} MiB) one "
+    "request may take (MAX_REQUEST_BODY_BYTES, what the largest call a tool's input schema accepts needs) and was "
+    "not read: send a smaller call"
+)
+TOO_LARGE_BODY = json.dumps(
+    {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": TOO_LARGE_MESSAGE}}
+).encode()
 BODY_IN = "rimthan.body_in"  # set by HeadDeadlineProtocol in scope["state"] once a request's body is all in
 _log = get_logger("transport")
 
@@ -108,6 +128,7 @@ class BoundedRequests:
             await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
         else:
             self.in_flight += 1
+            send = _readable_too_large(send)
             try:
                 if scope.get("state", {}).get(BODY_IN):  # the usual case: the body came with the head
                     await self.app(scope, receive, send)
@@ -149,6 +170,26 @@ async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send
         # cancelled while the app waited for the body, before anything was answered
         _log.info("request body not received in time", extra={"body_seconds": BODY_SECONDS})
         await _plain(send, 408, BODY_LATE, _CLOSE)
+
+
+def _readable_too_large(send: Send) -> Send:
+    """``send`` with the SDK's bare 413 (``text/plain``) answered as a JSON-RPC error."""
+    replacing = False
+
+    async def readable(message: Message) -> None:
+        nonlocal replacing
+        if message["type"] == "http.response.start" and message["status"] == TOO_LARGE:
+            replacing = True
+            _log.info("request refused: body past its bound", extra={"max_request_body_bytes": MAX_REQUEST_BODY_BYTES})
+            headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(TOO_LARGE_BODY))]
+            await send({"type": "http.response.start", "status": TOO_LARGE, "headers": headers})
+        elif replacing:
+            if not message.get("more_body", False):
+                await send({"type": "http.response.body", "body": TOO_LARGE_BODY})
+        else:
+            await send(message)
+
+    return readable
 
 
 async def _plain(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:

@@ -40,6 +40,7 @@ from .call_scope import one_call
 from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
+from .request_envelope import check_envelope
 from .resources import ResourceCatalogue
 from .schema_parts import uses
 from .schema_validation import CompiledSchema, CompiledSchemas
@@ -231,6 +232,7 @@ def create_mcp_application(
     log_threshold: list[str | None] = [None]
 
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        check_envelope(ctx.request_id, params.meta)
         arguments = dict(params.arguments or {})
         on_loop = calls_on_loop or placement.on_loop(ctx.request, arguments)
         _log.debug("tool call placed", extra={"tool": params.name, "runs_on": "loop" if on_loop else "worker"})

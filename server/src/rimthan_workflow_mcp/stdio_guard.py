@@ -9,7 +9,10 @@ stream the server reads the transport through, and answers such a line with
 the JSON-RPC ``Parse error`` (-32700) through the transport's own writer: for
 the line's request id when it is recognisably a request (a top-level
 ``method`` and a scalar ``id``), else with ``id: null`` as JSON-RPC 2.0
-prescribes. Other exceptions pass through. A subclass may read a refused line
+prescribes. A line ``stdio_pipes`` refused for its length (past
+``limits.MAX_REQUEST_BODY_BYTES`` characters, read no further than that) comes
+as :data:`LINE_PAST_BOUND` and its id, and is answered with ``Invalid
+Request`` naming the bound. Other exceptions pass through. A subclass may read a refused line
 a second way first (:meth:`AnsweringStream.reread`: the host bridge reads
 lone surrogates and deeper nesting with Python's parser, to refuse them as
 tool arguments naming their path).
@@ -17,6 +20,8 @@ tool arguments naming their path).
 
 from __future__ import annotations
 
+import json
+import secrets
 from typing import Self
 
 import anyio
@@ -24,22 +29,32 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .logs import get_logger
 
 _log = get_logger("transport")
 _MAX_SCAN = 16 * 1024 * 1024
+LINE_PAST_BOUND = "\x00rimthan-line-past-bound-" + secrets.token_hex(16) + ":"
+"""What stands for a line refused for its length: not JSON, unguessable by a peer (random per process)."""
+LINE_TOO_LONG = (
+    f"the message is past the {MAX_REQUEST_BODY_BYTES} characters one line may take (MAX_REQUEST_BODY_BYTES, what "
+    "the largest call a tool's input schema accepts needs) and was not read: send a smaller call"
+)
 
 
-def top_level_request_id(raw: str) -> int | str | None:
+def top_level_request_id(raw: str, *, whole: bool = True) -> int | str | None:
     """The ``id`` of a JSON-RPC request line, found without recursion; ``None`` if unsure.
 
     Scans only depth-1 keys of the outermost object, so deeply nested or
     otherwise unparseable parameters do not matter. Returns an id only when a
     top-level ``method`` key is present too (a request, not a response) and the
-    id is a plain integer or a simple string.
+    id is a plain integer or a simple string. ``whole=False``: ``raw`` is the
+    start of a line, cut anywhere (an id it cuts short is not taken).
     """
-    keys = _top_level_keys(raw)
+    if not whole:
+        raw += "\x00"  # what follows the cut is unknown: no number or string ends at it
+    keys = _top_level_keys(raw, whole=whole)
     if keys is None or "method" not in keys or "id" not in keys:
         return None
     return _scalar_after_colon(raw, keys["id"])
@@ -54,8 +69,10 @@ def top_level_response_id(raw: str) -> int | str | None:
     return _scalar_after_colon(raw, keys["id"])
 
 
-def _top_level_keys(raw: str) -> dict[str, int] | None:
-    """The keys of the line's outermost object, each with the index just after it; ``None`` if unsure."""
+def _top_level_keys(raw: str, *, whole: bool = True) -> dict[str, int] | None:
+    """The keys of the line's outermost object, each with the index just after it; ``None`` if unsure.
+
+    ``whole=False``: those before a string the line's cut leaves open."""
     if len(raw) > _MAX_SCAN or not raw.lstrip().startswith("{"):
         return None
     depth, i, n = 0, 0, len(raw)
@@ -68,7 +85,7 @@ def _top_level_keys(raw: str) -> dict[str, int] | None:
             while end < n and raw[end] != '"':
                 end += 2 if raw[end] == "\\" else 1
             if end >= n:
-                return None
+                return None if whole else keys
             if depth == 1 and expecting_key:
                 keys.setdefault(raw[i + 1 : end], end + 1)
                 expecting_key = False
@@ -114,6 +131,13 @@ def _raw_input(exc: Exception) -> str | None:
 REPLACEMENT_CHARACTER = "\ufffd"
 
 
+def too_long_error_for(raw: str) -> types.JSONRPCError:
+    """The Invalid Request answering a line refused for its length (``raw``: :data:`LINE_PAST_BOUND` and its id)."""
+    request_id = json.loads(raw.removeprefix(LINE_PAST_BOUND))
+    error = types.ErrorData(code=types.INVALID_REQUEST, message=LINE_TOO_LONG)
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
 def parse_error_for(raw: str) -> types.JSONRPCError:
     """The Parse error answering one refused line, for its id when one can be read safely."""
     if REPLACEMENT_CHARACTER in raw:
@@ -150,6 +174,13 @@ class AnsweringStream:
             raw = _raw_input(item) if isinstance(item, Exception) else None
             if raw is None:
                 return item
+            if raw.startswith(LINE_PAST_BOUND):
+                answer = too_long_error_for(raw)
+                _log.warning(
+                    "line refused: past its bound", extra={"id": answer.id, "max_chars": MAX_REQUEST_BODY_BYTES}
+                )
+                await self._write_stream.send(SessionMessage(answer))
+                continue
             message = self.reread(raw)
             if message is not None:
                 return message

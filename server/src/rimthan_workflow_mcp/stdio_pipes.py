@@ -7,7 +7,14 @@ call. When both streams are pipes (or sockets), :func:`pipe_wire` hands the same
 transport (``stdio_server(stdin, stdout)``: its line framing, JSON parsing
 and serialisation) a reader and a writer on non-blocking pipe descriptors
 that the event loop watches instead. Lines read are exactly the SDK's:
-UTF-8 with replacement characters, universal newlines.
+UTF-8 with replacement characters, universal newlines; but a line is bounded
+(the SDK reads one whole, however long): once one passes
+``limits.MAX_REQUEST_BODY_BYTES`` characters (every line within the HTTP body
+bound is) what was read of it is dropped, the rest is read and discarded up to
+its end, and in its place comes :data:`LINE_PAST_BOUND` followed by the
+request id found in the line's first ``ID_SCAN_CHARS`` characters (JSON, or
+``null``), which the SDK's parser refuses and ``stdio_guard`` answers with a
+JSON-RPC ``Invalid Request``.
 
 Like the SDK, it claims the descriptors: while serving, fd 0 reads the null
 device and fd 1 writes to stderr, so nothing else reaches the wire (a stray
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import json
 import os
 import stat
 import sys
@@ -30,19 +38,26 @@ from contextlib import asynccontextmanager, suppress
 from typing import TextIO, cast
 
 import anyio
+from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
+
+from .stdio_guard import LINE_PAST_BOUND, top_level_request_id
 
 READ_CHUNK = 64 * 1024  # the default pipe capacity on Linux
+ID_SCAN_CHARS = 4096  # where a refused line's id is looked for: the SDKs write it before params, or (TS) after
 
 
 class PipeLines:
     """Lines from a non-blocking pipe, decoded as the SDK's ``TextIOWrapper(errors="replace")`` decodes them."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, max_line: int = MAX_REQUEST_BODY_BYTES) -> None:
         self._fd = fd
+        self._max_line = max_line
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
         self._lines: deque[str] = deque()
         self._partial: list[str] = []
+        self._partial_chars = 0
+        self._discarding = False  # the rest of a line past the bound, up to its end
         self._eof = False
 
     def __aiter__(self) -> PipeLines:
@@ -66,18 +81,44 @@ class PipeLines:
         return self._lines.popleft() if self._lines else ""
 
     def _take(self, text: str, *, end: bool) -> None:
-        pieces = text.split("\n")
-        if len(pieces) > 1:
-            self._lines.append("".join(self._partial) + pieces[0] + "\n")
-            self._lines.extend(piece + "\n" for piece in pieces[1:-1])
+        *ended, rest = text.split("\n")
+        for piece in ended:
+            if not self._grow(piece):
+                self._lines.append("".join(self._partial) + "\n")
             self._partial.clear()
-        if pieces[-1]:
-            self._partial.append(pieces[-1])
+            self._partial_chars, self._discarding = 0, False
+        if rest:
+            self._grow(rest)
         if end:
             self._eof = True
-            if self._partial:
+            if self._partial and not self._discarding:
                 self._lines.append("".join(self._partial))
                 self._partial.clear()
+
+    def _grow(self, piece: str) -> bool:
+        """Add ``piece`` to the line being read; False, or True when the line is (now) refused for its length."""
+        if self._discarding:
+            return True
+        self._partial.append(piece)
+        self._partial_chars += len(piece)
+        if self._partial_chars <= self._max_line:
+            return False
+        prefix = "".join(_first_chars(self._partial, ID_SCAN_CHARS))[:ID_SCAN_CHARS]
+        self._lines.append(f"{LINE_PAST_BOUND}{json.dumps(top_level_request_id(prefix, whole=False))}\n")
+        self._partial.clear()
+        self._discarding = True
+        return True
+
+
+def _first_chars(pieces: list[str], count: int) -> list[str]:
+    """The pieces that hold the first ``count`` characters of their concatenation."""
+    taken, chars = [], 0
+    for piece in pieces:
+        if chars >= count:
+            break
+        taken.append(piece)
+        chars += len(piece)
+    return taken
 
 
 class PipeWriter:

@@ -10,7 +10,9 @@ and checkpoint keys can serve any call) and keeps the SDK's DNS-rebinding /
 Origin protection on, allowing loopback, the bound address and the hosts the
 operator names with ``--allowed-host``. A request body is bounded by
 ``limits.MAX_REQUEST_BODY_BYTES`` (what the largest legitimate tool call takes;
-the SDK answers a larger one with HTTP 413 before reading past the bound);
+the SDK answers a larger one with HTTP 413 before reading past the bound,
+which ``http_bounds`` makes a JSON-RPC error a client can read), and so is one
+stdio line on pipes (``stdio_pipes``);
 ``http_bounds`` bounds the time a client may take to send a request or to take
 its answer, the requests in flight at once, and answers a stateless ``GET`` /
 ``DELETE`` with 405.
