@@ -19,9 +19,10 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   its body is a JSON-RPC error a client can read (``Invalid Request``, ``id``
   null: the request was not read, naming the bound) instead of a bare
   ``text/plain`` line. The connection stays open: uvicorn reads what the
-  client still sends of the body and discards it, for at most its keep-alive
-  timeout (5 s), then closes it (closing at once reset the connection under a
-  client still sending, which never read the answer).
+  client still sends of the body and discards it (closing at once reset the
+  connection under a client still sending, which never read the answer), for
+  at most ``LINGER_SECONDS`` (:class:`HeadDeadlineProtocol`; uvicorn's own
+  keep-alive timer, 5 s, stops at the first byte that comes).
 - ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
@@ -45,6 +46,9 @@ from .logs import PEER, get_logger
 
 HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
 BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
+LINGER_SECONDS = (
+    10.0  # the rest of a body answered early (413) is read and discarded this long, then the connection ends
+)
 MAX_REQUESTS_IN_FLIGHT = 128  # 4 x the 32 concurrent clients P6 measures
 RETRY_AFTER_SECONDS = 1
 STATELESS_ALLOW = "POST"
@@ -70,12 +74,14 @@ class HeadDeadlineProtocol(H11Protocol):
 
     Armed when a connection opens and when a part of a head arrives without its
     end (an idle kept-alive connection is uvicorn's: closed after 5 s), so a head
-    that comes whole costs no timer. It also marks a request whose body is in
+    that comes whole costs no timer. A body still arriving after its request was
+    answered (a 413) ends ``LINGER_SECONDS`` after its first part came. It also marks a request whose body is in
     (``BODY_IN`` in the scope's state), which lets :class:`BoundedRequests` read
     it without a timer.
     """
 
     _head_timer: asyncio.TimerHandle | None = None
+    _linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -83,6 +89,8 @@ class HeadDeadlineProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -95,11 +103,25 @@ class HeadDeadlineProtocol(H11Protocol):
         self._disarm_head_deadline()
         if state is h11.DONE and self.cycle is not None:
             self.cycle.scope["state"][BODY_IN] = True
+        elif state is h11.SEND_BODY and self.conn.our_state is h11.DONE and self._linger_timer is None:
+            self._linger_timer = self.loop.call_later(LINGER_SECONDS, self._linger_over)  # answered, body still coming
 
     def _disarm_head_deadline(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+    def _linger_over(self) -> None:
+        self._linger_timer = None
+        if (
+            self.conn.our_state is h11.DONE
+            and self.conn.their_state is h11.SEND_BODY
+            and not self.transport.is_closing()
+        ):
+            _log.debug(
+                "closed a connection: the body of an answered request went on", extra={"seconds": LINGER_SECONDS}
+            )
+            self.transport.close()
 
     def _head_overdue(self) -> None:
         self._head_timer = None
