@@ -15,7 +15,6 @@ reaches the user as a traceback.
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import sys
@@ -24,7 +23,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, refusal_line, single_line
-from rimthan_workflow_registry.remediation import REMEDIATION, ExitStatus, next_step
+from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY, REMEDIATION, ExitStatus, io_next_step, next_step
 
 __all__ = [
     "EXIT_STATUS_LINES",
@@ -82,32 +81,19 @@ def refuse_error(exc: RegistryError, *, as_json: bool = False) -> NoReturn:
     refuse(exc.code, exc.path, exc.message, next_step(exc), as_json=as_json, details=exc.details or None)
 
 
-def io_next_step(exc: OSError) -> str:
-    """What to do about an OS refusal, by what the OS said (not one line for all)."""
-    where = exc.filename if isinstance(exc.filename, str) else "the named path"
-    by_errno = {
-        errno.ENOENT: f"check the path: {where} does not exist",
-        errno.EACCES: f"give this user access to {where}, or choose another path",
-        errno.EPERM: f"give this user access to {where}, or choose another path",
-        errno.ENOTDIR: f"a part of {where} is a regular file where a directory is expected: move it or pick "
-        "another path",
-        errno.EISDIR: f"{where} is a directory where a file is expected: pick a file",
-        errno.ENOSPC: "free disk space and run again",
-        errno.EROFS: f"{where} is on a read-only file system: choose a writable path",
-    }
-    return by_errno.get(exc.errno or 0, REMEDIATION[FailureCode.IO_ERROR])
-
-
 def _refuse_os(exc: OSError, next_hint: str | None, as_json: bool) -> NoReturn:
     where = exc.filename if isinstance(exc.filename, str) else None
-    refuse(FailureCode.IO_ERROR, where, exc.strerror or str(exc), next_hint or io_next_step(exc), as_json=as_json)
+    if next_hint is None or exc.errno in FULL_OR_READ_ONLY:  # a full or read-only disk: that is what to fix
+        next_hint = io_next_step(exc)
+    refuse(FailureCode.IO_ERROR, where, exc.strerror or str(exc), next_hint, as_json=as_json)
 
 
 def guard(action: Callable[[], T], *, on_io_error: str | None = None, as_json: bool = False) -> T:
     """Run ``action``; a domain or OS refusal becomes the two refusal lines and exit 1.
 
     ``on_io_error`` is the next step when the OS refuses and the caller knows
-    better than the errno what the file was for (a checkpoint key file, a port).
+    better than the errno what the file was for (a checkpoint key file, a port);
+    a full or read-only file system is said as such whatever the file was for.
     """
     try:
         return action()

@@ -11,13 +11,16 @@ same text in its "what to do" column; a test keeps the two identical.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import errno
+from collections.abc import Iterator, Mapping
 from enum import IntEnum
+from pathlib import Path
 from types import MappingProxyType
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
-__all__ = ["REMEDIATION", "ExitStatus", "next_step"]
+__all__ = ["REMEDIATION", "ExitStatus", "io_next_step", "io_refusal", "local_io", "next_step"]
 
 
 class ExitStatus(IntEnum):
@@ -153,3 +156,46 @@ REMEDIATION: Mapping[FailureCode, str] = MappingProxyType(_TABLE)
 def next_step(error: RegistryError) -> str:
     """The ``next:`` line for a refusal: its situation-specific step, else the code's remediation."""
     return error.next_step or REMEDIATION[error.code]
+
+
+def io_next_step(exc: OSError, where: str | None = None) -> str:
+    """What to do about an OS refusal, by what the OS said (not one line for all); ``where``: the path to name."""
+    if where is None:
+        where = exc.filename if isinstance(exc.filename, str) else "the named path"
+    by_errno = {
+        errno.ENOENT: f"check the path: {where} does not exist",
+        errno.EACCES: f"give this user access to {where}, or choose another path",
+        errno.EPERM: f"give this user access to {where}, or choose another path",
+        errno.ENOTDIR: f"a part of {where} is a regular file where a directory is expected: move it or pick "
+        "another path",
+        errno.EISDIR: f"{where} is a directory where a file is expected: pick a file",
+        errno.ENOSPC: f"free disk space on the file system holding {where} and run again",
+        errno.EDQUOT: f"free disk space on the file system holding {where} (a disk quota is full) and run again",
+        errno.EROFS: f"{where} is on a read-only file system: choose a writable path",
+    }
+    return by_errno.get(exc.errno or 0, REMEDIATION[FailureCode.IO_ERROR])
+
+
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""The OS refusals that say what to do whatever the file was for: free space, or a writable file system."""
+
+
+def io_refusal(exc: OSError, where: str, doing: str) -> RegistryError:
+    """``io_error`` for a local read or write that failed while ``doing``, naming ``where`` (a write on a full
+    disk names no file: the OS error's own name, if any, is in the message), with the errno's next step."""
+    named = f" ({exc.filename})" if isinstance(exc.filename, str) and exc.filename != where else ""
+    return RegistryError(
+        FailureCode.IO_ERROR,
+        f"{doing}: {exc.strerror or exc}{named}",
+        path=where,
+        next_step=io_next_step(exc, where),
+    )
+
+
+@contextlib.contextmanager
+def local_io(where: Path | str, doing: str) -> Iterator[None]:
+    """A local file system's refusal (full, read-only, no access) while ``doing``: :func:`io_refusal` at ``where``."""
+    try:
+        yield
+    except OSError as exc:
+        raise io_refusal(exc, str(where), doing) from None

@@ -47,6 +47,7 @@ from rimthan_workflow_registry.release import (
     signature_name,
     verify_release,
 )
+from rimthan_workflow_registry.remediation import io_refusal
 
 from .fsutil import (
     create_file,
@@ -191,11 +192,13 @@ def _build_into(
         except FileExistsError:
             raise _exists(dest) from None
         fsync_dir(out)
-    except BaseException:
+    except BaseException as exc:
         import shutil  # only a failed build removes its work directory
 
         for work in made:
             shutil.rmtree(work, ignore_errors=True)
+        if isinstance(exc, OSError) and not exc.filename:  # a write on a full disk names no file: name --out
+            raise io_refusal(exc, str(out), f"writing {dest.name}, so nothing was published") from None
         raise
     return BuildResult(
         path=dest,

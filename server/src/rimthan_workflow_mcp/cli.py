@@ -318,7 +318,7 @@ def serve(
         from .follow import start_following  # oras and requests only when following a registry
 
         follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http))
-    from rimthan_workflow_registry.release import load_trust  # what serving loads, imported when it serves
+    from rimthan_workflow_registry.release import SCHEMA_CHECKS, load_trust  # what serving loads, imported then
 
     from .floor import FLOOR_FILE
     from .provider import scan_releases
@@ -357,6 +357,8 @@ def serve(
         f"{name} >= {entry.version if (entry := provider.floor.get(name)) else '-'}" for name in provider.actives
     )
     say(f"activation floor {state_dir / FLOOR_FILE}: {floors}")
+    if (unwritten := SCHEMA_CHECKS.unwritten) is not None:  # only an optimisation: it never stops a start
+        say(f"warning: schema-check cache {unwritten}: not saved, so the next start checks the schemas again")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
     _log.info(

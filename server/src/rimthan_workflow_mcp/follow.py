@@ -10,8 +10,9 @@ usual rules (activation floor, pinned runs keep their release).
 
 A publish that does not verify never reaches the releases directory; it is
 logged, reported as a rejection of the refresh, and not pulled again until
-its tag points at another manifest. A registry that cannot be reached is
-logged and the replica keeps serving what it holds; so is one that breaks a
+its tag points at another manifest. A registry that cannot be reached, or a
+releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
+ever renamed into place), is logged and the replica keeps serving what it holds; so is a registry that breaks a
 bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
@@ -26,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import (
     SYNC_DEADLINE,
@@ -45,8 +46,11 @@ from .logs import get_logger
 from .provider import Rejection
 
 _log = get_logger("follow")
-# Refusals about reaching the registry (address, credentials, TLS trust), not about what was published.
-_TRANSIENT = frozenset({FailureCode.OCI_REGISTRY_ERROR, FailureCode.OCI_UNAUTHORIZED, FailureCode.OCI_TLS_UNTRUSTED})
+# Refusals about reaching the registry (address, credentials, TLS trust) or about the local disk (full, read-only:
+# io_error), not about what was published: the pull is tried again on the next refresh.
+_TRANSIENT = frozenset(
+    {FailureCode.OCI_REGISTRY_ERROR, FailureCode.OCI_UNAUTHORIZED, FailureCode.OCI_TLS_UNTRUSTED, FailureCode.IO_ERROR}
+)
 
 
 @dataclass
@@ -68,6 +72,8 @@ class RegistryFollower:
                 self._sync_locked()
             except RegistryError as exc:
                 _log.warning("registry unreachable; serving what is held", extra={"error": exc.to_dict()})
+            except OSError as exc:  # nothing the releases directory does may stop a server holding a release
+                _log.warning("releases directory unwritable; serving what is held", extra={"exc": quoted(exc)})
             return tuple(self._refused.values())
 
     def _sync_locked(self) -> None:

@@ -11,7 +11,8 @@ trust still comes from the signed Rimthan manifest.
 destination, checks every blob against the digest and size the OCI manifest
 advertised (streamed, bounded), runs :func:`verify_release` (the one
 verification path), checks the signed version against a version tag, and only
-then renames it to ``<catalogue>-<version>``; a failure raises :class:`RegistryError`, leaving nothing.
+then renames it to ``<catalogue>-<version>``; a failure raises :class:`RegistryError`, leaving nothing. A
+local disk that fills or is read-only is ``io_error`` naming the releases directory, never the registry's fault.
 
 All registry traffic goes through the ``oras`` client (credentials from the
 Docker config file, or ``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered
@@ -31,7 +32,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import oras.auth
 import oras.provider
@@ -39,6 +40,7 @@ import oras.utils
 
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
 from ..errors import FailureCode, quoted
+from ..remediation import local_io
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from .oci_bounds import (
@@ -81,7 +83,6 @@ _REFERENCE = re.compile(
     r"(?P<host>[A-Za-z0-9.-]+(?::[0-9]{1,5})?)/(?P<repo>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"(?::(?P<tag>" + _TAG + r"))?(?:@(?P<digest>" + DIGEST_PATTERN + "))?"
 )
-# RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
 _ANY_TAG = re.compile(_TAG)
 _VERSION_TAG = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-_][0-9A-Za-z._-]*)?")
 
@@ -240,30 +241,44 @@ def _check_layer(layer: Any, where: str) -> None:
         )
 
 
-def _download(registry: oras.provider.Registry, ref: OciReference, layer: Mapping[str, Any], dest: Path) -> None:
-    """Stream one blob to ``dest``, refusing any byte beyond its declared size or a digest mismatch."""
+def _download(
+    registry: oras.provider.Registry, ref: OciReference, layer: Mapping[str, Any], dest: Path, where: Path
+) -> None:
+    """Stream one blob to ``dest``, refusing any byte beyond its declared size or a digest mismatch.
+
+    The local file's own failures (a full or read-only disk) are ``io_error`` naming ``where``, not the registry's.
+    """
     title, size = layer["annotations"][TITLE], layer["size"]
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    with local_io(where, f"writing {title}"):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        out = dest.open("xb", buffering=0)
     hasher, written = Sha256(), 0
     container = registry.get_container(ref.target)
-    with guarded(ref, f"downloading {title}"):
+    with out, guarded(ref, f"downloading {title}"):
         deadline = _request_deadline()
         with registry.get_blob(container, layer["digest"], stream=True) as response:
             registry_call(ref, f"downloading {title}", response)
-            with dest.open("xb") as out:
-                try:
-                    for chunk in body_chunks(response, size, deadline, ResponseTooLarge):
-                        written += len(chunk)
-                        hasher.update(chunk)
-                        out.write(chunk)
-                except ResponseTooLarge:
-                    written = size + 1  # more bytes than the manifest declared: a mismatch below
+            try:
+                for chunk in body_chunks(response, size, deadline, ResponseTooLarge):
+                    written += len(chunk)
+                    hasher.update(chunk)
+                    _write_all(out, chunk, where, title)
+            except ResponseTooLarge:
+                written = size + 1  # more bytes than the manifest declared: a mismatch below
     if written != size or DIGEST_PREFIX + hasher.hexdigest() != layer["digest"]:
         raise _refuse(
             FailureCode.OCI_BLOB_MISMATCH,
             f"the registry served other bytes for {quoted(title)} than the manifest's {layer['digest']}",
             str(ref),
         )
+
+
+def _write_all(out: BinaryIO, chunk: bytes, where: Path, title: str) -> None:
+    """Write all of ``chunk`` (an unbuffered write may be short: a disk that fills part way)."""
+    view = memoryview(chunk)
+    with local_io(where, f"writing {title}"):
+        while view:
+            view = view[out.write(view) or 0 :]
 
 
 def pull_release(
@@ -277,14 +292,15 @@ def pull_release(
 ) -> PulledRelease:
     """Download, check and verify the release ``ref`` names, then move it to ``out_dir/<catalogue>-<version>``."""
     registry = open_registry(ref, plain_http=plain_http)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=out_dir))
+    with local_io(out_dir, "making the download directory"):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=out_dir))
     try:
         with registry_deadline(PULL_DEADLINE):  # the registry's part, however many layers
             oci_digest, manifest = fetch_manifest(registry, ref)
             layers = release_layers(manifest, str(ref))
             for layer in layers:
-                _download(registry, ref, layer, staging / layer["annotations"][TITLE])
+                _download(registry, ref, layer, staging / layer["annotations"][TITLE], out_dir)
         release = verify_release(staging, trust, expected_profile=expected_profile, expected_scope=expected_scope)
         _check_tag(ref, release, manifest)
         final = _install(staging, out_dir, release)
@@ -333,6 +349,7 @@ def _install(staging: Path, out_dir: Path, release: VerifiedRelease) -> Path | N
                 str(final),
             )
         return None
-    staging.chmod(0o755)  # mkdtemp's 0700 is for the download, not for the release
-    os.rename(staging, final)
+    with local_io(out_dir, f"installing {final.name}"):
+        staging.chmod(0o755)  # mkdtemp's 0700 is for the download, not for the release
+        os.rename(staging, final)
     return final

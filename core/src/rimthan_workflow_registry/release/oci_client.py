@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
 PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
+# RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
 
 

@@ -17,7 +17,10 @@ its state directory (:meth:`SchemaCheckCache.persist_to`), beside the
 checkpoint keys and the activation floor, so a restart on the same releases
 skips the checks. Whoever can write that directory can already forge
 checkpoints, so the file adds no new trust; an unreadable or malformed file
-is ignored (every check runs again), never trusted.
+is ignored (every check runs again), never trusted. It is only an
+optimisation: a file that cannot be written (a full or read-only state
+directory) is skipped, and :attr:`SchemaCheckCache.unwritten` says why, for
+the server to warn about; it never stops a start.
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class SchemaCheckCache:
         self._path: Path | None = None
         self._on_disk: set[str] = set()
         self._lock = threading.Lock()
+        self.unwritten: str | None = None  # why the last write failed (the file, the OS's reason); None once written
 
     def passed(self, data: bytes, checker: str | None = None, *, sha256: str | None = None) -> bool:
         """Whether ``data`` passed ``checker`` before (``sha256``: as for :func:`check_key`)."""
@@ -141,8 +145,9 @@ class SchemaCheckCache:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
             os.replace(tmp, path)
-            self._on_disk = set(keys)
-        except OSError:  # a cache that cannot be written only costs the checks again next start
+            self._on_disk, self.unwritten = set(keys), None
+        except OSError as exc:  # a cache that cannot be written only costs the checks again next start
+            self.unwritten = f"{path}: {exc.strerror or exc}"
             if tmp is not None:
                 Path(tmp).unlink(missing_ok=True)
 

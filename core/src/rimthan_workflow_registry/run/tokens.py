@@ -217,6 +217,13 @@ class CheckpointKeyring:
         link that is a loop or points at nothing raises ``OSError``.
         """
         path = Path(os.path.realpath(path, strict=True)) if Path(path).is_symlink() else Path(path)
+        try:
+            self._write(path)
+        except OSError as exc:  # the key file, not its temporary (nor nothing: a write on a full disk names no file)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+    def _write(self, path: Path) -> None:
+        """Write to a temporary file beside ``path``, fsync, rename over it: ``path`` is whole, old or new."""
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {
             "format": KEYRING_FORMAT,

@@ -1,0 +1,180 @@
+"""``rimthan-mcp`` with a releases or state directory that fills or turns read-only (real tmpfs, bind mounts).
+
+Found: a fleet follower whose releases directory turned read-only died at
+its next refresh (the download directory's ``OSError`` escaped the follower
+and stopped the server), and a full one was logged as the registry's fault
+(``oci_registry_error``). A checkpoint key file that could not be written
+was refused naming no file (or a temporary one). A first start on a full
+state directory said to make it writable rather than to free space. Already
+right, and kept so here: a refresh that cannot save the activation floor
+does not activate, and the next one once there is space saves and activates.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from support.oci import push
+from support.refusals import refusal
+from support.registry import LocalRegistry
+from support.small_disk import fill, read_only_view, set_read_only, small_tmpfs
+
+RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
+WAIT = 90.0  # a safety net against a hung server only
+
+
+@contextmanager
+def serving(log: Path, *args: str | Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``rimthan-mcp serve --transport http`` refreshing every second, its stderr in ``log``."""
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [str(RIMTHAN_MCP), "serve", "--transport", "http", "--port", "0", "--refresh-interval", "1",
+             *map(str, args)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+        try:
+            wait_for(log, "listening on", proc)
+            yield proc
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def wait_for(log: Path, text: str, proc: subprocess.Popen[bytes], after: int = 0) -> str:
+    """The first line of ``log`` past byte ``after`` holding ``text``, while the server keeps running."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        found = [line for line in log.read_text("utf-8")[after:].splitlines() if text in line]
+        if found:
+            return found[0]
+        assert proc.poll() is None, log.read_text("utf-8")[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"no {text!r} in {log.read_text('utf-8')[-3000:]}")
+
+
+def _size(log: Path) -> int:
+    return len(log.read_text("utf-8"))
+
+
+def test_a_follower_whose_releases_directory_turns_read_only_or_fills_keeps_serving_and_pulls_once_it_can(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    ref = registry.ref("rimthan/follow")
+    push(packaged_releases["1.2.0"], ref + ":1.2.0", trust)
+    log = tmp_path / "serve.log"
+    with small_tmpfs(tmp_path / "disk", "4m") as disk, read_only_view(disk, tmp_path / "releases") as releases:
+        set_read_only(releases, False)
+        with serving(log, "--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
+                     "--state-dir", tmp_path / "state") as proc:  # fmt: skip
+            set_read_only(releases, True)
+            push(packaged_releases["1.3.0"], ref + ":1.3.0", trust)
+            mark = _size(log)
+            for _ in range(3):  # three refreshes: each logs one line, the server stays up (it used to die here)
+                line = json.loads(wait_for(log, '"pull failed; will retry"', proc, mark))
+                mark = _size(log)
+            assert line["error"]["code"] == "io_error", line
+            assert line["error"]["path"] == str(releases), line
+            assert "Read-only file system" in line["error"]["message"], line
+            set_read_only(releases, False)
+            filler = fill(disk)
+            mark = _size(log)
+            line = json.loads(wait_for(log, '"pull failed; will retry"', proc, mark))
+            assert line["error"]["code"] == "io_error", line
+            assert "No space left on device" in line["error"]["message"], line
+            assert sorted(p.name for p in releases.iterdir()) == ["fill", "research-decision-1.2.0"]
+            filler.unlink()
+            wait_for(log, '"active": "research-decision@1.3.0"', proc, mark)
+            assert sorted(p.name for p in releases.iterdir()) == [
+                "research-decision-1.2.0",
+                "research-decision-1.3.0",
+            ]
+
+
+def test_a_refresh_that_cannot_save_the_floor_does_not_activate_and_the_next_one_with_space_does(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    shutil.copytree(packaged_releases["1.2.0"], releases / "research-decision-1.2.0")
+    log = tmp_path / "serve.log"
+    with small_tmpfs(tmp_path / "state", "1m") as state:
+        with serving(log, "--releases-dir", releases, "--trust", trust, "--state-dir", state) as proc:
+            filler = fill(state)
+            shutil.copytree(packaged_releases["1.3.0"], releases / "research-decision-1.3.0")
+            mark = _size(log)
+            line = wait_for(log, "cannot record research-decision@1.3.0 in the activation floor", proc, mark)
+            assert "No space left on device" in line and '"active": "research-decision@1.2.0"' in line, line
+            filler.unlink()
+            wait_for(log, '"active": "research-decision@1.3.0"', proc, mark)
+        floor = json.loads((state / "activation-floor.json").read_text("utf-8"))
+        (entry,) = floor["catalogues"].values()
+        assert entry["version"] == "1.3.0", floor
+
+
+def test_a_first_start_on_a_full_state_directory_refuses_in_one_line_saying_to_free_space(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
+        state = disk / "state"
+        assert _mcp("keys", "rotate", "--state-dir", state).returncode == 0
+        fill(disk)
+        proc = _mcp("serve", "--release", packaged_releases["1.2.0"], "--trust", trust, "--state-dir", state)
+        assert proc.returncode == 1
+        said = refusal(proc.stderr)
+        assert said.error.startswith(f"error: io_error: {state / 'activation-floor.json'}: cannot record"), said
+        assert said.next == f"free disk space on the file system holding {state} and run again"
+
+
+def test_keys_rotate_on_a_full_or_read_only_state_directory_names_the_key_file_and_keeps_it(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
+        state = disk / "state"
+        created = _mcp("keys", "rotate", "--state-dir", state)
+        assert created.returncode == 0, created.stderr
+        keys = state / "checkpoint-keys.json"
+        before = keys.read_bytes()
+        filler = fill(disk)
+        full = _mcp("keys", "rotate", "--state-dir", state)
+        said = refusal(full.stderr)
+        assert said.error == f"error: io_error: {keys}: No space left on device", said
+        assert said.next == f"free disk space on the file system holding {keys} and run again"
+        assert keys.read_bytes() == before and sorted(p.name for p in state.iterdir()) == [keys.name]
+        filler.unlink()
+        with read_only_view(state, tmp_path / "view") as view:
+            read_only = _mcp("keys", "rotate", "--state-dir", view)
+            said = refusal(read_only.stderr)
+            assert said.error == f"error: io_error: {view / keys.name}: Read-only file system", said
+            assert said.next == f"{view / keys.name} is on a read-only file system: choose a writable path"
+        assert keys.read_bytes() == before
+
+
+def test_serve_on_a_full_state_directory_starts_and_warns_that_the_schema_cache_was_not_saved(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """The schema-check cache only saves time: a start it cannot be written for goes on, and says so once."""
+    release = packaged_releases["1.2.0"]
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
+        state = disk / "state"
+        first = _mcp("serve", "--release", release, "--trust", trust, "--state-dir", state)
+        assert first.returncode == 0, first.stderr
+        (state / "schema-checks.json").unlink()
+        fill(disk)
+        proc = _mcp("serve", "--release", release, "--trust", trust, "--state-dir", state)
+        assert proc.returncode == 0, proc.stderr
+        warned = [line for line in proc.stderr.splitlines() if "schema-check cache" in line]
+        assert warned == [
+            f"rimthan-mcp: warning: schema-check cache {state / 'schema-checks.json'}: No space left on device: "
+            "not saved, so the next start checks the schemas again"
+        ], proc.stderr
+
+
+def _mcp(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(RIMTHAN_MCP), *map(str, args)], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
+    )
