@@ -192,8 +192,15 @@ class RunLog:
         fd = open_own(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             _cut_unended(fd)
-            os.write(fd, (token + "\n").encode("ascii"))
-            os.fsync(fd)
+            whole = os.fstat(fd).st_size
+            try:
+                line = memoryview((token + "\n").encode("ascii"))
+                while line:  # a disk that fills part way writes part of the line (a short write)
+                    line = line[os.write(fd, line) :]
+                os.fsync(fd)
+            except OSError as exc:  # the line cut short is taken back: the log ends at its last whole line
+                os.ftruncate(fd, whole)
+                raise OSError(exc.errno, exc.strerror, str(self.log_path)) from None
         finally:
             os.close(fd)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_workflow_registry.release import DELIVERY_KINDS
+from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
 from .files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
@@ -124,6 +125,9 @@ def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> s
         in_the_way = _file_in_the_way(project, name) if exc.errno == errno.ENOTDIR and name is not None else None
         cause = f"{in_the_way} is not a directory, where the bridge keeps one: move it away" if in_the_way else cause
     then = f"call resume_run {run} to go on from the run log" if run else "call the tool again"
+    if isinstance(exc, OSError) and exc.errno in FULL_OR_READ_ONLY:
+        fix = "the disk holding the project is full or read-only: ask the user to free space on it or make it writable"
+        return f"The bridge failed on {tool} ({cause}); {fix}, then {then}.{unrecorded}"
     return f"The bridge failed on {tool} ({cause}); once that is fixed, {then}.{unrecorded}"
 
 
