@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from rimthan_packager.source import read_source
+from rimthan_workflow_mcp.contract_checks import check_contract_schema
 from rimthan_workflow_mcp.provider import ReleaseProvider
-from rimthan_workflow_mcp.server import _check_schema, runtime_state
+from rimthan_workflow_mcp.server import runtime_state
 from rimthan_workflow_mcp.tool_contracts import contract_documents
 from rimthan_workflow_registry.canonical import canonical_bytes
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
@@ -137,6 +138,6 @@ def test_a_contract_that_is_not_a_schema_is_refused_and_never_remembered() -> No
     bad = {"type": "object", "additionalProperties": False, "properties": {"a": {"type": 5}}}
     for _ in range(2):
         with pytest.raises(RegistryError) as info:
-            _check_schema(bad, "contract bad")
+            check_contract_schema(bad, "contract bad")
         assert info.value.code is FailureCode.SCHEMA_INVALID
     assert not SCHEMA_CHECKS.passed(canonical_bytes(bad))

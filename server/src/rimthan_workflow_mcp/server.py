@@ -13,7 +13,6 @@ traceback ever reaches a client.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 import warnings
@@ -33,16 +32,15 @@ from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release import SCHEMA_CHECKS
 
 from .call_placement import CallPlacement
 from .call_scope import one_call
+from .contract_checks import check_contract_schema, without_checked
 from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
 from .request_envelope import check_envelope
 from .resources import ResourceCatalogue
-from .schema_parts import uses
 from .schema_validation import CompiledSchema, CompiledSchemas
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
@@ -124,11 +122,11 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
     contracts = workflow_engine_tool_contracts()
     documents = contract_documents()
     for name, document in documents.items():
-        _check_schema(document, f"contract {name}")
+        check_contract_schema(document, f"contract {name}")
     tools: list[types.Tool] = []
     for contract in contracts:
-        _check_schema(_checked_once(contract.input_schema, documents), f"{contract.name} input schema")
-        _check_schema(_checked_once(contract.output_schema, documents), f"{contract.name} output schema")
+        check_contract_schema(without_checked(contract.input_schema, documents), f"{contract.name} input schema")
+        check_contract_schema(without_checked(contract.output_schema, documents), f"{contract.name} output schema")
         tools.append(_tool_record(contract))
     return RuntimeState(
         provider=provider,
@@ -140,57 +138,6 @@ def _build_runtime_state(provider: ReleaseProvider) -> RuntimeState:
         resources=ResourceCatalogue(provider, documents),
         prompts=PromptCatalogue(provider),
     )
-
-
-def _checked_once(schema: Mapping[str, Any], documents: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``schema`` minus the embedded contract documents already checked on their own.
-
-    Each input schema embeds contracts under ``$defs``, each output schema
-    holds them inline (``uses``); checking them again in all eight schemas
-    was a third of start-up. A ``$defs`` entry or inline copy that is not
-    exactly a checked document is kept, so it is still checked here.
-    """
-    defs = schema.get("$defs", {})
-    rest = {k: v for k, v in defs.items() if documents.get(k) != v}
-    copies = {uses(doc)["$comment"]: uses(doc) for doc in documents.values()}
-    checked: Mapping[str, Any] = _without_copies({**schema, "$defs": rest} if "$defs" in schema else schema, copies)
-    return checked
-
-
-def _without_copies(node: Any, copies: Mapping[str, Any]) -> Any:
-    """``node`` with each inline copy that equals its checked document's body replaced by ``{}``."""
-    if isinstance(node, list):
-        return [_without_copies(v, copies) for v in node]
-    if not isinstance(node, dict):
-        return node
-    if copies.get(str(node.get("$comment"))) == node:
-        return {}
-    return {k: _without_copies(v, copies) for k, v in node.items()}
-
-
-def _check_schema(schema: Mapping[str, Any], what: str) -> None:
-    """``Draft202012Validator.check_schema`` plus the closed-object rule, as a ``RegistryError``.
-
-    A pass is remembered like a catalogue schema's (``SCHEMA_CHECKS``, by the
-    digest of the schema's JSON with sorted keys and the validator version; a
-    serving server keeps it in its state directory), so a restart of the same
-    server version does not repeat about twenty metaschema checks. Any
-    deterministic encoding names the same schema; ``json.dumps`` (in C) costs a
-    start a tenth of RFC 8785's Python serialiser.
-    """
-    data = json.dumps(schema, sort_keys=True, separators=(",", ":")).encode()
-    if not SCHEMA_CHECKS.passed(data):
-        from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, SchemaError
-
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise RegistryError(
-                FailureCode.SCHEMA_INVALID, f"{what} is not a valid Draft 2020-12 schema: {exc.message}"
-            ) from None
-        SCHEMA_CHECKS.remember([data])
-    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
-        raise RegistryError(FailureCode.SCHEMA_INVALID, f"{what} is not closed (additionalProperties: false)")
 
 
 def _tool_record(contract: ToolContract) -> types.Tool:
