@@ -41,6 +41,7 @@ from rimthan_workflow_registry.release import (
     FILE_LAYER_TYPE,
     MANIFEST_LAYER_TYPE,
     MANIFEST_NAME,
+    MAX_OCI_MANIFEST_BYTES,
     OCI_MANIFEST_TYPE,
     PUSH_DEADLINE,
     RELEASE_ANNOTATION,
@@ -55,6 +56,7 @@ from rimthan_workflow_registry.release import (
     open_registry,
     registry_call,
     registry_deadline,
+    release_layers,
     tagged_manifest,
     verify_release,
 )
@@ -140,10 +142,12 @@ def push_release(
     for title, media_type in release_files(release):
         data = (release.root / title).read_bytes()
         blobs.append((_descriptor(media_type, data, title), data))
+    manifest = oci_manifest(release, [layer for layer, _ in blobs[1:]])
+    _check_pullable(manifest, target)  # before anything is sent
     with registry_deadline(PUSH_DEADLINE):  # the registry's part, however many blobs
         replaced = _check_tag(registry, target, release, replace_tag)
         uploaded = upload_blobs(registry, target, container, blobs)
-        digest = put_manifest(registry, target, container, oci_manifest(release, [layer for layer, _ in blobs[1:]]))
+        digest = put_manifest(registry, target, container, manifest)
     return PushResult(
         reference=str(target),
         tag=tag,
@@ -154,6 +158,30 @@ def push_release(
         reused=len(blobs) - uploaded,
         replaced=replaced,
     )
+
+
+def _check_pullable(manifest: dict[str, Any], target: OciReference) -> None:
+    """Refuse a release no pull would take, by the pull path's own rules (:func:`release_layers`: at most
+    ``MAX_LAYERS`` files, ``MAX_LAYER_BYTES`` each, ``MAX_TOTAL_BYTES`` in all) and its manifest bound.
+
+    A release past them builds and verifies, and a registry takes it; every
+    pull, ``rimthan-pack pull`` and each follower of the fleet, would then
+    refuse it (``oci_artifact_invalid``). Said here, nothing has been sent.
+    """
+    try:
+        release_layers(manifest, str(target))
+        if len(manifest_bytes(manifest)) > MAX_OCI_MANIFEST_BYTES:
+            raise RegistryError(
+                FailureCode.OCI_ARTIFACT_INVALID, f"its OCI manifest is past {MAX_OCI_MANIFEST_BYTES} bytes"
+            )
+    except RegistryError as exc:
+        raise RegistryError(
+            exc.code,
+            f"not pushed: no pull would take this release ({exc.message})",
+            path=str(target),
+            next_step="serve it from a directory (rimthan-mcp serve --releases-dir), or split the catalogue so "
+            "that each release is within the limits docs/fleet.md lists",
+        ) from None
 
 
 def _check_tag(
@@ -217,9 +245,14 @@ def upload_blob(
     return 1
 
 
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """The OCI manifest as it is put: compact JSON, sorted keys."""
+    return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
 def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, manifest: dict[str, Any]) -> str:
     """PUT the manifest as compact sorted JSON and check the registry addresses it by our digest."""
-    data = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    data = manifest_bytes(manifest)
     digest = digest_bytes(data)
     with guarded(ref, "uploading the manifest"):
         response = registry.do_request(

@@ -93,10 +93,16 @@ if TYPE_CHECKING:
         fetch_manifest,
         parse_reference,
         pull_release,
+        release_layers,
         tagged_manifest,
         version_tags,
     )
-    from rimthan_workflow_registry.release.oci_bounds import PUSH_DEADLINE, SYNC_DEADLINE, registry_deadline
+    from rimthan_workflow_registry.release.oci_bounds import (
+        MAX_OCI_MANIFEST_BYTES,
+        PUSH_DEADLINE,
+        SYNC_DEADLINE,
+        registry_deadline,
+    )
     from rimthan_workflow_registry.release.oci_client import guarded, open_registry, registry_call
     from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.paths import (
@@ -122,6 +128,8 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
+    "MAX_OCI_MANIFEST_BYTES",
+    "release_layers",
     "is_hidden_name",
     "HIDDEN_PROBLEM",
     "MAX_KEY_FILE_BYTES",
@@ -195,6 +203,8 @@ __all__ = [
 # Each public name is imported from its module on first use, so importing one light module of this
 # package (trust, say) does not import the verifier and jsonschema (CLI start-up).
 _HOME = {
+    "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
+    "release_layers": "rimthan_workflow_registry.release.oci",
     "is_hidden_name": "rimthan_workflow_registry.release.paths",
     "HIDDEN_PROBLEM": "rimthan_workflow_registry.release.paths",
     "MAX_KEY_FILE_BYTES": "rimthan_workflow_registry.release.trust",
