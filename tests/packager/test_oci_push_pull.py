@@ -8,7 +8,7 @@ from pathlib import Path
 
 from support.oci import one_line_error, pack, pull, push, tree_bytes
 from support.registry import LocalRegistry
-from support.releases import KeyPair, make_keypair, trust_file
+from support.releases import KeyPair, make_keypair, trust_dir, trust_file
 
 REPO = "rimthan/research"
 
@@ -108,3 +108,21 @@ def test_tls_is_the_default_and_plain_http_only_on_request(
     proc = pack("pull", registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out")
     one_line_error(proc, "oci_registry_error")
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_failed_pull_leaves_no_directory_it_made(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """As a failed build: ``--out`` and the parents the pull made are taken back (a missing tag, an untrusted
+    signer); a directory that was there stays, and so does one that holds something."""
+    push(packaged_releases["1.2.0"], registry.ref(REPO), trust)
+    stranger = trust_dir(tmp_path / "stranger", make_keypair(tmp_path / "stranger-key", "stranger"))
+    out = tmp_path / "there" / "not" / "yet"
+    (tmp_path / "there").mkdir()
+    missing = pull(registry.ref(REPO, "9.9.9"), trust, out)
+    assert one_line_error(missing, "oci_registry_error") and not (tmp_path / "there" / "not").exists()
+    untrusted = pull(registry.ref(REPO, "1.2.0"), stranger, out)
+    assert one_line_error(untrusted, "signature_untrusted")
+    assert list((tmp_path / "there").iterdir()) == []  # the pull's own staging went too
+    assert pull(registry.ref(REPO, "1.2.0"), trust, out).returncode == 0  # and the same --out works
+    assert [p.name for p in out.iterdir()] == [packaged_releases["1.2.0"].name]
