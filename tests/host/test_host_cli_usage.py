@@ -127,3 +127,18 @@ def test_no_verifier_installed_is_an_io_error_naming_how_to_install_it(tmp_path:
     said = refusal(done.stderr)
     assert said.error == "error: io_error: rimthan-mcp: not installed beside rimthan-host nor on PATH", said
     assert "--with-executables-from rimthan-workflow-mcp" in said.next and "--verifier-url" in said.next
+
+
+@pytest.mark.parametrize("program", ["rimthan-host", "rimthan-pack", "rimthan-mcp"])
+def test_every_cli_answers_h_help_and_version_and_says_its_exit_statuses(program: str, tmp_path: Path) -> None:
+    """The three command lines keep one convention: ``-h`` is ``--help``, ``--version`` names the program, and the
+    top-level help ends with the exit statuses (rimthan-host had neither -h nor --version, rimthan-pack's
+    top-level help no exit statuses)."""
+    cli = str(Path(sys.executable).with_name(program))
+    run = [
+        subprocess.run([cli, *a], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        for a in (["-h"], ["--help"], ["--version"])
+    ]
+    assert [r.returncode for r in run] == [0, 0, 0], [r.stderr for r in run]
+    assert run[0].stdout == run[1].stdout and "Exit status:" in run[1].stdout, run[1].stdout
+    assert run[2].stdout.startswith(f"{program}, version "), run[2].stdout

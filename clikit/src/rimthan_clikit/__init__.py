@@ -26,6 +26,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError, refusal
 from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY, REMEDIATION, ExitStatus, io_next_step, next_step
 
 __all__ = [
+    "EXIT_STATUS_EPILOG",
     "EXIT_STATUS_LINES",
     "RimthanGroup",
     "emit_json",
@@ -46,6 +47,7 @@ EXIT_STATUS_LINES = (
     f"  {ExitStatus.REFUSED}  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
     f"  {ExitStatus.USAGE}  usage mistake (unknown option, missing argument, no command)",
 )
+EXIT_STATUS_EPILOG = "\b\n" + "\n".join(EXIT_STATUS_LINES)  # a group's help ends with them, kept verbatim
 
 
 def emit_json(value: Any) -> None:

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rimthan_clikit import RimthanGroup, epilog, guard, refuse
+from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, epilog, guard, refuse
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
 
-@click.group(cls=RimthanGroup)
+@click.group(cls=RimthanGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_EPILOG)
+@click.version_option(package_name="rimthan-host", prog_name="rimthan-host")
 def main() -> None:
     """rimthan-host: the host kit's command line."""
 

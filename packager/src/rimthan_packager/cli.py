@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rimthan_clikit import RimthanGroup, emit_json, epilog, reports_refusals
+from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, emit_json, epilog, reports_refusals
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
 from .user_cache import remembered_checks
@@ -39,7 +39,11 @@ def _epilog(*examples: str) -> str:
 _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
 
 
-@click.group(cls=RimthanGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=RimthanGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_STATUS_EPILOG,
+)
 @click.version_option(package_name="rimthan-packager", prog_name="rimthan-pack")
 def cli() -> None:
     """Validate, build, sign, verify and inspect signed Rimthan workflow releases.
