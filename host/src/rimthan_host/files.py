@@ -1,4 +1,4 @@
-"""Files in the project: symlink-free writes and readback, and output attestations from disk.
+"""Files in the project: symlink-free writes (whole or not at all) and readback, and output attestations from disk.
 
 The verifier binds every artifact to the exact bytes on disk: the host reads
 each file back without following a symbolic link anywhere on its path,
@@ -9,6 +9,7 @@ text a caller says it wrote; the attestation is of the bytes read back.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -17,6 +18,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES
 
 from .protocol import HarnessError
 
@@ -24,6 +26,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
 HARD_LINKED = "Has other hard links"  # a file the bridge would write, refused (:class:`HardLinked`)
+TMP_SUFFIX = ".rimthan-tmp"  # a project file is written at ".<name>" + this beside it, then renamed over it
 
 
 def first_symlink(root: Path, relative: PurePath) -> Path | None:
@@ -110,14 +113,76 @@ def open_own(path: Path, flags: int) -> int:
     return fd
 
 
-def replace_file(path: Path, tmp: Path, data: bytes) -> None:
-    """Replace the bridge's own file ``path`` with ``data`` atomically: written and fsynced at ``tmp``
-    (:func:`open_own`), then renamed over ``path`` (a symbolic link there is replaced, not followed)."""
-    with os.fdopen(open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+def replace_file(path: Path, tmp: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace the bridge's own file ``path`` with ``data``, whole or not at all, and durably.
+
+    ``data`` is written whole and fsynced at ``tmp`` (:func:`open_own`: a symbolic
+    link, a FIFO or a hard link there is refused and left as it is), with
+    permission bits ``mode`` if given; ``tmp`` is then renamed over ``path`` (a
+    symbolic link there is replaced, not followed) and the directory fsynced. A
+    failure on the way (a full disk, a kill) leaves ``path`` as it was: the
+    temporary file is removed (a kill leaves it, and the next write reuses it),
+    and an ``OSError`` of the write names ``path``.
+    """
+    fd = open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        try:
+            if mode is not None:
+                os.fchmod(fd, mode)
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
+    fsync_directory(path.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` at ``fd`` (a disk that fills part way writes part of it: a short write goes on)."""
+    rest = memoryview(data)
+    while rest:
+        rest = rest[os.write(fd, rest) :]
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (a file system that cannot sync a directory is left to itself)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
+
+
+def temporary_path(path: Path) -> Path:
+    """Where :meth:`ProjectFiles.write` writes ``path`` before the rename: ``.<name>`` + :data:`TMP_SUFFIX`
+    beside it, or, for a name too long to take that, a digest of the name (a file name has at most
+    MAX_SEGMENT_BYTES)."""
+    name = f".{path.name}{TMP_SUFFIX}"
+    if len(name.encode("utf-8")) > MAX_SEGMENT_BYTES:
+        name = f".{sha256_hex(path.name.encode('utf-8'))[:32]}{TMP_SUFFIX}"
+    return path.with_name(name)
+
+
+def own_mode(path: Path) -> int | None:
+    """The permission bits of the bridge's own file at ``path`` (None if there is none), refused as
+    :func:`open_own` refuses it (a symbolic link, a FIFO, a directory, other hard links), nothing changed."""
+    try:
+        fd = open_own(path, os.O_WRONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return stat.S_IMODE(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
 
 
 class FileTooLarge(OSError):
@@ -202,15 +267,17 @@ class ProjectFiles:
         return self.safe_path(rel_path).exists()
 
     def write(self, artifact_id: str, rel_path: str, media_type: str, text: str) -> WrittenFile:
-        """Write exact bytes, then attest them from a symlink-free readback."""
+        """Write exact bytes (whole or not at all: :func:`replace_file`), then attest them from a symlink-free readback.
+
+        What is at ``rel_path`` is refused as :func:`open_own` refuses it
+        before a byte is written; the temporary file is :func:`temporary_path`.
+        """
         target = self.safe_path(rel_path)
         existed = target.exists()
         target.parent.mkdir(parents=True, exist_ok=True)
         self.safe_path(rel_path)  # parents may have been created just now: check again
         data = text.encode("utf-8")
-        fd = open_own(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        replace_file(target, temporary_path(target), data, own_mode(target))
         return self.attest(artifact_id, rel_path, media_type, existed_before=existed, max_bytes=len(data))
 
     def attest(
