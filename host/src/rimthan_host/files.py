@@ -18,7 +18,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
-from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES
+from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
 
 from .protocol import HarnessError
 
