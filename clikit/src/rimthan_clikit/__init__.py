@@ -23,7 +23,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, refusal_line, single_line
-from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY, REMEDIATION, ExitStatus, io_next_step, next_step
+from rimthan_workflow_registry.remediation import REMEDIATION, ExitStatus, io_next_step, next_step
 
 __all__ = [
     "EXIT_STATUS_EPILOG",
@@ -85,8 +85,7 @@ def refuse_error(exc: RegistryError, *, as_json: bool = False) -> NoReturn:
 
 def _refuse_os(exc: OSError, next_hint: str | None, as_json: bool) -> NoReturn:
     where = exc.filename if isinstance(exc.filename, str) else None
-    if next_hint is None or exc.errno in FULL_OR_READ_ONLY:  # a full or read-only disk: that is what to fix
-        next_hint = io_next_step(exc)
+    next_hint = io_next_step(exc, otherwise=next_hint)
     refuse(FailureCode.IO_ERROR, where, exc.strerror or str(exc), next_hint, as_json=as_json)
 
 

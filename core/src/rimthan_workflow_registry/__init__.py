@@ -17,6 +17,7 @@ stdlib's compact JSON encoders, each built once), ``pem_keys`` (PEM keys read
 and written with cryptography's own functions, without its OpenSSH key code:
 the trust store's public keys, the packager's signing keys), ``secret_paths``
 (never write a secret where git tracks it), ``small_files`` (a key or trust
-file read bounded, and only if it is a regular file: a FIFO never blocks) and ``workflow_engine`` (the
+file read bounded, and only if it is a regular file: a FIFO never blocks), ``whole_writes``
+(every byte written, a short write going on) and ``workflow_engine`` (the
 protocol's ``resolve_branches`` and version order).
 """

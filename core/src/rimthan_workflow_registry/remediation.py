@@ -158,8 +158,19 @@ def next_step(error: RegistryError) -> str:
     return error.next_step or REMEDIATION[error.code]
 
 
-def io_next_step(exc: OSError, where: str | None = None) -> str:
-    """What to do about an OS refusal, by what the OS said (not one line for all); ``where``: the path to name."""
+FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""The OS refusals that say what to do whatever the file was for: free space, or a writable file system."""
+
+
+def io_next_step(exc: OSError, where: str | None = None, *, otherwise: str | None = None) -> str:
+    """What to do about an OS refusal, by what the OS said (not one line for all); ``where``: the path to name.
+
+    ``otherwise`` is the caller's own step, for when it knows better than the
+    errno what the file was for; a full or read-only file system
+    (:data:`FULL_OR_READ_ONLY`) is said as such whatever the file was for.
+    """
+    if otherwise is not None and exc.errno not in FULL_OR_READ_ONLY:
+        return otherwise
     if where is None:
         where = exc.filename if isinstance(exc.filename, str) else "the named path"
     by_errno = {
@@ -174,10 +185,6 @@ def io_next_step(exc: OSError, where: str | None = None) -> str:
         errno.EROFS: f"{where} is on a read-only file system: choose a writable path",
     }
     return by_errno.get(exc.errno or 0, REMEDIATION[FailureCode.IO_ERROR])
-
-
-FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
-"""The OS refusals that say what to do whatever the file was for: free space, or a writable file system."""
 
 
 def io_refusal(exc: OSError, where: str, doing: str) -> RegistryError:

@@ -19,6 +19,7 @@ from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
+from rimthan_workflow_registry.whole_writes import write_all
 
 from .protocol import HarnessError
 
@@ -129,7 +130,7 @@ def replace_file(path: Path, tmp: Path, data: bytes, mode: int | None = None) ->
         try:
             if mode is not None:
                 os.fchmod(fd, mode)
-            _write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -141,13 +142,6 @@ def replace_file(path: Path, tmp: Path, data: bytes, mode: int | None = None) ->
             raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     fsync_directory(path.parent)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """Every byte of ``data`` at ``fd`` (a disk that fills part way writes part of it: a short write goes on)."""
-    rest = memoryview(data)
-    while rest:
-        rest = rest[os.write(fd, rest) :]
 
 
 def fsync_directory(directory: Path) -> None:

@@ -1,7 +1,7 @@
 """The run log: ``.rimthan/runs/<run>.log`` in the project, one checkpoint token per line.
 
 Append-only and fsynced per line, in issue order: exactly what
-``rimthan-mcp audit`` verifies offline. Each line is one ``write``; a last
+``rimthan-mcp audit`` verifies offline. Each line is written whole (or taken back); a last
 line without its newline is one a kill cut short, no checkpoint, and the next
 append cuts it off. Next to it, ``<run>.json`` holds what
 the tokens cannot carry and a resumed host needs - the confirmed state with
@@ -49,6 +49,7 @@ from rimthan_workflow_registry.limits import (
     REQUEST_REST_BYTES,
 )
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
+from rimthan_workflow_registry.whole_writes import write_all
 
 from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
 from .protocol import HarnessError
@@ -194,9 +195,7 @@ class RunLog:
             _cut_unended(fd)
             whole = os.fstat(fd).st_size
             try:
-                line = memoryview((token + "\n").encode("ascii"))
-                while line:  # a disk that fills part way writes part of the line (a short write)
-                    line = line[os.write(fd, line) :]
+                write_all(fd, (token + "\n").encode("ascii"))  # (a disk that fills part way: a short write)
                 os.fsync(fd)
             except OSError as exc:  # the line cut short is taken back: the log ends at its last whole line
                 os.ftruncate(fd, whole)

@@ -48,20 +48,18 @@ from rimthan_workflow_registry.release import (
     verify_release,
 )
 from rimthan_workflow_registry.remediation import io_refusal
+from rimthan_workflow_registry.whole_writes import write_all
 
 from .fsutil import (
     create_file,
     fsync_dir,
     fsync_file,
-    make_dirs,
     make_work_dir,
-    remove_made_dirs,
     rename_no_replace,
     sync_filesystem,
     umask_keeps,
-    write_all,
 )
-from .interrupt import signals_held, terminate_unwinds
+from .interrupt import out_taken_back_on_failure, signals_held
 from .signing import SigningKey
 from .source import READ_CHUNK, SourceFiles, read_source
 
@@ -143,15 +141,8 @@ def build_release(
     _refuse_output_in_source(Path(source_dir), out)
     source = read_source(source_dir)
     loaded = validate_source(source)
-    made: list[Path] = []
-    with terminate_unwinds():
-        try:
-            with signals_held():  # what make_dirs made is recorded before a signal can stop the build
-                made += make_dirs(out)
-            return _build_into(out, source, loaded, signers, trust, created, progress)
-        except BaseException:
-            remove_made_dirs(made)  # a failed build takes back the --out directories it made, and only those
-            raise
+    with out_taken_back_on_failure(out):  # a failed build takes back the --out directories it made, and only those
+        return _build_into(out, source, loaded, signers, trust, created, progress)
 
 
 def _build_into(

@@ -7,9 +7,7 @@ work is in :mod:`rimthan_packager.oci` (push) and the core's
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import click
 from rimthan_clikit import emit_json, reports_refusals
@@ -18,29 +16,6 @@ from .cli import _JSON, _TRUST_HELP, _epilog, cli
 
 # oras, requests and the verifier are imported inside push and pull: registering these commands must not
 # slow down every other rimthan-pack command (or --help).
-
-T = TypeVar("T")
-
-
-def _into_made_dirs(out: Path, pull: Callable[[], T]) -> T:
-    """``pull()`` into ``out``; if it fails (a refusal, Ctrl-C, SIGTERM), the directories of ``out`` this made
-    are taken back, as a failed build does: nothing is left where the release would have gone."""
-    from .fsutil import make_dirs, remove_made_dirs
-    from .interrupt import signals_held, terminate_unwinds
-
-    made: list[Path] = []
-    with terminate_unwinds():
-        try:
-            with signals_held():  # what make_dirs made is recorded before a signal can stop the pull
-                made += make_dirs(out)
-        except OSError:
-            pass  # the pull names --out and says why (io_error), making it itself
-        try:
-            return pull()
-        except BaseException:
-            remove_made_dirs(made)
-            raise
-
 
 _PLAIN_HTTP = click.option(
     "--plain-http", is_flag=True, help="Talk plain HTTP instead of TLS (only for a registry you run without TLS)."
@@ -115,8 +90,11 @@ def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_j
     """
     from rimthan_workflow_registry.release import load_trust, parse_reference, pull_release
 
+    from .interrupt import out_taken_back_on_failure
+
     ref, trust = parse_reference(reference), load_trust(trust_path)
-    result = _into_made_dirs(out_dir, lambda: pull_release(ref, trust, out_dir, plain_http=plain_http))
+    with out_taken_back_on_failure(out_dir):  # as a failed build: nothing is left where the release would have gone
+        result = pull_release(ref, trust, out_dir, plain_http=plain_http)
     if as_json:
         emit_json({"ok": True, **result.to_dict()})
         return

@@ -7,14 +7,9 @@ import errno
 import os
 from pathlib import Path
 
+from rimthan_workflow_registry.whole_writes import write_all
+
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:

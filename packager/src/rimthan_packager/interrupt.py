@@ -10,7 +10,9 @@ with that status. A second ``SIGTERM`` ends it at once, as before.
 :func:`signals_held` holds ``SIGINT`` and ``SIGTERM`` back over a step that
 makes something and the line that records it for the clean-up: a signal
 arriving between the two would otherwise leave what was made unrecorded, so
-never removed.
+never removed. :func:`out_taken_back_on_failure` puts the two together for
+a command that makes its ``--out`` (``build``, ``pull``): if it fails or is
+stopped, the directories it made are removed again, and only those.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import FrameType
+
+from .fsutil import make_dirs, remove_made_dirs
 
 TERMINATED_STATUS = 128 + signal.SIGTERM
 HELD = {signal.SIGINT, signal.SIGTERM}
@@ -55,3 +60,18 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+@contextlib.contextmanager
+def out_taken_back_on_failure(out: Path) -> Iterator[None]:
+    """Make ``out`` and its missing parents; if the block fails (a refusal, Ctrl-C, ``SIGTERM``), take back
+    those this made, innermost first, while they are empty (never one that was there)."""
+    made: list[Path] = []
+    with terminate_unwinds():
+        try:
+            with signals_held():  # what make_dirs made is recorded before a signal can stop the command
+                made += make_dirs(out)
+            yield
+        except BaseException:
+            remove_made_dirs(made)
+            raise

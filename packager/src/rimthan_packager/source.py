@@ -29,8 +29,7 @@ from rimthan_workflow_registry.release import (
     path_set_problem,
     sorted_entries,
 )
-
-from .fsutil import write_all
+from rimthan_workflow_registry.whole_writes import write_all
 
 READ_CHUNK = 1024 * 1024
 _REBUILD = "build again once nothing is writing to the catalogue source; nothing was published"

@@ -41,7 +41,7 @@ from typing import Any
 from rimthan_workflow_registry.canonical import DIGEST_PATTERN, parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
-from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY, io_next_step
+from rimthan_workflow_registry.remediation import io_next_step
 from rimthan_workflow_registry.small_files import read_small_file
 
 FLOOR_FILE = "activation-floor.json"
@@ -209,9 +209,11 @@ class ActivationFloor:
                 f"cannot record {catalogue}@{version} in the activation floor ({exc.strerror or exc}); "
                 "it is not activated",
                 path=str(self.path),
-                next_step=io_next_step(exc, str(self.path.parent))
-                if exc.errno in FULL_OR_READ_ONLY
-                else "make the state directory writable by the server, or give it a writable --state-dir",
+                next_step=io_next_step(
+                    exc,
+                    str(self.path.parent),
+                    otherwise="make the state directory writable by the server, or give it a writable --state-dir",
+                ),
             ) from None
 
     def _changes(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool) -> bool:

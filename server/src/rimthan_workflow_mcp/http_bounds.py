@@ -46,9 +46,7 @@ from .logs import PEER, get_logger
 
 HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
 BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
-LINGER_SECONDS = (
-    10.0  # the rest of a body answered early (413) is read and discarded this long, then the connection ends
-)
+LINGER_SECONDS = 10.0  # the rest of a body answered early (413): discarded this long, then the connection ends
 MAX_REQUESTS_IN_FLIGHT = 128  # 4 x the 32 concurrent clients P6 measures
 RETRY_AFTER_SECONDS = 1
 STATELESS_ALLOW = "POST"

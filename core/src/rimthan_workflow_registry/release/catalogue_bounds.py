@@ -167,10 +167,7 @@ def state_fields_problem(schema: Any) -> str | None:
     """
     if not isinstance(schema, Mapping):
         return None
-    properties = schema.get("properties")
-    required = schema.get("required")
-    names = set(properties if isinstance(properties, Mapping) else ())
-    names |= {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
+    names = set(_properties(schema)) | _required(schema)
     if len(names) > MAX_CONFIRMED_FIELDS:
         return (
             f"properties and required name {len(names)} top-level fields, past the {MAX_CONFIRMED_FIELDS} a "
@@ -241,15 +238,24 @@ def least_object_bytes(schema: Mapping[str, Any], holding: Mapping[str, int] | N
     Its ``required`` members at their least, ``holding``'s at theirs, and
     ``"":0`` (4 bytes) for each member ``minProperties`` asks for beyond them.
     """
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = schema.get("required")
-    names = {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
-    values = {n: least_value_bytes(properties.get(n)) for n in names - set(holding or {})}
+    properties = _properties(schema)
+    values = {n: least_value_bytes(properties.get(n)) for n in _required(schema) - set(holding or {})}
     values.update(holding or {})
     count = max(len(values), _least_number(schema, "minProperties"))
     members = sum(_text_bytes(n) + 1 + size for n, size in values.items()) + 4 * (count - len(values))
     return 2 + members + max(count - 1, 0)
+
+
+def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object schema's ``properties`` (none if it declares no mapping)."""
+    properties = schema.get("properties")
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def _required(schema: Mapping[str, Any]) -> set[str]:
+    """The member names an object schema's ``required`` lists (none if it lists none)."""
+    required = schema.get("required")
+    return {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
 
 
 def _least_state_problem(schema: Mapping[str, Any]) -> str | None:
@@ -260,16 +266,13 @@ def _least_state_problem(schema: Mapping[str, Any]) -> str | None:
             f"minProperties = {least} is past the {MAX_CONFIRMED_FIELDS} top-level fields a confirmed state carries "
             "(MAX_CONFIRMED_FIELDS)"
         )
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
+    properties = _properties(schema)
     size = least_object_bytes(schema)
     if size > MAX_CONFIRMED_STATE_BYTES:
         return (
             f"its required fields take at least {size} bytes {_PAST_STATE} (their minLength, minItems, minProperties)"
         )
-    required = schema.get("required")
-    optional = set(properties) - ({n for n in required if isinstance(n, str)} if isinstance(required, list) else set())
-    for name in sorted(optional):
+    for name in sorted(set(properties) - _required(schema)):
         size = least_object_bytes(schema, {name: least_value_bytes(properties[name])})
         if size > MAX_CONFIRMED_STATE_BYTES:
             return (

@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import oras.auth
 import oras.provider
@@ -41,6 +41,7 @@ import oras.utils
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
 from ..errors import FailureCode, quoted
 from ..remediation import local_io
+from ..whole_writes import write_all
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from .oci_bounds import (
@@ -262,7 +263,8 @@ def _download(
                 for chunk in body_chunks(response, size, deadline, ResponseTooLarge):
                     written += len(chunk)
                     hasher.update(chunk)
-                    _write_all(out, chunk, where, title)
+                    with local_io(where, f"writing {title}"):
+                        write_all(out.fileno(), chunk)
             except ResponseTooLarge:
                 written = size + 1  # more bytes than the manifest declared: a mismatch below
     if written != size or DIGEST_PREFIX + hasher.hexdigest() != layer["digest"]:
@@ -271,14 +273,6 @@ def _download(
             f"the registry served other bytes for {quoted(title)} than the manifest's {layer['digest']}",
             str(ref),
         )
-
-
-def _write_all(out: BinaryIO, chunk: bytes, where: Path, title: str) -> None:
-    """Write all of ``chunk`` (an unbuffered write may be short: a disk that fills part way)."""
-    view = memoryview(chunk)
-    with local_io(where, f"writing {title}"):
-        while view:
-            view = view[out.write(view) or 0 :]
 
 
 def pull_release(
