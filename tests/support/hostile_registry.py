@@ -208,6 +208,8 @@ def read_body_at(rate: float) -> Callable[[http.server.BaseHTTPRequestHandler], 
         left, pieces, start = int(handler.headers.get("Content-Length") or 0), [], time.monotonic()
         while left:
             pieces.append(handler.rfile.read(min(PIECE, left)))
+            if not pieces[-1]:  # the client went away (a push cut at its deadline): nothing more will come
+                break
             left -= len(pieces[-1])
             time.sleep(max(0.0, start + sum(map(len, pieces)) / rate - time.monotonic()))
         return b"".join(pieces)
