@@ -254,10 +254,10 @@ def test_an_unexpected_error_on_the_hashing_thread_is_reported(
     entries = _files(tmp_path, 12, {})
     real = verified.first_digest_failure
 
-    def failing(base: str, batch: Sequence[FileEntry], read: Sequence[bytes | None]) -> object:
+    def failing(base: str, batch: Sequence[FileEntry], read: Sequence[bytes | None], *digest: object) -> object:
         if batch[0].path == "d/f006.bin":
             raise error("hashing broke")
-        return real(base, batch, read)
+        return real(base, batch, read, *digest)  # type: ignore[arg-type]
 
     monkeypatch.setattr(file_pipeline, "first_digest_failure", failing)
     before = sys.getswitchinterval()

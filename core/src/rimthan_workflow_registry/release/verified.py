@@ -16,7 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -136,12 +136,18 @@ def read_files(base: str, entries: Sequence[FileEntry]) -> tuple[list[bytes | No
 
 
 def first_digest_failure(
-    base: str, entries: Sequence[FileEntry], read: Sequence[bytes | None]
+    base: str,
+    entries: Sequence[FileEntry],
+    read: Sequence[bytes | None],
+    hex_digest: Callable[[bytes], str] = sha256_hex,
 ) -> tuple[int, ReleaseVerificationError] | None:
-    """Index and failure of the first of ``read`` (the bytes of ``entries``, in order) whose SHA-256 is not listed."""
+    """Index and failure of the first of ``read`` (the bytes of ``entries``, in order) whose SHA-256 is not listed.
+
+    ``hex_digest`` is the SHA-256 to use (hex); :mod:`.file_pipeline` passes its own.
+    """
     for index, (entry, data) in enumerate(zip(entries, read, strict=False)):
         if data is not None:
-            digest = sha256_hex(data)
+            digest = hex_digest(data)
             if digest != entry.sha256:
                 return index, _digest_failure(digest, entry.sha256, f"{base}/{entry.path}")
     return None
