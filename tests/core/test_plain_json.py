@@ -15,7 +15,7 @@ import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_registry.canonical import CanonicalParts, plain_json_bytes
+from rimthan_workflow_registry.canonical import CanonicalParts, canonical_bytes, plain_json_bytes
 from support.json_values import JSON
 
 _LIMIT = 2**53 - 1
@@ -40,6 +40,7 @@ def _same_as_rfc8785(value: Any) -> None:
     expected = _answer(rfc8785.dumps, value)
     if plain is not None:
         assert ("bytes", plain) == expected
+    assert _answer(canonical_bytes, value) == expected
     assert _answer(CanonicalParts().dumps, value) == expected
     assert _answer(CanonicalParts().dumps, {"status": "active", "value": value, "n": [value]}) == _answer(
         rfc8785.dumps, {"status": "active", "value": value, "n": [value]}
@@ -52,6 +53,7 @@ def test_every_value_of_the_subset_is_encoded_in_c_as_rfc8785_does(value: Any) -
     plain = plain_json_bytes(value)
     assert plain is not None
     assert plain == rfc8785.dumps(value)
+    assert canonical_bytes(value) == plain
     assert CanonicalParts().dumps(value) == plain
 
 
@@ -134,3 +136,20 @@ def test_a_cycle_or_deep_nesting_is_left_to_rfc8785() -> None:
     for _ in range(100_000):
         deep = [deep]
     assert plain_json_bytes(deep) is None
+
+
+def test_canonical_bytes_writes_a_plain_manifest_without_rfc8785(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release manifest lies in the subset: ``canonical_bytes`` writes it by the C encoder, never calling rfc8785."""
+    files = [
+        {"media_type": "text/markdown", "path": f"docs/{n:05d}.md", "sha256": f"{n:064x}", "size": n} for n in range(50)
+    ]
+    manifest: dict[str, Any] = {"files": files, "format": "rimthan-release/1", "name": "demo", "version": "1.0.0"}
+    expected = rfc8785.dumps(manifest)
+
+    def refused(value: Any) -> bytes:
+        raise AssertionError("rfc8785 was called for a plain value")
+
+    monkeypatch.setattr(rfc8785, "dumps", refused)  # the module canonical calls it through
+    assert canonical_bytes(manifest) == expected
+    with pytest.raises(AssertionError, match="rfc8785 was called"):
+        canonical_bytes({"price": 1.5})  # a float is outside the subset: rfc8785 answers for it
