@@ -12,6 +12,9 @@ SHA-256 comes from ``cryptography`` (:func:`sha256_hex`, :class:`Sha256`), not
 Ed25519 signature, so cryptography's OpenSSL is loaded anyway, and ``hashlib``
 would load the system's libcrypto a second time (4-6 ms of a 1 MiB build's
 85-100 ms, measured A/B on 5 December 2026). Both release the GIL while hashing.
+The one exception is the check of a large release's files on two threads
+(:mod:`.release.file_pipeline`), where ``hashlib``'s fewer GIL-holding calls
+per file pay for its load many times over.
 """
 
 from __future__ import annotations
