@@ -77,8 +77,8 @@ from rimthan_workflow_registry.release.verified import (
 _PATH = operator.attrgetter("path")
 _MEDIA_TYPE = operator.attrgetter("media_type")
 # Bytes read before they are hashed, at most (plus one file): memory stays flat, and a batch handed to the
-# hashing thread is still in cache when it is hashed (256 KiB: 10,000 files / 256 MiB in 3-5% less time than
-# with 1 MiB batches on the 2-core Xeon VM, medians of 12 fresh processes, 6 December 2026).
+# hashing thread is still in cache when it is hashed (256 KiB: 10,000 files / 256 MiB in 2-3% less time than
+# with 1 MiB batches on the 2-core Xeon VM, medians of 8-12 fresh processes in three sweeps, 6 December 2026).
 _HASH_BATCH_BYTES = 256 * 1024
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
