@@ -30,7 +30,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
-from rimthan_workflow_mcp.request_envelope import ID_TOO_LONG, META_TOO_LARGE
+from rimthan_workflow_mcp.request_envelope import ID_TOO_LONG, META_TOO_LARGE, META_UNREADABLE
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES, MAX_REQUEST_ID_CHARS, MAX_REQUEST_META_BYTES
 from rimthan_workflow_registry.protocol_names import START_WORKFLOW
 from support.processes import HttpServer
@@ -154,6 +154,7 @@ ENVELOPES: dict[str, tuple[int | str, dict[str, Any] | None, Refusal]] = {
         _meta_of(MAX_REQUEST_META_BYTES + 1),
         (types.INVALID_PARAMS, META_TOO_LARGE.format(size=MAX_REQUEST_META_BYTES + 1, bound=MAX_REQUEST_META_BYTES)),
     ),
+    "meta-not-json": (7, {"progressToken": 1, "n": float("nan")}, (types.INVALID_PARAMS, META_UNREADABLE)),
 }
 
 

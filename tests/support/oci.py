@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rimthan_packager.oci import push_release, put_manifest, upload_blob
+from rimthan_packager.oci import manifest_bytes, push_release, put_manifest, upload_blob
 from rimthan_workflow_registry.release import open_registry
 from rimthan_workflow_registry.release.oci import (
     FILE_LAYER_TYPE,
@@ -78,7 +78,7 @@ def rewrite(ref: str, edit: Callable[[dict[str, Any]], None]) -> str:
     registry = open_registry(parsed, plain_http=True)
     _, manifest = fetch_manifest(registry, parsed)
     edit(manifest)
-    return put_manifest(registry, parsed, registry.get_container(parsed.target), manifest)
+    return put_manifest(registry, parsed, registry.get_container(parsed.target), manifest_bytes(manifest))
 
 
 def put_raw_manifest(ref: str, data: bytes) -> None:

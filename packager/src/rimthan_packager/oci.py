@@ -143,11 +143,12 @@ def push_release(
         data = (release.root / title).read_bytes()
         blobs.append((_descriptor(media_type, data, title), data))
     manifest = oci_manifest(release, [layer for layer, _ in blobs[1:]])
-    _check_pullable(manifest, target)  # before anything is sent
+    data = manifest_bytes(manifest)
+    _check_pullable(manifest, len(data), target)  # before anything is sent
     with registry_deadline(PUSH_DEADLINE):  # the registry's part, however many blobs
         replaced = _check_tag(registry, target, release, replace_tag)
         uploaded = upload_blobs(registry, target, container, blobs)
-        digest = put_manifest(registry, target, container, manifest)
+        digest = put_manifest(registry, target, container, data)
     return PushResult(
         reference=str(target),
         tag=tag,
@@ -160,9 +161,10 @@ def push_release(
     )
 
 
-def _check_pullable(manifest: dict[str, Any], target: OciReference) -> None:
+def _check_pullable(manifest: dict[str, Any], size: int, target: OciReference) -> None:
     """Refuse a release no pull would take, by the pull path's own rules (:func:`release_layers`: at most
-    ``MAX_LAYERS`` files, ``MAX_LAYER_BYTES`` each, ``MAX_TOTAL_BYTES`` in all) and its manifest bound.
+    ``MAX_LAYERS`` files, ``MAX_LAYER_BYTES`` each, ``MAX_TOTAL_BYTES`` in all) and its manifest bound
+    (``size``: the manifest's bytes as :func:`put_manifest` puts them).
 
     A release past them builds and verifies, and a registry takes it; every
     pull, ``rimthan-pack pull`` and each follower of the fleet, would then
@@ -170,7 +172,7 @@ def _check_pullable(manifest: dict[str, Any], target: OciReference) -> None:
     """
     try:
         release_layers(manifest, str(target))
-        if len(manifest_bytes(manifest)) > MAX_OCI_MANIFEST_BYTES:
+        if size > MAX_OCI_MANIFEST_BYTES:
             raise RegistryError(
                 FailureCode.OCI_ARTIFACT_INVALID, f"its OCI manifest is past {MAX_OCI_MANIFEST_BYTES} bytes"
             )
@@ -250,9 +252,8 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
     return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, manifest: dict[str, Any]) -> str:
-    """PUT the manifest as compact sorted JSON and check the registry addresses it by our digest."""
-    data = manifest_bytes(manifest)
+def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, data: bytes) -> str:
+    """PUT a manifest's bytes (:func:`manifest_bytes`) and check the registry addresses it by our digest."""
     digest = digest_bytes(data)
     with guarded(ref, "uploading the manifest"):
         response = registry.do_request(

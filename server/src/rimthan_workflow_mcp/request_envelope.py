@@ -12,12 +12,12 @@ length check; one with it, one compact serialisation of that (small) object.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
+from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.limits import MAX_REQUEST_ID_CHARS, MAX_REQUEST_META_BYTES
 
 ID_TOO_LONG = (
@@ -28,9 +28,11 @@ META_TOO_LARGE = (
     "the request's _meta is {size} bytes as compact JSON, past the {bound} it may hold "
     "(MAX_REQUEST_META_BYTES): send a progress token and the protocol's own keys, no payloads"
 )
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would build one per call
+_COMPACT = compact_encoder(sort_keys=False, ensure_ascii=False)  # core's prebuilt C encoder: one C call
 _WIRE_NAMES = {"progress_token": "progressToken"}  # the SDK hands _meta over with its Python names
-META_UNREADABLE = "the request's _meta cannot be written back as JSON (nested too deep): send a flat object"
+META_UNREADABLE = (
+    "the request's _meta cannot be written back as JSON (a NaN or an infinity, or nesting too deep): send plain JSON"
+)
 
 
 def check_envelope(request_id: object, meta: Mapping[str, Any] | None) -> None:
@@ -41,8 +43,8 @@ def check_envelope(request_id: object, meta: Mapping[str, Any] | None) -> None:
         return
     try:
         wire = {_WIRE_NAMES.get(key, key): value for key, value in meta.items()}
-        size = len(_COMPACT.encode(wire).encode("utf-8"))
-    except (RecursionError, ValueError, TypeError):  # the parser took what json.dumps cannot write back
+        size = len(_COMPACT(wire).encode("utf-8"))
+    except (RecursionError, ValueError, TypeError):  # the parser took what strict JSON cannot write back (NaN)
         raise MCPError(types.INVALID_PARAMS, META_UNREADABLE) from None
     if size > MAX_REQUEST_META_BYTES:
         raise MCPError(types.INVALID_PARAMS, META_TOO_LARGE.format(size=size, bound=MAX_REQUEST_META_BYTES))
