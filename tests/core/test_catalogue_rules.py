@@ -259,6 +259,58 @@ def _schema_ref(reference: str) -> Callable[[Path], None]:
     return edit
 
 
+STATE_SCHEMA = "schemas/confirmed-state.schema.json"
+
+
+def edit_state_schema(root: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    path = root / STATE_SCHEMA
+    doc = json.loads(path.read_text("utf-8"))
+    change(doc)
+    path.write_text(json.dumps(doc), "utf-8")
+
+
+def _route_enum_takes(*routes: str) -> Callable[[dict[str, Any]], None]:
+    return lambda doc: doc["properties"]["research_route"]["enum"].extend(routes)
+
+
+def _choice_no_branch_takes(root: Path) -> None:
+    """The question offers "astrology" (the schema takes it), but no branch goes anywhere for it."""
+    edit_state_schema(root, _route_enum_takes("astrology"))
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["question"]["choices"].append("astrology"))
+
+
+def _choice_the_schema_refuses(root: Path) -> None:
+    """The question offers "astrology" and a branch takes it, but the field's enum does not."""
+
+    def change(d: dict[str, Any]) -> None:
+        select = step(d, "select-route")
+        select["question"]["choices"].append("astrology")
+        select["branches"][1]["when"]["one_of"].append("astrology")
+
+    edit_toml(root, WORKFLOW, change)
+
+
+def _branch_value_the_schema_refuses(root: Path) -> None:
+    """A branch also takes "astrology", which no question offers and the field's enum refuses."""
+    edit_toml(root, WORKFLOW, lambda d: step(d, "select-route")["branches"][1]["when"]["one_of"].append("astrology"))
+
+
+def _route_pattern_by_reference(root: Path) -> None:
+    """The field is a ``$ref`` to a definition whose pattern the choice "Experiment" breaks (so does its branch)."""
+
+    def change(doc: dict[str, Any]) -> None:
+        doc["$defs"] = {"route": {"type": "string", "pattern": "^[a-z-]+$"}}
+        doc["properties"]["research_route"] = {"$ref": "#/$defs/route"}
+
+    def rename(d: dict[str, Any]) -> None:
+        select = step(d, "select-route")
+        select["question"]["choices"] = ["desk-research", "user-interviews", "Experiment"]
+        select["branches"][2]["when"] = {"field": "research_route", "equals": "Experiment"}
+
+    edit_state_schema(root, change)
+    edit_toml(root, WORKFLOW, rename)
+
+
 def _too_many_validators(root: Path) -> None:
     """desk-research names MAX_STEP_VALIDATORS + 1 validators (copies of evidence-auditor under other ids)."""
 
@@ -304,6 +356,10 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "workflow version ends in a newline": (_version_ends_in_newline, FailureCode.CATALOGUE_INVALID),
     "workflow id ends in a newline": (_id_ends_in_newline, FailureCode.CATALOGUE_INVALID),
     "branch one_of is a number": (_one_of_not_a_list, FailureCode.BRANCH_PREDICATE_INVALID),
+    "question offers a choice no branch takes": (_choice_no_branch_takes, FailureCode.BRANCH_PREDICATE_INVALID),
+    "question choice the field's enum refuses": (_choice_the_schema_refuses, FailureCode.BRANCH_PREDICATE_INVALID),
+    "branch value the field's enum refuses": (_branch_value_the_schema_refuses, FailureCode.BRANCH_PREDICATE_INVALID),
+    "choice breaks a referenced pattern": (_route_pattern_by_reference, FailureCode.BRANCH_PREDICATE_INVALID),
     "max_bytes past 2**53 - 1": (_max_bytes_past_json_integers, FailureCode.CATALOGUE_INVALID),
     "a step names more validators than one submit carries": (_too_many_validators, FailureCode.CATALOGUE_INVALID),
     "branch equals an integer past 2**53 - 1": (_branch_equals_past_json_integers, FailureCode.CATALOGUE_INVALID),
@@ -382,3 +438,18 @@ def test_resolve_branches_none_one_many_missing(source: Path) -> None:
     numeric = replace(select, branches=(Branch("experiment", Predicate("research_route", "equals", (1,))),))
     with pytest.raises(WorkflowProtocolError):
         resolve_branches(numeric, {"research_route": True})
+
+
+def test_a_refused_choice_names_the_step_the_key_and_the_keyword(source: Path) -> None:
+    _route_pattern_by_reference(source)
+    error = load_error(source)
+    assert error.path is not None and error.path.endswith(WORKFLOW)
+    assert error.message.startswith("step select-route: question.choices[2] 'Experiment' is refused by")
+    assert "'research_route' (pattern: 'Experiment' does not match '^[a-z-]+$')" in error.message
+
+
+def test_choices_a_referenced_schema_accepts_load(source: Path) -> None:
+    """The field's ``$ref`` is resolved in the schema it belongs to: values it accepts are not refused."""
+    edit_state_schema(source, lambda doc: doc.update({"$defs": {"route": doc["properties"]["research_route"]}}))
+    edit_state_schema(source, lambda doc: doc["properties"].update({"research_route": {"$ref": "#/$defs/route"}}))
+    assert ReleaseLoader.load(SourceDir(source)).catalogue.workflows[0].step("select-route") is not None

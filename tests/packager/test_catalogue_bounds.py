@@ -281,9 +281,15 @@ def select_route(change: Callable[[dict[str, Any]], None]) -> Callable[[dict[str
     return on_step
 
 
+def accept_route(root: Path, route: str) -> None:
+    """The state schema's ``research_route`` enum takes ``route`` too (a value it refuses cannot be confirmed)."""
+    edit_json(root, STATE_SCHEMA, lambda schema: schema["properties"]["research_route"]["enum"].append(route))
+
+
 def question_choice(root: Path, size: int) -> None:
-    """select-route offers a fourth route, its least state ``size`` bytes (a branch goes there too)."""
+    """select-route offers a fourth route, its least state ``size`` bytes (a branch goes there, the schema takes it)."""
     route = route_of(size)
+    accept_route(root, route)
 
     def change(step: dict[str, Any]) -> None:
         step["question"]["choices"].append(route)
@@ -293,8 +299,11 @@ def question_choice(root: Path, size: int) -> None:
 
 
 def branch_value(root: Path, size: int) -> None:
-    """A branch of select-route also takes a route no question offers, its least state ``size`` bytes."""
-    edit_toml(root, WORKFLOW, select_route(lambda step: step["branches"][1]["when"]["one_of"].append(route_of(size))))
+    """A branch of select-route also takes a route no question offers (the schema takes it), its least state
+    ``size`` bytes."""
+    route = route_of(size)
+    accept_route(root, route)
+    edit_toml(root, WORKFLOW, select_route(lambda step: step["branches"][1]["when"]["one_of"].append(route)))
 
 
 def state_min_properties(root: Path, count: int) -> None:

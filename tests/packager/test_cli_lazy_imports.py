@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.pack_probe import pack_probe
-from support.releases import KeyPair
+from support.releases import KeyPair, packaged_source
 
 HEAVY = (
     "jsonschema",
@@ -89,21 +89,25 @@ def test_a_build_imports_no_module_only_other_paths_need(tmp_path: Path, scaffol
     assert not {m for m in run.modules if m in NOT_ON_THE_BUILD_PATH}
 
 
+@pytest.mark.parametrize("catalogue", ["scaffold", "packaged 1.2.0"])
 def test_a_rebuild_whose_schemas_passed_before_never_imports_jsonschema(
-    tmp_path: Path, scaffold: Path, keypair: KeyPair
+    tmp_path: Path, scaffold: Path, keypair: KeyPair, catalogue: str
 ) -> None:
-    """The metaschema check runs (with jsonschema) on bytes never seen; a rebuild remembers the pass and skips it.
+    """The schema checks run (with jsonschema) on bytes never seen; a rebuild remembers the passes and skips them.
 
-    The self-check verifies the release it wrote without jsonschema too: the
-    manifest's shape is checked in plain Python, and jsonschema is loaded only
-    to explain a refusal.
+    The checks: each schema against the metaschema, and (the packaged
+    catalogue asks a question) each choice and branch value against its
+    field's schema. The self-check verifies the release it wrote without
+    jsonschema too: the manifest's shape is checked in plain Python, and
+    jsonschema is loaded only to explain a refusal.
     """
+    source = scaffold if catalogue == "scaffold" else packaged_source("1.2.0")
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     key = str(keypair.private_path)
-    first = pack_probe("build", str(scaffold), "--key", key, "--out", str(tmp_path / "a"), env=env)
+    first = pack_probe("build", str(source), "--key", key, "--out", str(tmp_path / "a"), env=env)
     assert first.code == 0, first.stderr
     assert "jsonschema" in first.modules
-    again = pack_probe("build", str(scaffold), "--key", key, "--out", str(tmp_path / "b"), env=env)
+    again = pack_probe("build", str(source), "--key", key, "--out", str(tmp_path / "b"), env=env)
     assert again.code == 0, again.stderr
     assert not {m for m in again.modules if m.split(".")[0] in ("jsonschema", "referencing", "jsonschema_rs")}
 

@@ -72,7 +72,10 @@ _TABLE: dict[FailureCode, str] = {
     _C.REFERENCE_UNRESOLVED: "add the missing step, asset, schema, validator or adapter, or correct the reference",
     _C.ALIAS_COLLISION: "rename one workflow id or alias so each names one workflow of its owner",
     _C.FIRST_STEP_NOT_SETUP: "make setup-workspace, with its workspace manifest output, the first step",
-    _C.BRANCH_PREDICATE_INVALID: "use `equals` or `one_of` on a field declared in confirmed_state_schema",
+    _C.BRANCH_PREDICATE_INVALID: (
+        "use `equals` or `one_of` on a field declared in confirmed_state_schema; give every choice a branch, "
+        "and make every value one the field's schema accepts"
+    ),
     _C.BRANCH_AMBIGUOUS: "make the branches' value sets disjoint on one field",
     _C.TERMINAL_UNREACHABLE: "connect the named step: every step must be reachable and reach a terminal step",
     # --- workflow protocol

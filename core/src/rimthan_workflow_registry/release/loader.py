@@ -17,6 +17,7 @@ from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_rules as rules
+from rimthan_workflow_registry.release import confirmable_values as values
 from rimthan_workflow_registry.release.catalogue import Catalogue
 from rimthan_workflow_registry.release.catalogue_parse import (
     parse_catalogue_manifest,
@@ -131,6 +132,9 @@ class ReleaseLoader:
     def _validate_workflow_schemas(catalogue: Catalogue, schemas: SchemaSet) -> None:
         """Rules that read the schemas: state fields a tool call carries, branch fields declared, values confirmable.
 
+        A question's choices must each take a branch, and every choice and
+        branch value must be one its field's schema accepts (``confirmable_values``).
+
         Validity (``check_schemas``) already ran in ``_compile_schemas`` on these
         very documents; against the 2020-12 metaschema it costs ~25 ms per schema,
         so it runs once per load, not twice.
@@ -140,6 +144,8 @@ class ReleaseLoader:
             bounds.check_state_fields(workflow, state_schema)
             rules.check_branches(workflow, state_schema)
             bounds.check_confirmable_values(workflow, state_schema)
+            values.check_choices_lead_somewhere(workflow)
+            values.check_values_accepted(workflow, state_schema)
 
 
 def _read(files: CatalogueFiles, path: str) -> bytes:
