@@ -323,6 +323,18 @@ def _too_many_validators(root: Path) -> None:
     edit_toml(root, WORKFLOW, change)
 
 
+def _second_adapter(root: Path, **changes: str) -> None:
+    """A copy of the claude-code adapter (``changes`` applied), in the catalogue and pinned by the workflow."""
+    shutil.copy(root / "adapters/claude-code.toml", root / "adapters/claude-alt.toml")
+    edit_toml(root, "adapters/claude-alt.toml", lambda d: d.update(changes))
+    edit_toml(root, "catalogue.toml", lambda d: d["host_adapters"].append("adapters/claude-alt.toml"))
+    edit_toml(root, WORKFLOW, lambda d: d["host_adapters"].append(f"{changes.get('id', 'claude-code')}@1.0.0"))
+
+
+def _two_adapters_of_one_harness(root: Path) -> None:
+    _second_adapter(root, id="claude-alt", title="Claude Code, again")
+
+
 BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "alias collides with another workflow's alias": (_add_duplicate_workflow_alias, FailureCode.ALIAS_COLLISION),
     "alias equals another workflow's id": (_alias_equals_other_id, FailureCode.ALIAS_COLLISION),
@@ -344,6 +356,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "output path escapes the project": (_output_path_escapes, FailureCode.CATALOGUE_INVALID),
     "adapter install path is absolute": (_adapter_path_absolute, FailureCode.CATALOGUE_INVALID),
     "adapter install path holds a newline": (_adapter_path_with_newline, FailureCode.CATALOGUE_INVALID),
+    "two pinned adapters of one harness": (_two_adapters_of_one_harness, FailureCode.CATALOGUE_INVALID),
     "output file name longer than 255 bytes": (
         _output_path("research/" + "x" * 251 + ".json"),
         FailureCode.CATALOGUE_INVALID,
@@ -453,3 +466,10 @@ def test_choices_a_referenced_schema_accepts_load(source: Path) -> None:
     edit_state_schema(source, lambda doc: doc.update({"$defs": {"route": doc["properties"]["research_route"]}}))
     edit_state_schema(source, lambda doc: doc["properties"].update({"research_route": {"$ref": "#/$defs/route"}}))
     assert ReleaseLoader.load(SourceDir(source)).catalogue.workflows[0].step("select-route") is not None
+
+
+def test_two_adapters_of_one_harness_are_both_named(source: Path) -> None:
+    _two_adapters_of_one_harness(source)
+    error = load_error(source)
+    assert "claude-code@1.0.0 and claude-alt@1.0.0" in error.message, error.one_line()
+    assert "'claude-code'" in error.message and error.path == WORKFLOW

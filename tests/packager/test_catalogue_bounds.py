@@ -210,11 +210,13 @@ def validator_capabilities_with_adapter(root: Path, count: int) -> None:
 
 
 def pinned_adapters(root: Path, count: int) -> None:
-    """The workflow pins ``count`` adapters (the two packaged ones and copies of claude-code)."""
+    """The workflow pins ``count`` adapters (the two packaged ones and copies of claude-code, each its own harness)."""
     added = [f"adapters/extra-{i}.toml" for i in range(count - 2)]
     for i, rel in enumerate(added):
         data = tomllib.loads((root / ADAPTER).read_text("utf-8"))
-        (root / rel).write_text(tomli_w.dumps({**data, "id": f"extra-{i}", "version": "1.0.0"}), "utf-8")
+        (root / rel).write_text(
+            tomli_w.dumps({**data, "id": f"extra-{i}", "version": "1.0.0", "harness": f"extra-{i}"}), "utf-8"
+        )
     edit_toml(root, "catalogue.toml", lambda data: data["host_adapters"].extend(added))
     pins = [f"extra-{i}@1.0.0" for i in range(count - 2)]
     edit_toml(root, WORKFLOW, lambda data: data["host_adapters"].extend(pins))

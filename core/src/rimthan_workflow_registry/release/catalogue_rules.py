@@ -208,6 +208,24 @@ def check_host_adapters(catalogue: Catalogue) -> None:
         for key in workflow.host_adapters:
             if catalogue.adapter(key) is None:
                 raise _unresolved(workflow.source, f"workflow {workflow.key} pins unknown host adapter {key!r}")
+        _check_one_adapter_per_harness(workflow, catalogue)
+
+
+def _check_one_adapter_per_harness(workflow: WorkflowDefinition, catalogue: Catalogue) -> None:
+    """A run's host binding names a harness and an adapter version, never an adapter id: two pinned
+    adapters of one harness could not be told apart, and the run would be bound to whichever comes first."""
+    pinned: dict[str, str] = {}
+    for key in workflow.host_adapters:
+        adapter = catalogue.adapter(key)
+        assert adapter is not None  # every pinned adapter was just found
+        other = pinned.setdefault(adapter.harness, key)
+        if other != key:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"workflow {workflow.key} pins host adapters {other} and {key} of one harness "
+                f"{adapter.harness!r}; a run binds a harness, so pin one adapter per harness",
+                path=workflow.source,
+            )
 
 
 def _check_adapter_paths(adapter: HostAdapter) -> None:
