@@ -335,6 +335,25 @@ def _two_adapters_of_one_harness(root: Path) -> None:
     _second_adapter(root, id="claude-alt", title="Claude Code, again")
 
 
+def _skill_installed_over_the_adapter(root: Path) -> None:
+    """The skill takes the adapter's id and is installed by the adapter's own path template."""
+
+    def rename(d: dict[str, Any]) -> None:
+        next(a for a in d["assets"] if a["id"] == "research-decision")["id"] = "claude-code"
+        setup = step(d, "setup-workspace")
+        setup["host_assets"] = [a.replace("research-decision", "claude-code") for a in setup["host_assets"]]
+
+    edit_toml(root, WORKFLOW, rename)
+    edit_toml(root, "adapters/claude-code.toml", lambda d: d["paths"].update(skill=".claude/rimthan/{id}.md"))
+
+
+def _second_output_path(step_id: str, path: str) -> Callable[[Path], None]:
+    def edit(root: Path) -> None:
+        edit_toml(root, WORKFLOW, lambda d: step(d, step_id)["outputs"][-1].update(path=path))
+
+    return edit
+
+
 BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "alias collides with another workflow's alias": (_add_duplicate_workflow_alias, FailureCode.ALIAS_COLLISION),
     "alias equals another workflow's id": (_alias_equals_other_id, FailureCode.ALIAS_COLLISION),
@@ -357,6 +376,34 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "adapter install path is absolute": (_adapter_path_absolute, FailureCode.CATALOGUE_INVALID),
     "adapter install path holds a newline": (_adapter_path_with_newline, FailureCode.CATALOGUE_INVALID),
     "two pinned adapters of one harness": (_two_adapters_of_one_harness, FailureCode.CATALOGUE_INVALID),
+    "an asset installed at the adapter's install path": (
+        _skill_installed_over_the_adapter,
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "two outputs of one step at one path": (
+        _second_output_path("desk-research", "research/evidence-log.json"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "outputs of two steps at one path": (
+        _second_output_path("experiment", "research/findings.md"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "two outputs at paths differing only in case": (
+        _second_output_path("desk-research", "Research/Evidence-Log.json"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "an output under another output's file": (
+        _second_output_path("desk-research", "research/evidence-log.json/findings.md"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "an output at an asset's install path": (
+        _second_output_path("experiment", ".claude/agents/evidence-auditor.md"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
+    "an output where the adapter installs a directory": (
+        _second_output_path("experiment", ".opencode/skill"),
+        FailureCode.CATALOGUE_INVALID,
+    ),
     "output file name longer than 255 bytes": (
         _output_path("research/" + "x" * 251 + ".json"),
         FailureCode.CATALOGUE_INVALID,
@@ -473,3 +520,17 @@ def test_two_adapters_of_one_harness_are_both_named(source: Path) -> None:
     error = load_error(source)
     assert "claude-code@1.0.0 and claude-alt@1.0.0" in error.message, error.one_line()
     assert "'claude-code'" in error.message and error.path == WORKFLOW
+
+
+def test_colliding_writes_are_both_named_with_where_they_come_from(source: Path) -> None:
+    _skill_installed_over_the_adapter(source)
+    message = load_error(source).message
+    assert "skill asset claude-code (adapter claude-code@1.0.0) writes '.claude/rimthan/claude-code.md'" in message
+    assert "adapter claude-code@1.0.0's instruction writes '.claude/rimthan/claude-code.md'" in message
+
+
+def test_an_output_inside_another_names_the_file_it_would_need_as_a_directory(source: Path) -> None:
+    _second_output_path("desk-research", "research/evidence-log.json/findings.md")(source)
+    message = load_error(source).message
+    assert "step desk-research output findings writes 'research/evidence-log.json/findings.md' inside" in message
+    assert "'research/evidence-log.json', which step desk-research output evidence-log writes as a file" in message

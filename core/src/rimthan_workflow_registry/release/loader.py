@@ -18,6 +18,7 @@ from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_rules as rules
 from rimthan_workflow_registry.release import confirmable_values as values
+from rimthan_workflow_registry.release import write_paths
 from rimthan_workflow_registry.release.catalogue import Catalogue
 from rimthan_workflow_registry.release.catalogue_parse import (
     parse_catalogue_manifest,
@@ -125,6 +126,7 @@ class ReleaseLoader:
         for workflow in catalogue.workflows:
             rules.check_first_step(workflow)
             rules.check_workflow_references(workflow)
+            write_paths.check_write_paths(catalogue, workflow)
             rules.check_step_shapes(workflow)
             rules.check_reachability(workflow)
 
