@@ -461,6 +461,7 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     key.public_key.verify(signature, manifest_bytes)
     import tempfile  # a co-signature only: a build does not pay for it
 
+    _make_signatures_dir(sig_path.parent)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
     tmp = Path(tmp_name)
     try:
@@ -478,3 +479,17 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     finally:
         tmp.unlink(missing_ok=True)
     return sig_path
+
+
+def _make_signatures_dir(directory: Path) -> None:
+    """``signatures/`` of a release that lost it (it held no signature): made 0755, never through a link."""
+    try:
+        os.mkdir(directory, 0o755)
+    except FileExistsError:
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fchmod(fd, 0o755)  # not the umask's, as a build makes it
+    finally:
+        os.close(fd)
+    fsync_dir(directory.parent)
