@@ -9,6 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner, Result
 from rimthan_packager.cli import cli
+from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
 from rimthan_workflow_registry.release.format import SIGNATURES_DIR, signature_name
 from support.releases import KeyPair
 
@@ -30,3 +31,24 @@ def test_sign_makes_the_signatures_directory_a_release_lost(
     assert stat.S_IMODE(directory.stat().st_mode) == 0o755
     assert [p.name for p in directory.iterdir()] == [signature_name(keypair.key_id)]
     assert run("verify", signed_release, "--trust", trust).exit_code == 0
+
+
+def test_init_refuses_a_version_folder_past_the_version_bound(tmp_path: Path) -> None:
+    version = "1.0.0-" + "a" * (MAX_VERSION_CHARS - 5)  # one past the bound, still semantic
+    directory = tmp_path / "demo" / version
+
+    result = run("init", directory)
+
+    assert result.exit_code == 1, result.output
+    error, next_line = result.stderr.splitlines()
+    assert error.startswith(f"error: catalogue_invalid: {directory}: the version this folder names is "), error
+    assert f"past the {MAX_VERSION_CHARS} a version may have in a tool call (MAX_VERSION_CHARS)" in error
+    assert next_line == f"next: name the version folder with a shorter version: rimthan-pack init {tmp_path}/demo/0.1.0"
+    assert not directory.exists()
+
+
+def test_init_takes_a_version_folder_at_the_bound_and_it_builds(tmp_path: Path, keypair: KeyPair) -> None:
+    directory = tmp_path / "demo" / ("1.0.0-" + "a" * (MAX_VERSION_CHARS - 6))
+    assert run("init", directory).exit_code == 0
+    built = run("build", directory, "--key", keypair.private_path, "--out", tmp_path / "out")
+    assert built.exit_code == 0, built.output

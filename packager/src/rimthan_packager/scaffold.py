@@ -21,6 +21,7 @@ from typing import Any
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.release import ID_PATTERN, is_semver
+from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
 
 from .fsutil import create_file
 
@@ -352,6 +353,19 @@ def default_identity(directory: Path) -> tuple[str, str]:
     return folder.name, DEFAULT_VERSION
 
 
+def _check_identity(name: str, version: str, directory: Path) -> None:
+    """The version the folder names, and ``name@version``, fit a tool call as a build requires (catalogue_bounds)."""
+    problem = identity_problem("release id", "the version this folder names", version, f"{name}@{version}")
+    if problem is not None:
+        raise CatalogueError(
+            FailureCode.CATALOGUE_INVALID,
+            problem,
+            path=str(directory),
+            next_step=f"name the version folder with a shorter version: rimthan-pack init "
+            f"{shlex.quote(str(directory.parent / DEFAULT_VERSION))}",
+        )
+
+
 def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]:
     """Write a new catalogue source into ``directory`` (absent or empty); never overwrite."""
     directory = Path(directory)
@@ -372,6 +386,7 @@ def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]
             next_step=f"name it: rimthan-pack init {shown} --name my-flow",
         )
     _check_name(name or derived, shown)
+    _check_identity(name or derived, version, directory)
     files = scaffold_files(name or derived, version)
     written: list[Path] = []
     for path, data in sorted(files.items()):
