@@ -90,15 +90,18 @@ def _refused_as(code: str) -> Callable[[subprocess.Popen[str]], None]:
     return check
 
 
-def _ended(status: int, last_line: str | None) -> Callable[[subprocess.Popen[str]], None]:
+def _ended(status: int, lines: list[str] | None) -> Callable[[subprocess.Popen[str]], None]:
     def check(proc: subprocess.Popen[str]) -> None:
         _, stderr = proc.communicate(timeout=WAIT)
         assert proc.returncode == status, stderr
         assert "Traceback" not in stderr
-        assert last_line is None or stderr.strip().splitlines()[-1] == last_line
+        assert lines is None or stderr.splitlines() == lines
 
     return check
 
+
+# Ctrl-C is neither a usage mistake (exit 2) nor a refusal (exit 1): its own two lines, no blank line before them
+INTERRUPTED = ["error: interrupted: stopped by Ctrl-C", "next: run the command again when you want it to finish"]
 
 # how each build fails: its self-check refused (the signer is not in --trust), a copy that cannot be written
 # (a file size limit, as a full disk), Ctrl-C while copying, SIGTERM while copying
@@ -114,7 +117,7 @@ def _run_case(case: str, source: Path, signer: KeyPair, out: Path, tmp_path: Pat
     else:
         proc = _build(source, signer, out)
         _signal_when_copying(signal.SIGINT if case == "sigint" else signal.SIGTERM)(proc, out)
-        ended = _ended(1, "next: run the command again") if case == "sigint" else _ended(128 + signal.SIGTERM, None)
+        ended = _ended(128 + signal.SIGINT, INTERRUPTED) if case == "sigint" else _ended(128 + signal.SIGTERM, None)
         ended(proc)
 
 

@@ -8,8 +8,8 @@ Every refusal these tools make is two lines on stderr::
 The ``next`` line comes from the core's remediation table
 (:mod:`rimthan_workflow_registry.remediation`) unless the refusal carries a
 situation-specific step. Usage mistakes use the same form with the code
-``usage``. Exit statuses (0 ok, 1 refused, 2 usage) are
-:class:`~rimthan_workflow_registry.remediation.ExitStatus`. Bad input never
+``usage``; Ctrl-C, with ``interrupted``. Exit statuses (0 ok, 1 refused,
+2 usage, 130 interrupted) are :class:`~rimthan_workflow_registry.remediation.ExitStatus`. Bad input never
 reaches the user as a traceback.
 """
 
@@ -46,6 +46,7 @@ EXIT_STATUS_LINES = (
     f"  {ExitStatus.OK}  success",
     f"  {ExitStatus.REFUSED}  refused: `error: <code>: <file>: <message>` then a `next:` line on stderr",
     f"  {ExitStatus.USAGE}  usage mistake (unknown option, missing argument, no command)",
+    f"  {ExitStatus.INTERRUPTED}  interrupted (Ctrl-C): `error: interrupted: ...` on stderr",
 )
 EXIT_STATUS_EPILOG = "\b\n" + "\n".join(EXIT_STATUS_LINES)  # a group's help ends with them, kept verbatim
 
@@ -124,12 +125,24 @@ def epilog(examples: Sequence[str], exits: Sequence[str] = EXIT_STATUS_LINES, no
     return "\n\n".join(parts)
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click (which would print a blank line and call it an abort)."""
+
+
 class RimthanGroup(click.Group):
     """A click group whose usage mistakes speak the one error voice (exit 2).
 
     No command at all is a usage mistake too: the help goes to stderr and the
     status is 2, so a script that forgot its command does not pass silently.
+    Ctrl-C is no mistake: it says ``interrupted`` and exits 130, as a shell
+    reports ``SIGINT``.
     """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted from None
 
     def main(
         self,
@@ -155,8 +168,8 @@ class RimthanGroup(click.Group):
             refuse(FailureCode.USAGE, None, exc.format_message(), f"run '{command} --help'", status=ExitStatus.USAGE)
         except click.ClickException as exc:
             refuse(FailureCode.USAGE, None, exc.format_message(), status=ExitStatus(min(exc.exit_code, 2)))
-        except click.Abort:
-            refuse(FailureCode.USAGE, None, "aborted", "run the command again")
+        except (_Interrupted, click.Abort):  # click.Abort: Ctrl-C before the command ran, or at a prompt
+            refuse(FailureCode.INTERRUPTED, None, "stopped by Ctrl-C", status=ExitStatus.INTERRUPTED)
         sys.exit(result if isinstance(result, int) else int(ExitStatus.OK))
 
 

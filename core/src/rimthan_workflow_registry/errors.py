@@ -123,6 +123,7 @@ class FailureCode(StrEnum):
     # --- command line -------------------------------------------------------------
     USAGE = "usage"
     IO_ERROR = "io_error"
+    INTERRUPTED = "interrupted"
 
 
 class RegistryError(Exception):

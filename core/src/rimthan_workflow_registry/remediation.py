@@ -29,6 +29,7 @@ class ExitStatus(IntEnum):
     OK = 0
     REFUSED = 1
     USAGE = 2
+    INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C
 
 
 _C = FailureCode
@@ -150,6 +151,7 @@ _TABLE: dict[FailureCode, str] = {
     # --- command line
     _C.USAGE: "run the command with --help",
     _C.IO_ERROR: "check that the named path exists and that you may read and write it",
+    _C.INTERRUPTED: "run the command again when you want it to finish",
 }
 
 REMEDIATION: Mapping[FailureCode, str] = MappingProxyType(_TABLE)
