@@ -7,6 +7,7 @@ import shutil
 import stat
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 from rimthan_packager.cli import cli
 from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
@@ -52,3 +53,21 @@ def test_init_takes_a_version_folder_at_the_bound_and_it_builds(tmp_path: Path, 
     assert run("init", directory).exit_code == 0
     built = run("build", directory, "--key", keypair.private_path, "--out", tmp_path / "out")
     assert built.exit_code == 0, built.output
+
+
+@pytest.mark.parametrize("where", ["absent", "empty directory"])  # a file is click's usage mistake
+def test_build_from_a_path_that_is_no_source_says_to_check_the_path(
+    tmp_path: Path, keypair: KeyPair, where: str
+) -> None:
+    source = tmp_path / "src"
+    if where == "empty directory":
+        source.mkdir()
+
+    result = run("build", source, "--key", keypair.private_path, "--out", tmp_path / "out")
+
+    assert result.exit_code == 1, result.output
+    error, next_line = result.stderr.splitlines()
+    assert error.startswith("error: catalogue_invalid: "), error
+    assert next_line.startswith("next: check the SOURCE path: it names the directory that holds catalogue.toml"), (
+        next_line
+    )

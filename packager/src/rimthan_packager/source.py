@@ -41,8 +41,13 @@ def _stamp(info: os.stat_result) -> Stamp:
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)  # ctime: a rewrite that restores mtime
 
 
-def _refuse(code: FailureCode, message: str, where: Path | str) -> CatalogueError:
-    return CatalogueError(code, message, path=str(where))
+NOT_A_SOURCE_NEXT = (
+    "check the SOURCE path: it names the directory that holds catalogue.toml (rimthan-pack init DIRECTORY makes one)"
+)
+
+
+def _refuse(code: FailureCode, message: str, where: Path | str, next_step: str | None = None) -> CatalogueError:
+    return CatalogueError(code, message, path=str(where), next_step=next_step)
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,7 @@ def read_source(root: Path | str) -> SourceFiles:
     """Walk a catalogue source (no symlinks followed) and list its files."""
     root = Path(root)
     if not root.is_dir():
-        raise _refuse(FailureCode.CATALOGUE_INVALID, "no catalogue source directory here", root)
+        raise _refuse(FailureCode.CATALOGUE_INVALID, "no catalogue source directory here", root, NOT_A_SOURCE_NEXT)
     stamps: dict[str, Stamp] = {}
     _walk(root, "", stamps)
     sizes = {path: stamp[1] for path, stamp in stamps.items()}
@@ -198,6 +203,7 @@ def read_source(root: Path | str) -> SourceFiles:
             FailureCode.CATALOGUE_INVALID,
             "a catalogue source is rooted at catalogue.toml",
             root / "catalogue.toml",
+            NOT_A_SOURCE_NEXT,
         )
     return SourceFiles(root=root, sizes=sizes, stamps=stamps)
 
