@@ -38,7 +38,7 @@ MAX_ARGUMENT_DEPTH = 64
 """Containers nested in one tool call's arguments (a confirmed state's values included)."""
 
 MAX_CATALOGUE_FILE_BYTES = 1024 * 1024
-"""One catalogue TOML or JSON Schema file."""
+"""One catalogue TOML or JSON Schema file (instructions, assets and examples have no per-file bound of their own)."""
 
 MAX_JSON_SAFE_INTEGER = 2**53 - 1
 """The largest integer JSON carries exactly (RFC 8785's domain, I-JSON's, RFC 7493): a TOML value past it is refused."""
