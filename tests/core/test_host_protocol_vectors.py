@@ -15,18 +15,22 @@ import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 from rimthan_workflow_registry.canonical import canonical_text, digest_value
+from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.release.catalogue import HostAdapter
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verified import VerifiedRelease
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run import ArtifactReceipt, attestations
 from rimthan_workflow_registry.run.artifact_checks import SubmittedArtifact
 from rimthan_workflow_registry.run.audit import audit_run, read_log
+from rimthan_workflow_registry.run.checkpoints import HostBinding
 from rimthan_workflow_registry.run.host_binding import binding_for, bound_adapter
 from rimthan_workflow_registry.run.token_wire import peek_claims, token_digest
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
@@ -96,20 +100,25 @@ def test_release_identity_is_reproducible_from_the_catalogue(vectors: dict[str, 
     assert vectors["release"] == {"id": release.release_id, "manifest_digest": release.manifest_digest}
 
 
-def test_workspace_manifest_matches_the_release_contract(vectors: dict[str, Any], release: VerifiedRelease) -> None:
-    workspace = vectors["workspace_manifest"]
-    host = vectors["fixed"]["host"]
+def _workspace_contract(
+    vectors: dict[str, Any], release: VerifiedRelease
+) -> tuple[HostBinding, HostAdapter, list[dict[str, str]]]:
+    """The vectors' host binding, the adapter it binds to and the workspace the release expects it to deliver."""
     workflow = release.catalogue.workflow("research-decision", "1.2.0")
     assert workflow is not None
-    step = workflow.steps[0]
-    binding = binding_for(host)
+    binding = binding_for(vectors["fixed"]["host"])
     adapter = bound_adapter(release.catalogue, workflow, binding)
     assert adapter is not None
 
     def sha256_of(path: str) -> str:
         return hashlib.sha256(release.read_file(path)).hexdigest()
 
-    expected = attestations.expected_deliveries(workflow, step, adapter, sha256_of)
+    return binding, adapter, attestations.expected_deliveries(workflow, workflow.steps[0], adapter, sha256_of)
+
+
+def test_workspace_manifest_matches_the_release_contract(vectors: dict[str, Any], release: VerifiedRelease) -> None:
+    workspace = vectors["workspace_manifest"]
+    binding, adapter, expected = _workspace_contract(vectors, release)
     listed = [{k: row[k] for k in ("asset", "kind", "path", "sha256")} for row in workspace["expected_deliveries"]]
     assert sorted(listed, key=lambda r: (r["kind"], r["asset"])) == expected
     assert workspace["manifest"]["delivered"] == sorted(listed, key=lambda r: (r["kind"], r["asset"]))
@@ -119,6 +128,32 @@ def test_workspace_manifest_matches_the_release_contract(vectors: dict[str, Any]
     assert (
         attestations.check_workspace_manifest(SubmittedArtifact.from_json(artifact), binding, adapter, expected) == []
     )
+
+
+ODD_MANIFESTS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "capabilities of mixed types": lambda m: m.update(capabilities=[1, "skills"]),
+    "capabilities a number": lambda m: m.update(capabilities=5),
+    "capabilities absent": lambda m: m.pop("capabilities"),
+    "a delivered kind a list": lambda m: m["delivered"][0].update(kind=["prompt"]),
+    "a delivered asset an object": lambda m: m["delivered"][0].update(asset={}),
+    "a delivered row a number": lambda m: m["delivered"].__setitem__(0, 1),
+    "delivered a string": lambda m: m.update(delivered="everything"),
+    "delivered an object": lambda m: m.update(delivered={"prompt": "research"}),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(ODD_MANIFESTS))
+def test_a_workspace_manifest_of_odd_json_types_is_a_contract_mismatch(
+    vectors: dict[str, Any], release: VerifiedRelease, edit: str
+) -> None:
+    """Whatever JSON the manifest holds where the contract reads it, the answer is a mismatch, never an error."""
+    binding, adapter, expected = _workspace_contract(vectors, release)
+    artifact = dict(vectors["workspace_manifest"]["artifact"])
+    manifest = json.loads(artifact["content"])
+    ODD_MANIFESTS[edit](manifest)
+    artifact["content"] = json.dumps(manifest)
+    failures = attestations.check_workspace_manifest(SubmittedArtifact.from_json(artifact), binding, adapter, expected)
+    assert failures and {f.code for f in failures} == {FailureCode.WORKSPACE_MANIFEST_CONTRACT_MISMATCH}
 
 
 def test_output_attestations_are_readback_digests(vectors: dict[str, Any], release: VerifiedRelease) -> None:
@@ -177,7 +212,8 @@ def test_checkpoint_log_audits_with_the_published_test_key(vectors: dict[str, An
         "desk-research",
     ]
     assert [c["iat"] for c in log["claims"]] == sorted(c["iat"] for c in log["claims"])
-    assert log["claims"][0]["iat"] == vectors["fixed"]["clock_start"]
+    # start reads the clock twice: for its confirmations (none may be dated after it), then to issue
+    assert log["claims"][0]["iat"] == vectors["fixed"]["clock_start"] + 1
     assert log["calls"][-1] == {"tool": "rimthan.submit_step_validation", "status": "completed", "sequence": 6}
 
 

@@ -86,14 +86,14 @@ _TABLE: dict[FailureCode, str] = {
     _C.CONFIRMED_STATE_INVALID: "fix the value at the pointer to match the workflow's confirmed_state_schema "
     "(a state past its size bound: confirm short facts, keep long texts in files)",
     _C.CONFIRMED_STATE_MISMATCH: "send the last confirmed state exactly as the checkpoint bound it",
-    _C.CONFIRMATION_REQUIRED: "ask the user and send their confirmation for the named field",
+    _C.CONFIRMATION_REQUIRED: "ask the user and send their confirmation for the named field, dated when they gave it",
     _C.CONFIRMED_FIELD_MISSING: "ask the user for the missing field's value (`details.expects` is its schema) "
     "and confirm it",
     _C.HOST_ADAPTER_INCOMPATIBLE: "run with a host adapter version the workflow pins",
     _C.HOST_CAPABILITY_MISSING: "run on a host that has the named capability",
     _C.VALIDATOR_CAPABILITY_MISSING: "run on a host whose validators have the named capability",
     _C.VALIDATOR_CAPABILITIES_MISMATCH: "send the validator capabilities the run was started with",
-    _C.HOST_MISMATCH: "continue the run from the host (harness and adapter version) that started it",
+    _C.HOST_MISMATCH: "continue the run from the host (harness, adapter and capabilities) that started it",
     _C.CHECKPOINT_INVALID: "send the checkpoint token exactly as the server issued it",
     _C.CHECKPOINT_KEY_UNKNOWN: "the key that signed this checkpoint is not held here: start a new run, "
     "or route it to a server holding that key",

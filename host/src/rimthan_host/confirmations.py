@@ -4,7 +4,8 @@ The verifier accepts a changed field only with a confirmation made after the
 checkpoint it continues from, so every confirmation carries the clock at the
 moment the person said yes, and ``confirmed_by`` records *how* they said it:
 through the client's own elicitation interface, relayed by the model after it
-asked the user, or scripted (tests, the demo). A declined or cancelled
+asked the user, or scripted (tests, the demo). Removing a field is confirmed
+too (:meth:`ConfirmedStateBook.remove`). A declined or cancelled
 elicitation never reaches :meth:`ConfirmedStateBook.confirm`.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_value
+from rimthan_workflow_registry.run.confirmed_state import REMOVAL_DIGEST
 
 BY_SCRIPT = "decision owner"
 BY_ELICITATION = "user via elicitation"
@@ -34,6 +36,15 @@ class ConfirmedStateBook:
         self.values[name] = value
         self.confirmations[name] = {
             "value_digest": digest_value(value),
+            "confirmed_at": int(self.clock()),
+            "confirmed_by": by,
+        }
+
+    def remove(self, name: str, by: str = BY_SCRIPT) -> None:
+        """Record that the person confirmed removing ``name`` now: the confirmation names the digest of null."""
+        self.values.pop(name, None)
+        self.confirmations[name] = {
+            "value_digest": REMOVAL_DIGEST,
             "confirmed_at": int(self.clock()),
             "confirmed_by": by,
         }

@@ -70,7 +70,9 @@ def accept(target: WorkflowEngineQueryModule, departure: Departure, request: Map
     host = request.get("host") or departure.bound_host
     adapter, failures = target.check_host(target_wf, host)
     missing = missing_fields(state.values, target.state_schema(target_wf))
-    unconfirmed = unconfirmed_fields(state, sorted(state.values), newer_than=issued.checkpoint.issued_at)
+    unconfirmed = unconfirmed_fields(
+        state, sorted(state.values), now=target.now(), newer_than=issued.checkpoint.issued_at
+    )
     failures = missing + unconfirmed + failures
     source_ref = ReleaseRef.of(departure.release)
     if failures:

@@ -83,7 +83,11 @@ class WorkflowEngineQueryModule:
         workflow = self._select_workflow(arguments["workflow"], arguments.get("workflow_version"))
         state = self.confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
         adapter, failures = self.check_host(workflow, arguments["host"])
-        failures = missing_fields(state.values, self.state_schema(workflow)) + unconfirmed_fields(state) + failures
+        failures = (
+            missing_fields(state.values, self.state_schema(workflow))
+            + unconfirmed_fields(state, now=self.now())
+            + failures
+        )
         if failures:
             return ToolResult.failed(
                 "blocked",
@@ -145,7 +149,7 @@ class WorkflowEngineQueryModule:
         state = self.confirmed_state(workflow, proposed, "next_confirmed_state") if proposed is not None else prior
         changed = changed_fields(prior, state)
         # The prior state alone has nothing changed, and resume found every field of it confirmed.
-        failures = state_failures(prior, state, newer_than=cp.issued_at) if state is not prior else []
+        failures = state_failures(prior, state, newer_than=cp.issued_at, now=self.now()) if state is not prior else []
         if failures:
             return ToolResult.failed(
                 "blocked",
@@ -272,7 +276,7 @@ class WorkflowEngineQueryModule:
         adapter = self._adapter(workflow, cp)
         host = arguments["host"]
         artifacts = [artifact_checks.SubmittedArtifact.from_json(a) for a in arguments["artifacts"]]
-        failures = binding_drift(workflow, step, cp.host, host)
+        failures = binding_drift(workflow, step, cp.host, adapter, host)
         failures += repository_policy.conflict(host["repository_policy"], self._write_paths(workflow, step, adapter))
         failures += artifact_checks.check_artifact_set(step, artifacts)
         failures += artifact_checks.check_artifact_contents(step, artifacts, self.release.schemas.validators)
@@ -294,7 +298,7 @@ class WorkflowEngineQueryModule:
             )
         receipts = {a.artifact_id: a.receipt() for a in artifacts}
         summaries = validator_summaries(workflow, step, cp, receipts, self._file_digest)
-        bundle = issue_bundle(self.keyring, issued, step, receipts, summaries, self._now())
+        bundle = issue_bundle(self.keyring, issued, step, receipts, summaries, self.now())
         return ToolResult(
             "ready_for_semantic_validation",
             self.release_ref,
@@ -366,7 +370,7 @@ class WorkflowEngineQueryModule:
             state_digest=state.digest,
             parent_digest=None if parent is None else parent.digest,
             host=binding_for(host),
-            issued_at=self._now(),
+            issued_at=self.now(),
         )
         return ToolResult(
             "active",
@@ -398,7 +402,7 @@ class WorkflowEngineQueryModule:
             )
         state = ConfirmedState.from_json(arguments["confirmed_state"], memo_scope=cp.state_digest)
         require_digest(state, cp.state_digest)
-        require_confirmed(state)
+        require_confirmed(state, now=self.now())
         return issued, workflow, state
 
     def confirmed_state(
@@ -435,7 +439,7 @@ class WorkflowEngineQueryModule:
         )
 
     def _reissue(self, issued: IssuedCheckpoint, **changes: Any) -> IssuedCheckpoint:
-        return issue_checkpoint(self.keyring, issued.checkpoint.successor(issued, issued_at=self._now(), **changes))
+        return issue_checkpoint(self.keyring, issued.checkpoint.successor(issued, issued_at=self.now(), **changes))
 
     def _step(self, workflow: WorkflowDefinition, step_id: str) -> StepDefinition:
         step = workflow.step(step_id)
@@ -464,7 +468,8 @@ class WorkflowEngineQueryModule:
     def _file_digest(self, path: str) -> str:
         return DIGEST_PREFIX + self._sha256(path)
 
-    def _now(self) -> int:
+    def now(self) -> int:
+        """This engine's clock in whole seconds: when it issues, and the latest a confirmation may be dated."""
         return int(self._clock())
 
     @property

@@ -11,7 +11,7 @@ digest as the bytes it sent.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
@@ -58,52 +58,78 @@ def expected_deliveries(
 def check_workspace_manifest(
     artifact: SubmittedArtifact, binding: HostBinding, adapter: HostAdapter, expected: list[dict[str, str]]
 ) -> list[Failure]:
-    """The attested workspace matches the release's asset contract exactly."""
-    aid = artifact.artifact_id
+    """The attested workspace matches the release's asset contract exactly.
+
+    The manifest is the harness's JSON, checked against the release's schema
+    separately (and a release's schema may be looser): every value is read
+    here as any JSON, so a wrong type is a mismatch reported beside the schema
+    failures, never an error.
+    """
     try:
         manifest = parse_json_artifact(artifact.data)
     except (UnicodeDecodeError, ValueError):
         return []  # already reported as json_parse_failed
     if not isinstance(manifest, dict):
         return []
+    aid = artifact.artifact_id
+    return [
+        Failure(FailureCode.WORKSPACE_MANIFEST_CONTRACT_MISMATCH, message, artifact_id=aid, details=details)
+        for message, details in _host_mismatches(manifest, binding, adapter) + _delivery_mismatches(manifest, expected)
+    ]
 
-    def mismatch(message: str, **details: Any) -> Failure:
-        return Failure(FailureCode.WORKSPACE_MANIFEST_CONTRACT_MISMATCH, message, artifact_id=aid, details=details)
 
-    failures: list[Failure] = []
+_Mismatch = tuple[str, dict[str, Any]]
+
+
+def _host_mismatches(manifest: dict[str, Any], binding: HostBinding, adapter: HostAdapter) -> list[_Mismatch]:
+    """How the manifest's harness, adapter, capabilities and symlink attestation differ from the run's."""
+    mismatches: list[_Mismatch] = []
     if manifest.get("harness") != binding.harness:
-        failures.append(
-            mismatch(
-                f"workspace manifest names harness {manifest.get('harness')!r}, the run is bound to {binding.harness!r}"
-            )
-        )
+        named = manifest.get("harness")
+        mismatches.append((f"workspace manifest names harness {named!r}, the run is bound to {binding.harness!r}", {}))
     if manifest.get("adapter") != {"id": adapter.id, "version": adapter.version}:
-        failures.append(mismatch(f"workspace manifest must name adapter {adapter.key}"))
-    if sorted(manifest.get("capabilities") or []) != list(binding.capabilities):
-        failures.append(
-            mismatch(
+        mismatches.append((f"workspace manifest must name adapter {adapter.key}", {}))
+    capabilities = manifest.get("capabilities")
+    if not _is_strings(capabilities) or sorted(capabilities) != list(binding.capabilities):
+        mismatches.append(
+            (
                 "workspace manifest capabilities differ from the run's host binding",
-                expected=list(binding.capabilities),
+                {"expected": list(binding.capabilities)},
             )
         )
     if manifest.get("symlink_free") is not True:
-        failures.append(mismatch("the workspace must be attested symlink-free"))
-    delivered = manifest.get("delivered") or []
-    by_key = {(d.get("kind"), d.get("asset")): d for d in delivered if isinstance(d, dict)}
-    if len(by_key) != len(delivered):
-        failures.append(mismatch("an asset is attested twice"))
+        mismatches.append(("the workspace must be attested symlink-free", {}))
+    return mismatches
+
+
+def _delivery_mismatches(manifest: dict[str, Any], expected: list[dict[str, str]]) -> list[_Mismatch]:
+    """How the manifest's ``delivered`` rows differ from the release's asset contract ``expected``."""
+    delivered = manifest.get("delivered")
+    rows = [d for d in delivered if isinstance(d, dict)] if isinstance(delivered, list) else []
+    named = [d for d in rows if isinstance(d.get("kind"), str) and isinstance(d.get("asset"), str)]
+    by_key: dict[tuple[str, str], dict[str, Any]] = {(d["kind"], d["asset"]): d for d in named}
+    mismatches: list[_Mismatch] = []
+    if not isinstance(delivered, list) or len(by_key) != len(delivered):
+        mismatches.append(
+            ("an asset is attested twice, or a delivered row is not an object naming its kind and asset", {})
+        )
     wanted = {(e["kind"], e["asset"]): e for e in expected}
-    for key, row in sorted(wanted.items()):
-        got = by_key.get(key)
+    for (kind, asset), row in sorted(wanted.items()):
+        got = by_key.get((kind, asset))
         if got is None:
-            failures.append(mismatch(f"{key[0]} asset {key[1]!r} was not delivered", expected=row))
+            mismatches.append((f"{kind} asset {asset!r} was not delivered", {"expected": row}))
         elif got.get("path") != row["path"]:
-            failures.append(mismatch(f"{key[0]} asset {key[1]!r} must be delivered to {row['path']}", expected=row))
+            mismatches.append((f"{kind} asset {asset!r} must be delivered to {row['path']}", {"expected": row}))
         elif got.get("sha256") != row["sha256"]:
-            failures.append(mismatch(f"{key[0]} asset {key[1]!r} was delivered with different bytes", expected=row))
-    for kind, asset in sorted(set(by_key) - set(wanted), key=str):
-        failures.append(mismatch(f"{kind} asset {asset!r} is not part of this release's workspace"))
-    return failures
+            mismatches.append((f"{kind} asset {asset!r} was delivered with different bytes", {"expected": row}))
+    for extra_kind, extra_asset in sorted(set(by_key) - set(wanted)):
+        mismatches.append((f"{extra_kind} asset {extra_asset!r} is not part of this release's workspace", {}))
+    return mismatches
+
+
+def _is_strings(value: Any) -> TypeGuard[list[str]]:
+    """``value`` is a JSON array of strings only."""
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def check_output_attestations(step: StepDefinition, artifacts: Sequence[SubmittedArtifact]) -> list[Failure]:

@@ -5,8 +5,13 @@ every call; the server keeps only its digest (in the checkpoint), so the
 objective never leaks into a token. A confirmation names the digest of the
 value it confirms and when it was given; a changed field needs one that is
 newer than the checkpoint (contemporaneous), so a stale "yes" cannot carry a
-new value. A state larger than ``MAX_CONFIRMED_STATE_BYTES`` as canonical JSON
-is refused before anything else looks at it.
+new value. A removed field is a change too: its confirmation stays in the
+projection, names :data:`REMOVAL_DIGEST` (the digest of JSON ``null``: no
+value) and is newer than the checkpoint. No confirmation may be dated after
+the server's clock (beyond ``CLOCK_SKEW_SECONDS``): it would be fresh for every
+later checkpoint, so a "yes" given once could be replayed to revert a value.
+A state larger than ``MAX_CONFIRMED_STATE_BYTES`` as canonical JSON is refused
+before anything else looks at it.
 """
 
 from __future__ import annotations
@@ -16,13 +21,21 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import MemberDigests, member_digests, recurring_member_digests
+from rimthan_workflow_registry.canonical import (
+    MemberDigests,
+    digest_value,
+    member_digests,
+    recurring_member_digests,
+)
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.limits import MAX_CONFIRMED_STATE_BYTES
+from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS, MAX_CONFIRMED_STATE_BYTES
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
+
+REMOVAL_DIGEST = digest_value(None)
+"""What the confirmation of a removed field names: the digest of JSON ``null``, the value the field no longer has."""
 
 
 @dataclass(frozen=True)
@@ -128,52 +141,53 @@ def validate_against_schema(
 
 
 def unconfirmed_fields(
-    state: ConfirmedState, fields: list[str] | None = None, *, newer_than: int | None = None
+    state: ConfirmedState, fields: list[str] | None = None, *, now: int, newer_than: int | None = None
 ) -> list[Failure]:
     """Fields among ``fields`` (default: all) lacking a matching confirmation.
 
-    A confirmation matches when it names the digest of the current value and,
-    with ``newer_than``, was given at or after that time.
+    A confirmation matches when it names the digest of the current value
+    (:data:`REMOVAL_DIGEST` for a field the state no longer has), is not dated
+    after ``now`` and, with ``newer_than``, was given at or after that time.
     """
     failures: list[Failure] = []
     for name in sorted(fields if fields is not None else state.values):
-        confirmation = state.confirmations.get(name)
-        if name not in state.values:
-            if confirmation is None and newer_than is not None:
-                failures.append(
-                    Failure(
-                        FailureCode.CONFIRMATION_REQUIRED,
-                        f"removing field {name!r} needs a fresh confirmation",
-                        pointer=f"/{name}",
-                    )
-                )
+        removed = name not in state.values
+        digest = REMOVAL_DIGEST if removed else state.field_digest(name)
+        reason = _mismatch(state.confirmations.get(name), digest, now=now, newer_than=newer_than)
+        if reason is None:
             continue
-        if confirmation is None:
-            reason = "has no confirmation"
-        elif confirmation.value_digest != state.field_digest(name):
-            reason = "is confirmed for a different value"
-        elif newer_than is not None and confirmation.confirmed_at < newer_than:
-            reason = "was confirmed before the current checkpoint; confirm the new value"
-        else:
-            continue
+        subject = f"removing field {name!r} (confirmed with the digest of null):" if removed else f"field {name!r}"
         failures.append(
             Failure(
                 FailureCode.CONFIRMATION_REQUIRED,
-                f"field {name!r} {reason}",
+                f"{subject} {reason}",
                 pointer=f"/{name}",
-                details={"value_digest": state.field_digest(name)},
+                details={"value_digest": digest},
             )
         )
     return failures
 
 
-def require_confirmed(state: ConfirmedState) -> None:
+def _mismatch(confirmation: Confirmation | None, digest: str, *, now: int, newer_than: int | None) -> str | None:
+    """Why ``confirmation`` does not confirm the value of digest ``digest`` (given by ``now``), or ``None``."""
+    if confirmation is None:
+        return "has no confirmation"
+    if confirmation.value_digest != digest:
+        return "is confirmed for a different value"
+    if confirmation.confirmed_at > now + CLOCK_SKEW_SECONDS:
+        return f"is confirmed at {confirmation.confirmed_at}, after the server's clock ({now}); confirm it now"
+    if newer_than is not None and confirmation.confirmed_at < newer_than:
+        return "was confirmed before the current checkpoint; confirm the new value"
+    return None
+
+
+def require_confirmed(state: ConfirmedState, *, now: int) -> None:
     """Every field of a state a checkpoint binds still carries a confirmation of its value.
 
     Checked on every call, not only when a field changes: a client cannot keep
     a run going on a state whose confirmations it has dropped or rewritten.
     """
-    failures = unconfirmed_fields(state)
+    failures = unconfirmed_fields(state, now=now)
     if failures:
         raise WorkflowProtocolError(
             FailureCode.CONFIRMATION_REQUIRED,
@@ -182,11 +196,13 @@ def require_confirmed(state: ConfirmedState) -> None:
         )
 
 
-def state_failures(before: ConfirmedState, after: ConfirmedState, *, newer_than: int) -> list[Failure]:
-    """Confirmation failures of a proposed state: changed fields need a fresh one, the others a matching one."""
+def state_failures(before: ConfirmedState, after: ConfirmedState, *, newer_than: int, now: int) -> list[Failure]:
+    """Confirmation failures of a proposed state: changed fields (removed ones too) need a fresh one, the others a
+    matching one."""
     changed = changed_fields(before, after)
     unchanged = sorted(set(after.values) - set(changed))
-    failures = unconfirmed_fields(after, changed, newer_than=newer_than) + unconfirmed_fields(after, unchanged)
+    fresh = unconfirmed_fields(after, changed, now=now, newer_than=newer_than)
+    failures = fresh + unconfirmed_fields(after, unchanged, now=now)
     return sorted(failures, key=lambda f: f.pointer or "")
 
 

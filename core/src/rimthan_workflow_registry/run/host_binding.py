@@ -90,14 +90,35 @@ def bound_adapter(catalogue: Catalogue, workflow: WorkflowDefinition, binding: H
 
 
 def binding_drift(
-    workflow: WorkflowDefinition, step: StepDefinition, bound: HostBinding, host: Mapping[str, Any]
+    workflow: WorkflowDefinition,
+    step: StepDefinition,
+    bound: HostBinding,
+    adapter: HostAdapter,
+    host: Mapping[str, Any],
 ) -> list[Failure]:
-    """Every way ``host``, presenting itself at ``step``, differs from the binding its run started with."""
+    """Every way ``host``, presenting itself at ``step``, differs from the binding its run started with.
+
+    The binding holds every field compared: harness, adapter version,
+    capabilities and validator capabilities; ``adapter`` is the pinned adapter
+    it resolves to (:func:`bound_adapter`), whose id the host must name too.
+    """
     binding = binding_for(host)
     failures = []
-    if (binding.harness, binding.adapter_version) != (bound.harness, bound.adapter_version):
+    if (binding.harness, host["adapter"]["id"], binding.adapter_version) != (
+        bound.harness,
+        adapter.id,
+        bound.adapter_version,
+    ):
         failures.append(
-            Failure(FailureCode.HOST_MISMATCH, f"this run is bound to {bound.harness}@{bound.adapter_version}")
+            Failure(FailureCode.HOST_MISMATCH, f"this run is bound to {bound.harness} with adapter {adapter.key}")
+        )
+    if binding.capabilities != bound.capabilities:
+        failures.append(
+            Failure(
+                FailureCode.HOST_MISMATCH,
+                "host capabilities differ from those bound at start",
+                details={"bound": list(bound.capabilities)},
+            )
         )
     if binding.validator_capabilities != bound.validator_capabilities:
         failures.append(

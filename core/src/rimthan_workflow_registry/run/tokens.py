@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError, TokenError
+from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS
 from rimthan_workflow_registry.run.token_wire import TokenSegments, b64url_encode, claims_payload, split_token
 from rimthan_workflow_registry.small_files import read_small_file
 
@@ -423,7 +424,7 @@ class AuthenticToken:
 
 def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
     """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
-    if issued > time.time():
+    if issued > time.time() + CLOCK_SKEW_SECONDS:
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
 
 
