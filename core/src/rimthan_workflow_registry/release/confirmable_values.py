@@ -85,9 +85,7 @@ def _refuse_values(
     properties: Mapping[str, Any],
     values: list[tuple[StepDefinition, str, str, Scalar]],
 ) -> None:
-    from jsonschema.exceptions import best_match
-
-    from ..jsonschema_formats import FORMAT_CHECKER, Draft202012Validator
+    from ..jsonschema_formats import FORMAT_CHECKER, Draft202012Validator, best_match
     from .schema_refs import NO_REMOTE_REFERENCES
 
     root = Draft202012Validator(state_schema, format_checker=FORMAT_CHECKER, registry=NO_REMOTE_REFERENCES)
