@@ -17,6 +17,7 @@ import pytest
 from rimthan_host.confirmations import ConfirmedStateBook
 from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS
 from rimthan_workflow_registry.run.confirmed_state import REMOVAL_DIGEST
 from rimthan_workflow_registry.run.token_wire import peek_claims
 from support.engines import Engines, StepKit, TickingClock, WireEngine, example_state, make_engines
@@ -85,7 +86,7 @@ def test_removing_a_field_needs_a_contemporaneous_confirmation_of_the_removal(en
         None,  # none at all
         {**old, "confirmed_at": now},  # fresh, but for the value removed
         {"value_digest": REMOVAL_DIGEST, "confirmed_at": _claim(checkpoint, "iat") - 1},
-        {"value_digest": REMOVAL_DIGEST, "confirmed_at": now + 1},  # dated after the server's clock
+        {"value_digest": REMOVAL_DIGEST, "confirmed_at": now + CLOCK_SKEW_SECONDS + 1},  # past the server's clock
     ]
     for confirmation in not_a_removal:
         result = _propose(engine, checkpoint, state, _without(state, "constraints", confirmation))
@@ -104,7 +105,7 @@ def test_removing_a_field_needs_a_contemporaneous_confirmation_of_the_removal(en
 def test_a_confirmation_dated_after_the_servers_clock_is_not_contemporaneous(engines: Engines) -> None:
     engine, kit, state, checkpoint = _at_route_question(engines, "future")
     now = int(engines.clock())
-    for future in (now + 1, FAR_FUTURE):
+    for future in (now + CLOCK_SKEW_SECONDS + 1, FAR_FUTURE):
         proposed = kit.confirm({**state["state"], "deadline": "2026-06-30"}, previous=state, at=future)
         assert _refused(_propose(engine, checkpoint, state, proposed), checkpoint, "deadline")
     on_time = kit.confirm({**state["state"], "deadline": "2026-06-30"}, previous=state, at=now)
@@ -127,7 +128,7 @@ def test_a_future_dated_yes_cannot_be_replayed_to_revert_a_value(engines: Engine
 
 def test_future_dated_confirmations_are_refused_at_start_and_on_every_call(engines: Engines) -> None:
     engine, kit, state, checkpoint = _at_route_question(engines, "every-call")
-    ahead = kit.confirm(example_state("1.2.0"), at=int(engines.clock()) + 1)
+    ahead = kit.confirm(example_state("1.2.0"), at=int(engines.clock()) + CLOCK_SKEW_SECONDS + 1)
     started = engine.start_workflow({"workflow": "research", "confirmed_state": ahead, "host": kit.host()})
     assert started["status"] == "blocked" and started["checkpoint"] is None
     assert {f["code"] for f in started["failures"]} == {"confirmation_required"}
@@ -136,3 +137,11 @@ def test_future_dated_confirmations_are_refused_at_start_and_on_every_call(engin
     with pytest.raises(WorkflowProtocolError) as refused:
         engine.continue_workflow({"checkpoint": checkpoint, "confirmed_state": sent})
     assert refused.value.code is FailureCode.CONFIRMATION_REQUIRED
+
+
+def test_a_host_clock_a_moment_ahead_is_within_the_leeway(engines: Engines) -> None:
+    """Times are whole seconds: a host whose clock rounds up to the server's next second still starts its run."""
+    engine, kit, _, _ = _at_route_question(engines, "leeway")
+    ahead = kit.confirm(example_state("1.2.0"), at=int(engines.clock()) + CLOCK_SKEW_SECONDS)
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": ahead, "host": kit.host()})
+    assert started["status"] == "active", started

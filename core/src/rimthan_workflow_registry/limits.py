@@ -43,10 +43,12 @@ MAX_CATALOGUE_FILE_BYTES = 1024 * 1024
 MAX_JSON_SAFE_INTEGER = 2**53 - 1
 """The largest integer JSON carries exactly (RFC 8785's domain, I-JSON's, RFC 7493): a TOML value past it is refused."""
 
-CLOCK_SKEW_SECONDS = 0
-"""How far past this server's clock a time in a call may lie: none, PyJWT's default leeway. A token whose ``iat``
-is later than now is refused (``run.tokens.check_issued_at``), and so is a confirmation whose ``confirmed_at`` is
-(``run.confirmed_state``): a "yes" dated in the future would be fresh for every later checkpoint."""
+CLOCK_SKEW_SECONDS = 2
+"""How far past this server's clock a time in a call may lie: clocks of a fleet's replicas and of its hosts agree
+within this (NTP does far better; times are whole seconds, so a host a moment ahead can round up to the next one).
+A token whose ``iat`` is later than that is refused (``run.tokens.check_issued_at``), and so is a confirmation
+whose ``confirmed_at`` is (``run.confirmed_state``): a "yes" dated further ahead would be fresh for every later
+checkpoint."""
 
 # --------------------------------------------------------------------------- what one tool call may carry
 # A release declares how large its artifacts may be; a client sends them, with a checkpoint token and the confirmed
