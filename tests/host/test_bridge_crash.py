@@ -79,3 +79,26 @@ def test_a_killed_verifier_is_restarted_and_the_run_goes_on(world: ServerWorld, 
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_verifier_killed_at_an_ungated_step_costs_no_step(world: ServerWorld, tmp_path: Path) -> None:
+    """Recovery resumes at the step the log ends on; the model's retry of step_done then makes exactly one move.
+    Before, the resume's continue_workflow advanced past the interview and the retry past confirm-contract."""
+    state_dir = tmp_path / "state"
+
+    async def script(model: StandIn) -> None:
+        started = await model.start()
+        assert started.data["step"]["id"] == "interview", started.text
+        (child,) = verifier_pids(state_dir)
+        os.kill(child, signal.SIGKILL)
+        retry = await model.call("step_done")
+        refused(retry, "The verifier had stopped during step_done", "Your step_done call did not go through")
+        assert retry.data["reconnected"] is True and retry.data["step"]["id"] == "interview", retry.text
+        done = await model.call("step_done")
+        assert not done.is_error and done.data["step"]["id"] == "confirm-contract", done.text
+        assert (await model.call("step_done")).data["step"]["id"] == "select-route"
+        assert (await model.follow(await model.call("show_step"), "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    history = audited_only_run(model.project, state)
+    assert history["steps"][:5] == ["setup-workspace", "interview", "confirm-contract", "select-route", "desk-research"]

@@ -8,6 +8,7 @@ run, and ``rimthan-mcp audit`` verifies the whole log as one unbroken run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -16,7 +17,7 @@ import anyio
 import pytest
 from mcp import Client
 from rimthan_host.standin import StandIn
-from support.bridge import audit, bridge_params, stand_in
+from support.bridge import audit, bridge_params, check_replies, example_text, stand_in
 from support.servers import ServerWorld, build_world
 
 
@@ -89,3 +90,49 @@ def test_a_killed_bridge_resumes_from_the_run_log(world: ServerWorld, tmp_path: 
     history = audit(log, state)
     assert history["ok"] is True and history["steps"][-1] == "desk-research"
     assert history["steps"][:4] == ["setup-workspace", "interview", "confirm-contract", "select-route"]
+
+
+def test_switching_runs_and_restarting_the_bridge_keep_each_run_at_its_ungated_step(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A resume leaves a run at the step its log ends on. Before, it called continue_workflow there, which on an
+    ungated step (interview, confirm-contract: the owner's) advances: each switch or restart skipped one."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def first() -> tuple[str, str]:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            started = await model.start()
+            run_a = started.data["run"]
+            assert started.data["step"]["id"] == "interview", started.text
+            facts = json.loads(example_text("1.2.0", "confirmed-state.json"))
+            other = await model.call("start_run", {"workflow": "research", "facts": facts, "new_run": True})
+            run_b = other.data["run"]
+            assert other.data["step"]["id"] == "interview" and run_b != run_a, other.text
+            for run in (run_a, run_b, run_a):  # switch back and forth: each stays at its interview
+                back = await model.call("resume_run", {"run": run})
+                assert back.data["step"]["id"] == "interview" and f"Resumed run {run}" in back.text, back.text
+                assert back.data["step"]["title"] in back.text and not back.is_error
+            done = await model.call("step_done")
+            assert done.data["step"]["id"] == "confirm-contract", done.text  # exactly one step on
+            check_replies(model)
+            return run_a, run_b
+
+    run_a, run_b = anyio.run(first)
+
+    async def second() -> None:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            for run, step in ((run_a, "confirm-contract"), (run_b, "interview"), (run_a, "confirm-contract")):
+                resumed = await model.call("resume_run", {"run": run})
+                assert resumed.data["step"]["id"] == step and f"Resumed run {run}" in resumed.text, resumed.text
+            assert (await model.call("step_done")).data["step"]["id"] == "select-route"  # confirm-contract: one on
+            final = await model.follow(await model.call("show_step"), "desk-research")
+            assert final.data["status"] == "completed"
+            check_replies(model)
+
+    anyio.run(second)
+    history = audit(project / ".rimthan" / "runs" / f"{run_a}.log", state)
+    assert history["ok"] is True
+    assert history["steps"][:5] == ["setup-workspace", "interview", "confirm-contract", "select-route", "desk-research"]

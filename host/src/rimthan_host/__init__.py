@@ -12,7 +12,8 @@ See docs/host-kit.md.
 ``delivered``      what the bridge delivered (``.rimthan/delivered.json``): no user's file is overwritten,
                    and a resumed run (and its validators) gets its own release's assets back
 ``reports``        validator reports bound to the instruction and the artifacts
-``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state
+``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state (an ungated
+                   step's result kept whole: a resume shows it again, no move)
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``harness``        the scripted harness: a session driven by a scenario (tests, demo, load, benchmarks)
 ``demo``           ``make demo``: a real SDK client walks the packaged workflow through the harness

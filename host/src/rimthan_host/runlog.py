@@ -47,6 +47,7 @@ from rimthan_workflow_registry.limits import (
     MAX_ARGUMENT_DEPTH,
     MAX_CONFIRMED_STATE_BYTES,
     REQUEST_REST_BYTES,
+    depth_exceeds,
 )
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from rimthan_workflow_registry.whole_writes import write_all
@@ -67,7 +68,10 @@ _STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
 # REQUEST_REST_BYTES. So the largest state a run can legitimately hold is kept, and a file past this bound is
 # refused by its size (as damaged), before a byte of it is read, whenever the bridge lists or resumes runs.
 _STATES_KEPT = 2  # the new checkpoint's and the log's last line's
-_SAVED_STATE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES + REQUEST_REST_BYTES
+# It also keeps the result of an ungated step as the verifier returned it (less its checkpoint), for a resume to
+# show that step again without a move (see kept_position): a real one is a few KiB, one past this is not kept.
+MAX_POSITION_BYTES = 1024 * 1024
+_SAVED_STATE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES + REQUEST_REST_BYTES + MAX_POSITION_BYTES
 _ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
 MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
 # The verifier refuses a checkpoint longer than MAX_TOKEN_CHARS (1 MiB; a real run's are 1-2 KiB): a log line
@@ -301,7 +305,28 @@ def _state_problem(entry: Mapping[str, Any]) -> str | None:
         return "its existed_before is not an object of true and false"
     if not isinstance(entry.get("step"), str | None) or not isinstance(entry.get("completed"), bool):
         return "its step is not a string or its completed not true or false"
+    position = entry.get("position")
+    step = position.get("step") if isinstance(position, dict) else None
+    if position is not None and not (isinstance(step, dict) and step.get("id") == entry.get("step")):
+        return "its position is not the result of its step"
     return None
+
+
+def kept_position(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a resume shows again for an ungated step: the result as returned, less its checkpoint (the log's line).
+
+    ``continue_workflow`` on an ungated step (no files, no validators: an
+    interview, a question) advances, so a resume must not call it to learn
+    where the run is. A gated step is asked of the verifier again (it returns
+    the same step), so none is kept for one; nor one past
+    :data:`MAX_POSITION_BYTES` or nested deeper than a state file is read.
+    """
+    step = result.get("step")
+    if not isinstance(step, Mapping) or step.get("gated") or result.get("status") == "completed":
+        return None
+    position = {k: v for k, v in result.items() if k != "checkpoint"}
+    too_large = len(json.dumps(position, separators=(",", ":"))) > MAX_POSITION_BYTES  # (ASCII: chars are bytes)
+    return None if too_large or depth_exceeds(position, MAX_ARGUMENT_DEPTH) else position
 
 
 def _cut_unended(fd: int) -> None:

@@ -32,7 +32,7 @@ from .protocol import (
     ToolCaller,
 )
 from .reports import findings_problem, validator_key, validator_report
-from .runlog import RunLog
+from .runlog import RunLog, kept_position
 from .workspace import set_up_workspace
 
 EventSink = Callable[["HarnessEvent"], None]
@@ -403,24 +403,39 @@ class HostSession:
                 "step": (position.get("step") or {}).get("id"),
                 "existed_before": saved.existed,
                 "completed": position.get("status") == "completed",
+                "position": kept_position(position),
             },
             logged=logged,
         )
 
     async def resume(self) -> dict[str, Any]:
-        """Pick a run up from its log: the last checkpoint and the saved confirmed state.
+        """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.
 
-        ``continue_workflow`` on a gated step returns that step again; on an
-        ungated one it advances, as the run would have next.
+        The run stays where its log ends. An ungated step is shown again from
+        the result saved for that checkpoint, with no move: ``continue_workflow``
+        there would advance past it (an owner-facing step skipped). A gated
+        step (or a state saved without its result: an older bridge's, or one
+        past ``MAX_POSITION_BYTES``) is asked of the verifier, which returns
+        that same step.
         """
         if self.run_log is None:
             raise HarnessError("this session has no run log to resume from")
         token, saved = self.run_log.last_checkpoint()
         self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
         self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
+        position = saved.get("position")
+        if position is not None:
+            return self._restore({**position, "checkpoint": token}, saved)
         self.result = {"checkpoint": token}
         result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
         if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
             self.existed_before = dict(saved.get("existed_before") or {})
             self.save()
+        return result
+
+    def _restore(self, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
+        """Make the saved result of the log's last checkpoint current, as if it had just been returned."""
+        self.result, self.existed_before = result, dict(saved.get("existed_before") or {})
+        self.record.steps_visited.append(str(result["step"]["id"]))
+        self._note_offer(result)
         return result
