@@ -26,6 +26,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``words``          the bridge's results in words: the step, what it needs, the one call to make next
 ``tools``          the tools as the model sees them, and the check of a model's arguments against them
 ``asking``         asking the person directly: elicitation in both MCP protocol eras
+``facts``          facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)
 ``schemas``        an output's JSON Schema from the verified release, copied into the project for the model
 ``outputs``        a step's files as the model wrote them: what is missing or unusable, refusals by file
 ``bridge_server``  the SDK's low-level server offering the bridge's tools, and the stdio lines it reads

@@ -21,6 +21,7 @@ from typing import Any
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, restore_release, restore_subagents
+from .facts import confirm_facts, record_facts
 from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     SETUP_STEP,
@@ -97,7 +98,7 @@ class Bridge:
         unfinished = self._unfinished()
         if unfinished and not new_run:
             return self._busy(unfinished)
-        by = await self._confirm_facts(asker, facts)
+        by = await confirm_facts(asker, facts, "start_run", ("the run did not start", "not_started"))
         if isinstance(by, Reply):
             return by
         session = self._new_session(new_run_id())
@@ -168,15 +169,20 @@ class Bridge:
             return validators_waiting(session, [*lines, where(session)])
         return await self.replies.describe(session, session.result, lines, elicits=self.elicits)
 
-    async def step_done(self) -> Reply:
+    async def step_done(self, asker: Asker, facts: Mapping[str, Any]) -> Reply:
         session = self._running()
         if isinstance(session, Reply):
             return session
         step = session.step
         if session.result.get("status") == "input_required":
             return misplaced(session, "Nothing was done: the step is waiting for an answer first.")
-        if not step.get("gated"):
-            return await self._go_on(await session.advance(), [f"Step {step['id']} done."])
+        if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
+            moved = await record_facts(session, asker, facts)
+            if isinstance(moved, Reply):
+                return moved
+            if not step.get("gated"):
+                return await self._go_on(moved[0], [*moved[1], f"Step {step['id']} done."])
+            session.prepared = None  # the checkpoint changed: the files are checked afresh against it
         prepared = session.prepared
         if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
             lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
@@ -438,21 +444,6 @@ class Bridge:
     def _release_id(self) -> str:
         assert self.session is not None
         return str((self.session.result.get("release") or {}).get("id") or "release")
-
-    async def _confirm_facts(self, asker: Asker, facts: Mapping[str, Any]) -> str | Reply:
-        if not asker.available:
-            return BY_MODEL
-        got = await asker.ask([Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()])
-        refused = [k for k, a in got.items() if not a.confirmed]
-        if refused:
-            field_name = refused[0].removeprefix("fact:")
-            return Reply(
-                f"The user did not confirm {field_name} ({got[refused[0]].action}); the run did not start. "
-                "Talk it through with the user and call start_run again.",
-                {"status": "not_started", "user": got[refused[0]].action, "field": field_name},
-                is_error=True,
-            )
-        return BY_ELICITATION
 
     async def _go_on(self, result: dict[str, Any], lines: list[str]) -> Reply:
         """After a move: do the setup step ourselves, then describe where the run is."""

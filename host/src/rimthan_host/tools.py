@@ -22,9 +22,9 @@ from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, 
 INSTRUCTIONS = (
     "Drives a Rimthan workflow run in this project and keeps every token and digest for you. Call start_run "
     "(or resume_run after a restart), then do what each result says: write the files it names with your own "
-    "tools, call step_done, run each validator in its own subagent and pass its verdict with record_verdict, "
-    "answer questions with answer_question. An error result says what to fix and which tool to call next; "
-    "show_step says where the run is."
+    "tools, call step_done (with the facts the user confirmed in the step, if any), run each validator in its "
+    "own subagent and pass its verdict with record_verdict, answer questions with answer_question. An error "
+    "result says what to fix and which tool to call next; show_step says where the run is."
 )
 ARGUMENT_DEPTH = MAX_ARGUMENT_DEPTH - 2
 """Containers nested in one call's arguments. A fact's value reaches the verifier two levels deeper than the
@@ -67,8 +67,9 @@ TOOLS: tuple[types.Tool, ...] = (
     _tool(
         "step_done",
         "The current step's work is done and its files are written at the listed paths (regular files in the "
-        "project, not symlinks). The bridge reads and checks them; if refused, fix the named file and call again.",
-        {},
+        "project, not symlinks). The bridge reads and checks them; if refused, fix the named file and call again. "
+        "Pass in facts every field the step had the user confirm (e.g. options, deadline).",
+        {"facts": _FACTS},
     ),
     _tool(
         "record_verdict",

@@ -35,6 +35,13 @@ def scrub(text: str) -> str:
     return _OPAQUE.sub("[omitted]", text)
 
 
+BRIDGE_NOTE = (
+    "(The bridge makes the rimthan.* verifier calls and keeps the checkpoint and digests: where the text says to "
+    "call one, call step_done instead - with facts, each field the user confirmed here - or answer_question for a "
+    "question, record_verdict for a validator.)"
+)
+
+
 def step_words(
     step: Mapping[str, Any], run_id: str, version: str, schemas: Mapping[str, OutputSchema] | None = None
 ) -> list[str]:
@@ -44,6 +51,8 @@ def step_words(
         "",
         "Instructions for this step:",
         str((step.get("instruction") or {}).get("text") or "").strip(),
+        "",
+        BRIDGE_NOTE,
         "",
     ]
     outputs = step.get("outputs") or []

@@ -1,0 +1,78 @@
+"""Facts the person confirms for a run: at ``start_run``, and mid-run with ``step_done``'s ``facts``.
+
+A step such as ``interview`` asks the model to confirm fields with the user
+(options, success criteria, a deadline); ``step_done`` takes them, the bridge
+asks the person directly when the client can elicit (else records them as
+relayed by the model, after it asked the user), and each goes into the
+confirmed state with a fresh confirmation, exactly as ``start_run``'s facts
+do. The verifier checks them against the workflow's confirmed-state schema
+with the same ``continue_workflow`` that moves the step on: a value it
+refuses changes nothing, and the reply names the field and what to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .asking import Ask, Asker
+from .confirmations import BY_ELICITATION, BY_MODEL
+from .protocol import ToolRefused
+from .session import HostSession
+from .step_replies import Reply, reply, run_id_of
+from .words import fact_message
+
+
+async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undone: tuple[str, str]) -> str | Reply:
+    """How the person confirmed ``facts`` (asked directly if the client can elicit), or the reply for a no.
+
+    ``retry``: the call to make once it is talked through; ``undone``: what
+    did not happen on a no, in words and as the reply's status.
+    """
+    if not asker.available or not facts:
+        return BY_MODEL
+    got = await asker.ask([Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()])
+    refused = [k for k, a in got.items() if not a.confirmed]
+    if not refused:
+        return BY_ELICITATION
+    field_name = refused[0].removeprefix("fact:")
+    return Reply(
+        f"The user did not confirm {field_name} ({got[refused[0]].action}); {undone[0]}. Talk it through with the "
+        f"user and call {retry} again.",
+        {"status": undone[1], "user": got[refused[0]].action, "field": field_name},
+        is_error=True,
+    )
+
+
+def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Reply:
+    """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do."""
+    said = "; ".join(f"{f.get('code')}: {f.get('message')}" for f in failures)
+    lines = [f"Nothing was recorded: the verifier refused the facts {', '.join(facts)} ({said}); the run stays at "
+             f"step {session.step.get('id')}. Ask the user for a value that fits, then call step_done again with "
+             "every fact in facts."]  # fmt: skip
+    data = {"run": run_id_of(session), "status": "facts_refused", "failures": [str(f.get("code")) for f in failures]}
+    return reply(lines, data, True)
+
+
+async def record_facts(
+    session: HostSession, asker: Asker, facts: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]] | Reply:
+    """``continue_workflow`` with ``facts`` (none: a plain one) confirmed afresh: its result and what was done.
+
+    Or the reply saying why nothing was recorded: the person said no, or the
+    verifier refused a value (the run stays where it is).
+    """
+    step = session.step["id"]
+    undone = f"nothing was recorded; the run stays at step {step}"
+    by = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"))
+    if isinstance(by, Reply):
+        return by
+    try:
+        result = await session.advance(facts, by=by)
+    except ToolRefused as exc:
+        if not facts:
+            raise
+        return facts_refused(session, [exc.error], facts)
+    if facts and result["status"] == "blocked":
+        return facts_refused(session, result["failures"], facts)
+    return result, [f"Recorded {', '.join(facts)} as confirmed ({by})."] if facts else []

@@ -1,0 +1,54 @@
+"""Facts confirmed mid-run: the interview asks the model to confirm options, criteria and a deadline with the user.
+
+The real ``rimthan-host serve`` over stdio (its real verifier as its child).
+``step_done`` takes them in ``facts``; the bridge records each as confirmed,
+with a fresh confirmation, and the verifier checks them against the
+workflow's schema: a value it refuses is named in words, nothing recorded,
+the run still at its step. Before, no tool took facts after ``start_run``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rimthan_host.confirmations import BY_MODEL
+from rimthan_host.runlog import RunLog
+from rimthan_host.standin import StandIn
+from rimthan_host.words import BRIDGE_NOTE
+from support.bridge import audited_only_run, drive, example_text, refused
+from support.servers import ServerWorld, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("facts-world"))
+
+
+def test_facts_confirmed_in_the_interview_go_in_with_step_done(world: ServerWorld, tmp_path: Path) -> None:
+    example = json.loads(example_text("1.2.0", "confirmed-state.json"))
+    first = {k: example[k] for k in ("objective", "decision_owner")}
+    later = {k: v for k, v in example.items() if k not in first}
+
+    async def script(model: StandIn) -> None:
+        started = await model.start(first)
+        run = started.data["run"]
+        log = RunLog(model.project, run)
+        assert started.data["step"]["id"] == "interview" and BRIDGE_NOTE in started.text, started.text
+        wrong = await model.call("step_done", {"facts": {**later, "deadline": "next spring"}})
+        refused(wrong, "Nothing was recorded: the verifier refused the facts", "deadline",
+                "the run stays at step interview", "call step_done again with every fact in facts")  # fmt: skip
+        assert wrong.data["status"] == "facts_refused", wrong.data
+        assert "deadline" not in log.load_state()["confirmed_state"]["state"]
+        assert (await model.call("show_step")).data["step"]["id"] == "interview"
+        done = await model.call("step_done", {"facts": later})
+        assert done.data["step"]["id"] == "confirm-contract", done.text  # recorded and moved on: one move
+        assert "Recorded options, success_criteria, deadline, constraints as confirmed" in done.text, done.text
+        confirmed = log.load_state()["confirmed_state"]
+        assert confirmed["state"] == example
+        assert {confirmed["confirmations"][k]["confirmed_by"] for k in later} == {BY_MODEL}
+        assert (await model.follow(done, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
