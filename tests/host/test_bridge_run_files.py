@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
 from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.limits import MAX_CONFIRMED_STATE_BYTES
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
-from support.bridge import audited, audited_only_run, drive, refused
+from support.bridge import audited, audited_only_run, bridge_params, check_replies, drive, refused, stand_in
 from support.releases import build_release, unbounded_objective_source
 from support.servers import ServerWorld, build_world
 
@@ -158,7 +160,7 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
             where = f"(the line at byte {len(kept)} is longer than {MAX_TOKEN_CHARS} bytes, the longest checkpoint"
             assert where in reply.text, reply.text
         busy = await model.call("start_run", {"workflow": "research", "facts": facts})  # the project still works
-        refused(busy, f"{first} (unfinished, at ", "new_run true")
+        refused(busy, f"{first} (damaged: its run files cannot be resumed)", "new_run true")
         assert "at step None" not in busy.text, busy.text
         assert not (await model.call("show_step")).is_error
         damaged.write_bytes(kept)
@@ -168,6 +170,45 @@ def test_a_damaged_run_state_or_log_is_refused_in_words(world: ServerWorld, tmp_
     model, state = drive(world, tmp_path, script)
     first = model.received[0].data["run"]  # the first start_run's reply
     assert audited(model.project, state, first)["steps"][-1] == "experiment"
+
+
+def test_a_run_without_its_state_file_is_never_offered_to_resume(world: ServerWorld, tmp_path: Path) -> None:
+    """The state file gone while no bridge ran. Before, the next bridge's show_step offered the run ("resume_run
+    with one of the unfinished runs here"), start_run said "Continue one with resume_run", and resume_run
+    refused it as damaged."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            first = stand_in(client, project)
+            run = str((await first.follow(await first.start(), "", until_question=True)).data["run"])
+        RunLog(project, run).state_path.unlink()
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await never_offered(model, run)
+        return model
+
+    model = anyio.run(go)
+    check_replies(model)
+    assert len(list((project / ".rimthan" / "runs").glob("*.log"))) == 2
+    audited(project, state, model.received[-1].data["run"])
+
+
+async def never_offered(model: StandIn, run: str) -> None:
+    """Every listing names ``run`` as damaged and points at new_run true; a new run starts and completes."""
+    damaged, kept = f"{run} (damaged: its run files cannot be resumed)", "a damaged run's log is kept as it is"
+    refused(await model.call("resume_run", {}), "No unfinished run in this project.", damaged, "Call start_run")
+    refused(await model.call("resume_run", {"run": run}), f"run {run} cannot go on from it", "new_run true")
+    shown = await model.call("show_step")
+    refused(shown, "No run is active. Call start_run.", f"these cannot be resumed: {run} ({kept}", "new_run true")
+    busy = await model.start()
+    refused(busy, f"{damaged}. None of them can be resumed ({kept}", "call start_run again with new_run true.")
+    for reply in (shown, busy):
+        assert "Continue one with resume_run" not in reply.text and "resume_run with one of" not in reply.text
+    started = await model.call("start_run", {**model.sent[-1][1], "new_run": True})
+    assert not started.is_error and "set aside" not in started.text, started.text
+    assert (await model.follow(started, "experiment")).data["status"] == "completed"
 
 
 def test_a_schema_copy_that_cannot_be_written_costs_the_hint_not_the_move(world: ServerWorld, tmp_path: Path) -> None:

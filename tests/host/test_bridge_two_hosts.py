@@ -133,3 +133,38 @@ def test_a_killed_owner_holds_nothing_and_the_second_bridge_resumes_its_run(
     second = anyio.run(go)
     check_replies(second)
     assert audited_only_run(project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_deleted_lock_file_lets_no_second_bridge_in_and_the_first_stops_moving(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Before, the second bridge took a new lock file at the path, resumed the first's run, and both answered
+    its question: the log forked. Now the first also holds ``.rimthan`` itself, and says its lock is gone."""
+    project, state = folders(tmp_path)
+
+    async def go() -> tuple[StandIn, StandIn, str]:
+        async with bridge(project, world, state) as first_client:
+            first = stand_in(first_client, project)
+            run, _ = await at_question(first)
+            (project / ".rimthan" / "bridge.lock").unlink()  # a model "cleaning up a stale lock"
+            async with bridge(project, world, state) as second_client:
+                second = stand_in(second_client, project)
+                taken = await second.call("resume_run", {"run": run})
+                refused(taken, "Nothing was done: another rimthan-host serve holds the runs in this project")
+                assert taken.data["status"] == "workspace_busy", taken.data
+                stopped = await first.call("answer_question", {"answer": "experiment"})
+                refused(stopped, ".rimthan/bridge.lock was deleted or replaced while this bridge held it",
+                        f"this bridge stopped moving run {run}", f"then call resume_run {run}.")  # fmt: skip
+                assert stopped.data == {"status": "workspace_lock_lost", "run": run}, stopped.data
+                assert "\n" not in stopped.text
+                resumed = await first.call("resume_run", {"run": run})
+                assert f"Resumed run {run} from its log" in resumed.text, resumed.text
+                refused(await second.call("resume_run", {"run": run}), f"is moving run {run} in this project")
+                done = await first.follow(resumed, "desk-research")
+                assert done.data["status"] == "completed", done.text
+                return first, second, run
+
+    first, second, run = anyio.run(go)
+    check_replies(first)
+    check_replies(second)
+    assert audited(project, state, run)["steps"][-1] == "desk-research"

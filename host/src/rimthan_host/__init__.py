@@ -21,7 +21,7 @@ See docs/host-kit.md.
 The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 
 ``bridge``         :class:`Bridge`: the model's moves (start, resume, step_done, verdicts, answers, migration)
-``workspace_lock`` one bridge moves a project's runs at a time: ``flock`` on ``.rimthan/bridge.lock``
+``workspace_lock`` one bridge moves a project's runs at a time: ``flock`` on ``.rimthan/bridge.lock`` and ``.rimthan``
 ``step_replies``   the replies every move ends with: where the run is, the output schemas copied per release
 ``words``          the bridge's results in words: the step, what it needs, the one call to make next
 ``tools``          the tools as the model sees them, and the check of a model's arguments against them

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rimthan_workflow_registry.errors import quoted
+
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, restore_release, restore_subagents
@@ -43,6 +45,7 @@ from .words import (
     failure_words,
     installed_words,
     known_runs,
+    no_run_words,
     offer_summary,
     preview_words,
     refusal_reason,
@@ -110,16 +113,17 @@ class Bridge:
         self.session = session
         self.lock.note(self.run_id)
         lines = [f"Started run {self.run_id} ({by})."]
-        lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it." for r in unfinished]
+        lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."
+                  for r in unfinished if not r.damaged]  # fmt: skip
         return await self._go_on(result, lines)
 
     async def resume_run(self, run: str | None) -> Reply:
         runs = {r.run_id: r for r in run_summaries(self.project_dir)}
-        unfinished = [r.run_id for r in runs.values() if not r.completed]
+        unfinished = [r.run_id for r in runs.values() if not r.completed and not r.damaged]
         run_id = run or (unfinished[-1] if unfinished else None)
         known = known_runs(runs.values())
         if run_id is None or run_id not in runs:
-            head = f"There is no run {run} in this project." if run else "No unfinished run in this project."
+            head = f"There is no run {quoted(run)} in this project." if run else "No unfinished run in this project."
             return Reply(f"{head} {known} Call start_run for a new run.", {"status": "refused"}, is_error=True)
         if runs[run_id].completed:
             return Reply(
@@ -233,7 +237,7 @@ class Bridge:
         name = validator.split("@")[0]
         key = names.get(name)
         if key is None:
-            lines = [f"Nothing was recorded: {validator} is not a validator of this step."]
+            lines = [f"Nothing was recorded: {quoted(validator)} is not a validator of this step."]
             return validators_waiting(session, lines, error=True)
         if key in prepared.verdicts:
             lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
@@ -321,12 +325,12 @@ class Bridge:
             value, by = answer, BY_MODEL
         if choices and value not in choices:
             lines = [
-                f"Nothing was recorded: {value!r} is not one of the choices: {', '.join(choices)}.",
+                f"Nothing was recorded: '{quoted(value)}' is not one of the choices: {', '.join(choices)}.",
                 "Ask the user to choose one of them, then call answer_question with it exactly as written.",
             ]
             return reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
         result = await session.advance({question["field"]: value}, by=by)
-        return await self._go_on(result, [f"Recorded {question['field']} = {value} ({by})."])
+        return await self._go_on(result, [f"Recorded {question['field']} = {quoted(value)} ({by})."])
 
     # -- migration -------------------------------------------------------------------------
 
@@ -341,8 +345,8 @@ class Bridge:
             return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
         offered = str(offer_summary(offer)["to_release"])
         if to_release and to_release != offered:
-            lines = [f"Nothing was done: {to_release} is not offered for this run; the release offered is {offered}. "
-                     "Call migrate_run without to_release to take it."]  # fmt: skip
+            lines = [f"Nothing was done: {quoted(to_release)} is not offered for this run; the release offered is "
+                     f"{offered}. Call migrate_run without to_release to take it."]  # fmt: skip
             return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
         to_release = offered
         values = {**session.state.values, **facts}
@@ -426,11 +430,9 @@ class Bridge:
         return self.session
 
     def _no_run(self) -> Reply:
-        unfinished = [r.run_id for r in run_summaries(self.project_dir) if not r.completed]
-        hint = f" or resume_run with one of the unfinished runs here: {', '.join(unfinished)}" if unfinished else ""
         owner = self.lock.other_owner()
         held = f" Right now {WorkspaceBusy(owner)}: {REFUSED_MEANWHILE}" if owner is not None else ""
-        return Reply(f"No run is active. Call start_run{hint}.{held}", {"status": "no_run"}, is_error=True)
+        return Reply(no_run_words(run_summaries(self.project_dir)) + held, {"status": "no_run"}, is_error=True)
 
     def _unfinished(self) -> list[RunSummary]:
         """The project's unfinished runs (the active one among them, as its log's state says)."""

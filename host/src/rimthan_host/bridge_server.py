@@ -33,9 +33,10 @@ from .asking import Asker, InputNeeded
 from .bridge import Bridge, Reply
 from .link import VerifierDown, VerifierLink, VerifierLost
 from .protocol import HarnessError, HostProfile, ToolRefused
-from .reconnect import recover
+from .reconnect import logged_run, recover
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
 from .words import scrub
+from .workspace_lock import lost_words
 
 _log = logging.getLogger(__name__)
 
@@ -63,8 +64,14 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
 
 
 def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Server[Any]:
-    """The low-level MCP server over ``bridge`` (``link``: the verifier connection it may restart)."""
+    """The low-level MCP server over ``bridge`` (``link``: the verifier connection it may restart).
+
+    Tool calls are handled one at a time: a client may send several at once (Claude Code does), and two moves
+    of one run at once both went from the same checkpoint, forking its log; the second now sees where the
+    first left the run.
+    """
     handlers = _handlers(bridge)
+    one_at_a_time = anyio.Lock()
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -82,16 +89,8 @@ def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Se
         problem = argument_problem(params.name, arguments)
         if problem is not None:
             return _result(Reply(problem, {"status": "bad_arguments"}, is_error=True))
-        asker = Asker(ctx, params)
-        bridge.elicits = asker.available
-        try:
-            answer = await _answer(bridge, params.name, lambda: handler(asker, arguments))
-        except VerifierLost as exc:  # once per call: restart the child and resume, or say how to retry
-            if link is None:  # only a link raises it
-                raise
-            lost = exc
-            answer = await _answer(bridge, params.name, lambda: recover(bridge, link, params.name, lost))
-        bridge.settle()
+        async with one_at_a_time:
+            answer = await _move(bridge, link, params.name, lambda a: handler(a, arguments), Asker(ctx, params))
         return answer if isinstance(answer, types.InputRequiredResult) else _result(answer)
 
     server: Server[Any] = Server(
@@ -103,6 +102,36 @@ def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Se
     )
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
     return server
+
+
+async def _move(
+    bridge: Bridge,
+    link: VerifierLink | None,
+    tool: str,
+    handler: Callable[[Asker], Awaitable[Reply]],
+    asker: Asker,
+) -> Reply | types.InputRequiredResult:
+    """One tool call's answer, the only one in progress: the move, or why this bridge stopped moving its run."""
+    if bridge.lock.lost():
+        return _lock_lost(bridge)
+    bridge.elicits = asker.available
+    try:
+        answer = await _answer(bridge, tool, lambda: handler(asker))
+    except VerifierLost as exc:  # once per call: restart the child and resume, or say how to retry
+        if link is None:  # only a link raises it
+            raise
+        lost = exc
+        answer = await _answer(bridge, tool, lambda: recover(bridge, link, tool, lost))
+    bridge.settle()
+    return answer
+
+
+def _lock_lost(bridge: Bridge) -> Reply:
+    """The project's lock file was deleted or replaced under this bridge: it lets go of its run and the lock."""
+    run = logged_run(bridge)
+    bridge.session = None  # resume_run picks the run up from its log, once the lock is this bridge's again
+    bridge.lock.release()
+    return Reply(lost_words(run), {"status": "workspace_lock_lost", "run": run}, is_error=True)
 
 
 async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]]) -> Reply | types.InputRequiredResult:

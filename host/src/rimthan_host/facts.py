@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rimthan_workflow_registry.errors import quoted
+
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .protocol import ToolRefused
@@ -35,7 +37,7 @@ async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undo
     refused = [k for k, a in got.items() if not a.confirmed]
     if not refused:
         return BY_ELICITATION
-    field_name = refused[0].removeprefix("fact:")
+    field_name = quoted(refused[0].removeprefix("fact:"))
     return Reply(
         f"The user did not confirm {field_name} ({got[refused[0]].action}); {undone[0]}. Talk it through with the "
         f"user and call {retry} again.",

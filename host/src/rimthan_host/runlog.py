@@ -394,19 +394,26 @@ class RunSummary:
     run_id: str
     completed: bool
     step: str | None
+    damaged: bool = False  # its log or state cannot be read back: resume_run refuses it, so none offers it
 
     def words(self) -> str:
+        if self.damaged:
+            return f"{self.run_id} (damaged: its run files cannot be resumed)"
         where = f"at step {self.step}" if self.step else "at a step its run files do not say"  # (unreadable)
         return f"{self.run_id} ({'complete' if self.completed else f'unfinished, {where}'})"
 
 
 def run_summaries(project: Path) -> list[RunSummary]:
-    """Every run in ``project``, oldest first (a run without saved state counts as unfinished)."""
+    """Every run in ``project``, oldest first: one whose run files are damaged is unfinished and damaged; one
+    the system cannot read now (a directory where its log must be) unfinished, to be resumed once that is fixed."""
     out = []
     for run_id in list_runs(project):
         try:
             state = RunLog(project, run_id).load_state()
-        except (HarnessError, ValueError, OSError):
+        except OSError:
             state = {}
+        except (HarnessError, ValueError):
+            out.append(RunSummary(run_id, completed=False, step=None, damaged=True))
+            continue
         out.append(RunSummary(run_id, bool(state.get("completed")), state.get("step")))
     return out

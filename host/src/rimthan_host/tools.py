@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp import types
+from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, quoted
 from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, ValidationError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, first_non_json_value, too_deep_message
 
@@ -29,6 +30,8 @@ INSTRUCTIONS = (
 ARGUMENT_DEPTH = MAX_ARGUMENT_DEPTH - 2
 """Containers nested in one call's arguments. A fact's value reaches the verifier two levels deeper than the
 bridge takes it (``facts.f`` -> ``migration.confirmed_state.state.f``), within the verifier's own bound there."""
+PROBLEM_CHARS = 4 * QUOTE_MAX_CHARS
+"""A problem's words quote what the model sent (unknown keys, a value's path, a wrong value): cut past this."""
 _FACTS = {"type": "object", "description": "Facts the user confirmed (ask; never invent): field name -> value."}
 
 
@@ -126,6 +129,7 @@ def argument_problem(name: str, arguments: Mapping[str, Any]) -> str | None:
         problem = "; ".join(dict.fromkeys(_problem(e, arguments, properties, required) for e in errors))
     takes = f"it takes {', '.join(properties)}" if properties else "it takes no arguments"
     needs = f" ({', '.join(required)} required)" if required else ""
+    problem = quoted(problem, PROBLEM_CHARS)
     return f"Nothing was done: {problem}. Call {name} again with the arguments fixed: {takes}{needs}."
 
 

@@ -28,6 +28,7 @@ from .schemas import OutputSchema
 TOKEN_PATTERN = r"eyJ[A-Za-z0-9_-]{10,}\.(?:[^.\s]*\.[A-Za-z0-9_-]+)?"
 _OPAQUE = re.compile(rf"(sha256:)?[0-9a-fA-F]{{64}}|{TOKEN_PATTERN}")
 _KINDS = {"application/json": "JSON", "text/markdown": "Markdown"}
+KEPT_FOR_AUDIT = "a damaged run's log is kept as it is, for rimthan-mcp audit"
 
 
 def scrub(text: str) -> str:
@@ -165,8 +166,10 @@ def busy_words(unfinished: Sequence[RunSummary], active: str | None) -> str:
     head = f"Nothing was started: this project has unfinished runs: {listed}. "
     if active is not None and any(r.run_id == active for r in unfinished):
         head += f"Run {active} is the active one: show_step says what it needs."
-    else:
+    elif any(not r.damaged for r in unfinished):
         head += "Continue one with resume_run (run id)."
+    else:
+        return head + f"None of them can be resumed ({KEPT_FOR_AUDIT}): call start_run again with new_run true."
     tail = " Only if the user wants a separate run, call start_run again with new_run true"
     return head + tail + "; the unfinished runs stay resumable."
 
@@ -250,10 +253,24 @@ def fact_message(name: str, value: Any) -> str:
     return f"Confirm {name} for this run:\n{shown}"
 
 
+def no_run_words(runs: Iterable[RunSummary]) -> str:
+    """No run is active: call start_run, or resume_run with a run it can pick up (never a damaged one)."""
+    unfinished = [r for r in runs if not r.completed]
+    resumable = ", ".join(r.run_id for r in unfinished if not r.damaged)
+    damaged = ", ".join(r.run_id for r in unfinished if r.damaged)
+    text = "No run is active. Call start_run" + (f" or resume_run with one of the unfinished runs here: {resumable}"
+                                                 if resumable else "") + "."  # fmt: skip
+    if damaged:
+        text += f" Run files damaged, so these cannot be resumed: {damaged} ({KEPT_FOR_AUDIT}); "
+        text += "for a new run, call start_run with new_run true."
+    return text
+
+
 def known_runs(runs: Iterable[RunSummary]) -> str:
-    """The project's runs, each complete or unfinished at its step."""
+    """The project's runs, each complete, unfinished at its step, or damaged."""
     runs = list(runs)
     if not runs:
         return "This project has no runs yet."
-    resume = " resume_run (run id) continues an unfinished one." if any(not r.completed for r in runs) else ""
+    resumable = any(not r.completed and not r.damaged for r in runs)
+    resume = " resume_run (run id) continues an unfinished one." if resumable else ""
     return f"Runs in this project: {', '.join(r.words() for r in runs)}.{resume}"

@@ -10,8 +10,16 @@ unfinished; another bridge's moves are refused, naming the owner's process
 id and run (:class:`WorkspaceBusy`), until the owner's run completes, it
 stops serving a run, or it exits. The kernel releases the lock when the
 owning process dies, however (a SIGKILL too), so no lock is ever stale; the
-descriptor is not inherited by the verifier child. One ``open`` and
-``flock`` per run a bridge takes over, nothing per move or per log line.
+descriptor is not inherited by the verifier child. Two ``open`` and
+``flock`` (below) per run a bridge takes over, two ``stat`` per tool call, nothing per log line.
+
+A lock file deleted (or replaced) while held is a new file, a new lock: another
+bridge's ``flock`` on it went through, and both moved the same run (a fork).
+So the holder also locks the ``.rimthan`` directory itself, which cannot be
+deleted without the runs in it: while the holder lives, no other bridge takes
+the project, whatever became of the file. And before each tool call the holder
+checks both are still the ones it holds (:meth:`WorkspaceLock.lost`, one
+``stat`` each); if not it stops moving its run (:func:`lost_words`).
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ class WorkspaceLock:
     def __init__(self, project: Path) -> None:
         self.path = Path(project) / LOCK_PATH
         self._fd: int | None = None
+        self._dir_fd: int | None = None  # the .rimthan directory, locked too: a deleted file does not free it
         self._run: str | None = None
 
     @property
@@ -74,16 +83,19 @@ class WorkspaceLock:
         """Hold the lock (a no-op if held) and say ``run`` in it; :class:`WorkspaceBusy` if another holds it."""
         if self._fd is None:
             fd = self._open()
+            dir_fd = None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _lock(fd)
+                dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                _lock(dir_fd)
             except BlockingIOError:
                 owner = _owner(fd)
-                os.close(fd)
+                _close(fd, dir_fd)
                 raise WorkspaceBusy(owner) from None
             except BaseException:
-                os.close(fd)
+                _close(fd, dir_fd)
                 raise
-            self._fd, self._run = fd, None
+            self._fd, self._dir_fd, self._run = fd, dir_fd, None
             self.note(run)
         elif run is not None:
             self.note(run)
@@ -100,8 +112,15 @@ class WorkspaceLock:
     def release(self) -> None:
         """Let another bridge take the project's runs (closing the descriptor drops the lock)."""
         if self._fd is not None:
-            fd, self._fd, self._run = self._fd, None, None
-            os.close(fd)
+            fd, dir_fd, self._fd, self._dir_fd, self._run = self._fd, self._dir_fd, None, None, None
+            _close(fd, dir_fd)
+
+    def lost(self) -> bool:
+        """Whether the lock held here is no longer the lock file (or ``.rimthan``) at its path: deleted or
+        replaced, so another bridge may take the project (False when nothing is held)."""
+        if self._fd is None or self._dir_fd is None:
+            return False
+        return not (_same(self.path, self._fd) and _same(self.path.parent, self._dir_fd))
 
     def other_owner(self) -> Owner | None:
         """The owner, if another process holds the lock now (None when free or held here); never waits."""
@@ -128,6 +147,36 @@ class WorkspaceLock:
         return open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by the verifier child)
 
 
+def lost_words(run: str | None) -> str:
+    """Why a bridge whose lock was deleted or replaced stopped moving ``run``, and what to do (one line)."""
+    stopped = f"this bridge stopped moving run {run} (its log is kept as it is)" if run else "it holds no run now"
+    then = f"call resume_run {run}" if run else "call start_run or resume_run"
+    return (
+        f"Nothing was done: {LOCK_PATH} was deleted or replaced while this bridge held it, so another "
+        f"rimthan-host serve may have taken this project's runs; {stopped}. Make sure no other window or job "
+        f"moves runs in this project (or carry on there), then {then}."
+    )
+
+
+def _lock(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+
+
+def _same(path: Path, fd: int) -> bool:
+    """Whether ``path`` (not followed if a symbolic link) is the file open as ``fd``."""
+    try:
+        there, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
+    except OSError:
+        return False
+    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
+
+
 def _owner(fd: int) -> Owner:
     """What the holder wrote in the lock file (a partial or foreign text: an owner it does not name)."""
     try:
@@ -143,4 +192,4 @@ def _owner(fd: int) -> Owner:
     )
 
 
-__all__ = ["LOCK_PATH", "REFUSED_MEANWHILE", "Owner", "WorkspaceBusy", "WorkspaceLock"]
+__all__ = ["LOCK_PATH", "REFUSED_MEANWHILE", "Owner", "WorkspaceBusy", "WorkspaceLock", "lost_words"]
