@@ -339,6 +339,7 @@ def serve(
             migrate_to_newest=migrate_to_newest,
         ),
     )
+    provider.trust_path = trust  # every refresh re-reads it
     if follower is not None:
         provider.before_refresh = follower.sync
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")

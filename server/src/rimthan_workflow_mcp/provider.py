@@ -43,6 +43,7 @@ from .loading import (
 )
 from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
+from .trust_refresh import reload_trust, report_untrusted, still_trusted, trust_changed
 
 _log = get_logger("provider")
 
@@ -76,6 +77,7 @@ class ReleaseProvider:
         migrate_to_newest: bool = False,
     ) -> None:
         self.trust = trust
+        self.trust_path: Path | None = None  # set by serve: every refresh re-reads the trust store from here
         self.keyring = keyring
         self.releases_dir = releases_dir
         self.floor = floor or ActivationFloor(None)
@@ -296,7 +298,13 @@ class ReleaseProvider:
         """
         refused = self.before_refresh() if self.before_refresh is not None else ()
         with self._lock:
+            before = self.trust
+            if self.trust_path is not None:
+                self.trust, untrusted_store = reload_trust(self.trust_path, before)
+                refused += untrusted_store
             result = self._refresh_locked(refused)
+            if trust_changed(before, self.trust):
+                self._drop_untrusted()
             self.last_refresh = result
             fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]
             self._reported.update((r.path, r.code) for r in result.rejected)
@@ -355,6 +363,18 @@ class ReleaseProvider:
         outcome: Literal["unchanged", "rejected"] = "rejected" if rejected else "unchanged"
         active = self.active
         return RefreshResult(outcome, active.release.release_id, active.digest, rejected=tuple(rejected))
+
+    def _drop_untrusted(self) -> None:
+        """Stop holding releases the trust store no longer vouches for; an active one (or the explicit
+        migration target) keeps serving until restart, so no catalogue goes dark, and is reported."""
+        serving = {loaded.digest for loaded in self._actives.values()}
+        if self._migration_target is not None:
+            serving.add(self._migration_target.digest)
+        untrusted = [loaded for loaded in self._held.values() if not still_trusted(loaded, self.trust)]
+        for loaded in untrusted:
+            report_untrusted(loaded, dropped=loaded.digest not in serving)
+        dropped = {loaded.digest for loaded in untrusted if loaded.digest not in serving}
+        self._held = MappingProxyType({d: loaded for d, loaded in self._held.items() if d not in dropped})
 
     def _activate(self, loaded: LoadedRelease) -> None:
         self._held = MappingProxyType({**self._held, loaded.digest: loaded})

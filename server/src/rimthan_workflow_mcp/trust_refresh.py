@@ -1,0 +1,68 @@
+"""Re-reading the trust store on refresh (SIGHUP or ``--refresh-interval``).
+
+Every refresh loads ``--trust`` again with the loader ``serve`` starts with,
+so a key an operator removed stops vouching for new releases at the next
+refresh, and a key an operator added starts to. A trust store that no longer
+loads (a half-copied ``.pub``, a broken TOML file) never takes down what is
+served: the one loaded before stays in force, one error line says so, and
+the refresh reports it as a rejection.
+
+A release already held is re-checked against a changed store by the
+signatures that verified when it was loaded: it is still trusted when at
+least the new threshold of them are by keys the new store holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rimthan_workflow_registry.errors import RegistryError
+from rimthan_workflow_registry.release import TrustStore, load_trust
+
+from .loading import LoadedRelease, Rejection
+from .logs import get_logger
+
+_log = get_logger("trust")
+KEPT_PREVIOUS = "the trust store loaded before stays in force until it loads again"
+
+
+def reload_trust(path: Path, current: TrustStore) -> tuple[TrustStore, tuple[Rejection, ...]]:
+    """The trust store at ``path`` as it is now, or ``current`` and the reason it did not load."""
+    try:
+        return load_trust(path), ()
+    except RegistryError as exc:
+        error = exc.to_dict()
+        error["message"] = f"{exc.message}; {KEPT_PREVIOUS}"
+        error["next_step"] = f"fix {path} (as `rimthan-mcp check --trust {path}` reads it), then refresh again"
+        _log.error("trust store not reloaded", extra={"path": str(path), "error": error})
+        return current, (Rejection(path=str(path), error=error),)
+
+
+def trust_changed(before: TrustStore, after: TrustStore) -> bool:
+    return set(before.keys) != set(after.keys) or before.threshold != after.threshold
+
+
+def still_trusted(loaded: LoadedRelease, trust: TrustStore) -> bool:
+    """Whether the signatures that verified when ``loaded`` was loaded meet ``trust``'s threshold."""
+    return sum(1 for key_id in loaded.release.signer_key_ids if key_id in trust.keys) >= trust.threshold
+
+
+def report_untrusted(loaded: LoadedRelease, *, dropped: bool) -> None:
+    """One error line naming a held release the trust store no longer vouches for."""
+    if dropped:
+        event, consequence = "release no longer trusted; dropped", "runs pinned to it get pinned_release_unavailable"
+    else:
+        event, consequence = (
+            "active release no longer trusted; still served until restart",
+            "publish a release signed by a trusted key (the next refresh activates it), or restart to stop serving it",
+        )
+    _log.error(
+        event,
+        extra={
+            "release": loaded.release.release_id,
+            "digest": loaded.digest,
+            "path": str(loaded.release.root),
+            "signers": list(loaded.release.signer_key_ids),
+            "next": consequence,
+        },
+    )

@@ -1,0 +1,120 @@
+"""A refresh (SIGHUP) re-reads ``--trust``: keys/README's "rotate or remove a key, then refresh".
+
+Real keys, real signed releases, the installed ``rimthan-mcp serve`` over HTTP, and ``kill -HUP``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from support.processes import HttpServer, http_server_process
+from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
+from support.servers import RIMTHAN_MCP, http_client_for, server_env
+
+
+@dataclass
+class Keys:
+    old: KeyPair
+    new: KeyPair
+    built: dict[str, Path]  # "<version>-<signers>" -> a built release directory
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    root = tmp_path_factory.mktemp("trust-refresh")
+    old, new = make_keypair(root / "keys", "old"), make_keypair(root / "keys", "new")
+    builds = {"1.2.0-old": ("1.2.0", [old]), "1.3.0-old": ("1.3.0", [old]), "1.3.0-new": ("1.3.0", [new])}
+    builds["1.3.0-both"] = ("1.3.0", [old, new])
+    built = {name: build_release(packaged_source(v), root / name, signers) for name, (v, signers) in builds.items()}
+    return Keys(old=old, new=new, built=built)
+
+
+def _publish(keys: Keys, name: str, releases: Path) -> None:
+    source = keys.built[name]
+    shutil.copytree(source, releases / source.name)
+
+
+def _serve(tmp_path: Path, trust: Path) -> Any:
+    args = ["serve", "--releases-dir", str(tmp_path / "releases"), "--trust", str(trust)]
+    args += ["--state-dir", str(tmp_path / "state"), "--transport", "http", "--port", "0"]
+    return http_server_process([RIMTHAN_MCP, *args], env=server_env())
+
+
+def _refresh(server: HttpServer) -> dict[str, Any]:
+    """SIGHUP, then the ``refresh done`` record it logged (and every log line since, under ``"lines"``)."""
+    seen = len(server.lines)
+    server.process.send_signal(signal.SIGHUP)
+    server.wait_for('"refresh done"', after=seen)
+    records = [json.loads(line) for line in server.lines[seen:] if line.startswith("{")]
+    done = next(r for r in records if r["event"] == "refresh done")
+    return {**done, "lines": records}
+
+
+def _events(refresh: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["event"]: r for r in refresh["lines"]}
+
+
+def test_a_removed_key_vouches_for_no_new_release_after_refresh(keys: Keys, tmp_path: Path) -> None:
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+    with _serve(tmp_path, trust) as server:
+        trust_dir(trust, keys.new)
+        (trust / keys.old.public_path.name).unlink()
+        _publish(keys, "1.3.0-old", releases)  # signed only by the removed key
+        done = _refresh(server)
+    assert done["outcome"] == "rejected" and done["active"] == "research-decision@1.2.0", done
+    assert done["rejected"][0]["path"].endswith("research-decision-1.3.0"), done
+    held = _events(done)["active release no longer trusted; still served until restart"]
+    assert held["release"] == "research-decision@1.2.0" and held["level"] == "error", held
+
+
+def test_an_added_key_vouches_for_new_releases_after_refresh(keys: Keys, tmp_path: Path) -> None:
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+    with _serve(tmp_path, trust) as server:
+        trust_dir(trust, keys.new)
+        _publish(keys, "1.3.0-new", releases)
+        done = _refresh(server)
+    assert done["outcome"] == "activated" and done["activated"] == ["research-decision@1.3.0"], done
+
+
+def test_a_trust_store_that_no_longer_loads_keeps_the_one_loaded_before(keys: Keys, tmp_path: Path) -> None:
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+    with _serve(tmp_path, trust) as server:
+        (trust / "half-copied.pub").write_text("-----BEGIN PUBLIC KEY-----\n", encoding="utf-8")
+        _publish(keys, "1.3.0-old", releases)
+        done = _refresh(server)
+    error = _events(done)["trust store not reloaded"]
+    assert error["level"] == "error" and error["error"]["code"] == "key_invalid", error
+    assert "the trust store loaded before stays in force" in error["error"]["message"], error
+    assert done["activated"] == ["research-decision@1.3.0"], done  # verified against the store loaded before
+    assert any(r["path"] == str(trust) for r in done["rejected"]), done
+
+
+def test_a_held_release_only_the_removed_key_signed_is_dropped(keys: Keys, tmp_path: Path) -> None:
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old, keys.new)
+    _publish(keys, "1.2.0-old", releases)
+    _publish(keys, "1.3.0-both", releases)
+
+    async def manifests(url: str) -> set[str]:
+        async with http_client_for(url) as client:
+            return {str(r.name) for r in (await client.list_resources()).resources if "manifest" in str(r.name)}
+
+    with _serve(tmp_path, trust) as server:
+        before = anyio.run(manifests, server.url)
+        (trust / keys.old.public_path.name).unlink()
+        done = _refresh(server)
+        after = anyio.run(manifests, server.url)
+    dropped = _events(done)["release no longer trusted; dropped"]
+    assert dropped["release"] == "research-decision@1.2.0", dropped
+    assert "research-decision@1.2.0 manifest" in before and "research-decision@1.2.0 manifest" not in after
+    assert "research-decision@1.3.0 manifest" in after
+    assert "active release no longer trusted; still served until restart" not in _events(done)
