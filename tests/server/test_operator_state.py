@@ -129,6 +129,23 @@ def test_floors_are_per_deployment_and_the_refusal_names_the_file_and_the_way_do
     assert all(name.startswith("research-decision@") and e["deployment"] for name, e in floors.items())
 
 
+def test_check_answers_for_the_floor_the_default_serve_of_the_releases_directory_keeps(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A planned rollback pre-flighted with check: check must not say ok to what serve then refuses."""
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    older = world.publish("1.2.0", releases)
+    world.publish("1.3.0", releases)
+    with _serve(world, releases, state):
+        pass  # the default serve activated 1.3.0 and recorded its floor
+    shutil.rmtree(releases / "research-decision-1.3.0")
+    line = _one_line(_mcp("check", "--release", older, "--trust", world.trust, "--state-dir", state))
+    assert line.startswith("error: rollback_refused: "), line
+    assert f"`serve --releases-dir {releases}` would refuse it" in line and "below the activation floor 1.3.0" in line
+    served = _one_line(_mcp("serve", "--releases-dir", releases, "--trust", world.trust, "--state-dir", state))
+    assert "rollback_refused" in served  # what check foretold
+
+
 def test_the_explicit_two_release_mode_has_its_own_floor(world: ServerWorld, tmp_path: Path) -> None:
     releases, state = tmp_path / "releases", tmp_path / "state"
     older, newer = world.publish("1.2.0", releases), world.publish("1.3.0", releases)

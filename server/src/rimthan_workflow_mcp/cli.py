@@ -442,8 +442,9 @@ def serve(
     "--state-dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Also check the release against this state directory's activation floor (nothing is written). "
-    "[default: the floor is not checked]",
+    help="Also check the release against this state directory's activation floors (nothing is written): "
+    "the explicit --release mode's and, without --migration-target, the floor `serve --releases-dir` of the "
+    "release's parent directory keeps. [default: the floor is not checked]",
 )
 def check(release_dir: Path, trust: Path, migration_target: Path | None, state_dir: Path | None) -> None:
     """Verify a release exactly as `serve` would load it, then exit.
@@ -456,7 +457,7 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     from rimthan_workflow_registry.release import load_trust
     from rimthan_workflow_registry.run import CheckpointKeyring
 
-    from .provider import ReleaseProvider
+    from .provider import ReleaseProvider, check_directory_floor
 
     guard(lambda: check_state_dir(state_dir))  # a file there would read as "no floor recorded"
     trust_store = guard(lambda: load_trust(trust))
@@ -470,6 +471,8 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
             record_floor=False,
         ),
     )
+    if state_dir is not None and migration_target is None:  # without a target it may be served either way
+        guard(lambda: check_directory_floor(provider.active, trust_store, state_dir))
     from .server import runtime_state  # check builds what serve would serve, so it needs the adapter
 
     guard(lambda: runtime_state(provider))

@@ -418,6 +418,24 @@ class ReleaseProvider:
         self._held = MappingProxyType(held)
 
 
+def check_directory_floor(loaded: LoadedRelease, trust: TrustStore, state_dir: Path) -> None:
+    """``check --release``: the floor ``serve --releases-dir <its parent>`` keeps too (it has its own, apart from
+    the explicit mode's), so a release check says ok is not then refused as a rollback by the default serve."""
+    releases_dir = Path(loaded.release.root).parent
+    try:
+        _open_state(state_dir, trust, releases_dir, serving=False).check(
+            loaded.catalogue, loaded.version, loaded.digest
+        )
+    except RegistryError as exc:
+        raise RegistryError(
+            exc.code,
+            f"`serve --releases-dir {releases_dir}` would refuse it: {exc.message} (`serve --release` has a floor "
+            "of its own and would load it)",
+            path=exc.path,
+            details=exc.details,
+        ) from None
+
+
 def _open_state(
     state_dir: Path | None, trust: TrustStore, releases_dir: Path, *, serving: bool, explicit: bool = False
 ) -> ActivationFloor:
