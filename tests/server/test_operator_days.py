@@ -26,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from rimthan_host.harness import ConfirmedStateBook, HostProfile, client_caller
 from support.processes import http_server_process
 from support.servers import (
+    FLIPPED_FILE,
     RIMTHAN_MCP,
     RIMTHAN_PACK,
     ServerWorld,
@@ -86,7 +87,8 @@ def test_a_corrupt_newest_release_is_skipped_at_start_and_the_last_good_one_serv
                 return await harness(client_caller(client), tmp_path / "p").start("research", initial_version="1.2.0")
 
         started = anyio.run(start)
-    assert f"rimthan-mcp: skipped {releases / 'research-decision-1.3.0'}: file_digest_mismatch: " in said
+    skipped = f"rimthan-mcp: skipped {releases / 'research-decision-1.3.0'}: file_digest_mismatch: "
+    assert skipped + f"{FLIPPED_FILE}: " in said, said  # the file that failed, not only its release
     assert "rimthan-mcp: release research-decision@1.2.0 " in said and "[active]" in said
     assert started["release"]["id"] == "research-decision@1.2.0"
     warned = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
@@ -101,6 +103,7 @@ def test_start_refuses_only_when_no_release_verifies_and_respects_the_floor(worl
     line = _refused(_serve(world, releases, state))
     assert line.startswith("error: file_digest_mismatch: ") and "research-decision-1.2.0" in line
     assert "no release of research-decision verifies" in line
+    assert f"research-decision-1.2.0: file_digest_mismatch: {FLIPPED_FILE}: " in line
 
     # 1.3.0 served once raised the floor; now 1.3.0 is corrupt and only 1.2.0 verifies: no silent rollback
     shutil.rmtree(releases)

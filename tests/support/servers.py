@@ -91,8 +91,11 @@ def example_state(version: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- corrupting a release
 
 
+FLIPPED_FILE = "catalogue/assets/instructions/interview.md"  # the file flip_byte changes
+
+
 def flip_byte(release: Path) -> str:
-    path = release / "catalogue" / "assets" / "instructions" / "interview.md"
+    path = release / FLIPPED_FILE
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))

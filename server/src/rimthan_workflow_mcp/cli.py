@@ -345,7 +345,7 @@ def serve(
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
     for rejection in provider.start_rejections:
-        say(f"skipped {rejection.path}: {rejection.code}: {rejection.error.get('message')}")
+        say(f"skipped {rejection.path}: {rejection.summary()}")
     for loaded in provider.actives.values():
         say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
     say(_describe_migration(provider))

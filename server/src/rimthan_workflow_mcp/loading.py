@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, verify_release
 from rimthan_workflow_registry.run import CheckpointKeyring
@@ -115,6 +115,16 @@ class Rejection:
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "error": self.error}
+
+    def summary(self) -> str:
+        """``code: file: message`` for a one-line report: the failing file (relative to the release when it is
+        inside it, quoted and bounded), which the release's own path does not say."""
+        where = self.error.get("path")
+        file = ""
+        if isinstance(where, str) and where and Path(where) != Path(self.path):
+            inside = Path(where).is_relative_to(self.path)
+            file = f"{quoted(Path(where).relative_to(self.path) if inside else where)}: "
+        return f"{self.code}: {file}{self.error.get('message')}"
 
 
 @dataclass(frozen=True)
