@@ -86,6 +86,18 @@ def test_an_unreachable_registry_is_logged_and_the_held_release_serves(
     assert_held_release_serves(proc)
 
 
+def test_an_unreachable_registry_and_nothing_held_refuses_with_the_registry_s_error(
+    tmp_path: Path, trust: Path
+) -> None:
+    """A fresh replica whose registry cannot be reached: the refusal names the registry, not an empty directory."""
+    proc = check("--releases-from", "oci://127.0.0.1:9/rimthan/x", "--plain-http", "--releases-dir",
+                 tmp_path / "releases", "--trust", trust, "--state-dir", tmp_path / "state", timeout=90)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    said = refusal(proc.stderr, allow_before=True)  # after the follower's "registry unreachable" log line
+    assert said.code == "oci_registry_error" and "could not be reached" in said.error, said
+    assert said.next.startswith("check the registry address in --releases-from"), said
+
+
 def serve_holding_1_2_0(
     reference: str, tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
 ) -> subprocess.CompletedProcess[str]:

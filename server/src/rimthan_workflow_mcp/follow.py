@@ -44,6 +44,7 @@ from rimthan_workflow_registry.release import (
 
 from .logs import get_logger
 from .provider import Rejection
+from .release_scan import scan_releases
 
 _log = get_logger("follow")
 # Refusals about reaching the registry (address, credentials, TLS trust) or about the local disk (full, read-only:
@@ -64,13 +65,16 @@ class RegistryFollower:
     _seen: dict[str, str] = field(default_factory=dict)  # tag -> OCI digest pulled or refused
     _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
 
     def sync(self) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result)."""
         with self._lock, registry_deadline(SYNC_DEADLINE):
             try:
                 self._sync_locked()
+                self.last_error = None
             except RegistryError as exc:
+                self.last_error = exc
                 _log.warning("registry unreachable; serving what is held", extra={"error": exc.to_dict()})
             except OSError as exc:  # nothing the releases directory does may stop a server holding a release
                 _log.warning("releases directory unwritable; serving what is held", extra={"exc": quoted(exc)})
@@ -131,4 +135,22 @@ def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_
     follower = RegistryFollower(parse_reference(reference), load_trust(trust_path), releases_dir, plain_http)
     releases_dir.mkdir(parents=True, exist_ok=True)
     follower.sync()
+    if follower.last_error is not None:
+        _nothing_held(follower, follower.last_error)
     return follower
+
+
+def _nothing_held(follower: RegistryFollower, exc: RegistryError) -> None:
+    """Refuse the start with the registry's error when it was not reached and nothing is held to serve instead."""
+    try:
+        scan_releases(follower.releases_dir)
+    except RegistryError:
+        raise RegistryError(
+            exc.code,
+            f"the registry could not be reached ({exc.message}) and {follower.releases_dir} holds no release "
+            "to serve meanwhile",
+            path=exc.path or str(follower.ref),
+            details=exc.details,
+            next_step="check the registry address in --releases-from, the network to it, and --plain-http "
+            "(a registry without TLS needs it); or put a release into --releases-dir (`rimthan-pack pull`)",
+        ) from None
