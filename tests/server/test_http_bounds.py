@@ -179,6 +179,17 @@ def test_stateless_get_and_delete_get_405_and_hold_no_stream(server: HttpServer,
     assert _honest_call(server) == 200
 
 
+def test_every_method_a_stateless_server_refuses_names_the_same_allow(
+    server: HttpServer, sockets: list[socket.socket]
+) -> None:
+    """Old code: PUT got the SDK's 405 with ``Allow: GET, POST, DELETE``, methods GET and DELETE then refuse."""
+    for method in ("PUT", "PATCH", "GET", "DELETE"):
+        sock = _connect(server, sockets)
+        sock.sendall(_head(server, method))
+        status, headers, body = _answer(sock)
+        assert status == 405 and headers.get("allow") == "POST", (method, status, headers, body)
+
+
 def test_request_heads_never_finished_past_the_open_file_limit_are_cut_off(
     server: HttpServer, sockets: list[socket.socket]
 ) -> None:

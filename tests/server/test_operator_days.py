@@ -252,7 +252,7 @@ def _post(url: str, headers: dict[str, str]) -> int:
 def test_http_on_all_interfaces_answers_the_hosts_the_operator_names(world: ServerWorld, tmp_path: Path) -> None:
     releases = tmp_path / "releases"
     world.publish("1.3.0", releases)
-    allowed = ("--allowed-host", "mcp.internal.example", "--allowed-host", "lb.example:8443")
+    allowed = ("--allowed-host", "mcp.internal.example", "--allowed-host", "LB.example:8443")  # names ignore case
     args = _serve(world, releases, tmp_path / "state", *allowed)
     with console_server(args, ALL_INTERFACES) as server:
         port = urlsplit(server.url).port
@@ -267,9 +267,11 @@ def test_http_on_all_interfaces_answers_the_hosts_the_operator_names(world: Serv
                 "lb.example:8443",
                 "lb.example:9999",
                 f"evil.example:{port}",
+                "MCP.Internal.Example",
+                f"LOCALHOST:{port}",
             )
         }
-        origin_ok = _post(local, {"Host": "mcp.internal.example", "Origin": "https://mcp.internal.example"})
+        origin_ok = _post(local, {"Host": "mcp.internal.example", "Origin": "https://MCP.internal.example"})
         origin_bad = _post(local, {"Host": "mcp.internal.example", "Origin": "https://evil.example"})
 
         async def tools() -> int:
@@ -286,6 +288,8 @@ def test_http_on_all_interfaces_answers_the_hosts_the_operator_names(world: Serv
         "lb.example:8443": 200,
         "lb.example:9999": 421,
         f"evil.example:{port}": 421,
+        "MCP.Internal.Example": 200,
+        f"LOCALHOST:{port}": 200,
     }
     assert (origin_ok, origin_bad, listed) == (200, 403, 4)
     assert f"rimthan-mcp: warning: listening beyond loopback on 0.0.0.0:{port}" in said

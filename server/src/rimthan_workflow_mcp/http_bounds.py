@@ -54,6 +54,7 @@ STATELESS_GET = b"Method Not Allowed: a stateless server offers no SSE stream an
 BUSY = b"Service Unavailable: too many requests in flight, retry"
 BODY_LATE = b"Request Timeout: the body did not arrive in time"
 _CLOSE = [(b"connection", b"close")]
+_AUTHORITY_HEADERS = frozenset({b"host", b"origin"})
 TOO_LARGE = 413  # the SDK's answer to a body past its max_request_body_size, and only to that
 TOO_LARGE_MESSAGE = (
     f"the request body is past the {MAX_REQUEST_BODY_BYTES} bytes ({MAX_REQUEST_BODY_BYTES / 2**20:g} MiB) one "
@@ -129,7 +130,8 @@ class HeadDeadlineProtocol(H11Protocol):
 
 
 class BoundedRequests:
-    """ASGI wrapper: 405 for a stateless GET/DELETE, a cap on requests in flight, a deadline on the body."""
+    """ASGI wrapper: 405 (Allow: POST) for a stateless server's every method but POST, a cap on requests in
+    flight, a deadline on the body; Host and Origin lower-cased."""
 
     def __init__(self, app: ASGIApp, *, stateless: bool) -> None:
         self.app = app
@@ -141,7 +143,9 @@ class BoundedRequests:
         PEER.set(f"{client[0]}:{client[1]}" if client else None)  # this request's task (and its children) only
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-        elif scope["method"] == "GET" or (self.stateless and scope["method"] == "DELETE"):
+            return
+        scope = {**scope, "headers": [_lower_authority(name, value) for name, value in scope["headers"]]}
+        if scope["method"] == "GET" or (self.stateless and scope["method"] != "POST"):
             await self._get(scope, receive, send)
         elif self.in_flight >= MAX_REQUESTS_IN_FLIGHT:
             _log.warning("request refused: too many in flight", extra={"in_flight": self.in_flight})
@@ -164,6 +168,12 @@ class BoundedRequests:
             await _plain(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
         else:
             await self.app(scope, receive, send)
+
+
+def _lower_authority(name: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """Host and Origin name a host, and host names compare case-insensitively (RFC 9110 4.2.3): the SDK's
+    DNS-rebinding check compares them exactly, against the lower-case values the server allows."""
+    return (name, value.lower()) if name in _AUTHORITY_HEADERS else (name, value)
 
 
 async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:

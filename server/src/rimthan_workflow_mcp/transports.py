@@ -116,6 +116,7 @@ def allowed_host_values(binding: HttpBinding, extra_hosts: Sequence[str] = ()) -
     if not _is_wildcard(binding.host) and binding.authority not in hosts:
         hosts.append(binding.authority)
     for value in extra_hosts:
+        value = value.lower()  # Host is compared lower-cased (http_bounds): host names ignore case
         hosts.extend([value] if _has_port(value) else [value, f"{value}:*"])
     return list(dict.fromkeys(hosts))
 
