@@ -140,12 +140,16 @@ def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
                 switch.write_text("no-status", "utf-8")
                 missing = await model.call("answer_question", {"answer": "experiment"})
                 refused(missing, f"{not_protocol} a result without a status; {check_url}", f"call resume_run {run}")
+                # A resume at a question shows the step saved with its checkpoint, asking the verifier nothing;
+                # the next answer reaches it.
                 switch.write_text("error-not-an-object", "utf-8")
-                wrong = await model.call("resume_run", {"run": run})
+                assert f"Resumed run {run}" in (await model.call("resume_run", {"run": run})).text
+                wrong = await model.call("answer_question", {"answer": "experiment"})
                 refused(wrong, f"{not_protocol} a refusal whose error is not an object (str); {check_url}")
                 assert f"call resume_run {run}" in wrong.text and "unexpected" not in missing.text + wrong.text
                 switch.write_text("error-in-text-only", "utf-8")
-                bare = await model.call("resume_run", {"run": run})
+                await model.call("resume_run", {"run": run})
+                bare = await model.call("answer_question", {"answer": "experiment"})
                 refused(bare, f"{not_protocol} a refusal whose error is missing (it said 'Error: boom'); {check_url}")
                 switch.unlink()
                 resumed = await model.call("resume_run", {"run": run})
