@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_value
-from rimthan_workflow_registry.run.confirmed_state import REMOVAL_DIGEST
+from rimthan_workflow_registry.run import REMOVAL_DIGEST
 
 BY_SCRIPT = "decision owner"
 BY_ELICITATION = "user via elicitation"

@@ -20,8 +20,7 @@ from typing import Any
 
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
-from rimthan_workflow_registry.release import ID_PATTERN, is_semver
-from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
+from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver
 
 from .fsutil import create_file
 

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         is_semver,
         semver_key,
     )
+    from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
     from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES
     from rimthan_workflow_registry.release.format import (
         CATALOGUE_DIR,
@@ -134,6 +135,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
 
 __all__ = [
+    "identity_problem",
     "MAX_SEGMENT_BYTES",
     "MAX_OCI_MANIFEST_BYTES",
     "release_layers",
@@ -210,6 +212,7 @@ __all__ = [
 # Each public name is imported from its module on first use, so importing one light module of this
 # package (trust, say) does not import the verifier and jsonschema (CLI start-up).
 _HOME = {
+    "identity_problem": "rimthan_workflow_registry.release.catalogue_bounds",
     "MAX_SEGMENT_BYTES": "rimthan_workflow_registry.release.catalogue_rules",
     "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
     "release_layers": "rimthan_workflow_registry.release.oci",

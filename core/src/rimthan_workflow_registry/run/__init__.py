@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         verify_checkpoint,
     )
     from rimthan_workflow_registry.run.confirmed_state import (
+        REMOVAL_DIGEST,
         ConfirmedState,
         changed_fields,
         require_confirmed,
@@ -96,6 +97,7 @@ __all__ = [
     "BUNDLE_TYPE",
     "CHECKPOINT_TYPE",
     "MAX_TOKEN_CHARS",
+    "REMOVAL_DIGEST",
     "ArtifactReceipt",
     "Checkpoint",
     "CheckpointKeyring",
@@ -157,6 +159,7 @@ _HOME = {
     "HostBinding": "rimthan_workflow_registry.run.checkpoints",
     "IssuedCheckpoint": "rimthan_workflow_registry.run.checkpoints",
     "MAX_TOKEN_CHARS": "rimthan_workflow_registry.limits",
+    "REMOVAL_DIGEST": "rimthan_workflow_registry.run.confirmed_state",
     "RunAuditError": "rimthan_workflow_registry.run.audit",
     "RunEnding": "rimthan_workflow_registry.run.run_ending",
     "StepPayloads": "rimthan_workflow_registry.run.step_payload",
