@@ -19,7 +19,9 @@ import anyio
 import pytest
 from rimthan_host.harness import WorkflowHarness, client_caller
 from rimthan_host.runlog import RunLog
+from rimthan_workflow_mcp.floor import ActivationFloor, deployment_of
 from support.processes import http_server_process
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
 from support.servers import RIMTHAN_MCP, ServerWorld, build_world, http_client_for, scenario, server_env
 
 HTTP = ("--transport", "http", "--port", "0")
@@ -45,9 +47,21 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
     return " ".join(lines)
 
 
-def _serve(world: ServerWorld, releases: Path, state: Path, *extra: str) -> Any:
-    args = ["serve", "--releases-dir", str(releases), "--trust", str(world.trust), "--state-dir", str(state)]
+def _serve(world: ServerWorld, releases: Path, state: Path, *extra: str, trust: Path | None = None) -> Any:
+    args = ["serve", "--releases-dir", str(releases), "--trust", str(trust or world.trust), "--state-dir", str(state)]
     return http_server_process([RIMTHAN_MCP, *args, *extra, *HTTP], env=server_env())
+
+
+def _floors(state: Path) -> dict[str, Any]:
+    floors: dict[str, Any] = json.loads((state / "activation-floor.json").read_text("utf-8"))["catalogues"]
+    return floors
+
+
+def _refused(releases: Path, trust: Path, state: Path) -> tuple[str, list[dict[str, Any]]]:
+    """A default serve that must refuse to start: its error line, and the floor it logged as inherited."""
+    done = _mcp("serve", "--releases-dir", releases, "--trust", trust, "--state-dir", state)
+    logged = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    return _one_line(done), [r for r in logged if r["event"] == "activation floor inherited"]
 
 
 # --------------------------------------------------------------------------- audit across key rotation
@@ -108,11 +122,15 @@ def test_floors_are_per_deployment_and_the_refusal_names_the_file_and_the_way_do
     world.publish("1.3.0", ours)
     with _serve(world, ours, state) as server:
         assert "activation floor" in server.stderr()
-    world.publish("1.2.0", unrelated)
-    with _serve(world, unrelated, state) as server:  # another releases directory: its own floor
+    other = make_keypair(tmp_path / "keys", "someone-else")
+    build_release(packaged_source("1.2.0"), unrelated, [other])
+    other_trust = trust_dir(tmp_path / "other-trust", other)
+    with _serve(world, unrelated, state, trust=other_trust) as server:  # another trust store: its own floor
         assert "release research-decision@1.2.0 " in server.stderr()
+        assert "activation floor inherited" not in server.stderr()
     explicit = _mcp("check", "--release", world.built["1.2.0"], "--trust", world.trust, "--state-dir", state)
-    assert explicit.returncode == 0, explicit.stderr  # the help's own example, in another directory
+    assert explicit.returncode == 1  # same trust key, same catalogue: a directory elsewhere inherits ours
+    assert "for an earlier deployment sharing a trust key with this one" in explicit.stderr
 
     shutil.rmtree(ours / "research-decision-1.3.0")
     world.publish("1.2.0", ours)
@@ -124,9 +142,74 @@ def test_floors_are_per_deployment_and_the_refusal_names_the_file_and_the_way_do
 
     with _serve(world, ours, state, "--lower-floor") as server:
         assert "release research-decision@1.2.0 " in server.stderr()
-    floors = json.loads((state / "activation-floor.json").read_text("utf-8"))["catalogues"]
+    floors = _floors(state)
     assert sorted(e["version"] for e in floors.values()) == ["1.2.0", "1.2.0"]
     assert all(name.startswith("research-decision@") and e["deployment"] for name, e in floors.items())
+    assert sorted(e["trust_keys"] for e in floors.values()) == sorted([[world.key.key_id], [other.key_id]])
+
+
+def test_adding_a_co_signer_key_to_the_trust_store_keeps_the_floor(world: ServerWorld, tmp_path: Path) -> None:
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    world.publish("1.2.0", releases)
+    world.publish("1.3.0", releases)
+    with _serve(world, releases, state):
+        pass  # floor 1.3.0 for trust {release-engineer}
+    floors = _floors(state)  # as a server before trust_keys was recorded wrote it: the keys only in the label
+    for entry in floors.values():
+        del entry["trust_keys"], entry["mode"]
+    (state / "activation-floor.json").write_text(
+        json.dumps({"format": "rimthan.activation-floor/1", "catalogues": floors})
+    )
+    shutil.rmtree(releases / "research-decision-1.3.0")
+    co_signer = make_keypair(tmp_path / "keys", "co-signer")
+    trust = trust_dir(tmp_path / "trust", world.key, co_signer)  # keys/README "Add a key", step 2
+
+    line, inherited = _refused(releases, trust, state)
+    assert line.startswith("error: rollback_refused: ") and "below the activation floor 1.3.0" in line, line
+    assert f"for an earlier deployment sharing a trust key with this one (trust {world.key.key_id}; releases " in line
+    assert [(r["floor"], r["from_deployment"]) for r in inherited] == [
+        ("1.3.0", next(iter(floors.values()))["deployment"])
+    ]
+
+    with _serve(world, releases, state, "--lower-floor", trust=trust) as server:  # a deliberate rollback still works
+        assert "release research-decision@1.2.0 " in server.stderr()
+    assert [(e["version"], e["trust_keys"]) for e in _floors(state).values()] == [
+        ("1.2.0", sorted([world.key.key_id, co_signer.key_id]))
+    ]  # the earlier deployment's 1.3.0 gave way with it
+    with _serve(world, releases, state) as server:  # the earlier trust store inherits the lowered floor
+        assert "release research-decision@1.2.0 " in server.stderr()
+
+
+def test_a_re_pointed_or_moved_releases_directory_keeps_the_floor(world: ServerWorld, tmp_path: Path) -> None:
+    blue, green, link, state = tmp_path / "blue", tmp_path / "green", tmp_path / "releases", tmp_path / "state"
+    world.publish("1.3.0", blue)
+    world.publish("1.2.0", green)
+    link.symlink_to(blue)
+    with _serve(world, link, state) as server:
+        assert "release research-decision@1.3.0 " in server.stderr()
+    link.unlink()
+    link.symlink_to(green)  # blue/green: the symlink now points at a directory holding only 1.2.0
+    moved = tmp_path / "mounted-elsewhere"
+    shutil.copytree(green, moved)  # the same volume mounted at another path
+    for releases in (link, moved):
+        line, inherited = _refused(releases, world.trust, state)
+        assert line.startswith("error: rollback_refused: ") and "below the activation floor 1.3.0" in line, line
+        assert f"releases {blue.resolve()})" in line and [r["floor"] for r in inherited] == ["1.3.0"]
+    assert [e["version"] for e in _floors(state).values()] == ["1.3.0"]  # a refusal records nothing
+
+
+def test_an_entry_whose_label_does_not_hash_to_its_id_binds_only_itself(world: ServerWorld, tmp_path: Path) -> None:
+    """Keys are read from a pre-trust_keys label only when the label is the one its deployment id was made from."""
+    path, key = tmp_path / "activation-floor.json", world.key.key_id
+    honest, forged = deployment_of([key], tmp_path / "a"), deployment_of(["f" * 64], tmp_path / "b")
+    entry = {"version": "1.3.0", "manifest_digest": "sha256:" + "0" * 64, "activated_at": 1}
+    for deployment in (honest, forged):
+        label = honest.label.replace("/a", "/b") if deployment is forged else honest.label  # b's id, a's keys
+        catalogues = {f"research-decision@{deployment.id}": {**entry, "deployment": label}}
+        path.write_text(json.dumps({"format": "rimthan.activation-floor/1", "catalogues": catalogues}))
+        floor = ActivationFloor(path, deployment_of([key, "e" * 64], tmp_path / "c"))
+        found = floor.get("research-decision")
+        assert (found.version if found else None) == ("1.3.0" if deployment is honest else None)
 
 
 def test_check_answers_for_the_floor_the_default_serve_of_the_releases_directory_keeps(

@@ -94,8 +94,9 @@ def test_refresh_raises_the_floor_so_a_restart_on_the_old_release_is_refused(
             state_dir=state,
         )
     assert refused.value.code is FailureCode.ROLLBACK_REFUSED
-    # a server of another releases directory (another deployment) is not held down by this floor
-    assert world.provider("1.2.0", state_dir=state).active.version == "1.2.0"
+    with pytest.raises(RegistryError) as inherited:  # another releases directory under the same trust key
+        world.provider("1.2.0", state_dir=state)
+    assert "for an earlier deployment sharing a trust key with this one" in inherited.value.message
 
 
 def test_unreadable_floor_file_fails_closed(world: ServerWorld, tmp_path: Path) -> None:

@@ -15,6 +15,18 @@ by the bare catalogue name (written before floors were scoped) cannot be
 attributed to a deployment and still applies to all of them (fail closed);
 ``--lower-floor`` replaces it with a scoped one.
 
+A deployment is also the *successor* of every earlier one of the same mode
+that shares at least one trusted key id with it (``trust_keys`` in the entry):
+adding a co-signer key to ``--trust``, or re-pointing ``--releases-dir`` (a
+blue/green symlink, a volume mounted elsewhere), changes the deployment id but
+not whose releases these are, so the highest such floor of the catalogue
+applies (fail closed), is logged once as inherited, and is recorded under the
+new deployment when it activates. Disjoint trust keys keep floors apart. An
+entry scoped before ``trust_keys`` was written carries its keys only in its
+label; they are read from it only when the label parses strictly and hashes
+back to the entry's deployment id, otherwise the entry binds its own
+deployment alone.
+
 Replicas sharing a state directory raise the floor under an OS file lock
 (``activation-floor.json.lock`` next to it, ``flock``): read, check and write
 happen as one step, so no replica's raise is lost and none records (or
@@ -44,12 +56,18 @@ from rimthan_workflow_registry.release import is_semver, semver_key
 from rimthan_workflow_registry.remediation import io_next_step
 from rimthan_workflow_registry.small_files import read_small_file
 
+from .logs import get_logger
+
 FLOOR_FILE = "activation-floor.json"
 LOCK_SUFFIX = ".lock"
 FLOOR_FORMAT = "rimthan.activation-floor/1"
 MAX_FLOOR_FILE_BYTES = 1024 * 1024  # one small entry per catalogue and deployment; the file is read whole
 _DIGEST = re.compile(DIGEST_PATTERN)
 EXPLICIT_MODE = "explicit --release mode"
+MODES = ("directory", "explicit")  # an entry's "mode": the directory mode, or the explicit --release mode
+_KEY_ID = re.compile(r"[0-9a-f]{64}")
+_LABEL = re.compile(rf"trust ([0-9a-f]{{64}}(?:, [0-9a-f]{{64}})*); releases (.+?)(; {EXPLICIT_MODE})?", re.DOTALL)
+_log = get_logger("floor")
 
 
 @dataclass(frozen=True)
@@ -58,14 +76,18 @@ class FloorEntry:
     manifest_digest: str
     activated_at: int
     deployment: str = ""
+    trust_keys: tuple[str, ...] = ()  # empty: not known, so no later deployment inherits this floor
+    mode: str = ""
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """What a floor is scoped to: a short id for the key, and a label saying what it stands for."""
+    """What a floor is scoped to: a short id for the key, a label saying what it stands for, its keys and mode."""
 
     id: str
     label: str
+    keys: tuple[str, ...] = ()
+    mode: str = MODES[0]
 
 
 def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None, *, explicit: bool = False) -> Deployment:
@@ -75,13 +97,39 @@ def deployment_of(trust_key_ids: Iterable[str], releases_dir: Path | None, *, ex
     a default ``serve`` of the same directory (which activates the newest release) does not refuse the older
     release an operator names on purpose, while a rollback within either mode is still refused.
     """
-    keys = sorted(trust_key_ids)
     where = str(releases_dir.resolve()) if releases_dir is not None else "-"
+    return _deployment(tuple(sorted(trust_key_ids)), where, explicit=explicit)
+
+
+def _deployment(keys: tuple[str, ...], where: str, *, explicit: bool) -> Deployment:
     scope, label = "\n".join(keys) + "\n" + where, f"trust {', '.join(keys)}; releases {where}"
     if explicit:  # the directory mode keeps its original id, so floors recorded before stay in force
         scope, label = scope + "\n" + EXPLICIT_MODE, f"{label}; {EXPLICIT_MODE}"
     digest = sha256_hex(scope.encode("utf-8"))[:16]
-    return Deployment(id=digest, label=label)
+    return Deployment(id=digest, label=label, keys=keys, mode=MODES[explicit])
+
+
+def _keys_of_label(name: str, label: str) -> tuple[tuple[str, ...], str]:
+    """The trust keys and mode of an entry written before ``trust_keys``: only if its label hashes to its id."""
+    parsed = _LABEL.fullmatch(label)
+    if parsed is None or "@" not in name:
+        return (), ""
+    keys = tuple(parsed[1].split(", "))
+    deployment = _deployment(keys, parsed[2], explicit=parsed[3] is not None)
+    if keys != tuple(sorted(set(keys))) or name.rsplit("@", 1)[1] != deployment.id:
+        return (), ""
+    return keys, deployment.mode
+
+
+def _keys_and_mode(name: str, e: dict[str, Any], deployment: str) -> tuple[tuple[str, ...], str]:
+    if "trust_keys" not in e and "mode" not in e:
+        return _keys_of_label(name, deployment)
+    keys, mode = e["trust_keys"], e["mode"]
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and _KEY_ID.fullmatch(k) for k in keys):
+        raise ValueError(f"{name}: trust_keys {keys!r} is not a list of key ids")
+    if mode not in MODES:
+        raise ValueError(f"{name}: mode {mode!r} is not one of {', '.join(MODES)}")
+    return tuple(keys), mode
 
 
 def _entry(name: str, e: dict[str, Any]) -> FloorEntry:
@@ -96,7 +144,8 @@ def _entry(name: str, e: dict[str, Any]) -> FloorEntry:
         raise ValueError(f"{name}: activated_at {activated_at!r} is not a Unix time in whole seconds")
     if not isinstance(deployment, str):
         raise ValueError(f"{name}: deployment {deployment!r} is not a text label")
-    return FloorEntry(version=version, manifest_digest=digest, activated_at=activated_at, deployment=deployment)
+    keys, mode = _keys_and_mode(name, e, deployment)
+    return FloorEntry(version, digest, activated_at, deployment, keys, mode)
 
 
 class ActivationFloor:
@@ -106,6 +155,7 @@ class ActivationFloor:
         self.path = path
         self.deployment = deployment
         self._entries: dict[str, FloorEntry] = self._load() if path is not None else {}
+        self._announced: set[tuple[str, str]] = set()  # (catalogue, entry key) already logged as inherited
 
     def _key(self, catalogue: str) -> str:
         return f"{catalogue}@{self.deployment.id}" if self.deployment is not None else catalogue
@@ -139,15 +189,45 @@ class ActivationFloor:
         )
 
     def get(self, catalogue: str) -> FloorEntry | None:
-        """The floor that applies: this deployment's entry, or an unscoped legacy one if it is higher."""
-        scoped = self._entries.get(self._key(catalogue))
-        legacy = self._entries.get(catalogue) if self.deployment is not None else None
-        if scoped is None or (legacy is not None and semver_key(legacy.version) > semver_key(scoped.version)):
-            return legacy
-        return scoped
+        """The floor that applies: the highest of this deployment's entry, an unscoped legacy one, and those of
+        the earlier deployments it succeeds (same mode, a trust key in common); this deployment's wins a tie."""
+        found = self._applying(catalogue)
+        return found[1] if found is not None else None
 
-    def _where(self) -> str:
-        scope = f" for this deployment ({self.deployment.label})" if self.deployment is not None else ""
+    def _applying(self, catalogue: str) -> tuple[str, FloorEntry] | None:
+        own = self._key(catalogue)
+        found = [(own, self._entries[own])] if own in self._entries else []
+        if self.deployment is not None:
+            found += [(k, e) for k, e in sorted(self._entries.items()) if k == catalogue or self._succeeds(k, e, own)]
+        if not found:
+            return None
+        key, entry = max(found, key=lambda item: semver_key(item[1].version))  # the first of the highest
+        if self._inherited(key) and (catalogue, key) not in self._announced:
+            self._announced.add((catalogue, key))
+            _log.warning(
+                "activation floor inherited",
+                extra={"catalogue": catalogue, "floor": entry.version, "from_deployment": entry.deployment},
+            )
+        return key, entry
+
+    def _succeeds(self, key: str, entry: FloorEntry, own: str) -> bool:
+        """Whether ``key`` is an earlier deployment's entry of the same catalogue whose floor this one inherits."""
+        assert self.deployment is not None
+        same_catalogue = key != own and key.rsplit("@", 1)[0] == own.rsplit("@", 1)[0]
+        return (
+            same_catalogue
+            and entry.mode == self.deployment.mode
+            and bool(set(entry.trust_keys) & set(self.deployment.keys))
+        )
+
+    def _inherited(self, key: str) -> bool:
+        return self.deployment is not None and "@" in key and key != self._key(key.rsplit("@", 1)[0])
+
+    def _where(self, key: str, entry: FloorEntry) -> str:
+        if self._inherited(key):
+            scope = f" for an earlier deployment sharing a trust key with this one ({entry.deployment})"
+        else:
+            scope = f" for this deployment ({self.deployment.label})" if self.deployment is not None else ""
         return f"recorded in {self.path}{scope}" if self.path is not None else f"recorded in memory{scope}"
 
     def check(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool = False) -> None:
@@ -159,14 +239,15 @@ class ActivationFloor:
         """
         if self.path is not None:
             self._entries = self._load()  # another replica may have raised it
-        entry = self.get(catalogue)
-        if entry is None or lower_floor:
+        found = self._applying(catalogue)
+        if found is None or lower_floor:
             return
+        key, entry = found
         if version == entry.version and manifest_digest != entry.manifest_digest:
             raise self._refused(
-                f"{catalogue}@{version} was activated before as {entry.manifest_digest} ({self._where()}); this is "
-                "another release under the same version. Publish a new version, or pass --lower-floor once you know "
-                "which is real",
+                f"{catalogue}@{version} was activated before as {entry.manifest_digest} ({self._where(key, entry)}); "
+                "this is another release under the same version. Publish a new version, or pass --lower-floor once "
+                "you know which is real",
                 catalogue=catalogue,
                 version=version,
                 floor_digest=entry.manifest_digest,
@@ -174,7 +255,7 @@ class ActivationFloor:
             )
         if semver_key(version) < semver_key(entry.version):
             raise self._refused(
-                f"{catalogue}@{version} is below the activation floor {entry.version} {self._where()}; pass "
+                f"{catalogue}@{version} is below the activation floor {entry.version} {self._where(key, entry)}; pass "
                 "--lower-floor to roll back deliberately (it records the lower floor), or give an unrelated "
                 "deployment its own --state-dir",
                 catalogue=catalogue,
@@ -217,22 +298,24 @@ class ActivationFloor:
             ) from None
 
     def _changes(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool) -> bool:
-        entry = self.get(catalogue)
-        if entry is not None and not lower_floor and semver_key(version) <= semver_key(entry.version):
-            return False
+        found = self._applying(catalogue)
+        if found is not None and not lower_floor:
+            below = semver_key(version) < semver_key(found[1].version)
+            if below or (version == found[1].version and not self._inherited(found[0])):
+                return False  # an inherited floor is recorded under this deployment when it activates
         scoped = self._entries.get(self._key(catalogue))
         return scoped is None or scoped.version != version or scoped.manifest_digest != manifest_digest
 
     def _set(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool) -> bool:
         if not self._changes(catalogue, version, manifest_digest, lower_floor=lower_floor):
             return False
-        if lower_floor and self.deployment is not None:
-            self._entries.pop(catalogue, None)  # the operator decided: the unscoped legacy floor gives way
-        self._entries[self._key(catalogue)] = FloorEntry(
-            version=version,
-            manifest_digest=manifest_digest,
-            activated_at=int(time.time()),
-            deployment=self.deployment.label if self.deployment is not None else "",
+        own = self._key(catalogue)
+        if lower_floor and self.deployment is not None:  # the operator decided: legacy and inherited floors give way
+            for key in [k for k, e in self._entries.items() if k == catalogue or self._succeeds(k, e, own)]:
+                del self._entries[key]
+        d = self.deployment
+        self._entries[own] = FloorEntry(
+            version, manifest_digest, int(time.time()), d.label if d else "", d.keys if d else (), d.mode if d else ""
         )
         self._save()
         return True
@@ -246,6 +329,7 @@ class ActivationFloor:
                     "manifest_digest": e.manifest_digest,
                     "activated_at": e.activated_at,
                     **({"deployment": e.deployment} if e.deployment else {}),
+                    **({"trust_keys": list(e.trust_keys), "mode": e.mode} if e.trust_keys else {}),
                 }
                 for name, e in sorted(self._entries.items())
             },
