@@ -14,9 +14,10 @@ from typing import Any
 
 import anyio
 import pytest
+from rimthan_host.harness import WorkflowHarness, client_caller
 from support.processes import HttpServer, http_server_process
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
-from support.servers import RIMTHAN_MCP, http_client_for, server_env
+from support.servers import RIMTHAN_MCP, harness, http_client_for, server_env
 
 
 @dataclass
@@ -41,9 +42,9 @@ def _publish(keys: Keys, name: str, releases: Path) -> None:
     shutil.copytree(source, releases / source.name)
 
 
-def _serve(tmp_path: Path, trust: Path) -> Any:
+def _serve(tmp_path: Path, trust: Path, *extra: str) -> Any:
     args = ["serve", "--releases-dir", str(tmp_path / "releases"), "--trust", str(trust)]
-    args += ["--state-dir", str(tmp_path / "state"), "--transport", "http", "--port", "0"]
+    args += ["--state-dir", str(tmp_path / "state"), "--transport", "http", "--port", "0", *extra]
     return http_server_process([RIMTHAN_MCP, *args], env=server_env())
 
 
@@ -118,3 +119,45 @@ def test_a_held_release_only_the_removed_key_signed_is_dropped(keys: Keys, tmp_p
     assert "research-decision@1.2.0 manifest" in before and "research-decision@1.2.0 manifest" not in after
     assert "research-decision@1.3.0 manifest" in after
     assert "active release no longer trusted; still served until restart" not in _events(done)
+
+
+def test_a_release_put_back_serves_its_pinned_runs_after_a_refresh(keys: Keys, tmp_path: Path) -> None:
+    """pinned_release_unavailable's next step (put the release back) works with a refresh, not only a restart."""
+    on_a, on_b, trust = tmp_path / "a", tmp_path / "b", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", on_a / "releases")
+    _publish(keys, "1.3.0-old", on_b / "releases")
+    shared = ("--checkpoint-keys", str(tmp_path / "checkpoint-keys.json"))  # two replicas of one fleet
+    run: WorkflowHarness | None = None
+
+    async def start(url: str) -> dict[str, Any]:
+        nonlocal run
+        async with http_client_for(url) as client:
+            run = harness(client_caller(client), tmp_path / "project")
+            return await run.start("research", initial_version="1.2.0")
+
+    async def resume(url: str, checkpoint: str) -> Any:
+        assert run is not None
+        async with http_client_for(url) as client:
+            arguments = {"checkpoint": checkpoint, "confirmed_state": run.state.projection()}
+            return await client.call_tool("rimthan.continue_workflow", arguments)
+
+    with _serve(on_a, trust, *shared) as server:
+        started = anyio.run(start, server.url)
+    with _serve(on_b, trust, *shared) as server:
+        refused = anyio.run(resume, server.url, started["checkpoint"])
+        error = refused.structured_content["error"]
+        assert (
+            error["code"] == "pinned_release_unavailable"
+            and error["details"]["release_id"] == "research-decision@1.2.0"
+        )
+        assert (
+            "pinned to release research-decision@1.2.0 (sha256:" in error["message"] and "refresh" in error["message"]
+        )
+        _publish(keys, "1.2.0-old", on_b / "releases")  # the next step: put it back
+        done = _refresh(server)
+        served = anyio.run(resume, server.url, started["checkpoint"])
+    assert done["outcome"] == "unchanged" and done["active"] == "research-decision@1.3.0", done
+    assert _events(done)["older release held for pinned runs"]["release"] == "research-decision@1.2.0"
+    assert not served.is_error and served.structured_content["step"]["id"] == "setup-workspace", served
+    floors = json.loads((on_b / "state" / "activation-floor.json").read_text("utf-8"))["catalogues"]
+    assert [e["version"] for e in floors.values()] == ["1.3.0"]  # held for pinned runs, never activated

@@ -15,7 +15,9 @@ newest release that verifies and is not below the activation floor is active;
 a corrupt or refused newer one is skipped and reported, so one bad publish is
 never an outage. Refresh rescans the directory the same way, per catalogue,
 and activates the first newer release that verifies; the last verified
-release stays active otherwise.
+release stays active otherwise. It also holds, for pinned runs only, an
+older release that has appeared in the directory since (one put back so a
+pinned run can resume); such a release is never activated.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class ReleaseProvider:
             held.setdefault(migration_target.digest, migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
         self._reported: set[tuple[str, str]] = set()
+        self._looked_at: set[tuple[str, int, int]] = set()  # older release directories tried: path, inode, mtime
         self.start_rejections: tuple[Rejection, ...] = ()
         self.last_refresh: RefreshResult | None = None
         # run before each refresh (outside the lock): brings new releases into releases_dir and
@@ -303,6 +306,7 @@ class ReleaseProvider:
                 self.trust, untrusted_store = reload_trust(self.trust_path, before)
                 refused += untrusted_store
             result = self._refresh_locked(refused)
+            self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
             if trust_changed(before, self.trust):
                 self._drop_untrusted()
             self.last_refresh = result
@@ -388,34 +392,49 @@ class ReleaseProvider:
         except RegistryError:
             return {}
 
-    def _hold_older_releases(self) -> None:
+    def _hold_older_releases(self, *, announce: bool = False) -> None:
         """Also hold the older releases of each active catalogue that verify, never activating them.
 
         A replica that restarts after a refresh still serves the runs pinned to
         releases it had loaded before; one that does not verify is skipped
         (logged), so those runs get ``pinned_release_unavailable``, never bytes
-        that did not verify.
+        that did not verify. Each release directory is tried once (again only if it is replaced or changed),
+        so a refresh verifies only an older release that appeared since (``announce``: logged when held).
         """
         scanned = self._scan()
         held = dict(self._held)
         for catalogue, current in self._actives.items():
             for path in scanned.get(catalogue, []):
                 version = release_dir_version(path, catalogue)
-                if version is None or semver_key(version) >= semver_key(current.version):
+                if version is None or semver_key(version) >= semver_key(current.version) or not self._first_look(path):
                     continue
-                try:
-                    loaded = load_release(
-                        path, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name
-                    )
-                except RegistryError as exc:
-                    _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
-                    continue
-                except Exception as exc:  # nothing in the releases directory may stop a server from starting
-                    error = unverifiable(path, exc).to_dict()
-                    _log.warning("older release not held", extra={"path": str(path), "error": error})
-                    continue
-                held.setdefault(loaded.digest, loaded)
+                loaded = self._load_older(path, current)
+                if loaded is not None and loaded.digest not in held:
+                    held[loaded.digest] = loaded
+                    if announce:
+                        _log.info("older release held for pinned runs", extra={"release": loaded.release.release_id})
         self._held = MappingProxyType(held)
+
+    def _first_look(self, path: Path) -> bool:
+        try:
+            stat = path.stat()
+        except OSError:
+            return False
+        seen = (str(path), stat.st_ino, stat.st_mtime_ns)
+        first = seen not in self._looked_at
+        self._looked_at.add(seen)
+        return first
+
+    def _load_older(self, path: Path, current: LoadedRelease) -> LoadedRelease | None:
+        try:
+            return load_release(path, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name)
+        except RegistryError as exc:
+            _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
+        except Exception as exc:  # nothing in the releases directory may stop a server from starting
+            _log.warning(
+                "older release not held", extra={"path": str(path), "error": unverifiable(path, exc).to_dict()}
+            )
+        return None
 
 
 def check_directory_floor(loaded: LoadedRelease, trust: TrustStore, state_dir: Path) -> None:

@@ -381,14 +381,20 @@ def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, 
     provider = state.provider
     if not contract.checkpoint_bearing:
         return provider.active_for_workflow(arguments.get("workflow"))
-    pinned = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint.manifest_digest
-    loaded = provider.get(pinned)
+    checkpoint = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint
+    loaded = provider.get(checkpoint.manifest_digest)
     if loaded is None:
         raise RegistryError(
             FailureCode.PINNED_RELEASE_UNAVAILABLE,
-            f"the checkpoint is pinned to release {pinned}, which this server does not hold; "
-            "resume on a server that holds it, or start a new run",
-            details={"manifest_digest": pinned, "active": provider.active.release.release_id},
+            f"the checkpoint is pinned to release {checkpoint.release_id} ({checkpoint.manifest_digest}), which "
+            "this server does not hold; put it back in the releases directory and refresh this server (SIGHUP or "
+            "the next --refresh-interval scan: it is held for pinned runs, never activated), resume on a server "
+            "that holds it, or start a new run",
+            details={
+                "release_id": checkpoint.release_id,
+                "manifest_digest": checkpoint.manifest_digest,
+                "active": provider.active.release.release_id,
+            },
         )
     return loaded
 
