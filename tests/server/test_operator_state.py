@@ -359,3 +359,25 @@ def test_a_periodic_refresh_logs_only_changes_at_info(world: ServerWorld, tmp_pa
         said = server.stderr()
     quiet = [line for line in said.splitlines() if '"refresh done"' in line and '"unchanged"' in line]
     assert quiet and all('"level": "debug"' in line for line in quiet)
+
+
+def test_a_checkpoint_key_file_others_can_write_is_named_with_the_fix(world: ServerWorld, tmp_path: Path) -> None:
+    state, releases = tmp_path / "state", tmp_path / "releases"
+    world.publish("1.3.0", releases)
+    key_file = state / "checkpoint-keys.json"
+    assert _mcp("keys", "rotate", "--state-dir", state).returncode == 0
+    for mode, who in ((0o666, "group and others"), (0o620, "group"), (0o600, None)):
+        key_file.chmod(mode)
+        listed = _mcp("keys", "list", "--state-dir", state)
+        with _serve(world, releases, state) as server:
+            said = server.stderr()
+        for stderr in (listed.stderr, said):
+            warned = [line for line in stderr.splitlines() if "can forge checkpoints" in line]
+            if who is None:
+                assert warned == [], stderr
+            else:
+                assert warned == [
+                    f"rimthan-mcp: warning: checkpoint keys {key_file} are writable by {who} (mode {mode:04o}): "
+                    f"whoever can write them can forge checkpoints; run `chmod go-w {key_file}` (the server writes "
+                    "it 0600)"
+                ], stderr

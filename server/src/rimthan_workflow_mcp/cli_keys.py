@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,8 +84,21 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
 
     check_key_path_untracked(path)
     if path.exists() or not create:
-        return CheckpointKeyring.load(path), False
+        keyring = CheckpointKeyring.load(path)
+        warn_if_writable(path)
+        return keyring, False
     return CheckpointKeyring.load_or_create(path), True
+
+
+def warn_if_writable(path: Path) -> None:
+    """One line when others than the owner may write the key file: whoever can write it can forge checkpoints."""
+    mode = path.stat().st_mode
+    who = [name for name, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if mode & bit]
+    if who:
+        say(
+            f"warning: checkpoint keys {path} are writable by {' and '.join(who)} (mode {stat.S_IMODE(mode):04o}): "
+            f"whoever can write them can forge checkpoints; run `chmod go-w {path}` (the server writes it 0600)"
+        )
 
 
 # --------------------------------------------------------------------------- audit
