@@ -23,6 +23,7 @@ from rimthan_workflow_mcp.floor import ActivationFloor, deployment_of
 from support.processes import http_server_process
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 from support.servers import RIMTHAN_MCP, ServerWorld, build_world, http_client_for, scenario, server_env
+from support.small_disk import read_only_view
 
 HTTP = ("--transport", "http", "--port", "0")
 FAILS_ONCE = frozenset({"decision-critic@1.1.0"})
@@ -178,6 +179,29 @@ def test_adding_a_co_signer_key_to_the_trust_store_keeps_the_floor(world: Server
     ]  # the earlier deployment's 1.3.0 gave way with it
     with _serve(world, releases, state) as server:  # the earlier trust store inherits the lowered floor
         assert "release research-decision@1.2.0 " in server.stderr()
+
+
+def test_an_inherited_floor_at_the_active_version_starts_on_a_read_only_state_directory(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Copying an inherited floor to a new deployment raises nothing: a state directory it cannot be written
+    to (a read-only mount) still serves the release at that floor, with a warning, as before floors were
+    inherited; a rollback there is still refused by the earlier deployment's floor."""
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    world.publish("1.2.0", releases)
+    world.publish("1.3.0", releases)
+    with _serve(world, releases, state):
+        pass  # floor 1.3.0 for trust {release-engineer}
+    before = _floors(state)
+    trust = trust_dir(tmp_path / "trust", world.key, make_keypair(tmp_path / "keys", "co-signer"))
+    with read_only_view(state, tmp_path / "view") as view:
+        with _serve(world, releases, view, trust=trust) as server:
+            assert "release research-decision@1.3.0 " in server.stderr()
+            server.wait_for("inherited activation floor not recorded for this deployment")
+        shutil.rmtree(releases / "research-decision-1.3.0")
+        line, _ = _refused(releases, trust, view)
+        assert line.startswith("error: rollback_refused: ") and "below the activation floor 1.3.0" in line, line
+    assert _floors(state) == before
 
 
 def test_a_re_pointed_or_moved_releases_directory_keeps_the_floor(world: ServerWorld, tmp_path: Path) -> None:

@@ -285,6 +285,12 @@ class ActivationFloor:
                 self.check(catalogue, version, manifest_digest, lower_floor=lower_floor)
                 return self._set(catalogue, version, manifest_digest, lower_floor=lower_floor)
         except OSError as exc:
+            if self._only_carries(catalogue, version, lower_floor=lower_floor):
+                _log.warning(  # the earlier deployment's entry still holds this floor: nothing is lost
+                    "inherited activation floor not recorded for this deployment",
+                    extra={"catalogue": catalogue, "floor": version, "path": str(self.path), "reason": str(exc)},
+                )
+                return False
             raise RegistryError(
                 FailureCode.IO_ERROR,
                 f"cannot record {catalogue}@{version} in the activation floor ({exc.strerror or exc}); "
@@ -305,6 +311,15 @@ class ActivationFloor:
                 return False  # an inherited floor is recorded under this deployment when it activates
         scoped = self._entries.get(self._key(catalogue))
         return scoped is None or scoped.version != version or scoped.manifest_digest != manifest_digest
+
+    def _only_carries(self, catalogue: str, version: str, *, lower_floor: bool) -> bool:
+        """Whether recording ``version`` would only copy an inherited floor at that very version to this deployment.
+
+        Such a write raises nothing: when it cannot be made (a read-only state directory), the release still
+        activates, as it would at its own deployment's floor.
+        """
+        found = None if lower_floor else self._applying(catalogue)
+        return found is not None and self._inherited(found[0]) and found[1].version == version
 
     def _set(self, catalogue: str, version: str, manifest_digest: str, *, lower_floor: bool) -> bool:
         if not self._changes(catalogue, version, manifest_digest, lower_floor=lower_floor):
