@@ -33,6 +33,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
     old, new = make_keypair(root / "keys", "old"), make_keypair(root / "keys", "new")
     builds = {"1.2.0-old": ("1.2.0", [old]), "1.3.0-old": ("1.3.0", [old]), "1.3.0-new": ("1.3.0", [new])}
     builds["1.3.0-both"] = ("1.3.0", [old, new])
+    builds["1.2.0-new"] = ("1.2.0", [new])
     built = {name: build_release(packaged_source(v), root / name, signers) for name, (v, signers) in builds.items()}
     return Keys(old=old, new=new, built=built)
 
@@ -74,6 +75,20 @@ def test_a_removed_key_vouches_for_no_new_release_after_refresh(keys: Keys, tmp_
     assert done["rejected"][0]["path"].endswith("research-decision-1.3.0"), done
     held = _events(done)["active release no longer trusted; still served until restart"]
     assert held["release"] == "research-decision@1.2.0" and held["level"] == "error", held
+
+
+def test_an_older_release_the_old_store_refused_is_held_once_its_key_is_added(keys: Keys, tmp_path: Path) -> None:
+    """A release directory is verified once per change of its own; a changed trust store tries them all again."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.3.0-old", releases)
+    with _serve(tmp_path, trust) as server:
+        _publish(keys, "1.2.0-new", releases)  # put back for pinned runs, signed by a key not trusted yet
+        refused = _refresh(server)
+        trust_dir(trust, keys.new)
+        held = _refresh(server)
+    assert _events(refused)["older release not held"]["error"]["code"] == "signature_untrusted", refused
+    assert _events(held)["older release held for pinned runs"]["release"] == "research-decision@1.2.0", held
+    assert held["active"] == "research-decision@1.3.0", held
 
 
 def test_an_added_key_vouches_for_new_releases_after_refresh(keys: Keys, tmp_path: Path) -> None:

@@ -99,7 +99,7 @@ _TABLE: dict[FailureCode, str] = {
     "or route it to a server holding that key",
     _C.RUN_CHAIN_BROKEN: "audit the complete log of one run: every checkpoint token, one per line, in issue order",
     _C.PINNED_RELEASE_UNAVAILABLE: "route the run to a server that holds its pinned release, "
-    "or put that release back in the releases directory",
+    "or put that release back in the releases directory and refresh the server",
     _C.VALIDATION_BUNDLE_INVALID: "call rimthan.prepare_step_validation again and submit with the new bundle",
     _C.STEP_NOT_GATED: "the step has nothing to validate: call rimthan.continue_workflow",
     _C.BRANCH_NO_MATCH: "confirm one of the choices the step's question offers",

@@ -49,9 +49,9 @@ async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undo
 def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Reply:
     """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do."""
     said = "; ".join(f"{f.get('code')}: {f.get('message')}" for f in failures)
-    lines = [f"Nothing was recorded: the verifier refused the facts {', '.join(facts)} ({said}); the run stays at "
-             f"step {session.step.get('id')}. Ask the user for a value that fits, then call step_done again with "
-             "every fact in facts."]  # fmt: skip
+    lines = [f"Nothing was recorded: the verifier refused the facts {quoted(', '.join(facts))} ({said}); the run "
+             f"stays at step {session.step.get('id')}. Ask the user for a value that fits, then call step_done again "
+             "with every fact in facts."]  # fmt: skip
     data = {"run": run_id_of(session), "status": "facts_refused", "failures": [str(f.get("code")) for f in failures]}
     return reply(lines, data, True)
 
@@ -77,4 +77,4 @@ async def record_facts(
         return facts_refused(session, [exc.error], facts)
     if facts and result["status"] == "blocked":
         return facts_refused(session, result["failures"], facts)
-    return result, [f"Recorded {', '.join(facts)} as confirmed ({by})."] if facts else []
+    return result, [f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."] if facts else []

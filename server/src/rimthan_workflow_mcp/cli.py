@@ -153,7 +153,7 @@ def main() -> None:
             "  0  the client closed stdio, or SIGTERM on HTTP",
             "  1  refused at start (release, trust, keys, floor or address): one line on stderr with what to do next",
             "  2  usage mistake",
-            "  130  interrupted (Ctrl-C)",
+            f"  {ExitStatus.INTERRUPTED}  interrupted (Ctrl-C)",
         ),
         notes=[
             "On start it prints to stderr each loaded release with version, manifest digest and path, the migration",
@@ -399,7 +399,7 @@ def serve(
             say("stopped: calls in flight were answered")
     except KeyboardInterrupt:
         say("interrupted; stopped")
-        sys.exit(130)
+        sys.exit(ExitStatus.INTERRUPTED)
     except Exception as exc:  # never a traceback on the operator's terminal; details at --log-level debug
         _log.debug("server stopped unexpectedly", exc_info=True)
         refuse(FailureCode.INTERNAL_ERROR, None, f"the server stopped unexpectedly ({type(exc).__name__}: {exc})")

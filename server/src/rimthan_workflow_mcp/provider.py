@@ -306,8 +306,11 @@ class ReleaseProvider:
                 self.trust, untrusted_store = reload_trust(self.trust_path, before)
                 refused += untrusted_store
             result = self._refresh_locked(refused)
+            changed = trust_changed(before, self.trust)
+            if changed:
+                self._looked_at.clear()  # an older release the old store refused may verify under this one
             self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
-            if trust_changed(before, self.trust):
+            if changed:
                 self._drop_untrusted()
             self.last_refresh = result
             fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]

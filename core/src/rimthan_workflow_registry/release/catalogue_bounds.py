@@ -18,7 +18,7 @@ catalogue rules do.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.canonical import canonical_bytes
@@ -308,18 +308,22 @@ def check_confirmable_values(workflow: WorkflowDefinition, schema: Any) -> None:
     if not isinstance(schema, Mapping):
         return
     least: dict[str, int] = {}
+    for step, key, field, value in asked_values(workflow):
+        if field not in least:
+            least[field] = least_object_bytes(schema, {field: 0})
+        _raise_if(workflow.source, _in_step(step, confirmable_problem(key, value, least[field])))
+
+
+def asked_values(workflow: WorkflowDefinition) -> Iterator[tuple[StepDefinition, str, str, Scalar]]:
+    """``(step, key, field, value)`` for every question choice and branch value of ``workflow``: every value a
+    client may be asked to confirm into the state (``key`` names it in the workflow's TOML, for a refusal)."""
     for step in workflow.steps:
-        values: list[tuple[str, str, Scalar]] = []
         if step.question is not None:
-            field = step.question.field
-            values += [(f"question.choices[{i}]", field, v) for i, v in enumerate(step.question.choices)]
+            for i, choice in enumerate(step.question.choices):
+                yield step, f"question.choices[{i}]", step.question.field, choice
         for j, branch in enumerate(step.branches):
-            key = f"branches[{j}].when.{branch.when.operator}"
-            values += [(key, branch.when.field, v) for v in branch.when.values]
-        for key, field, value in values:
-            if field not in least:
-                least[field] = least_object_bytes(schema, {field: 0})
-            _raise_if(workflow.source, _in_step(step, confirmable_problem(key, value, least[field])))
+            for value in branch.when.values:
+                yield step, f"branches[{j}].when.{branch.when.operator}", branch.when.field, value
 
 
 def _in_step(step: StepDefinition, problem: str | None) -> str | None:

@@ -23,12 +23,13 @@ checked never imports jsonschema.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import CatalogueError, FailureCode, quoted
 from ..json_encoders import compact_encoder
 from .catalogue import Scalar, StepDefinition, WorkflowDefinition
+from .catalogue_bounds import asked_values
 from .schema_checks import SCHEMA_CHECKS, validator_version
 
 CHECKER_SUFFIX = ":confirmable-values"  # the checks' memory: a new rule, a new suffix (old passes void)
@@ -57,7 +58,7 @@ def check_values_accepted(workflow: WorkflowDefinition, state_schema: Any) -> No
     properties = state_schema.get("properties") if isinstance(state_schema, Mapping) else None
     if not isinstance(properties, Mapping):
         return
-    values = [(step, key, field, value) for step, key, field, value in _values(workflow) if field in properties]
+    values = [(step, key, field, value) for step, key, field, value in asked_values(workflow) if field in properties]
     if not values:
         return
     checked = _KEY_TEXT({"schema": state_schema, "values": [[f, v] for _, _, f, v in values]}).encode()
@@ -66,17 +67,6 @@ def check_values_accepted(workflow: WorkflowDefinition, state_schema: Any) -> No
         return
     _refuse_values(workflow, state_schema, properties, values)
     SCHEMA_CHECKS.remember([checked], checker)  # reached only when every value passed
-
-
-def _values(workflow: WorkflowDefinition) -> Iterator[tuple[StepDefinition, str, str, Scalar]]:
-    """``(step, key, field, value)`` for every question choice and branch value of ``workflow``."""
-    for step in workflow.steps:
-        if step.question is not None:
-            for i, choice in enumerate(step.question.choices):
-                yield step, f"question.choices[{i}]", step.question.field, choice
-        for j, branch in enumerate(step.branches):
-            for value in branch.when.values:
-                yield step, f"branches[{j}].when.{branch.when.operator}", branch.when.field, value
 
 
 def _refuse_values(
