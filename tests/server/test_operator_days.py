@@ -198,7 +198,7 @@ def test_with_migrate_to_newest_a_run_moves_to_its_catalogues_newer_release_afte
     with console_server(args) as server:
         assert "per catalogue, its newest verified release" in server.stderr()
 
-        async def day() -> tuple[dict[str, Any], dict[str, Any]]:
+        async def day() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
             async with http_client_for(server.url) as client:
                 run = harness(client_caller(client), tmp_path / "p")
                 started = await run.start("research", initial_version="1.2.0")
@@ -206,11 +206,22 @@ def test_with_migrate_to_newest_a_run_moves_to_its_catalogues_newer_release_afte
                 seen = len(server.lines)
                 server.process.send_signal(signal.SIGHUP)
                 server.wait_for(r'"activated": \["research-decision@1.3.0"\]', after=seen)
+                # the client learns the target from an ordinary continue, as with --migration-target
+                offered = await client.call_tool(
+                    "rimthan.continue_workflow",
+                    {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
+                )
                 preview = await run.migrate(started, "research-decision@1.3.0", "1.3.0", confirm=False)
-                return started, preview
+                assert offered.structured_content is not None
+                return started, offered.structured_content, preview
 
-        started, preview = anyio.run(day)
+        started, offered, preview = anyio.run(day)
     assert started["release"]["id"] == "research-decision@1.2.0"
+    assert offered["migration"] is not None, offered
+    assert (offered["migration"]["to"]["release"], offered["migration"]["confirmed"]) == (
+        "research-decision@1.3.0",
+        False,
+    )
     assert preview["migration"]["to"]["release"] == "research-decision@1.3.0", preview
 
 

@@ -429,12 +429,14 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
 def _with_migration_offer(
     state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any], result: ToolResult
 ) -> ToolResult:
-    """With a migration target loaded that can take this run, the result carries its preview.
+    """With a migration target that can take this run, the result carries its preview.
 
     That is how a client discovers the target's release id and workflow
-    version (and what it needs) before it sends a migration request.
+    version (and what it needs) before it sends a migration request. The
+    target is the one a migration request would go to: ``--migration-target``,
+    or with ``--migrate-to-newest`` the newer active release of the run's catalogue.
     """
-    target = state.provider.migration_target
+    target = state.provider.migration_target_for(source)
     if target is None or result.migration is not None or result.status == "completed":
         return result
     offer = source.module.migration_offer(target.module, arguments)
