@@ -19,8 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.engines import DrivenRun, Engines, TickingClock, drive, drive_migrated, make_engines
-from support.releases import make_keypair, trust_dir
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verify import verify_release
+from support.engines import (
+    DrivenRun,
+    Engines,
+    TickingClock,
+    WireEngine,
+    drive,
+    drive_migrated,
+    example_state,
+    make_engines,
+)
+from support.releases import branching_setup_source, build_release, make_keypair, trust_dir
 from support.servers import RIMTHAN_MCP, server_env
 
 REPAIR = frozenset({"decision-critic@1.0.0"})
@@ -213,3 +225,22 @@ def test_every_audit_example_in_help_and_docs_runs_as_written(engines: Engines, 
             told = done.stdout.splitlines()[-1].split()[1]
         reads_releases = "--releases-dir" in args or "--release" in args
         assert told == ("completed" if reads_releases else "not"), (example, told)
+
+
+def test_a_passing_submit_that_keeps_the_step_is_no_failed_round(engines: Engines, tmp_path: Path) -> None:
+    """At a validated gated step waiting for its answer, a second passing submit re-issues the checkpoint on
+    the same step, state and artifacts: the shape of a failed round, but no round failed (no findings claim)."""
+    key = make_keypair(tmp_path / "keys", "branching")
+    release = build_release(branching_setup_source(tmp_path), tmp_path / "releases", [key])
+    verified = verify_release(release, load_trust(trust_dir(tmp_path / "trust", key)))
+    engine = WireEngine(WorkflowEngineQueryModule(verified, engines.keyring, clock=engines.clock))
+    kit = engines.harness("passing-again")
+    state = kit.confirm(example_state("1.2.0"))
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": kit.host()})
+    asked = kit.pass_setup(engine, started, state)
+    again = kit.pass_setup(engine, {**started, "checkpoint": asked["checkpoint"]}, state)
+    assert (asked["status"], again["status"]) == ("input_required", "input_required")
+    assert again["checkpoint"] != asked["checkpoint"]
+    text, document = _audit(engines, [started["checkpoint"], asked["checkpoint"], again["checkpoint"]], name="again")
+    assert document["final"]["failed_validation_rounds"] == [], document["final"]
+    assert "no failed validation round" in text and "failed validation round(s)" not in text

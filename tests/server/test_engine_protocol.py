@@ -22,7 +22,7 @@ from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, i
 from rimthan_workflow_registry.run.token_wire import peek_claims
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
-from support.releases import build_release, make_keypair, packaged_source, trust_dir
+from support.releases import branching_setup_source, build_release, make_keypair, packaged_source, trust_dir
 
 
 @pytest.fixture(scope="module")
@@ -461,26 +461,8 @@ def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path:
     assert err.value.code is FailureCode.MIGRATION_NOT_NEWER
 
 
-def _branching_setup_source(root: Path) -> Path:
-    """research-decision whose gated setup-workspace branches straight to a route (no interview)."""
-    source = root / "branching-setup"
-    shutil.copytree(packaged_source("1.2.0"), source)
-    path = source / "workflows/research-decision.toml"
-    workflow = tomllib.loads(path.read_text("utf-8"))
-    steps = {s["id"]: s for s in workflow["steps"]}
-    setup, select = steps["setup-workspace"], steps["select-route"]
-    del setup["next"]
-    setup["branches"], setup["question"] = select["branches"], select["question"]
-    workflow["steps"] = [
-        setup,
-        *(s for s in workflow["steps"] if s["id"] in ("desk-research", "user-interviews", "experiment")),
-    ]
-    path.write_text(tomli_w.dumps(workflow), "utf-8")
-    return source
-
-
 def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: Path, engines: Engines) -> None:
-    engine = _engine_for(_branching_setup_source(tmp_path), tmp_path, engines)
+    engine = _engine_for(branching_setup_source(tmp_path), tmp_path, engines)
     harness = engines.harness("branching-setup")
     state = harness.confirm(example_state("1.2.0"))
     started = start(engine, harness, state)

@@ -20,6 +20,10 @@ Functions
         (self-verified against the keys); returns the release directory.
     packaged_source(version) -> Path
         ``catalogues/research-decision/<version>`` in this repository.
+    branching_setup_source(root) -> Path
+        A copy of the packaged 1.2.0 source whose gated setup-workspace asks
+        the route question and branches straight to a route step: a gated step
+        that can be validated and still wait for an answer (``input_required``).
     unbounded_objective_source(directory) -> Path
         A copy of the packaged 1.2.0 source whose confirmed-state schema sets
         no ``maxLength`` on ``objective``: a catalogue the verifier lets take
@@ -39,6 +43,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +130,24 @@ def build_release(source_dir: Path, out_dir: Path, keys: Sequence[KeyPair], *, c
 
 def packaged_source(version: str) -> Path:
     return PACKAGED_CATALOGUE / version
+
+
+def branching_setup_source(root: Path) -> Path:
+    """research-decision whose gated setup-workspace branches straight to a route (no interview)."""
+    source = root / "branching-setup"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    path = source / "workflows/research-decision.toml"
+    workflow = tomllib.loads(path.read_text("utf-8"))
+    steps = {s["id"]: s for s in workflow["steps"]}
+    setup, select = steps["setup-workspace"], steps["select-route"]
+    del setup["next"]
+    setup["branches"], setup["question"] = select["branches"], select["question"]
+    workflow["steps"] = [
+        setup,
+        *(s for s in workflow["steps"] if s["id"] in ("desk-research", "user-interviews", "experiment")),
+    ]
+    path.write_text(tomli_w.dumps(workflow), "utf-8")
+    return source
 
 
 def unbounded_objective_source(directory: Path) -> Path:

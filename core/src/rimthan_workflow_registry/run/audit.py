@@ -134,25 +134,16 @@ class RunHistory:
 
     @property
     def failed_rounds(self) -> tuple[AuditedCheckpoint, ...]:
-        """Checkpoints a failed validation round issued.
+        """Checkpoints a failed validation round issued: those carrying the round's findings count.
 
-        Such a checkpoint carries the round's findings count (``findings``
-        claim). Tokens issued before that claim existed are recognised by shape:
-        ``submit_step_validation`` with a failing report re-issues the checkpoint
-        at the same step keeping the artifacts (only passes are recorded); every
-        other same-step re-issue changes the confirmed state.
+        Only ``submit_step_validation`` with a failing report sets the signed
+        ``findings`` claim, and every token that verifies today carries it when
+        its round failed (the claim came before the current token format; older
+        tokens are refused). A checkpoint on the same step, state and artifacts
+        without it is no failed round: a passing submit at a gated step that
+        still waits for its answer issues one too.
         """
-        out: list[AuditedCheckpoint] = []
-        for parent, child in zip(self.checkpoints, self.checkpoints[1:], strict=False):
-            p, c = parent.checkpoint, child.checkpoint
-            if c.failed_findings is not None or (p.step_id, p.state_digest, p.manifest_digest, dict(p.artifacts)) == (
-                c.step_id,
-                c.state_digest,
-                c.manifest_digest,
-                dict(c.artifacts),
-            ):
-                out.append(child)
-        return tuple(out)
+        return tuple(c for c in self.checkpoints[1:] if c.checkpoint.failed_findings is not None)
 
     def ending(self) -> str:
         """How the log ends, as far as the signed tokens tell: last step, release, migrations, failed rounds."""
@@ -209,8 +200,6 @@ class RunHistory:
 
 
 def _findings(cp: Checkpoint) -> str:
-    if cp.failed_findings is None:
-        return "findings count not recorded (issued before checkpoints carried it)"
     return f"{cp.failed_findings} finding(s)"
 
 
