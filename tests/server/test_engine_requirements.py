@@ -5,12 +5,20 @@ needs before the user confirms a migration. All against real signed releases.
 
 from __future__ import annotations
 
+import shutil
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
+import tomli_w
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.requirements import available_workflows, describe_available
 from support.engines import Engines, TickingClock, WireEngine, example_state, make_engines
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
 SCHEMA_OWNER = "The one person (name or role) accountable for making and owning the decision."
 
@@ -135,3 +143,36 @@ def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines
     assert {f["field"] for f in offer["target_needs"]["confirmed_state"] if not f["present"]} >= {"risk_tolerance"}
     # no offer for the same release, nor back to an older workflow
     assert source.module.migration_offer(source.module, arguments) is None
+
+
+def _prerelease_target(engines: Engines, root: Path) -> WorkflowEngineQueryModule:
+    """A newer release of the catalogue carrying research-decision 1.2.0 (not newer) and 1.3.0-rc.1 only."""
+    source = root / "prerelease"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    base = tomllib.loads((source / "workflows/research-decision.toml").read_text("utf-8"))
+    name = "workflows/research-decision-rc.toml"
+    (source / name).write_text(tomli_w.dumps({**base, "version": "1.3.0-rc.1"}), "utf-8")
+    catalogue = tomllib.loads((source / "catalogue.toml").read_text("utf-8"))
+    catalogue["workflows"] += [name]
+    catalogue["catalogue"]["version"] = "1.2.1"
+    (source / "catalogue.toml").write_text(tomli_w.dumps(catalogue), "utf-8")
+    key = make_keypair(root / "keys", "rc")
+    release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
+    return WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock)
+
+
+def test_the_offer_names_only_what_a_request_without_a_version_migrates_to(engines: Engines, tmp_path: Path) -> None:
+    """A pre-release is never chosen implicitly: not offered, not taken without its version; asked for, it is."""
+    source, state, advanced, harness = _at_interview(engines)
+    target = _prerelease_target(engines, tmp_path)
+    arguments = {"checkpoint": advanced["checkpoint"], "confirmed_state": state}
+    assert source.module.migration_offer(target, arguments) is None
+    engines.clock.tick()
+    request = {"target_release": "research-decision@1.2.1", "confirmed_state": harness.confirm(example_state("1.2.0"))}
+    with pytest.raises(WorkflowProtocolError) as err:
+        source.migrate_workflow(target, {**arguments, "migration": {**request, "confirm": False}})
+    assert err.value.code is FailureCode.MIGRATION_NOT_NEWER
+    asked = {**request, "workflow_version": "1.3.0-rc.1", "confirm": False}
+    preview = source.migrate_workflow(target, {**arguments, "migration": asked})
+    assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]
+    assert preview["migration"]["to"]["workflow"] == "research-decision@1.3.0-rc.1"

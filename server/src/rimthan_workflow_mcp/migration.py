@@ -107,15 +107,20 @@ def accept(target: WorkflowEngineQueryModule, departure: Departure, request: Map
 def offer(
     target: WorkflowEngineQueryModule, departure: Departure, values: Mapping[str, Any]
 ) -> MigrationPreview | None:
-    """The target side of ``migration_offer``: only a newer version of the run's workflow, same scope."""
+    """The target side of ``migration_offer``: what a request naming no workflow version would migrate to.
+
+    Only a newer version of the run's workflow, same scope; chosen as
+    :func:`accept` chooses it, so a pre-release is offered only when no
+    release of the workflow is in the target (ask for one by version).
+    """
     src, dst = departure.release, target.release
     same_scope = (dst.catalogue.scope, dst.catalogue.name) == (src.catalogue.scope, src.catalogue.name)
     if dst.manifest_digest == src.manifest_digest or not same_scope:
         return None
-    current = semver_key(departure.workflow.version)
-    newer = [w for w in dst.catalogue.workflows if w.id == departure.workflow.id and semver_key(w.version) > current]
-    target_wf = newest_version(newer)
-    return None if target_wf is None else _preview(target, departure, target_wf, values)
+    target_wf = _target_workflow(dst, departure.workflow, None)
+    if target_wf is None or semver_key(target_wf.version) <= semver_key(departure.workflow.version):
+        return None
+    return _preview(target, departure, target_wf, values)
 
 
 def _preview(
@@ -148,10 +153,8 @@ def _check_target(
         )
     if dst.manifest_digest == src.manifest_digest or dst.release_id == src.release_id:
         raise WorkflowProtocolError(FailureCode.MIGRATION_SAME_RELEASE, "the run is already on the target release")
-    candidates = [w for w in dst.catalogue.workflows if w.id == workflow.id]
     version = request.get("workflow_version")
-    chosen = [w for w in candidates if w.version == version] if version else candidates
-    target_wf = newest_version(chosen)
+    target_wf = _target_workflow(dst, workflow, version)
     if target_wf is None:
         raise WorkflowProtocolError(
             FailureCode.WORKFLOW_NOT_FOUND,
@@ -162,3 +165,11 @@ def _check_target(
             FailureCode.MIGRATION_NOT_NEWER, f"{target_wf.key} is not newer than {workflow.key}"
         )
     return target_wf
+
+
+def _target_workflow(
+    dst: VerifiedRelease, workflow: WorkflowDefinition, version: str | None
+) -> WorkflowDefinition | None:
+    """The target's version ``version`` of ``workflow``, or (``None``) its newest as ``newest_version`` picks it."""
+    candidates = [w for w in dst.catalogue.workflows if w.id == workflow.id]
+    return newest_version([w for w in candidates if w.version == version] if version else candidates)
