@@ -25,7 +25,7 @@ from rimthan_workflow_registry.run.audit import RunAuditError, audit_run, descri
 from rimthan_workflow_registry.run.checkpoints import issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.token_wire import token_digest
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from support.engines import DrivenRun, Engines, TickingClock, drive, drive_migrated, make_engines
+from support.engines import DrivenRun, Engines, TickingClock, drive, drive_migrated, example_state, make_engines
 from support.refusals import refusal
 from support.servers import RIMTHAN_MCP, server_env
 
@@ -302,3 +302,34 @@ def test_audit_cli_names_a_break_before_a_damaged_line_further_on(
     refused = _invoke("audit", log, "--checkpoint-keys", keys)
     assert refused.exit_code == 1
     assert refusal(refused.stderr).error.startswith(f"error: run_chain_broken: {log}:3: line 3: ")
+
+
+def test_a_migration_to_another_host_is_told_with_the_host_of_every_checkpoint(engines: Engines) -> None:
+    """A migration may rebind the run to another harness (its ``host``); the history names the new host."""
+    source, kit = engines.wire("1.2.0"), engines.harness("host-move")
+    state = kit.confirm(example_state("1.2.0"))
+    started = source.start_workflow({"workflow": "research", "confirmed_state": state, "host": kit.host()})
+    advanced = kit.pass_setup(source, started, state)
+    engines.clock.tick()
+    opencode = kit.with_host(harness="opencode", adapter_id="opencode").host()
+    request = {
+        "target_release": "research-decision@1.3.0",
+        "confirmed_state": kit.confirm({**example_state("1.2.0"), "risk_tolerance": "medium"}),
+        "host": opencode,
+        "confirm": True,
+    }
+    moved = source.migrate_workflow(
+        engines.module("1.3.0"), {"checkpoint": advanced["checkpoint"], "confirmed_state": state, "migration": request}
+    )
+    assert moved["status"] == "active", moved["failures"]
+    history = audit_run(read_log("\n".join(r["checkpoint"] for r in (started, advanced, moved))), engines.keyring)
+    hosts = [c["host"] for c in history.to_json()["checkpoints"]]
+    assert [h["harness"] for h in hosts] == ["claude-code", "claude-code", "opencode"]
+    assert hosts[-1] == {
+        "harness": "opencode",
+        "adapter_version": "1.0.0",
+        "capabilities": sorted(opencode["capabilities"]),
+        "validator_capabilities": sorted(opencode["validator_capabilities"]),
+    }
+    text = "\n".join(describe(history))
+    assert "host claude-code adapter 1.0.0 -> opencode adapter 1.0.0" in text, text

@@ -66,6 +66,7 @@ class AuditedCheckpoint:
             "step": cp.step_id,
             "release": {"id": cp.release_id, "manifest_digest": cp.manifest_digest},
             "workflow": {"id": cp.workflow_id, "version": cp.workflow_version},
+            "host": cp.host.to_json(),
             "state_digest": cp.state_digest,
             "issued_at": cp.issued_at,
             "artifacts": {k: {"sha256": r.sha256, "size": r.size} for k, r in sorted(cp.artifacts.items())},
@@ -369,6 +370,16 @@ def _migrations(audited: Sequence[AuditedCheckpoint]) -> list[Migration]:
     return out
 
 
+def _host_change(before: Checkpoint | None, after: Checkpoint) -> str:
+    """What changed when a migration rebound the run to another host (or capabilities), else ``""``."""
+    if before is None or before.host == after.host:
+        return ""
+    old, new = before.host, after.host
+    if (old.harness, old.adapter_version) == (new.harness, new.adapter_version):
+        return f", host {new.harness} with other capabilities"
+    return f", host {old.harness} adapter {old.adapter_version} -> {new.harness} adapter {new.adapter_version}"
+
+
 def _break(source: str, line: int, kind: str, message: str) -> NoReturn:
     raise RunAuditError(
         FailureCode.RUN_CHAIN_BROKEN,
@@ -397,7 +408,7 @@ def describe(history: RunHistory) -> list[str]:
             out.append(
                 f"  migration at line {m.line}: {m.from_release} ({m.from_manifest_digest}) -> "
                 f"{m.to_release} ({m.to_manifest_digest}), workflow {m.from_workflow} -> {m.to_workflow}, "
-                f"parent {m.parent_digest} (line {m.parent_line})"
+                f"parent {m.parent_digest} (line {m.parent_line})" + _host_change(previous, cp)
             )
         out.append(f"  line {audited.line:>3}  seq {cp.sequence:>3}  {cp.step_id:<20} {audited.digest}")
         old_artifacts = previous.artifacts if previous else {}
