@@ -123,7 +123,8 @@ _TABLE: dict[FailureCode, str] = {
     _C.REPORT_STALE: "validate the bytes and instruction the current bundle binds, then submit again",
     _C.REPORT_HOST_MISMATCH: "have the run's own host (its harness and adapter) produce the reports",
     # --- migration
-    _C.MIGRATION_UNAVAILABLE: "start the server with a migration target (--migration-target DIR)",
+    _C.MIGRATION_UNAVAILABLE: "continue on the pinned release, or have the operator give the server a migration "
+    "target (--release DIR --migration-target DIR, or --migrate-to-newest with a newer release)",
     _C.MIGRATION_SCOPE_MISMATCH: "migrate to the loaded migration target of the same scope",
     _C.MIGRATION_NOT_NEWER: "migrate only to a newer version of the workflow",
     _C.MIGRATION_SAME_RELEASE: "nothing to do: the run is already on the target release",
