@@ -119,6 +119,22 @@ def test_a_verdict_the_verifier_would_refuse_is_not_recorded(engines: Engines) -
     )
 
 
+class SaysPassWithAnError(ExamplesScenario):
+    """A review that says pass but lists an error: the verifier refuses it as ``report_contradictory``."""
+
+    def review(self, ctx: Any) -> Review:
+        return Review("pass", ({"severity": "error", "message": "the decision has no evidence"},))
+
+
+def test_a_pass_verdict_with_an_error_finding_is_not_recorded(engines: Engines) -> None:
+    with pytest.raises(HarnessError) as refused:
+        drive(engines, "1.3.0", "desk-research", name="says-pass", scenario=SaysPassWithAnError("desk-research"))
+    assert str(refused.value) == (
+        "the verifier would refuse the verdict of evidence-auditor@1.1.0: a pass carries an error finding "
+        "(an error fails the validator): send fail, or make it a warning"
+    )
+
+
 def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines, tmp_path: Path) -> None:
     project = tmp_path / "project"
     log = RunLog(project, "run-audited")

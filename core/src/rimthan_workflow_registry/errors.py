@@ -102,6 +102,7 @@ class FailureCode(StrEnum):
     REPORT_SET_MISMATCH = "report_set_mismatch"
     REPORT_STALE = "report_stale"
     REPORT_HOST_MISMATCH = "report_host_mismatch"
+    REPORT_CONTRADICTORY = "report_contradictory"
     # --- migration ----------------------------------------------------------------
     MIGRATION_UNAVAILABLE = "migration_unavailable"
     MIGRATION_SCOPE_MISMATCH = "migration_scope_mismatch"

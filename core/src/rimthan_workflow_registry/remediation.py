@@ -122,6 +122,9 @@ _TABLE: dict[FailureCode, str] = {
     _C.REPORT_SET_MISMATCH: "send exactly one report per validator the bundle requires",
     _C.REPORT_STALE: "validate the bytes and instruction the current bundle binds, then submit again",
     _C.REPORT_HOST_MISMATCH: "have the run's own host (its harness and adapter) produce the reports",
+    _C.REPORT_CONTRADICTORY: (
+        "send the validator's verdict as it is: outcome fail with its error findings, or pass with warnings only"
+    ),
     # --- migration
     _C.MIGRATION_UNAVAILABLE: "continue on the pinned release, or have the operator give the server a migration "
     "target (--release DIR --migration-target DIR, or --migrate-to-newest with a newer release)",

@@ -62,9 +62,13 @@ def validator_report(
     }
 
 
-def findings_problem(findings: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why the verifier would refuse a verdict's ``findings`` (too many, one too long), or the round's ``reports``
-    with it (past ``MAX_VALIDATOR_REPORTS_BYTES`` together); ``None`` if it takes them."""
+def findings_problem(
+    outcome: str, findings: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, Any]]
+) -> str | None:
+    """Why the verifier would refuse a verdict's ``findings`` (an error in a pass, too many, one too long), or
+    the round's ``reports`` with it (past ``MAX_VALIDATOR_REPORTS_BYTES`` together); ``None`` if it takes them."""
+    if outcome == "pass" and any(f.get("severity") == "error" for f in findings):
+        return "a pass carries an error finding (an error fails the validator): send fail, or make it a warning"
     if len(findings) > MAX_REPORT_FINDINGS:
         return f"{len(findings)} findings, past the {MAX_REPORT_FINDINGS} one verdict may carry"
     for number, finding in enumerate(findings, 1):

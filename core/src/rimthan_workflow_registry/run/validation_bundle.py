@@ -235,6 +235,7 @@ def check_reports(
     for report in reports:
         summary = required[f"{report['validator_id']}@{report['version']}"]
         _check_report_binding(report, summary, expected_inputs, checkpoint.host)
+        _check_report_verdict(report, summary.key)
         if report["outcome"] == "pass":
             passed[summary.key] = summary.input_digest
         else:
@@ -245,6 +246,16 @@ def check_reports(
                     {"validator": summary.key, "severity": "error", "message": "the validator failed without findings"}
                 )
     return passed, failed, findings
+
+
+def _check_report_verdict(report: Mapping[str, Any], key: str) -> None:
+    """A pass carrying an ``error`` finding says two things (an error fails the validator): refuse, never pick one."""
+    errors = sum(1 for f in report["findings"] if f["severity"] == "error")
+    if report["outcome"] == "pass" and errors:
+        raise WorkflowProtocolError(
+            FailureCode.REPORT_CONTRADICTORY,
+            f"report {key} says pass but carries {errors} error finding(s); an error fails the validator",
+        )
 
 
 def _check_report_binding(
