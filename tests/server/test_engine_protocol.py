@@ -290,6 +290,31 @@ def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
     assert err.value.code is FailureCode.VALIDATION_BUNDLE_INVALID
 
 
+def test_a_pass_report_carrying_an_error_finding_is_refused_and_warnings_pass(engines: Engines) -> None:
+    """An ``error`` finding fails its validator: a report saying ``pass`` with one has no single verdict, and is
+    refused (the findings were once dropped and the step advanced); a ``pass`` with warnings only advances."""
+    engine, harness = engines.wire("1.2.0"), engines.harness("contradictory")
+    cp, state, step = _at_route_step(engines, engine, harness)
+    ready = engine.prepare_step_validation(
+        {
+            "checkpoint": cp,
+            "confirmed_state": state,
+            "host": harness.host(),
+            "artifacts": harness.write_outputs(step, examples("1.2.0")),
+        }
+    )
+    submit = {"checkpoint": cp, "confirmed_state": state, "validation_bundle": ready["validation_bundle"]}
+    reports = harness.reports(ready)
+    said_pass = [dict(reports[0], findings=[{"severity": "error", "message": "the evidence is missing"}])]
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.submit_step_validation({**submit, "reports": said_pass + reports[1:]})
+    assert err.value.code is FailureCode.REPORT_CONTRADICTORY
+    assert "says pass but carries 1 error finding" in str(err.value)
+    warned = [dict(r, findings=[{"severity": "warning", "message": "thin sourcing"}]) for r in reports]
+    moved = engine.submit_step_validation({**submit, "reports": warned})
+    assert moved["status"] in ("advanced", "input_required", "completed"), moved
+
+
 # ---------------------------------------------------------------------------- tokens
 
 
@@ -459,6 +484,21 @@ def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path:
             },
         )
     assert err.value.code is FailureCode.MIGRATION_NOT_NEWER
+
+
+def test_a_migration_with_a_next_confirmed_state_beside_it_is_refused(engines: Engines) -> None:
+    """A migration's state travels in ``migration.confirmed_state``; a ``next_confirmed_state`` beside it was
+    dropped without a word. It is refused before anything is checked or issued."""
+    engine, harness, state, started = _started(engines, "both-states")
+    changed = harness.confirm({**state["state"], "research_route": "experiment"}, previous=state)
+    request = {"target_release": "research-decision@1.3.0", "confirmed_state": state, "confirm": False}
+    arguments = {"checkpoint": started["checkpoint"], "confirmed_state": state, "migration": request}
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.migrate_workflow(engines.wire("1.3.0").module, {**arguments, "next_confirmed_state": changed})
+    assert err.value.code is FailureCode.INVALID_ARGUMENTS
+    assert "migration carries its state in migration.confirmed_state" in str(err.value)
+    preview = engine.migrate_workflow(engines.wire("1.3.0").module, arguments)
+    assert preview["status"] == "blocked" and preview["migration"] is not None, preview
 
 
 def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: Path, engines: Engines) -> None:

@@ -237,6 +237,12 @@ class WorkflowEngineQueryModule:
         The source side runs in ``migration.depart``, the target side in
         ``migration.accept``; both use only public methods of the two modules.
         """
+        if arguments.get("next_confirmed_state") is not None:
+            raise WorkflowProtocolError(
+                FailureCode.INVALID_ARGUMENTS,
+                "a migration carries its state in migration.confirmed_state; send next_confirmed_state in a "
+                "continue_workflow call without migration, or leave it out",
+            )  # it would be dropped unread
         departure, _prior = migration.depart(self, arguments)
         return migration.accept(target, departure, arguments["migration"])
 
