@@ -209,6 +209,7 @@ def _substitutions(work: Path, project: Project, registries: Registries | None) 
     subs = {
         r"<keyid>": project.dev.key_id,
         r"<old-key-id>": project.old_key_id,
+        r"<new-key-id>": project.old_key_id,  # a verify-only key, as `keys add` leaves the one it adds
         r"\bcatalogues/NAME/VERSION\b": "catalogues/research-decision/1.3.0",
         r"\breleases/NAME-VERSION\b": "releases/research-decision-1.3.0",
         r"(?<=push )RELEASE\b": "releases/research-decision-1.3.0",

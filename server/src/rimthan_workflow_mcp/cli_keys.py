@@ -232,7 +232,9 @@ def audit(
     epilog=epilog(
         [
             "rimthan-mcp keys list",
-            "rimthan-mcp keys rotate      # then restart every replica",
+            "rimthan-mcp keys rotate      # one server: a new signing key at once, then restart it",
+            "rimthan-mcp keys add         # a fleet, phase 1: a verify-only key; restart every replica",
+            "rimthan-mcp keys promote <new-key-id>   # phase 2: it signs; restart every replica",
             "rimthan-mcp keys retire <old-key-id>   # a verify-only id from keys list, once its runs are done",
         ]
     )
@@ -240,9 +242,11 @@ def audit(
 def keys() -> None:
     """Checkpoint HMAC keys: several verify, one signs.
 
-    Rotate to a new signing key (old keys keep verifying existing runs),
-    restart every replica, then retire the old key once its runs are done.
-    Key material is never printed.
+    One server: rotate to a new signing key (old keys keep verifying
+    existing runs) and restart it. Replicas sharing the key file: add a
+    verify-only key and restart every replica, then promote it and restart
+    every replica again, so no replica meets a key it does not hold. Retire
+    the old key once its runs are done. Key material is never printed.
     """
 
 
@@ -270,10 +274,11 @@ def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
 @_keys_option
 @_state_option
 def keys_rotate(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
-    """Add a new signing key; old keys keep verifying existing checkpoints.
+    """Add a new signing key at once; old keys keep verifying existing checkpoints.
 
-    Creates the key file (mode 0600) if it does not exist. Restart or
-    redeploy every replica afterwards so they all sign with the new key.
+    For one server. Creates the key file (mode 0600) if it does not exist.
+    Replicas restarted with the new file sign with a key the others do not
+    hold yet: a fleet rotates with `keys add`, then `keys promote`.
     """
     path = _keys_path(checkpoint_keys, state_dir)
     guard(lambda: check_state_dir(path.parent))
@@ -307,3 +312,43 @@ def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | Non
         f"retired {key_id}; {len(retired.keys)} key(s) remain, signing {retired.signing_key_id}; "
         f"kept in {path} for `rimthan-mcp audit` only"
     )
+
+
+@keys.command("add", epilog=epilog(["rimthan-mcp keys add --checkpoint-keys /srv/rimthan/checkpoint-keys.json"]))
+@_keys_option
+@_state_option
+def keys_add(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
+    """Add a verify-only key: a fleet's rotation, phase 1.
+
+    The signing key does not change. Restart every replica with the new
+    file: each then verifies checkpoints signed with the new key, and none
+    signs with it. Then `keys promote` it (phase 2).
+    """
+    path = _keys_path(checkpoint_keys, state_dir)
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    added, kid = keyring.adding()
+    guard(lambda: added.save(path), on_io_error=KEYS_IO)
+    click.echo(f"added {kid} (verify-only); signing key is still {added.signing_key_id} in {path}")
+    say(f"restart every replica with this file, then run `rimthan-mcp keys promote {kid}`")
+
+
+@keys.command("promote", epilog=epilog(["rimthan-mcp keys promote <new-key-id>   # a verify-only id from keys add"]))
+@click.argument("key_id")
+@_keys_option
+@_state_option
+def keys_promote(key_id: str, checkpoint_keys: Path | None, state_dir: Path | None) -> None:
+    """Make KEY_ID, a verify-only key, the signing key: a fleet's rotation, phase 2.
+
+    The key that signed before stays verify-only, so runs it signed go on.
+    Promote only once every replica runs with the file `keys add` wrote;
+    then restart every replica so they all sign with KEY_ID.
+    """
+    path = _keys_path(checkpoint_keys, state_dir)
+    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    if key_id == keyring.signing_key_id:
+        click.echo(f"{key_id} already signs in {path}; nothing changed")
+        return
+    promoted = guard(lambda: _in_file(path, lambda: keyring.promoting(key_id)))
+    guard(lambda: promoted.save(path), on_io_error=KEYS_IO)
+    click.echo(f"signing key is now {key_id}; {keyring.signing_key_id} stays verify-only in {path}")
+    say("restart every replica with this file so they all sign with the new key")

@@ -246,14 +246,23 @@ class CheckpointKeyring:
             raise
 
     def rotated(self) -> CheckpointKeyring:
-        """A new signing key; old keys keep verifying until retired."""
+        """A new signing key at once (one server); old keys keep verifying until retired."""
+        added, kid = self.adding()
+        return added.promoting(kid)
+
+    def adding(self) -> tuple[CheckpointKeyring, str]:
+        """A new verify-only key and its id: every replica given this file verifies it, none signs with it.
+
+        The first phase of a fleet's rotation; :meth:`promoting` is the second.
+        """
         kid = _new_key_id()
-        return CheckpointKeyring(
-            signing_key_id=kid,
-            keys={**self.keys, kid: secrets.token_bytes(KEY_BYTES)},
-            retired=self.retired,
-            archived=self.archived,
-        )
+        keys = {**self.keys, kid: secrets.token_bytes(KEY_BYTES)}
+        return CheckpointKeyring(self.signing_key_id, keys, self.retired, self.archived), kid
+
+    def promoting(self, kid: str) -> CheckpointKeyring:
+        """``kid``, a live key, signs from now on; the key that signed before stays verify-only."""
+        self._live(kid, "promote", "run `rimthan-mcp keys add`, restart every replica with that file, then promote it")
+        return CheckpointKeyring(kid, self.keys, self.retired, self.archived)
 
     def retiring(self, kid: str) -> CheckpointKeyring:
         """Retire ``kid``: live tokens it signed stop verifying; its material is archived for audit only.
@@ -264,15 +273,10 @@ class CheckpointKeyring:
             raise KeyringError(
                 FailureCode.KEY_INVALID,
                 "rotate to a new signing key before retiring this one",
-                next_step="run `rimthan-mcp keys rotate`, restart every replica, then retire this key",
+                next_step="run `rimthan-mcp keys add`, restart every replica, `keys promote` the new id, restart "
+                "every replica again, then retire this key (one server: `rimthan-mcp keys rotate`)",
             )
-        if kid not in self.keys:
-            known = ", ".join(sorted(self.keys)) or "none"
-            raise KeyringError(
-                FailureCode.KEY_INVALID,
-                f"no live checkpoint key {kid!r} (live keys: {known})",
-                next_step="pick a key id shown by `rimthan-mcp keys list`",
-            )
+        self._live(kid, "retire", "")
         keys = {k: v for k, v in self.keys.items() if k != kid}
         return CheckpointKeyring(
             signing_key_id=self.signing_key_id,
@@ -280,6 +284,22 @@ class CheckpointKeyring:
             retired=self.retired | {kid},
             archived={**self.archived, kid: self.keys[kid]},
         )
+
+    def _live(self, kid: str, action: str, retired_next: str) -> None:
+        """``key_invalid`` unless ``kid`` is a live key (``retired_next``: the next step when it is retired)."""
+        if kid in self.retired and retired_next:
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                f"cannot {action} {kid!r}: it is retired, and a retired key never verifies or signs again",
+                next_step=retired_next,
+            )
+        if kid not in self.keys:
+            known = ", ".join(sorted(self.keys)) or "none"
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                f"cannot {action} {kid!r}: no live checkpoint key has this id (live keys: {known})",
+                next_step="pick a key id shown by `rimthan-mcp keys list`",
+            )
 
     def for_audit(self) -> CheckpointKeyring:
         """Every key that ever signed here, archived ones included: for verifying logged runs offline only."""

@@ -1,0 +1,153 @@
+"""A fleet rotates its checkpoint key in two phases (`keys add`, then `keys promote`) and no run is refused.
+
+Real key files written by the installed ``rimthan-mcp keys``, real HTTP
+replicas (``rimthan-mcp serve``), one run driven to completion by the host
+harness with every tool call sent to the other replica than the one before:
+during a rolling restart a run meets replicas holding the file before and
+after each phase.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from rimthan_host.harness import WorkflowHarness
+from rimthan_host.protocol import ToolCaller, client_caller
+from support.processes import HttpServer, http_server_process
+from support.refusals import refusal
+from support.servers import RIMTHAN_MCP, harness, http_client_for, server_env
+
+
+def _keys(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([RIMTHAN_MCP, "keys", *map(str, args)], capture_output=True, text=True, check=False)
+    return proc
+
+
+def _signing(path: Path) -> str:
+    return str(json.loads(path.read_text("utf-8"))["signing_key_id"])
+
+
+@contextmanager
+def _replicas(tmp_path: Path, releases: dict[str, Path], trust: Path, *key_files: Path) -> Iterator[list[str]]:
+    """One HTTP replica per key file, all serving 1.2.0; their URLs."""
+    with ExitStack() as stack:
+        urls = []
+        for n, keys in enumerate(key_files):
+            args = ["serve", "--release", str(releases["1.2.0"]), "--trust", str(trust), "--checkpoint-keys", str(keys)]
+            args += ["--state-dir", str(tmp_path / f"state-{keys.stem}-{n}"), "--transport", "http", "--port", "0"]
+            server: HttpServer = stack.enter_context(http_server_process([RIMTHAN_MCP, *args], env=server_env()))
+            urls.append(server.url)
+        yield urls
+
+
+def _kid(token: str) -> str:
+    header = token.split(".")[0]
+    return str(json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))["kid"])
+
+
+class Alternating:
+    """A tool caller that sends each call to the next replica in turn (a balancer with no stickiness)."""
+
+    def __init__(self) -> None:
+        self.callers: list[ToolCaller] = []
+        self.calls = 0
+        self.signed_by: set[str] = set()
+
+    async def __call__(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        caller = self.callers[self.calls % len(self.callers)]
+        self.calls += 1
+        result = await caller(tool, arguments)
+        if isinstance(result.get("checkpoint"), str):
+            self.signed_by.add(_kid(result["checkpoint"]))
+        return result
+
+
+async def _drive(urls_by_phase: list[list[str]], project: Path) -> tuple[dict[str, Any], list[set[str]]]:
+    """One run: started in the first phase, a few calls in each, completed in the last; keys that signed per phase.
+
+    The checkpoints each phase's replicas issued: each replica resumes the run from the other's.
+    """
+    balancer = Alternating()
+    run: WorkflowHarness = harness(balancer, project)
+    result: dict[str, Any] = {}
+    signed: list[set[str]] = []
+    for n, urls in enumerate(urls_by_phase):
+        async with http_client_for(urls[0]) as first, http_client_for(urls[1]) as second:
+            balancer.callers, balancer.signed_by = [client_caller(first), client_caller(second)], set()
+            if n == 0:
+                result = await run.start("research", initial_version="1.2.0")
+            last = n == len(urls_by_phase) - 1
+            result = await run.run(result, until_step=None if last else "interview")
+            signed.append(balancer.signed_by)
+    return result, signed
+
+
+def test_a_fleet_rotates_in_two_phases_and_no_run_is_refused(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    old = tmp_path / "old.json"
+    assert _keys("rotate", "--checkpoint-keys", old).returncode == 0
+    first = _signing(old)
+    added = tmp_path / "added.json"
+    shutil.copy2(old, added)
+    said = _keys("add", "--checkpoint-keys", added)
+    assert said.returncode == 0 and said.stdout.startswith("added ck-"), said.stderr
+    new = said.stdout.split()[1]
+    assert _signing(added) == first and f"keys promote {new}" in said.stderr
+    listed = _keys("list", "--checkpoint-keys", added).stdout
+    assert f"{first}\tsigning" in listed and f"{new}\tverify-only" in listed, listed
+    promoted = tmp_path / "promoted.json"
+    shutil.copy2(added, promoted)
+    said = _keys("promote", new, "--checkpoint-keys", promoted)
+    assert said.returncode == 0 and _signing(promoted) == new, said.stderr
+    listed = _keys("list", "--checkpoint-keys", promoted).stdout
+    assert f"{new}\tsigning" in listed and f"{first}\tverify-only" in listed, listed
+
+    with (
+        _replicas(tmp_path, packaged_releases, trust, old, added) as phase_1,
+        _replicas(tmp_path, packaged_releases, trust, added, promoted) as phase_2,
+    ):
+        done, signed = anyio.run(_drive, [phase_1, phase_2], tmp_path / "project")
+    assert done["status"] == "completed", done
+    assert signed[0] == {first}, signed  # phase 1: the added key verifies, nobody signs with it
+    assert signed[1] == {first, new}, signed  # phase 2: both sign, each replica verifies the other's checkpoints
+    rotated = tmp_path / "rotated.json"  # the reason for two phases: `keys rotate` on one replica's file
+    shutil.copy2(old, rotated)
+    assert _keys("rotate", "--checkpoint-keys", rotated).returncode == 0
+    with _replicas(tmp_path, packaged_releases, trust, old, rotated) as at_once:
+        assert anyio.run(_refused_across, at_once, tmp_path / "project-2") == "checkpoint_key_unknown"
+
+
+async def _refused_across(urls: list[str], project: Path) -> str:
+    """The code the first replica answers a checkpoint the second one issued with."""
+    async with http_client_for(urls[1]) as signer, http_client_for(urls[0]) as other:
+        run = harness(client_caller(signer), project)
+        started = await run.start("research", initial_version="1.2.0")
+        arguments = {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()}
+        refused = await other.call_tool("rimthan.continue_workflow", arguments)
+        return str(refused.structured_content["error"]["code"])
+
+
+def test_promoting_an_unknown_or_retired_key_is_refused_with_the_next_step(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    assert _keys("rotate", "--checkpoint-keys", keys).returncode == 0
+    first = _signing(keys)
+    unknown = refusal(_keys("promote", "ck-0000000000000000", "--checkpoint-keys", keys).stderr)
+    assert unknown.code == "key_invalid" and "ck-0000000000000000" in unknown.error, unknown
+    assert "keys list" in unknown.next, unknown
+    assert _keys("rotate", "--checkpoint-keys", keys).returncode == 0
+    assert _keys("retire", first, "--checkpoint-keys", keys).returncode == 0
+    retired = refusal(_keys("promote", first, "--checkpoint-keys", keys).stderr)
+    assert retired.code == "key_invalid" and "retired" in retired.error, retired
+    assert "keys add" in retired.next, retired
+    assert "retired (archived for audit)" in _keys("list", "--checkpoint-keys", keys).stdout
+    again = _keys("promote", _signing(keys), "--checkpoint-keys", keys)
+    assert again.returncode == 0 and "already signs" in again.stdout, again.stderr
