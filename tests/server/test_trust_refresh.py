@@ -15,7 +15,9 @@ from typing import Any
 import anyio
 import pytest
 from rimthan_host.harness import WorkflowHarness, client_caller
+from support.oci import push
 from support.processes import HttpServer, http_server_process
+from support.registry import LocalRegistry
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 from support.servers import RIMTHAN_MCP, harness, http_client_for, server_env
 
@@ -89,6 +91,28 @@ def test_an_older_release_the_old_store_refused_is_held_once_its_key_is_added(ke
     assert _events(refused)["older release not held"]["error"]["code"] == "signature_untrusted", refused
     assert _events(held)["older release held for pinned runs"]["release"] == "research-decision@1.2.0", held
     assert held["active"] == "research-decision@1.3.0", held
+
+
+def test_a_follower_pulls_a_tag_it_refused_once_its_key_is_added(
+    keys: Keys, tmp_path: Path, registry: LocalRegistry
+) -> None:
+    """The follower remembered the refused manifest and skipped it until the tag moved, whatever the store said."""
+    ref = registry.ref("rimthan/retrust")
+    push(keys.built["1.2.0-old"], ref, trust_dir(tmp_path / "publisher-trust", keys.old, keys.new))
+    push(keys.built["1.3.0-new"], ref, tmp_path / "publisher-trust")
+    trust = trust_dir(tmp_path / "trust", keys.old)
+    with _serve(tmp_path, trust, "--releases-from", ref, "--plain-http") as server:
+        refused = _refresh(server)
+        trust_dir(trust, keys.new)  # keys/README "Add a key", then refresh
+        pulled = _refresh(server)
+    assert refused["active"] == "research-decision@1.2.0" and refused["outcome"] == "rejected", refused
+    assert refused["rejected"][0]["error"]["code"] == "signature_untrusted", refused
+    assert pulled["outcome"] == "activated" and pulled["activated"] == ["research-decision@1.3.0"], pulled
+    assert _events(pulled)["trust store changed; pulling refused tags again"]["tags"] == ["1.3.0"], pulled
+    assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == [
+        "research-decision-1.2.0",
+        "research-decision-1.3.0",
+    ]
 
 
 def test_an_added_key_vouches_for_new_releases_after_refresh(keys: Keys, tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ usual rules (activation floor, pinned runs keep their release).
 
 A publish that does not verify never reaches the releases directory; it is
 logged, reported as a rejection of the refresh, and not pulled again until
-its tag points at another manifest. A registry that cannot be reached, or a
+its tag points at another manifest or the trust store changes (every
+refresh re-reads ``--trust`` before the follower pulls, and hands it the
+store: a key added may vouch for a publish refused before). A registry that cannot be reached, or a
 releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
 ever renamed into place), is logged and the replica keeps serving what it holds; so is a registry that breaks a
 bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
@@ -45,6 +47,7 @@ from rimthan_workflow_registry.release import (
 from .logs import get_logger
 from .provider import Rejection
 from .release_scan import scan_releases
+from .trust_refresh import trust_changed
 
 _log = get_logger("follow")
 # Refusals about reaching the registry (address, credentials, TLS trust) or about the local disk (full, read-only:
@@ -67,9 +70,15 @@ class RegistryFollower:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
 
-    def sync(self) -> tuple[Rejection, ...]:
-        """Pull every new version tag; return the tags currently refused (for the refresh result)."""
+    def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
+        """Pull every new version tag; return the tags currently refused (for the refresh result).
+
+        ``trust``: the store as the refresh reloaded it; when it differs from
+        the one the follower pulled with, every refused tag is tried again.
+        """
         with self._lock, registry_deadline(SYNC_DEADLINE):
+            if trust is not None:
+                self._retrust(trust)
             try:
                 self._sync_locked()
                 self.last_error = None
@@ -79,6 +88,15 @@ class RegistryFollower:
             except OSError as exc:  # nothing the releases directory does may stop a server holding a release
                 _log.warning("releases directory unwritable; serving what is held", extra={"exc": quoted(exc)})
             return tuple(self._refused.values())
+
+    def _retrust(self, trust: TrustStore) -> None:
+        """Pull under ``trust`` from now on; a changed store forgets the manifests it refused, to try them again."""
+        if trust_changed(self.trust, trust) and self._refused:
+            retried = sorted(self._refused)
+            for tag in retried:
+                self._seen.pop(tag, None)
+            _log.info("trust store changed; pulling refused tags again", extra={"tags": retried})
+        self.trust = trust
 
     def _sync_locked(self) -> None:
         registry = open_registry(self.ref, plain_http=self.plain_http)

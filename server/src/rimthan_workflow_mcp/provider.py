@@ -101,9 +101,10 @@ class ReleaseProvider:
         self._looked_at: set[tuple[str, int, int]] = set()  # older release directories tried: path, inode, mtime
         self.start_rejections: tuple[Rejection, ...] = ()
         self.last_refresh: RefreshResult | None = None
-        # run before each refresh (outside the lock): brings new releases into releases_dir and
-        # returns the publishes it refused, which the refresh reports (see follow.py)
-        self.before_refresh: Callable[[], tuple[Rejection, ...]] | None = None
+        # run before each refresh (outside the lock) with the trust store the refresh verifies with: brings
+        # new releases into releases_dir and returns the publishes it refused, which the refresh reports
+        # (see follow.py)
+        self.before_refresh: Callable[[TrustStore], tuple[Rejection, ...]] | None = None
 
     # -- construction -------------------------------------------------------------------
 
@@ -299,11 +300,14 @@ class ReleaseProvider:
         or an asked-for refresh (SIGHUP), debug for a periodic rescan that
         changed nothing, so ``--refresh-interval`` does not fill the log.
         """
-        refused = self.before_refresh() if self.before_refresh is not None else ()
+        # read before the follower pulls, so that it pulls under the store this refresh then verifies with
+        reloaded = reload_trust(self.trust_path, self.trust) if self.trust_path is not None else None
+        trust_now = reloaded[0] if reloaded is not None else self.trust
+        refused = self.before_refresh(trust_now) if self.before_refresh is not None else ()
         with self._lock:
             before = self.trust
-            if self.trust_path is not None:
-                self.trust, untrusted_store = reload_trust(self.trust_path, before)
+            if reloaded is not None:
+                self.trust, untrusted_store = reloaded
                 refused += untrusted_store
             result = self._refresh_locked(refused)
             changed = trust_changed(before, self.trust)
