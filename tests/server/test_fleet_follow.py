@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rimthan_workflow_registry.release import open_registry
+from rimthan_workflow_registry.release import open_registry, verify_release
 from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import endless_pages, send_json, start_hostile
@@ -23,6 +23,7 @@ from support.oci import push, push_corrupt, put_raw_manifest
 from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
+from support.servers import flip_byte
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
@@ -161,3 +162,26 @@ def test_a_registry_s_long_text_reaches_the_follower_s_log_cut(
     assert max(map(len, proc.stderr.splitlines())) < 4096
     assert "next tag page is on another host" in proc.stderr and "chars, cut]" in proc.stderr, proc.stderr[:3000]
     assert_held_release_serves(proc)
+
+
+def test_a_follower_replaces_a_damaged_copy_with_a_verified_pull(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A release directory edited on disk no longer verified: the follower's pull of its tag was refused as a
+    bad publish, and a restart served nothing. It is replaced in one rename, with one line saying why."""
+    ref = registry.ref("rimthan/repair")
+    push(packaged_releases["1.2.0"], ref, trust)
+    releases = tmp_path / "releases"
+    copy = releases / "research-decision-1.2.0"
+    shutil.copytree(packaged_releases["1.2.0"], copy)
+    flip_byte(copy)
+    proc = check("--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
+                 "--state-dir", tmp_path / "state")  # fmt: skip
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    replaced = [r for r in records if r["event"] == "damaged copy replaced"]
+    assert len(replaced) == 1 and replaced[0]["path"] == str(copy), proc.stderr
+    assert replaced[0]["why"].startswith("file_digest_mismatch: "), replaced
+    assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
+    assert '"publish refused"' not in proc.stderr
+    verify_release(copy, load_trust(trust))
+    assert sorted(p.name for p in releases.iterdir()) == [copy.name]

@@ -1,6 +1,7 @@
 """A refresh (SIGHUP) re-reads ``--trust``: keys/README's "rotate or remove a key, then refresh".
 
-Real keys, real signed releases, the installed ``rimthan-mcp serve`` over HTTP, and ``kill -HUP``.
+Real keys, real signed releases, the installed ``rimthan-mcp serve`` over HTTP, and ``kill -HUP``; for a
+follower (``--releases-from``), a real registry.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any
 import anyio
 import pytest
 from rimthan_host.harness import WorkflowHarness, client_caller
+from rimthan_workflow_registry.release import load_trust, verify_release
 from support.oci import push
 from support.processes import HttpServer, http_server_process
 from support.registry import LocalRegistry
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
-from support.servers import RIMTHAN_MCP, harness, http_client_for, server_env
+from support.servers import RIMTHAN_MCP, flip_byte, harness, http_client_for, server_env
 
 
 @dataclass
@@ -113,6 +115,22 @@ def test_a_follower_pulls_a_tag_it_refused_once_its_key_is_added(
         "research-decision-1.2.0",
         "research-decision-1.3.0",
     ]
+
+
+def test_a_follower_repairs_a_copy_damaged_while_it_serves_at_the_next_refresh(
+    keys: Keys, tmp_path: Path, registry: LocalRegistry
+) -> None:
+    """The follower pulled a tag once and never looked at its directory again: an edit stayed until a restart."""
+    ref = registry.ref("rimthan/repair-live")
+    push(keys.built["1.2.0-old"], ref, trust := trust_dir(tmp_path / "trust", keys.old))
+    copy = tmp_path / "releases" / "research-decision-1.2.0"
+    with _serve(tmp_path, trust, "--releases-from", ref, "--plain-http") as server:
+        flip_byte(copy)
+        done = _refresh(server)
+    replaced = _events(done)["damaged copy replaced"]
+    assert replaced["path"] == str(copy) and replaced["why"].startswith("file_digest_mismatch: "), replaced
+    assert done["active"] == "research-decision@1.2.0", done
+    verify_release(copy, load_trust(trust))
 
 
 def test_an_added_key_vouches_for_new_releases_after_refresh(keys: Keys, tmp_path: Path) -> None:

@@ -77,16 +77,27 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
     type=click.Path(path_type=Path),
     help="Releases directory; the release lands in OUT/<catalogue>-<version>.",
 )
+@click.option(
+    "--replace-damaged",
+    is_flag=True,
+    help="If OUT already holds a copy of this release that no longer verifies (a file edited or deleted), "
+    "replace it with the verified pull in one rename. A copy that verifies is never replaced.",
+)
 @_PLAIN_HTTP
 @_JSON
 @reports_refusals
-def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_json: bool) -> None:
+def pull(
+    reference: str, trust_path: Path, out_dir: Path, replace_damaged: bool, plain_http: bool, as_json: bool
+) -> None:
     """Download, verify and install the release at oci://HOST/REPOSITORY(:TAG|@sha256:...).
 
     The download goes to a temporary directory beside OUT; only a release
     whose blobs match their digests, that passes the one verification path
     and whose version tag names its signed version is moved to its final
-    name. Anything else is deleted and refused.
+    name. Anything else is deleted and refused. A copy already under that
+    name that verifies is left as it is (already present, or release_exists
+    for another release); one that does not verify is refused, or replaced
+    with --replace-damaged.
     """
     from rimthan_workflow_registry.release import load_trust, parse_reference, pull_release
 
@@ -94,10 +105,12 @@ def pull(reference: str, trust_path: Path, out_dir: Path, plain_http: bool, as_j
 
     ref, trust = parse_reference(reference), load_trust(trust_path)
     with out_taken_back_on_failure(out_dir):  # as a failed build: nothing is left where the release would have gone
-        result = pull_release(ref, trust, out_dir, plain_http=plain_http)
+        result = pull_release(ref, trust, out_dir, plain_http=plain_http, replace_damaged=replace_damaged)
     if as_json:
         emit_json({"ok": True, **result.to_dict()})
         return
+    if result.replaced_damaged is not None:
+        click.echo(f"replaced a damaged copy at {result.path}: {result.replaced_damaged}", err=True)
     state = "already present" if result.already_present else "pulled"
     click.echo(f"{state} {result.release.release_id} {result.release.manifest_digest}")
     click.echo(f"{result.path} (OCI {result.oci_digest})")

@@ -67,6 +67,7 @@ class RegistryFollower:
     plain_http: bool = False
     _seen: dict[str, str] = field(default_factory=dict)  # tag -> OCI digest pulled or refused
     _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
+    _copies: dict[str, tuple[Path, Fingerprint]] = field(default_factory=dict)  # tag -> its directory as pulled
     _lock: threading.Lock = field(default_factory=threading.Lock)
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
 
@@ -103,6 +104,7 @@ class RegistryFollower:
         tags = version_tags(registry, self.ref)
         for gone in set(self._refused) - set(tags):
             del self._refused[gone]
+        self._forget_changed_copies()
         for tag in tags:
             ref = self.ref.with_tag(tag)
             try:
@@ -128,6 +130,7 @@ class RegistryFollower:
                 self.releases_dir,
                 plain_http=self.plain_http,
                 expected_profile=WORKFLOW_ENGINE_PROFILE,
+                replace_damaged=True,  # this directory is the follower's: a copy that no longer verifies is repaired
             )
         except RegistryError as exc:
             if exc.code in _TRANSIENT:  # the registry, not the publish: try again on the next refresh
@@ -138,7 +141,23 @@ class RegistryFollower:
             return
         self._seen[tag] = digest
         self._refused.pop(tag, None)
+        self._copies[tag] = (pulled.path, fingerprint(pulled.path))
+        if pulled.replaced_damaged is not None:
+            _log.warning(
+                "damaged copy replaced",
+                extra={"path": str(pulled.path), "reference": where, "why": pulled.replaced_damaged},
+            )
         _log.info("pulled", extra={"reference": where, "pulled": pulled.to_dict()})
+
+    def _forget_changed_copies(self) -> None:
+        """Pull again each tag whose directory changed on disk since it was pulled (edited, deleted, replaced).
+
+        The pull verifies the copy there: one that no longer verifies is replaced, one that does is kept.
+        """
+        for tag, (path, pulled) in list(self._copies.items()):
+            if fingerprint(path) != pulled:
+                del self._copies[tag]
+                self._seen.pop(tag, None)
 
     def _refuse(self, tag: str, where: str, exc: RegistryError) -> None:
         """Keep ``tag`` out, saying why once (a manifest refused before its digest is known is asked again)."""
@@ -172,3 +191,22 @@ def _nothing_held(follower: RegistryFollower, exc: RegistryError) -> None:
             next_step="check the registry address in --releases-from, the network to it, and --plain-http "
             "(a registry without TLS needs it); or put a release into --releases-dir (`rimthan-pack pull`)",
         ) from None
+
+
+Fingerprint = frozenset[tuple[str, int, int, int]]
+
+
+def fingerprint(directory: Path) -> Fingerprint:
+    """Every entry of ``directory`` (itself included) by relative path, size, mtime and inode; empty if it is gone.
+
+    Cheap enough for every refresh (no file is read); an edit, a deletion, an added file or a directory
+    replaced changes it. An edit that also restores the mtime is caught at the next start, which pulls every tag.
+    """
+    entries: set[tuple[str, int, int, int]] = set()
+    try:
+        for where in (directory, *sorted(directory.rglob("*"))):
+            st = where.lstat()
+            entries.add((str(where.relative_to(directory)), st.st_size, st.st_mtime_ns, st.st_ino))
+    except OSError:
+        return frozenset()
+    return frozenset(entries)

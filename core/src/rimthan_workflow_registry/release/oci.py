@@ -25,7 +25,6 @@ on the registry.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -56,6 +55,7 @@ from .oci_bounds import (
 from .oci_bounds import request_deadline as _request_deadline
 from .oci_client import guarded, open_registry, registry_call
 from .oci_client import refusal as _refuse
+from .oci_install import Expected, install_release
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
 from .verified import VerifiedRelease
@@ -120,6 +120,7 @@ class PulledRelease:
     release: VerifiedRelease
     oci_digest: str
     already_present: bool
+    replaced_damaged: str | None = None  # why the copy it replaced did not verify (``pull_release``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +129,7 @@ class PulledRelease:
             "manifest_digest": self.release.manifest_digest,
             "oci_digest": self.oci_digest,
             "already_present": self.already_present,
+            "replaced_damaged": self.replaced_damaged,
         }
 
 
@@ -283,9 +285,15 @@ def pull_release(
     plain_http: bool = False,
     expected_profile: str | None = None,
     expected_scope: str | None = None,
+    replace_damaged: bool = False,
 ) -> PulledRelease:
-    """Download, check and verify the release ``ref`` names, then move it to ``out_dir/<catalogue>-<version>``."""
+    """Download, check and verify the release ``ref`` names, then move it to ``out_dir/<catalogue>-<version>``.
+
+    A copy already there that no longer verifies is replaced by the verified pull only when
+    ``replace_damaged`` (:mod:`~rimthan_workflow_registry.release.oci_install`); else it is refused, saying how.
+    """
     registry = open_registry(ref, plain_http=plain_http)
+    expected = Expected(trust, expected_profile, expected_scope)
     with local_io(out_dir, "making the download directory"):
         out_dir.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".pull-", dir=out_dir))
@@ -297,12 +305,12 @@ def pull_release(
                 _download(registry, ref, layer, staging / layer["annotations"][TITLE], out_dir)
         release = verify_release(staging, trust, expected_profile=expected_profile, expected_scope=expected_scope)
         _check_tag(ref, release, manifest)
-        final = _install(staging, out_dir, release)
+        final = out_dir / release_dir_name(release)
+        installed = install_release(staging, final, release, expected, replace_damaged=replace_damaged)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    path = final or out_dir / release_dir_name(release)
-    moved = verify_release(path, trust, expected_profile=expected_profile, expected_scope=expected_scope)
-    return PulledRelease(path, moved, oci_digest, already_present=final is None)
+        shutil.rmtree(staging, ignore_errors=True)  # after a replacement: the damaged copy
+    moved = verify_release(final, trust, expected_profile=expected_profile, expected_scope=expected_scope)
+    return PulledRelease(final, moved, oci_digest, installed.already_present, installed.replaced_damaged)
 
 
 def _check_tag(ref: OciReference, release: VerifiedRelease, manifest: Mapping[str, Any]) -> None:
@@ -328,22 +336,3 @@ def release_dir_name(release: VerifiedRelease) -> str:
     """``<catalogue>-<version>``: the directory name a release lives under."""
     ident = release.manifest.release
     return f"{ident.catalogue}-{ident.version}"
-
-
-def _install(staging: Path, out_dir: Path, release: VerifiedRelease) -> Path | None:
-    """Rename ``staging`` to its final name; ``None`` when the same release is already there."""
-    final = out_dir / release_dir_name(release)
-    if final.exists():
-        manifest = final / MANIFEST_NAME
-        existing = manifest.read_bytes() if manifest.is_file() else b""
-        if digest_bytes(existing) != release.manifest_digest:
-            raise _refuse(
-                FailureCode.RELEASE_EXISTS,
-                "holds another release under this name; releases are never overwritten",
-                str(final),
-            )
-        return None
-    with local_io(out_dir, f"installing {final.name}"):
-        staging.chmod(0o755)  # mkdtemp's 0700 is for the download, not for the release
-        os.rename(staging, final)
-    return final

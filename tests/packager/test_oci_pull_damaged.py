@@ -1,0 +1,74 @@
+"""``rimthan-pack pull`` into a releases directory that holds a damaged copy of the release pulled.
+
+A real registry, real signed releases, the installed ``rimthan-pack``: the
+damaged copy (a file edited after it was pulled, or deleted) is refused with
+a next step naming both repairs; ``--replace-damaged`` replaces it with the
+verified pull; a copy that verifies is never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rimthan_workflow_registry.release import load_trust, verify_release
+from support.oci import pull, push, tree_bytes
+from support.refusals import refusal
+from support.registry import LocalRegistry
+from support.servers import FLIPPED_FILE, flip_byte
+
+
+def _published_and_held(tmp_path: Path, registry: LocalRegistry, release: Path, trust: Path) -> tuple[str, Path]:
+    """``release`` pushed to a fresh repository (its ``:1.2.0`` reference) and copied into ``tmp_path/releases``."""
+    repository = registry.ref(f"rimthan/{tmp_path.name.lower()}")
+    push(release, repository, trust)
+    copy = tmp_path / "releases" / release.name
+    shutil.copytree(release, copy)
+    return f"{repository}:1.2.0", copy
+
+
+def _damage(release: Path, how: str) -> None:
+    if how == "edited":
+        flip_byte(release)
+    else:
+        (release / FLIPPED_FILE).unlink()
+
+
+@pytest.mark.parametrize("how", ["edited", "deleted"])
+def test_a_damaged_copy_is_refused_with_both_repairs_then_replaced_on_request(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, how: str
+) -> None:
+    ref, copy = _published_and_held(tmp_path, registry, packaged_releases["1.2.0"], trust)
+    out = copy.parent
+    _damage(copy, how)
+    damaged = tree_bytes(copy)
+
+    refused = pull(ref, trust, out)
+    said = refusal(refused.stderr)
+    assert refused.returncode == 1 and said.code == "release_exists", refused.stderr
+    assert "damaged copy of research-decision@1.2.0 that no longer verifies" in said.error, said
+    assert "--replace-damaged" in said.next and f"rm -r {copy}" in said.next, said
+    assert tree_bytes(copy) == damaged and sorted(p.name for p in out.iterdir()) == [copy.name]  # nothing touched
+
+    replaced = pull(ref, trust, out, "--replace-damaged")
+    assert replaced.returncode == 0, replaced.stderr
+    assert replaced.stderr.startswith(f"replaced a damaged copy at {copy}: file_"), replaced.stderr
+    assert replaced.stdout.startswith("pulled research-decision@1.2.0"), replaced.stdout
+    assert tree_bytes(copy) == tree_bytes(packaged_releases["1.2.0"])
+    verify_release(copy, load_trust(trust))
+    assert sorted(p.name for p in out.iterdir()) == [copy.name]  # no staging or damaged copy left beside it
+
+
+def test_replace_damaged_never_replaces_a_copy_that_verifies(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    ref, copy = _published_and_held(tmp_path, registry, packaged_releases["1.2.0"], trust)
+    out = copy.parent
+    inode = copy.stat().st_ino
+    again = pull(ref, trust, out, "--replace-damaged", "--json")
+    assert again.returncode == 0, again.stderr
+    said = json.loads(again.stdout)
+    assert said["already_present"] is True and said["replaced_damaged"] is None, said
+    assert copy.stat().st_ino == inode
