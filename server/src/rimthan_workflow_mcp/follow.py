@@ -18,7 +18,11 @@ ever renamed into place), is logged and the replica keeps serving what it holds;
 bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
-tries again. Replicas following one
+tries again. The releases directory is the follower's: a copy of a followed tag that no
+longer verifies (a file edited or deleted) is replaced by a verified pull of
+that tag in one rename, with one warning line; at start every tag is pulled,
+and while serving a tag is pulled again once its directory changed on disk
+(:func:`fingerprint`). A copy that verifies is never replaced. Replicas following one
 repository converge on the same active release because they pull the same
 bytes and apply the same rules.
 """
