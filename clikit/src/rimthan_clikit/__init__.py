@@ -36,6 +36,7 @@ __all__ = [
     "refuse",
     "refuse_error",
     "reports_refusals",
+    "warn",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -77,6 +78,12 @@ def refuse(
             error["details"] = dict(details)
         emit_json({"ok": False, "error": error})
     sys.exit(int(status))
+
+
+def warn(code: FailureCode, where: str | None, message: str, next_hint: str | None = None) -> None:
+    """A refusal's two lines as a warning (``warning: <code>: <file>: <message>``, ``next:``); the command goes on."""
+    click.echo(f"warning: {refusal_line(code, where, message)}", err=True)
+    click.echo(f"next: {single_line(next_hint or REMEDIATION[code])}", err=True)
 
 
 def refuse_error(exc: RegistryError, *, as_json: bool = False) -> NoReturn:

@@ -54,6 +54,7 @@ class FailureCode(StrEnum):
     TRUST_STORE_INVALID = "trust_store_invalid"
     KEY_INVALID = "key_invalid"
     KEY_PATH_TRACKED = "key_path_tracked"
+    KEY_FILE_EXPOSED = "key_file_exposed"
     # --- catalogue rules ----------------------------------------------------------
     CATALOGUE_INVALID = "catalogue_invalid"
     SCHEMA_INVALID = "schema_invalid"

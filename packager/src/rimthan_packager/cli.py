@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, emit_json, epilog, reports_refusals
+from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, emit_json, epilog, reports_refusals, warn
+from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
 from .user_cache import remembered_checks
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
 
     from .build import BuildResult
+    from .signing import SigningKey
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
 
@@ -188,11 +190,20 @@ def _build(
     from rimthan_workflow_registry.release import load_trust
 
     from .build import build_release, source_date_epoch
-    from .signing import load_signing_key
 
-    keys = [load_signing_key(p) for p in key_paths]
+    keys = [_signing_key(p) for p in key_paths]
     trust = load_trust(trust_path) if trust_path is not None else None
     return build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
+
+
+def _signing_key(path: Path) -> SigningKey:
+    """Load a private key for ``build`` or ``sign``; one warning (``key_file_exposed``) if others can read it."""
+    from .signing import load_signing_key
+
+    key = load_signing_key(path)
+    if key.exposure is not None:
+        warn(FailureCode.KEY_FILE_EXPOSED, key.source, key.exposure.message, key.exposure.next_step)
+    return key
 
 
 @cli.command(
@@ -216,9 +227,8 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     from rimthan_workflow_registry.release import load_trust
 
     from .build import sign_release
-    from .signing import load_signing_key
 
-    key = load_signing_key(key_path)
+    key = _signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
     if trust is not None and key.key_id not in trust.keys:
         click.echo(

@@ -17,15 +17,22 @@ def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True
 
     ``mode`` is applied exactly (``fchmod``), not narrowed or widened by the umask.
     ``sync=False`` leaves the flush to the caller (one :func:`sync_filesystem` for many files).
+    A file it cannot finish (a full disk, a file system without modes refusing
+    the ``fchmod``) is removed again: never left to pass for the file, nor to
+    make the next attempt "already exists".
     """
     fd = os.open(path, _CREATE_FLAGS, mode)
     try:
-        os.fchmod(fd, mode)
-        write_all(fd, data)
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            os.fchmod(fd, mode)
+            write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def make_dirs(path: Path, mode: int = 0o777) -> list[Path]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
+from rimthan_workflow_registry.key_file_modes import READ_BITS, KeyFileExposure, key_file_exposure
 from rimthan_workflow_registry.release import MAX_KEY_FILE_BYTES, key_id_for, public_key_pem
 from rimthan_workflow_registry.small_files import read_small_file
 
@@ -23,11 +24,20 @@ PUBLIC_KEY_SUFFIX = ".pub"
 
 
 @dataclass(frozen=True)
+class KeyExposure:
+    """A private key file the group or others can read: what to warn and what to do about it."""
+
+    message: str
+    next_step: str
+
+
+@dataclass(frozen=True)
 class SigningKey:
-    """A loaded private key, its public half and key id, and where it came from."""
+    """A loaded private key, its public half and key id, where it came from, and who else can read that file."""
 
     private_key: Ed25519PrivateKey
     source: str
+    exposure: KeyExposure | None = None
 
     @property
     def public_key(self) -> Ed25519PublicKey:
@@ -47,6 +57,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
     path = Path(path)
     try:
         data = read_small_file(path, MAX_KEY_FILE_BYTES)
+        exposed = key_file_exposure(path, READ_BITS)
     except OSError as exc:
         raise TrustError(FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)) from None
     if len(data) > MAX_KEY_FILE_BYTES:
@@ -59,7 +70,23 @@ def load_signing_key(path: Path | str) -> SigningKey:
         ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise TrustError(FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path))
-    return SigningKey(private_key=key, source=str(path))
+    exposure = None if exposed is None else _exposure(path, key_id_for(key.public_key()), exposed)
+    return SigningKey(private_key=key, source=str(path), exposure=exposure)
+
+
+def _exposure(path: Path, key_id: str, exposed: KeyFileExposure) -> KeyExposure:
+    """What ``build`` and ``sign`` warn about a private key others can read (ssh's "UNPROTECTED PRIVATE KEY FILE")."""
+    message = (
+        f"private key is readable by {exposed.whom} (mode {exposed.mode:04o}): whoever can read it can sign "
+        f"releases as key {key_id}"
+    )
+    if exposed.owned:
+        return KeyExposure(message, f"chmod 600 {path}  (rimthan-pack keygen writes keys 0600)")
+    return KeyExposure(
+        message,
+        f"ask the owner of {path} (uid {exposed.uid}) to drop others' read access (a secret mount: "
+        "mode 0400, or 0440 with a group only signers are in)",
+    )
 
 
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:
@@ -111,3 +138,7 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
         raise TrustError(
             FailureCode.DESTINATION_EXISTS, "already exists; keys are never overwritten", path=str(path)
         ) from None
+    except OSError as exc:
+        if exc.filename:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None  # a full disk's write names no file: name it

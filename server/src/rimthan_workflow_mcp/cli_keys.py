@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rimthan_clikit import epilog, guard
 from rimthan_workflow_registry.errors import FailureCode, KeyringError
+from rimthan_workflow_registry.key_file_modes import WRITE_BITS, key_file_exposure
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 if TYPE_CHECKING:
@@ -92,11 +92,10 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
 
 def warn_if_writable(path: Path) -> None:
     """One line when others than the owner may write the key file: whoever can write it can forge checkpoints."""
-    mode = path.stat().st_mode
-    who = [name for name, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if mode & bit]
-    if who:
+    exposed = key_file_exposure(path, WRITE_BITS)
+    if exposed is not None:
         say(
-            f"warning: checkpoint keys {path} are writable by {' and '.join(who)} (mode {stat.S_IMODE(mode):04o}): "
+            f"warning: checkpoint keys {path} are writable by {exposed.whom} (mode {exposed.mode:04o}): "
             f"whoever can write them can forge checkpoints; run `chmod go-w {path}` (the server writes it 0600)"
         )
 
