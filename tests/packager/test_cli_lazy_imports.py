@@ -25,6 +25,8 @@ HEAVY = (
     "requests",
     "rimthan_workflow_registry.release.verify",
     "rimthan_packager.build",
+    "rimthan_packager.staging",
+    "rimthan_packager.cosign",
 )
 
 

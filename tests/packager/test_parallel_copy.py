@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rimthan_packager import build
+from rimthan_packager import build, staging
 from rimthan_packager.build import build_release as packager_build
 from rimthan_packager.source import READ_CHUNK, SourceFiles
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -42,8 +42,8 @@ def _bulky_source(directory: Path, files: int = 200) -> Path:
 
 
 def _build(source: Path, out: Path, key: KeyPair, threads: int, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(build, "copy_threads", lambda files, total: threads)
-    monkeypatch.setattr(build, "_COPY_BATCH", 3)  # many batches, so the threads interleave
+    monkeypatch.setattr(staging, "copy_threads", lambda files, total: threads)
+    monkeypatch.setattr(staging, "_COPY_BATCH", 3)  # many batches, so the threads interleave
     return packager_build(source, [key.signing_key], out).path
 
 
@@ -124,7 +124,7 @@ def test_a_source_file_changed_mid_copy_is_refused_and_nothing_is_published(
     source = _bulky_source(tmp_path / "source", files=60)
     first, last = f"{BULK}/f0000.bin", f"{BULK}/f0059.bin"
     changed = threading.Event()
-    real_copy = build._copy_file
+    real_copy = staging._copy_file
 
     def steered(src: SourceFiles, path: str, dest: str, buffer: memoryview, chmod: bool) -> FileEntry:
         if path == first:
@@ -134,7 +134,7 @@ def test_a_source_file_changed_mid_copy_is_refused_and_nothing_is_published(
             assert changed.wait(timeout=60)
         return real_copy(src, path, dest, buffer, chmod)
 
-    monkeypatch.setattr(build, "_copy_file", steered)
+    monkeypatch.setattr(staging, "_copy_file", steered)
     out = tmp_path / "out"
     with pytest.raises(RegistryError) as refused:
         _build(source, out, keypair, threads, monkeypatch)
@@ -150,13 +150,13 @@ def test_a_source_file_changed_after_the_walk_is_refused_before_it_is_read(
 ) -> None:
     """Between listing the source and copying it (validation in between), a grown file is refused."""
     source = _bulky_source(tmp_path / "source", files=10)
-    real_copy_catalogue = build._copy_catalogue
+    real_copy_catalogue = staging.copy_catalogue
 
-    def grow_first(src: SourceFiles, target: Path, progress: bool) -> build._Copied:
+    def grow_first(src: SourceFiles, target: Path, progress: bool) -> staging.Copied:
         _grow(source / f"{BULK}/f0003.bin")
         return real_copy_catalogue(src, target, progress)
 
-    monkeypatch.setattr(build, "_copy_catalogue", grow_first)
+    monkeypatch.setattr(build, "copy_catalogue", grow_first)
     out = tmp_path / "out"
     with pytest.raises(RegistryError) as refused:
         _build(source, out, keypair, 2, monkeypatch)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from rimthan_packager.build import build_release as packager_build
-from rimthan_packager.build import sign_release, source_date_epoch
+from rimthan_packager.build import source_date_epoch
+from rimthan_packager.cosign import sign_release
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.release.format import signature_name
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
@@ -54,13 +55,13 @@ def test_every_durability_and_copy_path_builds_the_same_release(
     tmp_path: Path, scaffold: Path, keypair: KeyPair, monkeypatch: pytest.MonkeyPatch, threaded: bool, has_syncfs: bool
 ) -> None:
     """One syncfs or an fsync per file (no syncfs), one thread or a pool: the same bytes, and they verify."""
-    from rimthan_packager import build
+    from rimthan_packager import staging
 
     reference = build_release(scaffold, tmp_path / "reference", [keypair])
-    monkeypatch.setattr(build, "copy_threads", lambda files, total: 2 if threaded else 1)
-    monkeypatch.setattr(build, "_COPY_BATCH", 1)
+    monkeypatch.setattr(staging, "copy_threads", lambda files, total: 2 if threaded else 1)
+    monkeypatch.setattr(staging, "_COPY_BATCH", 1)
     if not has_syncfs:
-        monkeypatch.setattr(build, "sync_filesystem", lambda path: False)
+        monkeypatch.setattr(staging, "sync_filesystem", lambda path: False)
     built = build_release(scaffold, tmp_path / "built", [keypair])
     assert tree_bytes(built) == tree_bytes(reference)
     assert verify_release(built, load_trust(trust_dir(tmp_path / "trust", keypair))).signer_key_ids == (keypair.key_id,)
@@ -350,7 +351,7 @@ def test_packaged_catalogue_builds_and_verifies(tmp_path: Path, keypair: KeyPair
 def test_progress_bar_on_large_builds(
     tmp_path: Path, scaffold: Path, keypair: KeyPair, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rimthan_packager.build import PROGRESS_MIN_FILES
+    from rimthan_packager.staging import PROGRESS_MIN_FILES
 
     many = scaffold / "assets" / "many"
     many.mkdir()

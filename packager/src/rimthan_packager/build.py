@@ -1,14 +1,16 @@
-"""Build and co-sign immutable releases.
+"""Build immutable releases: validate, stage, sign, self-check, publish.
 
 ``build_release`` validates a catalogue source with the server's own loader,
 writes the release into a temporary directory beside the destination (same
-filesystem), runs the one verification path on it, makes it durable (one
-``syncfs`` of that file system, like ``sync -f``), and only then renames it
-into ``<out>/<name>-<version>`` - without ever replacing an existing
-directory. A build that fails (a refusal, Ctrl-C, ``SIGTERM``) removes its
-work directory and the ``--out`` directories it made (only those, and only
-while empty); a crash leaves at most a hidden ``.<name>-<version>.building-*``
-directory, never a half-written release under the real name.
+filesystem; the copy and the flush are :mod:`rimthan_packager.staging`'s),
+runs the one verification path on it, makes it durable (one ``syncfs`` of
+that file system, like ``sync -f``), and only then renames it into
+``<out>/<name>-<version>`` - without ever replacing an existing directory. A
+build that fails (a refusal, Ctrl-C, ``SIGTERM``) removes its work directory
+and the ``--out`` directories it made (only those, and only while empty); a
+crash leaves at most a hidden ``.<name>-<version>.building-*`` directory,
+never a half-written release under the real name. Co-signing a release that
+exists is :mod:`rimthan_packager.cosign`'s.
 
 Builds are reproducible: the manifest depends only on the source bytes (and
 ``SOURCE_DATE_EPOCH`` if set), and Ed25519 signatures are deterministic.
@@ -17,12 +19,10 @@ Builds are reproducible: the manifest depends only on the source bytes (and
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
@@ -32,43 +32,24 @@ from rimthan_workflow_registry.release import (
     MANIFEST_NAME,
     SCHEMA_CHECKS,
     SIGNATURES_DIR,
-    FileEntry,
     LoadedCatalogue,
     Manifest,
     ReleaseLoader,
     TrustStore,
     VerifiedRelease,
     canonical_form_version,
-    copy_threads,
-    first_failure,
-    inspect_release,
     manifest_for,
     render_checksums,
     signature_name,
     verify_release,
 )
 from rimthan_workflow_registry.remediation import io_refusal
-from rimthan_workflow_registry.whole_writes import write_all
 
-from .fsutil import (
-    create_file,
-    fsync_dir,
-    fsync_file,
-    make_work_dir,
-    rename_no_replace,
-    sync_filesystem,
-    umask_keeps,
-)
+from .fsutil import create_file, fsync_dir, make_work_dir, rename_no_replace
 from .interrupt import out_taken_back_on_failure, signals_held
 from .signing import SigningKey
-from .source import READ_CHUNK, SourceFiles, read_source
-
-PROGRESS_MIN_BYTES = 16 * 1024 * 1024
-PROGRESS_MIN_FILES = 500
-FSYNC_THREADS = 16  # only where there is no syncfs: fsync per file, on threads so the file system batches them
-_COPY_BATCH = 64  # files per copy task
-_FILE_MODE = 0o644
-_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+from .source import SourceFiles, read_source
+from .staging import Copied, copy_catalogue, make_durable
 
 
 @dataclass(frozen=True)
@@ -163,7 +144,7 @@ def _build_into(
         with signals_held():  # the work directory is recorded before a signal can stop the build
             made.append(make_work_dir(out, f".{dest.name}.building-"))
         work = made[0]
-        copied = _copy_catalogue(source, work / CATALOGUE_DIR, progress)
+        copied = copy_catalogue(source, work / CATALOGUE_DIR, progress)
         manifest = manifest_for(catalogue, copied.entries, created)
         manifest_bytes = manifest.to_bytes()
         SCHEMA_CHECKS.remember([manifest_bytes], canonical_form_version())  # RFC 8785 output: the self-check skips it
@@ -249,7 +230,7 @@ def _self_check(work: Path, dest: Path, trust: TrustStore) -> VerifiedRelease:
 
 
 def _checked_and_durable(
-    work: Path, dest: Path, trust: TrustStore, copied: _Copied, written: list[Path]
+    work: Path, dest: Path, trust: TrustStore, copied: Copied, written: list[Path]
 ) -> VerifiedRelease:
     """The self-check, while the finished release is flushed to disk on another thread; both before publishing.
 
@@ -260,7 +241,7 @@ def _checked_and_durable(
     is the refusal; otherwise a failed flush (write-back error) is.
     """
     dirs = [*copied.dirs, work / SIGNATURES_DIR, work]
-    durable = _Flush(lambda: _make_durable(work, copied.files, written, dirs))
+    durable = _Flush(lambda: make_durable(work, copied.files, written, dirs))
     try:
         verified = _self_check(work, dest, trust)
     finally:
@@ -293,203 +274,3 @@ class _Flush:
     def raise_failure(self) -> None:
         if self._failure is not None:
             raise self._failure
-
-
-@dataclass(frozen=True)
-class _Copied:
-    """The catalogue as copied: manifest entries (sorted by path), where they went, the directories made."""
-
-    entries: list[FileEntry]
-    target: Path
-    dirs: list[Path]
-
-    def files(self) -> list[Path]:
-        """The files written (needed only where there is no ``syncfs``)."""
-        return [self.target / entry.path for entry in self.entries]
-
-
-def _copy_catalogue(source: SourceFiles, target: Path, progress: bool) -> _Copied:
-    """Copy every source file byte for byte, hashing what is copied (one read), on every core for a large source.
-
-    Directories are made first, in the main thread; files are copied in
-    batches (sorted by path) by core ``first_failure``, with one read buffer
-    per thread. Entries keep the sorted order whichever thread copied them, and
-    the first failing file in that order is the refusal. Nothing is flushed
-    here: :func:`_make_durable` flushes the whole release once, before it is published.
-    """
-    large = source.total_size >= PROGRESS_MIN_BYTES or len(source.sizes) >= PROGRESS_MIN_FILES
-    bar = _progress_bar(source.total_size) if progress and large else _NoProgress()
-    paths = sorted(source.paths)
-    dirs = _make_dirs(target, paths)
-    base = str(target)
-    chmod = not umask_keeps(_FILE_MODE)  # the umask would narrow the mode: set it exactly, file by file
-    copied: list[FileEntry | None] = [None] * len(paths)
-    buffers = _ThreadBuffers(min(READ_CHUNK, max(source.sizes.values(), default=0) + 1))
-    bar_lock = threading.Lock()
-
-    def copy(batch: Sequence[tuple[int, str]]) -> None:
-        buffer = buffers.get()
-        for index, path in batch:
-            copied[index] = _copy_file(source, path, f"{base}/{path}", buffer, chmod)
-        with bar_lock:
-            bar.update(sum(source.sizes[path] for _, path in batch))
-
-    numbered = list(enumerate(paths))
-    batches = [numbered[i : i + _COPY_BATCH] for i in range(0, len(numbered), _COPY_BATCH)]
-    try:
-        failure = first_failure(copy, batches, copy_threads(len(paths), source.total_size))
-    finally:
-        bar.close()
-    if failure is not None:
-        raise failure
-    entries = [entry for entry in copied if entry is not None]
-    return _Copied(entries=entries, target=target, dirs=dirs)
-
-
-class _ThreadBuffers:
-    """One read buffer per copying thread, made on its first batch."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._local = threading.local()
-
-    def get(self) -> memoryview:
-        buffer: memoryview | None = getattr(self._local, "buffer", None)
-        if buffer is None:
-            buffer = self._local.buffer = memoryview(bytearray(self._size))
-        return buffer
-
-
-class _Progress(Protocol):
-    def update(self, n: int) -> object: ...
-
-    def close(self) -> None: ...
-
-
-class _NoProgress:
-    """No bar: a build that is small, piped or asked for JSON does not import tqdm at all."""
-
-    def update(self, n: int) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
-def _progress_bar(total: int) -> _Progress:
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="B", unit_scale=True, desc="building", file=sys.stderr, leave=False)
-
-
-def _copy_file(source: SourceFiles, path: str, dest: str, buffer: memoryview, chmod: bool) -> FileEntry:
-    fd = os.open(dest, _FILE_FLAGS, _FILE_MODE)
-    try:
-        if chmod:
-            os.fchmod(fd, _FILE_MODE)
-        return source.copy_to(path, fd, buffer)
-    finally:
-        os.close(fd)
-
-
-def _make_dirs(target: Path, paths: list[str]) -> list[Path]:
-    """``target`` and every directory the files need (mode 0755), parents first; the directories made."""
-    names = sorted(_directories(paths))  # "a" sorts before "a/b"
-    made = [target, *(target / name for name in names)]
-    for directory in made:
-        directory.mkdir(mode=0o755)
-        os.chmod(directory, 0o755)
-    return made
-
-
-def _make_durable(work: Path, copied: Callable[[], list[Path]], written: list[Path], dirs: list[Path]) -> None:
-    """Flush the release before it is renamed into place: one ``syncfs``, like the ``sync -f`` of a copy.
-
-    Where the platform has no ``syncfs``, every file is fsynced (on several
-    threads: fsync releases the GIL and the file system batches the commits),
-    then every directory, deepest first.
-    """
-    if sync_filesystem(work):
-        return
-    from concurrent.futures import ThreadPoolExecutor  # only here: it imports logging
-
-    with ThreadPoolExecutor(max_workers=FSYNC_THREADS) as pool:
-        list(pool.map(fsync_file, [*copied(), *written]))
-    for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
-        fsync_dir(directory)
-
-
-def _directories(paths: list[str]) -> set[str]:
-    """Every directory holding one of ``paths``, at any depth: ``["a/b/c.md"]`` -> ``{"a", "a/b"}``.
-
-    Each file only names its parent (10,000 files share a few hundred); the
-    ancestors are walked once per directory, not once per file.
-    """
-    found: set[str] = set()
-    for parent in {path.rpartition("/")[0] for path in paths}:
-        while parent and parent not in found:
-            found.add(parent)
-            parent = parent.rpartition("/")[0]
-    return found
-
-
-def _signed_already(sig_path: Path) -> RegistryError:
-    return RegistryError(
-        FailureCode.DESTINATION_EXISTS,
-        "this key has already signed the release",
-        path=str(sig_path),
-        next_step="nothing to do for this key; for k-of-n, have another trusted key holder run rimthan-pack sign",
-    )
-
-
-def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore | None = None) -> Path:
-    """Add ``key``'s signature to an existing release without touching anything else.
-
-    The release is checked first (files, manifest, catalogue; signatures too
-    if ``trust`` is given) so a co-signer never signs something that does not
-    match its manifest. The signature is written beside the release and
-    renamed into ``signatures/`` atomically, so a verifier never sees a
-    partial signature file.
-    """
-    root = Path(release_dir)
-    inspection = inspect_release(root, trust)
-    sig_path = root / SIGNATURES_DIR / signature_name(key.key_id)
-    if sig_path.exists() or sig_path.is_symlink():
-        raise _signed_already(sig_path)
-    manifest_bytes = inspection.manifest.to_bytes()
-    signature = key.sign(manifest_bytes)
-    key.public_key.verify(signature, manifest_bytes)
-    import tempfile  # a co-signature only: a build does not pay for it
-
-    _make_signatures_dir(sig_path.parent)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
-    tmp = Path(tmp_name)
-    try:
-        try:
-            os.fchmod(fd, 0o644)
-            write_all(fd, signature)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            rename_no_replace(tmp, sig_path)
-        except FileExistsError:
-            raise _signed_already(sig_path) from None
-        fsync_dir(sig_path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return sig_path
-
-
-def _make_signatures_dir(directory: Path) -> None:
-    """``signatures/`` of a release that lost it (it held no signature): made 0755, never through a link."""
-    try:
-        os.mkdir(directory, 0o755)
-    except FileExistsError:
-        return
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0))
-    try:
-        os.fchmod(fd, 0o755)  # not the umask's, as a build makes it
-    finally:
-        os.close(fd)
-    fsync_dir(directory.parent)

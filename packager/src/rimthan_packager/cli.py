@@ -1,7 +1,10 @@
-"""``rimthan-pack``: validate, build, sign, verify and inspect Rimthan releases.
+"""``rimthan-pack``: keygen, build, sign, verify and init, and the console-script entry point.
 
-Every refusal is one line, ``error: <code>: <file>: <message>``, followed by
-one ``next:`` line saying what to do (the one error voice of
+The group and its shared options are :mod:`rimthan_packager.cli_options`'s;
+``inspect`` is :mod:`rimthan_packager.cli_inspect`'s (registered on import,
+below) and ``push``/``pull`` :mod:`rimthan_packager.cli_oci`'s (registered by
+:func:`main`). Every refusal is one line, ``error: <code>: <file>: <message>``,
+followed by one ``next:`` line saying what to do (the one error voice of
 :mod:`rimthan_clikit`); exit status 1 for a refusal, 2 for a usage mistake.
 Bad input never produces a traceback.
 """
@@ -9,67 +12,28 @@ Bad input never produces a traceback.
 from __future__ import annotations
 
 import gc
-import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, emit_json, epilog, reports_refusals, warn
+from rimthan_clikit import emit_json, reports_refusals, warn
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
+from . import cli_inspect  # noqa: F401  (registers inspect)
+from .cli_options import _JSON, _TRUST_HELP, _epilog, _key_option, _trust_option, cli
 from .user_cache import remembered_checks
+
+__all__ = ["cli", "main"]  # the group (made in cli_options) with every command registered, and the entry point
 
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
 if TYPE_CHECKING:
-    from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
-
     from .build import BuildResult
     from .signing import SigningKey
-
-_JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
-
-
-def _epilog(*examples: str) -> str:
-    return epilog(examples)
-
-
-_TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
-
-
-@click.group(
-    cls=RimthanGroup,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    epilog=EXIT_STATUS_EPILOG,
-)
-@click.version_option(package_name="rimthan-packager", prog_name="rimthan-pack")
-def cli() -> None:
-    """Validate, build, sign, verify and inspect signed Rimthan workflow releases.
-
-    \b
-    Typical flow:
-      rimthan-pack keygen --out keys/local/me        # once per engineer
-      rimthan-pack build catalogues/NAME/VERSION --key keys/local/me.key
-      rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
-      rimthan-pack verify releases/NAME-VERSION --trust keys/local
-    """
-
-
-def _trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--trust``: the trust store, with what this command does with it."""
-    text = f"{_TRUST_HELP} {also}" if also else _TRUST_HELP
-    return click.option("--trust", "trust_path", type=click.Path(path_type=Path), help=text)
-
-
-def _key_option(dest: str, text: str, *, multiple: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--key``: a private signing key file (build takes several signers, sign one co-signer)."""
-    return click.option(
-        "--key", dest, multiple=multiple, required=True, type=click.Path(dir_okay=False, path_type=Path), help=text
-    )
 
 
 @cli.command(
@@ -226,7 +190,7 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     """
     from rimthan_workflow_registry.release import load_trust
 
-    from .build import sign_release
+    from .cosign import sign_release
 
     key = _signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
@@ -289,156 +253,6 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
         return
     click.echo(f"verified {verified.release_id} {verified.manifest_digest}")
     click.echo(f"signed by {len(signers)} trusted key(s), threshold {trust.threshold}: {', '.join(signers)}")
-
-
-def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict[str, Any]:
-    catalogue = found.loaded.catalogue
-    return {
-        "ok": True,
-        "release": str(found.root),
-        "identity": found.manifest.release.to_json(),
-        "description": catalogue.description,
-        "manifest_digest": found.manifest_digest,
-        "files": {
-            "count": len(found.manifest.files),
-            "bytes": found.manifest.total_size,
-            "entries": [
-                {"path": f.path, "size": f.size, "sha256": f.sha256, "media_type": f.media_type}
-                for f in found.manifest.files
-            ],
-        },
-        "signatures": [
-            {
-                "key_id": k,
-                "verified": None if found.verified_signers is None else k in found.verified_signers,
-                "name": trust.names.get(k) if trust is not None else None,
-            }
-            for k in found.signature_key_ids
-        ],
-        "workflows": [
-            {
-                "id": w.id,
-                "version": w.version,
-                "owner": w.owner,
-                "title": w.title,
-                "entry_aliases": list(w.entry_aliases),
-                "host_adapters": list(w.host_adapters),
-                "steps": [
-                    {
-                        "id": s.id,
-                        "title": s.title,
-                        "gated": s.gated,
-                        "terminal": s.terminal,
-                        "next": list(s.targets),
-                        "outputs": [o.id for o in s.outputs],
-                        "output_details": [
-                            {"id": o.id, "path": o.path, "media_type": o.media_type, "max_bytes": o.max_bytes}
-                            for o in s.outputs
-                        ],
-                        "validators": list(s.validators),
-                        "branches": [
-                            {"target": b.target, "field": b.when.field, "operator": b.when.operator}
-                            | {"values": list(b.when.values)}
-                            for b in s.branches
-                        ],
-                        "question": s.question.to_json() if s.question is not None else None,
-                    }
-                    for s in w.steps
-                ],
-            }
-            for w in catalogue.workflows
-        ],
-        "host_adapters": [
-            {"id": a.id, "version": a.version, "harness": a.harness, "title": a.title} for a in catalogue.host_adapters
-        ],
-    }
-
-
-def _step_details(step: dict[str, Any]) -> list[str]:
-    """One line per output, validator, branch and question of a step (what ``inspect`` shows)."""
-    lines = [
-        f"output {o['id']}: {o['path']} ({o['media_type']}, <= {_size(o['max_bytes'])})" for o in step["output_details"]
-    ]
-    lines += [f"validator {v}" for v in step["validators"]]
-    lines += [
-        f"branch -> {b['target']} when {b['field']} {b['operator']} {json.dumps(b['values'])}" for b in step["branches"]
-    ]
-    if step["question"] is not None:
-        q = step["question"]
-        lines.append(f"question {q['field']}: {q['prompt']} choices {json.dumps(q['choices'])}")
-    return lines
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
-@cli.command(
-    name="inspect",
-    epilog=_epilog(
-        "rimthan-pack inspect releases/research-decision-1.3.0",
-        "rimthan-pack inspect RELEASE --trust keys/local --json",
-    ),
-)
-@click.argument("release", type=click.Path(path_type=Path))
-@_trust_option("Without it signatures are listed but not checked.")
-@_JSON
-@reports_refusals
-@remembered_checks()
-def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
-    """Show a release: identity, digest, every file, signers, workflows and their steps.
-
-    Per step: its outputs (path, media type, size limit), validators, branch
-    predicates and question. --json gives the same, files under files.entries.
-
-    Files, manifest and catalogue are verified as by 'verify'; signatures only
-    when --trust is given.
-    """
-    from rimthan_workflow_registry.release import inspect_release, load_trust
-
-    trust = load_trust(trust_path) if trust_path is not None else None
-    found = inspect_release(release, trust)
-    data = _inspection_json(found, trust)
-    if as_json:
-        emit_json(data)
-        return
-    ident = found.manifest.release
-    rows = [
-        ("release", ident.id),
-        ("title", ident.title),
-        ("path", str(found.root)),
-        ("digest", found.manifest_digest),
-        ("scope", f"{ident.scope_name} (profile {ident.scope_profile})"),
-        ("created", str(ident.created) if ident.created is not None else "not recorded"),
-        ("files", f"{len(found.manifest.files)} ({_size(found.manifest.total_size)})"),
-    ]
-    for label, value in rows:
-        click.echo(f"{label:<11}{value}")
-    for entry in data["files"]["entries"]:
-        click.echo(f"  {entry['path']}  {_size(entry['size'])}  sha256:{entry['sha256'][:16]}")
-    click.echo("signatures")
-    for sig in data["signatures"]:
-        status = {None: "not checked (pass --trust)", True: "verified", False: "not trusted"}[sig["verified"]]
-        name = f" {sig['name']}" if sig["name"] else ""
-        click.echo(f"  {sig['key_id']}{name}  {status}")
-    click.echo("workflows")
-    for workflow in data["workflows"]:
-        aliases = ", ".join(workflow["entry_aliases"]) or "none"
-        click.echo(f"  {workflow['id']}@{workflow['version']}  owner {workflow['owner']}  aliases {aliases}")
-        for index, step in enumerate(workflow["steps"], 1):
-            kind = "terminal" if step["terminal"] else "-> " + ", ".join(step["next"])
-            gate = " gated" if step["gated"] else ""
-            click.echo(f"    {index}. {step['id']}{gate}  {kind}")
-            for line in _step_details(step):
-                click.echo(f"         {line}")
-    click.echo("host adapters")
-    for adapter in data["host_adapters"]:
-        click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
 
 
 @cli.command(

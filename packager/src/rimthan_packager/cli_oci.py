@@ -1,6 +1,6 @@
 """``rimthan-pack push`` and ``pull``: releases to and from an OCI registry.
 
-Registered on the ``rimthan-pack`` group by :mod:`rimthan_packager.cli`. The
+Registered on the ``rimthan-pack`` group by :func:`rimthan_packager.cli.main`. The
 work is in :mod:`rimthan_packager.oci` (push) and the core's
 :mod:`rimthan_workflow_registry.release.oci` (the pull path the server shares).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from rimthan_clikit import emit_json, reports_refusals
 
-from .cli import _JSON, _TRUST_HELP, _epilog, cli
+from .cli_options import _JSON, _TRUST_HELP, _epilog, cli
 
 # oras, requests and the verifier are imported inside push and pull: registering these commands must not
 # slow down every other rimthan-pack command (or --help).

@@ -1,0 +1,170 @@
+"""``rimthan-pack inspect``: a release shown whole - identity, files, signers, workflows and their steps.
+
+Registered on the ``rimthan-pack`` group when :mod:`rimthan_packager.cli` is
+imported; the verifier is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rimthan_clikit import emit_json, reports_refusals
+
+from .cli_options import _JSON, _epilog, _trust_option, cli
+from .user_cache import remembered_checks
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
+
+
+def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict[str, Any]:
+    catalogue = found.loaded.catalogue
+    return {
+        "ok": True,
+        "release": str(found.root),
+        "identity": found.manifest.release.to_json(),
+        "description": catalogue.description,
+        "manifest_digest": found.manifest_digest,
+        "files": {
+            "count": len(found.manifest.files),
+            "bytes": found.manifest.total_size,
+            "entries": [
+                {"path": f.path, "size": f.size, "sha256": f.sha256, "media_type": f.media_type}
+                for f in found.manifest.files
+            ],
+        },
+        "signatures": [
+            {
+                "key_id": k,
+                "verified": None if found.verified_signers is None else k in found.verified_signers,
+                "name": trust.names.get(k) if trust is not None else None,
+            }
+            for k in found.signature_key_ids
+        ],
+        "workflows": [
+            {
+                "id": w.id,
+                "version": w.version,
+                "owner": w.owner,
+                "title": w.title,
+                "entry_aliases": list(w.entry_aliases),
+                "host_adapters": list(w.host_adapters),
+                "steps": [
+                    {
+                        "id": s.id,
+                        "title": s.title,
+                        "gated": s.gated,
+                        "terminal": s.terminal,
+                        "next": list(s.targets),
+                        "outputs": [o.id for o in s.outputs],
+                        "output_details": [
+                            {"id": o.id, "path": o.path, "media_type": o.media_type, "max_bytes": o.max_bytes}
+                            for o in s.outputs
+                        ],
+                        "validators": list(s.validators),
+                        "branches": [
+                            {"target": b.target, "field": b.when.field, "operator": b.when.operator}
+                            | {"values": list(b.when.values)}
+                            for b in s.branches
+                        ],
+                        "question": s.question.to_json() if s.question is not None else None,
+                    }
+                    for s in w.steps
+                ],
+            }
+            for w in catalogue.workflows
+        ],
+        "host_adapters": [
+            {"id": a.id, "version": a.version, "harness": a.harness, "title": a.title} for a in catalogue.host_adapters
+        ],
+    }
+
+
+def _step_details(step: dict[str, Any]) -> list[str]:
+    """One line per output, validator, branch and question of a step (what ``inspect`` shows)."""
+    lines = [
+        f"output {o['id']}: {o['path']} ({o['media_type']}, <= {_size(o['max_bytes'])})" for o in step["output_details"]
+    ]
+    lines += [f"validator {v}" for v in step["validators"]]
+    lines += [
+        f"branch -> {b['target']} when {b['field']} {b['operator']} {json.dumps(b['values'])}" for b in step["branches"]
+    ]
+    if step["question"] is not None:
+        q = step["question"]
+        lines.append(f"question {q['field']}: {q['prompt']} choices {json.dumps(q['choices'])}")
+    return lines
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+@cli.command(
+    name="inspect",
+    epilog=_epilog(
+        "rimthan-pack inspect releases/research-decision-1.3.0",
+        "rimthan-pack inspect RELEASE --trust keys/local --json",
+    ),
+)
+@click.argument("release", type=click.Path(path_type=Path))
+@_trust_option("Without it signatures are listed but not checked.")
+@_JSON
+@reports_refusals
+@remembered_checks()
+def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
+    """Show a release: identity, digest, every file, signers, workflows and their steps.
+
+    Per step: its outputs (path, media type, size limit), validators, branch
+    predicates and question. --json gives the same, files under files.entries.
+
+    Files, manifest and catalogue are verified as by 'verify'; signatures only
+    when --trust is given.
+    """
+    from rimthan_workflow_registry.release import inspect_release, load_trust
+
+    trust = load_trust(trust_path) if trust_path is not None else None
+    found = inspect_release(release, trust)
+    data = _inspection_json(found, trust)
+    if as_json:
+        emit_json(data)
+        return
+    ident = found.manifest.release
+    rows = [
+        ("release", ident.id),
+        ("title", ident.title),
+        ("path", str(found.root)),
+        ("digest", found.manifest_digest),
+        ("scope", f"{ident.scope_name} (profile {ident.scope_profile})"),
+        ("created", str(ident.created) if ident.created is not None else "not recorded"),
+        ("files", f"{len(found.manifest.files)} ({_size(found.manifest.total_size)})"),
+    ]
+    for label, value in rows:
+        click.echo(f"{label:<11}{value}")
+    for entry in data["files"]["entries"]:
+        click.echo(f"  {entry['path']}  {_size(entry['size'])}  sha256:{entry['sha256'][:16]}")
+    click.echo("signatures")
+    for sig in data["signatures"]:
+        status = {None: "not checked (pass --trust)", True: "verified", False: "not trusted"}[sig["verified"]]
+        name = f" {sig['name']}" if sig["name"] else ""
+        click.echo(f"  {sig['key_id']}{name}  {status}")
+    click.echo("workflows")
+    for workflow in data["workflows"]:
+        aliases = ", ".join(workflow["entry_aliases"]) or "none"
+        click.echo(f"  {workflow['id']}@{workflow['version']}  owner {workflow['owner']}  aliases {aliases}")
+        for index, step in enumerate(workflow["steps"], 1):
+            kind = "terminal" if step["terminal"] else "-> " + ", ".join(step["next"])
+            gate = " gated" if step["gated"] else ""
+            click.echo(f"    {index}. {step['id']}{gate}  {kind}")
+            for line in _step_details(step):
+                click.echo(f"         {line}")
+    click.echo("host adapters")
+    for adapter in data["host_adapters"]:
+        click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")

@@ -1,0 +1,55 @@
+"""The ``rimthan-pack`` click group and the options and help its commands share.
+
+Kept apart from the commands so each command module (:mod:`~rimthan_packager.cli`,
+:mod:`~rimthan_packager.cli_inspect`, :mod:`~rimthan_packager.cli_oci`) registers on
+one group without importing another; imports here stay light, as ``--help`` pays for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, epilog
+
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
+
+
+def _epilog(*examples: str) -> str:
+    return epilog(examples)
+
+
+_TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
+
+
+@click.group(
+    cls=RimthanGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_STATUS_EPILOG,
+)
+@click.version_option(package_name="rimthan-packager", prog_name="rimthan-pack")
+def cli() -> None:
+    """Validate, build, sign, verify and inspect signed Rimthan workflow releases.
+
+    \b
+    Typical flow:
+      rimthan-pack keygen --out keys/local/me        # once per engineer
+      rimthan-pack build catalogues/NAME/VERSION --key keys/local/me.key
+      rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
+      rimthan-pack verify releases/NAME-VERSION --trust keys/local
+    """
+
+
+def _trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--trust``: the trust store, with what this command does with it."""
+    text = f"{_TRUST_HELP} {also}" if also else _TRUST_HELP
+    return click.option("--trust", "trust_path", type=click.Path(path_type=Path), help=text)
+
+
+def _key_option(dest: str, text: str, *, multiple: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--key``: a private signing key file (build takes several signers, sign one co-signer)."""
+    return click.option(
+        "--key", dest, multiple=multiple, required=True, type=click.Path(dir_okay=False, path_type=Path), help=text
+    )
