@@ -226,6 +226,25 @@ def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
     assert "warning" not in trusted.stderr
 
 
+def test_a_co_signer_checking_against_a_k_of_n_trust_file_signs_the_release_short_of_its_threshold(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """``sign --trust`` (its --help example) checks every trusted signature, not the threshold it helps reach."""
+    colleague, third = make_keypair(tmp_path / "k", "colleague"), make_keypair(tmp_path / "k", "third")
+    two_of_three = trust_file(tmp_path / "trust", [signer, colleague, third], threshold=2)
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "my-flow-0.1.0"
+    assert refusal(pack("verify", release, "--trust", two_of_three).stderr).code == "signature_threshold_not_met"
+    signed = pack("sign", release, "--key", colleague.private_path, "--trust", two_of_three)
+    assert signed.returncode == 0, signed.stderr
+    assert pack("verify", release, "--trust", two_of_three).returncode == 0
+    first = release / "signatures" / f"{signer.key_id}.sig"
+    first.write_bytes(bytes([first.read_bytes()[0] ^ 1]) + first.read_bytes()[1:])
+    forged = pack("sign", release, "--key", third.private_path, "--trust", two_of_three)
+    assert forged.returncode == 1 and refusal(forged.stderr).code == "signature_invalid"
+    assert not (release / "signatures" / f"{third.key_id}.sig").exists()
+
+
 def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
     """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
     help_text = pack("--help").stdout

@@ -177,7 +177,10 @@ def _signing_key(path: Path) -> SigningKey:
 )
 @click.argument("release", type=click.Path(file_okay=False, path_type=Path))
 @_key_option("key_path", "Private signing key (PEM PKCS#8) of the co-signer.")
-@_trust_option("If given, existing signatures are checked before signing.")
+@_trust_option(
+    "If given, every trusted signature already there must verify (fewer than its threshold is fine: that is "
+    "what co-signing collects)."
+)
 @_JSON
 @reports_refusals
 @remembered_checks()

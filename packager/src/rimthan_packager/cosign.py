@@ -31,13 +31,14 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     """Add ``key``'s signature to an existing release without touching anything else.
 
     The release is checked first (files, manifest, catalogue; signatures too
-    if ``trust`` is given) so a co-signer never signs something that does not
-    match its manifest. The signature is written beside the release and
+    if ``trust`` is given, each trusted one must verify, though fewer than the
+    threshold may be there yet) so a co-signer never signs something that does
+    not match its manifest. The signature is written beside the release and
     renamed into ``signatures/`` atomically, so a verifier never sees a
     partial signature file.
     """
     root = Path(release_dir)
-    inspection = inspect_release(root, trust)
+    inspection = inspect_release(root, trust, require_threshold=False)  # the threshold is what co-signing collects
     sig_path = root / SIGNATURES_DIR / signature_name(key.key_id)
     if sig_path.exists() or sig_path.is_symlink():
         raise _signed_already(sig_path)

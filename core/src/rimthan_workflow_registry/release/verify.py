@@ -118,14 +118,18 @@ def verify_release(
     return _examine(Path(path), trust, expected_profile, expected_scope)
 
 
-def inspect_release(path: Path | str, trust: TrustStore | None = None) -> ReleaseInspection:
+def inspect_release(
+    path: Path | str, trust: TrustStore | None = None, *, require_threshold: bool = True
+) -> ReleaseInspection:
     """Every verification step; signatures too when ``trust`` is given.
 
     Without a trust store the signature files are listed but not checked, so
     the result is for display only and is deliberately not a ``VerifiedRelease``.
+    ``require_threshold=False`` (a co-signer's check) still fails on any trusted
+    signature that does not verify, but not on too few: that is what co-signing collects.
     """
     root = Path(path)
-    release = _examine(root, trust, None, None)
+    release = _examine(root, trust, None, None, require_threshold=require_threshold)
     tree = walk_release(root)
     present = tuple(k for k in (key_id_from_signature_name(Path(p).name) for p in tree.under(SIGNATURES_DIR)) if k)
     return ReleaseInspection(
@@ -139,13 +143,18 @@ def inspect_release(path: Path | str, trust: TrustStore | None = None) -> Releas
 
 
 def _examine(
-    root: Path, trust: TrustStore | None, expected_profile: str | None, expected_scope: str | None
+    root: Path,
+    trust: TrustStore | None,
+    expected_profile: str | None,
+    expected_scope: str | None,
+    *,
+    require_threshold: bool = True,
 ) -> VerifiedRelease:
     _check_release_dir(root)
     tree = walk_release(root)
     manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
     _check_manifest_paths(root, manifest)
-    signers = _check_signatures(root, tree, manifest_bytes, trust) if trust is not None else ()
+    signers = _check_signatures(root, tree, manifest_bytes, trust, require_threshold) if trust is not None else ()
     if signers:  # signed, and parse_manifest passed: remember its canonical form (never for unsigned input)
         SCHEMA_CHECKS.remember_keys({check_key(manifest_bytes, canonical_form_version(), sha256=manifest_sha256)})
     _check_release_name(root, manifest)
@@ -248,8 +257,10 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
         )
 
 
-def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, ...]:
-    """Enough distinct trusted keys signed the exact manifest bytes.
+def _check_signatures(
+    root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore, require_threshold: bool = True
+) -> tuple[str, ...]:
+    """Enough distinct trusted keys signed the exact manifest bytes (any number, without ``require_threshold``).
 
     A signature file is named by the key id it claims; a trusted key's
     signature that does not verify fails the release outright (fail closed).
@@ -257,7 +268,7 @@ def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trus
     """
     sig_dir = root / SIGNATURES_DIR
     names = tree.under(SIGNATURES_DIR)
-    if not names:
+    if not names and require_threshold:
         raise _fail(FailureCode.SIGNATURE_MISSING, "the release carries no signatures", sig_dir)
     valid: list[str] = []
     untrusted: list[str] = []
@@ -291,7 +302,7 @@ def _check_signatures(root: Path, tree: ReleaseTree, manifest_bytes: bytes, trus
             ) from None
         valid.append(key_id)
     signers = len(set(valid))  # one file per key id (names are matched whole); distinct keys all the same
-    if signers >= trust.threshold:
+    if signers >= trust.threshold or not require_threshold:
         return tuple(valid)
     if not valid:
         raise _fail(
