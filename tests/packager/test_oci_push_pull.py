@@ -88,6 +88,24 @@ def test_a_later_cosignature_pushes_only_the_new_signature(
     assert tree_bytes(tmp_path / "out" / release.name) == tree_bytes(release)
 
 
+def test_a_pull_short_of_trusted_signatures_names_the_artifact_and_says_to_co_sign_and_push_again(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, keypair: KeyPair
+) -> None:
+    """Not the download directory it has just deleted, nor a `sign RELEASE` of a release that is not there."""
+    push(packaged_releases["1.2.0"], registry.ref(REPO), trust)
+    bob = make_keypair(tmp_path / "bob-keys", "bob")
+    both = trust_file(tmp_path / "two-of-two", [keypair, bob], threshold=2)
+    short = pull(registry.ref(REPO, "1.2.0"), both, tmp_path / "out")
+    assert short.returncode == 1
+    error, next_step = short.stderr.splitlines()
+    assert error.startswith(f"error: signature_threshold_not_met: {registry.ref(REPO, '1.2.0')}/signatures: ")
+    assert next_step == (
+        "next: have more trusted key holders co-sign the release where it was built (rimthan-pack sign RELEASE "
+        "--key THEIR_KEY) and push it again, or pull with the --trust that names its signers"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_references_and_unreachable_registries_are_one_line_refusals(tmp_path: Path, trust: Path) -> None:
     one_line_error(pull("https://example.invalid/x", trust, tmp_path / "out"), "oci_reference_invalid")
     one_line_error(pull("oci://127.0.0.1:9/rimthan/x:1.0.0", trust, tmp_path / "out"), "oci_registry_error")

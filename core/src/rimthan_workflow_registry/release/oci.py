@@ -38,7 +38,7 @@ import oras.provider
 import oras.utils
 
 from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
-from ..errors import FailureCode, quoted
+from ..errors import FailureCode, RegistryError, quoted
 from ..remediation import local_io
 from ..whole_writes import write_all
 from .catalogue import semver_key
@@ -303,7 +303,7 @@ def pull_release(
             layers = release_layers(manifest, str(ref))
             for layer in layers:
                 _download(registry, ref, layer, staging / layer["annotations"][TITLE], out_dir)
-        release = verify_release(staging, trust, expected_profile=expected_profile, expected_scope=expected_scope)
+        release = _verified_download(staging, ref, trust, expected_profile, expected_scope)
         _check_tag(ref, release, manifest)
         final = out_dir / release_dir_name(release)
         installed = install_release(staging, final, release, expected, replace_damaged=replace_damaged)
@@ -311,6 +311,27 @@ def pull_release(
         shutil.rmtree(staging, ignore_errors=True)  # after a replacement: the damaged copy
     moved = verify_release(final, trust, expected_profile=expected_profile, expected_scope=expected_scope)
     return PulledRelease(final, moved, oci_digest, installed.already_present, installed.replaced_damaged)
+
+
+# A release short of trusted signatures is fixed where it was built, then pushed again: not in the download.
+_PULLED_NEXT = {
+    FailureCode.SIGNATURE_THRESHOLD_NOT_MET: "have more trusted key holders co-sign the release where it was built "
+    "(rimthan-pack sign RELEASE --key THEIR_KEY) and push it again, or pull with the --trust that names its signers",
+}
+
+
+def _verified_download(
+    staging: Path, ref: OciReference, trust: TrustStore, profile: str | None, scope: str | None
+) -> VerifiedRelease:
+    """The one verification path on the download; a refusal names the file in the artifact, not the download
+    directory (deleted as the refusal is reported)."""
+    try:
+        return verify_release(staging, trust, expected_profile=profile, expected_scope=scope)
+    except RegistryError as exc:
+        where = exc.path.replace(str(staging), str(ref), 1) if exc.path else str(ref)
+        raise type(exc)(
+            exc.code, exc.message, path=where, details=exc.details, next_step=_PULLED_NEXT.get(exc.code, exc.next_step)
+        ) from exc
 
 
 def _check_tag(ref: OciReference, release: VerifiedRelease, manifest: Mapping[str, Any]) -> None:
