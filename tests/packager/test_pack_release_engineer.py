@@ -245,6 +245,30 @@ def test_a_co_signer_checking_against_a_k_of_n_trust_file_signs_the_release_shor
     assert not (release / "signatures" / f"{third.key_id}.sig").exists()
 
 
+def test_inspect_against_a_k_of_n_trust_file_shows_a_half_signed_release_and_how_short_it_is(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    colleague = make_keypair(tmp_path / "k", "colleague")
+    two_of_two = trust_file(tmp_path / "trust", [signer, colleague], threshold=2)
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "my-flow-0.1.0"
+    shown = pack("inspect", release, "--trust", two_of_two)
+    assert shown.returncode == 0, shown.stderr
+    assert f"  {signer.key_id} release  verified" in shown.stdout.splitlines()
+    short = (
+        "  threshold 2: 1 trusted signature(s) verified; short of it, so verify and the server refuse it "
+        "until more sign"
+    )
+    assert short in shown.stdout.splitlines()
+    assert json.loads(pack("inspect", release, "--trust", two_of_two, "--json").stdout)["threshold"] == {
+        "required": 2,
+        "verified": 1,
+    }
+    assert pack("sign", release, "--key", colleague.private_path).returncode == 0
+    met = pack("inspect", release, "--trust", two_of_two).stdout.splitlines()
+    assert "  threshold 2: 2 trusted signature(s) verified" in met
+
+
 def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
     """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
     help_text = pack("--help").stdout

@@ -44,6 +44,9 @@ def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict
             }
             for k in found.signature_key_ids
         ],
+        "threshold": None
+        if trust is None or found.verified_signers is None
+        else {"required": trust.threshold, "verified": len(set(found.verified_signers))},
         "workflows": [
             {
                 "id": w.id,
@@ -126,12 +129,13 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     predicates and question. --json gives the same, files under files.entries.
 
     Files, manifest and catalogue are verified as by 'verify'; signatures only
-    when --trust is given.
+    when --trust is given: each trusted one must verify, and a release short
+    of the threshold is shown as such (verify refuses it), not refused.
     """
     from rimthan_workflow_registry.release import inspect_release, load_trust
 
     trust = load_trust(trust_path) if trust_path is not None else None
-    found = inspect_release(release, trust)
+    found = inspect_release(release, trust, require_threshold=False)  # a half-signed release is shown, as it is
     data = _inspection_json(found, trust)
     if as_json:
         emit_json(data)
@@ -155,6 +159,10 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
         status = {None: "not checked (pass --trust)", True: "verified", False: "not trusted"}[sig["verified"]]
         name = f" {sig['name']}" if sig["name"] else ""
         click.echo(f"  {sig['key_id']}{name}  {status}")
+    if data["threshold"] is not None:
+        required, verified = data["threshold"]["required"], data["threshold"]["verified"]
+        short = "" if verified >= required else "; short of it, so verify and the server refuse it until more sign"
+        click.echo(f"  threshold {required}: {verified} trusted signature(s) verified{short}")
     click.echo("workflows")
     for workflow in data["workflows"]:
         aliases = ", ".join(workflow["entry_aliases"]) or "none"
