@@ -269,6 +269,19 @@ def test_inspect_against_a_k_of_n_trust_file_shows_a_half_signed_release_and_how
     assert "  threshold 2: 2 trusted signature(s) verified" in met
 
 
+@pytest.mark.parametrize("name", [".DS_Store", ".git"])
+def test_a_hidden_file_in_a_source_says_to_delete_or_move_it_not_to_rename_it(
+    signer: KeyPair, tmp_path: Path, name: str
+) -> None:
+    source = tmp_path / "my-flow" / "0.1.0"
+    assert pack("init", source).returncode == 0
+    (source / name).mkdir() if name == ".git" else (source / name).write_bytes(b"\0")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.error.startswith(f"error: path_unsafe: {source / name}: hidden files")
+    assert said.next == "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
+
+
 def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
     """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
     help_text = pack("--help").stdout

@@ -41,6 +41,7 @@ def _stamp(info: os.stat_result) -> Stamp:
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)  # ctime: a rewrite that restores mtime
 
 
+HIDDEN_NEXT = "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
 NOT_A_SOURCE_NEXT = (
     "check the SOURCE path: it names the directory that holds catalogue.toml (rimthan-pack init DIRECTORY makes one)"
 )
@@ -220,6 +221,7 @@ def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp]) -> None:
                 FailureCode.PATH_UNSAFE,
                 f"{HIDDEN_PROBLEM}, so a catalogue source may not hold them (everything in the source ships)",
                 fs_dir / entry.name,
+                HIDDEN_NEXT,
             )
         problem = None if safe else path_problem(rel)
         if problem is not None:
