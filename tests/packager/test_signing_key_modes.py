@@ -94,3 +94,22 @@ def test_keygen_on_a_full_disk_names_the_key_and_leaves_nothing_so_it_works_once
         filler.unlink()
         again = pack("keygen", "--out", disk / "me")
         assert again.returncode == 0, again.stderr
+
+
+def test_a_key_option_naming_the_wrong_file_says_which_file_to_pass(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair
+) -> None:
+    """The prefix without .key, the public half, a path with no key: each says what to pass, not checkpoint keys."""
+    prefix = keypair.private_path.with_suffix("")
+    cases = {
+        prefix: f"pass the private key file itself: --key {keypair.private_path}",
+        keypair.public_path: f"pass the private key keygen wrote beside it ({keypair.private_path})",
+        tmp_path / "nowhere.key": "check the --key path, or make a key pair: rimthan-pack keygen --out PREFIX "
+        "(then --key PREFIX.key)",
+    }
+    for given, next_step in cases.items():
+        built = pack("build", scaffold, "--key", given, "--out", tmp_path / "rel")
+        assert built.returncode == 1
+        error, said = built.stderr.splitlines()
+        assert error.startswith(f"error: key_invalid: {given}: ") and said == f"next: {next_step}"
+    assert not (tmp_path / "rel").exists()

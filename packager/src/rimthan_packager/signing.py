@@ -59,19 +59,43 @@ def load_signing_key(path: Path | str) -> SigningKey:
         data = read_small_file(path, MAX_KEY_FILE_BYTES)
         exposed = key_file_exposure(path, READ_BITS)
     except OSError as exc:
-        raise TrustError(FailureCode.KEY_INVALID, f"cannot read private key: {exc.strerror}", path=str(path)) from None
+        raise TrustError(
+            FailureCode.KEY_INVALID,
+            f"cannot read private key: {exc.strerror}",
+            path=str(path),
+            next_step=_unreadable_next(path),
+        ) from None
     if len(data) > MAX_KEY_FILE_BYTES:
         raise TrustError(FailureCode.KEY_INVALID, "file is too large to be a private key", path=str(path))
     try:
         key = pem_keys.load_pem_private_key(data, password=None)
     except pem_keys.KEY_LOAD_ERRORS as exc:
+        if _PUBLIC_PEM in data:
+            raise TrustError(
+                FailureCode.KEY_INVALID,
+                "is a public key; --key takes the private half",
+                path=str(path),
+                next_step=f"pass the private key keygen wrote beside it ({path.with_suffix(PRIVATE_KEY_SUFFIX)})",
+            ) from None
         raise TrustError(
-            FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path)
+            FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path), next_step=_KEY_NEXT
         ) from None
     if not isinstance(key, Ed25519PrivateKey):
         raise TrustError(FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path))
     exposure = None if exposed is None else _exposure(path, key_id_for(key.public_key()), exposed)
     return SigningKey(private_key=key, source=str(path), exposure=exposure)
+
+
+_PUBLIC_PEM = b"-----BEGIN PUBLIC KEY-----"
+_KEY_NEXT = "pass the PREFIX.key that `rimthan-pack keygen --out PREFIX` wrote (PEM PKCS#8 Ed25519, unencrypted)"
+
+
+def _unreadable_next(path: Path) -> str:
+    """A --key that names no file: the PREFIX given without its .key, or a key yet to be made."""
+    private = path.with_name(path.name + PRIVATE_KEY_SUFFIX)
+    if not path.exists() and private.is_file():
+        return f"pass the private key file itself: --key {private}"
+    return "check the --key path, or make a key pair: rimthan-pack keygen --out PREFIX (then --key PREFIX.key)"
 
 
 def _exposure(path: Path, key_id: str, exposed: KeyFileExposure) -> KeyExposure:
