@@ -1,4 +1,4 @@
-"""``rimthan-pack build`` and ``pull`` onto a file system that fills part way, or is read-only (real tmpfs).
+"""``rimthan-pack build``, ``pull`` and ``init`` onto a file system that fills part way, or is read-only (real tmpfs).
 
 A full disk used to be said without the place (``error: io_error: No space
 left on device``) on a build, and as the registry's fault on a pull
@@ -17,7 +17,7 @@ from support.oci import pack, pull, push, tree_bytes
 from support.refusals import refusal
 from support.registry import LocalRegistry
 from support.releases import KeyPair, scaffold_source, trust_dir
-from support.small_disk import grow, read_only_view, small_tmpfs
+from support.small_disk import fill, grow, read_only_view, small_tmpfs
 
 BIG_FILES = 40
 BIG_FILE_BYTES = 64 * 1024  # 2.5 MiB in all: more than the 2 MiB tmpfs holds
@@ -93,3 +93,18 @@ def test_a_pull_into_a_read_only_directory_is_io_error_naming_it(
         assert proc.returncode == 1
         assert said.error.startswith(f"error: io_error: {view}: making the download directory: Read-only"), said
         assert said.next == f"{view} is on a read-only file system: choose a writable path"
+
+
+def test_init_on_a_full_disk_names_the_source_leaves_nothing_and_works_once_there_is_room(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "128k") as disk:
+        filler = fill(disk)
+        filler.write_bytes(filler.read_bytes()[: -8 * 1024])  # room for a file or two of the scaffold, not all
+        source = disk / "my-flow" / "0.1.0"
+        full = pack("init", source)
+        assert full.returncode == 1
+        error, said = full.stderr.splitlines()
+        assert error.startswith(f"error: io_error: {source}: writing the scaffold, so nothing was left: No space")
+        assert said == f"next: free disk space on the file system holding {source} and run again"
+        assert sorted(p.name for p in disk.iterdir()) == ["fill"]
+        filler.unlink()
+        assert pack("init", source).returncode == 0

@@ -21,8 +21,9 @@ from typing import Any
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver
+from rimthan_workflow_registry.remediation import io_refusal
 
-from .fsutil import create_file
+from .fsutil import create_file, make_dirs, remove_made_dirs
 
 _NAME = re.compile(ID_PATTERN)  # the catalogue rule for a name, matched whole
 ADAPTER_ID = "claude-code"
@@ -386,11 +387,24 @@ def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]
         )
     _check_name(name or derived, shown)
     _check_identity(name or derived, version, directory)
-    files = scaffold_files(name or derived, version)
+    return _write_scaffold(directory, scaffold_files(name or derived, version))
+
+
+def _write_scaffold(directory: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write ``files`` under ``directory``; a failure (a full disk) takes back every file and directory it made."""
     written: list[Path] = []
-    for path, data in sorted(files.items()):
-        target = directory / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        create_file(target, data)
-        written.append(target)
+    made: list[Path] = []
+    try:
+        for path, data in sorted(files.items()):
+            target = directory / path
+            made += make_dirs(target.parent)
+            create_file(target, data)
+            written.append(target)
+    except BaseException as exc:
+        for target in written:
+            target.unlink(missing_ok=True)
+        remove_made_dirs(sorted(made, key=lambda d: len(d.parts)))
+        if isinstance(exc, OSError) and not exc.filename:  # a write on a full disk names no file: name the source
+            raise io_refusal(exc, str(directory), "writing the scaffold, so nothing was left") from None
+        raise
     return written
