@@ -16,7 +16,7 @@ import pytest
 from support.oci import pack, pull, push, tree_bytes
 from support.refusals import refusal
 from support.registry import LocalRegistry
-from support.releases import KeyPair, scaffold_source, trust_dir
+from support.releases import KeyPair, make_keypair, scaffold_source, trust_dir
 from support.small_disk import fill, grow, read_only_view, small_tmpfs
 
 BIG_FILES = 40
@@ -108,3 +108,26 @@ def test_init_on_a_full_disk_names_the_source_leaves_nothing_and_works_once_ther
         assert sorted(p.name for p in disk.iterdir()) == ["fill"]
         filler.unlink()
         assert pack("init", source).returncode == 0
+
+
+def test_sign_on_a_full_disk_names_the_signature_leaves_nothing_and_signs_once_there_is_room(
+    tmp_path: Path, keypair: KeyPair
+) -> None:
+    colleague = make_keypair(tmp_path / "keys", "colleague")
+    with small_tmpfs(tmp_path / "disk", "512k") as disk:
+        assert (
+            pack("build", scaffold_source(tmp_path / "source"), "--key", keypair.private_path, "--out", disk).returncode
+            == 0
+        )
+        release = disk / "demo-0.1.0"
+        before = tree_bytes(release)
+        filler = fill(disk)
+        full = pack("sign", release, "--key", colleague.private_path)
+        assert full.returncode == 1
+        signature = release / "signatures" / f"{colleague.key_id}.sig"
+        said = refusal(full.stderr)
+        assert said.error.startswith(f"error: io_error: {signature}: writing the signature, so the release was not")
+        assert said.next == f"free disk space on the file system holding {signature} and run again"
+        assert tree_bytes(release) == before and sorted(p.name for p in disk.iterdir()) == ["demo-0.1.0", "fill"]
+        filler.unlink()
+        assert pack("sign", release, "--key", colleague.private_path).returncode == 0

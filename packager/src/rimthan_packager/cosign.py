@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import SIGNATURES_DIR, TrustStore, inspect_release, signature_name
+from rimthan_workflow_registry.remediation import local_io
 from rimthan_workflow_registry.whole_writes import write_all
 
 from .fsutil import fsync_dir, rename_no_replace
@@ -51,12 +52,13 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
     tmp = Path(tmp_name)
     try:
-        try:
-            os.fchmod(fd, 0o644)
-            write_all(fd, signature)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with local_io(sig_path, "writing the signature, so the release was not signed"):  # a full disk names no file
+            try:
+                os.fchmod(fd, 0o644)
+                write_all(fd, signature)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         try:
             rename_no_replace(tmp, sig_path)
         except FileExistsError:
