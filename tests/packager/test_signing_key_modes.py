@@ -113,3 +113,11 @@ def test_a_key_option_naming_the_wrong_file_says_which_file_to_pass(
         error, said = built.stderr.splitlines()
         assert error.startswith(f"error: key_invalid: {given}: ") and said == f"next: {next_step}"
     assert not (tmp_path / "rel").exists()
+
+
+def test_a_readable_key_given_twice_is_warned_of_once(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    keypair.private_path.chmod(0o644)
+    twice = ("--key", keypair.private_path, "--key", keypair.private_path)
+    built = pack("build", scaffold, *twice, "--out", tmp_path / "rel")
+    assert built.returncode == 0, built.stderr
+    assert warned(built.stderr) == exposed_lines(keypair, "group and others", 0o644, chmod_600(keypair))

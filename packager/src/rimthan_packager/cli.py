@@ -155,7 +155,7 @@ def _build(
 
     from .build import build_release, source_date_epoch
 
-    keys = [_signing_key(p) for p in key_paths]
+    keys = [_signing_key(p) for p in dict.fromkeys(key_paths)]  # a file given twice is read (and warned of) once
     trust = load_trust(trust_path) if trust_path is not None else None
     return build_release(source, keys, out_dir, trust=trust, created=source_date_epoch(), progress=progress)
 
