@@ -282,6 +282,19 @@ def test_a_hidden_file_in_a_source_says_to_delete_or_move_it_not_to_rename_it(
     assert said.next == "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
 
 
+def test_an_instruction_that_is_not_utf8_says_to_save_it_as_utf8_not_to_fix_a_toml_key(
+    signer: KeyPair, tmp_path: Path
+) -> None:
+    source = tmp_path / "my-flow" / "0.1.0"
+    assert pack("init", source).returncode == 0
+    instruction = source / "assets" / "instructions" / "plan.md"
+    instruction.write_bytes("Caf\u00e9 plan\n".encode("latin-1"))
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.error.startswith(f"error: catalogue_invalid: {instruction}: is not UTF-8")
+    assert said.next == "save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8)"
+
+
 def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:
     """Each line of ``rimthan-pack --help``'s typical flow, with only NAME/VERSION substituted, succeeds."""
     help_text = pack("--help").stdout

@@ -91,7 +91,7 @@ def validate_source(source: SourceFiles) -> LoadedCatalogue:
         return ReleaseLoader.load(source)
     except RegistryError as exc:
         where = source.where(exc.path) if exc.path else str(source.root)
-        raise type(exc)(exc.code, exc.message, path=where, details=exc.details) from exc
+        raise type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step) from exc
 
 
 def _distinct(keys: Sequence[SigningKey]) -> list[SigningKey]:

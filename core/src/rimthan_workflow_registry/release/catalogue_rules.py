@@ -90,6 +90,7 @@ def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> N
                 FailureCode.CATALOGUE_INVALID,
                 f"is not UTF-8 text (byte {exc.start}); instructions and assets are delivered to harnesses as text",
                 path=path,
+                next_step="save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8)",
             ) from None
 
 
