@@ -151,7 +151,36 @@ def parse_error_for(raw: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=top_level_request_id(raw), error=error)
 
 
-class AnsweringStream:
+class ClosingStream:
+    """A stream's ``async with`` face: ``aclose`` on the way out."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class ReadingStream(ClosingStream):
+    """A read stream's ``async for`` face: ``receive`` until the end of the stream."""
+
+    async def receive(self) -> SessionMessage | Exception:
+        raise NotImplementedError
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
+class AnsweringStream(ReadingStream):
     """``source`` as the server reads it, every line the parser refused answered on the way with a Parse error.
 
     A read stream (the SDK's ``ReadStream``), not a pump: a message reaches the
@@ -192,20 +221,5 @@ class AnsweringStream:
         """The message a refused line holds when read another way; ``None`` (here: always) answers it."""
         return None
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
     async def aclose(self) -> None:
         await self._source.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()

@@ -41,6 +41,7 @@ from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
+from .stdio_drain import draining
 from .stdio_guard import AnsweringStream
 from .stdio_pipes import pipe_wire
 
@@ -80,12 +81,13 @@ async def _refresh_triggers(
 
 
 async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> None:
-    """Serve one client over stdin/stdout until it closes stdin."""
+    """Serve one client over stdin/stdout until it closes stdin, every request read before that answered."""
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval)
         _log.info("serving", extra={"transport": "stdio"})
         async with pipe_wire() as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
-            await app.run(AnsweringStream(read_stream, write_stream), write_stream, app.create_initialization_options())
+            reader, writer = draining(AnsweringStream(read_stream, write_stream), write_stream)
+            await app.run(reader, writer, app.create_initialization_options())
         tg.cancel_scope.cancel()
 
 

@@ -1,0 +1,129 @@
+"""At the end of stdin, every request read before it is answered before the server exits.
+
+The SDK's dispatcher ends at end of input and cancels the handlers still
+running; one whose task had not started yet (the last request of a client
+that writes its calls and closes stdin) was dropped unanswered, and the
+process exited 0. :func:`draining` gives the server a read stream that holds
+the end of input back until every request it passed on has been answered (a
+response or an error for its id was written), cancelled by the client
+(``notifications/cancelled``), or ``DRAIN_SECONDS`` passed. At that deadline
+the end reaches the SDK, which cancels the handlers still running and answers
+each with its ``Connection closed`` error (``CONNECTION_CLOSED``, -32000); a
+handler running in a worker thread cannot be cancelled and is waited for.
+Duplicate ids in flight are counted, one answer each.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+import mcp_types as types
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.message import SessionMessage
+
+from .logs import get_logger
+from .stdio_guard import ClosingStream, ReadingStream
+
+if TYPE_CHECKING:
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
+
+DRAIN_SECONDS = 10.0  # the same grace HTTP gives calls in flight at SIGTERM
+_log = get_logger("transport")
+
+
+@dataclass
+class Unanswered:
+    """The requests passed to the server and not answered yet, by id (a count each: ids may repeat)."""
+
+    ids: Counter[types.RequestId] = field(default_factory=Counter)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    def read(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            self.ids[coerce_request_id(message.id)] += 1
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            cancelled = (message.params or {}).get("requestId")
+            if isinstance(cancelled, str | int) and not isinstance(cancelled, bool):
+                self._settle(coerce_request_id(cancelled), all_of_them=True)
+
+    def written(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self._settle(coerce_request_id(message.id), all_of_them=False)
+
+    def _settle(self, key: types.RequestId, *, all_of_them: bool) -> None:
+        if key not in self.ids:
+            return
+        self.ids[key] = 0 if all_of_them else self.ids[key] - 1
+        if self.ids[key] <= 0:
+            del self.ids[key]
+        self.changed.set()
+
+    async def settled(self, seconds: float) -> int:
+        """Wait until none is unanswered, at most ``seconds``; how many still are."""
+        with anyio.move_on_after(seconds):
+            while self.ids:
+                self.changed = anyio.Event()
+                await self.changed.wait()
+        return sum(self.ids.values())
+
+
+class DrainingReader(ReadingStream):
+    """``source`` as the server reads it, its end held back until :class:`Unanswered` is empty (or the deadline)."""
+
+    def __init__(self, source: ReadStream[SessionMessage | Exception], unanswered: Unanswered, seconds: float) -> None:
+        self._source = source
+        self.unanswered = unanswered
+        self._seconds = seconds
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item = await self._source.receive()
+        except anyio.EndOfStream:
+            await self._drain()
+            raise
+        if isinstance(item, SessionMessage):
+            self.unanswered.read(item.message)
+        return item
+
+    async def _drain(self) -> None:
+        waiting = sum(self.unanswered.ids.values())
+        if not waiting:
+            return
+        _log.info("end of input: answering the requests read before it", extra={"requests": waiting})
+        left = await self.unanswered.settled(self._seconds)
+        if left:
+            _log.warning(
+                "end of input: requests still unanswered at the deadline are cancelled",
+                extra={"requests": left, "drain_seconds": self._seconds},
+            )
+
+    async def aclose(self) -> None:
+        await self._source.aclose()
+
+
+class AnswerNoting(ClosingStream):
+    """``target`` with every answer written noted in :class:`Unanswered` (once the write is done)."""
+
+    def __init__(self, target: WriteStream[SessionMessage], unanswered: Unanswered) -> None:
+        self._target = target
+        self.unanswered = unanswered
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._target.send(item)
+        self.unanswered.written(item.message)
+
+    async def aclose(self) -> None:
+        await self._target.aclose()
+
+
+def draining(
+    read_stream: ReadStream[SessionMessage | Exception],
+    write_stream: WriteStream[SessionMessage],
+    seconds: float = DRAIN_SECONDS,
+) -> tuple[DrainingReader, AnswerNoting]:
+    """The streams to serve over: the end of ``read_stream`` waits for the answers written to ``write_stream``."""
+    unanswered = Unanswered()
+    return DrainingReader(read_stream, unanswered, seconds), AnswerNoting(write_stream, unanswered)

@@ -1,0 +1,109 @@
+"""The edges of the stdio wire, as a client that is not the SDK's meets them: raw lines to ``rimthan-mcp serve``.
+
+- A client that writes its requests and closes stdin gets an answer to every one of them, then the server
+  exits 0. The SDK's dispatcher ends at end of input and cancels the handlers still running: the last request
+  (its task not started yet) was dropped unanswered. Over pipes (the server's own reader) and with stdin a file
+  (the SDK's reader), with calls on the loop and calls in worker threads, and an id used twice.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.shared.message import SessionMessage
+from rimthan_workflow_mcp.stdio_drain import draining
+from rimthan_workflow_registry.protocol_names import (
+    CONTINUE_WORKFLOW,
+    PREPARE_STEP_VALIDATION,
+    START_WORKFLOW,
+    SUBMIT_STEP_VALIDATION,
+)
+from support.raw_stdio import initialize_lines
+from support.servers import RIMTHAN_MCP, ServerWorld, build_world, serve_args, server_env
+
+WAIT = 120.0
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("wire-edges-world"))
+
+
+def _command(world: ServerWorld, state: Path) -> list[str]:
+    return [RIMTHAN_MCP, *serve_args(world, world.built["1.2.0"], state_dir=state)[2:]]
+
+
+def _requests() -> list[dict[str, Any]]:
+    """20 requests: the four tools (on the loop), listings, and reads that run in a worker thread."""
+    tools = (START_WORKFLOW, CONTINUE_WORKFLOW, PREPARE_STEP_VALIDATION, SUBMIT_STEP_VALIDATION)
+    calls: list[tuple[str, dict[str, Any]]] = [("tools/call", {"name": t, "arguments": {"x": 1}}) for t in tools]
+    calls += [
+        ("tools/list", {}),
+        ("prompts/list", {}),  # a worker thread
+        ("resources/read", {"uri": "rimthan://releases/" + "0" * 64 + "/catalogue.toml"}),  # a worker thread
+        ("resources/templates/list", {}),
+        ("ping", {}),
+    ]
+    methods = (calls * 3)[:19]
+    requests = [{"jsonrpc": "2.0", "id": i, "method": m, "params": p} for i, (m, p) in enumerate(methods, start=1)]
+    return [*requests, {**requests[-1], "id": 19}]  # an id used twice while the first is in flight
+
+
+@pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
+def test_every_request_read_before_stdin_closes_is_answered_then_exit_0(
+    world: ServerWorld, tmp_path: Path, stdin_kind: str
+) -> None:
+    requests = _requests()
+    wire = initialize_lines() + "".join(json.dumps(r) + "\n" for r in requests)
+    command = _command(world, tmp_path / "state")
+    if stdin_kind == "pipe":
+        done = subprocess.run(command, input=wire.encode(), capture_output=True, timeout=WAIT, env=server_env())
+    else:
+        (tmp_path / "requests.jsonl").write_text(wire, encoding="utf-8")
+        with (tmp_path / "requests.jsonl").open("rb") as stdin:
+            done = subprocess.run(command, stdin=stdin, capture_output=True, timeout=WAIT, env=server_env())
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    answered = sorted(a["id"] for a in answers if a.get("id") != 0)
+    assert answered == sorted(r["id"] for r in requests), done.stderr.decode()[-2000:]
+    closed = [a for a in answers if a.get("error", {}).get("code") == types.CONNECTION_CLOSED]
+    assert not closed, closed  # answered by its handler, not cancelled at the end of input
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+def _request(request_id: int) -> SessionMessage:
+    return SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="ping"))
+
+
+def _cancel(request_id: str) -> SessionMessage:
+    params = {"requestId": request_id, "reason": "gone"}
+    return SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params=params))
+
+
+@pytest.mark.parametrize("answered", ["never", "cancelled"])
+def test_the_end_of_input_waits_for_a_request_no_longer_than_the_deadline_and_not_for_a_cancelled_one(
+    answered: str,
+) -> None:
+    """What the server does when a handler never answers: the end reaches the SDK at the deadline (a real
+    handler then gets the SDK's Connection closed); a request the client cancelled is owed no answer."""
+
+    async def run() -> tuple[list[SessionMessage | Exception], int]:
+        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](4)
+        written, _ = anyio.create_memory_object_stream[SessionMessage](4)
+        reader, _writer = draining(from_client, written, seconds=0.2 if answered == "never" else 3600)
+        async with to_server:
+            await to_server.send(_request(7))
+            if answered == "cancelled":
+                await to_server.send(_cancel("7"))  # a stringified id still names request 7
+        with anyio.fail_after(WAIT):
+            seen = [item async for item in reader]
+        return seen, sum(reader.unanswered.ids.values())
+
+    seen, left = anyio.run(run)
+    assert len(seen) == (1 if answered == "never" else 2)
+    assert left == (1 if answered == "never" else 0)
