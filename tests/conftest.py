@@ -7,6 +7,7 @@ signed_release         a release of ``scaffold`` signed by ``keypair``
 packaged_releases      research-decision 1.2.0 and 1.3.0 built and signed by
                        ``keypair``: {"1.2.0": Path, "1.3.0": Path}
 registry               a real OCI registry (docker-registry) on loopback, stopped after the test
+mcp_raw                ``rimthan-mcp serve`` over stdio pipes for the module, raw lines (support.raw_stdio)
 hostile                start(answer, tls=None) -> a registry that does not play fair (support.hostile_registry),
                        every one stopped after the test
 """
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.hostile_registry import HostileRegistry, start_hostile
+from support.raw_stdio import RawStdio, raw_stdio_server
 from support.registry import LocalRegistry, TlsFiles, start_registry
 from support.releases import (
     PACKAGED_VERSIONS,
@@ -29,7 +31,9 @@ from support.releases import (
     scaffold_source,
     trust_dir,
 )
-from support.servers import HttpServer, ServerWorld, build_world, http_server, serve_args
+from support.servers import RIMTHAN_MCP, HttpServer, ServerWorld, build_world, http_server, serve_args
+
+RAW_WAIT_SECONDS = 60.0
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -104,6 +108,14 @@ def mcp_http(mcp_world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -
     )
     with http_server(args) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def mcp_raw(mcp_world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawStdio]:
+    """``rimthan-mcp serve`` (1.2.0) over stdio pipes, initialised by hand: raw lines in, raw lines out."""
+    args = serve_args(mcp_world, mcp_world.built["1.2.0"], state_dir=tmp_path_factory.mktemp("mcp-raw-state"))
+    with raw_stdio_server([RIMTHAN_MCP, *args[2:]], RAW_WAIT_SECONDS) as client:
+        yield client
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from rimthan_workflow_mcp.stdio_guard import AnsweringStream, top_level_response_id
+from rimthan_workflow_mcp.message_shape import top_level_response_id
+from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 

@@ -23,6 +23,9 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   connection under a client still sending, which never read the answer), for
   at most ``LINGER_SECONDS`` (:class:`HeadDeadlineProtocol`; uvicorn's own
   keep-alive timer, 5 s, stops at the first byte that comes).
+- A body that is not one JSON-RPC message (a batch, a request whose id is
+  not a string or an integer) gets a one-line ``Invalid Request``
+  (:mod:`http_shape`).
 - ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
@@ -42,6 +45,7 @@ from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .http_shape import ShapeAnswers
 from .logs import PEER, get_logger
 
 HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
@@ -152,7 +156,8 @@ class BoundedRequests:
             await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
         else:
             self.in_flight += 1
-            send = _readable_too_large(send)
+            shape = ShapeAnswers(receive, _readable_too_large(send))
+            receive, send = shape.receive, shape.send
             try:
                 if scope.get("state", {}).get(BODY_IN):  # the usual case: the body came with the head
                     await self.app(scope, receive, send)

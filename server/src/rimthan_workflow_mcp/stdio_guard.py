@@ -1,4 +1,4 @@
-"""Answer every stdio line the SDK's JSON parser refuses, instead of dropping it.
+"""Answer every stdio line the SDK's JSON parser refuses, or finds no JSON-RPC message in, instead of dropping it.
 
 The SDK's stdio transport hands a line it cannot parse (invalid UTF-8, which
 it decodes with replacement characters; text that is not JSON; nesting deeper
@@ -12,7 +12,10 @@ the line's request id when it is recognisably a request (a top-level
 prescribes. A line ``stdio_pipes`` refused for its length (past
 ``limits.MAX_REQUEST_BODY_BYTES`` characters, read no further than that) comes
 as :data:`LINE_PAST_BOUND` and its id, and is answered with ``Invalid
-Request`` naming the bound. Other exceptions pass through. A subclass may read a refused line
+Request`` naming the bound. Valid JSON that is no JSON-RPC message (a batch,
+a number, ...) and a request whose id is neither a string nor an integer
+(which the SDK reads as a notification) get an ``Invalid Request`` too
+(``message_shape``). Other exceptions pass through. A subclass may read a refused line
 a second way first (:meth:`AnsweringStream.reread`: the host bridge reads
 lone surrogates and deeper nesting with Python's parser, to refuse them as
 tool arguments naming their path).
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections import deque
 from typing import Self
 
 import anyio
@@ -32,9 +36,17 @@ from pydantic import ValidationError
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .logs import get_logger
+from .message_shape import (
+    BATCH_REFUSED,
+    ID_UNUSABLE,
+    NOT_A_MESSAGE,
+    has_top_level_id,
+    invalid_request,
+    not_a_message,
+    top_level_request_id,
+)
 
 _log = get_logger("transport")
-_MAX_SCAN = 16 * 1024 * 1024
 LINE_PAST_BOUND = "\x00rimthan-line-past-bound-" + secrets.token_hex(16) + ":"
 """What stands for a line refused for its length: not JSON, unguessable by a peer (random per process)."""
 LINE_TOO_LONG = (
@@ -43,80 +55,19 @@ LINE_TOO_LONG = (
 )
 
 
-def top_level_request_id(raw: str, *, whole: bool = True) -> int | str | None:
-    """The ``id`` of a JSON-RPC request line, found without recursion; ``None`` if unsure.
+def _notification_with_id(message: types.JSONRPCMessage, line: str | None) -> bool:
+    """A line the SDK read as a notification that has an ``id``: a request whose id it could not take."""
+    return isinstance(message, types.JSONRPCNotification) and line is not None and has_top_level_id(line)
 
-    Scans only depth-1 keys of the outermost object, so deeply nested or
-    otherwise unparseable parameters do not matter. Returns an id only when a
-    top-level ``method`` key is present too (a request, not a response) and the
-    id is a plain integer or a simple string. ``whole=False``: ``raw`` is the
-    start of a line, cut anywhere (an id it cuts short is not taken).
-    """
-    if not whole:
-        raw += "\x00"  # what follows the cut is unknown: no number or string ends at it
-    keys = _top_level_keys(raw, whole=whole)
-    if keys is None or "method" not in keys or "id" not in keys:
+
+def _shape_refusal(exc: Exception, line: str | None) -> types.JSONRPCError | None:
+    """The Invalid Request for valid JSON the SDK found no JSON-RPC message in (a batch, a number, ...); else None."""
+    if not isinstance(exc, ValidationError) or any(e.get("type") == "json_invalid" for e in exc.errors()):
         return None
-    return _scalar_after_colon(raw, keys["id"])
-
-
-def top_level_response_id(raw: str) -> int | str | None:
-    """The ``id`` of a JSON-RPC response line (``result`` or ``error``, no ``method``), as :func:`top_level_request_id`
-    reads a request's; ``None`` if unsure."""
-    keys = _top_level_keys(raw)
-    if keys is None or "method" in keys or "id" not in keys or not ({"result", "error"} & set(keys)):
-        return None
-    return _scalar_after_colon(raw, keys["id"])
-
-
-def _top_level_keys(raw: str, *, whole: bool = True) -> dict[str, int] | None:
-    """The keys of the line's outermost object, each with the index just after it; ``None`` if unsure.
-
-    ``whole=False``: those before a string the line's cut leaves open."""
-    if len(raw) > _MAX_SCAN or not raw.lstrip().startswith("{"):
-        return None
-    depth, i, n = 0, 0, len(raw)
-    keys: dict[str, int] = {}
-    expecting_key = False
-    while i < n:
-        c = raw[i]
-        if c == '"':
-            end = i + 1
-            while end < n and raw[end] != '"':
-                end += 2 if raw[end] == "\\" else 1
-            if end >= n:
-                return None if whole else keys
-            if depth == 1 and expecting_key:
-                keys.setdefault(raw[i + 1 : end], end + 1)
-                expecting_key = False
-            i = end + 1
-            continue
-        if c in "{[":
-            depth += 1
-            expecting_key = c == "{" and depth == 1
-        elif c in "}]":
-            depth -= 1
-        elif c == "," and depth == 1:
-            expecting_key = True
-        i += 1
-    return keys
-
-
-def _scalar_after_colon(raw: str, at: int) -> int | str | None:
-    rest = raw[at:].lstrip()
-    if not rest.startswith(":"):
-        return None
-    value = rest[1:].lstrip()
-    digits = value[1:] if value.startswith("-") else value
-    count = len(digits) - len(digits.lstrip("0123456789"))
-    if 0 < count <= 18 and (len(digits) == count or digits[count] in ",} \t\r\n"):
-        return int(value[: count + (1 if value.startswith("-") else 0)])
-    if value.startswith('"'):
-        end = value.find('"', 1)
-        text = value[1:end] if end > 0 else ""
-        if end > 0 and "\\" not in text and len(text) <= 256:
-            return text
-    return None
+    if line is not None:
+        return not_a_message(line)
+    whole = next((e.get("input") for e in exc.errors() if e.get("type") == "model_type"), None)
+    return invalid_request(BATCH_REFUSED if isinstance(whole, list) else NOT_A_MESSAGE)
 
 
 def _raw_input(exc: Exception) -> str | None:
@@ -181,41 +132,62 @@ class ReadingStream(ClosingStream):
 
 
 class AnsweringStream(ReadingStream):
-    """``source`` as the server reads it, every line the parser refused answered on the way with a Parse error.
+    """``source`` as the server reads it, every line the server does not take answered on the way.
 
     A read stream (the SDK's ``ReadStream``), not a pump: a message reaches the
     server in the same event-loop step the transport handed it over, with no
     task or memory stream between them. A refused line is answered through
     ``write_stream`` and never reaches the server; other exceptions pass through.
+    ``lines``: the lines the transport read, one for each item it hands over, in
+    order (``stdio_pipes`` keeps them). With them a request whose id is not a
+    string or an integer, which the SDK reads as a notification, is refused too
+    (``message_shape``); without them it reaches the server as the SDK read it.
     """
 
     def __init__(
         self,
         source: MemoryObjectReceiveStream[SessionMessage | Exception],
         write_stream: MemoryObjectSendStream[SessionMessage],
+        lines: deque[str] | None = None,
     ) -> None:
         self._source = source
         self._write_stream = write_stream
+        self._lines = lines
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
             item = await self._source.receive()
-            raw = _raw_input(item) if isinstance(item, Exception) else None
-            if raw is None:
+            line = self._lines.popleft() if self._lines else None
+            passed = self._passed(item, line)
+            if not isinstance(passed, types.JSONRPCError):
+                return passed
+            await self._write_stream.send(SessionMessage(passed))
+
+    def _passed(
+        self, item: SessionMessage | Exception, line: str | None
+    ) -> SessionMessage | Exception | types.JSONRPCError:
+        """What reaches the server for ``item`` (read from ``line``), or the answer that refuses it."""
+        if isinstance(item, SessionMessage):
+            if not _notification_with_id(item.message, line):
                 return item
-            if raw.startswith(LINE_PAST_BOUND):
-                answer = too_long_error_for(raw)
-                _log.warning(
-                    "line refused: past its bound", extra={"id": answer.id, "max_chars": MAX_REQUEST_BODY_BYTES}
-                )
-                await self._write_stream.send(SessionMessage(answer))
-                continue
-            message = self.reread(raw)
-            if message is not None:
-                return message
-            answer = parse_error_for(raw)
-            _log.warning("line refused by the JSON parser", extra={"id": answer.id})
-            await self._write_stream.send(SessionMessage(answer))
+            _log.warning("line refused: a request id neither a string nor an integer")
+            return invalid_request(ID_UNUSABLE)
+        raw = _raw_input(item)
+        if raw is None:
+            answer = _shape_refusal(item, line)
+            if answer is not None:
+                _log.warning("line refused: no JSON-RPC message", extra={"id": answer.id})
+            return item if answer is None else answer
+        if raw.startswith(LINE_PAST_BOUND):
+            answer = too_long_error_for(raw)
+            _log.warning("line refused: past its bound", extra={"id": answer.id, "max_chars": MAX_REQUEST_BODY_BYTES})
+            return answer
+        message = self.reread(raw)
+        if message is not None:
+            return message
+        answer = parse_error_for(raw)
+        _log.warning("line refused by the JSON parser", extra={"id": answer.id})
+        return answer
 
     def reread(self, raw: str) -> SessionMessage | None:
         """The message a refused line holds when read another way; ``None`` (here: always) answers it."""

@@ -40,7 +40,8 @@ from typing import TextIO, cast
 import anyio
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
-from .stdio_guard import LINE_PAST_BOUND, top_level_request_id
+from .message_shape import top_level_request_id
+from .stdio_guard import LINE_PAST_BOUND
 
 READ_CHUNK = 64 * 1024  # the default pipe capacity on Linux
 ID_SCAN_CHARS = 4096  # where a refused line's id is looked for: the SDKs write it before params, or (TS) after
@@ -49,8 +50,9 @@ ID_SCAN_CHARS = 4096  # where a refused line's id is looked for: the SDKs write 
 class PipeLines:
     """Lines from a non-blocking pipe, decoded as the SDK's ``TextIOWrapper(errors="replace")`` decodes them."""
 
-    def __init__(self, fd: int, *, max_line: int = MAX_REQUEST_BODY_BYTES) -> None:
+    def __init__(self, fd: int, *, max_line: int = MAX_REQUEST_BODY_BYTES, kept: deque[str] | None = None) -> None:
         self._fd = fd
+        self._kept = kept  # each line handed out is appended here too, for its reader to take (stdio_guard)
         self._max_line = max_line
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
@@ -67,6 +69,8 @@ class PipeLines:
         line = await self.readline()
         if not line:
             raise StopAsyncIteration
+        if self._kept is not None:
+            self._kept.append(line)
         return line
 
     async def readline(self) -> str:
@@ -201,14 +205,21 @@ def _release(wire: list[int]) -> None:
 
 
 @asynccontextmanager
-async def pipe_wire() -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]] | None]:
-    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes or sockets; None otherwise."""
+async def pipe_wire(
+    kept: deque[str] | None = None,
+) -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]] | None]:
+    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes or sockets; None otherwise.
+
+    ``kept``: every line the SDK reads is appended to it as well (``stdio_guard.AnsweringStream`` takes them)."""
     wire = _claim()
     if wire is None:
         yield None
         return
     try:
         # the SDK's transport uses these only as ``async for line in stdin``, ``stdout.write`` and ``stdout.flush``
-        yield cast("anyio.AsyncFile[str]", PipeLines(wire[0])), cast("anyio.AsyncFile[str]", PipeWriter(wire[1]))
+        yield (
+            cast("anyio.AsyncFile[str]", PipeLines(wire[0], kept=kept)),
+            cast("anyio.AsyncFile[str]", PipeWriter(wire[1])),
+        )
     finally:
         _release(list(wire))

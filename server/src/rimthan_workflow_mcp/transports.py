@@ -24,6 +24,7 @@ import ipaddress
 import signal
 import socket
 import sys
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -85,8 +86,10 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval)
         _log.info("serving", extra={"transport": "stdio"})
-        async with pipe_wire() as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
-            reader, writer = draining(AnsweringStream(read_stream, write_stream), write_stream)
+        lines: deque[str] = deque()  # what the pipes read, one line per message: the guard reads ids the SDK drops
+        async with pipe_wire(lines) as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
+            answering = AnsweringStream(read_stream, write_stream, lines if wire else None)
+            reader, writer = draining(answering, write_stream)
             await app.run(reader, writer, app.create_initialization_options())
         tg.cancel_scope.cancel()
 

@@ -1,0 +1,125 @@
+"""A POST body that is not one JSON-RPC message gets an ``Invalid Request`` a client can read (HTTP 400).
+
+For handshake-era clients (``MCP-Protocol-Version`` 2025-11-25, or none) the
+SDK's Streamable HTTP transport answered
+
+- a batch (a JSON array), or JSON that is no JSON-RPC message, with 400 and
+  pydantic's validation report: many lines, code -32602 (Invalid params);
+- a request whose id is neither a string nor an integer (an object, an array,
+  a float, a boolean, null) with 202 and no body: it read the request as a
+  notification, so the client waited for an answer that never came.
+
+:class:`ShapeAnswers` wraps a POST's ``receive`` and ``send``: it keeps the
+first ``SCREEN_BYTES`` of the body as the SDK reads it (no second read, no
+parse on the way in) and, when the SDK answers one of these, sends instead the
+one-line ``Invalid Request`` (-32600, ``id`` null) ``message_shape`` words for
+it, status 400, the SDK's headers kept. A body past ``SCREEN_BYTES`` that the
+SDK accepted (202) is refused too: the notifications MCP defines are a few
+hundred bytes, and this server sends no requests a response could answer. The
+2026-07-28 path answers these with -32600 itself; its answers pass unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+
+import mcp_types as types
+from starlette.types import Message, Receive, Send
+
+from .logs import get_logger
+from .message_shape import BATCH_REFUSED, ID_UNUSABLE, NOT_A_MESSAGE, invalid_request, not_a_message, top_level_keys
+
+SCREEN_BYTES = 64 * 1024
+ACCEPTED, BAD_REQUEST = 202, 400
+SDK_VALIDATION_REPORT = "Validation error"  # how the SDK's 400 for a body of the wrong shape begins
+NOTIFICATION_TOO_LARGE = (
+    f"the message is a notification or a response past {SCREEN_BYTES // 1024} KiB: the ones a client sends this "
+    "server are far smaller (it sends no requests to answer); send requests with a string or integer id"
+)
+_log = get_logger("transport")
+
+
+class ShapeAnswers:
+    """One POST's ``receive`` and ``send``, the SDK's answers to a body of the wrong shape replaced (see module)."""
+
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self._receive = receive
+        self._send = send
+        self._kept: list[bytes] = []
+        self._size = 0
+        self._held: list[Message] = []  # the SDK's 400, until its body shows whether it is the validation report
+        self._replaced = False
+
+    async def receive(self) -> Message:
+        message = await self._receive()
+        if message["type"] == "http.request":
+            body: bytes = message.get("body", b"")
+            self._size += len(body)
+            if self._size <= SCREEN_BYTES:
+                self._kept.append(body)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self._replaced:
+            return  # the SDK's body for the answer replaced
+        if message["type"] == "http.response.start" and message["status"] in (ACCEPTED, BAD_REQUEST):
+            if message["status"] == BAD_REQUEST:
+                self._held.append(message)
+                return
+            answer = self._refusing_accepted()
+            if answer is not None:
+                await self._answer(message, answer)
+                return
+        if self._held:
+            await self._settle_held(message)
+            return
+        await self._send(message)
+
+    async def _settle_held(self, message: Message) -> None:
+        self._held.append(message)
+        if message.get("more_body", False):
+            return
+        start, *parts = self._held
+        self._held = []
+        answer = self._refusing_report(b"".join(part.get("body", b"") for part in parts))
+        if answer is not None:
+            await self._answer(start, answer)
+            return
+        for held in (start, *parts):
+            await self._send(held)
+
+    def _text(self) -> str | None:
+        """The body as text when all of it was kept, else None."""
+        return b"".join(self._kept).decode("utf-8", "replace") if self._size <= SCREEN_BYTES else None
+
+    def _refusing_accepted(self) -> types.JSONRPCError | None:
+        """The refusal of a body the SDK accepted as a notification or a response, if it was a request."""
+        text = self._text()
+        if text is None:
+            return invalid_request(NOTIFICATION_TOO_LARGE)
+        keys = top_level_keys(text) or {}
+        return invalid_request(ID_UNUSABLE) if "id" in keys and "method" in keys else None
+
+    def _refusing_report(self, sdk_body: bytes) -> types.JSONRPCError | None:
+        """The refusal replacing the SDK's 400 when it is its validation report; None for any other 400."""
+        try:
+            error = json.loads(sdk_body).get("error") or {}
+        except (ValueError, AttributeError):
+            return None
+        report = error.get("code") == types.INVALID_PARAMS and str(error.get("message", ""))
+        if not report or not report.startswith(SDK_VALIDATION_REPORT):
+            return None
+        text = self._text()
+        if text is not None:
+            return not_a_message(text)
+        batch = b"".join(self._kept).lstrip().startswith(b"[")
+        return invalid_request(BATCH_REFUSED if batch else NOT_A_MESSAGE)
+
+    async def _answer(self, start: Message, answer: types.JSONRPCError) -> None:
+        self._replaced = True
+        _log.info("request refused: not one JSON-RPC message", extra={"why": answer.error.message})
+        body = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length", b"content-type")]
+        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        await self._send({"type": "http.response.start", "status": BAD_REQUEST, "headers": headers})
+        await self._send({"type": "http.response.body", "body": body})
