@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,47 @@ def test_the_end_of_input_waits_for_a_request_no_longer_than_the_deadline_and_no
     seen, left = anyio.run(run)
     assert len(seen) == (1 if answered == "never" else 2)
     assert left == (1 if answered == "never" else 0)
+
+
+@pytest.mark.parametrize("closed", ["stdin", "stdout"])
+def test_started_with_stdin_or_stdout_closed_it_is_refused_in_two_lines(
+    world: ServerWorld, tmp_path: Path, closed: str
+) -> None:
+    """It stopped with internal_error ("report the logged details"): the SDK's stdio took a None sys.stdin."""
+    redirect = "<&-" if closed == "stdin" else ">&-"
+    command = ["sh", "-c", f'exec "$0" "$@" {redirect}', *_command(world, tmp_path / "state")]
+    done = subprocess.run(command, capture_output=True, timeout=WAIT, env=server_env(), text=True)
+    refusal = [line for line in done.stderr.splitlines() if line.startswith(("error:", "next:"))]
+    assert refusal[0].startswith(f"error: io_error: {closed}: not open"), done.stderr[-2000:]
+    assert refusal[1].startswith("next: start rimthan-mcp serve from an MCP host"), refusal
+    assert (done.returncode, len(refusal)) == (1, 2), done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
+def test_a_client_that_closes_its_end_of_stdout_stops_the_server_in_one_line(
+    world: ServerWorld, tmp_path: Path, stdin_kind: str
+) -> None:
+    """It stopped with internal_error (a BrokenPipeError in the SDK's writer) and exit 1."""
+    pings = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping"}) + "\n" for i in range(1, 200))
+    (tmp_path / "requests.jsonl").write_text(initialize_lines() + pings, encoding="utf-8")
+    with (tmp_path / "requests.jsonl").open("rb") as requests:
+        process = subprocess.Popen(
+            _command(world, tmp_path / "state"),
+            stdin=subprocess.PIPE if stdin_kind == "pipe" else requests,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=server_env(),
+        )
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()  # the client will read nothing more
+        if process.stdin is not None:
+            with suppress(BrokenPipeError):  # the server may have stopped already
+                process.stdin.write(requests.read())
+                process.stdin.flush()
+        stderr = process.stderr.read().decode()
+        if process.stdin is not None:
+            with suppress(BrokenPipeError):
+                process.stdin.close()
+        assert process.wait(timeout=WAIT) == 0, stderr[-2000:]
+    assert "rimthan-mcp: stopped: the client closed its end of stdout" in stderr, stderr[-2000:]
+    assert "error:" not in stderr and "Traceback" not in stderr, stderr[-2000:]

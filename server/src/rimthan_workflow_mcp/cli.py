@@ -289,9 +289,17 @@ def serve(
         is_beyond_loopback,
         serve_http,
         serve_stdio,
+        stdio_not_open,
     )
 
     configure_logging(log_level)
+    if transport == "stdio" and (closed := stdio_not_open()) is not None:  # before a file opened takes its number
+        refuse(
+            FailureCode.IO_ERROR,
+            closed,
+            "not open: the process was started with it closed, and MCP over stdio needs both stdin and stdout",
+            "start rimthan-mcp serve from an MCP host (it connects both), or serve over HTTP with --transport http",
+        )
     if refresh_interval is not None and not (math.isfinite(refresh_interval) and refresh_interval > 0):
         # anyio.sleep refuses a negative or NaN delay: the server would die after it said it was listening
         _usage(f"--refresh-interval {refresh_interval:g}: give a number of seconds above 0, or leave it out")
@@ -369,7 +377,8 @@ def serve(
     try:
         if transport == "stdio":
             say("transport stdio (MCP on stdin/stdout)")
-            anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval))
+            if not anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval)):
+                say("stopped: the client closed its end of stdout, so nothing more could be answered")
         else:
             sock, binding = guard(
                 lambda: bind_socket(host, port),

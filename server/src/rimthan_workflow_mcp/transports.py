@@ -81,17 +81,33 @@ async def _refresh_triggers(
                 await refresh_now(provider, "SIGHUP")
 
 
-async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> None:
-    """Serve one client over stdin/stdout until it closes stdin, every request read before that answered."""
-    async with anyio.create_task_group() as tg:
-        await tg.start(_refresh_triggers, provider, refresh_interval)
-        _log.info("serving", extra={"transport": "stdio"})
-        lines: deque[str] = deque()  # what the pipes read, one line per message: the guard reads ids the SDK drops
-        async with pipe_wire(lines) as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
-            answering = AnsweringStream(read_stream, write_stream, lines if wire else None)
-            reader, writer = draining(answering, write_stream)
-            await app.run(reader, writer, app.create_initialization_options())
-        tg.cancel_scope.cancel()
+def stdio_not_open() -> str | None:
+    """Which of stdin and stdout the process was started with closed (Python then makes it None), or None."""
+    return (
+        " and ".join(name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None) or None
+    )
+
+
+async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> bool:
+    """Serve one client over stdin/stdout until it closes stdin, every request read before that answered.
+
+    True then; False when the client closed its end of stdout first (nothing more can reach it: serving stops).
+    """
+    answered_to_the_end = True
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(_refresh_triggers, provider, refresh_interval)
+            _log.info("serving", extra={"transport": "stdio"})
+            lines: deque[str] = deque()  # what the pipes read, one line per message: the guard reads ids the SDK drops
+            async with pipe_wire(lines) as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
+                answering = AnsweringStream(read_stream, write_stream, lines if wire else None)
+                reader, writer = draining(answering, write_stream)
+                await app.run(reader, writer, app.create_initialization_options())
+            tg.cancel_scope.cancel()
+    except* (BrokenPipeError, ConnectionResetError):
+        _log.info("the client closed its end of stdout: stopped serving")
+        answered_to_the_end = False
+    return answered_to_the_end
 
 
 @dataclass(frozen=True)
