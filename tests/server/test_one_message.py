@@ -8,10 +8,10 @@ unanswered (the client waited for ever); over HTTP a batch got 400 with pydantic
 
 from __future__ import annotations
 
+import http.client
 import json
 import subprocess
-import urllib.error
-import urllib.request
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +54,22 @@ def test_over_stdio_it_is_answered_and_the_next_request_served(mcp_raw: RawStdio
     assert mcp_raw.call_answer(99, WAIT) == {"jsonrpc": "2.0", "id": 99, "result": {}}
 
 
-def _post(server: HttpServer, body: str, version: str) -> tuple[int, dict[str, Any] | None]:
+def _post(
+    server: HttpServer, body: str, version: str, content_type: str | None = "application/json"
+) -> tuple[int, dict[str, Any] | None]:
+    """A raw POST (http.client adds no Content-Type of its own, as urllib does)."""
+    url = urllib.parse.urlsplit(server.url)
     headers = {**HEADERS, "MCP-Protocol-Version": version}
-    request = urllib.request.Request(server.url, data=body.encode(), method="POST", headers=headers)
+    del headers["Content-Type"]
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    connection = http.client.HTTPConnection(url.netloc, timeout=WAIT)
     try:
-        with urllib.request.urlopen(request, timeout=WAIT) as response:
-            status, text = response.status, response.read()
-    except urllib.error.HTTPError as error:
-        status, text = error.code, error.read()
+        connection.request("POST", url.path, body=body.encode(), headers=headers)
+        response = connection.getresponse()
+        status, text = response.status, response.read()
+    finally:
+        connection.close()
     return status, json.loads(text) if text else None
 
 
@@ -94,3 +102,32 @@ def test_with_stdin_a_file_a_batch_and_a_non_message_are_answered(mcp_world: Ser
     _assert_refused(answers[1], NOT_A_MESSAGE, None)
     assert answers[2] == {"jsonrpc": "2.0", "id": 99, "result": {}}
     assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+MEDIA_TYPES: dict[str, tuple[str | None, int]] = {  # Content-Type, the status it gets
+    "upper-case": ("APPLICATION/JSON", 200),  # media types compare without case (RFC 9110 8.3.1): was 415
+    "charset": ("Application/Json; Charset=UTF-8", 200),
+    "text-plain": ("text/plain", 415),  # was a bare text/plain 400, no JSON-RPC
+    "missing": (None, 415),  # was a bare text/plain 400, no JSON-RPC
+    "json-suffix": ("application/json-patch+json", 415),
+}
+
+
+# the 2026-07-28 path read an upper-case media type already: only its refusals changed
+MEDIA_CASES = [
+    (c, e) for c in MEDIA_TYPES for e in ("2025-11-25", "2026-07-28") if MEDIA_TYPES[c][1] != 200 or e < "2026"
+]
+
+
+@pytest.mark.parametrize(("case", "era"), MEDIA_CASES)
+def test_over_http_the_media_type_is_json_without_regard_to_case_else_415_with_a_json_rpc_error(
+    mcp_http: HttpServer, case: str, era: str
+) -> None:
+    content_type, expected = MEDIA_TYPES[case]
+    status, answer = _post(mcp_http, json.dumps(PING), era, content_type)
+    if expected == 200:
+        assert (status, answer) == (200, {"jsonrpc": "2.0", "id": 99, "result": {}})
+    else:
+        assert status == 415 and answer is not None and answer["id"] is None, answer
+        assert answer["error"]["code"] == types.INVALID_REQUEST, answer
+        assert answer["error"]["message"].startswith(f"the request's Content-Type is {content_type or 'missing'} ")

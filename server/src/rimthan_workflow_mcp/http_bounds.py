@@ -26,6 +26,10 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 - A body that is not one JSON-RPC message (a batch, a request whose id is
   not a string or an integer) gets a one-line ``Invalid Request``
   (:mod:`http_shape`).
+- A ``POST`` whose media type is not ``application/json`` (compared without
+  case, as RFC 9110 says) gets 415 with a JSON-RPC error, unread (the SDK
+  answered a missing or ``text/plain`` one with a bare ``text/plain`` 400, and
+  ``APPLICATION/JSON`` with 415).
 - ``MAX_REQUESTS_IN_FLIGHT``: a request arriving while that many are being
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
@@ -47,6 +51,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .http_shape import ShapeAnswers
 from .logs import PEER, get_logger
+from .message_shape import invalid_request
 
 HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
 BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
@@ -58,7 +63,8 @@ STATELESS_GET = b"Method Not Allowed: a stateless server offers no SSE stream an
 BUSY = b"Service Unavailable: too many requests in flight, retry"
 BODY_LATE = b"Request Timeout: the body did not arrive in time"
 _CLOSE = [(b"connection", b"close")]
-_AUTHORITY_HEADERS = frozenset({b"host", b"origin"})
+_CASELESS_HEADERS = frozenset({b"host", b"origin", b"content-type"})
+JSON_MEDIA_TYPE = b"application/json"
 TOO_LARGE = 413  # the SDK's answer to a body past its max_request_body_size, and only to that
 TOO_LARGE_MESSAGE = (
     f"the request body is past the {MAX_REQUEST_BODY_BYTES} bytes ({MAX_REQUEST_BODY_BYTES / 2**20:g} MiB) one "
@@ -68,6 +74,10 @@ TOO_LARGE_MESSAGE = (
 TOO_LARGE_BODY = json.dumps(
     {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": TOO_LARGE_MESSAGE}}
 ).encode()
+NOT_JSON = (
+    "the request's Content-Type is {} and was not read: send the JSON-RPC message with Content-Type: application/json"
+)
+SHOWN_MEDIA_TYPE = 80  # characters of a refused Content-Type quoted back
 BODY_IN = "rimthan.body_in"  # set by HeadDeadlineProtocol in scope["state"] once a request's body is all in
 _log = get_logger("transport")
 
@@ -148,9 +158,13 @@ class BoundedRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        scope = {**scope, "headers": [_lower_authority(name, value) for name, value in scope["headers"]]}
+        scope = {**scope, "headers": [_lower_caseless(name, value) for name, value in scope["headers"]]}
         if scope["method"] == "GET" or (self.stateless and scope["method"] != "POST"):
             await self._get(scope, receive, send)
+        elif scope["method"] == "POST" and (media_type := _media_type(scope)) != JSON_MEDIA_TYPE:
+            _log.info("request refused: not JSON", extra={"content_type": media_type.decode("latin-1")})
+            shown = media_type[:SHOWN_MEDIA_TYPE].decode("latin-1") if media_type else "missing"
+            await _json_error(send, 415, NOT_JSON.format(shown))
         elif self.in_flight >= MAX_REQUESTS_IN_FLIGHT:
             _log.warning("request refused: too many in flight", extra={"in_flight": self.in_flight})
             await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
@@ -175,10 +189,25 @@ class BoundedRequests:
             await self.app(scope, receive, send)
 
 
-def _lower_authority(name: bytes, value: bytes) -> tuple[bytes, bytes]:
+def _lower_caseless(name: bytes, value: bytes) -> tuple[bytes, bytes]:
     """Host and Origin name a host, and host names compare case-insensitively (RFC 9110 4.2.3): the SDK's
-    DNS-rebinding check compares them exactly, against the lower-case values the server allows."""
-    return (name, value.lower()) if name in _AUTHORITY_HEADERS else (name, value)
+    DNS-rebinding check compares them exactly, against the lower-case values the server allows. So do a media
+    type and its charset (RFC 9110 8.3.1, 8.3.2), which the SDK's transport compared exactly too."""
+    return (name, value.lower()) if name in _CASELESS_HEADERS else (name, value)
+
+
+def _media_type(scope: Scope) -> bytes:
+    """The request's media type (its Content-Type without parameters, lower-cased already), or b"" if none."""
+    value = next((v for k, v in scope["headers"] if k == b"content-type"), b"")
+    return value.split(b";", 1)[0].strip()
+
+
+async def _json_error(send: Send, status: int, message: str) -> None:
+    """An HTTP error whose body is a JSON-RPC Invalid Request (``id`` null: the request was not read)."""
+    body = invalid_request(message).model_dump_json(by_alias=True, exclude_unset=True).encode()
+    headers = [(b"content-type", JSON_MEDIA_TYPE), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
