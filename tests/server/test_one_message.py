@@ -55,11 +55,15 @@ def test_over_stdio_it_is_answered_and_the_next_request_served(mcp_raw: RawStdio
 
 
 def _post(
-    server: HttpServer, body: str, version: str, content_type: str | None = "application/json"
+    server: HttpServer,
+    body: str,
+    version: str,
+    content_type: str | None = "application/json",
+    extra: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Any] | None]:
-    """A raw POST (http.client adds no Content-Type of its own, as urllib does)."""
+    """A raw POST (http.client adds no Content-Type of its own, as urllib does, and takes a Host given)."""
     url = urllib.parse.urlsplit(server.url)
-    headers = {**HEADERS, "MCP-Protocol-Version": version}
+    headers = {**HEADERS, "MCP-Protocol-Version": version, **(extra or {})}
     del headers["Content-Type"]
     if content_type is not None:
         headers["Content-Type"] = content_type
@@ -131,3 +135,20 @@ def test_over_http_the_media_type_is_json_without_regard_to_case_else_415_with_a
         assert status == 415 and answer is not None and answer["id"] is None, answer
         assert answer["error"]["code"] == types.INVALID_REQUEST, answer
         assert answer["error"]["message"].startswith(f"the request's Content-Type is {content_type or 'missing'} ")
+
+
+@pytest.mark.parametrize(
+    ("header", "value", "status", "words"),
+    [
+        ("Host", "evil.example", 421, "the request's Host is not one this server answers"),
+        ("Origin", "http://evil.example", 403, "the request's Origin is not one this server answers"),
+    ],
+)
+def test_over_http_a_host_or_origin_not_allowed_is_refused_with_a_json_rpc_error(
+    mcp_http: HttpServer, header: str, value: str, status: int, words: str
+) -> None:
+    """The SDK's DNS-rebinding refusal was a bare text line with no Content-Type ("Invalid Host header")."""
+    got, answer = _post(mcp_http, json.dumps(PING), "2025-11-25", extra={header: value})
+    assert got == status and answer is not None, answer
+    assert answer["id"] is None and answer["error"]["code"] == types.INVALID_REQUEST, answer
+    assert answer["error"]["message"].startswith(words) and "\n" not in answer["error"]["message"], answer

@@ -18,7 +18,8 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   or grown past it in chunks) gets the SDK's 413, unread past the bound; here
   its body is a JSON-RPC error a client can read (``Invalid Request``, ``id``
   null: the request was not read, naming the bound) instead of a bare
-  ``text/plain`` line. The connection stays open: uvicorn reads what the
+  ``text/plain`` line; so is the SDK's DNS-rebinding refusal of a ``Host``
+  (421) or an ``Origin`` (403) not allowed. The connection stays open: uvicorn reads what the
   client still sends of the body and discards it (closing at once reset the
   connection under a client still sending, which never read the answer), for
   at most ``LINGER_SECONDS`` (:class:`HeadDeadlineProtocol`; uvicorn's own
@@ -40,11 +41,9 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import h11
-import mcp_types as types
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -71,9 +70,32 @@ TOO_LARGE_MESSAGE = (
     "request may take (MAX_REQUEST_BODY_BYTES, what the largest call a tool's input schema accepts needs) and was "
     "not read: send a smaller call"
 )
-TOO_LARGE_BODY = json.dumps(
-    {"jsonrpc": "2.0", "id": None, "error": {"code": types.INVALID_REQUEST, "message": TOO_LARGE_MESSAGE}}
-).encode()
+WRONG_HOST, WRONG_ORIGIN = 421, 403  # the SDK's DNS-rebinding refusals, and its only 421 and 403
+WRONG_HOST_MESSAGE = (
+    "the request's Host is not one this server answers (DNS-rebinding protection): use the address it listens "
+    "on, or have its operator add the name with --allowed-host"
+)
+WRONG_ORIGIN_MESSAGE = (
+    "the request's Origin is not one this server answers (DNS-rebinding protection): send it from an allowed "
+    "host, or without an Origin header"
+)
+
+
+def _error_body(message: str) -> bytes:
+    return invalid_request(message).model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+TOO_LARGE_BODY = _error_body(TOO_LARGE_MESSAGE)
+READABLE_REFUSALS = {
+    TOO_LARGE: TOO_LARGE_BODY,
+    WRONG_HOST: _error_body(WRONG_HOST_MESSAGE),
+    WRONG_ORIGIN: _error_body(WRONG_ORIGIN_MESSAGE),
+}
+REFUSAL_EVENTS = {
+    TOO_LARGE: "request refused: body past its bound",
+    WRONG_HOST: "request refused: Host not allowed",
+    WRONG_ORIGIN: "request refused: Origin not allowed",
+}
 NOT_JSON = (
     "the request's Content-Type is {} and was not read: send the JSON-RPC message with Content-Type: application/json"
 )
@@ -170,7 +192,7 @@ class BoundedRequests:
             await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
         else:
             self.in_flight += 1
-            shape = ShapeAnswers(receive, _readable_too_large(send))
+            shape = ShapeAnswers(receive, _readable_refusals(send))
             receive, send = shape.receive, shape.send
             try:
                 if scope.get("state", {}).get(BODY_IN):  # the usual case: the body came with the head
@@ -186,7 +208,7 @@ class BoundedRequests:
         if self.stateless:
             await _plain(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
         else:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, _readable_refusals(send))
 
 
 def _lower_caseless(name: bytes, value: bytes) -> tuple[bytes, bytes]:
@@ -204,7 +226,7 @@ def _media_type(scope: Scope) -> bytes:
 
 async def _json_error(send: Send, status: int, message: str) -> None:
     """An HTTP error whose body is a JSON-RPC Invalid Request (``id`` null: the request was not read)."""
-    body = invalid_request(message).model_dump_json(by_alias=True, exclude_unset=True).encode()
+    body = _error_body(message)
     headers = [(b"content-type", JSON_MEDIA_TYPE), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -236,20 +258,21 @@ async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send
         await _plain(send, 408, BODY_LATE, _CLOSE)
 
 
-def _readable_too_large(send: Send) -> Send:
-    """``send`` with the SDK's bare 413 (``text/plain``) answered as a JSON-RPC error."""
-    replacing = False
+def _readable_refusals(send: Send) -> Send:
+    """``send`` with the SDK's bare ``text/plain`` refusals (413, 421, 403) answered as JSON-RPC errors."""
+    replacing: bytes | None = None
 
     async def readable(message: Message) -> None:
         nonlocal replacing
-        if message["type"] == "http.response.start" and message["status"] == TOO_LARGE:
-            replacing = True
-            _log.info("request refused: body past its bound", extra={"max_request_body_bytes": MAX_REQUEST_BODY_BYTES})
-            headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(TOO_LARGE_BODY))]
-            await send({"type": "http.response.start", "status": TOO_LARGE, "headers": headers})
-        elif replacing:
+        if message["type"] == "http.response.start" and message["status"] in READABLE_REFUSALS:
+            status = message["status"]
+            replacing = READABLE_REFUSALS[status]
+            _log.info(REFUSAL_EVENTS[status], extra={"status": status})
+            headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(replacing))]
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+        elif replacing is not None:
             if not message.get("more_body", False):
-                await send({"type": "http.response.body", "body": TOO_LARGE_BODY})
+                await send({"type": "http.response.body", "body": replacing})
         else:
             await send(message)
 
