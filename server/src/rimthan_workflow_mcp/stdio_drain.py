@@ -47,16 +47,16 @@ class Unanswered:
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             cancelled = (message.params or {}).get("requestId")
             if isinstance(cancelled, str | int) and not isinstance(cancelled, bool):
-                self._settle(coerce_request_id(cancelled), all_of_them=True)
+                self._settle(coerce_request_id(cancelled))  # the SDK cancels one: the latest
 
     def written(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
-            self._settle(coerce_request_id(message.id), all_of_them=False)
+            self._settle(coerce_request_id(message.id))
 
-    def _settle(self, key: types.RequestId, *, all_of_them: bool) -> None:
+    def _settle(self, key: types.RequestId) -> None:
         if key not in self.ids:
             return
-        self.ids[key] = 0 if all_of_them else self.ids[key] - 1
+        self.ids[key] -= 1
         if self.ids[key] <= 0:
             del self.ids[key]
         self.changed.set()
