@@ -152,3 +152,12 @@ def test_over_http_a_host_or_origin_not_allowed_is_refused_with_a_json_rpc_error
     assert got == status and answer is not None, answer
     assert answer["id"] is None and answer["error"]["code"] == types.INVALID_REQUEST, answer
     assert answer["error"]["message"].startswith(words) and "\n" not in answer["error"]["message"], answer
+
+
+def test_over_http_an_accept_without_json_is_refused_with_a_json_rpc_error_in_both_eras(mcp_http: HttpServer) -> None:
+    """The 2026-07-28 path answered 406 with no body at all."""
+    for era in ("2025-11-25", "2026-07-28"):
+        status, answer = _post(mcp_http, json.dumps(PING), era, extra={"Accept": "text/html"})
+        assert status == 406 and answer is not None, (era, answer)
+        assert answer["id"] is None and answer["error"]["code"] == types.INVALID_REQUEST, answer
+        assert answer["error"]["message"].startswith("the request's Accept header does not take"), answer

@@ -19,9 +19,11 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   its body is a JSON-RPC error a client can read (``Invalid Request``, ``id``
   null: the request was not read, naming the bound) instead of a bare
   ``text/plain`` line; so is the SDK's DNS-rebinding refusal of a ``Host``
-  (421) or an ``Origin`` (403) not allowed. The connection stays open: uvicorn reads what the
-  client still sends of the body and discards it (closing at once reset the
-  connection under a client still sending, which never read the answer), for
+  (421) or an ``Origin`` (403) not allowed, and its 406 for an ``Accept``
+  without what the answer needs (on the 2026-07-28 path it had no body).
+  After a 413 the connection stays open: uvicorn reads what the client still
+  sends of the body and discards it (closing at once reset the connection
+  under a client still sending, which never read the answer), for
   at most ``LINGER_SECONDS`` (:class:`HeadDeadlineProtocol`; uvicorn's own
   keep-alive timer, 5 s, stops at the first byte that comes).
 - A body that is not one JSON-RPC message (a batch, a request whose id is
@@ -71,6 +73,10 @@ TOO_LARGE_MESSAGE = (
     "not read: send a smaller call"
 )
 WRONG_HOST, WRONG_ORIGIN = 421, 403  # the SDK's DNS-rebinding refusals, and its only 421 and 403
+NOT_ACCEPTABLE = 406  # the SDK's answer to an Accept header without what the answer needs (2026-07-28: no body)
+NOT_ACCEPTABLE_MESSAGE = (
+    "the request's Accept header does not take what the answer needs: send Accept: application/json, text/event-stream"
+)
 WRONG_HOST_MESSAGE = (
     "the request's Host is not one this server answers (DNS-rebinding protection): use the address it listens "
     "on, or have its operator add the name with --allowed-host"
@@ -90,11 +96,13 @@ READABLE_REFUSALS = {
     TOO_LARGE: TOO_LARGE_BODY,
     WRONG_HOST: _error_body(WRONG_HOST_MESSAGE),
     WRONG_ORIGIN: _error_body(WRONG_ORIGIN_MESSAGE),
+    NOT_ACCEPTABLE: _error_body(NOT_ACCEPTABLE_MESSAGE),
 }
 REFUSAL_EVENTS = {
     TOO_LARGE: "request refused: body past its bound",
     WRONG_HOST: "request refused: Host not allowed",
     WRONG_ORIGIN: "request refused: Origin not allowed",
+    NOT_ACCEPTABLE: "request refused: Accept without what the answer needs",
 }
 NOT_JSON = (
     "the request's Content-Type is {} and was not read: send the JSON-RPC message with Content-Type: application/json"
@@ -259,7 +267,7 @@ async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send
 
 
 def _readable_refusals(send: Send) -> Send:
-    """``send`` with the SDK's bare ``text/plain`` refusals (413, 421, 403) answered as JSON-RPC errors."""
+    """``send`` with the SDK's bare refusals (413, 421, 403, 406) answered as JSON-RPC errors."""
     replacing: bytes | None = None
 
     async def readable(message: Message) -> None:
