@@ -16,6 +16,10 @@ stdio line on pipes (``stdio_pipes``);
 ``http_bounds`` bounds the time a client may take to send a request or to take
 its answer, the requests in flight at once, and answers a stateless ``GET`` /
 ``DELETE`` with 405.
+
+Over stdio every request read before stdin closes is answered before the
+server exits (``stdio_drain``), and a client that closes its end of stdout
+stops the server (nothing more can reach it).
 """
 
 from __future__ import annotations
