@@ -20,7 +20,10 @@ See docs/host-kit.md.
 
 The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 
-``bridge``         :class:`Bridge`: the model's moves (start, resume, step_done, verdicts, answers, migration)
+``bridge``         :class:`Bridge`: the model's moves, starting and resuming runs (the rest in the next three)
+``bridge_core``    what every move shares: the active run, the project's lock, the setup step, failures in words
+``bridge_steps``   a step's moves: step_done (files checked), record_verdict, the round submitted, answers
+``bridge_migrate`` migrate_run: the offered release previewed, then taken once the user agrees
 ``workspace_lock`` one bridge moves a project's runs at a time: ``flock`` on ``.rimthan/bridge.lock`` and ``.rimthan``
 ``step_replies``   the replies every move ends with: where the run is, the output schemas copied per release
 ``words``          the bridge's results in words: the step, what it needs, the one call to make next

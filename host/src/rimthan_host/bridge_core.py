@@ -1,0 +1,173 @@
+"""The bridge's shared core: the active run, the project's lock, and what every move ends with.
+
+Every move of :class:`~rimthan_host.bridge.Bridge` goes through here: the run it acts on (or the words
+saying there is none), the setup step done by the bridge itself, an unexpected failure in one sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .delivered import AssetClash
+from .protocol import (
+    SETUP_STEP,
+    HostProfile,
+    ResourceReader,
+    ToolCaller,
+)
+from .runlog import RunLog, RunSummary, run_summaries
+from .session import HostSession
+from .step_replies import Reply, StepReplies, validators_waiting, where
+from .words import (
+    busy_words,
+    failed_words,
+    failure_words,
+    installed_words,
+    known_runs,
+    no_run_words,
+)
+from .workspace_lock import REFUSED_MEANWHILE, WorkspaceBusy, WorkspaceLock
+
+
+class ResumeFailed(Exception):
+    """Picking ``run`` up from its log failed unexpectedly (``cause``); the active run was not touched."""
+
+    def __init__(self, run: str, cause: Exception) -> None:
+        super().__init__(f"resuming run {run} failed: {cause!r}")
+        self.run = run
+        self.cause = cause
+
+
+class BridgeCore:
+    """One project, one verifier connection, at most one active run at a time."""
+
+    def __init__(
+        self,
+        call: ToolCaller,
+        *,
+        project_dir: Path,
+        host: HostProfile | None = None,
+        clock: Callable[[], float] = time.time,
+        read_resource: ResourceReader | None = None,
+    ) -> None:
+        self.call = call
+        self.replies = StepReplies(read_resource)
+        self.project_dir = Path(project_dir)
+        self.host = host or HostProfile()
+        self.clock = clock
+        self.session: HostSession | None = None
+        self.elicits = False  # whether the client of the current call can ask the person directly
+        self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
+
+    def _new_session(self, run_id: str) -> HostSession:
+        log = RunLog(self.project_dir, run_id)
+        return HostSession(self.call, project_dir=self.project_dir, host=self.host, clock=self.clock, run_log=log)
+
+    @property
+    def run_id(self) -> str:
+        assert self.session is not None and self.session.run_log is not None
+        return self.session.run_log.run_id
+
+    # -- steps -----------------------------------------------------------------------------
+
+    async def show_step(self) -> Reply:
+        return await self._show([])
+
+    async def _show(self, lines: list[str]) -> Reply:
+        if self.session is None:
+            return self._no_run()
+        session = self.session
+        if session.prepared is not None and session.prepared.pending:
+            return validators_waiting(session, [*lines, where(session)])
+        return await self.replies.describe(session, session.result, lines, elicits=self.elicits)
+
+    # -- shared ----------------------------------------------------------------------------
+
+    def failed(self, tool: str, exc: Exception) -> Reply:
+        """An unexpected failure mid-move in one sentence. The session moves only once a move is logged, but
+        a move may have stopped half-way (a step's setup), so it is dropped: ``resume_run`` picks the run up from
+        its log and saved state. A failed resume is the exception: the active run made no move, and stays."""
+        if isinstance(exc, ResumeFailed):
+            kept = f" Run {self.run_id} stays the active run." if self.session is not None else ""
+            text = failed_words(tool, exc.cause, self.project_dir, exc.run) + kept
+            return Reply(text, {"status": "bridge_error", "run": exc.run}, True)
+        log = self.session.run_log if self.session is not None else None
+        run = log.run_id if log is not None and log.log_path.exists() else None
+        self.session = None
+        return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
+
+    def settle(self) -> None:
+        """After each call: let another bridge take the project's runs once this one has no unfinished run."""
+        if self.session is None or self.session.result.get("status") == "completed":
+            self.lock.release()
+
+    def _claim(self, tool: str) -> Reply | None:
+        """Hold the project's lock before a move that picks a run (None), or the refusal naming its owner."""
+        try:
+            self.lock.acquire()
+        except WorkspaceBusy as busy:
+            data = {"status": "workspace_busy", "owner_pid": busy.owner.pid, "owner_run": busy.owner.run}
+            return Reply(busy.words(tool), data, is_error=True)
+        return None
+
+    def _running(self) -> HostSession | Reply:
+        """The active run, if it can still move; else words saying how to get one."""
+        if self.session is None:
+            return self._no_run()
+        if self.session.result.get("status") == "completed":
+            runs = known_runs(run_summaries(self.project_dir))
+            return Reply(
+                f"Run {self.run_id} is complete; nothing more to do in it. {runs} Call start_run for a new run.",
+                {"run": self.run_id, "status": "completed"},
+                is_error=True,
+            )
+        return self.session
+
+    def _no_run(self) -> Reply:
+        owner = self.lock.other_owner()
+        held = f" Right now {WorkspaceBusy(owner)}: {REFUSED_MEANWHILE}" if owner is not None else ""
+        return Reply(no_run_words(run_summaries(self.project_dir)) + held, {"status": "no_run"}, is_error=True)
+
+    def _unfinished(self) -> list[RunSummary]:
+        """The project's unfinished runs (the active one among them, as its log's state says)."""
+        return [r for r in run_summaries(self.project_dir) if not r.completed]
+
+    def _busy(self, unfinished: Sequence[RunSummary]) -> Reply:
+        active = self.run_id if self.session is not None else None
+        data = {"status": "refused", "unfinished": [r.run_id for r in unfinished]}
+        return Reply(busy_words(unfinished, active), data, is_error=True)
+
+    def _release_id(self) -> str:
+        assert self.session is not None
+        return str((self.session.result.get("release") or {}).get("id") or "release")
+
+    async def _go_on(self, result: dict[str, Any], lines: list[str]) -> Reply:
+        """After a move: do the setup step ourselves, then describe where the run is."""
+        session = self.session
+        assert session is not None
+        if result["status"] in ("active", "advanced") and (result.get("step") or {}).get("id") == SETUP_STEP:
+            try:
+                manifest = session.set_up_workspace()
+            except AssetClash as exc:
+                return self._not_set_up(exc)
+            prepared = await session.prepare([manifest])
+            if prepared["status"] != "ready_for_semantic_validation":
+                return Reply(
+                    "\n".join(["Setting up the workspace failed:", *failure_words(prepared["failures"])]),
+                    {"status": prepared["status"]},
+                    True,
+                )
+            result = await session.submit()
+            lines.append(installed_words(json.loads(manifest.text)["delivered"]))
+        return await self.replies.describe(session, result, lines, elicits=self.elicits)
+
+    def _not_set_up(self, clash: AssetClash) -> Reply:
+        """Setup refused before a file was written: the run waits at setup, to be resumed once the files moved."""
+        run = self.run_id
+        self.session = None  # resume_run picks the run up from its log and sets the workspace up again
+        text = f"{clash} Run {run} waits at its setup step: resume_run {run} picks it up."
+        return Reply(text, {"run": run, "status": "workspace_refused"}, is_error=True)

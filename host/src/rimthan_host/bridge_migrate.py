@@ -1,0 +1,79 @@
+"""The bridge's migration move: preview the release the verifier offers, then migrate once the user agrees."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rimthan_workflow_registry.errors import quoted
+
+from .asking import Ask, Asker
+from .bridge_core import BridgeCore
+from .confirmations import BY_ELICITATION, BY_MODEL
+from .protocol import (
+    ToolRefused,
+)
+from .step_replies import Reply, failure_codes, reply
+from .words import (
+    fact_message,
+    failure_words,
+    offer_summary,
+    preview_words,
+)
+
+
+class MigrationMoves(BridgeCore):
+    """migrate_run."""
+
+    async def migrate_run(self, asker: Asker, to_release: str | None, confirm: bool, facts: Mapping[str, Any]) -> Reply:
+        session = self._running()
+        if isinstance(session, Reply):
+            return session
+        offer = session.migration_offer
+        if offer is None:
+            lines = [f"Nothing was done: no newer release is offered for run {self.run_id}, so there is nothing to "
+                     "migrate to. Carry on with the current step (show_step says what it needs)."]  # fmt: skip
+            return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
+        offered = str(offer_summary(offer)["to_release"])
+        if to_release and to_release != offered:
+            lines = [f"Nothing was done: {quoted(to_release)} is not offered for this run; the release offered is "
+                     f"{offered}. Call migrate_run without to_release to take it."]  # fmt: skip
+            return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
+        to_release = offered
+        values = {**session.state.values, **facts}
+        try:
+            preview = await session.migrate(to_release, values, confirm=False)
+        except ToolRefused as exc:
+            return Reply(
+                f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\n"
+                "The run stays where it is. Fix what the refusal names (ask the user for facts) and call migrate_run "
+                "again, or carry on with the current step.",
+                {"status": "refused", "refused": exc.code},
+                is_error=True,
+            )
+        words = preview_words(preview.get("migration") or {}, preview.get("failures") or [])
+        blocking = [f for f in preview.get("failures") or [] if f.get("code") != "migration_confirmation_required"]
+        data = {"status": "preview", "to_release": to_release, "failures": failure_codes(preview)}
+        if blocking or not confirm:
+            tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
+            if any(f.get("code") == "confirmed_field_missing" for f in blocking):
+                tail = "Ask the user for what the newer release needs and pass it as facts to migrate_run."
+            return Reply("\n".join([*words, tail]).strip(), data, is_error=bool(blocking))
+        by = BY_MODEL
+        if asker.available:
+            asks = [Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()]
+            asks.append(Ask("migrate", "\n".join([*words, "Migrate this run now?"])))
+            got = await asker.ask(asks)
+            refused = [k for k, a in got.items() if not a.confirmed]
+            if refused or len(got) < len(asks):
+                action = got[refused[0]].action if refused else "cancel"
+                return Reply(
+                    f"The user did not confirm the migration ({action}); the run stays where it is.",
+                    {**data, "user": action},
+                    is_error=True,
+                )
+            by = BY_ELICITATION
+        migrated = await session.migrate(to_release, values, confirm=True, by=by)
+        if migrated["status"] != "active":
+            return Reply("\n".join(["The migration was refused:", *failure_words(migrated["failures"])]), data, True)
+        return await self._go_on(migrated, [f"Migrated run {self.run_id} to {to_release} ({by})."])

@@ -1,0 +1,191 @@
+"""The bridge's step moves: the files checked, validator verdicts, the submitted round, answers.
+
+The bridge reads the model's files back from disk and attests them, keeps the validation bundle, and
+builds validator reports from the verdicts the model records: exact bytes never pass through the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rimthan_workflow_registry.errors import quoted
+
+from .asking import Ask, Asker
+from .bridge_core import BridgeCore
+from .confirmations import BY_ELICITATION, BY_MODEL
+from .delivered import AssetClash, restore_subagents
+from .facts import record_facts
+from .outputs import changed_files, file_problems, refusal_words
+from .protocol import (
+    ToolRefused,
+)
+from .reports import refused_report
+from .session import HostSession
+from .step_replies import Reply, failure_codes, misplaced, reply, validators_waiting
+from .words import (
+    refusal_reason,
+)
+
+
+class StepMoves(BridgeCore):
+    """The moves of a step: step_done, record_verdict, answer_question."""
+
+    async def step_done(self, asker: Asker, facts: Mapping[str, Any]) -> Reply:
+        session = self._running()
+        if isinstance(session, Reply):
+            return session
+        step = session.step
+        if session.result.get("status") == "input_required":
+            return misplaced(session, "Nothing was done: the step is waiting for an answer first.")
+        if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
+            moved = await record_facts(session, asker, facts)
+            if isinstance(moved, Reply):
+                return moved
+            if not step.get("gated"):
+                return await self._go_on(moved[0], [*moved[1], f"Step {step['id']} done."])
+            session.prepared = None  # the checkpoint changed: the files are checked afresh against it
+        prepared = session.prepared
+        if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
+            lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
+            return validators_waiting(session, lines, error=True)
+        lines = ["The files changed since they were checked: checking them again."] if prepared else []
+        return await self._check(session, lines)
+
+    async def _check(self, session: HostSession, lines: list[str]) -> Reply:
+        """Read the step's files from disk and have the verifier check them; then its validators, if any."""
+        step = session.step
+        problems = file_problems(session.files, step.get("outputs") or [])
+        if problems:
+            lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
+            return reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
+        prepared_result = await session.prepare(session.read_outputs())
+        if prepared_result["status"] == "deterministic_validation_failed":
+            schemas = {
+                p: s.path
+                for p, s in (await self.replies.output_schemas(session, step, self._release_id())).items()
+                if s.path
+            }
+            lines += ["The verifier refused the files:"]
+            lines += refusal_words(prepared_result["failures"], step.get("outputs") or [], schemas)
+            lines.append("Fix the files, then call step_done again; the run waits at this step.")
+            data = {"run": self.run_id, "status": prepared_result["status"], "failures": failure_codes(prepared_result)}
+            return reply(lines, data, True)
+        if not prepared_result["validators"]:
+            return await self._submit(session, [*lines, f"Step {step['id']} checked."])
+        try:
+            restored = restore_subagents(
+                session.files, session.release_digest, [v["subagent"] for v in prepared_result["validators"]]
+            )
+        except AssetClash as exc:
+            session.prepared = None  # step_done checks the files again, then the subagents
+            return reply([str(exc)], {"run": self.run_id, "status": "workspace_refused", "step": step["id"]}, True)
+        lines += [f"Re-installed {p}: this run's release defines that subagent otherwise (another run's setup had "
+                  "replaced it)." for p in restored]  # fmt: skip
+        return validators_waiting(session, lines)
+
+    async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
+        session = self._running()
+        if isinstance(session, Reply):
+            return session
+        prepared = session.prepared
+        if prepared is None:
+            return misplaced(session, "No validator is waiting for a verdict; nothing was recorded.")
+        names = {s["validator_id"]: f"{s['validator_id']}@{s['version']}" for s in prepared.validators}
+        name = validator.split("@")[0]
+        key = names.get(name)
+        if key is None:
+            lines = [f"Nothing was recorded: {quoted(validator)} is not a validator of this step."]
+            return validators_waiting(session, lines, error=True)
+        if key in prepared.verdicts:
+            lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
+            return validators_waiting(session, lines, error=True)
+        findings = [f.strip() for f in findings if f.strip()]
+        if verdict == "fail" and not findings:
+            lines = [
+                f"Nothing was recorded: a fail verdict needs findings. Call record_verdict again for {name} with "
+                'verdict "fail" and findings: what is wrong, one sentence each, as the subagent reported it.'
+            ]
+            return validators_waiting(session, lines, error=True)
+        severity = "error" if verdict == "fail" else "warning"
+        found = [{"severity": severity, "message": f} for f in findings]
+        problem = session.verdict_problem(key, verdict, found)
+        if problem is not None:
+            lines = [
+                f"Nothing was recorded: the verifier would refuse these findings ({problem}). Call record_verdict "
+                f"again for {name} with fewer, shorter findings: each problem once, in a sentence or two."
+            ]
+            return validators_waiting(session, lines, error=True)
+        session.verdict(key, verdict, found)
+        if prepared.pending:
+            return validators_waiting(session, [f"Recorded {verdict} for {name}."])
+        changed = changed_files(session.files, prepared.artifacts)
+        if changed:
+            session.prepared = None
+            lines = [
+                f"{', '.join(changed)} changed after step_done: the verdicts were about the old content and are "
+                "discarded. Call step_done to check the files as they are now; then run the validators again."
+            ]
+            return reply(lines, {"run": self.run_id, "status": "files_changed", "files": changed}, True)
+        return await self._submit(session, [f"Recorded {verdict} for {name}; step submitted."])
+
+    async def _submit(self, session: HostSession, lines: list[str]) -> Reply:
+        """Submit the round; if the verifier refuses, discard what it refused so the model can redo it."""
+        try:
+            result = await session.submit()
+        except ToolRefused as exc:
+            return await self._submit_refused(session, exc)
+        return await self._go_on(result, lines)
+
+    async def _submit_refused(self, session: HostSession, exc: ToolRefused) -> Reply:
+        prepared = session.prepared
+        assert prepared is not None
+        said = refusal_reason(exc.error)
+        key = refused_report(exc.error, prepared.validators)
+        if key is not None and key in prepared.verdicts:  # one report: only that verdict goes
+            del prepared.verdicts[key]
+            name = key.split("@")[0]
+            lines = [f"The verifier refused the verdict of {name} ({said}). That verdict is discarded, the others "
+                     f"stand: call record_verdict for {name} again, with findings the verifier accepts."]  # fmt: skip
+            return validators_waiting(session, lines, error=True)
+        session.prepared = None  # the round as a whole: check the files again, every validator runs again
+        head = f"The verifier refused the step's verdicts ({said}); they are discarded."
+        if prepared.validators:  # (a step without validators would only be refused again)
+            try:
+                checked = await self._check(session, [head, "The files are checked again."])
+                return Reply(checked.text, checked.data, is_error=True)
+            except ToolRefused as again:
+                head += f" Checking the files again was refused too ({refusal_reason(again.error)})."
+        lines = [head, "Call step_done to try again; show_step says where the run is."]
+        return reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
+
+    async def answer_question(self, asker: Asker, answer: str | None) -> Reply:
+        session = self._running()
+        if isinstance(session, Reply):
+            return session
+        question = session.result.get("question")
+        if session.result.get("status") != "input_required" or not question:
+            return misplaced(session, "No question is waiting; nothing was recorded.")
+        choices = tuple(str(c) for c in question.get("choices") or ())
+        if asker.available:
+            ask = Ask(question["field"], question["prompt"], choices, answer)
+            got = (await asker.ask([ask]))[question["field"]]
+            if not got.confirmed:
+                return Reply(
+                    f"The user did not answer ({got.action}); nothing was recorded. Call answer_question to ask again.",
+                    {"status": "input_required", "user": got.action},
+                    is_error=True,
+                )
+            value, by = got.value, BY_ELICITATION
+        elif answer is None:
+            return Reply("Ask the user, then call answer_question with their answer.", is_error=True)
+        else:
+            value, by = answer, BY_MODEL
+        if choices and value not in choices:
+            lines = [
+                f"Nothing was recorded: '{quoted(value)}' is not one of the choices: {', '.join(choices)}.",
+                "Ask the user to choose one of them, then call answer_question with it exactly as written.",
+            ]
+            return reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
+        result = await session.advance({question["field"]: value}, by=by)
+        return await self._go_on(result, [f"Recorded {question['field']} = {quoted(value)} ({by})."])
