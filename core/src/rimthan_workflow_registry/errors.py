@@ -80,6 +80,7 @@ class FailureCode(StrEnum):
     CHECKPOINT_INVALID = "checkpoint_invalid"
     CHECKPOINT_KEY_UNKNOWN = "checkpoint_key_unknown"
     RUN_CHAIN_BROKEN = "run_chain_broken"
+    RUN_POSITION_UNKNOWN = "run_position_unknown"
     PINNED_RELEASE_UNAVAILABLE = "pinned_release_unavailable"
     VALIDATION_BUNDLE_INVALID = "validation_bundle_invalid"
     STEP_NOT_GATED = "step_not_gated"

@@ -14,6 +14,7 @@ See docs/host-kit.md.
 ``reports``        validator reports bound to the instruction and the artifacts
 ``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state (an ungated
                    step's result kept whole: a resume shows it again, no move)
+``positions``      an ungated step's result past 1 MiB, kept in a side file named by its digest, bound to its checkpoint
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``harness``        the scripted harness: a session driven by a scenario (tests, demo, load, benchmarks)
 ``demo``           ``make demo``: a real SDK client walks the packaged workflow through the harness

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .asking import Asker
 from .bridge_core import BridgeCore, ResumeFailed
@@ -29,6 +29,7 @@ from .protocol import (
     VerifierLost,
 )
 from .runlog import new_run_id, run_summaries
+from .session import PositionUnknown
 from .step_replies import Reply, failure_codes
 from .words import (
     failure_words,
@@ -93,6 +94,8 @@ class Bridge(StepMoves, MigrationMoves):
         session = self._new_session(run_id)
         try:
             result = await session.resume()
+        except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
+            return position_unknown_reply(unknown)
         except (HarnessError, ToolRefused, VerifierLost):
             raise  # said in words by the server, the active run untouched (a lost verifier is reconnect's)
         except Exception as exc:
@@ -106,6 +109,22 @@ class Bridge(StepMoves, MigrationMoves):
         lines += [f"Re-installed {p}: run {run_id}'s release delivered it otherwise (another run's setup had "
                   "replaced it)." for p in restored]  # fmt: skip
         return await self._go_on(result, lines)
+
+
+def position_unknown_reply(unknown: PositionUnknown) -> Reply:
+    """A resume refused because the run's state keeps no result for its step: what happened, what the owner can do."""
+    run, step = unknown.run, unknown.step
+    text = (
+        f"Run {run} was not resumed ({FailureCode.RUN_POSITION_UNKNOWN.value}): its log ends at step {step}, and its "
+        f"state file (.rimthan/runs/{run}.json) keeps no record of what that step showed (it was written by an "
+        "older bridge, or that record was lost). Asking the verifier would move the run past that step without the "
+        "owner seeing it, so nothing was sent and the run stays where it is.\n"
+        f"next: tell the user that run {run} stopped at step {step} and cannot be picked up safely; they can restore "
+        f".rimthan/runs/{run}.json (with the files next to it) from a backup and call resume_run {run} again, or "
+        "call start_run with new_run true to start a new run."
+    )
+    data = {"run": run, "status": "resume_refused", "code": FailureCode.RUN_POSITION_UNKNOWN.value, "step": step}
+    return Reply(text, data, is_error=True)
 
 
 __all__ = ["Bridge", "BridgeCore", "Reply", "ResumeFailed", "ToolRefused"]

@@ -47,11 +47,11 @@ from rimthan_workflow_registry.limits import (
     MAX_ARGUMENT_DEPTH,
     MAX_CONFIRMED_STATE_BYTES,
     REQUEST_REST_BYTES,
-    depth_exceeds,
 )
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from rimthan_workflow_registry.whole_writes import write_all
 
+from . import positions
 from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
 from .protocol import HarnessError
 
@@ -213,17 +213,42 @@ class RunLog:
         Called before ``checkpoint`` is appended: if the append then fails,
         the state of the line the log still ends with is kept. A state file
         that would be past :data:`MAX_STATE_BYTES` (which reading refuses) is
-        :class:`StateTooLarge`, before anything is written.
+        :class:`StateTooLarge`, before it is written. An ungated step's result
+        past :data:`MAX_POSITION_BYTES` is kept in a side file (:mod:`.positions`).
         """
-        entries = [{**state, CHECKPOINT_KEY: token_key(checkpoint)}]
+        key = token_key(checkpoint)
         kept = token_key(logged) if logged is not None and logged != checkpoint else None
-        entries += [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
-        document = {"run": self.run_id, "states": entries}
-        data = json.dumps(document, sort_keys=True, separators=(",", ":")).encode("ascii")  # compact: bounded
-        if len(data) > MAX_STATE_BYTES:
-            raise StateTooLarge(self, len(data), started=logged is not None)
+        entries = [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
         _make_runs_dir(self.project)
+        states = [self._kept({**state, CHECKPOINT_KEY: key}, key), *entries]
+        data = json.dumps({"run": self.run_id, "states": states}, sort_keys=True, separators=(",", ":")).encode(
+            "ascii"
+        )  # compact: bounded
+        if len(data) > MAX_STATE_BYTES:  # (a side file just written is named by no state: the next save prunes it)
+            raise StateTooLarge(self, len(data), started=logged is not None)
         replace_file(self.state_path, self.state_path.with_suffix(".json.tmp"), data)
+        named = {str(e[positions.POSITION_FILE_KEY]["sha256"]) for e in states if
+                 isinstance(e.get(positions.POSITION_FILE_KEY), dict)}  # fmt: skip
+        positions.prune(runs_dir(self.project), self.run_id, named)
+
+    def _kept(self, entry: dict[str, Any], key: str) -> dict[str, Any]:
+        """``entry`` with its position kept inline up to :data:`MAX_POSITION_BYTES`, else in a side file."""
+        position = entry.get("position")
+        data = positions.encode(position) if isinstance(position, dict) else None
+        if data is None or len(data) <= MAX_POSITION_BYTES:
+            return entry if data is not None or position is None else {**entry, "position": None}
+        ref = positions.write_side(runs_dir(self.project), self.run_id, key, data)
+        return {**entry, "position": None, **({positions.POSITION_FILE_KEY: ref} if ref is not None else {})}
+
+    def side_position(self, token: str, saved: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The position kept in a side file for ``token``'s saved state, None if it names none."""
+        ref = saved.get(positions.POSITION_FILE_KEY)
+        if ref is None:
+            return None
+        found = positions.read_side(runs_dir(self.project), self.run_id, token_key(token), ref)
+        if isinstance(found, str):
+            raise self._damaged(self.state_path, found)
+        return found
 
     def load_state(self) -> dict[str, Any]:
         """The state saved for the log's last checkpoint."""
@@ -309,6 +334,8 @@ def _state_problem(entry: Mapping[str, Any]) -> str | None:
     step = position.get("step") if isinstance(position, dict) else None
     if position is not None and not (isinstance(step, dict) and step.get("id") == entry.get("step")):
         return "its position is not the result of its step"
+    if not isinstance(entry.get("gated", False), bool):
+        return "its gated is not true or false"
     return None
 
 
@@ -318,15 +345,13 @@ def kept_position(result: Mapping[str, Any]) -> dict[str, Any] | None:
     ``continue_workflow`` on an ungated step (no files, no validators: an
     interview, a question) advances, so a resume must not call it to learn
     where the run is. A gated step is asked of the verifier again (it returns
-    the same step), so none is kept for one; nor one past
-    :data:`MAX_POSITION_BYTES` or nested deeper than a state file is read.
+    the same step), so none is kept for one. Kept inline in the state file up
+    to :data:`MAX_POSITION_BYTES`, else in a side file (:mod:`.positions`).
     """
     step = result.get("step")
     if not isinstance(step, Mapping) or step.get("gated") or result.get("status") == "completed":
         return None
-    position = {k: v for k, v in result.items() if k != "checkpoint"}
-    too_large = len(json.dumps(position, separators=(",", ":"))) > MAX_POSITION_BYTES  # (ASCII: chars are bytes)
-    return None if too_large or depth_exceeds(position, MAX_ARGUMENT_DEPTH) else position
+    return {k: v for k, v in result.items() if k != "checkpoint"}
 
 
 def _cut_unended(fd: int) -> None:

@@ -401,6 +401,7 @@ class HostSession:
                 "workflow": position.get("workflow"),
                 "release": position.get("release"),
                 "step": (position.get("step") or {}).get("id"),
+                "gated": bool((position.get("step") or {}).get("gated")),
                 "existed_before": saved.existed,
                 "completed": position.get("status") == "completed",
                 "position": kept_position(position),
@@ -412,20 +413,23 @@ class HostSession:
         """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.
 
         The run stays where its log ends. An ungated step is shown again from
-        the result saved for that checkpoint, with no move: ``continue_workflow``
-        there would advance past it (an owner-facing step skipped). A gated
-        step (or a state saved without its result: an older bridge's, or one
-        past ``MAX_POSITION_BYTES``) is asked of the verifier, which returns
-        that same step.
+        the result saved for that checkpoint (in the state file, or the side
+        file it names), with no move: ``continue_workflow`` there would advance
+        past it (an owner-facing step skipped). A gated step is asked of the
+        verifier, which returns that same step. A state with no result for a
+        step that may be ungated (an older bridge's, or one past the limit) is
+        :class:`PositionUnknown`: nothing is sent.
         """
         if self.run_log is None:
             raise HarnessError("this session has no run log to resume from")
         token, saved = self.run_log.last_checkpoint()
         self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
         self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
-        position = saved.get("position")
+        position = saved.get("position") or self.run_log.side_position(token, saved)
         if position is not None:
             return self._restore({**position, "checkpoint": token}, saved)
+        if not _asks_the_verifier(saved):
+            raise PositionUnknown(self.run_log.run_id, saved.get("step"))
         self.result = {"checkpoint": token}
         result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
         if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
@@ -439,3 +443,23 @@ class HostSession:
         self.record.steps_visited.append(str(result["step"]["id"]))
         self._note_offer(result)
         return result
+
+
+class PositionUnknown(HarnessError):
+    """A resume at a step that may be ungated, with no result kept for it: asking the verifier would move it on."""
+
+    def __init__(self, run: str, step: Any) -> None:
+        super().__init__(f"run {run}: no result is kept for its step {step}")
+        self.run, self.step = run, str(step)
+
+
+def _asks_the_verifier(saved: Mapping[str, Any]) -> bool:
+    """Whether a resume may ask the verifier where the run is: a step that returns itself when asked (gated).
+
+    A state saved before ``gated`` was: a step with outputs is gated (the
+    verifier's rule: outputs or validators), one without may be ungated. A
+    completed run moves no more.
+    """
+    if saved.get("completed"):
+        return True
+    return bool(saved["gated"]) if "gated" in saved else bool(saved.get("existed_before"))
