@@ -33,6 +33,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``facts``          facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)
 ``schemas``        an output's JSON Schema from the verified release, copied into the project for the model
 ``outputs``        a step's files as the model wrote them: what is missing or unusable, refusals by file
+``file_digests``   files a JSON output names by path and sha256: digests filled in from disk, mismatches refused
 ``bridge_server``  the SDK's low-level server offering the bridge's tools, and the stdio lines it reads
 ``link``           the verifier connection: a child ``rimthan-mcp serve`` over stdio (its stderr's last
                    lines kept for a child that exits before it answers), or a URL; whether it is up when

@@ -16,6 +16,7 @@ from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, restore_subagents
 from .facts import record_facts
+from .file_digests import check_named_files
 from .outputs import changed_files, file_problems, refusal_words
 from .protocol import (
     ToolRefused,
@@ -59,6 +60,16 @@ class StepMoves(BridgeCore):
         if problems:
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
             return reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
+        own = {o["id"] for o in step.get("outputs") or []}  # (earlier attempts of this step's files are no evidence)
+        validated = {k: w for k, w in session.record.written.items() if k not in own}
+        digests = check_named_files(session.files, step.get("outputs") or [], validated)
+        if digests.problems:
+            lines = ["Nothing was checked yet:", *(f"- {code.value}: {why}." for code, why in digests.problems)]
+            lines.append("Then call step_done again.")
+            data = {"run": self.run_id, "status": "files_refused", "step": step["id"],
+                    "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
+            return reply(lines, data, True)
+        lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
         prepared_result = await session.prepare(session.read_outputs())
         if prepared_result["status"] == "deterministic_validation_failed":
             schemas = {

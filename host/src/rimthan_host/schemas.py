@@ -28,11 +28,16 @@ class OutputSchema:
 
     path: str | None  # project-relative copy of the full schema; None when it could not be fetched
     required: str  # "name (type), ..." for the top-level required fields, or why there is none
+    binds_files: bool = False  # the schema has a sha256 member: a file named by path and digest (file_digests)
 
     def words(self) -> str:
         if self.path is None:
             return f"  ({self.required})"
-        return f"  JSON Schema: {self.path} (read it before writing); required fields: {self.required}"
+        said = f"  JSON Schema: {self.path} (read it before writing); required fields: {self.required}"
+        if self.binds_files:
+            said += (". Where it names a file by path and sha256, leave sha256 out: step_done fills it in from the "
+                     "file on disk (never compute or copy a digest)")  # fmt: skip
+        return said
 
 
 def summarize(schema: Mapping[str, Any]) -> str:
@@ -73,4 +78,5 @@ async def output_schema(
         files.write("output-schema", path, "application/schema+json", text)
     except (HarnessError, OSError) as exc:
         return OutputSchema(None, f"its schema {name} could not be copied into the project: {exc}")
-    return OutputSchema(path, summarize(schema) if isinstance(schema, Mapping) else "see the schema")
+    summary = summarize(schema) if isinstance(schema, Mapping) else "see the schema"
+    return OutputSchema(path, summary, binds_files='"sha256"' in text)

@@ -22,6 +22,14 @@ from mcp import Client
 from .words import TOKEN_PATTERN
 
 OPAQUE = re.compile(rf"[0-9a-fA-F]{{64}}|{TOKEN_PATTERN}")
+ROUTE_FILES = tuple(  # research-decision's route steps' two files each, as a decision record's basis names them
+    ((json_id, f"research/{json_id}.json"), (md_id, f"research/{md_id}.md"))
+    for json_id, md_id in (
+        ("evidence-log", "findings"),
+        ("interview-synthesis", "interview-report"),
+        ("experiment-results", "experiment-report"),
+    )
+)
 FORBIDDEN_KEYS = {"checkpoint", "validation_bundle", "validation_token", "attestation", "checkpoint_digest"}
 
 
@@ -108,8 +116,14 @@ class StandIn:
         raise AssertionError(f"the run did not complete in {limit} calls")
 
     def compose(self, path: str) -> str:
-        """The text for ``path``: the example file of that name."""
-        return (self.examples[self.version] / Path(path).name).read_text("utf-8")
+        """The text for ``path``: the example file of that name; a ``basis`` names the route's files, no digests."""
+        text = (self.examples[self.version] / Path(path).name).read_text("utf-8")
+        document = json.loads(text) if path.endswith(".json") else None
+        if not isinstance(document, dict) or "basis" not in document:
+            return text
+        pair = next((p for p in ROUTE_FILES if all((self.project / f).is_file() for _, f in p)), ROUTE_FILES[0])
+        document["basis"] = [{"artifact_id": a, "path": f} for a, f in pair]  # sha256: the bridge fills it in
+        return json.dumps(document, indent=2) + "\n"
 
     async def _write_and_done(self, reply: Reply) -> Reply:
         for path in reply.data.get("files") or []:

@@ -1,0 +1,126 @@
+"""Files a JSON output names by path and SHA-256: the bridge computes the digests, the model never does.
+
+A JSON output may bind other files of the project by path and digest (the
+decision record's ``basis``: ``{"artifact_id", "path", "sha256"}``). The
+protocol leaves such bindings to the workflow's validators; but the bridge
+sees the workspace, so before a step's files go to the verifier it reads
+every file so named from disk and:
+
+- fills in ``sha256`` where the model left it out (absent, null or empty),
+  rewriting the output (JSON, two-space indent) - the step's reply says so;
+- refuses a ``sha256`` the model wrote that is not the file's on disk
+  (``file_digest_mismatch``), and a named file it cannot read (``file_missing``);
+- refuses a file named with the ``artifact_id`` of an artifact this run
+  validated earlier (as this bridge attested it) whose bytes changed since
+  (``input_binding_mismatch``): the output would rest on evidence nobody
+  validated.
+
+Nothing is sent while any of these stands. An object is such a binding when
+it has a string ``path`` and an ``artifact_id`` or ``sha256`` member; a
+document that is not strict JSON is left to the verifier, which refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
+from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_STEP_ARTIFACT_BYTES
+
+from .files import ProjectFiles, WrittenFile
+from .protocol import HarnessError
+
+JSON_MEDIA_TYPE = "application/json"
+
+
+@dataclass
+class Digests:
+    """What checking an output's named files found: the digests filled in, or why nothing may be sent."""
+
+    filled: list[str] = field(default_factory=list)  # "<output>: <pointer> (<path>)"
+    problems: list[tuple[FailureCode, str]] = field(default_factory=list)
+
+
+def check_named_files(
+    files: ProjectFiles, outputs: Sequence[Mapping[str, Any]], validated: Mapping[str, WrittenFile]
+) -> Digests:
+    """Check (and fill in) the digests of the files each JSON output of the step names; rewrite those filled."""
+    found = Digests()
+    rewrites: list[tuple[Mapping[str, Any], Any]] = []
+    for output in outputs:
+        document = _document(files, output)
+        if document is None:
+            continue
+        before = len(found.filled)
+        for pointer, binding in _bindings(document, ""):
+            _check(files, output, pointer, binding, validated, found)
+        if len(found.filled) > before:
+            rewrites.append((output, document))
+    if not found.problems:
+        for output, document in rewrites:
+            text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+            files.write(str(output["id"]), str(output["path"]), str(output["media_type"]), text)
+    return found
+
+
+def _document(files: ProjectFiles, output: Mapping[str, Any]) -> Any:
+    """The JSON output's value, None if it is no JSON output, not written yet or not strict JSON (the verifier's)."""
+    if output.get("media_type") != JSON_MEDIA_TYPE or not files.exists(str(output["path"])):
+        return None
+    try:
+        data = files.read_back(str(output["path"]), max_bytes=int(output["max_bytes"]))
+        return parse_strict_json(data, where="", code=FailureCode.JSON_PARSE_FAILED, max_depth=MAX_JSON_DEPTH)
+    except (HarnessError, RegistryError):
+        return None
+
+
+def _bindings(value: Any, pointer: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every object in ``value`` that binds a file: a string ``path`` with an ``artifact_id`` or ``sha256``."""
+    if isinstance(value, dict):
+        if isinstance(value.get("path"), str) and ("artifact_id" in value or "sha256" in value):
+            yield pointer, value
+        for key, item in value.items():
+            yield from _bindings(item, f"{pointer}/{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _bindings(item, f"{pointer}/{index}")
+
+
+def _check(
+    files: ProjectFiles,
+    output: Mapping[str, Any],
+    pointer: str,
+    binding: dict[str, Any],
+    validated: Mapping[str, WrittenFile],
+    found: Digests,
+) -> None:
+    where, path = f"{output['path']} at {pointer or '/'}", str(binding["path"])
+    if path == output["path"]:
+        return
+    try:
+        actual = sha256_hex(files.read_back(path, max_bytes=MAX_STEP_ARTIFACT_BYTES))
+    except HarnessError as exc:
+        found.problems.append((FailureCode.FILE_MISSING, f"{where} names {quoted(path)}, which cannot be read: {exc}"))
+        return
+    earlier = validated.get(str(binding.get("artifact_id")))
+    if earlier is not None and earlier.path == path and earlier.sha256 != actual:
+        found.problems.append(
+            (FailureCode.INPUT_BINDING_MISMATCH,
+             f"{path} ({earlier.artifact_id}) changed after this run validated it: {where} would rest on evidence "
+             "nobody validated. Put the file back as it was validated (or ask the user how to go on)")
+        )  # fmt: skip
+        return
+    given = binding.get("sha256")
+    if given is None or given == "":
+        binding["sha256"] = actual
+        found.filled.append(f"{where} ({path})")
+    elif given != actual:
+        found.problems.append(
+            (FailureCode.FILE_DIGEST_MISMATCH,
+             f"{where}: its sha256 is not the SHA-256 of {path} as it is on disk. Do not compute or copy digests: "
+             "delete the sha256 member and the bridge fills it in from the file")
+        )  # fmt: skip

@@ -1,0 +1,116 @@
+"""Files a JSON output names by path and SHA-256: the bridge computes the digests, never the model.
+
+research-decision 1.3.0's decision record binds the route step's two files
+in ``basis`` by path and sha256. A real ``rimthan-host serve`` serving 1.3.0
+(its verifier the real child): a model that leaves sha256 out gets it filled
+in from disk; one that writes a wrong digest, or names evidence edited after
+it was validated, is refused before anything is sent. The log is audited.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from rimthan_host.runlog import RunLog
+from rimthan_host.standin import Reply, StandIn
+from support.bridge import audit, stand_in
+from support.processes import serve_options
+from support.servers import ServerWorld, build_world
+
+RECORD = "research/decision-record.json"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("named-files-world"))
+
+
+def _params(project: Path, world: ServerWorld, state: Path) -> StdioServerParameters:
+    options = serve_options(world.built["1.3.0"], world.trust, state, log_level="warning")
+    host = str(Path(sys.executable).parent / "rimthan-host")
+    return StdioServerParameters(command=host, args=["serve", "--project", str(project), "--", *options])
+
+
+async def _to_decision_record(model: StandIn) -> Reply:
+    reply = await model.start()
+    for _ in range(40):
+        assert not reply.is_error, reply.text
+        step = (reply.data.get("step") or {}).get("id")
+        if step == "decision-record" and reply.data.get("status") != "validators_pending":
+            return reply
+        if reply.data.get("question"):
+            reply = await model.call("answer_question", {"answer": "desk-research"})
+        elif reply.data.get("status") == "validators_pending":
+            for v in reply.data["validators"]:
+                reply = await model.call("record_verdict", {"validator": v["name"], "verdict": "pass"})
+        else:
+            for path in reply.data.get("files") or []:
+                (model.project / path).parent.mkdir(parents=True, exist_ok=True)
+                (model.project / path).write_text(model.compose(path), "utf-8")
+            reply = await model.call("step_done")
+    raise AssertionError("the run did not reach decision-record")
+
+
+def _record(model: StandIn, **sha: Any) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(model.compose(RECORD))
+    for entry in record["basis"]:
+        entry.pop("sha256", None)
+        if entry["artifact_id"] in sha:
+            entry["sha256"] = sha[entry["artifact_id"]]
+    return record
+
+
+def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    expected = {e["path"]: e["sha256"] for e in json.loads(
+        (Path(__file__).parents[2] / "catalogues/research-decision/1.3.0/examples/decision-record.json").read_text()
+    )["basis"]}  # fmt: skip
+
+    async def go() -> str:
+        async with Client(_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            model.version = "1.3.0"
+            at = await _to_decision_record(model)
+            assert "leave sha256 out" in at.text, at.text  # the step's reply says who computes digests
+            run = str(at.data["run"])
+            logged = RunLog(project, run).tokens()
+            (project / "research/decision-memo.md").write_text(model.compose("research/decision-memo.md"), "utf-8")
+
+            (project / RECORD).write_text(json.dumps(_record(model, **{"evidence-log": "0" * 64})), "utf-8")
+            wrong = await model.call("step_done")
+            assert wrong.is_error and wrong.data["failures"] == ["file_digest_mismatch"], wrong.text
+            assert "basis/0" in wrong.text and "delete the sha256 member" in wrong.text
+
+            findings = project / "research/findings.md"
+            validated = findings.read_bytes()
+            findings.write_bytes(validated + b"\nOne more finding, added after the auditor passed the file.\n")
+            (project / RECORD).write_text(json.dumps(_record(model)), "utf-8")
+            edited = await model.call("step_done")
+            assert edited.is_error and edited.data["failures"] == ["input_binding_mismatch"], edited.text
+            assert "research/findings.md (findings) changed after this run validated it" in edited.text
+            assert RunLog(project, run).tokens() == logged  # nothing was sent for either
+            findings.write_bytes(validated)
+
+            filled = await model.call("step_done")
+            assert filled.data["status"] == "validators_pending", filled.text
+            assert "Filled in the SHA-256 of the file named in research/decision-record.json at /basis/0" in filled.text
+            on_disk = json.loads((project / RECORD).read_text("utf-8"))
+            assert {e["path"]: e["sha256"] for e in on_disk["basis"]} == expected
+            for v in filled.data["validators"]:
+                done = await model.call("record_verdict", {"validator": v["name"], "verdict": "pass"})
+            assert done.data["status"] == "completed", done.text
+            assert model.leaks() == []
+            return run
+
+    run = anyio.run(go)
+    history = audit(RunLog(project, run).log_path, state)
+    assert history["ok"] is True and history["steps"][-1] == "decision-record"
