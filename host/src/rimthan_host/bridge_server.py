@@ -53,7 +53,7 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
         ),
         "show_step": lambda a, x: bridge.show_step(),
         "answer_question": lambda a, x: bridge.answer_question(a, x.get("answer")),
-        "step_done": lambda a, x: bridge.step_done(a, dict(x.get("facts") or {})),
+        "step_done": lambda a, x: bridge.step_done(a, dict(x.get("facts") or {}), x.get("step")),
         "record_verdict": lambda a, x: bridge.record_verdict(
             str(x.get("validator") or ""), str(x.get("verdict") or ""), [str(f) for f in x.get("findings") or []]
         ),

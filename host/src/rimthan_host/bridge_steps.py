@@ -32,11 +32,16 @@ from .words import (
 class StepMoves(BridgeCore):
     """The moves of a step: step_done, record_verdict, answer_question."""
 
-    async def step_done(self, asker: Asker, facts: Mapping[str, Any]) -> Reply:
+    async def step_done(self, asker: Asker, facts: Mapping[str, Any], done: str | None = None) -> Reply:
+        """``done``: the step the model finished, if it says: another step's step_done (one re-sent after the
+        run moved on) is refused, never taken for the current step (an ungated one would move without the owner)."""
         session = self._running()
         if isinstance(session, Reply):
             return session
         step = session.step
+        if done is not None and done != step.get("id"):
+            head = f"Nothing was done: step {quoted(done)} is not the step the run is at (step {step.get('id')})"
+            return misplaced(session, f"{head}; it is done already, or not reached yet.")
         if session.result.get("status") == "input_required":
             return misplaced(session, "Nothing was done: the step is waiting for an answer first.")
         if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step

@@ -131,7 +131,7 @@ class StandIn:
             target = self.project / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(self.compose(path), "utf-8")
-        return await self.call("step_done")
+        return await self.call("step_done", {"step": reply.data["step"]["id"]} if reply.data.get("step") else {})
 
     async def _validate(self, reply: Reply) -> Reply:
         validators = reply.data["validators"]

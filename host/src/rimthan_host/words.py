@@ -65,7 +65,7 @@ def step_words(
                 lines.append((schemas or {})[o["path"]].words())
         lines.append("Then call step_done: the bridge reads them from disk and has them checked.")
     else:
-        lines.append("This step writes no files. When its work is done, call step_done.")
+        lines.append(f"This step writes no files. When its work is done, call step_done with step {step.get('id')}.")
     return lines
 
 

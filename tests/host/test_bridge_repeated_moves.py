@@ -1,0 +1,54 @@
+"""A careless model's repeated moves: a step_done re-sent after the run moved on never finishes the next step.
+
+``step_done`` on an ungated step (interview, confirm-contract: the owner's)
+advances the run; a model that re-sends its last call (a retry, a parallel
+duplicate) used to finish the next step too, without the owner. With the step
+it names (``step``), the bridge refuses one for a step already done. A real
+``rimthan-host serve`` and its real verifier child; the log is audited after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from rimthan_host.runlog import RunLog
+from support.bridge import audit, bridge_params, stand_in
+from support.servers import ServerWorld, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("repeated-world"))
+
+
+def test_a_step_done_re_sent_after_the_run_moved_on_is_refused(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def go() -> str:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            started = await model.start()
+            assert "call step_done with step interview" in started.text, started.text
+            run = str(started.data["run"])
+            done = await model.call("step_done", {"step": "interview"})
+            assert done.data["step"]["id"] == "confirm-contract", done.text
+            logged = RunLog(project, run).tokens()
+            for _ in range(2):  # the same call again (a retry): the owner's confirm-contract is not finished by it
+                again = await model.call("step_done", {"step": "interview"})
+                assert again.is_error and again.data["step"]["id"] == "confirm-contract", again.text
+                assert "step interview is not the step the run is at (step confirm-contract)" in again.text
+            ahead = await model.call("step_done", {"step": "desk-research"})
+            assert ahead.is_error and ahead.data["step"]["id"] == "confirm-contract", ahead.text
+            assert RunLog(project, run).tokens() == logged  # nothing was sent
+            confirmed = await model.call("step_done", {"step": "confirm-contract"})
+            assert confirmed.data["step"]["id"] == "select-route", confirmed.text
+            return run
+
+    run = anyio.run(go)
+    history = audit(RunLog(project, run).log_path, state)
+    assert history["ok"] is True and history["steps"] == ["setup-workspace", "interview", "confirm-contract",
+                                                           "select-route"]  # fmt: skip
