@@ -1,4 +1,4 @@
-"""A careless model's repeated moves: a step_done re-sent after the run moved on never finishes the next step.
+"""A careless model: a step_done re-sent after the run moved on, facts far past their limits.
 
 ``step_done`` on an ungated step (interview, confirm-contract: the owner's)
 advances the run; a model that re-sends its last call (a retry, a parallel
@@ -9,13 +9,15 @@ it names (``step``), the bridge refuses one for a step already done. A real
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
 from rimthan_host.runlog import RunLog
-from support.bridge import audit, bridge_params, stand_in
+from rimthan_host.standin import StandIn
+from support.bridge import audit, bridge_params, drive, example_text, stand_in
 from support.servers import ServerWorld, build_world
 
 
@@ -52,3 +54,18 @@ def test_a_step_done_re_sent_after_the_run_moved_on_is_refused(world: ServerWorl
     history = audit(RunLog(project, run).log_path, state)
     assert history["ok"] is True and history["steps"] == ["setup-workspace", "interview", "confirm-contract",
                                                            "select-route"]  # fmt: skip
+
+
+def test_a_fact_far_past_its_schema_limit_is_refused_in_a_short_reply(world: ServerWorld, tmp_path: Path) -> None:
+    """The verifier's schema message quoted the whole value: a 250 KB objective came back to the model whole."""
+    facts = json.loads(example_text("1.2.0", "confirmed-state.json"))
+
+    async def script(model: StandIn) -> None:
+        for field, value in (("objective", "x" * 250_000), ("options", ["o" * 60_000] * 4)):
+            refused = await model.call("start_run", {"workflow": "research", "facts": {**facts, field: value}})
+            assert refused.is_error and "confirmed_state_invalid" in refused.text, refused.text[:500]
+            assert f"at /{field}: " in refused.text and len(refused.text) < 2000, refused.text[:500]
+            assert "chars, cut]" in refused.text and "rule (" in refused.text, refused.text
+        assert (await model.start()).data["step"]["id"] == "interview"  # the facts as confirmed still start
+
+    drive(world, tmp_path, script)

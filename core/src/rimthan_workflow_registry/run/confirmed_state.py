@@ -27,7 +27,7 @@ from rimthan_workflow_registry.canonical import (
     member_digests,
     recurring_member_digests,
 )
-from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, FailureCode, WorkflowProtocolError, quoted
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS, MAX_CONFIRMED_STATE_BYTES
 
@@ -134,10 +134,17 @@ def validate_against_schema(
             details["missing"] = missing
         raise WorkflowProtocolError(
             FailureCode.CONFIRMED_STATE_INVALID,
-            f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {first.message}"
+            f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {_said(first)}"
             + (f" (missing fields: {', '.join(missing)})" if missing else ""),
             details=details,
         )
+
+
+def _said(error: Any) -> str:
+    """A schema error's message, which quotes the value: one far past a limit is cut, its rule kept."""
+    if len(error.message) <= 4 * QUOTE_MAX_CHARS:
+        return str(error.message)
+    return f"{quoted(error.instance)} fails its {error.validator} rule ({quoted(error.validator_value, 64)})"
 
 
 def unconfirmed_fields(
