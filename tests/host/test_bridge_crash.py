@@ -91,12 +91,12 @@ def test_a_verifier_killed_at_an_ungated_step_costs_no_step(world: ServerWorld, 
         assert started.data["step"]["id"] == "interview", started.text
         (child,) = verifier_pids(state_dir)
         os.kill(child, signal.SIGKILL)
-        retry = await model.call("step_done")
+        retry = await model.call("step_done", {"step": "interview"})
         refused(retry, "The verifier had stopped during step_done", "Your step_done call did not go through")
         assert retry.data["reconnected"] is True and retry.data["step"]["id"] == "interview", retry.text
-        done = await model.call("step_done")
+        done = await model.call("step_done", {"step": "interview"})
         assert not done.is_error and done.data["step"]["id"] == "confirm-contract", done.text
-        assert (await model.call("step_done")).data["step"]["id"] == "select-route"
+        assert (await model.call("step_done", {"step": "confirm-contract"})).data["step"]["id"] == "select-route"
         assert (await model.follow(await model.call("show_step"), "desk-research")).data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)

@@ -36,13 +36,13 @@ def test_facts_confirmed_in_the_interview_go_in_with_step_done(world: ServerWorl
         run = started.data["run"]
         log = RunLog(model.project, run)
         assert started.data["step"]["id"] == "interview" and BRIDGE_NOTE in started.text, started.text
-        wrong = await model.call("step_done", {"facts": {**later, "deadline": "next spring"}})
+        wrong = await model.call("step_done", {"step": "interview", "facts": {**later, "deadline": "next spring"}})
         refused(wrong, "Nothing was recorded: the verifier refused the facts", "deadline",
                 "the run stays at step interview", "call step_done again with every fact in facts")  # fmt: skip
         assert wrong.data["status"] == "facts_refused", wrong.data
         assert "deadline" not in log.load_state()["confirmed_state"]["state"]
         assert (await model.call("show_step")).data["step"]["id"] == "interview"
-        done = await model.call("step_done", {"facts": later})
+        done = await model.call("step_done", {"step": "interview", "facts": later})
         assert done.data["step"]["id"] == "confirm-contract", done.text  # recorded and moved on: one move
         assert "Recorded options, success_criteria, deadline, constraints as confirmed" in done.text, done.text
         confirmed = log.load_state()["confirmed_state"]

@@ -53,7 +53,7 @@ async def _to_decision_record(model: StandIn) -> Reply:
             for path in reply.data.get("files") or []:
                 (model.project / path).parent.mkdir(parents=True, exist_ok=True)
                 (model.project / path).write_text(model.compose(path), "utf-8")
-            reply = await model.call("step_done")
+            reply = await model.call("step_done", {"step": step})
     raise AssertionError("the run did not reach decision-record")
 
 
@@ -86,7 +86,7 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
             (project / "research/decision-memo.md").write_text(model.compose("research/decision-memo.md"), "utf-8")
 
             (project / RECORD).write_text(json.dumps(_record(model, **{"evidence-log": "0" * 64})), "utf-8")
-            wrong = await model.call("step_done")
+            wrong = await model.call("step_done", {"step": "decision-record"})
             assert wrong.is_error and wrong.data["failures"] == ["file_digest_mismatch"], wrong.text
             assert "basis/0" in wrong.text and "delete the sha256 member" in wrong.text
 
@@ -94,13 +94,13 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
             validated = findings.read_bytes()
             findings.write_bytes(validated + b"\nOne more finding, added after the auditor passed the file.\n")
             (project / RECORD).write_text(json.dumps(_record(model)), "utf-8")
-            edited = await model.call("step_done")
+            edited = await model.call("step_done", {"step": "decision-record"})
             assert edited.is_error and edited.data["failures"] == ["input_binding_mismatch"], edited.text
             assert "research/findings.md (findings) changed after this run validated it" in edited.text
             assert RunLog(project, run).tokens() == logged  # nothing was sent for either
             findings.write_bytes(validated)
 
-            filled = await model.call("step_done")
+            filled = await model.call("step_done", {"step": "decision-record"})
             assert filled.data["status"] == "validators_pending", filled.text
             assert "Filled in the SHA-256 of the file named in research/decision-record.json at /basis/0" in filled.text
             on_disk = json.loads((project / RECORD).read_text("utf-8"))

@@ -3,7 +3,7 @@
 ``step_done`` on an ungated step (interview, confirm-contract: the owner's)
 advances the run; a model that re-sends its last call (a retry, a parallel
 duplicate) used to finish the next step too, without the owner. With the step
-it names (``step``), the bridge refuses one for a step already done. A real
+it names (``step``, required where the step has no files), the bridge refuses one for a step already done. A real
 ``rimthan-host serve`` and its real verifier child; the log is audited after.
 """
 
@@ -43,6 +43,8 @@ def test_a_step_done_re_sent_after_the_run_moved_on_is_refused(world: ServerWorl
                 again = await model.call("step_done", {"step": "interview"})
                 assert again.is_error and again.data["step"]["id"] == "confirm-contract", again.text
                 assert "step interview is not the step the run is at (step confirm-contract)" in again.text
+            bare = await model.call("step_done")  # no step named: an ungated step does not move on a bare call
+            assert bare.is_error and "needs step" in bare.text and bare.data["step"]["id"] == "confirm-contract"
             ahead = await model.call("step_done", {"step": "desk-research"})
             assert ahead.is_error and ahead.data["step"]["id"] == "confirm-contract", ahead.text
             assert RunLog(project, run).tokens() == logged  # nothing was sent

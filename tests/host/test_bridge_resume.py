@@ -114,7 +114,7 @@ def test_switching_runs_and_restarting_the_bridge_keep_each_run_at_its_ungated_s
                 back = await model.call("resume_run", {"run": run})
                 assert back.data["step"]["id"] == "interview" and f"Resumed run {run}" in back.text, back.text
                 assert back.data["step"]["title"] in back.text and not back.is_error
-            done = await model.call("step_done")
+            done = await model.call("step_done", {"step": "interview"})
             assert done.data["step"]["id"] == "confirm-contract", done.text  # exactly one step on
             check_replies(model)
             return run_a, run_b
@@ -127,7 +127,8 @@ def test_switching_runs_and_restarting_the_bridge_keep_each_run_at_its_ungated_s
             for run, step in ((run_a, "confirm-contract"), (run_b, "interview"), (run_a, "confirm-contract")):
                 resumed = await model.call("resume_run", {"run": run})
                 assert resumed.data["step"]["id"] == step and f"Resumed run {run}" in resumed.text, resumed.text
-            assert (await model.call("step_done")).data["step"]["id"] == "select-route"  # confirm-contract: one on
+            confirmed = await model.call("step_done", {"step": "confirm-contract"})
+            assert confirmed.data["step"]["id"] == "select-route"  # confirm-contract: one on
             final = await model.follow(await model.call("show_step"), "desk-research")
             assert final.data["status"] == "completed"
             check_replies(model)

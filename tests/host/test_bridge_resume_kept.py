@@ -77,7 +77,7 @@ def test_an_ungated_step_whose_result_is_past_the_inline_limit_is_resumed_withou
             back = await model.call("resume_run", {"run": run})
             assert back.data["step"]["id"] == "interview" and not back.is_error, back.text[:2000]
             assert log.tokens() == logged  # the resume made no move
-            done = await model.call("step_done")
+            done = await model.call("step_done", {"step": "interview"})
             assert done.data["step"]["id"] == "confirm-contract", done.text[:2000]  # exactly one step on
 
     anyio.run(resumed)

@@ -44,6 +44,9 @@ class StepMoves(BridgeCore):
             return misplaced(session, f"{head}; it is done already, or not reached yet.")
         if session.result.get("status") == "input_required":
             return misplaced(session, "Nothing was done: the step is waiting for an answer first.")
+        if done is None and not step.get("gated"):  # (it would move the run: a re-sent call must not move it twice)
+            said = "Nothing was done: step_done on a step without files needs step, the id of the step you finished,"
+            return misplaced(session, f"{said} so that a call re-sent after the run moved on is refused.")
         if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
             moved = await record_facts(session, asker, facts)
             if isinstance(moved, Reply):

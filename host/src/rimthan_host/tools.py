@@ -72,7 +72,8 @@ TOOLS: tuple[types.Tool, ...] = (
         "The current step's work is done and its files are written at the listed paths (regular files in the "
         "project, not symlinks). The bridge reads and checks them; if refused, fix the named file and call again. "
         "Pass in facts every field the step had the user confirm (e.g. options, deadline), and in step the id of "
-        "the step you finished: a step_done re-sent after the run moved on is then refused, not taken for the next.",
+        "the step you finished (required for a step without files): a step_done re-sent after the run moved on is "
+        "then refused, not taken for the next.",
         {"facts": _FACTS, "step": {"type": "string", "description": "The finished step's id, as the result named it."}},
     ),
     _tool(

@@ -111,7 +111,7 @@ def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -
         return f"Fix this step's files ({files}) as the findings said, then call step_done."
     if step.get("gated"):
         return f"This step's files have not been checked yet: write {files}, then call step_done."
-    return "When this step's work is done, call step_done."
+    return f"When this step's work is done, call step_done with step {step.get('id')}."
 
 
 def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> str:
