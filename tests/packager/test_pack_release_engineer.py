@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,12 +21,10 @@ from rimthan_workflow_mcp.contract_schemas import VALIDATOR_REPORT
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_registry.release import load_trust, verify_release
 from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
+from support.pack_cli import BIN, pack
 from support.processes import stdio_client_process
 from support.refusals import refusal
 from support.releases import KeyPair, make_keypair, trust_dir, trust_file
-
-BIN = Path(sys.executable).parent
-RIMTHAN_PACK = str(BIN / "rimthan-pack")
 
 # Every shape semver allows: plain, pre-release (alphanumeric, numeric, dotted, hyphenated), build metadata, both.
 SEMVER_FORMS = (
@@ -43,10 +39,6 @@ SEMVER_FORMS = (
     "2.10.3-beta.11+exp.sha.5114f85",
 )
 BUILDS_PER_FORM = 2
-
-
-def pack(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([RIMTHAN_PACK, *(str(a) for a in args)], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

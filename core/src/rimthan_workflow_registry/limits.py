@@ -206,28 +206,70 @@ def too_deep_message(what: str, limit: int) -> str:
     return f"{what} nests objects/arrays deeper than {limit} levels"
 
 
-def parse_bounded_toml(data: bytes, refuse: Callable[[str], Exception], *, unreadable: str) -> dict[str, Any]:
-    """UTF-8 TOML nested at most ``MAX_TOML_DEPTH``, else ``refuse(message)`` is raised (never ``RecursionError``).
+TomlRefusal = Callable[[str, str | None], Exception]
+"""Makes a refusal from a message and, for an unreadable file, the next step naming where to fix it (else ``None``)."""
 
-    ``unreadable`` starts the message for bytes that are not UTF-8 TOML; the size bound is the caller's.
-    Every value must also be one JSON can carry (:func:`first_non_json_value`):
-    what a catalogue says reaches tool results and checkpoints as RFC 8785 JSON,
-    so a value with no JSON form would build and verify, then fail every call.
+
+def parse_bounded_toml(data: bytes, refuse: TomlRefusal, *, unreadable: str, name: str) -> dict[str, Any]:
+    """UTF-8 TOML nested at most ``MAX_TOML_DEPTH``, else ``refuse(message, next_step)`` is raised (never
+    ``RecursionError``).
+
+    ``unreadable`` starts the message for bytes that are not UTF-8 TOML; for
+    those the next step names the file (``name``) and the line and column to
+    fix (no key can be named: the file has none yet). The size bound is the
+    caller's. Every value must also be one JSON can carry
+    (:func:`first_non_json_value`): what a catalogue says reaches tool results
+    and checkpoints as RFC 8785 JSON, so a value with no JSON form would build
+    and verify, then fail every call.
     """
     try:
-        value = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, column = _line_and_byte(data, exc.start)
+        raise refuse(
+            f"{unreadable}: {exc}",
+            f"save {name} as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): "
+            f"byte {column} of line {line} is not UTF-8",
+        ) from None
+    try:
+        value = tomllib.loads(text)
     except RecursionError:
-        raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH)) from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise refuse(f"{unreadable}: {exc}") from None
+        raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH), None) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise refuse(f"{unreadable}: {exc}", _toml_syntax_next_step(name, text, str(exc))) from None
     except ValueError as exc:  # tomllib reads integers of any length, up to the interpreter's digit limit
-        raise refuse(f"{unreadable}: {str(exc).split(';')[0]}") from None
+        raise refuse(
+            f"{unreadable}: {str(exc).split(';')[0]}",
+            f"fix the TOML syntax in {name}: write each integer with at most {len(str(MAX_JSON_SAFE_INTEGER))} "
+            "digits (JSON carries integers up to 2**53 - 1 exactly)",
+        ) from None
     if depth_exceeds(value, MAX_TOML_DEPTH):
-        raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH))
+        raise refuse(too_deep_message("the TOML", MAX_TOML_DEPTH), None)
     problem = first_non_json_value(value)
     if problem is not None:
-        raise refuse(problem)
+        raise refuse(problem, None)
     return value
+
+
+_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)$")
+
+
+def _toml_syntax_next_step(name: str, text: str, error: str) -> str:
+    """Where to fix a TOML syntax error: the line and column tomllib reports (at its message's end on Python 3.11),
+    or, for one it reports "at end of document", the file's last line (or an opening left unclosed above it)."""
+    found = _TOML_AT.search(error)
+    if found is not None:
+        return f"fix the TOML syntax in {name} at line {found[1]}, column {found[2]}"
+    last = text.rstrip().count("\n") + 1
+    return (
+        f"fix the TOML syntax in {name} at its end (line {last}), or where a string, array or inline table "
+        "left open above it begins"
+    )
+
+
+def _line_and_byte(data: bytes, position: int) -> tuple[int, int]:
+    """The 1-based line of byte ``position`` in ``data`` and its 1-based byte in that line."""
+    return data.count(b"\n", 0, position) + 1, position - data.rfind(b"\n", 0, position)
 
 
 def first_non_json_value(value: Any) -> str | None:

@@ -115,15 +115,17 @@ class _Table:
             raise _error(self.path, f"{self.where}: unknown key(s) {unknown}")
 
 
-def _error(path: str, message: str) -> CatalogueError:
-    return CatalogueError(FailureCode.CATALOGUE_INVALID, message, path=path)
+def _error(path: str, message: str, next_step: str | None = None) -> CatalogueError:
+    return CatalogueError(FailureCode.CATALOGUE_INVALID, message, path=path, next_step=next_step)
 
 
 def _parse_toml(data: bytes, path: str) -> dict[str, Any]:
     """A catalogue TOML file within the size and nesting limits (``rimthan_workflow_registry.limits``)."""
     if len(data) > MAX_CATALOGUE_FILE_BYTES:
         raise _error(path, f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}")
-    return parse_bounded_toml(data, lambda message: _error(path, message), unreadable="not valid TOML")
+    return parse_bounded_toml(
+        data, lambda message, step: _error(path, message, step), unreadable="not valid TOML", name=path
+    )
 
 
 def parse_catalogue_manifest(data: bytes, path: str = "catalogue.toml") -> tuple[dict[str, Any], Scope]:

@@ -137,8 +137,8 @@ def _load_trust_directory(directory: Path) -> TrustStore:
     return TrustStore(keys=keys, threshold=1, source=str(directory), names=names)
 
 
-def _trust_error(path: Path, message: str) -> TrustError:
-    return TrustError(FailureCode.TRUST_STORE_INVALID, message, path=str(path))
+def _trust_error(path: Path, message: str, next_step: str | None = None) -> TrustError:
+    return TrustError(FailureCode.TRUST_STORE_INVALID, message, path=str(path), next_step=next_step)
 
 
 def _parse_trust_file(path: Path) -> dict[str, Any]:
@@ -155,7 +155,10 @@ def _parse_trust_file(path: Path) -> dict[str, Any]:
     if len(raw) > MAX_TRUST_FILE_BYTES:
         raise _trust_error(path, f"the trust file is over {MAX_TRUST_FILE_BYTES} bytes")
     return parse_bounded_toml(
-        raw, lambda message: _trust_error(path, message), unreadable="not a readable TOML trust file"
+        raw,
+        lambda message, step: _trust_error(path, message, step),
+        unreadable="not a readable TOML trust file",
+        name=str(path),
     )
 
 

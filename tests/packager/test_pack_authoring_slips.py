@@ -1,0 +1,89 @@
+"""Slips a catalogue author makes that ``rimthan-pack build`` must name precisely: a TOML syntax or encoding error.
+
+Every test drives the installed console script in a subprocess (what the
+author types), on a source ``rimthan-pack init`` made and real keys.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from support.pack_cli import pack
+from support.refusals import refusal
+from support.releases import KeyPair, make_keypair
+
+
+@pytest.fixture(scope="module")
+def signer(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("signer"), "author")
+
+
+@pytest.fixture(scope="module")
+def scaffold(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("scaffold") / "my-flow" / "0.1.0"
+    made = pack("init", source)
+    assert made.returncode == 0, made.stderr
+    return source
+
+
+def _copy(scaffold: Path, tmp_path: Path) -> Path:
+    source = tmp_path / "my-flow" / "0.1.0"
+    shutil.copytree(scaffold, source)
+    return source
+
+
+# --------------------------------------------------------------------------- TOML that does not parse
+
+
+# (file, what is appended to it, the next step): a syntax error names no key, so the step names the file and where
+TOML_SLIPS = [
+    ("catalogue.toml", b"oops = = 1\n", "fix the TOML syntax in catalogue.toml at line 18, column 8"),
+    ("workflows/my-flow.toml", b'\n[[steps]\nid = "x"\n', None),
+    (
+        "catalogue.toml",
+        b"extra = [1,\n\n",
+        "fix the TOML syntax in catalogue.toml at its end (line 18), or where a string, array or inline table "
+        "left open above it begins",
+    ),
+    (
+        "catalogue.toml",
+        'note = "caf\u00e9"\n'.encode("latin-1"),
+        "save catalogue.toml as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): "
+        "byte 12 of line 18 is not UTF-8",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "appended", "expected"), TOML_SLIPS)
+def test_a_toml_syntax_or_encoding_error_names_the_file_and_line_to_fix(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, name: str, appended: bytes, expected: str | None
+) -> None:
+    source = _copy(scaffold, tmp_path)
+    toml = source / name
+    lines_before = toml.read_bytes().count(b"\n")
+    toml.write_bytes(toml.read_bytes() + appended)
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.error.startswith(f"error: catalogue_invalid: {toml}: not valid TOML: ")
+    if expected is None:  # an array-of-tables header missing its second "]": tomllib points where it belongs
+        expected = f"fix the TOML syntax in {name} at line {lines_before + 2}, column 8"
+    assert said.next == expected
+    assert "named TOML key" not in said.next
+    assert not (tmp_path / "rel").exists()
+
+
+def test_a_trust_file_that_is_not_toml_names_the_file_and_line_to_fix(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    trust = tmp_path / "trust.toml"
+    trust.write_text('threshold = 1\n[[keys]]\nkey_id = "abc\n', "utf-8")
+
+    built = pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path / "rel", "--trust", trust)
+
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.error.startswith(f"error: trust_store_invalid: {trust}: not a readable TOML")
+    assert said.next == f"fix the TOML syntax in {trust} at line 3, column 14"
