@@ -87,3 +87,50 @@ def test_a_trust_file_that_is_not_toml_names_the_file_and_line_to_fix(
     said = refusal(built.stderr)
     assert built.returncode == 1 and said.error.startswith(f"error: trust_store_invalid: {trust}: not a readable TOML")
     assert said.next == f"fix the TOML syntax in {trust} at line 3, column 14"
+
+
+# --------------------------------------------------------------------------- a version folder that says another version
+
+
+def _at(scaffold: Path, folder: Path, version: str) -> Path:
+    """A copy of the scaffold in ``folder`` whose catalogue.toml declares ``version``."""
+    shutil.copytree(scaffold, folder)
+    toml = folder / "catalogue.toml"
+    toml.write_text(toml.read_text("utf-8").replace('version = "0.1.0"', f'version = "{version}"', 1), "utf-8")
+    return folder
+
+
+def test_a_version_folder_whose_catalogue_says_another_version_is_refused(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """catalogues/NAME/VERSION is init's layout: a copied 0.5.0 whose version was never bumped does not build 0.2.0."""
+    source = _at(scaffold, tmp_path / "my-flow" / "0.5.0", "0.2.0")
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    said = refusal(built.stderr)
+    assert built.returncode == 1
+    assert said.error == (
+        f"error: catalogue_invalid: {source / 'catalogue.toml'}: the source folder names version 0.5.0 but "
+        "[catalogue].version is '0.2.0': the build would publish 0.2.0, not 0.5.0"
+    )
+    assert said.next == (
+        'set version = "0.5.0" under [catalogue] in catalogue.toml, or, if 0.2.0 is meant, move the source to '
+        f"{tmp_path / 'my-flow' / '0.2.0'} (a version folder holds that version's source)"
+    )
+    assert not (tmp_path / "rel").exists()
+
+
+@pytest.mark.parametrize(
+    ("folder", "version"),
+    [("0.5.0", "0.5.0"), ("1.0.0-rc.1+b.2", "1.0.0-rc.1+b.2"), ("draft", "0.2.0"), ("v0.5.0", "0.2.0")],
+)
+def test_a_folder_that_names_no_other_version_builds(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, folder: str, version: str
+) -> None:
+    source = _at(scaffold, tmp_path / "my-flow" / folder, version)
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    assert built.returncode == 0, built.stderr
+    assert [p.name for p in (tmp_path / "rel").iterdir()] == [f"my-flow-{version}"]
