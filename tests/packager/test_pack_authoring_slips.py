@@ -119,18 +119,71 @@ def test_a_version_folder_whose_catalogue_says_another_version_is_refused(
         f"{tmp_path / 'my-flow' / '0.2.0'} (a version folder holds that version's source)"
     )
     assert not (tmp_path / "rel").exists()
+    # either step the refusal gives builds; a folder named as no version builds what it declares
+    source.rename(tmp_path / "my-flow" / "0.2.0")
+    for folder, version in (("0.2.0", "0.2.0"), ("draft", "0.3.0"), ("v0.5.0", "0.4.0"), ("1.0.0-rc.1+b.2", None)):
+        if folder != "0.2.0":
+            _at(scaffold, tmp_path / "my-flow" / folder, version or folder)
+        built = pack("build", tmp_path / "my-flow" / folder, "--key", signer.private_path, "--out", tmp_path / "rel")
+        assert built.returncode == 0, (folder, built.stderr)
+    assert sorted(p.name for p in (tmp_path / "rel").iterdir()) == [
+        "my-flow-0.2.0",
+        "my-flow-0.3.0",
+        "my-flow-0.4.0",
+        "my-flow-1.0.0-rc.1+b.2",
+    ]
+
+
+# --------------------------------------------------------------------------- editor backups and patch leftovers
+
+LEFTOVER_NEXT = (
+    "next: delete them (editor backups, swap files, patch leftovers), or move them out of the catalogue source: "
+    "everything in it ships"
+)
 
 
 @pytest.mark.parametrize(
-    ("folder", "version"),
-    [("0.5.0", "0.5.0"), ("1.0.0-rc.1+b.2", "1.0.0-rc.1+b.2"), ("draft", "0.2.0"), ("v0.5.0", "0.2.0")],
+    "leftover",
+    [
+        "assets/instructions/plan.md~",
+        "assets/instructions/plan.swp",
+        "assets/instructions/plan.md.swo",
+        "catalogue.toml.orig",
+        "workflows/my-flow.toml.rej",
+        "assets/instructions/PLAN.MD.ORIG",
+        "assets/instructions/#plan.md#",
+    ],
 )
-def test_a_folder_that_names_no_other_version_builds(
-    scaffold: Path, signer: KeyPair, tmp_path: Path, folder: str, version: str
+def test_an_editor_backup_or_patch_leftover_in_a_source_is_refused_by_name(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, leftover: str
 ) -> None:
-    source = _at(scaffold, tmp_path / "my-flow" / folder, version)
+    source = _copy(scaffold, tmp_path)
+    (source / leftover).write_bytes(b"an older plan\n")
 
     built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
 
-    assert built.returncode == 0, built.stderr
-    assert [p.name for p in (tmp_path / "rel").iterdir()] == [f"my-flow-{version}"]
+    said = refusal(built.stderr)
+    assert built.returncode == 1
+    assert said.error == (
+        f"error: path_unsafe: {source / leftover}: editor backups, swap files or patch leftovers would ship in the "
+        f"release (1): {leftover}"
+    )
+    assert f"next: {said.next}" == LEFTOVER_NEXT
+    assert not (tmp_path / "rel").exists()
+
+
+def test_every_leftover_is_named_in_the_one_refusal(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    """All of them, in path order, none that only looks like one (``tilde~name.md``, ``orig.md``, ``#issue.md``)."""
+    source = _copy(scaffold, tmp_path)
+    names = [f"assets/prompts/brief-{n}.md~" for n in range(7)]
+    for name in [*names, "assets/prompts/tilde~name.md", "assets/prompts/orig.md", "assets/prompts/#issue.md"]:
+        (source / name).write_bytes(b"x")
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    said = refusal(built.stderr)
+    assert built.returncode == 1 and said.error.startswith(f"error: path_unsafe: {source / names[0]}: ")
+    assert said.error.endswith(f"(7): {', '.join(names[:5])} and 2 more")
+    for name in names:
+        (source / name).unlink()
+    assert pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel").returncode == 0

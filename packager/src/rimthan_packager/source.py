@@ -42,6 +42,14 @@ def _stamp(info: os.stat_result) -> Stamp:
 
 
 HIDDEN_NEXT = "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
+LEFTOVER_SUFFIXES = ("~", ".swp", ".swo", ".orig", ".rej")
+"""Names an editor's backup or swap file, or a patch's leftover, ends with (lowercased); ``#name#`` is Emacs's
+auto-save. None is a file a release means to ship; ``.#name`` (an Emacs lock) is refused as hidden."""
+LEFTOVERS_SHOWN = 5
+LEFTOVER_NEXT = (
+    "delete them (editor backups, swap files, patch leftovers), or move them out of the catalogue source: "
+    "everything in it ships"
+)
 NOT_A_SOURCE_NEXT = (
     "check the SOURCE path: it names the directory that holds catalogue.toml (rimthan-pack init DIRECTORY makes one)"
 )
@@ -194,7 +202,10 @@ def read_source(root: Path | str) -> SourceFiles:
     if not root.is_dir():
         raise _refuse(FailureCode.CATALOGUE_INVALID, "no catalogue source directory here", root, NOT_A_SOURCE_NEXT)
     stamps: dict[str, Stamp] = {}
-    _walk(root, "", stamps)
+    leftovers: list[str] = []
+    _walk(root, "", stamps, leftovers)
+    if leftovers:
+        raise _leftovers_refused(root, leftovers)
     sizes = {path: stamp[1] for path, stamp in stamps.items()}
     clash = path_set_problem(sizes)
     if clash is not None:
@@ -209,7 +220,23 @@ def read_source(root: Path | str) -> SourceFiles:
     return SourceFiles(root=root, sizes=sizes, stamps=stamps)
 
 
-def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp]) -> None:
+def is_leftover_name(name: str) -> bool:
+    """Whether a file name is an editor's backup, swap or auto-save file, or a patch's ``.orig``/``.rej``."""
+    return name.lower().endswith(LEFTOVER_SUFFIXES) or (len(name) > 1 and name[0] == name[-1] == "#")
+
+
+def _leftovers_refused(root: Path, leftovers: list[str]) -> CatalogueError:
+    shown = ", ".join(leftovers[:LEFTOVERS_SHOWN])
+    more = f" and {len(leftovers) - LEFTOVERS_SHOWN} more" if len(leftovers) > LEFTOVERS_SHOWN else ""
+    return _refuse(
+        FailureCode.PATH_UNSAFE,
+        f"editor backups, swap files or patch leftovers would ship in the release ({len(leftovers)}): {shown}{more}",
+        root / leftovers[0],
+        LEFTOVER_NEXT,
+    )
+
+
+def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp], leftovers: list[str]) -> None:
     fs_dir = root / rel_dir if rel_dir else root
     entries = sorted_entries(fs_dir, _refuse, unreadable=FailureCode.CATALOGUE_INVALID)
     prefix = f"{rel_dir}/" if rel_dir else ""
@@ -232,9 +259,11 @@ def _walk(root: Path, rel_dir: str, stamps: dict[str, Stamp]) -> None:
                 FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link; copy the file instead", fs_dir / entry.name
             )
         if stat.S_ISDIR(info.st_mode):
-            _walk(root, rel, stamps)
+            _walk(root, rel, stamps, leftovers)
         elif stat.S_ISREG(info.st_mode):
             stamps[rel] = _stamp(info)
+            if is_leftover_name(entry.name):
+                leftovers.append(rel)
         else:
             raise _refuse(
                 FailureCode.FILE_TYPE_FORBIDDEN, "is a special file (FIFO, socket or device)", fs_dir / entry.name
