@@ -121,14 +121,52 @@ def test_migration_preview_says_what_the_target_needs_before_new_fields_are_supp
     assert fields["risk_tolerance"]["required"] is True and fields["risk_tolerance"]["present"] is False
     assert fields["risk_tolerance"]["expects"]["enum"] == ["low", "medium", "high"]
     assert fields["objective"]["present"] is True and fields["stakeholders"]["required"] is False
-    assert needs["capabilities"] == ["subagents", "workspace.write"]
+    # what the run's own host needs: the workflow's capabilities and its claude-code adapter's (skills)
+    assert needs["capabilities"] == ["skills", "subagents", "workspace.write"]
     assert needs["validator_capabilities"] == ["subagent.isolated-context"]
-    assert "claude-code@1.0.0" in needs["host_adapters"]
+    assert needs["host_adapter"] == "claude-code@1.0.0"
+    assert needs["host_adapters"] == ["claude-code@1.0.0", "opencode@1.0.0"]
     # confirming a migration with the field still missing is refused outright (fail closed)
     confirmed = {**arguments, "migration": {**request, "confirm": True}}
     with pytest.raises(WorkflowProtocolError) as err:
         source.migrate_workflow(target, confirmed)
     assert err.value.code is FailureCode.CONFIRMED_STATE_INVALID and err.value.details["missing"] == ["risk_tolerance"]
+
+
+def test_migration_preview_names_what_the_migrating_hosts_adapter_needs_as_its_blockers_do(engines: Engines) -> None:
+    """A preview for an opencode host lacking ``skills`` (its adapter's, not the workflow's) says so up front:
+    ``target_needs`` lists what ``host_blockers`` refuses, not only the workflow's own capabilities."""
+    source, state, advanced, harness = _at_interview(engines)
+    opencode = {
+        **harness.host(),
+        "harness": "opencode",
+        "adapter": {"id": "opencode", "version": "1.0.0"},
+        "capabilities": ["subagents", "workspace.write"],
+    }
+    reconfirmed = harness.confirm({**example_state("1.2.0"), "risk_tolerance": "low"})
+    request = {"target_release": "research-decision@1.3.0", "confirmed_state": reconfirmed, "host": opencode}
+    arguments = {
+        "checkpoint": advanced["checkpoint"],
+        "confirmed_state": state,
+        "migration": {**request, "confirm": False},
+    }
+
+    preview = source.migrate_workflow(engines.module("1.3.0"), arguments)
+
+    assert preview["status"] == "blocked"
+    assert [(f["code"], f["details"]) for f in preview["failures"]] == [
+        ("host_capability_missing", {"missing": ["skills"]})
+    ]
+    needs = preview["migration"]["target_needs"]
+    assert needs["host_adapter"] == "opencode@1.0.0"
+    assert set(needs["capabilities"]) - set(opencode["capabilities"]) == {"skills"}
+    # a harness the target pins no adapter for: the workflow's own needs, no host_adapter, and the blocker says why
+    other = {**opencode, "harness": "aider", "adapter": {"id": "aider", "version": "1.0.0"}}
+    elsewhere = {**arguments, "migration": {**request, "host": other, "confirm": False}}
+    unpinned = source.migrate_workflow(engines.module("1.3.0"), elsewhere)
+    assert "host_adapter" not in unpinned["migration"]["target_needs"]
+    assert unpinned["migration"]["target_needs"]["capabilities"] == ["subagents", "workspace.write"]
+    assert [f["code"] for f in unpinned["failures"]] == ["host_adapter_incompatible"]
 
 
 def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines) -> None:
@@ -141,6 +179,8 @@ def test_migration_offer_names_the_target_for_a_run_it_can_take(engines: Engines
     assert offer["to"]["release"] == "research-decision@1.3.0" and offer["to"]["workflow"] == "research-decision@1.3.0"
     assert offer["invalidated_artifacts"] == ["workspace-manifest"]
     assert {f["field"] for f in offer["target_needs"]["confirmed_state"] if not f["present"]} >= {"risk_tolerance"}
+    assert offer["target_needs"]["host_adapter"] == "claude-code@1.0.0"  # the run's harness's adapter in the target
+    assert "skills" in offer["target_needs"]["capabilities"]
     # no offer for the same release, nor back to an older workflow
     assert source.module.migration_offer(source.module, arguments) is None
 

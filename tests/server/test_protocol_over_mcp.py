@@ -59,6 +59,9 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             offer = at_route["migration"]
             assert offer["to"]["release"] == "research-decision@1.3.0" and offer["confirmed"] is False
             assert offer["target_needs"]["workflow"] == {"id": "research-decision", "version": "1.3.0"}
+            # for this run's host: its harness's adapter in the target, whose capabilities (skills) are listed too
+            assert offer["target_needs"]["host_adapter"] == "claude-code@1.0.0"
+            assert offer["target_needs"]["capabilities"] == ["skills", "subagents", "workspace.write"]
             preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
             assert preview["status"] == "blocked"
             assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]

@@ -426,6 +426,7 @@ MIGRATION_PREVIEW = document(
                     },
                     "capabilities": NAMES,
                     "validator_capabilities": NAMES,
+                    "host_adapter": NAME,
                     "host_adapters": NAMES,
                 },
                 ["workflow", "confirmed_state", "capabilities", "validator_capabilities", "host_adapters"],

@@ -22,6 +22,7 @@ from rimthan_workflow_registry.release import VerifiedRelease, WorkflowDefinitio
 from rimthan_workflow_registry.run import (
     ConfirmedState,
     IssuedCheckpoint,
+    harness_adapter,
     missing_fields,
     unconfirmed_fields,
     workflow_needs,
@@ -66,8 +67,8 @@ def accept(target: WorkflowEngineQueryModule, departure: Departure, request: Map
     state = target.confirmed_state(
         target_wf, request["confirmed_state"], "migration.confirmed_state", allow_missing=not request["confirm"]
     )
-    preview = _preview(target, departure, target_wf, state.values)
     host = request.get("host") or departure.bound_host
+    preview = _preview(target, departure, target_wf, state.values, host["harness"])
     adapter, failures = target.check_host(target_wf, host)
     missing = missing_fields(state.values, target.state_schema(target_wf))
     unconfirmed = unconfirmed_fields(
@@ -120,21 +121,27 @@ def offer(
     target_wf = _target_workflow(dst, departure.workflow, None)
     if target_wf is None or semver_key(target_wf.version) <= semver_key(departure.workflow.version):
         return None
-    return _preview(target, departure, target_wf, values)
+    return _preview(target, departure, target_wf, values, departure.bound_host["harness"])
 
 
 def _preview(
-    target: WorkflowEngineQueryModule, departure: Departure, target_wf: WorkflowDefinition, values: Mapping[str, Any]
+    target: WorkflowEngineQueryModule,
+    departure: Departure,
+    target_wf: WorkflowDefinition,
+    values: Mapping[str, Any],
+    harness: str,
 ) -> MigrationPreview:
-    """What migrating would do (from, to, everything invalidated) and what the target needs."""
+    """What migrating would do (from, to, everything invalidated) and what the target needs of the migrating
+    host: the capabilities of the adapter the target pins for its ``harness`` come on top of the workflow's."""
     cp = departure.issued.checkpoint
+    adapter = harness_adapter(target.release.catalogue, target_wf, harness)
     return MigrationPreview(
         source=MigrationEnd.of(departure.release, departure.workflow),
         target=MigrationEnd.of(target.release, target_wf),
         invalidated_artifacts=tuple(sorted(cp.artifacts)),
         invalidated_validators=tuple(sorted(cp.validators)),
         restart_step=SETUP_STEP_ID,
-        target_needs=workflow_needs(target_wf, target.state_schema(target_wf), values),
+        target_needs=workflow_needs(target_wf, target.state_schema(target_wf), values, adapter),
     )
 
 

@@ -78,7 +78,7 @@ class MigrationPreview:
     invalidated_validators: tuple[str, ...]
     restart_step: str
     confirmed: bool = False
-    target_needs: Mapping[str, Any] | None = None  # run.requirements.workflow_needs of the target workflow
+    target_needs: Mapping[str, Any] | None = None  # run.requirements.workflow_needs: the target, for this host
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

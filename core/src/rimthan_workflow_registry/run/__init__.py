@@ -63,7 +63,13 @@ if TYPE_CHECKING:
         unconfirmed_fields,
         validate_against_schema,
     )
-    from rimthan_workflow_registry.run.host_binding import binding_drift, binding_for, bound_adapter, host_blockers
+    from rimthan_workflow_registry.run.host_binding import (
+        binding_drift,
+        binding_for,
+        bound_adapter,
+        harness_adapter,
+        host_blockers,
+    )
     from rimthan_workflow_registry.run.requirements import (
         available_workflows,
         describe_available,
@@ -121,6 +127,7 @@ __all__ = [
     "describe",
     "describe_available",
     "ending_of",
+    "harness_adapter",
     "host_blockers",
     "input_digest",
     "issue_bundle",
@@ -177,6 +184,7 @@ _HOME = {
     "describe": "rimthan_workflow_registry.run.audit",
     "describe_available": "rimthan_workflow_registry.run.requirements",
     "ending_of": "rimthan_workflow_registry.run.run_ending",
+    "harness_adapter": "rimthan_workflow_registry.run.host_binding",
     "host_blockers": "rimthan_workflow_registry.run.host_binding",
     "input_digest": "rimthan_workflow_registry.run.validation_bundle",
     "issue_bundle": "rimthan_workflow_registry.run.validation_bundle",

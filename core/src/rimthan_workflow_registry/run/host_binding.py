@@ -41,6 +41,16 @@ def _pinned_adapter(
     return None
 
 
+def harness_adapter(catalogue: Catalogue, workflow: WorkflowDefinition, harness: str) -> HostAdapter | None:
+    """The adapter ``workflow`` pins for ``harness``, whatever its version (a catalogue pins one per harness):
+    what a host of that harness runs the workflow with."""
+    for key in workflow.host_adapters:
+        adapter = catalogue.adapter(key)
+        if adapter is not None and adapter.harness == harness:
+            return adapter
+    return None
+
+
 def host_blockers(
     catalogue: Catalogue, workflow: WorkflowDefinition, host: Mapping[str, Any]
 ) -> tuple[HostAdapter | None, list[Failure]]:

@@ -16,7 +16,13 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
-from rimthan_workflow_registry.release.catalogue import WorkflowDefinition, required_validator_capabilities, semver_key
+from rimthan_workflow_registry.release.catalogue import (
+    HostAdapter,
+    WorkflowDefinition,
+    required_capabilities,
+    required_validator_capabilities,
+    semver_key,
+)
 
 
 def field_expectation(schema: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -73,15 +79,21 @@ def workflow_needs(
     workflow: WorkflowDefinition,
     schema: Mapping[str, Any],
     values: Mapping[str, Any],
+    adapter: HostAdapter | None,
 ) -> dict[str, Any]:
-    """What running ``workflow`` takes: its confirmed-state fields, capabilities and pinned adapters."""
-    return {
+    """What running ``workflow`` on a host bound to ``adapter`` takes: its confirmed-state fields, the capabilities
+    and validator capabilities that host must have (the workflow's and the adapter's, as ``host_blockers`` checks
+    them), the adapter (``host_adapter``, absent when the host's harness has none pinned) and every pinned one."""
+    needs: dict[str, Any] = {
         "workflow": {"id": workflow.id, "version": workflow.version},
         "confirmed_state": state_fields(schema, values),
-        "capabilities": sorted(workflow.required_capabilities),
-        "validator_capabilities": sorted(required_validator_capabilities(workflow, None)),
+        "capabilities": sorted(required_capabilities(workflow, adapter)),
+        "validator_capabilities": sorted(required_validator_capabilities(workflow, adapter)),
         "host_adapters": sorted(workflow.host_adapters),
     }
+    if adapter is not None:
+        needs["host_adapter"] = adapter.key
+    return needs
 
 
 def available_workflows(workflows: Iterable[WorkflowDefinition]) -> list[dict[str, Any]]:
