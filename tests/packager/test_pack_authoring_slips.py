@@ -1,4 +1,5 @@
-"""Slips a catalogue author makes that ``rimthan-pack build`` must name precisely: a TOML syntax or encoding error.
+"""Slips a catalogue author makes that ``rimthan-pack build`` must name precisely: a TOML syntax or encoding error
+(the file, line and column to fix), a version folder whose catalogue says another version, editor backups.
 
 Every test drives the installed console script in a subprocess (what the
 author types), on a source ``rimthan-pack init`` made and real keys.
