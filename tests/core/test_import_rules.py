@@ -90,8 +90,7 @@ RULES = {
         ("rimthan_packager", "rimthan_host", "cryptography.hazmat.primitives.serialization.load_pem_private_key"),
         (),
     ),
-    "the host kit uses only the server's stdio guard and message-shape screen, never its internals, nor the "
-    "packager": (
+    "the host kit uses only the server's stdio guard and message shapes, not its internals or the packager": (
         _py(HOST),
         ("rimthan_workflow_mcp", "rimthan_packager"),
         ("rimthan_workflow_mcp.stdio_guard", "rimthan_workflow_mcp.message_shape"),
