@@ -114,3 +114,47 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
     run = anyio.run(go)
     history = audit(RunLog(project, run).log_path, state)
     assert history["ok"] is True and history["steps"][-1] == "decision-record"
+
+
+def test_evidence_edited_while_the_bridge_was_down_is_refused_after_a_resume(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The run's state file keeps each validated file's id, path and digest, so a bridge started again still
+    refuses a record naming evidence edited since it was validated. Before, that memory was the first bridge's
+    only: the second sent the record. A state file an older bridge wrote (no ``validated``) still resumes."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    findings = project / "research/findings.md"
+
+    async def first() -> tuple[str, bytes]:
+        async with Client(_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            model.version = "1.3.0"
+            at = await _to_decision_record(model)
+            return str(at.data["run"]), findings.read_bytes()
+
+    run, validated = anyio.run(first)
+    findings.write_bytes(validated + b"\nOne more finding, added while the bridge was down.\n")
+    logged = RunLog(project, run).tokens()
+
+    async def second(expect: str) -> str:
+        async with Client(_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            model.version = "1.3.0"
+            resumed = await model.call("resume_run", {"run": run})
+            assert resumed.data["step"]["id"] == "decision-record", resumed.text
+            (project / "research/decision-memo.md").write_text(model.compose("research/decision-memo.md"), "utf-8")
+            (project / RECORD).write_text(json.dumps(_record(model)), "utf-8")
+            done = await model.call("step_done", {"step": "decision-record"})
+            assert (done.data.get("failures") or [done.data["status"]]) == [expect], done.text
+            return done.text
+
+    said = anyio.run(second, "input_binding_mismatch")
+    assert "research/findings.md (findings) changed after this run validated it" in said
+    assert RunLog(project, run).tokens() == logged  # nothing was sent
+
+    files = json.loads(RunLog(project, run).state_path.read_text("ascii"))
+    for entry in files["states"]:
+        del entry["validated"]  # as a bridge before evidence was kept wrote it: resumed, nothing to compare
+    RunLog(project, run).state_path.write_text(json.dumps(files), "ascii")
+    anyio.run(second, "validators_pending")

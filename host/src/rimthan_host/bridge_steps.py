@@ -69,7 +69,7 @@ class StepMoves(BridgeCore):
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
             return reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
         own = {o["id"] for o in step.get("outputs") or []}  # (earlier attempts of this step's files are no evidence)
-        validated = {k: w for k, w in session.record.written.items() if k not in own}
+        validated = {k: e for k, e in session.evidence.items() if k not in own}
         digests = check_named_files(session.files, step.get("outputs") or [], validated)
         if digests.problems:
             lines = ["Nothing was checked yet:", *(f"- {code.value}: {why}." for code, why in digests.problems)]

@@ -11,9 +11,10 @@ every file so named from disk and:
 - refuses a ``sha256`` the model wrote that is not the file's on disk
   (``file_digest_mismatch``), and a named file it cannot read (``file_missing``);
 - refuses a file named with the ``artifact_id`` of an artifact this run
-  validated earlier (as this bridge attested it) whose bytes changed since
-  (``input_binding_mismatch``): the output would rest on evidence nobody
-  validated.
+  validated earlier (as a bridge attested it: the run's state file keeps each
+  one's id, path and digest, so this holds across a restart and
+  ``resume_run``) whose bytes changed since (``input_binding_mismatch``): the
+  output would rest on evidence nobody validated.
 
 Nothing is sent while any of these stands. An object is such a binding when
 it has a string ``path`` and an ``artifact_id`` or ``sha256`` member; a
@@ -31,10 +32,35 @@ from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_STEP_ARTIFACT_BYTES
 
-from .files import ProjectFiles, WrittenFile
+from .files import ProjectFiles
 from .protocol import HarnessError
 
 JSON_MEDIA_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A file this run validated: its artifact id, path and SHA-256 as attested (kept in the run's state file)."""
+
+    artifact_id: str
+    path: str
+    sha256: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "sha256": self.sha256}
+
+
+def evidence_from_json(value: Any) -> dict[str, Evidence] | None:
+    """The evidence a state file keeps (``{artifact_id: {"path", "sha256"}}``), None if it is not that shape."""
+    if not isinstance(value, dict):
+        return None
+    out = {}
+    for artifact_id, entry in value.items():
+        if not (isinstance(entry, dict) and set(entry) == {"path", "sha256"}
+                and all(isinstance(entry[k], str) for k in entry)):  # fmt: skip
+            return None
+        out[artifact_id] = Evidence(artifact_id, entry["path"], entry["sha256"])
+    return out
 
 
 @dataclass
@@ -46,7 +72,7 @@ class Digests:
 
 
 def check_named_files(
-    files: ProjectFiles, outputs: Sequence[Mapping[str, Any]], validated: Mapping[str, WrittenFile]
+    files: ProjectFiles, outputs: Sequence[Mapping[str, Any]], validated: Mapping[str, Evidence]
 ) -> Digests:
     """Check (and fill in) the digests of the files each JSON output of the step names; rewrite those filled."""
     found = Digests()
@@ -95,7 +121,7 @@ def _check(
     output: Mapping[str, Any],
     pointer: str,
     binding: dict[str, Any],
-    validated: Mapping[str, WrittenFile],
+    validated: Mapping[str, Evidence],
     found: Digests,
 ) -> None:
     where, path = f"{output['path']} at {pointer or '/'}", str(binding["path"])

@@ -5,8 +5,9 @@ Append-only and fsynced per line, in issue order: exactly what
 line without its newline is one a kill cut short, no checkpoint, and the next
 append cuts it off. Next to it, ``<run>.json`` holds what
 the tokens cannot carry and a resumed host needs - the confirmed state with
-its confirmations, the workflow, and which outputs existed before the
-current step - replaced atomically after every call. Like the step's files, both are written
+its confirmations, the workflow, which outputs existed before the
+current step, and the id, path and digest of each file the run attested -
+replaced atomically after every call. Like the step's files, both are written
 and read only through real directories and files of the project: a symbolic
 link anywhere on their path is refused, never followed out of the project.
 
@@ -45,6 +46,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import (
     JSON_BYTES_PER_STRING_BYTE,
     MAX_ARGUMENT_DEPTH,
+    MAX_CATALOGUE_FILE_BYTES,
     MAX_CONFIRMED_STATE_BYTES,
     REQUEST_REST_BYTES,
 )
@@ -52,6 +54,7 @@ from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from rimthan_workflow_registry.whole_writes import write_all
 
 from . import positions
+from .file_digests import evidence_from_json
 from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
 from .protocol import HarnessError
 
@@ -71,7 +74,16 @@ _STATES_KEPT = 2  # the new checkpoint's and the log's last line's
 # It also keeps the result of an ungated step as the verifier returned it (less its checkpoint), for a resume to
 # show that step again without a move (see kept_position): a real one is a few KiB, one past this is not kept.
 MAX_POSITION_BYTES = 1024 * 1024
-_SAVED_STATE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES + REQUEST_REST_BYTES + MAX_POSITION_BYTES
+# And the evidence: the artifact id, path and SHA-256 of each file the run attested ({"id": {"path": ..,
+# "sha256": <64 hex>}}, about 100 bytes plus the id and path each; a real run's: a few hundred bytes), so a
+# resumed bridge still refuses evidence edited since (file_digests). A workflow declares its outputs in its one
+# catalogue file (at most MAX_CATALOGUE_FILE_BYTES), each spelling its id and path and more (media type, bound),
+# so a run on one workflow keeps less than that file, escaped: JSON_BYTES_PER_STRING_BYTE per byte. A run that
+# migrated keeps its earlier versions' ids too; past the bound its move is StateTooLarge (not recorded).
+_EVIDENCE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CATALOGUE_FILE_BYTES
+_SAVED_STATE_BYTES = (
+    JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES + REQUEST_REST_BYTES + MAX_POSITION_BYTES + _EVIDENCE_BYTES
+)
 _ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
 MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
 # The verifier refuses a checkpoint longer than MAX_TOKEN_CHARS (1 MiB; a real run's are 1-2 KiB): a log line
@@ -336,6 +348,8 @@ def _state_problem(entry: Mapping[str, Any]) -> str | None:
         return "its position is not the result of its step"
     if not isinstance(entry.get("gated", False), bool):
         return "its gated is not true or false"
+    if evidence_from_json(entry.get("validated", {})) is None:  # (absent in an older bridge's state: none kept)
+        return "its validated is not an object of {path, sha256} objects"
     return None
 
 

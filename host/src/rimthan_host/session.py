@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .confirmations import BY_SCRIPT, ConfirmedStateBook
+from .file_digests import Evidence, evidence_from_json
 from .files import ProjectFiles, WrittenFile
 from .protocol import (
     CONTINUE,
@@ -106,6 +107,7 @@ class HostSession:
         self.result: dict[str, Any] = {}
         self.prepared: Prepared | None = None
         self.existed_before: dict[str, bool] = {}
+        self.evidence: dict[str, Evidence] = {}  # every file this run attested, kept across a resume
         self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview
         self._emit: EventSink = on_event or (lambda event: None)
 
@@ -277,6 +279,7 @@ class HostSession:
     def _keep(self, written: WrittenFile) -> None:
         self.existed_before[written.path] = True  # a later attempt replaces what this one attested
         self.record.written[written.artifact_id] = written
+        self.evidence[written.artifact_id] = Evidence(written.artifact_id, written.path, written.sha256)
         self._emit(HarnessEvent("write", f"wrote {written.path} ({written.size} bytes, {written.write})"))
 
     async def prepare(self, artifacts: Sequence[WrittenFile]) -> dict[str, Any]:
@@ -403,6 +406,7 @@ class HostSession:
                 "step": (position.get("step") or {}).get("id"),
                 "gated": bool((position.get("step") or {}).get("gated")),
                 "existed_before": saved.existed,
+                "validated": {k: e.to_json() for k, e in self.evidence.items()},
                 "completed": position.get("status") == "completed",
                 "position": kept_position(position),
             },
@@ -424,6 +428,7 @@ class HostSession:
             raise HarnessError("this session has no run log to resume from")
         token, saved = self.run_log.last_checkpoint()
         self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
+        self.evidence = evidence_from_json(saved.get("validated", {})) or {}  # (an older bridge's state: none kept)
         self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
         position = saved.get("position") or self.run_log.side_position(token, saved)
         if position is not None:
