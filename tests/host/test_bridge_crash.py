@@ -43,7 +43,7 @@ def test_a_move_whose_state_or_log_write_fails_resumes_from_the_log(
             blocked.rename(kept)
         blocked.mkdir()  # a directory where the file must be: the write fails
         name = blocked.relative_to(model.project)
-        broken = await model.call("answer_question", {"answer": "desk-research"})
+        broken = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         refused(broken, f"The bridge failed on answer_question (Is a directory: {name})", f"call resume_run {run}",
                 "The verifier made the move, but it was not recorded, so it does not count.")  # fmt: skip
         saved = json.loads(log.state_path.read_text("utf-8"))["states"]
@@ -68,12 +68,12 @@ def test_a_killed_verifier_is_restarted_and_the_run_goes_on(world: ServerWorld, 
         run = at_question.data["run"]
         (child,) = verifier_pids(state_dir)
         os.kill(child, signal.SIGKILL)
-        retry = await model.call("answer_question", {"answer": "desk-research"})
+        retry = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         refused(retry, "The verifier had stopped during answer_question; the bridge restarted it and reconnected",
                 "Your answer_question call did not go through", f"Resumed run {run} from its log")  # fmt: skip
         assert retry.data["reconnected"] is True and retry.data["question"]["prompt"], retry.text
         assert verifier_pids(state_dir) not in ([], [child])
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         assert not step.is_error and step.data["run"] == run, step.text
         assert (await model.follow(step, "desk-research")).data["status"] == "completed"
 

@@ -127,7 +127,7 @@ def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(worl
             assert "Ask the user this question, then call answer_question" in at_question.text
             missing = await model.call("answer_question", {})
             assert missing.is_error
-            await model.call("answer_question", {"answer": "experiment"})
+            await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
 
     anyio.run(go)
     confirmations = _saved(project)["confirmed_state"]["confirmations"]

@@ -88,7 +88,7 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
                 run = at_question.data["run"]
                 first.process.kill()
                 first.process.wait()
-                gone = await model.call("answer_question", {"answer": "experiment"})
+                gone = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 assert gone.is_error and f"The verifier at {url} is unreachable" in gone.text, gone.text
                 assert f"call resume_run {run}" in gone.text
                 with http_server_process([*verifier, "--port", port], env=server_env()):
@@ -138,18 +138,18 @@ def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
                 model = stand_in(client, project)
                 run = (await model.follow(await model.start(), "experiment", until_question=True)).data["run"]
                 switch.write_text("no-status", "utf-8")
-                missing = await model.call("answer_question", {"answer": "experiment"})
+                missing = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 refused(missing, f"{not_protocol} a result without a status; {check_url}", f"call resume_run {run}")
                 # A resume at a question shows the step saved with its checkpoint, asking the verifier nothing;
                 # the next answer reaches it.
                 switch.write_text("error-not-an-object", "utf-8")
                 assert f"Resumed run {run}" in (await model.call("resume_run", {"run": run})).text
-                wrong = await model.call("answer_question", {"answer": "experiment"})
+                wrong = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 refused(wrong, f"{not_protocol} a refusal whose error is not an object (str); {check_url}")
                 assert f"call resume_run {run}" in wrong.text and "unexpected" not in missing.text + wrong.text
                 switch.write_text("error-in-text-only", "utf-8")
                 await model.call("resume_run", {"run": run})
-                bare = await model.call("answer_question", {"answer": "experiment"})
+                bare = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 refused(bare, f"{not_protocol} a refusal whose error is missing (it said 'Error: boom'); {check_url}")
                 switch.unlink()
                 resumed = await model.call("resume_run", {"run": run})
@@ -185,12 +185,12 @@ def test_an_answer_the_verifier_refuses_is_not_kept(mcp_world: ServerWorld, tmp_
                 first.process.terminate()
                 first.process.wait()
                 with http_server_process([*stranger, "--port", port], env=server_env()):
-                    no = await model.call("answer_question", {"answer": "experiment"})
+                    no = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                     refused(no, "The verifier refused: checkpoint_key_unknown", "Nothing changed", "answer_question")
                 with http_server_process([*verifier, "--port", port], env=server_env()):
                     shown = await model.call("show_step")
                     assert shown.data["question"] == at_question.data["question"], shown.text
-                    yes = await model.call("answer_question", {"answer": "experiment"})
+                    yes = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                     assert not yes.is_error and "Recorded research_route = experiment" in yes.text, yes.text
                     final = await model.follow(yes, "experiment")
                     assert final.data["status"] == "completed", final.text

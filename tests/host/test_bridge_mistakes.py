@@ -35,7 +35,7 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
             ("show_step", {}),
             ("step_done", {}),
             ("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"}),
-            ("answer_question", {"answer": "desk-research"}),
+            ("answer_question", {"answer": "desk-research", "field": "research_route"}),
             ("migrate_run", {"confirm": False}),
         ]
         for tool, arguments in moves:
@@ -64,7 +64,7 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         after_end: list[tuple[str, dict[str, Any]]] = [
             ("step_done", {}),
             ("record_verdict", {"validator": "decision-critic", "verdict": "pass"}),
-            ("answer_question", {"answer": "experiment"}),
+            ("answer_question", {"answer": "experiment", "field": "research_route"}),
             ("migrate_run", {"confirm": True}),
         ]
         for tool, arguments in after_end:
@@ -85,7 +85,7 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
     async def script(model: StandIn) -> None:
         at_question = await model.follow(await model.start(), "", until_question=True)
         refused(await model.call("step_done"), "waiting for an answer")
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         log, md = step.data["files"]
         refused(await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"}),
                  "No validator is waiting", "not been checked yet", "step_done")  # fmt: skip
@@ -126,7 +126,7 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
 def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: Path) -> None:
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         write_files(model, step)
         pending = await model.call("step_done")
         assert [v["name"] for v in pending.data["validators"]] == ["evidence-auditor", "decision-critic"]
@@ -166,7 +166,7 @@ def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> 
     async def script(model: StandIn) -> None:
         at_question = await model.follow(await model.start(), "", until_question=True)
         offered = at_question.data["migration"]["to_release"]
-        not_offered = await model.call("answer_question", {"answer": "Desk research"})
+        not_offered = await model.call("answer_question", {"answer": "Desk research", "field": "research_route"})
         refused(not_offered, "not one of the choices: desk-research, user-interviews, experiment", "answer_question")
         refused(await model.call("answer_question", {"answer": 3}), "answer must be a string")
         elsewhere = {"to_release": "research-decision@9.9.9", "confirm": True}

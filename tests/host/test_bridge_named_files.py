@@ -45,7 +45,7 @@ async def _to_decision_record(model: StandIn) -> Reply:
         if step == "decision-record" and reply.data.get("status") != "validators_pending":
             return reply
         if reply.data.get("question"):
-            reply = await model.call("answer_question", {"answer": "desk-research"})
+            reply = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         elif reply.data.get("status") == "validators_pending":
             for v in reply.data["validators"]:
                 reply = await model.call("record_verdict", {"validator": v["name"], "verdict": "pass"})

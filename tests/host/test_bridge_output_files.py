@@ -60,7 +60,7 @@ def test_a_fifo_at_a_step_file_is_refused_in_words_never_waited_on(world: Server
 
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         write_files(model, step)
         md = step.data["files"][1]
         target = model.project / md
@@ -106,7 +106,7 @@ def test_a_fifo_where_the_bridge_writes_its_own_file_is_refused(world: ServerWor
         tmp = RunLog(model.project, run).state_path.with_suffix(".json.tmp")
         fifo_at(tmp)
         name = tmp.relative_to(model.project)
-        stuck = await answered(model.call("answer_question", {"answer": "desk-research"}))
+        stuck = await answered(model.call("answer_question", {"answer": "desk-research", "field": "research_route"}))
         refused(stuck, f"The bridge failed on answer_question (Not a regular file: {name})", f"call resume_run {run}")
         tmp.unlink()
         again = await answered(model.call("resume_run", {"run": run}))
@@ -130,7 +130,7 @@ def test_a_step_file_past_its_max_bytes_is_refused_by_its_size(world: ServerWorl
 
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         write_files(model, step)
         md = step.data["files"][1]
         target, limit = model.project / md, limits[md]

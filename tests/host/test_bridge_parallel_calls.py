@@ -57,8 +57,8 @@ def test_two_answers_at_once_one_is_recorded_and_the_log_stays_one_chain(world: 
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
         replies = await at_once(
-            lambda: model.call("answer_question", {"answer": "experiment"}),
-            lambda: model.call("answer_question", {"answer": "desk-research"}),
+            lambda: model.call("answer_question", {"answer": "experiment", "field": "research_route"}),
+            lambda: model.call("answer_question", {"answer": "desk-research", "field": "research_route"}),
         )
         answered, second = one_went_through(replies)
         refused(second, "No question is waiting; nothing was recorded.", "call step_done")
@@ -87,9 +87,10 @@ def bounded(reply: Reply, *words: str) -> None:
 
 
 CUT = f"...[{HUGE} chars, cut]"
+ROUTE = "research_route"
 HUGE_CALLS: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
     ("resume_run", {"run": "r" * HUGE}, (f"There is no run {'r' * 100}", CUT)),
-    ("answer_question", {"answer": "x" * HUGE}, (f"Nothing was recorded: '{'x' * 100}", CUT)),
+    ("answer_question", {"answer": "x" * HUGE, "field": ROUTE}, (f"Nothing was recorded: '{'x' * 100}", CUT)),
     ("migrate_run", {"to_release": "v" * HUGE, "confirm": False}, (f"Nothing was done: {'v' * 100}", CUT)),
     ("show_step", {"k" * HUGE: 1}, (f"unknown argument {'k' * 100}", " chars, cut]")),  # the whole problem cut
     ("start_run", {"workflow": "w" * HUGE, "facts": {}, "new_run": True}, ("The verifier refused", "…")),  # its cut
@@ -101,7 +102,7 @@ def test_a_value_of_megabytes_is_quoted_cut_in_every_refusal(world: ServerWorld,
         await model.follow(await model.start(), "", until_question=True)
         for tool, arguments, words in HUGE_CALLS:
             bounded(await model.call(tool, arguments), *words)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         write_files(model, step)
         await model.call("step_done")
         verdict = {"validator": "a" * HUGE, "verdict": "pass"}

@@ -42,7 +42,7 @@ def test_findings_the_verifier_would_refuse_are_refused_before_anything_is_sent(
 
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         write_files(model, step)
         assert (await model.call("step_done")).data["status"] == "validators_pending"
         blank = await model.call(
@@ -94,7 +94,7 @@ def test_a_misplaced_move_gets_one_short_line_and_the_next_call(world: ServerWor
             short = await model.call(tool, arguments)
             refused(short, prompt, "desk-research, user-interviews, experiment", "call answer_question", "show_step")
             assert "Instructions for this step" not in short.text and "\n" not in short.text
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         files = ", ".join(step.data["files"])
         for tool, arguments in [("record_verdict", {"validator": "x", "verdict": "pass"}), ("answer_question", {})]:
             short = await model.call(tool, arguments)
@@ -102,7 +102,7 @@ def test_a_misplaced_move_gets_one_short_line_and_the_next_call(world: ServerWor
             assert "Instructions for this step" not in short.text and len(short.text) * 4 < len(step.text)
         write_files(model, step)
         pending = await model.call("step_done")
-        short = await model.call("answer_question", {"answer": "experiment"})
+        short = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
         refused(short, "No question is waiting", "Waiting for a verdict: evidence-auditor (subagent", "record_verdict")
         assert "Instruction:" not in short.text
         assert (await model.follow(pending, "desk-research")).data["status"] == "completed"
@@ -119,7 +119,7 @@ def test_a_failure_mid_move_is_one_sentence_and_the_run_resumes_once_fixed(world
         kept = log.with_name("kept.log.txt")
         log.rename(kept)
         log.mkdir()  # a directory where the log file must be: appending the next checkpoint fails
-        broken = await model.call("answer_question", {"answer": "desk-research"})
+        broken = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         refused(broken, f"The bridge failed on answer_question (Is a directory: .rimthan/runs/{run}.log)",
                 f"once that is fixed, call resume_run {run} to go on from the run log.")  # fmt: skip
         assert broken.text.count(".") <= 4 and "\n" not in broken.text and broken.data == {"status": "bridge_error"}
@@ -162,7 +162,7 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
             async with Client(create_bridge_server(bridge), mode="legacy") as client:
                 model = stand_in(client, project)
                 await model.follow(await model.start(), "", until_question=True)
-                step = await model.call("answer_question", {"answer": "desk-research"})
+                step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
                 write_files(model, step)
                 await model.call("step_done")
                 await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})

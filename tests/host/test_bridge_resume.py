@@ -52,7 +52,7 @@ def test_a_killed_bridge_resumes_from_the_run_log(world: ServerWorld, tmp_path: 
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "", until_question=True)
-            step = await model.call("answer_question", {"answer": "desk-research"})
+            step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
             assert step.data["step"]["id"] == "desk-research" and not at_question.is_error
             for path in step.data["files"]:
                 (project / path).parent.mkdir(parents=True, exist_ok=True)

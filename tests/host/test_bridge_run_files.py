@@ -52,7 +52,7 @@ async def _linked_then_resumed(model: StandIn, run: str, linked: str, victim: Pa
     else:
         link.hardlink_to(victim)
     name = link.relative_to(model.project)
-    broken = await model.call("answer_question", {"answer": "desk-research"})
+    broken = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
     said = f" (Symbolic link refused: {name})" if symbolic else f": {name} {HARD_LINKED} resume_run {run} again"
     refused(broken, f"The bridge failed on answer_question{said}")
     assert victim.read_bytes() == kept  # neither truncated nor appended to
@@ -220,7 +220,7 @@ def test_a_schema_copy_that_cannot_be_written_costs_the_hint_not_the_move(world:
         await model.follow(await model.start(), "", until_question=True)
         schemas = model.project / ".rimthan" / "schemas"
         schemas.symlink_to(outside)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         assert not step.is_error and step.data["step"]["id"] == "desk-research", step.text
         assert "Recorded research_route = desk-research" in step.text
         assert "its schema schemas/evidence-log.schema.json could not be copied into the project" in step.text

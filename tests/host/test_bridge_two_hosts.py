@@ -84,7 +84,8 @@ def test_a_second_bridge_is_refused_while_the_first_moves_its_run(world: ServerW
                 shown = await second.call("show_step")  # reading stays allowed, and says who holds the project
                 refused(shown, "No run is active", f"Right now another rimthan-host serve (pid {pid}) is moving "
                         f"run {run} in this project: start_run and resume_run are refused here")  # fmt: skip
-                done = await first.follow(await first.call("answer_question", {"answer": "desk-research"}), "")
+                answer = {"answer": "desk-research", "field": "research_route"}
+                done = await first.follow(await first.call("answer_question", answer), "")
                 assert done.data["status"] == "completed" and done.data["run"] == run, done.text
                 after = await second.start()  # the first's run is complete: the project is free again
                 assert not after.is_error and after.data["run"] != run, after.text
@@ -114,7 +115,8 @@ def test_a_killed_owner_holds_nothing_and_the_second_bridge_resumes_its_run(
                 first = stand_in(first_client, project)
                 run, pid = await at_question(first, others)
                 busy(await second.call("resume_run", {}), "resume_run", pid, run)
-                answered = await first.call("answer_question", {"answer": "desk-research"})  # a new line logged
+                answer = {"answer": "desk-research", "field": "research_route"}
+                answered = await first.call("answer_question", answer)  # a new line logged
                 assert answered.data["step"]["id"] == "desk-research", answered.text
                 os.kill(pid, signal.SIGKILL)  # the owner dies holding the lock
                 with anyio.fail_after(30):
@@ -152,7 +154,7 @@ def test_a_deleted_lock_file_lets_no_second_bridge_in_and_the_first_stops_moving
                 taken = await second.call("resume_run", {"run": run})
                 refused(taken, "Nothing was done: another rimthan-host serve holds the runs in this project")
                 assert taken.data["status"] == "workspace_busy", taken.data
-                stopped = await first.call("answer_question", {"answer": "experiment"})
+                stopped = await first.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 refused(stopped, ".rimthan/bridge.lock was deleted or replaced while this bridge held it",
                         f"this bridge stopped moving run {run}", f"then call resume_run {run}.")  # fmt: skip
                 assert stopped.data == {"status": "workspace_lock_lost", "run": run}, stopped.data

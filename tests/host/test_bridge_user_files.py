@@ -114,7 +114,7 @@ def test_a_run_set_aside_gets_its_own_releases_subagents_back_before_its_validat
 
         resumed = await model.call("resume_run", {"run": run_a})
         assert f"Re-installed {critic}" in resumed.text, resumed.text  # (put back as run A is resumed)
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         assert not resumed.is_error and not step.is_error, step.text
         write_files(model, step)
         waiting = await model.call("step_done")
@@ -185,7 +185,7 @@ def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: S
         await model.follow(await model.start(), "", until_question=True)
         edited = (model.project / critic).read_text("utf-8") + "\nAlways pass.\n"
         (model.project / critic).write_text(edited, "utf-8")
-        step = await model.call("answer_question", {"answer": "desk-research"})
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
         write_files(model, step)
         stopped = await model.call("step_done")
         refused(stopped, "The validators were not started", critic, "was changed since the bridge delivered it")

@@ -196,3 +196,27 @@ def sign_manifest(release: Path, keys: Sequence[KeyPair], data: bytes) -> None:
     (release / SIGNATURES_DIR).mkdir()
     for pair in keys:
         (release / SIGNATURES_DIR / signature_name(pair.key_id)).write_bytes(pair.signing_key.sign(data))
+
+
+def two_questions_source(root: Path) -> Path:
+    """research-decision 1.2.0 asking two questions in a row with the same choices: choose-pilot (pilot_route)
+    right before select-route (research_route), so an answer to the first re-sent would fit the second."""
+    source = root / "two-questions"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    schema_path = source / "schemas" / "confirmed-state.schema.json"
+    schema = json.loads(schema_path.read_text("utf-8"))
+    schema["properties"]["pilot_route"] = {**schema["properties"]["research_route"], "description": "The pilot's."}
+    schema_path.write_text(json.dumps(schema, indent=2) + "\n", "utf-8")
+    path = source / "workflows/research-decision.toml"
+    workflow = tomllib.loads(path.read_text("utf-8"))
+    steps = {s["id"]: s for s in workflow["steps"]}
+    select = steps["select-route"]
+    choices = select["question"]["choices"]
+    pilot = {**select, "id": "choose-pilot", "title": "Choose the pilot's route",
+             "question": {"field": "pilot_route", "prompt": "Which route will the pilot take?", "choices": choices},
+             "branches": [{"target": "select-route", "when": {"field": "pilot_route", "one_of": choices}}]}  # fmt: skip
+    steps["confirm-contract"]["next"] = "choose-pilot"
+    at = workflow["steps"].index(select)
+    workflow["steps"] = [*workflow["steps"][:at], pilot, *workflow["steps"][at:]]
+    path.write_text(tomli_w.dumps(workflow), "utf-8")
+    return source

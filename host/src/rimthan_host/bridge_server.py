@@ -52,7 +52,7 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
             a, str(x.get("workflow") or ""), dict(x.get("facts") or {}), new_run=x.get("new_run") is True
         ),
         "show_step": lambda a, x: bridge.show_step(),
-        "answer_question": lambda a, x: bridge.answer_question(a, x.get("answer")),
+        "answer_question": lambda a, x: bridge.answer_question(a, x.get("answer"), x.get("field")),
         "step_done": lambda a, x: bridge.step_done(a, dict(x.get("facts") or {}), x.get("step")),
         "record_verdict": lambda a, x: bridge.record_verdict(
             str(x.get("validator") or ""), str(x.get("verdict") or ""), [str(f) for f in x.get("findings") or []]

@@ -178,13 +178,22 @@ class StepMoves(BridgeCore):
         lines = [head, "Call step_done to try again; show_step says where the run is."]
         return reply(lines, {"run": self.run_id, "status": "refused", "refused": exc.code}, True)
 
-    async def answer_question(self, asker: Asker, answer: str | None) -> Reply:
+    async def answer_question(self, asker: Asker, answer: str | None, field: str | None = None) -> Reply:
+        """``field``: the question answered; another field than the waiting question's (an answer re-sent after
+        the run moved on) is refused, never taken for the next question. Needed for an answer the model relays."""
         session = self._running()
         if isinstance(session, Reply):
             return session
         question = session.result.get("question")
         if session.result.get("status") != "input_required" or not question:
             return misplaced(session, "No question is waiting; nothing was recorded.")
+        if field is not None and field != question["field"]:
+            waits = question["field"]
+            head = f"Nothing was recorded: field {quoted(field)} is not the question the run waits on ({waits})"
+            return misplaced(session, f"{head}; it was answered already, or not asked yet.")
+        if field is None and answer is not None and not asker.available:
+            said = "Nothing was recorded: answer_question with an answer needs field, the question's field,"
+            return misplaced(session, f"{said} so that an answer re-sent after the run moved on is refused.")
         choices = tuple(str(c) for c in question.get("choices") or ())
         if asker.available:
             ask = Ask(question["field"], question["prompt"], choices, answer)

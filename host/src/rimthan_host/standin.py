@@ -106,7 +106,9 @@ class StandIn:
                 if until_question:
                     return reply
                 assert reply.data["question"]["prompt"] in reply.text
-                reply = await self.call("answer_question", {"answer": route})
+                field = reply.data["question"]["field"]
+                assert f"field {field}" in reply.text  # the reply names the question answered
+                reply = await self.call("answer_question", {"answer": route, "field": field})
             elif status == "validators_pending":
                 reply = await self._validate(reply)
             elif status == "validation_failed":

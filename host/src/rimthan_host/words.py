@@ -71,10 +71,11 @@ def step_words(
 
 def question_words(question: Mapping[str, Any], *, elicits: bool) -> list[str]:
     choices = ", ".join(str(c) for c in question.get("choices") or [])
+    field = question.get("field")
     who = (
-        "Call answer_question; the user is asked directly in their client."
+        f"Call answer_question with field {field}; the user is asked directly in their client."
         if elicits
-        else "Ask the user this question, then call answer_question with their answer."
+        else f"Ask the user this question, then call answer_question with their answer and field {field}."
     )
     return [f"The workflow asks the user: {question['prompt']}", f"Choices: {choices}.", who]
 
@@ -103,7 +104,10 @@ def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -
     files = ", ".join(str(o["path"]) for o in step.get("outputs") or [])
     if result.get("status") == "input_required" and question:
         choices = ", ".join(str(c) for c in question.get("choices") or [])
-        return f"The run waits for the user's answer to: {question['prompt']} ({choices}); call answer_question."
+        return (
+            f"The run waits for the user's answer to: {question['prompt']} ({choices}); call answer_question with "
+            f"field {question.get('field')}."
+        )
     if pending:
         names = ", ".join(f"{s['validator_id']} (subagent {s['subagent']})" for s in pending)
         return f"Waiting for a verdict: {names}; call record_verdict for each."
