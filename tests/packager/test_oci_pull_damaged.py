@@ -55,6 +55,7 @@ def test_a_damaged_copy_is_refused_with_both_repairs_then_replaced_on_request(
     replaced = pull(ref, trust, out, "--replace-damaged")
     assert replaced.returncode == 0, replaced.stderr
     assert replaced.stderr.startswith(f"replaced a damaged copy at {copy}: file_"), replaced.stderr
+    assert f": {FLIPPED_FILE}: " in said.error and f": {FLIPPED_FILE}: " in replaced.stderr  # which file changed
     assert replaced.stdout.startswith("pulled research-decision@1.2.0"), replaced.stdout
     assert tree_bytes(copy) == tree_bytes(packaged_releases["1.2.0"])
     verify_release(copy, load_trust(trust))

@@ -23,7 +23,7 @@ from support.oci import push, push_corrupt, put_raw_manifest
 from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
-from support.servers import flip_byte
+from support.servers import FLIPPED_FILE, flip_byte
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
@@ -180,7 +180,7 @@ def test_a_follower_replaces_a_damaged_copy_with_a_verified_pull(
     records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     replaced = [r for r in records if r["event"] == "damaged copy replaced"]
     assert len(replaced) == 1 and replaced[0]["path"] == str(copy), proc.stderr
-    assert replaced[0]["why"].startswith("file_digest_mismatch: "), replaced
+    assert replaced[0]["why"].startswith(f"file_digest_mismatch: {FLIPPED_FILE}: "), replaced  # which file changed
     assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
     assert '"publish refused"' not in proc.stderr
     verify_release(copy, load_trust(trust))

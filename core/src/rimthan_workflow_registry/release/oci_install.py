@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..canonical import digest_bytes
-from ..errors import FailureCode, RegistryError
+from ..errors import FailureCode, RegistryError, refusal_line
 from ..remediation import local_io
 from .format import MANIFEST_NAME
 from .oci_client import refusal as _refuse
@@ -91,12 +91,23 @@ def install_release(
 
 
 def _damage(path: Path, expected: Expected) -> str | None:
-    """Why the copy at ``path`` does not verify (``code: message``), or ``None`` when it does."""
+    """Why the copy at ``path`` does not verify (``code: file: message``, the file relative to the copy), or ``None``.
+
+    The file is what an operator must know to find what changed; the copy's own path is said beside it.
+    """
     try:
         verify_release(path, expected.trust, expected_profile=expected.profile, expected_scope=expected.scope)
     except RegistryError as exc:
-        return f"{exc.code.value}: {exc.message}"
+        return refusal_line(exc.code, _within(path, exc.path), exc.message)
     return None
+
+
+def _within(release_dir: Path, where: str | None) -> str | None:
+    """``where`` relative to ``release_dir`` when it lies inside it (``catalogue/...``), else as it is."""
+    if where is None or not Path(where).is_relative_to(release_dir):
+        return where
+    inside = Path(where).relative_to(release_dir)
+    return None if inside == Path() else str(inside)
 
 
 def _manifest_digest(release_dir: Path) -> str:
