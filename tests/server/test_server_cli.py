@@ -7,6 +7,7 @@ Every refusal must be one line on stderr, with no traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -93,6 +94,10 @@ def test_serve_refuses_a_rollback_below_the_floor_in_one_line(world: ServerWorld
     assert "rollback_refused" in _one_line_error(served.stderr)
     lowered = _serve_release(world, world.built["1.2.0"], state, "--lower-floor")
     assert lowered.returncode == 0 and "research-decision >= 1.2.0" in lowered.stderr
+    said = [json.loads(line) for line in lowered.stderr.splitlines() if '"activation floor lowered"' in line]
+    assert len(said) == 1 and said[0]["level"] == "warning", lowered.stderr  # a rollback leaves a trace
+    assert said[0]["from"].startswith("1.3.0 (sha256:") and said[0]["to"].startswith("1.2.0 (sha256:"), said
+    assert said[0]["catalogue"] == "research-decision" and said[0]["path"] == str(state / "activation-floor.json")
 
 
 def test_serve_refuses_checkpoint_keys_git_would_track(world: ServerWorld, tmp_path: Path) -> None:

@@ -325,6 +325,8 @@ class ActivationFloor:
         if not self._changes(catalogue, version, manifest_digest, lower_floor=lower_floor):
             return False
         own = self._key(catalogue)
+        if lower_floor:
+            self._say_lowered(catalogue, version, manifest_digest)
         if lower_floor and self.deployment is not None:  # the operator decided: legacy and inherited floors give way
             for key in [k for k, e in self._entries.items() if k == catalogue or self._succeeds(k, e, own)]:
                 del self._entries[key]
@@ -334,6 +336,24 @@ class ActivationFloor:
         )
         self._save()
         return True
+
+    def _say_lowered(self, catalogue: str, version: str, manifest_digest: str) -> None:
+        """One warning when ``--lower-floor`` records a floor below (or another release than) the one it replaces."""
+        found = self._applying(catalogue)
+        if found is None:
+            return
+        entry = found[1]
+        below = semver_key(version) < semver_key(entry.version)
+        if below or (version == entry.version and manifest_digest != entry.manifest_digest):
+            _log.warning(  # a deliberate rollback is the floor's one way down: it must leave a trace
+                "activation floor lowered",
+                extra={
+                    "catalogue": catalogue,
+                    "from": f"{entry.version} ({entry.manifest_digest})",
+                    "to": f"{version} ({manifest_digest})",
+                    "path": str(self.path) if self.path is not None else None,
+                },
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
