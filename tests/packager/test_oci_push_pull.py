@@ -117,6 +117,22 @@ def test_a_missing_tag_is_refused(tmp_path: Path, registry: LocalRegistry, trust
     assert "no such tag" in line
 
 
+def test_a_repository_without_tag_or_digest_is_refused_as_naming_no_release(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """The repository ``serve --releases-from`` follows, pasted into ``pull``: it asked for ``latest``, which no
+    push writes, and was refused as a missing tag of the repository, with no word of the version it lacks."""
+    push(packaged_releases["1.2.0"], registry.ref(REPO), trust)
+    refused = pull(registry.ref(REPO), trust, tmp_path / "out")
+    line = one_line_error(refused, "oci_reference_invalid")
+    assert (
+        line == f"error: oci_reference_invalid: {registry.ref(REPO)}: names a repository, not a release: a pull "
+        "needs the release's version tag or OCI digest"
+    ), line
+    assert f"`{registry.ref(REPO)}:1.3.0`" in refused.stderr.splitlines()[1]
+    assert not (tmp_path / "out").exists()
+
+
 def test_tls_is_the_default_and_plain_http_only_on_request(
     tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
 ) -> None:

@@ -146,6 +146,18 @@ def parse_reference(text: str) -> OciReference:
     return OciReference(match["host"], match["repo"], match["tag"], match["digest"])
 
 
+def _names_a_release(ref: OciReference) -> None:
+    """Refuse a bare repository: the client would ask for ``latest``, which no push writes (tags are versions)."""
+    if ref.tag is None and ref.digest is None:
+        raise RegistryError(
+            FailureCode.OCI_REFERENCE_INVALID,
+            "names a repository, not a release: a pull needs the release's version tag or OCI digest",
+            path=str(ref),
+            next_step=f"add the version (`{ref}:1.3.0`: the tags are the release versions) or the OCI digest "
+            f"push printed (`{ref}@sha256:<digest>`)",
+        )
+
+
 def is_version_tag(tag: str) -> bool:
     """Tags that name a release version (OCI tags cannot hold ``+``), and could be tags at all: a registry's
     tag list is not taken on trust, and a "version" longer than a tag could hold more digits than Python reads."""
@@ -292,6 +304,7 @@ def pull_release(
     A copy already there that no longer verifies is replaced by the verified pull only when
     ``replace_damaged`` (:mod:`~rimthan_workflow_registry.release.oci_install`); else it is refused, saying how.
     """
+    _names_a_release(ref)
     registry = open_registry(ref, plain_http=plain_http)
     expected = Expected(trust, expected_profile, expected_scope)
     with local_io(out_dir, "making the download directory"):
