@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rimthan_workflow_registry.release import open_registry, verify_release
 from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
@@ -77,7 +78,25 @@ def test_serve_refuses_a_bad_reference_in_one_line(tmp_path: Path, trust: Path) 
     proc = check("--releases-from", "http://example/x", "--trust", trust, "--state-dir", tmp_path / "state")
     assert proc.returncode == 1
     said = refusal(proc.stderr)
-    assert said.code == "oci_reference_invalid" and said.next.startswith("write the reference as oci://")
+    assert said.code == "oci_reference_invalid" and said.next.startswith("--releases-from follows a repository")
+    assert "oci://HOST[:PORT]/REPOSITORY" in said.next and "[:TAG]" not in said.next, said  # no tag to follow
+
+
+@pytest.mark.parametrize("suffix", [":1.2.0", "@sha256:" + "a" * 64])
+def test_serve_refuses_a_reference_naming_one_release(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, suffix: str
+) -> None:
+    """It was followed as its whole repository, its tag ignored: the operator who meant to pin a version got the
+    newest, and the start line said it followed the tag."""
+    push(packaged_releases["1.2.0"], registry.ref("rimthan/pinned"), trust)
+    reference = registry.ref("rimthan/pinned") + suffix
+    proc = check("--releases-from", reference, "--plain-http", "--releases-dir", tmp_path / "releases",
+                 "--trust", trust, "--state-dir", tmp_path / "state")  # fmt: skip
+    assert proc.returncode == 1
+    said = refusal(proc.stderr)
+    assert said.code == "oci_reference_invalid" and said.error.startswith(f"error: oci_reference_invalid: {reference}")
+    assert "names one release" in said.error and f"rimthan-pack pull {reference}" in said.next, said
+    assert not (tmp_path / "releases").exists()
 
 
 def test_an_unreachable_registry_is_logged_and_the_held_release_serves(

@@ -173,12 +173,30 @@ class RegistryFollower:
 
 def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:
     """Parse ``--releases-from``, and pull what the repository holds before the server picks its release."""
-    follower = RegistryFollower(parse_reference(reference), load_trust(trust_path), releases_dir, plain_http)
+    follower = RegistryFollower(_repository(reference), load_trust(trust_path), releases_dir, plain_http)
     releases_dir.mkdir(parents=True, exist_ok=True)
     follower.sync()
     if follower.last_error is not None:
         _nothing_held(follower, follower.last_error)
     return follower
+
+
+def _repository(reference: str) -> OciReference:
+    """``--releases-from`` as a repository; one naming a tag or digest is refused, not followed as its repository."""
+    follow = "--releases-from follows a repository (every version tag in it): write it as oci://HOST[:PORT]/REPOSITORY"
+    try:
+        ref = parse_reference(reference)
+    except RegistryError as exc:
+        raise RegistryError(exc.code, exc.message, path=exc.path, next_step=follow) from None
+    if ref.tag is None and ref.digest is None:
+        return ref
+    raise RegistryError(
+        FailureCode.OCI_REFERENCE_INVALID,
+        f"names one release ({ref.digest or ref.tag}), but every version tag of the repository is followed",
+        path=reference,
+        next_step=f"{follow}; to serve one release, pull it (`rimthan-pack pull {reference} --trust ... --out DIR`) "
+        "and serve it without --releases-from",
+    )
 
 
 def _nothing_held(follower: RegistryFollower, exc: RegistryError) -> None:
