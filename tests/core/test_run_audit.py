@@ -217,6 +217,27 @@ def test_audit_cli_refuses_a_broken_chain_in_one_line(
     assert json.loads(as_json.stdout)["error"]["details"]["line"] == line
 
 
+@pytest.mark.parametrize("damage", ["other keys", "altered"])
+def test_audit_cli_says_what_to_do_about_a_token_that_does_not_verify(
+    completed: DrivenRun, engines: Engines, tmp_path: Path, damage: str
+) -> None:
+    """The next step was the live call's (start a new run, route it to another server; send the token exactly as
+    the server issued it): an operator auditing a log continues no run and sends nothing."""
+    tokens = list(completed.checkpoints)
+    keys = _keys(engines, tmp_path)
+    if damage == "other keys":
+        CheckpointKeyring.generate().save(keys)
+    else:
+        header, claims, signature = tokens[2].split(".")
+        tokens[2] = f"{header}.{claims}.{signature[:-2]}{'AA' if signature[-2:] != 'AA' else 'BA'}"
+    refused = _invoke("audit", _log(tmp_path, tokens), "--checkpoint-keys", keys)
+    assert refused.exit_code == 1 and refused.stdout == ""
+    said = refusal(refused.stderr)
+    assert "start a new run" not in said.next and "route it" not in said.next and "send the" not in said.next, said
+    expected = "audit with the --checkpoint-keys" if damage == "other keys" else "the line is not a checkpoint token"
+    assert said.next.startswith(expected), said
+
+
 def test_audit_cli_missing_inputs_are_one_line_errors(engines: Engines, tmp_path: Path) -> None:
     keys = _keys(engines, tmp_path)
     missing_log = _invoke("audit", tmp_path / "nope.log", "--checkpoint-keys", keys)

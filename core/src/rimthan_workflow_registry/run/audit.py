@@ -35,6 +35,16 @@ class RunAuditError(RegistryError):
     """The log is not one unbroken, verified run; ``details["line"]`` is where it breaks."""
 
 
+_FOREIGN_NEXT = (
+    "audit with the --checkpoint-keys (or --state-dir) of the server that issued the run (`rimthan-mcp keys list` "
+    "there shows its ids; retired ones stay archived in that file), or check the line belongs to this run's log"
+)
+_INVALID_NEXT = (
+    "the line is not a checkpoint token as the server issued it (edited, cut, or another server version's): "
+    "audit the log as the harness wrote it, one token per line"
+)
+
+
 @dataclass(frozen=True)
 class LoggedToken:
     """One non-blank line of the log: its 1-based line number and the token on it.
@@ -258,6 +268,7 @@ def _verify(entry: LoggedToken, keyring: CheckpointKeyring, source: str) -> Audi
             f"line {entry.line}: {message}",
             path=f"{source}:{entry.line}",
             details={"line": entry.line, "break": "foreign" if foreign else "invalid"},
+            next_step=_FOREIGN_NEXT if foreign else _INVALID_NEXT,  # not the live call's: no run is continued here
         ) from None
     key_id = token_key_id(entry.token) or ""
     return AuditedCheckpoint(entry.line, token_digest(entry.token), key_id, issued.checkpoint)
