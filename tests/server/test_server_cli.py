@@ -110,6 +110,24 @@ def test_serve_refuses_checkpoint_keys_git_would_track(world: ServerWorld, tmp_p
     assert not (repo / "keys.json").exists()
 
 
+def test_check_names_an_older_release_it_would_not_hold(world: ServerWorld, tmp_path: Path) -> None:
+    """It printed a bare ``older release not held`` (Python's last-resort handler): no release, no reason."""
+    releases = tmp_path / "releases"
+    older = world.publish("1.2.0", releases)
+    newer = world.publish("1.3.0", releases)
+    flip_byte(older)
+    checked = subprocess.run(
+        [sys.executable, "-m", "rimthan_workflow_mcp", "check", "--release", str(newer), "--trust", str(world.trust)],
+        capture_output=True, text=True, timeout=120, env=server_env(), check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0 and checked.stdout.startswith("ok research-decision@1.3.0"), checked.stderr
+    lines = checked.stderr.splitlines()
+    assert "older release not held" not in lines, checked.stderr
+    said = [json.loads(line) for line in lines if '"older release not held"' in line]
+    assert len(said) == 1 and said[0]["path"] == str(older), checked.stderr
+    assert said[0]["error"]["code"] == "file_digest_mismatch", said
+
+
 def test_check_verifies_exactly_as_serve_would(world: ServerWorld, tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(

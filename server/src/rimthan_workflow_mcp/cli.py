@@ -468,6 +468,7 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
 
     from .provider import ReleaseProvider, check_directory_floor
 
+    configure_logging("warning")  # an older release not held is said with its path and code, as serve logs it
     guard(lambda: check_state_dir(state_dir))  # a file there would read as "no floor recorded"
     trust_store = guard(lambda: load_trust(trust))
     provider: ReleaseProvider = guard(
