@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from contextlib import suppress
 from pathlib import Path
@@ -25,7 +26,7 @@ from rimthan_workflow_registry.protocol_names import (
     START_WORKFLOW,
     SUBMIT_STEP_VALIDATION,
 )
-from support.raw_stdio import initialize_lines
+from support.raw_stdio import RawStdio, initialize_lines
 from support.servers import RIMTHAN_MCP, ServerWorld, build_world, serve_args, server_env
 
 WAIT = 120.0
@@ -152,3 +153,30 @@ def test_a_client_that_closes_its_end_of_stdout_stops_the_server_in_one_line(
         assert process.wait(timeout=WAIT) == 0, stderr[-2000:]
     assert "rimthan-mcp: stopped: the client closed its end of stdout" in stderr, stderr[-2000:]
     assert "error:" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("when", ["answered", "just-sent"])
+def test_sigterm_answers_the_calls_in_flight_then_exits_0(world: ServerWorld, tmp_path: Path, when: str) -> None:
+    """SIGTERM (a host or service manager stopping the server) killed it at once (-15): now what it read is
+    answered (never cancelled), every line it wrote is whole, it says why it stopped, and exits 0."""
+    process = subprocess.Popen(
+        _command(world, tmp_path / "state"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=server_env(),
+    )
+    raw = RawStdio(process)
+    raw.initialize(WAIT)  # the handler is in place before the first answer
+    requests = _requests()
+    raw.send("".join(json.dumps(r) + "\n" for r in requests))
+    if when == "answered":
+        assert raw.call_answer(requests[-1]["id"], WAIT) is not None
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=WAIT)
+    rest = [json.loads(line) for line in stdout.splitlines()]  # every line whole JSON
+    closed = [a for a in rest if a.get("error", {}).get("code") == types.CONNECTION_CLOSED]
+    assert not closed, closed
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    assert "rimthan-mcp: stopped (SIGTERM): the calls in flight were answered" in stderr.decode(), stderr[-2000:]
+    assert b"Traceback" not in stderr

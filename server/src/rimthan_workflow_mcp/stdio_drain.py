@@ -30,7 +30,7 @@ from .stdio_guard import ClosingStream, ReadingStream
 if TYPE_CHECKING:
     from mcp.shared._stream_protocols import ReadStream, WriteStream
 
-DRAIN_SECONDS = 10.0  # the same grace HTTP gives calls in flight at SIGTERM
+DRAIN_SECONDS = 10  # the grace calls in flight get at the end of input and at SIGTERM, stdio and HTTP alike
 _log = get_logger("transport")
 
 
@@ -82,21 +82,22 @@ class DrainingReader(ReadingStream):
         try:
             item = await self._source.receive()
         except anyio.EndOfStream:
-            await self._drain()
+            await self.drain()
             raise
         if isinstance(item, SessionMessage):
             self.unanswered.read(item.message)
         return item
 
-    async def _drain(self) -> None:
+    async def drain(self) -> None:
+        """Wait for the requests read so far to be answered (at most the deadline), saying how it went."""
         waiting = sum(self.unanswered.ids.values())
         if not waiting:
             return
-        _log.info("end of input: answering the requests read before it", extra={"requests": waiting})
+        _log.info("answering the requests read so far", extra={"requests": waiting})
         left = await self.unanswered.settled(self._seconds)
         if left:
             _log.warning(
-                "end of input: requests still unanswered at the deadline are cancelled",
+                "requests still unanswered at the deadline are cancelled",
                 extra={"requests": left, "drain_seconds": self._seconds},
             )
 

@@ -46,12 +46,11 @@ from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
-from .stdio_drain import draining
+from .stdio_drain import DRAIN_SECONDS, DrainingReader, draining
 from .stdio_guard import AnsweringStream
 from .stdio_pipes import pipe_wire
 
 MCP_PATH = "/mcp"
-DRAIN_SECONDS = 10
 _log = get_logger("transport")
 
 
@@ -92,12 +91,13 @@ def stdio_not_open() -> str | None:
     )
 
 
-async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> bool:
-    """Serve one client over stdin/stdout until it closes stdin, every request read before that answered.
+async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> str | None:
+    """Serve one client over stdin/stdout until it closes stdin (or SIGTERM), every request read before answered.
 
-    True then; False when the client closed its end of stdout first (nothing more can reach it: serving stops).
+    ``None`` at the end of input; else the line that says why serving stopped (SIGTERM, or the client closed
+    its end of stdout first, so nothing more could reach it).
     """
-    answered_to_the_end = True
+    stopped: list[str] = []
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(_refresh_triggers, provider, refresh_interval)
@@ -106,12 +106,36 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
             async with pipe_wire(lines) as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
                 answering = AnsweringStream(read_stream, write_stream, lines if wire else None)
                 reader, writer = draining(answering, write_stream)
+                await tg.start(_stop_on_sigterm, reader, tg.cancel_scope, stopped)
                 await app.run(reader, writer, app.create_initialization_options())
             tg.cancel_scope.cancel()
     except* (BrokenPipeError, ConnectionResetError):
         _log.info("the client closed its end of stdout: stopped serving")
-        answered_to_the_end = False
-    return answered_to_the_end
+        stopped.insert(0, "stopped: the client closed its end of stdout, so nothing more could be answered")
+    return stopped[0] if stopped else None
+
+
+async def _stop_on_sigterm(
+    reader: DrainingReader,
+    serving: anyio.CancelScope,
+    stopped: list[str],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """SIGTERM (a host or service manager stopping the server): answer the calls in flight, as at the end of
+    input (at most ``DRAIN_SECONDS``), then stop; the process exits 0, as over HTTP. Without this the
+    default action killed the process at once (143), calls in flight unanswered."""
+    if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
+        task_status.started()
+        return
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            _log.info("SIGTERM: answering the calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
+            await reader.drain()
+            stopped.append("stopped (SIGTERM): the calls in flight were answered")
+            serving.cancel()
+            return
 
 
 @dataclass(frozen=True)
