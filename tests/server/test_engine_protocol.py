@@ -257,8 +257,9 @@ def test_prepare_refuses_ungated_step(engines: Engines) -> None:
 # ---------------------------------------------------------------------------- submit
 
 
-def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
-    engine, harness = engines.wire("1.2.0"), engines.harness("bundle")
+def _prepared(engines: Engines, name: str) -> tuple[WireEngine, Any, str, dict[str, Any], dict[str, Any]]:
+    """A run at its route step with the packaged examples prepared: engine, harness, checkpoint, state, result."""
+    engine, harness = engines.wire("1.2.0"), engines.harness(name)
     cp, state, step = _at_route_step(engines, engine, harness)
     ready = engine.prepare_step_validation(
         {
@@ -268,6 +269,11 @@ def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
             "artifacts": harness.write_outputs(step, examples("1.2.0")),
         }
     )
+    return engine, harness, cp, state, ready
+
+
+def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
+    engine, harness, cp, state, ready = _prepared(engines, "bundle")
     bundle = ready["validation_bundle"]
     reports = harness.reports(ready)
     forged = {**bundle, "validators": [dict(v, report_required=False) for v in bundle["validators"]]}
@@ -293,16 +299,7 @@ def test_submit_refuses_tampered_or_foreign_bundle(engines: Engines) -> None:
 def test_a_pass_report_carrying_an_error_finding_is_refused_and_warnings_pass(engines: Engines) -> None:
     """An ``error`` finding fails its validator: a report saying ``pass`` with one has no single verdict, and is
     refused (the findings were once dropped and the step advanced); a ``pass`` with warnings only advances."""
-    engine, harness = engines.wire("1.2.0"), engines.harness("contradictory")
-    cp, state, step = _at_route_step(engines, engine, harness)
-    ready = engine.prepare_step_validation(
-        {
-            "checkpoint": cp,
-            "confirmed_state": state,
-            "host": harness.host(),
-            "artifacts": harness.write_outputs(step, examples("1.2.0")),
-        }
-    )
+    engine, harness, cp, state, ready = _prepared(engines, "contradictory")
     submit = {"checkpoint": cp, "confirmed_state": state, "validation_bundle": ready["validation_bundle"]}
     reports = harness.reports(ready)
     said_pass = [dict(reports[0], findings=[{"severity": "error", "message": "the evidence is missing"}])]
