@@ -63,7 +63,7 @@ def dead(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text("utf-8")
         return "\nState:\tZ" in status and "\nThreads:\t1\n" in status
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped between the open and the read: ESRCH
         return True
 
 
