@@ -90,6 +90,13 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
             assert wrong.is_error and wrong.data["failures"] == ["file_digest_mismatch"], wrong.text
             assert "basis/0" in wrong.text and "delete the sha256 member" in wrong.text
 
+            gone = _record(model)
+            gone["basis"][0]["path"] = "research/no-such-file.md"
+            (project / RECORD).write_text(json.dumps(gone), "utf-8")
+            missing = await model.call("step_done", {"step": "decision-record"})
+            assert missing.is_error and missing.data["failures"] == ["file_missing"], missing.text
+            assert "names research/no-such-file.md, which cannot be read" in missing.text, missing.text
+
             findings = project / "research/findings.md"
             validated = findings.read_bytes()
             findings.write_bytes(validated + b"\nOne more finding, added after the auditor passed the file.\n")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -172,9 +173,14 @@ def test_sigterm_answers_the_calls_in_flight_then_exits_0(world: ServerWorld, tm
     raw.send("".join(json.dumps(r) + "\n" for r in requests))
     if when == "answered":
         assert raw.call_answer(requests[-1]["id"], WAIT) is not None
-    process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=WAIT)
-    rest = [json.loads(line) for line in stdout.splitlines()]  # every line whole JSON
+    assert process.stderr is not None and process.stdin is not None
+    with ThreadPoolExecutor(1) as pool:  # stderr read aside; stdin stays open, so only SIGTERM can stop it
+        stderr_read = pool.submit(process.stderr.read)
+        process.send_signal(signal.SIGTERM)
+        rest = [json.loads(line) for line in iter(lambda: raw.next_line(WAIT), None)]  # every line whole JSON
+        process.wait(timeout=WAIT)
+        stderr = stderr_read.result(timeout=WAIT)
+    process.stdin.close()
     closed = [a for a in rest if a.get("error", {}).get("code") == types.CONNECTION_CLOSED]
     assert not closed, closed
     assert process.returncode == 0, stderr.decode()[-2000:]
