@@ -139,3 +139,22 @@ def test_a_project_without_releases_is_refused_in_the_verifiers_words_then_conne
     assert "rimthan-pack pull oci://" in said and "(docs/host-kit.md)" in said, said
     assert "make the call again" in said and "Traceback" not in said
     assert then.startswith("The run did not start. The verifier needs:"), then
+
+
+def test_project_named_from_another_directory_serves_its_releases(project: Path, tmp_path: Path) -> None:
+    """``rimthan-host serve --project P`` started elsewhere (a harness's own working directory): its child
+    verifier runs in P, so ``./releases`` and ``./keys/local`` are P's, not the caller's working directory's."""
+    elsewhere = tmp_path / "harness-cwd"
+    elsewhere.mkdir()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
+    params = StdioServerParameters(
+        command="rimthan-host", args=["serve", "--project", str(project)], cwd=elsewhere, env=env
+    )
+
+    async def start() -> str:
+        async with Client(params, mode="auto") as client:
+            reply = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
+            return "\n".join(getattr(c, "text", "") for c in reply.content)
+
+    said = anyio.run(start)  # the project's verifier answers (no facts: blocked), not release_not_found
+    assert said.startswith("The run did not start. The verifier needs:") and "objective" in said, said

@@ -200,8 +200,12 @@ def _plain_tool_call(value: Any) -> bool:
     return first_non_json_value({**value, "params": params}) is None
 
 
-def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | StdioServerParameters:
-    """The verifier to talk to: a Streamable HTTP URL, or ``rimthan-mcp serve ARGS`` as a child."""
+def verifier_target(url: str | None, verifier_args: tuple[str, ...], project: Path) -> str | StdioServerParameters:
+    """The verifier to talk to: a Streamable HTTP URL, or ``rimthan-mcp serve ARGS`` as a child run in ``project``.
+
+    The child's working directory is the project, so its defaults (``./releases``, ``./keys/local``) and
+    relative paths after ``--`` are the project's, wherever the bridge itself was started.
+    """
     if url:
         return url
     sibling = Path(sys.executable).parent / "rimthan-mcp"
@@ -210,7 +214,7 @@ def verifier_target(url: str | None, verifier_args: tuple[str, ...]) -> str | St
         raise FileNotFoundError(errno.ENOENT, "not installed beside rimthan-host nor on PATH", "rimthan-mcp")
     # The SDK passes a child only a few safe variables by default; the verifier needs the user's
     # environment (RIMTHAN_STATE_DIR, XDG_STATE_HOME) to find the same state directory.
-    return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ))
+    return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ), cwd=project)
 
 
 async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> VerifierDown | None:

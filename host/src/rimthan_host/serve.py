@@ -132,10 +132,11 @@ def serve(project: Path, verifier_url: str | None, harness: str, **words: Any) -
         refuse(
             FailureCode.IO_ERROR, None, f"{closed} is closed; the bridge serves MCP over stdin and stdout", _NO_STDIO
         )
-    target = guard(lambda: verifier_target(verifier_url, verifier_args), on_io_error=_NO_VERIFIER_NEXT)
+    project = project.absolute()
+    target = guard(lambda: verifier_target(verifier_url, verifier_args, project), on_io_error=_NO_VERIFIER_NEXT)
     host = HostProfile(harness=harness, adapter_id=harness)
     try:
-        down = anyio.run(serve_bridge, project.absolute(), target, host)
+        down = anyio.run(serve_bridge, project, target, host)
     except Exception as exc:  # the SDK reports failures inside task groups as exception groups
         first: BaseException = exc
         while isinstance(first, BaseExceptionGroup) and first.exceptions:
