@@ -32,15 +32,12 @@ from mcp_types import CONNECTION_CLOSED
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.remediation import ExitStatus
 
-from .protocol import HarnessError, VerifierLost, client_caller, client_reader
+from .protocol import HarnessError, VerifierLost, client_caller, client_reader, connected
 
 T = TypeVar("T")
 __all__ = ["VerifierDown", "VerifierLink", "VerifierLost"]
 
 CHILD = "rimthan-mcp serve, which the bridge starts"
-
-# What a call on a dead connection raises, below the SDK's own "Connection closed" error.
-_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 class _ChildStderr:
@@ -179,14 +176,7 @@ class VerifierLink:
 
     async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:
         client = await self._client()
-        try:
-            return await use(client)
-        except MCPError as exc:
-            if exc.error.code != CONNECTION_CLOSED:
-                raise
-            raise VerifierLost("the connection to the verifier closed") from exc
-        except _GONE as exc:
-            raise VerifierLost(f"the connection to the verifier is gone ({type(exc).__name__})") from exc
+        return await connected(use(client))  # (a lost connection: VerifierLost, from the calls themselves too)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A :data:`~rimthan_host.protocol.ToolCaller` over the current connection."""

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED
 from rimthan_workflow_registry import protocol_names
 from rimthan_workflow_registry.errors import quoted
 
@@ -25,6 +28,10 @@ SETUP_STEP = protocol_names.SETUP_STEP_ID
 ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 # Reads one of the verifier's resources (a verified release's file, by the URI a step names) as text.
 ResourceReader = Callable[[str], Awaitable[str]]
+
+T = TypeVar("T")
+# What a call on a dead connection raises, below the SDK's own "Connection closed" error.
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
 
 
 class ToolRefused(Exception):
@@ -73,18 +80,34 @@ class MoveNotRecorded(Exception):
 
 
 class VerifierLost(Exception):
-    """The connection to the verifier went away during a call (:class:`~rimthan_host.link.VerifierLink`)."""
+    """The connection to the verifier went away during a call (:func:`client_caller`, :func:`client_reader`).
+
+    The move was not made or not received: open a new connection and resume the run from its log
+    (:meth:`~rimthan_host.session.HostSession.resume`), as :class:`~rimthan_host.link.VerifierLink` does.
+    """
 
 
 def client_caller(client: Any) -> ToolCaller:
     """A :data:`ToolCaller` over an SDK ``Client`` or ``ClientSession`` (anything with ``call_tool``)."""
 
     async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = await client.call_tool(name, arguments)
+        result = await connected(client.call_tool(name, arguments))
         said = " ".join(str(getattr(c, "text", "")) for c in result.content).strip() or str(result)
         return protocol_result(name, result.structured_content, is_error=bool(result.is_error), said=said)
 
     return call
+
+
+async def connected(request: Awaitable[T]) -> T:
+    """Await one request to the verifier; :class:`VerifierLost` if its connection is gone (not the SDK's error)."""
+    try:
+        return await request
+    except MCPError as exc:
+        if exc.error.code != CONNECTION_CLOSED:
+            raise
+        raise VerifierLost("the connection to the verifier closed") from exc
+    except _GONE as exc:
+        raise VerifierLost(f"the connection to the verifier is gone ({type(exc).__name__})") from exc
 
 
 def protocol_result(tool: str, payload: Any, *, is_error: bool, said: str = "") -> dict[str, Any]:
@@ -125,7 +148,7 @@ def client_reader(client: Any) -> ResourceReader:
     """A :data:`ResourceReader` over an SDK ``Client`` (anything with ``read_resource``)."""
 
     async def read(uri: str) -> str:
-        result = await client.read_resource(uri)
+        result = await connected(client.read_resource(uri))
         texts = [c.text for c in result.contents if isinstance(getattr(c, "text", None), str)]
         if not texts:
             raise HarnessError(f"the verifier returned no text for {uri}")
