@@ -30,19 +30,22 @@ class MigrationMoves(BridgeCore):
         if isinstance(session, Reply):
             return session
         offer = session.migration_offer
-        if offer is None:
+        if offer is None and not to_release:
             lines = [f"Nothing was done: no newer release is offered for run {self.run_id}, so there is nothing to "
-                     "migrate to. Carry on with the current step (show_step says what it needs)."]  # fmt: skip
+                     "migrate to. Carry on with the current step (show_step says what it needs); if the user names "
+                     "a release installed since, call migrate_run with it as to_release."]  # fmt: skip
             return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
-        offered = str(offer_summary(offer)["to_release"])
-        if to_release and to_release != offered:
-            lines = [f"Nothing was done: {quoted(to_release)} is not offered for this run; the release offered is "
-                     f"{offered}. Call migrate_run without to_release to take it."]  # fmt: skip
-            return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
-        to_release = offered
+        target = to_release or ""
+        if offer is not None:  # (none known, e.g. a run resumed at an ungated step: the verifier judges the named one)
+            offered = str(offer_summary(offer)["to_release"])
+            if to_release and to_release != offered:
+                lines = [f"Nothing was done: {quoted(to_release)} is not offered for this run; the release offered "
+                         f"is {offered}. Call migrate_run without to_release to take it."]  # fmt: skip
+                return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
+            target = offered
         values = {**session.state.values, **facts}
         try:
-            preview = await session.migrate(to_release, values, confirm=False)
+            preview = await session.migrate(target, values, confirm=False)
         except ToolRefused as exc:
             return Reply(
                 f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\n"
@@ -53,7 +56,7 @@ class MigrationMoves(BridgeCore):
             )
         words = preview_words(preview.get("migration") or {}, preview.get("failures") or [])
         blocking = [f for f in preview.get("failures") or [] if f.get("code") != "migration_confirmation_required"]
-        data = {"status": "preview", "to_release": to_release, "failures": failure_codes(preview)}
+        data = {"status": "preview", "to_release": target, "failures": failure_codes(preview)}
         if blocking or not confirm:
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
@@ -73,7 +76,7 @@ class MigrationMoves(BridgeCore):
                     is_error=True,
                 )
             by = BY_ELICITATION
-        migrated = await session.migrate(to_release, values, confirm=True, by=by)
+        migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated["status"] != "active":
             return Reply("\n".join(["The migration was refused:", *failure_words(migrated["failures"])]), data, True)
-        return await self._go_on(migrated, [f"Migrated run {self.run_id} to {to_release} ({by})."])
+        return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])

@@ -1,0 +1,53 @@
+"""migrate_run naming a release the verifier now holds, on a run resumed at an ungated step.
+
+A run pinned to 1.2.0 is set aside at ``interview`` (no files: the bridge shows it again from its saved
+result on resume, with no call, so no offer is known); the operator installs 1.3.0. The user asks to
+migrate: ``migrate_run`` with ``to_release`` asks the verifier for the preview instead of answering
+"no newer release is offered".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from support.bridge import BIN
+from support.servers import build_world, example_state
+
+
+def _text(reply: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in reply.content)
+
+
+def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_path: Path) -> None:
+    world = build_world(tmp_path / "world")
+    project = tmp_path / "project"
+    world.publish("1.2.0", project / "releases")
+    shutil.copytree(world.trust, project / "keys" / "local")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
+    params = StdioServerParameters(
+        command=str(BIN / "rimthan-host"), args=["serve", "--", "--migrate-to-newest"], cwd=project, env=env
+    )
+
+    async def started() -> dict[str, Any]:
+        async with Client(params) as client:
+            reply = await client.call_tool("start_run", {"workflow": "research", "facts": example_state("1.2.0")})
+            return dict(reply.structured_content or {})
+
+    async def migrated() -> tuple[str, str]:
+        async with Client(params) as client:
+            await client.call_tool("resume_run", {})
+            named = await client.call_tool("migrate_run", {"confirm": False, "to_release": "research-decision@1.3.0"})
+            offered = await client.call_tool("migrate_run", {"confirm": False})
+            return _text(named), _text(offered)
+
+    assert anyio.run(started)["step"]["id"] == "interview"
+    world.publish("1.3.0", project / "releases")
+    named, offered = anyio.run(migrated)
+    assert "no newer release is offered" not in named and "research-decision@1.3.0" in named, named
+    assert "no newer release is offered" not in offered, offered  # the preview made it the offer
