@@ -247,7 +247,7 @@ class Releases:
 
 
 def _bumped_source(work: Path, version: str) -> Path:
-    source = work / "sources" / version
+    source = work / "sources" / "research-decision" / version  # the layout a build checks: NAME/VERSION
     shutil.copytree(SOURCES / "1.3.0", source)
     catalogue = tomllib.loads((source / "catalogue.toml").read_text("utf-8"))
     catalogue["catalogue"]["version"] = version

@@ -1,5 +1,6 @@
 """Slips a catalogue author makes that ``rimthan-pack build`` must name precisely: a TOML syntax or encoding error
-(the file, line and column to fix), a version folder whose catalogue says another version, editor backups.
+(the file, line and column to fix), a version folder whose catalogue says another version or another name than
+its parent folder's, editor backups.
 
 Every test drives the installed console script in a subprocess (what the
 author types), on a source ``rimthan-pack init`` made and real keys.
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.pack_cli import pack
-from support.refusals import refusal
+from support.refusals import Refusal, refusal
 from support.releases import KeyPair, make_keypair
 
 
@@ -93,12 +94,28 @@ def test_a_trust_file_that_is_not_toml_names_the_file_and_line_to_fix(
 # --------------------------------------------------------------------------- a version folder that says another version
 
 
-def _at(scaffold: Path, folder: Path, version: str) -> Path:
-    """A copy of the scaffold in ``folder`` whose catalogue.toml declares ``version``."""
+SCAFFOLD_SAYS = {"version": "0.1.0", "name": "my-flow"}
+
+
+def _at(scaffold: Path, folder: Path, version: str, key: str = "version") -> Path:
+    """A copy of the scaffold in ``folder`` whose catalogue.toml declares ``version`` (or another ``key``)."""
     shutil.copytree(scaffold, folder)
-    toml = folder / "catalogue.toml"
-    toml.write_text(toml.read_text("utf-8").replace('version = "0.1.0"', f'version = "{version}"', 1), "utf-8")
-    return folder
+    return _declare(folder, key, SCAFFOLD_SAYS[key], version)
+
+
+def _declare(source: Path, key: str, was: str, value: str) -> Path:
+    """``source`` with ``key = "was"`` in its catalogue.toml changed to ``value``."""
+    toml = source / "catalogue.toml"
+    toml.write_text(toml.read_text("utf-8").replace(f'{key} = "{was}"', f'{key} = "{value}"', 1), "utf-8")
+    return source
+
+
+def _refused_build(source: Path, signer: KeyPair, out: Path) -> Refusal:
+    """Build ``source`` into ``out``, which must be refused (exit 1) with nothing written; the refusal."""
+    built = pack("build", source, "--key", signer.private_path, "--out", out)
+    assert built.returncode == 1
+    assert not out.exists()
+    return refusal(built.stderr)
 
 
 def test_a_version_folder_whose_catalogue_says_another_version_is_refused(
@@ -107,10 +124,8 @@ def test_a_version_folder_whose_catalogue_says_another_version_is_refused(
     """catalogues/NAME/VERSION is init's layout: a copied 0.5.0 whose version was never bumped does not build 0.2.0."""
     source = _at(scaffold, tmp_path / "my-flow" / "0.5.0", "0.2.0")
 
-    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = _refused_build(source, signer, tmp_path / "rel")
 
-    said = refusal(built.stderr)
-    assert built.returncode == 1
     assert said.error == (
         f"error: catalogue_invalid: {source / 'catalogue.toml'}: the source folder names version 0.5.0 but "
         "[catalogue].version is '0.2.0': the build would publish 0.2.0, not 0.5.0"
@@ -119,7 +134,6 @@ def test_a_version_folder_whose_catalogue_says_another_version_is_refused(
         'set version = "0.5.0" under [catalogue] in catalogue.toml, or, if 0.2.0 is meant, move the source to '
         f"{tmp_path / 'my-flow' / '0.2.0'} (a version folder holds that version's source)"
     )
-    assert not (tmp_path / "rel").exists()
     # either step the refusal gives builds; a folder named as no version builds what it declares
     source.rename(tmp_path / "my-flow" / "0.2.0")
     for folder, version in (("0.2.0", "0.2.0"), ("draft", "0.3.0"), ("v0.5.0", "0.4.0"), ("1.0.0-rc.1+b.2", None)):
@@ -133,6 +147,53 @@ def test_a_version_folder_whose_catalogue_says_another_version_is_refused(
         "my-flow-0.4.0",
         "my-flow-1.0.0-rc.1+b.2",
     ]
+
+
+def test_a_version_folder_whose_parent_names_another_catalogue_is_refused(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """catalogues/other-flow/0.1.0 copied from my-flow, its name never changed, does not build my-flow-0.1.0."""
+    said = _refused_build(_at(scaffold, tmp_path / "other-flow" / "0.1.0", "my-flow", "name"), signer, tmp_path / "rel")
+    source = tmp_path / "other-flow" / "0.1.0"
+
+    assert said.error == (
+        f"error: catalogue_invalid: {source / 'catalogue.toml'}: the source folder other-flow/0.1.0 names catalogue "
+        "'other-flow' but [catalogue].name is 'my-flow': the build would publish my-flow-0.1.0, not other-flow-0.1.0"
+    )
+    moved = f"move the source to {tmp_path / 'my-flow' / '0.1.0'} (a version folder's parent names its catalogue)"
+    assert said.next == f'set name = "other-flow" under [catalogue] in catalogue.toml, or, if my-flow is meant, {moved}'
+    # a parent that is no catalogue name can only be moved away from
+    odd = _at(scaffold, tmp_path / "Other_Flow" / "0.1.0", "my-flow", "name")
+    assert _refused_build(odd, signer, tmp_path / "rel").next == moved
+    # either step the first refusal gives builds; a folder named as no version builds the name it declares
+    _declare(source, "name", "my-flow", "other-flow")
+    odd.parent.rename(tmp_path / "my-flow")
+    _at(scaffold, tmp_path / "drafts" / "flow-v2", "third-flow", "name")
+    for folder in ("other-flow/0.1.0", "my-flow/0.1.0", "drafts/flow-v2"):
+        built = pack("build", tmp_path / folder, "--key", signer.private_path, "--out", tmp_path / "rel")
+        assert built.returncode == 0, (folder, built.stderr)
+    assert sorted(p.name for p in (tmp_path / "rel").iterdir()) == [
+        "my-flow-0.1.0",
+        "other-flow-0.1.0",
+        "third-flow-0.1.0",
+    ]
+
+
+def test_init_will_not_make_a_version_folder_a_build_refuses(tmp_path: Path) -> None:
+    """--name in catalogues/NAME/VERSION may only agree with NAME: init never scaffolds a source build refuses."""
+    made = pack("init", "catalogues/my-flow/0.1.0", "--name", "other-flow", cwd=tmp_path)
+
+    said = refusal(made.stderr)
+    assert made.returncode == 1
+    assert said.error == (
+        "error: catalogue_invalid: catalogues/my-flow/0.1.0: --name 'other-flow' disagrees with the folder "
+        "'my-flow'; in the layout catalogues/NAME/0.1.0 the folder NAME names the catalogue (a build refuses a "
+        "catalogue.toml that says another name)"
+    )
+    assert said.next == ("init the catalogue in a folder named after it: rimthan-pack init catalogues/other-flow/0.1.0")
+    assert not (tmp_path / "catalogues").exists()
+    assert pack("init", "catalogues/my-flow/0.1.0", "--name", "my-flow", cwd=tmp_path).returncode == 0
+    assert pack("init", "drafts/flow-v2", "--name", "other-flow", cwd=tmp_path).returncode == 0
 
 
 # --------------------------------------------------------------------------- editor backups and patch leftovers

@@ -130,7 +130,7 @@ def test_init_refusals_say_what_to_type(tmp_path: Path) -> None:
     bad_parent = pack("init", "My Flows/0.1.0", cwd=tmp_path)
     said = refusal(bad_parent.stderr)
     assert bad_parent.returncode == 1 and said.code == "catalogue_invalid"
-    assert said.next == "name it: rimthan-pack init 'My Flows/0.1.0' --name my-flow"
+    assert said.next == "init the catalogue in a folder named after it: rimthan-pack init my-flow/0.1.0"
     bad_name = pack("init", "src", "--name", "Bad Name", cwd=tmp_path)
     said = refusal(bad_name.stderr)
     assert "expected lowercase letters, digits and hyphens" in said.error

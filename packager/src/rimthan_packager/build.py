@@ -19,13 +19,12 @@ Builds are reproducible: the manifest depends only on the source bytes (and
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
 from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
@@ -39,7 +38,6 @@ from rimthan_workflow_registry.release import (
     TrustStore,
     VerifiedRelease,
     canonical_form_version,
-    is_semver,
     manifest_for,
     render_checksums,
     signature_name,
@@ -49,6 +47,7 @@ from rimthan_workflow_registry.remediation import io_refusal
 
 from .fsutil import create_file, fsync_dir, make_work_dir, rename_no_replace
 from .interrupt import out_taken_back_on_failure, signals_held
+from .layout import refuse_folder_mismatch
 from .signing import SigningKey
 from .source import SourceFiles, read_source
 from .staging import Copied, copy_catalogue, make_durable
@@ -124,7 +123,7 @@ def build_release(
     _refuse_output_in_source(Path(source_dir), out)
     source = read_source(source_dir)
     loaded = validate_source(source)
-    _refuse_version_folder_mismatch(source.root, loaded.catalogue.version)
+    refuse_folder_mismatch(source.root, loaded.catalogue.name, loaded.catalogue.version)
     with out_taken_back_on_failure(out):  # a failed build takes back the --out directories it made, and only those
         return _build_into(out, source, loaded, signers, trust, created, progress)
 
@@ -193,24 +192,6 @@ def _refuse_output_in_source(source: Path, out: Path) -> None:
             path=str(out),
             next_step="pass an --out outside the catalogue source (the default is releases)",
         )
-
-
-def _refuse_version_folder_mismatch(root: Path, version: str) -> None:
-    """Refuse a source in a folder named as a version (``catalogues/NAME/VERSION``, init's layout) whose
-    ``catalogue.toml`` says another: a copied folder whose version was never bumped would build the wrong
-    release, found only when that release exists (``release_exists``) or its tag does (``oci_tag_exists``)."""
-    folder = root.absolute().name
-    if not is_semver(folder) or folder == version:
-        return
-    renamed = shlex.quote(str(root.absolute().parent / version))
-    raise CatalogueError(
-        FailureCode.CATALOGUE_INVALID,
-        f"the source folder names version {folder} but [catalogue].version is {version!r}: "
-        f"the build would publish {version}, not {folder}",
-        path=str(root / "catalogue.toml"),
-        next_step=f'set version = "{folder}" under [catalogue] in catalogue.toml, or, if {version} is meant, '
-        f"move the source to {renamed} (a version folder holds that version's source)",
-    )
 
 
 def _exists(dest: Path) -> RegistryError:

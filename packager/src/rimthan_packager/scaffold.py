@@ -24,6 +24,7 @@ from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_s
 from rimthan_workflow_registry.remediation import io_refusal
 
 from .fsutil import create_file, make_dirs, remove_made_dirs
+from .layout import catalogue_folder, version_folder
 
 _NAME = re.compile(ID_PATTERN)  # the catalogue rule for a name, matched whole
 ADAPTER_ID = "claude-code"
@@ -366,6 +367,26 @@ def _check_identity(name: str, version: str, directory: Path) -> None:
         )
 
 
+def _check_version_folder(directory: Path, parent: str, version: str, name: str | None) -> None:
+    """A version folder's parent names the catalogue (a build refuses another name): --name may only agree."""
+    if name in (None, parent) and _NAME.fullmatch(parent):
+        return
+    wanted = name if name is not None and _NAME.fullmatch(name) else "my-flow"
+    moved = shlex.quote(str(catalogue_folder(directory, wanted) / version))
+    problem = (
+        f"cannot name the catalogue after the folder {parent!r}: expected lowercase letters, digits and hyphens"
+        if name is None or name == parent
+        else f"--name {name!r} disagrees with the folder {parent!r}"
+    )
+    raise CatalogueError(
+        FailureCode.CATALOGUE_INVALID,
+        f"{problem}; in the layout catalogues/NAME/{version} the folder NAME names the catalogue "
+        "(a build refuses a catalogue.toml that says another name)",
+        path=str(directory),
+        next_step=f"init the catalogue in a folder named after it: rimthan-pack init {moved}",
+    )
+
+
 def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]:
     """Write a new catalogue source into ``directory`` (absent or empty); never overwrite."""
     directory = Path(directory)
@@ -378,7 +399,9 @@ def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]
         )
     derived, version = default_identity(directory)
     shown = shlex.quote(str(directory))
-    if name is None and not _NAME.fullmatch(derived):
+    if version_folder(directory) is not None:
+        _check_version_folder(directory, derived, version, name)
+    elif name is None and not _NAME.fullmatch(derived):
         raise CatalogueError(
             FailureCode.CATALOGUE_INVALID,
             f"cannot name the catalogue after the folder {derived!r}: expected lowercase letters, digits and hyphens",

@@ -1,0 +1,81 @@
+"""The source layout ``catalogues/NAME/VERSION`` (init's): a version folder names its catalogue and version.
+
+A source in a folder named as a version (``0.5.0``) is read as ``NAME``
+(its parent's name) at that version, by ``rimthan-pack init`` when it makes
+one and by ``rimthan-pack build`` when it builds one: a ``catalogue.toml``
+that says another name or version is refused (``catalogue_invalid``), not
+warned about. A copied folder whose identity was never changed would
+otherwise sign and publish a release under a name or version nobody meant,
+found only later (``release_exists``, ``oci_tag_exists``, a fleet serving
+the wrong catalogue); a warning scrolls past in CI and a signed release
+cannot be taken back. A folder named as no version is not read at all.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.release import ID_PATTERN, is_semver
+
+_NAME = re.compile(ID_PATTERN)  # the catalogue rule for a name, matched whole
+
+
+def version_folder(root: Path) -> tuple[str, str] | None:
+    """``(NAME, VERSION)`` when ``root`` is ``.../NAME/VERSION`` (a folder named as a version), else ``None``.
+
+    NAME is ``""`` for a version folder at the file system's root (``/0.1.0``), which names no catalogue.
+    """
+    folder = root.absolute()
+    if not is_semver(folder.name):
+        return None
+    return folder.parent.name, folder.name
+
+
+def catalogue_folder(root: Path, name: str) -> Path:
+    """Where the catalogue ``name`` goes beside the one ``root`` (a version folder) is in, as the user wrote it."""
+    above = root.parent.parent if root.parent.name else root.absolute().parent.parent
+    return above / name
+
+
+def refuse_folder_mismatch(root: Path, name: str, version: str) -> None:
+    """Refuse a version folder whose ``catalogue.toml`` declares another version, or another name than its parent's."""
+    layout = version_folder(root)
+    if layout is None:
+        return
+    if layout[1] != version:
+        raise _version_mismatch(root, layout[1], version)
+    if layout[0] and layout[0] != name:
+        raise _name_mismatch(root, layout[0], name, version)
+
+
+def _version_mismatch(root: Path, folder: str, version: str) -> CatalogueError:
+    renamed = shlex.quote(str(root.absolute().parent / version))
+    return _mismatch(
+        root,
+        f"the source folder names version {folder} but [catalogue].version is {version!r}: "
+        f"the build would publish {version}, not {folder}",
+        f'set version = "{folder}" under [catalogue] in catalogue.toml, or, if {version} is meant, '
+        f"move the source to {renamed} (a version folder holds that version's source)",
+    )
+
+
+def _name_mismatch(root: Path, parent: str, name: str, version: str) -> CatalogueError:
+    moved = shlex.quote(str(catalogue_folder(root, name) / version))
+    move = f"move the source to {moved} (a version folder's parent names its catalogue)"
+    return _mismatch(
+        root,
+        f"the source folder {parent}/{version} names catalogue {parent!r} but [catalogue].name is {name!r}: "
+        f"the build would publish {name}-{version}, not {parent}-{version}",
+        f'set name = "{parent}" under [catalogue] in catalogue.toml, or, if {name} is meant, {move}'
+        if _NAME.fullmatch(parent)
+        else move,  # the folder's name is no catalogue name: only moving the source helps
+    )
+
+
+def _mismatch(root: Path, message: str, next_step: str) -> CatalogueError:
+    return CatalogueError(
+        FailureCode.CATALOGUE_INVALID, message, path=str(root / "catalogue.toml"), next_step=next_step
+    )
