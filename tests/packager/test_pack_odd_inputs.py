@@ -1,6 +1,6 @@
 """What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key, an empty
-``keygen`` prefix, an ``--out`` inside the catalogue source or blocked by a dangling link, an odd
-``SOURCE_DATE_EPOCH``.
+``keygen`` prefix, an ``--out`` inside the catalogue source or blocked by a dangling link, a symlink loop as
+SOURCE or ``--out``, an odd ``SOURCE_DATE_EPOCH``.
 
 Each is refused in one line with a code and a ``next:`` line, never a hang and
 never a traceback. Every command runs the console script in a subprocess with
@@ -153,3 +153,33 @@ def test_a_file_or_dangling_link_in_the_way_of_a_directory_is_named_as_such(
         f"{in_the_way}: exists and is not a directory (a file, or a symbolic link to nothing)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == [in_the_way.name]
+
+
+def _loop(directory: Path) -> Path:
+    """``directory/loop-a`` -> ``loop-b`` -> ``loop-a``: a symbolic link loop (ELOOP on every use)."""
+    (directory / "loop-b").symlink_to("loop-a")
+    (directory / "loop-a").symlink_to("loop-b")
+    return directory / "loop-a"
+
+
+@pytest.mark.parametrize(
+    ("given", "code", "said"),
+    [
+        ("source", "catalogue_invalid", "no catalogue source directory here"),
+        ("out", "io_error", "exists and is not a directory (a file, or a symbolic link to nothing)"),
+        ("out below", "io_error", "exists and is not a directory (a file, or a symbolic link to nothing)"),
+    ],
+)
+def test_a_symlink_loop_as_source_or_out_is_refused_in_one_line(
+    given: str, code: str, said: str, source: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """The check that --out is not inside the source resolved both paths first: a loop was a RuntimeError traceback."""
+    loop = _loop(tmp_path)
+    out = {"source": tmp_path / "releases", "out": loop, "out below": loop / "releases"}[given]
+    done = run(
+        "rimthan-pack", "build", loop if given == "source" else source, "--key", signer.private_path, "--out", out
+    )
+    found = refused(done)
+    assert "Traceback" not in done.stderr
+    assert found.code == code and found.error.endswith(f"{loop}: {said}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop-a", "loop-b"]  # no --out, no work directory

@@ -184,7 +184,8 @@ def _build_into(
 
 def _refuse_output_in_source(source: Path, out: Path) -> None:
     """Refuse an ``out`` inside ``source``: everything in a source ships, so the next build would ship this release."""
-    if out.resolve().is_relative_to(source.resolve()):
+    # realpath, not Path.resolve(): a symlink loop raises RuntimeError there; here it stays, to be refused below
+    if Path(os.path.realpath(out)).is_relative_to(os.path.realpath(source)):
         raise RegistryError(
             FailureCode.PATH_UNSAFE,
             f"the output directory is inside the catalogue source {source}: everything in a source ships, "
