@@ -131,3 +131,30 @@ def test_sign_on_a_full_disk_names_the_signature_leaves_nothing_and_signs_once_t
         assert tree_bytes(release) == before and sorted(p.name for p in disk.iterdir()) == ["demo-0.1.0", "fill"]
         filler.unlink()
         assert pack("sign", release, "--key", colleague.private_path).returncode == 0
+
+
+@pytest.mark.parametrize("command", ["build", "sign"])
+def test_build_and_sign_on_a_read_only_file_system_name_what_the_user_gave(
+    command: str, tmp_path: Path, keypair: KeyPair
+) -> None:
+    """Both named their own hidden temporary path (``.demo-0.1.0.building-*``, ``.demo-0.1.0.sig-*``) as the place
+    to fix, a path nobody typed: now build names --out and sign the signature, and nothing is written."""
+    colleague = make_keypair(tmp_path / "keys", "colleague")
+    (tmp_path / "writable").mkdir()
+    source = scaffold_source(tmp_path / "source")
+    if command == "sign":
+        assert pack("build", source, "--key", keypair.private_path, "--out", tmp_path / "writable").returncode == 0
+    before = tree_bytes(tmp_path / "writable")
+    with read_only_view(tmp_path / "writable", tmp_path / "view") as view:
+        if command == "build":
+            proc, named = pack("build", source, "--key", keypair.private_path, "--out", view), view
+            doing = "writing demo-0.1.0, so nothing was published"
+        else:
+            named = view / "demo-0.1.0" / "signatures" / f"{colleague.key_id}.sig"
+            proc = pack("sign", view / "demo-0.1.0", "--key", colleague.private_path)
+            doing = "writing the signature, so the release was not signed"
+        said = refusal(proc.stderr)
+        assert proc.returncode == 1
+        assert said.error.startswith(f"error: io_error: {named}: {doing}: Read-only file system"), said
+        assert said.next == f"{named} is on a read-only file system: choose a writable path"
+    assert tree_bytes(tmp_path / "writable") == before

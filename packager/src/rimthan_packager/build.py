@@ -144,7 +144,7 @@ def _build_into(
     made: list[Path] = []
     try:
         with signals_held():  # the work directory is recorded before a signal can stop the build
-            made.append(make_work_dir(out, f".{dest.name}.building-"))
+            made.append(make_work_dir(out, _work_prefix(dest)))
         work = made[0]
         copied = copy_catalogue(source, work / CATALOGUE_DIR, progress)
         manifest = manifest_for(catalogue, copied.entries, created)
@@ -171,8 +171,10 @@ def _build_into(
 
         for work in made:
             shutil.rmtree(work, ignore_errors=True)
-        if isinstance(exc, OSError) and not exc.filename:  # a write on a full disk names no file: name --out
-            raise io_refusal(exc, str(out), f"writing {dest.name}, so nothing was published") from None
+        if isinstance(exc, OSError) and (not exc.filename or _work_path(exc.filename, dest)):
+            # a write on a full disk names no file, the work directory is no path the user gave: name --out
+            doing = f"writing {dest.name}, so nothing was published"
+            raise io_refusal(OSError(exc.errno, exc.strerror), str(out), doing) from None
         raise
     return BuildResult(
         path=dest,
@@ -180,6 +182,15 @@ def _build_into(
         manifest_digest=verified.manifest_digest,
         signer_key_ids=verified.signer_key_ids,
     )
+
+
+def _work_prefix(dest: Path) -> str:
+    return f".{dest.name}.building-"
+
+
+def _work_path(filename: object, dest: Path) -> bool:
+    """Whether an OS error's file is the hidden work directory or in it (``<out>/.<release>.building-*``)."""
+    return f"/{_work_prefix(dest)}" in f"/{filename}"
 
 
 def _refuse_output_in_source(source: Path, out: Path) -> None:

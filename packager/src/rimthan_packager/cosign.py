@@ -28,6 +28,9 @@ def _signed_already(sig_path: Path) -> RegistryError:
     )
 
 
+_NOT_SIGNED = "writing the signature, so the release was not signed"
+
+
 def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore | None = None) -> Path:
     """Add ``key``'s signature to an existing release without touching anything else.
 
@@ -48,11 +51,12 @@ def sign_release(release_dir: Path | str, key: SigningKey, *, trust: TrustStore 
     key.public_key.verify(signature, manifest_bytes)
     import tempfile  # a co-signature only: a build does not pay for it
 
-    _make_signatures_dir(sig_path.parent)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
+    with local_io(sig_path, _NOT_SIGNED):  # its temporary file beside the release is no path the user gave
+        _make_signatures_dir(sig_path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{root.name}.sig-", dir=root.absolute().parent)
     tmp = Path(tmp_name)
     try:
-        with local_io(sig_path, "writing the signature, so the release was not signed"):  # a full disk names no file
+        with local_io(sig_path, _NOT_SIGNED):  # a full disk names no file
             try:
                 os.fchmod(fd, 0o644)
                 write_all(fd, signature)
