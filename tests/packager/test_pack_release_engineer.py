@@ -186,6 +186,44 @@ def test_inspecting_a_source_says_build_it_first(scaffold: Path, trust: Path) ->
         assert "delete" not in said.next and "remove" not in said.next
 
 
+@pytest.mark.parametrize("command", ["verify", "inspect", "sign", "push"])
+def test_a_directory_of_releases_or_of_no_release_is_named_as_such(
+    command: str, scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """The releases directory (and any directory with no release in it) was walked as a release: its releases
+    were "not part of the release layout", and the next step was to delete them."""
+    releases = tmp_path / "releases"
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", releases).returncode == 0
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.md").write_text("ship it\n", "utf-8")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    extra = {
+        "verify": ("--trust", trust),
+        "inspect": (),
+        "sign": ("--key", signer.private_path),
+        "push": ("oci://127.0.0.1:9/rimthan/demo", "--trust", trust, "--plain-http"),
+    }[command]
+    for given, error, next_step in (
+        (
+            releases,
+            f"error: manifest_missing: {releases}: this is a directory of releases (1), not a release (it has no "
+            "manifest.json)",
+            f"pass one release in it, such as {releases / 'my-flow-0.1.0'}",
+        ),
+        (
+            tmp_path / "notes",
+            f"error: manifest_missing: {tmp_path / 'notes'}: no release here: it holds no manifest.json, catalogue/ "
+            "or signatures/, only other names (1, such as 'todo.md')",
+            "check the path: a release is a directory named NAME-VERSION, made by `rimthan-pack build`",
+        ),
+    ):
+        shown = pack(command, given, *extra)
+        said = refusal(shown.stderr)
+        assert shown.returncode == 1
+        assert (said.error, said.next) == (error, next_step)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 def test_a_build_short_of_the_threshold_is_discarded_and_says_so(
     scaffold: Path, signer: KeyPair, tmp_path: Path
 ) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno
 import operator
 import os
-import shlex
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ from rimthan_workflow_registry.release.verified import (
     check_files,
     verify_threads,
 )
+from rimthan_workflow_registry.release.wrong_path import refuse_wrong_path
 
 _PATH = operator.attrgetter("path")
 _MEDIA_TYPE = operator.attrgetter("media_type")
@@ -150,7 +150,7 @@ def _examine(
     *,
     require_threshold: bool = True,
 ) -> VerifiedRelease:
-    _check_release_dir(root)
+    refuse_wrong_path(root)
     tree = walk_release(root)
     manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
     _check_manifest_paths(root, manifest)
@@ -179,24 +179,6 @@ def _examine(
 
 
 # --------------------------------------------------------------------------- steps
-
-
-def _check_release_dir(root: Path) -> None:
-    """The release directory exists, is a directory, and is not a catalogue source.
-
-    A source (``catalogue.toml`` at its root, no manifest) is the commonest
-    wrong path: say so, rather than listing its files as extras to delete.
-    """
-    if not root.is_dir():
-        raise _fail(FailureCode.RELEASE_NOT_FOUND, "no release directory here", root)
-    if (root / "catalogue.toml").is_file() and not (root / MANIFEST_NAME).exists():
-        raise ReleaseVerificationError(
-            FailureCode.MANIFEST_MISSING,
-            "this is a catalogue source, not a built release (it has catalogue.toml and no manifest.json)",
-            path=str(root),
-            next_step=f"build it first: rimthan-pack build {shlex.quote(str(root))} --key KEY, then pass the "
-            "release it prints (releases/NAME-VERSION)",
-        )
 
 
 def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode) -> bytes:
