@@ -183,3 +183,22 @@ def test_a_symlink_loop_as_source_or_out_is_refused_in_one_line(
     assert "Traceback" not in done.stderr
     assert found.code == code and found.error.endswith(f"{loop}: {said}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop-a", "loop-b"]  # no --out, no work directory
+
+
+@pytest.mark.parametrize("half", ["public", "private"])
+def test_a_key_file_as_trust_is_named_as_a_key_not_as_bad_toml(
+    half: str, release: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """``--trust me.pub`` (or ``me.key``) was read as a TOML trust file: "fix the TOML syntax in me.pub at line 1"."""
+    given = signer.public_path if half == "public" else signer.private_path
+    building = ("build", scaffold_source(tmp_path / half), "--key", signer.private_path, "--out", tmp_path / "rel")
+    for args in (("verify", release), building):
+        found = refused(run("rimthan-pack", *args, "--trust", given))
+        assert found.code == "trust_store_invalid" and "TOML syntax" not in found.next
+        assert found.error.endswith(
+            f"{given}: is one public key, not a trust store: --trust takes a directory of *.pub files or a TOML "
+            "trust file"
+            if half == "public"
+            else f"{given}: is a private key, not a trust store (trust holds public keys only)"
+        )
+    assert not (tmp_path / "rel").exists()

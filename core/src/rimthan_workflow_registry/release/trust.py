@@ -154,11 +154,30 @@ def _parse_trust_file(path: Path) -> dict[str, Any]:
         raise _trust_error(path, f"not a readable TOML trust file: {exc.strerror}") from None
     if len(raw) > MAX_TRUST_FILE_BYTES:
         raise _trust_error(path, f"the trust file is over {MAX_TRUST_FILE_BYTES} bytes")
+    if raw.lstrip().startswith(b"-----BEGIN "):
+        raise _pem_given(path, raw)
     return parse_bounded_toml(
         raw,
         lambda message, step: _trust_error(path, message, step),
         unreadable="not a readable TOML trust file",
         name=str(path),
+    )
+
+
+def _pem_given(path: Path, raw: bytes) -> TrustError:
+    """A PEM key passed as --trust: its "TOML syntax" is not what to fix."""
+    if b"PRIVATE KEY-----" in raw.lstrip().split(b"\n", 1)[0]:
+        return _trust_error(
+            path,
+            "is a private key, not a trust store (trust holds public keys only)",
+            "point --trust at a directory of *.pub files or a TOML trust file (keys/README.md); a .key never goes "
+            "there",
+        )
+    return _trust_error(
+        path,
+        "is one public key, not a trust store: --trust takes a directory of *.pub files or a TOML trust file",
+        "put the .pub in a directory of its own and pass that directory, or name it in a TOML trust file "
+        "(keys/README.md)",
     )
 
 
