@@ -71,3 +71,21 @@ def test_build_from_a_path_that_is_no_source_says_to_check_the_path(
     assert next_line.startswith("next: check the SOURCE path: it names the directory that holds catalogue.toml"), (
         next_line
     )
+
+
+def test_build_from_a_release_says_it_is_a_release_not_to_check_for_catalogue_toml(
+    tmp_path: Path, keypair: KeyPair, scaffold: Path
+) -> None:
+    """A release passed as SOURCE was "no catalogue.toml here": it has one, in catalogue/, so the path looked right."""
+    assert run("build", scaffold, "--key", keypair.private_path, "--out", tmp_path / "rel").exit_code == 0
+    release = next((tmp_path / "rel").iterdir())
+
+    result = run("build", release, "--key", keypair.private_path, "--out", tmp_path / "again")
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        f"error: catalogue_invalid: {release}: this is a built release, not a catalogue source (it has "
+        "manifest.json and no catalogue.toml)",
+        "next: pass the catalogue source it was built from (catalogues/NAME/VERSION): a release is built once",
+    ]
+    assert not (tmp_path / "again").exists()
