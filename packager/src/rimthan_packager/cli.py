@@ -270,7 +270,7 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     "--name",
     default=None,
     help="Catalogue name ([a-z0-9-]). [default: DIRECTORY's name, or its parent's when DIRECTORY is a version "
-    "such as 0.1.0, which then is the catalogue's version]",
+    "such as 0.1.0, which then is the catalogue's version; there --name must be the parent's, as build checks]",
 )
 @_JSON
 @reports_refusals
