@@ -175,12 +175,46 @@ def guarded(ref: OciReference, what: str) -> Iterator[None]:
             FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry refused the credentials (HTTP {exc.status})", str(ref)
         ) from None
     except requests.exceptions.SSLError as exc:
-        if "CERTIFICATE_VERIFY_FAILED" not in str(exc):
-            raise refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
+        raise _tls_refusal(exc, what, str(ref)) from None
+    except requests.exceptions.ConnectionError as exc:  # urllib3's pool and retry text says nothing to an operator
         raise refusal(
-            FailureCode.OCI_TLS_UNTRUSTED,
-            f"{what}: the registry's TLS certificate did not verify against the trusted CAs",
-            str(ref),
+            FailureCode.OCI_REGISTRY_ERROR, f"{what}: no connection to the registry ({_cause(exc)})", str(ref)
         ) from None
     except _TRANSPORT_ERRORS as exc:
         raise refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: {quoted(exc)}", str(ref)) from None
+
+
+# What OpenSSL says when the other end answers the TLS hello in plain HTTP.
+_NOT_TLS = ("WRONG_VERSION_NUMBER", "record layer failure", "UNKNOWN_PROTOCOL", "http request")
+
+
+def _tls_refusal(exc: requests.exceptions.SSLError, what: str, where: str) -> RegistryError:
+    """An untrusted certificate, a registry that speaks plain HTTP, or another handshake failure, in one line."""
+    text = str(exc)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return refusal(
+            FailureCode.OCI_TLS_UNTRUSTED,
+            f"{what}: the registry's TLS certificate did not verify against the trusted CAs",
+            where,
+        )
+    if any(sign in text for sign in _NOT_TLS):
+        return refusal(
+            FailureCode.OCI_REGISTRY_ERROR,
+            f"{what}: the registry did not answer in TLS (it may serve plain HTTP)",
+            where,
+        )
+    return refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: the TLS handshake failed ({_cause(exc)})", where)
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost reason under ``exc`` ("Connection refused", "timed out"), not the wrappers' text around it."""
+    inner: BaseException = exc
+    for _ in range(8):  # requests -> urllib3 MaxRetryError -> NewConnectionError -> OSError, a few deep at most
+        nested = [
+            a for a in (*inner.args, getattr(inner, "reason", None), inner.__cause__) if isinstance(a, BaseException)
+        ]
+        if not nested:
+            break
+        inner = nested[0]
+    text = inner.strerror if isinstance(inner, OSError) and inner.strerror else str(inner)
+    return quoted(text) if text else type(inner).__name__
