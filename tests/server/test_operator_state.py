@@ -385,23 +385,34 @@ def test_a_periodic_refresh_logs_only_changes_at_info(world: ServerWorld, tmp_pa
     assert quiet and all('"level": "debug"' in line for line in quiet)
 
 
-def test_a_checkpoint_key_file_others_can_write_is_named_with_the_fix(world: ServerWorld, tmp_path: Path) -> None:
+def test_a_checkpoint_key_file_others_can_read_or_write_is_named_with_the_fix(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Its HMAC keys sign checkpoints: reading them forges as well as writing them. A file 0644 was loaded without
+    a word, and a writable one was warned of in a line with no failure code, in another shape than the packager's."""
     state, releases = tmp_path / "state", tmp_path / "releases"
     world.publish("1.3.0", releases)
     key_file = state / "checkpoint-keys.json"
     assert _mcp("keys", "rotate", "--state-dir", state).returncode == 0
-    for mode, who in ((0o666, "group and others"), (0o620, "group"), (0o600, None)):
+    cases = (
+        (0o644, "readable by group and others", "read"),
+        (0o666, "readable and writable by group and others", "read or write"),
+        (0o620, "writable by group", "write"),
+        (0o600, None, ""),
+    )
+    for mode, opened, verb in cases:
         key_file.chmod(mode)
         listed = _mcp("keys", "list", "--state-dir", state)
         with _serve(world, releases, state) as server:
             said = server.stderr()
         for stderr in (listed.stderr, said):
-            warned = [line for line in stderr.splitlines() if "can forge checkpoints" in line]
-            if who is None:
+            lines = stderr.splitlines()
+            warned = [line for i, line in enumerate(lines) if "key_file_exposed" in (line + lines[i - 1] * (i > 0))]
+            if opened is None:
                 assert warned == [], stderr
             else:
                 assert warned == [
-                    f"rimthan-mcp: warning: checkpoint keys {key_file} are writable by {who} (mode {mode:04o}): "
-                    f"whoever can write them can forge checkpoints; run `chmod go-w {key_file}` (the server writes "
-                    "it 0600)"
+                    f"warning: key_file_exposed: {key_file}: checkpoint key file is {opened} (mode {mode:04o}): "
+                    f"whoever can {verb} it can forge checkpoints",
+                    f"next: chmod 600 {key_file}  (the server writes it 0600)",
                 ], stderr

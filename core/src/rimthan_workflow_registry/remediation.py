@@ -67,8 +67,8 @@ _TABLE: dict[FailureCode, str] = {
     _C.KEY_INVALID: "use a PEM Ed25519 key made by `rimthan-pack keygen` (checkpoint keys: `rimthan-mcp keys rotate`)",
     _C.KEY_PATH_TRACKED: "write private keys outside the repository or into a git-ignored directory "
     "such as keys/local/",
-    _C.KEY_FILE_EXPOSED: "make the private key readable by its owner only (`chmod 600 FILE`), or have the owner "
-    "of a secret mount drop others' access",
+    _C.KEY_FILE_EXPOSED: "make the key file readable and writable by its owner only (`chmod 600 FILE`), or have "
+    "the owner of a secret mount drop others' access",
     # --- catalogue rules
     _C.CATALOGUE_INVALID: "fix the named TOML key in the catalogue source (docs/catalogue-format.md)",
     _C.SCHEMA_INVALID: "fix the JSON Schema at the reported pointer so it is valid Draft 2020-12",

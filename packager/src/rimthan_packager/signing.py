@@ -13,7 +13,14 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.key_file_modes import READ_BITS, KeyFileExposure, key_file_exposure
+from rimthan_workflow_registry.key_file_modes import (
+    READ_BITS,
+    ExposureWarning,
+    KeyFileExposure,
+    KeyFileKind,
+    exposure_warning,
+    key_file_exposure,
+)
 from rimthan_workflow_registry.release import MAX_KEY_FILE_BYTES, key_id_for, public_key_pem
 from rimthan_workflow_registry.small_files import read_small_file
 
@@ -24,20 +31,12 @@ PUBLIC_KEY_SUFFIX = ".pub"
 
 
 @dataclass(frozen=True)
-class KeyExposure:
-    """A private key file the group or others can read: what to warn and what to do about it."""
-
-    message: str
-    next_step: str
-
-
-@dataclass(frozen=True)
 class SigningKey:
     """A loaded private key, its public half and key id, where it came from, and who else can read that file."""
 
     private_key: Ed25519PrivateKey
     source: str
-    exposure: KeyExposure | None = None
+    exposure: ExposureWarning | None = None
 
     @property
     def public_key(self) -> Ed25519PublicKey:
@@ -98,19 +97,12 @@ def _unreadable_next(path: Path) -> str:
     return "check the --key path, or make a key pair: rimthan-pack keygen --out PREFIX (then --key PREFIX.key)"
 
 
-def _exposure(path: Path, key_id: str, exposed: KeyFileExposure) -> KeyExposure:
+def _exposure(path: Path, key_id: str, exposed: KeyFileExposure) -> ExposureWarning:
     """What ``build`` and ``sign`` warn about a private key others can read (ssh's "UNPROTECTED PRIVATE KEY FILE")."""
-    message = (
-        f"private key is readable by {exposed.whom} (mode {exposed.mode:04o}): whoever can read it can sign "
-        f"releases as key {key_id}"
-    )
-    if exposed.owned:
-        return KeyExposure(message, f"chmod 600 {path}  (rimthan-pack keygen writes keys 0600)")
-    return KeyExposure(
-        message,
-        f"ask the owner of {path} (uid {exposed.uid}) to drop others' read access (a secret mount: "
-        "mode 0400, or 0440 with a group only signers are in)",
-    )
+    return exposure_warning(exposed, KeyFileKind("private key", f"sign releases as key {key_id}", _KEYGEN, "signers"))
+
+
+_KEYGEN = "rimthan-pack keygen writes keys"
 
 
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:

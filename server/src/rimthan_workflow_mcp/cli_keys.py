@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rimthan_clikit import epilog, guard
+from rimthan_clikit import epilog, guard, warn
 from rimthan_workflow_registry.errors import FailureCode, KeyringError
-from rimthan_workflow_registry.key_file_modes import WRITE_BITS, key_file_exposure
+from rimthan_workflow_registry.key_file_modes import READ_WRITE_BITS, KeyFileKind, exposure_warning, key_file_exposure
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 if TYPE_CHECKING:
@@ -85,19 +85,20 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
     check_key_path_untracked(path)
     if path.exists() or not create:
         keyring = CheckpointKeyring.load(path)
-        warn_if_writable(path)
+        warn_if_exposed(path)
         return keyring, False
     return CheckpointKeyring.load_or_create(path), True
 
 
-def warn_if_writable(path: Path) -> None:
-    """One line when others than the owner may write the key file: whoever can write it can forge checkpoints."""
-    exposed = key_file_exposure(path, WRITE_BITS)
+def warn_if_exposed(path: Path) -> None:
+    """``key_file_exposed`` when others than the owner may read or write the key file: either can forge checkpoints."""
+    exposed = key_file_exposure(path, READ_WRITE_BITS)
     if exposed is not None:
-        say(
-            f"warning: checkpoint keys {path} are writable by {exposed.whom} (mode {exposed.mode:04o}): "
-            f"whoever can write them can forge checkpoints; run `chmod go-w {path}` (the server writes it 0600)"
-        )
+        said = exposure_warning(exposed, _CHECKPOINT_KEYS)
+        warn(FailureCode.KEY_FILE_EXPOSED, str(path), said.message, said.next_step)
+
+
+_CHECKPOINT_KEYS = KeyFileKind("checkpoint key file", "forge checkpoints", "the server writes it", "its servers")
 
 
 # --------------------------------------------------------------------------- audit
