@@ -38,6 +38,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
     builds = {"1.2.0-old": ("1.2.0", [old]), "1.3.0-old": ("1.3.0", [old]), "1.3.0-new": ("1.3.0", [new])}
     builds["1.3.0-both"] = ("1.3.0", [old, new])
     builds["1.2.0-new"] = ("1.2.0", [new])
+    builds["1.2.0-both"] = ("1.2.0", [old, new])
     built = {name: build_release(packaged_source(v), root / name, signers) for name, (v, signers) in builds.items()}
     return Keys(old=old, new=new, built=built)
 
@@ -130,6 +131,29 @@ def test_a_follower_repairs_a_copy_damaged_while_it_serves_at_the_next_refresh(
     replaced = _events(done)["damaged copy replaced"]
     assert replaced["path"] == str(copy) and replaced["why"].startswith("file_digest_mismatch: "), replaced
     assert done["active"] == "research-decision@1.2.0", done
+    verify_release(copy, load_trust(trust))
+
+
+def test_a_follower_s_copy_a_removed_key_signed_is_replaced_by_a_co_signed_push_as_no_damage(
+    keys: Keys, tmp_path: Path, registry: LocalRegistry
+) -> None:
+    """A key rotation: the copy stops verifying under the new store, the publisher pushes the tag again co-signed,
+    and the follower replaces the copy. That was logged as "damaged copy replaced" (a warning of damage no one did)."""
+    ref = registry.ref("rimthan/rotate")
+    push(keys.built["1.2.0-old"], ref, trust_dir(tmp_path / "publisher-trust", keys.old, keys.new))
+    trust = trust_dir(tmp_path / "trust", keys.old)
+    copy = tmp_path / "releases" / "research-decision-1.2.0"
+    with _serve(tmp_path, trust, "--releases-from", ref, "--plain-http") as server:
+        trust_dir(trust, keys.new)
+        (trust / keys.old.public_path.name).unlink()
+        _refresh(server)
+        push(keys.built["1.2.0-both"], ref, tmp_path / "publisher-trust")
+        done = _refresh(server)
+    events = _events(done)
+    assert "damaged copy replaced" not in events, done
+    replaced = events["copy the trust store no longer vouches for replaced"]
+    assert replaced["level"] == "info" and replaced["path"] == str(copy), replaced
+    assert replaced["why"].startswith("signature_untrusted: "), replaced
     verify_release(copy, load_trust(trust))
 
 

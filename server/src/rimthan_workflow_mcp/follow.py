@@ -22,7 +22,9 @@ tries again. The releases directory is the follower's: a copy of a followed tag 
 longer verifies (a file edited or deleted) is replaced by a verified pull of
 that tag in one rename, with one warning line; at start every tag is pulled,
 and while serving a tag is pulled again once its directory changed on disk
-(:func:`fingerprint`). A copy that verifies is never replaced. Replicas following one
+(:func:`fingerprint`). A copy that verifies is never replaced. A copy only the
+trust store no longer vouches for (a key removed), replaced by a co-signed push,
+is said as that in an info line, not as damage. Replicas following one
 repository converge on the same active release because they pull the same
 bytes and apply the same rules.
 """
@@ -146,11 +148,11 @@ class RegistryFollower:
         self._seen[tag] = digest
         self._refused.pop(tag, None)
         self._copies[tag] = (pulled.path, fingerprint(pulled.path))
-        if pulled.replaced_damaged is not None:
-            _log.warning(
-                "damaged copy replaced",
-                extra={"path": str(pulled.path), "reference": where, "why": pulled.replaced_damaged},
-            )
+        replaced = {"path": str(pulled.path), "reference": where, "why": pulled.replaced_damaged}
+        if pulled.replaced_untrusted:  # a trust change, then a push its signers now vouch for: no damage
+            _log.info("copy the trust store no longer vouches for replaced", extra=replaced)
+        elif pulled.replaced_damaged is not None:
+            _log.warning("damaged copy replaced", extra=replaced)
         _log.info("pulled", extra={"reference": where, "pulled": pulled.to_dict()})
 
     def _forget_changed_copies(self) -> None:

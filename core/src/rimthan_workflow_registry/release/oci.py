@@ -121,6 +121,13 @@ class PulledRelease:
     oci_digest: str
     already_present: bool
     replaced_damaged: str | None = None  # why the copy it replaced did not verify (``pull_release``)
+    replaced_code: FailureCode | None = None  # that refusal's code
+
+    @property
+    def replaced_untrusted(self) -> bool:
+        """The copy replaced was intact as far as its signatures go, but the trust store no longer vouches for it
+        (a key removed, a threshold raised): not damage, the outcome of a trust change and a co-signed push."""
+        return self.replaced_code in _NOT_TRUSTED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +138,9 @@ class PulledRelease:
             "already_present": self.already_present,
             "replaced_damaged": self.replaced_damaged,
         }
+
+
+_NOT_TRUSTED = frozenset({FailureCode.SIGNATURE_UNTRUSTED, FailureCode.SIGNATURE_THRESHOLD_NOT_MET})
 
 
 def parse_reference(text: str) -> OciReference:
@@ -323,7 +333,9 @@ def pull_release(
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after a replacement: the damaged copy
     moved = verify_release(final, trust, expected_profile=expected_profile, expected_scope=expected_scope)
-    return PulledRelease(final, moved, oci_digest, installed.already_present, installed.replaced_damaged)
+    return PulledRelease(
+        final, moved, oci_digest, installed.already_present, installed.replaced_damaged, installed.replaced_code
+    )
 
 
 # A release short of trusted signatures is fixed where it was built, then pushed again: not in the download.

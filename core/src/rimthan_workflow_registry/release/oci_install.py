@@ -46,6 +46,7 @@ class Installed:
     path: Path
     already_present: bool
     replaced_damaged: str | None = None  # the damaged copy's verification failure, when one was replaced
+    replaced_code: FailureCode | None = None  # that failure's code
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def install_release(
             staging.chmod(0o755)  # mkdtemp's 0700 is for the download, not for the release
             os.rename(staging, final)
         return Installed(final, already_present=False)
-    damage = _damage(final, expected)
+    code, damage = _damage(final, expected)
     if damage is None:
         if _manifest_digest(final) != release.manifest_digest:
             raise _refuse(
@@ -87,19 +88,20 @@ def install_release(
     with local_io(final.parent, f"replacing the damaged {final.name}"):
         staging.chmod(0o755)
         _swap(staging, final)
-    return Installed(final, already_present=False, replaced_damaged=damage)
+    return Installed(final, already_present=False, replaced_damaged=damage, replaced_code=code)
 
 
-def _damage(path: Path, expected: Expected) -> str | None:
-    """Why the copy at ``path`` does not verify (``code: file: message``, the file relative to the copy), or ``None``.
+def _damage(path: Path, expected: Expected) -> tuple[FailureCode | None, str | None]:
+    """Why the copy at ``path`` does not verify: its code and ``code: file: message`` (the file relative to the
+    copy), or ``(None, None)``.
 
     The file is what an operator must know to find what changed; the copy's own path is said beside it.
     """
     try:
         verify_release(path, expected.trust, expected_profile=expected.profile, expected_scope=expected.scope)
     except RegistryError as exc:
-        return refusal_line(exc.code, _within(path, exc.path), exc.message)
-    return None
+        return exc.code, refusal_line(exc.code, _within(path, exc.path), exc.message)
+    return None, None
 
 
 def _within(release_dir: Path, where: str | None) -> str | None:
