@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,11 @@ from rimthan_workflow_registry.release.oci import fetch_manifest, parse_referenc
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import endless_pages, send_json, start_hostile
 from support.oci import push, push_corrupt, put_raw_manifest
+from support.processes import HttpServer, http_server_process
 from support.refusals import refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
-from support.servers import FLIPPED_FILE, flip_byte
+from support.servers import FLIPPED_FILE, flip_byte, server_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
@@ -204,3 +206,37 @@ def test_a_follower_replaces_a_damaged_copy_with_a_verified_pull(
     assert '"publish refused"' not in proc.stderr
     verify_release(copy, load_trust(trust))
     assert sorted(p.name for p in releases.iterdir()) == [copy.name]
+
+
+def test_a_registry_outage_is_one_warning_then_one_info_line_when_it_answers_again(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A registry down for many refreshes logged one warning per refresh: a long outage flooded the log. Now the
+    warning (code and next step) is said once, the outage is quiet, and its end is one info line."""
+    ref = registry.ref("rimthan/outage")
+    push(packaged_releases["1.2.0"], ref, trust)
+    argv = [RIMTHAN_MCP, "serve", "--releases-from", ref, "--plain-http", "--releases-dir", tmp_path / "releases",
+            "--trust", trust, "--state-dir", tmp_path / "state", "--transport", "http", "--port", "0"]  # fmt: skip
+    with http_server_process([str(a) for a in argv], env=server_env()) as server:
+        registry.stop()
+        for _ in range(4):  # four refreshes while it is down
+            refresh(server)
+        registry.restart()
+        refresh(server)
+        refresh(server)  # and one after it is back
+        records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    down = [r for r in records if r["event"] == "registry unreachable; serving what is held"]
+    assert len(down) == 1 and down[0]["level"] == "warning", down
+    assert down[0]["error"]["code"] == "oci_registry_error", down
+    assert "no connection to the registry (Connection refused)" in down[0]["error"]["message"], down
+    assert down[0]["next"].startswith("check the registry address in --releases-from"), down
+    back = [r for r in records if r["event"] == "registry reachable again"]
+    assert len(back) == 1 and back[0]["level"] == "info" and back[0]["registry"] == ref, back
+    assert records.index(down[0]) < records.index(back[0])
+
+
+def refresh(server: HttpServer) -> None:
+    """SIGHUP, and wait for its ``refresh done`` line."""
+    seen = len(server.lines)
+    server.process.send_signal(signal.SIGHUP)
+    server.wait_for('"refresh done"', after=seen)

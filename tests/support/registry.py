@@ -15,6 +15,7 @@ Functions
     docker_config(directory, host, user, password) -> Path   a Docker config.json with that ``auths`` entry
     LocalRegistry.blob_path(digest) -> Path         where the registry keeps a blob's bytes
     LocalRegistry.ref(repo, tag=None) -> str        ``oci://127.0.0.1:PORT/repo[:tag]``
+    LocalRegistry.stop() / .restart()               an outage: the same port, config and storage come back
 """
 
 from __future__ import annotations
@@ -178,6 +179,14 @@ class LocalRegistry:
         """The file that holds the digest a tag points to (edit it to move the tag behind the registry's back)."""
         return self.storage / "docker/registry/v2/repositories" / repository / "_manifests/tags" / tag / "current/link"
 
+    def restart(self) -> None:
+        """Start the registry again on the same port, config and storage (after :meth:`stop`), and wait for it."""
+        binary = require_registry()
+        directory = self.storage.parent
+        log = (directory / "registry.log").open("ab")
+        self.process = subprocess.Popen([binary, "serve", str(directory / "config.yml")], stdout=log, stderr=log)
+        _wait_until_it_answers(self, directory)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -224,12 +233,17 @@ def start_registry(directory: Path, users: dict[str, str] | None = None, tls: Tl
     log = (directory / "registry.log").open("wb")
     process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
     registry = LocalRegistry(host=f"127.0.0.1:{port}", storage=directory / "storage", process=process, tls=tls)
+    _wait_until_it_answers(registry, directory)
+    return registry
+
+
+def _wait_until_it_answers(registry: LocalRegistry, directory: Path) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        if process.poll() is not None:
+        if registry.process.poll() is not None:
             raise RuntimeError(f"the registry exited: {(directory / 'registry.log').read_text(errors='replace')}")
         if _answers(registry):
-            return registry
+            return
         time.sleep(0.05)
     registry.stop()
     raise RuntimeError("the registry did not answer within 20 s")

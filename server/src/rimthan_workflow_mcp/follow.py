@@ -14,7 +14,8 @@ its tag points at another manifest or the trust store changes (every
 refresh re-reads ``--trust`` before the follower pulls, and hands it the
 store: a key added may vouch for a publish refused before). A registry that cannot be reached, or a
 releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
-ever renamed into place), is logged and the replica keeps serving what it holds; so is a registry that breaks a
+ever renamed into place), is logged and the replica keeps serving what it holds (a registry
+that stays unreachable is warned of once, its return said in one info line); so is a registry that breaks a
 bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
@@ -49,6 +50,7 @@ from rimthan_workflow_registry.release import (
     tagged_manifest,
     version_tags,
 )
+from rimthan_workflow_registry.remediation import next_step
 
 from .logs import get_logger
 from .provider import Rejection
@@ -56,6 +58,10 @@ from .release_scan import scan_releases
 from .trust_refresh import trust_changed
 
 _log = get_logger("follow")
+_CHECK_REGISTRY = (
+    "check the registry address in --releases-from, the network to it, and --plain-http (a registry without TLS "
+    "needs it)"
+)
 # Refusals about reaching the registry (address, credentials, TLS trust) or about the local disk (full, read-only:
 # io_error), not about what was published: the pull is tried again on the next refresh.
 _TRANSIENT = frozenset(
@@ -88,13 +94,30 @@ class RegistryFollower:
                 self._retrust(trust)
             try:
                 self._sync_locked()
-                self.last_error = None
+                self._reached()
             except RegistryError as exc:
-                self.last_error = exc
-                _log.warning("registry unreachable; serving what is held", extra={"error": exc.to_dict()})
+                self._unreachable(exc)
             except OSError as exc:  # nothing the releases directory does may stop a server holding a release
                 _log.warning("releases directory unwritable; serving what is held", extra={"exc": quoted(exc)})
             return tuple(self._refused.values())
+
+    def _unreachable(self, exc: RegistryError) -> None:
+        """One warning when the registry stops answering (or fails another way), silence while it stays so."""
+        before, self.last_error = self.last_error, exc
+        if before is not None and before.code == exc.code:
+            _log.debug("registry still unreachable", extra={"error": exc.to_dict()})
+            return
+        said = {
+            "error": exc.to_dict(),
+            "next": _CHECK_REGISTRY if exc.code is FailureCode.OCI_REGISTRY_ERROR else next_step(exc),
+        }
+        _log.warning("registry unreachable; serving what is held", extra=said)
+
+    def _reached(self) -> None:
+        """One info line when a registry that could not be reached answers again."""
+        if self.last_error is not None:
+            _log.info("registry reachable again", extra={"registry": str(self.ref), "was": self.last_error.code.value})
+        self.last_error = None
 
     def _retrust(self, trust: TrustStore) -> None:
         """Pull under ``trust`` from now on; a changed store forgets the manifests it refused, to try them again."""
@@ -212,8 +235,7 @@ def _nothing_held(follower: RegistryFollower, exc: RegistryError) -> None:
             "to serve meanwhile",
             path=exc.path or str(follower.ref),
             details=exc.details,
-            next_step="check the registry address in --releases-from, the network to it, and --plain-http "
-            "(a registry without TLS needs it); or put a release into --releases-dir (`rimthan-pack pull`)",
+            next_step=f"{_CHECK_REGISTRY}; or put a release into --releases-dir (`rimthan-pack pull`)",
         ) from None
 
 
