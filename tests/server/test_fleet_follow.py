@@ -20,7 +20,7 @@ import pytest
 from rimthan_workflow_registry.release import open_registry, verify_release
 from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
-from support.hostile_registry import endless_pages, send_json, start_hostile
+from support.hostile_registry import endless_pages, send_json, send_raw, start_hostile
 from support.oci import push, push_corrupt, put_raw_manifest
 from support.processes import HttpServer, http_server_process
 from support.refusals import refusal
@@ -240,3 +240,20 @@ def refresh(server: HttpServer) -> None:
     seen = len(server.lines)
     server.process.send_signal(signal.SIGHUP)
     server.wait_for('"refresh done"', after=seen)
+
+
+def test_a_registry_answering_a_web_page_is_said_to_answer_no_json_and_the_held_release_serves(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A proxy's HTML page where the tag list should be: the log quoted the JSON decoder ("Expecting value: line 1
+    column 1 (char 0)"), which names neither the registry nor what was wrong with its answer."""
+    page = b"<html><body>502 Bad Gateway</body></html>"
+    hostile = start_hostile(lambda handler, _: send_raw(handler, page, headers={"Content-Type": "text/html"}))
+    try:
+        proc = serve_holding_1_2_0(hostile.ref("rimthan/x"), tmp_path, packaged_releases, trust)
+    finally:
+        hostile.stop()
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    down = next(r for r in records if r["event"] == "registry unreachable; serving what is held")
+    assert down["error"]["message"] == "listing tags: the registry's answer is not JSON", down
+    assert_held_release_serves(proc)

@@ -14,6 +14,7 @@ the packager's push use both.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -176,6 +177,8 @@ def guarded(ref: OciReference, what: str) -> Iterator[None]:
         ) from None
     except requests.exceptions.SSLError as exc:
         raise _tls_refusal(exc, what, str(ref)) from None
+    except json.JSONDecodeError:  # the decoder's "Expecting value: line 1 column 1 (char 0)" names no culprit
+        raise refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: the registry's answer is not JSON", str(ref)) from None
     except requests.exceptions.ConnectionError as exc:  # urllib3's pool and retry text says nothing to an operator
         raise refusal(
             FailureCode.OCI_REGISTRY_ERROR, f"{what}: no connection to the registry ({_cause(exc)})", str(ref)
