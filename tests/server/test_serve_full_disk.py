@@ -72,13 +72,17 @@ def test_a_follower_whose_releases_directory_turns_read_only_or_fills_keeps_serv
     with small_tmpfs(tmp_path / "disk", "4m") as disk, read_only_view(disk, tmp_path / "releases") as releases:
         set_read_only(releases, False)
         with serving(log, "--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
-                     "--state-dir", tmp_path / "state") as proc:  # fmt: skip
+                     "--state-dir", tmp_path / "state", "--log-level", "debug") as proc:  # fmt: skip
             set_read_only(releases, True)
             push(packaged_releases["1.3.0"], ref + ":1.3.0", trust)
             mark = _size(log)
-            for _ in range(3):  # three refreshes: each logs one line, the server stays up (it used to die here)
-                line = json.loads(wait_for(log, '"pull failed; will retry"', proc, mark))
+            for _ in range(3):  # three refreshes, the server stays up (it used to die here)
+                wait_for(log, '"pull still failing"', proc, mark)
                 mark = _size(log)
+            failed = [json.loads(line) for line in log.read_text("utf-8").splitlines() if "pull failed; will" in line]
+            assert len(failed) == 1, failed  # one warning, not one per refresh (a long outage flooded the log)
+            line = failed[0]
+            assert line["level"] == "warning" and line["next"].endswith("read-only file system: choose a writable path")
             assert line["error"]["code"] == "io_error", line
             assert line["error"]["path"] == str(releases), line
             assert "Read-only file system" in line["error"]["message"], line

@@ -80,6 +80,7 @@ class RegistryFollower:
     _seen: dict[str, str] = field(default_factory=dict)  # tag -> OCI digest pulled or refused
     _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
     _copies: dict[str, tuple[Path, Fingerprint]] = field(default_factory=dict)  # tag -> its directory as pulled
+    _failing: dict[str, tuple[str, str]] = field(default_factory=dict)  # tag -> (code, next step) of its failed pull
     _lock: threading.Lock = field(default_factory=threading.Lock)
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
 
@@ -162,14 +163,15 @@ class RegistryFollower:
                 replace_damaged=True,  # this directory is the follower's: a copy that no longer verifies is repaired
             )
         except RegistryError as exc:
-            if exc.code in _TRANSIENT:  # the registry, not the publish: try again on the next refresh
-                _log.warning("pull failed; will retry", extra={"reference": where, "error": exc.to_dict()})
+            if exc.code in _TRANSIENT:  # the registry or the disk, not the publish: try again on the next refresh
+                self._pull_failed(tag, where, exc)
                 return
             self._seen[tag] = digest
             self._refuse(tag, where, exc)
             return
         self._seen[tag] = digest
         self._refused.pop(tag, None)
+        self._failing.pop(tag, None)
         self._copies[tag] = (pulled.path, fingerprint(pulled.path))
         replaced = {"path": str(pulled.path), "reference": where, "why": pulled.replaced_damaged}
         if pulled.replaced_untrusted:  # a trust change, then a push its signers now vouch for: no damage
@@ -177,6 +179,15 @@ class RegistryFollower:
         elif pulled.replaced_damaged is not None:
             _log.warning("damaged copy replaced", extra=replaced)
         _log.info("pulled", extra={"reference": where, "pulled": pulled.to_dict()})
+
+    def _pull_failed(self, tag: str, where: str, exc: RegistryError) -> None:
+        """One warning per kind of failure (its code and next step: a full disk, a read-only one), not per refresh."""
+        kind = (exc.code.value, next_step(exc))
+        if self._failing.get(tag) == kind:
+            _log.debug("pull still failing", extra={"reference": where, "error": exc.to_dict()})
+            return
+        self._failing[tag] = kind
+        _log.warning("pull failed; will retry", extra={"reference": where, "error": exc.to_dict(), "next": kind[1]})
 
     def _forget_changed_copies(self) -> None:
         """Pull again each tag whose directory changed on disk since it was pulled (edited, deleted, replaced).
