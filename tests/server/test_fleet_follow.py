@@ -9,11 +9,13 @@ finished on their pinned release (crossed the refresh).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -257,3 +259,29 @@ def test_a_registry_answering_a_web_page_is_said_to_answer_no_json_and_the_held_
     down = next(r for r in records if r["event"] == "registry unreachable; serving what is held")
     assert down["error"]["message"] == "listing tags: the registry's answer is not JSON", down
     assert_held_release_serves(proc)
+
+
+def test_a_follower_removes_the_downloads_a_killed_pull_left_and_spares_a_live_one(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A replica killed mid-pull (SIGKILL, OOM, a drained node) leaves its ``.pull-*`` download directory: nothing
+    ever removed it, so every such restart left another one to fill the releases directory's disk."""
+    ref = registry.ref("rimthan/killed")
+    push(packaged_releases["1.2.0"], ref, trust)
+    releases = tmp_path / "releases"
+    shutil.copytree(packaged_releases["1.2.0"], releases / "research-decision-1.2.0")
+    killed, live = releases / ".pull-k1ll3d", releases / ".pull-l1ve"
+    aside = releases / ".damaged-research-decision-1.2.0-x"  # a replacement killed between its two renames
+    for left in (killed, aside, live):
+        shutil.copytree(packaged_releases["1.2.0"] / "catalogue", left / "catalogue")
+    long_ago = time.time() - 2 * 86400
+    for left in (killed, aside):
+        for path in (left, *left.rglob("*")):
+            os.utime(path, (long_ago, long_ago), follow_symlinks=False)
+    proc = check("--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
+                 "--state-dir", tmp_path / "state")  # fmt: skip
+    assert "research-decision@1.2.0" in proc.stderr and "[active]" in proc.stderr, proc.stderr
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    removed = sorted(r["path"] for r in records if r["event"] == "stale download removed")
+    assert removed == sorted([str(killed), str(aside)]), proc.stderr
+    assert sorted(p.name for p in releases.iterdir()) == [live.name, "research-decision-1.2.0"]

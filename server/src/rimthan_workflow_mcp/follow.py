@@ -23,7 +23,8 @@ tries again. The releases directory is the follower's: a copy of a followed tag 
 longer verifies (a file edited or deleted) is replaced by a verified pull of
 that tag in one rename, with one warning line; at start every tag is pulled,
 and while serving a tag is pulled again once its directory changed on disk
-(:func:`fingerprint`). A copy that verifies is never replaced. A copy only the
+(:func:`fingerprint`). At start, the downloads a follower killed mid-pull left
+are removed (:func:`sweep_stale_downloads`). A copy that verifies is never replaced. A copy only the
 trust store no longer vouches for (a key removed), replaced by a co-signed push,
 is said as that in an info line, not as damage. Replicas following one
 repository converge on the same active release because they pull the same
@@ -32,7 +33,9 @@ bytes and apply the same rules.
 
 from __future__ import annotations
 
+import shutil
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,6 +214,7 @@ def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_
     """Parse ``--releases-from``, and pull what the repository holds before the server picks its release."""
     follower = RegistryFollower(_repository(reference), load_trust(trust_path), releases_dir, plain_http)
     releases_dir.mkdir(parents=True, exist_ok=True)
+    sweep_stale_downloads(releases_dir)
     follower.sync()
     if follower.last_error is not None:
         _nothing_held(follower, follower.last_error)
@@ -248,6 +252,33 @@ def _nothing_held(follower: RegistryFollower, exc: RegistryError) -> None:
             details=exc.details,
             next_step=f"{_CHECK_REGISTRY}; or put a release into --releases-dir (`rimthan-pack pull`)",
         ) from None
+
+
+# A pull ends by its sync's deadline (plus one read timeout): a download untouched for twice that is no live pull's.
+STALE_AFTER = 2 * SYNC_DEADLINE
+_LEFT_BEHIND = (".pull-*", ".damaged-*")  # a pull's download directory; a copy renamed aside by a replacement
+
+
+def sweep_stale_downloads(releases_dir: Path, now: float | None = None) -> None:
+    """Remove what a follower killed mid-pull (SIGKILL, OOM, a node drained) left: each restart added one.
+
+    Only entries untouched for :data:`STALE_AFTER` go, so a pull still running in another process is spared.
+    """
+    moment = time.time() if now is None else now
+    for pattern in _LEFT_BEHIND:
+        for stale in sorted(releases_dir.glob(pattern)):
+            if stale.is_dir() and not stale.is_symlink() and moment - _last_touched(stale) > STALE_AFTER:
+                shutil.rmtree(stale, ignore_errors=True)
+                if not stale.exists():
+                    _log.info("stale download removed", extra={"path": str(stale)})
+
+
+def _last_touched(directory: Path) -> float:
+    """The newest mtime of ``directory`` and everything under it (``inf`` if it cannot be read: kept)."""
+    try:
+        return max(p.lstat().st_mtime for p in (directory, *directory.rglob("*")))
+    except OSError:
+        return float("inf")
 
 
 Fingerprint = frozenset[tuple[str, int, int, int]]
