@@ -285,3 +285,19 @@ def test_a_follower_removes_the_downloads_a_killed_pull_left_and_spares_a_live_o
     removed = sorted(r["path"] for r in records if r["event"] == "stale download removed")
     assert removed == sorted([str(killed), str(aside)]), proc.stderr
     assert sorted(p.name for p in releases.iterdir()) == [live.name, "research-decision-1.2.0"]
+
+
+def test_a_repository_never_pushed_to_is_named_as_such_and_the_held_release_serves(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A misspelt repository (or one before its first push): oras logged the registry's body at error level and
+    the refusal said "Issue with http://...: Not Found", naming neither the repository nor what to check."""
+    proc = serve_holding_1_2_0(registry.ref("rimthan/never-pushed"), tmp_path, packaged_releases, trust)
+    records = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    assert [r["logger"] for r in records if r["level"] == "error"] == [], proc.stderr
+    down = next(r for r in records if r["event"] == "registry unreachable; serving what is held")
+    assert down["error"]["message"] == (
+        "listing tags: the registry answered HTTP 404 NAME_UNKNOWN; nothing was pushed to it yet, or its name is "
+        "misspelt"
+    ), down
+    assert_held_release_serves(proc)

@@ -109,7 +109,24 @@ class _Registry(oras.provider.Registry):  # type: ignore[misc]
     def _check_200_response(self, response: requests.Response) -> None:
         if response.status_code in (401, 403):
             raise _CredentialsRefused(response.status_code)
-        super()._check_200_response(response)
+        if response.status_code not in (200, 201, 202):  # oras logged the body at error and said "Issue with URL"
+            raise _Unanswered(_status_text(response))
+
+
+class _Unanswered(ValueError):  # a ValueError as oras raised: never an OSError a local_io would take for the disk
+    """The registry answered a status other than 2xx (``oci_registry_error`` via ``guarded``)."""
+
+
+def _status_text(response: requests.Response) -> str:
+    """``the registry answered HTTP 404 (no such repository: ...)``: the status and the OCI error code it names."""
+    try:
+        errors = response.json().get("errors") or []
+        codes = sorted({str(e.get("code")) for e in errors if isinstance(e, dict)})
+    except (ValueError, AttributeError, TypeError):
+        codes = []
+    named = f" {quoted(', '.join(codes))}" if codes else ""
+    unknown = "; nothing was pushed to it yet, or its name is misspelt" if "NAME_UNKNOWN" in codes else ""
+    return f"the registry answered HTTP {response.status_code}{named}{unknown}"
 
 
 def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provider.Registry:
