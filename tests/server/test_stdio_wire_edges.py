@@ -42,6 +42,12 @@ def _command(world: ServerWorld, state: Path) -> list[str]:
     return [RIMTHAN_MCP, *serve_args(world, world.built["1.2.0"], state_dir=state)[2:]]
 
 
+def _serve_over_pipes(world: ServerWorld, tmp_path: Path) -> subprocess.Popen[bytes]:
+    command = _command(world, tmp_path / "state")
+    pipe = subprocess.PIPE
+    return subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=pipe, env=server_env())
+
+
 def _requests() -> list[dict[str, Any]]:
     """20 requests: the four tools (on the loop), listings, and reads that run in a worker thread."""
     tools = (START_WORKFLOW, CONTINUE_WORKFLOW, PREPARE_STEP_VALIDATION, SUBMIT_STEP_VALIDATION)
@@ -160,13 +166,7 @@ def test_a_client_that_closes_its_end_of_stdout_stops_the_server_in_one_line(
 def test_sigterm_answers_the_calls_in_flight_then_exits_0(world: ServerWorld, tmp_path: Path, when: str) -> None:
     """SIGTERM (a host or service manager stopping the server) killed it at once (-15): now what it read is
     answered (never cancelled), every line it wrote is whole, it says why it stopped, and exits 0."""
-    process = subprocess.Popen(
-        _command(world, tmp_path / "state"),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=server_env(),
-    )
+    process = _serve_over_pipes(world, tmp_path)
     raw = RawStdio(process)
     raw.initialize(WAIT)  # the handler is in place before the first answer
     requests = _requests()
@@ -186,3 +186,46 @@ def test_sigterm_answers_the_calls_in_flight_then_exits_0(world: ServerWorld, tm
     assert process.returncode == 0, stderr.decode()[-2000:]
     assert "rimthan-mcp: stopped (SIGTERM): the calls in flight were answered" in stderr.decode(), stderr[-2000:]
     assert b"Traceback" not in stderr
+
+
+def _line(**fields: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", **fields}) + "\n"
+
+
+@pytest.mark.parametrize("then", ["stdin-open", "stdin-closed"])
+def test_sigterm_answers_what_was_written_before_it_duplicates_and_errors_included(
+    world: ServerWorld, tmp_path: Path, then: str
+) -> None:
+    """Requests written just before SIGTERM (still in the pipe, not read yet) were dropped unanswered while the
+    server said the calls in flight were answered: the drain counted only what it had read. Now the input ends
+    once what the pipe held at the signal is read, and every request in it is answered: an id used twice, a
+    request answered with an error, one refused for its id; a notification is owed nothing."""
+    process = _serve_over_pipes(world, tmp_path)
+    raw = RawStdio(process)
+    raw.initialize(WAIT)
+    process.send_signal(signal.SIGSTOP)  # a busy machine: the requests wait in the pipe when SIGTERM comes
+    raw.send(
+        _line(id=5, method="ping")
+        + _line(id=5, method="prompts/list")  # a worker thread, same id
+        + _line(method="notifications/progress", params={"progressToken": 1, "progress": 1})
+        + _line(id=6, method="no/such/method")  # answered with an error
+        + _line(id=[7], method="ping")  # refused: the id is neither a string nor an integer
+        + _line(id=8, method="tools/list")
+    )
+    assert process.stderr is not None and process.stdin is not None
+    with ThreadPoolExecutor(1) as pool:
+        stderr_read = pool.submit(process.stderr.read)
+        process.send_signal(signal.SIGTERM)
+        if then == "stdin-closed":
+            process.stdin.close()
+        process.send_signal(signal.SIGCONT)
+        rest = [json.loads(line) for line in iter(lambda: raw.next_line(WAIT), None)]
+        process.wait(timeout=WAIT)
+        stderr = stderr_read.result(timeout=WAIT).decode()
+    with suppress(BrokenPipeError):
+        process.stdin.close()
+    assert sorted(str(a["id"]) for a in rest) == ["5", "5", "6", "8", "None"], rest
+    assert [a["error"]["code"] for a in rest if a["id"] is None] == [types.INVALID_REQUEST]
+    assert not [a for a in rest if a.get("error", {}).get("code") == types.CONNECTION_CLOSED], rest
+    assert process.returncode == 0, stderr[-2000:]
+    assert "rimthan-mcp: stopped (SIGTERM): the calls in flight were answered" in stderr, stderr[-2000:]

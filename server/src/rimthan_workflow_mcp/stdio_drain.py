@@ -77,6 +77,7 @@ class DrainingReader(ReadingStream):
         self._source = source
         self.unanswered = unanswered
         self._seconds = seconds
+        self.cut_off = 0  # requests still unanswered at the deadline of the last drain
 
     async def receive(self) -> SessionMessage | Exception:
         try:
@@ -94,7 +95,7 @@ class DrainingReader(ReadingStream):
         if not waiting:
             return
         _log.info("answering the requests read so far", extra={"requests": waiting})
-        left = await self.unanswered.settled(self._seconds)
+        left = self.cut_off = await self.unanswered.settled(self._seconds)
         if left:
             _log.warning(
                 "requests still unanswered at the deadline are cancelled",

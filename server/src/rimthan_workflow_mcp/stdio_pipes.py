@@ -61,6 +61,8 @@ class PipeLines:
         self._partial_chars = 0
         self._discarding = False  # the rest of a line past the bound, up to its end
         self._eof = False
+        self._budget: int | None = None  # after end_at_unread(): the bytes still to read before the end
+        self._waiting: anyio.CancelScope | None = None
 
     def __aiter__(self) -> PipeLines:
         return self
@@ -76,13 +78,27 @@ class PipeLines:
     async def readline(self) -> str:
         """The next line with its ``\\n``; the unterminated rest at end of input; then ``""``."""
         while not self._lines and not self._eof:
+            if self._budget == 0:  # what was written before end_at_unread() is read; a line it cut is dropped
+                self._eof = True
+                break
             try:
-                data = os.read(self._fd, READ_CHUNK)
+                data = os.read(self._fd, min(READ_CHUNK, self._budget or READ_CHUNK))
             except BlockingIOError:
-                await anyio.wait_readable(self._fd)
+                with anyio.CancelScope() as self._waiting:
+                    await anyio.wait_readable(self._fd)
                 continue
+            if self._budget is not None:
+                self._budget -= len(data)
             self._take(self._decoder.decode(data, final=not data), end=not data)
         return self._lines.popleft() if self._lines else ""
+
+    def end_at_unread(self) -> None:
+        """End the input once the bytes the pipe holds now are read (SIGTERM): what the client wrote before is
+        answered, as at the end of input; the rest of a line cut there is not a message and is dropped."""
+        if self._budget is None:
+            self._budget = _unread_bytes(self._fd)
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     def _take(self, text: str, *, end: bool) -> None:
         *ended, rest = text.split("\n")
@@ -112,6 +128,19 @@ class PipeLines:
         self._partial.clear()
         self._discarding = True
         return True
+
+
+def _unread_bytes(fd: int) -> int:
+    """How many bytes ``fd`` (a pipe or a socket) holds unread; 0 if that cannot be told."""
+    import fcntl  # POSIX only, as this reader
+    import termios
+
+    held = bytearray(4)
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, held)
+    except OSError:
+        return 0
+    return int.from_bytes(held, sys.byteorder)
 
 
 def _first_chars(pieces: list[str], count: int) -> list[str]:

@@ -48,7 +48,7 @@ from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
 from .stdio_drain import DRAIN_SECONDS, DrainingReader, draining
 from .stdio_guard import AnsweringStream
-from .stdio_pipes import pipe_wire
+from .stdio_pipes import PipeLines, pipe_wire
 
 MCP_PATH = "/mcp"
 _log = get_logger("transport")
@@ -98,6 +98,7 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
     its end of stdout first, so nothing more could reach it).
     """
     stopped: list[str] = []
+    sigterm = anyio.Event()
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(_refresh_triggers, provider, refresh_interval)
@@ -106,25 +107,40 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
             async with pipe_wire(lines) as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
                 answering = AnsweringStream(read_stream, write_stream, lines if wire else None)
                 reader, writer = draining(answering, write_stream)
-                await tg.start(_stop_on_sigterm, reader, tg.cancel_scope, stopped)
+                pipe = wire[0] if wire and isinstance(wire[0], PipeLines) else None
+                await tg.start(_stop_on_sigterm, reader, pipe, tg.cancel_scope, sigterm)
                 await app.run(reader, writer, app.create_initialization_options())
             tg.cancel_scope.cancel()
     except* (BrokenPipeError, ConnectionResetError):
         _log.info("the client closed its end of stdout: stopped serving")
-        stopped.insert(0, "stopped: the client closed its end of stdout, so nothing more could be answered")
+        stopped.append("stopped: the client closed its end of stdout, so nothing more could be answered")
+    if sigterm.is_set():
+        stopped.append(_sigterm_stopped(reader.cut_off))
     return stopped[0] if stopped else None
+
+
+def _sigterm_stopped(cut_off: int) -> str:
+    if not cut_off:
+        return "stopped (SIGTERM): the calls in flight were answered"
+    return (
+        f"stopped (SIGTERM): {cut_off} call(s) in flight still unanswered after {DRAIN_SECONDS} s were cancelled "
+        "(answered Connection closed)"
+    )
 
 
 async def _stop_on_sigterm(
     reader: DrainingReader,
+    pipe: PipeLines | None,
     serving: anyio.CancelScope,
-    stopped: list[str],
+    sigterm: anyio.Event,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """SIGTERM (a host or service manager stopping the server): answer the calls in flight, as at the end of
     input (at most ``DRAIN_SECONDS``), then stop; the process exits 0, as over HTTP. Without this the
-    default action killed the process at once (143), calls in flight unanswered."""
+    default action killed the process at once (143), calls in flight unanswered. Over pipes the input ends
+    once what the client wrote before the signal is read (those requests are answered too); otherwise the
+    requests read so far are waited for."""
     if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
         task_status.started()
         return
@@ -132,8 +148,11 @@ async def _stop_on_sigterm(
         task_status.started()
         async for _ in signals:
             _log.info("SIGTERM: answering the calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
+            sigterm.set()
+            if pipe is not None:
+                pipe.end_at_unread()  # the end of input drains, as when the client closes stdin
+                return
             await reader.drain()
-            stopped.append("stopped (SIGTERM): the calls in flight were answered")
             serving.cancel()
             return
 
