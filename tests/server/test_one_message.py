@@ -1,6 +1,6 @@
 """A message that is not one JSON-RPC message MCP takes gets a one-line Invalid Request, on both transports.
 
-A real ``rimthan-mcp serve`` over stdio (raw lines through pipes, and a file as stdin: the SDK's own reader)
+A real ``rimthan-mcp serve`` over stdio (raw lines through pipes, and a file as stdin, read as a pipe is)
 and over Streamable HTTP (raw POSTs, both protocol eras). Before: over stdio every one of these lines went
 unanswered (the client waited for ever); over HTTP a batch got 400 with pydantic's report of many lines
 (code -32602), and a request whose id is not a string or an integer got 202 and no body.
@@ -94,17 +94,20 @@ def test_over_http_notifications_and_responses_are_still_accepted(mcp_http: Http
         assert _post(mcp_http, body, "2025-11-25") == (202, None), body
 
 
-def test_with_stdin_a_file_a_batch_and_a_non_message_are_answered(mcp_world: ServerWorld, tmp_path: Path) -> None:
-    """The SDK's own reader (stdin not a pipe): the guard sees what it parsed, not the line."""
+def test_with_stdin_a_file_every_line_is_answered_as_over_pipes(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """A file as stdin (a recorded session replayed) was the SDK's own reader: a request whose id is neither a
+    string nor an integer was read as a notification and never answered. Now a file is read as a pipe is."""
     requests = tmp_path / "requests.jsonl"
-    requests.write_text(initialize_lines() + CASES["batch"][0] + "\n5\n" + json.dumps(PING) + "\n", encoding="utf-8")
+    lines = "".join(CASES[case][0] + "\n" for case in CASES)
+    requests.write_text(initialize_lines() + lines + json.dumps(PING) + "\n", encoding="utf-8")
     command = [RIMTHAN_MCP, *serve_args(mcp_world, mcp_world.built["1.2.0"], state_dir=tmp_path / "state")[2:]]
     with requests.open("rb") as stdin:
         done = subprocess.run(command, stdin=stdin, capture_output=True, timeout=WAIT, env=server_env())
     answers = [json.loads(line) for line in done.stdout.splitlines()][1:]
-    _assert_refused(answers[0], BATCH_REFUSED, None)
-    _assert_refused(answers[1], NOT_A_MESSAGE, None)
-    assert answers[2] == {"jsonrpc": "2.0", "id": 99, "result": {}}
+    assert len(answers) == len(CASES) + 1, answers
+    for answer, (_, message, request_id) in zip(answers, CASES.values(), strict=False):
+        _assert_refused(answer, message, request_id)
+    assert answers[-1] == {"jsonrpc": "2.0", "id": 99, "result": {}}
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
 

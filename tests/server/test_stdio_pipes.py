@@ -184,7 +184,8 @@ def test_serving_claims_fd_0_and_1_and_gives_them_back(
     assert b"stray print while serving" in err
 
 
-def test_a_terminal_or_a_file_keeps_the_sdks_own_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stdin_kind", ["file", "terminal"])
+def test_a_file_is_read_as_a_pipe_and_a_terminal_keeps_the_sdks_own_path(tmp_path: Path, stdin_kind: str) -> None:
     requests = tmp_path / "requests"
     requests.write_bytes(b"")
     script = (
@@ -195,6 +196,13 @@ def test_a_terminal_or_a_file_keeps_the_sdks_own_path(tmp_path: Path) -> None:
         "        print('fallback' if wire is None else 'pipes')\n"
         "anyio.run(main)\n"
     )
-    with requests.open("rb") as stdin:
-        done = subprocess.run([sys.executable, "-c", script], stdin=stdin, capture_output=True, timeout=60, check=False)
-    assert done.stdout == b"fallback\n", done.stderr.decode()
+    controller, terminal = os.openpty()
+    try:
+        with requests.open("rb") as file:
+            stdin = file.fileno() if stdin_kind == "file" else terminal
+            done = subprocess.run([sys.executable, "-c", script], stdin=stdin, capture_output=True, timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    said = done.stdout + done.stderr  # serving, fd 1 writes to stderr
+    assert said == (b"pipes\n" if stdin_kind == "file" else b"fallback\n"), done.stderr.decode()

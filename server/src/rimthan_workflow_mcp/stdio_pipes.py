@@ -1,4 +1,4 @@
-"""The stdio wire served from the event loop when stdin and stdout are pipes or sockets (as MCP hosts launch servers).
+"""The stdio wire served from the event loop when stdin and stdout are pipes, sockets or files (as hosts launch us).
 
 The SDK's ``stdio_server()`` reads and writes the standard streams through
 ``anyio.wrap_file``: every line read, every message written and every flush
@@ -19,9 +19,10 @@ JSON-RPC ``Invalid Request``.
 Like the SDK, it claims the descriptors: while serving, fd 0 reads the null
 device and fd 1 writes to stderr, so nothing else reaches the wire (a stray
 ``print``, a child process); the wire is served from private duplicates, and
-fd 0 and fd 1 are restored afterwards. Anything else (a terminal, a file,
-Windows, a descriptor that cannot be duplicated) yields ``None`` and keeps the
-SDK's own path.
+fd 0 and fd 1 are restored afterwards. Anything else (a terminal, Windows, a
+descriptor that cannot be duplicated) yields ``None`` and keeps the SDK's own
+path, where a request whose id is neither a string nor an integer reaches the
+server as the notification the SDK read (``stdio_guard`` needs the raw lines).
 """
 
 from __future__ import annotations
@@ -175,12 +176,19 @@ class PipeWriter:
 
 
 def _is_pipe(fd: int) -> bool:
-    """A pipe, or a socket (Node-based hosts hand their servers socket pairs as stdio)."""
+    """A pipe, or a socket (Node-based hosts hand their servers socket pairs as stdio), or a regular file (a
+    recorded session replayed: ``rimthan-mcp serve < requests.jsonl``), read and written the same way."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISREG(mode)
+
+
+def _set_blocking(fd: int, blocking: bool) -> None:
+    """Set a pipe's or a socket's blocking mode; a regular file's is left as it is (it never blocks)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.set_blocking(fd, blocking)
 
 
 def _backs(stream: TextIO | None, fd: int) -> bool:
@@ -209,7 +217,7 @@ def _claim() -> tuple[int, int] | None:
             os.close(null)
         os.dup2(2, 1)
         for fd in wire:
-            os.set_blocking(fd, False)
+            _set_blocking(fd, False)
     except OSError:
         _release(wire)
         return None
@@ -225,7 +233,7 @@ def _release(wire: list[int]) -> None:
         sys.stdout.flush()
     for std, fd in zip((0, 1), wire, strict=False):
         with suppress(OSError):
-            os.set_blocking(fd, True)
+            _set_blocking(fd, True)
         with suppress(OSError):
             os.dup2(fd, std)
     for fd in wire:
@@ -237,7 +245,7 @@ def _release(wire: list[int]) -> None:
 async def pipe_wire(
     kept: deque[str] | None = None,
 ) -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]] | None]:
-    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes or sockets; None otherwise.
+    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes, sockets or files; None otherwise.
 
     ``kept``: every line the SDK reads is appended to it as well (``stdio_guard.AnsweringStream`` takes them)."""
     wire = _claim()
