@@ -110,6 +110,14 @@ def _answer(sock: socket.socket) -> tuple[int, dict[str, str], bytes]:
     return response.status, headers, b"" if stream else response.read()
 
 
+def _is_json_rpc_refusal(headers: dict[str, str], body: bytes) -> bool:
+    """An answer a client reads as JSON-RPC: ``Invalid Request``, ``id`` null (it was a bare text line)."""
+    if headers.get("content-type") != "application/json":
+        return False
+    answer = json.loads(body)
+    return set(answer) == {"jsonrpc", "id", "error"} and (answer["id"], answer["error"]["code"]) == (None, -32600)
+
+
 def _honest_call(server: HttpServer, body: bytes = TOOLS_LIST) -> int:
     """What an honest client's ``tools/list`` (or ``body``) gets (its status), on a new connection."""
     return _honest_exchange(server, body)[0]
@@ -174,6 +182,7 @@ def test_stateless_get_and_delete_get_405_and_hold_no_stream(server: HttpServer,
         sock.sendall(_head(server, method))
         status, headers, body = _answer(sock)
         assert status == 405 and headers.get("allow") == "POST", (status, headers, body)
+        assert _is_json_rpc_refusal(headers, body), (headers, body)
     # the server lets them go on its own (the kept-alive connection's next head never comes)
     assert _eventually(lambda: _fds(server) <= before), f"{_fds(server)} fds open, {before} before"
     assert _honest_call(server) == 200
@@ -188,6 +197,7 @@ def test_every_method_a_stateless_server_refuses_names_the_same_allow(
         sock.sendall(_head(server, method))
         status, headers, body = _answer(sock)
         assert status == 405 and headers.get("allow") == "POST", (method, status, headers, body)
+        assert _is_json_rpc_refusal(headers, body), (method, headers, body)
 
 
 def test_request_heads_never_finished_past_the_open_file_limit_are_cut_off(
@@ -228,6 +238,7 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(
         sock.sendall(bytes([byte]))
     status, headers, body = _answer(sock)
     assert (status, headers["connection"]) == (408, "close"), body
+    assert _is_json_rpc_refusal(headers, body), (headers, body)
     assert _closed_by_server(sock)
 
 
@@ -251,8 +262,9 @@ def test_requests_beyond_the_cap_in_flight_get_503_unread(server: HttpServer, so
     time.sleep(0.5)
     over = _connect(server, sockets)
     over.sendall(_head(server, "POST", 16 << 20))
-    status, headers, _ = _answer(over)
+    status, headers, body = _answer(over)
     assert (status, headers["retry-after"], headers["connection"]) == (503, "1", "close")
+    assert _is_json_rpc_refusal(headers, body), (headers, body)
     assert [_answer(sock)[0] for sock in held] == [408] * MAX_IN_FLIGHT  # the deadline frees the slots
     assert _honest_call(server) == 200
 

@@ -10,9 +10,12 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   ``HEAD_SECONDS`` of connecting, or of the first byte of the next request on
   a kept-alive connection.
 - :class:`BoundedRequests`: an ASGI wrapper. A stateless server answers ``GET``
-  and ``DELETE`` with 405 (the Streamable HTTP spec's answer when it offers no
-  SSE stream); a body not received in full within ``BODY_SECONDS`` of the head
-  gets 408 and the connection is closed.
+  and ``DELETE`` with 405 and ``Allow: POST`` (the Streamable HTTP spec's
+  answer when it offers no SSE stream); a body not received in full within
+  ``BODY_SECONDS`` of the head gets 408 and the connection is closed. Every
+  refusal made here (405, 408, 415, 503) carries a JSON-RPC ``Invalid
+  Request`` (``id`` null: the request was not read) a client can read, as the
+  SDK's refusals replaced below do: one body builder (``http_shape``).
 - Every record logged while a request is handled names its client (``logs.PEER``).
 - A body past ``limits.MAX_REQUEST_BODY_BYTES`` (declared by ``Content-Length``
   or grown past it in chunks) gets the SDK's 413, unread past the bound; here
@@ -43,14 +46,14 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Sequence
 
 import h11
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .http_shape import ShapeAnswers
+from .http_shape import ShapeAnswers, error_body, json_headers
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
 
@@ -60,9 +63,18 @@ LINGER_SECONDS = 10.0  # the rest of a body answered early (413): discarded this
 MAX_REQUESTS_IN_FLIGHT = 128  # 4 x the 32 concurrent clients P6 measures
 RETRY_AFTER_SECONDS = 1
 STATELESS_ALLOW = "POST"
-STATELESS_GET = b"Method Not Allowed: a stateless server offers no SSE stream and no session to end"
-BUSY = b"Service Unavailable: too many requests in flight, retry"
-BODY_LATE = b"Request Timeout: the body did not arrive in time"
+STATELESS_GET = (
+    "this server is stateless: it offers no SSE stream (GET) and no session to end (DELETE), and takes only POST: "
+    "send each JSON-RPC message as a POST"
+)
+BUSY = (
+    f"too many requests are in flight ({MAX_REQUESTS_IN_FLIGHT}); this one was not read: "
+    f"retry after {RETRY_AFTER_SECONDS} s (Retry-After)"
+)
+BODY_LATE = (
+    f"the request body did not arrive within {BODY_SECONDS:g} s of its head and was not read: "
+    "send the whole body at once, or a smaller call"
+)
 _CLOSE = [(b"connection", b"close")]
 _CASELESS_HEADERS = frozenset({b"host", b"origin", b"content-type"})
 JSON_MEDIA_TYPE = b"application/json"
@@ -88,7 +100,7 @@ WRONG_ORIGIN_MESSAGE = (
 
 
 def _error_body(message: str) -> bytes:
-    return invalid_request(message).model_dump_json(by_alias=True, exclude_unset=True).encode()
+    return error_body(invalid_request(message))
 
 
 TOO_LARGE_BODY = _error_body(TOO_LARGE_MESSAGE)
@@ -197,7 +209,7 @@ class BoundedRequests:
             await _json_error(send, 415, NOT_JSON.format(shown))
         elif self.in_flight >= MAX_REQUESTS_IN_FLIGHT:
             _log.warning("request refused: too many in flight", extra={"in_flight": self.in_flight})
-            await _plain(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
+            await _json_error(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
         else:
             self.in_flight += 1
             shape = ShapeAnswers(receive, _readable_refusals(send))
@@ -214,7 +226,7 @@ class BoundedRequests:
         """Stateless: 405. With sessions, a session's server-to-client stream: no body, so not counted (the SDK
         caps sessions, one stream each), lest streams held open take every slot from the calls."""
         if self.stateless:
-            await _plain(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
+            await _json_error(send, 405, STATELESS_GET, [(b"allow", STATELESS_ALLOW.encode())])
         else:
             await self.app(scope, receive, _readable_refusals(send))
 
@@ -232,11 +244,10 @@ def _media_type(scope: Scope) -> bytes:
     return value.split(b";", 1)[0].strip()
 
 
-async def _json_error(send: Send, status: int, message: str) -> None:
+async def _json_error(send: Send, status: int, message: str, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     """An HTTP error whose body is a JSON-RPC Invalid Request (``id`` null: the request was not read)."""
     body = _error_body(message)
-    headers = [(b"content-type", JSON_MEDIA_TYPE), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": [*json_headers(body), *extra]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -263,7 +274,7 @@ async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send
             raise
         # cancelled while the app waited for the body, before anything was answered
         _log.info("request body not received in time", extra={"body_seconds": BODY_SECONDS})
-        await _plain(send, 408, BODY_LATE, _CLOSE)
+        await _json_error(send, 408, BODY_LATE, _CLOSE)
 
 
 def _readable_refusals(send: Send) -> Send:
@@ -276,8 +287,7 @@ def _readable_refusals(send: Send) -> Send:
             status = message["status"]
             replacing = READABLE_REFUSALS[status]
             _log.info(REFUSAL_EVENTS[status], extra={"status": status})
-            headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(replacing))]
-            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.start", "status": status, "headers": json_headers(replacing)})
         elif replacing is not None:
             if not message.get("more_body", False):
                 await send({"type": "http.response.body", "body": replacing})
@@ -285,9 +295,3 @@ def _readable_refusals(send: Send) -> Send:
             await send(message)
 
     return readable
-
-
-async def _plain(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
-    headers: list[Any] = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": status, "headers": headers + extra})
-    await send({"type": "http.response.body", "body": body})

@@ -118,8 +118,18 @@ class ShapeAnswers:
     async def _answer(self, start: Message, answer: types.JSONRPCError) -> None:
         self._replaced = True
         _log.info("request refused: not one JSON-RPC message", extra={"why": answer.error.message})
-        body = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        body = error_body(answer)
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length", b"content-type")]
-        headers += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        headers += json_headers(body)
         await self._send({"type": "http.response.start", "status": BAD_REQUEST, "headers": headers})
         await self._send({"type": "http.response.body", "body": body})
+
+
+def error_body(answer: types.JSONRPCError) -> bytes:
+    """The one line of JSON an HTTP refusal carries."""
+    return answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+def json_headers(body: bytes) -> list[tuple[bytes, bytes]]:
+    """The headers of a JSON body: its media type and length."""
+    return [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
