@@ -164,3 +164,37 @@ def test_over_http_an_accept_without_json_is_refused_with_a_json_rpc_error_in_bo
         assert status == 406 and answer is not None, (era, answer)
         assert answer["id"] is None and answer["error"]["code"] == types.INVALID_REQUEST, answer
         assert answer["error"]["message"].startswith("the request's Accept header does not take"), answer
+
+
+@pytest.mark.parametrize(
+    ("header", "first", "second"),
+    [
+        ("MCP-Protocol-Version", "2025-11-25", "2026-07-28"),  # was served as 2025-11-25: 200
+        ("MCP-Protocol-Version", "2026-07-28", "2025-11-25"),  # was refused by the SDK (-32020), for the body's id
+        ("Content-Type", "application/json", "text/plain"),  # was served as JSON: 200
+        ("Mcp-Session-Id", "a", "b"),  # was served: 200
+    ],
+)
+def test_over_http_a_header_sent_twice_that_readers_could_read_apart_is_refused_unread(
+    mcp_http: HttpServer, header: str, first: str, second: str
+) -> None:
+    """A first-copy reader and a last-copy reader (the SDK's era routing, a proxy) disagreed on the request."""
+    url = urllib.parse.urlsplit(mcp_http.url)
+    body = json.dumps(PING).encode()
+    connection = http.client.HTTPConnection(url.netloc, timeout=WAIT)
+    try:
+        connection.putrequest("POST", url.path)
+        sent = {**HEADERS, "MCP-Protocol-Version": "2025-11-25", "Content-Length": str(len(body))}
+        for name, value in sent.items():
+            if name.lower() != header.lower():
+                connection.putheader(name, value)
+        connection.putheader(header, first)
+        connection.putheader(header, second)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        status, answer = response.status, json.loads(response.read())
+    finally:
+        connection.close()
+    assert status == 400 and answer["id"] is None, answer
+    assert answer["error"]["code"] == types.INVALID_REQUEST, answer
+    assert answer["error"]["message"].startswith(f"the request has more than one {header.lower()} header"), answer

@@ -32,6 +32,10 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 - A body that is not one JSON-RPC message (a batch, a request whose id is
   not a string or an integer) gets a one-line ``Invalid Request``
   (:mod:`http_shape`).
+- A request sending one of ``ONE_VALUE_HEADERS`` (``Content-Type``, the MCP
+  routing headers, ``Mcp-Session-Id``) twice gets 400 with a JSON-RPC error,
+  unread: a first-copy and a last-copy reader (the SDK's era routing, a proxy)
+  would disagree.
 - A ``POST`` whose media type is not ``application/json`` (compared without
   case, as RFC 9110 says) gets 415 with a JSON-RPC error, unread (the SDK
   answered a missing or ``text/plain`` one with a bare ``text/plain`` 400, and
@@ -119,6 +123,11 @@ REFUSAL_EVENTS = {
 NOT_JSON = (
     "the request's Content-Type is {} and was not read: send the JSON-RPC message with Content-Type: application/json"
 )
+ONE_VALUE_HEADERS = frozenset({b"content-type", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"mcp-session-id"})
+REPEATED_HEADER = (
+    "the request has more than one {} header, which readers taking the first and the last would read apart; it was "
+    "not read: send the header once"
+)
 SHOWN_MEDIA_TYPE = 80  # characters of a refused Content-Type quoted back
 BODY_IN = "rimthan.body_in"  # set by HeadDeadlineProtocol in scope["state"] once a request's body is all in
 _log = get_logger("transport")
@@ -203,6 +212,9 @@ class BoundedRequests:
         scope = {**scope, "headers": [_lower_caseless(name, value) for name, value in scope["headers"]]}
         if scope["method"] == "GET" or (self.stateless and scope["method"] != "POST"):
             await self._get(scope, receive, send)
+        elif (repeated := _repeated_header(scope)) is not None:
+            _log.info("request refused: a header repeated", extra={"header": repeated.decode("latin-1")})
+            await _json_error(send, 400, REPEATED_HEADER.format(repeated.decode("latin-1")))
         elif scope["method"] == "POST" and (media_type := _media_type(scope)) != JSON_MEDIA_TYPE:
             _log.info("request refused: not JSON", extra={"content_type": media_type.decode("latin-1")})
             shown = media_type[:SHOWN_MEDIA_TYPE].decode("latin-1") if media_type else "missing"
@@ -236,6 +248,19 @@ def _lower_caseless(name: bytes, value: bytes) -> tuple[bytes, bytes]:
     DNS-rebinding check compares them exactly, against the lower-case values the server allows. So do a media
     type and its charset (RFC 9110 8.3.1, 8.3.2), which the SDK's transport compared exactly too."""
     return (name, value.lower()) if name in _CASELESS_HEADERS else (name, value)
+
+
+def _repeated_header(scope: Scope) -> bytes | None:
+    """The first of ``ONE_VALUE_HEADERS`` the request sends more than once, or None. The SDK reads the
+    protocol era from the first ``MCP-Protocol-Version`` and refuses a repeated one only on the 2026-07-28
+    path: ``2025-11-25`` then ``2026-07-28`` was served as the first, the other order refused."""
+    seen: set[bytes] = set()
+    for name, _ in scope["headers"]:
+        if name in ONE_VALUE_HEADERS:
+            if name in seen:
+                return bytes(name)
+            seen.add(name)
+    return None
 
 
 def _media_type(scope: Scope) -> bytes:
