@@ -242,6 +242,26 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(
     assert _closed_by_server(sock)
 
 
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n", 431),
+        (b"NOT HTTP AT ALL\r\n\r\n", 400),
+    ],
+    ids=["head-past-its-bound", "not-http"],
+)
+def test_a_head_h11_refuses_gets_a_json_rpc_error(
+    server: HttpServer, sockets: list[socket.socket], head: bytes, status: int
+) -> None:
+    """Old code: uvicorn's bare ``text/plain`` 400 "Invalid HTTP request received.", for a head too large too."""
+    sock = _connect(server, sockets)
+    sock.sendall(head)
+    got, headers, body = _answer(sock)
+    assert (got, headers["connection"]) == (status, "close"), (headers, body)
+    assert _is_json_rpc_refusal(headers, body), (headers, body)
+    assert _honest_call(server) == 200
+
+
 def test_the_rest_of_a_body_answered_413_is_discarded_for_a_bounded_time(
     server: HttpServer, sockets: list[socket.socket]
 ) -> None:

@@ -17,6 +17,8 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   Request`` (``id`` null: the request was not read) a client can read, as the
   SDK's refusals replaced below do: one body builder (``http_shape``).
 - Every record logged while a request is handled names its client (``logs.PEER``).
+- A head h11 refuses (not HTTP/1.1, or past its 16 KiB bound) gets a JSON-RPC
+  error too (uvicorn sent a bare text line), 431 for one too large.
 - A body past ``limits.MAX_REQUEST_BODY_BYTES`` (declared by ``Content-Length``
   or grown past it in chunks) gets the SDK's 413, unread past the bound; here
   its body is a JSON-RPC error a client can read (``Invalid Request``, ``id``
@@ -51,13 +53,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from http import HTTPStatus
 
 import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # uvicorn's default bound on a head
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .http_shape import ShapeAnswers, error_body, json_headers
+from .http_shape import BAD_REQUEST, ShapeAnswers, error_body, json_headers
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
 
@@ -128,6 +132,11 @@ REPEATED_HEADER = (
     "the request has more than one {} header, which readers taking the first and the last would read apart; it was "
     "not read: send the header once"
 )
+HEAD_TOO_LARGE = 431  # h11's status hint for a head past its bound
+NOT_HTTP_MESSAGE = "the request is not valid HTTP/1.1 and was not read: send a well-formed HTTP/1.1 request"
+HEAD_TOO_LARGE_MESSAGE = (
+    "the request's line and headers are past {} KiB and were not read: send fewer or shorter headers"
+)
 SHOWN_MEDIA_TYPE = 80  # characters of a refused Content-Type quoted back
 BODY_IN = "rimthan.body_in"  # set by HeadDeadlineProtocol in scope["state"] once a request's body is all in
 _log = get_logger("transport")
@@ -186,6 +195,22 @@ class HeadDeadlineProtocol(H11Protocol):
                 "closed a connection: the body of an answered request went on", extra={"seconds": LINGER_SECONDS}
             )
             self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a head h11 refuses: a bare text line (``msg``), 400 even for a head past h11's
+        bound. Here a JSON-RPC error, and 431 for a head too large (h11's own status hint)."""
+        bound = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+        too_large = len(self.conn.trailing_data[0]) > bound
+        status = HEAD_TOO_LARGE if too_large else BAD_REQUEST
+        body = _error_body(HEAD_TOO_LARGE_MESSAGE.format(bound // 1024) if too_large else NOT_HTTP_MESSAGE)
+        _log.info("request refused: not a valid HTTP/1.1 head", extra={"status": status})
+        for event in (
+            h11.Response(status_code=status, headers=[*json_headers(body), *_CLOSE], reason=HTTPStatus(status).phrase),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
 
     def _head_overdue(self) -> None:
         self._head_timer = None
