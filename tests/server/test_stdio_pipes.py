@@ -184,25 +184,32 @@ def test_serving_claims_fd_0_and_1_and_gives_them_back(
     assert b"stray print while serving" in err
 
 
-@pytest.mark.parametrize("stdin_kind", ["file", "terminal"])
-def test_a_file_is_read_as_a_pipe_and_a_terminal_keeps_the_sdks_own_path(tmp_path: Path, stdin_kind: str) -> None:
-    requests = tmp_path / "requests"
+@pytest.mark.parametrize(
+    ("stdin_kind", "stdout_kind", "ours"),
+    [("file", "pipe", "True True"), ("terminal", "pipe", "True True"), ("pipe", "terminal", "True False")],
+)
+def test_stdin_is_read_here_unless_odd_and_stdout_written_here_unless_a_terminal(
+    tmp_path: Path, stdin_kind: str, stdout_kind: str, ours: str
+) -> None:
+    """A file or a terminal as stdin, or a terminal as stdout, gave both streams to the SDK's threaded path."""
+    requests, said = tmp_path / "requests", tmp_path / "said"
     requests.write_bytes(b"")
     script = (
-        "import anyio\n"
+        "import anyio, sys\n"
         "from rimthan_workflow_mcp.stdio_pipes import pipe_wire\n"
         "async def main():\n"
         "    async with pipe_wire() as wire:\n"
-        "        print('fallback' if wire is None else 'pipes')\n"
+        "        open(sys.argv[1], 'w').write(f'{wire[0] is not None} {wire[1] is not None}')\n"
         "anyio.run(main)\n"
     )
     controller, terminal = os.openpty()
     try:
         with requests.open("rb") as file:
-            stdin = file.fileno() if stdin_kind == "file" else terminal
-            done = subprocess.run([sys.executable, "-c", script], stdin=stdin, capture_output=True, timeout=60)
+            stdin = {"file": file.fileno(), "terminal": terminal, "pipe": subprocess.PIPE}[stdin_kind]
+            stdout = terminal if stdout_kind == "terminal" else subprocess.PIPE
+            command = [sys.executable, "-c", script, str(said)]
+            done = subprocess.run(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, timeout=60)
     finally:
         os.close(controller)
         os.close(terminal)
-    said = done.stdout + done.stderr  # serving, fd 1 writes to stderr
-    assert said == (b"pipes\n" if stdin_kind == "file" else b"fallback\n"), done.stderr.decode()
+    assert said.read_text() == ours, done.stderr.decode()

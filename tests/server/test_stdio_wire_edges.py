@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -229,3 +231,56 @@ def test_sigterm_answers_what_was_written_before_it_duplicates_and_errors_includ
     assert not [a for a in rest if a.get("error", {}).get("code") == types.CONNECTION_CLOSED], rest
     assert process.returncode == 0, stderr[-2000:]
     assert "rimthan-mcp: stopped (SIGTERM): the calls in flight were answered" in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("terminal_is", ["stdin", "stdout"])
+def test_sigterm_stops_a_server_whose_stdin_or_stdout_is_a_terminal(
+    world: ServerWorld, tmp_path: Path, terminal_is: str
+) -> None:
+    """With a terminal as stdin or stdout both streams went to the SDK's threaded path, whose stdin reader thread
+    cannot be interrupted: after SIGTERM the server waited for the next line, for ever on a quiet terminal or
+    pipe. Now stdin is read on the event loop in both cases, and the server answers and stops."""
+    controller, terminal = os.openpty()
+    try:
+        pipe = subprocess.PIPE
+        process = subprocess.Popen(
+            _command(world, tmp_path / "state"),
+            stdin=terminal if terminal_is == "stdin" else pipe,
+            stdout=terminal if terminal_is == "stdout" else pipe,
+            stderr=pipe,
+            env=server_env(),
+        )
+        wire = initialize_lines() + _line(id=5, method="ping")
+        if terminal_is == "stdin":
+            os.write(controller, wire.encode())
+        else:
+            assert process.stdin is not None
+            process.stdin.write(wire.encode())
+            process.stdin.flush()
+        answers = _lines_from(process.stdout.fileno() if process.stdout else controller, count=2)
+        assert [json.loads(a)["id"] for a in answers] == [0, 5], answers
+        process.send_signal(signal.SIGTERM)
+        returncode = process.wait(timeout=WAIT)  # the old code never ended: TimeoutExpired
+        assert process.stderr is not None
+        stderr = process.stderr.read().decode()
+        assert returncode == 0, stderr[-2000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+        os.close(terminal)
+    assert "rimthan-mcp: stopped (SIGTERM): the calls in flight were answered" in stderr, stderr[-2000:]
+
+
+def _lines_from(fd: int, count: int) -> list[str]:
+    """The first ``count`` JSON lines from ``fd`` (a pipe, or a terminal's controller: echoed input skipped)."""
+    seen, found = b"", list[str]()
+    while len(found) < count:
+        ready, _, _ = select.select([fd], [], [], WAIT)
+        assert ready, f"no answer in {WAIT} s: {seen[-500:]!r}"
+        seen += os.read(fd, 65536)
+        found = [
+            line for line in seen.decode().splitlines() if line.startswith('{"jsonrpc":"2.0","id"') and "result" in line
+        ]
+    return found[:count]

@@ -19,10 +19,15 @@ JSON-RPC ``Invalid Request``.
 Like the SDK, it claims the descriptors: while serving, fd 0 reads the null
 device and fd 1 writes to stderr, so nothing else reaches the wire (a stray
 ``print``, a child process); the wire is served from private duplicates, and
-fd 0 and fd 1 are restored afterwards. Anything else (a terminal, Windows, a
-descriptor that cannot be duplicated) yields ``None`` and keeps the SDK's own
-path, where a request whose id is neither a string nor an integer reaches the
-server as the notification the SDK read (``stdio_guard`` needs the raw lines).
+fd 0 and fd 1 are restored afterwards. Each stream is claimed on its own: stdin
+when it is a pipe, a socket, a file or a terminal (read once readable, left
+blocking: the shell shares it), stdout when it is a pipe, a socket or a file.
+Anything else (a terminal as stdout, Windows, a descriptor that cannot be
+duplicated) is None for that stream and keeps the SDK's own threaded path;
+its stdin reader thread cannot be interrupted, so SIGTERM waited there for
+the next line, for ever on a quiet terminal or pipe. Only lines read here are
+kept for ``stdio_guard``, which needs them to answer a request whose id is
+neither a string nor an integer (the SDK reads it as a notification).
 """
 
 from __future__ import annotations
@@ -51,8 +56,16 @@ ID_SCAN_CHARS = 4096  # where a refused line's id is looked for: the SDKs write 
 class PipeLines:
     """Lines from a non-blocking pipe, decoded as the SDK's ``TextIOWrapper(errors="replace")`` decodes them."""
 
-    def __init__(self, fd: int, *, max_line: int = MAX_REQUEST_BODY_BYTES, kept: deque[str] | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        *,
+        max_line: int = MAX_REQUEST_BODY_BYTES,
+        kept: deque[str] | None = None,
+        ready_first: bool = False,
+    ) -> None:
         self._fd = fd
+        self._ready_first = ready_first  # a blocking descriptor (a terminal): read only once it is readable
         self._kept = kept  # each line handed out is appended here too, for its reader to take (stdio_guard)
         self._max_line = max_line
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -82,16 +95,23 @@ class PipeLines:
             if self._budget == 0:  # what was written before end_at_unread() is read; a line it cut is dropped
                 self._eof = True
                 break
+            if self._ready_first:
+                await self._wait_readable()
+                if self._budget == 0:
+                    continue
             try:
                 data = os.read(self._fd, min(READ_CHUNK, self._budget or READ_CHUNK))
             except BlockingIOError:
-                with anyio.CancelScope() as self._waiting:
-                    await anyio.wait_readable(self._fd)
+                await self._wait_readable()
                 continue
             if self._budget is not None:
                 self._budget -= len(data)
             self._take(self._decoder.decode(data, final=not data), end=not data)
         return self._lines.popleft() if self._lines else ""
+
+    async def _wait_readable(self) -> None:
+        with anyio.CancelScope() as self._waiting:  # end_at_unread() wakes it
+            await anyio.wait_readable(self._fd)
 
     def end_at_unread(self) -> None:
         """End the input once the bytes the pipe holds now are read (SIGTERM): what the client wrote before is
@@ -175,20 +195,21 @@ class PipeWriter:
         """Nothing is buffered: each message was written whole."""
 
 
-def _is_pipe(fd: int) -> bool:
-    """A pipe, or a socket (Node-based hosts hand their servers socket pairs as stdio), or a regular file (a
-    recorded session replayed: ``rimthan-mcp serve < requests.jsonl``), read and written the same way."""
+STREAM, FILE, TERMINAL = "stream", "file", "terminal"  # what a standard descriptor is, as read and written here
+
+
+def _kind(fd: int) -> str | None:
+    """A pipe or a socket (Node-based hosts hand their servers socket pairs as stdio), a regular file (a recorded
+    session replayed: ``rimthan-mcp serve < requests.jsonl``), a terminal; None for anything else."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISREG(mode)
-
-
-def _set_blocking(fd: int, blocking: bool) -> None:
-    """Set a pipe's or a socket's blocking mode; a regular file's is left as it is (it never blocks)."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.set_blocking(fd, blocking)
+        return None
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return STREAM
+    if stat.S_ISREG(mode):
+        return FILE
+    return TERMINAL if os.isatty(fd) else None
 
 
 def _backs(stream: TextIO | None, fd: int) -> bool:
@@ -198,65 +219,73 @@ def _backs(stream: TextIO | None, fd: int) -> bool:
         return False
 
 
-def _claim() -> tuple[int, int] | None:
-    """Divert fd 0/1 (null device / stderr); private duplicates of the wire, or None for the SDK's own path."""
-    if sys.platform == "win32" or not all(
-        _is_pipe(fd) and _backs(s, fd) for fd, s in ((0, sys.stdin), (1, sys.stdout))
-    ):
+def _claim(std: int, stream: TextIO | None, kinds: frozenset[str]) -> tuple[int, str] | None:
+    """Divert ``std`` (fd 0 to the null device, fd 1 to stderr); a private duplicate of the wire and its kind,
+    or None (left to the SDK). Only a pipe or a socket is made non-blocking: a terminal is shared with the
+    shell, and a file never blocks."""
+    kind = _kind(std)
+    if sys.platform == "win32" or kind not in kinds or not _backs(stream, std):
         return None
     import fcntl  # POSIX only
 
-    wire: list[int] = []
     try:
-        for fd in (0, 1):
-            wire.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3))
-        null = os.open(os.devnull, os.O_RDONLY)
-        try:
-            os.dup2(null, 0)
-        finally:
-            os.close(null)
-        os.dup2(2, 1)
-        for fd in wire:
-            _set_blocking(fd, False)
+        wire = fcntl.fcntl(std, fcntl.F_DUPFD_CLOEXEC, 3)
     except OSError:
-        _release(wire)
         return None
-    return wire[0], wire[1]
+    try:
+        diversion = os.open(os.devnull, os.O_RDONLY) if std == 0 else os.dup(2)
+        try:
+            os.dup2(diversion, std)
+        finally:
+            os.close(diversion)
+        if kind == STREAM:
+            os.set_blocking(wire, False)
+    except OSError:
+        _release(std, (wire, kind))
+        return None
+    return wire, kind
 
 
-def _release(wire: list[int]) -> None:
-    """Point fd 0/1 back at the wire (blocking again, as it was handed to us) and close the duplicates.
+def _release(std: int, claimed: tuple[int, str] | None) -> None:
+    """Point ``std`` back at the wire (blocking again, as it was handed to us) and close the duplicate.
 
     What ``sys.stdout`` still buffers was printed while serving: flushed first, to stderr, never onto the wire.
     """
-    with suppress(AttributeError, OSError, ValueError):  # replaced, closed or gone meanwhile: nothing to flush
-        sys.stdout.flush()
-    for std, fd in zip((0, 1), wire, strict=False):
+    if claimed is None:
+        return
+    wire, kind = claimed
+    if std == 1:
+        with suppress(AttributeError, OSError, ValueError):  # replaced, closed or gone meanwhile: nothing to flush
+            sys.stdout.flush()
+    if kind == STREAM:
         with suppress(OSError):
-            _set_blocking(fd, True)
-        with suppress(OSError):
-            os.dup2(fd, std)
-    for fd in wire:
-        with suppress(OSError):
-            os.close(fd)
+            os.set_blocking(wire, True)
+    with suppress(OSError):
+        os.dup2(wire, std)
+    with suppress(OSError):
+        os.close(wire)
 
 
 @asynccontextmanager
 async def pipe_wire(
     kept: deque[str] | None = None,
-) -> AsyncIterator[tuple[anyio.AsyncFile[str], anyio.AsyncFile[str]] | None]:
-    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)`` when both are pipes, sockets or files; None otherwise.
+) -> AsyncIterator[tuple[anyio.AsyncFile[str] | None, anyio.AsyncFile[str] | None]]:
+    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)``: each the wire read or written here when it is a
+    pipe, a socket or a file (stdin: or a terminal), else None (the SDK's own).
 
     ``kept``: every line the SDK reads is appended to it as well (``stdio_guard.AnsweringStream`` takes them)."""
-    wire = _claim()
-    if wire is None:
-        yield None
-        return
+    stdin = _claim(0, sys.stdin, frozenset({STREAM, FILE, TERMINAL}))
+    stdout = _claim(1, sys.stdout, frozenset({STREAM, FILE}))  # a terminal may block: the SDK writes from a thread
     try:
         # the SDK's transport uses these only as ``async for line in stdin``, ``stdout.write`` and ``stdout.flush``
         yield (
-            cast("anyio.AsyncFile[str]", PipeLines(wire[0], kept=kept)),
-            cast("anyio.AsyncFile[str]", PipeWriter(wire[1])),
+            None if stdin is None else cast("anyio.AsyncFile[str]", _lines(stdin, kept)),
+            None if stdout is None else cast("anyio.AsyncFile[str]", PipeWriter(stdout[0])),
         )
     finally:
-        _release(list(wire))
+        _release(1, stdout)
+        _release(0, stdin)
+
+
+def _lines(claimed: tuple[int, str], kept: deque[str] | None) -> PipeLines:
+    return PipeLines(claimed[0], kept=kept, ready_first=claimed[1] == TERMINAL)

@@ -104,10 +104,10 @@ async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_in
             await tg.start(_refresh_triggers, provider, refresh_interval)
             _log.info("serving", extra={"transport": "stdio"})
             lines: deque[str] = deque()  # what the pipes read, one line per message: the guard reads ids the SDK drops
-            async with pipe_wire(lines) as wire, stdio_server(*(wire or (None, None))) as (read_stream, write_stream):
-                answering = AnsweringStream(read_stream, write_stream, lines if wire else None)
+            async with pipe_wire(lines) as wire, stdio_server(*wire) as (read_stream, write_stream):
+                pipe = wire[0] if isinstance(wire[0], PipeLines) else None
+                answering = AnsweringStream(read_stream, write_stream, lines if pipe else None)
                 reader, writer = draining(answering, write_stream)
-                pipe = wire[0] if wire and isinstance(wire[0], PipeLines) else None
                 await tg.start(_stop_on_sigterm, reader, pipe, tg.cancel_scope, sigterm)
                 await app.run(reader, writer, app.create_initialization_options())
             tg.cancel_scope.cancel()
@@ -138,9 +138,9 @@ async def _stop_on_sigterm(
 ) -> None:
     """SIGTERM (a host or service manager stopping the server): answer the calls in flight, as at the end of
     input (at most ``DRAIN_SECONDS``), then stop; the process exits 0, as over HTTP. Without this the
-    default action killed the process at once (143), calls in flight unanswered. Over pipes the input ends
-    once what the client wrote before the signal is read (those requests are answered too); otherwise the
-    requests read so far are waited for."""
+    default action killed the process at once (143), calls in flight unanswered. When stdin is read here (a
+    pipe, a socket, a file, a terminal) the input ends once what the client wrote before the signal is read
+    (those requests are answered too); otherwise the requests read so far are waited for."""
     if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
         task_status.started()
         return
