@@ -147,11 +147,13 @@ async def _stop_on_sigterm(
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         task_status.started()
         async for _ in signals:
+            if sigterm.is_set():
+                continue  # stopping already; held here, a second SIGTERM does not cut the drain short
             _log.info("SIGTERM: answering the calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
             sigterm.set()
             if pipe is not None:
                 pipe.end_at_unread()  # the end of input drains, as when the client closes stdin
-                return
+                continue
             await reader.drain()
             serving.cancel()
             return
