@@ -284,3 +284,30 @@ def _lines_from(fd: int, count: int) -> list[str]:
             line for line in seen.decode().splitlines() if line.startswith('{"jsonrpc":"2.0","id"') and "result" in line
         ]
     return found[:count]
+
+
+def test_two_waiters_on_the_answers_both_wake_when_the_last_is_written() -> None:
+    """The end of input and SIGTERM can both wait for the answers. Each waiter replaced the shared event with
+    its own, so an answer woke only the last one: the first waited until its deadline (DRAIN_SECONDS)."""
+
+    async def run() -> list[int]:
+        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](4)
+        written, _kept = anyio.create_memory_object_stream[SessionMessage](4)
+        reader, writer = draining(from_client, written, seconds=3600)
+        await to_server.send(_request(7))
+        assert isinstance(await reader.receive(), SessionMessage)
+        left: list[int] = []
+
+        async def wait() -> None:
+            left.append(await reader.unanswered.settled(3600))
+
+        with anyio.fail_after(WAIT):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(wait)
+                await anyio.wait_all_tasks_blocked()
+                await writer.send(SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=7, result={})))
+        return left
+
+    assert anyio.run(run) == [0, 0]

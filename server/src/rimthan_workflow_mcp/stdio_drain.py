@@ -59,13 +59,13 @@ class Unanswered:
         self.ids[key] -= 1
         if self.ids[key] <= 0:
             del self.ids[key]
-        self.changed.set()
+        self.changed.set()  # wakes every waiter (the end of input and SIGTERM may both wait)
+        self.changed = anyio.Event()
 
     async def settled(self, seconds: float) -> int:
         """Wait until none is unanswered, at most ``seconds``; how many still are."""
         with anyio.move_on_after(seconds):
             while self.ids:
-                self.changed = anyio.Event()
                 await self.changed.wait()
         return sum(self.ids.values())
 
