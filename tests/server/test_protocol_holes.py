@@ -20,6 +20,7 @@ from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run.token_wire import peek_claims
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.engines import StepKit, TickingClock, WireEngine
 from support.releases import build_release, make_keypair, resign_release, scaffold_source, trust_dir
@@ -129,6 +130,12 @@ def test_continue_never_advances_a_revisited_gated_step(looping: Any) -> None:
     assert (back["status"], back["step"]["id"]) == ("advanced", "plan")
     second = engine.continue_workflow({"checkpoint": back["checkpoint"], "confirmed_state": state})
     assert (second["status"], second["step"]["id"]) == ("active", "write-summary")
+    # entering the step again drops its own receipts from the checkpoint (they belonged to the first visit)
+    earned, receipts = peek_claims(back["checkpoint"]), peek_claims(second["checkpoint"])
+    assert earned is not None and receipts is not None
+    outputs = {o["id"] for o in second["step"]["outputs"]}
+    assert outputs and outputs <= set(earned["artifacts"]["names"])
+    assert not outputs & set(receipts["artifacts"]["names"]) and receipts["validators"]["names"] == []
     # the first visit's receipts must not carry the second visit past its gate
     for _ in range(2):
         again = engine.continue_workflow({"checkpoint": second["checkpoint"], "confirmed_state": state})

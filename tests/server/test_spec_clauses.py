@@ -1,0 +1,148 @@
+"""Clauses of the four-tool protocol text that no other test pinned down.
+
+Each test here was written against a check whose removal left every other
+protocol test green; each drives the real engine over real signed releases.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
+from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
+from rimthan_workflow_registry.release.trust import load_trust
+from rimthan_workflow_registry.release.verify import verify_release
+from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
+    return make_engines(tmp_path_factory.mktemp("clauses"), TickingClock())
+
+
+def _engine_for(source: Path, root: Path, engines: Engines) -> WireEngine:
+    key = make_keypair(root / "keys", "k")
+    release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
+    return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
+
+
+def test_migration_target_of_another_scope_is_refused_by_the_engine(engines: Engines, tmp_path: Path) -> None:
+    """ "target release must match the verified target scope": a newer research-decision published under
+    another scope is refused even when the request names it exactly."""
+    source = tmp_path / "foreign"
+    shutil.copytree(packaged_source("1.3.0"), source)
+    catalogue = source / "catalogue.toml"
+    text = catalogue.read_text("utf-8")
+    assert 'name = "rimthan.research"' in text
+    catalogue.write_text(text.replace('name = "rimthan.research"', 'name = "someone.else"'), "utf-8")
+    foreign = _engine_for(source, tmp_path, engines)
+    engine, harness = engines.wire("1.2.0"), engines.harness("foreign-scope")
+    state = harness.confirm(example_state("1.2.0"))
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    engines.clock.tick()
+    target_state = harness.confirm({**example_state("1.2.0"), "risk_tolerance": "medium"})
+    request: dict[str, Any] = {
+        "target_release": foreign.module.release.release_id,
+        "confirmed_state": target_state,
+        "confirm": True,
+    }
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.migrate_workflow(
+            foreign.module, {"checkpoint": started["checkpoint"], "confirmed_state": state, "migration": request}
+        )
+    assert err.value.code is FailureCode.MIGRATION_SCOPE_MISMATCH
+    assert "someone.else" in err.value.message or "not in the scope" in err.value.message
+
+
+def test_a_validation_bundle_is_refused_with_any_checkpoint_but_its_own(engines: Engines) -> None:
+    """ "verifies ... HMAC-signed bundle payload" for *this* checkpoint: a bundle prepared on one checkpoint
+    cannot be submitted with a later checkpoint of the same step (here: reissued by a confirmed state change)."""
+    engine, harness = engines.wire("1.2.0"), engines.harness("bundle-replay")
+    state = harness.confirm(example_state("1.2.0"))
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    first = started["checkpoint"]
+    artifacts = harness.deliver_workspace(started["step"])
+    ready = engine.prepare_step_validation(
+        {"checkpoint": first, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+    )
+    assert ready["status"] == "ready_for_semantic_validation"
+    engines.clock.tick()
+    changed = harness.confirm({**example_state("1.2.0"), "objective": "A sharper question?"}, previous=state)
+    moved = engine.continue_workflow({"checkpoint": first, "confirmed_state": state, "next_confirmed_state": changed})
+    later = moved["checkpoint"]
+    assert (moved["status"], moved["step"]["id"]) == ("active", "setup-workspace") and later != first
+    with pytest.raises(TokenError) as err:
+        engine.submit_step_validation(
+            {
+                "checkpoint": later,
+                "confirmed_state": changed,
+                "validation_bundle": ready["validation_bundle"],
+                "reports": [],
+            }
+        )
+    assert err.value.code is FailureCode.VALIDATION_BUNDLE_INVALID
+    # the bundle still serves the checkpoint it was prepared on
+    advanced = engine.submit_step_validation(
+        {"checkpoint": first, "confirmed_state": state, "validation_bundle": ready["validation_bundle"], "reports": []}
+    )
+    assert advanced["status"] == "advanced"
+
+
+def _at_desk_research(engines: Engines, name: str) -> tuple[WireEngine, Any, dict[str, Any], str, dict[str, Any]]:
+    """A run past setup and the ungated steps, at gated desk-research, prepared: (engine, kit, state, cp, ready)."""
+    engine, harness = engines.wire("1.2.0"), engines.harness(name)
+    state = harness.confirm({**example_state("1.2.0"), "research_route": "desk-research"})
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    moved = harness.pass_setup(engine, started, state)
+    while moved["step"]["id"] != "desk-research":
+        moved = engine.continue_workflow({"checkpoint": moved["checkpoint"], "confirmed_state": state})
+        assert moved["status"] == "active", moved
+    cp = moved["checkpoint"]
+    outputs = harness.write_outputs(moved["step"], examples("1.2.0"))
+    ready = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": outputs}
+    )
+    assert ready["status"] == "ready_for_semantic_validation"
+    return engine, harness, state, cp, ready
+
+
+def test_a_report_made_from_another_instruction_is_stale(engines: Engines) -> None:
+    """ "new reports must match instruction digest": a validator run from an edited or older instruction
+    is refused as stale, never counted as a pass."""
+    engine, harness, state, cp, ready = _at_desk_research(engines, "instruction")
+    reports = harness.reports(ready)
+    other = [dict(reports[0], instruction_digest="sha256:" + "e" * 64), *reports[1:]]
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.submit_step_validation(
+            {
+                "checkpoint": cp,
+                "confirmed_state": state,
+                "validation_bundle": ready["validation_bundle"],
+                "reports": other,
+            }
+        )
+    assert err.value.code is FailureCode.REPORT_STALE
+    assert "another instruction" in err.value.message
+
+
+def test_a_report_from_another_adapter_version_is_refused(engines: Engines) -> None:
+    """ "validated_by.harness and adapter version must match the checkpoint host binding": the right harness
+    running another adapter version is a host mismatch too."""
+    engine, harness, state, cp, ready = _at_desk_research(engines, "adapter-version")
+    reports = harness.reports(ready)
+    bound = reports[0]["validated_by"]
+    other = [dict(r, validated_by={**bound, "adapter_version": "9.9.9"}) for r in reports]
+    with pytest.raises(WorkflowProtocolError) as err:
+        engine.submit_step_validation(
+            {
+                "checkpoint": cp,
+                "confirmed_state": state,
+                "validation_bundle": ready["validation_bundle"],
+                "reports": other,
+            }
+        )
+    assert err.value.code is FailureCode.REPORT_HOST_MISMATCH
