@@ -15,6 +15,7 @@ from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
+from rimthan_workflow_registry.run.token_wire import peek_claims
 from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
@@ -146,3 +147,37 @@ def test_a_report_from_another_adapter_version_is_refused(engines: Engines) -> N
             }
         )
     assert err.value.code is FailureCode.REPORT_HOST_MISMATCH
+
+
+def test_a_validator_that_fails_loses_its_earlier_pass_receipt(engines: Engines) -> None:
+    """A validator receipt records a pass: once a validator fails, the checkpoint no longer holds its pass on
+    earlier bytes (a revert to those bytes re-runs it rather than reusing a superseded verdict)."""
+    engine, harness, state, cp, ready = _at_desk_research(engines, "superseded")
+
+    def submit(at: str, prepared: dict[str, Any], verdicts: dict[str, str]) -> dict[str, Any]:
+        return engine.submit_step_validation(
+            {
+                "checkpoint": at,
+                "confirmed_state": state,
+                "validation_bundle": prepared["validation_bundle"],
+                "reports": harness.reports(prepared, verdicts),
+            }
+        )
+
+    first = submit(cp, ready, {"evidence-auditor@1.0.0": "fail"})
+    assert first["status"] == "validation_failed"
+    claims = peek_claims(first["checkpoint"])
+    assert claims is not None and claims["validators"]["names"] == ["decision-critic@1.0.0"]
+
+    def edited(artifact_id: str, media_type: str) -> str:
+        return examples("1.2.0")(artifact_id, media_type) + ("\nMore evidence.\n" if artifact_id == "findings" else "")
+
+    repaired = harness.write_outputs(first["step"], edited)
+    again = engine.prepare_step_validation(
+        {"checkpoint": first["checkpoint"], "confirmed_state": state, "host": harness.host(), "artifacts": repaired}
+    )
+    assert sorted(v["validator_id"] for v in again["validators"]) == ["decision-critic", "evidence-auditor"]
+    second = submit(first["checkpoint"], again, {"decision-critic@1.0.0": "fail"})
+    assert second["status"] == "validation_failed"
+    claims = peek_claims(second["checkpoint"])
+    assert claims is not None and claims["validators"]["names"] == ["evidence-auditor@1.0.0"]
