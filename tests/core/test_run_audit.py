@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,24 @@ def test_a_fork_is_refused_naming_both_branches(completed: DrivenRun, engines: E
     error = _broken([*tokens[:4], sibling], engines.keyring)
     assert error.details == {"line": 5, "break": "fork"}
     assert "continues line 3 (sequence 3), which line 4 already continued" in error.message
+
+
+def test_a_checkpoint_logged_again_later_is_refused_as_a_reorder(completed: DrivenRun, engines: Engines) -> None:
+    tokens = completed.checkpoints
+    error = _broken([*tokens[:4], tokens[1]], engines.keyring)
+    assert error.details == {"line": 5, "break": "reorder"}
+    assert "repeats the checkpoint of line 2" in error.message
+
+
+def test_a_link_whose_sequence_is_not_the_next_is_refused(completed: DrivenRun, engines: Engines) -> None:
+    """A child naming the right parent but skipping a sequence number (signed with the server's keys) breaks
+    the chain at its line: sequence and parent link must agree."""
+    tokens = completed.checkpoints
+    parent = verify_checkpoint(engines.keyring, tokens[2]).checkpoint
+    child = replace(parent.successor(tokens[2], issued_at=parent.issued_at + 7), sequence=parent.sequence + 2)
+    error = _broken([*tokens[:3], issue_checkpoint(engines.keyring, child).token], engines.keyring)
+    assert error.details == {"line": 4, "break": "sequence"}
+    assert "expected 4" in error.message
 
 
 def test_a_token_of_another_run_is_refused_as_foreign(completed: DrivenRun, engines: Engines) -> None:
