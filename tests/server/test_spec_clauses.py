@@ -181,3 +181,32 @@ def test_a_validator_that_fails_loses_its_earlier_pass_receipt(engines: Engines)
     assert second["status"] == "validation_failed"
     claims = peek_claims(second["checkpoint"])
     assert claims is not None and claims["validators"]["names"] == ["evidence-auditor@1.0.0"]
+
+
+def test_a_bundle_token_is_never_taken_for_a_checkpoint_nor_the_other_way(engines: Engines) -> None:
+    """Both token kinds are signed with the same checkpoint keys: each is refused by its type where the other
+    is expected, before any of its claims are read."""
+    engine, harness = engines.wire("1.2.0"), engines.harness("token-kinds")
+    state = harness.confirm(example_state("1.2.0"))
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    cp = started["checkpoint"]
+    artifacts = harness.deliver_workspace(started["step"])
+    ready = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+    )
+    bundle = ready["validation_bundle"]
+    with pytest.raises(TokenError) as err:
+        engine.continue_workflow({"checkpoint": bundle["validation_token"], "confirmed_state": state})
+    assert err.value.code is FailureCode.CHECKPOINT_INVALID
+    assert "not a checkpoint token" in err.value.message
+    with pytest.raises(TokenError) as err:
+        engine.submit_step_validation(
+            {
+                "checkpoint": cp,
+                "confirmed_state": state,
+                "validation_bundle": {**bundle, "validation_token": cp},
+                "reports": [],
+            }
+        )
+    assert err.value.code is FailureCode.VALIDATION_BUNDLE_INVALID
+    assert "not a validation bundle token" in err.value.message
