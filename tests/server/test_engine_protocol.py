@@ -14,27 +14,17 @@ from typing import Any
 
 import pytest
 import tomli_w
-from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
-from rimthan_workflow_registry.release.trust import load_trust
-from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.token_wire import peek_claims
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
-from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
-from support.releases import branching_setup_source, build_release, make_keypair, packaged_source, trust_dir
+from support.engines import Engines, TickingClock, WireEngine, engine_for, example_state, examples, make_engines
+from support.releases import branching_setup_source, packaged_source
 
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
     return make_engines(tmp_path_factory.mktemp("protocol"), TickingClock())
-
-
-def _engine_for(source: Path, root: Path, engines: Engines) -> WireEngine:
-    """An engine over a release built from ``source`` with a fresh key, sharing the test keyring and clock."""
-    key = make_keypair(root / "keys", "k")
-    release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
-    return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
 
 
 def _claims(token: str) -> dict[str, Any]:
@@ -121,7 +111,7 @@ def _multi_version_source(root: Path) -> Path:
 
 
 def test_alias_resolution_picks_newest_semantic_version_unless_exact(tmp_path: Path, engines: Engines) -> None:
-    engine = _engine_for(_multi_version_source(tmp_path), tmp_path, engines)
+    engine = engine_for(_multi_version_source(tmp_path), tmp_path, engines)
     harness = engines.harness("versions")
     state = harness.confirm(example_state("1.2.0"))
     for name in ("research-decision", "research", "decide"):
@@ -469,7 +459,7 @@ def test_migration_to_a_release_whose_workflow_is_not_newer_is_refused(tmp_path:
     catalogue = tomllib.loads((source / "catalogue.toml").read_text("utf-8"))
     catalogue["catalogue"]["version"] = "1.2.1"  # a new release carrying the same workflow version
     (source / "catalogue.toml").write_text(tomli_w.dumps(catalogue), "utf-8")
-    target = _engine_for(source, tmp_path, engines)
+    target = engine_for(source, tmp_path, engines)
     engine, harness, state, started = _started(engines, "not-newer")
     with pytest.raises(WorkflowProtocolError) as err:
         engine.migrate_workflow(
@@ -499,7 +489,7 @@ def test_a_migration_with_a_next_confirmed_state_beside_it_is_refused(engines: E
 
 
 def test_submit_at_a_branching_gated_step_asks_then_continue_advances(tmp_path: Path, engines: Engines) -> None:
-    engine = _engine_for(branching_setup_source(tmp_path), tmp_path, engines)
+    engine = engine_for(branching_setup_source(tmp_path), tmp_path, engines)
     harness = engines.harness("branching-setup")
     state = harness.confirm(example_state("1.2.0"))
     started = start(engine, harness, state)

@@ -7,28 +7,20 @@ protocol test green; each drives the real engine over real signed releases.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
-from rimthan_workflow_registry.release.trust import load_trust
-from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.token_wire import peek_claims
-from support.engines import Engines, TickingClock, WireEngine, example_state, examples, make_engines
-from support.releases import build_release, make_keypair, packaged_source, trust_dir
+from support.engines import Engines, TickingClock, WireEngine, engine_for, example_state, examples, make_engines
+from support.releases import packaged_source
 
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
     return make_engines(tmp_path_factory.mktemp("clauses"), TickingClock())
-
-
-def _engine_for(source: Path, root: Path, engines: Engines) -> WireEngine:
-    key = make_keypair(root / "keys", "k")
-    release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
-    return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
 
 
 def test_migration_target_of_another_scope_is_refused_by_the_engine(engines: Engines, tmp_path: Path) -> None:
@@ -40,7 +32,7 @@ def test_migration_target_of_another_scope_is_refused_by_the_engine(engines: Eng
     text = catalogue.read_text("utf-8")
     assert 'name = "rimthan.research"' in text
     catalogue.write_text(text.replace('name = "rimthan.research"', 'name = "someone.else"'), "utf-8")
-    foreign = _engine_for(source, tmp_path, engines)
+    foreign = engine_for(source, tmp_path, engines)
     engine, harness = engines.wire("1.2.0"), engines.harness("foreign-scope")
     state = harness.confirm(example_state("1.2.0"))
     started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
@@ -59,18 +51,24 @@ def test_migration_target_of_another_scope_is_refused_by_the_engine(engines: Eng
     assert "someone.else" in err.value.message or "not in the scope" in err.value.message
 
 
+def _prepared_setup(engines: Engines, name: str) -> tuple[WireEngine, Any, dict[str, Any], str, dict[str, Any]]:
+    """A run started and its setup-workspace prepared: (engine, kit, state, checkpoint, prepare result)."""
+    engine, harness = engines.wire("1.2.0"), engines.harness(name)
+    state = harness.confirm(example_state("1.2.0"))
+    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
+    cp = started["checkpoint"]
+    artifacts = harness.deliver_workspace(started["step"])
+    ready = engine.prepare_step_validation(
+        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
+    )
+    assert ready["status"] == "ready_for_semantic_validation"
+    return engine, harness, state, cp, ready
+
+
 def test_a_validation_bundle_is_refused_with_any_checkpoint_but_its_own(engines: Engines) -> None:
     """ "verifies ... HMAC-signed bundle payload" for *this* checkpoint: a bundle prepared on one checkpoint
     cannot be submitted with a later checkpoint of the same step (here: reissued by a confirmed state change)."""
-    engine, harness = engines.wire("1.2.0"), engines.harness("bundle-replay")
-    state = harness.confirm(example_state("1.2.0"))
-    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
-    first = started["checkpoint"]
-    artifacts = harness.deliver_workspace(started["step"])
-    ready = engine.prepare_step_validation(
-        {"checkpoint": first, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
-    )
-    assert ready["status"] == "ready_for_semantic_validation"
+    engine, harness, state, first, ready = _prepared_setup(engines, "bundle-replay")
     engines.clock.tick()
     changed = harness.confirm({**example_state("1.2.0"), "objective": "A sharper question?"}, previous=state)
     moved = engine.continue_workflow({"checkpoint": first, "confirmed_state": state, "next_confirmed_state": changed})
@@ -111,42 +109,41 @@ def _at_desk_research(engines: Engines, name: str) -> tuple[WireEngine, Any, dic
     return engine, harness, state, cp, ready
 
 
-def test_a_report_made_from_another_instruction_is_stale(engines: Engines) -> None:
-    """ "new reports must match instruction digest": a validator run from an edited or older instruction
-    is refused as stale, never counted as a pass."""
-    engine, harness, state, cp, ready = _at_desk_research(engines, "instruction")
+def _another_instruction(report: dict[str, Any]) -> dict[str, Any]:
+    return dict(report, instruction_digest="sha256:" + "e" * 64)
+
+
+def _another_adapter_version(report: dict[str, Any]) -> dict[str, Any]:
+    return dict(report, validated_by={**report["validated_by"], "adapter_version": "9.9.9"})
+
+
+@pytest.mark.parametrize(
+    ("edit", "code", "words"),
+    [
+        # "new reports must match instruction digest": a validator run from an edited or older instruction is stale
+        (_another_instruction, FailureCode.REPORT_STALE, "another instruction"),
+        # "validated_by.harness and adapter version must match the checkpoint host binding": the right harness
+        # running another adapter version is a host mismatch too
+        (_another_adapter_version, FailureCode.REPORT_HOST_MISMATCH, "the run is bound to"),
+    ],
+    ids=["instruction", "adapter-version"],
+)
+def test_a_report_not_bound_to_the_bundle_and_host_is_refused(
+    engines: Engines, edit: Callable[[dict[str, Any]], dict[str, Any]], code: FailureCode, words: str
+) -> None:
+    engine, harness, state, cp, ready = _at_desk_research(engines, f"report-{code.value}")
     reports = harness.reports(ready)
-    other = [dict(reports[0], instruction_digest="sha256:" + "e" * 64), *reports[1:]]
+    edited = [edit(reports[0]), *reports[1:]]
     with pytest.raises(WorkflowProtocolError) as err:
         engine.submit_step_validation(
             {
                 "checkpoint": cp,
                 "confirmed_state": state,
                 "validation_bundle": ready["validation_bundle"],
-                "reports": other,
+                "reports": edited,
             }
         )
-    assert err.value.code is FailureCode.REPORT_STALE
-    assert "another instruction" in err.value.message
-
-
-def test_a_report_from_another_adapter_version_is_refused(engines: Engines) -> None:
-    """ "validated_by.harness and adapter version must match the checkpoint host binding": the right harness
-    running another adapter version is a host mismatch too."""
-    engine, harness, state, cp, ready = _at_desk_research(engines, "adapter-version")
-    reports = harness.reports(ready)
-    bound = reports[0]["validated_by"]
-    other = [dict(r, validated_by={**bound, "adapter_version": "9.9.9"}) for r in reports]
-    with pytest.raises(WorkflowProtocolError) as err:
-        engine.submit_step_validation(
-            {
-                "checkpoint": cp,
-                "confirmed_state": state,
-                "validation_bundle": ready["validation_bundle"],
-                "reports": other,
-            }
-        )
-    assert err.value.code is FailureCode.REPORT_HOST_MISMATCH
+    assert err.value.code is code and words in err.value.message
 
 
 def test_a_validator_that_fails_loses_its_earlier_pass_receipt(engines: Engines) -> None:
@@ -186,14 +183,7 @@ def test_a_validator_that_fails_loses_its_earlier_pass_receipt(engines: Engines)
 def test_a_bundle_token_is_never_taken_for_a_checkpoint_nor_the_other_way(engines: Engines) -> None:
     """Both token kinds are signed with the same checkpoint keys: each is refused by its type where the other
     is expected, before any of its claims are read."""
-    engine, harness = engines.wire("1.2.0"), engines.harness("token-kinds")
-    state = harness.confirm(example_state("1.2.0"))
-    started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
-    cp = started["checkpoint"]
-    artifacts = harness.deliver_workspace(started["step"])
-    ready = engine.prepare_step_validation(
-        {"checkpoint": cp, "confirmed_state": state, "host": harness.host(), "artifacts": artifacts}
-    )
+    engine, _harness, state, cp, ready = _prepared_setup(engines, "token-kinds")
     bundle = ready["validation_bundle"]
     with pytest.raises(TokenError) as err:
         engine.continue_workflow({"checkpoint": bundle["validation_token"], "confirmed_state": state})

@@ -150,6 +150,13 @@ def make_engines(root: Path, clock: TickingClock) -> Engines:
     return Engines(releases, CheckpointKeyring.generate(), root, clock)
 
 
+def engine_for(source: Path, root: Path, engines: Engines) -> WireEngine:
+    """An engine over a release built from ``source`` with a fresh key, sharing ``engines``' keyring and clock."""
+    key = make_keypair(root / "keys", "k")
+    release = verify_release(build_release(source, root / "out", [key]), load_trust(trust_dir(root / "trust", key)))
+    return WireEngine(WorkflowEngineQueryModule(release, engines.keyring, clock=engines.clock))
+
+
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
