@@ -91,15 +91,21 @@ def test_a_validation_bundle_is_refused_with_any_checkpoint_but_its_own(engines:
     assert advanced["status"] == "advanced"
 
 
-def _at_desk_research(engines: Engines, name: str) -> tuple[WireEngine, Any, dict[str, Any], str, dict[str, Any]]:
-    """A run past setup and the ungated steps, at gated desk-research, prepared: (engine, kit, state, cp, ready)."""
-    engine, harness = engines.wire("1.2.0"), engines.harness(name)
+def _reach_desk_research(engine: WireEngine, harness: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Start a run routed to desk-research, pass setup and the ungated steps: (state, the result showing it)."""
     state = harness.confirm({**example_state("1.2.0"), "research_route": "desk-research"})
     started = engine.start_workflow({"workflow": "research", "confirmed_state": state, "host": harness.host()})
     moved = harness.pass_setup(engine, started, state)
     while moved["step"]["id"] != "desk-research":
         moved = engine.continue_workflow({"checkpoint": moved["checkpoint"], "confirmed_state": state})
         assert moved["status"] == "active", moved
+    return state, moved
+
+
+def _at_desk_research(engines: Engines, name: str) -> tuple[WireEngine, Any, dict[str, Any], str, dict[str, Any]]:
+    """A run at gated desk-research, its outputs prepared: (engine, kit, state, cp, ready)."""
+    engine, harness = engines.wire("1.2.0"), engines.harness(name)
+    state, moved = _reach_desk_research(engine, harness)
     cp = moved["checkpoint"]
     outputs = harness.write_outputs(moved["step"], examples("1.2.0"))
     ready = engine.prepare_step_validation(
@@ -107,6 +113,44 @@ def _at_desk_research(engines: Engines, name: str) -> tuple[WireEngine, Any, dic
     )
     assert ready["status"] == "ready_for_semantic_validation"
     return engine, harness, state, cp, ready
+
+
+def test_a_step_input_must_be_bound_once_to_the_digest_its_receipt_records(engines: Engines, tmp_path: Path) -> None:
+    """ "prior artifact digest bindings for step inputs": desk-research made to read the workspace manifest must
+    bind it, once, to the digest of the setup step's receipt."""
+    source = tmp_path / "reads-manifest"
+    shutil.copytree(packaged_source("1.2.0"), source)
+    workflow = source / "workflows" / "research-decision.toml"
+    text = workflow.read_text("utf-8")
+    declared = 'id = "desk-research"\ntitle = "Desk research"\ninstruction = "assets/instructions/desk-research.md"\n'
+    assert declared + "inputs = []\n" in text
+    workflow.write_text(
+        text.replace(declared + "inputs = []\n", declared + 'inputs = ["workspace-manifest"]\n'), "utf-8"
+    )
+    engine, harness = engine_for(source, tmp_path, engines), engines.harness("inputs")
+    state, moved = _reach_desk_research(engine, harness)
+    receipts = peek_claims(moved["checkpoint"])
+    assert receipts is not None and receipts["artifacts"]["names"][-1] == "workspace-manifest"
+    recorded = receipts["artifacts"]["sha256"][-64:]
+    outputs = harness.write_outputs(moved["step"], examples("1.2.0"))
+
+    def prepare(inputs: list[dict[str, str]]) -> dict[str, Any]:
+        return engine.prepare_step_validation(
+            {
+                "checkpoint": moved["checkpoint"],
+                "confirmed_state": state,
+                "host": harness.host(),
+                "artifacts": outputs,
+                "inputs": inputs,
+            }
+        )
+
+    bound = {"artifact_id": "workspace-manifest", "sha256": recorded}
+    for wrong in ([], [{**bound, "sha256": "0" * 64}], [bound, bound]):
+        failed = prepare(wrong)
+        assert failed["status"] == "deterministic_validation_failed", wrong
+        assert [f["code"] for f in failed["failures"]] == ["input_binding_mismatch"], failed["failures"]
+    assert prepare([bound])["status"] == "ready_for_semantic_validation"
 
 
 def _another_instruction(report: dict[str, Any]) -> dict[str, Any]:
