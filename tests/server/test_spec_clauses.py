@@ -115,19 +115,22 @@ def _at_desk_research(engines: Engines, name: str) -> tuple[WireEngine, Any, dic
     return engine, harness, state, cp, ready
 
 
-def test_a_step_input_must_be_bound_once_to_the_digest_its_receipt_records(engines: Engines, tmp_path: Path) -> None:
-    """ "prior artifact digest bindings for step inputs": desk-research made to read the workspace manifest must
-    bind it, once, to the digest of the setup step's receipt."""
-    source = tmp_path / "reads-manifest"
+def _desk_research_reading(artifact_id: str, engines: Engines, root: Path) -> WireEngine:
+    """An engine over research-decision 1.2.0 whose desk-research step declares ``artifact_id`` as its input."""
+    source = root / "reads"
     shutil.copytree(packaged_source("1.2.0"), source)
     workflow = source / "workflows" / "research-decision.toml"
     text = workflow.read_text("utf-8")
     declared = 'id = "desk-research"\ntitle = "Desk research"\ninstruction = "assets/instructions/desk-research.md"\n'
     assert declared + "inputs = []\n" in text
-    workflow.write_text(
-        text.replace(declared + "inputs = []\n", declared + 'inputs = ["workspace-manifest"]\n'), "utf-8"
-    )
-    engine, harness = engine_for(source, tmp_path, engines), engines.harness("inputs")
+    workflow.write_text(text.replace(declared + "inputs = []\n", f"{declared}inputs = [{artifact_id!r}]\n"), "utf-8")
+    return engine_for(source, root, engines)
+
+
+def test_a_step_input_must_be_bound_once_to_the_digest_its_receipt_records(engines: Engines, tmp_path: Path) -> None:
+    """ "prior artifact digest bindings for step inputs": desk-research made to read the workspace manifest must
+    bind it, once, to the digest of the setup step's receipt."""
+    engine, harness = _desk_research_reading("workspace-manifest", engines, tmp_path), engines.harness("inputs")
     state, moved = _reach_desk_research(engine, harness)
     receipts = peek_claims(moved["checkpoint"])
     assert receipts is not None and receipts["artifacts"]["names"][-1] == "workspace-manifest"
@@ -244,3 +247,24 @@ def test_a_bundle_token_is_never_taken_for_a_checkpoint_nor_the_other_way(engine
         )
     assert err.value.code is FailureCode.VALIDATION_BUNDLE_INVALID
     assert "not a validation bundle token" in err.value.message
+
+
+def test_an_input_the_run_never_produced_fails_prepare(engines: Engines, tmp_path: Path) -> None:
+    """An input produced only on another route (the catalogue rules accept any earlier producer) has no receipt
+    in this run: prepare fails closed whatever digest the client binds it to."""
+    engine, harness = _desk_research_reading("experiment-results", engines, tmp_path), engines.harness("no-receipt")
+    state, moved = _reach_desk_research(engine, harness)
+    failed = engine.prepare_step_validation(
+        {
+            "checkpoint": moved["checkpoint"],
+            "confirmed_state": state,
+            "host": harness.host(),
+            "artifacts": harness.write_outputs(moved["step"], examples("1.2.0")),
+            "inputs": [{"artifact_id": "experiment-results", "sha256": "0" * 64}],
+        }
+    )
+    assert failed["status"] == "deterministic_validation_failed"
+    assert [(f["code"], f.get("artifact_id")) for f in failed["failures"]] == [
+        ("input_binding_mismatch", "experiment-results")
+    ]
+    assert "no receipt" in failed["failures"][0]["message"]
