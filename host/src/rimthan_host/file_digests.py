@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jsonpointer import escape  # (RFC 6901: ``~`` and ``/`` in a key; a dependency of the core already)
 from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_STEP_ARTIFACT_BYTES
@@ -110,7 +111,7 @@ def _bindings(value: Any, pointer: str) -> Iterator[tuple[str, dict[str, Any]]]:
         if isinstance(value.get("path"), str) and ("artifact_id" in value or "sha256" in value):
             yield pointer, value
         for key, item in value.items():
-            yield from _bindings(item, f"{pointer}/{key}")
+            yield from _bindings(item, f"{pointer}/{escape(key)}")
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _bindings(item, f"{pointer}/{index}")
