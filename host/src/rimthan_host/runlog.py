@@ -57,6 +57,8 @@ from . import positions
 from .file_digests import evidence_from_json
 from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
 from .protocol import HarnessError
+from .state_size import StateTooLarge as StateTooLarge  # (re-exported: raised by save_state)
+from .state_size import largest_part
 
 RUNS_DIR = Path(".rimthan") / "runs"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
@@ -237,7 +239,8 @@ class RunLog:
             "ascii"
         )  # compact: bounded
         if len(data) > MAX_STATE_BYTES:  # (a side file just written is named by no state: the next save prunes it)
-            raise StateTooLarge(self, len(data), started=logged is not None)
+            part = largest_part(states)
+            raise StateTooLarge(self.run_id, len(data), MAX_STATE_BYTES, part, started=logged is not None)
         replace_file(self.state_path, self.state_path.with_suffix(".json.tmp"), data)
         named = {str(e[positions.POSITION_FILE_KEY]["sha256"]) for e in states if
                  isinstance(e.get(positions.POSITION_FILE_KEY), dict)}  # fmt: skip
@@ -313,20 +316,6 @@ class RunLog:
             f"Restore {'the file' if isinstance(path, Path) else 'them'}, or call start_run with new_run true to start "
             "a new run."
         )
-
-
-class StateTooLarge(HarnessError):
-    """A resume state past :data:`MAX_STATE_BYTES`: not written, so the move it belongs to is not recorded."""
-
-    def __init__(self, log: RunLog, size: int, *, started: bool) -> None:
-        where = f"run {log.run_id} stays at its last logged checkpoint" if started else "no run was started"
-        super().__init__(
-            f"Nothing was recorded: with these confirmed values the resume state of run {log.run_id} would be "
-            f"{size} bytes, past the {MAX_STATE_BYTES} bytes a run state file may hold, so the run could not be "
-            f"resumed; {where}. Make the values shorter (ask the user) and try again; for facts given at the "
-            "start, call start_run with new_run true and the shorter facts."
-        )
-        self.size = size
 
 
 def _state_problem(entry: Mapping[str, Any]) -> str | None:
