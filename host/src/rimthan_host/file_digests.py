@@ -11,8 +11,8 @@ every file so named from disk and:
 - refuses a ``sha256`` the model wrote that is not the file's on disk
   (``file_digest_mismatch``), and a named file it cannot read (``file_missing``);
 - refuses a file named with the ``artifact_id`` of an artifact this run
-  validated earlier (as a bridge attested it: the run's state file keeps each
-  one's id, path and digest, so this holds across a restart and
+  validated earlier (one a submitted round attested and the verifier took:
+  the run's state file keeps each one's id, path and digest, so this holds across a restart and
   ``resume_run``) whose bytes changed since (``input_binding_mismatch``): the
   output would rest on evidence nobody validated.
 

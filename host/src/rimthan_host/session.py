@@ -82,6 +82,7 @@ class _Saved:
     state: ConfirmedStateBook
     position: dict[str, Any]
     existed: dict[str, bool]
+    evidence: dict[str, Evidence]
 
 
 class HostSession:
@@ -107,7 +108,7 @@ class HostSession:
         self.result: dict[str, Any] = {}
         self.prepared: Prepared | None = None
         self.existed_before: dict[str, bool] = {}
-        self.evidence: dict[str, Evidence] = {}  # every file this run attested, kept across a resume
+        self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
         self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview
         self._emit: EventSink = on_event or (lambda event: None)
 
@@ -118,12 +119,19 @@ class HostSession:
     # -- calls ----------------------------------------------------------------------------
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], *, proposed: ConfirmedStateBook | None = None
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        proposed: ConfirmedStateBook | None = None,
+        accepted: Sequence[WrittenFile] = (),
     ) -> dict[str, Any]:
         """Call a tool; save the resume state and log a new checkpoint; only then make the result current.
 
         ``proposed``: the confirmed state the arguments propose, taken unless
-        the verifier answers ``blocked``. If saving or logging fails
+        the verifier answers ``blocked``. ``accepted``: the files a submitted
+        round attested, evidence from this move on unless the verifier refused
+        the round (``validation_failed``). If saving or logging fails
         (:class:`~rimthan_host.protocol.MoveNotRecorded` for an OSError,
         :class:`~rimthan_host.runlog.StateTooLarge`), the session stays where
         the log is - its last checkpoint and that checkpoint's state - and the
@@ -136,7 +144,7 @@ class HostSession:
         new_step = bool(step) and (not self.record.steps_visited or self.record.steps_visited[-1] != step)
         existed = self._existence(result["step"]) if new_step else self.existed_before
         position = result if result.get("step") or result["status"] == "completed" else self.result
-        saved = _Saved(state, position, existed)
+        saved = _Saved(state, position, existed, self._evidence(result, accepted))
         try:
             self._log(result.get("checkpoint"), saved)
         except OSError as exc:
@@ -147,6 +155,7 @@ class HostSession:
     def _take(self, tool: str, result: dict[str, Any], saved: _Saved, new_step: str | None) -> None:
         """Make a logged move current: its state, position and outputs, what the record and events say."""
         self.state, self.result, self.existed_before = saved.state, saved.position, saved.existed
+        self.evidence = saved.evidence
         step = (result.get("step") or {}).get("id")
         self.record.statuses.append((tool, result["status"], step))
         if new_step is not None:
@@ -171,6 +180,12 @@ class HostSession:
             if self.run_log is not None:
                 self.run_log.append(token)
             self.record.checkpoints.append(token)
+
+    def _evidence(self, result: Mapping[str, Any], accepted: Sequence[WrittenFile]) -> dict[str, Evidence]:
+        """The run's evidence after a move: the files of a round the verifier took join it, none it refused."""
+        if not accepted or result["status"] == "validation_failed":
+            return self.evidence
+        return {**self.evidence, **{a.artifact_id: Evidence(a.artifact_id, a.path, a.sha256) for a in accepted}}
 
     def _note_offer(self, result: Mapping[str, Any]) -> None:
         """Keep the migration the verifier offers with every ``continue_workflow`` result (none once taken).
@@ -278,8 +293,7 @@ class HostSession:
 
     def _keep(self, written: WrittenFile) -> None:
         self.existed_before[written.path] = True  # a later attempt replaces what this one attested
-        self.record.written[written.artifact_id] = written
-        self.evidence[written.artifact_id] = Evidence(written.artifact_id, written.path, written.sha256)
+        self.record.written[written.artifact_id] = written  # (evidence once the verifier takes it: submit)
         self._emit(HarnessEvent("write", f"wrote {written.path} ({written.size} bytes, {written.write})"))
 
     async def prepare(self, artifacts: Sequence[WrittenFile]) -> dict[str, Any]:
@@ -346,6 +360,7 @@ class HostSession:
                 "validation_bundle": prepared.bundle,
                 "reports": reports,
             },
+            accepted=prepared.artifacts,
         )
         self.prepared = None
         return result
@@ -388,7 +403,7 @@ class HostSession:
         Nothing for a run the verifier never started. The state of the log's
         last line is kept alongside until ``token`` is logged too.
         """
-        self._save(token, _Saved(self.state, self.result, self.existed_before))
+        self._save(token, _Saved(self.state, self.result, self.existed_before, self.evidence))
 
     def _save(self, token: str | None, saved: _Saved) -> None:
         logged = self.record.checkpoints[-1] if self.record.checkpoints else None
@@ -406,7 +421,7 @@ class HostSession:
                 "step": (position.get("step") or {}).get("id"),
                 "gated": bool((position.get("step") or {}).get("gated")),
                 "existed_before": saved.existed,
-                "validated": {k: e.to_json() for k, e in self.evidence.items()},
+                "validated": {k: e.to_json() for k, e in saved.evidence.items()},
                 "completed": position.get("status") == "completed",
                 "position": kept_position(position),
             },
