@@ -5,7 +5,10 @@ requests during the tool call; a 2026-07-28 client gets an ``input_required``
 result carrying every question at once, answers them, and retries the same
 call with the responses (the SDK's request-state boundary seals the state the
 bridge round-trips). Only an ``accept`` whose form says yes is a
-confirmation; ``decline``, ``cancel`` or an unticked box never is. A client
+confirmation; ``decline``, ``cancel`` or an unticked box never is. A reply
+that is no answer to the question (the wrong shape, another action, content
+the requested schema refuses, an error) is :class:`ReplyUnreadable`: the
+question ends, and nothing is recorded or sent. A client
 without elicitation gets no questions: the bridge then asks the model to ask
 the user, and records the confirmation as relayed by the model.
 """
@@ -21,6 +24,10 @@ from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from rimthan_workflow_registry.errors import FailureCode, quoted
+
+ACTIONS = ("accept", "decline", "cancel")
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,26 @@ class Answer:
     @property
     def confirmed(self) -> bool:
         return self.action == "accept" and self.value not in (None, False, "")
+
+
+class ReplyUnreadable(Exception):
+    """The client's reply to the question ``key`` is no answer to it (``why``): nothing is recorded or sent."""
+
+    code = FailureCode.CONFIRMATION_REQUIRED
+
+    def __init__(self, key: str, why: str) -> None:
+        super().__init__(why)
+        self.key = key.removeprefix("fact:")
+        self.why = why
+
+    def words(self, tool: str) -> str:
+        """The refusal for the model: one line with the code, then what to do."""
+        return (
+            f"{self.code.value}: the user's reply to the question about {self.key} could not be read ({self.why}); "
+            "nothing was recorded or sent to the verifier, and the run is where it was.\n"
+            f"next: call {tool} again to ask the user again; if the same happens, tell the user their client "
+            "answers the question with a malformed reply."
+        )
 
 
 class InputNeeded(Exception):
@@ -97,8 +124,11 @@ class Asker:
                     one.message, one.schema(), related_request_id=self.ctx.request_id
                 )
             except MCPError as exc:  # the client answered with an error, or a reply no parser reads
-                out[one.key] = Answer(f"no readable answer: {exc.error.message}")
-                break
+                raise ReplyUnreadable(
+                    one.key, f"the client answered with an error: {quoted(exc.error.message)}"
+                ) from None
+            except ValidationError as exc:  # a result of the wrong shape, an action the protocol has not
+                raise ReplyUnreadable(one.key, f"it is no elicitation result: {_first_error(exc)}") from None
             out[one.key] = _answer(one, result)
             if not out[one.key].confirmed:
                 break  # nothing after a refusal is asked: the move will not happen
@@ -120,11 +150,24 @@ class Asker:
 
 
 def _answer(ask: Ask, result: Any) -> Answer:
+    """What the person did, as the reply says; :class:`ReplyUnreadable` for a reply that is no answer to ``ask``."""
     action = getattr(result, "action", None)
+    if action not in ACTIONS:
+        raise ReplyUnreadable(ask.key, "it is no elicitation result: its action is not accept, decline or cancel")
     if action != "accept":
-        return Answer(str(action or "cancel"))
-    content = getattr(result, "content", None) or {}
-    if ask.choices:
-        value = content.get("answer")
-        return Answer("accept", value if value in ask.choices else None)
-    return Answer("accept", content.get("confirm") is True)
+        return Answer(str(action))
+    content = getattr(result, "content", None)
+    name = "answer" if ask.choices else "confirm"
+    value = content.get(name) if isinstance(content, dict) else None
+    if not (value in ask.choices if ask.choices else isinstance(value, bool)):
+        wanted = f"one of {', '.join(ask.choices)}" if ask.choices else "true or false"
+        why = f"an accept whose content does not fit the requested schema: its {name} must be {wanted}"
+        raise ReplyUnreadable(ask.key, why)
+    return Answer("accept", value)
+
+
+def _first_error(exc: ValidationError) -> str:
+    """The first thing pydantic found wrong with a reply, in one short line."""
+    first = exc.errors()[0]
+    where = "/".join(str(part) for part in first.get("loc", ())) or "the result"
+    return quoted(f"{where}: {first.get('msg')}", 120)

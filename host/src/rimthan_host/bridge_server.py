@@ -25,12 +25,13 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
-from .asking import Asker, InputNeeded
+from .asking import Asker, InputNeeded, ReplyUnreadable
 from .bridge import Bridge, Reply
 from .link import VerifierDown, VerifierLink, VerifierLost
 from .protocol import HarnessError, HostProfile, ToolRefused
@@ -141,6 +142,8 @@ async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]
         return await move()
     except InputNeeded as needed:
         return needed.result
+    except ReplyUnreadable as exc:  # (asked before any move: the run is where it was)
+        return Reply(exc.words(tool), {"status": "reply_unreadable", "failures": [exc.code.value]}, True)
     except ToolRefused as exc:
         words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
         return Reply(words + f"and call {tool} again.", {"refused": exc.code}, True)
@@ -187,7 +190,28 @@ class BridgeLines(AnsweringStream):
         except (RecursionError, ValueError):  # not JSON, an integer too long, or not JSON-RPC (ValidationError)
             return None
 
+    def reshape(self, exc: Exception) -> SessionMessage | None:
+        """A reply to the bridge's request whose ``result`` is no object ends that question as unreadable too."""
+        reply_to = _reply_id(exc)
+        if reply_to is None:
+            return None
+        return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=reply_to, error=_MALFORMED_REPLY))
 
+
+def _reply_id(exc: Exception) -> int | str | None:
+    """The id of the JSON-RPC response the SDK refused for its shape (``exc``), None if it was no response."""
+    if not isinstance(exc, ValidationError):
+        return None
+    for error in exc.errors():
+        value = error.get("input")
+        if isinstance(value, dict) and "method" not in value and ({"result", "error"} & set(value)):
+            reply_to = value.get("id")
+            if isinstance(reply_to, (int, str)) and not isinstance(reply_to, bool):
+                return reply_to
+    return None
+
+
+_MALFORMED_REPLY = types.ErrorData(code=types.INVALID_PARAMS, message="the client's reply is no JSON-RPC result object")
 # What a pending request of the bridge's (an elicitation) gets when the client's reply is a line no parser reads:
 # without it the request, which has no time limit (a person may take long to answer), waited for ever.
 _UNREADABLE_REPLY = types.ErrorData(code=types.PARSE_ERROR, message="the client's reply could not be parsed")

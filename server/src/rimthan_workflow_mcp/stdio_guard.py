@@ -174,6 +174,9 @@ class AnsweringStream(ReadingStream):
             return invalid_request(ID_UNUSABLE)
         raw = _raw_input(item)
         if raw is None:
+            taken = self.reshape(item)
+            if taken is not None:
+                return taken
             answer = _shape_refusal(item, line)
             if answer is not None:
                 _log.warning("line refused: no JSON-RPC message", extra={"id": answer.id})
@@ -191,6 +194,10 @@ class AnsweringStream(ReadingStream):
 
     def reread(self, raw: str) -> SessionMessage | None:
         """The message a refused line holds when read another way; ``None`` (here: always) answers it."""
+        return None
+
+    def reshape(self, exc: Exception) -> SessionMessage | None:
+        """The message for JSON the SDK found no JSON-RPC message in; ``None`` (here: always) answers it."""
         return None
 
     async def aclose(self) -> None:
