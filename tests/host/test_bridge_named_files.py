@@ -165,3 +165,49 @@ def test_evidence_edited_while_the_bridge_was_down_is_refused_after_a_resume(
         del entry["validated"]  # as a bridge before evidence was kept wrote it: resumed, nothing to compare
     RunLog(project, run).state_path.write_text(json.dumps(files), "ascii")
     anyio.run(second, "validators_pending")
+
+
+ALIASES = {  # how a record may name edited evidence; each was sent, its digest filled in from the edited file
+    "a path spelled another way": ("findings", "./research/findings.md", "path_unsafe"),
+    "a doubled slash": ("findings", "research//findings.md", "path_unsafe"),
+    "another artifact id": ("notes", "research/findings.md", "input_binding_mismatch"),
+    "no artifact id": (None, "research/findings.md", "input_binding_mismatch"),
+    "the id at another file": ("findings", "research/decision-memo.md", "input_binding_mismatch"),
+    "a path through ..": ("findings", "research/../research/findings.md", "path_unsafe"),
+    "a symbolic link out of the project": ("findings", "research/link.md", "path_unsafe"),
+}
+
+
+def test_edited_evidence_named_another_way_is_still_refused(world: ServerWorld, tmp_path: Path) -> None:
+    """The check of evidence edited since it was validated went by the artifact id and the path exactly as written:
+    a record naming the validated id at another file was sent, that file's digest filled in under the id; one naming
+    the file another way (``./``, ``//``, another id, none) was sent for this release's schema to refuse, its
+    digests filled in first. Now the bridge refuses each before anything is sent: a path not written as the project
+    path it names, through ``..`` or a symbolic link is ``path_unsafe`` (was ``file_missing``); a validated file is
+    found by its id or its path, and an id at another path than the one validated is ``input_binding_mismatch``."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    (tmp_path / "outside.md").write_text("outside the project\n", "utf-8")
+    (project / "research").mkdir()
+    (project / "research/link.md").symlink_to(tmp_path / "outside.md")
+
+    async def go() -> None:
+        async with Client(_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            model.version = "1.3.0"
+            await _to_decision_record(model)
+            (project / "research/decision-memo.md").write_text(model.compose("research/decision-memo.md"), "utf-8")
+            findings = project / "research/findings.md"
+            findings.write_bytes(findings.read_bytes() + b"\nAdded after the auditor passed the file.\n")
+            for name, (artifact_id, path, code) in ALIASES.items():
+                record = _record(model)
+                entry = next(e for e in record["basis"] if e["artifact_id"] == "findings")
+                entry["path"] = path
+                entry.pop("artifact_id")
+                entry.update({"artifact_id": artifact_id} if artifact_id else {"sha256": ""})  # (either: a binding)
+                (project / RECORD).write_text(json.dumps(record), "utf-8")
+                said = await model.call("step_done", {"step": "decision-record"})
+                assert said.is_error and said.data.get("failures") == [code], (name, said.text)
+                assert said.data["status"] == "files_refused", (name, said.text)  # the bridge's: nothing was sent
+
+    anyio.run(go)

@@ -14,7 +14,10 @@ every file so named from disk and:
   validated earlier (one a submitted round attested and the verifier took:
   the run's state file keeps each one's id, path and digest, so this holds across a restart and
   ``resume_run``) whose bytes changed since (``input_binding_mismatch``): the
-  output would rest on evidence nobody validated.
+  output would rest on evidence nobody validated. Such a file is found by
+  its id or by its path; its id named at another path is refused too;
+- refuses a path not written as the project path it names (``./``, ``//``),
+  through ``..``, outside the project or through a symbolic link (``path_unsafe``).
 
 Nothing is sent while any of these stands. An object is such a binding when
 it has a string ``path`` and an ``artifact_id`` or ``sha256`` member; a
@@ -26,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from jsonpointer import escape  # (RFC 6901: ``~`` and ``/`` in a key; a dependency of the core already)
@@ -128,13 +132,19 @@ def _check(
     where, path = f"{output['path']} at {pointer or '/'}", str(binding["path"])
     if path == output["path"]:
         return
+    problem = _path_problem(files, where, path)
     try:
-        actual = sha256_hex(files.read_back(path, max_bytes=MAX_STEP_ARTIFACT_BYTES))
+        actual = sha256_hex(files.read_back(path, max_bytes=MAX_STEP_ARTIFACT_BYTES)) if problem is None else ""
     except HarnessError as exc:
-        found.problems.append((FailureCode.FILE_MISSING, f"{where} names {quoted(path)}, which cannot be read: {exc}"))
+        problem = FailureCode.FILE_MISSING, f"{where} names {quoted(path)}, which cannot be read: {exc}"
+    problem = problem or _evidence_problem(where, path, binding, validated)
+    if problem is not None:
+        found.problems.append(problem)
         return
-    earlier = validated.get(str(binding.get("artifact_id")))
-    if earlier is not None and earlier.path == path and earlier.sha256 != actual:
+    earlier = validated.get(str(binding.get("artifact_id"))) or next(
+        (e for e in validated.values() if e.path == path), None
+    )  # (by its id, or by its path: a binding naming another id, or none, names the same file)
+    if earlier is not None and earlier.sha256 != actual:
         found.problems.append(
             (FailureCode.INPUT_BINDING_MISMATCH,
              f"{path} ({earlier.artifact_id}) changed after this run validated it: {where} would rest on evidence "
@@ -151,3 +161,28 @@ def _check(
              f"{where}: its sha256 is not the SHA-256 of {path} as it is on disk. Do not compute or copy digests: "
              "delete the sha256 member and the bridge fills it in from the file")
         )  # fmt: skip
+
+
+def _path_problem(files: ProjectFiles, where: str, path: str) -> tuple[FailureCode, str] | None:
+    """Why ``path`` names no file of the project as written (outside it, through a link, spelled another way)."""
+    canonical = PurePosixPath(path).as_posix()
+    if canonical != path or canonical in ("", "."):
+        said = f"{where}: path {quoted(path)} is not a project path as the verifier compares it"
+        return FailureCode.PATH_UNSAFE, f"{said}; write it as {quoted(canonical)} (no ./, // or trailing /)"
+    try:
+        files.safe_path(path)
+    except HarnessError as exc:
+        return FailureCode.PATH_UNSAFE, f"{where} names {quoted(path)}: {exc}. Name a file inside the project"
+    return None
+
+
+def _evidence_problem(
+    where: str, path: str, binding: Mapping[str, Any], validated: Mapping[str, Evidence]
+) -> tuple[FailureCode, str] | None:
+    """A validated artifact's id at another file than the one this run validated under it."""
+    earlier = validated.get(str(binding.get("artifact_id")))
+    if earlier is None or earlier.path == path:
+        return None
+    return (FailureCode.INPUT_BINDING_MISMATCH,
+            f"{where} names {earlier.artifact_id} at {quoted(path)}, but this run validated {earlier.artifact_id} "
+            f"at {earlier.path}: name it at {earlier.path}")  # fmt: skip
