@@ -132,6 +132,8 @@ def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: P
         assert [v["name"] for v in pending.data["validators"]] == ["evidence-auditor", "decision-critic"]
         unknown = await model.call("record_verdict", {"validator": "fact-checker", "verdict": "pass"})
         refused(unknown, "fact-checker is not a validator of this step", "evidence-auditor (subagent evidence-auditor)")
+        other = await model.call("record_verdict", {"validator": "evidence-auditor@9.9.9", "verdict": "pass"})
+        refused(other, "evidence-auditor@9.9.9 is not a validator of this step (it runs evidence-auditor@1.0.0)")
         for verdict in ("passed", "PASS", "looks good"):
             reply = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": verdict})
             refused(reply, f'verdict must be exactly "pass" or "fail", not "{verdict}"', "Call record_verdict again")

@@ -113,8 +113,9 @@ class StepMoves(BridgeCore):
         names = {s["validator_id"]: f"{s['validator_id']}@{s['version']}" for s in prepared.validators}
         name = validator.split("@")[0]
         key = names.get(name)
-        if key is None:
-            lines = [f"Nothing was recorded: {quoted(validator)} is not a validator of this step."]
+        if key is None or ("@" in validator and validator != key):  # (another version's verdict is not its)
+            runs = f" (it runs {key})" if key is not None else ""
+            lines = [f"Nothing was recorded: {quoted(validator)} is not a validator of this step{runs}."]
             return validators_waiting(session, lines, error=True)
         if key in prepared.verdicts:
             lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
