@@ -17,6 +17,7 @@ from rimthan_workflow_registry.release import load_trust, verify_release
 from support.oci import pull, push, tree_bytes
 from support.refusals import refusal
 from support.registry import LocalRegistry
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
 from support.servers import FLIPPED_FILE, flip_byte
 
 
@@ -73,3 +74,29 @@ def test_replace_damaged_never_replaces_a_copy_that_verifies(
     said = json.loads(again.stdout)
     assert said["already_present"] is True and said["replaced_damaged"] is None, said
     assert copy.stat().st_ino == inode
+
+
+def test_a_copy_only_the_trust_store_no_longer_vouches_for_is_said_as_that_not_as_damage(
+    tmp_path: Path, registry: LocalRegistry
+) -> None:
+    """A key removed from --trust, the release pushed again co-signed: the copy signed by the removed key was
+    refused and then replaced as "a damaged copy", though not a byte of it changed (the follower says it right)."""
+    old, new = make_keypair(tmp_path / "keys", "old"), make_keypair(tmp_path / "keys", "new")
+    copy = build_release(packaged_source("1.2.0"), tmp_path / "releases", [old])
+    co_signed = build_release(packaged_source("1.2.0"), tmp_path / "co-signed", [old, new])
+    repository = registry.ref(f"rimthan/{tmp_path.name.lower()}")
+    push(co_signed, repository, trust_dir(tmp_path / "publisher-trust", old, new))
+    trust = trust_dir(tmp_path / "trust", new)
+
+    refused = pull(f"{repository}:1.2.0", trust, copy.parent)
+    said = refusal(refused.stderr)
+    assert said.code == "release_exists", refused.stderr
+    assert "a copy of research-decision@1.2.0 the trust store no longer vouches for" in said.error, said
+    assert "damaged" not in said.error, said
+
+    replaced = pull(f"{repository}:1.2.0", trust, copy.parent, "--replace-damaged")
+    assert replaced.returncode == 0, replaced.stderr
+    assert replaced.stderr.startswith(
+        f"replaced a copy the trust store no longer vouches for at {copy}: signature_untrusted: "
+    ), replaced.stderr
+    verify_release(copy, load_trust(trust))

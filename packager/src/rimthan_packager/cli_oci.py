@@ -110,7 +110,8 @@ def pull(
         emit_json({"ok": True, **result.to_dict()})
         return
     if result.replaced_damaged is not None:
-        click.echo(f"replaced a damaged copy at {result.path}: {result.replaced_damaged}", err=True)
+        what = "a copy the trust store no longer vouches for" if result.replaced_untrusted else "a damaged copy"
+        click.echo(f"replaced {what} at {result.path}: {result.replaced_damaged}", err=True)
     state = "already present" if result.already_present else "pulled"
     click.echo(f"{state} {result.release.release_id} {result.release.manifest_digest}")
     click.echo(f"{result.path} (OCI {result.oci_digest})")

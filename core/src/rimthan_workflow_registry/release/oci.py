@@ -55,7 +55,7 @@ from .oci_bounds import (
 from .oci_bounds import request_deadline as _request_deadline
 from .oci_client import guarded, open_registry, registry_call
 from .oci_client import refusal as _refuse
-from .oci_install import Expected, install_release
+from .oci_install import NOT_TRUSTED, Expected, install_release
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
 from .verified import VerifiedRelease
@@ -127,7 +127,7 @@ class PulledRelease:
     def replaced_untrusted(self) -> bool:
         """The copy replaced was intact as far as its signatures go, but the trust store no longer vouches for it
         (a key removed, a threshold raised): not damage, the outcome of a trust change and a co-signed push."""
-        return self.replaced_code in _NOT_TRUSTED
+        return self.replaced_code in NOT_TRUSTED
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,9 +138,6 @@ class PulledRelease:
             "already_present": self.already_present,
             "replaced_damaged": self.replaced_damaged,
         }
-
-
-_NOT_TRUSTED = frozenset({FailureCode.SIGNATURE_UNTRUSTED, FailureCode.SIGNATURE_THRESHOLD_NOT_MET})
 
 
 def parse_reference(text: str) -> OciReference:

@@ -37,6 +37,8 @@ from .verify import verify_release
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _NO_EXCHANGE = frozenset({errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP})
+# A copy refused for these is intact as far as its signatures go: the trust store no longer vouches for it.
+NOT_TRUSTED = frozenset({FailureCode.SIGNATURE_UNTRUSTED, FailureCode.SIGNATURE_THRESHOLD_NOT_MET})
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,7 @@ def install_release(
     if not replace_damaged:
         raise RegistryError(
             FailureCode.RELEASE_EXISTS,
-            f"holds a damaged copy of {release.release_id} that no longer verifies ({damage}); it is not "
-            "overwritten unless asked",
+            f"holds {_held(code, release.release_id)} ({damage}); it is not overwritten unless asked",
             path=str(final),
             next_step=f"pull again with --replace-damaged (the verified pull replaces it in one rename), or delete "
             f"the damaged copy (`rm -r {final}`) and pull again",
@@ -89,6 +90,13 @@ def install_release(
         staging.chmod(0o755)
         _swap(staging, final)
     return Installed(final, already_present=False, replaced_damaged=damage, replaced_code=code)
+
+
+def _held(code: FailureCode | None, release_id: str) -> str:
+    """The copy held, as what happened to it: damage, or a trust store that no longer vouches for it."""
+    if code in NOT_TRUSTED:
+        return f"a copy of {release_id} the trust store no longer vouches for"
+    return f"a damaged copy of {release_id} that no longer verifies"
 
 
 def _damage(path: Path, expected: Expected) -> tuple[FailureCode | None, str | None]:
