@@ -25,7 +25,7 @@ from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import endless_pages, send_json, send_raw, start_hostile
 from support.oci import push, push_corrupt, put_raw_manifest
 from support.processes import HttpServer, http_server_process
-from support.refusals import refusal
+from support.refusals import Refusal, refusal
 from support.registry import LocalRegistry, require_registry
 from support.releases import KeyPair
 from support.servers import FLIPPED_FILE, flip_byte, server_env
@@ -118,8 +118,67 @@ def test_an_unreachable_registry_and_nothing_held_refuses_with_the_registry_s_er
                  tmp_path / "releases", "--trust", trust, "--state-dir", tmp_path / "state", timeout=90)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     said = refusal(proc.stderr, allow_before=True)  # after the follower's "registry unreachable" log line
-    assert said.code == "oci_registry_error" and "could not be reached" in said.error, said
+    assert (
+        said.code == "oci_registry_error" and "nothing could be pulled from oci://127.0.0.1:9/rimthan/x (" in said.error
+    )
+    assert "no connection to the registry" in said.error and "holds no release to serve meanwhile" in said.error, said
     assert said.next.startswith("check the registry address in --releases-from"), said
+
+
+def start_with_nothing_held(reference: str, tmp_path: Path, trust: Path) -> Refusal:
+    """``check`` a follower of ``reference`` with an empty releases directory: it must refuse, in one line."""
+    proc = check("--releases-from", reference, "--plain-http", "--releases-dir", tmp_path / "releases",
+                 "--trust", trust, "--state-dir", tmp_path / "state", timeout=90)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return refusal(proc.stderr, allow_before=True)
+
+
+@pytest.mark.parametrize("answer", ["not found", "web page"])
+def test_a_registry_that_answers_but_gives_nothing_is_not_said_to_be_unreachable(
+    tmp_path: Path, registry: LocalRegistry, trust: Path, answer: str
+) -> None:
+    """A registry that answered (HTTP 404, a proxy's page) and nothing held: the refusal said "the registry could
+    not be reached", which sent the operator to check a network that worked."""
+    page = b"<html><body>502 Bad Gateway</body></html>"
+    hostile = start_hostile(lambda handler, _: send_raw(handler, page, headers={"Content-Type": "text/html"}))
+    try:
+        reference = registry.ref("rimthan/never-pushed") if answer == "not found" else hostile.ref("rimthan/x")
+        said = start_with_nothing_held(reference, tmp_path, trust)
+    finally:
+        hostile.stop()
+    assert said.code == "oci_registry_error" and "could not be reached" not in said.error, said
+    assert f"nothing could be pulled from {reference} (listing tags: the registry" in said.error, said
+    assert ("HTTP 404 NAME_UNKNOWN" if answer == "not found" else "answer is not JSON") in said.error, said
+
+
+def test_a_repository_with_no_version_tag_and_nothing_held_says_to_push_a_release_to_it(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """It refused with the generic release_not_found "build a release into it with rimthan-pack build ...",
+    naming the empty releases directory, not the repository that holds no release."""
+    ref = registry.ref("rimthan/untagged")
+    push(packaged_releases["1.2.0"], ref + ":stable", trust)
+    said = start_with_nothing_held(ref, tmp_path, trust)
+    assert said.code == "release_not_found", said
+    assert said.error.startswith(f"error: release_not_found: {ref}: {ref} has no version tag to pull"), said
+    assert f"push a release to it (`rimthan-pack push RELEASE {ref}:VERSION" in said.next, said
+    assert "rimthan-pack build" not in said.next, said
+
+
+def test_a_repository_whose_every_version_tag_is_refused_and_nothing_held_says_why(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """Only refused publishes and nothing held: the generic release_not_found named neither the repository nor
+    why its tags were kept out (that was only in a log line above)."""
+    ref = registry.ref("rimthan/all-refused")
+    push_corrupt(packaged_releases["1.3.0"], ref, load_trust(trust), "catalogue/catalogue.toml")
+    said = start_with_nothing_held(ref, tmp_path, trust)
+    assert said.code == "release_not_found", said
+    assert f"every version tag of {ref} was refused (file_digest_mismatch: {ref}:1.3.0/catalogue/catalogue.toml: " in (
+        said.error
+    ), said
+    assert said.next.startswith(f"push a release to it (`rimthan-pack push RELEASE {ref}:VERSION"), said
+    assert "that verifies under --trust" in said.next, said
 
 
 def serve_holding_1_2_0(

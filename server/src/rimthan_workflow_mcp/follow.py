@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted, refusal_line
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import (
     SYNC_DEADLINE,
@@ -83,7 +83,7 @@ class RegistryFollower:
     _seen: dict[str, str] = field(default_factory=dict)  # tag -> OCI digest pulled or refused
     _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
     _copies: dict[str, tuple[Path, Fingerprint]] = field(default_factory=dict)  # tag -> its directory as pulled
-    _failing: dict[str, tuple[str, str]] = field(default_factory=dict)  # tag -> (code, next step) of its failed pull
+    _failed: dict[str, RegistryError] = field(default_factory=dict)  # tag -> why its last pull failed (transient)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
 
@@ -174,7 +174,7 @@ class RegistryFollower:
             return
         self._seen[tag] = digest
         self._refused.pop(tag, None)
-        self._failing.pop(tag, None)
+        self._failed.pop(tag, None)
         self._copies[tag] = (pulled.path, fingerprint(pulled.path))
         replaced = {"path": str(pulled.path), "reference": where, "why": pulled.replaced_damaged}
         if pulled.replaced_untrusted:  # a trust change, then a push its signers now vouch for: no damage
@@ -183,14 +183,23 @@ class RegistryFollower:
             _log.warning("damaged copy replaced", extra=replaced)
         _log.info("pulled", extra={"reference": where, "pulled": pulled.to_dict()})
 
+    def refused(self) -> tuple[Rejection, ...]:
+        """The tags whose current publish was refused, in tag order."""
+        return tuple(self._refused[tag] for tag in sorted(self._refused))
+
+    def pull_failure(self) -> RegistryError | None:
+        """Why a pull failed in the last sync (the disk, the registry mid-pull), if one did."""
+        return next(iter(self._failed.values()), None)
+
     def _pull_failed(self, tag: str, where: str, exc: RegistryError) -> None:
         """One warning per kind of failure (its code and next step: a full disk, a read-only one), not per refresh."""
-        kind = (exc.code.value, next_step(exc))
-        if self._failing.get(tag) == kind:
+        before, self._failed[tag] = self._failed.get(tag), exc
+        if before is not None and (before.code, next_step(before)) == (exc.code, next_step(exc)):
             _log.debug("pull still failing", extra={"reference": where, "error": exc.to_dict()})
             return
-        self._failing[tag] = kind
-        _log.warning("pull failed; will retry", extra={"reference": where, "error": exc.to_dict(), "next": kind[1]})
+        _log.warning(
+            "pull failed; will retry", extra={"reference": where, "error": exc.to_dict(), "next": next_step(exc)}
+        )
 
     def _forget_changed_copies(self) -> None:
         """Pull again each tag whose directory changed on disk since it was pulled (edited, deleted, replaced).
@@ -216,8 +225,7 @@ def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_
     releases_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_downloads(releases_dir)
     follower.sync()
-    if follower.last_error is not None:
-        _nothing_held(follower, follower.last_error)
+    _nothing_held(follower)
     return follower
 
 
@@ -239,19 +247,51 @@ def _repository(reference: str) -> OciReference:
     )
 
 
-def _nothing_held(follower: RegistryFollower, exc: RegistryError) -> None:
-    """Refuse the start with the registry's error when it was not reached and nothing is held to serve instead."""
+def _nothing_held(follower: RegistryFollower) -> None:
+    """Refuse the start when nothing is held to serve, saying why nothing was pulled (not "build a release")."""
     try:
         scan_releases(follower.releases_dir)
     except RegistryError:
-        raise RegistryError(
+        raise _nothing_pulled(follower) from None
+
+
+def _nothing_pulled(follower: RegistryFollower) -> RegistryError:
+    """What the first sync found: a registry not reached or failing, a pull that failed, refused tags, or none."""
+    where, meanwhile = str(follower.ref), f"and {follower.releases_dir} holds no release to serve meanwhile"
+    exc = follower.last_error or follower.pull_failure()
+    if exc is not None:
+        step = _CHECK_REGISTRY if exc.code is FailureCode.OCI_REGISTRY_ERROR else next_step(exc)
+        return RegistryError(
             exc.code,
-            f"the registry could not be reached ({exc.message}) and {follower.releases_dir} holds no release "
-            "to serve meanwhile",
-            path=exc.path or str(follower.ref),
+            f"nothing could be pulled from {where} ({exc.message}) {meanwhile}",
+            path=exc.path or where,
             details=exc.details,
-            next_step=f"{_CHECK_REGISTRY}; or put a release into --releases-dir (`rimthan-pack pull`)",
-        ) from None
+            next_step=f"{step}; or put a release into --releases-dir (`rimthan-pack pull`)",
+        )
+    push = f"push a release to it (`rimthan-pack push RELEASE {where}:VERSION --trust KEYS`)"
+    refused = follower.refused()
+    if not refused:
+        return RegistryError(
+            FailureCode.RELEASE_NOT_FOUND,
+            f"{where} has no version tag to pull (a tag named as its release's version: 1.2.0) {meanwhile}",
+            path=where,
+            next_step=f"{push}, or check the repository named in --releases-from",
+        )
+    why = "; ".join(
+        refusal_line(FailureCode(r.error["code"]), r.error.get("path") or r.path, r.error["message"])
+        for r in refused[:_SAID]
+    )
+    more = f"; and {len(refused) - _SAID} more" if len(refused) > _SAID else ""
+    return RegistryError(
+        FailureCode.RELEASE_NOT_FOUND,
+        f"every version tag of {where} was refused ({why}{more}) {meanwhile}",
+        path=where,
+        next_step=f"{push} that verifies under --trust, or, if its signers' keys are missing from --trust, add "
+        "them (keys/README.md) and start again",
+    )
+
+
+_SAID = 3  # refused tags quoted in a refusal to start; the log has every one
 
 
 # A pull ends by its sync's deadline (plus one read timeout): a download untouched for twice that is no live pull's.
