@@ -360,3 +360,38 @@ def test_a_repository_never_pushed_to_is_named_as_such_and_the_held_release_serv
         "misspelt"
     ), down
     assert_held_release_serves(proc)
+
+
+def test_a_local_file_error_escaping_the_sync_is_one_warning_then_one_info_line_when_it_is_over(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """An ``OSError`` no pull step said as ``io_error`` (here the Docker config's name, too long to stat) was a
+    warning at every refresh, as a registry outage and a failing pull were before they were said once."""
+    ref = registry.ref("rimthan/local-error")
+    push(packaged_releases["1.2.0"], ref, trust)
+    docker = tmp_path / "docker"
+    docker.mkdir()
+    (docker / "config.json").symlink_to("c" * 300)  # stat: ENAMETOOLONG, which Path.is_file does not swallow
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    shutil.copytree(packaged_releases["1.2.0"], releases / "research-decision-1.2.0")
+    argv = [RIMTHAN_MCP, "serve", "--releases-from", ref, "--plain-http", "--releases-dir", releases,
+            "--trust", trust, "--state-dir", tmp_path / "state", "--transport", "http", "--port", "0",
+            "--log-level", "debug"]  # fmt: skip
+    with http_server_process([str(a) for a in argv], env={**server_env(), "DOCKER_CONFIG": str(docker)}) as server:
+        for _ in range(3):
+            refresh(server)
+        (docker / "config.json").unlink()
+        refresh(server)
+        refresh(server)
+        records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    events = [r["event"] for r in records if "on a local file" in r["event"]]
+    assert events == [
+        "sync failed on a local file; serving what is held",
+        *["sync still failing on a local file"] * 3,
+        "sync no longer failing on a local file",
+    ], events
+    failed = next(r for r in records if r["event"] == "sync failed on a local file; serving what is held")
+    assert failed["level"] == "warning" and "File name too long" in failed["exc"] and failed["next"], failed
+    over = next(r for r in records if r["event"] == "sync no longer failing on a local file")
+    assert over["level"] == "info" and over["was"] == "ENAMETOOLONG", over

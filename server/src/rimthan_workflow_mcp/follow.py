@@ -15,7 +15,8 @@ refresh re-reads ``--trust`` before the follower pulls, and hands it the
 store: a key added may vouch for a publish refused before). A registry that cannot be reached, or a
 releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
 ever renamed into place), is logged and the replica keeps serving what it holds (a registry
-that stays unreachable is warned of once, its return said in one info line); so is a registry that breaks a
+that stays unreachable, a pull that keeps failing, or a local file error escaping the sync, is warned of once
+per kind, its end said in one info line: :mod:`.recurring`); so is a registry that breaks a
 bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
@@ -33,6 +34,7 @@ bytes and apply the same rules.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import threading
 import time
@@ -53,10 +55,11 @@ from rimthan_workflow_registry.release import (
     tagged_manifest,
     version_tags,
 )
-from rimthan_workflow_registry.remediation import next_step
+from rimthan_workflow_registry.remediation import io_next_step, next_step
 
 from .logs import get_logger
 from .provider import Rejection
+from .recurring import Recurring
 from .release_scan import scan_releases
 from .trust_refresh import trust_changed
 
@@ -85,6 +88,20 @@ class RegistryFollower:
     _copies: dict[str, tuple[Path, Fingerprint]] = field(default_factory=dict)  # tag -> its directory as pulled
     _failed: dict[str, RegistryError] = field(default_factory=dict)  # tag -> why its last pull failed (transient)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _outage: Recurring = field(
+        default_factory=lambda: Recurring(
+            _log, "registry unreachable; serving what is held", "registry still unreachable", "registry reachable again"
+        )
+    )
+    _disk: Recurring = field(
+        default_factory=lambda: Recurring(
+            _log,
+            "sync failed on a local file; serving what is held",
+            "sync still failing on a local file",
+            "sync no longer failing on a local file",
+        )
+    )
+    _pulls: Recurring = field(default_factory=lambda: Recurring(_log, "pull failed; will retry", "pull still failing"))
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
@@ -98,30 +115,27 @@ class RegistryFollower:
                 self._retrust(trust)
             try:
                 self._sync_locked()
-                self._reached()
             except RegistryError as exc:
                 self._unreachable(exc)
-            except OSError as exc:  # nothing the releases directory does may stop a server holding a release
-                _log.warning("releases directory unwritable; serving what is held", extra={"exc": quoted(exc)})
+            except OSError as exc:  # nothing a local file does (the releases directory, a Docker config) may stop a
+                # server holding a release; what the core's pull path did not say as io_error
+                kind = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+                self._disk.failed(kind, {"exc": quoted(exc), "next": io_next_step(exc)})
+            else:
+                self._reached()
+                self._disk.over(releases=str(self.releases_dir))
             return tuple(self._refused.values())
 
     def _unreachable(self, exc: RegistryError) -> None:
         """One warning when the registry stops answering (or fails another way), silence while it stays so."""
-        before, self.last_error = self.last_error, exc
-        if before is not None and before.code == exc.code:
-            _log.debug("registry still unreachable", extra={"error": exc.to_dict()})
-            return
-        said = {
-            "error": exc.to_dict(),
-            "next": _CHECK_REGISTRY if exc.code is FailureCode.OCI_REGISTRY_ERROR else next_step(exc),
-        }
-        _log.warning("registry unreachable; serving what is held", extra=said)
+        self.last_error = exc
+        step = _CHECK_REGISTRY if exc.code is FailureCode.OCI_REGISTRY_ERROR else next_step(exc)
+        self._outage.failed(exc.code.value, {"error": exc.to_dict(), "next": step})
 
     def _reached(self) -> None:
         """One info line when a registry that could not be reached answers again."""
-        if self.last_error is not None:
-            _log.info("registry reachable again", extra={"registry": str(self.ref), "was": self.last_error.code.value})
         self.last_error = None
+        self._outage.over(registry=str(self.ref))
 
     def _retrust(self, trust: TrustStore) -> None:
         """Pull under ``trust`` from now on; a changed store forgets the manifests it refused, to try them again."""
@@ -175,6 +189,7 @@ class RegistryFollower:
         self._seen[tag] = digest
         self._refused.pop(tag, None)
         self._failed.pop(tag, None)
+        self._pulls.over(tag)  # said by the "pulled" line below
         self._copies[tag] = (pulled.path, fingerprint(pulled.path))
         replaced = {"path": str(pulled.path), "reference": where, "why": pulled.replaced_damaged}
         if pulled.replaced_untrusted:  # a trust change, then a push its signers now vouch for: no damage
@@ -193,13 +208,9 @@ class RegistryFollower:
 
     def _pull_failed(self, tag: str, where: str, exc: RegistryError) -> None:
         """One warning per kind of failure (its code and next step: a full disk, a read-only one), not per refresh."""
-        before, self._failed[tag] = self._failed.get(tag), exc
-        if before is not None and (before.code, next_step(before)) == (exc.code, next_step(exc)):
-            _log.debug("pull still failing", extra={"reference": where, "error": exc.to_dict()})
-            return
-        _log.warning(
-            "pull failed; will retry", extra={"reference": where, "error": exc.to_dict(), "next": next_step(exc)}
-        )
+        self._failed[tag] = exc
+        said = {"reference": where, "error": exc.to_dict(), "next": next_step(exc)}
+        self._pulls.failed((exc.code.value, said["next"]), said, key=tag)
 
     def _forget_changed_copies(self) -> None:
         """Pull again each tag whose directory changed on disk since it was pulled (edited, deleted, replaced).
