@@ -182,3 +182,21 @@ def _mcp(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(RIMTHAN_MCP), *map(str, args)], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120
     )
+
+
+def test_a_follower_starting_on_a_read_only_releases_directory_with_nothing_held_says_so(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """The registry answered and the pull failed on the disk: the refusal said to build a release into the
+    directory (release_not_found), which a read-only directory cannot take either."""
+    ref = registry.ref("rimthan/read-only-start")
+    push(packaged_releases["1.2.0"], ref, trust)
+    (tmp_path / "empty").mkdir()
+    with read_only_view(tmp_path / "empty", tmp_path / "releases") as releases:
+        proc = _mcp("serve", "--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust,
+                    "--state-dir", tmp_path / "state")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    said = refusal(proc.stderr, allow_before=True)
+    assert said.error.startswith(f"error: io_error: {releases}: nothing could be pulled from {ref} ("), said
+    assert "Read-only file system" in said.error, said
+    assert said.next.startswith(f"{releases} is on a read-only file system: choose a writable path"), said
