@@ -72,7 +72,7 @@ def test_replace_damaged_never_replaces_a_copy_that_verifies(
     again = pull(ref, trust, out, "--replace-damaged", "--json")
     assert again.returncode == 0, again.stderr
     said = json.loads(again.stdout)
-    assert said["already_present"] is True and said["replaced_damaged"] is None, said
+    assert said["already_present"] is True and said["replaced_damaged"] is None and said["replaced_code"] is None, said
     assert copy.stat().st_ino == inode
 
 
@@ -100,3 +100,9 @@ def test_a_copy_only_the_trust_store_no_longer_vouches_for_is_said_as_that_not_a
         f"replaced a copy the trust store no longer vouches for at {copy}: signature_untrusted: "
     ), replaced.stderr
     verify_release(copy, load_trust(trust))
+    assert pull(f"{repository}:1.2.0", trust, copy.parent, "--json").returncode == 0  # (already present now)
+    copy_signed_by_old_only = build_release(packaged_source("1.2.0"), tmp_path / "old-only", [old])
+    shutil.rmtree(copy)
+    shutil.copytree(copy_signed_by_old_only, copy)
+    said_json = json.loads(pull(f"{repository}:1.2.0", trust, copy.parent, "--replace-damaged", "--json").stdout)
+    assert said_json["replaced_untrusted"] is True and said_json["replaced_code"] == "signature_untrusted", said_json

@@ -137,6 +137,8 @@ class PulledRelease:
             "oci_digest": self.oci_digest,
             "already_present": self.already_present,
             "replaced_damaged": self.replaced_damaged,
+            "replaced_code": None if self.replaced_code is None else self.replaced_code.value,
+            "replaced_untrusted": self.replaced_untrusted,
         }
 
 
