@@ -167,6 +167,14 @@ def _unreachable_step(root: Path) -> None:
     edit_toml(root, WORKFLOW, change)
 
 
+def _input_only_another_branch_produces(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "experiment").update(inputs=["findings"]))  # desk-research's
+
+
+def _input_a_later_step_produces(root: Path) -> None:
+    edit_toml(root, WORKFLOW, lambda d: step(d, "interview").update(inputs=["findings"]))
+
+
 def _unknown_key(root: Path) -> None:
     edit_toml(root, WORKFLOW, lambda d: d.update(surprise=True))
 
@@ -371,6 +379,8 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
     "branch field not in confirmed-state schema": (_branch_field_not_in_schema, FailureCode.BRANCH_PREDICATE_INVALID),
     "cycle with no way to a terminal step": (_cycle_without_exit, FailureCode.TERMINAL_UNREACHABLE),
     "step unreachable from the start": (_unreachable_step, FailureCode.TERMINAL_UNREACHABLE),
+    "step input only another branch produces": (_input_only_another_branch_produces, FailureCode.TERMINAL_UNREACHABLE),
+    "step input only a later step produces": (_input_a_later_step_produces, FailureCode.TERMINAL_UNREACHABLE),
     "unknown key in a workflow": (_unknown_key, FailureCode.CATALOGUE_INVALID),
     "output path escapes the project": (_output_path_escapes, FailureCode.CATALOGUE_INVALID),
     "adapter install path is absolute": (_adapter_path_absolute, FailureCode.CATALOGUE_INVALID),

@@ -6,13 +6,15 @@ protocol test green; each drives the real engine over real signed releases.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, TokenError, WorkflowProtocolError
+from rimthan_workflow_registry.run.artifact_checks import check_input_bindings
 from rimthan_workflow_registry.run.token_wire import peek_claims
 from support.engines import Engines, TickingClock, WireEngine, engine_for, example_state, examples, make_engines
 from support.releases import packaged_source
@@ -249,22 +251,24 @@ def test_a_bundle_token_is_never_taken_for_a_checkpoint_nor_the_other_way(engine
     assert "not a validation bundle token" in err.value.message
 
 
-def test_an_input_the_run_never_produced_fails_prepare(engines: Engines, tmp_path: Path) -> None:
-    """An input produced only on another route (the catalogue rules accept any earlier producer) has no receipt
-    in this run: prepare fails closed whatever digest the client binds it to."""
-    engine, harness = _desk_research_reading("experiment-results", engines, tmp_path), engines.harness("no-receipt")
+def test_an_input_the_run_never_produced_is_refused_at_build_and_still_fails_prepare(
+    engines: Engines, tmp_path: Path
+) -> None:
+    """An input produced only on another route would have no receipt on this one, so no run on it could pass
+    the step: the catalogue rules refuse that shape at build and load (no engine ever serves it), and prepare
+    still fails closed, whatever digest the client binds, on a real checkpoint that holds no receipt for it."""
+    with pytest.raises(CatalogueError) as refused:
+        _desk_research_reading("experiment-results", engines, tmp_path)
+    assert refused.value.code is FailureCode.TERMINAL_UNREACHABLE
+    assert "step desk-research reads artifact 'experiment-results'" in refused.value.message
+
+    engine, harness = engines.wire("1.2.0"), engines.harness("no-receipt")
     state, moved = _reach_desk_research(engine, harness)
-    failed = engine.prepare_step_validation(
-        {
-            "checkpoint": moved["checkpoint"],
-            "confirmed_state": state,
-            "host": harness.host(),
-            "artifacts": harness.write_outputs(moved["step"], examples("1.2.0")),
-            "inputs": [{"artifact_id": "experiment-results", "sha256": "0" * 64}],
-        }
-    )
-    assert failed["status"] == "deterministic_validation_failed"
-    assert [(f["code"], f.get("artifact_id")) for f in failed["failures"]] == [
-        ("input_binding_mismatch", "experiment-results")
-    ]
-    assert "no receipt" in failed["failures"][0]["message"]
+    issued, workflow, _ = engine.module.resume({"checkpoint": moved["checkpoint"], "confirmed_state": state})
+    desk = workflow.step("desk-research")
+    assert desk is not None
+    reading = dataclasses.replace(desk, inputs=("experiment-results",))
+    bound = [{"artifact_id": "experiment-results", "sha256": "0" * 64}]
+    failed = check_input_bindings(reading, issued.checkpoint, bound)
+    assert [(f.code, f.artifact_id) for f in failed] == [(FailureCode.INPUT_BINDING_MISMATCH, "experiment-results")]
+    assert "no receipt" in failed[0].message

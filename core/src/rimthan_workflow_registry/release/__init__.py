@@ -21,11 +21,13 @@ Modules, in the order a release is read:
 ``verified``
     ``VerifiedRelease``: a release that passed ``verify_release``; every read
     of a file is digest-checked again.
-``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``catalogue_bounds`` / ``confirmable_values`` /
-``write_paths`` / ``loader``
+``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``catalogue_routes`` / ``catalogue_bounds`` /
+``confirmable_values`` / ``write_paths`` / ``loader``
     The catalogue model (workflows, steps, assets, host adapters), the
     authoring rules build and load share (``write_paths``: every file a run
     writes, outputs and installed assets, has a path of its own;
+    ``catalogue_routes``: every route to a step that reads an artifact passes
+    the step that produces it;
     ``catalogue_bounds``: every value a catalogue declares fits the tool
     schemas' bounds, and every value it asks a client to confirm fits a
     confirmed state; ``confirmable_values``: every

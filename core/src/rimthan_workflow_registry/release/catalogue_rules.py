@@ -9,7 +9,7 @@ counts, versions, names) are in :mod:`catalogue_bounds`.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -22,6 +22,7 @@ from rimthan_workflow_registry.release.catalogue import (
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
+from rimthan_workflow_registry.release.catalogue_routes import reached_from
 from rimthan_workflow_registry.release.paths import path_problem
 
 
@@ -375,7 +376,7 @@ def check_reachability(workflow: WorkflowDefinition) -> None:
         (ends, backward, "no terminal step is reachable from {}"),
     )
     for starts, graph, message in walks:
-        reached = _walk(starts, graph)
+        reached = reached_from(starts, graph)
         left = [s.id for s in workflow.steps if s.id not in reached]
         if left:
             raise CatalogueError(
@@ -383,17 +384,6 @@ def check_reachability(workflow: WorkflowDefinition) -> None:
                 f"workflow {workflow.key}: " + message.format(", ".join(left)),
                 path=workflow.source,
             )
-
-
-def _walk(starts: list[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
-    seen = set(starts)
-    queue = deque(starts)
-    while queue:
-        for nxt in edges.get(queue.popleft(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return seen
 
 
 def check_step_shapes(workflow: WorkflowDefinition) -> None:

@@ -16,6 +16,7 @@ from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
+from rimthan_workflow_registry.release import catalogue_routes as routes
 from rimthan_workflow_registry.release import catalogue_rules as rules
 from rimthan_workflow_registry.release import confirmable_values as values
 from rimthan_workflow_registry.release import write_paths
@@ -129,6 +130,7 @@ class ReleaseLoader:
             write_paths.check_write_paths(catalogue, workflow)
             rules.check_step_shapes(workflow)
             rules.check_reachability(workflow)
+            routes.check_input_routes(workflow)
 
     @staticmethod
     def _validate_workflow_schemas(catalogue: Catalogue, schemas: SchemaSet) -> None:
