@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,11 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
+from rimthan_workflow_mcp.stdio_serve import serve_wire
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
@@ -241,18 +242,25 @@ def verifier_target(url: str | None, verifier_args: tuple[str, ...], project: Pa
     return StdioServerParameters(command=command, args=["serve", *verifier_args], env=dict(os.environ), cwd=project)
 
 
-async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> VerifierDown | None:
+@dataclass(frozen=True)
+class BridgeStopped:
+    """How serving ended: why, when not at the end of input (SIGTERM, stdout closed); the verifier, if not up."""
+
+    stopped: str | None
+    down: VerifierDown | None
+
+
+async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> BridgeStopped:
     """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up.
 
-    Once the client closes stdio: None if the verifier is up, else why not (the command exits non-zero).
+    Served on the verifier's stdio wire (``rimthan_workflow_mcp.stdio_serve``): SIGTERM is answered as the
+    end of input, even with a terminal as stdin or stdout; every request read is answered. Once serving
+    ends, whether the verifier is up (else why not: the command exits non-zero).
     """
     async with anyio.create_task_group() as tasks:
         link = VerifierLink(target, tasks)
         bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read)
-        app = create_bridge_server(bridge, link)
-        async with stdio_server() as (read_stream, write_stream):
-            lines = BridgeLines(read_stream, write_stream)
-            await app.run(lines, write_stream, app.create_initialization_options())
+        stopped = await serve_wire(create_bridge_server(bridge, link), BridgeLines)
         down = await link.down(SETTLE_SECONDS)
         tasks.cancel_scope.cancel()
-    return down
+    return BridgeStopped(stopped, down)

@@ -136,13 +136,16 @@ def serve(project: Path, verifier_url: str | None, harness: str, **words: Any) -
     target = guard(lambda: verifier_target(verifier_url, verifier_args, project), on_io_error=_NO_VERIFIER_NEXT)
     host = HostProfile(harness=harness, adapter_id=harness)
     try:
-        down = anyio.run(serve_bridge, project, target, host)
+        ended = anyio.run(serve_bridge, project, target, host)
     except Exception as exc:  # the SDK reports failures inside task groups as exception groups
         first: BaseException = exc
         while isinstance(first, BaseExceptionGroup) and first.exceptions:
             first = first.exceptions[0]
         code = FailureCode.IO_ERROR if isinstance(first, OSError) else FailureCode.INTERNAL_ERROR
         refuse(code, None, f"the bridge stopped: {type(first).__name__}: {first}", _FAILED_NEXT)
+    if ended.stopped:  # SIGTERM, or the client closed its end of stdout
+        click.echo(f"rimthan-host: {ended.stopped}", err=True)
+    down = ended.down
     if down is not None:  # the client is gone, and the verifier was not up: a host config that only seemed to work
         refuse(down.code, None, down.message, down.next or _FAILED_NEXT, status=down.status)
 

@@ -28,7 +28,6 @@ import ipaddress
 import signal
 import socket
 import sys
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -39,16 +38,14 @@ import anyio.abc
 import anyio.to_thread
 import uvicorn
 from mcp.server import Server
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
-from .stdio_drain import DRAIN_SECONDS, DrainingReader, draining
-from .stdio_guard import AnsweringStream
-from .stdio_pipes import PipeLines, pipe_wire
+from .stdio_drain import DRAIN_SECONDS
+from .stdio_serve import serve_wire
 
 MCP_PATH = "/mcp"
 _log = get_logger("transport")
@@ -92,71 +89,13 @@ def stdio_not_open() -> str | None:
 
 
 async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> str | None:
-    """Serve one client over stdin/stdout until it closes stdin (or SIGTERM), every request read before answered.
-
-    ``None`` at the end of input; else the line that says why serving stopped (SIGTERM, or the client closed
-    its end of stdout first, so nothing more could reach it).
-    """
-    stopped: list[str] = []
-    sigterm = anyio.Event()
-    try:
-        async with anyio.create_task_group() as tg:
-            await tg.start(_refresh_triggers, provider, refresh_interval)
-            _log.info("serving", extra={"transport": "stdio"})
-            lines: deque[str] = deque()  # what the pipes read, one line per message: the guard reads ids the SDK drops
-            async with pipe_wire(lines) as wire, stdio_server(*wire) as (read_stream, write_stream):
-                pipe = wire[0] if isinstance(wire[0], PipeLines) else None
-                answering = AnsweringStream(read_stream, write_stream, lines if pipe else None)
-                reader, writer = draining(answering, write_stream)
-                await tg.start(_stop_on_sigterm, reader, pipe, tg.cancel_scope, sigterm)
-                await app.run(reader, writer, app.create_initialization_options())
-            tg.cancel_scope.cancel()
-    except* (BrokenPipeError, ConnectionResetError):
-        _log.info("the client closed its end of stdout: stopped serving")
-        stopped.append("stopped: the client closed its end of stdout, so nothing more could be answered")
-    if sigterm.is_set():
-        stopped.append(_sigterm_stopped(reader.cut_off))
-    return stopped[0] if stopped else None
-
-
-def _sigterm_stopped(cut_off: int) -> str:
-    if not cut_off:
-        return "stopped (SIGTERM): the calls in flight were answered"
-    return (
-        f"stopped (SIGTERM): {cut_off} call(s) in flight still unanswered after {DRAIN_SECONDS} s were cancelled "
-        "(answered Connection closed)"
-    )
-
-
-async def _stop_on_sigterm(
-    reader: DrainingReader,
-    pipe: PipeLines | None,
-    serving: anyio.CancelScope,
-    sigterm: anyio.Event,
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """SIGTERM (a host or service manager stopping the server): answer the calls in flight, as at the end of
-    input (at most ``DRAIN_SECONDS``), then stop; the process exits 0, as over HTTP. Without this the
-    default action killed the process at once (143), calls in flight unanswered. When stdin is read here (a
-    pipe, a socket, a file, a terminal) the input ends once what the client wrote before the signal is read
-    (those requests are answered too); otherwise the requests read so far are waited for."""
-    if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
-        task_status.started()
-        return
-    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-        task_status.started()
-        async for _ in signals:
-            if sigterm.is_set():
-                continue  # stopping already; held here, a second SIGTERM does not cut the drain short
-            _log.info("SIGTERM: answering the calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
-            sigterm.set()
-            if pipe is not None:
-                pipe.end_at_unread()  # the end of input drains, as when the client closes stdin
-                continue
-            await reader.drain()
-            serving.cancel()
-            return
+    """Serve one client over stdin/stdout (``stdio_serve``), refresh triggers beside it; why it stopped, or None."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(_refresh_triggers, provider, refresh_interval)
+        _log.info("serving", extra={"transport": "stdio"})
+        stopped = await serve_wire(app)
+        tg.cancel_scope.cancel()
+    return stopped
 
 
 @dataclass(frozen=True)

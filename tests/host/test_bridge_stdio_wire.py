@@ -1,0 +1,154 @@
+"""``rimthan-host serve`` on the verifier's own stdio wire (``rimthan_workflow_mcp.stdio_pipes``), as the real process.
+
+The bridge used the SDK's threaded stdio reader: its stdin thread cannot be
+interrupted, so SIGTERM waited for the next line, for ever on a quiet
+terminal; and a request whose id is neither a string nor an integer (the SDK
+reads it as a notification) went unanswered when stdin was a file or a
+terminal. Now it reads stdin on the event loop as the verifier does: SIGTERM
+ends the input once what the client wrote before it is read, the bridge
+answers what it read and stops as at the end of input (exit 0, its verifier
+up), and a line with an unusable id is refused with ``Invalid Request``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from support.bridge import bridge_params
+from support.raw_stdio import RawStdio, initialize_lines
+from support.servers import ServerWorld, build_world
+
+WAIT = 120.0
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("bridge-wire-world"))
+
+
+def _command(world: ServerWorld, tmp_path: Path) -> list[str]:
+    (tmp_path / "project").mkdir(exist_ok=True)
+    params = bridge_params(tmp_path / "project", world, tmp_path / "state")
+    return [params.command, *params.args]
+
+
+def _line(**fields: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", **fields}) + "\n"
+
+
+def _answers_from(fd: int, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` JSON-RPC answers on ``fd`` (a pipe, or a terminal's controller: echoed input skipped)."""
+    seen, found = b"", list[dict[str, Any]]()
+    deadline = time.monotonic() + WAIT
+    while len(found) < count:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        assert ready, f"no answer in {WAIT} s: {seen[-500:]!r}"
+        seen += os.read(fd, 65536)
+        lines = seen.decode("utf-8", "replace").replace("\r", "").split("\n")[:-1]  # whole lines only
+        found = [json.loads(x) for x in lines if x.startswith('{"jsonrpc":"2.0","id"') and '"method"' not in x]
+    return found[:count]
+
+
+@contextmanager
+def _bridge(command: list[str], stdin: int, stdout: int) -> Iterator[subprocess.Popen[bytes]]:
+    """The real ``rimthan-host serve``, killed at the end if it is still running (a failing test)."""
+    process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def _terminal() -> Iterator[tuple[int, int]]:
+    """A pseudo-terminal: its controller (the user's side) and the terminal a process is given."""
+    controller, terminal = os.openpty()
+    try:
+        yield controller, terminal
+    finally:
+        os.close(controller)
+        os.close(terminal)
+
+
+def _ended(process: subprocess.Popen[bytes]) -> tuple[int, str]:
+    """The exit status and stderr of ``process``, which must end within ``WAIT`` seconds."""
+    returncode = process.wait(timeout=WAIT)
+    assert process.stderr is not None
+    return returncode, process.stderr.read().decode("utf-8", "replace")
+
+
+def _stopped_by_sigterm(returncode: int, stderr: str) -> None:
+    assert returncode == 0, stderr[-2000:]
+    assert "rimthan-host: stopped (SIGTERM): the calls in flight were answered" in stderr, stderr[-2000:]
+    assert "error:" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("terminal_is", ["stdin", "stdout"])
+def test_sigterm_stops_a_bridge_whose_stdin_or_stdout_is_a_terminal(
+    world: ServerWorld, tmp_path: Path, terminal_is: str
+) -> None:
+    pipe = subprocess.PIPE
+    with _terminal() as (controller, terminal):
+        stdin, stdout = (terminal, pipe) if terminal_is == "stdin" else (pipe, terminal)
+        with _bridge(_command(world, tmp_path), stdin, stdout) as process:
+            wire = (initialize_lines() + _line(id=5, method="tools/list")).encode()
+            if process.stdin is None:
+                os.write(controller, wire)
+            else:
+                process.stdin.write(wire)
+                process.stdin.flush()
+            answers = _answers_from(process.stdout.fileno() if process.stdout else controller, count=2)
+            assert [a["id"] for a in answers] == [0, 5], answers
+            process.send_signal(signal.SIGTERM)
+            ended = _ended(process)
+    _stopped_by_sigterm(*ended)
+
+
+def test_sigterm_over_pipes_answers_what_was_written_before_it_then_exits_0(world: ServerWorld, tmp_path: Path) -> None:
+    """Pipes: SIGTERM killed the bridge at once (-15); now the calls written before it are answered first."""
+    with _bridge(_command(world, tmp_path), subprocess.PIPE, subprocess.PIPE) as process:
+        raw = RawStdio(process)
+        raw.initialize(WAIT)
+        assert raw.call(4, "show_step", "{}", WAIT) is not None  # the verifier is up
+        process.send_signal(signal.SIGSTOP)  # a busy machine: the requests wait in the pipe when SIGTERM comes
+        raw.send(_line(id=5, method="tools/list") + _line(id=6, method="ping"))
+        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGCONT)
+        rest = [json.loads(line) for line in iter(lambda: raw.next_line(WAIT), None)]
+        ended = _ended(process)
+    assert sorted(a["id"] for a in rest) == [5, 6], rest
+    _stopped_by_sigterm(*ended)
+
+
+@pytest.mark.parametrize("stdin_kind", ["file", "terminal"])
+def test_a_request_with_an_unusable_id_is_refused_from_a_file_or_a_terminal(
+    world: ServerWorld, tmp_path: Path, stdin_kind: str
+) -> None:
+    """The SDK reads ``"id": [7]`` as a notification: the client waited for ever. Now it gets Invalid Request."""
+    wire = initialize_lines() + _line(id=[7], method="tools/list") + _line(id=8, method="ping")
+    if stdin_kind == "file":
+        (tmp_path / "requests.jsonl").write_text(wire, encoding="utf-8")
+        with (tmp_path / "requests.jsonl").open("rb") as stdin:
+            done = subprocess.run(_command(world, tmp_path), stdin=stdin, capture_output=True, timeout=WAIT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    else:
+        with _terminal() as (controller, terminal), _bridge(_command(world, tmp_path), terminal, subprocess.PIPE) as p:
+            os.write(controller, wire.encode())
+            assert p.stdout is not None
+            answers = _answers_from(p.stdout.fileno(), count=3)
+    assert [a["id"] for a in answers] == [0, None, 8], answers
+    assert answers[1]["error"]["code"] == types.INVALID_REQUEST, answers
