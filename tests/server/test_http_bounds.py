@@ -239,6 +239,8 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(
     status, headers, body = _answer(sock)
     assert (status, headers["connection"]) == (408, "close"), body
     assert _is_json_rpc_refusal(headers, body), (headers, body)
+    said = json.loads(body)["error"]["message"]  # the deadline in force (it said the one at import: 120 s)
+    assert said.startswith(f"the request body did not arrive within {BODY_SECONDS:g} s of its head"), said
     assert _closed_by_server(sock)
 
 

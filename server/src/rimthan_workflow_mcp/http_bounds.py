@@ -79,8 +79,8 @@ BUSY = (
     f"too many requests are in flight ({MAX_REQUESTS_IN_FLIGHT}); this one was not read: "
     f"retry after {RETRY_AFTER_SECONDS} s (Retry-After)"
 )
-BODY_LATE = (
-    f"the request body did not arrive within {BODY_SECONDS:g} s of its head and was not read: "
+BODY_LATE = (  # formatted at use with BODY_SECONDS as it is then
+    "the request body did not arrive within {:g} s of its head and was not read: "
     "send the whole body at once, or a smaller call"
 )
 _CLOSE = [(b"connection", b"close")]
@@ -324,7 +324,7 @@ async def _with_body_deadline(app: ASGIApp, scope: Scope, receive: Receive, send
             raise
         # cancelled while the app waited for the body, before anything was answered
         _log.info("request body not received in time", extra={"body_seconds": BODY_SECONDS})
-        await _json_error(send, 408, BODY_LATE, _CLOSE)
+        await _json_error(send, 408, BODY_LATE.format(BODY_SECONDS), _CLOSE)
 
 
 def _readable_refusals(send: Send) -> Send:
