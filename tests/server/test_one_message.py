@@ -198,3 +198,27 @@ def test_over_http_a_header_sent_twice_that_readers_could_read_apart_is_refused_
     assert status == 400 and answer["id"] is None, answer
     assert answer["error"]["code"] == types.INVALID_REQUEST, answer
     assert answer["error"]["message"].startswith(f"the request has more than one {header.lower()} header"), answer
+
+
+@pytest.mark.parametrize(
+    "version",
+    ["", "1999-01-01", "2025-11-25, 2026-07-28", "v" * 200],
+    ids=["empty", "unknown", "two-joined", "long"],
+)
+def test_over_http_a_protocol_version_not_served_is_refused_naming_the_header_the_value_and_the_versions(
+    mcp_http: HttpServer, version: str
+) -> None:
+    """The SDK sent an empty or unknown MCP-Protocol-Version down the 2026-07-28 path, which answered 400
+    about a missing ``params._meta``, never saying the version was the trouble."""
+    status, answer = _post(mcp_http, json.dumps(PING), version)
+    assert status == 400 and answer is not None and answer["id"] is None, answer
+    error = answer["error"]
+    assert error["code"] == types.UNSUPPORTED_PROTOCOL_VERSION, answer
+    served = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
+    assert error["data"] == {"supported": served, "requested": version[:80]}, answer  # echoed back bounded
+    message = error["message"]
+    assert message.startswith("the request's MCP-Protocol-Version header is "), message
+    assert f"header is {repr(version[:80])[:-1] if version else 'empty'}" in message, message
+    assert ", ".join(served) in message and "_meta" not in message, message
+    status, answer = _post(mcp_http, json.dumps(PING), "2025-11-25")  # a version served still is
+    assert status == 200, answer

@@ -38,6 +38,13 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   routing headers, ``Mcp-Session-Id``) twice gets 400 with a JSON-RPC error,
   unread: a first-copy and a last-copy reader (the SDK's era routing, a proxy)
   would disagree.
+- A request whose ``MCP-Protocol-Version`` header is empty or names no version
+  the SDK serves gets 400 with the JSON-RPC ``Unsupported protocol version``
+  (-32022, ``data``: ``supported`` and ``requested``), unread, naming the
+  header, its value (cut at ``SHOWN_VERSION`` characters) and the versions
+  served (``SUPPORTED_VERSIONS``, the SDK's own lists). The SDK sent such a
+  request down the 2026-07-28 path, which answered 400 about a missing
+  ``params._meta``.
 - A ``POST`` whose media type is not ``application/json`` (compared without
   case, as RFC 9110 says) gets 415 with a JSON-RPC error, unread (the SDK
   answered a missing or ``text/plain`` one with a bare ``text/plain`` 400, and
@@ -56,7 +63,10 @@ from collections.abc import Sequence
 from http import HTTPStatus
 
 import h11
+import mcp_types as types
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # uvicorn's default bound on a head
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -83,6 +93,13 @@ BODY_LATE = (  # formatted at use with BODY_SECONDS as it is then
     "the request body did not arrive within {:g} s of its head and was not read: "
     "send the whole body at once, or a smaller call"
 )
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)  # what the SDK's transport serves
+VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+UNSUPPORTED_VERSION = (
+    "the request's MCP-Protocol-Version header is {}, a protocol version this server does not speak, and was not "
+    f"read: send one of {', '.join(SUPPORTED_VERSIONS)} (or no header)"
+)
+SHOWN_VERSION = 80  # characters of a refused MCP-Protocol-Version quoted back
 _CLOSE = [(b"connection", b"close")]
 _CASELESS_HEADERS = frozenset({b"host", b"origin", b"content-type"})
 JSON_MEDIA_TYPE = b"application/json"
@@ -240,6 +257,9 @@ class BoundedRequests:
         elif (repeated := _repeated_header(scope)) is not None:
             _log.info("request refused: a header repeated", extra={"header": repeated.decode("latin-1")})
             await _json_error(send, 400, REPEATED_HEADER.format(repeated.decode("latin-1")))
+        elif (version := _unsupported_version(scope)) is not None:
+            _log.info("request refused: protocol version not supported", extra={"requested": version[:SHOWN_VERSION]})
+            await _send_error(send, 400, _unsupported_version_error(version))
         elif scope["method"] == "POST" and (media_type := _media_type(scope)) != JSON_MEDIA_TYPE:
             _log.info("request refused: not JSON", extra={"content_type": media_type.decode("latin-1")})
             shown = media_type[:SHOWN_MEDIA_TYPE].decode("latin-1") if media_type else "missing"
@@ -294,9 +314,35 @@ def _media_type(scope: Scope) -> bytes:
     return value.split(b";", 1)[0].strip()
 
 
+def _unsupported_version(scope: Scope) -> str | None:
+    """The request's ``MCP-Protocol-Version`` when it sends one the SDK serves no path for (empty too), or None."""
+    value = next((v.decode("latin-1") for k, v in scope["headers"] if k == VERSION_HEADER), None)
+    return None if value is None or value in SUPPORTED_VERSIONS else value
+
+
+def _unsupported_version_error(requested: str) -> types.JSONRPCError:
+    """The JSON-RPC ``Unsupported protocol version`` (-32022) for ``requested``, ``id`` null: nothing was read."""
+    cut = requested[:SHOWN_VERSION]  # a header may be up to 16 KiB: what is echoed back is bounded
+    data = types.UnsupportedProtocolVersionErrorData(supported=list(SUPPORTED_VERSIONS), requested=cut)
+    shown = repr(cut + ("..." if len(requested) > SHOWN_VERSION else ""))
+    error = types.ErrorData(
+        code=types.UNSUPPORTED_PROTOCOL_VERSION,
+        message=UNSUPPORTED_VERSION.format(shown if requested else "empty"),
+        data=data.model_dump(mode="json"),
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+
+
 async def _json_error(send: Send, status: int, message: str, extra: Sequence[tuple[bytes, bytes]] = ()) -> None:
     """An HTTP error whose body is a JSON-RPC Invalid Request (``id`` null: the request was not read)."""
-    body = _error_body(message)
+    await _send_error(send, status, invalid_request(message), extra)
+
+
+async def _send_error(
+    send: Send, status: int, answer: types.JSONRPCError, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """An HTTP error whose body is the JSON-RPC error ``answer``."""
+    body = error_body(answer)
     await send({"type": "http.response.start", "status": status, "headers": [*json_headers(body), *extra]})
     await send({"type": "http.response.body", "body": body})
 
