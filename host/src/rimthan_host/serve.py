@@ -34,7 +34,7 @@ _EXAMPLES = epilog(
     ],
     exits=[
         "Exit status:",
-        "  0  the client closed stdio, and the verifier was up",
+        "  0  the client closed stdio, or SIGTERM (calls in flight answered first), and the verifier was up",
         "  1  the bridge or its verifier failed (also a verifier that never came up, or was gone at the end):",
         "     `error: <code>: <message>` then a `next:` line on stderr",
         "  2  usage mistake (unknown option, a word not after --, missing argument, bad value, no command),",
