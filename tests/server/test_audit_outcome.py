@@ -207,7 +207,7 @@ def test_every_audit_example_in_help_and_docs_runs_as_written(engines: Engines, 
     (tmp_path / "run.log").write_text("\n".join(migrated.checkpoints) + "\n", "utf-8")
     state, srv = engines.work / "state", tmp_path / "srv" / "rimthan"
     srv.mkdir(parents=True)
-    shutil.copyfile(state / "checkpoint-keys.json", srv / "checkpoint-keys.json")
+    shutil.copy(state / "checkpoint-keys.json", srv / "checkpoint-keys.json")  # its mode too (0600: no warning)
     env = {**server_env(), "RIMTHAN_STATE_DIR": str(state)}
     for example in examples:
         command, _, jq = example.split("#")[0].partition("|")
