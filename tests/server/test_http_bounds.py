@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import mcp_types as types
 import pytest
 from support.processes import http_server_process
 from support.servers import HttpServer, ServerWorld, build_world, serve_args, server_env
@@ -307,3 +308,20 @@ def test_session_streams_held_open_take_no_slot_from_calls(
             status, headers, _ = _answer(stream)
             assert (status, headers["content-type"].split(";")[0]) == (200, "text/event-stream")
         assert _honest_call(sessions, INITIALIZE) == 200
+
+
+def test_a_session_stream_asked_with_a_protocol_version_not_served_is_refused_as_a_post_is(
+    world: ServerWorld, tmp_path: Path, sockets: list[socket.socket]
+) -> None:
+    """With ``--http-sessions`` a GET went to the SDK before the header checks: an unknown
+    MCP-Protocol-Version took its 2026-07-28 path (a 400 about ``params._meta``), not the version refusal."""
+    with _bounded_server(world, tmp_path, "--http-sessions") as sessions:
+        status, headers = _honest_exchange(sessions, INITIALIZE)
+        assert status == 200, headers
+        stream = _connect(sessions, sockets)
+        head = _head(sessions, "GET").replace(b"MCP-Protocol-Version: 2025-11-25", b"MCP-Protocol-Version: 1999-01-01")
+        stream.sendall(head[:-2] + f"Mcp-Session-Id: {headers['mcp-session-id']}\r\n\r\n".encode())
+        status, answer_headers, body = _answer(stream)
+        assert (status, answer_headers["content-type"]) == (400, "application/json"), (status, answer_headers)
+        error = json.loads(body)["error"]
+        assert error["code"] == types.UNSUPPORTED_PROTOCOL_VERSION and error["data"]["requested"] == "1999-01-01", error

@@ -252,7 +252,7 @@ class BoundedRequests:
             await self.app(scope, receive, send)
             return
         scope = {**scope, "headers": [_lower_caseless(name, value) for name, value in scope["headers"]]}
-        if scope["method"] == "GET" or (self.stateless and scope["method"] != "POST"):
+        if self.stateless and scope["method"] != "POST":
             await self._get(scope, receive, send)
         elif (repeated := _repeated_header(scope)) is not None:
             _log.info("request refused: a header repeated", extra={"header": repeated.decode("latin-1")})
@@ -260,6 +260,8 @@ class BoundedRequests:
         elif (version := _unsupported_version(scope)) is not None:
             _log.info("request refused: protocol version not supported", extra={"requested": version[:SHOWN_VERSION]})
             await _send_error(send, 400, _unsupported_version_error(version))
+        elif scope["method"] == "GET":  # a session's stream: after the header checks, as a POST
+            await self._get(scope, receive, send)
         elif scope["method"] == "POST" and (media_type := _media_type(scope)) != JSON_MEDIA_TYPE:
             _log.info("request refused: not JSON", extra={"content_type": media_type.decode("latin-1")})
             shown = media_type[:SHOWN_MEDIA_TYPE].decode("latin-1") if media_type else "missing"
