@@ -1,0 +1,51 @@
+"""What a :class:`~rimthan_host.session.HostSession` records of its run: the events, the record, a prepared round."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .files import WrittenFile
+from .reports import validator_key
+
+EventSink = Callable[["HarnessEvent"], None]
+
+
+@dataclass(frozen=True)
+class HarnessEvent:
+    """One thing the host did, for printing (demo) or asserting (tests)."""
+
+    kind: str  # call | deliver | write | review | answer | confirm | migrate | repair
+    summary: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunRecord:
+    """How a run went: each call's status, every checkpoint, steps, validators, files, the final result."""
+
+    statuses: list[tuple[str, str, str | None]] = field(default_factory=list)  # (tool, status, step id)
+    checkpoints: list[str] = field(default_factory=list)  # every distinct checkpoint, in issue order
+    steps_visited: list[str] = field(default_factory=list)
+    validation_rounds: dict[str, int] = field(default_factory=dict)
+    validators_run: list[tuple[str, str, str]] = field(default_factory=list)  # (step, validator key, outcome)
+    written: dict[str, WrittenFile] = field(default_factory=dict)
+    final: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """A step's files attested and deterministically checked: the validators still to run."""
+
+    artifacts: list[WrittenFile]
+    bundle: str
+    validators: list[dict[str, Any]]  # the bundle's validator summaries
+    verdicts: dict[str, tuple[str, tuple[Mapping[str, Any], ...]]] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> list[dict[str, Any]]:
+        return [s for s in self.validators if validator_key(s) not in self.verdicts]
+
+
+__all__ = ["EventSink", "HarnessEvent", "Prepared", "RunRecord"]
