@@ -36,11 +36,12 @@ def test_a_killed_verifier_is_verifier_lost_and_the_run_resumes_on_a_new_connect
     async def killed() -> BaseException:
         async with Client(verifier) as client:
             kit = harness(client)
-            at = await kit.run(await kit.start("research", "1.3.0"), until_step="desk-research")
-            for pid in verifier_pids(state):
-                os.kill(pid, signal.SIGKILL)
-            with pytest.raises(VerifierLost) as lost:
-                await kit.run(at)
+            with kit.session:  # (closed: the run's lock let go for the new connection's session)
+                at = await kit.run(await kit.start("research", "1.3.0"), until_step="desk-research")
+                for pid in verifier_pids(state):
+                    os.kill(pid, signal.SIGKILL)
+                with pytest.raises(VerifierLost) as lost:
+                    await kit.run(at)
             return lost.value
 
     async def resumed() -> dict[str, Any]:

@@ -213,6 +213,7 @@ def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumabl
         assert f"past the {MAX_STATE_BYTES} bytes" in said and "stays at its last logged checkpoint" in said
         assert (log.state_path.read_bytes(), log.log_path.read_bytes()) == kept  # nothing replaced
         assert not log.state_path.with_suffix(".json.tmp").exists()
+        session.close()  # (the run's lock: one session moves it at a time)
         again = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
         resumed = await again.resume()  # the state of the logged checkpoint still reads, and the verifier takes it
         assert resumed["status"] == "active" and resumed["step"]["id"] == "setup-workspace"

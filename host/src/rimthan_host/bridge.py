@@ -52,13 +52,14 @@ class Bridge(StepMoves, MigrationMoves):
         by = await confirm_facts(asker, facts, "start_run", ("the run did not start", "not_started"))
         if isinstance(by, Reply):
             return by
-        session = self._new_session(new_run_id())
-        result = await session.start(workflow, facts, by=by)
-        if result["status"] == "blocked":
-            lines = ["The run did not start. The verifier needs:", *failure_words(result["failures"])]
-            lines.append("Ask the user for what is missing and call start_run again with every fact.")
-            return Reply("\n".join(lines), {"status": "blocked", "failures": failure_codes(result)}, is_error=True)
-        self.session = session
+        with self._candidate(new_run_id()) as session:
+            result = await session.start(workflow, facts, by=by)
+            if result["status"] == "blocked":
+                lines = ["The run did not start. The verifier needs:", *failure_words(result["failures"])]
+                lines.append("Ask the user for what is missing and call start_run again with every fact.")
+                data = {"status": "blocked", "failures": failure_codes(result)}
+                return Reply("\n".join(lines), data, is_error=True)
+            self.session = session
         self.lock.note(self.run_id)
         lines = [f"Started run {self.run_id} ({by})."]
         lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."
@@ -91,20 +92,20 @@ class Bridge(StepMoves, MigrationMoves):
             for r in self._unfinished()
             if self.session is not None and r.run_id == self.run_id
         ]
-        session = self._new_session(run_id)
-        try:
-            result = await session.resume()
-        except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
-            return position_unknown_reply(unknown)
-        except (HarnessError, ToolRefused, VerifierLost):
-            raise  # said in words by the server, the active run untouched (a lost verifier is reconnect's)
-        except Exception as exc:
-            raise ResumeFailed(run_id, exc) from exc
-        try:
-            restored = restore_release(session.files, session.release_digest, run_id)
-        except AssetClash as exc:  # the run stays in its log; the active run, if any, stays active
-            return Reply(str(exc), {"run": run_id, "status": "workspace_refused"}, is_error=True)
-        self.session = session
+        with self._candidate(run_id) as session:
+            try:
+                result = await session.resume()  # (RunBusy, a HarnessError, if another session moves the run)
+            except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
+                return position_unknown_reply(unknown)
+            except (HarnessError, ToolRefused, VerifierLost):
+                raise  # said in words by the server, the active run untouched (a lost verifier is reconnect's)
+            except Exception as exc:
+                raise ResumeFailed(run_id, exc) from exc
+            try:
+                restored = restore_release(session.files, session.release_digest, run_id)
+            except AssetClash as exc:  # the run stays in its log; the active run, if any, stays active
+                return Reply(str(exc), {"run": run_id, "status": "workspace_refused"}, is_error=True)
+            self.session = session
         self.lock.note(run_id)
         lines += [f"Re-installed {p}: run {run_id}'s release delivered it otherwise (another run's setup had "
                   "replaced it)." for p in restored]  # fmt: skip

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from .words import (
     known_runs,
     no_run_words,
 )
-from .workspace_lock import REFUSED_MEANWHILE, WorkspaceBusy, WorkspaceLock
+from .workspace_lock import BY_BRIDGE, REFUSED_MEANWHILE, WorkspaceBusy, WorkspaceLock
 
 
 class ResumeFailed(Exception):
@@ -59,13 +60,37 @@ class BridgeCore:
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
         self.clock = clock
-        self.session: HostSession | None = None
+        self._session: HostSession | None = None
         self.elicits = False  # whether the client of the current call can ask the person directly
         self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
 
+    @property
+    def session(self) -> HostSession | None:
+        """The active run's session: it holds the run's lock (:mod:`rimthan_host.run_lock`) while unfinished."""
+        return self._session
+
+    @session.setter
+    def session(self, session: HostSession | None) -> None:
+        """Make ``session`` the active one; the one it replaces lets go of its run (another may resume it)."""
+        if self._session is not None and self._session is not session:
+            self._session.close()
+        self._session = session
+
+    @contextmanager
+    def _candidate(self, run_id: str) -> Iterator[HostSession]:
+        """A new session for ``run_id``; closed (its run's lock let go) unless it became the active one."""
+        session = self._new_session(run_id)
+        try:
+            yield session
+        finally:
+            if self._session is not session:
+                session.close()
+
     def _new_session(self, run_id: str) -> HostSession:
         log = RunLog(self.project_dir, run_id)
-        return HostSession(self.call, project_dir=self.project_dir, host=self.host, clock=self.clock, run_log=log)
+        return HostSession(
+            self.call, project_dir=self.project_dir, host=self.host, clock=self.clock, run_log=log, holder=BY_BRIDGE
+        )
 
     @property
     def run_id(self) -> str:

@@ -37,6 +37,7 @@ from .bridge import Bridge, Reply
 from .link import VerifierDown, VerifierLink, VerifierLost
 from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, recover
+from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
 from .words import scrub
 from .workspace_lock import lost_words
@@ -148,6 +149,11 @@ async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]
     except ToolRefused as exc:
         words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
         return Reply(words + f"and call {tool} again.", {"refused": exc.code}, True)
+    except RunBusy as busy:  # (another process moves the run this bridge tried to resume: nothing done)
+        return Reply(str(busy), {"status": "run_busy", "run": busy.run, "owner_pid": busy.owner.pid}, True)
+    except RunLockLost as lost:  # (the run's lock file deleted or replaced: its session moves no more)
+        bridge.session = None  # resume_run picks the run up from its log
+        return Reply(str(lost), {"status": "run_lock_lost", "run": lost.run}, True)
     except HarnessError as exc:
         return Reply(str(exc), {"status": "refused"}, True)
     except VerifierLost:

@@ -204,6 +204,16 @@ class WorkflowHarness:
     def record(self) -> RunRecord:
         return self.session.record
 
+    def close(self) -> None:
+        """Let go of the run's lock (:meth:`HostSession.close`): another session may resume the run."""
+        self.session.close()
+
+    def __enter__(self) -> WorkflowHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def state(self) -> ConfirmedStateBook:
         return self.session.state

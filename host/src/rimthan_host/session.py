@@ -8,6 +8,9 @@ arguments. The scripted harness (:mod:`rimthan_host.harness`) and the MCP
 bridge (:mod:`rimthan_host.bridge`) both drive runs through it: one
 implementation of the host side. Every checkpoint is appended to the run log
 as it is issued, and the session takes a move only once its files record it.
+A session with a run log holds the run's lock (:mod:`rimthan_host.run_lock`)
+from its start or resume until it is closed (``close``, or ``with session:``)
+or the run completes: another session on that run is refused meanwhile.
 """
 
 from __future__ import annotations
@@ -33,12 +36,14 @@ from .protocol import (
     ToolCaller,
 )
 from .reports import findings_problem, validator_key, validator_report
+from .run_lock import RunLock
 from .runlog import RunLog, kept_position
 from .session_record import EventSink as EventSink  # (re-exported: the harness's and the bridge's names)
 from .session_record import HarnessEvent as HarnessEvent
 from .session_record import Prepared as Prepared
 from .session_record import RunRecord as RunRecord
 from .workspace import set_up_workspace
+from .workspace_lock import BY_LIBRARY
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,10 @@ class HostSession:
         clock: Callable[[], float] = time.time,
         run_log: RunLog | None = None,
         on_event: EventSink | None = None,
+        holder: str = BY_LIBRARY,
     ) -> None:
         self.call_tool = call
+        self.lock = RunLock(run_log, holder) if run_log is not None else None
         self.files = ProjectFiles(Path(project_dir))
         self.host = host or HostProfile()
         self.clock = clock
@@ -81,6 +88,17 @@ class HostSession:
     @property
     def project_dir(self) -> Path:
         return self.files.root
+
+    def close(self) -> None:
+        """Let go of the run: another session (this process or another) may resume it from its log."""
+        if self.lock is not None:
+            self.lock.release()
+
+    def __enter__(self) -> HostSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -104,6 +122,8 @@ class HostSession:
         run goes on from there, as a resumed host would: the verifier's tokens
         are not spent by use, so the logged checkpoint still takes the move.
         """
+        if self.lock is not None:
+            self.lock.ensure()  # (RunBusy: another holds the run; RunLockLost: the lock file deleted or replaced)
         result = await self.call_tool(tool, arguments)
         state = proposed if proposed is not None and result["status"] != "blocked" else self.state
         step = (result.get("step") or {}).get("id")
@@ -129,6 +149,7 @@ class HostSession:
             self.record.steps_visited.append(new_step)
         if result["status"] == "completed":
             self.record.final = result
+            self.close()  # a completed run moves no more: nothing left to hold
         if tool == CONTINUE:
             self._note_offer(result)
         self._emit(
@@ -188,7 +209,9 @@ class HostSession:
     async def start(
         self, workflow: str, values: Mapping[str, Any], *, workflow_version: str | None = None, by: str = BY_SCRIPT
     ) -> dict[str, Any]:
-        """Confirm ``values`` and start ``workflow``."""
+        """Confirm ``values`` and start ``workflow`` (:class:`~rimthan_host.run_lock.RunBusy` if another holds it)."""
+        if self.lock is not None:
+            self.lock.acquire()
         for name, value in values.items():
             self.state.confirm(name, value, by)
         arguments: dict[str, Any] = {
@@ -405,17 +428,27 @@ class HostSession:
         step that may be ungated (an older bridge's, or one past the limit) is
         :class:`PositionUnknown`: nothing is sent.
         """
-        if self.run_log is None:
+        if self.run_log is None or self.lock is None:
             raise HarnessError("this session has no run log to resume from")
-        token, saved = self.run_log.last_checkpoint()
+        held = self.lock.held
+        self.lock.acquire()  # (RunBusy, nothing read or sent, if another session holds the run)
+        try:
+            return await self._resume(self.run_log)
+        except BaseException:
+            if not held:  # (a session that held the run before this resume keeps it)
+                self.close()
+            raise
+
+    async def _resume(self, run_log: RunLog) -> dict[str, Any]:
+        token, saved = run_log.last_checkpoint()
         self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
         self.evidence = evidence_from_json(saved.get("validated", {})) or {}  # (an older bridge's state: none kept)
         self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
-        position = saved.get("position") or self.run_log.side_position(token, saved)
+        position = saved.get("position") or run_log.side_position(token, saved)
         if position is not None:
             return self._restore({**position, "checkpoint": token}, saved)
         if not _asks_the_verifier(saved):
-            raise PositionUnknown(self.run_log.run_id, saved.get("step"))
+            raise PositionUnknown(run_log.run_id, saved.get("step"))
         self.result = {"checkpoint": token}
         result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
         if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began

@@ -36,7 +36,10 @@ from .runlog import is_run_id
 
 LOCK_PATH = Path(".rimthan") / "bridge.lock"
 REFUSED_MEANWHILE = "start_run and resume_run are refused here until its run is complete or that bridge stopped."
-_MAX_OWNER_BYTES = 256  # {"pid": <int>, "run": <a run id, at most 64 characters>}
+_MAX_OWNER_BYTES = 256  # {"pid": <int>, "run": <a run id, at most 64 characters>, "by": <one of _HOLDERS>}
+BY_BRIDGE = "a rimthan-host serve"
+BY_LIBRARY = "a harness using the host library"
+_HOLDERS = (BY_BRIDGE, BY_LIBRARY)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Owner:
 
     pid: int | None
     run: str | None
+    by: str | None = None  # what kind of process it is (a run's lock says; the project's does not)
 
 
 class WorkspaceBusy(Exception):
@@ -186,10 +190,21 @@ def _owner(fd: int) -> Owner:
         return Owner(None, None)
     if not isinstance(value, dict):
         return Owner(None, None)
-    pid, run = value.get("pid"), value.get("run")
+    pid, run, by = value.get("pid"), value.get("run"), value.get("by")
     return Owner(
-        pid if isinstance(pid, int) and pid > 0 else None, run if isinstance(run, str) and is_run_id(run) else None
+        pid if isinstance(pid, int) and pid > 0 else None,
+        run if isinstance(run, str) and is_run_id(run) else None,
+        by if by in _HOLDERS else None,
     )
 
 
-__all__ = ["LOCK_PATH", "REFUSED_MEANWHILE", "Owner", "WorkspaceBusy", "WorkspaceLock", "lost_words"]
+__all__ = [
+    "BY_BRIDGE",
+    "BY_LIBRARY",
+    "LOCK_PATH",
+    "REFUSED_MEANWHILE",
+    "Owner",
+    "WorkspaceBusy",
+    "WorkspaceLock",
+    "lost_words",
+]

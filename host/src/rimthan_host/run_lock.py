@@ -1,0 +1,116 @@
+"""One session moves a run at a time: an advisory lock on ``.rimthan/runs/<run>.lock``.
+
+Two sessions on one run (a harness restarted while the old process still
+lives, a harness and a bridge) share its log and resume state: both moving
+at once forked the run (two checkpoints from one parent, which
+``rimthan-mcp audit`` refuses) and raced on ``<run>.json.tmp``. So a
+:class:`~rimthan_host.session.HostSession` takes an exclusive ``flock`` on
+the run's lock file as it starts or resumes the run, before anything is sent
+or written, and holds it until it is closed or the run completes; another
+session's start or resume of that run is refused (:class:`RunBusy`, naming
+the holder's process id) and writes nothing. Sessions on different runs lock
+different files. The kernel drops the lock when the holder dies (a SIGKILL
+too), so it is never stale; the descriptor is not inherited by a child. The
+file is opened through real directories only, never through a symbolic link,
+and before each move the holder checks it is still the file at its path
+(:meth:`RunLock.lost`, one ``stat``): a lock file deleted or replaced while
+held is a new lock another session may hold.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+
+from .files import open_own
+from .protocol import HarnessError
+from .runlog import RunLog, runs_dir
+from .workspace_lock import BY_LIBRARY, Owner, _close, _lock, _owner, _same
+
+
+class RunBusy(HarnessError):
+    """Another session (another process, or another session here) holds the run's lock: nothing was done."""
+
+    def __init__(self, run: str, owner: Owner) -> None:
+        self.run, self.owner = run, owner
+        kind = owner.by or "a rimthan-host serve or a harness using the host library"
+        who = f"process {owner.pid} ({kind})" if owner.pid else f"another process ({kind})"
+        stop = f"stop process {owner.pid}" if owner.pid else "stop the other session"
+        super().__init__(
+            f"Nothing was done (run_busy): run {run} is being moved by {who}, and one session moves a run at a "
+            "time so that its log stays one chain.\n"
+            f"next: carry on in that process, or {stop} (or close its session) and start or resume run {run} "
+            "again; a process that was killed holds nothing."
+        )
+
+
+class RunLockLost(HarnessError):
+    """The run's lock file was deleted or replaced while this session held it: the session stopped moving."""
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        super().__init__(
+            f"Nothing was done (run_lock_lost): .rimthan/runs/{run}.lock was deleted or replaced while this session "
+            f"held it, so another session may be moving run {run}; this session stopped (its log is kept).\n"
+            f"next: make sure no other process moves run {run}, then resume it in a new session."
+        )
+
+
+class RunLock:
+    """A run's lock, held by this process while a session moves the run (an open descriptor, or none)."""
+
+    def __init__(self, log: RunLog, by: str = BY_LIBRARY) -> None:
+        self.project, self.run = log.project, log.run_id
+        self.path = log.log_path.with_suffix(".lock")
+        self.by = by
+        self._fd: int | None = None
+        self._lost = False  # the file held was deleted or replaced: this lock moves the run no more
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Hold the lock (a no-op if held here); :class:`RunBusy` naming the holder if another holds it."""
+        if self._fd is not None:
+            return
+        runs = runs_dir(self.project)
+        try:
+            runs.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # a file where the runs directory must be: named as what is in the way
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path)) from None
+        runs_dir(self.project)  # a part made just now by someone else: check again
+        fd = open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by a child)
+        try:
+            _lock(fd)
+        except BlockingIOError:
+            owner = _owner(fd)
+            _close(fd)
+            raise RunBusy(self.run, owner) from None
+        except BaseException:
+            _close(fd)
+            raise
+        data = json.dumps({"pid": os.getpid(), "run": self.run, "by": self.by}).encode("ascii")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Let another session move the run (closing the descriptor drops the lock)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            _close(fd)
+
+    def ensure(self) -> None:
+        """Before a move: hold the lock (taking it again after a ``release``, :class:`RunBusy` if another has it),
+        and still the file at its path; else :class:`RunLockLost`, the lock let go, and so on every move after."""
+        if not self._lost:
+            self.acquire()
+            self._lost = not _same(self.path, self._fd) if self._fd is not None else False
+        if self._lost:
+            self.release()
+            raise RunLockLost(self.run)
+
+
+__all__ = ["RunBusy", "RunLock", "RunLockLost"]
