@@ -19,14 +19,13 @@ held is a new lock another session may hold.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 
 from .files import open_own
 from .protocol import HarnessError
-from .runlog import RunLog, runs_dir
-from .workspace_lock import BY_LIBRARY, Owner, _close, _lock, _owner, _same
+from .runlog import RunLog, make_runs_dir
+from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner, same_file
 
 
 class RunBusy(HarnessError):
@@ -75,21 +74,16 @@ class RunLock:
         """Hold the lock (a no-op if held here); :class:`RunBusy` naming the holder if another holds it."""
         if self._fd is not None:
             return
-        runs = runs_dir(self.project)
-        try:
-            runs.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:  # a file where the runs directory must be: named as what is in the way
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path)) from None
-        runs_dir(self.project)  # a part made just now by someone else: check again
+        make_runs_dir(self.project)
         fd = open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by a child)
         try:
-            _lock(fd)
+            lock_now(fd)
         except BlockingIOError:
-            owner = _owner(fd)
-            _close(fd)
+            owner = read_owner(fd)
+            close_fds(fd)
             raise RunBusy(self.run, owner) from None
         except BaseException:
-            _close(fd)
+            close_fds(fd)
             raise
         data = json.dumps({"pid": os.getpid(), "run": self.run, "by": self.by}).encode("ascii")
         os.ftruncate(fd, 0)
@@ -100,14 +94,14 @@ class RunLock:
         """Let another session move the run (closing the descriptor drops the lock)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            _close(fd)
+            close_fds(fd)
 
     def ensure(self) -> None:
         """Before a move: hold the lock (taking it again after a ``release``, :class:`RunBusy` if another has it),
         and still the file at its path; else :class:`RunLockLost`, the lock let go, and so on every move after."""
         if not self._lost:
             self.acquire()
-            self._lost = not _same(self.path, self._fd) if self._fd is not None else False
+            self._lost = not same_file(self.path, self._fd) if self._fd is not None else False
         if self._lost:
             self.release()
             raise RunLockLost(self.run)

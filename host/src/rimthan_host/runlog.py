@@ -32,6 +32,7 @@ verifies the whole log, and refuses a log damaged anywhere.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -207,7 +208,7 @@ class RunLog:
         """Log a checkpoint the verifier issued (a repeat of the last line is skipped)."""
         if self.last_token() == token:
             return
-        _make_runs_dir(self.project)
+        make_runs_dir(self.project)
         fd = open_own(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         try:
             _cut_unended(fd)
@@ -233,7 +234,7 @@ class RunLog:
         key = token_key(checkpoint)
         kept = token_key(logged) if logged is not None and logged != checkpoint else None
         entries = [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
-        _make_runs_dir(self.project)
+        make_runs_dir(self.project)
         states = [self._kept({**state, CHECKPOINT_KEY: key}, key), *entries]
         data = json.dumps({"run": self.run_id, "states": states}, sort_keys=True, separators=(",", ":")).encode(
             "ascii"
@@ -381,9 +382,15 @@ def runs_dir(project: Path) -> Path:
     return Path(project) / RUNS_DIR
 
 
-def _make_runs_dir(project: Path) -> None:
-    runs_dir(project).mkdir(parents=True, exist_ok=True)
-    runs_dir(project)  # a part made just now by someone else: check again
+def make_runs_dir(project: Path) -> Path:
+    """``.rimthan/runs`` in ``project``, made if missing (as :func:`runs_dir`, never through a link); a file
+    where it must be is ``NotADirectoryError`` naming it."""
+    runs = runs_dir(project)
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where the runs directory must be: named as what is in the way
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(runs)) from None
+    return runs_dir(project)  # a part made just now by someone else: check again
 
 
 def _read(project: Path, path: Path, limit: int) -> bytes | None:

@@ -152,10 +152,11 @@ def _file_name(exc: OSError, project: Path) -> Path | None:
 
 
 def _file_in_the_way(project: Path, name: Path) -> Path | None:
-    """The first part of ``name`` (in ``project``) that is there but no directory: what ENOTDIR was about."""
+    """The first part of ``name`` (in ``project``), or ``name`` itself, that is there but no directory: what
+    ENOTDIR was about."""
     if name.is_absolute():
         return None
-    for part in reversed(name.parents[:-1]):  # .rimthan, then .rimthan/runs, ...
+    for part in (*reversed(name.parents[:-1]), name):  # .rimthan, then .rimthan/runs, ...
         try:
             if not stat.S_ISDIR((project / part).lstat().st_mode):
                 return part

@@ -89,15 +89,15 @@ class WorkspaceLock:
             fd = self._open()
             dir_fd = None
             try:
-                _lock(fd)
+                lock_now(fd)
                 dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-                _lock(dir_fd)
+                lock_now(dir_fd)
             except BlockingIOError:
-                owner = _owner(fd)
-                _close(fd, dir_fd)
+                owner = read_owner(fd)
+                close_fds(fd, dir_fd)
                 raise WorkspaceBusy(owner) from None
             except BaseException:
-                _close(fd, dir_fd)
+                close_fds(fd, dir_fd)
                 raise
             self._fd, self._dir_fd, self._run = fd, dir_fd, None
             self.note(run)
@@ -117,14 +117,14 @@ class WorkspaceLock:
         """Let another bridge take the project's runs (closing the descriptor drops the lock)."""
         if self._fd is not None:
             fd, dir_fd, self._fd, self._dir_fd, self._run = self._fd, self._dir_fd, None, None, None
-            _close(fd, dir_fd)
+            close_fds(fd, dir_fd)
 
     def lost(self) -> bool:
         """Whether the lock held here is no longer the lock file (or ``.rimthan``) at its path: deleted or
         replaced, so another bridge may take the project (False when nothing is held)."""
         if self._fd is None or self._dir_fd is None:
             return False
-        return not (_same(self.path, self._fd) and _same(self.path.parent, self._dir_fd))
+        return not (same_file(self.path, self._fd) and same_file(self.path.parent, self._dir_fd))
 
     def other_owner(self) -> Owner | None:
         """The owner, if another process holds the lock now (None when free or held here); never waits."""
@@ -162,17 +162,17 @@ def lost_words(run: str | None) -> str:
     )
 
 
-def _lock(fd: int) -> None:
+def lock_now(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def _close(*fds: int | None) -> None:
+def close_fds(*fds: int | None) -> None:
     for fd in fds:
         if fd is not None:
             os.close(fd)
 
 
-def _same(path: Path, fd: int) -> bool:
+def same_file(path: Path, fd: int) -> bool:
     """Whether ``path`` (not followed if a symbolic link) is the file open as ``fd``."""
     try:
         there, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
@@ -181,7 +181,7 @@ def _same(path: Path, fd: int) -> bool:
     return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
 
 
-def _owner(fd: int) -> Owner:
+def read_owner(fd: int) -> Owner:
     """What the holder wrote in the lock file (a partial or foreign text: an owner it does not name)."""
     try:
         raw = os.pread(fd, _MAX_OWNER_BYTES, 0)
