@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from rimthan_workflow_registry.release import load_trust, verify_release
-from support.oci import pull, push, tree_bytes
+from rimthan_workflow_registry.release.oci_install import _swap_by_renames
+from support.oci import pack, pull, push, tree_bytes
 from support.refusals import refusal
 from support.registry import LocalRegistry
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
@@ -92,7 +93,8 @@ def test_a_copy_only_the_trust_store_no_longer_vouches_for_is_said_as_that_not_a
     said = refusal(refused.stderr)
     assert said.code == "release_exists", refused.stderr
     assert "a copy of research-decision@1.2.0 the trust store no longer vouches for" in said.error, said
-    assert "damaged" not in said.error, said
+    assert "damaged" not in said.error and "the copy (`rm -r" in said.next, said
+    assert "keys --trust no longer holds" in " ".join(pack("pull", "--help").stdout.split())  # the flag says so too
 
     replaced = pull(f"{repository}:1.2.0", trust, copy.parent, "--replace-damaged")
     assert replaced.returncode == 0, replaced.stderr
@@ -106,3 +108,20 @@ def test_a_copy_only_the_trust_store_no_longer_vouches_for_is_said_as_that_not_a
     shutil.copytree(copy_signed_by_old_only, copy)
     said_json = json.loads(pull(f"{repository}:1.2.0", trust, copy.parent, "--replace-damaged", "--json").stdout)
     assert said_json["replaced_untrusted"] is True and said_json["replaced_code"] == "signature_untrusted", said_json
+
+
+def test_where_the_file_system_cannot_exchange_the_copy_is_swapped_by_renames_and_nothing_is_left_aside(
+    tmp_path: Path,
+) -> None:
+    """The fallback of the one-rename swap (no ``RENAME_EXCHANGE``): the final name holds the verified release,
+    the staging name the held copy (deleted with it), and no ``.damaged-*`` directory is left beside them."""
+    key = make_keypair(tmp_path / "keys", "k")
+    final = build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
+    staging = tmp_path / "releases" / ".pull-staging"
+    shutil.copytree(final, staging)
+    flip_byte(final)
+    held, verified = tree_bytes(final), tree_bytes(staging)
+    _swap_by_renames(staging, final)
+    assert tree_bytes(final) == verified and tree_bytes(staging) == held
+    verify_release(final, load_trust(trust_dir(tmp_path / "trust", key)))
+    assert sorted(p.name for p in final.parent.iterdir()) == sorted([final.name, staging.name])

@@ -80,8 +80,9 @@ def push(release: Path, reference: str, trust_path: Path, plain_http: bool, repl
 @click.option(
     "--replace-damaged",
     is_flag=True,
-    help="If OUT already holds a copy of this release that no longer verifies (a file edited or deleted), "
-    "replace it with the verified pull in one rename. A copy that verifies is never replaced.",
+    help="If OUT already holds a copy of this release that no longer verifies (a file edited or deleted, or "
+    "signed only by keys --trust no longer holds), replace it with the verified pull in one rename. A copy that "
+    "verifies is never replaced.",
 )
 @_PLAIN_HTTP
 @_JSON

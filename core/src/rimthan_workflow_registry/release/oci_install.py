@@ -4,9 +4,10 @@ A pull downloads into a staging directory beside its final name and verifies
 it there (``release/oci``); this module then puts it in place. A directory
 already under that name is verified first: a copy that verifies is never
 touched (the same release: already present; another one: ``release_exists``).
-A copy that does not verify (a file edited or deleted since it was pulled) is
-replaced only when the caller asks (``rimthan-pack pull --replace-damaged``,
-and a registry follower, whose directory it is): the verified staging
+A copy that does not verify (a file edited or deleted since it was pulled, or
+signed only by keys the trust store no longer holds) is replaced only when
+the caller asks (``rimthan-pack pull --replace-damaged``, and a registry
+follower, whose directory it is): the verified staging
 directory and the damaged copy swap names in one ``renameat2(RENAME_EXCHANGE)``,
 so the name never points at nothing or at a half-written release; the damaged
 copy, now under the staging name, is deleted with it. Where the file system
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -84,9 +86,9 @@ def install_release(
             f"holds {_held(code, release.release_id)} ({damage}); it is not overwritten unless asked",
             path=str(final),
             next_step=f"pull again with --replace-damaged (the verified pull replaces it in one rename), or delete "
-            f"the damaged copy (`rm -r {final}`) and pull again",
+            f"the copy (`rm -r {shlex.quote(str(final))}`) and pull again",
         )
-    with local_io(final.parent, f"replacing the damaged {final.name}"):
+    with local_io(final.parent, f"replacing the copy at {final.name}"):
         staging.chmod(0o755)
         _swap(staging, final)
     return Installed(final, already_present=False, replaced_damaged=damage, replaced_code=code)
@@ -127,8 +129,12 @@ def _manifest_digest(release_dir: Path) -> str:
 
 def _swap(staging: Path, final: Path) -> None:
     """``final`` becomes what ``staging`` holds and ``staging`` what ``final`` held (the caller deletes it)."""
-    if _exchange(staging, final):
-        return
+    if not _exchange(staging, final):
+        _swap_by_renames(staging, final)
+
+
+def _swap_by_renames(staging: Path, final: Path) -> None:
+    """:func:`_swap` where the file system cannot exchange: the held copy renamed aside first (see the module)."""
     aside = Path(tempfile.mkdtemp(prefix=f".damaged-{final.name}-", dir=final.parent))
     os.rename(final, aside / final.name)
     os.rename(staging, final)
