@@ -129,7 +129,7 @@ def _check(
     validated: Mapping[str, Evidence],
     found: Digests,
 ) -> None:
-    where, path = f"{output['path']} at {pointer or '/'}", str(binding["path"])
+    where, path = f"{quoted(output['path'])} at {quoted(pointer or '/')}", str(binding["path"])
     if path == output["path"]:
         return
     problem = _path_problem(files, where, path)
@@ -147,19 +147,19 @@ def _check(
     if earlier is not None and earlier.sha256 != actual:
         found.problems.append(
             (FailureCode.INPUT_BINDING_MISMATCH,
-             f"{path} ({earlier.artifact_id}) changed after this run validated it: {where} would rest on evidence "
-             "nobody validated. Put the file back as it was validated (or ask the user how to go on)")
+             f"{quoted(path)} ({earlier.artifact_id}) changed after this run validated it: {where} would rest on "
+             "evidence nobody validated. Put the file back as it was validated (or ask the user how to go on)")
         )  # fmt: skip
         return
     given = binding.get("sha256")
     if given is None or given == "":
         binding["sha256"] = actual
-        found.filled.append(f"{where} ({path})")
+        found.filled.append(f"{where} ({quoted(path)})")
     elif given != actual:
         found.problems.append(
             (FailureCode.FILE_DIGEST_MISMATCH,
-             f"{where}: its sha256 is not the SHA-256 of {path} as it is on disk. Do not compute or copy digests: "
-             "delete the sha256 member and the bridge fills it in from the file")
+             f"{where}: its sha256 is not the SHA-256 of {quoted(path)} as it is on disk. Do not compute or copy "
+             "digests: delete the sha256 member and the bridge fills it in from the file")
         )  # fmt: skip
 
 
@@ -185,4 +185,4 @@ def _evidence_problem(
         return None
     return (FailureCode.INPUT_BINDING_MISMATCH,
             f"{where} names {earlier.artifact_id} at {quoted(path)}, but this run validated {earlier.artifact_id} "
-            f"at {earlier.path}: name it at {earlier.path}")  # fmt: skip
+            f"at {quoted(earlier.path)}: name it at {quoted(earlier.path)}")  # fmt: skip

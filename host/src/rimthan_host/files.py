@@ -18,6 +18,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
 from rimthan_workflow_registry.whole_writes import write_all
 
@@ -91,7 +92,7 @@ class HardLinked(OSError):
 
 def hard_link_words(name: str, then: str) -> str:
     """A file of the bridge's with other hard links (``name``), and what to do: delete it, then ``then``."""
-    return f"{name} has other hard links; the bridge writes only files that are its own: delete it and {then}"
+    return f"{quoted(name)} has other hard links; the bridge writes only files that are its own: delete it and {then}"
 
 
 def open_own(path: Path, flags: int) -> int:
@@ -251,10 +252,10 @@ class ProjectFiles:
         """``rel_path`` inside the project; refused if it escapes or crosses a symbolic link."""
         relative = Path(rel_path)
         if relative.is_absolute() or ".." in relative.parts:
-            raise HarnessError(f"{rel_path} escapes the project directory")
+            raise HarnessError(f"{quoted(rel_path)} escapes the project directory")
         link = first_symlink(self.root, relative)
         if link is not None:
-            raise HarnessError(f"{link} is a symbolic link; refusing to write or read through it")
+            raise HarnessError(f"{quoted(link)} is a symbolic link; refusing to write or read through it")
         return self.root / relative
 
     def exists(self, rel_path: str) -> bool:
@@ -284,12 +285,12 @@ class ProjectFiles:
         """
         target = self.safe_path(rel_path)
         if not target.exists():
-            raise HarnessError(f"{rel_path} has not been written yet")
+            raise HarnessError(f"{quoted(rel_path)} has not been written yet")
         data = self.read_back(rel_path, max_bytes=max_bytes)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise HarnessError(f"{rel_path} is not UTF-8 text") from None
+            raise HarnessError(f"{quoted(rel_path)} is not UTF-8 text") from None
         return WrittenFile(
             artifact_id,
             rel_path,
@@ -314,25 +315,27 @@ class ProjectFiles:
 
 
 def _unreadable(rel_path: str, exc: OSError) -> str:
-    """Why the file at ``rel_path`` cannot be read as a step's file, and what to do about it."""
+    """Why the file at ``rel_path`` cannot be read as a step's file, and what to do about it (the path quoted)."""
+    path = quoted(rel_path)
     if isinstance(exc, FileTooLarge):
         return (
-            f"{rel_path} is {exc.size} bytes; this step takes at most {exc.limit} bytes for it (its max_bytes). "
-            f"Write it again at {rel_path}, within {exc.limit} bytes."
+            f"{path} is {exc.size} bytes; this step takes at most {exc.limit} bytes for it (its max_bytes). "
+            f"Write it again at {path}, within {exc.limit} bytes."
         )
     if exc.errno == errno.ELOOP:
         return link_words(rel_path)
     if exc.errno in (errno.EISDIR, errno.EINVAL):
         return (
-            f"{rel_path} is not a regular file (a directory, a FIFO or a device is never read). "
-            f"Delete it and write the file itself at {rel_path}."
+            f"{path} is not a regular file (a directory, a FIFO or a device is never read). "
+            f"Delete it and write the file itself at {path}."
         )
-    return f"{rel_path} cannot be read ({exc.strerror}). Make it a readable file and write it again at {rel_path}."
+    return f"{path} cannot be read ({exc.strerror}). Make it a readable file and write it again at {path}."
 
 
 def link_words(rel_path: str) -> str:
     """A step's file that is a symbolic link, and what to do instead."""
+    path = quoted(rel_path)
     return (
-        f"{rel_path} is a symbolic link; the bridge reads only regular files inside the project. "
-        f"Delete the link and write the file itself at {rel_path}."
+        f"{path} is a symbolic link; the bridge reads only regular files inside the project. "
+        f"Delete the link and write the file itself at {path}."
     )

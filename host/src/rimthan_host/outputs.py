@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.errors import quoted
 
 from .files import ProjectFiles, WrittenFile, first_symlink, link_words
 from .protocol import HarnessError
@@ -26,23 +27,24 @@ def file_problems(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> 
     return [p for p in (_problem(files, str(o["path"]), int(o["max_bytes"])) for o in outputs) if p]
 
 
-def _problem(files: ProjectFiles, path: str, max_bytes: int) -> str | None:
-    if path.startswith("/") or ".." in path.split("/"):
-        return f"{path} is outside the project; the bridge reads only files inside {files.root}."
-    current = files.root / path
-    link = first_symlink(files.root, PurePosixPath(path))
+def _problem(files: ProjectFiles, rel_path: str, max_bytes: int) -> str | None:
+    path = quoted(rel_path)  # as every refusal names a path: one line, whatever it holds
+    if rel_path.startswith("/") or ".." in rel_path.split("/"):
+        return f"{path} is outside the project; the bridge reads only files inside {quoted(files.root)}."
+    current = files.root / rel_path
+    link = first_symlink(files.root, PurePosixPath(rel_path))
     if link == current:
-        return link_words(path)
+        return link_words(rel_path)
     if link is not None:
-        where = link.relative_to(files.root).as_posix()
+        where = quoted(link.relative_to(files.root).as_posix())
         return (
             f"{where} is a symbolic link, so {path} would be read from outside the project. "
             f"Replace {where} with a real directory and write {path} inside the project."
         )
     if not current.exists():
-        return f"{path} does not exist. Write it at exactly this path in the project directory {files.root}."
+        return f"{path} does not exist. Write it at exactly this path in the project directory {quoted(files.root)}."
     try:
-        data = files.read_back(path, max_bytes=max_bytes)  # (never blocks; a larger file is never read)
+        data = files.read_back(rel_path, max_bytes=max_bytes)  # (never blocks; a larger file is never read)
     except HarnessError as exc:
         return str(exc)
     if not data.strip():

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.release import DELIVERY_KINDS
 from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
@@ -135,7 +136,7 @@ def failed_words(tool: str, exc: Exception, project: Path, run: str | None) -> s
         cause = str(exc)
     elif isinstance(exc, OSError) and exc.strerror:
         name = _file_name(exc, project)
-        cause = f"{exc.strerror}: {name}" if name is not None else exc.strerror
+        cause = f"{exc.strerror}: {quoted(name)}" if name is not None else exc.strerror
         in_the_way = _file_in_the_way(project, name) if exc.errno == errno.ENOTDIR and name is not None else None
         cause = f"{in_the_way} is not a directory, where the bridge keeps one: move it away" if in_the_way else cause
     then = f"call resume_run {run} to go on from the run log" if run else "call the tool again"
