@@ -25,6 +25,7 @@ from rimthan_workflow_registry.release import (
     FileEntry,
     first_unsafe_path,
     is_hidden_name,
+    is_leftover_name,
     media_type_for,
     path_problem,
     path_set_problem,
@@ -43,9 +44,6 @@ def _stamp(info: os.stat_result) -> Stamp:
 
 
 HIDDEN_NEXT = "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
-LEFTOVER_SUFFIXES = ("~", ".swp", ".swo", ".orig", ".rej")
-"""Names an editor's backup or swap file, or a patch's leftover, ends with (lowercased); ``#name#`` is Emacs's
-auto-save. None is a file a release means to ship; ``.#name`` (an Emacs lock) is refused as hidden."""
 LEFTOVERS_SHOWN = 5
 LEFTOVER_NEXT = (
     "delete them (editor backups, swap files, patch leftovers), or move them out of the catalogue source: "
@@ -226,11 +224,6 @@ def read_source(root: Path | str) -> SourceFiles:
             NOT_A_SOURCE_NEXT,
         )
     return SourceFiles(root=root, sizes=sizes, stamps=stamps)
-
-
-def is_leftover_name(name: str) -> bool:
-    """Whether a file name is an editor's backup, swap or auto-save file, or a patch's ``.orig``/``.rej``."""
-    return name.lower().endswith(LEFTOVER_SUFFIXES) or (len(name) > 1 and name[0] == name[-1] == "#")
 
 
 def _leftovers_refused(root: Path, leftovers: list[str]) -> CatalogueError:

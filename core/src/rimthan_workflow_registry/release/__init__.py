@@ -118,6 +118,7 @@ if TYPE_CHECKING:
         HIDDEN_PROBLEM,
         first_unsafe_path,
         is_hidden_name,
+        is_leftover_name,
         path_problem,
         path_set_problem,
     )
@@ -142,6 +143,7 @@ __all__ = [
     "MAX_OCI_MANIFEST_BYTES",
     "release_layers",
     "is_hidden_name",
+    "is_leftover_name",
     "HIDDEN_PROBLEM",
     "MAX_KEY_FILE_BYTES",
     "ID_PATTERN",
@@ -219,6 +221,7 @@ _HOME = {
     "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
     "release_layers": "rimthan_workflow_registry.release.oci",
     "is_hidden_name": "rimthan_workflow_registry.release.paths",
+    "is_leftover_name": "rimthan_workflow_registry.release.paths",
     "HIDDEN_PROBLEM": "rimthan_workflow_registry.release.paths",
     "MAX_KEY_FILE_BYTES": "rimthan_workflow_registry.release.trust",
     "ID_PATTERN": "rimthan_workflow_registry.release.catalogue",

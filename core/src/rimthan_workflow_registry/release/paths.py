@@ -7,6 +7,7 @@ another filesystem; :func:`first_unsafe_path` applies it to a whole listing in
 a few C-speed scans. :func:`path_set_problem` refuses a set that no tree can
 hold: a path twice, two paths equal up to case, a file that is also a
 directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name,
+and :func:`first_leftover_path` an editor's backup or a patch's leftover,
 which a source may not hold and so no release lists. The packager (reading a
 source), :mod:`.verify` (a release) and :mod:`.oci` (layer titles) share them.
 """
@@ -106,6 +107,27 @@ HIDDEN_PROBLEM = "hidden files, hidden directories and __pycache__ are never par
 def is_hidden_name(name: str) -> bool:
     """Whether a file or directory name is hidden (``.`` first) or ``__pycache__``: what a source may not hold."""
     return name.startswith(".") or name in REFUSED_NAMES
+
+
+LEFTOVER_SUFFIXES = ("~", ".swp", ".swo", ".orig", ".rej")
+"""Names an editor's backup or swap file, or a patch's leftover, ends with (lowercased); ``#name#`` is Emacs's
+auto-save. None is a file a release means to ship; ``.#name`` (an Emacs lock) is hidden, and so are the
+temporary names this project writes (``.pull-*``, ``.damaged-*``, ``.<name>.sig-*``)."""
+LEFTOVER_PROBLEM = (
+    "editor backups, swap files and patch leftovers (a name ending in ~, .swp, .swo, .orig or .rej, or #name#) "
+    "are never part of a release"
+)
+
+
+def is_leftover_name(name: str) -> bool:
+    """Whether a file name is an editor's backup, swap or auto-save file, or a patch's ``.orig``/``.rej``."""
+    return name.lower().endswith(LEFTOVER_SUFFIXES) or (len(name) > 1 and name[0] == name[-1] == "#")
+
+
+def first_leftover_path(paths: Sequence[str]) -> str | None:
+    """The first of ``paths`` whose file name :func:`is_leftover_name`, else ``None``: the packager refuses
+    such a file in a source, so no release it builds lists one."""
+    return next((p for p in paths if is_leftover_name(p.rpartition("/")[2])), None)
 
 
 def first_hidden_path(paths: Sequence[str]) -> str | None:
