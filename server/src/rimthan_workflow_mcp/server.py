@@ -36,6 +36,7 @@ from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from .call_placement import CallPlacement
 from .call_scope import one_call
 from .contract_checks import check_contract_schema, without_checked
+from .eras import negotiate_served_era
 from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
@@ -226,7 +227,7 @@ def create_mcp_application(
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
         return header_schemas.get(tool_name)
 
-    return Server(
+    app = Server(
         name,
         version=_package_version(),
         title="Rimthan verifier",
@@ -242,6 +243,8 @@ def create_mcp_application(
         on_get_prompt=on_get_prompt,
         on_set_logging_level=on_set_logging_level,
     )
+    app.middleware.append(negotiate_served_era)  # a batch-era offer answered with a served version (eras.py)
+    return app
 
 
 def param_header_schemas(contracts: Mapping[str, ToolContract]) -> dict[str, Mapping[str, Any]]:
