@@ -152,3 +152,22 @@ def test_a_request_with_an_unusable_id_is_refused_from_a_file_or_a_terminal(
             answers = _answers_from(p.stdout.fileno(), count=3)
     assert [a["id"] for a in answers] == [0, None, 8], answers
     assert answers[1]["error"]["code"] == types.INVALID_REQUEST, answers
+
+
+@pytest.mark.parametrize("offered", ["2024-11-05", "2025-03-26"])
+def test_an_initialize_offering_a_batch_era_is_answered_with_a_served_version(
+    world: ServerWorld, tmp_path: Path, offered: str
+) -> None:
+    """The bridge answered such an offer with itself, then refused every batch the client was told it could send;
+    as the verifier (tests/server/test_protocol_eras.py), it now answers 2025-11-25 and batches stay refused."""
+    hello = {"protocolVersion": offered, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    batch = json.dumps([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]) + "\n"
+    wire = _line(id=0, method="initialize", params=hello) + _line(method="notifications/initialized") + batch
+    done = subprocess.run(
+        _command(world, tmp_path), input=(wire + _line(id=8, method="ping")).encode(), capture_output=True, timeout=WAIT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert [a["id"] for a in answers] == [0, None, 8], answers
+    assert answers[0]["result"]["protocolVersion"] == "2025-11-25", answers[0]
+    assert answers[1]["error"]["code"] == types.INVALID_REQUEST, answers[1]

@@ -26,6 +26,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from rimthan_workflow_mcp.eras import negotiate_served_era
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_mcp.stdio_serve import serve_wire
@@ -105,6 +106,7 @@ def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Se
         on_call_tool=on_call_tool,
     )
     server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=SERVER_NAME))
+    server.middleware.append(negotiate_served_era)  # a batch-era offer answered with 2025-11-25, as the verifier
     return server
 
 
