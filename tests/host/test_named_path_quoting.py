@@ -78,3 +78,12 @@ def test_the_project_files_refusals_quote_the_path(tmp_path: Path) -> None:
             assert "\n" not in str(exc) and "a\\nb" in str(exc), str(exc)
         else:
             raise AssertionError("not refused")
+
+
+def test_an_empty_path_or_the_project_itself_is_said_so(tmp_path: Path) -> None:
+    """An empty path was quoted as nothing: "path  is not a project path ...; write it as ." (the directory)."""
+    for path, shown in (("", "(empty)"), (".", "."), ("./", "./")):
+        (tmp_path / "record.json").write_text(json.dumps({"basis": [{"artifact_id": "n", "path": path}]}), "utf-8")
+        [(code, why)] = check_named_files(ProjectFiles(tmp_path), [OUTPUT], {}).problems
+        assert code.value == "path_unsafe", why
+        assert f"path {shown} names the project directory, not a file in it; name a file inside" in why, why

@@ -166,7 +166,10 @@ def _check(
 def _path_problem(files: ProjectFiles, where: str, path: str) -> tuple[FailureCode, str] | None:
     """Why ``path`` names no file of the project as written (outside it, through a link, spelled another way)."""
     canonical = PurePosixPath(path).as_posix()
-    if canonical != path or canonical in ("", "."):
+    if canonical == ".":  # "", ".", "./": the project directory itself (an empty path quoted would show nothing)
+        said = f"{where}: path {quoted(path) if path else '(empty)'} names the project directory, not a file in it"
+        return FailureCode.PATH_UNSAFE, f"{said}; name a file inside the project (a path such as notes/basis.md)"
+    if canonical != path:
         said = f"{where}: path {quoted(path)} is not a project path as the verifier compares it"
         return FailureCode.PATH_UNSAFE, f"{said}; write it as {quoted(canonical)} (no ./, // or trailing /)"
     try:
