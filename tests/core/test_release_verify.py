@@ -302,12 +302,15 @@ def test_manifest_changed_after_signing(signed_release: Path, trust: Path, keypa
     )
 
 
-@pytest.mark.parametrize("name", ["alice.sig", "ABCDEF.sig", "README"])
+@pytest.mark.parametrize("name", ["alice.sig", "ABCDEF.sig", "README", "{key_id}.sig~", "{key_id}.sig.orig"])
 def test_misnamed_signature_file(signed_release: Path, trust: Path, keypair: KeyPair, name: str) -> None:
+    """Refused; the next step says what such a file is (a backup or copy added after signing), not that the
+    manifest or a signature was altered."""
     good = signed_release / "signatures" / signature_name(keypair.key_id)
-    bad = signed_release / "signatures" / name
+    bad = signed_release / "signatures" / name.format(key_id=keypair.key_id)
     shutil.copyfile(good, bad)
-    assert_refused(signed_release, trust, F.SIGNATURE_INVALID, bad)
+    error = assert_refused(signed_release, trust, F.SIGNATURE_INVALID, bad)
+    assert error.next_step is not None and "added after signing" in error.next_step, error.next_step
 
 
 def test_signature_of_wrong_size(signed_release: Path, trust: Path, keypair: KeyPair) -> None:

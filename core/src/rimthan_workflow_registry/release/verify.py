@@ -263,10 +263,12 @@ def _check_signatures(
         where = root / rel
         key_id = key_id_from_signature_name(Path(rel).name)
         if key_id is None:
-            raise _fail(
+            raise ReleaseVerificationError(
                 FailureCode.SIGNATURE_INVALID,
                 "signature files must be named <key id>.sig (64 lowercase hex characters)",
-                where,
+                path=str(where),
+                next_step=f"{SIGNATURES_DIR}/ holds nothing but signatures: a file named otherwise (an editor's "
+                "backup, a copy) was added after signing; rebuild the release, or fetch it again, not edited",
             )
         if tree.files[rel].st_size != SIGNATURE_SIZE:
             raise _fail(
