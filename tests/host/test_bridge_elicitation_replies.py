@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.bridge import bridge_params
@@ -38,13 +41,11 @@ MALFORMED = {
 }
 
 
-@pytest.mark.parametrize("result", list(MALFORMED.values()), ids=list(MALFORMED))
-def test_a_malformed_elicitation_reply_is_refused_in_one_line_and_nothing_is_sent(
-    world: ServerWorld, tmp_path: Path, result: str
-) -> None:
-    project, state = tmp_path / "project", tmp_path / "state"
-    project.mkdir()
-    params = bridge_params(project, world, state)
+@contextmanager
+def _asking(world: ServerWorld, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], RawStdio, dict[str, Any]]]:
+    """A real bridge (stderr to ``tmp_path/stderr.txt``) whose ``start_run`` (id 1) waits on its first question."""
+    (tmp_path / "project").mkdir()
+    params = bridge_params(tmp_path / "project", world, tmp_path / "state")
     with (tmp_path / "stderr.txt").open("wb") as errlog:
         process = subprocess.Popen(
             [params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog
@@ -57,20 +58,55 @@ def test_a_malformed_elicitation_reply_is_refused_in_one_line_and_nothing_is_sen
                      f'"arguments":{{"workflow":"research","facts":{facts}}}}}}}\n')  # fmt: skip
             asked = json.loads(raw.next_line(ANSWER_SECONDS) or b"{}")
             assert asked.get("method") == "elicitation/create", asked
-            raw.send(f'{{"jsonrpc":"2.0","id":{json.dumps(asked["id"])},"result":{result}}}\n')
-            answer = raw.call_answer(1, ANSWER_SECONDS)
-            assert answer is not None, "the call that asked was never answered"
-            text = answer["result"]["content"][0]["text"]
-            assert answer["result"]["isError"], text
-            head, *rest = text.split("\n")
-            assert "confirmation_required" in head and "could not be read" in head, text
-            assert rest and rest[-1].startswith("next: ") and "start_run" in rest[-1], text
-            assert answer["result"]["structuredContent"]["status"] == "reply_unreadable", answer
-            runs = project / ".rimthan" / "runs"
-            assert not runs.exists() or not list(runs.iterdir())  # nothing was sent: no run started
-            after = raw.call(2, "show_step", "{}", ANSWER_SECONDS)
-            assert after is not None and "No run is active" in after["result"]["content"][0]["text"]
+            yield process, raw, asked
         finally:
-            process.terminate()
+            if process.poll() is None:
+                process.kill()
             process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("result", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_a_malformed_elicitation_reply_is_refused_in_one_line_and_nothing_is_sent(
+    world: ServerWorld, tmp_path: Path, result: str
+) -> None:
+    project = tmp_path / "project"
+    with _asking(world, tmp_path) as (process, raw, asked):
+        raw.send(f'{{"jsonrpc":"2.0","id":{json.dumps(asked["id"])},"result":{result}}}\n')
+        answer = raw.call_answer(1, ANSWER_SECONDS)
+        assert answer is not None, "the call that asked was never answered"
+        text = answer["result"]["content"][0]["text"]
+        assert answer["result"]["isError"], text
+        head, *rest = text.split("\n")
+        assert "confirmation_required" in head and "could not be read" in head, text
+        assert rest and rest[-1].startswith("next: ") and "start_run" in rest[-1], text
+        assert answer["result"]["structuredContent"]["status"] == "reply_unreadable", answer
+        runs = project / ".rimthan" / "runs"
+        assert not runs.exists() or not list(runs.iterdir())  # nothing was sent: no run started
+        after = raw.call(2, "show_step", "{}", ANSWER_SECONDS)
+        assert after is not None and "No run is active" in after["result"]["content"][0]["text"]
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text("utf-8", errors="replace")
+
+
+def test_stdin_closed_while_a_question_waits_ends_the_call_at_once_and_the_bridge_exits(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The end of input held the bridge until the drain's deadline (10 s) for a reply that could never come, then
+    cut the call off unanswered. Now the question is refused at once: the call that asked is answered with its
+    refusal (nothing sent to the verifier) and the bridge exits 0, no call cut off at a deadline."""
+    project = tmp_path / "project"
+    with _asking(world, tmp_path) as (process, raw, _asked):
+        assert process.stdin is not None
+        process.stdin.close()
+        answer = raw.call_answer(1, ANSWER_SECONDS)
+        returncode = process.wait(timeout=120)  # a hang guard only
+    stderr = (tmp_path / "stderr.txt").read_text("utf-8", errors="replace")
+    assert answer is not None, f"the call that asked was never answered: {stderr[-2000:]}"
+    text = answer["result"]["content"][0]["text"]
+    head, *rest = text.split("\n")
+    assert answer["result"]["isError"] and head.startswith("confirmation_required: "), text
+    assert "closed its connection before the user answered the question about objective" in head, text
+    assert rest and rest[-1].startswith("next: ") and "start_run" in rest[-1], text
+    runs = project / ".rimthan" / "runs"
+    assert not runs.exists() or not list(runs.iterdir())  # nothing was sent: no run started
+    assert returncode == 0, stderr[-2000:]
+    assert "unanswered at the deadline" not in stderr and "Traceback" not in stderr, stderr[-2000:]

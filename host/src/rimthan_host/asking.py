@@ -84,6 +84,20 @@ class ReplyUnreadable(Exception):
         )
 
 
+class ReplyNeverCame(ReplyUnreadable):
+    """The client closed its connection (its input ended) before the user answered ``key``: none can come now."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key, "the client closed its connection before the user answered")
+
+    def words(self, tool: str) -> str:
+        return (
+            f"{self.code.value}: the client closed its connection before the user answered the question about "
+            f"{self.key}; nothing was recorded or sent to the verifier, and the run is where it was.\n"
+            f"next: once the client is connected again, call {tool} again to ask the user again."
+        )
+
+
 class InputNeeded(Exception):
     """A 2026-07-28 client must answer these questions and retry the call."""
 
@@ -123,7 +137,9 @@ class Asker:
                 result = await self.ctx.session.elicit_form(
                     one.message, one.schema(), related_request_id=self.ctx.request_id
                 )
-            except MCPError as exc:  # the client answered with an error, or a reply no parser reads
+            except MCPError as exc:  # the client answered with an error, a reply no parser reads, or is gone
+                if exc.error.code == types.CONNECTION_CLOSED:  # (stdio_drain.INPUT_ENDED, or the session ended)
+                    raise ReplyNeverCame(one.key) from None
                 raise ReplyUnreadable(
                     one.key, f"the client answered with an error: {quoted(exc.error.message)}"
                 ) from None

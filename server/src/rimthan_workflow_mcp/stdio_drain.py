@@ -11,6 +11,12 @@ the end reaches the SDK, which cancels the handlers still running and answers
 each with its ``Connection closed`` error (``CONNECTION_CLOSED``, -32000); a
 handler running in a worker thread cannot be cancelled and is waited for.
 Duplicate ids in flight are counted, one answer each.
+
+A request of the server's own to the client (the host bridge's
+``elicitation/create``) can never be answered once the input ended: at the
+end of input each one still waiting, and each one sent while the answers
+are waited for, gets :data:`INPUT_ENDED` at once (the call that asked ends
+with its own refusal) instead of holding the drain to its deadline.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ if TYPE_CHECKING:
 
 DRAIN_SECONDS = 10  # the grace calls in flight get at the end of input and at SIGTERM, stdio and HTTP alike
 _log = get_logger("transport")
+# What a request of the server's to the client gets at the end of input: no answer can come any more.
+INPUT_ENDED = types.ErrorData(code=types.CONNECTION_CLOSED, message="the client closed its input before it answered")
 
 
 @dataclass
@@ -40,9 +48,12 @@ class Unanswered:
 
     ids: Counter[types.RequestId] = field(default_factory=Counter)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    asked: set[types.RequestId] = field(default_factory=set)  # the server's own requests the client has not answered
 
     def read(self, message: types.JSONRPCMessage) -> None:
-        if isinstance(message, types.JSONRPCRequest):
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self.asked.discard(coerce_request_id(message.id))
+        elif isinstance(message, types.JSONRPCRequest):
             self.ids[coerce_request_id(message.id)] += 1
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             cancelled = (message.params or {}).get("requestId")
@@ -52,6 +63,9 @@ class Unanswered:
     def written(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
             self._settle(coerce_request_id(message.id))
+        elif isinstance(message, types.JSONRPCRequest):
+            self.asked.add(coerce_request_id(message.id))
+            self._wake()
 
     def _settle(self, key: types.RequestId) -> None:
         if key not in self.ids:
@@ -59,6 +73,9 @@ class Unanswered:
         self.ids[key] -= 1
         if self.ids[key] <= 0:
             del self.ids[key]
+        self._wake()
+
+    def _wake(self) -> None:
         self.changed.set()  # wakes every waiter (the end of input and SIGTERM may both wait)
         self.changed = anyio.Event()
 
@@ -69,6 +86,12 @@ class Unanswered:
                 await self.changed.wait()
         return sum(self.ids.values())
 
+    async def settled_or_asked(self, deadline: float) -> None:
+        """Wait until none is unanswered, the server asks the client something, or ``deadline`` passes."""
+        with anyio.move_on_after(deadline - anyio.current_time()):
+            while self.ids and not self.asked:
+                await self.changed.wait()
+
 
 class DrainingReader(ReadingStream):
     """``source`` as the server reads it, its end held back until :class:`Unanswered` is empty (or the deadline)."""
@@ -78,16 +101,29 @@ class DrainingReader(ReadingStream):
         self.unanswered = unanswered
         self._seconds = seconds
         self.cut_off = 0  # requests still unanswered at the deadline of the last drain
+        self._deadline: float | None = None  # once the input ended: when the drain stops waiting
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._source.receive()
-        except anyio.EndOfStream:
+        if self._deadline is None:
+            try:
+                item = await self._source.receive()
+            except anyio.EndOfStream:
+                self._deadline = anyio.current_time() + self._seconds
+            else:
+                if isinstance(item, SessionMessage):
+                    self.unanswered.read(item.message)
+                return item
+        return await self._after_the_end()
+
+    async def _after_the_end(self) -> SessionMessage:
+        """A request of the server's to the client refused (no answer can come any more), else the end of input."""
+        if not self.unanswered.asked:
             await self.drain()
-            raise
-        if isinstance(item, SessionMessage):
-            self.unanswered.read(item.message)
-        return item
+        if self.unanswered.asked:
+            asked = self.unanswered.asked.pop()
+            _log.info("the input ended: a request to the client is refused", extra={"request_id": asked})
+            return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=asked, error=INPUT_ENDED))
+        raise anyio.EndOfStream
 
     async def drain(self) -> None:
         """Wait for the requests read so far to be answered (at most the deadline), saying how it went."""
@@ -95,7 +131,14 @@ class DrainingReader(ReadingStream):
         if not waiting:
             return
         _log.info("answering the requests read so far", extra={"requests": waiting})
-        left = self.cut_off = await self.unanswered.settled(self._seconds)
+        if self._deadline is None:  # (SIGTERM with stdin the SDK's own: the input has not ended here)
+            left = await self.unanswered.settled(self._seconds)
+        else:
+            await self.unanswered.settled_or_asked(self._deadline)
+            if self.unanswered.asked and anyio.current_time() < self._deadline:
+                return  # the server asked the client something: refused first, then the drain goes on
+            left = sum(self.unanswered.ids.values())
+        self.cut_off = left
         if left:
             _log.warning(
                 "requests still unanswered at the deadline are cancelled",
