@@ -13,7 +13,7 @@ import pytest
 
 _PROBE = (
     "import json, sys\n"
-    "from rimthan_host.serve import main\n"
+    "from rimthan_host.entry import main\n"
     "sys.argv = ['rimthan-host', *sys.argv[1:]]\n"
     "try:\n    main()\nexcept SystemExit:\n    pass\n"
     "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"

@@ -36,7 +36,7 @@ def _modules_after(*argv: str) -> set[str]:
     """The modules loaded once ``rimthan-mcp ARGV`` ran (it may exit with any status)."""
     probe = (
         "import json, sys\n"
-        "from rimthan_workflow_mcp.cli import main\n"
+        "from rimthan_workflow_mcp.entry import main\n"
         f"sys.argv = ['rimthan-mcp', *{list(argv)!r}]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
@@ -190,7 +190,7 @@ _RECORDING_SERVER = (
     "        record.write(name + '\\n')\n"
     "sys.meta_path.insert(0, Recorder())\n"
     "record.write('\\n'.join(sys.modules) + '\\n')\n"
-    "from rimthan_workflow_mcp.cli import main\n"
+    "from rimthan_workflow_mcp.entry import main\n"
     "sys.argv[0] = 'rimthan-mcp'\n"
     "main()\n"
 )

@@ -18,6 +18,8 @@ and written with cryptography's own functions, without its OpenSSH key code:
 the trust store's public keys, the packager's signing keys), ``secret_paths``
 (never write a secret where git tracks it), ``small_files`` (a key or trust
 file read bounded, and only if it is a regular file: a FIFO never blocks), ``whole_writes``
-(every byte written, a short write going on) and ``workflow_engine`` (the
-protocol's ``resolve_branches`` and version order).
+(every byte written, a short write going on), ``workflow_engine`` (the
+protocol's ``resolve_branches`` and version order) and ``entry`` (the console
+scripts' first instructions: Ctrl-C and SIGTERM handled before their imports;
+stdlib only).
 """

@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from rimthan_workflow_registry.entry import sigterm_while_starting, starting_over
 
 from .logs import get_logger
 from .stdio_drain import DRAIN_SECONDS, DrainingReader, draining
@@ -55,6 +56,8 @@ async def serve_wire(app: Server[Any], guard: type[AnsweringStream] = AnsweringS
     except* (BrokenPipeError, ConnectionResetError):
         _log.info("the client closed its end of stdout: stopped serving")
         stopped.append("stopped: the client closed its end of stdout, so nothing more could be answered")
+    finally:
+        starting_over()  # serving is over: SIGTERM's default action again
     if sigterm.is_set():
         stopped.append(_sigterm_stopped(reader.cut_off if reader else 0))
     return stopped[0] if stopped else None
@@ -81,20 +84,29 @@ async def _stop_on_sigterm(
     input (at most ``DRAIN_SECONDS``), then stop; the process exits 0, as over HTTP. Without this the
     default action killed the process at once (143), calls in flight unanswered. When stdin is read here (a
     pipe, a socket, a file, a terminal) the input ends once what the client wrote before the signal is read
-    (those requests are answered too); otherwise the requests read so far are waited for."""
+    (those requests are answered too); otherwise the requests read so far are waited for. A SIGTERM that came
+    while the process started (before this handler was in place) is answered the same way, at once."""
     if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
         task_status.started()
         return
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         task_status.started()
+        if sigterm_while_starting():  # (the console script noted it: rimthan_workflow_registry.entry)
+            await _on_sigterm(reader, pipe, serving, sigterm)
         async for _ in signals:
-            if sigterm.is_set():
-                continue  # stopping already; held here, a second SIGTERM does not cut the drain short
-            _log.info("SIGTERM: answering the calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
-            sigterm.set()
-            if pipe is not None:
-                pipe.end_at_unread()  # the end of input drains, as when the client closes stdin
-                continue
-            await reader.drain()
-            serving.cancel()
-            return
+            await _on_sigterm(reader, pipe, serving, sigterm)
+
+
+async def _on_sigterm(
+    reader: DrainingReader, pipe: PipeLines | None, serving: anyio.CancelScope, sigterm: anyio.Event
+) -> None:
+    if sigterm.is_set():
+        _log.info("SIGTERM again: still answering the calls in flight")
+        return  # stopping already; a second SIGTERM does not cut the drain short
+    _log.info("SIGTERM: answering the calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
+    sigterm.set()
+    if pipe is not None:
+        pipe.end_at_unread()  # the end of input drains, as when the client closes stdin
+        return
+    await reader.drain()
+    serving.cancel()

@@ -39,6 +39,7 @@ import anyio.to_thread
 import uvicorn
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
+from rimthan_workflow_registry.entry import sigterm_while_starting, starting_over
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
@@ -202,6 +203,12 @@ class _DrainingServer(uvicorn.Server):
             _log.info("SIGTERM: draining calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
             self._captured_signals = [s for s in self._captured_signals if s != signal.SIGTERM]
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Once uvicorn's handlers are in place: a SIGTERM that came while the process started stops it now."""
+        await super().startup(sockets)
+        if sigterm_while_starting():  # (the console script noted it: rimthan_workflow_registry.entry)
+            self.handle_exit(signal.SIGTERM, None)
+
 
 async def serve_http(
     app: Server[Any],
@@ -243,5 +250,8 @@ async def serve_http(
         await tg.start(_refresh_triggers, provider, refresh_interval)
         _log.info("serving", extra={"transport": "http", "url": binding.url})
         print(f"rimthan-mcp: listening on {binding.url}", file=sys.stderr, flush=True)
-        await server.serve(sockets=[sock])
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            starting_over()  # serving is over: SIGTERM's default action again
         tg.cancel_scope.cancel()

@@ -1,0 +1,12 @@
+"""``rimthan-host``'s console script: Ctrl-C and SIGTERM handled from its first instruction.
+
+See ``rimthan_workflow_registry.entry``.
+"""
+
+from __future__ import annotations
+
+from rimthan_workflow_registry.entry import run
+
+
+def main() -> object:
+    return run("rimthan_host.serve", serving="serve")
