@@ -17,6 +17,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from support.bridge import bridge_params
+from support.bridge import bridge_params, verifier_pids
 from support.raw_stdio import RawStdio, initialize_lines
 from support.servers import ServerWorld, build_world
 
@@ -171,3 +172,36 @@ def test_an_initialize_offering_a_batch_era_is_answered_with_a_served_version(
     assert [a["id"] for a in answers] == [0, None, 8], answers
     assert answers[0]["result"]["protocolVersion"] == "2025-11-25", answers[0]
     assert answers[1]["error"]["code"] == types.INVALID_REQUEST, answers[1]
+
+@pytest.mark.parametrize("sigterms", [1, 2], ids=["one SIGTERM", "a second SIGTERM during the drain"])
+def test_a_call_still_unanswered_at_the_drain_deadline_is_cancelled_and_said_in_the_stop_line(
+    world: ServerWorld, tmp_path: Path, sigterms: int
+) -> None:
+    """A call the drain cannot see answered (its verifier stopped) is answered ``Connection closed`` at the deadline,
+    and the stop line counts it; a second SIGTERM while the drain waits neither kills the bridge nor cuts it short."""
+    with _bridge(_command(world, tmp_path), subprocess.PIPE, subprocess.PIPE) as process:
+        raw = RawStdio(process)
+        raw.initialize(WAIT)
+        assert raw.call(2, "show_step", "{}", WAIT) is not None  # the verifier is up
+        children = verifier_pids(tmp_path / "state")
+        assert children, "no verifier child"
+        for pid in children:
+            os.kill(pid, signal.SIGSTOP)  # the call below waits on it: still in flight at the drain's deadline
+        try:
+            facts = {"objective": "Pick a queue", "decision_owner": "Ada"}
+            arguments = {"workflow": "research", "facts": facts}
+            raw.send(_line(id=3, method="tools/call", params={"name": "start_run", "arguments": arguments}))
+            process.send_signal(signal.SIGTERM)
+            for _ in range(sigterms - 1):
+                threading.Event().wait(1.0)  # (not coalesced with the first: the drain has begun)
+                process.send_signal(signal.SIGTERM)
+            answer = raw.call_answer(3, WAIT)
+        finally:
+            for pid in children:
+                os.kill(pid, signal.SIGCONT)
+        returncode, stderr = _ended(process)
+    assert answer is not None and answer.get("error", {}).get("code") == types.CONNECTION_CLOSED, answer
+    assert returncode == 0, stderr[-2000:]
+    cut_off = "rimthan-host: stopped (SIGTERM): 1 call(s) in flight still unanswered after 10 s were cancelled"
+    assert f"{cut_off} (answered Connection closed)" in stderr, stderr[-2000:]
+    assert "error:" not in stderr and "Traceback" not in stderr, stderr[-2000:]
