@@ -11,6 +11,7 @@ real verifier child, driven over raw stdio by a client that writes such replies.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -87,16 +88,20 @@ def test_a_malformed_elicitation_reply_is_refused_in_one_line_and_nothing_is_sen
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text("utf-8", errors="replace")
 
 
-def test_stdin_closed_while_a_question_waits_ends_the_call_at_once_and_the_bridge_exits(
-    world: ServerWorld, tmp_path: Path
+@pytest.mark.parametrize("end", ["stdin closed", "SIGTERM"])
+def test_the_end_of_input_while_a_question_waits_ends_the_call_at_once_and_the_bridge_exits(
+    world: ServerWorld, tmp_path: Path, end: str
 ) -> None:
-    """The end of input held the bridge until the drain's deadline (10 s) for a reply that could never come, then
-    cut the call off unanswered. Now the question is refused at once: the call that asked is answered with its
-    refusal (nothing sent to the verifier) and the bridge exits 0, no call cut off at a deadline."""
+    """The end of input (stdin closed, or SIGTERM) held the bridge until the drain's deadline (10 s) for a reply
+    that could never come, then cut the call off unanswered. Now the question is refused at once: the call that
+    asked is answered with its refusal (nothing sent to the verifier) and the bridge exits 0, no call cut off."""
     project = tmp_path / "project"
     with _asking(world, tmp_path) as (process, raw, _asked):
         assert process.stdin is not None
-        process.stdin.close()
+        if end == "SIGTERM":  # (over pipes the input then ends once what the pipe holds is read)
+            process.send_signal(signal.SIGTERM)
+        else:
+            process.stdin.close()
         answer = raw.call_answer(1, ANSWER_SECONDS)
         returncode = process.wait(timeout=120)  # a hang guard only
     stderr = (tmp_path / "stderr.txt").read_text("utf-8", errors="replace")
@@ -110,3 +115,5 @@ def test_stdin_closed_while_a_question_waits_ends_the_call_at_once_and_the_bridg
     assert not runs.exists() or not list(runs.iterdir())  # nothing was sent: no run started
     assert returncode == 0, stderr[-2000:]
     assert "unanswered at the deadline" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+    if end == "SIGTERM":
+        assert "rimthan-host: stopped (SIGTERM): the calls in flight were answered" in stderr, stderr[-2000:]
