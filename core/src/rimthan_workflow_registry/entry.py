@@ -13,11 +13,13 @@ module: nothing else is imported before the handlers are in place.
   ``next:`` line and exits 130, as Ctrl-C while a command runs
   (``rimthan_clikit``); a ``KeyboardInterrupt`` that reaches :func:`run` later
   does the same, never a traceback.
-- For a serving command (``serve``), a SIGTERM before the server serves is
-  noted, not fatal: the server asks :func:`sigterm_while_starting` once its own
-  SIGTERM handling is in place and then stops as for a SIGTERM while serving
-  (what the client wrote before it answered, the same stop line, exit 0).
-  :func:`starting_over` gives SIGTERM back its default action once serving ends.
+- For a serving command (``serve``), a SIGTERM before the server serves
+  unwinds what it was doing (imports, loading the releases) as Ctrl-C does, and the process says
+  ``<program>: stopped (SIGTERM) while starting, before it served: no call was
+  answered`` and exits 0, as a SIGTERM while serving does (a service manager
+  stopping it waits for no start-up). The server calls :func:`serving_began`
+  once its own SIGTERM handling is in place; :func:`starting_over` gives
+  SIGTERM back its default action once serving ends.
 
 Stdlib only: it runs before anything else is imported (``importlib``, ``os``, ``signal`` and ``sys`` are
 loaded by the interpreter's own start-up).
@@ -34,7 +36,11 @@ INTERRUPTED_STATUS = 130  # 128 + SIGINT (remediation.ExitStatus.INTERRUPTED, no
 # What rimthan_clikit.refuse says for Ctrl-C (FailureCode.INTERRUPTED and its REMEDIATION); a test keeps them equal.
 INTERRUPTED_LINES = "error: interrupted: stopped by Ctrl-C\nnext: run the command again when you want it to finish\n"
 
-_sigterm_came = False
+_served = False  # the server's own SIGTERM handling took over once (serving_began)
+
+
+class StoppedStarting(BaseException):
+    """SIGTERM before the server served: unwinds what it was doing (imports, loading, a pull), as Ctrl-C does."""
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -43,9 +49,11 @@ def _interrupted(signum: int, frame: object) -> None:
     os._exit(INTERRUPTED_STATUS)
 
 
-def _note_sigterm(signum: int, frame: object) -> None:
-    global _sigterm_came
-    _sigterm_came = True
+def _stop_starting(signum: int, frame: object) -> None:
+    if not _served:
+        raise StoppedStarting
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (serving is over: the default action, as before serving)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _runs(argv: list[str], command: str) -> bool:
@@ -57,30 +65,44 @@ def _runs(argv: list[str], command: str) -> bool:
 def run(module: str, *, serving: str | None = None) -> object:
     """Import ``module`` (the command line: its heavy imports) with Ctrl-C handled, then call its ``main``.
 
-    ``serving``: the command that serves (``serve``); when it runs, a SIGTERM before it serves is noted for
-    :func:`sigterm_while_starting` instead of ending the process.
+    ``serving``: the command that serves (``serve``); when it runs, a SIGTERM before it serves stops it at once
+    with one line and exit 0 (:func:`serving_began` hands SIGTERM to the server's own handling).
     """
     signal.signal(signal.SIGINT, _interrupted)
     if serving is not None and hasattr(signal, "SIGTERM") and _runs(sys.argv, serving):
-        signal.signal(signal.SIGTERM, _note_sigterm)
-    main = importlib.import_module(module).main
+        signal.signal(signal.SIGTERM, _stop_starting)
     try:
+        main = importlib.import_module(module).main
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here Ctrl-C unwinds the command
         return main()
     except KeyboardInterrupt:  # (the command line says it itself; one that reached here is said the same way)
-        sys.stderr.flush()
-        os.write(2, INTERRUPTED_LINES.encode())
-        return INTERRUPTED_STATUS
+        return _said(INTERRUPTED_LINES, INTERRUPTED_STATUS)
+    except StoppedStarting:
+        return _said(_stopped_line(), 0)
+    except BaseExceptionGroup as group:  # (raised inside the event loop, before the server's handler took over)
+        if group.subgroup(StoppedStarting) is None:
+            raise
+        return _said(_stopped_line(), 0)
 
 
-def sigterm_while_starting() -> bool:
-    """Whether a SIGTERM came before the server served (asked once its own SIGTERM handling is in place)."""
-    global _sigterm_came
-    came, _sigterm_came = _sigterm_came, False
-    return came
+def _stopped_line() -> str:
+    program = os.path.basename(sys.argv[0]) or "rimthan"
+    return f"{program}: stopped (SIGTERM) while starting, before it served: no call was answered\n"
+
+
+def _said(lines: str, status: int) -> int:
+    sys.stderr.flush()
+    os.write(2, lines.encode())
+    return status
+
+
+def serving_began() -> None:
+    """The server's own SIGTERM handling is in place: from now on a SIGTERM is the server's."""
+    global _served
+    _served = True
 
 
 def starting_over() -> None:
-    """Serving ended: SIGTERM's default action again (if it is still the one noted while starting)."""
-    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) is _note_sigterm:
+    """Serving ended: SIGTERM's default action again (if the handler is still the start-up one)."""
+    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) is _stop_starting:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
-from rimthan_workflow_registry.entry import sigterm_while_starting, starting_over
+from rimthan_workflow_registry.entry import serving_began, starting_over
 
 from .logs import get_logger
 from .stdio_drain import DRAIN_SECONDS, DrainingReader, draining
@@ -84,15 +84,13 @@ async def _stop_on_sigterm(
     input (at most ``DRAIN_SECONDS``), then stop; the process exits 0, as over HTTP. Without this the
     default action killed the process at once (143), calls in flight unanswered. When stdin is read here (a
     pipe, a socket, a file, a terminal) the input ends once what the client wrote before the signal is read
-    (those requests are answered too); otherwise the requests read so far are waited for. A SIGTERM that came
-    while the process started (before this handler was in place) is answered the same way, at once."""
+    (those requests are answered too); otherwise the requests read so far are waited for."""
     if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
         task_status.started()
         return
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        serving_began()  # (a SIGTERM before this stopped the start-up: rimthan_workflow_registry.entry)
         task_status.started()
-        if sigterm_while_starting():  # (the console script noted it: rimthan_workflow_registry.entry)
-            await _on_sigterm(reader, pipe, serving, sigterm)
         async for _ in signals:
             await _on_sigterm(reader, pipe, serving, sigterm)
 

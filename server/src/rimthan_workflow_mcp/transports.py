@@ -39,7 +39,7 @@ import anyio.to_thread
 import uvicorn
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from rimthan_workflow_registry.entry import sigterm_while_starting, starting_over
+from rimthan_workflow_registry.entry import serving_began, starting_over
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
@@ -204,10 +204,9 @@ class _DrainingServer(uvicorn.Server):
             self._captured_signals = [s for s in self._captured_signals if s != signal.SIGTERM]
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """Once uvicorn's handlers are in place: a SIGTERM that came while the process started stops it now."""
+        """uvicorn's handlers are in place (``capture_signals``): a SIGTERM is the server's from now on."""
+        serving_began()  # (a SIGTERM before this stopped the start-up: rimthan_workflow_registry.entry)
         await super().startup(sockets)
-        if sigterm_while_starting():  # (the console script noted it: rimthan_workflow_registry.entry)
-            self.handle_exit(signal.SIGTERM, None)
 
 
 async def serve_http(
