@@ -117,3 +117,26 @@ def test_the_end_of_input_while_a_question_waits_ends_the_call_at_once_and_the_b
     assert "unanswered at the deadline" not in stderr and "Traceback" not in stderr, stderr[-2000:]
     if end == "SIGTERM":
         assert "rimthan-host: stopped (SIGTERM): the calls in flight were answered" in stderr, stderr[-2000:]
+
+
+def test_a_question_asked_after_the_input_ended_is_refused_at_once_too(world: ServerWorld, tmp_path: Path) -> None:
+    """A call queued behind the one asking (calls run one at a time) asks its own question once the input has
+    ended: that one is refused at once too, and both calls are answered (before, neither was: both were cut off
+    at the drain's deadline)."""
+    facts = {"objective": "Pick a queue", "decision_owner": "Ada"}
+    second = {"name": "start_run", "arguments": {"workflow": "research", "facts": facts}}
+    with _asking(world, tmp_path) as (process, raw, _asked):
+        raw.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": second}) + "\n")
+        assert process.stdin is not None
+        process.stdin.close()
+        lines = [json.loads(line) for line in iter(lambda: raw.next_line(ANSWER_SECONDS), None)]
+        returncode = process.wait(timeout=120)  # a hang guard only
+    stderr = (tmp_path / "stderr.txt").read_text("utf-8", errors="replace")
+    answers = {a["id"]: a for a in lines if "method" not in a}
+    assert sorted(answers) == [1, 2], lines
+    for answer in answers.values():
+        assert answer["result"]["isError"], answer
+        text = answer["result"]["content"][0]["text"]
+        assert text.startswith("confirmation_required: the client closed its connection before the user"), text
+    assert returncode == 0, stderr[-2000:]
+    assert "unanswered at the deadline" not in stderr and "Traceback" not in stderr, stderr[-2000:]
