@@ -38,7 +38,7 @@ BIN = Path(sys.executable).parent
 HANG_GUARD = 120.0  # seconds: only so that a hung process fails the test instead of blocking it
 # Seconds after the script's own package was imported (its entry's handlers are in place a few milliseconds
 # later): the command line's imports (a fifth of a second and more), its loading, then serving.
-AFTER_PACKAGE = (0.03, 0.06, 0.1, 0.2, 0.4)
+AFTER_PACKAGE = (0.05, 0.1, 0.2, 0.4)
 PACKAGE_IMPORTED = r"\|\s+rimthan_(workflow_mcp|host|packager)$"
 
 
