@@ -14,15 +14,17 @@ module: nothing else is imported before the handlers are in place.
   (``rimthan_clikit``); a ``KeyboardInterrupt`` that reaches :func:`run` later
   does the same, never a traceback.
 - For a serving command (``serve``), a SIGTERM before the server serves
-  unwinds what it was doing (imports, loading the releases) as Ctrl-C does, and the process says
-  ``<program>: stopped (SIGTERM) while starting, before it served: no call was
-  answered`` and exits 0, as a SIGTERM while serving does (a service manager
-  stopping it waits for no start-up). The server calls :func:`serving_began`
+  unwinds what it was doing (imports, loading the releases) as Ctrl-C does,
+  and the process says ``<program>: stopped (SIGTERM) while starting, before
+  it served: no call was answered`` and exits 0, as a SIGTERM while serving
+  does (a service manager stopping it waits for no start-up). The server calls :func:`serving_began`
   once its own SIGTERM handling is in place; :func:`starting_over` gives
   SIGTERM back its default action once serving ends.
 
-Stdlib only: it runs before anything else is imported (``importlib``, ``os``, ``signal`` and ``sys`` are
-loaded by the interpreter's own start-up).
+Stdlib only: it runs before anything else is imported (the interpreter's own
+start-up loaded ``importlib``, ``os`` and ``sys``; ``signal`` takes a few
+milliseconds). Before the script's first instruction the signals are
+Python's: that window, the interpreter starting, is not Rimthan's to close.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ _served = False  # the server's own SIGTERM handling took over once (serving_beg
 
 
 class StoppedStarting(BaseException):
-    """SIGTERM before the server served: unwinds what it was doing (imports, loading, a pull), as Ctrl-C does."""
+    """SIGTERM before the server served: unwinds what it was doing (imports, loading), as Ctrl-C does."""
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -52,7 +54,7 @@ def _interrupted(signum: int, frame: object) -> None:
 def _stop_starting(signum: int, frame: object) -> None:
     if not _served:
         raise StoppedStarting
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (serving is over: the default action, as before serving)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (serving is over: SIGTERM's default action again)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
