@@ -88,6 +88,22 @@ def test_a_malformed_elicitation_reply_is_refused_in_one_line_and_nothing_is_sen
     assert "Traceback" not in (tmp_path / "stderr.txt").read_text("utf-8", errors="replace")
 
 
+@pytest.mark.parametrize("code", [-32000, -32603])
+def test_an_error_the_client_answers_with_is_said_as_its_answer_even_with_the_connection_closed_code(
+    world: ServerWorld, tmp_path: Path, code: int
+) -> None:
+    """-32000 is also the code the end of input is refused with inside the bridge; a client's own error with it
+    is still its answer (its message quoted), not a connection the client closed."""
+    with _asking(world, tmp_path) as (_process, raw, asked):
+        error = {"code": code, "message": "the user's window went away"}
+        raw.send(json.dumps({"jsonrpc": "2.0", "id": asked["id"], "error": error}) + "\n")
+        answer = raw.call_answer(1, ANSWER_SECONDS)
+        assert answer is not None, "the call that asked was never answered"
+        text = answer["result"]["content"][0]["text"]
+        assert "the client answered with an error: the user's window went away)" in text, text
+        assert "closed its connection" not in text, text
+
+
 @pytest.mark.parametrize("end", ["stdin closed", "SIGTERM"])
 def test_the_end_of_input_while_a_question_waits_ends_the_call_at_once_and_the_bridge_exits(
     world: ServerWorld, tmp_path: Path, end: str

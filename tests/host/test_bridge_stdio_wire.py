@@ -173,6 +173,7 @@ def test_an_initialize_offering_a_batch_era_is_answered_with_a_served_version(
     assert answers[0]["result"]["protocolVersion"] == "2025-11-25", answers[0]
     assert answers[1]["error"]["code"] == types.INVALID_REQUEST, answers[1]
 
+
 @pytest.mark.parametrize("sigterms", [1, 2], ids=["one SIGTERM", "a second SIGTERM during the drain"])
 def test_a_call_still_unanswered_at_the_drain_deadline_is_cancelled_and_said_in_the_stop_line(
     world: ServerWorld, tmp_path: Path, sigterms: int

@@ -25,7 +25,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from rimthan_workflow_mcp.stdio_drain import INPUT_ENDED
 from rimthan_workflow_registry.errors import FailureCode, quoted
+
+# The errors meaning no reply can come: the end of input (our drain) and the end of the session (the SDK).
+_NEVER_CAME = frozenset({INPUT_ENDED.message, "Connection closed"})
 
 ACTIONS = ("accept", "decline", "cancel")
 
@@ -84,6 +88,12 @@ class ReplyUnreadable(Exception):
         )
 
 
+def _never_came(error: types.ErrorData) -> bool:
+    """Whether ``error`` is the end of the client's input (:data:`INPUT_ENDED`) or of the session (the SDK's own
+    ``Connection closed``), not an error the client answered with (it may use the same code)."""
+    return error.code == types.CONNECTION_CLOSED and error.message in _NEVER_CAME
+
+
 class ReplyNeverCame(ReplyUnreadable):
     """The client closed its connection (its input ended) before the user answered ``key``: none can come now."""
 
@@ -138,7 +148,7 @@ class Asker:
                     one.message, one.schema(), related_request_id=self.ctx.request_id
                 )
             except MCPError as exc:  # the client answered with an error, a reply no parser reads, or is gone
-                if exc.error.code == types.CONNECTION_CLOSED:  # (stdio_drain.INPUT_ENDED, or the session ended)
+                if _never_came(exc.error):
                     raise ReplyNeverCame(one.key) from None
                 raise ReplyUnreadable(
                     one.key, f"the client answered with an error: {quoted(exc.error.message)}"
