@@ -21,8 +21,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.harness import WorkflowHarness
 from rimthan_host.protocol import client_caller
-from rimthan_host.run_lock import RunLockLost
+from rimthan_host.run_lock import RunBusy, RunLockLost
 from rimthan_host.runlog import RunLog
+from rimthan_host.workspace_lock import Owner
+from rimthan_workflow_registry.errors import FailureCode
 from support.bridge import BIN, audited, bridge_params, running_pids, stand_in, verifier_args
 from support.processes import serve_options
 from support.servers import ServerWorld, build_world, scenario
@@ -169,3 +171,12 @@ def test_a_lock_file_deleted_under_a_session_stops_it(world: ServerWorld, tmp_pa
                 assert log.log_path.read_bytes() == kept
 
     anyio.run(go)
+
+
+def test_the_run_lock_refusals_name_codes_of_the_one_closed_list() -> None:
+    """``run_busy`` and ``run_lock_lost`` are failure codes (docs/failure-codes.md), each with its ``next:`` line."""
+    busy, lost = RunBusy("run-1", Owner(4242, "run-1", "a harness using the host library")), RunLockLost("run-1")
+    assert (busy.code, lost.code) == (FailureCode.RUN_BUSY, FailureCode.RUN_LOCK_LOST)
+    for refusal in (busy, lost):
+        first, nxt = str(refusal).split("\n")
+        assert first.startswith(f"Nothing was done ({refusal.code.value}): ") and nxt.startswith("next: ")

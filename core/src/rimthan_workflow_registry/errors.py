@@ -81,6 +81,8 @@ class FailureCode(StrEnum):
     CHECKPOINT_KEY_UNKNOWN = "checkpoint_key_unknown"
     RUN_CHAIN_BROKEN = "run_chain_broken"
     RUN_POSITION_UNKNOWN = "run_position_unknown"
+    RUN_BUSY = "run_busy"
+    RUN_LOCK_LOST = "run_lock_lost"
     PINNED_RELEASE_UNAVAILABLE = "pinned_release_unavailable"
     VALIDATION_BUNDLE_INVALID = "validation_bundle_invalid"
     STEP_NOT_GATED = "step_not_gated"

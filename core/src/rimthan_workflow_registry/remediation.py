@@ -102,6 +102,9 @@ _TABLE: dict[FailureCode, str] = {
     _C.RUN_CHAIN_BROKEN: "audit the complete log of one run: every checkpoint token, one per line, in issue order",
     _C.RUN_POSITION_UNKNOWN: "tell the owner which step the run stopped at and what it asked; restore the run's "
     "state file from a backup, or start a new run",
+    _C.RUN_BUSY: "carry on in the process that holds the run, or stop it (or close its session) and start or resume "
+    "the run again",
+    _C.RUN_LOCK_LOST: "make sure no other process moves the run, then resume it in a new session",
     _C.PINNED_RELEASE_UNAVAILABLE: "route the run to a server that holds its pinned release, "
     "or put that release back in the releases directory and refresh the server",
     _C.VALIDATION_BUNDLE_INVALID: "call rimthan.prepare_step_validation again and submit with the new bundle",

@@ -152,10 +152,10 @@ async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]
         words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
         return Reply(words + f"and call {tool} again.", {"refused": exc.code}, True)
     except RunBusy as busy:  # (another process moves the run this bridge tried to resume: nothing done)
-        return Reply(str(busy), {"status": "run_busy", "run": busy.run, "owner_pid": busy.owner.pid}, True)
+        return Reply(str(busy), {"status": busy.code.value, "run": busy.run, "owner_pid": busy.owner.pid}, True)
     except RunLockLost as lost:  # (the run's lock file deleted or replaced: its session moves no more)
         bridge.session = None  # resume_run picks the run up from its log
-        return Reply(str(lost), {"status": "run_lock_lost", "run": lost.run}, True)
+        return Reply(str(lost), {"status": lost.code.value, "run": lost.run}, True)
     except HarnessError as exc:
         return Reply(str(exc), {"status": "refused"}, True)
     except VerifierLost:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import os
 
+from rimthan_workflow_registry.errors import FailureCode
+
 from .files import open_own
 from .protocol import HarnessError
 from .runlog import RunLog, make_runs_dir
@@ -31,14 +33,16 @@ from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner, 
 class RunBusy(HarnessError):
     """Another session (another process, or another session here) holds the run's lock: nothing was done."""
 
+    code = FailureCode.RUN_BUSY  # (the closed list's: docs/failure-codes.md)
+
     def __init__(self, run: str, owner: Owner) -> None:
         self.run, self.owner = run, owner
         kind = owner.by or "a rimthan-host serve or a harness using the host library"
         who = f"process {owner.pid} ({kind})" if owner.pid else f"another process ({kind})"
         stop = f"stop process {owner.pid}" if owner.pid else "stop the other session"
         super().__init__(
-            f"Nothing was done (run_busy): run {run} is being moved by {who}, and one session moves a run at a "
-            "time so that its log stays one chain.\n"
+            f"Nothing was done ({self.code.value}): run {run} is being moved by {who}, and one session moves a run "
+            "at a time so that its log stays one chain.\n"
             f"next: carry on in that process, or {stop} (or close its session) and start or resume run {run} "
             "again; a process that was killed holds nothing."
         )
@@ -47,11 +51,13 @@ class RunBusy(HarnessError):
 class RunLockLost(HarnessError):
     """The run's lock file was deleted or replaced while this session held it: the session stopped moving."""
 
+    code = FailureCode.RUN_LOCK_LOST  # (the closed list's: docs/failure-codes.md)
+
     def __init__(self, run: str) -> None:
         self.run = run
         super().__init__(
-            f"Nothing was done (run_lock_lost): .rimthan/runs/{run}.lock was deleted or replaced while this session "
-            f"held it, so another session may be moving run {run}; this session stopped (its log is kept).\n"
+            f"Nothing was done ({self.code.value}): .rimthan/runs/{run}.lock was deleted or replaced while this "
+            f"session held it, so another session may be moving run {run}; this session stopped (its log is kept).\n"
             f"next: make sure no other process moves run {run}, then resume it in a new session."
         )
 
