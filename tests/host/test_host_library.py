@@ -30,7 +30,7 @@ from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS
 from support.engines import Engines, ExamplesScenario, TickingClock, drive, example_state, make_engines, run
 from support.releases import packaged_source
-from support.servers import build_world
+from support.servers import build_world, scenario
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +197,23 @@ def test_the_documented_library_example_runs_as_written(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "advanced interview", done.stdout
     assert (project / ".rimthan" / "runs" / "run-1.log").is_file()
+
+
+@pytest.mark.parametrize("version", ["1.2.0", "1.3.0"])
+def test_a_harness_start_without_a_version_starts_the_one_the_verifier_picks(engines: Engines, version: str) -> None:
+    """As the protocol and the bridge's start_run: no version, the newest the verifier holds, with its facts."""
+    harness = WorkflowHarness(
+        engines.call(version),
+        scenario(),
+        project_dir=engines.work / "projects" / f"no-version-{version}",
+        clock=engines.clock,
+    )
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        started = await harness.start("research")
+        return started, await harness.run(started)
+
+    started, final = run(go())
+    assert started["status"] == "active" and started["workflow"]["version"] == version
+    assert final["status"] == "completed"
+    assert harness.record.statuses[0] == ("rimthan.start_workflow", "active", "setup-workspace")  # (asking: no move)

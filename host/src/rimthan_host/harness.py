@@ -229,9 +229,32 @@ class WorkflowHarness:
     async def start(
         self, workflow: str, workflow_version: str | None = None, *, initial_version: str | None = None
     ) -> dict[str, Any]:
-        """Confirm the scenario's initial state and start ``workflow``."""
-        values = self.scenario.initial_state(initial_version or workflow_version or "")
+        """Confirm the scenario's initial state and start ``workflow``.
+
+        ``workflow_version``: start that version. Without it the verifier
+        starts the newest version it holds (the protocol's rule, as the bridge's
+        ``start_run``), and the scenario's facts are those of ``initial_version``
+        or, without that, of the version the verifier starts: a start with no
+        facts asks it (it answers ``blocked``, naming the version, and nothing
+        is started or logged).
+        """
+        version = initial_version or workflow_version or await self._newest(workflow)
+        values = self.scenario.initial_state(version)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
+
+    async def _newest(self, workflow: str) -> str:
+        """The version of ``workflow`` a start without one starts here (the verifier's answer to a start with no
+        facts; a refusal such as ``workflow_not_found`` is raised as the start's would be)."""
+        if self.session.lock is not None:
+            self.session.lock.acquire()  # (RunBusy before anything is sent, as for the start itself)
+        empty = ConfirmedStateBook(self.session.clock).projection()
+        asked = await self.session.call_tool(
+            START, {"workflow": workflow, "confirmed_state": empty, "host": self.host.to_json()}
+        )
+        version = workflow_version(asked)
+        if asked["status"] != "blocked" or not version:
+            raise HarnessError(f"a start of {workflow} with no facts did not name its version: {failure_lines(asked)}")
+        return version
 
     async def run(
         self, result: dict[str, Any], *, until_step: str | None = None, max_calls: int = 200
