@@ -109,9 +109,12 @@ def test_a_killed_holder_holds_nothing_and_a_new_session_resumes_the_run(world: 
     project, state, verifier, first = held_run(world, tmp_path)
     first.send_signal(signal.SIGKILL)
     first.wait()
+    lock = project / ".rimthan" / "runs" / "run-1.lock"
+    assert lock.is_file()  # (a killed process removes nothing: its file is no lock, and the next session's)
     resumed = child(project, "run-1", "resume", verifier)
     assert said(resumed) == "READY desk-research"
     assert go_on(resumed) == "DONE completed"
+    assert not lock.exists()  # the run completed: its lock file removed as the session let go
     assert audited(project, state, "run-1")["steps"][-1] == "decision-record"
 
 
@@ -180,3 +183,22 @@ def test_the_run_lock_refusals_name_codes_of_the_one_closed_list() -> None:
     for refusal in (busy, lost):
         first, nxt = str(refusal).split("\n")
         assert first.startswith(f"Nothing was done ({refusal.code.value}): ") and nxt.startswith("next: ")
+
+
+def test_a_session_that_lets_go_removes_the_lock_file_and_never_two_hold_the_run(tmp_path: Path) -> None:
+    """Six real processes take and let go of one run's lock 2000 times each: one holder at a time, no file left.
+
+    Letting go removes ``<run>.lock`` while it is still held; a process that opened the file just before finds
+    it gone once it locks it and opens the path again, so removing the file never lets two sessions hold the run.
+    Before, every run's lock file stayed in ``.rimthan/runs`` for good.
+    """
+    project = tmp_path / "project"
+    project.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    argv = [sys.executable, "-m", "support.run_lock_churn", str(project), "run-1", "2000"]
+    churn = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env, cwd=TESTS) for _ in range(6)]
+    counts = [dict(zip(*[iter(p.communicate()[0].split())] * 2, strict=True)) for p in churn]
+    assert all(p.returncode == 0 for p in churn)
+    assert [c["TWO"] for c in counts] == ["0"] * 6, counts  # never two holders (unchecked after flock: a few)
+    assert sum(int(c["HELD"]) for c in counts) > 0
+    assert list((project / ".rimthan" / "runs").iterdir()) == []  # no lock file left behind

@@ -13,8 +13,12 @@ different files. The kernel drops the lock when the holder dies (a SIGKILL
 too), so it is never stale; the descriptor is not inherited by a child. The
 file is opened through real directories only, never through a symbolic link,
 and before each move the holder checks it is still the file at its path
-(:meth:`RunLock.lost`, one ``stat``): a lock file deleted or replaced while
-held is a new lock another session may hold.
+(:meth:`RunLock.ensure`, one ``stat``): a lock file deleted or replaced while
+held is a new lock another session may hold. A session letting go removes the
+file while still holding it (:meth:`RunLock.release`), and one taking it checks
+once locked that it locked the file at the path, so no lock file is left behind
+and no two sessions hold the run. Bridges take ``bridge.lock`` first, then the
+run's; every lock is taken without waiting (a refusal, never a deadlock).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from .files import open_own
 from .protocol import HarnessError
 from .runlog import RunLog, make_runs_dir
 from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner, same_file
+
+_ATTEMPTS = 8  # lock files removed under an acquire, one after another, before it stops trying (RunLockLost)
 
 
 class RunBusy(HarnessError):
@@ -77,30 +83,56 @@ class RunLock:
         return self._fd is not None
 
     def acquire(self) -> None:
-        """Hold the lock (a no-op if held here); :class:`RunBusy` naming the holder if another holds it."""
-        if self._fd is not None:
-            return
+        """Hold the lock (a no-op if held here); :class:`RunBusy` naming the holder if another holds it.
+
+        The lock held is the file at the path once locked: a holder removes the file as it lets go
+        (:meth:`release`), so a file opened just before it was removed is no lock: opened again.
+        """
+        for _ in range(_ATTEMPTS if self._fd is None else 0):
+            self._fd = self._take()
+            if self._fd is not None:
+                return
+        if self._fd is None:  # (the file removed or replaced under every attempt: another session moves the run)
+            raise RunLockLost(self.run)
+
+    def _take(self) -> int | None:
+        """The lock file at the path, locked here; None if that file was removed or replaced meanwhile."""
         make_runs_dir(self.project)
         fd = open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by a child)
         try:
             lock_now(fd)
         except BlockingIOError:
             owner = read_owner(fd)
+            current = same_file(self.path, fd)
             close_fds(fd)
+            if not current:  # (its holder removed it as it let go: try the file there now)
+                return None
             raise RunBusy(self.run, owner) from None
         except BaseException:
             close_fds(fd)
             raise
+        if not same_file(self.path, fd):  # (removed by the holder that let go of it: no lock, try again)
+            close_fds(fd)
+            return None
         data = json.dumps({"pid": os.getpid(), "run": self.run, "by": self.by}).encode("ascii")
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)
-        self._fd = fd
+        return fd
 
     def release(self) -> None:
-        """Let another session move the run (closing the descriptor drops the lock)."""
+        """Let another session move the run: remove the lock file while still holding it, then close it.
+
+        Removed only while held and only if it is still the file at the path: a session that opened it
+        meanwhile finds, once it locks it, that it is no longer there (:meth:`acquire` opens the path again),
+        so no lock file is left behind by a session that let go, and no two sessions ever hold the run.
+        """
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            close_fds(fd)
+            try:
+                if not self._lost and same_file(self.path, fd):
+                    self.path.unlink(missing_ok=True)
+            finally:
+                close_fds(fd)
 
     def ensure(self) -> None:
         """Before a move: hold the lock (taking it again after a ``release``, :class:`RunBusy` if another has it),
