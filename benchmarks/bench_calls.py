@@ -290,7 +290,7 @@ async def drive_calls(
                 shutil.rmtree(project)
             harness = WorkflowHarness(driver.call, examples, project_dir=project)
             final = await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))
-            if final.get("status") != "completed":
+            if final.status != "completed":
                 raise RuntimeError(f"the packaged run over {transport} did not complete")
         await driver.finish()
     return timings

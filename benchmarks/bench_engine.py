@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rimthan_host.harness import Review, WorkflowHarness
+from rimthan_host.harness import Review, RunResult, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
 from rimthan_workflow_mcp.results import ToolResult
@@ -124,13 +124,13 @@ def drive(module: WorkflowEngineQueryModule, project: Path, steps: int) -> list[
         calls.append(Call(tool, _step_of(arguments), arguments, result))
         return result
 
-    async def go() -> dict[str, Any]:
+    async def go() -> RunResult:
         harness = WorkflowHarness(call, LongScenario(), project_dir=project)
         return await harness.run(await harness.start(LONG_WORKFLOW), max_calls=4 * steps + 20)
 
     final = asyncio.run(go())
-    if final.get("status") != "completed":
-        raise RuntimeError(f"the long run did not complete: {final.get('status')}")
+    if final.status != "completed":
+        raise RuntimeError(f"the long run did not complete: {final.status}")
     return calls
 
 

@@ -76,7 +76,7 @@ async def _record(url: str, release: Path, work: Path) -> tuple[Recorded, list[t
         examples = CatalogueExamples({VERSION: release / "catalogue" / "examples"}, ROUTE, fail_once=DRILL)
         harness = WorkflowHarness(call, examples, project_dir=work / "p6" / "record")
         final = await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))
-    if final.get("status") != "completed":
+    if final.status != "completed":
         raise RuntimeError("the recorded packaged run over HTTP did not complete")
     return recorded, tools
 

@@ -457,7 +457,7 @@ def test_pinned_release_run_continues_on_a_after_sighup_refresh_activates_b(
                 at_interview = await run_a.run(
                     await run_a.start("research", initial_version="1.2.0"), until_step="interview"
                 )
-                assert at_interview["release"]["id"] == "research-decision@1.2.0"
+                assert at_interview.release == "research-decision@1.2.0"
                 mcp_world.publish("1.3.0", releases)
                 mark = len(server.lines)
                 server.process.send_signal(_signal.SIGHUP)
@@ -465,9 +465,9 @@ def test_pinned_release_run_continues_on_a_after_sighup_refresh_activates_b(
                 assert '"active": "research-decision@1.3.0"' in refreshed.group(0)
                 run_b = _srv.harness(client_caller(client), tmp_path / "run-b")
                 fresh = await run_b.start("research", initial_version="1.3.0")
-                assert fresh["release"]["id"] == "research-decision@1.3.0"
+                assert fresh.release == "research-decision@1.3.0"
                 resumed = await run_a.run(at_interview, until_step="select-route")
-                assert resumed["release"] == at_interview["release"]
+                assert resumed.wire["release"] == at_interview.wire["release"]
                 assert [s for _, _, s in run_a.record.statuses][-2:] == ["confirm-contract", "select-route"]
                 manifests = [
                     r.uri for r in (await client.list_resources()).resources if r.uri.startswith("rimthan://manifests/")
@@ -497,7 +497,7 @@ def test_corrupt_active_refresh_keeps_a_and_says_why(
         async with _Client(create_mcp_application(provider)) as client:
             run = _srv.harness(client_caller(client), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
-            assert started["release"] == {"id": "research-decision@1.2.0", "manifest_digest": a_digest}
+            assert started.wire["release"] == {"id": "research-decision@1.2.0", "manifest_digest": a_digest}
             uris = [r.uri for r in (await client.list_resources()).resources]
             assert not [u for u in uris if u.startswith("rimthan://releases/") and a_digest[7:] not in u]
 
@@ -519,14 +519,14 @@ def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
             started = await run.start("research", initial_version="1.2.0")
             refused = await b.call_tool(
                 "rimthan.continue_workflow",
-                {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
+                {"checkpoint": started.wire["checkpoint"], "confirmed_state": run.state.projection()},
             )
             error = structured_error(refused)
             assert error["code"] == "pinned_release_unavailable"
-            assert error["details"]["manifest_digest"] == started["release"]["manifest_digest"]
+            assert error["details"]["manifest_digest"] == started.wire["release"]["manifest_digest"]
             served = await a.call_tool(
                 "rimthan.continue_workflow",
-                {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
+                {"checkpoint": started.wire["checkpoint"], "confirmed_state": run.state.projection()},
             )
             assert not served.is_error and served.structured_content["step"]["id"] == "setup-workspace"
 

@@ -53,7 +53,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
 
     async def go() -> None:
         final = await run.run(await run.start("research", initial_version="1.2.0"))
-        assert final["status"] == "completed"
+        assert final.status == "completed"
 
     anyio.run(go)
     assert all(calls.values()), {t: len(c) for t, c in calls.items()}

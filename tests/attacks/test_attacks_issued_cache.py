@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rimthan_host.harness import WorkflowHarness
+from rimthan_host.harness import RunResult, WorkflowHarness
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run.checkpoints import (
@@ -80,10 +80,10 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
         clock=engines.clock,
     )
 
-    async def go() -> dict[str, Any]:
+    async def go() -> RunResult:
         return await harness.run(await harness.start("research", initial_version="1.2.0"))
 
-    assert run(go())["status"] == "completed"
+    assert run(go()).status == "completed"
     assert "validation_failed" in [s for _, s, _ in harness.record.statuses]
     return Recorded(engines, calls, checkpoints)
 

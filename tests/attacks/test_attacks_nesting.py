@@ -293,7 +293,7 @@ def test_junk_at_start_and_at_refresh_never_stops_or_kills_the_server(tmp_path: 
             async with http_client_for(server.url) as client:
                 run = harness(client_caller(client), tmp_path / f"p{len(server.lines)}")
                 started = await run.start("research", initial_version="1.2.0")
-                return str(started["release"]["id"])
+                return str(started.release)
 
         assert anyio.run(call) == "research-decision@1.2.0"
         _junk(releases, "research-decision-1.9.0", world.key)  # a newer sibling: tried at refresh

@@ -42,8 +42,8 @@ def test_edited_claims_are_checkpoint_invalid_whatever_release_they_name(tmp_pat
         async with Client(app) as client:
             run = harness(client_caller(client), tmp_path / "project")
             started = await run.start("research", initial_version="1.2.0")
-            token, state = started["checkpoint"], run.state.projection()
-            held = started["release"]["manifest_digest"]
+            token, state = started.wire["checkpoint"], run.state.projection()
+            held = started.wire["release"]["manifest_digest"]
             forged = {
                 "absent-release": _edit_claims(token, manifest_digest=absent),
                 "absent-release-id": _edit_claims(token, id="other@9.9.9", manifest_digest=absent),

@@ -6,6 +6,7 @@ Runs go through real engine modules over real signed releases
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,12 +19,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from rimthan_host import RunResult, ValidationRound
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
 from rimthan_host.files import ProjectFiles
 from rimthan_host.harness import HarnessError, Review, WorkflowHarness
 from rimthan_host.protocol import HostProfile
 from rimthan_host.reports import validator_payload, validator_report
 from rimthan_host.runlog import RunLog, list_runs
+from rimthan_host.session import HostSession
 from rimthan_host.workspace import deliver_assets
 from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_registry.canonical import digest_value
@@ -146,10 +149,10 @@ def test_the_run_log_of_a_repaired_run_passes_rimthan_mcp_audit(engines: Engines
         run_log=log,
     )
 
-    async def go() -> dict[str, Any]:
+    async def go() -> RunResult:
         return await harness.run(await harness.start("research", initial_version="1.2.0"))
 
-    assert run(go())["status"] == "completed"
+    assert run(go()).status == "completed"
     assert list_runs(project) == ["run-audited"]
     assert log.tokens() == harness.record.checkpoints
     saved = log.load_state()
@@ -209,11 +212,37 @@ def test_a_harness_start_without_a_version_starts_the_one_the_verifier_picks(eng
         clock=engines.clock,
     )
 
-    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+    async def go() -> tuple[RunResult, RunResult]:
         started = await harness.start("research")
         return started, await harness.run(started)
 
     started, final = run(go())
-    assert started["status"] == "active" and started["workflow"]["version"] == version
-    assert final["status"] == "completed"
+    assert (started.status, started.workflow, started.workflow_version) == ("active", "research-decision", version)
+    assert final.status == "completed"
     assert harness.record.statuses[0] == ("rimthan.start_workflow", "active", "setup-workspace")  # (asking: no move)
+
+
+def test_a_session_s_moves_return_typed_results_with_the_verifier_s_result_kept_whole(engines: Engines) -> None:
+    """``RunResult`` for a move of the run, ``ValidationRound`` for prepare: frozen, exported by ``rimthan_host``."""
+    session = HostSession(engines.call("1.3.0"), project_dir=engines.work / "projects" / "typed", clock=engines.clock)
+
+    async def go() -> tuple[RunResult, ValidationRound, RunResult]:
+        started = await session.start("research", example_state("1.3.0"))
+        prepared = await session.prepare([session.set_up_workspace()])
+        for summary in prepared.validators:
+            session.verdict(f"{summary['validator_id']}@{summary['version']}", "pass")
+        return started, prepared, await session.submit()
+
+    started, prepared, submitted = run(go())
+    assert (type(started), type(prepared), type(submitted)) == (RunResult, ValidationRound, RunResult)
+    assert (started.status, started.step_id, started.release) == (
+        "active",
+        "setup-workspace",
+        "research-decision@1.3.0",
+    )
+    assert started.step == started.wire["step"] and started.question is None and started.failures == ()
+    assert prepared.ready and prepared.validators == tuple(prepared.wire["validators"])
+    assert (submitted.status, submitted.step_id, submitted.workflow_version) == ("advanced", "interview", "1.3.0")
+    assert session.checkpoint == submitted.wire["checkpoint"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        submitted.status = "completed"

@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.harness import WorkflowHarness
+from rimthan_host.harness import RunResult, WorkflowHarness
 from rimthan_host.protocol import VerifierLost, client_caller
 from rimthan_host.runlog import RunLog
 from support.bridge import BIN, verifier_pids
@@ -44,10 +43,10 @@ def test_a_killed_verifier_is_verifier_lost_and_the_run_resumes_on_a_new_connect
                     await kit.run(at)
             return lost.value
 
-    async def resumed() -> dict[str, Any]:
+    async def resumed() -> RunResult:
         async with Client(verifier) as client:
             kit = harness(client)
             return await kit.run(await kit.session.resume())
 
     assert "connection to the verifier" in str(anyio.run(killed))
-    assert anyio.run(resumed)["status"] == "completed"
+    assert anyio.run(resumed).status == "completed"

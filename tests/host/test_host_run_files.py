@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
-from rimthan_host.harness import HarnessError, WorkflowHarness
+from rimthan_host.harness import HarnessError, RunResult, WorkflowHarness
 from rimthan_host.protocol import MoveNotRecorded
 from rimthan_host.runlog import CHECKPOINT_KEY, MAX_STATE_BYTES, RunLog, StateTooLarge
 from rimthan_host.session import HostSession
@@ -44,11 +44,11 @@ def _harness(engines: Engines, project: Path, run_id: str) -> WorkflowHarness:
     return WorkflowHarness(engines.call("1.2.0"), scenario, project_dir=project, clock=engines.clock, run_log=log)
 
 
-async def _at_question(harness: WorkflowHarness) -> dict[str, Any]:
+async def _at_question(harness: WorkflowHarness) -> RunResult:
     """Start the run and follow it to the route question."""
     await harness.run(await harness.start("research", initial_version="1.2.0"), until_step=SELECT_ROUTE)
     asked = await harness.session.advance()
-    assert asked["status"] == "input_required", asked
+    assert asked.status == "input_required", asked
     return asked
 
 
@@ -66,7 +66,7 @@ def test_a_failed_save_leaves_the_session_at_the_log_and_the_run_goes_on(engines
     harness = _harness(engines, tmp_path / "project", "run-unsaved")
     session, log = harness.session, RunLog(tmp_path / "project", "run-unsaved")
 
-    async def go() -> dict[str, Any]:
+    async def go() -> RunResult:
         asked = await _at_question(harness)
         blocker = log.state_path.with_suffix(".json.tmp")
         blocker.mkdir()  # a directory where the state is written: the save fails for real
@@ -74,7 +74,7 @@ def test_a_failed_save_leaves_the_session_at_the_log_and_the_run_goes_on(engines
             await session.advance({"research_route": "desk-research"})
         assert isinstance(unrecorded.value.cause, IsADirectoryError)
         assert unrecorded.value.cause.filename == str(blocker)
-        assert session.checkpoint == log.tokens()[-1] == asked["checkpoint"]  # not the unlogged one
+        assert session.checkpoint == log.tokens()[-1] == asked.wire["checkpoint"]  # not the unlogged one
         assert session.state.projection() == log.load_state()["confirmed_state"]  # without the answer
         assert "research_route" not in session.state.values
         assert session.result["status"] == "input_required" and session.step["id"] == SELECT_ROUTE
@@ -82,7 +82,7 @@ def test_a_failed_save_leaves_the_session_at_the_log_and_the_run_goes_on(engines
         answered = await session.advance({"research_route": "desk-research"})  # from the logged checkpoint
         return await harness.run(answered)
 
-    assert run(go())["status"] == "completed"
+    assert run(go()).status == "completed"
     assert log.tokens() == harness.record.checkpoints
     assert _audited(engines, log, tmp_path)["ok"] is True
 
@@ -100,7 +100,7 @@ def test_a_huge_log_is_streamed_and_a_line_past_any_token_is_refused(engines: En
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert tokens[-1] == asked["checkpoint"] and log.load_state()["step"] == SELECT_ROUTE
+    assert tokens[-1] == asked.wire["checkpoint"] and log.load_state()["step"] == SELECT_ROUTE
     assert peak < 2 * 1024 * 1024, peak  # the log is 48 MiB: it was streamed, not read whole
     log.log_path.write_bytes(lines + b"x" * (2 * 1024 * 1024))  # one line of 2 MiB, no newline
     with pytest.raises(HarnessError) as refused:
@@ -131,7 +131,7 @@ def test_a_move_reads_the_log_tail_not_the_whole_log(engines: Engines, tmp_path:
     log.append("the-next-checkpoint")
     read = _bytes_read() - before
     assert read < 64 * 1024, read  # three reads of the tail, each one block: the whole log read was 16 MiB
-    assert log.tokens()[-2:] == [asked["checkpoint"], "the-next-checkpoint"]  # the whole log, streamed: intact
+    assert log.tokens()[-2:] == [asked.wire["checkpoint"], "the-next-checkpoint"]  # the whole log, streamed: intact
 
 
 def test_a_log_ending_in_more_blank_lines_than_any_token_is_refused_as_damaged(
@@ -162,9 +162,9 @@ def test_a_log_damaged_before_its_tail_does_not_stop_the_run_but_fails_the_audit
     real = log.log_path.read_bytes()
     padding = (b" " * 1023 + b"\n") * 2048  # blank lines: 2 MiB, past the farthest a tail is read back
     log.log_path.write_bytes("é, not a token\n".encode() + padding + real)
-    assert log.last_token() == asked["checkpoint"]
+    assert log.last_token() == asked.wire["checkpoint"]
     answered = run(harness.session.advance({"research_route": "desk-research"}))
-    assert answered["step"]["id"] == "desk-research" and log.last_token() == answered["checkpoint"]
+    assert answered.step_id == "desk-research" and log.last_token() == answered.wire["checkpoint"]
     with pytest.raises(HarnessError, match=r"run-headless.log is damaged \(byte 0 is not ASCII\)"):
         log.tokens()
     keys = tmp_path / "checkpoint-keys.json"
@@ -204,10 +204,10 @@ def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumabl
         started = await session.start("research", facts)
         saved = {k: v for k, v in log.load_state().items() if k != CHECKPOINT_KEY}
         large = {**saved, "confirmed_state": {**saved["confirmed_state"], "state": huge}}
-        log.save_state(started["checkpoint"] + "x", large, logged=started["checkpoint"])  # one fits
+        log.save_state(started.wire["checkpoint"] + "x", large, logged=started.wire["checkpoint"])  # one fits
         kept = log.state_path.read_bytes(), log.log_path.read_bytes()
         with pytest.raises(HarnessError) as refused:  # two (the new one and the one kept) are past the bound
-            log.save_state(started["checkpoint"] + "y", large, logged=started["checkpoint"] + "x")
+            log.save_state(started.wire["checkpoint"] + "y", large, logged=started.wire["checkpoint"] + "x")
         said = str(refused.value)
         assert said.startswith("Nothing was recorded: with these confirmed values the resume state of run run-large")
         assert f"past the {MAX_STATE_BYTES} bytes" in said and "stays at its last logged checkpoint" in said
@@ -216,7 +216,7 @@ def test_a_resume_state_past_its_bound_is_not_written_and_the_run_stays_resumabl
         session.close()  # (the run's lock: one session moves it at a time)
         again = HostSession(engine.call, project_dir=project, clock=engines.clock, run_log=log)
         resumed = await again.resume()  # the state of the logged checkpoint still reads, and the verifier takes it
-        assert resumed["status"] == "active" and resumed["step"]["id"] == "setup-workspace"
+        assert resumed.status == "active" and resumed.step_id == "setup-workspace"
 
     run(go())
 

@@ -350,10 +350,10 @@ class Load:
             )
             try:
                 started = await harness.start("research", initial_version=version)
-                outcome.started_on = started["release"]["id"]
+                outcome.started_on = started.release
                 final = await harness.run(started)
-                outcome.finished_on = final["release"]["id"]
-                outcome.completed = final["status"] == "completed"
+                outcome.finished_on = final.release
+                outcome.completed = final.status == "completed"
                 outcome.finished_at_call = router.stats.calls
             except Exception as exc:  # a lost run: recorded and reported, the others go on
                 outcome.error = f"{type(exc).__name__}: {exc}"

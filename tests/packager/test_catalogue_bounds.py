@@ -61,7 +61,7 @@ import anyio
 import pytest
 import tomli_w
 from click.testing import CliRunner, Result
-from rimthan_host.harness import WorkflowHarness
+from rimthan_host.harness import RunResult, WorkflowHarness
 from rimthan_host.protocol import HostProfile, client_caller
 from rimthan_packager.cli import cli
 from rimthan_workflow_registry.canonical import canonical_bytes
@@ -533,7 +533,7 @@ def test_a_catalogue_at_every_bound_runs_to_the_end_over_stdio(tmp_path: Path, k
     args = serve_module_args(release, trust, tmp_path / "state")
     calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
 
-    async def run() -> dict[str, Any]:
+    async def run() -> RunResult:
         async with stdio_client_for(args, (tmp_path / "stderr.log").open("w")) as client:
             through = client_caller(client)  # the SDK checks every result against the tool's output schema
 
@@ -548,7 +548,7 @@ def test_a_catalogue_at_every_bound_runs_to_the_end_over_stdio(tmp_path: Path, k
             return await harness.run(await harness.start("research"))
 
     finished = anyio.run(run)
-    assert finished["status"] == "completed", finished
+    assert finished.status == "completed", finished
     started = calls[0][2]
     assert len(started["release"]["id"]) == MAX_NAME_CHARS
     assert len(started["workflow"]["version"]) == MAX_VERSION_CHARS

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
+from rimthan_host.harness import CatalogueExamples, RunResult, WorkflowHarness, client_caller
 from rimthan_host.protocol import HostProfile
 from rimthan_workflow_mcp.contract_schemas import VALIDATOR_REPORT
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
@@ -159,7 +159,7 @@ def test_the_scaffold_runs_end_to_end_through_the_real_server(
     args = ["serve", "--release", str(release), "--trust", str(trust)]
     args += ["--state-dir", str(tmp_path / "state"), "--log-level", "warning"]
 
-    async def walk() -> dict[str, object]:
+    async def walk() -> RunResult:
         with (tmp_path / "server.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
                 examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
@@ -168,7 +168,7 @@ def test_the_scaffold_runs_end_to_end_through_the_real_server(
                 return await harness.run(await harness.start("my-flow", initial_version="0.1.0"))
 
     finished = anyio.run(walk)
-    assert finished["status"] == "completed", finished
+    assert finished.status == "completed", finished
     written = json.loads((tmp_path / "project" / "out" / "summary.json").read_text("utf-8"))
     assert written["goal"] == json.loads((scaffold / "examples/confirmed-state.json").read_text("utf-8"))["goal"]
 

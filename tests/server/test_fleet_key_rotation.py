@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from rimthan_host.harness import WorkflowHarness
+from rimthan_host.harness import RunResult, WorkflowHarness
 from rimthan_host.protocol import ToolCaller, client_caller
 from support.processes import HttpServer, http_server_process
 from support.refusals import refusal
@@ -70,14 +70,14 @@ class Alternating:
         return result
 
 
-async def _drive(urls_by_phase: list[list[str]], project: Path) -> tuple[dict[str, Any], list[set[str]]]:
+async def _drive(urls_by_phase: list[list[str]], project: Path) -> tuple[RunResult, list[set[str]]]:
     """One run: started in the first phase, a few calls in each, completed in the last; keys that signed per phase.
 
     The checkpoints each phase's replicas issued: each replica resumes the run from the other's.
     """
     balancer = Alternating()
     run: WorkflowHarness = harness(balancer, project)
-    result: dict[str, Any] = {}
+    result: RunResult | None = None
     signed: list[set[str]] = []
     for n, urls in enumerate(urls_by_phase):
         async with http_client_for(urls[0]) as first, http_client_for(urls[1]) as second:
@@ -85,8 +85,10 @@ async def _drive(urls_by_phase: list[list[str]], project: Path) -> tuple[dict[st
             if n == 0:
                 result = await run.start("research", initial_version="1.2.0")
             last = n == len(urls_by_phase) - 1
+            assert result is not None
             result = await run.run(result, until_step=None if last else "interview")
             signed.append(balancer.signed_by)
+    assert result is not None
     return result, signed
 
 
@@ -116,7 +118,7 @@ def test_a_fleet_rotates_in_two_phases_and_no_run_is_refused(
         _replicas(tmp_path, packaged_releases, trust, added, promoted) as phase_2,
     ):
         done, signed = anyio.run(_drive, [phase_1, phase_2], tmp_path / "project")
-    assert done["status"] == "completed", done
+    assert done.status == "completed", done
     assert signed[0] == {first}, signed  # phase 1: the added key verifies, nobody signs with it
     assert signed[1] == {first, new}, signed  # phase 2: both sign, each replica verifies the other's checkpoints
     rotated = tmp_path / "rotated.json"  # the reason for two phases: `keys rotate` on one replica's file
@@ -131,7 +133,7 @@ async def _refused_across(urls: list[str], project: Path) -> str:
     async with http_client_for(urls[1]) as signer, http_client_for(urls[0]) as other:
         run = harness(client_caller(signer), project)
         started = await run.start("research", initial_version="1.2.0")
-        arguments = {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()}
+        arguments = {"checkpoint": started.wire["checkpoint"], "confirmed_state": run.state.projection()}
         refused = await other.call_tool("rimthan.continue_workflow", arguments)
         return str(refused.structured_content["error"]["code"])
 

@@ -23,7 +23,7 @@ import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from rimthan_host.harness import ConfirmedStateBook, HostProfile, client_caller
+from rimthan_host.harness import ConfirmedStateBook, HostProfile, RunResult, client_caller
 from support.processes import http_server_process
 from support.servers import (
     FLIPPED_FILE,
@@ -64,7 +64,7 @@ def _refused(args: list[str], **kwargs: Any) -> str:
     return " ".join(lines)
 
 
-async def _start(url: str, project: Path) -> dict[str, Any]:
+async def _start(url: str, project: Path) -> RunResult:
     async with http_client_for(url) as client:
         return await harness(client_caller(client), project).start("research", initial_version="1.3.0")
 
@@ -82,7 +82,7 @@ def test_a_corrupt_newest_release_is_skipped_at_start_and_the_last_good_one_serv
     with console_server(_serve(world, releases, state)) as server:
         said = server.stderr()
 
-        async def start() -> dict[str, Any]:
+        async def start() -> RunResult:
             async with http_client_for(server.url) as client:
                 return await harness(client_caller(client), tmp_path / "p").start("research", initial_version="1.2.0")
 
@@ -90,7 +90,7 @@ def test_a_corrupt_newest_release_is_skipped_at_start_and_the_last_good_one_serv
     skipped = f"rimthan-mcp: skipped {releases / 'research-decision-1.3.0'}: file_digest_mismatch: "
     assert skipped + f"{FLIPPED_FILE}: " in said, said  # the file that failed, not only its release
     assert "rimthan-mcp: release research-decision@1.2.0 " in said and "[active]" in said
-    assert started["release"]["id"] == "research-decision@1.2.0"
+    assert started.release == "research-decision@1.2.0"
     warned = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
     assert any(
         w["event"] == "release not activated" and w["error"]["code"] == "file_digest_mismatch" for w in warned
@@ -182,7 +182,7 @@ def test_a_second_catalogue_in_releases_is_served_alongside_the_first(world: Ser
     assert len(seen["tools"]) == 4
     assert "brief" in seen["prompts"] and len(seen["prompts"]) > 1
     assert {"other@0.1.0 manifest", "research-decision@1.3.0 manifest"} <= seen["resources"]
-    assert seen["research"]["release"]["id"] == "research-decision@1.3.0"
+    assert seen["research"].release == "research-decision@1.3.0"
     other = seen["other"].structured_content
     assert not seen["other"].is_error and other["release"]["id"] == "other@0.1.0", other
     error = seen["unknown"].structured_content["error"]
@@ -198,7 +198,7 @@ def test_with_migrate_to_newest_a_run_moves_to_its_catalogues_newer_release_afte
     with console_server(args) as server:
         assert "per catalogue, its newest verified release" in server.stderr()
 
-        async def day() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        async def day() -> tuple[RunResult, dict[str, Any], RunResult]:
             async with http_client_for(server.url) as client:
                 run = harness(client_caller(client), tmp_path / "p")
                 started = await run.start("research", initial_version="1.2.0")
@@ -209,20 +209,20 @@ def test_with_migrate_to_newest_a_run_moves_to_its_catalogues_newer_release_afte
                 # the client learns the target from an ordinary continue, as with --migration-target
                 offered = await client.call_tool(
                     "rimthan.continue_workflow",
-                    {"checkpoint": started["checkpoint"], "confirmed_state": run.state.projection()},
+                    {"checkpoint": started.wire["checkpoint"], "confirmed_state": run.state.projection()},
                 )
                 preview = await run.migrate(started, "research-decision@1.3.0", "1.3.0", confirm=False)
                 assert offered.structured_content is not None
                 return started, offered.structured_content, preview
 
         started, offered, preview = anyio.run(day)
-    assert started["release"]["id"] == "research-decision@1.2.0"
+    assert started.release == "research-decision@1.2.0"
     assert offered["migration"] is not None, offered
     assert (offered["migration"]["to"]["release"], offered["migration"]["confirmed"]) == (
         "research-decision@1.3.0",
         False,
     )
-    assert preview["migration"]["to"]["release"] == "research-decision@1.3.0", preview
+    assert preview.wire["migration"]["to"]["release"] == "research-decision@1.3.0", preview
 
 
 def test_migrate_to_newest_and_migration_target_belong_to_different_modes(world: ServerWorld, tmp_path: Path) -> None:

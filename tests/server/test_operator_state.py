@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from rimthan_host.harness import WorkflowHarness, client_caller
+from rimthan_host.harness import RunResult, WorkflowHarness, client_caller
 from rimthan_host.runlog import RunLog
 from rimthan_workflow_mcp.floor import ActivationFloor, deployment_of
 from support.processes import http_server_process
@@ -74,14 +74,14 @@ def test_a_finished_run_stays_auditable_after_rotate_and_retire(world: ServerWor
     log = RunLog(project, "run-before-rotation")
     with _serve(world, releases, state) as server:
 
-        async def finish() -> tuple[dict[str, Any], WorkflowHarness]:
+        async def finish() -> tuple[RunResult, WorkflowHarness]:
             async with http_client_for(server.url) as client:
                 once = scenario(fail_once=FAILS_ONCE)  # the critic fails the first round; the host repairs
                 run = WorkflowHarness(client_caller(client), once, project_dir=project, run_log=log)
                 return await run.run(await run.start("research", initial_version="1.3.0")), run
 
         final, run = anyio.run(finish)
-    assert final["status"] == "completed"
+    assert final.status == "completed"
     old_key = json.loads((state / "checkpoint-keys.json").read_text("utf-8"))["signing_key_id"]
 
     assert _mcp("keys", "rotate", "--state-dir", state).returncode == 0

@@ -44,7 +44,7 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             digests = {f["path"]: f["sha256"] for f in manifest["files"]}
             other = harness(call, tmp_path / "other")
             setup = await other.start("research", initial_version="1.2.0")
-            for uri in setup["step"]["resources"]:
+            for uri in setup.step["resources"]:
                 text = text_of(await client.read_resource(uri))
                 assert uri.startswith(f"rimthan://releases/{digest_hex}/")
                 path_in_release = uri.split("/", 4)[4]
@@ -56,20 +56,20 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
                 await migrating.start("research", initial_version="1.2.0"), until_step="select-route"
             )
             # the server holds a migration target: continue results name it and what it needs
-            offer = at_route["migration"]
+            offer = at_route.wire["migration"]
             assert offer["to"]["release"] == "research-decision@1.3.0" and offer["confirmed"] is False
             assert offer["target_needs"]["workflow"] == {"id": "research-decision", "version": "1.3.0"}
             # for this run's host: its harness's adapter in the target, whose capabilities (skills) are listed too
             assert offer["target_needs"]["host_adapter"] == "claude-code@1.0.0"
             assert offer["target_needs"]["capabilities"] == ["skills", "subagents", "workspace.write"]
             preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
-            assert preview["status"] == "blocked"
-            assert [f["code"] for f in preview["failures"]] == ["migration_confirmation_required"]
-            assert preview["migration"]["invalidated_artifacts"] == ["workspace-manifest"]
+            assert preview.status == "blocked"
+            assert [f["code"] for f in preview.failures] == ["migration_confirmation_required"]
+            assert preview.wire["migration"]["invalidated_artifacts"] == ["workspace-manifest"]
             moved = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=True)
-            assert (moved["status"], moved["step"]["id"]) == ("active", "setup-workspace")
+            assert (moved.status, moved.step_id) == ("active", "setup-workspace")
             done = await migrating.run(moved)
-            assert done["status"] == "completed" and done["release"]["id"] == "research-decision@1.3.0"
+            assert done.status == "completed" and done.release == "research-decision@1.3.0"
             assert "decision-record" in migrating.record.steps_visited
 
     anyio.run(scenario)

@@ -51,7 +51,7 @@ async def _drive(clients: list[Client], project: Path) -> tuple[list[str], Recor
 
     run = harness(call, project, fail_once=frozenset({"decision-critic"}))
     final = await run.run(await run.start("research", initial_version="1.2.0"))
-    assert final["status"] == "completed"
+    assert final.status == "completed"
     return [status for _, status, _ in run.record.statuses], recorded
 
 

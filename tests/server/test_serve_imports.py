@@ -222,7 +222,7 @@ def test_a_serving_start_imports_only_what_listing_tools_needs_and_the_first_cal
                 started = await harness(client_caller(client), tmp_path / "p").start(
                     "research", initial_version="1.2.0"
                 )
-                assert started["release"]["id"] == "research-decision@1.2.0"
+                assert started.release == "research-decision@1.2.0"
                 return at_listing, imported(), listed
 
     at_listing, after_call, listed = anyio.run(scenario)

@@ -189,7 +189,7 @@ def test_keys_rotate_then_retire_keeps_old_checkpoints_until_retired(world: Serv
         async with Client(create_mcp_application(provider())) as client:
             run = harness(client_caller(client), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
-            return started["checkpoint"], run.state.projection()
+            return started.wire["checkpoint"], run.state.projection()
 
     async def resume(checkpoint: str, state: dict[str, Any]) -> types.CallToolResult:
         async with Client(create_mcp_application(provider())) as client:

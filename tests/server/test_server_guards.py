@@ -114,7 +114,7 @@ def test_migration_without_a_target_is_refused_as_a_structured_error(world: Serv
         result = await client.call_tool(
             "rimthan.continue_workflow",
             {
-                "checkpoint": started["checkpoint"],
+                "checkpoint": started.wire["checkpoint"],
                 "confirmed_state": run.state.projection(),
                 "migration": {"target_release": "research-decision@1.3.0", "confirmed_state": target, "confirm": True},
             },

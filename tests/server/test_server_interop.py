@@ -286,6 +286,6 @@ def test_http_sessions_issue_a_session_id_and_serve_both_eras(world: ServerWorld
                     started = await harness(client_caller(client), tmp_path / mode).start(
                         "research", initial_version="1.2.0"
                     )
-                    assert started["status"] == "active" and started["step"]["id"] == "setup-workspace"
+                    assert started.status == "active" and started.step_id == "setup-workspace"
 
         anyio.run(both_eras)

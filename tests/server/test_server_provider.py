@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from rimthan_host.harness import client_caller
+from rimthan_host.harness import RunResult, client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider, newest_release_dir
 from rimthan_workflow_mcp.server import create_mcp_application, runtime_state
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -159,13 +159,13 @@ def test_release_changed_on_disk_after_load_never_changes_what_is_served(world: 
     assert text_of(state.resources.read(uri)) == original
     assert provider.refresh().outcome == "unchanged"
 
-    async def start() -> dict[str, Any]:
+    async def start() -> RunResult:
         async with Client(create_mcp_application(provider)) as client:
             run = harness(client_caller(client), tmp_path / "p")
             return await run.start("research", initial_version="1.2.0")
 
     started = anyio.run(start)
-    assert started["step"]["instruction"]["text"] == original
+    assert started.step["instruction"]["text"] == original
 
 
 def test_migration_target_of_another_scope_is_refused_at_start(world: ServerWorld, tmp_path: Path) -> None:
@@ -214,7 +214,7 @@ def test_sighup_triggers_refresh_over_stdio(world: ServerWorld, tmp_path: Path, 
             async with stdio_client_for(args, errlog) as client:
                 pid = int(wait_for_line(lines, r"kill -HUP (\d+)").group(1))
                 before = await harness(client_caller(client), tmp_path / "a").start("research", initial_version="1.2.0")
-                assert before["release"]["id"] == "research-decision@1.2.0"
+                assert before.release == "research-decision@1.2.0"
                 world.publish("1.3.0", releases)
                 mark = len(lines())
                 os.kill(pid, signal.SIGHUP)
@@ -222,7 +222,7 @@ def test_sighup_triggers_refresh_over_stdio(world: ServerWorld, tmp_path: Path, 
                     lines, r'"event": "refresh done".*"trigger": "SIGHUP".*"outcome": "activated"', after=mark
                 )
                 after = await harness(client_caller(client), tmp_path / "b").start("research", initial_version="1.3.0")
-                assert after["release"]["id"] == "research-decision@1.3.0"
+                assert after.release == "research-decision@1.3.0"
 
     anyio.run(scenario)
 
@@ -246,7 +246,7 @@ def test_refresh_interval_rescans_the_releases_directory_over_http(world: Server
                 started = await harness(client_caller(client), tmp_path / "p").start(
                     "research", initial_version="1.3.0"
                 )
-                assert started["release"]["id"] == "research-decision@1.3.0"
+                assert started.release == "research-decision@1.3.0"
 
         anyio.run(check)
 

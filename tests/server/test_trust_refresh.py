@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from rimthan_host.harness import WorkflowHarness, client_caller
+from rimthan_host.harness import RunResult, WorkflowHarness, client_caller
 from rimthan_workflow_registry.release import load_trust, verify_release
 from support.oci import push
 from support.processes import HttpServer, http_server_process
@@ -210,7 +210,7 @@ def test_a_release_put_back_serves_its_pinned_runs_after_a_refresh(keys: Keys, t
     shared = ("--checkpoint-keys", str(tmp_path / "checkpoint-keys.json"))  # two replicas of one fleet
     run: WorkflowHarness | None = None
 
-    async def start(url: str) -> dict[str, Any]:
+    async def start(url: str) -> RunResult:
         nonlocal run
         async with http_client_for(url) as client:
             run = harness(client_caller(client), tmp_path / "project")
@@ -225,7 +225,7 @@ def test_a_release_put_back_serves_its_pinned_runs_after_a_refresh(keys: Keys, t
     with _serve(on_a, trust, *shared) as server:
         started = anyio.run(start, server.url)
     with _serve(on_b, trust, *shared) as server:
-        refused = anyio.run(resume, server.url, started["checkpoint"])
+        refused = anyio.run(resume, server.url, started.wire["checkpoint"])
         error = refused.structured_content["error"]
         assert (
             error["code"] == "pinned_release_unavailable"
@@ -236,7 +236,7 @@ def test_a_release_put_back_serves_its_pinned_runs_after_a_refresh(keys: Keys, t
         )
         _publish(keys, "1.2.0-old", on_b / "releases")  # the next step: put it back
         done = _refresh(server)
-        served = anyio.run(resume, server.url, started["checkpoint"])
+        served = anyio.run(resume, server.url, started.wire["checkpoint"])
     assert done["outcome"] == "unchanged" and done["active"] == "research-decision@1.3.0", done
     assert _events(done)["older release held for pinned runs"]["release"] == "research-decision@1.2.0"
     assert not served.is_error and served.structured_content["step"]["id"] == "setup-workspace", served

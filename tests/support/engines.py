@@ -242,7 +242,7 @@ def drive_migrated(engines: Engines, *, name: str) -> DrivenRun:
         result = await harness.run(await harness.start("research", initial_version="1.2.0"), until_step="select-route")
         clock.tick(5)  # the user re-confirms the state for the target release after the last checkpoint
         moved = await harness.migrate(result, "research-decision@1.3.0", "1.3.0", confirm=True)
-        assert moved["status"] == "active" and moved["release"]["id"] == "research-decision@1.3.0"
+        assert moved.status == "active" and moved.release == "research-decision@1.3.0"
         await harness.run(moved)
 
     run(go())

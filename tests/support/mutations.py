@@ -210,7 +210,7 @@ def migrate_to_a_protocol_answer(
         server.clock.tick(5)  # the user re-confirms the state for the target release after the last checkpoint
         await harness.migrate(result, release_id, version, confirm=False)
         moved = await harness.migrate(result, release_id, version, confirm=True)
-        if moved["status"] == "active":
+        if moved.status == "active":
             await harness.run(moved)
 
     with protocol_answers():

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.harness import WorkflowHarness
+from rimthan_host.harness import RunResult, WorkflowHarness
 from rimthan_host.protocol import HarnessError, client_caller
 from rimthan_host.runlog import RunLog
 
@@ -29,7 +28,7 @@ async def main(project: Path, run: str, mode: str, verifier: list[str]) -> int:
             client_caller(client), scenario(), project_dir=project, run_log=RunLog(project, run)
         ) as kit:
             try:
-                at: dict[str, Any] = (
+                at: RunResult = (
                     await kit.run(await kit.start("research", "1.3.0"), until_step="desk-research")
                     if mode == "start"
                     else await kit.session.resume()
@@ -37,9 +36,9 @@ async def main(project: Path, run: str, mode: str, verifier: list[str]) -> int:
             except HarnessError as refused:
                 print("REFUSED " + json.dumps(str(refused)), flush=True)
                 return 3
-            print(f"READY {(at.get('step') or {}).get('id')}", flush=True)
+            print(f"READY {at.step_id}", flush=True)
             await anyio.to_thread.run_sync(sys.stdin.readline)
-            print(f"DONE {(await kit.run(at))['status']}", flush=True)
+            print(f"DONE {(await kit.run(at)).status}", flush=True)
     return 0
 
 

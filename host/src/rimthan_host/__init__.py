@@ -15,6 +15,7 @@ See docs/host-kit.md.
 ``runlog``         ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state (an ungated
                    step's result kept whole: a resume shows it again, no move)
 ``positions``      an ungated step's result past 1 MiB, kept in a side file named by its digest, bound to its checkpoint
+``results``        what the moves return: :class:`RunResult` (where the run is), :class:`ValidationRound` (prepare)
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``harness``        the scripted harness: a session driven by a scenario (tests, demo, load, benchmarks)
 ``demo``           ``make demo``: a real SDK client walks the packaged workflow through the harness
@@ -42,3 +43,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``serve``          the ``rimthan-host serve`` command line (its options, then the verifier's words after ``--``)
 ``standin``        a scripted model (tests); ``agent_demo`` ``make agent-demo``
 """
+
+from .results import RunResult, ValidationRound
+
+__all__ = ["RunResult", "ValidationRound"]

@@ -28,6 +28,7 @@ from .protocol import (
     ToolRefused,
     VerifierLost,
 )
+from .results import wire
 from .runlog import new_run_id, run_summaries
 from .session import PositionUnknown
 from .step_replies import Reply, failure_codes
@@ -53,7 +54,7 @@ class Bridge(StepMoves, MigrationMoves):
         if isinstance(by, Reply):
             return by
         with self._candidate(new_run_id()) as session:
-            result = await session.start(workflow, facts, by=by)
+            result = wire(await session.start(workflow, facts, by=by))
             if result["status"] == "blocked":
                 lines = ["The run did not start. The verifier needs:", *failure_words(result["failures"])]
                 lines.append("Ask the user for what is missing and call start_run again with every fact.")
@@ -94,7 +95,7 @@ class Bridge(StepMoves, MigrationMoves):
         ]
         with self._candidate(run_id) as session:
             try:
-                result = await session.resume()  # (RunBusy, a HarnessError, if another session moves the run)
+                result = wire(await session.resume())  # (RunBusy, a HarnessError, if another session moves the run)
             except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
                 return position_unknown_reply(unknown)
             except (HarnessError, ToolRefused, VerifierLost):

@@ -20,6 +20,7 @@ from .protocol import (
     ResourceReader,
     ToolCaller,
 )
+from .results import wire
 from .runlog import RunLog, RunSummary, run_summaries
 from .session import HostSession
 from .step_replies import Reply, StepReplies, validators_waiting, where
@@ -179,14 +180,14 @@ class BridgeCore:
                 manifest = session.set_up_workspace()
             except AssetClash as exc:
                 return self._not_set_up(exc)
-            prepared = await session.prepare([manifest])
+            prepared = wire(await session.prepare([manifest]))
             if prepared["status"] != "ready_for_semantic_validation":
                 return Reply(
                     "\n".join(["Setting up the workspace failed:", *failure_words(prepared["failures"])]),
                     {"status": prepared["status"]},
                     True,
                 )
-            result = await session.submit()
+            result = wire(await session.submit())
             lines.append(installed_words(json.loads(manifest.text)["delivered"]))
         return await self.replies.describe(session, result, lines, elicits=self.elicits)
 

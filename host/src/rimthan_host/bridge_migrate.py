@@ -13,6 +13,7 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .protocol import (
     ToolRefused,
 )
+from .results import wire
 from .step_replies import Reply, failure_codes, reply
 from .words import (
     fact_message,
@@ -45,7 +46,7 @@ class MigrationMoves(BridgeCore):
             target = offered
         values = {**session.state.values, **facts}
         try:
-            preview = await session.migrate(target, values, confirm=False)
+            preview = wire(await session.migrate(target, values, confirm=False))
         except ToolRefused as exc:
             return Reply(
                 f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\n"
@@ -76,7 +77,7 @@ class MigrationMoves(BridgeCore):
                     is_error=True,
                 )
             by = BY_ELICITATION
-        migrated = await session.migrate(target, values, confirm=True, by=by)
+        migrated = wire(await session.migrate(target, values, confirm=True, by=by))
         if migrated["status"] != "active":
             return Reply("\n".join(["The migration was refused:", *failure_words(migrated["failures"])]), data, True)
         return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])

@@ -22,6 +22,7 @@ from .protocol import (
     ToolRefused,
 )
 from .reports import refused_report
+from .results import wire
 from .session import HostSession
 from .step_replies import Reply, failure_codes, misplaced, reply, validators_waiting
 from .words import (
@@ -78,7 +79,7 @@ class StepMoves(BridgeCore):
                     "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
             return reply(lines, data, True)
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
-        prepared_result = await session.prepare(session.read_outputs())
+        prepared_result = wire(await session.prepare(session.read_outputs()))
         if prepared_result["status"] == "deterministic_validation_failed":
             schemas = {
                 p: s.path
@@ -152,7 +153,7 @@ class StepMoves(BridgeCore):
     async def _submit(self, session: HostSession, lines: list[str]) -> Reply:
         """Submit the round; if the verifier refuses, discard what it refused so the model can redo it."""
         try:
-            result = await session.submit()
+            result = wire(await session.submit())
         except ToolRefused as exc:
             return await self._submit_refused(session, exc)
         return await self._go_on(result, lines)
@@ -216,5 +217,5 @@ class StepMoves(BridgeCore):
                 "Ask the user to choose one of them, then call answer_question with it exactly as written.",
             ]
             return reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
-        result = await session.advance({question["field"]: value}, by=by)
+        result = wire(await session.advance({question["field"]: value}, by=by))
         return await self._go_on(result, [f"Recorded {question['field']} = {quoted(value)} ({by})."])

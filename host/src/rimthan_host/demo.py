@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import anyio
 import click
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from .harness import CatalogueExamples, HarnessError, HarnessEvent, ToolRefused, WorkflowHarness, client_caller
+from .harness import (
+    CatalogueExamples,
+    HarnessError,
+    HarnessEvent,
+    RunResult,
+    ToolRefused,
+    WorkflowHarness,
+    client_caller,
+)
 
 WORKFLOW = "research"
 ROUTE = "desk-research"
@@ -92,7 +98,7 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
             on_event=_print_event,
         )
         first = await harness.start(WORKFLOW, initial_version=source)
-        instruction = first["step"]["instruction"]
+        instruction = first.step["instruction"]
         read = await client.read_resource(instruction["uri"])
         text = getattr(read.contents[0], "text", "")
         click.echo(f"  resource {instruction['uri']} read back: {len(text)} chars")
@@ -106,21 +112,21 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
         preview = await harness.migrate(result, f"research-decision@{target}", target, confirm=False)
         _show_preview(preview)
         migrated = await harness.migrate(result, f"research-decision@{target}", target, confirm=True)
-        if migrated["status"] != "active":
-            raise HarnessError(f"migration was not performed: {migrated['message']}")
+        if migrated.status != "active":
+            raise HarnessError(f"migration was not performed: {migrated.wire.get('message')}")
         await harness.run(migrated)
         _summary(harness, project)
     click.echo("\n== demo complete: both runs finished; the server exited with the client")
 
 
-def _show_preview(result: Mapping[str, Any]) -> None:
-    preview = result.get("migration") or {}
-    codes = ", ".join(f["code"] for f in result.get("failures") or [])
+def _show_preview(result: RunResult) -> None:
+    preview = result.migration or {}
+    codes = ", ".join(f["code"] for f in result.failures)
     click.echo(
         f"  preview: {preview.get('from', {}).get('release')} -> {preview.get('to', {}).get('release')}, "
         f"restart at {preview.get('restart_step')}; invalidates artifacts "
         f"{preview.get('invalidated_artifacts')} validators {preview.get('invalidated_validators')} "
-        f"({result['status']}: {codes})"
+        f"({result.status}: {codes})"
     )
 
 

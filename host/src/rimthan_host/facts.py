@@ -20,6 +20,7 @@ from rimthan_workflow_registry.errors import quoted
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .protocol import ToolRefused
+from .results import wire
 from .session import HostSession
 from .step_replies import Reply, reply, run_id_of
 from .words import fact_message
@@ -70,7 +71,7 @@ async def record_facts(
     if isinstance(by, Reply):
         return by
     try:
-        result = await session.advance(facts, by=by)
+        result = wire(await session.advance(facts, by=by))
     except ToolRefused as exc:
         if not facts:
             raise

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from rimthan_workflow_registry.canonical import sha256_hex
 
@@ -33,9 +33,9 @@ from .protocol import (
     ToolRefused,
     client_caller,
     failure_lines,
-    workflow_version,
 )
 from .reports import validator_key, validator_payload
+from .results import RunResult, ValidationRound
 from .runlog import RunLog
 from .session import EventSink, HarnessEvent, HostSession, RunRecord
 
@@ -54,9 +54,11 @@ __all__ = [
     "Review",
     "ReviewContext",
     "RunRecord",
+    "RunResult",
     "Scenario",
     "ToolCaller",
     "ToolRefused",
+    "ValidationRound",
     "WorkflowHarness",
     "WrittenFile",
     "client_caller",
@@ -228,7 +230,7 @@ class WorkflowHarness:
 
     async def start(
         self, workflow: str, workflow_version: str | None = None, *, initial_version: str | None = None
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Confirm the scenario's initial state and start ``workflow``.
 
         ``workflow_version``: start that version. Without it the verifier
@@ -248,40 +250,34 @@ class WorkflowHarness:
         if self.session.lock is not None:
             self.session.lock.acquire()  # (RunBusy before anything is sent, as for the start itself)
         empty = ConfirmedStateBook(self.session.clock).projection()
-        asked = await self.session.call_tool(
-            START, {"workflow": workflow, "confirmed_state": empty, "host": self.host.to_json()}
-        )
-        version = workflow_version(asked)
-        if asked["status"] != "blocked" or not version:
-            raise HarnessError(f"a start of {workflow} with no facts did not name its version: {failure_lines(asked)}")
-        return version
+        arguments = {"workflow": workflow, "confirmed_state": empty, "host": self.host.to_json()}
+        asked = RunResult.of(await self.session.call_tool(START, arguments))
+        if asked.status != "blocked" or not asked.workflow_version:
+            raise HarnessError(f"a start of {workflow} with no facts did not name its version: {_lines(asked)}")
+        return asked.workflow_version
 
-    async def run(
-        self, result: dict[str, Any], *, until_step: str | None = None, max_calls: int = 200
-    ) -> dict[str, Any]:
+    async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:
         """Follow results until ``completed`` (or until ``until_step`` is the current step)."""
         for _ in range(max_calls):
-            step = result.get("step") or {}
-            status = result["status"]
-            if status == "completed":
+            if result.status == "completed":
                 return result
-            if until_step is not None and step.get("id") == until_step:
+            if until_step is not None and result.step_id == until_step:
                 return result
-            if status == "input_required":
+            if result.status == "input_required":
                 result = await self._answer(result)
-            elif status in ("active", "advanced", "validation_failed") and step:
-                result = await (self._gated(result) if step["gated"] else self._ungated(result))
+            elif result.status in ("active", "advanced", "validation_failed") and result.step:
+                result = await (self._gated(result) if result.step["gated"] else self._ungated(result))
             else:
-                raise HarnessError(f"cannot go on from status {status!r}: {failure_lines(result)}")
+                raise HarnessError(f"cannot go on from status {result.status!r}: {_lines(result)}")
         raise HarnessError(f"the run did not complete within {max_calls} tool calls")
 
-    async def _ungated(self, result: dict[str, Any]) -> dict[str, Any]:
-        updates = self.scenario.updates(result["step"]["id"], workflow_version(result), self.state.values)
+    async def _ungated(self, result: RunResult) -> RunResult:
+        updates = self.scenario.updates(str(result.step_id), result.workflow_version, self.state.values)
         return _expect(await self.session.advance(updates), {"active", "input_required", "completed"})
 
-    async def _answer(self, result: dict[str, Any]) -> dict[str, Any]:
-        question = result["question"]
-        value = self.scenario.answer(question, workflow_version(result))
+    async def _answer(self, result: RunResult) -> RunResult:
+        question = result.question or {}
+        value = self.scenario.answer(question, result.workflow_version)
         self._emit(
             HarnessEvent(
                 "answer",
@@ -292,29 +288,27 @@ class WorkflowHarness:
         answered = await self.session.advance({question["field"]: value})
         return _expect(answered, {"active", "input_required", "completed"})
 
-    async def _gated(self, result: dict[str, Any]) -> dict[str, Any]:
+    async def _gated(self, result: RunResult) -> RunResult:
         """Write, attest, prepare, review, submit - repairing until the step advances."""
-        step = result["step"]
+        step = result.step
         findings: list[Mapping[str, Any]] = []
         for attempt in range(self.max_repairs + 1):
             if attempt:
                 self._emit(HarnessEvent("repair", f"repairing {step['id']} after {len(findings)} finding(s)"))
-            artifacts = self._produce(step, workflow_version(result), attempt, findings)
+            artifacts = self._produce(step, result.workflow_version, attempt, findings)
             prepared = await self.session.prepare(artifacts)
-            if prepared["status"] == "deterministic_validation_failed":
-                raise HarnessError(f"step {step['id']}: deterministic validation failed: {failure_lines(prepared)}")
+            if prepared.status == "deterministic_validation_failed":
+                raise HarnessError(f"step {step['id']}: deterministic validation failed: {_lines(prepared)}")
             _expect(prepared, {"ready_for_semantic_validation"})
-            for summary in prepared["validators"]:
-                self._review(step, summary, workflow_version(result), artifacts)
+            for summary in prepared.validators:
+                self._review(step, summary, result.workflow_version, artifacts)
             submitted = await self.session.submit()
-            if submitted["status"] != "validation_failed":
+            if submitted.status != "validation_failed":
                 return _expect(submitted, {"advanced", "input_required", "completed"})
-            findings = list(submitted["findings"])
+            findings = list(submitted.findings)
         raise HarnessError(f"step {step['id']} still fails validation after {self.max_repairs} repairs")
 
-    async def migrate(
-        self, result: dict[str, Any], target_release: str, target_version: str, *, confirm: bool
-    ) -> dict[str, Any]:
+    async def migrate(self, result: RunResult, target_release: str, target_version: str, *, confirm: bool) -> RunResult:
         """Ask for a migration preview (``confirm=False``) or perform it (``confirm=True``).
 
         The target state comes from the scenario and every field is confirmed
@@ -365,7 +359,14 @@ class WorkflowHarness:
         )
 
 
-def _expect(result: dict[str, Any], statuses: set[str]) -> dict[str, Any]:
-    if result["status"] not in statuses:
-        raise HarnessError(f"expected {sorted(statuses)}, got {result['status']}: {failure_lines(result)}")
+_Result = TypeVar("_Result", RunResult, ValidationRound)
+
+
+def _expect(result: _Result, statuses: set[str]) -> _Result:
+    if result.status not in statuses:
+        raise HarnessError(f"expected {sorted(statuses)}, got {result.status}: {_lines(result)}")
     return result
+
+
+def _lines(result: RunResult | ValidationRound) -> str:
+    return failure_lines(result.wire)

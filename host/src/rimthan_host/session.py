@@ -36,6 +36,7 @@ from .protocol import (
     ToolCaller,
 )
 from .reports import findings_problem, validator_key, validator_report
+from .results import RunResult, ValidationRound
 from .run_lock import RunLock
 from .runlog import RunLog, kept_position
 from .session_record import EventSink as EventSink  # (re-exported: the harness's and the bridge's names)
@@ -208,7 +209,7 @@ class HostSession:
 
     async def start(
         self, workflow: str, values: Mapping[str, Any], *, workflow_version: str | None = None, by: str = BY_SCRIPT
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Confirm ``values`` and start ``workflow`` (:class:`~rimthan_host.run_lock.RunBusy` if another holds it)."""
         if self.lock is not None:
             self.lock.acquire()
@@ -221,9 +222,9 @@ class HostSession:
         }
         if workflow_version is not None:
             arguments["workflow_version"] = workflow_version
-        return await self.call(START, arguments)
+        return RunResult.of(await self.call(START, arguments))
 
-    async def advance(self, updates: Mapping[str, Any] | None = None, *, by: str = BY_SCRIPT) -> dict[str, Any]:
+    async def advance(self, updates: Mapping[str, Any] | None = None, *, by: str = BY_SCRIPT) -> RunResult:
         """``continue_workflow`` from the current checkpoint, with confirmed ``updates`` (answers) if any.
 
         The updates are taken into the confirmed state only if the verifier
@@ -237,7 +238,7 @@ class HostSession:
                 proposed.confirm(name, value, by)
                 self._emit(HarnessEvent("confirm", f"user confirmed {name} ({by})", {"field": name}))
             arguments["next_confirmed_state"] = proposed.projection()
-        return await self.call(CONTINUE, arguments, proposed=proposed)
+        return RunResult.of(await self.call(CONTINUE, arguments, proposed=proposed))
 
     # -- gated steps ----------------------------------------------------------------------
 
@@ -285,7 +286,7 @@ class HostSession:
         self.record.written[written.artifact_id] = written  # (evidence once the verifier takes it: submit)
         self._emit(HarnessEvent("write", f"wrote {written.path} ({written.size} bytes, {written.write})"))
 
-    async def prepare(self, artifacts: Sequence[WrittenFile]) -> dict[str, Any]:
+    async def prepare(self, artifacts: Sequence[WrittenFile]) -> ValidationRound:
         """``prepare_step_validation`` for the attested files; on success the validators to run are pending."""
         step = self.step
         self.record.validation_rounds[step["id"]] = self.record.validation_rounds.get(step["id"], 0) + 1
@@ -303,7 +304,7 @@ class HostSession:
             self.prepared = Prepared(list(artifacts), prepared["validation_bundle"], list(prepared["validators"]))
         else:
             self.prepared = None
-        return prepared
+        return ValidationRound.of(prepared)
 
     def verdict(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]] = ()) -> None:
         """Record one validator's verdict (``validator-id@version``) for the prepared bundle."""
@@ -335,7 +336,7 @@ class HostSession:
             if validator_key(s) in verdicts
         ]
 
-    async def submit(self) -> dict[str, Any]:
+    async def submit(self) -> RunResult:
         """``submit_step_validation`` with every recorded verdict."""
         prepared = self.prepared
         if prepared is None or prepared.pending:
@@ -352,13 +353,13 @@ class HostSession:
             accepted=prepared.artifacts,
         )
         self.prepared = None
-        return result
+        return RunResult.of(result)
 
     # -- migration ------------------------------------------------------------------------
 
     async def migrate(
         self, target_release: str, target_values: Mapping[str, Any], *, confirm: bool, by: str = BY_SCRIPT
-    ) -> dict[str, Any]:
+    ) -> RunResult:
         """Preview (``confirm=False``) or perform a migration; every target field is confirmed afresh."""
         prior = self.state.projection()
         target = ConfirmedStateBook(self.clock)
@@ -382,7 +383,7 @@ class HostSession:
                 {"preview": migrated.get("migration")},
             )
         )
-        return migrated
+        return RunResult.of(migrated)
 
     # -- resume ---------------------------------------------------------------------------
 
@@ -417,7 +418,7 @@ class HostSession:
             logged=logged,
         )
 
-    async def resume(self) -> dict[str, Any]:
+    async def resume(self) -> RunResult:
         """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.
 
         The run stays where its log ends. An ungated step is shown again from
@@ -433,7 +434,7 @@ class HostSession:
         held = self.lock.held
         self.lock.acquire()  # (RunBusy, nothing read or sent, if another session holds the run)
         try:
-            return await self._resume(self.run_log)
+            return RunResult.of(await self._resume(self.run_log))
         except BaseException:
             if not held:  # (a session that held the run before this resume keeps it)
                 self.close()

@@ -1,0 +1,109 @@
+"""What a session's or a harness's move returns: typed results, the verifier's answer kept whole beside them.
+
+Two kinds of operation, one type each. :class:`RunResult` answers every move
+of the run (``start``, ``advance``, ``submit``, ``migrate``, ``resume``; the
+harness's ``start``, ``run`` and ``migrate``): where the run is now.
+:class:`ValidationRound` answers ``prepare``: the validators to run, or why
+the files were refused. Both keep the verifier's result exactly as it sent
+it in ``wire`` (the bridge reads that, so its own output is unchanged); the
+opaque values a host carries (checkpoint, validation bundle) are only there,
+and the session carries them itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def _part(wire: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = wire.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _listed(wire: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any], ...]:
+    value = wire.get(key)
+    return tuple(item for item in value if isinstance(item, Mapping)) if isinstance(value, list) else ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Where a run is after a move.
+
+    ``status``: the verifier's (``active``, ``advanced``, ``input_required``,
+    ``validation_failed``, ``blocked``, ``completed``...). ``release``: the id of
+    the release the run is on (``research-decision@1.3.0``). ``workflow`` and
+    ``workflow_version``: the run's workflow. ``step``: the step the run is at as the verifier describes it (id,
+    title, ``gated``, instruction, ``outputs``...; empty when there is none, a
+    completed run) and ``step_id`` its id (``None`` then). ``question``: the
+    question waiting (``field``, ``prompt``, ``choices``) for ``input_required``.
+    ``findings``: the validators' findings of a refused round
+    (``validation_failed``). ``failures``: why the verifier refused the move
+    (``blocked``: each with its ``code`` and ``message``). ``migration``: the
+    migration the verifier previews or offers, if any. ``wire``: the result as
+    the verifier sent it.
+    """
+
+    status: str
+    release: str
+    workflow: str
+    workflow_version: str
+    step: Mapping[str, Any]
+    step_id: str | None
+    question: Mapping[str, Any] | None
+    findings: tuple[Mapping[str, Any], ...]
+    failures: tuple[Mapping[str, Any], ...]
+    migration: Mapping[str, Any] | None
+    wire: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> RunResult:
+        step, workflow = _part(wire, "step"), _part(wire, "workflow")
+        return cls(
+            status=str(wire["status"]),
+            release=str(_part(wire, "release").get("id") or ""),
+            workflow=str(workflow.get("id") or ""),
+            workflow_version=str(workflow.get("version") or ""),
+            step=step,
+            step_id=str(step["id"]) if step.get("id") else None,
+            question=_part(wire, "question") or None,
+            findings=_listed(wire, "findings"),
+            failures=_listed(wire, "failures"),
+            migration=_part(wire, "migration") or None,
+            wire=wire,
+        )
+
+
+@dataclass(frozen=True)
+class ValidationRound:
+    """The verifier's answer to ``prepare``: the step's files checked, and the validators to run.
+
+    ``status``: ``ready_for_semantic_validation`` (run each of ``validators``:
+    ``validator_id``, ``version``, ``subagent``..., then record a verdict for
+    each and submit) or ``deterministic_validation_failed`` (``failures``: each
+    file refused, with its ``code``, ``message`` and ``artifact_id``). ``ready``:
+    whether the validators wait for verdicts. ``wire``: the result as the
+    verifier sent it.
+    """
+
+    status: str
+    validators: tuple[Mapping[str, Any], ...]
+    failures: tuple[Mapping[str, Any], ...]
+    wire: Mapping[str, Any]
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready_for_semantic_validation"
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> ValidationRound:
+        return cls(str(wire["status"]), _listed(wire, "validators"), _listed(wire, "failures"), wire)
+
+
+def wire(result: RunResult | ValidationRound) -> dict[str, Any]:
+    """The verifier's result as it sent it (a copy): what the bridge makes its words and data from."""
+    return dict(result.wire)
+
+
+__all__ = ["RunResult", "ValidationRound", "wire"]
