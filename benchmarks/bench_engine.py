@@ -70,7 +70,7 @@ from rimthan_workflow_registry.run.token_wire import claims_payload
 from .fixtures import BenchKeys
 from .profiling import profile_call
 from .report import Figure
-from .synthetic import LONG_WORKFLOW, LongSpec, long_initial_state, note_id, step_id
+from .synthetic import LONG_WORKFLOW, LONG_WORKFLOW_VERSION, LongSpec, long_initial_state, note_id, step_id
 
 TARGET_RATIO = 1.5
 TARGET_BYTES_PER_RECEIPT = 150.0
@@ -126,7 +126,7 @@ def drive(module: WorkflowEngineQueryModule, project: Path, steps: int) -> list[
 
     async def go() -> RunResult:
         harness = WorkflowHarness(call, LongScenario(), project_dir=project)
-        return await harness.run(await harness.start(LONG_WORKFLOW), max_calls=4 * steps + 20)
+        return await harness.run(await harness.start(LONG_WORKFLOW, LONG_WORKFLOW_VERSION), max_calls=4 * steps + 20)
 
     final = asyncio.run(go())
     if final.status != "completed":

@@ -31,6 +31,7 @@ BASE_SOURCE = REPO_ROOT / "catalogues" / "research-decision" / "1.2.0"
 DATA_DIR = "data/synthetic"
 FILES_PER_DIR = 100
 LONG_WORKFLOW = "long-synthetic"
+LONG_WORKFLOW_VERSION = "1.0.0"
 LONG_WORKFLOW_FILE = f"workflows/{LONG_WORKFLOW}.toml"
 LONG_ALIAS = "long"
 LONG_SUBAGENT = "reviewer"
@@ -182,7 +183,7 @@ def _long_workflow(steps: int, base: Path) -> dict[str, Any]:
         gated.append(step)
     return {
         "id": LONG_WORKFLOW,
-        "version": "1.0.0",
+        "version": LONG_WORKFLOW_VERSION,
         "owner": "rimthan.research",
         "title": "Long synthetic workflow",
         "summary": f"Benchmark workflow: {steps} gated steps in a line, each with one note and its own validator.",
