@@ -33,7 +33,7 @@ from .protocol import HarnessError
 from .runlog import RunLog, make_runs_dir
 from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner, same_file
 
-_ATTEMPTS = 8  # lock files removed under an acquire, one after another, before it stops trying (RunLockLost)
+_ATTEMPTS = 8  # lock files removed under an acquire, one after another, before it stops trying (RunBusy)
 
 
 class RunBusy(HarnessError):
@@ -92,8 +92,8 @@ class RunLock:
             self._fd = self._take()
             if self._fd is not None:
                 return
-        if self._fd is None:  # (the file removed or replaced under every attempt: another session moves the run)
-            raise RunLockLost(self.run)
+        if self._fd is None:  # (taken and let go under every attempt: other sessions are moving the run)
+            raise RunBusy(self.run, Owner(pid=None, run=self.run))
 
     def _take(self) -> int | None:
         """The lock file at the path, locked here; None if that file was removed or replaced meanwhile."""
