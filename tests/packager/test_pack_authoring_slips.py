@@ -1,6 +1,9 @@
 """Slips a catalogue author makes that ``rimthan-pack build`` must name precisely: a TOML syntax or encoding error
 (the file, line and column to fix), a version folder whose catalogue says another version or another name than
-its parent folder's, editor backups.
+its parent folder's, editor backups; and those of a first catalogue, each refused with a `next:` line that fixes
+it as written (then applied, and the source builds): a JSON Schema that does not parse (the file, line and
+column), a misspelt TOML key (the key it meant), a validator's subagent setup-workspace does not deliver (where
+to list it).
 
 Every test drives the installed console script in a subprocess (what the
 author types), on a source ``rimthan-pack init`` made and real keys.
@@ -249,3 +252,106 @@ def test_every_leftover_is_named_in_the_one_refusal(scaffold: Path, signer: KeyP
     for name in names:
         (source / name).unlink()
     assert pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel").returncode == 0
+
+
+# --------------------------------------------------------------------------- a first catalogue's slips
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text("utf-8")
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1), "utf-8")
+
+
+def _refused(source: Path, signer: KeyPair, out: Path) -> Refusal:
+    built = pack("build", source, "--key", signer.private_path, "--out", out)
+    assert built.returncode == 1, built.stdout
+    return refusal(built.stderr)
+
+
+def _builds(source: Path, signer: KeyPair, out: Path) -> None:
+    built = pack("build", source, "--key", signer.private_path, "--out", out)
+    assert built.returncode == 0, built.stderr
+
+
+def test_a_json_schema_that_does_not_parse_names_the_file_line_and_column(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    source = _copy(scaffold, tmp_path)
+    schema = source / "schemas" / "summary.schema.json"
+    _edit(schema, '"additionalProperties": false,', '"additionalProperties": false')  # the comma forgotten
+
+    said = _refused(source, signer, tmp_path / "rel")
+
+    assert said.error.startswith(f"error: schema_invalid: {schema}: not valid JSON: Expecting ',' delimiter")
+    assert said.next == (
+        "fix the JSON syntax in schemas/summary.schema.json at line 6, column 3, or just before it "
+        "(a missing or extra comma is reported at the token after it)"
+    )
+    _edit(schema, '"additionalProperties": false', '"additionalProperties": false,')
+    _builds(source, signer, tmp_path / "rel")
+
+
+# (file, the text as it should be, the table the next step names, the text as misspelt, a required key?)
+MISSPELT = [
+    ("workflows/my-flow.toml", "confirmed_state_schema = ", "", "confirmed_schema = ", True),
+    ("catalogue.toml", "[catalogue]", "", "[catalog]", True),
+    ("workflows/my-flow.toml", "media_type = ", " (steps[0].outputs[0])", "mediatype = ", True),
+    ("workflows/my-flow.toml", "validators = [", " (steps[2])", "validator = [", False),
+    ("adapters/claude-code.toml", "subagent = ", " ([paths])", "sub_agent = ", True),
+]
+
+
+def _key(text: str) -> str:
+    return text.strip("[ =]")
+
+
+@pytest.mark.parametrize(("name", "right", "table", "wrong", "required"), MISSPELT)
+def test_a_misspelt_key_is_named_with_the_key_it_meant(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, name: str, right: str, table: str, wrong: str, required: bool
+) -> None:
+    source = _copy(scaffold, tmp_path)
+    _edit(source / name, right, wrong)
+
+    said = _refused(source, signer, tmp_path / "rel")
+
+    meant, written = _key(right), _key(wrong)
+    if required:
+        assert said.error.endswith(f": missing required key {meant!r} (found {written!r} instead, a misspelling?)")
+    else:
+        assert f": unknown key(s) {written} (a misspelling? " in said.error and f"{meant!r}" in said.error
+    assert said.next == f"in {name}{table}, rename {written!r} to {meant!r}"
+    _edit(source / name, wrong, right)
+    _builds(source, signer, tmp_path / "rel")
+
+
+def test_a_key_like_no_other_keeps_the_general_next_step(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    source = _copy(scaffold, tmp_path)
+    _edit(source / "catalogue.toml", "[scope]", "colour = 1\n\n[scope]")
+
+    said = _refused(source, signer, tmp_path / "rel")
+
+    assert said.error.endswith(
+        ": [catalogue]: unknown key(s) colour (a misspelling? [catalogue] takes 'description', 'name', 'title', "
+        "'version')"
+    )
+    assert said.next == "fix the named TOML key in the catalogue source (docs/catalogue-format.md)"
+
+
+def test_a_validator_subagent_setup_does_not_deliver_says_where_to_list_it(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    source = _copy(scaffold, tmp_path)
+    workflow = source / "workflows" / "my-flow.toml"
+    _edit(workflow, '    "reviewer",\n]\nnext = "plan"', '    "reveiwer",\n]\nnext = "plan"')
+
+    said = _refused(source, signer, tmp_path / "rel")
+
+    assert said.error == (
+        f"error: first_step_not_setup: {workflow}: workflow my-flow@0.1.0: setup-workspace must deliver every "
+        "subagent a validator runs as; add reviewer to its host_assets (it names 'reveiwer', which no asset is: "
+        "a misspelling?)"
+    )
+    assert said.next == "in workflows/my-flow.toml, list 'reviewer' in the host_assets of step setup-workspace"
+    _edit(workflow, '"reveiwer"', '"reviewer"')
+    _builds(source, signer, tmp_path / "rel")

@@ -8,6 +8,7 @@ silently ignored. Files are size- and depth-limited before they are parsed
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -56,13 +57,15 @@ class _Table:
         if not isinstance(data, dict):
             raise _error(path, f"{where} must be a table")
         self._data = dict(data)
+        self._asked: list[str] = []  # every key this table takes, for naming the one a misspelt key meant
         self.where = where
         self.path = path
 
     def _get(self, key: str, kind: type | tuple[type, ...], required: bool, default: Any) -> Any:
+        self._asked.append(key)
         if key not in self._data:
             if required:
-                raise _error(self.path, f"{self.where}: missing required key {key!r}")
+                raise self._missing(key)
             return default
         value = self._data.pop(key)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
@@ -112,7 +115,36 @@ class _Table:
     def done(self) -> None:
         if self._data:
             unknown = ", ".join(sorted(self._data))
-            raise _error(self.path, f"{self.where}: unknown key(s) {unknown}")
+            meant = {key: _closest(key, self._asked) for key in sorted(self._data)}
+            renames = [f"{key!r} to {name!r}" for key, name in meant.items() if name is not None]
+            hint = f" (a misspelling? {self.where} takes {', '.join(repr(k) for k in sorted(set(self._asked)))})"
+            raise _error(
+                self.path,
+                f"{self.where}: unknown key(s) {unknown}" + (hint if self._asked else ""),
+                self._rename(", ".join(renames)) if renames else None,
+            )
+
+    def _missing(self, key: str) -> CatalogueError:
+        """A required key is absent: name the key written in its place, if one looks like a misspelling of it."""
+        written = _closest(key, [k for k in self._data if k not in self._asked])
+        if written is None:
+            return _error(self.path, f"{self.where}: missing required key {key!r}")
+        return _error(
+            self.path,
+            f"{self.where}: missing required key {key!r} (found {written!r} instead, a misspelling?)",
+            self._rename(f"{written!r} to {key!r}"),
+        )
+
+    def _rename(self, renames: str) -> str:
+        """The next step for a misspelt key: the file, the table when it is not the file's top level, the renames."""
+        table = f" ({self.where})" if "[" in self.where else ""
+        return f"in {self.path}{table}, rename {renames}"
+
+
+def _closest(key: str, names: list[str]) -> str | None:
+    """The one of ``names`` that ``key`` most likely misspells (``None`` if none is close)."""
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def _error(path: str, message: str, next_step: str | None = None) -> CatalogueError:

@@ -311,11 +311,15 @@ def check_first_step(workflow: WorkflowDefinition) -> None:
         )
     undelivered = sorted({v.subagent for v in workflow.validators} - set(setup.host_assets))
     if undelivered:
+        unknown = sorted(set(setup.host_assets) - {a.id for a in workflow.assets})
         raise CatalogueError(
             FailureCode.FIRST_STEP_NOT_SETUP,
             f"workflow {workflow.key}: setup-workspace must deliver every subagent a validator runs as; "
-            f"add {', '.join(undelivered)} to its host_assets",
+            f"add {', '.join(undelivered)} to its host_assets"
+            + (f" (it names {', '.join(map(repr, unknown))}, which no asset is: a misspelling?)" if unknown else ""),
             path=workflow.source,
+            next_step=f"in {workflow.source}, list {', '.join(map(repr, undelivered))} in the host_assets of step "
+            f"{SETUP_STEP_ID}",
         )
 
 

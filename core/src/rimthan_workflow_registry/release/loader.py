@@ -8,12 +8,13 @@ the catalogue rules: a catalogue that builds is a catalogue that loads.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import parse_strict_json
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_routes as routes
@@ -180,4 +181,27 @@ def _schema_document(data: bytes, path: str) -> Any:
             f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}",
             path=path,
         )
-    return parse_strict_json(data, where=path, code=FailureCode.SCHEMA_INVALID)
+    try:
+        return parse_strict_json(data, where=path, code=FailureCode.SCHEMA_INVALID)
+    except RegistryError as exc:
+        at = _json_syntax_error_at(data)
+        if at is None:
+            raise
+        raise CatalogueError(
+            exc.code,
+            exc.message,
+            path=path,
+            next_step=f"fix the JSON syntax in {path} at {at}, or just before it (a missing or extra comma "
+            "is reported at the token after it)",
+        ) from None
+
+
+def _json_syntax_error_at(data: bytes) -> str | None:
+    """Where JSON syntax breaks in ``data`` (``line L, column C``), or ``None`` if that is not what is wrong."""
+    try:
+        json.loads(data.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        return f"line {exc.lineno}, column {exc.colno}"
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return None
