@@ -3,7 +3,7 @@
 its parent folder's, editor backups; and those of a first catalogue, each refused with a `next:` line that fixes
 it as written (then applied, and the source builds): a JSON Schema that does not parse (the file, line and
 column), a misspelt TOML key (the key it meant), a validator's subagent setup-workspace does not deliver (where
-to list it).
+to list it), rebuilding a version folder already released (copy it to a new version folder, not bump in place).
 
 Every test drives the installed console script in a subprocess (what the
 author types), on a source ``rimthan-pack init`` made and real keys.
@@ -355,3 +355,32 @@ def test_a_validator_subagent_setup_does_not_deliver_says_where_to_list_it(
     assert said.next == "in workflows/my-flow.toml, list 'reviewer' in the host_assets of step setup-workspace"
     _edit(workflow, '"reveiwer"', '"reviewer"')
     _builds(source, signer, tmp_path / "rel")
+
+
+def test_rebuilding_a_released_version_folder_says_to_copy_it_to_a_new_one(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Bumping [catalogue].version in place would be refused too (the folder names the old version)."""
+    source, out = _copy(scaffold, tmp_path), tmp_path / "rel"
+    _builds(source, signer, out)
+    _edit(source / "assets" / "instructions" / "plan.md", "\n", "\nAlso list the risks.\n")
+
+    said = _refused(source, signer, out)
+
+    new = tmp_path / "my-flow" / "0.1.1"
+    assert said.error == (
+        f"error: release_exists: {out / 'my-flow-0.1.0'}: a release with this name and version already exists; "
+        "releases are immutable"
+    )
+    assert said.next == (
+        f"releases are immutable: copy the source to a new version folder (cp -r {source} {new}), "
+        'set version = "0.1.1" under [catalogue] in its catalogue.toml, and build that'
+    )
+    shutil.copytree(source, new)
+    _edit(new / "catalogue.toml", 'version = "0.1.0"', 'version = "0.1.1"')
+    _builds(new, signer, out)
+    assert sorted(p.name for p in out.iterdir()) == ["my-flow-0.1.0", "my-flow-0.1.1"]
+    # a source in a folder named as no version: bumping its catalogue.toml is the whole step
+    draft = tmp_path / "draft"
+    shutil.copytree(new, draft)
+    assert _refused(draft, signer, out).next == "releases are immutable: bump version in catalogue.toml and build again"

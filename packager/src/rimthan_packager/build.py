@@ -47,7 +47,7 @@ from rimthan_workflow_registry.remediation import io_refusal
 
 from .fsutil import create_file, fsync_dir, make_work_dir, rename_no_replace
 from .interrupt import out_taken_back_on_failure, signals_held
-from .layout import refuse_folder_mismatch
+from .layout import new_version_step, refuse_folder_mismatch
 from .signing import SigningKey
 from .source import SourceFiles, read_source
 from .staging import Copied, copy_catalogue, make_durable
@@ -140,7 +140,7 @@ def _build_into(
     """Write, sign, check and publish the release in ``out`` (which exists); a failure removes the work dir."""
     catalogue = loaded.catalogue
     dest = out / f"{catalogue.name}-{catalogue.version}"
-    _refuse_existing(dest)
+    _refuse_existing(dest, source, catalogue.version)
     made: list[Path] = []
     try:
         with signals_held():  # the work directory is recorded before a signal can stop the build
@@ -164,7 +164,7 @@ def _build_into(
         try:
             rename_no_replace(work, dest)
         except FileExistsError:
-            raise _exists(dest) from None
+            raise _exists(dest, source, catalogue.version) from None
         fsync_dir(out)
     except BaseException as exc:
         import shutil  # only a failed build removes its work directory
@@ -206,17 +206,18 @@ def _refuse_output_in_source(source: Path, out: Path) -> None:
         )
 
 
-def _exists(dest: Path) -> RegistryError:
+def _exists(dest: Path, source: SourceFiles, version: str) -> RegistryError:
     return RegistryError(
         FailureCode.RELEASE_EXISTS,
         "a release with this name and version already exists; releases are immutable",
         path=str(dest),
+        next_step=new_version_step(source.root, version),
     )
 
 
-def _refuse_existing(dest: Path) -> None:
+def _refuse_existing(dest: Path, source: SourceFiles, version: str) -> None:
     if dest.exists() or dest.is_symlink():
-        raise _exists(dest)
+        raise _exists(dest, source, version)
 
 
 # The release was discarded, so the table's advice (co-sign RELEASE) would point at nothing.

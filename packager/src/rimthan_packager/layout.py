@@ -79,3 +79,20 @@ def _mismatch(root: Path, message: str, next_step: str) -> CatalogueError:
     return CatalogueError(
         FailureCode.CATALOGUE_INVALID, message, path=str(root / "catalogue.toml"), next_step=next_step
     )
+
+
+def new_version_step(root: Path, version: str) -> str | None:
+    """What to do when ``root``'s version is already built, for a version folder (``None`` for any other source).
+
+    Bumping ``[catalogue].version`` in place would be refused (the folder names the old version), and the
+    old version's source is what its release was built from: the new version is a copy in a folder of its own.
+    """
+    if version_folder(root) is None:
+        return None
+    core = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", version)
+    bumped = f"{core[1]}.{core[2]}.{int(core[3]) + 1}" if core else "NEW_VERSION"
+    here, copy = (shlex.quote(str(folder)) for folder in (root.absolute(), root.absolute().parent / bumped))
+    return (
+        f"releases are immutable: copy the source to a new version folder (cp -r {here} {copy}), "
+        f'set version = "{bumped}" under [catalogue] in its catalogue.toml, and build that'
+    )
