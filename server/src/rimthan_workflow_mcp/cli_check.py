@@ -6,12 +6,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rimthan_clikit import epilog, guard
+from rimthan_clikit import epilog, guard, warn
+from rimthan_workflow_registry.errors import FailureCode
 
 from .cli_keys import check_state_dir, trust_option
 from .logs import configure_logging
 
 if TYPE_CHECKING:
+    from rimthan_workflow_registry.release import VerifiedRelease
+
     from .provider import ReleaseProvider
 
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
         exits=(
             "Exit status:",
             "  0  serve would load it: one `ok <release> <manifest digest> signed by ...` line per release on stdout",
+            "     (with --migration-target, a `warning:` line on stderr per workflow whose runs could not migrate)",
             "  1  serve would refuse it: one line on stderr names the code, the file and what to do next",
             "  2  usage mistake",
         ),
@@ -90,3 +94,31 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     for loaded in provider.held.values():
         signers = ", ".join(trust_store.describe(k) for k in loaded.release.signer_key_ids)
         click.echo(f"ok {loaded.release.release_id} {loaded.digest} signed by {signers}")
+    if provider.migration_target is not None:
+        _warn_migration_gaps(provider.active.release, provider.migration_target.release)
+
+
+def _warn_migration_gaps(src: VerifiedRelease, dst: VerifiedRelease) -> None:
+    """One warning per workflow whose runs could not migrate to the target (serve would load both all the same)."""
+    from .migration import migration_gaps
+
+    where = str(dst.root / "manifest.json")
+    for gap in migration_gaps(src, dst):
+        wf = gap.workflow
+        if gap.target is None:
+            warn(
+                FailureCode.WORKFLOW_NOT_FOUND,
+                where,
+                f"runs of workflow {wf.key} cannot migrate: release {dst.release_id} has no workflow {wf.id}",
+                f"nothing to do if {wf.id} was dropped on purpose; otherwise add it back to the target's source "
+                "at a newer version and build a new release",
+            )
+        else:
+            warn(
+                FailureCode.MIGRATION_NOT_NEWER,
+                where,
+                f"runs of workflow {wf.key} cannot migrate: release {dst.release_id} has workflow {gap.target.key}, "
+                "not a newer version",
+                f"in the target's source, give {wf.id} a newer version than {wf.version} (version in "
+                f"{gap.target.source}) and build it as a new release",
+            )

@@ -34,7 +34,7 @@ from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult
 if TYPE_CHECKING:
     from .workflow_engine import WorkflowEngineQueryModule
 
-__all__ = ["Departure", "accept", "depart", "offer"]
+__all__ = ["Departure", "MigrationGap", "accept", "depart", "migration_gaps", "offer"]
 
 
 @dataclass(frozen=True)
@@ -180,3 +180,23 @@ def _target_workflow(
     """The target's version ``version`` of ``workflow``, or (``None``) its newest as ``newest_version`` picks it."""
     candidates = [w for w in dst.catalogue.workflows if w.id == workflow.id]
     return newest_version([w for w in candidates if w.version == version] if version else candidates)
+
+
+@dataclass(frozen=True)
+class MigrationGap:
+    """A workflow of the source release whose runs no migration to the target can take."""
+
+    workflow: WorkflowDefinition  # the source's
+    target: WorkflowDefinition | None  # the target's newest version of it (not newer), or None: the target has none
+
+
+def migration_gaps(src: VerifiedRelease, dst: VerifiedRelease) -> tuple[MigrationGap, ...]:
+    """Every workflow of ``src`` whose runs would be refused migrating to ``dst`` by ``_check_target``'s last two
+    rules (``workflow_not_found``, ``migration_not_newer``): what ``rimthan-mcp check`` tells a release engineer
+    before a user meets it."""
+    gaps = []
+    for workflow in src.catalogue.workflows:
+        target = _target_workflow(dst, workflow, None)
+        if target is None or semver_key(target.version) <= semver_key(workflow.version):
+            gaps.append(MigrationGap(workflow, target))
+    return tuple(gaps)
