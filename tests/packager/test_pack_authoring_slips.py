@@ -384,3 +384,32 @@ def test_rebuilding_a_released_version_folder_says_to_copy_it_to_a_new_one(
     draft = tmp_path / "draft"
     shutil.copytree(new, draft)
     assert _refused(draft, signer, out).next == "releases are immutable: bump version in catalogue.toml and build again"
+
+
+@pytest.mark.parametrize(
+    ("edit", "code", "first"),
+    [
+        ("assets/instructions/plan.md", "file_size_mismatch", "the file was truncated or grown after signing"),
+        ("examples/notes.md", "file_unlisted", "delete the file the manifest does not list"),
+    ],
+)
+def test_a_built_release_edited_in_place_says_to_build_a_new_version(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, edit: str, code: str, first: str
+) -> None:
+    """Restoring the release is not what an author who edited it wants: a change is a new version of the source."""
+    source, out = _copy(scaffold, tmp_path), tmp_path / "rel"
+    _builds(source, signer, out)
+    with (out / "my-flow-0.1.0" / "catalogue" / edit).open("a", encoding="utf-8") as changed:
+        changed.write("One more thing.\n")
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    shutil.copyfile(signer.public_path, trust / signer.public_path.name)
+
+    verified = pack("verify", out / "my-flow-0.1.0", "--trust", trust)
+
+    said = refusal(verified.stderr)
+    assert verified.returncode == 1 and said.code == code
+    assert said.next.startswith(first)
+    assert said.next.endswith(
+        "(a release is never edited: to change it, edit its catalogue source and build a new version)"
+    )

@@ -33,6 +33,7 @@ class ExitStatus(IntEnum):
 
 
 _C = FailureCode
+_NEW_VERSION = "a release is never edited: to change it, edit its catalogue source and build a new version"
 _TABLE: dict[FailureCode, str] = {
     # --- release verification
     _C.RELEASE_NOT_FOUND: "check the path: a release is a directory named NAME-VERSION, made by `rimthan-pack build`",
@@ -49,10 +50,12 @@ _TABLE: dict[FailureCode, str] = {
     _C.SIGNATURE_THRESHOLD_NOT_MET: "collect co-signatures from more trusted key holders: "
     "`rimthan-pack sign RELEASE --key THEIR_KEY`",
     _C.FILE_MISSING: "a listed file was deleted: restore the release from a good copy or build it again",
-    _C.FILE_UNLISTED: "delete the file the manifest does not list; a release holds exactly its listed files",
+    _C.FILE_UNLISTED: "delete the file the manifest does not list; a release holds exactly its listed files "
+    f"({_NEW_VERSION})",
     _C.FILE_DIGEST_MISMATCH: "the file was changed after signing: restore the release from a good copy "
-    "or build it again",
-    _C.FILE_SIZE_MISMATCH: "the file was truncated or grown after signing: restore the release from a good copy",
+    f"({_NEW_VERSION})",
+    _C.FILE_SIZE_MISMATCH: "the file was truncated or grown after signing: restore the release from a good copy "
+    f"({_NEW_VERSION})",
     _C.FILE_TYPE_FORBIDDEN: "replace the link or special file with a regular file",
     _C.PATH_UNSAFE: "rename the file: relative, plain UTF-8 (NFC) names, no hidden files, no names "
     "differing only in case",
