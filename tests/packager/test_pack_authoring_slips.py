@@ -274,21 +274,58 @@ def _builds(source: Path, signer: KeyPair, out: Path) -> None:
     assert built.returncode == 0, built.stderr
 
 
-def test_a_json_schema_that_does_not_parse_names_the_file_line_and_column(
-    scaffold: Path, signer: KeyPair, tmp_path: Path
+# (file, text as written, the slip, how the error line goes on after the file, the next step)
+WRONG_AS_WRITTEN = [
+    (  # a comma forgotten
+        "schemas/summary.schema.json",
+        '"additionalProperties": false,',
+        '"additionalProperties": false',
+        "schema_invalid",
+        "not valid JSON: Expecting ',' delimiter: line 6 column 3 (char 139)",
+        "fix the JSON syntax in schemas/summary.schema.json at line 6, column 3, or just before it "
+        "(a missing or extra comma is reported at the token after it)",
+    ),
+    (  # a key written twice in one object
+        "schemas/summary.schema.json",
+        '"additionalProperties": false,',
+        '"additionalProperties": false,\n  "type": "object",',
+        "schema_invalid",
+        "duplicate JSON key 'type'",
+        "in schemas/summary.schema.json, keep one 'type' member in its object: JSON names each key of an object "
+        "once, and readers differ on which of two they keep",
+    ),
+    (  # the validator's subagent misspelt in setup-workspace's host_assets
+        "workflows/my-flow.toml",
+        '    "reviewer",\n]\nnext = "plan"',
+        '    "reveiwer",\n]\nnext = "plan"',
+        "first_step_not_setup",
+        "workflow my-flow@0.1.0: setup-workspace must deliver every subagent a validator runs as; add reviewer to "
+        "its host_assets (it names 'reveiwer', which no asset is: a misspelling?)",
+        "in workflows/my-flow.toml, list 'reviewer' in the host_assets of step setup-workspace",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "right", "wrong", "code", "message", "expected"), WRONG_AS_WRITTEN)
+def test_a_slip_in_a_schema_or_setup_step_says_where_and_how_to_fix_it(
+    scaffold: Path,
+    signer: KeyPair,
+    tmp_path: Path,
+    name: str,
+    right: str,
+    wrong: str,
+    code: str,
+    message: str,
+    expected: str,
 ) -> None:
     source = _copy(scaffold, tmp_path)
-    schema = source / "schemas" / "summary.schema.json"
-    _edit(schema, '"additionalProperties": false,', '"additionalProperties": false')  # the comma forgotten
+    _edit(source / name, right, wrong)
 
     said = _refused(source, signer, tmp_path / "rel")
 
-    assert said.error.startswith(f"error: schema_invalid: {schema}: not valid JSON: Expecting ',' delimiter")
-    assert said.next == (
-        "fix the JSON syntax in schemas/summary.schema.json at line 6, column 3, or just before it "
-        "(a missing or extra comma is reported at the token after it)"
-    )
-    _edit(schema, '"additionalProperties": false', '"additionalProperties": false,')
+    assert said.error == f"error: {code}: {source / name}: {message}"
+    assert said.next == expected
+    _edit(source / name, wrong, right)
     _builds(source, signer, tmp_path / "rel")
 
 
@@ -336,25 +373,6 @@ def test_a_key_like_no_other_keeps_the_general_next_step(scaffold: Path, signer:
         "'version')"
     )
     assert said.next == "fix the named TOML key in the catalogue source (docs/catalogue-format.md)"
-
-
-def test_a_validator_subagent_setup_does_not_deliver_says_where_to_list_it(
-    scaffold: Path, signer: KeyPair, tmp_path: Path
-) -> None:
-    source = _copy(scaffold, tmp_path)
-    workflow = source / "workflows" / "my-flow.toml"
-    _edit(workflow, '    "reviewer",\n]\nnext = "plan"', '    "reveiwer",\n]\nnext = "plan"')
-
-    said = _refused(source, signer, tmp_path / "rel")
-
-    assert said.error == (
-        f"error: first_step_not_setup: {workflow}: workflow my-flow@0.1.0: setup-workspace must deliver every "
-        "subagent a validator runs as; add reviewer to its host_assets (it names 'reveiwer', which no asset is: "
-        "a misspelling?)"
-    )
-    assert said.next == "in workflows/my-flow.toml, list 'reviewer' in the host_assets of step setup-workspace"
-    _edit(workflow, '"reveiwer"', '"reviewer"')
-    _builds(source, signer, tmp_path / "rel")
 
 
 def test_rebuilding_a_released_version_folder_says_to_copy_it_to_a_new_one(

@@ -184,24 +184,27 @@ def _schema_document(data: bytes, path: str) -> Any:
     try:
         return parse_strict_json(data, where=path, code=FailureCode.SCHEMA_INVALID)
     except RegistryError as exc:
-        at = _json_syntax_error_at(data)
-        if at is None:
+        next_step = _json_next_step(data, path, exc.message)
+        if next_step is None:
             raise
-        raise CatalogueError(
-            exc.code,
-            exc.message,
-            path=path,
-            next_step=f"fix the JSON syntax in {path} at {at}, or just before it (a missing or extra comma "
-            "is reported at the token after it)",
-        ) from None
+        raise CatalogueError(exc.code, exc.message, path=path, next_step=next_step) from None
 
 
-def _json_syntax_error_at(data: bytes) -> str | None:
-    """Where JSON syntax breaks in ``data`` (``line L, column C``), or ``None`` if that is not what is wrong."""
+def _json_next_step(data: bytes, path: str, message: str) -> str | None:
+    """What fixes a schema file that is not strict JSON: where its syntax breaks, or its repeated key."""
+    duplicate = "duplicate JSON key "
+    if message.startswith(duplicate):
+        return (
+            f"in {path}, keep one {message.removeprefix(duplicate)} member in its object: JSON names each key "
+            "of an object once, and readers differ on which of two they keep"
+        )
     try:
         json.loads(data.decode("utf-8"))
     except json.JSONDecodeError as exc:
-        return f"line {exc.lineno}, column {exc.colno}"
+        return (
+            f"fix the JSON syntax in {path} at line {exc.lineno}, column {exc.colno}, or just before it "
+            "(a missing or extra comma is reported at the token after it)"
+        )
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return None
