@@ -202,3 +202,29 @@ def test_a_key_file_as_trust_is_named_as_a_key_not_as_bad_toml(
             else f"{given}: is a private key, not a trust store (trust holds public keys only)"
         )
     assert not (tmp_path / "rel").exists()
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["verify", "--json", "--trust"]], ids=" ".join)
+def test_output_piped_to_a_reader_that_has_gone_ends_quietly(
+    command: list[str], release: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """``rimthan-pack inspect R | head -3`` said `error: io_error: Broken pipe` and a `next:` line about paths
+    (exit 1): now nothing, and the status a shell gives a command stopped by SIGPIPE (141)."""
+    trust = tmp_path / "trust"
+    trust.mkdir()
+    (trust / "release.pub").write_bytes(signer.public_path.read_bytes())
+    extra = [*command[1:], str(trust)] if command[-1] == "--trust" else command[1:]
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader has gone before the first line: every write meets EPIPE
+    try:
+        done = subprocess.run(
+            [str(BIN / "rimthan-pack"), command[0], str(release), *extra],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=HANG_SECONDS,
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (141, "")

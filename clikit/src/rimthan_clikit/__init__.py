@@ -9,14 +9,16 @@ The ``next`` line comes from the core's remediation table
 (:mod:`rimthan_workflow_registry.remediation`) unless the refusal carries a
 situation-specific step. Usage mistakes use the same form with the code
 ``usage``; Ctrl-C, with ``interrupted``. Exit statuses (0 ok, 1 refused,
-2 usage, 130 interrupted) are :class:`~rimthan_workflow_registry.remediation.ExitStatus`. Bad input never
-reaches the user as a traceback.
+2 usage, 130 interrupted, 141 stdout's reader gone) are
+:class:`~rimthan_workflow_registry.remediation.ExitStatus`. Bad input never reaches the user as a traceback.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
+import select
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -108,8 +110,29 @@ def guard(action: Callable[[], T], *, on_io_error: str | None = None, as_json: b
         return action()
     except RegistryError as exc:
         refuse_error(exc, as_json=as_json)
+    except BrokenPipeError as exc:
+        if not _stdout_closed():  # a registry or a child process went away: an I/O refusal as any other
+            _refuse_os(exc, on_io_error, as_json)
+        _leave_quietly()
     except OSError as exc:
         _refuse_os(exc, on_io_error, as_json)
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``rimthan-pack inspect RELEASE | head``)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), or no stdout file
+        return False
+
+
+def _leave_quietly() -> NoReturn:
+    """Stop printing to a reader that has gone, saying nothing (it asked for no more), as a shell's SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush then goes nowhere, without a traceback
+    sys.exit(int(ExitStatus.OUTPUT_CLOSED))
 
 
 def reports_refusals(func: F) -> F:

@@ -30,6 +30,7 @@ class ExitStatus(IntEnum):
     REFUSED = 1
     USAGE = 2
     INTERRUPTED = 130  # 128 + SIGINT, the status a shell reports for Ctrl-C
+    OUTPUT_CLOSED = 141  # 128 + SIGPIPE: stdout's reader went away (``... | head``), as a shell reports it
 
 
 _C = FailureCode
