@@ -404,15 +404,16 @@ def test_rebuilding_a_released_version_folder_says_to_copy_it_to_a_new_one(
     assert _refused(draft, signer, out).next == "releases are immutable: bump version in catalogue.toml and build again"
 
 
-@pytest.mark.parametrize(
-    ("edit", "code", "first"),
-    [
-        ("assets/instructions/plan.md", "file_size_mismatch", "the file was truncated or grown after signing"),
-        ("examples/notes.md", "file_unlisted", "delete the file the manifest does not list"),
-    ],
-)
+# a file of a built release appended to (made, if it was not there): the code, how the next step begins
+EDITED_IN_PLACE = {
+    "assets/instructions/plan.md": ("file_size_mismatch", "the file was truncated or grown after signing"),
+    "examples/notes.md": ("file_unlisted", "delete the file the manifest does not list"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITED_IN_PLACE))
 def test_a_built_release_edited_in_place_says_to_build_a_new_version(
-    scaffold: Path, signer: KeyPair, tmp_path: Path, edit: str, code: str, first: str
+    scaffold: Path, signer: KeyPair, tmp_path: Path, edit: str
 ) -> None:
     """Restoring the release is not what an author who edited it wants: a change is a new version of the source."""
     source, out = _copy(scaffold, tmp_path), tmp_path / "rel"
@@ -425,9 +426,35 @@ def test_a_built_release_edited_in_place_says_to_build_a_new_version(
 
     verified = pack("verify", out / "my-flow-0.1.0", "--trust", trust)
 
-    said = refusal(verified.stderr)
+    said, (code, first) = refusal(verified.stderr), EDITED_IN_PLACE[edit]
     assert verified.returncode == 1 and said.code == code
     assert said.next.startswith(first)
     assert said.next.endswith(
         "(a release is never edited: to change it, edit its catalogue source and build a new version)"
     )
+
+
+# a definition file left out of catalogue.toml: the file it copies, the key that lists its kind, the kind
+UNLISTED = {
+    "workflows/second-flow.toml": ("workflows/my-flow.toml", "workflows", "workflow"),
+    "adapters/opencode.toml": ("adapters/claude-code.toml", "host_adapters", "host adapter"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNLISTED))
+def test_a_definition_file_catalogue_toml_does_not_list_is_refused(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, name: str
+) -> None:
+    """Only listed files are read: a second workflow never added to the list shipped, signed, and was never served."""
+    source, (model, key, what) = _copy(scaffold, tmp_path), UNLISTED[name]
+    (source / name).write_text((source / model).read_text("utf-8"), "utf-8")
+
+    said = _refused(source, signer, tmp_path / "rel")
+
+    assert said.error == (
+        f"error: catalogue_invalid: {source / name}: a {what} file catalogue.toml does not list in {key}: only the "
+        "files listed there are read, so it would ship, signed, and never be served"
+    )
+    assert said.next == f'add "{name}" to {key} in catalogue.toml, or delete the file from the source'
+    (source / name).unlink()
+    _builds(source, signer, tmp_path / "rel")

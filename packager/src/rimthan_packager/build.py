@@ -47,7 +47,7 @@ from rimthan_workflow_registry.remediation import io_refusal
 
 from .fsutil import create_file, fsync_dir, make_work_dir, rename_no_replace
 from .interrupt import out_taken_back_on_failure, signals_held
-from .layout import new_version_step, refuse_folder_mismatch
+from .layout import new_version_step, refuse_folder_mismatch, refuse_unlisted_definitions
 from .signing import SigningKey
 from .source import SourceFiles, read_source
 from .staging import Copied, copy_catalogue, make_durable
@@ -124,6 +124,7 @@ def build_release(
     source = read_source(source_dir)
     loaded = validate_source(source)
     refuse_folder_mismatch(source.root, loaded.catalogue.name, loaded.catalogue.version)
+    refuse_unlisted_definitions(source, loaded.catalogue)
     with out_taken_back_on_failure(out):  # a failed build takes back the --out directories it made, and only those
         return _build_into(out, source, loaded, signers, trust, created, progress)
 

@@ -13,12 +13,19 @@ cannot be taken back. A folder named as no version is not read at all.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.release import ID_PATTERN, is_semver
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.release import Catalogue
+
+    from .source import SourceFiles
 
 _NAME = re.compile(ID_PATTERN)  # the catalogue rule for a name, matched whole
 
@@ -96,3 +103,28 @@ def new_version_step(root: Path, version: str) -> str | None:
         f"releases are immutable: copy the source to a new version folder (cp -r {here} {copy}), "
         f'set version = "{bumped}" under [catalogue] in its catalogue.toml, and build that'
     )
+
+
+# The folders of the layout that hold definitions, the catalogue.toml key listing them, what each file defines
+_DEFINITION_FOLDERS = (("workflows/", "workflows", "workflow"), ("adapters/", "host_adapters", "host adapter"))
+
+
+def refuse_unlisted_definitions(source: SourceFiles, catalogue: Catalogue) -> None:
+    """Refuse a ``.toml`` in ``workflows/`` or ``adapters/`` that ``catalogue.toml`` does not list.
+
+    Only the listed files are read: an unlisted one (a new workflow never added to the list) would ship,
+    signed, and never be served, found when a client's start is refused ``workflow_not_found``.
+    """
+    listed = {w.source for w in catalogue.workflows} | {a.source for a in catalogue.host_adapters}
+    for folder, key, what in _DEFINITION_FOLDERS:
+        unlisted = sorted(p for p in source.paths if p.startswith(folder) and p.endswith(".toml") and p not in listed)
+        if unlisted:
+            others = f" (and {', '.join(unlisted[1:])})" if unlisted[1:] else ""
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"a {what} file catalogue.toml does not list in {key}{others}: only the files listed there are "
+                "read, so it would ship, signed, and never be served",
+                path=source.where(unlisted[0]),
+                next_step=f"add {', '.join(json.dumps(p) for p in unlisted)} to {key} in catalogue.toml, or delete "
+                f"the file{'s' if others else ''} from the source",
+            )
