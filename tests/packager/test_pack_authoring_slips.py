@@ -294,7 +294,7 @@ WRONG_AS_WRITTEN = [
         "in schemas/summary.schema.json, keep one 'type' member in its object: JSON names each key of an object "
         "once, and readers differ on which of two they keep",
     ),
-    (  # the validator's subagent misspelt in setup-workspace's host_assets
+    (  # the validator's subagent misspelt in setup-workspace's host_assets (then misspelt references)
         "workflows/my-flow.toml",
         '    "reviewer",\n]\nnext = "plan"',
         '    "reveiwer",\n]\nnext = "plan"',
@@ -302,6 +302,47 @@ WRONG_AS_WRITTEN = [
         "workflow my-flow@0.1.0: setup-workspace must deliver every subagent a validator runs as; add reviewer to "
         "its host_assets (it names 'reveiwer', which no asset is: a misspelling?)",
         "in workflows/my-flow.toml, list 'reviewer' in the host_assets of step setup-workspace",
+    ),
+    (
+        "workflows/my-flow.toml",
+        'next = "plan"',
+        'next = "plam"',
+        "reference_unresolved",
+        "step setup-workspace leads to unknown step 'plam' (did you mean 'plan'?)",
+        "in workflows/my-flow.toml, change 'plam' to 'plan'",
+    ),
+    (
+        "workflows/my-flow.toml",
+        '    "reviewer@1.0.0",',
+        '    "reviewer@1.0",',
+        "reference_unresolved",
+        "step write-summary names unknown validator 'reviewer@1.0' (did you mean 'reviewer@1.0.0'?)",
+        "in workflows/my-flow.toml, change 'reviewer@1.0' to 'reviewer@1.0.0'",
+    ),
+    (
+        "workflows/my-flow.toml",
+        '    "claude-code@1.0.0",',
+        '    "claude-code",',
+        "reference_unresolved",
+        "workflow my-flow@0.1.0 pins unknown host adapter 'claude-code' (did you mean 'claude-code@1.0.0'?)",
+        "in workflows/my-flow.toml, change 'claude-code' to 'claude-code@1.0.0'",
+    ),
+    (
+        "workflows/my-flow.toml",
+        'schema = "schemas/summary.schema.json"',
+        'schema = "schemas/summary.json"',
+        "reference_unresolved",
+        "workflow my-flow@0.1.0 references missing file 'schemas/summary.json' "
+        "(did you mean 'schemas/summary.schema.json'?)",
+        "in workflows/my-flow.toml, change 'schemas/summary.json' to 'schemas/summary.schema.json'",
+    ),
+    (
+        "catalogue.toml",
+        '"workflows/my-flow.toml",',
+        '"workflows/my_flow.toml",',
+        "reference_unresolved",
+        "catalogue.toml names missing file 'workflows/my_flow.toml' (did you mean 'workflows/my-flow.toml'?)",
+        "in catalogue.toml, change 'workflows/my_flow.toml' to 'workflows/my-flow.toml'",
     ),
 ]
 

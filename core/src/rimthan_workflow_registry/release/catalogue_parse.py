@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
@@ -115,7 +116,7 @@ class _Table:
     def done(self) -> None:
         if self._data:
             unknown = ", ".join(sorted(self._data))
-            meant = {key: _closest(key, self._asked) for key in sorted(self._data)}
+            meant = {key: closest_name(key, self._asked) for key in sorted(self._data)}
             renames = [f"{key!r} to {name!r}" for key, name in meant.items() if name is not None]
             hint = f" (a misspelling? {self.where} takes {', '.join(repr(k) for k in sorted(set(self._asked)))})"
             raise _error(
@@ -126,7 +127,7 @@ class _Table:
 
     def _missing(self, key: str) -> CatalogueError:
         """A required key is absent: name the key written in its place, if one looks like a misspelling of it."""
-        written = _closest(key, [k for k in self._data if k not in self._asked])
+        written = closest_name(key, [k for k in self._data if k not in self._asked])
         if written is None:
             return _error(self.path, f"{self.where}: missing required key {key!r}")
         return _error(
@@ -141,9 +142,9 @@ class _Table:
         return f"in {self.path}{table}, rename {renames}"
 
 
-def _closest(key: str, names: list[str]) -> str | None:
+def closest_name(key: str, names: Iterable[str]) -> str | None:
     """The one of ``names`` that ``key`` most likely misspells (``None`` if none is close)."""
-    close = difflib.get_close_matches(key, names, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
     return close[0] if close else None
 
 

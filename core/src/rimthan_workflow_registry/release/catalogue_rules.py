@@ -22,12 +22,21 @@ from rimthan_workflow_registry.release.catalogue import (
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
+from rimthan_workflow_registry.release.catalogue_parse import closest_name
 from rimthan_workflow_registry.release.catalogue_routes import reached_from
 from rimthan_workflow_registry.release.paths import path_problem
 
 
-def _unresolved(path: str, message: str) -> CatalogueError:
-    return CatalogueError(FailureCode.REFERENCE_UNRESOLVED, message, path=path)
+def unresolved(path: str, message: str, written: str | None = None, known: Iterable[str] = ()) -> CatalogueError:
+    """A reference that resolves to nothing; when ``written`` looks like a misspelling of one of ``known``,
+    the next step names the change."""
+    meant = None if written is None else closest_name(written, [k for k in known if k != written])
+    return CatalogueError(
+        FailureCode.REFERENCE_UNRESOLVED,
+        message + (f" (did you mean {meant!r}?)" if meant else ""),
+        path=path,
+        next_step=f"in {path}, change {written!r} to {meant!r}" if meant else None,
+    )
 
 
 MAX_SEGMENT_BYTES = 255
@@ -64,10 +73,12 @@ def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
             referenced += [o.schema for o in step.outputs if o.schema is not None]
         for ref in referenced:
             if ref not in paths:
-                raise _unresolved(workflow.source, f"workflow {workflow.key} references missing file {ref!r}")
+                raise unresolved(
+                    workflow.source, f"workflow {workflow.key} references missing file {ref!r}", ref, paths
+                )
     for adapter in catalogue.host_adapters:
         if adapter.instruction not in paths:
-            raise _unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
+            raise unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
 
 
 def _text_files(catalogue: Catalogue) -> list[str]:
@@ -206,10 +217,15 @@ def check_host_adapters(catalogue: Catalogue) -> None:
         _check_adapter_paths(adapter)
     for workflow in catalogue.workflows:
         if not workflow.host_adapters:
-            raise _unresolved(workflow.source, f"workflow {workflow.key} pins no host adapter")
+            raise unresolved(workflow.source, f"workflow {workflow.key} pins no host adapter")
         for key in workflow.host_adapters:
             if catalogue.adapter(key) is None:
-                raise _unresolved(workflow.source, f"workflow {workflow.key} pins unknown host adapter {key!r}")
+                raise unresolved(
+                    workflow.source,
+                    f"workflow {workflow.key} pins unknown host adapter {key!r}",
+                    key,
+                    [a.key for a in catalogue.host_adapters],
+                )
         _check_one_adapter_per_harness(workflow, catalogue)
 
 
@@ -251,21 +267,35 @@ def check_workflow_references(workflow: WorkflowDefinition) -> None:
     for validator in workflow.validators:
         asset = workflow.asset(validator.subagent)
         if asset is None or asset.kind != "subagent":
-            raise _unresolved(where, f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}")
+            raise unresolved(where, f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}")
     for step in workflow.steps:
         for target in step.targets:
             if workflow.step(target) is None:
-                raise _unresolved(where, f"step {step.id} leads to unknown step {target!r}")
+                raise unresolved(
+                    where, f"step {step.id} leads to unknown step {target!r}", target, [s.id for s in workflow.steps]
+                )
         for key in step.validators:
             if workflow.validator(key) is None:
-                raise _unresolved(where, f"step {step.id} names unknown validator {key!r}")
+                raise unresolved(
+                    where, f"step {step.id} names unknown validator {key!r}", key, [v.key for v in workflow.validators]
+                )
         for asset_id in step.host_assets:
             if workflow.asset(asset_id) is None:
-                raise _unresolved(where, f"step {step.id} delivers unknown asset {asset_id!r}")
+                raise unresolved(
+                    where,
+                    f"step {step.id} delivers unknown asset {asset_id!r}",
+                    asset_id,
+                    [a.id for a in workflow.assets],
+                )
         for artifact_id in step.inputs:
             producer = workflow.producing_step(artifact_id)
             if producer is None or producer.id == step.id:
-                raise _unresolved(where, f"step {step.id} reads artifact {artifact_id!r} no earlier step produces")
+                raise unresolved(
+                    where,
+                    f"step {step.id} reads artifact {artifact_id!r} no earlier step produces",
+                    artifact_id,
+                    [o.id for s in workflow.steps if s.id != step.id for o in s.outputs],
+                )
         for output in step.outputs:
             problem = project_path_problem(output.path)
             if problem is not None:

@@ -155,9 +155,7 @@ class ReleaseLoader:
 
 def _read(files: CatalogueFiles, path: str) -> bytes:
     if path not in files.paths:
-        raise CatalogueError(
-            FailureCode.REFERENCE_UNRESOLVED, f"catalogue.toml names missing file {path!r}", path="catalogue.toml"
-        )
+        raise rules.unresolved("catalogue.toml", f"catalogue.toml names missing file {path!r}", path, files.paths)
     return files.read(path)
 
 
