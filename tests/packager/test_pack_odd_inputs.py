@@ -228,3 +228,20 @@ def test_output_piped_to_a_reader_that_has_gone_ends_quietly(
     finally:
         os.close(writer)
     assert (done.returncode, done.stderr) == (141, "")
+
+
+# a required option left out: the command, and the next step naming the option and what it takes
+LEFT_OUT = {
+    "verify": "add --trust PATH - trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file "
+    "with a threshold; more in 'rimthan-pack verify --help'",
+    "sign": "add --key FILE - private signing key (PEM PKCS#8) of the co-signer; more in 'rimthan-pack sign --help'",
+}
+
+
+@pytest.mark.parametrize("command", sorted(LEFT_OUT))
+def test_a_required_option_left_out_says_what_it_takes(command: str, release: Path) -> None:
+    """`--trust` forgotten said only `run 'rimthan-pack verify --help'`: now the option and what to give it."""
+    said = refused(run("rimthan-pack", command, release), status=2)
+
+    assert said.error == f"error: usage: Missing option '{'--trust' if command == 'verify' else '--key'}'."
+    assert said.next == LEFT_OUT[command]

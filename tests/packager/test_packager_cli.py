@@ -259,7 +259,7 @@ def test_usage_errors_exit_2_in_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "error: usage: Missing option '--trust'."
-    assert lines[1].startswith("next: run '") and lines[1].endswith("verify --help'")
+    assert lines[1].startswith("next: add --trust PATH - ") and lines[1].endswith("verify --help'")
     assert len(lines) == 2
     unknown = run("frobnicate")
     assert unknown.exit_code == 2

@@ -195,12 +195,22 @@ class RimthanGroup(click.Group):
                     f"run '{command} COMMAND', see the list above",
                     status=ExitStatus.USAGE,
                 )
-            refuse(FailureCode.USAGE, None, exc.format_message(), f"run '{command} --help'", status=ExitStatus.USAGE)
+            refuse(FailureCode.USAGE, None, exc.format_message(), _usage_next(exc, command), status=ExitStatus.USAGE)
         except click.ClickException as exc:
             refuse(FailureCode.USAGE, None, exc.format_message(), status=ExitStatus(min(exc.exit_code, 2)))
         except (_Interrupted, click.Abort):  # click.Abort: Ctrl-C before the command ran, or at a prompt
             refuse(FailureCode.INTERRUPTED, None, "stopped by Ctrl-C", status=ExitStatus.INTERRUPTED)
         sys.exit(result if isinstance(result, int) else int(ExitStatus.OK))
+
+
+def _usage_next(exc: click.UsageError, command: str) -> str:
+    """Run the help; for a required option left out, first what it takes, from its own help."""
+    param = exc.param if isinstance(exc, click.MissingParameter) else None
+    if not isinstance(param, click.Option) or not param.help or not param.opts:
+        return f"run '{command} --help'"
+    what = param.help.split(". ")[0].rstrip(".")
+    metavar = param.metavar or param.type.name.upper()
+    return f"add {param.opts[0]} {metavar} - {what[:1].lower()}{what[1:]}; more in '{command} --help'"
 
 
 def _program(prog_name: str | None) -> str:
