@@ -94,6 +94,36 @@ def test_a_trust_file_that_is_not_toml_names_the_file_and_line_to_fix(
     assert said.next == f"fix the TOML syntax in {trust} at line 3, column 14"
 
 
+# a trust file's misspelt key: the TOML as written, the refusal's message after the file, the rename
+TRUST_SLIPS = {
+    "treshold": (
+        'treshold = 1\n[[keys]]\nname = "author"\nfile = "author.pub"\n',
+        "unknown key(s) treshold (it takes 'keys', 'threshold')",
+        "'treshold' to 'threshold'",
+    ),
+    "files": (
+        'threshold = 1\n[[keys]]\nname = "author"\nfiles = "author.pub"\n',
+        "keys[0]: unknown key(s) files (it takes 'file', 'id', 'name')",
+        "'files' to 'file'",
+    ),
+}
+
+
+@pytest.mark.parametrize("slip", sorted(TRUST_SLIPS))
+def test_a_trust_file_key_misspelt_says_the_key_it_meant(
+    scaffold: Path, signer: KeyPair, tmp_path: Path, slip: str
+) -> None:
+    text, message, rename = TRUST_SLIPS[slip]
+    trust = tmp_path / "trust.toml"
+    trust.write_text(text, "utf-8")
+    shutil.copyfile(signer.public_path, tmp_path / "author.pub")
+
+    said = _refused_build(scaffold, signer, tmp_path / "rel", "--trust", trust)
+
+    assert said.error == f"error: trust_store_invalid: {trust}: {message}"
+    assert said.next == f"in {trust}, rename {rename} (keys/README.md)"
+
+
 # --------------------------------------------------------------------------- a version folder that says another version
 
 
@@ -113,9 +143,9 @@ def _declare(source: Path, key: str, was: str, value: str) -> Path:
     return source
 
 
-def _refused_build(source: Path, signer: KeyPair, out: Path) -> Refusal:
+def _refused_build(source: Path, signer: KeyPair, out: Path, *more: str | Path) -> Refusal:
     """Build ``source`` into ``out``, which must be refused (exit 1) with nothing written; the refusal."""
-    built = pack("build", source, "--key", signer.private_path, "--out", out)
+    built = pack("build", source, "--key", signer.private_path, "--out", out, *more)
     assert built.returncode == 1
     assert not out.exists()
     return refusal(built.stderr)

@@ -18,7 +18,8 @@ Hierarchy::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -220,3 +221,9 @@ class WorkflowProtocolError(RegistryError):
 
 class TokenError(WorkflowProtocolError):
     """A checkpoint token or validation-bundle token is refused."""
+
+
+def closest_name(key: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` that ``key`` most likely misspells (``None`` if none is close)."""
+    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
+    return close[0] if close else None

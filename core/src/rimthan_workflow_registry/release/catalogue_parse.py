@@ -8,12 +8,10 @@ silently ignored. Files are size- and depth-limited before they are parsed
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable
 from typing import Any
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, closest_name
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, parse_bounded_toml
 from rimthan_workflow_registry.release.catalogue import (
     ASSET_KINDS,
@@ -140,12 +138,6 @@ class _Table:
         """The next step for a misspelt key: the file, the table when it is not the file's top level, the renames."""
         table = f" ({self.where})" if "[" in self.where else ""
         return f"in {self.path}{table}, rename {renames}"
-
-
-def closest_name(key: str, names: Iterable[str]) -> str | None:
-    """The one of ``names`` that ``key`` most likely misspells (``None`` if none is close)."""
-    close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
-    return close[0] if close else None
 
 
 def _error(path: str, message: str, next_step: str | None = None) -> CatalogueError:

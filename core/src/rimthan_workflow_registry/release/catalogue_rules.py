@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, closest_name
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
@@ -22,7 +22,6 @@ from rimthan_workflow_registry.release.catalogue import (
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
-from rimthan_workflow_registry.release.catalogue_parse import closest_name
 from rimthan_workflow_registry.release.catalogue_routes import reached_from
 from rimthan_workflow_registry.release.paths import path_problem
 

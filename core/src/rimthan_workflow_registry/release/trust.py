@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
-from rimthan_workflow_registry.errors import FailureCode, TrustError
+from rimthan_workflow_registry.errors import FailureCode, TrustError, closest_name
 from rimthan_workflow_registry.limits import MAX_TRUST_FILE_BYTES, parse_bounded_toml
 from rimthan_workflow_registry.small_files import read_small_file
 
@@ -141,6 +141,17 @@ def _trust_error(path: Path, message: str, next_step: str | None = None) -> Trus
     return TrustError(FailureCode.TRUST_STORE_INVALID, message, path=str(path), next_step=next_step)
 
 
+def _unknown_keys(path: Path, where: str, unknown: set[str], known: set[str]) -> TrustError:
+    """Keys a trust file's table does not take: the ones it does, and the rename when one is a misspelling."""
+    takes = ", ".join(repr(k) for k in sorted(known))
+    renames = [f"{k!r} to {meant!r}" for k in sorted(unknown) if (meant := closest_name(k, known))]
+    return _trust_error(
+        path,
+        f"{where + ': ' if where else ''}unknown key(s) {', '.join(sorted(unknown))} (it takes {takes})",
+        f"in {path}, rename {', '.join(renames)} (keys/README.md)" if renames else None,
+    )
+
+
 def _parse_trust_file(path: Path) -> dict[str, Any]:
     """The trust file's TOML within the size and nesting limits (``rimthan_workflow_registry.limits``).
 
@@ -185,7 +196,7 @@ def _load_trust_file(path: Path) -> TrustStore:
     data = _parse_trust_file(path)
     unknown = set(data) - _TRUST_FILE_KEYS
     if unknown:
-        raise _trust_error(path, f"unknown key(s) {', '.join(sorted(unknown))}")
+        raise _unknown_keys(path, "", unknown, _TRUST_FILE_KEYS)
     threshold = data.get("threshold", 1)
     if not isinstance(threshold, int) or isinstance(threshold, bool):
         raise _trust_error(path, "threshold must be an integer")
@@ -211,7 +222,7 @@ def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519P
         raise _trust_error(path, f"{where} must be a table")
     unknown = set(entry) - _KEY_ENTRY_KEYS
     if unknown:
-        raise _trust_error(path, f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+        raise _unknown_keys(path, where, unknown, _KEY_ENTRY_KEYS)
     name, file, declared = entry.get("name"), entry.get("file"), entry.get("id")
     if not isinstance(name, str) or not name:
         raise _trust_error(path, f"{where}.name must be a non-empty string")
