@@ -87,3 +87,26 @@ def test_a_target_that_drops_a_workflow_is_named(world: tuple[Path, KeyPair, Pat
         f"warning: workflow_not_found: {target / 'manifest.json'}: runs of workflow my-flow@0.1.0 cannot "
         "migrate: release my-flow@0.3.0 has no workflow my-flow"
     )
+
+
+def test_serve_says_the_same_in_its_start_lines(world: tuple[Path, KeyPair, Path]) -> None:
+    """An operator starting the explicit two-release mode reads it before the first user asks to migrate."""
+    root, _, trust = world
+    target = root / "rel" / "my-flow-0.2.0"
+    if not target.exists():
+        _version(world, "0.2.0", "0.1.0")
+    args = ["serve", "--release", str(root / "rel" / "my-flow-0.1.0"), "--migration-target", str(target)]
+    served = subprocess.run(
+        [RIMTHAN_MCP, *args, "--trust", str(trust), "--state-dir", str(root / "serve-state")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=server_env(),
+        stdin=subprocess.DEVNULL,  # no client: the server starts, reads end of input, stops
+    )
+
+    assert (
+        "rimthan-mcp: warning: migration_not_newer: runs of workflow my-flow@0.1.0 cannot migrate: release "
+        "my-flow@0.2.0 has workflow my-flow@0.1.0, not a newer version; in the target's source, give my-flow a "
+        "newer version than 0.1.0 (version in workflows/my-flow.toml) and build it as a new release"
+    ) in served.stderr.splitlines(), served.stderr

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release import TrustStore
     from rimthan_workflow_registry.run import CheckpointKeyring
 
+    from .migration import MigrationGap
     from .provider import ReleaseProvider
 
 DEFAULT_RELEASES = Path("releases")
@@ -95,6 +96,14 @@ def _describe_migration(provider: ReleaseProvider) -> str:
     if provider.migrate_to_newest:
         return "migration target: per catalogue, its newest verified release when newer than the run's pinned one"
     return "migration target: none (migration is refused)"
+
+
+def _migration_gaps(provider: ReleaseProvider) -> tuple[MigrationGap, ...]:
+    """The explicit target's: the workflows of the active release whose runs it could not take."""
+    from .migration import migration_gaps
+
+    target = provider.migration_target
+    return () if target is None else migration_gaps(provider.active.release, target.release)
 
 
 def _usage(message: str) -> NoReturn:
@@ -358,6 +367,8 @@ def serve(
     for loaded in provider.actives.values():
         say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
     say(_describe_migration(provider))
+    for gap in _migration_gaps(provider):
+        say(f"warning: {gap.code}: {gap.message}; {gap.next_step}")
     say(_describe_trust(trust_store))
     say(
         f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import click
 from rimthan_clikit import epilog, guard, warn
-from rimthan_workflow_registry.errors import FailureCode
 
 from .cli_keys import check_state_dir, trust_option
 from .logs import configure_logging
@@ -102,23 +101,5 @@ def _warn_migration_gaps(src: VerifiedRelease, dst: VerifiedRelease) -> None:
     """One warning per workflow whose runs could not migrate to the target (serve would load both all the same)."""
     from .migration import migration_gaps
 
-    where = str(dst.root / "manifest.json")
     for gap in migration_gaps(src, dst):
-        wf = gap.workflow
-        if gap.target is None:
-            warn(
-                FailureCode.WORKFLOW_NOT_FOUND,
-                where,
-                f"runs of workflow {wf.key} cannot migrate: release {dst.release_id} has no workflow {wf.id}",
-                f"nothing to do if {wf.id} was dropped on purpose; otherwise add it back to the target's source "
-                "at a newer version and build a new release",
-            )
-        else:
-            warn(
-                FailureCode.MIGRATION_NOT_NEWER,
-                where,
-                f"runs of workflow {wf.key} cannot migrate: release {dst.release_id} has workflow {gap.target.key}, "
-                "not a newer version",
-                f"in the target's source, give {wf.id} a newer version than {wf.version} (version in "
-                f"{gap.target.source}) and build it as a new release",
-            )
+        warn(gap.code, str(dst.root / "manifest.json"), gap.message, gap.next_step)

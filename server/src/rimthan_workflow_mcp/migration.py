@@ -184,19 +184,37 @@ def _target_workflow(
 
 @dataclass(frozen=True)
 class MigrationGap:
-    """A workflow of the source release whose runs no migration to the target can take."""
+    """A workflow of the source release whose runs no migration to the target can take, in the words of a refusal."""
 
-    workflow: WorkflowDefinition  # the source's
-    target: WorkflowDefinition | None  # the target's newest version of it (not newer), or None: the target has none
+    code: FailureCode  # what a migration of such a run is refused with
+    message: str
+    next_step: str
 
 
 def migration_gaps(src: VerifiedRelease, dst: VerifiedRelease) -> tuple[MigrationGap, ...]:
     """Every workflow of ``src`` whose runs would be refused migrating to ``dst`` by ``_check_target``'s last two
-    rules (``workflow_not_found``, ``migration_not_newer``): what ``rimthan-mcp check`` tells a release engineer
-    before a user meets it."""
+    rules (``workflow_not_found``, ``migration_not_newer``): what ``rimthan-mcp check`` and ``serve`` tell an
+    operator before a user meets it."""
     gaps = []
-    for workflow in src.catalogue.workflows:
-        target = _target_workflow(dst, workflow, None)
-        if target is None or semver_key(target.version) <= semver_key(workflow.version):
-            gaps.append(MigrationGap(workflow, target))
+    for wf in src.catalogue.workflows:
+        target = _target_workflow(dst, wf, None)
+        cannot = f"runs of workflow {wf.key} cannot migrate: release {dst.release_id} has"
+        if target is None:
+            gaps.append(
+                MigrationGap(
+                    FailureCode.WORKFLOW_NOT_FOUND,
+                    f"{cannot} no workflow {wf.id}",
+                    f"nothing to do if {wf.id} was dropped on purpose; otherwise add it back to the target's source "
+                    "at a newer version and build a new release",
+                )
+            )
+        elif semver_key(target.version) <= semver_key(wf.version):
+            gaps.append(
+                MigrationGap(
+                    FailureCode.MIGRATION_NOT_NEWER,
+                    f"{cannot} workflow {target.key}, not a newer version",
+                    f"in the target's source, give {wf.id} a newer version than {wf.version} (version in "
+                    f"{target.source}) and build it as a new release",
+                )
+            )
     return tuple(gaps)
