@@ -148,7 +148,7 @@ def test_verdict_mistakes_leave_the_round_intact(world: ServerWorld, tmp_path: P
         refused(twice, "evidence-auditor already has a verdict (pass); it stands", "decision-critic (subagent")
         refused(await model.call("step_done"), "validators still wait", "decision-critic")
         shown = await model.call("show_step")
-        assert "Validator decision-critic (subagent decision-critic). Instruction:" in shown.text
+        assert "Validator decision-critic (subagent decision-critic), version 1.0.0. Instruction:" in shown.text
         assert "evidence-auditor" not in [v["name"] for v in shown.data["validators"]]
 
         md = model.project / step.data["files"][1]

@@ -169,7 +169,7 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
                 again = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
                 refused(again, "The verifier refused the step's verdicts (validation_bundle_invalid", "are discarded",
                         "The files are checked again.", "Now run each validator",
-                        "Validator evidence-auditor (subagent evidence-auditor). Instruction:")  # fmt: skip
+                        "Validator evidence-auditor (subagent evidence-auditor), version 1.0.0.")  # fmt: skip
                 assert [v["name"] for v in again.data["validators"]] == ["evidence-auditor", "decision-critic"]
                 final = await model.follow(await model.call("show_step"), "desk-research")
                 assert final.data["status"] == "completed" and len(spoiled) == 1

@@ -74,13 +74,15 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
     """The validators still waiting: in full, or after a mistake by name (show_step repeats the rest)."""
     assert session.prepared is not None
     pending = session.prepared.pending
+    files = [(a.artifact_id, a.path) for a in session.prepared.artifacts]
     named = [{"name": s["validator_id"], "subagent": s["subagent"]} for s in pending]
     if error:
         waiting = ", ".join(f"{v['name']} (subagent {v['subagent']})" for v in named)
         lines += [f"Waiting for a verdict: {waiting}. show_step repeats their instructions."]
     else:
-        lines += validator_words(session.step, pending)
-    return reply(lines, {"run": run_id_of(session), "status": "validators_pending", "validators": named}, error)
+        lines += validator_words(session.step, pending, files, session.state.values)
+    data = {"run": run_id_of(session), "status": "validators_pending", "validators": named}
+    return reply(lines, {**data, "files": [path for _, path in files]}, error)
 
 
 class StepReplies:

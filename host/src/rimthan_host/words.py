@@ -9,6 +9,7 @@ validation tokens, digests and attestations stay inside the bridge;
 from __future__ import annotations
 
 import errno
+import json
 import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
@@ -81,18 +82,31 @@ def question_words(question: Mapping[str, Any], *, elicits: bool) -> list[str]:
     return [f"The workflow asks the user: {question['prompt']}", f"Choices: {choices}.", who]
 
 
-def validator_words(step: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -> list[str]:
+def validator_words(
+    step: Mapping[str, Any],
+    pending: Sequence[Mapping[str, Any]],
+    files: Sequence[tuple[str, str]],
+    state: Mapping[str, Any],
+) -> list[str]:
+    """What to run and what to hand each validator's subagent: the files (artifact id, path) and the state."""
+    listed = ", ".join(f"{artifact} ({path})" for artifact, path in files)
     lines = [
         "The files passed the verifier's deterministic checks. Now run each validator below in its own subagent",
-        "(an isolated context): give it the instruction text and the files, then call record_verdict with its",
-        "verdict (pass or fail, and each finding as one sentence).",
+        "(an isolated context): give it the instruction text, the validator's id and version, the files and the",
+        "confirmed state below, then call record_verdict with its verdict (pass or fail, and each finding as one",
+        "sentence).",
+        f"The files (artifact id and path; the subagent reads them itself): {listed}.",
+        "Their SHA-256 digests stay with the bridge, which checked the files on disk (the subagent may hash them,",
+        "but has no digest to compare: tell it so).",
+        f"The confirmed state: {json.dumps(dict(state), ensure_ascii=False, sort_keys=True)}",
     ]
     by_id = {(v["id"], v["version"]): v for v in step.get("validators") or []}
     for summary in pending:
         payload = by_id.get((summary["validator_id"], summary["version"])) or {}
         lines += [
             "",
-            f"Validator {summary['validator_id']} (subagent {summary['subagent']}). Instruction:",
+            f"Validator {summary['validator_id']} (subagent {summary['subagent']}), version {summary['version']}. "
+            "Instruction:",
             str((payload.get("instruction") or {}).get("text") or "").strip(),
         ]
     return lines
