@@ -35,7 +35,7 @@ class Person:
     """The user behind the client: answers each elicitation as the test's policy says."""
 
     def __init__(self) -> None:
-        self.policy: dict[str, str] = {}  # "field:<name>" | "route" | "migrate" -> accept | decline | cancel
+        self.policy: dict[str, str] = {}  # "field:<name>" | "route" | "migrate" -> accept | decline | cancel | no
         self.asked: list[str] = []
 
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -50,6 +50,8 @@ class Person:
             kind, content = "field:" + message.split()[1], {"confirm": True}
         self.asked.append(kind)
         action = self.policy.get(kind, "accept")
+        if action == "no":  # the person answers the form: "Yes, this is right" left unticked
+            return types.ElicitResult(action="accept", content={"confirm": False})
         return types.ElicitResult(action=action, content=content if action == "accept" else None)  # type: ignore[arg-type]
 
 
@@ -136,3 +138,29 @@ def _without(model: StandIn, *names: str) -> dict[str, Any]:
     """The example facts with ``names`` left out (what the user has not confirmed yet)."""
     facts: dict[str, Any] = json.loads((model.examples["1.2.0"] / "confirmed-state.json").read_text("utf-8"))
     return {k: v for k, v in facts.items() if k not in names}
+
+
+def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) -> None:
+    """An accept whose confirm is false confirms nothing, and the words say the user answered no, not "accept"."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    person = Person()
+
+    async def go() -> None:
+        async with Client(bridge_params(project, world, state), mode="legacy", elicitation_callback=person) as client:
+            model = stand_in(client, project)
+            person.policy = {"field:objective": "no"}
+            reply = await model.start()
+            assert reply.is_error and reply.data == {"status": "not_started", "user": "no", "field": "objective"}
+            assert "The user did not confirm objective (no); the run did not start." in reply.text, reply.text
+            person.policy = {}
+            at_question = await model.follow(await model.start(), "", until_question=True)
+            routed = await model.call("answer_question", {})
+            assert not at_question.is_error and not routed.is_error, routed.text
+            person.policy = {"migrate": "no"}
+            migrate = {"confirm": True, "facts": NEW_FACTS}
+            refused = await model.call("migrate_run", migrate)
+            assert refused.is_error and refused.data["user"] == "no", refused.text
+            assert "The user did not confirm the migration (no)" in refused.text
+
+    anyio.run(go)

@@ -67,6 +67,12 @@ class Answer:
     def confirmed(self) -> bool:
         return self.action == "accept" and self.value not in (None, False, "")
 
+    @property
+    def said(self) -> str:
+        """What the person did, for the words and ``data.user``: ``no`` (an accept that confirms nothing), or the
+        action (``decline``, ``cancel``; ``accept`` when it confirmed)."""
+        return "no" if self.action == "accept" and not self.confirmed else self.action
+
 
 class ReplyUnreadable(Exception):
     """The client's reply to the question ``key`` is no answer to it (``why``): nothing is recorded or sent."""

@@ -70,7 +70,7 @@ class MigrationMoves(BridgeCore):
             got = await asker.ask(asks)
             refused = [k for k, a in got.items() if not a.confirmed]
             if refused or len(got) < len(asks):
-                action = got[refused[0]].action if refused else "cancel"
+                action = got[refused[0]].said if refused else "cancel"
                 return Reply(
                     f"The user did not confirm the migration ({action}); the run stays where it is.",
                     {**data, "user": action},

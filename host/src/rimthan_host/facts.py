@@ -40,9 +40,9 @@ async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undo
         return BY_ELICITATION
     field_name = quoted(refused[0].removeprefix("fact:"))
     return Reply(
-        f"The user did not confirm {field_name} ({got[refused[0]].action}); {undone[0]}. Talk it through with the "
+        f"The user did not confirm {field_name} ({got[refused[0]].said}); {undone[0]}. Talk it through with the "
         f"user and call {retry} again.",
-        {"status": undone[1], "user": got[refused[0]].action, "field": field_name},
+        {"status": undone[1], "user": got[refused[0]].said, "field": field_name},
         is_error=True,
     )
 
