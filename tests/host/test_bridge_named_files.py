@@ -209,5 +209,6 @@ def test_edited_evidence_named_another_way_is_still_refused(world: ServerWorld, 
                 said = await model.call("step_done", {"step": "decision-record"})
                 assert said.is_error and said.data.get("failures") == [code], (name, said.text)
                 assert said.data["status"] == "files_refused", (name, said.text)  # the bridge's: nothing was sent
+                assert said.data["step"] == {"id": "decision-record"}  # as every result gives a step
 
     anyio.run(go)

@@ -190,7 +190,7 @@ def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: S
         stopped = await model.call("step_done")
         refused(stopped, "The validators were not started", critic, "was changed since the bridge delivered it")
         refused(stopped, "move or rename", "step_done again")
-        assert stopped.data["status"] == "workspace_refused"
+        assert stopped.data["status"] == "workspace_refused" and stopped.data["step"] == {"id": "desk-research"}
         assert (model.project / critic).read_text("utf-8") == edited
 
         (model.project / critic).rename(model.project / ".claude/agents/my-critic.md")

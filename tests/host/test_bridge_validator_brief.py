@@ -31,6 +31,9 @@ def test_validators_waiting_name_the_files_and_the_confirmed_state(world: Server
     async def script(model: StandIn) -> None:
         await model.follow(await model.start(), "", until_question=True)
         step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+        missing = await model.call("step_done", {"step": step.data["step"]["id"]})
+        assert missing.data["status"] == "files_missing", missing.text
+        assert missing.data["step"] == {"id": "desk-research"}  # an object, as in every result (it was the bare id)
         write_files(model, step)
         pending = await model.call("step_done", {"step": step.data["step"]["id"]})
         assert pending.data["status"] == "validators_pending", pending.text

@@ -125,7 +125,8 @@ def position_unknown_reply(unknown: PositionUnknown) -> Reply:
         f".rimthan/runs/{run}.json (with the files next to it) from a backup and call resume_run {run} again, or "
         "call start_run with new_run true to start a new run."
     )
-    data = {"run": run, "status": "resume_refused", "code": FailureCode.RUN_POSITION_UNKNOWN.value, "step": step}
+    code = FailureCode.RUN_POSITION_UNKNOWN.value
+    data = {"run": run, "status": "resume_refused", "code": code, "step": {"id": step}}
     return Reply(text, data, is_error=True)
 
 

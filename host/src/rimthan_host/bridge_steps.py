@@ -68,14 +68,14 @@ class StepMoves(BridgeCore):
         problems = file_problems(session.files, step.get("outputs") or [])
         if problems:
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
-            return reply(lines, {"run": self.run_id, "status": "files_missing", "step": step["id"]}, True)
+            return reply(lines, {"run": self.run_id, "status": "files_missing", "step": {"id": step["id"]}}, True)
         own = {o["id"] for o in step.get("outputs") or []}  # (earlier attempts of this step's files are no evidence)
         validated = {k: e for k, e in session.evidence.items() if k not in own}
         digests = check_named_files(session.files, step.get("outputs") or [], validated)
         if digests.problems:
             lines = ["Nothing was checked yet:", *(f"- {code.value}: {why}." for code, why in digests.problems)]
             lines.append("Then call step_done again.")
-            data = {"run": self.run_id, "status": "files_refused", "step": step["id"],
+            data = {"run": self.run_id, "status": "files_refused", "step": {"id": step["id"]},
                     "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
             return reply(lines, data, True)
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
@@ -99,7 +99,8 @@ class StepMoves(BridgeCore):
             )
         except AssetClash as exc:
             session.prepared = None  # step_done checks the files again, then the subagents
-            return reply([str(exc)], {"run": self.run_id, "status": "workspace_refused", "step": step["id"]}, True)
+            data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": step["id"]}}
+            return reply([str(exc)], data, True)
         lines += [f"Re-installed {p}: this run's release defines that subagent otherwise (another run's setup had "
                   "replaced it)." for p in restored]  # fmt: skip
         return validators_waiting(session, lines)
