@@ -97,6 +97,14 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
             assert missing.is_error and missing.data["failures"] == ["file_missing"], missing.text
             assert "names research/no-such-file.md, which cannot be read" in missing.text, missing.text
 
+            absolute = _record(model)  # a model that names the file it wrote by the path its own tools use
+            absolute["basis"][0]["path"] = str(project / absolute["basis"][0]["path"])
+            (project / RECORD).write_text(json.dumps(absolute), "utf-8")
+            spelled = await model.call("step_done", {"step": "decision-record"})
+            assert spelled.is_error and spelled.data["failures"] == ["path_unsafe"], spelled.text
+            said = f"path {project}/research/evidence-log.json is absolute; write it as research/evidence-log.json"
+            assert said in spelled.text and "escapes" not in spelled.text, spelled.text  # it is inside the project
+
             findings = project / "research/findings.md"
             validated = findings.read_bytes()
             findings.write_bytes(validated + b"\nOne more finding, added after the auditor passed the file.\n")

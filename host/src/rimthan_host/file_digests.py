@@ -172,10 +172,25 @@ def _path_problem(files: ProjectFiles, where: str, path: str) -> tuple[FailureCo
     if canonical != path:
         said = f"{where}: path {quoted(path)} is not a project path as the verifier compares it"
         return FailureCode.PATH_UNSAFE, f"{said}; write it as {quoted(canonical)} (no ./, // or trailing /)"
+    if PurePosixPath(path).is_absolute():
+        inside = _inside(files, PurePosixPath(path))
+        spelled = f"write it as {quoted(inside)}" if inside else "name a file inside the project, relative to it"
+        return (
+            FailureCode.PATH_UNSAFE,
+            f"{where}: path {quoted(path)} is absolute; {spelled} (the project's paths are relative to its directory)",
+        )
     try:
         files.safe_path(path)
     except HarnessError as exc:
         return FailureCode.PATH_UNSAFE, f"{where} names {quoted(path)}: {exc}. Name a file inside the project"
+    return None
+
+
+def _inside(files: ProjectFiles, path: PurePosixPath) -> str | None:
+    """``path``'s spelling relative to the project directory, if it lies inside it (without ``..``)."""
+    for root in (files.root.absolute(), files.root.resolve()):
+        if ".." not in path.parts and path.is_relative_to(root.as_posix()) and path != PurePosixPath(root.as_posix()):
+            return path.relative_to(root.as_posix()).as_posix()
     return None
 
 
