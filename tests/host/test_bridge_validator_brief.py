@@ -19,6 +19,8 @@ from support.bridge import audited_only_run, drive, write_files
 from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
 
+SKILL = Path(__file__).parents[2] / "host/claude-plugin/rimthan/skills/rimthan-run/SKILL.md"
+
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
@@ -43,6 +45,9 @@ def test_validators_waiting_name_the_files_and_the_confirmed_state(world: Server
         assert "has no digest to compare" in pending.text
         assert facts["objective"] in pending.text and all(option in pending.text for option in facts["options"])
         assert "research_route" in pending.text  # confirmed mid-run, too
+        served = {t.name: t.description or "" for t in (await model.client.list_tools()).tools}
+        assert "the step's files, the confirmed state" in served["record_verdict"]  # the tool says it too
+        assert "the files by artifact id and path, and the confirmed state" in " ".join(SKILL.read_text().split())
         shown = await model.call("show_step")
         assert shown.data["files"] == pending.data["files"] and listed in shown.text  # after a restart, too
         await model.follow(pending, "desk-research")

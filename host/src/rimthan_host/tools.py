@@ -83,8 +83,9 @@ TOOLS: tuple[types.Tool, ...] = (
     ),
     _tool(
         "record_verdict",
-        "One validator's verdict, after you ran it in its named subagent with its instruction text and the "
-        "step's files. One verdict per validator per round; the last one submits the step. After a fail, fix the "
+        "One validator's verdict, after you ran it in its named subagent with what the result lists for it "
+        "(instruction text, id and version, the step's files, the confirmed state). One verdict per validator per "
+        "round; the last one submits the step. After a fail, fix the "
         "files and call step_done: only failed validators run again.",
         {
             "validator": {"type": "string", "description": "Validator name, e.g. evidence-auditor."},
