@@ -41,7 +41,9 @@ def scrub(text: str) -> str:
 BRIDGE_NOTE = (
     "(The bridge makes the rimthan.* verifier calls and keeps the checkpoint and digests: where the text says to "
     "call one, call step_done instead - with facts, each field the user confirmed here - or answer_question for a "
-    "question, record_verdict for a validator.)"
+    "question, record_verdict for a validator. Where it says to hash files, attest them or compare or keep "
+    "digests, do not: the bridge does, and step_done refuses a file validated earlier in the run that changed "
+    "since.)"
 )
 
 
