@@ -46,6 +46,12 @@ def test_validators_waiting_name_the_files_and_the_confirmed_state(world: Server
         assert "has no digest to compare" in pending.text
         assert facts["objective"] in pending.text and all(option in pending.text for option in facts["options"])
         assert "research_route" in pending.text  # confirmed mid-run, too
+        report = {"severity": "error", "artifact_id": "evidence-log", "message": "/gaps: none listed."}
+        as_is = await model.call(
+            "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": [report]}
+        )
+        said = "findings.0 must be a string, not an object: each finding is one sentence, e.g. the message of a finding"
+        assert as_is.is_error and said in as_is.text, as_is.text  # the subagent's report's findings, passed as they are
         served = {t.name: t.description or "" for t in (await model.client.list_tools()).tools}
         assert "the step's files, the confirmed state" in served["record_verdict"]  # the tool says it too
         assert "the files by artifact id and path, and the confirmed state" in " ".join(SKILL.read_text().split())

@@ -167,8 +167,18 @@ def _problem(error: ValidationError, arguments: Mapping[str, Any], known: list[s
         return f"{where} must be exactly {choices}, not {json.dumps(error.instance)}"
     if error.validator == "type":
         got = _JSON_TYPES.get(type(error.instance), "a number")
-        return f"{where} must be {_a(str(error.validator_value))}, not {got}"
+        return (
+            f"{where} must be {_a(str(error.validator_value))}, not {got}{_FINDING if _a_report_finding(error) else ''}"
+        )
     return f"{where or 'the arguments'}: {error.message}"
+
+
+_FINDING = ": each finding is one sentence, e.g. the message of a finding in the subagent's report"
+
+
+def _a_report_finding(error: ValidationError) -> bool:
+    """A finding given as an object (a model passing the subagent's JSON report's findings as they are)."""
+    return len(error.path) == 2 and error.path[0] == "findings" and isinstance(error.instance, dict)
 
 
 def _a(json_type: str) -> str:
