@@ -41,6 +41,11 @@ def test_facts_confirmed_in_the_interview_go_in_with_step_done(world: ServerWorl
                 "the run stays at step interview", "call step_done again with every fact in facts")  # fmt: skip
         assert wrong.data["status"] == "facts_refused", wrong.data
         assert "deadline" not in log.load_state()["confirmed_state"]["state"]
+        assert "Ask the user for a value that fits" in wrong.text  # a value: the user's to change
+        misnamed = await model.call("step_done", {"step": "interview", "facts": {**later, "dead line": "2026-03-31"}})
+        refused(misnamed, "'dead line' was unexpected", "A fact's name is not a field of this workflow",
+                "exactly as the step's instructions spell its field")  # fmt: skip
+        assert "Ask the user for a value" not in misnamed.text  # a name: the model's to fix
         assert (await model.call("show_step")).data["step"]["id"] == "interview"
         done = await model.call("step_done", {"step": "interview", "facts": later})
         assert done.data["step"]["id"] == "confirm-contract", done.text  # recorded and moved on: one move

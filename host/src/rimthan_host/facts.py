@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
@@ -47,12 +47,29 @@ async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undo
     )
 
 
+_NAMES = (
+    "A fact's name is not a field of this workflow: name each fact exactly as the step's instructions spell its "
+    "field (e.g. success_criteria), and leave out what is no field"
+)
+
+
+def _at_top(failure: Mapping[str, Any]) -> bool:
+    """A confirmed state refused at its top level: a field the workflow's schema does not have."""
+    details = failure.get("details")
+    return (
+        failure.get("code") == FailureCode.CONFIRMED_STATE_INVALID.value
+        and isinstance(details, Mapping)
+        and details.get("pointer") == "/"
+    )
+
+
 def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Reply:
     """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do."""
     said = "; ".join(f"{f.get('code')}: {f.get('message')}" for f in failures)
+    todo = _NAMES if any(_at_top(f) for f in failures) else "Ask the user for a value that fits"
     lines = [f"Nothing was recorded: the verifier refused the facts {quoted(', '.join(facts))} ({said}); the run "
-             f"stays at step {session.step.get('id')}. Ask the user for a value that fits, then call step_done again "
-             "with every fact in facts."]  # fmt: skip
+             f"stays at step {session.step.get('id')}. {todo}, then call step_done again with every fact in "
+             "facts."]  # fmt: skip
     data = {"run": run_id_of(session), "status": "facts_refused", "failures": [str(f.get("code")) for f in failures]}
     return reply(lines, data, True)
 
