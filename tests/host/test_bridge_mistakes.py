@@ -47,7 +47,9 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         refused(await model.call("start_run", {"workflow": "research", "facts": "all"}), "facts must be an object")
         refused(await model.call("show_step", {"run": "run-1"}), "unknown argument run", "takes no arguments")
         assert not (model.project / ".rimthan").exists()  # none of it started anything
-        refused(await model.start({"objective": "x"}), "decision_owner", "call start_run again with every fact")
+        blocked = await model.start({"objective": "x"})
+        refused(blocked, "decision_owner", "call start_run again with every fact")
+        assert blocked.data["needs"] == ["decision_owner"], blocked.data  # by name, as a migration's needs
         refused(
             await model.call("start_run", {"workflow": "nope", "facts": {}}), "workflow_not_found", "research-decision"
         )

@@ -31,7 +31,7 @@ from .protocol import (
 from .results import wire
 from .runlog import new_run_id, run_summaries
 from .session import PositionUnknown
-from .step_replies import Reply, failure_codes
+from .step_replies import Reply, failure_codes, missing_fields
 from .words import (
     failure_words,
     known_runs,
@@ -58,7 +58,7 @@ class Bridge(StepMoves, MigrationMoves):
             if result["status"] == "blocked":
                 lines = ["The run did not start. The verifier needs:", *failure_words(result["failures"])]
                 lines.append("Ask the user for what is missing and call start_run again with every fact.")
-                data = {"status": "blocked", "failures": failure_codes(result)}
+                data = {"status": "blocked", "failures": failure_codes(result), "needs": missing_fields(result)}
                 return Reply("\n".join(lines), data, is_error=True)
             self.session = session
         self.lock.note(self.run_id)

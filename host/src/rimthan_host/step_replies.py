@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rimthan_workflow_registry.errors import FailureCode
+
 from .protocol import ResourceReader, workflow_version
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
@@ -47,6 +49,17 @@ def reply(lines: list[str], data: dict[str, Any], error: bool) -> Reply:
 def failure_codes(result: Mapping[str, Any]) -> list[str]:
     """The codes of a result's failures, for the reply's data."""
     return [str(f.get("code")) for f in result.get("failures") or []]
+
+
+def missing_fields(result: Mapping[str, Any]) -> list[str]:
+    """The fields a ``blocked`` result says are missing (``confirmed_field_missing``), by name."""
+    return [
+        str(f["details"]["field"])
+        for f in result.get("failures") or []
+        if f.get("code") == FailureCode.CONFIRMED_FIELD_MISSING.value
+        and isinstance(f.get("details"), Mapping)
+        and "field" in f["details"]
+    ]
 
 
 def run_id_of(session: HostSession) -> str:
