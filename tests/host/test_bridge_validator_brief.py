@@ -54,7 +54,9 @@ def test_validators_waiting_name_the_files_and_the_confirmed_state(world: Server
         assert as_is.is_error and said in as_is.text, as_is.text  # the subagent's report's findings, passed as they are
         served = {t.name: t.description or "" for t in (await model.client.list_tools()).tools}
         assert "the step's files, the confirmed state" in served["record_verdict"]  # the tool says it too
-        assert "the files by artifact id and path, and the confirmed state" in " ".join(SKILL.read_text().split())
+        skill = " ".join(SKILL.read_text().split())
+        assert "the files by artifact id and path, and the confirmed state" in skill
+        assert "and in `facts` every field the user confirmed in the step" in skill  # as step_done's description
         shown = await model.call("show_step")
         assert shown.data["files"] == pending.data["files"] and listed in shown.text  # after a restart, too
         await model.follow(pending, "desk-research")
