@@ -45,7 +45,11 @@ def test_an_answer_re_sent_after_the_run_moved_on_is_refused_not_taken_for_the_n
                 "(research_route)", "call answer_question with field research_route")  # fmt: skip
         bare = await model.call("answer_question", {"answer": "experiment"})
         refused(bare, "answer_question with an answer needs field", "field research_route")
-        assert RunLog(model.project, run).tokens() == logged  # nothing was sent for either
+        empty = await model.call("answer_question", {"field": "research_route"})  # no answer: the question again
+        refused(empty, "answer_question needs answer", "The run waits for the user's answer to: Which research",
+                "desk-research, user-interviews, experiment", "answer_question with field research_route")  # fmt: skip
+        assert empty.data["step"] == {"id": "select-route"} and empty.data["run"] == run, empty.data
+        assert RunLog(model.project, run).tokens() == logged  # nothing was sent for any
         shown = await model.call("show_step")
         assert shown.data["question"]["field"] == "research_route", shown.text
 

@@ -209,7 +209,7 @@ class StepMoves(BridgeCore):
                 )
             value, by = got.value, BY_ELICITATION
         elif answer is None:
-            return Reply("Ask the user, then call answer_question with their answer.", is_error=True)
+            return misplaced(session, "Nothing was recorded: answer_question needs answer, the user's choice.")
         else:
             value, by = answer, BY_MODEL
         if choices and value not in choices:
