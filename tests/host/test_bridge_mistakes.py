@@ -50,9 +50,9 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         blocked = await model.start({"objective": "x"})
         refused(blocked, "decision_owner", "call start_run again with every fact")
         assert blocked.data["needs"] == ["decision_owner"], blocked.data  # by name, as a migration's needs
-        refused(
-            await model.call("start_run", {"workflow": "nope", "facts": {}}), "workflow_not_found", "research-decision"
-        )
+        unknown = await model.call("start_run", {"workflow": "nope", "facts": {}})
+        refused(unknown, "workflow_not_found", "research-decision")
+        assert unknown.data == {"status": "refused", "refused": "workflow_not_found"}  # a status, as every reply has
 
         started = await model.start()
         run = started.data["run"]

@@ -150,7 +150,7 @@ async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]
         return Reply(exc.words(tool), {"status": "reply_unreadable", "failures": [exc.code.value]}, True)
     except ToolRefused as exc:
         words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
-        return Reply(words + f"and call {tool} again.", {"refused": exc.code}, True)
+        return Reply(words + f"and call {tool} again.", {"status": "refused", "refused": exc.code}, True)
     except RunBusy as busy:  # (another process moves the run this bridge tried to resume: nothing done)
         return Reply(str(busy), {"status": busy.code.value, "run": busy.run, "owner_pid": busy.owner.pid}, True)
     except RunLockLost as lost:  # (the run's lock file deleted or replaced: its session moves no more)
