@@ -140,3 +140,5 @@ def test_the_setup_reply_names_every_file_the_delivery_installed_adapter_include
     for entry in manifest["delivered"]:
         assert f"{entry['asset']} ({entry['path']})" in said, said
     assert "the adapter claude-code (" in said and "the subagents " in said and "the prompt " in said, said
+    # the prompt (a slash command) asks for checkpoint tokens and rimthan.start_workflow: not with the bridge
+    assert "never ask the user for a checkpoint token" in said and "use its tools instead" in said, said

@@ -57,6 +57,7 @@ def test_validators_waiting_name_the_files_and_the_confirmed_state(world: Server
         skill = " ".join(SKILL.read_text().split())
         assert "the files by artifact id and path, and the confirmed state" in skill
         assert "and in `facts` every field the user confirmed in the step" in skill  # as step_done's description
+        assert "never ask the user for a checkpoint token" in skill  # the release's prompt asks for one
         shown = await model.call("show_step")
         assert shown.data["files"] == pending.data["files"] and listed in shown.text  # after a restart, too
         await model.follow(pending, "desk-research")

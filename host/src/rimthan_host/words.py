@@ -264,7 +264,15 @@ def installed_words(delivered: Sequence[Mapping[str, Any]]) -> str:
         by_kind.setdefault(str(entry["kind"]), []).append(f"{entry['asset']} ({entry['path']})")
     order = sorted(by_kind, key=lambda k: (DELIVERY_KINDS.index(k) if k in DELIVERY_KINDS else len(DELIVERY_KINDS), k))
     parts = [f"the {kind}{'s' if len(by_kind[kind]) > 1 else ''} {', '.join(by_kind[kind])}" for kind in order]
-    return "The workspace is set up: installed " + ("; ".join(parts) or "nothing (the release delivers no files)") + "."
+    said = "The workspace is set up: installed " + ("; ".join(parts) or "nothing (the release delivers no files)") + "."
+    return said + (f" {HARNESS_ASSETS}" if {"prompt", "adapter"} & set(by_kind) else "")
+
+
+HARNESS_ASSETS = (
+    "The prompt and the adapter are written for a host calling the verifier's rimthan.* tools itself: with this "
+    "bridge, use its tools instead (start_run, resume_run, ...), and never ask the user for a checkpoint token or "
+    "the confirmed state: the bridge keeps them."
+)
 
 
 def fact_message(name: str, value: Any) -> str:
