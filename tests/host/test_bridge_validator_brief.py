@@ -36,6 +36,8 @@ def test_validators_waiting_name_the_files_and_the_confirmed_state(world: Server
         missing = await model.call("step_done", {"step": step.data["step"]["id"]})
         assert missing.data["status"] == "files_missing", missing.text
         assert missing.data["step"] == {"id": "desk-research"}  # an object, as in every result (it was the bare id)
+        said = f"Write these files in the project directory {model.project} (each path is relative to it)"
+        assert said in step.text, step.text  # a host whose working directory is not the project (Claude Desktop)
         assert "Where it says to hash files, attest them or compare or keep digests, do not" in step.text
         write_files(model, step)
         pending = await model.call("step_done", {"step": step.data["step"]["id"]})

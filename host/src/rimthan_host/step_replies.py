@@ -143,7 +143,7 @@ class StepReplies:
             return reply(lines, {**data, "files": files}, error)
         release_id = str((result.get("release") or session.result.get("release") or {}).get("id") or "release")
         schemas = await self.output_schemas(session, step, release_id)
-        lines += step_words(step, run, workflow_version(result), schemas)
+        lines += step_words(step, run, workflow_version(result), schemas, session.project_dir)
         if session.migration_offer is not None:
             lines += offer_words(session.migration_offer)
             data["migration"] = offer_summary(session.migration_offer)

@@ -48,7 +48,11 @@ BRIDGE_NOTE = (
 
 
 def step_words(
-    step: Mapping[str, Any], run_id: str, version: str, schemas: Mapping[str, OutputSchema] | None = None
+    step: Mapping[str, Any],
+    run_id: str,
+    version: str,
+    schemas: Mapping[str, OutputSchema] | None = None,
+    project: Path | None = None,
 ) -> list[str]:
     """The current step: title, its instruction, and what it needs (with each JSON output's schema)."""
     lines = [
@@ -62,7 +66,8 @@ def step_words(
     ]
     outputs = step.get("outputs") or []
     if step.get("gated") and outputs:
-        lines.append("Write these files in the project with your own tools:")
+        where = f"in the project directory {project} (each path is relative to it)" if project else "in the project"
+        lines.append(f"Write these files {where} with your own tools:")
         for o in outputs:
             lines.append(f"- {o['path']} ({_KINDS.get(o['media_type'], o['media_type'])})")
             if (schemas or {}).get(o["path"]) is not None:
