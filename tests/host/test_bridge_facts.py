@@ -42,6 +42,8 @@ def test_facts_confirmed_in_the_interview_go_in_with_step_done(world: ServerWorl
         assert wrong.data["status"] == "facts_refused", wrong.data
         assert "deadline" not in log.load_state()["confirmed_state"]["state"]
         assert "Ask the user for a value that fits" in wrong.text  # a value: the user's to change
+        assert "the confirmed state with these facts does not satisfy" in wrong.text, wrong.text
+        assert "next_confirmed_state" not in wrong.text  # the verifier's argument, which the model never passes
         misnamed = await model.call("step_done", {"step": "interview", "facts": {**later, "dead line": "2026-03-31"}})
         refused(misnamed, "'dead line' was unexpected", "A fact's name is not a field of this workflow",
                 "exactly as the step's instructions spell its field")  # fmt: skip

@@ -66,6 +66,7 @@ def _at_top(failure: Mapping[str, Any]) -> bool:
 def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Reply:
     """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do."""
     said = "; ".join(f"{f.get('code')}: {f.get('message')}" for f in failures)
+    said = said.replace("next_confirmed_state ", "the confirmed state with these facts ")  # (the verifier's argument)
     todo = _NAMES if any(_at_top(f) for f in failures) else "Ask the user for a value that fits"
     lines = [f"Nothing was recorded: the verifier refused the facts {quoted(', '.join(facts))} ({said}); the run "
              f"stays at step {session.step.get('id')}. {todo}, then call step_done again with every fact in "
