@@ -83,11 +83,13 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
     from rimthan_workflow_registry.run import CheckpointKeyring
 
     check_key_path_untracked(path)
-    if path.exists() or not create:
-        keyring = CheckpointKeyring.load(path)
+    if not create:
+        keyring, created = CheckpointKeyring.load(path), False
+    else:  # replicas starting together on one state directory: one creates the file, the others load it
+        keyring, created = CheckpointKeyring.opened(path)
+    if not created:
         warn_if_exposed(path)
-        return keyring, False
-    return CheckpointKeyring.load_or_create(path), True
+    return keyring, created
 
 
 def warn_if_exposed(path: Path) -> None:

@@ -30,6 +30,7 @@ precise message: their runs cannot continue on this server.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
@@ -203,12 +204,25 @@ class CheckpointKeyring:
 
     @classmethod
     def load_or_create(cls, path: Path) -> CheckpointKeyring:
+        return cls.opened(path)[0]
+
+    @classmethod
+    def opened(cls, path: Path) -> tuple[CheckpointKeyring, bool]:
+        """The key file at ``path``, created with one signing key when absent, and whether this call created it.
+
+        Replicas starting together on one state directory all find no file: the first to put its file in place
+        creates it and every other loads that one, never replacing it (a replaced file would leave the first
+        replica signing with a key no other replica, nor its own restart, knows).
+        """
         path = Path(path)
-        if path.exists():
-            return cls.load(path)
-        keyring = cls.generate()
-        keyring.save(path)
-        return keyring
+        if not path.exists():
+            keyring = cls.generate()
+            try:
+                keyring._save(path, exclusive=True)
+                return keyring, True
+            except FileExistsError:
+                pass
+        return cls.load(path), False
 
     def save(self, path: Path) -> None:
         """Write atomically with mode 0600: these keys can forge any run.
@@ -217,14 +231,23 @@ class CheckpointKeyring:
         would leave the replicas that share the target on the old keys. A
         link that is a loop or points at nothing raises ``OSError``.
         """
+        self._save(path, exclusive=False)
+
+    def _save(self, path: Path, *, exclusive: bool) -> None:
+        """:meth:`save`; ``exclusive``: raise ``FileExistsError`` rather than replace a file already there."""
         path = Path(os.path.realpath(path, strict=True)) if Path(path).is_symlink() else Path(path)
         try:
-            self._write(path)
+            self._write(path, exclusive=exclusive)
+        except FileExistsError:
+            raise
         except OSError as exc:  # the key file, not its temporary (nor nothing: a write on a full disk names no file)
             raise OSError(exc.errno, exc.strerror, str(path)) from None
 
-    def _write(self, path: Path) -> None:
-        """Write to a temporary file beside ``path``, fsync, rename over it: ``path`` is whole, old or new."""
+    def _write(self, path: Path, *, exclusive: bool) -> None:
+        """Write to a temporary file beside ``path``, fsync, rename over it: ``path`` is whole, old or new.
+
+        ``exclusive`` links the temporary file to ``path`` instead, which fails if ``path`` exists.
+        """
         path.parent.mkdir(parents=True, exist_ok=True)
         document = {
             "format": KEYRING_FORMAT,
@@ -240,10 +263,9 @@ class CheckpointKeyring:
                 json.dump(document, handle, indent=2)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
+            _put_in_place(tmp, path, exclusive=exclusive)
+        finally:
             Path(tmp).unlink(missing_ok=True)
-            raise
 
     def rotated(self) -> CheckpointKeyring:
         """A new signing key at once (one server); old keys keep verifying until retired."""
@@ -446,6 +468,24 @@ def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
     """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
     if issued > time.time() + CLOCK_SKEW_SECONDS:
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
+
+
+def _put_in_place(tmp: str, path: Path, *, exclusive: bool) -> None:
+    """Rename ``tmp`` over ``path``; ``exclusive``: hard-link it there, ``FileExistsError`` if ``path`` exists."""
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        if path.exists():  # a file system without hard links: the narrow check-then-rename is all there is
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from None
+        os.replace(tmp, path)
+
+
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
 def _new_key_id() -> str:
