@@ -5,13 +5,22 @@ refused in one line at start: never read as "no floor recorded" (which would
 skip the rollback check) and never waited on. Each command runs with stdin
 closed and a timeout, so a command blocked on a FIFO fails the test. A
 symlinked checkpoint key file is rotated at its target, never replaced.
+
+A state directory the server's user may not enter, or a key file it may not read (a volume mounted with another
+owner, a `chmod` gone wrong), is one ``io_error`` line naming the path and the access to give: never ``usage``
+with ``--help`` (click's own readability check ran first), and never ``key_invalid`` advising ``keys rotate``,
+which would have the operator make new keys and lose every run the old ones signed. Root passes every
+permission check, so as root these commands run with ``CAP_DAC_OVERRIDE`` and ``CAP_DAC_READ_SEARCH`` dropped
+(``setpriv``): root then meets the modes as their owner, as a service user would.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,3 +91,61 @@ def test_keys_rotate_on_a_symlink_loop_is_refused_and_writes_nothing(tmp_path: P
     assert found.code == "io_error" and "Too many levels of symbolic links" in found.error
     assert loop.is_symlink() and loop.readlink() == Path(loop.name)
     assert sorted(p.name for p in tmp_path.iterdir()) == [loop.name]
+
+
+# --------------------------------------------------------------------------- permissions
+
+_DROP = ["--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _as_service_user(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    command = [RIMTHAN_MCP, *map(str, args)]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.fail("setpriv (util-linux) is needed to drop root's permission override")
+        command = [setpriv, *_DROP, *command]
+    return subprocess.run(command, capture_output=True, text=True, timeout=HANG_SECONDS, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[Path]:
+    """A state directory holding a key file; its modes are put back so the test's directory can be removed."""
+    directory = tmp_path / "state"
+    created = subprocess.run([RIMTHAN_MCP, "keys", "rotate", "--state-dir", str(directory)], capture_output=True)
+    assert created.returncode == 0, created.stderr
+    yield directory
+    directory.chmod(0o700)
+    (directory / "checkpoint-keys.json").chmod(0o600)
+
+
+def _serve(served: tuple[Path, Path], state: Path) -> list[str]:
+    release, trust = served
+    return ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(state)]
+
+
+@pytest.mark.parametrize("command", ["serve", "keys", "check"])
+def test_a_state_directory_the_server_may_not_enter_is_named_with_the_access_to_give(
+    command: str, served: tuple[Path, Path], state: Path
+) -> None:
+    args = {
+        "serve": [*_serve(served, state), "--transport", "http", "--port", "0"],
+        "keys": ["keys", "list", "--state-dir", str(state)],
+        "check": ["check", "--release", str(served[0]), "--trust", str(served[1]), "--state-dir", str(state)],
+    }[command]
+    state.chmod(0o000)
+    found = _refused(_as_service_user(*args))
+    assert found.code == "io_error", found
+    assert found.error == f"error: io_error: {state}: this user may not enter the state directory (permission denied)"
+    assert f"access to {state}" in found.next and "chmod 700" in found.next, found.next
+
+
+def test_a_key_file_the_server_may_not_read_is_an_access_problem_not_keys_to_replace(
+    served: tuple[Path, Path], state: Path
+) -> None:
+    keys = state / "checkpoint-keys.json"
+    keys.chmod(0o000)
+    found = _refused(_as_service_user(*_serve(served, state), "--transport", "http", "--port", "0"))
+    assert found.error == f"error: io_error: {keys}: cannot read checkpoint keys: Permission denied"
+    assert f"read and write access to {keys}" in found.next and "do not create new keys" in found.next
+    assert "keys rotate" not in found.next

@@ -205,7 +205,7 @@ def main() -> None:
     metavar="FILE",
     help=KEYS_HELP + " Created mode 0600 on first run; refused where git would track it.",
 )
-@click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=STATE_HELP)
+@click.option("--state-dir", type=click.Path(path_type=Path, readable=False), metavar="DIR", help=STATE_HELP)
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--state-dir",
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, readable=False),
     metavar="DIR",
     help="Also check the release against this state directory's activation floors (nothing is written): "
     "the explicit --release mode's and, without --migration-target, the floor `serve --releases-dir` of the "

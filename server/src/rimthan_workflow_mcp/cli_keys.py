@@ -107,12 +107,24 @@ _CHECKPOINT_KEYS = KeyFileKind("checkpoint key file", "forge checkpoints", "the 
 
 
 def check_state_dir(directory: Path | None) -> None:
-    """A state directory that is a file is a setup mistake worth naming as such, not an I/O puzzle (``None``: none)."""
-    if directory is not None and directory.exists() and not directory.is_dir():
+    """A state directory that is a file, or that this user may not enter, is a setup mistake worth naming as such,
+    not an I/O puzzle (``None``: none)."""
+    if directory is None or not directory.exists():
+        return
+    if not directory.is_dir():
         raise KeyringError(
             FailureCode.IO_ERROR,
             "the state directory is a file, not a directory",
             next_step="give --state-dir (or $RIMTHAN_STATE_DIR) a directory, or move the file away",
+            path=str(directory),
+        )
+    if not os.access(directory, os.X_OK):
+        raise KeyringError(
+            FailureCode.IO_ERROR,
+            "this user may not enter the state directory (permission denied)",
+            next_step=f"give the user the server runs as access to {directory} (it reads and writes its checkpoint "
+            f"keys and activation floor there: `chown USER {directory} && chmod 700 {directory}`), or pick another "
+            "--state-dir; do not create new keys elsewhere: the runs the keys in it signed would be refused",
             path=str(directory),
         )
 
@@ -130,7 +142,9 @@ def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
 
 
 _keys_option = click.option("--checkpoint-keys", type=click.Path(path_type=Path), metavar="FILE", help=KEYS_HELP)
-_state_option = click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR", help=STATE_HELP)
+_state_option = click.option(
+    "--state-dir", type=click.Path(path_type=Path, readable=False), metavar="DIR", help=STATE_HELP
+)
 
 
 @click.command(
@@ -258,9 +272,8 @@ def keys() -> None:
 def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Show key ids (never key material): which one signs, which only verify, which are retired."""
     path = _keys_path(checkpoint_keys, state_dir)
+    guard(lambda: check_state_dir(path.parent))  # before asking whether the file exists: the OS may refuse that
     keyring = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)[0] if path.exists() else None
-    if keyring is None:
-        guard(lambda: check_state_dir(path.parent))
     click.echo(f"# {path}")  # only once the file is read or known absent: a refusal prints nothing before it
     if keyring is None:
         click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")

@@ -174,12 +174,7 @@ class CheckpointKeyring:
         except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
             raise _unreadable_keys(path, exc.message) from None
         except OSError as exc:
-            raise KeyringError(
-                FailureCode.KEY_INVALID,
-                f"cannot read checkpoint keys: {exc.strerror}",
-                path=str(path),
-                next_step=_KEYRING_NEXT,
-            ) from None
+            raise _unreadable_key_file(path, exc) from None
         except KeyError as exc:
             raise _unreadable_keys(path, f"the member {exc} is missing") from None
         except (ValueError, TypeError) as exc:
@@ -468,6 +463,19 @@ def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
     """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
     if issued > time.time() + CLOCK_SKEW_SECONDS:
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
+
+
+def _unreadable_key_file(path: Path, exc: OSError) -> KeyringError:
+    """A key file the OS would not read: ``key_invalid``, but ``io_error`` when access was refused (the right keys
+    behind the wrong owner or mode: new keys, as ``key_invalid`` suggests, would lose every run these signed)."""
+    code, next_step = FailureCode.KEY_INVALID, _KEYRING_NEXT
+    if isinstance(exc, PermissionError):
+        code = FailureCode.IO_ERROR
+        next_step = (
+            f"give the user the server runs as read and write access to {path} (`chown USER {path} && chmod 600 "
+            f"{path}`); do not create new keys: the runs these keys signed would be refused"
+        )
+    return KeyringError(code, f"cannot read checkpoint keys: {exc.strerror}", path=str(path), next_step=next_step)
 
 
 def _put_in_place(tmp: str, path: Path, *, exclusive: bool) -> None:
