@@ -18,6 +18,7 @@ import pytest
 from rimthan_host.harness import RunResult, WorkflowHarness, client_caller
 from rimthan_workflow_registry.release import load_trust, verify_release
 from support.oci import push
+from support.pack_cli import pack
 from support.processes import HttpServer, http_server_process
 from support.registry import LocalRegistry
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
@@ -242,3 +243,73 @@ def test_a_release_put_back_serves_its_pinned_runs_after_a_refresh(keys: Keys, t
     assert not served.is_error and served.structured_content["step"]["id"] == "setup-workspace", served
     floors = json.loads((on_b / "state" / "activation-floor.json").read_text("utf-8"))["catalogues"]
     assert [e["version"] for e in floors.values()] == ["1.3.0"]  # held for pinned runs, never activated
+
+
+def test_keys_readme_s_rotation_keeps_every_release_and_the_run_pinned_to_the_older_one(
+    keys: Keys, tmp_path: Path
+) -> None:
+    """keys/README "Rotate or remove a key" as written: add the new key, co-sign every release in service in place
+    (`rimthan-pack sign`), remove the old key, refresh. The server held each release by the signatures it had
+    when loaded (the old key's alone), so it dropped the older one (its pinned run refused) and called the active
+    one no longer trusted, though both on disk were signed by the new key."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+
+    async def week(server: HttpServer) -> dict[str, Any]:
+        async with http_client_for(server.url) as client:
+            run = harness(client_caller(client), tmp_path / "project")
+            result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
+            _publish(keys, "1.3.0-old", releases)
+            assert _refresh(server)["activated"] == ["research-decision@1.3.0"]
+            trust_dir(trust, keys.new)
+            _refresh(server)
+            for release in sorted(releases.iterdir()):
+                signed = pack("sign", release, "--key", keys.new.private_path)
+                assert signed.returncode == 0, signed.stderr
+            (trust / keys.old.public_path.name).unlink()
+            rotated.update(_events(_refresh(server)))
+            return await run.run(result)
+
+    rotated: dict[str, dict[str, Any]] = {}
+    with _serve(tmp_path, trust) as server:
+        finished = anyio.run(week, server)
+    assert "release no longer trusted; dropped" not in rotated, rotated
+    assert "active release no longer trusted; still served until restart" not in rotated, rotated
+    assert rotated["release still trusted: co-signed since it was loaded"]["signers"] == [keys.new.key_id]
+    assert finished["status"] == "completed" and "1.2.0" in json.dumps(finished["release"]), finished["release"]
+
+
+def test_a_follower_takes_the_co_signature_pushed_during_a_rotation_and_keeps_the_pinned_run(
+    keys: Keys, tmp_path: Path, registry: LocalRegistry
+) -> None:
+    """The same rotation for a fleet: the publisher co-signs and pushes every tag again before the old key goes.
+    The follower found its copy already present (it verified) and kept it without the new signature, so removing
+    the old key dropped the older release (its pinned run refused) and left the active one "no longer trusted"."""
+    ref, publisher = registry.ref("rimthan/cosign"), trust_dir(tmp_path / "publisher-trust", keys.old, keys.new)
+    trust = trust_dir(tmp_path / "trust", keys.old)
+    push(keys.built["1.2.0-old"], ref, publisher)
+
+    async def week(server: HttpServer) -> dict[str, Any]:
+        async with http_client_for(server.url) as client:
+            run = harness(client_caller(client), tmp_path / "project")
+            result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
+            push(keys.built["1.3.0-old"], ref, publisher)
+            assert _refresh(server)["activated"] == ["research-decision@1.3.0"]
+            trust_dir(trust, keys.new)
+            push(keys.built["1.2.0-both"], ref, publisher)
+            push(keys.built["1.3.0-both"], ref, publisher)
+            _refresh(server)
+            (trust / keys.old.public_path.name).unlink()
+            rotated.update(_events(_refresh(server)))
+            return await run.run(result)
+
+    rotated: dict[str, dict[str, Any]] = {}
+    with _serve(tmp_path, trust, "--releases-from", ref, "--plain-http") as server:
+        finished = anyio.run(week, server)
+    assert "release no longer trusted; dropped" not in rotated, rotated
+    assert "active release no longer trusted; still served until restart" not in rotated, rotated
+    assert finished["status"] == "completed" and "1.2.0" in json.dumps(finished["release"]), finished["release"]
+    for version in ("1.2.0", "1.3.0"):
+        copy = tmp_path / "releases" / f"research-decision-{version}"
+        assert {p.stem for p in (copy / "signatures").iterdir()} == {keys.old.key_id, keys.new.key_id}
+        verify_release(copy, load_trust(trust))

@@ -45,7 +45,7 @@ from .loading import (
 )
 from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
-from .trust_refresh import reload_trust, report_untrusted, still_trusted, trust_changed
+from .trust_refresh import co_signed_again, reload_trust, report_untrusted, still_trusted, trust_changed
 
 _log = get_logger("provider")
 
@@ -382,10 +382,23 @@ class ReleaseProvider:
         if self._migration_target is not None:
             serving.add(self._migration_target.digest)
         untrusted = [loaded for loaded in self._held.values() if not still_trusted(loaded, self.trust)]
+        untrusted = [loaded for loaded in untrusted if not self._co_signed_on_disk(loaded)]
         for loaded in untrusted:
             report_untrusted(loaded, dropped=loaded.digest not in serving)
         dropped = {loaded.digest for loaded in untrusted if loaded.digest not in serving}
         self._held = MappingProxyType({d: loaded for d, loaded in self._held.items() if d not in dropped})
+
+    def _co_signed_on_disk(self, loaded: LoadedRelease) -> bool:
+        """Whether ``loaded`` was co-signed on disk since it was loaded; if so it is held (and served) as that."""
+        again = co_signed_again(loaded, self.trust)
+        if again is not None:
+            self._held = MappingProxyType({**self._held, again.digest: again})
+            self._actives = MappingProxyType(
+                {c: again if a.digest == again.digest else a for c, a in self._actives.items()}
+            )
+            if self._migration_target is not None and self._migration_target.digest == again.digest:
+                self._migration_target = again
+        return again is not None
 
     def _activate(self, loaded: LoadedRelease) -> None:
         self._held = MappingProxyType({**self._held, loaded.digest: loaded})

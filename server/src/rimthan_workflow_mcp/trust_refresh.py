@@ -9,7 +9,9 @@ the refresh reports it as a rejection.
 
 A release already held is re-checked against a changed store by the
 signatures that verified when it was loaded: it is still trusted when at
-least the new threshold of them are by keys the new store holds.
+least the new threshold of them are by keys the new store holds, or when its
+directory, verified again, is the same release and the new store vouches for
+it (co-signed since it was loaded, as keys/README's rotation has it).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import TrustStore, load_trust
 
-from .loading import LoadedRelease, Rejection
+from .loading import LoadedRelease, Rejection, load_release
 from .logs import get_logger
 
 _log = get_logger("trust")
@@ -66,3 +68,22 @@ def report_untrusted(loaded: LoadedRelease, *, dropped: bool) -> None:
             "next": consequence,
         },
     )
+
+
+def co_signed_again(loaded: LoadedRelease, trust: TrustStore) -> LoadedRelease | None:
+    """``loaded``'s directory verified again under ``trust``, when it is the same release (the same manifest
+    digest) that the store vouches for now: co-signed since it was loaded (keys/README "Rotate or remove a key":
+    `rimthan-pack sign` in place, or a follower's pull of the co-signed push); else ``None``."""
+    try:
+        again = load_release(
+            loaded.release.root, trust, loaded.keyring, loaded.factory, expected_scope=loaded.scope_name
+        )
+    except Exception:  # not vouched for, changed or gone: the caller reports it as untrusted
+        return None
+    if again.digest != loaded.digest:
+        return None
+    _log.info(
+        "release still trusted: co-signed since it was loaded",
+        extra={"release": again.release.release_id, "signers": list(again.release.signer_key_ids)},
+    )
+    return again

@@ -8,6 +8,14 @@ A copy that does not verify (a file edited or deleted since it was pulled, or
 signed only by keys the trust store no longer holds) is replaced only when
 the caller asks (``rimthan-pack pull --replace-damaged``, and a registry
 follower, whose directory it is): the verified staging
+
+touched (the same release: already present; another one: ``release_exists``),
+except that a registry follower (``replace_damaged``) takes the download of the
+same release when it carries signatures the copy lacks (co-signed and pushed
+again during a key rotation), by the same exchange as a repair.
+A copy that does not verify (a file edited or deleted since it was pulled) is
+replaced only when the caller asks (``rimthan-pack pull --replace-damaged``,
+and a registry follower, whose directory it is): the verified staging
 directory and the damaged copy swap names in one ``renameat2(RENAME_EXCHANGE)``,
 so the name never points at nothing or at a half-written release; the damaged
 copy, now under the staging name, is deleted with it. Where the file system
@@ -30,7 +38,7 @@ from pathlib import Path
 from ..canonical import digest_bytes
 from ..errors import FailureCode, RegistryError, refusal_line
 from ..remediation import local_io
-from .format import MANIFEST_NAME
+from .format import MANIFEST_NAME, SIGNATURES_DIR
 from .oci_client import refusal as _refuse
 from .trust import TrustStore
 from .verified import VerifiedRelease
@@ -79,6 +87,11 @@ def install_release(
                 "holds another release under this name (it verifies); releases are never overwritten",
                 str(final),
             )
+        if replace_damaged and _signatures(staging) - _signatures(final):  # co-signed since: take its signatures
+            with local_io(final.parent, f"adding the new signatures to {final.name}"):
+                staging.chmod(0o755)
+                _swap(staging, final)
+            return Installed(final, already_present=False)
         return Installed(final, already_present=True)
     if not replace_damaged:
         raise RegistryError(
@@ -120,6 +133,12 @@ def _within(release_dir: Path, where: str | None) -> str | None:
         return where
     inside = Path(where).relative_to(release_dir)
     return None if inside == Path() else str(inside)
+
+
+def _signatures(release_dir: Path) -> set[str]:
+    """The names of the signature files a release directory holds."""
+    signatures = release_dir / SIGNATURES_DIR
+    return {entry.name for entry in signatures.iterdir()} if signatures.is_dir() else set()
 
 
 def _manifest_digest(release_dir: Path) -> str:
