@@ -24,7 +24,7 @@ from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
 from support.pack_cli import BIN, pack
 from support.processes import stdio_client_process
 from support.refusals import refusal
-from support.releases import KeyPair, make_keypair, trust_dir, trust_file
+from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir, trust_file
 
 # Every shape semver allows: plain, pre-release (alphanumeric, numeric, dotted, hyphenated), build metadata, both.
 SEMVER_FORMS = (
@@ -401,3 +401,22 @@ def test_a_schema_wrong_at_its_root_says_so(scaffold: Path, signer: KeyPair, tmp
     said = refusal(built.stderr)
     assert built.returncode == 1 and said.code == "schema_invalid" and f": {schema}: " in said.error
     assert "at the schema root (JSON pointer '')" in said.error
+
+
+def test_a_release_copied_under_another_name_is_named_back_not_rebuilt(signer: KeyPair, tmp_path: Path) -> None:
+    """A copy made to co-sign during a key rotation (`cp -r releases/research-decision-1.2.0 cosign-1.2.0`) is
+    refused by sign and push for its name: the next step said to rebuild it from source, which makes another
+    release; renaming the copy is the fix, and sign then adds the signature."""
+
+    built = build_release(packaged_source("1.2.0"), tmp_path / "releases", [signer])
+    copy = tmp_path / "cosign-1.2.0"
+    shutil.copytree(built, copy)
+    second = make_keypair(tmp_path / "keys", "second")
+    found = refusal(pack("sign", copy, "--key", second.private_path).stderr)
+    assert found.code == "manifest_invalid", found
+    named = tmp_path / "research-decision-1.2.0"
+    said = f"if this copy is meant to be research-decision@1.2.0, name it so (`mv {copy} {named}`)"
+    assert found.next == f"{said}; nothing in it needs rebuilding", found
+    copy.rename(named)
+    assert pack("sign", named, "--key", second.private_path).returncode == 0
+    verify_release(named, load_trust(trust_dir(tmp_path / "trust", second)))

@@ -327,11 +327,13 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
             f"the directory is named for {identity.catalogue}@{claimed} but holds the older {identity.id}",
             where,
         )
-    raise _fail(
+    raise ReleaseVerificationError(
         FailureCode.MANIFEST_INVALID,
         f"the directory is named {name!r} but holds {identity.id}; a release is published only as "
         f"{identity.directory_name!r}",
-        where,
+        path=str(where),
+        next_step=f"if this copy is meant to be {identity.id}, name it so (`mv {root} "
+        f"{root.parent / identity.directory_name}`); nothing in it needs rebuilding",
     )
 
 
