@@ -402,17 +402,34 @@ def test_a_checkpoint_key_file_others_can_read_or_write_is_named_with_the_fix(
     )
     for mode, opened, verb in cases:
         key_file.chmod(mode)
-        listed = _mcp("keys", "list", "--state-dir", state)
-        with _serve(world, releases, state) as server:
-            said = server.stderr()
-        for stderr in (listed.stderr, said):
-            lines = stderr.splitlines()
-            warned = [line for i, line in enumerate(lines) if "key_file_exposed" in (line + lines[i - 1] * (i > 0))]
-            if opened is None:
-                assert warned == [], stderr
-            else:
-                assert warned == [
-                    f"warning: key_file_exposed: {key_file}: checkpoint key file is {opened} (mode {mode:04o}): "
-                    f"whoever can {verb} it can forge checkpoints",
-                    f"next: chmod 600 {key_file}  (the server writes it 0600)",
-                ], stderr
+        warning = f"{key_file}: checkpoint key file is {opened} (mode {mode:04o}): whoever can {verb} it can forge"
+        fix = f"chmod 600 {key_file}  (the server writes it 0600)"
+        _assert_warned(world, releases, state, [f"{warning} checkpoints", fix] if opened else [])
+
+
+def test_a_state_directory_others_can_write_is_named_with_the_fix(world: ServerWorld, tmp_path: Path) -> None:
+    """Whoever can write the directory can rename another key file over the one there, 0600 or not, and forge
+    checkpoints: a state directory 0777 was loaded without a word. A sticky one (as /tmp) lets only the owner
+    replace the file, and one only its owner writes is said nothing of."""
+    state, releases = tmp_path / "state", tmp_path / "releases"
+    world.publish("1.3.0", releases)
+    assert _mcp("keys", "rotate", "--state-dir", state).returncode == 0
+    for mode, opened in ((0o777, "group and others"), (0o720, "group"), (0o1777, None), (0o755, None)):
+        state.chmod(mode)
+        warning = f"{state}: the directory holding the checkpoint key file is writable by {opened} (mode {mode:04o})"
+        fix = f"chmod 700 {state}  (only the server's user writes its state directory)"
+        replace = "whoever can write it can replace the key file, whatever its mode, and forge checkpoints"
+        _assert_warned(world, releases, state, [f"{warning}: {replace}", fix] if opened else [])
+
+
+def _assert_warned(world: ServerWorld, releases: Path, state: Path, expected: list[str]) -> None:
+    """`keys list` and a `serve` start on ``state`` each say exactly one ``key_file_exposed`` warning: ``expected``
+    (its file and message, then its next step), or none."""
+    listed = _mcp("keys", "list", "--state-dir", state)
+    with _serve(world, releases, state) as server:
+        said = server.stderr()
+    for stderr in (listed.stderr, said):
+        lines = stderr.splitlines()
+        warned = [line for i, line in enumerate(lines) if "key_file_exposed" in (line + lines[i - 1] * (i > 0))]
+        said = [f"warning: key_file_exposed: {expected[0]}", f"next: {expected[1]}"] if expected else []
+        assert warned == said, stderr

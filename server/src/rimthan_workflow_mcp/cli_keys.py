@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import click
 from rimthan_clikit import epilog, guard, warn
 from rimthan_workflow_registry.errors import FailureCode, KeyringError
-from rimthan_workflow_registry.key_file_modes import READ_WRITE_BITS, KeyFileKind, exposure_warning, key_file_exposure
+from rimthan_workflow_registry.key_file_modes import (
+    READ_WRITE_BITS,
+    WRITE_BITS,
+    KeyFileKind,
+    exposure_warning,
+    key_file_exposure,
+)
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 
 if TYPE_CHECKING:
@@ -89,6 +96,7 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
         keyring, created = CheckpointKeyring.opened(path)
     if not created:
         warn_if_exposed(path)
+    warn_if_folder_exposed(path)
     return keyring, created
 
 
@@ -98,6 +106,23 @@ def warn_if_exposed(path: Path) -> None:
     if exposed is not None:
         said = exposure_warning(exposed, _CHECKPOINT_KEYS)
         warn(FailureCode.KEY_FILE_EXPOSED, str(path), said.message, said.next_step)
+
+
+def warn_if_folder_exposed(path: Path) -> None:
+    """``key_file_exposed`` when others than the owner may write the directory holding the key file (not sticky):
+    they can rename another file over it, whatever its own mode, and forge checkpoints (or lower the floor)."""
+    folder = Path(os.path.realpath(path)).parent if path.is_symlink() else path.parent
+    exposed = key_file_exposure(folder, WRITE_BITS)
+    if exposed is None or exposed.mode & stat.S_ISVTX:  # sticky (/tmp): only the owner may replace the file
+        return
+    fix = f"chmod 700 {folder}" if exposed.owned else f"ask the owner of {folder} (uid {exposed.uid}) to chmod 700 it"
+    warn(
+        FailureCode.KEY_FILE_EXPOSED,
+        str(folder),
+        f"the directory holding the checkpoint key file is writable by {exposed.whom} (mode {exposed.mode:04o}): "
+        "whoever can write it can replace the key file, whatever its mode, and forge checkpoints",
+        f"{fix}  (only the server's user writes its state directory)",
+    )
 
 
 _CHECKPOINT_KEYS = KeyFileKind("checkpoint key file", "forge checkpoints", "the server writes it", "its servers")
