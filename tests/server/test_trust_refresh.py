@@ -313,3 +313,33 @@ def test_a_follower_takes_the_co_signature_pushed_during_a_rotation_and_keeps_th
         copy = tmp_path / "releases" / f"research-decision-{version}"
         assert {p.stem for p in (copy / "signatures").iterdir()} == {keys.old.key_id, keys.new.key_id}
         verify_release(copy, load_trust(trust))
+
+
+def test_a_held_release_deleted_from_disk_is_warned_of_once_and_its_pinned_run_still_finishes(
+    keys: Keys, tmp_path: Path
+) -> None:
+    """An operator deletes a release still pinned by a run. The server serves the run from what it verified at
+    load, but nothing said that a restart would refuse it (`pinned_release_unavailable`) while it could still be
+    put back: one warning now says so, at the first refresh after, and none at the next."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+    gone = "held release gone from disk; a restart will not hold it"
+
+    async def week(server: HttpServer) -> dict[str, Any]:
+        async with http_client_for(server.url) as client:
+            run = harness(client_caller(client), tmp_path / "project")
+            result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
+            _publish(keys, "1.3.0-old", releases)
+            assert gone not in _events(_refresh(server))
+            shutil.rmtree(releases / "research-decision-1.2.0")
+            said.update(_events(_refresh(server)))
+            assert gone not in _events(_refresh(server))  # once
+            return await run.run(result)
+
+    said: dict[str, dict[str, Any]] = {}
+    with _serve(tmp_path, trust) as server:
+        finished = anyio.run(week, server)
+    warned = said[gone]
+    assert warned["level"] == "warning" and warned["release"] == "research-decision@1.2.0", warned
+    assert warned["next"].startswith("put research-decision-1.2.0 back in the releases directory"), warned
+    assert finished["status"] == "completed" and "1.2.0" in json.dumps(finished["release"]), finished["release"]

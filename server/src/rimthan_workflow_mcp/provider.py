@@ -33,6 +33,7 @@ from rimthan_workflow_registry.release import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE,
 from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import FLOOR_FILE, ActivationFloor, deployment_of
+from .held_on_disk import warn_of_gone
 from .loading import (
     LoadedRelease,
     ModuleFactory,
@@ -98,6 +99,7 @@ class ReleaseProvider:
             held.setdefault(migration_target.digest, migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
         self._reported: set[tuple[str, str]] = set()
+        self._gone: set[str] = set()  # digests of held releases whose directory is gone, already warned of
         self._looked_at: set[tuple[str, int, int]] = set()  # older release directories tried: path, inode, mtime
         self.start_rejections: tuple[Rejection, ...] = ()
         self.last_refresh: RefreshResult | None = None
@@ -314,6 +316,7 @@ class ReleaseProvider:
             if changed:
                 self._looked_at.clear()  # an older release the old store refused may verify under this one
             self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
+            warn_of_gone(self._held.values(), self._gone)
             if changed:
                 self._drop_untrusted()
             self.last_refresh = result
