@@ -3,19 +3,14 @@
 A pull downloads into a staging directory beside its final name and verifies
 it there (``release/oci``); this module then puts it in place. A directory
 already under that name is verified first: a copy that verifies is never
-touched (the same release: already present; another one: ``release_exists``).
-A copy that does not verify (a file edited or deleted since it was pulled, or
-signed only by keys the trust store no longer holds) is replaced only when
-the caller asks (``rimthan-pack pull --replace-damaged``, and a registry
-follower, whose directory it is): the verified staging
-
 touched (the same release: already present; another one: ``release_exists``),
-except that a registry follower (``replace_damaged``) takes the download of the
-same release when it carries signatures the copy lacks (co-signed and pushed
-again during a key rotation), by the same exchange as a repair.
-A copy that does not verify (a file edited or deleted since it was pulled) is
-replaced only when the caller asks (``rimthan-pack pull --replace-damaged``,
-and a registry follower, whose directory it is): the verified staging
+except that a caller who asks to replace (``replace_damaged``: a registry
+follower, whose directory it is, or ``rimthan-pack pull --replace-damaged``)
+takes the download of the same release when it carries signatures the copy
+lacks (co-signed and pushed again during a key rotation), by the same exchange
+as a repair. A copy that does not verify (a file edited or deleted since it
+was pulled, or signed only by keys the trust store no longer holds) is
+replaced only when such a caller asks: the verified staging
 directory and the damaged copy swap names in one ``renameat2(RENAME_EXCHANGE)``,
 so the name never points at nothing or at a half-written release; the damaged
 copy, now under the staging name, is deleted with it. Where the file system
