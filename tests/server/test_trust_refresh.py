@@ -255,7 +255,7 @@ def test_keys_readme_s_rotation_keeps_every_release_and_the_run_pinned_to_the_ol
     releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
     _publish(keys, "1.2.0-old", releases)
 
-    async def week(server: HttpServer) -> dict[str, Any]:
+    async def week(server: HttpServer) -> RunResult:
         async with http_client_for(server.url) as client:
             run = harness(client_caller(client), tmp_path / "project")
             result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
@@ -276,7 +276,7 @@ def test_keys_readme_s_rotation_keeps_every_release_and_the_run_pinned_to_the_ol
     assert "release no longer trusted; dropped" not in rotated, rotated
     assert "active release no longer trusted; still served until restart" not in rotated, rotated
     assert rotated["release still trusted: co-signed since it was loaded"]["signers"] == [keys.new.key_id]
-    assert finished["status"] == "completed" and "1.2.0" in json.dumps(finished["release"]), finished["release"]
+    assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release
 
 
 def test_a_follower_takes_the_co_signature_pushed_during_a_rotation_and_keeps_the_pinned_run(
@@ -289,7 +289,7 @@ def test_a_follower_takes_the_co_signature_pushed_during_a_rotation_and_keeps_th
     trust = trust_dir(tmp_path / "trust", keys.old)
     push(keys.built["1.2.0-old"], ref, publisher)
 
-    async def week(server: HttpServer) -> dict[str, Any]:
+    async def week(server: HttpServer) -> RunResult:
         async with http_client_for(server.url) as client:
             run = harness(client_caller(client), tmp_path / "project")
             result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
@@ -308,7 +308,7 @@ def test_a_follower_takes_the_co_signature_pushed_during_a_rotation_and_keeps_th
         finished = anyio.run(week, server)
     assert "release no longer trusted; dropped" not in rotated, rotated
     assert "active release no longer trusted; still served until restart" not in rotated, rotated
-    assert finished["status"] == "completed" and "1.2.0" in json.dumps(finished["release"]), finished["release"]
+    assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release
     for version in ("1.2.0", "1.3.0"):
         copy = tmp_path / "releases" / f"research-decision-{version}"
         assert {p.stem for p in (copy / "signatures").iterdir()} == {keys.old.key_id, keys.new.key_id}
@@ -325,7 +325,7 @@ def test_a_held_release_deleted_from_disk_is_warned_of_once_and_its_pinned_run_s
     _publish(keys, "1.2.0-old", releases)
     gone = "held release gone from disk; a restart will not hold it"
 
-    async def week(server: HttpServer) -> dict[str, Any]:
+    async def week(server: HttpServer) -> RunResult:
         async with http_client_for(server.url) as client:
             run = harness(client_caller(client), tmp_path / "project")
             result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
@@ -342,4 +342,4 @@ def test_a_held_release_deleted_from_disk_is_warned_of_once_and_its_pinned_run_s
     warned = said[gone]
     assert warned["level"] == "warning" and warned["release"] == "research-decision@1.2.0", warned
     assert warned["next"].startswith("put research-decision-1.2.0 back in the releases directory"), warned
-    assert finished["status"] == "completed" and "1.2.0" in json.dumps(finished["release"]), finished["release"]
+    assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release
