@@ -90,10 +90,17 @@ RULES = {
         ("rimthan_packager", "rimthan_host", "cryptography.hazmat.primitives.serialization.load_pem_private_key"),
         (),
     ),
-    "the host kit uses only the server's stdio wire, its guard and message shapes, not its internals or the packager": (
+    "the host kit uses only the server's stdio wire (serving, drain, guard), message shapes and protocol eras, "
+    "not its internals or the packager": (
         _py(HOST),
         ("rimthan_workflow_mcp", "rimthan_packager"),
-        ("rimthan_workflow_mcp.stdio_serve", "rimthan_workflow_mcp.stdio_guard", "rimthan_workflow_mcp.message_shape"),
+        (
+            "rimthan_workflow_mcp.stdio_serve",
+            "rimthan_workflow_mcp.stdio_drain",
+            "rimthan_workflow_mcp.stdio_guard",
+            "rimthan_workflow_mcp.message_shape",
+            "rimthan_workflow_mcp.eras",
+        ),
     ),
     "only the command lines use rimthan_clikit": (
         [*_py(PACKAGER, but=("cli*.py",)), *_py(SERVER, but=("cli*.py",)), *_py(HOST, but=("serve.py",))],
