@@ -9,15 +9,17 @@ a digest or an attestation, and ``rimthan-mcp audit`` verifies every run log.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
 from rimthan_host.standin import StandIn
-from support.bridge import audit, bridge_params, stand_in
+from support.bridge import BIN, audit, bridge_params, stand_in
 from support.releases import packaged_source
-from support.servers import ServerWorld, build_world
+from support.servers import ServerWorld, build_world, server_env
 
 ROUTE_SCHEMAS = {
     "desk-research": "evidence-log.schema.json",
@@ -36,21 +38,35 @@ def _only_log(project: Path) -> Path:
     return log
 
 
+def _the_audit_told_says_the_run_completed(text: str, project: Path) -> None:
+    """The completion names the audit command for this bridge's verifier (its releases, trust and state directory);
+    run as told, from the project, it verifies the log and says the run completed. Before, it said only
+    ``rimthan-mcp audit``, which without the releases cannot tell how the run ended ("outcome: not told")."""
+    (told,) = [line for line in text.splitlines() if line.startswith("Run log: ")]
+    command = told.split(" (", 1)[1].removesuffix(" verifies it and says how the run ended).")
+    assert command.startswith("rimthan-mcp audit .rimthan/runs/") and "--release" in command, told
+    env = {**server_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "completed" in done.stdout and "not told" not in done.stdout, done.stdout
+
+
 @pytest.mark.parametrize("route", ["desk-research", "user-interviews", "experiment"])
 def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, route: str) -> None:
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
 
-    async def go() -> StandIn:
+    async def go() -> tuple[StandIn, str]:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             tools = await client.list_tools()
             assert {t.name for t in tools.tools} >= {"start_run", "step_done", "record_verdict", "migrate_run"}
             model = stand_in(client, project)
             final = await model.follow(await model.start(), route)
             assert final.data["status"] == "completed" and f"Run {final.data['run']} is complete." in final.text
-            return model
+            return model, final.text
 
-    model = anyio.run(go)
+    model, completed = anyio.run(go)
+    _the_audit_told_says_the_run_completed(completed, project)
     assert model.leaks() == []
     assert model.opaque_bytes_sent() == 0
     assert (project / ".claude").is_dir()  # the bridge delivered the release's assets itself

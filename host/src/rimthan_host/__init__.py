@@ -28,6 +28,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``bridge_migrate`` migrate_run: the offered release previewed, then taken once the user agrees
 ``workspace_lock`` one bridge moves a project's runs at a time: ``flock`` on ``.rimthan/bridge.lock`` and ``.rimthan``
 ``step_replies``   the replies every move ends with: where the run is, the output schemas copied per release
+``audit_command``  the ``rimthan-mcp audit`` command a completed run names, from the child verifier's flags
 ``words``          the bridge's results in words: the step, what it needs, the one call to make next
 ``tools``          the tools as the model sees them, and the check of a model's arguments against them
 ``asking``         asking the person directly: elicitation in both MCP protocol eras

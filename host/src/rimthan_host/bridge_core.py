@@ -55,9 +55,10 @@ class BridgeCore:
         host: HostProfile | None = None,
         clock: Callable[[], float] = time.time,
         read_resource: ResourceReader | None = None,
+        verifier_args: Sequence[str] | None = (),
     ) -> None:
         self.call = call
-        self.replies = StepReplies(read_resource)
+        self.replies = StepReplies(read_resource, verifier_args)
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
         self.clock = clock

@@ -267,7 +267,8 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
     """
     async with anyio.create_task_group() as tasks:
         link = VerifierLink(target, tasks)
-        bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read)
+        args = None if isinstance(target, str) else target.args[1:]  # (after "serve")
+        bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args)
         stopped = await serve_wire(create_bridge_server(bridge, link), BridgeLines)
         down = await link.down(SETTLE_SECONDS)
         tasks.cancel_scope.cancel()

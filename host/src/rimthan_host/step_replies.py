@@ -11,12 +11,13 @@ words themselves are :mod:`rimthan_host.words`; the moves are
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode
 
+from .audit_command import audit_command
 from .protocol import ResourceReader, workflow_version
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
@@ -101,8 +102,9 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
 class StepReplies:
     """Replies describing a run's position, with the output schemas copied into the project once per release."""
 
-    def __init__(self, read_resource: ResourceReader | None) -> None:
+    def __init__(self, read_resource: ResourceReader | None, verifier_args: Sequence[str] | None = ()) -> None:
         self.read_resource = read_resource
+        self.verifier_args = verifier_args  # how the child verifier was started (None: a verifier by URL)
         self._schemas: dict[str, OutputSchema] = {}  # copied, by schema URI (it names the release's digest)
 
     async def output_schemas(
@@ -132,7 +134,8 @@ class StepReplies:
         data: dict[str, Any] = {"run": run, "status": status}
         if status == "completed":
             files = sorted(w.path for w in session.record.written.values())
-            lines += [f"Run {run} is complete.", f"Run log: .rimthan/runs/{run}.log (rimthan-mcp audit verifies it)."]
+            log = f".rimthan/runs/{run}.log"
+            lines += [f"Run {run} is complete.", f"Run log: {log} ({audit_command(log, self.verifier_args)})."]
             return reply(lines, {**data, "files": files}, error)
         step = result.get("step") or {}
         data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}

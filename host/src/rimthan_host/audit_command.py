@@ -1,0 +1,58 @@
+"""The ``rimthan-mcp audit`` command that verifies a run's log here, as this bridge's verifier was started.
+
+Told to the model when a run completes: ``rimthan-mcp audit LOG`` alone checks
+the log's chain but cannot say how the run ended without the releases and
+trust store the verifier served from. A child verifier runs in the project
+(its relative paths and defaults are the project's), so the flags it was
+given that audit shares (``--releases-dir``, ``--release`` and
+``--migration-target`` as ``--release``, ``--trust``, ``--state-dir``,
+``--checkpoint-keys``) are repeated, and ``--releases-dir`` defaults as
+``serve`` does (``$RIMTHAN_RELEASES_DIR``, else ``releases``). A verifier
+reached by URL keeps its checkpoint keys and releases to itself: its operator
+audits the log.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Sequence
+
+_SHARED = {
+    "--releases-dir": "--releases-dir",
+    "--release": "--release",
+    "--migration-target": "--release",
+    "--trust": "--trust",
+    "--state-dir": "--state-dir",
+    "--checkpoint-keys": "--checkpoint-keys",
+}
+_RELEASES = ("--releases-dir", "--release")
+SERVED_RELEASES_ENV = "RIMTHAN_RELEASES_DIR"  # (serve's --releases-dir; audit's has no variable)
+DEFAULT_RELEASES_DIR = "releases"  # (serve's default, relative to the project the child runs in)
+
+
+def audit_command(log: str, verifier_args: Sequence[str] | None) -> str:
+    """The shell command verifying ``log`` and saying how its run ended; ``None`` args: a verifier by URL."""
+    if verifier_args is None:
+        return f"the verifier's operator verifies it with rimthan-mcp audit {shlex.quote(log)} and its checkpoint keys"
+    flags = _shared_flags(verifier_args)
+    if not any(flag in _RELEASES for flag, _ in flags):
+        flags.insert(0, ("--releases-dir", os.environ.get(SERVED_RELEASES_ENV) or DEFAULT_RELEASES_DIR))
+    words = ["rimthan-mcp", "audit", log, *(word for pair in flags for word in pair)]
+    return f"{shlex.join(words)} verifies it and says how the run ended"
+
+
+def _shared_flags(words: Sequence[str]) -> list[tuple[str, str]]:
+    """The (flag, value) pairs of ``words`` that audit takes too, renamed to audit's flag, in order."""
+    found: list[tuple[str, str]] = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        name, equals, value = word.partition("=")
+        if name in _SHARED and equals:
+            found.append((_SHARED[name], value))
+        elif word in _SHARED and at + 1 < len(words):
+            found.append((_SHARED[word], words[at + 1]))
+            at += 1
+        at += 1
+    return found
