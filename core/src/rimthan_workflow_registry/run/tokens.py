@@ -30,12 +30,9 @@ precise message: their runs cannot continue on this server.
 from __future__ import annotations
 
 import base64
-import errno
 import json
-import os
 import re
 import secrets
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,11 +40,10 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import parse_strict_json
-from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError, TokenError
+from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
 from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS
+from rimthan_workflow_registry.run.key_file import read_key_file, write_key_file
 from rimthan_workflow_registry.run.token_wire import TokenSegments, b64url_encode, claims_payload, split_token
-from rimthan_workflow_registry.small_files import read_small_file
 
 if TYPE_CHECKING:
     from jwt.algorithms import HMACAlgorithm
@@ -57,7 +53,6 @@ BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
 ALGORITHM = "HS256"
 KEY_BYTES = 32
 KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
-MAX_KEYRING_FILE_BYTES = 1024 * 1024  # ~10,000 keys as save() writes them; a key file is read whole
 _HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
 _EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
 _UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
@@ -90,21 +85,6 @@ def _header_segment(key: bytes, kid: str, token_type: str) -> bytes:
 
 
 _KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
-_KEYRING_NEXT = (
-    "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
-    "`rimthan-mcp keys rotate`"
-)
-
-
-def _unreadable_keys(path: Path, reason: str) -> KeyringError:
-    """A key file whose content is not what :meth:`CheckpointKeyring.save` writes."""
-    return KeyringError(
-        FailureCode.KEY_INVALID,
-        f"cannot read checkpoint keys: {reason}",
-        path=str(path),
-        next_step="restore the key file from a replica or backup (as `rimthan-mcp keys` wrote it), or pass the "
-        "--checkpoint-keys (or --state-dir) of the server that issued the runs",
-    )
 
 
 def _is_key_id(value: Any) -> bool:
@@ -163,22 +143,7 @@ class CheckpointKeyring:
     def load(cls, path: Path) -> CheckpointKeyring:
         """The key file as :meth:`save` writes it; anything else (a repeated key, a member of another type, a
         signing key that is also retired) is ``key_invalid``: these keys decide which runs are genuine."""
-        try:
-            data = read_small_file(path, MAX_KEYRING_FILE_BYTES)  # a FIFO is refused, never waited on
-            if len(data) > MAX_KEYRING_FILE_BYTES:
-                raise ValueError(f"the file is over {MAX_KEYRING_FILE_BYTES} bytes")
-            raw = parse_strict_json(data, where=str(path), code=FailureCode.KEY_INVALID)
-            return cls._from_json(raw)
-        except KeyringError as exc:
-            raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
-        except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
-            raise _unreadable_keys(path, exc.message) from None
-        except OSError as exc:
-            raise _unreadable_key_file(path, exc) from None
-        except KeyError as exc:
-            raise _unreadable_keys(path, f"the member {exc} is missing") from None
-        except (ValueError, TypeError) as exc:
-            raise _unreadable_keys(path, str(exc)) from None
+        return read_key_file(path, cls._from_json)
 
     @classmethod
     def _from_json(cls, raw: Any) -> CheckpointKeyring:
@@ -213,54 +178,25 @@ class CheckpointKeyring:
         if not path.exists():
             keyring = cls.generate()
             try:
-                keyring._save(path, exclusive=True)
+                write_key_file(keyring._document(), path, exclusive=True)
                 return keyring, True
             except FileExistsError:
                 pass
         return cls.load(path), False
 
     def save(self, path: Path) -> None:
-        """Write atomically with mode 0600: these keys can forge any run.
+        """Write atomically with mode 0600: these keys can forge any run (:func:`.key_file.write_key_file`)."""
+        write_key_file(self._document(), path, exclusive=False)
 
-        A symlinked key file is written at its target: replacing the link
-        would leave the replicas that share the target on the old keys. A
-        link that is a loop or points at nothing raises ``OSError``.
-        """
-        self._save(path, exclusive=False)
-
-    def _save(self, path: Path, *, exclusive: bool) -> None:
-        """:meth:`save`; ``exclusive``: raise ``FileExistsError`` rather than replace a file already there."""
-        path = Path(os.path.realpath(path, strict=True)) if Path(path).is_symlink() else Path(path)
-        try:
-            self._write(path, exclusive=exclusive)
-        except FileExistsError:
-            raise
-        except OSError as exc:  # the key file, not its temporary (nor nothing: a write on a full disk names no file)
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-
-    def _write(self, path: Path, *, exclusive: bool) -> None:
-        """Write to a temporary file beside ``path``, fsync, rename over it: ``path`` is whole, old or new.
-
-        ``exclusive`` links the temporary file to ``path`` instead, which fails if ``path`` exists.
-        """
-        path.parent.mkdir(parents=True, exist_ok=True)
-        document = {
+    def _document(self) -> dict[str, Any]:
+        """The key file's JSON, as :meth:`load` reads it."""
+        return {
             "format": KEYRING_FORMAT,
             "signing_key_id": self.signing_key_id,
             "keys": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.keys.items())],
             "retired": sorted(self.retired),
             "archived": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.archived.items())],
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-")
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(document, handle, indent=2)
-                handle.flush()
-                os.fsync(handle.fileno())
-            _put_in_place(tmp, path, exclusive=exclusive)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
 
     def rotated(self) -> CheckpointKeyring:
         """A new signing key at once (one server); old keys keep verifying until retired."""
@@ -463,37 +399,6 @@ def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
     """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
     if issued > time.time() + CLOCK_SKEW_SECONDS:
         raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
-
-
-def _unreadable_key_file(path: Path, exc: OSError) -> KeyringError:
-    """A key file the OS would not read: ``key_invalid``, but ``io_error`` when access was refused (the right keys
-    behind the wrong owner or mode: new keys, as ``key_invalid`` suggests, would lose every run these signed)."""
-    code, next_step = FailureCode.KEY_INVALID, _KEYRING_NEXT
-    if isinstance(exc, PermissionError):
-        code = FailureCode.IO_ERROR
-        next_step = (
-            f"give the user the server runs as read and write access to {path} (`chown USER {path} && chmod 600 "
-            f"{path}`); do not create new keys: the runs these keys signed would be refused"
-        )
-    return KeyringError(code, f"cannot read checkpoint keys: {exc.strerror}", path=str(path), next_step=next_step)
-
-
-def _put_in_place(tmp: str, path: Path, *, exclusive: bool) -> None:
-    """Rename ``tmp`` over ``path``; ``exclusive``: hard-link it there, ``FileExistsError`` if ``path`` exists."""
-    if not exclusive:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)
-    except OSError as exc:
-        if exc.errno not in _NO_HARD_LINKS:
-            raise
-        if path.exists():  # a file system without hard links: the narrow check-then-rename is all there is
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from None
-        os.replace(tmp, path)
-
-
-_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
 def _new_key_id() -> str:

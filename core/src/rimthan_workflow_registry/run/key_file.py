@@ -1,0 +1,125 @@
+"""The checkpoint key file on disk: read strictly, written whole with mode 0600, created once when absent.
+
+:class:`~rimthan_workflow_registry.run.tokens.CheckpointKeyring` holds the
+keys and says what their JSON means; this module only moves that JSON to and
+from a file. A read is bounded (a FIFO is refused, never waited on) and
+strict (a repeated key, NaN or 1e999 is refused), and every failure is
+``key_invalid`` naming the file and what to do, or ``io_error`` when the OS
+refused access: the right keys behind the wrong owner or mode, where new keys
+would lose every run the old ones signed. A write goes to a temporary file
+beside the target, is fsynced and renamed over it, so the file is whole, old
+or new; a symlinked key file is written at its target (replicas sharing the
+target stay on one set of keys). ``exclusive`` (a state directory's first
+start) links the temporary file into place instead, which fails if another
+process put its file there first: replicas starting together on one fresh
+state directory then all load the one file.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rimthan_workflow_registry.canonical import parse_strict_json
+from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
+from rimthan_workflow_registry.small_files import read_small_file
+
+MAX_KEYRING_FILE_BYTES = 1024 * 1024  # ~10,000 keys as save() writes them; a key file is read whole
+_KEYRING_NEXT = (
+    "pass the --checkpoint-keys (or --state-dir) of the server that issued the runs, or create new keys with "
+    "`rimthan-mcp keys rotate`"
+)
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+Keys = TypeVar("Keys")
+
+
+def read_key_file(path: Path, parse: Callable[[Any], Keys]) -> Keys:
+    """``parse`` of the file's JSON; what it raises (``KeyringError``, ``ValueError``, ``KeyError``,
+    ``TypeError``) and what reading raises become one ``KeyringError`` naming the file."""
+    try:
+        data = read_small_file(path, MAX_KEYRING_FILE_BYTES)  # a FIFO is refused, never waited on
+        if len(data) > MAX_KEYRING_FILE_BYTES:
+            raise ValueError(f"the file is over {MAX_KEYRING_FILE_BYTES} bytes")
+        return parse(parse_strict_json(data, where=str(path), code=FailureCode.KEY_INVALID))
+    except KeyringError as exc:
+        raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
+    except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
+        raise _unreadable_keys(path, exc.message) from None
+    except OSError as exc:
+        raise _unreadable_key_file(path, exc) from None
+    except KeyError as exc:
+        raise _unreadable_keys(path, f"the member {exc} is missing") from None
+    except (ValueError, TypeError) as exc:
+        raise _unreadable_keys(path, str(exc)) from None
+
+
+def write_key_file(document: Mapping[str, Any], path: Path, *, exclusive: bool) -> None:
+    """``document`` as the key file at ``path`` (at a symlink's target), whole, mode 0600; ``exclusive``: raise
+    ``FileExistsError`` rather than replace a file already there. A link that is a loop or points at nothing
+    raises ``OSError``, as does a failed write, naming the key file (not its temporary)."""
+    path = Path(os.path.realpath(path, strict=True)) if Path(path).is_symlink() else Path(path)
+    try:
+        _write(document, path, exclusive=exclusive)
+    except FileExistsError:
+        raise
+    except OSError as exc:  # the key file, not its temporary (nor nothing: a write on a full disk names no file)
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+
+
+def _write(document: Mapping[str, Any], path: Path, *, exclusive: bool) -> None:
+    """Write to a temporary file beside ``path``, fsync, put it in place: ``path`` is whole, old or new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".keys-")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=2)
+            handle.flush()
+            os.fsync(handle.fileno())
+        _put_in_place(tmp, path, exclusive=exclusive)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _put_in_place(tmp: str, path: Path, *, exclusive: bool) -> None:
+    """Rename ``tmp`` over ``path``; ``exclusive``: hard-link it there, ``FileExistsError`` if ``path`` exists."""
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        if path.exists():  # a file system without hard links: the narrow check-then-rename is all there is
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from None
+        os.replace(tmp, path)
+
+
+def _unreadable_keys(path: Path, reason: str) -> KeyringError:
+    """A key file whose content is not what ``CheckpointKeyring.save`` writes."""
+    return KeyringError(
+        FailureCode.KEY_INVALID,
+        f"cannot read checkpoint keys: {reason}",
+        path=str(path),
+        next_step="restore the key file from a replica or backup (as `rimthan-mcp keys` wrote it), or pass the "
+        "--checkpoint-keys (or --state-dir) of the server that issued the runs",
+    )
+
+
+def _unreadable_key_file(path: Path, exc: OSError) -> KeyringError:
+    """A key file the OS would not read: ``key_invalid``, but ``io_error`` when access was refused (the right keys
+    behind the wrong owner or mode: new keys, as ``key_invalid`` suggests, would lose every run these signed)."""
+    code, next_step = FailureCode.KEY_INVALID, _KEYRING_NEXT
+    if isinstance(exc, PermissionError):
+        code = FailureCode.IO_ERROR
+        next_step = (
+            f"give the user the server runs as read and write access to {path} (`chown USER {path} && chmod 600 "
+            f"{path}`); do not create new keys: the runs these keys signed would be refused"
+        )
+    return KeyringError(code, f"cannot read checkpoint keys: {exc.strerror}", path=str(path), next_step=next_step)
