@@ -62,11 +62,39 @@ from jsonschema import (  # noqa: E402  (after the import above, which must come
 )
 from jsonschema.exceptions import FormatError, best_match  # noqa: E402
 
-__all__ = ["FORMAT_CHECKER", "Draft202012Validator", "FormatChecker", "SchemaError", "ValidationError", "best_match"]
+__all__ = [
+    "FORMAT_CHECKER",
+    "Draft202012Validator",
+    "FormatChecker",
+    "SchemaError",
+    "ValidationError",
+    "best_match",
+    "draft202012_keywords",
+]
 
 # The checker that validates Draft 2020-12 formats (and the 2020-12 metaschema in check_schema).
 FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
 _DRAFTS = (Draft3Validator, Draft4Validator, Draft6Validator, Draft7Validator, Draft201909Validator)
+
+
+def draft202012_keywords() -> frozenset[str]:
+    """Every keyword of the Draft 2020-12 vocabularies, read from jsonschema's own copies of their metaschemas.
+
+    The 2020-12 metaschema is the ``allOf`` of one metaschema per vocabulary
+    (core, applicator, unevaluated, validation, meta-data, format-annotation,
+    content), each listing its keywords under ``properties``. The metaschema's
+    own ``properties`` (``definitions``, ``dependencies``, ``$recursiveRef``,
+    ``$recursiveAnchor``) are earlier drafts' keywords, in no 2020-12 vocabulary.
+    """
+    from urllib.parse import urljoin
+
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
+
+    meta = Draft202012Validator.META_SCHEMA
+    keywords: set[str] = set()
+    for part in meta["allOf"]:
+        keywords.update(REGISTRY.contents(urljoin(meta["$id"], part["$ref"]))["properties"])
+    return frozenset(keywords)
 
 
 # The checkers below are jsonschema/_format.py's, with their library imported on the first call.

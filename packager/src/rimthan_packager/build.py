@@ -38,6 +38,7 @@ from rimthan_workflow_registry.release import (
     TrustStore,
     VerifiedRelease,
     canonical_form_version,
+    check_schema_keywords,
     manifest_for,
     render_checksums,
     signature_name,
@@ -87,12 +88,14 @@ _EPOCH_DIGITS = len(str(MAX_JSON_SAFE_INTEGER))  # a longer value is refused bef
 
 
 def validate_source(source: SourceFiles) -> LoadedCatalogue:
-    """The catalogue rules, with the loader the server uses; errors name source files."""
+    """The catalogue rules, with the loader the server uses, and the build's own; errors name source files."""
     try:
-        return ReleaseLoader.load(source)
+        loaded = ReleaseLoader.load(source)
+        check_schema_keywords(loaded.schemas.documents, source.read)  # build only: signed releases keep loading
     except RegistryError as exc:
         where = source.where(exc.path) if exc.path else str(source.root)
         raise type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step) from exc
+    return loaded
 
 
 def _distinct(keys: Sequence[SigningKey]) -> list[SigningKey]:

@@ -37,7 +37,9 @@ Modules, in the order a release is read:
     remembers which catalogue schemas (and values) already passed, and
     ``catalogue_schema`` checks values against them (Python jsonschema's
     verdict, jsonschema-rs's speed); ``schema_refs`` keeps every ``$ref``
-    inside its own schema, so no check ever fetches anything.
+    inside its own schema, so no check ever fetches anything;
+    ``schema_vocabulary`` (build only) refuses a keyword Draft 2020-12 does
+    not define (a misspelling), allowing the author's ``x-`` annotations.
 ``oci`` / ``oci_client`` / ``oci_bounds``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path; the registry client (oras, with credentials and
@@ -127,6 +129,7 @@ if TYPE_CHECKING:
         SCHEMA_CHECKS_FILE,
         canonical_form_version,
     )
+    from rimthan_workflow_registry.release.schema_vocabulary import check_schema_keywords
     from rimthan_workflow_registry.release.trust import (
         MAX_KEY_FILE_BYTES,
         TrustStore,
@@ -189,6 +192,7 @@ __all__ = [
     "first_failure",
     "inspect_release",
     "canonical_form_version",
+    "check_schema_keywords",
     "is_semver",
     "key_id_for",
     "load_trust",
@@ -264,6 +268,7 @@ _HOME = {
     "fetch_manifest": "rimthan_workflow_registry.release.oci",
     "guarded": "rimthan_workflow_registry.release.oci_client",
     "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
+    "check_schema_keywords": "rimthan_workflow_registry.release.schema_vocabulary",
     "copy_threads": "rimthan_workflow_registry.release.verified",
     "first_failure": "rimthan_workflow_registry.release.parallel",
     "inspect_release": "rimthan_workflow_registry.release.verify",
