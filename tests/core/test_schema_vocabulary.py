@@ -62,6 +62,32 @@ def test_a_misspelt_keyword_is_refused_wherever_a_schema_sits(schema: Any, point
     assert refused.value.next_step is not None and refused.value.next_step.startswith("rename it 'minItems'")
 
 
+# an earlier draft's keyword (the 2020-12 metaschema still lists them, deprecated): its 2020-12 replacement
+RETIRED = [
+    ({"definitions": {"d": {"type": "string"}}}, "definitions", "'$defs'", "rename it '$defs'"),
+    (
+        {"dependencies": {"a": ["b"]}},
+        "dependencies",
+        "'dependentSchemas' or 'dependentRequired'",
+        "replace it with 'dependentSchemas' or 'dependentRequired'",
+    ),
+    ({"$recursiveRef": "#"}, "$recursiveRef", "'$dynamicRef'", "rename it '$dynamicRef'"),
+]
+
+
+@pytest.mark.parametrize(("schema", "keyword", "meant", "fix"), RETIRED, ids=[r[1] for r in RETIRED])
+def test_an_earlier_drafts_keyword_is_refused_naming_its_2020_12_replacement(
+    schema: Any, keyword: str, meant: str, fix: str
+) -> None:
+    with pytest.raises(CatalogueError) as refused:
+        _check(schema)
+
+    assert f"unknown JSON Schema keyword {keyword!r} (did you mean {meant}?) at JSON pointer '/{keyword}'" in str(
+        refused.value.message
+    )
+    assert refused.value.next_step is not None and refused.value.next_step.startswith(f"{fix}, or, for an annotation")
+
+
 def test_annotations_data_and_property_names_are_not_keywords() -> None:
     _check(
         {

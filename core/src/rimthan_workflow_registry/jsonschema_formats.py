@@ -70,6 +70,7 @@ __all__ = [
     "ValidationError",
     "best_match",
     "draft202012_keywords",
+    "draft202012_retired_keywords",
 ]
 
 # The checker that validates Draft 2020-12 formats (and the 2020-12 metaschema in check_schema).
@@ -95,6 +96,20 @@ def draft202012_keywords() -> frozenset[str]:
     for part in meta["allOf"]:
         keywords.update(REGISTRY.contents(urljoin(meta["$id"], part["$ref"]))["properties"])
     return frozenset(keywords)
+
+
+def draft202012_retired_keywords() -> dict[str, tuple[str, ...]]:
+    """Earlier drafts' keywords the 2020-12 metaschema still lists, each with the 2020-12 keywords replacing it.
+
+    Read from the metaschema's own notes (``"definitions" has been replaced by "$defs".``): the quoted
+    names after the first are the replacements.
+    """
+    import re
+
+    retired: dict[str, tuple[str, ...]] = {}
+    for keyword, entry in Draft202012Validator.META_SCHEMA["properties"].items():
+        retired[keyword] = tuple(re.findall(r'"([^"]+)"', entry.get("$comment", ""))[1:])
+    return retired
 
 
 # The checkers below are jsonschema/_format.py's, with their library imported on the first call.

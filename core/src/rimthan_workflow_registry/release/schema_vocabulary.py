@@ -94,9 +94,10 @@ def _unknown(path: str, parts: tuple[str, ...], keyword: str, known: frozenset[s
     from jsonpointer import JsonPointer
 
     pointer = JsonPointer.from_parts(list(parts)).path
-    meant = closest_name(keyword, known)
-    guess = f" (did you mean {meant!r}?)" if meant else ""
-    fix = f"rename it {meant!r}" if meant else "use a Draft 2020-12 keyword"
+    names = _meant(keyword, known)
+    meant = " or ".join(repr(name) for name in names)
+    guess = f" (did you mean {meant}?)" if names else ""
+    fix = {0: "use a Draft 2020-12 keyword", 1: f"rename it {meant}"}.get(len(names), f"replace it with {meant}")
     return CatalogueError(
         FailureCode.SCHEMA_INVALID,
         f"unknown JSON Schema keyword {keyword!r}{guess} at JSON pointer {pointer!r} inside the schema: "
@@ -105,3 +106,14 @@ def _unknown(path: str, parts: tuple[str, ...], keyword: str, known: frozenset[s
         next_step=f"{fix}, or, for an annotation of your own, start its name with {AUTHOR_PREFIX!r} "
         f"({AUTHOR_PREFIX}{keyword} is kept and never checked)",
     )
+
+
+def _meant(keyword: str, known: frozenset[str]) -> tuple[str, ...]:
+    """What ``keyword`` stands for: an earlier draft's replacements (``definitions``: ``$defs``), or its closest."""
+    from rimthan_workflow_registry.jsonschema_formats import draft202012_retired_keywords
+
+    replaced = draft202012_retired_keywords().get(keyword)
+    if replaced:
+        return replaced
+    closest = closest_name(keyword, known)
+    return (closest,) if closest else ()
