@@ -100,10 +100,12 @@ def _describe_migration(provider: ReleaseProvider) -> str:
 
 def _migration_gaps(provider: ReleaseProvider) -> tuple[MigrationGap, ...]:
     """The explicit target's: the workflows of the active release whose runs it could not take."""
+    target = provider.migration_target
+    if target is None:  # (the usual start: the migration module waits for the first call, as P5 measures)
+        return ()
     from .migration import migration_gaps
 
-    target = provider.migration_target
-    return () if target is None else migration_gaps(provider.active.release, target.release)
+    return migration_gaps(provider.active.release, target.release)
 
 
 def _usage(message: str) -> NoReturn:
