@@ -113,6 +113,7 @@ LEFTOVER_SUFFIXES = ("~", ".swp", ".swo", ".orig", ".rej")
 """Names an editor's backup or swap file, or a patch's leftover, ends with (lowercased); ``#name#`` is Emacs's
 auto-save. None is a file a release means to ship; ``.#name`` (an Emacs lock) is hidden, and so are the
 temporary names this project writes (``.pull-*``, ``.damaged-*``, ``.<name>.sig-*``)."""
+_LEFTOVER_ENDS = (*LEFTOVER_SUFFIXES, "#")  # what a leftover path ends with (#name#: checked whole after)
 LEFTOVER_PROBLEM = (
     "editor backups, swap files and patch leftovers (a name ending in ~, .swp, .swo, .orig or .rej, or #name#) "
     "are never part of a release"
@@ -127,6 +128,8 @@ def is_leftover_name(name: str) -> bool:
 def first_leftover_path(paths: Sequence[str]) -> str | None:
     """The first of ``paths`` whose file name :func:`is_leftover_name`, else ``None``: the packager refuses
     such a file in a source, so no release it builds lists one."""
+    if not any(map(str.endswith, map(str.lower, paths), repeat(_LEFTOVER_ENDS))):  # the common answer, in C maps
+        return None
     return next((p for p in paths if is_leftover_name(p.rpartition("/")[2])), None)
 
 
