@@ -201,7 +201,7 @@ def test_over_http_a_protocol_version_not_served_is_refused_naming_the_header_th
     assert status == 400 and answer is not None and answer["id"] is None, answer
     error = answer["error"]
     assert error["code"] == types.UNSUPPORTED_PROTOCOL_VERSION, answer
-    served = ["2025-06-18", "2025-11-25", "2026-07-28"]  # not the eras of batches (test_protocol_eras.py)
+    served = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
     assert error["data"] == {"supported": served, "requested": version[:80]}, answer  # echoed back bounded
     message = error["message"]
     assert message.startswith("the request's MCP-Protocol-Version header is "), message

@@ -39,14 +39,12 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   unread: a first-copy and a last-copy reader (the SDK's era routing, a proxy)
   would disagree.
 - A request whose ``MCP-Protocol-Version`` header is empty or names no version
-  the SDK serves, or a revision that allows JSON-RPC batches
-  (``eras.BATCH_ERAS``: an ``initialize`` offering one is answered with a
-  later one), gets 400 with the JSON-RPC ``Unsupported protocol version``
+  the SDK serves gets 400 with the JSON-RPC ``Unsupported protocol version``
   (-32022, ``data``: ``supported`` and ``requested``), unread, naming the
   header, its value (cut at ``SHOWN_VERSION`` characters) and the versions
-  served (``SUPPORTED_VERSIONS``: the SDK's own lists but those). The SDK
-  sent such a request down the 2026-07-28 path, which answered 400 about a
-  missing ``params._meta``.
+  served (``SUPPORTED_VERSIONS``, the SDK's own lists). The SDK sent such a
+  request down the 2026-07-28 path, which answered 400 about a missing
+  ``params._meta``.
 - A ``POST`` whose media type is not ``application/json`` (compared without
   case, as RFC 9110 says) gets 415 with a JSON-RPC error, unread (the SDK
   answered a missing or ``text/plain`` one with a bare ``text/plain`` 400, and
@@ -73,7 +71,6 @@ from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .eras import BATCH_ERAS
 from .http_shape import BAD_REQUEST, ShapeAnswers, error_body, json_headers
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
@@ -96,9 +93,9 @@ BODY_LATE = (  # formatted at use with BODY_SECONDS as it is then
     "the request body did not arrive within {:g} s of its head and was not read: "
     "send the whole body at once, or a smaller call"
 )
-SUPPORTED_VERSIONS = tuple(  # what the SDK's transport serves, but the eras of batches no answer agrees to (eras.py)
-    v for v in (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS) if v not in BATCH_ERAS
-)
+# What the SDK's transport serves. The batch eras stay (an initialize offering one is answered with a later one,
+# eras.py): the MCP conformance suite sends MCP-Protocol-Version 2025-03-26 inside a 2025-11-25 session.
+SUPPORTED_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
 UNSUPPORTED_VERSION = (
     "the request's MCP-Protocol-Version header is {}, a protocol version this server does not speak, and was not "
