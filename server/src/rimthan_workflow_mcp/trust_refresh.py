@@ -78,7 +78,7 @@ def co_signed_again(loaded: LoadedRelease, trust: TrustStore) -> LoadedRelease |
         again = load_release(
             loaded.release.root, trust, loaded.keyring, loaded.factory, expected_scope=loaded.scope_name
         )
-    except Exception:  # not vouched for, changed or gone: the caller reports it as untrusted
+    except (RegistryError, OSError):  # not vouched for, changed or gone: the caller reports it as untrusted
         return None
     if again.digest != loaded.digest:
         return None

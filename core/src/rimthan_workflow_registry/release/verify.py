@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import operator
 import os
+import shlex
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -332,8 +333,8 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
         f"the directory is named {name!r} but holds {identity.id}; a release is published only as "
         f"{identity.directory_name!r}",
         path=str(where),
-        next_step=f"if this copy is meant to be {identity.id}, name it so (`mv {root} "
-        f"{root.parent / identity.directory_name}`); nothing in it needs rebuilding",
+        next_step=f"if this copy is meant to be {identity.id}, name it so (`mv {shlex.quote(str(root))} "
+        f"{shlex.quote(str(root.parent / identity.directory_name))}`); nothing in it needs rebuilding",
     )
 
 
