@@ -62,7 +62,9 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 # What a small build never needs: the fallback fsync pool (and logging with it), keygen's git check, tempfile,
 # the self-check's two-thread pipeline for large releases (with queue), cryptography's OpenSSH key code
 # (PEM keys are read through rimthan_workflow_registry.pem_keys), and hashlib and hmac, which load the system's
-# libcrypto beside cryptography's own (SHA-256 comes from cryptography; the work directory's name from os.urandom).
+# libcrypto beside cryptography's own (SHA-256 comes from cryptography; the work directory's name from os.urandom),
+# difflib (only a refusal's "did you mean" hint) and the unicode_escape codec (control characters are escaped from
+# a table written out).
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -78,6 +80,8 @@ NOT_ON_THE_BUILD_PATH = (
     "_hashlib",
     "hmac",
     "secrets",
+    "difflib",
+    "encodings.unicode_escape",
 )
 
 

@@ -18,12 +18,13 @@ Hierarchy::
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-_CONTROLS_ESCAPED = {c: chr(c).encode("unicode_escape").decode("ascii") for c in (*range(0x20), 0x7F)}
+# What the unicode_escape codec writes for each control character (spelt out: that codec is imported on first use).
+_SHORT_ESCAPES = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
+_CONTROLS_ESCAPED = {c: _SHORT_ESCAPES.get(c, f"\\x{c:02x}") for c in (*range(0x20), 0x7F)}
 QUOTE_MAX_CHARS = 256  # a peer's text quoted in a refusal or a log line: a URL or a name fits, a flood does not
 
 
@@ -225,5 +226,7 @@ class TokenError(WorkflowProtocolError):
 
 def closest_name(key: str, names: Iterable[str]) -> str | None:
     """The one of ``names`` that ``key`` most likely misspells (``None`` if none is close)."""
+    import difflib  # only a refusal's hint needs it, never a command that succeeds
+
     close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
     return close[0] if close else None
