@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
-from rimthan_workflow_registry.release import ID_PATTERN, is_semver
+from rimthan_workflow_registry.release import ID_PATTERN, is_semver, next_version
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import Catalogue
@@ -96,8 +96,7 @@ def new_version_step(root: Path, version: str) -> str | None:
     """
     if version_folder(root) is None:
         return None
-    core = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", version)
-    bumped = f"{core[1]}.{core[2]}.{int(core[3]) + 1}" if core else "NEW_VERSION"
+    bumped = next_version(version)  # a version folder's name is a semantic version, and so is its catalogue's
     here, copy = (shlex.quote(str(folder)) for folder in (root.absolute(), root.absolute().parent / bumped))
     return (
         f"releases are immutable: copy the source to a new version folder (cp -r {here} {copy}), "

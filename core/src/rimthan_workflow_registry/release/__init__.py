@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         StepDefinition,
         WorkflowDefinition,
         is_semver,
+        next_version,
         semver_key,
     )
     from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
@@ -209,6 +210,7 @@ __all__ = [
     "registry_deadline",
     "registry_call",
     "render_checksums",
+    "next_version",
     "semver_key",
     "signature_name",
     "sorted_entries",
@@ -288,6 +290,7 @@ _HOME = {
     "registry_deadline": "rimthan_workflow_registry.release.oci_bounds",
     "registry_call": "rimthan_workflow_registry.release.oci_client",
     "render_checksums": "rimthan_workflow_registry.release.format",
+    "next_version": "rimthan_workflow_registry.release.catalogue",
     "semver_key": "rimthan_workflow_registry.release.catalogue",
     "signature_name": "rimthan_workflow_registry.release.format",
     "sorted_entries": "rimthan_workflow_registry.release.format",

@@ -297,6 +297,31 @@ def is_semver(text: str) -> bool:
     return bool(SEMVER_PATTERN.fullmatch(text))
 
 
+def next_version(text: str) -> str:
+    """The least obvious successor of a semantic version, by the one rule (``SEMVER_PATTERN``, ``semver_key``).
+
+    A release bumps its patch (``1.3.0`` -> ``1.3.1``); a pre-release bumps its
+    last numeric identifier (``2.0.0-rc.1`` -> ``2.0.0-rc.2``) or, with none,
+    gains ``.1`` (``2.0.0-beta`` -> ``2.0.0-beta.1``), staying a pre-release of
+    the same version. Build metadata is dropped (it takes no part in precedence).
+    Whatever is returned sorts above ``text`` by ``semver_key``.
+    """
+    match = SEMVER_PATTERN.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a semantic version: {text!r}")
+    major, minor, patch, pre, _build = match.groups()
+    if pre is None:
+        return f"{major}.{minor}.{int(patch) + 1}"
+    parts = pre.split(".")
+    last = max((i for i, part in enumerate(parts) if part.isdigit()), default=None)
+    if last is None:
+        parts.append("1")
+    else:
+        parts[last] = str(int(parts[last]) + 1)
+        del parts[last + 1 :]  # 1.0.0-rc.1.beta -> 1.0.0-rc.2, not 1.0.0-rc.2.beta
+    return f"{major}.{minor}.{patch}-{'.'.join(parts)}"
+
+
 def semver_key(text: str) -> tuple[Any, ...]:
     """Sort key implementing semantic-version precedence (SemVer 2.0.0 section 11).
 
