@@ -75,3 +75,134 @@ def test_rebuilding_a_pre_release_says_to_copy_it_to_the_next_version_which_buil
     assert copied == new
     _builds(copied, keypair, out)
     assert sorted(p.name for p in out.iterdir()) == [f"my-flow-{v}" for v in sorted((version, bumped))]
+
+
+# --------------------------------------------------------------------------- worked examples
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text("utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), "utf-8")
+
+
+# an example slip: the file, the text replaced and its replacement, the code, the end of the error line
+EXAMPLE_SLIPS = {
+    "schema": (
+        "summary.json",
+        '"outcome": "Replace',
+        '"result": "Replace',
+        "json_schema_failed",
+        "would be refused at prepare against schemas/summary.schema.json at JSON pointer '/': "
+        "Additional properties are not allowed ('result' was unexpected) (1 more problem(s) after it)",
+    ),
+    "pointer": (
+        "summary.json",
+        '"Announce the change at the next meeting"',
+        '""',
+        "json_schema_failed",
+        "would be refused at prepare against schemas/summary.schema.json at JSON pointer '/next_steps/0': "
+        "'' should be non-empty",
+    ),
+    "not json": (
+        "summary.json",
+        '  "goal"',
+        '  "goal": 1,\n  "goal"',
+        "json_parse_failed",
+        "would be refused at prepare: is not valid JSON: duplicate JSON key 'goal'",
+    ),
+    "state": (
+        "confirmed-state.json",
+        '"goal"',
+        '"aim"',
+        "confirmed_state_invalid",
+        "the example does not satisfy the workflow's confirmed-state schema at JSON pointer '/': "
+        "Additional properties are not allowed ('aim' was unexpected) (missing fields: goal) "
+        "(schemas/confirmed-state.schema.json, workflow my-flow@0.1.0)",
+    ),
+}
+
+
+@pytest.mark.parametrize("slip", sorted(EXAMPLE_SLIPS))
+def test_an_example_a_run_would_refuse_is_refused_at_build_naming_the_file_and_pointer(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path, slip: str
+) -> None:
+    """An example that no longer matched its schema built, signed and shipped; found when a harness submitted it."""
+    name, old, new, code, said_end = EXAMPLE_SLIPS[slip]
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    example = source / "examples" / name
+    _edit(example, old, new)
+
+    said = _refused(source, keypair, out)
+
+    assert not out.exists()
+    assert said.error.startswith(f"error: {code}: {example}: ")
+    assert said.error.endswith(said_end)
+    assert said.next.startswith(f"fix examples/{name}" if code != "json_parse_failed" else f"make examples/{name}")
+    _edit(example, new, old)
+    _builds(source, keypair, out)
+
+
+def test_an_example_past_its_outputs_max_bytes_is_refused(scaffold: Path, keypair: KeyPair, tmp_path: Path) -> None:
+    """prepare refuses an artifact past max_bytes (artifact_too_large): so does the build, for its example."""
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    size = (source / "examples" / "summary.json").stat().st_size
+    flow = source / "workflows" / "my-flow.toml"
+    head, _, tail = flow.read_text("utf-8").rpartition("max_bytes = 65536")  # the summary's, the last output
+    flow.write_text(f"{head}max_bytes = {size - 1}{tail}", "utf-8")
+
+    said = _refused(source, keypair, out)
+
+    assert said.error.startswith(f"error: artifact_too_large: {source / 'examples' / 'summary.json'}: ")
+    assert said.error.endswith(f"would be refused at prepare: is {size} bytes; at most {size - 1}")
+
+
+def _second_workflow(source: Path) -> None:
+    """A second workflow in ``source``, second-flow, whose confirmed state is a ``topic`` (the first one's a goal)."""
+    flow = (source / "workflows" / "my-flow.toml").read_text("utf-8")
+    flow = flow.replace('id = "my-flow"', 'id = "second-flow"', 1).replace(
+        "schemas/confirmed-state.schema.json", "schemas/second-state.schema.json", 1
+    )
+    (source / "workflows" / "second-flow.toml").write_text(flow, "utf-8")
+    state = (source / "schemas" / "confirmed-state.schema.json").read_text("utf-8")
+    (source / "schemas" / "second-state.schema.json").write_text(state.replace('"goal"', '"topic"'), "utf-8")
+    _edit(
+        source / "catalogue.toml",
+        '"workflows/my-flow.toml",',
+        '"workflows/my-flow.toml", "workflows/second-flow.toml",',
+    )
+
+
+def test_each_workflow_has_its_examples_in_a_folder_of_its_own(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path
+) -> None:
+    """One examples/confirmed-state.json could not be an example for two workflows whose states differ.
+
+    examples/ serves every workflow without a folder of its own (a one-workflow catalogue's layout, unchanged);
+    examples/<workflow-id>/ holds that workflow's examples, each checked against that workflow's schemas.
+    """
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    _second_workflow(source)
+    flat = source / "examples" / "confirmed-state.json"
+
+    said = _refused(source, keypair, out)
+
+    assert said.error.startswith(f"error: confirmed_state_invalid: {flat}: ")
+    assert said.error.endswith("(schemas/second-state.schema.json, workflow second-flow@0.1.0)")
+    own = source / "examples" / "second-flow"
+    own.mkdir()
+    (own / "confirmed-state.json").write_text('{"topic": 7}\n', "utf-8")
+    (own / "summary.json").write_text((source / "examples" / "summary.json").read_text("utf-8"), "utf-8")
+
+    said = _refused(source, keypair, out)  # its own example, checked against its own schema
+
+    assert said.error.startswith(f"error: confirmed_state_invalid: {own / 'confirmed-state.json'}: ")
+    assert "at JSON pointer '/topic': 7 is not of type 'string'" in said.error
+    (own / "confirmed-state.json").write_text('{"topic": "Weekly meetings"}\n', "utf-8")
+    (own / "summary.json").write_text('{"goal": "x"}\n', "utf-8")
+
+    said = _refused(source, keypair, out)  # the folder holds all of second-flow's examples: the flat one is not used
+
+    assert said.error.startswith(f"error: json_schema_failed: {own / 'summary.json'}: ")
+    (own / "summary.json").write_text((source / "examples" / "summary.json").read_text("utf-8"), "utf-8")
+    _builds(source, keypair, out)

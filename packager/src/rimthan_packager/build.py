@@ -45,6 +45,7 @@ from rimthan_workflow_registry.release import (
     verify_release,
 )
 from rimthan_workflow_registry.remediation import io_refusal
+from rimthan_workflow_registry.run import check_examples
 
 from .fsutil import create_file, fsync_dir, make_work_dir, rename_no_replace
 from .interrupt import out_taken_back_on_failure, signals_held
@@ -92,6 +93,7 @@ def validate_source(source: SourceFiles) -> LoadedCatalogue:
     try:
         loaded = ReleaseLoader.load(source)
         check_schema_keywords(loaded.schemas.documents, source.read)  # build only: signed releases keep loading
+        check_examples(loaded.catalogue, loaded.schemas, source.paths, source.read)  # build only too
     except RegistryError as exc:
         where = source.where(exc.path) if exc.path else str(source.root)
         raise type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step) from exc

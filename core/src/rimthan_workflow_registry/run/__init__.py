@@ -28,6 +28,8 @@ Modules, in the order a tool call uses them:
     What a step tells the harness (instructions, assets, validators).
 ``requirements``
     What a workflow needs from a run (fields, capabilities, adapters), said up front.
+``catalogue_examples``
+    A catalogue's worked examples checked at build with the run's own checks (build only).
 ``audit`` / ``run_ending``
     Offline audit of a run's checkpoint log; how the audited run ended, read from its pinned release.
 
@@ -45,6 +47,7 @@ from rimthan_workflow_registry.lazy_exports import first_use_getattr
 if TYPE_CHECKING:
     from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
     from rimthan_workflow_registry.run.audit import LoggedToken, RunAuditError, audit_run, describe, read_log
+    from rimthan_workflow_registry.run.catalogue_examples import check_examples
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
         Checkpoint,
@@ -123,6 +126,7 @@ __all__ = [
     "bound_adapter",
     "build_step_payload",
     "changed_fields",
+    "check_examples",
     "check_reports",
     "check_reports_size",
     "describe",
@@ -180,6 +184,7 @@ _HOME = {
     "bound_adapter": "rimthan_workflow_registry.run.host_binding",
     "build_step_payload": "rimthan_workflow_registry.run.step_payload",
     "changed_fields": "rimthan_workflow_registry.run.confirmed_state",
+    "check_examples": "rimthan_workflow_registry.run.catalogue_examples",
     "check_reports": "rimthan_workflow_registry.run.validation_bundle",
     "check_reports_size": "rimthan_workflow_registry.run.validation_bundle",
     "describe": "rimthan_workflow_registry.run.audit",

@@ -1,0 +1,254 @@
+"""A catalogue's worked examples (``examples/``), checked at build as a harness submitting them would be.
+
+A workflow's examples are the files of its folder, ``examples/<workflow-id>/``,
+when the source has one, else of ``examples/`` itself (the layout of a
+catalogue with one workflow, which every packaged catalogue keeps):
+``confirmed-state.json`` (the values a decision owner confirms) and one
+``<artifact-id>.json`` or ``<artifact-id>.md`` per output of a gated step
+(not ``workspace-manifest``, which the harness generates). Every example
+present is checked with the run's own checks - the confirmed-state schema and
+its size bound, and ``prepare_step_validation``'s artifact checks (size, each
+step's total, strict JSON, the output's schema) - so an example that would be
+refused at prepare is refused at build, with the code prepare would give.
+
+Build only: no workflow references an example, the loader never reads one, so
+a release signed before this check keeps loading and serving. The verdict
+depends only on the examples' bytes, the schemas and the declared bounds, so
+a pass is remembered in ``SCHEMA_CHECKS`` under their digest, as the schema
+checks are: a rebuild of a catalogue already checked imports neither
+jsonschema nor the run's checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.json_encoders import compact_encoder
+from rimthan_workflow_registry.release.catalogue import (
+    WORKSPACE_MANIFEST_ARTIFACT,
+    OutputDeclaration,
+    StepDefinition,
+    WorkflowDefinition,
+)
+from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, validator_version
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.failures import Failure
+    from rimthan_workflow_registry.release.catalogue import Catalogue
+    from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
+
+EXAMPLES_DIR = "examples"
+CONFIRMED_STATE_EXAMPLE = "confirmed-state.json"
+_EXTENSIONS = {"application/json": "json", "text/markdown": "md"}
+CHECKER_SUFFIX = ":examples"  # the checks' memory: a new rule, a new suffix (old passes void)
+_KEY_TEXT = compact_encoder(sort_keys=True, ensure_ascii=True)
+
+
+class Schemas(Protocol):
+    """A catalogue's schemas: parsed documents by path, and their validators (compiled on first use)."""
+
+    @property
+    def documents(self) -> Mapping[str, Any]: ...
+
+    @property
+    def validators(self) -> Mapping[str, CatalogueSchema]: ...
+
+
+@dataclass(frozen=True)
+class WorkflowExamples:
+    """The example files of one workflow: its folder and, of the names it could hold, those the source has."""
+
+    workflow: WorkflowDefinition
+    folder: str
+    paths: frozenset[str]
+
+    def files(self) -> list[str]:
+        """The example files the workflow has: its confirmed state's and each gated output's, where present."""
+        names = [CONFIRMED_STATE_EXAMPLE]
+        names += [
+            example_name(o.id, o.media_type)
+            for s in self.workflow.steps
+            for o in s.outputs
+            if o.id != WORKSPACE_MANIFEST_ARTIFACT
+        ]
+        return [path for path in (self.path(name) for name in names) if path is not None]
+
+    def path(self, name: str) -> str | None:
+        """``<folder>/<name>`` when the source has it, else ``None``."""
+        path = f"{self.folder}/{name}"
+        return path if path in self.paths else None
+
+
+def examples_folder(workflow_id: str, paths: frozenset[str]) -> str:
+    """``examples/<workflow_id>`` when the source holds a file there, else ``examples``."""
+    own = f"{EXAMPLES_DIR}/{workflow_id}/"
+    return own.rstrip("/") if any(p.startswith(own) for p in paths) else EXAMPLES_DIR
+
+
+def example_name(artifact_id: str, media_type: str) -> str:
+    """The file name of an artifact's example: ``<artifact-id>.json`` or ``<artifact-id>.md``."""
+    return f"{artifact_id}.{_EXTENSIONS.get(media_type, 'md')}"
+
+
+def check_examples(
+    catalogue: Catalogue,
+    schemas: Schemas,
+    paths: frozenset[str],
+    read: Callable[[str], bytes],
+) -> int:
+    """Refuse the first example a run would refuse (its file, the JSON pointer, the code); how many were checked."""
+    checked = 0
+    for workflow in catalogue.workflows:
+        examples = WorkflowExamples(workflow, examples_folder(workflow.id, paths), paths)
+        found = {path: read(path) for path in examples.files()}
+        checked += len(found)
+        if not found:
+            continue
+        key = _KEY_TEXT(_memory_key(examples, schemas.documents, found)).encode()
+        checker = validator_version() + CHECKER_SUFFIX
+        if not SCHEMA_CHECKS.passed(key, checker):
+            _check_workflow(examples, schemas.validators, found)
+            SCHEMA_CHECKS.remember([key], checker)  # reached only when every example passed
+    return checked
+
+
+def _memory_key(examples: WorkflowExamples, documents: Mapping[str, Any], found: Mapping[str, bytes]) -> Any:
+    """Everything the verdict on a workflow's examples depends on: each file's digest, schema and bounds."""
+    workflow = examples.workflow
+    return {
+        "state": [documents[workflow.confirmed_state_schema], _digests(found)],
+        "steps": [
+            [
+                step.max_total_bytes,
+                [
+                    [o.id, o.path, o.media_type, o.max_bytes, documents[o.schema] if o.schema else None, path]
+                    for o, path in _artifact_examples(examples, step)
+                ],
+            ]
+            for step in workflow.steps
+        ],
+    }
+
+
+def _digests(found: Mapping[str, bytes]) -> dict[str, str]:
+    return {path: sha256_hex(data) for path, data in found.items()}
+
+
+def _check_workflow(
+    examples: WorkflowExamples, validators: Mapping[str, CatalogueSchema], found: Mapping[str, bytes]
+) -> None:
+    state = examples.path(CONFIRMED_STATE_EXAMPLE)
+    if state is not None:
+        _check_state(examples, state, found[state], validators[examples.workflow.confirmed_state_schema])
+    for step in examples.workflow.steps:
+        _check_step(examples, step, validators, found)
+
+
+def _check_state(examples: WorkflowExamples, path: str, data: bytes, validator: CatalogueSchema) -> None:
+    """The example confirmed state: JSON, an object (or a projection's ``state``), within its bound and schema."""
+    from rimthan_workflow_registry.run.artifact_checks import parse_json_artifact
+    from rimthan_workflow_registry.run.confirmed_state import ConfirmedState, validate_against_schema
+
+    schema = examples.workflow.confirmed_state_schema
+    try:
+        values = _state_values(parse_json_artifact(data))
+        validate_against_schema(ConfirmedState.from_json({"state": values}), validator, label="the example")
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _refused(FailureCode.JSON_PARSE_FAILED, path, f"is not valid JSON: {exc}", _fix_json(path)) from None
+    except RegistryError as exc:
+        pointer = exc.details.get("pointer") if exc.details else None
+        said = exc.message.replace(f" at {pointer}: ", f" at JSON pointer {pointer!r}: ", 1) if pointer else exc.message
+        raise _refused(
+            exc.code,
+            path,
+            f"{said} ({schema}, workflow {examples.workflow.key})",
+            f"fix {path} so that it validates against {schema} (a harness confirming it would be refused "
+            f"{exc.code.value}), or fix the schema if the example is right",
+        ) from None
+
+
+def _state_values(document: Any) -> Mapping[str, Any]:
+    """The values an example confirmed state holds: the object, or its ``state`` when it is a whole projection."""
+    if isinstance(document, dict) and "state" in document and "confirmations" in document:
+        document = document["state"]
+    if not isinstance(document, dict):
+        raise RegistryError(FailureCode.CONFIRMED_STATE_INVALID, "the example is not a JSON object of field values")
+    return document
+
+
+def _check_step(
+    examples: WorkflowExamples,
+    step: StepDefinition,
+    validators: Mapping[str, CatalogueSchema],
+    found: Mapping[str, bytes],
+) -> None:
+    """Refuse the step's first example prepare would refuse."""
+    from rimthan_workflow_registry.run.artifact_checks import SubmittedArtifact, check_artifact_contents
+
+    paths = {output.id: path for output, path in _artifact_examples(examples, step)}
+    artifacts = [
+        SubmittedArtifact(output.id, output.path, output.media_type, _text(path, found[path]), None)
+        for output, path in _artifact_examples(examples, step)
+    ]
+    failures = check_artifact_contents(step, artifacts, validators)
+    if failures:
+        raise _artifact_refusal(examples, step, failures[0], paths, len(failures))
+
+
+def _artifact_examples(examples: WorkflowExamples, step: StepDefinition) -> Iterator[tuple[OutputDeclaration, str]]:
+    """Each output of ``step`` with an example in the workflow's folder, and that example's path."""
+    for output in step.outputs:
+        if output.id != WORKSPACE_MANIFEST_ARTIFACT:
+            path = examples.path(example_name(output.id, output.media_type))
+            if path is not None:
+                yield output, path
+
+
+def _text(path: str, data: bytes) -> bytes:
+    """The example's bytes, refused unless UTF-8: a harness sends an artifact's content as text."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refused(
+            FailureCode.CATALOGUE_INVALID,
+            path,
+            f"is not UTF-8 text (byte {exc.start}); a harness sends an artifact's content as text",
+            "save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8)",
+        ) from None
+    return data
+
+
+def _artifact_refusal(
+    examples: WorkflowExamples, step: StepDefinition, failure: Failure, found: Mapping[str, str], count: int
+) -> CatalogueError:
+    """The first failure as a refusal naming the example file (and the JSON pointer inside it)."""
+    aid = failure.artifact_id
+    path = found[aid] if aid is not None else examples.folder
+    said = failure.message.removeprefix(f"artifact {aid!r}: ").removeprefix(f"artifact {aid!r} ")
+    at = f" at JSON pointer {failure.pointer!r}" if failure.pointer is not None else ""
+    more = f" ({count - 1} more problem(s) after it)" if count > 1 else ""
+    output = step.output(aid) if aid is not None else None
+    schema = output.schema if output is not None and failure.code is FailureCode.JSON_SCHEMA_FAILED else None
+    against = f" against {schema}" if schema is not None else ""
+    return _refused(
+        failure.code,
+        path,
+        f"the example of step {step.id} (workflow {examples.workflow.key}) would be refused at prepare"
+        f"{against}{at}: {said}{more}",
+        _fix_json(path)
+        if failure.code is FailureCode.JSON_PARSE_FAILED
+        else f"fix {path}{at} so that a harness submitting it passes prepare{against}, or fix the workflow "
+        "if the example is right",
+    )
+
+
+def _fix_json(path: str) -> str:
+    return f"make {path} strict JSON (UTF-8, no repeated key, no NaN or Infinity)"
+
+
+def _refused(code: FailureCode, path: str, message: str, next_step: str) -> CatalogueError:
+    return CatalogueError(code, message, path=path, next_step=next_step)
