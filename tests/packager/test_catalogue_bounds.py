@@ -333,6 +333,8 @@ def required_min_length(root: Path, size: int) -> None:
 
     edit_json(root, STATE_SCHEMA, change)
     edit_toml(root, WORKFLOW, one_route)
+    for dropped in ("experiment-results", "interview-synthesis"):  # the schemas only the dropped routes used
+        (root / "schemas" / f"{dropped}.schema.json").unlink()
 
 
 def optional_min_items(root: Path, count: int) -> None:

@@ -206,3 +206,43 @@ def test_each_workflow_has_its_examples_in_a_folder_of_its_own(
     assert said.error.startswith(f"error: json_schema_failed: {own / 'summary.json'}: ")
     (own / "summary.json").write_text((source / "examples" / "summary.json").read_text("utf-8"), "utf-8")
     _builds(source, keypair, out)
+
+
+# --------------------------------------------------------------------------- schema files no workflow references
+
+
+def test_a_schema_file_no_workflow_references_is_refused_naming_the_reference_it_likely_meant(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path
+) -> None:
+    """The summary schema edited as a new file while the workflow still names the old one: runs check the old."""
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    schemas = source / "schemas"
+    shutil.copyfile(schemas / "summary.schema.json", schemas / "sumary.schema.json")
+
+    said = _refused(source, keypair, out)
+
+    assert not out.exists()
+    assert said.error == (
+        f"error: catalogue_invalid: {schemas / 'sumary.schema.json'}: no workflow references this JSON Schema "
+        "(closest referenced name: schemas/summary.schema.json), so it would ship, signed, and never check anything"
+    )
+    assert said.next == (
+        "if the reference to schemas/summary.schema.json meant this file, change it to schemas/sumary.schema.json; "
+        'otherwise delete it, or, to ship it on purpose, add a top-level "x-rimthan-unreferenced": "<why it ships>" '
+        "to it"
+    )
+    (schemas / "notes.schema.json").write_text('{"type": "object"}\n', "utf-8")
+
+    said = _refused(source, keypair, out)  # every such file is named, each with its closest referenced name
+
+    assert said.error.endswith(
+        "so it would ship, signed, and never check anything; also schemas/sumary.schema.json (closest referenced "
+        "name: schemas/summary.schema.json)"
+    )
+    assert said.error.startswith(f"error: catalogue_invalid: {schemas / 'notes.schema.json'}: ")
+    assert said.next.endswith("(the same for each file listed)")
+    (schemas / "sumary.schema.json").unlink()
+    kept = '{"x-rimthan-unreferenced": "published for harness authors", "type": "object"}\n'
+    (schemas / "notes.schema.json").write_text(kept, "utf-8")
+    _builds(source, keypair, out)
+    assert (out / "my-flow-0.1.0" / "catalogue" / "schemas" / "notes.schema.json").read_text("utf-8") == kept

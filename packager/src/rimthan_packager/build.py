@@ -49,7 +49,12 @@ from rimthan_workflow_registry.run import check_examples
 
 from .fsutil import create_file, fsync_dir, make_work_dir, rename_no_replace
 from .interrupt import out_taken_back_on_failure, signals_held
-from .layout import new_version_step, refuse_folder_mismatch, refuse_unlisted_definitions
+from .layout import (
+    new_version_step,
+    refuse_folder_mismatch,
+    refuse_unlisted_definitions,
+    refuse_unreferenced_schemas,
+)
 from .signing import SigningKey
 from .source import SourceFiles, read_source
 from .staging import Copied, copy_catalogue, make_durable
@@ -130,6 +135,7 @@ def build_release(
     loaded = validate_source(source)
     refuse_folder_mismatch(source.root, loaded.catalogue.name, loaded.catalogue.version)
     refuse_unlisted_definitions(source, loaded.catalogue)
+    refuse_unreferenced_schemas(source, loaded.catalogue)
     with out_taken_back_on_failure(out):  # a failed build takes back the --out directories it made, and only those
         return _build_into(out, source, loaded, signers, trust, created, progress)
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.canonical import parse_strict_json
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name
 from rimthan_workflow_registry.release import ID_PATTERN, is_semver, next_version
 
 if TYPE_CHECKING:
@@ -127,3 +129,75 @@ def refuse_unlisted_definitions(source: SourceFiles, catalogue: Catalogue) -> No
                 next_step=f"add {', '.join(json.dumps(p) for p in unlisted)} to {key} in catalogue.toml, or delete "
                 f"the file{'s' if others else ''} from the source",
             )
+
+
+KEEP_MARK = "x-rimthan-unreferenced"
+"""The top-level annotation that keeps a schema file no workflow references: its value says why it ships."""
+
+
+@dataclass(frozen=True)
+class UnreferencedSchema:
+    """A schema file of the source no workflow references, and the referenced one its name is closest to."""
+
+    path: str
+    closest: str | None
+
+    def describe(self) -> str:
+        close = f" (closest referenced name: {self.closest})" if self.closest else ""
+        return f"{self.path}{close}"
+
+
+def unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> tuple[UnreferencedSchema, ...]:
+    """The source's schema files (``schemas/*.json``, ``*.schema.json``) no workflow references and none marks kept."""
+    referenced = {w.confirmed_state_schema for w in catalogue.workflows} | {
+        o.schema for w in catalogue.workflows for s in w.steps for o in s.outputs if o.schema is not None
+    }
+    return tuple(
+        UnreferencedSchema(path, closest_name(path, referenced))
+        for path in sorted(source.paths - referenced)
+        if (path.startswith("schemas/") and path.endswith(".json")) or path.endswith(".schema.json")
+        if not _marked_kept(source.read(path))
+    )
+
+
+def _marked_kept(data: bytes) -> bool:
+    """Whether a schema file says why it ships: a top-level ``x-rimthan-unreferenced`` that is a non-empty string."""
+    try:
+        document = parse_strict_json(data, where="schema", code=FailureCode.SCHEMA_INVALID)
+    except RegistryError:
+        return False
+    reason = document.get(KEEP_MARK) if isinstance(document, dict) else None
+    return isinstance(reason, str) and bool(reason.strip())
+
+
+def refuse_unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> None:
+    """Refuse schema files no workflow references: each would ship, signed, and never check anything.
+
+    Most often a reference still names the file it meant to replace (``decision-record.schema.json`` edited
+    as ``decision-record-v2.schema.json``): runs then check the old schema. A file kept on purpose (a contract
+    published for harness authors, a schema for a workflow still being written) says so with a top-level
+    ``"x-rimthan-unreferenced": "<why>"``.
+    """
+    found = unreferenced_schemas(source, catalogue)
+    if not found:
+        return
+    others = f"; also {', '.join(u.describe() for u in found[1:])}" if found[1:] else ""
+    close = f" (closest referenced name: {found[0].closest})" if found[0].closest else ""
+    raise CatalogueError(
+        FailureCode.CATALOGUE_INVALID,
+        f"no workflow references this JSON Schema{close}, so it would ship, signed, and never check anything{others}",
+        path=source.where(found[0].path),
+        details={"unreferenced": [u.path for u in found]},
+        next_step=_unreferenced_next(found),
+    )
+
+
+def _unreferenced_next(found: tuple[UnreferencedSchema, ...]) -> str:
+    first = found[0]
+    keep = f'delete it, or, to ship it on purpose, add a top-level "{KEEP_MARK}": "<why it ships>" to it'
+    fix = (
+        f"if the reference to {first.closest} meant this file, change it to {first.path}; otherwise {keep}"
+        if first.closest
+        else f"reference it from a workflow (confirmed_state_schema or an output's schema), {keep}"
+    )
+    return f"{fix} (the same for each file listed)" if found[1:] else fix
