@@ -246,3 +246,30 @@ def test_a_schema_file_no_workflow_references_is_refused_naming_the_reference_it
     (schemas / "notes.schema.json").write_text(kept, "utf-8")
     _builds(source, keypair, out)
     assert (out / "my-flow-0.1.0" / "catalogue" / "schemas" / "notes.schema.json").read_text("utf-8") == kept
+
+
+# --------------------------------------------------------------------------- rimthan-pack check
+
+
+def test_check_makes_builds_checks_without_keys_and_writes_nothing(scaffold: Path, tmp_path: Path) -> None:
+    """A release engineer checks a source (in CI, before a build with keys) and gets the build's own answer."""
+    source = _at_version(scaffold, tmp_path, "0.1.0")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+
+    checked = pack("check", source, cwd=tmp_path)
+
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout == (
+        f"checked my-flow@0.1.0 at {source}: 1 workflow(s), 2 worked example(s), 15 files; build would accept it\n"
+    )
+    as_json = pack("check", source, "--json", cwd=tmp_path)
+    assert as_json.returncode == 0 and '"examples": 2' in as_json.stdout and '"ok": true' in as_json.stdout
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    _edit(source / "examples" / "summary.json", '"Announce the change at the next meeting"', '""')
+
+    refused = pack("check", source, cwd=tmp_path)
+
+    assert refused.returncode == 1
+    said = refusal(refused.stderr)
+    assert said.code == "json_schema_failed" and "at JSON pointer '/next_steps/0'" in said.error
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -24,7 +24,7 @@ PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decisi
 SUBSTITUTE = {"SOURCE": "catalogues/research-decision/1.3.0", "RELEASE": "releases/research-decision-1.3.0"}
 # push and pull talk to an OCI registry: tests/docs/test_doc_examples.py runs their help examples against real ones.
 NEEDS_A_REGISTRY = ("push", "pull")
-COMMANDS = ("keygen", "build", "sign", "verify", "inspect", "init")
+COMMANDS = ("keygen", "check", "build", "sign", "verify", "inspect", "init")
 
 
 def pack(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -93,16 +93,38 @@ def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
 _EPOCH_DIGITS = len(str(MAX_JSON_SAFE_INTEGER))  # a longer value is refused before int() reads it
 
 
-def validate_source(source: SourceFiles) -> LoadedCatalogue:
-    """The catalogue rules, with the loader the server uses, and the build's own; errors name source files."""
+@dataclass(frozen=True)
+class CheckedSource:
+    """A catalogue source that passed every check a build makes before it writes anything."""
+
+    source: SourceFiles
+    loaded: LoadedCatalogue
+    examples: int  # how many worked examples were checked
+
+
+def check_source(source_dir: Path | str) -> CheckedSource:
+    """Every check of a build, nothing written (``rimthan-pack check``, and ``build`` before it writes)."""
+    source = read_source(source_dir)
+    loaded, examples = validate_source(source)
+    refuse_folder_mismatch(source.root, loaded.catalogue.name, loaded.catalogue.version)
+    refuse_unlisted_definitions(source, loaded.catalogue)
+    refuse_unreferenced_schemas(source, loaded.catalogue)
+    return CheckedSource(source, loaded, examples)
+
+
+def validate_source(source: SourceFiles) -> tuple[LoadedCatalogue, int]:
+    """The catalogue rules, with the loader the server uses, and the build's own; errors name source files.
+
+    Also how many worked examples were checked.
+    """
     try:
         loaded = ReleaseLoader.load(source)
         check_schema_keywords(loaded.schemas.documents, source.read)  # build only: signed releases keep loading
-        check_examples(loaded.catalogue, loaded.schemas, source.paths, source.read)  # build only too
+        examples = check_examples(loaded.catalogue, loaded.schemas, source.paths, source.read)  # same
     except RegistryError as exc:
         where = source.where(exc.path) if exc.path else str(source.root)
         raise type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step) from exc
-    return loaded
+    return loaded, examples
 
 
 def _distinct(keys: Sequence[SigningKey]) -> list[SigningKey]:
@@ -131,13 +153,9 @@ def build_release(
         raise RegistryError(FailureCode.SIGNATURE_MISSING, "a release needs at least one signing key (--key)")
     out = Path(out_dir)
     _refuse_output_in_source(Path(source_dir), out)
-    source = read_source(source_dir)
-    loaded = validate_source(source)
-    refuse_folder_mismatch(source.root, loaded.catalogue.name, loaded.catalogue.version)
-    refuse_unlisted_definitions(source, loaded.catalogue)
-    refuse_unreferenced_schemas(source, loaded.catalogue)
+    checked = check_source(source_dir)
     with out_taken_back_on_failure(out):  # a failed build takes back the --out directories it made, and only those
-        return _build_into(out, source, loaded, signers, trust, created, progress)
+        return _build_into(out, checked.source, checked.loaded, signers, trust, created, progress)
 
 
 def _build_into(

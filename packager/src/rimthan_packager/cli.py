@@ -147,6 +147,49 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     click.echo(f"manifest digest {result.manifest_digest}")
 
 
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack check catalogues/research-decision/1.3.0",
+        "rimthan-pack check SOURCE --json",
+    )
+)
+@click.argument("source", type=click.Path(file_okay=False, path_type=Path))
+@_JSON
+@reports_refusals
+@remembered_checks()
+def check(source: Path, as_json: bool) -> None:
+    """Check a catalogue source as build would, without keys, writing nothing.
+
+    SOURCE is a catalogue source directory (rooted at catalogue.toml). Every
+    check build makes before it writes runs: the server's catalogue rules,
+    the JSON Schema keywords, the version folder, every definition file
+    listed, every worked example in examples/ as a run would check it, and no
+    schema file left unreferenced. The first refusal is reported as build
+    would report it; exit 0 means build would accept the source.
+    """
+    from .build import check_source
+
+    checked = check_source(source)
+    catalogue = checked.loaded.catalogue
+    release_id = f"{catalogue.name}@{catalogue.version}"
+    if as_json:
+        emit_json(
+            {
+                "ok": True,
+                "source": str(source),
+                "release_id": release_id,
+                "workflows": [w.key for w in catalogue.workflows],
+                "examples": checked.examples,
+                "files": len(checked.source.paths),
+            }
+        )
+        return
+    click.echo(
+        f"checked {release_id} at {source}: {len(catalogue.workflows)} workflow(s), {checked.examples} worked "
+        f"example(s), {len(checked.source.paths)} files; build would accept it"
+    )
+
+
 def _build(
     source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: Path | None, *, progress: bool
 ) -> BuildResult:
