@@ -7,13 +7,17 @@ Every test drives the installed ``rimthan-pack`` console script in a subprocess,
 
 from __future__ import annotations
 
+import json
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
 from support.pack_cli import init_scaffold, pack
 from support.refusals import Refusal, refusal
 from support.releases import KeyPair
+
+PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision"
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +277,22 @@ def test_check_makes_builds_checks_without_keys_and_writes_nothing(scaffold: Pat
     said = refusal(refused.stderr)
     assert said.code == "json_schema_failed" and "at JSON pointer '/next_steps/0'" in said.error
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("version", ["1.2.0", "1.3.0"])
+def test_each_packaged_catalogue_has_a_valid_example_for_every_output_of_each_workflow(
+    version: str, tmp_path: Path
+) -> None:
+    """What the demo, the load test and the benchmarks submit is what a run accepts, output by output."""
+    source = PACKAGED / version
+    catalogue = tomllib.loads((source / "catalogue.toml").read_text("utf-8"))
+    wanted = 0
+    for listed in catalogue["workflows"]:
+        workflow = tomllib.loads((source / listed).read_text("utf-8"))
+        outputs = [o["id"] for s in workflow["steps"] for o in s.get("outputs", [])]
+        wanted += 1 + len([o for o in outputs if o != "workspace-manifest"])  # and its confirmed state
+
+    checked = pack("check", source, "--json", cwd=tmp_path)
+
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["examples"] == wanted
