@@ -101,7 +101,10 @@ def test_output_schemas_embed_only_the_contracts_their_tool_returns() -> None:
     for name, schema in outputs.items():
         assert sorted(schema["required"]) == sorted(schema["properties"]), name  # one envelope, every key sent
     submit = outputs["rimthan.submit_step_validation"]["properties"]
-    assert submit["validation_bundle"] == {"type": "null"} and submit["validators"] == {"type": "array", "maxItems": 0}
+    bundle, validators = (
+        {k: v for k, v in submit[n].items() if k != "description"} for n in ("validation_bundle", "validators")
+    )
+    assert bundle == {"type": "null"} and validators == {"type": "array", "maxItems": 0}
 
 
 def test_a_reference_through_a_contract_still_validates() -> None:
@@ -153,11 +156,12 @@ def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
     (cont,) = [c for c in workflow_engine_tool_contracts() if c.name == "rimthan.continue_workflow"]
     schema = cont.output_schema
     properties = schema["properties"]
-    assert properties["checkpoint_digest"] == {"anyOf": [DIGEST, {"type": "null"}]}
+    parts = {name: {k: v for k, v in part.items() if k != "description"} for name, part in properties.items()}
+    assert parts["checkpoint_digest"] == {"anyOf": [DIGEST, {"type": "null"}]}
     documents = contract_documents()
-    assert properties["step"] == {"anyOf": [uses(documents["step-payload"]), {"type": "null"}]}
-    assert properties["question"] == {"anyOf": [{"type": "null"}, uses(documents["question"])]}
-    assert properties["migration"] == {"anyOf": [{"type": "null"}, uses(documents["migration-preview"])]}
+    assert parts["step"] == {"anyOf": [uses(documents["step-payload"]), {"type": "null"}]}
+    assert parts["question"] == {"anyOf": [{"type": "null"}, uses(documents["question"])]}
+    assert parts["migration"] == {"anyOf": [{"type": "null"}, uses(documents["migration-preview"])]}
     validator = validator_for(schema)(schema, registry=Registry())
     envelope: dict[str, Any] = {name: None for name in properties} | {
         "status": "active",

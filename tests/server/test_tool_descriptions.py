@@ -1,8 +1,8 @@
-"""Every field of the four tools' input schemas says what it is for.
+"""Every field of the four tools' input and output schemas says what it is for.
 
 A harness written in another language (or a model reading ``tools/list``)
 learns the protocol from the schemas; a field without a description is one it
-has to discover from refusals.
+has to discover from refusals (an input) or from the server's code (a result).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
+from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
 
 CONTRACTS = {c.name: c for c in workflow_engine_tool_contracts()}
 
@@ -32,6 +32,21 @@ def _properties(node: Any, where: str) -> Iterator[tuple[str, Any]]:
 def test_every_input_property_has_a_description(name: str) -> None:
     found = list(_properties(CONTRACTS[name].input_schema, "#"))
     assert len(found) > 10  # the walk reached the embedded contracts, not just the top level
+    missing = [where for where, schema in found if not str(schema.get("description", "")).strip()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", sorted(CONTRACTS))
+def test_every_output_property_has_a_description(name: str) -> None:
+    found = list(_properties(CONTRACTS[name].output_schema, "#"))
+    assert len(found) > 10
+    missing = [where for where, schema in found if not str(schema.get("description", "")).strip()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", sorted(contract_documents()))
+def test_every_served_contract_property_has_a_description(name: str) -> None:
+    found = list(_properties(contract_documents()[name], "#"))
     missing = [where for where, schema in found if not str(schema.get("description", "")).strip()]
     assert missing == []
 

@@ -25,6 +25,7 @@ from rimthan_workflow_registry.limits import (
 )
 from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 
+from .result_contracts import FAILURE, INPUT_BINDING, MIGRATION_PREVIEW, QUESTION, STEP_PAYLOAD
 from .schema_parts import (
     COUNT,
     DIGEST,
@@ -167,34 +168,6 @@ ARTIFACT = document(
     ),
 )
 
-INPUT_BINDING = document(
-    "input-binding",
-    "A prior artifact a step reads, bound by digest",
-    closed(
-        {
-            "artifact_id": about("The id of an earlier step's output this step reads.", NAME),
-            "sha256": about("Hex SHA-256 of that output, as its artifact receipt records it.", SHA256_HEX),
-        },
-        ["artifact_id", "sha256"],
-    ),
-)
-
-FAILURE = document(
-    "failure",
-    "A closed failure object: code from the documented list, message, optional location",
-    closed(
-        {
-            "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
-            "message": {"type": "string"},
-            "artifact_id": {"type": "string"},
-            "path": {"type": "string"},
-            "pointer": {"type": "string"},
-            "details": {"type": "object"},
-        },
-        ["code", "message"],
-    ),
-)
-
 FINDING = document(
     "finding",
     "A semantic validator's finding",
@@ -230,10 +203,10 @@ VALIDATOR_SUMMARY = document(
     ),
 )
 
-_WORKFLOW_ID = closed(
+WORKFLOW_ID = closed(
     {"id": about("Workflow id.", NAME), "version": about("Workflow version.", VERSION)}, ["id", "version"]
 )
-_RELEASE_ID = closed(
+RELEASE_ID = closed(
     {
         "id": about("Release id (`<catalogue>@<version>`).", NAME),
         "manifest_digest": about("`sha256:` digest of the release's signed manifest.", DIGEST),
@@ -259,8 +232,8 @@ VALIDATION_BUNDLE = document(
     "What prepare_step_validation bound; submit_step_validation verifies it by its HMAC token",
     closed(
         {
-            "workflow": about("Workflow identity, as prepare returned it.", _WORKFLOW_ID),
-            "release": about("Release identity, as prepare returned it.", _RELEASE_ID),
+            "workflow": about("Workflow identity, as prepare returned it.", WORKFLOW_ID),
+            "release": about("Release identity, as prepare returned it.", RELEASE_ID),
             "manifest_digest": about("The release's manifest digest, as prepare returned it.", DIGEST),
             "step_id": about("The step that was prepared.", NAME),
             "checkpoint_digest": about("Digest of the checkpoint the bundle was prepared for.", DIGEST),
@@ -337,102 +310,6 @@ MIGRATION_REQUEST = document(
             ),
         },
         ["target_release", "confirmed_state", "confirm"],
-    ),
-)
-
-_ASSET_REF = closed(
-    {
-        "id": NAME,
-        "kind": {"enum": ["instruction", "prompt", "skill", "subagent", "adapter", "validator"]},
-        "uri": {"type": "string"},
-        "path": {"type": "string"},
-        "sha256": SHA256_HEX,
-        "media_type": {"type": "string"},
-        "install_path": {"type": "string"},
-        "text": {"type": "string"},
-    },
-    ["id", "kind", "uri", "path", "sha256", "media_type"],
-)
-
-STEP_PAYLOAD = document(
-    "step-payload",
-    "Everything a harness needs to perform one step",
-    closed(
-        {
-            "id": NAME,
-            "title": {"type": "string"},
-            "gated": {"type": "boolean"},
-            "terminal": {"type": "boolean"},
-            "definition": {"type": "object"},
-            "instruction": _ASSET_REF,
-            "host_assets": {"type": "array", "items": _ASSET_REF},
-            "host_adapter": {"type": "object"},
-            "outputs": {"type": "array", "items": {"type": "object"}},
-            "inputs": {"type": "array", "items": uses(INPUT_BINDING)},
-            "validators": {"type": "array", "items": {"type": "object"}},
-            "resources": {"type": "array", "items": {"type": "string"}},
-        },
-        [
-            "id",
-            "title",
-            "gated",
-            "terminal",
-            "definition",
-            "instruction",
-            "host_assets",
-            "host_adapter",
-            "outputs",
-            "inputs",
-            "validators",
-            "resources",
-        ],
-    ),
-)
-
-QUESTION = document(
-    "question",
-    "The one question the harness must ask the user before the run can advance",
-    closed(
-        {"field": NAME, "prompt": {"type": "string"}, "choices": {"type": "array"}},
-        ["field", "prompt", "choices"],
-    ),
-)
-
-MIGRATION_PREVIEW = document(
-    "migration-preview",
-    "What a migration would do: from, to, and everything it invalidates",
-    closed(
-        {
-            "from": closed({"release": NAME, "manifest_digest": DIGEST, "workflow": NAME}),
-            "to": closed({"release": NAME, "manifest_digest": DIGEST, "workflow": NAME}),
-            "invalidated_artifacts": {"type": "array", "items": NAME},
-            "invalidated_validators": {"type": "array", "items": NAME},
-            "restart_step": NAME,
-            "confirmed": {"type": "boolean"},
-            "target_needs": closed(
-                {
-                    "workflow": closed({"id": NAME, "version": VERSION}, ["id", "version"]),
-                    "confirmed_state": {
-                        "type": "array",
-                        "items": closed(
-                            {
-                                "field": NAME,
-                                "required": {"type": "boolean"},
-                                "present": {"type": "boolean"},
-                                "expects": {"type": "object"},
-                            },
-                            ["field", "required", "present", "expects"],
-                        ),
-                    },
-                    "capabilities": NAMES,
-                    "validator_capabilities": NAMES,
-                    "host_adapter": NAME,
-                    "host_adapters": NAMES,
-                },
-                ["workflow", "confirmed_state", "capabilities", "validator_capabilities", "host_adapters"],
-            ),
-        },
-        ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "confirmed"],
     ),
 )
 

@@ -18,18 +18,16 @@ from .contract_schemas import (
     ARTIFACT,
     CONFIRMED_STATE_PROJECTION,
     CONTRACTS,
-    FAILURE,
     FINDING,
     HOST,
-    INPUT_BINDING,
-    MIGRATION_PREVIEW,
     MIGRATION_REQUEST,
-    QUESTION,
-    STEP_PAYLOAD,
+    RELEASE_ID,
     VALIDATION_BUNDLE,
     VALIDATOR_REPORT,
     VALIDATOR_SUMMARY,
+    WORKFLOW_ID,
 )
+from .result_contracts import FAILURE, INPUT_BINDING, MIGRATION_PREVIEW, QUESTION, STEP_PAYLOAD
 from .schema_parts import DIGEST, NAME, TOKEN, VERSION, about, closed, uses
 
 _BY_ID = {doc["$id"]: name for name, doc in CONTRACTS.items()}
@@ -81,30 +79,76 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
     run meets only now and then.
     """
     properties: dict[str, Any] = {
-        "status": {"enum": statuses},
-        "workflow": _nullable(closed({"id": NAME, "version": VERSION}, ["id", "version"])),
-        "release": _nullable(closed({"id": NAME, "manifest_digest": DIGEST}, ["id", "manifest_digest"])),
-        "checkpoint": _nullable(TOKEN),
-        "checkpoint_digest": _nullable(DIGEST),
-        "sequence": _nullable({"type": "integer", "minimum": 1}),
-        "step": _nullable(uses(STEP_PAYLOAD)),
-        "question": _nullable(uses(QUESTION), null_first=True),
-        "failures": {"type": "array", "items": uses(FAILURE)},
-        "findings": {
-            "type": "array",
-            "items": closed({"validator": NAME, **FINDING["properties"]}, ["validator", "severity", "message"]),
-        },
-        "validators": {"type": "array", "items": uses(VALIDATOR_SUMMARY)},
-        "validation_bundle": _nullable(uses(VALIDATION_BUNDLE)),
-        "migration": _nullable(uses(MIGRATION_PREVIEW), null_first=True),
-        "message": {"type": "string"},
+        "status": about(_STATUS, {"enum": statuses}),
+        "workflow": about(
+            "The run's workflow (id and version); null when the call was refused before one was selected.",
+            _nullable(WORKFLOW_ID),
+        ),
+        "release": about(
+            "The verified release that answered (id and manifest digest); null when none did.",
+            _nullable(RELEASE_ID),
+        ),
+        "checkpoint": about(
+            "The run's latest checkpoint token: send it exactly as received on the next call, and append a new "
+            "one to the run's checkpoint log.",
+            _nullable(TOKEN),
+        ),
+        "checkpoint_digest": about(
+            "`sha256:` + hex SHA-256 of the checkpoint's ASCII bytes (the next token's `parent`).", _nullable(DIGEST)
+        ),
+        "sequence": about(
+            "The checkpoint's sequence number: 1 at start, one more for each new checkpoint.",
+            _nullable({"type": "integer", "minimum": 1}),
+        ),
+        "step": about("The step to perform now (null when there is none to show).", _nullable(uses(STEP_PAYLOAD))),
+        "question": about(
+            "With `input_required`: the question to ask the user.", _nullable(uses(QUESTION), null_first=True)
+        ),
+        "failures": about(
+            "Every problem found, all at once (`blocked`, `deterministic_validation_failed`).",
+            {"type": "array", "items": uses(FAILURE)},
+        ),
+        "findings": about(
+            "With `validation_failed`: every validator's findings, each naming its validator.",
+            {
+                "type": "array",
+                "items": closed(
+                    {
+                        "validator": about("The validator (`<id>@<version>`) that reported it.", NAME),
+                        **FINDING["properties"],
+                    },
+                    ["validator", "severity", "message"],
+                ),
+            },
+        ),
+        "validators": about(
+            "With `ready_for_semantic_validation`: the validators the bundle binds, to run in subagents.",
+            {"type": "array", "items": uses(VALIDATOR_SUMMARY)},
+        ),
+        "validation_bundle": about(
+            "With `ready_for_semantic_validation`: the signed bundle to send back to submit unchanged.",
+            _nullable(uses(VALIDATION_BUNDLE)),
+        ),
+        "migration": about(
+            "The migration target's preview when the server holds one that can take the run, or the migration done.",
+            _nullable(uses(MIGRATION_PREVIEW), null_first=True),
+        ),
+        "message": about("What happened, in words.", {"type": "string"}),
     }
     for name in never:
-        properties[name] = {"type": "array", "maxItems": 0} if properties[name].get("type") == "array" else _NULL
+        empty = {"type": "array", "maxItems": 0} if properties[name].get("type") == "array" else _NULL
+        properties[name] = about(
+            f"Always {'empty' if empty is not _NULL else 'null'}: this tool never fills it.", empty
+        )
     return closed(properties, list(properties))
 
 
 _NULL = {"type": "null"}
+_STATUS = (
+    "`active` (do the step), `input_required` (ask the question), `blocked` (read `failures`), `advanced` (next "
+    "step), `completed` (the run is over), `deterministic_validation_failed` (fix the artifacts), "
+    "`ready_for_semantic_validation` (run the validators), `validation_failed` (repair, prepare again)."
+)
 
 
 def _nullable(schema: dict[str, Any], null_first: bool = False) -> dict[str, Any]:

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue import (
         DELIVERY_KINDS,
         ID_PATTERN,
+        WRITE_POLICIES,
         AssetDefinition,
         Catalogue,
         HostAdapter,
@@ -152,6 +153,7 @@ __all__ = [
     "MAX_KEY_FILE_BYTES",
     "ID_PATTERN",
     "DELIVERY_KINDS",
+    "WRITE_POLICIES",
     "ARTIFACT_TYPE",
     "CATALOGUE_DIR",
     "CHECKSUMS_LAYER_TYPE",
@@ -232,6 +234,7 @@ _HOME = {
     "MAX_KEY_FILE_BYTES": "rimthan_workflow_registry.release.trust",
     "ID_PATTERN": "rimthan_workflow_registry.release.catalogue",
     "DELIVERY_KINDS": "rimthan_workflow_registry.release.catalogue",
+    "WRITE_POLICIES": "rimthan_workflow_registry.release.catalogue",
     "ARTIFACT_TYPE": "rimthan_workflow_registry.release.oci",
     "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
     "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",
