@@ -11,7 +11,8 @@ Everything is fixed so the file is reproducible: the release is built with no
 creation time (its manifest digest depends only on the catalogue bytes; the
 throwaway Ed25519 key that signs it is generated in a temporary directory and
 never written anywhere else), the checkpoint HMAC key is a published TEST key
-(32 bytes 0x00..0x1f, never to be used by a server), and the clock starts at
+(32 bytes 0xe0..0xff, never to be used by a server; its base64 text holds ``+``, ``/`` and
+padding, so it tells the standard alphabet from base64url), and the clock starts at
 ``CLOCK_START`` and moves one second per reading.
 
     uv run python interop/host_vectors.py            # rewrite the file
@@ -47,7 +48,7 @@ VECTORS = ROOT / "docs" / "test-vectors" / "host-protocol.json"
 FORMAT = "rimthan.host-protocol-vectors/1"
 CLOCK_START = 1767225600  # 2026-01-01T00:00:00Z
 TEST_KEY_ID = "ck-test-vectors"
-TEST_KEY = bytes(range(32))  # a published TEST key: never use it to run a server
+TEST_KEY = bytes(range(0xE0, 0x100))  # a published TEST key: never use it to run a server
 
 HOST: dict[str, Any] = {
     "harness": "claude-code",
@@ -58,15 +59,23 @@ HOST: dict[str, Any] = {
 }
 
 # Values chosen to exercise RFC 8785: key order by UTF-16 code units, number
-# serialisation (ECMAScript), string escaping, nesting and the empty cases.
+# serialisation (ECMAScript: not Python's repr), string escaping (only what
+# JSON requires, and not what some encoders add: Go's escapes <, >, & and
+# U+2028), no Unicode normalisation (NFC and NFD spellings digest apart),
+# nesting and the empty cases.
 VALUE_CASES: list[tuple[str, Any]] = [
     ("plain string", "Should we replace seat-based pricing with usage-based pricing?"),
     ("empty string", ""),
     ("string with escapes and non-ASCII", 'quote " backslash \\ tab \t newline \n é € 𝄞 \u001f'),
+    ("control characters (short escapes where JSON has one, else \\u00xx)", "\b\f\r\u0000\u0001\u001e"),
+    ("characters written as they are (/, DEL, <, >, &, ', U+2028, U+2029)", "a/b \u007f <>&' \u2028 \u2029"),
+    ("cafe with U+00E9 (NFC)", "caf\u00e9"),
+    ("cafe with e + U+0301 (NFD): not normalised, another digest", "cafe\u0301"),
     ("integer", 42),
     ("negative integer", -7),
     ("zero", 0),
     ("large integer (2**53 - 1)", 9007199254740991),
+    ("numbers in ECMAScript form", [1.5, 0.1, 100.0, -0.0, 1e21, 1e-7, 123456789.125, -2.5e-8]),
     ("true", True),
     ("null", None),
     ("empty array", []),

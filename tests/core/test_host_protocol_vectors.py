@@ -15,6 +15,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -84,6 +85,48 @@ def test_value_digests_are_rfc8785_sha256(vectors: dict[str, Any]) -> None:
     ordered = next(c for c in cases if c["name"].startswith("object key order"))
     # UTF-16 code unit order: U+1D11E (surrogates D834 DD1E) sorts before U+FB01, unlike code point order
     assert ordered["canonical_json"] == '{"Z":4,"a":2,"aa":7,"b":1,"é":3,"€":5,"𝄞":6,"ﬁ":8}'
+
+
+def _naive(value: Any) -> str:
+    """What a host gets from a plain JSON encoder with sorted keys (Python's): right for most values, not all."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_the_value_cases_tell_every_byte_rule_apart(vectors: dict[str, Any]) -> None:
+    """Each rule the README names has a case an implementation that breaks it gets wrong.
+
+    Numbers in ECMAScript form (a float encoder writes ``100.0``, ``-0.0``,
+    ``1e-07``); no Unicode normalisation (NFC and NFD spellings of one word
+    digest apart); JSON's short escapes for control characters; ``/``, DEL,
+    ``<``, ``>``, ``&`` and U+2028 written as they are (Go's encoder escapes some).
+    """
+    cases = vectors["value_digests"]
+    numbers = [c for c in cases if isinstance(c["value"], list) and any(isinstance(v, float) for v in c["value"])]
+    assert numbers and all(_naive(c["value"]) != c["canonical_json"] for c in numbers)
+    assert numbers[0]["canonical_json"] == "[1.5,0.1,100,0,1e+21,1e-7,123456789.125,-2.5e-8]"
+    texts = [c for c in cases if isinstance(c["value"], str)]
+    pairs = [
+        (a, b)
+        for a in texts
+        for b in texts
+        if a["value"] < b["value"]
+        and unicodedata.normalize("NFC", a["value"]) == unicodedata.normalize("NFC", b["value"])
+    ]
+    assert pairs and all(a["value_digest"] != b["value_digest"] for a, b in pairs)
+    written = "".join(c["canonical_json"] for c in texts)
+    assert all(ch in written for ch in ("/", "\x7f", "<", ">", "&", "\u2028", "\u2029"))
+    assert all(escape in written for escape in ("\\b", "\\f", "\\r", "\\u0000", "\\u001e"))
+
+
+def test_the_test_key_tells_the_base64_alphabets_apart(vectors: dict[str, Any]) -> None:
+    """The key file holds standard, padded base64 (RFC 4648 section 4); the test key's text has ``+``, ``/``
+    and ``=``, so a host that decodes it as base64url (as it decodes a token's header and signature) fails."""
+    (entry,) = vectors["fixed"]["checkpoint_keys"]["keys"]
+    text = entry["key"]
+    assert "+" in text and "/" in text and text.endswith("=")
+    assert len(base64.b64decode(text, validate=True)) == 32
+    with pytest.raises(ValueError):
+        base64.b64decode(text.replace("+", "-").replace("/", "_"), validate=True)
 
 
 def test_confirmed_state_digests(vectors: dict[str, Any]) -> None:
