@@ -138,7 +138,8 @@ ARTIFACT = document(
                 {"type": "string", "maxLength": 128},
             ),
             "content": about(
-                "The exact file bytes as UTF-8 text, as read back from disk.",
+                "The exact file bytes as UTF-8 text, as read back from disk: line endings, a BOM and every "
+                "character kept, never normalised (the server hashes this text's UTF-8 bytes against the attestation).",
                 {"type": "string", "maxLength": MAX_TEXT},
             ),
             "attestation": about(
@@ -262,7 +263,8 @@ VALIDATOR_REPORT = document(
             "outcome": about("The subagent's verdict, exactly as it returned it.", {"enum": ["pass", "fail"]}),
             "instruction_digest": about("The validator's instruction_digest, from the bundle.", DIGEST),
             "input_artifacts": about(
-                "Every artifact id the validator judged, with its hex SHA-256 from the bundle's artifact receipts.",
+                "Every artifact of the bundle's `artifacts` (all of them, even those the validator did not read), "
+                "each with its hex SHA-256 from there; any other set is `report_stale`.",
                 {
                     "type": "object",
                     "maxProperties": MAX_STEP_OUTPUTS,
