@@ -245,6 +245,24 @@ def test_a_release_put_back_serves_its_pinned_runs_after_a_refresh(keys: Keys, t
     assert [e["version"] for e in floors.values()] == ["1.3.0"]  # held for pinned runs, never activated
 
 
+async def _pinned_run_then_1_3_0(
+    client: Any, server: HttpServer, keys: Keys, tmp_path: Path
+) -> tuple[WorkflowHarness, RunResult]:
+    """A run on 1.2.0 left at its interview, then 1.3.0 published and activated, and the new key trusted."""
+    run = harness(client_caller(client), tmp_path / "project")
+    result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
+    _publish(keys, "1.3.0-old", tmp_path / "releases")
+    assert _refresh(server)["activated"] == ["research-decision@1.3.0"]
+    trust_dir(tmp_path / "trust", keys.new)
+    return run, result
+
+
+def _co_sign_in_place(keys: Keys, releases: Path) -> None:
+    for release in sorted(releases.iterdir()):
+        signed = pack("sign", release, "--key", keys.new.private_path)
+        assert signed.returncode == 0, signed.stderr
+
+
 def test_keys_readme_s_rotation_keeps_every_release_and_the_run_pinned_to_the_older_one(
     keys: Keys, tmp_path: Path
 ) -> None:
@@ -257,15 +275,9 @@ def test_keys_readme_s_rotation_keeps_every_release_and_the_run_pinned_to_the_ol
 
     async def week(server: HttpServer) -> RunResult:
         async with http_client_for(server.url) as client:
-            run = harness(client_caller(client), tmp_path / "project")
-            result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
-            _publish(keys, "1.3.0-old", releases)
-            assert _refresh(server)["activated"] == ["research-decision@1.3.0"]
-            trust_dir(trust, keys.new)
+            run, result = await _pinned_run_then_1_3_0(client, server, keys, tmp_path)
             _refresh(server)
-            for release in sorted(releases.iterdir()):
-                signed = pack("sign", release, "--key", keys.new.private_path)
-                assert signed.returncode == 0, signed.stderr
+            _co_sign_in_place(keys, releases)
             (trust / keys.old.public_path.name).unlink()
             rotated.update(_events(_refresh(server)))
             return await run.run(result)
@@ -342,4 +354,36 @@ def test_a_held_release_deleted_from_disk_is_warned_of_once_and_its_pinned_run_s
     warned = said[gone]
     assert warned["level"] == "warning" and warned["release"] == "research-decision@1.2.0", warned
     assert warned["next"].startswith("put research-decision-1.2.0 back in the releases directory"), warned
+    assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release
+
+
+def test_co_signing_after_the_old_key_was_removed_takes_effect_at_the_next_refresh(keys: Keys, tmp_path: Path) -> None:
+    """keys/README's rotation in the other order: the old key is removed first (the older release dropped, its run
+    refused; the active one "still served until restart"), and only then is every release co-signed in place. A
+    refresh re-checked held releases only when the trust store changed, and looked at a release directory again
+    only when its own inode or mtime changed (a signature added under signatures/ changes neither): the dropped
+    release came back, and the active one stopped being "no longer trusted", only at a restart."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+
+    async def week(server: HttpServer) -> tuple[Any, RunResult]:
+        async with http_client_for(server.url) as client:
+            run, result = await _pinned_run_then_1_3_0(client, server, keys, tmp_path)
+            (trust / keys.old.public_path.name).unlink()
+            removed.update(_events(_refresh(server)))
+            arguments = {"checkpoint": result.wire["checkpoint"], "confirmed_state": run.state.projection()}
+            refused = await client.call_tool("rimthan.continue_workflow", arguments)
+            _co_sign_in_place(keys, releases)
+            co_signed.extend(r for r in _refresh(server)["lines"] if r["event"].startswith("release trusted again"))
+            return refused, await run.run(result)
+
+    removed: dict[str, dict[str, Any]] = {}
+    co_signed: list[dict[str, Any]] = []
+    with _serve(tmp_path, trust) as server:
+        refused, finished = anyio.run(week, server)
+    assert removed["release no longer trusted; dropped"]["release"] == "research-decision@1.2.0", removed
+    assert "active release no longer trusted; still served until restart" in removed, removed
+    assert refused.structured_content["error"]["code"] == "pinned_release_unavailable", refused
+    assert sorted(r["release"] for r in co_signed) == ["research-decision@1.2.0", "research-decision@1.3.0"]
+    assert all(r["level"] == "info" and r["signers"] == [keys.new.key_id] for r in co_signed), co_signed
     assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release

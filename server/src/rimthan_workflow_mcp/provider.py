@@ -46,7 +46,7 @@ from .loading import (
 )
 from .logs import get_logger
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
-from .trust_refresh import co_signed_again, reload_trust, report_untrusted, still_trusted, trust_changed
+from .trust_refresh import Distrusted, co_signed_again, reload_trust, report_untrusted, still_trusted, trust_changed
 
 _log = get_logger("provider")
 
@@ -99,6 +99,7 @@ class ReleaseProvider:
             held.setdefault(migration_target.digest, migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
         self._reported: set[tuple[str, str]] = set()
+        self._distrusted = Distrusted()  # held releases found untrusted, verified again when they change
         self._gone: set[str] = set()  # digests of held releases whose directory is gone, already warned of
         self._looked_at: set[tuple[str, int, int]] = set()  # older release directories tried: path, inode, mtime
         self.start_rejections: tuple[Rejection, ...] = ()
@@ -317,6 +318,8 @@ class ReleaseProvider:
                 self._looked_at.clear()  # an older release the old store refused may verify under this one
             self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
             warn_of_gone(self._held.values(), self._gone)
+            for again in self._distrusted.trusted_again(self.trust, changed=changed):
+                self._hold_as(again)
             if changed:
                 self._drop_untrusted()
             self.last_refresh = result
@@ -388,6 +391,7 @@ class ReleaseProvider:
         untrusted = [loaded for loaded in untrusted if not self._co_signed_on_disk(loaded)]
         for loaded in untrusted:
             report_untrusted(loaded, dropped=loaded.digest not in serving)
+            self._distrusted.remember(loaded)
         dropped = {loaded.digest for loaded in untrusted if loaded.digest not in serving}
         self._held = MappingProxyType({d: loaded for d, loaded in self._held.items() if d not in dropped})
 
@@ -395,13 +399,16 @@ class ReleaseProvider:
         """Whether ``loaded`` was co-signed on disk since it was loaded; if so it is held (and served) as that."""
         again = co_signed_again(loaded, self.trust)
         if again is not None:
-            self._held = MappingProxyType({**self._held, again.digest: again})
-            self._actives = MappingProxyType(
-                {c: again if a.digest == again.digest else a for c, a in self._actives.items()}
-            )
-            if self._migration_target is not None and self._migration_target.digest == again.digest:
-                self._migration_target = again
+            self._hold_as(again)
         return again is not None
+
+    def _hold_as(self, again: LoadedRelease) -> None:
+        """Hold ``again`` (verified again under the trust store) in place of the release of its digest."""
+        self._held = MappingProxyType({**self._held, again.digest: again})
+        actives = self._actives.items()
+        self._actives = MappingProxyType({c: again if a.digest == again.digest else a for c, a in actives})
+        if self._migration_target is not None and self._migration_target.digest == again.digest:
+            self._migration_target = again
 
     def _activate(self, loaded: LoadedRelease) -> None:
         self._held = MappingProxyType({**self._held, loaded.digest: loaded})

@@ -12,19 +12,27 @@ signatures that verified when it was loaded: it is still trusted when at
 least the new threshold of them are by keys the new store holds, or when its
 directory, verified again, is the same release and the new store vouches for
 it (co-signed since it was loaded, as keys/README's rotation has it).
+
+A release found untrusted (dropped, or an active one still served) is
+remembered with its directory's look (``Distrusted``): co-signed only after
+the key was removed (keys/README's rotation done in the other order), it is
+verified again at the first refresh after its directory or its signatures
+changed, and held and served as trusted again without a restart.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import RegistryError
-from rimthan_workflow_registry.release import TrustStore, load_trust
+from rimthan_workflow_registry.release import SIGNATURES_DIR, TrustStore, load_trust
 
 from .loading import LoadedRelease, Rejection, load_release
 from .logs import get_logger
 
 _log = get_logger("trust")
+TRUSTED_AGAIN = "release trusted again: co-signed (or its signer trusted again) since it was found untrusted"
 KEPT_PREVIOUS = "the trust store loaded before stays in force until it loads again"
 
 
@@ -70,7 +78,9 @@ def report_untrusted(loaded: LoadedRelease, *, dropped: bool) -> None:
     )
 
 
-def co_signed_again(loaded: LoadedRelease, trust: TrustStore) -> LoadedRelease | None:
+def co_signed_again(
+    loaded: LoadedRelease, trust: TrustStore, event: str = "release still trusted: co-signed since it was loaded"
+) -> LoadedRelease | None:
     """``loaded``'s directory verified again under ``trust``, when it is the same release (the same manifest
     digest) that the store vouches for now: co-signed since it was loaded (keys/README "Rotate or remove a key":
     `rimthan-pack sign` in place, or a follower's pull of the co-signed push); else ``None``."""
@@ -83,7 +93,49 @@ def co_signed_again(loaded: LoadedRelease, trust: TrustStore) -> LoadedRelease |
     if again.digest != loaded.digest:
         return None
     _log.info(
-        "release still trusted: co-signed since it was loaded",
+        event,
         extra={"release": again.release.release_id, "signers": list(again.release.signer_key_ids)},
     )
     return again
+
+
+Look = tuple[tuple[int, int] | None, ...]
+
+
+def _look(root: Path) -> Look:
+    """The inode and mtime of a release directory and of its signatures directory (a signature added changes the
+    latter, a follower's exchange the former); nothing is read."""
+    looks: list[tuple[int, int] | None] = []
+    for path in (root, root / SIGNATURES_DIR):
+        try:
+            stat = path.stat()
+        except OSError:
+            looks.append(None)
+            continue
+        looks.append((stat.st_ino, stat.st_mtime_ns))
+    return tuple(looks)
+
+
+@dataclass
+class Distrusted:
+    """Held releases the trust store stopped vouching for, each with how its directory looked then."""
+
+    entries: dict[str, tuple[LoadedRelease, Look]] = field(default_factory=dict)
+
+    def remember(self, loaded: LoadedRelease) -> None:
+        self.entries[loaded.digest] = (loaded, _look(Path(loaded.release.root)))
+
+    def trusted_again(self, trust: TrustStore, *, changed: bool) -> list[LoadedRelease]:
+        """Those that verify again under ``trust``, looked at when the store ``changed`` (a key put back) or their
+        directory did (co-signed since, in place or by a follower's pull); forgotten then."""
+        again: list[LoadedRelease] = []
+        for digest, (loaded, look) in list(self.entries.items()):
+            now = _look(Path(loaded.release.root))
+            if not changed and now == look:
+                continue
+            self.entries[digest] = (loaded, now)
+            found = co_signed_again(loaded, trust, TRUSTED_AGAIN)
+            if found is not None:
+                del self.entries[digest]
+                again.append(found)
+        return again
