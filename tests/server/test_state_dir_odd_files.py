@@ -16,6 +16,7 @@ permission check, so as root these commands run with ``CAP_DAC_OVERRIDE`` and ``
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,8 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.processes import http_server_process
 from support.refusals import Refusal, refusal
 from support.releases import build_release, make_keypair, scaffold_source, trust_dir
+from support.servers import server_env
 
 RIMTHAN_MCP = str(Path(sys.executable).parent / "rimthan-mcp")
 HANG_SECONDS = 30  # far above any of these refusals; a command still running then is waiting on a FIFO
@@ -98,13 +101,18 @@ def test_keys_rotate_on_a_symlink_loop_is_refused_and_writes_nothing(tmp_path: P
 _DROP = ["--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search"]
 
 
+def _service_user_prefix() -> list[str]:
+    """What runs a command as a service user would: as root, with root's permission override dropped."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("setpriv (util-linux) is needed to drop root's permission override")
+    return [setpriv, *_DROP]
+
+
 def _as_service_user(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    command = [RIMTHAN_MCP, *map(str, args)]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.fail("setpriv (util-linux) is needed to drop root's permission override")
-        command = [setpriv, *_DROP, *command]
+    command = [*_service_user_prefix(), RIMTHAN_MCP, *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=HANG_SECONDS, stdin=subprocess.DEVNULL)
 
 
@@ -149,3 +157,23 @@ def test_a_key_file_the_server_may_not_read_is_an_access_problem_not_keys_to_rep
     assert found.error == f"error: io_error: {keys}: cannot read checkpoint keys: Permission denied"
     assert f"read and write access to {keys}" in found.next and "do not create new keys" in found.next
     assert "keys rotate" not in found.next
+
+
+def test_a_state_directory_the_server_may_write_but_not_read_serves_and_says_what_to_give(
+    served: tuple[Path, Path], state: Path
+) -> None:
+    """Mode 0300 (write and enter, not list): the floor was written and renamed into place, then syncing the
+    directory (which opens it for reading) failed, and serve refused to start with "cannot record ... in the
+    activation floor (Permission denied); it is not activated" and "make the state directory writable", though it
+    was writable and the floor recorded. The release now activates; one warning names the directory and the
+    access to give (a crash just after the rename could lose it while the directory cannot be synced)."""
+    state.chmod(0o300)
+    argv = [*_service_user_prefix(), RIMTHAN_MCP, *_serve(served, state), "--transport", "http", "--port", "0"]
+    with http_server_process(argv, env=server_env()) as server:
+        warned = server.wait_for(r'"state directory not synced"')
+    record = json.loads(warned.string)
+    assert record["level"] == "warning" and record["path"] == str(state), record
+    assert "chmod 700" in record["next"], record
+    state.chmod(0o700)
+    floors = json.loads((state / "activation-floor.json").read_text("utf-8"))["catalogues"]
+    assert [e["version"] for e in floors.values()] == ["0.1.0"], floors

@@ -401,9 +401,29 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+_NOT_SYNCED: set[str] = set()  # state directories already warned of as not readable, so not synced
+
+
 def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable: the directory entry, not only the file's bytes."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    """Make the rename durable: the directory entry, not only the file's bytes.
+
+    Syncing opens the directory for reading. One the server may write but not read (mode 0300) holds the floor
+    already renamed into place: it is recorded, so the release activates, and one warning says what to give."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except PermissionError:
+        if str(directory) not in _NOT_SYNCED:
+            _NOT_SYNCED.add(str(directory))
+            _log.warning(
+                "state directory not synced",
+                extra={
+                    "path": str(directory),
+                    "reason": "this user may write the state directory but not read it, so the activation floor's "
+                    "rename cannot be made durable: a crash just after it may lose the floor just recorded",
+                    "next": f"give the server's user read access to {directory} (e.g. chmod 700 {directory})",
+                },
+            )
+        return
     try:
         os.fsync(fd)
     finally:
