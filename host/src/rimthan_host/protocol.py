@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp import MCPError
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from rimthan_workflow_registry import protocol_names
 from rimthan_workflow_registry.errors import quoted
 
@@ -32,6 +32,9 @@ ResourceReader = Callable[[str], Awaitable[str]]
 T = TypeVar("T")
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
 _GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+# How Streamable HTTP says a session is gone (HTTP 404): the server restarted, or another replica answered the call.
+# The server's answer, and the SDK client's own when the 404 carries no JSON-RPC error.
+_SESSION_GONE = ("Session not found", "Session terminated")
 
 
 class ToolRefused(Exception):
@@ -103,6 +106,11 @@ async def connected(request: Awaitable[T]) -> T:
     try:
         return await request
     except MCPError as exc:
+        if exc.error.code == INVALID_REQUEST and exc.error.message.startswith(_SESSION_GONE):
+            raise VerifierLost(
+                "the verifier holds no MCP session for this connection any more (it restarted, or another replica "
+                f"answered: {exc.error.message})"
+            ) from exc
         if exc.error.code != CONNECTION_CLOSED:
             raise
         raise VerifierLost("the connection to the verifier closed") from exc
