@@ -71,6 +71,7 @@ from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .health import Health
 from .http_shape import BAD_REQUEST, ShapeAnswers, error_body, json_headers
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
@@ -242,9 +243,10 @@ class BoundedRequests:
     """ASGI wrapper: 405 (Allow: POST) for a stateless server's every method but POST, a cap on requests in
     flight, a deadline on the body; Host and Origin lower-cased."""
 
-    def __init__(self, app: ASGIApp, *, stateless: bool) -> None:
+    def __init__(self, app: ASGIApp, *, stateless: bool, health: Health | None = None) -> None:
         self.app = app
         self.stateless = stateless
+        self.health = health  # GET /healthz, for a load balancer (health.py)
         self.in_flight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -254,7 +256,9 @@ class BoundedRequests:
             await self.app(scope, receive, send)
             return
         scope = {**scope, "headers": [_lower_caseless(name, value) for name, value in scope["headers"]]}
-        if self.stateless and scope["method"] != "POST":
+        if self.health is not None and self.health.asks(scope):
+            await self.health(scope, receive, _readable_refusals(send))
+        elif self.stateless and scope["method"] != "POST":
             await self._get(scope, receive, send)
         elif (repeated := _repeated_header(scope)) is not None:
             _log.info("request refused: a header repeated", extra={"header": repeated.decode("latin-1")})

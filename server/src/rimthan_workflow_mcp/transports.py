@@ -42,6 +42,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rimthan_workflow_registry.entry import serving_began, starting_over
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
+from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
@@ -227,16 +228,17 @@ async def serve_http(
     this process only, so replicas then need sticky routing; run state stays
     in the tokens either way, and 2026-07-28 clients are sessionless regardless.
     """
+    security = security_settings(binding, extra_hosts)
     starlette_app = app.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=not sessions,
         json_response=True,
-        transport_security=security_settings(binding, extra_hosts),
+        transport_security=security,
         host=binding.host,
         max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
     )
     config = uvicorn.Config(
-        BoundedRequests(starlette_app, stateless=not sessions),
+        BoundedRequests(starlette_app, stateless=not sessions, health=Health(provider, security)),
         http=HeadDeadlineProtocol,
         log_config=None,
         log_level=log_level,
