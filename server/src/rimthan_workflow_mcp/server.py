@@ -34,6 +34,7 @@ from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, 
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
 from .call_placement import CallPlacement
+from .call_record import log_call
 from .call_scope import one_call
 from .contract_checks import check_contract_schema, without_checked
 from .eras import negotiate_served_era
@@ -188,6 +189,7 @@ def create_mcp_application(
             result = call_tool(state, params.name, arguments)
         else:
             result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
+        log_call(params.name, arguments, result)
         await _notify_call(ctx, log_threshold[0], params.name, result)
         return result
 
