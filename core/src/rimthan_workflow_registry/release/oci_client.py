@@ -54,6 +54,10 @@ class _CredentialsRefused(Exception):
         self.status = status
 
 
+class _TokenRefused(Exception):
+    """The registry's token service gave no token for the credentials sent (wrong, expired or revoked)."""
+
+
 class _PlainRealm(requests.RequestException):
     """A registry reached over TLS named a plain-HTTP token service (``oci_registry_error`` via ``guarded``)."""
 
@@ -90,6 +94,17 @@ class _ChallengeAuth(oras.auth.TokenAuth):  # type: ignore[misc]
         if not basic:
             raise _CredentialsMissing
         return {**headers, "Authorization": f"Basic {basic}"}, True
+
+    def request_token(self, h: Any) -> str:
+        """A token from the registry's token service for the credentials held, or the refusal in one line: oras
+        logged "This endpoint requires a token..." at error and raised "Cannot respond to request for
+        authentication." (``oci_registry_error``), for a token service refusing the credentials or getting none."""
+        token = super().request_token(h)
+        if token:
+            return str(token)
+        if not getattr(self, "_basic_auth", None):
+            raise _CredentialsMissing
+        raise _TokenRefused
 
 
 class _Registry(oras.provider.Registry):  # type: ignore[misc]
@@ -187,6 +202,10 @@ def guarded(ref: OciReference, what: str) -> Iterator[None]:
     except _CredentialsMissing:
         raise refusal(
             FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry asks for credentials; none found", str(ref)
+        ) from None
+    except _TokenRefused:
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED, f"{what}: the registry's token service refused the credentials", str(ref)
         ) from None
     except _CredentialsRefused as exc:
         raise refusal(
