@@ -156,6 +156,8 @@ def test_a_follower_s_copy_a_removed_key_signed_is_replaced_by_a_co_signed_push_
     assert replaced["level"] == "info" and replaced["path"] == str(copy), replaced
     assert replaced["why"].startswith("signature_untrusted: "), replaced
     verify_release(copy, load_trust(trust))
+    again = [event for event in events if event.startswith("release trusted again")]  # no restart needed
+    assert again and events[again[0]]["release"] == "research-decision@1.2.0", done
 
 
 def test_an_added_key_vouches_for_new_releases_after_refresh(keys: Keys, tmp_path: Path) -> None:
