@@ -59,3 +59,22 @@ def test_facts_confirmed_in_the_interview_go_in_with_step_done(world: ServerWorl
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_refused_fact_is_quoted_as_the_user_gave_it(world: ServerWorld, tmp_path: Path) -> None:
+    """The refusal is built from the verifier's parts (pointer, problem), said of "the confirmed state with these
+    facts". Before, the verifier's message had its argument's name replaced wherever it stood: a value naming it
+    was quoted back to the user changed."""
+    example = json.loads(example_text("1.2.0", "confirmed-state.json"))
+    first = {k: example[k] for k in ("objective", "decision_owner")}
+    later = {k: v for k, v in example.items() if k not in first}
+
+    async def script(model: StandIn) -> None:
+        await model.start(first)
+        value = "next_confirmed_state by spring"
+        wrong = await model.call("step_done", {"step": "interview", "facts": {**later, "deadline": value}})
+        refused(wrong, "(confirmed_state_invalid: the confirmed state with these facts does not satisfy the "
+                f"workflow's confirmed-state schema at /deadline: '{value}' is not a 'date')")  # fmt: skip
+        assert wrong.data["status"] == "facts_refused", wrong.data
+
+    drive(world, tmp_path, script)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, quoted
+from rimthan_workflow_registry.run import schema_misfit
 
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
@@ -63,10 +64,19 @@ def _at_top(failure: Mapping[str, Any]) -> bool:
     )
 
 
+def _refused_words(failure: Mapping[str, Any]) -> str:
+    """What the verifier said of one refused fact: a schema misfit said of the facts, not of its argument."""
+    details = failure.get("details")
+    if failure.get("code") == FailureCode.CONFIRMED_STATE_INVALID.value and isinstance(details, Mapping):
+        said = schema_misfit("the confirmed state with these facts", details)
+        if said is not None:
+            return said
+    return str(failure.get("message"))
+
+
 def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Reply:
     """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do."""
-    said = "; ".join(f"{f.get('code')}: {f.get('message')}" for f in failures)
-    said = said.replace("next_confirmed_state ", "the confirmed state with these facts ")  # (the verifier's argument)
+    said = "; ".join(f"{f.get('code')}: {_refused_words(f)}" for f in failures)
     todo = _NAMES if any(_at_top(f) for f in failures) else "Ask the user for a value that fits"
     lines = [f"Nothing was recorded: the verifier refused the facts {quoted(', '.join(facts))} ({said}); the run "
              f"stays at step {session.step.get('id')}. {todo}, then call step_done again with every fact in "

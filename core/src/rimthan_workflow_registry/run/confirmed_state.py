@@ -129,15 +129,24 @@ def validate_against_schema(
     if errors:
         first = errors[0]
         pointer = "/" + "/".join(str(p) for p in first.absolute_path)
-        details: dict[str, Any] = {"pointer": pointer, "errors": len(errors)}
+        details: dict[str, Any] = {"pointer": pointer, "problem": _said(first), "errors": len(errors)}
         if missing:
             details["missing"] = missing
-        raise WorkflowProtocolError(
-            FailureCode.CONFIRMED_STATE_INVALID,
-            f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {_said(first)}"
-            + (f" (missing fields: {', '.join(missing)})" if missing else ""),
-            details=details,
-        )
+        said = schema_misfit(label, details)
+        raise WorkflowProtocolError(FailureCode.CONFIRMED_STATE_INVALID, said or label, details=details)
+
+
+def schema_misfit(label: str, details: Mapping[str, Any]) -> str | None:
+    """A ``confirmed_state_invalid`` refusal in words, said of ``label``, from its details (None if a part is missing).
+
+    The verifier says it of its argument (``next_confirmed_state``); a host
+    says it of what its user gave (the bridge: "the confirmed state with these facts").
+    """
+    pointer, problem, missing = details.get("pointer"), details.get("problem"), details.get("missing") or []
+    if not isinstance(pointer, str) or not isinstance(problem, str) or not isinstance(missing, list):
+        return None
+    fields = f" (missing fields: {', '.join(str(name) for name in missing)})" if missing else ""
+    return f"{label} does not satisfy the workflow's confirmed-state schema at {pointer}: {problem}{fields}"
 
 
 def _said(error: Any) -> str:
