@@ -240,21 +240,9 @@ class WorkflowHarness:
         facts asks it (it answers ``blocked``, naming the version, and nothing
         is started or logged).
         """
-        version = initial_version or workflow_version or await self._newest(workflow)
+        version = initial_version or workflow_version or await self.session.newest_version(workflow)
         values = self.scenario.initial_state(version)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
-
-    async def _newest(self, workflow: str) -> str:
-        """The version of ``workflow`` a start without one starts here (the verifier's answer to a start with no
-        facts; a refusal such as ``workflow_not_found`` is raised as the start's would be)."""
-        if self.session.lock is not None:
-            self.session.lock.acquire()  # (RunBusy before anything is sent, as for the start itself)
-        empty = ConfirmedStateBook(self.session.clock).projection()
-        arguments = {"workflow": workflow, "confirmed_state": empty, "host": self.host.to_json()}
-        asked = RunResult.of(await self.session.call_tool(START, arguments))
-        if asked.status != "blocked" or not asked.workflow_version:
-            raise HarnessError(f"a start of {workflow} with no facts did not name its version: {_lines(asked)}")
-        return asked.workflow_version
 
     async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:
         """Follow results until ``completed`` (or until ``until_step`` is the current step)."""

@@ -34,6 +34,7 @@ from .protocol import (
     HostProfile,
     MoveNotRecorded,
     ToolCaller,
+    failure_lines,
 )
 from .reports import findings_problem, validator_key, validator_report
 from .results import RunResult, ValidationRound
@@ -211,18 +212,34 @@ class HostSession:
         self, workflow: str, values: Mapping[str, Any], *, workflow_version: str | None = None, by: str = BY_SCRIPT
     ) -> RunResult:
         """Confirm ``values`` and start ``workflow`` (:class:`~rimthan_host.run_lock.RunBusy` if another holds it)."""
-        if self.lock is not None:
-            self.lock.acquire()
+        self._hold()
         for name, value in values.items():
             self.state.confirm(name, value, by)
-        arguments: dict[str, Any] = {
-            "workflow": workflow,
-            "confirmed_state": self.state.projection(),
-            "host": self.host.to_json(),
-        }
-        if workflow_version is not None:
-            arguments["workflow_version"] = workflow_version
-        return RunResult.of(await self.call(START, arguments))
+        return RunResult.of(await self.call(START, self._start_arguments(workflow, self.state, workflow_version)))
+
+    async def newest_version(self, workflow: str) -> str:
+        """The version of ``workflow`` a start without one starts (the verifier's answer to a start with no facts:
+        ``blocked``, naming it; nothing is started or logged). A refusal such as ``workflow_not_found`` is raised
+        as the start's would be."""
+        self._hold()
+        empty = ConfirmedStateBook(self.clock)
+        asked = RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, None)))
+        if asked.status != "blocked" or not asked.workflow_version:
+            why = failure_lines(asked.wire)
+            raise HarnessError(f"a start of {workflow} with no facts did not name its version: {why}")
+        return asked.workflow_version
+
+    def _hold(self) -> None:
+        """Hold the run's lock: :class:`~rimthan_host.run_lock.RunBusy`, before anything is sent, if another does."""
+        if self.lock is not None:
+            self.lock.acquire()
+
+    def _start_arguments(
+        self, workflow: str, state: ConfirmedStateBook, workflow_version: str | None
+    ) -> dict[str, Any]:
+        """``start_workflow``'s arguments: the run's workflow (a version, if one is asked for), ``state`` and host."""
+        arguments = {"workflow": workflow, "confirmed_state": state.projection(), "host": self.host.to_json()}
+        return arguments if workflow_version is None else {**arguments, "workflow_version": workflow_version}
 
     async def advance(self, updates: Mapping[str, Any] | None = None, *, by: str = BY_SCRIPT) -> RunResult:
         """``continue_workflow`` from the current checkpoint, with confirmed ``updates`` (answers) if any.
