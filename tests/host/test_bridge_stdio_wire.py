@@ -26,6 +26,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from rimthan_host.bridge_server import STOP_GRACE_SECONDS
 from support.bridge import bridge_params, verifier_pids
 from support.raw_stdio import RawStdio, initialize_lines
 from support.servers import ServerWorld, build_world
@@ -206,3 +207,35 @@ def test_a_call_still_unanswered_at_the_drain_deadline_is_cancelled_and_said_in_
     cut_off = "rimthan-host: stopped (SIGTERM): 1 call(s) in flight still unanswered after 10 s were cancelled"
     assert f"{cut_off} (answered Connection closed)" in stderr, stderr[-2000:]
     assert "error:" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+
+
+def test_sigterm_with_a_verifier_that_answers_nothing_stops_it_after_a_short_grace(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A verifier child that ignores SIGTERM and answers nothing (stopped): the bridge asks it for
+    ``STOP_GRACE_SECONDS``, then its child is stopped (SIGTERM, then SIGKILL) and it exits 1 naming the grace.
+    Before, it asked for 30 s (``SETTLE_SECONDS``, meant for a verifier still coming up) and said the verifier
+    was gone "when the client closed stdio"."""
+    state = tmp_path / "state"
+    with _bridge(_command(world, tmp_path), subprocess.PIPE, subprocess.PIPE) as process:
+        raw = RawStdio(process)
+        raw.initialize(WAIT)
+        start = json.dumps({"workflow": "research", "facts": {}})
+        assert raw.call(2, "start_run", start, WAIT) is not None  # the verifier answered (blocked: no facts)
+        children = verifier_pids(state)
+        assert children, "no verifier child"
+        try:
+            for pid in children:
+                os.kill(pid, signal.SIGSTOP)  # SIGTERM waits until it is continued; nothing is answered
+            process.send_signal(signal.SIGTERM)
+            returncode, stderr = _ended(process)
+        finally:
+            for pid in verifier_pids(state):
+                os.kill(pid, signal.SIGKILL)
+    assert returncode == 1, stderr[-2000:]
+    lines = stderr.splitlines()
+    assert "rimthan-host: stopped (SIGTERM): the calls in flight were answered" in lines, stderr[-2000:]
+    gone = "error: internal_error: the verifier (rimthan-mcp serve, which the bridge starts) was gone when the bridge"
+    assert f"{gone} was stopped: it did not answer within {STOP_GRACE_SECONDS:g} s" in lines, stderr[-2000:]
+    assert lines[-1].startswith("next: ") and "Traceback" not in stderr, stderr[-2000:]
+    assert verifier_pids(state) == []  # killed: not left behind, stopped

@@ -35,7 +35,7 @@ from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded, ReplyUnreadable
 from .bridge import Bridge, Reply
-from .link import VerifierDown, VerifierLink, VerifierLost
+from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost
 from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, recover
 from .run_lock import RunBusy, RunLockLost
@@ -48,6 +48,9 @@ _log = logging.getLogger(__name__)
 SERVER_NAME = "rimthan-host"
 # How long the bridge, once its client closed stdio, waits for a verifier still coming up to be up or refused.
 SETTLE_SECONDS = 30.0
+# How long a verifier has to answer once the bridge was stopped (SIGTERM, or its stdout closed); then the child is
+# stopped as at every end: its stdin closed, SIGTERM after 2 s, SIGKILL 2 s later (the SDK's stdio client).
+STOP_GRACE_SECONDS = 2.0
 
 
 def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awaitable[Reply]]]:
@@ -263,13 +266,14 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
 
     Served on the verifier's stdio wire (``rimthan_workflow_mcp.stdio_serve``): SIGTERM is answered as the
     end of input, even with a terminal as stdin or stdout; every request read is answered. Once serving
-    ends, whether the verifier is up (else why not: the command exits non-zero).
+    ends, whether the verifier is up (else why not: the command exits non-zero); once stopped, a verifier
+    that does not answer within ``STOP_GRACE_SECONDS`` is not up, and is stopped (killed if it must be).
     """
     async with anyio.create_task_group() as tasks:
         link = VerifierLink(target, tasks)
         args = None if isinstance(target, str) else target.args[1:]  # (after "serve")
         bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args)
         stopped = await serve_wire(create_bridge_server(bridge, link), BridgeLines)
-        down = await link.down(SETTLE_SECONDS)
+        down = await (link.down(SETTLE_SECONDS) if stopped is None else link.down(STOP_GRACE_SECONDS, STOPPED))
         tasks.cancel_scope.cancel()
     return BridgeStopped(stopped, down)

@@ -38,6 +38,8 @@ T = TypeVar("T")
 __all__ = ["VerifierDown", "VerifierLink", "VerifierLost"]
 
 CHILD = "rimthan-mcp serve, which the bridge starts"
+CLOSED = "when the client closed stdio"
+STOPPED = "when the bridge was stopped"
 
 
 class _ChildStderr:
@@ -189,30 +191,31 @@ class VerifierLink:
     def close(self) -> None:
         self._conn.closing.set()
 
-    async def down(self, within: float) -> VerifierDown | None:
+    async def down(self, within: float, moment: str = CLOSED) -> VerifierDown | None:
         """None if the verifier is up (a connection being made is waited for, a made one asked), else why not.
 
-        At most ``within`` seconds: a verifier that is neither up nor refused by then is not up.
+        At most ``within`` seconds: a verifier that is neither up nor refused by then is not up. ``moment``:
+        when it was asked (``CLOSED``, ``STOPPED``), for the words.
         """
         conn = self._conn
         with anyio.move_on_after(within):
             await conn.ready.wait()
             if conn.client is None:
-                return self._why_down(conn)
+                return self._why_down(conn, moment=moment)
             try:  # (a ping is legacy-only: tools/list, past the client's cache, works in both eras)
                 await conn.client.list_tools(cache_mode="refresh")
                 return None
             except Exception as exc:  # a closed connection, whichever layer noticed it
                 if isinstance(exc, MCPError) and exc.error.code != CONNECTION_CLOSED:
                     return None  # it answered, if with an error: it is up
-                return self._why_down(conn, f"{type(exc).__name__}: {exc}")
-        return self._why_down(conn, f"it did not answer within {within:g} s")
+                return self._why_down(conn, f"{type(exc).__name__}: {exc}", moment)
+        return self._why_down(conn, f"it did not answer within {within:g} s", moment)
 
-    def _why_down(self, conn: _Connection, why: str = "") -> VerifierDown:
+    def _why_down(self, conn: _Connection, why: str = "", moment: str = CLOSED) -> VerifierDown:
         said = _child_refusal(conn.said)
         if said is not None:
             return said
         which = f"the verifier at {quoted(self.url)}" if self.url is not None else f"the verifier ({CHILD})"
-        when = "was gone when the client closed stdio" if conn.up else "never came up"
+        when = f"was gone {moment}" if conn.up else "never came up"
         code = FailureCode.IO_ERROR if self.url is not None else FailureCode.INTERNAL_ERROR
         return VerifierDown(code, f"{which} {when}: {why or conn.error or 'closed'}")
