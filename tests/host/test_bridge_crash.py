@@ -3,20 +3,25 @@
 Each test drives the real ``rimthan-host serve`` over stdio; the bridge starts
 the real verifier as its child. A structural fault (a directory where a file
 must be) breaks one of the two writes of a move - the resume state or the
-run log - for real; the verifier child is killed for real (SIGKILL). After
+run log - for real; the verifier child is killed for real (SIGKILL), between
+calls or while the bridge waits for its answer. After
 each the stand-in completes the run and ``rimthan-mcp audit`` verifies its log.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
+import termios
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from rimthan_host.runlog import RunLog
-from rimthan_host.standin import StandIn
+from rimthan_host.standin import Reply, StandIn
 from support.bridge import audited_only_run, drive, refused, verifier_pids
 from support.servers import ServerWorld, build_world
 
@@ -60,20 +65,63 @@ def test_a_move_whose_state_or_log_write_fails_resumes_from_the_log(
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
 
 
-def test_a_killed_verifier_is_restarted_and_the_run_goes_on(world: ServerWorld, tmp_path: Path) -> None:
+def _unread(pid: int) -> int:
+    """How many bytes wait unread in the pipes process ``pid`` reads (its wire moved off fd 0: stdio_pipes)."""
+    total = 0
+    for entry in Path(f"/proc/{pid}/fd").iterdir():
+        flags = (Path(f"/proc/{pid}/fdinfo") / entry.name).read_text("utf-8").split("flags:")[1].split()[0]
+        if not os.readlink(entry).startswith("pipe:") or int(flags, 8) & os.O_ACCMODE != os.O_RDONLY:
+            continue
+        fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            count = bytearray(4)
+            fcntl.ioctl(fd, termios.FIONREAD, count)
+            total += int.from_bytes(count, "little")
+        finally:
+            os.close(fd)
+    return total
+
+
+async def _killed(model: StandIn, child: int, during: bool, arguments: dict[str, Any]) -> Reply:
+    """answer_question's reply, the verifier killed before the call, or ``during`` it: stopped, the request
+    left waiting in its stdin, then killed, so the SDK fails the call in flight (``Connection closed``)."""
+    if not during:
+        os.kill(child, signal.SIGKILL)
+        return await model.call("answer_question", arguments)
+    os.kill(child, signal.SIGSTOP)
+    replies: list[Reply] = []
+
+    async def call() -> None:
+        replies.append(await model.call("answer_question", arguments))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(call)
+        with anyio.fail_after(60):  # a hang guard only: the request reaches the child's stdin
+            while not _unread(child):
+                await anyio.sleep(0.05)
+        os.kill(child, signal.SIGKILL)
+    return replies[0]
+
+
+@pytest.mark.parametrize("during", [False, True], ids=["before the call", "during the call"])
+def test_a_killed_verifier_is_restarted_and_the_run_goes_on(world: ServerWorld, tmp_path: Path, during: bool) -> None:
+    """Killed during the call, the SDK's Connection closed error; before it, a closed stream: one code,
+    ``verifier_lost``, and where the run is (before, no code; the first was untested)."""
     state_dir = tmp_path / "state"
 
     async def script(model: StandIn) -> None:
         at_question = await model.follow(await model.start(), "", until_question=True)
         run = at_question.data["run"]
         (child,) = verifier_pids(state_dir)
-        os.kill(child, signal.SIGKILL)
-        retry = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
-        refused(retry, "The verifier had stopped during answer_question; the bridge restarted it and reconnected",
-                "Your answer_question call did not go through", f"Resumed run {run} from its log")  # fmt: skip
-        assert retry.data["reconnected"] is True and retry.data["question"]["prompt"], retry.text
+        answer = {"answer": "desk-research", "field": "research_route"}
+        retry = await _killed(model, child, during, answer)
+        refused(retry, "The verifier had stopped during answer_question; the bridge restarted it and reconnected "
+                "(verifier_lost). Your answer_question call did not go through: make it again",
+                f"Resumed run {run} from its log")  # fmt: skip
+        assert retry.data["code"] == "verifier_lost" and retry.data["reconnected"] is True, retry.data
+        assert retry.data["question"]["field"] == "research_route", retry.text  # where the run is
         assert verifier_pids(state_dir) not in ([], [child])
-        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+        step = await model.call("answer_question", answer)
         assert not step.is_error and step.data["run"] == run, step.text
         assert (await model.follow(step, "desk-research")).data["status"] == "completed"
 

@@ -85,6 +85,7 @@ class FailureCode(StrEnum):
     RUN_POSITION_UNKNOWN = "run_position_unknown"
     RUN_BUSY = "run_busy"
     RUN_LOCK_LOST = "run_lock_lost"
+    VERIFIER_LOST = "verifier_lost"
     PINNED_RELEASE_UNAVAILABLE = "pinned_release_unavailable"
     VALIDATION_BUNDLE_INVALID = "validation_bundle_invalid"
     STEP_NOT_GATED = "step_not_gated"

@@ -16,7 +16,7 @@ import anyio
 from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from rimthan_workflow_registry import protocol_names
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 
 # The protocol's names, defined once in the core; short aliases for the kit.
 START = protocol_names.START_WORKFLOW
@@ -85,9 +85,14 @@ class MoveNotRecorded(Exception):
 class VerifierLost(Exception):
     """The connection to the verifier went away during a call (:func:`client_caller`, :func:`client_reader`).
 
+    ``code``: ``verifier_lost``, whether the call met a closed connection or the verifier died while it waited
+    for the answer (the SDK's ``Connection closed`` error).
+
     The move was not made or not received: open a new connection and resume the run from its log
     (:meth:`~rimthan_host.session.HostSession.resume`), as :class:`~rimthan_host.link.VerifierLink` does.
     """
+
+    code = FailureCode.VERIFIER_LOST  # (the closed list's: docs/failure-codes.md)
 
 
 def client_caller(client: Any) -> ToolCaller:

@@ -24,24 +24,26 @@ async def recover(bridge: Bridge, link: VerifierLink, tool: str, lost: VerifierL
     run = logged_run(bridge)
     bridge.session = None
     retry = f"call resume_run {run} to go on from the run log" if run else f"call {tool} again"
+    code = {"code": lost.code.value}
     if link.url is not None:
         text = (
-            f"The verifier at {link.url} is unreachable ({lost}); {tool} did not go through. "
+            f"The verifier at {link.url} is unreachable ({lost.code.value}: {lost}); {tool} did not go through. "
             f"Once the verifier is running again, {retry} (the bridge reconnects on that call)."
         )
-        return Reply(text, {"status": "verifier_unreachable", "run": run}, True)
+        return Reply(text, {"status": "verifier_unreachable", "run": run, **code}, True)
     try:
         await link.restart()
         if run is None:
-            text = f"The verifier had stopped; the bridge restarted it and reconnected. {tool} did not go through: "
-            text += f"{retry}."
-            return Reply(text, {"status": "reconnected"}, True)
+            text = f"The verifier had stopped ({lost.code.value}); the bridge restarted it and reconnected. {tool} "
+            text += f"did not go through: {retry}."
+            return Reply(text, {"status": "reconnected", **code}, True)
         resumed = await bridge.resume_run(run)
     except VerifierLost as again:
-        text = f"The verifier stopped during {tool} and did not come back after a restart ({again}); {retry}."
-        return Reply(text, {"status": "verifier_unreachable", "run": run}, True)
+        text = f"The verifier stopped during {tool} and did not come back after a restart ({lost.code.value}: "
+        text += f"{again}); {retry}."
+        return Reply(text, {"status": "verifier_unreachable", "run": run, **code}, True)
     head = (
-        f"The verifier had stopped during {tool}; the bridge restarted it and reconnected. Your {tool} call did "
-        "not go through: make it again if it still fits where the run is (below)."
+        f"The verifier had stopped during {tool}; the bridge restarted it and reconnected ({lost.code.value}). "
+        f"Your {tool} call did not go through: make it again if it still fits where the run is (below)."
     )
-    return Reply(f"{head}\n{resumed.text}", {**resumed.data, "reconnected": True}, True)
+    return Reply(f"{head}\n{resumed.text}", {**code, **resumed.data, "reconnected": True}, True)
