@@ -28,7 +28,6 @@ from .protocol import (
     ToolRefused,
     VerifierLost,
 )
-from .results import wire
 from .runlog import new_run_id, run_summaries
 from .session import PositionUnknown
 from .step_replies import Reply, failure_codes, missing_fields
@@ -54,11 +53,12 @@ class Bridge(StepMoves, MigrationMoves):
         if isinstance(by, Reply):
             return by
         with self._candidate(new_run_id()) as session:
-            result = wire(await session.start(workflow, facts, by=by))
-            if result["status"] == "blocked":
-                lines = ["The run did not start. The verifier needs:", *failure_words(result["failures"])]
+            result = await session.start(workflow, facts, by=by)
+            if result.status == "blocked":
+                lines = ["The run did not start. The verifier needs:", *failure_words(result.failures)]
                 lines.append("Ask the user for what is missing and call start_run again with every fact.")
-                data = {"status": "blocked", "failures": failure_codes(result), "needs": missing_fields(result)}
+                data = {"status": "blocked", "failures": failure_codes(result.failures),
+                        "needs": missing_fields(result.failures)}  # fmt: skip
                 return Reply("\n".join(lines), data, is_error=True)
             self.session = session
         self.lock.note(self.run_id)
@@ -95,7 +95,7 @@ class Bridge(StepMoves, MigrationMoves):
         ]
         with self._candidate(run_id) as session:
             try:
-                result = wire(await session.resume())  # (RunBusy, a HarnessError, if another session moves the run)
+                result = await session.resume()  # (RunBusy, a HarnessError, if another session moves the run)
             except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
                 return position_unknown_reply(unknown)
             except (HarnessError, ToolRefused, VerifierLost):

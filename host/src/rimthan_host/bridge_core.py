@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from .delivered import AssetClash
 from .protocol import (
@@ -20,7 +19,7 @@ from .protocol import (
     ResourceReader,
     ToolCaller,
 )
-from .results import wire
+from .results import RunResult
 from .runlog import RunLog, RunSummary, run_summaries
 from .session import HostSession
 from .step_replies import Reply, StepReplies, validators_waiting, where
@@ -110,7 +109,7 @@ class BridgeCore:
         session = self.session
         if session.prepared is not None and session.prepared.pending:
             return validators_waiting(session, [*lines, where(session)])
-        return await self.replies.describe(session, session.result, lines, elicits=self.elicits)
+        return await self.replies.describe(session, RunResult.of(session.result), lines, elicits=self.elicits)
 
     # -- shared ----------------------------------------------------------------------------
 
@@ -170,25 +169,22 @@ class BridgeCore:
 
     def _release_id(self) -> str:
         assert self.session is not None
-        return str((self.session.result.get("release") or {}).get("id") or "release")
+        return self.session.release_id or "release"
 
-    async def _go_on(self, result: dict[str, Any], lines: list[str]) -> Reply:
+    async def _go_on(self, result: RunResult, lines: list[str]) -> Reply:
         """After a move: do the setup step ourselves, then describe where the run is."""
         session = self.session
         assert session is not None
-        if result["status"] in ("active", "advanced") and (result.get("step") or {}).get("id") == SETUP_STEP:
+        if result.status in ("active", "advanced") and result.step_id == SETUP_STEP:
             try:
                 manifest = session.set_up_workspace()
             except AssetClash as exc:
                 return self._not_set_up(exc)
-            prepared = wire(await session.prepare([manifest]))
-            if prepared["status"] != "ready_for_semantic_validation":
-                return Reply(
-                    "\n".join(["Setting up the workspace failed:", *failure_words(prepared["failures"])]),
-                    {"status": prepared["status"]},
-                    True,
-                )
-            result = wire(await session.submit())
+            prepared = await session.prepare([manifest])
+            if not prepared.ready:
+                text = "\n".join(["Setting up the workspace failed:", *failure_words(prepared.failures)])
+                return Reply(text, {"status": prepared.status}, True)
+            result = await session.submit()
             lines.append(installed_words(json.loads(manifest.text)["delivered"]))
         return await self.replies.describe(session, result, lines, elicits=self.elicits)
 

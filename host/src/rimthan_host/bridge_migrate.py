@@ -13,7 +13,6 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .protocol import (
     ToolRefused,
 )
-from .results import wire
 from .step_replies import Reply, failure_codes, reply
 from .words import (
     fact_message,
@@ -46,7 +45,7 @@ class MigrationMoves(BridgeCore):
             target = offered
         values = {**session.state.values, **facts}
         try:
-            preview = wire(await session.migrate(target, values, confirm=False))
+            preview = await session.migrate(target, values, confirm=False)
         except ToolRefused as exc:
             return Reply(
                 f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\n"
@@ -55,9 +54,9 @@ class MigrationMoves(BridgeCore):
                 {"status": "refused", "refused": exc.code},
                 is_error=True,
             )
-        words = preview_words(preview.get("migration") or {}, preview.get("failures") or [])
-        blocking = [f for f in preview.get("failures") or [] if f.get("code") != "migration_confirmation_required"]
-        data = {"status": "preview", "to_release": target, "failures": failure_codes(preview)}
+        words = preview_words(preview.migration or {}, preview.failures)
+        blocking = [f for f in preview.failures if f.get("code") != "migration_confirmation_required"]
+        data = {"status": "preview", "to_release": target, "failures": failure_codes(preview.failures)}
         if blocking or not confirm:
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
@@ -77,7 +76,7 @@ class MigrationMoves(BridgeCore):
                     is_error=True,
                 )
             by = BY_ELICITATION
-        migrated = wire(await session.migrate(target, values, confirm=True, by=by))
-        if migrated["status"] != "active":
-            return Reply("\n".join(["The migration was refused:", *failure_words(migrated["failures"])]), data, True)
+        migrated = await session.migrate(target, values, confirm=True, by=by)
+        if migrated.status != "active":
+            return Reply("\n".join(["The migration was refused:", *failure_words(migrated.failures)]), data, True)
         return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])

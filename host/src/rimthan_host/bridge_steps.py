@@ -22,7 +22,6 @@ from .protocol import (
     ToolRefused,
 )
 from .reports import refused_report
-from .results import wire
 from .session import HostSession
 from .step_replies import Reply, failure_codes, misplaced, reply, validators_waiting
 from .words import (
@@ -79,23 +78,23 @@ class StepMoves(BridgeCore):
                     "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
             return reply(lines, data, True)
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
-        prepared_result = wire(await session.prepare(session.read_outputs()))
-        if prepared_result["status"] == "deterministic_validation_failed":
+        prepared_result = await session.prepare(session.read_outputs())
+        if prepared_result.status == "deterministic_validation_failed":
             schemas = {
                 p: s.path
                 for p, s in (await self.replies.output_schemas(session, step, self._release_id())).items()
                 if s.path
             }
             lines += ["The verifier refused the files:"]
-            lines += refusal_words(prepared_result["failures"], step.get("outputs") or [], schemas)
+            lines += refusal_words(prepared_result.failures, step.get("outputs") or [], schemas)
             lines.append("Fix the files, then call step_done again; the run waits at this step.")
-            data = {"run": self.run_id, "status": prepared_result["status"], "failures": failure_codes(prepared_result)}
-            return reply(lines, data, True)
-        if not prepared_result["validators"]:
+            failures = failure_codes(prepared_result.failures)
+            return reply(lines, {"run": self.run_id, "status": prepared_result.status, "failures": failures}, True)
+        if not prepared_result.validators:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
         try:
             restored = restore_subagents(
-                session.files, session.release_digest, [v["subagent"] for v in prepared_result["validators"]]
+                session.files, session.release_digest, [v["subagent"] for v in prepared_result.validators]
             )
         except AssetClash as exc:
             session.prepared = None  # step_done checks the files again, then the subagents
@@ -154,7 +153,7 @@ class StepMoves(BridgeCore):
     async def _submit(self, session: HostSession, lines: list[str]) -> Reply:
         """Submit the round; if the verifier refuses, discard what it refused so the model can redo it."""
         try:
-            result = wire(await session.submit())
+            result = await session.submit()
         except ToolRefused as exc:
             return await self._submit_refused(session, exc)
         return await self._go_on(result, lines)
@@ -218,5 +217,5 @@ class StepMoves(BridgeCore):
                 "Ask the user to choose one of them, then call answer_question with it exactly as written.",
             ]
             return reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
-        result = wire(await session.advance({question["field"]: value}, by=by))
+        result = await session.advance({question["field"]: value}, by=by)
         return await self._go_on(result, [f"Recorded {question['field']} = {quoted(value)} ({by})."])

@@ -21,7 +21,7 @@ from rimthan_workflow_registry.run import schema_misfit
 from .asking import Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .protocol import ToolRefused
-from .results import wire
+from .results import RunResult
 from .session import HostSession
 from .step_replies import Reply, reply, run_id_of
 from .words import fact_message
@@ -87,7 +87,7 @@ def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], f
 
 async def record_facts(
     session: HostSession, asker: Asker, facts: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[str]] | Reply:
+) -> tuple[RunResult, list[str]] | Reply:
     """``continue_workflow`` with ``facts`` (none: a plain one) confirmed afresh: its result and what was done.
 
     Or the reply saying why nothing was recorded: the person said no, or the
@@ -99,11 +99,11 @@ async def record_facts(
     if isinstance(by, Reply):
         return by
     try:
-        result = wire(await session.advance(facts, by=by))
+        result = await session.advance(facts, by=by)
     except ToolRefused as exc:
         if not facts:
             raise
         return facts_refused(session, [exc.error], facts)
-    if facts and result["status"] == "blocked":
-        return facts_refused(session, result["failures"], facts)
+    if facts and result.status == "blocked":
+        return facts_refused(session, result.failures, facts)
     return result, [f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."] if facts else []

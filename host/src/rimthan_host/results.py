@@ -4,10 +4,11 @@ Two kinds of operation, one type each. :class:`RunResult` answers every move
 of the run (``start``, ``advance``, ``submit``, ``migrate``, ``resume``; the
 harness's ``start``, ``run`` and ``migrate``): where the run is now.
 :class:`ValidationRound` answers ``prepare``: the validators to run, or why
-the files were refused. Both keep the verifier's result exactly as it sent
-it in ``wire`` (the bridge reads that, so its own output is unchanged); the
-opaque values a host carries (checkpoint, validation bundle) are only there,
-and the session carries them itself.
+the files were refused. The bridge reads only their typed fields: one reply
+per kind (:meth:`~rimthan_host.step_replies.StepReplies.describe` for a move,
+the refused files or the validators for a round). Both keep the verifier's
+result exactly as it sent it in ``wire``; the opaque values a host carries
+(checkpoint, validation bundle) are only there, and the session carries them itself.
 """
 
 from __future__ import annotations
@@ -101,9 +102,4 @@ class ValidationRound:
         return cls(str(wire["status"]), _listed(wire, "validators"), _listed(wire, "failures"), wire)
 
 
-def wire(result: RunResult | ValidationRound) -> dict[str, Any]:
-    """The verifier's result as it sent it (a copy): what the bridge makes its words and data from."""
-    return dict(result.wire)
-
-
-__all__ = ["RunResult", "ValidationRound", "wire"]
+__all__ = ["RunResult", "ValidationRound"]

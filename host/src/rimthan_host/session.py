@@ -203,6 +203,11 @@ class HostSession:
         return str((self.result.get("release") or {}).get("manifest_digest") or "")
 
     @property
+    def release_id(self) -> str:
+        """The id of the run's release (``research-decision@1.3.0``), as the verifier's last result names it."""
+        return str((self.result.get("release") or {}).get("id") or "")
+
+    @property
     def step(self) -> Mapping[str, Any]:
         return self.result.get("step") or {}
 

@@ -19,6 +19,7 @@ from rimthan_workflow_registry.errors import FailureCode
 
 from .audit_command import audit_command
 from .protocol import ResourceReader, workflow_version
+from .results import RunResult
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
 from .words import (
@@ -47,16 +48,16 @@ def reply(lines: list[str], data: dict[str, Any], error: bool) -> Reply:
     return Reply(scrub("\n".join(lines).strip()), data, error)
 
 
-def failure_codes(result: Mapping[str, Any]) -> list[str]:
+def failure_codes(failures: Sequence[Mapping[str, Any]]) -> list[str]:
     """The codes of a result's failures, for the reply's data."""
-    return [str(f.get("code")) for f in result.get("failures") or []]
+    return [str(f.get("code")) for f in failures]
 
 
-def missing_fields(result: Mapping[str, Any]) -> list[str]:
-    """The fields a ``blocked`` result says are missing (``confirmed_field_missing``), by name."""
+def missing_fields(failures: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The fields a ``blocked`` result's failures say are missing (``confirmed_field_missing``), by name."""
     return [
         str(f["details"]["field"])
-        for f in result.get("failures") or []
+        for f in failures
         if f.get("code") == FailureCode.CONFIRMED_FIELD_MISSING.value
         and isinstance(f.get("details"), Mapping)
         and "field" in f["details"]
@@ -126,32 +127,31 @@ class StepReplies:
         return found
 
     async def describe(
-        self, session: HostSession, result: Mapping[str, Any], lines: list[str], *, elicits: bool, error: bool = False
+        self, session: HostSession, result: RunResult, lines: list[str], *, elicits: bool, error: bool = False
     ) -> Reply:
         """Where the run is after ``result``: complete, its findings, or its step (question, offer, files)."""
         run = run_id_of(session)
-        status = result.get("status")
-        data: dict[str, Any] = {"run": run, "status": status}
-        if status == "completed":
+        data: dict[str, Any] = {"run": run, "status": result.status}
+        if result.status == "completed":
             files = sorted(w.path for w in session.record.written.values())
             log = f".rimthan/runs/{run}.log"
             lines += [f"Run {run} is complete.", f"Run log: {log} ({audit_command(log, self.verifier_args)})."]
             return reply(lines, {**data, "files": files}, error)
-        step = result.get("step") or {}
+        step = result.step
         data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}
-        if status == "validation_failed":
+        if result.status == "validation_failed":
             files = [o["path"] for o in step.get("outputs") or []]
-            lines += findings_words(result.get("findings") or [])
+            lines += findings_words(result.findings)
             lines += ["The step's files:", *(f"- {path}" for path in files)]
             return reply(lines, {**data, "files": files}, error)
-        release_id = str((result.get("release") or session.result.get("release") or {}).get("id") or "release")
+        release_id = result.release or session.release_id or "release"
         schemas = await self.output_schemas(session, step, release_id)
-        lines += step_words(step, run, workflow_version(result), schemas, session.project_dir)
+        lines += step_words(step, run, result.workflow_version, schemas, session.project_dir)
         if session.migration_offer is not None:
             lines += offer_words(session.migration_offer)
             data["migration"] = offer_summary(session.migration_offer)
-        if status == "input_required" and result.get("question"):
-            question = result["question"]
+        if result.status == "input_required" and result.question:
+            question = result.question
             lines += ["", *question_words(question, elicits=elicits)]
             data["question"] = {
                 "field": question["field"],
