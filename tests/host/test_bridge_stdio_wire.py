@@ -209,13 +209,18 @@ def test_a_call_still_unanswered_at_the_drain_deadline_is_cancelled_and_said_in_
     assert "error:" not in stderr and "Traceback" not in stderr, stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+    "ends", [("SIGTERM",), ("SIGTERM", "SIGTERM"), ("stdin", "SIGTERM")],
+    ids=["one SIGTERM", "a second SIGTERM while it ends", "stdin closed, then SIGTERM"],
+)  # fmt: skip
 def test_sigterm_with_a_verifier_that_answers_nothing_stops_it_after_a_short_grace(
-    world: ServerWorld, tmp_path: Path
+    world: ServerWorld, tmp_path: Path, ends: tuple[str, ...]
 ) -> None:
     """A verifier child that ignores SIGTERM and answers nothing (stopped): the bridge asks it for
     ``STOP_GRACE_SECONDS``, then its child is stopped (SIGTERM, then SIGKILL) and it exits 1 naming the grace.
     Before, it asked for 30 s (``SETTLE_SECONDS``, meant for a verifier still coming up) and said the verifier
-    was gone "when the client closed stdio"."""
+    was gone "when the client closed stdio"; a SIGTERM meanwhile (a second one, or one while it waited 30 s
+    for the verifier once stdin closed) killed it (143, no word), its child left stopped for ever."""
     state = tmp_path / "state"
     with _bridge(_command(world, tmp_path), subprocess.PIPE, subprocess.PIPE) as process:
         raw = RawStdio(process)
@@ -227,14 +232,22 @@ def test_sigterm_with_a_verifier_that_answers_nothing_stops_it_after_a_short_gra
         try:
             for pid in children:
                 os.kill(pid, signal.SIGSTOP)  # SIGTERM waits until it is continued; nothing is answered
-            process.send_signal(signal.SIGTERM)
+            for i, end in enumerate(ends):
+                if i:
+                    threading.Event().wait(1.0)  # (not coalesced with the first: the bridge is ending)
+                if end == "stdin":
+                    assert process.stdin is not None
+                    process.stdin.close()
+                else:
+                    process.send_signal(signal.SIGTERM)
             returncode, stderr = _ended(process)
         finally:
             for pid in verifier_pids(state):
                 os.kill(pid, signal.SIGKILL)
     assert returncode == 1, stderr[-2000:]
     lines = stderr.splitlines()
-    assert "rimthan-host: stopped (SIGTERM): the calls in flight were answered" in lines, stderr[-2000:]
+    if ends[0] == "SIGTERM":
+        assert "rimthan-host: stopped (SIGTERM): the calls in flight were answered" in lines, stderr[-2000:]
     gone = "error: internal_error: the verifier (rimthan-mcp serve, which the bridge starts) was gone when the bridge"
     assert f"{gone} was stopped: it did not answer within {STOP_GRACE_SECONDS:g} s" in lines, stderr[-2000:]
     assert lines[-1].startswith("next: ") and "Traceback" not in stderr, stderr[-2000:]

@@ -12,8 +12,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -269,11 +271,41 @@ async def serve_bridge(project: Path, target: str | StdioServerParameters, host:
     ends, whether the verifier is up (else why not: the command exits non-zero); once stopped, a verifier
     that does not answer within ``STOP_GRACE_SECONDS`` is not up, and is stopped (killed if it must be).
     """
-    async with anyio.create_task_group() as tasks:
-        link = VerifierLink(target, tasks)
-        args = None if isinstance(target, str) else target.args[1:]  # (after "serve")
-        bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args)
-        stopped = await serve_wire(create_bridge_server(bridge, link), BridgeLines)
-        down = await (link.down(SETTLE_SECONDS) if stopped is None else link.down(STOP_GRACE_SECONDS, STOPPED))
-        tasks.cancel_scope.cancel()
+    with ExitStack() as ending:
+        async with anyio.create_task_group() as tasks:
+            link = VerifierLink(target, tasks)
+            args = None if isinstance(target, str) else target.args[1:]  # (after "serve")
+            bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args)
+            stopped = await serve_wire(create_bridge_server(bridge, link), BridgeLines)
+            sigterms = ending.enter_context(_sigterms())  # held until the child is stopped: tasks' end
+            down = await _settled(link, stopped, sigterms)
+            tasks.cancel_scope.cancel()
     return BridgeStopped(stopped, down)
+
+
+def _sigterms() -> AbstractContextManager[AsyncIterator[int] | None]:
+    """SIGTERM, once serving ended, as signals to read, not the default action: that killed the bridge at once
+    (143, no word) and left a child that answers nothing running (stopped, hung) in its own session."""
+    if not hasattr(signal, "SIGTERM") or sys.platform == "win32":
+        return nullcontext(None)
+    return anyio.open_signal_receiver(signal.SIGTERM)
+
+
+async def _settled(link: VerifierLink, stopped: str | None, sigterms: AsyncIterator[int] | None) -> VerifierDown | None:
+    """Whether the verifier is up once serving ended (:meth:`VerifierLink.down`): after a stop within
+    ``STOP_GRACE_SECONDS``; at the end of input within ``SETTLE_SECONDS``, which a SIGTERM cuts to the grace."""
+    if stopped is not None:
+        return await link.down(STOP_GRACE_SECONDS, STOPPED)
+    if sigterms is None:
+        return await link.down(SETTLE_SECONDS)
+    async with anyio.create_task_group() as settling:
+
+        async def cut_short() -> None:
+            async for _ in sigterms:
+                settling.cancel_scope.cancel()
+
+        settling.start_soon(cut_short)
+        down = await link.down(SETTLE_SECONDS)
+        settling.cancel_scope.cancel()
+        return down
+    return await link.down(STOP_GRACE_SECONDS, STOPPED)  # (a SIGTERM cut the wait short)
