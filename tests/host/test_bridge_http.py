@@ -90,7 +90,7 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
                 first.process.wait()
                 gone = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 assert gone.is_error and f"The verifier at {url} is unreachable" in gone.text, gone.text
-                assert f"call resume_run {run}" in gone.text
+                assert f"call resume_run {run}" in gone.text and gone.data["code"] == "verifier_lost", gone.data
                 with http_server_process([*verifier, "--port", port], env=server_env()):
                     resumed = await model.call("resume_run", {"run": run})
                     assert f"Resumed run {run}" in resumed.text and resumed.data["question"], resumed.text
