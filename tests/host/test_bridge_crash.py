@@ -96,10 +96,12 @@ async def _killed(model: StandIn, child: int, during: bool, arguments: dict[str,
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(call)
-        with anyio.fail_after(60):  # a hang guard only: the request reaches the child's stdin
-            while not _unread(child):
-                await anyio.sleep(0.05)
-        os.kill(child, signal.SIGKILL)
+        try:
+            with anyio.fail_after(60):  # a hang guard only: the request reaches the child's stdin
+                while not _unread(child):
+                    await anyio.sleep(0.05)
+        finally:
+            os.kill(child, signal.SIGKILL)  # (also when the guard fails: no child left stopped)
     return replies[0]
 
 
