@@ -19,7 +19,7 @@ from mcp import Client, types
 from rimthan_host.confirmations import BY_ELICITATION
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
-from support.bridge import audit, bridge_params, stand_in
+from support.bridge import audit, bridge_params, check_replies, stand_in
 from support.servers import ServerWorld, build_world
 
 ANSWER_SECONDS = 20.0
@@ -141,7 +141,11 @@ def _without(model: StandIn, *names: str) -> dict[str, Any]:
 
 
 def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) -> None:
-    """An accept whose confirm is false confirms nothing, and the words say the user answered no, not "accept"."""
+    """An accept whose confirm is false confirms nothing, and the words say the user answered no, not "accept".
+
+    For a migration, they say what the no was to (a fact the newer release needs, or the migration) and which
+    call comes next; before, both were "did not confirm the migration", naming no call.
+    """
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
     person = Person()
@@ -160,7 +164,17 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
             person.policy = {"migrate": "no"}
             migrate = {"confirm": True, "facts": NEW_FACTS}
             refused = await model.call("migrate_run", migrate)
-            assert refused.is_error and refused.data["user"] == "no", refused.text
-            assert "The user did not confirm the migration (no)" in refused.text
+            assert refused.is_error and refused.data["user"] == "no" and "field" not in refused.data, refused.text
+            assert "The user did not confirm the migration (no); nothing was migrated" in refused.text
+            assert "Carry on with step experiment (show_step" in refused.text
+            assert "call migrate_run again only if the user asks" in refused.text
+            # A no to a fact the newer release needs is no no to the migration: the reply names the fact.
+            person.policy = {"field:stakeholders": "no"}
+            fact_no = await model.call("migrate_run", migrate)
+            assert fact_no.is_error and fact_no.data["field"] == "stakeholders", fact_no.text
+            assert fact_no.text.startswith("The user did not confirm stakeholders (no); nothing was migrated")
+            assert "call migrate_run with the value they confirm in facts again" in fact_no.text
+            assert "migrate" not in person.asked[-1]  # the migration itself was not asked
+            check_replies(model)
 
     anyio.run(go)

@@ -10,6 +10,7 @@ from rimthan_workflow_registry.errors import quoted
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
+from .facts import not_confirmed
 from .protocol import (
     ToolRefused,
 )
@@ -69,14 +70,26 @@ class MigrationMoves(BridgeCore):
             got = await asker.ask(asks)
             refused = [k for k, a in got.items() if not a.confirmed]
             if refused or len(got) < len(asks):
-                action = got[refused[0]].said if refused else "cancel"
-                return Reply(
-                    f"The user did not confirm the migration ({action}); the run stays where it is.",
-                    {**data, "user": action},
-                    is_error=True,
-                )
+                said = got[refused[0]].said if refused else "cancel"
+                return self._not_migrated(said, refused[:1], session.step.get("id"), data)
             by = BY_ELICITATION
         migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated.status != "active":
             return Reply("\n".join(["The migration was refused:", *failure_words(migrated.failures)]), data, True)
         return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])
+
+    def _not_migrated(self, said: str, refused: list[str], step: object, data: Mapping[str, Any]) -> Reply:
+        """The person said no to a fact the migration needs (``refused``: its ask's key) or to the migration itself.
+
+        A fact: ask again for the value they confirm. The migration: carry on
+        where the run is, without asking again unless the user wants it.
+        """
+        undone = f"nothing was migrated; run {self.run_id} stays at step {step} on its release"
+        if refused and refused[0].startswith("fact:"):
+            retry = "migrate_run with the value they confirm in facts"
+            return not_confirmed(refused[0].removeprefix("fact:"), said, retry, (undone, "preview"), data)
+        words = (
+            f"The user did not confirm the migration ({said}); {undone}. Carry on with step {step} (show_step says "
+            "what it needs); call migrate_run again only if the user asks for the newer release."
+        )
+        return Reply(words, {**data, "user": said}, is_error=True)

@@ -39,11 +39,19 @@ async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undo
     refused = [k for k, a in got.items() if not a.confirmed]
     if not refused:
         return BY_ELICITATION
-    field_name = quoted(refused[0].removeprefix("fact:"))
+    return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, retry, undone)
+
+
+def not_confirmed(
+    field: str, said: str, retry: str, undone: tuple[str, str], data: Mapping[str, Any] | None = None
+) -> Reply:
+    """The reply for a fact the person did not confirm (``said``: decline, cancel, no): what did not happen, the call
+    to make once it is talked through."""
+    field_name = quoted(field)
     return Reply(
-        f"The user did not confirm {field_name} ({got[refused[0]].said}); {undone[0]}. Talk it through with the "
-        f"user and call {retry} again.",
-        {"status": undone[1], "user": got[refused[0]].said, "field": field_name},
+        f"The user did not confirm {field_name} ({said}); {undone[0]}. Talk it through with the user and call {retry} "
+        "again.",
+        {**(data or {}), "status": undone[1], "user": said, "field": field_name},
         is_error=True,
     )
 
