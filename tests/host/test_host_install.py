@@ -52,7 +52,13 @@ def _documented_commands() -> dict[str, list[str]]:
         for name, server in (block.get("mcpServers") or {}).items():
             key = "desktop" if PLACEHOLDER in json.dumps(server) else "mcp.json"
             commands[f"{key}:{name}"] = [server["command"], *server.get("args", [])]
-        for name, server in (block.get("mcp") or {}).items():
+        opencode = block.get("mcp") or {}
+        if "servers" in opencode:  # OpenCode V2: under mcp.servers, no "enabled" (it says "disabled")
+            for name, server in opencode["servers"].items():
+                assert server["type"] == "local" and "enabled" not in server and not server.get("disabled")
+                commands[f"opencode-v2:{name}"] = list(server["command"])
+            continue
+        for name, server in opencode.items():  # OpenCode 1.x: each server directly under mcp
             assert server["type"] == "local" and server["enabled"] is True
             commands[f"opencode:{name}"] = list(server["command"])
     (line,) = re.findall(r"^claude mcp add .*$", DOC.read_text("utf-8"), flags=re.M)
@@ -68,6 +74,7 @@ def test_the_doc_names_every_host_and_every_block_is_valid_json() -> None:
         "mcp.json:rimthan",
         "desktop:rimthan",
         "opencode:rimthan",
+        "opencode-v2:rimthan",
         "claude mcp add",
         "plugin:rimthan",
     }
