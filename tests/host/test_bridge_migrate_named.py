@@ -4,6 +4,10 @@ A run pinned to 1.2.0 is set aside at ``interview`` (no files: the bridge shows 
 result on resume, with no call, so no offer is known); the operator installs 1.3.0. The user asks to
 migrate: ``migrate_run`` with ``to_release`` asks the verifier for the preview instead of answering
 "no newer release is offered".
+
+Right after ``start_run`` (its setup is a validated step's submit, whose result says nothing of an offer)
+the bridge does not know yet whether a newer release can take the run: ``migrate_run`` says so and when it
+will know, not "no newer release is offered" while the verifier holds one.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from support.bridge import BIN
+from rimthan_host.standin import StandIn
+from support.bridge import BIN, drive, refused
 from support.servers import build_world, example_state
 
 
@@ -51,3 +56,22 @@ def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_p
     named, offered = anyio.run(migrated)
     assert "no newer release is offered" not in named and "research-decision@1.3.0" in named, named
     assert "no newer release is offered" not in offered, offered  # the preview made it the offer
+
+
+def test_right_after_start_run_migrate_run_says_the_offer_is_not_known_yet_not_that_there_is_none(
+    tmp_path: Path,
+) -> None:
+    world = build_world(tmp_path / "world")
+
+    async def script(model: StandIn) -> None:
+        started = await model.start()
+        assert started.data["step"]["id"] == "interview" and "migration" not in started.data
+        early = await model.call("migrate_run", {"confirm": False})
+        refused(early, "the verifier has not said yet whether a newer release can take run", "step_done")
+        assert "no newer release is offered" not in early.text and early.data["status"] == "no_offer"
+        interviewed = await model.call("step_done", {"step": "interview"})
+        assert interviewed.data["migration"]["to_release"] == "research-decision@1.3.0", interviewed.text
+        preview = await model.call("migrate_run", {"confirm": False})
+        assert "restarts at setup-workspace" in preview.text, preview.text
+
+    drive(world, tmp_path, script)

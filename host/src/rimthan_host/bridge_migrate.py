@@ -32,10 +32,7 @@ class MigrationMoves(BridgeCore):
             return session
         offer = session.migration_offer
         if offer is None and not to_release:
-            lines = [f"Nothing was done: no newer release is offered for run {self.run_id}, so there is nothing to "
-                     "migrate to. Carry on with the current step (show_step says what it needs); if the user names "
-                     "a release installed since, call migrate_run with it as to_release."]  # fmt: skip
-            return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
+            return self._no_offer(session.offer_asked, session.step.get("id"))
         target = to_release or ""
         if offer is not None:  # (none known, e.g. a run resumed at an ungated step: the verifier judges the named one)
             offered = str(offer_summary(offer)["to_release"])
@@ -77,6 +74,23 @@ class MigrationMoves(BridgeCore):
         if migrated.status != "active":
             return Reply("\n".join(["The migration was refused:", *failure_words(migrated.failures)]), data, True)
         return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])
+
+    def _no_offer(self, asked: bool, step: object) -> Reply:
+        """migrate_run with no offer known: none (the verifier said so), or not asked yet (since start_run).
+
+        The verifier says whether a newer release can take the run only with a
+        ``continue_workflow`` result (a step without files done, a question
+        answered): start_run's setup and a validated step's submit do not say.
+        """
+        if asked:
+            said = f"no newer release is offered for run {self.run_id}, so there is nothing to migrate to"
+        else:
+            said = (f"the verifier has not said yet whether a newer release can take run {self.run_id}: it says so "
+                    f"with the result of a step_done on a step without files or an answer_question (start_run's "
+                    f"does not), and that result names the release if there is one")  # fmt: skip
+        lines = [f"Nothing was done: {said}. Carry on with step {step} (show_step says what it needs); if the user "
+                 "names a release installed since, call migrate_run with it as to_release."]  # fmt: skip
+        return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
 
     def _not_migrated(self, said: str, refused: list[str], step: object, data: Mapping[str, Any]) -> Reply:
         """The person said no to a fact the migration needs (``refused``: its ask's key) or to the migration itself.

@@ -85,6 +85,7 @@ class HostSession:
         self.existed_before: dict[str, bool] = {}
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
         self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview
+        self.offer_asked = False  # a continue_workflow result said whether one is offered (start and submit do not)
         self._emit: EventSink = on_event or (lambda event: None)
 
     @property
@@ -183,6 +184,7 @@ class HostSession:
         host can offer the migration without anyone inventing an id.
         """
         preview = result.get("migration")
+        self.offer_asked = True
         offered = isinstance(preview, Mapping) and not preview.get("confirmed")
         self.migration_offer = dict(preview) if offered and isinstance(preview, Mapping) else None
 
