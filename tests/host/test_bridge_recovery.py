@@ -178,3 +178,35 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
     model = anyio.run(go)
     check_replies(model)
     assert audited_only_run(project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_repair_that_changes_a_file_is_judged_by_every_validator_again_as_the_words_say(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A pass holds only for the files its validator judged: after a fix, the one that passed runs again too.
+
+    Before, the failed round's words, record_verdict's description and the plugin's skill all said "only the
+    validators that failed run again", and the next round then asked for both.
+    """
+
+    async def script(model: StandIn) -> None:
+        description = next(t.description for t in (await model.client.list_tools()).tools if t.name == "record_verdict")
+        assert "only failed validators run again" not in (description or "")
+        await model.follow(await model.start(), "", until_question=True)
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+        write_files(model, step)
+        await model.call("step_done", {"step": "desk-research"})
+        await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        failed = await model.call(
+            "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": ["E9 is cited twice."]}
+        )
+        assert "Only the validators that failed run again" not in failed.text, failed.text
+        assert "once you change a file, every validator of the step runs again" in failed.text
+        findings = model.project / "research" / "findings.md"
+        findings.write_text(findings.read_text("utf-8") + "\nE9 is cited once.\n", "utf-8")  # the fix
+        again = await model.call("step_done", {"step": "desk-research"})
+        assert [v["name"] for v in again.data["validators"]] == ["evidence-auditor", "decision-critic"], again.text
+        final = await model.follow(again, "desk-research")
+        assert final.data["status"] == "completed"
+
+    drive(world, tmp_path, script)

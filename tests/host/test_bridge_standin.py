@@ -94,7 +94,8 @@ def test_a_repair_reruns_only_the_failed_validator(world: ServerWorld, tmp_path:
     model = anyio.run(go)
     assert model.rounds == [["evidence-auditor", "decision-critic"], ["decision-critic"]]
     failed = next(r for r in model.received if r.data.get("status") == "validation_failed")
-    assert "The recommendation cites no source." in failed.text and "Only the validators that failed" in failed.text
+    assert "The recommendation cites no source." in failed.text  # the files written again unchanged:
+    assert "with the files unchanged, only the ones that failed" in failed.text
     assert model.leaks() == []
     assert audit(_only_log(project), state)["ok"] is True
 

@@ -86,7 +86,8 @@ TOOLS: tuple[types.Tool, ...] = (
         "One validator's verdict, after you ran it in its named subagent with what the result lists for it "
         "(instruction text, id and version, the step's files, the confirmed state). One verdict per validator per "
         "round; the last one submits the step. After a fail, fix the "
-        "files and call step_done: only failed validators run again.",
+        "files and call step_done: once a file changed, every validator runs again (a pass holds for the files it "
+        "judged).",
         {
             "validator": {"type": "string", "description": "Validator name, e.g. evidence-auditor."},
             "verdict": {"type": "string", "enum": ["pass", "fail"]},

@@ -217,7 +217,11 @@ def failure_words(failures: Sequence[Mapping[str, Any]]) -> list[str]:
 def findings_words(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = ["A validator failed the step:"]
     lines += [f"- {str(f.get('validator') or '').split('@')[0]}: {f.get('message')}" for f in findings]
-    lines.append("Fix the files, then call step_done again. Only the validators that failed run again.")
+    lines.append(
+        "Fix the files, then call step_done again. A pass holds only for the files as that validator judged them: "
+        "once you change a file, every validator of the step runs again (with the files unchanged, only the ones "
+        "that failed)."
+    )
     return lines
 
 
