@@ -28,6 +28,7 @@ ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "host-kit.md"
 PLUGIN_MARKET = ROOT / "host" / "claude-plugin"
 PLACEHOLDER = "/path/to/project"
+DESKTOP_COMMAND = "/path/to/bin/rimthan-host"  # the absolute path `command -v rimthan-host` prints
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +102,12 @@ def test_the_plugin_marketplace_manifest_and_skill_are_well_formed() -> None:
 @pytest.mark.parametrize("key", sorted(_documented_commands()))
 def test_each_documented_command_starts_the_bridge_and_lists_its_tools(project: Path, tmp_path: Path, key: str) -> None:
     command, *args = _documented_commands()[key]
-    assert command == "rimthan-host"
     args = [a.replace(PLACEHOLDER, str(project)) for a in args]
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
+    if key.startswith("desktop:"):  # Desktop's PATH is the system's, without the user's ~/.local/bin
+        assert command == DESKTOP_COMMAND, command
+        command, env["PATH"] = str(BIN / "rimthan-host"), "/usr/bin:/bin:/usr/sbin:/sbin"
+    assert Path(command).name == "rimthan-host"
     params = StdioServerParameters(command=command, args=args, cwd=project, env=env)
 
     async def listed() -> tuple[set[str], str]:
