@@ -97,6 +97,9 @@ def test_the_plugin_marketplace_manifest_and_skill_are_well_formed() -> None:
         assert tool in skill
     # as the bridge's words say (test_bridge_recovery.py): a pass holds only for the files it judged
     assert "every validator of the step runs again" in " ".join(skill.split())
+    # and as its migrate_run replies say (test_bridge_elicitation.py, test_bridge_migrate_named.py)
+    assert "call `migrate_run` again only if they ask for it" in " ".join(skill.split())
+    assert "no result has said yet whether a newer release can take the run" in " ".join(skill.split())
 
 
 @pytest.mark.parametrize("key", sorted(_documented_commands()))
