@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
-from support.bridge import BIN, drive, refused
+from support.bridge import BIN, bridge_params, check_replies, refused, stand_in
 from support.servers import build_world, example_state
 
 
@@ -58,20 +59,34 @@ def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_p
     assert "no newer release is offered" not in offered, offered  # the preview made it the offer
 
 
-def test_right_after_start_run_migrate_run_says_the_offer_is_not_known_yet_not_that_there_is_none(
+def test_right_after_start_run_or_a_resume_migrate_run_says_the_offer_is_not_known_yet_not_that_there_is_none(
     tmp_path: Path,
 ) -> None:
     world = build_world(tmp_path / "world")
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    not_yet = "the verifier has not said yet whether a newer release can take run"
 
-    async def script(model: StandIn) -> None:
-        started = await model.start()
-        assert started.data["step"]["id"] == "interview" and "migration" not in started.data
+    async def started(model: StandIn) -> None:
+        assert "migration" not in (await model.start()).data
         early = await model.call("migrate_run", {"confirm": False})
-        refused(early, "the verifier has not said yet whether a newer release can take run", "step_done")
+        refused(early, not_yet, "step_done")
         assert "no newer release is offered" not in early.text and early.data["status"] == "no_offer"
+
+    async def resumed(model: StandIn) -> None:  # a new bridge: the run shown from its log, no call made
+        assert (await model.call("resume_run", {})).data["step"]["id"] == "interview"
+        refused(await model.call("migrate_run", {"confirm": False}), not_yet, "step_done")
         interviewed = await model.call("step_done", {"step": "interview"})
         assert interviewed.data["migration"]["to_release"] == "research-decision@1.3.0", interviewed.text
         preview = await model.call("migrate_run", {"confirm": False})
         assert "restarts at setup-workspace" in preview.text, preview.text
 
-    drive(world, tmp_path, script)
+    for script in (started, resumed):
+
+        async def go(script: Callable[[StandIn], Awaitable[None]] = script) -> None:
+            async with Client(bridge_params(project, world, state), mode="legacy") as client:
+                model = stand_in(client, project)
+                await script(model)
+                check_replies(model)
+
+        anyio.run(go)

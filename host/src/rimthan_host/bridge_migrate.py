@@ -76,7 +76,7 @@ class MigrationMoves(BridgeCore):
         return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])
 
     def _no_offer(self, asked: bool, step: object) -> Reply:
-        """migrate_run with no offer known: none (the verifier said so), or not asked yet (since start_run).
+        """migrate_run with no offer known: none (the verifier said so), or not asked yet (since start_run or a resume).
 
         The verifier says whether a newer release can take the run only with a
         ``continue_workflow`` result (a step without files done, a question
@@ -86,8 +86,9 @@ class MigrationMoves(BridgeCore):
             said = f"no newer release is offered for run {self.run_id}, so there is nothing to migrate to"
         else:
             said = (f"the verifier has not said yet whether a newer release can take run {self.run_id}: it says so "
-                    f"with the result of a step_done on a step without files or an answer_question (start_run's "
-                    f"does not), and that result names the release if there is one")  # fmt: skip
+                    "with the result of the next step_done on a step without files or answer_question (not with "
+                    "start_run's, nor with resume_run's from the run's log), and that result names the release if "
+                    "there is one")  # fmt: skip
         lines = [f"Nothing was done: {said}. Carry on with step {step} (show_step says what it needs); if the user "
                  "names a release installed since, call migrate_run with it as to_release."]  # fmt: skip
         return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)

@@ -486,6 +486,7 @@ class HostSession:
         self.result, self.existed_before = result, dict(saved.get("existed_before") or {})
         self.record.steps_visited.append(str(result["step"]["id"]))
         self._note_offer(result)
+        self.offer_asked = self.migration_offer is not None  # none saved: not asked since this resume
         return result
 
 
