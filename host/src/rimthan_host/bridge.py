@@ -23,13 +23,13 @@ from .bridge_migrate import MigrationMoves
 from .bridge_steps import StepMoves
 from .delivered import AssetClash, restore_release
 from .facts import confirm_facts
+from .positions import PositionUnknown
 from .protocol import (
     HarnessError,
     ToolRefused,
     VerifierLost,
 )
 from .runlog import new_run_id, run_summaries
-from .session import PositionUnknown
 from .step_replies import Reply, failure_codes, missing_fields
 from .words import (
     failure_words,

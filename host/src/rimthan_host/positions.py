@@ -1,4 +1,4 @@
-"""Kept positions: the result an ungated step was shown with, for a resume to show it again without a move.
+"""Kept positions (the result an ungated step was shown with), and when a resume may ask the verifier.
 
 ``continue_workflow`` on an ungated step (an interview, a question: the
 owner's) advances, so a resume must never ask the verifier where such a run
@@ -28,6 +28,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds
 
 from .files import FileTooLarge, read_regular, replace_file
+from .protocol import HarnessError
 
 # A real ungated step's result is a few KiB (its instruction's text is the bulk). The largest instruction a
 # release holds is a catalogue file (1 MiB), at most six JSON bytes a byte as \u escapes, plus the rest.
@@ -92,3 +93,23 @@ def prune(runs: Path, run_id: str, keep: set[str]) -> None:
         if found is not None and found["run"] == run_id and found["hex"] not in keep:
             with contextlib.suppress(OSError):  # (a file left costs disk only: no state names it, none reads it)
                 path.unlink()
+
+
+class PositionUnknown(HarnessError):
+    """A resume at a step that may be ungated, with no result kept for it: asking the verifier would move it on."""
+
+    def __init__(self, run: str, step: Any) -> None:
+        super().__init__(f"run {run}: no result is kept for its step {step}")
+        self.run, self.step = run, str(step)
+
+
+def asks_the_verifier(saved: Mapping[str, Any]) -> bool:
+    """Whether a resume may ask the verifier where the run is: a step that returns itself when asked (gated).
+
+    A state saved before ``gated`` was: a step with outputs is gated (the
+    verifier's rule: outputs or validators), one without may be ungated. A
+    completed run moves no more.
+    """
+    if saved.get("completed"):
+        return True
+    return bool(saved["gated"]) if "gated" in saved else bool(saved.get("existed_before"))

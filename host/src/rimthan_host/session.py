@@ -24,6 +24,7 @@ from typing import Any
 from .confirmations import BY_SCRIPT, ConfirmedStateBook
 from .file_digests import Evidence, evidence_from_json
 from .files import ProjectFiles, WrittenFile
+from .positions import PositionUnknown, asks_the_verifier
 from .protocol import (
     CONTINUE,
     PREPARE,
@@ -472,7 +473,7 @@ class HostSession:
         position = saved.get("position") or run_log.side_position(token, saved)
         if position is not None:
             return self._restore({**position, "checkpoint": token}, saved)
-        if not _asks_the_verifier(saved):
+        if not asks_the_verifier(saved):
             raise PositionUnknown(run_log.run_id, saved.get("step"))
         self.result = {"checkpoint": token}
         result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
@@ -488,23 +489,3 @@ class HostSession:
         self._note_offer(result)
         self.offer_asked = self.migration_offer is not None  # none saved: not asked since this resume
         return result
-
-
-class PositionUnknown(HarnessError):
-    """A resume at a step that may be ungated, with no result kept for it: asking the verifier would move it on."""
-
-    def __init__(self, run: str, step: Any) -> None:
-        super().__init__(f"run {run}: no result is kept for its step {step}")
-        self.run, self.step = run, str(step)
-
-
-def _asks_the_verifier(saved: Mapping[str, Any]) -> bool:
-    """Whether a resume may ask the verifier where the run is: a step that returns itself when asked (gated).
-
-    A state saved before ``gated`` was: a step with outputs is gated (the
-    verifier's rule: outputs or validators), one without may be ungated. A
-    completed run moves no more.
-    """
-    if saved.get("completed"):
-        return True
-    return bool(saved["gated"]) if "gated" in saved else bool(saved.get("existed_before"))

@@ -67,7 +67,8 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
     from rimthan_workflow_registry.release import load_trust
     from rimthan_workflow_registry.run import CheckpointKeyring
 
-    from .provider import ReleaseProvider, check_directory_floor
+    from .deployment_state import check_directory_floor
+    from .provider import ReleaseProvider
 
     configure_logging("warning")  # an older release not held is said with its path and code, as serve logs it
     guard(lambda: check_state_dir(state_dir))  # a file there would read as "no floor recorded"

@@ -29,10 +29,11 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import SCHEMA_CHECKS, SCHEMA_CHECKS_FILE, TrustStore, semver_key
+from rimthan_workflow_registry.release import TrustStore, semver_key
 from rimthan_workflow_registry.run import CheckpointKeyring
 
-from .floor import FLOOR_FILE, ActivationFloor, deployment_of
+from .deployment_state import open_state
+from .floor import ActivationFloor
 from .held_on_disk import warn_of_gone
 from .loading import (
     LoadedRelease,
@@ -130,7 +131,7 @@ class ReleaseProvider:
         ``record_floor=False`` checks without writing (``rimthan-mcp check``).
         """
         where = releases_dir if releases_dir is not None else Path(release_dir).parent
-        floor = _open_state(state_dir, trust, where, serving=record_floor, explicit=True)
+        floor = open_state(state_dir, trust, where, serving=record_floor, explicit=True)
         active = load_release(release_dir, trust, keyring, module_factory)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
@@ -172,7 +173,7 @@ class ReleaseProvider:
         skipped and kept in ``start_rejections``. Raises only when no release
         of any catalogue verifies, with every rejection in the message.
         """
-        floor = _open_state(state_dir, trust, releases_dir, serving=record_floor)
+        floor = open_state(state_dir, trust, releases_dir, serving=record_floor)
         scanned = scan_releases(releases_dir)
         actives: list[LoadedRelease] = []
         rejected: list[Rejection] = []
@@ -465,37 +466,3 @@ class ReleaseProvider:
                 "older release not held", extra={"path": str(path), "error": unverifiable(path, exc).to_dict()}
             )
         return None
-
-
-def check_directory_floor(loaded: LoadedRelease, trust: TrustStore, state_dir: Path) -> None:
-    """``check --release``: the floor ``serve --releases-dir <its parent>`` keeps too (it has its own, apart from
-    the explicit mode's), so a release check says ok is not then refused as a rollback by the default serve."""
-    releases_dir = Path(loaded.release.root).parent
-    try:
-        _open_state(state_dir, trust, releases_dir, serving=False).check(
-            loaded.catalogue, loaded.version, loaded.digest
-        )
-    except RegistryError as exc:
-        raise RegistryError(
-            exc.code,
-            f"`serve --releases-dir {releases_dir}` would refuse it: {exc.message} (`serve --release` has a floor "
-            "of its own and would load it)",
-            path=exc.path,
-            details=exc.details,
-        ) from None
-
-
-def _open_state(
-    state_dir: Path | None, trust: TrustStore, releases_dir: Path, *, serving: bool, explicit: bool = False
-) -> ActivationFloor:
-    """The state directory's activation floor for this deployment (trust keys, releases directory, mode).
-
-    Serving also remembers metaschema passes across restarts there (``check`` writes nothing).
-    """
-    floor = ActivationFloor(
-        state_dir / FLOOR_FILE if state_dir is not None else None,
-        deployment_of(trust.keys, releases_dir, explicit=explicit),
-    )
-    if state_dir is not None and serving:
-        SCHEMA_CHECKS.persist_to(state_dir / SCHEMA_CHECKS_FILE)
-    return floor
