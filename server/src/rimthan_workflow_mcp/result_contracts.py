@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rimthan_workflow_registry.release import WRITE_POLICIES
 
-from .schema_parts import DIGEST, NAME, NAMES, SHA256_HEX, VERSION, about, closed, document, uses
+from .schema_parts import DIGEST, NAME, NAMES, SHA256_HEX, VERSION, about, closed, document, every_field_required, uses
 
 INPUT_BINDING = document(
     "input-binding",
@@ -98,7 +98,7 @@ _OUTPUT = closed(
     ["id", "path", "media_type", "max_bytes", "write_policy"],
 )
 
-_STEP_VALIDATOR = closed(
+_STEP_VALIDATOR = every_field_required(
     {
         "id": about("The validator's id (a bundle's `validator_id`).", NAME),
         "version": about("The validator's version.", VERSION),
@@ -108,14 +108,13 @@ _STEP_VALIDATOR = closed(
         "instruction": about(
             "The instruction to give the subagent; its SHA-256 is the bundle's `instruction_digest`.", _ASSET_REF
         ),
-    },
-    ["id", "version", "key", "subagent", "required_capabilities", "instruction"],
+    }
 )
 
 STEP_PAYLOAD = document(
     "step-payload",
     "Everything a harness needs to perform one step",
-    closed(
+    every_field_required(
         {
             "id": about("The step's id.", NAME),
             "title": about("The step's title, for people.", {"type": "string"}),
@@ -150,36 +149,21 @@ STEP_PAYLOAD = document(
                 "Resource URIs of every release file the step refers to (read them with resources/read).",
                 {"type": "array", "items": {"type": "string"}},
             ),
-        },
-        [
-            "id",
-            "title",
-            "gated",
-            "terminal",
-            "definition",
-            "instruction",
-            "host_assets",
-            "host_adapter",
-            "outputs",
-            "inputs",
-            "validators",
-            "resources",
-        ],
+        }
     ),
 )
 
 QUESTION = document(
     "question",
     "The one question the harness must ask the user before the run can advance",
-    closed(
+    every_field_required(
         {
             "field": about("The confirmed-state field the confirmed answer goes into (`next_confirmed_state`).", NAME),
             "prompt": about("The question, to ask word for word.", {"type": "string"}),
             "choices": about(
                 "The answers to offer; the confirmed value is one of them, as it is here.", {"type": "array"}
             ),
-        },
-        ["field", "prompt", "choices"],
+        }
     ),
 )
 
@@ -191,14 +175,13 @@ _MIGRATION_END = closed(
     }
 )
 
-_TARGET_FIELD = closed(
+_TARGET_FIELD = every_field_required(
     {
         "field": about("A confirmed-state field of the target workflow.", NAME),
         "required": about("Whether the target requires it.", {"type": "boolean"}),
         "present": about("Whether the run's current state has it.", {"type": "boolean"}),
         "expects": about("The field's schema in the target (description, type, enum...).", {"type": "object"}),
-    },
-    ["field", "required", "present", "expects"],
+    }
 )
 
 MIGRATION_PREVIEW = document(

@@ -38,6 +38,11 @@ def closed(properties: dict[str, Any], required: list[str] | None = None, **extr
     return schema
 
 
+def every_field_required(properties: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A closed object whose every field is required (the result contracts' usual shape)."""
+    return closed(properties, list(properties), **extra)
+
+
 def about(text: str, schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with a ``description``: every input field says what it is for, so a harness
     author (or a model reading ``tools/list``) never has to guess from a refusal."""
