@@ -254,7 +254,7 @@ def offer_words(offer: Mapping[str, Any]) -> list[str]:
     summary = offer_summary(offer)
     lines = [
         "",
-        f"A newer release is offered for this run: {summary['to_release']} ({summary['to_workflow']}).",
+        f"A newer release is offered for this run: {_release_and_workflow(summary)}.",
         "If the user wants it, call migrate_run (no id needed): it previews first, nothing moves until confirmed.",
     ]
     expects = {
@@ -264,6 +264,12 @@ def offer_words(offer: Mapping[str, Any]) -> list[str]:
         lines.append("It needs facts this run does not have; ask the user and pass them as facts:")
         lines += [f"- {name}: {expects[name].get('description') or 'see the preview'}" for name in summary["needs"]]
     return lines
+
+
+def _release_and_workflow(summary: Mapping[str, Any]) -> str:
+    """``release (workflow)``, or the one name when the release and the workflow are named alike."""
+    release, workflow = summary["to_release"], summary["to_workflow"]
+    return str(release) if release == workflow else f"{release} ({workflow})"
 
 
 def installed_words(delivered: Sequence[Mapping[str, Any]]) -> str:
