@@ -39,11 +39,44 @@ def _error_in_text_only(result: types.CallToolResult) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text="Error: boom")], is_error=True)
 
 
+def _setup_step(result: types.CallToolResult) -> dict[str, Any] | None:
+    """The setup step a result shows (its structured content's, changed in place), or None."""
+    step = (result.structured_content or {}).get("step")
+    return step if isinstance(step, dict) and step.get("id") == "setup-workspace" else None
+
+
+def _setup_path(part: str, key: str) -> Callable[[str], Callable[[types.CallToolResult], types.CallToolResult]]:
+    """A fault setting the ``key`` of the setup step's first entry of ``part`` to a path (texts and digests kept:
+    they still agree)."""
+
+    def at(path: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
+        def fault(result: types.CallToolResult) -> types.CallToolResult:
+            step = _setup_step(result)
+            if step is not None:
+                step[part][0][key] = path
+            return result
+
+        return fault
+
+    return at
+
+
 FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
     "no-status": _without_status,
     "error-not-an-object": _error_not_an_object,
     "error-in-text-only": _error_in_text_only,
 }
+# Faults with a path: "asset-at:<path>", "manifest-at:<path>".
+PATH_FAULTS: dict[str, Callable[[str], Callable[[types.CallToolResult], types.CallToolResult]]] = {
+    "asset-at": _setup_path("host_assets", "install_path"),  # the first asset installed there
+    "manifest-at": _setup_path("outputs", "path"),  # the workspace manifest declared there
+}
+
+
+def fault_of(name: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
+    """The fault the switch file names: one of :data:`FAULTS`, or ``<kind>:<path>`` of :data:`PATH_FAULTS`."""
+    kind, colon, path = name.partition(":")
+    return PATH_FAULTS[kind](path) if colon else FAULTS[name]
 
 
 def _server(upstream: Client, switch: Path) -> Server[Any]:
@@ -56,7 +89,7 @@ def _server(upstream: Client, switch: Path) -> Server[Any]:
     async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         result = await upstream.call_tool(params.name, dict(params.arguments or {}))
         fault = switch.read_text("utf-8").strip() if switch.exists() else None
-        return FAULTS[fault](result) if fault else result
+        return fault_of(fault)(result) if fault else result
 
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams

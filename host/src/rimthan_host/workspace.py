@@ -2,7 +2,8 @@
 
 Every asset's text is checked against its pinned SHA-256 *before* it is
 written (a mismatch is refused, nothing is delivered), and every path is
-checked to hold nothing of the user's (:mod:`rimthan_host.delivered`), before
+checked to be one the host's policy lets it write and no file of the bridge's own
+(:mod:`rimthan_host.write_targets`) and to hold nothing of the user's (:mod:`rimthan_host.delivered`), before
 any is written; each is written through a
 symlink-free path, read back and hashed; the manifest lists what was read
 back, in canonical JSON, so the verifier can compare it with the release.
@@ -18,6 +19,7 @@ from rimthan_workflow_registry.canonical import canonical_text, sha256_hex
 from .delivered import check_free, keep_release, load_record, save_record
 from .files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
+from .write_targets import check_targets, setup_paths
 
 
 def deliver_assets(
@@ -73,7 +75,12 @@ def set_up_workspace(
     *,
     release: str = "",
 ) -> WrittenFile:
-    """Deliver the assets, then write and attest the workspace manifest (the step's output)."""
+    """Deliver the assets, then write and attest the workspace manifest (the step's output).
+
+    Every path is first checked against the host's own policy and the bridge's own files
+    (:func:`~rimthan_host.write_targets.check_targets`): the verifier named them.
+    """
+    check_targets(host, setup_paths(step))
     delivered = deliver_assets(files, step, on_delivered, release=release)
     (output,) = step["outputs"]
     text = canonical_text(workspace_manifest(host, delivered)) + "\n"

@@ -18,7 +18,7 @@ Modules, in the order a tool call uses them:
     Binding a host harness to a pinned host adapter and required capabilities
     (``host_blockers``), and a later step's host against that binding (``binding_drift``).
 ``repository_policy``
-    ``repository_policy.conflict``: output paths against the host's policy.
+    ``repository_policy.conflict``: output paths against the host's policy (``policy_refusal``: one path).
 ``artifact_checks`` / ``attestations``
     Declared artifact bytes (count, size, media type, schema) and the host's
     attestations of setup delivery and output readback.
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         harness_adapter,
         host_blockers,
     )
+    from rimthan_workflow_registry.run.repository_policy import policy_refusal
     from rimthan_workflow_registry.run.requirements import (
         available_workflows,
         describe_available,
@@ -141,6 +142,7 @@ __all__ = [
     "missing_fields",
     "peek_claims",
     "peek_manifest_digest",
+    "policy_refusal",
     "read_log",
     "receipts_on_entry",
     "release_file_uri",
@@ -200,6 +202,7 @@ _HOME = {
     "missing_fields": "rimthan_workflow_registry.run.requirements",
     "peek_claims": "rimthan_workflow_registry.run.token_wire",
     "peek_manifest_digest": "rimthan_workflow_registry.run.token_wire",
+    "policy_refusal": "rimthan_workflow_registry.run.repository_policy",
     "read_log": "rimthan_workflow_registry.run.audit",
     "receipts_on_entry": "rimthan_workflow_registry.run.validation_bundle",
     "release_file_uri": "rimthan_workflow_registry.run.step_payload",

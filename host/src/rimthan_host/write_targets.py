@@ -1,0 +1,63 @@
+"""Where the bridge writes on the verifier's word: inside its own repository policy, never over its own files.
+
+Setup writes each asset at the install path the verifier's step names and
+the workspace manifest at the path of the step's output. A rimthan-mcp
+verifier refuses a run whose paths the host's repository policy forbids
+(``repository_policy_conflict`` at ``start_workflow``), but the bridge cannot
+vouch for the verifier it talks to (a URL, a proxy, a stand-in): it checks
+every such path against the policy it sent and against its own files
+(``.rimthan/runs``, the delivery record and its texts, schema copies, the
+lock, a temporary file) before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.run import policy_refusal
+
+from .delivered import RECORD_PATH, STORE_DIR, AssetClash
+from .files import TMP_SUFFIX
+from .protocol import HostProfile
+from .runlog import RUNS_DIR
+from .schemas import SCHEMA_DIR
+from .workspace_lock import LOCK_PATH
+
+# The bridge's own directories (nothing under them is written on the verifier's word) and files.
+OWN_DIRS = (RUNS_DIR.as_posix(), STORE_DIR, SCHEMA_DIR)
+OWN_FILES = (RECORD_PATH, f"{RECORD_PATH}.tmp", LOCK_PATH.as_posix())
+
+
+def setup_paths(step: Mapping[str, Any]) -> list[str]:
+    """Every path the setup step has the bridge write: its assets' install paths and its outputs' paths."""
+    return [str(a["install_path"]) for a in step["host_assets"]] + [str(o["path"]) for o in step["outputs"]]
+
+
+def refusal(host: HostProfile, path: str) -> str | None:
+    """Why the bridge does not write ``path`` (project-relative, as the verifier named it), or None."""
+    parts = PurePosixPath(path).parts
+    if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
+        return "not a path inside the project"
+    normal = "/".join(parts)
+    folded = normal.casefold()  # as a case-insensitive file system (macOS, Windows) finds it
+    own = folded in OWN_FILES or any(folded.startswith(f"{d.casefold()}/") for d in OWN_DIRS)
+    if own or parts[-1].endswith(TMP_SUFFIX):
+        return "the bridge's own file"
+    policy = host.to_json()["repository_policy"]
+    why = policy_refusal(policy, normal) or policy_refusal({**policy, "writable_paths": ["*"]}, folded)
+    return None if why is None else why.replace("the repository policy", "this bridge's repository policy")
+
+
+def check_targets(host: HostProfile, paths: Iterable[str]) -> None:
+    """:class:`AssetClash` naming each of ``paths`` the bridge does not write (:func:`refusal`); nothing written."""
+    refused = [f"- {quoted(p)}: {why}" for p in dict.fromkeys(paths) if (why := refusal(host, p)) is not None]
+    if refused:
+        raise AssetClash(
+            "The workspace was not set up and nothing was written (repository_policy_conflict): the verifier named "
+            "paths the bridge does not write:\n" + "\n".join(refused) + "\nA rimthan-mcp verifier refuses such "
+            "paths at start; check that the bridge's verifier (--verifier-url, or the flags after --) is rimthan-mcp "
+            "serving a release you trust."
+        )

@@ -1,0 +1,86 @@
+"""A verifier that is not quite rimthan-mcp names where the bridge writes: the bridge keeps to its own policy.
+
+A real ``rimthan-mcp serve --transport http`` sits behind the garbling
+verifier (``tests/support/garbling_verifier.py``), which rewrites the setup
+step it shows: an asset's install path, or the workspace manifest's path. A
+real verifier refuses such paths at ``start_workflow`` against the host's
+repository policy (``repository_policy_conflict``); the bridge, told them by
+a verifier it cannot vouch for, must not write there either: not outside its
+own policy, not into what it protects, and never over its own run files.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from rimthan_host.standin import StandIn
+from support import garbling_verifier
+from support.bridge import BIN, audit, check_replies, refused, stand_in, verifier_args
+from support.processes import http_server_process
+from support.servers import ServerWorld, server_env
+
+# (switch, the path the bridge must not write, why it refuses it)
+HOSTILE_PATHS = [
+    ("asset-at:conftest.py", "conftest.py", "not writable under this bridge's repository policy"),
+    ("asset-at:.git/hooks/post-checkout", ".git/hooks/post-checkout", "protected by this bridge's repository policy"),
+    ("manifest-at:.rimthan/delivered.json", ".rimthan/delivered.json", "the bridge's own file"),
+    ("asset-at:.rimthan//assets/x", ".rimthan/assets/x", "the bridge's own file"),
+]
+
+
+def _files(project: Path, run: str) -> dict[str, bytes]:
+    """The project's files but the bridge's lock and run files, which a new run changes; ``run``'s own kept."""
+    files = {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*")) if p.is_file()}
+    mine = (f".rimthan/runs/{run}.log", f".rimthan/runs/{run}.json")
+    return {k: v for k, v in files.items() if k in mine or not k.startswith((".rimthan/runs/", ".rimthan/bridge."))}
+
+
+def test_paths_a_verifier_names_outside_the_bridges_policy_are_never_written(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
+    project.mkdir()
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
+    garbler = [sys.executable, garbling_verifier.__file__]
+    with (
+        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
+        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
+    ):
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", garbling.url]
+        )
+
+        async def go() -> tuple[StandIn, str]:
+            async with Client(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                started = await model.start()
+                facts = json.loads((model.examples[model.version] / "confirmed-state.json").read_text("utf-8"))
+                first = (await model.follow(started, "experiment", until_question=True)).data["run"]
+                # Another run's log: a manifest declared there would end it.
+                log = f".rimthan/runs/{first}.log"
+                for switched, path, why in [*HOSTILE_PATHS, (f"manifest-at:{log}", log, "the bridge's own file")]:
+                    before = _files(project, first)
+                    switch.write_text(switched, "utf-8")
+                    reply = await model.call("start_run", {"workflow": "research", "new_run": True, "facts": facts})
+                    named = switched.partition(":")[2]
+                    refused(reply, "nothing was written", f"{named}: {why}", "repository_policy_conflict")
+                    assert reply.data["status"] == "workspace_refused", reply.text
+                    after = _files(project, first)
+                    assert after == before, switched  # nothing written but the new run's own files
+                    assert not (project / path).exists() or path in before
+                switch.unlink()
+                resumed = await model.call("resume_run", {"run": first})
+                assert f"Resumed run {first}" in resumed.text, resumed.text
+                assert (await model.follow(resumed, "experiment")).data["status"] == "completed"
+                return model, first
+
+        model, first = anyio.run(go)
+    check_replies(model)
+    assert not (project / "conftest.py").exists() and not (project / ".git").exists()
+    history = audit(project / ".rimthan" / "runs" / f"{first}.log", state)
+    assert history["ok"] is True and history["steps"][-1] == "experiment"
