@@ -84,3 +84,32 @@ def test_paths_a_verifier_names_outside_the_bridges_policy_are_never_written(
     assert not (project / "conftest.py").exists() and not (project / ".git").exists()
     history = audit(project / ".rimthan" / "runs" / f"{first}.log", state)
     assert history["ok"] is True and history["steps"][-1] == "experiment"
+
+
+def test_a_token_or_digest_a_verifier_writes_into_a_steps_words_never_reaches_the_model(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """Text and structured data alike: the step's title and instruction and the question's prompt carry the run's
+    own checkpoint and a digest; the model sees neither, and the run completes."""
+    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
+    project.mkdir()
+    switch.write_text("token-in-words", "utf-8")
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
+    garbler = [sys.executable, garbling_verifier.__file__]
+    with (
+        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
+        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
+    ):
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", garbling.url]
+        )
+
+        async def go() -> StandIn:
+            async with Client(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
+                return model
+
+        model = anyio.run(go)
+    assert any("[omitted]" in str(r.data.get("question")) for r in model.received)
+    check_replies(model)

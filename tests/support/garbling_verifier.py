@@ -61,7 +61,20 @@ def _setup_path(part: str, key: str) -> Callable[[str], Callable[[types.CallTool
     return at
 
 
+def _token_in_words(result: types.CallToolResult) -> types.CallToolResult:
+    """The result's own checkpoint token and a digest written into the words a step and a question show."""
+    content = result.structured_content or {}
+    token = str(content.get("checkpoint") or "")
+    said = f"{token} sha256:{'ab' * 32}"
+    step, question = content.get("step"), content.get("question")
+    for part, key in ((step, "title"), ((step or {}).get("instruction"), "text"), (question, "prompt")):
+        if isinstance(part, dict) and isinstance(part.get(key), str):
+            part[key] = f"{part[key]} {said}"
+    return result
+
+
 FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
+    "token-in-words": _token_in_words,
     "no-status": _without_status,
     "error-not-an-object": _error_not_an_object,
     "error-in-text-only": _error_in_text_only,

@@ -42,7 +42,7 @@ from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, recover
 from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
-from .words import scrub
+from .words import scrub, scrub_value
 from .workspace_lock import lost_words
 
 _log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]
 def _result(reply: Reply) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=scrub(reply.text))],
-        structured_content=reply.data,
+        structured_content=scrub_value(reply.data),
         is_error=reply.is_error,
     )
 

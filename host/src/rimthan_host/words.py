@@ -38,6 +38,18 @@ def scrub(text: str) -> str:
     return _OPAQUE.sub("[omitted]", text)
 
 
+def scrub_value(value: Any) -> Any:
+    """``value`` (a reply's structured data) with :func:`scrub` applied to every string in it, keys too: the
+    data repeats what the verifier said (a step's title, a question's prompt), which the words scrub."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {scrub(str(k)): scrub_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_value(v) for v in value]
+    return value
+
+
 BRIDGE_NOTE = (
     "(The bridge makes the rimthan.* verifier calls and keeps the checkpoint and digests: where the text says to "
     "call one, call step_done instead - with facts, each field the user confirmed here - or answer_question for a "
