@@ -12,6 +12,7 @@ import errno
 import json
 import re
 import stat
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -303,11 +304,37 @@ HARNESS_ASSETS = (
 
 
 def fact_message(name: str, value: Any) -> str:
-    """What the user is asked to confirm for one fact."""
-    shown = (
-        value if isinstance(value, str) else "\n".join(f"- {v}" for v in value) if isinstance(value, list) else value
-    )
+    """What the user is asked to confirm for one fact: two values the bridge would record apart read apart
+    (:func:`shown_exactly`; a list one item a line)."""
+    shown = "\n".join(f"- {shown_exactly(v)}" for v in value) if isinstance(value, list) else shown_exactly(value)
     return f"Confirm {name} for this run:\n{shown}"
+
+
+def shown_exactly(value: Any) -> str:
+    """``value`` as the person reads it: plain text as it is, unless it could read as another value (a line
+    break, a control, format or separator character such as a right-to-left override or a zero-width space, a
+    space other than U+0020, space at either end, an opening quote, nothing at all); then in double quotes with
+    each such character escaped (``\\n``, ``\\u202e``). Other values as JSON."""
+    if not isinstance(value, str):
+        return json.dumps(value, sort_keys=True)
+    if value and value == value.strip(" ") and not value.startswith('"') and not any(map(_unseen, value)):
+        return value
+    return '"' + "".join(_escaped(c) for c in value) + '"'
+
+
+def _unseen(char: str) -> bool:
+    """A character that does not show as itself: C* (controls, format, private use, unassigned) and Z* but a space."""
+    return char != " " and unicodedata.category(char)[0] in "CZ"
+
+
+def _escaped(char: str) -> str:
+    if char in '"\\':
+        return "\\" + char
+    if char == "\n":
+        return "\\n"
+    if not _unseen(char):
+        return char
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
 
 
 def no_run_words(runs: Iterable[RunSummary]) -> str:
