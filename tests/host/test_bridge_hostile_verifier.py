@@ -12,17 +12,13 @@ own policy, not into what it protects, and never over its own run files.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import anyio
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
-from support import garbling_verifier
-from support.bridge import BIN, audit, check_replies, refused, stand_in, verifier_args
-from support.processes import http_server_process
-from support.servers import ServerWorld, server_env
+from support.bridge import audit, check_replies, garbled_bridge, refused, stand_in
+from support.servers import ServerWorld
 
 # (switch, the path the bridge must not write, why it refuses it)
 HOSTILE_PATHS = [
@@ -43,20 +39,11 @@ def _files(project: Path, run: str) -> dict[str, bytes]:
 def test_paths_a_verifier_names_outside_the_bridges_policy_are_never_written(
     mcp_world: ServerWorld, tmp_path: Path
 ) -> None:
-    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
-    project.mkdir()
-    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
-    garbler = [sys.executable, garbling_verifier.__file__]
-    with (
-        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
-        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
-    ):
-        bridge = StdioServerParameters(
-            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", garbling.url]
-        )
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        project, switch = bridge.project, bridge.switch
 
         async def go() -> tuple[StandIn, str]:
-            async with Client(bridge, mode="legacy") as client:
+            async with Client(bridge.params, mode="legacy") as client:
                 model = stand_in(client, project)
                 started = await model.start()
                 facts = json.loads((model.examples[model.version] / "confirmed-state.json").read_text("utf-8"))
@@ -82,7 +69,7 @@ def test_paths_a_verifier_names_outside_the_bridges_policy_are_never_written(
         model, first = anyio.run(go)
     check_replies(model)
     assert not (project / "conftest.py").exists() and not (project / ".git").exists()
-    history = audit(project / ".rimthan" / "runs" / f"{first}.log", state)
+    history = audit(project / ".rimthan" / "runs" / f"{first}.log", bridge.state)
     assert history["ok"] is True and history["steps"][-1] == "experiment"
 
 
@@ -91,22 +78,12 @@ def test_a_token_or_digest_a_verifier_writes_into_a_steps_words_never_reaches_th
 ) -> None:
     """Text and structured data alike: the step's title and instruction and the question's prompt carry the run's
     own checkpoint and a digest; the model sees neither, and the run completes."""
-    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
-    project.mkdir()
-    switch.write_text("token-in-words", "utf-8")
-    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
-    garbler = [sys.executable, garbling_verifier.__file__]
-    with (
-        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
-        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
-    ):
-        bridge = StdioServerParameters(
-            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", garbling.url]
-        )
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        bridge.switch.write_text("token-in-words", "utf-8")
 
         async def go() -> StandIn:
-            async with Client(bridge, mode="legacy") as client:
-                model = stand_in(client, project)
+            async with Client(bridge.params, mode="legacy") as client:
+                model = stand_in(client, bridge.project)
                 assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
                 return model
 

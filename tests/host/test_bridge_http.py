@@ -10,7 +10,6 @@ verifier's own checkpoint keys.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -18,8 +17,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.protocol import CONTINUE
 from rimthan_host.standin import StandIn
-from support import garbling_verifier
-from support.bridge import BIN, audit, check_replies, refused, stand_in, verifier_args
+from support.bridge import BIN, audit, check_replies, garbled_bridge, refused, stand_in, verifier_args
 from support.processes import http_server_process
 from support.servers import ServerWorld, server_env
 
@@ -119,22 +117,13 @@ def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
 ) -> None:
     """A result without a status, a refusal whose error is no object or missing (no code of the closed list): named,
     nothing of it used, the run goes on."""
-    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
-    project.mkdir()
-    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
-    garbler = [sys.executable, garbling_verifier.__file__]
     not_protocol = f"the verifier answered something that is not a protocol result: {CONTINUE} gave"
     check_url = "check --verifier-url points at rimthan-mcp"
-    with (
-        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
-        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
-    ):
-        bridge = StdioServerParameters(
-            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", garbling.url]
-        )
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        project, state, switch = bridge.project, bridge.state, bridge.switch
 
         async def go() -> StandIn:
-            async with Client(bridge, mode="legacy") as client:
+            async with Client(bridge.params, mode="legacy") as client:
                 model = stand_in(client, project)
                 run = (await model.follow(await model.start(), "experiment", until_question=True)).data["run"]
                 switch.write_text("no-status", "utf-8")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,10 @@ from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import Reply, StandIn
 from rimthan_host.tools import TOOLS
 
-from support.processes import serve_options
+from support import garbling_verifier
+from support.processes import http_server_process, serve_options
 from support.releases import packaged_source
-from support.servers import ServerWorld
+from support.servers import ServerWorld, server_env
 
 BIN = Path(sys.executable).parent
 TOOL_NAMES = tuple(t.name for t in TOOLS)
@@ -139,3 +142,29 @@ def running_pids(program: str, argument: Path) -> list[int]:
         if running and any(a.endswith(program.encode()) for a in argv) and str(argument).encode() in argv:
             pids.append(int(entry.name))
     return pids
+
+
+@dataclass(frozen=True)
+class GarbledBridge:
+    """A bridge on a verifier URL served by the garbling verifier in front of a real one (``garbled_bridge``)."""
+
+    params: StdioServerParameters
+    project: Path
+    state: Path
+    switch: Path  # while it exists, the fault it names garbles each tool result (garbling_verifier.fault_of)
+
+
+@contextmanager
+def garbled_bridge(world: ServerWorld, tmp_path: Path) -> Iterator[GarbledBridge]:
+    """A real ``rimthan-mcp serve --transport http``, the garbling verifier in front of it, and the parameters of
+    a ``rimthan-host serve --verifier-url`` on the garbler for a fresh project under ``tmp_path``."""
+    project, state, switch = tmp_path / "project", tmp_path / "state", tmp_path / "garble"
+    project.mkdir()
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(world, state), "--transport", "http"]
+    garbler = [sys.executable, garbling_verifier.__file__]
+    with (
+        http_server_process([*verifier, "--port", "0"], env=server_env()) as real,
+        http_server_process([*garbler, real.url, str(switch)], env=server_env()) as garbling,
+    ):
+        args = ["serve", "--project", str(project), "--verifier-url", garbling.url]
+        yield GarbledBridge(StdioServerParameters(command=str(BIN / "rimthan-host"), args=args), project, state, switch)
