@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 from rimthan_host.standin import StandIn
 from support.bridge import audit, check_replies, garbled_bridge, refused, stand_in
@@ -89,4 +90,36 @@ def test_a_token_or_digest_a_verifier_writes_into_a_steps_words_never_reaches_th
 
         model = anyio.run(go)
     assert any("[omitted]" in str(r.data.get("question")) for r in model.received)
+    check_replies(model)
+
+
+@pytest.mark.parametrize(
+    ("fault", "where"),
+    [
+        ('set:/step/instruction="x"', "/step/instruction is not an object"),
+        ('set:/step/host_assets="x"', "/step/host_assets is not an array"),
+        ("set:/step/outputs/0/path=5", "/step/outputs/0/path is not a string"),
+        ("set:/release/id=7", "/release/id is not a string"),
+    ],
+)
+def test_a_result_of_the_wrong_shape_is_no_protocol_result(
+    mcp_world: ServerWorld, tmp_path: Path, fault: str, where: str
+) -> None:
+    """A part the bridge reads, of another type (a string for a list, a number for a path): named, nothing of it
+    used or written, never an unexpected failure; without the fault the run goes on to its end."""
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+
+        async def go() -> StandIn:
+            async with Client(bridge.params, mode="legacy") as client:
+                model = stand_in(client, bridge.project)
+                bridge.switch.write_text(fault, "utf-8")
+                reply = await model.start()
+                refused(reply, "not a protocol result: ", f"a result whose {where}; check --verifier-url")
+                assert "unexpected" not in reply.text and not (bridge.project / ".claude").exists()
+                bridge.switch.unlink()
+                again = await model.start()
+                assert (await model.follow(again, "experiment")).data["status"] == "completed", again.text
+                return model
+
+        model = anyio.run(go)
     check_replies(model)

@@ -11,6 +11,7 @@ rimthan's - so what a client makes of a result is its own check.
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Callable
@@ -79,10 +80,33 @@ FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
     "error-not-an-object": _error_not_an_object,
     "error-in-text-only": _error_in_text_only,
 }
-# Faults with a path: "asset-at:<path>", "manifest-at:<path>".
+
+
+def _set(where: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
+    """``<pointer>=<JSON>``: the value at that JSON pointer of a result that has it (its parent) set to the JSON."""
+    pointer, _, raw = where.partition("=")
+    *parents, last = pointer.split("/")[1:]
+
+    def fault(result: types.CallToolResult) -> types.CallToolResult:
+        node: Any = result.structured_content or {}
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) and part.isdigit() else node.get(part, None)
+            if not isinstance(node, dict | list):
+                return result
+        if isinstance(node, list):
+            node[int(last)] = json.loads(raw)
+        else:
+            node[last] = json.loads(raw)
+        return result
+
+    return fault
+
+
+# Faults with a path: "asset-at:<path>", "manifest-at:<path>", "set:<pointer>=<JSON>".
 PATH_FAULTS: dict[str, Callable[[str], Callable[[types.CallToolResult], types.CallToolResult]]] = {
     "asset-at": _setup_path("host_assets", "install_path"),  # the first asset installed there
     "manifest-at": _setup_path("outputs", "path"),  # the workspace manifest declared there
+    "set": _set,
 }
 
 

@@ -18,6 +18,8 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from rimthan_workflow_registry import protocol_names
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
+from .result_shape import shape_problem
+
 # The protocol's names, defined once in the core; short aliases for the kit.
 START = protocol_names.START_WORKFLOW
 CONTINUE = protocol_names.CONTINUE_WORKFLOW
@@ -127,7 +129,8 @@ def protocol_result(tool: str, payload: Any, *, is_error: bool, said: str = "") 
     """A tool result's structured content; :class:`ToolRefused` for a refusal.
 
     Checked before anything reads it, fail-closed: a result without a string
-    ``status``, or a refusal whose ``error`` is not an object with a string
+    ``status`` or with a part of another type than the kit reads it as
+    (:func:`~rimthan_host.result_shape.shape_problem`), or a refusal whose ``error`` is not an object with a string
     ``code`` and ``message``, is :class:`NotAProtocolResult`; so is a refusal
     with no structured ``error`` at all (what it ``said`` in text is quoted,
     cut): every refusal the verifier makes carries one of the closed list's
@@ -146,6 +149,9 @@ def protocol_result(tool: str, payload: Any, *, is_error: bool, said: str = "") 
     if not isinstance(payload.get("status"), str):
         what = "a result without a status" if "status" not in payload else "a status that is not a string"
         raise NotAProtocolResult(tool, what)
+    problem = shape_problem(payload)
+    if problem is not None:
+        raise NotAProtocolResult(tool, f"a result whose {problem}")
     return payload
 
 
