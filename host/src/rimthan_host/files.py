@@ -28,6 +28,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
 HARD_LINKED = "Has other hard links"  # a file the bridge would write, refused (:class:`HardLinked`)
+OTHER_OWNER = "A run file another user owns"  # refused (:func:`refuse_foreign`)
+OTHER_WRITABLE = "A run file other users can write"  # likewise
 TMP_SUFFIX = ".rimthan-tmp"  # a project file is written at ".<name>" + this beside it, then renamed over it
 
 
@@ -46,12 +48,13 @@ def symlink_refused(path: Path) -> OSError:
     return OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
 
 
-def open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
+def open_regular(path: Path, flags: int, *, own: bool = False) -> tuple[int, os.stat_result]:
     """``os.open`` of the regular file at ``path``, never following a final symbolic link nor blocking.
 
     Without ``O_NONBLOCK`` an ``open`` of a FIFO waits for the other end,
     forever; with it the open returns, and ``fstat`` refuses all that is not a
-    regular file before a byte is read or written. An ``OSError`` otherwise:
+    regular file before a byte is read or written; with ``own``, one of the bridge's own
+    run files, :func:`refuse_foreign` too. An ``OSError`` otherwise:
     ELOOP (:data:`SYMLINK_REFUSED`), ``IsADirectoryError``, EINVAL
     (:data:`NOT_REGULAR`) for a FIFO, a device or a socket. The parents of
     ``path`` are the caller's to check. Returns the descriptor and its ``fstat``.
@@ -70,6 +73,8 @@ def open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(status.st_mode):
             raise _not_regular(path)
+        if own:
+            refuse_foreign(path, status)
     except BaseException:
         os.close(fd)
         raise
@@ -78,6 +83,23 @@ def open_regular(path: Path, flags: int) -> tuple[int, os.stat_result]:
 
 def _not_regular(path: Path) -> OSError:
     return OSError(errno.EINVAL, NOT_REGULAR, str(path))
+
+
+def refuse_foreign(path: Path, status: os.stat_result) -> None:
+    """An ``OSError`` (EPERM) for a file of the bridge's own run state that another user wrote or can write.
+
+    The bridge writes its run files as the user it runs as, never writable by
+    others (``0o644`` at most). One owned by another user, or that others may
+    write, holds what the bridge cannot vouch for: a kept step result shown
+    to the model without asking the verifier, the files a run validated.
+    """
+    mode = stat.S_IMODE(status.st_mode)
+    if hasattr(os, "geteuid") and status.st_uid != os.geteuid():
+        user = f"not the user the bridge runs as (uid {os.geteuid()})"
+        why = f"{OTHER_OWNER} (uid {status.st_uid}), {user}: check it, then chown it"
+        raise OSError(errno.EPERM, why, str(path))
+    if mode & stat.S_IWOTH:
+        raise OSError(errno.EPERM, f"{OTHER_WRITABLE} (mode {mode:04o}): check it, then chmod o-w it", str(path))
 
 
 class HardLinked(OSError):
@@ -189,14 +211,14 @@ class FileTooLarge(OSError):
         self.limit = limit
 
 
-def read_regular(path: Path, limit: int | None = None) -> bytes:
+def read_regular(path: Path, limit: int | None = None, *, own: bool = False) -> bytes:
     """The bytes of the regular file at ``path`` (:func:`open_regular`); ``FileNotFoundError`` if there is none.
 
     Past ``limit`` bytes, :class:`FileTooLarge`: by the size ``fstat`` gives,
     before a byte is read, and by what was read should the file grow meanwhile
-    (at most ``limit + 1`` bytes are read).
+    (at most ``limit + 1`` bytes are read). ``own``: as :func:`open_regular`.
     """
-    fd, status = open_regular(path, os.O_RDONLY)
+    fd, status = open_regular(path, os.O_RDONLY, own=own)
     try:
         if limit is not None and status.st_size > limit:
             raise FileTooLarge(path, status.st_size, limit)

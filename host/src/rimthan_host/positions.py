@@ -69,7 +69,7 @@ def read_side(runs: Path, run_id: str, checkpoint_key: str, ref: Any) -> dict[st
         return f"its {POSITION_FILE_KEY} names no file"
     path = side_path(runs, run_id, digest)
     try:
-        body = read_regular(path, MAX_KEPT_POSITION_BYTES)
+        body = read_regular(path, MAX_KEPT_POSITION_BYTES, own=True)
     except FileNotFoundError:
         return f"{path.name}, which holds the result of its step, is missing"
     except FileTooLarge as exc:

@@ -131,7 +131,7 @@ class RunLog:
         """The log's last checkpoint, None for no log; only the log's tail is read (see :func:`_tail_token`)."""
         runs_dir(self.project)
         try:
-            fd, status = open_regular(self.log_path, os.O_RDONLY)  # (a FIFO there is an OSError: never blocks)
+            fd, status = open_regular(self.log_path, os.O_RDONLY, own=True)  # (a FIFO: an OSError, never blocks)
         except FileNotFoundError:
             return None
         with os.fdopen(fd, "rb") as handle:
@@ -181,7 +181,7 @@ class RunLog:
         """The log's tokens one by one; a line longer than any token, or a byte not ASCII, is damage."""
         runs_dir(self.project)
         try:
-            fd, _ = open_regular(self.log_path, os.O_RDONLY)  # (a FIFO there is an OSError: never blocks)
+            fd, _ = open_regular(self.log_path, os.O_RDONLY, own=True)  # (a FIFO: an OSError, never blocks)
         except FileNotFoundError:
             return
         with os.fdopen(fd, "rb") as handle:
@@ -400,7 +400,7 @@ def _read(project: Path, path: Path, limit: int) -> bytes | None:
     """
     runs_dir(project)
     try:
-        return read_regular(path, limit)  # (never blocks: a FIFO there is an OSError like a directory)
+        return read_regular(path, limit, own=True)  # (never blocks: a FIFO there is an OSError like a directory)
     except FileNotFoundError:
         return None
 

@@ -1,0 +1,56 @@
+"""The bridge resumes only from run files it could have written: none another user owns or others can write.
+
+A run's state file keeps what the verifier cannot check for the bridge (the
+step result shown again on a resume without asking it, the files the run
+validated). One that another local user wrote, or may write, is refused by
+a real ``rimthan-host serve`` with the file and the reason named, nothing
+sent; once it is the bridge user's again, the run resumes and completes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+from mcp import Client
+from support.bridge import audited, bridge_params, check_replies, refused, stand_in
+from support.servers import ServerWorld
+
+NOBODY = 65534
+
+
+def test_run_files_another_user_wrote_or_can_write_are_refused(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    params = bridge_params(project, mcp_world, state)
+
+    async def first() -> str:
+        async with Client(params, mode="legacy") as client:
+            model = stand_in(client, project)
+            return str((await model.follow(await model.start(), "experiment", until_question=True)).data["run"])
+
+    run = anyio.run(first)
+    state_file, log = (project / ".rimthan" / "runs" / f"{run}.{ext}" for ext in ("json", "log"))
+    tampered: list[tuple[Path, str, str]] = [(state_file, "0666", "A run file other users can write (mode 0666)")]
+    tampered.append((log, "0646", "A run file other users can write (mode 0646)"))
+    if os.geteuid() == 0:
+        tampered.append((state_file, "nobody", f"A run file another user owns (uid {NOBODY})"))
+
+    async def second() -> None:
+        async with Client(params, mode="legacy") as client:
+            model = stand_in(client, project)
+            for path, change, said in tampered:
+                kept = path.read_bytes()
+                os.chown(path, NOBODY, -1) if change == "nobody" else path.chmod(int(change, 8))
+                reply = await model.call("resume_run", {"run": run})
+                refused(reply, said, f".rimthan/runs/{path.name}", f"resume_run {run}")
+                assert path.read_bytes() == kept
+                os.chown(path, os.geteuid(), -1) if change == "nobody" else path.chmod(0o644)
+            resumed = await model.call("resume_run", {"run": run})
+            assert f"Resumed run {run}" in resumed.text, resumed.text
+            assert (await model.follow(resumed, "experiment")).data["status"] == "completed"
+            check_replies(model)
+
+    anyio.run(second)
+    assert audited(project, state, run)["steps"][-1] == "experiment"
