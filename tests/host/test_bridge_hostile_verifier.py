@@ -123,3 +123,24 @@ def test_a_result_of_the_wrong_shape_is_no_protocol_result(
 
         model = anyio.run(go)
     check_replies(model)
+
+
+def test_an_asset_larger_than_any_catalogue_file_is_not_delivered(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """A 2 MiB asset whose digest agrees with it: refused before anything is written; the run waits at setup, and
+    is set up and completed once the verifier answers as rimthan-mcp."""
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        bridge.switch.write_text("big-asset", "utf-8")
+
+        async def go() -> StandIn:
+            async with Client(bridge.params, mode="legacy") as client:
+                model = stand_in(client, bridge.project)
+                reply = await model.start()
+                refused(reply, "nothing was written", "research-brief is 2097152 bytes", "resume_run")
+                assert not (bridge.project / ".claude").exists()
+                bridge.switch.unlink()
+                resumed = await model.call("resume_run", {"run": reply.data["run"]})
+                assert (await model.follow(resumed, "experiment")).data["status"] == "completed", resumed.text
+                return model
+
+        model = anyio.run(go)
+    check_replies(model)

@@ -11,6 +11,7 @@ rimthan's - so what a client makes of a result is its own check.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import sys
@@ -74,7 +75,17 @@ def _token_in_words(result: types.CallToolResult) -> types.CallToolResult:
     return result
 
 
+def _big_asset(result: types.CallToolResult) -> types.CallToolResult:
+    """The setup step's first asset 2 MiB long (its digest made to agree): past any catalogue file."""
+    step = _setup_step(result)
+    if step is not None:
+        text = "x" * (2 << 20)
+        step["host_assets"][0].update(text=text, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return result
+
+
 FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
+    "big-asset": _big_asset,
     "token-in-words": _token_in_words,
     "no-status": _without_status,
     "error-not-an-object": _error_not_an_object,

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.canonical import canonical_text, sha256_hex
+from rimthan_workflow_registry.errors import quoted
 
-from .delivered import check_free, keep_release, load_record, save_record
+from .delivered import MAX_ASSET_BYTES, AssetClash, check_free, keep_release, load_record, save_record
 from .files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
-from .write_targets import check_targets, setup_paths
+from .write_targets import CHECK_THE_VERIFIER, check_targets, setup_paths
 
 
 def deliver_assets(
@@ -37,6 +38,7 @@ def deliver_assets(
     (manifest digest) subagents kept for its validators.
     """
     assets = step["host_assets"]
+    _check_sizes(assets)
     for asset in assets:
         if sha256_hex(asset["text"].encode("utf-8")) != asset["sha256"]:
             raise HarnessError(f"asset {asset['id']} text does not match its pinned sha256; not delivering it")
@@ -54,6 +56,18 @@ def deliver_assets(
     if release:
         keep_release(files, record, release, assets)
     return delivered
+
+
+def _check_sizes(assets: list[dict[str, Any]]) -> None:
+    """:class:`AssetClash` naming each asset larger than any catalogue file (the verifier's word), nothing written."""
+    sizes = {str(a["id"]): len(a["text"].encode("utf-8")) for a in assets}
+    large = [f"- {quoted(i)} is {n} bytes" for i, n in sizes.items() if n > MAX_ASSET_BYTES]
+    if large:
+        raise AssetClash(
+            "The workspace was not set up and nothing was written: the verifier sent assets larger than any "
+            f"catalogue file ({MAX_ASSET_BYTES} bytes):\n" + "\n".join(large) + "\nA rimthan-mcp verifier serves "
+            f"only verified releases' files; {CHECK_THE_VERIFIER}"
+        )
 
 
 def workspace_manifest(host: HostProfile, delivered: list[dict[str, Any]]) -> dict[str, Any]:

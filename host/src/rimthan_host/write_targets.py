@@ -26,6 +26,10 @@ from .runlog import RUNS_DIR
 from .schemas import SCHEMA_DIR
 from .workspace_lock import LOCK_PATH
 
+CHECK_THE_VERIFIER = (
+    "check that the bridge's verifier (--verifier-url, or the flags after --) is rimthan-mcp serving a release you "
+    "trust."
+)
 # The bridge's own directories (nothing under them is written on the verifier's word) and files.
 OWN_DIRS = (RUNS_DIR.as_posix(), STORE_DIR, SCHEMA_DIR)
 OWN_FILES = (RECORD_PATH, f"{RECORD_PATH}.tmp", LOCK_PATH.as_posix())
@@ -58,6 +62,5 @@ def check_targets(host: HostProfile, paths: Iterable[str]) -> None:
         raise AssetClash(
             "The workspace was not set up and nothing was written (repository_policy_conflict): the verifier named "
             "paths the bridge does not write:\n" + "\n".join(refused) + "\nA rimthan-mcp verifier refuses such "
-            "paths at start; check that the bridge's verifier (--verifier-url, or the flags after --) is rimthan-mcp "
-            "serving a release you trust."
+            f"paths at start; {CHECK_THE_VERIFIER}"
         )
