@@ -1,5 +1,7 @@
 """The bridge resumes only from run files it could have written: none another user owns or others can write.
 
+Its delivery record likewise: the paths it names are where the bridge writes the assets it kept.
+
 A run's state file keeps what the verifier cannot check for the bridge (the
 step result shown again on a resume without asking it, the files the run
 validated). One that another local user wrote, or may write, is refused by
@@ -31,11 +33,14 @@ def test_run_files_another_user_wrote_or_can_write_are_refused(mcp_world: Server
             return str((await model.follow(await model.start(), "experiment", until_question=True)).data["run"])
 
     run = anyio.run(first)
-    state_file, log = (project / ".rimthan" / "runs" / f"{run}.{ext}" for ext in ("json", "log"))
-    tampered: list[tuple[Path, str, str]] = [(state_file, "0666", "A run file other users can write (mode 0666)")]
-    tampered.append((log, "0646", "A run file other users can write (mode 0646)"))
+    runs = project / ".rimthan" / "runs"
+    state_file, log, record = runs / f"{run}.json", runs / f"{run}.log", project / ".rimthan" / "delivered.json"
+    writable = "A file of the bridge's that other users can write"
+    owned = "A file of the bridge's that another user owns"
+    tampered = [(state_file, "0666", f"{writable} (mode 0666)"), (log, "0646", f"{writable} (mode 0646)")]
+    tampered.append((record, "0666", f"{writable} (mode 0666)"))  # (its paths are where the bridge writes assets)
     if os.geteuid() == 0:
-        tampered.append((state_file, "nobody", f"A run file another user owns (uid {NOBODY})"))
+        tampered.append((state_file, "nobody", f"{owned} (uid {NOBODY})"))
 
     async def second() -> None:
         async with Client(params, mode="legacy") as client:
@@ -44,7 +49,8 @@ def test_run_files_another_user_wrote_or_can_write_are_refused(mcp_world: Server
                 kept = path.read_bytes()
                 os.chown(path, NOBODY, -1) if change == "nobody" else path.chmod(int(change, 8))
                 reply = await model.call("resume_run", {"run": run})
-                refused(reply, said, f".rimthan/runs/{path.name}", f"resume_run {run}")
+                then = f"resume_run {run}" if path != record else "resume_run"
+                refused(reply, said, str(path.relative_to(project)), then)
                 assert path.read_bytes() == kept
                 os.chown(path, os.geteuid(), -1) if change == "nobody" else path.chmod(0o644)
             resumed = await model.call("resume_run", {"run": run})

@@ -23,6 +23,7 @@ bridge's own), or refuses in words.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -66,12 +67,17 @@ def load_record(files: ProjectFiles) -> Record:
     """The delivery record; empty if there is none; :class:`AssetClash` (damaged) if it is not one."""
     target = files.safe_path(RECORD_PATH)
     try:
-        data = read_regular(target, MAX_RECORD_BYTES)
+        data = read_regular(target, MAX_RECORD_BYTES, own=True)
     except FileNotFoundError:
         return Record()
     except FileTooLarge as exc:
         raise _damaged(f"it is {exc.size} bytes, past {exc.limit}") from None
     except OSError as exc:
+        if exc.errno == errno.EPERM:  # (refuse_foreign: another user's, or others may write it)
+            raise AssetClash(
+                f"{RECORD_PATH}: {exc.strerror}; nothing was delivered or changed. Once that is fixed, call again: "
+                "resume_run for a run waiting at its setup or being resumed, step_done for validators not started."
+            ) from None
         raise _damaged(f"it cannot be read as a file: {exc.strerror}") from None
     try:
         value = json.loads(data.decode("utf-8"))

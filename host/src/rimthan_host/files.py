@@ -28,8 +28,8 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
 HARD_LINKED = "Has other hard links"  # a file the bridge would write, refused (:class:`HardLinked`)
-OTHER_OWNER = "A run file another user owns"  # refused (:func:`refuse_foreign`)
-OTHER_WRITABLE = "A run file other users can write"  # likewise
+OTHER_OWNER = "A file of the bridge's that another user owns"  # refused (:func:`refuse_foreign`)
+OTHER_WRITABLE = "A file of the bridge's that other users can write"  # likewise
 TMP_SUFFIX = ".rimthan-tmp"  # a project file is written at ".<name>" + this beside it, then renamed over it
 
 
@@ -54,7 +54,7 @@ def open_regular(path: Path, flags: int, *, own: bool = False) -> tuple[int, os.
     Without ``O_NONBLOCK`` an ``open`` of a FIFO waits for the other end,
     forever; with it the open returns, and ``fstat`` refuses all that is not a
     regular file before a byte is read or written; with ``own``, one of the bridge's own
-    run files, :func:`refuse_foreign` too. An ``OSError`` otherwise:
+    state files, :func:`refuse_foreign` too. An ``OSError`` otherwise:
     ELOOP (:data:`SYMLINK_REFUSED`), ``IsADirectoryError``, EINVAL
     (:data:`NOT_REGULAR`) for a FIFO, a device or a socket. The parents of
     ``path`` are the caller's to check. Returns the descriptor and its ``fstat``.
@@ -86,12 +86,13 @@ def _not_regular(path: Path) -> OSError:
 
 
 def refuse_foreign(path: Path, status: os.stat_result) -> None:
-    """An ``OSError`` (EPERM) for a file of the bridge's own run state that another user wrote or can write.
+    """An ``OSError`` (EPERM) for a file of the bridge's own state that another user wrote or can write.
 
-    The bridge writes its run files as the user it runs as, never writable by
-    others (``0o644`` at most). One owned by another user, or that others may
-    write, holds what the bridge cannot vouch for: a kept step result shown
-    to the model without asking the verifier, the files a run validated.
+    The bridge writes its run files and its delivery record as the user it
+    runs as, never writable by others (``0o644`` at most). One owned by
+    another user, or that others may write, holds what the bridge cannot vouch
+    for: a kept step result shown to the model without asking the verifier,
+    the files a run validated, the paths where it writes the assets it kept.
     """
     mode = stat.S_IMODE(status.st_mode)
     if hasattr(os, "geteuid") and status.st_uid != os.geteuid():
