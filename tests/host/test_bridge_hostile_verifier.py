@@ -18,6 +18,7 @@ import anyio
 import pytest
 from mcp import Client
 from rimthan_host.standin import StandIn
+from support import garbling_verifier
 from support.bridge import audit, check_replies, garbled_bridge, refused, stand_in
 from support.servers import ServerWorld
 
@@ -144,3 +145,21 @@ def test_an_asset_larger_than_any_catalogue_file_is_not_delivered(mcp_world: Ser
 
         model = anyio.run(go)
     check_replies(model)
+
+
+def test_a_schema_larger_than_any_catalogue_file_is_not_copied(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """A 2 MiB JSON Schema read from the verifier costs the model its hint, and nothing of it is written."""
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        bridge.switch.write_text(garbling_verifier.BIG_RESOURCE, "utf-8")
+
+        async def go() -> StandIn:
+            async with Client(bridge.params, mode="legacy") as client:
+                model = stand_in(client, bridge.project)
+                assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
+                return model
+
+        model = anyio.run(go)
+    check_replies(model)
+    assert any("bytes, past any catalogue file's" in r.text for r in model.received)
+    schemas = bridge.project / ".rimthan" / "schemas"
+    assert not schemas.exists() or not [p for p in schemas.rglob("*") if p.is_file()]

@@ -113,6 +113,7 @@ def _set(where: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
     return fault
 
 
+BIG_RESOURCE = "big-resource"  # each resource read answered with a JSON Schema of 2 MiB (tool results kept)
 # Faults with a path: "asset-at:<path>", "manifest-at:<path>", "set:<pointer>=<JSON>".
 PATH_FAULTS: dict[str, Callable[[str], Callable[[types.CallToolResult], types.CallToolResult]]] = {
     "asset-at": _setup_path("host_assets", "install_path"),  # the first asset installed there
@@ -124,7 +125,7 @@ PATH_FAULTS: dict[str, Callable[[str], Callable[[types.CallToolResult], types.Ca
 def fault_of(name: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
     """The fault the switch file names: one of :data:`FAULTS`, or ``<kind>:<path>`` of :data:`PATH_FAULTS`."""
     kind, colon, path = name.partition(":")
-    return PATH_FAULTS[kind](path) if colon else FAULTS[name]
+    return PATH_FAULTS[kind](path) if colon else FAULTS.get(name, lambda result: result)  # (BIG_RESOURCE)
 
 
 def _server(upstream: Client, switch: Path) -> Server[Any]:
@@ -142,7 +143,11 @@ def _server(upstream: Client, switch: Path) -> Server[Any]:
     async def on_read_resource(
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return await upstream.read_resource(params.uri)
+        read = await upstream.read_resource(params.uri)
+        if switch.exists() and switch.read_text("utf-8").strip() == BIG_RESOURCE:
+            big = json.dumps({"type": "object", "description": "x" * (2 << 20)})
+            return types.ReadResourceResult(contents=[c.model_copy(update={"text": big}) for c in read.contents])
+        return read
 
     return Server(
         "garbling-verifier", on_list_tools=on_list_tools, on_call_tool=on_call_tool, on_read_resource=on_read_resource

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
+
 from .files import ProjectFiles
 from .protocol import HarnessError, ResourceReader
 
@@ -70,6 +72,9 @@ async def output_schema(
         return None
     try:
         text = await read(str(uri))
+        size = len(text.encode("utf-8"))
+        if size > MAX_CATALOGUE_FILE_BYTES:  # (the verifier's word: a catalogue schema is never larger)
+            return OutputSchema(None, f"the schema {name} is {size} bytes, past any catalogue file's; not copied")
         schema = json.loads(text)
     except Exception as exc:  # a missing schema only costs the model a hint; the verifier still checks the file
         return OutputSchema(None, f"the schema {name} could not be fetched ({type(exc).__name__}: {exc})")
