@@ -31,6 +31,23 @@ HOSTILE_PATHS = [
 ]
 
 
+def _completed_under(world: ServerWorld, tmp_path: Path, fault: str) -> tuple[StandIn, Path]:
+    """A run the stand-in completes through a bridge whose verifier answers with ``fault`` throughout; every reply
+    checked (:func:`check_replies`); the stand-in and the project."""
+    with garbled_bridge(world, tmp_path) as bridge:
+        bridge.switch.write_text(fault, "utf-8")
+
+        async def go() -> StandIn:
+            async with Client(bridge.params, mode="legacy") as client:
+                model = stand_in(client, bridge.project)
+                assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
+                return model
+
+        model = anyio.run(go)
+    check_replies(model)
+    return model, bridge.project
+
+
 def _files(project: Path, run: str) -> dict[str, bytes]:
     """The project's files but the bridge's lock and run files, which a new run changes; ``run``'s own kept."""
     files = {str(p.relative_to(project)): p.read_bytes() for p in sorted(project.rglob("*")) if p.is_file()}
@@ -80,18 +97,8 @@ def test_a_token_or_digest_a_verifier_writes_into_a_steps_words_never_reaches_th
 ) -> None:
     """Text and structured data alike: the step's title and instruction and the question's prompt carry the run's
     own checkpoint and a digest; the model sees neither, and the run completes."""
-    with garbled_bridge(mcp_world, tmp_path) as bridge:
-        bridge.switch.write_text("token-in-words", "utf-8")
-
-        async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
-                model = stand_in(client, bridge.project)
-                assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
-                return model
-
-        model = anyio.run(go)
+    model, _ = _completed_under(mcp_world, tmp_path, "token-in-words")
     assert any("[omitted]" in str(r.data.get("question")) for r in model.received)
-    check_replies(model)
 
 
 @pytest.mark.parametrize(
@@ -149,17 +156,7 @@ def test_an_asset_larger_than_any_catalogue_file_is_not_delivered(mcp_world: Ser
 
 def test_a_schema_larger_than_any_catalogue_file_is_not_copied(mcp_world: ServerWorld, tmp_path: Path) -> None:
     """A 2 MiB JSON Schema read from the verifier costs the model its hint, and nothing of it is written."""
-    with garbled_bridge(mcp_world, tmp_path) as bridge:
-        bridge.switch.write_text(garbling_verifier.BIG_RESOURCE, "utf-8")
-
-        async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
-                model = stand_in(client, bridge.project)
-                assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
-                return model
-
-        model = anyio.run(go)
-    check_replies(model)
+    model, project = _completed_under(mcp_world, tmp_path, garbling_verifier.BIG_RESOURCE)
     assert any("bytes, past any catalogue file's" in r.text for r in model.received)
-    schemas = bridge.project / ".rimthan" / "schemas"
+    schemas = project / ".rimthan" / "schemas"
     assert not schemas.exists() or not [p for p in schemas.rglob("*") if p.is_file()]
