@@ -296,3 +296,67 @@ def test_each_packaged_catalogue_has_a_valid_example_for_every_output_of_each_wo
 
     assert checked.returncode == 0, checked.stderr
     assert json.loads(checked.stdout)["examples"] == wanted
+
+
+# --------------------------------------------------------------------------- files in examples/ no workflow takes
+
+
+def test_a_file_in_examples_no_workflow_takes_is_refused_naming_the_example_it_likely_meant(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path
+) -> None:
+    """A misspelt example (or one with the wrong extension) was ignored: built, signed, shipped and never checked."""
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    examples = source / "examples"
+    (examples / "summary.json").rename(examples / "sumary.json")
+
+    said = _refused(source, keypair, out)
+
+    assert not out.exists()
+    assert said.error == (
+        f"error: catalogue_invalid: {examples / 'sumary.json'}: no workflow takes this file as a worked example "
+        "(closest example name: examples/summary.json), so it would ship, signed, and never be checked"
+    )
+    assert said.next == (
+        "if it was meant as examples/summary.json, rename it to that; otherwise delete it (an example is "
+        "confirmed-state.json or <output-id>.json|.md, in examples/<workflow-id>/ or, for a workflow without a "
+        "folder of its own, examples/)"
+    )
+    (examples / "sumary.json").rename(examples / "summary.json")
+    (examples / "foo.json").write_text("{}\n", "utf-8")
+    (examples / "summary.md").write_text("# Summary\n", "utf-8")  # the output is JSON
+
+    said = _refused(source, keypair, out)  # every such file named, each with its closest example name
+
+    assert said.error.startswith(f"error: catalogue_invalid: {examples / 'foo.json'}: ")
+    also = "also examples/summary.md (closest example name: examples/summary.json)"
+    assert said.error.endswith(f"never be checked; {also}")
+    assert said.next.startswith("delete it (") and said.next.endswith("(the same for each file listed)")
+    checked = pack("check", source, cwd=tmp_path)  # check says what build says
+    assert checked.returncode == 1 and refusal(checked.stderr) == said
+    (examples / "foo.json").unlink()
+    (examples / "summary.md").unlink()
+    _builds(source, keypair, out)
+
+
+def test_examples_a_workflow_with_a_folder_of_its_own_no_longer_takes_are_refused(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path
+) -> None:
+    """Examples moved to examples/<workflow-id>/ while copies stay in examples/, or a folder named after no workflow."""
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    examples = source / "examples"
+    shutil.copytree(examples, tmp_path / "flat")
+    shutil.copytree(tmp_path / "flat", examples / "my-flow")  # every workflow has its own folder: examples/ unread
+
+    said = _refused(source, keypair, out)
+
+    assert said.error.startswith(f"error: catalogue_invalid: {examples / 'confirmed-state.json'}: ")
+    assert said.error.endswith("; also examples/summary.json (closest example name: examples/my-flow/summary.json)")
+    (examples / "confirmed-state.json").unlink()
+    (examples / "summary.json").unlink()
+    (examples / "my-flow").rename(examples / "my-flw")
+
+    said = _refused(source, keypair, out)  # a folder named after no workflow: its files are no one's examples
+
+    assert said.error.startswith(f"error: catalogue_invalid: {examples / 'my-flw' / 'confirmed-state.json'}: ")
+    (examples / "my-flw").rename(examples / "my-flow")
+    _builds(source, keypair, out)

@@ -21,12 +21,12 @@ jsonschema nor the run's checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import sha256_hex
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name
 from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
@@ -68,14 +68,7 @@ class WorkflowExamples:
 
     def files(self) -> list[str]:
         """The example files the workflow has: its confirmed state's and each gated output's, where present."""
-        names = [CONFIRMED_STATE_EXAMPLE]
-        names += [
-            example_name(o.id, o.media_type)
-            for s in self.workflow.steps
-            for o in s.outputs
-            if o.id != WORKSPACE_MANIFEST_ARTIFACT
-        ]
-        return [path for path in (self.path(name) for name in names) if path is not None]
+        return [path for path in (self.path(name) for name in example_names(self.workflow)) if path is not None]
 
     def path(self, name: str) -> str | None:
         """``<folder>/<name>`` when the source has it, else ``None``."""
@@ -83,10 +76,30 @@ class WorkflowExamples:
         return path if path in self.paths else None
 
 
-def examples_folder(workflow_id: str, paths: frozenset[str]) -> str:
+def examples_folder(workflow_id: str, paths: Iterable[str]) -> str:
     """``examples/<workflow_id>`` when the source holds a file there, else ``examples``."""
-    own = f"{EXAMPLES_DIR}/{workflow_id}/"
-    return own.rstrip("/") if any(p.startswith(own) for p in paths) else EXAMPLES_DIR
+    inside = (p.removeprefix(f"{EXAMPLES_DIR}/") for p in paths if p.startswith(f"{EXAMPLES_DIR}/"))
+    return f"{EXAMPLES_DIR}/{workflow_id}" if has_own_examples(workflow_id, inside) else EXAMPLES_DIR
+
+
+def has_own_examples(workflow_id: str, example_paths: Iterable[str]) -> bool:
+    """Whether a workflow's examples are those of ``<workflow_id>/``: a file of the examples folder lies in it.
+
+    ``example_paths``: the files under the examples folder, relative to it (``<workflow_id>/findings.md``).
+    The one rule of where a workflow's examples are, for the build and for a harness reading them from disk.
+    """
+    own = f"{workflow_id}/"
+    return any(p.startswith(own) for p in example_paths)
+
+
+def example_names(workflow: WorkflowDefinition) -> list[str]:
+    """The names a workflow's examples may have: its confirmed state's and each gated output's."""
+    return [CONFIRMED_STATE_EXAMPLE] + [
+        example_name(o.id, o.media_type)
+        for s in workflow.steps
+        for o in s.outputs
+        if o.id != WORKSPACE_MANIFEST_ARTIFACT
+    ]
 
 
 def example_name(artifact_id: str, media_type: str) -> str:
@@ -101,6 +114,7 @@ def check_examples(
     read: Callable[[str], bytes],
 ) -> int:
     """Refuse the first example a run would refuse (its file, the JSON pointer, the code); how many were checked."""
+    refuse_stray_examples(catalogue, paths)
     checked = 0
     for workflow in catalogue.workflows:
         examples = WorkflowExamples(workflow, examples_folder(workflow.id, paths), paths)
@@ -114,6 +128,70 @@ def check_examples(
             _check_workflow(examples, schemas.validators, found)
             SCHEMA_CHECKS.remember([key], checker)  # reached only when every example passed
     return checked
+
+
+@dataclass(frozen=True)
+class StrayExample:
+    """A file of the examples folder no workflow takes as an example, and the example name it most likely misspells."""
+
+    path: str
+    closest: str | None
+
+    def describe(self) -> str:
+        return f"{self.path} (closest example name: {self.closest})" if self.closest else self.path
+
+
+def stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> tuple[StrayExample, ...]:
+    """The files under ``examples/`` that are no workflow's example: a name no output has, or a folder none reads."""
+    expected: dict[str, set[str]] = {}  # each folder a workflow reads, and the names it takes there
+    for workflow in catalogue.workflows:
+        expected.setdefault(examples_folder(workflow.id, paths), set()).update(example_names(workflow))
+    every = [f"{folder}/{name}" for folder, names in expected.items() for name in names]
+    return tuple(
+        _stray(path, expected, every)
+        for path in sorted(paths)
+        if path.startswith(f"{EXAMPLES_DIR}/")
+        if path.rpartition("/")[2] not in expected.get(path.rpartition("/")[0], ())
+    )
+
+
+def _stray(path: str, expected: Mapping[str, set[str]], every: list[str]) -> StrayExample:
+    """``path`` with its closest example name: in its own folder when a workflow reads it, else anywhere."""
+    folder, _, name = path.rpartition("/")
+    if folder not in expected:
+        return StrayExample(path, closest_name(path, every))
+    stems = {_stem(known): known for known in sorted(expected[folder])}  # a wrong extension is a near miss too
+    meant = closest_name(_stem(name), stems)
+    return StrayExample(path, f"{folder}/{stems[meant]}" if meant else None)
+
+
+def _stem(name: str) -> str:
+    return name.rpartition(".")[0] or name
+
+
+def refuse_stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> None:
+    """Refuse a file in the examples folder no workflow takes: it would ship, signed, and never be checked.
+
+    Most often a misspelt output id (``examples/findngs.md``), the wrong extension for the output's media
+    type, or a folder named after no workflow; a harness reading the examples would not find it either.
+    """
+    found = stray_examples(catalogue, paths)
+    if not found:
+        return
+    first = found[0]
+    close = f" (closest example name: {first.closest})" if first.closest else ""
+    others = f"; also {', '.join(s.describe() for s in found[1:])}" if found[1:] else ""
+    rename = f"if it was meant as {first.closest}, rename it to that; otherwise " if first.closest else ""
+    raise CatalogueError(
+        FailureCode.CATALOGUE_INVALID,
+        f"no workflow takes this file as a worked example{close}, so it would ship, signed, and never be "
+        f"checked{others}",
+        path=first.path,
+        details={"stray_examples": [s.path for s in found]},
+        next_step=f"{rename}delete it (an example is confirmed-state.json or <output-id>.json|.md, in "
+        f"examples/<workflow-id>/ or, for a workflow without a folder of its own, examples/)"
+        + (" (the same for each file listed)" if found[1:] else ""),
+    )
 
 
 def _memory_key(examples: WorkflowExamples, documents: Mapping[str, Any], found: Mapping[str, bytes]) -> Any:
