@@ -82,7 +82,7 @@ REPLAYED = (CONTINUE_WORKFLOW, PREPARE_STEP_VALIDATION, SUBMIT_STEP_VALIDATION)
 class LongScenario:
     """The harness :class:`Scenario` for the long workflow: one short note per step, every review passes."""
 
-    def initial_state(self, workflow_version: str) -> dict[str, Any]:
+    def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
         return long_initial_state()
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,7 +91,7 @@ class LongScenario:
     def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
         raise RuntimeError(f"the long workflow asks no questions (got {question['field']!r})")
 
-    def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]:
+    def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
         raise RuntimeError("the long workflow is never migrated")
 
     def author(self, ctx: Any) -> str:

@@ -514,7 +514,7 @@ class EveryBoundUser(ExamplesScenario):
         super().__init__("desk-research")
         self.state = state
 
-    def initial_state(self, workflow_version: str) -> dict[str, Any]:
+    def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
         return dict(self.state)
 
     def author(self, ctx: Any) -> str:

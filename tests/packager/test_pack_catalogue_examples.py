@@ -12,8 +12,12 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import anyio
 import pytest
-from support.pack_cli import init_scaffold, pack
+from rimthan_host.harness import CatalogueExamples, RunResult, WorkflowHarness, client_caller
+from rimthan_host.protocol import HostProfile
+from support.pack_cli import BIN, init_scaffold, pack
+from support.processes import stdio_client_process
 from support.refusals import Refusal, refusal
 from support.releases import KeyPair
 
@@ -210,6 +214,42 @@ def test_each_workflow_has_its_examples_in_a_folder_of_its_own(
     assert said.error.startswith(f"error: json_schema_failed: {own / 'summary.json'}: ")
     (own / "summary.json").write_text((source / "examples" / "summary.json").read_text("utf-8"), "utf-8")
     _builds(source, keypair, out)
+
+
+def test_the_host_kits_examples_scenario_reads_each_workflows_own_folder_through_the_real_server(
+    scaffold: Path, keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """CatalogueExamples read examples/ for every workflow: second-flow started with my-flow's state and was refused.
+
+    Given the catalogue's examples/ folder, it takes examples/<workflow-id>/ when that holds a file, else
+    examples/ itself - the packager's rule - so one scenario drives both workflows of a built release.
+    """
+    source, releases = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    _second_workflow(source)
+    own = source / "examples" / "second-flow"
+    own.mkdir()
+    (own / "confirmed-state.json").write_text('{"topic": "Weekly meetings"}\n', "utf-8")
+    summary = (source / "examples" / "summary.json").read_text("utf-8")
+    (own / "summary.json").write_text(summary.replace('"Announce the change', '"Tell the team', 1), "utf-8")
+    assert (own / "summary.json").read_text("utf-8") != summary  # which folder a run's file came from shows
+    _builds(source, keypair, releases)
+    release = releases / "my-flow-0.1.0"
+    args = ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(tmp_path / "state")]
+
+    async def walk(workflow: str) -> RunResult:
+        with (tmp_path / f"{workflow}.log").open("w") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                host = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
+                project = tmp_path / workflow
+                with WorkflowHarness(client_caller(client), examples, project_dir=project, host=host) as harness:
+                    return await harness.run(await harness.start(workflow, "0.1.0"))
+
+    for workflow, examples in (("my-flow", source / "examples"), ("second-flow", own)):
+        finished = anyio.run(walk, workflow)
+        assert finished.status == "completed", finished
+        written = (tmp_path / workflow / "out" / "summary.json").read_text("utf-8")
+        assert written == (examples / "summary.json").read_text("utf-8")
 
 
 # --------------------------------------------------------------------------- schema files no workflow references

@@ -61,7 +61,7 @@ class ExamplesScenario:
         self.route = route
         self.fail_once = set(fail_once)
 
-    def initial_state(self, workflow_version: str) -> dict[str, Any]:
+    def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
         return example_state(workflow_version or "1.2.0")
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,7 +70,7 @@ class ExamplesScenario:
     def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
         return self.route
 
-    def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]:
+    def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
         return {**example_state(target_version), "research_route": self.route}
 
     def author(self, ctx: Any) -> str:

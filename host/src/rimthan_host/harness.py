@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.run import has_own_examples
 
 from .confirmations import ConfirmedStateBook
 from .files import WrittenFile
@@ -74,6 +75,7 @@ class AuthorContext:
     attempt: int
     findings: Sequence[Mapping[str, Any]]
     written: Mapping[str, WrittenFile]
+    workflow: str = ""  # the run's workflow id
 
 
 @dataclass(frozen=True)
@@ -97,13 +99,15 @@ class Review:
 class Scenario(Protocol):
     """The user's answers and the scripted authoring and reviews a model would otherwise do."""
 
-    def initial_state(self, workflow_version: str) -> dict[str, Any]: ...
+    def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]: ...
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
 
     def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any: ...
 
-    def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]: ...
+    def migration_state(
+        self, values: Mapping[str, Any], target_version: str, *, workflow: str = ""
+    ) -> dict[str, Any]: ...
 
     def author(self, ctx: AuthorContext) -> str: ...
 
@@ -113,8 +117,11 @@ class Scenario(Protocol):
 class CatalogueExamples:
     """A :class:`Scenario` built from the example files a catalogue ships under ``examples/``.
 
-    ``examples/confirmed-state.json`` holds the values the example decision
-    owner confirms; ``examples/<artifact-id>.json|md`` the artifact text. The
+    ``examples`` maps each workflow version to its catalogue's examples
+    folder. A workflow's examples are those of ``<folder>/<workflow-id>/``
+    when that holds a file, else of the folder itself (the packager's rule,
+    ``has_own_examples``): ``confirmed-state.json`` holds the values the
+    example decision owner confirms; ``<artifact-id>.json|md`` the artifact text. The
     scripted validators re-hash every artifact on disk (a changed file fails
     them) and the ones named in ``fail_once`` (id or ``id@version``) fail
     once, to exercise the repair loop.
@@ -124,14 +131,21 @@ class CatalogueExamples:
         self.examples = {version: Path(path) for version, path in examples.items()}
         self.route = route
         self.fail_once = set(fail_once)
+        self._folders: dict[tuple[str, str], Path] = {}
 
-    def _dir(self, version: str) -> Path:
+    def _dir(self, version: str, workflow: str) -> Path:
+        """The folder of ``workflow``'s examples at ``version``: its own, when it holds a file, else the shared one."""
         if version not in self.examples:
             raise HarnessError(f"no examples for workflow version {version!r}")
-        return self.examples[version]
+        if (version, workflow) not in self._folders:
+            root = self.examples[version]
+            files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+            own = bool(workflow) and has_own_examples(workflow, files)
+            self._folders[version, workflow] = root / workflow if own else root
+        return self._folders[version, workflow]
 
-    def initial_state(self, workflow_version: str) -> dict[str, Any]:
-        value = json.loads((self._dir(workflow_version) / "confirmed-state.json").read_text("utf-8"))
+    def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
+        value = json.loads((self._dir(workflow_version, workflow) / "confirmed-state.json").read_text("utf-8"))
         return dict(value.get("state", value)) if "state" in value and "confirmations" in value else dict(value)
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -142,13 +156,13 @@ class CatalogueExamples:
             raise HarnessError(f"no scripted answer for {question['field']!r}")
         return self.route
 
-    def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]:
-        state = self.initial_state(target_version)
+    def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
+        state = self.initial_state(target_version, workflow=workflow)
         return {**state, "research_route": values["research_route"]} if "research_route" in values else state
 
     def author(self, ctx: AuthorContext) -> str:
         ext = "json" if ctx.output["media_type"] == "application/json" else "md"
-        return (self._dir(ctx.workflow_version) / f"{ctx.output['id']}.{ext}").read_text("utf-8")
+        return (self._dir(ctx.workflow_version, ctx.workflow) / f"{ctx.output['id']}.{ext}").read_text("utf-8")
 
     def review(self, ctx: ReviewContext) -> Review:
         changed = [
@@ -241,7 +255,7 @@ class WorkflowHarness:
         is started or logged).
         """
         version = initial_version or workflow_version or await self.session.newest_version(workflow)
-        values = self.scenario.initial_state(version)
+        values = self.scenario.initial_state(version, workflow=workflow)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
 
     async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:
@@ -283,7 +297,7 @@ class WorkflowHarness:
         for attempt in range(self.max_repairs + 1):
             if attempt:
                 self._emit(HarnessEvent("repair", f"repairing {step['id']} after {len(findings)} finding(s)"))
-            artifacts = self._produce(step, result.workflow_version, attempt, findings)
+            artifacts = self._produce(step, result, attempt, findings)
             prepared = await self.session.prepare(artifacts)
             if prepared.status == "deterministic_validation_failed":
                 raise HarnessError(f"step {step['id']}: deterministic validation failed: {_lines(prepared)}")
@@ -302,18 +316,19 @@ class WorkflowHarness:
         The target state comes from the scenario and every field is confirmed
         afresh: the user re-confirms the whole state for the target release.
         """
-        values = self.scenario.migration_state(self.state.values, target_version)
+        values = self.scenario.migration_state(self.state.values, target_version, workflow=result.workflow)
         return await self.session.migrate(target_release, values, confirm=confirm)
 
     def _produce(
-        self, step: Mapping[str, Any], version: str, attempt: int, findings: Sequence[Mapping[str, Any]]
+        self, step: Mapping[str, Any], result: RunResult, attempt: int, findings: Sequence[Mapping[str, Any]]
     ) -> list[WrittenFile]:
         if step["id"] == SETUP_STEP:
             return [self.session.set_up_workspace()]
         out = []
         for output in step["outputs"]:
+            values, written = dict(self.state.values), dict(self.record.written)
             ctx = AuthorContext(
-                version, step["id"], output, dict(self.state.values), attempt, findings, dict(self.record.written)
+                result.workflow_version, step["id"], output, values, attempt, findings, written, result.workflow
             )
             out.append(self.session.write_output(output, self.scenario.author(ctx)))
         return out

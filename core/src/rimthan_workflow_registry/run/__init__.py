@@ -47,7 +47,7 @@ from rimthan_workflow_registry.lazy_exports import first_use_getattr
 if TYPE_CHECKING:
     from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
     from rimthan_workflow_registry.run.audit import LoggedToken, RunAuditError, audit_run, describe, read_log
-    from rimthan_workflow_registry.run.catalogue_examples import check_examples
+    from rimthan_workflow_registry.run.catalogue_examples import check_examples, has_own_examples
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
         Checkpoint,
@@ -135,6 +135,7 @@ __all__ = [
     "describe_available",
     "ending_of",
     "harness_adapter",
+    "has_own_examples",
     "host_blockers",
     "input_digest",
     "issue_bundle",
@@ -195,6 +196,7 @@ _HOME = {
     "describe_available": "rimthan_workflow_registry.run.requirements",
     "ending_of": "rimthan_workflow_registry.run.run_ending",
     "harness_adapter": "rimthan_workflow_registry.run.host_binding",
+    "has_own_examples": "rimthan_workflow_registry.run.catalogue_examples",
     "host_blockers": "rimthan_workflow_registry.run.host_binding",
     "input_digest": "rimthan_workflow_registry.run.validation_bundle",
     "issue_bundle": "rimthan_workflow_registry.run.validation_bundle",
