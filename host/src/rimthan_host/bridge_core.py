@@ -109,7 +109,7 @@ class BridgeCore:
         session = self.session
         if session.prepared is not None and session.prepared.pending:
             return validators_waiting(session, [*lines, where(session)])
-        return await self.replies.describe(session, RunResult.of(session.result), lines, elicits=self.elicits)
+        return await self.replies.describe(session, session.position, lines, elicits=self.elicits)
 
     # -- shared ----------------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ class BridgeCore:
 
     def settle(self) -> None:
         """After each call: let another bridge take the project's runs once this one has no unfinished run."""
-        if self.session is None or self.session.result.get("status") == "completed":
+        if self.session is None or self.session.position.status == "completed":
             self.lock.release()
 
     def _claim(self, tool: str) -> Reply | None:
@@ -144,7 +144,7 @@ class BridgeCore:
         """The active run, if it can still move; else words saying how to get one."""
         if self.session is None:
             return self._no_run()
-        if self.session.result.get("status") == "completed":
+        if self.session.position.status == "completed":
             runs = known_runs(run_summaries(self.project_dir))
             return Reply(
                 f"Run {self.run_id} is complete; nothing more to do in it. {runs} Call start_run for a new run.",

@@ -32,7 +32,7 @@ class MigrationMoves(BridgeCore):
             return session
         offer = session.migration_offer
         if offer is None and not to_release:
-            return self._no_offer(session.offer_asked, session.step.get("id"))
+            return self._no_offer(session.offer_asked, session.position.step_id)
         target = to_release or ""
         if offer is not None:  # (none known, e.g. a run resumed at an ungated step: the verifier judges the named one)
             offered = str(offer_summary(offer)["to_release"])
@@ -68,7 +68,7 @@ class MigrationMoves(BridgeCore):
             refused = [k for k, a in got.items() if not a.confirmed]
             if refused or len(got) < len(asks):
                 said = got[refused[0]].said if refused else "cancel"
-                return self._not_migrated(said, refused[:1], session.step.get("id"), data)
+                return self._not_migrated(said, refused[:1], session.position.step_id, data)
             by = BY_ELICITATION
         migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated.status != "active":

@@ -38,11 +38,11 @@ class StepMoves(BridgeCore):
         session = self._running()
         if isinstance(session, Reply):
             return session
-        step = session.step
+        step = session.position.step
         if done is not None and done != step.get("id"):
             head = f"Nothing was done: step {quoted(done)} is not the step the run is at (step {step.get('id')})"
             return misplaced(session, f"{head}; it is done already, or not reached yet.")
-        if session.result.get("status") == "input_required":
+        if session.position.status == "input_required":
             return misplaced(session, "Nothing was done: the step is waiting for an answer first.")
         if done is None and not step.get("gated"):  # (it would move the run: a re-sent call must not move it twice)
             said = "Nothing was done: step_done on a step without files needs step, the id of the step you finished,"
@@ -63,7 +63,7 @@ class StepMoves(BridgeCore):
 
     async def _check(self, session: HostSession, lines: list[str]) -> Reply:
         """Read the step's files from disk and have the verifier check them; then its validators, if any."""
-        step = session.step
+        step = session.position.step
         problems = file_problems(session.files, step.get("outputs") or [])
         if problems:
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
@@ -186,8 +186,9 @@ class StepMoves(BridgeCore):
         session = self._running()
         if isinstance(session, Reply):
             return session
-        question = session.result.get("question")
-        if session.result.get("status") != "input_required" or not question:
+        position = session.position
+        question = position.question
+        if position.status != "input_required" or not question:
             return misplaced(session, "No question is waiting; nothing was recorded.")
         if field is not None and field != question["field"]:
             waits = question["field"]

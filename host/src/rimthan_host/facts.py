@@ -87,7 +87,7 @@ def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], f
     said = "; ".join(f"{f.get('code')}: {_refused_words(f)}" for f in failures)
     todo = _NAMES if any(_at_top(f) for f in failures) else "Ask the user for a value that fits"
     lines = [f"Nothing was recorded: the verifier refused the facts {quoted(', '.join(facts))} ({said}); the run "
-             f"stays at step {session.step.get('id')}. {todo}, then call step_done again with every fact in "
+             f"stays at step {session.position.step_id}. {todo}, then call step_done again with every fact in "
              "facts."]  # fmt: skip
     data = {"run": run_id_of(session), "status": "facts_refused", "failures": [str(f.get("code")) for f in failures]}
     return reply(lines, data, True)
@@ -101,7 +101,7 @@ async def record_facts(
     Or the reply saying why nothing was recorded: the person said no, or the
     verifier refused a value (the run stays where it is).
     """
-    step = session.step["id"]
+    step = session.position.step_id
     undone = f"nothing was recorded; the run stays at step {step}"
     by = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"))
     if isinstance(by, Reply):

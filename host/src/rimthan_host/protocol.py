@@ -219,7 +219,3 @@ def failure_lines(result: Mapping[str, Any]) -> str:
     """A result's failures as one line (``code: message; ...``)."""
     failures = result.get("failures") or []
     return "; ".join(f"{f['code']}: {f['message']}" for f in failures) or str(result.get("message"))
-
-
-def workflow_version(result: Mapping[str, Any]) -> str:
-    return str((result.get("workflow") or {}).get("version") or "")

@@ -81,7 +81,7 @@ class HostSession:
         self.state = ConfirmedStateBook(clock)
         self.record = RunRecord()
         self.run_log = run_log
-        self.result: dict[str, Any] = {}
+        self._result: dict[str, Any] = {}  # the verifier's result that placed the run, as sent (saved, resumed)
         self.prepared: Prepared | None = None
         self.existed_before: dict[str, bool] = {}
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
@@ -133,7 +133,7 @@ class HostSession:
         step = (result.get("step") or {}).get("id")
         new_step = bool(step) and (not self.record.steps_visited or self.record.steps_visited[-1] != step)
         existed = self._existence(result["step"]) if new_step else self.existed_before
-        position = result if result.get("step") or result["status"] == "completed" else self.result
+        position = result if result.get("step") or result["status"] == "completed" else self._result
         saved = _Saved(state, position, existed, self._evidence(result, accepted))
         try:
             self._log(result.get("checkpoint"), saved)
@@ -144,7 +144,7 @@ class HostSession:
 
     def _take(self, tool: str, result: dict[str, Any], saved: _Saved, new_step: str | None) -> None:
         """Make a logged move current: its state, position and outputs, what the record and events say."""
-        self.state, self.result, self.existed_before = saved.state, saved.position, saved.existed
+        self.state, self._result, self.existed_before = saved.state, saved.position, saved.existed
         self.evidence = saved.evidence
         step = (result.get("step") or {}).get("id")
         self.record.statuses.append((tool, result["status"], step))
@@ -195,7 +195,7 @@ class HostSession:
 
     @property
     def checkpoint(self) -> str:
-        token = self.result.get("checkpoint")
+        token = self._result.get("checkpoint")
         if not token:
             raise HarnessError("no run is in progress here")
         return str(token)
@@ -203,16 +203,27 @@ class HostSession:
     @property
     def release_digest(self) -> str:
         """The manifest digest of the run's release, as the verifier's last result names it."""
-        return str((self.result.get("release") or {}).get("manifest_digest") or "")
+        return str((self._result.get("release") or {}).get("manifest_digest") or "")
 
     @property
     def release_id(self) -> str:
         """The id of the run's release (``research-decision@1.3.0``), as the verifier's last result names it."""
-        return str((self.result.get("release") or {}).get("id") or "")
+        return str((self._result.get("release") or {}).get("id") or "")
+
+    @property
+    def position(self) -> RunResult:
+        """Where the run is: the verifier's last result that placed it (at a step, or completed), typed.
+
+        :class:`~rimthan_host.protocol.HarnessError` before any result did (no run is in progress here).
+        """
+        if "status" not in self._result:
+            raise HarnessError("no run is in progress here")
+        return RunResult.of(self._result)
 
     @property
     def step(self) -> Mapping[str, Any]:
-        return self.result.get("step") or {}
+        """The step the run is at, as the verifier's last result describes it (empty before there is one)."""
+        return self._result.get("step") or {}
 
     # -- start, continue, answer ----------------------------------------------------------
 
@@ -418,7 +429,7 @@ class HostSession:
         Nothing for a run the verifier never started. The state of the log's
         last line is kept alongside until ``token`` is logged too.
         """
-        self._save(token, _Saved(self.state, self.result, self.existed_before, self.evidence))
+        self._save(token, _Saved(self.state, self._result, self.existed_before, self.evidence))
 
     def _save(self, token: str | None, saved: _Saved) -> None:
         logged = self.record.checkpoints[-1] if self.record.checkpoints else None
@@ -475,7 +486,7 @@ class HostSession:
             return self._restore({**position, "checkpoint": token}, saved)
         if not asks_the_verifier(saved):
             raise PositionUnknown(run_log.run_id, saved.get("step"))
-        self.result = {"checkpoint": token}
+        self._result = {"checkpoint": token}
         result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
         if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
             self.existed_before = dict(saved.get("existed_before") or {})
@@ -484,7 +495,7 @@ class HostSession:
 
     def _restore(self, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
         """Make the saved result of the log's last checkpoint current, as if it had just been returned."""
-        self.result, self.existed_before = result, dict(saved.get("existed_before") or {})
+        self._result, self.existed_before = result, dict(saved.get("existed_before") or {})
         self.record.steps_visited.append(str(result["step"]["id"]))
         self._note_offer(result)
         self.offer_asked = self.migration_offer is not None  # none saved: not asked since this resume

@@ -18,7 +18,7 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode
 
 from .audit_command import audit_command
-from .protocol import ResourceReader, workflow_version
+from .protocol import ResourceReader
 from .results import RunResult
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
@@ -71,17 +71,17 @@ def run_id_of(session: HostSession) -> str:
 
 def where(session: HostSession) -> str:
     """One line: the run, its workflow and version, and its step."""
-    step = session.step
-    run = run_id_of(session)
-    return f"Run {run} ({workflow_version(session.result)}): step {step.get('id')} - {step.get('title')}."
+    position = session.position
+    step = position.step
+    return f"Run {run_id_of(session)} ({position.workflow_version}): step {step.get('id')} - {step.get('title')}."
 
 
 def misplaced(session: HostSession, what: str) -> Reply:
     """A move that does not fit where the run is: what was wrong and the one call to make next."""
     pending = session.prepared.pending if session.prepared is not None else []
-    step = session.step
-    lines = [what, next_call(session.result, pending), "(show_step repeats the step's instructions.)"]
-    data = {"run": run_id_of(session), "status": session.result.get("status"), "step": {"id": step.get("id")}}
+    position = session.position
+    lines = [what, next_call(position, pending), "(show_step repeats the step's instructions.)"]
+    data = {"run": run_id_of(session), "status": position.status, "step": {"id": position.step_id}}
     return Reply(scrub(" ".join(lines)), data, True)
 
 
@@ -95,7 +95,7 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
         waiting = ", ".join(f"{v['name']} (subagent {v['subagent']})" for v in named)
         lines += [f"Waiting for a verdict: {waiting}. show_step repeats their instructions."]
     else:
-        lines += validator_words(session.step, pending, files, session.state.values)
+        lines += validator_words(session.position.step, pending, files, session.state.values)
     data = {"run": run_id_of(session), "status": "validators_pending", "validators": named}
     return reply(lines, {**data, "files": [path for _, path in files]}, error)
 

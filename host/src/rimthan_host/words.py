@@ -23,6 +23,7 @@ from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
 from .files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
+from .results import RunResult
 from .runlog import RunSummary
 from .schemas import OutputSchema
 
@@ -132,12 +133,11 @@ def validator_words(
     return lines
 
 
-def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -> str:
+def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]]) -> str:
     """The one call to make next where the run is, in one sentence (after a move that did not fit)."""
-    question = result.get("question")
-    step = result.get("step") or {}
+    question, step = position.question, position.step
     files = ", ".join(str(o["path"]) for o in step.get("outputs") or [])
-    if result.get("status") == "input_required" and question:
+    if position.status == "input_required" and question:
         choices = ", ".join(str(c) for c in question.get("choices") or [])
         return (
             f"The run waits for the user's answer to: {question['prompt']} ({choices}); call answer_question with "
@@ -146,7 +146,7 @@ def next_call(result: Mapping[str, Any], pending: Sequence[Mapping[str, Any]]) -
     if pending:
         names = ", ".join(f"{s['validator_id']} (subagent {s['subagent']})" for s in pending)
         return f"Waiting for a verdict: {names}; call record_verdict for each."
-    if step.get("gated") and result.get("status") == "validation_failed":
+    if step.get("gated") and position.status == "validation_failed":
         return f"Fix this step's files ({files}) as the findings said, then call step_done."
     if step.get("gated"):
         return f"This step's files have not been checked yet: write {files}, then call step_done."
