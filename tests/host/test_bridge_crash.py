@@ -22,7 +22,7 @@ import anyio
 import pytest
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
-from support.bridge import audited_only_run, drive, refused, verifier_pids
+from support.bridge import as_an_older_bridge_saved, audited_only_run, drive, refused, verifier_pids
 from support.servers import ServerWorld, build_world
 
 
@@ -152,3 +152,37 @@ def test_a_verifier_killed_at_an_ungated_step_costs_no_step(world: ServerWorld, 
     model, state = drive(world, tmp_path, script)
     history = audited_only_run(model.project, state)
     assert history["steps"][:5] == ["setup-workspace", "interview", "confirm-contract", "select-route", "desk-research"]
+
+
+def test_a_resume_refused_after_the_verifier_restarted_gives_the_refusals_code_in_words_and_data(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The verifier killed at an ungated step whose state keeps no result for it (an older bridge's): the restart
+    works, the resume is refused (``run_position_unknown``). Before, the words led with ``(verifier_lost)`` and
+    "make it again if it still fits where the run is", while data.code said run_position_unknown and no run was
+    active."""
+    state_dir = tmp_path / "state"
+
+    async def script(model: StandIn) -> None:
+        started = await model.start()
+        run = started.data["run"]
+        log = RunLog(model.project, run)
+        as_an_older_bridge_saved(model.project, run)
+        logged = log.tokens()
+        (child,) = verifier_pids(state_dir)
+        os.kill(child, signal.SIGKILL)
+        retry = await model.call("step_done", {"step": "interview"})
+        assert retry.is_error and retry.data["code"] == "run_position_unknown", retry.data
+        assert retry.data["reconnected"] is True and retry.data["step"] == {"id": "interview"}, retry.data
+        assert "verifier_lost" not in retry.text and "make it again" not in retry.text, retry.text
+        first, then = retry.text.split("\n")
+        refused(retry, "The verifier had stopped during step_done; the bridge restarted it and reconnected, but "
+                f"step_done did not go through and the run was not picked up again. Run {run} was not resumed "
+                "(run_position_unknown)")  # fmt: skip
+        assert "(run_position_unknown)" in first and then.startswith("next: ") and "new_run true" in then, retry.text
+        assert (await model.call("show_step")).is_error  # no run was made active
+        assert log.tokens() == logged and verifier_pids(state_dir) not in ([], [child])
+        fresh = await model.call("start_run", {"workflow": "research", "facts": {}, "new_run": True})
+        assert fresh.data["status"] == "blocked", fresh.text  # the restarted verifier answers
+
+    drive(world, tmp_path, script)

@@ -9,7 +9,6 @@ audited with ``rimthan-mcp audit`` after.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 from rimthan_host.runlog import MAX_POSITION_BYTES, RunLog
-from support.bridge import audit, bridge_params, stand_in
+from support.bridge import as_an_older_bridge_saved, audit, bridge_params, stand_in
 from support.releases import build_release, packaged_source
 from support.servers import ServerWorld, build_world
 
@@ -93,11 +92,7 @@ def test_a_state_saved_without_the_ungated_steps_result_refuses_the_resume_and_s
     project.mkdir()
     run = anyio.run(_start_at_interview, project, world, state)
     log = RunLog(project, run)
-    document = json.loads(log.state_path.read_text("ascii"))
-    for entry in document["states"]:
-        entry.pop("position", None)
-        entry.pop("gated", None)
-    log.state_path.write_text(json.dumps(document), "ascii")
+    as_an_older_bridge_saved(project, run)
     logged = log.tokens()
 
     async def resume() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from rimthan_host.tools import TOOLS
 
@@ -29,6 +30,16 @@ from support.servers import ServerWorld, server_env
 
 BIN = Path(sys.executable).parent
 TOOL_NAMES = tuple(t.name for t in TOOLS)
+
+
+def as_an_older_bridge_saved(project: Path, run: str) -> None:
+    """Strip ``run``'s state file of what an older bridge did not keep: each step's result and its gated mark."""
+    path = RunLog(project, run).state_path
+    document = json.loads(path.read_text("ascii"))
+    for entry in document["states"]:
+        entry.pop("position", None)
+        entry.pop("gated", None)
+    path.write_text(json.dumps(document), "ascii")
 
 
 def verifier_args(world: ServerWorld, state: Path) -> list[str]:

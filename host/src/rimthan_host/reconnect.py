@@ -3,7 +3,8 @@
 The move that was cut off may have left the session half-way (a checkpoint
 the log never got), so the session is dropped and the run goes on from its
 log and the state saved for the log's last checkpoint - the same path as
-``resume_run`` after a crash. A verifier at a URL is not the bridge's to
+``resume_run`` after a crash; if that resume is refused (``run_position_unknown``...), the refusal is the
+reply, its code the one the words and the data give. A verifier at a URL is not the bridge's to
 restart: the model is told it is unreachable and how to go on once it is back.
 """
 
@@ -42,8 +43,23 @@ async def recover(bridge: Bridge, link: VerifierLink, tool: str, lost: VerifierL
         text = f"The verifier stopped during {tool} and did not come back after a restart ({lost.code.value}: "
         text += f"{again}); {retry}."
         return Reply(text, {"status": "verifier_unreachable", "run": run, **code}, True)
+    if bridge.session is None:
+        return resume_refused(tool, lost, resumed)
     head = (
         f"The verifier had stopped during {tool}; the bridge restarted it and reconnected ({lost.code.value}). "
         f"Your {tool} call did not go through: make it again if it still fits where the run is (below)."
     )
     return Reply(f"{head}\n{resumed.text}", {**code, **resumed.data, "reconnected": True}, True)
+
+
+def resume_refused(tool: str, lost: VerifierLost, refusal: Reply) -> Reply:
+    """The verifier restarted, but the resume after it was refused (no run is active): the refusal is what to act on.
+
+    Its first line names the refusal's code, the code its data gives (``verifier_lost`` only for a refusal that has
+    none), and says the verifier was restarted; its ``next:`` is the refusal's."""
+    said = "" if "code" in refusal.data else f" ({lost.code.value})"
+    head = (
+        f"The verifier had stopped during {tool}{said}; the bridge restarted it and reconnected, but {tool} did not "
+        "go through and the run was not picked up again."
+    )
+    return Reply(f"{head} {refusal.text}", {"code": lost.code.value, **refusal.data, "reconnected": True}, True)
