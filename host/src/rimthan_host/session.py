@@ -212,10 +212,7 @@ class HostSession:
 
     @property
     def position(self) -> RunResult:
-        """Where the run is: the verifier's last result that placed it (at a step, or completed), typed.
-
-        :class:`~rimthan_host.protocol.HarnessError` before any result did (no run is in progress here).
-        """
+        """Where the run is: the last result that placed it (at a step, or completed); HarnessError before one."""
         if "status" not in self._result:
             raise HarnessError("no run is in progress here")
         return RunResult.of(self._result)
