@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.bridge import Bridge
 from rimthan_host.bridge_server import create_bridge_server
-from rimthan_host.protocol import SUBMIT, client_caller, client_reader
+from rimthan_host.protocol import SUBMIT, HostProfile, client_caller, client_reader
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS, MAX_VALIDATOR_REPORTS_BYTES
 from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
@@ -210,3 +210,38 @@ def test_a_repair_that_changes_a_file_is_judged_by_every_validator_again_as_the_
         assert final.data["status"] == "completed"
 
     drive(world, tmp_path, script)
+
+
+def test_a_workspace_the_verifier_refuses_at_setup_names_the_run_its_codes_and_how_to_go_on(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A host whose policy protects where setup delivers (``.claude/*``): the verifier refuses the workspace the
+    bridge set up. The reply is the one a refused step's files get (the same helper): the refusals by file, the
+    run and the codes as data, what to do. Before, "Setting up the workspace failed:" and the codes in words
+    only, data ``{"status": ...}`` alone, nothing to do next, and the run left active at a step only the bridge
+    does (resume_run of it only showed it again)."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    verifier = StdioServerParameters(command=str(BIN / "rimthan-mcp"), args=["serve", *verifier_args(world, state)])
+    host = HostProfile(writable_paths=(".rimthan/*", "research/*"), protected_paths=(".git/*", ".claude/*"))
+
+    async def go() -> StandIn:
+        async with Client(verifier, mode="legacy") as to_verifier:
+            bridge = Bridge(client_caller(to_verifier), project_dir=project, host=host)
+            async with Client(create_bridge_server(bridge), mode="legacy") as client:
+                model = stand_in(client, project)
+                setup = await model.start()
+                run = str(setup.data.get("run"))
+                waits = f"run {run} waits at its setup step"
+                again = f"resume_run {run} sets the workspace up again"
+                refused(setup, "Setting up the workspace failed.", "The verifier refused the files:", waits, again)
+                assert setup.data["status"] == "deterministic_validation_failed", setup.data
+                assert setup.data["failures"] and all(setup.data["failures"]), setup.data
+                assert f"- {setup.data['failures'][0]}" in setup.text, setup.text
+                assert (await model.call("show_step")).is_error  # no run is active: resume_run sets it up again
+                retried = await model.call("resume_run", {"run": run})
+                assert retried.data == setup.data and retried.is_error, retried.text  # set up again, refused again
+                return model
+
+    model = anyio.run(go)
+    check_replies(model)

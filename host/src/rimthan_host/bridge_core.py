@@ -19,14 +19,13 @@ from .protocol import (
     ResourceReader,
     ToolCaller,
 )
-from .results import RunResult
+from .results import RunResult, ValidationRound
 from .runlog import RunLog, RunSummary, run_summaries
 from .session import HostSession
-from .step_replies import Reply, StepReplies, validators_waiting, where
+from .step_replies import Reply, StepReplies, files_refused, validators_waiting, where
 from .words import (
     busy_words,
     failed_words,
-    failure_words,
     installed_words,
     known_runs,
     no_run_words,
@@ -182,11 +181,21 @@ class BridgeCore:
                 return self._not_set_up(exc)
             prepared = await session.prepare([manifest])
             if not prepared.ready:
-                text = "\n".join(["Setting up the workspace failed:", *failure_words(prepared.failures)])
-                return Reply(text, {"status": prepared.status}, True)
+                return self._setup_refused(session, prepared)
             result = await session.submit()
             lines.append(installed_words(json.loads(manifest.text)["delivered"]))
         return await self.replies.describe(session, result, lines, elicits=self.elicits)
+
+    def _setup_refused(self, session: HostSession, refused: ValidationRound) -> Reply:
+        """The verifier refused the workspace the bridge set up: the run waits at setup, to be resumed once fixed."""
+        run = self.run_id
+        todo = (
+            f"Tell the user what the verifier refused; run {run} waits at its setup step, and once that is fixed, "
+            f"resume_run {run} sets the workspace up again."
+        )
+        said = files_refused(session, refused, ["Setting up the workspace failed."], todo, {})
+        self.session = None  # resume_run picks the run up from its log and sets the workspace up again
+        return said
 
     def _not_set_up(self, clash: AssetClash) -> Reply:
         """Setup refused before a file was written: the run waits at setup, to be resumed once the files moved."""

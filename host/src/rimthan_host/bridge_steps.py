@@ -17,13 +17,13 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, restore_subagents
 from .facts import record_facts
 from .file_digests import check_named_files
-from .outputs import changed_files, file_problems, refusal_words
+from .outputs import changed_files, file_problems
 from .protocol import (
     ToolRefused,
 )
 from .reports import refused_report
 from .session import HostSession
-from .step_replies import Reply, failure_codes, misplaced, reply, validators_waiting
+from .step_replies import Reply, files_refused, misplaced, reply, validators_waiting
 from .words import (
     refusal_reason,
 )
@@ -79,17 +79,11 @@ class StepMoves(BridgeCore):
             return reply(lines, data, True)
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
         prepared_result = await session.prepare(session.read_outputs())
-        if prepared_result.status == "deterministic_validation_failed":
-            schemas = {
-                p: s.path
-                for p, s in (await self.replies.output_schemas(session, step, self._release_id())).items()
-                if s.path
-            }
-            lines += ["The verifier refused the files:"]
-            lines += refusal_words(prepared_result.failures, step.get("outputs") or [], schemas)
-            lines.append("Fix the files, then call step_done again; the run waits at this step.")
-            failures = failure_codes(prepared_result.failures)
-            return reply(lines, {"run": self.run_id, "status": prepared_result.status, "failures": failures}, True)
+        if not prepared_result.ready:
+            copies = await self.replies.output_schemas(session, step, self._release_id())
+            schemas = {p: s.path for p, s in copies.items() if s.path}
+            todo = "Fix the files, then call step_done again; the run waits at this step."
+            return files_refused(session, prepared_result, lines, todo, schemas)
         if not prepared_result.validators:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
         try:

@@ -18,8 +18,9 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode
 
 from .audit_command import audit_command
+from .outputs import refusal_words
 from .protocol import ResourceReader
-from .results import RunResult
+from .results import RunResult, ValidationRound
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
 from .words import (
@@ -83,6 +84,17 @@ def misplaced(session: HostSession, what: str) -> Reply:
     lines = [what, next_call(position, pending), "(show_step repeats the step's instructions.)"]
     data = {"run": run_id_of(session), "status": position.status, "step": {"id": position.step_id}}
     return Reply(scrub(" ".join(lines)), data, True)
+
+
+def files_refused(
+    session: HostSession, refused: ValidationRound, lines: list[str], todo: str, schemas: Mapping[str, str]
+) -> Reply:
+    """A round the verifier refused (``deterministic_validation_failed``): its refusals grouped by file (with the
+    copy of each file's JSON Schema in ``schemas``, by path), then ``todo``; the refusals' codes as data."""
+    outputs = session.position.step.get("outputs") or []
+    lines = [*lines, "The verifier refused the files:", *refusal_words(refused.failures, outputs, schemas), todo]
+    data = {"run": run_id_of(session), "status": refused.status, "failures": failure_codes(refused.failures)}
+    return reply(lines, data, True)
 
 
 def validators_waiting(session: HostSession, lines: list[str], *, error: bool = False) -> Reply:
