@@ -3,8 +3,8 @@
 A real ``rimthan-mcp serve --transport http`` sits behind the garbling
 verifier (``tests/support/garbling_verifier.py``), which rewrites the setup
 step it shows: an asset's install path, or the workspace manifest's path. A
-real verifier refuses such paths at ``start_workflow`` against the host's
-repository policy (``repository_policy_conflict``); the bridge, told them by
+real verifier refuses such paths at setup against the host's repository
+policy (``repository_policy_conflict``, once written); the bridge, told them by
 a verifier it cannot vouch for, must not write there either: not outside its
 own policy, not into what it protects, and never over its own run files.
 """

@@ -212,14 +212,12 @@ def test_a_repair_that_changes_a_file_is_judged_by_every_validator_again_as_the_
     drive(world, tmp_path, script)
 
 
-def test_a_workspace_the_verifier_refuses_at_setup_names_the_run_its_codes_and_how_to_go_on(
+def test_a_setup_outside_the_bridges_own_policy_names_the_policy_and_the_run_and_writes_nothing(
     world: ServerWorld, tmp_path: Path
 ) -> None:
-    """A host whose policy protects where setup delivers (``.claude/*``): the verifier refuses the workspace the
-    bridge set up. The reply is the one a refused step's files get (the same helper): the refusals by file, the
-    run and the codes as data, what to do. Before, "Setting up the workspace failed:" and the codes in words
-    only, data ``{"status": ...}`` alone, nothing to do next, and the run left active at a step only the bridge
-    does (resume_run of it only showed it again)."""
+    """A host whose policy protects where setup delivers (``.claude/*``): the bridge checks the paths against its
+    own policy before it writes (the verifier would refuse them only once written), says it is its policy to
+    change (not the verifier to check, as it first did), and sets the run aside: resume_run sets it up again."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
     verifier = StdioServerParameters(command=str(BIN / "rimthan-mcp"), args=["serve", *verifier_args(world, state)])
@@ -231,16 +229,19 @@ def test_a_workspace_the_verifier_refuses_at_setup_names_the_run_its_codes_and_h
             async with Client(create_bridge_server(bridge), mode="legacy") as client:
                 model = stand_in(client, project)
                 setup = await model.start()
-                run = str(setup.data.get("run"))
-                waits = f"run {run} waits at its setup step"
-                again = f"resume_run {run} sets the workspace up again"
-                refused(setup, "Setting up the workspace failed.", "The verifier refused the files:", waits, again)
-                assert setup.data["status"] == "deterministic_validation_failed", setup.data
-                assert setup.data["failures"] and all(setup.data["failures"]), setup.data
-                assert f"- {setup.data['failures'][0]}" in setup.text, setup.text
+                run = str(setup.data["run"])
+                refused(
+                    setup,
+                    "The workspace was not set up and nothing was written (repository_policy_conflict)",
+                    "- .claude/agents/decision-critic.md: protected by this bridge's repository policy (.claude/*)",
+                    "this bridge's repository policy (its HostProfile's writable_paths and protected_paths)",
+                    f"resume_run {run}",
+                )
+                assert "check that the bridge's verifier" not in setup.text, setup.text
+                assert not (project / ".claude").exists()
                 assert (await model.call("show_step")).is_error  # no run is active: resume_run sets it up again
                 retried = await model.call("resume_run", {"run": run})
-                assert retried.data == setup.data and retried.is_error, retried.text  # set up again, refused again
+                assert retried.is_error and "repository_policy_conflict" in retried.text, retried.text
                 return model
 
     model = anyio.run(go)

@@ -2,8 +2,8 @@
 
 Setup writes each asset at the install path the verifier's step names and
 the workspace manifest at the path of the step's output. A rimthan-mcp
-verifier refuses a run whose paths the host's repository policy forbids
-(``repository_policy_conflict`` at ``start_workflow``), but the bridge cannot
+verifier refuses a setup whose paths the host's repository policy forbids
+(``repository_policy_conflict``), but only after the bridge wrote them, and the bridge cannot
 vouch for the verifier it talks to (a URL, a proxy, a stand-in): it checks
 every such path against the policy it sent and against its own files
 (``.rimthan/runs``, the delivery record and its texts, schema copies, the
@@ -35,6 +35,15 @@ OWN_DIRS = (RUNS_DIR.as_posix(), STORE_DIR, SCHEMA_DIR)
 OWN_FILES = (RECORD_PATH, f"{RECORD_PATH}.tmp", LOCK_PATH.as_posix())
 
 
+_BY_POLICY = "this bridge's repository policy"  # in every refusal the policy gives (see refusal)
+_POLICY = (
+    "The release delivers where this bridge's repository policy (its HostProfile's writable_paths and "
+    "protected_paths) does not let it write: allow those paths, or run a release whose host adapter installs "
+    "elsewhere."
+)
+_VERIFIER = f"The bridge keeps these paths for itself; {CHECK_THE_VERIFIER}"
+
+
 def setup_paths(step: Mapping[str, Any]) -> list[str]:
     """Every path the setup step has the bridge write: its assets' install paths and its outputs' paths."""
     return [str(a["install_path"]) for a in step["host_assets"]] + [str(o["path"]) for o in step["outputs"]]
@@ -52,15 +61,16 @@ def refusal(host: HostProfile, path: str) -> str | None:
         return "the bridge's own file"
     policy = host.to_json()["repository_policy"]
     why = policy_refusal(policy, normal) or policy_refusal({**policy, "writable_paths": ["*"]}, folded)
-    return None if why is None else why.replace("the repository policy", "this bridge's repository policy")
+    return None if why is None else why.replace("the repository policy", _BY_POLICY)
 
 
 def check_targets(host: HostProfile, paths: Iterable[str]) -> None:
     """:class:`AssetClash` naming each of ``paths`` the bridge does not write (:func:`refusal`); nothing written."""
-    refused = [f"- {quoted(p)}: {why}" for p in dict.fromkeys(paths) if (why := refusal(host, p)) is not None]
-    if refused:
+    whys = {p: why for p in dict.fromkeys(paths) if (why := refusal(host, p)) is not None}
+    if whys:
+        refused = [f"- {quoted(p)}: {why}" for p, why in whys.items()]
+        only_policy = all(_BY_POLICY in why for why in whys.values())
         raise AssetClash(
             "The workspace was not set up and nothing was written (repository_policy_conflict): the verifier named "
-            "paths the bridge does not write:\n" + "\n".join(refused) + "\nA rimthan-mcp verifier refuses such "
-            f"paths at start; {CHECK_THE_VERIFIER}"
+            "paths the bridge does not write:\n" + "\n".join(refused) + "\n" + (_POLICY if only_policy else _VERIFIER)
         )
