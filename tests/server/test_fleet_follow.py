@@ -15,14 +15,24 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rimthan_workflow_registry.release import open_registry, verify_release
 from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference
 from rimthan_workflow_registry.release.trust import load_trust
-from support.hostile_registry import endless_pages, send_json, send_raw, start_hostile
+from support.hostile_registry import (
+    HostileRegistry,
+    endless_pages,
+    forward,
+    send_json,
+    send_raw,
+    start_hostile,
+)
 from support.oci import push, push_corrupt, put_raw_manifest
 from support.processes import HttpServer, http_server_process
 from support.refusals import Refusal, refusal
@@ -395,3 +405,72 @@ def test_a_local_file_error_escaping_the_sync_is_one_warning_then_one_info_line_
     assert failed["level"] == "warning" and "File name too long" in failed["exc"] and failed["next"], failed
     over = next(r for r in records if r["event"] == "sync no longer failing on a local file")
     assert over["level"] == "info" and over["was"] == "ENAMETOOLONG", over
+
+
+def test_a_registry_refusing_the_follower_s_credentials_is_said_as_such_in_the_log_refresh_and_healthz(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A follower whose credentials stopped working logged "registry unreachable" (with ``oci_unauthorized``) and
+    its SIGHUP ``refresh done`` said ``unchanged``, nothing rejected; ``/healthz`` said nothing. Now the refusal is
+    its own warning, said once, with where credentials come from; every refresh while it lasts says ``sync_failed``;
+    ``/healthz`` says it (code, since when) and still answers 200; its end is one info line."""
+    ref = registry.ref("rimthan/credentials")
+    push(packaged_releases["1.2.0"], ref, trust)
+    refusing = threading.Event()
+    proxy = start_hostile(lambda handler, proxy: _token_refused_while(refusing, handler, proxy, registry.host))
+    env = {**server_env(), "RIMTHAN_REGISTRY_USERNAME": "follower", "RIMTHAN_REGISTRY_PASSWORD": "revoked"}
+    argv = [RIMTHAN_MCP, "serve", "--releases-from", proxy.ref("rimthan/credentials"), "--plain-http",
+            "--releases-dir", tmp_path / "releases", "--trust", trust, "--state-dir", tmp_path / "state",
+            "--transport", "http", "--port", "0"]  # fmt: skip
+    try:
+        with http_server_process([str(a) for a in argv], env=env) as server:
+            health = server.url.replace("/mcp", "/healthz")
+            before = _health(health)
+            refusing.set()
+            for _ in range(3):
+                refresh(server)
+            during = _health(health)
+            refusing.clear()
+            refresh(server)
+            after = _health(health)
+            records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    finally:
+        proxy.stop()
+    said = [r for r in records if "credentials" in r["event"]]
+    assert [r["event"] for r in said] == [
+        "registry refused our credentials; serving what is held",
+        "registry accepts our credentials again",
+    ], said
+    refused, back = said
+    assert refused["level"] == "warning" and refused["error"]["code"] == "oci_unauthorized", refused
+    assert "token service refused the credentials" in refused["error"]["message"], refused
+    assert "RIMTHAN_REGISTRY_USERNAME" in refused["next"] and "config.json" in refused["next"], refused
+    assert back["level"] == "info" and back["was"] == "oci_unauthorized", back
+    assert not [r for r in records if "unreachable" in r["event"]], records
+    done = [r for r in records if r["event"] == "refresh done"]
+    failing, fine = done[-4:-1], done[-1]
+    assert all(r["level"] == "warning" and r["sync_failed"]["code"] == "oci_unauthorized" for r in failing), failing
+    assert len({r["sync_failed"]["since"] for r in failing}) == 1, failing  # since the first failed sync
+    assert "sync_failed" not in fine and fine["level"] == "info", fine
+    assert before == {"status": "serving", "active": ["research-decision@1.2.0"], "sync_failed": None}, before
+    assert during["active"] == ["research-decision@1.2.0"], during
+    assert during["sync_failed"] == failing[0]["sync_failed"], during
+    assert after["sync_failed"] is None, after
+
+
+def _token_refused_while(refusing: threading.Event, handler: Any, proxy: HostileRegistry, upstream: str) -> None:
+    """The registry at ``upstream`` while ``refusing`` is clear; else one whose token service refuses every login."""
+    if not refusing.is_set():
+        forward(handler, proxy, upstream)
+    elif handler.path.startswith("/token"):
+        send_json(handler, {"errors": [{"code": "UNAUTHORIZED"}]}, status=401)
+    else:
+        challenge = f'Bearer realm="http://{proxy.host}/token",service="x",scope="repository:rimthan/credentials:pull"'
+        send_json(handler, {}, status=401, headers={"WWW-Authenticate": challenge})
+
+
+def _health(url: str) -> Any:
+    """``GET /healthz``: its JSON answer (a status other than 200 fails the test)."""
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        assert answer.status == 200
+        return json.loads(answer.read())

@@ -362,6 +362,7 @@ def serve(
     provider.trust_path = trust  # every refresh re-reads it
     if follower is not None:
         provider.before_refresh = follower.sync
+        provider.sync_failure = follower.failure
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
     for rejection in provider.start_rejections:

@@ -15,9 +15,11 @@ refresh re-reads ``--trust`` before the follower pulls, and hands it the
 store: a key added may vouch for a publish refused before). A registry that cannot be reached, or a
 releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
 ever renamed into place), is logged and the replica keeps serving what it holds (a registry
-that stays unreachable, a pull that keeps failing, or a local file error escaping the sync, is warned of once
-per kind, its end said in one info line: :mod:`.recurring`); so is a registry that breaks a
-bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
+that stays unreachable, one that refuses our credentials (``oci_unauthorized``: its own line, with where
+credentials come from), a pull that keeps failing, or a local file error escaping the sync, is warned of once
+per kind, its end said in one info line: :mod:`.recurring`); such a failure of the whole sync is also carried
+into the refresh result (``sync_failed``) and ``GET /healthz``, with since when syncs fail; so is a registry
+that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
 tries again. The releases directory is the follower's: a copy of a followed tag that no
@@ -58,7 +60,7 @@ from rimthan_workflow_registry.release import (
 from rimthan_workflow_registry.remediation import io_next_step, next_step
 
 from .logs import get_logger
-from .provider import Rejection
+from .provider import Rejection, SyncFailure
 from .recurring import Recurring
 from .release_scan import scan_releases
 from .trust_refresh import trust_changed
@@ -93,6 +95,14 @@ class RegistryFollower:
             _log, "registry unreachable; serving what is held", "registry still unreachable", "registry reachable again"
         )
     )
+    _credentials: Recurring = field(
+        default_factory=lambda: Recurring(
+            _log,
+            "registry refused our credentials; serving what is held",
+            "registry still refuses our credentials",
+            "registry accepts our credentials again",
+        )
+    )
     _disk: Recurring = field(
         default_factory=lambda: Recurring(
             _log,
@@ -103,6 +113,7 @@ class RegistryFollower:
     )
     _pulls: Recurring = field(default_factory=lambda: Recurring(_log, "pull failed; will retry", "pull still failing"))
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
+    _failure: SyncFailure | None = None  # why the last sync failed as a whole, since when (None: it did not)
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result).
@@ -117,18 +128,34 @@ class RegistryFollower:
                 self._sync_locked()
             except RegistryError as exc:
                 self._unreachable(exc)
+                self._sync_failed(exc)
             except OSError as exc:  # nothing a local file does (the releases directory, a Docker config) may stop a
                 # server holding a release; what the core's pull path did not say as io_error
                 kind = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
                 self._disk.failed(kind, {"exc": quoted(exc), "next": io_next_step(exc)})
+                self._sync_failed(RegistryError(FailureCode.IO_ERROR, quoted(exc), path=str(self.releases_dir)))
             else:
                 self._reached()
                 self._disk.over(releases=str(self.releases_dir))
+                self._failure = None
             return tuple(self._refused.values())
+
+    def failure(self) -> SyncFailure | None:
+        """Why the last sync failed as a whole, and since when syncs fail (None: the last sync did not fail)."""
+        return self._failure
+
+    def _sync_failed(self, exc: RegistryError) -> None:
+        since = self._failure.since if self._failure is not None else _utc_now()
+        self._failure = SyncFailure(exc.to_dict(), since)
 
     def _unreachable(self, exc: RegistryError) -> None:
         """One warning when the registry stops answering (or fails another way), silence while it stays so."""
         self.last_error = exc
+        if exc.code is FailureCode.OCI_UNAUTHORIZED:  # it answers, and refuses us: not an outage
+            self._outage.switched()
+            self._credentials.failed(exc.code.value, {"error": exc.to_dict(), "next": _credentials_step(exc)})
+            return
+        self._credentials.switched()
         step = _CHECK_REGISTRY if exc.code is FailureCode.OCI_REGISTRY_ERROR else next_step(exc)
         self._outage.failed(exc.code.value, {"error": exc.to_dict(), "next": step})
 
@@ -136,6 +163,7 @@ class RegistryFollower:
         """One info line when a registry that could not be reached answers again."""
         self.last_error = None
         self._outage.over(registry=str(self.ref))
+        self._credentials.over(registry=str(self.ref))
 
     def _retrust(self, trust: TrustStore) -> None:
         """Pull under ``trust`` from now on; a changed store forgets the manifests it refused, to try them again."""
@@ -228,6 +256,18 @@ class RegistryFollower:
         if self._refused.get(tag) != rejection:
             _log.warning("publish refused", extra={"reference": where, "error": exc.to_dict()})
         self._refused[tag] = rejection
+
+
+def _credentials_step(exc: RegistryError) -> str:
+    """Where the follower's credentials come from, and when it reads them again."""
+    return (
+        f"{next_step(exc)}; a running follower reads the Docker config file again at every refresh (SIGHUP), "
+        "the environment variables only when it starts"
+    )
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:

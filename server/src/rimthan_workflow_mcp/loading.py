@@ -128,11 +128,24 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class SyncFailure:
+    """Why a follower's last sync reached no release (the registry down or refusing us, a local file): its
+    error (code, message), and ``since``: when the syncs began failing (UTC, ISO 8601); what is held still serves."""
+
+    error: dict[str, Any]
+    since: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.error.get("code"), "message": self.error.get("message"), "since": self.since}
+
+
+@dataclass(frozen=True)
 class RefreshResult:
     """What one refresh did: ``activated`` a newer release, ``unchanged``, or ``rejected`` every candidate.
 
     ``active``/``previous`` name the first release activated (else the primary
-    catalogue's active release); ``activated`` lists every activation.
+    catalogue's active release); ``activated`` lists every activation;
+    ``sync_failed``: a follower's sync before this refresh failed (said only then).
     """
 
     outcome: Literal["activated", "unchanged", "rejected"]
@@ -141,9 +154,10 @@ class RefreshResult:
     previous: str | None = None
     rejected: tuple[Rejection, ...] = field(default_factory=tuple)
     activated: tuple[str, ...] = field(default_factory=tuple)
+    sync_failed: SyncFailure | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        said = {
             "outcome": self.outcome,
             "active": self.active,
             "active_digest": self.active_digest,
@@ -151,6 +165,7 @@ class RefreshResult:
             "activated": list(self.activated),
             "rejected": [r.to_dict() for r in self.rejected],
         }
+        return said if self.sync_failed is None else {**said, "sync_failed": self.sync_failed.to_dict()}
 
 
 def unverifiable(path: Path, exc: Exception) -> RegistryError:

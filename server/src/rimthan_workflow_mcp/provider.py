@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from .loading import (
     ModuleFactory,
     RefreshResult,
     Rejection,
+    SyncFailure,
     engine_module,
     load_release,
     unverifiable,
@@ -56,6 +58,7 @@ __all__ = [
     "RefreshResult",
     "Rejection",
     "ReleaseProvider",
+    "SyncFailure",
     "load_release",
     "newest_release_dir",
     "release_dir_version",
@@ -109,6 +112,8 @@ class ReleaseProvider:
         # new releases into releases_dir and returns the publishes it refused, which the refresh reports
         # (see follow.py)
         self.before_refresh: Callable[[TrustStore], tuple[Rejection, ...]] | None = None
+        # a follower's last sync failure (None: it reached the registry), for the refresh result and /healthz
+        self.sync_failure: Callable[[], SyncFailure | None] | None = None
 
     # -- construction -------------------------------------------------------------------
 
@@ -300,7 +305,8 @@ class ReleaseProvider:
 
         Blocking (it verifies releases); call it from a worker thread in async
         code. Logs one ``refresh done`` record: warning for a rejection (a
-        periodic rescan: only one not reported before), info for an activation
+        periodic rescan: only one not reported before) or, asked for, after a
+        follower's failed sync (``sync_failed``), info for an activation
         or an asked-for refresh (SIGHUP), debug for a periodic rescan that
         changed nothing, so ``--refresh-interval`` does not fill the log.
         """
@@ -313,7 +319,8 @@ class ReleaseProvider:
             if reloaded is not None:
                 self.trust, untrusted_store = reloaded
                 refused += untrusted_store
-            result = self._refresh_locked(refused)
+            failed = self.sync_failure() if self.sync_failure is not None else None
+            result = replace(self._refresh_locked(refused), sync_failed=failed)
             changed = trust_changed(before, self.trust)
             if changed:
                 self._looked_at.clear()  # an older release the old store refused may verify under this one
@@ -327,7 +334,7 @@ class ReleaseProvider:
             fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]
             self._reported.update((r.path, r.code) for r in result.rejected)
         asked = trigger != "interval"  # SIGHUP or a caller: the operator wants to hear the answer
-        if fresh or (asked and result.rejected):
+        if fresh or (asked and (result.rejected or result.sync_failed)):
             level = "warning"
         elif asked or result.outcome == "activated":
             level = "info"

@@ -33,6 +33,10 @@ class Recurring:
             return
         self.log.warning(self.started, extra=dict(extra))
 
+    def switched(self, key: str = "") -> None:
+        """The failure under ``key`` became one another :class:`Recurring` says: forget it, with no line."""
+        self._kinds.pop(key, None)
+
     def over(self, key: str = "", **extra: Any) -> None:
         """The failure under ``key`` is over: one info line (with ``was``: its kind), if there was one."""
         before = self._kinds.pop(key, None)
