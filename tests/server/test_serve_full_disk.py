@@ -86,6 +86,9 @@ def test_a_follower_whose_releases_directory_turns_read_only_or_fills_keeps_serv
             assert line["error"]["code"] == "io_error", line
             assert line["error"]["path"] == str(releases), line
             assert "Read-only file system" in line["error"]["message"], line
+            done = json.loads(wait_for(log, '"refresh done"', proc, mark))  # the refresh says so, not "unchanged" only
+            assert done["sync_failed"]["code"] == "io_error", done
+            assert "Read-only file system" in done["sync_failed"]["message"] and done["sync_failed"]["since"], done
             set_read_only(releases, False)
             filler = fill(disk)
             mark = _size(log)
@@ -94,7 +97,8 @@ def test_a_follower_whose_releases_directory_turns_read_only_or_fills_keeps_serv
             assert "No space left on device" in line["error"]["message"], line
             assert sorted(p.name for p in releases.iterdir()) == ["fill", "research-decision-1.2.0"]
             filler.unlink()
-            wait_for(log, '"active": "research-decision@1.3.0"', proc, mark)
+            activated = json.loads(wait_for(log, '"active": "research-decision@1.3.0"', proc, mark))
+            assert activated["event"] == "refresh done" and "sync_failed" not in activated, activated
             assert sorted(p.name for p in releases.iterdir()) == [
                 "research-decision-1.2.0",
                 "research-decision-1.3.0",

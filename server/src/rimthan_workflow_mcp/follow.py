@@ -17,7 +17,7 @@ releases directory that fills or turns read-only (``io_error``: nothing half-pul
 ever renamed into place), is logged and the replica keeps serving what it holds (a registry
 that stays unreachable, one that refuses our credentials (``oci_unauthorized``: its own line, with where
 credentials come from), a pull that keeps failing, or a local file error escaping the sync, is warned of once
-per kind, its end said in one info line: :mod:`.recurring`); such a failure of the whole sync is also carried
+per kind, its end said in one info line: :mod:`.recurring`); such a failure (of the sync, or a pull in it) is carried
 into the refresh result (``sync_failed``) and ``GET /healthz``, with since when syncs fail; so is a registry
 that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
@@ -113,7 +113,8 @@ class RegistryFollower:
     )
     _pulls: Recurring = field(default_factory=lambda: Recurring(_log, "pull failed; will retry", "pull still failing"))
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
-    _failure: SyncFailure | None = None  # why the last sync failed as a whole, since when (None: it did not)
+    _failure: SyncFailure | None = None  # why the last sync failed, since when (None: it did not)
+    _pull_failed_now: RegistryError | None = None  # a pull that failed in the sync under way
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result).
@@ -124,6 +125,7 @@ class RegistryFollower:
         with self._lock, registry_deadline(SYNC_DEADLINE):
             if trust is not None:
                 self._retrust(trust)
+            self._pull_failed_now = None
             try:
                 self._sync_locked()
             except RegistryError as exc:
@@ -137,12 +139,19 @@ class RegistryFollower:
             else:
                 self._reached()
                 self._disk.over(releases=str(self.releases_dir))
-                self._failure = None
+                self._settled()
             return tuple(self._refused.values())
 
     def failure(self) -> SyncFailure | None:
-        """Why the last sync failed as a whole, and since when syncs fail (None: the last sync did not fail)."""
+        """Why the last sync failed (as a whole, or a pull in it), and since when syncs fail (None: it did not)."""
         return self._failure
+
+    def _settled(self) -> None:
+        """A sync that reached the registry: failed still if a pull in it failed (a full disk), else not."""
+        if self._pull_failed_now is None:
+            self._failure = None
+        else:
+            self._sync_failed(self._pull_failed_now)
 
     def _sync_failed(self, exc: RegistryError) -> None:
         since = self._failure.since if self._failure is not None else _utc_now()
@@ -237,6 +246,7 @@ class RegistryFollower:
     def _pull_failed(self, tag: str, where: str, exc: RegistryError) -> None:
         """One warning per kind of failure (its code and next step: a full disk, a read-only one), not per refresh."""
         self._failed[tag] = exc
+        self._pull_failed_now = exc
         said = {"reference": where, "error": exc.to_dict(), "next": next_step(exc)}
         self._pulls.failed((exc.code.value, said["next"]), said, key=tag)
 

@@ -4,7 +4,7 @@ A replica listens only once it holds a verified release (``serve`` loads or
 pulls one before it binds, and refuses to start without one), so a replica
 that answers is serving: ``200`` with ``{"status": "serving", "active":
 [...]}``, the release each catalogue serves. A follower (``--releases-from``)
-adds ``sync_failed``: ``null``, or why its last sync failed as a whole
+adds ``sync_failed``: ``null``, or why its last sync failed (or a pull in it)
 (``code``, ``message``, ``since``: when syncs began failing), as information:
 it still answers ``200``, serving what it holds. After SIGTERM it stops
 listening at once (calls in flight are drained), so a check then fails to

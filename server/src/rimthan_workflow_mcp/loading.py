@@ -129,7 +129,7 @@ class Rejection:
 
 @dataclass(frozen=True)
 class SyncFailure:
-    """Why a follower's last sync reached no release (the registry down or refusing us, a local file): its
+    """Why a follower's last sync failed (the registry down or refusing us, a local file, a pull in it): its
     error (code, message), and ``since``: when the syncs began failing (UTC, ISO 8601); what is held still serves."""
 
     error: dict[str, Any]
