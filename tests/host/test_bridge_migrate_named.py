@@ -5,9 +5,11 @@ result on resume, with no call, so no offer is known); the operator installs 1.3
 migrate: ``migrate_run`` with ``to_release`` asks the verifier for the preview instead of answering
 "no newer release is offered".
 
-Right after ``start_run`` (its setup is a validated step's submit, whose result says nothing of an offer)
-the bridge does not know yet whether a newer release can take the run: ``migrate_run`` says so and when it
-will know, not "no newer release is offered" while the verifier holds one.
+Every result of a move says whether a newer release can take the run: ``start_run``'s (its setup is a
+validated step's submit) names the release the verifier holds, as a step without files does, and a resume
+keeps the offer saved with the run's last result. A resume whose saved result held none does not know yet
+whether a release installed since can take the run: ``migrate_run`` says so and when it will know, not
+"no newer release is offered" while the verifier holds one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
-from support.bridge import BIN, bridge_params, check_replies, refused, stand_in
+from support.bridge import BIN, bridge_params, check_replies, stand_in
 from support.servers import build_world, example_state
 
 
@@ -48,6 +50,9 @@ def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_p
     async def migrated() -> tuple[str, str]:
         async with Client(params) as client:
             await client.call_tool("resume_run", {})
+            unknown = _text(await client.call_tool("migrate_run", {"confirm": False}))
+            assert "the verifier has not said yet whether a newer release can take run" in unknown, unknown
+            assert "next move (step_done, answer_question" in unknown, unknown
             named = await client.call_tool("migrate_run", {"confirm": False, "to_release": "research-decision@1.3.0"})
             offered = await client.call_tool("migrate_run", {"confirm": False})
             return _text(named), _text(offered)
@@ -59,23 +64,22 @@ def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_p
     assert "no newer release is offered" not in offered, offered  # the preview made it the offer
 
 
-def test_right_after_start_run_or_a_resume_migrate_run_says_the_offer_is_not_known_yet_not_that_there_is_none(
+def test_start_run_says_the_offer_and_a_resume_keeps_the_one_saved(
     tmp_path: Path,
 ) -> None:
     world = build_world(tmp_path / "world")
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
-    not_yet = "the verifier has not said yet whether a newer release can take run"
 
     async def started(model: StandIn) -> None:
-        assert "migration" not in (await model.start()).data
+        assert (await model.start()).data["migration"]["to_release"] == "research-decision@1.3.0"
         early = await model.call("migrate_run", {"confirm": False})
-        refused(early, not_yet, "step_done")
-        assert "no newer release is offered" not in early.text and early.data["status"] == "no_offer"
+        assert early.data["status"] == "preview" and "restarts at setup-workspace" in early.text, early.text
 
     async def resumed(model: StandIn) -> None:  # a new bridge: the run shown from its log, no call made
         assert (await model.call("resume_run", {})).data["step"]["id"] == "interview"
-        refused(await model.call("migrate_run", {"confirm": False}), not_yet, "step_done")
+        kept = await model.call("migrate_run", {"confirm": False})  # the offer saved with the run's last result
+        assert kept.data["status"] == "preview" and "research-decision@1.3.0" in kept.text, kept.text
         interviewed = await model.call("step_done", {"step": "interview"})
         assert interviewed.data["migration"]["to_release"] == "research-decision@1.3.0", interviewed.text
         preview = await model.call("migrate_run", {"confirm": False})

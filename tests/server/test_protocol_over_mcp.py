@@ -52,9 +52,13 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
 
             # an explicit migration 1.2.0 -> 1.3.0: preview, confirm, finish on the new release
             migrating = harness(call, tmp_path / "migrating")
-            at_route = await migrating.run(
-                await migrating.start("research", initial_version="1.2.0"), until_step="select-route"
-            )
+            started = await migrating.start("research", initial_version="1.2.0")
+            # every result that starts or moves the run says the offer: start, then setup's submit
+            assert started.wire["migration"]["to"]["release"] == "research-decision@1.3.0"
+            at_interview = await migrating.run(started, until_step="interview")
+            assert migrating.record.statuses[-1][0].endswith("submit_step_validation")
+            assert at_interview.wire["migration"]["to"]["release"] == "research-decision@1.3.0"
+            at_route = await migrating.run(at_interview, until_step="select-route")
             # the server holds a migration target: continue results name it and what it needs
             offer = at_route.wire["migration"]
             assert offer["to"]["release"] == "research-decision@1.3.0" and offer["confirmed"] is False

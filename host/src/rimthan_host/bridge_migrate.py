@@ -76,19 +76,18 @@ class MigrationMoves(BridgeCore):
         return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])
 
     def _no_offer(self, asked: bool, step: object) -> Reply:
-        """migrate_run with no offer known: none (the verifier said so), or not asked yet (since start_run or a resume).
+        """migrate_run with no offer known: none (the verifier said so), or not asked yet (since a resume).
 
-        The verifier says whether a newer release can take the run only with a
-        ``continue_workflow`` result (a step without files done, a question
-        answered): start_run's setup and a validated step's submit do not say.
+        Every result of a move (start_run's, step_done's, answer_question's)
+        says whether a newer release can take the run; a run resumed from its
+        saved result, with no call, has not been told since.
         """
         if asked:
             said = f"no newer release is offered for run {self.run_id}, so there is nothing to migrate to"
         else:
             said = (f"the verifier has not said yet whether a newer release can take run {self.run_id}: it says so "
-                    "with the result of the next step_done on a step without files or answer_question (not with "
-                    "start_run's, nor with resume_run's from the run's log), and that result names the release if "
-                    "there is one")  # fmt: skip
+                    "with the result of the run's next move (step_done, answer_question; not with resume_run's from "
+                    "the run's log), and that result names the release if there is one")  # fmt: skip
         lines = [f"Nothing was done: {said}. Carry on with step {step} (show_step says what it needs); if the user "
                  "names a release installed since, call migrate_run with it as to_release."]  # fmt: skip
         return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)

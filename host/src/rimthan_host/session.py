@@ -86,7 +86,7 @@ class HostSession:
         self.existed_before: dict[str, bool] = {}
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
         self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview
-        self.offer_asked = False  # a continue_workflow result said whether one is offered (start and submit do not)
+        self.offer_asked = False  # a result since start or resume said whether one is offered
         self._emit: EventSink = on_event or (lambda event: None)
 
     @property
@@ -154,7 +154,7 @@ class HostSession:
         if result["status"] == "completed":
             self.record.final = result
             self.close()  # a completed run moves no more: nothing left to hold
-        if tool == CONTINUE:
+        if tool != PREPARE:  # (prepare moves no run: its result never says an offer)
             self._note_offer(result)
         self._emit(
             HarnessEvent(
@@ -179,7 +179,8 @@ class HostSession:
         return {**self.evidence, **{a.artifact_id: Evidence(a.artifact_id, a.path, a.sha256) for a in accepted}}
 
     def _note_offer(self, result: Mapping[str, Any]) -> None:
-        """Keep the migration the verifier offers with every ``continue_workflow`` result (none once taken).
+        """Keep the migration the verifier offers with every result that starts, moves or shows the run
+        (start, continue, submit); none once taken, and none when the result says none (a stale one is dropped).
 
         The preview names the target's release id and what it needs, so the
         host can offer the migration without anyone inventing an id.

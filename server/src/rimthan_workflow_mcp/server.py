@@ -46,6 +46,8 @@ from .resources import ResourceCatalogue
 from .schema_validation import CompiledSchema, CompiledSchemas
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
+    START_WORKFLOW,
+    SUBMIT_STEP_VALIDATION,
     ToolContract,
     contract_documents,
     workflow_engine_tool_contracts,
@@ -412,7 +414,7 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
     if name == CONTINUE_WORKFLOW and MIGRATION_ARGUMENT in arguments:
         return _dispatch_migration(state, source, arguments)
     result = contract.bound(source.module)(arguments)
-    return _with_migration_offer(state, source, arguments, result) if name == CONTINUE_WORKFLOW else result
+    return _with_migration_offer(state, source, _offer_arguments(name, arguments, result), result)
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
@@ -431,8 +433,24 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
 
 
+def _offer_arguments(name: str, arguments: dict[str, Any], result: ToolResult) -> dict[str, Any] | None:
+    """The run a result leaves, as a checkpoint-bearing request: what its migration offer is worked out for.
+
+    ``continue_workflow`` is asked about the run it was called with (its own
+    arguments, so the resume is the call's); ``start_workflow`` and
+    ``submit_step_validation`` about the checkpoint they issued, with the
+    state the call bound (neither changes it). ``prepare_step_validation``
+    moves no run and offers nothing (its schema says ``migration`` is always null).
+    """
+    if name == CONTINUE_WORKFLOW:
+        return arguments
+    if name not in (START_WORKFLOW, SUBMIT_STEP_VALIDATION) or result.checkpoint is None:
+        return None
+    return {CHECKPOINT_ARGUMENT: result.checkpoint.token, "confirmed_state": arguments["confirmed_state"]}
+
+
 def _with_migration_offer(
-    state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any], result: ToolResult
+    state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any] | None, result: ToolResult
 ) -> ToolResult:
     """With a migration target that can take this run, the result carries its preview.
 
@@ -440,9 +458,12 @@ def _with_migration_offer(
     version (and what it needs) before it sends a migration request. The
     target is the one a migration request would go to: ``--migration-target``,
     or with ``--migrate-to-newest`` the newer active release of the run's catalogue.
+    Every result that starts, moves or shows a run (start, continue, submit)
+    says it, so ``migration`` null there means no target can take the run now:
+    a host drops any offer it kept.
     """
     target = state.provider.migration_target_for(source)
-    if target is None or result.migration is not None or result.status == "completed":
+    if arguments is None or target is None or result.migration is not None or result.status == "completed":
         return result
     offer = source.module.migration_offer(target.module, arguments)
     return result if offer is None else dataclasses.replace(result, migration=offer)

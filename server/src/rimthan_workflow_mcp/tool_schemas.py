@@ -130,7 +130,8 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
             _nullable(uses(VALIDATION_BUNDLE)),
         ),
         "migration": about(
-            "The migration target's preview when the server holds one that can take the run, or the migration done.",
+            "The migration target's preview when the server holds one that can take the run, or the migration done; "
+            "null: no newer release can take the run now (a host drops any offer it kept).",
             _nullable(uses(MIGRATION_PREVIEW), null_first=True),
         ),
         "message": about("What happened, in words.", {"type": "string"}),
@@ -169,11 +170,12 @@ CONTINUE_STATUSES = START_STATUSES
 PREPARE_STATUSES = ["deterministic_validation_failed", "ready_for_semantic_validation"]
 SUBMIT_STATUSES = ["validation_failed", "input_required", "advanced", "completed"]
 # The parts of the envelope each tool never fills (see WorkflowEngineQueryModule: start and continue show a step,
-# a question or a migration; prepare returns failures or a bundle; submit returns findings and the next step).
+# a question or a migration; prepare returns failures or a bundle; submit returns findings and the next step, and
+# start, continue and submit say the migration offer, if any).
 START_NEVER = frozenset({"findings", "validators", "validation_bundle"})
 CONTINUE_NEVER = START_NEVER
 PREPARE_NEVER = frozenset({"step", "question", "findings", "migration"})
-SUBMIT_NEVER = frozenset({"validators", "validation_bundle", "migration"})
+SUBMIT_NEVER = frozenset({"validators", "validation_bundle"})
 
 _CHECKPOINT_IN = about(
     "The latest checkpoint token this run returned, exactly as received (it carries the run's state).", TOKEN
