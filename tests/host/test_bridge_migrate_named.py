@@ -75,6 +75,7 @@ def test_start_run_says_the_offer_and_a_resume_keeps_the_one_saved(
         assert (await model.start()).data["migration"]["to_release"] == "research-decision@1.3.0"
         early = await model.call("migrate_run", {"confirm": False})
         assert early.data["status"] == "preview" and "restarts at setup-workspace" in early.text, early.text
+        assert "Steps walked again: setup-workspace (redoes workspace-manifest)." in early.text, early.text
 
     async def resumed(model: StandIn) -> None:  # a new bridge: the run shown from its log, no call made
         assert (await model.call("resume_run", {})).data["step"]["id"] == "interview"
@@ -84,6 +85,8 @@ def test_start_run_says_the_offer_and_a_resume_keeps_the_one_saved(
         assert interviewed.data["migration"]["to_release"] == "research-decision@1.3.0", interviewed.text
         preview = await model.call("migrate_run", {"confirm": False})
         assert "restarts at setup-workspace" in preview.text, preview.text
+        # the steps the run walks again, each with the files it produces again
+        assert "Steps walked again: setup-workspace (redoes workspace-manifest), interview." in preview.text
 
     for script in (started, resumed):
 

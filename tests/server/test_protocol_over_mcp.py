@@ -55,6 +55,7 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             started = await migrating.start("research", initial_version="1.2.0")
             # every result that starts or moves the run says the offer: start, then setup's submit
             assert started.wire["migration"]["to"]["release"] == "research-decision@1.3.0"
+            assert started.wire["migration"]["walked_again"] == []  # at setup-workspace: nothing walked yet
             at_interview = await migrating.run(started, until_step="interview")
             assert migrating.record.statuses[-1][0].endswith("submit_step_validation")
             assert at_interview.wire["migration"]["to"]["release"] == "research-decision@1.3.0"
@@ -70,6 +71,12 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             assert preview.status == "blocked"
             assert [f["code"] for f in preview.failures] == ["migration_confirmation_required"]
             assert preview.wire["migration"]["invalidated_artifacts"] == ["workspace-manifest"]
+            # and which steps it walks again: setup redoes its manifest, interview and confirm-contract are walked
+            assert preview.wire["migration"]["walked_again"] == [
+                {"step": "setup-workspace", "outputs": ["workspace-manifest"]},
+                {"step": "interview", "outputs": []},
+                {"step": "confirm-contract", "outputs": []},
+            ]
             moved = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=True)
             assert (moved.status, moved.step_id) == ("active", "setup-workspace")
             done = await migrating.run(moved)

@@ -48,3 +48,23 @@ def newest_version(workflows: Iterable[WorkflowDefinition]) -> WorkflowDefinitio
     candidates = list(workflows)
     stable = [w for w in candidates if "-" not in w.version.split("+", 1)[0]]
     return max(stable or candidates, key=lambda w: semver_key(w.version), default=None)
+
+
+def walked_steps(workflow: WorkflowDefinition, start: str, current: str, state: Mapping[str, Any]) -> tuple[str, ...]:
+    """The steps a run on ``current`` walked from ``start``, in order, as ``state`` routes it (``current`` excluded).
+
+    Each step is followed by its linear next or the one branch ``state``
+    selects, as the engine moved the run. Empty when ``state`` does not lead
+    from ``start`` to ``current`` (a branch field missing or matching no
+    branch, a step met twice, a dead end): then no path is claimed.
+    """
+    walked: list[str] = []
+    step = workflow.step(start)
+    while step is not None and step.id != current and step.id not in walked:
+        walked.append(step.id)
+        try:
+            target = step.next if step.next is not None else resolve_branches(step, state)
+        except WorkflowProtocolError:
+            return ()
+        step = workflow.step(target) if target is not None else None
+    return tuple(walked) if step is not None and step.id == current else ()

@@ -244,12 +244,19 @@ def preview_words(preview: Mapping[str, Any], failures: Sequence[Mapping[str, An
         f"the run restarts at {preview.get('restart_step')}; these results are invalidated and redone:",
         f"artifacts {', '.join(preview.get('invalidated_artifacts') or []) or 'none'};",
         f"validators {', '.join(preview.get('invalidated_validators') or []) or 'none'}.",
+        walked_words(preview.get("walked_again") or []),
     ]
     blocking = [f for f in failures if f.get("code") != "migration_confirmation_required"]
     if blocking:
         lines.append("Before it can happen:")
         lines += failure_words(blocking)
     return lines
+
+
+def walked_words(walked: Sequence[Mapping[str, Any]]) -> str:
+    """The steps a migration walks again, in order, each with the files it produces again."""
+    steps = [str(w.get("step")) + (f" (redoes {', '.join(w['outputs'])})" if w.get("outputs") else "") for w in walked]
+    return f"Steps walked again: {', '.join(steps)}." if steps else "No step is walked again."
 
 
 def offer_summary(offer: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,9 +27,9 @@ from rimthan_workflow_registry.run import (
     unconfirmed_fields,
     workflow_needs,
 )
-from rimthan_workflow_registry.workflow_engine import newest_version
+from rimthan_workflow_registry.workflow_engine import newest_version, walked_steps
 
-from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult
+from .results import MigrationEnd, MigrationPreview, ReleaseRef, ToolResult, WalkedStep
 
 if TYPE_CHECKING:
     from .workflow_engine import WorkflowEngineQueryModule
@@ -45,13 +45,14 @@ class Departure:
     issued: IssuedCheckpoint
     workflow: WorkflowDefinition
     bound_host: Mapping[str, Any]  # the checkpoint's host binding, as a ``host`` argument
+    values: Mapping[str, Any]  # the run's confirmed state on the source (what routed it to its step)
 
 
 def depart(source: WorkflowEngineQueryModule, arguments: Mapping[str, Any]) -> tuple[Departure, ConfirmedState]:
     """The source side: verify the checkpoint, its pinned workflow and state (the prior state comes back too)."""
     issued, workflow, prior = source.resume(arguments)
     bound = source.bound_host(workflow, issued.checkpoint)
-    return Departure(source.release, issued, workflow, bound), prior
+    return Departure(source.release, issued, workflow, bound, prior.values), prior
 
 
 def accept(target: WorkflowEngineQueryModule, departure: Departure, request: Mapping[str, Any]) -> ToolResult:
@@ -141,7 +142,18 @@ def _preview(
         invalidated_artifacts=tuple(sorted(cp.artifacts)),
         invalidated_validators=tuple(sorted(cp.validators)),
         restart_step=SETUP_STEP_ID,
+        walked_again=_walked_again(departure),
         target_needs=workflow_needs(target_wf, target.state_schema(target_wf), values, adapter),
+    )
+
+
+def _walked_again(departure: Departure) -> tuple[WalkedStep, ...]:
+    """The steps the run walked from setup-workspace to the step it is on, each with the outputs it redoes."""
+    cp, workflow = departure.issued.checkpoint, departure.workflow
+    walked = walked_steps(workflow, SETUP_STEP_ID, cp.step_id, departure.values)
+    steps = [workflow.step(step_id) for step_id in walked]
+    return tuple(
+        WalkedStep(s.id, tuple(o.id for o in s.outputs if o.id in cp.artifacts)) for s in steps if s is not None
     )
 
 

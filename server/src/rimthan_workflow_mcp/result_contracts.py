@@ -184,6 +184,17 @@ _TARGET_FIELD = every_field_required(
     }
 )
 
+_WALKED_STEP = every_field_required(
+    {
+        "step": about("The step's id on the run's current workflow (`from`).", NAME),
+        "outputs": about(
+            "The artifacts this step produced that the migration drops and the step produces again (none for a step "
+            "without files, such as a question or a confirmation).",
+            {"type": "array", "items": NAME},
+        ),
+    }
+)
+
 MIGRATION_PREVIEW = document(
     "migration-preview",
     "What a migration would do: from, to, and everything it invalidates",
@@ -199,6 +210,12 @@ MIGRATION_PREVIEW = document(
                 "The run's validator receipts (`<id>@<version>`) the migration drops.", {"type": "array", "items": NAME}
             ),
             "restart_step": about("The step the migrated run starts again at.", NAME),
+            "walked_again": about(
+                "The steps the run has walked, in order from `restart_step` to the step it is on (excluded), that "
+                "the migrated run walks again; empty when the run is at `restart_step`, or when its state routes no "
+                "path there.",
+                {"type": "array", "items": _WALKED_STEP},
+            ),
             "confirmed": about("False for a preview; true once the migration was performed.", {"type": "boolean"}),
             "target_needs": about(
                 "What the target needs of this run and host: exactly what the migration checks.",
@@ -226,6 +243,6 @@ MIGRATION_PREVIEW = document(
                 ),
             ),
         },
-        ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "confirmed"],
+        ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "walked_again", "confirmed"],
     ),
 )

@@ -69,6 +69,17 @@ class MigrationEnd:
 
 
 @dataclass(frozen=True)
+class WalkedStep:
+    """A step the run already walked that a migration walks again, with the files it produced and redoes."""
+
+    step: str
+    outputs: tuple[str, ...]  # artifact ids of this step the run holds receipts for (dropped, produced again)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "outputs": list(self.outputs)}
+
+
+@dataclass(frozen=True)
 class MigrationPreview:
     """What an explicit migration does to the run: everything is invalidated, the run restarts."""
 
@@ -77,6 +88,7 @@ class MigrationPreview:
     invalidated_artifacts: tuple[str, ...]
     invalidated_validators: tuple[str, ...]
     restart_step: str
+    walked_again: tuple[WalkedStep, ...] = ()
     confirmed: bool = False
     target_needs: Mapping[str, Any] | None = None  # run.requirements.workflow_needs: the target, for this host
 
@@ -87,6 +99,7 @@ class MigrationPreview:
             "invalidated_artifacts": list(self.invalidated_artifacts),
             "invalidated_validators": list(self.invalidated_validators),
             "restart_step": self.restart_step,
+            "walked_again": [w.to_json() for w in self.walked_again],
             "confirmed": self.confirmed,
         }
         if self.target_needs is not None:
