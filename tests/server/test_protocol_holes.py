@@ -290,11 +290,16 @@ def test_the_workspace_manifest_must_list_validator_subagents_and_the_adapter(lo
 # --------------------------------------------------------------------------- JSON Schema formats
 
 
-def _summary_format(source: Path, fmt: str) -> None:
+def _summary_format(source: Path, fmt: str, example: str | None = None) -> None:
+    """``outcome`` of the summary output in format ``fmt``; its worked example's ``outcome`` set to ``example``
+    (the build checks the example as prepare would)."""
     path = source / "schemas" / "summary.schema.json"
     schema = json.loads(path.read_text("utf-8"))
     schema["properties"]["outcome"]["format"] = fmt
     path.write_text(json.dumps(schema, indent=2), "utf-8")
+    worked = source / "examples" / "summary.json"
+    if example is not None and worked.exists():
+        worked.write_text(json.dumps({**json.loads(worked.read_text("utf-8")), "outcome": example}), "utf-8")
 
 
 @pytest.mark.parametrize(
@@ -312,7 +317,7 @@ def _summary_format(source: Path, fmt: str) -> None:
 def test_every_schema_format_is_enforced_at_prepare(tmp_path: Path, fmt: str, bad: str, good: str) -> None:
     key = make_keypair(tmp_path / "keys", "signer")
     source = loop_source(tmp_path / "source")
-    _summary_format(source, fmt)
+    _summary_format(source, fmt, good)
     release = build_release(source, tmp_path / "releases", [key])
     clock = TickingClock()
     engine = WireEngine(
