@@ -34,6 +34,7 @@ from .harness import (
     WorkflowHarness,
     client_caller,
 )
+from .words import walked_words
 
 WORKFLOW = "research"
 ROUTE = "desk-research"
@@ -128,6 +129,7 @@ def _show_preview(result: RunResult) -> None:
         f"{preview.get('invalidated_artifacts')} validators {preview.get('invalidated_validators')} "
         f"({result.status}: {codes})"
     )
+    click.echo(f"  {walked_words(preview.get('walked_again') or [])}")
 
 
 def _summary(harness: WorkflowHarness, project: Path) -> None:
