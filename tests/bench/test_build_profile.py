@@ -68,5 +68,6 @@ def test_the_build_imports_are_itemised_under_their_own_packages() -> None:
     summary = import_times(BUILD_MODULES, top=50)
     packages = {row["package"]: row["seconds"] for row in summary["top_packages"]}
     assert summary["total_s"] > 0
-    assert packages["rimthan_workflow_registry"] > packages["rimthan_packager"]
+    # (each under its own name: their own times are close, and which is larger is no property of the build)
+    assert packages["rimthan_workflow_registry"] > 0 and packages["rimthan_packager"] > 0
     assert {"click", "cryptography"} <= set(packages)

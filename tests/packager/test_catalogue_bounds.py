@@ -335,6 +335,13 @@ def required_min_length(root: Path, size: int) -> None:
     edit_toml(root, WORKFLOW, one_route)
     for dropped in ("experiment-results", "interview-synthesis"):  # the schemas only the dropped routes used
         (root / "schemas" / f"{dropped}.schema.json").unlink()
+    for example in (
+        "experiment-report.md",
+        "experiment-results.json",
+        "interview-report.md",
+        "interview-synthesis.json",
+    ):
+        (root / "examples" / example).unlink(missing_ok=True)  # the worked examples of their outputs too
 
 
 def optional_min_items(root: Path, count: int) -> None:

@@ -169,7 +169,7 @@ def test_a_follower_pulls_over_tls_with_credentials_and_keeps_serving_when_refus
         assert sorted(p.name for p in releases.iterdir()) == ["research-decision-1.2.0"]
 
         refused = _serve(registry, releases, trust, tmp_path / "state", env | {"RIMTHAN_REGISTRY_PASSWORD": "guess"})
-        assert '"registry unreachable; serving what is held"' in refused.stderr, refused.stderr
+        assert '"registry refused our credentials; serving what is held"' in refused.stderr, refused.stderr
         assert "oci_unauthorized" in refused.stderr and "[active]" in refused.stderr
     finally:
         registry.stop()
