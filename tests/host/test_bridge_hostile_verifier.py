@@ -75,6 +75,10 @@ def test_paths_a_verifier_names_outside_the_bridges_policy_are_never_written(
                     reply = await model.call("start_run", {"workflow": "research", "new_run": True, "facts": facts})
                     named = switched.partition(":")[2]
                     refused(reply, "nothing was written", f"{named}: {why}", "repository_policy_conflict")
+                    # the bridge's own policy is the user's to change; a path no honest verifier names is the verifier's
+                    own_policy = "repository policy" in why
+                    assert ("allow those paths" in reply.text) is own_policy, reply.text
+                    assert ("check that the bridge's verifier" in reply.text) is not own_policy, reply.text
                     assert reply.data["status"] == "workspace_refused", reply.text
                     after = _files(project, first)
                     assert after == before, switched  # nothing written but the new run's own files

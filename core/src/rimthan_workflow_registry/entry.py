@@ -71,17 +71,22 @@ def _runs(argv: list[str], command: str) -> bool:
     return bool(words) and words[0] == command
 
 
-def run(module: str, *, serving: str | None = None) -> object:
+def run(module: str, *, serving: str | None = None, serving_imports: tuple[str, ...] = ()) -> object:
     """Import ``module`` (the command line: its heavy imports) with Ctrl-C handled, then call its ``main``.
 
     ``serving``: the command that serves (``serve``); when it runs, a SIGTERM before it serves stops it at once
-    with one line and exit 0 (:func:`serving_began` hands SIGTERM to the server's own handling).
+    with one line and exit 0 (:func:`serving_began` hands SIGTERM to the server's own handling), and the modules
+    ``serving_imports`` names (the MCP SDK's, which the command line imports only for ``serve``, not for
+    ``--help``) are imported here too: a Ctrl-C inside them can reach pydantic-core building a schema, which
+    turns the ``KeyboardInterrupt`` into its own ``SchemaError`` (a traceback, not the interruption).
     """
     signal.signal(signal.SIGINT, _interrupted)
-    if serving is not None and hasattr(signal, "SIGTERM") and _runs(sys.argv, serving):
+    serves = serving is not None and _runs(sys.argv, serving)
+    if serves and hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _stop_starting)
     try:
-        main = _imported(module).main
+        asks_help = any(word in ("--help", "-h") for word in sys.argv[1:])
+        main = _imported(module, *(serving_imports if serves and not asks_help else ())).main
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here Ctrl-C unwinds the command
         return main()
     except KeyboardInterrupt:  # (the command line says it itself; one that reached here is said the same way)
@@ -94,11 +99,14 @@ def run(module: str, *, serving: str | None = None) -> object:
         return _said(_stopped_line(), 0)
 
 
-def _imported(module: str) -> ModuleType:
-    """``module``, imported with the cyclic collector off (imports allocate much and free no cycles); then as it was."""
+def _imported(module: str, *also: str) -> ModuleType:
+    """``module`` (and the modules ``also`` names), imported with the cyclic collector off (imports allocate much
+    and free no cycles); then as it was."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        for other in also:
+            importlib.import_module(other)
         return importlib.import_module(module)
     finally:
         gc.freeze()

@@ -18,7 +18,7 @@ Hierarchy::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -186,6 +186,18 @@ def single_line(text: str) -> str:
     can neither break the refusal across lines nor pass for a line of its own.
     """
     return text.translate(_CONTROLS_ESCAPED)
+
+
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON-like: mappings, lists, tuples, scalars) with ``change`` applied to every string in it, each
+    key too (as ``str``): one walk for a log record bounded by :func:`quoted` and a reply scrubbed of tokens."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, Mapping):
+        return {change(str(k)): map_strings(v, change) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [map_strings(v, change) for v in value]
+    return value
 
 
 def quoted(value: object, limit: int = QUOTE_MAX_CHARS) -> str:

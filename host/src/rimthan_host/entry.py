@@ -9,4 +9,4 @@ from rimthan_workflow_registry.entry import run
 
 
 def main() -> object:
-    return run("rimthan_host.serve", serving="serve")
+    return run("rimthan_host.serve", serving="serve", serving_imports=("rimthan_host.bridge_server",))

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import map_strings, quoted
 from rimthan_workflow_registry.release import DELIVERY_KINDS
 from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
@@ -43,13 +43,7 @@ def scrub(text: str) -> str:
 def scrub_value(value: Any) -> Any:
     """``value`` (a reply's structured data) with :func:`scrub` applied to every string in it, keys too: the
     data repeats what the verifier said (a step's title, a question's prompt), which the words scrub."""
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, Mapping):
-        return {scrub(str(k)): scrub_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [scrub_value(v) for v in value]
-    return value
+    return map_strings(value, scrub)
 
 
 BRIDGE_NOTE = (

@@ -13,6 +13,7 @@ lock, a temporary file) before anything is written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -35,7 +36,7 @@ OWN_DIRS = (RUNS_DIR.as_posix(), STORE_DIR, SCHEMA_DIR)
 OWN_FILES = (RECORD_PATH, f"{RECORD_PATH}.tmp", LOCK_PATH.as_posix())
 
 
-_BY_POLICY = "this bridge's repository policy"  # in every refusal the policy gives (see refusal)
+_BY_POLICY = "this bridge's repository policy"
 _POLICY = (
     "The release delivers where this bridge's repository policy (its HostProfile's writable_paths and "
     "protected_paths) does not let it write: allow those paths, or run a release whose host adapter installs "
@@ -49,28 +50,39 @@ def setup_paths(step: Mapping[str, Any]) -> list[str]:
     return [str(a["install_path"]) for a in step["host_assets"]] + [str(o["path"]) for o in step["outputs"]]
 
 
-def refusal(host: HostProfile, path: str) -> str | None:
+@dataclass(frozen=True)
+class Refused:
+    """Why the bridge does not write a path the verifier named, and whether its own policy is why (the user's to
+    change) rather than a path no honest verifier names (outside the project, the bridge's own files)."""
+
+    why: str
+    by_policy: bool
+
+
+def refusal(host: HostProfile, path: str) -> Refused | None:
     """Why the bridge does not write ``path`` (project-relative, as the verifier named it), or None."""
     parts = PurePosixPath(path).parts
     if not parts or PurePosixPath(path).is_absolute() or ".." in parts:
-        return "not a path inside the project"
+        return Refused("not a path inside the project", by_policy=False)
     normal = "/".join(parts)
     folded = normal.casefold()  # as a case-insensitive file system (macOS, Windows) finds it
     own = folded in OWN_FILES or any(folded.startswith(f"{d.casefold()}/") for d in OWN_DIRS)
     if own or parts[-1].endswith(TMP_SUFFIX):
-        return "the bridge's own file"
+        return Refused("the bridge's own file", by_policy=False)
     policy = host.to_json()["repository_policy"]
-    why = policy_refusal(policy, normal) or policy_refusal({**policy, "writable_paths": ["*"]}, folded)
-    return None if why is None else why.replace("the repository policy", _BY_POLICY)
+    why = policy_refusal(policy, normal, _BY_POLICY) or policy_refusal(
+        {**policy, "writable_paths": ["*"]}, folded, _BY_POLICY
+    )
+    return None if why is None else Refused(why, by_policy=True)
 
 
 def check_targets(host: HostProfile, paths: Iterable[str]) -> None:
     """:class:`AssetClash` naming each of ``paths`` the bridge does not write (:func:`refusal`); nothing written."""
-    whys = {p: why for p in dict.fromkeys(paths) if (why := refusal(host, p)) is not None}
-    if whys:
-        refused = [f"- {quoted(p)}: {why}" for p, why in whys.items()]
-        only_policy = all(_BY_POLICY in why for why in whys.values())
+    refused = {p: r for p in dict.fromkeys(paths) if (r := refusal(host, p)) is not None}
+    if refused:
+        lines = [f"- {quoted(p)}: {r.why}" for p, r in refused.items()]
+        by_policy = all(r.by_policy for r in refused.values())
         raise AssetClash(
             "The workspace was not set up and nothing was written (repository_policy_conflict): the verifier named "
-            "paths the bridge does not write:\n" + "\n".join(refused) + "\n" + (_POLICY if only_policy else _VERIFIER)
+            "paths the bridge does not write:\n" + "\n".join(lines) + "\n" + (_POLICY if by_policy else _VERIFIER)
         )

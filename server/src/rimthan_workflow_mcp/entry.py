@@ -9,4 +9,8 @@ from rimthan_workflow_registry.entry import run
 
 
 def main() -> object:
-    return run("rimthan_workflow_mcp.cli", serving="serve")
+    return run(
+        "rimthan_workflow_mcp.cli",
+        serving="serve",
+        serving_imports=("rimthan_workflow_mcp.server", "rimthan_workflow_mcp.transports"),
+    )

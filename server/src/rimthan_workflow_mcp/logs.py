@@ -26,7 +26,7 @@ import time
 import traceback
 from typing import Any
 
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import map_strings, quoted
 
 LOGGER_NAME = "rimthan.mcp"
 LEVELS = ("debug", "info", "warning", "error")
@@ -64,21 +64,10 @@ class JsonFormatter(logging.Formatter):
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None:
             out["exc"] = f"{type(exc).__name__}: {exc}"
-        line = _bounded(out)
+        line = map_strings(out, quoted)
         if exc is not None and not _peer_caused(exc):  # a fault of ours: where (frames only; the message is in exc)
             line["trace"] = "".join(traceback.format_tb(exc.__traceback__))
         return json.dumps(line, default=quoted, sort_keys=False)
-
-
-def _bounded(value: Any) -> Any:
-    """``value`` with every string in it (keys too) :func:`quoted`."""
-    if isinstance(value, str):
-        return quoted(value)
-    if isinstance(value, dict):
-        return {quoted(str(k)): _bounded(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_bounded(v) for v in value]
-    return value
 
 
 def _peer_caused(exc: BaseException) -> bool:

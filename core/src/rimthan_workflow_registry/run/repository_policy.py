@@ -17,14 +17,14 @@ from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.failures import Failure
 
 
-def policy_refusal(policy: Mapping[str, Any], path: str) -> str | None:
+def policy_refusal(policy: Mapping[str, Any], path: str, whose: str = "the repository policy") -> str | None:
     """Why ``policy`` forbids writing ``path`` (``protected by the repository policy (GLOB)`` or ``not
-    writable under the repository policy``), or None if it allows it."""
+    writable under the repository policy``; ``whose`` names the policy), or None if it allows it."""
     blocked_by = next((g for g in policy.get("protected_paths", ()) if fnmatchcase(path, g)), None)
     if blocked_by is not None:
-        return f"protected by the repository policy ({blocked_by})"
+        return f"protected by {whose} ({blocked_by})"
     if not any(fnmatchcase(path, g) for g in policy.get("writable_paths", ())):
-        return "not writable under the repository policy"
+        return f"not writable under {whose}"
     return None
 
 
