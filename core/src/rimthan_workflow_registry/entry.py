@@ -13,13 +13,18 @@ module: nothing else is imported before the handlers are in place.
   ``next:`` line and exits 130, as Ctrl-C while a command runs
   (``rimthan_clikit``); a ``KeyboardInterrupt`` that reaches :func:`run` later
   does the same, never a traceback.
-- For a serving command (``serve``), a SIGTERM before the server serves
-  unwinds what it was doing (imports, loading the releases) as Ctrl-C does,
-  and the process says ``<program>: stopped (SIGTERM) while starting, before
-  it served: no call was answered`` and exits 0, as a SIGTERM while serving
-  does (a service manager stopping it waits for no start-up). The server calls :func:`serving_began`
-  once its own SIGTERM handling is in place; :func:`starting_over` gives
-  SIGTERM back its default action once serving ends.
+- For a serving command (``serve``), a SIGTERM while the command line loads
+  ends the process at once, and one after it unwinds what it was doing
+  (loading the releases) as Ctrl-C does; either way the process says
+  ``<program>: stopped (SIGTERM) while starting, before it served: no call
+  was answered`` and exits 0, as a SIGTERM while serving does (a service
+  manager stopping it waits for no start-up). The server calls
+  :func:`serving_began` once its own SIGTERM handling is in place;
+  :func:`starting_over` gives SIGTERM back its default action once serving
+  ends.
+- Neither signal raises inside an import: library code an import runs can
+  catch what a handler raises and raise its own error (pydantic-core,
+  building an SDK model's schema, made either a ``SchemaError`` traceback).
 
 The cyclic garbage collector is off while the command line is imported
 (its modules, click's, cryptography's: about 40 collections for a build, and
@@ -58,6 +63,15 @@ def _interrupted(signum: int, frame: object) -> None:
     os._exit(INTERRUPTED_STATUS)
 
 
+def _stop_importing(signum: int, frame: object) -> None:
+    """SIGTERM while the command line loads: the stopped line, exit 0 at once (nothing was done yet to undo).
+
+    Never raised as :class:`StoppedStarting` there: an exception raised inside pydantic-core building a model's
+    schema (the MCP SDK's imports) comes out as pydantic's own ``SchemaError``, a traceback."""
+    os.write(2, _stopped_line().encode())
+    os._exit(0)
+
+
 def _stop_starting(signum: int, frame: object) -> None:
     if not _served:
         raise StoppedStarting
@@ -77,17 +91,20 @@ def run(module: str, *, serving: str | None = None, serving_imports: tuple[str, 
     ``serving``: the command that serves (``serve``); when it runs, a SIGTERM before it serves stops it at once
     with one line and exit 0 (:func:`serving_began` hands SIGTERM to the server's own handling), and the modules
     ``serving_imports`` names (the MCP SDK's, which the command line imports only for ``serve``, not for
-    ``--help``) are imported here too: a Ctrl-C inside them can reach pydantic-core building a schema, which
-    turns the ``KeyboardInterrupt`` into its own ``SchemaError`` (a traceback, not the interruption).
+    ``--help``) are imported here too, where a signal ends the process in its handler: raised inside them it
+    could reach pydantic-core building a schema, which turns it into its own ``SchemaError`` (a traceback).
     """
     signal.signal(signal.SIGINT, _interrupted)
     serves = serving is not None and _runs(sys.argv, serving)
-    if serves and hasattr(signal, "SIGTERM"):
-        signal.signal(signal.SIGTERM, _stop_starting)
+    stops = serves and hasattr(signal, "SIGTERM")
+    if stops:
+        signal.signal(signal.SIGTERM, _stop_importing)
     try:
         asks_help = any(word in ("--help", "-h") for word in sys.argv[1:])
         main = _imported(module, *(serving_imports if serves and not asks_help else ())).main
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here Ctrl-C unwinds the command
+        if stops:  # (from here a SIGTERM unwinds the loading of the releases)
+            signal.signal(signal.SIGTERM, _stop_starting)
         return main()
     except KeyboardInterrupt:  # (the command line says it itself; one that reached here is said the same way)
         return _said(INTERRUPTED_LINES, INTERRUPTED_STATUS)
