@@ -16,6 +16,7 @@ import anyio
 import pytest
 from rimthan_host.harness import CatalogueExamples, RunResult, WorkflowHarness, client_caller
 from rimthan_host.protocol import HostProfile
+from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
 from support.pack_cli import BIN, init_scaffold, pack
 from support.processes import stdio_client_process
 from support.refusals import Refusal, refusal
@@ -83,6 +84,39 @@ def test_rebuilding_a_pre_release_says_to_copy_it_to_the_next_version_which_buil
     assert copied == new
     _builds(copied, keypair, out)
     assert sorted(p.name for p in out.iterdir()) == [f"my-flow-{v}" for v in sorted((version, bumped))]
+
+
+AT_THE_BOUND = "1.0.0-" + "a" * (MAX_VERSION_CHARS - 8)  # with ".N" below, MAX_VERSION_CHARS long
+
+
+def test_a_pre_release_at_the_version_bound_gets_a_next_version_build_takes_or_none_and_why(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path
+) -> None:
+    """At 64 characters, -rc.9 bumped to -rc.10 is past the bound: the step named a version build refuses."""
+    fits, past = f"{AT_THE_BOUND}.1", f"{AT_THE_BOUND}.9"
+    assert len(fits) == len(past) == MAX_VERSION_CHARS
+    out = tmp_path / "rel"
+    source = _at_version(scaffold, tmp_path, past)
+    _builds(source, keypair, out)
+
+    said = _refused(source, keypair, out)
+
+    assert said.code == "release_exists"
+    assert said.next == (
+        f"releases are immutable: copy the source to a new version folder named as a version above {past} and "
+        f"set that version under [catalogue] in its catalogue.toml; none is suggested: the next version, "
+        f"{AT_THE_BOUND}.10, is {MAX_VERSION_CHARS + 1} characters, past the {MAX_VERSION_CHARS} a version may "
+        "have in a tool call (MAX_VERSION_CHARS), so choose a shorter one (1.0.0, the release it leads to, sorts "
+        "above every pre-release of it)"
+    )
+    _builds(_at_version(scaffold, tmp_path, "1.0.0"), keypair, out)  # the hint builds
+    source = _at_version(scaffold, tmp_path, fits)
+    _builds(source, keypair, out)
+
+    said = _refused(source, keypair, out)  # at the bound, a bump that keeps the length is still suggested
+
+    assert f'set version = "{AT_THE_BOUND}.2"' in said.next
+    _builds(_at_version(scaffold, tmp_path, f"{AT_THE_BOUND}.2"), keypair, out)
 
 
 # --------------------------------------------------------------------------- worked examples

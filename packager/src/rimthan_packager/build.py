@@ -32,6 +32,7 @@ from rimthan_workflow_registry.release import (
     MANIFEST_NAME,
     SCHEMA_CHECKS,
     SIGNATURES_DIR,
+    Catalogue,
     LoadedCatalogue,
     Manifest,
     ReleaseLoader,
@@ -170,7 +171,7 @@ def _build_into(
     """Write, sign, check and publish the release in ``out`` (which exists); a failure removes the work dir."""
     catalogue = loaded.catalogue
     dest = out / f"{catalogue.name}-{catalogue.version}"
-    _refuse_existing(dest, source, catalogue.version)
+    _refuse_existing(dest, source, catalogue)
     made: list[Path] = []
     try:
         with signals_held():  # the work directory is recorded before a signal can stop the build
@@ -194,7 +195,7 @@ def _build_into(
         try:
             rename_no_replace(work, dest)
         except FileExistsError:
-            raise _exists(dest, source, catalogue.version) from None
+            raise _exists(dest, source, catalogue) from None
         fsync_dir(out)
     except BaseException as exc:
         import shutil  # only a failed build removes its work directory
@@ -236,18 +237,18 @@ def _refuse_output_in_source(source: Path, out: Path) -> None:
         )
 
 
-def _exists(dest: Path, source: SourceFiles, version: str) -> RegistryError:
+def _exists(dest: Path, source: SourceFiles, catalogue: Catalogue) -> RegistryError:
     return RegistryError(
         FailureCode.RELEASE_EXISTS,
         "a release with this name and version already exists; releases are immutable",
         path=str(dest),
-        next_step=new_version_step(source.root, version),
+        next_step=new_version_step(source.root, catalogue.name, catalogue.version),
     )
 
 
-def _refuse_existing(dest: Path, source: SourceFiles, version: str) -> None:
+def _refuse_existing(dest: Path, source: SourceFiles, catalogue: Catalogue) -> None:
     if dest.exists() or dest.is_symlink():
-        raise _exists(dest, source, version)
+        raise _exists(dest, source, catalogue)
 
 
 # The release was discarded, so the table's advice (co-sign RELEASE) would point at nothing.

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name
-from rimthan_workflow_registry.release import ID_PATTERN, is_semver, next_version
+from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver, next_version
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import Catalogue
@@ -90,20 +90,36 @@ def _mismatch(root: Path, message: str, next_step: str) -> CatalogueError:
     )
 
 
-def new_version_step(root: Path, version: str) -> str | None:
+def new_version_step(root: Path, name: str, version: str) -> str | None:
     """What to do when ``root``'s version is already built, for a version folder (``None`` for any other source).
 
     Bumping ``[catalogue].version`` in place would be refused (the folder names the old version), and the
     old version's source is what its release was built from: the new version is a copy in a folder of its own.
+    The version named is one build takes (the bounds build checks, ``identity_problem``); when the next
+    version is past them (a long pre-release at the bound, ``-rc.9`` bumped to ``-rc.10``), none is named
+    and the step says why.
     """
     if version_folder(root) is None:
         return None
     bumped = next_version(version)  # a version folder's name is a semantic version, and so is its catalogue's
     here, copy = (shlex.quote(str(folder)) for folder in (root.absolute(), root.absolute().parent / bumped))
+    problem = identity_problem("its release id", f"the next version, {bumped},", bumped, f"{name}@{bumped}")
+    if problem is not None:
+        return (
+            f"releases are immutable: copy the source to a new version folder named as a version above {version} "
+            f"and set that version under [catalogue] in its catalogue.toml; none is suggested: {problem}, so "
+            f"choose a shorter one{_shorter_hint(version)}"
+        )
     return (
         f"releases are immutable: copy the source to a new version folder (cp -r {here} {copy}), "
         f'set version = "{bumped}" under [catalogue] in its catalogue.toml, and build that'
     )
+
+
+def _shorter_hint(version: str) -> str:
+    """For a pre-release, the release it leads to: shorter, and above every pre-release of it."""
+    release, dash, _pre = version.partition("+")[0].partition("-")
+    return f" ({release}, the release it leads to, sorts above every pre-release of it)" if dash else ""
 
 
 # The folders of the layout that hold definitions, the catalogue.toml key listing them, what each file defines
