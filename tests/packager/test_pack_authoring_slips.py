@@ -232,8 +232,8 @@ def test_init_will_not_make_a_version_folder_a_build_refuses(tmp_path: Path) -> 
 # --------------------------------------------------------------------------- editor backups and patch leftovers
 
 LEFTOVER_NEXT = (
-    "next: delete them (editor backups, swap files, patch leftovers), or move them out of the catalogue source: "
-    "everything in it ships"
+    "next: delete them (editor backups, swap files, patch leftovers, file-browser files such as Thumbs.db), or move "
+    "them out of the catalogue source: everything in it ships"
 )
 
 
@@ -247,6 +247,9 @@ LEFTOVER_NEXT = (
         "workflows/my-flow.toml.rej",
         "assets/instructions/PLAN.MD.ORIG",
         "assets/instructions/#plan.md#",
+        "assets/instructions/Thumbs.db",
+        "examples/desktop.ini",
+        "assets/EHTHUMBS.DB",
     ],
 )
 def test_an_editor_backup_or_patch_leftover_in_a_source_is_refused_by_name(
@@ -260,8 +263,8 @@ def test_an_editor_backup_or_patch_leftover_in_a_source_is_refused_by_name(
     said = refusal(built.stderr)
     assert built.returncode == 1
     assert said.error == (
-        f"error: path_unsafe: {source / leftover}: editor backups, swap files or patch leftovers would ship in the "
-        f"release (1): {leftover}"
+        f"error: path_unsafe: {source / leftover}: editor backups, swap files, patch leftovers or file-browser files "
+        f"would ship in the release (1): {leftover}"
     )
     assert f"next: {said.next}" == LEFTOVER_NEXT
     assert not (tmp_path / "rel").exists()

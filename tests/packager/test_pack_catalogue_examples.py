@@ -412,6 +412,48 @@ def test_a_file_in_examples_no_workflow_takes_is_refused_naming_the_example_it_l
     _builds(source, keypair, out)
 
 
+@pytest.mark.parametrize("readme", ["README", "README.md", "readme.txt", "my-flow/README.md"])
+def test_a_readme_in_examples_ships_signed_as_documentation_and_takes_no_examples(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path, readme: str
+) -> None:
+    """A README beside the examples was refused as a stray example; it is documentation, as anywhere in a source.
+
+    One in examples/<workflow-id>/ does not give the workflow a folder of its own: its examples stay in examples/.
+    """
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    (source / "examples" / readme).parent.mkdir(exist_ok=True)
+    (source / "examples" / readme).write_text("# Worked examples\n\nOne fictional decision.\n", "utf-8")
+
+    checked = pack("check", source, "--json", cwd=tmp_path)
+
+    assert checked.returncode == 0, checked.stderr
+    assert json.loads(checked.stdout)["examples"] == 2  # the same examples, still checked
+    _builds(source, keypair, out)
+    release = out / "my-flow-0.1.0"
+    assert f'"path":"examples/{readme}"' in (release / "manifest.json").read_text("utf-8")  # listed and signed
+    assert pack("verify", release, "--trust", keypair.public_path.parent).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["Thumbs.db", "my-flow/desktop.ini"])
+def test_a_file_browsers_file_in_examples_is_refused_saying_to_delete_it(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path, name: str
+) -> None:
+    """Thumbs.db or desktop.ini in examples/ was a stray example ("closest example name"); anywhere else it shipped,
+    signed. Bytes nobody wrote for the release: refused wherever they are, as an editor's backup is (and macOS's
+    .DS_Store, a hidden name)."""
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    (source / "examples" / name).parent.mkdir(exist_ok=True)
+    (source / "examples" / name).write_bytes(b"\x00\x01 not written for the release")
+
+    refused = _refused(source, keypair, out)
+
+    assert refused.error.endswith(f"file-browser files would ship in the release (1): examples/{name}"), refused
+    assert refused.code == "path_unsafe" and refused.next.startswith("delete them ("), refused
+    assert not out.exists()
+    (source / "examples" / name).unlink()
+    _builds(source, keypair, out)
+
+
 def test_examples_a_workflow_with_a_folder_of_its_own_no_longer_takes_are_refused(
     scaffold: Path, keypair: KeyPair, tmp_path: Path
 ) -> None:

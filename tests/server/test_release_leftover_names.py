@@ -1,4 +1,5 @@
-"""A signed release listing an editor's backup, swap file or patch leftover is refused at load, as at build.
+"""A signed release listing an editor's backup, swap file, patch leftover or file-browser file (``Thumbs.db``,
+``desktop.ini``) is refused at load, as at build.
 
 The packager refuses such a file in a source (``path_unsafe``), so no release
 it builds lists one; a release signed by other means (an insider's script, a
@@ -27,6 +28,8 @@ LEFTOVERS = [  # what tests/packager/test_pack_authoring_slips.py shows the pack
     "workflows/research-decision.toml.rej",
     "assets/instructions/INTERVIEW.MD.ORIG",
     "assets/instructions/#interview.md#",
+    "assets/instructions/Thumbs.db",
+    "examples/desktop.ini",
 ]
 WAIT = 120.0
 
@@ -42,8 +45,9 @@ def _signed_with(world: ServerWorld, tmp_path: Path, name: str) -> Path:
 def _assert_refused(stderr: str, release: Path, name: str, *, allow_before: bool = False) -> None:
     said = refusal(stderr, allow_before=allow_before)
     assert said.error == (
-        f"error: path_unsafe: {release / MANIFEST_NAME}: lists path {name!r}: editor backups, swap files and patch "
-        "leftovers (a name ending in ~, .swp, .swo, .orig or .rej, or #name#) are never part of a release"
+        f"error: path_unsafe: {release / MANIFEST_NAME}: lists path {name!r}: editor backups, swap files, patch "
+        "leftovers and file-browser files (a name ending in ~, .swp, .swo, .orig or .rej, #name#, Thumbs.db or "
+        "desktop.ini) are never part of a release"
     ), stderr
 
 

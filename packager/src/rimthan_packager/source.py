@@ -46,8 +46,8 @@ def _stamp(info: os.stat_result) -> Stamp:
 HIDDEN_NEXT = "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
 LEFTOVERS_SHOWN = 5
 LEFTOVER_NEXT = (
-    "delete them (editor backups, swap files, patch leftovers), or move them out of the catalogue source: "
-    "everything in it ships"
+    "delete them (editor backups, swap files, patch leftovers, file-browser files such as Thumbs.db), or move them "
+    "out of the catalogue source: everything in it ships"
 )
 NOT_A_SOURCE_NEXT = (
     "check the SOURCE path: it names the directory that holds catalogue.toml (rimthan-pack init DIRECTORY makes one)"
@@ -231,7 +231,8 @@ def _leftovers_refused(root: Path, leftovers: list[str]) -> CatalogueError:
     more = f" and {len(leftovers) - LEFTOVERS_SHOWN} more" if len(leftovers) > LEFTOVERS_SHOWN else ""
     return _refuse(
         FailureCode.PATH_UNSAFE,
-        f"editor backups, swap files or patch leftovers would ship in the release ({len(leftovers)}): {shown}{more}",
+        f"editor backups, swap files, patch leftovers or file-browser files would ship in the release "
+        f"({len(leftovers)}): {shown}{more}",
         root / leftovers[0],
         LEFTOVER_NEXT,
     )

@@ -7,8 +7,8 @@ another filesystem; :func:`first_unsafe_path` applies it to a whole listing in
 a few C-speed scans. :func:`path_set_problem` refuses a set that no tree can
 hold: a path twice, two paths equal up to case, a file that is also a
 directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name,
-and :func:`first_leftover_path` an editor's backup or a patch's leftover,
-which a source may not hold and so no release lists. The packager (reading a
+and :func:`first_leftover_path` an editor's backup, a patch's leftover or a
+file browser's file, which a source may not hold and so no release lists. The packager (reading a
 source), :mod:`.verify` (a release) and :mod:`.oci` (layer titles) share them.
 """
 
@@ -113,16 +113,25 @@ LEFTOVER_SUFFIXES = ("~", ".swp", ".swo", ".orig", ".rej")
 """Names an editor's backup or swap file, or a patch's leftover, ends with (lowercased); ``#name#`` is Emacs's
 auto-save. None is a file a release means to ship; ``.#name`` (an Emacs lock) is hidden, and so are the
 temporary names this project writes (``.pull-*``, ``.damaged-*``, ``.<name>.sig-*``)."""
-_LEFTOVER_ENDS = (*LEFTOVER_SUFFIXES, "#")  # what a leftover path ends with (#name#: checked whole after)
+FILE_BROWSER_NAMES = ("thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini")
+"""Whole names (lowercased) of the files Windows' file browser leaves in a folder it shows (thumbnails, folder
+settings): bytes nobody wrote for the release. macOS's (``.DS_Store``, ``._name``) are hidden names already."""
+_LEFTOVER_ENDS = (*LEFTOVER_SUFFIXES, "#", *FILE_BROWSER_NAMES)  # what a leftover path ends with (checked whole after)
 LEFTOVER_PROBLEM = (
-    "editor backups, swap files and patch leftovers (a name ending in ~, .swp, .swo, .orig or .rej, or #name#) "
-    "are never part of a release"
+    "editor backups, swap files, patch leftovers and file-browser files (a name ending in ~, .swp, .swo, .orig or "
+    ".rej, #name#, Thumbs.db or desktop.ini) are never part of a release"
 )
 
 
 def is_leftover_name(name: str) -> bool:
-    """Whether a file name is an editor's backup, swap or auto-save file, or a patch's ``.orig``/``.rej``."""
-    return name.lower().endswith(LEFTOVER_SUFFIXES) or (len(name) > 1 and name[0] == name[-1] == "#")
+    """Whether a file name is an editor's backup, swap or auto-save file, a patch's ``.orig``/``.rej``, or a file
+    a file browser leaves (``Thumbs.db``, ``desktop.ini``)."""
+    lowered = name.lower()
+    return (
+        lowered.endswith(LEFTOVER_SUFFIXES)
+        or lowered in FILE_BROWSER_NAMES
+        or (len(name) > 1 and name[0] == name[-1] == "#")
+    )
 
 
 def first_leftover_path(paths: Sequence[str]) -> str | None:

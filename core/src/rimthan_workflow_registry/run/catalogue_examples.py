@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 
 EXAMPLES_DIR = "examples"
 CONFIRMED_STATE_EXAMPLE = "confirmed-state.json"
+README_NAMES = frozenset({"readme", "readme.md", "readme.txt"})
+"""A file of the examples folder with one of these names (any case) is documentation, no example: it ships,
+signed, as a README anywhere in a source does, and is neither checked nor refused as a stray example."""
 _EXTENSIONS = {"application/json": "json", "text/markdown": "md"}
 CHECKER_SUFFIX = ":examples"  # the checks' memory: a new rule, a new suffix (old passes void)
 _KEY_TEXT = compact_encoder(sort_keys=True, ensure_ascii=True)
@@ -89,7 +92,12 @@ def has_own_examples(workflow_id: str, example_paths: Iterable[str]) -> bool:
     The one rule of where a workflow's examples are, for the build and for a harness reading them from disk.
     """
     own = f"{workflow_id}/"
-    return any(p.startswith(own) for p in example_paths)
+    return any(p.startswith(own) and not is_readme(p) for p in example_paths)
+
+
+def is_readme(path: str) -> bool:
+    """Whether ``path`` names a README (``README``, ``README.md``, ``README.txt``, any case): documentation."""
+    return path.rpartition("/")[2].lower() in README_NAMES
 
 
 def example_names(workflow: WorkflowDefinition) -> list[str]:
@@ -142,7 +150,10 @@ class StrayExample:
 
 
 def stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> tuple[StrayExample, ...]:
-    """The files under ``examples/`` that are no workflow's example: a name no output has, or a folder none reads."""
+    """The files under ``examples/`` that are no workflow's example: a name no output has, or a folder none reads.
+
+    A README there is documentation, never a stray (``is_readme``).
+    """
     expected: dict[str, set[str]] = {}  # each folder a workflow reads, and the names it takes there
     for workflow in catalogue.workflows:
         expected.setdefault(examples_folder(workflow.id, paths), set()).update(example_names(workflow))
@@ -150,7 +161,7 @@ def stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> tuple[StrayEx
     return tuple(
         _stray(path, expected, every)
         for path in sorted(paths)
-        if path.startswith(f"{EXAMPLES_DIR}/")
+        if path.startswith(f"{EXAMPLES_DIR}/") and not is_readme(path)
         if path.rpartition("/")[2] not in expected.get(path.rpartition("/")[0], ())
     )
 
