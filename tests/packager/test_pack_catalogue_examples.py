@@ -19,7 +19,7 @@ from rimthan_host.protocol import HostProfile
 from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
 from support.pack_cli import BIN, init_scaffold, pack
 from support.processes import stdio_client_process
-from support.refusals import Refusal, refusal
+from support.refusals import Refusal, refusal, refusals
 from support.releases import KeyPair
 
 PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision"
@@ -289,13 +289,19 @@ def test_the_host_kits_examples_scenario_reads_each_workflows_own_folder_through
 # --------------------------------------------------------------------------- schema files no workflow references
 
 
+def _schema_copied_as_sumary(source: Path) -> Path:
+    """The summary schema edited as a new, misspelt file (the workflow still names the old one); the schemas."""
+    schemas = source / "schemas"
+    shutil.copyfile(schemas / "summary.schema.json", schemas / "sumary.schema.json")
+    return schemas
+
+
 def test_a_schema_file_no_workflow_references_is_refused_naming_the_reference_it_likely_meant(
     scaffold: Path, keypair: KeyPair, tmp_path: Path
 ) -> None:
     """The summary schema edited as a new file while the workflow still names the old one: runs check the old."""
     source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
-    schemas = source / "schemas"
-    shutil.copyfile(schemas / "summary.schema.json", schemas / "sumary.schema.json")
+    schemas = _schema_copied_as_sumary(source)
 
     said = _refused(source, keypair, out)
 
@@ -309,21 +315,53 @@ def test_a_schema_file_no_workflow_references_is_refused_naming_the_reference_it
         'otherwise delete it, or, to ship it on purpose, add a top-level "x-rimthan-unreferenced": "<why it ships>" '
         "to it"
     )
-    (schemas / "notes.schema.json").write_text('{"type": "object"}\n', "utf-8")
-
-    said = _refused(source, keypair, out)  # every such file is named, each with its closest referenced name
-
-    assert said.error.endswith(
-        "so it would ship, signed, and never check anything; also schemas/sumary.schema.json (closest referenced "
-        "name: schemas/summary.schema.json)"
-    )
-    assert said.error.startswith(f"error: catalogue_invalid: {schemas / 'notes.schema.json'}: ")
-    assert said.next.endswith("(the same for each file listed)")
     (schemas / "sumary.schema.json").unlink()
     kept = '{"x-rimthan-unreferenced": "published for harness authors", "type": "object"}\n'
     (schemas / "notes.schema.json").write_text(kept, "utf-8")
     _builds(source, keypair, out)
     assert (out / "my-flow-0.1.0" / "catalogue" / "schemas" / "notes.schema.json").read_text("utf-8") == kept
+
+
+def test_several_unreferenced_schema_files_are_one_failure_each_with_its_file_and_closest_name(
+    scaffold: Path, keypair: KeyPair, tmp_path: Path
+) -> None:
+    """They were listed in one error line ("; also ..."), one next step for all: now each is its own failure."""
+    source, out = _at_version(scaffold, tmp_path, "0.1.0"), tmp_path / "rel"
+    schemas = _schema_copied_as_sumary(source)
+    (schemas / "x.json").write_text('{"type": "object"}\n', "utf-8")
+
+    built = pack("build", source, "--key", keypair.private_path, "--out", out)
+
+    assert built.returncode == 1 and not out.exists()
+    keep = 'delete it, or, to ship it on purpose, add a top-level "x-rimthan-unreferenced": "<why it ships>" to it'
+    assert refusals(built.stderr) == [
+        Refusal(
+            f"error: catalogue_invalid: {schemas / 'sumary.schema.json'}: no workflow references this JSON Schema "
+            "(closest referenced name: schemas/summary.schema.json), so it would ship, signed, and never check "
+            "anything",
+            "if the reference to schemas/summary.schema.json meant this file, change it to "
+            f"schemas/sumary.schema.json; otherwise {keep}",
+        ),
+        Refusal(
+            f"error: catalogue_invalid: {schemas / 'x.json'}: no workflow references this JSON Schema, "
+            "so it would ship, signed, and never check anything",
+            f"reference it from a workflow (confirmed_state_schema or an output's schema), {keep}",
+        ),
+    ]
+    checked = pack("check", source, "--json", cwd=tmp_path)  # check says the same, and --json gives each failure
+    assert checked.returncode == 1 and refusals(checked.stderr) == refusals(built.stderr)
+    said = json.loads(checked.stdout)
+    assert said["error"] == said["errors"][0]
+    assert [(e["path"], e["details"]) for e in said["errors"]] == [
+        (
+            str(schemas / "sumary.schema.json"),
+            {"schema": "schemas/sumary.schema.json", "closest_referenced": "schemas/summary.schema.json"},
+        ),
+        (
+            str(schemas / "x.json"),
+            {"schema": "schemas/x.json", "closest_referenced": None},
+        ),
+    ]
 
 
 # --------------------------------------------------------------------------- rimthan-pack check

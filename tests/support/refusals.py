@@ -31,3 +31,11 @@ def refusal(stderr: str, *, allow_before: bool = False) -> Refusal:
     assert error.startswith("error: "), stderr
     assert next_line.startswith("next: ") and len(next_line) > len("next: "), stderr
     return Refusal(error, next_line.removeprefix("next: "))
+
+
+def refusals(stderr: str) -> list[Refusal]:
+    """Every refusal in ``stderr``: a check that collects its failures says each in its two lines, in order."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines and len(lines) % 2 == 0, stderr
+    return [refusal(f"{error}\n{next_line}") for error, next_line in zip(lines[::2], lines[1::2], strict=True)]

@@ -68,18 +68,36 @@ def refuse(
     as_json: bool = False,
     details: Mapping[str, Any] | None = None,
     status: ExitStatus = ExitStatus.REFUSED,
+    also: Sequence[RegistryError] = (),
 ) -> NoReturn:
-    """Print the two refusal lines (and the JSON refusal when asked), then exit."""
+    """Print the two refusal lines (and the JSON refusal when asked), then exit.
+
+    ``also``: further failures collected with this one, each said in its own two lines after it (``--json``:
+    all of them, this one first, under ``errors``).
+    """
     click.echo(f"error: {refusal_line(code, where, message)}", err=True)
     click.echo(f"next: {single_line(next_hint or REMEDIATION[code])}", err=True)
+    for other in also:
+        click.echo(f"error: {other.one_line()}", err=True)
+        click.echo(f"next: {single_line(next_step(other))}", err=True)
     if as_json:
-        error: dict[str, Any] = {"code": code.value, "message": message}
-        if where:
-            error["path"] = where
-        if details:
-            error["details"] = dict(details)
-        emit_json({"ok": False, "error": error})
+        error = _json_error(code, where, message, details)
+        out: dict[str, Any] = {"ok": False, "error": error}
+        if also:
+            out["errors"] = [error, *(_json_error(o.code, o.path, o.message, o.details) for o in also)]
+        emit_json(out)
     sys.exit(int(status))
+
+
+def _json_error(
+    code: FailureCode, where: str | None, message: str, details: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code.value, "message": message}
+    if where:
+        error["path"] = where
+    if details:
+        error["details"] = dict(details)
+    return error
 
 
 def warn(code: FailureCode, where: str | None, message: str, next_hint: str | None = None) -> None:
@@ -89,8 +107,8 @@ def warn(code: FailureCode, where: str | None, message: str, next_hint: str | No
 
 
 def refuse_error(exc: RegistryError, *, as_json: bool = False) -> NoReturn:
-    """Refuse with a domain error: its code, file, message and next step."""
-    refuse(exc.code, exc.path, exc.message, next_step(exc), as_json=as_json, details=exc.details or None)
+    """Refuse with a domain error: its code, file, message and next step (and each failure collected with it)."""
+    refuse(exc.code, exc.path, exc.message, next_step(exc), as_json=as_json, details=exc.details or None, also=exc.also)
 
 
 def _refuse_os(exc: OSError, next_hint: str | None, as_json: bool) -> NoReturn:

@@ -18,7 +18,7 @@ Hierarchy::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -141,6 +141,9 @@ class RegistryError(Exception):
     operator can go straight to it. ``details`` is JSON-safe extra context.
     ``next_step`` is what to do when it depends on the situation rather than
     on the code alone (see :mod:`rimthan_workflow_registry.remediation`).
+    ``also`` holds the further failures a check collected with this one (one
+    per file, each with its own code, path, details and next step): a command
+    line says each in turn.
     """
 
     def __init__(
@@ -151,13 +154,20 @@ class RegistryError(Exception):
         path: str | None = None,
         details: Mapping[str, Any] | None = None,
         next_step: str | None = None,
+        also: Sequence[RegistryError] = (),
     ) -> None:
         self.code = FailureCode(code)
         self.next_step = next_step
         self.message = message
         self.path = path
         self.details = dict(details or {})
+        self.also = tuple(also)
         super().__init__(self.one_line())
+
+    @property
+    def failures(self) -> tuple[RegistryError, ...]:
+        """This failure and every one collected with it, in order."""
+        return (self, *self.also)
 
     def one_line(self) -> str:
         """``code: path: message`` - the form every CLI prints (see :func:`refusal_line`)."""

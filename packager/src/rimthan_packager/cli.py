@@ -165,8 +165,9 @@ def check(source: Path, as_json: bool) -> None:
     the JSON Schema keywords, the version folder, every definition file
     listed, every worked example in examples/ as a run would check it (and no
     file there that is no workflow's example), and no schema file left
-    unreferenced. The first refusal is reported as build
-    would report it; exit 0 means build would accept the source.
+    unreferenced. Refusals are reported as build would report
+    them (each unreferenced schema file its own); exit 0 means build would
+    accept the source.
     """
     from .build import check_source
 

@@ -158,10 +158,6 @@ class UnreferencedSchema:
     path: str
     closest: str | None
 
-    def describe(self) -> str:
-        close = f" (closest referenced name: {self.closest})" if self.closest else ""
-        return f"{self.path}{close}"
-
 
 def unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> tuple[UnreferencedSchema, ...]:
     """The source's schema files (``schemas/*.json``, ``*.schema.json``) no workflow references and none marks kept."""
@@ -192,28 +188,26 @@ def refuse_unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> No
     Most often a reference still names the file it meant to replace (``decision-record.schema.json`` edited
     as ``decision-record-v2.schema.json``): runs then check the old schema. A file kept on purpose (a contract
     published for harness authors, a schema for a workflow still being written) says so with a top-level
-    ``"x-rimthan-unreferenced": "<why>"``.
+    ``"x-rimthan-unreferenced": "<why>"``. One failure per file, each with its closest referenced name and
+    its own next step, collected into the one refusal raised (the first, the others in ``also``).
     """
     found = unreferenced_schemas(source, catalogue)
-    if not found:
-        return
-    others = f"; also {', '.join(u.describe() for u in found[1:])}" if found[1:] else ""
-    close = f" (closest referenced name: {found[0].closest})" if found[0].closest else ""
-    raise CatalogueError(
-        FailureCode.CATALOGUE_INVALID,
-        f"no workflow references this JSON Schema{close}, so it would ship, signed, and never check anything{others}",
-        path=source.where(found[0].path),
-        details={"unreferenced": [u.path for u in found]},
-        next_step=_unreferenced_next(found),
-    )
+    if found:
+        raise _unreferenced(source, found[0], also=[_unreferenced(source, u) for u in found[1:]])
 
 
-def _unreferenced_next(found: tuple[UnreferencedSchema, ...]) -> str:
-    first = found[0]
+def _unreferenced(
+    source: SourceFiles, schema: UnreferencedSchema, also: list[CatalogueError] | None = None
+) -> CatalogueError:
+    close = f" (closest referenced name: {schema.closest})" if schema.closest else ""
     keep = f'delete it, or, to ship it on purpose, add a top-level "{KEEP_MARK}": "<why it ships>" to it'
-    fix = (
-        f"if the reference to {first.closest} meant this file, change it to {first.path}; otherwise {keep}"
-        if first.closest
-        else f"reference it from a workflow (confirmed_state_schema or an output's schema), {keep}"
+    return CatalogueError(
+        FailureCode.CATALOGUE_INVALID,
+        f"no workflow references this JSON Schema{close}, so it would ship, signed, and never check anything",
+        path=source.where(schema.path),
+        details={"schema": schema.path, "closest_referenced": schema.closest},
+        next_step=f"if the reference to {schema.closest} meant this file, change it to {schema.path}; otherwise {keep}"
+        if schema.closest
+        else f"reference it from a workflow (confirmed_state_schema or an output's schema), {keep}",
+        also=also or (),
     )
-    return f"{fix} (the same for each file listed)" if found[1:] else fix
