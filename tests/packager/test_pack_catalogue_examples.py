@@ -437,14 +437,19 @@ def test_a_file_in_examples_no_workflow_takes_is_refused_naming_the_example_it_l
     (examples / "foo.json").write_text("{}\n", "utf-8")
     (examples / "summary.md").write_text("# Summary\n", "utf-8")  # the output is JSON
 
-    said = _refused(source, keypair, out)  # every such file named, each with its closest example name
+    built = pack("build", source, "--key", keypair.private_path, "--out", out)  # one failure per file
 
-    assert said.error.startswith(f"error: catalogue_invalid: {examples / 'foo.json'}: ")
-    also = "also examples/summary.md (closest example name: examples/summary.json)"
-    assert said.error.endswith(f"never be checked; {also}")
-    assert said.next.startswith("delete it (") and said.next.endswith("(the same for each file listed)")
+    each = refusals(built.stderr)
+    assert built.returncode == 1
+    assert [s.error.split(": ", 3)[2] for s in each] == [str(examples / "foo.json"), str(examples / "summary.md")]
+    assert each[0].next.startswith("delete it (")
+    assert each[1].error.endswith(
+        "no workflow takes this file as a worked example (closest example name: examples/summary.json), so it "
+        "would ship, signed, and never be checked"
+    )
+    assert each[1].next.startswith("if it was meant as examples/summary.json, rename it to that; otherwise delete it")
     checked = pack("check", source, cwd=tmp_path)  # check says what build says
-    assert checked.returncode == 1 and refusal(checked.stderr) == said
+    assert checked.returncode == 1 and refusals(checked.stderr) == each
     (examples / "foo.json").unlink()
     (examples / "summary.md").unlink()
     _builds(source, keypair, out)
@@ -501,16 +506,19 @@ def test_examples_a_workflow_with_a_folder_of_its_own_no_longer_takes_are_refuse
     shutil.copytree(examples, tmp_path / "flat")
     shutil.copytree(tmp_path / "flat", examples / "my-flow")  # every workflow has its own folder: examples/ unread
 
-    said = _refused(source, keypair, out)
+    built = pack("build", source, "--key", keypair.private_path, "--out", out)
 
-    assert said.error.startswith(f"error: catalogue_invalid: {examples / 'confirmed-state.json'}: ")
-    assert said.error.endswith("; also examples/summary.json (closest example name: examples/my-flow/summary.json)")
+    first, second = refusals(built.stderr)
+    assert first.error.startswith(f"error: catalogue_invalid: {examples / 'confirmed-state.json'}: ")
+    assert second.error.startswith(f"error: catalogue_invalid: {examples / 'summary.json'}: ")
+    assert "(closest example name: examples/my-flow/summary.json)" in second.error
     (examples / "confirmed-state.json").unlink()
     (examples / "summary.json").unlink()
     (examples / "my-flow").rename(examples / "my-flw")
 
-    said = _refused(source, keypair, out)  # a folder named after no workflow: its files are no one's examples
+    built = pack("build", source, "--key", keypair.private_path, "--out", out)  # a folder named after no workflow
 
-    assert said.error.startswith(f"error: catalogue_invalid: {examples / 'my-flw' / 'confirmed-state.json'}: ")
+    said = refusals(built.stderr)  # its files are no one's examples
+    assert said[0].error.startswith(f"error: catalogue_invalid: {examples / 'my-flw' / 'confirmed-state.json'}: ")
     (examples / "my-flw").rename(examples / "my-flow")
     _builds(source, keypair, out)

@@ -123,9 +123,15 @@ def validate_source(source: SourceFiles) -> tuple[LoadedCatalogue, int]:
         check_schema_keywords(loaded.schemas.documents, source.read)  # build only: signed releases keep loading
         examples = check_examples(loaded.catalogue, loaded.schemas, source.paths, source.read)  # same
     except RegistryError as exc:
-        where = source.where(exc.path) if exc.path else str(source.root)
-        raise type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step) from exc
+        raise _in_source(source, exc) from exc
     return loaded, examples
+
+
+def _in_source(source: SourceFiles, exc: RegistryError) -> RegistryError:
+    """``exc`` (and each failure collected with it) naming its source file, not its catalogue path."""
+    where = source.where(exc.path) if exc.path else str(source.root)
+    also = [_in_source(source, other) for other in exc.also]
+    return type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step, also=also)
 
 
 def _distinct(keys: Sequence[SigningKey]) -> list[SigningKey]:

@@ -166,8 +166,8 @@ def check(source: Path, as_json: bool) -> None:
     listed, every worked example in examples/ as a run would check it (and no
     file there that is no workflow's example), and no schema file left
     unreferenced. Refusals are reported as build would report
-    them (each unreferenced schema file its own); exit 0 means build would
-    accept the source.
+    them (each unreferenced schema file and stray example its own); exit 0
+    means build would accept the source.
     """
     from .build import check_source
 

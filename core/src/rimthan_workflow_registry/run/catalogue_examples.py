@@ -185,23 +185,25 @@ def refuse_stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> None:
 
     Most often a misspelt output id (``examples/findngs.md``), the wrong extension for the output's media
     type, or a folder named after no workflow; a harness reading the examples would not find it either.
+    One failure per file, each with its closest example name and its own next step (the first raised, the
+    others in ``also``).
     """
     found = stray_examples(catalogue, paths)
-    if not found:
-        return
-    first = found[0]
-    close = f" (closest example name: {first.closest})" if first.closest else ""
-    others = f"; also {', '.join(s.describe() for s in found[1:])}" if found[1:] else ""
-    rename = f"if it was meant as {first.closest}, rename it to that; otherwise " if first.closest else ""
-    raise CatalogueError(
+    if found:
+        raise _stray_refusal(found[0], [_stray_refusal(s) for s in found[1:]])
+
+
+def _stray_refusal(stray: StrayExample, also: list[CatalogueError] | None = None) -> CatalogueError:
+    close = f" (closest example name: {stray.closest})" if stray.closest else ""
+    rename = f"if it was meant as {stray.closest}, rename it to that; otherwise " if stray.closest else ""
+    return CatalogueError(
         FailureCode.CATALOGUE_INVALID,
-        f"no workflow takes this file as a worked example{close}, so it would ship, signed, and never be "
-        f"checked{others}",
-        path=first.path,
-        details={"stray_examples": [s.path for s in found]},
+        f"no workflow takes this file as a worked example{close}, so it would ship, signed, and never be checked",
+        path=stray.path,
+        details={"example": stray.path, "closest_example": stray.closest},
         next_step=f"{rename}delete it (an example is confirmed-state.json or <output-id>.json|.md, in "
-        f"examples/<workflow-id>/ or, for a workflow without a folder of its own, examples/)"
-        + (" (the same for each file listed)" if found[1:] else ""),
+        f"examples/<workflow-id>/ or, for a workflow without a folder of its own, examples/)",
+        also=also or (),
     )
 
 
