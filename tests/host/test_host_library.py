@@ -244,5 +244,6 @@ def test_a_session_s_moves_return_typed_results_with_the_verifier_s_result_kept_
     assert prepared.ready and prepared.validators == tuple(prepared.wire["validators"])
     assert (submitted.status, submitted.step_id, submitted.workflow_version) == ("advanced", "interview", "1.3.0")
     assert session.checkpoint == submitted.wire["checkpoint"]
+    assert session.position == submitted and session.position is session.position  # typed once, as it was placed
     with pytest.raises(dataclasses.FrozenInstanceError):
         submitted.status = "completed"

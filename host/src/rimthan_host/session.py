@@ -82,6 +82,7 @@ class HostSession:
         self.record = RunRecord()
         self.run_log = run_log
         self._result: dict[str, Any] = {}  # the verifier's result that placed the run, as sent (saved, resumed)
+        self._position: RunResult | None = None  # ``_result`` typed, built once as it is placed (see ``_place``)
         self.prepared: Prepared | None = None
         self.existed_before: dict[str, bool] = {}
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
@@ -144,7 +145,8 @@ class HostSession:
 
     def _take(self, tool: str, result: dict[str, Any], saved: _Saved, new_step: str | None) -> None:
         """Make a logged move current: its state, position and outputs, what the record and events say."""
-        self.state, self._result, self.existed_before = saved.state, saved.position, saved.existed
+        self.state, self.existed_before = saved.state, saved.existed
+        self._place(saved.position)
         self.evidence = saved.evidence
         step = (result.get("step") or {}).get("id")
         self.record.statuses.append((tool, result["status"], step))
@@ -214,9 +216,15 @@ class HostSession:
     @property
     def position(self) -> RunResult:
         """Where the run is: the last result that placed it (at a step, or completed); HarnessError before one."""
-        if "status" not in self._result:
+        if self._position is None:
             raise HarnessError("no run is in progress here")
-        return RunResult.of(self._result)
+        return self._position
+
+    def _place(self, result: dict[str, Any]) -> None:
+        """Make ``result`` the one that places the run, typed once here (``position`` is read often)."""
+        if result is not self._result:
+            self._position = RunResult.of(result) if "status" in result else None
+        self._result = result
 
     @property
     def step(self) -> Mapping[str, Any]:
@@ -484,7 +492,7 @@ class HostSession:
             return self._restore({**position, "checkpoint": token}, saved)
         if not asks_the_verifier(saved):
             raise PositionUnknown(run_log.run_id, saved.get("step"))
-        self._result = {"checkpoint": token}
+        self._place({"checkpoint": token})
         result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
         if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
             self.existed_before = dict(saved.get("existed_before") or {})
@@ -493,7 +501,8 @@ class HostSession:
 
     def _restore(self, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
         """Make the saved result of the log's last checkpoint current, as if it had just been returned."""
-        self._result, self.existed_before = result, dict(saved.get("existed_before") or {})
+        self._place(result)
+        self.existed_before = dict(saved.get("existed_before") or {})
         self.record.steps_visited.append(str(result["step"]["id"]))
         self._note_offer(result)
         self.offer_asked = self.migration_offer is not None  # none saved: not asked since this resume
