@@ -21,7 +21,7 @@ from rimthan_workflow_registry.errors import CatalogueError, FailureCode
 from rimthan_workflow_registry.limits import MAX_STEP_VALIDATORS
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.release.loader import ReleaseLoader
-from rimthan_workflow_registry.workflow_engine import resolve_branches
+from rimthan_workflow_registry.workflow_engine import resolve_branches, walked_steps
 
 PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.2.0"
 WORKFLOW = "workflows/research-decision.toml"
@@ -544,3 +544,13 @@ def test_an_output_inside_another_names_the_file_it_would_need_as_a_directory(so
     message = load_error(source).message
     assert "step desk-research output findings writes 'research/evidence-log.json/findings.md' inside" in message
     assert "'research/evidence-log.json', which step desk-research output evidence-log writes as a file" in message
+
+
+def test_walked_steps_are_the_steps_themselves_in_order(source: Path) -> None:
+    """The migration preview reads each walked step's outputs: it gets the steps, not ids to look up again."""
+    workflow = ReleaseLoader.load(SourceDir(source)).catalogue.workflows[0]
+    walked = walked_steps(workflow, "setup-workspace", "desk-research", {"research_route": "desk-research"})
+    assert walked == tuple(
+        workflow.step(s) for s in ("setup-workspace", "interview", "confirm-contract", "select-route")
+    )
+    assert walked_steps(workflow, "setup-workspace", "desk-research", {}) == ()  # no route confirmed: no path claimed

@@ -50,7 +50,9 @@ def newest_version(workflows: Iterable[WorkflowDefinition]) -> WorkflowDefinitio
     return max(stable or candidates, key=lambda w: semver_key(w.version), default=None)
 
 
-def walked_steps(workflow: WorkflowDefinition, start: str, current: str, state: Mapping[str, Any]) -> tuple[str, ...]:
+def walked_steps(
+    workflow: WorkflowDefinition, start: str, current: str, state: Mapping[str, Any]
+) -> tuple[StepDefinition, ...]:
     """The steps a run on ``current`` walked from ``start``, in order, as ``state`` routes it (``current`` excluded).
 
     Each step is followed by its linear next or the one branch ``state``
@@ -58,10 +60,10 @@ def walked_steps(workflow: WorkflowDefinition, start: str, current: str, state: 
     from ``start`` to ``current`` (a branch field missing or matching no
     branch, a step met twice, a dead end): then no path is claimed.
     """
-    walked: list[str] = []
+    walked: list[StepDefinition] = []
     step = workflow.step(start)
-    while step is not None and step.id != current and step.id not in walked:
-        walked.append(step.id)
+    while step is not None and step.id != current and all(w.id != step.id for w in walked):
+        walked.append(step)
         try:
             target = step.next if step.next is not None else resolve_branches(step, state)
         except WorkflowProtocolError:

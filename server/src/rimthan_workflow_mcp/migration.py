@@ -151,10 +151,7 @@ def _walked_again(departure: Departure) -> tuple[WalkedStep, ...]:
     """The steps the run walked from setup-workspace to the step it is on, each with the outputs it redoes."""
     cp, workflow = departure.issued.checkpoint, departure.workflow
     walked = walked_steps(workflow, SETUP_STEP_ID, cp.step_id, departure.values)
-    steps = [workflow.step(step_id) for step_id in walked]
-    return tuple(
-        WalkedStep(s.id, tuple(o.id for o in s.outputs if o.id in cp.artifacts)) for s in steps if s is not None
-    )
+    return tuple(WalkedStep(s.id, tuple(o.id for o in s.outputs if o.id in cp.artifacts)) for s in walked)
 
 
 def _check_target(
