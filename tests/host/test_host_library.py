@@ -23,7 +23,7 @@ from rimthan_host import RunResult, ValidationRound
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
 from rimthan_host.files import ProjectFiles
 from rimthan_host.harness import HarnessError, Review, WorkflowHarness
-from rimthan_host.protocol import HostProfile
+from rimthan_host.protocol import HostProfile, NotAProtocolResult, protocol_result
 from rimthan_host.reports import validator_payload, validator_report
 from rimthan_host.runlog import RunLog, list_runs
 from rimthan_host.session import HostSession
@@ -242,8 +242,25 @@ def test_a_session_s_moves_return_typed_results_with_the_verifier_s_result_kept_
     )
     assert started.step == started.wire["step"] and started.question is None and started.failures == ()
     assert prepared.ready and prepared.validators == tuple(prepared.wire["validators"])
+    assert (started.message, prepared.message) == (started.wire["message"], prepared.wire["message"])
+    assert started.walked_again == () and started.migration is None  # (no migration target: nothing walked again)
     assert (submitted.status, submitted.step_id, submitted.workflow_version) == ("advanced", "interview", "1.3.0")
     assert session.checkpoint == submitted.wire["checkpoint"]
     assert session.position == submitted and session.position is session.position  # typed once, as it was placed
     with pytest.raises(dataclasses.FrozenInstanceError):
         submitted.status = "completed"
+
+
+@pytest.mark.parametrize(
+    ("walked", "where"),
+    [
+        ("setup-workspace", "/migration/walked_again is not an array"),
+        ([{"step": 5, "outputs": []}], "/migration/walked_again/0/step is not a string"),
+        ([{"step": "interview", "outputs": "x"}], "/migration/walked_again/0/outputs is not an array"),
+    ],
+)
+def test_a_walked_again_of_the_wrong_shape_is_no_protocol_result(walked: Any, where: str) -> None:
+    """``RunResult.walked_again`` is typed from the preview: a verifier's part of another type is refused first."""
+    result = {"status": "blocked", "message": "blocked", "migration": {"walked_again": walked}}
+    with pytest.raises(NotAProtocolResult, match=f"a result whose {where}"):
+        protocol_result("rimthan.continue_workflow", result, is_error=False)

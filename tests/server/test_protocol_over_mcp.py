@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 from rimthan_host.harness import client_caller
+from rimthan_host.results import WalkedStep
 from support.servers import HttpServer, ServerWorld, harness, mcp_client, text_of
 
 
@@ -77,6 +78,13 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
                 {"step": "interview", "outputs": []},
                 {"step": "confirm-contract", "outputs": []},
             ]
+            assert preview.walked_again == (  # typed, as the demo and the bridge read it
+                WalkedStep("setup-workspace", ("workspace-manifest",)),
+                WalkedStep("interview", ()),
+                WalkedStep("confirm-contract", ()),
+            )
+            assert preview.message == preview.wire["message"] and preview.message
+            assert at_interview.walked_again == (WalkedStep("setup-workspace", ("workspace-manifest",)),)
             moved = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=True)
             assert (moved.status, moved.step_id) == ("active", "setup-workspace")
             done = await migrating.run(moved)

@@ -52,7 +52,7 @@ class MigrationMoves(BridgeCore):
                 {"status": "refused", "refused": exc.code},
                 is_error=True,
             )
-        words = preview_words(preview.migration or {}, preview.failures)
+        words = preview_words(preview)
         blocking = [f for f in preview.failures if f.get("code") != "migration_confirmation_required"]
         data = {"status": "preview", "to_release": target, "failures": failure_codes(preview.failures)}
         if blocking or not confirm:

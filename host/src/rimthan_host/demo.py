@@ -34,6 +34,7 @@ from .harness import (
     WorkflowHarness,
     client_caller,
 )
+from .protocol import failure_lines
 from .words import walked_words
 
 WORKFLOW = "research"
@@ -114,7 +115,7 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
         _show_preview(preview)
         migrated = await harness.migrate(result, f"research-decision@{target}", target, confirm=True)
         if migrated.status != "active":
-            raise HarnessError(f"migration was not performed: {migrated.wire.get('message')}")
+            raise HarnessError(f"migration was not performed: {failure_lines(migrated.failures, migrated.message)}")
         await harness.run(migrated)
         _summary(harness, project)
     click.echo("\n== demo complete: both runs finished; the server exited with the client")
@@ -129,7 +130,7 @@ def _show_preview(result: RunResult) -> None:
         f"{preview.get('invalidated_artifacts')} validators {preview.get('invalidated_validators')} "
         f"({result.status}: {codes})"
     )
-    click.echo(f"  {walked_words(preview.get('walked_again') or [])}")
+    click.echo(f"  {walked_words(result.walked_again)}")
 
 
 def _summary(harness: WorkflowHarness, project: Path) -> None:

@@ -372,4 +372,4 @@ def _expect(result: _Result, statuses: set[str]) -> _Result:
 
 
 def _lines(result: RunResult | ValidationRound) -> str:
-    return failure_lines(result.wire)
+    return failure_lines(result.failures, result.message)

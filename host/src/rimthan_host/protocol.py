@@ -8,7 +8,7 @@ engine module.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -215,7 +215,6 @@ class HostProfile:
         }
 
 
-def failure_lines(result: Mapping[str, Any]) -> str:
-    """A result's failures as one line (``code: message; ...``)."""
-    failures = result.get("failures") or []
-    return "; ".join(f"{f['code']}: {f['message']}" for f in failures) or str(result.get("message"))
+def failure_lines(failures: Sequence[Mapping[str, Any]], message: str) -> str:
+    """A result's failures as one line (``code: message; ...``); its ``message`` when it has none."""
+    return "; ".join(f"{f['code']}: {f['message']}" for f in failures) or message

@@ -32,7 +32,7 @@ SHAPE: dict[str, Any] = {
     "validators": [{}],
     "failures": [_FAILURE],
     "findings": [{}],
-    "migration": {},
+    "migration": {"walked_again": [{"step": _TEXT, "outputs": [_TEXT]}]},
 }
 _NAMES = {str: "a string", dict: "an object", list: "an array"}
 

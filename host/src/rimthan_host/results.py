@@ -23,9 +23,25 @@ def _part(wire: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _texts(value: Any) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
 def _listed(wire: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any], ...]:
     value = wire.get(key)
     return tuple(item for item in value if isinstance(item, Mapping)) if isinstance(value, list) else ()
+
+
+@dataclass(frozen=True)
+class WalkedStep:
+    """A step a migration walks again (``walked_again``): its id and the outputs it produces again."""
+
+    step: str
+    outputs: tuple[str, ...]
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> WalkedStep:
+        return cls(str(wire.get("step") or ""), _texts(wire.get("outputs")))
 
 
 @dataclass(frozen=True)
@@ -42,8 +58,10 @@ class RunResult:
     ``findings``: the validators' findings of a refused round
     (``validation_failed``). ``failures``: why the verifier refused the move
     (``blocked``: each with its ``code`` and ``message``). ``migration``: the
-    migration the verifier previews or offers, if any. ``wire``: the result as
-    the verifier sent it.
+    migration the verifier previews or offers, if any, and ``walked_again`` the
+    steps it walks again (each a :class:`WalkedStep`, in order; none without a
+    migration). ``message``: what happened, in the verifier's words. ``wire``:
+    the result as the verifier sent it.
     """
 
     status: str
@@ -56,11 +74,13 @@ class RunResult:
     findings: tuple[Mapping[str, Any], ...]
     failures: tuple[Mapping[str, Any], ...]
     migration: Mapping[str, Any] | None
+    walked_again: tuple[WalkedStep, ...]
+    message: str
     wire: Mapping[str, Any]
 
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> RunResult:
-        step, workflow = _part(wire, "step"), _part(wire, "workflow")
+        step, workflow, migration = _part(wire, "step"), _part(wire, "workflow"), _part(wire, "migration")
         return cls(
             status=str(wire["status"]),
             release=str(_part(wire, "release").get("id") or ""),
@@ -71,7 +91,9 @@ class RunResult:
             question=_part(wire, "question") or None,
             findings=_listed(wire, "findings"),
             failures=_listed(wire, "failures"),
-            migration=_part(wire, "migration") or None,
+            migration=migration or None,
+            walked_again=tuple(WalkedStep.of(w) for w in _listed(migration, "walked_again")),
+            message=str(wire.get("message") or ""),
             wire=wire,
         )
 
@@ -84,13 +106,14 @@ class ValidationRound:
     ``validator_id``, ``version``, ``subagent``..., then record a verdict for
     each and submit) or ``deterministic_validation_failed`` (``failures``: each
     file refused, with its ``code``, ``message`` and ``artifact_id``). ``ready``:
-    whether the validators wait for verdicts. ``wire``: the result as the
-    verifier sent it.
+    whether the validators wait for verdicts. ``message``: what happened, in
+    the verifier's words. ``wire``: the result as the verifier sent it.
     """
 
     status: str
     validators: tuple[Mapping[str, Any], ...]
     failures: tuple[Mapping[str, Any], ...]
+    message: str
     wire: Mapping[str, Any]
 
     @property
@@ -99,7 +122,8 @@ class ValidationRound:
 
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> ValidationRound:
-        return cls(str(wire["status"]), _listed(wire, "validators"), _listed(wire, "failures"), wire)
+        message = str(wire.get("message") or "")
+        return cls(str(wire["status"]), _listed(wire, "validators"), _listed(wire, "failures"), message, wire)
 
 
-__all__ = ["RunResult", "ValidationRound"]
+__all__ = ["RunResult", "ValidationRound", "WalkedStep"]

@@ -250,7 +250,7 @@ class HostSession:
         empty = ConfirmedStateBook(self.clock)
         asked = RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, None)))
         if asked.status != "blocked" or not asked.workflow_version:
-            why = failure_lines(asked.wire)
+            why = failure_lines(asked.failures, asked.message)
             raise HarnessError(f"a start of {workflow} with no facts did not name its version: {why}")
         return asked.workflow_version
 

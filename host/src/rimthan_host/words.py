@@ -23,7 +23,7 @@ from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
 from .files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
-from .results import RunResult
+from .results import RunResult, WalkedStep
 from .runlog import RunSummary
 from .schemas import OutputSchema
 
@@ -232,13 +232,15 @@ def findings_words(findings: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def preview_words(preview: Mapping[str, Any], failures: Sequence[Mapping[str, Any]]) -> list[str]:
+def preview_words(result: RunResult) -> list[str]:
+    """A migration preview in words: what it invalidates, the steps it walks again, what blocks it."""
+    preview, failures = result.migration or {}, result.failures
     lines = [
         f"Migration from {(preview.get('from') or {}).get('release')} to {(preview.get('to') or {}).get('release')}:",
         f"the run restarts at {preview.get('restart_step')}; these results are invalidated and redone:",
         f"artifacts {', '.join(preview.get('invalidated_artifacts') or []) or 'none'};",
         f"validators {', '.join(preview.get('invalidated_validators') or []) or 'none'}.",
-        walked_words(preview.get("walked_again") or []),
+        walked_words(result.walked_again),
     ]
     blocking = [f for f in failures if f.get("code") != "migration_confirmation_required"]
     if blocking:
@@ -247,9 +249,9 @@ def preview_words(preview: Mapping[str, Any], failures: Sequence[Mapping[str, An
     return lines
 
 
-def walked_words(walked: Sequence[Mapping[str, Any]]) -> str:
+def walked_words(walked: Sequence[WalkedStep]) -> str:
     """The steps a migration walks again, in order, each with the files it produces again."""
-    steps = [str(w.get("step")) + (f" (redoes {', '.join(w['outputs'])})" if w.get("outputs") else "") for w in walked]
+    steps = [w.step + (f" (redoes {', '.join(w.outputs)})" if w.outputs else "") for w in walked]
     return f"Steps walked again: {', '.join(steps)}." if steps else "No step is walked again."
 
 
