@@ -212,7 +212,7 @@ def drive(
     return DrivenRun(harness, checkpoints)
 
 
-def drive_migrated(engines: Engines, *, name: str) -> DrivenRun:
+def drive_migrated(engines: Engines, *, name: str, scenario: Any = None) -> DrivenRun:
     """A run started on 1.2.0, migrated explicitly to 1.3.0 at select-route, completed there."""
     modules = {engines.releases[v].manifest_digest: engines.module(v) for v in ("1.2.0", "1.3.0")}
     target = engines.module("1.3.0")
@@ -234,7 +234,7 @@ def drive_migrated(engines: Engines, *, name: str) -> DrivenRun:
 
     project = engines.work / "projects" / name
     harness = WorkflowHarness(
-        call, ExamplesScenario("desk-research"), project_dir=project, clock=engines.clock, on_event=keep
+        call, scenario or ExamplesScenario("desk-research"), project_dir=project, clock=engines.clock, on_event=keep
     )
     clock = engines.clock
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.run import has_own_examples
@@ -38,6 +37,7 @@ from .protocol import (
 from .reports import validator_key, validator_payload
 from .results import RunResult, ValidationRound
 from .runlog import RunLog
+from .scenario import AuthorContext, Review, ReviewContext, Scenario, ScenarioBeforeWorkflow, ScenarioCalls
 from .session import EventSink, HarnessEvent, HostSession, RunRecord
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "RunRecord",
     "RunResult",
     "Scenario",
+    "ScenarioBeforeWorkflow",
     "ToolCaller",
     "ToolRefused",
     "ValidationRound",
@@ -64,54 +65,6 @@ __all__ = [
     "WrittenFile",
     "client_caller",
 ]
-
-
-@dataclass(frozen=True)
-class AuthorContext:
-    workflow_version: str
-    step_id: str
-    output: Mapping[str, Any]
-    values: Mapping[str, Any]
-    attempt: int
-    findings: Sequence[Mapping[str, Any]]
-    written: Mapping[str, WrittenFile]
-    workflow: str = ""  # the run's workflow id
-
-
-@dataclass(frozen=True)
-class ReviewContext:
-    workflow_version: str
-    step_id: str
-    validator_id: str
-    validator_version: str
-    instruction: str
-    artifacts: Mapping[str, WrittenFile]
-    values: Mapping[str, Any]
-    project_dir: Path
-
-
-@dataclass(frozen=True)
-class Review:
-    outcome: str  # "pass" | "fail"
-    findings: tuple[Mapping[str, Any], ...] = ()
-
-
-class Scenario(Protocol):
-    """The user's answers and the scripted authoring and reviews a model would otherwise do."""
-
-    def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]: ...
-
-    def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
-
-    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any: ...
-
-    def migration_state(
-        self, values: Mapping[str, Any], target_version: str, *, workflow: str = ""
-    ) -> dict[str, Any]: ...
-
-    def author(self, ctx: AuthorContext) -> str: ...
-
-    def review(self, ctx: ReviewContext) -> Review: ...
 
 
 class CatalogueExamples:
@@ -151,7 +104,7 @@ class CatalogueExamples:
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
+    def answer(self, question: Mapping[str, Any], workflow_version: str, *, workflow: str = "") -> Any:
         if question["field"] != "research_route":
             raise HarnessError(f"no scripted answer for {question['field']!r}")
         return self.route
@@ -200,7 +153,7 @@ class WorkflowHarness:
     def __init__(
         self,
         call: ToolCaller,
-        scenario: Scenario,
+        scenario: Scenario | ScenarioBeforeWorkflow,
         *,
         project_dir: Path,
         host: HostProfile | None = None,
@@ -213,6 +166,7 @@ class WorkflowHarness:
             call, project_dir=project_dir, host=host, clock=clock, run_log=run_log, on_event=on_event
         )
         self.scenario = scenario
+        self._calls = ScenarioCalls(scenario)
         self.max_repairs = max_repairs
         self._emit: EventSink = on_event or (lambda event: None)
 
@@ -255,7 +209,7 @@ class WorkflowHarness:
         is started or logged).
         """
         version = initial_version or workflow_version or await self.session.newest_version(workflow)
-        values = self.scenario.initial_state(version, workflow=workflow)
+        values = self._calls.initial_state(version, workflow=workflow)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
 
     async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:
@@ -279,7 +233,7 @@ class WorkflowHarness:
 
     async def _answer(self, result: RunResult) -> RunResult:
         question = result.question or {}
-        value = self.scenario.answer(question, result.workflow_version)
+        value = self._calls.answer(question, result.workflow_version, workflow=result.workflow)
         self._emit(
             HarnessEvent(
                 "answer",
@@ -316,7 +270,7 @@ class WorkflowHarness:
         The target state comes from the scenario and every field is confirmed
         afresh: the user re-confirms the whole state for the target release.
         """
-        values = self.scenario.migration_state(self.state.values, target_version, workflow=result.workflow)
+        values = self._calls.migration_state(self.state.values, target_version, workflow=result.workflow)
         return await self.session.migrate(target_release, values, confirm=confirm)
 
     def _produce(
