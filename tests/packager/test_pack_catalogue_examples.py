@@ -14,7 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from rimthan_host.harness import CatalogueExamples, RunResult, WorkflowHarness, client_caller
+from rimthan_host.harness import CatalogueExamples, HarnessError, RunResult, WorkflowHarness, client_caller
 from rimthan_host.protocol import HostProfile
 from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
 from support.pack_cli import BIN, init_scaffold, pack
@@ -430,8 +430,8 @@ def test_a_file_in_examples_no_workflow_takes_is_refused_naming_the_example_it_l
     )
     assert said.next == (
         "if it was meant as examples/summary.json, rename it to that; otherwise delete it (an example is "
-        "confirmed-state.json or <output-id>.json|.md, in examples/<workflow-id>/ or, for a workflow without a "
-        "folder of its own, examples/)"
+        "confirmed-state.json, answers.json or <output-id>.json|.md, in examples/<workflow-id>/ or, for a "
+        "workflow without a folder of its own, examples/)"
     )
     (examples / "sumary.json").rename(examples / "summary.json")
     (examples / "foo.json").write_text("{}\n", "utf-8")
@@ -522,3 +522,79 @@ def test_examples_a_workflow_with_a_folder_of_its_own_no_longer_takes_are_refuse
     assert said[0].error.startswith(f"error: catalogue_invalid: {examples / 'my-flw' / 'confirmed-state.json'}: ")
     (examples / "my-flw").rename(examples / "my-flow")
     _builds(source, keypair, out)
+
+
+# --------------------------------------------------------------------------- answers a worked example records
+
+
+def _asks_audience(source: Path) -> None:
+    """my-flow's plan step asks a question that is not research_route: ``audience``, team or board."""
+    _edit(
+        source / "workflows" / "my-flow.toml",
+        'instruction = "assets/instructions/plan.md"\nnext = "write-summary"\n',
+        'instruction = "assets/instructions/plan.md"\n'
+        'question = { field = "audience", prompt = "Who reads the summary?", choices = ["team", "board"] }\n\n'
+        '[[steps.branches]]\ntarget = "write-summary"\nwhen = { field = "audience", one_of = ["team", "board"] }\n',
+    )
+    _edit(
+        source / "schemas" / "confirmed-state.schema.json",
+        '"properties": {',
+        '"properties": {\n    "audience": {"type": "string", "enum": ["team", "board"]},',
+    )
+
+
+def test_the_examples_scenario_answers_any_question_its_worked_example_records(
+    scaffold: Path, keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """CatalogueExamples knew only research_route: a catalogue asking ``audience`` failed at its question.
+
+    The worked example records the owner's answers in answers.json (checked at build: a question of the workflow,
+    one of its choices); the scenario answers from it, and refuses, naming the file, a question it holds no answer
+    for. Through the real server and a built, signed release.
+    """
+    source = _at_version(scaffold, tmp_path, "0.1.0")
+    _asks_audience(source)
+    answers = source / "examples" / "answers.json"
+
+    async def walk(release: Path, name: str) -> WorkflowHarness | HarnessError:
+        args = ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(tmp_path / name)]
+        with (tmp_path / f"{name}.log").open("w") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                host = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
+                harness = WorkflowHarness(client_caller(client), examples, project_dir=tmp_path / name, host=host)
+                with harness:
+                    try:
+                        await harness.run(await harness.start("my-flow", "0.1.0"))
+                    except HarnessError as exc:  # (inside: the SDK's task group would wrap it)
+                        return exc
+                return harness
+
+    _builds(source, keypair, tmp_path / "none")  # (answers are optional: a harness author may script them)
+    none = anyio.run(walk, tmp_path / "none" / "my-flow-0.1.0", "none")
+    examples = tmp_path / "none" / "my-flow-0.1.0" / "catalogue" / "examples"
+    assert isinstance(none, HarnessError) and str(none) == (
+        f"no scripted answer for 'audience': the worked examples in {examples} record none "
+        "(add it to answers.json there, or give it in the scenario's answers)"
+    )
+
+    answers.write_text('{"audiance": "team"}\n', "utf-8")
+    said = _refused(source, keypair, tmp_path / "typo")
+    assert said.error == (
+        f"error: catalogue_invalid: {answers}: 'audiance' is no question of workflow my-flow@0.1.0 "
+        "(its questions: audience): a harness answering it would be refused"
+    )
+    answers.write_text('{"audience": "everyone"}\n', "utf-8")
+    said = _refused(source, keypair, tmp_path / "choice")
+    assert said.error.endswith(
+        "'everyone' is not one of the choices of 'audience' (team, board): a harness answering it would be refused"
+    )
+
+    answers.write_text('{"audience": "board"}\n', "utf-8")
+    _builds(source, keypair, tmp_path / "rel")
+    harness = anyio.run(walk, tmp_path / "rel" / "my-flow-0.1.0", "answered")
+    assert isinstance(harness, WorkflowHarness)
+    assert harness.record.final is not None and harness.record.final["status"] == "completed"
+    assert harness.state.values["audience"] == "board"
+    scripted = CatalogueExamples({"0.1.0": tmp_path}, route="", answers={"audience": "team"})
+    assert scripted.answer({"field": "audience"}, "0.1.0", workflow="my-flow") == "team"  # the caller's first

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rimthan_workflow_registry.canonical import sha256_hex
-from rimthan_workflow_registry.run import has_own_examples
+from rimthan_workflow_registry.run import ANSWERS_EXAMPLE, has_own_examples, recorded_answers
 
 from .confirmations import ConfirmedStateBook
 from .files import WrittenFile
@@ -74,15 +74,25 @@ class CatalogueExamples:
     folder. A workflow's examples are those of ``<folder>/<workflow-id>/``
     when that holds a file, else of the folder itself (the packager's rule,
     ``has_own_examples``): ``confirmed-state.json`` holds the values the
-    example decision owner confirms; ``<artifact-id>.json|md`` the artifact text. The
+    example decision owner confirms; ``answers.json`` the answer the owner gives
+    to each question, unless the caller's ``answers`` give it (``route``
+    answers ``research_route``); ``<artifact-id>.json|md`` the artifact text. The
     scripted validators re-hash every artifact on disk (a changed file fails
     them) and the ones named in ``fail_once`` (id or ``id@version``) fail
     once, to exercise the repair loop.
     """
 
-    def __init__(self, examples: Mapping[str, Path], route: str, fail_once: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        examples: Mapping[str, Path],
+        route: str,
+        fail_once: Collection[str] = (),
+        *,
+        answers: Mapping[str, Any] | None = None,
+    ) -> None:
         self.examples = {version: Path(path) for version, path in examples.items()}
         self.route = route
+        self.answers = dict(answers or {})  # the caller's answers, by question field: before the examples' own
         self.fail_once = set(fail_once)
         self._folders: dict[tuple[str, str], Path] = {}
 
@@ -105,9 +115,30 @@ class CatalogueExamples:
         return {}
 
     def answer(self, question: Mapping[str, Any], workflow_version: str, *, workflow: str = "") -> Any:
-        if question["field"] != "research_route":
-            raise HarnessError(f"no scripted answer for {question['field']!r}")
-        return self.route
+        """The caller's answer (``answers``; ``route`` for ``research_route``), else the worked example's."""
+        field = str(question["field"])
+        if field in self.answers:
+            return self.answers[field]
+        if field == "research_route":
+            return self.route
+        folder = self._dir(workflow_version, workflow)
+        recorded = self._answers(folder)
+        if field not in recorded:
+            raise HarnessError(
+                f"no scripted answer for {field!r}: the worked examples in {folder} record none "
+                f"(add it to {ANSWERS_EXAMPLE} there, or give it in the scenario's answers)"
+            )
+        return recorded[field]
+
+    def _answers(self, folder: Path) -> dict[str, Any]:
+        """The answers a worked example records (``answers.json``; none without one)."""
+        path = folder / ANSWERS_EXAMPLE
+        if not path.is_file():
+            return {}
+        try:
+            return recorded_answers(json.loads(path.read_text("utf-8")))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise HarnessError(f"{path} holds no answers: {exc}") from None
 
     def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
         state = self.initial_state(target_version, workflow=workflow)

@@ -47,7 +47,12 @@ from rimthan_workflow_registry.lazy_exports import first_use_getattr
 if TYPE_CHECKING:
     from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
     from rimthan_workflow_registry.run.audit import LoggedToken, RunAuditError, audit_run, describe, read_log
-    from rimthan_workflow_registry.run.catalogue_examples import check_examples, has_own_examples
+    from rimthan_workflow_registry.run.catalogue_examples import (
+        ANSWERS_EXAMPLE,
+        check_examples,
+        has_own_examples,
+        recorded_answers,
+    )
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
         Checkpoint,
@@ -129,6 +134,8 @@ __all__ = [
     "build_step_payload",
     "changed_fields",
     "check_examples",
+    "recorded_answers",
+    "ANSWERS_EXAMPLE",
     "check_reports",
     "check_reports_size",
     "describe",
@@ -190,6 +197,8 @@ _HOME = {
     "build_step_payload": "rimthan_workflow_registry.run.step_payload",
     "changed_fields": "rimthan_workflow_registry.run.confirmed_state",
     "check_examples": "rimthan_workflow_registry.run.catalogue_examples",
+    "recorded_answers": "rimthan_workflow_registry.run.catalogue_examples",
+    "ANSWERS_EXAMPLE": "rimthan_workflow_registry.run.catalogue_examples",
     "check_reports": "rimthan_workflow_registry.run.validation_bundle",
     "check_reports_size": "rimthan_workflow_registry.run.validation_bundle",
     "describe": "rimthan_workflow_registry.run.audit",

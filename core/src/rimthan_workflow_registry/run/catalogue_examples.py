@@ -5,7 +5,9 @@ when the source has one, else of ``examples/`` itself (the layout of a
 catalogue with one workflow, which every packaged catalogue keeps):
 ``confirmed-state.json`` (the values a decision owner confirms) and one
 ``<artifact-id>.json`` or ``<artifact-id>.md`` per output of a gated step
-(not ``workspace-manifest``, which the harness generates). Every example
+(not ``workspace-manifest``, which the harness generates), and, for a
+workflow that asks questions, ``answers.json`` (the answer the owner gives to
+each question, by its field: what a scripted harness answers). Every example
 present is checked with the run's own checks - the confirmed-state schema and
 its size bound, and ``prepare_step_validation``'s artifact checks (size, each
 step's total, strict JSON, the output's schema) - so an example that would be
@@ -31,6 +33,7 @@ from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
     OutputDeclaration,
+    Question,
     StepDefinition,
     WorkflowDefinition,
 )
@@ -46,6 +49,7 @@ CONFIRMED_STATE_EXAMPLE = "confirmed-state.json"
 README_NAMES = frozenset({"readme", "readme.md", "readme.txt"})
 """A file of the examples folder with one of these names (any case) is documentation, no example: it ships,
 signed, as a README anywhere in a source does, and is neither checked nor refused as a stray example."""
+ANSWERS_EXAMPLE = "answers.json"  # {question field: the answer the example's owner gives}
 _EXTENSIONS = {"application/json": "json", "text/markdown": "md"}
 CHECKER_SUFFIX = ":examples"  # the checks' memory: a new rule, a new suffix (old passes void)
 _KEY_TEXT = compact_encoder(sort_keys=True, ensure_ascii=True)
@@ -101,13 +105,39 @@ def is_readme(path: str) -> bool:
 
 
 def example_names(workflow: WorkflowDefinition) -> list[str]:
-    """The names a workflow's examples may have: its confirmed state's and each gated output's."""
-    return [CONFIRMED_STATE_EXAMPLE] + [
+    """The names a workflow's examples may have: its confirmed state's, its answers' (if it asks) and each output's."""
+    answers = [ANSWERS_EXAMPLE] if questions(workflow) else []
+    return [CONFIRMED_STATE_EXAMPLE, *answers] + [
         example_name(o.id, o.media_type)
         for s in workflow.steps
         for o in s.outputs
         if o.id != WORKSPACE_MANIFEST_ARTIFACT
     ]
+
+
+def questions(workflow: WorkflowDefinition) -> dict[str, Question]:
+    """The questions a workflow asks, by the field each sets."""
+    return {s.question.field: s.question for s in workflow.steps if s.question is not None}
+
+
+def recorded_answers(document: Any) -> dict[str, Any]:
+    """The answers an ``answers.json`` document records, by question field; ValueError unless it is an object."""
+    if not isinstance(document, dict):
+        raise ValueError("it is not a JSON object of answers by question field")
+    return dict(document)
+
+
+def answers_problem(workflow: WorkflowDefinition, answers: Mapping[str, Any]) -> str | None:
+    """Why recorded answers would not answer ``workflow``'s questions (a field it never asks, a value no choice is),
+    or None."""
+    asked = questions(workflow)
+    for field, value in answers.items():
+        question = asked.get(field)
+        if question is None:
+            return f"{field!r} is no question of workflow {workflow.key} (its questions: {', '.join(sorted(asked))})"
+        if not any(type(c) is type(value) and c == value for c in question.choices):
+            return f"{value!r} is not one of the choices of {field!r} ({', '.join(map(str, question.choices))})"
+    return None
 
 
 def example_name(artifact_id: str, media_type: str) -> str:
@@ -201,8 +231,8 @@ def _stray_refusal(stray: StrayExample, also: list[CatalogueError] | None = None
         f"no workflow takes this file as a worked example{close}, so it would ship, signed, and never be checked",
         path=stray.path,
         details={"example": stray.path, "closest_example": stray.closest},
-        next_step=f"{rename}delete it (an example is confirmed-state.json or <output-id>.json|.md, in "
-        f"examples/<workflow-id>/ or, for a workflow without a folder of its own, examples/)",
+        next_step=f"{rename}delete it (an example is confirmed-state.json, answers.json or <output-id>.json|.md, "
+        f"in examples/<workflow-id>/ or, for a workflow without a folder of its own, examples/)",
         also=also or (),
     )
 
@@ -212,6 +242,7 @@ def _memory_key(examples: WorkflowExamples, documents: Mapping[str, Any], found:
     workflow = examples.workflow
     return {
         "state": [documents[workflow.confirmed_state_schema], _digests(found)],
+        "questions": [q.to_json() for q in questions(workflow).values()],
         "steps": [
             [
                 step.max_total_bytes,
@@ -235,6 +266,9 @@ def _check_workflow(
     state = examples.path(CONFIRMED_STATE_EXAMPLE)
     if state is not None:
         _check_state(examples, state, found[state], validators[examples.workflow.confirmed_state_schema])
+    answers = examples.path(ANSWERS_EXAMPLE)
+    if answers is not None:
+        _check_answers(examples, answers, found[answers])
     for step in examples.workflow.steps:
         _check_step(examples, step, validators, found)
 
@@ -260,6 +294,24 @@ def _check_state(examples: WorkflowExamples, path: str, data: bytes, validator: 
             f"fix {path} so that it validates against {schema} (a harness confirming it would be refused "
             f"{exc.code.value}), or fix the schema if the example is right",
         ) from None
+
+
+def _check_answers(examples: WorkflowExamples, path: str, data: bytes) -> None:
+    """The example answers: strict JSON, an object, each a question of the workflow answered by one of its choices."""
+    from rimthan_workflow_registry.run.artifact_checks import parse_json_artifact
+
+    try:
+        problem = answers_problem(examples.workflow, recorded_answers(parse_json_artifact(data)))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _refused(FailureCode.JSON_PARSE_FAILED, path, f"is not valid JSON: {exc}", _fix_json(path)) from None
+    if problem is not None:
+        raise _refused(
+            FailureCode.CATALOGUE_INVALID,
+            path,
+            f"{problem}: a harness answering it would be refused",
+            f"give {path} one answer per question of workflow {examples.workflow.key}, by its field, each one of "
+            "the question's choices",
+        )
 
 
 def _state_values(document: Any) -> Mapping[str, Any]:
