@@ -55,7 +55,7 @@ def _clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {"HOME": str(home), "DOCKER_CONFIG": str(home / ".docker"), "REQUESTS_CA_BUNDLE": ""}
-    env |= {"RIMTHAN_REGISTRY_USERNAME": "", "RIMTHAN_REGISTRY_PASSWORD": ""}
+    env |= {"RIMTHAN_REGISTRY_USERNAME": "", "RIMTHAN_REGISTRY_PASSWORD": "", "RIMTHAN_REGISTRY_PASSWORD_FILE": ""}
     return env | extra
 
 
@@ -83,6 +83,50 @@ def test_credentials_from_the_environment(
 ) -> None:
     env = _clean_env(tmp_path, RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD=PASSWORD)
     _round_trip(auth_registry, packaged_releases["1.2.0"], trust, tmp_path / "out", env, "--plain-http")
+
+
+def test_credentials_from_a_password_file(
+    tmp_path: Path, auth_registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """``RIMTHAN_REGISTRY_PASSWORD_FILE``: a mounted secret, its trailing newline dropped (a follower reads it again
+    at every refresh: tests/server/test_fleet_credentials.py)."""
+    secret = tmp_path / "registry-password"
+    secret.write_text(PASSWORD + "\n", encoding="utf-8")
+    env = _clean_env(tmp_path, RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD_FILE=str(secret))
+    _round_trip(auth_registry, packaged_releases["1.2.0"], trust, tmp_path / "out", env, "--plain-http")
+
+
+@pytest.mark.parametrize("case", ["with-password", "no-user", "missing", "empty", "directory", "fifo", "too-large"])
+def test_a_password_file_that_cannot_be_used_is_refused_in_one_line(
+    tmp_path: Path, auth_registry: LocalRegistry, trust: Path, case: str
+) -> None:
+    """It is never guessed at: set beside a password, without a user name, or not a file holding a password."""
+    secret = tmp_path / "registry-password"
+    if case == "directory":
+        secret.mkdir()
+    elif case == "fifo":  # nothing ever writes to it: a read would hold the pull (and a follower's sync) forever
+        os.mkfifo(secret)
+    elif case != "missing":
+        secret.write_text({"empty": "", "too-large": "x" * 65537}.get(case, PASSWORD), encoding="utf-8")
+    env = _clean_env(tmp_path, RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD_FILE=str(secret))
+    if case == "with-password":
+        env["RIMTHAN_REGISTRY_PASSWORD"] = PASSWORD
+    elif case == "no-user":
+        env["RIMTHAN_REGISTRY_USERNAME"] = ""
+    pulled = pack("pull", auth_registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out",
+                  "--plain-http", env=env)  # fmt: skip
+    line = one_line_error(pulled, "oci_unauthorized")
+    said = {
+        "with-password": "both RIMTHAN_REGISTRY_PASSWORD and RIMTHAN_REGISTRY_PASSWORD_FILE are set; set one",
+        "no-user": "RIMTHAN_REGISTRY_PASSWORD_FILE is set but RIMTHAN_REGISTRY_USERNAME is not",
+        "missing": f"the password file {secret} (RIMTHAN_REGISTRY_PASSWORD_FILE) cannot be read (No such file",
+        "empty": f"the password file {secret} (RIMTHAN_REGISTRY_PASSWORD_FILE) is empty",
+        "directory": f"the password file {secret} (RIMTHAN_REGISTRY_PASSWORD_FILE) cannot be read (Is a directory)",
+        "fifo": f"the password file {secret} (RIMTHAN_REGISTRY_PASSWORD_FILE) is not a regular file",
+        "too-large": "holds more than 65536 bytes; it is not a password",
+    }[case]
+    assert said in line, line
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("given", ["none", "wrong-env", "wrong-docker-config"])

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -308,9 +307,7 @@ def test_a_registry_outage_is_one_warning_then_one_info_line_when_it_answers_aga
 
 def refresh(server: HttpServer) -> None:
     """SIGHUP, and wait for its ``refresh done`` line."""
-    seen = len(server.lines)
-    server.process.send_signal(signal.SIGHUP)
-    server.wait_for('"refresh done"', after=seen)
+    server.refresh()
 
 
 def test_a_registry_answering_a_web_page_is_said_to_answer_no_json_and_the_held_release_serves(

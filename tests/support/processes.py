@@ -83,6 +83,12 @@ class HttpServer:
         """The first stderr line (from index ``after``) matching ``pattern``; fails the test on timeout."""
         return wait_for_line(lambda: self.lines, pattern, after=after, timeout=timeout)
 
+    def refresh(self) -> None:
+        """SIGHUP, and wait for its ``refresh done`` line."""
+        seen = len(self.lines)
+        self.process.send_signal(signal.SIGHUP)
+        self.wait_for('"refresh done"', after=seen)
+
 
 @contextmanager
 def http_server_process(

@@ -16,6 +16,7 @@ Functions
     LocalRegistry.blob_path(digest) -> Path         where the registry keeps a blob's bytes
     LocalRegistry.ref(repo, tag=None) -> str        ``oci://127.0.0.1:PORT/repo[:tag]``
     LocalRegistry.stop() / .restart()               an outage: the same port, config and storage come back
+    LocalRegistry.set_users(users)                  new passwords (a rotation), taken by a restart
 """
 
 from __future__ import annotations
@@ -187,6 +188,12 @@ class LocalRegistry:
         self.process = subprocess.Popen([binary, "serve", str(directory / "config.yml")], stdout=log, stderr=log)
         _wait_until_it_answers(self, directory)
 
+    def set_users(self, users: dict[str, str]) -> None:
+        """Change the passwords of a registry started with ``users`` (a rotation), and restart it to take them."""
+        _write_htpasswd(self.storage.parent, users)
+        self.stop()
+        self.restart()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -202,13 +209,17 @@ def _config(directory: Path, port: int, users: dict[str, str] | None, tls: TlsFi
     if tls is not None:
         text += _TLS.format(cert=tls.server_cert, key=tls.server_key)
     if users is not None:
-        htpasswd = directory / "htpasswd"
-        lines = (f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=5)).decode()}\n" for u, p in users.items())
-        htpasswd.write_text("".join(lines), encoding="utf-8")
-        text += _AUTH.format(htpasswd=htpasswd)
+        text += _AUTH.format(htpasswd=_write_htpasswd(directory, users))
     config = directory / "config.yml"
     config.write_text(text, encoding="utf-8")
     return config
+
+
+def _write_htpasswd(directory: Path, users: dict[str, str]) -> Path:
+    htpasswd = directory / "htpasswd"
+    lines = (f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=5)).decode()}\n" for u, p in users.items())
+    htpasswd.write_text("".join(lines), encoding="utf-8")
+    return htpasswd
 
 
 def _answers(registry: LocalRegistry) -> bool:

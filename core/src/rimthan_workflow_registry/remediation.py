@@ -159,7 +159,8 @@ _TABLE: dict[FailureCode, str] = {
     _C.OCI_TAG_EXISTS: "publish a new version, or pass --replace-tag to move the tag (the old release stays "
     "addressable by digest)",
     _C.OCI_UNAUTHORIZED: "give credentials the registry accepts: a Docker config file (~/.docker/config.json or "
-    "$DOCKER_CONFIG/config.json) or RIMTHAN_REGISTRY_USERNAME and RIMTHAN_REGISTRY_PASSWORD",
+    "$DOCKER_CONFIG/config.json) or RIMTHAN_REGISTRY_USERNAME with RIMTHAN_REGISTRY_PASSWORD or "
+    "RIMTHAN_REGISTRY_PASSWORD_FILE",
     _C.OCI_TLS_UNTRUSTED: "trust the CA that issued the registry's certificate: set REQUESTS_CA_BUNDLE to a PEM "
     "file holding it (see docs/fleet.md)",
     # --- server

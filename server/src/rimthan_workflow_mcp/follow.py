@@ -270,10 +270,11 @@ class RegistryFollower:
 
 def _credentials_step(exc: RegistryError) -> str:
     """Where the follower's credentials come from, and when it reads them again."""
-    return (
-        f"{next_step(exc)}; a running follower reads the Docker config file again at every refresh (SIGHUP), "
-        "the environment variables only when it starts"
+    where = (
+        "give credentials the registry accepts: config.json (Docker) and RIMTHAN_REGISTRY_PASSWORD_FILE are read "
+        "again at every refresh (SIGHUP), RIMTHAN_REGISTRY_USERNAME and _PASSWORD only at start"
     )
+    return where if exc.next_step is None else f"{exc.next_step}; {where}"
 
 
 def _utc_now() -> str:

@@ -2,7 +2,9 @@
 
 :func:`open_registry` gives an oras client for one registry, every request
 under :mod:`.oci_bounds`, with credentials from the Docker config file or
-``RIMTHAN_REGISTRY_USERNAME`` / ``_PASSWORD``, answered to the registry's own
+``RIMTHAN_REGISTRY_USERNAME`` with ``_PASSWORD`` or ``_PASSWORD_FILE`` (every
+file read again at each call, so a follower sees a rotated credential at its
+next refresh), answered to the registry's own
 token or Basic challenge (never to a host a redirect led to, never in the
 clear to a plain-HTTP token service). :func:`guarded` and
 :func:`registry_call` turn what the client raises or the registry answers
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
 PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
+PASSWORD_FILE_ENV = "RIMTHAN_REGISTRY_PASSWORD_FILE"  # a mounted secret that rotates: read at every open_registry
+_PASSWORD_FILE_MAX = 64 * 1024  # a registry token is a few KiB; a file past this is not a password
 # RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
 
@@ -152,10 +157,58 @@ def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provid
     registry.auth.session, registry.auth.prefix, registry.auth._tls_verify = registry.session, registry.prefix, True
     registry.auth.home = origin(f"{registry.prefix}://{ref.host}")
     _load_docker_configs(registry, ref)
-    user, password = os.environ.get(USERNAME_ENV), os.environ.get(PASSWORD_ENV)
-    if user and password:
-        registry.auth.set_basic_auth(user, password)
+    given = _environment_credentials(ref)
+    if given is not None:
+        registry.auth.set_basic_auth(*given)
     return registry
+
+
+def _environment_credentials(ref: OciReference) -> tuple[str, str] | None:
+    """``RIMTHAN_REGISTRY_USERNAME`` with ``_PASSWORD``, or with the password in ``_PASSWORD_FILE`` as it is now.
+
+    The file is read at every call (every pull, push and follower sync), so a
+    secret mounted as a file and rotated in place is used from the next
+    refresh on; an environment variable stays what the process started with.
+    A password file set with a password, or without a user name, is refused
+    rather than guessed at.
+    """
+    user, password, named = (os.environ.get(name) for name in (USERNAME_ENV, PASSWORD_ENV, PASSWORD_FILE_ENV))
+    if not named:
+        return (user, password) if user and password else None
+    if password:
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED, f"both {PASSWORD_ENV} and {PASSWORD_FILE_ENV} are set; set one", str(ref)
+        )
+    if not user:
+        raise refusal(
+            FailureCode.OCI_UNAUTHORIZED, f"{PASSWORD_FILE_ENV} is set but {USERNAME_ENV} is not; set both", str(ref)
+        )
+    return user, _read_password_file(Path(named), ref)
+
+
+def _read_password_file(path: Path, ref: OciReference) -> str:
+    """The password in ``path``, its one trailing newline dropped (as ``docker login --password-stdin`` does)."""
+
+    def unusable(why: str) -> RegistryError:
+        return refusal(FailureCode.OCI_UNAUTHORIZED, f"the password file {path} ({PASSWORD_FILE_ENV}) {why}", str(ref))
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO there must not hold the sync
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise unusable("is not a regular file")
+            data = file.read(_PASSWORD_FILE_MAX + 1)
+    except OSError as exc:
+        raise unusable(f"cannot be read ({quoted(exc.strerror or exc)})") from None
+    if len(data) > _PASSWORD_FILE_MAX:
+        raise unusable(f"holds more than {_PASSWORD_FILE_MAX} bytes; it is not a password")
+    try:
+        password = data.decode("utf-8").removesuffix("\n").removesuffix("\r")
+    except UnicodeDecodeError:
+        raise unusable("is not UTF-8 text") from None
+    if not password:
+        raise unusable("is empty")
+    return password
 
 
 def _load_docker_configs(registry: oras.provider.Registry, ref: OciReference) -> None:

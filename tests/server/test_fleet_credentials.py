@@ -1,0 +1,97 @@
+"""A follower's registry credentials rotated while it runs, against a real registry behind htpasswd (bcrypt).
+
+The registry's password is changed (its htpasswd rewritten, the registry restarted) and a new release pushed with
+the new one; then the secret each replica reads is rotated in place, as a secret store updates a mounted file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from support.oci import pack
+from support.processes import HttpServer, http_server_process
+from support.registry import LocalRegistry, docker_config, start_registry
+from support.servers import RIMTHAN_MCP, server_env
+
+REPO = "rimthan/research"
+USER, OLD, NEW = "replica-bot", "first password", "second password"
+
+
+def _clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """No credentials from the developer's own ~/.docker or environment; only what the test gives."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**server_env(), "HOME": str(home), "DOCKER_CONFIG": str(home / ".docker")}
+    env |= {"RIMTHAN_REGISTRY_USERNAME": "", "RIMTHAN_REGISTRY_PASSWORD": "", "RIMTHAN_REGISTRY_PASSWORD_FILE": ""}
+    return env | extra
+
+
+def _push(registry: LocalRegistry, release: Path, trust: Path, tmp_path: Path, password: str) -> None:
+    env = _clean_env(tmp_path / "publisher", RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD=password)
+    pushed = pack("push", release, registry.ref(REPO), "--trust", trust, "--plain-http", env=env)
+    assert pushed.returncode == 0, pushed.stderr
+
+
+def _replica(registry: LocalRegistry, where: Path, trust: Path) -> list[str]:
+    return [str(a) for a in (RIMTHAN_MCP, "serve", "--releases-from", registry.ref(REPO), "--plain-http",
+            "--releases-dir", where / "releases", "--trust", trust, "--state-dir", where / "state",
+            "--transport", "http", "--port", "0")]  # fmt: skip
+
+
+def _rotate(path: Path, text: str) -> None:
+    """Replace ``path`` in one rename, as a secret store (a Kubernetes secret volume) updates a mounted file."""
+    fresh = path.with_name(f".{path.name}.new")
+    fresh.write_text(text, encoding="utf-8")
+    os.replace(fresh, path)
+
+
+def _records(server: HttpServer) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in server.lines if line.startswith("{")]
+
+
+def test_a_credential_rotated_in_a_file_is_used_at_the_next_refresh_from_either_file_source(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A replica given its password through the environment kept the one it started with: rotating it needed a
+    restart of every replica, while one reading a Docker config file took the new one at its next refresh. Now
+    ``RIMTHAN_REGISTRY_PASSWORD_FILE`` names a file read at every refresh, as the Docker config file is: both
+    replicas say the registry refused the old password, then, once their secret file is rotated, take the new one
+    at the next refresh and activate the release pushed meanwhile, without a restart."""
+    registry = start_registry(tmp_path / "registry", users={USER: OLD})
+    try:
+        _push(registry, packaged_releases["1.2.0"], trust, tmp_path, OLD)
+        secret = tmp_path / "secrets" / "registry-password"
+        secret.parent.mkdir()
+        secret.write_text(OLD + "\n", encoding="utf-8")  # a trailing newline, as `echo ... >` writes it
+        by_file = _clean_env(tmp_path / "a", RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD_FILE=str(secret))
+        by_docker = _clean_env(tmp_path / "b")
+        docker = docker_config(Path(by_docker["DOCKER_CONFIG"]), registry.host, USER, OLD)
+        with (
+            http_server_process(_replica(registry, tmp_path / "a", trust), env=by_file) as a,
+            http_server_process(_replica(registry, tmp_path / "b", trust), env=by_docker) as b,
+        ):
+            registry.set_users({USER: NEW})
+            _push(registry, packaged_releases["1.3.0"], trust, tmp_path, NEW)
+            a.refresh()
+            b.refresh()
+            _rotate(secret, NEW + "\n")
+            _rotate(docker, docker_config(tmp_path / "new-docker", registry.host, USER, NEW).read_text("utf-8"))
+            a.refresh()
+            b.refresh()
+            replicas = {"a": _records(a), "b": _records(b)}
+    finally:
+        registry.stop()
+    for name, records in replicas.items():
+        said = [r for r in records if "credentials" in r["event"]]
+        assert [r["event"] for r in said] == [
+            "registry refused our credentials; serving what is held",
+            "registry accepts our credentials again",
+        ], (name, said)
+        assert "refused the credentials (HTTP 401)" in said[0]["error"]["message"], (name, said)
+        assert "RIMTHAN_REGISTRY_PASSWORD_FILE are read again at every refresh" in said[0]["next"], (name, said)
+        done = [r for r in records if r["event"] == "refresh done"]
+        assert done[-2]["active"] == "research-decision@1.2.0", (name, done)
+        assert done[-2]["sync_failed"]["code"] == "oci_unauthorized", (name, done)
+        assert done[-1]["outcome"] == "activated" and done[-1]["active"] == "research-decision@1.3.0", (name, done)
