@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from support.oci import push
 from support.processes import http_server_process
+from support.registry import LocalRegistry
 from support.releases import build_release, make_keypair, packaged_source, trust_dir
 from support.servers import RIMTHAN_MCP, server_env
 
@@ -49,3 +52,44 @@ def test_healthz_says_a_replica_serves_and_which_release_and_keeps_the_host_chec
     assert head[0] == 200 and head[2] == "", head
     assert foreign[0] == 421 and "research-decision" not in foreign[2], foreign
     assert json.loads(after[2])["active"] == ["research-decision@1.3.0"], after
+
+
+def _until_status(url: str, status: int) -> tuple[int, str, str]:
+    """``GET url`` until it answers ``status`` (a sync's age passing ``--stale-after``), failing after 60 s."""
+    deadline = time.monotonic() + 60
+    while (answer := _get(url))[0] != status and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert answer[0] == status, answer
+    return answer
+
+
+def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_serving_once_it_syncs_again(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """``/healthz`` said 200 for ever on a follower whose registry was gone: a balancer kept sending calls to a
+    replica that could no longer take a publish. With ``--stale-after`` it answers 503 with the failure (code, since
+    when) once its last good sync is that long past, and 200 again at the first sync that reaches the registry."""
+    ref = registry.ref("rimthan/stale")
+    push(packaged_releases["1.2.0"], ref, trust)
+    argv = [RIMTHAN_MCP, "serve", "--releases-from", ref, "--plain-http", "--releases-dir", tmp_path / "releases",
+            "--trust", trust, "--state-dir", tmp_path / "state", "--transport", "http", "--port", "0",
+            "--stale-after", "1"]  # fmt: skip
+    with http_server_process([str(a) for a in argv], env=server_env()) as server:
+        health = server.url.replace("/mcp", "/healthz")
+        synced = json.loads(_get(health)[2])
+        registry.stop()
+        server.refresh()
+        stale = _until_status(health, 503)
+        head = _get(health, method="HEAD")
+        registry.restart()
+        server.refresh()
+        back = _get(health)
+    assert "health: GET /healthz answers 503 once syncs fail and the last good one is over 1s old" in server.stderr()
+    assert synced == {"status": "serving", "active": ["research-decision@1.2.0"], "sync_failed": None}, synced
+    said = json.loads(stale[2])
+    assert said["status"] == "stale" and said["active"] == ["research-decision@1.2.0"], said
+    assert said["sync_failed"]["code"] == "oci_registry_error" and said["sync_failed"]["since"], said
+    assert said["stale"]["after"] == 1 and said["stale"]["last_synced"] <= said["sync_failed"]["since"], said
+    assert head[0] == 503 and head[2] == "", head
+    assert back[0] == 200 and json.loads(back[2])["status"] == "serving", back
+    assert json.loads(back[2])["sync_failed"] is None, back

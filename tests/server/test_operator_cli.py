@@ -141,6 +141,11 @@ def test_every_rimthan_pack_command_has_examples_and_exit_statuses(command: list
         (["serve", "--transport", "http", "--port", "70000"], "Invalid value for '--port'"),
         (["serve", "--refresh-interval", "-1"], "--refresh-interval -1: give a number of seconds above 0"),
         (["serve", "--refresh-interval", "nan"], "--refresh-interval nan: give a number of seconds above 0"),
+        (["serve", "--stale-after", "0"], "--stale-after 0: give a number of seconds above 0"),
+        (["serve", "--stale-after", "nan"], "--stale-after nan: give a number of seconds above 0"),
+        # where it could never apply (no registry to lose, or no health check: stdio), it would silently do nothing
+        (["serve", "--stale-after", "60"], "it needs --releases-from and --transport http"),
+        (["serve", "--transport", "http", "--stale-after", "60"], "it needs --releases-from and --transport http"),
     ],
 )
 def test_usage_mistakes_are_one_line_with_the_help_to_read(args: list[str], expect: str, tmp_path: Path) -> None:

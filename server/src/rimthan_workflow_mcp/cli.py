@@ -112,6 +112,19 @@ def _usage(message: str) -> NoReturn:
     refuse(FailureCode.USAGE, None, message, "run 'rimthan-mcp serve --help'", status=ExitStatus.USAGE)
 
 
+def _check_stale_after(stale_after: float | None, releases_from: str | None, transport: str) -> None:
+    """``--stale-after``: seconds above 0, for a follower answering health checks (HTTP)."""
+    if stale_after is None:
+        return
+    if not (math.isfinite(stale_after) and stale_after > 0):
+        _usage(f"--stale-after {stale_after:g}: give a number of seconds above 0, or leave it out")
+    if releases_from is None or transport != "http":
+        _usage(
+            "--stale-after says when GET /healthz of a follower turns 503: it needs --releases-from and "
+            "--transport http"
+        )
+
+
 def _tcp_port(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
     """``--port``: checked as it is read (bind would refuse it only after every release was verified)."""
     if not 0 <= value <= 65535:
@@ -241,6 +254,15 @@ def main() -> None:
     help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh). [default: off]",
 )
 @click.option(
+    "--stale-after",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="With --releases-from and --transport http: GET /healthz answers 503 (status stale) once syncs fail and "
+    "the last one that did not is over SECONDS old, so a load balancer drains the replica. [default: off; 200 "
+    "while it serves what it holds]",
+)
+@click.option(
     "--releases-from",
     metavar="oci://HOST/REPOSITORY",
     envvar="RIMTHAN_RELEASES_FROM",
@@ -279,6 +301,7 @@ def serve(
     http_sessions: bool,
     allowed_hosts: tuple[str, ...],
     refresh_interval: float | None,
+    stale_after: float | None,
     releases_from: str | None,
     plain_http: bool,
     lower_floor: bool,
@@ -315,6 +338,7 @@ def serve(
     if refresh_interval is not None and not (math.isfinite(refresh_interval) and refresh_interval > 0):
         # anyio.sleep refuses a negative or NaN delay: the server would die after it said it was listening
         _usage(f"--refresh-interval {refresh_interval:g}: give a number of seconds above 0, or leave it out")
+    _check_stale_after(stale_after, releases_from, transport)
     for value in allowed_hosts:
         if (problem := check_allowed_host(value)) is not None:
             _usage(f"--allowed-host {value!r}: {problem}")
@@ -385,6 +409,8 @@ def serve(
         say(f"warning: schema-check cache {unwritten}: not saved, so the next start checks the schemas again")
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
+    if stale_after is not None:
+        say(f"health: GET /healthz answers 503 once syncs fail and the last good one is over {stale_after:g}s old")
     _log.info(
         "loaded",
         extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys), "transport": transport},
@@ -419,6 +445,7 @@ def serve(
                     extra_hosts=allowed_hosts,
                     log_level="debug" if log_level == "debug" else "warning",
                     sessions=http_sessions,
+                    stale_after=stale_after,
                 )
             )
             say("stopped: calls in flight were answered")

@@ -115,6 +115,8 @@ class RegistryFollower:
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
     _failure: SyncFailure | None = None  # why the last sync failed, since when (None: it did not)
     _pull_failed_now: RegistryError | None = None  # a pull that failed in the sync under way
+    _synced: tuple[float, str] | None = None  # the last sync that did not fail: monotonic time, and UTC
+    _began: float = field(default_factory=time.monotonic)
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result).
@@ -150,12 +152,14 @@ class RegistryFollower:
         """A sync that reached the registry: failed still if a pull in it failed (a full disk), else not."""
         if self._pull_failed_now is None:
             self._failure = None
+            self._synced = (time.monotonic(), _utc_now())
         else:
             self._sync_failed(self._pull_failed_now)
 
     def _sync_failed(self, exc: RegistryError) -> None:
         since = self._failure.since if self._failure is not None else _utc_now()
-        self._failure = SyncFailure(exc.to_dict(), since)
+        synced_at, last_synced = self._synced if self._synced is not None else (self._began, None)
+        self._failure = SyncFailure(exc.to_dict(), since, last_synced=last_synced, synced_at=synced_at)
 
     def _unreachable(self, exc: RegistryError) -> None:
         """One warning when the registry stops answering (or fails another way), silence while it stays so."""

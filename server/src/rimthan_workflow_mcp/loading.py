@@ -130,10 +130,14 @@ class Rejection:
 @dataclass(frozen=True)
 class SyncFailure:
     """Why a follower's last sync failed (the registry down or refusing us, a local file, a pull in it): its
-    error (code, message), and ``since``: when the syncs began failing (UTC, ISO 8601); what is held still serves."""
+    error (code, message), and ``since``: when the syncs began failing (UTC, ISO 8601); what is held still serves.
+    ``last_synced``: when the last sync that did not fail ended (UTC; None: none since the follower began), and
+    ``synced_at``: that moment (or the follower's beginning) on the monotonic clock, for ``serve --stale-after``."""
 
     error: dict[str, Any]
     since: str
+    last_synced: str | None = None
+    synced_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.error.get("code"), "message": self.error.get("message"), "since": self.since}

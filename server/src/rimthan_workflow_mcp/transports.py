@@ -220,6 +220,7 @@ async def serve_http(
     extra_hosts: Sequence[str] = (),
     log_level: str = "warning",
     sessions: bool = False,
+    stale_after: float | None = None,
 ) -> None:
     """Serve Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM.
 
@@ -238,7 +239,7 @@ async def serve_http(
         max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
     )
     config = uvicorn.Config(
-        BoundedRequests(starlette_app, stateless=not sessions, health=Health(provider, security)),
+        BoundedRequests(starlette_app, stateless=not sessions, health=Health(provider, security, stale_after)),
         http=HeadDeadlineProtocol,
         log_config=None,
         log_level=log_level,
