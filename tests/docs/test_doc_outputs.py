@@ -11,7 +11,8 @@ and the server's own contracts:
   prints, line for line (``...`` stands for a path or key ids);
 - docs/fleet.md's ``rimthan-pack push`` output (the comment lines of its
   Publish block) is what a push of the packaged 1.3.0 to a real registry on
-  loopback prints.
+  loopback prints, and its refusal of a plain-HTTP registry without
+  ``--plain-http`` is what a pull from one prints.
 """
 
 from __future__ import annotations
@@ -130,3 +131,24 @@ def test_the_documented_push_output_is_what_rimthan_pack_prints(
         expected = re.escape(doc_line.replace("oci://registry.example/", f"oci://{registry.host}/"))
         expected = re.sub(r"<[^>]*digest>", "[0-9a-f]{64}", expected)  # sha256:<manifest digest> and the like
         assert re.fullmatch(expected, line), (doc_line, line)
+
+
+def test_the_documented_refusal_of_a_plain_http_registry_without_plain_http_is_what_rimthan_pack_prints(
+    tmp_path: Path, keypair: KeyPair, registry: LocalRegistry
+) -> None:
+    """fleet.md quoted `SSL: WRONG_VERSION_NUMBER` for this since the refusal stopped quoting OpenSSL."""
+    text = re.sub(r"\s+", " ", (DOCS / "fleet.md").read_text("utf-8"))
+    (quoted,) = re.findall(
+        r"Without `--plain-http` such a registry is refused as `oci_registry_error` \(`(.*?)`\)", text
+    )
+    trust = trust_dir(tmp_path / "trust", keypair)
+    pulled = subprocess.run(
+        [RIMTHAN_PACK, "pull", registry.ref("rimthan/research-decision", "1.2.0"), "--trust", str(trust), "--out"]
+        + [str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    error, step = pulled.stderr.splitlines()
+    assert _shown(f"error: oci_registry_error: ...: {quoted}").fullmatch(error), (quoted, error)
+    assert "--plain-http" in step, step

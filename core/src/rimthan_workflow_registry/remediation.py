@@ -149,7 +149,7 @@ _TABLE: dict[FailureCode, str] = {
     _C.OCI_REFERENCE_INVALID: "write the reference as oci://HOST[:PORT]/REPOSITORY[:TAG] "
     "or oci://HOST[:PORT]/REPOSITORY@sha256:DIGEST",
     _C.OCI_REGISTRY_ERROR: "check the registry address and tag, --plain-http for a registry without TLS, and "
-    "credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_PASSWORD)",
+    "credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_PASSWORD/_PASSWORD_FILE)",
     _C.OCI_ARTIFACT_INVALID: "nothing was installed; ask the publisher to push the release again with "
     "`rimthan-pack push`",
     _C.OCI_BLOB_MISMATCH: "the registry's storage was altered; nothing was installed: restore the registry and "
