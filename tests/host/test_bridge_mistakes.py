@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rimthan_host.standin import StandIn
 from rimthan_host.tools import TOOLS
-from support.bridge import audited, audited_only_run, drive, refused, write_files
+from support.bridge import FIX_NEXT, audited, audited_only_run, drive, refused, write_files
 from support.servers import ServerWorld, build_world
 
 SCHEMA_COPY = ".rimthan/schemas/research-decision@1.2.0/evidence-log.schema.json"
@@ -93,6 +93,7 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
                  "No validator is waiting", "not been checked yet", "step_done")  # fmt: skip
         missing = await model.call("step_done")
         refused(missing, f"{log} does not exist", f"{md} does not exist", str(model.project), "step_done again")
+        assert missing.text.endswith(f"\n{FIX_NEXT} desk-research."), missing.text
         write_files(model, step, md)
         write_files(model, step, log, "  \n")
         refused(await model.call("step_done"), f"{log} is empty", "step_done again")
@@ -100,6 +101,9 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
         invalid = await model.call("step_done")
         refused(invalid, f"{log} (its JSON Schema: {SCHEMA_COPY}", "json_parse_failed", "is not valid JSON")
         assert invalid.data["status"] == "deterministic_validation_failed"
+        # a refusal of the files ends, as every refusal does, with the call to make (before: no next: line)
+        assert invalid.text.endswith(f"\n{FIX_NEXT} desk-research."), invalid.text
+        assert invalid.data["step"] == {"id": "desk-research"}, invalid.data
         assert (model.project / SCHEMA_COPY).is_file()  # the copy the words name is there to read
         write_files(model, step, log, json.dumps({"route": "desk-research", "sources": "none"}))
         wrong = await model.call("step_done")
@@ -171,7 +175,8 @@ def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> 
         at_question = await model.follow(await model.start(), "", until_question=True)
         offered = at_question.data["migration"]["to_release"]
         not_offered = await model.call("answer_question", {"answer": "Desk research", "field": "research_route"})
-        refused(not_offered, "not one of the choices: desk-research, user-interviews, experiment", "answer_question")
+        refused(not_offered, "branch_no_match: nothing was recorded: 'Desk research' is not one of the choices",
+                "next: ask the user to choose one of desk-research, user-interviews, experiment")  # fmt: skip
         refused(await model.call("answer_question", {"answer": 3}), "answer must be a string")
         elsewhere = {"to_release": "research-decision@9.9.9", "confirm": True}
         refused(await model.call("migrate_run", elsewhere), f"the release offered is {offered}", "without to_release")

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
-from support.bridge import audit, stand_in
+from support.bridge import FIX_NEXT, audit, stand_in
 from support.processes import serve_options
 from support.servers import ServerWorld, build_world
 
@@ -218,5 +218,6 @@ def test_edited_evidence_named_another_way_is_still_refused(world: ServerWorld, 
                 assert said.is_error and said.data.get("failures") == [code], (name, said.text)
                 assert said.data["status"] == "files_refused", (name, said.text)  # the bridge's: nothing was sent
                 assert said.data["step"] == {"id": "decision-record"}  # as every result gives a step
+                assert said.text.endswith(f"\n{FIX_NEXT} decision-record."), said.text  # the call to make
 
     anyio.run(go)

@@ -30,6 +30,8 @@ from support.servers import ServerWorld, server_env
 
 BIN = Path(sys.executable).parent
 TOOL_NAMES = tuple(t.name for t in TOOLS)
+# How a refusal of a step's files ends (its step id and a full stop follow): the call to make once they are fixed.
+FIX_NEXT = "next: fix each file as said above, then call step_done again; the run waits at step"
 
 
 def as_an_older_bridge_saved(project: Path, run: str) -> None:

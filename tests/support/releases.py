@@ -24,6 +24,11 @@ Functions
         A copy of the packaged 1.2.0 source whose gated setup-workspace asks
         the route question and branches straight to a route step: a gated step
         that can be validated and still wait for an answer (``input_required``).
+    typed_question_source(root) -> Path
+        A ``rimthan-pack init`` catalogue whose ungated steps ask two questions
+        with typed choices: ``team_size`` (the integers 2 and 5) on ``plan``,
+        then ``over_budget`` (true or false) on ``decide``; either answer
+        leads on to the gated ``write-summary``.
     unbounded_objective_source(directory) -> Path
         A copy of the packaged 1.2.0 source whose confirmed-state schema sets
         no ``maxLength`` on ``objective``: a catalogue the verifier lets take
@@ -47,6 +52,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomli_w
@@ -218,5 +224,29 @@ def two_questions_source(root: Path) -> Path:
     steps["confirm-contract"]["next"] = "choose-pilot"
     at = workflow["steps"].index(select)
     workflow["steps"] = [*workflow["steps"][:at], pilot, *workflow["steps"][at:]]
+    path.write_text(tomli_w.dumps(workflow), "utf-8")
+    return source
+
+
+def typed_question_source(root: Path) -> Path:
+    """A scaffolded catalogue asking a question of integer choices, then one of boolean choices."""
+    source = scaffold_source(root / "typed-questions")
+    schema_path = source / "schemas/confirmed-state.schema.json"
+    schema = json.loads(schema_path.read_text("utf-8"))
+    schema["properties"]["team_size"] = {"type": "integer", "enum": [2, 5], "description": "People on the team."}
+    schema["properties"]["over_budget"] = {"type": "boolean", "description": "Whether the work may exceed budget."}
+    schema_path.write_text(json.dumps(schema, indent=2), "utf-8")
+    path = source / "workflows/demo.toml"
+    workflow = tomllib.loads(path.read_text("utf-8"))
+    steps = {s["id"]: s for s in workflow["steps"]}
+    del steps["plan"]["next"]
+    steps["plan"]["question"] = {"field": "team_size", "prompt": "How many people are on the team?", "choices": [2, 5]}
+    steps["plan"]["branches"] = [{"target": "decide", "when": {"field": "team_size", "one_of": [2, 5]}}]
+    decide: dict[str, Any] = {"id": "decide", "title": "Decide the budget", "instruction": steps["plan"]["instruction"]}
+    decide["question"] = {"field": "over_budget", "prompt": "May the work exceed its budget?", "choices": [True, False]}
+    decide["branches"] = [
+        {"target": "write-summary", "when": {"field": "over_budget", "equals": value}} for value in (True, False)
+    ]
+    workflow["steps"] = [steps["setup-workspace"], steps["plan"], decide, steps["write-summary"]]
     path.write_text(tomli_w.dumps(workflow), "utf-8")
     return source

@@ -190,8 +190,8 @@ class BridgeCore:
         """The verifier refused the workspace the bridge set up: the run waits at setup, to be resumed once fixed."""
         run = self.run_id
         todo = (
-            f"Tell the user what the verifier refused; run {run} waits at its setup step, and once that is fixed, "
-            f"resume_run {run} sets the workspace up again."
+            f"next: tell the user what the verifier refused; run {run} waits at its setup step, and once that is "
+            f"fixed, call resume_run {run}, which sets the workspace up again."
         )
         said = files_refused(session, refused, ["Setting up the workspace failed."], todo, {})
         self.session = None  # resume_run picks the run up from its log and sets the workspace up again

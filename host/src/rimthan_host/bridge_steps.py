@@ -23,8 +23,9 @@ from .protocol import (
 )
 from .reports import refused_report
 from .session import HostSession
-from .step_replies import Reply, files_refused, misplaced, reply, validators_waiting
+from .step_replies import Reply, files_refused, fix_files, misplaced, not_a_choice, reply, validators_waiting
 from .words import (
+    choice_texts,
     refusal_reason,
 )
 
@@ -66,14 +67,14 @@ class StepMoves(BridgeCore):
         step = session.position.step
         problems = file_problems(session.files, step.get("outputs") or [])
         if problems:
-            lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), "Then call step_done again."]
+            lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), fix_files(step["id"])]
             return reply(lines, {"run": self.run_id, "status": "files_missing", "step": {"id": step["id"]}}, True)
         own = {o["id"] for o in step.get("outputs") or []}  # (earlier attempts of this step's files are no evidence)
         validated = {k: e for k, e in session.evidence.items() if k not in own}
         digests = check_named_files(session.files, step.get("outputs") or [], validated)
         if digests.problems:
             lines = ["Nothing was checked yet:", *(f"- {code.value}: {why}." for code, why in digests.problems)]
-            lines.append("Then call step_done again.")
+            lines.append(fix_files(step["id"]))
             data = {"run": self.run_id, "status": "files_refused", "step": {"id": step["id"]},
                     "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
             return reply(lines, data, True)
@@ -82,8 +83,7 @@ class StepMoves(BridgeCore):
         if not prepared_result.ready:
             copies = await self.replies.output_schemas(session, step, self._release_id())
             schemas = {p: s.path for p, s in copies.items() if s.path}
-            todo = "Fix the files, then call step_done again; the run waits at this step."
-            return files_refused(session, prepared_result, lines, todo, schemas)
+            return files_refused(session, prepared_result, lines, fix_files(step["id"]), schemas)
         if not prepared_result.validators:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
         try:
@@ -191,9 +191,9 @@ class StepMoves(BridgeCore):
         if field is None and answer is not None and not asker.available:
             said = "Nothing was recorded: answer_question with an answer needs field, the question's field,"
             return misplaced(session, f"{said} so that an answer re-sent after the run moved on is refused.")
-        choices = tuple(str(c) for c in question.get("choices") or ())
+        shown = choice_texts(question.get("choices") or ())  # (a number's or a boolean's choice as JSON: 5, true)
         if asker.available:
-            ask = Ask(question["field"], question["prompt"], choices, answer)
+            ask = Ask(question["field"], question["prompt"], shown, answer)
             got = (await asker.ask([ask]))[question["field"]]
             if not got.confirmed:
                 return Reply(
@@ -201,16 +201,13 @@ class StepMoves(BridgeCore):
                     {"status": "input_required", "user": got.action},
                     is_error=True,
                 )
-            value, by = got.value, BY_ELICITATION
+            text, by = str(got.value), BY_ELICITATION
         elif answer is None:
             return misplaced(session, "Nothing was recorded: answer_question needs answer, the user's choice.")
         else:
-            value, by = answer, BY_MODEL
-        if choices and value not in choices:
-            lines = [
-                f"Nothing was recorded: '{quoted(value)}' is not one of the choices: {', '.join(choices)}.",
-                "Ask the user to choose one of them, then call answer_question with it exactly as written.",
-            ]
-            return reply(lines, {"run": self.run_id, "status": "input_required", "choices": list(choices)}, True)
+            text, by = answer, BY_MODEL
+        if shown and text not in shown:
+            return not_a_choice(session, text, shown)
+        value = question["choices"][shown.index(text)] if shown else text  # the choice itself, of its own type
         result = await session.advance({question["field"]: value}, by=by)
-        return await self._go_on(result, [f"Recorded {question['field']} = {quoted(value)} ({by})."])
+        return await self._go_on(result, [f"Recorded {question['field']} = {quoted(text)} ({by})."])

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .audit_command import audit_command
 from .outputs import refusal_words
@@ -86,15 +86,38 @@ def misplaced(session: HostSession, what: str) -> Reply:
     return Reply(scrub(" ".join(lines)), data, True)
 
 
+def not_a_choice(session: HostSession, answer: str, shown: Sequence[str]) -> Reply:
+    """An answer that is none of the waiting question's choices (``shown``, as the words show them): nothing sent;
+    the code, and the choices to pick from."""
+    position = session.position
+    field = (position.question or {}).get("field")
+    code = FailureCode.BRANCH_NO_MATCH.value
+    lines = [
+        f"{code}: nothing was recorded: '{quoted(answer)}' is not one of the choices of {field}, and nothing was sent "
+        f"to the verifier; the run waits at step {position.step_id}.",
+        f"next: ask the user to choose one of {', '.join(shown)}, then call answer_question with field {field} and "
+        "their choice exactly as written here.",
+    ]
+    data = {"run": run_id_of(session), "status": "input_required", "code": code, "choices": list(shown)}
+    return reply(lines, {**data, "step": {"id": position.step_id}}, True)
+
+
+def fix_files(step: object) -> str:
+    """The ``next:`` line of a step whose files were refused or missing: the call to make once they are fixed."""
+    return f"next: fix each file as said above, then call step_done again; the run waits at step {step}."
+
+
 def files_refused(
     session: HostSession, refused: ValidationRound, lines: list[str], todo: str, schemas: Mapping[str, str]
 ) -> Reply:
     """A round the verifier refused (``deterministic_validation_failed``): its refusals grouped by file (with the
-    copy of each file's JSON Schema in ``schemas``, by path), then ``todo``; the refusals' codes as data."""
-    outputs = session.position.step.get("outputs") or []
-    lines = [*lines, "The verifier refused the files:", *refusal_words(refused.failures, outputs, schemas), todo]
+    copy of each file's JSON Schema in ``schemas``, by path), then ``todo``, the ``next:`` line naming the call to
+    make; the refusals' codes and the step as data."""
+    step = session.position.step
+    said = refusal_words(refused.failures, step.get("outputs") or [], schemas)
+    lines = [*lines, "The verifier refused the files:", *said, todo]
     data = {"run": run_id_of(session), "status": refused.status, "failures": failure_codes(refused.failures)}
-    return reply(lines, data, True)
+    return reply(lines, {**data, "step": {"id": step.get("id")}}, True)
 
 
 def validators_waiting(session: HostSession, lines: list[str], *, error: bool = False) -> Reply:

@@ -86,8 +86,16 @@ def step_words(
     return lines
 
 
+def choice_texts(choices: Sequence[Any]) -> tuple[str, ...]:
+    """How each of a question's choices is shown, and the text ``answer_question`` takes for it (exactly): a text as
+    it is, a number or a boolean as JSON (``5``, ``true``); every choice as JSON if that would show two alike (a
+    text ``"5"`` beside the number ``5``), so each text names one choice."""
+    plain = tuple(c if isinstance(c, str) else json.dumps(c) for c in choices)
+    return plain if len(set(plain)) == len(plain) else tuple(json.dumps(c, ensure_ascii=False) for c in choices)
+
+
 def question_words(question: Mapping[str, Any], *, elicits: bool) -> list[str]:
-    choices = ", ".join(str(c) for c in question.get("choices") or [])
+    choices = ", ".join(choice_texts(question.get("choices") or []))
     field = question.get("field")
     who = (
         f"Call answer_question with field {field}; the user is asked directly in their client."
@@ -132,7 +140,7 @@ def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]]) -> str:
     question, step = position.question, position.step
     files = ", ".join(str(o["path"]) for o in step.get("outputs") or [])
     if position.status == "input_required" and question:
-        choices = ", ".join(str(c) for c in question.get("choices") or [])
+        choices = ", ".join(choice_texts(question.get("choices") or []))
         return (
             f"The run waits for the user's answer to: {question['prompt']} ({choices}); call answer_question with "
             f"field {question.get('field')}."

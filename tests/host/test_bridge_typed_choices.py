@@ -1,0 +1,120 @@
+"""A question whose choices are numbers or booleans, answered through the bridge: the typed choice is recorded.
+
+The model (and the person, through elicitation) answers with text; the bridge
+shows each choice as JSON when it is no text (``2, 5``; ``true, false``) and
+maps the answer back to the choice it shows exactly, so the confirmed state
+holds the integer or the boolean the workflow's branches test. An answer that
+is none of the choices is refused (``branch_no_match``) with a ``next:`` line
+listing them, and nothing is sent. A real release of a scaffolded catalogue
+(``support.releases.typed_question_source``) behind the real verifier.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, types
+from mcp.client.stdio import StdioServerParameters
+from rimthan_host.runlog import RunLog
+from rimthan_host.standin import Reply, StandIn
+from support.bridge import BIN, check_replies, refused
+from support.processes import serve_options
+from support.releases import build_release, make_keypair, trust_dir, typed_question_source
+
+GOAL = {"goal": "Decide whether to keep the weekly status meeting"}
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The typed-question catalogue built and signed for real: the release and its trust directory."""
+    root = tmp_path_factory.mktemp("typed-choices")
+    key = make_keypair(root / "keys", "release-engineer")
+    return build_release(typed_question_source(root), root / "releases", [key]), trust_dir(root / "trust", key)
+
+
+def _params(release: tuple[Path, Path], tmp_path: Path) -> tuple[StdioServerParameters, Path]:
+    project = tmp_path / "project"
+    project.mkdir()
+    options = serve_options(release[0], release[1], tmp_path / "state", log_level="warning")
+    args = ["serve", "--project", str(project), "--", *options]
+    return StdioServerParameters(command=str(BIN / "rimthan-host"), args=args), project
+
+
+def _confirmed(project: Path, run: str) -> dict[str, Any]:
+    state: dict[str, Any] = RunLog(project, run).load_state()["confirmed_state"]["state"]
+    return state
+
+
+async def _asked(model: StandIn, step: str, field: str, shown: str) -> Reply:
+    """step_done on the ungated ``step``: its question, its choices shown as ``shown``."""
+    asked = await model.call("step_done", {"step": step})
+    assert asked.data["status"] == "input_required" and asked.data["question"]["field"] == field, asked.text
+    assert f"Choices: {shown}." in asked.text, asked.text
+    return asked
+
+
+def test_number_and_boolean_choices_answered_by_the_model_are_recorded_as_their_type(
+    release: tuple[Path, Path], tmp_path: Path
+) -> None:
+    params, project = _params(release, tmp_path)
+
+    async def go() -> StandIn:
+        async with Client(params, mode="legacy") as client:
+            model = StandIn(client, project, {})
+            started = await model.call("start_run", {"workflow": "demo", "facts": GOAL})
+            assert started.data["step"]["id"] == "plan", started.text
+            run = started.data["run"]
+            asked = await _asked(model, "plan", "team_size", "2, 5")
+            assert asked.data["question"]["choices"] == [2, 5]
+            wrong = await model.call("answer_question", {"answer": "3", "field": "team_size"})
+            refused(wrong, "branch_no_match: nothing was recorded: '3' is not one of the choices of team_size")
+            assert "\nnext: ask the user to choose one of 2, 5, then call answer_question with field team_size" in (
+                wrong.text
+            )
+            assert wrong.data["code"] == "branch_no_match" and wrong.data["choices"] == ["2", "5"], wrong.data
+            assert "team_size" not in _confirmed(project, run)  # nothing was sent
+            sized = await model.call("answer_question", {"answer": "5", "field": "team_size"})
+            assert sized.data["step"]["id"] == "decide" and "Recorded team_size = 5" in sized.text, sized.text
+            await _asked(model, "decide", "over_budget", "true, false")
+            python = await model.call("answer_question", {"answer": "False", "field": "over_budget"})
+            refused(python, "'False' is not one of the choices of over_budget", "choose one of true, false")
+            decided = await model.call("answer_question", {"answer": "false", "field": "over_budget"})
+            assert decided.data["step"]["id"] == "write-summary", decided.text
+            assert _confirmed(project, run) == {**GOAL, "team_size": 5, "over_budget": False}
+            return model
+
+    check_replies(anyio.run(go))
+
+
+def test_number_and_boolean_choices_answered_through_elicitation_are_recorded_as_their_type(
+    release: tuple[Path, Path], tmp_path: Path
+) -> None:
+    params, project = _params(release, tmp_path)
+    enums: list[list[str]] = []
+
+    async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        """Confirms each fact; picks the last choice the form offers (5, then false)."""
+        properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
+        if "answer" not in properties:
+            return types.ElicitResult(action="accept", content={"confirm": True})
+        enums.append(properties["answer"]["enum"])
+        return types.ElicitResult(action="accept", content={"answer": enums[-1][-1]})
+
+    async def go() -> StandIn:
+        async with Client(params, mode="legacy", elicitation_callback=person) as client:
+            model = StandIn(client, project, {})
+            run = (await model.call("start_run", {"workflow": "demo", "facts": GOAL})).data["run"]
+            await _asked(model, "plan", "team_size", "2, 5")
+            sized = await model.call("answer_question", {"field": "team_size"})
+            assert sized.data["step"]["id"] == "decide", sized.text
+            await _asked(model, "decide", "over_budget", "true, false")
+            decided = await model.call("answer_question", {"field": "over_budget"})
+            assert decided.data["step"]["id"] == "write-summary", decided.text
+            assert _confirmed(project, run) == {**GOAL, "team_size": 5, "over_budget": False}
+            return model
+
+    check_replies(anyio.run(go))
+    assert enums == [["2", "5"], ["true", "false"]]
