@@ -12,16 +12,18 @@ own policy, not into what it protects, and never over its own run files.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
-from rimthan_host.standin import StandIn
+from rimthan_host.standin import Reply, StandIn
 from support import garbling_verifier
 from support.bridge import audit, check_replies, garbled_bridge, refused, stand_in
 from support.servers import ServerWorld
 
+MANIFEST = ".rimthan/workspace-manifest.json"  # the file the setup step declares: the bridge writes it
 # (switch, the path the bridge must not write, why it refuses it)
 HOSTILE_PATHS = [
     ("asset-at:conftest.py", "conftest.py", "not writable under this bridge's repository policy"),
@@ -137,25 +139,42 @@ def test_a_result_of_the_wrong_shape_is_no_protocol_result(
     check_replies(model)
 
 
-def test_an_asset_larger_than_any_catalogue_file_is_not_delivered(mcp_world: ServerWorld, tmp_path: Path) -> None:
-    """A 2 MiB asset whose digest agrees with it: refused before anything is written; the run waits at setup, and
-    is set up and completed once the verifier answers as rimthan-mcp."""
-    with garbled_bridge(mcp_world, tmp_path) as bridge:
-        bridge.switch.write_text("big-asset", "utf-8")
+def _set_up_once_resumed(
+    world: ServerWorld, tmp_path: Path, fault: str, judge: Callable[[StandIn, Reply], Awaitable[None]]
+) -> tuple[StandIn, Path]:
+    """A run started under ``fault`` (its setup refused: ``judge`` checks the reply while the run is set aside);
+    then the verifier answers as rimthan-mcp, ``resume_run`` sets the workspace up and the run completes, every
+    reply checked. The stand-in and the run's log."""
+    with garbled_bridge(world, tmp_path) as bridge:
+        bridge.switch.write_text(fault, "utf-8")
 
         async def go() -> StandIn:
             async with Client(bridge.params, mode="legacy") as client:
                 model = stand_in(client, bridge.project)
                 reply = await model.start()
-                refused(reply, "nothing was written", "research-brief is 2097152 bytes", "resume_run")
-                assert not (bridge.project / ".claude").exists()
+                await judge(model, reply)
                 bridge.switch.unlink()
                 resumed = await model.call("resume_run", {"run": reply.data["run"]})
+                assert "The workspace is set up" in resumed.text, resumed.text
                 assert (await model.follow(resumed, "experiment")).data["status"] == "completed", resumed.text
                 return model
 
         model = anyio.run(go)
     check_replies(model)
+    run = model.received[0].data["run"]
+    assert audit(bridge.project / ".rimthan" / "runs" / f"{run}.log", bridge.state)["ok"] is True
+    return model, bridge.project
+
+
+def test_an_asset_larger_than_any_catalogue_file_is_not_delivered(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """A 2 MiB asset whose digest agrees with it: refused before anything is written; the run waits at setup, and
+    is set up and completed once the verifier answers as rimthan-mcp."""
+
+    async def judge(model: StandIn, reply: Reply) -> None:
+        refused(reply, "nothing was written", "research-brief is 2097152 bytes", "resume_run")
+        assert not (model.project / ".claude").exists()
+
+    _set_up_once_resumed(mcp_world, tmp_path, "big-asset", judge)
 
 
 def test_a_schema_larger_than_any_catalogue_file_is_not_copied(mcp_world: ServerWorld, tmp_path: Path) -> None:
@@ -164,3 +183,26 @@ def test_a_schema_larger_than_any_catalogue_file_is_not_copied(mcp_world: Server
     assert any("bytes, past any catalogue file's" in r.text for r in model.received)
     schemas = project / ".rimthan" / "schemas"
     assert not schemas.exists() or not [p for p in schemas.rglob("*") if p.is_file()]
+
+
+def test_a_workspace_the_verifier_refuses_sets_the_run_aside_until_resume_run_sets_it_up_again(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """The verifier refuses the workspace manifest the bridge set up, for a check the bridge does not make itself
+    (an honest rimthan-mcp refuses setup only for the repository policy, which the bridge checks before it writes:
+    this reply is reached only through a verifier it cannot vouch for). The refused files' reply, with the run and
+    the call to make; no run stays active at a step only the bridge does; once the verifier answers as rimthan-mcp,
+    resume_run sets the workspace up again and the run completes."""
+
+    async def judge(model: StandIn, setup: Reply) -> None:
+        run = setup.data["run"]
+        said = "  - json_schema_failed: not the manifest this verifier expects"
+        head = f"Setting up the workspace failed.\nThe verifier refused the files:\n{MANIFEST}:\n{said}\n"
+        todo = f"next: tell the user what the verifier refused; run {run} waits at its setup step, and once"
+        refused(setup, head, todo, f"call resume_run {run}, which sets the workspace up again")
+        failures, step = ["json_schema_failed"], {"id": "setup-workspace"}
+        assert setup.data == {"run": run, "status": "deterministic_validation_failed", "failures": failures,
+                              "step": step}  # fmt: skip
+        assert (await model.call("show_step")).data["status"] == "no_run"  # set aside, in its log
+
+    _set_up_once_resumed(mcp_world, tmp_path, "files-refused", judge)

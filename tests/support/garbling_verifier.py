@@ -84,7 +84,21 @@ def _big_asset(result: types.CallToolResult) -> types.CallToolResult:
     return result
 
 
+def _files_refused(result: types.CallToolResult) -> types.CallToolResult:
+    """A round the verifier would take (``ready_for_semantic_validation``) refused instead: the first artifact the
+    step declares (the setup step's: the workspace manifest) fails a check the bridge does not make itself."""
+    content = result.structured_content or {}
+    if content.get("status") != "ready_for_semantic_validation":
+        return result
+    failure = {"code": "json_schema_failed", "message": "not the manifest this verifier expects",
+               "artifact_id": "workspace-manifest"}  # fmt: skip
+    refused = {k: v for k, v in content.items() if k not in ("validation_bundle", "validators")}
+    refused.update(status="deterministic_validation_failed", failures=[failure])
+    return types.CallToolResult(content=[types.TextContent(type="text", text="refused")], structured_content=refused)
+
+
 FAULTS: dict[str, Callable[[types.CallToolResult], types.CallToolResult]] = {
+    "files-refused": _files_refused,
     "big-asset": _big_asset,
     "token-in-words": _token_in_words,
     "no-status": _without_status,
