@@ -9,7 +9,8 @@ Every result of a move says whether a newer release can take the run: ``start_ru
 validated step's submit) names the release the verifier holds, as a step without files does, and a resume
 keeps the offer saved with the run's last result. A resume whose saved result held none does not know yet
 whether a release installed since can take the run: ``migrate_run`` says so and when it will know, not
-"no newer release is offered" while the verifier holds one.
+"no newer release is offered" while the verifier holds one. An offer kept for a release withdrawn since (the
+verifier restarted without it) is dropped by the next result, which says ``migration: null``.
 """
 
 from __future__ import annotations
@@ -25,22 +26,27 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, bridge_params, check_replies, stand_in
-from support.servers import build_world, example_state
+from support.servers import ServerWorld, build_world, example_state
 
 
 def _text(reply: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in reply.content)
 
 
-def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_path: Path) -> None:
+def _served_from_releases(tmp_path: Path, *flags: str) -> tuple[ServerWorld, Path, StdioServerParameters]:
+    """A project serving its ./releases (1.2.0 published) with ``flags`` for the verifier: the world, the project,
+    and the bridge's parameters there (checkpoint keys and the activation floor in ``tmp_path``)."""
     world = build_world(tmp_path / "world")
     project = tmp_path / "project"
     world.publish("1.2.0", project / "releases")
     shutil.copytree(world.trust, project / "keys" / "local")
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
-    params = StdioServerParameters(
-        command=str(BIN / "rimthan-host"), args=["serve", "--", "--migrate-to-newest"], cwd=project, env=env
-    )
+    args = ["serve", "--", *flags]
+    return world, project, StdioServerParameters(command=str(BIN / "rimthan-host"), args=args, cwd=project, env=env)
+
+
+def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_path: Path) -> None:
+    world, project, params = _served_from_releases(tmp_path, "--migrate-to-newest")
 
     async def started() -> dict[str, Any]:
         async with Client(params) as client:
@@ -92,6 +98,48 @@ def test_start_run_says_the_offer_and_a_resume_keeps_the_one_saved(
 
         async def go(script: Callable[[StandIn], Awaitable[None]] = script) -> None:
             async with Client(bridge_params(project, world, state), mode="legacy") as client:
+                model = stand_in(client, project)
+                await script(model)
+                check_replies(model)
+
+        anyio.run(go)
+
+
+def test_an_offer_kept_from_a_release_withdrawn_since_is_dropped_by_the_next_result(tmp_path: Path) -> None:
+    """The operator withdraws 1.3.0 after a result offered it: removed from ./releases and the verifier restarted
+    (``--lower-floor``: the floor 1.3.0 set is lowered back to 1.2.0). The run resumed from its log still keeps
+    the offer saved with its last result, and the verifier refuses it (``migration_unavailable``); the run's next
+    move gets ``migration: null``, the bridge drops the kept offer, and neither the step's words nor migrate_run
+    offer it again."""
+    world, project, params = _served_from_releases(tmp_path, "--migrate-to-newest", "--lower-floor")
+
+    async def started(model: StandIn) -> None:
+        assert "migration" not in (await model.start()).data  # only 1.2.0 is served
+
+    async def offered(model: StandIn) -> None:  # 1.3.0 published since: the next move's result offers it
+        assert (await model.call("resume_run", {})).data["step"]["id"] == "interview"
+        interviewed = await model.call("step_done", {"step": "interview"})
+        assert interviewed.data["migration"]["to_release"] == "research-decision@1.3.0", interviewed.text
+
+    async def withdrawn(model: StandIn) -> None:  # 1.3.0 withdrawn since
+        resumed = await model.call("resume_run", {})
+        assert resumed.data["migration"]["to_release"] == "research-decision@1.3.0", resumed.text  # kept, stale
+        stale = await model.call("migrate_run", {"confirm": False})
+        assert stale.is_error and stale.data["refused"] == "migration_unavailable", stale.text
+        moved = await model.call("step_done", {"step": "confirm-contract"})
+        assert moved.data["step"]["id"] == "select-route", moved.text
+        assert "migration" not in moved.data and "A newer release is offered" not in moved.text, moved.text
+        none = await model.call("migrate_run", {"confirm": False})
+        assert none.data["status"] == "no_offer" and "no newer release is offered for run" in none.text, none.text
+
+    for script in (started, offered, withdrawn):
+        if script is offered:
+            world.publish("1.3.0", project / "releases")
+        if script is withdrawn:
+            shutil.rmtree(project / "releases" / world.built["1.3.0"].name)
+
+        async def go(script: Callable[[StandIn], Awaitable[None]] = script) -> None:
+            async with Client(params, mode="legacy") as client:
                 model = stand_in(client, project)
                 await script(model)
                 check_replies(model)
