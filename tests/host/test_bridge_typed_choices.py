@@ -20,6 +20,7 @@ from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
+from rimthan_host.words import choice_texts
 from support.bridge import BIN, check_replies, refused
 from support.processes import serve_options
 from support.releases import build_release, make_keypair, trust_dir, typed_question_source
@@ -118,3 +119,11 @@ def test_number_and_boolean_choices_answered_through_elicitation_are_recorded_as
 
     check_replies(anyio.run(go))
     assert enums == [["2", "5"], ["true", "false"]]
+
+
+def test_choices_that_would_show_alike_are_all_shown_as_json() -> None:
+    """A catalogue may offer the text "5" beside the number 5 (a field whose schema takes both): shown plainly,
+    both would read 5 and an answer could not name one of them, so then every choice is shown as JSON."""
+    assert choice_texts(["desk-research", 5, True]) == ("desk-research", "5", "true")
+    assert choice_texts(["5", 5, "a"]) == ('"5"', "5", '"a"')
+    assert choice_texts(["true", True]) == ('"true"', "true")
