@@ -36,9 +36,12 @@ from typing import Any
 
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import generate_keypair, load_signing_key
+from rimthan_workflow_mcp.result_contracts import REFUSAL
 from rimthan_workflow_mcp.results import ToolResult
+from rimthan_workflow_mcp.server import domain_tool_error
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.canonical import canonical_text, digest_value
+from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import load_trust, verify_release
 from rimthan_workflow_registry.run import CheckpointKeyring, peek_claims, token_digest
 
@@ -262,6 +265,7 @@ def short_run(engine: WorkflowEngineQueryModule, clock: FixedClock) -> dict[str,
         },
     )
     assert done["status"] == "completed", done
+    refusals = _refusals(engine, done["checkpoint"], next_state)
     return {
         "initial_state": state,
         "answered_state": next_state,
@@ -295,7 +299,31 @@ def short_run(engine: WorkflowEngineQueryModule, clock: FixedClock) -> dict[str,
         },
         "calls": calls,
         "log": log,
+        "refusals": refusals,
     }
+
+
+def _refusals(engine: WorkflowEngineQueryModule, checkpoint: str, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two refused calls after the run (so no earlier value moves): the isError result each is answered with."""
+    tampered = checkpoint[:-1] + ("A" if checkpoint[-1] != "A" else "B")
+    calls = (
+        ("start_workflow", {"workflow": "no-such-workflow", "confirmed_state": state, "host": HOST}),
+        ("continue_workflow", {"checkpoint": tampered, "confirmed_state": state}),
+    )
+    refused = []
+    for tool, arguments in calls:
+        try:
+            getattr(engine, tool)(arguments)
+        except RegistryError as exc:
+            refused.append({"tool": f"rimthan.{tool}", "isError": True, "structuredContent": _refusal(exc)})
+            continue
+        raise AssertionError(f"{tool} was not refused")
+    return refused
+
+
+def _refusal(exc: RegistryError) -> dict[str, Any]:
+    structured: dict[str, Any] = domain_tool_error(exc).structured_content or {}
+    return structured
 
 
 def generate() -> dict[str, Any]:
@@ -333,6 +361,7 @@ def generate() -> dict[str, Any]:
         "workspace_manifest": run["workspace"],
         "output_attestations": run["outputs"],
         "report_bindings": run["report_bindings"],
+        "refusals": {"contract": REFUSAL, "examples": run["refusals"]},
         "checkpoint_log": {
             "calls": run["calls"],
             "tokens": log,

@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from support.refusal_contract import check_raw_answer
+
 
 def initialize_lines(capabilities: dict[str, Any] | None = None) -> str:
     """The handshake's two lines for a 2025-11-25 client declaring ``capabilities``."""
@@ -72,7 +74,9 @@ class RawStdio:
             f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call","params":{{"name":{json.dumps(tool)},'
             f'"arguments":{arguments_json}}}}}\n'
         )
-        return self.call_answer(request_id, timeout)
+        answer = self.call_answer(request_id, timeout)
+        check_raw_answer(answer)
+        return answer
 
     def call_answer(self, request_id: int | str, timeout: float) -> dict[str, Any] | None:
         """The answer for ``request_id`` (lines before it skipped), or None if none comes within ``timeout``."""

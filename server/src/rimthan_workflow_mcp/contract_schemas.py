@@ -25,7 +25,7 @@ from rimthan_workflow_registry.limits import (
 )
 from rimthan_workflow_registry.protocol_names import BUNDLE_FIELDS
 
-from .result_contracts import FAILURE, INPUT_BINDING, MIGRATION_PREVIEW, QUESTION, STEP_PAYLOAD
+from .result_contracts import FAILURE, INPUT_BINDING, MIGRATION_PREVIEW, QUESTION, REFUSAL, STEP_PAYLOAD
 from .schema_parts import (
     COUNT,
     DIGEST,
@@ -332,5 +332,6 @@ CONTRACTS: dict[str, dict[str, Any]] = {
         STEP_PAYLOAD,
         QUESTION,
         MIGRATION_PREVIEW,
+        REFUSAL,
     )
 }

@@ -1,4 +1,4 @@
-"""The contracts the tools answer with: a step to perform, a question, a failure, a migration preview.
+"""The contracts the tools answer with: a step to perform, a question, a failure, a migration preview, a refusal.
 
 Kept apart from :mod:`contract_schemas` (what a harness sends, some of it answers carry too) by
 direction; it holds them in its ``CONTRACTS`` with the others.
@@ -9,6 +9,7 @@ from ``tools/list`` too, not from the server's code. Plain data, no MCP imports.
 
 from __future__ import annotations
 
+from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.release import WRITE_POLICIES
 
 from .schema_parts import DIGEST, NAME, NAMES, SHA256_HEX, VERSION, about, closed, document, every_field_required, uses
@@ -244,5 +245,39 @@ MIGRATION_PREVIEW = document(
             ),
         },
         ["from", "to", "invalidated_artifacts", "invalidated_validators", "restart_step", "walked_again", "confirmed"],
+    ),
+)
+
+REFUSAL = document(
+    "refusal",
+    "A refused call: the structuredContent of a tool result with isError true (never in an outputSchema)",
+    closed(
+        {
+            "error": about(
+                "Why the call was refused. A refusal issues no checkpoint: the run is where the last one put it.",
+                closed(
+                    {
+                        "code": about(
+                            "The failure code, one of the closed list in docs/failure-codes.md, which says what "
+                            "went wrong and what to do.",
+                            {"enum": sorted(code.value for code in FailureCode)},
+                        ),
+                        "message": about(
+                            "What is wrong, in words, naming the value or file concerned.", {"type": "string"}
+                        ),
+                        "path": about(
+                            "The file or JSON Pointer the refusal is about, when it is about one.", {"type": "string"}
+                        ),
+                        "details": about(
+                            "Machine-readable particulars of this code (e.g. `pointer` and `problem` for an "
+                            "argument the schema refused, `available` for an unknown workflow).",
+                            {"type": "object"},
+                        ),
+                    },
+                    ["code", "message"],
+                ),
+            ),
+        },
+        ["error"],
     ),
 )

@@ -1,0 +1,75 @@
+"""The refusal contract: the published schema of an ``isError`` result's ``structuredContent``.
+
+One copy (``result_contracts.REFUSAL``), served as the immutable resource
+``rimthan://contracts/refusal/<hex>.schema.json`` beside the other contracts and shipped in
+docs/test-vectors/host-protocol.json (``refusals.contract``). Every refusal ``domain_tool_error``
+builds matches it, whatever the code; and every refusal a ``rimthan.*`` tool answers an SDK client
+anywhere in the suite is checked against it by conftest's ``_refusals_match_their_contract``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from jsonschema import Draft202012Validator
+from rimthan_workflow_mcp.result_contracts import REFUSAL
+from rimthan_workflow_mcp.server import domain_tool_error
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from support.refusal_contract import refusal_problems
+from support.releases import REPO_ROOT
+from support.servers import ServerWorld, serve_args, stdio_client_for, text_of
+
+VECTORS = REPO_ROOT / "docs" / "test-vectors" / "host-protocol.json"
+CHECK = Draft202012Validator(REFUSAL)
+
+
+@pytest.mark.parametrize("code", sorted(FailureCode))
+def test_every_code_the_refusal_builder_sends_matches_the_contract(code: FailureCode) -> None:
+    for exc in (
+        RegistryError(code, "what is wrong"),
+        RegistryError(code, "what is wrong", path="releases/x/manifest.json", details={"pointer": "/a", "n": [1]}),
+        RegistryError(code, "details that are not JSON", details={"when": object()}),  # the builder's fallback
+    ):
+        result = domain_tool_error(exc)
+        assert result.is_error is True
+        assert refusal_problems(result.structured_content, result.content[0].text) == []  # type: ignore[union-attr]
+        assert result.structured_content is not None and result.structured_content["error"]["code"] == code.value
+
+
+def test_the_contract_names_exactly_the_closed_list_and_refuses_anything_else() -> None:
+    error = REFUSAL["properties"]["error"]
+    assert error["properties"]["code"]["enum"] == sorted(code.value for code in FailureCode)
+    assert not CHECK.is_valid({"error": {"code": "no_such_code", "message": "x"}})
+    assert not CHECK.is_valid({"error": {"code": "internal_error", "message": "x", "next": "y"}})  # closed
+    assert not CHECK.is_valid({"error": "boom"})
+    assert not CHECK.is_valid({"status": "blocked"})
+
+
+def test_the_test_vectors_ship_the_same_contract_and_real_refusals_that_match_it() -> None:
+    shipped = json.loads(VECTORS.read_text("utf-8"))["refusals"]
+    assert shipped["contract"] == REFUSAL
+    assert {e["structuredContent"]["error"]["code"] for e in shipped["examples"]} >= {"workflow_not_found"}
+    for example in shipped["examples"]:
+        assert example["isError"] is True and CHECK.is_valid(example["structuredContent"]), example
+
+
+def test_the_server_serves_the_contract_and_its_refusals_match_what_it_serves(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    args = serve_args(mcp_world, mcp_world.built["1.2.0"], state_dir=tmp_path / "state")
+
+    async def check() -> None:
+        async with stdio_client_for(args, (tmp_path / "stderr.log").open("w")) as client:
+            uris = [r.uri for r in (await client.list_resources()).resources]
+            (uri,) = [u for u in uris if u.startswith("rimthan://contracts/refusal/")]
+            served = json.loads(text_of(await client.read_resource(uri)))
+            assert served == REFUSAL
+            refused = await client.call_tool("rimthan.start_workflow", {"workflow": "nope"})
+            assert refused.is_error and refused.structured_content is not None
+            assert Draft202012Validator(served).is_valid(refused.structured_content)
+            assert refused.structured_content["error"]["code"] == "invalid_arguments"
+
+    anyio.run(check)
