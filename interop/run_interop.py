@@ -27,7 +27,10 @@
 6. A harness in another language, written from the docs alone
    (interop/node-harness/harness.mjs, Node's standard library only): it checks
    itself against docs/test-vectors/host-protocol.json, refuses a tools/list
-   field without a description, and completes a run of the release over stdio.
+   field without a description, and completes a run of the release over stdio;
+   then, with research-decision 1.3.0 built as the migration target, migrates a
+   run from 1.2.0 to 1.3.0 (checking the refusal of a premature confirm against
+   the served refusal contract) and completes it there.
 
 Prints one line per check and a summary; exits 1 if anything was unexpected,
 2 if the tools could not be installed or started.
@@ -439,19 +442,34 @@ def run_inspector(world: World, url: str, report: Report) -> None:
 
 
 def run_node_harness(world: World, report: Report) -> None:
-    """Step 6: the Node harness (vectors, tools/list descriptions, a whole run) against the release over stdio."""
-    project = world.work / "node-project"
-    project.mkdir()
-    command = [str(NODE22), str(NODE_HARNESS), "--server", world.tool("rimthan-mcp"), "--vectors", str(VECTORS)]
-    command += ["--releases-dir", str(world.release.parent), "--trust", str(world.trust)]
-    command += ["--state-dir", str(world.work / "node-state"), "--project", str(project)]
-    done = run([*command, "--log", str(world.work / "node-run.log")])
-    last = (done.stdout.strip().splitlines() or [""])[-1]
-    report.check(
-        done.returncode == 0 and last.startswith("ok: completed"),
-        "a harness in Node from the docs alone: test vectors, described fields, a completed run",
-        last if done.returncode == 0 else done.stderr.strip()[-600:],
+    """Step 6: the Node harness (vectors, tools/list descriptions, a whole run, a migrated run) over stdio."""
+    target = world.work / "target"
+    build = [world.tool("rimthan-pack"), "build", str(CATALOGUE.with_name("1.3.0"))]
+    built = run([*build, "--key", str(world.work / "keys" / "interop.key"), "--out", str(target)])
+    if built.returncode != 0:
+        raise SetupError(f"rimthan-pack build of 1.3.0 failed: {built.stderr.strip() or built.stdout.strip()}")
+    runs = (
+        ("node", ["--releases-dir", str(world.release.parent)], "a completed run", "ok: completed"),
+        (
+            "node-migrated",
+            ["--release", str(world.release), "--migration-target", str(target / "research-decision-1.3.0")],
+            "a run migrated from 1.2.0 to 1.3.0 and completed there",
+            "ok: completed at sequence 11 on research-decision@1.3.0, migrated",
+        ),
     )
+    for name, serving, what, ok in runs:
+        project = world.work / f"{name}-project"
+        project.mkdir()
+        command = [str(NODE22), str(NODE_HARNESS), "--server", world.tool("rimthan-mcp"), "--vectors", str(VECTORS)]
+        command += [*serving, "--trust", str(world.trust)]
+        command += ["--state-dir", str(world.work / f"{name}-state"), "--project", str(project)]
+        done = run([*command, "--log", str(world.work / f"{name}-run.log")])
+        last = (done.stdout.strip().splitlines() or [""])[-1]
+        report.check(
+            done.returncode == 0 and last.startswith(ok),
+            f"a harness in Node from the docs alone: test vectors, described fields, {what}",
+            last if done.returncode == 0 else done.stderr.strip()[-600:],
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

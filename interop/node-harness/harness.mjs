@@ -3,9 +3,12 @@
 // describes every field, then completes a run of research-decision through rimthan-mcp over stdio
 // (newline-delimited JSON-RPC, protocol 2025-11-25), computing every digest, attestation and report
 // binding itself. The release's examples stand in for a model's outputs and every validator passes.
+// With --release OLD --migration-target NEW (instead of --releases-dir) it starts the run on OLD,
+// migrates it to NEW at the first question (preview, a refused premature confirm checked against the
+// refusal contract, the target's new fields confirmed, confirm) and completes it there.
 //
-//   node harness.mjs --server PATH/rimthan-mcp --releases-dir DIR --trust DIR --state-dir DIR \
-//                    --project DIR --log FILE [--vectors docs/test-vectors/host-protocol.json]
+//   node harness.mjs --server PATH/rimthan-mcp (--releases-dir DIR | --release DIR --migration-target DIR) \
+//                    --trust DIR --state-dir DIR --project DIR --log FILE [--vectors docs/test-vectors/host-protocol.json]
 //
 // Prints one line per step and a last line `ok: ...`; exits 1 on the first problem.
 import { spawn } from 'node:child_process';
@@ -87,7 +90,19 @@ function checkVectors(V) {
     same(parseToken(t).claims.parent, i ? log.token_digests[i - 1] : null, `token ${i} parent`);
   });
   same(log.tokens.map((t) => `${t}\n`).join(''), log.log_text, 'log_text');
+  for (const e of V.refusals.examples) same(conforms(e.structuredContent, V.refusals.contract), true, `refusal ${e.tool}`);
   return count;
+}
+
+// The subset of JSON Schema the refusal contract uses: type, enum, properties, required, additionalProperties.
+export function conforms(value, schema) {
+  if (schema.enum && !schema.enum.includes(value)) return false;
+  if (schema.type === 'string') return typeof value === 'string';
+  if (schema.type !== 'object') return true;
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return false;
+  if ((schema.required ?? []).some((k) => !Object.hasOwn(value, k))) return false;
+  return Object.entries(value).every(([k, v]) =>
+    Object.hasOwn(schema.properties ?? {}, k) ? conforms(v, schema.properties[k]) : schema.additionalProperties !== false);
 }
 
 function undescribed(tools) {
@@ -104,8 +119,8 @@ function undescribed(tools) {
 
 // --- MCP over stdio ---
 class Client {
-  constructor(command, env) {
-    this.proc = spawn(command, ['serve'], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
+  constructor(command, args, env) {
+    this.proc = spawn(command, ['serve', ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
     this.next = 1; this.waiting = new Map();
     createInterface({ input: this.proc.stdout }).on('line', (line) => {
       const msg = JSON.parse(line);
@@ -134,10 +149,16 @@ const HOST = {
 const now = () => Math.floor(Date.now() / 1000);
 
 async function main() {
-  const { values: o } = parseArgs({ options: Object.fromEntries(['server', 'releases-dir', 'trust', 'state-dir', 'project', 'log', 'vectors'].map((k) => [k, { type: 'string' }])) });
-  for (const k of ['server', 'releases-dir', 'trust', 'state-dir', 'project', 'log']) check(o[k], `--${k} is required`);
-  if (o.vectors) console.log(`vectors: ${checkVectors(JSON.parse(readFileSync(o.vectors, 'utf8')))} values agree`);
-  const client = new Client(o.server, { RIMTHAN_RELEASES_DIR: o['releases-dir'], RIMTHAN_TRUST: o.trust, RIMTHAN_STATE_DIR: o['state-dir'] });
+  const names = ['server', 'releases-dir', 'release', 'migration-target', 'trust', 'state-dir', 'project', 'log', 'vectors'];
+  const { values: o } = parseArgs({ options: Object.fromEntries(names.map((k) => [k, { type: 'string' }])) });
+  for (const k of ['server', 'trust', 'state-dir', 'project', 'log']) check(o[k], `--${k} is required`);
+  const migrating = Boolean(o['migration-target']);
+  check(migrating ? o.release && !o['releases-dir'] : o['releases-dir'] && !o.release, 'give --releases-dir, or --release with --migration-target');
+  const vectors = o.vectors ? JSON.parse(readFileSync(o.vectors, 'utf8')) : null;
+  if (vectors) console.log(`vectors: ${checkVectors(vectors)} values agree`);
+  const serving = migrating ? ['--release', o.release, '--migration-target', o['migration-target']] : [];
+  const env = { RIMTHAN_TRUST: o.trust, RIMTHAN_STATE_DIR: o['state-dir'], ...(migrating ? {} : { RIMTHAN_RELEASES_DIR: o['releases-dir'] }) };
+  const client = new Client(o.server, serving, env);
   const init = await client.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'rimthan-node-harness', version: '1.0.0' } });
   check(init.protocolVersion === '2025-11-25', `negotiated ${init.protocolVersion}`);
   client.notify('notifications/initialized');
@@ -153,11 +174,11 @@ async function main() {
     return { bytes: readFileSync(file), write };
   };
   let parent = null;
-  const call = async (tool, args) => {
+  const call = async (tool, args, { blocked = false } = {}) => {
     const result = await client.request('tools/call', { name: tool, arguments: args });
     const s = result.structuredContent;
     check(!result.isError, `${tool} refused: ${JSON.stringify(s?.error ?? result.content).slice(0, 400)}`);
-    check(s.status !== 'blocked', `${tool} blocked: ${JSON.stringify(s.failures).slice(0, 400)}`);
+    check(blocked || s.status !== 'blocked', `${tool} blocked: ${JSON.stringify(s.failures).slice(0, 400)}`);
     if (s.checkpoint_digest !== parent) {
       check(tokenDigest(s.checkpoint) === s.checkpoint_digest, 'checkpoint_digest is not the digest of the checkpoint');
       check(parseToken(s.checkpoint).claims.parent === parent, 'the checkpoint does not follow the previous one');
@@ -168,15 +189,58 @@ async function main() {
   };
 
   let s;
-  const examples = (hex) => `rimthan://releases/${hex}/examples/`;
-  const listed = await client.request('resources/list', {});
-  const stateUri = listed.resources.map((r) => r.uri).find((u) => u.endsWith('/examples/confirmed-state.json'));
-  check(stateUri, 'the release has no examples/confirmed-state.json');
-  let cs = confirmAll(JSON.parse(await readText(stateUri)), now());
+  const examples = (digest) => `rimthan://releases/${digest.slice('sha256:'.length)}/examples/`;
+  const resources = (await client.request('resources/list', {})).resources;
+  const listed = resources.map((r) => r.uri);
+  const refusalUri = listed.find((u) => u.startsWith('rimthan://contracts/refusal/'));
+  check(refusalUri, 'the server serves no refusal contract');
+  const refusalContract = JSON.parse(await readText(refusalUri));
+  if (vectors) check(canonicalJson(refusalContract) === canonicalJson(vectors.refusals.contract), 'the served refusal contract is not the vectors\'');
+
+  // Migration (docs/harness-guide.md "Migration"): preview, show the user, confirm the target's fields, confirm.
+  const migrate = async (at) => {
+    const offer = at.migration;
+    check(offer && offer.confirmed === false, `no migration offered at ${at.step?.id ?? at.question?.field}`);
+    check(offer.walked_again[0]?.step === offer.restart_step, `walked_again starts at ${offer.restart_step}`);
+    const request = (state, confirm) => ({
+      checkpoint: at.checkpoint, confirmed_state: cs, migration: { target_release: offer.to.release, confirmed_state: state, confirm },
+    });
+    const preview = await call('rimthan.continue_workflow', request(cs, false), { blocked: true });
+    const needed = preview.migration.target_needs.confirmed_state.filter((f) => f.required && !f.present).map((f) => f.field).sort();
+    const missing = preview.failures.filter((f) => f.code === 'confirmed_field_missing').map((f) => f.details.field).sort();
+    check(canonicalJson(needed) === canonicalJson(missing), `preview: fields needed ${needed}, refused as missing ${missing}`);
+    const early = await client.request('tools/call', { name: 'rimthan.continue_workflow', arguments: request(cs, true) });
+    check(early.isError && conforms(early.structuredContent, refusalContract), `a confirm with fields missing: ${JSON.stringify(early).slice(0, 400)}`);
+    check(early.structuredContent.error.code === 'confirmed_state_invalid', `a confirm with fields missing: ${early.structuredContent.error.code}`);
+    console.log(`migration refused while ${missing.join(', ')} unconfirmed -> ${early.structuredContent.error.code}`);
+    // The user answers each new field (the target's example state stands in) and confirms every field afresh.
+    const asked = JSON.parse(await readText(`${examples(offer.to.manifest_digest)}confirmed-state.json`));
+    const fresh = preview.migration.target_needs.confirmed_state.filter((f) => !f.present && Object.hasOwn(asked, f.field));
+    const target = confirmAll({ ...cs.state, ...Object.fromEntries(fresh.map((f) => [f.field, asked[f.field]])) }, now());
+    const ready = await call('rimthan.continue_workflow', request(target, false), { blocked: true });
+    const waiting = ready.status === 'blocked' && ready.failures.length > 0 && ready.failures.every((f) => f.code === 'migration_confirmation_required');
+    check(waiting, `preview of the whole target state: ${ready.status} ${JSON.stringify(ready.failures).slice(0, 400)}`);
+    const moved = await call('rimthan.continue_workflow', request(target, true));
+    check(moved.release.manifest_digest === offer.to.manifest_digest && moved.step.id === offer.restart_step, 'the migrated run');
+    check(moved.migration?.confirmed === true, 'the migrated result says the migration it performed');
+    cs = target;
+    return moved;
+  };
+
+  // Each held release lists its files as `<catalogue>@<version>:<path>`. A run starts on the newest
+  // verified release of a releases directory; with --migration-target held too, on --release, the older.
+  const version = (name) => name.split(':')[0].split('@')[1].split('.').map(Number);
+  const older = (a, b) => { const [x, y] = [version(a.name), version(b.name)]; const i = x.findIndex((n, j) => n !== y[j]); return i < 0 ? 0 : x[i] - y[i]; };
+  const states = resources.filter((r) => r.name.endsWith(':examples/confirmed-state.json')).sort(older);
+  const stateEntry = migrating ? states[0] : states.at(-1);
+  check(stateEntry, 'the release has no examples/confirmed-state.json');
+  let cs = confirmAll(JSON.parse(await readText(stateEntry.uri)), now());
   s = await call('rimthan.start_workflow', { workflow: 'research-decision', confirmed_state: cs, host: HOST });
-  const hex = s.release.manifest_digest.slice('sha256:'.length);
+  check(stateEntry.uri.startsWith(examples(s.release.manifest_digest)), `the run started on ${s.release.id}, not the examples' release`);
+  let migrated = false;
   while (s.status !== 'completed') {
     const step = s.step;
+    if (s.status === 'input_required' && migrating && !migrated) { s = await migrate(s); migrated = true; continue; }
     if (s.status === 'input_required') {
       const { field, choices } = s.question; const value = choices[0];
       const next = { state: { ...cs.state, [field]: value }, confirmations: { ...cs.confirmations, [field]: confirmation(value, now()) } };
@@ -196,7 +260,7 @@ async function main() {
     } else {
       artifacts = [];
       for (const out of step.outputs) {
-        const { bytes, write } = writeBack(out.path, utf8(await readText(`${examples(hex)}${out.path.split('/').pop()}`)));
+        const { bytes, write } = writeBack(out.path, utf8(await readText(`${examples(s.release.manifest_digest)}${out.path.split('/').pop()}`)));
         artifacts.push(artifact(out, bytes, write));
       }
     }
@@ -213,7 +277,7 @@ async function main() {
     check(s.status !== 'validation_failed', `validation failed: ${JSON.stringify(s.findings).slice(0, 400)}`);
   }
   client.close();
-  console.log(`ok: completed at sequence ${s.sequence}; checkpoint log ${o.log}`);
+  console.log(`ok: completed at sequence ${s.sequence}${migrated ? ` on ${s.release.id}, migrated` : ''}; checkpoint log ${o.log}`);
 }
 
 await main();

@@ -4,7 +4,10 @@ The harness uses Node's standard library only: it checks itself against
 docs/test-vectors/host-protocol.json, refuses a ``tools/list`` with a field
 that has no description, then drives research-decision 1.2.0 through the
 real ``rimthan-mcp serve`` over stdio, computing every value digest,
-attestation and report binding itself. Its checkpoint log then audits.
+attestation and report binding itself. Its checkpoint log then audits. Given a migration target,
+it migrates the run from 1.2.0 to 1.3.0 at its first question (preview, a premature confirm refused
+with an ``isError`` result it checks against the served refusal contract, the target's new fields
+confirmed, confirm) and completes it on 1.3.0.
 Skipped when no Node 20 or later is on PATH (``make interop`` runs it with its pinned one).
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -36,30 +40,47 @@ def _node() -> str | None:
 NODE = _node()
 
 
-@pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
-def test_a_node_harness_completes_a_run_and_its_log_audits(tmp_path: Path) -> None:
+def _harness(tmp_path: Path, serving: Sequence[str], trust: Path) -> subprocess.CompletedProcess[str]:
     assert NODE is not None
-    key = make_keypair(tmp_path / "keys", "release")
-    build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
-    trust = trust_dir(tmp_path / "trust", key)
     project, state, log = tmp_path / "project", tmp_path / "state", tmp_path / "run.log"
     project.mkdir()
-    command = [NODE, str(HARNESS), "--server", RIMTHAN_MCP, "--releases-dir", str(tmp_path / "releases")]
-    command += ["--trust", str(trust), "--state-dir", str(state), "--project", str(project), "--log", str(log)]
-    done = subprocess.run(
-        [*command, "--vectors", str(VECTORS)],
-        env=server_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    assert done.stdout.splitlines()[0].startswith("vectors: ")
-    assert done.stdout.splitlines()[-1].startswith("ok: completed at sequence 6")
-    audit = [RIMTHAN_MCP, "audit", str(log), "--checkpoint-keys", str(state / "checkpoint-keys.json")]
+    command = [NODE, str(HARNESS), "--server", RIMTHAN_MCP, *serving, "--trust", str(trust)]
+    command += ["--state-dir", str(state), "--project", str(project), "--log", str(log), "--vectors", str(VECTORS)]
+    return subprocess.run(command, env=server_env(), capture_output=True, text=True, timeout=120, check=False)
+
+
+def _audit(tmp_path: Path, trust: Path) -> str:
+    audit = [RIMTHAN_MCP, "audit", str(tmp_path / "run.log")]
+    audit += ["--checkpoint-keys", str(tmp_path / "state" / "checkpoint-keys.json")]
     audit += ["--releases-dir", str(tmp_path / "releases"), "--trust", str(trust)]
     audited = subprocess.run(audit, capture_output=True, text=True, timeout=120, check=False)
     assert audited.returncode == 0, audited.stderr
-    assert "outcome: completed at step desk-research" in audited.stdout
-    assert (project / ".rimthan" / "workspace-manifest.json").read_bytes().endswith(b"}\n")
+    return audited.stdout
+
+
+@pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
+def test_a_node_harness_completes_a_run_and_its_log_audits(tmp_path: Path) -> None:
+    key = make_keypair(tmp_path / "keys", "release")
+    build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
+    trust = trust_dir(tmp_path / "trust", key)
+    done = _harness(tmp_path, ["--releases-dir", str(tmp_path / "releases")], trust)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert done.stdout.splitlines()[0].startswith("vectors: ")
+    assert done.stdout.splitlines()[-1].startswith("ok: completed at sequence 6")
+    assert "outcome: completed at step desk-research" in _audit(tmp_path, trust)
+    assert (tmp_path / "project" / ".rimthan" / "workspace-manifest.json").read_bytes().endswith(b"}\n")
+
+
+@pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
+def test_a_node_harness_migrates_a_run_to_the_newer_release_from_the_docs(tmp_path: Path) -> None:
+    key = make_keypair(tmp_path / "keys", "release")
+    old, new = (build_release(packaged_source(v), tmp_path / "releases", [key]) for v in ("1.2.0", "1.3.0"))
+    trust = trust_dir(tmp_path / "trust", key)
+    done = _harness(tmp_path, ["--release", str(old), "--migration-target", str(new)], trust)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    said = done.stdout.splitlines()
+    assert "migration refused while risk_tolerance unconfirmed -> confirmed_state_invalid" in said
+    assert said[-1].startswith("ok: completed at sequence 11 on research-decision@1.3.0, migrated")
+    audited = _audit(tmp_path, trust)
+    assert "(migrated from research-decision@1.2.0 to research-decision@1.3.0)" in audited
+    assert "outcome: completed at step decision-record on research-decision@1.3.0" in audited
