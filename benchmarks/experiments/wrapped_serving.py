@@ -2,7 +2,7 @@
 
 Runs ``python -m MODULE ARGS...`` unchanged but for what the instrument
 ``KIND`` patches in (``timed``: ``timed_serving.py``, for ``p3_split``;
-``cached``: ``cached_serving.py``, for ``p3_fixed_cost``), and writes the
+``cached``: ``cached_serving.py``, for ``p3_fixed_cost``; ``gc``: ``gc_serving.py``, for ``p6_cpu``), and writes the
 record that instrument returned to ``OUT`` as JSON at exit (a SIGTERM, how the
 benchmark stops HTTP servers, also ends in the write). Run it as a script
 (not ``-m``) so that the served package is imported once.
@@ -24,7 +24,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # only the type: this file also runs as a script, outside its package
     from ..servers import ServerCommand
 
-INSTRUMENTS = {"timed": "benchmarks.experiments.timed_serving", "cached": "benchmarks.experiments.cached_serving"}
+INSTRUMENTS = {
+    "timed": "benchmarks.experiments.timed_serving",
+    "cached": "benchmarks.experiments.cached_serving",
+    "gc": "benchmarks.experiments.gc_serving",
+}
 SCRIPT = Path(__file__)
 
 
