@@ -195,7 +195,9 @@ def single_line(text: str) -> str:
     A refusal quotes names it was given (a file named ``<id>.sig`` and a newline, say); escaped, such a name
     can neither break the refusal across lines nor pass for a line of its own.
     """
-    return text.translate(_CONTROLS_ESCAPED)
+    # C0 controls and DEL are Unicode "Other": printable text holds none (a check in C, without translate's
+    # lookup per character: every string of every log record passes here).
+    return text if text.isprintable() else text.translate(_CONTROLS_ESCAPED)
 
 
 def map_strings(value: Any, change: Callable[[str], str]) -> Any:
@@ -217,6 +219,8 @@ def quoted(value: object, limit: int = QUOTE_MAX_CHARS) -> str:
     quoting it stays one line of bounded length, and says how much was left out.
     """
     text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit and text.isprintable():  # nothing to escape or cut (most text: checked in C)
+        return text
     escaped = single_line(text[: limit + 1])
     if len(text) <= limit and len(escaped) <= limit:
         return escaped

@@ -12,6 +12,7 @@ confirmed value, an artifact or a token.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,8 @@ _log = get_logger("calls")
 
 def log_call(tool: str, arguments: Mapping[str, Any], result: types.CallToolResult) -> None:
     """The call's one record (see module)."""
+    if not _log.isEnabledFor(logging.INFO):  # an operator's --log-level warning: no record, none built
+        return
     structured = result.structured_content or {}
     if result.is_error:
         _log.info("call refused", extra={"tool": tool, "code": (structured.get("error") or {}).get("code")})
