@@ -143,9 +143,15 @@ def _said(lines: str, status: int) -> int:
 
 
 def serving_began() -> None:
-    """The server's own SIGTERM handling is in place: from now on a SIGTERM is the server's."""
+    """The server's own SIGTERM handling is in place: from now on a SIGTERM is the server's.
+
+    What start-up built (the releases verified and loaded, the tools' contracts) lives as long as the server:
+    frozen out of the cyclic collector's passes (``gc.freeze``), a full pass no longer walks it on every call's
+    time (a pass over the packaged release took about 50 ms, once per few thousand calls under load).
+    """
     global _served
     _served = True
+    gc.freeze()
 
 
 def starting_over() -> None:
