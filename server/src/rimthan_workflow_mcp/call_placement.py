@@ -30,7 +30,6 @@ Over stdio calls always run on the loop (one client, answered in order).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from json.encoder import encode_basestring
 from typing import Any
 
 from .provider import LoadedRelease, ReleaseProvider
@@ -92,7 +91,7 @@ def small_arguments(arguments: Mapping[str, Any], *, count_escapes: bool = True)
     """True when ``arguments`` hold at most :data:`ON_LOOP_MAX_VALUES` values and (``count_escapes``)
     :data:`ON_LOOP_MAX_ESCAPES` escaped characters; stops at the first container past the value bound.
 
-    The strings and keys are escaped together, once, in C: JSON escapes each
+    The strings' and keys' escapes are counted together, once, in C: JSON escapes each
     character on its own, so their concatenation adds exactly the escapes they add one by one.
     """
     values = 1
@@ -115,5 +114,16 @@ def small_arguments(arguments: Mapping[str, Any], *, count_escapes: bool = True)
     return keep_text is None or _escapes("".join(texts)) <= ON_LOOP_MAX_ESCAPES
 
 
+# What JSON escapes (as the stdlib writes it without ensure_ascii): these in two characters (\" \\ \b \f \n \r \t),
+# the other C0 controls in six (\u00XX). Every other character, non-ASCII and lone surrogates too, is written as is.
+_SHORT_ESCAPED = b'"\\\b\f\n\r\t'
+_LONG_ESCAPED = bytes(c for c in range(0x20) if c not in _SHORT_ESCAPED)
+
+
 def _escapes(text: str) -> int:
-    return len(encode_basestring(text)) - len(text) - 2  # one pass in C; the 2 are the quotes around it
+    """The characters JSON adds escaping ``text``: counted over its UTF-8 bytes in C (every byte of a character
+    past ASCII is 0x80 or above, so only ASCII matches), 3-4 times faster than escaping it (``encode_basestring``
+    took 135 us on a 42 KB prepare call's strings)."""
+    data = text.encode("utf-8", "surrogatepass")
+    size = len(data)
+    return (size - len(data.translate(None, _SHORT_ESCAPED))) + 5 * (size - len(data.translate(None, _LONG_ESCAPED)))
