@@ -33,10 +33,11 @@ from typing import Any
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 
-from .files import FileTooLarge, ProjectFiles, read_regular, replace_file
+from .files import FileTooLarge, ProjectFiles, read_regular
 from .protocol import HarnessError
 
-RECORD_PATH = ".rimthan/delivered.json"
+RECORD_NAME = "delivered.json"
+RECORD_PATH = f".rimthan/{RECORD_NAME}"
 STORE_DIR = ".rimthan/assets"  # the texts delivered, by SHA-256
 MAX_RECORD_BYTES = 1 << 20  # far past any catalogue's assets; a larger record is refused as damaged
 _SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
@@ -65,9 +66,8 @@ class Record:
 
 def load_record(files: ProjectFiles) -> Record:
     """The delivery record; empty if there is none; :class:`AssetClash` (damaged) if it is not one."""
-    target = files.safe_path(RECORD_PATH)
     try:
-        data = read_regular(target, MAX_RECORD_BYTES, own=True)
+        data = read_regular(files.at(RECORD_PATH), MAX_RECORD_BYTES, own=True)
     except FileNotFoundError:
         return Record()
     except FileTooLarge as exc:
@@ -113,10 +113,8 @@ def _damaged(why: str) -> AssetClash:
 
 def save_record(files: ProjectFiles, record: Record) -> None:
     """Replace the delivery record atomically (a temporary file, fsynced, renamed over it)."""
-    target = files.safe_path(RECORD_PATH)
-    target.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(record.to_json(), indent=1, sort_keys=True).encode("utf-8")
-    replace_file(target, files.safe_path(RECORD_PATH + ".tmp"), data)
+    files.replace(RECORD_PATH, f"{RECORD_NAME}.tmp", data)
 
 
 def keep_release(files: ProjectFiles, record: Record, release: str, assets: Sequence[Mapping[str, Any]]) -> None:
@@ -137,7 +135,7 @@ def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]
     if not target.exists() and not target.is_symlink():
         return None
     try:
-        found = sha256_hex(read_regular(target, MAX_ASSET_BYTES))
+        found = sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))
     except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
         return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
     except OSError:
@@ -210,7 +208,7 @@ def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head
 
 def _digest_at(files: ProjectFiles, path: str) -> str | None:
     try:
-        return sha256_hex(read_regular(files.safe_path(path), MAX_ASSET_BYTES))
+        return sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))
     except OSError:
         return None
 
@@ -218,7 +216,7 @@ def _digest_at(files: ProjectFiles, path: str) -> str | None:
 def _kept_text(files: ProjectFiles, path: str, digest: str) -> str:
     """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered."""
     try:
-        data = read_regular(files.safe_path(f"{STORE_DIR}/{digest}"), MAX_ASSET_BYTES)
+        data = read_regular(files.at(f"{STORE_DIR}/{digest}"), MAX_ASSET_BYTES)
         if sha256_hex(data) == digest:
             return data.decode("utf-8")
     except (OSError, UnicodeDecodeError):

@@ -5,6 +5,13 @@ each file back without following a symbolic link anywhere on its path,
 hashes what it read, and says whether the write created or replaced it
 (known from what was there *before* the step wrote it). Nothing here trusts
 text a caller says it wrote; the attestation is of the bytes read back.
+
+Every file the bridge writes, reads, renames or removes in a project (a
+delivered asset, the delivery record, the run files, the locks) is reached
+through one walk, :func:`open_folder`: each folder opened relative to the
+last, never through a symbolic link, and the file opened relative to the last
+folder's descriptor. A folder swapped for a link after a check is refused,
+never followed out of the project.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -22,14 +30,13 @@ from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
 from rimthan_workflow_registry.whole_writes import write_all
 
+from .own_files import HardLinked, refuse_foreign
 from .protocol import HarnessError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
-HARD_LINKED = "Has other hard links"  # a file the bridge would write, refused (:class:`HardLinked`)
-OTHER_OWNER = "A file of the bridge's that another user owns"  # refused (:func:`refuse_foreign`)
-OTHER_WRITABLE = "A file of the bridge's that other users can write"  # likewise
 TMP_SUFFIX = ".rimthan-tmp"  # a project file is written at ".<name>" + this beside it, then renamed over it
 
 
@@ -48,8 +55,107 @@ def symlink_refused(path: Path) -> OSError:
     return OSError(errno.ELOOP, SYMLINK_REFUSED, str(path))
 
 
-def open_regular(path: Path, flags: int, *, own: bool = False) -> tuple[int, os.stat_result]:
-    """``os.open`` of the regular file at ``path``, never following a final symbolic link nor blocking.
+class LinkOnTheWay(OSError):
+    """A symbolic link where a folder on the way to a project file is, found as the walk opened it: never followed.
+
+    Said as :func:`symlink_refused` says it ("Symbolic link refused: <path>"); :class:`ProjectFiles` says it as
+    its own refusal of a link on the way.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.ELOOP, SYMLINK_REFUSED, str(path))
+
+
+@dataclass(frozen=True)
+class ProjectPath:
+    """A file (or folder) inside a project: the project directory, as given, and the path below it."""
+
+    root: Path
+    relative: PurePath
+
+    @classmethod
+    def of(cls, root: Path, path: Path) -> ProjectPath:
+        """``path`` (``root`` / something) as a path below ``root``."""
+        return cls(Path(root), Path(path).relative_to(root))
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.relative
+
+    @property
+    def name(self) -> str:
+        return self.relative.name
+
+    def child(self, name: str) -> ProjectPath:
+        return ProjectPath(self.root, self.relative / name)
+
+
+@contextlib.contextmanager
+def folder(root: Path, relative: PurePath, *, make: bool = False) -> Iterator[int]:
+    """The folder ``root / relative`` open as a descriptor (:func:`open_folder`), closed after."""
+    fd = open_folder(root, relative, make=make)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_folder(root: Path, relative: PurePath, *, make: bool = False) -> int:
+    """A descriptor of the folder ``root / relative``, opened one folder at a time, each relative to the last.
+
+    Every file the bridge writes or reads in a project is opened, renamed,
+    removed and fsynced relative to the descriptor this returns, so a folder
+    swapped for a symbolic link between a check and a write is never followed:
+    each folder below ``root`` is opened with ``O_NOFOLLOW`` (and, with
+    ``make``, made first relative to its parent). ``root`` is the project as
+    given (made if missing, with ``make``). :class:`LinkOnTheWay` for a link on
+    the way, ``NotADirectoryError`` for a file there, ``FileNotFoundError`` for
+    a folder missing (without ``make``), each naming that part's path.
+    """
+    if make:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, _FOLDER)
+    current = Path(root)
+    for part in relative.parts:
+        current = current / part
+        fd = _down(fd, part, current, make=make)
+    return fd
+
+
+def _down(parent: int, name: str, path: Path, *, make: bool) -> int:
+    """The folder ``name`` in the folder open as ``parent`` (closed here), never through a link; ``path`` names it."""
+    try:
+        if make:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, dir_fd=parent)
+        return os.open(name, _FOLDER | _NOFOLLOW, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(parent, name):
+            raise LinkOnTheWay(path) from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    finally:
+        os.close(parent)
+
+
+def _is_link(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_regular(
+    target: ProjectPath, flags: int, *, own: bool = False, make: bool = False
+) -> tuple[int, os.stat_result]:
+    """``os.open`` of the regular file ``target`` (:func:`_open_at` in its folder, :func:`open_folder`; ``make``:
+    its folders made if missing)."""
+    with folder(target.root, target.relative.parent, make=make) as at:
+        return _open_at(at, target.path, flags, own=own)
+
+
+def _open_at(at: int, path: Path, flags: int, *, own: bool = False) -> tuple[int, os.stat_result]:
+    """``os.open`` of the regular file ``path`` in the folder open as ``at``, never following a symbolic link
+    nor blocking.
 
     Without ``O_NONBLOCK`` an ``open`` of a FIFO waits for the other end,
     forever; with it the open returns, and ``fstat`` refuses all that is not a
@@ -57,16 +163,16 @@ def open_regular(path: Path, flags: int, *, own: bool = False) -> tuple[int, os.
     state files, :func:`refuse_foreign` too. An ``OSError`` otherwise:
     ELOOP (:data:`SYMLINK_REFUSED`), ``IsADirectoryError``, EINVAL
     (:data:`NOT_REGULAR`) for a FIFO, a device or a socket. The parents of
-    ``path`` are the caller's to check. Returns the descriptor and its ``fstat``.
+    ``path`` are ``at``'s walk's (:func:`open_folder`). Returns the descriptor and its ``fstat``.
     """
     try:
-        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, 0o644)
+        fd = os.open(path.name, flags | _NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=at)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise symlink_refused(path) from None
         if exc.errno == errno.ENXIO:  # a FIFO opened to write while no one reads it
             raise _not_regular(path) from None
-        raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         status = os.fstat(fd)
         if stat.S_ISDIR(status.st_mode):
@@ -85,48 +191,21 @@ def _not_regular(path: Path) -> OSError:
     return OSError(errno.EINVAL, NOT_REGULAR, str(path))
 
 
-def refuse_foreign(path: Path, status: os.stat_result) -> None:
-    """An ``OSError`` (EPERM) for a file of the bridge's own state that another user wrote or can write.
-
-    The bridge writes its run files and its delivery record as the user it
-    runs as, never writable by others (``0o644`` at most). One owned by
-    another user, or that others may write, holds what the bridge cannot vouch
-    for: a kept step result shown to the model without asking the verifier,
-    the files a run validated, the paths where it writes the assets it kept.
-    """
-    mode = stat.S_IMODE(status.st_mode)
-    if hasattr(os, "geteuid") and status.st_uid != os.geteuid():
-        user = f"not the user the bridge runs as (uid {os.geteuid()})"
-        why = f"{OTHER_OWNER} (uid {status.st_uid}), {user}: check it, then chown it"
-        raise OSError(errno.EPERM, why, str(path))
-    if mode & stat.S_IWOTH:
-        raise OSError(errno.EPERM, f"{OTHER_WRITABLE} (mode {mode:04o}): check it, then chmod o-w it", str(path))
+def open_own(target: ProjectPath, flags: int, *, make: bool = False) -> int:
+    """:func:`open_regular` to write a file of the bridge's own (:func:`_open_own_at`)."""
+    with folder(target.root, target.relative.parent, make=make) as at:
+        return _open_own_at(at, target.path, flags)
 
 
-class HardLinked(OSError):
-    """A file the bridge would write that has other hard links: its bytes are another name's too, never changed."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(errno.EMLINK, HARD_LINKED, str(path))
-
-    def __str__(self) -> str:
-        return hard_link_words(str(self.filename), "try again")
-
-
-def hard_link_words(name: str, then: str) -> str:
-    """A file of the bridge's with other hard links (``name``), and what to do: delete it, then ``then``."""
-    return f"{quoted(name)} has other hard links; the bridge writes only files that are its own: delete it and {then}"
-
-
-def open_own(path: Path, flags: int) -> int:
-    """:func:`open_regular` to write a file of the bridge's own; :class:`HardLinked` before a byte changes.
+def _open_own_at(at: int, path: Path, flags: int) -> int:
+    """:func:`_open_at` to write a file of the bridge's own; :class:`HardLinked` before a byte changes.
 
     A hard link in the project to a file elsewhere (on the same file system)
     is a regular file like any other: opened without ``O_TRUNC``, the file is
     refused if ``fstat`` counts another link to it, and truncated (if
     ``flags`` ask for it) only after that.
     """
-    fd, status = open_regular(path, flags & ~os.O_TRUNC)
+    fd, status = _open_at(at, path, flags & ~os.O_TRUNC)
     try:
         if status.st_nlink > 1:
             raise HardLinked(path)
@@ -138,46 +217,59 @@ def open_own(path: Path, flags: int) -> int:
     return fd
 
 
-def replace_file(path: Path, tmp: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace the bridge's own file ``path`` with ``data``, whole or not at all, and durably.
+def replace_file(target: ProjectPath, tmp: str, data: bytes, *, keep_mode: bool = False, make: bool = False) -> None:
+    """Replace the bridge's own file ``target`` with ``data``, whole or not at all, and durably.
 
-    ``data`` is written whole and fsynced at ``tmp`` (:func:`open_own`: a symbolic
-    link, a FIFO or a hard link there is refused and left as it is), with
-    permission bits ``mode`` if given; ``tmp`` is then renamed over ``path`` (a
-    symbolic link there is replaced, not followed) and the directory fsynced. A
-    failure on the way (a full disk, a kill) leaves ``path`` as it was: the
-    temporary file is removed (a kill leaves it, and the next write reuses it),
-    and an ``OSError`` of the write names ``path``.
+    All of it happens in ``target``'s folder as :func:`open_folder` opened it
+    (``make``: its folders made if missing), so no folder swapped for a link
+    meanwhile is followed. ``data`` is written whole and fsynced at the file
+    named ``tmp`` beside it (:func:`_open_own_at`: a symbolic link, a FIFO or a
+    hard link there is refused and left as it is), with the permission bits of
+    the file there (``keep_mode``, refused as :func:`_own_mode_at` refuses it);
+    ``tmp`` is then renamed over ``target`` (a symbolic link there is replaced,
+    not followed) and the folder fsynced. A failure on the way (a full disk, a
+    kill) leaves ``target`` as it was: the temporary file is removed (a kill
+    leaves it, and the next write reuses it), and an ``OSError`` of the write
+    names ``target``.
     """
-    fd = open_own(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
+    path = target.path
+    with folder(target.root, target.relative.parent, make=make) as at:
+        mode = _own_mode_at(at, path) if keep_mode else None
+        fd = _open_own_at(at, path.with_name(tmp), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            if mode is not None:
-                os.fchmod(fd, mode)
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(exc, OSError) and exc.filename is None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
-    fsync_directory(path.parent)
+            try:
+                if mode is not None:
+                    os.fchmod(fd, mode)
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path.name, src_dir_fd=at, dst_dir_fd=at)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=at)
+            if isinstance(exc, OSError):  # (a write, fsync or rename relative to ``at``: named by the file's path)
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+            raise
+        _fsync_folder(at)
 
 
-def fsync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (a file system that cannot sync a directory is left to itself)."""
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+def _fsync_folder(at: int) -> None:
+    """Make a rename in the folder open as ``at`` durable (a file system that cannot sync a folder is left be)."""
     try:
-        os.fsync(fd)
+        os.fsync(at)
     except OSError as exc:
         if exc.errno != errno.EINVAL:
             raise
-    finally:
-        os.close(fd)
+
+
+def remove_file(target: ProjectPath) -> None:
+    """Remove the file ``target`` (none there: nothing), in its folder as :func:`open_folder` opened it."""
+    try:
+        with folder(target.root, target.relative.parent) as at:
+            os.unlink(target.name, dir_fd=at)
+    except FileNotFoundError:
+        pass
 
 
 def temporary_path(path: Path) -> Path:
@@ -190,11 +282,11 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(name)
 
 
-def own_mode(path: Path) -> int | None:
+def _own_mode_at(at: int, path: Path) -> int | None:
     """The permission bits of the bridge's own file at ``path`` (None if there is none), refused as
-    :func:`open_own` refuses it (a symbolic link, a FIFO, a directory, other hard links), nothing changed."""
+    :func:`_open_own_at` refuses it (a symbolic link, a FIFO, a directory, other hard links), nothing changed."""
     try:
-        fd = open_own(path, os.O_WRONLY)
+        fd = _open_own_at(at, path, os.O_WRONLY)
     except FileNotFoundError:
         return None
     try:
@@ -206,20 +298,21 @@ def own_mode(path: Path) -> int | None:
 class FileTooLarge(OSError):
     """A regular file larger than the reader's bound, refused before its bytes are read."""
 
-    def __init__(self, path: Path, size: int, limit: int) -> None:
+    def __init__(self, path: Path, size: int, limit: int) -> None:  # (path: the file's, for its words)
         super().__init__(errno.EFBIG, os.strerror(errno.EFBIG), str(path))
         self.size = size
         self.limit = limit
 
 
-def read_regular(path: Path, limit: int | None = None, *, own: bool = False) -> bytes:
-    """The bytes of the regular file at ``path`` (:func:`open_regular`); ``FileNotFoundError`` if there is none.
+def read_regular(target: ProjectPath, limit: int | None = None, *, own: bool = False) -> bytes:
+    """The bytes of the regular file ``target`` (:func:`open_regular`); ``FileNotFoundError`` if there is none.
 
     Past ``limit`` bytes, :class:`FileTooLarge`: by the size ``fstat`` gives,
     before a byte is read, and by what was read should the file grow meanwhile
     (at most ``limit + 1`` bytes are read). ``own``: as :func:`open_regular`.
     """
-    fd, status = open_regular(path, os.O_RDONLY, own=own)
+    fd, status = open_regular(target, os.O_RDONLY, own=own)
+    path = target.path
     try:
         if limit is not None and status.st_size > limit:
             raise FileTooLarge(path, status.st_size, limit)
@@ -278,11 +371,24 @@ class ProjectFiles:
             raise HarnessError(f"{quoted(rel_path)} escapes the project directory")
         link = first_symlink(self.root, relative)
         if link is not None:
-            raise HarnessError(f"{quoted(link)} is a symbolic link; refusing to write or read through it")
+            raise _link_refused(link)
         return self.root / relative
+
+    def at(self, rel_path: str) -> ProjectPath:
+        """``rel_path`` as checked by :meth:`safe_path`, to open through :func:`open_folder`'s walk."""
+        self.safe_path(rel_path)
+        return ProjectPath(self.root, Path(rel_path))
 
     def exists(self, rel_path: str) -> bool:
         return self.safe_path(rel_path).exists()
+
+    def replace(self, rel_path: str, tmp: str, data: bytes, *, keep_mode: bool = False) -> None:
+        """:func:`replace_file` at ``rel_path`` (its folders made); a folder on the way that is (or became) a
+        symbolic link is refused as :meth:`safe_path` refuses it, nothing written."""
+        try:
+            replace_file(self.at(rel_path), tmp, data, keep_mode=keep_mode, make=True)
+        except LinkOnTheWay as exc:
+            raise _link_refused(Path(str(exc.filename))) from None
 
     def write(self, artifact_id: str, rel_path: str, media_type: str, text: str) -> WrittenFile:
         """Write exact bytes (whole or not at all: :func:`replace_file`), then attest them from a symlink-free readback.
@@ -290,12 +396,9 @@ class ProjectFiles:
         What is at ``rel_path`` is refused as :func:`open_own` refuses it
         before a byte is written; the temporary file is :func:`temporary_path`.
         """
-        target = self.safe_path(rel_path)
-        existed = target.exists()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self.safe_path(rel_path)  # parents may have been created just now: check again
+        existed = self.exists(rel_path)
         data = text.encode("utf-8")
-        replace_file(target, temporary_path(target), data, own_mode(target))
+        self.replace(rel_path, temporary_path(self.root / rel_path).name, data, keep_mode=True)
         return self.attest(artifact_id, rel_path, media_type, existed_before=existed, max_bytes=len(data))
 
     def attest(
@@ -330,11 +433,18 @@ class ProjectFiles:
         there meanwhile, a file over ``max_bytes`` (never read) - is a
         :class:`HarnessError` saying what to do.
         """
-        target = self.safe_path(rel_path)
+        target = self.at(rel_path)
         try:
             return read_regular(target, max_bytes)
+        except LinkOnTheWay as exc:
+            raise _link_refused(Path(str(exc.filename))) from None
         except OSError as exc:
             raise HarnessError(_unreadable(rel_path, exc)) from None
+
+
+def _link_refused(link: Path) -> HarnessError:
+    """A symbolic link on the way to a project file (or the file itself), refused."""
+    return HarnessError(f"{quoted(link)} is a symbolic link; refusing to write or read through it")
 
 
 def _unreadable(rel_path: str, exc: OSError) -> str:

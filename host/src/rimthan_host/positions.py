@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds
 
-from .files import FileTooLarge, read_regular, replace_file
+from .files import FileTooLarge, ProjectPath, folder, read_regular, replace_file
 from .protocol import HarnessError
 
 # A real ungated step's result is a few KiB (its instruction's text is the bulk). The largest instruction a
@@ -44,11 +44,11 @@ def encode(position: Mapping[str, Any]) -> bytes | None:
     return json.dumps(position, sort_keys=True, separators=(",", ":")).encode("ascii")
 
 
-def side_path(runs: Path, run_id: str, digest: str) -> Path:
-    return runs / f"{run_id}.position-{digest}.json"
+def side_path(runs: ProjectPath, run_id: str, digest: str) -> ProjectPath:
+    return runs.child(f"{run_id}.position-{digest}.json")
 
 
-def write_side(runs: Path, run_id: str, checkpoint_key: str, data: bytes) -> dict[str, Any] | None:
+def write_side(runs: ProjectPath, run_id: str, checkpoint_key: str, data: bytes) -> dict[str, Any] | None:
     """Write the side file for a position (``data``: :func:`encode`'s) of ``checkpoint_key``; its reference.
 
     None past :data:`MAX_KEPT_POSITION_BYTES`: nothing is written.
@@ -58,11 +58,11 @@ def write_side(runs: Path, run_id: str, checkpoint_key: str, data: bytes) -> dic
         return None
     digest = sha256_hex(body)
     path = side_path(runs, run_id, digest)
-    replace_file(path, path.with_suffix(".json.tmp"), body)
+    replace_file(path, f"{path.name}.tmp", body)
     return {"sha256": digest, "bytes": len(body)}
 
 
-def read_side(runs: Path, run_id: str, checkpoint_key: str, ref: Any) -> dict[str, Any] | str:
+def read_side(runs: ProjectPath, run_id: str, checkpoint_key: str, ref: Any) -> dict[str, Any] | str:
     """The position a state's reference names, or why it cannot be used (missing, altered, another checkpoint's)."""
     digest = ref.get("sha256") if isinstance(ref, dict) else None
     if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
@@ -86,13 +86,15 @@ def read_side(runs: Path, run_id: str, checkpoint_key: str, ref: Any) -> dict[st
     return position
 
 
-def prune(runs: Path, run_id: str, keep: set[str]) -> None:
-    """Remove ``run_id``'s side files no saved state names (``keep``: their digests); best effort."""
-    for path in runs.glob(f"{run_id}.position-*.json"):
-        found = _SIDE_FILE.fullmatch(path.name)
-        if found is not None and found["run"] == run_id and found["hex"] not in keep:
-            with contextlib.suppress(OSError):  # (a file left costs disk only: no state names it, none reads it)
-                path.unlink()
+def prune(runs: ProjectPath, run_id: str, keep: set[str]) -> None:
+    """Remove ``run_id``'s side files no saved state names (``keep``: their digests); best effort, in the runs
+    folder as :func:`~rimthan_host.files.open_folder` opened it."""
+    with contextlib.suppress(OSError), folder(runs.root, runs.relative) as at:
+        for name in os.listdir(at):
+            found = _SIDE_FILE.fullmatch(name)
+            if found is not None and found["run"] == run_id and found["hex"] not in keep:
+                with contextlib.suppress(OSError):  # (a file left costs disk only: no state names it, none reads it)
+                    os.unlink(name, dir_fd=at)
 
 
 class PositionUnknown(HarnessError):

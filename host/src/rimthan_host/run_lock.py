@@ -28,9 +28,9 @@ import os
 
 from rimthan_workflow_registry.errors import FailureCode
 
-from .files import open_own
+from .files import ProjectPath, open_own, remove_file
 from .protocol import HarnessError
-from .runlog import RunLog, make_runs_dir
+from .runlog import RunLog
 from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner, same_file
 
 _ATTEMPTS = 8  # lock files removed under an acquire, one after another, before it stops trying (RunBusy)
@@ -82,6 +82,10 @@ class RunLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    @property
+    def _file(self) -> ProjectPath:
+        return ProjectPath.of(self.project, self.path)
+
     def acquire(self) -> None:
         """Hold the lock (a no-op if held here); :class:`RunBusy` naming the holder if another holds it.
 
@@ -97,8 +101,7 @@ class RunLock:
 
     def _take(self) -> int | None:
         """The lock file at the path, locked here; None if that file was removed or replaced meanwhile."""
-        make_runs_dir(self.project)
-        fd = open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by a child)
+        fd = open_own(self._file, os.O_RDWR | os.O_CREAT, make=True)  # (os.open: not inherited by a child)
         try:
             lock_now(fd)
         except BlockingIOError:
@@ -130,7 +133,7 @@ class RunLock:
             fd, self._fd = self._fd, None
             try:
                 if not self._lost and same_file(self.path, fd):
-                    self.path.unlink(missing_ok=True)
+                    remove_file(self._file)
             finally:
                 close_fds(fd)
 

@@ -32,7 +32,6 @@ verifies the whole log, and refuses a log damaged anywhere.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -56,7 +55,17 @@ from rimthan_workflow_registry.whole_writes import write_all
 
 from . import positions
 from .file_digests import evidence_from_json
-from .files import FileTooLarge, first_symlink, open_own, open_regular, read_regular, replace_file, symlink_refused
+from .files import (
+    FileTooLarge,
+    ProjectPath,
+    first_symlink,
+    open_folder,
+    open_own,
+    open_regular,
+    read_regular,
+    replace_file,
+    symlink_refused,
+)
 from .protocol import HarnessError
 from .state_size import StateTooLarge as StateTooLarge  # (re-exported: raised by save_state)
 from .state_size import largest_part
@@ -123,6 +132,10 @@ class RunLog:
     def state_path(self) -> Path:
         return self.project / RUNS_DIR / f"{self.run_id}.json"
 
+    def at(self, path: Path) -> ProjectPath:
+        """One of this run's files (``path``: in the runs folder), to open through the walk (files.open_folder)."""
+        return ProjectPath.of(self.project, path)
+
     def tokens(self) -> list[str]:
         """Every logged checkpoint, in order (for an audit or a test: the bridge reads only the last)."""
         return list(self._stream())
@@ -131,7 +144,7 @@ class RunLog:
         """The log's last checkpoint, None for no log; only the log's tail is read (see :func:`_tail_token`)."""
         runs_dir(self.project)
         try:
-            fd, status = open_regular(self.log_path, os.O_RDONLY, own=True)  # (a FIFO: an OSError, never blocks)
+            fd, status = open_regular(self.at(self.log_path), os.O_RDONLY, own=True)  # (a FIFO: an OSError)
         except FileNotFoundError:
             return None
         with os.fdopen(fd, "rb") as handle:
@@ -181,7 +194,7 @@ class RunLog:
         """The log's tokens one by one; a line longer than any token, or a byte not ASCII, is damage."""
         runs_dir(self.project)
         try:
-            fd, _ = open_regular(self.log_path, os.O_RDONLY, own=True)  # (a FIFO: an OSError, never blocks)
+            fd, _ = open_regular(self.at(self.log_path), os.O_RDONLY, own=True)  # (a FIFO: an OSError, never blocks)
         except FileNotFoundError:
             return
         with os.fdopen(fd, "rb") as handle:
@@ -208,8 +221,7 @@ class RunLog:
         """Log a checkpoint the verifier issued (a repeat of the last line is skipped)."""
         if self.last_token() == token:
             return
-        make_runs_dir(self.project)
-        fd = open_own(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        fd = open_own(self.at(self.log_path), os.O_RDWR | os.O_CREAT | os.O_APPEND, make=True)
         try:
             _cut_unended(fd)
             whole = os.fstat(fd).st_size
@@ -234,7 +246,6 @@ class RunLog:
         key = token_key(checkpoint)
         kept = token_key(logged) if logged is not None and logged != checkpoint else None
         entries = [e for e in self._entries() if kept is not None and e.get(CHECKPOINT_KEY) == kept]
-        make_runs_dir(self.project)
         states = [self._kept({**state, CHECKPOINT_KEY: key}, key), *entries]
         data = json.dumps({"run": self.run_id, "states": states}, sort_keys=True, separators=(",", ":")).encode(
             "ascii"
@@ -242,10 +253,10 @@ class RunLog:
         if len(data) > MAX_STATE_BYTES:  # (a side file just written is named by no state: the next save prunes it)
             part = largest_part(states)
             raise StateTooLarge(self.run_id, len(data), MAX_STATE_BYTES, part, started=logged is not None)
-        replace_file(self.state_path, self.state_path.with_suffix(".json.tmp"), data)
+        replace_file(self.at(self.state_path), f"{self.state_path.name}.tmp", data, make=True)
         named = {str(e[positions.POSITION_FILE_KEY]["sha256"]) for e in states if
                  isinstance(e.get(positions.POSITION_FILE_KEY), dict)}  # fmt: skip
-        positions.prune(runs_dir(self.project), self.run_id, named)
+        positions.prune(runs_folder(self.project), self.run_id, named)
 
     def _kept(self, entry: dict[str, Any], key: str) -> dict[str, Any]:
         """``entry`` with its position kept inline up to :data:`MAX_POSITION_BYTES`, else in a side file."""
@@ -253,7 +264,7 @@ class RunLog:
         data = positions.encode(position) if isinstance(position, dict) else None
         if data is None or len(data) <= MAX_POSITION_BYTES:
             return entry if data is not None or position is None else {**entry, "position": None}
-        ref = positions.write_side(runs_dir(self.project), self.run_id, key, data)
+        ref = positions.write_side(runs_folder(self.project), self.run_id, key, data)
         return {**entry, "position": None, **({positions.POSITION_FILE_KEY: ref} if ref is not None else {})}
 
     def side_position(self, token: str, saved: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -261,7 +272,7 @@ class RunLog:
         ref = saved.get(positions.POSITION_FILE_KEY)
         if ref is None:
             return None
-        found = positions.read_side(runs_dir(self.project), self.run_id, token_key(token), ref)
+        found = positions.read_side(runs_folder(self.project), self.run_id, token_key(token), ref)
         if isinstance(found, str):
             raise self._damaged(self.state_path, found)
         return found
@@ -382,15 +393,16 @@ def runs_dir(project: Path) -> Path:
     return Path(project) / RUNS_DIR
 
 
+def runs_folder(project: Path) -> ProjectPath:
+    """``.rimthan/runs`` in ``project``, to open through the walk (files.open_folder)."""
+    return ProjectPath(Path(project), RUNS_DIR)
+
+
 def make_runs_dir(project: Path) -> Path:
-    """``.rimthan/runs`` in ``project``, made if missing (as :func:`runs_dir`, never through a link); a file
-    where it must be is ``NotADirectoryError`` naming it."""
-    runs = runs_dir(project)
-    try:
-        runs.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:  # a file where the runs directory must be: named as what is in the way
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(runs)) from None
-    return runs_dir(project)  # a part made just now by someone else: check again
+    """``.rimthan/runs`` in ``project``, made if missing, one folder at a time, never through a link
+    (files.open_folder); a file where a folder must be is ``NotADirectoryError`` naming it."""
+    os.close(open_folder(Path(project), RUNS_DIR, make=True))
+    return Path(project) / RUNS_DIR
 
 
 def _read(project: Path, path: Path, limit: int) -> bytes | None:
@@ -398,9 +410,8 @@ def _read(project: Path, path: Path, limit: int) -> bytes | None:
 
     Past ``limit`` bytes, :class:`~rimthan_host.files.FileTooLarge`, before a byte is read.
     """
-    runs_dir(project)
     try:
-        return read_regular(path, limit, own=True)  # (never blocks: a FIFO there is an OSError like a directory)
+        return read_regular(ProjectPath.of(project, path), limit, own=True)  # (a FIFO: an OSError, never blocks)
     except FileNotFoundError:
         return None
 

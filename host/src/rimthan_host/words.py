@@ -21,7 +21,7 @@ from rimthan_workflow_registry.errors import map_strings, quoted
 from rimthan_workflow_registry.release import DELIVERY_KINDS
 from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
-from .files import HardLinked, hard_link_words
+from .own_files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
 from .results import RunResult, WalkedStep
 from .runlog import RunSummary

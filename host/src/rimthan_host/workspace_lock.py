@@ -24,14 +24,13 @@ checks both are still the ones it holds (:meth:`WorkspaceLock.lost`, one
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import first_symlink, open_own, symlink_refused
+from .files import ProjectPath, open_folder, open_own
 from .runlog import is_run_id
 
 LOCK_PATH = Path(".rimthan") / "bridge.lock"
@@ -90,7 +89,7 @@ class WorkspaceLock:
             dir_fd = None
             try:
                 lock_now(fd)
-                dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+                dir_fd = open_folder(self.path.parent.parent, LOCK_PATH.parent)
                 lock_now(dir_fd)
             except BlockingIOError:
                 owner = read_owner(fd)
@@ -140,15 +139,10 @@ class WorkspaceLock:
         return None
 
     def _open(self) -> int:
-        """The lock file, opened (created) through real directories, never through a symbolic link."""
-        link = first_symlink(self.path.parent.parent, LOCK_PATH.parent)
-        if link is not None:
-            raise symlink_refused(link)
-        try:
-            self.path.parent.mkdir(exist_ok=True)
-        except FileExistsError:  # a file where .rimthan must be: named as what is in the way (words.failed_words)
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path)) from None
-        return open_own(self.path, os.O_RDWR | os.O_CREAT)  # (os.open: not inherited by the verifier child)
+        """The lock file, opened (created, and ``.rimthan``) through real directories, never through a symbolic
+        link (files.open_folder); a file where ``.rimthan`` must be is ``NotADirectoryError`` naming it."""
+        target = ProjectPath(self.path.parent.parent, LOCK_PATH)
+        return open_own(target, os.O_RDWR | os.O_CREAT, make=True)  # (os.open: not inherited by the verifier child)
 
 
 def lost_words(run: str | None) -> str:
