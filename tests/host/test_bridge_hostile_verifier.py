@@ -206,3 +206,48 @@ def test_a_workspace_the_verifier_refuses_sets_the_run_aside_until_resume_run_se
         assert (await model.call("show_step")).data["status"] == "no_run"  # set aside, in its log
 
     _set_up_once_resumed(mcp_world, tmp_path, "files-refused", judge)
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("conftest.py", "not writable under this bridge's repository policy"),
+        (".git/hooks/post-checkout", "protected by this bridge's repository policy"),
+        (".rimthan/delivered.json", "the bridge's own file"),
+    ],
+)
+def test_step_files_a_verifier_names_outside_the_bridges_policy_are_never_named_nor_read(
+    mcp_world: ServerWorld, tmp_path: Path, path: str, why: str
+) -> None:
+    """A step's output moved where the bridge does not write: the model is not told to write it, step_done reads
+    nothing there (the delivery record would have gone to the verifier as the step's file), in the setup's words;
+    once the verifier answers as rimthan-mcp the run completes."""
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        project, switch = bridge.project, bridge.switch
+
+        async def go() -> StandIn:
+            async with Client(bridge.params, mode="legacy") as client:
+                model = stand_in(client, project)
+                at_question = await model.follow(await model.start(), "", until_question=True)
+                field = at_question.data["question"]["field"]
+                kept = {p: p.read_bytes() for p in project.rglob("*") if p.is_file() and "runs" not in p.parts}
+                switch.write_text(f'set:/step/outputs/0/path="{path}"', "utf-8")
+                moved = await model.call("answer_question", {"answer": "desk-research", "field": field})
+                run = at_question.data["run"]
+                # set aside as a refused setup is: step_done reads nothing, resume_run asks the verifier again
+                refused(await model.call("step_done"), "No run is active")
+                for reply in (moved, await model.call("resume_run", {"run": run})):
+                    refused(reply, "Nothing was read, written or checked", f"{path}: {why}", f"resume_run {run}")
+                    assert reply.data["failures"] == ["repository_policy_conflict"], reply.text
+                    assert path not in reply.data.get("files", []), reply.data
+                    own_policy = "repository policy" in why
+                    assert ("allow those paths" in reply.text) is own_policy, reply.text
+                assert {p: p.read_bytes() for p in kept} == kept and not (project / ".git").exists()
+                switch.unlink()
+                shown = await model.call("resume_run", {"run": run})
+                assert (await model.follow(shown, "desk-research")).data["status"] == "completed", shown.text
+                return model
+
+        model = anyio.run(go)
+    check_replies(model)
+    assert not (project / "conftest.py").exists()

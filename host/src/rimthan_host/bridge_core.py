@@ -31,6 +31,7 @@ from .words import (
     no_run_words,
 )
 from .workspace_lock import BY_BRIDGE, REFUSED_MEANWHILE, WorkspaceBusy, WorkspaceLock
+from .write_targets import step_files_refusal
 
 
 class ResumeFailed(Exception):
@@ -126,7 +127,14 @@ class BridgeCore:
         return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
 
     def settle(self) -> None:
-        """After each call: let another bridge take the project's runs once this one has no unfinished run."""
+        """After each call: let another bridge take the project's runs once this one has no unfinished run.
+
+        A run at a step whose files the bridge does not use (:func:`step_files_refusal`) is set aside as a
+        refused setup is: ``resume_run`` picks it up from its log and asks the verifier for the step again."""
+        session = self.session
+        unfinished = session is not None and session.position.status != "completed"
+        if unfinished and session is not None and step_files_refusal(session.host, session.position.step):
+            self.session = None
         if self.session is None or self.session.position.status == "completed":
             self.lock.release()
 

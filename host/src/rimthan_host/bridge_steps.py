@@ -23,7 +23,16 @@ from .protocol import (
 )
 from .reports import refused_report
 from .session import HostSession
-from .step_replies import Reply, files_refused, fix_files, misplaced, not_a_choice, reply, validators_waiting
+from .step_replies import (
+    Reply,
+    files_refused,
+    fix_files,
+    misplaced,
+    not_a_choice,
+    reply,
+    step_files_refused,
+    validators_waiting,
+)
 from .words import (
     choice_texts,
     refusal_reason,
@@ -65,6 +74,9 @@ class StepMoves(BridgeCore):
     async def _check(self, session: HostSession, lines: list[str]) -> Reply:
         """Read the step's files from disk and have the verifier check them; then its validators, if any."""
         step = session.position.step
+        refused = step_files_refused(session, step, lines)
+        if refused is not None:
+            return refused
         problems = file_problems(session.files, step.get("outputs") or [])
         if problems:
             lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), fix_files(step["id"])]

@@ -33,6 +33,7 @@ from .words import (
     step_words,
     validator_words,
 )
+from .write_targets import step_files_refusal
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,19 @@ def files_refused(
     return reply(lines, {**data, "step": {"id": step.get("id")}}, True)
 
 
+def step_files_refused(session: HostSession, step: Mapping[str, Any], lines: list[str]) -> Reply | None:
+    """The step's files named where the bridge neither reads nor writes (:func:`step_files_refusal`), after
+    ``lines``: the model is not told to write them and nothing is read; None if every path is the bridge's to use."""
+    refused = step_files_refusal(session.host, step)
+    if refused is None:
+        return None
+    run = run_id_of(session)
+    then = f"Run {run} waits at this step: tell the user what was refused; once that is fixed, call resume_run {run}."
+    code = FailureCode.REPOSITORY_POLICY_CONFLICT.value
+    data = {"run": run, "status": "files_refused", "step": {"id": step.get("id")}, "failures": [code]}
+    return reply([*lines, refused, then], data, True)
+
+
 def validators_waiting(session: HostSession, lines: list[str], *, error: bool = False) -> Reply:
     """The validators still waiting: in full, or after a mistake by name (show_step repeats the rest)."""
     assert session.prepared is not None
@@ -174,6 +188,9 @@ class StepReplies:
             return reply(lines, {**data, "files": files}, error)
         step = result.step
         data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}
+        refused = step_files_refused(session, step, lines)
+        if refused is not None:
+            return refused
         if result.status == "validation_failed":
             files = [o["path"] for o in step.get("outputs") or []]
             lines += findings_words(result.findings)

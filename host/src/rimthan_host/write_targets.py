@@ -7,7 +7,9 @@ verifier refuses a setup whose paths the host's repository policy forbids
 vouch for the verifier it talks to (a URL, a proxy, a stand-in): it checks
 every such path against the policy it sent and against its own files
 (``.rimthan/runs``, the delivery record and its texts, schema copies, the
-lock, a temporary file) before anything is written.
+lock, a temporary file) before anything is written. A later step's files (the
+model writes them; the bridge reads them back and may rewrite one) are checked
+the same way before the model is told to write them or anything is read.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ _POLICY = (
     "The release delivers where this bridge's repository policy (its HostProfile's writable_paths and "
     "protected_paths) does not let it write: allow those paths, or run a release whose host adapter installs "
     "elsewhere."
+)
+_STEP_POLICY = (
+    "The step writes where this bridge's repository policy (its HostProfile's writable_paths and protected_paths) "
+    "does not let it write: allow those paths, or run a release whose steps write elsewhere."
 )
 _VERIFIER = f"The bridge keeps these paths for itself; {CHECK_THE_VERIFIER}"
 
@@ -78,11 +84,28 @@ def refusal(host: HostProfile, path: str) -> Refused | None:
 
 def check_targets(host: HostProfile, paths: Iterable[str]) -> None:
     """:class:`AssetClash` naming each of ``paths`` the bridge does not write (:func:`refusal`); nothing written."""
+    head = "The workspace was not set up and nothing was written (repository_policy_conflict): the verifier named "
+    said = refusal_words(host, paths, head + "paths the bridge does not write:", _POLICY)
+    if said is not None:
+        raise AssetClash(said)
+
+
+def step_files_refusal(host: HostProfile, step: Mapping[str, Any]) -> str | None:
+    """Why the bridge neither reads nor writes the files ``step`` names (its outputs, each :func:`refusal`), or
+    None: said as a setup's paths are (:func:`check_targets`), so the model is never told to write there."""
+    head = (
+        "Nothing was read, written or checked (repository_policy_conflict): the verifier names this step's files "
+        "at paths the bridge does not read or write:"
+    )
+    return refusal_words(host, (str(o["path"]) for o in step.get("outputs") or []), head, _STEP_POLICY)
+
+
+def refusal_words(host: HostProfile, paths: Iterable[str], head: str, policy: str) -> str | None:
+    """``head``, then each of ``paths`` the bridge does not write and why, then what to do: ``policy`` if this
+    bridge's own policy refused them all (the user's to change), else check the verifier. None if none is refused."""
     refused = {p: r for p in dict.fromkeys(paths) if (r := refusal(host, p)) is not None}
-    if refused:
-        lines = [f"- {quoted(p)}: {r.why}" for p, r in refused.items()]
-        by_policy = all(r.by_policy for r in refused.values())
-        raise AssetClash(
-            "The workspace was not set up and nothing was written (repository_policy_conflict): the verifier named "
-            "paths the bridge does not write:\n" + "\n".join(lines) + "\n" + (_POLICY if by_policy else _VERIFIER)
-        )
+    if not refused:
+        return None
+    lines = [f"- {quoted(p)}: {r.why}" for p, r in refused.items()]
+    by_policy = all(r.by_policy for r in refused.values())
+    return head + "\n" + "\n".join(lines) + "\n" + (policy if by_policy else _VERIFIER)
