@@ -107,14 +107,18 @@ def open_folder(root: Path, relative: PurePath, *, make: bool = False) -> int:
     removed and fsynced relative to the descriptor this returns, so a folder
     swapped for a symbolic link between a check and a write is never followed:
     each folder below ``root`` is opened with ``O_NOFOLLOW`` (and, with
-    ``make``, made first relative to its parent). ``root`` is the project as
-    given (made if missing, with ``make``). :class:`LinkOnTheWay` for a link on
+    ``make``, made relative to its parent if missing). ``root`` is the project
+    as given, reached as the user named it (made if missing, with ``make``). :class:`LinkOnTheWay` for a link on
     the way, ``NotADirectoryError`` for a file there, ``FileNotFoundError`` for
     a folder missing (without ``make``), each naming that part's path.
     """
-    if make:
+    try:
+        fd = os.open(root, _FOLDER)
+    except FileNotFoundError:
+        if not make:
+            raise
         Path(root).mkdir(parents=True, exist_ok=True)
-    fd = os.open(root, _FOLDER)
+        fd = os.open(root, _FOLDER)
     current = Path(root)
     for part in relative.parts:
         current = current / part
@@ -125,9 +129,13 @@ def open_folder(root: Path, relative: PurePath, *, make: bool = False) -> int:
 def _down(parent: int, name: str, path: Path, *, make: bool) -> int:
     """The folder ``name`` in the folder open as ``parent`` (closed here), never through a link; ``path`` names it."""
     try:
-        if make:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, dir_fd=parent)
+        try:
+            return os.open(name, _FOLDER | _NOFOLLOW, dir_fd=parent)
+        except FileNotFoundError:
+            if not make:
+                raise
+        with contextlib.suppress(FileExistsError):  # (made meanwhile: opened as it is, never through a link)
+            os.mkdir(name, dir_fd=parent)
         return os.open(name, _FOLDER | _NOFOLLOW, dir_fd=parent)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(parent, name):
