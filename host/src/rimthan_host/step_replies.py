@@ -128,7 +128,8 @@ def step_files_refused(session: HostSession, step: Mapping[str, Any], lines: lis
     if refused is None:
         return None
     run = run_id_of(session)
-    then = f"Run {run} waits at this step: tell the user what was refused; once that is fixed, call resume_run {run}."
+    then = f"next: tell the user what was refused; run {run} waits at this step, and once that is fixed, call "
+    then += f"resume_run {run}."
     code = FailureCode.REPOSITORY_POLICY_CONFLICT.value
     data = {"run": run, "status": "files_refused", "step": {"id": step.get("id")}, "failures": [code]}
     return reply([*lines, refused, then], data, True)
