@@ -32,14 +32,14 @@ from rimthan_workflow_mcp.eras import negotiate_served_era
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_mcp.stdio_serve import serve_wire
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded, ReplyUnreadable
 from .bridge import Bridge, Reply
 from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost
 from .protocol import HarnessError, HostProfile, ToolRefused
-from .reconnect import logged_run, recover
+from .reconnect import logged_run, pinned_release_reply, recover
 from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
 from .words import scrub, scrub_value
@@ -127,12 +127,14 @@ async def _move(
         return _lock_lost(bridge)
     bridge.elicits = asker.available
     try:
-        answer = await _answer(bridge, tool, lambda: handler(asker))
+        if link is not None:
+            await link.rescan_if_asked()  # (after a pinned release was missing: the user may have put it back)
+        answer = await _answer(bridge, tool, lambda: handler(asker), link)
     except VerifierLost as exc:  # once per call: restart the child and resume, or say how to retry
         if link is None:  # only a link raises it
             raise
         lost = exc
-        answer = await _answer(bridge, tool, lambda: recover(bridge, link, tool, lost))
+        answer = await _answer(bridge, tool, lambda: recover(bridge, link, tool, lost), link)
     bridge.settle()
     return answer
 
@@ -145,7 +147,9 @@ def _lock_lost(bridge: Bridge) -> Reply:
     return Reply(lost_words(run), {"status": "workspace_lock_lost", "run": run}, is_error=True)
 
 
-async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]]) -> Reply | types.InputRequiredResult:
+async def _answer(
+    bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]], link: VerifierLink | None = None
+) -> Reply | types.InputRequiredResult:
     """The move's reply, or its failure in words (a lost verifier connection is left to the caller)."""
     try:
         return await move()
@@ -154,6 +158,8 @@ async def _answer(bridge: Bridge, tool: str, move: Callable[[], Awaitable[Reply]
     except ReplyUnreadable as exc:  # (asked before any move: the run is where it was)
         return Reply(exc.words(tool), {"status": "reply_unreadable", "failures": [exc.code.value]}, True)
     except ToolRefused as exc:
+        if link is not None and exc.code == FailureCode.PINNED_RELEASE_UNAVAILABLE.value:
+            return pinned_release_reply(link, tool, exc)
         words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
         return Reply(words + f"and call {tool} again.", {"status": "refused", "refused": exc.code}, True)
     except RunBusy as busy:  # (another process moves the run this bridge tried to resume: nothing done)

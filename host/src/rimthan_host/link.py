@@ -118,6 +118,7 @@ class VerifierLink:
         self.target = target
         self._tasks = tasks
         self._conn = self._open()
+        self._rescan = False  # restart the child before the next call: it reads its releases directory anew
 
     @property
     def url(self) -> str | None:
@@ -161,6 +162,17 @@ class VerifierLink:
         await self._conn.ready.wait()
         if self._conn.client is None:
             raise VerifierLost(f"the verifier did not start again ({self._conn.error})")
+
+    def rescan_before_next_call(self) -> None:
+        """Have the next call restart a child verifier first, so that it reads its releases directory anew (a
+        release put back since it started: it scans that directory only as it starts). A URL is not the bridge's."""
+        self._rescan = self.url is None
+
+    async def rescan_if_asked(self) -> None:
+        """The restart :meth:`rescan_before_next_call` asked for, once; VerifierLost if the child does not start."""
+        if self._rescan:
+            self._rescan = False
+            await self.restart()
 
     async def _client(self) -> Client:
         conn = self._conn

@@ -1,0 +1,77 @@
+"""A run whose release was withdrawn while the host was closed: the bridge says so in its own words, and once the
+user puts the release back, the same call goes through without restarting the host.
+
+The project serves every release in its ``releases/`` (the bridge's default). A run starts on 1.2.0 and stops at
+its question; the host closes; 1.3.0 is published and 1.2.0 withdrawn; a new bridge resumes the run (shown from its
+saved result, nothing asked of the verifier). Its answer is refused ``pinned_release_unavailable``: before, in the
+verifier's words for an operator ("refresh this server (SIGHUP ...)", the digest as ``[omitted]``) and "fix what it
+names and call answer_question again" - but the verifier the bridge started never read its releases directory
+again, so the call was refused for as long as the host ran, whatever the user put back.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from rimthan_host.standin import StandIn
+from support.bridge import BIN, audited, check_replies, refused, stand_in
+from support.servers import ServerWorld, build_world
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("pinned-world"))
+
+
+def _bridge(project: Path, world: ServerWorld, state: Path) -> StdioServerParameters:
+    """``rimthan-host serve`` on every release in the project's ``releases/``, as a user sets it up."""
+    verifier = ["--releases-dir", str(project / "releases"), "--trust", str(world.trust), "--state-dir", str(state)]
+    args = ["serve", "--project", str(project), "--", *verifier, "--log-level", "warning"]
+    return StdioServerParameters(command=str(BIN / "rimthan-host"), args=args)
+
+
+def test_a_withdrawn_release_is_said_in_the_bridges_words_and_put_back_without_a_restart(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    releases = project / "releases"
+    releases.mkdir(parents=True)
+    withdrawn = world.publish("1.2.0", releases)
+
+    async def before() -> StandIn:
+        async with Client(_bridge(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await model.follow(await model.start(), "", until_question=True)
+            return model
+
+    async def after() -> tuple[StandIn, str]:
+        async with Client(_bridge(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            resumed = await model.call("resume_run")
+            run = resumed.data["run"]
+            assert resumed.data["question"]["field"] == "research_route", resumed.text
+            answer = {"answer": "desk-research", "field": "research_route"}
+            gone = await model.call("answer_question", answer)
+            refused(gone, "pinned_release_unavailable", "research-decision@1.2.0", "releases/research-decision-1.2.0",
+                    "call answer_question again", "start_run with new_run true")  # fmt: skip
+            assert "[omitted]" not in gone.text and "SIGHUP" not in gone.text, gone.text
+            assert gone.data["refused"] == "pinned_release_unavailable"
+            assert gone.data["release"] == "research-decision@1.2.0"
+            world.publish("1.2.0", releases)  # the user puts the release back, the host still open
+            step = await model.call("answer_question", answer)
+            assert not step.is_error and step.data["step"]["id"] == "desk-research", step.text
+            await model.follow(step, "desk-research")
+            return model, run
+
+    first = anyio.run(before)
+    shutil.rmtree(withdrawn)
+    world.publish("1.3.0", releases)
+    second, run = anyio.run(after)
+    for model in (first, second):
+        check_replies(model)
+    audited(project, state, run)
