@@ -60,3 +60,30 @@ def test_an_answer_re_sent_after_the_run_moved_on_is_refused_not_taken_for_the_n
     model, state = drive(two, tmp_path, script)
     history = audited_only_run(model.project, state)
     assert history["steps"][-2:] == ["select-route", "desk-research"], history["steps"]
+
+
+def test_a_step_waiting_for_its_question_names_answer_question_as_the_one_call(tmp_path: Path) -> None:
+    """Once select-route's step_done has the workflow ask its question, the reply and show_step name only
+    answer_question. Before, both also said "This step writes no files. When its work is done, call step_done with
+    step select-route" above the question, and step_done's reply began "Step select-route done." while the run
+    stayed there: a model taking the first call named got a refusal ("the step is waiting for an answer first")."""
+
+    async def script(model: StandIn) -> None:
+        reply = await model.start()
+        for step in ("interview", "confirm-contract"):
+            reply = await model.call("step_done", {"step": step})
+        assert "call step_done with step select-route" in reply.text, reply.text  # (before the question is asked)
+        asked = await model.call("step_done", {"step": "select-route"})
+        shown = await model.call("show_step")
+        for said in (asked, shown):
+            assert said.data["question"]["field"] == "research_route", said.text
+            assert "call answer_question with their answer and field research_route" in said.text, said.text
+            assert "call step_done with step" not in said.text, said.text
+            assert "waits for the user's answer to the question below" in said.text, said.text
+        assert "Step select-route done." not in asked.text, asked.text
+        assert asked.text.startswith("Step select-route now asks the user its question."), asked.text
+        chosen = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+        assert (await model.follow(chosen, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(build_world(tmp_path / "world"), tmp_path, script)
+    audited_only_run(model.project, state)

@@ -22,6 +22,7 @@ from .protocol import (
     ToolRefused,
 )
 from .reports import refused_report
+from .results import RunResult
 from .session import HostSession
 from .step_replies import (
     Reply,
@@ -62,7 +63,7 @@ class StepMoves(BridgeCore):
             if isinstance(moved, Reply):
                 return moved
             if not step.get("gated"):
-                return await self._go_on(moved[0], [*moved[1], f"Step {step['id']} done."])
+                return await self._go_on(moved[0], [*moved[1], _step_done_words(step["id"], moved[0])])
             session.prepared = None  # the checkpoint changed: the files are checked afresh against it
         prepared = session.prepared
         if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
@@ -223,3 +224,10 @@ class StepMoves(BridgeCore):
         value = question["choices"][shown.index(text)] if shown else text  # the choice itself, of its own type
         result = await session.advance({question["field"]: value}, by=by)
         return await self._go_on(result, [f"Recorded {question['field']} = {quoted(text)} ({by})."])
+
+
+def _step_done_words(step: str, result: RunResult) -> str:
+    """What an ungated step's step_done did: the step is done, or it now asks its question (the run stays there)."""
+    if result.status == "input_required" and result.step_id == step:
+        return f"Step {step} now asks the user its question."
+    return f"Step {step} done."

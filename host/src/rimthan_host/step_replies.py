@@ -199,12 +199,12 @@ class StepReplies:
             return reply(lines, {**data, "files": files}, error)
         release_id = result.release or session.release_id or "release"
         schemas = await self.output_schemas(session, step, release_id)
-        lines += step_words(step, run, result.workflow_version, schemas, session.project_dir)
+        question = result.question if result.status == "input_required" else None
+        lines += step_words(step, run, result.workflow_version, schemas, session.project_dir, asking=bool(question))
         if session.migration_offer is not None:
             lines += offer_words(session.migration_offer)
             data["migration"] = offer_summary(session.migration_offer)
-        if result.status == "input_required" and result.question:
-            question = result.question
+        if question:
             lines += ["", *question_words(question, elicits=elicits)]
             data["question"] = {
                 "field": question["field"],

@@ -61,8 +61,11 @@ def step_words(
     version: str,
     schemas: Mapping[str, OutputSchema] | None = None,
     project: Path | None = None,
+    *,
+    asking: bool = False,
 ) -> list[str]:
-    """The current step: title, its instruction, and what it needs (with each JSON output's schema)."""
+    """The current step: title, its instruction, and what it needs (with each JSON output's schema). ``asking``:
+    the step waits for the user's answer to its question, which the caller says next (the one call to make)."""
     lines = [
         f"Run {run_id} ({version}): step {step['id']} - {step.get('title') or step['id']}.",
         "",
@@ -81,6 +84,8 @@ def step_words(
             if (schemas or {}).get(o["path"]) is not None:
                 lines.append((schemas or {})[o["path"]].words())
         lines.append("Then call step_done: the bridge reads them from disk and has them checked.")
+    elif asking:
+        lines.append("This step writes no files; it waits for the user's answer to the question below.")
     else:
         lines.append(f"This step writes no files. When its work is done, call step_done with step {step.get('id')}.")
     return lines
