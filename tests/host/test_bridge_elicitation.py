@@ -86,6 +86,15 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
                 person.policy = {"route": refusal}
                 reply = await model.call("answer_question", {})
                 assert reply.is_error and reply.data["user"] == refusal
+                # (before: "Call answer_question to ask again", data without the run, the step or the field)
+                where = {"run": at_question.data["run"], "step": {"id": "select-route"}, "field": "research_route"}
+                assert reply.data == {"status": "input_required", "user": refusal, **where}, reply.data
+                said = (
+                    f"The user did not answer the question about research_route ({refusal}); nothing was recorded; "
+                    "the run stays at step select-route. Talk it through with the user, then call answer_question "
+                    "with field research_route to ask them again."
+                )
+                assert reply.text == said, reply.text
                 assert "research_route" not in _saved(project)["confirmed_state"]["state"]
             person.policy = {}
             routed = await model.call("answer_question", {})

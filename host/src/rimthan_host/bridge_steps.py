@@ -209,11 +209,7 @@ class StepMoves(BridgeCore):
             ask = Ask(question["field"], question["prompt"], shown, answer)
             got = (await asker.ask([ask]))[question["field"]]
             if not got.confirmed:
-                return Reply(
-                    f"The user did not answer ({got.action}); nothing was recorded. Call answer_question to ask again.",
-                    {"status": "input_required", "user": got.action},
-                    is_error=True,
-                )
+                return _not_answered(self.run_id, str(position.step_id), question["field"], got.action)
             text, by = str(got.value), BY_ELICITATION
         elif answer is None:
             return misplaced(session, "Nothing was recorded: answer_question needs answer, the user's choice.")
@@ -231,3 +227,13 @@ def _step_done_words(step: str, result: RunResult) -> str:
     if result.status == "input_required" and result.step_id == step:
         return f"Step {step} now asks the user its question."
     return f"Step {step} done."
+
+
+def _not_answered(run: str, step: str, field: str, action: str) -> Reply:
+    """The person declined or cancelled the question the bridge asked them: nothing recorded, the run stays."""
+    text = (
+        f"The user did not answer the question about {field} ({action}); nothing was recorded; the run stays at step "
+        f"{step}. Talk it through with the user, then call answer_question with field {field} to ask them again."
+    )
+    data = {"run": run, "status": "input_required", "user": action, "step": {"id": step}, "field": field}
+    return Reply(text, data, is_error=True)
