@@ -16,6 +16,13 @@ LOG = ".rimthan/runs/run-1.log"
 SAID = " verifies it and says how the run ended"
 
 
+@pytest.fixture(autouse=True)
+def _no_verifier_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child's environment is the bridge's: none of the variables audit_command reads, unless a test sets it."""
+    for variable in ("RIMTHAN_RELEASES_DIR", "RIMTHAN_TRUST", "RIMTHAN_STATE_DIR"):
+        monkeypatch.delenv(variable, raising=False)
+
+
 def test_a_child_on_serve_s_defaults_is_audited_with_serve_s_releases_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RIMTHAN_RELEASES_DIR", raising=False)
     assert audit_command(LOG, ()) == f"rimthan-mcp audit {LOG} --releases-dir releases{SAID}"
@@ -39,3 +46,18 @@ def test_a_two_release_child_is_audited_with_both_releases() -> None:
 def test_a_verifier_by_url_is_its_operator_s_to_audit() -> None:
     said = audit_command(LOG, None)
     assert said.startswith("the verifier's operator verifies it") and "--" not in said, said
+
+
+def test_what_the_child_took_from_the_environment_is_said_as_a_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``.mcp.json``'s ``env`` reaches the child, not the user's shell: the command names those values itself."""
+    monkeypatch.delenv("RIMTHAN_RELEASES_DIR", raising=False)
+    monkeypatch.setenv("RIMTHAN_STATE_DIR", "/srv/state")
+    monkeypatch.setenv("RIMTHAN_TRUST", "keys/team")
+    assert audit_command(LOG, ()) == (
+        f"rimthan-mcp audit {LOG} --releases-dir releases --trust keys/team --state-dir /srv/state{SAID}"
+    )
+    args = ["--release", "a-1.2.0", "--trust", "t", "--checkpoint-keys", "k.json"]  # flags given: the child's own
+    assert (
+        audit_command(LOG, args)
+        == f"rimthan-mcp audit {LOG} --release a-1.2.0 --trust t --checkpoint-keys k.json{SAID}"
+    )

@@ -38,17 +38,43 @@ def _only_log(project: Path) -> Path:
     return log
 
 
-def _the_audit_told_says_the_run_completed(text: str, project: Path) -> None:
+def _the_audit_told_says_the_run_completed(text: str, project: Path, env: dict[str, str] | None = None) -> None:
     """The completion names the audit command for this bridge's verifier (its releases, trust and state directory);
     run as told, from the project, it verifies the log and says the run completed. Before, it said only
     ``rimthan-mcp audit``, which without the releases cannot tell how the run ended ("outcome: not told")."""
     (told,) = [line for line in text.splitlines() if line.startswith("Run log: ")]
     command = told.split(" (", 1)[1].removesuffix(" verifies it and says how the run ended).")
     assert command.startswith("rimthan-mcp audit .rimthan/runs/") and "--release" in command, told
-    env = {**server_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env = {**(env or server_env()), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "completed" in done.stdout and "not told" not in done.stdout, done.stdout
+
+
+def test_the_audit_told_carries_the_state_dir_and_trust_the_bridge_s_environment_gave_its_verifier(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A bridge configured as docs/host-kit.md and the README allow, its verifier's checkpoint keys and trust in the
+    ``env`` of ``.mcp.json`` (RIMTHAN_STATE_DIR, RIMTHAN_TRUST): the audit command it names runs as told from a shell
+    without them. Before, it named neither, so that shell's audit looked for the checkpoint keys in
+    ~/.local/state/rimthan and refused the log (``key_invalid`` or ``checkpoint_key_unknown``)."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    params = bridge_params(project, world, state)
+    verifier = ["--release", str(world.built["1.2.0"]), "--log-level", "warning"]
+    params.args = ["serve", "--project", str(project), "--", *verifier]
+    params.env = {**os.environ, "RIMTHAN_STATE_DIR": str(state), "RIMTHAN_TRUST": str(world.trust)}
+
+    async def go() -> str:
+        async with Client(params, mode="legacy") as client:
+            model = stand_in(client, project)
+            final = await model.follow(await model.start(), "desk-research")
+            assert final.data["status"] == "completed", final.text
+            return final.text
+
+    completed = anyio.run(go)
+    shell = {k: v for k, v in server_env().items() if k not in ("RIMTHAN_STATE_DIR", "RIMTHAN_TRUST")}
+    _the_audit_told_says_the_run_completed(completed, project, {**shell, "HOME": str(tmp_path / "home")})
 
 
 @pytest.mark.parametrize("route", ["desk-research", "user-interviews", "experiment"])

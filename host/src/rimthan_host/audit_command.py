@@ -7,7 +7,10 @@ trust store the verifier served from. A child verifier runs in the project
 given that audit shares (``--releases-dir``, ``--release`` and
 ``--migration-target`` as ``--release``, ``--trust``, ``--state-dir``,
 ``--checkpoint-keys``) are repeated, and ``--releases-dir`` defaults as
-``serve`` does (``$RIMTHAN_RELEASES_DIR``, else ``releases``). A verifier
+``serve`` does (``$RIMTHAN_RELEASES_DIR``, else ``releases``). What the child
+took from the bridge's environment instead of a flag (``$RIMTHAN_TRUST``,
+``$RIMTHAN_STATE_DIR``: an ``.mcp.json``'s ``env``, which the user's shell does
+not have) is said as the flag, so the command runs as told anywhere. A verifier
 reached by URL keeps its checkpoint keys and releases to itself: its operator
 audits the log.
 """
@@ -29,6 +32,11 @@ _SHARED = {
 _RELEASES = ("--releases-dir", "--release")
 SERVED_RELEASES_ENV = "RIMTHAN_RELEASES_DIR"  # (serve's --releases-dir; audit's has no variable)
 DEFAULT_RELEASES_DIR = "releases"  # (serve's default, relative to the project the child runs in)
+_FROM_ENVIRONMENT = (  # audit's flag, the variable the child read instead, the flags that make it moot, the default
+    ("--releases-dir", SERVED_RELEASES_ENV, _RELEASES, DEFAULT_RELEASES_DIR),
+    ("--trust", "RIMTHAN_TRUST", ("--trust",), None),
+    ("--state-dir", "RIMTHAN_STATE_DIR", ("--state-dir", "--checkpoint-keys"), None),
+)
 
 
 def audit_command(log: str, verifier_args: Sequence[str] | None) -> str:
@@ -36,8 +44,12 @@ def audit_command(log: str, verifier_args: Sequence[str] | None) -> str:
     if verifier_args is None:
         return f"the verifier's operator verifies it with rimthan-mcp audit {shlex.quote(log)} and its checkpoint keys"
     flags = _shared_flags(verifier_args)
-    if not any(flag in _RELEASES for flag, _ in flags):
-        flags.insert(0, ("--releases-dir", os.environ.get(SERVED_RELEASES_ENV) or DEFAULT_RELEASES_DIR))
+    added = []
+    for flag, variable, given, default in _FROM_ENVIRONMENT:
+        value = os.environ.get(variable) or default
+        if value and not any(f in given for f, _ in flags):
+            added.append((flag, value))
+    flags = [*added, *flags]
     words = ["rimthan-mcp", "audit", log, *(word for pair in flags for word in pair)]
     return f"{shlex.join(words)} verifies it and says how the run ended"
 
