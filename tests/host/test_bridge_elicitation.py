@@ -167,7 +167,16 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
             assert reply.is_error and reply.data == {"status": "not_started", "user": "no", "field": "objective"}
             assert "The user did not confirm objective (no); the run did not start." in reply.text, reply.text
             person.policy = {}
-            at_question = await model.follow(await model.start(), "", until_question=True)
+            started = await model.start()
+            # A no to a fact confirmed mid-run names the run and the step in data too (before: status, user, field)
+            person.policy = {"field:deadline": "no"}
+            deadline = await model.call("step_done", {"step": "interview", "facts": {"deadline": "2026-03-31"}})
+            where = {"run": started.data["run"], "step": {"id": "interview"}, "field": "deadline"}
+            assert deadline.data == {"status": "not_confirmed", "user": "no", **where}, deadline.data
+            assert deadline.text.startswith("The user did not confirm deadline (no); nothing was recorded; the run "
+                                            "stays at step interview."), deadline.text  # fmt: skip
+            person.policy = {}
+            at_question = await model.follow(started, "", until_question=True)
             routed = await model.call("answer_question", {})
             assert not at_question.is_error and not routed.is_error, routed.text
             person.policy = {"migrate": "no"}

@@ -27,11 +27,17 @@ from .step_replies import Reply, reply, run_id_of
 from .words import fact_message
 
 
-async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undone: tuple[str, str]) -> str | Reply:
+async def confirm_facts(
+    asker: Asker,
+    facts: Mapping[str, Any],
+    retry: str,
+    undone: tuple[str, str],
+    data: Mapping[str, Any] | None = None,
+) -> str | Reply:
     """How the person confirmed ``facts`` (asked directly if the client can elicit), or the reply for a no.
 
     ``retry``: the call to make once it is talked through; ``undone``: what
-    did not happen on a no, in words and as the reply's status.
+    did not happen on a no, in words and as the reply's status; ``data``: where the run is, for the reply's data.
     """
     if not asker.available or not facts:
         return BY_MODEL
@@ -39,7 +45,7 @@ async def confirm_facts(asker: Asker, facts: Mapping[str, Any], retry: str, undo
     refused = [k for k, a in got.items() if not a.confirmed]
     if not refused:
         return BY_ELICITATION
-    return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, retry, undone)
+    return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, retry, undone, data)
 
 
 def not_confirmed(
@@ -103,7 +109,8 @@ async def record_facts(
     """
     step = session.position.step_id
     undone = f"nothing was recorded; the run stays at step {step}"
-    by = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"))
+    where = {"run": run_id_of(session), "step": {"id": step}}
+    by = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"), where)
     if isinstance(by, Reply):
         return by
     try:
