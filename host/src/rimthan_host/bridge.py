@@ -13,6 +13,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, quoted
@@ -29,6 +30,7 @@ from .protocol import (
     ToolRefused,
     VerifierLost,
 )
+from .results import RunResult
 from .runlog import new_run_id, run_summaries
 from .step_replies import Reply, failure_codes, missing_fields
 from .words import (
@@ -110,7 +112,20 @@ class Bridge(StepMoves, MigrationMoves):
         self.lock.note(run_id)
         lines += [f"Re-installed {p}: run {run_id}'s release delivered it otherwise (another run's setup had "
                   "replaced it)." for p in restored]  # fmt: skip
-        return await self._go_on(result, lines)
+        return await self._go_on(result, [*lines, *round_not_kept(self.project_dir, result)])
+
+
+def round_not_kept(project: Path, result: RunResult) -> list[str]:
+    """A resumed step with validators whose files are there: verdicts recorded before the resume were not kept (a
+    round lives in the bridge that opened it), so its files are checked again and every validator runs again."""
+    step = result.step
+    written = any((project / str(o.get("path"))).exists() for o in step.get("outputs") or [])
+    if not (step.get("gated") and step.get("validators") and written):
+        return []
+    return [
+        f"Verdicts recorded for step {step.get('id')} before the run was picked up here are not kept: call step_done "
+        "to have its files checked again, then run every validator it names (those that passed too)."
+    ]
 
 
 def position_unknown_reply(unknown: PositionUnknown) -> Reply:
