@@ -129,7 +129,11 @@ def test_switching_runs_and_restarting_the_bridge_keep_each_run_at_its_ungated_s
     async def second() -> None:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
-            for run, step in ((run_a, "confirm-contract"), (run_b, "interview"), (run_a, "confirm-contract")):
+            latest = await model.call("resume_run")  # no run named: the latest moved, and the other one said
+            assert latest.data["run"] == run_a and f"Resumed run {run_a}" in latest.text, latest.text
+            also = f"Also unfinished here: {run_b} (unfinished, at step interview); resume_run {run_b} switches to it."
+            assert also in latest.text, latest.text  # (before: not a word of run_b)
+            for run, step in ((run_b, "interview"), (run_a, "confirm-contract")):
                 resumed = await model.call("resume_run", {"run": run})
                 assert resumed.data["step"]["id"] == step and f"Resumed run {run}" in resumed.text, resumed.text
             confirmed = await model.call("step_done", {"step": "confirm-contract"})

@@ -95,6 +95,9 @@ class Bridge(StepMoves, MigrationMoves):
             for r in self._unfinished()
             if self.session is not None and r.run_id == self.run_id
         ]
+        if run is None:  # (picked as the latest: the others the user may have meant)
+            lines += [f"Also unfinished here: {runs[r].words()}; resume_run {r} switches to it." for r in unfinished
+                      if r != run_id and (self.session is None or r != self.run_id)]  # fmt: skip
         with self._candidate(run_id) as session:
             try:
                 result = await session.resume()  # (RunBusy, a HarnessError, if another session moves the run)
