@@ -20,7 +20,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audited, check_replies, refused, stand_in
-from support.servers import ServerWorld, build_world
+from support.processes import http_server_process
+from support.servers import ServerWorld, build_world, server_env
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +76,45 @@ def test_a_withdrawn_release_is_said_in_the_bridges_words_and_put_back_without_a
     for model in (first, second):
         check_replies(model)
     audited(project, state, run)
+
+
+def test_a_verifier_by_url_without_the_pinned_release_is_its_operators_to_fix(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The same through ``--verifier-url``: the bridge restarts nothing there, so its words send the model to the
+    verifier's operator (put the release back and refresh it), not to a release directory of the project."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    def verifier(version: str) -> list[str]:  # (its releases directory holds that one release alone)
+        release = world.publish(version, tmp_path / f"releases-{version}")
+        served = ["--release", str(release), "--trust", str(world.trust), "--state-dir", str(state)]
+        return [str(BIN / "rimthan-mcp"), "serve", *served, "--transport", "http", "--port", "0"]
+
+    def bridge(url: str) -> StdioServerParameters:
+        args = ["serve", "--project", str(project), "--verifier-url", url]
+        return StdioServerParameters(command=str(BIN / "rimthan-host"), args=args)
+
+    async def before(url: str) -> StandIn:
+        async with Client(bridge(url), mode="legacy") as client:
+            model = stand_in(client, project)
+            await model.follow(await model.start(), "", until_question=True)
+            return model
+
+    async def after(url: str) -> StandIn:
+        async with Client(bridge(url), mode="legacy") as client:
+            model = stand_in(client, project)
+            assert not (await model.call("resume_run")).is_error
+            gone = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+            refused(gone, "pinned_release_unavailable", "research-decision@1.2.0", f"the verifier at {url}",
+                    "Ask its operator to put that release back", "call answer_question again",
+                    "start_run with new_run true")  # fmt: skip
+            assert "[omitted]" not in gone.text and "releases/research-decision-1.2.0" not in gone.text, gone.text
+            return model
+
+    with http_server_process(verifier("1.2.0"), env=server_env()) as old:
+        first = anyio.run(before, old.url)
+    with http_server_process(verifier("1.3.0"), env=server_env()) as new:  # (1.2.0 withdrawn)
+        second = anyio.run(after, new.url)
+    for model in (first, second):
+        check_replies(model)
