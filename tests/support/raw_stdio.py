@@ -75,7 +75,7 @@ class RawStdio:
             f'"arguments":{arguments_json}}}}}\n'
         )
         answer = self.call_answer(request_id, timeout)
-        check_raw_answer(answer)
+        check_raw_answer(tool, answer)
         return answer
 
     def call_answer(self, request_id: int | str, timeout: float) -> dict[str, Any] | None:

@@ -33,10 +33,11 @@ def check_tool_result(name: str, result: Any) -> None:
     assert problems == [], (name, result.structured_content, problems)
 
 
-def check_raw_answer(answer: dict[str, Any] | None) -> None:
-    """Assert a raw JSON-RPC ``tools/call`` answer, when it is a refusal, matches the refusal contract."""
+def check_raw_answer(name: str, answer: dict[str, Any] | None) -> None:
+    """Assert a raw JSON-RPC ``tools/call`` answer of a verifier tool, when it is a refusal, matches the refusal
+    contract (the bridge's tools answer in the model's words: not this contract)."""
     result = (answer or {}).get("result")
-    if not isinstance(result, dict) or result.get("isError") is not True:
+    if not name.startswith(VERIFIER_TOOL_PREFIX) or not isinstance(result, dict) or result.get("isError") is not True:
         return
     problems = refusal_problems(result.get("structuredContent"), result["content"][0]["text"])
     assert problems == [], (result, problems)

@@ -206,8 +206,9 @@ class VerifierLink:
     async def down(self, within: float, moment: str = CLOSED) -> VerifierDown | None:
         """None if the verifier is up (a connection being made is waited for, a made one asked), else why not.
 
-        At most ``within`` seconds: a verifier that is neither up nor refused by then is not up. ``moment``:
-        when it was asked (``CLOSED``, ``STOPPED``), for the words.
+        At most ``within`` seconds: a verifier that is neither up nor refused by then is not up, except one still
+        coming up when the bridge was stopped (``STOPPED``: a slow start on a busy machine refused nothing; it is
+        stopped with the bridge). ``moment``: when it was asked (``CLOSED``, ``STOPPED``), for the words.
         """
         conn = self._conn
         with anyio.move_on_after(within):
@@ -221,6 +222,8 @@ class VerifierLink:
                 if isinstance(exc, MCPError) and exc.error.code != CONNECTION_CLOSED:
                     return None  # it answered, if with an error: it is up
                 return self._why_down(conn, f"{type(exc).__name__}: {exc}", moment)
+        if moment == STOPPED and not conn.ready.is_set():
+            return None  # still coming up when the bridge was stopped: it refused nothing, and stops with the bridge
         return self._why_down(conn, f"it did not answer within {within:g} s", moment)
 
     def _why_down(self, conn: _Connection, why: str = "", moment: str = CLOSED) -> VerifierDown:
