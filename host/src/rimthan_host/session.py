@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,23 +39,14 @@ from .protocol import (
 from .reports import findings_problem, validator_key, validator_report
 from .results import RunResult, ValidationRound
 from .run_lock import RunLock
-from .runlog import RunLog, kept_position
+from .runlog import RunLog
 from .session_record import EventSink as EventSink  # (re-exported: the harness's and the bridge's names)
 from .session_record import HarnessEvent as HarnessEvent
 from .session_record import Prepared as Prepared
 from .session_record import RunRecord as RunRecord
+from .session_record import SavedMove, resume_state
 from .workspace import set_up_workspace
 from .workspace_lock import BY_LIBRARY
-
-
-@dataclass(frozen=True)
-class _Saved:
-    """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed."""
-
-    state: ConfirmedStateBook
-    position: dict[str, Any]
-    existed: dict[str, bool]
-    evidence: dict[str, Evidence]
 
 
 class HostSession:
@@ -135,7 +125,7 @@ class HostSession:
         new_step = bool(step) and (not self.record.steps_visited or self.record.steps_visited[-1] != step)
         existed = self._existence(result["step"]) if new_step else self.existed_before
         position = result if result.get("step") or result["status"] == "completed" else self._result
-        saved = _Saved(state, position, existed, self._evidence(result, accepted))
+        saved = SavedMove(state, position, existed, self._evidence(result, accepted))
         try:
             self._log(result.get("checkpoint"), saved)
         except OSError as exc:
@@ -143,7 +133,7 @@ class HostSession:
         self._take(tool, result, saved, step if new_step else None)
         return result
 
-    def _take(self, tool: str, result: dict[str, Any], saved: _Saved, new_step: str | None) -> None:
+    def _take(self, tool: str, result: dict[str, Any], saved: SavedMove, new_step: str | None) -> None:
         """Make a logged move current: its state, position and outputs, what the record and events say."""
         self.state, self.existed_before = saved.state, saved.existed
         self._place(saved.position)
@@ -166,7 +156,7 @@ class HostSession:
             )
         )
 
-    def _log(self, token: str | None, saved: _Saved) -> None:
+    def _log(self, token: str | None, saved: SavedMove) -> None:
         """Save the resume state for ``token``, then log ``token`` if it is new (in that order: see runlog)."""
         self._save(token, saved)
         if token and (not self.record.checkpoints or self.record.checkpoints[-1] != token):
@@ -435,30 +425,14 @@ class HostSession:
         Nothing for a run the verifier never started. The state of the log's
         last line is kept alongside until ``token`` is logged too.
         """
-        self._save(token, _Saved(self.state, self._result, self.existed_before, self.evidence))
+        self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence))
 
-    def _save(self, token: str | None, saved: _Saved) -> None:
+    def _save(self, token: str | None, saved: SavedMove) -> None:
         logged = self.record.checkpoints[-1] if self.record.checkpoints else None
         token = token or logged
         if self.run_log is None or token is None:
             return
-        position = saved.position
-        self.run_log.save_state(
-            token,
-            {
-                "run": self.run_log.run_id,
-                "confirmed_state": saved.state.projection(),
-                "workflow": position.get("workflow"),
-                "release": position.get("release"),
-                "step": (position.get("step") or {}).get("id"),
-                "gated": bool((position.get("step") or {}).get("gated")),
-                "existed_before": saved.existed,
-                "validated": {k: e.to_json() for k, e in saved.evidence.items()},
-                "completed": position.get("status") == "completed",
-                "position": kept_position(position),
-            },
-            logged=logged,
-        )
+        self.run_log.save_state(token, resume_state(self.run_log.run_id, saved), logged=logged)
 
     async def resume(self) -> RunResult:
         """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.

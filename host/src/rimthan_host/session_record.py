@@ -6,8 +6,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .confirmations import ConfirmedStateBook
+from .file_digests import Evidence
 from .files import WrittenFile
 from .reports import validator_key
+from .runlog import kept_position
 
 EventSink = Callable[["HarnessEvent"], None]
 
@@ -49,3 +52,31 @@ class Prepared:
 
 
 __all__ = ["EventSink", "HarnessEvent", "Prepared", "RunRecord"]
+
+
+@dataclass(frozen=True)
+class SavedMove:
+    """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed."""
+
+    state: ConfirmedStateBook
+    position: dict[str, Any]
+    existed: dict[str, bool]
+    evidence: dict[str, Evidence]
+
+
+def resume_state(run_id: str, saved: SavedMove) -> dict[str, Any]:
+    """The run's resume state for one checkpoint (``<run>.json``): what a resume restores the session from."""
+    position = saved.position
+    step = position.get("step") or {}
+    return {
+        "run": run_id,
+        "confirmed_state": saved.state.projection(),
+        "workflow": position.get("workflow"),
+        "release": position.get("release"),
+        "step": step.get("id"),
+        "gated": bool(step.get("gated")),
+        "existed_before": saved.existed,
+        "validated": {k: e.to_json() for k, e in saved.evidence.items()},
+        "completed": position.get("status") == "completed",
+        "position": kept_position(position),
+    }
