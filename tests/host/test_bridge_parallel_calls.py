@@ -90,7 +90,7 @@ CUT = f"...[{HUGE} chars, cut]"
 ROUTE = "research_route"
 HUGE_CALLS: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
     ("resume_run", {"run": "r" * HUGE}, (f"There is no run {'r' * 100}", CUT)),
-    ("answer_question", {"answer": "x" * HUGE, "field": ROUTE}, (f"Nothing was recorded: '{'x' * 100}", CUT)),
+    ("answer_question", {"answer": "x" * HUGE, "field": ROUTE}, (f"nothing was recorded: '{'x' * 100}", CUT)),
     ("migrate_run", {"to_release": "v" * HUGE, "confirm": False}, (f"Nothing was done: {'v' * 100}", CUT)),
     ("show_step", {"k" * HUGE: 1}, (f"unknown argument {'k' * 100}", " chars, cut]")),  # the whole problem cut
     ("start_run", {"workflow": "w" * HUGE, "facts": {}, "new_run": True}, ("The verifier refused", "…")),  # its cut
