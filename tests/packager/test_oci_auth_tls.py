@@ -129,6 +129,22 @@ def test_a_password_file_that_cannot_be_used_is_refused_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("half", ["RIMTHAN_REGISTRY_USERNAME", "RIMTHAN_REGISTRY_PASSWORD"])
+def test_a_user_name_or_a_password_set_alone_is_refused_not_left_for_the_docker_config(
+    tmp_path: Path, auth_registry: LocalRegistry, trust: Path, half: str
+) -> None:
+    """Half of the environment's credentials was dropped without a word and the Docker config's used instead (here
+    it holds working ones, so the pull went through on credentials the operator did not mean): now refused."""
+    env = _clean_env(tmp_path, **{half: USER if half.endswith("USERNAME") else PASSWORD})
+    docker_config(Path(env["DOCKER_CONFIG"]), auth_registry.host, USER, PASSWORD)
+    pulled = pack("pull", auth_registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out",
+                  "--plain-http", env=env)  # fmt: skip
+    line = one_line_error(pulled, "oci_unauthorized")
+    missing = "RIMTHAN_REGISTRY_PASSWORD" if half.endswith("USERNAME") else "RIMTHAN_REGISTRY_USERNAME"
+    assert f"{half} is set but {missing} is not; set both (or neither, to use the Docker config's)" in line, line
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("given", ["none", "wrong-env", "wrong-docker-config"])
 def test_missing_or_wrong_credentials_are_refused(
     tmp_path: Path, auth_registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path, given: str

@@ -169,11 +169,18 @@ def _environment_credentials(ref: OciReference) -> tuple[str, str] | None:
     The file is read at every call (every pull, push and follower sync), so a
     secret mounted as a file and rotated in place is used from the next
     refresh on; an environment variable stays what the process started with.
-    A password file set with a password, or without a user name, is refused
-    rather than guessed at.
+    A password file set with a password, or without a user name, and a user
+    name or a password set alone, are refused rather than guessed at.
     """
     user, password, named = (os.environ.get(name) for name in (USERNAME_ENV, PASSWORD_ENV, PASSWORD_FILE_ENV))
     if not named:
+        if bool(user) != bool(password):  # (half set: the Docker config's credentials would be used without a word)
+            given, missing = (USERNAME_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USERNAME_ENV)
+            raise refusal(
+                FailureCode.OCI_UNAUTHORIZED,
+                f"{given} is set but {missing} is not; set both (or neither, to use the Docker config's)",
+                str(ref),
+            )
         return (user, password) if user and password else None
     if password:
         raise refusal(
