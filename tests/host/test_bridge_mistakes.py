@@ -177,7 +177,7 @@ def test_question_and_migration_mistakes(world: ServerWorld, tmp_path: Path) -> 
         not_offered = await model.call("answer_question", {"answer": "Desk research", "field": "research_route"})
         refused(not_offered, "branch_no_match: nothing was recorded: 'Desk research' is not one of the choices",
                 "next: ask the user to choose one of desk-research, user-interviews, experiment")  # fmt: skip
-        refused(await model.call("answer_question", {"answer": 3}), "answer must be a string")
+        refused(await model.call("answer_question", {"answer": [3]}), "answer must be a string, a number or a boolean")
         elsewhere = {"to_release": "research-decision@9.9.9", "confirm": True}
         refused(await model.call("migrate_run", elsewhere), f"the release offered is {offered}", "without to_release")
         refused(await model.call("migrate_run", {"confirm": "yes"}), "confirm must be a boolean")

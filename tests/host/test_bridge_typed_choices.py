@@ -90,6 +90,31 @@ def test_number_and_boolean_choices_answered_by_the_model_are_recorded_as_their_
     check_replies(anyio.run(go))
 
 
+def test_number_and_boolean_choices_sent_as_json_values_are_the_choices_shown_so(
+    release: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A model shown ``Choices: 2, 5.`` may well send the number 5, and ``false`` as a JSON boolean: taken as the
+    choices shown that way (before, refused: "answer must be a string"); a number that is no choice is refused."""
+    params, project = _params(release, tmp_path)
+
+    async def go() -> StandIn:
+        async with Client(params, mode="legacy") as client:
+            model = StandIn(client, project, {})
+            run = (await model.call("start_run", {"workflow": "demo", "facts": GOAL})).data["run"]
+            await _asked(model, "plan", "team_size", "2, 5")
+            wrong = await model.call("answer_question", {"answer": 3, "field": "team_size"})
+            refused(wrong, "branch_no_match: nothing was recorded: '3' is not one of the choices of team_size")
+            sized = await model.call("answer_question", {"answer": 5, "field": "team_size"})
+            assert sized.data["step"]["id"] == "decide" and "Recorded team_size = 5" in sized.text, sized.text
+            await _asked(model, "decide", "over_budget", "true, false")
+            decided = await model.call("answer_question", {"answer": False, "field": "over_budget"})
+            assert decided.data["step"]["id"] == "write-summary", decided.text
+            assert _confirmed(project, run) == {**GOAL, "team_size": 5, "over_budget": False}
+            return model
+
+    check_replies(anyio.run(go))
+
+
 def test_number_and_boolean_choices_answered_through_elicitation_are_recorded_as_their_type(
     release: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -42,7 +42,7 @@ from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, pinned_release_reply, recover
 from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
-from .words import scrub, scrub_value
+from .words import answer_text, scrub, scrub_value
 from .workspace_lock import lost_words
 
 _log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
             a, str(x.get("workflow") or ""), dict(x.get("facts") or {}), new_run=x.get("new_run") is True
         ),
         "show_step": lambda a, x: bridge.show_step(),
-        "answer_question": lambda a, x: bridge.answer_question(a, x.get("answer"), x.get("field")),
+        "answer_question": lambda a, x: bridge.answer_question(a, answer_text(x.get("answer")), x.get("field")),
         "step_done": lambda a, x: bridge.step_done(a, dict(x.get("facts") or {}), x.get("step")),
         "record_verdict": lambda a, x: bridge.record_verdict(
             str(x.get("validator") or ""), str(x.get("verdict") or ""), [str(f) for f in x.get("findings") or []]

@@ -68,7 +68,10 @@ TOOLS: tuple[types.Tool, ...] = (
         "as the result named it (required with an answer you relay): an answer re-sent after the run moved on is "
         "then refused, not taken for the next question.",
         {
-            "answer": {"type": "string", "description": "The user's choice."},
+            "answer": {
+                "type": ["string", "number", "boolean"],
+                "description": "The user's choice, as the choices show it (5 or true may also be sent as JSON).",
+            },
             "field": {"type": "string", "description": "The question's field, as the result named it."},
         },
     ),
@@ -169,7 +172,7 @@ def _problem(error: ValidationError, arguments: Mapping[str, Any], known: list[s
     if error.validator == "type":
         got = _JSON_TYPES.get(type(error.instance), "a number")
         return (
-            f"{where} must be {_a(str(error.validator_value))}, not {got}{_FINDING if _a_report_finding(error) else ''}"
+            f"{where} must be {_types(error.validator_value)}, not {got}{_FINDING if _a_report_finding(error) else ''}"
         )
     return f"{where or 'the arguments'}: {error.message}"
 
@@ -180,6 +183,12 @@ _FINDING = ": each finding is one sentence, e.g. the message of a finding in the
 def _a_report_finding(error: ValidationError) -> bool:
     """A finding given as an object (a model passing the subagent's JSON report's findings as they are)."""
     return len(error.path) == 2 and error.path[0] == "findings" and isinstance(error.instance, dict)
+
+
+def _types(json_types: object) -> str:
+    """A schema's ``type`` in words: ``a string``, or ``a string, a number or a boolean``."""
+    named = [_a(str(t)) for t in json_types] if isinstance(json_types, list) else [_a(str(json_types))]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
 
 
 def _a(json_type: str) -> str:

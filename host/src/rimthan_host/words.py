@@ -99,6 +99,14 @@ def choice_texts(choices: Sequence[Any]) -> tuple[str, ...]:
     return plain if len(set(plain)) == len(plain) else tuple(json.dumps(c, ensure_ascii=False) for c in choices)
 
 
+def answer_text(answer: object) -> str | None:
+    """An answer as the text :func:`choice_texts` shows: a number or a boolean sent as JSON (``5``, ``true``) is
+    its JSON text, so it names the choice shown that way; a text as it is; None for no answer."""
+    if answer is None or isinstance(answer, str):
+        return answer
+    return json.dumps(answer)
+
+
 def question_words(question: Mapping[str, Any], *, elicits: bool) -> list[str]:
     choices = ", ".join(choice_texts(question.get("choices") or []))
     field = question.get("field")
