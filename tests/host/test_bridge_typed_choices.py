@@ -57,9 +57,12 @@ async def _asked(model: StandIn, step: str, field: str, shown: str) -> Reply:
     return asked
 
 
+@pytest.mark.parametrize(("wrong", "size", "over"), [("3", "5", "false"), (3, 5, False)], ids=["text", "json"])
 def test_number_and_boolean_choices_answered_by_the_model_are_recorded_as_their_type(
-    release: tuple[Path, Path], tmp_path: Path
+    release: tuple[Path, Path], tmp_path: Path, wrong: object, size: object, over: object
 ) -> None:
+    """Sent as the text shown or as the JSON value (a model shown ``Choices: 2, 5.`` may well send the number 5;
+    before, refused: "answer must be a string"), each is the typed choice; a number that is no choice is refused."""
     params, project = _params(release, tmp_path)
 
     async def go() -> StandIn:
@@ -70,44 +73,19 @@ def test_number_and_boolean_choices_answered_by_the_model_are_recorded_as_their_
             run = started.data["run"]
             asked = await _asked(model, "plan", "team_size", "2, 5")
             assert asked.data["question"]["choices"] == [2, 5]
-            wrong = await model.call("answer_question", {"answer": "3", "field": "team_size"})
-            refused(wrong, "branch_no_match: nothing was recorded: '3' is not one of the choices of team_size")
+            refusal = await model.call("answer_question", {"answer": wrong, "field": "team_size"})
+            refused(refusal, "branch_no_match: nothing was recorded: '3' is not one of the choices of team_size")
             assert "\nnext: ask the user to choose one of 2, 5, then call answer_question with field team_size" in (
-                wrong.text
+                refusal.text
             )
-            assert wrong.data["code"] == "branch_no_match" and wrong.data["choices"] == ["2", "5"], wrong.data
+            assert refusal.data["code"] == "branch_no_match" and refusal.data["choices"] == ["2", "5"], refusal.data
             assert "team_size" not in _confirmed(project, run)  # nothing was sent
-            sized = await model.call("answer_question", {"answer": "5", "field": "team_size"})
+            sized = await model.call("answer_question", {"answer": size, "field": "team_size"})
             assert sized.data["step"]["id"] == "decide" and "Recorded team_size = 5" in sized.text, sized.text
             await _asked(model, "decide", "over_budget", "true, false")
             python = await model.call("answer_question", {"answer": "False", "field": "over_budget"})
             refused(python, "'False' is not one of the choices of over_budget", "choose one of true, false")
-            decided = await model.call("answer_question", {"answer": "false", "field": "over_budget"})
-            assert decided.data["step"]["id"] == "write-summary", decided.text
-            assert _confirmed(project, run) == {**GOAL, "team_size": 5, "over_budget": False}
-            return model
-
-    check_replies(anyio.run(go))
-
-
-def test_number_and_boolean_choices_sent_as_json_values_are_the_choices_shown_so(
-    release: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """A model shown ``Choices: 2, 5.`` may well send the number 5, and ``false`` as a JSON boolean: taken as the
-    choices shown that way (before, refused: "answer must be a string"); a number that is no choice is refused."""
-    params, project = _params(release, tmp_path)
-
-    async def go() -> StandIn:
-        async with Client(params, mode="legacy") as client:
-            model = StandIn(client, project, {})
-            run = (await model.call("start_run", {"workflow": "demo", "facts": GOAL})).data["run"]
-            await _asked(model, "plan", "team_size", "2, 5")
-            wrong = await model.call("answer_question", {"answer": 3, "field": "team_size"})
-            refused(wrong, "branch_no_match: nothing was recorded: '3' is not one of the choices of team_size")
-            sized = await model.call("answer_question", {"answer": 5, "field": "team_size"})
-            assert sized.data["step"]["id"] == "decide" and "Recorded team_size = 5" in sized.text, sized.text
-            await _asked(model, "decide", "over_budget", "true, false")
-            decided = await model.call("answer_question", {"answer": False, "field": "over_budget"})
+            decided = await model.call("answer_question", {"answer": over, "field": "over_budget"})
             assert decided.data["step"]["id"] == "write-summary", decided.text
             assert _confirmed(project, run) == {**GOAL, "team_size": 5, "over_budget": False}
             return model
