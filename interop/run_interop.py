@@ -57,6 +57,7 @@ from typing import Any
 
 from claude_code import run_claude_code
 from rimthan_host.harness import HostProfile
+from rimthan_workflow_mcp.contract_schemas import CONTRACTS
 from rimthan_workflow_registry.canonical import digest_value
 
 HERE = Path(__file__).resolve().parent
@@ -387,8 +388,8 @@ def run_inspector(world: World, url: str, report: Report) -> None:
                 if r["uri"].startswith("rimthan://contracts/")
             )
             report.check(
-                code == 0 and len(contracts) == 13,
-                f"{where} resources/list lists the 13 contracts",
+                code == 0 and len(contracts) == len(CONTRACTS),
+                f"{where} resources/list lists the {len(CONTRACTS)} contracts",
                 f"exit {code}, {len(contracts)} contract(s)",
             )
             bad = []
