@@ -237,7 +237,9 @@ def test_step_files_a_verifier_names_outside_the_bridges_policy_are_never_named_
                 # set aside as a refused setup is: step_done reads nothing, resume_run asks the verifier again
                 refused(await model.call("step_done"), "No run is active")
                 for reply in (moved, await model.call("resume_run", {"run": run})):
-                    refused(reply, "Nothing was read, written or checked", f"{path}: {why}", f"resume_run {run}")
+                    todo = f"\nnext: tell the user what was refused; run {run} waits at this step, and once that is"
+                    refused(reply, "Nothing was read, written or checked", f"{path}: {why}", todo)
+                    assert reply.text.endswith(f" fixed, call resume_run {run}."), reply.text
                     assert reply.data["failures"] == ["repository_policy_conflict"], reply.text
                     assert path not in reply.data.get("files", []), reply.data
                     own_policy = "repository policy" in why
