@@ -26,7 +26,7 @@ from .floors import copy_and_sync, hash_floor, interpreter_start, library_import
 from .profiling import import_times, imported_libraries
 from .report import Figure
 from .synthetic import BulkSpec
-from .timing import alternating, repeat, timed
+from .timing import alternating, children_cpu, repeat, timed
 from .trash import retire, trash_dir
 
 TARGET = 1.5
@@ -112,7 +112,10 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
     # at 1 MiB, the libraries a build imports are timed in the same rounds as the floor and the build
     libraries = _libraries_a_build_imports(pack, source, keys, root / "imports", trash) if spec.small else None
     extra = [library_imports(libraries)] if libraries is not None else []
-    floor_sample, ours, *imported = alternating([floor, build_once, *extra], reps, warmup=0)
+    floor_cpu: list[float] = []
+    ours_cpu: list[float] = []
+    measures = [children_cpu(floor, floor_cpu), children_cpu(build_once, ours_cpu), *extra]
+    floor_sample, ours, *imported = alternating(measures, reps, warmup=0)
     startup = repeat(timed(lambda: subprocess.run([pack, "--help"], check=True, capture_output=True)), 3)
     details = {
         "files": spec.files,
@@ -125,6 +128,10 @@ def run_p2(spec: BulkSpec, source: Path, keys: BenchKeys, work: Path, reps: int,
         # per pair (ours, then the floor measured right before it): where the file system's flush cost moves
         # between samples, both sides of one pair share it and the medians may not
         "pair_ratios": [o / f for o, f in zip(ours.values, floor_sample.values, strict=True)],
+        # the CPU time (user + system) of the processes each measurement ran, beside its wall time: a build slower
+        # in wall time but not in CPU time waited (for the disk, or for a core), it did not work more
+        "ours_cpu_s": ours_cpu,
+        "floor_cpu_s": floor_cpu,  # the signature's (in this process) is not in it
         "note": "ours is the wall time of the rimthan-pack build subprocess (interpreter start and imports "
         "included); it copies and fsyncs every file, then verifies the release it wrote",
     }

@@ -5,7 +5,8 @@ between samples on this VM, so each pair's ratio is kept; at 1 MiB, an
 interpreter importing only the library modules a build imports (none of
 ours, read from one more build with ``-X importtime``) is timed too
 (``floors.library_imports``); and the run compiles every workspace
-package's bytecode first (``bytecode.py``), the packager's included.
+package's bytecode first (``bytecode.py``), the packager's included. Beside
+every wall time, the CPU time of the processes it ran is kept.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def test_a_quick_p2_run_records_pair_ratios_and_the_library_imports(tmp_path: Pa
         details = figure["details"]
         ours, floor = details["ours_s"]["values"], details["floor_s"]["values"]
         assert details["pair_ratios"] == [o / f for o, f in zip(ours, floor, strict=True)]
+        # beside each wall time, the CPU time of the processes it ran: waiting and working told apart
+        assert len(details["ours_cpu_s"]) == len(ours) and len(details["floor_cpu_s"]) == len(floor)
+        assert min(details["ours_cpu_s"] + details["floor_cpu_s"]) > 0
     assert small["details"]["library_imports_s"] > 0
     libraries = small["details"]["library_modules"]  # what a timed build imports, read from one more build
     assert {"click", "cryptography.hazmat.primitives.asymmetric.ed25519", "json", "tomllib"} <= set(libraries)
