@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -187,6 +188,22 @@ def render_libraries(figure: Figure) -> str:
     return (
         f"  {figure.id}: an interpreter importing only the {count} library modules a build imports "
         f"(none of ours) takes {seconds * 1000:.1f} ms{share}"
+    )
+
+
+def render_cpu(figure: Figure) -> str:
+    """P2's wall times beside the CPU time of the processes each measurement ran (``ours_cpu_s``, ``floor_cpu_s``).
+
+    A build slower in wall time but not in CPU time waited (for the disk or a core); one slower in both worked more.
+    """
+    ours, floor = figure.details["ours_cpu_s"], figure.details["floor_cpu_s"]
+    walls = figure.details["ours_s"]["values"]
+    slow, fast = walls.index(max(walls)), walls.index(min(walls))
+    mine, theirs = statistics.median(ours), statistics.median(floor)
+    return (
+        f"  {figure.id}: CPU time of the processes run (median): ours {mine * 1000:.1f} ms, the floor's "
+        f"{theirs * 1000:.1f} ms ({mine / theirs:.2f}x); the slowest build {walls[slow] * 1000:.1f} ms wall, "
+        f"{ours[slow] * 1000:.1f} ms CPU; the fastest {walls[fast] * 1000:.1f} ms wall, {ours[fast] * 1000:.1f} ms CPU"
     )
 
 

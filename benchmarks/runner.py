@@ -26,6 +26,7 @@ from .profiling import render_imports, render_profile
 from .report import (
     Figure,
     machine,
+    render_cpu,
     render_libraries,
     render_notes,
     render_table,
@@ -102,6 +103,8 @@ def _profiles(figures: list[Figure]) -> str:
                 lines.append(render_imports(f"{figure.id} {what}", figure.details[key]))
         if "library_imports_s" in figure.details:
             lines.append(render_libraries(figure))
+        if "ours_cpu_s" in figure.details:
+            lines.append(render_cpu(figure))
     return "\n".join(lines)
 
 

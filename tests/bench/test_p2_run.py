@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the benchmarks are a package at the repository root
 from benchmarks.config import QUICK  # noqa: E402
-from benchmarks.report import Figure, render_libraries  # noqa: E402
+from benchmarks.report import Figure, render_cpu, render_libraries  # noqa: E402
 from benchmarks.runner import run  # noqa: E402
 
 
@@ -38,6 +38,12 @@ def test_a_quick_p2_run_records_pair_ratios_and_the_library_imports(tmp_path: Pa
         # beside each wall time, the CPU time of the processes it ran: waiting and working told apart
         assert len(details["ours_cpu_s"]) == len(ours) and len(details["floor_cpu_s"]) == len(floor)
         assert min(details["ours_cpu_s"] + details["floor_cpu_s"]) > 0
+        slowest = ours.index(max(ours))
+        line = render_cpu(Figure(figure["id"], "", figure["ours"], figure["floor"], "s", "ratio", 3, details=details))
+        assert (
+            f"the slowest build {ours[slowest] * 1000:.1f} ms wall, {details['ours_cpu_s'][slowest] * 1000:.1f} ms"
+            in line
+        )
     assert small["details"]["library_imports_s"] > 0
     libraries = small["details"]["library_modules"]  # what a timed build imports, read from one more build
     assert {"click", "cryptography.hazmat.primitives.asymmetric.ed25519", "json", "tomllib"} <= set(libraries)
