@@ -118,3 +118,52 @@ def test_a_verifier_by_url_without_the_pinned_release_is_its_operators_to_fix(
         second = anyio.run(after, new.url)
     for model in (first, second):
         check_replies(model)
+
+
+def test_the_newest_release_withdrawn_below_the_floor_is_said_with_what_to_do(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A run pinned to the newest release, which is then withdrawn: the verifier's activation floor refuses the
+    older release left (``rollback_refused``), so the verifier the bridge starts does not come up. Before, the
+    bridge's words were those for a misconfigured verifier ("check the flags after -- or --verifier-url"); now
+    which release was withdrawn below the floor it raised, and what the user can do (put it back, or lower the
+    floor deliberately and start a new run)."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    releases = project / "releases"
+    releases.mkdir(parents=True)
+    world.publish("1.2.0", releases)
+    newest = world.publish("1.3.0", releases)
+
+    async def before() -> StandIn:
+        async with Client(_bridge(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project, version="1.3.0")
+            await model.follow(await model.start(), "", until_question=True)
+            return model
+
+    async def after() -> StandIn:
+        async with Client(_bridge(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            resumed = await model.call("resume_run")  # (shown from its saved result: no verifier asked)
+            assert resumed.data["question"]["field"] == "research_route", resumed.text
+            answer = {"answer": "desk-research", "field": "research_route"}
+            floor = await model.call("answer_question", answer)
+            refused(floor, "rollback_refused", "research-decision@1.3.0", "releases/research-decision-1.3.0",
+                    "(research-decision@1.2.0 is below it)", "this run is pinned to it",
+                    "\nnext: ask the user to put release research-decision@1.3.0 back", "call answer_question again",
+                    "--lower-floor", "start_run with new_run true")  # fmt: skip
+            assert "flags after --" not in floor.text, floor.text
+            assert floor.data == {
+                "status": "refused",
+                "refused": "rollback_refused",
+                "release": "research-decision@1.3.0",
+            }
+            world.publish("1.3.0", releases)  # the user puts the release back, the host still open
+            step = await model.call("answer_question", answer)
+            assert not step.is_error and step.data["step"]["id"] == "desk-research", step.text
+            return model
+
+    first = anyio.run(before)
+    shutil.rmtree(newest)
+    second = anyio.run(after)
+    for model in (first, second):
+        check_replies(model)

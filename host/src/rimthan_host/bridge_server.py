@@ -32,16 +32,17 @@ from rimthan_workflow_mcp.eras import negotiate_served_era
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_mcp.stdio_serve import serve_wire
-from rimthan_workflow_registry.errors import FailureCode, quoted
+from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded, ReplyUnreadable
 from .bridge import Bridge, Reply
-from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost
+from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost, VerifierNotUp
 from .protocol import HarnessError, HostProfile, ToolRefused
-from .reconnect import logged_run, pinned_release_reply, recover
+from .reconnect import logged_run, recover
 from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
+from .verifier_replies import VerifierFailure, reply_for
 from .words import answer_text, scrub, scrub_value
 from .workspace_lock import lost_words
 
@@ -158,8 +159,10 @@ async def _answer(
     except ReplyUnreadable as exc:  # (asked before any move: the run is where it was)
         return Reply(exc.words(tool), {"status": "reply_unreadable", "failures": [exc.code.value]}, True)
     except ToolRefused as exc:
-        if link is not None and exc.code == FailureCode.PINNED_RELEASE_UNAVAILABLE.value:
-            return pinned_release_reply(link, tool, exc)
+        failure = VerifierFailure(exc.code, tool, str(exc.error.get("message") or ""), exc.error.get("details"))
+        own = reply_for(bridge, link, failure)
+        if own is not None:
+            return own
         words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
         return Reply(words + f"and call {tool} again.", {"status": "refused", "refused": exc.code}, True)
     except RunBusy as busy:  # (another process moves the run this bridge tried to resume: nothing done)
@@ -167,6 +170,9 @@ async def _answer(
     except RunLockLost as lost:  # (the run's lock file deleted or replaced: its session moves no more)
         bridge.session = None  # resume_run picks the run up from its log
         return Reply(str(lost), {"status": lost.code.value, "run": lost.run}, True)
+    except VerifierNotUp as exc:
+        said = reply_for(bridge, link, VerifierFailure(exc.code, tool, exc.message, exited=True)) if exc.code else None
+        return said or Reply(str(exc), {"status": "refused"}, True)
     except HarnessError as exc:
         return Reply(str(exc), {"status": "refused"}, True)
     except VerifierLost:

@@ -35,7 +35,7 @@ from rimthan_workflow_registry.remediation import ExitStatus
 from .protocol import HarnessError, VerifierLost, client_caller, client_reader, connected
 
 T = TypeVar("T")
-__all__ = ["VerifierDown", "VerifierLink", "VerifierLost"]
+__all__ = ["VerifierDown", "VerifierLink", "VerifierLost", "VerifierNotUp"]
 
 CHILD = "rimthan-mcp serve, which the bridge starts"
 CLOSED = "when the client closed stdio"
@@ -98,6 +98,15 @@ def _child_refusal(said: tuple[str, ...]) -> VerifierDown | None:
         f"{advice + '; ' if advice else ''}{fix}, then start rimthan-host serve again",
         ExitStatus.USAGE if code == FailureCode.USAGE else ExitStatus.REFUSED,
     )
+
+
+class VerifierNotUp(HarnessError):
+    """The verifier is not reachable; ``code`` and ``message``: the child's own refusal, if it exited with one."""
+
+    def __init__(self, words: str, refusal: VerifierDown | None = None) -> None:
+        super().__init__(words)
+        self.code = refusal.code.value if refusal is not None else None
+        self.message = refusal.message if refusal is not None else ""
 
 
 @dataclass
@@ -183,9 +192,10 @@ class VerifierLink:
             return conn.client
         if conn.up:
             raise VerifierLost(f"the connection to the verifier is gone ({conn.error or 'closed'})")
-        raise HarnessError(
+        raise VerifierNotUp(
             f"the verifier is not reachable: {conn.error} (check the flags after -- or --verifier-url). "
-            "Once that is fixed, make the call again: the bridge connects anew on every call until it is up."
+            "Once that is fixed, make the call again: the bridge connects anew on every call until it is up.",
+            _child_refusal(conn.said),
         )
 
     async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:

@@ -6,19 +6,12 @@ log and the state saved for the log's last checkpoint - the same path as
 ``resume_run`` after a crash; if that resume is refused (``run_position_unknown``...), the refusal is the
 reply, its code the one the words and the data give. A verifier at a URL is not the bridge's to
 restart: the model is told it is unreachable and how to go on once it is back.
-
-A verifier that does not hold the release a run is pinned to (withdrawn from its releases directory) refuses every
-move of it, ``pinned_release_unavailable``: :func:`pinned_release_reply` says so in the bridge's words, and has a child
-verifier restarted before the next call, so that a release the user put back is read.
 """
 
 from __future__ import annotations
 
-from rimthan_workflow_registry.errors import FailureCode, quoted
-
 from .bridge import Bridge, Reply
 from .link import VerifierLink, VerifierLost
-from .protocol import ToolRefused
 
 
 def logged_run(bridge: Bridge) -> str | None:
@@ -70,28 +63,3 @@ def resume_refused(tool: str, lost: VerifierLost, refusal: Reply) -> Reply:
         "go through and the run was not picked up again."
     )
     return Reply(f"{head} {refusal.text}", {"code": lost.code.value, **refusal.data, "reconnected": True}, True)
-
-
-def pinned_release_reply(link: VerifierLink, tool: str, refused: ToolRefused) -> Reply:
-    """The run's pinned release is not held by the verifier: where to put it back, and the call that then goes through
-    (a child verifier is restarted before it, to read its releases directory anew), or a new run instead."""
-    details = refused.error.get("details")
-    release = str(details.get("release_id") or "") if isinstance(details, dict) else ""
-    named = quoted(release) if release else "its release"
-    code = FailureCode.PINNED_RELEASE_UNAVAILABLE.value
-    head = f"Nothing changed ({code}): this run is pinned to release {named}, which the verifier"
-    if link.url is not None:
-        text = (
-            f"{head} at {quoted(link.url)} does not hold. Ask its operator to put that release back in its releases "
-            f"directory and refresh it (or to route this run to a verifier that holds it), then call {tool} again."
-        )
-    else:
-        link.rescan_before_next_call()
-        where = f"releases/{quoted(release.replace('@', '-', 1))}" if release else "releases/"
-        text = (
-            f"{head} the bridge started does not hold: it is no longer in the releases directory (by default the "
-            f"project's {where}, as rimthan-pack build or pull wrote it). Ask the user to put it back, then call "
-            f"{tool} again: the bridge restarts the verifier on that call, so that it reads the releases anew."
-        )
-    text += " To leave this run as it is instead, call start_run with new_run true (the run stays resumable)."
-    return Reply(text, {"status": "refused", "refused": code, "release": release or None}, True)
