@@ -109,6 +109,12 @@ def test_file_mistakes_name_the_file_the_schema_copy_and_the_finding(world: Serv
         wrong = await model.call("step_done")
         refused(wrong, SCHEMA_COPY, "json_schema_failed", "'decision_question' is a required property")
         assert "at /sources" in wrong.text  # the pointer to the wrong value
+        assert "unchanged" not in wrong.text, wrong.text  # (the file changed since "{not json")
+        # the same bytes again: said so (before, the second refusal read as the first)
+        again = await model.call("step_done")
+        refused(again, "json_schema_failed", f"\n{log} is unchanged since the last attempt: the verifier refused")
+        assert again.text.endswith(f"\n{FIX_NEXT} desk-research."), again.text
+        assert md not in again.text.split("The verifier refused the files:")[1], again.text  # (only the refused file)
 
         (outside / "evidence-log.json").write_text(model.compose(log), "utf-8")
         (model.project / log).unlink()

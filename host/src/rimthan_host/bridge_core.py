@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .delivered import AssetClash
+from .outputs import RefusedFiles
 from .protocol import (
     SETUP_STEP,
     HostProfile,
@@ -64,6 +65,7 @@ class BridgeCore:
         self._session: HostSession | None = None
         self.elicits = False  # whether the client of the current call can ask the person directly
         self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
+        self.refused_files = RefusedFiles()  # the bytes of the files the last check refused
 
     @property
     def session(self) -> HostSession | None:

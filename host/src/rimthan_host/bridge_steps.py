@@ -92,11 +92,15 @@ class StepMoves(BridgeCore):
                     "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
             return reply(lines, data, True)
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
-        prepared_result = await session.prepare(session.read_outputs())
+        read = session.read_outputs()
+        prepared_result = await session.prepare(read)
+        unchanged = self.refused_files.note(self.run_id, step["id"], read, prepared_result.failures)
         if not prepared_result.ready:
             copies = await self.replies.output_schemas(session, step, self._release_id())
             schemas = {p: s.path for p, s in copies.items() if s.path}
-            return files_refused(session, prepared_result, lines, fix_files(step["id"]), schemas)
+            return files_refused(
+                session, prepared_result, lines, "\n".join([*unchanged, fix_files(step["id"])]), schemas
+            )
         if not prepared_result.validators:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
         try:

@@ -6,12 +6,14 @@ project, through no symbolic link, a regular UTF-8 file with content. Each
 problem is one sentence naming the file and what to do. After the verifier
 checked the files, its refusals are grouped by file with the copy of the
 file's JSON Schema; before the last verdict is submitted, the files are
-compared with what the validators were given.
+compared with what the validators were given, and a file refused again with the bytes refused the last time
+is said to be unchanged (:class:`RefusedFiles`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -91,3 +93,25 @@ def changed_files(files: ProjectFiles, artifacts: Sequence[WrittenFile]) -> list
         if sha256_hex(data) != artifact.sha256:
             changed.append(artifact.path)
     return changed
+
+
+@dataclass
+class RefusedFiles:
+    """The SHA-256 of each file the verifier refused in the last check, by run, step and path."""
+
+    last: dict[tuple[str, str, str], str] = field(default_factory=dict)
+
+    def note(
+        self, run: str, step: str, read: Sequence[WrittenFile], failures: Sequence[Mapping[str, Any]]
+    ) -> list[str]:
+        """Keep the files ``failures`` refuse (none: a check that passed); one line per file refused in the last
+        check too with the same bytes: the model called step_done again without changing it."""
+        ids = {str(f.get("artifact_id")) for f in failures}
+        now = {(run, step, w.path): w.sha256 for w in read if w.artifact_id in ids}
+        same = [key[2] for key, digest in now.items() if self.last.get(key) == digest]
+        self.last = now
+        return [
+            f"{path} is unchanged since the last attempt: the verifier refused these same bytes before; change the "
+            "file as said above first."
+            for path in same
+        ]
