@@ -61,6 +61,16 @@ def _saved(project: Path) -> dict[str, Any]:
     return RunLog(project, state.stem).load_state()
 
 
+_NOT_ANSWERED = {
+    "decline": "The user declined the question about research_route: they said no to answering it as asked; nothing "
+    "was recorded; the run stays at step select-route.\nnext: ask the user in the conversation what they want "
+    "instead, then call answer_question with field research_route and their answer (they are asked to confirm it).",
+    "cancel": "The user dismissed the question about research_route (cancel): nothing was answered, so nothing "
+    "was recorded; the run stays at step select-route.\nnext: call answer_question with field research_route to ask "
+    "them again.",
+}
+
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
     world: ServerWorld, tmp_path: Path, mode: str
@@ -89,12 +99,8 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
                 # (before: "Call answer_question to ask again", data without the run, the step or the field)
                 where = {"run": at_question.data["run"], "step": {"id": "select-route"}, "field": "research_route"}
                 assert reply.data == {"status": "input_required", "user": refusal, **where}, reply.data
-                said = (
-                    f"The user did not answer the question about research_route ({refusal}); nothing was recorded; "
-                    "the run stays at step select-route. Talk it through with the user, then call answer_question "
-                    "with field research_route to ask them again."
-                )
-                assert reply.text == said, reply.text
+                # declined and cancelled read apart (before, alike: "did not answer ... (decline)", "(cancel)")
+                assert reply.text == _NOT_ANSWERED[refusal], reply.text
                 assert "research_route" not in _saved(project)["confirmed_state"]["state"]
             person.policy = {}
             routed = await model.call("answer_question", {})

@@ -234,10 +234,20 @@ def _step_done_words(step: str, result: RunResult) -> str:
 
 
 def _not_answered(run: str, step: str, field: str, action: str) -> Reply:
-    """The person declined or cancelled the question the bridge asked them: nothing recorded, the run stays."""
-    text = (
-        f"The user did not answer the question about {field} ({action}); nothing was recorded; the run stays at step "
-        f"{step}. Talk it through with the user, then call answer_question with field {field} to ask them again."
-    )
+    """The person declined or cancelled the question the bridge asked them: nothing recorded, the run stays.
+
+    Declined: the person said no to it, so the model asks them in the conversation; cancelled: they dismissed it
+    unanswered, so it is asked again; anything else (an accept that chose nothing) is said as not answered."""
+    stays = f"the run stays at step {step}."
+    ask_again = f"call answer_question with field {field} to ask them again."
+    words = {
+        "decline": f"The user declined the question about {field}: they said no to answering it as asked; nothing "
+        f"was recorded; {stays}\nnext: ask the user in the conversation what they want instead, then call "
+        f"answer_question with field {field} and their answer (they are asked to confirm it).",
+        "cancel": f"The user dismissed the question about {field} (cancel): nothing was answered, so nothing was "
+        f"recorded; {stays}\nnext: {ask_again}",
+    }
+    said = f"The user did not answer the question about {field} ({action}); nothing was recorded; {stays} "
+    text = words.get(action) or f"{said}Talk it through with the user, then {ask_again}"
     data = {"run": run, "status": "input_required", "user": action, "step": {"id": step}, "field": field}
     return Reply(text, data, is_error=True)
