@@ -19,7 +19,7 @@ SAID = " verifies it and says how the run ended"
 @pytest.fixture(autouse=True)
 def _no_verifier_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The child's environment is the bridge's: none of the variables audit_command reads, unless a test sets it."""
-    for variable in ("RIMTHAN_RELEASES_DIR", "RIMTHAN_TRUST", "RIMTHAN_STATE_DIR"):
+    for variable in ("RIMTHAN_RELEASES_DIR", "RIMTHAN_TRUST", "RIMTHAN_STATE_DIR", "XDG_STATE_HOME"):
         monkeypatch.delenv(variable, raising=False)
 
 

@@ -51,19 +51,28 @@ def _the_audit_told_says_the_run_completed(text: str, project: Path, env: dict[s
     assert "completed" in done.stdout and "not told" not in done.stdout, done.stdout
 
 
+_STATE_VARIABLES = ("RIMTHAN_STATE_DIR", "XDG_STATE_HOME")
+
+
+@pytest.mark.parametrize("variable", _STATE_VARIABLES)
 def test_the_audit_told_carries_the_state_dir_and_trust_the_bridge_s_environment_gave_its_verifier(
-    world: ServerWorld, tmp_path: Path
+    world: ServerWorld, tmp_path: Path, variable: str
 ) -> None:
     """A bridge configured as docs/host-kit.md and the README allow, its verifier's checkpoint keys and trust in the
     ``env`` of ``.mcp.json`` (RIMTHAN_STATE_DIR, RIMTHAN_TRUST): the audit command it names runs as told from a shell
     without them. Before, it named neither, so that shell's audit looked for the checkpoint keys in
-    ~/.local/state/rimthan and refused the log (``key_invalid`` or ``checkpoint_key_unknown``)."""
-    project, state = tmp_path / "project", tmp_path / "state"
+    ~/.local/state/rimthan and refused the log (``key_invalid`` or ``checkpoint_key_unknown``). The same for a
+    state directory the verifier takes from ``XDG_STATE_HOME`` (``$XDG_STATE_HOME/rimthan``), which the command
+    left out (before, only RIMTHAN_STATE_DIR was said)."""
+    project, home = tmp_path / "project", tmp_path / "xdg"
+    state = home / "rimthan" if variable == "XDG_STATE_HOME" else tmp_path / "state"
     project.mkdir()
     params = bridge_params(project, world, state)
     verifier = ["--release", str(world.built["1.2.0"]), "--log-level", "warning"]
     params.args = ["serve", "--project", str(project), "--", *verifier]
-    params.env = {**os.environ, "RIMTHAN_STATE_DIR": str(state), "RIMTHAN_TRUST": str(world.trust)}
+    bare = {k: v for k, v in os.environ.items() if k not in _STATE_VARIABLES}
+    told = str(home if variable == "XDG_STATE_HOME" else state)
+    params.env = {**bare, variable: told, "RIMTHAN_TRUST": str(world.trust)}
 
     async def go() -> str:
         async with Client(params, mode="legacy") as client:
@@ -73,7 +82,9 @@ def test_the_audit_told_carries_the_state_dir_and_trust_the_bridge_s_environment
             return final.text
 
     completed = anyio.run(go)
-    shell = {k: v for k, v in server_env().items() if k not in ("RIMTHAN_STATE_DIR", "RIMTHAN_TRUST")}
+    assert f"--state-dir {state} " in completed, completed  # the directory the verifier used
+    assert (state / "checkpoint-keys.json").is_file()
+    shell = {k: v for k, v in server_env().items() if k not in (*_STATE_VARIABLES, "RIMTHAN_TRUST")}
     _the_audit_told_says_the_run_completed(completed, project, {**shell, "HOME": str(tmp_path / "home")})
 
 

@@ -9,8 +9,9 @@ given that audit shares (``--releases-dir``, ``--release`` and
 ``--checkpoint-keys``) are repeated, and ``--releases-dir`` defaults as
 ``serve`` does (``$RIMTHAN_RELEASES_DIR``, else ``releases``). What the child
 took from the bridge's environment instead of a flag (``$RIMTHAN_TRUST``,
-``$RIMTHAN_STATE_DIR``: an ``.mcp.json``'s ``env``, which the user's shell does
-not have) is said as the flag, so the command runs as told anywhere. A verifier
+``$RIMTHAN_STATE_DIR`` or ``$XDG_STATE_HOME``, as serve resolves its state
+directory: an ``.mcp.json``'s ``env``, which the user's shell does not have) is
+said as the flag, so the command runs as told anywhere. A verifier
 reached by URL keeps its checkpoint keys and releases to itself: its operator
 audits the log.
 """
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from rimthan_workflow_registry.state_dir import STATE_DIR_VARIABLES, default_state_dir
 
 _SHARED = {
     "--releases-dir": "--releases-dir",
@@ -32,10 +35,22 @@ _SHARED = {
 _RELEASES = ("--releases-dir", "--release")
 SERVED_RELEASES_ENV = "RIMTHAN_RELEASES_DIR"  # (serve's --releases-dir; audit's has no variable)
 DEFAULT_RELEASES_DIR = "releases"  # (serve's default, relative to the project the child runs in)
-_FROM_ENVIRONMENT = (  # audit's flag, the variable the child read instead, the flags that make it moot, the default
-    ("--releases-dir", SERVED_RELEASES_ENV, _RELEASES, DEFAULT_RELEASES_DIR),
-    ("--trust", "RIMTHAN_TRUST", ("--trust",), None),
-    ("--state-dir", "RIMTHAN_STATE_DIR", ("--state-dir", "--checkpoint-keys"), None),
+
+
+def _variable(name: str, default: str | None = None) -> Callable[[], str | None]:
+    return lambda: os.environ.get(name) or default
+
+
+def _state_dir() -> str | None:
+    """The state directory serve resolves from its environment, if a variable names it (else its default under
+    the user's home, which their shell's audit finds too)."""
+    return str(default_state_dir()) if any(os.environ.get(v) for v in STATE_DIR_VARIABLES) else None
+
+
+_FROM_ENVIRONMENT = (  # audit's flag, the value the child read instead, the flags that make it moot
+    ("--releases-dir", _variable(SERVED_RELEASES_ENV, DEFAULT_RELEASES_DIR), _RELEASES),
+    ("--trust", _variable("RIMTHAN_TRUST"), ("--trust",)),
+    ("--state-dir", _state_dir, ("--state-dir", "--checkpoint-keys")),
 )
 
 
@@ -45,8 +60,8 @@ def audit_command(log: str, verifier_args: Sequence[str] | None) -> str:
         return f"the verifier's operator verifies it with rimthan-mcp audit {shlex.quote(log)} and its checkpoint keys"
     flags = _shared_flags(verifier_args)
     added = []
-    for flag, variable, given, default in _FROM_ENVIRONMENT:
-        value = os.environ.get(variable) or default
+    for flag, read, given in _FROM_ENVIRONMENT:
+        value = read()
         if value and not any(f in given for f, _ in flags):
             added.append((flag, value))
     flags = [*added, *flags]

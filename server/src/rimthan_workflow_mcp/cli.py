@@ -23,6 +23,7 @@ import click
 from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import ExitStatus
+from rimthan_workflow_registry.state_dir import default_state_dir
 
 from .cli_check import check
 from .cli_keys import (
@@ -32,7 +33,6 @@ from .cli_keys import (
     STATE_HELP,
     audit,
     check_state_dir,
-    default_state_dir,
     keys,
     open_keyring,
     releases_dir_option,

@@ -26,6 +26,7 @@ from rimthan_workflow_registry.key_file_modes import (
     key_file_exposure,
 )
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
+from rimthan_workflow_registry.state_dir import default_state_dir
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.run import CheckpointKeyring
@@ -65,14 +66,6 @@ def releases_dir_option(help_text: str) -> Callable[[Callable[..., Any]], Callab
         show_envvar=True,
         help=help_text,
     )
-
-
-def default_state_dir() -> Path:
-    """$RIMTHAN_STATE_DIR, else $XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan."""
-    if env := os.environ.get("RIMTHAN_STATE_DIR"):
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "rimthan"
 
 
 def say(message: str) -> None:
