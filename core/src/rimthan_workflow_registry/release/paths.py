@@ -6,10 +6,13 @@ no listed file can escape the release directory or mean something else on
 another filesystem; :func:`first_unsafe_path` applies it to a whole listing in
 a few C-speed scans. :func:`path_set_problem` refuses a set that no tree can
 hold: a path twice, two paths equal up to case, a file that is also a
-directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name,
-and :func:`first_leftover_path` an editor's backup, a patch's leftover or a
-file browser's file, which a source may not hold and so no release lists. The packager (reading a
-source), :mod:`.verify` (a release) and :mod:`.oci` (layer titles) share them.
+directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name
+(the names this project's own temporary files take). These are safety rules:
+the packager (reading a source), :mod:`.verify` (a release, at every load) and
+:mod:`.oci` (layer titles) share them. :func:`is_leftover_name` (an editor's
+backup, a patch's leftover, a file browser's file) is a hygiene rule of the
+build only: a source may not hold one, but a release signed before the rule
+(or listing one) still loads; its bytes are signed and harm nothing.
 """
 
 from __future__ import annotations
@@ -116,30 +119,17 @@ temporary names this project writes (``.pull-*``, ``.damaged-*``, ``.<name>.sig-
 FILE_BROWSER_NAMES = ("thumbs.db", "ehthumbs.db", "ehthumbs_vista.db", "desktop.ini")
 """Whole names (lowercased) of the files Windows' file browser leaves in a folder it shows (thumbnails, folder
 settings): bytes nobody wrote for the release. macOS's (``.DS_Store``, ``._name``) are hidden names already."""
-_LEFTOVER_ENDS = (*LEFTOVER_SUFFIXES, "#", *FILE_BROWSER_NAMES)  # what a leftover path ends with (checked whole after)
-LEFTOVER_PROBLEM = (
-    "editor backups, swap files, patch leftovers and file-browser files (a name ending in ~, .swp, .swo, .orig or "
-    ".rej, #name#, Thumbs.db or desktop.ini) are never part of a release"
-)
 
 
 def is_leftover_name(name: str) -> bool:
     """Whether a file name is an editor's backup, swap or auto-save file, a patch's ``.orig``/``.rej``, or a file
-    a file browser leaves (``Thumbs.db``, ``desktop.ini``)."""
+    a file browser leaves (``Thumbs.db``, ``desktop.ini``): refused at build only (hygiene, not safety)."""
     lowered = name.lower()
     return (
         lowered.endswith(LEFTOVER_SUFFIXES)
         or lowered in FILE_BROWSER_NAMES
         or (len(name) > 1 and name[0] == name[-1] == "#")
     )
-
-
-def first_leftover_path(paths: Sequence[str]) -> str | None:
-    """The first of ``paths`` whose file name :func:`is_leftover_name`, else ``None``: the packager refuses
-    such a file in a source, so no release it builds lists one."""
-    if not any(map(str.endswith, map(str.lower, paths), repeat(_LEFTOVER_ENDS))):  # the common answer, in C maps
-        return None
-    return next((p for p in paths if is_leftover_name(p.rpartition("/")[2])), None)
 
 
 def first_hidden_path(paths: Sequence[str]) -> str | None:

@@ -58,9 +58,7 @@ from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.parallel import first_failure
 from rimthan_workflow_registry.release.paths import (
     HIDDEN_PROBLEM,
-    LEFTOVER_PROBLEM,
     first_hidden_path,
-    first_leftover_path,
     first_unsafe_path,
     path_set_problem,
 )
@@ -220,8 +218,10 @@ def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, str, Manifest]
 
 def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     """Every listed path is safe, no two clash (duplicates, case, file-vs-directory), none is hidden or in
-    ``__pycache__``, none an editor's backup or a patch's leftover, and each file has the media type its name
-    gives it: what the packager writes (resources and step payloads serve a file as that type)."""
+    ``__pycache__`` (names this project's own temporary files take), and each file has the media type its name
+    gives it: what the packager writes (resources and step payloads serve a file as that type). These are the
+    load-time safety rules, refused whenever a release loads; an editor's backup or a file browser's file is a
+    build-time hygiene rule (``is_leftover_name``, the packager's), so a release signed before it loads."""
     where = root / MANIFEST_NAME
     paths = manifest.paths
     unsafe = first_unsafe_path(paths)
@@ -233,9 +233,6 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     hidden = first_hidden_path(paths)
     if hidden is not None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {hidden!r}: {HIDDEN_PROBLEM}", where)
-    leftover = first_leftover_path(paths)
-    if leftover is not None:
-        raise _fail(FailureCode.PATH_UNSAFE, f"lists path {leftover!r}: {LEFTOVER_PROBLEM}", where)
     if list(map(_MEDIA_TYPE, manifest.files)) != list(map(media_type_for, paths)):
         entry = next(e for e in manifest.files if e.media_type != media_type_for(e.path))
         raise _fail(
