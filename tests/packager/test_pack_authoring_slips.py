@@ -11,12 +11,13 @@ author types), on a source ``rimthan-pack init`` made and real keys.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 from support.pack_cli import pack
-from support.refusals import Refusal, refusal
+from support.refusals import Refusal, refusal, refusals
 from support.releases import KeyPair, make_keypair
 
 
@@ -231,9 +232,10 @@ def test_init_will_not_make_a_version_folder_a_build_refuses(tmp_path: Path) -> 
 
 # --------------------------------------------------------------------------- editor backups and patch leftovers
 
-LEFTOVER_NEXT = (
-    "next: delete them (editor backups, swap files, patch leftovers, file-browser files such as Thumbs.db), or move "
-    "them out of the catalogue source: everything in it ships"
+LEFTOVER_NEXT = "next: delete it, or move it out of the catalogue source: everything in it ships"
+LEFTOVER_SAID = (
+    "an editor backup, swap file, patch leftover or file-browser file (a name ending in ~, .swp, .swo, .orig or "
+    ".rej, #name#, Thumbs.db or desktop.ini) would ship in the release"
 )
 
 
@@ -262,16 +264,14 @@ def test_an_editor_backup_or_patch_leftover_in_a_source_is_refused_by_name(
 
     said = refusal(built.stderr)
     assert built.returncode == 1
-    assert said.error == (
-        f"error: path_unsafe: {source / leftover}: editor backups, swap files, patch leftovers or file-browser files "
-        f"would ship in the release (1): {leftover}"
-    )
+    assert said.error == f"error: path_unsafe: {source / leftover}: {LEFTOVER_SAID}"
     assert f"next: {said.next}" == LEFTOVER_NEXT
     assert not (tmp_path / "rel").exists()
 
 
-def test_every_leftover_is_named_in_the_one_refusal(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
-    """All of them, in path order, none that only looks like one (``tilde~name.md``, ``orig.md``, ``#issue.md``)."""
+def test_every_leftover_is_one_failure_of_its_own(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    """All of them, in path order, none that only looks like one (``tilde~name.md``, ``orig.md``, ``#issue.md``):
+    each its own two lines (were five named in one line, "and 2 more"), ``--json`` each under ``errors``."""
     source = _copy(scaffold, tmp_path)
     names = [f"assets/prompts/brief-{n}.md~" for n in range(7)]
     for name in [*names, "assets/prompts/tilde~name.md", "assets/prompts/orig.md", "assets/prompts/#issue.md"]:
@@ -279,9 +279,17 @@ def test_every_leftover_is_named_in_the_one_refusal(scaffold: Path, signer: KeyP
 
     built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
 
-    said = refusal(built.stderr)
-    assert built.returncode == 1 and said.error.startswith(f"error: path_unsafe: {source / names[0]}: ")
-    assert said.error.endswith(f"(7): {', '.join(names[:5])} and 2 more")
+    assert built.returncode == 1
+    assert refusals(built.stderr) == [
+        Refusal(f"error: path_unsafe: {source / name}: {LEFTOVER_SAID}", LEFTOVER_NEXT.removeprefix("next: "))
+        for name in names
+    ]
+    checked = pack("check", source, "--json")
+    said = json.loads(checked.stdout)
+    assert checked.returncode == 1 and said["error"] == said["errors"][0]
+    assert [(e["code"], e["path"], e["details"]) for e in said["errors"]] == [
+        ("path_unsafe", str(source / name), {"file": name}) for name in names
+    ]
     for name in names:
         (source / name).unlink()
     assert pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel").returncode == 0
@@ -532,3 +540,42 @@ def test_a_definition_file_catalogue_toml_does_not_list_is_refused(
     assert said.next == f'add "{name}" to {key} in catalogue.toml, or delete the file from the source'
     (source / name).unlink()
     _builds(source, signer, tmp_path / "rel")
+
+
+def test_several_unlisted_definition_files_are_one_failure_each(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Two workflows and an adapter never listed were one error line ("(and ...)") with one next step for all:
+    now each is its own failure, with the list to add it to, and ``check --json`` gives each under ``errors``."""
+    source = _copy(scaffold, tmp_path)
+    copies = {
+        "adapters/opencode.toml": "adapters/claude-code.toml",
+        "workflows/third-flow.toml": "workflows/my-flow.toml",
+    }
+    for name, model in {"workflows/second-flow.toml": "workflows/my-flow.toml", **copies}.items():
+        (source / name).write_text((source / model).read_text("utf-8"), "utf-8")
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    assert built.returncode == 1 and not (tmp_path / "rel").exists()
+    expected = [  # the workflows first, then the adapters, each in path order
+        ("workflows/second-flow.toml", "workflows"),
+        ("workflows/third-flow.toml", "workflows"),
+        ("adapters/opencode.toml", "host_adapters"),
+    ]
+    assert refusals(built.stderr) == [
+        Refusal(
+            f"error: catalogue_invalid: {source / name}: a {'workflow' if key == 'workflows' else 'host adapter'} file "
+            f"catalogue.toml does not list in {key}: only the files listed there are read, so it would ship, signed, "
+            "and never be served",
+            f'add "{name}" to {key} in catalogue.toml, or delete the file from the source',
+        )
+        for name, key in expected
+    ]
+    checked = pack("check", source, "--json")
+    said = json.loads(checked.stdout)
+    assert checked.returncode == 1 and refusals(checked.stderr) == refusals(built.stderr)
+    assert said["error"] == said["errors"][0]
+    assert [(e["path"], e["details"]) for e in said["errors"]] == [
+        (str(source / name), {"definition": name, "list": key}) for name, key in expected
+    ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, Self
 
 # What the unicode_escape codec writes for each control character (spelt out: that codec is imported on first use).
 _SHORT_ESCAPES = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
@@ -168,6 +168,12 @@ class RegistryError(Exception):
     def failures(self) -> tuple[RegistryError, ...]:
         """This failure and every one collected with it, in order."""
         return (self, *self.also)
+
+    def with_also(self, also: Sequence[RegistryError]) -> Self:
+        """This failure with ``also`` collected after it: how a check that found several raises them all."""
+        return type(self)(
+            self.code, self.message, path=self.path, details=self.details, next_step=self.next_step, also=also
+        )
 
     def one_line(self) -> str:
         """``code: path: message`` - the form every CLI prints (see :func:`refusal_line`)."""

@@ -130,21 +130,29 @@ def refuse_unlisted_definitions(source: SourceFiles, catalogue: Catalogue) -> No
     """Refuse a ``.toml`` in ``workflows/`` or ``adapters/`` that ``catalogue.toml`` does not list.
 
     Only the listed files are read: an unlisted one (a new workflow never added to the list) would ship,
-    signed, and never be served, found when a client's start is refused ``workflow_not_found``.
+    signed, and never be served, found when a client's start is refused ``workflow_not_found``. One failure
+    per file, each with its own next step (the first raised, the others in ``also``).
     """
     listed = {w.source for w in catalogue.workflows} | {a.source for a in catalogue.host_adapters}
-    for folder, key, what in _DEFINITION_FOLDERS:
-        unlisted = sorted(p for p in source.paths if p.startswith(folder) and p.endswith(".toml") and p not in listed)
-        if unlisted:
-            others = f" (and {', '.join(unlisted[1:])})" if unlisted[1:] else ""
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID,
-                f"a {what} file catalogue.toml does not list in {key}{others}: only the files listed there are "
-                "read, so it would ship, signed, and never be served",
-                path=source.where(unlisted[0]),
-                next_step=f"add {', '.join(json.dumps(p) for p in unlisted)} to {key} in catalogue.toml, or delete "
-                f"the file{'s' if others else ''} from the source",
-            )
+    found = [
+        _unlisted(source, path, key, what)
+        for folder, key, what in _DEFINITION_FOLDERS
+        for path in sorted(p for p in source.paths if p.startswith(folder) and p.endswith(".toml"))
+        if path not in listed
+    ]
+    if found:
+        raise found[0].with_also(found[1:])
+
+
+def _unlisted(source: SourceFiles, path: str, key: str, what: str) -> CatalogueError:
+    return CatalogueError(
+        FailureCode.CATALOGUE_INVALID,
+        f"a {what} file catalogue.toml does not list in {key}: only the files listed there are read, so it would "
+        "ship, signed, and never be served",
+        path=source.where(path),
+        details={"definition": path, "list": key},
+        next_step=f"add {json.dumps(path)} to {key} in catalogue.toml, or delete the file from the source",
+    )
 
 
 KEEP_MARK = "x-rimthan-unreferenced"

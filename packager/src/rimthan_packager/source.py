@@ -44,11 +44,7 @@ def _stamp(info: os.stat_result) -> Stamp:
 
 
 HIDDEN_NEXT = "delete it, or move it out of the catalogue source: renaming a hidden file would ship it"
-LEFTOVERS_SHOWN = 5
-LEFTOVER_NEXT = (
-    "delete them (editor backups, swap files, patch leftovers, file-browser files such as Thumbs.db), or move them "
-    "out of the catalogue source: everything in it ships"
-)
+LEFTOVER_NEXT = "delete it, or move it out of the catalogue source: everything in it ships"
 NOT_A_SOURCE_NEXT = (
     "check the SOURCE path: it names the directory that holds catalogue.toml (rimthan-pack init DIRECTORY makes one)"
 )
@@ -227,14 +223,19 @@ def read_source(root: Path | str) -> SourceFiles:
 
 
 def _leftovers_refused(root: Path, leftovers: list[str]) -> CatalogueError:
-    shown = ", ".join(leftovers[:LEFTOVERS_SHOWN])
-    more = f" and {len(leftovers) - LEFTOVERS_SHOWN} more" if len(leftovers) > LEFTOVERS_SHOWN else ""
-    return _refuse(
+    """One failure per leftover file, in path order (the first raised, the others in ``also``)."""
+    each = [_leftover(root, path) for path in sorted(leftovers)]
+    return each[0].with_also(each[1:])
+
+
+def _leftover(root: Path, path: str) -> CatalogueError:
+    return CatalogueError(
         FailureCode.PATH_UNSAFE,
-        f"editor backups, swap files, patch leftovers or file-browser files would ship in the release "
-        f"({len(leftovers)}): {shown}{more}",
-        root / leftovers[0],
-        LEFTOVER_NEXT,
+        "an editor backup, swap file, patch leftover or file-browser file (a name ending in ~, .swp, .swo, .orig or "
+        ".rej, #name#, Thumbs.db or desktop.ini) would ship in the release",
+        path=str(root / path),
+        details={"file": path},
+        next_step=LEFTOVER_NEXT,
     )
 
 
