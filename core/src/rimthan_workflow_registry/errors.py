@@ -180,13 +180,24 @@ class RegistryError(Exception):
         return refusal_line(self.code, self.path, self.message)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form used in structured tool errors and ``--json`` output."""
+        """JSON-safe form used in structured tool errors, a server's refusals and log lines.
+
+        The failures collected with this one are each in ``details.also`` (code, message, path, details, and
+        ``next`` when it has its own step): a server's refusal or log line says every one, as a command line
+        does, within the refusal's closed shape.
+        """
         out: dict[str, Any] = {"code": self.code.value, "message": self.message}
         if self.path is not None:
             out["path"] = self.path
-        if self.details:
-            out["details"] = self.details
+        details = {**self.details, "also": [_collected(other) for other in self.also]} if self.also else self.details
+        if details:
+            out["details"] = details
         return out
+
+
+def _collected(error: RegistryError) -> dict[str, Any]:
+    said = error.to_dict()
+    return said if error.next_step is None else {**said, "next": error.next_step}
 
 
 def refusal_line(code: FailureCode, path: str | None, message: str) -> str:

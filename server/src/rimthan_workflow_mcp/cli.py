@@ -390,7 +390,8 @@ def serve(
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
     for rejection in provider.start_rejections:
-        say(f"skipped {rejection.path}: {rejection.summary()}")
+        for said in rejection.summaries():  # each failure collected with the first on a line of its own
+            say(f"skipped {rejection.path}: {said}")
     for loaded in provider.actives.values():
         say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
     say(_describe_migration(provider))

@@ -119,12 +119,21 @@ class Rejection:
     def summary(self) -> str:
         """``code: file: message`` for a one-line report: the failing file (relative to the release when it is
         inside it, quoted and bounded), which the release's own path does not say."""
-        where = self.error.get("path")
+        return self._summary(self.error)
+
+    def summaries(self) -> list[str]:
+        """:meth:`summary`, then one for each failure collected with it (``details.also``): one line each."""
+        details = self.error.get("details")
+        also = details.get("also") if isinstance(details, dict) else None
+        return [self.summary(), *(self._summary(e) for e in also or () if isinstance(e, dict))]
+
+    def _summary(self, error: dict[str, Any]) -> str:
+        where = error.get("path")
         file = ""
         if isinstance(where, str) and where and Path(where) != Path(self.path):
             inside = Path(where).is_relative_to(self.path)
             file = f"{quoted(Path(where).relative_to(self.path) if inside else where)}: "
-        return f"{self.code}: {file}{self.error.get('message')}"
+        return f"{error.get('code')}: {file}{error.get('message')}"
 
 
 @dataclass(frozen=True)

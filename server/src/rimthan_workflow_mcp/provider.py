@@ -199,7 +199,7 @@ class ReleaseProvider:
         for rejection in rejected:
             _log.warning("release not activated", extra={"path": rejection.path, "error": rejection.error})
         if not actives:
-            summary = "; ".join(f"{Path(r.path).name}: {r.summary()}" for r in rejected)
+            summary = "; ".join(f"{Path(r.path).name}: {said}" for r in rejected for said in r.summaries())
             first = FailureCode(rejected[0].code) if rejected else FailureCode.RELEASE_NOT_FOUND
             raise RegistryError(
                 first,

@@ -3,10 +3,10 @@
 :func:`path_problem` is the rule for one path (relative POSIX, no ``.``/``..``
 or empty segments, no backslash or control character, NFC, not overlong), so
 no listed file can escape the release directory or mean something else on
-another filesystem; :func:`first_unsafe_path` applies it to a whole listing in
+another filesystem; :func:`unsafe_paths` applies it to a whole listing in
 a few C-speed scans. :func:`path_set_problem` refuses a set that no tree can
 hold: a path twice, two paths equal up to case, a file that is also a
-directory. :func:`first_hidden_path` finds a hidden or ``__pycache__`` name
+directory. :func:`hidden_paths` finds each hidden or ``__pycache__`` name
 (the names this project's own temporary files take). These are safety rules:
 the packager (reading a source), :mod:`.verify` (a release, at every load) and
 :mod:`.oci` (layer titles) share them. :func:`is_leftover_name` (an editor's
@@ -66,14 +66,19 @@ def _has_dot_segment(joined: str) -> bool:
 
 
 def first_unsafe_path(paths: Sequence[str]) -> tuple[str, str] | None:
-    """``(path, problem)`` for the first of ``paths`` that :func:`path_problem` refuses, else ``None``.
+    """``(path, problem)`` for the first of ``paths`` that :func:`path_problem` refuses, else ``None``."""
+    return next(iter(unsafe_paths(paths)), None)
+
+
+def unsafe_paths(paths: Sequence[str]) -> list[tuple[str, str]]:
+    """``(path, problem)`` for each of ``paths`` that :func:`path_problem` refuses, in order (none: ``[]``).
 
     A release lists every file, so the common answer (none) is decided on the
     paths joined by NUL, a few C-speed scans in all: NUL is itself a control
     character (so a path holding one is seen by the count), composes with
     nothing (so the joined text is NFC exactly when each path is) and is
     treated like ``/`` where a segment may end. Only a refusal walks
-    the paths one by one, to name the first.
+    the paths one by one, to name each.
     """
     joined = "\0".join(paths)
     if (
@@ -91,12 +96,8 @@ def first_unsafe_path(paths: Sequence[str]) -> tuple[str, str] | None:
         and not joined.endswith("/")
         and not _has_dot_segment(joined)
     ):
-        return None
-    for path in paths:
-        problem = path_problem(path)
-        if problem is not None:
-            return path, problem
-    return None
+        return []
+    return [(path, problem) for path in paths if (problem := path_problem(path)) is not None]
 
 
 def _fold(path: str) -> str:
@@ -132,16 +133,16 @@ def is_leftover_name(name: str) -> bool:
     )
 
 
-def first_hidden_path(paths: Sequence[str]) -> str | None:
-    """The first of ``paths`` with a hidden or ``__pycache__`` segment, else ``None``.
+def hidden_paths(paths: Sequence[str]) -> list[str]:
+    """Each of ``paths`` with a hidden or ``__pycache__`` segment, in order (none: ``[]``).
 
     The packager refuses such a name in a source, so no release it builds
     lists one; the common answer (none) is decided on the joined paths.
     """
     joined = "\0".join(paths)
     if not (joined.startswith(".") or "/." in joined or "\0." in joined or any(n in joined for n in REFUSED_NAMES)):
-        return None
-    return next((p for p in paths if any(map(is_hidden_name, p.split("/")))), None)
+        return []
+    return [p for p in paths if any(map(is_hidden_name, p.split("/")))]
 
 
 def path_set_problem(paths: Iterable[str]) -> tuple[str, str] | None:

@@ -58,9 +58,9 @@ from rimthan_workflow_registry.release.manifest_parse import parse_manifest
 from rimthan_workflow_registry.release.parallel import first_failure
 from rimthan_workflow_registry.release.paths import (
     HIDDEN_PROBLEM,
-    first_hidden_path,
-    first_unsafe_path,
+    hidden_paths,
     path_set_problem,
+    unsafe_paths,
 )
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version, check_key
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree, walk_release
@@ -224,15 +224,10 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     build-time hygiene rule (``is_leftover_name``, the packager's), so a release signed before it loads."""
     where = root / MANIFEST_NAME
     paths = manifest.paths
-    unsafe = first_unsafe_path(paths)
-    if unsafe is not None:
-        raise _fail(FailureCode.PATH_UNSAFE, f"lists unsafe path {unsafe[0]!r}: {unsafe[1]}", where)
+    _refuse_listed(where, paths)
     clash = path_set_problem(paths)
     if clash is not None:
         raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
-    hidden = first_hidden_path(paths)
-    if hidden is not None:
-        raise _fail(FailureCode.PATH_UNSAFE, f"lists path {hidden!r}: {HIDDEN_PROBLEM}", where)
     if list(map(_MEDIA_TYPE, manifest.files)) != list(map(media_type_for, paths)):
         entry = next(e for e in manifest.files if e.media_type != media_type_for(e.path))
         raise _fail(
@@ -240,6 +235,26 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
             f"lists {entry.path!r} as {entry.media_type}; a file of that name is {media_type_for(entry.path)}",
             where,
         )
+
+
+MAX_LISTED_FAILURES = 20
+"""At most this many unsafe or hidden listed paths are said, each its own failure (a listing of thousands is
+one mistake made thousands of times, and every failure is said in a log line)."""
+
+
+def _refuse_listed(where: Path, paths: Sequence[str]) -> None:
+    """Refuse every listed path that is unsafe or hidden: one failure per path (the first raised, the others in
+    ``also``), so an operator sees each, not the first of several."""
+    unsafe = unsafe_paths(paths)
+    named = {path for path, _ in unsafe}
+    found = [(path, f"lists unsafe path {path!r}: {problem}") for path, problem in unsafe]
+    found += [(path, f"lists path {path!r}: {HIDDEN_PROBLEM}") for path in hidden_paths(paths) if path not in named]
+    failures = [
+        ReleaseVerificationError(FailureCode.PATH_UNSAFE, said, path=str(where), details={"listed": path})
+        for path, said in found[:MAX_LISTED_FAILURES]
+    ]
+    if failures:
+        raise failures[0].with_also(failures[1:])
 
 
 def _check_signatures(
