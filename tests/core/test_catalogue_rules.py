@@ -411,7 +411,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], FailureCode]] = {
         FailureCode.CATALOGUE_INVALID,
     ),
     "an output where the adapter installs a directory": (
-        _second_output_path("experiment", ".opencode/skills"),
+        _second_output_path("experiment", ".opencode/skill"),
         FailureCode.CATALOGUE_INVALID,
     ),
     "output file name longer than 255 bytes": (

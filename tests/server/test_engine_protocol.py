@@ -80,7 +80,7 @@ def test_start_binds_a_second_pinned_adapter(engines: Engines) -> None:
     result = start(engine, harness, harness.confirm(example_state("1.2.0")))
     assert result["status"] == "active"
     paths = {a["install_path"] for a in result["step"]["host_assets"]}
-    assert ".opencode/agents/evidence-auditor.md" in paths  # OpenCode documents the plural folders
+    assert ".opencode/agent/evidence-auditor.md" in paths  # opencode@1.0.0 as released (1.3.1's 1.1.0: plural)
     assert _claims(result["checkpoint"])["host"]["harness"] == "opencode"
 
 
