@@ -230,17 +230,19 @@ class WorkflowHarness:
     async def start(
         self, workflow: str, workflow_version: str | None = None, *, initial_version: str | None = None
     ) -> RunResult:
-        """Confirm the scenario's initial state and start ``workflow``.
+        """Confirm the scenario's initial state and start ``workflow`` (its id or an alias).
 
         ``workflow_version``: start that version. Without it the verifier
         starts the newest version it holds (the protocol's rule, as the bridge's
-        ``start_run``), and the scenario's facts are those of ``initial_version``
-        or, without that, of the version the verifier starts: a start with no
-        facts asks it (it answers ``blocked``, naming the version, and nothing
-        is started or logged).
+        ``start_run``). The scenario is asked for the facts of the workflow's id
+        (an alias resolved by the verifier first, :meth:`HostSession.resolve`:
+        a start with no facts, answered ``blocked``, nothing started or logged)
+        at ``initial_version`` or, without that, at the version the verifier
+        starts.
         """
-        version = initial_version or workflow_version or await self.session.newest_version(workflow)
-        values = self._calls.initial_state(version, workflow=workflow)
+        named = await self.session.resolve(workflow, workflow_version)
+        version = initial_version or named.version
+        values = self._calls.initial_state(version, workflow=named.workflow)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
 
     async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:

@@ -1,0 +1,69 @@
+"""The host kit's examples scenario (``CatalogueExamples``) on catalogues a harness author builds.
+
+Each test builds a catalogue from ``rimthan-pack init``'s scaffold with the installed ``rimthan-pack``, signs it
+with a real key, and drives it through the real ``rimthan-mcp`` server with ``WorkflowHarness``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import anyio
+from rimthan_host.harness import CatalogueExamples, RunResult, WorkflowHarness, client_caller
+from rimthan_host.protocol import HostProfile
+from support.pack_cli import BIN, init_scaffold, pack
+from support.processes import stdio_client_process
+from support.releases import KeyPair
+
+HOST = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text("utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), "utf-8")
+
+
+def _build(source: Path, keypair: KeyPair, out: Path) -> Path:
+    built = pack("build", source, "--key", keypair.private_path, "--out", out)
+    assert built.returncode == 0, built.stderr
+    return out / f"{source.parent.name}-{source.name}"
+
+
+def _walk(release: Path, trust: Path, project: Path, workflow: str, version: str | None = None) -> RunResult:
+    """A run of ``workflow`` (an id or an alias) on ``release``, scripted from the release's own examples."""
+    args = ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(project / ".state")]
+
+    async def walk() -> RunResult:
+        with (project.parent / f"{project.name}.log").open("w") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                with WorkflowHarness(client_caller(client), examples, project_dir=project, host=HOST) as harness:
+                    return await harness.run(await harness.start(workflow, version))
+
+    return anyio.run(walk)
+
+
+def test_a_start_by_alias_reads_the_examples_of_the_workflow_the_alias_names(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """``start("flow")`` looked for examples/flow/ (the alias), missed examples/my-flow/ and read examples/.
+
+    The alias is resolved to the workflow id by the verifier before the examples are looked up, with or
+    without a version asked for.
+    """
+    source = init_scaffold(tmp_path)
+    _edit(source / "workflows" / "my-flow.toml", "entry_aliases = []", 'entry_aliases = ["flow"]')
+    own = source / "examples" / "my-flow"
+    own.mkdir()
+    for name in ("confirmed-state.json", "summary.json"):
+        shutil.move(source / "examples" / name, own / name)
+    release = _build(source, keypair, tmp_path / "rel")
+
+    for version in ("0.1.0", None):
+        project = tmp_path / f"project-{version}"
+        finished = _walk(release, trust, project, "flow", version)
+        assert finished.status == "completed", finished
+        assert finished.workflow == "my-flow"
+        assert (project / "out" / "summary.json").read_bytes() == (own / "summary.json").read_bytes()
