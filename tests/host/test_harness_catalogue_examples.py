@@ -10,10 +10,19 @@ import shutil
 from pathlib import Path
 
 import anyio
-from rimthan_host.harness import CatalogueExamples, RunResult, WorkflowHarness, client_caller
+import pytest
+from rimthan_host.harness import (
+    AuthorContext,
+    CatalogueExamples,
+    HarnessError,
+    RunResult,
+    WorkflowHarness,
+    client_caller,
+)
 from rimthan_host.protocol import HostProfile
 from support.pack_cli import BIN, init_scaffold, pack
 from support.processes import stdio_client_process
+from support.refusals import refusal
 from support.releases import KeyPair
 
 HOST = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
@@ -67,3 +76,43 @@ def test_a_start_by_alias_reads_the_examples_of_the_workflow_the_alias_names(
         assert finished.status == "completed", finished
         assert finished.workflow == "my-flow"
         assert (project / "out" / "summary.json").read_bytes() == (own / "summary.json").read_bytes()
+
+
+@pytest.mark.parametrize("output", ["answers", "confirmed-state"])
+def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_and_by_the_scenario(
+    keypair: KeyPair, tmp_path: Path, output: str
+) -> None:
+    """A JSON output ``answers`` (or ``confirmed-state``) has its example in answers.json, the owner's answers' file.
+
+    The build checked that one file as the answers (or the state) and refused it for a reason that named neither
+    the output nor the collision; a scenario given such a release would submit the answers as the artifact.
+    """
+    source = init_scaffold(tmp_path)
+    flow = source / "workflows" / "my-flow.toml"
+    _edit(flow, 'id = "summary"', f'id = "{output}"')
+    example = source / "examples" / f"{output}.json"
+    if output == "answers":
+        shutil.move(source / "examples" / "summary.json", example)
+    else:
+        (source / "examples" / "summary.json").unlink()
+
+    built = pack("build", source, "--key", keypair.private_path, "--out", tmp_path / "rel")
+
+    assert built.returncode == 1, built.stderr
+    said = refusal(built.stderr)
+    assert said.error == (
+        f"error: catalogue_invalid: {flow}: output {output!r} of step write-summary (workflow my-flow@0.1.0) would "
+        f"have its worked example in examples/{output}.json, the file of the worked example's "
+        f"{'answers' if output == 'answers' else 'confirmed state'}: one file cannot be both"
+    )
+    assert said.next == (
+        f"rename output {output!r} in workflows/my-flow.toml to an id other than confirmed-state or answers (such "
+        f"as {output}-record), and its example file with it"
+    )
+    assert not (tmp_path / "rel").exists()
+
+    scenario = CatalogueExamples({"0.1.0": source / "examples"}, route="")  # (a release built before the rule)
+    declared = {"id": output, "media_type": "application/json", "path": f"out/{output}.json"}
+    ctx = AuthorContext("0.1.0", "write-summary", declared, {}, 0, (), {}, "my-flow")
+    with pytest.raises(HarnessError, match=f"output {output!r} has no worked example in .*: its example name is"):
+        scenario.author(ctx)

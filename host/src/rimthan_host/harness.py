@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rimthan_workflow_registry.canonical import sha256_hex
-from rimthan_workflow_registry.run import ANSWERS_EXAMPLE, has_own_examples, recorded_answers
+from rimthan_workflow_registry.run import (
+    ANSWERS_EXAMPLE,
+    example_name,
+    has_own_examples,
+    recorded_answers,
+    reserved_example,
+)
 
 from .confirmations import ConfirmedStateBook
 from .files import WrittenFile
@@ -145,8 +151,17 @@ class CatalogueExamples:
         return {**state, "research_route": values["research_route"]} if "research_route" in values else state
 
     def author(self, ctx: AuthorContext) -> str:
-        ext = "json" if ctx.output["media_type"] == "application/json" else "md"
-        return (self._dir(ctx.workflow_version, ctx.workflow) / f"{ctx.output['id']}.{ext}").read_text("utf-8")
+        """The output's worked example, ``<artifact-id>.json|md``; refused for one named as the example's own files."""
+        output, media_type = str(ctx.output["id"]), str(ctx.output["media_type"])
+        folder = self._dir(ctx.workflow_version, ctx.workflow)
+        taken = reserved_example(output, media_type)
+        if taken is not None:
+            raise HarnessError(
+                f"output {output!r} has no worked example in {folder}: its example name is {taken}, the worked "
+                f"example's own {taken} (a release built before the build refused that); author it in a scenario of "
+                "your own, or rename the output in the catalogue"
+            )
+        return (folder / example_name(output, media_type)).read_text("utf-8")
 
     def review(self, ctx: ReviewContext) -> Review:
         changed = [

@@ -50,8 +50,10 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.run.catalogue_examples import (
         ANSWERS_EXAMPLE,
         check_examples,
+        example_name,
         has_own_examples,
         recorded_answers,
+        reserved_example,
     )
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
@@ -135,6 +137,8 @@ __all__ = [
     "changed_fields",
     "check_examples",
     "recorded_answers",
+    "reserved_example",
+    "example_name",
     "ANSWERS_EXAMPLE",
     "check_reports",
     "check_reports_size",
@@ -198,6 +202,8 @@ _HOME = {
     "changed_fields": "rimthan_workflow_registry.run.confirmed_state",
     "check_examples": "rimthan_workflow_registry.run.catalogue_examples",
     "recorded_answers": "rimthan_workflow_registry.run.catalogue_examples",
+    "reserved_example": "rimthan_workflow_registry.run.catalogue_examples",
+    "example_name": "rimthan_workflow_registry.run.catalogue_examples",
     "ANSWERS_EXAMPLE": "rimthan_workflow_registry.run.catalogue_examples",
     "check_reports": "rimthan_workflow_registry.run.validation_bundle",
     "check_reports_size": "rimthan_workflow_registry.run.validation_bundle",

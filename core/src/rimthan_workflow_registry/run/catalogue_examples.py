@@ -50,6 +50,9 @@ README_NAMES = frozenset({"readme", "readme.md", "readme.txt"})
 """A file of the examples folder with one of these names (any case) is documentation, no example: it ships,
 signed, as a README anywhere in a source does, and is neither checked nor refused as a stray example."""
 ANSWERS_EXAMPLE = "answers.json"  # {question field: the answer the example's owner gives}
+RESERVED_EXAMPLES = {CONFIRMED_STATE_EXAMPLE: "confirmed state", ANSWERS_EXAMPLE: "answers"}
+"""The worked example's own files, and what each holds: no output's example may have one of these names (a JSON
+output ``confirmed-state`` or ``answers`` would), or a file of that name could be either."""
 _EXTENSIONS = {"application/json": "json", "text/markdown": "md"}
 CHECKER_SUFFIX = ":examples"  # the checks' memory: a new rule, a new suffix (old passes void)
 _KEY_TEXT = compact_encoder(sort_keys=True, ensure_ascii=True)
@@ -145,6 +148,36 @@ def example_name(artifact_id: str, media_type: str) -> str:
     return f"{artifact_id}.{_EXTENSIONS.get(media_type, 'md')}"
 
 
+def reserved_example(artifact_id: str, media_type: str) -> str | None:
+    """The worked example's own file an artifact's example name would collide with (``RESERVED_EXAMPLES``), or None."""
+    name = example_name(artifact_id, media_type)
+    return name if name in RESERVED_EXAMPLES else None
+
+
+def refuse_reserved_outputs(examples: WorkflowExamples) -> None:
+    """Refuse a workflow with worked examples whose output's example name is the confirmed state's or the answers'.
+
+    ``examples/answers.json`` could not say whether it is the owner's answers or output ``answers``'s example
+    (nor ``confirmed-state.json`` which): a harness would submit the one as the other.
+    """
+    if not examples.files():
+        return
+    for step in examples.workflow.steps:
+        for output in step.outputs:
+            taken = reserved_example(output.id, output.media_type)
+            if taken is not None:
+                raise _refused(
+                    FailureCode.CATALOGUE_INVALID,
+                    examples.workflow.source,
+                    f"output {output.id!r} of step {step.id} (workflow {examples.workflow.key}) would have its "
+                    f"worked example in {examples.folder}/{taken}, the file of the worked example's "
+                    f"{RESERVED_EXAMPLES[taken]}: one file cannot be both",
+                    f"rename output {output.id!r} in {examples.workflow.source} to an id other than "
+                    f"{' or '.join(_stem(n) for n in RESERVED_EXAMPLES)} (such as {output.id}-record), and its "
+                    "example file with it",
+                )
+
+
 def check_examples(
     catalogue: Catalogue,
     schemas: Schemas,
@@ -156,6 +189,7 @@ def check_examples(
     checked = 0
     for workflow in catalogue.workflows:
         examples = WorkflowExamples(workflow, examples_folder(workflow.id, paths), paths)
+        refuse_reserved_outputs(examples)
         found = {path: read(path) for path in examples.files()}
         checked += len(found)
         if not found:
