@@ -20,18 +20,12 @@ from rimthan_host.harness import (
     client_caller,
 )
 from rimthan_host.protocol import HostProfile
-from support.pack_cli import BIN, init_scaffold, pack
+from support.pack_cli import BIN, asks_audience, edit_text, init_scaffold, pack
 from support.processes import stdio_client_process
 from support.refusals import refusal
 from support.releases import KeyPair
 
 HOST = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
-
-
-def _edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text("utf-8")
-    assert old in text
-    path.write_text(text.replace(old, new, 1), "utf-8")
 
 
 def _build(source: Path, keypair: KeyPair, out: Path) -> Path:
@@ -63,7 +57,7 @@ def test_a_start_by_alias_reads_the_examples_of_the_workflow_the_alias_names(
     without a version asked for.
     """
     source = init_scaffold(tmp_path)
-    _edit(source / "workflows" / "my-flow.toml", "entry_aliases = []", 'entry_aliases = ["flow"]')
+    edit_text(source / "workflows" / "my-flow.toml", "entry_aliases = []", 'entry_aliases = ["flow"]')
     own = source / "examples" / "my-flow"
     own.mkdir()
     for name in ("confirmed-state.json", "summary.json"):
@@ -89,7 +83,7 @@ def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_an
     """
     source = init_scaffold(tmp_path)
     flow = source / "workflows" / "my-flow.toml"
-    _edit(flow, 'id = "summary"', f'id = "{output}"')
+    edit_text(flow, 'id = "summary"', f'id = "{output}"')
     example = source / "examples" / f"{output}.json"
     if output == "answers":
         shutil.move(source / "examples" / "summary.json", example)
@@ -116,3 +110,44 @@ def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_an
     ctx = AuthorContext("0.1.0", "write-summary", declared, {}, 0, (), {}, "my-flow")
     with pytest.raises(HarnessError, match=f"output {output!r} has no worked example in .*: its example name is"):
         scenario.author(ctx)
+
+
+def test_a_migration_keeps_every_answer_the_run_gave_not_only_research_route(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """``migration_state`` carried only ``research_route``: the owner's ``audience`` was dropped at a migration.
+
+    The target state is the target version's worked-example facts and every value of the run they do not set.
+    my-flow 0.1.0 and 0.2.0 both ask ``audience``; the run answers it (the caller's answer, not the example's),
+    migrates at write-summary and keeps it.
+    """
+    first = init_scaffold(tmp_path)
+    asks_audience(first)
+    (first / "examples" / "answers.json").write_text('{"audience": "team"}\n', "utf-8")
+    second = first.parent / "0.2.0"
+    shutil.copytree(first, second)
+    for toml in (second / "catalogue.toml", second / "workflows" / "my-flow.toml"):
+        edit_text(toml, 'version = "0.1.0"', 'version = "0.2.0"')
+    old, new = (_build(source, keypair, tmp_path / "rel") for source in (first, second))
+    state = tmp_path / "state"
+    args = ["serve", "--release", str(old), "--migration-target", str(new), "--trust", str(trust)]
+    args += ["--state-dir", str(state)]
+    examples = {"0.1.0": old / "catalogue" / "examples", "0.2.0": new / "catalogue" / "examples"}
+
+    async def walk() -> tuple[dict[str, object], RunResult]:
+        with (tmp_path / "serve.log").open("w") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                scenario = CatalogueExamples(examples, route="", answers={"audience": "board"})
+                project = tmp_path / "project"
+                with WorkflowHarness(client_caller(client), scenario, project_dir=project, host=HOST) as harness:
+                    at = await harness.run(await harness.start("my-flow", "0.1.0"), until_step="write-summary")
+                    assert harness.state.values["audience"] == "board"
+                    moved = await harness.migrate(at, "my-flow@0.2.0", "0.2.0", confirm=True)
+                    assert moved.status == "active", moved
+                    migrated = dict(harness.state.values)
+                    return migrated, await harness.run(moved)
+
+    migrated, finished = anyio.run(walk)
+
+    assert migrated == {"goal": "Decide whether to keep the weekly status meeting", "audience": "board"}
+    assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished

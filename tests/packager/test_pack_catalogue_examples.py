@@ -17,7 +17,7 @@ import pytest
 from rimthan_host.harness import CatalogueExamples, HarnessError, RunResult, WorkflowHarness, client_caller
 from rimthan_host.protocol import HostProfile
 from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
-from support.pack_cli import BIN, init_scaffold, pack
+from support.pack_cli import BIN, asks_audience, init_scaffold, pack
 from support.processes import stdio_client_process
 from support.refusals import Refusal, refusal, refusals
 from support.releases import KeyPair
@@ -528,22 +528,6 @@ def test_examples_a_workflow_with_a_folder_of_its_own_no_longer_takes_are_refuse
 # --------------------------------------------------------------------------- answers a worked example records
 
 
-def _asks_audience(source: Path) -> None:
-    """my-flow's plan step asks a question that is not research_route: ``audience``, team or board."""
-    _edit(
-        source / "workflows" / "my-flow.toml",
-        'instruction = "assets/instructions/plan.md"\nnext = "write-summary"\n',
-        'instruction = "assets/instructions/plan.md"\n'
-        'question = { field = "audience", prompt = "Who reads the summary?", choices = ["team", "board"] }\n\n'
-        '[[steps.branches]]\ntarget = "write-summary"\nwhen = { field = "audience", one_of = ["team", "board"] }\n',
-    )
-    _edit(
-        source / "schemas" / "confirmed-state.schema.json",
-        '"properties": {',
-        '"properties": {\n    "audience": {"type": "string", "enum": ["team", "board"]},',
-    )
-
-
 def test_the_examples_scenario_answers_any_question_its_worked_example_records(
     scaffold: Path, keypair: KeyPair, trust: Path, tmp_path: Path
 ) -> None:
@@ -554,7 +538,7 @@ def test_the_examples_scenario_answers_any_question_its_worked_example_records(
     for. Through the real server and a built, signed release.
     """
     source = _at_version(scaffold, tmp_path, "0.1.0")
-    _asks_audience(source)
+    asks_audience(source)
     answers = source / "examples" / "answers.json"
 
     async def walk(release: Path, name: str) -> WorkflowHarness | HarnessError:

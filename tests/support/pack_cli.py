@@ -20,3 +20,26 @@ def init_scaffold(parent: Path) -> Path:
     made = pack("init", source)
     assert made.returncode == 0, made.stderr
     return source
+
+
+def edit_text(path: Path, old: str, new: str) -> None:
+    """``path`` with its first ``old`` replaced by ``new`` (which must be there)."""
+    text = path.read_text("utf-8")
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1), "utf-8")
+
+
+def asks_audience(source: Path) -> None:
+    """The scaffold's plan step asks a question that is not research_route: ``audience``, team or board."""
+    edit_text(
+        source / "workflows" / "my-flow.toml",
+        'instruction = "assets/instructions/plan.md"\nnext = "write-summary"\n',
+        'instruction = "assets/instructions/plan.md"\n'
+        'question = { field = "audience", prompt = "Who reads the summary?", choices = ["team", "board"] }\n\n'
+        '[[steps.branches]]\ntarget = "write-summary"\nwhen = { field = "audience", one_of = ["team", "board"] }\n',
+    )
+    edit_text(
+        source / "schemas" / "confirmed-state.schema.json",
+        '"properties": {',
+        '"properties": {\n    "audience": {"type": "string", "enum": ["team", "board"]},',
+    )

@@ -82,7 +82,9 @@ class CatalogueExamples:
     ``has_own_examples``): ``confirmed-state.json`` holds the values the
     example decision owner confirms; ``answers.json`` the answer the owner gives
     to each question, unless the caller's ``answers`` give it (``route``
-    answers ``research_route``); ``<artifact-id>.json|md`` the artifact text. The
+    answers ``research_route``); ``<artifact-id>.json|md`` the artifact text. A
+    migration's target state is the target version's ``confirmed-state.json``
+    and every value of the run it does not set (the answers given). The
     scripted validators re-hash every artifact on disk (a changed file fails
     them) and the ones named in ``fail_once`` (id or ``id@version``) fail
     once, to exercise the repair loop.
@@ -147,8 +149,10 @@ class CatalogueExamples:
             raise HarnessError(f"{path} holds no answers: {exc}") from None
 
     def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
+        """The target version's worked-example facts (``confirmed-state.json``: new fields included), and every value
+        of the run they do not set: the answers given on the way (``research_route``, ``audience``...), kept."""
         state = self.initial_state(target_version, workflow=workflow)
-        return {**state, "research_route": values["research_route"]} if "research_route" in values else state
+        return {**state, **{field: value for field, value in values.items() if field not in state}}
 
     def author(self, ctx: AuthorContext) -> str:
         """The output's worked example, ``<artifact-id>.json|md``; refused for one named as the example's own files."""
