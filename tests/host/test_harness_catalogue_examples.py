@@ -6,7 +6,11 @@ with a real key, and drives it through the real ``rimthan-mcp`` server with ``Wo
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -23,7 +27,7 @@ from rimthan_host.protocol import HostProfile
 from support.pack_cli import BIN, asks_audience, edit_text, init_scaffold, pack
 from support.processes import stdio_client_process
 from support.refusals import refusal
-from support.releases import KeyPair
+from support.releases import KeyPair, trust_dir
 
 HOST = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
 
@@ -151,3 +155,27 @@ def test_a_migration_keeps_every_answer_the_run_gave_not_only_research_route(
 
     assert migrated == {"goal": "Decide whether to keep the weekly status meeting", "audience": "board"}
     assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished
+
+
+def test_the_harness_guides_python_harness_runs_as_written(keypair: KeyPair, tmp_path: Path) -> None:
+    """docs/harness-guide.md pointed a Python author at the kit but showed no harness: now it shows the smallest.
+
+    Extracted from the guide and run as a script where the guide says: beside ``rel/`` (the scaffold built and
+    signed with a real key) and ``trust/``, the verifier a real ``rimthan-mcp serve`` child.
+    """
+    doc = (Path(__file__).parents[2] / "docs" / "harness-guide.md").read_text("utf-8")
+    (example,) = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    work = tmp_path / "work"
+    work.mkdir()
+    _build(init_scaffold(tmp_path), keypair, work / "rel")
+    trust_dir(work / "trust", keypair)
+    (work / "harness.py").write_text(example, "utf-8")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+
+    done = subprocess.run(
+        [sys.executable, "harness.py"], cwd=work, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "completed my-flow@0.1.0", done.stdout
+    assert (work / "project" / "out" / "summary.json").is_file()
