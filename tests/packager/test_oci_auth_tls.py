@@ -25,6 +25,9 @@ from support.registry import LocalRegistry, TlsFiles, docker_config, make_tls, s
 REPO = "rimthan/research"
 USER, PASSWORD = "release-bot", "correct horse battery staple"
 RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
+CREDENTIAL_VARIABLES = tuple(
+    f"RIMTHAN_REGISTRY_{name}" for name in ("USERNAME", "PASSWORD", "USERNAME_FILE", "PASSWORD_FILE")
+)
 
 
 @pytest.fixture
@@ -55,7 +58,7 @@ def _clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {"HOME": str(home), "DOCKER_CONFIG": str(home / ".docker"), "REQUESTS_CA_BUNDLE": ""}
-    env |= {"RIMTHAN_REGISTRY_USERNAME": "", "RIMTHAN_REGISTRY_PASSWORD": "", "RIMTHAN_REGISTRY_PASSWORD_FILE": ""}
+    env |= {name: "" for name in CREDENTIAL_VARIABLES}
     return env | extra
 
 
@@ -96,6 +99,53 @@ def test_credentials_from_a_password_file(
     _round_trip(auth_registry, packaged_releases["1.2.0"], trust, tmp_path / "out", env, "--plain-http")
 
 
+def _refused_pull(registry: LocalRegistry, trust: Path, out: Path, env: dict[str, str]) -> str:
+    """Pull 1.2.0 with ``env``: its one-line ``oci_unauthorized`` refusal, nothing installed."""
+    pulled = pack("pull", registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", out, "--plain-http", env=env)
+    assert not out.exists()
+    return one_line_error(pulled, "oci_unauthorized")
+
+
+def test_credentials_from_a_user_name_file_and_a_password_file(
+    tmp_path: Path, auth_registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A secret store mounting both halves as files (a Kubernetes secret of type basic-auth) needed the user name
+    in the environment: ``RIMTHAN_REGISTRY_USERNAME_FILE`` was not read, and the password file alone was refused."""
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "username").write_text(USER + "\n", encoding="utf-8")
+    (secrets / "password").write_text(PASSWORD, encoding="utf-8")
+    env = _clean_env(tmp_path, RIMTHAN_REGISTRY_USERNAME_FILE=str(secrets / "username"),
+                     RIMTHAN_REGISTRY_PASSWORD_FILE=str(secrets / "password"))  # fmt: skip
+    _round_trip(auth_registry, packaged_releases["1.2.0"], trust, tmp_path / "out", env, "--plain-http")
+
+
+@pytest.mark.parametrize("case", ["with-user", "no-password", "empty", "fifo"])
+def test_a_user_name_file_that_cannot_be_used_is_refused_in_one_line(
+    tmp_path: Path, auth_registry: LocalRegistry, trust: Path, case: str
+) -> None:
+    """The same refusals as the password file's: set beside the variable, set alone, or not a file holding one."""
+    secret, password = tmp_path / "registry-user", tmp_path / "registry-password"
+    password.write_text(PASSWORD, encoding="utf-8")
+    if case == "fifo":
+        os.mkfifo(secret)
+    else:
+        secret.write_text("" if case == "empty" else USER, encoding="utf-8")
+    besides = {"with-user": {"RIMTHAN_REGISTRY_USERNAME": USER}, "no-password": {"RIMTHAN_REGISTRY_PASSWORD_FILE": ""}}
+    files = {"RIMTHAN_REGISTRY_USERNAME_FILE": str(secret), "RIMTHAN_REGISTRY_PASSWORD_FILE": str(password)}
+    env = _clean_env(tmp_path, **files) | besides.get(case, {})
+    line = _refused_pull(auth_registry, trust, tmp_path / "out", env)
+    said = {
+        "with-user": "both RIMTHAN_REGISTRY_USERNAME and RIMTHAN_REGISTRY_USERNAME_FILE are set; set one",
+        "no-password": "RIMTHAN_REGISTRY_USERNAME_FILE is set but RIMTHAN_REGISTRY_PASSWORD is not; set both (or "
+        "neither, to use the Docker config's), the password as RIMTHAN_REGISTRY_PASSWORD or "
+        "RIMTHAN_REGISTRY_PASSWORD_FILE",
+        "empty": f"the user name file {secret} (RIMTHAN_REGISTRY_USERNAME_FILE) is empty",
+        "fifo": f"the user name file {secret} (RIMTHAN_REGISTRY_USERNAME_FILE) is not a regular file",
+    }[case]
+    assert said in line, line
+
+
 @pytest.mark.parametrize("case", ["with-password", "no-user", "missing", "empty", "directory", "fifo", "too-large"])
 def test_a_password_file_that_cannot_be_used_is_refused_in_one_line(
     tmp_path: Path, auth_registry: LocalRegistry, trust: Path, case: str
@@ -113,9 +163,7 @@ def test_a_password_file_that_cannot_be_used_is_refused_in_one_line(
         env["RIMTHAN_REGISTRY_PASSWORD"] = PASSWORD
     elif case == "no-user":
         env["RIMTHAN_REGISTRY_USERNAME"] = ""
-    pulled = pack("pull", auth_registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out",
-                  "--plain-http", env=env)  # fmt: skip
-    line = one_line_error(pulled, "oci_unauthorized")
+    line = _refused_pull(auth_registry, trust, tmp_path / "out", env)
     said = {
         "with-password": "both RIMTHAN_REGISTRY_PASSWORD and RIMTHAN_REGISTRY_PASSWORD_FILE are set; set one",
         "no-user": "RIMTHAN_REGISTRY_PASSWORD_FILE is set but RIMTHAN_REGISTRY_USERNAME is not",
@@ -126,7 +174,6 @@ def test_a_password_file_that_cannot_be_used_is_refused_in_one_line(
         "too-large": "holds more than 65536 bytes; it is not a password",
     }[case]
     assert said in line, line
-    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("half", ["RIMTHAN_REGISTRY_USERNAME", "RIMTHAN_REGISTRY_PASSWORD"])
@@ -137,9 +184,7 @@ def test_a_user_name_or_a_password_set_alone_is_refused_not_left_for_the_docker_
     it holds working ones, so the pull went through on credentials the operator did not mean): now refused."""
     env = _clean_env(tmp_path, **{half: USER if half.endswith("USERNAME") else PASSWORD})
     docker_config(Path(env["DOCKER_CONFIG"]), auth_registry.host, USER, PASSWORD)
-    pulled = pack("pull", auth_registry.ref(REPO, "1.2.0"), "--trust", trust, "--out", tmp_path / "out",
-                  "--plain-http", env=env)  # fmt: skip
-    line = one_line_error(pulled, "oci_unauthorized")
+    line = _refused_pull(auth_registry, trust, tmp_path / "out", env)
     missing = "RIMTHAN_REGISTRY_PASSWORD" if half.endswith("USERNAME") else "RIMTHAN_REGISTRY_USERNAME"
     assert f"{half} is set but {missing} is not; set both (or neither, to use the Docker config's)" in line, line
     assert not (tmp_path / "out").exists()

@@ -18,13 +18,14 @@ from support.servers import RIMTHAN_MCP, server_env
 
 REPO = "rimthan/research"
 USER, OLD, NEW = "replica-bot", "first password", "second password"
+OLD_USER = "retired-bot"  # the user name a replica reading both halves from files started with
 
 
 def _clean_env(home: Path, **extra: str) -> dict[str, str]:
     """No credentials from the developer's own ~/.docker or environment; only what the test gives."""
     home.mkdir(parents=True, exist_ok=True)
     env = {**server_env(), "HOME": str(home), "DOCKER_CONFIG": str(home / ".docker")}
-    env |= {"RIMTHAN_REGISTRY_USERNAME": "", "RIMTHAN_REGISTRY_PASSWORD": "", "RIMTHAN_REGISTRY_PASSWORD_FILE": ""}
+    env |= {f"RIMTHAN_REGISTRY_{name}": "" for name in ("USERNAME", "PASSWORD", "USERNAME_FILE", "PASSWORD_FILE")}
     return env | extra
 
 
@@ -51,15 +52,17 @@ def _records(server: HttpServer) -> list[dict[str, Any]]:
     return [json.loads(line) for line in server.lines if line.startswith("{")]
 
 
-def test_a_credential_rotated_in_a_file_is_used_at_the_next_refresh_from_either_file_source(
+def test_a_credential_rotated_in_a_file_is_used_at_the_next_refresh_from_every_file_source(
     tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
 ) -> None:
     """A replica given its password through the environment kept the one it started with: rotating it needed a
     restart of every replica, while one reading a Docker config file took the new one at its next refresh. Now
     ``RIMTHAN_REGISTRY_PASSWORD_FILE`` names a file read at every refresh, as the Docker config file is: both
     replicas say the registry refused the old password, then, once their secret file is rotated, take the new one
-    at the next refresh and activate the release pushed meanwhile, without a restart."""
-    registry = start_registry(tmp_path / "registry", users={USER: OLD})
+    at the next refresh and activate the release pushed meanwhile, without a restart. A third replica reads the
+    user name too from a file (``RIMTHAN_REGISTRY_USERNAME_FILE``, read at every refresh as well: before, it was not
+    read at all and the password file alone was refused), and both its files rotate: another account, then ours."""
+    registry = start_registry(tmp_path / "registry", users={USER: OLD, OLD_USER: OLD})
     try:
         _push(registry, packaged_releases["1.2.0"], trust, tmp_path, OLD)
         secret = tmp_path / "secrets" / "registry-password"
@@ -67,20 +70,26 @@ def test_a_credential_rotated_in_a_file_is_used_at_the_next_refresh_from_either_
         secret.write_text(OLD + "\n", encoding="utf-8")  # a trailing newline, as `echo ... >` writes it
         by_file = _clean_env(tmp_path / "a", RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD_FILE=str(secret))
         by_docker = _clean_env(tmp_path / "b")
+        user_file = tmp_path / "secrets" / "registry-username"
+        user_file.write_text(OLD_USER, encoding="utf-8")
+        by_files = _clean_env(tmp_path / "c", RIMTHAN_REGISTRY_USERNAME_FILE=str(user_file),
+                              RIMTHAN_REGISTRY_PASSWORD_FILE=str(secret))  # fmt: skip
         docker = docker_config(Path(by_docker["DOCKER_CONFIG"]), registry.host, USER, OLD)
         with (
             http_server_process(_replica(registry, tmp_path / "a", trust), env=by_file) as a,
             http_server_process(_replica(registry, tmp_path / "b", trust), env=by_docker) as b,
+            http_server_process(_replica(registry, tmp_path / "c", trust), env=by_files) as c,
         ):
             registry.set_users({USER: NEW})
             _push(registry, packaged_releases["1.3.0"], trust, tmp_path, NEW)
-            a.refresh()
-            b.refresh()
+            for replica in (a, b, c):
+                replica.refresh()
             _rotate(secret, NEW + "\n")
+            _rotate(user_file, USER + "\n")
             _rotate(docker, docker_config(tmp_path / "new-docker", registry.host, USER, NEW).read_text("utf-8"))
-            a.refresh()
-            b.refresh()
-            replicas = {"a": _records(a), "b": _records(b)}
+            for replica in (a, b, c):
+                replica.refresh()
+            replicas = {"a": _records(a), "b": _records(b), "c": _records(c)}
     finally:
         registry.stop()
     for name, records in replicas.items():
@@ -90,7 +99,10 @@ def test_a_credential_rotated_in_a_file_is_used_at_the_next_refresh_from_either_
             "registry accepts our credentials again",
         ], (name, said)
         assert "refused the credentials (HTTP 401)" in said[0]["error"]["message"], (name, said)
-        assert "RIMTHAN_REGISTRY_PASSWORD_FILE are read again at every refresh" in said[0]["next"], (name, said)
+        assert (
+            "RIMTHAN_REGISTRY_USERNAME_FILE and RIMTHAN_REGISTRY_PASSWORD_FILE are read again at every refresh"
+            in (said[0]["next"])
+        ), (name, said)
         done = [r for r in records if r["event"] == "refresh done"]
         assert done[-2]["active"] == "research-decision@1.2.0", (name, done)
         assert done[-2]["sync_failed"]["code"] == "oci_unauthorized", (name, done)

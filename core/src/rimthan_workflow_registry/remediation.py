@@ -149,7 +149,7 @@ _TABLE: dict[FailureCode, str] = {
     _C.OCI_REFERENCE_INVALID: "write the reference as oci://HOST[:PORT]/REPOSITORY[:TAG] "
     "or oci://HOST[:PORT]/REPOSITORY@sha256:DIGEST",
     _C.OCI_REGISTRY_ERROR: "check the registry address and tag, --plain-http for a registry without TLS, and "
-    "credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_PASSWORD/_PASSWORD_FILE)",
+    "credentials (Docker config file or RIMTHAN_REGISTRY_USERNAME/_USERNAME_FILE with _PASSWORD/_PASSWORD_FILE)",
     _C.OCI_ARTIFACT_INVALID: "nothing was installed; ask the publisher to push the release again with "
     "`rimthan-pack push`",
     _C.OCI_BLOB_MISMATCH: "the registry's storage was altered; nothing was installed: restore the registry and "
@@ -159,8 +159,8 @@ _TABLE: dict[FailureCode, str] = {
     _C.OCI_TAG_EXISTS: "publish a new version, or pass --replace-tag to move the tag (the old release stays "
     "addressable by digest)",
     _C.OCI_UNAUTHORIZED: "give credentials the registry accepts: a Docker config file (~/.docker/config.json or "
-    "$DOCKER_CONFIG/config.json) or RIMTHAN_REGISTRY_USERNAME with RIMTHAN_REGISTRY_PASSWORD or "
-    "RIMTHAN_REGISTRY_PASSWORD_FILE",
+    "$DOCKER_CONFIG/config.json) or RIMTHAN_REGISTRY_USERNAME (or _USERNAME_FILE) with RIMTHAN_REGISTRY_PASSWORD "
+    "(or _PASSWORD_FILE)",
     _C.OCI_TLS_UNTRUSTED: "trust the CA that issued the registry's certificate: set REQUESTS_CA_BUNDLE to a PEM "
     "file holding it (see docs/fleet.md)",
     # --- server

@@ -275,8 +275,9 @@ class RegistryFollower:
 def _credentials_step(exc: RegistryError) -> str:
     """Where the follower's credentials come from, and when it reads them again."""
     where = (
-        "give credentials the registry accepts: config.json (Docker) and RIMTHAN_REGISTRY_PASSWORD_FILE are read "
-        "again at every refresh (SIGHUP), RIMTHAN_REGISTRY_USERNAME and _PASSWORD only at start"
+        "give credentials the registry accepts: config.json (Docker), RIMTHAN_REGISTRY_USERNAME_FILE and "
+        "RIMTHAN_REGISTRY_PASSWORD_FILE are read again at every refresh (SIGHUP), RIMTHAN_REGISTRY_USERNAME and "
+        "_PASSWORD only at start"
     )
     return where if exc.next_step is None else f"{exc.next_step}; {where}"
 

@@ -2,7 +2,7 @@
 
 :func:`open_registry` gives an oras client for one registry, every request
 under :mod:`.oci_bounds`, with credentials from the Docker config file or
-``RIMTHAN_REGISTRY_USERNAME`` with ``_PASSWORD`` or ``_PASSWORD_FILE`` (every
+``RIMTHAN_REGISTRY_USERNAME`` or ``_USERNAME_FILE`` with ``_PASSWORD`` or ``_PASSWORD_FILE`` (every
 file read again at each call, so a follower sees a rotated credential at its
 next refresh), answered to the registry's own
 token or Basic challenge (never to a host a redirect led to, never in the
@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 USERNAME_ENV = "RIMTHAN_REGISTRY_USERNAME"
 PASSWORD_ENV = "RIMTHAN_REGISTRY_PASSWORD"
+USERNAME_FILE_ENV = "RIMTHAN_REGISTRY_USERNAME_FILE"  # a mounted secret: read at every open_registry
 PASSWORD_FILE_ENV = "RIMTHAN_REGISTRY_PASSWORD_FILE"  # a mounted secret that rotates: read at every open_registry
-_PASSWORD_FILE_MAX = 64 * 1024  # a registry token is a few KiB; a file past this is not a password
+_SECRET_FILE_MAX = 64 * 1024  # a registry token is a few KiB; a file past this is not a password
 # RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
 
@@ -164,58 +165,73 @@ def open_registry(ref: OciReference, *, plain_http: bool = False) -> oras.provid
 
 
 def _environment_credentials(ref: OciReference) -> tuple[str, str] | None:
-    """``RIMTHAN_REGISTRY_USERNAME`` with ``_PASSWORD``, or with the password in ``_PASSWORD_FILE`` as it is now.
+    """The user name and the password from the environment, each given as a variable or as a file read now.
 
-    The file is read at every call (every pull, push and follower sync), so a
-    secret mounted as a file and rotated in place is used from the next
-    refresh on; an environment variable stays what the process started with.
-    A password file set with a password, or without a user name, and a user
-    name or a password set alone, are refused rather than guessed at.
+    ``RIMTHAN_REGISTRY_USERNAME`` or ``_USERNAME_FILE``, with ``_PASSWORD`` or
+    ``_PASSWORD_FILE``. A file is read at every call (every pull, push and
+    follower sync), so a secret mounted as a file and rotated in place is used
+    from the next refresh on; an environment variable stays what the process
+    started with. A variable set beside its file, and a user name or a
+    password given alone, are refused rather than guessed at.
     """
-    user, password, named = (os.environ.get(name) for name in (USERNAME_ENV, PASSWORD_ENV, PASSWORD_FILE_ENV))
-    if not named:
-        if bool(user) != bool(password):  # (half set: the Docker config's credentials would be used without a word)
-            given, missing = (USERNAME_ENV, PASSWORD_ENV) if user else (PASSWORD_ENV, USERNAME_ENV)
-            raise refusal(
-                FailureCode.OCI_UNAUTHORIZED,
-                f"{given} is set but {missing} is not; set both (or neither, to use the Docker config's)",
-                str(ref),
-            )
-        return (user, password) if user and password else None
-    if password:
+    user = _one_source(USERNAME_ENV, USERNAME_FILE_ENV, ref)
+    password = _one_source(PASSWORD_ENV, PASSWORD_FILE_ENV, ref)
+    if user is None and password is None:
+        return None
+    if user is None or password is None:  # (half set: the Docker config's credentials would be used without a word)
+        given = next(source[0] for source in (user, password) if source is not None)
+        missing = PASSWORD_ENV if user is not None else USERNAME_ENV
         raise refusal(
-            FailureCode.OCI_UNAUTHORIZED, f"both {PASSWORD_ENV} and {PASSWORD_FILE_ENV} are set; set one", str(ref)
+            FailureCode.OCI_UNAUTHORIZED,
+            f"{given} is set but {missing} is not; set both (or neither, to use the Docker config's), "
+            f"the {'password' if user is not None else 'user name'} as {missing} or {missing}_FILE",
+            str(ref),
         )
-    if not user:
-        raise refusal(
-            FailureCode.OCI_UNAUTHORIZED, f"{PASSWORD_FILE_ENV} is set but {USERNAME_ENV} is not; set both", str(ref)
-        )
-    return user, _read_password_file(Path(named), ref)
+    return user[1](), password[1]()
 
 
-def _read_password_file(path: Path, ref: OciReference) -> str:
-    """The password in ``path``, its one trailing newline dropped (as ``docker login --password-stdin`` does)."""
+def _one_source(variable: str, file_variable: str, ref: OciReference) -> tuple[str, Callable[[], str]] | None:
+    """Which of ``variable`` and ``file_variable`` is set (its name), and how to read its value; both set: refused.
+
+    The file is read only once both halves of the credentials are known to be given, so a half-set pair is said
+    as that, not as a file that cannot be read.
+    """
+    value, named = os.environ.get(variable), os.environ.get(file_variable)
+    if value and named:
+        raise refusal(FailureCode.OCI_UNAUTHORIZED, f"both {variable} and {file_variable} are set; set one", str(ref))
+    if named:
+        return file_variable, lambda: _read_secret_file(Path(named), file_variable, ref)
+    return (variable, lambda: value) if value else None
+
+
+_SECRET_WHAT = {USERNAME_FILE_ENV: "user name", PASSWORD_FILE_ENV: "password"}
+
+
+def _read_secret_file(path: Path, variable: str, ref: OciReference) -> str:
+    """The user name or password in ``path``, its one trailing newline dropped (as ``docker login
+    --password-stdin`` does)."""
+    what = _SECRET_WHAT[variable]
 
     def unusable(why: str) -> RegistryError:
-        return refusal(FailureCode.OCI_UNAUTHORIZED, f"the password file {path} ({PASSWORD_FILE_ENV}) {why}", str(ref))
+        return refusal(FailureCode.OCI_UNAUTHORIZED, f"the {what} file {path} ({variable}) {why}", str(ref))
 
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO there must not hold the sync
         with os.fdopen(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 raise unusable("is not a regular file")
-            data = file.read(_PASSWORD_FILE_MAX + 1)
+            data = file.read(_SECRET_FILE_MAX + 1)
     except OSError as exc:
         raise unusable(f"cannot be read ({quoted(exc.strerror or exc)})") from None
-    if len(data) > _PASSWORD_FILE_MAX:
-        raise unusable(f"holds more than {_PASSWORD_FILE_MAX} bytes; it is not a password")
+    if len(data) > _SECRET_FILE_MAX:
+        raise unusable(f"holds more than {_SECRET_FILE_MAX} bytes; it is not a {what}")
     try:
-        password = data.decode("utf-8").removesuffix("\n").removesuffix("\r")
+        secret = data.decode("utf-8").removesuffix("\n").removesuffix("\r")
     except UnicodeDecodeError:
         raise unusable("is not UTF-8 text") from None
-    if not password:
+    if not secret:
         raise unusable("is empty")
-    return password
+    return secret
 
 
 def _load_docker_configs(registry: oras.provider.Registry, ref: OciReference) -> None:
