@@ -7,14 +7,18 @@ only once it holds a verified release, so the check says it serves and which rel
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
 import signal
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
+from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward
 from support.oci import push
 from support.processes import http_server_process
 from support.registry import LocalRegistry
@@ -68,7 +72,8 @@ def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_servin
 ) -> None:
     """``/healthz`` said 200 for ever on a follower whose registry was gone: a balancer kept sending calls to a
     replica that could no longer take a publish. With ``--stale-after`` it answers 503 with the failure (code, since
-    when) once its last good sync is that long past, and 200 again at the first sync that reaches the registry."""
+    when) once its last good sync is that long past, and 200 again at the first sync that reaches the registry; each
+    change said in one log line (the probes in between say nothing)."""
     ref = registry.ref("rimthan/stale")
     push(packaged_releases["1.2.0"], ref, trust)
     argv = [RIMTHAN_MCP, "serve", "--releases-from", ref, "--plain-http", "--releases-dir", tmp_path / "releases",
@@ -84,7 +89,9 @@ def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_servin
         registry.restart()
         server.refresh()
         back = _get(health)
-    assert "health: GET /healthz answers 503 once syncs fail and the last good one is over 1s old" in server.stderr()
+        records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    started = "health: GET /healthz answers 503 once syncs fail or hang and the last good one is over 1s old"
+    assert started in server.stderr()
     assert synced == {"status": "serving", "active": ["research-decision@1.2.0"], "sync_failed": None}, synced
     said = json.loads(stale[2])
     assert said["status"] == "stale" and said["active"] == ["research-decision@1.2.0"], said
@@ -93,3 +100,61 @@ def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_servin
     assert head[0] == 503 and head[2] == "", head
     assert back[0] == 200 and json.loads(back[2])["status"] == "serving", back
     assert json.loads(back[2])["sync_failed"] is None, back
+    changes = [(r["level"], r["event"], r.get("code")) for r in records if r["logger"] == "rimthan.mcp.health"]
+    assert changes == [
+        ("warning", "stale; /healthz answers 503", "oci_registry_error"),
+        ("info", "fresh again; /healthz answers 200", None),
+    ], changes
+
+
+def test_a_follower_whose_registry_hangs_is_stale_after_stale_after_and_says_each_change_once(
+    tmp_path: Path,
+    registry: LocalRegistry,
+    hostile: Callable[..., HostileRegistry],
+    packaged_releases: dict[str, Path],
+    trust: Path,
+) -> None:
+    """A registry that takes the connection and never answers held the sync (and ``/healthz`` at 200) until the
+    request's read timeout, or the sync's 600 s deadline for one that drips: ``--stale-after`` counted only from a
+    sync that had failed. Now a sync under way counts from the last good one, so the answer turns 503 while the sync
+    still hangs (nothing has failed yet). Turning 503 and turning 200 again were not logged at all: now one warning
+    (code, since when, the registry) and one info line, however many probes see the same state."""
+    hangs, released = threading.Event(), threading.Event()
+
+    def answer(handler: http.server.BaseHTTPRequestHandler, front: HostileRegistry) -> None:
+        if hangs.is_set():  # took the connection and the request; answers only once released
+            released.wait(BOUNDED_WAIT)
+        forward(handler, front, registry.host)
+
+    front = hostile(answer)
+    push(packaged_releases["1.2.0"], registry.ref("rimthan/hangs"), trust)
+    argv = [RIMTHAN_MCP, "serve", "--releases-from", front.ref("rimthan/hangs"), "--plain-http",
+            "--releases-dir", tmp_path / "releases", "--trust", trust, "--state-dir", tmp_path / "state",
+            "--transport", "http", "--port", "0", "--stale-after", "1"]  # fmt: skip
+    with http_server_process([str(a) for a in argv], env=server_env()) as server:
+        health = server.url.replace("/mcp", "/healthz")
+        first = _get(health)
+        hangs.set()
+        server.process.send_signal(signal.SIGHUP)
+        stale = _until_status(health, 503)
+        again = [_get(health)[0] for _ in range(3)]
+        seen = len(server.lines)
+        released.set()
+        server.wait_for('"refresh done"', after=seen)
+        back = [_get(health) for _ in range(3)]
+        records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    assert first[0] == 200, first
+    said = json.loads(stale[2])
+    assert said["status"] == "stale" and said["sync_failed"] is None, said  # the sync still hangs: nothing failed
+    assert said["stale"]["after"] == 1 and said["stale"]["sync_under_way_since"], said
+    assert again == [503] * 3, again
+    assert [answer[0] for answer in back] == [200] * 3, back
+    changes = [r for r in records if r["logger"] == "rimthan.mcp.health"]
+    assert [(r["level"], r["event"]) for r in changes] == [
+        ("warning", "stale; /healthz answers 503"),
+        ("info", "fresh again; /healthz answers 200"),
+    ], changes
+    went, came = changes
+    assert went["registry"] == came["registry"] == front.ref("rimthan/hangs"), changes
+    assert went["code"] == "oci_registry_error" and went["since"] == said["stale"]["sync_under_way_since"], went
+    assert came["stale_since"] >= went["since"] and came["last_synced"] >= came["stale_since"], came

@@ -258,9 +258,9 @@ def main() -> None:
     type=float,
     default=None,
     metavar="SECONDS",
-    help="With --releases-from and --transport http: GET /healthz answers 503 (status stale) once syncs fail and "
-    "the last one that did not is over SECONDS old, so a load balancer drains the replica. [default: off; 200 "
-    "while it serves what it holds]",
+    help="With --releases-from and --transport http: GET /healthz answers 503 (status stale) once syncs fail (or "
+    "one hangs) and the last one that did not is over SECONDS old, so a load balancer drains the replica. [default: "
+    "off; 200 while it serves what it holds]",
 )
 @click.option(
     "--releases-from",
@@ -387,6 +387,7 @@ def serve(
     if follower is not None:
         provider.before_refresh = follower.sync
         provider.sync_failure = follower.failure
+        provider.sync_status = follower.status
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
     for rejection in provider.start_rejections:
@@ -411,7 +412,10 @@ def serve(
     interval = f", every {refresh_interval:g}s" if refresh_interval else ""
     say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
     if stale_after is not None:
-        say(f"health: GET /healthz answers 503 once syncs fail and the last good one is over {stale_after:g}s old")
+        say(
+            f"health: GET /healthz answers 503 once syncs fail or hang and the last good one is over {stale_after:g}s "
+            "old"
+        )
     _log.info(
         "loaded",
         extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys), "transport": transport},

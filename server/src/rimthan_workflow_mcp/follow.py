@@ -59,8 +59,9 @@ from rimthan_workflow_registry.release import (
 )
 from rimthan_workflow_registry.remediation import io_next_step, next_step
 
+from .loading import utc_now
 from .logs import get_logger
-from .provider import Rejection, SyncFailure
+from .provider import Rejection, SyncFailure, SyncStatus
 from .recurring import Recurring
 from .release_scan import scan_releases
 from .trust_refresh import trust_changed
@@ -116,6 +117,7 @@ class RegistryFollower:
     _failure: SyncFailure | None = None  # why the last sync failed, since when (None: it did not)
     _pull_failed_now: RegistryError | None = None  # a pull that failed in the sync under way
     _synced: tuple[float, str] | None = None  # the last sync that did not fail: monotonic time, and UTC
+    _under_way: str | None = None  # when the sync under way began (UTC; None: none is)
     _began: float = field(default_factory=time.monotonic)
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
@@ -125,41 +127,57 @@ class RegistryFollower:
         the one the follower pulled with, every refused tag is tried again.
         """
         with self._lock, registry_deadline(SYNC_DEADLINE):
-            if trust is not None:
-                self._retrust(trust)
-            self._pull_failed_now = None
+            self._under_way = utc_now()  # a registry that hangs holds the sync to its deadline: /healthz sees it
             try:
-                self._sync_locked()
-            except RegistryError as exc:
-                self._unreachable(exc)
-                self._sync_failed(exc)
-            except OSError as exc:  # nothing a local file does (the releases directory, a Docker config) may stop a
-                # server holding a release; what the core's pull path did not say as io_error
-                kind = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
-                self._disk.failed(kind, {"exc": quoted(exc), "next": io_next_step(exc)})
-                self._sync_failed(RegistryError(FailureCode.IO_ERROR, quoted(exc), path=str(self.releases_dir)))
-            else:
-                self._reached()
-                self._disk.over(releases=str(self.releases_dir))
-                self._settled()
-            return tuple(self._refused.values())
+                return self._sync_under_lock(trust)
+            finally:
+                self._under_way = None
+
+    def _sync_under_lock(self, trust: TrustStore | None) -> tuple[Rejection, ...]:
+        if trust is not None:
+            self._retrust(trust)
+        self._pull_failed_now = None
+        try:
+            self._sync_locked()
+        except RegistryError as exc:
+            self._unreachable(exc)
+            self._sync_failed(exc)
+        except OSError as exc:  # nothing a local file does (the releases directory, a Docker config) may stop a
+            # server holding a release; what the core's pull path did not say as io_error
+            kind = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+            self._disk.failed(kind, {"exc": quoted(exc), "next": io_next_step(exc)})
+            self._sync_failed(RegistryError(FailureCode.IO_ERROR, quoted(exc), path=str(self.releases_dir)))
+        else:
+            self._reached()
+            self._disk.over(releases=str(self.releases_dir))
+            self._settled()
+        return tuple(self._refused.values())
 
     def failure(self) -> SyncFailure | None:
         """Why the last sync failed (as a whole, or a pull in it), and since when syncs fail (None: it did not)."""
         return self._failure
 
+    def status(self) -> SyncStatus:
+        """The syncs as /healthz judges them: the last failure, a sync under way, the last good sync (unlocked: a
+        sync that hangs holds the lock)."""
+        synced_at, last_synced = self._last_good()
+        return SyncStatus(str(self.ref), self._failure, self._under_way, last_synced, synced_at)
+
+    def _last_good(self) -> tuple[float, str | None]:
+        """The last sync that did not fail (monotonic, UTC), or the follower's beginning (and None)."""
+        return self._synced if self._synced is not None else (self._began, None)
+
     def _settled(self) -> None:
         """A sync that reached the registry: failed still if a pull in it failed (a full disk), else not."""
         if self._pull_failed_now is None:
             self._failure = None
-            self._synced = (time.monotonic(), _utc_now())
+            self._synced = (time.monotonic(), utc_now())
         else:
             self._sync_failed(self._pull_failed_now)
 
     def _sync_failed(self, exc: RegistryError) -> None:
-        since = self._failure.since if self._failure is not None else _utc_now()
-        synced_at, last_synced = self._synced if self._synced is not None else (self._began, None)
-        self._failure = SyncFailure(exc.to_dict(), since, last_synced=last_synced, synced_at=synced_at)
+        since = self._failure.since if self._failure is not None else utc_now()
+        self._failure = SyncFailure(exc.to_dict(), since)
 
     def _unreachable(self, exc: RegistryError) -> None:
         """One warning when the registry stops answering (or fails another way), silence while it stays so."""
@@ -280,10 +298,6 @@ def _credentials_step(exc: RegistryError) -> str:
         "_PASSWORD only at start"
     )
     return where if exc.next_step is None else f"{exc.next_step}; {where}"
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:

@@ -7,12 +7,14 @@ that answers is serving: ``200`` with ``{"status": "serving", "active":
 adds ``sync_failed``: ``null``, or why its last sync failed (or a pull in it)
 (``code``, ``message``, ``since``: when syncs began failing), as information:
 it still answers ``200``, serving what it holds, unless the operator opted
-in with ``serve --stale-after SECONDS``: once syncs have failed and the last
+in with ``serve --stale-after SECONDS``: once syncs have failed (or one is
+under way: a registry that hangs is not waited for) and the last
 one that did not is more than SECONDS ago (or, with none since start, the
 follower began that long ago), it answers ``503`` with ``"status":
 "stale"``, the failure (code, since) and ``stale`` (``after``,
-``last_synced``), so a balancer drains a replica that lost its registry; the
-first sync that succeeds makes it ``200`` again. After SIGTERM it stops
+``last_synced``, ``sync_under_way_since``), so a balancer drains a replica that lost its registry; the
+first sync that succeeds makes it ``200`` again. Each change is logged once (a warning, then an info line), as
+the probe that sees it answers. After SIGTERM it stops
 listening at once (calls in flight are drained), so a check then fails to
 connect. The answer names releases, so the ``Host`` (and ``Origin``) check of
 the MCP endpoint applies: a name not allowed gets the same ``421`` / ``403``.
@@ -25,14 +27,23 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from rimthan_workflow_registry.errors import FailureCode
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from .loading import utc_now
+from .logs import get_logger
+
 if TYPE_CHECKING:
-    from .provider import ReleaseProvider, SyncFailure
+    from .provider import ReleaseProvider, SyncStatus
 
 HEALTH_PATH = "/healthz"
 HEALTH_METHODS = ("GET", "HEAD")
+_log = get_logger("health")
+# a sync under way that has not ended: the registry took the connection and does not answer (its own code, when
+# it ends at the sync's deadline)
+_HANGS = FailureCode.OCI_REGISTRY_ERROR.value
+_CHECK = "check the registry and the network to it; the replica serves what it holds meanwhile"
 
 
 class Health:
@@ -44,6 +55,7 @@ class Health:
         self.provider = provider
         self.security = TransportSecurityMiddleware(settings)
         self.stale_after = stale_after  # serve --stale-after: seconds past the last good sync before 503
+        self._stale_since: str | None = None  # when an answer last turned 503 (UTC; None: the last was 200)
 
     def asks(self, scope: Scope) -> bool:
         return scope["path"] == HEALTH_PATH and scope["method"] in HEALTH_METHODS
@@ -55,19 +67,41 @@ class Health:
             return
         active = sorted(loaded.release.release_id for loaded in self.provider.actives.values())
         said: dict[str, Any] = {"status": "serving", "active": active}
-        failed = self.provider.sync_failure() if self.provider.sync_failure is not None else None
-        if self.provider.sync_failure is not None:  # a follower: why its last sync failed, if it did
-            said["sync_failed"] = failed.to_dict() if failed is not None else None
-        stale = self._stale(failed)
+        status = self.provider.sync_status() if self.provider.sync_status is not None else None
+        if status is not None:  # a follower: why its last sync failed, if it did
+            said["sync_failed"] = status.failure.to_dict() if status.failure is not None else None
+        stale = self._stale(status)
         if stale:
             said = {**said, "status": "stale", "stale": stale}
+        self._say_change(status, stale)
         body = json.dumps(said).encode("utf-8")
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 503 if stale else 200, "headers": headers})
         await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
 
-    def _stale(self, failed: SyncFailure | None) -> dict[str, Any] | None:
-        """With ``--stale-after``: how stale a failing follower is, once its last good sync is that long past."""
-        if self.stale_after is None or failed is None or time.monotonic() - failed.synced_at <= self.stale_after:
+    def _stale(self, status: SyncStatus | None) -> dict[str, Any] | None:
+        """With ``--stale-after``: how stale a follower is whose syncs fail or hang, once its last good one is that
+        long past (a sync under way counts from its start: a registry that hangs is not waited for)."""
+        if self.stale_after is None or status is None or not status.troubled():
             return None
-        return {"after": self.stale_after, "last_synced": failed.last_synced}
+        if time.monotonic() - status.synced_at <= self.stale_after:
+            return None
+        return {"after": self.stale_after, "last_synced": status.last_synced, "sync_under_way_since": status.under_way}
+
+    def _say_change(self, status: SyncStatus | None, stale: dict[str, Any] | None) -> None:
+        """One warning when the answer turns 503, one info line when it turns 200 again; nothing per probe."""
+        if status is None or (stale is not None) == (self._stale_since is not None):
+            return
+        if stale is None:
+            _log.info("fresh again; /healthz answers 200", extra={"registry": status.registry,
+                      "stale_since": self._stale_since, "last_synced": status.last_synced})  # fmt: skip
+            self._stale_since = None
+            return
+        self._stale_since = utc_now()
+        failed = status.failure
+        code, since = (failed.error.get("code"), failed.since) if failed is not None else (_HANGS, status.under_way)
+        _log.warning(
+            "stale; /healthz answers 503",
+            extra={"registry": status.registry, "code": code, "since": since, **stale,
+                   "next": f"the last good sync is over {self.stale_after:g}s old: {_CHECK}"},
+        )  # fmt: skip

@@ -11,6 +11,7 @@ the provider is only about which releases are active.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,17 +140,37 @@ class Rejection:
 @dataclass(frozen=True)
 class SyncFailure:
     """Why a follower's last sync failed (the registry down or refusing us, a local file, a pull in it): its
-    error (code, message), and ``since``: when the syncs began failing (UTC, ISO 8601); what is held still serves.
-    ``last_synced``: when the last sync that did not fail ended (UTC; None: none since the follower began), and
-    ``synced_at``: that moment (or the follower's beginning) on the monotonic clock, for ``serve --stale-after``."""
+    error (code, message), and ``since``: when the syncs began failing (UTC, ISO 8601); what is held still serves
+    (when the last good sync was: :class:`SyncStatus`)."""
 
     error: dict[str, Any]
     since: str
-    last_synced: str | None = None
-    synced_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.error.get("code"), "message": self.error.get("message"), "since": self.since}
+
+
+def utc_now() -> str:
+    """Now in UTC, to the second, as the follower's ``since`` and ``last_synced`` say it (ISO 8601)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+@dataclass(frozen=True)
+class SyncStatus:
+    """A follower's syncs as ``GET /healthz`` judges them (``serve --stale-after``): the registry followed, why the
+    last sync failed (None: it did not), ``under_way``: when the sync under way began (UTC; None: none is), and
+    its last good sync: ``last_synced`` (UTC; None: none since the follower began) and ``synced_at`` (that moment,
+    or the follower's beginning, on the monotonic clock)."""
+
+    registry: str
+    failure: SyncFailure | None
+    under_way: str | None
+    last_synced: str | None
+    synced_at: float
+
+    def troubled(self) -> bool:
+        """A sync failed, or one is under way: the replica is not known to hold what the registry holds now."""
+        return self.failure is not None or self.under_way is not None
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from .loading import (
     RefreshResult,
     Rejection,
     SyncFailure,
+    SyncStatus,
     engine_module,
     load_release,
     unverifiable,
@@ -59,6 +60,7 @@ __all__ = [
     "Rejection",
     "ReleaseProvider",
     "SyncFailure",
+    "SyncStatus",
     "load_release",
     "newest_release_dir",
     "release_dir_version",
@@ -114,6 +116,7 @@ class ReleaseProvider:
         self.before_refresh: Callable[[TrustStore], tuple[Rejection, ...]] | None = None
         # a follower's last sync failure (None: it reached the registry), for the refresh result and /healthz
         self.sync_failure: Callable[[], SyncFailure | None] | None = None
+        self.sync_status: Callable[[], SyncStatus] | None = None  # a follower's syncs, for /healthz
 
     # -- construction -------------------------------------------------------------------
 
