@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from rimthan_host.delivered import MAX_ASSET_BYTES, RECORD_PATH, clash
-from rimthan_host.files import ProjectFiles
+from rimthan_host.project_files import ProjectFiles
 from rimthan_host.standin import StandIn
 from support.bridge import audited, audited_only_run, drive, refused, write_files
 from support.releases import packaged_source

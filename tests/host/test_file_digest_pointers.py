@@ -12,7 +12,7 @@ from pathlib import Path
 
 from jsonpointer import resolve_pointer
 from rimthan_host.file_digests import check_named_files
-from rimthan_host.files import ProjectFiles
+from rimthan_host.project_files import ProjectFiles
 
 OUTPUT = {"id": "record", "path": "record.json", "media_type": "application/json", "max_bytes": 65536}
 

@@ -29,7 +29,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.delivered import RECORD_PATH, Record, save_record
-from rimthan_host.files import ProjectFiles
+from rimthan_host.project_files import ProjectFiles
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
 from rimthan_host.words import failed_words

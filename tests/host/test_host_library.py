@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 from rimthan_host import RunResult, ValidationRound
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
-from rimthan_host.files import ProjectFiles
 from rimthan_host.harness import HarnessError, Review, WorkflowHarness
+from rimthan_host.project_files import ProjectFiles
 from rimthan_host.protocol import HostProfile, NotAProtocolResult, protocol_result
 from rimthan_host.reports import validator_payload, validator_report
 from rimthan_host.runlog import RunLog, list_runs

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from rimthan_host.confirmations import BY_SCRIPT, ConfirmedStateBook
-from rimthan_host.files import ProjectFiles
+from rimthan_host.project_files import ProjectFiles
 from rimthan_host.protocol import HostProfile
 from rimthan_host.reports import validator_report
 from rimthan_host.runlog import RunLog

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from rimthan_host.file_digests import Evidence, check_named_files
-from rimthan_host.files import ProjectFiles
+from rimthan_host.project_files import ProjectFiles
 
 OUTPUT = {"id": "record", "path": "record.json", "media_type": "application/json", "max_bytes": 65536}
 ODD = "notes/a\nb.md"  # a newline in the name: one the model wrote

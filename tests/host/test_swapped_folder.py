@@ -48,7 +48,7 @@ def swap(event, args):
 
 
 from rimthan_host.delivered import Record, save_record
-from rimthan_host.files import ProjectFiles
+from rimthan_host.project_files import ProjectFiles
 from rimthan_host.protocol import HarnessError
 from rimthan_host.run_lock import RunLock
 from rimthan_host.runlog import RunLog

@@ -33,7 +33,8 @@ from typing import Any
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 
-from .files import FileTooLarge, ProjectFiles, read_regular
+from .files import FileTooLarge, read_regular
+from .project_files import ProjectFiles
 from .protocol import HarnessError
 
 RECORD_NAME = "delivered.json"

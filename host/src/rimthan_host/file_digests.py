@@ -37,7 +37,7 @@ from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_STEP_ARTIFACT_BYTES
 
-from .files import ProjectFiles
+from .project_files import ProjectFiles
 from .protocol import HarnessError
 
 JSON_MEDIA_TYPE = "application/json"

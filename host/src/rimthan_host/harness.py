@@ -26,7 +26,7 @@ from rimthan_workflow_registry.run import (
 )
 
 from .confirmations import ConfirmedStateBook
-from .files import WrittenFile
+from .project_files import WrittenFile
 from .protocol import (
     CONTINUE,
     PREPARE,

@@ -1,7 +1,7 @@
 """A step's files as the model wrote them: what is missing, misplaced or unusable, said so it can be fixed.
 
 Before the bridge attests a step's outputs it looks at each declared path
-the way :class:`~rimthan_host.files.ProjectFiles` will read it: inside the
+the way :class:`~rimthan_host.project_files.ProjectFiles` will read it: inside the
 project, through no symbolic link, a regular UTF-8 file with content. Each
 problem is one sentence naming the file and what to do. After the verifier
 checked the files, its refusals are grouped by file with the copy of the
@@ -20,7 +20,8 @@ from typing import Any
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import quoted
 
-from .files import ProjectFiles, WrittenFile, first_symlink, link_words
+from .files import first_symlink
+from .project_files import ProjectFiles, WrittenFile, link_words
 from .protocol import HarnessError
 
 

@@ -17,7 +17,7 @@ from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS
 from rimthan_workflow_registry.run import reports_size_problem
 
-from .files import WrittenFile
+from .project_files import WrittenFile
 from .protocol import HarnessError, HostProfile
 
 _REPORT_POINTER = re.compile(r"^/reports/(\d+)(/|$)")

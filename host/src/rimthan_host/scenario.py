@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .files import WrittenFile
+from .project_files import WrittenFile
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 
-from .files import ProjectFiles
+from .project_files import ProjectFiles
 from .protocol import HarnessError, ResourceReader
 
 SCHEMA_DIR = ".rimthan/schemas"

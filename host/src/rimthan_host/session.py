@@ -22,8 +22,8 @@ from typing import Any
 
 from .confirmations import BY_SCRIPT, ConfirmedStateBook
 from .file_digests import Evidence, evidence_from_json
-from .files import ProjectFiles, WrittenFile
 from .positions import PositionUnknown, asks_the_verifier
+from .project_files import ProjectFiles, WrittenFile
 from .protocol import (
     CONTINUE,
     PREPARE,

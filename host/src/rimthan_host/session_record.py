@@ -8,7 +8,7 @@ from typing import Any
 
 from .confirmations import ConfirmedStateBook
 from .file_digests import Evidence
-from .files import WrittenFile
+from .project_files import WrittenFile
 from .reports import validator_key
 from .runlog import kept_position
 

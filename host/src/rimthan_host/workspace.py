@@ -18,7 +18,7 @@ from rimthan_workflow_registry.canonical import canonical_text, sha256_hex
 from rimthan_workflow_registry.errors import quoted
 
 from .delivered import MAX_ASSET_BYTES, AssetClash, check_free, keep_release, load_record, save_record
-from .files import ProjectFiles, WrittenFile
+from .project_files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
 from .write_targets import CHECK_THE_VERIFIER, check_targets, setup_paths
 
