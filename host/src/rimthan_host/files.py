@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -262,13 +263,54 @@ def _fsync_folder(at: int) -> None:
             raise
 
 
-def remove_file(target: ProjectPath) -> None:
-    """Remove the file ``target`` (none there: nothing), in its folder as :func:`open_folder` opened it."""
+def file_status(target: ProjectPath) -> os.stat_result | None:
+    """What is at ``target`` (a link there not followed), found in its folder as :func:`open_folder` opened it;
+    None if nothing is there (or a folder on the way is missing). :class:`LinkOnTheWay` for a folder on the way that
+    is a symbolic link (never followed out of the project), ``NotADirectoryError`` for a file there."""
     try:
         with folder(target.root, target.relative.parent) as at:
-            os.unlink(target.name, dir_fd=at)
+            return os.stat(target.name, dir_fd=at, follow_symlinks=False)
     except FileNotFoundError:
-        pass
+        return None
+
+
+def is_held(target: ProjectPath, fd: int) -> bool:
+    """Whether ``target`` (:func:`file_status`) is the file open as ``fd``; False if it cannot be found."""
+    try:
+        there = file_status(target)
+    except OSError:
+        return False
+    return there is not None and _same(there, os.fstat(fd))
+
+
+def _same(one: os.stat_result, other: os.stat_result) -> bool:
+    return (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
+
+
+def remove_held(target: ProjectPath, fd: int) -> None:
+    """Remove ``target`` only if it is the file open as ``fd``: never another file put at its name meanwhile.
+
+    Checking the name, then removing it by name, removes whatever is there by
+    then. So the name is first moved aside, atomically, to a name of this call's
+    own in the same folder (:func:`open_folder`'s walk), and what was moved is
+    checked: the file held is removed; anything else is put back at its name
+    (by a hard link, so a file put there meanwhile is never replaced).
+    """
+    aside = f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}{TMP_SUFFIX}"
+    with folder(target.root, target.relative.parent) as at:
+        try:
+            os.rename(target.name, aside, src_dir_fd=at, dst_dir_fd=at)
+        except FileNotFoundError:
+            return
+        if not _same(os.stat(aside, dir_fd=at, follow_symlinks=False), os.fstat(fd)):
+            try:
+                os.link(aside, target.name, src_dir_fd=at, dst_dir_fd=at, follow_symlinks=False)
+            except FileExistsError:
+                pass  # (the name was taken again meanwhile: what was moved aside is a lock no one holds at its path)
+            except OSError:  # (a directory, which takes no hard link: moved back)
+                os.rename(aside, target.name, src_dir_fd=at, dst_dir_fd=at)
+                return
+        os.unlink(aside, dir_fd=at)
 
 
 def temporary_path(path: Path) -> Path:

@@ -23,15 +23,16 @@ run's; every lock is taken without waiting (a refusal, never a deadlock).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
 from rimthan_workflow_registry.errors import FailureCode
 
-from .files import ProjectPath, open_own, remove_file
+from .files import ProjectPath, is_held, open_own, remove_held
 from .protocol import HarnessError
 from .runlog import RunLog
-from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner, same_file
+from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner
 
 _ATTEMPTS = 8  # lock files removed under an acquire, one after another, before it stops trying (RunBusy)
 
@@ -106,7 +107,7 @@ class RunLock:
             lock_now(fd)
         except BlockingIOError:
             owner = read_owner(fd)
-            current = same_file(self.path, fd)
+            current = is_held(self._file, fd)
             close_fds(fd)
             if not current:  # (its holder removed it as it let go: try the file there now)
                 return None
@@ -114,7 +115,7 @@ class RunLock:
         except BaseException:
             close_fds(fd)
             raise
-        if not same_file(self.path, fd):  # (removed by the holder that let go of it: no lock, try again)
+        if not is_held(self._file, fd):  # (removed by the holder that let go of it: no lock, try again)
             close_fds(fd)
             return None
         data = json.dumps({"pid": os.getpid(), "run": self.run, "by": self.by}).encode("ascii")
@@ -125,15 +126,19 @@ class RunLock:
     def release(self) -> None:
         """Let another session move the run: remove the lock file while still holding it, then close it.
 
-        Removed only while held and only if it is still the file at the path: a session that opened it
-        meanwhile finds, once it locks it, that it is no longer there (:meth:`acquire` opens the path again),
-        so no lock file is left behind by a session that let go, and no two sessions ever hold the run.
+        Removed only while held and only if it is the file at the path as it is removed
+        (:func:`~rimthan_host.files.remove_held`: moved aside, then checked), never a lock file another
+        session took at the path meanwhile: a session that opened this one meanwhile finds, once it locks it,
+        that it is no longer there (:meth:`acquire` opens the path again), so no lock file is left behind by a
+        session that let go, and no two sessions ever hold the run. A file that cannot be removed is left (no
+        lock once closed: the next session takes it).
         """
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
-                if not self._lost and same_file(self.path, fd):
-                    remove_file(self._file)
+                if not self._lost:
+                    with contextlib.suppress(OSError):
+                        remove_held(self._file, fd)
             finally:
                 close_fds(fd)
 
@@ -142,7 +147,7 @@ class RunLock:
         and still the file at its path; else :class:`RunLockLost`, the lock let go, and so on every move after."""
         if not self._lost:
             self.acquire()
-            self._lost = not same_file(self.path, self._fd) if self._fd is not None else False
+            self._lost = not is_held(self._file, self._fd) if self._fd is not None else False
         if self._lost:
             self.release()
             raise RunLockLost(self.run)

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import ProjectPath, open_folder, open_own
+from .files import ProjectPath, is_held, open_folder, open_own
 from .runlog import is_run_id
 
 LOCK_PATH = Path(".rimthan") / "bridge.lock"
@@ -123,7 +123,9 @@ class WorkspaceLock:
         replaced, so another bridge may take the project (False when nothing is held)."""
         if self._fd is None or self._dir_fd is None:
             return False
-        return not (same_file(self.path, self._fd) and same_file(self.path.parent, self._dir_fd))
+        project = self.path.parent.parent
+        held = is_held(ProjectPath(project, LOCK_PATH), self._fd)
+        return not (held and is_held(ProjectPath(project, LOCK_PATH.parent), self._dir_fd))
 
     def other_owner(self) -> Owner | None:
         """The owner, if another process holds the lock now (None when free or held here); never waits."""
@@ -164,15 +166,6 @@ def close_fds(*fds: int | None) -> None:
     for fd in fds:
         if fd is not None:
             os.close(fd)
-
-
-def same_file(path: Path, fd: int) -> bool:
-    """Whether ``path`` (not followed if a symbolic link) is the file open as ``fd``."""
-    try:
-        there, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
-    except OSError:
-        return False
-    return (there.st_dev, there.st_ino) == (held.st_dev, held.st_ino)
 
 
 def read_owner(fd: int) -> Owner:

@@ -1,0 +1,82 @@
+"""A session letting go of a run removes its own lock file, never one another session took at the path meanwhile.
+
+Found: ``RunLock.release`` checked that the file at ``.rimthan/runs/<run>.lock``
+was still the one it held, then removed the path by name. A lock file deleted
+(by hand, by a clean-up) and taken afresh by another session between the two
+was removed: that session's lock was gone from the path, a third session then
+took the run too, and the holder stopped at its next move (``run_lock_lost``).
+Now the name is moved aside to a name of the releaser's own, checked, and only
+the file it held is removed; anything else is put back at its name.
+
+Deterministic, without timing: a subprocess drives the real library with an
+audit hook (``sys.addaudithook``; ``os.remove`` and ``os.rename`` fire before
+the system call) that, at the releaser's first removal or move of the lock
+name, deletes the lock file and has a second session take the run, as another
+process would between the check and the removal.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+_PROBE = r"""
+import json, os, sys
+from pathlib import Path
+
+from rimthan_host.run_lock import RunBusy, RunLock
+from rimthan_host.runlog import RunLog
+
+project = Path(sys.argv[1])
+log = RunLog(project, "run-1")
+lock_path = log.log_path.with_suffix(".lock")
+fired, other = [], []
+
+
+def meanwhile(event, args):
+    if event not in ("os.remove", "os.rename") or fired:
+        return
+    if os.path.basename(os.fsdecode(args[0])) != lock_path.name:
+        return
+    fired.append(event)
+    os.unlink(lock_path)  # deleted by someone else, then taken by another session: before the releaser's removal
+    taken = RunLock(log)
+    taken.acquire()
+    other.append(taken)
+
+
+first = RunLock(log)
+first.acquire()
+sys.addaudithook(meanwhile)
+first.release()
+result = {"fired": fired, "lock_there": lock_path.exists()}
+try:
+    other[0].ensure()
+    result["other_holds"] = True
+except Exception as exc:
+    result["other_holds"] = type(exc).__name__
+try:
+    RunLock(log).acquire()
+    result["third"] = "took the run"
+except RunBusy:
+    result["third"] = "refused"
+result["left"] = sorted(p.name for p in lock_path.parent.iterdir())
+print(json.dumps(result))
+"""
+
+
+def test_a_lock_taken_afresh_while_the_holder_lets_go_is_not_removed(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / ".rimthan" / "runs").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(project)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["fired"], "the releaser never removed nor moved its lock: the probe changed nothing"
+    assert result["lock_there"]  # the other session's lock file stays at the path
+    assert result["other_holds"] is True  # and it still holds the run (not run_lock_lost)
+    assert result["third"] == "refused"  # so no third session takes the run beside it
+    assert result["left"] == ["run-1.lock"]  # nothing moved aside is left behind
