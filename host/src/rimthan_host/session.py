@@ -47,6 +47,7 @@ from .session_record import RunRecord as RunRecord
 from .session_record import SavedMove, resume_state
 from .workspace import set_up_workspace
 from .workspace_lock import BY_LIBRARY
+from .write_targets import check_outputs
 
 
 class HostSession:
@@ -288,13 +289,18 @@ class HostSession:
         return written
 
     def write_output(self, output: Mapping[str, Any], text: str) -> WrittenFile:
-        """Write one declared output (scripted authoring) and attest it."""
+        """Write one declared output (scripted authoring) and attest it; :class:`StepFilesRefused`, before
+        anything is written, if the host's repository policy does not let it write the step's files (or one is a
+        file of the host's own), in the bridge's words (:func:`~rimthan_host.write_targets.outputs_refusal`)."""
+        check_outputs(self.host, [*(self.step.get("outputs") or []), output], str(self.step.get("id")))
         written = self.files.write(output["id"], output["path"], output["media_type"], text)
         self._keep(written)
         return written
 
     def read_outputs(self) -> list[WrittenFile]:
-        """Attest the current step's declared outputs as they are on disk (written by someone else)."""
+        """Attest the current step's declared outputs as they are on disk (written by someone else); refused
+        before anything is read as :meth:`write_output` refuses them."""
+        check_outputs(self.host, self.step.get("outputs") or [], str(self.step.get("id")))
         missing = [o["path"] for o in self.step.get("outputs") or [] if not self.files.exists(o["path"])]
         if missing:
             raise HarnessError("not written yet: " + ", ".join(missing))

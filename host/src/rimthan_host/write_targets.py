@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.run import policy_refusal
 
 from .delivered import RECORD_PATH, STORE_DIR, AssetClash
 from .files import TMP_SUFFIX
-from .protocol import HostProfile
+from .protocol import HarnessError, HostProfile
 from .runlog import RUNS_DIR
 from .schemas import SCHEMA_DIR
 from .workspace_lock import LOCK_PATH
@@ -93,11 +93,39 @@ def check_targets(host: HostProfile, paths: Iterable[str]) -> None:
 def step_files_refusal(host: HostProfile, step: Mapping[str, Any]) -> str | None:
     """Why the bridge neither reads nor writes the files ``step`` names (its outputs, each :func:`refusal`), or
     None: said as a setup's paths are (:func:`check_targets`), so the model is never told to write there."""
+    return outputs_refusal(host, step.get("outputs") or [])
+
+
+def outputs_refusal(host: HostProfile, outputs: Iterable[Mapping[str, Any]]) -> str | None:
+    """:func:`step_files_refusal` of ``outputs`` (a step's, or one of them): the bridge's words and the host
+    library's (:class:`StepFilesRefused`) alike."""
     head = (
         "Nothing was read, written or checked (repository_policy_conflict): the verifier names this step's files "
         "at paths the bridge does not read or write:"
     )
-    return refusal_words(host, (str(o["path"]) for o in step.get("outputs") or []), head, _STEP_POLICY)
+    return refusal_words(host, (str(o["path"]) for o in outputs), head, _STEP_POLICY)
+
+
+class StepFilesRefused(HarnessError):
+    """The host library's refusal of a step's files named where the host neither reads nor writes
+    (:func:`outputs_refusal`, in the bridge's words): nothing was read or written, the run waits at the step."""
+
+    code = FailureCode.REPOSITORY_POLICY_CONFLICT  # (the closed list's: docs/failure-codes.md)
+
+    def __init__(self, said: str, step: str) -> None:
+        self.step = step
+        super().__init__(
+            f"{said}\nnext: the run waits at step {step}; once that is fixed, resume it from its log (a new "
+            "HostSession's resume) and write the step's files again."
+        )
+
+
+def check_outputs(host: HostProfile, outputs: Iterable[Mapping[str, Any]], step: str) -> None:
+    """:class:`StepFilesRefused` if ``host`` neither reads nor writes one of ``outputs`` (:func:`outputs_refusal`)
+    of ``step``; nothing is read or written here."""
+    said = outputs_refusal(host, outputs)
+    if said is not None:
+        raise StepFilesRefused(said, step)
 
 
 def refusal_words(host: HostProfile, paths: Iterable[str], head: str, policy: str) -> str | None:
