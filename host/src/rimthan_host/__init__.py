@@ -8,7 +8,7 @@ See docs/host-kit.md.
 ``protocol``       tool names, the :data:`ToolCaller` seam, refusals, the host profile
 ``confirmations``  confirmed state: value digests, confirmation times, how the person confirmed
 ``files``          the walk every project file is reached by (never through a link): writes (whole or not at
-                   all), reads, the locks' own files
+                   all), reads, existence checks and listings, the locks' own files
 ``project_files``  a step's files: symlink-free writes and readback; output attestations from disk
 ``write_targets``  where the host writes on the verifier's word: inside its repository policy, never its own files
 ``workspace``      setup: asset delivery checked against pins, the workspace manifest

@@ -25,6 +25,7 @@ from .bridge_steps import StepMoves
 from .delivered import AssetClash, restore_release
 from .facts import confirm_facts
 from .positions import PositionUnknown
+from .project_files import ProjectFiles
 from .protocol import (
     HarnessError,
     ToolRefused,
@@ -118,11 +119,19 @@ class Bridge(StepMoves, MigrationMoves):
         return await self._go_on(result, [*lines, *round_not_kept(self.project_dir, result)])
 
 
+def _there(files: ProjectFiles, path: str) -> bool:
+    """Whether a step's file is at ``path`` (:meth:`ProjectFiles.exists`); one it would refuse is not."""
+    try:
+        return files.exists(path)
+    except (HarnessError, OSError):
+        return False
+
+
 def round_not_kept(project: Path, result: RunResult) -> list[str]:
     """A resumed step with validators whose files are there: verdicts recorded before the resume were not kept (a
     round lives in the bridge that opened it), so its files are checked again and every validator runs again."""
     step = result.step
-    written = any((project / str(o.get("path"))).exists() for o in step.get("outputs") or [])
+    written = any(_there(ProjectFiles(project), str(o.get("path"))) for o in step.get("outputs") or [])
     if not (step.get("gated") and step.get("validators") and written):
         return []
     return [

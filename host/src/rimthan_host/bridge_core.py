@@ -124,7 +124,7 @@ class BridgeCore:
             text = failed_words(tool, exc.cause, self.project_dir, exc.run) + kept
             return Reply(text, {"status": "bridge_error", "run": exc.run}, True)
         log = self.session.run_log if self.session is not None else None
-        run = log.run_id if log is not None and log.log_path.exists() else None
+        run = log.run_id if log is not None and log.logged() else None
         self.session = None
         return Reply(failed_words(tool, exc, self.project_dir, run), {"status": "bridge_error"}, True)
 

@@ -132,8 +132,7 @@ def _key(asset: Mapping[str, Any]) -> str:
 
 def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]) -> str | None:
     """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be."""
-    target = files.safe_path(path)
-    if not target.exists() and not target.is_symlink():
+    if not files.exists(path):  # (a link at ``path`` is there: never followed)
         return None
     try:
         found = sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))

@@ -265,12 +265,31 @@ def _fsync_folder(at: int) -> None:
 
 def file_status(target: ProjectPath) -> os.stat_result | None:
     """What is at ``target`` (a link there not followed), found in its folder as :func:`open_folder` opened it;
-    None if nothing is there (or a folder on the way is missing). :class:`LinkOnTheWay` for a folder on the way that
-    is a symbolic link (never followed out of the project), ``NotADirectoryError`` for a file there."""
+    None if nothing is there (or a folder on the way is missing, or a file where one must be). Every check of what
+    is in the project goes through here or :func:`folder_entries`, never by path: :class:`LinkOnTheWay` for a
+    folder on the way that is (or became) a symbolic link, never followed out of the project."""
     try:
         with folder(target.root, target.relative.parent) as at:
             return os.stat(target.name, dir_fd=at, follow_symlinks=False)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def folder_entries(target: ProjectPath) -> dict[str, os.stat_result]:
+    """What the folder ``target`` holds (each name, and what is there, a link not followed), listed through
+    :func:`open_folder`'s walk; empty if the folder is missing (or a file is where it must be).
+    :class:`LinkOnTheWay` for the folder, or one on the way, that is (or became) a symbolic link."""
+    try:
+        with folder(target.root, target.relative) as at, os.scandir(at) as entries:
+            return {e.name: found for e in entries if (found := _entry_status(e)) is not None}
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+
+
+def _entry_status(entry: os.DirEntry[str]) -> os.stat_result | None:
+    try:
+        return entry.stat(follow_symlinks=False)
+    except FileNotFoundError:  # (removed since it was listed)
         return None
 
 

@@ -44,7 +44,11 @@ def _problem(files: ProjectFiles, rel_path: str, max_bytes: int) -> str | None:
             f"{where} is a symbolic link, so {path} would be read from outside the project. "
             f"Replace {where} with a real directory and write {path} inside the project."
         )
-    if not current.exists():
+    try:
+        there = files.exists(rel_path)  # (through the walk: a folder swapped for a link since is refused)
+    except HarnessError as exc:
+        return str(exc)
+    if not there:
         return f"{path} does not exist. Write it at exactly this path in the project directory {quoted(files.root)}."
     try:
         data = files.read_back(rel_path, max_bytes=max_bytes)  # (never blocks; a larger file is never read)

@@ -10,7 +10,9 @@ file is reached through :func:`~rimthan_host.files.open_folder`'s walk.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,16 @@ from typing import Any
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import quoted
 
-from .files import FileTooLarge, LinkOnTheWay, ProjectPath, first_symlink, read_regular, replace_file, temporary_path
+from .files import (
+    FileTooLarge,
+    LinkOnTheWay,
+    ProjectPath,
+    file_status,
+    first_symlink,
+    read_regular,
+    replace_file,
+    temporary_path,
+)
 from .protocol import HarnessError
 
 
@@ -77,15 +88,18 @@ class ProjectFiles:
         return ProjectPath(self.root, Path(rel_path))
 
     def exists(self, rel_path: str) -> bool:
-        return self.safe_path(rel_path).exists()
+        """Whether anything is at ``rel_path`` (checked as :meth:`safe_path` checks it, then looked up through
+        :func:`~rimthan_host.files.open_folder`'s walk: a folder swapped for a link meanwhile is refused, never
+        followed out of the project)."""
+        target = self.at(rel_path)
+        with _no_link_on_the_way():
+            return file_status(target) is not None
 
     def replace(self, rel_path: str, tmp: str, data: bytes, *, keep_mode: bool = False) -> None:
         """:func:`replace_file` at ``rel_path`` (its folders made); a folder on the way that is (or became) a
         symbolic link is refused as :meth:`safe_path` refuses it, nothing written."""
-        try:
+        with _no_link_on_the_way():
             replace_file(self.at(rel_path), tmp, data, keep_mode=keep_mode, make=True)
-        except LinkOnTheWay as exc:
-            raise _link_refused(Path(str(exc.filename))) from None
 
     def write(self, artifact_id: str, rel_path: str, media_type: str, text: str) -> WrittenFile:
         """Write exact bytes (whole or not at all: :func:`replace_file`), then attest them from a symlink-free readback.
@@ -106,8 +120,7 @@ class ProjectFiles:
         ``max_bytes`` is the step output's (the step result lists it): a larger
         file is refused by its size, before it is read.
         """
-        target = self.safe_path(rel_path)
-        if not target.exists():
+        if not self.exists(rel_path):
             raise HarnessError(f"{quoted(rel_path)} has not been written yet")
         data = self.read_back(rel_path, max_bytes=max_bytes)
         try:
@@ -132,11 +145,20 @@ class ProjectFiles:
         """
         target = self.at(rel_path)
         try:
-            return read_regular(target, max_bytes)
-        except LinkOnTheWay as exc:
-            raise _link_refused(Path(str(exc.filename))) from None
+            with _no_link_on_the_way():
+                return read_regular(target, max_bytes)
         except OSError as exc:
             raise HarnessError(_unreadable(rel_path, exc)) from None
+
+
+@contextlib.contextmanager
+def _no_link_on_the_way() -> Iterator[None]:
+    """A folder on the way that the walk found to be a symbolic link (:class:`~rimthan_host.files.LinkOnTheWay`),
+    refused as :meth:`ProjectFiles.safe_path` refuses one."""
+    try:
+        yield
+    except LinkOnTheWay as exc:
+        raise _link_refused(Path(str(exc.filename))) from None
 
 
 def _link_refused(link: Path) -> HarnessError:

@@ -17,7 +17,7 @@ from .link import VerifierLink, VerifierLost
 def logged_run(bridge: Bridge) -> str | None:
     """The active run, if its log exists (a run the verifier never started has nothing to resume)."""
     log = bridge.session.run_log if bridge.session is not None else None
-    return log.run_id if log is not None and log.log_path.exists() else None
+    return log.run_id if log is not None and log.logged() else None
 
 
 async def recover(bridge: Bridge, link: VerifierLink, tool: str, lost: VerifierLost) -> Reply:

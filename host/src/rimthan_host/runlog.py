@@ -58,7 +58,9 @@ from .file_digests import evidence_from_json
 from .files import (
     FileTooLarge,
     ProjectPath,
+    file_status,
     first_symlink,
+    folder_entries,
     open_folder,
     open_own,
     open_regular,
@@ -135,6 +137,14 @@ class RunLog:
     def at(self, path: Path) -> ProjectPath:
         """One of this run's files (``path``: in the runs folder), to open through the walk (files.open_folder)."""
         return ProjectPath.of(self.project, path)
+
+    def logged(self) -> bool:
+        """Whether the run has a log (anything at its path), looked up through the walk (files.file_status): a
+        folder on the way that is a symbolic link is never followed, and counts as no log (nothing to resume)."""
+        try:
+            return file_status(self.at(self.log_path)) is not None
+        except OSError:
+            return False
 
     def tokens(self) -> list[str]:
         """Every logged checkpoint, in order (for an audit or a test: the bridge reads only the last)."""
@@ -285,7 +295,7 @@ class RunLog:
         """The log's last checkpoint and the state saved for it (what a run goes on from)."""
         token = self.last_token()
         if token is None:
-            if self.log_path.exists():  # a log cut to nothing (or blank lines): no line the bridge wrote
+            if self.logged():  # a log cut to nothing (or blank lines): no line the bridge wrote
                 raise self._damaged(self.log_path, "it holds no checkpoint")
             raise HarnessError(f"run {self.run_id} has no logged checkpoint")
         return token, self.state_for(token)
@@ -426,11 +436,10 @@ def token_key(token: str) -> str:
 
 def list_runs(project: Path) -> list[str]:
     """Run ids with a log in ``project``, oldest first (a name no run id has is no run of the bridge's)."""
-    runs = runs_dir(project)
-    if not runs.is_dir():
-        return []
-    logs = [p for p in runs.glob("*.log") if _RUN_ID.fullmatch(p.stem)]
-    return [p.stem for p in sorted(logs, key=lambda p: p.lstat().st_mtime)]
+    runs_dir(project)
+    listed = folder_entries(runs_folder(project))  # (through the walk: a folder swapped for a link is refused)
+    logs = {name[: -len(".log")]: found for name, found in listed.items() if name.endswith(".log")}
+    return sorted((run for run in logs if _RUN_ID.fullmatch(run)), key=lambda run: logs[run].st_mtime)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from rimthan_workflow_registry.errors import map_strings, quoted
 from rimthan_workflow_registry.release import DELIVERY_KINDS
 from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 
+from .files import ProjectPath, file_status
 from .own_files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
 from .results import RunResult, WalkedStep
@@ -208,10 +209,13 @@ def _file_in_the_way(project: Path, name: Path) -> Path | None:
         return None
     for part in (*reversed(name.parents[:-1]), name):  # .rimthan, then .rimthan/runs, ...
         try:
-            if not stat.S_ISDIR((project / part).lstat().st_mode):
-                return part
+            found = file_status(ProjectPath(project, part))  # (through the walk: never through a link)
         except OSError:
             return None
+        if found is None:
+            return None
+        if not stat.S_ISDIR(found.st_mode):
+            return part
     return None
 
 

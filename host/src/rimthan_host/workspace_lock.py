@@ -27,10 +27,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import ProjectPath, is_held, open_folder, open_own
+from .files import ProjectPath, file_status, is_held, open_folder, open_own
 from .runlog import is_run_id
 
 LOCK_PATH = Path(".rimthan") / "bridge.lock"
@@ -129,7 +130,7 @@ class WorkspaceLock:
 
     def other_owner(self) -> Owner | None:
         """The owner, if another process holds the lock now (None when free or held here); never waits."""
-        if self._fd is not None or not self.path.parent.is_dir():
+        if self._fd is not None or not _is_folder(ProjectPath(self.path.parent.parent, LOCK_PATH.parent)):
             return None
         try:
             self.acquire()
@@ -156,6 +157,15 @@ def lost_words(run: str | None) -> str:
         f"rimthan-host serve may have taken this project's runs; {stopped}. Make sure no other window or job "
         f"moves runs in this project (or carry on there), then {then}."
     )
+
+
+def _is_folder(target: ProjectPath) -> bool:
+    """Whether ``target`` is a folder (a link there or on the way is not: never followed)."""
+    try:
+        found = file_status(target)
+    except OSError:
+        return False
+    return found is not None and stat.S_ISDIR(found.st_mode)
 
 
 def lock_now(fd: int) -> None:
