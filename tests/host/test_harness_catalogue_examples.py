@@ -6,6 +6,7 @@ with a real key, and drives it through the real ``rimthan-mcp`` server with ``Wo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -52,13 +53,20 @@ def _walk(release: Path, trust: Path, project: Path, workflow: str, version: str
     return anyio.run(walk)
 
 
+def _starts_served(project: Path) -> list[dict[str, object]]:
+    """The verifier's log records (``call served`` / ``call refused``) of the starts the run's harness sent."""
+    lines = (project.parent / f"{project.name}.log").read_text("utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    return [r for r in records if r.get("tool") == "rimthan.start_workflow"]
+
+
 def test_a_start_by_alias_reads_the_examples_of_the_workflow_the_alias_names(
     keypair: KeyPair, trust: Path, tmp_path: Path
 ) -> None:
     """``start("flow")`` looked for examples/flow/ (the alias), missed examples/my-flow/ and read examples/.
 
-    The alias is resolved to the workflow id by the verifier before the examples are looked up, with or
-    without a version asked for.
+    The scenario resolves the alias to the workflow id from its catalogue's workflow files, with or without a
+    version asked for.
     """
     source = init_scaffold(tmp_path)
     edit_text(source / "workflows" / "my-flow.toml", "entry_aliases = []", 'entry_aliases = ["flow"]')
@@ -74,6 +82,41 @@ def test_a_start_by_alias_reads_the_examples_of_the_workflow_the_alias_names(
         assert finished.status == "completed", finished
         assert finished.workflow == "my-flow"
         assert (project / "out" / "summary.json").read_bytes() == (own / "summary.json").read_bytes()
+
+
+def test_a_start_with_a_version_is_one_start_call_to_the_verifier(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """Every ``harness.start`` sent a start with no facts first, to learn what an alias names: one extra verifier
+    call per run, in the operator's log and in every benchmark. With a version, the start is the only call; without
+    one, the no-facts start that asks the newest version is kept (one before the run's)."""
+    source = init_scaffold(tmp_path)
+    edit_text(source / "workflows" / "my-flow.toml", "entry_aliases = []", 'entry_aliases = ["flow"]')
+    release = _build(source, keypair, tmp_path / "rel")
+
+    for name in ("my-flow", "flow"):
+        project = tmp_path / f"project-{name}"
+        assert _walk(release, trust, project, name, "0.1.0").status == "completed"
+        [start] = _starts_served(project)
+        assert start["status"] == "active", start
+
+    project = tmp_path / "project-newest"
+    assert _walk(release, trust, project, "flow").status == "completed"
+    assert [r["status"] for r in _starts_served(project)] == ["blocked", "active"]
+
+
+def test_a_workflow_that_requires_no_facts_starts_with_a_version(keypair: KeyPair, trust: Path, tmp_path: Path) -> None:
+    """The harness's start with no facts (sent before every start) really started a run of a workflow that requires
+    no facts, and ``harness.start(name, version)`` failed ("did not name its workflow and version"): it starts."""
+    source = init_scaffold(tmp_path)
+    edit_text(source / "schemas" / "confirmed-state.schema.json", '"required": [\n    "goal"\n  ],', '"required": [],')
+    release = _build(source, keypair, tmp_path / "rel")
+
+    project = tmp_path / "project"
+    finished = _walk(release, trust, project, "my-flow", "0.1.0")
+
+    assert finished.status == "completed", finished
+    assert [r["status"] for r in _starts_served(project)] == ["active"]
 
 
 @pytest.mark.parametrize("output", ["answers", "confirmed-state"])

@@ -26,13 +26,10 @@ def _records(*servers: HttpServer) -> list[dict[str, Any]]:
 
 
 def _runs(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Each run's served calls in order, chained by digest from its start (as an operator would, from the logs).
-
-    A start that issued no checkpoint (``blocked``: the harness's start with no facts, asking which workflow and
-    version a name starts) began no run."""
+    """Each run's served calls in order, chained by digest from its start (as an operator would, from the logs)."""
     by_parent = {r["parent"]: r for r in records if r["event"] == "call served" and r["parent"] != r["checkpoint"]}
     runs = []
-    for first in (r for r in records if r.get("tool") == "rimthan.start_workflow" and r["checkpoint"]):
+    for first in (r for r in records if r.get("tool") == "rimthan.start_workflow"):
         chain = [first]
         while chain[-1]["checkpoint"] in by_parent:
             chain.append(by_parent[chain[-1]["checkpoint"]])

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rimthan_workflow_registry.canonical import sha256_hex
+from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.run import (
     ANSWERS_EXAMPLE,
     example_name,
     has_own_examples,
     recorded_answers,
     reserved_example,
+    workflow_named,
 )
 
 from .confirmations import ConfirmedStateBook
@@ -110,9 +112,10 @@ class CatalogueExamples:
             raise HarnessError(f"no examples for workflow version {version!r}")
         if (version, workflow) not in self._folders:
             root = self.examples[version]
+            named = _workflow_id(root, workflow)
             files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-            own = bool(workflow) and has_own_examples(workflow, files)
-            self._folders[version, workflow] = root / workflow if own else root
+            own = bool(named) and has_own_examples(named, files)
+            self._folders[version, workflow] = root / named if own else root
         return self._folders[version, workflow]
 
     def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
@@ -197,6 +200,19 @@ class CatalogueExamples:
         return Review("pass")
 
 
+def _workflow_id(examples: Path, workflow: str) -> str:
+    """The id of the workflow ``workflow`` (an id or an alias) names in the catalogue whose ``examples`` folder this
+    is (its parent, the catalogue source or a release's ``catalogue/``); ``workflow`` itself beside no
+    ``catalogue.toml``."""
+    catalogue = examples.parent
+    if not workflow or not (catalogue / "catalogue.toml").is_file():
+        return workflow
+    try:
+        return workflow_named(workflow, lambda path: (catalogue / path).read_bytes())
+    except (OSError, RegistryError) as exc:
+        raise HarnessError(f"cannot tell which workflow {workflow!r} names in {catalogue}: {exc}") from None
+
+
 class WorkflowHarness:
     """Drives one run through the four tools in one project directory, by script."""
 
@@ -253,15 +269,15 @@ class WorkflowHarness:
 
         ``workflow_version``: start that version. Without it the verifier
         starts the newest version it holds (the protocol's rule, as the bridge's
-        ``start_run``). The scenario is asked for the facts of the workflow's id
-        (an alias resolved by the verifier first, :meth:`HostSession.resolve`:
-        a start with no facts, answered ``blocked``, nothing started or logged)
-        at ``initial_version`` or, without that, at the version the verifier
-        starts.
+        ``start_run``). The scenario is asked for the facts of ``workflow`` as
+        given (:class:`CatalogueExamples` resolves an alias from its catalogue's
+        workflow files) at ``initial_version`` or ``workflow_version``; with
+        neither, at the version the verifier starts, which a start with no facts
+        asks first (:meth:`HostSession.newest_version`: ``blocked``, nothing
+        started or logged). With a version, the start is the only call.
         """
-        named = await self.session.resolve(workflow, workflow_version)
-        version = initial_version or named.version
-        values = self._calls.initial_state(version, workflow=named.workflow)
+        version = initial_version or workflow_version or await self.session.newest_version(workflow)
+        values = self._calls.initial_state(version, workflow=workflow)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
 
     async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:

@@ -99,15 +99,6 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class WorkflowNamed:
-    """The workflow a name starts, as the verifier resolves it: ``workflow`` its id (an alias resolved to it),
-    ``version`` the version started."""
-
-    workflow: str
-    version: str
-
-
-@dataclass(frozen=True)
 class ValidationRound:
     """The verifier's answer to ``prepare``: the step's files checked, and the validators to run.
 
@@ -135,4 +126,4 @@ class ValidationRound:
         return cls(str(wire["status"]), _listed(wire, "validators"), _listed(wire, "failures"), message, wire)
 
 
-__all__ = ["RunResult", "ValidationRound", "WalkedStep", "WorkflowNamed"]
+__all__ = ["RunResult", "ValidationRound", "WalkedStep"]

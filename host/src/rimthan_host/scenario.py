@@ -53,7 +53,8 @@ class Scenario(Protocol):
     """The user's answers and the scripted authoring and reviews a model would otherwise do.
 
     ``initial_state`` and ``migration_state`` are given the run's workflow id
-    as the keyword ``workflow``. A scenario written before they took it (no
+    as the keyword ``workflow`` (``initial_state``: the name the run is started
+    by, which may be an alias; the run has no id before its start). A scenario written before they took it (no
     ``workflow`` parameter, no ``**kwargs``) still works: the harness calls
     that method without it, and warns once per scenario class
     (``DeprecationWarning``) naming the keyword to add. ``answer`` is given

@@ -37,7 +37,7 @@ from .protocol import (
     failure_lines,
 )
 from .reports import findings_problem, validator_key, validator_report
-from .results import RunResult, ValidationRound, WorkflowNamed
+from .results import RunResult, ValidationRound
 from .run_lock import RunLock
 from .runlog import RunLog
 from .session_record import EventSink as EventSink  # (re-exported: the harness's and the bridge's names)
@@ -233,18 +233,17 @@ class HostSession:
             self.state.confirm(name, value, by)
         return RunResult.of(await self.call(START, self._start_arguments(workflow, self.state, workflow_version)))
 
-    async def resolve(self, workflow: str, workflow_version: str | None = None) -> WorkflowNamed:
-        """The workflow a start of ``workflow`` (an id or an alias) starts: its id and version, as the verifier
-        resolves them (its answer to a start with no facts: ``blocked``, naming both; nothing is started or
-        logged). Without ``workflow_version``, the version a start without one starts. A refusal such as
-        ``workflow_not_found`` is raised as the start's would be."""
+    async def newest_version(self, workflow: str) -> str:
+        """The version of ``workflow`` a start without one starts (the verifier's answer to a start with no facts:
+        ``blocked``, naming it; nothing is started or logged). A refusal such as ``workflow_not_found`` is raised
+        as the start's would be."""
         self._hold()
         empty = ConfirmedStateBook(self.clock)
-        asked = RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, workflow_version)))
-        if asked.status != "blocked" or not asked.workflow or not asked.workflow_version:
+        asked = RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, None)))
+        if asked.status != "blocked" or not asked.workflow_version:
             why = failure_lines(asked.failures, asked.message)
-            raise HarnessError(f"a start of {workflow} with no facts did not name its workflow and version: {why}")
-        return WorkflowNamed(asked.workflow, asked.workflow_version)
+            raise HarnessError(f"a start of {workflow} with no facts did not name its version: {why}")
+        return asked.workflow_version
 
     def _hold(self) -> None:
         """Hold the run's lock: :class:`~rimthan_host.run_lock.RunBusy`, before anything is sent, if another does."""

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         has_own_examples,
         recorded_answers,
         reserved_example,
+        workflow_named,
     )
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
@@ -147,6 +148,7 @@ __all__ = [
     "ending_of",
     "harness_adapter",
     "has_own_examples",
+    "workflow_named",
     "host_blockers",
     "input_digest",
     "issue_bundle",
@@ -212,6 +214,7 @@ _HOME = {
     "ending_of": "rimthan_workflow_registry.run.run_ending",
     "harness_adapter": "rimthan_workflow_registry.run.host_binding",
     "has_own_examples": "rimthan_workflow_registry.run.catalogue_examples",
+    "workflow_named": "rimthan_workflow_registry.run.catalogue_examples",
     "host_blockers": "rimthan_workflow_registry.run.host_binding",
     "input_digest": "rimthan_workflow_registry.run.validation_bundle",
     "issue_bundle": "rimthan_workflow_registry.run.validation_bundle",

@@ -37,6 +37,8 @@ from rimthan_workflow_registry.release.catalogue import (
     StepDefinition,
     WorkflowDefinition,
 )
+from rimthan_workflow_registry.release.catalogue_parse import parse_catalogue_manifest, parse_workflow
+from rimthan_workflow_registry.release.paths import path_problem
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, validator_version
 
 if TYPE_CHECKING:
@@ -100,6 +102,24 @@ def has_own_examples(workflow_id: str, example_paths: Iterable[str]) -> bool:
     """
     own = f"{workflow_id}/"
     return any(p.startswith(own) and not is_readme(p) for p in example_paths)
+
+
+def workflow_named(name: str, read: Callable[[str], bytes]) -> str:
+    """The id of the workflow ``name`` (its id or one of its entry aliases) names in a catalogue, whose files
+    ``read`` returns by path (``catalogue.toml`` and the workflow files it lists): the workflow whose examples a
+    start by that name is scripted from. ``name`` itself when no workflow has it (the verifier refuses that start).
+
+    Parsed with the catalogue's own parsers: CatalogueError for a file that does not parse or an unsafe path.
+    """
+    info, _ = parse_catalogue_manifest(read("catalogue.toml"))
+    for path in info["workflows"]:
+        problem = path_problem(path)
+        if problem is not None:
+            raise CatalogueError(FailureCode.CATALOGUE_INVALID, f"catalogue.toml lists {path!r}: {problem}", path=path)
+        workflow = parse_workflow(read(path), path)
+        if name in workflow.names:
+            return workflow.id
+    return name
 
 
 def is_readme(path: str) -> bool:
