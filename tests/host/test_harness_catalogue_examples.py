@@ -119,6 +119,19 @@ def test_a_workflow_that_requires_no_facts_starts_with_a_version(keypair: KeyPai
     assert [r["status"] for r in _starts_served(project)] == ["active"]
 
 
+def test_the_scenario_reads_no_workflow_file_outside_its_catalogue(tmp_path: Path) -> None:
+    """The scenario reads the workflow files ``catalogue.toml`` lists to resolve an alias: a path out of the
+    catalogue is refused, naming it, not read."""
+    source = init_scaffold(tmp_path)
+    (tmp_path / "outside.toml").write_text((source / "workflows" / "my-flow.toml").read_text("utf-8"), "utf-8")
+    edit_text(source / "catalogue.toml", '"workflows/my-flow.toml"', '"../../../outside.toml"')
+
+    scenario = CatalogueExamples({"0.1.0": source / "examples"}, route="")
+
+    with pytest.raises(HarnessError, match=r"names in .*catalogue\.toml lists '\.\./\.\./\.\./outside\.toml'"):
+        scenario.initial_state("0.1.0", workflow="flow")
+
+
 @pytest.mark.parametrize("output", ["answers", "confirmed-state"])
 def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_and_by_the_scenario(
     keypair: KeyPair, tmp_path: Path, output: str
