@@ -15,11 +15,22 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
 from rimthan_host.delivered import MAX_ASSET_BYTES, RECORD_PATH, clash
 from rimthan_host.project_files import ProjectFiles
 from rimthan_host.standin import StandIn
-from support.bridge import audited, audited_only_run, drive, refused, write_files
+from support.bridge import (
+    audited,
+    audited_only_run,
+    bridge_params,
+    check_replies,
+    drive,
+    refused,
+    stand_in,
+    write_files,
+)
 from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
 
@@ -196,11 +207,49 @@ def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: S
         (model.project / critic).rename(model.project / ".claude/agents/my-critic.md")
         waiting = await model.call("step_done")
         assert waiting.data["status"] == "validators_pending", waiting.text
-        assert f"Re-installed {critic}" in waiting.text
+        assert f"Re-installed {critic}: it was missing (this run's release delivers it there)." in waiting.text
+        assert "another run" not in waiting.text, waiting.text  # (before: "another run's setup had replaced it")
         await model.follow(waiting, "desk-research")
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["ok"] is True
+
+
+def test_a_skill_changed_or_moved_in_a_run_with_no_other_is_said_as_it_is_on_resume(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """One run, one release, the host restarted: the skill edited, then moved away. The resume's refusal and its
+    re-install say what happened to the file, not that another run's setup replaced it (there was no other run)."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def first() -> str:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            run: str = (await model.follow(await model.start(), "", until_question=True)).data["run"]
+            check_replies(model)
+            return run
+
+    async def second() -> StandIn:
+        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            stopped = await model.call("resume_run", {"run": run})
+            refused(stopped, f"Run {run} was not resumed", SKILL, "was changed since the bridge delivered it")
+            assert "another run" not in stopped.text, stopped.text  # (before: "which another run's setup replaced")
+
+            (project / SKILL).rename(project / ".claude/my-notes.md")
+            resumed = await model.call("resume_run", {"run": run})
+            assert not resumed.is_error, resumed.text
+            assert f"Re-installed {SKILL}: it was missing (run {run}'s release delivers it there)." in resumed.text
+            assert "another run" not in resumed.text, resumed.text  # (before: "another run's setup had replaced it")
+            await model.follow(resumed, "desk-research")
+            return model
+
+    run = anyio.run(first)
+    (project / SKILL).write_text((project / SKILL).read_text("utf-8") + "\nMy notes.\n", "utf-8")
+    model = anyio.run(second)
+    check_replies(model)
+    assert audited_only_run(project, state)["ok"] is True
 
 
 def test_a_damaged_delivery_record_refuses_the_setup_in_words(world: ServerWorld, tmp_path: Path) -> None:

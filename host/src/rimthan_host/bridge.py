@@ -114,8 +114,7 @@ class Bridge(StepMoves, MigrationMoves):
                 return Reply(str(exc), {"run": run_id, "status": "workspace_refused"}, is_error=True)
             self.session = session
         self.lock.note(run_id)
-        lines += [f"Re-installed {p}: run {run_id}'s release delivered it otherwise (another run's setup had "
-                  "replaced it)." for p in restored]  # fmt: skip
+        lines += [r.line(f"run {run_id}'s release") for r in restored]
         return await self._go_on(result, [*lines, *round_not_kept(self.project_dir, result)])
 
 

@@ -111,8 +111,7 @@ class StepMoves(BridgeCore):
             session.prepared = None  # step_done checks the files again, then the subagents
             data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": step["id"]}}
             return reply([str(exc)], data, True)
-        lines += [f"Re-installed {p}: this run's release defines that subagent otherwise (another run's setup had "
-                  "replaced it)." for p in restored]  # fmt: skip
+        lines += [r.line("this run's release") for r in restored]
         return validators_waiting(session, lines)
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:

@@ -50,6 +50,20 @@ class AssetClash(HarnessError):
     """Setup refused: a file at an asset's path is not the bridge's to replace; nothing was delivered."""
 
 
+@dataclass(frozen=True)
+class Restored:
+    """An asset put back: its path, and whether the file was missing (moved or deleted) or another release's."""
+
+    path: str
+    missing: bool
+
+    def line(self, release: str) -> str:
+        """What the model is told, ``release`` saying whose asset it is (``"this run's release"``)."""
+        if self.missing:
+            return f"Re-installed {self.path}: it was missing ({release} delivers it there)."
+        return f"Re-installed {self.path}: {release} delivered it otherwise (another run's setup had replaced it)."
+
+
 @dataclass
 class Record:
     """What the bridge delivered: path -> SHA-256; per release digest, asset key -> (install path, SHA-256).
@@ -162,7 +176,7 @@ def check_free(files: ProjectFiles, assets: Sequence[Mapping[str, Any]], record:
         )
 
 
-def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str]) -> list[str]:
+def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str]) -> list[Restored]:
     """Put ``release``'s own ``subagents`` back where another's are; the paths re-installed.
 
     A subagent file that is neither the release's nor the bridge's own is
@@ -176,22 +190,23 @@ def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str
     return _restore(files, release, subagents, head, "step_done again")
 
 
-def restore_release(files: ProjectFiles, release: str, run: str) -> list[str]:
-    """Put every asset ``release`` delivered back where another release's is (resuming ``run``); the paths."""
+def restore_release(files: ProjectFiles, release: str, run: str) -> list[Restored]:
+    """Put every asset ``release`` delivered back where it is missing or another release's (resuming ``run``)."""
     head = (
-        f"Run {run} was not resumed: its release installs its own prompt, skill, subagents and adapter, which "
-        "another run's setup replaced, and the bridge will not overwrite these files to put them back:"
+        f"Run {run} was not resumed: its release installs its own prompt, skill, subagents and adapter, and the "
+        "bridge will not overwrite these files to put them back:"
     )
     return _restore(files, release, None, head, f"resume_run {run} again")
 
 
-def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head: str, then: str) -> list[str]:
+def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head: str, then: str) -> list[Restored]:
     """Re-install ``release``'s assets of ``keys`` (``None``: every one the record keeps) where the file differs;
     :class:`AssetClash` naming every clash."""
     record = load_record(files)
     kept = record.releases.get(release, {})
     pinned = [kept.get(k) for k in (sorted(kept) if keys is None else keys)]
-    stale = [(p, d) for p, d in (x for x in pinned if x is not None) if _digest_at(files, p) != d]
+    found = {p: _digest_at(files, p) for p, _ in (x for x in pinned if x is not None)}
+    stale = [(p, d) for p, d in (x for x in pinned if x is not None) if found[p] != d]
     clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered)) is not None]
     if clashes:
         raise AssetClash(
@@ -203,7 +218,7 @@ def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head
         written = files.write(path, path, "text/markdown", texts[digest])
         record.delivered[written.path] = written.sha256
         save_record(files, record)
-    return [path for path, _ in stale]
+    return [Restored(path, found[path] is None) for path, _ in stale]
 
 
 def _digest_at(files: ProjectFiles, path: str) -> str | None:
