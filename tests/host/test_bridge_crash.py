@@ -22,7 +22,14 @@ import anyio
 import pytest
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
-from support.bridge import as_an_older_bridge_saved, audited_only_run, drive, refused, verifier_pids
+from support.bridge import (
+    as_an_older_bridge_saved,
+    audited_only_run,
+    drive,
+    refused,
+    verifier_pids,
+    write_files,
+)
 from support.servers import ServerWorld, build_world
 
 
@@ -186,3 +193,35 @@ def test_a_resume_refused_after_the_verifier_restarted_gives_the_refusals_code_i
         assert fresh.data["status"] == "blocked", fresh.text  # the restarted verifier answers
 
     drive(world, tmp_path, script)
+
+
+def test_a_verifier_killed_before_a_verdict_says_the_round_is_gone_not_to_send_it_again(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The round the last verdict submits ends with the verifier: the reply says not to send it again, and the
+    one call it then names (step_done) opens a new round. Before, it said "make it again if it still fits" above
+    "call step_done", and the verdict made again was refused ("No validator is waiting")."""
+    state_dir = tmp_path / "state"
+
+    async def script(model: StandIn) -> None:
+        at_question = await model.follow(await model.start(), "", until_question=True)
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+        assert not at_question.is_error and step.data["step"]["id"] == "desk-research", step.text
+        write_files(model, step)
+        waiting = await model.call("step_done")
+        assert waiting.data["status"] == "validators_pending", waiting.text
+        *first, last = [v["name"] for v in waiting.data["validators"]]
+        for name in first:  # (kept by the bridge: the last verdict submits the round to the verifier)
+            assert not (await model.call("record_verdict", {"validator": name, "verdict": "pass"})).is_error
+        (child,) = verifier_pids(state_dir)
+        os.kill(child, signal.SIGKILL)
+        lost = await model.call("record_verdict", {"validator": last, "verdict": "pass"})
+        refused(lost, "Your record_verdict call did not go through: its validation round ended with the verifier, "
+                "so do not send the verdict again: go on as below.", "not kept: call step_done")  # fmt: skip
+        assert "make it again" not in lost.text, lost.text
+        again = await model.call("step_done")
+        assert again.data["status"] == "validators_pending", again.text
+        assert (await model.follow(again, "desk-research")).data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"

@@ -47,9 +47,16 @@ async def recover(bridge: Bridge, link: VerifierLink, tool: str, lost: VerifierL
         return resume_refused(tool, lost, resumed)
     head = (
         f"The verifier had stopped during {tool}; the bridge restarted it and reconnected ({lost.code.value}). "
-        f"Your {tool} call did not go through: make it again if it still fits where the run is (below)."
+        f"Your {tool} call did not go through: {_again(tool)}"
     )
     return Reply(f"{head}\n{resumed.text}", {**code, **resumed.data, "reconnected": True}, True)
+
+
+def _again(tool: str) -> str:
+    """What to do with the call that was lost: a verdict's round went with the session, so not the verdict again."""
+    if tool == "record_verdict":  # (the run is picked up again with no round open: a verdict re-sent is refused)
+        return "its validation round ended with the verifier, so do not send the verdict again: go on as below."
+    return "make it again if it still fits where the run is (below)."
 
 
 def resume_refused(tool: str, lost: VerifierLost, refusal: Reply) -> Reply:
