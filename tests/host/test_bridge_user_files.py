@@ -13,12 +13,13 @@ audited, once the user moved the file.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
-from rimthan_host.delivered import MAX_ASSET_BYTES, RECORD_PATH, clash
+from rimthan_host.delivered import MAX_ASSET_BYTES, RECORD_PATH, STORE_DIR, clash
 from rimthan_host.project_files import ProjectFiles
 from rimthan_host.standin import StandIn
 from support.bridge import (
@@ -215,11 +216,11 @@ def test_a_subagent_file_the_user_changed_stops_the_validators_in_words(world: S
     assert audited_only_run(model.project, state)["ok"] is True
 
 
-def test_a_skill_changed_or_moved_in_a_run_with_no_other_is_said_as_it_is_on_resume(
-    world: ServerWorld, tmp_path: Path
+def _host_restarted(
+    world: ServerWorld, tmp_path: Path, between: Callable[[Path], None], then: Callable[[StandIn, str], Awaitable[None]]
 ) -> None:
-    """One run, one release, the host restarted: the skill edited, then moved away. The resume's refusal and its
-    re-install say what happened to the file, not that another run's setup replaced it (there was no other run)."""
+    """A run driven to its question in one bridge; ``between`` changes the project; ``then`` in a second bridge
+    (the host restarted) with the run's id, which must complete; every reply checked, its log audited."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
 
@@ -230,26 +231,66 @@ def test_a_skill_changed_or_moved_in_a_run_with_no_other_is_said_as_it_is_on_res
             check_replies(model)
             return run
 
-    async def second() -> StandIn:
+    async def second() -> None:
         async with Client(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
-            stopped = await model.call("resume_run", {"run": run})
-            refused(stopped, f"Run {run} was not resumed", SKILL, "was changed since the bridge delivered it")
-            assert "another run" not in stopped.text, stopped.text  # (before: "which another run's setup replaced")
-
-            (project / SKILL).rename(project / ".claude/my-notes.md")
-            resumed = await model.call("resume_run", {"run": run})
-            assert not resumed.is_error, resumed.text
-            assert f"Re-installed {SKILL}: it was missing (run {run}'s release delivers it there)." in resumed.text
-            assert "another run" not in resumed.text, resumed.text  # (before: "another run's setup had replaced it")
-            await model.follow(resumed, "desk-research")
-            return model
+            await then(model, run)
+            check_replies(model)
 
     run = anyio.run(first)
-    (project / SKILL).write_text((project / SKILL).read_text("utf-8") + "\nMy notes.\n", "utf-8")
-    model = anyio.run(second)
-    check_replies(model)
+    between(project)
+    anyio.run(second)
     assert audited_only_run(project, state)["ok"] is True
+
+
+def test_a_skill_changed_or_moved_in_a_run_with_no_other_is_said_as_it_is_on_resume(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """One run, one release, the host restarted: the skill edited, then moved away. The resume's refusal and its
+    re-install say what happened to the file, not that another run's setup replaced it (there was no other run)."""
+
+    def edit(project: Path) -> None:
+        (project / SKILL).write_text((project / SKILL).read_text("utf-8") + "\nMy notes.\n", "utf-8")
+
+    async def then(model: StandIn, run: str) -> None:
+        stopped = await model.call("resume_run", {"run": run})
+        refused(stopped, f"Run {run} was not resumed", SKILL, "was changed since the bridge delivered it")
+        assert "another run" not in stopped.text, stopped.text  # (before: "which another run's setup replaced")
+
+        (model.project / SKILL).rename(model.project / ".claude/my-notes.md")
+        resumed = await model.call("resume_run", {"run": run})
+        assert not resumed.is_error, resumed.text
+        assert f"Re-installed {SKILL}: it was missing (run {run}'s release delivers it there)." in resumed.text
+        assert "another run" not in resumed.text, resumed.text  # (before: "another run's setup had replaced it")
+        await model.follow(resumed, "desk-research")
+
+    _host_restarted(world, tmp_path, edit, then)
+
+
+def test_a_skill_moved_with_the_bridges_copy_gone_can_be_put_back_the_run_is_not_lost(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """The skill moved away and the bridge's kept copies deleted (untracked files cleaned): the resume says the
+    file is missing and that putting it back unchanged lets the run go on, which it then does. Before, it said the
+    file "is not this run's release's file" and offered only a new run."""
+    moved = tmp_path / "SKILL.md"
+
+    def clean(project: Path) -> None:
+        (project / SKILL).rename(moved)
+        for kept in (project / STORE_DIR).iterdir():
+            kept.unlink()
+
+    async def then(model: StandIn, run: str) -> None:
+        stopped = await model.call("resume_run", {"run": run})
+        refused(stopped, f"Nothing was changed: {SKILL} is missing", "put it back unchanged, then call resume_run "
+                f"{run} again; if not, call start_run with new_run true")  # fmt: skip
+        assert stopped.data == {"run": run, "status": "workspace_refused"}, stopped.data
+        moved.rename(model.project / SKILL)  # the user puts it back
+        resumed = await model.call("resume_run", {"run": run})
+        assert not resumed.is_error and resumed.data["run"] == run, resumed.text
+        await model.follow(resumed, "desk-research")
+
+    _host_restarted(world, tmp_path, clean, then)
 
 
 def test_a_damaged_delivery_record_refuses_the_setup_in_words(world: ServerWorld, tmp_path: Path) -> None:

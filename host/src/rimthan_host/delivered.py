@@ -213,7 +213,7 @@ def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head
             head + "\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user to move or rename each of "
             f"these files (keep their content elsewhere), then call {then}."
         )
-    texts = {d: _kept_text(files, p, d) for p, d in stale}
+    texts = {d: _kept_text(files, p, d, found[p] is None, then) for p, d in stale}
     for path, digest in stale:
         written = files.write(path, path, "text/markdown", texts[digest])
         record.delivered[written.path] = written.sha256
@@ -228,15 +228,21 @@ def _digest_at(files: ProjectFiles, path: str) -> str | None:
         return None
 
 
-def _kept_text(files: ProjectFiles, path: str, digest: str) -> str:
-    """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered."""
+def _kept_text(files: ProjectFiles, path: str, digest: str, missing: bool, then: str) -> str:
+    """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered.
+
+    The refusal says what is at ``path`` (``missing``: nothing) and that the file put back as delivered lets
+    ``then`` go on: the run is not lost while the user still has it (moved away, or in version control)."""
     try:
         data = read_regular(files.at(f"{STORE_DIR}/{digest}"), MAX_ASSET_BYTES)
         if sha256_hex(data) == digest:
             return data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         pass
+    there = "is missing" if missing else "is not this run's release's file"
     raise AssetClash(
-        f"Nothing was changed: {path} is not this run's release's file, and the copy the bridge kept of it in "
-        f"{STORE_DIR} is gone or altered, so it cannot be put back. Call start_run with new_run true for a new run."
+        f"Nothing was changed: {path} {there}, and the copy the bridge kept of it in {STORE_DIR} is gone or "
+        "altered, so the bridge cannot put it back. If the user still has the file the bridge delivered there "
+        f"(moved away, or in version control), ask them to put it back unchanged, then call {then}; if not, "
+        "call start_run with new_run true for a new run."
     )
