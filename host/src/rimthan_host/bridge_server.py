@@ -40,6 +40,7 @@ from .bridge import Bridge, Reply
 from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost, VerifierNotUp
 from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, recover
+from .roots import outside_roots
 from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem
 from .verifier_replies import VerifierFailure, reply_for
@@ -137,6 +138,10 @@ async def _move(
         lost = exc
         answer = await _answer(bridge, tool, lambda: recover(bridge, link, tool, lost), link)
     bridge.settle()
+    if tool in ("start_run", "resume_run") and isinstance(answer, Reply) and not answer.is_error:
+        note = await outside_roots(asker.ctx, bridge.project_dir)
+        if note is not None:
+            answer = Reply(f"{note}\n{answer.text}", {**answer.data, "outside_roots": True}, answer.is_error)
     return answer
 
 
