@@ -10,11 +10,13 @@ verifier child; the person declines, so nothing starts.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client, types
+from rimthan_host.standin import StandIn
 from support.bridge import bridge_params, stand_in
 from support.servers import ServerWorld
 
@@ -41,7 +43,8 @@ def test_two_values_the_person_could_confuse_are_shown_apart(mcp_world: ServerWo
                 {"objective": "Should we \u202eDELETE\u202c keep the \u200bdatabase?"},
                 {"objective": "Should we\u00a0keep it?  "},
             ):
-                reply = await model.start(facts)
+                # (every other fact too, after it: a start missing one asks the person nothing)
+                reply = await model.start({**facts, **{k: v for k, v in _example(model).items() if k not in facts}})
                 assert reply.is_error and reply.data["user"] == "decline", reply.text
 
     anyio.run(go)
@@ -51,3 +54,8 @@ def test_two_values_the_person_could_confuse_are_shown_apart(mcp_world: ServerWo
     assert '- "Keep self-hosted PostgreSQL\\n- Migrate to Nimbus Managed PostgreSQL"' in two
     assert "\u202e" not in hidden and "\u200b" not in hidden and "\\u202e" in hidden and "\\u200b" in hidden
     assert spaced.endswith('"Should we\\u00a0keep it?  "')
+
+
+def _example(model: StandIn) -> dict[str, Any]:
+    facts: dict[str, Any] = json.loads((model.examples[model.version] / "confirmed-state.json").read_text("utf-8"))
+    return facts

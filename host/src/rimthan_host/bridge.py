@@ -12,7 +12,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +52,18 @@ class Bridge(StepMoves, MigrationMoves):
         unfinished = self._unfinished()
         if unfinished and not new_run:
             return self._busy(unfinished)
+        if asker.available:  # (the user confirms the facts only once the workflow is known and none is missing)
+            asked = await self._unlogged().requirements(workflow)  # (workflow_not_found raised as a start's)
+            left = [f for f in asked.failures if set(missing_fields([f])) - set(facts)]  # (a field not given)
+            if asked.status == "blocked" and left:
+                return _blocked(left)
         by = await confirm_facts(asker, facts, "start_run", ("the run did not start", "not_started"))
         if isinstance(by, Reply):
             return by
         with self._candidate(new_run_id()) as session:
             result = await session.start(workflow, facts, by=by)
             if result.status == "blocked":
-                lines = ["The run did not start. The verifier needs:", *failure_words(result.failures)]
-                lines.append("Ask the user for what is missing and call start_run again with every fact.")
-                data = {"status": "blocked", "failures": failure_codes(result.failures),
-                        "needs": missing_fields(result.failures)}  # fmt: skip
-                return Reply("\n".join(lines), data, is_error=True)
+                return _blocked(result.failures)
             self.session = session
         self.lock.note(self.run_id)
         lines = [f"Started run {self.run_id} ({by})."]
@@ -124,6 +125,14 @@ def _there(files: ProjectFiles, path: str) -> bool:
         return files.exists(path)
     except (HarnessError, OSError):
         return False
+
+
+def _blocked(failures: Sequence[Mapping[str, Any]]) -> Reply:
+    """The run did not start: what the verifier needs, and the call to make once the user gave it."""
+    lines = ["The run did not start. The verifier needs:", *failure_words(failures)]
+    lines.append("Ask the user for what is missing and call start_run again with every fact.")
+    data = {"status": "blocked", "failures": failure_codes(failures), "needs": missing_fields(failures)}
+    return Reply("\n".join(lines), data, is_error=True)
 
 
 def round_not_kept(project: Path, result: RunResult) -> list[str]:

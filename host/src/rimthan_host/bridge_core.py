@@ -89,6 +89,10 @@ class BridgeCore:
             if self._session is not session:
                 session.close()
 
+    def _unlogged(self) -> HostSession:
+        """A session with no run (no log, no lock, nothing written): for a question that starts nothing."""
+        return HostSession(self.call, project_dir=self.project_dir, host=self.host, clock=self.clock)
+
     def _new_session(self, run_id: str) -> HostSession:
         log = RunLog(self.project_dir, run_id)
         return HostSession(

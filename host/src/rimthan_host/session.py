@@ -237,13 +237,18 @@ class HostSession:
         """The version of ``workflow`` a start without one starts (the verifier's answer to a start with no facts:
         ``blocked``, naming it; nothing is started or logged). A refusal such as ``workflow_not_found`` is raised
         as the start's would be."""
-        self._hold()
-        empty = ConfirmedStateBook(self.clock)
-        asked = RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, None)))
+        asked = await self.requirements(workflow)
         if asked.status != "blocked" or not asked.workflow_version:
             why = failure_lines(asked.failures, asked.message)
             raise HarnessError(f"a start of {workflow} with no facts did not name its version: {why}")
         return asked.workflow_version
+
+    async def requirements(self, workflow: str) -> RunResult:
+        """The verifier's answer to a start of ``workflow`` with no facts: ``blocked``, naming the version and every
+        fact it needs; nothing is started or logged. A refusal (``workflow_not_found``) is raised as a start's."""
+        self._hold()
+        empty = ConfirmedStateBook(self.clock)
+        return RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, None)))
 
     def _hold(self) -> None:
         """Hold the run's lock: :class:`~rimthan_host.run_lock.RunBusy`, before anything is sent, if another does."""
