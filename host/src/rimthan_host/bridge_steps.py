@@ -7,6 +7,7 @@ builds validator reports from the verdicts the model records: exact bytes never 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
@@ -58,6 +59,10 @@ class StepMoves(BridgeCore):
         if done is None and not step.get("gated"):  # (it would move the run: a re-sent call must not move it twice)
             said = "Nothing was done: step_done on a step without files needs step, the id of the step you finished,"
             return misplaced(session, f"{said} so that a call re-sent after the run moved on is refused.")
+        missing = self._files_missing(session) if facts and step.get("gated") else None
+        if missing is not None:  # (the person is asked to confirm the facts once the files can be checked)
+            kept = f"The facts ({', '.join(sorted(facts))}) were not recorded or put to the user yet: pass them again"
+            return replace(missing, text=f"{missing.text}\n{kept} with that step_done.")
         if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
             moved = await record_facts(session, asker, facts)
             if isinstance(moved, Reply):
@@ -72,16 +77,24 @@ class StepMoves(BridgeCore):
         lines = ["The files changed since they were checked: checking them again."] if prepared else []
         return await self._check(session, lines)
 
+    def _files_missing(self, session: HostSession) -> Reply | None:
+        """The refusal of a step whose files are not all there to be read (none written, a directory...), or None."""
+        step = session.position.step
+        problems = file_problems(session.files, step.get("outputs") or [])
+        if not problems:
+            return None
+        lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), fix_files(step["id"])]
+        return reply(lines, {"run": self.run_id, "status": "files_missing", "step": {"id": step["id"]}}, True)
+
     async def _check(self, session: HostSession, lines: list[str]) -> Reply:
         """Read the step's files from disk and have the verifier check them; then its validators, if any."""
         step = session.position.step
         refused = step_files_refused(session, step, lines)
         if refused is not None:
             return refused
-        problems = file_problems(session.files, step.get("outputs") or [])
-        if problems:
-            lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), fix_files(step["id"])]
-            return reply(lines, {"run": self.run_id, "status": "files_missing", "step": {"id": step["id"]}}, True)
+        missing = self._files_missing(session)
+        if missing is not None:
+            return missing
         own = {o["id"] for o in step.get("outputs") or []}  # (earlier attempts of this step's files are no evidence)
         validated = {k: e for k, e in session.evidence.items() if k not in own}
         digests = check_named_files(session.files, step.get("outputs") or [], validated)
