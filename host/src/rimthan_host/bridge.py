@@ -52,7 +52,7 @@ class Bridge(StepMoves, MigrationMoves):
         unfinished = self._unfinished()
         if unfinished and not new_run:
             return self._busy(unfinished)
-        if asker.available:  # (the user confirms the facts only once the workflow is known and none is missing)
+        if asker.available and facts:  # (the user confirms facts only once the workflow is known and none is missing)
             asked = await self._unlogged().requirements(workflow)  # (workflow_not_found raised as a start's)
             left = [f for f in asked.failures if set(missing_fields([f])) - set(facts)]  # (a field not given)
             if asked.status == "blocked" and left:
