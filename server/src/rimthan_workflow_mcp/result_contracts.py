@@ -14,6 +14,9 @@ from rimthan_workflow_registry.release import WRITE_POLICIES
 
 from .schema_parts import DIGEST, NAME, NAMES, SHA256_HEX, VERSION, about, closed, document, every_field_required, uses
 
+FAILURE_CODE = {"enum": sorted(code.value for code in FailureCode)}
+"""The closed list of failure codes (``FailureCode``) as a schema: a failure's and a refusal's ``code``."""
+
 INPUT_BINDING = document(
     "input-binding",
     "A prior artifact a step reads, bound by digest",
@@ -33,7 +36,7 @@ FAILURE = document(
         {
             "code": about(
                 "The failure code, one of the closed list in docs/failure-codes.md (what went wrong and what to do).",
-                {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
+                FAILURE_CODE,
             ),
             "message": about("What is wrong, in words, naming the value or file concerned.", {"type": "string"}),
             "artifact_id": about("The artifact the failure is about, when it is about one.", {"type": "string"}),
@@ -260,7 +263,7 @@ REFUSAL = document(
                         "code": about(
                             "The failure code, one of the closed list in docs/failure-codes.md, which says what "
                             "went wrong and what to do.",
-                            {"enum": sorted(code.value for code in FailureCode)},
+                            FAILURE_CODE,
                         ),
                         "message": about(
                             "What is wrong, in words, naming the value or file concerned.", {"type": "string"}
