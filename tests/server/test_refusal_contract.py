@@ -3,7 +3,8 @@
 One copy (``result_contracts.REFUSAL``), served as the immutable resource
 ``rimthan://contracts/refusal/<hex>.schema.json`` beside the other contracts and shipped in
 docs/test-vectors/host-protocol.json (``refusals.contract``). Every refusal ``domain_tool_error``
-builds matches it, whatever the code; and every refusal a ``rimthan.*`` tool answers an SDK client
+builds matches it, whatever the code, with its ``next`` (what to do: the refusal's own step, else the
+code's line of ``remediation.REMEDIATION``); and every refusal a ``rimthan.*`` tool answers an SDK client
 anywhere in the suite is checked against it by conftest's ``_refusals_match_their_contract``.
 """
 
@@ -18,6 +19,7 @@ from jsonschema import Draft202012Validator
 from rimthan_workflow_mcp.result_contracts import REFUSAL
 from rimthan_workflow_mcp.server import domain_tool_error
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.remediation import REMEDIATION
 from support.refusal_contract import refusal_problems
 from support.releases import REPO_ROOT
 from support.servers import ServerWorld, serve_args, stdio_client_for, text_of
@@ -37,13 +39,17 @@ def test_every_code_the_refusal_builder_sends_matches_the_contract(code: Failure
         assert result.is_error is True
         assert refusal_problems(result.structured_content, result.content[0].text) == []  # type: ignore[union-attr]
         assert result.structured_content is not None and result.structured_content["error"]["code"] == code.value
+        assert result.structured_content["error"]["next"] == REMEDIATION[code]  # the one table, no second copy
+    own = domain_tool_error(RegistryError(code, "what is wrong", next_step="do this instead")).structured_content
+    assert own is not None and own["error"]["next"] == "do this instead"  # the situation's own step wins
 
 
 def test_the_contract_names_exactly_the_closed_list_and_refuses_anything_else() -> None:
     error = REFUSAL["properties"]["error"]
     assert error["properties"]["code"]["enum"] == sorted(code.value for code in FailureCode)
     assert not CHECK.is_valid({"error": {"code": "no_such_code", "message": "x"}})
-    assert not CHECK.is_valid({"error": {"code": "internal_error", "message": "x", "next": "y"}})  # closed
+    assert not CHECK.is_valid({"error": {"code": "internal_error", "message": "x", "next": "y", "hint": "z"}})  # closed
+    assert not CHECK.is_valid({"error": {"code": "internal_error", "message": "x"}})  # next is required
     assert not CHECK.is_valid({"error": "boom"})
     assert not CHECK.is_valid({"status": "blocked"})
 
@@ -71,5 +77,12 @@ def test_the_server_serves_the_contract_and_its_refusals_match_what_it_serves(
             assert refused.is_error and refused.structured_content is not None
             assert Draft202012Validator(served).is_valid(refused.structured_content)
             assert refused.structured_content["error"]["code"] == "invalid_arguments"
+            assert refused.structured_content["error"]["next"] == REMEDIATION[FailureCode.INVALID_ARGUMENTS]
+            unknown = await client.call_tool(
+                "rimthan.continue_workflow",
+                {"checkpoint": "x.y.z", "confirmed_state": {"state": {}, "confirmations": {}}},
+            )
+            error = unknown.structured_content["error"] if unknown.structured_content else {}
+            assert unknown.is_error and error["next"] == REMEDIATION[FailureCode(error["code"])], error
 
     anyio.run(check)

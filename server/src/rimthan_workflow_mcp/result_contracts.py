@@ -268,6 +268,11 @@ REFUSAL = document(
                         "message": about(
                             "What is wrong, in words, naming the value or file concerned.", {"type": "string"}
                         ),
+                        "next": about(
+                            "What to do about it, in words: the refusal's own step, else the code's line in "
+                            'docs/failure-codes.md (its "what to do" column).',
+                            {"type": "string", "minLength": 1},
+                        ),
                         "path": about(
                             "The file or JSON Pointer the refusal is about, when it is about one.", {"type": "string"}
                         ),
@@ -277,7 +282,7 @@ REFUSAL = document(
                             {"type": "object"},
                         ),
                     },
-                    ["code", "message"],
+                    ["code", "message", "next"],
                 ),
             ),
         },
