@@ -40,7 +40,7 @@ def test_a_client_validating_a_result_against_the_served_output_schema_refuses_a
     async def blocked_start() -> tuple[dict[str, Any], dict[str, Any]]:
         async with stdio_client_for(args, (tmp_path / "stderr.log").open("w")) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            empty = {"state": {}, "confirmations": {}}
+            empty: dict[str, Any] = {"state": {}, "confirmations": {}}
             result = await client.call_tool(
                 "rimthan.start_workflow", {"workflow": "research", "confirmed_state": empty, "host": HOST}
             )
