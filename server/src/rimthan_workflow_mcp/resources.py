@@ -10,6 +10,9 @@ under its URI and clients may cache it forever:
 - ``rimthan://releases/<manifest-hex>/<path>`` - a catalogue file of that
   release, served only through ``VerifiedRelease.read_file`` (verified bytes);
   the same URIs the engine puts in step payloads (``step_payload.release_file_uri``).
+
+The listing itself is not immutable: it says what the server holds now, and which held release a new run
+starts on (:data:`NEW_RUNS_META` on that release's manifest resource: each served catalogue's active release).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ SCHEME = "rimthan://"
 CONTRACT_MIME = "application/schema+json"
 MANIFEST_MIME = "application/json"
 RELEASE_FILE_TEMPLATE = SCHEME + "releases/{manifest_hex}/{+path}"
+RELEASE_META = "rimthan/release"  # a manifest resource's ``_meta``: the release id, as results' ``release.id``
+NEW_RUNS_META = "rimthan/new-runs"  # ... and whether start_workflow starts new runs on this release
 _TEXT_TYPES = ("application/json", "application/toml", "text/markdown", "application/schema+json")
 # matched with fullmatch: "$" would also take a URI that ends in a newline
 _MANIFEST_URI = re.compile(f"rimthan://manifests/(?P<hex>{SHA256_HEX_PATTERN})/manifest\\.json")
@@ -85,18 +90,22 @@ class ResourceCatalogue:
             )
             for c in self.contracts.values()
         ]
+        starting = {loaded.digest for loaded in self.provider.actives.values()}
         for loaded in _by_release(self.provider.held.values()):
-            out.extend(self._release_resources(loaded))
+            out.extend(self._release_resources(loaded, loaded.digest in starting))
         return out
 
-    def _release_resources(self, loaded: LoadedRelease) -> Iterable[types.Resource]:
+    def _release_resources(self, loaded: LoadedRelease, starts_runs: bool) -> Iterable[types.Resource]:
         release = loaded.release
+        said = "new runs of its workflows start on it" if starts_runs else "held for the runs pinned to it"
         yield types.Resource(
             uri=manifest_uri(loaded.digest),
             name=f"{release.release_id} manifest",
             title=f"Signed manifest of {release.release_id}",
+            description=f"{release.release_id}: {said}.",
             mime_type=MANIFEST_MIME,
             size=len(release.manifest_bytes),
+            _meta={RELEASE_META: release.release_id, NEW_RUNS_META: starts_runs},
         )
         for entry in release.manifest.files:
             yield types.Resource(
