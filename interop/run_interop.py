@@ -30,7 +30,10 @@
    field without a description, and completes a run of the release over stdio;
    then, with research-decision 1.3.0 built as the migration target, migrates a
    run from 1.2.0 to 1.3.0 (checking the refusal of a premature confirm against
-   the served refusal contract) and completes it there.
+   the served refusal contract) and completes it there; and once more under
+   ``--migrate-to-newest``: a releases directory holding only 1.2.0, the run
+   started there, 1.3.0 published into the directory and the server refreshed
+   (SIGHUP) at the first question, the run migrated to it and completed.
 
 Prints one line per check and a summary; exits 1 if anything was unexpected,
 2 if the tools could not be installed or started.
@@ -443,7 +446,7 @@ def run_inspector(world: World, url: str, report: Report) -> None:
 
 
 def run_node_harness(world: World, report: Report) -> None:
-    """Step 6: the Node harness (vectors, tools/list descriptions, a whole run, a migrated run) over stdio."""
+    """Step 6: the Node harness (vectors, tools/list descriptions, a whole run, two migrated runs) over stdio."""
     target = world.work / "target"
     build = [world.tool("rimthan-pack"), "build", str(CATALOGUE.with_name("1.3.0"))]
     built = run([*build, "--key", str(world.work / "keys" / "interop.key"), "--out", str(target)])
@@ -455,6 +458,13 @@ def run_node_harness(world: World, report: Report) -> None:
             "node-migrated",
             ["--release", str(world.release), "--migration-target", str(target / "research-decision-1.3.0")],
             "a run migrated from 1.2.0 to 1.3.0 and completed there",
+            "ok: completed at sequence 11 on research-decision@1.3.0, migrated",
+        ),
+        (
+            "node-newest",
+            ["--releases-dir", str(_only_the_release(world)), "--migrate-to-newest"]
+            + ["--publish", str(target / "research-decision-1.3.0")],
+            "--migrate-to-newest: 1.3.0 published and refreshed mid-run, the run migrated to it and completed there",
             "ok: completed at sequence 11 on research-decision@1.3.0, migrated",
         ),
     )
@@ -471,6 +481,13 @@ def run_node_harness(world: World, report: Report) -> None:
             f"a harness in Node from the docs alone: test vectors, described fields, {what}",
             last if done.returncode == 0 else done.stderr.strip()[-600:],
         )
+
+
+def _only_the_release(world: World) -> Path:
+    """A releases directory of its own holding a copy of the 1.2.0 release (the harness publishes 1.3.0 into it)."""
+    releases = world.work / "newest-releases"
+    shutil.copytree(world.release, releases / world.release.name)
+    return releases
 
 
 def main(argv: Sequence[str] | None = None) -> int:

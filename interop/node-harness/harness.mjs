@@ -6,15 +6,22 @@
 // With --release OLD --migration-target NEW (instead of --releases-dir) it starts the run on OLD,
 // migrates it to NEW at the first question (preview, a refused premature confirm checked against the
 // refusal contract, the target's new fields confirmed, confirm) and completes it there.
+// With --releases-dir DIR --migrate-to-newest --publish NEW it serves DIR with --migrate-to-newest, starts
+// the run on DIR's newest release, and at the first question stands in for the operator: copies NEW into
+// DIR and sends the server SIGHUP (a refresh), waits until resources/list says new runs start on NEW, asks
+// for the run again (the same question, now with the migration offer) and migrates to NEW as above.
+// Which release a run starts on is read from resources/list (`_meta` `rimthan/new-runs`) before start.
 //
-//   node harness.mjs --server PATH/rimthan-mcp (--releases-dir DIR | --release DIR --migration-target DIR) \
+//   node harness.mjs --server PATH/rimthan-mcp (--releases-dir DIR [--migrate-to-newest --publish DIR]
+//                    | --release DIR --migration-target DIR) \
 //                    --trust DIR --state-dir DIR --project DIR --log FILE [--vectors docs/test-vectors/host-protocol.json]
 //
 // Prints one line per step and a last line `ok: ...`; exits 1 on the first problem.
 import { spawn } from 'node:child_process';
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { appendFileSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { appendFileSync, cpSync, existsSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 
@@ -137,6 +144,7 @@ class Client {
     return msg.result;
   }
   notify(method) { this.proc.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method })}\n`); }
+  refresh() { this.proc.kill('SIGHUP'); } // what `kill -HUP <pid>` does (docs/server.md "Refresh")
   close() { this.proc.stdin.end(); }
 }
 
@@ -149,15 +157,18 @@ const HOST = {
 const now = () => Math.floor(Date.now() / 1000);
 
 async function main() {
-  const names = ['server', 'releases-dir', 'release', 'migration-target', 'trust', 'state-dir', 'project', 'log', 'vectors'];
-  const { values: o } = parseArgs({ options: Object.fromEntries(names.map((k) => [k, { type: 'string' }])) });
+  const names = ['server', 'releases-dir', 'release', 'migration-target', 'publish', 'trust', 'state-dir', 'project', 'log', 'vectors'];
+  const options = { ...Object.fromEntries(names.map((k) => [k, { type: 'string' }])), 'migrate-to-newest': { type: 'boolean' } };
+  const { values: o } = parseArgs({ options });
   for (const k of ['server', 'trust', 'state-dir', 'project', 'log']) check(o[k], `--${k} is required`);
-  const migrating = Boolean(o['migration-target']);
-  check(migrating ? o.release && !o['releases-dir'] : o['releases-dir'] && !o.release, 'give --releases-dir, or --release with --migration-target');
+  const explicit = Boolean(o['migration-target']), newest = Boolean(o['migrate-to-newest']);
+  const migrating = explicit || newest;
+  check(explicit ? o.release && !o['releases-dir'] : o['releases-dir'] && !o.release, 'give --releases-dir, or --release with --migration-target');
+  check(newest === Boolean(o.publish) && !(newest && explicit), '--migrate-to-newest goes with --publish and --releases-dir');
   const vectors = o.vectors ? JSON.parse(readFileSync(o.vectors, 'utf8')) : null;
   if (vectors) console.log(`vectors: ${checkVectors(vectors)} values agree`);
-  const serving = migrating ? ['--release', o.release, '--migration-target', o['migration-target']] : [];
-  const env = { RIMTHAN_TRUST: o.trust, RIMTHAN_STATE_DIR: o['state-dir'], ...(migrating ? {} : { RIMTHAN_RELEASES_DIR: o['releases-dir'] }) };
+  const serving = explicit ? ['--release', o.release, '--migration-target', o['migration-target']] : newest ? ['--migrate-to-newest'] : [];
+  const env = { RIMTHAN_TRUST: o.trust, RIMTHAN_STATE_DIR: o['state-dir'], ...(explicit ? {} : { RIMTHAN_RELEASES_DIR: o['releases-dir'] }) };
   const client = new Client(o.server, serving, env);
   const init = await client.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'rimthan-node-harness', version: '1.0.0' } });
   check(init.protocolVersion === '2025-11-25', `negotiated ${init.protocolVersion}`);
@@ -190,6 +201,10 @@ async function main() {
 
   let s;
   const examples = (digest) => `rimthan://releases/${digest.slice('sha256:'.length)}/examples/`;
+  // Which held release new runs start on (docs/harness-guide.md): its manifest resource's _meta says so.
+  const startsRuns = (listing) => listing.filter((r) => r._meta?.['rimthan/new-runs'] === true).map((r) => ({
+    id: r._meta['rimthan/release'], examples: r.uri.replace(/^rimthan:\/\/manifests\/([0-9a-f]{64})\/manifest\.json$/, 'rimthan://releases/$1/examples/'),
+  }));
   const resources = (await client.request('resources/list', {})).resources;
   const listed = resources.map((r) => r.uri);
   const refusalUri = listed.find((u) => u.startsWith('rimthan://contracts/refusal/'));
@@ -227,19 +242,29 @@ async function main() {
     return moved;
   };
 
-  // Each held release lists its files as `<catalogue>@<version>:<path>`. A run starts on the newest
-  // verified release of a releases directory; with --migration-target held too, on --release, the older.
-  const version = (name) => name.split(':')[0].split('@')[1].split('.').map(Number);
-  const older = (a, b) => { const [x, y] = [version(a.name), version(b.name)]; const i = x.findIndex((n, j) => n !== y[j]); return i < 0 ? 0 : x[i] - y[i]; };
-  const states = resources.filter((r) => r.name.endsWith(':examples/confirmed-state.json')).sort(older);
-  const stateEntry = migrating ? states[0] : states.at(-1);
-  check(stateEntry, 'the release has no examples/confirmed-state.json');
-  let cs = confirmAll(JSON.parse(await readText(stateEntry.uri)), now());
+  // The operator publishes a newer release and refreshes the server (docs/server.md "Refresh"); the
+  // listing then says new runs start on it, and the run's next result carries the migration offer.
+  const publishAndRefresh = async (at) => {
+    cpSync(o.publish, join(o['releases-dir'], basename(o.publish)), { recursive: true });
+    client.refresh();
+    for (let i = 0; i < 300; i += 1) {
+      const [on] = startsRuns((await client.request('resources/list', {})).resources);
+      if (on && on.id !== at.release.id) { console.log(`refreshed: new runs start on ${on.id}`); break; }
+      check(i < 299, 'the server never said new runs start on the published release'); await sleep(100);
+    }
+    return call('rimthan.continue_workflow', { checkpoint: at.checkpoint, confirmed_state: cs });
+  };
+
+  const [start] = startsRuns(resources);
+  check(start, 'resources/list marks no release new runs start on');
+  let cs = confirmAll(JSON.parse(await readText(`${start.examples}confirmed-state.json`)), now());
   s = await call('rimthan.start_workflow', { workflow: 'research-decision', confirmed_state: cs, host: HOST });
-  check(stateEntry.uri.startsWith(examples(s.release.manifest_digest)), `the run started on ${s.release.id}, not the examples' release`);
-  let migrated = false;
+  check(s.release.id === start.id && start.examples === examples(s.release.manifest_digest), `the run started on ${s.release.id}, not ${start.id}`);
+  check(!newest || s.migration === null, 'a run on the newest release was offered a migration');
+  let migrated = false, published = false;
   while (s.status !== 'completed') {
     const step = s.step;
+    if (s.status === 'input_required' && newest && !published) { s = await publishAndRefresh(s); published = true; continue; }
     if (s.status === 'input_required' && migrating && !migrated) { s = await migrate(s); migrated = true; continue; }
     if (s.status === 'input_required') {
       const { field, choices } = s.question; const value = choices[0];

@@ -7,7 +7,9 @@ real ``rimthan-mcp serve`` over stdio, computing every value digest,
 attestation and report binding itself. Its checkpoint log then audits. Given a migration target,
 it migrates the run from 1.2.0 to 1.3.0 at its first question (preview, a premature confirm refused
 with an ``isError`` result it checks against the served refusal contract, the target's new fields
-confirmed, confirm) and completes it on 1.3.0.
+confirmed, confirm) and completes it on 1.3.0. Under ``--migrate-to-newest`` it starts on the only
+release of a releases directory, publishes 1.3.0 into it at the first question, refreshes the server
+(SIGHUP), waits for ``resources/list`` to say new runs start on 1.3.0 and migrates the run there.
 Skipped when no Node 20 or later is on PATH (``make interop`` runs it with its pinned one).
 """
 
@@ -84,3 +86,19 @@ def test_a_node_harness_migrates_a_run_to_the_newer_release_from_the_docs(tmp_pa
     audited = _audit(tmp_path, trust)
     assert "(migrated from research-decision@1.2.0 to research-decision@1.3.0)" in audited
     assert "outcome: completed at step decision-record on research-decision@1.3.0" in audited
+
+
+@pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
+def test_a_node_harness_migrates_a_run_under_migrate_to_newest_after_a_refresh(tmp_path: Path) -> None:
+    key = make_keypair(tmp_path / "keys", "release")
+    build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
+    new = build_release(packaged_source("1.3.0"), tmp_path / "published", [key])
+    trust = trust_dir(tmp_path / "trust", key)
+    serving = ["--releases-dir", str(tmp_path / "releases"), "--migrate-to-newest", "--publish", str(new)]
+    done = _harness(tmp_path, serving, trust)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    said = done.stdout.splitlines()
+    assert "refreshed: new runs start on research-decision@1.3.0" in said
+    assert said[-1].startswith("ok: completed at sequence 11 on research-decision@1.3.0, migrated")
+    audited = _audit(tmp_path, trust)
+    assert "(migrated from research-decision@1.2.0 to research-decision@1.3.0)" in audited
