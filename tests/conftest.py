@@ -12,7 +12,7 @@ hostile                start(answer, tls=None) -> a registry that does not play 
                        every one stopped after the test
 
 Every ``isError`` result a ``rimthan.*`` tool answers an SDK client in any test is checked against the
-published refusal contract (``_refusals_match_their_contract``, support.refusal_contract).
+published refusal contract by the client the tests connect with (support.checked_client.CheckedClient).
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp.client.session import ClientSession
 from support.hostile_registry import HostileRegistry, start_hostile
 from support.raw_stdio import RawStdio, raw_stdio_server
-from support.refusal_contract import check_tool_result
 from support.registry import LocalRegistry, TlsFiles, start_registry
 from support.releases import (
     PACKAGED_VERSIONS,
@@ -61,21 +58,6 @@ def _user_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         del os.environ["XDG_CACHE_HOME"]
     else:
         os.environ["XDG_CACHE_HOME"] = before
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _refusals_match_their_contract() -> Iterator[None]:
-    """Wrap ``ClientSession.call_tool`` (which ``mcp.Client`` calls too) to check each refusal; nothing else changes."""
-    original = ClientSession.call_tool
-
-    async def checked(self: ClientSession, name: str, *args: Any, **kwargs: Any) -> Any:
-        result = await original(self, name, *args, **kwargs)
-        check_tool_result(name, result)
-        return result
-
-    setattr(ClientSession, "call_tool", checked)  # noqa: B010 - mypy refuses assigning to a method
-    yield
-    setattr(ClientSession, "call_tool", original)  # noqa: B010
 
 
 @pytest.fixture

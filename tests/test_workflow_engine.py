@@ -17,7 +17,6 @@ from typing import Any as _Any
 import anyio as _anyio
 import pytest as _pytest
 import support.servers as _srv
-from mcp import Client as _Client
 from rimthan_host.harness import HostProfile, client_caller
 from rimthan_workflow_mcp.schema_parts import uses
 from rimthan_workflow_mcp.server import create_mcp_application
@@ -26,6 +25,7 @@ from rimthan_workflow_registry.canonical import canonical_bytes as _canonical_by
 from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
 from rimthan_workflow_registry.run.token_wire import peek_claims, token_digest
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.checked_client import CheckedClient
 from support.engines import Engines, TickingClock, WireEngine, drive, example_state, examples, make_engines
 from support.servers import (
     CORRUPTIONS,
@@ -496,7 +496,7 @@ def test_corrupt_active_refresh_keeps_a_and_says_why(
     assert provider.active.digest == a_digest and list(provider.held) == [a_digest]
 
     async def still_a() -> None:
-        async with _Client(create_mcp_application(provider)) as client:
+        async with CheckedClient(create_mcp_application(provider)) as client:
             run = _srv.harness(client_caller(client), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
             assert started.wire["release"] == {"id": "research-decision@1.2.0", "manifest_digest": a_digest}
@@ -516,7 +516,7 @@ def test_pinned_release_unavailable_for_a_checkpoint_of_a_release_not_held(
     on_b = create_mcp_application(mcp_world.provider("1.3.0", keyring=keyring, releases_dir=tmp_path / "only-b"))
 
     async def scenario() -> None:
-        async with _Client(on_a) as a, _Client(on_b) as b:
+        async with CheckedClient(on_a) as a, CheckedClient(on_b) as b:
             run = _srv.harness(client_caller(a), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
             refused = await b.call_tool(

@@ -41,11 +41,11 @@ import mcp_types as types
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support import json_edits
+from support.checked_client import CheckedClient
 from support.engines import StepKit
 from support.servers import build_world
 from test_attacks_tools import (  # noqa: F401
@@ -118,7 +118,7 @@ def in_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     project.mkdir()
     with (
         anyio.from_thread.start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(Client(app)) as client,
+        portal.wrap_async_context_manager(CheckedClient(app)) as client,
     ):
         served = InMemory(portal=portal, client=client, errlog=root / "unused.log", valid={})
         served.valid = _valid_arguments(served, StepKit(project))

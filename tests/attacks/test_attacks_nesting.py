@@ -308,8 +308,8 @@ def test_junk_at_start_and_at_refresh_never_stops_or_kills_the_server(tmp_path: 
 
 
 def test_deep_tool_arguments_are_invalid_arguments(tmp_path: Path) -> None:
-    from mcp import Client
     from rimthan_workflow_mcp.server import create_mcp_application
+    from support.checked_client import CheckedClient
     from support.servers import structured_error
 
     world = build_world(tmp_path / "world")
@@ -321,7 +321,7 @@ def test_deep_tool_arguments_are_invalid_arguments(tmp_path: Path) -> None:
         return {"state": {"objective": value}, "confirmations": {}}
 
     async def scenario() -> None:
-        async with Client(app) as client:
+        async with CheckedClient(app) as client:
             run = harness(client_caller(client), tmp_path / "p")
             host = run.host.to_json()
             for depth, deep in ((MAX_ARGUMENT_DEPTH, False), (MAX_ARGUMENT_DEPTH + 1, True), (150, True)):

@@ -14,11 +14,11 @@ import json
 from pathlib import Path
 
 import anyio
-from mcp import Client
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_registry.run.token_wire import claims_payload
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.checked_client import CheckedClient
 from support.servers import build_world, harness, structured_error
 
 
@@ -39,7 +39,7 @@ def test_edited_claims_are_checkpoint_invalid_whatever_release_they_name(tmp_pat
     absent = "sha256:" + "ab" * 32
 
     async def scenario() -> None:
-        async with Client(app) as client:
+        async with CheckedClient(app) as client:
             run = harness(client_caller(client), tmp_path / "project")
             started = await run.start("research", initial_version="1.2.0")
             token, state = started.wire["checkpoint"], run.state.projection()

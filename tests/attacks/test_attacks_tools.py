@@ -33,11 +33,11 @@ import anyio.from_thread
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.tool_schemas import CONTINUE_STATUSES, PREPARE_STATUSES, START_STATUSES, SUBMIT_STATUSES
 from rimthan_workflow_registry.errors import FailureCode
+from support.checked_client import CheckedClient
 from support.engines import StepKit, example_state
 from support.json_edits import delete_at, pointers, set_at
 from support.processes import serve_options
@@ -71,7 +71,7 @@ class Served:
     """A live SDK client session to a ``rimthan-mcp serve`` subprocess, callable from sync code."""
 
     portal: anyio.from_thread.BlockingPortal
-    client: Client
+    client: CheckedClient
     errlog: Path
     valid: dict[str, dict[str, Any]]
     stats: dict[str, int] = field(default_factory=lambda: {"calls": 0, "errors": 0, "accepted": 0})
@@ -158,7 +158,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with (
         errlog.open("w") as err,
         anyio.from_thread.start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(Client(stdio_client(params, errlog=err), mode="legacy")) as client,
+        portal.wrap_async_context_manager(CheckedClient(stdio_client(params, errlog=err), mode="legacy")) as client,
     ):
         served = Served(portal=portal, client=client, errlog=errlog, valid={})
         served.valid = _valid_arguments(served, StepKit(project))

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client, types
+from mcp import types
 from rimthan_host.standin import StandIn
 from support.bridge import bridge_params, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld
 
 TWO = ["Keep self-hosted PostgreSQL\n- Migrate to Nimbus Managed PostgreSQL", "Migrate to Brindle Postgres Cloud"]
@@ -35,7 +36,7 @@ def test_two_values_the_person_could_confuse_are_shown_apart(mcp_world: ServerWo
 
     async def go() -> None:
         params = bridge_params(project, mcp_world, state)
-        async with Client(params, mode="legacy", elicitation_callback=person) as client:
+        async with CheckedClient(params, mode="legacy", elicitation_callback=person) as client:
             model = stand_in(client, project)
             for facts in (
                 {"options": TWO},

@@ -15,11 +15,12 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, types
+from mcp import types
 from rimthan_host.confirmations import BY_ELICITATION
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
 from support.bridge import audit, bridge_params, check_replies, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 ANSWER_SECONDS = 20.0
@@ -81,7 +82,7 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
 
     async def go() -> StandIn:
         params = bridge_params(project, world, state)
-        async with Client(params, mode=mode, elicitation_callback=person) as client:
+        async with CheckedClient(params, mode=mode, elicitation_callback=person) as client:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
             model = stand_in(client, project)
             for refusal in ("decline", "cancel"):
@@ -134,7 +135,7 @@ def test_without_elicitation_the_model_relays_the_user_and_that_is_recorded(worl
     project.mkdir()
 
     async def go() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             partial = await model.start(_without(model, "objective", "decision_owner"))
             assert partial.is_error and "objective" in partial.text and "decision_owner" in partial.text, partial.text
@@ -166,7 +167,9 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
     person = Person()
 
     async def go() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy", elicitation_callback=person) as client:
+        async with CheckedClient(
+            bridge_params(project, world, state), mode="legacy", elicitation_callback=person
+        ) as client:
             model = stand_in(client, project)
             person.policy = {"field:objective": "no"}
             reply = await model.start()

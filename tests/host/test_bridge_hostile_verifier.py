@@ -17,10 +17,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.standin import Reply, StandIn
 from support import garbling_verifier
 from support.bridge import audit, check_replies, garbled_bridge, refused, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld
 
 MANIFEST = ".rimthan/workspace-manifest.json"  # the file the setup step declares: the bridge writes it
@@ -40,7 +40,7 @@ def _completed_under(world: ServerWorld, tmp_path: Path, fault: str) -> tuple[St
         bridge.switch.write_text(fault, "utf-8")
 
         async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
                 model = stand_in(client, bridge.project)
                 assert (await model.follow(await model.start(), "experiment")).data["status"] == "completed"
                 return model
@@ -64,7 +64,7 @@ def test_paths_a_verifier_names_outside_the_bridges_policy_are_never_written(
         project, switch = bridge.project, bridge.switch
 
         async def go() -> tuple[StandIn, str]:
-            async with Client(bridge.params, mode="legacy") as client:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
                 model = stand_in(client, project)
                 started = await model.start()
                 facts = json.loads((model.examples[model.version] / "confirmed-state.json").read_text("utf-8"))
@@ -124,7 +124,7 @@ def test_a_result_of_the_wrong_shape_is_no_protocol_result(
     with garbled_bridge(mcp_world, tmp_path) as bridge:
 
         async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
                 model = stand_in(client, bridge.project)
                 bridge.switch.write_text(fault, "utf-8")
                 reply = await model.start()
@@ -149,7 +149,7 @@ def _set_up_once_resumed(
         bridge.switch.write_text(fault, "utf-8")
 
         async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
                 model = stand_in(client, bridge.project)
                 reply = await model.start()
                 await judge(model, reply)
@@ -226,7 +226,7 @@ def test_step_files_a_verifier_names_outside_the_bridges_policy_are_never_named_
         project, switch = bridge.project, bridge.switch
 
         async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
                 model = stand_in(client, project)
                 at_question = await model.follow(await model.start(), "", until_question=True)
                 field = at_question.data["question"]["field"]

@@ -13,11 +13,11 @@ import subprocess
 from pathlib import Path
 
 import anyio
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.protocol import CONTINUE
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audit, check_replies, garbled_bridge, refused, stand_in, verifier_args
+from support.checked_client import CheckedClient
 from support.processes import http_server_process
 from support.servers import ServerWorld, server_env
 
@@ -33,7 +33,7 @@ def test_the_stand_in_completes_a_run_through_a_verifier_over_http(mcp_world: Se
         )
 
         async def go() -> StandIn:
-            async with Client(bridge, mode="legacy") as client:
+            async with CheckedClient(bridge, mode="legacy") as client:
                 model = stand_in(client, project)
                 at_question = await model.follow(await model.start(), "experiment", until_question=True)
                 assert at_question.data["migration"]["to_release"] == "research-decision@1.3.0"
@@ -58,7 +58,7 @@ def test_an_unreachable_verifier_url_is_one_clear_refusal(tmp_path: Path) -> Non
     )
 
     async def go() -> tuple[bool, str]:
-        async with Client(bridge, mode="legacy") as client:
+        async with CheckedClient(bridge, mode="legacy") as client:
             result = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
             return bool(result.is_error), "\n".join(getattr(c, "text", "") for c in result.content)
 
@@ -80,7 +80,7 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
         port = url.split(":")[-1].split("/")[0]
 
         async def go() -> StandIn:
-            async with Client(bridge, mode="legacy") as client:
+            async with CheckedClient(bridge, mode="legacy") as client:
                 model = stand_in(client, project)
                 at_question = await model.follow(await model.start(), "experiment", until_question=True)
                 run = at_question.data["run"]
@@ -123,7 +123,7 @@ def test_a_verifier_url_that_answers_no_protocol_result_is_refused_in_words(
         project, state, switch = bridge.project, bridge.state, bridge.switch
 
         async def go() -> StandIn:
-            async with Client(bridge.params, mode="legacy") as client:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
                 model = stand_in(client, project)
                 run = (await model.follow(await model.start(), "experiment", until_question=True)).data["run"]
                 switch.write_text("no-status", "utf-8")
@@ -168,7 +168,7 @@ def test_an_answer_the_verifier_refuses_is_not_kept(mcp_world: ServerWorld, tmp_
         )
 
         async def go() -> StandIn:
-            async with Client(bridge, mode="legacy") as client:
+            async with CheckedClient(bridge, mode="legacy") as client:
                 model = stand_in(client, project)
                 at_question = await model.follow(await model.start(), "experiment", until_question=True)
                 first.process.terminate()

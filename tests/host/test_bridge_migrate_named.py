@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, bridge_params, check_replies, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world, example_state
 
 
@@ -49,12 +49,12 @@ def test_migrate_run_names_a_release_installed_after_the_run_was_set_aside(tmp_p
     world, project, params = _served_from_releases(tmp_path, "--migrate-to-newest")
 
     async def started() -> dict[str, Any]:
-        async with Client(params) as client:
+        async with CheckedClient(params) as client:
             reply = await client.call_tool("start_run", {"workflow": "research", "facts": example_state("1.2.0")})
             return dict(reply.structured_content or {})
 
     async def migrated() -> tuple[str, str]:
-        async with Client(params) as client:
+        async with CheckedClient(params) as client:
             await client.call_tool("resume_run", {})
             unknown = _text(await client.call_tool("migrate_run", {"confirm": False}))
             assert "the verifier has not said yet whether a newer release can take run" in unknown, unknown
@@ -97,7 +97,7 @@ def test_start_run_says_the_offer_and_a_resume_keeps_the_one_saved(
     for script in (started, resumed):
 
         async def go(script: Callable[[StandIn], Awaitable[None]] = script) -> None:
-            async with Client(bridge_params(project, world, state), mode="legacy") as client:
+            async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
                 model = stand_in(client, project)
                 await script(model)
                 check_replies(model)
@@ -139,7 +139,7 @@ def test_an_offer_kept_from_a_release_withdrawn_since_is_dropped_by_the_next_res
             shutil.rmtree(project / "releases" / world.built["1.3.0"].name)
 
         async def go(script: Callable[[StandIn], Awaitable[None]] = script) -> None:
-            async with Client(params, mode="legacy") as client:
+            async with CheckedClient(params, mode="legacy") as client:
                 model = stand_in(client, project)
                 await script(model)
                 check_replies(model)

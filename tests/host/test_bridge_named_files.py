@@ -16,10 +16,11 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import StdioServerParameters
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from support.bridge import FIX_NEXT, audit, stand_in
+from support.checked_client import CheckedClient
 from support.processes import serve_options
 from support.servers import ServerWorld, build_world
 
@@ -76,7 +77,7 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
     )["basis"]}  # fmt: skip
 
     async def go() -> str:
-        async with Client(_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             model.version = "1.3.0"
             at = await _to_decision_record(model)
@@ -142,7 +143,7 @@ def test_evidence_edited_while_the_bridge_was_down_is_refused_after_a_resume(
     findings = project / "research/findings.md"
 
     async def first() -> tuple[str, bytes]:
-        async with Client(_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             model.version = "1.3.0"
             at = await _to_decision_record(model)
@@ -153,7 +154,7 @@ def test_evidence_edited_while_the_bridge_was_down_is_refused_after_a_resume(
     logged = RunLog(project, run).tokens()
 
     async def second(expect: str) -> str:
-        async with Client(_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             model.version = "1.3.0"
             resumed = await model.call("resume_run", {"run": run})
@@ -200,7 +201,7 @@ def test_edited_evidence_named_another_way_is_still_refused(world: ServerWorld, 
     (project / "research/link.md").symlink_to(tmp_path / "outside.md")
 
     async def go() -> None:
-        async with Client(_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             model.version = "1.3.0"
             await _to_decision_record(model)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audited, check_replies, refused, stand_in
+from support.checked_client import CheckedClient
 from support.processes import http_server_process
 from support.servers import ServerWorld, build_world, server_env
 
@@ -45,13 +45,13 @@ def test_a_withdrawn_release_is_said_in_the_bridges_words_and_put_back_without_a
     withdrawn = world.publish("1.2.0", releases)
 
     async def before() -> StandIn:
-        async with Client(_bridge(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_bridge(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             await model.follow(await model.start(), "", until_question=True)
             return model
 
     async def after() -> tuple[StandIn, str]:
-        async with Client(_bridge(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_bridge(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             resumed = await model.call("resume_run")
             run = resumed.data["run"]
@@ -96,13 +96,13 @@ def test_a_verifier_by_url_without_the_pinned_release_is_its_operators_to_fix(
         return StdioServerParameters(command=str(BIN / "rimthan-host"), args=args)
 
     async def before(url: str) -> StandIn:
-        async with Client(bridge(url), mode="legacy") as client:
+        async with CheckedClient(bridge(url), mode="legacy") as client:
             model = stand_in(client, project)
             await model.follow(await model.start(), "", until_question=True)
             return model
 
     async def after(url: str) -> StandIn:
-        async with Client(bridge(url), mode="legacy") as client:
+        async with CheckedClient(bridge(url), mode="legacy") as client:
             model = stand_in(client, project)
             assert not (await model.call("resume_run")).is_error
             gone = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})

@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.bridge import Bridge
 from rimthan_host.bridge_server import create_bridge_server
@@ -24,6 +23,7 @@ from rimthan_host.protocol import SUBMIT, HostProfile, client_caller, client_rea
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS, MAX_VALIDATOR_REPORTS_BYTES
 from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 # One finding as a model might paste a subagent's whole answer: longer than a finding may be (MAX_FINDING_CHARS).
@@ -146,7 +146,7 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
     spoiled: list[str] = []
 
     async def go() -> StandIn:
-        async with Client(verifier, mode="legacy") as to_verifier:
+        async with CheckedClient(verifier, mode="legacy") as to_verifier:
             real = client_caller(to_verifier)
 
             async def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +159,7 @@ def test_a_bundle_the_verifier_no_longer_accepts_starts_the_round_again(world: S
                 return await real(tool, arguments)
 
             bridge = Bridge(call, project_dir=project, read_resource=client_reader(to_verifier))
-            async with Client(create_bridge_server(bridge), mode="legacy") as client:
+            async with CheckedClient(create_bridge_server(bridge), mode="legacy") as client:
                 model = stand_in(client, project)
                 await model.follow(await model.start(), "", until_question=True)
                 step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
@@ -224,9 +224,9 @@ def test_a_setup_outside_the_bridges_own_policy_names_the_policy_and_the_run_and
     host = HostProfile(writable_paths=(".rimthan/*", "research/*"), protected_paths=(".git/*", ".claude/*"))
 
     async def go() -> StandIn:
-        async with Client(verifier, mode="legacy") as to_verifier:
+        async with CheckedClient(verifier, mode="legacy") as to_verifier:
             bridge = Bridge(client_caller(to_verifier), project_dir=project, host=host)
-            async with Client(create_bridge_server(bridge), mode="legacy") as client:
+            async with CheckedClient(create_bridge_server(bridge), mode="legacy") as client:
                 model = stand_in(client, project)
                 setup = await model.start()
                 run = str(setup.data["run"])

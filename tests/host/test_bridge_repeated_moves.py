@@ -14,10 +14,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
 from support.bridge import audit, bridge_params, drive, example_text, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 
@@ -31,7 +31,7 @@ def test_a_step_done_re_sent_after_the_run_moved_on_is_refused(world: ServerWorl
     project.mkdir()
 
     async def go() -> str:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             started = await model.start()
             assert "call step_done with step interview" in started.text, started.text

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.standin import StandIn
 from support.bridge import audit, bridge_params, check_replies, example_text, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 
@@ -49,7 +49,7 @@ def test_a_killed_bridge_resumes_from_the_run_log(world: ServerWorld, tmp_path: 
     killed: list[int] = []
 
     async def first() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "", until_question=True)
             step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
@@ -74,7 +74,7 @@ def test_a_killed_bridge_resumes_from_the_run_log(world: ServerWorld, tmp_path: 
     assert killed
 
     async def second() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             idle = await model.call("show_step")
             assert idle.is_error and "resume_run" in idle.text
@@ -106,7 +106,7 @@ def test_switching_runs_and_restarting_the_bridge_keep_each_run_at_its_ungated_s
     project.mkdir()
 
     async def first() -> tuple[str, str]:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             started = await model.start()
             run_a = started.data["run"]
@@ -127,7 +127,7 @@ def test_switching_runs_and_restarting_the_bridge_keep_each_run_at_its_ungated_s
     run_a, run_b = anyio.run(first)
 
     async def second() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             latest = await model.call("resume_run")  # no run named: the latest moved, and the other one said
             assert latest.data["run"] == run_a and f"Resumed run {run_a}" in latest.text, latest.text

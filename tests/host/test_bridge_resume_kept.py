@@ -14,9 +14,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.runlog import MAX_POSITION_BYTES, RunLog
 from support.bridge import as_an_older_bridge_saved, audit, bridge_params, stand_in
+from support.checked_client import CheckedClient
 from support.releases import build_release, packaged_source
 from support.servers import ServerWorld, build_world
 
@@ -39,7 +39,7 @@ def _long_interview_world(world: ServerWorld, root: Path) -> ServerWorld:
 
 
 async def _start_at_interview(project: Path, world: ServerWorld, state: Path) -> str:
-    async with Client(bridge_params(project, world, state), mode="legacy") as client:
+    async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
         started = await stand_in(client, project).start()
         assert started.data["step"]["id"] == "interview", started.text
         return str(started.data["run"])
@@ -60,7 +60,7 @@ def test_an_ungated_step_whose_result_is_past_the_inline_limit_is_resumed_withou
     logged = log.tokens()
 
     async def tampered() -> None:
-        async with Client(bridge_params(project, long, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, long, state), mode="legacy") as client:
             refused = await stand_in(client, project).call("resume_run", {"run": run})
             assert refused.is_error and "damaged" in refused.text and "it was altered" in refused.text, refused.text
 
@@ -71,7 +71,7 @@ def test_an_ungated_step_whose_result_is_past_the_inline_limit_is_resumed_withou
     side.write_bytes(good)
 
     async def resumed() -> None:
-        async with Client(bridge_params(project, long, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, long, state), mode="legacy") as client:
             model = stand_in(client, project)
             back = await model.call("resume_run", {"run": run})
             assert back.data["step"]["id"] == "interview" and not back.is_error, back.text[:2000]
@@ -96,7 +96,7 @@ def test_a_state_saved_without_the_ungated_steps_result_refuses_the_resume_and_s
     logged = log.tokens()
 
     async def resume() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             refused = await model.call("resume_run", {"run": run})
             assert refused.is_error and refused.data["code"] == "run_position_unknown", refused.text

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 import anyio
-from mcp import Client
 from support.bridge import audited, bridge_params, check_replies, refused, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld
 
 NOBODY = 65534
@@ -28,7 +28,7 @@ def test_run_files_another_user_wrote_or_can_write_are_refused(mcp_world: Server
     params = bridge_params(project, mcp_world, state)
 
     async def first() -> str:
-        async with Client(params, mode="legacy") as client:
+        async with CheckedClient(params, mode="legacy") as client:
             model = stand_in(client, project)
             return str((await model.follow(await model.start(), "experiment", until_question=True)).data["run"])
 
@@ -43,7 +43,7 @@ def test_run_files_another_user_wrote_or_can_write_are_refused(mcp_world: Server
         tampered.append((state_file, "nobody", f"{owned} (uid {NOBODY})"))
 
     async def second() -> None:
-        async with Client(params, mode="legacy") as client:
+        async with CheckedClient(params, mode="legacy") as client:
             model = stand_in(client, project)
             for path, change, said in tampered:
                 kept = path.read_bytes()

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.limits import MAX_CONFIRMED_STATE_BYTES
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from support.bridge import audited, audited_only_run, bridge_params, check_replies, drive, refused, stand_in
+from support.checked_client import CheckedClient
 from support.releases import build_release, unbounded_objective_source
 from support.servers import ServerWorld, build_world
 
@@ -180,11 +180,11 @@ def test_a_run_without_its_state_file_is_never_offered_to_resume(world: ServerWo
     project.mkdir()
 
     async def go() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             first = stand_in(client, project)
             run = str((await first.follow(await first.start(), "", until_question=True)).data["run"])
         RunLog(project, run).state_path.unlink()
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             await never_offered(model, run)
         return model

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audit, bridge_params, stand_in
+from support.checked_client import CheckedClient
 from support.releases import packaged_source
 from support.servers import ServerWorld, build_world, server_env
 
@@ -75,7 +75,7 @@ def test_the_audit_told_carries_the_state_dir_and_trust_the_bridge_s_environment
     params.env = {**bare, variable: told, "RIMTHAN_TRUST": str(world.trust)}
 
     async def go() -> str:
-        async with Client(params, mode="legacy") as client:
+        async with CheckedClient(params, mode="legacy") as client:
             model = stand_in(client, project)
             final = await model.follow(await model.start(), "desk-research")
             assert final.data["status"] == "completed", final.text
@@ -94,7 +94,7 @@ def test_the_stand_in_completes_each_route(world: ServerWorld, tmp_path: Path, r
     project.mkdir()
 
     async def go() -> tuple[StandIn, str]:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             tools = await client.list_tools()
             assert {t.name for t in tools.tools} >= {"start_run", "step_done", "record_verdict", "migrate_run"}
             model = stand_in(client, project)
@@ -123,7 +123,7 @@ def test_a_repair_reruns_only_the_failed_validator(world: ServerWorld, tmp_path:
     project.mkdir()
 
     async def go() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project, fail_once={"decision-critic"})
             await model.follow(await model.start(), "desk-research")
             return model
@@ -143,7 +143,7 @@ def test_a_run_migrates_from_1_2_0_to_1_3_0_with_preview_and_confirmation(world:
     new_facts = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
 
     async def go() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "desk-research", until_question=True)
             assert at_question.data["step"]["id"] == "select-route"
@@ -181,7 +181,7 @@ def test_the_setup_reply_names_every_file_the_delivery_installed_adapter_include
     project.mkdir()
 
     async def go() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             await model.start()
             return model

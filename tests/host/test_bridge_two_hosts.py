@@ -17,10 +17,10 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from support.bridge import audited, audited_only_run, bridge_params, check_replies, refused, running_pids, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 
@@ -35,9 +35,9 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "project", tmp_path / "state"
 
 
-def bridge(project: Path, world: ServerWorld, state: Path) -> Client:
+def bridge(project: Path, world: ServerWorld, state: Path) -> CheckedClient:
     """One bridge on ``project``: a real ``rimthan-host serve`` and its MCP client over stdio."""
-    return Client(bridge_params(project, world, state), mode="legacy")
+    return CheckedClient(bridge_params(project, world, state), mode="legacy")
 
 
 def busy(reply: Reply, tool: str, pid: int, run: str) -> None:

@@ -16,12 +16,13 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, types
+from mcp import types
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from rimthan_host.words import choice_texts
 from support.bridge import BIN, check_replies, refused
+from support.checked_client import CheckedClient
 from support.processes import serve_options
 from support.releases import build_release, make_keypair, trust_dir, typed_question_source
 
@@ -66,7 +67,7 @@ def test_number_and_boolean_choices_answered_by_the_model_are_recorded_as_their_
     params, project = _params(release, tmp_path)
 
     async def go() -> StandIn:
-        async with Client(params, mode="legacy") as client:
+        async with CheckedClient(params, mode="legacy") as client:
             model = StandIn(client, project, {})
             started = await model.call("start_run", {"workflow": "demo", "facts": GOAL})
             assert started.data["step"]["id"] == "plan", started.text
@@ -108,7 +109,7 @@ def test_number_and_boolean_choices_answered_through_elicitation_are_recorded_as
         return types.ElicitResult(action="accept", content={"answer": enums[-1][-1]})
 
     async def go() -> StandIn:
-        async with Client(params, mode="legacy", elicitation_callback=person) as client:
+        async with CheckedClient(params, mode="legacy", elicitation_callback=person) as client:
             model = StandIn(client, project, {})
             run = (await model.call("start_run", {"workflow": "demo", "facts": GOAL})).data["run"]
             await _asked(model, "plan", "team_size", "2, 5")

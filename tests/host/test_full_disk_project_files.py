@@ -26,7 +26,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.delivered import RECORD_PATH, Record, save_record
 from rimthan_host.project_files import ProjectFiles
@@ -35,6 +34,7 @@ from rimthan_host.standin import StandIn
 from rimthan_host.words import failed_words
 from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES
 from support.bridge import audited, audited_only_run, bridge_params, check_replies, refused, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 from support.small_disk import fill, small_tmpfs
 
@@ -59,7 +59,7 @@ def run_bridge(params: StdioServerParameters, project: Path, script: Callable[[S
     """Drive one bridge process with ``script``; every reply the model got is checked."""
 
     async def go() -> StandIn:
-        async with Client(params, mode="legacy") as client:
+        async with CheckedClient(params, mode="legacy") as client:
             model = stand_in(client, project)
             await script(model)
             return model

@@ -18,10 +18,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.tools import TOOLS
 from support.bridge import BIN
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 ROOT = Path(__file__).parents[2]
@@ -114,7 +114,7 @@ def test_each_documented_command_starts_the_bridge_and_lists_its_tools(project: 
     params = StdioServerParameters(command=command, args=args, cwd=project, env=env)
 
     async def listed() -> tuple[set[str], str]:
-        async with Client(params, mode="auto") as client:
+        async with CheckedClient(params, mode="auto") as client:
             names = {t.name for t in (await client.list_tools()).tools}
             # a move that needs the verifier: the child rimthan-mcp it started answers (no facts: blocked)
             reply = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
@@ -136,12 +136,12 @@ def test_a_project_without_releases_is_refused_in_the_verifiers_words_then_conne
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "RIMTHAN_STATE_DIR": str(tmp_path)}
     params = StdioServerParameters(command="rimthan-host", args=["serve"], cwd=empty, env=env)
 
-    async def start(client: Client) -> tuple[bool, str]:
+    async def start(client: CheckedClient) -> tuple[bool, str]:
         reply = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
         return bool(reply.is_error), "\n".join(getattr(c, "text", "") for c in reply.content)
 
     async def go() -> tuple[tuple[bool, str], tuple[bool, str]]:
-        async with Client(params, mode="auto") as client:
+        async with CheckedClient(params, mode="auto") as client:
             before = await start(client)
             shutil.copytree(project / "releases", empty / "releases")
             shutil.copytree(project / "keys", empty / "keys")
@@ -168,7 +168,7 @@ def test_project_named_from_another_directory_serves_its_releases(project: Path,
     )
 
     async def start() -> str:
-        async with Client(params, mode="auto") as client:
+        async with CheckedClient(params, mode="auto") as client:
             reply = await client.call_tool("start_run", {"workflow": "research", "facts": {}})
             return "\n".join(getattr(c, "text", "") for c in reply.content)
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.harness import WorkflowHarness
 from rimthan_host.protocol import client_caller
@@ -26,6 +25,7 @@ from rimthan_host.runlog import RunLog
 from rimthan_host.workspace_lock import Owner
 from rimthan_workflow_registry.errors import FailureCode
 from support.bridge import BIN, audited, bridge_params, running_pids, stand_in, verifier_args
+from support.checked_client import CheckedClient
 from support.processes import serve_options
 from support.servers import ServerWorld, build_world, scenario
 
@@ -128,7 +128,7 @@ def test_a_bridge_holds_its_active_run_and_lets_go_of_it_when_it_switches_runs(
     assert said(harness) == "READY desk-research"
 
     async def go() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             before = project_files(project)
             held = await model.call("resume_run", {"run": "run-1"})  # the harness's run: refused, nothing written
@@ -161,7 +161,7 @@ def test_a_lock_file_deleted_under_a_session_stops_it(world: ServerWorld, tmp_pa
     command, *args = library_verifier(world, state)
 
     async def go() -> None:
-        async with Client(StdioServerParameters(command=command, args=args)) as client:
+        async with CheckedClient(StdioServerParameters(command=command, args=args)) as client:
             log = RunLog(project, "run-1")
             with WorkflowHarness(client_caller(client), scenario(), project_dir=project, run_log=log) as kit:
                 at = await kit.run(await kit.start("research", "1.3.0"), until_step="desk-research")

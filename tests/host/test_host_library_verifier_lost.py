@@ -13,12 +13,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.harness import RunResult, WorkflowHarness
 from rimthan_host.protocol import VerifierLost, client_caller
 from rimthan_host.runlog import RunLog
 from support.bridge import BIN, verifier_pids
+from support.checked_client import CheckedClient
 from support.processes import http_server_process, serve_options
 from support.servers import build_world, scenario, server_env
 
@@ -30,11 +30,11 @@ def test_a_killed_verifier_is_verifier_lost_and_the_run_resumes_on_a_new_connect
     options = serve_options(world.built["1.3.0"], world.trust, state, log_level="warning")
     verifier = StdioServerParameters(command=str(BIN / "rimthan-mcp"), args=["serve", *options], env=dict(os.environ))
 
-    def harness(client: Client) -> WorkflowHarness:
+    def harness(client: CheckedClient) -> WorkflowHarness:
         return WorkflowHarness(client_caller(client), scenario(), project_dir=project, run_log=RunLog(project, "run-1"))
 
     async def killed() -> BaseException:
-        async with Client(verifier) as client:
+        async with CheckedClient(verifier) as client:
             kit = harness(client)
             with kit.session:  # (closed: the run's lock let go for the new connection's session)
                 at = await kit.run(await kit.start("research", "1.3.0"), until_step="desk-research")
@@ -45,7 +45,7 @@ def test_a_killed_verifier_is_verifier_lost_and_the_run_resumes_on_a_new_connect
             return lost.value
 
     async def resumed() -> RunResult:
-        async with Client(verifier) as client:
+        async with CheckedClient(verifier) as client:
             kit = harness(client)
             return await kit.run(await kit.session.resume())
 
@@ -67,11 +67,11 @@ def test_a_restarted_http_verifier_s_lost_session_is_verifier_lost_and_the_run_r
         port = sock.getsockname()[1]
     argv = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port), "--http-sessions"]
 
-    def harness(client: Client) -> WorkflowHarness:
+    def harness(client: CheckedClient) -> WorkflowHarness:
         return WorkflowHarness(client_caller(client), scenario(), project_dir=project, run_log=RunLog(project, "run-1"))
 
     async def restarted(url: str) -> BaseException:
-        async with Client(url, mode="legacy") as client:
+        async with CheckedClient(url, mode="legacy") as client:
             kit = harness(client)
             with kit.session:
                 at = await kit.run(await kit.start("research", "1.3.0"), until_step="desk-research")
@@ -81,7 +81,7 @@ def test_a_restarted_http_verifier_s_lost_session_is_verifier_lost_and_the_run_r
             return lost.value
 
     async def resumed(url: str) -> RunResult:
-        async with Client(url, mode="legacy") as client:
+        async with CheckedClient(url, mode="legacy") as client:
             kit = harness(client)
             return await kit.run(await kit.session.resume())
 

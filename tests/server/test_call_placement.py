@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.protocol import client_caller
 from rimthan_workflow_mcp.call_placement import (
     ON_LOOP_MAX_BODY_BYTES,
@@ -27,6 +26,7 @@ from rimthan_workflow_mcp.call_placement import (
     small_arguments,
 )
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
+from support.checked_client import CheckedClient
 from support.releases import build_release, packaged_source
 from support.servers import HttpServer, ServerWorld, build_world, harness, http_server, serve_args
 
@@ -52,7 +52,7 @@ def start_arguments(server: HttpServer, tmp_path_factory: pytest.TempPathFactory
     sent: list[dict[str, Any]] = []
 
     async def go() -> None:
-        async with Client(server.url) as client:
+        async with CheckedClient(server.url) as client:
             inner = client_caller(client)
 
             async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:

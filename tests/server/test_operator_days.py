@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from rimthan_host.harness import ConfirmedStateBook, HostProfile, RunResult, client_caller
+from support.checked_client import CheckedClient
 from support.processes import http_server_process
 from support.servers import (
     FLIPPED_FILE,
@@ -146,7 +146,7 @@ def test_a_second_catalogue_in_releases_is_served_alongside_the_first(world: Ser
 
     async def session() -> dict[str, Any]:
         with (tmp_path / "stderr.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog)) as client:
+            async with CheckedClient(stdio_client(params, errlog=errlog)) as client:
                 tools = [t.name for t in (await client.list_tools()).tools]
                 prompts = {p.name for p in (await client.list_prompts()).prompts}
                 resources = {str(r.name) for r in (await client.list_resources()).resources}

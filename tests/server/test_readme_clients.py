@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from support.checked_client import CheckedClient
 from support.releases import REPO_ROOT, build_release, make_keypair, packaged_source, trust_dir
 
 README = REPO_ROOT / "README.md"
@@ -91,7 +91,7 @@ def test_the_readme_config_starts_the_server_and_lists_the_four_tools(host: str,
 
     async def list_tools() -> list[str]:
         with errlog.open("w") as stream:
-            async with Client(stdio_client(params, errlog=stream)) as client:
+            async with CheckedClient(stdio_client(params, errlog=stream)) as client:
                 return [tool.name for tool in (await client.list_tools()).tools]
 
     assert anyio.run(list_tools) == TOOLS

@@ -5,7 +5,7 @@ One copy (``result_contracts.REFUSAL``), served as the immutable resource
 docs/test-vectors/host-protocol.json (``refusals.contract``). Every refusal ``domain_tool_error``
 builds matches it, whatever the code, with its ``next`` (what to do: the refusal's own step, else the
 code's line of ``remediation.REMEDIATION``); and every refusal a ``rimthan.*`` tool answers an SDK client
-anywhere in the suite is checked against it by conftest's ``_refusals_match_their_contract``.
+anywhere in the suite is checked against it by the suites' client, ``support.checked_client.CheckedClient``.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.harness import client_caller
 from rimthan_workflow_registry.run.token_wire import peek_claims
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.checked_client import CheckedClient
 from support.servers import HttpServer, ServerWorld, build_world, harness, http_client_for, http_server, serve_args
 
 Recorded = list[tuple[str, dict[str, Any]]]
@@ -40,7 +40,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerW
         yield world, first, second
 
 
-async def _drive(clients: list[Client], project: Path) -> tuple[list[str], Recorded]:
+async def _drive(clients: list[CheckedClient], project: Path) -> tuple[list[str], Recorded]:
     """A complete run (one validator fails once), each call to the next client in turn; statuses and calls."""
     recorded: Recorded = []
     callers = [client_caller(c) for c in clients]

@@ -19,13 +19,14 @@ from typing import Any
 import anyio
 import pytest
 from click.testing import CliRunner
-from mcp import Client, types
+from mcp import types
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.cli import main
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.checked_client import CheckedClient
 from support.refusals import refusal
 from support.servers import ServerWorld, build_world, flip_byte, harness, server_env, structured_error
 
@@ -186,13 +187,13 @@ def test_keys_rotate_then_retire_keeps_old_checkpoints_until_retired(world: Serv
         )
 
     async def start() -> tuple[str, dict[str, Any]]:
-        async with Client(create_mcp_application(provider())) as client:
+        async with CheckedClient(create_mcp_application(provider())) as client:
             run = harness(client_caller(client), tmp_path / "p")
             started = await run.start("research", initial_version="1.2.0")
             return started.wire["checkpoint"], run.state.projection()
 
     async def resume(checkpoint: str, state: dict[str, Any]) -> types.CallToolResult:
-        async with Client(create_mcp_application(provider())) as client:
+        async with CheckedClient(create_mcp_application(provider())) as client:
             return await client.call_tool(
                 "rimthan.continue_workflow", {"checkpoint": checkpoint, "confirmed_state": state}
             )

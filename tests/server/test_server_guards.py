@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, types
+from mcp import types
 from mcp.shared.exceptions import MCPError
 from rimthan_host.harness import HostProfile, client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider
@@ -28,6 +28,7 @@ from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world, harness, structured_error, text_of
 
 
@@ -38,7 +39,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 def _run(provider: ReleaseProvider, body: Any) -> Any:
     async def go() -> Any:
-        async with Client(create_mcp_application(provider), mode="auto") as client:
+        async with CheckedClient(create_mcp_application(provider), mode="auto") as client:
             return await body(client)
 
     return anyio.run(go)
@@ -48,7 +49,7 @@ def test_release_resources_are_the_verified_bytes_at_digest_uris(world: ServerWo
     provider = world.provider("1.2.0", migration_target="1.3.0")
     release = world.built["1.2.0"]
 
-    async def body(client: Client) -> None:
+    async def body(client: CheckedClient) -> None:
         templates = (await client.list_resource_templates()).resource_templates
         assert {t.uri_template for t in templates} == {
             "rimthan://releases/{manifest_hex}/{+path}",
@@ -93,7 +94,7 @@ def test_binary_release_file_is_served_as_a_blob(world: ServerWorld, tmp_path: P
     resign_release(release, [world.key], edit=lambda cat: (cat / "assets" / "logo.bin").write_bytes(logo))
     provider = ReleaseProvider.open(release, trust=load_trust(world.trust), keyring=CheckpointKeyring.generate())
 
-    async def body(client: Client) -> None:
+    async def body(client: CheckedClient) -> None:
         read = (
             await client.read_resource(f"rimthan://releases/{provider.active.digest[7:]}/assets/logo.bin")
         ).contents[0]
@@ -107,7 +108,7 @@ def test_binary_release_file_is_served_as_a_blob(world: ServerWorld, tmp_path: P
 def test_migration_without_a_target_is_refused_as_a_structured_error(world: ServerWorld, tmp_path: Path) -> None:
     provider = world.provider("1.2.0")
 
-    async def body(client: Client) -> dict[str, Any]:
+    async def body(client: CheckedClient) -> dict[str, Any]:
         run = harness(client_caller(client), tmp_path / "p")
         started = await run.start("research", initial_version="1.2.0")
         target = run.state.projection()
@@ -128,7 +129,7 @@ def test_migration_without_a_target_is_refused_as_a_structured_error(world: Serv
 def test_checkpoint_garbage_is_refused_by_the_engine_not_routed_blindly(world: ServerWorld) -> None:
     provider = world.provider("1.2.0")
 
-    async def body(client: Client) -> dict[str, Any]:
+    async def body(client: CheckedClient) -> dict[str, Any]:
         return structured_error(
             await client.call_tool(
                 "rimthan.continue_workflow",
@@ -159,7 +160,7 @@ def test_off_schema_results_and_crashes_become_internal_errors_without_traceback
         module_factory=_Misbehaving,
     )
 
-    async def body(client: Client) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def body(client: CheckedClient) -> tuple[dict[str, Any], dict[str, Any]]:
         run = harness(client_caller(client), tmp_path / "p")
         state = run.state
         for name, value in run.scenario.initial_state("1.2.0").items():

@@ -21,13 +21,14 @@ import anyio
 import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
-from mcp import Client, types
+from mcp import types
 from mcp.shared.exceptions import MCPError
 from referencing import Registry
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.schema_parts import DIGEST, contract_id, uses
 from rimthan_workflow_mcp.server import create_mcp_application, param_header_schemas
 from rimthan_workflow_mcp.tool_contracts import contract_documents, workflow_engine_tool_contracts
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world, harness, http_client_for, http_server, serve_args, text_of
 from test_server_http import INITIALIZE, _post
 
@@ -203,7 +204,7 @@ def test_prompts_serve_the_release_prompt_assets(world: ServerWorld) -> None:
 
     async def check() -> None:
         for mode in ("legacy", "auto"):
-            async with Client(create_mcp_application(world.provider("1.2.0")), mode=mode) as client:
+            async with CheckedClient(create_mcp_application(world.provider("1.2.0")), mode=mode) as client:
                 (prompt,) = (await client.list_prompts()).prompts
                 assert prompt.name == "research-brief"
                 assert prompt.description == "Start or resume a Rimthan research-decision run for one product decision"
@@ -247,7 +248,7 @@ def test_logging_set_level_sends_one_notification_per_call_at_or_above_it(world:
 
     async def check() -> None:
         app = create_mcp_application(world.provider("1.2.0"))
-        async with Client(app, mode="legacy", logging_callback=on_log) as client:
+        async with CheckedClient(app, mode="legacy", logging_callback=on_log) as client:
             assert (await client.call_tool("rimthan.start_workflow", {"workflow": "research"})).is_error
             await anyio.sleep(0.05)
             assert received == []  # nothing until the client chose a level

@@ -18,13 +18,13 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.harness import RunResult, client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider, newest_release_dir
 from rimthan_workflow_mcp.server import create_mcp_application, runtime_state
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from support.checked_client import CheckedClient
 from support.processes import wait_for_line
 from support.releases import build_release, scaffold_source
 from support.servers import (
@@ -160,7 +160,7 @@ def test_release_changed_on_disk_after_load_never_changes_what_is_served(world: 
     assert provider.refresh().outcome == "unchanged"
 
     async def start() -> RunResult:
-        async with Client(create_mcp_application(provider)) as client:
+        async with CheckedClient(create_mcp_application(provider)) as client:
             run = harness(client_caller(client), tmp_path / "p")
             return await run.start("research", initial_version="1.2.0")
 

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from rimthan_host.tools import TOOLS
 
 from support import garbling_verifier
+from support.checked_client import CheckedClient
 from support.processes import http_server_process, serve_options
 from support.releases import packaged_source
 from support.servers import ServerWorld, server_env
@@ -81,7 +81,7 @@ def audit(log: Path, state: Path) -> dict[str, Any]:
     return history
 
 
-def stand_in(client: Client, project: Path, **kwargs: Any) -> StandIn:
+def stand_in(client: CheckedClient, project: Path, **kwargs: Any) -> StandIn:
     """The stand-in composing the packaged catalogue's example texts."""
     return StandIn(client, project, {v: packaged_source(v) / "examples" for v in ("1.2.0", "1.3.0")}, **kwargs)
 
@@ -92,7 +92,7 @@ def drive(world: ServerWorld, tmp_path: Path, script: Callable[[StandIn], Awaita
     project.mkdir()
 
     async def go() -> StandIn:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             await script(model)
             return model

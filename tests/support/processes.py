@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from support.checked_client import CheckedClient
 
 WAIT_SECONDS = 30.0
 LISTENING = r"listening on (http://\S+)"
@@ -128,9 +129,9 @@ def http_server_process(
 
 def stdio_client_process(
     command: str, args: Sequence[str], errlog: object, *, mode: str = "auto", cwd: Path | None = None
-) -> Client:
+) -> CheckedClient:
     """An SDK client that spawns ``command args`` over stdio, its stderr going to ``errlog`` (a real file)."""
     params = StdioServerParameters(
         command=command, args=list(args), cwd=None if cwd is None else str(cwd), env={"PYTHONUNBUFFERED": "1"}
     )
-    return Client(stdio_client(params, errlog=errlog), mode=mode)  # type: ignore[arg-type]
+    return CheckedClient(stdio_client(params, errlog=errlog), mode=mode)  # type: ignore[arg-type]

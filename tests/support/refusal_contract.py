@@ -1,7 +1,7 @@
 """The published refusal contract, as the tests hold every refusal of the verifier's tools to it.
 
-``conftest.py`` wraps the SDK's ``ClientSession.call_tool`` for the whole session, so every ``isError``
-result a ``rimthan.*`` tool answers any test (server, attack and host suites alike) is checked here;
+The suites' SDK client (``support.checked_client.CheckedClient``) checks every ``isError`` result a
+``rimthan.*`` tool answers any test (server, attack and host suites alike) here;
 ``raw_stdio`` checks the answers it reads off the wire the same way. Checking only: nothing is replaced.
 """
 

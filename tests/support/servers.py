@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from mcp import Client, types
+from mcp import types
 from rimthan_host.harness import CatalogueExamples, ToolCaller, WorkflowHarness
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
+from support.checked_client import CheckedClient
 from support.processes import HttpServer as HttpServer  # re-exported: the server tests take it from here
 from support.processes import http_server_process, serve_module_args, stdio_client_process
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
@@ -152,13 +153,13 @@ def http_server(args: Sequence[str]) -> Iterator[HttpServer]:
         yield server
 
 
-def stdio_client_for(args: Sequence[str], errlog: TextIO, *, mode: str = "auto") -> Client:
+def stdio_client_for(args: Sequence[str], errlog: TextIO, *, mode: str = "auto") -> CheckedClient:
     """An SDK client that spawns the server over stdio, its stderr going to ``errlog`` (a real file)."""
     return stdio_client_process(sys.executable, args, errlog, mode=mode)
 
 
-def http_client_for(url: str, *, mode: str = "auto") -> Client:
-    return Client(url, mode=mode)
+def http_client_for(url: str, *, mode: str = "auto") -> CheckedClient:
+    return CheckedClient(url, mode=mode)
 
 
 def text_of(read: types.ReadResourceResult) -> str:
@@ -178,7 +179,7 @@ def structured_error(result: Any) -> dict[str, Any]:
     return error
 
 
-def mcp_client(transport: str, mode: str, world: ServerWorld, http: HttpServer, tmp: Path) -> Client:
+def mcp_client(transport: str, mode: str, world: ServerWorld, http: HttpServer, tmp: Path) -> CheckedClient:
     """A client for ``transport``: the shared HTTP server ``http``, or a fresh stdio server (1.2.0, target 1.3.0)."""
     if transport == "http":
         return http_client_for(http.url, mode=mode)
