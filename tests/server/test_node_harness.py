@@ -73,32 +73,29 @@ def test_a_node_harness_completes_a_run_and_its_log_audits(tmp_path: Path) -> No
     assert (tmp_path / "project" / ".rimthan" / "workspace-manifest.json").read_bytes().endswith(b"}\n")
 
 
+MIGRATIONS = {  # how the server is given 1.3.0, and a line only that way prints
+    "migration-target": "migration refused while risk_tolerance unconfirmed -> confirmed_state_invalid",
+    "migrate-to-newest": "refreshed: new runs start on research-decision@1.3.0",
+}
+
+
 @pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
-def test_a_node_harness_migrates_a_run_to_the_newer_release_from_the_docs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", sorted(MIGRATIONS))
+def test_a_node_harness_migrates_a_run_to_the_newer_release_from_the_docs(tmp_path: Path, how: str) -> None:
+    """``--migration-target``: both releases from the start; ``--migrate-to-newest``: 1.3.0 published mid-run."""
     key = make_keypair(tmp_path / "keys", "release")
-    old, new = (build_release(packaged_source(v), tmp_path / "releases", [key]) for v in ("1.2.0", "1.3.0"))
+    old = build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
+    newest = how == "migrate-to-newest"
+    new = build_release(packaged_source("1.3.0"), tmp_path / ("published" if newest else "releases"), [key])
     trust = trust_dir(tmp_path / "trust", key)
-    done = _harness(tmp_path, ["--release", str(old), "--migration-target", str(new)], trust)
+    serving = ["--release", str(old), "--migration-target", str(new)]
+    if newest:
+        serving = ["--releases-dir", str(tmp_path / "releases"), "--migrate-to-newest", "--publish", str(new)]
+    done = _harness(tmp_path, serving, trust)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     said = done.stdout.splitlines()
-    assert "migration refused while risk_tolerance unconfirmed -> confirmed_state_invalid" in said
+    assert MIGRATIONS[how] in said
     assert said[-1].startswith("ok: completed at sequence 11 on research-decision@1.3.0, migrated")
     audited = _audit(tmp_path, trust)
     assert "(migrated from research-decision@1.2.0 to research-decision@1.3.0)" in audited
     assert "outcome: completed at step decision-record on research-decision@1.3.0" in audited
-
-
-@pytest.mark.skipif(NODE is None, reason="no Node 20 or later on PATH or in interop/node_modules")
-def test_a_node_harness_migrates_a_run_under_migrate_to_newest_after_a_refresh(tmp_path: Path) -> None:
-    key = make_keypair(tmp_path / "keys", "release")
-    build_release(packaged_source("1.2.0"), tmp_path / "releases", [key])
-    new = build_release(packaged_source("1.3.0"), tmp_path / "published", [key])
-    trust = trust_dir(tmp_path / "trust", key)
-    serving = ["--releases-dir", str(tmp_path / "releases"), "--migrate-to-newest", "--publish", str(new)]
-    done = _harness(tmp_path, serving, trust)
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    said = done.stdout.splitlines()
-    assert "refreshed: new runs start on research-decision@1.3.0" in said
-    assert said[-1].startswith("ok: completed at sequence 11 on research-decision@1.3.0, migrated")
-    audited = _audit(tmp_path, trust)
-    assert "(migrated from research-decision@1.2.0 to research-decision@1.3.0)" in audited
