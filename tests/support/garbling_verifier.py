@@ -21,11 +21,9 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp import types
+from mcp import Client, types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-
-from support.checked_client import CheckedClient
 
 
 def _without_status(result: types.CallToolResult) -> types.CallToolResult:
@@ -144,7 +142,7 @@ def fault_of(name: str) -> Callable[[types.CallToolResult], types.CallToolResult
     return PATH_FAULTS[kind](path) if colon else FAULTS.get(name, lambda result: result)  # (BIG_RESOURCE)
 
 
-def _server(upstream: CheckedClient, switch: Path) -> Server[Any]:
+def _server(upstream: Client, switch: Path) -> Server[Any]:
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -173,7 +171,7 @@ def _server(upstream: CheckedClient, switch: Path) -> Server[Any]:
 async def serve(upstream_url: str, switch: Path) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    async with CheckedClient(upstream_url, mode="auto") as upstream:
+    async with Client(upstream_url, mode="auto") as upstream:
         app = _server(upstream, switch).streamable_http_app(stateless_http=True, json_response=True)
         server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level="warning", lifespan="on"))
         url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
