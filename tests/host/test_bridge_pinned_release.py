@@ -135,13 +135,13 @@ def test_the_newest_release_withdrawn_below_the_floor_is_said_with_what_to_do(
     newest = world.publish("1.3.0", releases)
 
     async def before() -> StandIn:
-        async with Client(_bridge(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_bridge(project, world, state), mode="legacy") as client:
             model = stand_in(client, project, version="1.3.0")
             await model.follow(await model.start(), "", until_question=True)
             return model
 
     async def after() -> StandIn:
-        async with Client(_bridge(project, world, state), mode="legacy") as client:
+        async with CheckedClient(_bridge(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             resumed = await model.call("resume_run")  # (shown from its saved result: no verifier asked)
             assert resumed.data["question"]["field"] == "research_route", resumed.text

@@ -15,8 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, types
+from mcp import types
 from support.bridge import audited_only_run, bridge_params, check_replies, stand_in
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 NOTE = "Note: this bridge serves the project directory"
@@ -44,7 +45,7 @@ def test_roots_elsewhere_are_said_as_the_run_starts_and_roots_holding_the_projec
 
     async def first() -> str:
         params = bridge_params(project, world, state)
-        async with Client(params, mode="legacy", list_roots_callback=_roots(elsewhere)) as client:
+        async with CheckedClient(params, mode="legacy", list_roots_callback=_roots(elsewhere)) as client:
             model = stand_in(client, project)
             started = await model.start()
             assert not started.is_error and started.data["outside_roots"] is True, started.text
@@ -55,7 +56,7 @@ def test_roots_elsewhere_are_said_as_the_run_starts_and_roots_holding_the_projec
 
     async def second() -> None:
         params = bridge_params(project, world, state)
-        async with Client(params, mode="legacy", list_roots_callback=_roots(tmp_path)) as client:
+        async with CheckedClient(params, mode="legacy", list_roots_callback=_roots(tmp_path)) as client:
             model = stand_in(client, project)
             resumed = await model.call("resume_run", {"run": run})
             assert not resumed.is_error and NOTE not in resumed.text, resumed.text

@@ -18,9 +18,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, types
+from mcp import types
 from rimthan_host.standin import StandIn
 from support.bridge import audited_only_run, bridge_params, check_replies, stand_in, write_files
+from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
 
@@ -45,7 +46,9 @@ def _as_the_person(world: ServerWorld, tmp_path: Path, script: Callable[[StandIn
         return types.ElicitResult(action="accept", content={field: "desk-research"})
 
     async def go() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy", elicitation_callback=person) as client:
+        async with CheckedClient(
+            bridge_params(project, world, state), mode="legacy", elicitation_callback=person
+        ) as client:
             model = stand_in(client, project)
             await script(model, asked)
             check_replies(model)

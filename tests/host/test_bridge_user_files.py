@@ -18,7 +18,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client
 from rimthan_host.delivered import MAX_ASSET_BYTES, RECORD_PATH, STORE_DIR, clash
 from rimthan_host.project_files import ProjectFiles
 from rimthan_host.standin import StandIn
@@ -32,6 +31,7 @@ from support.bridge import (
     stand_in,
     write_files,
 )
+from support.checked_client import CheckedClient
 from support.releases import packaged_source
 from support.servers import ServerWorld, build_world
 
@@ -225,14 +225,14 @@ def _host_restarted(
     project.mkdir()
 
     async def first() -> str:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             run: str = (await model.follow(await model.start(), "", until_question=True)).data["run"]
             check_replies(model)
             return run
 
     async def second() -> None:
-        async with Client(bridge_params(project, world, state), mode="legacy") as client:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
             await then(model, run)
             check_replies(model)
