@@ -22,7 +22,17 @@ from rimthan_host.bridge_server import create_bridge_server
 from rimthan_host.protocol import SUBMIT, HostProfile, client_caller, client_reader
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS, MAX_VALIDATOR_REPORTS_BYTES
-from support.bridge import BIN, audited_only_run, check_replies, drive, refused, stand_in, verifier_args, write_files
+from support.bridge import (
+    BIN,
+    at_desk_research_validators,
+    audited_only_run,
+    check_replies,
+    drive,
+    refused,
+    stand_in,
+    verifier_args,
+    write_files,
+)
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -41,10 +51,7 @@ def test_findings_the_verifier_would_refuse_are_refused_before_anything_is_sent(
     """Too long, too many, or too much for one submit: refused in words at record_verdict, nothing recorded."""
 
     async def script(model: StandIn) -> None:
-        await model.follow(await model.start(), "", until_question=True)
-        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
-        write_files(model, step)
-        assert (await model.call("step_done")).data["status"] == "validators_pending"
+        await at_desk_research_validators(model)
         blank = await model.call(
             "record_verdict", {"validator": "evidence-auditor", "verdict": "fail", "findings": [" "]}
         )

@@ -127,6 +127,16 @@ def write_files(model: StandIn, reply: Reply, path: str | None = None, text: str
             target.write_text(model.compose(name) if text is None else text, "utf-8")
 
 
+async def at_desk_research_validators(model: StandIn) -> Reply:
+    """A new run taken to desk-research's validators: its files written, step_done's reply naming them."""
+    await model.follow(await model.start(), "", until_question=True)
+    step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+    write_files(model, step)
+    waiting = await model.call("step_done")
+    assert waiting.data["status"] == "validators_pending", waiting.text
+    return waiting
+
+
 def audited(project: Path, state: Path, run: str) -> dict[str, Any]:
     """The audit of ``run``'s log in ``project``, which must pass."""
     history = audit(project / ".rimthan" / "runs" / f"{run}.log", state)

@@ -15,14 +15,14 @@ from rimthan_workflow_registry.errors import quoted
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .delivered import AssetClash, restore_subagents
+from .delivered import AssetClash, put_back_edited, restore_subagents
 from .facts import record_facts
 from .file_digests import check_named_files
 from .outputs import changed_files, file_problems
 from .protocol import (
     ToolRefused,
 )
-from .reports import refused_report
+from .reports import refused_report, validator_key
 from .results import RunResult
 from .session import HostSession
 from .step_replies import (
@@ -33,6 +33,7 @@ from .step_replies import (
     not_a_choice,
     reply,
     step_files_refused,
+    validators_edited,
     validators_waiting,
 )
 from .words import (
@@ -121,11 +122,33 @@ class StepMoves(BridgeCore):
                 session.files, session.release_digest, [v["subagent"] for v in prepared_result.validators]
             )
         except AssetClash as exc:
-            session.prepared = None  # step_done checks the files again, then the subagents
-            data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": step["id"]}}
-            return reply([str(exc)], data, True)
+            return self._subagents_refused(session, exc)
         lines += [r.line("this run's release") for r in restored]
         return validators_waiting(session, lines)
+
+    def _subagents_refused(self, session: HostSession, exc: AssetClash) -> Reply:
+        """The validators' subagent files cannot be made the release's: step_done checks the files, then them, again."""
+        session.prepared = None
+        data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": session.position.step_id}}
+        return reply([str(exc)], data, True)
+
+    def _edited(self, session: HostSession, key: str) -> Reply | None:
+        """The refusal of ``key``'s verdict if the subagent file of that validator, or of one with a verdict, is not
+        the release's (changed after the validators were named): those verdicts are discarded, the files put back.
+        Else None."""
+        prepared = session.prepared
+        assert prepared is not None
+        checked = [s for s in prepared.validators if validator_key(s) == key or validator_key(s) in prepared.verdicts]
+        try:
+            put = put_back_edited(session.files, session.release_digest, [s["subagent"] for s in checked])
+        except AssetClash as exc:
+            return self._subagents_refused(session, exc)
+        if not put:
+            return None
+        again = [s for s in checked if s["subagent"] in {p.subagent for p in put}]
+        for summary in again:
+            prepared.verdicts.pop(validator_key(summary), None)
+        return validators_edited(session, put, again)
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
         session = self._running()
@@ -144,6 +167,9 @@ class StepMoves(BridgeCore):
         if key in prepared.verdicts:
             lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
             return validators_waiting(session, lines, error=True)
+        edited = self._edited(session, key)  # (the subagent that gave this verdict ran what the release gives)
+        if edited is not None:
+            return edited
         findings = [f.strip() for f in findings if f.strip()]
         if verdict == "fail" and not findings:
             lines = [

@@ -18,7 +18,9 @@ delivered (``.rimthan/assets/<sha256>``); when a run is resumed,
 :func:`restore_release` puts its own release's assets back where another
 release's are, and before a run's validators are named to the model,
 :func:`restore_subagents` does so for their subagents (only files that are the
-bridge's own), or refuses in words.
+bridge's own), or refuses in words. A subagent file found otherwise after its
+validator was named (edited while the validators run) is no validator of the
+release: :func:`put_back_edited` keeps what is there and puts the release's back.
 """
 
 from __future__ import annotations
@@ -222,10 +224,55 @@ def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head
 
 
 def _digest_at(files: ProjectFiles, path: str) -> str | None:
+    data = _bytes_at(files, path)
+    return None if data is None else sha256_hex(data)
+
+
+def _bytes_at(files: ProjectFiles, path: str) -> bytes | None:
     try:
-        return sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))
+        return read_regular(files.at(path), MAX_ASSET_BYTES)
     except OSError:
         return None
+
+
+@dataclass(frozen=True)
+class PutBack:
+    """A subagent file found otherwise than its release delivers it, put back; ``kept``: whether what was there is
+    kept (in :data:`STORE_DIR`, by its SHA-256), False if nothing was there to keep (missing, or no file)."""
+
+    subagent: str
+    path: str
+    kept: bool
+
+
+def put_back_edited(files: ProjectFiles, release: str, subagents: Sequence[str]) -> list[PutBack]:
+    """Each of ``subagents`` whose file is not ``release``'s (edited, replaced or removed after its validator was
+    named), put back as the release delivers it, what was there kept first; [] if every one is the release's.
+
+    A file that cannot be put back (a folder or link there, the text kept of the release's gone) is
+    :class:`AssetClash`. A release the record does not know (set up before the bridge kept records) is not checked.
+    """
+    record = load_record(files)
+    pinned = record.releases.get(release, {})
+    out: list[PutBack] = []
+    for subagent in dict.fromkeys(s for s in subagents if s in pinned):
+        path, digest = pinned[subagent]
+        data = _bytes_at(files, path)
+        found = None if data is None else sha256_hex(data)
+        if found == digest:
+            continue
+        if data is not None and found is not None:  # kept, so the bridge may replace it: an edit is not lost
+            files.replace(f"{STORE_DIR}/{found}", f"{found}.tmp", data)
+            record.delivered[path] = found
+        out.append(PutBack(subagent, path, found is not None))
+    if out:
+        save_record(files, record)
+        head = (
+            "Nothing was recorded: these subagent files are not the ones this run's release delivers (changed after "
+            "the validators were named), and the bridge will not overwrite them to put them back:"
+        )
+        _restore(files, release, [p.subagent for p in out], head, "step_done again")
+    return out
 
 
 def _kept_text(files: ProjectFiles, path: str, digest: str, missing: bool, then: str) -> str:

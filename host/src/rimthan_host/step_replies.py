@@ -18,6 +18,7 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .audit_command import audit_command
+from .delivered import STORE_DIR, PutBack
 from .outputs import refusal_words
 from .protocol import ResourceReader
 from .results import RunResult, ValidationRound
@@ -148,6 +149,27 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
         lines += validator_words(session.position.step, pending, files, session.state.values)
     data = {"run": run_id_of(session), "status": "validators_pending", "validators": named}
     return reply(lines, {**data, "files": [path for _, path in files]}, error)
+
+
+def validators_edited(session: HostSession, put: Sequence[PutBack], again: Sequence[Mapping[str, Any]]) -> Reply:
+    """Nothing recorded: the subagent files of ``again`` (validators) changed after the bridge named them, and are
+    ``put`` back as the release delivers them; their verdicts recorded already are discarded, they run again."""
+    assert session.prepared is not None
+    names = ", ".join(s["validator_id"] for s in again)
+    kept = [f"what was at {p.path} is kept in {STORE_DIR} (named by its SHA-256)" for p in put if p.kept]
+    code = FailureCode.REPORT_STALE.value
+    head = (
+        f"{code}: nothing was recorded: the subagent file of {names} ({', '.join(p.path for p in put)}) changed after "
+        "the bridge named the validators, so its verdict would come from instructions this run's release does not "
+        f"give; any verdict of {names} recorded already is discarded. The bridge put the release's file back"
+    )
+    waiting = ", ".join(s["validator_id"] for s in session.prepared.pending)
+    then = (
+        f"next: run the subagent of {names} again on the step's files (show_step repeats its instruction), then "
+        f"call record_verdict for each validator waiting: {waiting}."
+    )
+    data = validators_waiting(session, [], error=True).data
+    return reply([f"{head}{'; ' if kept else ''}{'; '.join(kept)}.", then], {**data, "refused": code}, True)
 
 
 class StepReplies:
