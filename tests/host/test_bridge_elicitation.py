@@ -72,6 +72,32 @@ _NOT_ANSWERED = {
 }
 
 
+# A fact at start_run and the migration read apart the same way (before, alike: "did not confirm ... (decline)").
+_NOT_STARTED = {
+    "decline": "The user declined the request to confirm objective: they said no to the value as it was put to them; "
+    "the run did not start.\nnext: ask the user in the conversation what objective should be instead, then call "
+    "start_run again with it in facts (they are asked to confirm it).",
+    "cancel": "The user dismissed the request to confirm objective (cancel): nothing was answered, so the run did not "
+    "start.\nnext: call start_run again with the same facts to ask them again.",
+}
+
+
+def _not_migrated(run: str) -> dict[str, str]:
+    stays = f"nothing was migrated; run {run} stays at step experiment on its release."
+    carry_on = "carry on with step experiment (show_step says what it needs)"
+    return {
+        "decline": f"The user declined the question to migrate run {run}: they said no to migrating it now; {stays}"
+        f"\nnext: {carry_on}; call migrate_run again only if the user asks for the newer release.",
+        "cancel": f"The user dismissed the question to migrate run {run} (cancel): nothing was answered, so {stays}"
+        f"\nnext: call migrate_run with confirm true to ask them again, or {carry_on} if they would rather not.",
+        "fact:decline": "The user declined the request to confirm risk_tolerance: they said no to the value as it "
+        f"was put to them; {stays}\nnext: ask the user in the conversation what risk_tolerance should be instead, "
+        "then call migrate_run again with it in facts (they are asked to confirm it).",
+        "fact:cancel": "The user dismissed the request to confirm risk_tolerance (cancel): nothing was answered, so "
+        f"{stays}\nnext: call migrate_run again with the same facts to ask them again.",
+    }
+
+
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
     world: ServerWorld, tmp_path: Path, mode: str
@@ -89,6 +115,7 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
                 person.policy = {"field:objective": refusal}
                 reply = await model.start()
                 assert reply.is_error and reply.data == {"status": "not_started", "user": refusal, "field": "objective"}
+                assert reply.text == _NOT_STARTED[refusal], reply.text
                 assert not (project / ".rimthan" / "runs").exists()
             person.policy = {}
             at_question = await model.follow(await model.start(), "", until_question=True)
@@ -109,10 +136,13 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
             confirmations = _saved(project)["confirmed_state"]["confirmations"]
             assert {c["confirmed_by"] for c in confirmations.values()} == {BY_ELICITATION}
             migrate = {"to_release": "research-decision@1.3.0", "confirm": True, "facts": NEW_FACTS}
-            for refusal in ("decline", "cancel"):
-                person.policy = {"migrate": refusal}
+            not_migrated = _not_migrated(at_question.data["run"])
+            for refusal in ("decline", "cancel", "fact:decline", "fact:cancel"):
+                fact = refusal.startswith("fact:")  # (a fact the newer release needs: asked before the migration)
+                person.policy = {"field:risk_tolerance": refusal[5:]} if fact else {"migrate": refusal}
                 reply = await model.call("migrate_run", migrate)
-                assert reply.is_error and reply.data["user"] == refusal
+                assert reply.is_error and reply.data["user"] == refusal.removeprefix("fact:"), reply.data
+                assert reply.text == not_migrated[refusal], reply.text
                 assert _saved(project)["release"]["id"] == "research-decision@1.2.0"
             person.policy = {}
             moved = await model.call("migrate_run", migrate)
@@ -123,7 +153,8 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
             return model
 
     model = anyio.run(go)
-    assert person.asked.count("route") == 3 and person.asked.count("migrate") == 3
+    # (after a fact's refusal a 2025-11-25 client is asked nothing more; a 2026-07-28 one gets every question at once)
+    assert person.asked.count("route") == 3 and person.asked.count("migrate") == (3 if mode == "legacy" else 5)
     assert "field:risk_tolerance" in person.asked
     assert model.leaks() == []
     (log,) = (project / ".rimthan" / "runs").glob("*.log")

@@ -15,6 +15,7 @@ from .protocol import (
     ToolRefused,
 )
 from .step_replies import Reply, failure_codes, reply
+from .unanswered import Unanswered
 from .words import (
     fact_message,
     failure_words,
@@ -101,9 +102,12 @@ class MigrationMoves(BridgeCore):
         undone = f"nothing was migrated; run {self.run_id} stays at step {step} on its release"
         if refused and refused[0].startswith("fact:"):
             retry = "migrate_run with the value they confirm in facts"
-            return not_confirmed(refused[0].removeprefix("fact:"), said, retry, (undone, "preview"), data)
-        words = (
-            f"The user did not confirm the migration ({said}); {undone}. Carry on with step {step} (show_step says "
-            "what it needs); call migrate_run again only if the user asks for the newer release."
-        )
-        return Reply(words, {**data, "user": said}, is_error=True)
+            fact = refused[0].removeprefix("fact:")
+            return not_confirmed(fact, said, "migrate_run", (undone, "preview"), data, retry)
+        carry_on = f"carry on with step {step} (show_step says what it needs)"
+        instead = f"{carry_on}; call migrate_run again only if the user asks for the newer release."
+        again = f"call migrate_run with confirm true to ask them again, or {carry_on} if they would rather not."
+        what = f"the question to migrate run {self.run_id}"
+        asked = Unanswered(what, "migrating it now", f"{undone}.", instead, again)
+        no = f"The user did not confirm the migration ({said}); {undone}. {instead[0].upper()}{instead[1:]}"
+        return Reply(asked.words(said) or no, {**data, "user": said}, is_error=True)

@@ -36,6 +36,7 @@ from .step_replies import (
     validators_edited,
     validators_waiting,
 )
+from .unanswered import Unanswered
 from .words import (
     choice_texts,
     refusal_reason,
@@ -278,14 +279,11 @@ def _not_answered(run: str, step: str, field: str, action: str) -> Reply:
     unanswered, so it is asked again; anything else (an accept that chose nothing) is said as not answered."""
     stays = f"the run stays at step {step}."
     ask_again = f"call answer_question with field {field} to ask them again."
-    words = {
-        "decline": f"The user declined the question about {field}: they said no to answering it as asked; nothing "
-        f"was recorded; {stays}\nnext: ask the user in the conversation what they want instead, then call "
-        f"answer_question with field {field} and their answer (they are asked to confirm it).",
-        "cancel": f"The user dismissed the question about {field} (cancel): nothing was answered, so nothing was "
-        f"recorded; {stays}\nnext: {ask_again}",
-    }
+    instead = (f"ask the user in the conversation what they want instead, then call answer_question with field {field} "
+               "and their answer (they are asked to confirm it).")  # fmt: skip
+    asked = Unanswered(f"the question about {field}", "answering it as asked", f"nothing was recorded; {stays}",
+                       instead, ask_again)  # fmt: skip
     said = f"The user did not answer the question about {field} ({action}); nothing was recorded; {stays} "
-    text = words.get(action) or f"{said}Talk it through with the user, then {ask_again}"
+    text = asked.words(action) or f"{said}Talk it through with the user, then {ask_again}"
     data = {"run": run, "status": "input_required", "user": action, "step": {"id": step}, "field": field}
     return Reply(text, data, is_error=True)

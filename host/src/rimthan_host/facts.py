@@ -24,19 +24,20 @@ from .protocol import ToolRefused
 from .results import RunResult
 from .session import HostSession
 from .step_replies import Reply, reply, run_id_of
+from .unanswered import Unanswered
 from .words import fact_message
 
 
 async def confirm_facts(
     asker: Asker,
     facts: Mapping[str, Any],
-    retry: str,
+    tool: str,
     undone: tuple[str, str],
     data: Mapping[str, Any] | None = None,
 ) -> str | Reply:
     """How the person confirmed ``facts`` (asked directly if the client can elicit), or the reply for a no.
 
-    ``retry``: the call to make once it is talked through; ``undone``: what
+    ``tool``: the call that asks them again (start_run, step_done); ``undone``: what
     did not happen on a no, in words and as the reply's status; ``data``: where the run is, for the reply's data.
     """
     if not asker.available or not facts:
@@ -45,19 +46,32 @@ async def confirm_facts(
     refused = [k for k, a in got.items() if not a.confirmed]
     if not refused:
         return BY_ELICITATION
-    return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, retry, undone, data)
+    return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
 
 
 def not_confirmed(
-    field: str, said: str, retry: str, undone: tuple[str, str], data: Mapping[str, Any] | None = None
+    field: str,
+    said: str,
+    tool: str,
+    undone: tuple[str, str],
+    data: Mapping[str, Any] | None = None,
+    retry: str | None = None,
 ) -> Reply:
-    """The reply for a fact the person did not confirm (``said``: decline, cancel, no): what did not happen, the call
-    to make once it is talked through."""
-    field_name = quoted(field)
+    """The reply for a fact the person did not confirm (``said``: decline, cancel, no): what did not happen.
+
+    ``tool``: the call that puts the facts to them again; ``retry``: the call to make once a no is talked
+    through (``tool`` if not said). Declined, the model asks them in the conversation for the value; cancelled,
+    nothing was answered, so the same facts are put to them again."""
+    name = quoted(field)
+    instead = (f"ask the user in the conversation what {name} should be instead, then call {tool} again with it in "
+               "facts (they are asked to confirm it).")  # fmt: skip
+    again = f"call {tool} again with the same facts to ask them again."
+    what = f"the request to confirm {name}"
+    asked = Unanswered(what, "the value as it was put to them", f"{undone[0]}.", instead, again)
+    no = f"The user did not confirm {name} ({said}); {undone[0]}. Talk it through with the user and call"
     return Reply(
-        f"The user did not confirm {field_name} ({said}); {undone[0]}. Talk it through with the user and call {retry} "
-        "again.",
-        {**(data or {}), "status": undone[1], "user": said, "field": field_name},
+        asked.words(said) or f"{no} {retry or tool} again.",
+        {**(data or {}), "status": undone[1], "user": said, "field": name},
         is_error=True,
     )
 
