@@ -63,6 +63,17 @@ def test_a_verdict_from_a_subagent_edited_after_it_was_named_is_refused_and_the_
         refused(last, "report_stale", AUDITOR, "any verdict of evidence-auditor recorded already is discarded",
                 "for each validator waiting: evidence-auditor, decision-critic")  # fmt: skip
         assert {v["name"] for v in last.data["validators"]} == {"evidence-auditor", "decision-critic"}, last.data
+
+        # One that cannot be put back (a folder in its place) refuses the verdict too; step_done names them anew.
+        (model.project / CRITIC).unlink()
+        (model.project / CRITIC).mkdir()
+        blocked = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        refused(blocked, "Nothing was recorded", f"{CRITIC} is there and is not a regular file", "step_done again")
+        assert blocked.data["status"] == "workspace_refused", blocked.data
+        (model.project / CRITIC).rmdir()
+        again = await model.call("step_done")
+        assert again.data["status"] == "validators_pending", again.text
+        assert (model.project / CRITIC).read_bytes() == delivered
         for name in ("evidence-auditor", "decision-critic"):
             done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
             assert not done.is_error, done.text
