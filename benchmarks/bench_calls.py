@@ -284,7 +284,9 @@ async def drive_calls(
         driver = _Driver(timings, client, floors)
         for run in range(runs + 1):
             driver.timing = run > 0
-            examples = CatalogueExamples({VERSION: release / "catalogue" / "examples"}, ROUTE, fail_once=DRILL)
+            examples = CatalogueExamples(
+                {VERSION: release / "catalogue" / "examples"}, fail_once=DRILL, answers={"research_route": ROUTE}
+            )
             project = work / "projects" / f"{transport}-{run}"
             if project.exists():
                 shutil.rmtree(project)

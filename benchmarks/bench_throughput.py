@@ -73,7 +73,9 @@ async def _record(url: str, release: Path, work: Path) -> tuple[Recorded, list[t
             recorded.append((name, arguments))
             return await inner(name, arguments)
 
-        examples = CatalogueExamples({VERSION: release / "catalogue" / "examples"}, ROUTE, fail_once=DRILL)
+        examples = CatalogueExamples(
+            {VERSION: release / "catalogue" / "examples"}, fail_once=DRILL, answers={"research_route": ROUTE}
+        )
         harness = WorkflowHarness(call, examples, project_dir=work / "p6" / "record")
         final = await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))
     if final.status != "completed":

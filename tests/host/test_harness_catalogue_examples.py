@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import anyio
@@ -46,7 +47,7 @@ def _walk(release: Path, trust: Path, project: Path, workflow: str, version: str
     async def walk() -> RunResult:
         with (project.parent / f"{project.name}.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
-                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"})
                 with WorkflowHarness(client_caller(client), examples, project_dir=project, host=HOST) as harness:
                     return await harness.run(await harness.start(workflow, version))
 
@@ -126,7 +127,7 @@ def test_the_scenario_reads_no_workflow_file_outside_its_catalogue(tmp_path: Pat
     (tmp_path / "outside.toml").write_text((source / "workflows" / "my-flow.toml").read_text("utf-8"), "utf-8")
     edit_text(source / "catalogue.toml", '"workflows/my-flow.toml"', '"../../../outside.toml"')
 
-    scenario = CatalogueExamples({"0.1.0": source / "examples"}, route="")
+    scenario = CatalogueExamples({"0.1.0": source / "examples"})
 
     with pytest.raises(HarnessError, match=r"names in .*catalogue\.toml lists '\.\./\.\./\.\./outside\.toml'"):
         scenario.initial_state("0.1.0", workflow="flow")
@@ -165,7 +166,7 @@ def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_an
     )
     assert not (tmp_path / "rel").exists()
 
-    scenario = CatalogueExamples({"0.1.0": source / "examples"}, route="")  # (a release built before the rule)
+    scenario = CatalogueExamples({"0.1.0": source / "examples"})  # (a release built before the rule)
     declared = {"id": output, "media_type": "application/json", "path": f"out/{output}.json"}
     ctx = AuthorContext("0.1.0", "write-summary", declared, {}, 0, (), {}, "my-flow")
     with pytest.raises(HarnessError, match=f"output {output!r} has no worked example in .*: its example name is"):
@@ -197,7 +198,7 @@ def test_a_migration_keeps_every_answer_the_run_gave_not_only_research_route(
     async def walk() -> tuple[dict[str, object], RunResult]:
         with (tmp_path / "serve.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
-                scenario = CatalogueExamples(examples, route="", answers={"audience": "board"})
+                scenario = CatalogueExamples(examples, answers={"audience": "board"})
                 project = tmp_path / "project"
                 with WorkflowHarness(client_caller(client), scenario, project_dir=project, host=HOST) as harness:
                     at = await harness.run(await harness.start("my-flow", "0.1.0"), until_step="write-summary")
@@ -211,6 +212,55 @@ def test_a_migration_keeps_every_answer_the_run_gave_not_only_research_route(
 
     assert migrated == {"goal": "Decide whether to keep the weekly status meeting", "audience": "board"}
     assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished
+
+
+def _asks_route(source: Path) -> None:
+    """The scaffold's plan step asks ``research_route`` (the field ``route`` answered), desk or interviews."""
+    asks_audience(source)
+    for path in (source / "workflows" / "my-flow.toml", source / "schemas" / "confirmed-state.schema.json"):
+        text = path.read_text("utf-8").replace('"audience"', '"research_route"')
+        path.write_text(text.replace('"team", "board"', '"desk", "interviews"'), "utf-8")
+
+
+def _answered(release: Path, trust: Path, project: Path, scenario: CatalogueExamples) -> dict[str, object]:
+    """The confirmed state a run of my-flow on ``release``, scripted by ``scenario``, completes with."""
+    args = ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(project / ".state")]
+
+    async def walk() -> dict[str, object]:
+        with (project.parent / f"{project.name}.log").open("w") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                with WorkflowHarness(client_caller(client), scenario, project_dir=project, host=HOST) as harness:
+                    done = await harness.run(await harness.start("my-flow", "0.1.0"))
+                    assert done.status == "completed", done
+                    return dict(harness.state.values)
+
+    return anyio.run(walk)
+
+
+def test_route_is_deprecated_for_answers_and_the_old_call_still_answers_research_route(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """``CatalogueExamples(examples, route)`` hard-coded one question field, ``research_route``, in the public API.
+
+    ``answers=`` gives any question's answer by its field, and a scenario needs neither (the examples' own answers);
+    the old call warns ``DeprecationWarning`` once and still answers ``research_route`` in a real run.
+    """
+    source = init_scaffold(tmp_path)
+    _asks_route(source)
+    release = _build(source, keypair, tmp_path / "rel")
+    examples = {"0.1.0": release / "catalogue" / "examples"}
+
+    with pytest.warns(DeprecationWarning, match=r"route=\.\.\.\) is deprecated: .*answers=") as said:
+        old = CatalogueExamples(examples, "interviews")
+    assert len(said) == 1
+    assert _answered(release, trust, tmp_path / "old", old)["research_route"] == "interviews"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = CatalogueExamples(examples, answers={"research_route": "desk"})
+        assert _answered(release, trust, tmp_path / "new", new)["research_route"] == "desk"
+        with pytest.raises(HarnessError, match="no scripted answer for 'research_route'"):
+            CatalogueExamples(examples).answer({"field": "research_route"}, "0.1.0", workflow="my-flow")
 
 
 def test_the_harness_guides_python_harness_runs_as_written(keypair: KeyPair, tmp_path: Path) -> None:

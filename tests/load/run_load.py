@@ -345,7 +345,7 @@ class Load:
             project = self.work / "projects" / f"client-{number:02d}-run-{index}"
             harness = WorkflowHarness(
                 self.caller(number, index, router),
-                CatalogueExamples(examples, ROUTES[(number + index) % 3]),
+                CatalogueExamples(examples, answers={"research_route": ROUTES[(number + index) % 3]}),
                 project_dir=project,
             )
             try:

@@ -273,7 +273,7 @@ def test_the_host_kits_examples_scenario_reads_each_workflows_own_folder_through
     async def walk(workflow: str) -> RunResult:
         with (tmp_path / f"{workflow}.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
-                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"})
                 host = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
                 project = tmp_path / workflow
                 with WorkflowHarness(client_caller(client), examples, project_dir=project, host=host) as harness:
@@ -545,7 +545,7 @@ def test_the_examples_scenario_answers_any_question_its_worked_example_records(
         args = ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(tmp_path / name)]
         with (tmp_path / f"{name}.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
-                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"})
                 host = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))
                 harness = WorkflowHarness(client_caller(client), examples, project_dir=tmp_path / name, host=host)
                 with harness:
@@ -581,5 +581,5 @@ def test_the_examples_scenario_answers_any_question_its_worked_example_records(
     assert isinstance(harness, WorkflowHarness)
     assert harness.record.final is not None and harness.record.final["status"] == "completed"
     assert harness.state.values["audience"] == "board"
-    scripted = CatalogueExamples({"0.1.0": tmp_path}, route="", answers={"audience": "team"})
+    scripted = CatalogueExamples({"0.1.0": tmp_path}, answers={"audience": "team"})
     assert scripted.answer({"field": "audience"}, "0.1.0", workflow="my-flow") == "team"  # the caller's first

@@ -162,7 +162,7 @@ def test_the_scaffold_runs_end_to_end_through_the_real_server(
     async def walk() -> RunResult:
         with (tmp_path / "server.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
-                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"}, route="")
+                examples = CatalogueExamples({"0.1.0": release / "catalogue" / "examples"})
                 host = HostProfile(writable_paths=(".claude/*", ".rimthan/*", "out/*"))  # the user's policy
                 harness = WorkflowHarness(client_caller(client), examples, project_dir=tmp_path / "project", host=host)
                 return await harness.run(await harness.start("my-flow", initial_version="0.1.0"))

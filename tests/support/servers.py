@@ -76,7 +76,9 @@ def build_world(root: Path) -> ServerWorld:
 
 def scenario(route: str = "desk-research", fail_once: frozenset[str] = frozenset()) -> CatalogueExamples:
     """The packaged catalogues' shipped examples as a harness scenario."""
-    return CatalogueExamples({v: packaged_source(v) / "examples" for v in VERSIONS}, route, fail_once)
+    return CatalogueExamples(
+        {v: packaged_source(v) / "examples" for v in VERSIONS}, fail_once=fail_once, answers={"research_route": route}
+    )
 
 
 def harness(

@@ -85,7 +85,7 @@ async def _before(releases: Path, trust: Path, work: Path) -> list[int]:
                 return call
 
             fail = {"decision-critic"} if name == "repair" else set()
-            scenario = CatalogueExamples(examples, "desk-research", fail_once=fail)
+            scenario = CatalogueExamples(examples, fail_once=fail, answers={"research_route": "desk-research"})
             harness = WorkflowHarness(counting(), scenario, project_dir=work / f"before-{name}")
             result = await harness.start("research", initial_version="1.2.0")
             if name == "migrate":

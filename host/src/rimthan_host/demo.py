@@ -95,7 +95,7 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
         project = work / "project-1"
         harness = WorkflowHarness(
             call,
-            CatalogueExamples(examples, ROUTE, fail_once={"decision-critic"}),
+            CatalogueExamples(examples, fail_once={"decision-critic"}, answers={"research_route": ROUTE}),
             project_dir=project,
             on_event=_print_event,
         )
@@ -109,7 +109,12 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
 
         click.echo(f"\n== run 2: migrate a {source} run to {target} explicitly, then finish it there")
         project = work / "project-2"
-        harness = WorkflowHarness(call, CatalogueExamples(examples, ROUTE), project_dir=project, on_event=_print_event)
+        harness = WorkflowHarness(
+            call,
+            CatalogueExamples(examples, answers={"research_route": ROUTE}),
+            project_dir=project,
+            on_event=_print_event,
+        )
         result = await harness.run(await harness.start(WORKFLOW, initial_version=source), until_step="select-route")
         preview = await harness.migrate(result, f"research-decision@{target}", target, confirm=False)
         _show_preview(preview)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -75,6 +76,13 @@ __all__ = [
 ]
 
 
+RESEARCH_ROUTE = "research_route"
+ROUTE_DEPRECATED = (
+    "CatalogueExamples(route=...) is deprecated: give the answer by its question's field, "
+    'answers={"research_route": ...} (route answers only that one question)'
+)
+
+
 class CatalogueExamples:
     """A :class:`Scenario` built from the example files a catalogue ships under ``examples/``.
 
@@ -83,8 +91,9 @@ class CatalogueExamples:
     when that holds a file, else of the folder itself (the packager's rule,
     ``has_own_examples``): ``confirmed-state.json`` holds the values the
     example decision owner confirms; ``answers.json`` the answer the owner gives
-    to each question, unless the caller's ``answers`` give it (``route``
-    answers ``research_route``); ``<artifact-id>.json|md`` the artifact text. A
+    to each question, unless the caller's ``answers`` give it, by question field
+    (``route``, deprecated, is ``answers={"research_route": route}``);
+    ``<artifact-id>.json|md`` the artifact text. A
     migration's target state is the target version's ``confirmed-state.json``
     and every value of the run it does not set (the answers given). The
     scripted validators re-hash every artifact on disk (a changed file fails
@@ -95,14 +104,16 @@ class CatalogueExamples:
     def __init__(
         self,
         examples: Mapping[str, Path],
-        route: str,
+        route: str | None = None,
         fail_once: Collection[str] = (),
         *,
         answers: Mapping[str, Any] | None = None,
     ) -> None:
         self.examples = {version: Path(path) for version, path in examples.items()}
-        self.route = route
         self.answers = dict(answers or {})  # the caller's answers, by question field: before the examples' own
+        if route is not None:
+            warnings.warn(ROUTE_DEPRECATED, DeprecationWarning, stacklevel=2)
+            self.answers.setdefault(RESEARCH_ROUTE, route)
         self.fail_once = set(fail_once)
         self._folders: dict[tuple[str, str], Path] = {}
 
@@ -126,12 +137,10 @@ class CatalogueExamples:
         return {}
 
     def answer(self, question: Mapping[str, Any], workflow_version: str, *, workflow: str = "") -> Any:
-        """The caller's answer (``answers``; ``route`` for ``research_route``), else the worked example's."""
+        """The caller's answer (``answers``), else the worked example's."""
         field = str(question["field"])
         if field in self.answers:
             return self.answers[field]
-        if field == "research_route":
-            return self.route
         folder = self._dir(workflow_version, workflow)
         recorded = self._answers(folder)
         if field not in recorded:
