@@ -185,17 +185,34 @@ def test_a_migration_keeps_every_answer_the_run_gave_not_only_research_route(
     first = init_scaffold(tmp_path)
     asks_audience(first)
     (first / "examples" / "answers.json").write_text('{"audience": "team"}\n', "utf-8")
+
+    _, migrated, finished = _migrated_at_write_summary(first, _next_version(first), keypair, trust, tmp_path)
+
+    assert migrated == {"goal": "Decide whether to keep the weekly status meeting", "audience": "board"}
+    assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished
+
+
+def _next_version(first: Path) -> Path:
+    """A copy of the catalogue source ``first`` (my-flow 0.1.0) as my-flow 0.2.0, beside it."""
     second = first.parent / "0.2.0"
     shutil.copytree(first, second)
     for toml in (second / "catalogue.toml", second / "workflows" / "my-flow.toml"):
         edit_text(toml, 'version = "0.1.0"', 'version = "0.2.0"')
+    return second
+
+
+def _migrated_at_write_summary(
+    first: Path, second: Path, keypair: KeyPair, trust: Path, tmp_path: Path
+) -> tuple[RunResult, dict[str, object], RunResult]:
+    """``first`` (0.1.0, asking ``audience``) served with ``second`` (0.2.0) as the migration target: a run answering
+    ``audience`` (the caller's answer, not the example's), previewed and migrated at write-summary, then finished.
+    The preview, the confirmed state after the migration and the finished run."""
     old, new = (_build(source, keypair, tmp_path / "rel") for source in (first, second))
-    state = tmp_path / "state"
     args = ["serve", "--release", str(old), "--migration-target", str(new), "--trust", str(trust)]
-    args += ["--state-dir", str(state)]
+    args += ["--state-dir", str(tmp_path / "state")]
     examples = {"0.1.0": old / "catalogue" / "examples", "0.2.0": new / "catalogue" / "examples"}
 
-    async def walk() -> tuple[dict[str, object], RunResult]:
+    async def walk() -> tuple[RunResult, dict[str, object], RunResult]:
         with (tmp_path / "serve.log").open("w") as errlog:
             async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
                 scenario = CatalogueExamples(examples, answers={"audience": "board"})
@@ -203,15 +220,12 @@ def test_a_migration_keeps_every_answer_the_run_gave_not_only_research_route(
                 with WorkflowHarness(client_caller(client), scenario, project_dir=project, host=HOST) as harness:
                     at = await harness.run(await harness.start("my-flow", "0.1.0"), until_step="write-summary")
                     assert harness.state.values["audience"] == "board"
+                    preview = await harness.migrate(at, "my-flow@0.2.0", "0.2.0", confirm=False)
                     moved = await harness.migrate(at, "my-flow@0.2.0", "0.2.0", confirm=True)
                     assert moved.status == "active", moved
-                    migrated = dict(harness.state.values)
-                    return migrated, await harness.run(moved)
+                    return preview, dict(harness.state.values), await harness.run(moved)
 
-    migrated, finished = anyio.run(walk)
-
-    assert migrated == {"goal": "Decide whether to keep the weekly status meeting", "audience": "board"}
-    assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished
+    return anyio.run(walk)
 
 
 def _asks_route(source: Path) -> None:
@@ -261,6 +275,22 @@ def test_route_is_deprecated_for_answers_and_the_old_call_still_answers_research
         assert _answered(release, trust, tmp_path / "new", new)["research_route"] == "desk"
         with pytest.raises(HarnessError, match="no scripted answer for 'research_route'"):
             CatalogueExamples(examples).answer({"field": "research_route"}, "0.1.0", workflow="my-flow")
+
+
+def test_a_migration_sends_only_the_fields_the_target_state_has(keypair: KeyPair, trust: Path, tmp_path: Path) -> None:
+    """``migration_state`` carried every run value: my-flow 0.1.0 asks ``audience``, 0.2.0 no longer has the field,
+    so the verifier refused the migration (``confirmed_state_invalid``). The harness sends what the offer says the
+    target needs (``target_needs.confirmed_state``) and the run migrates, without ``audience``, and completes.
+    """
+    first = init_scaffold(tmp_path)
+    second = _next_version(first)
+    asks_audience(first)
+
+    preview, migrated, finished = _migrated_at_write_summary(first, second, keypair, trust, tmp_path)
+
+    assert [f["code"] for f in preview.failures] == ["migration_confirmation_required"], preview
+    assert migrated == {"goal": "Decide whether to keep the weekly status meeting"}
+    assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished
 
 
 def test_the_harness_guides_python_harness_runs_as_written(keypair: KeyPair, tmp_path: Path) -> None:

@@ -62,3 +62,18 @@ class ConfirmedStateBook:
         book.values = dict(projection.get("state") or {})
         book.confirmations = {k: dict(v) for k, v in (projection.get("confirmations") or {}).items()}
         return book
+
+
+def carried_values(values: Mapping[str, Any], offer: Mapping[str, Any] | None, target_release: str) -> dict[str, Any]:
+    """The run's ``values`` a migration to ``target_release`` carries: those of the fields the offer says the target's
+    confirmed state has (``target_needs.confirmed_state``), every one when no offer for that release is known.
+
+    A field the target's schema dropped would have the verifier refuse the migration (``confirmed_state_invalid``):
+    the run's value of it stays behind; an unknown target is left to the verifier to judge.
+    """
+    to = (offer or {}).get("to") or {}
+    needs = ((offer or {}).get("target_needs") or {}).get("confirmed_state")
+    if target_release not in (to.get("release"), to.get("manifest_digest")) or not isinstance(needs, list):
+        return dict(values)
+    fields = {need.get("field") for need in needs if isinstance(need, Mapping)}
+    return {field: value for field, value in values.items() if field in fields}

@@ -28,7 +28,7 @@ from rimthan_workflow_registry.run import (
     workflow_named,
 )
 
-from .confirmations import ConfirmedStateBook
+from .confirmations import ConfirmedStateBook, carried_values
 from .project_files import WrittenFile
 from .protocol import (
     CONTINUE,
@@ -346,9 +346,13 @@ class WorkflowHarness:
 
         The target state comes from the scenario and every field is confirmed
         afresh: the user re-confirms the whole state for the target release.
+        Only the fields the target's state has are sent, as the verifier's offer
+        of ``target_release`` names them (:func:`carried_values`): a run value
+        of a field the target dropped stays behind.
         """
         values = self._calls.migration_state(self.state.values, target_version, workflow=result.workflow)
-        return await self.session.migrate(target_release, values, confirm=confirm)
+        carried = carried_values(values, self.session.migration_offer, target_release)
+        return await self.session.migrate(target_release, carried, confirm=confirm)
 
     def _produce(
         self, step: Mapping[str, Any], result: RunResult, attempt: int, findings: Sequence[Mapping[str, Any]]
