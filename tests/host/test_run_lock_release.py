@@ -18,9 +18,16 @@ process would between the check and the removal.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+from rimthan_host.files import ASIDE_BOUND, TMP_SUFFIX, ProjectPath, prune_aside
+from rimthan_host.run_lock import RunLock
+from rimthan_host.runlog import RunLog
 
 _PROBE = r"""
 import json, os, sys
@@ -80,3 +87,53 @@ def test_a_lock_taken_afresh_while_the_holder_lets_go_is_not_removed(tmp_path: P
     assert result["other_holds"] is True  # and it still holds the run (not run_lock_lost)
     assert result["third"] == "refused"  # so no third session takes the run beside it
     assert result["left"] == ["run-1.lock"]  # nothing moved aside is left behind
+
+
+_KILLED_MID_RELEASE = r"""
+import os, signal, sys
+from pathlib import Path
+
+from rimthan_host.run_lock import RunLock
+from rimthan_host.runlog import RunLog
+
+
+def killed(event, args):  # the unlink of the name moved aside: killed after the move, before the removal
+    if event == "os.remove" and os.fsdecode(args[0]).endswith(".rimthan-tmp"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+lock = RunLock(RunLog(Path(sys.argv[1]), "run-1"))
+lock.acquire()
+sys.addaudithook(killed)
+lock.release()
+"""
+
+
+def test_what_a_releaser_killed_mid_removal_left_aside_is_removed_when_the_lock_is_next_taken(tmp_path: Path) -> None:
+    """``remove_held`` moves the lock file aside, checks it, then unlinks it: a process killed between the move and
+    the unlink left ``.run-1.lock.<pid>.<hex>.rimthan-tmp`` in ``.rimthan/runs`` for good, one per kill.
+
+    The next session taking the run's lock removes such a file once its process is gone; one of a live process (a
+    removal in progress), another run's, and a name the bridge does not make are kept. One moved aside longer ago
+    than the bound is a leftover whatever its pid (a pid reused).
+    """
+    project = tmp_path / "project"
+    runs = project / ".rimthan" / "runs"
+    runs.mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_RELEASE, str(project)], capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    [left] = [p.name for p in runs.iterdir() if p.name.endswith(TMP_SUFFIX)]
+    pid = left.split(".")[3]
+    live = f".run-1.lock.{os.getpid()}.{'a' * 16}{TMP_SUFFIX}"
+    kept = [live, f".run-2.lock.{pid}.{'b' * 16}{TMP_SUFFIX}", f".run-1.lock.{pid}.notes{TMP_SUFFIX}"]
+    for name in kept:
+        (runs / name).write_text("{}", "utf-8")
+
+    taken = RunLock(RunLog(project, "run-1"))
+    taken.acquire()
+
+    assert sorted(p.name for p in runs.iterdir()) == sorted([*kept, "run-1.lock"])
+    taken.release()
+    assert prune_aside(ProjectPath.of(project, runs / "run-1.lock"), now=time.time() + ASIDE_BOUND + 60) == [live]

@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -315,7 +317,7 @@ def remove_held(target: ProjectPath, fd: int) -> None:
     checked: the file held is removed; anything else is put back at its name
     (by a hard link, so a file put there meanwhile is never replaced).
     """
-    aside = f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}{TMP_SUFFIX}"
+    aside = f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}{TMP_SUFFIX}"  # (ASIDE_NAME: prune_aside)
     with folder(target.root, target.relative.parent) as at:
         try:
             os.rename(target.name, aside, src_dir_fd=at, dst_dir_fd=at)
@@ -330,6 +332,47 @@ def remove_held(target: ProjectPath, fd: int) -> None:
                 os.rename(aside, target.name, src_dir_fd=at, dst_dir_fd=at)
                 return
         os.unlink(aside, dir_fd=at)
+
+
+ASIDE_NAME = r"\.{name}\.(?P<pid>[1-9][0-9]{{0,9}})\.[0-9a-f]{{16}}" + re.escape(TMP_SUFFIX)
+"""The names :func:`remove_held` moves ``<name>`` aside to (``.<name>.<pid>.<16 hex>.rimthan-tmp``), as a pattern."""
+ASIDE_BOUND = 3600.0
+"""Seconds after its move aside (its ctime) when a file so named is a leftover whatever its pid says (a pid reused):
+:func:`remove_held` unlinks it right after the move, so a live one is never near that old."""
+
+
+def prune_aside(target: ProjectPath, now: float | None = None) -> list[str]:
+    """Remove what :func:`remove_held` left aside for ``target`` when its process was killed between the move and the
+    unlink: the regular files named so (:data:`ASIDE_NAME`, ``target``'s name only) whose process is gone, or moved
+    aside more than :data:`ASIDE_BOUND` seconds before ``now``; a live process's is its remove in progress, kept.
+    Best effort (a file left costs disk only: nothing reads it); the names removed."""
+    pattern = re.compile(ASIDE_NAME.format(name=re.escape(target.name)))
+    removed: list[str] = []
+    with contextlib.suppress(OSError), folder(target.root, target.relative.parent) as at:
+        for name in os.listdir(at):
+            found = pattern.fullmatch(name)
+            with contextlib.suppress(OSError):
+                if found is not None and _left_over(os.stat(name, dir_fd=at, follow_symlinks=False), found, now):
+                    os.unlink(name, dir_fd=at)
+                    removed.append(name)
+    return removed
+
+
+def _left_over(st: os.stat_result, found: re.Match[str], now: float | None) -> bool:
+    """Whether an aside file so named is a leftover: a regular file whose process is gone, or too old to be live."""
+    too_old = (time.time() if now is None else now) - st.st_ctime > ASIDE_BOUND
+    return stat.S_ISREG(st.st_mode) and (too_old or not _alive(int(found["pid"])))
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's too); unsure (a pid out of range) counts as alive: kept."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
 
 
 def temporary_path(path: Path) -> Path:

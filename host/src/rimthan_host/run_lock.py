@@ -17,7 +17,10 @@ and before each move the holder checks it is still the file at its path
 held is a new lock another session may hold. A session letting go removes the
 file while still holding it (:meth:`RunLock.release`), and one taking it checks
 once locked that it locked the file at the path, so no lock file is left behind
-and no two sessions hold the run. Bridges take ``bridge.lock`` first, then the
+and no two sessions hold the run; a file a releaser killed between moving the
+lock file aside and removing it left (``.<run>.lock.<pid>.<hex>.rimthan-tmp``)
+is removed by the next session taking the lock, once its process is gone
+(:func:`~rimthan_host.files.prune_aside`). Bridges take ``bridge.lock`` first, then the
 run's; every lock is taken without waiting (a refusal, never a deadlock).
 """
 
@@ -29,7 +32,7 @@ import os
 
 from rimthan_workflow_registry.errors import FailureCode
 
-from .files import ProjectPath, is_held, open_own, remove_held
+from .files import ProjectPath, is_held, open_own, prune_aside, remove_held
 from .protocol import HarnessError
 from .runlog import RunLog
 from .workspace_lock import BY_LIBRARY, Owner, close_fds, lock_now, read_owner
@@ -96,6 +99,7 @@ class RunLock:
         for _ in range(_ATTEMPTS if self._fd is None else 0):
             self._fd = self._take()
             if self._fd is not None:
+                prune_aside(self._file)  # (what a releaser killed mid-removal left aside: files.prune_aside)
                 return
         if self._fd is None:  # (taken and let go under every attempt: other sessions are moving the run)
             raise RunBusy(self.run, Owner(pid=None, run=self.run))
