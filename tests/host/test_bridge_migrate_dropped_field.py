@@ -1,0 +1,65 @@
+"""migrate_run to a release whose workflow's confirmed state no longer has a field the run holds.
+
+The bridge sent every value of the run (with the user's facts) as the target's confirmed state, so a field the
+target version dropped (my-flow 0.1.0 asks ``audience``, 0.2.0 has no such field) had the verifier refuse the
+migration, ``confirmed_state_invalid``, at the preview and at the migration alike: no fact the model could pass
+fixed it. It now sends the run's values of the fields the offer says the target's state has
+(``target_needs.confirmed_state``). Real releases built from ``rimthan-pack init``'s scaffold with the installed
+``rimthan-pack``, signed with a real key, served by the real ``rimthan-host serve`` and its ``rimthan-mcp`` child.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import anyio
+from mcp.client.stdio import StdioServerParameters
+from rimthan_host.standin import StandIn
+from support.bridge import BIN, check_replies
+from support.checked_client import CheckedClient
+from support.pack_cli import asks_audience, edit_text, init_scaffold, pack
+from support.releases import KeyPair
+
+
+def _releases(tmp_path: Path, keypair: KeyPair) -> tuple[Path, Path]:
+    """my-flow 0.1.0 (asking ``audience``) and 0.2.0 (the scaffold's state: no ``audience``), built and signed; the
+    summary written under research/, where the bridge's default policy writes."""
+    first = init_scaffold(tmp_path)
+    edit_text(first / "workflows" / "my-flow.toml", '"out/summary.json"', '"research/summary.json"')  # (the bridge's)
+    second = first.parent / "0.2.0"
+    shutil.copytree(first, second)
+    for toml in (second / "catalogue.toml", second / "workflows" / "my-flow.toml"):
+        edit_text(toml, 'version = "0.1.0"', 'version = "0.2.0"')
+    asks_audience(first)
+    for source in (first, second):
+        built = pack("build", source, "--key", keypair.private_path, "--out", tmp_path / "rel")
+        assert built.returncode == 0, built.stderr
+    return tmp_path / "rel" / "my-flow-0.1.0", tmp_path / "rel" / "my-flow-0.2.0"
+
+
+def test_migrate_run_leaves_behind_a_field_the_target_dropped(keypair: KeyPair, trust: Path, tmp_path: Path) -> None:
+    old, new = _releases(tmp_path, keypair)
+    project = tmp_path / "project"
+    project.mkdir()
+    verifier = ["--release", str(old), "--migration-target", str(new), "--trust", str(trust)]
+    verifier += ["--state-dir", str(tmp_path / "state")]
+    args = ["serve", "--project", str(project), "--", *verifier]
+    params = StdioServerParameters(command=str(BIN / "rimthan-host"), args=args)
+
+    async def go() -> None:
+        async with CheckedClient(params, mode="legacy") as client:
+            model = StandIn(client, project, {"0.1.0": old / "catalogue" / "examples"}, version="0.1.0")
+            started = await model.call("start_run", {"workflow": "my-flow", "facts": {"goal": "Decide the meeting"}})
+            assert started.data["migration"]["to_release"] == "my-flow@0.2.0", started.text
+            planned = await model.call("step_done", {"step": "plan"})
+            assert planned.data["question"]["field"] == "audience", planned.text
+            answered = await model.call("answer_question", {"answer": "board", "field": "audience"})
+            assert answered.data["step"]["id"] == "write-summary", answered.text
+            preview = await model.call("migrate_run", {"confirm": False})
+            assert not preview.is_error and preview.data["status"] == "preview", preview.text
+            moved = await model.call("migrate_run", {"confirm": True})
+            assert not moved.is_error and "Migrated run" in moved.text, moved.text
+            check_replies(model)
+
+    anyio.run(go)
