@@ -322,6 +322,7 @@ def serve(
         bind_socket,
         check_allowed_host,
         is_beyond_loopback,
+        listen,
         serve_http,
         serve_stdio,
         stdio_not_open,
@@ -356,6 +357,9 @@ def serve(
             "--migrate-to-newest serves a releases directory; drop --release, or name the target with "
             "--migration-target"
         )
+    # a port taken (or a --host this machine lacks) fails now, before a follower's first pull; listened on only
+    # once a verified release is held
+    bound = guard(lambda: bind_socket(host, port), on_io_error=_PORT_IO) if transport != "stdio" else None
     follower = None
     if releases_from is not None:
         follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
@@ -427,10 +431,9 @@ def serve(
             if stopped:
                 say(stopped)
         else:
-            sock, binding = guard(
-                lambda: bind_socket(host, port),
-                on_io_error=_PORT_IO,
-            )
+            assert bound is not None
+            sock, binding = bound
+            guard(lambda: listen(sock), on_io_error=_PORT_IO)
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
             say(f"transport http ({mode}) at {binding.url}")
             say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")

@@ -180,7 +180,11 @@ def _is_wildcard(host: str) -> bool:
 
 
 def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
-    """Bind first (port 0 picks a free port) so the security settings name the real port."""
+    """Bind first (port 0 picks a free port) so the security settings name the real port.
+
+    Bound, not listening: ``serve`` binds before a follower's first pull (a port taken fails at once, with
+    nothing pulled) and listens (:func:`listen`) only once it holds a verified release to serve.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -188,9 +192,14 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     # request/response exchange (measured: tools/list 60 ms -> 10 ms over loopback).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((host, port))
-    sock.listen(128)
     sock.set_inheritable(True)
     return sock, HttpBinding(host=host, port=sock.getsockname()[1])
+
+
+def listen(sock: socket.socket) -> socket.socket:
+    """Start taking connections on a socket :func:`bind_socket` bound."""
+    sock.listen(128)
+    return sock
 
 
 class _DrainingServer(uvicorn.Server):
