@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward
 from support.oci import push
@@ -67,6 +68,27 @@ def _until_status(url: str, status: int) -> tuple[int, str, str]:
     return answer
 
 
+def _pushed_and_followed(
+    ref: str, packaged_releases: dict[str, Path], trust: Path, tmp_path: Path, stale_after: str
+) -> list[str]:
+    """Push 1.2.0 to ``ref``; the argv of a follower of it over HTTP with ``--stale-after``."""
+    push(packaged_releases["1.2.0"], ref, trust)
+    argv = [RIMTHAN_MCP, "serve", "--releases-from", ref, "--plain-http", "--releases-dir", tmp_path / "releases",
+            "--trust", trust, "--state-dir", tmp_path / "state", "--transport", "http", "--port", "0",
+            "--stale-after", stale_after]  # fmt: skip
+    return [str(a) for a in argv]
+
+
+def _turned_stale_then_fresh(records: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The health lines of a server's log: one warning as it turned stale, one info line as it turned fresh."""
+    changes = [r for r in records if r["logger"] == "rimthan.mcp.health"]
+    assert [(r["level"], r["event"]) for r in changes] == [
+        ("warning", "stale; /healthz answers 503"),
+        ("info", "fresh again; /healthz answers 200"),
+    ], changes
+    return changes[0], changes[1]
+
+
 def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_serving_once_it_syncs_again(
     tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
 ) -> None:
@@ -75,11 +97,9 @@ def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_servin
     when) once its last good sync is that long past, and 200 again at the first sync that reaches the registry; each
     change said in one log line (the probes in between say nothing)."""
     ref = registry.ref("rimthan/stale")
-    push(packaged_releases["1.2.0"], ref, trust)
-    argv = [RIMTHAN_MCP, "serve", "--releases-from", ref, "--plain-http", "--releases-dir", tmp_path / "releases",
-            "--trust", trust, "--state-dir", tmp_path / "state", "--transport", "http", "--port", "0",
-            "--stale-after", "1"]  # fmt: skip
-    with http_server_process([str(a) for a in argv], env=server_env()) as server:
+    with http_server_process(
+        _pushed_and_followed(ref, packaged_releases, trust, tmp_path, "1"), env=server_env()
+    ) as server:
         health = server.url.replace("/mcp", "/healthz")
         synced = json.loads(_get(health)[2])
         registry.stop()
@@ -149,12 +169,31 @@ def test_a_follower_whose_registry_hangs_is_stale_after_stale_after_and_says_eac
     assert said["stale"]["after"] == 1 and said["stale"]["sync_under_way_since"], said
     assert again == [503] * 3, again
     assert [answer[0] for answer in back] == [200] * 3, back
-    changes = [r for r in records if r["logger"] == "rimthan.mcp.health"]
-    assert [(r["level"], r["event"]) for r in changes] == [
-        ("warning", "stale; /healthz answers 503"),
-        ("info", "fresh again; /healthz answers 200"),
-    ], changes
-    went, came = changes
-    assert went["registry"] == came["registry"] == front.ref("rimthan/hangs"), changes
+    went, came = _turned_stale_then_fresh(records)
+    assert went["registry"] == came["registry"] == front.ref("rimthan/hangs"), (went, came)
     assert went["code"] == "oci_registry_error" and went["since"] == said["stale"]["sync_under_way_since"], went
+    assert came["stale_since"] >= went["since"] and came["last_synced"] >= came["stale_since"], came
+
+
+def test_a_follower_s_turns_stale_and_fresh_are_logged_when_they_happen_with_no_probe_at_all(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """The warning and the info line came only as a probe saw the change: a replica nothing probed (a balancer
+    stopped, a check misconfigured) said nothing while it turned stale and fresh again. Now each change is logged
+    when it happens (a timer at the moment the last good sync turns SECONDS old, a judgement as each sync begins
+    and ends), once, with no ``/healthz`` request at all."""
+    ref = registry.ref("rimthan/unprobed")
+    with http_server_process(
+        _pushed_and_followed(ref, packaged_releases, trust, tmp_path, "2"), env=server_env()
+    ) as server:
+        registry.stop()
+        server.refresh()  # the sync fails; nothing asks /healthz
+        server.wait_for('"stale; /healthz answers 503"')
+        registry.restart()
+        server.refresh()
+        server.wait_for('"fresh again; /healthz answers 200"')
+        records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    went, came = _turned_stale_then_fresh(records)
+    assert went["registry"] == came["registry"] == ref and went["code"] == "oci_registry_error", went
+    assert went["after"] == 2 and went["last_synced"] <= went["since"], went
     assert came["stale_since"] >= went["since"] and came["last_synced"] >= came["stale_since"], came

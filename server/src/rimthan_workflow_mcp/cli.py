@@ -392,6 +392,7 @@ def serve(
         provider.before_refresh = follower.sync
         provider.sync_failure = follower.failure
         provider.sync_status = follower.status
+        provider.watch_syncs = follower.watch
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
     for rejection in provider.start_rejections:

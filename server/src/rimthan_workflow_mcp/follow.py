@@ -40,6 +40,7 @@ import errno
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,6 +120,7 @@ class RegistryFollower:
     _synced: tuple[float, str] | None = None  # the last sync that did not fail: monotonic time, and UTC
     _under_way: str | None = None  # when the sync under way began (UTC; None: none is)
     _began: float = field(default_factory=time.monotonic)
+    _watchers: list[Callable[[], None]] = field(default_factory=list)  # told as each sync begins and ends
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result).
@@ -128,10 +130,20 @@ class RegistryFollower:
         """
         with self._lock, registry_deadline(SYNC_DEADLINE):
             self._under_way = utc_now()  # a registry that hangs holds the sync to its deadline: /healthz sees it
+            self._tell_watchers()
             try:
                 return self._sync_under_lock(trust)
             finally:
                 self._under_way = None
+                self._tell_watchers()
+
+    def watch(self, watcher: Callable[[], None]) -> None:
+        """Call ``watcher`` (in the syncing thread) as each sync begins and as it ends: /healthz's transitions."""
+        self._watchers.append(watcher)
+
+    def _tell_watchers(self) -> None:
+        for watcher in self._watchers:
+            watcher()
 
     def _sync_under_lock(self, trust: TrustStore | None) -> tuple[Rejection, ...]:
         if trust is not None:

@@ -13,8 +13,10 @@ one that did not is more than SECONDS ago (or, with none since start, the
 follower began that long ago), it answers ``503`` with ``"status":
 "stale"``, the failure (code, since) and ``stale`` (``after``,
 ``last_synced``, ``sync_under_way_since``), so a balancer drains a replica that lost its registry; the
-first sync that succeeds makes it ``200`` again. Each change is logged once (a warning, then an info line), as
-the probe that sees it answers. After SIGTERM it stops
+first sync that succeeds makes it ``200`` again. Each change is logged once (a warning, then an info line), when
+it happens, whether or not anything probes: :meth:`Health.watch` judges again as each sync begins and ends (the
+follower tells the event loop) and at the moment staleness would begin (one timer, re-armed at each sync). After
+SIGTERM it stops
 listening at once (calls in flight are drained), so a check then fails to
 connect. The answer names releases, so the ``Host`` (and ``Origin``) check of
 the MCP endpoint applies: a name not allowed gets the same ``421`` / ``403``.
@@ -22,6 +24,8 @@ the MCP endpoint applies: a name not allowed gets the same ``421`` / ``403``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -43,6 +47,7 @@ _log = get_logger("health")
 # a sync under way that has not ended: the registry took the connection and does not answer (its own code, when
 # it ends at the sync's deadline)
 _HANGS = FailureCode.OCI_REGISTRY_ERROR.value
+_PAST = 0.01  # seconds past the moment staleness begins at which its timer fires
 _CHECK = "check the registry and the network to it; the replica serves what it holds meanwhile"
 
 
@@ -56,6 +61,39 @@ class Health:
         self.security = TransportSecurityMiddleware(settings)
         self.stale_after = stale_after  # serve --stale-after: seconds past the last good sync before 503
         self._stale_since: str | None = None  # when an answer last turned 503 (UTC; None: the last was 200)
+        self._timer: asyncio.TimerHandle | None = None  # at the moment staleness would begin
+
+    def watch(self) -> None:
+        """With ``--stale-after`` on a follower: log each change as it happens (call on the running event loop).
+
+        The follower tells the loop as each sync begins and ends (from its thread); each time, and when the timer
+        set for the moment the last good sync turns SECONDS old fires, the replica is judged again. Nothing wakes
+        while nothing changes: the timer is set again only at a sync.
+        """
+        if self.stale_after is None or self.provider.watch_syncs is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def told() -> None:  # in the syncing thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server has stopped
+                loop.call_soon_threadsafe(self._judge)
+
+        self.provider.watch_syncs(told)
+        self._judge()
+
+    def _judge(self) -> None:
+        """Say a change of the answer now, and set the timer for when staleness would begin (if it is ahead)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        status = self.provider.sync_status() if self.provider.sync_status is not None else None
+        stale = self._stale(status)
+        self._say_change(status, stale)
+        if stale is not None or status is None or self.stale_after is None:
+            return
+        ahead = status.synced_at + self.stale_after - time.monotonic()
+        if ahead >= 0:  # just past it, so the judgement then finds it past (a loop's timer may fire a hair early)
+            self._timer = asyncio.get_running_loop().call_later(ahead + _PAST, self._judge)
 
     def asks(self, scope: Scope) -> bool:
         return scope["path"] == HEALTH_PATH and scope["method"] in HEALTH_METHODS

@@ -117,6 +117,8 @@ class ReleaseProvider:
         # a follower's last sync failure (None: it reached the registry), for the refresh result and /healthz
         self.sync_failure: Callable[[], SyncFailure | None] | None = None
         self.sync_status: Callable[[], SyncStatus] | None = None  # a follower's syncs, for /healthz
+        # registers a callback the follower calls (from the syncing thread) as each sync begins and ends
+        self.watch_syncs: Callable[[Callable[[], None]], None] | None = None
 
     # -- construction -------------------------------------------------------------------
 

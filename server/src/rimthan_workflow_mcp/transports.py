@@ -247,8 +247,10 @@ async def serve_http(
         host=binding.host,
         max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
     )
+    health = Health(provider, security, stale_after)
+    health.watch()  # each change of the answer logged as it happens, probed or not
     config = uvicorn.Config(
-        BoundedRequests(starlette_app, stateless=not sessions, health=Health(provider, security, stale_after)),
+        BoundedRequests(starlette_app, stateless=not sessions, health=health),
         http=HeadDeadlineProtocol,
         log_config=None,
         log_level=log_level,
