@@ -91,6 +91,17 @@ class HttpServer:
         self.wait_for('"refresh done"', after=seen)
 
 
+def stop(process: subprocess.Popen[Any]) -> None:
+    """SIGTERM ``process`` (one a test started), SIGKILL after 10 s; wait for it."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @contextmanager
 def http_server_process(
     argv: Sequence[str],

@@ -43,6 +43,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from support.processes import stop
+
 BINARY = "docker-registry"
 INSTALL = "apt-get install -y docker-registry"
 
@@ -195,13 +197,7 @@ class LocalRegistry:
         self.restart()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
 
 
 def _config(directory: Path, port: int, users: dict[str, str] | None, tls: TlsFiles | None) -> Path:
