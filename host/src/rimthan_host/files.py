@@ -26,6 +26,7 @@ from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
 from rimthan_workflow_registry.whole_writes import write_all
 
 from .own_files import HardLinked, refuse_foreign
+from .own_folder import OWN_FOLDER, keep_out_of_git
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
@@ -102,7 +103,9 @@ def open_folder(root: Path, relative: PurePath, *, make: bool = False) -> int:
     swapped for a symbolic link between a check and a write is never followed:
     each folder below ``root`` is opened with ``O_NOFOLLOW`` (and, with
     ``make``, made relative to its parent if missing). ``root`` is the project
-    as given, reached as the user named it (made if missing, with ``make``). :class:`LinkOnTheWay` for a link on
+    as given, reached as the user named it (made if missing, with ``make``). With ``make``, a walk into the
+    bridge's own ``.rimthan`` writes its ``.gitignore`` if none is there (:mod:`rimthan_host.own_folder`).
+    :class:`LinkOnTheWay` for a link on
     the way, ``NotADirectoryError`` for a file there, ``FileNotFoundError`` for
     a folder missing (without ``make``), each naming that part's path.
     """
@@ -114,10 +117,21 @@ def open_folder(root: Path, relative: PurePath, *, make: bool = False) -> int:
         Path(root).mkdir(parents=True, exist_ok=True)
         fd = os.open(root, _FOLDER)
     current = Path(root)
-    for part in relative.parts:
+    for index, part in enumerate(relative.parts):
         current = current / part
         fd = _down(fd, part, current, make=make)
+        if make and index == 0 and part == OWN_FOLDER:  # (the bridge's own folder stays out of the project's git)
+            _keep_out_of_git(fd, current)
     return fd
+
+
+def _keep_out_of_git(fd: int, folder: Path) -> None:
+    """:func:`~rimthan_host.own_folder.keep_out_of_git` in the folder open as ``fd`` (closed if that fails)."""
+    try:
+        keep_out_of_git(fd, folder)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _down(parent: int, name: str, path: Path, *, make: bool) -> int:

@@ -7,7 +7,7 @@ verifier refuses a setup whose paths the host's repository policy forbids
 vouch for the verifier it talks to (a URL, a proxy, a stand-in): it checks
 every such path against the policy it sent and against its own files
 (``.rimthan/runs``, the delivery record and its texts, schema copies, the
-lock, a temporary file) before anything is written. A later step's files (the
+lock, ``.rimthan/.gitignore``, a temporary file) before anything is written. A later step's files (the
 model writes them; the bridge reads them back and may rewrite one) are checked
 the same way before the model is told to write them or anything is read.
 """
@@ -24,6 +24,7 @@ from rimthan_workflow_registry.run import policy_refusal
 
 from .delivered import RECORD_PATH, STORE_DIR, AssetClash
 from .files import TMP_SUFFIX
+from .own_folder import IGNORE_NAME, OWN_FOLDER
 from .protocol import HarnessError, HostProfile
 from .runlog import RUNS_DIR
 from .schemas import SCHEMA_DIR
@@ -35,7 +36,7 @@ CHECK_THE_VERIFIER = (
 )
 # The bridge's own directories (nothing under them is written on the verifier's word) and files.
 OWN_DIRS = (RUNS_DIR.as_posix(), STORE_DIR, SCHEMA_DIR)
-OWN_FILES = (RECORD_PATH, f"{RECORD_PATH}.tmp", LOCK_PATH.as_posix())
+OWN_FILES = (RECORD_PATH, f"{RECORD_PATH}.tmp", LOCK_PATH.as_posix(), f"{OWN_FOLDER}/{IGNORE_NAME}")
 
 
 _BY_POLICY = "this bridge's repository policy"
