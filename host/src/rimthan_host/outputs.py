@@ -30,6 +30,11 @@ def file_problems(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> 
     return [p for p in (_problem(files, str(o["path"]), int(o["max_bytes"])) for o in outputs) if p]
 
 
+def unwritten(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The paths of the declared outputs that cannot be read as the step's files yet (:func:`file_problems`)."""
+    return [str(o["path"]) for o in outputs if _problem(files, str(o["path"]), int(o["max_bytes"]))]
+
+
 def _problem(files: ProjectFiles, rel_path: str, max_bytes: int) -> str | None:
     path = quoted(rel_path)  # as every refusal names a path: one line, whatever it holds
     if rel_path.startswith("/") or ".." in rel_path.split("/"):

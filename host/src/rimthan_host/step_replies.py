@@ -19,7 +19,7 @@ from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .audit_command import audit_command
 from .delivered import STORE_DIR, PutBack
-from .outputs import refusal_words
+from .outputs import refusal_words, unwritten
 from .protocol import ResourceReader
 from .results import RunResult, ValidationRound
 from .schemas import OutputSchema, output_schema
@@ -79,12 +79,18 @@ def where(session: HostSession) -> str:
     return f"Run {run_id_of(session)} ({position.workflow_version}): step {step.get('id')} - {step.get('title')}."
 
 
+MOVE_REFUSED = "move_refused"  # the status of a move that does not fit where the run is (:func:`misplaced`)
+
+
 def misplaced(session: HostSession, what: str) -> Reply:
-    """A move that does not fit where the run is: what was wrong and the one call to make next."""
+    """A move that does not fit where the run is: what was wrong and the one call to make next.
+
+    Its status is the refusal's (:data:`MOVE_REFUSED`), never the last move's (``advanced`` beside an error)."""
     pending = session.prepared.pending if session.prepared is not None else []
     position = session.position
-    lines = [what, next_call(position, pending), "(show_step repeats the step's instructions.)"]
-    data = {"run": run_id_of(session), "status": position.status, "step": {"id": position.step_id}}
+    missing = unwritten(session.files, position.step.get("outputs") or []) if position.step.get("gated") else []
+    lines = [what, next_call(position, pending, missing), "(show_step repeats the step's instructions.)"]
+    data = {"run": run_id_of(session), "status": MOVE_REFUSED, "step": {"id": position.step_id}}
     return Reply(scrub(" ".join(lines)), data, True)
 
 

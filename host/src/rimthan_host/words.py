@@ -149,8 +149,9 @@ def validator_words(
     return lines
 
 
-def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]]) -> str:
-    """The one call to make next where the run is, in one sentence (after a move that did not fit)."""
+def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]], unwritten: Sequence[str] = ()) -> str:
+    """The one call to make next where the run is, in one sentence (after a move that did not fit); ``unwritten``:
+    the step's files not there to be read yet (:func:`~rimthan_host.outputs.unwritten`)."""
     question, step = position.question, position.step
     files = ", ".join(str(o["path"]) for o in step.get("outputs") or [])
     if position.status == "input_required" and question:
@@ -164,8 +165,10 @@ def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]]) -> str:
         return f"Waiting for a verdict: {names}; call record_verdict for each."
     if step.get("gated") and position.status == "validation_failed":
         return f"Fix this step's files ({files}) as the findings said, then call step_done."
+    if step.get("gated") and not unwritten:  # (written, e.g. before a reconnect: only the check is left to do)
+        return f"This step's files are written ({files}) but not checked yet: call step_done to have them checked."
     if step.get("gated"):
-        return f"This step's files have not been checked yet: write {files}, then call step_done."
+        return f"This step's files have not been checked yet: write {', '.join(unwritten)}, then call step_done."
     return f"When this step's work is done, call step_done with step {step.get('id')}."
 
 

@@ -1,0 +1,77 @@
+"""Reply slips a model met, through the real ``rimthan-host serve`` and its real verifier.
+
+- A step's files already written (a verdict repeated after a reconnect):
+  the next call said "have not been checked yet: write X", as if they were not;
+  now it says they are written and to call step_done.
+- A refused ``step_done {}`` on a step without files carried the last move's
+  ``data.status`` (``advanced``) beside ``isError``; now the refusal's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from rimthan_host.standin import StandIn
+from support.bridge import bridge_params, check_replies, drive, refused, stand_in, write_files
+from support.checked_client import CheckedClient
+from support.servers import ServerWorld, build_world
+
+MOVE_REFUSED = "move_refused"  # (step_replies.MOVE_REFUSED, spelled out: what a client reads)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("slips-world"))
+
+
+def test_a_verdict_repeated_after_a_reconnect_says_the_written_files_are_to_be_checked(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def first() -> tuple[str, list[str]]:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await model.follow(await model.start(), "", until_question=True)
+            step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+            write_files(model, step)
+            pending = await model.call("step_done")
+            assert pending.data["status"] == "validators_pending", pending.text
+            return str(step.data["run"]), list(step.data["files"])
+
+    run, files = anyio.run(first)
+
+    async def second() -> None:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            resumed = await model.call("resume_run", {"run": run})
+            assert not resumed.is_error, resumed.text
+            again = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+            written = f"This step's files are written ({', '.join(files)})"
+            refused(again, "No validator is waiting for a verdict", written, "call step_done to have them checked")
+            assert "have not been checked yet: write" not in again.text, again.text
+            (project / files[0]).unlink()
+            gone = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+            refused(gone, f"have not been checked yet: write {files[0]}, then call step_done")
+            write_files(model, resumed)
+            assert (await model.follow(await model.call("step_done"), "desk-research")).data["status"] == "completed"
+            check_replies(model)
+
+    anyio.run(second)
+
+
+def test_a_refused_step_done_carries_the_refusals_status(world: ServerWorld, tmp_path: Path) -> None:
+    async def script(model: StandIn) -> None:
+        started = await model.start()
+        assert started.data["status"] == "advanced" and not started.data["step"]["gated"], started.data
+        bare = await model.call("step_done", {})
+        refused(bare, "step_done on a step without files needs step", "call step_done with step interview")
+        assert bare.data == {"run": started.data["run"], "status": MOVE_REFUSED, "step": {"id": "interview"}}
+        other = await model.call("step_done", {"step": "desk-research"})
+        refused(other, "is not the step the run is at")
+        assert other.data["status"] == MOVE_REFUSED, other.data
+
+    drive(world, tmp_path, script)
