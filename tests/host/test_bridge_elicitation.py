@@ -210,7 +210,8 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
             started = await model.start()
             # A no to a fact confirmed mid-run names the run and the step in data too (before: status, user, field)
             person.policy = {"field:deadline": "no"}
-            deadline = await model.call("step_done", {"step": "interview", "facts": {"deadline": "2026-03-31"}})
+            # (a changed value: one confirmed already with the same value is not asked again)
+            deadline = await model.call("step_done", {"step": "interview", "facts": {"deadline": "2026-04-30"}})
             where = {"run": started.data["run"], "step": {"id": "interview"}, "field": "deadline"}
             assert deadline.data == {"status": "not_confirmed", "user": "no", **where}, deadline.data
             assert deadline.text.startswith("The user did not confirm deadline (no); nothing was recorded; the run "

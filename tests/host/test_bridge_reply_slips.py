@@ -5,16 +5,24 @@
   now it says they are written and to call step_done.
 - A refused ``step_done {}`` on a step without files carried the last move's
   ``data.status`` (``advanced``) beside ``isError``; now the refusal's own.
+- A fact confirmed already with the same value was put to the person again
+  each time the model passed it in ``step_done``; now it is said to be
+  confirmed already, and only a changed value is asked.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from mcp import types
+from rimthan_host.confirmations import BY_ELICITATION
+from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
-from support.bridge import bridge_params, check_replies, drive, refused, stand_in, write_files
+from support.bridge import bridge_params, check_replies, drive, example_text, refused, stand_in, write_files
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -75,3 +83,43 @@ def test_a_refused_step_done_carries_the_refusals_status(world: ServerWorld, tmp
         assert other.data["status"] == MOVE_REFUSED, other.data
 
     drive(world, tmp_path, script)
+
+
+class Person:
+    """The user behind the client: accepts every fact it is asked to confirm, and notes which."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked.append(params.message.split()[1])
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+
+def test_a_fact_confirmed_already_with_the_same_value_is_not_asked_again(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    person = Person()
+    example = json.loads(example_text("1.2.0", "confirmed-state.json"))
+
+    async def go() -> None:
+        params = bridge_params(project, world, state)
+        async with CheckedClient(params, mode="legacy", elicitation_callback=person) as client:
+            model = stand_in(client, project)
+            started = await model.start(example)
+            assert sorted(person.asked) == sorted(example), person.asked
+            log = RunLog(project, started.data["run"])
+            before = log.load_state()["confirmed_state"]["confirmations"]["options"]
+            person.asked.clear()
+            facts = {"options": example["options"], "deadline": "2031-01-31"}
+            done = await model.call("step_done", {"step": "interview", "facts": facts})
+            assert not done.is_error and done.data["step"]["id"] == "confirm-contract", done.text
+            assert person.asked == ["deadline"], person.asked  # before: options was put to the person again
+            assert "options: confirmed already with the same value; the user was not asked again." in done.text
+            assert f"Recorded deadline as confirmed ({BY_ELICITATION})." in done.text, done.text
+            confirmed = log.load_state()["confirmed_state"]
+            assert confirmed["state"]["deadline"] == "2031-01-31"
+            assert confirmed["confirmations"]["options"] == before
+            check_replies(model)
+
+    anyio.run(go)

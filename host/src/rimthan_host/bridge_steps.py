@@ -16,7 +16,7 @@ from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, put_back_edited, restore_subagents
-from .facts import record_facts
+from .facts import already_confirmed, record_facts
 from .file_digests import check_named_files
 from .outputs import changed_files, file_problems
 from .protocol import (
@@ -61,6 +61,7 @@ class StepMoves(BridgeCore):
         if done is None and not step.get("gated"):  # (it would move the run: a re-sent call must not move it twice)
             said = "Nothing was done: step_done on a step without files needs step, the id of the step you finished,"
             return misplaced(session, f"{said} so that a call re-sent after the run moved on is refused.")
+        facts, known = already_confirmed(session, facts)
         missing = self._files_missing(session) if facts and step.get("gated") else None
         if missing is not None:  # (the person is asked to confirm the facts once the files can be checked)
             kept = f"The facts ({', '.join(sorted(facts))}) were not recorded or put to the user yet: pass them again"
@@ -70,14 +71,14 @@ class StepMoves(BridgeCore):
             if isinstance(moved, Reply):
                 return moved
             if not step.get("gated"):
-                return await self._go_on(moved[0], [*moved[1], _step_done_words(step["id"], moved[0])])
+                return await self._go_on(moved[0], [*known, *moved[1], _step_done_words(step["id"], moved[0])])
             session.prepared = None  # the checkpoint changed: the files are checked afresh against it
         prepared = session.prepared
         if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
             lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
-            return validators_waiting(session, lines, error=True)
+            return validators_waiting(session, [*known, *lines], error=True)
         lines = ["The files changed since they were checked: checking them again."] if prepared else []
-        return await self._check(session, lines)
+        return await self._check(session, [*known, *lines])
 
     def _files_missing(self, session: HostSession) -> Reply | None:
         """The refusal of a step whose files are not all there to be read (none written, a directory...), or None."""

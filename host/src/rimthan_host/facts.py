@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.run import schema_misfit
 
@@ -111,6 +112,21 @@ def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], f
              "facts."]  # fmt: skip
     data = {"run": run_id_of(session), "status": "facts_refused", "failures": [str(f.get("code")) for f in failures]}
     return reply(lines, data, True)
+
+
+def already_confirmed(session: HostSession, facts: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``facts`` less those the run's confirmed state holds with the same value (RFC 8785), and the line saying so.
+
+    A fact confirmed already with that value is not put to the person again each time the model passes it; a
+    changed value is (:func:`record_facts`).
+    """
+    values = session.state.values
+    same = [k for k, v in facts.items() if k in values and digest_value(values[k]) == digest_value(v)]
+    if not same:
+        return dict(facts), []
+    fresh = {k: v for k, v in facts.items() if k not in same}
+    said = f"{quoted(', '.join(same))}: confirmed already with the same value; the user was not asked again."
+    return fresh, [said]
 
 
 async def record_facts(
