@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.release import file_pipeline, parallel, verified, verify
 from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.trust import load_trust
-from rimthan_workflow_registry.release.verified import READ_CHUNK, check_file, check_files
+from rimthan_workflow_registry.release.verified import READ_CHUNK, check_file, check_files, stops_file_check
 from rimthan_workflow_registry.release.verify import verify_release
 
 F = FailureCode
@@ -147,18 +147,27 @@ def test_concurrent_verifications_restore_the_switch_interval_after_the_last(
 # --------------------------------------------------------------------------- the batch file check
 
 
-def _one_by_one(base: str, entries: Sequence[FileEntry]) -> None:
-    """The reference: :func:`check_file` on each entry in order."""
+def _one_by_one(base: str, entries: Sequence[FileEntry]) -> list[ReleaseVerificationError]:
+    """The reference: :func:`check_file` on each entry in order, on past a digest mismatch, up to any other failure."""
+    found: list[ReleaseVerificationError] = []
     for entry in entries:
-        check_file(f"{base}/{entry.path}", entry, where=f"{base}/{entry.path}")
+        try:
+            check_file(f"{base}/{entry.path}", entry, where=f"{base}/{entry.path}")
+        except ReleaseVerificationError as exc:
+            found.append(exc)
+            if stops_file_check(exc):
+                break
+    return found
 
 
-def _refusal(check: Callable[[str, Sequence[FileEntry]], None], base: Path, entries: list[FileEntry]) -> object:
-    try:
-        check(str(base), entries)
-    except RegistryError as exc:
-        return exc.code, exc.path, exc.message
-    return "accepted"
+def _said(found: Sequence[BaseException]) -> object:
+    return [(f.code, f.path, f.message) for f in found if isinstance(f, RegistryError)] or "accepted"
+
+
+def _refusal(
+    check: Callable[[str, Sequence[FileEntry]], Sequence[BaseException]], base: Path, entries: list[FileEntry]
+) -> object:
+    return _said(check(str(base), entries))
 
 
 def _to_fifo(path: Path) -> None:
@@ -183,7 +192,8 @@ FILE_BREAKS: dict[str, Callable[[Path], None]] = {
 @pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
 @pytest.mark.parametrize("name", sorted(FILE_BREAKS))
 def test_the_batch_file_check_refuses_exactly_as_the_one_file_check(tmp_path: Path, name: str, large: bool) -> None:
-    """Same code, path and message as :func:`check_file` file by file: the first broken file in order."""
+    """Same code, path and message as :func:`check_file` file by file: each broken file in order, up to one that
+    is not a digest mismatch."""
     (tmp_path / "d").mkdir()
     contents = [b"first", os.urandom(READ_CHUNK + 7) if large else b"second file", b"third"]
     entries = [FileEntry.for_bytes(f"d/{n}.bin", data) for n, data in enumerate(contents)]
@@ -233,14 +243,12 @@ PIPELINE_CASES: dict[str, dict[int, Callable[[Path], None]]] = {
 @pytest.mark.parametrize("batch", [1, 3, 64])
 @pytest.mark.parametrize("name", sorted(PIPELINE_CASES))
 def test_the_read_and_hash_threads_report_the_one_thread_failure(tmp_path: Path, name: str, batch: int) -> None:
-    """Failures found by either thread, in any batch: the first in order is the one ``check_files`` raises."""
+    """Failures found by either thread, in any batch: in order, the ones ``check_files`` finds."""
     entries = _files(tmp_path, 30, PIPELINE_CASES[name])
     expected = _refusal(check_files, tmp_path, entries)
     batches = [entries[i : i + batch] for i in range(0, len(entries), batch)]
     for _ in range(5):
-        found = file_pipeline.first_file_failure(str(tmp_path), batches)
-        got = "accepted" if found is None else (found.code, found.path, found.message)  # type: ignore[attr-defined]
-        assert got == expected
+        assert _said(file_pipeline.file_failures(str(tmp_path), batches)) == expected
 
 
 class _ThreadKilled(BaseException):
@@ -252,16 +260,16 @@ def test_an_unexpected_error_on_the_hashing_thread_is_reported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[BaseException]
 ) -> None:
     entries = _files(tmp_path, 12, {})
-    real = verified.first_digest_failure
+    real = verified.digest_failures
 
     def failing(base: str, batch: Sequence[FileEntry], read: Sequence[bytes | None], *digest: object) -> object:
         if batch[0].path == "d/f006.bin":
             raise error("hashing broke")
         return real(base, batch, read, *digest)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(file_pipeline, "first_digest_failure", failing)
+    monkeypatch.setattr(file_pipeline, "digest_failures", failing)
     before = sys.getswitchinterval()
-    found = file_pipeline.first_file_failure(str(tmp_path), [entries[i : i + 2] for i in range(0, 12, 2)])
+    (found,) = file_pipeline.file_failures(str(tmp_path), [entries[i : i + 2] for i in range(0, 12, 2)])
     assert isinstance(found, error) and str(found) == "hashing broke"  # never a batch counted as checked
     assert sys.getswitchinterval() == before
 

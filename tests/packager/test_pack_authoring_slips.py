@@ -388,6 +388,14 @@ WRONG_AS_WRITTEN = [
 ]
 
 
+ALSO_BROKEN = {  # a slip that breaks a second rule too: each broken rule is said, in the order the rules run
+    '    "reveiwer",\n]\nnext = "plan"': [
+        "error: reference_unresolved: {where}: step setup-workspace delivers unknown asset 'reveiwer' "
+        "(did you mean 'reviewer'?)"
+    ],
+}
+
+
 @pytest.mark.parametrize(("name", "right", "wrong", "code", "message", "expected"), WRONG_AS_WRITTEN)
 def test_a_slip_in_a_schema_or_setup_step_says_where_and_how_to_fix_it(
     scaffold: Path,
@@ -403,10 +411,13 @@ def test_a_slip_in_a_schema_or_setup_step_says_where_and_how_to_fix_it(
     source = _copy(scaffold, tmp_path)
     _edit(source / name, right, wrong)
 
-    said = _refused(source, signer, tmp_path / "rel")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    assert built.returncode == 1, built.stdout
+    said, *also = refusals(built.stderr)
 
     assert said.error == f"error: {code}: {source / name}: {message}"
     assert said.next == expected
+    assert [r.error for r in also] == [e.format(where=source / name) for e in ALSO_BROKEN.get(wrong, [])]
     _edit(source / name, wrong, right)
     _builds(source, signer, tmp_path / "rel")
 

@@ -195,6 +195,17 @@ class RegistryError(Exception):
         return out
 
 
+MAX_SAID_FAILURES = 20
+"""At most this many failures a check collected are said, each its own (a listing of thousands is one mistake
+made thousands of times, and every failure is said in a log line)."""
+
+
+def collected(failures: Sequence[RegistryError]) -> RegistryError:
+    """The first of ``failures`` (at least one) with the others, at most ``MAX_SAID_FAILURES`` in all, in ``also``."""
+    first, rest = failures[0], failures[1:MAX_SAID_FAILURES]
+    return first.with_also(rest) if rest else first
+
+
 def _collected(error: RegistryError) -> dict[str, Any]:
     said = error.to_dict()
     return said if error.next_step is None else {**said, "next": error.next_step}

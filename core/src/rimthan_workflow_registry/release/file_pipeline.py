@@ -21,10 +21,12 @@ under 1% of the check; small ones keep cryptography's (:mod:`..canonical`).
 At most ``BACKLOG`` batches wait for the hashing thread; past that the
 calling thread hashes its batch itself, so memory stays bounded (a few MiB)
 and neither thread idles. The verdict is the one-thread verdict: every
-failure is tagged with its file's position in the manifest and the first
-one is reported; a batch is hashed unless a failure before it is known, and
-no file is read once any failure is known (every file still unread comes
-after it). An unexpected exception on either thread is that batch's failure.
+failure is tagged with its file's position in the manifest, and they are
+reported in that order up to the first that stops the check (anything but a
+digest mismatch, :func:`stops_file_check`); a batch is hashed unless such a
+failure before it is known, and no file is read once one is known (every
+file still unread comes after it). A digest mismatch stops nothing: each is
+said. An unexpected exception on either thread is that batch's failure.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ from hashlib import sha256
 
 from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.parallel import SWITCH_INTERVAL
-from rimthan_workflow_registry.release.verified import first_digest_failure, read_files
+from rimthan_workflow_registry.release.verified import Read, digest_failures, read_files, stops_file_check
 
 BACKLOG = 2  # batches waiting for the hashing thread, at most
 
-_Batch = tuple[int, Sequence[FileEntry], list[bytes | None]]  # position of its first file, entries, bytes read
+_Batch = tuple[int, Sequence[FileEntry], list[Read]]  # position of its first file, entries, what was read
 
 
 def _sha256_hex(data: bytes) -> str:
@@ -54,26 +56,32 @@ class _Failures:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._found: list[tuple[int, BaseException]] = []
+        self._stops: list[int] = []  # positions of the failures that stop the check
 
     def add(self, position: int, failure: BaseException) -> None:
         with self._lock:
             self._found.append((position, failure))
+            if stops_file_check(failure):
+                self._stops.append(position)
 
     def known_before(self, position: int) -> bool:
         with self._lock:
-            return any(at < position for at, _ in self._found)
+            return any(at < position for at in self._stops)
 
     @property
     def any(self) -> bool:
-        return bool(self._found)
+        return bool(self._stops)
 
-    def first(self) -> BaseException | None:
+    def in_order(self) -> list[BaseException]:
+        """Every failure by position, up to and including the first that stops the check."""
         with self._lock:
-            return min(self._found, key=lambda found: found[0])[1] if self._found else None
+            stop = min(self._stops, default=None)
+            found = sorted((f for f in self._found if stop is None or f[0] <= stop), key=lambda f: f[0])
+        return [failure for _, failure in found]
 
 
-def first_file_failure(base: str, batches: Sequence[Sequence[FileEntry]]) -> BaseException | None:
-    """What ``check_files`` would raise for ``batches`` in order (``None``: every file checks), on two threads."""
+def file_failures(base: str, batches: Sequence[Sequence[FileEntry]]) -> list[BaseException]:
+    """What ``check_files`` finds for ``batches`` in order (empty: every file checks), on two threads."""
     pending: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
     failures = _Failures()
 
@@ -89,7 +97,7 @@ def first_file_failure(base: str, batches: Sequence[Sequence[FileEntry]]) -> Bas
         finally:
             pending.put(None)  # the hasher finishes what is queued (all before any failure here), then stops
             hasher.join()
-    return failures.first()
+    return failures.in_order()
 
 
 def _read_all(
@@ -97,7 +105,7 @@ def _read_all(
 ) -> None:
     position = 0
     for entries in batches:
-        if failures.any:  # every file not read yet comes after the failure already known
+        if failures.any:  # every file not read yet comes after the stopping failure already known
             return
         try:
             read, failure = read_files(base, entries)
@@ -120,9 +128,9 @@ def _hash(base: str, batch: _Batch, failures: _Failures) -> None:
     if failures.known_before(position):
         return
     try:
-        mismatch = first_digest_failure(base, entries, read, _sha256_hex)
+        mismatches = digest_failures(base, entries, read, _sha256_hex)
     except BaseException as exc:  # whatever the check dies of fails the batch: reported (re-raised), never dropped
         failures.add(position, exc)
         return
-    if mismatch is not None:
-        failures.add(position + mismatch[0], mismatch[1])
+    for index, mismatch in mismatches:
+        failures.add(position + index, mismatch)

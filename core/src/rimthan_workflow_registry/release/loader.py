@@ -9,12 +9,12 @@ the catalogue rules: a catalogue that builds is a catalogue that loads.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import parse_strict_json
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_routes as routes
@@ -119,38 +119,71 @@ class ReleaseLoader:
 
     @staticmethod
     def _validate_workflow_catalogue(catalogue: Catalogue, paths: frozenset[str]) -> None:
-        """Structural rules that need no file contents beyond the TOML."""
-        rules.check_files_exist(catalogue, paths)
-        rules.check_aliases(catalogue.workflows)
-        rules.check_host_adapters(catalogue)
-        bounds.check_identities(catalogue)
-        bounds.check_host_lists(catalogue)
+        """Structural rules that need no file contents beyond the TOML: every broken one said.
+
+        A rule that presupposes another (routes need every step reference resolved, write paths every pinned
+        adapter too) runs only when that one passed, so no failure is the echo of another.
+        """
+        found = BrokenRules()
+        found.check(rules.check_files_exist, catalogue, paths)
+        found.check(rules.check_aliases, catalogue.workflows)
+        adapters = found.check(rules.check_host_adapters, catalogue)
+        found.check(bounds.check_identities, catalogue)
+        found.check(bounds.check_host_lists, catalogue)
         for workflow in catalogue.workflows:
-            rules.check_first_step(workflow)
-            rules.check_workflow_references(workflow)
-            write_paths.check_write_paths(catalogue, workflow)
-            rules.check_step_shapes(workflow)
-            rules.check_reachability(workflow)
-            routes.check_input_routes(workflow)
+            resolved = found.check(rules.check_first_step, workflow) & found.check(
+                rules.check_workflow_references, workflow
+            )
+            if resolved and adapters:
+                found.check(write_paths.check_write_paths, catalogue, workflow)
+            found.check(rules.check_step_shapes, workflow)
+            if resolved:
+                found.check(rules.check_reachability, workflow)
+                found.check(routes.check_input_routes, workflow)
+        found.raise_any()
 
     @staticmethod
     def _validate_workflow_schemas(catalogue: Catalogue, schemas: SchemaSet) -> None:
         """Rules that read the schemas: state fields a tool call carries, branch fields declared, values confirmable.
 
         A question's choices must each take a branch, and every choice and
-        branch value must be one its field's schema accepts (``confirmable_values``).
+        branch value must be one its field's schema accepts (``confirmable_values``);
+        those run once the branches passed (their field is declared). Every broken rule is said.
 
         Validity (``check_schemas``) already ran in ``_compile_schemas`` on these
         very documents; against the 2020-12 metaschema it costs ~25 ms per schema,
         so it runs once per load, not twice.
         """
+        found = BrokenRules()
         for workflow in catalogue.workflows:
             state_schema = schemas.documents[workflow.confirmed_state_schema]
-            bounds.check_state_fields(workflow, state_schema)
-            rules.check_branches(workflow, state_schema)
-            bounds.check_confirmable_values(workflow, state_schema)
-            values.check_choices_lead_somewhere(workflow)
-            values.check_values_accepted(workflow, state_schema)
+            found.check(bounds.check_state_fields, workflow, state_schema)
+            if found.check(rules.check_branches, workflow, state_schema):
+                found.check(bounds.check_confirmable_values, workflow, state_schema)
+                found.check(values.check_choices_lead_somewhere, workflow)
+                found.check(values.check_values_accepted, workflow, state_schema)
+        found.raise_any()
+
+
+class BrokenRules:
+    """The catalogue rules a load found broken, in the order they ran: each a failure of its own, the first
+    raised with the others (at most ``MAX_SAID_FAILURES`` in all) in its ``also``."""
+
+    def __init__(self) -> None:
+        self.found: list[RegistryError] = []
+
+    def check(self, rule: Callable[..., None], *args: Any) -> bool:
+        """Run ``rule``: whether it passed (a refusal it raises is kept, never lost)."""
+        try:
+            rule(*args)
+        except RegistryError as exc:
+            self.found.append(exc)
+            return False
+        return True
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise collected(self.found)
 
 
 def _read(files: CatalogueFiles, path: str) -> bytes:

@@ -55,26 +55,50 @@ def first_failure(
 ) -> BaseException | None:
     """What ``check`` found in the first batch (in order) where it found anything, checking on ``workers`` threads.
 
-    ``check`` returns the failure it found in a batch (stopping at it) or
-    ``None``. Threads take batches in order; once any failure is known no new
-    batch is started, and every batch before it has been taken, so the answer
-    is the same as checking in order on one thread. An exception ``check``
-    raises counts as that batch's failure (never lost on a thread).
+    ``check`` returns the failure it found in a batch (stopping at it) or ``None``: :func:`failures_in_order`
+    with every failure stopping the check.
     """
-    outcomes: list[BaseException | None] = [None] * len(batches)
+
+    def listed(batch: Sequence[T]) -> Sequence[BaseException]:
+        failure = check(batch)
+        return () if failure is None else (failure,)
+
+    return next(iter(failures_in_order(listed, batches, workers, stops=_always)), None)
+
+
+def failures_in_order(
+    check: Callable[[Sequence[T]], Sequence[BaseException]],
+    batches: Sequence[Sequence[T]],
+    workers: int,
+    *,
+    stops: Callable[[BaseException], bool],
+) -> list[BaseException]:
+    """Every failure ``check`` found, batch by batch in order, up to the first that ``stops``, on ``workers`` threads.
+
+    ``check`` returns the failures it found in a batch, in order (ending at one that stops it). Threads take
+    batches in order; once a failure that stops is known no new batch is started, and every batch before it
+    has been taken (and is finished before this returns), so the answer is the same as checking in order on
+    one thread. An exception ``check`` raises is that batch's failure, and stops (never lost on a thread).
+    A failure that does not stop (a file whose digest is not listed) is collected and the check goes on.
+    """
+    outcomes: list[Sequence[BaseException]] = [()] * len(batches)
+
+    def stopped(found: Sequence[BaseException]) -> bool:
+        return any(map(stops, found))
+
     if workers <= 1 or len(batches) <= 1:
         for index, batch in enumerate(batches):
             outcomes[index] = _outcome(check, batch)
-            if outcomes[index] is not None:
+            if stopped(outcomes[index]):
                 break
-        return next((o for o in outcomes if o is not None), None)
+        return _in_order(outcomes, stops)
     order = iter(range(len(batches)))
     failed = threading.Event()
 
     def work() -> None:
         for index in order:  # list/range iterators hand out each index once under the GIL
             outcome = outcomes[index] = _outcome(check, batches[index])
-            if outcome is not None:
+            if outcome and stopped(outcome):
                 failed.set()
             if failed.is_set():
                 return
@@ -89,11 +113,28 @@ def first_failure(
             failed.set()  # after an interrupt here, the other threads stop at their current batch
             for thread in threads:
                 thread.join()
-    return next((o for o in outcomes if o is not None), None)
+    return _in_order(outcomes, stops)
 
 
-def _outcome(check: Callable[[Sequence[T]], BaseException | None], batch: Sequence[T]) -> BaseException | None:
+def _always(_: BaseException) -> bool:
+    return True
+
+
+def _in_order(
+    outcomes: Sequence[Sequence[BaseException]], stops: Callable[[BaseException], bool]
+) -> list[BaseException]:
+    """The failures of ``outcomes`` in order, up to and including the first that stops (later ones may be partial)."""
+    found: list[BaseException] = []
+    for outcome in outcomes:
+        for failure in outcome:
+            found.append(failure)
+            if stops(failure):
+                return found
+    return found
+
+
+def _outcome(check: Callable[[Sequence[T]], Sequence[BaseException]], batch: Sequence[T]) -> Sequence[BaseException]:
     try:
         return check(batch)
     except BaseException as exc:  # whatever the check dies of fails the batch: reported (re-raised), never dropped
-        return exc
+        return (exc,)

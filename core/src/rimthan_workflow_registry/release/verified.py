@@ -80,40 +80,46 @@ def check_file(fs_path: Path | str, entry: FileEntry, *, where: str) -> None:
     _checked(fs_path, entry, where=where, keep=False)
 
 
-def check_files(base: str, entries: Sequence[FileEntry]) -> None:
-    """:func:`check_file` on ``f"{base}/{entry.path}"`` for each of ``entries`` in order, raising the first failure.
+def check_files(base: str, entries: Sequence[FileEntry]) -> list[ReleaseVerificationError]:
+    """:func:`check_file` on ``f"{base}/{entry.path}"`` for each of ``entries`` in order: every failure, in order.
 
-    The same checks, in the same order, with the same failures: every file
-    read and checked but for its digest (:func:`read_files`), then the digests
-    of those read (:func:`first_digest_failure`), a digest failure first since
-    its file comes first.
+    The same checks with the same failures, but a digest mismatch does not stop the batch: every file is read
+    and checked but for its digest (:func:`read_files`) up to the first other failure, which ends the list,
+    and every file read whose digest is not listed is a failure of its own (:func:`digest_failures`).
     """
     read, failure = read_files(base, entries)
-    mismatch = first_digest_failure(base, entries, read)
-    if mismatch is not None:
-        raise mismatch[1]
-    if failure is not None:
-        raise failure
+    found = [mismatch for _, mismatch in digest_failures(base, entries, read)]
+    return found if failure is None else [*found, failure]
 
 
-def read_files(base: str, entries: Sequence[FileEntry]) -> tuple[list[bytes | None], ReleaseVerificationError | None]:
+def stops_file_check(failure: BaseException) -> bool:
+    """Whether ``failure`` ends a release's file check: anything but a file whose digest is not listed (its bytes
+    were read, so the files after it are still checked and each mismatch said)."""
+    return not (isinstance(failure, ReleaseVerificationError) and failure.code is FailureCode.FILE_DIGEST_MISMATCH)
+
+
+Read = bytes | ReleaseVerificationError | None
+"""What :func:`read_files` has of a file: its bytes, or for a large one checked whole, ``None`` or its digest
+failure."""
+
+
+def read_files(base: str, entries: Sequence[FileEntry]) -> tuple[list[Read], ReleaseVerificationError | None]:
     """The bytes of ``entries`` in order, checked as :func:`check_file` does but for the SHA-256, up to a failure.
 
-    Returns the bytes read (``None`` for a file of ``READ_CHUNK`` bytes or
-    more, checked completely here, digest included) and the failure of the
-    next file, if one failed. A file is an ``open``, ``fstat``, ``read`` and
-    ``close`` with only its checks between them (no helper call per file),
-    which matters when two threads share the GIL for 10,000 files.
+    Returns the bytes read (for a file of ``READ_CHUNK`` bytes or more, checked
+    completely here, digest included: ``None``, or its digest failure, which
+    does not stop the reading) and the failure of the next file, if one failed.
+    A file is an ``open``, ``fstat``, ``read`` and ``close`` with only its checks between them (no helper
+    call per file), which matters when two threads share the GIL for 10,000 files.
     """
     fstat, read, close = os.fstat, os.read, os.close
-    found: list[bytes | None] = []
+    found: list[Read] = []
     try:
         for entry in entries:
             where = f"{base}/{entry.path}"
             size = entry.size
             if size >= READ_CHUNK:
-                _checked(where, entry, where=where, keep=False)
-                found.append(None)
+                found.append(_large_checked(where, entry))
                 continue
             try:
                 fd = os.open(where, OPEN_NOFOLLOW)
@@ -135,21 +141,38 @@ def read_files(base: str, entries: Sequence[FileEntry]) -> tuple[list[bytes | No
     return found, None
 
 
-def first_digest_failure(
+def digest_failures(
     base: str,
     entries: Sequence[FileEntry],
-    read: Sequence[bytes | None],
+    read: Sequence[Read],
     hex_digest: Callable[[bytes], str] = sha256_hex,
-) -> tuple[int, ReleaseVerificationError] | None:
-    """Index and failure of the first of ``read`` (the bytes of ``entries``, in order) whose SHA-256 is not listed.
+) -> list[tuple[int, ReleaseVerificationError]]:
+    """Index and failure of each of ``read`` (what :func:`read_files` has of ``entries``, in order) whose SHA-256
+    is not listed.
 
     ``hex_digest`` is the SHA-256 to use (hex); :mod:`.file_pipeline` passes its own.
     """
+    found: list[tuple[int, ReleaseVerificationError]] = []
     for index, (entry, data) in enumerate(zip(entries, read, strict=False)):
-        if data is not None:
-            digest = hex_digest(data)
-            if digest != entry.sha256:
-                return index, _digest_failure(digest, entry.sha256, f"{base}/{entry.path}")
+        if data is None:
+            continue
+        if isinstance(data, ReleaseVerificationError):  # a large file, its digest already checked
+            found.append((index, data))
+            continue
+        digest = hex_digest(data)
+        if digest != entry.sha256:
+            found.append((index, _digest_failure(digest, entry.sha256, f"{base}/{entry.path}")))
+    return found
+
+
+def _large_checked(where: str, entry: FileEntry) -> ReleaseVerificationError | None:
+    """A large file checked whole: ``None``, or its digest failure (any other failure is raised)."""
+    try:
+        _checked(where, entry, where=where, keep=False)
+    except ReleaseVerificationError as exc:
+        if stops_file_check(exc):
+            raise
+        return exc
     return None
 
 

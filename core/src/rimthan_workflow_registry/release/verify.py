@@ -32,7 +32,13 @@ from pathlib import Path
 from cryptography.exceptions import InvalidSignature
 
 from rimthan_workflow_registry.canonical import DIGEST_PREFIX, sha256_hex
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.errors import (
+    MAX_SAID_FAILURES,
+    FailureCode,
+    RegistryError,
+    ReleaseVerificationError,
+    collected,
+)
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
 from rimthan_workflow_registry.release.format import (
@@ -55,7 +61,7 @@ from rimthan_workflow_registry.release.format import (
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
-from rimthan_workflow_registry.release.parallel import first_failure
+from rimthan_workflow_registry.release.parallel import failures_in_order
 from rimthan_workflow_registry.release.paths import (
     HIDDEN_PROBLEM,
     hidden_paths,
@@ -71,6 +77,7 @@ from rimthan_workflow_registry.release.verified import (
     VerifiedRelease,
     check_file,
     check_files,
+    stops_file_check,
     verify_threads,
 )
 from rimthan_workflow_registry.release.wrong_path import refuse_wrong_path
@@ -237,9 +244,10 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
         )
 
 
-MAX_LISTED_FAILURES = 20
-"""At most this many unsafe or hidden listed paths are said, each its own failure (a listing of thousands is
-one mistake made thousands of times, and every failure is said in a log line)."""
+MAX_LISTED_FAILURES = MAX_SAID_FAILURES
+"""At most this many unsafe or hidden listed paths, or files failing their digests, are said, each its own
+failure (a listing of thousands is one mistake made thousands of times, and every failure is said in a log
+line)."""
 
 
 def _refuse_listed(where: Path, paths: Sequence[str]) -> None:
@@ -254,7 +262,7 @@ def _refuse_listed(where: Path, paths: Sequence[str]) -> None:
         for path, said in found[:MAX_LISTED_FAILURES]
     ]
     if failures:
-        raise failures[0].with_also(failures[1:])
+        raise collected(failures)
 
 
 def _check_signatures(
@@ -367,34 +375,49 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     Files are checked in batches. When they are large enough to pay for
     threads (:func:`verify_threads`) and the walk found every one, this thread
     reads them and a second one hashes (:mod:`.file_pipeline`); otherwise the
-    batches go to :func:`first_failure`. Either way the first failing file in
-    manifest order is reported, so the answer never depends on which thread
-    finished first.
+    batches go to :func:`failures_in_order`. Either way the failures are said
+    in manifest order, so the answer never depends on which thread finished
+    first: every file whose digest is not listed (one failure each, at most
+    ``MAX_LISTED_FAILURES``, collected as the files are checked, no second
+    pass) up to the first other failure (missing, wrong type or size), which
+    ends the check.
     """
     base = str(root / CATALOGUE_DIR)
     files = manifest.files
     batches = _batches(files)
 
-    def check(batch: Sequence[FileEntry]) -> ReleaseVerificationError | None:
-        try:
-            if tree.catalogue.issuperset(map(_PATH, batch)):  # every file walked: no per-file membership test
-                check_files(base, batch)
-            else:
-                for entry in batch:
-                    _check_file(base, tree.catalogue, entry)
-        except ReleaseVerificationError as exc:
-            return exc
-        return None
+    def check(batch: Sequence[FileEntry]) -> list[ReleaseVerificationError]:
+        if tree.catalogue.issuperset(map(_PATH, batch)):  # every file walked: no per-file membership test
+            return check_files(base, batch)
+        found: list[ReleaseVerificationError] = []
+        for entry in batch:
+            try:
+                _check_file(base, tree.catalogue, entry)
+            except ReleaseVerificationError as exc:
+                found.append(exc)
+                if stops_file_check(exc):
+                    break
+        return found
 
     workers = verify_threads(len(files), manifest.total_size)
     if workers > 1 and tree.catalogue.issuperset(manifest.paths):
-        from rimthan_workflow_registry.release.file_pipeline import first_file_failure  # large releases only
+        from rimthan_workflow_registry.release.file_pipeline import file_failures  # large releases only
 
-        failure = first_file_failure(base, batches)  # one thread reads, another hashes
+        failures = file_failures(base, batches)  # one thread reads, another hashes
     else:
-        failure = first_failure(check, batches, workers)
-    if failure is not None:
-        raise failure
+        failures = failures_in_order(check, batches, workers, stops=stops_file_check)
+    if failures:
+        raise _with_collected(failures)
+
+
+def _with_collected(failures: Sequence[BaseException]) -> BaseException:
+    """The first of ``failures`` with the others (at most ``MAX_LISTED_FAILURES`` in all) in its ``also``.
+
+    An exception that is no refusal (an interrupt, a crash on a thread) is raised as it is."""
+    first = failures[0]
+    if not isinstance(first, RegistryError):
+        return first
+    return collected([first, *(f for f in failures[1:] if isinstance(f, RegistryError))])
 
 
 def _batches(files: Sequence[FileEntry]) -> list[Sequence[FileEntry]]:
@@ -455,8 +478,14 @@ def load_catalogue(root: Path, files: CatalogueFiles) -> LoadedCatalogue:
     except ReleaseVerificationError:
         raise
     except RegistryError as exc:
-        where = str(root / CATALOGUE_DIR / exc.path) if exc.path else str(root / CATALOGUE_DIR)
-        raise type(exc)(exc.code, exc.message, path=where, details=exc.details) from exc
+        first, *also = (_in_release(root, failure) for failure in exc.failures)
+        raise first.with_also(also) from exc
+
+
+def _in_release(root: Path, exc: RegistryError) -> RegistryError:
+    """``exc`` (a catalogue rule's, about a path in the catalogue) said of the file in the release at ``root``."""
+    where = str(root / CATALOGUE_DIR / exc.path) if exc.path else str(root / CATALOGUE_DIR)
+    return type(exc)(exc.code, exc.message, path=where, details=exc.details)
 
 
 def _check_manifest_matches_catalogue(root: Path, manifest: Manifest, loaded: LoadedCatalogue) -> None:
