@@ -24,7 +24,7 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .protocol import ToolRefused
 from .results import RunResult
 from .session import HostSession
-from .step_replies import Reply, reply, run_id_of
+from .step_replies import Reply, missing_fields, reply, run_id_of
 from .unanswered import Unanswered
 from .words import fact_message
 
@@ -129,6 +129,22 @@ def already_confirmed(session: HostSession, facts: Mapping[str, Any]) -> tuple[d
     return fresh, [said]
 
 
+def fields_missing(session: HostSession, fields: Sequence[str], facts: Mapping[str, Any]) -> Reply:
+    """The step moves on only with ``fields`` confirmed (the verifier's ``confirmed_field_missing``): nothing was
+    recorded or moved; ask the user for them and send them, with any facts given, in one step_done."""
+    step = session.position.step_id
+    given = f"; the facts {quoted(', '.join(facts))} were not recorded either" if facts else ""
+    lines = [f"Nothing was done: step {step} moves on only once {', '.join(fields)} are confirmed "
+             f"(confirmed_field_missing){given}; the run stays at step {step}. Ask the user for "
+             f"{', '.join(fields)} as the step's instructions say, confirm each with them, then call step_done "
+             f"with step {step} and every fact in facts."]  # fmt: skip
+    data = {"run": run_id_of(session), "status": "facts_refused", "failures": [_MISSING] * len(fields)}
+    return reply(lines, data, True)
+
+
+_MISSING = FailureCode.CONFIRMED_FIELD_MISSING.value
+
+
 async def record_facts(
     session: HostSession, asker: Asker, facts: Mapping[str, Any]
 ) -> tuple[RunResult, list[str]] | Reply:
@@ -149,6 +165,9 @@ async def record_facts(
         if not facts:
             raise
         return facts_refused(session, [exc.error], facts)
+    unmet = missing_fields(result.failures) if result.status == "blocked" else []
+    if unmet:
+        return fields_missing(session, unmet, facts)
     if facts and result.status == "blocked":
         return facts_refused(session, result.failures, facts)
     return result, [f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."] if facts else []

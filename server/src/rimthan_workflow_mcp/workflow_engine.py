@@ -172,6 +172,16 @@ class WorkflowEngineQueryModule:
                 adapter,
                 message="this step is gated: prepare and submit validation to advance",
             )
+        unmet = missing_fields(state.values, self.state_schema(workflow), step.requires_confirmed)
+        if unmet:
+            return ToolResult.failed(
+                "blocked",
+                self.release_ref,
+                workflow,
+                issued,
+                unmet,
+                message=f"step {step.id} moves on only with these fields confirmed; the checkpoint is unchanged",
+            )
         return self._advance(workflow, issued, step, state, adapter, status_moved="active", changes=changes)
 
     def _advance(

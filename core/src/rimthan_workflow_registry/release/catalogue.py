@@ -143,6 +143,8 @@ class StepDefinition:
     host_assets: tuple[str, ...]
     max_total_bytes: int | None
     definition: Mapping[str, Any] = field(compare=False, repr=False)
+    # confirmed-state fields that must be present before ``continue`` moves this (ungated) step on
+    requires_confirmed: tuple[str, ...] = ()
 
     @property
     def gated(self) -> bool:

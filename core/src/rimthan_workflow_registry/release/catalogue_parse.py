@@ -237,6 +237,7 @@ def _parse_step(data: Any, index: int, path: str) -> StepDefinition:
         host_assets=t.strs("host_assets", pattern=_ID),
         max_total_bytes=t.positive_int("max_total_bytes", required=False),
         definition=data,
+        requires_confirmed=t.strs("requires_confirmed"),
     )
     t.done()
     if step.next is not None and step.branches:

@@ -30,6 +30,7 @@ from ..errors import CatalogueError, FailureCode, quoted
 from ..json_encoders import compact_encoder
 from .catalogue import Scalar, StepDefinition, WorkflowDefinition
 from .catalogue_bounds import asked_values
+from .catalogue_rules import unresolved
 from .schema_checks import SCHEMA_CHECKS, validator_version
 
 CHECKER_SUFFIX = ":confirmable-values"  # the checks' memory: a new rule, a new suffix (old passes void)
@@ -50,6 +51,30 @@ def check_choices_lead_somewhere(workflow: WorkflowDefinition) -> None:
                     step,
                     f"question.choices[{i}] {quoted(choice, 40)!r} matches no branch; a user who picks it "
                     f"could not go on (add a branch for it or drop the choice)",
+                )
+
+
+def check_required_confirmed(workflow: WorkflowDefinition, state_schema: Any) -> None:
+    """A step's ``requires_confirmed`` names fields the confirmed-state schema declares, on a step ``continue``
+    moves on (no outputs, no validators): what its instruction has the user confirm before the run goes on."""
+    properties = state_schema.get("properties") if isinstance(state_schema, Mapping) else None
+    declared = list(properties) if isinstance(properties, Mapping) else []
+    for step in workflow.steps:
+        if step.requires_confirmed and step.gated:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID,
+                f"step {step.id}: requires_confirmed is for a step without outputs or validators (a gated step "
+                "moves on by validation, which checks its files, not the confirmed state)",
+                path=workflow.source,
+            )
+        for name in step.requires_confirmed:
+            if name not in declared:
+                raise unresolved(
+                    workflow.source,
+                    f"step {step.id} requires confirmed field {name!r}, which the confirmed-state schema "
+                    f"{workflow.confirmed_state_schema} does not declare",
+                    name,
+                    declared,
                 )
 
 

@@ -158,6 +158,7 @@ class ReleaseLoader:
         for workflow in catalogue.workflows:
             state_schema = schemas.documents[workflow.confirmed_state_schema]
             found.check(bounds.check_state_fields, workflow, state_schema)
+            found.check(values.check_required_confirmed, workflow, state_schema)
             if found.check(rules.check_branches, workflow, state_schema):
                 found.check(bounds.check_confirmable_values, workflow, state_schema)
                 found.check(values.check_choices_lead_somewhere, workflow)

@@ -37,8 +37,11 @@ def required_fields(schema: Mapping[str, Any]) -> list[str]:
     return [str(name) for name in required] if isinstance(required, list) else []
 
 
-def missing_fields(values: Mapping[str, Any], schema: Mapping[str, Any]) -> list[Failure]:
-    """One ``confirmed_field_missing`` failure per required field absent from ``values``."""
+def missing_fields(
+    values: Mapping[str, Any], schema: Mapping[str, Any], required: Iterable[str] | None = None
+) -> list[Failure]:
+    """One ``confirmed_field_missing`` failure per required field absent from ``values``: the fields the schema
+    requires, or ``required`` (a step's ``requires_confirmed``)."""
     return [
         Failure(
             FailureCode.CONFIRMED_FIELD_MISSING,
@@ -46,7 +49,7 @@ def missing_fields(values: Mapping[str, Any], schema: Mapping[str, Any]) -> list
             pointer=f"/{name}",
             details={"field": name, "expects": field_expectation(schema, name)},
         )
-        for name in required_fields(schema)
+        for name in (required_fields(schema) if required is None else required)
         if name not in values
     ]
 
