@@ -6,19 +6,21 @@ as the routes needing every step reference resolved, only once that one passed) 
 failure of its own, in the order the rules run. A real release built by the real packager, its workflow
 edited and re-signed with the real key through the real signing code, checked by the installed
 ``rimthan-mcp check`` and ``rimthan-pack verify``, and served by ``rimthan-mcp serve`` (each in
-``details.also`` of the ``release not activated`` log line).
+``details.also`` of the ``release not activated`` log line). Likewise each text file that is not UTF-8 and
+each JSON Schema that is not valid Draft 2020-12.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from rimthan_workflow_registry.release import CATALOGUE_DIR
 from support.processes import http_server_process
-from support.refusals import refusals
+from support.refusals import Refusal, refusals
 from support.releases import resign_release
 from support.servers import RIMTHAN_MCP, RIMTHAN_PACK, ServerWorld, server_env
 
@@ -95,3 +97,48 @@ def test_serve_logs_every_broken_rule_of_a_skipped_release(mcp_world: ServerWorl
     assert [code for code, _ in everyone] == [code for code, _ in SAID]
     assert all(message in m for (_, m), (_, message) in zip(everyone, SAID, strict=True)), everyone
     assert {e["path"] for e in error["details"]["also"]} == {str(bad / CATALOGUE_DIR / WORKFLOW)}
+
+
+def _resigned(world: ServerWorld, releases: Path, edit: Callable[[Path], None]) -> Path:
+    release = world.publish("1.3.0", releases)
+    resign_release(release, [world.key], edit=edit)
+    return release
+
+
+NOT_UTF8 = ["assets/instructions/confirm-contract.md", "assets/instructions/interview.md"]  # in the order checked
+BAD_SCHEMAS = ["schemas/evidence-log.schema.json", "schemas/workspace-manifest.schema.json"]
+
+
+def _check(world: ServerWorld, release: Path) -> list[Refusal]:
+    done = subprocess.run(
+        [RIMTHAN_MCP, "check", "--release", str(release), "--trust", str(world.trust)],
+        capture_output=True, text=True, timeout=WAIT, env=server_env(),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    return refusals(done.stderr)
+
+
+def test_every_file_that_is_not_utf8_is_said(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    def latin1(catalogue: Path) -> None:
+        for name in NOT_UTF8:
+            (catalogue / name).write_bytes((catalogue / name).read_bytes() + "caf\xe9\n".encode("latin-1"))
+
+    release = _resigned(mcp_world, tmp_path / "releases", latin1)
+    said = _check(mcp_world, release)
+    assert [r.error.split(": ", 3)[:3] for r in said] == [
+        ["error", "catalogue_invalid", str(release / CATALOGUE_DIR / name)] for name in NOT_UTF8
+    ]
+
+
+def test_every_invalid_schema_is_said(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    def invalid(catalogue: Path) -> None:
+        for name in BAD_SCHEMAS:
+            schema = json.loads((catalogue / name).read_text("utf-8"))
+            schema["type"] = "objekt"  # not a JSON Schema type: the metaschema refuses it
+            (catalogue / name).write_text(json.dumps(schema), "utf-8")
+
+    release = _resigned(mcp_world, tmp_path / "releases", invalid)
+    said = _check(mcp_world, release)
+    assert [r.error.split(": ", 3)[:3] for r in said] == [
+        ["error", "schema_invalid", str(release / CATALOGUE_DIR / name)] for name in BAD_SCHEMAS
+    ]

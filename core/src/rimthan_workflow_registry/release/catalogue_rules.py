@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, closest_name
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name, collected
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
@@ -92,17 +92,24 @@ def _text_files(catalogue: Catalogue) -> list[str]:
 
 
 def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
-    """Every text file a step payload carries is UTF-8, so a release that loads can always be served."""
+    """Every text file a step payload carries is UTF-8, so a release that loads can always be served (each file
+    that is not is a failure of its own)."""
+    failures: list[RegistryError] = []
     for path in _text_files(catalogue):
         try:
             read(path).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID,
-                f"is not UTF-8 text (byte {exc.start}); instructions and assets are delivered to harnesses as text",
-                path=path,
-                next_step="save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8)",
-            ) from None
+            failures.append(
+                CatalogueError(
+                    FailureCode.CATALOGUE_INVALID,
+                    f"is not UTF-8 text (byte {exc.start}); instructions and assets are delivered to harnesses as text",
+                    path=path,
+                    next_step="save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t "
+                    "UTF-8)",
+                )
+            )
+    if failures:
+        raise collected(failures)
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:
@@ -117,24 +124,28 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
     from rimthan_workflow_registry.release.schema_refs import unresolved_reference
 
     checkable = set(Draft202012Validator.FORMAT_CHECKER.checkers)
+    failures: list[RegistryError] = []
     for path, schema in schemas.items():
         try:
             Draft202012Validator.check_schema(schema)
         except Exception as exc:  # jsonschema.SchemaError, or a bad $ref
-            raise CatalogueError(
-                FailureCode.SCHEMA_INVALID, f"not a valid Draft 2020-12 schema: {_schema_problem(exc)}", path=path
-            ) from None
-        reference = unresolved_reference(schema)
-        if reference is not None:
-            raise CatalogueError(FailureCode.SCHEMA_INVALID, reference, path=path)
-        unchecked = sorted(schema_formats(schema) - checkable)
-        if unchecked:
-            raise CatalogueError(
-                FailureCode.SCHEMA_INVALID,
-                f"uses format(s) {', '.join(unchecked)} that this server cannot check; a format must never "
-                f"pass unchecked (checked: {', '.join(sorted(checkable))})",
-                path=path,
-            )
+            problem: str | None = f"not a valid Draft 2020-12 schema: {_schema_problem(exc)}"
+        else:
+            problem = unresolved_reference(schema) or _unchecked_formats(schema, checkable)
+        if problem is not None:  # each schema that fails is a failure of its own
+            failures.append(CatalogueError(FailureCode.SCHEMA_INVALID, problem, path=path))
+    if failures:
+        raise collected(failures)
+
+
+def _unchecked_formats(schema: Any, checkable: set[str]) -> str | None:
+    unchecked = sorted(schema_formats(schema) - checkable)
+    if not unchecked:
+        return None
+    return (
+        f"uses format(s) {', '.join(unchecked)} that this server cannot check; a format must never "
+        f"pass unchecked (checked: {', '.join(sorted(checkable))})"
+    )
 
 
 def _schema_problem(exc: Exception) -> str:
