@@ -316,3 +316,22 @@ def test_the_switch_interval_is_short_only_while_a_check_runs() -> None:
     assert parallel.first_failure(check, [[1], [2], [3]], 2) is None
     assert during == pytest.approx([min(before, parallel.SWITCH_INTERVAL_S)] * 3)
     assert sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_file_whose_digest_differs_is_said_on_one_thread_or_two(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """On one thread (``failures_in_order``) and on two (the read and hash threads of ``file_pipeline``), every
+    file whose SHA-256 is not listed is a failure of its own, in manifest order, the first raised."""
+    changed = _catalogue_files(signed_release)[1:6:2]
+    for path in changed:
+        _flip_byte(path)
+    with monkeypatch.context() as patch:
+        patch.setattr(verify, "verify_threads", lambda files, total: workers)
+        patch.setattr(verify, "_HASH_BATCH", 1)
+        with pytest.raises(RegistryError) as refused:
+            verify_release(signed_release, load_trust(trust))
+    assert [(f.code, f.path) for f in refused.value.failures] == [
+        (FailureCode.FILE_DIGEST_MISMATCH, str(path)) for path in changed
+    ]
