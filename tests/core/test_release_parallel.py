@@ -335,3 +335,28 @@ def test_every_file_whose_digest_differs_is_said_on_one_thread_or_two(
     assert [(f.code, f.path) for f in refused.value.failures] == [
         (FailureCode.FILE_DIGEST_MISMATCH, str(path)) for path in changed
     ]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_unexpected_error_after_a_digest_mismatch_is_raised_not_hidden(
+    signed_release: Path, trust: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A digest mismatch does not stop the check, so a later batch may die of something else: that is raised."""
+    catalogue = signed_release / "catalogue"
+    files = _catalogue_files(signed_release)
+    _flip_byte(files[0])
+    broken = str(files[3])
+    module, name = (verify, "check_files") if workers == 1 else (file_pipeline, "read_files")
+    real = getattr(module, name)
+
+    def dies(base: str, entries: Sequence[FileEntry]) -> object:
+        if any(f"{base}/{e.path}" == broken for e in entries):
+            raise _ThreadKilled("reading broke")
+        return real(base, entries)
+
+    assert broken.startswith(str(catalogue))
+    monkeypatch.setattr(verify, "verify_threads", lambda files, total: workers)
+    monkeypatch.setattr(verify, "_HASH_BATCH", 1)
+    monkeypatch.setattr(module, name, dies)
+    with pytest.raises(_ThreadKilled, match="reading broke"):
+        verify_release(signed_release, load_trust(trust))

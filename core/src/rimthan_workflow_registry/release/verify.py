@@ -413,11 +413,11 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
 def _with_collected(failures: Sequence[BaseException]) -> BaseException:
     """The first of ``failures`` with the others (at most ``MAX_LISTED_FAILURES`` in all) in its ``also``.
 
-    An exception that is no refusal (an interrupt, a crash on a thread) is raised as it is."""
-    first = failures[0]
-    if not isinstance(first, RegistryError):
-        return first
-    return collected([first, *(f for f in failures[1:] if isinstance(f, RegistryError))])
+    An exception that is no refusal (an interrupt, a crash on a thread) is raised as it is, wherever it came in
+    the order: never hidden behind the digest mismatches found before it."""
+    refusals = [f for f in failures if isinstance(f, RegistryError)]
+    crash = next((f for f in failures if not isinstance(f, RegistryError)), None)
+    return crash if crash is not None else collected(refusals)
 
 
 def _batches(files: Sequence[FileEntry]) -> list[Sequence[FileEntry]]:
