@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.remediation import REMEDIATION, next_step
+from rimthan_workflow_registry.remediation import FOR_A_HARNESS, REMEDIATION, harness_next_step, next_step
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "failure-codes.md"
 
@@ -25,6 +25,18 @@ def test_every_code_has_its_own_remediation_and_the_doc_shows_it() -> None:
     texts = list(REMEDIATION.values())
     assert len(texts) == len(set(texts)), "two codes share one generic next step"
     assert all(text and not text.endswith(".") for text in texts)
+
+
+def test_a_harness_line_replaces_only_an_operator_step_and_the_doc_shows_it() -> None:
+    """A few codes say something else to a harness (a tool refusal's ``next``): each says it once, and the doc too."""
+    doc = " ".join(DOC.read_text("utf-8").split())
+    assert set(FOR_A_HARNESS) <= set(REMEDIATION)
+    for code, line in FOR_A_HARNESS.items():
+        assert line != REMEDIATION[code] and line not in REMEDIATION.values() and not line.endswith(".")
+        assert f"`{code.value}`: {line}" in doc, code
+        assert harness_next_step(RegistryError(code, "x")) == line != next_step(RegistryError(code, "x"))
+    plain = RegistryError(FailureCode.INVALID_ARGUMENTS, "x")
+    assert harness_next_step(plain) == next_step(plain) == REMEDIATION[FailureCode.INVALID_ARGUMENTS]
 
 
 def test_a_situation_specific_next_step_wins_over_the_table() -> None:

@@ -4,8 +4,9 @@ One copy (``result_contracts.REFUSAL``), served as the immutable resource
 ``rimthan://contracts/refusal/<hex>.schema.json`` beside the other contracts and shipped in
 docs/test-vectors/host-protocol.json (``refusals.contract``). Every refusal ``domain_tool_error``
 builds matches it, whatever the code, with its ``next`` (what to do: the refusal's own step, else the
-code's line of ``remediation.REMEDIATION``); and every refusal a ``rimthan.*`` tool answers an SDK client
-anywhere in the suite is checked against it by the suites' client, ``support.checked_client.CheckedClient``.
+code's line of ``remediation.REMEDIATION``, or its ``FOR_A_HARNESS`` line where it has one); and every
+refusal a ``rimthan.*`` tool answers an SDK client anywhere in the suite is checked against it by the suites'
+client, ``support.checked_client.CheckedClient``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from jsonschema import Draft202012Validator
 from rimthan_workflow_mcp.result_contracts import REFUSAL
 from rimthan_workflow_mcp.server import domain_tool_error
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.remediation import REMEDIATION
+from rimthan_workflow_registry.remediation import FOR_A_HARNESS, REMEDIATION
 from support.refusal_contract import refusal_problems
 from support.releases import REPO_ROOT
 from support.servers import ServerWorld, serve_args, stdio_client_for, text_of
@@ -39,7 +40,8 @@ def test_every_code_the_refusal_builder_sends_matches_the_contract(code: Failure
         assert result.is_error is True
         assert refusal_problems(result.structured_content, result.content[0].text) == []  # type: ignore[union-attr]
         assert result.structured_content is not None and result.structured_content["error"]["code"] == code.value
-        assert result.structured_content["error"]["next"] == REMEDIATION[code]  # the one table, no second copy
+        # the one table, no second copy; a harness's own line where the table's is an operator's
+        assert result.structured_content["error"]["next"] == FOR_A_HARNESS.get(code, REMEDIATION[code])
     own = domain_tool_error(RegistryError(code, "what is wrong", next_step="do this instead")).structured_content
     assert own is not None and own["error"]["next"] == "do this instead"  # the situation's own step wins
 
@@ -86,3 +88,12 @@ def test_the_server_serves_the_contract_and_its_refusals_match_what_it_serves(
             assert unknown.is_error and error["next"] == REMEDIATION[FailureCode(error["code"])], error
 
     anyio.run(check)
+
+
+def test_an_internal_error_tells_a_harness_what_it_can_do_not_the_operators_step() -> None:
+    """``internal_error``'s table line is for the operator (rerun the server with a flag); a harness reading the
+    refusal is told to report it with the call's time and try again later instead."""
+    error = domain_tool_error(RegistryError(FailureCode.INTERNAL_ERROR, "boom")).structured_content
+    said = error["error"]["next"] if error else ""
+    assert said == FOR_A_HARNESS[FailureCode.INTERNAL_ERROR] != REMEDIATION[FailureCode.INTERNAL_ERROR]
+    assert "operator" in said and "time" in said and "again later" in said and "--log-level" not in said

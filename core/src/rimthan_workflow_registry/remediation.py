@@ -20,7 +20,16 @@ from types import MappingProxyType
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
-__all__ = ["REMEDIATION", "ExitStatus", "io_next_step", "io_refusal", "local_io", "next_step"]
+__all__ = [
+    "FOR_A_HARNESS",
+    "REMEDIATION",
+    "ExitStatus",
+    "harness_next_step",
+    "io_next_step",
+    "io_refusal",
+    "local_io",
+    "next_step",
+]
 
 
 class ExitStatus(IntEnum):
@@ -175,10 +184,26 @@ _TABLE: dict[FailureCode, str] = {
 REMEDIATION: Mapping[FailureCode, str] = MappingProxyType(_TABLE)
 """Failure code -> what to do next; covers every :class:`FailureCode`."""
 
+FOR_A_HARNESS: Mapping[FailureCode, str] = MappingProxyType(
+    {
+        _C.INTERNAL_ERROR: "nothing in this call can fix it: report it to the operator with the time of the call "
+        "(the server logged the details), then try the call again later",
+    }
+)
+"""The few codes whose :data:`REMEDIATION` line is an operator's step a harness cannot take (rerun the server
+with a flag): what a harness, reading a tool refusal or a JSON-RPC error's ``data``, can do instead. Every other
+code's line suits both readers, so it is written once, in :data:`REMEDIATION`."""
+
 
 def next_step(error: RegistryError) -> str:
     """The ``next:`` line for a refusal: its situation-specific step, else the code's remediation."""
     return error.next_step or REMEDIATION[error.code]
+
+
+def harness_next_step(error: RegistryError) -> str:
+    """The ``next`` a harness reads (a tool refusal, a resource or prompt error): the refusal's own step, else
+    the code's :data:`FOR_A_HARNESS` line where it has one, else its :data:`REMEDIATION` line."""
+    return error.next_step or FOR_A_HARNESS.get(error.code) or REMEDIATION[error.code]
 
 
 FULL_OR_READ_ONLY = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})

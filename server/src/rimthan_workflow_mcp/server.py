@@ -32,7 +32,7 @@ from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.remediation import next_step
+from rimthan_workflow_registry.remediation import harness_next_step
 
 from .call_placement import CallPlacement
 from .call_record import log_call
@@ -473,9 +473,10 @@ def _with_migration_offer(
 def domain_tool_error(exc: RegistryError) -> types.CallToolResult:
     """A refusal as an ``isError`` tool result: ``{"error": {code, message, next, ...}}`` as text and structured.
 
-    ``next`` is what to do (the refusal's own step, else the code's line of the one remediation table).
+    ``next`` is what to do (the refusal's own step, else the code's line of the one remediation table, or its
+    line for a harness where the table's is an operator's: ``remediation.harness_next_step``).
     """
-    error = {**exc.to_dict(), "next": next_step(exc)}
+    error = {**exc.to_dict(), "next": harness_next_step(exc)}
     try:
         text = canonical_text({"error": error})
     except Exception:  # details that are not JSON: keep the code, message and next step only
