@@ -26,12 +26,14 @@ from rimthan_workflow_registry.release import AssetDefinition, HostAdapter, semv
 from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
+from .rpc_errors import failure_error
 
 PROMPT_KIND = "prompt"
 ARGUMENT = "arguments"
 PLACEHOLDER = "$ARGUMENTS"
 FRONT_MATTER = "---"
 ADAPTER_MIME = "text/markdown"
+_ASK_A_LISTED_PROMPT = f"get a prompt by a name prompts/list gives, with at most the {ARGUMENT!r} argument"
 
 
 def split_front_matter(text: str) -> tuple[dict[str, str], str]:
@@ -81,11 +83,7 @@ class PromptCatalogue:
         try:
             return loaded.release.read_file(path).decode("utf-8")
         except RegistryError as exc:  # changed on disk since it was verified: never serve it
-            raise MCPError(
-                code=INTERNAL_ERROR,
-                message=f"{exc.code.value}: {exc.message}",
-                data={"code": exc.code.value, "prompt": prompt},
-            ) from None
+            raise failure_error(INTERNAL_ERROR, exc, prompt=prompt) from None
 
     def _adapter_message(self, loaded: LoadedRelease, adapter: HostAdapter, prompt: str) -> types.PromptMessage:
         contents = types.TextResourceContents(
@@ -132,22 +130,12 @@ class PromptCatalogue:
     def get(self, name: str, arguments: Mapping[str, str] | None) -> types.GetPromptResult:
         found = self._served().get(name)
         if found is None:
-            code = FailureCode.INVALID_ARGUMENTS.value
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"{code}: no prompt {name!r}; list prompts for the names",
-                data={"code": code, "prompt": name},
-            )
+            raise _refused(f"no prompt {name!r}; list prompts for the names", prompt=name)
         loaded, asset = found
         meta, body = split_front_matter(self._text(loaded, asset.file, name))
         extra = sorted(set(arguments or {}) - {ARGUMENT})
         if extra:
-            code = FailureCode.INVALID_ARGUMENTS.value
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"{code}: prompt {name!r} takes only {ARGUMENT!r}",
-                data={"code": code, "prompt": name, "unexpected": extra},
-            )
+            raise _refused(f"prompt {name!r} takes only {ARGUMENT!r}", prompt=name, unexpected=extra)
         text = body.replace(PLACEHOLDER, (arguments or {}).get(ARGUMENT, ""))
         return types.GetPromptResult(
             description=meta.get("description"),
@@ -156,3 +144,9 @@ class PromptCatalogue:
                 *(self._adapter_message(loaded, adapter, name) for adapter in self._adapters(loaded, asset.id)),
             ],
         )
+
+
+def _refused(message: str, **asked: object) -> MCPError:
+    """A prompts/get the catalogue cannot answer: ``invalid_arguments``, next: ask by a listed name."""
+    failure = RegistryError(FailureCode.INVALID_ARGUMENTS, message, next_step=_ASK_A_LISTED_PROMPT)
+    return failure_error(INVALID_PARAMS, failure, **asked)

@@ -31,6 +31,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
+from .rpc_errors import failure_error
 
 SCHEME = "rimthan://"
 CONTRACT_MIME = "application/schema+json"
@@ -169,11 +170,7 @@ class ResourceCatalogue:
             data = loaded.release.read_file(path)
         except RegistryError as exc:
             # The bytes on disk no longer match the signed manifest: never serve them.
-            raise MCPError(
-                code=INTERNAL_ERROR,
-                message=f"{exc.code.value}: {exc.message}",
-                data={"code": exc.code.value, "uri": uri},
-            ) from None
+            raise failure_error(INTERNAL_ERROR, exc, uri=uri) from None
         if entry.media_type in _TEXT_TYPES:
             try:
                 return types.TextResourceContents(uri=uri, mime_type=entry.media_type, text=data.decode("utf-8"))
@@ -193,5 +190,13 @@ def _result(contents: types.TextResourceContents | types.BlobResourceContents) -
     return types.ReadResourceResult(contents=[contents], ttl_ms=86_400_000, cache_scope="private")
 
 
-def _not_found(uri: str, message: str, code: FailureCode = FailureCode.INVALID_ARGUMENTS) -> MCPError:
-    return MCPError(code=INVALID_PARAMS, message=f"{code.value}: {message}", data={"code": code.value, "uri": uri})
+_READ_A_LISTED_URI = "read a URI resources/list gives or a tool returned"  # what to do for a URI that names nothing
+
+
+def _not_found(uri: str, message: str, code: FailureCode | None = None) -> MCPError:
+    """A URI that names nothing held: ``invalid_arguments`` (read a listed URI), or ``code`` with its table line."""
+    if code is None:
+        failure = RegistryError(FailureCode.INVALID_ARGUMENTS, message, next_step=_READ_A_LISTED_URI)
+    else:
+        failure = RegistryError(code, message)
+    return failure_error(INVALID_PARAMS, failure, uri=uri)
