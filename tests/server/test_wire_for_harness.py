@@ -1,13 +1,17 @@
-"""What a harness reads off the wire besides tool results.
+"""What a harness reads off the wire besides tool results: resource-read errors and refresh notifications.
 
 A resource read the server refuses is a JSON-RPC error whose ``data`` carries the failure ``code`` and
-``next`` (what to do: the same one remediation table tool refusals use). Checked through the SDK client
-against a real ``rimthan-mcp serve`` process.
+``next`` (what to do: the same one remediation table tool refusals use); a refresh that changes the
+resource listing sends ``notifications/resources/list_changed`` to a connected client, one that changes
+nothing sends none. Each is checked through the SDK client against a real ``rimthan-mcp serve`` process.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import REMEDIATION
-from support.servers import ServerWorld, serve_args, stdio_client_for
+from support.processes import WAIT_SECONDS, wait_for_line
+from support.servers import ServerWorld, http_client_for, http_server, serve_args, stdio_client_for
+
+LIST_CHANGED = "notifications/resources/list_changed"
+LISTING_CHANGED_LOG = "resource listing changed"
 
 
 def _hex(release: Path) -> str:
@@ -57,3 +65,82 @@ def test_a_refused_resource_read_says_what_to_do_next(mcp_world: ServerWorld, tm
             assert changed == {"code": code.value, "uri": served, "next": REMEDIATION[code]}
 
     anyio.run(check)
+
+
+def _server_pid(errlog: Path) -> int:
+    match = wait_for_line(lambda: errlog.read_text("utf-8").splitlines(), r"refresh: kill -HUP (\d+)")
+    return int(match.group(1))
+
+
+def _refresh(errlog: Path, pid: int) -> None:
+    seen = len(errlog.read_text("utf-8").splitlines())
+    os.kill(pid, signal.SIGHUP)
+    wait_for_line(lambda: errlog.read_text("utf-8").splitlines(), '"refresh done"', after=seen)
+
+
+def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_does_not_stays_quiet(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    releases = tmp_path / "releases"
+    old = mcp_world.publish("1.2.0", releases)
+    args = serve_args(mcp_world, old, state_dir=tmp_path / "state", releases_dir=releases)
+    errlog = tmp_path / "stderr.log"
+    told: list[str] = []
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(message, "method", None) == LIST_CHANGED:
+            told.append(LIST_CHANGED)
+            changed.set()
+
+    async def check() -> None:
+        client = stdio_client_for(args, errlog.open("w"), mode="legacy")
+        client.message_handler = on_message
+        async with client:
+            resources = client.server_capabilities.resources
+            assert resources is not None and resources.list_changed is True  # declared: a client may rely on it
+            before = {r.uri for r in (await client.list_resources()).resources}
+            pid = await anyio.to_thread.run_sync(_server_pid, errlog)
+            await anyio.to_thread.run_sync(_refresh, errlog, pid)  # nothing new in the releases directory
+            mcp_world.publish("1.3.0", releases)
+            await anyio.to_thread.run_sync(_refresh, errlog, pid)  # 1.3.0 is held from now on
+            with anyio.fail_after(WAIT_SECONDS):
+                await changed.wait()
+            after = {r.uri for r in (await client.list_resources()).resources}
+            assert f"rimthan://manifests/{_hex(releases / mcp_world.built['1.3.0'].name)}/manifest.json" in after
+            assert after > before
+        # the unchanged refresh logged no change and sent nothing: one change, one notification
+        assert len(re.findall(LISTING_CHANGED_LOG, errlog.read_text("utf-8"))) == 1
+        assert told == [LIST_CHANGED]
+
+    anyio.run(check)
+
+
+def test_over_http_with_sessions_a_session_is_told_of_a_refresh_that_changes_the_listing(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    releases = tmp_path / "releases"
+    old = mcp_world.publish("1.2.0", releases)
+    args = serve_args(mcp_world, old, state_dir=tmp_path / "state", releases_dir=releases, extra=["--http-sessions"])
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if getattr(message, "method", None) == LIST_CHANGED:
+            changed.set()
+
+    with http_server(args) as server:
+
+        async def check() -> None:
+            client = http_client_for(server.url, mode="legacy")
+            client.message_handler = on_message
+            async with client:
+                resources = client.server_capabilities.resources
+                assert resources is not None and resources.list_changed is True
+                await client.list_resources()
+                mcp_world.publish("1.3.0", releases)
+                await anyio.to_thread.run_sync(server.refresh)
+                with anyio.fail_after(WAIT_SECONDS):
+                    await changed.wait()
+
+        anyio.run(check)
+    assert len(re.findall(LISTING_CHANGED_LOG, server.stderr())) == 1

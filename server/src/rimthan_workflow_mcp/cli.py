@@ -316,6 +316,7 @@ def serve(
     pinned to, even after a refresh activated a newer one.
     """
     # the MCP SDK and the transports load here, not at import: keys and audit never need them
+    from .list_changed import ListingWatch
     from .server import create_mcp_application
     from .transports import (
         allowed_host_values,
@@ -394,7 +395,9 @@ def serve(
         provider.sync_status = follower.status
         provider.watch_syncs = follower.watch
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
-    app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio"))
+    # a transport that can carry server notifications tells its clients when a refresh changes the listing
+    watch = ListingWatch(provider) if transport == "stdio" or http_sessions else None
+    app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio", watch=watch))
     for rejection in provider.start_rejections:
         for said in rejection.summaries():  # each failure collected with the first on a line of its own
             say(f"skipped {rejection.path}: {said}")
@@ -428,7 +431,7 @@ def serve(
     try:
         if transport == "stdio":
             say("transport stdio (MCP on stdin/stdout)")
-            stopped = anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval))
+            stopped = anyio.run(lambda: serve_stdio(app, provider, refresh_interval=refresh_interval, watch=watch))
             if stopped:
                 say(stopped)
         else:
@@ -455,6 +458,7 @@ def serve(
                     log_level="debug" if log_level == "debug" else "warning",
                     sessions=http_sessions,
                     stale_after=stale_after,
+                    watch=watch,
                 )
             )
             say("stopped: calls in flight were answered")

@@ -39,6 +39,7 @@ from .call_record import log_call
 from .call_scope import one_call
 from .contract_checks import check_contract_schema, without_checked
 from .eras import negotiate_served_era
+from .list_changed import ListingServer, ListingWatch
 from .logs import get_logger
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
@@ -163,13 +164,18 @@ def _tool_record(contract: ToolContract) -> types.Tool:
 
 
 def create_mcp_application(
-    provider: ReleaseProvider, *, name: str = SERVER_NAME, calls_on_loop: bool = False
+    provider: ReleaseProvider,
+    *,
+    name: str = SERVER_NAME,
+    calls_on_loop: bool = False,
+    watch: ListingWatch | None = None,
 ) -> Server[Any]:
     """The SDK low-level server for ``provider``; every transport serves this object.
 
     ``calls_on_loop`` (stdio: one client, answered in order) runs every ``tools/call``
     on the event loop; over HTTP only those :class:`CallPlacement` finds small and
-    bounded do, the others run in a worker thread.
+    bounded do, the others run in a worker thread. ``watch`` (a transport that can carry
+    server notifications): ``resources.listChanged`` declared, and each connection told (list_changed.py).
     """
     state = _build_runtime_state(provider)
     placement = CallPlacement(provider)
@@ -232,7 +238,7 @@ def create_mcp_application(
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
         return header_schemas.get(tool_name)
 
-    app = Server(
+    app = (Server if watch is None else ListingServer)(
         name,
         version=_package_version(),
         title="Rimthan verifier",
@@ -249,6 +255,8 @@ def create_mcp_application(
         on_set_logging_level=on_set_logging_level,
     )
     app.middleware.append(negotiate_served_era)  # a batch-era offer answered with a served version (eras.py)
+    if watch is not None:
+        watch.attach(app)
     return app
 
 

@@ -44,6 +44,7 @@ from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
+from .list_changed import ListingWatch
 from .logs import get_logger
 from .provider import RefreshResult, ReleaseProvider
 from .stdio_drain import DRAIN_SECONDS
@@ -53,34 +54,38 @@ MCP_PATH = "/mcp"
 _log = get_logger("transport")
 
 
-async def refresh_now(provider: ReleaseProvider, trigger: str) -> RefreshResult:
-    """Run one refresh off the event loop (the provider logs what it did)."""
-    return await anyio.to_thread.run_sync(provider.refresh, trigger)
+async def refresh_now(provider: ReleaseProvider, trigger: str, watch: ListingWatch | None = None) -> RefreshResult:
+    """Run one refresh off the event loop (the provider logs what it did); ``watch`` tells clients of a change."""
+    result = await anyio.to_thread.run_sync(provider.refresh, trigger)
+    if watch is not None:
+        await watch.refreshed()
+    return result
 
 
-async def _every(provider: ReleaseProvider, interval: float) -> None:
+async def _every(provider: ReleaseProvider, interval: float, watch: ListingWatch | None) -> None:
     while True:
         await anyio.sleep(interval)
-        await refresh_now(provider, "interval")
+        await refresh_now(provider, "interval", watch)
 
 
 async def _refresh_triggers(
     provider: ReleaseProvider,
     interval: float | None,
+    watch: ListingWatch | None,
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """SIGHUP (and the optional interval) -> refresh; ``started`` once the handler is installed."""
     async with anyio.create_task_group() as tg:
         if interval:
-            tg.start_soon(_every, provider, interval)
+            tg.start_soon(_every, provider, interval, watch)
         if not hasattr(signal, "SIGHUP"):  # Windows: the periodic scan is the only trigger
             task_status.started()
             return
         with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:
-                await refresh_now(provider, "SIGHUP")
+                await refresh_now(provider, "SIGHUP", watch)
 
 
 def stdio_not_open() -> str | None:
@@ -90,10 +95,12 @@ def stdio_not_open() -> str | None:
     )
 
 
-async def serve_stdio(app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None) -> str | None:
+async def serve_stdio(
+    app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None, watch: ListingWatch | None = None
+) -> str | None:
     """Serve one client over stdin/stdout (``stdio_serve``), refresh triggers beside it; why it stopped, or None."""
     async with anyio.create_task_group() as tg:
-        await tg.start(_refresh_triggers, provider, refresh_interval)
+        await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "stdio"})
         stopped = await serve_wire(app)
         tg.cancel_scope.cancel()
@@ -230,6 +237,7 @@ async def serve_http(
     log_level: str = "warning",
     sessions: bool = False,
     stale_after: float | None = None,
+    watch: ListingWatch | None = None,
 ) -> None:
     """Serve Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM.
 
@@ -260,7 +268,7 @@ async def serve_http(
     )
     server = _DrainingServer(config)
     async with anyio.create_task_group() as tg:
-        await tg.start(_refresh_triggers, provider, refresh_interval)
+        await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "http", "url": binding.url})
         print(f"rimthan-mcp: listening on {binding.url}", file=sys.stderr, flush=True)
         try:
