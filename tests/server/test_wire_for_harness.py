@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import REMEDIATION
+from support.checked_client import CheckedClient
 from support.processes import WAIT_SECONDS, wait_for_line
 from support.servers import ServerWorld, http_client_for, http_server, serve_args, stdio_client_for
 
@@ -78,40 +80,60 @@ def _refresh(errlog: Path, pid: int) -> None:
     wait_for_line(lambda: errlog.read_text("utf-8").splitlines(), '"refresh done"', after=seen)
 
 
+@dataclass
+class Listening:
+    """A client's notifications/resources/list_changed, as its message handler received them."""
+
+    told: list[str] = field(default_factory=list)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+    async def __call__(self, message: object) -> None:
+        if getattr(message, "method", None) == LIST_CHANGED:
+            self.told.append(LIST_CHANGED)
+            self.changed.set()
+
+    @staticmethod
+    def declared(client: CheckedClient) -> None:
+        """The server told ``client`` (connected) that it announces listing changes."""
+        resources = client.server_capabilities.resources
+        assert resources is not None and resources.list_changed is True  # declared: a client may rely on it
+
+    async def told_once(self) -> None:
+        with anyio.fail_after(WAIT_SECONDS):
+            await self.changed.wait()
+
+
+def _serving_1_2_0(world: ServerWorld, tmp_path: Path, *extra: str) -> tuple[Path, list[str]]:
+    """A releases directory holding 1.2.0, and the server arguments that serve it (plus ``extra``)."""
+    releases = tmp_path / "releases"
+    old = world.publish("1.2.0", releases)
+    return releases, serve_args(world, old, state_dir=tmp_path / "state", releases_dir=releases, extra=extra)
+
+
 def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_does_not_stays_quiet(
     mcp_world: ServerWorld, tmp_path: Path
 ) -> None:
-    releases = tmp_path / "releases"
-    old = mcp_world.publish("1.2.0", releases)
-    args = serve_args(mcp_world, old, state_dir=tmp_path / "state", releases_dir=releases)
+    releases, args = _serving_1_2_0(mcp_world, tmp_path)
     errlog = tmp_path / "stderr.log"
-    told: list[str] = []
-    changed = anyio.Event()
-
-    async def on_message(message: object) -> None:
-        if getattr(message, "method", None) == LIST_CHANGED:
-            told.append(LIST_CHANGED)
-            changed.set()
+    listening = Listening()
 
     async def check() -> None:
         client = stdio_client_for(args, errlog.open("w"), mode="legacy")
-        client.message_handler = on_message
+        client.message_handler = listening
         async with client:
-            resources = client.server_capabilities.resources
-            assert resources is not None and resources.list_changed is True  # declared: a client may rely on it
+            listening.declared(client)
             before = {r.uri for r in (await client.list_resources()).resources}
             pid = await anyio.to_thread.run_sync(_server_pid, errlog)
             await anyio.to_thread.run_sync(_refresh, errlog, pid)  # nothing new in the releases directory
             mcp_world.publish("1.3.0", releases)
             await anyio.to_thread.run_sync(_refresh, errlog, pid)  # 1.3.0 is held from now on
-            with anyio.fail_after(WAIT_SECONDS):
-                await changed.wait()
+            await listening.told_once()
             after = {r.uri for r in (await client.list_resources()).resources}
             assert f"rimthan://manifests/{_hex(releases / mcp_world.built['1.3.0'].name)}/manifest.json" in after
             assert after > before
         # the unchanged refresh logged no change and sent nothing: one change, one notification
         assert len(re.findall(LISTING_CHANGED_LOG, errlog.read_text("utf-8"))) == 1
-        assert told == [LIST_CHANGED]
+        assert listening.told == [LIST_CHANGED]
 
     anyio.run(check)
 
@@ -119,28 +141,18 @@ def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_doe
 def test_over_http_with_sessions_a_session_is_told_of_a_refresh_that_changes_the_listing(
     mcp_world: ServerWorld, tmp_path: Path
 ) -> None:
-    releases = tmp_path / "releases"
-    old = mcp_world.publish("1.2.0", releases)
-    args = serve_args(mcp_world, old, state_dir=tmp_path / "state", releases_dir=releases, extra=["--http-sessions"])
-    changed = anyio.Event()
-
-    async def on_message(message: object) -> None:
-        if getattr(message, "method", None) == LIST_CHANGED:
-            changed.set()
-
+    releases, args = _serving_1_2_0(mcp_world, tmp_path, "--http-sessions")
+    listening = Listening()
     with http_server(args) as server:
 
         async def check() -> None:
             client = http_client_for(server.url, mode="legacy")
-            client.message_handler = on_message
+            client.message_handler = listening
             async with client:
-                resources = client.server_capabilities.resources
-                assert resources is not None and resources.list_changed is True
-                await client.list_resources()
+                listening.declared(client)
                 mcp_world.publish("1.3.0", releases)
                 await anyio.to_thread.run_sync(server.refresh)
-                with anyio.fail_after(WAIT_SECONDS):
-                    await changed.wait()
+                await listening.told_once()
 
         anyio.run(check)
     assert len(re.findall(LISTING_CHANGED_LOG, server.stderr())) == 1
