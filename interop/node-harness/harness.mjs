@@ -8,8 +8,10 @@
 // refusal contract, the target's new fields confirmed, confirm) and completes it there.
 // With --releases-dir DIR --migrate-to-newest --publish NEW it serves DIR with --migrate-to-newest, starts
 // the run on DIR's newest release, and at the first question stands in for the operator: copies NEW into
-// DIR and sends the server SIGHUP (a refresh), waits until resources/list says new runs start on NEW, asks
-// for the run again (the same question, now with the migration offer) and migrates to NEW as above.
+// DIR and sends the server SIGHUP (a refresh), waits for notifications/resources/list_changed (polling
+// resources/list, bounded, only if the server declares no resources.listChanged or says nothing), reads
+// there that new runs start on NEW, asks for the run again (the same question, now with the migration
+// offer) and migrates to NEW as above.
 // Which release a run starts on is read from resources/list (`_meta` `rimthan/new-runs`) before start.
 //
 //   node harness.mjs --server PATH/rimthan-mcp (--releases-dir DIR [--migrate-to-newest --publish DIR]
@@ -128,9 +130,10 @@ function undescribed(tools) {
 class Client {
   constructor(command, args, env) {
     this.proc = spawn(command, ['serve', ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'inherit'] });
-    this.next = 1; this.waiting = new Map();
+    this.next = 1; this.waiting = new Map(); this.listeners = new Map(); // notification method -> resolvers
     createInterface({ input: this.proc.stdout }).on('line', (line) => {
       const msg = JSON.parse(line);
+      if (msg.id === undefined) { for (const resolve of this.listeners.get(msg.method) ?? []) resolve(msg); this.listeners.delete(msg.method); return; }
       this.waiting.get(msg.id)?.(msg); this.waiting.delete(msg.id);
     });
     this.proc.on('exit', (code) => { if (this.waiting.size) fail(`rimthan-mcp exited (${code}) with calls unanswered`); });
@@ -144,6 +147,11 @@ class Client {
     return msg.result;
   }
   notify(method) { this.proc.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method })}\n`); }
+  // The next notification `method` the server sends, or null after `ms` (a bounded wait, never a hang).
+  nextNotification(method, ms) {
+    const told = new Promise((resolve) => this.listeners.set(method, [...(this.listeners.get(method) ?? []), resolve]));
+    return Promise.race([told, sleep(ms).then(() => null)]);
+  }
   refresh() { this.proc.kill('SIGHUP'); } // what `kill -HUP <pid>` does (docs/server.md "Refresh")
   close() { this.proc.stdin.end(); }
 }
@@ -172,6 +180,7 @@ async function main() {
   const client = new Client(o.server, serving, env);
   const init = await client.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'rimthan-node-harness', version: '1.0.0' } });
   check(init.protocolVersion === '2025-11-25', `negotiated ${init.protocolVersion}`);
+  const toldOfChanges = init.capabilities?.resources?.listChanged === true; // docs/server.md "Clients are told"
   client.notify('notifications/initialized');
   const missing = undescribed((await client.request('tools/list', {})).tools);
   check(missing.length === 0, `fields without a description: ${missing.slice(0, 5).join(', ')} (${missing.length})`);
@@ -243,14 +252,20 @@ async function main() {
   };
 
   // The operator publishes a newer release and refreshes the server (docs/server.md "Refresh"); the
-  // listing then says new runs start on it, and the run's next result carries the migration offer.
+  // server says the listing changed (notifications/resources/list_changed, docs/harness-guide.md
+  // "Migration"), the listing then says new runs start on it, and the run's next result carries the
+  // migration offer. Without the notification (not declared, or not come in 30 s) it polls, bounded.
   const publishAndRefresh = async (at) => {
+    const moved = async () => { const [on] = startsRuns((await client.request('resources/list', {})).resources); return on && on.id !== at.release.id ? on : null; };
+    const told = toldOfChanges ? client.nextNotification('notifications/resources/list_changed', 30_000) : null;
     cpSync(o.publish, join(o['releases-dir'], basename(o.publish)), { recursive: true });
     client.refresh();
-    for (let i = 0; i < 300; i += 1) {
-      const [on] = startsRuns((await client.request('resources/list', {})).resources);
-      if (on && on.id !== at.release.id) { console.log(`refreshed: new runs start on ${on.id}`); break; }
-      check(i < 299, 'the server never said new runs start on the published release'); await sleep(100);
+    let on = (await told) ? await moved() : null;
+    if (on) console.log(`refreshed: told by notifications/resources/list_changed; new runs start on ${on.id}`);
+    for (let i = 0; !on; i += 1) {
+      check(i < 300, 'the server never said new runs start on the published release'); await sleep(100);
+      on = await moved();
+      if (on) console.log(`refreshed (polled resources/list): new runs start on ${on.id}`);
     }
     return call('rimthan.continue_workflow', { checkpoint: at.checkpoint, confirmed_state: cs });
   };

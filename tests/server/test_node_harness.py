@@ -9,7 +9,8 @@ it migrates the run from 1.2.0 to 1.3.0 at its first question (preview, a premat
 with an ``isError`` result it checks against the served refusal contract, the target's new fields
 confirmed, confirm) and completes it on 1.3.0. Under ``--migrate-to-newest`` it starts on the only
 release of a releases directory, publishes 1.3.0 into it at the first question, refreshes the server
-(SIGHUP), waits for ``resources/list`` to say new runs start on 1.3.0 and migrates the run there.
+(SIGHUP), waits for ``notifications/resources/list_changed`` (not polling), reads in ``resources/list``
+that new runs start on 1.3.0 and migrates the run there.
 Skipped when no Node 20 or later is on PATH (``make interop`` runs it with its pinned one).
 """
 
@@ -75,7 +76,8 @@ def test_a_node_harness_completes_a_run_and_its_log_audits(tmp_path: Path) -> No
 
 MIGRATIONS = {  # how the server is given 1.3.0, and a line only that way prints
     "migration-target": "migration refused while risk_tolerance unconfirmed -> confirmed_state_invalid",
-    "migrate-to-newest": "refreshed: new runs start on research-decision@1.3.0",
+    "migrate-to-newest": "refreshed: told by notifications/resources/list_changed; new runs start on "
+    "research-decision@1.3.0",
 }
 
 
