@@ -23,7 +23,7 @@ from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import REMEDIATION
 from support.checked_client import CheckedClient
 from support.processes import WAIT_SECONDS, wait_for_line
-from support.servers import ServerWorld, http_client_for, http_server, serve_args, stdio_client_for
+from support.servers import HttpServer, ServerWorld, http_client_for, http_server, serve_args, stdio_client_for
 
 LIST_CHANGED = "notifications/resources/list_changed"
 LISTING_CHANGED_LOG = "resource listing changed"
@@ -138,14 +138,17 @@ def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_doe
     anyio.run(check)
 
 
-def test_over_http_with_sessions_a_session_is_told_of_a_refresh_that_changes_the_listing(
-    mcp_world: ServerWorld, tmp_path: Path
+def test_over_http_a_session_is_told_of_a_refresh_that_changes_the_listing_and_stateless_declares_none(
+    mcp_world: ServerWorld, mcp_http: HttpServer, tmp_path: Path
 ) -> None:
     releases, args = _serving_1_2_0(mcp_world, tmp_path, "--http-sessions")
     listening = Listening()
     with http_server(args) as server:
 
         async def check() -> None:
+            async with http_client_for(mcp_http.url, mode="legacy") as stateless:  # no notification reaches it
+                resources = stateless.server_capabilities.resources
+                assert resources is not None and not resources.list_changed
             client = http_client_for(server.url, mode="legacy")
             client.message_handler = listening
             async with client:
