@@ -9,9 +9,11 @@ nothing sends none. Each is checked through the SDK client against a real ``rimt
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import signal
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,15 @@ from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import REMEDIATION
 from support.checked_client import CheckedClient
 from support.processes import WAIT_SECONDS, wait_for_line
-from support.servers import HttpServer, ServerWorld, http_client_for, http_server, serve_args, stdio_client_for
+from support.servers import (
+    RIMTHAN_MCP,
+    HttpServer,
+    ServerWorld,
+    http_client_for,
+    http_server,
+    serve_args,
+    stdio_client_for,
+)
 
 LIST_CHANGED = "notifications/resources/list_changed"
 LISTING_CHANGED_LOG = "resource listing changed"
@@ -136,6 +146,59 @@ def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_doe
         assert listening.told == [LIST_CHANGED]
 
     anyio.run(check)
+
+
+def test_a_2026_client_over_stdio_is_told_on_its_listen_stream(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """2026-07-28 has no initialized session: a client opens ``subscriptions/listen`` and the change comes there."""
+    releases, args = _serving_1_2_0(mcp_world, tmp_path)
+    errlog = tmp_path / "stderr.log"
+
+    async def check() -> None:
+        async with stdio_client_for(args, errlog.open("w"), mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"
+            resources = client.server_capabilities.resources
+            assert resources is not None and resources.list_changed is True
+            pid = await anyio.to_thread.run_sync(_server_pid, errlog)
+            async with client.listen(resources_list_changed=True, prompts_list_changed=True) as changes:
+                mcp_world.publish("1.3.0", releases)
+                await anyio.to_thread.run_sync(_refresh, errlog, pid)
+                with anyio.fail_after(WAIT_SECONDS):
+                    told = [await anext(changes), await anext(changes)]  # new runs start on 1.3.0: prompts too
+            assert sorted(type(event).__name__ for event in told) == ["PromptsListChanged", "ResourcesListChanged"]
+            listed = {r.uri for r in (await client.list_resources()).resources}
+            assert f"rimthan://manifests/{_hex(releases / mcp_world.built['1.3.0'].name)}/manifest.json" in listed
+        said = errlog.read_text("utf-8")
+        assert "answering the requests read so far" not in said  # the listen stream never held the exit back
+
+    anyio.run(check)
+
+
+def test_a_listen_stream_open_at_the_end_of_input_does_not_hold_the_exit_back(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """A listen request is a stream, answered only when it ends: not a call the end of input waits for."""
+    _, args = _serving_1_2_0(mcp_world, tmp_path)
+    errlog = tmp_path / "stderr.log"
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+    }
+    listen = {"notifications": {"resourcesListChanged": True}, "_meta": envelope}
+    with errlog.open("w") as err:
+        server = subprocess.Popen(
+            [RIMTHAN_MCP, *args[2:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True
+        )
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": listen}))
+        server.stdin.write("\n")
+        server.stdin.flush()
+        ack = json.loads(server.stdout.readline())
+        assert ack["method"] == "notifications/subscriptions/acknowledged", ack
+        server.stdin.close()  # the client goes away with its listen stream open
+        server.stdout.read()
+        assert server.wait(timeout=WAIT_SECONDS) == 0
+    assert "answering the requests read so far" not in errlog.read_text("utf-8")
 
 
 def test_over_http_a_session_is_told_of_a_refresh_that_changes_the_listing_and_stateless_declares_none(

@@ -396,7 +396,7 @@ def serve(
         provider.watch_syncs = follower.watch
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     # a transport that can carry server notifications tells its clients when a refresh changes the listing
-    watch = ListingWatch(provider) if transport == "stdio" or http_sessions else None
+    watch = ListingWatch(provider, listen=transport == "stdio") if transport == "stdio" or http_sessions else None
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio", watch=watch))
     for rejection in provider.start_rejections:
         for said in rejection.summaries():  # each failure collected with the first on a line of its own

@@ -253,6 +253,7 @@ def create_mcp_application(
         on_list_prompts=on_list_prompts,
         on_get_prompt=on_get_prompt,
         on_set_logging_level=on_set_logging_level,
+        on_subscriptions_listen=None if watch is None else watch.listen,
     )
     app.middleware.append(negotiate_served_era)  # a batch-era offer answered with a served version (eras.py)
     if watch is not None:

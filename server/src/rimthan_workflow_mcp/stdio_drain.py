@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 DRAIN_SECONDS = 10  # the grace calls in flight get at the end of input and at SIGTERM, stdio and HTTP alike
 _log = get_logger("transport")
 # What a request of the server's to the client gets at the end of input: no answer can come any more.
+# A subscriptions/listen request is a stream, not a call: answered only when it ends, and the end of input ends it.
+LISTEN = "subscriptions/listen"
 INPUT_ENDED = types.ErrorData(code=types.CONNECTION_CLOSED, message="the client closed its input before it answered")
 
 
@@ -53,7 +55,7 @@ class Unanswered:
     def read(self, message: types.JSONRPCMessage) -> None:
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
             self.asked.discard(coerce_request_id(message.id))
-        elif isinstance(message, types.JSONRPCRequest):
+        elif isinstance(message, types.JSONRPCRequest) and message.method != LISTEN:
             self.ids[coerce_request_id(message.id)] += 1
         elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
             cancelled = (message.params or {}).get("requestId")
