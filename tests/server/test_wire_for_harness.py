@@ -24,7 +24,9 @@ from mcp.shared.exceptions import MCPError
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import REMEDIATION
 from support.checked_client import CheckedClient
+from support.oci import push
 from support.processes import WAIT_SECONDS, wait_for_line
+from support.registry import LocalRegistry
 from support.servers import (
     RIMTHAN_MCP,
     HttpServer,
@@ -36,6 +38,7 @@ from support.servers import (
 )
 
 LIST_CHANGED = "notifications/resources/list_changed"
+NEW_RUNS, RELEASE = "rimthan/new-runs", "rimthan/release"
 LISTING_CHANGED_LOG = "resource listing changed"
 
 
@@ -143,6 +146,33 @@ def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_doe
             assert after > before
         # the unchanged refresh logged no change and sent nothing: one change, one notification
         assert len(re.findall(LISTING_CHANGED_LOG, errlog.read_text("utf-8"))) == 1
+        assert listening.told == [LIST_CHANGED]
+
+    anyio.run(check)
+
+
+def test_a_follower_s_interval_sync_that_pulls_a_new_release_notifies_the_client(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """No SIGHUP: the ``--refresh-interval`` scan syncs the followed registry; only the scan that finds 1.3.0 tells."""
+    ref = registry.ref("rimthan/told")
+    push(packaged_releases["1.2.0"], ref, trust)
+    args = ["-m", "rimthan_workflow_mcp", "serve", "--releases-from", ref, "--plain-http", "--trust", str(trust)]
+    args += ["--releases-dir", str(tmp_path / "releases"), "--state-dir", str(tmp_path / "state")]
+    args += ["--refresh-interval", "0.2", "--log-level", "info"]
+    errlog = tmp_path / "stderr.log"
+    listening = Listening()
+
+    async def check() -> None:
+        client = stdio_client_for(args, errlog.open("w"), mode="legacy")
+        client.message_handler = listening
+        async with client:
+            Listening.declared(client)
+            push(packaged_releases["1.3.0"], ref, trust)  # a publish; the server's scans pull it in
+            await listening.told_once()
+            assert any(r.uri.startswith("rimthan://manifests/") and (r.meta or {}).get(NEW_RUNS) and "1.3.0" in
+                       (r.meta or {}).get(RELEASE, "") for r in (await client.list_resources()).resources)  # fmt: skip
+        assert len(re.findall(LISTING_CHANGED_LOG, errlog.read_text("utf-8"))) == 1  # the other scans: nothing
         assert listening.told == [LIST_CHANGED]
 
     anyio.run(check)
