@@ -105,6 +105,12 @@ class Listening:
             self.told.append(LIST_CHANGED)
             self.changed.set()
 
+    def over_stdio(self, args: list[str], errlog: Path) -> CheckedClient:
+        """A 2025-11-25 SDK client of ``serve`` (``args``) over stdio, its notifications heard here."""
+        client = stdio_client_for(args, errlog.open("w"), mode="legacy")
+        client.message_handler = self
+        return client
+
     @staticmethod
     def declared(client: CheckedClient) -> None:
         """The server told ``client`` (connected) that it announces listing changes."""
@@ -131,9 +137,7 @@ def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_doe
     listening = Listening()
 
     async def check() -> None:
-        client = stdio_client_for(args, errlog.open("w"), mode="legacy")
-        client.message_handler = listening
-        async with client:
+        async with listening.over_stdio(args, errlog) as client:
             listening.declared(client)
             before = {r.uri for r in (await client.list_resources()).resources}
             pid = await anyio.to_thread.run_sync(_server_pid, errlog)
@@ -164,10 +168,8 @@ def test_a_follower_s_interval_sync_that_pulls_a_new_release_notifies_the_client
     listening = Listening()
 
     async def check() -> None:
-        client = stdio_client_for(args, errlog.open("w"), mode="legacy")
-        client.message_handler = listening
-        async with client:
-            Listening.declared(client)
+        async with listening.over_stdio(args, errlog) as client:
+            listening.declared(client)
             push(packaged_releases["1.3.0"], ref, trust)  # a publish; the server's scans pull it in
             await listening.told_once()
             assert any(r.uri.startswith("rimthan://manifests/") and (r.meta or {}).get(NEW_RUNS) and "1.3.0" in
