@@ -150,7 +150,8 @@ class Client {
   // The next notification `method` the server sends, or null after `ms` (a bounded wait, never a hang).
   nextNotification(method, ms) {
     const told = new Promise((resolve) => this.listeners.set(method, [...(this.listeners.get(method) ?? []), resolve]));
-    return Promise.race([told, sleep(ms).then(() => null)]);
+    // (the timer is unref'd: a wait the notification ended must not hold the process open until it fires)
+    return Promise.race([told, sleep(ms, null, { ref: false })]);
   }
   refresh() { this.proc.kill('SIGHUP'); } // what `kill -HUP <pid>` does (docs/server.md "Refresh")
   close() { this.proc.stdin.end(); }

@@ -92,7 +92,9 @@ def test_the_verifier_refuses_it_with_confirmed_field_missing(served: tuple[Path
 
     async def go() -> None:
         async with stdio_client_for(args, (tmp_path / "stderr.log").open("w")) as client:
-            examples = _WithoutInterviewFacts({VERSION: packaged_source(VERSION) / "examples"}, "desk-research")
+            examples = _WithoutInterviewFacts(
+                {VERSION: packaged_source(VERSION) / "examples"}, answers={"research_route": "desk-research"}
+            )
             run = WorkflowHarness(client_caller(client), examples, project_dir=tmp_path / "run")
             at = await run.run(await run.start("research", initial_version=VERSION), until_step="interview")
             checkpoint = run.session.checkpoint
