@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import stop
-from support.registry import require_registry
+from support.registry import free_port, require_registry
 from support.releases import build_release, make_keypair, packaged_source
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,12 +57,6 @@ def _steps(script: str) -> list[Step]:
         background = command.endswith("&")
         steps.append(Step(command.removesuffix("&").strip(), background, shown.group("output") if shown else None))
     return [s for s in steps if s.command]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _project(directory: Path) -> Path:
@@ -113,7 +106,7 @@ def test_the_fleet_walkthrough_runs_as_written(tmp_path: Path) -> None:
     found = BLOCKS.search(PAGE.read_text("utf-8"))
     assert found is not None, "docs/fleet.md: no ```yaml config.yml block followed by the ```sh walkthrough block"
     project = _project(tmp_path / "project")
-    ports = {REGISTRY: _free_port(), REPLICA: _free_port()}
+    ports = {REGISTRY: free_port(), REPLICA: free_port()}
     (project / "config.yml").write_text(_as_here(found["config"], tmp_path, {REGISTRY: ports[REGISTRY]}) + "\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RIMTHAN_")}
     env |= {"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "HOME": str(tmp_path / "home")}

@@ -67,10 +67,12 @@ def test_step_done_at_the_interview_without_the_options_and_criteria_is_refused(
         started = await model.call("start_run", {"workflow": "research", "facts": FIRST})
         assert started.data["step"]["id"] == "interview", started.text
         bare = await model.call("step_done", {"step": "interview"})
-        refused(bare, *REQUIRED)
+        refused(bare, *REQUIRED, "moves on only once")
+        assert bare.data["status"] == "facts_refused", bare.data
+        assert bare.data["failures"] == ["confirmed_field_missing"] * len(REQUIRED), bare.data
         assert (await model.call("show_step")).data["step"]["id"] == "interview"
         partly = await model.call("step_done", {"step": "interview", "facts": {"options": EXAMPLE["options"]}})
-        refused(partly, "success_criteria")
+        refused(partly, "success_criteria", "moves on only once", "were not recorded either")
         assert (await model.call("show_step")).data["step"]["id"] == "interview"
         facts = {k: EXAMPLE[k] for k in REQUIRED}
         done = await model.call("step_done", {"step": "interview", "facts": facts})

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
+from rimthan_host.bridge import Bridge
+from rimthan_host.link import VerifierLink
 from rimthan_host.standin import StandIn
+from rimthan_host.verifier_replies import VerifierFailure, floor_reply
 from support.bridge import BIN, audited, check_replies, refused, stand_in
 from support.checked_client import CheckedClient
 from support.processes import http_server_process
@@ -167,3 +171,26 @@ def test_the_newest_release_withdrawn_below_the_floor_is_said_with_what_to_do(
     second = anyio.run(after)
     for model in (first, second):
         check_replies(model)
+
+
+def test_a_floor_refusal_whose_message_names_no_release_still_reads_as_a_sentence(tmp_path: Path) -> None:
+    """The floor reply reads the release names from the verifier's message; a message it cannot read (another
+    wording) gives the reply without names, still a sentence ("The newest release it served"), not a garbled one."""
+
+    async def no_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("the reply makes no call")
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tasks:
+            link = VerifierLink("http://127.0.0.1:9/mcp", tasks)
+            bridge = Bridge(no_call, project_dir=tmp_path)
+            failure = VerifierFailure(
+                "rollback_refused", "start_run", "a wording the bridge does not know", exited=True
+            )
+            said = floor_reply(bridge, link, failure)
+            assert said is not None and said.is_error
+            assert "The newest release it served is no longer in the releases directory" in said.text, said.text
+            assert "the newest the newest" not in said.text.lower(), said.text
+            assert said.data == {"status": "refused", "refused": "rollback_refused", "release": None}
+
+    anyio.run(go)

@@ -25,7 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from rimthan_host.files import ASIDE_BOUND, TMP_SUFFIX, ProjectPath, prune_aside
+from rimthan_host.files import ASIDE_BOUND, ProjectPath, prune_aside
+from rimthan_host.own_folder import TMP_SUFFIX
 from rimthan_host.run_lock import RunLock
 from rimthan_host.runlog import RunLog
 

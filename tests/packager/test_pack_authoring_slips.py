@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rimthan_workflow_registry.errors import MAX_SAID_FAILURES
 from support.pack_cli import pack
 from support.refusals import Refusal, refusal, refusals
 from support.releases import KeyPair, make_keypair
@@ -293,6 +294,17 @@ def test_every_leftover_is_one_failure_of_its_own(scaffold: Path, signer: KeyPai
     for name in names:
         (source / name).unlink()
     assert pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel").returncode == 0
+
+
+def test_leftovers_past_the_limit_are_said_up_to_it(scaffold: Path, signer: KeyPair, tmp_path: Path) -> None:
+    """A thousand editor backups are one mistake made a thousand times: the first ``MAX_SAID_FAILURES`` are said,
+    each its own, as every collected check says them (were all of them, a line pair each)."""
+    source = _copy(scaffold, tmp_path)
+    names = sorted(f"assets/prompts/brief-{n:02d}.md~" for n in range(MAX_SAID_FAILURES + 5))
+    for name in names:
+        (source / name).write_bytes(b"x")
+    said = json.loads(pack("check", source, "--json").stdout)
+    assert [e["path"] for e in said["errors"]] == [str(source / name) for name in names[:MAX_SAID_FAILURES]]
 
 
 # --------------------------------------------------------------------------- a first catalogue's slips

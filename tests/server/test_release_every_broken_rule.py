@@ -128,6 +128,8 @@ def test_every_file_that_is_not_utf8_is_said(mcp_world: ServerWorld, tmp_path: P
     assert [r.error.split(": ", 3)[:3] for r in said] == [
         ["error", "catalogue_invalid", str(release / CATALOGUE_DIR / name)] for name in NOT_UTF8
     ]
+    # each keeps the rule's own next step through the release load (was the code's generic one)
+    assert all(r.next.startswith("save the file as UTF-8") for r in said), said
 
 
 def test_every_invalid_schema_is_said(mcp_world: ServerWorld, tmp_path: Path) -> None:

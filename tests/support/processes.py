@@ -129,12 +129,7 @@ def http_server_process(
         match = wait_for_line(lambda: lines, LISTENING, timeout=timeout)
         yield HttpServer(process=process, url=match.group(1), lines=lines)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         reader.join(timeout=5)
 
 

@@ -64,7 +64,8 @@ def require_registry() -> str:
     return binary
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -235,7 +236,7 @@ def _answers(registry: LocalRegistry) -> bool:
 def start_registry(directory: Path, users: dict[str, str] | None = None, tls: TlsFiles | None = None) -> LocalRegistry:
     binary = require_registry()
     directory.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     config = _config(directory, port, users, tls)
     log = (directory / "registry.log").open("wb")
     process = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)

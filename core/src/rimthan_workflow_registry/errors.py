@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 # What the unicode_escape codec writes for each control character (spelt out: that codec is imported on first use).
 _SHORT_ESCAPES = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
@@ -200,10 +200,22 @@ MAX_SAID_FAILURES = 20
 made thousands of times, and every failure is said in a log line)."""
 
 
-def collected(failures: Sequence[RegistryError]) -> RegistryError:
+_Failure = TypeVar("_Failure", bound="RegistryError")
+
+
+def collected(failures: Sequence[_Failure]) -> _Failure:
     """The first of ``failures`` (at least one) with the others, at most ``MAX_SAID_FAILURES`` in all, in ``also``."""
     first, rest = failures[0], failures[1:MAX_SAID_FAILURES]
     return first.with_also(rest) if rest else first
+
+
+def relocated(error: _Failure, where: Callable[[str | None], str]) -> _Failure:
+    """``error`` and each failure collected with it, naming the file ``where`` gives for its path (a catalogue
+    path said as the source's or the release's file); code, message, details and next step kept."""
+    also = [relocated(other, where) for other in error.also]
+    return type(error)(
+        error.code, error.message, path=where(error.path), details=error.details, next_step=error.next_step, also=also
+    )
 
 
 def _collected(error: RegistryError) -> dict[str, Any]:

@@ -139,7 +139,7 @@ async def _move(
         answer = await _answer(bridge, tool, lambda: recover(bridge, link, tool, lost), link)
     bridge.settle()
     if tool in ("start_run", "resume_run") and isinstance(answer, Reply) and not answer.is_error:
-        note = await outside_roots(asker.ctx, bridge.project_dir)
+        note = await outside_roots(asker, bridge.project_dir)
         if note is not None:
             answer = Reply(f"{note}\n{answer.text}", {**answer.data, "outside_roots": True}, answer.is_error)
     return answer

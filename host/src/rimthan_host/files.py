@@ -14,7 +14,6 @@ import contextlib
 import errno
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Iterator
@@ -26,13 +25,12 @@ from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
 from rimthan_workflow_registry.whole_writes import write_all
 
 from .own_files import HardLinked, refuse_foreign
-from .own_folder import OWN_FOLDER, keep_out_of_git
+from .own_folder import OWN_FOLDER, TMP_SUFFIX, aside_name, keep_out_of_git
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 SYMLINK_REFUSED = "Symbolic link refused"  # an OSError's reason: the bridge says it with the path (words.failed_words)
 NOT_REGULAR = "Not a regular file"  # likewise, for a FIFO, a device or a socket
-TMP_SUFFIX = ".rimthan-tmp"  # a project file is written at ".<name>" + this beside it, then renamed over it
 
 
 def first_symlink(root: Path, relative: PurePath) -> Path | None:
@@ -331,7 +329,7 @@ def remove_held(target: ProjectPath, fd: int) -> None:
     checked: the file held is removed; anything else is put back at its name
     (by a hard link, so a file put there meanwhile is never replaced).
     """
-    aside = f".{target.name}.{os.getpid()}.{secrets.token_hex(8)}{TMP_SUFFIX}"  # (ASIDE_NAME: prune_aside)
+    aside = aside_name(target.name)  # (ASIDE_NAME: prune_aside)
     with folder(target.root, target.relative.parent) as at:
         try:
             os.rename(target.name, aside, src_dir_fd=at, dst_dir_fd=at)

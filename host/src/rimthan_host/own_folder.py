@@ -22,6 +22,7 @@ from pathlib import Path
 from rimthan_workflow_registry.whole_writes import write_all
 
 OWN_FOLDER = ".rimthan"
+TMP_SUFFIX = ".rimthan-tmp"  # a project file is written at ".<name>" + this beside it, then renamed over it
 IGNORE_NAME = ".gitignore"
 IGNORE_TEXT = (
     b"# Written by rimthan-host: run logs (checkpoint tokens), locks and the bridge's copies stay out of git,\n"
@@ -30,6 +31,12 @@ IGNORE_TEXT = (
     b"*\n"
 )
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def aside_name(name: str) -> str:
+    """A name of this call's own beside ``name`` (``.<name>.<pid>.<16 hex>.rimthan-tmp``): what is written or moved
+    there first. (``files.ASIDE_NAME`` matches it, to prune what a killed process left.)"""
+    return f".{name}.{os.getpid()}.{secrets.token_hex(8)}{TMP_SUFFIX}"
 
 
 def keep_out_of_git(at: int, folder: Path) -> None:
@@ -44,7 +51,7 @@ def keep_out_of_git(at: int, folder: Path) -> None:
         pass
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, str(folder / IGNORE_NAME)) from None
-    aside = f".{IGNORE_NAME}.{os.getpid()}.{secrets.token_hex(8)}.rimthan-tmp"
+    aside = aside_name(IGNORE_NAME)
     try:
         fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=at)
         try:

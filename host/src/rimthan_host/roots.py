@@ -13,21 +13,21 @@ and names both folders when none of them holds the project.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import anyio
-from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+
+from .asking import Asker
 
 ROOTS_SECONDS = 5.0  # a client that declared roots and does not answer: no note, the reply as it is
 
 
-async def outside_roots(ctx: ServerRequestContext[Any] | None, project: Path) -> str | None:
+async def outside_roots(asker: Asker, project: Path) -> str | None:
     """A note naming ``project`` and the client's roots when none holds it; None when one does or none is known."""
-    if ctx is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+    ctx = asker.ctx
+    if ctx is None or asker.modern:
         return None
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.roots is None:

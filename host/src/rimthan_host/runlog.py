@@ -436,7 +436,6 @@ def token_key(token: str) -> str:
 
 def list_runs(project: Path) -> list[str]:
     """Run ids with a log in ``project``, oldest first (a name no run id has is no run of the bridge's)."""
-    runs_dir(project)
     listed = folder_entries(runs_folder(project))  # (through the walk: a folder swapped for a link is refused)
     logs = {name[: -len(".log")]: found for name, found in listed.items() if name.endswith(".log")}
     return sorted((run for run in logs if _RUN_ID.fullmatch(run)), key=lambda run: logs[run].st_mtime)

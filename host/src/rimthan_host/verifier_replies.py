@@ -91,7 +91,7 @@ def floor_reply(bridge: Bridge, link: VerifierLink, failure: VerifierFailure) ->
     withdrawn, left = (f"{catalogue}@{floor}", f"{catalogue}@{version}") if below is not None else ("", "")
     pinned = bridge.session.release_id if bridge.session is not None else ""
     whose = "this run is pinned to it" if pinned and pinned == withdrawn else "a run may be pinned to it"
-    release = f"release {quoted(withdrawn)}" if withdrawn else "the newest release it served"
+    release = f"release {quoted(withdrawn)}" if withdrawn else "release it served"
     older = f" ({quoted(left)} is below it)" if left else ""
     text = (
         f"Nothing changed ({code}): the verifier the bridge starts refuses to start. The newest {release} is no "

@@ -23,8 +23,7 @@ from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.run import policy_refusal
 
 from .delivered import RECORD_PATH, STORE_DIR, AssetClash
-from .files import TMP_SUFFIX
-from .own_folder import IGNORE_NAME, OWN_FOLDER
+from .own_folder import IGNORE_NAME, OWN_FOLDER, TMP_SUFFIX
 from .protocol import HarnessError, HostProfile
 from .runlog import RUNS_DIR
 from .schemas import SCHEMA_DIR

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, relocated
 from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
 from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
@@ -123,15 +123,8 @@ def validate_source(source: SourceFiles) -> tuple[LoadedCatalogue, int]:
         check_schema_keywords(loaded.schemas.documents, source.read)  # build only: signed releases keep loading
         examples = check_examples(loaded.catalogue, loaded.schemas, source.paths, source.read)  # same
     except RegistryError as exc:
-        raise _in_source(source, exc) from exc
+        raise relocated(exc, lambda path: source.where(path) if path else str(source.root)) from exc
     return loaded, examples
-
-
-def _in_source(source: SourceFiles, exc: RegistryError) -> RegistryError:
-    """``exc`` (and each failure collected with it) naming its source file, not its catalogue path."""
-    where = source.where(exc.path) if exc.path else str(source.root)
-    also = [_in_source(source, other) for other in exc.also]
-    return type(exc)(exc.code, exc.message, path=where, details=exc.details, next_step=exc.next_step, also=also)
 
 
 def _distinct(keys: Sequence[SigningKey]) -> list[SigningKey]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.canonical import parse_strict_json
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name, collected
 from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver, next_version
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def refuse_unlisted_definitions(source: SourceFiles, catalogue: Catalogue) -> No
         if path not in listed
     ]
     if found:
-        raise found[0].with_also(found[1:])
+        raise collected(found)
 
 
 def _unlisted(source: SourceFiles, path: str, key: str, what: str) -> CatalogueError:

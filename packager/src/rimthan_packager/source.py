@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from rimthan_workflow_registry.canonical import Sha256, sha256_hex
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
 from rimthan_workflow_registry.release import (
     HIDDEN_PROBLEM,
     MANIFEST_NAME,
@@ -225,7 +225,7 @@ def read_source(root: Path | str) -> SourceFiles:
 def _leftovers_refused(root: Path, leftovers: list[str]) -> CatalogueError:
     """One failure per leftover file, in path order (the first raised, the others in ``also``)."""
     each = [_leftover(root, path) for path in sorted(leftovers)]
-    return each[0].with_also(each[1:])
+    return collected(each)
 
 
 def _leftover(root: Path, path: str) -> CatalogueError:

@@ -98,7 +98,7 @@ def failures_in_order(
     def work() -> None:
         for index in order:  # list/range iterators hand out each index once under the GIL
             outcome = outcomes[index] = _outcome(check, batches[index])
-            if outcome and stopped(outcome):
+            if stopped(outcome):
                 failed.set()
             if failed.is_set():
                 return

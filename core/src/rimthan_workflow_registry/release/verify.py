@@ -38,6 +38,7 @@ from rimthan_workflow_registry.errors import (
     RegistryError,
     ReleaseVerificationError,
     collected,
+    relocated,
 )
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
@@ -244,7 +245,6 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
         )
 
 
-MAX_LISTED_FAILURES = MAX_SAID_FAILURES
 """At most this many unsafe or hidden listed paths, or files failing their digests, are said, each its own
 failure (a listing of thousands is one mistake made thousands of times, and every failure is said in a log
 line)."""
@@ -259,7 +259,7 @@ def _refuse_listed(where: Path, paths: Sequence[str]) -> None:
     found += [(path, f"lists path {path!r}: {HIDDEN_PROBLEM}") for path in hidden_paths(paths) if path not in named]
     failures = [
         ReleaseVerificationError(FailureCode.PATH_UNSAFE, said, path=str(where), details={"listed": path})
-        for path, said in found[:MAX_LISTED_FAILURES]
+        for path, said in found[:MAX_SAID_FAILURES]
     ]
     if failures:
         raise collected(failures)
@@ -378,7 +378,7 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     batches go to :func:`failures_in_order`. Either way the failures are said
     in manifest order, so the answer never depends on which thread finished
     first: every file whose digest is not listed (one failure each, at most
-    ``MAX_LISTED_FAILURES``, collected as the files are checked, no second
+    ``MAX_SAID_FAILURES``, collected as the files are checked, no second
     pass) up to the first other failure (missing, wrong type or size), which
     ends the check.
     """
@@ -411,13 +411,14 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
 
 
 def _with_collected(failures: Sequence[BaseException]) -> BaseException:
-    """The first of ``failures`` with the others (at most ``MAX_LISTED_FAILURES`` in all) in its ``also``.
+    """The first of ``failures`` with the others (at most ``MAX_SAID_FAILURES`` in all) in its ``also``.
 
-    An exception that is no refusal (an interrupt, a crash on a thread) is raised as it is, wherever it came in
-    the order: never hidden behind the digest mismatches found before it."""
-    refusals = [f for f in failures if isinstance(f, RegistryError)]
-    crash = next((f for f in failures if not isinstance(f, RegistryError)), None)
-    return crash if crash is not None else collected(refusals)
+    An exception that is no refusal (an interrupt, a crash on a thread) stops the check, so it ends the list: it
+    is raised as it is, never hidden behind the digest mismatches found before it."""
+    last = failures[-1]
+    if not isinstance(last, RegistryError):
+        return last
+    return collected([f for f in failures if isinstance(f, RegistryError)])
 
 
 def _batches(files: Sequence[FileEntry]) -> list[Sequence[FileEntry]]:
@@ -478,14 +479,9 @@ def load_catalogue(root: Path, files: CatalogueFiles) -> LoadedCatalogue:
     except ReleaseVerificationError:
         raise
     except RegistryError as exc:
-        first, *also = (_in_release(root, failure) for failure in exc.failures)
-        raise first.with_also(also) from exc
-
-
-def _in_release(root: Path, exc: RegistryError) -> RegistryError:
-    """``exc`` (a catalogue rule's, about a path in the catalogue) said of the file in the release at ``root``."""
-    where = str(root / CATALOGUE_DIR / exc.path) if exc.path else str(root / CATALOGUE_DIR)
-    return type(exc)(exc.code, exc.message, path=where, details=exc.details)
+        raise relocated(
+            exc, lambda path: str(root / CATALOGUE_DIR / path) if path else str(root / CATALOGUE_DIR)
+        ) from exc
 
 
 def _check_manifest_matches_catalogue(root: Path, manifest: Manifest, loaded: LoadedCatalogue) -> None:
