@@ -2,12 +2,15 @@
 
 A resource read the server refuses is a JSON-RPC error whose ``data`` carries the failure ``code`` and
 ``next`` (what to do: the same one remediation table tool refusals use); a refresh that changes the
-resource listing sends ``notifications/resources/list_changed`` to a connected client, one that changes
-nothing sends none. Each is checked through the SDK client against a real ``rimthan-mcp serve`` process.
+resource listing sends ``notifications/resources/list_changed`` to a connected client (and
+``notifications/prompts/list_changed`` when new runs start on another release), one that changes nothing sends
+none; what the server declares is what it sends, in each protocol era, over stdio and HTTP. Each is checked
+through the SDK client against a real ``rimthan-mcp serve`` process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +24,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
+from rimthan_workflow_mcp.http_bounds import LISTEN_STREAMS
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import REMEDIATION
 from support.checked_client import CheckedClient
@@ -38,6 +42,8 @@ from support.servers import (
 )
 
 LIST_CHANGED = "notifications/resources/list_changed"
+PROMPTS_CHANGED = "notifications/prompts/list_changed"
+BOTH_CHANGED = [LIST_CHANGED, PROMPTS_CHANGED]  # a new release new runs start on: its listing and its prompts
 NEW_RUNS, RELEASE = "rimthan/new-runs", "rimthan/release"
 LISTING_CHANGED_LOG = "resource listing changed"
 
@@ -95,15 +101,17 @@ def _refresh(errlog: Path, pid: int) -> None:
 
 @dataclass
 class Listening:
-    """A client's notifications/resources/list_changed, as its message handler received them."""
+    """A client's resources and prompts list_changed notifications, as its message handler received them."""
 
     told: list[str] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
 
     async def __call__(self, message: object) -> None:
-        if getattr(message, "method", None) == LIST_CHANGED:
-            self.told.append(LIST_CHANGED)
-            self.changed.set()
+        method = getattr(message, "method", None)
+        if method in BOTH_CHANGED:
+            self.told.append(method)
+            if set(self.told) == set(BOTH_CHANGED):
+                self.changed.set()
 
     def over_stdio(self, args: list[str], errlog: Path) -> CheckedClient:
         """A 2025-11-25 SDK client of ``serve`` (``args``) over stdio, its notifications heard here."""
@@ -113,13 +121,30 @@ class Listening:
 
     @staticmethod
     def declared(client: CheckedClient) -> None:
-        """The server told ``client`` (connected) that it announces listing changes."""
-        resources = client.server_capabilities.resources
-        assert resources is not None and resources.list_changed is True  # declared: a client may rely on it
+        """The server told ``client`` (connected) that it announces listing changes: what it sends, no more."""
+        declares_what_it_sends(client)
 
     async def told_once(self) -> None:
+        """Both notifications came (each once: asserted by the caller once the client is closed)."""
         with anyio.fail_after(WAIT_SECONDS):
             await self.changed.wait()
+
+
+def declares_what_it_sends(client: CheckedClient) -> None:
+    """Resources and prompts list changes declared (a client may rely on them); tool list changes not (the four
+    tools never change, nothing is ever sent), nor resource subscriptions (every resource is immutable)."""
+    caps = client.server_capabilities
+    assert caps.resources is not None and caps.resources.list_changed is True, caps
+    assert caps.prompts is not None and caps.prompts.list_changed is True, caps
+    assert caps.tools is not None and not caps.tools.list_changed, caps
+    assert not caps.resources.subscribe, caps
+
+
+def declares_none(client: CheckedClient) -> None:
+    """A connection no server notification can reach: no list change declared."""
+    caps = client.server_capabilities
+    assert caps.resources is not None and caps.prompts is not None and caps.tools is not None, caps
+    assert not (caps.resources.list_changed or caps.prompts.list_changed or caps.tools.list_changed), caps
 
 
 def _serving_1_2_0(world: ServerWorld, tmp_path: Path, *extra: str) -> tuple[Path, list[str]]:
@@ -150,7 +175,7 @@ def test_a_refresh_that_changes_the_listing_notifies_the_client_and_one_that_doe
             assert after > before
         # the unchanged refresh logged no change and sent nothing: one change, one notification
         assert len(re.findall(LISTING_CHANGED_LOG, errlog.read_text("utf-8"))) == 1
-        assert listening.told == [LIST_CHANGED]
+        assert listening.told == BOTH_CHANGED
 
     anyio.run(check)
 
@@ -175,7 +200,7 @@ def test_a_follower_s_interval_sync_that_pulls_a_new_release_notifies_the_client
             assert any(r.uri.startswith("rimthan://manifests/") and (r.meta or {}).get(NEW_RUNS) and "1.3.0" in
                        (r.meta or {}).get(RELEASE, "") for r in (await client.list_resources()).resources)  # fmt: skip
         assert len(re.findall(LISTING_CHANGED_LOG, errlog.read_text("utf-8"))) == 1  # the other scans: nothing
-        assert listening.told == [LIST_CHANGED]
+        assert listening.told == BOTH_CHANGED
 
     anyio.run(check)
 
@@ -188,14 +213,9 @@ def test_a_2026_client_over_stdio_is_told_on_its_listen_stream(mcp_world: Server
     async def check() -> None:
         async with stdio_client_for(args, errlog.open("w"), mode="auto") as client:
             assert client.protocol_version == "2026-07-28"
-            resources = client.server_capabilities.resources
-            assert resources is not None and resources.list_changed is True
+            declares_what_it_sends(client)
             pid = await anyio.to_thread.run_sync(_server_pid, errlog)
-            async with client.listen(resources_list_changed=True, prompts_list_changed=True) as changes:
-                mcp_world.publish("1.3.0", releases)
-                await anyio.to_thread.run_sync(_refresh, errlog, pid)
-                with anyio.fail_after(WAIT_SECONDS):
-                    told = [await anext(changes), await anext(changes)]  # new runs start on 1.3.0: prompts too
+            told = await _told_on_listen_stream(client, lambda: _refresh(errlog, pid), releases, mcp_world)
             assert sorted(type(event).__name__ for event in told) == ["PromptsListChanged", "ResourcesListChanged"]
             listed = {r.uri for r in (await client.list_resources()).resources}
             assert f"rimthan://manifests/{_hex(releases / mcp_world.built['1.3.0'].name)}/manifest.json" in listed
@@ -203,6 +223,21 @@ def test_a_2026_client_over_stdio_is_told_on_its_listen_stream(mcp_world: Server
         assert "answering the requests read so far" not in said  # the listen stream never held the exit back
 
     anyio.run(check)
+
+
+async def _told_on_listen_stream(
+    client: CheckedClient, refresh: Any, releases: Path, world: ServerWorld
+) -> list[object]:
+    """Open a listen stream asking for every list change, publish 1.3.0, refresh: the two events it carries.
+
+    Tool list changes are asked for too: the acknowledgment does not honor them (none is ever sent)."""
+    async with client.listen(tools_list_changed=True, resources_list_changed=True, prompts_list_changed=True) as sub:
+        assert sub.honored is not None and not sub.honored.tools_list_changed, sub.honored
+        assert sub.honored.resources_list_changed and sub.honored.prompts_list_changed, sub.honored
+        world.publish("1.3.0", releases)
+        await anyio.to_thread.run_sync(refresh)
+        with anyio.fail_after(WAIT_SECONDS):
+            return [await anext(sub), await anext(sub)]  # new runs start on 1.3.0: prompts too
 
 
 def test_a_listen_stream_open_at_the_end_of_input_does_not_hold_the_exit_back(
@@ -242,8 +277,7 @@ def test_over_http_a_session_is_told_of_a_refresh_that_changes_the_listing_and_s
 
         async def check() -> None:
             async with http_client_for(mcp_http.url, mode="legacy") as stateless:  # no notification reaches it
-                resources = stateless.server_capabilities.resources
-                assert resources is not None and not resources.list_changed
+                declares_none(stateless)
             client = http_client_for(server.url, mode="legacy")
             client.message_handler = listening
             async with client:
@@ -254,3 +288,47 @@ def test_over_http_a_session_is_told_of_a_refresh_that_changes_the_listing_and_s
 
         anyio.run(check)
     assert len(re.findall(LISTING_CHANGED_LOG, server.stderr())) == 1
+    assert listening.told == BOTH_CHANGED
+
+
+def test_a_2026_client_over_stateless_http_is_told_on_its_listen_stream_which_sigterm_ends_gracefully(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """The listen response is an SSE stream the SDK serves over HTTP even with JSON answers; SIGTERM ends it with
+    its final result (the client's loop ends), not by dropping it once the drain gave up."""
+    releases, args = _serving_1_2_0(mcp_world, tmp_path)
+    with http_server(args) as server:
+
+        async def check() -> None:
+            async with http_client_for(server.url) as client:
+                assert client.protocol_version == "2026-07-28"
+                declares_what_it_sends(client)
+                told = await _told_on_listen_stream(client, server.refresh, releases, mcp_world)
+                assert sorted(type(e).__name__ for e in told) == ["PromptsListChanged", "ResourcesListChanged"]
+                async with client.listen(resources_list_changed=True) as sub:
+                    server.process.terminate()
+                    with anyio.fail_after(WAIT_SECONDS):
+                        assert [event async for event in sub] == []  # ended gracefully: no SubscriptionLost
+
+        anyio.run(check)
+        assert server.process.wait(timeout=WAIT_SECONDS) == 0
+    assert len(re.findall(LISTING_CHANGED_LOG, server.stderr())) == 1
+
+
+def test_over_http_listen_streams_past_their_bound_are_refused_and_calls_keep_their_slots(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """Each open listen stream holds an in-flight slot: at most ``LISTEN_STREAMS`` (half), so a call still gets in."""
+    _, args = _serving_1_2_0(mcp_world, tmp_path)
+    with http_server(args) as server:
+
+        async def check() -> None:
+            async with http_client_for(server.url) as client, contextlib.AsyncExitStack() as streams:
+                for _ in range(LISTEN_STREAMS):
+                    await streams.enter_async_context(client.listen(resources_list_changed=True))
+                with pytest.raises(MCPError, match="Subscription limit reached"):
+                    async with client.listen(resources_list_changed=True):
+                        pass
+                assert len((await client.list_tools()).tools) == 4  # a call is still served beside them
+
+        anyio.run(check)

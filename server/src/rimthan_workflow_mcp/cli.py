@@ -316,6 +316,7 @@ def serve(
     pinned to, even after a refresh activated a newer one.
     """
     # the MCP SDK and the transports load here, not at import: keys and audit never need them
+    from .http_bounds import LISTEN_STREAMS
     from .list_changed import ListingWatch
     from .server import create_mcp_application
     from .transports import (
@@ -395,8 +396,9 @@ def serve(
         provider.sync_status = follower.status
         provider.watch_syncs = follower.watch
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
-    # a transport that can carry server notifications tells its clients when a refresh changes the listing
-    watch = ListingWatch(provider, listen=transport == "stdio") if transport == "stdio" or http_sessions else None
+    # clients are told when a refresh changes the listings: on listen streams (2026-07-28), and handshake-era
+    # connections where a notification can reach them (stdio, HTTP sessions)
+    watch = ListingWatch(provider, handshake=transport == "stdio" or http_sessions, max_listen_streams=LISTEN_STREAMS)
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio", watch=watch))
     for rejection in provider.start_rejections:
         for said in rejection.summaries():  # each failure collected with the first on a line of its own

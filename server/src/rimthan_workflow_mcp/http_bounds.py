@@ -53,7 +53,10 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   received or answered gets 503 at once (with ``Retry-After``), unread: with
   the 16.5 MiB body bound it caps what bodies can hold (about 2 GiB). A
   connection waiting for its next head is not counted, nor (with sessions) a
-  ``GET`` stream.
+  ``GET`` stream. A 2026-07-28 ``subscriptions/listen`` stream is a ``POST`` in
+  flight for as long as it is open: at most ``LISTEN_STREAMS`` are served at
+  once (a further one is refused by the SDK's listen handler), so calls keep
+  the other half of the slots.
 """
 
 from __future__ import annotations
@@ -80,6 +83,7 @@ HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack o
 BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
 LINGER_SECONDS = 10.0  # the rest of a body answered early (413): discarded this long, then the connection ends
 MAX_REQUESTS_IN_FLIGHT = 128  # 4 x the 32 concurrent clients P6 measures
+LISTEN_STREAMS = MAX_REQUESTS_IN_FLIGHT // 2  # listen streams open at once: each holds a slot while open
 RETRY_AFTER_SECONDS = 1
 STATELESS_ALLOW = "POST"
 STATELESS_GET = (

@@ -174,8 +174,8 @@ def create_mcp_application(
 
     ``calls_on_loop`` (stdio: one client, answered in order) runs every ``tools/call``
     on the event loop; over HTTP only those :class:`CallPlacement` finds small and
-    bounded do, the others run in a worker thread. ``watch`` (a transport that can carry
-    server notifications): ``resources.listChanged`` declared, and each connection told (list_changed.py).
+    bounded do, the others run in a worker thread. ``watch``: clients told when a refresh changes the
+    listings, and that declared, per era (list_changed.py); without it no list change is declared.
     """
     state = _build_runtime_state(provider)
     placement = CallPlacement(provider)
@@ -238,7 +238,7 @@ def create_mcp_application(
     def input_schema(tool_name: str) -> Mapping[str, Any] | None:
         return header_schemas.get(tool_name)
 
-    app = (Server if watch is None else ListingServer)(
+    app = ListingServer(
         name,
         version=_package_version(),
         title="Rimthan verifier",

@@ -212,7 +212,12 @@ def listen(sock: socket.socket) -> socket.socket:
 class _DrainingServer(uvicorn.Server):
     """SIGTERM is the orderly stop of a container or service manager: stop accepting, let calls in flight
     finish (up to ``DRAIN_SECONDS``), exit 0. uvicorn re-raises the signal after its graceful shutdown,
-    which made the process die with 143; SIGINT (Ctrl-C) keeps that behaviour and exits 130."""
+    which made the process die with 143; SIGINT (Ctrl-C) keeps that behaviour and exits 130. Open listen
+    streams are ended with their result first: they are no call to wait for, and would hold the stop back."""
+
+    def __init__(self, config: uvicorn.Config, watch: ListingWatch | None) -> None:
+        super().__init__(config)
+        self._watch = watch
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
@@ -224,6 +229,11 @@ class _DrainingServer(uvicorn.Server):
         """uvicorn's handlers are in place (``capture_signals``): a SIGTERM is the server's from now on."""
         serving_began()  # (a SIGTERM before this stopped the start-up: rimthan_workflow_registry.entry)
         await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._watch is not None:
+            self._watch.close_listen_streams()
+        await super().shutdown(sockets)
 
 
 async def serve_http(
@@ -244,7 +254,9 @@ async def serve_http(
     Stateless by default. ``sessions`` gives 2025-11-25 clients an
     ``Mcp-Session-Id`` and server-to-client SSE streams (``GET``) - held in
     this process only, so replicas then need sticky routing; run state stays
-    in the tokens either way, and 2026-07-28 clients are sessionless regardless.
+    in the tokens either way, and 2026-07-28 clients are sessionless regardless
+    (a ``subscriptions/listen`` stream is the answer to its own ``POST``, told of
+    this replica's refreshes).
     """
     security = security_settings(binding, extra_hosts)
     starlette_app = app.streamable_http_app(
@@ -266,7 +278,7 @@ async def serve_http(
         access_log=False,
         timeout_graceful_shutdown=DRAIN_SECONDS,
     )
-    server = _DrainingServer(config)
+    server = _DrainingServer(config, watch)
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "http", "url": binding.url})
