@@ -9,6 +9,7 @@ refused at build (and load), naming the workflow file, the step and the field; t
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -57,3 +58,27 @@ def test_a_slip_in_requires_confirmed_is_refused(signer: KeyPair, tmp_path: Path
     built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "out")
     assert built.returncode == 1, built.stdout
     assert refusal(built.stderr).error == said.format(where=source / WORKFLOW)
+
+
+def test_an_example_state_without_a_required_field_is_refused(signer: KeyPair, tmp_path: Path) -> None:
+    """The worked example's confirmed state must hold what the interview requires: a scripted harness confirming
+    it would otherwise be blocked at the interview on every run (before, the build accepted it)."""
+    source = tmp_path / "1.3.1"
+    shutil.copytree(packaged_source("1.3.1"), source)
+    example = source / "examples" / "confirmed-state.json"
+    state = json.loads(example.read_text("utf-8"))
+    del state["options"]
+    example.write_text(json.dumps(state, indent=2) + "\n", "utf-8")
+    out = tmp_path / "out"
+    built = pack("build", source, "--key", signer.private_path, "--out", out)
+    assert built.returncode == 1, built.stdout
+    said = refusal(built.stderr)
+    assert said.error == (
+        f"error: confirmed_field_missing: {example}: lacks options, which step interview requires confirmed "
+        "(workflow research-decision@1.3.1): a harness confirming it would be blocked at interview"
+    )
+    assert said.next == (
+        "add options to examples/confirmed-state.json (as schemas/confirmed-state.schema.json declares), or drop "
+        "it from the step's requires_confirmed in workflows/research-decision.toml"
+    )
+    assert not (out / "research-decision-1.3.1").exists()

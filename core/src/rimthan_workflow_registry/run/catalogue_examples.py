@@ -297,6 +297,7 @@ def _memory_key(examples: WorkflowExamples, documents: Mapping[str, Any], found:
     return {
         "state": [documents[workflow.confirmed_state_schema], _digests(found)],
         "questions": [q.to_json() for q in questions(workflow).values()],
+        "requires_confirmed": [list(step.requires_confirmed) for step in workflow.steps],
         "steps": [
             [
                 step.max_total_bytes,
@@ -348,6 +349,26 @@ def _check_state(examples: WorkflowExamples, path: str, data: bytes, validator: 
             f"fix {path} so that it validates against {schema} (a harness confirming it would be refused "
             f"{exc.code.value}), or fix the schema if the example is right",
         ) from None
+    _check_required(examples, path, values)
+
+
+def _check_required(examples: WorkflowExamples, path: str, values: Mapping[str, Any]) -> None:
+    """The example state holds every field a step's ``requires_confirmed`` names (but a question's, which
+    ``answers.json`` answers): a harness confirming it would otherwise be ``blocked`` at that step for ever."""
+    workflow = examples.workflow
+    asked = questions(workflow)
+    for step in workflow.steps:
+        missing = [name for name in step.requires_confirmed if name not in values and name not in asked]
+        if missing:
+            fields = ", ".join(missing)
+            raise _refused(
+                FailureCode.CONFIRMED_FIELD_MISSING,
+                path,
+                f"lacks {fields}, which step {step.id} requires confirmed (workflow {workflow.key}): a harness "
+                f"confirming it would be blocked at {step.id}",
+                f"add {fields} to {path} (as {workflow.confirmed_state_schema} declares), or drop "
+                f"{'them' if len(missing) > 1 else 'it'} from the step's requires_confirmed in {workflow.source}",
+            )
 
 
 def _check_answers(examples: WorkflowExamples, path: str, data: bytes) -> None:
