@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name, collected
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
@@ -91,13 +92,27 @@ def _text_files(catalogue: Catalogue) -> list[str]:
     return sorted(set(paths))
 
 
-def check_text_encoding(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
-    """Every text file a step payload carries is UTF-8, so a release that loads can always be served (each file
-    that is not is a failure of its own)."""
+def check_text_files(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
+    """Every text file a step payload carries is UTF-8 and at most a catalogue file's size, so a release that
+    loads can always be served and delivered: a harness (the host kit) takes no asset or instruction past that
+    bound from a verifier (each file that breaks one is a failure of its own)."""
     failures: list[RegistryError] = []
     for path in _text_files(catalogue):
+        data = read(path)
+        if len(data) > MAX_CATALOGUE_FILE_BYTES:
+            failures.append(
+                CatalogueError(
+                    FailureCode.CATALOGUE_INVALID,
+                    f"is {len(data)} bytes; an instruction or asset delivered to harnesses holds at most "
+                    f"{MAX_CATALOGUE_FILE_BYTES} (a catalogue file's bound)",
+                    path=path,
+                    next_step="shorten the file, or split it into assets or steps of at most "
+                    f"{MAX_CATALOGUE_FILE_BYTES} bytes each",
+                )
+            )
+            continue
         try:
-            read(path).decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError as exc:
             failures.append(
                 CatalogueError(

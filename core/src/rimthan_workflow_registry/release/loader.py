@@ -112,7 +112,7 @@ class ReleaseLoader:
             host_adapters=adapters,
         )
         cls._validate_workflow_catalogue(catalogue, paths)
-        rules.check_text_encoding(catalogue, files.read)
+        rules.check_text_files(catalogue, files.read)
         schemas = _compile_schemas(catalogue, files)
         cls._validate_workflow_schemas(catalogue, schemas)
         return LoadedCatalogue(catalogue=catalogue, schemas=schemas)
