@@ -26,7 +26,7 @@ from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.checked_client import CheckedClient
 from support.processes import wait_for_line
-from support.releases import build_release, scaffold_source
+from support.releases import build_release, scaffold_source, with_profile
 from support.servers import (
     ServerWorld,
     build_world,
@@ -253,11 +253,7 @@ def test_refresh_interval_rescans_the_releases_directory_over_http(world: Server
 
 def test_a_release_of_another_profile_is_never_loaded(world: ServerWorld, tmp_path: Path) -> None:
     source = scaffold_source(tmp_path / "source", "elsewhere")
-    toml = source / "catalogue.toml"
-    toml.write_text(
-        toml.read_text("utf-8").replace('profile = "workflow-engine"', 'profile = "other-engine"'), encoding="utf-8"
-    )
-    release = build_release(source, tmp_path / "out", [world.key])
+    release = with_profile(build_release(source, tmp_path / "out", [world.key]), [world.key], "other-engine")
     with pytest.raises(RegistryError) as refused:
         ReleaseProvider.open(release, trust=load_trust(world.trust), keyring=CheckpointKeyring.generate())
     assert refused.value.code is FailureCode.SCOPE_MISMATCH and "other-engine" in refused.value.message

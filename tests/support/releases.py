@@ -38,6 +38,10 @@ Functions
         ``edit(catalogue_dir)`` changed its files - what a signer with a
         trusted key who skipped the packager's checks could publish. Used to
         prove verification does not rely on the packager alone.
+    with_profile(release, keys, profile) -> Path
+        ``release`` re-signed by an insider under another ``[scope].profile``
+        (its catalogue.toml and manifest both say it): the packager builds only
+        the profile rimthan-mcp serves.
     sign_manifest(release, keys, data) -> None
         Publish ``data`` as the manifest, signed by ``keys``: a hand-made
         manifest only the content rules can refuse.
@@ -50,7 +54,7 @@ import os
 import shutil
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +197,17 @@ def resign_release(
     (release / CHECKSUMS_NAME).write_bytes(render_checksums(manifest))
     sign_manifest(release, keys, manifest.to_bytes())
     return manifest
+
+
+def with_profile(release: Path, keys: Sequence[KeyPair], profile: str) -> Path:
+    """``release`` re-signed under ``[scope].profile = profile``: what only an insider could publish."""
+
+    def edit(catalogue: Path) -> None:
+        toml = catalogue / "catalogue.toml"
+        toml.write_text(toml.read_text("utf-8").replace('profile = "workflow-engine"', f'profile = "{profile}"', 1))
+
+    resign_release(release, keys, edit, lambda m: replace(m, release=replace(m.release, scope_profile=profile)))
+    return release
 
 
 def sign_manifest(release: Path, keys: Sequence[KeyPair], data: bytes) -> None:

@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, relocated
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, relocated
 from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,
@@ -108,9 +109,22 @@ def check_source(source_dir: Path | str) -> CheckedSource:
     source = read_source(source_dir)
     loaded, examples = validate_source(source)
     refuse_folder_mismatch(source.root, loaded.catalogue.name, loaded.catalogue.version)
+    refuse_unserved_profile(source.root, loaded.catalogue.scope.profile)
     refuse_unlisted_definitions(source, loaded.catalogue)
     refuse_unreferenced_schemas(source, loaded.catalogue)
     return CheckedSource(source, loaded, examples)
+
+
+def refuse_unserved_profile(root: Path, profile: str) -> None:
+    """Refuse a ``[scope].profile`` no verifier serves: the release would sign, then never verify or load."""
+    if profile != WORKFLOW_ENGINE_PROFILE:
+        raise CatalogueError(
+            FailureCode.CATALOGUE_INVALID,
+            f"[scope].profile is {profile!r}, but rimthan-mcp serves only {WORKFLOW_ENGINE_PROFILE!r}: the release "
+            "would be signed, then refused by rimthan-pack verify and rimthan-mcp (scope_mismatch)",
+            path=str(root / "catalogue.toml"),
+            next_step=f'set profile = "{WORKFLOW_ENGINE_PROFILE}" under [scope] in catalogue.toml',
+        )
 
 
 def validate_source(source: SourceFiles) -> tuple[LoadedCatalogue, int]:

@@ -42,6 +42,7 @@ from support.releases import (
     scaffold_source,
     trust_dir,
     trust_file,
+    with_profile,
 )
 
 F = FailureCode
@@ -198,16 +199,12 @@ def size_or_digest(replaced: bytes, original: bytes) -> FailureCode:
 # --------------------------------------------------------------------------- the session world
 
 
-def _source(
-    root: Path, name: str, *, version: str = "0.1.0", scope: str | None = None, profile: str | None = None
-) -> Path:
+def _source(root: Path, name: str, *, version: str = "0.1.0", scope: str | None = None) -> Path:
     source = scaffold_source(root, name)
     path = source / "catalogue.toml"
     text = path.read_text("utf-8").replace('version = "0.1.0"', f'version = "{version}"', 1)
     if scope is not None:
         text = text.replace(f'name = "example.{name}"', f'name = "{scope}"', 1)
-    if profile is not None:
-        text = text.replace('profile = "workflow-engine"', f'profile = "{profile}"', 1)
     path.write_text(text, "utf-8")
     return source
 
@@ -248,6 +245,8 @@ def build_world(tmp_path_factory: pytest.TempPathFactory) -> World:
         good=good,
         old=built("old", _source(sources / "old", "demo")),
         other=built("other", _source(sources / "other", "other")),
-        profile=built("profile", _source(sources / "profile", "demo", version="0.2.0", profile="report-engine")),
+        profile=with_profile(
+            built("profile", _source(sources / "profile", "demo", version="0.2.0")), signers, "report-engine"
+        ),
         scope=built("scope", _source(sources / "scope", "demo", version="0.2.0", scope="example.elsewhere")),
     )
