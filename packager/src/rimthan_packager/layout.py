@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.canonical import parse_strict_json
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name, collected
+from rimthan_workflow_registry.errors import (
+    CatalogueError,
+    FailureCode,
+    RegistryError,
+    closest_name,
+    collected,
+    quoted,
+)
 from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver, next_version
 
 if TYPE_CHECKING:
@@ -165,6 +172,7 @@ class UnreferencedSchema:
 
     path: str
     closest: str | None
+    mark: str | None = None  # the file's KEEP_MARK value as JSON when it has one that says no reason
 
 
 def unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> tuple[UnreferencedSchema, ...]:
@@ -172,22 +180,28 @@ def unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> tuple[Unr
     referenced = {w.confirmed_state_schema for w in catalogue.workflows} | {
         o.schema for w in catalogue.workflows for s in w.steps for o in s.outputs if o.schema is not None
     }
-    return tuple(
-        UnreferencedSchema(path, closest_name(path, referenced))
+    marks = {
+        path: _keep_mark(source.read(path))
         for path in sorted(source.paths - referenced)
         if (path.startswith("schemas/") and path.endswith(".json")) or path.endswith(".schema.json")
-        if not _marked_kept(source.read(path))
+    }
+    return tuple(
+        UnreferencedSchema(path, closest_name(path, referenced), None if mark is _NO_MARK else quoted(json.dumps(mark)))
+        for path, mark in marks.items()
+        if not (isinstance(mark, str) and mark.strip())  # a non-empty string says why it ships: kept
     )
 
 
-def _marked_kept(data: bytes) -> bool:
-    """Whether a schema file says why it ships: a top-level ``x-rimthan-unreferenced`` that is a non-empty string."""
+_NO_MARK = object()
+
+
+def _keep_mark(data: bytes) -> object:
+    """A schema file's top-level ``x-rimthan-unreferenced`` value, or ``_NO_MARK`` (none, or not a JSON object)."""
     try:
         document = parse_strict_json(data, where="schema", code=FailureCode.SCHEMA_INVALID)
     except RegistryError:
-        return False
-    reason = document.get(KEEP_MARK) if isinstance(document, dict) else None
-    return isinstance(reason, str) and bool(reason.strip())
+        return _NO_MARK
+    return document.get(KEEP_MARK, _NO_MARK) if isinstance(document, dict) else _NO_MARK
 
 
 def refuse_unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> None:
@@ -209,13 +223,20 @@ def _unreferenced(
 ) -> CatalogueError:
     close = f" (closest referenced name: {schema.closest})" if schema.closest else ""
     keep = f'delete it, or, to ship it on purpose, add a top-level "{KEEP_MARK}": "<why it ships>" to it'
+    said = f"no workflow references this JSON Schema{close}, so it would ship, signed, and never check anything"
+    next_step = (
+        f"if the reference to {schema.closest} meant this file, change it to {schema.path}; otherwise {keep}"
+        if schema.closest
+        else f"reference it from a workflow (confirmed_state_schema or an output's schema), {keep}"
+    )
+    if schema.mark is not None:  # meant to be kept, but the mark says no reason
+        said += f'; its "{KEEP_MARK}" is {schema.mark}, not a non-empty string saying why it ships'
+        next_step = f'set "{KEEP_MARK}" in it to a non-empty string saying why it ships, or delete the file'
     return CatalogueError(
         FailureCode.CATALOGUE_INVALID,
-        f"no workflow references this JSON Schema{close}, so it would ship, signed, and never check anything",
+        said,
         path=source.where(schema.path),
         details={"schema": schema.path, "closest_referenced": schema.closest},
-        next_step=f"if the reference to {schema.closest} meant this file, change it to {schema.path}; otherwise {keep}"
-        if schema.closest
-        else f"reference it from a workflow (confirmed_state_schema or an output's schema), {keep}",
+        next_step=next_step,
         also=also or (),
     )
