@@ -20,6 +20,7 @@ from typing import Any
 
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver
 from rimthan_workflow_registry.remediation import io_refusal
 
@@ -243,7 +244,7 @@ def scaffold_files(name: str, version: str = DEFAULT_VERSION) -> dict[str, bytes
             "title": name.replace("-", " ").capitalize(),
             "description": "Describe for operators what this catalogue is for.",
         },
-        "scope": {"name": f"example.{name}", "profile": "workflow-engine"},
+        "scope": {"name": f"example.{name}", "profile": WORKFLOW_ENGINE_PROFILE},
     }
     workflow = {
         "id": name,
