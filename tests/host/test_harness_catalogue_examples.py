@@ -120,6 +120,23 @@ def test_a_workflow_that_requires_no_facts_starts_with_a_version(keypair: KeyPai
     assert [r["status"] for r in _starts_served(project)] == ["active"]
 
 
+def test_a_workflow_that_requires_no_facts_starts_without_a_version(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """``harness.start(name)`` asks the verifier which version a start without one starts, by a start with no facts:
+    for a workflow that requires none, that start is ``active``, not ``blocked``, and the harness refused with "a start
+    of my-flow with no facts did not name its version" though the answer names it. It starts the version named."""
+    source = init_scaffold(tmp_path)
+    edit_text(source / "schemas" / "confirmed-state.schema.json", '"required": [\n    "goal"\n  ],', '"required": [],')
+    release = _build(source, keypair, tmp_path / "rel")
+
+    project = tmp_path / "project"
+    finished = _walk(release, trust, project, "my-flow")
+
+    assert finished.status == "completed" and finished.release == "my-flow@0.1.0", finished
+    assert [r["status"] for r in _starts_served(project)] == ["active", "active"]
+
+
 def test_the_scenario_reads_no_workflow_file_outside_its_catalogue(tmp_path: Path) -> None:
     """The scenario reads the workflow files ``catalogue.toml`` lists to resolve an alias: a path out of the
     catalogue is refused, naming it, not read."""

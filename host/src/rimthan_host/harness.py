@@ -282,8 +282,9 @@ class WorkflowHarness:
         given (:class:`CatalogueExamples` resolves an alias from its catalogue's
         workflow files) at ``initial_version`` or ``workflow_version``; with
         neither, at the version the verifier starts, which a start with no facts
-        asks first (:meth:`HostSession.newest_version`: ``blocked``, nothing
-        started or logged). With a version, the start is the only call.
+        asks first (:meth:`HostSession.newest_version`: ``blocked``, or
+        ``active`` for a workflow that requires no facts; its checkpoint is
+        never used or logged). With a version, the start is the only call.
         """
         version = initial_version or workflow_version or await self.session.newest_version(workflow)
         values = self._calls.initial_state(version, workflow=workflow)

@@ -235,17 +235,18 @@ class HostSession:
 
     async def newest_version(self, workflow: str) -> str:
         """The version of ``workflow`` a start without one starts (the verifier's answer to a start with no facts:
-        ``blocked``, naming it; nothing is started or logged). A refusal such as ``workflow_not_found`` is raised
-        as the start's would be."""
+        ``blocked``, naming it, or ``active`` for a workflow that requires no facts; nothing is logged). A refusal
+        such as ``workflow_not_found`` is raised as the start's would be."""
         asked = await self.requirements(workflow)
-        if asked.status != "blocked" or not asked.workflow_version:
+        if asked.status not in ("blocked", "active") or not asked.workflow_version:
             why = failure_lines(asked.failures, asked.message)
             raise HarnessError(f"a start of {workflow} with no facts did not name its version: {why}")
         return asked.workflow_version
 
     async def requirements(self, workflow: str) -> RunResult:
         """The verifier's answer to a start of ``workflow`` with no facts: ``blocked``, naming the version and every
-        fact it needs; nothing is started or logged. A refusal (``workflow_not_found``) is raised as a start's."""
+        fact it needs (``active`` if it needs none); nothing is logged. A refusal (``workflow_not_found``) is raised
+        as a start's."""
         self._hold()
         empty = ConfirmedStateBook(self.clock)
         return RunResult.of(await self.call_tool(START, self._start_arguments(workflow, empty, None)))
