@@ -332,3 +332,47 @@ def test_the_harness_guides_python_harness_runs_as_written(keypair: KeyPair, tmp
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "completed my-flow@0.1.0", done.stdout
     assert (work / "project" / "out" / "summary.json").is_file()
+
+
+def test_the_scenario_reads_no_example_through_a_symbolic_link(keypair: KeyPair, trust: Path, tmp_path: Path) -> None:
+    """``CatalogueExamples`` read its files by path: ``confirmed-state.json`` linked out of a release folder's copy was
+    followed, and the facts read outside the release started the run; ``examples/my-flow/`` linked out was passed
+    over unsaid (the shared examples scripted the run instead of the workflow's own). Each file is now reached
+    through real folders (the host's walk, as the bridge reads a project): a link is refused, naming it, before any
+    start is sent, and nothing outside is read."""
+    release = _build(init_scaffold(tmp_path), keypair, tmp_path / "rel")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "confirmed-state.json").write_text('{"goal": "read from outside the release"}\n', "utf-8")
+    (outside / "summary.json").write_text('{"from": "outside"}\n', "utf-8")
+
+    linked_file = tmp_path / "copy-file"
+    shutil.copytree(release, linked_file, symlinks=True)
+    state = linked_file / "catalogue" / "examples" / "confirmed-state.json"
+    state.unlink()
+    state.symlink_to(outside / "confirmed-state.json")
+
+    linked_folder = tmp_path / "copy-folder"
+    shutil.copytree(release, linked_folder, symlinks=True)
+    (linked_folder / "catalogue" / "examples" / "my-flow").symlink_to(outside, target_is_directory=True)
+
+    args = ["serve", "--release", str(release), "--trust", str(trust), "--state-dir", str(tmp_path / "state")]
+
+    async def start(examples: Path) -> str:
+        """What a run of my-flow scripted from ``examples`` is refused with (HarnessError)."""
+        with (tmp_path / "serve.log").open("a") as errlog:
+            async with stdio_client_process(str(BIN / "rimthan-mcp"), args, errlog) as client:
+                scenario = CatalogueExamples({"0.1.0": examples})
+                project = tmp_path / f"project-{examples.parents[1].name}"
+                with WorkflowHarness(client_caller(client), scenario, project_dir=project, host=HOST) as harness:
+                    try:
+                        await harness.run(await harness.start("my-flow", "0.1.0"))
+                    except HarnessError as exc:
+                        return str(exc)
+                    return "run not refused"
+
+    said = anyio.run(start, linked_file / "catalogue" / "examples")
+    assert f"{linked_file}/catalogue/examples/confirmed-state.json: Symbolic link refused" in said, said
+    said = anyio.run(start, linked_folder / "catalogue" / "examples")
+    assert f"{linked_folder}/catalogue/examples/my-flow: Symbolic link refused" in said, said
+    assert "rimthan.start_workflow" not in (tmp_path / "serve.log").read_text("utf-8")  # (refused before any start)

@@ -29,6 +29,7 @@ from rimthan_workflow_registry.run import (
 )
 
 from .confirmations import ConfirmedStateBook, carried_values
+from .example_files import example_paths, holds, read_example, read_example_text
 from .project_files import WrittenFile
 from .protocol import (
     CONTINUE,
@@ -98,7 +99,8 @@ class CatalogueExamples:
     and every value of the run it does not set (the answers given). The
     scripted validators re-hash every artifact on disk (a changed file fails
     them) and the ones named in ``fail_once`` (id or ``id@version``) fail
-    once, to exercise the repair loop.
+    once, to exercise the repair loop. Every file is read through real folders
+    (:mod:`~rimthan_host.example_files`): a symbolic link is refused, never followed.
     """
 
     def __init__(
@@ -124,13 +126,12 @@ class CatalogueExamples:
         if (version, workflow) not in self._folders:
             root = self.examples[version]
             named = _workflow_id(root, workflow)
-            files = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-            own = bool(named) and has_own_examples(named, files)
+            own = bool(named) and has_own_examples(named, example_paths(root))
             self._folders[version, workflow] = root / named if own else root
         return self._folders[version, workflow]
 
     def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
-        value = json.loads((self._dir(workflow_version, workflow) / "confirmed-state.json").read_text("utf-8"))
+        value = json.loads(read_example_text(self._dir(workflow_version, workflow), "confirmed-state.json"))
         return dict(value.get("state", value)) if "state" in value and "confirmations" in value else dict(value)
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,13 +153,12 @@ class CatalogueExamples:
 
     def _answers(self, folder: Path) -> dict[str, Any]:
         """The answers a worked example records (``answers.json``; none without one)."""
-        path = folder / ANSWERS_EXAMPLE
-        if not path.is_file():
+        if not holds(folder, ANSWERS_EXAMPLE):
             return {}
         try:
-            return recorded_answers(json.loads(path.read_text("utf-8")))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise HarnessError(f"{path} holds no answers: {exc}") from None
+            return recorded_answers(json.loads(read_example_text(folder, ANSWERS_EXAMPLE)))
+        except ValueError as exc:
+            raise HarnessError(f"{folder / ANSWERS_EXAMPLE} holds no answers: {exc}") from None
 
     def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
         """The target version's worked-example facts (``confirmed-state.json``: new fields included), and every value
@@ -177,7 +177,7 @@ class CatalogueExamples:
                 f"example's own {taken} (a release built before the build refused that); author it in a scenario of "
                 "your own, or rename the output in the catalogue"
             )
-        return (folder / example_name(output, media_type)).read_text("utf-8")
+        return read_example_text(folder, example_name(output, media_type))
 
     def review(self, ctx: ReviewContext) -> Review:
         changed = [
@@ -214,11 +214,11 @@ def _workflow_id(examples: Path, workflow: str) -> str:
     is (its parent, the catalogue source or a release's ``catalogue/``); ``workflow`` itself beside no
     ``catalogue.toml``."""
     catalogue = examples.parent
-    if not workflow or not (catalogue / "catalogue.toml").is_file():
+    if not workflow or not holds(catalogue, "catalogue.toml"):
         return workflow
     try:
-        return workflow_named(workflow, lambda path: (catalogue / path).read_bytes())
-    except (OSError, RegistryError) as exc:
+        return workflow_named(workflow, lambda path: read_example(catalogue, path))
+    except (HarnessError, RegistryError) as exc:
         raise HarnessError(f"cannot tell which workflow {workflow!r} names in {catalogue}: {exc}") from None
 
 
