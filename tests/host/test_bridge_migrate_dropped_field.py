@@ -63,3 +63,41 @@ def test_migrate_run_leaves_behind_a_field_the_target_dropped(keypair: KeyPair, 
             check_replies(model)
 
     anyio.run(go)
+
+
+def test_migrate_run_naming_a_release_with_no_offer_known_leaves_the_dropped_field_behind(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """A run resumed from its log knows no offer (its saved result had none: the verifier had no migration target
+    then); the user names the release installed since. With no offer, the bridge sent every value of the run, so
+    ``audience`` (dropped by 0.2.0) had the preview refused, ``confirmed_state_invalid``. It asks the verifier what
+    the named release needs (a preview with no values) and sends only those fields."""
+    old, new = _releases(tmp_path, keypair)
+    project = tmp_path / "project"
+    project.mkdir()
+    served = ["--release", str(old), "--trust", str(trust), "--state-dir", str(tmp_path / "state")]
+
+    def bridge(*verifier: str) -> StdioServerParameters:
+        args = ["serve", "--project", str(project), "--", *verifier]
+        return StdioServerParameters(command=str(BIN / "rimthan-host"), args=args)
+
+    async def started() -> None:  # only 0.1.0 served: no result offers a migration
+        async with CheckedClient(bridge(*served), mode="legacy") as client:
+            model = StandIn(client, project, {"0.1.0": old / "catalogue" / "examples"}, version="0.1.0")
+            facts = {"goal": "Decide the meeting", "audience": "board"}
+            at = await model.call("start_run", {"workflow": "my-flow", "facts": facts})
+            assert at.data["step"]["id"] == "plan" and "migration" not in at.data, at.text
+            check_replies(model)
+
+    async def migrated() -> None:  # 0.2.0 installed since; the run resumed at plan (ungated) from its log, no call
+        async with CheckedClient(bridge(*served, "--migration-target", str(new)), mode="legacy") as client:
+            model = StandIn(client, project, {"0.1.0": old / "catalogue" / "examples"}, version="0.1.0")
+            assert (await model.call("resume_run", {})).data["step"]["id"] == "plan"
+            preview = await model.call("migrate_run", {"confirm": False, "to_release": "my-flow@0.2.0"})
+            assert not preview.is_error and preview.data["status"] == "preview", preview.text
+            moved = await model.call("migrate_run", {"confirm": True, "to_release": "my-flow@0.2.0"})
+            assert not moved.is_error and "Migrated run" in moved.text, moved.text
+            check_replies(model)
+
+    anyio.run(started)
+    anyio.run(migrated)

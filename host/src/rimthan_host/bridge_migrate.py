@@ -9,8 +9,9 @@ from rimthan_workflow_registry.errors import quoted
 
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
-from .confirmations import BY_ELICITATION, BY_MODEL, carried_values
+from .confirmations import BY_ELICITATION, BY_MODEL
 from .facts import not_confirmed
+from .migration_values import migration_values
 from .protocol import (
     ToolRefused,
 )
@@ -42,7 +43,7 @@ class MigrationMoves(BridgeCore):
                          f"is {offered}. Call migrate_run without to_release to take it."]  # fmt: skip
                 return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
             target = offered
-        values = {**carried_values(session.state.values, offer, target), **facts}  # (none the target dropped)
+        values = {**await migration_values(session, session.state.values, target), **facts}  # (none it dropped)
         try:
             preview = await session.migrate(target, values, confirm=False)
         except ToolRefused as exc:

@@ -71,9 +71,20 @@ def carried_values(values: Mapping[str, Any], offer: Mapping[str, Any] | None, t
     A field the target's schema dropped would have the verifier refuse the migration (``confirmed_state_invalid``):
     the run's value of it stays behind; an unknown target is left to the verifier to judge.
     """
-    to = (offer or {}).get("to") or {}
-    needs = ((offer or {}).get("target_needs") or {}).get("confirmed_state")
-    if target_release not in (to.get("release"), to.get("manifest_digest")) or not isinstance(needs, list):
+    needs = _state_needs(offer) if offers(offer, target_release) else None
+    if needs is None:
         return dict(values)
     fields = {need.get("field") for need in needs if isinstance(need, Mapping)}
     return {field: value for field, value in values.items() if field in fields}
+
+
+def offers(offer: Mapping[str, Any] | None, target_release: str) -> bool:
+    """Whether ``offer`` (a migration preview) is of ``target_release`` (its id or manifest digest) and names the
+    fields the target's confirmed state has."""
+    to = (offer or {}).get("to") or {}
+    return target_release in (to.get("release"), to.get("manifest_digest")) and _state_needs(offer) is not None
+
+
+def _state_needs(offer: Mapping[str, Any] | None) -> list[Any] | None:
+    needs = ((offer or {}).get("target_needs") or {}).get("confirmed_state")
+    return needs if isinstance(needs, list) else None

@@ -28,8 +28,9 @@ from rimthan_workflow_registry.run import (
     workflow_named,
 )
 
-from .confirmations import ConfirmedStateBook, carried_values
+from .confirmations import ConfirmedStateBook
 from .example_files import example_paths, holds, read_example, read_example_text
+from .migration_values import migration_values
 from .project_files import WrittenFile
 from .protocol import (
     CONTINUE,
@@ -348,11 +349,12 @@ class WorkflowHarness:
         The target state comes from the scenario and every field is confirmed
         afresh: the user re-confirms the whole state for the target release.
         Only the fields the target's state has are sent, as the verifier's offer
-        of ``target_release`` names them (:func:`carried_values`): a run value
+        of ``target_release`` names them, asked for first if none is known
+        (:func:`~rimthan_host.migration_values.migration_values`): a run value
         of a field the target dropped stays behind.
         """
         values = self._calls.migration_state(self.state.values, target_version, workflow=result.workflow)
-        carried = carried_values(values, self.session.migration_offer, target_release)
+        carried = await migration_values(self.session, values, target_release)
         return await self.session.migrate(target_release, carried, confirm=confirm)
 
     def _produce(
