@@ -15,7 +15,7 @@ from rimthan_workflow_registry.errors import quoted
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .delivered import AssetClash, put_back_edited, restore_subagents
+from .delivered import AssetClash, put_back_edited, restore_subagents, subagent_marks
 from .facts import already_confirmed, record_facts
 from .file_digests import check_named_files
 from .outputs import changed_files, file_problems
@@ -119,12 +119,13 @@ class StepMoves(BridgeCore):
             )
         if not prepared_result.validators:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
+        subagents = [v["subagent"] for v in prepared_result.validators]
         try:
-            restored = restore_subagents(
-                session.files, session.release_digest, [v["subagent"] for v in prepared_result.validators]
-            )
+            restored = restore_subagents(session.files, session.release_digest, subagents)
         except AssetClash as exc:
             return self._subagents_refused(session, exc)
+        assert session.prepared is not None
+        session.prepared.marks = subagent_marks(session.files, session.release_digest, subagents)  # (as named)
         lines += [r.line("this run's release") for r in restored]
         return validators_waiting(session, lines)
 
@@ -137,20 +138,26 @@ class StepMoves(BridgeCore):
     def _edited(self, session: HostSession, key: str) -> Reply | None:
         """The refusal of ``key``'s verdict if the subagent file of that validator, or of one with a verdict, is not
         the release's (changed after the validators were named): those verdicts are discarded, the files put back.
-        Else None."""
+        A file written since it was named, though it holds the release's bytes again (edited, then changed back),
+        is refused alike: its validator may have run from the edit. Else None."""
         prepared = session.prepared
         assert prepared is not None
         checked = [s for s in prepared.validators if validator_key(s) == key or validator_key(s) in prepared.verdicts]
+        names = [s["subagent"] for s in checked]
         try:
-            put = put_back_edited(session.files, session.release_digest, [s["subagent"] for s in checked])
+            put = put_back_edited(session.files, session.release_digest, names)
         except AssetClash as exc:
             return self._subagents_refused(session, exc)
-        if not put:
+        now = subagent_marks(session.files, session.release_digest, names)
+        put_back = {p.subagent for p in put}
+        written = [n for n in names if n in prepared.marks and now[n] != prepared.marks[n] and n not in put_back]
+        if not put and not written:
             return None
-        again = [s for s in checked if s["subagent"] in {p.subagent for p in put}]
+        prepared.marks.update(now)  # (the files as the validators to run again are named anew)
+        again = [s for s in checked if s["subagent"] in put_back or s["subagent"] in written]
         for summary in again:
             prepared.verdicts.pop(validator_key(summary), None)
-        return validators_edited(session, put, again)
+        return validators_edited(session, put, again, [now[n][0] for n in written])
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
         session = self._running()

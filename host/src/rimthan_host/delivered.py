@@ -35,7 +35,7 @@ from typing import Any
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 
-from .files import FileTooLarge, read_regular
+from .files import FileTooLarge, file_status, read_regular
 from .project_files import ProjectFiles
 from .protocol import HarnessError
 
@@ -233,6 +233,28 @@ def _bytes_at(files: ProjectFiles, path: str) -> bytes | None:
         return read_regular(files.at(path), MAX_ASSET_BYTES)
     except OSError:
         return None
+
+
+# A file as it is at one moment: device, inode, size, modification and change times (ns). A file written since has
+# another, even one written back to the same bytes: the change time moves on with every write, and only the kernel
+# sets it.
+FileMark = tuple[int, int, int, int, int]
+
+
+def subagent_marks(
+    files: ProjectFiles, release: str, subagents: Sequence[str]
+) -> dict[str, tuple[str, FileMark | None]]:
+    """Each of ``subagents``' files, where ``release`` installs it, and as it is now (None: nothing there)."""
+    pinned = load_record(files).releases.get(release, {})
+    return {s: (pinned[s][0], _mark(files, pinned[s][0])) for s in subagents if s in pinned}
+
+
+def _mark(files: ProjectFiles, path: str) -> FileMark | None:
+    try:
+        st = file_status(files.at(path))
+    except OSError:
+        return None
+    return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .confirmations import ConfirmedStateBook
+from .delivered import FileMark
 from .file_digests import Evidence
 from .project_files import WrittenFile
 from .reports import validator_key
@@ -45,6 +46,7 @@ class Prepared:
     bundle: str
     validators: list[dict[str, Any]]  # the bundle's validator summaries
     verdicts: dict[str, tuple[str, tuple[Mapping[str, Any], ...]]] = field(default_factory=dict)
+    marks: dict[str, tuple[str, FileMark | None]] = field(default_factory=dict)  # subagent: its file, as named
 
     @property
     def pending(self) -> list[dict[str, Any]]:

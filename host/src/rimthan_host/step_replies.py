@@ -157,25 +157,36 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
     return reply(lines, {**data, "files": [path for _, path in files]}, error)
 
 
-def validators_edited(session: HostSession, put: Sequence[PutBack], again: Sequence[Mapping[str, Any]]) -> Reply:
+def validators_edited(
+    session: HostSession, put: Sequence[PutBack], again: Sequence[Mapping[str, Any]], written: Sequence[str] = ()
+) -> Reply:
     """Nothing recorded: the subagent files of ``again`` (validators) changed after the bridge named them, and are
-    ``put`` back as the release delivers them; their verdicts recorded already are discarded, they run again."""
+    ``put`` back as the release delivers them, or hold its bytes again though ``written`` since (edited, then
+    changed back: paths); their verdicts recorded already are discarded, they run again."""
     assert session.prepared is not None
     names = ", ".join(s["validator_id"] for s in again)
     kept = [f"what was at {p.path} is kept in {STORE_DIR} (named by its SHA-256)" for p in put if p.kept]
     code = FailureCode.REPORT_STALE.value
-    head = (
-        f"{code}: nothing was recorded: the subagent file of {names} ({', '.join(p.path for p in put)}) changed after "
-        "the bridge named the validators, so its verdict would come from instructions this run's release does not "
-        f"give; any verdict of {names} recorded already is discarded. The bridge put the release's file back"
-    )
+    paths = ", ".join([*(p.path for p in put), *written])
+    lines = [
+        f"{code}: nothing was recorded: the subagent file of {names} ({paths}) changed after the bridge named the "
+        f"validators, so its verdict {'may' if written else 'would'} come from instructions this run's release does "
+        f"not give; any verdict of {names} recorded already is discarded."
+    ]
+    if put:
+        lines[0] = f"{lines[0][:-1]}. The bridge put the release's file back{'; ' if kept else ''}{'; '.join(kept)}."
+    if written:
+        lines.append(
+            f"{', '.join(written)} holds this run's release's text again, but was written after the validators were "
+            "named: the subagent may have run while it held another text."
+        )
     waiting = ", ".join(s["validator_id"] for s in session.prepared.pending)
-    then = (
+    lines.append(
         f"next: run the subagent of {names} again on the step's files (show_step repeats its instruction), then "
         f"call record_verdict for each validator waiting: {waiting}."
     )
     data = validators_waiting(session, [], error=True).data
-    return reply([f"{head}{'; ' if kept else ''}{'; '.join(kept)}.", then], {**data, "refused": code}, True)
+    return reply(lines, {**data, "refused": code}, True)
 
 
 class StepReplies:
