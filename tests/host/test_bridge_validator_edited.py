@@ -64,11 +64,18 @@ def test_a_verdict_from_a_subagent_edited_after_it_was_named_is_refused_and_the_
                 "for each validator waiting: evidence-auditor, decision-critic")  # fmt: skip
         assert {v["name"] for v in last.data["validators"]} == {"evidence-auditor", "decision-critic"}, last.data
 
-        # One that cannot be put back (a folder in its place) refuses the verdict too; step_done names them anew.
+        # One that cannot be put back (a folder in its place) refuses the verdict too, and the verdicts recorded
+        # already go with the round: the reply says so, and what the person and then the model do; step_done names
+        # every validator anew.
+        recorded = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+        assert not recorded.is_error, recorded.text
         (model.project / CRITIC).unlink()
         (model.project / CRITIC).mkdir()
         blocked = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
-        refused(blocked, "Nothing was recorded", f"{CRITIC} is there and is not a regular file", "step_done again")
+        said = "Nothing was recorded, and the verdicts recorded already for this step are discarded"
+        refused(blocked, said, f"- {CRITIC} is there and is not a regular file\n",
+                "Ask the user to move or rename each of these files",
+                "then call step_done again (it checks the step's files and names every validator again).")  # fmt: skip
         assert blocked.data["status"] == "workspace_refused", blocked.data
         (model.project / CRITIC).rmdir()
         again = await model.call("step_done")
@@ -118,3 +125,36 @@ def test_a_verdict_from_a_subagent_edited_and_changed_back_since_it_was_named_is
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["ok"] is True
+
+
+def test_a_subagent_file_that_cannot_be_put_back_says_what_the_user_and_the_model_do(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """An edited subagent file whose release text the bridge no longer keeps (``.rimthan/assets`` cleaned) cannot be
+    put back. The refusal said "Nothing was changed", though the verdict recorded already was discarded with the
+    round: it says what went, what the user does (put the file back from where they have it) and what the model
+    calls then (step_done, which names every validator again), or a new run if the file is lost."""
+
+    async def script(model: StandIn) -> None:
+        await at_desk_research_validators(model)
+        first = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+        assert not first.is_error, first.text
+        delivered, _ = _edit(model, CRITIC)
+        (model.project / STORE_DIR / hashlib.sha256(delivered).hexdigest()).unlink()
+
+        stopped = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        refused(stopped, f"Nothing was recorded, and the verdicts recorded already for this step are discarded: "
+                f"{CRITIC} is not this run's release's file", "is gone or altered, so the bridge cannot put it back",
+                "ask them to put it back unchanged, then call step_done again (it checks the step's files and names "
+                "every validator again); if not, call start_run with new_run true for a new run.")  # fmt: skip
+        assert stopped.data["status"] == "workspace_refused", stopped.data
+
+        (model.project / CRITIC).write_bytes(delivered)  # the user puts it back (from version control)
+        again = await model.call("step_done")
+        assert {v["name"] for v in again.data["validators"]} == {"evidence-auditor", "decision-critic"}, again.text
+        for name in ("evidence-auditor", "decision-critic"):
+            done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
+            assert not done.is_error, done.text
+        assert "step submitted" in done.text, done.text
+
+    drive(world, tmp_path, script)

@@ -46,6 +46,7 @@ MAX_RECORD_BYTES = 1 << 20  # far past any catalogue's assets; a larger record i
 _SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
 # An asset is a catalogue file, so never larger: a file past it at an asset path is neither the asset nor a delivery.
 MAX_ASSET_BYTES = MAX_CATALOGUE_FILE_BYTES
+NOTHING_CHANGED = "Nothing was changed"  # what a refusal to put an asset back says first, unless it says more
 
 
 class AssetClash(HarnessError):
@@ -201,9 +202,12 @@ def restore_release(files: ProjectFiles, release: str, run: str) -> list[Restore
     return _restore(files, release, None, head, f"resume_run {run} again")
 
 
-def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head: str, then: str) -> list[Restored]:
+def _restore(
+    files: ProjectFiles, release: str, keys: Sequence[str] | None, head: str, then: str, undone: str = NOTHING_CHANGED
+) -> list[Restored]:
     """Re-install ``release``'s assets of ``keys`` (``None``: every one the record keeps) where the file differs;
-    :class:`AssetClash` naming every clash."""
+    :class:`AssetClash` naming every clash (``undone``: what a refusal says was not done, when the text kept of
+    one is gone)."""
     record = load_record(files)
     kept = record.releases.get(release, {})
     pinned = [kept.get(k) for k in (sorted(kept) if keys is None else keys)]
@@ -215,7 +219,7 @@ def _restore(files: ProjectFiles, release: str, keys: Sequence[str] | None, head
             head + "\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user to move or rename each of "
             f"these files (keep their content elsewhere), then call {then}."
         )
-    texts = {d: _kept_text(files, p, d, found[p] is None, then) for p, d in stale}
+    texts = {d: _kept_text(files, p, d, found[p] is None, then, undone) for p, d in stale}
     for path, digest in stale:
         written = files.write(path, path, "text/markdown", texts[digest])
         record.delivered[written.path] = written.sha256
@@ -289,15 +293,17 @@ def put_back_edited(files: ProjectFiles, release: str, subagents: Sequence[str])
         out.append(PutBack(subagent, path, found is not None))
     if out:
         save_record(files, record)
+        undone = "Nothing was recorded, and the verdicts recorded already for this step are discarded"
         head = (
-            "Nothing was recorded: these subagent files are not the ones this run's release delivers (changed after "
-            "the validators were named), and the bridge will not overwrite them to put them back:"
+            f"{undone}: these subagent files are not the ones this run's release delivers (changed after the "
+            "validators were named), and the bridge will not overwrite them to put them back:"
         )
-        _restore(files, release, [p.subagent for p in out], head, "step_done again")
+        then = "step_done again (it checks the step's files and names every validator again)"
+        _restore(files, release, [p.subagent for p in out], head, then, undone)
     return out
 
 
-def _kept_text(files: ProjectFiles, path: str, digest: str, missing: bool, then: str) -> str:
+def _kept_text(files: ProjectFiles, path: str, digest: str, missing: bool, then: str, undone: str) -> str:
     """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered.
 
     The refusal says what is at ``path`` (``missing``: nothing) and that the file put back as delivered lets
@@ -310,7 +316,7 @@ def _kept_text(files: ProjectFiles, path: str, digest: str, missing: bool, then:
         pass
     there = "is missing" if missing else "is not this run's release's file"
     raise AssetClash(
-        f"Nothing was changed: {path} {there}, and the copy the bridge kept of it in {STORE_DIR} is gone or "
+        f"{undone}: {path} {there}, and the copy the bridge kept of it in {STORE_DIR} is gone or "
         "altered, so the bridge cannot put it back. If the user still has the file the bridge delivered there "
         f"(moved away, or in version control), ask them to put it back unchanged, then call {then}; if not, "
         "call start_run with new_run true for a new run."
