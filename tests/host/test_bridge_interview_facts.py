@@ -4,7 +4,8 @@
 confirm-contract with the options and success criteria never confirmed, though every later step works from
 them (the evidence auditor expects one entry per confirmed option). 1.3.1's interview declares
 ``requires_confirmed = ["options", "success_criteria"]``: the verifier refuses to move it on without them,
-``blocked`` with one ``confirmed_field_missing`` per missing field, the checkpoint unchanged. The 1.3.1 source
+``blocked`` with one ``confirmed_field_missing`` per missing field, the checkpoint unchanged; once they are
+confirmed, a run through the bridge and one through the library each go on to completion. The 1.3.1 source
 built by the real packager and signed with a real key, served by the real ``rimthan-mcp serve``, driven by
 the real ``rimthan-host serve`` (the verifier its child) and, for the verifier's own answer, by a real MCP
 client calling ``rimthan.continue_workflow``.
@@ -51,7 +52,7 @@ def _drive(served: tuple[Path, Path], tmp_path: Path, script: Any) -> StandIn:
 
     async def go() -> StandIn:
         async with CheckedClient(params, mode="legacy") as client:
-            model = StandIn(client, project, {VERSION: packaged_source(VERSION) / "examples"})
+            model = StandIn(client, project, {VERSION: packaged_source(VERSION) / "examples"}, version=VERSION)
             await script(model)
             return model
 
@@ -77,6 +78,8 @@ def test_step_done_at_the_interview_without_the_options_and_criteria_is_refused(
         facts = {k: EXAMPLE[k] for k in REQUIRED}
         done = await model.call("step_done", {"step": "interview", "facts": facts})
         assert done.data["step"]["id"] == "confirm-contract", done.text
+        finished = await model.follow(done, "desk-research")  # once confirmed, the run goes on to its end
+        assert finished.data["status"] == "completed", finished.text
 
     _drive(served, tmp_path, script)
 
@@ -113,5 +116,7 @@ def test_the_verifier_refuses_it_with_confirmed_field_missing(served: tuple[Path
             moved = await run.session.advance({k: EXAMPLE[k] for k in REQUIRED})
             assert (moved.status, moved.step_id) == ("active", "confirm-contract"), moved
             assert at.step_id == "interview"
+            finished = await run.run(moved)  # once confirmed, the library's run goes on to its end
+            assert (finished.status, finished.release) == ("completed", f"research-decision@{VERSION}"), finished
 
     anyio.run(go)
