@@ -12,6 +12,7 @@ reached as the caller named it.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -73,5 +74,6 @@ def read_example_text(root: Path, relative: str) -> str:
 
 
 def _unreadable(exc: OSError) -> HarnessError:
-    return HarnessError(f"{exc.filename}: {exc.strerror}; a scenario reads its catalogue's files only through real "
-                        "folders inside the folder it is given")  # fmt: skip
+    """The scenario's refusal of a file it cannot read (a link: said with why it is not followed)."""
+    why = "; a scenario reads its catalogue's files only through real folders inside the folder it is given"
+    return HarnessError(f"{exc.filename}: {exc.strerror}{why if exc.errno == errno.ELOOP else ''}")
