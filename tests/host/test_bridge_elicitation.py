@@ -237,3 +237,34 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
             check_replies(model)
 
     anyio.run(go)
+
+
+def test_a_migration_does_not_ask_again_for_a_fact_confirmed_with_the_same_value(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """migrate_run with facts the run holds with the same value asks the user only for the new ones (and the
+    migration); before, every fact passed was put to them again."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    person = Person()
+
+    async def go() -> None:
+        params = bridge_params(project, world, state)
+        async with CheckedClient(params, mode="legacy", elicitation_callback=person) as client:
+            model = stand_in(client, project)
+            at_question = await model.follow(await model.start(), "", until_question=True)
+            routed = await model.call("answer_question", {})
+            assert routed.data["step"]["id"] == "experiment", routed.text
+            objective = _saved(project)["confirmed_state"]["state"]["objective"]
+            asked_before = len(person.asked)
+            facts = {**NEW_FACTS, "objective": objective}
+            moved = await model.call("migrate_run", {"confirm": True, "facts": facts})
+            assert "Migrated run" in moved.text, moved.text
+            asked = person.asked[asked_before:]
+            assert sorted(asked) == ["field:risk_tolerance", "field:stakeholders", "migrate"], asked
+            assert "objective: confirmed already with the same value; the user was not asked again." in moved.text
+            assert _saved(project)["release"]["id"] == "research-decision@1.3.0"
+            assert not at_question.is_error
+            check_replies(model)
+
+    anyio.run(go)

@@ -15,11 +15,14 @@ from pathlib import Path
 
 import anyio
 from mcp.client.stdio import StdioServerParameters
+from rimthan_host.protocol import client_caller
+from rimthan_host.session import HostSession
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, check_replies
 from support.checked_client import CheckedClient
 from support.pack_cli import asks_audience, edit_text, init_scaffold, pack
 from support.releases import KeyPair
+from support.servers import stdio_client_for
 
 
 def _releases(tmp_path: Path, keypair: KeyPair) -> tuple[Path, Path]:
@@ -101,3 +104,25 @@ def test_migrate_run_naming_a_release_with_no_offer_known_leaves_the_dropped_fie
 
     anyio.run(started)
     anyio.run(migrated)
+
+
+def test_the_library_s_migrate_leaves_behind_a_field_the_target_dropped(
+    keypair: KeyPair, trust: Path, tmp_path: Path
+) -> None:
+    """HostSession.migrate itself carries only the target's fields (before, only the bridge's migrate_run and the
+    scripted harness did, so a library caller passing the run's values had the verifier refuse the migration)."""
+    old, new = _releases(tmp_path, keypair)
+    verifier = ["--release", str(old), "--migration-target", str(new), "--trust", str(trust)]
+    args = [str(BIN / "rimthan-mcp"), "serve", *verifier, "--state-dir", str(tmp_path / "state")]
+
+    async def go() -> None:
+        async with stdio_client_for(args, (tmp_path / "stderr.log").open("w")) as client:
+            session = HostSession(client_caller(client), project_dir=tmp_path / "project")
+            await session.start("my-flow", {"goal": "Decide the meeting"})
+            assert session.migration_offer is not None
+            values = {**session.state.values, "audience": "board"}  # (0.1.0's field, which 0.2.0 dropped)
+            moved = await session.migrate("my-flow@0.2.0", values, confirm=True)
+            assert moved.status == "active" and session.release_id == "my-flow@0.2.0", moved.failures
+            assert "audience" not in session.state.values
+
+    anyio.run(go)

@@ -10,8 +10,8 @@ from rimthan_workflow_registry.errors import quoted
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .facts import not_confirmed
-from .migration_values import migration_values
+from .facts import already_confirmed, not_confirmed
+from .migration_values import learn_offer
 from .protocol import (
     ToolRefused,
 )
@@ -43,7 +43,9 @@ class MigrationMoves(BridgeCore):
                          f"is {offered}. Call migrate_run without to_release to take it."]  # fmt: skip
                 return reply(lines, {"run": self.run_id, "status": "refused", "to_release": offered}, True)
             target = offered
-        values = {**await migration_values(session, session.state.values, target), **facts}  # (none it dropped)
+        await learn_offer(session, target)  # (so the session sends none the target dropped)
+        values = {**session.state.values, **facts}
+        facts, known = already_confirmed(session, facts)  # (one confirmed with that value is not asked again)
         try:
             preview = await session.migrate(target, values, confirm=False)
         except ToolRefused as exc:
@@ -61,7 +63,7 @@ class MigrationMoves(BridgeCore):
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
                 tail = "Ask the user for what the newer release needs and pass it as facts to migrate_run."
-            return Reply("\n".join([*words, tail]).strip(), data, is_error=bool(blocking))
+            return Reply("\n".join([*known, *words, tail]).strip(), data, is_error=bool(blocking))
         by = BY_MODEL
         if asker.available:
             asks = [Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()]
@@ -75,7 +77,7 @@ class MigrationMoves(BridgeCore):
         migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated.status != "active":
             return Reply("\n".join(["The migration was refused:", *failure_words(migrated.failures)]), data, True)
-        return await self._go_on(migrated, [f"Migrated run {self.run_id} to {target} ({by})."])
+        return await self._go_on(migrated, [*known, f"Migrated run {self.run_id} to {target} ({by})."])
 
     def _no_offer(self, asked: bool, step: object) -> Reply:
         """migrate_run with no offer known: none (the verifier said so), or not asked yet (since a resume).

@@ -30,7 +30,7 @@ from rimthan_workflow_registry.run import (
 
 from .confirmations import ConfirmedStateBook
 from .example_files import example_paths, holds, read_example, read_example_text
-from .migration_values import migration_values
+from .migration_values import learn_offer
 from .project_files import WrittenFile
 from .protocol import (
     CONTINUE,
@@ -348,14 +348,13 @@ class WorkflowHarness:
 
         The target state comes from the scenario and every field is confirmed
         afresh: the user re-confirms the whole state for the target release.
-        Only the fields the target's state has are sent, as the verifier's offer
-        of ``target_release`` names them, asked for first if none is known
-        (:func:`~rimthan_host.migration_values.migration_values`): a run value
-        of a field the target dropped stays behind.
+        Only the fields the target's state has are sent (:meth:`HostSession.migrate`), as the verifier's offer of
+        ``target_release`` names them, asked for first if none is known
+        (:func:`~rimthan_host.migration_values.learn_offer`): a run value of a field the target dropped stays behind.
         """
         values = self._calls.migration_state(self.state.values, target_version, workflow=result.workflow)
-        carried = await migration_values(self.session, values, target_release)
-        return await self.session.migrate(target_release, carried, confirm=confirm)
+        await learn_offer(self.session, target_release)
+        return await self.session.migrate(target_release, values, confirm=confirm)
 
     def _produce(
         self, step: Mapping[str, Any], result: RunResult, attempt: int, findings: Sequence[Mapping[str, Any]]

@@ -6,26 +6,25 @@ verifier's offer): a field the target dropped would have the migration
 refused (``confirmed_state_invalid``). A run resumed from its log at a step
 shown without a call knows no offer, so the bridge's ``migrate_run`` naming a
 release, and the library's ``WorkflowHarness.migrate``, ask the verifier
-first: a preview carrying no values (a preview takes a state that lacks the
-target's fields) names what the target needs, and becomes the offer.
+first (:func:`learn_offer`): a preview carrying no values (a preview takes a
+state that lacks the target's fields) names what the target needs, and becomes
+the offer; :meth:`~rimthan_host.session.HostSession.migrate` then carries the
+run's values by it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
-from typing import Any
 
-from .confirmations import carried_values, offers
+from .confirmations import offers
 from .protocol import ToolRefused
 from .session import HostSession
 
 
-async def migration_values(session: HostSession, values: Mapping[str, Any], target_release: str) -> dict[str, Any]:
-    """``values`` the migration of ``session``'s run to ``target_release`` carries: those of the fields the target's
-    confirmed state has, as the verifier's offer names them, asked for first if no offer of it is known. A refused
+async def learn_offer(session: HostSession, target_release: str) -> None:
+    """Have ``session`` know the verifier's offer of ``target_release``, so that :meth:`HostSession.migrate` carries
+    only the fields its confirmed state has: when none is known, a preview carrying no values asks for it. A refused
     preview leaves every value to the migration itself, which the verifier refuses in its own words."""
     if not offers(session.migration_offer, target_release):
         with contextlib.suppress(ToolRefused):
             await session.migrate(target_release, {}, confirm=False)
-    return carried_values(values, session.migration_offer, target_release)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .confirmations import BY_SCRIPT, ConfirmedStateBook
+from .confirmations import BY_SCRIPT, ConfirmedStateBook, carried_values
 from .file_digests import Evidence, evidence_from_json
 from .positions import PositionUnknown, asks_the_verifier
 from .project_files import ProjectFiles, WrittenFile
@@ -404,10 +404,14 @@ class HostSession:
     async def migrate(
         self, target_release: str, target_values: Mapping[str, Any], *, confirm: bool, by: str = BY_SCRIPT
     ) -> RunResult:
-        """Preview (``confirm=False``) or perform a migration; every target field is confirmed afresh."""
+        """Preview (``confirm=False``) or perform a migration; every target field is confirmed afresh.
+
+        Only the fields the target's state has are sent, as the verifier's offer of ``target_release`` names them
+        (:func:`~rimthan_host.confirmations.carried_values`): a value of a field the target dropped stays behind.
+        """
         prior = self.state.projection()
         target = ConfirmedStateBook(self.clock)
-        for name, value in target_values.items():
+        for name, value in carried_values(target_values, self.migration_offer, target_release).items():
             target.confirm(name, value, by)
         arguments = {
             "checkpoint": self.checkpoint,

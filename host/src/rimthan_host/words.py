@@ -149,7 +149,7 @@ def validator_words(
     return lines
 
 
-def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]], unwritten: Sequence[str] = ()) -> str:
+def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]], unwritten: Sequence[str]) -> str:
     """The one call to make next where the run is, in one sentence (after a move that did not fit); ``unwritten``:
     the step's files not there to be read yet (:func:`~rimthan_host.outputs.unwritten`)."""
     question, step = position.question, position.step
