@@ -11,13 +11,17 @@ over a file the user put at that name.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
-from rimthan_host.own_folder import IGNORE_TEXT
+from rimthan_host.own_folder import IGNORE_NAME, IGNORE_TEXT, TMP_SUFFIX
 from support.bridge import audited_only_run, bridge_params, check_replies, example_text, stand_in
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
@@ -106,3 +110,76 @@ def test_an_older_bridges_folder_gets_one_and_the_users_own_is_kept(world: Serve
     assert ignore.read_text("utf-8") == "*.lock\n"
     untracked = _git(project, "status", "--porcelain", "--untracked-files=all")
     assert ".rimthan/runs/" in untracked and ".rimthan/bridge.lock" not in untracked, untracked
+
+
+@contextlib.contextmanager
+def _no_new_names(folder: Path) -> Iterator[None]:
+    """``folder`` made immutable (``chattr +i``, root's): no name can be added to it, while the files and the folders
+    in it stay writable; undone after. Skipped where the file system or the user cannot."""
+    made = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, text=True, check=False, timeout=30)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i is not available here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True, timeout=30)
+
+
+def _log_lines(project: Path) -> int:
+    (log,) = (project / ".rimthan" / "runs").glob("*.log")
+    return len(log.read_text("utf-8").splitlines())
+
+
+def test_a_gitignore_that_cannot_be_written_never_stops_a_move(world: ServerWorld, tmp_path: Path) -> None:
+    """The run's log matters more than the ignore file: with no name addable to ``.rimthan`` (its ``.gitignore``
+    gone), the moves are still recorded in ``.rimthan/runs``; the ignore file is written once it can be. Before,
+    writing it failed every walk into ``.rimthan``, so no checkpoint could be appended."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    _repository(project)
+    ignore = project / ".rimthan" / IGNORE_NAME
+
+    async def go() -> None:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            started = await model.start()
+            assert not started.is_error, started.text
+            ignore.unlink()
+            logged = _log_lines(project)
+            with _no_new_names(project / ".rimthan"):
+                at_question = await model.follow(started, "", until_question=True)
+                assert not at_question.is_error, at_question.text
+                assert _log_lines(project) > logged
+                assert not ignore.exists()
+            answered = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
+            assert not answered.is_error, answered.text
+            assert ignore.read_bytes() == IGNORE_TEXT
+            check_replies(model)
+
+    anyio.run(go)
+    assert audited_only_run(project, state)["ok"] is True
+
+
+def test_what_a_kill_left_while_writing_the_gitignore_is_removed(world: ServerWorld, tmp_path: Path) -> None:
+    """A bridge killed while writing ``.rimthan/.gitignore`` leaves its name of its own there
+    (``.gitignore.<pid>.<16 hex>.rimthan-tmp``); the next bridge that writes the ignore file removes it (a live
+    process's is kept). Before, it stayed, untracked in the project's git."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    _repository(project)
+    own = project / ".rimthan"
+    own.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    left = own / f"{IGNORE_NAME}.{gone.stdout.strip()}.{'0' * 16}{TMP_SUFFIX}"
+    left = left.with_name("." + left.name)
+    live = left.with_name(f".{IGNORE_NAME}.{os.getpid()}.{'1' * 16}{TMP_SUFFIX}")
+    left.write_bytes(IGNORE_TEXT[:10])
+    live.write_bytes(b"")
+
+    async def go() -> None:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            started = await stand_in(client, project).start()
+            assert not started.is_error, started.text
+
+    anyio.run(go)
+    assert (own / IGNORE_NAME).read_bytes() == IGNORE_TEXT
+    assert not left.exists() and live.exists()

@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import stat
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -25,7 +23,9 @@ from rimthan_workflow_registry.release import MAX_SEGMENT_BYTES
 from rimthan_workflow_registry.whole_writes import write_all
 
 from .own_files import HardLinked, refuse_foreign
-from .own_folder import OWN_FOLDER, TMP_SUFFIX, aside_name, keep_out_of_git
+from .own_folder import ASIDE_BOUND as ASIDE_BOUND  # (re-exported: where the run lock's callers look for it)
+from .own_folder import ASIDE_NAME as ASIDE_NAME
+from .own_folder import OWN_FOLDER, TMP_SUFFIX, aside_name, keep_out_of_git, prune_aside_at
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FOLDER = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
@@ -124,7 +124,8 @@ def open_folder(root: Path, relative: PurePath, *, make: bool = False) -> int:
 
 
 def _keep_out_of_git(fd: int, folder: Path) -> None:
-    """:func:`~rimthan_host.own_folder.keep_out_of_git` in the folder open as ``fd`` (closed if that fails)."""
+    """:func:`~rimthan_host.own_folder.keep_out_of_git` (best effort) in the folder open as ``fd`` (closed if an
+    interrupt stops it)."""
     try:
         keep_out_of_git(fd, folder)
     except BaseException:
@@ -346,45 +347,13 @@ def remove_held(target: ProjectPath, fd: int) -> None:
         os.unlink(aside, dir_fd=at)
 
 
-ASIDE_NAME = r"\.{name}\.(?P<pid>[1-9][0-9]{{0,9}})\.[0-9a-f]{{16}}" + re.escape(TMP_SUFFIX)
-"""The names :func:`remove_held` moves ``<name>`` aside to (``.<name>.<pid>.<16 hex>.rimthan-tmp``), as a pattern."""
-ASIDE_BOUND = 3600.0
-"""Seconds after its move aside (its ctime) when a file so named is a leftover whatever its pid says (a pid reused):
-:func:`remove_held` unlinks it right after the move, so a live one is never near that old."""
-
-
 def prune_aside(target: ProjectPath, now: float | None = None) -> list[str]:
     """Remove what :func:`remove_held` left aside for ``target`` when its process was killed between the move and the
-    unlink: the regular files named so (:data:`ASIDE_NAME`, ``target``'s name only) whose process is gone, or moved
-    aside more than :data:`ASIDE_BOUND` seconds before ``now``; a live process's is its remove in progress, kept.
+    unlink (:func:`~rimthan_host.own_folder.prune_aside_at` in ``target``'s folder, :func:`open_folder`'s walk).
     Best effort (a file left costs disk only: nothing reads it); the names removed."""
-    pattern = re.compile(ASIDE_NAME.format(name=re.escape(target.name)))
-    removed: list[str] = []
     with contextlib.suppress(OSError), folder(target.root, target.relative.parent) as at:
-        for name in os.listdir(at):
-            found = pattern.fullmatch(name)
-            with contextlib.suppress(OSError):
-                if found is not None and _left_over(os.stat(name, dir_fd=at, follow_symlinks=False), found, now):
-                    os.unlink(name, dir_fd=at)
-                    removed.append(name)
-    return removed
-
-
-def _left_over(st: os.stat_result, found: re.Match[str], now: float | None) -> bool:
-    """Whether an aside file so named is a leftover: a regular file whose process is gone, or too old to be live."""
-    too_old = (time.time() if now is None else now) - st.st_ctime > ASIDE_BOUND
-    return stat.S_ISREG(st.st_mode) and (too_old or not _alive(int(found["pid"])))
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (another user's too); unsure (a pid out of range) counts as alive: kept."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):
-        return True
-    return True
+        return prune_aside_at(at, target.name, now)
+    return []
 
 
 def temporary_path(path: Path) -> Path:

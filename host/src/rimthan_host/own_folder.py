@@ -7,16 +7,20 @@ the bridge walks into ``.rimthan`` to write (:func:`~rimthan_host.files.open_fol
 with ``make``), it writes ``.rimthan/.gitignore`` if nothing is at that name:
 written whole at a name of its own, then hard-linked into place, so a file (or
 a link) the user put there is never replaced, and a half-written one is never
-left at that name. The files delivered elsewhere (``.claude/``, ``.opencode/``)
+left at that name. Writing it is best effort: a failure never stops the write
+the walk is for (a checkpoint appended to a run log), and a name of its own a
+kill left behind is removed the next time it is written. The files delivered elsewhere (``.claude/``, ``.opencode/``)
 are the user's to commit or not.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
+import re
 import secrets
+import stat
+import time
 from pathlib import Path
 
 from rimthan_workflow_registry.whole_writes import write_all
@@ -35,22 +39,33 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 def aside_name(name: str) -> str:
     """A name of this call's own beside ``name`` (``.<name>.<pid>.<16 hex>.rimthan-tmp``): what is written or moved
-    there first. (``files.ASIDE_NAME`` matches it, to prune what a killed process left.)"""
+    there first. (:data:`ASIDE_NAME` matches it, to prune what a killed process left.)"""
     return f".{name}.{os.getpid()}.{secrets.token_hex(8)}{TMP_SUFFIX}"
+
+
+ASIDE_NAME = r"\.{name}\.(?P<pid>[1-9][0-9]{{0,9}})\.[0-9a-f]{{16}}" + re.escape(TMP_SUFFIX)
+"""The names :func:`aside_name` gives ``<name>`` (``.<name>.<pid>.<16 hex>.rimthan-tmp``), as a pattern."""
+ASIDE_BOUND = 3600.0
+"""Seconds after its making (its ctime) when a file so named is a leftover whatever its pid says (a pid reused):
+each is unlinked right after its use (``files.remove_held``, :func:`keep_out_of_git`), so a live one is never that
+old."""
 
 
 def keep_out_of_git(at: int, folder: Path) -> None:
     """Write ``.gitignore`` (:data:`IGNORE_TEXT`) in ``folder``, open as ``at``, unless something is at that name.
 
-    An ``OSError`` naming ``folder / .gitignore`` if it cannot be written (nothing is left at that name).
+    Best effort: the run's files matter more than the ignore file, so a write that fails (a full disk, a folder
+    the bridge may not add a name to) leaves nothing at that name and raises nothing; the next walk into the folder
+    tries again. What a process killed while writing it left aside is removed first (:func:`prune_aside_at`).
     """
     try:
         os.stat(IGNORE_NAME, dir_fd=at, follow_symlinks=False)
         return
     except FileNotFoundError:
         pass
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(folder / IGNORE_NAME)) from None
+    except OSError:
+        return
+    prune_aside_at(at, IGNORE_NAME)
     aside = aside_name(IGNORE_NAME)
     try:
         fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=at)
@@ -61,8 +76,41 @@ def keep_out_of_git(at: int, folder: Path) -> None:
             os.close(fd)
         with contextlib.suppress(FileExistsError):  # (put there meanwhile: theirs, kept)
             os.link(aside, IGNORE_NAME, src_dir_fd=at, dst_dir_fd=at, follow_symlinks=False)
-    except OSError as exc:
-        raise OSError(exc.errno or errno.EIO, exc.strerror, str(folder / IGNORE_NAME)) from None
+    except OSError:
+        pass  # (nothing at IGNORE_NAME: the next walk into the folder writes it)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(aside, dir_fd=at)
+
+
+def prune_aside_at(at: int, name: str, now: float | None = None) -> list[str]:
+    """Remove what a killed process left aside for ``name`` in the folder open as ``at``: the regular files named so
+    (:data:`ASIDE_NAME`, ``name``'s only) whose process is gone, or made more than :data:`ASIDE_BOUND` seconds before
+    ``now``; a live process's is its write or remove in progress, kept. Best effort; the names removed."""
+    pattern = re.compile(ASIDE_NAME.format(name=re.escape(name)))
+    removed: list[str] = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir(at):
+            found = pattern.fullmatch(entry)
+            with contextlib.suppress(OSError):
+                if found is not None and _left_over(os.stat(entry, dir_fd=at, follow_symlinks=False), found, now):
+                    os.unlink(entry, dir_fd=at)
+                    removed.append(entry)
+    return removed
+
+
+def _left_over(st: os.stat_result, found: re.Match[str], now: float | None) -> bool:
+    """Whether an aside file so named is a leftover: a regular file whose process is gone, or too old to be live."""
+    too_old = (time.time() if now is None else now) - st.st_ctime > ASIDE_BOUND
+    return stat.S_ISREG(st.st_mode) and (too_old or not _alive(int(found["pid"])))
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's too); unsure (a pid out of range) counts as alive: kept."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):
+        return True
+    return True
