@@ -158,3 +158,31 @@ def test_a_subagent_file_that_cannot_be_put_back_says_what_the_user_and_the_mode
         assert "step submitted" in done.text, done.text
 
     drive(world, tmp_path, script)
+
+
+def test_a_subagent_file_deleted_mid_round_is_put_back_and_its_validator_runs_again(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A subagent file deleted after its validator was named: put back from the bridge's copy, its verdict refused
+    (the subagent ran from a file the release no longer had in place). Before, the words said it "changed"."""
+
+    async def script(model: StandIn) -> None:
+        await at_desk_research_validators(model)
+        delivered = (model.project / CRITIC).read_bytes()
+        (model.project / CRITIC).unlink()
+        gone = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        assert gone.is_error and gone.data["status"] == "validators_pending", gone.text
+        head = "report_stale: nothing was recorded: the subagent file of decision-critic"
+        refused(
+            gone, head, f"({CRITIC}) was removed after the bridge named the validators", "put the release's file back."
+        )
+        assert "is kept in" not in gone.text  # (nothing was there to keep)
+        assert (model.project / CRITIC).read_bytes() == delivered
+        done = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        assert not done.is_error, done.text
+        done = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+        assert "step submitted" in done.text, done.text
+        await model.follow(done, "desk-research")
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["ok"] is True

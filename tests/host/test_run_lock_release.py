@@ -138,3 +138,86 @@ def test_what_a_releaser_killed_mid_removal_left_aside_is_removed_when_the_lock_
     assert sorted(p.name for p in runs.iterdir()) == sorted([*kept, "run-1.lock"])
     taken.release()
     assert prune_aside(ProjectPath.of(project, runs / "run-1.lock"), now=time.time() + ASIDE_BOUND + 60) == [live]
+
+
+_PUT_BACK = r"""
+import json, os, sys
+from pathlib import Path
+
+from rimthan_host.run_lock import RunBusy, RunLock
+from rimthan_host.runlog import RunLog
+
+project, mode = Path(sys.argv[1]), sys.argv[2]
+log = RunLog(project, "run-1")
+lock_path = log.log_path.with_suffix(".lock")
+fired, sessions = [], []
+
+
+def meanwhile(event, args):
+    if event == "os.rename" and not fired and os.path.basename(os.fsdecode(args[0])) == lock_path.name:
+        fired.append(event)  # (before the releaser moves its lock aside, the name holds something else)
+        os.unlink(lock_path)
+        if mode == "directory":
+            os.mkdir(lock_path)
+        else:
+            sessions.append(RunLock(log))
+            sessions[-1].acquire()
+    elif event == "os.link" and mode == "taken-again" and len(fired) == 1:
+        fired.append(event)  # (before the releaser puts back what it moved aside, a third session takes the name)
+        sessions.append(RunLock(log))
+        sessions[-1].acquire()
+
+
+first = RunLock(log)
+first.acquire()
+sys.addaudithook(meanwhile)
+first.release()
+result = {"fired": fired, "directory": lock_path.is_dir()}
+held = []
+for session in sessions:
+    try:
+        session.ensure()
+        held.append(True)
+    except Exception as exc:
+        held.append(type(exc).__name__)
+result["held"] = held
+try:
+    RunLock(log).acquire()
+    result["another"] = "took the run"
+except RunBusy:
+    result["another"] = "refused"
+except OSError as exc:
+    result["another"] = type(exc).__name__
+result["left"] = sorted(p.name for p in lock_path.parent.iterdir())
+print(json.dumps(result))
+"""
+
+
+def _put_back(project: Path, mode: str) -> dict[str, object]:
+    (project / ".rimthan" / "runs").mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _PUT_BACK, str(project), mode], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_a_lock_name_taken_again_before_the_put_back_keeps_its_new_holder_alone(tmp_path: Path) -> None:
+    """``remove_held``'s put back finds the name taken again (FileExistsError): the file it moved aside is a lock no
+    one holds at its path (its session stops, ``run_lock_lost``), the one at the path holds the run alone, and
+    nothing moved aside is left."""
+    result = _put_back(tmp_path / "project", "taken-again")
+    assert result["fired"] == ["os.rename", "os.link"], result
+    assert result["held"] == ["RunLockLost", True], result
+    assert result["another"] == "refused", result
+    assert result["left"] == ["run-1.lock"], result
+
+
+def test_a_directory_in_the_lock_s_place_is_put_back_as_it_was(tmp_path: Path) -> None:
+    """A directory at the lock's name as the holder lets go (it takes no hard link): moved back to its name, never
+    removed, nothing left aside; a session after it is refused as a lock that is no file is (IsADirectoryError)."""
+    result = _put_back(tmp_path / "project", "directory")
+    assert result["fired"] == ["os.rename"] and result["directory"] is True, result
+    assert result["left"] == ["run-1.lock"], result
+    assert result["another"] == "IsADirectoryError", result

@@ -160,18 +160,21 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
 def validators_edited(
     session: HostSession, put: Sequence[PutBack], again: Sequence[Mapping[str, Any]], written: Sequence[str] = ()
 ) -> Reply:
-    """Nothing recorded: the subagent files of ``again`` (validators) changed after the bridge named them, and are
-    ``put`` back as the release delivers them, or hold its bytes again though ``written`` since (edited, then
-    changed back: paths); their verdicts recorded already are discarded, they run again."""
+    """Nothing recorded: the subagent files of ``again`` (validators) changed (or were removed) after the bridge named
+    them, and are ``put`` back as the release delivers them, or hold its bytes again though ``written`` since
+    (edited, then changed back: paths); their verdicts recorded already are discarded, they run again."""
     assert session.prepared is not None
     names = ", ".join(s["validator_id"] for s in again)
     kept = [f"what was at {p.path} is kept in {STORE_DIR} (named by its SHA-256)" for p in put if p.kept]
     code = FailureCode.REPORT_STALE.value
     paths = ", ".join([*(p.path for p in put), *written])
+    removed = [p for p in put if not p.kept]  # (nothing was at its path to keep)
+    how = "was removed" if removed and len(removed) == len(put) and not written else "changed"
+    how = "changed or was removed" if removed and how == "changed" else how
     lines = [
-        f"{code}: nothing was recorded: the subagent file of {names} ({paths}) changed after the bridge named the "
-        f"validators, so its verdict {'may' if written else 'would'} come from instructions this run's release does "
-        f"not give; any verdict of {names} recorded already is discarded."
+        f"{code}: nothing was recorded: the subagent file of {names} ({paths}) {how} after the bridge named the "
+        f"validators, so its verdict {'may' if written else 'would'} come from instructions this run's release "
+        f"does not give; any verdict of {names} recorded already is discarded."
     ]
     if put:
         lines[0] = f"{lines[0][:-1]}. The bridge put the release's file back{'; ' if kept else ''}{'; '.join(kept)}."
