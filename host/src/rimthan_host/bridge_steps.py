@@ -18,7 +18,7 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, put_back_edited, restore_subagents, subagent_marks
 from .facts import already_confirmed, record_facts
 from .file_digests import check_named_files
-from .outputs import changed_files, file_problems
+from .outputs import StepFiles, changed_files, read_step_files
 from .protocol import (
     ToolRefused,
 )
@@ -62,7 +62,8 @@ class StepMoves(BridgeCore):
             said = "Nothing was done: step_done on a step without files needs step, the id of the step you finished,"
             return misplaced(session, f"{said} so that a call re-sent after the run moved on is refused.")
         facts, known = already_confirmed(session, facts)
-        missing = self._files_missing(session) if facts and step.get("gated") else None
+        found = read_step_files(session.files, step.get("outputs") or []) if facts and step.get("gated") else None
+        missing = self._files_missing(session, found) if found is not None else None
         if missing is not None:  # (the person is asked to confirm the facts once the files can be checked)
             kept = f"The facts ({', '.join(sorted(facts))}) were not recorded or put to the user yet: pass them again"
             return replace(missing, text=f"{missing.text}\n{kept} with that step_done.")
@@ -78,29 +79,30 @@ class StepMoves(BridgeCore):
             lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
             return validators_waiting(session, [*known, *lines], error=True)
         lines = ["The files changed since they were checked: checking them again."] if prepared else []
-        return await self._check(session, [*known, *lines])
+        return await self._check(session, [*known, *lines], found)
 
-    def _files_missing(self, session: HostSession) -> Reply | None:
+    def _files_missing(self, session: HostSession, found: StepFiles) -> Reply | None:
         """The refusal of a step whose files are not all there to be read (none written, a directory...), or None."""
         step = session.position.step
-        problems = file_problems(session.files, step.get("outputs") or [])
-        if not problems:
+        if not found.problems:
             return None
-        lines = ["Nothing was checked yet:", *(f"- {p}" for p in problems), fix_files(step["id"])]
+        lines = ["Nothing was checked yet:", *(f"- {p}" for p in found.problems), fix_files(step["id"])]
         return reply(lines, {"run": self.run_id, "status": "files_missing", "step": {"id": step["id"]}}, True)
 
-    async def _check(self, session: HostSession, lines: list[str]) -> Reply:
-        """Read the step's files from disk and have the verifier check them; then its validators, if any."""
+    async def _check(self, session: HostSession, lines: list[str], found: StepFiles | None = None) -> Reply:
+        """Read the step's files from disk, once (``found``: read already in this call), and have the verifier check
+        them; then its validators, if any."""
         step = session.position.step
         refused = step_files_refused(session, step, lines)
         if refused is not None:
             return refused
-        missing = self._files_missing(session)
+        found = found or read_step_files(session.files, step.get("outputs") or [])
+        missing = self._files_missing(session, found)
         if missing is not None:
             return missing
         own = {o["id"] for o in step.get("outputs") or []}  # (earlier attempts of this step's files are no evidence)
         validated = {k: e for k, e in session.evidence.items() if k not in own}
-        digests = check_named_files(session.files, step.get("outputs") or [], validated)
+        digests = check_named_files(session.files, step.get("outputs") or [], validated, found.read)
         if digests.problems:
             lines = ["Nothing was checked yet:", *(f"- {code.value}: {why}." for code, why in digests.problems)]
             lines.append(fix_files(step["id"]))
@@ -108,7 +110,7 @@ class StepMoves(BridgeCore):
                     "failures": [code.value for code, _ in digests.problems]}  # fmt: skip
             return reply(lines, data, True)
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
-        read = session.read_outputs()
+        read = session.read_outputs({**found.read, **digests.rewritten})
         prepared_result = await session.prepare(read)
         unchanged = self.refused_files.note(self.run_id, step["id"], read, prepared_result.failures)
         if not prepared_result.ready:

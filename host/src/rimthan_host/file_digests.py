@@ -74,16 +74,23 @@ class Digests:
 
     filled: list[str] = field(default_factory=list)  # "<output>: <pointer> (<path>)"
     problems: list[tuple[FailureCode, str]] = field(default_factory=list)
+    rewritten: dict[str, bytes] = field(default_factory=dict)  # path -> the bytes written, the digests filled in
 
 
 def check_named_files(
-    files: ProjectFiles, outputs: Sequence[Mapping[str, Any]], validated: Mapping[str, Evidence]
+    files: ProjectFiles,
+    outputs: Sequence[Mapping[str, Any]],
+    validated: Mapping[str, Evidence],
+    read: Mapping[str, bytes] | None = None,
 ) -> Digests:
-    """Check (and fill in) the digests of the files each JSON output of the step names; rewrite those filled."""
+    """Check (and fill in) the digests of the files each JSON output of the step names; rewrite those filled.
+
+    ``read``: the outputs' bytes as just read, by path (``outputs.read_step_files``): not read again. The bytes of
+    each output rewritten are in :attr:`Digests.rewritten`."""
     found = Digests()
     rewrites: list[tuple[Mapping[str, Any], Any]] = []
     for output in outputs:
-        document = _document(files, output)
+        document = _document(files, output, read)
         if document is None:
             continue
         before = len(found.filled)
@@ -94,16 +101,20 @@ def check_named_files(
     if not found.problems:
         for output, document in rewrites:
             text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-            files.write(str(output["id"]), str(output["path"]), str(output["media_type"]), text)
+            written = files.write(str(output["id"]), str(output["path"]), str(output["media_type"]), text)
+            found.rewritten[written.path] = written.text.encode("utf-8")
     return found
 
 
-def _document(files: ProjectFiles, output: Mapping[str, Any]) -> Any:
+def _document(files: ProjectFiles, output: Mapping[str, Any], read: Mapping[str, bytes] | None) -> Any:
     """The JSON output's value, None if it is no JSON output, not written yet or not strict JSON (the verifier's)."""
-    if output.get("media_type") != JSON_MEDIA_TYPE or not files.exists(str(output["path"])):
+    path = str(output["path"])
+    if output.get("media_type") != JSON_MEDIA_TYPE:
         return None
     try:
-        data = files.read_back(str(output["path"]), max_bytes=int(output["max_bytes"]))
+        data = read.get(path) if read is not None else files.read_written(path, max_bytes=int(output["max_bytes"]))
+        if data is None:
+            return None
         return parse_strict_json(data, where="", code=FailureCode.JSON_PARSE_FAILED, max_depth=MAX_JSON_DEPTH)
     except (HarnessError, RegistryError):
         return None

@@ -25,17 +25,36 @@ from .project_files import ProjectFiles, WrittenFile, link_words
 from .protocol import HarnessError
 
 
-def file_problems(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One sentence per declared output that cannot be read as the step's file."""
-    return [p for p in (_problem(files, str(o["path"]), int(o["max_bytes"])) for o in outputs) if p]
+@dataclass(frozen=True)
+class StepFiles:
+    """The step's declared outputs, each read from disk once: the bytes of each that can be used (by path), and one
+    sentence per one that cannot (:func:`read_step_files`). The check, the digests and the attestation share them."""
+
+    read: dict[str, bytes]
+    problems: list[str]
+
+
+def read_step_files(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> StepFiles:
+    """Each declared output read once (:func:`_read`): its bytes, or why it cannot be read as the step's file."""
+    read: dict[str, bytes] = {}
+    problems: list[str] = []
+    for output in outputs:
+        path = str(output["path"])
+        found = _read(files, path, int(output["max_bytes"]))
+        if isinstance(found, bytes):
+            read[path] = found
+        else:
+            problems.append(found)
+    return StepFiles(read, problems)
 
 
 def unwritten(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The paths of the declared outputs that cannot be read as the step's files yet (:func:`file_problems`)."""
-    return [str(o["path"]) for o in outputs if _problem(files, str(o["path"]), int(o["max_bytes"]))]
+    """The paths of the declared outputs that cannot be read as the step's files yet (:func:`read_step_files`)."""
+    return [str(o["path"]) for o in outputs if isinstance(_read(files, str(o["path"]), int(o["max_bytes"])), str)]
 
 
-def _problem(files: ProjectFiles, rel_path: str, max_bytes: int) -> str | None:
+def _read(files: ProjectFiles, rel_path: str, max_bytes: int) -> bytes | str:
+    """The bytes of the step's file at ``rel_path``, or the sentence saying why it cannot be used and what to do."""
     path = quoted(rel_path)  # as every refusal names a path: one line, whatever it holds
     if rel_path.startswith("/") or ".." in rel_path.split("/"):
         return f"{path} is outside the project; the bridge reads only files inside {quoted(files.root)}."
@@ -50,22 +69,18 @@ def _problem(files: ProjectFiles, rel_path: str, max_bytes: int) -> str | None:
             f"Replace {where} with a real directory and write {path} inside the project."
         )
     try:
-        there = files.exists(rel_path)  # (through the walk: a folder swapped for a link since is refused)
+        data = files.read_written(rel_path, max_bytes=max_bytes)  # (the walk; never blocks; too large: never read)
     except HarnessError as exc:
         return str(exc)
-    if not there:
+    if data is None:
         return f"{path} does not exist. Write it at exactly this path in the project directory {quoted(files.root)}."
-    try:
-        data = files.read_back(rel_path, max_bytes=max_bytes)  # (never blocks; a larger file is never read)
-    except HarnessError as exc:
-        return str(exc)
     if not data.strip():
         return f"{path} is empty. Write its full content."
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
         return f"{path} is not UTF-8 text. Write it again as UTF-8."
-    return None
+    return data
 
 
 def refusal_words(

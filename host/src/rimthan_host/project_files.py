@@ -106,11 +106,16 @@ class ProjectFiles:
 
         What is at ``rel_path`` is refused as :func:`open_own` refuses it
         before a byte is written; the temporary file is :func:`temporary_path`.
+        ``rel_path`` is checked once (:meth:`at`); each step is one walk: what was there, the write, the readback.
         """
-        existed = self.exists(rel_path)
+        target = self.at(rel_path)
         data = text.encode("utf-8")
-        self.replace(rel_path, temporary_path(self.root / rel_path).name, data, keep_mode=True)
-        return self.attest(artifact_id, rel_path, media_type, existed_before=existed, max_bytes=len(data))
+        with _no_link_on_the_way():
+            existed = file_status(target) is not None
+            replace_file(target, temporary_path(target.path).name, data, keep_mode=True, make=True)
+        written = self._read(target, rel_path, len(data), missing_ok=False)
+        assert written is not None  # (missing_ok=False: raised)
+        return self.attested(artifact_id, rel_path, media_type, written, existed_before=existed)
 
     def attest(
         self, artifact_id: str, rel_path: str, media_type: str, *, existed_before: bool, max_bytes: int
@@ -120,9 +125,15 @@ class ProjectFiles:
         ``max_bytes`` is the step output's (the step result lists it): a larger
         file is refused by its size, before it is read.
         """
-        if not self.exists(rel_path):
+        data = self.read_written(rel_path, max_bytes=max_bytes)
+        if data is None:
             raise HarnessError(f"{quoted(rel_path)} has not been written yet")
-        data = self.read_back(rel_path, max_bytes=max_bytes)
+        return self.attested(artifact_id, rel_path, media_type, data, existed_before=existed_before)
+
+    def attested(
+        self, artifact_id: str, rel_path: str, media_type: str, data: bytes, *, existed_before: bool
+    ) -> WrittenFile:
+        """The attestation of ``data``, the bytes just read back from ``rel_path`` (nothing is read again)."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -136,6 +147,23 @@ class ProjectFiles:
             "replaced" if existed_before else "created",
         )
 
+    def read_written(self, rel_path: str, *, max_bytes: int) -> bytes | None:
+        """:meth:`read_back`, in one walk; None if nothing is at ``rel_path`` (or a folder on the way is missing)."""
+        return self._read(self.at(rel_path), rel_path, max_bytes)
+
+    def _read(self, target: ProjectPath, rel_path: str, max_bytes: int, *, missing_ok: bool = True) -> bytes | None:
+        """:func:`read_regular` of ``target`` in one walk; ``missing_ok``: None if nothing is there (or a file is
+        where a folder on the way must be), else that too is the :class:`HarnessError` saying what to do."""
+        try:
+            with _no_link_on_the_way():
+                return read_regular(target, max_bytes)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            if missing_ok:
+                return None
+            raise HarnessError(_unreadable(rel_path, exc)) from None
+        except OSError as exc:
+            raise HarnessError(_unreadable(rel_path, exc)) from None
+
     def read_back(self, rel_path: str, *, max_bytes: int) -> bytes:
         """The bytes of the regular file at ``rel_path``, read symlink-free and without blocking (:func:`read_regular`).
 
@@ -143,12 +171,9 @@ class ProjectFiles:
         there meanwhile, a file over ``max_bytes`` (never read) - is a
         :class:`HarnessError` saying what to do.
         """
-        target = self.at(rel_path)
-        try:
-            with _no_link_on_the_way():
-                return read_regular(target, max_bytes)
-        except OSError as exc:
-            raise HarnessError(_unreadable(rel_path, exc)) from None
+        data = self._read(self.at(rel_path), rel_path, max_bytes, missing_ok=False)
+        assert data is not None  # (missing_ok=False: raised)
+        return data
 
 
 @contextlib.contextmanager

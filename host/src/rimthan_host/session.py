@@ -302,21 +302,23 @@ class HostSession:
         self._keep(written)
         return written
 
-    def read_outputs(self) -> list[WrittenFile]:
+    def read_outputs(self, read: Mapping[str, bytes] | None = None) -> list[WrittenFile]:
         """Attest the current step's declared outputs as they are on disk (written by someone else); refused
-        before anything is read as :meth:`write_output` refuses them."""
+        before anything is read as :meth:`write_output` refuses them. ``read``: their bytes as just read, by path
+        (``outputs.read_step_files``), attested as they are, not read again."""
         check_outputs(self.host, self.step.get("outputs") or [], str(self.step.get("id")))
-        missing = [o["path"] for o in self.step.get("outputs") or [] if not self.files.exists(o["path"])]
+        outputs = self.step.get("outputs") or []
+        if read is None:
+            found = {o["path"]: self.files.read_written(o["path"], max_bytes=int(o["max_bytes"])) for o in outputs}
+            read = {path: data for path, data in found.items() if data is not None}
+        missing = [o["path"] for o in outputs if o["path"] not in read]
         if missing:
             raise HarnessError("not written yet: " + ", ".join(missing))
         out = []
-        for output in self.step["outputs"]:
-            written = self.files.attest(
-                output["id"],
-                output["path"],
-                output["media_type"],
-                existed_before=self._existed(output["path"]),
-                max_bytes=int(output["max_bytes"]),
+        for output in outputs:
+            path = output["path"]
+            written = self.files.attested(
+                output["id"], path, output["media_type"], read[path], existed_before=self._existed(path)
             )
             self._keep(written)
             out.append(written)

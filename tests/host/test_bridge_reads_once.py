@@ -1,0 +1,97 @@
+"""step_done reads each of the step's files once: the check, the digests and the attestation share the bytes.
+
+Found: step_done read a step's file from disk for the check that it can be read (``outputs.file_problems``), again
+for the files a JSON output names (``file_digests``), and again to attest it (``read_outputs``): two or three reads
+of each file per call, each its own walk. The real ``rimthan-host serve`` (its real verifier as its child) runs
+with an audit hook (``sys.addaudithook``, installed by a ``sitecustomize`` on its ``PYTHONPATH``) that logs every
+open of the step's files for reading; counts, never times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from support.bridge import bridge_params, stand_in, write_files
+from support.checked_client import CheckedClient
+from support.servers import ServerWorld, build_world
+
+OUTPUTS = ("evidence-log.json", "findings.md")  # desk-research's files, under research/
+_HOOK = """
+import os, sys
+
+_log, _names = os.environ.get("RIMTHAN_TEST_OPENS"), set(os.environ.get("RIMTHAN_TEST_OPEN_NAMES", "").split(","))
+
+
+def _opened(event, args):
+    if event != "open" or not isinstance(args[0], (str, bytes)) or not isinstance(args[2], int):
+        return
+    name = os.path.basename(os.fsdecode(args[0]))
+    if name in _names and not args[2] & (os.O_WRONLY | os.O_RDWR):
+        with open(_log, "a", encoding="utf-8") as log:
+            log.write(name + "\\n")
+
+
+if _log:
+    sys.addaudithook(_opened)
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("reads-once-world"))
+
+
+def test_step_done_reads_each_of_the_step_s_files_once(world: ServerWorld, tmp_path: Path) -> None:
+    project, state, hooks, opens = tmp_path / "project", tmp_path / "state", tmp_path / "hooks", tmp_path / "opens"
+    project.mkdir()
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(_HOOK, "utf-8")
+    params = bridge_params(project, world, state)
+    env = {**os.environ, "PYTHONPATH": str(hooks), "RIMTHAN_TEST_OPENS": str(opens)}
+    params = params.model_copy(update={"env": {**env, "RIMTHAN_TEST_OPEN_NAMES": ",".join(OUTPUTS)}})
+
+    async def go() -> None:
+        async with CheckedClient(params, mode="legacy") as client:
+            model = stand_in(client, project)
+            await model.follow(await model.start(), "", until_question=True)
+            step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+            write_files(model, step)
+            opens.write_text("", "utf-8")
+            waiting = await model.call("step_done")
+            assert waiting.data["status"] == "validators_pending", waiting.text
+
+    anyio.run(go)
+    read = opens.read_text("utf-8").split()
+    assert {name: read.count(name) for name in OUTPUTS} == dict.fromkeys(OUTPUTS, 1), read
+
+
+_WRITE = r"""
+import json, os, sys
+from pathlib import Path
+
+from rimthan_host.project_files import ProjectFiles
+
+root = Path(sys.argv[1])
+files = ProjectFiles(root)
+files.write("a", "research/a.md", "text/markdown", "one\n")  # (its folder made: the walk counted is the next one's)
+walks = []
+sys.addaudithook(lambda event, args: walks.append(1) if event == "open" and args[0] == str(root) else None)
+written = files.write("a", "research/a.md", "text/markdown", "two\n")
+print(json.dumps({"walks": len(walks), "write": written.write, "text": written.text}))
+"""
+
+
+def test_a_project_file_s_write_walks_to_it_once_for_each_step(tmp_path: Path) -> None:
+    """ProjectFiles.write: what was there, the write, the readback, one walk each from the project down (before,
+    four: the readback's attestation looked up whether the file was there again)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITE, str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"walks": 3, "write": "replaced", "text": "two\n"}
