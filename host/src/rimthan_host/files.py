@@ -311,14 +311,28 @@ def _entry_status(entry: os.DirEntry[str]) -> os.stat_result | None:
 def is_held(target: ProjectPath, fd: int) -> bool:
     """Whether ``target`` (:func:`file_status`) is the file open as ``fd``; False if it cannot be found."""
     try:
-        there = file_status(target)
+        with folder(target.root, target.relative.parent) as at:
+            return held_at(at, target.name, fd)
     except OSError:
         return False
-    return there is not None and _same(there, os.fstat(fd))
 
 
 def _same(one: os.stat_result, other: os.stat_result) -> bool:
     return (one.st_dev, one.st_ino) == (other.st_dev, other.st_ino)
+
+
+def same_file(fd: int, other: int) -> bool:
+    """Whether the descriptors ``fd`` and ``other`` are of one file (or folder)."""
+    return _same(os.fstat(fd), os.fstat(other))
+
+
+def held_at(at: int, name: str, fd: int) -> bool:
+    """Whether ``name`` in the folder open as ``at`` (a link there not followed) is the file open as ``fd``; False if
+    nothing is there."""
+    try:
+        return _same(os.stat(name, dir_fd=at, follow_symlinks=False), os.fstat(fd))
+    except FileNotFoundError:
+        return False
 
 
 def remove_held(target: ProjectPath, fd: int) -> None:
@@ -336,7 +350,7 @@ def remove_held(target: ProjectPath, fd: int) -> None:
             os.rename(target.name, aside, src_dir_fd=at, dst_dir_fd=at)
         except FileNotFoundError:
             return
-        if not _same(os.stat(aside, dir_fd=at, follow_symlinks=False), os.fstat(fd)):
+        if not held_at(at, aside, fd):
             try:
                 os.link(aside, target.name, src_dir_fd=at, dst_dir_fd=at, follow_symlinks=False)
             except FileExistsError:

@@ -31,7 +31,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import ProjectPath, file_status, is_held, open_folder, open_own
+from .files import ProjectPath, file_status, folder, held_at, open_folder, open_own, same_file
 from .runlog import is_run_id
 
 LOCK_PATH = Path(".rimthan") / "bridge.lock"
@@ -124,9 +124,11 @@ class WorkspaceLock:
         replaced, so another bridge may take the project (False when nothing is held)."""
         if self._fd is None or self._dir_fd is None:
             return False
-        project = self.path.parent.parent
-        held = is_held(ProjectPath(project, LOCK_PATH), self._fd)
-        return not (held and is_held(ProjectPath(project, LOCK_PATH.parent), self._dir_fd))
+        try:  # (one walk to .rimthan: the folder it opens, and the file in it, each the one held)
+            with folder(self.path.parent.parent, LOCK_PATH.parent) as at:
+                return not (same_file(at, self._dir_fd) and held_at(at, LOCK_PATH.name, self._fd))
+        except OSError:  # (a link on the way, .rimthan gone or no folder: not the one held)
+            return True
 
     def other_owner(self) -> Owner | None:
         """The owner, if another process holds the lock now (None when free or held here); never waits."""

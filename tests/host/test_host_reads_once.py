@@ -1,10 +1,12 @@
-"""step_done reads each of the step's files once: the check, the digests and the attestation share the bytes.
+"""The host kit reads and walks once per call: step_done's files, a project file's write, the bridge lock's check.
 
 Found: step_done read a step's file from disk for the check that it can be read (``outputs.file_problems``), again
 for the files a JSON output names (``file_digests``), and again to attest it (``read_outputs``): two or three reads
-of each file per call, each its own walk. The real ``rimthan-host serve`` (its real verifier as its child) runs
-with an audit hook (``sys.addaudithook``, installed by a ``sitecustomize`` on its ``PYTHONPATH``) that logs every
-open of the step's files for reading; counts, never times.
+of each file per call, each its own walk; ``ProjectFiles.write`` walked four times, ``WorkspaceLock.lost`` twice.
+The real ``rimthan-host serve`` (its real verifier as its child) runs with an audit hook (``sys.addaudithook``,
+installed by a ``sitecustomize`` on its ``PYTHONPATH``) that logs every open of the step's files for reading; the
+library's walks are counted by the same hook in a subprocess (each walk opens the project directory first). Counts,
+never times.
 """
 
 from __future__ import annotations
@@ -95,3 +97,38 @@ def test_a_project_file_s_write_walks_to_it_once_for_each_step(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"walks": 3, "write": "replaced", "text": "two\n"}
+
+
+_LOST = r"""
+import json, os, shutil, sys
+from pathlib import Path
+
+from rimthan_host.workspace_lock import LOCK_PATH, WorkspaceLock
+
+root = Path(sys.argv[1])
+lock = WorkspaceLock(root)
+lock.acquire()
+walks = []
+sys.addaudithook(lambda event, args: walks.append(1) if event == "open" and args[0] == str(root) else None)
+held = lock.lost()
+walked = len(walks)
+(root / LOCK_PATH).unlink()
+deleted = lock.lost()
+(root / LOCK_PATH).touch()
+replaced = lock.lost()
+shutil.move(root / LOCK_PATH.parent, root / "aside")  # (.rimthan moved away, a new one made in its place)
+(root / LOCK_PATH.parent).mkdir()
+os.link(root / "aside" / LOCK_PATH.name, root / LOCK_PATH)
+folder_replaced = lock.lost()
+print(json.dumps({"walks": walked, "lost": [held, deleted, replaced, folder_replaced]}))
+"""
+
+
+def test_a_bridge_lock_s_check_walks_to_it_once(tmp_path: Path) -> None:
+    """WorkspaceLock.lost checks the lock file and ``.rimthan`` it holds in one walk (before, one walk each), and
+    still finds the file deleted, replaced, or ``.rimthan`` replaced around the same file."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOST, str(tmp_path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"walks": 1, "lost": [False, True, True, True]}
