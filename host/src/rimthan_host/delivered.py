@@ -147,16 +147,20 @@ def _key(asset: Mapping[str, Any]) -> str:
     return str(asset["id"]) if asset["kind"] == "subagent" else f"{asset['kind']}:{asset['id']}"
 
 
-def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]) -> str | None:
-    """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be."""
-    if not files.exists(path):  # (a link at ``path`` is there: never followed)
-        return None
-    try:
-        found = sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))
-    except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
-        return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
-    except OSError:
-        return f"{path} is there and is not a regular file"
+def clash(
+    files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str], found: str | None = None
+) -> str | None:
+    """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be.
+    ``found``: the SHA-256 of the regular file at ``path`` as just read (not read again); None: read it here."""
+    if found is None:
+        if not files.exists(path):  # (a link at ``path`` is there: never followed)
+            return None
+        try:
+            found = sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))
+        except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
+            return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
+        except OSError:
+            return f"{path} is there and is not a regular file"
     if found == sha256:
         return None
     if path not in record:
@@ -203,17 +207,24 @@ def restore_release(files: ProjectFiles, release: str, run: str) -> list[Restore
 
 
 def _restore(
-    files: ProjectFiles, release: str, keys: Sequence[str] | None, head: str, then: str, undone: str = NOTHING_CHANGED
+    files: ProjectFiles,
+    release: str,
+    keys: Sequence[str] | None,
+    head: str,
+    then: str,
+    undone: str = NOTHING_CHANGED,
+    known: Mapping[str, str | None] | None = None,
 ) -> list[Restored]:
     """Re-install ``release``'s assets of ``keys`` (``None``: every one the record keeps) where the file differs;
     :class:`AssetClash` naming every clash (``undone``: what a refusal says was not done, when the text kept of
-    one is gone)."""
+    one is gone). ``known``: the SHA-256 (None: no file) of paths just read, not read again."""
     record = load_record(files)
     kept = record.releases.get(release, {})
     pinned = [kept.get(k) for k in (sorted(kept) if keys is None else keys)]
-    found = {p: _digest_at(files, p) for p, _ in (x for x in pinned if x is not None)}
+    known = known or {}
+    found = {p: known[p] if p in known else _digest_at(files, p) for p, _ in (x for x in pinned if x is not None)}
     stale = [(p, d) for p, d in (x for x in pinned if x is not None) if found[p] != d]
-    clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered)) is not None]
+    clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered, found[p])) is not None]
     if clashes:
         raise AssetClash(
             head + "\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user to move or rename each of "
@@ -281,10 +292,11 @@ def put_back_edited(files: ProjectFiles, release: str, subagents: Sequence[str])
     record = load_record(files)
     pinned = record.releases.get(release, {})
     out: list[PutBack] = []
+    known: dict[str, str | None] = {}  # (each path read once: _restore takes these)
     for subagent in dict.fromkeys(s for s in subagents if s in pinned):
         path, digest = pinned[subagent]
         data = _bytes_at(files, path)
-        found = None if data is None else sha256_hex(data)
+        found = known[path] = None if data is None else sha256_hex(data)
         if found == digest:
             continue
         if data is not None and found is not None:  # kept, so the bridge may replace it: an edit is not lost
@@ -299,7 +311,7 @@ def put_back_edited(files: ProjectFiles, release: str, subagents: Sequence[str])
             "validators were named), and the bridge will not overwrite them to put them back:"
         )
         then = "step_done again (it checks the step's files and names every validator again)"
-        _restore(files, release, [p.subagent for p in out], head, then, undone)
+        _restore(files, release, [p.subagent for p in out], head, then, undone, known)
     return out
 
 
