@@ -5,8 +5,8 @@ for the files a JSON output names (``file_digests``), and again to attest it (``
 of each file per call, each its own walk; ``ProjectFiles.write`` walked four times, ``WorkspaceLock.lost`` twice.
 The real ``rimthan-host serve`` (its real verifier as its child) runs with an audit hook (``sys.addaudithook``,
 installed by a ``sitecustomize`` on its ``PYTHONPATH``) that logs every open of the step's files for reading; the
-library's walks are counted by the same hook in a subprocess (each walk opens the project directory first). Counts,
-never times.
+library's walks are counted by the same hook in a subprocess (each walk opens the project directory first); a fact
+passed again is hashed once (the digest its confirmation keeps is compared). Counts, never times.
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
+from rimthan_host import confirmations, facts
+from rimthan_host.facts import already_confirmed
+from rimthan_host.session import HostSession
+from rimthan_workflow_registry.canonical import digest_value
 from support.bridge import at_desk_research_validators, bridge_params, stand_in, write_files
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
@@ -170,3 +175,30 @@ def test_a_bridge_lock_s_check_walks_to_it_once(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"walks": 1, "lost": [False, True, True, True]}
+
+
+def test_a_fact_passed_again_is_hashed_once_against_the_digest_its_confirmation_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """already_confirmed compares each fact passed with the value digest the run's confirmation keeps: the fact is
+    hashed once, the value confirmed never again (before, both were hashed on every call). The real digest, counted
+    where the host kit calls it."""
+    session = HostSession(_no_verifier, project_dir=tmp_path)
+    table = {"rows": list(range(1000))}
+    session.state.confirm("table", table)
+    session.state.confirm("deadline", "2026-04-30")
+    hashed: list[object] = []
+
+    def counted(value: object) -> str:
+        hashed.append(value)
+        return digest_value(value)
+
+    for module in (confirmations, facts):
+        monkeypatch.setattr(module, "digest_value", counted, raising=False)
+    fresh, said = already_confirmed(session, {"table": {"rows": list(range(1000))}, "deadline": "2026-05-01"})
+    assert fresh == {"deadline": "2026-05-01"} and said and "table" in said[0]
+    assert hashed == [table, "2026-05-01"]
+
+
+async def _no_verifier(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError(f"no call is made here ({tool})")

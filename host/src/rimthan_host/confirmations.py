@@ -49,6 +49,12 @@ class ConfirmedStateBook:
             "confirmed_by": by,
         }
 
+    def holds(self, name: str, value: Any) -> bool:
+        """Whether ``name`` is confirmed with ``value`` (as RFC 8785 JSON: ``1`` and ``1.0`` are one value), by the
+        digest its confirmation keeps: the value confirmed is not hashed again."""
+        confirmation = self.confirmations.get(name)
+        return name in self.values and confirmation is not None and confirmation["value_digest"] == digest_value(value)
+
     def projection(self) -> dict[str, Any]:
         """The ``confirmed-state-projection`` argument."""
         return {"state": dict(self.values), "confirmations": {k: dict(v) for k, v in self.confirmations.items()}}

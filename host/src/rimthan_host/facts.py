@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rimthan_workflow_registry.canonical import digest_value
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.run import schema_misfit
 
@@ -120,8 +119,7 @@ def already_confirmed(session: HostSession, facts: Mapping[str, Any]) -> tuple[d
     A fact confirmed already with that value is not put to the person again each time the model passes it; a
     changed value is (:func:`record_facts`).
     """
-    values = session.state.values
-    same = [k for k, v in facts.items() if k in values and digest_value(values[k]) == digest_value(v)]
+    same = [k for k, v in facts.items() if session.state.holds(k, v)]
     if not same:
         return dict(facts), []
     fresh = {k: v for k, v in facts.items() if k not in same}
