@@ -136,7 +136,7 @@ def test_a_follower_whose_registry_hangs_is_stale_after_stale_after_and_says_eac
 ) -> None:
     """A registry that takes the connection and never answers held the sync (and ``/healthz`` at 200) until the
     request's read timeout, or the sync's 600 s deadline for one that drips: ``--stale-after`` counted only from a
-    sync that had failed. Now a sync under way counts from the last good one, so the answer turns 503 while the sync
+    sync that had failed. Now a sync under way counts from its own start, so the answer turns 503 while the sync
     still hangs (nothing has failed yet). Turning 503 and turning 200 again were not logged at all: now one warning
     (code, since when, the registry) and one info line, however many probes see the same state."""
     hangs, released = threading.Event(), threading.Event()
@@ -198,3 +198,25 @@ def test_a_follower_s_turns_stale_and_fresh_are_logged_when_they_happen_with_no_
     assert went["registry"] == came["registry"] == ref and went["code"] == "oci_registry_error", went
     assert went["after"] == 4 and went["last_synced"] <= went["since"], went
     assert came["stale_since"] >= went["since"] and came["last_synced"] >= came["stale_since"], came
+
+
+def test_a_follower_whose_registry_answers_stays_fresh_whatever_the_sync_rhythm(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A sync under way counted from the last good sync: with ``--refresh-interval`` above ``--stale-after`` (or a
+    SIGHUP more than SECONDS after the last sync) every sync of a registry that answers turned ``/healthz`` 503 while
+    it ran and logged a stale warning and a fresh line, a pair per sync. Now a sync under way counts from its own
+    start: a registry that answers keeps the replica 200, and nothing is logged."""
+    ref = registry.ref("rimthan/rhythm")
+    argv = [*_pushed_and_followed(ref, packaged_releases, trust, tmp_path, "0.5"),
+            "--refresh-interval", "1", "--log-level", "debug"]  # fmt: skip
+    with http_server_process(argv, env=server_env()) as server:
+        health = server.url.replace("/mcp", "/healthz")
+        for _ in range(3):  # each periodic sync begins well over SECONDS after the last good one
+            server.wait_for('"trigger": "interval"', after=len(server.lines))
+        time.sleep(0.7)
+        server.refresh()  # a SIGHUP, too, over SECONDS after the last good sync
+        answers = [_get(health)[0] for _ in range(3)]
+        records = [json.loads(line) for line in server.lines if line.startswith("{")]
+    assert answers == [200] * 3, answers
+    assert [r["event"] for r in records if r["logger"] == "rimthan.mcp.health"] == [], records

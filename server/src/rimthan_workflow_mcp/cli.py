@@ -392,7 +392,6 @@ def serve(
     provider.trust_path = trust  # every refresh re-reads it
     if follower is not None:
         provider.before_refresh = follower.sync
-        provider.sync_failure = follower.failure
         provider.sync_status = follower.status
         provider.watch_syncs = follower.watch
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")

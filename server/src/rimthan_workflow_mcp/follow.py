@@ -118,7 +118,7 @@ class RegistryFollower:
     _failure: SyncFailure | None = None  # why the last sync failed, since when (None: it did not)
     _pull_failed_now: RegistryError | None = None  # a pull that failed in the sync under way
     _synced: tuple[float, str] | None = None  # the last sync that did not fail: monotonic time, and UTC
-    _under_way: str | None = None  # when the sync under way began (UTC; None: none is)
+    _under_way: tuple[float, str] | None = None  # when the sync under way began: monotonic time, and UTC
     _began: float = field(default_factory=time.monotonic)
     _watchers: list[Callable[[], None]] = field(default_factory=list)  # told as each sync begins and ends
 
@@ -129,7 +129,7 @@ class RegistryFollower:
         the one the follower pulled with, every refused tag is tried again.
         """
         with self._lock, registry_deadline(SYNC_DEADLINE):
-            self._under_way = utc_now()  # a registry that hangs holds the sync to its deadline: /healthz sees it
+            self._under_way = (time.monotonic(), utc_now())  # a registry that hangs holds the sync: /healthz sees it
             self._tell_watchers()
             try:
                 return self._sync_under_lock(trust)
@@ -165,15 +165,12 @@ class RegistryFollower:
             self._settled()
         return tuple(self._refused.values())
 
-    def failure(self) -> SyncFailure | None:
-        """Why the last sync failed (as a whole, or a pull in it), and since when syncs fail (None: it did not)."""
-        return self._failure
-
     def status(self) -> SyncStatus:
         """The syncs as /healthz judges them: the last failure, a sync under way, the last good sync (unlocked: a
         sync that hangs holds the lock)."""
         synced_at, last_synced = self._last_good()
-        return SyncStatus(str(self.ref), self._failure, self._under_way, last_synced, synced_at)
+        under_way_at, under_way = self._under_way or (None, None)
+        return SyncStatus(str(self.ref), self._failure, under_way, last_synced, synced_at, under_way_at)
 
     def _last_good(self) -> tuple[float, str | None]:
         """The last sync that did not fail (monotonic, UTC), or the follower's beginning (and None)."""

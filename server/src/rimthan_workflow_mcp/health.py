@@ -7,15 +7,16 @@ that answers is serving: ``200`` with ``{"status": "serving", "active":
 adds ``sync_failed``: ``null``, or why its last sync failed (or a pull in it)
 (``code``, ``message``, ``since``: when syncs began failing), as information:
 it still answers ``200``, serving what it holds, unless the operator opted
-in with ``serve --stale-after SECONDS``: once syncs have failed (or one is
-under way: a registry that hangs is not waited for) and the last
+in with ``serve --stale-after SECONDS``: once syncs have failed and the last
 one that did not is more than SECONDS ago (or, with none since start, the
-follower began that long ago), it answers ``503`` with ``"status":
-"stale"``, the failure (code, since) and ``stale`` (``after``,
+follower began that long ago), or a sync has been under way for more than SECONDS (a registry that hangs is not
+waited for; an ordinary sync is no trouble, however long after the last one it begins), it answers ``503`` with
+``"status": "stale"``, the failure (code, since) and ``stale`` (``after``,
 ``last_synced``, ``sync_under_way_since``), so a balancer drains a replica that lost its registry; the
 first sync that succeeds makes it ``200`` again. Each change is logged once (a warning, then an info line), when
 it happens, whether or not anything probes: :meth:`Health.watch` judges again as each sync begins and ends (the
-follower tells the event loop) and at the moment staleness would begin (one timer, re-armed at each sync). After
+follower tells the event loop) and at the moment staleness would begin (one timer, re-armed at each sync); a
+probe answers what was judged last and logs nothing. After
 SIGTERM it stops
 listening at once (calls in flight are drained), so a check then fails to
 connect. The answer names releases, so the ``Host`` (and ``Origin``) check of
@@ -61,6 +62,7 @@ class Health:
         self.security = TransportSecurityMiddleware(settings)
         self.stale_after = stale_after  # serve --stale-after: seconds past the last good sync before 503
         self._stale_since: str | None = None  # when an answer last turned 503 (UTC; None: the last was 200)
+        self._judged: dict[str, Any] | None = None  # what :meth:`_judge` last found: how stale (None: not stale)
         self._timer: asyncio.TimerHandle | None = None  # at the moment staleness would begin
 
     def watch(self) -> None:
@@ -82,18 +84,21 @@ class Health:
         self._judge()
 
     def _judge(self) -> None:
-        """Say a change of the answer now, and set the timer for when staleness would begin (if it is ahead)."""
+        """The one place the answer is decided and a change of it said; sets the timer for when staleness would
+        begin (if it is ahead). A probe answers what was judged last: it never says a change itself."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         status = self.provider.sync_status() if self.provider.sync_status is not None else None
-        stale = self._stale(status)
-        self._say_change(status, stale)
-        if stale is not None or status is None or self.stale_after is None:
+        if status is None or self.stale_after is None:
             return
-        ahead = status.synced_at + self.stale_after - time.monotonic()
-        if ahead >= 0:  # just past it, so the judgement then finds it past (a loop's timer may fire a hair early)
-            self._timer = asyncio.get_running_loop().call_later(ahead + _PAST, self._judge)
+        now = time.monotonic()
+        begins = status.stale_at(self.stale_after)
+        stale = self._stale(status) if begins is not None and now > begins else None
+        self._say_change(status, stale)
+        self._judged = stale
+        if stale is None and begins is not None:  # just past it, so the judgement then finds it past
+            self._timer = asyncio.get_running_loop().call_later(begins - now + _PAST, self._judge)
 
     def asks(self, scope: Scope) -> bool:
         return scope["path"] == HEALTH_PATH and scope["method"] in HEALTH_METHODS
@@ -108,22 +113,16 @@ class Health:
         status = self.provider.sync_status() if self.provider.sync_status is not None else None
         if status is not None:  # a follower: why its last sync failed, if it did
             said["sync_failed"] = status.failure.to_dict() if status.failure is not None else None
-        stale = self._stale(status)
+        stale = self._judged
         if stale:
             said = {**said, "status": "stale", "stale": stale}
-        self._say_change(status, stale)
         body = json.dumps(said).encode("utf-8")
         headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
         await send({"type": "http.response.start", "status": 503 if stale else 200, "headers": headers})
         await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
 
-    def _stale(self, status: SyncStatus | None) -> dict[str, Any] | None:
-        """With ``--stale-after``: how stale a follower is whose syncs fail or hang, once its last good one is that
-        long past (a sync under way counts from its start: a registry that hangs is not waited for)."""
-        if self.stale_after is None or status is None or not status.troubled():
-            return None
-        if time.monotonic() - status.synced_at <= self.stale_after:
-            return None
+    def _stale(self, status: SyncStatus) -> dict[str, Any]:
+        """What a stale answer says of the syncs: SECONDS, the last good sync, the sync under way."""
         return {"after": self.stale_after, "last_synced": status.last_synced, "sync_under_way_since": status.under_way}
 
     def _say_change(self, status: SyncStatus | None, stale: dict[str, Any] | None) -> None:

@@ -158,19 +158,27 @@ def utc_now() -> str:
 @dataclass(frozen=True)
 class SyncStatus:
     """A follower's syncs as ``GET /healthz`` judges them (``serve --stale-after``): the registry followed, why the
-    last sync failed (None: it did not), ``under_way``: when the sync under way began (UTC; None: none is), and
-    its last good sync: ``last_synced`` (UTC; None: none since the follower began) and ``synced_at`` (that moment,
-    or the follower's beginning, on the monotonic clock)."""
+    last sync failed (None: it did not), ``under_way``: when the sync under way began (UTC; None: none is) and
+    ``under_way_at`` (that moment on the monotonic clock), and its last good sync: ``last_synced`` (UTC; None: none
+    since the follower began) and ``synced_at`` (that moment, or the follower's beginning, on the monotonic clock)."""
 
     registry: str
     failure: SyncFailure | None
     under_way: str | None
     last_synced: str | None
     synced_at: float
+    under_way_at: float | None = None
 
-    def troubled(self) -> bool:
-        """A sync failed, or one is under way: the replica is not known to hold what the registry holds now."""
-        return self.failure is not None or self.under_way is not None
+    def stale_at(self, after: float) -> float | None:
+        """When (monotonic) the replica turns stale, ``after`` seconds being what ``--stale-after`` allows; None
+        while nothing is wrong. A failed sync counts from the last good one; a sync under way (none failed) only
+        from its own start, so an ordinary sync is no trouble however long ago the last one was (a SIGHUP, or a
+        ``--refresh-interval`` above ``after``), and a registry that hangs turns it stale ``after`` seconds in."""
+        if self.failure is not None:
+            return self.synced_at + after
+        if self.under_way_at is not None:
+            return self.under_way_at + after
+        return None
 
 
 @dataclass(frozen=True)

@@ -114,9 +114,9 @@ class ReleaseProvider:
         # new releases into releases_dir and returns the publishes it refused, which the refresh reports
         # (see follow.py)
         self.before_refresh: Callable[[TrustStore], tuple[Rejection, ...]] | None = None
-        # a follower's last sync failure (None: it reached the registry), for the refresh result and /healthz
-        self.sync_failure: Callable[[], SyncFailure | None] | None = None
-        self.sync_status: Callable[[], SyncStatus] | None = None  # a follower's syncs, for /healthz
+        # a follower's syncs (the last one's failure, None: it reached the registry), for the refresh result and
+        # /healthz
+        self.sync_status: Callable[[], SyncStatus] | None = None
         # registers a callback the follower calls (from the syncing thread) as each sync begins and ends
         self.watch_syncs: Callable[[Callable[[], None]], None] | None = None
 
@@ -324,7 +324,7 @@ class ReleaseProvider:
             if reloaded is not None:
                 self.trust, untrusted_store = reloaded
                 refused += untrusted_store
-            failed = self.sync_failure() if self.sync_failure is not None else None
+            failed = self.sync_status().failure if self.sync_status is not None else None
             result = replace(self._refresh_locked(refused), sync_failed=failed)
             changed = trust_changed(before, self.trust)
             if changed:
