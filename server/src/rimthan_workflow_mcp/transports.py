@@ -24,6 +24,7 @@ stops the server (nothing more can reach it).
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import signal
 import socket
@@ -191,6 +192,8 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
 
     Bound, not listening: ``serve`` binds before a follower's first pull (a port taken fails at once, with
     nothing pulled) and listens (:func:`listen`) only once it holds a verified release to serve.
+    ``SO_REUSEADDR`` lets a restart bind past its predecessor's TIME_WAIT connections, and on Linux also lets a
+    second socket bind the address while the first is bound but not yet listening: :func:`_claim` refuses that.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -198,14 +201,45 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     # Accepted connections inherit this on Linux: without it Nagle + delayed ACK add ~40 ms to a
     # request/response exchange (measured: tools/list 60 ms -> 10 ms over loopback).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+        binding = HttpBinding(host=host, port=sock.getsockname()[1])
+        _claim(sock, binding)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, exc.strerror or str(exc), HttpBinding(host, port).authority) from None
     sock.set_inheritable(True)
-    return sock, HttpBinding(host=host, port=sock.getsockname()[1])
+    return sock, binding
+
+
+_CLAIMS: list[socket.socket] = []  # held for the life of the process; the kernel drops them as it exits
+
+
+def _claim(sock: socket.socket, binding: HttpBinding) -> None:
+    """Linux: hold an abstract Unix socket named after the bound address (one per network namespace, as TCP
+    ports are), so a second server starting on the same address is refused at bind, not silently let through
+    until one of the two listens (the other then failing after its pulls)."""
+    if not sys.platform.startswith("linux"):  # elsewhere a second bind of a bound address fails by itself
+        return
+    address, port = sock.getsockname()[:2]
+    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        claim.bind(f"\0rimthan-mcp http {address} {port}")
+    except OSError as exc:
+        claim.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise OSError(errno.EADDRINUSE, "Address already in use (by another server starting there)") from None
+        raise
+    _CLAIMS.append(claim)
 
 
 def listen(sock: socket.socket) -> socket.socket:
-    """Start taking connections on a socket :func:`bind_socket` bound."""
-    sock.listen(128)
+    """Start taking connections on a socket :func:`bind_socket` bound (a refusal names its address)."""
+    try:
+        sock.listen(128)
+    except OSError as exc:
+        address, port = sock.getsockname()[:2]
+        raise OSError(exc.errno, exc.strerror or str(exc), HttpBinding(address, port).authority) from None
     return sock
 
 
