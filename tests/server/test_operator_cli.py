@@ -8,16 +8,20 @@ and says what to do next.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from rimthan_packager.cli import cli as pack_cli
 from rimthan_workflow_mcp.cli import main as mcp_main
+from support.processes import http_server_process
 from support.refusals import refusal
+from support.servers import RIMTHAN_MCP as RIMTHAN_MCP_SCRIPT
 from support.servers import ServerWorld, build_world, flip_byte, http_server, serve_args, server_env
 
 RIMTHAN_MCP = [sys.executable, "-m", "rimthan_workflow_mcp"]
@@ -47,6 +51,20 @@ def test_serve_over_http_prints_releases_digests_trust_ids_target_and_address(
     assert f"transport http (stateless Streamable HTTP) at {server.url}" in said
     assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp")
     assert f"checkpoint keys {tmp_path / 'state' / 'checkpoint-keys.json'} (created): signing ck-" in said
+
+
+def test_serve_takes_an_ipv6_host_as_urls_write_it(world: ServerWorld, tmp_path: Path) -> None:
+    """``--host [::1]`` (the form a URL carries) was looked up as a host name: ``io_error: Name or service not
+    known``, with a next step to choose a --host this machine has. Now it is the address ``::1``."""
+    argv = [RIMTHAN_MCP_SCRIPT, "serve", "--release", str(world.built["1.2.0"]), "--trust", str(world.trust),
+            "--state-dir", str(tmp_path / "state"), "--transport", "http", "--host", "[::1]",
+            "--port", "0"]  # fmt: skip
+    with http_server_process(argv, env=server_env()) as server:
+        health = server.url.replace("/mcp", "/healthz")
+        with urllib.request.urlopen(health, timeout=30) as answer:
+            said = json.loads(answer.read())
+    assert server.url.startswith("http://[::1]:") and server.url.endswith("/mcp"), server.url
+    assert said == {"status": "serving", "active": ["research-decision@1.2.0"]}, said
 
 
 def _mcp(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -132,6 +132,11 @@ def _tcp_port(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
     return value
 
 
+def _bind_host(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--host``: an IPv6 address as URLs write it (``[::1]``) is the address (the socket takes ``::1``)."""
+    return value[1:-1] if value.startswith("[") and value.endswith("]") and ":" in value else value
+
+
 def _describe_trust(trust: TrustStore) -> str:
     """Full key ids (what `rimthan-pack keygen` printed), each with its name in the trust store."""
     keys = ", ".join(f"{trust.names[k]}={k}" if trust.names.get(k) else k for k in sorted(trust.keys))
@@ -228,7 +233,13 @@ def main() -> None:
     show_default=True,
     help="stdio: one client per process, as MCP hosts launch servers. http: Streamable HTTP at http://HOST:PORT/mcp.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    callback=_bind_host,
+    help="HTTP bind address (IPv6: ::1 or [::1]).",
+)
 @click.option(
     "--port", default=8765, show_default=True, type=int, callback=_tcp_port, help="HTTP port (0 picks a free one)."
 )
