@@ -67,6 +67,36 @@ def test_serve_takes_an_ipv6_host_as_urls_write_it(world: ServerWorld, tmp_path:
     assert said == {"status": "serving", "active": ["research-decision@1.2.0"]}, said
 
 
+def _script(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed ``rimthan-mcp ARGS``, run to its end with no stdin."""
+    return subprocess.run([RIMTHAN_MCP_SCRIPT, *args], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, env=server_env(), check=False)  # fmt: skip
+
+
+def test_plain_http_without_a_registry_to_follow_is_a_usage_mistake(world: ServerWorld, tmp_path: Path) -> None:
+    """``--plain-http`` without ``--releases-from`` was ignored: the server started as if it meant something."""
+    done = _script("serve", "--release", str(world.built["1.2.0"]), "--trust", str(world.trust),
+                   "--state-dir", str(tmp_path / "state"), "--transport", "http", "--port", "0",
+                   "--plain-http")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    said = refusal(done.stderr)
+    assert said.error == "error: usage: --plain-http says how to reach the registry --releases-from follows: give " \
+        "--releases-from too", said  # fmt: skip
+
+
+def test_a_follower_whose_releases_dir_is_a_file_says_so(world: ServerWorld, tmp_path: Path) -> None:
+    """A file at ``--releases-dir`` was refused as ``io_error: DIR: File exists``, next step "check that the named
+    path exists": it does. Now it says the path is no directory, before the registry is asked."""
+    (taken := tmp_path / "releases").write_text("not a directory\n")
+    done = _script("serve", "--releases-from", "oci://127.0.0.1:1/rimthan/any", "--plain-http", "--releases-dir",
+                   str(taken), "--trust", str(world.trust), "--state-dir", str(tmp_path / "state"))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    said = refusal(done.stderr)
+    assert said.error == f"error: io_error: {taken}: is not a directory: a follower pulls its releases into a " \
+        "directory", said  # fmt: skip
+    assert said.next == "give --releases-dir a directory (created if missing), or move that file away", said
+
+
 def _mcp(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``rimthan-mcp ARGS`` run to its end, with no stdin."""
     return subprocess.run(

@@ -353,6 +353,8 @@ def serve(
         # anyio.sleep refuses a negative or NaN delay: the server would die after it said it was listening
         _usage(f"--refresh-interval {refresh_interval:g}: give a number of seconds above 0, or leave it out")
     _check_stale_after(stale_after, releases_from, transport)
+    if plain_http and releases_from is None:  # it would be ignored: the server itself never speaks TLS
+        _usage("--plain-http says how to reach the registry --releases-from follows: give --releases-from too")
     for value in allowed_hosts:
         if (problem := check_allowed_host(value)) is not None:
             _usage(f"--allowed-host {value!r}: {problem}")

@@ -312,6 +312,13 @@ def _credentials_step(exc: RegistryError) -> str:
 def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:
     """Parse ``--releases-from``, and pull what the repository holds before the server picks its release."""
     follower = RegistryFollower(_repository(reference), load_trust(trust_path), releases_dir, plain_http)
+    if releases_dir.exists() and not releases_dir.is_dir():  # mkdir would say only "File exists"
+        raise RegistryError(
+            FailureCode.IO_ERROR,
+            "is not a directory: a follower pulls its releases into a directory",
+            path=str(releases_dir),
+            next_step="give --releases-dir a directory (created if missing), or move that file away",
+        )
     releases_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_downloads(releases_dir)
     follower.sync()
