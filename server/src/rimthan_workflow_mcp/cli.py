@@ -269,9 +269,9 @@ def main() -> None:
     type=float,
     default=None,
     metavar="SECONDS",
-    help="With --releases-from and --transport http: GET /healthz answers 503 (status stale) once syncs fail (or "
-    "one hangs) and the last one that did not is over SECONDS old, so a load balancer drains the replica. [default: "
-    "off; 200 while it serves what it holds]",
+    help="With --releases-from and --transport http: GET /healthz answers 503 (status stale) once syncs fail and "
+    "the last one that did not is over SECONDS old, or one has been under way (hangs) for over SECONDS, so a load "
+    "balancer drains the replica. [default: off; 200 while it serves what it holds]",
 )
 @click.option(
     "--releases-from",
