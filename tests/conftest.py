@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.hostile_registry import HostileRegistry, start_hostile
+from support.hostile_registry import HeldFront, HostileRegistry, holding_front, start_hostile
+from support.oci import push
 from support.raw_stdio import RawStdio, raw_stdio_server
 from support.registry import LocalRegistry, TlsFiles, start_registry
 from support.releases import (
@@ -132,3 +133,17 @@ def hostile() -> Iterator[Callable[..., HostileRegistry]]:
     yield start
     for registry in started:
         registry.stop()
+
+
+@pytest.fixture
+def held(
+    registry: LocalRegistry,
+    hostile: Callable[..., HostileRegistry],
+    packaged_releases: dict[str, Path],
+    trust: Path,
+) -> Iterator[HeldFront]:
+    """1.2.0 pushed to ``rimthan/held`` of a real registry, behind a front holding each request until released."""
+    push(packaged_releases["1.2.0"], registry.ref("rimthan/held"), trust)
+    front = holding_front(hostile, registry.host)
+    yield front
+    front.released.set()

@@ -7,14 +7,11 @@ binds before the first pull and fails at once, with the same ``io_error`` and it
 
 from __future__ import annotations
 
-import http.server
 import socket
 import subprocess
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
-from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward
+from support.hostile_registry import BOUNDED_WAIT, HeldFront
 from support.oci import push
 from support.processes import stop, wait_for_line
 from support.refusals import refusal
@@ -47,25 +44,12 @@ def test_a_follower_whose_port_is_taken_fails_before_it_pulls_anything(
 
 
 def test_a_second_server_on_the_port_of_one_still_starting_is_refused_at_once(
-    tmp_path: Path,
-    registry: LocalRegistry,
-    hostile: Callable[..., HostileRegistry],
-    packaged_releases: dict[str, Path],
-    trust: Path,
+    tmp_path: Path, registry: LocalRegistry, held: HeldFront, trust: Path
 ) -> None:
     """Bound with SO_REUSEADDR and not yet listening (pulling, verifying), a replica let a second one bind its port
     too (Linux allows it): the second pulled, and whichever listened second was refused after its pulls, or the
     second served while the first, already running, died at its listen. Now the second is refused at once, saying
     the port and that another server is starting there, nothing pulled; the first starts as usual."""
-    asked, released = threading.Event(), threading.Event()
-
-    def answer(handler: http.server.BaseHTTPRequestHandler, front: HostileRegistry) -> None:
-        asked.set()
-        released.wait(BOUNDED_WAIT)  # the first replica's start-up sync holds until the second has been started
-        forward(handler, front, registry.host)
-
-    front = hostile(answer)
-    push(packaged_releases["1.2.0"], registry.ref("rimthan/shared"), trust)
     port = free_port()
 
     def replica(name: str, ref: str) -> list[str]:
@@ -75,19 +59,18 @@ def test_a_second_server_on_the_port_of_one_still_starting_is_refused_at_once(
 
     log = tmp_path / "first.log"
     with log.open("w") as into:
-        first = subprocess.Popen(replica("a", front.ref("rimthan/shared")), stdin=subprocess.DEVNULL, stderr=into,
+        first = subprocess.Popen(replica("a", held.ref("rimthan/held")), stdin=subprocess.DEVNULL, stderr=into,
                                  env=server_env())  # fmt: skip
     try:
-        assert asked.wait(BOUNDED_WAIT), "the first replica never asked its registry"  # bound before its first sync
+        assert held.asked.wait(BOUNDED_WAIT), "the first replica never asked its registry"  # bound before its sync
         try:
-            second = subprocess.run(replica("b", registry.ref("rimthan/shared")), capture_output=True, text=True,
+            second = subprocess.run(replica("b", registry.ref("rimthan/held")), capture_output=True, text=True,
                                     timeout=60, stdin=subprocess.DEVNULL, env=server_env(), check=False)  # fmt: skip
         except subprocess.TimeoutExpired as running:
             raise AssertionError(f"the second replica shares the port: {(running.stderr or b'')[-300:]!r}") from None
-        released.set()
+        held.released.set()
         listening = wait_for_line(lambda: log.read_text().splitlines(), r"listening on (\S+)").group(1)
     finally:
-        released.set()
         stop(first)
     assert second.returncode == 1, second.stderr
     said = refusal(second.stderr)

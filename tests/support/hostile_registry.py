@@ -277,3 +277,29 @@ def ends(call: Callable[[], Any]) -> Any:
 def refused_code(outcome: Any) -> FailureCode:
     assert isinstance(outcome, RegistryError), f"not a refusal: {outcome!r}"
     return outcome.code
+
+
+@dataclass
+class HeldFront:
+    """A front of a real registry that takes the first request and holds every one until ``released`` is set:
+    a follower started on it is bound and still starting (``asked`` is set) for as long as a test needs."""
+
+    front: HostileRegistry
+    asked: threading.Event
+    released: threading.Event
+
+    def ref(self, repository: str) -> str:
+        return self.front.ref(repository)
+
+
+def holding_front(start: Callable[..., HostileRegistry], upstream: str) -> HeldFront:
+    """:class:`HeldFront` of the registry at ``upstream`` (host:port), started with the ``hostile`` fixture's
+    ``start``."""
+    asked, released = threading.Event(), threading.Event()
+
+    def answer(handler: http.server.BaseHTTPRequestHandler, front: HostileRegistry) -> None:
+        asked.set()
+        released.wait(BOUNDED_WAIT)
+        forward(handler, front, upstream)
+
+    return HeldFront(start(answer), asked, released)

@@ -51,6 +51,7 @@ INTERRUPTED_STATUS = 130  # 128 + SIGINT (remediation.ExitStatus.INTERRUPTED, no
 INTERRUPTED_LINES = "error: interrupted: stopped by Ctrl-C\nnext: run the command again when you want it to finish\n"
 
 _served = False  # the server's own SIGTERM handling took over once (serving_began)
+_refresh_asked = False  # SIGHUP came while the server started (taken by refresh_asked_while_starting)
 
 
 class StoppedStarting(BaseException):
@@ -79,13 +80,29 @@ def _stop_starting(signum: int, frame: object) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _refresh_later(signum: int, frame: object) -> None:
+    """SIGHUP (refresh) while the server starts: its default action killed the process (129) with no word; the
+    server refreshes once its own SIGHUP handling is in place (what the start loaded may predate the signal)."""
+    global _refresh_asked
+    _refresh_asked = True
+
+
+def refresh_asked_while_starting() -> bool:
+    """Whether a SIGHUP came while the server started (taken once: call it after installing the server's own)."""
+    global _refresh_asked
+    asked, _refresh_asked = _refresh_asked, False
+    return asked
+
+
 def _runs(argv: list[str], command: str) -> bool:
     """Whether ``argv`` runs ``command`` (its first word that is no option)."""
     words = [word for word in argv[1:] if not word.startswith("-")]
     return bool(words) and words[0] == command
 
 
-def run(module: str, *, serving: str | None = None, serving_imports: tuple[str, ...] = ()) -> object:
+def run(
+    module: str, *, serving: str | None = None, serving_imports: tuple[str, ...] = (), refreshes: bool = False
+) -> object:
     """Import ``module`` (the command line: its heavy imports) with Ctrl-C handled, then call its ``main``.
 
     ``serving``: the command that serves (``serve``); when it runs, a SIGTERM before it serves stops it at once
@@ -93,12 +110,16 @@ def run(module: str, *, serving: str | None = None, serving_imports: tuple[str, 
     ``serving_imports`` names (the MCP SDK's, which the command line imports only for ``serve``, not for
     ``--help``) are imported here too, where a signal ends the process in its handler: raised inside them it
     could reach pydantic-core building a schema, which turns it into its own ``SchemaError`` (a traceback).
+    ``refreshes``: the serving command refreshes on SIGHUP; one while it starts is kept for it
+    (:func:`refresh_asked_while_starting`), not the end of the process.
     """
     signal.signal(signal.SIGINT, _interrupted)
     serves = serving is not None and _runs(sys.argv, serving)
     stops = serves and hasattr(signal, "SIGTERM")
     if stops:
         signal.signal(signal.SIGTERM, _stop_importing)
+    if serves and refreshes and hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, _refresh_later)
     try:
         asks_help = any(word in ("--help", "-h") for word in sys.argv[1:])
         main = _imported(module, *(serving_imports if serves and not asks_help else ())).main

@@ -13,4 +13,5 @@ def main() -> object:
         "rimthan_workflow_mcp.cli",
         serving="serve",
         serving_imports=("rimthan_workflow_mcp.server", "rimthan_workflow_mcp.transports"),
+        refreshes=True,
     )

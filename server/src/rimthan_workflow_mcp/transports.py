@@ -40,7 +40,7 @@ import anyio.to_thread
 import uvicorn
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from rimthan_workflow_registry.entry import serving_began, starting_over
+from rimthan_workflow_registry.entry import refresh_asked_while_starting, serving_began, starting_over
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 
 from .health import Health
@@ -85,6 +85,8 @@ async def _refresh_triggers(
             return
         with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
+            if refresh_asked_while_starting():  # a SIGHUP before this receiver was in place
+                await refresh_now(provider, "SIGHUP", watch)
             async for _ in signals:
                 await refresh_now(provider, "SIGHUP", watch)
 
