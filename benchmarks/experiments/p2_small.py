@@ -10,7 +10,7 @@ take turns (the order rotates every round), after one untimed warm-up of each:
 * ``cli``     ``rimthan-pack build SOURCE --key KEY --out DIR``, the console script;
 * ``bare``    the same build through the same functions the command calls
               (``remembered_checks``, the collector paused, ``load_signing_key``,
-              ``build_release``, ``gc.freeze`` before exit), from a minimal
+              ``build_release``, then ``gc.freeze``), from a minimal
               ``python -c`` entry that imports no click (checked: the child
               says whether ``click`` is in ``sys.modules`` and the run stops if it is);
 * ``click``   an interpreter importing click and exiting, and ``pass`` one doing nothing (the floor's
@@ -70,9 +70,9 @@ imported = time.process_time()
 with remembered_checks():
     key = load_signing_key(Path(sys.argv[2]))
     result = build_release(Path(sys.argv[1]), [key], Path(sys.argv[3]), created=source_date_epoch())
+gc.freeze()
 gc.enable()
 print(result.manifest_digest, imported, time.process_time() - imported, 'click' in sys.modules)
-gc.freeze()
 """
 
 

@@ -56,10 +56,11 @@ def test_the_command_line_is_imported_with_the_collector_off_and_its_objects_fro
 
 
 # Runs the installed script as its own process would (same file, run as __main__), with a collector callback
-# that notes each collection made while the entry imports the command line (before the command's main runs).
+# that notes each collection made while the entry imports the command line (before the command's main runs)
+# and each one made once the command runs (its main on the stack), until the interpreter's exit.
 _COUNTING = """
-import gc, json, runpy, sys
-during_import = []
+import atexit, gc, json, runpy, sys
+noted_in = {"import": [], "command": []}
 def noted(phase, info):
     if phase != "start":
         return
@@ -67,21 +68,19 @@ def noted(phase, info):
     while frame is not None:
         names.append((frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name))
         frame = frame.f_back
-    if ("entry.py", "run") in names and ("cli.py", "main") not in names:
-        during_import.append(info["generation"])
+    if ("cli.py", "main") in names:
+        noted_in["command"].append(info["generation"])
+    elif ("entry.py", "run") in names:
+        noted_in["import"].append(info["generation"])
 gc.callbacks.append(noted)
+atexit.register(lambda: print(json.dumps(noted_in), file=sys.stderr))
 script, *sys.argv[1:] = sys.argv[1:]
 sys.argv[0] = script
-try:
-    runpy.run_path(script, run_name="__main__")
-finally:
-    print(json.dumps(during_import), file=sys.stderr)
+runpy.run_path(script, run_name="__main__")
 """
 
 
-def test_an_installed_build_runs_no_collection_while_its_command_line_is_imported(
-    tmp_path: Path, scaffold: Path, keypair: KeyPair
-) -> None:
+def _counted_build(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> dict[str, list[int]]:
     argv = [str(BIN / "rimthan-pack"), "build", str(scaffold), "--key", str(keypair.private_path)]
     run = subprocess.run(
         [sys.executable, "-c", _COUNTING, *argv, "--out", str(tmp_path / "r")],
@@ -91,5 +90,20 @@ def test_an_installed_build_runs_no_collection_while_its_command_line_is_importe
         env={**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"},
     )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stderr.strip().splitlines()[-1]) == []
     assert (tmp_path / "r").is_dir()
+    noted: dict[str, list[int]] = json.loads(run.stderr.strip().splitlines()[-1])
+    return noted
+
+
+def test_an_installed_build_runs_no_collection_while_its_command_line_is_imported(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair
+) -> None:
+    assert _counted_build(tmp_path, scaffold, keypair)["import"] == []
+
+
+def test_an_installed_build_runs_no_collection_from_its_command_to_its_exit(
+    tmp_path: Path, scaffold: Path, keypair: KeyPair
+) -> None:
+    """The pause spans remembered_checks' imports (six collections ran there), and what the build made is frozen
+    at its end: the collection the collector started once on again walked every object the build had made."""
+    assert _counted_build(tmp_path, scaffold, keypair)["command"] == []
