@@ -30,12 +30,15 @@ from typing import Any
 import pytest
 import tomli_w
 from rimthan_workflow_mcp.floor import (
+    BELOW_FLOOR_EVENT,
     FLOOR_FILE,
     FLOOR_FORMAT,
     LOCK_SUFFIX,
     ActivationFloor,
+    BelowFloor,
     Deployment,
     deployment_of,
+    read_below_floor,
 )
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -161,6 +164,47 @@ def test_serve_below_the_floor_exits_with_one_line(world: ServerWorld, tmp_path:
     assert served.returncode == 1
     assert "rollback_refused" in served.stderr and "--lower-floor" in served.stderr
     assert "Traceback" not in served.stderr
+
+
+def test_serve_below_the_floor_logs_which_release_in_a_record_a_program_reads(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Before its error:/next: lines, one log record (at level error, so at any --log-level): the release refused
+    and the floor, as fields (the bridge reads it, not the English message). Before, they were only in the
+    message."""
+    state = tmp_path / "state"
+    _write_floor(state, {CATALOGUE: "1.3.0"})
+    args = ["--trust", str(world.trust), "--state-dir", str(state), "--log-level", "error"]
+    served = _cli("serve", "--release", str(world.built["1.2.0"]), *args)
+    lines = served.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if read_below_floor(line) is not None]
+    assert served.returncode == 1 and len(said) == 1, served.stderr
+    assert read_below_floor(lines[said[0]]) == BelowFloor(CATALOGUE, "1.2.0", "1.3.0")
+    assert json.loads(lines[said[0]])["level"] == "error"
+    assert lines[said[0] + 1].startswith("error: rollback_refused: "), served.stderr
+
+
+def _record(**fields: object) -> str:
+    return json.dumps({"ts": "2026-12-06T00:00:00.000Z", "level": "error", "logger": "rimthan.mcp.floor", **fields})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        _record(event=BELOW_FLOOR_EVENT, catalogue=CATALOGUE, floor="1.3.0"),
+        _record(event="another event", catalogue=CATALOGUE, version="1.2.0", floor="1.3.0"),
+        _record(event=BELOW_FLOOR_EVENT, catalogue="Research Decision", version="1.2.0", floor="1.3.0"),
+        _record(event=BELOW_FLOOR_EVENT, catalogue=CATALOGUE, version="1.2.0", floor="1.3"),
+        _record(event=BELOW_FLOOR_EVENT, catalogue=CATALOGUE, version=1, floor="1.3.0"),
+        _record(event=BELOW_FLOOR_EVENT, catalogue=CATALOGUE, version="1.2.0", floor="1.3.0")[:-1],
+        f"error: rollback_refused: {BELOW_FLOOR_EVENT}",
+        json.dumps([BELOW_FLOOR_EVENT, CATALOGUE, "1.2.0", "1.3.0"]),
+    ],
+)
+def test_a_line_not_exactly_a_below_floor_record_is_read_as_none(line: str) -> None:
+    assert read_below_floor(line) is None
+    good = _record(event=BELOW_FLOOR_EVENT, catalogue=CATALOGUE, version="1.2.0", floor="1.3.0")
+    assert read_below_floor(good) == BelowFloor(CATALOGUE, "1.2.0", "1.3.0")
 
 
 def test_check_refuses_a_floor_file_json_reads_two_ways_in_one_line(world: ServerWorld, tmp_path: Path) -> None:

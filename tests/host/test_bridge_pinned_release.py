@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.bridge import Bridge
+from rimthan_host.bridge import Bridge, Reply
 from rimthan_host.link import VerifierLink
 from rimthan_host.standin import StandIn
 from rimthan_host.verifier_replies import VerifierFailure, floor_reply
@@ -173,24 +173,47 @@ def test_the_newest_release_withdrawn_below_the_floor_is_said_with_what_to_do(
         check_replies(model)
 
 
-def test_a_floor_refusal_whose_message_names_no_release_still_reads_as_a_sentence(tmp_path: Path) -> None:
-    """The floor reply reads the release names from the verifier's message; a message it cannot read (another
-    wording) gives the reply without names, still a sentence ("The newest release it served"), not a garbled one."""
+def _floor_reply(project: Path, failure: VerifierFailure) -> Reply:
+    """What the bridge says for ``failure`` of a child verifier (a reply that makes no call)."""
 
     async def no_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError("the reply makes no call")
 
-    async def go() -> None:
+    async def go() -> Reply | None:
         async with anyio.create_task_group() as tasks:
             link = VerifierLink("http://127.0.0.1:9/mcp", tasks)
-            bridge = Bridge(no_call, project_dir=tmp_path)
-            failure = VerifierFailure(
-                "rollback_refused", "start_run", "a wording the bridge does not know", exited=True
-            )
-            said = floor_reply(bridge, link, failure)
-            assert said is not None and said.is_error
-            assert "The newest release it served is no longer in the releases directory" in said.text, said.text
-            assert "the newest the newest" not in said.text.lower(), said.text
-            assert said.data == {"status": "refused", "refused": "rollback_refused", "release": None}
+            said = floor_reply(Bridge(no_call, project_dir=project), link, failure)
+            tasks.cancel_scope.cancel()
+        return said
 
-    anyio.run(go)
+    said = anyio.run(go)
+    assert said is not None and said.is_error
+    return said
+
+
+@pytest.mark.parametrize(
+    "message", ["a wording the bridge does not know", "research-decision@1.2.0 is below the activation floor 1.3.0"]
+)
+def test_a_floor_refusal_without_details_names_no_release_and_still_reads_as_a_sentence(
+    tmp_path: Path, message: str
+) -> None:
+    """The floor reply names releases only from the refusal's details; a refusal without them (a verifier that
+    wrote no below-floor line) gives the reply without names, still a sentence ("The newest release it served"),
+    not a garbled one, whatever its message says."""
+    said = _floor_reply(tmp_path, VerifierFailure("rollback_refused", "start_run", message, exited=True))
+    assert "The newest release it served is no longer in the releases directory" in said.text, said.text
+    assert "the newest the newest" not in said.text.lower(), said.text
+    assert said.data == {"status": "refused", "refused": "rollback_refused", "release": None}
+
+
+def test_the_floor_reply_names_the_releases_of_the_refusals_details_not_of_its_english(tmp_path: Path) -> None:
+    """The release names come from the refusal's details (the child verifier's below-floor machine line), so a
+    message worded otherwise - here naming other releases in the very sentence the bridge once parsed - changes
+    nothing. Before, the bridge read the names out of the English message."""
+    english = "other@9.9.9 is below the activation floor 10.0.0 recorded somewhere"
+    details = {"catalogue": "research-decision", "version": "1.2.0", "floor": "1.3.0"}
+    said = _floor_reply(tmp_path, VerifierFailure("rollback_refused", "start_run", english, details, exited=True))
+    assert "The newest release research-decision@1.3.0 is no longer" in said.text, said.text
+    assert "(research-decision@1.2.0 is below it)" in said.text, said.text
+    assert "other@" not in said.text and "10.0.0" not in said.text, said.text
+    assert said.data == {"status": "refused", "refused": "rollback_refused", "release": "research-decision@1.3.0"}

@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from mcp import types
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.cli import main
+from rimthan_workflow_mcp.floor import read_below_floor
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.server import create_mcp_application
 from rimthan_workflow_registry.release.trust import load_trust
@@ -91,8 +92,9 @@ def test_serve_refuses_a_rollback_below_the_floor_in_one_line(world: ServerWorld
     state = tmp_path / "state"
     world.provider("1.3.0", state_dir=state)
     served = _serve_release(world, world.built["1.2.0"], state)
-    assert served.returncode == 1
-    assert "rollback_refused" in _one_line_error(served.stderr)
+    record, *refused = served.stderr.splitlines()  # the log record a program reads, then the words
+    assert served.returncode == 1 and read_below_floor(record) is not None, served.stderr
+    assert "rollback_refused" in _one_line_error("\n".join(refused))
     lowered = _serve_release(world, world.built["1.2.0"], state, "--lower-floor")
     assert lowered.returncode == 0 and "research-decision >= 1.2.0" in lowered.stderr
     said = [json.loads(line) for line in lowered.stderr.splitlines() if '"activation floor lowered"' in line]

@@ -176,7 +176,11 @@ async def _answer(
         bridge.session = None  # resume_run picks the run up from its log
         return Reply(str(lost), {"status": lost.code.value, "run": lost.run}, True)
     except VerifierNotUp as exc:
-        said = reply_for(bridge, link, VerifierFailure(exc.code, tool, exc.message, exited=True)) if exc.code else None
+        said = (
+            reply_for(bridge, link, VerifierFailure(exc.code, tool, exc.message, exc.details, exited=True))
+            if exc.code
+            else None
+        )
         return said or Reply(str(exc), {"status": "refused"}, True)
     except HarnessError as exc:
         return Reply(str(exc), {"status": "refused"}, True)

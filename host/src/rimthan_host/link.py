@@ -7,7 +7,9 @@ connection that is gone (the child was killed, the server went away) raises
 (:meth:`VerifierLink.restart`); a URL is reconnected on the next call.
 A child's stderr passes through to the bridge's own (:class:`_ChildStderr`),
 and its last lines are kept: a child that exits before it answers (no
-``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words.
+``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words,
+and a start refused below the activation floor with the details of its log
+record (``rimthan_workflow_mcp.floor.read_below_floor``), never read from its words.
 When the bridge's client goes away, :meth:`VerifierLink.down` says whether the
 verifier is up (it waits for a connection still being made, and asks one that
 is made for its tools); if it is not, why, as a refusal (:class:`VerifierDown`),
@@ -21,7 +23,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 import anyio
@@ -29,6 +31,7 @@ from anyio.abc import TaskGroup
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CONNECTION_CLOSED
+from rimthan_workflow_mcp.floor import BelowFloor, read_below_floor
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.remediation import ExitStatus
 
@@ -51,6 +54,7 @@ class _ChildStderr:
         read_fd, write_fd = os.pipe()
         self.writer = os.fdopen(write_fd, "w")
         self.lines: deque[str] = deque(maxlen=2)  # the last error: and next: lines (else the last line)
+        self.below: BelowFloor | None = None  # the first below-floor log record's release
         self._copied = threading.Thread(target=self._copy, args=(os.fdopen(read_fd, "rb"),), daemon=True)
         self._copied.start()
 
@@ -64,6 +68,7 @@ class _ChildStderr:
                 last = text.strip() or last
                 if last.startswith(("error:", "next:")):
                     self.lines.append(last)
+                self.below = self.below or read_below_floor(last)
         if not self.lines and last:
             self.lines.append(last)
 
@@ -82,10 +87,12 @@ class VerifierDown:
     message: str
     next: str | None = None  # None: the bridge's own next step
     status: ExitStatus = ExitStatus.REFUSED
+    details: dict[str, str] = field(default_factory=dict)  # a rollback_refused's, from the child's log record
 
 
-def _child_refusal(said: tuple[str, ...]) -> VerifierDown | None:
-    """The child's own ``error: <code>: ...`` and ``next:`` lines as the bridge's refusal, if it wrote them."""
+def _child_refusal(said: tuple[str, ...], below: BelowFloor | None = None) -> VerifierDown | None:
+    """The child's own ``error: <code>: ...`` and ``next:`` lines as the bridge's refusal, if it wrote them (the
+    details of a ``rollback_refused``: its below-floor log record's)."""
     error = next((line.removeprefix("error: ") for line in said if line.startswith("error: ")), None)
     code, _, message = (error or "").partition(": ")
     if code not in FailureCode.__members__.values():
@@ -97,6 +104,7 @@ def _child_refusal(said: tuple[str, ...]) -> VerifierDown | None:
         f"the verifier ({CHILD}) exited: {message}",
         f"{advice + '; ' if advice else ''}{fix}, then start rimthan-host serve again",
         ExitStatus.USAGE if code == FailureCode.USAGE else ExitStatus.REFUSED,
+        asdict(below) if below is not None and code == FailureCode.ROLLBACK_REFUSED else {},
     )
 
 
@@ -107,6 +115,7 @@ class VerifierNotUp(HarnessError):
         super().__init__(words)
         self.code = refusal.code.value if refusal is not None else None
         self.message = refusal.message if refusal is not None else ""
+        self.details = refusal.details if refusal is not None else {}
 
 
 @dataclass
@@ -118,6 +127,7 @@ class _Connection:
     gone: bool = False
     error: str = ""
     said: tuple[str, ...] = ()  # a child's last error lines, if it exited before it was up
+    below: BelowFloor | None = None  # and the release its below-floor log record names
 
 
 class VerifierLink:
@@ -156,7 +166,7 @@ class VerifierLink:
                 first = first.exceptions[0]
             conn.error = f"{type(first).__name__}: {first}"
             said = await anyio.to_thread.run_sync(stderr.said) if stderr is not None and not conn.up else ()
-            conn.said = said
+            conn.said, conn.below = said, stderr.below if stderr is not None else None
             conn.error = f"{CHILD}, exited: {' '.join(said)}" if said else conn.error
         finally:
             if stderr is not None:
@@ -195,7 +205,7 @@ class VerifierLink:
         raise VerifierNotUp(
             f"the verifier is not reachable: {conn.error} (check the flags after -- or --verifier-url). "
             "Once that is fixed, make the call again: the bridge connects anew on every call until it is up.",
-            _child_refusal(conn.said),
+            _child_refusal(conn.said, conn.below),
         )
 
     async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:
@@ -237,7 +247,7 @@ class VerifierLink:
         return self._why_down(conn, f"it did not answer within {within:g} s", moment)
 
     def _why_down(self, conn: _Connection, why: str = "", moment: str = CLOSED) -> VerifierDown:
-        said = _child_refusal(conn.said)
+        said = _child_refusal(conn.said, conn.below)
         if said is not None:
             return said
         which = f"the verifier at {quoted(self.url)}" if self.url is not None else f"the verifier ({CHILD})"

@@ -13,10 +13,10 @@ what happened and the call that goes on:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from rimthan_workflow_mcp.floor import BelowFloor
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .bridge import Bridge, Reply
@@ -75,20 +75,18 @@ def pinned_release_reply(bridge: Bridge, link: VerifierLink, failure: VerifierFa
     return Reply(text + _NEW_RUN, {"status": "refused", "refused": code, "release": release or None}, True)
 
 
-# How the verifier names a release below its floor (its message; the child's exit gives no details).
-_BELOW_FLOOR = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)@(\S+) is below the activation floor (\S+)")
-
-
 def floor_reply(bridge: Bridge, link: VerifierLink, failure: VerifierFailure) -> Reply | None:
     """The newest release was withdrawn below the activation floor it raised: the child verifier refuses the older
     one left (a silent rollback) and does not start; which release, and what the user can do. (None for a refused
-    call: a verifier refuses a rollback as it activates releases, so such a call is said in its words.)"""
+    call: a verifier refuses a rollback as it activates releases, so such a call is said in its words.) The names
+    are the refusal's details (the child's below-floor log record), never read from its message; without them
+    the reply names no release."""
     if not failure.exited:
         return None
     code, tool = FailureCode.ROLLBACK_REFUSED.value, failure.tool
-    below = _BELOW_FLOOR.search(failure.message)
-    catalogue, version, floor = below.groups() if below is not None else ("", "", "")
-    withdrawn, left = (f"{catalogue}@{floor}", f"{catalogue}@{version}") if below is not None else ("", "")
+    catalogue, version, floor = (failure.detail(f.name) for f in fields(BelowFloor))
+    named = bool(catalogue and version and floor)
+    withdrawn, left = (f"{catalogue}@{floor}", f"{catalogue}@{version}") if named else ("", "")
     pinned = bridge.session.release_id if bridge.session is not None else ""
     whose = "this run is pinned to it" if pinned and pinned == withdrawn else "a run may be pinned to it"
     release = f"release {quoted(withdrawn)}" if withdrawn else "release it served"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NoReturn
 import anyio
 import click
 from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse
-from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.remediation import ExitStatus
 from rimthan_workflow_registry.state_dir import default_state_dir
 
@@ -66,27 +66,35 @@ def open_provider(
     lower_floor: bool,
     migrate_to_newest: bool,
 ) -> ReleaseProvider:
-    """``--release``: exactly that release (and ``--migration-target``); else every catalogue in the directory."""
+    """``--release``: exactly that release (and ``--migration-target``); else every catalogue in the directory.
+
+    A start refused below the activation floor first logs which release, for a program (:func:`log_below_floor`).
+    """
+    from .floor import log_below_floor
     from .provider import ReleaseProvider
 
-    if release_dir is not None:
-        return ReleaseProvider.open(
-            release_dir,
+    try:
+        if release_dir is not None:
+            return ReleaseProvider.open(
+                release_dir,
+                trust=trust,
+                keyring=keyring,
+                migration_target_dir=migration_target,
+                releases_dir=releases_dir,
+                state_dir=state_dir,
+                lower_floor=lower_floor,
+            )
+        return ReleaseProvider.open_directory(
+            releases_dir or DEFAULT_RELEASES,
             trust=trust,
             keyring=keyring,
-            migration_target_dir=migration_target,
-            releases_dir=releases_dir,
             state_dir=state_dir,
             lower_floor=lower_floor,
+            migrate_to_newest=migrate_to_newest,
         )
-    return ReleaseProvider.open_directory(
-        releases_dir or DEFAULT_RELEASES,
-        trust=trust,
-        keyring=keyring,
-        state_dir=state_dir,
-        lower_floor=lower_floor,
-        migrate_to_newest=migrate_to_newest,
-    )
+    except RegistryError as exc:
+        log_below_floor(exc)
+        raise
 
 
 def _describe_migration(provider: ReleaseProvider) -> str:
