@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
+from rimthan_workflow_registry.errors import MAX_SAID_FAILURES, FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.release import file_pipeline, parallel, verified, verify
 from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.trust import load_trust
@@ -360,3 +360,37 @@ def test_an_unexpected_error_after_a_digest_mismatch_is_raised_not_hidden(
     monkeypatch.setattr(module, name, dies)
     with pytest.raises(_ThreadKilled, match="reading broke"):
         verify_release(signed_release, load_trust(trust))
+
+
+# --------------------------------------------------------------------------- only what is said is held
+
+
+@pytest.mark.parametrize("batch", [1, 3, 64])
+def test_the_read_and_hash_threads_hold_only_the_mismatches_that_are_said(tmp_path: Path, batch: int) -> None:
+    """35 files whose digest differs, then a missing one: the first ``MAX_SAID_FAILURES`` mismatches (all that a
+    refusal says) and the missing file are all the check returns; before, every mismatch was held to the end."""
+    entries = _files(tmp_path, 40, {**dict.fromkeys(range(35), _flip_byte), 36: _remove})
+    batches = [entries[i : i + batch] for i in range(0, len(entries), batch)]
+    found = file_pipeline.file_failures(str(tmp_path), batches)
+    said = [(f.code, f.path) for f in found if isinstance(f, RegistryError)]
+    mismatches = [(FailureCode.FILE_DIGEST_MISMATCH, f"{tmp_path}/{e.path}") for e in entries[:MAX_SAID_FAILURES]]
+    assert said == [*mismatches, (FailureCode.FILE_MISSING, f"{tmp_path}/{entries[36].path}")]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_failures_in_order_holds_the_first_it_keeps_then_the_first_that_stops(workers: int) -> None:
+    """Every item fails without stopping but 150, which stops: the first ``keep`` in order, then 150's."""
+
+    def check(batch: Sequence[int]) -> list[BaseException]:
+        found: list[BaseException] = []
+        for item in batch:
+            found.append(RuntimeError(f"stop {item}") if item == 150 else ValueError(f"bad {item}"))
+            if item == 150:
+                break
+        return found
+
+    batches = [[i, i + 1, i + 2] for i in range(0, 300, 3)]
+    found = parallel.failures_in_order(check, batches, workers, stops=lambda f: isinstance(f, RuntimeError), keep=7)
+    assert [str(f) for f in found] == [*(f"bad {i}" for i in range(7)), "stop 150"]
+    everything = parallel.failures_in_order(check, batches, workers, stops=lambda f: False, keep=7)
+    assert [str(f) for f in everything] == [f"bad {i}" for i in range(7)]

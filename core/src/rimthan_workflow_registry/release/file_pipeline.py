@@ -26,7 +26,8 @@ reported in that order up to the first that stops the check (anything but a
 digest mismatch, :func:`stops_file_check`); a batch is hashed unless such a
 failure before it is known, and no file is read once one is known (every
 file still unread comes after it). A digest mismatch stops nothing: each is
-said. An unexpected exception on either thread is that batch's failure.
+said, up to ``MAX_SAID_FAILURES`` (those past it are dropped as they are found,
+:class:`~.parallel.InOrder`). An unexpected exception on either thread is that batch's failure.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ import threading
 from collections.abc import Sequence
 from hashlib import sha256
 
+from rimthan_workflow_registry.errors import MAX_SAID_FAILURES
 from rimthan_workflow_registry.release.format import FileEntry
-from rimthan_workflow_registry.release.parallel import SWITCH_INTERVAL
+from rimthan_workflow_registry.release.parallel import SWITCH_INTERVAL, InOrder
 from rimthan_workflow_registry.release.verified import Read, digest_failures, read_files, stops_file_check
 
 BACKLOG = 2  # batches waiting for the hashing thread, at most
@@ -50,40 +52,10 @@ def _sha256_hex(data: bytes) -> str:
     return sha256(data).hexdigest()
 
 
-class _Failures:
-    """Failures found by either thread, by position in the manifest."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._found: list[tuple[int, BaseException]] = []
-        self._stops: list[int] = []  # positions of the failures that stop the check
-
-    def add(self, position: int, failure: BaseException) -> None:
-        with self._lock:
-            self._found.append((position, failure))
-            if stops_file_check(failure):
-                self._stops.append(position)
-
-    def known_before(self, position: int) -> bool:
-        with self._lock:
-            return any(at < position for at in self._stops)
-
-    @property
-    def any(self) -> bool:
-        return bool(self._stops)
-
-    def in_order(self) -> list[BaseException]:
-        """Every failure by position, up to and including the first that stops the check."""
-        with self._lock:
-            stop = min(self._stops, default=None)
-            found = sorted((f for f in self._found if stop is None or f[0] <= stop), key=lambda f: f[0])
-        return [failure for _, failure in found]
-
-
 def file_failures(base: str, batches: Sequence[Sequence[FileEntry]]) -> list[BaseException]:
     """What ``check_files`` finds for ``batches`` in order (empty: every file checks), on two threads."""
     pending: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
-    failures = _Failures()
+    failures = InOrder(stops_file_check, MAX_SAID_FAILURES)
 
     def hash_pending() -> None:
         while (batch := pending.get()) is not None:
@@ -101,11 +73,11 @@ def file_failures(base: str, batches: Sequence[Sequence[FileEntry]]) -> list[Bas
 
 
 def _read_all(
-    base: str, batches: Sequence[Sequence[FileEntry]], pending: queue.SimpleQueue[_Batch | None], failures: _Failures
+    base: str, batches: Sequence[Sequence[FileEntry]], pending: queue.SimpleQueue[_Batch | None], failures: InOrder
 ) -> None:
     position = 0
     for entries in batches:
-        if failures.any:  # every file not read yet comes after the stopping failure already known
+        if failures.stop is not None:  # every file not read yet comes after the stopping failure already known
             return
         try:
             read, failure = read_files(base, entries)
@@ -123,9 +95,9 @@ def _read_all(
         position += len(entries)
 
 
-def _hash(base: str, batch: _Batch, failures: _Failures) -> None:
+def _hash(base: str, batch: _Batch, failures: InOrder) -> None:
     position, entries, read = batch
-    if failures.known_before(position):
+    if failures.stops_before(position):
         return
     try:
         mismatches = digest_failures(base, entries, read, _sha256_hex)

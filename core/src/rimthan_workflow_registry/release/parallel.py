@@ -12,6 +12,8 @@ last one ends, whatever happens.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -50,6 +52,42 @@ class _SwitchInterval:
 SWITCH_INTERVAL = _SwitchInterval()
 
 
+class InOrder:
+    """Failures found in any order, each at its position, holding only what can be said: the first that ``stops``
+    and, before it, the first ``keep`` of the others (a check says at most so many; one it would drop is dropped
+    as it is found, so a check finding thousands holds ``keep``). Safe to add to from several threads."""
+
+    def __init__(self, stops: Callable[[BaseException], bool], keep: int) -> None:
+        self._stops, self._keep = stops, keep
+        self._lock = threading.Lock()
+        self._others: list[tuple[int, int, BaseException]] = []  # a max-heap by position (negated)
+        self._order = itertools.count()  # (ties never happen: one failure per position; no exception compared)
+        self.stop: tuple[int, BaseException] | None = None  # the first failure that stops, and its position
+
+    def add(self, position: int, failure: BaseException) -> None:
+        with self._lock:
+            if self.stop is not None and position > self.stop[0]:
+                return  # after the first that stops: never said
+            if self._stops(failure):
+                self.stop = (position, failure)
+                return
+            heapq.heappush(self._others, (-position, next(self._order), failure))
+            if len(self._others) > self._keep:
+                heapq.heappop(self._others)  # the last by position: past what is said
+
+    def stops_before(self, position: int) -> bool:
+        """Whether a failure that stops is known before ``position`` (nothing from there on is said)."""
+        with self._lock:
+            return self.stop is not None and self.stop[0] < position
+
+    def in_order(self) -> list[BaseException]:
+        """The failures held, by position: up to ``keep`` others before the first that stops, then that one."""
+        with self._lock:
+            stop = self.stop
+            found = sorted((-at, failure) for at, _, failure in self._others if stop is None or -at < stop[0])
+        return [failure for _, failure in found] + ([stop[1]] if stop is not None else [])
+
+
 def first_failure(
     check: Callable[[Sequence[T]], BaseException | None], batches: Sequence[Sequence[T]], workers: int
 ) -> BaseException | None:
@@ -63,7 +101,7 @@ def first_failure(
         failure = check(batch)
         return () if failure is None else (failure,)
 
-    return next(iter(failures_in_order(listed, batches, workers, stops=_always)), None)
+    return next(iter(failures_in_order(listed, batches, workers, stops=_always, keep=0)), None)
 
 
 def failures_in_order(
@@ -72,8 +110,10 @@ def failures_in_order(
     workers: int,
     *,
     stops: Callable[[BaseException], bool],
+    keep: int,
 ) -> list[BaseException]:
-    """Every failure ``check`` found, batch by batch in order, up to the first that ``stops``, on ``workers`` threads.
+    """The failures ``check`` found, batch by batch in order, up to the first that ``stops``, on ``workers`` threads:
+    at most ``keep`` that do not stop, then the first that does (:class:`InOrder`; the rest are never held).
 
     ``check`` returns the failures it found in a batch, in order (ending at one that stops it). Threads take
     batches in order; once a failure that stops is known no new batch is started, and every batch before it
@@ -81,24 +121,28 @@ def failures_in_order(
     one thread. An exception ``check`` raises is that batch's failure, and stops (never lost on a thread).
     A failure that does not stop (a file whose digest is not listed) is collected and the check goes on.
     """
-    outcomes: list[Sequence[BaseException]] = [()] * len(batches)
+    found = InOrder(stops, keep)
+    # each batch's first position (a check finds at most one failure per item, so a batch's stay in its range)
+    starts = list(itertools.accumulate((len(batch) for batch in batches), initial=0))
 
-    def stopped(found: Sequence[BaseException]) -> bool:
-        return any(map(stops, found))
+    def stopped(index: int) -> bool:
+        """Check batch ``index``, its failures held at their positions; whether one stops the check."""
+        outcome = _outcome(check, batches[index])
+        for offset, failure in enumerate(outcome):
+            found.add(starts[index] + offset, failure)
+        return any(map(stops, outcome))
 
     if workers <= 1 or len(batches) <= 1:
-        for index, batch in enumerate(batches):
-            outcomes[index] = _outcome(check, batch)
-            if stopped(outcomes[index]):
+        for index in range(len(batches)):
+            if stopped(index):
                 break
-        return _in_order(outcomes, stops)
+        return found.in_order()
     order = iter(range(len(batches)))
     failed = threading.Event()
 
     def work() -> None:
         for index in order:  # list/range iterators hand out each index once under the GIL
-            outcome = outcomes[index] = _outcome(check, batches[index])
-            if stopped(outcome):
+            if stopped(index):
                 failed.set()
             if failed.is_set():
                 return
@@ -113,24 +157,11 @@ def failures_in_order(
             failed.set()  # after an interrupt here, the other threads stop at their current batch
             for thread in threads:
                 thread.join()
-    return _in_order(outcomes, stops)
+    return found.in_order()
 
 
 def _always(_: BaseException) -> bool:
     return True
-
-
-def _in_order(
-    outcomes: Sequence[Sequence[BaseException]], stops: Callable[[BaseException], bool]
-) -> list[BaseException]:
-    """The failures of ``outcomes`` in order, up to and including the first that stops (later ones may be partial)."""
-    found: list[BaseException] = []
-    for outcome in outcomes:
-        for failure in outcome:
-            found.append(failure)
-            if stops(failure):
-                return found
-    return found
 
 
 def _outcome(check: Callable[[Sequence[T]], Sequence[BaseException]], batch: Sequence[T]) -> Sequence[BaseException]:

@@ -299,7 +299,8 @@ class ReleaseFiles:
         cached = self.cache.get(path)
         if cached is not None:
             return cached
-        return read_checked(self.root / CATALOGUE_DIR / path, entry, where=self.where(path))
+        where = self.where(path)  # the path to open is the one said: joined once
+        return read_checked(where, entry, where=where)
 
 
 class LoaderReads:

@@ -405,7 +405,7 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
 
         failures = file_failures(base, batches)  # one thread reads, another hashes
     else:
-        failures = failures_in_order(check, batches, workers, stops=stops_file_check)
+        failures = failures_in_order(check, batches, workers, stops=stops_file_check, keep=MAX_SAID_FAILURES)
     if failures:
         raise _with_collected(failures)
 
