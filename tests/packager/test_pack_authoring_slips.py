@@ -602,3 +602,55 @@ def test_several_unlisted_definition_files_are_one_failure_each(
     assert [(e["path"], e["details"]) for e in said["errors"]] == [
         (str(source / name), {"definition": name, "list": key}) for name, key in expected
     ]
+
+
+# --------------------------------------------------------------------------- every file that does not parse
+
+
+def test_every_definition_file_that_does_not_parse_is_said_each_in_its_own_lines(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """A workflow and an adapter file, each not TOML: both said, in catalogue.toml's order, each with its own next
+    step (``--json``: both under ``errors``). Before, the first stopped the load and the second met the next run."""
+    source = _copy(scaffold, tmp_path)
+    workflow, adapter = source / "workflows/my-flow.toml", source / "adapters/claude-code.toml"
+    workflow.write_bytes(workflow.read_bytes() + b"\noops = = 1\n")
+    adapter.write_bytes(adapter.read_bytes() + b"\nbad = [1,\n")
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    said = refusals(built.stderr)
+    assert built.returncode == 1 and [r.error.split(": not valid TOML: ")[0] for r in said] == [
+        f"error: catalogue_invalid: {workflow}",
+        f"error: catalogue_invalid: {adapter}",
+    ], built.stderr
+    assert said[0].next.startswith("fix the TOML syntax in workflows/my-flow.toml at line ")
+    assert said[1].next.startswith("fix the TOML syntax in adapters/claude-code.toml at its end")
+    checked = json.loads(pack("check", source, "--json").stdout)
+    assert [(e["code"], e["path"]) for e in checked["errors"]] == [
+        ("catalogue_invalid", str(workflow)),
+        ("catalogue_invalid", str(adapter)),
+    ]
+    assert not (tmp_path / "rel").exists()
+
+
+def test_every_schema_that_is_not_strict_json_is_said_each_in_its_own_lines(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Two schemas, one not JSON and one repeating a key: both said, in path order, each with where to fix it."""
+    source = _copy(scaffold, tmp_path)
+    state, summary = source / "schemas/confirmed-state.schema.json", source / "schemas/summary.schema.json"
+    state.write_text('{"type": "object",}', "utf-8")
+    summary.write_text('{"type": "object", "type": "array"}', "utf-8")
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    said = refusals(built.stderr)
+    assert built.returncode == 1 and [r.error for r in said] == [
+        f"error: schema_invalid: {state}: not valid JSON: Expecting property name enclosed in double quotes: "
+        "line 1 column 19 (char 18)",
+        f"error: schema_invalid: {summary}: duplicate JSON key 'type'",
+    ], built.stderr
+    assert said[0].next.startswith("fix the JSON syntax in schemas/confirmed-state.schema.json at line 1, column 19")
+    assert said[1].next.startswith("in schemas/summary.schema.json, keep one 'type' member")
+    assert not (tmp_path / "rel").exists()

@@ -23,7 +23,7 @@ from rimthan_workflow_registry.release import load_trust, verify_release
 from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
 from support.pack_cli import BIN, pack
 from support.processes import stdio_client_process
-from support.refusals import refusal
+from support.refusals import refusal, refusals
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir, trust_file
 
 # Every shape semver allows: plain, pre-release (alphanumeric, numeric, dotted, hyphenated), build metadata, both.
@@ -254,6 +254,42 @@ def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
     assert signed.stderr.startswith(f"warning: key {stranger.key_id} is not in the trust store {trust}")
     trusted = pack("sign", release, "--key", signer.private_path, "--trust", trust)
     assert "warning" not in trusted.stderr
+
+
+def test_every_signature_file_that_fails_is_said_each_in_its_own_lines(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Two trusted signatures, each failing alone (one altered, one cut short), and a copy named otherwise: verify
+    says each, in file order, with its own next step (``--json``: each under ``errors``), and no count of signers
+    echoes them. Before, the first stopped the signature step and the others met the next run."""
+    colleague = make_keypair(tmp_path / "k", "colleague")
+    trust = trust_dir(tmp_path / "trust", signer, colleague)
+    assert pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path).returncode == 0
+    release = tmp_path / "my-flow-0.1.0"
+    assert pack("sign", release, "--key", colleague.private_path, "--trust", trust).returncode == 0
+    signatures = release / "signatures"
+    altered, short = signatures / f"{signer.key_id}.sig", signatures / f"{colleague.key_id}.sig"
+    copy = signatures / "copy.sig"
+    copy.write_bytes(altered.read_bytes())
+    altered.write_bytes(bytes([altered.read_bytes()[0] ^ 1]) + altered.read_bytes()[1:])
+    short.write_bytes(short.read_bytes()[:-1])
+    expected = {
+        altered: "does not verify the manifest with trusted key",
+        short: "is 63 bytes, an Ed25519 signature is 64",
+        copy: "signature files must be named <key id>.sig (64 lowercase hex characters)",
+    }
+
+    in_order = sorted(expected, key=lambda path: path.name)  # (signature files are checked by name)
+
+    verified = pack("verify", release, "--trust", trust)
+
+    said = refusals(verified.stderr)
+    assert verified.returncode == 1 and len(said) == len(in_order), verified.stderr
+    for refused, path in zip(said, in_order, strict=True):
+        assert refused.error.startswith(f"error: signature_invalid: {path}: {expected[path]}"), verified.stderr
+    assert said[in_order.index(copy)].next.startswith("signatures/ holds nothing but signatures"), verified.stderr
+    checked = json.loads(pack("verify", release, "--trust", trust, "--json").stdout)
+    assert [(e["code"], e["path"]) for e in checked["errors"]] == [("signature_invalid", str(p)) for p in in_order]
 
 
 def test_a_co_signer_checking_against_a_k_of_n_trust_file_signs_the_release_short_of_its_threshold(

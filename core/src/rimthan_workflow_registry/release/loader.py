@@ -9,9 +9,9 @@ the catalogue rules: a catalogue that builds is a catalogue that loads.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
@@ -31,6 +31,8 @@ from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
+
+T = TypeVar("T")
 
 
 class CatalogueFiles(Protocol):
@@ -99,9 +101,11 @@ class ReleaseLoader:
         paths = files.paths
         if "catalogue.toml" not in paths:
             raise CatalogueError(FailureCode.CATALOGUE_INVALID, "catalogue.toml is missing", path="catalogue.toml")
-        info, scope = parse_catalogue_manifest(files.read("catalogue.toml"))
-        workflows = tuple(parse_workflow(_read(files, p), p) for p in info["workflows"])
-        adapters = tuple(parse_host_adapter(_read(files, p), p) for p in info["host_adapters"])
+        info, scope = parse_catalogue_manifest(files.read("catalogue.toml"))  # (names the files parsed next)
+        parsed = BrokenRules()  # each file parses alone: every one that does not is said
+        workflows = parsed.each(info["workflows"], lambda p: parse_workflow(_read(files, p), p))
+        adapters = parsed.each(info["host_adapters"], lambda p: parse_host_adapter(_read(files, p), p))
+        parsed.raise_any()
         catalogue = Catalogue(
             name=info["name"],
             version=info["version"],
@@ -167,8 +171,8 @@ class ReleaseLoader:
 
 
 class BrokenRules:
-    """The catalogue rules a load found broken, in the order they ran: each a failure of its own, the first
-    raised with the others (at most ``MAX_SAID_FAILURES`` in all) in its ``also``."""
+    """The catalogue rules a load found broken (or the files it could not parse), in the order they ran: each a
+    failure of its own, the first raised with the others (at most ``MAX_SAID_FAILURES`` in all) in its ``also``."""
 
     def __init__(self) -> None:
         self.found: list[RegistryError] = []
@@ -181,6 +185,17 @@ class BrokenRules:
             self.found.append(exc)
             return False
         return True
+
+    def each(self, paths: Iterable[str], parse: Callable[[str], T]) -> tuple[T, ...]:
+        """``parse`` of each of ``paths`` that parses (a refusal it raises is kept): whole only once
+        :meth:`raise_any` raised nothing."""
+        done: list[T] = []
+        for path in paths:
+            try:
+                done.append(parse(path))
+            except RegistryError as exc:
+                self.found.append(exc)
+        return tuple(done)
 
     def raise_any(self) -> None:
         if self.found:
@@ -199,7 +214,10 @@ def _compile_schemas(catalogue: Catalogue, files: CatalogueFiles) -> SchemaSet:
         | {o.schema for w in catalogue.workflows for s in w.steps for o in s.outputs if o.schema is not None}
     )
     raw = {p: files.read(p) for p in referenced}
-    documents = {p: _schema_document(raw[p], p) for p in referenced}
+    parsed = BrokenRules()  # each schema parses alone: every one that does not is said
+    found = parsed.each(referenced, lambda p: _schema_document(raw[p], p))
+    parsed.raise_any()
+    documents = dict(zip(referenced, found, strict=True))
     rules.check_schemas({p: doc for p, doc in documents.items() if not SCHEMA_CHECKS.passed(raw[p])})
     SCHEMA_CHECKS.remember(raw.values())  # reached only when every schema passed
     return SchemaSet(documents=documents, validators=CompiledSchemas(documents))

@@ -266,6 +266,36 @@ def _stat_failure(info: os.stat_result, listed: int, where: str) -> ReleaseVerif
     return _size_failure(info.st_size, listed, where)
 
 
+def read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode) -> bytes:
+    """Read a small metadata file without following symlinks, at most ``limit`` bytes (manifest, checksums, a
+    signature)."""
+    try:
+        fd = os.open(fs_path, OPEN_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise failure_at(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", where) from None
+        raise failure_at(FailureCode.FILE_MISSING, f"cannot be read: {exc.strerror}", where) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise failure_at(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", where)
+        data = b""
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise failure_at(too_big, f"is larger than {limit} bytes", where)
+    return data
+
+
+def failure_at(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
+    """A release file's refusal: ``code`` and ``message``, naming ``where``."""
+    return ReleaseVerificationError(code, message, path=str(where))
+
+
 @dataclass(frozen=True)
 class ReleaseFiles:
     """Read access to a release's catalogue files, every read checked against the manifest.

@@ -20,16 +20,11 @@ untrusted release never gets its content parsed.
 
 from __future__ import annotations
 
-import errno
 import operator
-import os
 import shlex
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from cryptography.exceptions import InvalidSignature
 
 from rimthan_workflow_registry.canonical import DIGEST_PREFIX, sha256_hex
 from rimthan_workflow_registry.errors import (
@@ -47,9 +42,7 @@ from rimthan_workflow_registry.release.format import (
     CHECKSUMS_NAME,
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
-    OPEN_NOFOLLOW,
     RELEASE_DIR_NAME,
-    SIGNATURE_SIZE,
     SIGNATURES_DIR,
     FileEntry,
     Manifest,
@@ -70,6 +63,7 @@ from rimthan_workflow_registry.release.paths import (
     unsafe_paths,
 )
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version, check_key
+from rimthan_workflow_registry.release.signature_check import check_signatures
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree, walk_release
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import (
@@ -78,6 +72,8 @@ from rimthan_workflow_registry.release.verified import (
     VerifiedRelease,
     check_file,
     check_files,
+    failure_at,
+    read_small,
     stops_file_check,
     verify_threads,
 )
@@ -90,10 +86,6 @@ _MEDIA_TYPE = operator.attrgetter("media_type")
 # with 1 MiB batches on the 2-core Xeon VM, medians of 8-12 fresh processes in three sweeps, 6 December 2026).
 _HASH_BATCH_BYTES = 256 * 1024
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
-
-
-def _fail(code: FailureCode, message: str, where: Path | str) -> ReleaseVerificationError:
-    return ReleaseVerificationError(code, message, path=str(where))
 
 
 @dataclass(frozen=True)
@@ -163,7 +155,7 @@ def _examine(
     tree = walk_release(root)
     manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
     _check_manifest_paths(root, manifest)
-    signers = _check_signatures(root, tree, manifest_bytes, trust, require_threshold) if trust is not None else ()
+    signers = check_signatures(root, tree, manifest_bytes, trust, require_threshold) if trust is not None else ()
     if signers:  # signed, and parse_manifest passed: remember its canonical form (never for unsigned input)
         SCHEMA_CHECKS.remember_keys({check_key(manifest_bytes, canonical_form_version(), sha256=manifest_sha256)})
     _check_release_name(root, manifest)
@@ -190,36 +182,12 @@ def _examine(
 # --------------------------------------------------------------------------- steps
 
 
-def _read_small(fs_path: Path, limit: int, *, where: Path, too_big: FailureCode) -> bytes:
-    """Read a small metadata file without following symlinks, at most ``limit`` bytes."""
-    try:
-        fd = os.open(fs_path, OPEN_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is a symbolic link", where) from None
-        raise _fail(FailureCode.FILE_MISSING, f"cannot be read: {exc.strerror}", where) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _fail(FailureCode.FILE_TYPE_FORBIDDEN, "is not a regular file", where)
-        data = b""
-        while len(data) <= limit:
-            chunk = os.read(fd, limit + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise _fail(too_big, f"is larger than {limit} bytes", where)
-    return data
-
-
 def _read_manifest(root: Path, tree: ReleaseTree) -> tuple[bytes, str, Manifest]:
     """The exact manifest bytes, their hex SHA-256 (computed once for every use) and their strict parse."""
     where = root / MANIFEST_NAME
     if MANIFEST_NAME not in tree.files:
-        raise _fail(FailureCode.MANIFEST_MISSING, "the release has no manifest.json", where)
-    data = _read_small(where, MAX_MANIFEST_BYTES, where=where, too_big=FailureCode.MANIFEST_INVALID)
+        raise failure_at(FailureCode.MANIFEST_MISSING, "the release has no manifest.json", where)
+    data = read_small(where, MAX_MANIFEST_BYTES, where=where, too_big=FailureCode.MANIFEST_INVALID)
     sha256 = sha256_hex(data)
     return data, sha256, parse_manifest(data, where=str(where), sha256=sha256)
 
@@ -235,10 +203,10 @@ def _check_manifest_paths(root: Path, manifest: Manifest) -> None:
     _refuse_listed(where, paths)
     clash = path_set_problem(paths)
     if clash is not None:
-        raise _fail(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
+        raise failure_at(FailureCode.PATH_UNSAFE, f"lists path {clash[0]!r} which {clash[1]}", where)
     if list(map(_MEDIA_TYPE, manifest.files)) != list(map(media_type_for, paths)):
         entry = next(e for e in manifest.files if e.media_type != media_type_for(e.path))
-        raise _fail(
+        raise failure_at(
             FailureCode.MANIFEST_INVALID,
             f"lists {entry.path!r} as {entry.media_type}; a file of that name is {media_type_for(entry.path)}",
             where,
@@ -265,68 +233,6 @@ def _refuse_listed(where: Path, paths: Sequence[str]) -> None:
         raise collected(failures)
 
 
-def _check_signatures(
-    root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore, require_threshold: bool = True
-) -> tuple[str, ...]:
-    """Enough distinct trusted keys signed the exact manifest bytes (any number, without ``require_threshold``).
-
-    A signature file is named by the key id it claims; a trusted key's
-    signature that does not verify fails the release outright (fail closed).
-    Signatures by keys the store does not know are ignored, never counted.
-    """
-    sig_dir = root / SIGNATURES_DIR
-    names = tree.under(SIGNATURES_DIR)
-    if not names and require_threshold:
-        raise _fail(FailureCode.SIGNATURE_MISSING, "the release carries no signatures", sig_dir)
-    valid: list[str] = []
-    untrusted: list[str] = []
-    for rel in names:
-        where = root / rel
-        key_id = key_id_from_signature_name(Path(rel).name)
-        if key_id is None:
-            raise ReleaseVerificationError(
-                FailureCode.SIGNATURE_INVALID,
-                "signature files must be named <key id>.sig (64 lowercase hex characters)",
-                path=str(where),
-                next_step=f"{SIGNATURES_DIR}/ holds nothing but signatures: a file named otherwise (an editor's "
-                "backup, a copy) was added after signing; rebuild the release, or fetch it again, not edited",
-            )
-        if tree.files[rel].st_size != SIGNATURE_SIZE:
-            raise _fail(
-                FailureCode.SIGNATURE_INVALID,
-                f"is {tree.files[rel].st_size} bytes, an Ed25519 signature is {SIGNATURE_SIZE}",
-                where,
-            )
-        key = trust.keys.get(key_id)
-        if key is None:
-            untrusted.append(key_id)
-            continue
-        signature = _read_small(where, SIGNATURE_SIZE, where=where, too_big=FailureCode.SIGNATURE_INVALID)
-        try:
-            key.verify(signature, manifest_bytes)
-        except InvalidSignature:
-            raise _fail(
-                FailureCode.SIGNATURE_INVALID,
-                f"does not verify the manifest with trusted key {trust.describe(key_id)}",
-                where,
-            ) from None
-        valid.append(key_id)
-    signers = len(set(valid))  # one file per key id (names are matched whole); distinct keys all the same
-    if signers >= trust.threshold or not require_threshold:
-        return tuple(valid)
-    if not valid:
-        raise _fail(
-            FailureCode.SIGNATURE_UNTRUSTED,
-            f"signed only by key(s) the trust store {trust.source} does not trust: {', '.join(untrusted)}",
-            sig_dir,
-        )
-    raise _fail(
-        FailureCode.SIGNATURE_THRESHOLD_NOT_MET,
-        f"{signers} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
-        sig_dir,
-    )
-
-
 def _check_release_name(root: Path, manifest: Manifest) -> None:
     """A directory named like a release (``<catalogue>-<version>``) holds exactly that release.
 
@@ -343,7 +249,7 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
     prefix = identity.catalogue + "-"
     claimed = name[len(prefix) :] if name.startswith(prefix) else None
     if claimed is not None and is_semver(claimed) and semver_key(identity.version) < semver_key(claimed):
-        raise _fail(
+        raise failure_at(
             FailureCode.ROLLBACK_REFUSED,
             f"the directory is named for {identity.catalogue}@{claimed} but holds the older {identity.id}",
             where,
@@ -362,11 +268,13 @@ def _check_checksums(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     """SHA256SUMS is exactly the rendering derived from the manifest."""
     where = root / CHECKSUMS_NAME
     if CHECKSUMS_NAME not in tree.files:
-        raise _fail(FailureCode.CHECKSUMS_MISMATCH, "the release has no SHA256SUMS file", where)
+        raise failure_at(FailureCode.CHECKSUMS_MISMATCH, "the release has no SHA256SUMS file", where)
     expected = render_checksums(manifest)
-    data = _read_small(where, len(expected), where=where, too_big=FailureCode.CHECKSUMS_MISMATCH)
+    data = read_small(where, len(expected), where=where, too_big=FailureCode.CHECKSUMS_MISMATCH)
     if data != expected:
-        raise _fail(FailureCode.CHECKSUMS_MISMATCH, "does not match the checksums derived from the manifest", where)
+        raise failure_at(
+            FailureCode.CHECKSUMS_MISMATCH, "does not match the checksums derived from the manifest", where
+        )
 
 
 def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
@@ -439,7 +347,7 @@ def _check_file(base: str, present: set[str], entry: FileEntry) -> None:
     """One listed file: walked, then its type, link count, size and bytes (paths built as strings)."""
     where = f"{base}/{entry.path}"
     if entry.path not in present:
-        raise _fail(FailureCode.FILE_MISSING, "listed in the manifest but missing", where)
+        raise failure_at(FailureCode.FILE_MISSING, "listed in the manifest but missing", where)
     check_file(where, entry, where=where)
 
 
@@ -447,11 +355,11 @@ def _check_unlisted(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     """Nothing under catalogue/ that the manifest does not list (empty directories included)."""
     unlisted = tree.catalogue.difference(manifest.paths)
     if unlisted:
-        raise _fail(
+        raise failure_at(
             FailureCode.FILE_UNLISTED, "present but not listed in the manifest", root / CATALOGUE_DIR / min(unlisted)
         )
     if tree.empty_dirs:  # every file beneath is listed (above): a directory with none holds no listed file
-        raise _fail(FailureCode.FILE_UNLISTED, "directory holds no listed file", root / min(tree.empty_dirs))
+        raise failure_at(FailureCode.FILE_UNLISTED, "directory holds no listed file", root / min(tree.empty_dirs))
 
 
 def _check_scope(root: Path, manifest: Manifest, expected_profile: str | None, expected_scope: str | None) -> None:
@@ -459,13 +367,13 @@ def _check_scope(root: Path, manifest: Manifest, expected_profile: str | None, e
     release = manifest.release
     where = root / MANIFEST_NAME
     if expected_profile is not None and release.scope_profile != expected_profile:
-        raise _fail(
+        raise failure_at(
             FailureCode.SCOPE_MISMATCH,
             f"release profile is {release.scope_profile!r}, expected {expected_profile!r}",
             where,
         )
     if expected_scope is not None and release.scope_name != expected_scope:
-        raise _fail(
+        raise failure_at(
             FailureCode.SCOPE_MISMATCH,
             f"release scope is {release.scope_name!r}, expected {expected_scope!r}",
             where,
@@ -495,7 +403,7 @@ def _check_manifest_matches_catalogue(root: Path, manifest: Manifest, loaded: Lo
     )
     for what, signed, actual in checks:
         if signed != actual:
-            raise _fail(
+            raise failure_at(
                 FailureCode.MANIFEST_INVALID,
                 f"{what} in the manifest differ from catalogue.toml ({signed!r} != {actual!r})",
                 where,
