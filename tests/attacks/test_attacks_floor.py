@@ -30,17 +30,15 @@ from typing import Any
 import pytest
 import tomli_w
 from rimthan_workflow_mcp.floor import (
-    BELOW_FLOOR_EVENT,
     FLOOR_FILE,
     FLOOR_FORMAT,
     LOCK_SUFFIX,
     ActivationFloor,
-    BelowFloor,
     Deployment,
     deployment_of,
-    read_below_floor,
 )
 from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_registry.below_floor import BELOW_FLOOR_EVENT, BelowFloor, read_below_floor
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring

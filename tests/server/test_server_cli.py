@@ -22,9 +22,9 @@ from click.testing import CliRunner
 from mcp import types
 from rimthan_host.harness import client_caller
 from rimthan_workflow_mcp.cli import main
-from rimthan_workflow_mcp.floor import read_below_floor
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.server import create_mcp_application
+from rimthan_workflow_registry.below_floor import read_below_floor
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 from support.checked_client import CheckedClient

@@ -9,7 +9,7 @@ A child's stderr passes through to the bridge's own (:class:`_ChildStderr`),
 and its last lines are kept: a child that exits before it answers (no
 ``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words,
 and a start refused below the activation floor with the details of its log
-record (``rimthan_workflow_mcp.floor.read_below_floor``), never read from its words.
+record (``rimthan_workflow_registry.below_floor``), never read from its words.
 When the bridge's client goes away, :meth:`VerifierLink.down` says whether the
 verifier is up (it waits for a connection still being made, and asks one that
 is made for its tools); if it is not, why, as a refusal (:class:`VerifierDown`),
@@ -31,7 +31,7 @@ from anyio.abc import TaskGroup
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CONNECTION_CLOSED
-from rimthan_workflow_mcp.floor import BelowFloor, read_below_floor
+from rimthan_workflow_registry.below_floor import BelowFloor, read_below_floor
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.remediation import ExitStatus
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 
-from rimthan_workflow_mcp.floor import BelowFloor
+from rimthan_workflow_registry.below_floor import BelowFloor
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .bridge import Bridge, Reply

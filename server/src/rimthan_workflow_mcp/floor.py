@@ -37,9 +37,9 @@ directory the server cannot write still serves releases at their floor.
 
 A start the floor refuses as a rollback also says so for a program: before its ``error:``/``next:`` lines,
 ``rimthan-mcp serve`` logs one record per release refused below the floor (:func:`log_below_floor`; a JSON line
-on stderr at level error, so logged at every ``--log-level``): event :data:`BELOW_FLOOR_EVENT` and the fields
-``catalogue``, ``version``, ``floor`` (:class:`BelowFloor`), that refusal's details. The host kit's bridge reads
-which release was withdrawn from the first (:func:`read_below_floor`), never from the English message.
+on stderr at level error, so logged at every ``--log-level``): the core's ``below_floor`` record (event
+``BELOW_FLOOR_EVENT``, the fields ``catalogue``, ``version``, ``floor``), that refusal's details. The host kit's
+bridge reads which release was withdrawn from the first (``read_below_floor``), never from the English message.
 """
 
 from __future__ import annotations
@@ -52,14 +52,14 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rimthan_workflow_registry.below_floor import BELOW_FLOOR_EVENT, BelowFloor
 from rimthan_workflow_registry.canonical import DIGEST_PATTERN, parse_strict_json, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
-from rimthan_workflow_registry.release.catalogue import ID_PATTERN
 from rimthan_workflow_registry.remediation import io_next_step
 from rimthan_workflow_registry.small_files import read_small_file
 
@@ -75,60 +75,12 @@ MODES = ("directory", "explicit")  # an entry's "mode": the directory mode, or t
 _KEY_ID = re.compile(r"[0-9a-f]{64}")
 _LABEL = re.compile(rf"trust ([0-9a-f]{{64}}(?:, [0-9a-f]{{64}})*); releases (.+?)(; {EXPLICIT_MODE})?", re.DOTALL)
 _log = get_logger("floor")
-BELOW_FLOOR_EVENT = "start refused below the activation floor"
-"""The ``event`` of the log record ``rimthan-mcp serve`` writes per release below the floor that refused its start
-(its fields: :class:`BelowFloor`'s)."""
-_CATALOGUE = re.compile(ID_PATTERN)
-
-
-@dataclass(frozen=True)
-class BelowFloor:
-    """A release refused as a rollback: ``catalogue@version`` is below the activation floor ``floor``."""
-
-    catalogue: str
-    version: str
-    floor: str
-
-    @classmethod
-    def all_of(cls, error: RegistryError) -> list[BelowFloor]:
-        """Each release ``error`` refuses below the floor, from its details: its own, or (no release of a releases
-        directory verifies) each rejected release's, in order; none for any other refusal."""
-        if error.code != FailureCode.ROLLBACK_REFUSED:
-            return []
-        rejected = error.details.get("rejected")
-        errors = [r.get("error") for r in rejected if isinstance(r, dict)] if isinstance(rejected, list) else []
-        said = [error.to_dict(), *errors]
-        found = (_below_floor(e.get("details")) for e in said if isinstance(e, dict) and e.get("code") == error.code)
-        return [below for below in found if below is not None]
 
 
 def log_below_floor(error: RegistryError) -> None:
     """Log each release ``error`` refuses below the floor (:data:`BELOW_FLOOR_EVENT`), for a program to read."""
     for below in BelowFloor.all_of(error):
         _log.error(BELOW_FLOOR_EVENT, extra=asdict(below))
-
-
-def read_below_floor(line: str) -> BelowFloor | None:
-    """The release a :func:`log_below_floor` record names, if ``line`` is one; None for any other line, or one
-    whose fields are not a catalogue name and two semantic versions."""
-    if BELOW_FLOOR_EVENT not in line:  # (most lines: no JSON parsed)
-        return None
-    try:
-        said = json.loads(line)
-    except ValueError:
-        return None
-    return _below_floor(said) if isinstance(said, dict) and said.get("event") == BELOW_FLOOR_EVENT else None
-
-
-def _below_floor(said: Any) -> BelowFloor | None:
-    if not isinstance(said, dict):
-        return None
-    catalogue, version, floor = (
-        value if isinstance(value := said.get(f.name), str) else "" for f in fields(BelowFloor)
-    )
-    if not _CATALOGUE.fullmatch(catalogue) or not is_semver(version) or not is_semver(floor):
-        return None
-    return BelowFloor(catalogue, version, floor)
 
 
 @dataclass(frozen=True)
