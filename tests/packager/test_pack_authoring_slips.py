@@ -654,3 +654,26 @@ def test_every_schema_that_is_not_strict_json_is_said_each_in_its_own_lines(
     assert said[0].next.startswith("fix the JSON syntax in schemas/confirmed-state.schema.json at line 1, column 19")
     assert said[1].next.startswith("in schemas/summary.schema.json, keep one 'type' member")
     assert not (tmp_path / "rel").exists()
+
+
+def test_every_missing_file_a_workflow_names_is_said_each_in_its_own_lines(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Two step instructions deleted: the rule that every named file exists says both, in the workflow's order
+    (``--json``: both under ``errors``). Before, the rule stopped at its first missing file."""
+    source = _copy(scaffold, tmp_path)
+    missing = ["assets/instructions/plan.md", "assets/instructions/write-summary.md"]
+    for name in missing:
+        (source / name).unlink()
+
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+
+    said = refusals(built.stderr)
+    workflow = source / "workflows/my-flow.toml"
+    assert built.returncode == 1 and [r.error.split(" (did you mean")[0] for r in said] == [
+        f"error: reference_unresolved: {workflow}: workflow my-flow@0.1.0 references missing file {name!r}"
+        for name in missing
+    ], built.stderr
+    checked = json.loads(pack("check", source, "--json").stdout)
+    assert [(e["code"], e["path"]) for e in checked["errors"]] == [("reference_unresolved", str(workflow))] * 2
+    assert not (tmp_path / "rel").exists()

@@ -63,7 +63,9 @@ def project_path_problem(path: str) -> str | None:
 
 
 def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
-    """Every file a workflow or adapter names is part of the catalogue."""
+    """Every file a workflow or adapter names is part of the catalogue (each missing file a failure of its own,
+    once per workflow or adapter naming it)."""
+    failures: list[RegistryError] = []
     for workflow in catalogue.workflows:
         referenced = [workflow.confirmed_state_schema]
         referenced += [a.file for a in workflow.assets]
@@ -71,14 +73,18 @@ def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
         for step in workflow.steps:
             referenced.append(step.instruction)
             referenced += [o.schema for o in step.outputs if o.schema is not None]
-        for ref in referenced:
-            if ref not in paths:
-                raise unresolved(
-                    workflow.source, f"workflow {workflow.key} references missing file {ref!r}", ref, paths
-                )
-    for adapter in catalogue.host_adapters:
-        if adapter.instruction not in paths:
-            raise unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
+        failures += [
+            unresolved(workflow.source, f"workflow {workflow.key} references missing file {ref!r}", ref, paths)
+            for ref in dict.fromkeys(referenced)
+            if ref not in paths
+        ]
+    failures += [
+        unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
+        for adapter in catalogue.host_adapters
+        if adapter.instruction not in paths
+    ]
+    if failures:
+        raise collected(failures)
 
 
 def _text_files(catalogue: Catalogue) -> list[str]:
