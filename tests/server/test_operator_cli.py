@@ -194,6 +194,15 @@ def test_every_rimthan_pack_command_has_examples_and_exit_statuses(command: list
         # where it could never apply (no registry to lose, or no health check: stdio), it would silently do nothing
         (["serve", "--stale-after", "60"], "it needs --releases-from and --transport http"),
         (["serve", "--transport", "http", "--stale-after", "60"], "it needs --releases-from and --transport http"),
+        # a followed registry is synced at every refresh: not many times a second
+        (["serve", "--releases-from", "oci://127.0.0.1:1/x", "--refresh-interval", "0.5"], "give at least 1 second"),
+        # HTTP options under stdio were silently ignored
+        (["serve", "--http-sessions"], "--http-sessions applies to --transport http only"),
+        (["serve", "--allowed-host", "rimthan.example"], "--allowed-host applies to --transport http only"),
+        (["serve", "--transport", "stdio", "--port", "9000"], "--port applies to --transport http only"),
+        (["serve", "--host", "::1"], "--host applies to --transport http only"),
+        # --release with --releases-from pulled into ./releases, then refused for the empty directory
+        (["serve", "--release", "r", "--releases-from", "oci://127.0.0.1:1/x"], "give one of them"),
     ],
 )
 def test_usage_mistakes_are_one_line_with_the_help_to_read(args: list[str], expect: str, tmp_path: Path) -> None:

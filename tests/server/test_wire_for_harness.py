@@ -188,7 +188,7 @@ def test_a_follower_s_interval_sync_that_pulls_a_new_release_notifies_the_client
     push(packaged_releases["1.2.0"], ref, trust)
     args = ["-m", "rimthan_workflow_mcp", "serve", "--releases-from", ref, "--plain-http", "--trust", str(trust)]
     args += ["--releases-dir", str(tmp_path / "releases"), "--state-dir", str(tmp_path / "state")]
-    args += ["--refresh-interval", "0.2", "--log-level", "info"]
+    args += ["--refresh-interval", "1", "--log-level", "info"]  # a follower's floor: each refresh syncs
     errlog = tmp_path / "stderr.log"
     listening = Listening()
 

@@ -12,11 +12,10 @@ to do>``, exit status 1 for a refusal and 2 for a usage mistake.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import anyio
 import click
@@ -40,6 +39,7 @@ from .cli_keys import (
     trust_option,
 )
 from .logs import LEVELS, configure_logging, get_logger
+from .serve_options import check_http_only, check_refresh_interval, check_release_mode, check_stale_after, usage
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import TrustStore
@@ -114,23 +114,6 @@ def _migration_gaps(provider: ReleaseProvider) -> tuple[MigrationGap, ...]:
     from .migration import migration_gaps
 
     return migration_gaps(provider.active.release, target.release)
-
-
-def _usage(message: str) -> NoReturn:
-    refuse(FailureCode.USAGE, None, message, "run 'rimthan-mcp serve --help'", status=ExitStatus.USAGE)
-
-
-def _check_stale_after(stale_after: float | None, releases_from: str | None, transport: str) -> None:
-    """``--stale-after``: seconds above 0, for a follower answering health checks (HTTP)."""
-    if stale_after is None:
-        return
-    if not (math.isfinite(stale_after) and stale_after > 0):
-        _usage(f"--stale-after {stale_after:g}: give a number of seconds above 0, or leave it out")
-    if releases_from is None or transport != "http":
-        _usage(
-            "--stale-after says when GET /healthz of a follower turns 503: it needs --releases-from and "
-            "--transport http"
-        )
 
 
 def _tcp_port(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
@@ -357,26 +340,26 @@ def serve(
             "not open: the process was started with it closed, and MCP over stdio needs both stdin and stdout",
             "start rimthan-mcp serve from an MCP host (it connects both), or serve over HTTP with --transport http",
         )
-    if refresh_interval is not None and not (math.isfinite(refresh_interval) and refresh_interval > 0):
-        # anyio.sleep refuses a negative or NaN delay: the server would die after it said it was listening
-        _usage(f"--refresh-interval {refresh_interval:g}: give a number of seconds above 0, or leave it out")
-    _check_stale_after(stale_after, releases_from, transport)
+    check_http_only(click.get_current_context(), transport)
+    check_refresh_interval(refresh_interval, releases_from)
+    check_stale_after(stale_after, releases_from, transport)
+    check_release_mode(release_dir is not None, releases_from)
     if plain_http and releases_from is None:  # it would be ignored: the server itself never speaks TLS
-        _usage("--plain-http says how to reach the registry --releases-from follows: give --releases-from too")
+        usage("--plain-http says how to reach the registry --releases-from follows: give --releases-from too")
     for value in allowed_hosts:
         if (problem := check_allowed_host(value)) is not None:
-            _usage(f"--allowed-host {value!r}: {problem}")
+            usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
     checked_state: Path = state_dir
     guard(lambda: check_state_dir(checked_state))
     keys_path = checkpoint_keys or state_dir / KEYS_FILE
     if migration_target is not None and release_dir is None:
-        _usage(
+        usage(
             "--migration-target needs --release (the explicit two-release mode); with --releases-dir use "
             "--migrate-to-newest"
         )
     if migrate_to_newest and release_dir is not None:
-        _usage(
+        usage(
             "--migrate-to-newest serves a releases directory; drop --release, or name the target with "
             "--migration-target"
         )
