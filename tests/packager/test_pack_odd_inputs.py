@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from support.refusals import Refusal, refusal
 from support.releases import KeyPair, build_release, make_keypair, scaffold_source
 
@@ -93,6 +95,29 @@ def test_a_huge_sparse_key_is_refused_as_too_large(source: Path, tmp_path: Path)
         handle.truncate(1024**3)  # 1 GB, sparse: costs no disk
     found = refused(run("rimthan-pack", "build", source, "--key", key, "--out", tmp_path / "out"))
     assert found.code == "key_invalid" and "too large to be a private key" in found.error
+
+
+@pytest.mark.parametrize("place", ["trusted", "private", "private-not-ed25519"])
+def test_key_invalid_says_the_next_step_for_the_key_it_names(
+    place: str, source: Path, release: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """A garbage trusted ``.pub`` once advised ``rimthan-mcp keys rotate`` (checkpoint keys): each says its own."""
+    if place == "trusted":
+        (tmp_path / "trust").mkdir()
+        (tmp_path / "trust/ops.pub").write_text("garbage\n", encoding="utf-8")
+        found = refused(run("rimthan-pack", "verify", release, "--trust", tmp_path / "trust"))
+        expected = "replace or remove the named key in --trust"
+    else:
+        key = tmp_path / "ci.key"
+        other = ec.generate_private_key(ec.SECP256R1()) if place == "private-not-ed25519" else None
+        key.write_bytes(
+            other.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()) if other else b"x" * 10**6
+        )
+        key.chmod(0o600)
+        found = refused(run("rimthan-pack", "build", source, "--key", key, "--out", tmp_path / "out"))
+        expected = "pass the PREFIX.key that `rimthan-pack keygen --out PREFIX` wrote"
+    assert found.code == "key_invalid" and found.next.startswith(expected), found
+    assert "keys rotate" not in found.next
 
 
 @pytest.mark.parametrize("kind", ["fifo", "huge"])

@@ -77,7 +77,9 @@ _TABLE: dict[FailureCode, str] = {
     "(`rimthan-mcp serve --lower-floor`)",
     # --- trust and keys
     _C.TRUST_STORE_INVALID: "point --trust at a directory of *.pub files or a TOML trust file (keys/README.md)",
-    _C.KEY_INVALID: "use a PEM Ed25519 key made by `rimthan-pack keygen` (checkpoint keys: `rimthan-mcp keys rotate`)",
+    # a trusted public key; a private --key and checkpoint keys carry their own next step where they are read
+    _C.KEY_INVALID: "replace or remove the named key in --trust: each trusted key is a PEM Ed25519 public key (the "
+    "PREFIX.pub `rimthan-pack keygen --out PREFIX` wrote)",
     _C.KEY_PATH_TRACKED: "write private keys outside the repository or into a git-ignored directory "
     "such as keys/local/",
     _C.KEY_FILE_EXPOSED: "make the key file readable and writable by its owner only (`chmod 600 FILE`), or have "

@@ -65,7 +65,9 @@ def load_signing_key(path: Path | str) -> SigningKey:
             next_step=_unreadable_next(path),
         ) from None
     if len(data) > MAX_KEY_FILE_BYTES:
-        raise TrustError(FailureCode.KEY_INVALID, "file is too large to be a private key", path=str(path))
+        raise TrustError(
+            FailureCode.KEY_INVALID, "file is too large to be a private key", path=str(path), next_step=_KEY_NEXT
+        )
     try:
         key = pem_keys.load_pem_private_key(data, password=None)
     except pem_keys.KEY_LOAD_ERRORS as exc:
@@ -80,7 +82,9 @@ def load_signing_key(path: Path | str) -> SigningKey:
             FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path), next_step=_KEY_NEXT
         ) from None
     if not isinstance(key, Ed25519PrivateKey):
-        raise TrustError(FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path))
+        raise TrustError(
+            FailureCode.KEY_INVALID, f"not an Ed25519 key ({type(key).__name__})", path=str(path), next_step=_KEY_NEXT
+        )
     exposure = None if exposed is None else _exposure(path, key_id_for(key.public_key()), exposed)
     return SigningKey(private_key=key, source=str(path), exposure=exposure)
 
