@@ -66,6 +66,15 @@ def test_a_child_with_no_releases_is_exit_1_naming_what_to_build(tmp_path: Path)
     assert said.next.endswith("; fix what it names, then start rimthan-host serve again"), said
 
 
+def test_a_child_refusal_naming_a_long_path_is_said_whole(tmp_path: Path) -> None:
+    """The bridge read its child's stderr 1,024 bytes at a time: an ``error:`` line naming a deep path was cut, and
+    the refusal ended mid-path without the child's advice. It reads whole lines (bounded) now."""
+    deep = "/".join(["d" * 200] * 6)  # 1,205 characters: a deep but ordinary path
+    said = _refused(_serve("--", "--releases-dir", deep, cwd=tmp_path), 1, "release_not_found")
+    assert f"exited: {deep}: no releases directory here" in said.error, said
+    assert said.error.endswith("`make demo` builds ./releases)"), said
+
+
 def test_an_unreachable_verifier_url_is_exit_1(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on: bound, then closed
         probe.bind(("127.0.0.1", 0))

@@ -48,7 +48,9 @@ STOPPED = "when the bridge was stopped"
 class _ChildStderr:
     """A pipe for a child's stderr: each line copied to the bridge's stderr, its last error lines kept."""
 
-    LINE = 1024  # what is kept of one line (and read at once): the clikit voice is one short error:/next: pair
+    # a line read whole up to this bound: an error: line naming long paths, a below-floor record with long names; a
+    # line past it is copied through but never read as the child's words (fail closed: no half line is taken)
+    LINE = 16 * 1024
 
     def __init__(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -60,11 +62,16 @@ class _ChildStderr:
 
     def _copy(self, reader: Any) -> None:
         last = ""
+        overlong = False  # within a line past LINE: its pieces are copied, never read
         with reader:
             for line in iter(lambda: reader.readline(self.LINE), b""):
                 text = line.decode("utf-8", "replace")
                 sys.stderr.write(text)  # (the bridge's stderr, whatever stream it is now)
                 sys.stderr.flush()
+                whole = line.endswith(b"\n") or len(line) < self.LINE  # (the last line may lack its newline)
+                if overlong or not whole:
+                    overlong = not whole
+                    continue
                 last = text.strip() or last
                 if last.startswith(("error:", "next:")):
                     self.lines.append(last)
