@@ -326,9 +326,12 @@ def test_over_http_listen_streams_past_their_bound_are_refused_and_calls_keep_th
             async with http_client_for(server.url) as client, contextlib.AsyncExitStack() as streams:
                 for _ in range(LISTEN_STREAMS):
                     await streams.enter_async_context(client.listen(resources_list_changed=True))
-                with pytest.raises(MCPError, match="Subscription limit reached"):
+                with pytest.raises(MCPError) as refused:
                     async with client.listen(resources_list_changed=True):
                         pass
+                code = FailureCode.LISTEN_LIMIT_REACHED
+                assert refused.value.message.startswith(f"{code.value}: {LISTEN_STREAMS} listen streams are open")
+                assert refused.value.data == {"code": code.value, "next": REMEDIATION[code]}, refused.value.data
                 assert len((await client.list_tools()).tools) == 4  # a call is still served beside them
 
         anyio.run(check)

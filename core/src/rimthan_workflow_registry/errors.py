@@ -127,6 +127,7 @@ class FailureCode(StrEnum):
     OCI_TLS_UNTRUSTED = "oci_tls_untrusted"
     # --- server -----------------------------------------------------------------
     REFRESH_REJECTED = "refresh_rejected"
+    LISTEN_LIMIT_REACHED = "listen_limit_reached"
     INTERNAL_ERROR = "internal_error"
     # --- command line -------------------------------------------------------------
     USAGE = "usage"

@@ -176,6 +176,8 @@ _TABLE: dict[FailureCode, str] = {
     "file holding it (see docs/fleet.md)",
     # --- server
     _C.REFRESH_REJECTED: "nothing changed: the last verified release keeps serving; fix or remove the rejected release",
+    _C.LISTEN_LIMIT_REACHED: "close a subscriptions/listen stream this client no longer needs (one per client "
+    "tells it every change), or open it again later, when others have closed",
     _C.INTERNAL_ERROR: "rerun with --log-level debug and report the logged details",
     # --- command line
     _C.USAGE: "run the command with --help",

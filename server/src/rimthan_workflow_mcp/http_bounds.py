@@ -55,7 +55,7 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   connection waiting for its next head is not counted, nor (with sessions) a
   ``GET`` stream. A 2026-07-28 ``subscriptions/listen`` stream is a ``POST`` in
   flight for as long as it is open: at most ``LISTEN_STREAMS`` are served at
-  once (a further one is refused by the SDK's listen handler), so calls keep
+  once (a further one is refused, ``listen_limit_reached``: ``list_changed.ListingListen``), so calls keep
   the other half of the slots.
 """
 

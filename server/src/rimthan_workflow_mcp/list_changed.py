@@ -42,10 +42,12 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ServerEvent,
 )
-from mcp_types import SubscriptionsListenRequestParams, SubscriptionsListenResult
+from mcp_types import INTERNAL_ERROR, SubscriptionsListenRequestParams, SubscriptionsListenResult
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
 from .logs import get_logger
 from .provider import ReleaseProvider
+from .rpc_errors import failure_error
 
 _log = get_logger("transport")
 _Listing = tuple[frozenset[str], frozenset[str]]
@@ -95,13 +97,31 @@ class ListingServer(Server[Any]):
 
 class ListingListen(ListenHandler):
     """The SDK's ``subscriptions/listen`` handler, its acknowledgment honoring only the kinds this server sends:
-    resources and prompts list changes (not tool list changes, nor resource subscriptions: see module)."""
+    resources and prompts list changes (not tool list changes, nor resource subscriptions: see module).
+
+    Its own count of open streams refuses one past ``max_subscriptions`` first, coded (``listen_limit_reached``,
+    with a next step), where the SDK would answer a bare "Subscription limit reached"."""
+
+    def __init__(self, bus: InMemorySubscriptionBus, *, max_subscriptions: int) -> None:
+        super().__init__(bus, max_subscriptions=max_subscriptions)
+        self._bound = max_subscriptions
+        self._open = 0
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
+        if self._open >= self._bound:
+            _log.info("listen stream refused: the bound is reached", extra={"listen_streams": self._open})
+            full = RegistryError(
+                FailureCode.LISTEN_LIMIT_REACHED, f"{self._open} listen streams are open, the most this server serves"
+            )
+            raise failure_error(INTERNAL_ERROR, full)
         sent = params.notifications.model_copy(update={"tools_list_changed": None, "resource_subscriptions": None})
-        return await super().__call__(ctx, params.model_copy(update={"notifications": sent}))
+        self._open += 1
+        try:
+            return await super().__call__(ctx, params.model_copy(update={"notifications": sent}))
+        finally:
+            self._open -= 1
 
 
 class ListingWatch:
