@@ -66,6 +66,6 @@ def check_release_mode(release_given: bool, releases_from: str | None) -> None:
     """``--release`` pins one release; a followed registry is pulled into ``--releases-dir``, which it never reads."""
     if release_given and releases_from is not None:
         usage(
-            "--release serves exactly one release directory, and --releases-from pulls into --releases-dir, which "
-            "--release does not serve: give one of them (follow with --releases-from and --releases-dir)"
+            "--release serves exactly one release directory, and --releases-from (or $RIMTHAN_RELEASES_FROM) pulls "
+            "into --releases-dir, which --release does not serve: give one of them"
         )
