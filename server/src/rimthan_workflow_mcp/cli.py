@@ -188,7 +188,8 @@ def main() -> None:
     "release_dir",
     type=click.Path(path_type=Path),
     metavar="DIR",
-    help="Serve exactly this release directory (the explicit two-release mode, with --migration-target). "
+    help="Serve exactly this release directory (the explicit two-release mode, with --migration-target; not "
+    "with --releases-from). "
     "[default: every catalogue in --releases-dir, each at its newest release that verifies]",
 )
 @click.option(
@@ -229,7 +230,8 @@ def main() -> None:
     default="127.0.0.1",
     show_default=True,
     callback=_bind_host,
-    help="HTTP bind address (IPv6: ::1 or [::1]).",
+    help="HTTP bind address (IPv6: ::1 or [::1]); like --port, --http-sessions and --allowed-host, refused under "
+    "stdio.",
 )
 @click.option(
     "--port", default=8765, show_default=True, type=int, callback=_tcp_port, help="HTTP port (0 picks a free one)."
@@ -253,7 +255,8 @@ def main() -> None:
     type=float,
     default=None,
     metavar="SECONDS",
-    help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh). [default: off]",
+    help="Also rescan --releases-dir every SECONDS (SIGHUP always triggers a refresh); with --releases-from at "
+    "least 1, as each refresh syncs the registry. [default: off]",
 )
 @click.option(
     "--stale-after",
