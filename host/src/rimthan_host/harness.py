@@ -17,7 +17,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.run import (
     ANSWERS_EXAMPLE,
@@ -31,7 +30,8 @@ from rimthan_workflow_registry.run import (
 from .confirmations import ConfirmedStateBook
 from .example_files import example_paths, holds, read_example, read_example_text
 from .migration_values import learn_offer
-from .project_files import WrittenFile
+from .outputs import changed_files
+from .project_files import ProjectFiles, WrittenFile
 from .protocol import (
     CONTINUE,
     PREPARE,
@@ -181,14 +181,18 @@ class CatalogueExamples:
         return read_example_text(folder, example_name(output, media_type))
 
     def review(self, ctx: ReviewContext) -> Review:
+        """Fail each file whose bytes on disk are not the ones submitted, read as the bridge reads them
+        (:func:`~rimthan_host.outputs.changed_files`: symlink-free, a link put there is changed, never followed)."""
+        artifacts = list(ctx.artifacts.values())
+        unlike = set(changed_files(ProjectFiles(ctx.project_dir), artifacts))
         changed = [
             {
                 "severity": "error",
                 "artifact_id": a.artifact_id,
                 "message": f"{a.path} on disk no longer has the SHA-256 that was submitted",
             }
-            for a in ctx.artifacts.values()
-            if sha256_hex((ctx.project_dir / a.path).read_bytes()) != a.sha256
+            for a in artifacts
+            if a.path in unlike
         ]
         if changed:
             return Review("fail", tuple(changed))
@@ -285,9 +289,13 @@ class WorkflowHarness:
         neither, at the version the verifier starts, which a start with no facts
         asks first (:meth:`HostSession.newest_version`: ``blocked``, or
         ``active`` for a workflow that requires no facts; its checkpoint is
-        never used or logged). With a version, the start is the only call.
+        never used or logged), and the start then names that version: a release
+        installed between the two calls never starts a run on facts read for
+        another. With a version, the start is the only call.
         """
-        version = initial_version or workflow_version or await self.session.newest_version(workflow)
+        if not (initial_version or workflow_version):
+            workflow_version = await self.session.newest_version(workflow)
+        version = initial_version or workflow_version or ""
         values = self._calls.initial_state(version, workflow=workflow)
         return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
 

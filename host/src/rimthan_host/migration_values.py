@@ -23,8 +23,9 @@ from .session import HostSession
 
 async def learn_offer(session: HostSession, target_release: str) -> None:
     """Have ``session`` know the verifier's offer of ``target_release``, so that :meth:`HostSession.migrate` carries
-    only the fields its confirmed state has: when none is known, a preview carrying no values asks for it. A refused
-    preview leaves every value to the migration itself, which the verifier refuses in its own words."""
+    only the fields its confirmed state has: when none is known, a preview carrying no values asks for it (a probe:
+    no ``migrate`` event reaches an ``on_event`` sink). A refused preview leaves every value to the migration
+    itself, which the verifier refuses in its own words."""
     if not offers(session.migration_offer, target_release):
         with contextlib.suppress(ToolRefused):
-            await session.migrate(target_release, {}, confirm=False)
+            await session.migrate(target_release, {}, confirm=False, probe=True)

@@ -404,12 +404,20 @@ class HostSession:
     # -- migration ------------------------------------------------------------------------
 
     async def migrate(
-        self, target_release: str, target_values: Mapping[str, Any], *, confirm: bool, by: str = BY_SCRIPT
+        self,
+        target_release: str,
+        target_values: Mapping[str, Any],
+        *,
+        confirm: bool,
+        by: str = BY_SCRIPT,
+        probe: bool = False,
     ) -> RunResult:
         """Preview (``confirm=False``) or perform a migration; every target field is confirmed afresh.
 
         Only the fields the target's state has are sent, as the verifier's offer of ``target_release`` names them
         (:func:`~rimthan_host.confirmations.carried_values`): a value of a field the target dropped stays behind.
+        ``probe``: a preview the host sends only to learn the offer
+        (:func:`~rimthan_host.migration_values.learn_offer`), no migration the user asked for: no ``migrate`` event.
         """
         prior = self.state.projection()
         target = ConfirmedStateBook(self.clock)
@@ -426,13 +434,9 @@ class HostSession:
             },
         }
         migrated = await self.call(CONTINUE, arguments, proposed=target if confirm else None)
-        self._emit(
-            HarnessEvent(
-                "migrate",
-                f"migration to {target_release}: {migrated['status']}",
-                {"preview": migrated.get("migration")},
-            )
-        )
+        if not probe:
+            said = f"migration to {target_release}: {migrated['status']}"
+            self._emit(HarnessEvent("migrate", said, {"preview": migrated.get("migration")}))
         return RunResult.of(migrated)
 
     # -- resume ---------------------------------------------------------------------------
