@@ -10,6 +10,7 @@ confirms, and the saved confirmation says it came through elicitation.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from mcp import types
 from rimthan_host.confirmations import BY_ELICITATION
 from rimthan_host.runlog import RunLog
-from rimthan_host.standin import StandIn
+from rimthan_host.standin import Reply, StandIn
 from support.bridge import audit, bridge_params, check_replies, stand_in
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
@@ -239,32 +240,50 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
     anyio.run(go)
 
 
-def test_a_migration_does_not_ask_again_for_a_fact_confirmed_with_the_same_value(
-    world: ServerWorld, tmp_path: Path
-) -> None:
-    """migrate_run with facts the run holds with the same value asks the user only for the new ones (and the
-    migration); before, every fact passed was put to them again."""
+def _migrated(
+    world: ServerWorld, tmp_path: Path, facts_of: Callable[[dict[str, Any]], dict[str, Any]]
+) -> tuple[Reply, list[str], Path]:
+    """A run routed to experiment (1.2.0), then ``migrate_run`` to 1.3.0 with ``confirm`` and the facts ``facts_of``
+    the run's confirmed values gives: its reply, what the person was asked for it, and the project."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
     person = Person()
 
-    async def go() -> None:
+    async def go() -> tuple[Reply, list[str]]:
         params = bridge_params(project, world, state)
         async with CheckedClient(params, mode="legacy", elicitation_callback=person) as client:
             model = stand_in(client, project)
             at_question = await model.follow(await model.start(), "", until_question=True)
             routed = await model.call("answer_question", {})
-            assert routed.data["step"]["id"] == "experiment", routed.text
-            objective = _saved(project)["confirmed_state"]["state"]["objective"]
+            assert routed.data["step"]["id"] == "experiment" and not at_question.is_error, routed.text
             asked_before = len(person.asked)
-            facts = {**NEW_FACTS, "objective": objective}
+            facts = facts_of(_saved(project)["confirmed_state"]["state"])
             moved = await model.call("migrate_run", {"confirm": True, "facts": facts})
-            assert "Migrated run" in moved.text, moved.text
-            asked = person.asked[asked_before:]
-            assert sorted(asked) == ["field:risk_tolerance", "field:stakeholders", "migrate"], asked
-            assert "objective: confirmed already with the same value; the user was not asked again." in moved.text
-            assert _saved(project)["release"]["id"] == "research-decision@1.3.0"
-            assert not at_question.is_error
             check_replies(model)
+            return moved, person.asked[asked_before:]
 
-    anyio.run(go)
+    moved, asked = anyio.run(go)
+    assert "Migrated run" in moved.text, moved.text
+    assert _saved(project)["release"]["id"] == "research-decision@1.3.0"
+    return moved, asked, project
+
+
+def test_a_migration_does_not_ask_again_for_a_fact_confirmed_with_the_same_value(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """migrate_run with facts the run holds with the same value asks the user only for the new ones (and the
+    migration); before, every fact passed was put to them again."""
+    moved, asked, _ = _migrated(world, tmp_path, lambda state: {**NEW_FACTS, "objective": state["objective"]})
+    assert sorted(asked) == ["field:risk_tolerance", "field:stakeholders", "migrate"], asked
+    assert "objective: confirmed already with the same value; the user was not asked again." in moved.text
+
+
+def test_a_migration_does_not_ask_for_a_fact_the_target_has_no_field_for(world: ServerWorld, tmp_path: Path) -> None:
+    """migrate_run with a fact of a field research-decision 1.3.0's confirmed state does not have put it to the user,
+    who confirmed it, and then the session dropped it unsaid. It is not asked for, and the reply says it was not
+    carried."""
+    moved, asked, project = _migrated(world, tmp_path, lambda state: {**NEW_FACTS, "mascot": "otter"})
+    assert sorted(asked) == ["field:risk_tolerance", "field:stakeholders", "migrate"], asked
+    said = "mascot: not carried to research-decision@1.3.0, whose confirmed state has no such field; the user was "
+    assert said + "not asked to confirm it." in moved.text, moved.text
+    assert "mascot" not in _saved(project)["confirmed_state"]["state"]

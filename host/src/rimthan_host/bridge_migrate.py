@@ -9,12 +9,13 @@ from rimthan_workflow_registry.errors import quoted
 
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
-from .confirmations import BY_ELICITATION, BY_MODEL
+from .confirmations import BY_ELICITATION, BY_MODEL, carried_values
 from .facts import already_confirmed, not_confirmed
 from .migration_values import learn_offer
 from .protocol import (
     ToolRefused,
 )
+from .session import HostSession
 from .step_replies import Reply, failure_codes, reply
 from .unanswered import Unanswered
 from .words import (
@@ -23,6 +24,18 @@ from .words import (
     offer_summary,
     preview_words,
 )
+
+
+def not_carried(session: HostSession, target: str, facts: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``facts`` less those of fields the offer of ``target`` says its confirmed state does not have, and the line
+    saying so: :meth:`HostSession.migrate` carries no value of such a field, so the user is not asked to confirm it."""
+    kept = carried_values(facts, session.migration_offer, target)
+    dropped = [k for k in facts if k not in kept]
+    if not dropped:
+        return kept, []
+    said = (f"{quoted(', '.join(dropped))}: not carried to {target}, whose confirmed state has no such field; the "
+            "user was not asked to confirm it.")  # fmt: skip
+    return kept, [said]
 
 
 class MigrationMoves(BridgeCore):
@@ -46,6 +59,8 @@ class MigrationMoves(BridgeCore):
         await learn_offer(session, target)  # (so the session sends none the target dropped)
         values = {**session.state.values, **facts}
         facts, known = already_confirmed(session, facts)  # (one confirmed with that value is not asked again)
+        facts, behind = not_carried(session, target, facts)  # (nor one the target has no field for)
+        known += behind
         try:
             preview = await session.migrate(target, values, confirm=False)
         except ToolRefused as exc:
