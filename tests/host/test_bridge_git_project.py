@@ -133,7 +133,8 @@ def _log_lines(project: Path) -> int:
 def test_a_gitignore_that_cannot_be_written_never_stops_a_move(world: ServerWorld, tmp_path: Path) -> None:
     """The run's log matters more than the ignore file: with no name addable to ``.rimthan`` (its ``.gitignore``
     gone), the moves are still recorded in ``.rimthan/runs``; the ignore file is written once it can be. Before,
-    writing it failed every walk into ``.rimthan``, so no checkpoint could be appended."""
+    writing it failed every walk into ``.rimthan``, so no checkpoint could be appended. The first reply after it
+    failed says so, once (before, nothing did: the project's ``git add -A`` committed run tokens unsaid)."""
     project, state = tmp_path / "project", tmp_path / "state"
     _repository(project)
     ignore = project / ".rimthan" / IGNORE_NAME
@@ -146,10 +147,16 @@ def test_a_gitignore_that_cannot_be_written_never_stops_a_move(world: ServerWorl
             ignore.unlink()
             logged = _log_lines(project)
             with _no_new_names(project / ".rimthan"):
+                seen = len(model.received)
                 at_question = await model.follow(started, "", until_question=True)
                 assert not at_question.is_error, at_question.text
                 assert _log_lines(project) > logged
                 assert not ignore.exists()
+            replies = model.received[seen:]
+            noted = [r for r in replies if f"could not write {ignore} (" in r.text]
+            assert len(replies) > 1 and len(noted) == 1, [r.text for r in replies]
+            assert noted[0].text.startswith("Note: ") and "add .rimthan/ to the project's .gitignore" in noted[0].text
+            assert noted[0].data["gitignore_unwritten"] is True and not noted[0].is_error, noted[0].text
             answered = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
             assert not answered.is_error, answered.text
             assert ignore.read_bytes() == IGNORE_TEXT

@@ -38,6 +38,7 @@ from rimthan_workflow_registry.limits import first_non_json_value
 from .asking import Asker, InputNeeded, ReplyUnreadable
 from .bridge import Bridge, Reply
 from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost, VerifierNotUp
+from .own_folder import unwritten_notes
 from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, recover
 from .roots import outside_roots
@@ -138,10 +139,24 @@ async def _move(
         lost = exc
         answer = await _answer(bridge, tool, lambda: recover(bridge, link, tool, lost), link)
     bridge.settle()
-    if tool in ("start_run", "resume_run") and isinstance(answer, Reply) and not answer.is_error:
+    return await _noted(bridge, tool, answer, asker)
+
+
+async def _noted(
+    bridge: Bridge, tool: str, answer: Reply | types.InputRequiredResult, asker: Asker
+) -> Reply | types.InputRequiredResult:
+    """``answer`` after the bridge's notes: the client's roots not holding the project (a run set up or resumed), and
+    each ``.rimthan/.gitignore`` that could not be written (:func:`~rimthan_host.own_folder.unwritten_notes`, once)."""
+    if not isinstance(answer, Reply):
+        return answer
+    if tool in ("start_run", "resume_run") and not answer.is_error:
         note = await outside_roots(asker, bridge.project_dir)
         if note is not None:
             answer = Reply(f"{note}\n{answer.text}", {**answer.data, "outside_roots": True}, answer.is_error)
+    unwritten = unwritten_notes()
+    if unwritten:
+        data = {**answer.data, "gitignore_unwritten": True}
+        answer = Reply("\n".join([*unwritten, answer.text]), data, answer.is_error)
     return answer
 
 

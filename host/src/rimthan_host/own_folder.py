@@ -56,7 +56,8 @@ def keep_out_of_git(at: int, folder: Path) -> None:
 
     Best effort: the run's files matter more than the ignore file, so a write that fails (a full disk, a folder
     the bridge may not add a name to) leaves nothing at that name and raises nothing; the next walk into the folder
-    tries again. What a process killed while writing it left aside is removed first (:func:`prune_aside_at`).
+    tries again, and the failure is kept for the bridge to say once (:func:`unwritten_notes`). What a process killed
+    while writing it left aside is removed first (:func:`prune_aside_at`).
     """
     try:
         os.stat(IGNORE_NAME, dir_fd=at, follow_symlinks=False)
@@ -76,11 +77,31 @@ def keep_out_of_git(at: int, folder: Path) -> None:
             os.close(fd)
         with contextlib.suppress(FileExistsError):  # (put there meanwhile: theirs, kept)
             os.link(aside, IGNORE_NAME, src_dir_fd=at, dst_dir_fd=at, follow_symlinks=False)
-    except OSError:
-        pass  # (nothing at IGNORE_NAME: the next walk into the folder writes it)
+    except OSError as exc:  # (nothing at IGNORE_NAME: the next walk into the folder writes it)
+        if str(folder) not in _SAID:
+            _UNSAID[str(folder)] = exc.strerror or type(exc).__name__
     finally:
         with contextlib.suppress(OSError):
             os.unlink(aside, dir_fd=at)
+
+
+_UNSAID: dict[str, str] = {}  # each folder whose .gitignore could not be written, and why: not said yet
+_SAID: set[str] = set()  # the folders said (:func:`unwritten_notes`): once each, for the life of the process
+
+
+def unwritten_notes() -> list[str]:
+    """A note for each folder whose ``.gitignore`` :func:`keep_out_of_git` could not write since the last call, each
+    folder said once (the bridge puts them before a reply, as it does its other notes); taken by the call."""
+    notes = [
+        f"Note: the bridge could not write {folder}/{IGNORE_NAME} ({why}), which keeps its run logs (checkpoint "
+        f"tokens), locks and copies out of the project's git, so `git add -A` would commit them. Tell the user, who "
+        f"can add {OWN_FOLDER}/ to the project's .gitignore; the run goes on, and the bridge writes the file once "
+        "it can."
+        for folder, why in _UNSAID.items()
+    ]
+    _SAID.update(_UNSAID)
+    _UNSAID.clear()
+    return notes
 
 
 def prune_aside_at(at: int, name: str, now: float | None = None) -> list[str]:
