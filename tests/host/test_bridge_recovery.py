@@ -11,6 +11,10 @@ completes the run and ``rimthan-mcp audit`` verifies its log.
 
 from __future__ import annotations
 
+import ctypes
+import os
+import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +120,53 @@ def test_a_misplaced_move_gets_one_short_line_and_the_next_call(world: ServerWor
 
     model, state = drive(world, tmp_path, script)
     audited_only_run(model.project, state)
+
+
+IN_OPEN = 0x20  # <sys/inotify.h>: a watched file was opened
+
+
+class _Opens:
+    """The opens of ``paths``, as the kernel reports them (inotify ``IN_OPEN``)."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, os.strerror(ctypes.get_errno())
+        for path in paths:
+            assert self.libc.inotify_add_watch(self.fd, os.fsencode(path), IN_OPEN) >= 0, path
+
+    def count(self) -> int:
+        """The opens reported since the last count (the watch closed after)."""
+        data = b""
+        try:
+            while chunk := os.read(self.fd, 65536):
+                data += chunk
+        except BlockingIOError:
+            pass
+        os.close(self.fd)
+        opens, at = 0, 0
+        while at < len(data):
+            _, mask, _, size = struct.unpack_from("iIII", data, at)
+            opens, at = opens + bool(mask & IN_OPEN), at + 16 + size
+        return opens
+
+
+def test_a_misplaced_move_reads_none_of_the_step_s_files(world: ServerWorld, tmp_path: Path) -> None:
+    """A misplaced move at a gated step says which of its files are unwritten: it read each of them in full to tell.
+    It tells by what is at each path (its status, through the walk), opening none."""
+
+    async def script(model: StandIn) -> None:
+        at_question = await model.follow(await model.start(), "", until_question=True)
+        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+        write_files(model, step)
+        files = [model.project / name for name in step.data["files"]]
+        opens = _Opens(files)
+        short = await model.call("answer_question", {})
+        assert opens.count() == 0
+        refused(short, f"This step's files are written ({', '.join(step.data['files'])}) but not checked yet")
+        assert not at_question.is_error
+
+    drive(world, tmp_path, script)
 
 
 def test_a_failure_mid_move_is_one_sentence_and_the_run_resumes_once_fixed(world: ServerWorld, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ is said to be unchanged (:class:`RefusedFiles`).
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -20,7 +21,7 @@ from typing import Any
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import quoted
 
-from .files import first_symlink
+from .files import file_status, first_symlink
 from .project_files import ProjectFiles, WrittenFile, link_words
 from .protocol import HarnessError
 
@@ -49,8 +50,19 @@ def read_step_files(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -
 
 
 def unwritten(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The paths of the declared outputs that cannot be read as the step's files yet (:func:`read_step_files`)."""
-    return [str(o["path"]) for o in outputs if isinstance(_read(files, str(o["path"]), int(o["max_bytes"])), str)]
+    """The paths of the declared outputs not written yet: told by what is at each (:func:`_written`), never by
+    reading it; what else is wrong with one, the read at step_done says (:func:`read_step_files`)."""
+    return [str(o["path"]) for o in outputs if not _written(files, str(o["path"]), int(o["max_bytes"]))]
+
+
+def _written(files: ProjectFiles, rel_path: str, max_bytes: int) -> bool:
+    """Whether a regular file with content, within ``max_bytes``, is at ``rel_path`` inside the project (its status,
+    found through the walk: outside the project, a link or a folder swapped for one is not written)."""
+    try:
+        found = file_status(files.at(rel_path))
+    except (HarnessError, OSError):
+        return False
+    return found is not None and stat.S_ISREG(found.st_mode) and 0 < found.st_size <= max_bytes
 
 
 def _read(files: ProjectFiles, rel_path: str, max_bytes: int) -> bytes | str:
