@@ -3,7 +3,9 @@
 The host kit takes no asset past ``MAX_CATALOGUE_FILE_BYTES`` from a verifier (it refuses the setup, saying to
 check that the verifier is rimthan-mcp: tests/host/test_bridge_hostile_verifier.py). Before, ``rimthan-pack``
 built and signed a catalogue with a 3 MB prompt and rimthan-mcp served it, so every run of an honest release
-failed at setup with that hint. The catalogue rules now refuse such a file at build and at load, naming it.
+failed at setup with that hint. The build now refuses such a file, naming it. A release signed already keeps
+loading (a build-only rule, as the schema keywords are): the server quotes a large file from disk, and other
+harnesses may take it (tests/server/test_call_placement.py).
 """
 
 from __future__ import annotations
@@ -51,13 +53,12 @@ def test_a_prompt_at_the_bound_builds(signer: KeyPair, tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr
 
 
-def test_a_signed_release_with_such_a_prompt_does_not_verify(signer: KeyPair, tmp_path: Path) -> None:
-    """An insider re-signs a release whose prompt grew past the bound: the load (verify, serve) refuses it."""
+def test_a_signed_release_with_such_a_prompt_still_verifies(signer: KeyPair, tmp_path: Path) -> None:
+    """A release signed with a prompt past the bound (re-signed here, as before the rule) keeps verifying: the rule
+    is the build's, so what loaded before still loads."""
     source = init_scaffold(tmp_path / "src")
     assert pack("build", source, "--key", signer.private_path, "--out", tmp_path / "out").returncode == 0
     release = tmp_path / "out" / "my-flow-0.1.0"
     resign_release(release, [signer], edit=lambda catalogue: _grow(catalogue / PROMPT, 3_000_000))
     checked = pack("verify", release, "--trust", trust_dir(tmp_path / "trust", signer))
-    assert checked.returncode == 1, checked.stdout
-    said = refusal(checked.stderr)
-    assert said.error == f"error: catalogue_invalid: {release / 'catalogue' / PROMPT}: " + SAID.format(size=3_000_000)
+    assert checked.returncode == 0, checked.stderr

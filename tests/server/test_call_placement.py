@@ -8,7 +8,6 @@ raw HTTP requests, so the test controls the body's length and framing.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections.abc import Iterator
 from http.client import HTTPConnection
@@ -27,7 +26,7 @@ from rimthan_workflow_mcp.call_placement import (
 )
 from rimthan_workflow_registry.release.verified import CACHE_FILE_LIMIT
 from support.checked_client import CheckedClient
-from support.releases import build_release, packaged_source
+from support.releases import build_release, packaged_source, resign_release
 from support.servers import HttpServer, ServerWorld, build_world, harness, http_server, serve_args
 
 START = "rimthan.start_workflow"
@@ -152,12 +151,21 @@ def test_a_long_call_in_a_worker_does_not_hold_up_a_small_call_on_the_loop(
 def test_a_release_that_quotes_files_from_disk_serves_every_call_in_a_worker(
     world: ServerWorld, start_arguments: dict[str, Any], tmp_path: Path
 ) -> None:
-    source = tmp_path / "source"
-    shutil.copytree(packaged_source("1.2.0"), source)
-    instruction = source / "assets" / "instructions" / "setup-workspace.md"
-    text = instruction.read_text("utf-8") + "\n" + "A long setup note.\n" * (CACHE_FILE_LIMIT // 19 + 1)
-    instruction.write_text(text, "utf-8")
-    release = build_release(source, tmp_path / "built", [world.key])
+    """A release signed with an instruction past a catalogue file's bound (the build refuses one now; one signed
+    before keeps loading, re-signed here) is quoted from disk, so every call is placed in a worker."""
+    built = build_release(packaged_source("1.2.0"), tmp_path / "built", [world.key])
+    instruction = "assets/instructions/setup-workspace.md"
+    text = ""
+
+    def grow(catalogue: Path) -> None:
+        nonlocal text
+        text = (
+            (catalogue / instruction).read_text("utf-8") + "\n" + "A long setup note.\n" * (CACHE_FILE_LIMIT // 19 + 1)
+        )
+        (catalogue / instruction).write_text(text, "utf-8")
+
+    resign_release(built, [world.key], edit=grow)
+    release = built
     with http_server(serve_args(world, release, state_dir=tmp_path / "state", extra=["--log-level", "debug"])) as s:
         mark = len(s.lines)
         result = _call(s.url, _body(START, start_arguments))

@@ -41,6 +41,7 @@ from rimthan_workflow_registry.release import (
     VerifiedRelease,
     canonical_form_version,
     check_schema_keywords,
+    check_text_sizes,
     manifest_for,
     render_checksums,
     signature_name,
@@ -135,6 +136,7 @@ def validate_source(source: SourceFiles) -> tuple[LoadedCatalogue, int]:
     try:
         loaded = ReleaseLoader.load(source)
         check_schema_keywords(loaded.schemas.documents, source.read)  # build only: signed releases keep loading
+        check_text_sizes(loaded.catalogue, source.read)  # same
         examples = check_examples(loaded.catalogue, loaded.schemas, source.paths, source.read)  # same
     except RegistryError as exc:
         raise relocated(exc, lambda path: source.where(path) if path else str(source.root)) from exc

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
         semver_key,
     )
     from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
-    from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES
+    from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES, check_text_sizes
     from rimthan_workflow_registry.release.format import (
         CATALOGUE_DIR,
         CHECKSUMS_NAME,
@@ -196,6 +196,7 @@ __all__ = [
     "inspect_release",
     "canonical_form_version",
     "check_schema_keywords",
+    "check_text_sizes",
     "is_semver",
     "key_id_for",
     "load_trust",
@@ -274,6 +275,7 @@ _HOME = {
     "guarded": "rimthan_workflow_registry.release.oci_client",
     "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
     "check_schema_keywords": "rimthan_workflow_registry.release.schema_vocabulary",
+    "check_text_sizes": "rimthan_workflow_registry.release.catalogue_rules",
     "copy_threads": "rimthan_workflow_registry.release.verified",
     "first_failure": "rimthan_workflow_registry.release.parallel",
     "inspect_release": "rimthan_workflow_registry.release.verify",

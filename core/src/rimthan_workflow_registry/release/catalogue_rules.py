@@ -99,26 +99,12 @@ def _text_files(catalogue: Catalogue) -> list[str]:
 
 
 def check_text_files(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
-    """Every text file a step payload carries is UTF-8 and at most a catalogue file's size, so a release that
-    loads can always be served and delivered: a harness (the host kit) takes no asset or instruction past that
-    bound from a verifier (each file that breaks one is a failure of its own)."""
+    """Every text file a step payload carries is UTF-8, so a release that loads can always be served (each file
+    that is not is a failure of its own)."""
     failures: list[RegistryError] = []
     for path in _text_files(catalogue):
-        data = read(path)
-        if len(data) > MAX_CATALOGUE_FILE_BYTES:
-            failures.append(
-                CatalogueError(
-                    FailureCode.CATALOGUE_INVALID,
-                    f"is {len(data)} bytes; an instruction or asset delivered to harnesses holds at most "
-                    f"{MAX_CATALOGUE_FILE_BYTES} (a catalogue file's bound)",
-                    path=path,
-                    next_step="shorten the file, or split it into assets or steps of at most "
-                    f"{MAX_CATALOGUE_FILE_BYTES} bytes each",
-                )
-            )
-            continue
         try:
-            data.decode("utf-8")
+            read(path).decode("utf-8")
         except UnicodeDecodeError as exc:
             failures.append(
                 CatalogueError(
@@ -129,6 +115,26 @@ def check_text_files(catalogue: Catalogue, read: Callable[[str], bytes]) -> None
                     "UTF-8)",
                 )
             )
+    if failures:
+        raise collected(failures)
+
+
+def check_text_sizes(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
+    """Build only (a signed release keeps loading; the server quotes a large file from disk): every text file a
+    step payload carries is at most a catalogue file's size, since a harness (the host kit) takes no asset or
+    instruction past that bound from a verifier (each file past it is a failure of its own)."""
+    failures: list[RegistryError] = [
+        CatalogueError(
+            FailureCode.CATALOGUE_INVALID,
+            f"is {size} bytes; an instruction or asset delivered to harnesses holds at most "
+            f"{MAX_CATALOGUE_FILE_BYTES} (a catalogue file's bound)",
+            path=path,
+            next_step=f"shorten the file, or split it into assets or steps of at most {MAX_CATALOGUE_FILE_BYTES} "
+            "bytes each",
+        )
+        for path in _text_files(catalogue)
+        if (size := len(read(path))) > MAX_CATALOGUE_FILE_BYTES
+    ]
     if failures:
         raise collected(failures)
 
