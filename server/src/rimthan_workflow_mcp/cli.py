@@ -38,8 +38,8 @@ from .cli_keys import (
     say,
     trust_option,
 )
+from .cli_serve_options import check_http_only, check_refresh_interval, check_release_mode, check_stale_after, usage
 from .logs import LEVELS, configure_logging, get_logger
-from .serve_options import check_http_only, check_refresh_interval, check_release_mode, check_stale_after, usage
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import TrustStore
