@@ -182,7 +182,7 @@ class BrokenRules:
         try:
             rule(*args)
         except RegistryError as exc:
-            self.found.append(exc)
+            self._keep(exc)
             return False
         return True
 
@@ -194,8 +194,13 @@ class BrokenRules:
             try:
                 done.append(parse(path))
             except RegistryError as exc:
-                self.found.append(exc)
+                self._keep(exc)
         return tuple(done)
+
+    def _keep(self, refused: RegistryError) -> None:
+        """``refused`` and each failure its rule collected with it, each its own: :func:`collected` keeps the
+        ``also`` of none of the failures it collects, so one left there would be lost."""
+        self.found += [failure.with_also(()) for failure in refused.failures]
 
     def raise_any(self) -> None:
         if self.found:
