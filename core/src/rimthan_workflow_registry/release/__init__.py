@@ -21,10 +21,12 @@ Modules, in the order a release is read:
 ``verified``
     ``VerifiedRelease``: a release that passed ``verify_release``; every read
     of a file is digest-checked again.
-``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``catalogue_routes`` / ``catalogue_bounds`` /
-``confirmable_values`` / ``write_paths`` / ``loader``
+``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``catalogue_references`` / ``catalogue_routes`` /
+``catalogue_bounds`` / ``confirmable_values`` / ``write_paths`` / ``loader``
     The catalogue model (workflows, steps, assets, host adapters), the
-    authoring rules build and load share (``write_paths``: every file a run
+    authoring rules build and load share (``catalogue_references``: host
+    adapters, and every step, asset, validator and artifact a workflow names,
+    resolve; ``write_paths``: every file a run
     writes, outputs and installed assets, has a path of its own;
     ``catalogue_routes``: every route to a step that reads an artifact passes
     the step that produces it;

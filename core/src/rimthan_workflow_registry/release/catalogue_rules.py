@@ -1,10 +1,12 @@
 """Catalogue authoring rules, applied identically at build time and load time.
 
 Each rule is a named function that raises a ``CatalogueError`` with a precise
-code and the file it is about. ``ReleaseLoader._validate_workflow_catalogue``
+code and the file it is about, and each problem it finds a failure of its own
+(:func:`errors.collected`). ``ReleaseLoader._validate_workflow_catalogue``
 runs them in order; a catalogue that passes builds, and one that builds loads.
 The bounds on what a catalogue declares that a tool call carries (sizes,
-counts, versions, names) are in :mod:`catalogue_bounds`.
+counts, versions, names) are in :mod:`catalogue_bounds`; the host adapters and
+what a workflow's steps name, in :mod:`catalogue_references`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
     Catalogue,
-    HostAdapter,
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
@@ -213,7 +214,7 @@ def schema_formats(schema: Any) -> set[str]:
 
 
 def check_aliases(workflows: Iterable[WorkflowDefinition]) -> None:
-    """Ids and entry aliases name exactly one workflow within an owner.
+    """Ids and entry aliases name exactly one workflow within an owner (each collision a failure of its own).
 
     Versions of one workflow share their names; a name that points at two
     different workflow ids of the same owner is a collision, as is one
@@ -222,137 +223,25 @@ def check_aliases(workflows: Iterable[WorkflowDefinition]) -> None:
     owners: dict[str, str] = {}
     seen_keys: set[str] = set()
     names: dict[tuple[str, str], str] = {}
+    failures: list[RegistryError] = []
     for workflow in workflows:
         if workflow.key in seen_keys:
-            raise CatalogueError(
-                FailureCode.ALIAS_COLLISION, f"workflow {workflow.key} is defined twice", path=workflow.source
-            )
+            failures.append(_collision(workflow, f"workflow {workflow.key} is defined twice"))
         seen_keys.add(workflow.key)
         if owners.setdefault(workflow.id, workflow.owner) != workflow.owner:
-            raise CatalogueError(
-                FailureCode.ALIAS_COLLISION,
-                f"workflow {workflow.id} is claimed by owners {owners[workflow.id]} and {workflow.owner}",
-                path=workflow.source,
-            )
+            message = f"workflow {workflow.id} is claimed by owners {owners[workflow.id]} and {workflow.owner}"
+            failures.append(_collision(workflow, message))
         for name in workflow.names:
             holder = names.setdefault((workflow.owner, name), workflow.id)
             if holder != workflow.id:
-                raise CatalogueError(
-                    FailureCode.ALIAS_COLLISION,
-                    f"name {name!r} of workflow {workflow.id} already names workflow {holder} "
-                    f"for owner {workflow.owner}",
-                    path=workflow.source,
-                )
+                message = f"name {name!r} of workflow {workflow.id} already names workflow {holder} "
+                failures.append(_collision(workflow, message + f"for owner {workflow.owner}"))
+    if failures:
+        raise collected(failures)
 
 
-def check_host_adapters(catalogue: Catalogue) -> None:
-    """Adapters are unique, their install paths project-local, and pinned ones exist."""
-    keys = [a.key for a in catalogue.host_adapters]
-    if len(set(keys)) != len(keys):
-        raise CatalogueError(FailureCode.CATALOGUE_INVALID, "a host adapter is defined twice", path="catalogue.toml")
-    for adapter in catalogue.host_adapters:
-        _check_adapter_paths(adapter)
-    for workflow in catalogue.workflows:
-        if not workflow.host_adapters:
-            raise unresolved(workflow.source, f"workflow {workflow.key} pins no host adapter")
-        for key in workflow.host_adapters:
-            if catalogue.adapter(key) is None:
-                raise unresolved(
-                    workflow.source,
-                    f"workflow {workflow.key} pins unknown host adapter {key!r}",
-                    key,
-                    [a.key for a in catalogue.host_adapters],
-                )
-        _check_one_adapter_per_harness(workflow, catalogue)
-
-
-def _check_one_adapter_per_harness(workflow: WorkflowDefinition, catalogue: Catalogue) -> None:
-    """A run's host binding names a harness and an adapter version, never an adapter id: two pinned
-    adapters of one harness could not be told apart, and the run would be bound to whichever comes first."""
-    pinned: dict[str, str] = {}
-    for key in workflow.host_adapters:
-        adapter = catalogue.adapter(key)
-        assert adapter is not None  # every pinned adapter was just found
-        other = pinned.setdefault(adapter.harness, key)
-        if other != key:
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID,
-                f"workflow {workflow.key} pins host adapters {other} and {key} of one harness "
-                f"{adapter.harness!r}; a run binds a harness, so pin one adapter per harness",
-                path=workflow.source,
-            )
-
-
-def _check_adapter_paths(adapter: HostAdapter) -> None:
-    for kind, template in adapter.paths.items():
-        problem = project_path_problem(template.replace("{id}", "x"))
-        if "{id}" not in template or problem is not None:
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID,
-                f"paths.{kind} = {template!r} must be a project-local path containing {{id}} ({problem or 'no {id}'})",
-                path=adapter.source,
-            )
-
-
-def check_workflow_references(workflow: WorkflowDefinition) -> None:
-    """Steps, assets, validators and artifacts are unique and every reference resolves."""
-    where = workflow.source
-    _unique(where, "step", [s.id for s in workflow.steps])
-    _unique(where, "asset", [a.id for a in workflow.assets])
-    _unique(where, "validator", [v.key for v in workflow.validators])
-    _unique(where, "artifact", [o.id for s in workflow.steps for o in s.outputs])
-    for validator in workflow.validators:
-        asset = workflow.asset(validator.subagent)
-        if asset is None or asset.kind != "subagent":
-            raise unresolved(where, f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}")
-    for step in workflow.steps:
-        for target in step.targets:
-            if workflow.step(target) is None:
-                raise unresolved(
-                    where, f"step {step.id} leads to unknown step {target!r}", target, [s.id for s in workflow.steps]
-                )
-        for key in step.validators:
-            if workflow.validator(key) is None:
-                raise unresolved(
-                    where, f"step {step.id} names unknown validator {key!r}", key, [v.key for v in workflow.validators]
-                )
-        for asset_id in step.host_assets:
-            if workflow.asset(asset_id) is None:
-                raise unresolved(
-                    where,
-                    f"step {step.id} delivers unknown asset {asset_id!r}",
-                    asset_id,
-                    [a.id for a in workflow.assets],
-                )
-        for artifact_id in step.inputs:
-            producer = workflow.producing_step(artifact_id)
-            if producer is None or producer.id == step.id:
-                raise unresolved(
-                    where,
-                    f"step {step.id} reads artifact {artifact_id!r} no earlier step produces",
-                    artifact_id,
-                    [o.id for s in workflow.steps if s.id != step.id for o in s.outputs],
-                )
-        for output in step.outputs:
-            problem = project_path_problem(output.path)
-            if problem is not None:
-                raise CatalogueError(
-                    FailureCode.CATALOGUE_INVALID,
-                    f"output {output.id} path {output.path!r} is not a project-local path: {problem}",
-                    path=where,
-                )
-        if step.host_assets and step.id != SETUP_STEP_ID:
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID, f"step {step.id}: only setup-workspace delivers host assets", path=where
-            )
-
-
-def _unique(where: str, what: str, ids: list[str]) -> None:
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise CatalogueError(
-            FailureCode.CATALOGUE_INVALID, f"{what} id(s) defined twice: {', '.join(dupes)}", path=where
-        )
+def _collision(workflow: WorkflowDefinition, message: str) -> CatalogueError:
+    return CatalogueError(FailureCode.ALIAS_COLLISION, message, path=workflow.source)
 
 
 def check_first_step(workflow: WorkflowDefinition) -> None:

@@ -17,6 +17,7 @@ from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
+from rimthan_workflow_registry.release import catalogue_references as references
 from rimthan_workflow_registry.release import catalogue_routes as routes
 from rimthan_workflow_registry.release import catalogue_rules as rules
 from rimthan_workflow_registry.release import confirmable_values as values
@@ -131,12 +132,12 @@ class ReleaseLoader:
         found = BrokenRules()
         found.check(rules.check_files_exist, catalogue, paths)
         found.check(rules.check_aliases, catalogue.workflows)
-        adapters = found.check(rules.check_host_adapters, catalogue)
+        adapters = found.check(references.check_host_adapters, catalogue)
         found.check(bounds.check_identities, catalogue)
         found.check(bounds.check_host_lists, catalogue)
         for workflow in catalogue.workflows:
             resolved = found.check(rules.check_first_step, workflow) & found.check(
-                rules.check_workflow_references, workflow
+                references.check_workflow_references, workflow
             )
             if resolved and adapters:
                 found.check(write_paths.check_write_paths, catalogue, workflow)
