@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .confirmations import BY_SCRIPT, ConfirmedStateBook, carried_values
-from .file_digests import Evidence, evidence_from_json
-from .positions import PositionUnknown, asks_the_verifier
+from .file_digests import Evidence
 from .project_files import ProjectFiles, WrittenFile
 from .protocol import (
     CONTINUE,
@@ -45,12 +44,13 @@ from .session_record import HarnessEvent as HarnessEvent
 from .session_record import Prepared as Prepared
 from .session_record import RunRecord as RunRecord
 from .session_record import SavedMove, resume_state
+from .session_resume import ResumeFromLog
 from .workspace import set_up_workspace
 from .workspace_lock import BY_LIBRARY
 from .write_targets import check_outputs
 
 
-class HostSession:
+class HostSession(ResumeFromLog):
     """One run, in one project directory, through one :data:`ToolCaller`."""
 
     def __init__(
@@ -439,7 +439,7 @@ class HostSession:
             self._emit(HarnessEvent("migrate", said, {"preview": migrated.get("migration")}))
         return RunResult.of(migrated)
 
-    # -- resume ---------------------------------------------------------------------------
+    # -- saving (the resume: session_resume) ----------------------------------------------
 
     def save(self, token: str | None = None) -> None:
         """Save the resume state for ``token`` (default the last logged checkpoint) next to the log.
@@ -455,51 +455,3 @@ class HostSession:
         if self.run_log is None or token is None:
             return
         self.run_log.save_state(token, resume_state(self.run_log.run_id, saved), logged=logged)
-
-    async def resume(self) -> RunResult:
-        """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.
-
-        The run stays where its log ends. An ungated step is shown again from
-        the result saved for that checkpoint (in the state file, or the side
-        file it names), with no move: ``continue_workflow`` there would advance
-        past it (an owner-facing step skipped). A gated step is asked of the
-        verifier, which returns that same step. A state with no result for a
-        step that may be ungated (an older bridge's, or one past the limit) is
-        :class:`PositionUnknown`: nothing is sent.
-        """
-        if self.run_log is None or self.lock is None:
-            raise HarnessError("this session has no run log to resume from")
-        held = self.lock.held
-        self.lock.acquire()  # (RunBusy, nothing read or sent, if another session holds the run)
-        try:
-            return RunResult.of(await self._resume(self.run_log))
-        except BaseException:
-            if not held:  # (a session that held the run before this resume keeps it)
-                self.close()
-            raise
-
-    async def _resume(self, run_log: RunLog) -> dict[str, Any]:
-        token, saved = run_log.last_checkpoint()
-        self.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], self.clock)
-        self.evidence = evidence_from_json(saved.get("validated", {})) or {}  # (an older bridge's state: none kept)
-        self.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
-        position = saved.get("position") or run_log.side_position(token, saved)
-        if position is not None:
-            return self._restore({**position, "checkpoint": token}, saved)
-        if not asks_the_verifier(saved):
-            raise PositionUnknown(run_log.run_id, saved.get("step"))
-        self._place({"checkpoint": token})
-        result = await self.call(CONTINUE, {"checkpoint": token, "confirmed_state": self.state.projection()})
-        if self.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
-            self.existed_before = dict(saved.get("existed_before") or {})
-            self.save()
-        return result
-
-    def _restore(self, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
-        """Make the saved result of the log's last checkpoint current, as if it had just been returned."""
-        self._place(result)
-        self.existed_before = dict(saved.get("existed_before") or {})
-        self.record.steps_visited.append(str(result["step"]["id"]))
-        self._note_offer(result)
-        self.offer_asked = self.migration_offer is not None  # none saved: not asked since this resume
-        return result

@@ -1,0 +1,102 @@
+"""A session's resume: a run picked up from its log, where the saved state of its last checkpoint left it.
+
+:class:`ResumeFromLog` is :class:`~rimthan_host.session.HostSession`'s resume
+half (``resume``); the session's calls, position and saving stay in
+:mod:`rimthan_host.session`, what a resume reads in :mod:`rimthan_host.runlog`
+and :mod:`rimthan_host.session_record`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from .confirmations import ConfirmedStateBook
+from .file_digests import Evidence, evidence_from_json
+from .positions import PositionUnknown, asks_the_verifier
+from .protocol import CONTINUE, HarnessError
+from .results import RunResult
+from .run_lock import RunLock
+from .runlog import RunLog
+from .session_record import RunRecord
+
+
+class _Session(Protocol):
+    """What of the session a resume reads and sets (:class:`~rimthan_host.session.HostSession` has it all)."""
+
+    run_log: RunLog | None
+    lock: RunLock | None
+    clock: Callable[[], float]
+    state: ConfirmedStateBook
+    evidence: dict[str, Evidence]
+    record: RunRecord
+    existed_before: dict[str, bool]
+    migration_offer: dict[str, Any] | None
+    offer_asked: bool
+
+    @property
+    def step(self) -> Mapping[str, Any]: ...
+
+    def close(self) -> None: ...
+
+    def save(self) -> None: ...
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+    def _place(self, result: dict[str, Any]) -> None: ...
+
+    def _note_offer(self, result: Mapping[str, Any]) -> None: ...
+
+
+class ResumeFromLog:
+    """The resume of a run from its log (mixed into :class:`~rimthan_host.session.HostSession`)."""
+
+    async def resume(self: _Session) -> RunResult:
+        """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.
+
+        The run stays where its log ends. An ungated step is shown again from
+        the result saved for that checkpoint (in the state file, or the side
+        file it names), with no move: ``continue_workflow`` there would advance
+        past it (an owner-facing step skipped). A gated step is asked of the
+        verifier, which returns that same step. A state with no result for a
+        step that may be ungated (an older bridge's, or one past the limit) is
+        :class:`PositionUnknown`: nothing is sent.
+        """
+        if self.run_log is None or self.lock is None:
+            raise HarnessError("this session has no run log to resume from")
+        held = self.lock.held
+        self.lock.acquire()  # (RunBusy, nothing read or sent, if another session holds the run)
+        try:
+            return RunResult.of(await _resume(self, self.run_log))
+        except BaseException:
+            if not held:  # (a session that held the run before this resume keeps it)
+                self.close()
+            raise
+
+
+async def _resume(session: _Session, run_log: RunLog) -> dict[str, Any]:
+    token, saved = run_log.last_checkpoint()
+    session.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], session.clock)
+    session.evidence = evidence_from_json(saved.get("validated", {})) or {}  # (an older bridge's state: none kept)
+    session.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
+    position = saved.get("position") or run_log.side_position(token, saved)
+    if position is not None:
+        return _restore(session, {**position, "checkpoint": token}, saved)
+    if not asks_the_verifier(saved):
+        raise PositionUnknown(run_log.run_id, saved.get("step"))
+    session._place({"checkpoint": token})
+    result = await session.call(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
+    if session.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
+        session.existed_before = dict(saved.get("existed_before") or {})
+        session.save()
+    return result
+
+
+def _restore(session: _Session, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
+    """Make the saved result of the log's last checkpoint current, as if it had just been returned."""
+    session._place(result)
+    session.existed_before = dict(saved.get("existed_before") or {})
+    session.record.steps_visited.append(str(result["step"]["id"]))
+    session._note_offer(result)
+    session.offer_asked = session.migration_offer is not None  # none saved: not asked since this resume
+    return result
