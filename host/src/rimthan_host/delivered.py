@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
@@ -147,24 +147,31 @@ def _key(asset: Mapping[str, Any]) -> str:
     return str(asset["id"]) if asset["kind"] == "subagent" else f"{asset['kind']}:{asset['id']}"
 
 
-def clash(
-    files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str], found: str | None = None
-) -> str | None:
-    """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be.
-    ``found``: the SHA-256 of the regular file at ``path`` as just read (not read again); None: read it here."""
-    if found is None:
-        if not files.exists(path):  # (a link at ``path`` is there: never followed)
-            return None
-        try:
-            found = sha256_hex(read_regular(files.at(path), MAX_ASSET_BYTES))
-        except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
-            return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
-        except OSError:
-            return f"{path} is there and is not a regular file"
-    if found == sha256:
+@dataclass(frozen=True)
+class NotAFile:
+    """What is at an asset's path and is no file the bridge may read there: ``why``, a clash in words."""
+
+    why: str
+
+
+# What one look at an asset's path found: the SHA-256 of the regular file there, something that is no such file
+# (:class:`NotAFile`), or None: nothing there (a folder on the way missing too).
+Found: TypeAlias = str | NotAFile | None
+
+
+def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]) -> str | None:
+    """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be."""
+    return _clash(path, sha256, record, _digest_at(files, path))
+
+
+def _clash(path: str, sha256: str, record: Mapping[str, str], found: Found) -> str | None:
+    """:func:`clash`, ``found`` being what a look at ``path`` just found (not looked at again)."""
+    if isinstance(found, NotAFile):
+        return found.why
+    if found is None or found == sha256:
         return None
     if path not in record:
-        return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
+        return _users_own(path)
     if record[path] != found:
         return f"{path} was changed since the bridge delivered it"
     return None
@@ -213,18 +220,18 @@ def _restore(
     head: str,
     then: str,
     undone: str = NOTHING_CHANGED,
-    known: Mapping[str, str | None] | None = None,
+    known: Mapping[str, Found] | None = None,
 ) -> list[Restored]:
     """Re-install ``release``'s assets of ``keys`` (``None``: every one the record keeps) where the file differs;
     :class:`AssetClash` naming every clash (``undone``: what a refusal says was not done, when the text kept of
-    one is gone). ``known``: the SHA-256 (None: no file) of paths just read, not read again."""
+    one is gone). ``known``: what is at paths just looked at, not looked at again."""
     record = load_record(files)
     kept = record.releases.get(release, {})
     pinned = [kept.get(k) for k in (sorted(kept) if keys is None else keys)]
     known = known or {}
     found = {p: known[p] if p in known else _digest_at(files, p) for p, _ in (x for x in pinned if x is not None)}
     stale = [(p, d) for p, d in (x for x in pinned if x is not None) if found[p] != d]
-    clashes = [c for p, d in stale if (c := clash(files, p, d, record.delivered, found[p])) is not None]
+    clashes = [c for p, d in stale if (c := _clash(p, d, record.delivered, found[p])) is not None]
     if clashes:
         raise AssetClash(
             head + "\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user to move or rename each of "
@@ -238,16 +245,28 @@ def _restore(
     return [Restored(path, found[path] is None) for path, _ in stale]
 
 
-def _digest_at(files: ProjectFiles, path: str) -> str | None:
-    data = _bytes_at(files, path)
-    return None if data is None else sha256_hex(data)
+def _users_own(path: str) -> str:
+    return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
 
 
-def _bytes_at(files: ProjectFiles, path: str) -> bytes | None:
+def _digest_at(files: ProjectFiles, path: str) -> Found:
+    return _digest(_bytes_at(files, path))
+
+
+def _digest(data: bytes | NotAFile | None) -> Found:
+    return sha256_hex(data) if isinstance(data, bytes) else data
+
+
+def _bytes_at(files: ProjectFiles, path: str) -> bytes | NotAFile | None:
+    """The bytes of the regular file at ``path``, read once; what else is there as a clash; None if nothing is."""
     try:
-        return read_regular(files.at(path), MAX_ASSET_BYTES)
-    except OSError:
+        return read_regular(files.at(path), MAX_ASSET_BYTES)  # (a link at ``path`` is there: never followed)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
+        return NotAFile(_users_own(path))
+    except OSError:
+        return NotAFile(f"{path} is there and is not a regular file")
 
 
 # A file as it is at one moment: device, inode, size, modification and change times (ns). A file written since has
@@ -292,17 +311,17 @@ def put_back_edited(files: ProjectFiles, release: str, subagents: Sequence[str])
     record = load_record(files)
     pinned = record.releases.get(release, {})
     out: list[PutBack] = []
-    known: dict[str, str | None] = {}  # (each path read once: _restore takes these)
+    known: dict[str, Found] = {}  # (each path read once: _restore takes these)
     for subagent in dict.fromkeys(s for s in subagents if s in pinned):
         path, digest = pinned[subagent]
         data = _bytes_at(files, path)
-        found = known[path] = None if data is None else sha256_hex(data)
+        found = known[path] = _digest(data)
         if found == digest:
             continue
-        if data is not None and found is not None:  # kept, so the bridge may replace it: an edit is not lost
+        if isinstance(data, bytes) and isinstance(found, str):  # kept, so the bridge may replace it: not lost
             files.replace(f"{STORE_DIR}/{found}", f"{found}.tmp", data)
             record.delivered[path] = found
-        out.append(PutBack(subagent, path, found is not None))
+        out.append(PutBack(subagent, path, isinstance(data, bytes)))
     if out:
         save_record(files, record)
         undone = "Nothing was recorded, and the verdicts recorded already for this step are discarded"
