@@ -293,11 +293,21 @@ class WorkflowHarness:
         installed between the two calls never starts a run on facts read for
         another. With a version, the start is the only call.
         """
-        if not (initial_version or workflow_version):
-            workflow_version = await self.session.newest_version(workflow)
-        version = initial_version or workflow_version or ""
+        version, named = await self._start_versions(workflow, workflow_version, initial_version)
         values = self._calls.initial_state(version, workflow=workflow)
-        return _expect(await self.session.start(workflow, values, workflow_version=workflow_version), {"active"})
+        return _expect(await self.session.start(workflow, values, workflow_version=named), {"active"})
+
+    async def _start_versions(
+        self, workflow: str, workflow_version: str | None, initial_version: str | None
+    ) -> tuple[str, str | None]:
+        """The version whose facts :meth:`start` reads, and the version its start names (None: the verifier's pick).
+        With neither given, both are the version the verifier starts (:meth:`HostSession.newest_version`)."""
+        if initial_version:
+            return initial_version, workflow_version
+        if workflow_version:
+            return workflow_version, workflow_version
+        newest = await self.session.newest_version(workflow)
+        return newest, newest
 
     async def run(self, result: RunResult, *, until_step: str | None = None, max_calls: int = 200) -> RunResult:
         """Follow results until ``completed`` (or until ``until_step`` is the current step)."""
