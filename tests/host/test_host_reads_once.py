@@ -2,8 +2,9 @@
 
 Found: step_done read a step's file from disk for the check that it can be read (``outputs.file_problems``), again
 for the files a JSON output names (``file_digests``), and again to attest it (``read_outputs``): two or three reads
-of each file per call, each its own walk; ``ProjectFiles.write`` walked four times, ``WorkspaceLock.lost`` twice; a
-subagent file found missing was looked up again.
+of each file per call, each its own walk (and, at a step_done again after a file changed, twice: once to compare,
+once to check); ``ProjectFiles.write`` walked four times, ``WorkspaceLock.lost`` twice; a subagent file found missing
+was looked up again.
 The real ``rimthan-host serve`` (its real verifier as its child) runs with an audit hook (``sys.addaudithook``,
 installed by a ``sitecustomize`` on its ``PYTHONPATH``) that logs every open of the step's files for reading; the
 library's walks are counted by the same hook in a subprocess (each walk opens the project directory first); a fact
@@ -100,6 +101,25 @@ def test_step_done_reads_each_of_the_step_s_files_once(world: ServerWorld, tmp_p
         count()
         waiting = await model.call("step_done")
         assert waiting.data["status"] == "validators_pending", waiting.text
+
+    assert _counted(tmp_path, world, OUTPUTS, script) == dict.fromkeys(OUTPUTS, 1)
+
+
+def test_step_done_again_after_a_file_changed_reads_each_of_the_step_s_files_once(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """step_done while validators wait, one of the step's files changed since it was checked: each file is read once,
+    for the comparison with what the validators were given and the check again (before, twice: once to compare, once
+    more to check)."""
+
+    async def script(model: StandIn, count: Callable[[], object]) -> None:
+        await at_desk_research_validators(model)
+        findings = model.project / "research" / OUTPUTS[1]
+        findings.write_text(findings.read_text("utf-8") + "\nOne more finding.\n", "utf-8")
+        count()
+        again = await model.call("step_done")
+        assert again.data["status"] == "validators_pending", again.text
+        assert "The files changed since they were checked: checking them again." in again.text
 
     assert _counted(tmp_path, world, OUTPUTS, script) == dict.fromkeys(OUTPUTS, 1)
 

@@ -75,9 +75,11 @@ class StepMoves(BridgeCore):
                 return await self._go_on(moved[0], [*known, *moved[1], _step_done_words(step["id"], moved[0])])
             session.prepared = None  # the checkpoint changed: the files are checked afresh against it
         prepared = session.prepared
-        if prepared is not None and prepared.pending and not changed_files(session.files, prepared.artifacts):
-            lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
-            return validators_waiting(session, [*known, *lines], error=True)
+        if prepared is not None and prepared.pending:  # (the files read once: compared, then checked if changed)
+            found = read_step_files(session.files, step.get("outputs") or [])
+            if not found.changed(prepared.artifacts):
+                lines = ["Nothing was done: the files were checked already and validators still wait for a verdict."]
+                return validators_waiting(session, [*known, *lines], error=True)
         lines = ["The files changed since they were checked: checking them again."] if prepared else []
         return await self._check(session, [*known, *lines], found)
 

@@ -34,6 +34,10 @@ class StepFiles:
     read: dict[str, bytes]
     problems: list[str]
 
+    def changed(self, artifacts: Sequence[WrittenFile]) -> list[str]:
+        """The attested files whose bytes, as read here, are no longer what the validators were given (or unread)."""
+        return [a.path for a in artifacts if a.path not in self.read or sha256_hex(self.read[a.path]) != a.sha256]
+
 
 def read_step_files(files: ProjectFiles, outputs: Sequence[Mapping[str, Any]]) -> StepFiles:
     """Each declared output read once (:func:`_read`): its bytes, or why it cannot be read as the step's file."""
