@@ -21,6 +21,7 @@ See docs/host-kit.md.
 ``results``        what the moves return: :class:`RunResult` (where the run is), :class:`ValidationRound` (prepare)
 ``session``        :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``session_resume`` the session's resume: a run picked up from its log where its last checkpoint left it
+``session_record`` what a session records of its run: the events, the record, a prepared round
 ``scenario``       what drives the scripted harness: the :class:`Scenario` protocol, its contexts, how it is called
 ``harness``        the scripted harness: a session driven by a scenario (tests, demo, load, benchmarks)
 ``demo``           ``make demo``: a real SDK client walks the packaged workflow through the harness
