@@ -9,13 +9,14 @@ audited with ``rimthan-mcp audit`` after.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import anyio
 import pytest
 from rimthan_host.runlog import MAX_POSITION_BYTES, RunLog
-from support.bridge import as_an_older_bridge_saved, audit, bridge_params, stand_in
+from support.bridge import as_an_older_bridge_saved, audit, bridge_params, check_replies, stand_in
 from support.checked_client import CheckedClient
 from support.releases import build_release, packaged_source
 from support.servers import ServerWorld, build_world
@@ -109,3 +110,36 @@ def test_a_state_saved_without_the_ungated_steps_result_refuses_the_resume_and_s
     assert log.tokens() == logged
     history = audit(log.log_path, state)
     assert history["ok"] is True and history["steps"] == _STEPS[:2]
+
+
+# The packaged steps are written against the confirmed state ("Show the owner this summary, filled from the
+# confirmed state, word for word"; "`decision_question` is the confirmed objective, verbatim"), and the plugin's
+# skill tells the model never to ask the user for it. A model in a new session (a second bridge on the project)
+# that resumes the run is told the values; before, only a validator's brief held them.
+def test_a_resumed_run_says_its_confirmed_facts(world: ServerWorld, tmp_path: Path) -> None:
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    facts = json.loads((packaged_source("1.2.0") / "examples" / "confirmed-state.json").read_text("utf-8"))
+
+    async def first_session() -> None:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            started = await model.start(facts)
+            assert started.data["step"]["id"] == "interview", started.text
+            done = await model.call("step_done", {"step": "interview"})
+            assert done.data["step"]["id"] == "confirm-contract", done.text
+            check_replies(model)
+
+    async def second_session() -> tuple[str, str]:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            resumed = await model.call("resume_run")
+            shown = await model.call("show_step")
+            assert resumed.data["step"]["id"] == shown.data["step"]["id"] == "confirm-contract"
+            check_replies(model)
+            return resumed.text, shown.text
+
+    anyio.run(first_session)
+    for text in anyio.run(second_session):
+        said = text.split("The facts confirmed in this run so far: ", 1)[1].splitlines()[0]
+        assert json.loads(said) == facts, text

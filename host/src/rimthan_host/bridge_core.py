@@ -26,6 +26,7 @@ from .session import HostSession
 from .step_replies import Reply, StepReplies, files_refused, validators_waiting, where
 from .words import (
     busy_words,
+    confirmed_facts_words,
     failed_words,
     installed_words,
     known_runs,
@@ -115,6 +116,8 @@ class BridgeCore:
         session = self.session
         if session.prepared is not None and session.prepared.pending:
             return validators_waiting(session, [*lines, where(session)])
+        if session.position.status != "completed":  # (a finished run needs none of them)
+            lines = [*lines, *confirmed_facts_words(session.state.values)]
         return await self.replies.describe(session, session.position, lines, elicits=self.elicits)
 
     # -- shared ----------------------------------------------------------------------------

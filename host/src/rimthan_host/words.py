@@ -135,7 +135,7 @@ def validator_words(
         f"The files (artifact id and path; the subagent reads them itself): {listed}.",
         "Their SHA-256 digests stay with the bridge, which checked the files on disk (the subagent may hash them,",
         "but has no digest to compare: tell it so).",
-        f"The confirmed state: {json.dumps(dict(state), ensure_ascii=False, sort_keys=True)}",
+        f"The confirmed state: {state_json(state)}",
     ]
     by_id = {(v["id"], v["version"]): v for v in step.get("validators") or []}
     for summary in pending:
@@ -147,6 +147,23 @@ def validator_words(
             str((payload.get("instruction") or {}).get("text") or "").strip(),
         ]
     return lines
+
+
+def state_json(values: Mapping[str, Any]) -> str:
+    """The confirmed state's values as one line of JSON (keys sorted), as a validator's brief and a resume say them."""
+    return json.dumps(dict(values), ensure_ascii=False, sort_keys=True)
+
+
+def confirmed_facts_words(values: Mapping[str, Any]) -> list[str]:
+    """The run's confirmed facts for a model picking the run up (``resume_run``, ``show_step``): one in a new
+    session has no memory of them, and the steps are written against them ("filled from the confirmed state")."""
+    if not values:
+        return []
+    return [
+        f"The facts confirmed in this run so far: {state_json(values)}",
+        "(Where the step's instructions use the confirmed state or a confirmed field, use these values as they"
+        " are: the user confirmed them already; do not ask for them again.)",
+    ]
 
 
 def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]], unwritten: Sequence[str]) -> str:
