@@ -88,7 +88,7 @@ def run_claude_code(
     check(installed.returncode == 0, f"claude plugin install {PLUGIN}", _last(installed))
     listed = claude("mcp", "list")
     check(
-        _connected(listed.stdout, "plugin:rimthan:rimthan: rimthan-host serve"),
+        _connected(listed.stdout, "plugin:rimthan:rimthan: rimthan-host serve -- --migrate-to-newest - "),
         "claude mcp list: the plugin's bridge is connected",
         _last(listed),
     )
