@@ -11,6 +11,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
 from support.hostile_registry import BOUNDED_WAIT, HeldFront
 from support.oci import push
 from support.processes import stop, wait_for_line
@@ -43,6 +44,42 @@ def test_a_follower_whose_port_is_taken_fails_before_it_pulls_anything(
     assert not releases.exists() or not any(releases.iterdir()), sorted(releases.iterdir())
 
 
+def _while_first_starts(held: HeldFront, first: list[str], second: list[str], log: Path) -> tuple[str, str]:
+    """Start ``first`` (a follower held at its first pull: bound, not listening), run ``second`` meanwhile; then let
+    the first go on. The second's stderr, and the URL the first says it listens on."""
+    with log.open("w") as into:
+        started = subprocess.Popen(first, stdin=subprocess.DEVNULL, stderr=into, env=server_env())
+    try:
+        assert held.asked.wait(BOUNDED_WAIT), "the first replica never asked its registry"  # bound before its sync
+        try:
+            done = subprocess.run(second, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                                  env=server_env(), check=False)  # fmt: skip
+        except subprocess.TimeoutExpired as running:
+            raise AssertionError(f"the second server shares the port: {(running.stderr or b'')[-300:]!r}") from None
+        held.released.set()
+        listening = wait_for_line(lambda: log.read_text().splitlines(), r"listening on (\S+)").group(1)
+    finally:
+        stop(started)
+    assert done.returncode == 1, done.stderr
+    return done.stderr, listening
+
+
+def _refused_as_in_use(stderr: str, authority: str) -> None:
+    said = refusal(stderr)
+    assert said.error == f"error: io_error: {authority}: Address already in use (by another server starting there)", \
+        said  # fmt: skip
+    assert said.next == "choose a free --port (0 picks one) or a --host this machine has", said
+
+
+def _server(tmp_path: Path, name: str, host: str, port: int, source: list[str], trust: Path) -> list[str]:
+    return [str(RIMTHAN_MCP), "serve", *source, "--trust", str(trust), "--state-dir", str(tmp_path / name / "state"),
+            "--transport", "http", "--host", host, "--port", str(port)]  # fmt: skip
+
+
+def _follower(tmp_path: Path, name: str, ref: str) -> list[str]:
+    return ["--releases-from", ref, "--plain-http", "--releases-dir", str(tmp_path / name / "releases")]
+
+
 def test_a_second_server_on_the_port_of_one_still_starting_is_refused_at_once(
     tmp_path: Path, registry: LocalRegistry, held: HeldFront, trust: Path
 ) -> None:
@@ -51,31 +88,26 @@ def test_a_second_server_on_the_port_of_one_still_starting_is_refused_at_once(
     second served while the first, already running, died at its listen. Now the second is refused at once, saying
     the port and that another server is starting there, nothing pulled; the first starts as usual."""
     port = free_port()
-
-    def replica(name: str, ref: str) -> list[str]:
-        return [str(RIMTHAN_MCP), "serve", "--releases-from", ref, "--plain-http",
-                "--releases-dir", str(tmp_path / name / "releases"), "--trust", str(trust),
-                "--state-dir", str(tmp_path / name / "state"), "--transport", "http", "--port", str(port)]  # fmt: skip
-
-    log = tmp_path / "first.log"
-    with log.open("w") as into:
-        first = subprocess.Popen(replica("a", held.ref("rimthan/held")), stdin=subprocess.DEVNULL, stderr=into,
-                                 env=server_env())  # fmt: skip
-    try:
-        assert held.asked.wait(BOUNDED_WAIT), "the first replica never asked its registry"  # bound before its sync
-        try:
-            second = subprocess.run(replica("b", registry.ref("rimthan/held")), capture_output=True, text=True,
-                                    timeout=60, stdin=subprocess.DEVNULL, env=server_env(), check=False)  # fmt: skip
-        except subprocess.TimeoutExpired as running:
-            raise AssertionError(f"the second replica shares the port: {(running.stderr or b'')[-300:]!r}") from None
-        held.released.set()
-        listening = wait_for_line(lambda: log.read_text().splitlines(), r"listening on (\S+)").group(1)
-    finally:
-        stop(first)
-    assert second.returncode == 1, second.stderr
-    said = refusal(second.stderr)
-    assert said.error == f"error: io_error: 127.0.0.1:{port}: Address already in use (by another server starting " \
-        "there)", said  # fmt: skip
-    assert said.next == "choose a free --port (0 picks one) or a --host this machine has", said
+    first = _server(tmp_path, "a", "127.0.0.1", port, _follower(tmp_path, "a", held.ref("rimthan/held")), trust)
+    second = _server(tmp_path, "b", "127.0.0.1", port, _follower(tmp_path, "b", registry.ref("rimthan/held")), trust)
+    stderr, listening = _while_first_starts(held, first, second, tmp_path / "first.log")
+    _refused_as_in_use(stderr, f"127.0.0.1:{port}")
     assert not (tmp_path / "b" / "releases").exists() or not any((tmp_path / "b" / "releases").iterdir())
     assert listening == f"http://127.0.0.1:{port}/mcp", listening
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::"])
+def test_a_server_on_an_address_a_starting_wildcard_covers_is_refused_at_once(
+    tmp_path: Path, held: HeldFront, packaged_releases: dict[str, Path], trust: Path, wildcard: str
+) -> None:
+    """The claim was per address: with a replica starting on ``0.0.0.0:P`` (or ``[::]:P``, which takes IPv4 too),
+    one started on ``127.0.0.1:P`` bound, served, and the first, once its pull was done, died at its listen. Now
+    the second is refused at once with the same line as on the same address; the first starts as usual."""
+    port = free_port()
+    first = _server(tmp_path, "a", wildcard, port, _follower(tmp_path, "a", held.ref("rimthan/held")), trust)
+    local = ["--releases-dir", str(packaged_releases["1.2.0"].parent)]
+    second = _server(tmp_path, "b", "127.0.0.1", port, local, trust)
+    stderr, listening = _while_first_starts(held, first, second, tmp_path / "first.log")
+    _refused_as_in_use(stderr, f"127.0.0.1:{port}")
+    authority = f"[{wildcard}]:{port}" if ":" in wildcard else f"{wildcard}:{port}"
+    assert listening == f"http://{authority}/mcp", listening

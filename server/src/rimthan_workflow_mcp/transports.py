@@ -24,7 +24,6 @@ stops the server (nothing more can reach it).
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import signal
 import socket
@@ -47,6 +46,7 @@ from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .list_changed import ListingWatch
 from .logs import get_logger
+from .port_claims import claim
 from .provider import RefreshResult, ReleaseProvider
 from .stdio_drain import DRAIN_SECONDS
 from .stdio_serve import serve_wire
@@ -195,7 +195,8 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     Bound, not listening: ``serve`` binds before a follower's first pull (a port taken fails at once, with
     nothing pulled) and listens (:func:`listen`) only once it holds a verified release to serve.
     ``SO_REUSEADDR`` lets a restart bind past its predecessor's TIME_WAIT connections, and on Linux also lets a
-    second socket bind the address while the first is bound but not yet listening: :func:`_claim` refuses that.
+    second socket bind the address (or one a wildcard overlaps) while the first is bound but not yet listening:
+    :func:`_claim` refuses that.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -206,7 +207,7 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     try:
         sock.bind((host, port))
         binding = HttpBinding(host=host, port=sock.getsockname()[1])
-        _claim(sock, binding)
+        _claim(sock)
     except OSError as exc:
         sock.close()
         raise OSError(exc.errno, exc.strerror or str(exc), HttpBinding(host, port).authority) from None
@@ -214,25 +215,13 @@ def bind_socket(host: str, port: int) -> tuple[socket.socket, HttpBinding]:
     return sock, binding
 
 
-_CLAIMS: list[socket.socket] = []  # held for the life of the process; the kernel drops them as it exits
-
-
-def _claim(sock: socket.socket, binding: HttpBinding) -> None:
-    """Linux: hold an abstract Unix socket named after the bound address (one per network namespace, as TCP
-    ports are), so a second server starting on the same address is refused at bind, not silently let through
-    until one of the two listens (the other then failing after its pulls)."""
+def _claim(sock: socket.socket) -> None:
+    """Linux: refuse at bind a second server starting on an address this one's overlaps (``port_claims``), not
+    silently let it through until one of the two listens (the other then failing after its pulls)."""
     if not sys.platform.startswith("linux"):  # elsewhere a second bind of a bound address fails by itself
         return
     address, port = sock.getsockname()[:2]
-    claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        claim.bind(f"\0rimthan-mcp http {address} {port}")
-    except OSError as exc:
-        claim.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise OSError(errno.EADDRINUSE, "Address already in use (by another server starting there)") from None
-        raise
-    _CLAIMS.append(claim)
+    claim(address, port)
 
 
 def listen(sock: socket.socket) -> socket.socket:
