@@ -75,6 +75,25 @@ def test_a_child_refusal_naming_a_long_path_is_said_whole(tmp_path: Path) -> Non
     assert said.error.endswith("`make demo` builds ./releases)"), said
 
 
+def test_a_child_refusal_over_16_kib_is_said_as_its_error_cut_and_its_next_step_as_the_next_step(
+    tmp_path: Path,
+) -> None:
+    """An ``error:`` line past the bound the bridge reads whole was passed over: its ``next:`` line became the
+    message (``internal_error: ... exited: next: check ...``) under the bridge's generic next step. Now the error
+    is its start, cut with a marker, under the child's own code, and the child's advice is the next step."""
+    deep = "/".join(["d" * 200] * 100)  # 20,099 characters: the child's error: line is over 16 KiB
+    done = _serve("--", "--releases-dir", deep, cwd=tmp_path)
+    said = _refused(done, 1, "io_error")
+    assert any(len(line) > 16 * 1024 and line.startswith("error: io_error: ") for line in done.stderr.splitlines())
+    assert said.error.startswith(
+        f"error: io_error: the verifier (rimthan-mcp serve, which the bridge starts) exited: {deep[:900]}"
+    ), said.error[:300]
+    assert said.error.endswith(" [... cut: the line is over 16 KiB; it is whole above]"), said.error[-300:]
+    assert len(said.error) < 2048, len(said.error)
+    assert said.next == "check that the named path exists and that you may read and write it; fix what it names, " \
+        "then start rimthan-host serve again", said.next  # fmt: skip
+
+
 def test_an_unreachable_verifier_url_is_exit_1(tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nothing listens on: bound, then closed
         probe.bind(("127.0.0.1", 0))

@@ -49,8 +49,11 @@ class _ChildStderr:
     """A pipe for a child's stderr: each line copied to the bridge's stderr, its last error lines kept."""
 
     # a line read whole up to this bound: an error: line naming long paths, a below-floor record with long names; a
-    # line past it is copied through but never read as the child's words (fail closed: no half line is taken)
+    # line past it is copied through but never read whole as the child's words (fail closed: no half line is taken
+    # for whole): of an error: line, its start is kept, cut at SHOWN characters with CUT after it, as the error
     LINE = 16 * 1024
+    SHOWN = 1024
+    CUT = " [... cut: the line is over 16 KiB; it is whole above]"
 
     def __init__(self) -> None:
         read_fd, write_fd = os.pipe()
@@ -70,6 +73,9 @@ class _ChildStderr:
                 sys.stderr.flush()
                 whole = line.endswith(b"\n") or len(line) < self.LINE  # (the last line may lack its newline)
                 if overlong or not whole:
+                    if not overlong and text.startswith("error:"):  # its start: the code, then what it names
+                        last = text[: self.SHOWN] + self.CUT
+                        self.lines.append(last)
                     overlong = not whole
                     continue
                 last = text.strip() or last
