@@ -95,8 +95,6 @@ def _plain(address: str) -> _Ip:
     return ip.ipv4_mapped or ip if isinstance(ip, ipaddress.IPv6Address) else ip
 
 
-def _covers(
-    wide: ipaddress.IPv4Address | ipaddress.IPv6Address, other: ipaddress.IPv4Address | ipaddress.IPv6Address
-) -> bool:
+def _covers(wide: _Ip, other: _Ip) -> bool:
     """A wildcard covers every address of its family; ``::`` IPv4 ones too (dual-stack unless bindv6only)."""
     return wide.is_unspecified and (wide.version == other.version or wide.version == 6)
