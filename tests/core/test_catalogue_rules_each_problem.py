@@ -1,11 +1,13 @@
 """Catalogue rules that find several problems say each, not the first alone.
 
-The name rule (aliases), the host adapter rule and the reference rule raised at their first problem; each
-problem is now a failure of its own (its code, file and message), in the order the catalogue lists what it is
-about, through the loader the packager and the server share. And a load keeps every failure a rule collected
-even when another rule fails too. Each test edits a copy of the packaged research-decision@1.2.0 source (the
-helpers and fixture of ``test_catalogue_rules``); ``tests/packager/test_pack_each_problem_of_a_rule.py`` drives
-the same through the installed ``rimthan-pack`` (build, check, and verify of a signed release).
+The name rule (aliases), the host adapter rule and the reference rule raised at their first problem, as did
+the first-step, step-shape, reachability, branch, write-path, bound and confirmable-value rules (each break of
+``support.catalogue_breaks``); each problem is now a failure of its own (its code, file and message), in the
+order the catalogue lists what it is about, through the loader the packager and the server share. And a load
+keeps every failure a rule collected even when another rule fails too. Each test edits a copy of the packaged
+research-decision@1.2.0 source (the helpers and fixture of ``test_catalogue_rules``);
+``tests/packager/test_pack_each_problem_of_a_rule.py`` drives the same through the installed ``rimthan-pack``
+(build, check, and verify of a signed release).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from support.catalogue_breaks import BREAKS, Break, said_as_expected
 from test_catalogue_rules import WORKFLOW, edit_toml, load_error, step
 from test_catalogue_rules import source as source  # the fixture: a copy of the packaged source
 
@@ -97,3 +101,12 @@ def test_each_failure_a_rule_collected_is_kept_beside_another_rules(source: Path
         for name in ("assets/instructions/interview.md", "assets/instructions/experiment.md")
     ] + [(FailureCode.CATALOGUE_INVALID, "step confirm-contract caps total bytes but declares no outputs")]
     assert all(not f.also for f in load_error(source).also), "each failure said once, none nested in another"
+
+
+@pytest.mark.parametrize("broken", BREAKS, ids=[b.name for b in BREAKS])
+def test_each_problem_of_a_rule_is_said_in_order(source: Path, broken: Break) -> None:
+    """Two problems (or more) one rule finds: each its own failure, with its code, file and message, in the
+    order the catalogue lists them (the rule stopped at the first)."""
+    broken.edit(source)
+    problems = [(code.value, path or "", message) for code, path, message in said(load_error(source))]
+    assert said_as_expected(problems, broken.said), problems

@@ -5,7 +5,10 @@ names, where its outputs go) raised at their first problem, so an author who mad
 second only after fixing the first and building again. Each problem is now a failure of its own (its code and
 file, in the order the catalogue lists what it is about), at build and check on a source (the installed
 ``rimthan-pack``, a scaffold ``rimthan-pack init`` made) and at verify on a signed release (built and re-signed
-with the real key): the packager and the release loader share these rules.
+with the real key): the packager and the release loader share these rules. So do the first-step, step-shape,
+reachability, branch, write-path, bound and confirmable-value rules, which stopped at their first problem too:
+each break of ``support.catalogue_breaks`` (a copy of the packaged research-decision@1.2.0) is said in full
+by ``rimthan-pack check`` on the source and ``rimthan-pack verify`` on a signed release.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.catalogue_breaks import BREAKS, Break, Said, said_as_expected
 from support.pack_cli import edit_text, init_scaffold, pack
 from support.refusals import refusals
 from support.releases import KeyPair, make_keypair, resign_release, trust_dir
 
+PACKAGED = Path(__file__).resolve().parents[2] / "catalogues" / "research-decision" / "1.2.0"
 WORKFLOW = "workflows/my-flow.toml"
 ADAPTER = "adapters/claude-code.toml"
 # (file, message) of each failure, in the order said: names, adapters, then what the workflow's steps name
@@ -114,3 +119,40 @@ def test_verify_says_each_problem_of_a_signed_release(signer: KeyPair, tmp_path:
 
     said = _said(verified.stderr, release / "catalogue")
     assert verified.returncode == 1 and _is(said, ADAPTER_PATHS + REFERENCES), verified.stderr
+
+
+@pytest.fixture(scope="module")
+def packaged_release(signer: KeyPair, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged research-decision@1.2.0, built and signed once (each test breaks a copy)."""
+    out = tmp_path_factory.mktemp("packaged")
+    assert pack("build", PACKAGED, "--key", signer.private_path, "--out", out).returncode == 0
+    return out / "research-decision-1.2.0"
+
+
+def _each_said(stderr: str, root: Path) -> list[Said]:
+    """Code, file (relative to ``root``) and message of each refusal."""
+    said = []
+    for refusal in refusals(stderr):
+        code, where, message = refusal.error.removeprefix("error: ").split(": ", 2)
+        said.append((code, Path(where).relative_to(root).as_posix(), message))
+    return said
+
+
+@pytest.mark.parametrize("broken", BREAKS, ids=[b.name for b in BREAKS])
+def test_check_and_verify_say_each_problem_of_a_rule(
+    broken: Break, signer: KeyPair, packaged_release: Path, tmp_path: Path
+) -> None:
+    """Two problems (or more) one rule finds, at check on the source and at verify on the signed release: each
+    its own refusal, in order, naming its file (before, the first alone)."""
+    source = tmp_path / "src"
+    shutil.copytree(PACKAGED, source)
+    broken.edit(source)
+    checked = pack("check", source)
+    assert checked.returncode == 1 and said_as_expected(_each_said(checked.stderr, source), broken.said), checked.stderr
+
+    release = tmp_path / "release"
+    shutil.copytree(packaged_release, release)
+    resign_release(release, [signer], edit=broken.edit)
+    verified = pack("verify", release, "--trust", trust_dir(tmp_path / "trust", signer))
+    said = _each_said(verified.stderr, release / "catalogue")
+    assert verified.returncode == 1 and said_as_expected(said, broken.said), verified.stderr

@@ -12,8 +12,9 @@ would build and sign, then fail every run at run time (an
 ``invalid_arguments`` the client cannot avoid, or a result the output schema
 refuses), so these rules refuse it at build and at load (``catalogue_invalid``,
 naming the file and the key). Each ``*_problem`` function says why, or
-``None``; the ``check_*`` functions raise the first problem found, as the other
-catalogue rules do.
+``None`` (each ``*_problems`` function, every why); the ``check_*`` functions
+raise every problem found, each a failure of its own in the order the
+catalogue lists what it is about, as the other catalogue rules do.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.canonical import canonical_bytes
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, quoted
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, collected, quoted
 from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_FIELDS,
     MAX_CONFIRMED_STATE_BYTES,
@@ -89,8 +90,7 @@ def check_identities(catalogue: Catalogue) -> None:
     checks += [
         (a.source, identity_problem("host adapter", "version", a.version, a.key)) for a in catalogue.host_adapters
     ]
-    for path, problem in checks:
-        _raise_if(path, problem)
+    _raise_each([(path, problem) for path, problem in checks if problem is not None])
 
 
 # --------------------------------------------------------------------------- what a host sends
@@ -113,17 +113,21 @@ def check_host_lists(catalogue: Catalogue) -> None:
     ``host.validator_capabilities``); a migration preview lists the pinned
     adapters in one.
     """
+    found: list[tuple[str, str]] = []
     for adapter in catalogue.host_adapters:
         for key, names in (
             ("capabilities", adapter.capabilities),
             ("validator_capabilities", adapter.validator_capabilities),
         ):
-            _raise_if(adapter.source, listed_problem(key, names))
+            found += [(adapter.source, p) for p in [listed_problem(key, names)] if p is not None]
     for workflow in catalogue.workflows:
-        _raise_if(workflow.source, _workflow_lists_problem(catalogue, workflow))
+        found += [(workflow.source, problem) for problem in _workflow_lists_problems(catalogue, workflow)]
+    _raise_each(found)
 
 
-def _workflow_lists_problem(catalogue: Catalogue, workflow: WorkflowDefinition) -> str | None:
+def _workflow_lists_problems(catalogue: Catalogue, workflow: WorkflowDefinition) -> list[str]:
+    """Each list of ``workflow`` past its bound; a union with a pinned adapter's list is said only when none of
+    the lists it joins is past on its own (it would be past by that one: an echo of its failure)."""
     lists: list[tuple[str, Iterable[str], str]] = [
         ("required_capabilities", workflow.required_capabilities, "a host object carries"),
         ("host_adapters", workflow.host_adapters, "a migration preview lists"),
@@ -134,31 +138,32 @@ def _workflow_lists_problem(catalogue: Catalogue, workflow: WorkflowDefinition) 
     ]
     for key in workflow.host_adapters:
         adapter = catalogue.adapter(key)
-        lists += [
-            (
-                f"required_capabilities with host adapter {key}'s capabilities",
-                required_capabilities(workflow, adapter),
-                "a host object carries",
-            ),
-            (
-                f"the validators' required_capabilities with host adapter {key}'s validator_capabilities",
-                required_validator_capabilities(workflow, adapter),
-                "a host object carries",
-            ),
-        ]
-    return next((p for key, names, what in lists if (p := listed_problem(key, names, what)) is not None), None)
+        adapter_capabilities = adapter.capabilities if adapter else ()
+        if not _any_past([workflow.required_capabilities, adapter_capabilities]):
+            what = f"required_capabilities with host adapter {key}'s capabilities"
+            lists.append((what, required_capabilities(workflow, adapter), "a host object carries"))
+        validator_capabilities = adapter.validator_capabilities if adapter else ()
+        if not _any_past([*(v.required_capabilities for v in workflow.validators), validator_capabilities]):
+            what = f"the validators' required_capabilities with host adapter {key}'s validator_capabilities"
+            lists.append((what, required_validator_capabilities(workflow, adapter), "a host object carries"))
+    return [p for key, names, what in lists if (p := listed_problem(key, names, what)) is not None]
 
 
-def _raise_if(path: str, problem: str | None) -> None:
-    if problem is not None:
-        raise _invalid(path, problem)
+def _any_past(lists: Iterable[Iterable[str]]) -> bool:
+    return any(listed_problem("", names) is not None for names in lists)
+
+
+def _raise_each(found: list[tuple[str, str]]) -> None:
+    """Each ``(file, problem)`` of ``found`` a failure of its own, in order (nothing raised when it is empty)."""
+    if found:
+        raise collected([_invalid(path, problem) for path, problem in found])
 
 
 # --------------------------------------------------------------------------- the confirmed state
 
 
-def state_fields_problem(schema: Any) -> str | None:
-    """Why the top-level fields a confirmed-state schema names cannot all travel in a tool call, or ``None``.
+def state_fields_problems(schema: Any) -> Iterator[str]:
+    """Each reason the top-level fields a confirmed-state schema names cannot all travel in a tool call.
 
     The fields are the schema's ``properties`` and ``required`` names: a state
     carries at most ``MAX_CONFIRMED_FIELDS`` of them (and as many
@@ -166,26 +171,26 @@ def state_fields_problem(schema: Any) -> str | None:
     question's field, a migration preview's field).
     """
     if not isinstance(schema, Mapping):
-        return None
+        return
     names = set(_properties(schema)) | _required(schema)
     if len(names) > MAX_CONFIRMED_FIELDS:
-        return (
+        yield (
             f"properties and required name {len(names)} top-level fields, past the {MAX_CONFIRMED_FIELDS} a "
             "confirmed state carries (MAX_CONFIRMED_FIELDS)"
         )
     for name in sorted(names):
         if not 1 <= len(name) <= MAX_NAME_CHARS:
-            return (
+            yield (
                 f"top-level field {quoted(name, 40)!r} is {len(name)} characters; a field name is 1 to "
                 f"{MAX_NAME_CHARS} characters (MAX_NAME_CHARS)"
             )
-    return _least_state_problem(schema)
+    yield from _least_state_problems(schema)
 
 
 def check_state_fields(workflow: WorkflowDefinition, schema: Any) -> None:
     """The workflow's confirmed-state schema names fields a tool call can carry, and asks for no state larger than
-    one may be (refusal names the schema file)."""
-    _raise_if(workflow.confirmed_state_schema, state_fields_problem(schema))
+    one may be (each refusal names the schema file)."""
+    _raise_each([(workflow.confirmed_state_schema, problem) for problem in state_fields_problems(schema)])
 
 
 # --------------------------------------------------------------------------- what a client can confirm
@@ -258,28 +263,31 @@ def _required(schema: Mapping[str, Any]) -> set[str]:
     return {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
 
 
-def _least_state_problem(schema: Mapping[str, Any]) -> str | None:
-    """Why a confirmed-state schema asks for more fields, or a larger state, than a client can confirm, or ``None``."""
+def _least_state_problems(schema: Mapping[str, Any]) -> Iterator[str]:
+    """Each reason a confirmed-state schema asks for more fields, or a larger state, than a client can confirm.
+
+    Required fields past the bound are said alone: every optional field would only add to them (an echo).
+    """
     least = _least_number(schema, "minProperties")
     if least > MAX_CONFIRMED_FIELDS:
-        return (
+        yield (
             f"minProperties = {least} is past the {MAX_CONFIRMED_FIELDS} top-level fields a confirmed state carries "
             "(MAX_CONFIRMED_FIELDS)"
         )
     properties = _properties(schema)
     size = least_object_bytes(schema)
     if size > MAX_CONFIRMED_STATE_BYTES:
-        return (
+        yield (
             f"its required fields take at least {size} bytes {_PAST_STATE} (their minLength, minItems, minProperties)"
         )
+        return
     for name in sorted(set(properties) - _required(schema)):
         size = least_object_bytes(schema, {name: least_value_bytes(properties[name])})
         if size > MAX_CONFIRMED_STATE_BYTES:
-            return (
+            yield (
                 f"a state holding top-level field {quoted(name, 40)!r} takes at least {size} bytes {_PAST_STATE} "
                 "(its minLength, minItems, minProperties, with the required fields)"
             )
-    return None
 
 
 _PAST_STATE = (
@@ -303,15 +311,19 @@ def check_confirmable_values(workflow: WorkflowDefinition, schema: Any) -> None:
     a value past the bound would build and sign, then no run could pass the
     question (the refusal names the workflow file and the key). A value's
     bytes only add to the least state holding its field, so that is computed
-    once per field.
+    once per field. Each value past it is said.
     """
     if not isinstance(schema, Mapping):
         return
     least: dict[str, int] = {}
+    found: list[tuple[str, str]] = []
     for step, key, field, value in asked_values(workflow):
         if field not in least:
             least[field] = least_object_bytes(schema, {field: 0})
-        _raise_if(workflow.source, _in_step(step, confirmable_problem(key, value, least[field])))
+        problem = confirmable_problem(key, value, least[field])
+        if problem is not None:
+            found.append((workflow.source, f"step {step.id}: {problem}"))
+    _raise_each(found)
 
 
 def asked_values(workflow: WorkflowDefinition) -> Iterator[tuple[StepDefinition, str, str, Scalar]]:
@@ -324,10 +336,6 @@ def asked_values(workflow: WorkflowDefinition) -> Iterator[tuple[StepDefinition,
         for j, branch in enumerate(step.branches):
             for value in branch.when.values:
                 yield step, f"branches[{j}].when.{branch.when.operator}", branch.when.field, value
-
-
-def _in_step(step: StepDefinition, problem: str | None) -> str | None:
-    return None if problem is None else f"step {step.id}: {problem}"
 
 
 # --------------------------------------------------------------------------- one step's call

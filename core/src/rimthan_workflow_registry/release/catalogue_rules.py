@@ -12,7 +12,7 @@ what a workflow's steps name, in :mod:`catalogue_references`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name, collected
@@ -21,6 +21,7 @@ from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
     Catalogue,
+    StepDefinition,
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
@@ -249,34 +250,37 @@ def check_first_step(workflow: WorkflowDefinition) -> None:
 
     Setup delivers every subagent a validator runs as (the host adapter is
     always part of the delivery), so no later gate depends on an asset the
-    workspace manifest never attested.
+    workspace manifest never attested. A first step that is not setup is the
+    one failure said (what setup declares is then about no setup step); else
+    its outputs and its delivery are each said.
     """
     if not workflow.steps or workflow.steps[0].id != SETUP_STEP_ID:
-        raise CatalogueError(
-            FailureCode.FIRST_STEP_NOT_SETUP,
-            f"workflow {workflow.key}: the first step must be {SETUP_STEP_ID!r}",
-            path=workflow.source,
-        )
+        raise _not_setup(workflow, f"the first step must be {SETUP_STEP_ID!r}")
     setup = workflow.steps[0]
+    failures: list[RegistryError] = []
     if [o.id for o in setup.outputs] != [WORKSPACE_MANIFEST_ARTIFACT] or setup.outputs[0].schema is None:
-        raise CatalogueError(
-            FailureCode.FIRST_STEP_NOT_SETUP,
-            f"workflow {workflow.key}: setup-workspace must declare exactly one JSON output "
-            f"{WORKSPACE_MANIFEST_ARTIFACT!r}",
-            path=workflow.source,
-        )
+        outputs = f"setup-workspace must declare exactly one JSON output {WORKSPACE_MANIFEST_ARTIFACT!r}"
+        failures.append(_not_setup(workflow, outputs))
     undelivered = sorted({v.subagent for v in workflow.validators} - set(setup.host_assets))
     if undelivered:
         unknown = sorted(set(setup.host_assets) - {a.id for a in workflow.assets})
-        raise CatalogueError(
-            FailureCode.FIRST_STEP_NOT_SETUP,
-            f"workflow {workflow.key}: setup-workspace must deliver every subagent a validator runs as; "
-            f"add {', '.join(undelivered)} to its host_assets"
-            + (f" (it names {', '.join(map(repr, unknown))}, which no asset is: a misspelling?)" if unknown else ""),
-            path=workflow.source,
-            next_step=f"in {workflow.source}, list {', '.join(map(repr, undelivered))} in the host_assets of step "
-            f"{SETUP_STEP_ID}",
+        named = f" (it names {', '.join(map(repr, unknown))}, which no asset is: a misspelling?)" if unknown else ""
+        failures.append(
+            _not_setup(
+                workflow,
+                "setup-workspace must deliver every subagent a validator runs as; "
+                f"add {', '.join(undelivered)} to its host_assets{named}",
+                next_step=f"in {workflow.source}, list {', '.join(map(repr, undelivered))} in the host_assets of step "
+                f"{SETUP_STEP_ID}",
+            )
         )
+    if failures:
+        raise collected(failures)
+
+
+def _not_setup(workflow: WorkflowDefinition, problem: str, next_step: str | None = None) -> CatalogueError:
+    message = f"workflow {workflow.key}: {problem}"
+    return CatalogueError(FailureCode.FIRST_STEP_NOT_SETUP, message, path=workflow.source, next_step=next_step)
 
 
 def check_branches(workflow: WorkflowDefinition, state_schema: Mapping[str, Any]) -> None:
@@ -284,47 +288,50 @@ def check_branches(workflow: WorkflowDefinition, state_schema: Mapping[str, Any]
 
     Disjointness is what makes "never matches two targets" decidable at
     authoring time: every branch of a step tests the same field, so a value
-    can satisfy at most one predicate.
+    can satisfy at most one predicate. Each problem is said, step by step; a
+    step whose branches test several fields says that alone (its field, its
+    values and its question are about one field).
     """
     properties = state_schema.get("properties", {}) if isinstance(state_schema, Mapping) else {}
+    failures: list[RegistryError] = []
     for step in workflow.steps:
-        if not step.branches:
-            continue
-        fields = {b.when.field for b in step.branches}
-        if len(fields) != 1:
-            raise CatalogueError(
-                FailureCode.BRANCH_AMBIGUOUS,
-                f"step {step.id}: branches test several fields {sorted(fields)}; two could match",
-                path=workflow.source,
-            )
-        (field_name,) = fields
-        if field_name not in properties:
-            raise CatalogueError(
-                FailureCode.BRANCH_PREDICATE_INVALID,
-                f"step {step.id}: branch field {field_name!r} is not in the confirmed-state schema",
-                path=workflow.source,
-            )
-        seen: dict[Any, str] = {}
-        for branch in step.branches:
-            for value in branch.when.values:
-                marker = (type(value).__name__, value)
-                if marker in seen:
-                    raise CatalogueError(
-                        FailureCode.BRANCH_AMBIGUOUS,
-                        f"step {step.id}: value {value!r} matches both {seen[marker]} and {branch.target}",
-                        path=workflow.source,
-                    )
-                seen[marker] = branch.target
-        if step.question is None or step.question.field != field_name:
-            raise CatalogueError(
-                FailureCode.BRANCH_PREDICATE_INVALID,
-                f"step {step.id}: branching on {field_name!r} needs a question about that field",
-                path=workflow.source,
-            )
+        if step.branches:
+            problems = _branch_problems(step, properties)
+            failures += [CatalogueError(code, message, path=workflow.source) for code, message in problems]
+    if failures:
+        raise collected(failures)
+
+
+def _branch_problems(step: StepDefinition, properties: Mapping[str, Any]) -> Iterator[tuple[FailureCode, str]]:
+    fields = {b.when.field for b in step.branches}
+    if len(fields) != 1:
+        message = f"step {step.id}: branches test several fields {sorted(fields)}; two could match"
+        yield FailureCode.BRANCH_AMBIGUOUS, message
+        return
+    (field_name,) = fields
+    if field_name not in properties:
+        yield (
+            FailureCode.BRANCH_PREDICATE_INVALID,
+            f"step {step.id}: branch field {field_name!r} is not in the confirmed-state schema",
+        )
+    seen: dict[Any, str] = {}
+    for branch in step.branches:
+        for value in branch.when.values:
+            marker = (type(value).__name__, value)
+            if marker in seen:
+                message = f"step {step.id}: value {value!r} matches both {seen[marker]} and {branch.target}"
+                yield FailureCode.BRANCH_AMBIGUOUS, message
+            seen.setdefault(marker, branch.target)
+    if step.question is None or step.question.field != field_name:
+        yield (
+            FailureCode.BRANCH_PREDICATE_INVALID,
+            f"step {step.id}: branching on {field_name!r} needs a question about that field",
+        )
 
 
 def check_reachability(workflow: WorkflowDefinition) -> None:
-    """Every step is reachable from the start and can reach a terminal step."""
+    """Every step is reachable from the start and can reach a terminal step (each walk that leaves a step out is
+    said)."""
     forward: dict[str, tuple[str, ...]] = {s.id: s.targets for s in workflow.steps}
     backward: dict[str, list[str]] = defaultdict(list)
     for source, targets in forward.items():
@@ -335,32 +342,39 @@ def check_reachability(workflow: WorkflowDefinition) -> None:
         ([workflow.steps[0].id], forward, "step(s) {} can never be reached"),
         (ends, backward, "no terminal step is reachable from {}"),
     )
+    failures: list[RegistryError] = []
     for starts, graph, message in walks:
         reached = reached_from(starts, graph)
         left = [s.id for s in workflow.steps if s.id not in reached]
         if left:
-            raise CatalogueError(
-                FailureCode.TERMINAL_UNREACHABLE,
-                f"workflow {workflow.key}: " + message.format(", ".join(left)),
-                path=workflow.source,
+            failures.append(
+                CatalogueError(
+                    FailureCode.TERMINAL_UNREACHABLE,
+                    f"workflow {workflow.key}: " + message.format(", ".join(left)),
+                    path=workflow.source,
+                )
             )
+    if failures:
+        raise collected(failures)
 
 
 def check_step_shapes(workflow: WorkflowDefinition) -> None:
-    """Only gated steps may carry size caps, within what one call carries; validators need outputs to judge."""
-    for step in workflow.steps:
-        if step.validators and not step.outputs:
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID,
-                f"step {step.id} has validators but no outputs to validate",
-                path=workflow.source,
-            )
-        if step.max_total_bytes is not None and not step.outputs:
-            raise CatalogueError(
-                FailureCode.CATALOGUE_INVALID,
-                f"step {step.id} caps total bytes but declares no outputs",
-                path=workflow.source,
-            )
-        problem = declared_count_problem(step) or declared_size_problem(step)
+    """Only gated steps may carry size caps, within what one call carries; validators need outputs to judge (each
+    problem of each step said, in step order)."""
+    failures = [
+        CatalogueError(FailureCode.CATALOGUE_INVALID, message, path=workflow.source)
+        for step in workflow.steps
+        for message in _shape_problems(step)
+    ]
+    if failures:
+        raise collected(failures)
+
+
+def _shape_problems(step: StepDefinition) -> Iterator[str]:
+    if step.validators and not step.outputs:
+        yield f"step {step.id} has validators but no outputs to validate"
+    if step.max_total_bytes is not None and not step.outputs:
+        yield f"step {step.id} caps total bytes but declares no outputs"
+    for problem in (declared_count_problem(step), declared_size_problem(step)):
         if problem is not None:
-            raise CatalogueError(FailureCode.CATALOGUE_INVALID, f"step {step.id}: {problem}", path=workflow.source)
+            yield f"step {step.id}: {problem}"

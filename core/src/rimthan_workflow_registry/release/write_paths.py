@@ -6,15 +6,15 @@ paths (``{id}`` replaced by the asset or adapter id). Two of these at one path
 overwrite each other (the workspace manifest then lists the path twice with
 two digests); one under another's file path can be written on no file system.
 :func:`check_write_paths` refuses both at build and load, for each pinned
-adapter, naming both paths and where they come from.
+adapter, naming both paths and where they come from: each clash a failure of
+its own (one between two outputs is said once, whatever the adapters).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import NoReturn
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, collected
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import Catalogue, HostAdapter, WorkflowDefinition
 
@@ -28,10 +28,13 @@ def check_write_paths(catalogue: Catalogue, workflow: WorkflowDefinition) -> Non
     Case is folded as a case-insensitive file system (macOS, Windows) folds
     it. The same asset listed twice is one write, not two.
     """
+    clashes: dict[str, None] = {}
     for key in workflow.host_adapters:
         adapter = catalogue.adapter(key)
         assert adapter is not None  # check_host_adapters resolved every pin
-        _check_distinct(workflow, [*_output_writes(workflow), *_install_writes(workflow, adapter)])
+        clashes.update(dict.fromkeys(_clashes([*_output_writes(workflow), *_install_writes(workflow, adapter)])))
+    if clashes:
+        raise collected([_clash(workflow, problem) for problem in clashes])
 
 
 def _output_writes(workflow: WorkflowDefinition) -> Iterator[Write]:
@@ -50,27 +53,23 @@ def _install_writes(workflow: WorkflowDefinition, adapter: HostAdapter) -> Itera
     yield adapter.install_path("adapter", adapter.id), f"adapter {adapter.key}'s instruction"
 
 
-def _check_distinct(workflow: WorkflowDefinition, writes: list[Write]) -> None:
+def _clashes(writes: list[Write]) -> Iterator[str]:
+    """Each pair of ``writes`` at one path, then each write inside another's file, in the order written."""
     seen: dict[str, Write] = {}
     for path, origin in writes:
         other = seen.setdefault(path.casefold(), (path, origin))
         if other[1] != origin:
-            _refuse(
-                workflow, f"{other[1]} writes {other[0]!r} and {origin} writes {path!r}: one would overwrite the other"
-            )
+            yield f"{other[1]} writes {other[0]!r} and {origin} writes {path!r}: one would overwrite the other"
     for folded, (path, origin) in seen.items():
         segments = folded.split("/")
         for depth in range(1, len(segments)):
             parent = seen.get("/".join(segments[:depth]))
             if parent is not None:
-                _refuse(
-                    workflow,
-                    f"{origin} writes {path!r} inside {parent[0]!r}, which {parent[1]} writes as a file",
-                )
+                yield f"{origin} writes {path!r} inside {parent[0]!r}, which {parent[1]} writes as a file"
 
 
-def _refuse(workflow: WorkflowDefinition, problem: str) -> NoReturn:
-    raise CatalogueError(
+def _clash(workflow: WorkflowDefinition, problem: str) -> CatalogueError:
+    return CatalogueError(
         FailureCode.CATALOGUE_INVALID,
         f"workflow {workflow.key}: {problem}; give each file the host writes a path of its own",
         path=workflow.source,
