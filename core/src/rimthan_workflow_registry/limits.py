@@ -23,7 +23,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 MAX_JSON_DEPTH = 64
 """Containers (objects and arrays) nested in any parsed JSON document: manifest, schemas, artifacts."""
@@ -283,27 +283,50 @@ def first_non_json_value(value: Any) -> str | None:
     Unicode scalar values. Iterative, so any depth is answered; the message
     names the value's path and never holds the lone surrogate itself.
     """
-    stack: list[tuple[str, Any]] = [("", value)]
+    stack: list[tuple[_Trail, Any]] = [(None, value)]
     while stack:
-        where, node = stack.pop()
+        trail, node = stack.pop()
         if isinstance(node, dict):
             for key, child in node.items():
-                path = f"{where}.{_shown(key)}" if where else _shown(key)
                 if isinstance(key, str) and _LONE_SURROGATE.search(key):
-                    return f"the key {path} holds a lone surrogate, which UTF-8 and JSON text cannot carry"
-                stack.append((path, child))
+                    where = _path((trail, key, False))
+                    return f"the key {where} holds a lone surrogate, which UTF-8 and JSON text cannot carry"
+                stack.append(((trail, key, False), child))
         elif isinstance(node, list):
-            stack.extend((f"{where}[{index}]", child) for index, child in enumerate(node))
+            stack.extend(((trail, index, True), child) for index, child in enumerate(node))
         elif isinstance(node, str) and _LONE_SURROGATE.search(node):
-            return f"{where} holds a lone surrogate, which UTF-8 and JSON text cannot carry"
+            return f"{_path(trail)} holds a lone surrogate, which UTF-8 and JSON text cannot carry"
         elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_JSON_SAFE_INTEGER:
             shown = str(node) if abs(node) < 10**30 else f"an integer of {len(str(abs(node)))} digits"
-            return f"{where} = {shown} is past what JSON carries exactly (at most 2**53 - 1 in magnitude)"
+            return f"{_path(trail)} = {shown} is past what JSON carries exactly (at most 2**53 - 1 in magnitude)"
         elif isinstance(node, float) and not math.isfinite(node):
-            return f"{where} = {node} is not a finite number (JSON has no inf or nan)"
+            return f"{_path(trail)} = {node} is not a finite number (JSON has no inf or nan)"
         elif isinstance(node, datetime.date | datetime.time):
-            return f"{where} is a TOML date or time, which JSON has no form for: write it as a quoted string"
+            return f"{_path(trail)} is a TOML date or time, which JSON has no form for: write it as a quoted string"
     return None
+
+
+# Where a value sits, from the root: (the parent's trail, a key or list index, whether it is an index).
+# The walk links these instead of building every value's path text; only a value found wrong has its path
+# written out (0.45 ms of a 1 MiB build went to paths never shown).
+_Trail: TypeAlias = "tuple[_Trail, Any, bool] | None"
+
+
+def _path(trail: _Trail) -> str:
+    """A trail as a message names it: ``key.key[index]``, keys shown as :func:`_shown` does."""
+    steps: list[tuple[Any, bool]] = []
+    while trail is not None:
+        trail, step, is_index = trail
+        steps.append((step, is_index))
+    where = ""
+    for step, is_index in reversed(steps):
+        if is_index:
+            where += f"[{step}]"
+        elif where:
+            where += f".{_shown(step)}"
+        else:
+            where = _shown(step)
+    return where
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # a str holds one only unpaired (a parser joins a pair)
