@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rimthan_packager.signing import generate_keypair
+from rimthan_packager.keygen import generate_keypair
 
 from .synthetic import REPO_ROOT
 

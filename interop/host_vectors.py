@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_packager.build import build_release
-from rimthan_packager.signing import generate_keypair, load_signing_key
+from rimthan_packager.keygen import generate_keypair
+from rimthan_packager.signing import load_signing_key
 from rimthan_workflow_mcp.result_contracts import REFUSAL
 from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.server import domain_tool_error

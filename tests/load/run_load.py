@@ -53,7 +53,8 @@ import tomli_w
 from rimthan_host.harness import CatalogueExamples, ToolRefused, WorkflowHarness
 from rimthan_host.protocol import ToolCaller
 from rimthan_packager.build import build_release
-from rimthan_packager.signing import generate_keypair, load_signing_key
+from rimthan_packager.keygen import generate_keypair
+from rimthan_packager.signing import load_signing_key
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 REPO = Path(__file__).resolve().parents[2]

@@ -61,8 +61,9 @@ from typing import Any
 import pytest
 import tomli_w
 from rimthan_packager.build import build_release as _build_release
+from rimthan_packager.keygen import generate_keypair
 from rimthan_packager.scaffold import init_catalogue
-from rimthan_packager.signing import SigningKey, generate_keypair, load_signing_key
+from rimthan_packager.signing import SigningKey, load_signing_key
 from rimthan_workflow_registry.release.format import (
     CATALOGUE_DIR,
     CHECKSUMS_NAME,

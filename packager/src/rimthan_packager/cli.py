@@ -59,7 +59,7 @@ def keygen(prefix: Path, as_json: bool) -> None:
     either file, and refuses a .key path that git tracks or would track:
     keep private keys outside the repository or in keys/local/ (git-ignored).
     """
-    from .signing import generate_keypair
+    from .keygen import generate_keypair
 
     if prefix.name in ("", ".", ".."):  # empty: Path("") is "."; PREFIX.key would have no name of its own
         raise click.BadParameter("needs a file name prefix, such as keys/local/me", param_hint="'--out'")

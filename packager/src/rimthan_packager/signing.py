@@ -1,4 +1,4 @@
-"""Ed25519 signing keys: generate, store safely, load, sign.
+"""Ed25519 signing keys: load, sign (``keygen`` writes them: :mod:`rimthan_packager.keygen`).
 
 Signing lives only in the packager; the server never imports this module and
 never reads a private key. Private keys are PEM PKCS#8 files with mode 0600,
@@ -21,10 +21,8 @@ from rimthan_workflow_registry.key_file_modes import (
     exposure_warning,
     key_file_exposure,
 )
-from rimthan_workflow_registry.release import MAX_KEY_FILE_BYTES, key_id_for, public_key_pem
+from rimthan_workflow_registry.release import MAX_KEY_FILE_BYTES, key_id_for
 from rimthan_workflow_registry.small_files import read_small_file
-
-from .fsutil import create_file, make_dirs
 
 PRIVATE_KEY_SUFFIX = ".key"
 PUBLIC_KEY_SUFFIX = ".pub"
@@ -107,58 +105,3 @@ def _exposure(path: Path, key_id: str, exposed: KeyFileExposure) -> ExposureWarn
 
 
 _KEYGEN = "rimthan-pack keygen writes keys"
-
-
-def private_key_pem(key: Ed25519PrivateKey) -> bytes:
-    return key.private_bytes(pem_keys.Encoding.PEM, pem_keys.PrivateFormat.PKCS8, pem_keys.NoEncryption())
-
-
-def check_key_path_untracked(key_path: Path) -> None:
-    """Refuse a private-key path that git tracks or would track (not ignored)."""
-    from rimthan_workflow_registry.secret_paths import check_secret_path_untracked  # keygen's: it loads subprocess
-
-    check_secret_path_untracked(key_path, what="this private key", error=TrustError)
-
-
-@dataclass(frozen=True)
-class GeneratedKey:
-    """A key pair just written: where its two halves are and its key id."""
-
-    private_path: Path
-    public_path: Path
-    key_id: str
-
-
-def generate_keypair(prefix: Path | str) -> GeneratedKey:
-    """Write ``PREFIX.key`` (PKCS#8, mode 0600) and ``PREFIX.pub`` (SPKI); never overwrite."""
-    prefix = Path(prefix)
-    private_path = prefix.with_name(prefix.name + PRIVATE_KEY_SUFFIX)
-    public_path = prefix.with_name(prefix.name + PUBLIC_KEY_SUFFIX)
-    for path in (private_path, public_path):
-        if path.exists() or path.is_symlink():
-            raise TrustError(
-                FailureCode.DESTINATION_EXISTS, "already exists; keys are never overwritten", path=str(path)
-            )
-    check_key_path_untracked(private_path)
-    key = Ed25519PrivateKey.generate()
-    make_dirs(private_path.parent, 0o700)
-    _write_new(private_path, private_key_pem(key), 0o600)
-    try:
-        _write_new(public_path, public_key_pem(key.public_key()), 0o644)
-    except BaseException:
-        private_path.unlink(missing_ok=True)
-        raise
-    return GeneratedKey(private_path=private_path, public_path=public_path, key_id=key_id_for(key.public_key()))
-
-
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    try:
-        create_file(path, data, mode)
-    except FileExistsError:
-        raise TrustError(
-            FailureCode.DESTINATION_EXISTS, "already exists; keys are never overwritten", path=str(path)
-        ) from None
-    except OSError as exc:
-        if exc.filename:
-            raise
-        raise OSError(exc.errno, exc.strerror, str(path)) from None  # a full disk's write names no file: name it

@@ -11,6 +11,9 @@ Modules, in the order a release is read:
 ``verify``
     ``verify_release`` - the one verification path, shared by the packager's
     self-check, ``rimthan-pack verify`` and the server's load and refresh.
+``inspection``
+    ``inspect_release``: the same steps, for ``rimthan-pack inspect`` and a co-signer (signatures listed,
+    checked only against a trust store given).
 ``tree_walk``
     Its first step: the walk of the release directory, refusing links, special
     files, clashing names and anything outside the layout.
@@ -90,6 +93,7 @@ if TYPE_CHECKING:
         signature_name,
         sorted_entries,
     )
+    from rimthan_workflow_registry.release.inspection import ReleaseInspection, inspect_release
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
     from rimthan_workflow_registry.release.manifest_parse import parse_manifest
     from rimthan_workflow_registry.release.oci import (
@@ -142,7 +146,7 @@ if TYPE_CHECKING:
         public_key_pem,
     )
     from rimthan_workflow_registry.release.verified import VerifiedRelease, copy_threads
-    from rimthan_workflow_registry.release.verify import ReleaseInspection, inspect_release, verify_release
+    from rimthan_workflow_registry.release.verify import verify_release
 
 __all__ = [
     "identity_problem",
@@ -261,7 +265,7 @@ _HOME = {
     "Question": "rimthan_workflow_registry.release.catalogue",
     "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci",
     "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.format",
-    "ReleaseInspection": "rimthan_workflow_registry.release.verify",
+    "ReleaseInspection": "rimthan_workflow_registry.release.inspection",
     "ReleaseLoader": "rimthan_workflow_registry.release.loader",
     "SCHEMA_CHECKS": "rimthan_workflow_registry.release.schema_checks",
     "SCHEMA_CHECKS_FILE": "rimthan_workflow_registry.release.schema_checks",
@@ -280,7 +284,7 @@ _HOME = {
     "check_text_sizes": "rimthan_workflow_registry.release.catalogue_rules",
     "copy_threads": "rimthan_workflow_registry.release.verified",
     "first_failure": "rimthan_workflow_registry.release.parallel",
-    "inspect_release": "rimthan_workflow_registry.release.verify",
+    "inspect_release": "rimthan_workflow_registry.release.inspection",
     "is_semver": "rimthan_workflow_registry.release.catalogue",
     "key_id_for": "rimthan_workflow_registry.release.trust",
     "load_trust": "rimthan_workflow_registry.release.trust",

@@ -23,7 +23,6 @@ from __future__ import annotations
 import operator
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from rimthan_workflow_registry.canonical import DIGEST_PREFIX, sha256_hex
@@ -43,12 +42,10 @@ from rimthan_workflow_registry.release.format import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
     RELEASE_DIR_NAME,
-    SIGNATURES_DIR,
     FileEntry,
     Manifest,
     adapter_entries,
     identity_for,
-    key_id_from_signature_name,
     media_type_for,
     render_checksums,
     workflow_entries,
@@ -88,18 +85,6 @@ _HASH_BATCH_BYTES = 256 * 1024
 _HASH_BATCH = 128  # files a thread takes at a time: few hand-offs, and threads finish within a batch of each other
 
 
-@dataclass(frozen=True)
-class ReleaseInspection:
-    """What ``rimthan-pack inspect`` shows. ``verified_signers`` is ``None`` without a trust store."""
-
-    root: Path
-    manifest: Manifest
-    manifest_digest: str
-    loaded: LoadedCatalogue
-    signature_key_ids: tuple[str, ...]
-    verified_signers: tuple[str, ...] | None
-
-
 # --------------------------------------------------------------------------- entry points
 
 
@@ -116,34 +101,10 @@ def verify_release(
     caller is prepared to serve. Raises ``ReleaseVerificationError`` (or a
     ``CatalogueError`` for a catalogue rule, or ``TrustError``) naming the file.
     """
-    return _examine(Path(path), trust, expected_profile, expected_scope)
+    return examine_release(Path(path), trust, expected_profile, expected_scope)
 
 
-def inspect_release(
-    path: Path | str, trust: TrustStore | None = None, *, require_threshold: bool = True
-) -> ReleaseInspection:
-    """Every verification step; signatures too when ``trust`` is given.
-
-    Without a trust store the signature files are listed but not checked, so
-    the result is for display only and is deliberately not a ``VerifiedRelease``.
-    ``require_threshold=False`` (a co-signer's check) still fails on any trusted
-    signature that does not verify, but not on too few: that is what co-signing collects.
-    """
-    root = Path(path)
-    release = _examine(root, trust, None, None, require_threshold=require_threshold)
-    tree = walk_release(root)
-    present = tuple(k for k in (key_id_from_signature_name(Path(p).name) for p in tree.under(SIGNATURES_DIR)) if k)
-    return ReleaseInspection(
-        root=root,
-        manifest=release.manifest,
-        manifest_digest=release.manifest_digest,
-        loaded=LoadedCatalogue(catalogue=release.catalogue, schemas=release.schemas),
-        signature_key_ids=present,
-        verified_signers=release.signer_key_ids if trust is not None else None,
-    )
-
-
-def _examine(
+def examine_release(
     root: Path,
     trust: TrustStore | None,
     expected_profile: str | None,
@@ -151,6 +112,10 @@ def _examine(
     *,
     require_threshold: bool = True,
 ) -> VerifiedRelease:
+    """Every step, in order, for :func:`verify_release` and :func:`~.inspection.inspect_release`.
+
+    Without ``trust`` the signatures are not checked (``inspect`` without a trust store: shown, never served).
+    """
     refuse_wrong_path(root)
     tree = walk_release(root)
     manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
