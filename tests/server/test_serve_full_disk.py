@@ -17,9 +17,11 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from support.oci import push
 from support.refusals import refusal
@@ -121,6 +123,51 @@ def test_a_refresh_that_cannot_save_the_floor_does_not_activate_and_the_next_one
             assert "No space left on device" in line and '"active": "research-decision@1.2.0"' in line, line
             filler.unlink()
             wait_for(log, '"active": "research-decision@1.3.0"', proc, mark)
+        floor = json.loads((state / "activation-floor.json").read_text("utf-8"))
+        (entry,) = floor["catalogues"].values()
+        assert entry["version"] == "1.3.0", floor
+
+
+def _healthz(log: Path) -> dict[str, Any]:
+    """The replica's ``GET /healthz`` answer (its URL from the ``listening on`` line; 200 expected)."""
+    said_on = "rimthan-mcp: listening on "
+    (listening,) = [line for line in log.read_text("utf-8").splitlines() if line.startswith(said_on)]
+    url = listening.removeprefix(said_on)
+    with urllib.request.urlopen(url.replace("/mcp", "/healthz"), timeout=30) as answer:
+        assert answer.status == 200
+        said: dict[str, Any] = json.loads(answer.read())
+        return said
+
+
+def test_a_follower_restarted_on_a_full_state_directory_serves_the_floor_s_release_and_activates_once_it_can(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A replica serving 1.2.0 whose state directory filled, 1.3.0 pulled but not activated (the floor could not
+    record it), was restarted: it refused to start (``io_error``, exit 1) although it held the release the floor
+    records, so a rolling restart during a full disk took the replica out. It now serves that release, says once
+    why 1.3.0 waits, and activates it at the first refresh with room."""
+    ref = registry.ref("rimthan/full-state-restart")
+    push(packaged_releases["1.2.0"], ref + ":1.2.0", trust)
+    releases = tmp_path / "releases"
+    follow = ("--releases-from", ref, "--plain-http", "--releases-dir", releases, "--trust", trust)
+    with small_tmpfs(tmp_path / "state", "1m") as state:
+        with serving(tmp_path / "first.log", *follow, "--state-dir", state) as proc:
+            filler = fill(state)
+            push(packaged_releases["1.3.0"], ref + ":1.3.0", trust)
+            wait_for(tmp_path / "first.log", "cannot record research-decision@1.3.0 in the activation floor", proc)
+        log = tmp_path / "again.log"
+        with serving(log, *follow, "--state-dir", state) as proc:
+            assert _healthz(log)["active"] == ["research-decision@1.2.0"]
+            lines = log.read_text("utf-8").splitlines()
+            (waiting,) = [json.loads(line) for line in lines if '"release not activated"' in line]
+            assert waiting["level"] == "warning" and waiting["path"] == str(releases / "research-decision-1.3.0")
+            assert waiting["error"]["code"] == "io_error", waiting
+            assert waiting["error"]["path"] == str(state / "activation-floor.json"), waiting
+            assert "No space left on device" in waiting["error"]["message"], waiting
+            mark = _size(log)
+            filler.unlink()
+            wait_for(log, '"active": "research-decision@1.3.0"', proc, mark)
+            assert _healthz(log)["active"] == ["research-decision@1.3.0"]
         floor = json.loads((state / "activation-floor.json").read_text("utf-8"))
         (entry,) = floor["catalogues"].values()
         assert entry["version"] == "1.3.0", floor

@@ -246,6 +246,24 @@ def verify_candidate(
     return loaded
 
 
+def recorded_at_start(
+    floor: ActivationFloor, loaded: LoadedRelease, unrecorded: list[RegistryError], *, lower_floor: bool = False
+) -> bool:
+    """Record ``loaded`` in the activation floor before it serves; False if the disk would not take it.
+
+    That refusal (``io_error``: a full or read-only state directory) is appended to ``unrecorded`` so the
+    start can go on to an older release the floor already records, which needs no write.
+    """
+    try:
+        floor.record(loaded.catalogue, loaded.version, loaded.digest, lower_floor=lower_floor)
+    except RegistryError as exc:
+        if exc.code is not FailureCode.IO_ERROR:
+            raise
+        unrecorded.append(exc)
+        return False
+    return True
+
+
 def load_release(
     path: Path,
     trust: TrustStore,

@@ -45,6 +45,7 @@ from .loading import (
     SyncStatus,
     engine_module,
     load_release,
+    recorded_at_start,
     unverifiable,
     verify_candidate,
 )
@@ -187,6 +188,7 @@ class ReleaseProvider:
         scanned = scan_releases(releases_dir)
         actives: list[LoadedRelease] = []
         rejected: list[Rejection] = []
+        unrecorded: list[RegistryError] = []  # releases the floor could not record (a full or read-only disk)
         for catalogue, candidates in scanned.items():
             for candidate in candidates:
                 try:
@@ -199,10 +201,15 @@ class ReleaseProvider:
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
                     rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
                     continue
+                if record_floor and not recorded_at_start(floor, loaded, unrecorded, lower_floor=lower_floor):
+                    rejected.append(Rejection(path=str(candidate), error=unrecorded[-1].to_dict()))
+                    continue  # an older release the floor already records may serve, as a refresh keeps one
                 actives.append(loaded)
                 break
         for rejection in rejected:
             _log.warning("release not activated", extra={"path": rejection.path, "error": rejection.error})
+        if not actives and unrecorded:
+            raise unrecorded[0]  # nothing the floor already records to serve: the state directory is what to fix
         if not actives:
             summary = "; ".join(f"{Path(r.path).name}: {said}" for r in rejected for said in r.summaries())
             first = FailureCode(rejected[0].code) if rejected else FailureCode.RELEASE_NOT_FOUND
@@ -212,9 +219,6 @@ class ReleaseProvider:
                 path=str(releases_dir),
                 details={"rejected": [r.to_dict() for r in rejected]},
             )
-        if record_floor:
-            for loaded in actives:
-                floor.record(loaded.catalogue, loaded.version, loaded.digest, lower_floor=lower_floor)
         provider = cls(
             trust=trust,
             keyring=keyring,
