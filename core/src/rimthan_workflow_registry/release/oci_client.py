@@ -27,9 +27,10 @@ import oras.auth
 import oras.provider
 import oras.utils
 import requests
+import urllib3.exceptions
 
 from ..errors import FailureCode, RegistryError, quoted
-from .oci_bounds import Origin, bound_session, challenged_by_registry, origin, upload_location
+from .oci_bounds import REQUEST_TIMEOUT, Origin, bound_session, challenged_by_registry, origin, upload_location
 
 if TYPE_CHECKING:
     from .oci import OciReference
@@ -41,6 +42,8 @@ PASSWORD_FILE_ENV = "RIMTHAN_REGISTRY_PASSWORD_FILE"  # a mounted secret that ro
 _SECRET_FILE_MAX = 64 * 1024  # a registry token is a few KiB; a file past this is not a password
 # RecursionError: a tag page or token nested deeper than Python's JSON decoder recurses
 _TRANSPORT_ERRORS = (requests.RequestException, ValueError, OSError, RecursionError)
+# A registry that took the request and sent nothing back within the read timeout (wrapped by requests or not).
+_READ_TIMEOUTS = (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)
 
 
 def refusal(code: FailureCode, message: str, where: str | None = None) -> RegistryError:
@@ -291,8 +294,11 @@ def guarded(ref: OciReference, what: str) -> Iterator[None]:
         raise _tls_refusal(exc, what, str(ref)) from None
     except json.JSONDecodeError:  # the decoder's "Expecting value: line 1 column 1 (char 0)" names no culprit
         raise refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: the registry's answer is not JSON", str(ref)) from None
-    except requests.exceptions.ConnectionError as exc:  # urllib3's pool and retry text says nothing to an operator
-        raise refusal(
+    except (requests.exceptions.ConnectionError, requests.exceptions.ReadTimeout) as exc:
+        if any(isinstance(link, _READ_TIMEOUTS) for link in _chain(exc)):  # it quoted the pool: "_HTTPPool(host=..."
+            said = f"{what}: the registry did not answer within {REQUEST_TIMEOUT:g} s (read timeout)"
+            raise refusal(FailureCode.OCI_REGISTRY_ERROR, said, str(ref)) from None
+        raise refusal(  # urllib3's pool and retry text says nothing to an operator
             FailureCode.OCI_REGISTRY_ERROR, f"{what}: no connection to the registry ({_cause(exc)})", str(ref)
         ) from None
     except _TRANSPORT_ERRORS as exc:
@@ -321,15 +327,22 @@ def _tls_refusal(exc: requests.exceptions.SSLError, what: str, where: str) -> Re
     return refusal(FailureCode.OCI_REGISTRY_ERROR, f"{what}: the TLS handshake failed ({_cause(exc)})", where)
 
 
-def _cause(exc: BaseException) -> str:
-    """The innermost reason under ``exc`` ("Connection refused", "timed out"), not the wrappers' text around it."""
-    inner: BaseException = exc
-    for _ in range(8):  # requests -> urllib3 MaxRetryError -> NewConnectionError -> OSError, a few deep at most
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the errors it wraps, outermost first (requests -> urllib3 MaxRetryError -> ... -> OSError)."""
+    chain = [exc]
+    for _ in range(8):  # a few deep at most
+        inner = chain[-1]
         nested = [
             a for a in (*inner.args, getattr(inner, "reason", None), inner.__cause__) if isinstance(a, BaseException)
         ]
         if not nested:
             break
-        inner = nested[0]
+        chain.append(nested[0])
+    return chain
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost reason under ``exc`` ("Connection refused", "timed out"), not the wrappers' text around it."""
+    inner = _chain(exc)[-1]
     text = inner.strerror if isinstance(inner, OSError) and inner.strerror else str(inner)
     return quoted(text) if text else type(inner).__name__
