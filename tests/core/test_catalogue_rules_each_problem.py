@@ -1,7 +1,8 @@
 """Catalogue rules that find several problems say each, not the first alone.
 
 The name rule (aliases), the host adapter rule and the reference rule raised at their first problem, as did
-the first-step, step-shape, reachability, branch, write-path, bound and confirmable-value rules (each break of
+the first-step, step-shape (with a step's declared counts and sizes), reachability, input-route, branch,
+write-path, bound and confirmable-value rules (each break of
 ``support.catalogue_breaks``); each problem is now a failure of its own (its code, file and message), in the
 order the catalogue lists what it is about, through the loader the packager and the server share. And a load
 keeps every failure a rule collected even when another rule fails too. Each test edits a copy of the packaged

@@ -5,8 +5,9 @@ names, where its outputs go) raised at their first problem, so an author who mad
 second only after fixing the first and building again. Each problem is now a failure of its own (its code and
 file, in the order the catalogue lists what it is about), at build and check on a source (the installed
 ``rimthan-pack``, a scaffold ``rimthan-pack init`` made) and at verify on a signed release (built and re-signed
-with the real key): the packager and the release loader share these rules. So do the first-step, step-shape,
-reachability, branch, write-path, bound and confirmable-value rules, which stopped at their first problem too:
+with the real key): the packager and the release loader share these rules. So do the first-step, step-shape
+(with a step's declared counts and sizes), reachability, input-route, branch, write-path, bound and
+confirmable-value rules, which stopped at their first problem too:
 each break of ``support.catalogue_breaks`` (a copy of the packaged research-decision@1.2.0) is said in full
 by ``rimthan-pack check`` on the source and ``rimthan-pack verify`` on a signed release.
 """

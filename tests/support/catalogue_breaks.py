@@ -25,6 +25,7 @@ ADAPTERS = ("adapters/claude-code.toml", "adapters/opencode.toml")
 KEY = "workflow research-decision@1.2.0"
 LONG_VERSION = "1.0.0-" + "a" * 70  # past MAX_VERSION_CHARS (64)
 HUGE = 300_000  # characters: one choice this long is past MAX_CONFIRMED_STATE_BYTES (256 KiB)
+TOO_LARGE = 3_000_000  # bytes: past MAX_STEP_ARTIFACT_BYTES (2 MiB)
 
 Said = tuple[str, str, str]
 """A failure: its code, its file (relative to the catalogue folder), and the start of its message."""
@@ -112,8 +113,35 @@ def _unconfirmable_requirements(data: dict[str, Any]) -> None:
     _step(data, "confirm-contract")["requires_confirmed"] = ["due-by"]
 
 
+def _skipped_producers(data: dict[str, Any]) -> None:
+    """Two route steps each reading what another route produces (the route to each skips its producer)."""
+    _step(data, "user-interviews")["inputs"] = ["evidence-log"]
+    _step(data, "experiment")["inputs"] = ["interview-report"]
+
+
+def _many_outputs_and_validators(data: dict[str, Any]) -> None:
+    """desk-research with 17 outputs and 17 validators (each list past its 16)."""
+    data["validators"] += [dict(data["validators"][0], id=f"v{i}") for i in range(17)]
+    desk = _step(data, "desk-research")
+    desk["validators"] = [f"v{i}@1.0.0" for i in range(17)]
+    desk["outputs"] += [
+        dict(desk["outputs"][1], id=f"o{i}", path=f"research/o{i}.md", max_bytes=1024) for i in range(15)
+    ]
+
+
+def _large_outputs(data: dict[str, Any]) -> None:
+    """Two outputs past the step bound on two steps: desk-research's cap past it too; user-interviews has no cap
+    (its outputs' sum, past by either, is unsaid)."""
+    for step_id in ("desk-research", "user-interviews"):
+        for output in _step(data, step_id)["outputs"]:
+            output["max_bytes"] = TOO_LARGE
+    _step(data, "desk-research")["max_total_bytes"] = TOO_LARGE
+    del _step(data, "user-interviews")["max_total_bytes"]
+
+
 _ADAPTER_IDS = ("claude-code", "opencode")
 _HUGE_CHOICE = "step select-route: question.choices[{}] '{}...[300000 chars, cut]'"
+_PAST_STEP = "is past the 2097152 bytes a step's artifacts may total (MAX_STEP_ARTIFACT_BYTES)"
 
 BREAKS = [
     Break("first step", _workflow(_setup_outputs_and_delivery), [
@@ -143,6 +171,30 @@ BREAKS = [
          "'research/evidence-log.json': one would overwrite the other"),
         ("catalogue_invalid", WORKFLOW, f"{KEY}: step desk-research output findings writes 'research/findings.md' "
          "and step user-interviews output interview-report writes 'research/findings.md'"),
+    ]),
+    Break("input routes", _workflow(_skipped_producers), [
+        ("terminal_unreachable", WORKFLOW, f"{KEY}: step {step} reads artifact {artifact!r}, but the route "
+         f"setup-workspace -> interview -> confirm-contract -> select-route -> {step} reaches it without passing "
+         f"{producer}, the step that produces it")
+        for step, artifact, producer in (
+            ("user-interviews", "evidence-log", "desk-research"),
+            ("experiment", "interview-report", "user-interviews"),
+        )
+    ]),
+    Break("declared counts", _workflow(_many_outputs_and_validators), [
+        ("catalogue_invalid", WORKFLOW, f"step desk-research: it declares 17 {what}, past the 16 one tool call "
+         "carries")
+        for what in ("outputs", "validators")
+    ]),
+    Break("declared sizes", _workflow(_large_outputs), [
+        ("catalogue_invalid", WORKFLOW, f"step {step}: {key} = {TOO_LARGE} {_PAST_STEP}")
+        for step, key in (
+            ("desk-research", "output evidence-log max_bytes"),
+            ("desk-research", "output findings max_bytes"),
+            ("desk-research", "max_total_bytes"),
+            ("user-interviews", "output interview-synthesis max_bytes"),
+            ("user-interviews", "output interview-report max_bytes"),
+        )
     ]),
     Break("identities", _long_adapter_versions, [
         ("catalogue_invalid", adapter, "version is 76 characters, past the 64 a version may have in a tool call")

@@ -341,8 +341,8 @@ def asked_values(workflow: WorkflowDefinition) -> Iterator[tuple[StepDefinition,
 # --------------------------------------------------------------------------- one step's call
 
 
-def declared_count_problem(step: StepDefinition) -> str | None:
-    """Why ``step`` declares more outputs, validators or inputs than one call carries, or ``None``.
+def declared_count_problems(step: StepDefinition) -> Iterator[str]:
+    """Each reason ``step`` declares more outputs, validators or inputs than one call carries, in that order.
 
     Its artifacts travel in one prepare, its receipts in one bundle, its input
     bindings in one prepare and its reports in one submit: the tool schemas
@@ -355,25 +355,28 @@ def declared_count_problem(step: StepDefinition) -> str | None:
         ("inputs", len(step.inputs), MAX_STEP_INPUTS),
     ):
         if count > bound:
-            return f"it declares {count} {what}, past the {bound} one tool call carries"
-    return None
+            yield f"it declares {count} {what}, past the {bound} one tool call carries"
 
 
-def declared_size_problem(step: StepDefinition) -> str | None:
-    """Why the artifact sizes ``step`` declares are past :data:`MAX_STEP_ARTIFACT_BYTES`, or ``None``.
+def declared_size_problems(step: StepDefinition) -> Iterator[str]:
+    """Each reason the artifact sizes ``step`` declares are past :data:`MAX_STEP_ARTIFACT_BYTES`.
 
-    An output's ``max_bytes``, the step's ``max_total_bytes``, or without it the
-    sum of its outputs' ``max_bytes``: what one prepare call may then carry must
-    fit the request every transport takes (``limits.MAX_REQUEST_BODY_BYTES``).
+    Each output's ``max_bytes`` (in the order the step lists them), then the
+    step's ``max_total_bytes``, or without it the sum of its outputs'
+    ``max_bytes``: what one prepare call may then carry must fit the request
+    every transport takes (``limits.MAX_REQUEST_BODY_BYTES``). The sum is said
+    only when no output is past on its own (it would be past by that one: an
+    echo of its failure).
     """
     bound = MAX_STEP_ARTIFACT_BYTES
     past = f"past the {bound} bytes a step's artifacts may total (MAX_STEP_ARTIFACT_BYTES)"
-    for output in step.outputs:
-        if output.max_bytes > bound:
-            return f"output {output.id} max_bytes = {output.max_bytes} is {past}"
+    outputs_past = [o for o in step.outputs if o.max_bytes > bound]
+    for output in outputs_past:
+        yield f"output {output.id} max_bytes = {output.max_bytes} is {past}"
     if step.max_total_bytes is not None:
-        return f"max_total_bytes = {step.max_total_bytes} is {past}" if step.max_total_bytes > bound else None
+        if step.max_total_bytes > bound:
+            yield f"max_total_bytes = {step.max_total_bytes} is {past}"
+        return
     total = sum(o.max_bytes for o in step.outputs)
-    if total > bound:
-        return f"its outputs' max_bytes sum to {total}, {past}; declare max_total_bytes = {bound} or less"
-    return None
+    if total > bound and not outputs_past:
+        yield f"its outputs' max_bytes sum to {total}, {past}; declare max_total_bytes = {bound} or less"

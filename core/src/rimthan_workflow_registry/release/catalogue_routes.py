@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, collected
 from rimthan_workflow_registry.release.catalogue import WorkflowDefinition
 
 
@@ -57,10 +57,15 @@ def _route_to(found: Mapping[str, str | None], target: str) -> tuple[str, ...] |
 
 
 def check_input_routes(workflow: WorkflowDefinition) -> None:
-    """Every route from the first step to a step that reads an artifact passes the step that produces it."""
+    """Every route from the first step to a step that reads an artifact passes the step that produces it.
+
+    Each input a route reaches without its producer is a failure of its own, in step order, then the order the
+    step lists its inputs (each with the shortest such route).
+    """
     edges = {s.id: s.targets for s in workflow.steps}
     start = workflow.steps[0].id
     without: dict[str, dict[str, str | None]] = {}  # per producing step: what the start reaches without it
+    failures: list[CatalogueError] = []
     for step in workflow.steps:
         for artifact_id in step.inputs:
             producer = workflow.producing_step(artifact_id)
@@ -68,7 +73,9 @@ def check_input_routes(workflow: WorkflowDefinition) -> None:
             found = without.setdefault(producer.id, reached_from([start], edges, producer.id))
             route = _route_to(found, step.id)
             if route is not None:
-                raise _input_skipped(workflow, step.id, artifact_id, producer.id, route)
+                failures.append(_input_skipped(workflow, step.id, artifact_id, producer.id, route))
+    if failures:
+        raise collected(failures)
 
 
 def _input_skipped(

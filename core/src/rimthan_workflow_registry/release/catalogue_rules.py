@@ -24,7 +24,7 @@ from rimthan_workflow_registry.release.catalogue import (
     StepDefinition,
     WorkflowDefinition,
 )
-from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problem, declared_size_problem
+from rimthan_workflow_registry.release.catalogue_bounds import declared_count_problems, declared_size_problems
 from rimthan_workflow_registry.release.catalogue_routes import reached_from
 from rimthan_workflow_registry.release.paths import path_problem
 
@@ -375,6 +375,5 @@ def _shape_problems(step: StepDefinition) -> Iterator[str]:
         yield f"step {step.id} has validators but no outputs to validate"
     if step.max_total_bytes is not None and not step.outputs:
         yield f"step {step.id} caps total bytes but declares no outputs"
-    for problem in (declared_count_problem(step), declared_size_problem(step)):
-        if problem is not None:
-            yield f"step {step.id}: {problem}"
+    for problem in (*declared_count_problems(step), *declared_size_problems(step)):
+        yield f"step {step.id}: {problem}"
