@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from rimthan_host.harness import CatalogueExamples, HarnessEvent, ToolRefused, WorkflowHarness, client_caller
+from rimthan_host.harness import (
+    CatalogueExamples,
+    HarnessEvent,
+    RunRecord,
+    ToolRefused,
+    WorkflowHarness,
+    client_caller,
+)
 from support.processes import HttpServer, http_server_process
 from support.servers import RIMTHAN_MCP, ServerWorld, http_client_for, scenario, server_env
 
@@ -94,3 +101,33 @@ def test_learning_the_offer_before_a_migration_is_no_migrate_event(mcp_world: Se
     assert release == NEWER, release
     migrations: list[Mapping[str, Any]] = [e.data for e in events if e.kind == "migrate"]
     assert len(migrations) == 1, [e.summary for e in events if e.kind == "migrate"]
+
+
+def test_the_probe_for_an_offer_is_logged_as_a_probe_not_as_a_call_of_the_run(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """The preview with no values ``migrate`` sends to learn what 1.3.0 needs was logged as the run's own call: a
+    ``call`` event and a status line ``continue_workflow -> blocked``, as if a preview had been asked for. The
+    record (``statuses``, the ``call`` events) now holds the calls of the run only: the migration; the probe is a
+    ``probe`` event naming the release and what the verifier answered, and a line of ``record.probes``."""
+    events: list[HarnessEvent] = []
+    with _fleet_of_one(mcp_world, tmp_path) as (server, releases):
+
+        async def go() -> tuple[int, list[tuple[str, str, str | None]], RunRecord]:
+            async with http_client_for(server.url) as client:
+                call, project = client_caller(client), tmp_path / "project"
+                with WorkflowHarness(call, scenario(), project_dir=project, on_event=events.append) as harness:
+                    at = await harness.run(await harness.start("research", "1.2.0"), until_step="interview")
+                    _install_newer(mcp_world, server, releases)
+                    seen, statuses = len(events), len(harness.record.statuses)
+                    await harness.migrate(at, NEWER, "1.3.0", confirm=True)
+                    return seen, harness.record.statuses[statuses:], harness.record
+
+        seen, statuses, record = anyio.run(go)
+    after = events[seen:]
+    assert [e.kind for e in after if e.kind in ("call", "probe")] == ["probe", "call"], [e.summary for e in after]
+    [probe] = [e for e in after if e.kind == "probe"]
+    assert probe.summary.startswith(f"asked the verifier what {NEWER} needs (a preview with no values)"), probe
+    assert probe.summary.endswith("-> blocked, offer learned"), probe.summary
+    assert statuses == [("rimthan.continue_workflow", "active", "setup-workspace")], statuses
+    assert record.probes == [(NEWER, "blocked")], record.probes

@@ -143,7 +143,7 @@ def _summary(harness: WorkflowHarness, project: Path) -> None:
     final = record.final
     click.echo(
         f"  completed {final['workflow']['id']}@{final['workflow']['version']} on {final['release']['id']} "
-        f"after {len(record.statuses)} tool calls; steps: {' -> '.join(record.steps_visited)}"
+        f"after {len(record.statuses) + len(record.probes)} tool calls; steps: {' -> '.join(record.steps_visited)}"
     )
     files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
     click.echo(f"  project {project}: {len(files)} files ({', '.join(files)})")

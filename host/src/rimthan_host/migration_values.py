@@ -9,7 +9,9 @@ release, and the library's ``WorkflowHarness.migrate``, ask the verifier
 first (:func:`learn_offer`): a preview carrying no values (a preview takes a
 state that lacks the target's fields) names what the target needs, and becomes
 the offer; :meth:`~rimthan_host.session.HostSession.migrate` then carries the
-run's values by it.
+run's values by it. The offer is saved with the run's state, so a run resumed
+after it knows it and sends no probe again; the probe is logged as one (a
+``probe`` event and ``RunRecord.probes`` line), not as a call of the run.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from .session import HostSession
 async def learn_offer(session: HostSession, target_release: str) -> None:
     """Have ``session`` know the verifier's offer of ``target_release``, so that :meth:`HostSession.migrate` carries
     only the fields its confirmed state has: when none is known, a preview carrying no values asks for it (a probe:
-    no ``migrate`` event reaches an ``on_event`` sink). A refused preview leaves every value to the migration
-    itself, which the verifier refuses in its own words."""
+    a ``probe`` event reaches an ``on_event`` sink, no ``call`` or ``migrate`` event). A refused preview leaves every
+    value to the migration itself, which the verifier refuses in its own words."""
     if not offers(session.migration_offer, target_release):
         with contextlib.suppress(ToolRefused):
             await session.migrate(target_release, {}, confirm=False, probe=True)

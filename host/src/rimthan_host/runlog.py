@@ -95,8 +95,16 @@ MAX_POSITION_BYTES = 1024 * 1024
 # so a run on one workflow keeps less than that file, escaped: JSON_BYTES_PER_STRING_BYTE per byte. A run that
 # migrated keeps its earlier versions' ids too; past the bound its move is StateTooLarge (not recorded).
 _EVIDENCE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CATALOGUE_FILE_BYTES
+# And the last migration offer the run saw (a verifier's preview, a few KiB; see kept_offer), so a resumed run
+# knows it without asking the verifier again: one past this is not kept, and the resumed run asks.
+MAX_OFFER_BYTES = 64 * 1024
+OFFER_KEY = "migration_offer"
 _SAVED_STATE_BYTES = (
-    JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES + REQUEST_REST_BYTES + MAX_POSITION_BYTES + _EVIDENCE_BYTES
+    JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES
+    + REQUEST_REST_BYTES
+    + MAX_POSITION_BYTES
+    + _EVIDENCE_BYTES
+    + MAX_OFFER_BYTES
 )
 _ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
 MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
@@ -359,6 +367,8 @@ def _state_problem(entry: Mapping[str, Any]) -> str | None:
         return "its position is not the result of its step"
     if not isinstance(entry.get("gated", False), bool):
         return "its gated is not true or false"
+    if not isinstance(entry.get(OFFER_KEY), dict | None):  # (absent in an older bridge's state: none kept)
+        return f"its {OFFER_KEY} is not an object or null"
     if evidence_from_json(entry.get("validated", {})) is None:  # (absent in an older bridge's state: none kept)
         return "its validated is not an object of {path, sha256} objects"
     return None
@@ -377,6 +387,13 @@ def kept_position(result: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(step, Mapping) or step.get("gated") or result.get("status") == "completed":
         return None
     return {k: v for k, v in result.items() if k != "checkpoint"}
+
+
+def kept_offer(offer: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The saved state's entry for the last migration offer the run saw: ``{OFFER_KEY: offer}`` (null: none), or
+    nothing for one past :data:`MAX_OFFER_BYTES` or nested deeper than is read back (a resume then asks)."""
+    data = positions.encode(offer) if offer is not None else b"null"
+    return {OFFER_KEY: offer} if data is not None and len(data) <= MAX_OFFER_BYTES else {}
 
 
 def _cut_unended(fd: int) -> None:

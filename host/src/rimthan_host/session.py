@@ -43,7 +43,7 @@ from .session_record import EventSink as EventSink  # (re-exported: the harness'
 from .session_record import HarnessEvent as HarnessEvent
 from .session_record import Prepared as Prepared
 from .session_record import RunRecord as RunRecord
-from .session_record import SavedMove, resume_state
+from .session_record import SavedMove, offered, resume_state
 from .session_resume import ResumeFromLog
 from .workspace import set_up_workspace
 from .workspace_lock import BY_LIBRARY
@@ -77,7 +77,7 @@ class HostSession(ResumeFromLog):
         self.prepared: Prepared | None = None
         self.existed_before: dict[str, bool] = {}
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
-        self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview
+        self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview (saved)
         self.offer_asked = False  # a result since start or resume said whether one is offered
         self._emit: EventSink = on_event or (lambda event: None)
 
@@ -105,13 +105,15 @@ class HostSession(ResumeFromLog):
         *,
         proposed: ConfirmedStateBook | None = None,
         accepted: Sequence[WrittenFile] = (),
+        probe: str | None = None,
     ) -> dict[str, Any]:
         """Call a tool; save the resume state and log a new checkpoint; only then make the result current.
 
         ``proposed``: the confirmed state the arguments propose, taken unless
         the verifier answers ``blocked``. ``accepted``: the files a submitted
         round attested, evidence from this move on unless the verifier refused
-        the round (``validation_failed``). If saving or logging fails
+        the round (``validation_failed``). ``probe``: the release of a preview
+        sent only to learn its offer (:meth:`_record_call`). If saving or logging fails
         (:class:`~rimthan_host.protocol.MoveNotRecorded` for an OSError,
         :class:`~rimthan_host.runlog.StateTooLarge`), the session stays where
         the log is - its last checkpoint and that checkpoint's state - and the
@@ -126,36 +128,43 @@ class HostSession(ResumeFromLog):
         new_step = bool(step) and (not self.record.steps_visited or self.record.steps_visited[-1] != step)
         existed = self._existence(result["step"]) if new_step else self.existed_before
         position = result if result.get("step") or result["status"] == "completed" else self._result
-        saved = SavedMove(state, position, existed, self._evidence(result, accepted))
+        offer = offered(result) if tool != PREPARE else self.migration_offer  # (prepare's result never says one)
+        saved = SavedMove(state, position, existed, self._evidence(result, accepted), offer)
         try:
             self._log(result.get("checkpoint"), saved)
         except OSError as exc:
             raise MoveNotRecorded(tool, exc) from exc
         self._take(tool, result, saved, step if new_step else None)
+        self._record_call(tool, result, probe)
         return result
 
     def _take(self, tool: str, result: dict[str, Any], saved: SavedMove, new_step: str | None) -> None:
-        """Make a logged move current: its state, position and outputs, what the record and events say."""
+        """Make a logged move current: its state, position, outputs and offer."""
         self.state, self.existed_before = saved.state, saved.existed
         self._place(saved.position)
         self.evidence = saved.evidence
-        step = (result.get("step") or {}).get("id")
-        self.record.statuses.append((tool, result["status"], step))
         if new_step is not None:
             self.prepared = None
             self.record.steps_visited.append(new_step)
         if result["status"] == "completed":
             self.record.final = result
             self.close()  # a completed run moves no more: nothing left to hold
-        if tool != PREPARE:  # (prepare moves no run: its result never says an offer)
-            self._note_offer(result)
-        self._emit(
-            HarnessEvent(
-                "call",
-                f"{tool} -> {result['status']}" + (f" [{step}]" if step else ""),
-                {"tool": tool, "result": result},
-            )
-        )
+        self.offer_asked = self.offer_asked or tool != PREPARE  # (start, continue, submit say whether one is)
+        self.migration_offer = saved.offer
+
+    def _record_call(self, tool: str, result: Mapping[str, Any], probe: str | None) -> None:
+        """What the record and events say of a call: the run's status line and a ``call`` event; for a probe (a
+        preview the host sent to learn an offer, which no one asked for), a ``probe`` line and event instead."""
+        status, step = result["status"], (result.get("step") or {}).get("id")
+        if probe is not None:
+            self.record.probes.append((probe, status))
+            learned = "offer learned" if offered(result) is not None else "no offer learned"
+            said = f"asked the verifier what {probe} needs (a preview with no values) -> {status}, {learned}"
+            self._emit(HarnessEvent("probe", said, {"tool": tool, "release": probe, "result": result}))
+            return
+        self.record.statuses.append((tool, status, step))
+        said = f"{tool} -> {status}" + (f" [{step}]" if step else "")
+        self._emit(HarnessEvent("call", said, {"tool": tool, "result": result}))
 
     def _log(self, token: str | None, saved: SavedMove) -> None:
         """Save the resume state for ``token``, then log ``token`` if it is new (in that order: see runlog)."""
@@ -170,18 +179,6 @@ class HostSession(ResumeFromLog):
         if not accepted or result["status"] == "validation_failed":
             return self.evidence
         return {**self.evidence, **{a.artifact_id: Evidence(a.artifact_id, a.path, a.sha256) for a in accepted}}
-
-    def _note_offer(self, result: Mapping[str, Any]) -> None:
-        """Keep the migration the verifier offers with every result that starts, moves or shows the run
-        (start, continue, submit); none once taken, and none when the result says none (a stale one is dropped).
-
-        The preview names the target's release id and what it needs, so the
-        host can offer the migration without anyone inventing an id.
-        """
-        preview = result.get("migration")
-        self.offer_asked = True
-        offered = isinstance(preview, Mapping) and not preview.get("confirmed")
-        self.migration_offer = dict(preview) if offered and isinstance(preview, Mapping) else None
 
     def _existence(self, step: Mapping[str, Any]) -> dict[str, bool]:
         """Which outputs exist as a step begins: an attestation says ``created`` or ``replaced`` from this."""
@@ -416,8 +413,8 @@ class HostSession(ResumeFromLog):
 
         Only the fields the target's state has are sent, as the verifier's offer of ``target_release`` names them
         (:func:`~rimthan_host.confirmations.carried_values`): a value of a field the target dropped stays behind.
-        ``probe``: a preview the host sends only to learn the offer
-        (:func:`~rimthan_host.migration_values.learn_offer`), no migration the user asked for: no ``migrate`` event.
+        ``probe``: a preview sent only to learn the offer (:func:`~rimthan_host.migration_values.learn_offer`),
+        no one's call: a ``probe`` event and ``record.probes`` line, not a ``call``, ``migrate`` or status line.
         """
         prior = self.state.projection()
         target = ConfirmedStateBook(self.clock)
@@ -433,7 +430,9 @@ class HostSession(ResumeFromLog):
                 "confirm": confirm,
             },
         }
-        migrated = await self.call(CONTINUE, arguments, proposed=target if confirm else None)
+        migrated = await self.call(
+            CONTINUE, arguments, proposed=target if confirm else None, probe=target_release if probe else None
+        )
         if not probe:
             said = f"migration to {target_release}: {migrated['status']}"
             self._emit(HarnessEvent("migrate", said, {"preview": migrated.get("migration")}))
@@ -447,7 +446,7 @@ class HostSession(ResumeFromLog):
         Nothing for a run the verifier never started. The state of the log's
         last line is kept alongside until ``token`` is logged too.
         """
-        self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence))
+        self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence, self.migration_offer))
 
     def _save(self, token: str | None, saved: SavedMove) -> None:
         logged = self.record.checkpoints[-1] if self.record.checkpoints else None

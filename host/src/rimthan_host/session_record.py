@@ -11,7 +11,7 @@ from .delivered import FileMark
 from .file_digests import Evidence
 from .project_files import WrittenFile
 from .reports import validator_key
-from .runlog import kept_position
+from .runlog import kept_offer, kept_position
 
 EventSink = Callable[["HarnessEvent"], None]
 
@@ -20,7 +20,7 @@ EventSink = Callable[["HarnessEvent"], None]
 class HarnessEvent:
     """One thing the host did, for printing (demo) or asserting (tests)."""
 
-    kind: str  # call | deliver | write | review | answer | confirm | migrate | repair
+    kind: str  # call | probe | deliver | write | review | answer | confirm | migrate | repair
     summary: str
     data: Mapping[str, Any] = field(default_factory=dict)
 
@@ -30,6 +30,7 @@ class RunRecord:
     """How a run went: each call's status, every checkpoint, steps, validators, files, the final result."""
 
     statuses: list[tuple[str, str, str | None]] = field(default_factory=list)  # (tool, status, step id)
+    probes: list[tuple[str, str]] = field(default_factory=list)  # (release, status): offers the host asked to learn
     checkpoints: list[str] = field(default_factory=list)  # every distinct checkpoint, in issue order
     steps_visited: list[str] = field(default_factory=list)
     validation_rounds: dict[str, int] = field(default_factory=dict)
@@ -58,12 +59,20 @@ __all__ = ["EventSink", "HarnessEvent", "Prepared", "RunRecord"]
 
 @dataclass(frozen=True)
 class SavedMove:
-    """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed."""
+    """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed,
+    the evidence, and the last migration offer the run saw (so a resumed run need not ask the verifier again)."""
 
     state: ConfirmedStateBook
     position: dict[str, Any]
     existed: dict[str, bool]
     evidence: dict[str, Evidence]
+    offer: dict[str, Any] | None
+
+
+def offered(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The migration a verifier's result offers (its unconfirmed preview), or None: none, or one already taken."""
+    preview = result.get("migration")
+    return dict(preview) if isinstance(preview, Mapping) and not preview.get("confirmed") else None
 
 
 def resume_state(run_id: str, saved: SavedMove) -> dict[str, Any]:
@@ -81,4 +90,5 @@ def resume_state(run_id: str, saved: SavedMove) -> dict[str, Any]:
         "validated": {k: e.to_json() for k, e in saved.evidence.items()},
         "completed": position.get("status") == "completed",
         "position": kept_position(position),
+        **kept_offer(saved.offer),
     }

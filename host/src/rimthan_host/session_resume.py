@@ -17,8 +17,8 @@ from .positions import PositionUnknown, asks_the_verifier
 from .protocol import CONTINUE, HarnessError
 from .results import RunResult
 from .run_lock import RunLock
-from .runlog import RunLog
-from .session_record import RunRecord
+from .runlog import OFFER_KEY, RunLog
+from .session_record import RunRecord, offered
 
 
 class _Session(Protocol):
@@ -44,8 +44,6 @@ class _Session(Protocol):
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
 
     def _place(self, result: dict[str, Any]) -> None: ...
-
-    def _note_offer(self, result: Mapping[str, Any]) -> None: ...
 
 
 class ResumeFromLog:
@@ -97,6 +95,7 @@ def _restore(session: _Session, result: dict[str, Any], saved: Mapping[str, Any]
     session._place(result)
     session.existed_before = dict(saved.get("existed_before") or {})
     session.record.steps_visited.append(str(result["step"]["id"]))
-    session._note_offer(result)
+    # the last offer the run saw, saved with its state (an older bridge's state: the one its result held)
+    session.migration_offer = saved[OFFER_KEY] if OFFER_KEY in saved else offered(result)
     session.offer_asked = session.migration_offer is not None  # none saved: not asked since this resume
     return result
