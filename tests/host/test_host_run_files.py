@@ -18,7 +18,15 @@ from click.testing import CliRunner
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
 from rimthan_host.harness import HarnessError, RunResult, WorkflowHarness
 from rimthan_host.protocol import MoveNotRecorded
-from rimthan_host.runlog import CHECKPOINT_KEY, MAX_STATE_BYTES, RunLog, StateTooLarge
+from rimthan_host.runlog import (
+    CHECKPOINT_KEY,
+    MAX_OFFER_BYTES,
+    MAX_STATE_BYTES,
+    OFFER_KEY,
+    RunLog,
+    StateTooLarge,
+    kept_offer,
+)
 from rimthan_host.session import HostSession
 from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
@@ -273,3 +281,29 @@ def test_the_largest_state_a_run_can_hold_is_kept_and_a_file_one_byte_past_its_b
     assert said.startswith("Nothing was recorded: with these confirmed values the resume state of run run-largest")
     assert f"would be {MAX_STATE_BYTES + 1} bytes, past the {MAX_STATE_BYTES} bytes a run state file may hold" in said
     assert log.state_path.read_bytes() == kept
+
+
+def test_a_saved_migration_offer_that_is_not_an_object_makes_the_state_damaged(tmp_path: Path) -> None:
+    """The last offer a run saw is kept in its state (``migration_offer``) and restored on resume; one that is not
+    an object or null is not guessed from: the state is damaged, in words naming the field."""
+    log = RunLog(tmp_path / "project", "run-offer")
+    state = {"run": log.run_id, "confirmed_state": {"state": {}, "confirmations": {}}, "workflow": "research",
+             "release": None, "step": None, "existed_before": {}, "completed": False}  # fmt: skip
+    log.save_state("token-1", {**state, OFFER_KEY: {"to": {"release": "research-decision@1.3.0"}}}, logged=None)
+    assert log.state_for("token-1")[OFFER_KEY] == {"to": {"release": "research-decision@1.3.0"}}
+    log.save_state("token-1", {**state, OFFER_KEY: "research-decision@1.3.0"}, logged=None)
+    with pytest.raises(HarnessError, match="its migration_offer is not an object or null"):
+        log.state_for("token-1")
+
+
+def test_an_offer_past_its_bound_is_not_kept_and_a_resume_asks_again() -> None:
+    """``kept_offer``: the offer as it is (null: none seen), or nothing past MAX_OFFER_BYTES or nested deeper than
+    a state is read back, so the state file stays within MAX_STATE_BYTES and a resume asks the verifier again."""
+    assert kept_offer(None) == {OFFER_KEY: None}
+    offer = {"to": {"release": "research-decision@1.3.0"}, "target_needs": {"confirmed_state": ["objective"]}}
+    assert kept_offer(offer) == {OFFER_KEY: offer}
+    assert kept_offer({"description": "x" * MAX_OFFER_BYTES}) == {}
+    deep: dict[str, Any] = {}
+    for _ in range(MAX_ARGUMENT_DEPTH):
+        deep = {"a": deep}
+    assert kept_offer(deep) == {}
