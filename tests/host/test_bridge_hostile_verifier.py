@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rimthan_host.delivered import STORE_DIR
 from rimthan_host.standin import Reply, StandIn
 from support import garbling_verifier
 from support.bridge import audit, check_replies, garbled_bridge, refused, stand_in
@@ -24,6 +25,7 @@ from support.checked_client import CheckedClient
 from support.servers import ServerWorld
 
 MANIFEST = ".rimthan/workspace-manifest.json"  # the file the setup step declares: the bridge writes it
+SKILL = ".claude/skills/research-decision/SKILL.md"
 # (switch, the path the bridge must not write, why it refuses it)
 HOSTILE_PATHS = [
     ("asset-at:conftest.py", "conftest.py", "not writable under this bridge's repository policy"),
@@ -253,3 +255,56 @@ def test_step_files_a_verifier_names_outside_the_bridges_policy_are_never_named_
         model = anyio.run(go)
     check_replies(model)
     assert not (project / "conftest.py").exists()
+
+
+def test_a_kept_copy_gone_is_not_taken_from_a_verifier_serving_other_bytes(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """The skill and the bridge's kept copies deleted. A verifier that serves no file leaves the refusal as it was
+    (put the file back, or a new run). One that serves the skill's release file with a line more: the bridge
+    fetches it to put the skill back, finds its SHA-256 is not the one it delivered, and refuses the resume with
+    the code (``file_digest_mismatch``), nothing kept or put back; once the verifier serves the release's bytes,
+    the resume puts the skill back and the run completes."""
+    with garbled_bridge(mcp_world, tmp_path) as bridge:
+        project = bridge.project
+
+        async def bridged(script: Callable[[StandIn], Awaitable[Reply]]) -> Reply:
+            async with CheckedClient(bridge.params, mode="legacy") as client:
+                model = stand_in(client, project)
+                got = await script(model)
+                check_replies(model)
+                return got
+
+        async def asked(model: StandIn) -> Reply:
+            return await model.follow(await model.start(), "experiment", until_question=True)
+
+        run = anyio.run(bridged, asked).data["run"]
+        (project / SKILL).unlink()
+        for kept in (project / STORE_DIR).iterdir():
+            kept.unlink()
+
+        async def resumed(model: StandIn) -> Reply:
+            return await model.call("resume_run", {"run": run})
+
+        bridge.switch.write_text(garbling_verifier.NO_FILE, "utf-8")  # (served no file: the refusal as it was)
+        unserved = anyio.run(bridged, resumed)
+        refused(unserved, f"Nothing was changed: {SKILL} is missing, and the copy the bridge kept of it in "
+                ".rimthan/assets is gone or altered", f"then call resume_run {run} again")  # fmt: skip
+        assert unserved.data == {"run": run, "status": "workspace_refused"}, unserved.data
+        bridge.switch.write_text(garbling_verifier.ALTERED_FILE, "utf-8")
+        stopped = anyio.run(bridged, resumed)
+        assert stopped.is_error, stopped.text
+        assert stopped.data == {"run": run, "status": "workspace_refused", "refused": "file_digest_mismatch"}
+        assert stopped.text.startswith("Nothing was changed: file_digest_mismatch: the copy the bridge kept of "), (
+            stopped.text
+        )
+        assert "the verifier served that file with SHA-256" in stopped.text, stopped.text
+        assert not (project / SKILL).exists() and list((project / STORE_DIR).iterdir()) == []
+        bridge.switch.unlink()
+
+        async def completed(model: StandIn) -> Reply:
+            back = await model.call("resume_run", {"run": run})
+            assert f"Re-installed {SKILL}: it was missing" in back.text, back.text
+            return await model.follow(back, "experiment")
+
+        assert anyio.run(bridged, completed).data["status"] == "completed"

@@ -12,6 +12,7 @@ audited, once the user moved the file.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -267,27 +268,28 @@ def test_a_skill_changed_or_moved_in_a_run_with_no_other_is_said_as_it_is_on_res
     _host_restarted(world, tmp_path, edit, then)
 
 
-def test_a_skill_moved_with_the_bridges_copy_gone_can_be_put_back_the_run_is_not_lost(
+def test_a_skill_deleted_with_the_bridges_copy_gone_is_fetched_again_from_the_verifier(
     world: ServerWorld, tmp_path: Path
 ) -> None:
-    """The skill moved away and the bridge's kept copies deleted (untracked files cleaned): the resume says the
-    file is missing and that putting it back unchanged lets the run go on, which it then does. Before, it said the
-    file "is not this run's release's file" and offered only a new run."""
-    moved = tmp_path / "SKILL.md"
+    """The skill deleted and the bridge's kept copies too (untracked files cleaned): the resume was refused, "the
+    copy the bridge kept of it in .rimthan/assets is gone", though the verifier holds the run's release and serves
+    the file. The bridge now fetches it from the verifier, checks its SHA-256 against the digest it delivered,
+    keeps it and puts the skill back, the bytes it delivered; the run goes on."""
+    delivered: dict[str, bytes] = {}
 
     def clean(project: Path) -> None:
-        (project / SKILL).rename(moved)
+        delivered[SKILL] = (project / SKILL).read_bytes()
+        (project / SKILL).unlink()
         for kept in (project / STORE_DIR).iterdir():
             kept.unlink()
 
     async def then(model: StandIn, run: str) -> None:
-        stopped = await model.call("resume_run", {"run": run})
-        refused(stopped, f"Nothing was changed: {SKILL} is missing", "put it back unchanged, then call resume_run "
-                f"{run} again; if not, call start_run with new_run true")  # fmt: skip
-        assert stopped.data == {"run": run, "status": "workspace_refused"}, stopped.data
-        moved.rename(model.project / SKILL)  # the user puts it back
         resumed = await model.call("resume_run", {"run": run})
         assert not resumed.is_error and resumed.data["run"] == run, resumed.text
+        assert f"Re-installed {SKILL}: it was missing (run {run}'s release delivers it there)." in resumed.text
+        assert (model.project / SKILL).read_bytes() == delivered[SKILL]
+        kept = model.project / STORE_DIR / hashlib.sha256(delivered[SKILL]).hexdigest()
+        assert kept.read_bytes() == delivered[SKILL]  # (kept again: a later put-back needs no verifier)
         await model.follow(resumed, "desk-research")
 
     _host_restarted(world, tmp_path, clean, then)

@@ -130,29 +130,54 @@ def test_a_verdict_from_a_subagent_edited_and_changed_back_since_it_was_named_is
 def test_a_subagent_file_that_cannot_be_put_back_says_what_the_user_and_the_model_do(
     world: ServerWorld, tmp_path: Path
 ) -> None:
-    """An edited subagent file whose release text the bridge no longer keeps (``.rimthan/assets`` cleaned) cannot be
-    put back. The refusal said "Nothing was changed", though the verdict recorded already was discarded with the
-    round: it says what went, what the user does (put the file back from where they have it) and what the model
-    calls then (step_done, which names every validator again), or a new run if the file is lost."""
+    """A subagent file that cannot be put back (a folder where it was). The refusal said "Nothing was changed",
+    though the verdict recorded already was discarded with the round: it says what went, what the user does (move
+    or rename what is there) and what the model calls then (step_done, which names every validator again)."""
 
     async def script(model: StandIn) -> None:
         await at_desk_research_validators(model)
         first = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
         assert not first.is_error, first.text
-        delivered, _ = _edit(model, CRITIC)
-        (model.project / STORE_DIR / hashlib.sha256(delivered).hexdigest()).unlink()
+        delivered = (model.project / CRITIC).read_bytes()
+        (model.project / CRITIC).unlink()
+        (model.project / CRITIC).mkdir()
 
         stopped = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
-        refused(stopped, f"Nothing was recorded, and the verdicts recorded already for this step are discarded: "
-                f"{CRITIC} is not this run's release's file", "is gone or altered, so the bridge cannot put it back",
-                "ask them to put it back unchanged, then call step_done again (it checks the step's files and names "
-                "every validator again); if not, call start_run with new_run true for a new run.")  # fmt: skip
+        refused(stopped, "Nothing was recorded, and the verdicts recorded already for this step are discarded: ",
+                f"- {CRITIC} is there and is not a regular file", "move or rename each of these files", "then call "
+                "step_done again (it checks the step's files and names every validator again).")  # fmt: skip
         assert stopped.data["status"] == "workspace_refused", stopped.data
 
+        (model.project / CRITIC).rmdir()
         (model.project / CRITIC).write_bytes(delivered)  # the user puts it back (from version control)
         again = await model.call("step_done")
         assert {v["name"] for v in again.data["validators"]} == {"evidence-auditor", "decision-critic"}, again.text
         for name in ("evidence-auditor", "decision-critic"):
+            done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
+            assert not done.is_error, done.text
+        assert "step submitted" in done.text, done.text
+
+    drive(world, tmp_path, script)
+
+
+def test_an_edited_subagent_file_whose_kept_text_is_gone_is_put_back_from_the_verifier(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """An edited subagent file whose release text the bridge no longer keeps (``.rimthan/assets`` cleaned): the
+    verdict was refused as one that cannot be put back, though the verifier serves the release's file. The bridge
+    now fetches it, checked against the digest it delivered: the release's file is put back, the edit kept, and
+    the verdict refused as stale (its subagent ran from the edit); run again, the round is submitted."""
+
+    async def script(model: StandIn) -> None:
+        await at_desk_research_validators(model)
+        delivered, edited = _edit(model, CRITIC)
+        (model.project / STORE_DIR / hashlib.sha256(delivered).hexdigest()).unlink()
+        stale = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        assert stale.is_error and stale.data["status"] == "validators_pending", stale.text
+        assert "report_stale: nothing was recorded: the subagent file of decision-critic" in stale.text, stale.text
+        assert (model.project / CRITIC).read_bytes() == delivered
+        assert (model.project / STORE_DIR / hashlib.sha256(edited).hexdigest()).read_bytes() == edited
+        for name in ("decision-critic", "evidence-auditor"):
             done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
             assert not done.is_error, done.text
         assert "step submitted" in done.text, done.text

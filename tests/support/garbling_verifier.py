@@ -128,6 +128,9 @@ def _set(where: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
 
 
 BIG_RESOURCE = "big-resource"  # each resource read answered with a JSON Schema of 2 MiB (tool results kept)
+ALTERED_FILE = "altered-file"  # each release file read answered with one line more (manifests, tool results kept)
+NO_FILE = "no-file"  # each release file read answered with no contents (manifests, tool results kept)
+RELEASE_FILES = "rimthan://releases/"
 # Faults with a path: "asset-at:<path>", "manifest-at:<path>", "set:<pointer>=<JSON>".
 PATH_FAULTS: dict[str, Callable[[str], Callable[[types.CallToolResult], types.CallToolResult]]] = {
     "asset-at": _setup_path("host_assets", "install_path"),  # the first asset installed there
@@ -139,7 +142,7 @@ PATH_FAULTS: dict[str, Callable[[str], Callable[[types.CallToolResult], types.Ca
 def fault_of(name: str) -> Callable[[types.CallToolResult], types.CallToolResult]:
     """The fault the switch file names: one of :data:`FAULTS`, or ``<kind>:<path>`` of :data:`PATH_FAULTS`."""
     kind, colon, path = name.partition(":")
-    return PATH_FAULTS[kind](path) if colon else FAULTS.get(name, lambda result: result)  # (BIG_RESOURCE)
+    return PATH_FAULTS[kind](path) if colon else FAULTS.get(name, lambda result: result)  # (resource faults)
 
 
 def _server(upstream: Client, switch: Path) -> Server[Any]:
@@ -158,9 +161,15 @@ def _server(upstream: Client, switch: Path) -> Server[Any]:
         ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         read = await upstream.read_resource(params.uri)
-        if switch.exists() and switch.read_text("utf-8").strip() == BIG_RESOURCE:
+        fault = switch.read_text("utf-8").strip() if switch.exists() else None
+        if fault == BIG_RESOURCE:
             big = json.dumps({"type": "object", "description": "x" * (2 << 20)})
             return types.ReadResourceResult(contents=[c.model_copy(update={"text": big}) for c in read.contents])
+        if fault == NO_FILE and str(params.uri).startswith(RELEASE_FILES):
+            return types.ReadResourceResult(contents=[])
+        if fault == ALTERED_FILE and str(params.uri).startswith(RELEASE_FILES):
+            altered = [c.model_copy(update={"text": f"{getattr(c, 'text', '')}\nAltered.\n"}) for c in read.contents]
+            return types.ReadResourceResult(contents=altered)
         return read
 
     return Server(

@@ -13,6 +13,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from .bridge_migrate import MigrationMoves
 from .bridge_steps import StepMoves
 from .delivered import AssetClash, restore_release
 from .facts import confirm_facts
+from .kept_copies import refused_code
 from .positions import PositionUnknown
 from .project_files import ProjectFiles
 from .protocol import (
@@ -111,9 +113,11 @@ class Bridge(StepMoves, MigrationMoves):
             except Exception as exc:
                 raise ResumeFailed(run_id, exc) from exc
             try:
-                restored = restore_release(session.files, session.release_digest, run_id)
+                restored = await self._put_back(session, partial(restore_release, session.files,
+                                                                 session.release_digest, run_id))  # fmt: skip
             except AssetClash as exc:  # the run stays in its log; the active run, if any, stays active
-                return Reply(str(exc), {"run": run_id, "status": "workspace_refused"}, is_error=True)
+                data = {"run": run_id, "status": "workspace_refused", **refused_code(exc)}
+                return Reply(str(exc), data, is_error=True)
             self.session = session
         self.lock.note(run_id)
         lines += [r.line(f"run {run_id}'s release") for r in restored]

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
+from . import kept_copies
 from .delivered import AssetClash
 from .outputs import RefusedFiles
 from .protocol import (
@@ -34,6 +36,8 @@ from .words import (
 )
 from .workspace_lock import BY_BRIDGE, REFUSED_MEANWHILE, WorkspaceBusy, WorkspaceLock
 from .write_targets import step_files_refusal
+
+T = TypeVar("T")
 
 
 class ResumeFailed(Exception):
@@ -155,6 +159,11 @@ class BridgeCore:
             data = {"status": "workspace_busy", "owner_pid": busy.owner.pid, "owner_run": busy.owner.run}
             return Reply(busy.words(tool), data, is_error=True)
         return None
+
+    async def _put_back(self, session: HostSession, restore: Callable[[], T]) -> T:
+        """``restore()`` (a put-back of :mod:`.delivered`); a kept copy of a text it needs that is gone is fetched
+        again from the verifier, checked against the digest delivered (:mod:`.kept_copies`)."""
+        return await kept_copies.restored(self.replies.read_resource, session.files, session.release_digest, restore)
 
     def _running(self) -> HostSession | Reply:
         """The active run, if it can still move; else words saying how to get one."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
@@ -18,6 +19,7 @@ from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, put_back_edited, restore_subagents, subagent_marks
 from .facts import already_confirmed, record_facts
 from .file_digests import check_named_files
+from .kept_copies import refused_code
 from .outputs import StepFiles, changed_files, read_step_files
 from .protocol import (
     ToolRefused,
@@ -125,7 +127,8 @@ class StepMoves(BridgeCore):
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
         subagents = [v["subagent"] for v in prepared_result.validators]
         try:
-            restored = restore_subagents(session.files, session.release_digest, subagents)
+            restored = await self._put_back(session, partial(restore_subagents, session.files,
+                                                             session.release_digest, subagents))  # fmt: skip
         except AssetClash as exc:
             return self._subagents_refused(session, exc)
         assert session.prepared is not None
@@ -137,9 +140,10 @@ class StepMoves(BridgeCore):
         """The validators' subagent files cannot be made the release's: step_done checks the files, then them, again."""
         session.prepared = None
         data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": session.position.step_id}}
+        data.update(refused_code(exc))
         return reply([str(exc)], data, True)
 
-    def _edited(self, session: HostSession, key: str) -> Reply | None:
+    async def _edited(self, session: HostSession, key: str) -> Reply | None:
         """The refusal of ``key``'s verdict if the subagent file of that validator, or of one with a verdict, is not
         the release's (changed after the validators were named): those verdicts are discarded, the files put back.
         A file written since it was named, though it holds the release's bytes again (edited, then changed back),
@@ -149,7 +153,7 @@ class StepMoves(BridgeCore):
         checked = [s for s in prepared.validators if validator_key(s) == key or validator_key(s) in prepared.verdicts]
         names = [s["subagent"] for s in checked]
         try:
-            put = put_back_edited(session.files, session.release_digest, names)
+            put = await self._put_back(session, partial(put_back_edited, session.files, session.release_digest, names))
         except AssetClash as exc:
             return self._subagents_refused(session, exc)
         now = subagent_marks(session.files, session.release_digest, names)
@@ -180,7 +184,7 @@ class StepMoves(BridgeCore):
         if key in prepared.verdicts:
             lines = [f"Nothing was recorded: {name} already has a verdict ({prepared.verdicts[key][0]}); it stands."]
             return validators_waiting(session, lines, error=True)
-        edited = self._edited(session, key)  # (the subagent that gave this verdict ran what the release gives)
+        edited = await self._edited(session, key)  # (the subagent that gave this verdict ran what the release gives)
         if edited is not None:
             return edited
         findings = [f.strip() for f in findings if f.strip()]

@@ -21,6 +21,8 @@ release's are, and before a run's validators are named to the model,
 bridge's own), or refuses in words. A subagent file found otherwise after its
 validator was named (edited while the validators run) is no validator of the
 release: :func:`put_back_edited` keeps what is there and puts the release's back.
+A text whose kept copy is gone is :class:`CopyGone`: :mod:`.kept_copies` fetches
+it again from the verifier, checked against the digest delivered.
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ NOTHING_CHANGED = "Nothing was changed"  # what a refusal to put an asset back s
 
 class AssetClash(HarnessError):
     """Setup refused: a file at an asset's path is not the bridge's to replace; nothing was delivered."""
+
+
+class CopyGone(AssetClash):
+    """An asset cannot be put back: the copy the bridge kept of its text is gone or altered (``digests``: the
+    SHA-256 of each such text; :mod:`.kept_copies` fetches them again from the verifier; ``then``: the call that
+    goes on once the file is back)."""
+
+    def __init__(self, message: str, digests: Sequence[str], then: str) -> None:
+        super().__init__(message)
+        self.digests, self.then = tuple(digests), then
 
 
 @dataclass(frozen=True)
@@ -237,7 +249,10 @@ def _restore(
             head + "\n" + "\n".join(f"- {c}" for c in clashes) + "\nAsk the user to move or rename each of "
             f"these files (keep their content elsewhere), then call {then}."
         )
-    texts = {d: _kept_text(files, p, d, found[p] is None, then, undone) for p, d in stale}
+    texts = {d: t for _, d in stale if (t := _kept_text(files, d)) is not None}
+    gone = [(p, d) for p, d in stale if d not in texts]
+    if gone:
+        raise _copy_gone(gone, found[gone[0][0]] is None, then, undone)
     for path, digest in stale:
         written = files.write(path, path, "text/markdown", texts[digest])
         record.delivered[written.path] = written.sha256
@@ -334,21 +349,27 @@ def put_back_edited(files: ProjectFiles, release: str, subagents: Sequence[str])
     return out
 
 
-def _kept_text(files: ProjectFiles, path: str, digest: str, missing: bool, then: str, undone: str) -> str:
-    """The text the bridge kept for ``digest``, checked against it; :class:`AssetClash` if it is gone or altered.
-
-    The refusal says what is at ``path`` (``missing``: nothing) and that the file put back as delivered lets
-    ``then`` go on: the run is not lost while the user still has it (moved away, or in version control)."""
+def _kept_text(files: ProjectFiles, digest: str) -> str | None:
+    """The text the bridge kept for ``digest``, checked against it; None if it is gone or altered."""
     try:
         data = read_regular(files.at(f"{STORE_DIR}/{digest}"), MAX_ASSET_BYTES)
-        if sha256_hex(data) == digest:
-            return data.decode("utf-8")
+        return data.decode("utf-8") if sha256_hex(data) == digest else None
     except (OSError, UnicodeDecodeError):
-        pass
+        return None
+
+
+def _copy_gone(gone: Sequence[tuple[str, str]], missing: bool, then: str, undone: str) -> CopyGone:
+    """The refusal to put back ``gone`` (path, digest), whose kept texts are gone or altered.
+
+    It says what is at the first path (``missing``: nothing) and that the file put back as delivered lets
+    ``then`` go on: the run is not lost while the user still has it (moved away, or in version control)."""
+    path = gone[0][0]
     there = "is missing" if missing else "is not this run's release's file"
-    raise AssetClash(
+    return CopyGone(
         f"{undone}: {path} {there}, and the copy the bridge kept of it in {STORE_DIR} is gone or "
         "altered, so the bridge cannot put it back. If the user still has the file the bridge delivered there "
         f"(moved away, or in version control), ask them to put it back unchanged, then call {then}; if not, "
-        "call start_run with new_run true for a new run."
+        "call start_run with new_run true for a new run.",
+        [d for _, d in gone],
+        then,
     )
