@@ -37,7 +37,6 @@ from .results import RunResult
 from .runlog import new_run_id, run_summaries
 from .step_replies import Reply, failure_codes, missing_fields
 from .words import (
-    confirmed_facts_words,
     failure_words,
     known_runs,
 )
@@ -122,7 +121,7 @@ class Bridge(StepMoves, MigrationMoves):
         self.lock.note(run_id)
         lines += [r.line(f"run {run_id}'s release") for r in restored]
         lines += round_not_kept(self.project_dir, result)
-        return await self._go_on(result, [*lines, *confirmed_facts_words(session.state.values)])
+        return await self._go_on(result, lines, facts=True)
 
 
 def _there(files: ProjectFiles, path: str) -> bool:

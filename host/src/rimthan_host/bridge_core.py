@@ -28,7 +28,6 @@ from .session import HostSession
 from .step_replies import Reply, StepReplies, files_refused, validators_waiting, where
 from .words import (
     busy_words,
-    confirmed_facts_words,
     failed_words,
     installed_words,
     known_runs,
@@ -120,9 +119,7 @@ class BridgeCore:
         session = self.session
         if session.prepared is not None and session.prepared.pending:
             return validators_waiting(session, [*lines, where(session)])
-        if session.position.status != "completed":  # (a finished run needs none of them)
-            lines = [*lines, *confirmed_facts_words(session.state.values)]
-        return await self.replies.describe(session, session.position, lines, elicits=self.elicits)
+        return await self.replies.describe(session, session.position, lines, elicits=self.elicits, facts=True)
 
     # -- shared ----------------------------------------------------------------------------
 
@@ -196,8 +193,9 @@ class BridgeCore:
         assert self.session is not None
         return self.session.release_id or "release"
 
-    async def _go_on(self, result: RunResult, lines: list[str]) -> Reply:
-        """After a move: do the setup step ourselves, then describe where the run is."""
+    async def _go_on(self, result: RunResult, lines: list[str], *, facts: bool = False) -> Reply:
+        """After a move: do the setup step ourselves, then describe where the run is (``facts``: with the run's
+        confirmed facts, for a model picking the run up)."""
         session = self.session
         assert session is not None
         if result.status in ("active", "advanced") and result.step_id == SETUP_STEP:
@@ -210,7 +208,7 @@ class BridgeCore:
                 return self._setup_refused(session, prepared)
             result = await session.submit()
             lines.append(installed_words(json.loads(manifest.text)["delivered"]))
-        return await self.replies.describe(session, result, lines, elicits=self.elicits)
+        return await self.replies.describe(session, result, lines, elicits=self.elicits, facts=facts)
 
     def _setup_refused(self, session: HostSession, refused: ValidationRound) -> Reply:
         """The verifier refused the workspace the bridge set up: the run waits at setup, to be resumed once fixed."""

@@ -25,6 +25,7 @@ from .results import RunResult, ValidationRound
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
 from .words import (
+    confirmed_facts_words,
     findings_words,
     next_call,
     offer_summary,
@@ -219,9 +220,18 @@ class StepReplies:
         return found
 
     async def describe(
-        self, session: HostSession, result: RunResult, lines: list[str], *, elicits: bool, error: bool = False
+        self,
+        session: HostSession,
+        result: RunResult,
+        lines: list[str],
+        *,
+        elicits: bool,
+        error: bool = False,
+        facts: bool = False,
     ) -> Reply:
-        """Where the run is after ``result``: complete, its findings, or its step (question, offer, files)."""
+        """Where the run is after ``result``: complete, its findings, or its step (question, offer, files);
+        ``facts``: the step's words are followed by the run's confirmed facts (``resume_run``, ``show_step``: a
+        model picking the run up has no memory of them, and the steps are written against them)."""
         run = run_id_of(session)
         data: dict[str, Any] = {"run": run, "status": result.status}
         if result.status == "completed":
@@ -238,11 +248,13 @@ class StepReplies:
             files = [o["path"] for o in step.get("outputs") or []]
             lines += findings_words(result.findings)
             lines += ["The step's files:", *(f"- {path}" for path in files)]
+            lines += confirmed_facts_words(session.state.values) if facts else []
             return reply(lines, {**data, "files": files}, error)
         release_id = result.release or session.release_id or "release"
         schemas = await self.output_schemas(session, step, release_id)
         question = result.question if result.status == "input_required" else None
         lines += step_words(step, run, result.workflow_version, schemas, session.project_dir, asking=bool(question))
+        lines += confirmed_facts_words(session.state.values) if facts else []
         if session.migration_offer is not None:
             lines += offer_words(session.migration_offer)
             data["migration"] = offer_summary(session.migration_offer)
