@@ -14,6 +14,8 @@ import base64
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
+from types import MappingProxyType
 from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
@@ -85,7 +87,7 @@ class TokenSegments:
     its first and last period (no copy of the part that grows is made until asked).
     """
 
-    header: dict[str, Any]
+    header: Mapping[str, Any]  # read-only: the parse of a header segment seen before is shared (``_header``)
     signature: bytes
     token: str = field(repr=False)
     first: int  # the first period's index
@@ -119,16 +121,37 @@ def split_token(token: object) -> TokenSegments | None:
     first, last = token.find("."), token.rfind(".")  # memchr: the payload is the part that grows
     if not 0 < first < last - 1 or last == len(token) - 1 or token.find(".", first + 1, last) >= 0:
         return None
-    header_bytes, signature = _canonical_bytes(token[:first]), _canonical_bytes(token[last + 1 :])
-    if header_bytes is None or signature is None:
+    header, signature = _header(token[:first]), _canonical_bytes(token[last + 1 :])
+    if header is None or signature is None:
+        return None
+    return TokenSegments(header=header, signature=signature, token=token, first=first, last=last)
+
+
+# A header is one of a few per server (one per key id and token kind, about 140 characters): the parse of a header
+# segment up to this length is remembered, keyed by its exact characters, so the same text always gives the same
+# answer. A longer segment (no header this server writes) is parsed every time, so the memory stays bounded.
+_REMEMBERED_HEADER_CHARS = 256
+
+
+def _header(segment: str) -> Mapping[str, Any] | None:
+    """The JSON object a canonical base64url header segment encodes (read-only), else ``None``."""
+    return _remembered_header(segment) if len(segment) <= _REMEMBERED_HEADER_CHARS else _parsed_header(segment)
+
+
+@lru_cache(maxsize=64)
+def _remembered_header(segment: str) -> Mapping[str, Any] | None:
+    return _parsed_header(segment)
+
+
+def _parsed_header(segment: str) -> Mapping[str, Any] | None:
+    header_bytes = _canonical_bytes(segment)
+    if header_bytes is None:
         return None
     try:
         header = json.loads(header_bytes)
     except ValueError:
         return None
-    if not isinstance(header, dict):
-        return None
-    return TokenSegments(header=header, signature=signature, token=token, first=first, last=last)
+    return MappingProxyType(header) if isinstance(header, dict) else None
 
 
 def _b64url_decode(segment: str) -> bytes:
