@@ -10,16 +10,26 @@ Two sub-packages show the two sides of the product:
     checkpoints, confirmed state, host binding, repository policy, artifact
     checks, attestations, validation bundle, step payload, audit).
 
-At the top, shared by both: ``errors`` (the one exception hierarchy and the
-closed list of failure codes), ``failures`` (collected failure records),
-``canonical`` (RFC 8785 canonical JSON and SHA-256 digests, from cryptography), ``json_encoders`` (the
-stdlib's compact JSON encoders, each built once), ``pem_keys`` (PEM keys read
-and written with cryptography's own functions, without its OpenSSH key code:
-the trust store's public keys, the packager's signing keys), ``secret_paths``
-(never write a secret where git tracks it), ``small_files`` (a key or trust
-file read bounded, and only if it is a regular file: a FIFO never blocks), ``whole_writes``
-(every byte written, a short write going on), ``workflow_engine`` (the
-protocol's ``resolve_branches`` and version order) and ``entry`` (the console
-scripts' first instructions: Ctrl-C and SIGTERM handled before their imports;
-stdlib only).
+At the top, shared by both:
+
+``errors``             the one exception hierarchy and the closed list of failure codes
+``failures``           collected failure records
+``remediation``        what to do about each failure code (the ``next:`` line), and the exit statuses
+``canonical``          RFC 8785 canonical JSON and SHA-256 digests, from cryptography
+``json_encoders``      the stdlib's compact JSON encoders, each built once
+``limits``             one copy of each bound on untrusted input (nesting, the sizes one tool call carries)
+``jsonschema_formats`` the one import of Python jsonschema, each format library loaded on its first check
+``pem_keys``           PEM keys read and written with cryptography's own functions, without its OpenSSH key code:
+                       the trust store's public keys, the packager's signing keys
+``key_file_modes``     who besides its owner may read or write a signing or checkpoint key file, in one warning
+``secret_paths``       never write a secret where git tracks it
+``small_files``        a key or trust file read bounded, and only if it is a regular file: a FIFO never blocks
+``whole_writes``       every byte written, a short write going on
+``state_dir``          the verifier's default state directory, which the host kit's audit command names too
+``below_floor``        the record a verifier refused below its activation floor logs, as the bridge reads it
+``protocol_names``     the names the four-tool workflow protocol fixes, defined once
+``workflow_engine``    the protocol's :func:`resolve_branches` and version order
+``lazy_exports``       ``release``'s and ``run``'s public names imported from their modules on first use
+``entry``              the console scripts' first instructions: Ctrl-C and SIGTERM handled before their
+                       imports; stdlib only
 """

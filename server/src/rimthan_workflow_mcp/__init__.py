@@ -1,9 +1,69 @@
 """The Rimthan verifier MCP server.
 
-A tool call goes ``transports`` -> ``server`` (``create_mcp_application``:
+A tool call goes ``transports`` -> ``server`` (:func:`create_mcp_application`:
 validate, route to the pinned release, ``_dispatch_tool``) ->
 ``workflow_engine.WorkflowEngineQueryModule`` (plain Python over the core) and
-back. ``provider`` holds the verified releases, ``tool_contracts`` /
-``contract_schemas`` the four closed contracts, ``cli`` the operator commands (``cli_check``, ``cli_keys``;
-``cli_serve_options`` the option mistakes ``serve`` refuses).
+back.
+
+The wire:
+
+``transports``        stdio or stateless Streamable HTTP, and what triggers a refresh (SIGHUP, an interval)
+``stdio_serve``       one MCP server on the project's stdio wire (the verifier's, and the host bridge's)
+``stdio_pipes``       that wire read and written on the event loop, without the SDK's hops to a thread
+``stdio_guard``       every stdio line the SDK's parser refuses answered, not dropped
+``stdio_drain``       at the end of stdin, every request read before it answered before the server exits
+``message_shape``     what a JSON-RPC message's text holds, read without parsing it, and the messages MCP refuses
+``eras``              a client offering a batch-era protocol revision answered with one that has no batches
+``http_shape``        HTTP: a body that is no single JSON-RPC message gets a readable ``Invalid Request``
+``http_bounds``       HTTP: deadlines for a request's head and body, and a bound on the requests in flight
+``request_envelope``  bounds on what a ``tools/call`` carries besides its arguments (its id, its ``_meta``)
+``call_placement``    HTTP: a small, bounded call run on the event loop, any other in a worker thread
+``port_claims``       Linux: one server per TCP port (and overlapping address) at start, bound but not listening
+``health``            ``GET /healthz``: what a load balancer asks a replica before sending it calls
+
+The server and its tools:
+
+``server``            the SDK's low-level server: tools, resources and prompts over the held releases
+``tool_contracts``    the four tool contracts: names, schemas, mutability markers, the engine method each calls
+``contract_schemas``  the JSON Schema documents of what a harness sends (Draft 2020-12, all closed)
+``result_contracts``  the contracts the tools answer with: a step, a question, a failure, a preview, a refusal
+``schema_parts``      the building blocks of every contract and tool schema (closed objects, bounded strings)
+``tool_schemas``      each tool's input and output schema, built from the contract documents
+``contract_checks``   the contracts' own schemas checked once at start-up (a bad one fails the start)
+``schema_validation`` a tool's schema compiled once: a fast verdict on every call, the same refusal
+``call_scope``        what one ``tools/call`` works out once: its resumed run
+``call_record``       one operator's log line per tool call: the audit trail of which runs used which release
+``rpc_errors``        a refused resource or prompt read as a JSON-RPC error, its code and next step in its data
+``resources``         immutable MCP resources: the tool contracts and every held release's files
+``prompts``           the active release's prompt assets served as MCP prompts
+``list_changed``      list-changed notifications when a refresh changes the resource or prompt listing
+
+The workflow, over the core:
+
+``workflow_engine``   :class:`WorkflowEngineQueryModule`: the four workflow tools over one verified release
+``migration``         a run moved between two verified releases: the source departs, the target accepts or offers
+``results``           the typed tool results the engine returns, serialised once by :meth:`to_json`
+
+The releases a server holds:
+
+``provider``          :class:`ReleaseProvider`: the verified releases a server holds, and refresh
+``loading``           what a server holds of one release, and the one way a release directory gets there
+``release_scan``      a releases directory read: which ``<catalogue>-<version>`` directories it claims to hold
+``floor``             the activation floor: the highest version ever activated, per catalogue and deployment
+``deployment_state``  a deployment's activation floor in its state directory (also for ``rimthan-mcp check --release``)
+``held_on_disk``      whether each release a server holds is still in its releases directory
+``trust_refresh``     the trust store read again on every refresh
+``follow``            following an OCI repository (``--releases-from``): new version tags pulled before each refresh
+``recurring``         a failure that lasts many refreshes (a registry outage) logged once per kind
+``logs``              structured JSON logs on stderr, one bounded line per record
+
+The command line:
+
+``cli``               ``rimthan-mcp``: the group and ``rimthan-mcp serve``
+``cli_serve_options`` the option combinations ``rimthan-mcp serve`` refuses as usage mistakes, before loading
+``cli_check``         ``rimthan-mcp check``: a release verified exactly as ``rimthan-mcp serve`` loads it
+``cli_keys``          ``rimthan-mcp audit`` and ``rimthan-mcp keys``: the commands over the checkpoint key file
+``audit_log``         the run log ``rimthan-mcp audit`` reads: streamed line by line, each line bounded
+``audit_releases``    the releases ``rimthan-mcp audit`` reads to tell how a run ended
+``entry``             the console script: Ctrl-C and SIGTERM handled from its first instruction
 """

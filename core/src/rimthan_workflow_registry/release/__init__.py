@@ -9,20 +9,28 @@ Modules, in the order a release is read:
 ``trust``
     The trust store: trusted Ed25519 public keys, key ids and the k-of-n threshold.
 ``verify``
-    ``verify_release`` - the one verification path, shared by the packager's
+    :func:`verify_release` - the one verification path, shared by the packager's
     self-check, ``rimthan-pack verify`` and the server's load and refresh.
+``wrong_path``
+    Before it starts: a path given as a release that is no release at all (a
+    catalogue source, a releases directory) said as the wrong path it is, with
+    what to pass instead.
 ``inspection``
-    ``inspect_release``: the same steps, for ``rimthan-pack inspect`` and a co-signer (signatures listed,
+    :func:`inspect_release`: the same steps, for ``rimthan-pack inspect`` and a co-signer (signatures listed,
     checked only against a trust store given).
 ``tree_walk``
     Its first step: the walk of the release directory, refusing links, special
     files, clashing names and anything outside the layout.
+``signature_check``
+    Its signature step: each signature file checked alone (name, size, then the
+    signature), every failure said, and enough distinct trusted keys signed the
+    exact manifest bytes.
 ``parallel`` / ``file_pipeline``
     Its file checks on both cores: batches in manifest order with the GIL
     switch interval shortened meanwhile, one thread reading while another
     hashes; the first failure in manifest order is the one reported.
 ``verified``
-    ``VerifiedRelease``: a release that passed ``verify_release``; every read
+    ``VerifiedRelease``: a release that passed :func:`verify_release`; every read
     of a file is digest-checked again.
 ``catalogue`` / ``catalogue_parse`` / ``catalogue_rules`` / ``catalogue_references`` / ``catalogue_routes`` /
 ``catalogue_bounds`` / ``confirmable_values`` / ``write_paths`` / ``loader``
@@ -45,9 +53,10 @@ Modules, in the order a release is read:
     inside its own schema, so no check ever fetches anything;
     ``schema_vocabulary`` (build only) refuses a keyword Draft 2020-12 does
     not define (a misspelling), allowing the author's ``x-`` annotations.
-``oci`` / ``oci_client`` / ``oci_bounds``
+``oci`` / ``oci_install`` / ``oci_client`` / ``oci_bounds``
     A release pulled from an OCI registry into a temporary directory, then the
-    one verification path; the registry client (oras, with credentials and
+    one verification path; the verified pull moved into the releases directory
+    (a damaged copy there replaced only when the caller asks); the registry client (oras, with credentials and
     its errors made refusals with a code); every registry answer bounded in
     bytes, time and tag pages, and uploads and credentials kept on the
     registry, so a dishonest registry cannot wedge a puller or a pusher.

@@ -16,9 +16,9 @@ Modules, in the order a tool call uses them:
     per-field confirmation rules.
 ``host_binding``
     Binding a host harness to a pinned host adapter and required capabilities
-    (``host_blockers``), and a later step's host against that binding (``binding_drift``).
+    (:func:`host_blockers`), and a later step's host against that binding (:func:`binding_drift`).
 ``repository_policy``
-    ``repository_policy.conflict``: output paths against the host's policy (``policy_refusal``: one path).
+    ``repository_policy.conflict``: output paths against the host's policy (:func:`policy_refusal`: one path).
 ``artifact_checks`` / ``attestations``
     Declared artifact bytes (count, size, media type, schema) and the host's
     attestations of setup delivery and output readback.
