@@ -20,7 +20,7 @@ from mcp import types
 from rimthan_host.confirmations import BY_ELICITATION
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
-from support.bridge import audit, bridge_params, check_replies, stand_in
+from support.bridge import as_shown, audit, bridge_params, check_replies, stand_in
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -43,13 +43,13 @@ class Person:
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         message = params.message
         properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
-        content: dict[str, str | bool]
+        content: dict[str, Any]
         if "answer" in properties:
             kind, content = "route", {"answer": "experiment"}
         elif message.endswith("Migrate this run now?"):
             kind, content = "migrate", {"confirm": True}
-        else:
-            kind, content = "field:" + message.split()[1], {"confirm": True}
+        else:  # (a fact's own form, its choices or type: the value as the model passed it)
+            kind, content = "field:" + message.split()[1], as_shown(properties)
         self.asked.append(kind)
         action = self.policy.get(kind, "accept")
         if action == "no":  # the person answers the form: "Yes, this is right" left unticked
@@ -203,20 +203,21 @@ def test_a_no_in_the_form_is_said_as_a_no(world: ServerWorld, tmp_path: Path) ->
             bridge_params(project, world, state), mode="legacy", elicitation_callback=person
         ) as client:
             model = stand_in(client, project)
-            person.policy = {"field:objective": "no"}
+            # (a list is confirmed yes or no; a text such as objective has its own form: test_bridge_fact_forms.py)
+            person.policy = {"field:options": "no"}
             reply = await model.start()
-            assert reply.is_error and reply.data == {"status": "not_started", "user": "no", "field": "objective"}
-            assert "The user did not confirm objective (no); the run did not start." in reply.text, reply.text
+            assert reply.is_error and reply.data == {"status": "not_started", "user": "no", "field": "options"}
+            assert "The user did not confirm options (no); the run did not start." in reply.text, reply.text
             person.policy = {}
             started = await model.start()
             # A no to a fact confirmed mid-run names the run and the step in data too (before: status, user, field)
-            person.policy = {"field:deadline": "no"}
+            person.policy = {"field:constraints": "no"}
             # (a changed value: one confirmed already with the same value is not asked again)
-            deadline = await model.call("step_done", {"step": "interview", "facts": {"deadline": "2026-04-30"}})
-            where = {"run": started.data["run"], "step": {"id": "interview"}, "field": "deadline"}
-            assert deadline.data == {"status": "not_confirmed", "user": "no", **where}, deadline.data
-            assert deadline.text.startswith("The user did not confirm deadline (no); nothing was recorded; the run "
-                                            "stays at step interview."), deadline.text  # fmt: skip
+            constraints = await model.call("step_done", {"step": "interview", "facts": {"constraints": ["No outage"]}})
+            where = {"run": started.data["run"], "step": {"id": "interview"}, "field": "constraints"}
+            assert constraints.data == {"status": "not_confirmed", "user": "no", **where}, constraints.data
+            assert constraints.text.startswith("The user did not confirm constraints (no); nothing was recorded; the "
+                                               "run stays at step interview."), constraints.text  # fmt: skip
             person.policy = {}
             at_question = await model.follow(started, "", until_question=True)
             routed = await model.call("answer_question", {})

@@ -22,7 +22,7 @@ from mcp import types
 from rimthan_host.confirmations import BY_ELICITATION
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import StandIn
-from support.bridge import bridge_params, check_replies, drive, example_text, refused, stand_in, write_files
+from support.bridge import as_shown, bridge_params, check_replies, drive, example_text, refused, stand_in, write_files
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -93,7 +93,8 @@ class Person:
 
     async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.asked.append(params.message.split()[1])
-        return types.ElicitResult(action="accept", content={"confirm": True})
+        assert isinstance(params, types.ElicitRequestFormParams)
+        return types.ElicitResult(action="accept", content=as_shown(params.requested_schema["properties"]))
 
 
 def test_a_fact_confirmed_already_with_the_same_value_is_not_asked_again(world: ServerWorld, tmp_path: Path) -> None:

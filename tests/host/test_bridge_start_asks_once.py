@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import types
 from rimthan_host.standin import StandIn
-from support.bridge import audited_only_run, bridge_params, check_replies, stand_in, write_files
+from support.bridge import as_shown, audited_only_run, bridge_params, check_replies, stand_in, write_files
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -39,9 +39,9 @@ def _as_the_person(world: ServerWorld, tmp_path: Path, script: Callable[[StandIn
 
     async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestFormParams)
-        if "confirm" in params.requested_schema["properties"]:
+        if "answer" not in params.requested_schema["properties"]:
             asked.append(params.message)
-            return types.ElicitResult(action="accept", content={"confirm": True})
+            return types.ElicitResult(action="accept", content=as_shown(params.requested_schema["properties"]))
         (field,) = params.requested_schema["properties"]  # the route question
         return types.ElicitResult(action="accept", content={field: "desk-research"})
 
@@ -101,7 +101,8 @@ def test_facts_with_a_step_done_before_its_files_are_written_are_put_to_the_pers
         write_files(model, step)
         waiting = await model.call("step_done", {"facts": {"deadline": "2027-01-01"}})
         assert waiting.data["status"] == "validators_pending", waiting.text
-        assert asked == ["Confirm deadline for this run:\n2027-01-01"], asked  # once
+        (once,) = asked  # once
+        assert once.startswith("Confirm deadline at step desk-research: the model passed 2027-01-01."), asked
         await model.follow(waiting, "desk-research")
 
     _as_the_person(world, tmp_path, script)

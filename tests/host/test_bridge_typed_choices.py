@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
 from rimthan_host.words import choice_texts
-from support.bridge import BIN, check_replies, refused
+from support.bridge import BIN, as_shown, check_replies, refused
 from support.checked_client import CheckedClient
 from support.processes import serve_options
 from support.releases import build_release, make_keypair, trust_dir, typed_question_source
@@ -104,7 +104,7 @@ def test_number_and_boolean_choices_answered_through_elicitation_are_recorded_as
         """Confirms each fact; picks the last choice the form offers (5, then false)."""
         properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
         if "answer" not in properties:
-            return types.ElicitResult(action="accept", content={"confirm": True})
+            return types.ElicitResult(action="accept", content=as_shown(properties))
         enums.append(properties["answer"]["enum"])
         return types.ElicitResult(action="accept", content={"answer": enums[-1][-1]})
 

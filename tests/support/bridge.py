@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +42,12 @@ def as_an_older_bridge_saved(project: Path, run: str) -> None:
         entry.pop("position", None)
         entry.pop("gated", None)
     path.write_text(json.dumps(document), "ascii")
+
+
+def as_shown(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of a fact's form accepted as the bridge shows it: its own form (``value``: the field's choices or
+    type) with the model's value, the default; a yes/no form with yes."""
+    return {"value": properties["value"].get("default")} if "value" in properties else {"confirm": True}
 
 
 def verifier_args(world: ServerWorld, state: Path) -> list[str]:

@@ -4,8 +4,9 @@ A 2025-11-25 client that declared elicitation gets ``elicitation/create``
 requests during the tool call; a 2026-07-28 client gets an ``input_required``
 result carrying every question at once, answers them, and retries the same
 call with the responses (the SDK's request-state boundary seals the state the
-bridge round-trips). Only an ``accept`` whose form says yes is a
-confirmation; ``decline``, ``cancel`` or an unticked box never is. A reply
+bridge round-trips). Only an ``accept`` whose form says yes (or, a fact's own
+form, gives a value of its kind) is a confirmation; ``decline``, ``cancel`` or
+an unticked box never is. A reply
 that is no answer to the question (the wrong shape, another action, content
 the requested schema refuses, an error) is :class:`ReplyUnreadable`: the
 question ends, and nothing is recorded or sent. A client
@@ -32,18 +33,23 @@ from rimthan_workflow_registry.errors import FailureCode, quoted
 _NEVER_CAME = frozenset({INPUT_ENDED.message, "Connection closed"})
 
 ACTIONS = ("accept", "decline", "cancel")
+VALUE = "value"  # the content key of a fact's own form
 
 
 @dataclass(frozen=True)
 class Ask:
-    """One question for the person: a confirmation (yes/no) or a choice among ``choices``."""
+    """One question for the person: a confirmation (yes/no), a choice among ``choices``, or a fact's own ``form``
+    (the primitive schema of the value they fill in or pick, under ``value``: :mod:`rimthan_host.fact_forms`)."""
 
     key: str
     message: str
     choices: tuple[str, ...] = ()
     default: str | None = None
+    form: Mapping[str, Any] | None = None
 
     def schema(self) -> dict[str, Any]:
+        if self.form is not None:
+            return {"type": "object", "properties": {VALUE: dict(self.form)}, "required": [VALUE]}
         if self.choices:
             prop: dict[str, Any] = {"type": "string", "title": "Answer", "enum": list(self.choices)}
             if self.default in self.choices:
@@ -62,10 +68,11 @@ class Answer:
 
     action: str
     value: Any = None
+    filled: bool = False  # the value the person gave in a fact's own form (any value of its type, false too)
 
     @property
     def confirmed(self) -> bool:
-        return self.action == "accept" and self.value not in (None, False, "")
+        return self.action == "accept" and (self.filled or self.value not in (None, False, ""))
 
     @property
     def said(self) -> str:
@@ -189,6 +196,8 @@ def _answer(ask: Ask, result: Any) -> Answer:
     if action != "accept":
         return Answer(str(action))
     content = getattr(result, "content", None)
+    if ask.form is not None:
+        return _filled(ask, ask.form, content.get(VALUE) if isinstance(content, dict) else None)
     name = "answer" if ask.choices else "confirm"
     value = content.get(name) if isinstance(content, dict) else None
     if not (value in ask.choices if ask.choices else isinstance(value, bool)):
@@ -196,6 +205,29 @@ def _answer(ask: Ask, result: Any) -> Answer:
         why = f"an accept whose content does not fit the requested schema: its {name} must be {wanted}"
         raise ReplyUnreadable(ask.key, why)
     return Answer("accept", value)
+
+
+def _filled(ask: Ask, form: Mapping[str, Any], value: Any) -> Answer:
+    """The value the person gave in ``ask``'s own form, if it is of the form's kind (its bounds are the verifier's
+    to check); else :class:`ReplyUnreadable`."""
+    choices = form.get("enum")
+    kind = str(form.get("type"))
+    if isinstance(choices, list):
+        fits, wanted = value in choices, f"one of {', '.join(map(str, choices))}"
+    else:
+        fits, wanted = isinstance(value, _KINDS[kind]) and not _bool_as_number(kind, value), f"a {kind}"
+    if not fits:
+        why = f"an accept whose content does not fit the requested schema: its {VALUE} must be {wanted}"
+        raise ReplyUnreadable(ask.key, why)
+    return Answer("accept", value, filled=True)
+
+
+_KINDS: dict[str, type | tuple[type, ...]] = {"string": str, "boolean": bool, "integer": int, "number": (int, float)}
+
+
+def _bool_as_number(kind: str, value: Any) -> bool:
+    """JSON's true is no number, though Python's ``bool`` is an ``int``."""
+    return kind != "boolean" and isinstance(value, bool)
 
 
 def _first_error(exc: ValidationError) -> str:

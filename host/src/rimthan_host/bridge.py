@@ -24,6 +24,7 @@ from .bridge_core import BridgeCore, ResumeFailed
 from .bridge_migrate import MigrationMoves
 from .bridge_steps import StepMoves
 from .delivered import AssetClash, restore_release
+from .fact_forms import Expects, expects_of_failures
 from .facts import confirm_facts
 from .kept_copies import refused_code
 from .positions import PositionUnknown
@@ -54,21 +55,26 @@ class Bridge(StepMoves, MigrationMoves):
         unfinished = self._unfinished()
         if unfinished and not new_run:
             return self._busy(unfinished)
+        expects: Expects = {}
         if asker.available and facts:  # (the user confirms facts only once the workflow is known and none is missing)
             asked = await self._unlogged().requirements(workflow)  # (workflow_not_found raised as a start's)
             left = [f for f in asked.failures if set(missing_fields([f])) - set(facts)]  # (a field not given)
             if asked.status == "blocked" and left:
                 return _blocked(left)
-        by = await confirm_facts(asker, facts, "start_run", ("the run did not start", "not_started"))
-        if isinstance(by, Reply):
-            return by
+            expects = expects_of_failures(asked.failures)  # (each field's schema: its form offers its choices)
+        why = f"to start {workflow}"
+        undone = ("the run did not start", "not_started")
+        confirmed = await confirm_facts(asker, facts, "start_run", undone, asked=(expects, why))
+        if isinstance(confirmed, Reply):
+            return confirmed
+        by = confirmed.by
         with self._candidate(new_run_id()) as session:
-            result = await session.start(workflow, facts, by=by)
+            result = await session.start(workflow, confirmed.facts, by=by)
             if result.status == "blocked":
                 return _blocked(result.failures)
             self.session = session
         self.lock.note(self.run_id)
-        lines = [f"Started run {self.run_id} ({by})."]
+        lines = [*confirmed.said, f"Started run {self.run_id} ({by})."]
         lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."
                   for r in unfinished if not r.damaged]  # fmt: skip
         return await self._go_on(result, lines)

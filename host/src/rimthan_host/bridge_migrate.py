@@ -10,6 +10,7 @@ from rimthan_workflow_registry.errors import quoted
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL, carried_values
+from .fact_forms import expects_of_offer, fact_form
 from .facts import already_confirmed, not_confirmed
 from .migration_values import learn_offer
 from .protocol import (
@@ -19,7 +20,6 @@ from .session import HostSession
 from .step_replies import Reply, failure_codes, reply
 from .unanswered import Unanswered
 from .words import (
-    fact_message,
     failure_words,
     offer_summary,
     preview_words,
@@ -79,20 +79,23 @@ class MigrationMoves(BridgeCore):
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
                 tail = "Ask the user for what the newer release needs and pass it as facts to migrate_run."
             return Reply("\n".join([*known, *words, tail]).strip(), data, is_error=bool(blocking))
-        by = BY_MODEL
+        by, chosen = BY_MODEL, list[str]()
         if asker.available:
-            asks = [Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()]
-            asks.append(Ask("migrate", "\n".join([*words, "Migrate this run now?"])))
+            expects = expects_of_offer(session.migration_offer)
+            forms = [fact_form(k, v, expects.get(k), f"for the migration to {target}") for k, v in facts.items()]
+            asks = [*(f.ask for f in forms), Ask("migrate", "\n".join([*words, "Migrate this run now?"]))]
             got = await asker.ask(asks)
             refused = [k for k, a in got.items() if not a.confirmed]
             if refused or len(got) < len(asks):
                 said = got[refused[0]].said if refused else "cancel"
                 return self._not_migrated(said, refused[:1], session.position.step_id, data)
+            values |= {f.name: f.value(got[f.ask.key]) for f in forms}  # (the value the user picked is migrated)
+            chosen = [s for s in (f.said(got[f.ask.key]) for f in forms) if s]
             by = BY_ELICITATION
         migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated.status != "active":
             return Reply("\n".join(["The migration was refused:", *failure_words(migrated.failures)]), data, True)
-        return await self._go_on(migrated, [*known, f"Migrated run {self.run_id} to {target} ({by})."])
+        return await self._go_on(migrated, [*known, *chosen, f"Migrated run {self.run_id} to {target} ({by})."])
 
     def _no_offer(self, asked: bool, step: object) -> Reply:
         """migrate_run with no offer known: none (the verifier said so), or not asked yet (since a resume).

@@ -13,19 +13,30 @@ refuses changes nothing, and the reply names the field and what to fix.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.run import schema_misfit
 
-from .asking import Ask, Asker
+from .asking import Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
+from .fact_forms import Expects, fact_form
 from .protocol import ToolRefused
 from .results import RunResult
 from .session import HostSession
 from .step_replies import Reply, missing_fields, reply, run_id_of
 from .unanswered import Unanswered
-from .words import fact_message
+
+
+@dataclass(frozen=True)
+class Confirmed:
+    """How the person confirmed a move's facts (``by``), the values confirmed (``facts``: a value they picked in a
+    fact's own form, else the one passed) and the lines telling the model of each value they changed."""
+
+    by: str
+    facts: dict[str, Any]
+    said: tuple[str, ...] = ()
 
 
 async def confirm_facts(
@@ -34,19 +45,23 @@ async def confirm_facts(
     tool: str,
     undone: tuple[str, str],
     data: Mapping[str, Any] | None = None,
-) -> str | Reply:
+    asked: tuple[Expects, str] = ({}, "for this run"),
+) -> Confirmed | Reply:
     """How the person confirmed ``facts`` (asked directly if the client can elicit), or the reply for a no.
 
     ``tool``: the call that asks them again (start_run, step_done); ``undone``: what
-    did not happen on a no, in words and as the reply's status; ``data``: where the run is, for the reply's data.
+    did not happen on a no, in words and as the reply's status; ``data``: where the run is, for the reply's data;
+    ``asked``: each field's schema in the release (its form offers its choices or type) and why they are asked.
     """
     if not asker.available or not facts:
-        return BY_MODEL
-    got = await asker.ask([Ask(f"fact:{k}", fact_message(k, v)) for k, v in facts.items()])
+        return Confirmed(BY_MODEL, dict(facts))
+    forms = [fact_form(k, v, asked[0].get(k), asked[1]) for k, v in facts.items()]
+    got = await asker.ask([f.ask for f in forms])
     refused = [k for k, a in got.items() if not a.confirmed]
-    if not refused:
-        return BY_ELICITATION
-    return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
+    if refused:
+        return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
+    said = [f.said(got[f.ask.key]) for f in forms]
+    return Confirmed(BY_ELICITATION, {f.name: f.value(got[f.ask.key]) for f in forms}, tuple(s for s in said if s))
 
 
 def not_confirmed(
@@ -144,19 +159,21 @@ _MISSING = FailureCode.CONFIRMED_FIELD_MISSING.value
 
 
 async def record_facts(
-    session: HostSession, asker: Asker, facts: Mapping[str, Any]
+    session: HostSession, asker: Asker, facts: Mapping[str, Any], expects: Expects | None = None
 ) -> tuple[RunResult, list[str]] | Reply:
     """``continue_workflow`` with ``facts`` (none: a plain one) confirmed afresh: its result and what was done.
 
-    Or the reply saying why nothing was recorded: the person said no, or the
-    verifier refused a value (the run stays where it is).
+    ``expects``: each field's schema in the release, so its form offers its choices or type. Or the reply saying
+    why nothing was recorded: the person said no, or the verifier refused a value (the run stays where it is).
     """
     step = session.position.step_id
     undone = f"nothing was recorded; the run stays at step {step}"
     where = {"run": run_id_of(session), "step": {"id": step}}
-    by = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"), where)
-    if isinstance(by, Reply):
-        return by
+    asked = (expects or {}, f"at step {step}")
+    confirmed = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"), where, asked)
+    if isinstance(confirmed, Reply):
+        return confirmed
+    facts, by = confirmed.facts, confirmed.by
     try:
         result = await session.advance(facts, by=by)
     except ToolRefused as exc:
@@ -168,4 +185,5 @@ async def record_facts(
         return fields_missing(session, unmet, facts)
     if facts and result.status == "blocked":
         return facts_refused(session, result.failures, facts)
-    return result, [f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."] if facts else []
+    done = [*confirmed.said, f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."]
+    return result, done if facts else []
