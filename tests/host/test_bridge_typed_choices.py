@@ -131,3 +131,38 @@ def test_choices_that_would_show_alike_are_all_shown_as_json() -> None:
     assert choice_texts(["desk-research", 5, True]) == ("desk-research", "5", "true")
     assert choice_texts(["5", 5, "a"]) == ('"5"', "5", '"a"')
     assert choice_texts(["true", True]) == ('"true"', "true")
+
+
+def test_typed_facts_offer_their_choices_and_type_and_the_pick_is_recorded_as_its_type(
+    release: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Facts passed with step_done (a 2026-07-28 client): team_size's form offers its integer choices as text, with
+    the model's 2 as default; over_budget's is a boolean, the model's true filled in. The person picks 5 and false:
+    the integer 5 and the boolean false are recorded (false is a value here, no "no"). Before, both forms were
+    "Yes, this is right" boxes that confirmed 2 and true."""
+    params, project = _params(release, tmp_path)
+    forms: dict[str, dict[str, Any]] = {}
+
+    async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
+        forms[params.message.split()[1]] = next(iter(properties.values()))
+        picks: dict[str, Any] = {"team_size": "5", "over_budget": False}
+        field = params.message.split()[1]
+        content = {"value": picks[field]} if field in picks else as_shown(properties)
+        return types.ElicitResult(action="accept", content=content)
+
+    async def go() -> StandIn:
+        async with CheckedClient(params, mode="2026-07-28", elicitation_callback=person) as client:
+            model = StandIn(client, project, {})
+            run = (await model.call("start_run", {"workflow": "demo", "facts": GOAL})).data["run"]
+            facts = {"team_size": 2, "over_budget": True}
+            done = await model.call("step_done", {"step": "plan", "facts": facts})
+            assert not done.is_error, done.text
+            assert "The user chose team_size = 5 (you passed 2)." in done.text, done.text
+            assert "The user chose over_budget = false (you passed true)." in done.text, done.text
+            assert _confirmed(project, run) == {**GOAL, "team_size": 5, "over_budget": False}
+            return model
+
+    check_replies(anyio.run(go))
+    assert forms["team_size"] == {"type": "string", "title": "team_size", "enum": ["2", "5"], "default": "2"}
+    assert forms["over_budget"] == {"type": "boolean", "title": "over_budget", "default": True}
