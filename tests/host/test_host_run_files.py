@@ -287,8 +287,9 @@ def test_a_saved_migration_offer_that_is_not_an_object_makes_the_state_damaged(t
     """The last offer a run saw is kept in its state (``migration_offer``) and restored on resume; one that is not
     an object or null is not guessed from: the state is damaged, in words naming the field."""
     log = RunLog(tmp_path / "project", "run-offer")
-    state = {"run": log.run_id, "confirmed_state": {"state": {}, "confirmations": {}}, "workflow": "research",
-             "release": None, "step": None, "existed_before": {}, "completed": False}  # fmt: skip
+    state: dict[str, Any] = {"run": log.run_id, "confirmed_state": {"state": {}, "confirmations": {}},
+                             "workflow": "research", "release": None, "step": None, "existed_before": {},
+                             "completed": False}  # fmt: skip
     log.save_state("token-1", {**state, OFFER_KEY: {"to": {"release": "research-decision@1.3.0"}}}, logged=None)
     assert log.state_for("token-1")[OFFER_KEY] == {"to": {"release": "research-decision@1.3.0"}}
     log.save_state("token-1", {**state, OFFER_KEY: "research-decision@1.3.0"}, logged=None)
