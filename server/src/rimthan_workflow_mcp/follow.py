@@ -22,9 +22,10 @@ into the refresh result (``sync_failed``) and ``GET /healthz``, with since when 
 that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
-tries again. The releases directory is the follower's: a copy of a followed tag that no
-longer verifies (a file edited or deleted) is replaced by a verified pull of
-that tag in one rename, with one warning line; at start every tag is pulled,
+tries again. A server stopping (``SIGTERM``, Ctrl-C) ends the sync under way at once (:meth:`RegistryFollower.stop`:
+:mod:`~rimthan_workflow_registry.release.oci_stop`), its download removed. The releases directory is the
+follower's: a copy of a followed tag that no longer verifies (a file edited or deleted) is replaced by a verified
+pull of that tag in one rename, with one warning line; at start every tag is pulled,
 and while serving a tag is pulled again once its directory changed on disk
 (:func:`fingerprint`). At start, the downloads a follower killed mid-pull left
 are removed (:func:`sweep_stale_downloads`). A copy that verifies is never replaced. A copy only the
@@ -49,12 +50,15 @@ from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import (
     SYNC_DEADLINE,
     OciReference,
+    Stopped,
+    StopSignal,
     TrustStore,
     load_trust,
     open_registry,
     parse_reference,
     pull_release,
     registry_deadline,
+    stoppable,
     tagged_manifest,
     version_tags,
 )
@@ -121,21 +125,36 @@ class RegistryFollower:
     _under_way: tuple[float, str] | None = None  # when the sync under way began: monotonic time, and UTC
     _began: float = field(default_factory=time.monotonic)
     _watchers: list[Callable[[], None]] = field(default_factory=list)  # told as each sync begins and ends
+    _stop: StopSignal = field(default_factory=StopSignal)  # the server stopping: syncs end at once (stop)
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result).
 
         ``trust``: the store as the refresh reloaded it; when it differs from
-        the one the follower pulled with, every refused tag is tried again.
+        the one the follower pulled with, every refused tag is tried again. Raises
+        :class:`Stopped` once :meth:`stop` was called: the sync under way ends at once, its download removed,
+        the releases directory and what the follower knows as before it.
         """
-        with self._lock, registry_deadline(SYNC_DEADLINE):
-            self._under_way = (time.monotonic(), utc_now())  # a registry that hangs holds the sync: /healthz sees it
+        with self._lock, registry_deadline(SYNC_DEADLINE), stoppable(self._stop):
+            if self._stop.asked:  # the server is stopping: no sync starts
+                raise Stopped
+            self._under_way = (time.monotonic(), began := utc_now())  # a registry that hangs holds the sync: /healthz
             self._tell_watchers()
             try:
                 return self._sync_under_lock(trust)
+            except Stopped:
+                _log.info("sync stopped", extra={"registry": str(self.ref), "began": began})
+                raise
             finally:
                 self._under_way = None
                 self._tell_watchers()
+
+    def stop(self) -> str | None:
+        """End the sync under way at once and start none after it (the server is stopping; any thread, a signal
+        handler too); the repository it was syncing, or None if none was under way."""
+        under_way = self._under_way is not None
+        self._stop.stop()
+        return str(self.ref) if under_way else None
 
     def watch(self, watcher: Callable[[], None]) -> None:
         """Call ``watcher`` (in the syncing thread) as each sync begins and as it ends: /healthz's transitions."""

@@ -120,6 +120,8 @@ class ReleaseProvider:
         self.sync_status: Callable[[], SyncStatus] | None = None
         # registers a callback the follower calls (from the syncing thread) as each sync begins and ends
         self.watch_syncs: Callable[[Callable[[], None]], None] | None = None
+        # ends a follower's sync under way at once, and any after it (the server stopping): the repository, or None
+        self.stop_syncs: Callable[[], str | None] | None = None
 
     # -- construction -------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import ipaddress
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -41,6 +41,7 @@ from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from rimthan_workflow_registry.entry import refresh_asked_while_starting, serving_began, starting_over
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
+from rimthan_workflow_registry.release import Stopped
 
 from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
@@ -55,9 +56,16 @@ MCP_PATH = "/mcp"
 _log = get_logger("transport")
 
 
-async def refresh_now(provider: ReleaseProvider, trigger: str, watch: ListingWatch | None = None) -> RefreshResult:
-    """Run one refresh off the event loop (the provider logs what it did); ``watch`` tells clients of a change."""
-    result = await anyio.to_thread.run_sync(provider.refresh, trigger)
+async def refresh_now(
+    provider: ReleaseProvider, trigger: str, watch: ListingWatch | None = None
+) -> RefreshResult | None:
+    """Run one refresh off the event loop (the provider logs what it did); ``watch`` tells clients of a change.
+
+    None when the server, stopping, stopped the follower's sync (``stop_syncs``): nothing was refreshed."""
+    try:
+        result = await anyio.to_thread.run_sync(provider.refresh, trigger)
+    except Stopped:
+        return None
     if watch is not None:
         await watch.refreshed()
     return result
@@ -238,16 +246,23 @@ class _DrainingServer(uvicorn.Server):
     """SIGTERM is the orderly stop of a container or service manager: stop accepting, let calls in flight
     finish (up to ``DRAIN_SECONDS``), exit 0. uvicorn re-raises the signal after its graceful shutdown,
     which made the process die with 143; SIGINT (Ctrl-C) keeps that behaviour and exits 130. Open listen
-    streams are ended with their result first: they are no call to wait for, and would hold the stop back."""
+    streams are ended with their result first: they are no call to wait for, and would hold the stop back;
+    so is a follower's sync under way (``stop_syncs``): stopped at once, not waited for."""
 
-    def __init__(self, config: uvicorn.Config, watch: ListingWatch | None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, watch: ListingWatch | None, stop_syncs: Callable[[], str | None] | None
+    ) -> None:
         super().__init__(config)
         self._watch = watch
+        self._stop_syncs = stop_syncs
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
+        # a follower's sync is no call: one hanging on its registry would hold the stop until its deadline
+        stopped = self._stop_syncs() if self._stop_syncs is not None else None
+        said = {"drain_seconds": DRAIN_SECONDS} | ({"sync_stopped": stopped} if stopped else {})
         if sig == signal.SIGTERM:
-            _log.info("SIGTERM: draining calls in flight, then stopping", extra={"drain_seconds": DRAIN_SECONDS})
+            _log.info("SIGTERM: draining calls in flight, then stopping", extra=said)
             self._captured_signals = [s for s in self._captured_signals if s != signal.SIGTERM]
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -303,7 +318,7 @@ async def serve_http(
         access_log=False,
         timeout_graceful_shutdown=DRAIN_SECONDS,
     )
-    server = _DrainingServer(config, watch)
+    server = _DrainingServer(config, watch, provider.stop_syncs)
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "http", "url": binding.url})

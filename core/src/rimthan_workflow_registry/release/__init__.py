@@ -53,13 +53,14 @@ Modules, in the order a release is read:
     inside its own schema, so no check ever fetches anything;
     ``schema_vocabulary`` (build only) refuses a keyword Draft 2020-12 does
     not define (a misspelling), allowing the author's ``x-`` annotations.
-``oci`` / ``oci_install`` / ``oci_client`` / ``oci_bounds``
+``oci`` / ``oci_install`` / ``oci_client`` / ``oci_bounds`` / ``oci_stop``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path; the verified pull moved into the releases directory
     (a damaged copy there replaced only when the caller asks); the registry client (oras, with credentials and
     its errors made refusals with a code); every registry answer bounded in
     bytes, time and tag pages, and uploads and credentials kept on the
-    registry, so a dishonest registry cannot wedge a puller or a pusher.
+    registry, so a dishonest registry cannot wedge a puller or a pusher; a sync
+    stopped at once when its server stops (its sockets cut, its download removed).
 
 ``__all__`` below is the public surface; anything not listed is internal.
 """
@@ -132,6 +133,7 @@ if TYPE_CHECKING:
         registry_deadline,
     )
     from rimthan_workflow_registry.release.oci_client import guarded, open_registry, registry_call
+    from rimthan_workflow_registry.release.oci_stop import Stopped, StopSignal, stoppable
     from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.paths import (
         HIDDEN_PROBLEM,
@@ -188,6 +190,8 @@ __all__ = [
     "SIGNATURE_LAYER_TYPE",
     "PUSH_DEADLINE",
     "SYNC_DEADLINE",
+    "StopSignal",
+    "Stopped",
     "TITLE",
     "VERSION_ANNOTATION",
     "AssetDefinition",
@@ -226,6 +230,7 @@ __all__ = [
     "public_key_pem",
     "pull_release",
     "registry_deadline",
+    "stoppable",
     "registry_call",
     "render_checksums",
     "next_version",
@@ -271,6 +276,8 @@ _HOME = {
     "OciReference": "rimthan_workflow_registry.release.oci",
     "PUSH_DEADLINE": "rimthan_workflow_registry.release.oci_bounds",
     "SYNC_DEADLINE": "rimthan_workflow_registry.release.oci_bounds",
+    "StopSignal": "rimthan_workflow_registry.release.oci_stop",
+    "Stopped": "rimthan_workflow_registry.release.oci_stop",
     "Question": "rimthan_workflow_registry.release.catalogue",
     "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci",
     "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.format",
@@ -308,6 +315,7 @@ _HOME = {
     "public_key_pem": "rimthan_workflow_registry.release.trust",
     "pull_release": "rimthan_workflow_registry.release.oci",
     "registry_deadline": "rimthan_workflow_registry.release.oci_bounds",
+    "stoppable": "rimthan_workflow_registry.release.oci_stop",
     "registry_call": "rimthan_workflow_registry.release.oci_client",
     "render_checksums": "rimthan_workflow_registry.release.format",
     "next_version": "rimthan_workflow_registry.release.catalogue",

@@ -56,6 +56,7 @@ from .oci_bounds import request_deadline as _request_deadline
 from .oci_client import guarded, open_registry, registry_call
 from .oci_client import refusal as _refuse
 from .oci_install import NOT_TRUSTED, Expected, install_release
+from .oci_stop import check_stop
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
 from .verified import VerifiedRelease
@@ -328,6 +329,7 @@ def pull_release(
         release = _verified_download(staging, ref, trust, expected_profile, expected_scope)
         _check_tag(ref, release, manifest)
         final = out_dir / release_dir_name(release)
+        check_stop()  # asked to stop while it verified: nothing is moved into place
         installed = install_release(staging, final, release, expected, replace_damaged=replace_damaged)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after a replacement: the damaged copy

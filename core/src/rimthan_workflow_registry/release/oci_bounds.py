@@ -48,7 +48,8 @@ starts after it, and none runs past it. Ten minutes carry the largest release
 uplink, gets that release up at ``MIN_PUSH_RATE`` (150 KB/s, about the rate
 ``REQUEST_DEADLINE`` assumes for one blob): about 30 minutes. The deadline
 is a context variable: work handed to other threads must carry it there
-(``contextvars.copy_context().run``).
+(``contextvars.copy_context().run``). A stop asked of the work (:mod:`.oci_stop`: a server's
+``SIGTERM``) ends it sooner, at once.
 
 :func:`upload_location` keeps an upload on the registry: oras sends a blob,
 with the registry's token (or, asked again, its credentials), to whatever
@@ -85,6 +86,7 @@ import requests
 import urllib3
 
 from ..errors import quoted
+from .oci_stop import Stopped, check_stop, cut, watch_socket
 
 REQUEST_TIMEOUT = 30.0
 REQUEST_DEADLINE = 120.0
@@ -135,6 +137,7 @@ def registry_deadline(seconds: float) -> Iterator[None]:
 
 def request_deadline() -> float:
     """When a request starting now must be done: its own deadline, or the enclosing one if sooner."""
+    check_stop()  # none starts once a stop was asked (oci_stop)
     outer = _deadline.get()
     if outer is not None and time.monotonic() >= outer:
         raise RegistryBoundExceeded("the registry's answers took longer than the deadline; stopped")
@@ -198,21 +201,17 @@ class _Body:
         return bytes(piece)
 
 
-def _cut(sock: socket.socket) -> None:
-    with contextlib.suppress(OSError):  # the socket's own shutdown, under TLS too: the blocked read sees the end
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-
-
 def _watch_headers(sock: socket.socket | None, read: Callable[[], urllib3.BaseHTTPResponse]) -> Any:
     """``read()`` the status line and headers, cutting the connection if they are not in by the deadline.
 
     A registry could drip its headers a byte at a time (100 of 64 KiB each),
     each read inside ``REQUEST_TIMEOUT``: only a watchdog ends that.
     """
+    watch_socket(sock)  # a stop (oci_stop) cuts it, the body's reads included
     request = _current_request.get()
     if request is None or sock is None:
         return read()
-    watchdog = threading.Timer(max(0.0, request.ends - time.monotonic()), _cut, (sock,))
+    watchdog = threading.Timer(max(0.0, request.ends - time.monotonic()), cut, (sock,))
     watchdog.daemon = True
     watchdog.start()
     try:
@@ -264,14 +263,16 @@ def _bounded_request(
     token = _current_request.set(request)
     try:
         response = send(method, url, stream=True, timeout=REQUEST_TIMEOUT, data=data, **kwargs)
-    except requests.ConnectionError:
+    except requests.RequestException:
+        check_stop()  # a stop cut the connection: not the registry's failure
         request.check()  # the watchdog cut it, or the body ran past its deadline: say so
         raise
     finally:
         _current_request.reset(token)
     try:
+        check_stop()
         request.check()  # the watchdog may have cut the headers short: what arrived is not an answer
-    except RegistryBoundExceeded:
+    except (RegistryBoundExceeded, Stopped):
         response.close()
         raise
     if not stream:
@@ -291,14 +292,27 @@ def body_chunks(
     deadline: float,
     too_large: type[RegistryBoundExceeded] = RegistryBoundExceeded,
 ) -> Iterator[bytes]:
-    """The body as it arrives, refused past ``limit`` bytes or past ``deadline`` (a drip is cut there)."""
+    """The body as it arrives, refused past ``limit`` bytes or past ``deadline`` (a drip is cut there); a stop
+    (``oci_stop``) ends it between chunks, and one that cut the connection mid-read is said as the stop."""
     read = 0
-    while chunk := response.raw.read1(CHUNK, decode_content=True):
+    while chunk := _next_chunk(response):
+        check_stop()
         read += len(chunk)
         if read > limit:
             raise too_large(f"the registry sent more than {limit} bytes in one answer; stopped")
         _check_time(deadline)
         yield chunk
+
+
+def _next_chunk(response: requests.Response) -> bytes:
+    try:
+        chunk: bytes = response.raw.read1(CHUNK, decode_content=True)
+    except Exception:
+        check_stop()
+        raise
+    if not chunk:
+        check_stop()  # a cut connection reads as the end of the body
+    return chunk
 
 
 def _check_time(deadline: float) -> None:

@@ -1,0 +1,150 @@
+"""SIGTERM while a follower's sync hangs on its registry: the sync stops at once, the process exits 0.
+
+Found: a follower (``serve --transport http --releases-from``) sent SIGTERM while its sync waited on a frozen
+registry (its process stopped: SIGSTOP) exited only once the read timeout (30 s) ended the sync; one whose
+registry dripped a blob a byte at a time waited for the request's deadline (two minutes), and could for the
+sync's (ten): shutdown waited for the refresh thread, past a container's stop timeout. Now SIGTERM stops the
+sync under way (its socket cut, its download removed), says so, and the server stops as it promises.
+
+The registry stays frozen (or dripping) for the whole test: the old code could only exit after its read
+timeout (or the request's deadline), long after the waits here, which the stop takes far less than.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from rimthan_workflow_registry.release.oci_bounds import REQUEST_DEADLINE, REQUEST_TIMEOUT
+from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward, send_drip
+from support.oci import push
+from support.processes import wait_for_line
+from support.registry import LocalRegistry
+
+RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
+FROZEN_WAIT = REQUEST_TIMEOUT / 2  # the old code waited out the read timeout on the frozen registry
+DRIP_WAIT = BOUNDED_WAIT  # the old code waited for the request's deadline on the drip
+STOPPED = "rimthan-mcp: stopped: calls in flight were answered"
+assert DRIP_WAIT < REQUEST_DEADLINE
+
+
+@dataclass
+class Front:
+    """A loopback front of the real registry: it forwards every request until ``drip`` (a blob download is
+    then answered a byte a second) and tells (``asked``) of each request once ``tell`` is set."""
+
+    upstream: LocalRegistry
+    front: HostileRegistry | None = None
+    tell: threading.Event = field(default_factory=threading.Event)
+    asked: threading.Event = field(default_factory=threading.Event)
+    drip: threading.Event = field(default_factory=threading.Event)
+
+    def answer(self, handler: http.server.BaseHTTPRequestHandler, front: HostileRegistry) -> None:
+        if self.tell.is_set():
+            self.asked.set()
+        if self.drip.is_set() and "/blobs/" in handler.path:
+            send_drip(handler, front, every=1.0)
+            return
+        forward(handler, front, self.upstream.host)
+
+
+@pytest.fixture
+def front(hostile: Callable[..., HostileRegistry], registry: LocalRegistry) -> Front:
+    made = Front(registry)
+    made.front = hostile(made.answer)
+    return made
+
+
+@dataclass
+class Following:
+    """A follower process serving, its stderr log, and the releases directory as it held it then."""
+
+    process: subprocess.Popen[bytes]
+    ref: str
+    log: Path
+    releases: Path
+    held: list[str]
+
+
+@contextmanager
+def _following(
+    tmp_path: Path, registry: LocalRegistry, front: Front, release: Path, trust: Path
+) -> Iterator[Following]:
+    """Push ``release``, start a follower of it through ``front`` (a sync every second), yield it once it serves."""
+    push(release, registry.ref("rimthan/stop"), trust)
+    assert front.front is not None
+    ref, log, releases = front.front.ref("rimthan/stop"), tmp_path / "follower-stderr.log", tmp_path / "releases"
+    with log.open("wb") as err:
+        process = subprocess.Popen(
+            [str(RIMTHAN_MCP), "serve", "--transport", "http", "--port", "0", "--refresh-interval", "1",
+             "--releases-from", ref, "--plain-http", "--releases-dir", str(releases),
+             "--trust", str(trust), "--state-dir", str(tmp_path / "state")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+        wait_for_line(lambda: log.read_text("utf-8").splitlines(), '"event": "serving"')
+        yield Following(process, ref, log, releases, sorted(os.listdir(releases)))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _events(log: Path, event: str) -> list[dict[str, object]]:
+    lines = [json.loads(line) for line in log.read_text("utf-8").splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("event") == event]
+
+
+def _stopped_by_sigterm(follower: subprocess.Popen[bytes], wait: float) -> int:
+    follower.send_signal(signal.SIGTERM)
+    try:
+        return follower.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"SIGTERM did not stop the follower within {wait:g} s: it waits for its registry")
+
+
+def _stopped_the_sync(following: Following, status: int) -> None:
+    """Exit 0 with the stopped line; the sync's stop said (the SIGTERM line names it); the releases as before."""
+    text = following.log.read_text("utf-8")
+    assert status == 0, text
+    assert STOPPED in text, text
+    assert [e["registry"] for e in _events(following.log, "sync stopped")] == [following.ref], text
+    sigterm = _events(following.log, "SIGTERM: draining calls in flight, then stopping")
+    assert [e["sync_stopped"] for e in sigterm] == [following.ref], text
+    assert sorted(os.listdir(following.releases)) == following.held  # no download left, nothing moved in
+
+
+def test_sigterm_stops_a_sync_waiting_on_a_frozen_registry(
+    tmp_path: Path, registry: LocalRegistry, front: Front, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    with _following(tmp_path, registry, front, packaged_releases["1.2.0"], trust) as following:
+        os.kill(registry.process.pid, signal.SIGSTOP)
+        try:
+            front.tell.set()
+            assert front.asked.wait(BOUNDED_WAIT), "the follower's next sync never asked the registry"
+            status = _stopped_by_sigterm(following.process, FROZEN_WAIT)
+        finally:
+            os.kill(registry.process.pid, signal.SIGCONT)
+    _stopped_the_sync(following, status)
+
+
+def test_sigterm_stops_a_sync_downloading_a_dripping_blob_and_removes_the_download(
+    tmp_path: Path, registry: LocalRegistry, front: Front, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    with _following(tmp_path, registry, front, packaged_releases["1.2.0"], trust) as following:
+        front.drip.set()
+        front.tell.set()
+        push(packaged_releases["1.3.0"], registry.ref("rimthan/stop"), trust)  # the next sync pulls it: a drip
+        wait_for_line(lambda: [p.name for p in following.releases.glob(".pull-*/*")], ".", timeout=BOUNDED_WAIT)
+        status = _stopped_by_sigterm(following.process, DRIP_WAIT)
+    _stopped_the_sync(following, status)
