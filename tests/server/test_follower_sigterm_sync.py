@@ -78,18 +78,20 @@ class Following:
 
 @contextmanager
 def _following(
-    tmp_path: Path, registry: LocalRegistry, front: Front, release: Path, trust: Path
+    tmp_path: Path, registry: LocalRegistry, front: Front, release: Path, trust: Path, transport: str = "http"
 ) -> Iterator[Following]:
-    """Push ``release``, start a follower of it through ``front`` (a sync every second), yield it once it serves."""
+    """Push ``release``, start a follower of it through ``front`` (a sync every second), yield it once it serves
+    (over stdio, its stdin a pipe the test closes)."""
     push(release, registry.ref("rimthan/stop"), trust)
     assert front.front is not None
     ref, log, releases = front.front.ref("rimthan/stop"), tmp_path / "follower-stderr.log", tmp_path / "releases"
     with log.open("wb") as err:
         process = subprocess.Popen(
-            [str(RIMTHAN_MCP), "serve", "--transport", "http", "--port", "0", "--refresh-interval", "1",
-             "--releases-from", ref, "--plain-http", "--releases-dir", str(releases),
+            [str(RIMTHAN_MCP), "serve", "--transport", transport, *(["--port", "0"] if transport == "http" else []),
+             "--refresh-interval", "1", "--releases-from", ref, "--plain-http", "--releases-dir", str(releases),
              "--trust", str(trust), "--state-dir", str(tmp_path / "state")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+            stdin=subprocess.PIPE if transport == "stdio" else subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=err,
         )  # fmt: skip
     try:
         wait_for_line(lambda: log.read_text("utf-8").splitlines(), '"event": "serving"')
@@ -107,10 +109,14 @@ def _events(log: Path, event: str) -> list[dict[str, object]]:
 
 def _stopped_by_sigterm(follower: subprocess.Popen[bytes], wait: float) -> int:
     follower.send_signal(signal.SIGTERM)
+    return _ended(follower, wait)
+
+
+def _ended(follower: subprocess.Popen[bytes], wait: float) -> int:
     try:
         return follower.wait(timeout=wait)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"SIGTERM did not stop the follower within {wait:g} s: it waits for its registry")
+        pytest.fail(f"the follower did not stop within {wait:g} s: it waits for its registry")
 
 
 def _stopped_the_sync(following: Following, status: int) -> None:
@@ -124,18 +130,40 @@ def _stopped_the_sync(following: Following, status: int) -> None:
     assert sorted(os.listdir(following.releases)) == following.held  # no download left, nothing moved in
 
 
+@contextmanager
+def _frozen(registry: LocalRegistry, front: Front) -> Iterator[None]:
+    """The registry's process stopped (SIGSTOP) until the block ends; entered once a request reached it."""
+    os.kill(registry.process.pid, signal.SIGSTOP)
+    try:
+        front.tell.set()
+        assert front.asked.wait(BOUNDED_WAIT), "the follower's next sync never asked the registry"
+        yield
+    finally:
+        os.kill(registry.process.pid, signal.SIGCONT)
+
+
 def test_sigterm_stops_a_sync_waiting_on_a_frozen_registry(
     tmp_path: Path, registry: LocalRegistry, front: Front, packaged_releases: dict[str, Path], trust: Path
 ) -> None:
-    with _following(tmp_path, registry, front, packaged_releases["1.2.0"], trust) as following:
-        os.kill(registry.process.pid, signal.SIGSTOP)
-        try:
-            front.tell.set()
-            assert front.asked.wait(BOUNDED_WAIT), "the follower's next sync never asked the registry"
-            status = _stopped_by_sigterm(following.process, FROZEN_WAIT)
-        finally:
-            os.kill(registry.process.pid, signal.SIGCONT)
+    release = packaged_releases["1.2.0"]
+    with _following(tmp_path, registry, front, release, trust) as following, _frozen(registry, front):
+        status = _stopped_by_sigterm(following.process, FROZEN_WAIT)
     _stopped_the_sync(following, status)
+
+
+def test_the_end_of_stdin_stops_a_stdio_follower_s_sync_waiting_on_a_frozen_registry(
+    tmp_path: Path, registry: LocalRegistry, front: Front, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """Over stdio the end of input stops the server: a sync under way is stopped, not waited for, as over HTTP."""
+    release = packaged_releases["1.2.0"]
+    with _following(tmp_path, registry, front, release, trust, "stdio") as following, _frozen(registry, front):
+        assert following.process.stdin is not None
+        following.process.stdin.close()
+        status = _ended(following.process, FROZEN_WAIT)
+    text = following.log.read_text("utf-8")
+    assert status == 0, text
+    assert [e["registry"] for e in _events(following.log, "sync stopped")] == [following.ref], text
+    assert sorted(os.listdir(following.releases)) == following.held
 
 
 def test_sigterm_stops_a_sync_downloading_a_dripping_blob_and_removes_the_download(

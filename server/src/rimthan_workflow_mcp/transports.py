@@ -28,7 +28,7 @@ import ipaddress
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -69,6 +69,11 @@ async def refresh_now(
     if watch is not None:
         await watch.refreshed()
     return result
+
+
+def stop_syncs(provider: ReleaseProvider) -> str | None:
+    """The server is stopping: end a follower's sync under way at once (its repository, or None), start none."""
+    return provider.stop_syncs() if provider.stop_syncs is not None else None
 
 
 async def _every(provider: ReleaseProvider, interval: float, watch: ListingWatch | None) -> None:
@@ -114,6 +119,7 @@ async def serve_stdio(
         await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "stdio"})
         stopped = await serve_wire(app)
+        stop_syncs(provider)  # a follower's sync under way is no call: not waited for
         tg.cancel_scope.cancel()
     return stopped
 
@@ -249,17 +255,15 @@ class _DrainingServer(uvicorn.Server):
     streams are ended with their result first: they are no call to wait for, and would hold the stop back;
     so is a follower's sync under way (``stop_syncs``): stopped at once, not waited for."""
 
-    def __init__(
-        self, config: uvicorn.Config, watch: ListingWatch | None, stop_syncs: Callable[[], str | None] | None
-    ) -> None:
+    def __init__(self, config: uvicorn.Config, watch: ListingWatch | None, provider: ReleaseProvider) -> None:
         super().__init__(config)
         self._watch = watch
-        self._stop_syncs = stop_syncs
+        self._provider = provider
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         # a follower's sync is no call: one hanging on its registry would hold the stop until its deadline
-        stopped = self._stop_syncs() if self._stop_syncs is not None else None
+        stopped = stop_syncs(self._provider)
         said = {"drain_seconds": DRAIN_SECONDS} | ({"sync_stopped": stopped} if stopped else {})
         if sig == signal.SIGTERM:
             _log.info("SIGTERM: draining calls in flight, then stopping", extra=said)
@@ -318,7 +322,7 @@ async def serve_http(
         access_log=False,
         timeout_graceful_shutdown=DRAIN_SECONDS,
     )
-    server = _DrainingServer(config, watch, provider.stop_syncs)
+    server = _DrainingServer(config, watch, provider)
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "http", "url": binding.url})
