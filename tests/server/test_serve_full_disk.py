@@ -155,9 +155,10 @@ def test_a_follower_restarted_on_a_full_state_directory_serves_the_floor_s_relea
             filler = fill(state)
             push(packaged_releases["1.3.0"], ref + ":1.3.0", trust)
             wait_for(tmp_path / "first.log", "cannot record research-decision@1.3.0 in the activation floor", proc)
+            _says_held_back(_healthz(tmp_path / "first.log"), state)
         log = tmp_path / "again.log"
         with serving(log, *follow, "--state-dir", state) as proc:
-            assert _healthz(log)["active"] == ["research-decision@1.2.0"]
+            _says_held_back(_healthz(log), state)
             lines = log.read_text("utf-8").splitlines()
             (waiting,) = [json.loads(line) for line in lines if '"release not activated"' in line]
             assert waiting["level"] == "warning" and waiting["path"] == str(releases / "research-decision-1.3.0")
@@ -167,10 +168,20 @@ def test_a_follower_restarted_on_a_full_state_directory_serves_the_floor_s_relea
             mark = _size(log)
             filler.unlink()
             wait_for(log, '"active": "research-decision@1.3.0"', proc, mark)
-            assert _healthz(log)["active"] == ["research-decision@1.3.0"]
+            assert _healthz(log) == {"status": "serving", "active": ["research-decision@1.3.0"], "sync_failed": None}
         floor = json.loads((state / "activation-floor.json").read_text("utf-8"))
         (entry,) = floor["catalogues"].values()
         assert entry["version"] == "1.3.0", floor
+
+
+def _says_held_back(said: dict[str, Any], state: Path) -> None:
+    """/healthz of a replica serving 1.2.0 with 1.3.0 pulled but not recorded in the floor: it said only
+    ``serving`` 1.2.0 and ``sync_failed: null``, so beside a replica serving 1.3.0 nothing told why."""
+    assert said["status"] == "serving" and said["active"] == ["research-decision@1.2.0"], said
+    assert said["sync_failed"] is None, said  # the sync is fine: the release is held, the floor refused it
+    (held,) = said["not_activated"]
+    assert held["release"] == "research-decision-1.3.0" and held["code"] == "io_error", said
+    assert "No space left on device" in held["message"] and "not activated" in held["message"], said
 
 
 def test_a_first_start_on_a_full_state_directory_refuses_in_one_line_saying_to_free_space(

@@ -3,7 +3,9 @@
 A replica listens only once it holds a verified release (``serve`` loads or
 pulls one before it binds, and refuses to start without one), so a replica
 that answers is serving: ``200`` with ``{"status": "serving", "active":
-[...]}``, the release each catalogue serves. A follower (``--releases-from``)
+[...]}``, the release each catalogue serves, and ``not_activated`` (only when there is one): each newer release
+the releases directory holds that the last start or refresh did not activate, and why (a full state directory; not a
+failed sync, so no part of the stale rule: the registry was reached). A follower (``--releases-from``)
 adds ``sync_failed``: ``null``, or why its last sync failed (or a pull in it)
 (``code``, ``message``, ``since``: when syncs began failing), as information:
 it still answers ``200``, serving what it holds, unless the operator opted
@@ -110,6 +112,8 @@ class Health:
             return
         active = sorted(loaded.release.release_id for loaded in self.provider.actives.values())
         said: dict[str, Any] = {"status": "serving", "active": active}
+        if self.provider.not_activated:  # a newer release held but not activated, and why (its code)
+            said["not_activated"] = [rejection.held_back() for rejection in self.provider.not_activated]
         status = self.provider.sync_status() if self.provider.sync_status is not None else None
         if status is not None:  # a follower: why its last sync failed, if it did
             said["sync_failed"] = status.failure.to_dict() if status.failure is not None else None

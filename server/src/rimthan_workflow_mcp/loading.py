@@ -117,6 +117,10 @@ class Rejection:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "error": self.error}
 
+    def held_back(self) -> dict[str, Any]:
+        """What ``GET /healthz`` says of a release held but not activated: its directory, code and message."""
+        return {"release": Path(self.path).name, "code": self.code, "message": self.error.get("message")}
+
     def summary(self) -> str:
         """``code: file: message`` for a one-line report: the failing file (relative to the release when it is
         inside it, quoted and bounded), which the release's own path does not say."""

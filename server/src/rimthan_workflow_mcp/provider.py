@@ -110,6 +110,9 @@ class ReleaseProvider:
         self._gone: set[str] = set()  # digests of held releases whose directory is gone, already warned of
         self._looked_at: set[tuple[str, int, int]] = set()  # older release directories tried: path, inode, mtime
         self.start_rejections: tuple[Rejection, ...] = ()
+        # releases in releases_dir newer than their catalogue's active one that the last start or refresh did not
+        # activate (a full state directory, a corrupt copy), and why: /healthz says them
+        self.not_activated: tuple[Rejection, ...] = ()
         self.last_refresh: RefreshResult | None = None
         # run before each refresh (outside the lock) with the trust store the refresh verifies with: brings
         # new releases into releases_dir and returns the publishes it refused, which the refresh reports
@@ -232,7 +235,7 @@ class ReleaseProvider:
             follow_directory=True,
             migrate_to_newest=migrate_to_newest,
         )
-        provider.start_rejections = tuple(rejected)
+        provider.start_rejections = provider.not_activated = tuple(rejected)
         provider._reported = {(r.path, r.code) for r in rejected}
         provider._hold_older_releases()
         return provider
@@ -357,7 +360,7 @@ class ReleaseProvider:
     def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
         scanned = self._scan()
         catalogues = set(self._actives) | (set(scanned) if self.follow_directory else set())
-        rejected: list[Rejection] = list(refused)
+        rejected: list[Rejection] = []  # found in releases_dir: not activated
         activated: list[tuple[LoadedRelease | None, LoadedRelease]] = []
         for catalogue in sorted(catalogues):
             current = self._actives.get(catalogue)
@@ -386,6 +389,8 @@ class ReleaseProvider:
                 self._activate(loaded)
                 activated.append((current, loaded))
                 break
+        self.not_activated = tuple(rejected)
+        rejected = [*refused, *rejected]
         if activated:
             previous, first = activated[0]
             return RefreshResult(
