@@ -28,9 +28,10 @@ follower's: a copy of a followed tag that no longer verifies (a file edited or d
 pull of that tag in one rename, with one warning line; at start every tag is pulled,
 and while serving a tag is pulled again once its directory changed on disk
 (:func:`fingerprint`). At start, the downloads a follower killed mid-pull left
-are removed (:func:`sweep_stale_downloads`). A copy that verifies is never replaced. A copy only the
-trust store no longer vouches for (a key removed), replaced by a co-signed push,
-is said as that in an info line, not as damage. Replicas following one
+are removed (:func:`sweep_stale_downloads`). A copy that verifies is never replaced, and a tag deleted in the
+registry is never a rollback: its release is kept and served, with one warning (only a newer publish or
+``--lower-floor`` moves a replica off it). A copy only the trust store no longer vouches for (a key removed),
+replaced by a co-signed push, is said as that in an info line, not as damage. Replicas following one
 repository converge on the same active release because they pull the same
 bytes and apply the same rules.
 """
@@ -75,6 +76,10 @@ _log = get_logger("follow")
 _CHECK_REGISTRY = (
     "check the registry address in --releases-from, the network to it, and --plain-http (a registry without TLS "
     "needs it)"
+)
+_WITHDRAW = (
+    "replicas that pulled it keep serving it (only --lower-floor rolls one back) and new ones will not pull it; to "
+    "withdraw a release, publish a fixed newer version (docs/fleet.md, withdrawing a release)"
 )
 # Refusals about reaching the registry (address, credentials, TLS trust) or about the local disk (full, read-only:
 # io_error), not about what was published: the pull is tried again on the next refresh.
@@ -236,6 +241,7 @@ class RegistryFollower:
     def _sync_locked(self) -> None:
         registry = open_registry(self.ref, plain_http=self.plain_http)
         tags = version_tags(registry, self.ref)
+        self._withdrawn(set(tags))
         for gone in set(self._refused) - set(tags):
             del self._refused[gone]
         self._forget_changed_copies()
@@ -254,6 +260,18 @@ class RegistryFollower:
             if self._seen.get(tag) == digest:
                 continue
             self._pull(tag, ref, digest)
+
+    def _withdrawn(self, tags: set[str]) -> None:
+        """One warning per pulled tag no longer in the registry: its release stays (a registry never rolls a
+        replica back), and a replica that starts afresh will not have it, so the fleet may split."""
+        for tag in sorted(set(self._seen) - tags):
+            del self._seen[tag]  # pulled again if it comes back
+            if tag in self._refused:
+                continue
+            _log.warning(
+                "tag gone from the registry; its release is kept",
+                extra={"reference": str(self.ref.with_tag(tag)), "next": _WITHDRAW},
+            )
 
     def _pull(self, tag: str, ref: OciReference, digest: str) -> None:
         where = f"{ref}@{digest}"
