@@ -127,6 +127,25 @@ def test_a_follower_that_lost_its_registry_is_stale_after_stale_after_and_servin
     ], changes
 
 
+def test_a_follower_restarted_while_its_registry_is_down_still_says_when_it_last_synced(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A replica restarted during a registry outage said ``last_synced: null`` and counted staleness from its new
+    start, so the outage looked as young as the process. The state directory now keeps the last good sync."""
+    argv = _pushed_and_followed(registry.ref("rimthan/outage"), packaged_releases, trust, tmp_path, "3600")
+    with http_server_process(argv, env=server_env()):
+        pass  # its start pulled 1.2.0: a good sync
+    synced_before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    registry.stop()
+    argv[argv.index("3600")] = "1"
+    with http_server_process(argv, env=server_env()) as server:
+        said = json.loads(_until_status(server.url.replace("/mcp", "/healthz"), 503)[2])
+    assert said["active"] == ["research-decision@1.2.0"], said
+    assert said["sync_failed"]["code"] == "oci_registry_error", said
+    last = said["stale"]["last_synced"]
+    assert last is not None and last <= synced_before <= said["sync_failed"]["since"], said  # the first process's
+
+
 def test_a_follower_whose_registry_hangs_is_stale_after_stale_after_and_says_each_change_once(
     tmp_path: Path,
     registry: LocalRegistry,

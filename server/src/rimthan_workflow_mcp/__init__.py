@@ -55,6 +55,7 @@ The releases a server holds:
 ``trust_refresh``     the trust store read again on every refresh
 ``follow``            following an OCI repository (``--releases-from``): new version tags pulled before each refresh
 ``recurring``         a failure that lasts many refreshes (a registry outage) logged once per kind
+``last_sync``         the last good sync a follower made, kept in the state directory so a restart still says it
 ``logs``              structured JSON logs on stderr, one bounded line per record
 
 The command line:

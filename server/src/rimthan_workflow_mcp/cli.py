@@ -374,7 +374,7 @@ def serve(
         follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
         from .follow import start_following  # oras and requests only when following a registry
 
-        follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http))
+        follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http, checked_state))
     from rimthan_workflow_registry.release import SCHEMA_CHECKS, load_trust  # what serving loads, imported then
 
     from .floor import FLOOR_FILE

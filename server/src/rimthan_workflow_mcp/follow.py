@@ -65,6 +65,7 @@ from rimthan_workflow_registry.release import (
 )
 from rimthan_workflow_registry.remediation import io_next_step, next_step
 
+from .last_sync import LAST_SYNC_FILE, LastSync
 from .loading import utc_now
 from .logs import get_logger
 from .provider import Rejection, SyncFailure, SyncStatus
@@ -131,6 +132,7 @@ class RegistryFollower:
     _began: float = field(default_factory=time.monotonic)
     _watchers: list[Callable[[], None]] = field(default_factory=list)  # told as each sync begins and ends
     _stop: StopSignal = field(default_factory=StopSignal)  # the server stopping: syncs end at once (stop)
+    last_sync: LastSync | None = None  # the last good sync kept in the state directory (read at start)
 
     def sync(self, trust: TrustStore | None = None) -> tuple[Rejection, ...]:
         """Pull every new version tag; return the tags currently refused (for the refresh result).
@@ -205,6 +207,8 @@ class RegistryFollower:
         if self._pull_failed_now is None:
             self._failure = None
             self._synced = (time.monotonic(), utc_now())
+            if self.last_sync is not None:
+                self.last_sync.write(self._synced[1])
         else:
             self._sync_failed(self._pull_failed_now)
 
@@ -346,9 +350,16 @@ def _credentials_step(exc: RegistryError) -> str:
     return where if exc.next_step is None else f"{exc.next_step}; {where}"
 
 
-def start_following(reference: str, trust_path: Path, releases_dir: Path, plain_http: bool) -> RegistryFollower:
-    """Parse ``--releases-from``, and pull what the repository holds before the server picks its release."""
+def start_following(
+    reference: str, trust_path: Path, releases_dir: Path, plain_http: bool, state_dir: Path | None = None
+) -> RegistryFollower:
+    """Parse ``--releases-from``, and pull what the repository holds before the server picks its release.
+
+    ``state_dir``: where the last good sync is kept across restarts (:mod:`.last_sync`)."""
     follower = RegistryFollower(_repository(reference), load_trust(trust_path), releases_dir, plain_http)
+    if state_dir is not None:
+        follower.last_sync = LastSync(state_dir / LAST_SYNC_FILE, str(follower.ref))
+        follower._synced = follower.last_sync.read()
     if releases_dir.exists() and not releases_dir.is_dir():  # mkdir would say only "File exists"
         raise RegistryError(
             FailureCode.IO_ERROR,

@@ -10,7 +10,7 @@ adds ``sync_failed``: ``null``, or why its last sync failed (or a pull in it)
 (``code``, ``message``, ``since``: when syncs began failing), as information:
 it still answers ``200``, serving what it holds, unless the operator opted
 in with ``serve --stale-after SECONDS``: once syncs have failed and the last
-one that did not is more than SECONDS ago (or, with none since start, the
+one that did not is more than SECONDS ago (kept across restarts: :mod:`.last_sync`; with none kept, the
 follower began that long ago), or a sync has been under way for more than SECONDS (a registry that hangs is not
 waited for; an ordinary sync is no trouble, however long after the last one it begins), it answers ``503`` with
 ``"status": "stale"``, the failure (code, since) and ``stale`` (``after``,

@@ -163,8 +163,9 @@ def utc_now() -> str:
 class SyncStatus:
     """A follower's syncs as ``GET /healthz`` judges them (``serve --stale-after``): the registry followed, why the
     last sync failed (None: it did not), ``under_way``: when the sync under way began (UTC; None: none is) and
-    ``under_way_at`` (that moment on the monotonic clock), and its last good sync: ``last_synced`` (UTC; None: none
-    since the follower began) and ``synced_at`` (that moment, or the follower's beginning, on the monotonic clock)."""
+    ``under_way_at`` (that moment on the monotonic clock), and its last good sync: ``last_synced`` (UTC, kept
+    across restarts by :mod:`.last_sync`; None: none kept) and ``synced_at`` (that moment, or the follower's
+    beginning, on the monotonic clock)."""
 
     registry: str
     failure: SyncFailure | None
