@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from . import kept_copies
 from .delivered import AssetClash
+from .fact_forms import Expects
 from .outputs import RefusedFiles
 from .protocol import (
     SETUP_STEP,
@@ -25,6 +26,7 @@ from .protocol import (
 from .results import RunResult, ValidationRound
 from .runlog import RunLog, RunSummary, run_summaries
 from .session import HostSession
+from .state_schema import state_fields
 from .step_replies import Reply, StepReplies, files_refused, validators_waiting, where
 from .words import (
     busy_words,
@@ -161,6 +163,12 @@ class BridgeCore:
         """``restore()`` (a put-back of :mod:`.delivered`); a kept copy of a text it needs that is gone is fetched
         again from the verifier, checked against the digest delivered (:mod:`.kept_copies`)."""
         return await kept_copies.restored(self.replies.read_resource, session.files, session.release_digest, restore)
+
+    async def _state_fields(self, result: RunResult) -> Expects:
+        """Each field of the confirmed-state schema of ``result``'s workflow, as its release names it: what a
+        fact's own form offers (:mod:`.state_schema`)."""
+        read, digest = self.replies.read_resource, result.manifest_digest
+        return await state_fields(read, digest, result.workflow, result.workflow_version)
 
     def _running(self) -> HostSession | Reply:
         """The active run, if it can still move; else words saying how to get one."""

@@ -17,7 +17,6 @@ from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .delivered import AssetClash, put_back_edited, restore_subagents, subagent_marks
-from .fact_forms import expects_of_step
 from .facts import already_confirmed, record_facts
 from .file_digests import check_named_files
 from .kept_copies import refused_code
@@ -71,7 +70,7 @@ class StepMoves(BridgeCore):
             kept = f"The facts ({', '.join(sorted(facts))}) were not recorded or put to the user yet: pass them again"
             return replace(missing, text=f"{missing.text}\n{kept} with that step_done.")
         if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
-            expects = await expects_of_step(self.replies.read_resource, step) if asker.available and facts else {}
+            expects = await self._state_fields(session.position) if asker.available and facts else {}
             moved = await record_facts(session, asker, facts, expects)
             if isinstance(moved, Reply):
                 return moved

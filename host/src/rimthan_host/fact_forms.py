@@ -6,8 +6,8 @@ it is one of them, or a field of that type with the model's value filled in. The
 one confirmed (the verifier still checks it). A field of another shape (a list, an object), or whose schema is not
 known, is put to the person as before: confirm the value as the model passed it, yes or no. The field's schema
 comes from the verifier: at ``start_run`` its answer to a start with no facts (each missing field's
-``expects``), mid-run the workflow's confirmed-state schema (a file of the verified release the step names), for
-a migration the offer's ``target_needs.confirmed_state``.
+``expects``), mid-run the workflow's confirmed-state schema as the verified release names it
+(:mod:`.state_schema`), for a migration the offer's ``target_needs.confirmed_state``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode
 
 from .asking import Answer, Ask
-from .protocol import ResourceReader
 from .words import choice_texts, fact_message, shown_exactly
 
 Expects = Mapping[str, Mapping[str, Any]]  # a field's name -> its schema in the release (description, type, enum)
@@ -119,26 +118,3 @@ def expects_of_offer(offer: Mapping[str, Any] | None) -> dict[str, Mapping[str, 
         for n in needs
         if isinstance(n, Mapping) and isinstance(n.get("field"), str) and isinstance(n.get("expects"), Mapping)
     }
-
-
-async def expects_of_step(read: ResourceReader | None, step: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """Each field of the run's confirmed-state schema, read from the verifier: the one file of the release the
-    step lists among its resources that is none of its instruction, assets, validators or output schemas. None
-    known (``{}``) if it cannot be told or read: the facts are then put to the person as passed."""
-    named = [
-        (step.get("instruction") or {}).get("path"),
-        *(a.get("path") for a in step.get("host_assets") or []),
-        *((v.get("instruction") or {}).get("path") for v in step.get("validators") or []),
-        *(o.get("schema") for o in step.get("outputs") or []),
-    ]
-    left = [u for u in step.get("resources") or [] if not any(str(u).endswith(f"/{p}") for p in named if p)]
-    if read is None or len(left) != 1:
-        return {}
-    try:
-        schema = json.loads(await read(str(left[0])))
-    except Exception:  # (only the form is plainer: the verifier checks the value either way)
-        return {}
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(properties, Mapping):
-        return {}
-    return {str(k): v for k, v in properties.items() if isinstance(v, Mapping)}

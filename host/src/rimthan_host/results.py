@@ -78,6 +78,11 @@ class RunResult:
     message: str
     wire: Mapping[str, Any]
 
+    @property
+    def manifest_digest(self) -> str:
+        """The manifest digest of the run's release, as the verifier names it (``""`` if it names none)."""
+        return str(_part(self.wire, "release").get("manifest_digest") or "")
+
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> RunResult:
         step, workflow, migration = _part(wire, "step"), _part(wire, "workflow"), _part(wire, "migration")

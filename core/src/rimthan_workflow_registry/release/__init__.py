@@ -87,6 +87,7 @@ if TYPE_CHECKING:
         semver_key,
     )
     from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
+    from rimthan_workflow_registry.release.catalogue_parse import parse_catalogue_manifest, parse_workflow
     from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES, check_text_sizes
     from rimthan_workflow_registry.release.format import (
         CATALOGUE_DIR,
@@ -160,6 +161,8 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.verify import verify_release
 
 __all__ = [
+    "parse_catalogue_manifest",
+    "parse_workflow",
     "identity_problem",
     "MAX_SEGMENT_BYTES",
     "MAX_OCI_MANIFEST_BYTES",
@@ -298,6 +301,8 @@ _HOME = {
     "canonical_form_version": "rimthan_workflow_registry.release.schema_checks",
     "check_schema_keywords": "rimthan_workflow_registry.release.schema_vocabulary",
     "check_text_sizes": "rimthan_workflow_registry.release.catalogue_rules",
+    "parse_catalogue_manifest": "rimthan_workflow_registry.release.catalogue_parse",
+    "parse_workflow": "rimthan_workflow_registry.release.catalogue_parse",
     "copy_threads": "rimthan_workflow_registry.release.verified",
     "first_failure": "rimthan_workflow_registry.release.parallel",
     "inspect_release": "rimthan_workflow_registry.release.inspection",
