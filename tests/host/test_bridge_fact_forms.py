@@ -123,10 +123,11 @@ def test_start_facts_offer_their_type_and_the_value_given_starts_the_run(world: 
 def test_mid_run_facts_offer_their_type_and_the_verifier_still_checks_the_value(
     world: ServerWorld, tmp_path: Path
 ) -> None:
-    person = Person(picks={"deadline": "next spring"})
+    person = Person()
 
     async def moves(model: Any, project: Path) -> Any:
-        await model.start()
+        await model.start()  # (its deadline, 2026-03-31, offered in its own form too: accepted as shown)
+        person.picks = {"deadline": "next spring"}
         refused = await model.call("step_done", {"step": "interview", "facts": {"deadline": "2026-04-30"}})
         assert _state(project)["state"]["deadline"] == "2026-03-31"  # (the start's)
         person.declines = "deadline"

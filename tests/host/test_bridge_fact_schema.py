@@ -104,3 +104,13 @@ def test_mid_run_a_fact_offers_its_choices_though_a_step_output_shares_the_state
     form = person.forms["team_size"]
     assert "value" in form and form["value"]["enum"] == ["2", "5"] and form["value"]["default"] == "5", form
     assert state["team_size"] == 2
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_at_start_an_optional_fact_offers_its_choices(release: tuple[Path, Path], tmp_path: Path, mode: str) -> None:
+    """Before, only a required field (``goal``) had its own form at start: ``team_size`` was a yes/no, 5 kept."""
+    person, state = _drive(release, tmp_path, mode, mid_run=False)
+    assert person.forms["goal"]["value"]["type"] == "string", person.forms["goal"]
+    form = person.forms["team_size"]
+    assert "value" in form and form["value"]["enum"] == ["2", "5"] and form["value"]["default"] == "5", form
+    assert state["team_size"] == 2 and state["goal"] == GOAL

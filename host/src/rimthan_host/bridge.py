@@ -61,7 +61,8 @@ class Bridge(StepMoves, MigrationMoves):
             left = [f for f in asked.failures if set(missing_fields([f])) - set(facts)]  # (a field not given)
             if asked.status == "blocked" and left:
                 return _blocked(left)
-            expects = expects_of_failures(asked.failures)  # (each field's schema: its form offers its choices)
+            # (each field's schema, optional ones too, as the release names it; the start's expects if unread)
+            expects = {**expects_of_failures(asked.failures), **await self._state_fields(asked)}
         why = f"to start {workflow}"
         undone = ("the run did not start", "not_started")
         confirmed = await confirm_facts(asker, facts, "start_run", undone, asked=(expects, why))

@@ -5,9 +5,9 @@ integer, number, boolean), the elicitation form offers them: the choices, with t
 it is one of them, or a field of that type with the model's value filled in. The value the person picks is the
 one confirmed (the verifier still checks it). A field of another shape (a list, an object), or whose schema is not
 known, is put to the person as before: confirm the value as the model passed it, yes or no. The field's schema
-comes from the verifier: at ``start_run`` its answer to a start with no facts (each missing field's
-``expects``), mid-run the workflow's confirmed-state schema as the verified release names it
-(:mod:`.state_schema`), for a migration the offer's ``target_needs.confirmed_state``.
+comes from the verifier: at ``start_run`` and mid-run the workflow's confirmed-state schema as the verified
+release names it (:mod:`.state_schema`; at ``start_run`` also a start with no facts' ``expects``), for a
+migration the offer's ``target_needs.confirmed_state``.
 """
 
 from __future__ import annotations
