@@ -19,6 +19,8 @@ See docs/host-kit.md.
                      and a resumed run (and its validators) gets its own release's assets back
 ``kept_copies``      a delivered file whose kept copy is gone, fetched again from the verifier (its digest checked)
 ``reports``          validator reports bound to the instruction and the artifacts
+``kept_round``       a validation round's verdicts saved with the run's state, taken back on resume only if nothing
+                     they judged changed
 ``runlog``           ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state (an ungated
                      step's result kept whole: a resume shows it again, no move)
 ``run_lock``         one session moves a run at a time: an advisory lock on ``.rimthan/runs/<run>.lock``

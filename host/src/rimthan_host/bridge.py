@@ -13,6 +13,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from .delivered import AssetClash, restore_release
 from .fact_forms import Expects, expects_of_failures
 from .facts import confirm_facts
 from .kept_copies import refused_code
+from .kept_round import restored_round
 from .positions import PositionUnknown
 from .project_files import ProjectFiles
 from .protocol import (
@@ -36,6 +38,8 @@ from .protocol import (
 )
 from .results import RunResult
 from .runlog import new_run_id, run_summaries
+from .session import HostSession
+from .session_record import Prepared
 from .step_replies import Reply, failure_codes, missing_fields
 from .words import (
     failure_words,
@@ -110,6 +114,7 @@ class Bridge(StepMoves, MigrationMoves):
             lines += [f"Also unfinished here: {runs[r].words()}; resume_run {r} switches to it." for r in unfinished
                       if r != run_id and (self.session is None or r != self.run_id)]  # fmt: skip
         with self._candidate(run_id) as session:
+            saved = _saved_state(session)  # (read before the resume: a gated step's continue saves anew)
             try:
                 result = await session.resume()  # (RunBusy, a HarnessError, if another session moves the run)
             except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
@@ -127,8 +132,12 @@ class Bridge(StepMoves, MigrationMoves):
             self.session = session
         self.lock.note(run_id)
         lines += [r.line(f"run {run_id}'s release") for r in restored]
-        lines += round_not_kept(self.project_dir, result)
-        return await self._go_on(result, lines, facts=True)
+        session.prepared = _kept_round(session, saved)
+        if session.prepared is None:
+            lines += round_not_kept(self.project_dir, result)
+            return await self._go_on(result, lines, facts=True)
+        shown = await self._show([*lines, round_kept(result.step.get("id"), session.prepared)])
+        return replace(shown, data={**shown.data, "step": {"id": result.step.get("id")}})
 
 
 def _there(files: ProjectFiles, path: str) -> bool:
@@ -137,6 +146,40 @@ def _there(files: ProjectFiles, path: str) -> bool:
         return files.exists(path)
     except (HarnessError, OSError):
         return False
+
+
+def _saved_state(session: HostSession) -> tuple[str, dict[str, Any]] | None:
+    """The log's last checkpoint and the state saved for it, None if they cannot be read (the resume says why)."""
+    try:
+        return session.run_log.last_checkpoint() if session.run_log is not None else None
+    except (HarnessError, OSError):
+        return None
+
+
+def _kept_round(session: HostSession, saved: tuple[str, dict[str, Any]] | None) -> Prepared | None:
+    """The validation round saved at the checkpoint the run resumed at, if the run is still at that very checkpoint
+    and nothing the round judged changed (:mod:`~rimthan_host.kept_round`); else None."""
+    step = session.position.step
+    if saved is None or saved[0] != session.checkpoint or not (step.get("gated") and step.get("validators")):
+        return None
+    session.prepared = restored_round(saved[1], session.files, session.release_digest, step, session.read_outputs)
+    if session.prepared is None:
+        return None
+    try:
+        session.save()  # (kept again with its checkpoint's state: the resume's continue saved that without it)
+    except (HarnessError, OSError):
+        return None
+    return session.prepared
+
+
+def round_kept(step: object, prepared: Prepared) -> str:
+    """A resumed step whose round was kept: which verdicts stand, and that only the validators waiting run."""
+    said = ", ".join(f"{key.split('@')[0]} {outcome}" for key, (outcome, _) in prepared.verdicts.items())
+    return (
+        f"Verdicts recorded for step {step} before the run was picked up here are kept ({said}): nothing they "
+        "judged changed (the step's files, the validators' instructions and subagent files). Run only the "
+        "validators still waiting; the last verdict submits the step."
+    )
 
 
 def _blocked(failures: Sequence[Mapping[str, Any]]) -> Reply:

@@ -140,6 +140,7 @@ class StepMoves(BridgeCore):
     def _subagents_refused(self, session: HostSession, exc: AssetClash) -> Reply:
         """The validators' subagent files cannot be made the release's: step_done checks the files, then them, again."""
         session.prepared = None
+        session.save()  # (the round is gone: a resumed bridge does not take it back)
         data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": session.position.step_id}}
         data.update(refused_code(exc))
         return reply([str(exc)], data, True)
@@ -166,6 +167,7 @@ class StepMoves(BridgeCore):
         again = [s for s in checked if s["subagent"] in put_back or s["subagent"] in written]
         for summary in again:
             prepared.verdicts.pop(validator_key(summary), None)
+        session.save()  # (a resumed bridge must not take the discarded verdicts back)
         return validators_edited(session, put, again, [now[n][0] for n in written])
 
     async def record_verdict(self, validator: str, verdict: str, findings: Sequence[str]) -> Reply:
@@ -210,6 +212,7 @@ class StepMoves(BridgeCore):
         changed = changed_files(session.files, prepared.artifacts)
         if changed:
             session.prepared = None
+            session.save()
             lines = [
                 f"{', '.join(changed)} changed after step_done: the verdicts were about the old content and are "
                 "discarded. Call step_done to check the files as they are now; then run the validators again."
@@ -232,11 +235,13 @@ class StepMoves(BridgeCore):
         key = refused_report(exc.error, prepared.validators)
         if key is not None and key in prepared.verdicts:  # one report: only that verdict goes
             del prepared.verdicts[key]
+            session.save()
             name = key.split("@")[0]
             lines = [f"The verifier refused the verdict of {name} ({said}). That verdict is discarded, the others "
                      f"stand: call record_verdict for {name} again, with findings the verifier accepts."]  # fmt: skip
             return validators_waiting(session, lines, error=True)
         session.prepared = None  # the round as a whole: check the files again, every validator runs again
+        session.save()
         head = f"The verifier refused the step's verdicts ({said}); they are discarded."
         if prepared.validators:  # (a step without validators would only be refused again)
             try:

@@ -99,12 +99,16 @@ _EVIDENCE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CATALOGUE_FILE_BYTES
 # knows it without asking the verifier again: one past this is not kept, and the resumed run asks.
 MAX_OFFER_BYTES = 64 * 1024
 OFFER_KEY = "migration_offer"
+# And the validation round prepared at the checkpoint, once a verdict is recorded (its bundle, about 2 KiB, and the
+# verdicts, whose reports the verifier takes up to 256 KiB: see kept_round): one past this is not kept.
+MAX_ROUND_BYTES = 1024 * 1024
 _SAVED_STATE_BYTES = (
     JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES
     + REQUEST_REST_BYTES
     + MAX_POSITION_BYTES
     + _EVIDENCE_BYTES
     + MAX_OFFER_BYTES
+    + MAX_ROUND_BYTES
 )
 _ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
 MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES

@@ -22,6 +22,7 @@ from typing import Any
 
 from .confirmations import BY_SCRIPT, ConfirmedStateBook, carried_values
 from .file_digests import Evidence
+from .kept_round import round_json
 from .project_files import ProjectFiles, WrittenFile
 from .protocol import (
     CONTINUE,
@@ -129,7 +130,9 @@ class HostSession(ResumeFromLog):
         existed = self._existence(result["step"]) if new_step else self.existed_before
         position = result if result.get("step") or result["status"] == "completed" else self._result
         offer = offered(result) if tool != PREPARE else self.migration_offer  # (prepare's result never says one)
-        saved = SavedMove(state, position, existed, self._evidence(result, accepted), offer)
+        same = tool != PREPARE and result.get("checkpoint") in (None, self._result.get("checkpoint"))
+        kept = round_json(self.prepared, str(self.step.get("id"))) if same else {}  # (a round lives at its checkpoint)
+        saved = SavedMove(state, position, existed, self._evidence(result, accepted), offer, kept)
         try:
             self._log(result.get("checkpoint"), saved)
         except OSError as exc:
@@ -362,6 +365,7 @@ class HostSession(ResumeFromLog):
             raise HarnessError(f"the verifier would refuse the verdict of {key}: {problem}")
         self.prepared.verdicts[key] = (outcome, tuple(dict(f) for f in findings))
         self.record.validators_run.append((str(self.step.get("id")), key, outcome))
+        self.save()  # (kept with the checkpoint's state: a resumed bridge takes it back if nothing it judged changed)
 
     def verdict_problem(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]]) -> str | None:
         """Why the verifier would refuse this verdict's findings, alone or with the round's other verdicts."""
@@ -444,9 +448,12 @@ class HostSession(ResumeFromLog):
         """Save the resume state for ``token`` (default the last logged checkpoint) next to the log.
 
         Nothing for a run the verifier never started. The state of the log's
-        last line is kept alongside until ``token`` is logged too.
+        last line is kept alongside until ``token`` is logged too. A round with
+        verdicts is kept with it (:mod:`rimthan_host.kept_round`).
         """
-        self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence, self.migration_offer))
+        kept = round_json(self.prepared, str(self.step.get("id")))
+        self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence, self.migration_offer,
+                                    kept))  # fmt: skip
 
     def _save(self, token: str | None, saved: SavedMove) -> None:
         logged = self.record.checkpoints[-1] if self.record.checkpoints else None

@@ -60,13 +60,15 @@ __all__ = ["EventSink", "HarnessEvent", "Prepared", "RunRecord"]
 @dataclass(frozen=True)
 class SavedMove:
     """What a resume state is made of: the confirmed state, the run's position (a result), which outputs existed,
-    the evidence, and the last migration offer the run saw (so a resumed run need not ask the verifier again)."""
+    the evidence, the last migration offer the run saw (so a resumed run need not ask the verifier again), and
+    the validation round with its verdicts so far (``kept_round.round_json``: empty for none, so a move drops it)."""
 
     state: ConfirmedStateBook
     position: dict[str, Any]
     existed: dict[str, bool]
     evidence: dict[str, Evidence]
     offer: dict[str, Any] | None
+    round: dict[str, Any] = field(default_factory=dict)
 
 
 def offered(result: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -91,4 +93,5 @@ def resume_state(run_id: str, saved: SavedMove) -> dict[str, Any]:
         "completed": position.get("status") == "completed",
         "position": kept_position(position),
         **kept_offer(saved.offer),
+        **saved.round,
     }

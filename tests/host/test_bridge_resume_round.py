@@ -1,0 +1,114 @@
+"""A bridge restarted mid-round keeps the verdicts recorded when nothing they judged changed.
+
+Real ``rimthan-host serve`` processes, the real verifier as their child, a
+real release: the first bridge records one of desk-research's two verdicts and
+exits; a second one resumes the run. With the step's files and the subagent
+files as they were, only the validator still waiting is asked, and the last
+verdict submits the round with the bundle the verifier issued before the
+restart (which it accepts: ``rimthan-mcp audit`` verifies the whole log).
+A step file changed between, or a subagent file written since it was named,
+drops them as before: every validator runs again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from rimthan_host.kept_round import ROUND_KEY
+from rimthan_host.runlog import RunLog
+from rimthan_host.standin import StandIn
+from support.bridge import at_desk_research_validators, audited, bridge_params, check_replies, stand_in
+from support.checked_client import CheckedClient
+from support.servers import ServerWorld, build_world
+
+CRITIC = ".claude/agents/decision-critic.md"
+HEAD = "Verdicts recorded for step desk-research before the run was picked up here are"
+NOT_KEPT = f"{HEAD} not kept: call step_done"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("resume-round-world"))
+
+
+def _first_verdict(world: ServerWorld, project: Path, state: Path) -> tuple[str, list[str]]:
+    """A first bridge: desk-research's files checked, evidence-auditor's pass recorded; then it exits."""
+
+    async def go() -> tuple[str, list[str]]:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            waiting = await at_desk_research_validators(model)
+            recorded = await model.call("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"})
+            assert not recorded.is_error, recorded.text
+            check_replies(model)
+            return str(waiting.data["run"]), list(waiting.data["files"])
+
+    project.mkdir()
+    return anyio.run(go)
+
+
+def _resumed(
+    world: ServerWorld, project: Path, state: Path, run: str, check: Callable[[StandIn], Awaitable[None]]
+) -> None:
+    async def go() -> None:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await check(model)
+            check_replies(model)
+
+    anyio.run(go)
+    assert audited(project, state, run)["steps"][-1] == "desk-research"
+
+
+def test_verdicts_recorded_before_a_restart_are_kept_when_nothing_they_judged_changed(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """Before, the resumed bridge dropped the round: evidence-auditor, which had passed, was run again."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    run, _ = _first_verdict(world, project, state)
+
+    async def check(model: StandIn) -> None:
+        resumed = await model.call("resume_run", {"run": run})
+        assert f"{HEAD} kept (evidence-auditor pass)" in resumed.text and NOT_KEPT not in resumed.text, resumed.text
+        assert resumed.data["status"] == "validators_pending" and resumed.data["step"]["id"] == "desk-research"
+        assert [v["name"] for v in resumed.data["validators"]] == ["decision-critic"], resumed.data
+        done = await model.call("record_verdict", {"validator": "decision-critic", "verdict": "pass"})
+        assert not done.is_error and "step submitted" in done.text, done.text  # the verifier took the kept bundle
+        assert (await model.follow(done, "desk-research")).data["status"] == "completed"
+
+    _resumed(world, project, state, run, check)
+
+
+def _change_a_step_file(project: Path, files: list[str]) -> None:
+    path = project / files[0]
+    path.write_text(path.read_text("utf-8") + "\n", "utf-8")
+
+
+def _rewrite_a_subagent_file(project: Path, files: list[str]) -> None:
+    path = project / CRITIC
+    path.write_bytes(path.read_bytes())  # its own bytes, written since the bridge named the validators
+
+
+@pytest.mark.parametrize("change", [_change_a_step_file, _rewrite_a_subagent_file], ids=["step-file", "subagent"])
+def test_verdicts_recorded_before_a_restart_are_dropped_when_something_they_judged_changed(
+    world: ServerWorld, tmp_path: Path, change: Callable[[Path, list[str]], None]
+) -> None:
+    """The round is saved with the run's state (before, it was not); changed between, it is not taken back."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    run, files = _first_verdict(world, project, state)
+    saved = RunLog(project, run).load_state()[ROUND_KEY]
+    assert [k.split("@")[0] for k in saved["verdicts"]] == ["evidence-auditor"] and set(saved["artifacts"]), saved
+    change(project, files)
+
+    async def check(model: StandIn) -> None:
+        resumed = await model.call("resume_run", {"run": run})
+        assert NOT_KEPT in resumed.text and "are kept" not in resumed.text, resumed.text
+        again = await model.call("step_done")
+        assert again.data["status"] == "validators_pending", again.text
+        assert {v["name"] for v in again.data["validators"]} == {"evidence-auditor", "decision-critic"}, again.data
+        assert (await model.follow(again, "desk-research")).data["status"] == "completed"
+
+    _resumed(world, project, state, run, check)
