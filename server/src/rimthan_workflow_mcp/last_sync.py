@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import calendar
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.small_files import read_small_file
+from rimthan_workflow_registry.whole_writes import replace_whole
 
 from .logs import get_logger
 
@@ -57,19 +56,10 @@ class LastSync:
     def write(self, utc: str) -> None:
         """Keep ``utc`` (a sync that did not fail just ended) as this registry's last good sync."""
         text = json.dumps({"format": _FORMAT, "registry": self.registry, "last_synced": utc}) + "\n"
-        tmp: str | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".last-sync-")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)  # whole, old or new
+            replace_whole(self.path, text, prefix=".last-sync-")
         except OSError as exc:
             self._warn("write", exc)
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
     def _warn(self, what: str, exc: BaseException) -> None:
         if what in self._warned:
