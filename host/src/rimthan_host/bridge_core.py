@@ -72,6 +72,7 @@ class BridgeCore:
         self.elicits = False  # whether the client of the current call can ask the person directly
         self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
         self.refused_files = RefusedFiles()  # the bytes of the files the last check refused
+        self._state_schemas: dict[tuple[str, str, str], Expects] = {}  # per release digest: it never changes
 
     @property
     def session(self) -> HostSession | None:
@@ -167,8 +168,13 @@ class BridgeCore:
     async def _state_fields(self, result: RunResult) -> Expects:
         """Each field of the confirmed-state schema of ``result``'s workflow, as its release names it: what a
         fact's own form offers (:mod:`.state_schema`)."""
-        read, digest = self.replies.read_resource, result.manifest_digest
-        return await state_fields(read, digest, result.workflow, result.workflow_version)
+        key = (result.manifest_digest, result.workflow, result.workflow_version)
+        if key not in self._state_schemas:  # (a release is immutable: read and parsed once, as its digest names it)
+            fields = await state_fields(self.replies.read_resource, *key)
+            if not fields:
+                return fields  # (none read, perhaps for now: asked again next time)
+            self._state_schemas[key] = fields
+        return self._state_schemas[key]
 
     def _running(self) -> HostSession | Reply:
         """The active run, if it can still move; else words saying how to get one."""
