@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from rimthan_host.delivered import STORE_DIR
 from rimthan_host.standin import StandIn
-from support.bridge import at_desk_research_validators, audited_only_run, drive, refused
+from support.bridge import all_pass, at_desk_research_validators, audited_only_run, drive, refused
 from support.servers import ServerWorld, build_world
 
 CRITIC = ".claude/agents/decision-critic.md"
@@ -81,10 +81,7 @@ def test_a_verdict_from_a_subagent_edited_after_it_was_named_is_refused_and_the_
         again = await model.call("step_done")
         assert again.data["status"] == "validators_pending", again.text
         assert (model.project / CRITIC).read_bytes() == delivered
-        for name in ("evidence-auditor", "decision-critic"):
-            done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
-            assert not done.is_error, done.text
-        assert "step submitted" in done.text, done.text
+        done = await all_pass(model, "evidence-auditor", "decision-critic")
         await model.follow(done, "desk-research")
 
     model, state = drive(world, tmp_path, script)
@@ -118,10 +115,7 @@ def test_a_verdict_from_a_subagent_edited_and_changed_back_since_it_was_named_is
         assert "put the release's file back" not in stale.text, stale.text  # (nothing to put back)
         assert path.read_bytes() == delivered
 
-        for name in ("decision-critic", "evidence-auditor"):  # run again from the file as it is now: taken
-            done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
-            assert not done.is_error, done.text
-        assert "step submitted" in done.text, done.text
+        await all_pass(model, "decision-critic", "evidence-auditor")  # run again from the file as it is now: taken
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["ok"] is True
@@ -152,10 +146,7 @@ def test_a_subagent_file_that_cannot_be_put_back_says_what_the_user_and_the_mode
         (model.project / CRITIC).write_bytes(delivered)  # the user puts it back (from version control)
         again = await model.call("step_done")
         assert {v["name"] for v in again.data["validators"]} == {"evidence-auditor", "decision-critic"}, again.text
-        for name in ("evidence-auditor", "decision-critic"):
-            done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
-            assert not done.is_error, done.text
-        assert "step submitted" in done.text, done.text
+        await all_pass(model, "evidence-auditor", "decision-critic")
 
     drive(world, tmp_path, script)
 
@@ -177,10 +168,7 @@ def test_an_edited_subagent_file_whose_kept_text_is_gone_is_put_back_from_the_ve
         assert "report_stale: nothing was recorded: the subagent file of decision-critic" in stale.text, stale.text
         assert (model.project / CRITIC).read_bytes() == delivered
         assert (model.project / STORE_DIR / hashlib.sha256(edited).hexdigest()).read_bytes() == edited
-        for name in ("decision-critic", "evidence-auditor"):
-            done = await model.call("record_verdict", {"validator": name, "verdict": "pass"})
-            assert not done.is_error, done.text
-        assert "step submitted" in done.text, done.text
+        await all_pass(model, "decision-critic", "evidence-auditor")
 
     drive(world, tmp_path, script)
 

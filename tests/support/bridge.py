@@ -143,6 +143,15 @@ async def at_desk_research_validators(model: StandIn) -> Reply:
     return waiting
 
 
+async def all_pass(model: StandIn, *validators: str) -> Reply:
+    """A pass recorded for each of ``validators`` in turn, none refused; the last one's reply, which submits the
+    step's round."""
+    replies = [await model.call("record_verdict", {"validator": name, "verdict": "pass"}) for name in validators]
+    assert all(not r.is_error for r in replies), [r.text for r in replies if r.is_error]
+    assert "step submitted" in replies[-1].text, replies[-1].text
+    return replies[-1]
+
+
 def audited(project: Path, state: Path, run: str) -> dict[str, Any]:
     """The audit of ``run``'s log in ``project``, which must pass."""
     history = audit(project / ".rimthan" / "runs" / f"{run}.log", state)
