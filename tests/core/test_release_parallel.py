@@ -349,10 +349,10 @@ def test_an_unexpected_error_after_a_digest_mismatch_is_raised_not_hidden(
     module, name = (verify, "check_files") if workers == 1 else (file_pipeline, "read_files")
     real = getattr(module, name)
 
-    def dies(base: str, entries: Sequence[FileEntry]) -> object:
+    def dies(base: str, entries: Sequence[FileEntry], *at: object) -> object:
         if any(f"{base}/{e.path}" == broken for e in entries):
             raise _ThreadKilled("reading broke")
-        return real(base, entries)
+        return real(base, entries, *at)
 
     assert broken.startswith(str(catalogue))
     monkeypatch.setattr(verify, "verify_threads", lambda files, total: workers)

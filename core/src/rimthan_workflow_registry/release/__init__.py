@@ -27,8 +27,10 @@ Modules, in the order a release is read:
     exact manifest bytes.
 ``parallel`` / ``file_pipeline``
     Its file checks on both cores: batches in manifest order with the GIL
-    switch interval shortened meanwhile, one thread reading while another
-    hashes; the first failure in manifest order is the one reported.
+    switch interval shortened meanwhile, one thread reading (each file opened
+    in its directory's descriptor) while another hashes; the first failure in
+    manifest order is the one reported. The cyclic collector is paused while a
+    release is verified.
 ``verified``
     ``VerifiedRelease``: a release that passed :func:`verify_release`; every read
     of a file is digest-checked again.

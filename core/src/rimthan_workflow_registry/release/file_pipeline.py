@@ -40,7 +40,13 @@ from hashlib import sha256
 from rimthan_workflow_registry.errors import MAX_SAID_FAILURES
 from rimthan_workflow_registry.release.format import FileEntry
 from rimthan_workflow_registry.release.parallel import SWITCH_INTERVAL, InOrder
-from rimthan_workflow_registry.release.verified import Read, digest_failures, read_files, stops_file_check
+from rimthan_workflow_registry.release.verified import (
+    DirectoryAt,
+    Read,
+    digest_failures,
+    read_files,
+    stops_file_check,
+)
 
 BACKLOG = 2  # batches waiting for the hashing thread, at most
 
@@ -62,25 +68,32 @@ def file_failures(base: str, batches: Sequence[Sequence[FileEntry]]) -> list[Bas
             _hash(base, batch, failures)
 
     hasher = threading.Thread(target=hash_pending, name="rimthan-verify-hash", daemon=True)
-    with SWITCH_INTERVAL.short():
+    at = DirectoryAt(base) if DirectoryAt.usable() else None
+    with SWITCH_INTERVAL.held():
         hasher.start()
         try:
-            _read_all(base, batches, pending, failures)
+            _read_all(base, batches, pending, failures, at)
         finally:
             pending.put(None)  # the hasher finishes what is queued (all before any failure here), then stops
             hasher.join()
+            if at is not None:
+                at.close()
     return failures.in_order()
 
 
 def _read_all(
-    base: str, batches: Sequence[Sequence[FileEntry]], pending: queue.SimpleQueue[_Batch | None], failures: InOrder
+    base: str,
+    batches: Sequence[Sequence[FileEntry]],
+    pending: queue.SimpleQueue[_Batch | None],
+    failures: InOrder,
+    at: DirectoryAt | None,
 ) -> None:
     position = 0
     for entries in batches:
         if failures.stop is not None:  # every file not read yet comes after the stopping failure already known
             return
         try:
-            read, failure = read_files(base, entries)
+            read, failure = read_files(base, entries, at)
         except BaseException as exc:  # whatever the read dies of fails the batch: reported (re-raised), never dropped
             failures.add(position, exc)
             return

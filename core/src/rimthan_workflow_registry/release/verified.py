@@ -32,6 +32,10 @@ READ_CHUNK = 1024 * 1024
 # this process may use, at most four. Reads and SHA-256 of large buffers release the GIL.
 HASH_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 THREADED_MIN_BYTES = 8 * 1024 * 1024
+# A directory opened only to open files in it: resolved as a path's components are (search permission, no
+# read permission needed where ``O_PATH`` exists), never read.
+_OPENAT = os.open in os.supports_dir_fd
+_OPEN_DIRECTORY = getattr(os, "O_PATH", os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def copy_threads(files: int, total_bytes: int) -> int:
@@ -103,42 +107,82 @@ Read = bytes | ReleaseVerificationError | None
 failure."""
 
 
-def read_files(base: str, entries: Sequence[FileEntry]) -> tuple[list[Read], ReleaseVerificationError | None]:
+def read_files(
+    base: str, entries: Sequence[FileEntry], at: DirectoryAt | None = None
+) -> tuple[list[Read], ReleaseVerificationError | None]:
     """The bytes of ``entries`` in order, checked as :func:`check_file` does but for the SHA-256, up to a failure.
 
     Returns the bytes read (for a file of ``READ_CHUNK`` bytes or more, checked
     completely here, digest included: ``None``, or its digest failure, which
     does not stop the reading) and the failure of the next file, if one failed.
     A file is an ``open``, ``fstat``, ``read`` and ``close`` with only its checks between them (no helper
-    call per file), which matters when two threads share the GIL for 10,000 files.
+    call per file), which matters when two threads share the GIL for 10,000 files. With ``at``, each file is
+    opened by its name in its directory's descriptor (:class:`DirectoryAt`), not by its whole path.
     """
-    fstat, read, close = os.fstat, os.read, os.close
+    fstat, read, close, open_ = os.fstat, os.read, os.close, os.open
     found: list[Read] = []
     try:
         for entry in entries:
-            where = f"{base}/{entry.path}"
             size = entry.size
             if size >= READ_CHUNK:
-                found.append(_large_checked(where, entry))
+                found.append(_large_checked(f"{base}/{entry.path}", entry))
                 continue
             try:
-                fd = os.open(where, OPEN_NOFOLLOW)
+                if at is None:
+                    fd = open_(f"{base}/{entry.path}", OPEN_NOFOLLOW)
+                else:
+                    directory, _, name = entry.path.rpartition("/")
+                    fd = open_(name, OPEN_NOFOLLOW, dir_fd=at.fd if directory == at.path else at.enter(directory))
             except OSError as exc:
-                raise _open_failure(exc, where) from None
+                raise _open_failure(exc, f"{base}/{entry.path}") from None
             info = fstat(fd)
             if info.st_size != size or info.st_nlink > 1 or not stat.S_ISREG(info.st_mode):
                 close(fd)
-                raise _stat_failure(info, size, where)
+                raise _stat_failure(info, size, f"{base}/{entry.path}")
             try:
                 data = read(fd, size + 1)
             finally:
                 close(fd)
             if len(data) != size:
-                raise _length_failure(len(data), size, where)
+                raise _length_failure(len(data), size, f"{base}/{entry.path}")
             found.append(data)
     except ReleaseVerificationError as exc:
         return found, exc
     return found, None
+
+
+class DirectoryAt:
+    """A descriptor on the directory a release's files are being read from, so that :func:`read_files` opens each
+    file by its name there: the kernel resolves one path component per file, not every one from ``/`` down
+    (a release under a deep path has a dozen).
+
+    One directory at a time, whatever the release's size (manifest order is by path, so a directory's files come
+    together; a change of directory closes the last one). It is opened as the path was resolved before, following
+    what the path's components would follow (the walk refused every symlink), and a failure to open it is the
+    file's, with the same code (:func:`_open_failure`). ``close`` when done.
+    """
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.path: str | None = None  # the directory open, relative to ``base`` ("" for ``base`` itself)
+        self.fd = -1
+
+    @staticmethod
+    def usable() -> bool:
+        """Whether this platform opens files relative to a directory descriptor (``openat``)."""
+        return _OPENAT
+
+    def enter(self, directory: str) -> int:
+        """A descriptor on ``directory`` (relative to ``base``), the one open before closed."""
+        self.close()
+        self.fd = os.open(f"{self.base}/{directory}" if directory else self.base, _OPEN_DIRECTORY)
+        self.path = directory
+        return self.fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd, self.path = self.fd, -1, None
+            os.close(fd)
 
 
 def digest_failures(

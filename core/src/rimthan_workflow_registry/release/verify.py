@@ -52,7 +52,7 @@ from rimthan_workflow_registry.release.format import (
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
-from rimthan_workflow_registry.release.parallel import failures_in_order
+from rimthan_workflow_registry.release.parallel import COLLECTOR, failures_in_order
 from rimthan_workflow_registry.release.paths import (
     HIDDEN_PROBLEM,
     hidden_paths,
@@ -115,7 +115,19 @@ def examine_release(
     """Every step, in order, for :func:`verify_release` and :func:`~.inspection.inspect_release`.
 
     Without ``trust`` the signatures are not checked (``inspect`` without a trust store: shown, never served).
+    The cyclic collector is paused meanwhile (:data:`~.parallel.COLLECTOR`).
     """
+    with COLLECTOR.held():
+        return _examined(root, trust, expected_profile, expected_scope, require_threshold)
+
+
+def _examined(
+    root: Path,
+    trust: TrustStore | None,
+    expected_profile: str | None,
+    expected_scope: str | None,
+    require_threshold: bool,
+) -> VerifiedRelease:
     refuse_wrong_path(root)
     tree = walk_release(root)
     manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
