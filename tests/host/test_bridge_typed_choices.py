@@ -166,3 +166,32 @@ def test_typed_facts_offer_their_choices_and_type_and_the_pick_is_recorded_as_it
     check_replies(anyio.run(go))
     assert forms["team_size"] == {"type": "string", "title": "team_size", "enum": ["2", "5"], "default": "2"}
     assert forms["over_budget"] == {"type": "boolean", "title": "over_budget", "default": True}
+
+
+def test_a_fact_passed_as_an_equal_number_is_its_choice(release: tuple[Path, Path], tmp_path: Path) -> None:
+    """The model passes team_size as 5.0 (JSON's 5.0 is the choice 5 for JSON Schema, and for the verifier): the
+    form offers "5" as the default, the person accepts it, and the bridge says nothing of another value. Before,
+    the bridge compared JSON texts ("5.0" against "5"): no default was offered, and a pick of 5 was told to the
+    model as "The user chose team_size = 5 (you passed 5.0)."."""
+    params, project = _params(release, tmp_path)
+    forms: dict[str, dict[str, Any]] = {}
+
+    async def person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
+        field = params.message.split()[1]
+        forms[field] = next(iter(properties.values()))
+        content = {"value": "5"} if field == "team_size" else as_shown(properties)
+        return types.ElicitResult(action="accept", content=content)
+
+    async def go() -> StandIn:
+        async with CheckedClient(params, mode="2026-07-28", elicitation_callback=person) as client:
+            model = StandIn(client, project, {})
+            run = (await model.call("start_run", {"workflow": "demo", "facts": GOAL})).data["run"]
+            done = await model.call("step_done", {"step": "plan", "facts": {"team_size": 5.0}})
+            assert not done.is_error, done.text
+            assert "The user chose" not in done.text, done.text
+            assert _confirmed(project, run) == {**GOAL, "team_size": 5}
+            return model
+
+    check_replies(anyio.run(go))
+    assert forms["team_size"] == {"type": "string", "title": "team_size", "enum": ["2", "5"], "default": "5"}

@@ -257,6 +257,24 @@ def digest_value(value: Any) -> str:
     return digest_bytes(canonical_bytes(value))
 
 
+def json_equal(one: Any, other: Any) -> bool:
+    """Whether two JSON values are equal as JSON Schema's ``enum`` and ``const`` compare them (the verifier's checks).
+
+    Numbers by value (``1`` equals ``1.0``; Python compares an ``int`` with a ``float`` exactly, so two different
+    integers past 2**53 never compare equal through float rounding), a boolean only with a boolean (``true`` is not
+    ``1``), strings and ``null`` as they are, arrays item by item and objects member by member, deep.
+    """
+    if isinstance(one, bool) or isinstance(other, bool):
+        return type(one) is type(other) and one == other
+    if isinstance(one, (int, float)) and isinstance(other, (int, float)):
+        return one == other
+    if isinstance(one, (list, tuple)) and isinstance(other, (list, tuple)):
+        return len(one) == len(other) and all(map(json_equal, one, other))
+    if isinstance(one, Mapping) and isinstance(other, Mapping):
+        return one.keys() == other.keys() and all(json_equal(item, other[key]) for key, item in one.items())
+    return type(one) is type(other) and one == other
+
+
 MemberDigests = tuple[str, Mapping[str, str], int]
 """An object's digest, its members' (read-only) and the length of its canonical bytes, as :func:`member_digests`
 gives them."""

@@ -2,8 +2,9 @@
 
 Where the workflow's confirmed-state schema declares the field's choices (``enum``) or a scalar type (text,
 integer, number, boolean), the elicitation form offers them: the choices, with the model's value as default when
-it is one of them, or a field of that type with the model's value filled in. The value the person picks is the
-one confirmed (the verifier still checks it). A field of another shape (a list, an object), or whose schema is not
+it is one of them (equal as JSON Schema compares, as the verifier does: ``5.0`` is the choice ``5``, ``true`` is
+not ``1``), or a field of that type with the model's value filled in. The value the person picks is the one
+confirmed (the verifier still checks it). A field of another shape (a list, an object), or whose schema is not
 known, is put to the person as before: confirm the value as the model passed it, yes or no. The field's schema
 comes from the verifier: at ``start_run`` and mid-run the workflow's confirmed-state schema as the verified
 release names it (:mod:`.state_schema`; at ``start_run`` also a start with no facts' ``expects``), for a
@@ -12,11 +13,11 @@ migration the offer's ``target_needs.confirmed_state``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rimthan_workflow_registry.canonical import json_equal
 from rimthan_workflow_registry.errors import FailureCode
 
 from .asking import Answer, Ask
@@ -49,7 +50,7 @@ class FactForm:
     def said(self, answer: Answer) -> str | None:
         """The line telling the model the person confirmed another value than it passed (None if the same)."""
         value = self.value(answer)
-        if _same(value, self.passed):
+        if json_equal(value, self.passed):
             return None
         return f"The user chose {self.name} = {shown_exactly(value)} (you passed {shown_exactly(self.passed)})."
 
@@ -62,7 +63,7 @@ def fact_form(name: str, value: Any, expects: Mapping[str, Any] | None, why: str
     if isinstance(choices, list) and choices and all(isinstance(c, (str, int, float, bool)) for c in choices):
         texts = choice_texts(choices)
         form: dict[str, Any] = {"type": "string", "title": name, "enum": list(texts)}
-        picked = [t for c, t in zip(choices, texts, strict=True) if _same(c, value)]
+        picked = [t for c, t in zip(choices, texts, strict=True) if json_equal(c, value)]
         form.update({"default": picked[0]} if picked else {})
         message = _message(name, value, expects, why, f"Pick the value that is right: {', '.join(texts)}.")
         return FactForm(name, value, Ask(key, message, form=form), tuple(choices))
@@ -91,11 +92,6 @@ def _fits(kind: str, value: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _same(one: Any, other: Any) -> bool:
-    """Equal as JSON values (``1`` is not ``true``)."""
-    return json.dumps(one, sort_keys=True) == json.dumps(other, sort_keys=True)
 
 
 def expects_of_failures(failures: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
