@@ -180,7 +180,7 @@ def test_a_fact_passed_as_an_equal_number_is_its_choice(release: tuple[Path, Pat
         properties = params.requested_schema.get("properties", {})  # type: ignore[union-attr]
         field = params.message.split()[1]
         forms[field] = next(iter(properties.values()))
-        content = {"value": "5"} if field == "team_size" else as_shown(properties)
+        content: dict[str, Any] = {"value": "5"} if field == "team_size" else as_shown(properties)
         return types.ElicitResult(action="accept", content=content)
 
     async def go() -> StandIn:
