@@ -13,8 +13,9 @@ PACK := $(UV) run --locked rimthan-pack
 CATALOGUE := research-decision
 VERSIONS := 1.2.0 1.3.0
 RELEASES := releases
-DEV_KEY := keys/local/dev
+DEV_KEY := private-keys/dev
 DEV_TRUST := keys/local
+OLD_DEV_KEY := keys/local/dev
 
 .PHONY: help bootstrap setup demo agent-demo serve test test-quick interop test-vectors lint test-four-tools test-loop test-packaged test-pinned
 
@@ -55,9 +56,14 @@ setup: bootstrap
 
 # Releases are immutable: a version already in releases/ that still verifies is kept, never rebuilt.
 demo: bootstrap
+	@if [ ! -f $(DEV_KEY).key ] && [ -f $(OLD_DEV_KEY).key ]; then \
+	  echo "moving the development signing key out of the trust directory: $(OLD_DEV_KEY).key -> $(DEV_KEY).key"; \
+	  mkdir -p -m 700 $$(dirname $(DEV_KEY)); \
+	  mv -n $(OLD_DEV_KEY).key $(DEV_KEY).key; \
+	fi
 	@if [ ! -f $(DEV_KEY).key ]; then \
-	  echo "creating local development signing key $(DEV_KEY).key (git-ignored)"; \
-	  $(PACK) keygen --out $(DEV_KEY); \
+	  echo "creating local development signing key $(DEV_KEY).key (git-ignored; public key in $(DEV_TRUST))"; \
+	  $(PACK) keygen --out $(DEV_KEY) --trust-dir $(DEV_TRUST); \
 	fi
 	@for version in $(VERSIONS); do \
 	  release=$(RELEASES)/$(CATALOGUE)-$$version; \

@@ -6,8 +6,8 @@ from the ``Examples:`` / ``Typical flow:`` blocks of ``rimthan-mcp``,
 ``rimthan-host`` and ``rimthan-pack`` (its push and pull; the other
 subcommands' examples run in tests/packager/test_pack_help_examples.py).
 Each runs, with the installed console scripts, in its own copy of a project
-laid out as the README describes: the packaged sources, keys/local/dev.key
-(and a colleague's key), the trust store keys/dev.pub, both packaged releases
+laid out as the README describes: the packaged sources, private-keys/dev.key
+(and a colleague's key), their public keys in keys/local, the trust store keys/dev.pub, both packaged releases
 built and signed into releases/, a state directory under the test's own HOME
 (so ``~/.local/state/rimthan`` is the project's) holding the checkpoint keys
 of a real run whose log is run.log, rotated once so an older key is
@@ -47,7 +47,7 @@ from support.doc_examples import Example, Prepared, help_examples, markdown_exam
 from support.engines import Engines, TickingClock, drive_migrated
 from support.processes import http_server_process
 from support.registry import LocalRegistry, TlsFiles, make_tls, start_registry
-from support.releases import KeyPair, build_release, make_keypair, packaged_source
+from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 from support.servers import RIMTHAN_MCP, RIMTHAN_PACK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,9 +148,12 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     bare = tmp_path_factory.mktemp("doc-project") / "bare"
     for version in ("1.2.0", "1.3.0"):
         shutil.copytree(packaged_source(version), bare / "catalogues/research-decision" / version)
-    dev = make_keypair(bare / "keys/local", "dev")
-    make_keypair(bare / "keys/local", "colleague")
-    shutil.copyfile(dev.public_path, bare / "keys/dev.pub")  # the project's trust store (keys/README.md)
+    dev = make_keypair(bare / "private-keys", "dev")  # as make demo: the private half out of the trust directory
+    colleague = make_keypair(bare / "private-keys", "colleague")
+    trust_dir(bare / "keys/local", dev, colleague)
+    for pair in (dev, colleague):
+        pair.public_path.unlink()
+    shutil.copyfile(bare / "keys/local/dev.pub", bare / "keys/dev.pub")  # the project's trust store (keys/README.md)
     (bare / "interop").symlink_to(ROOT / "interop")
     built = bare.with_name("built")
     shutil.copytree(bare, built, symlinks=True)

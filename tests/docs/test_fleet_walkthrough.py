@@ -3,12 +3,12 @@
 The walkthrough was a ``text`` block no test ran, so it drifted from the commands it shows (and was fixed by hand).
 Its block is now fenced ``sh walkthrough`` (tests/docs/test_doc_examples.py runs single commands; this block is a
 sequence with processes left running), and this test runs it: the ``config.yml`` shown above it is written as
-shown, each command runs in order in a project laid out as the page says (keys/local/dev.key, both packaged
-releases built into releases/), with the installed console scripts for ``uv run X``, the registry's and the
-replica's ports swapped for free ones and the ``/tmp`` paths for the test's own. A command ending in ``&`` is
-started and left running (stopped with SIGTERM at the end); one with ``# OUTPUT`` is run again until it prints
-OUTPUT (JSON compared as JSON): the registry and the replica take a moment to start, and the replica activates
-1.3.0 at its next refresh. Every other command must exit 0 without an ``error:`` line.
+shown, each command runs in order in a project laid out as the page says (private-keys/dev.key, trusted as
+keys/local, both packaged releases built into releases/), with the installed console scripts for ``uv run X``,
+the registry's and the replica's ports swapped for free ones and the ``/tmp`` paths for the test's own. A
+command ending in ``&`` is started and left running (stopped with SIGTERM at the end); one with ``# OUTPUT`` is
+run again until it prints OUTPUT (JSON compared as JSON): the registry and the replica take a moment to start,
+and the replica activates 1.3.0 at its next refresh. Every other command must exit 0 without an ``error:`` line.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from support.processes import stop
 from support.registry import free_port, require_registry
-from support.releases import build_release, make_keypair, packaged_source
+from support.releases import build_release, make_keypair, packaged_source, trust_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -60,8 +60,10 @@ def _steps(script: str) -> list[Step]:
 
 
 def _project(directory: Path) -> Path:
-    """A checkout after ``make demo``: the development key in keys/local and both releases built with it."""
-    dev = make_keypair(directory / "keys/local", "dev")
+    """A checkout after ``make demo``: the development key in private-keys, trusted as keys/local, and both releases
+    built with it."""
+    dev = make_keypair(directory / "private-keys", "dev")
+    trust_dir(directory / "keys/local", dev)
     for version in ("1.2.0", "1.3.0"):
         build_release(packaged_source(version), directory / "releases", [dev])
     return directory

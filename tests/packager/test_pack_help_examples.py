@@ -44,7 +44,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Two project states: sources and keys only, and the same with the packaged release built."""
     bare = tmp_path_factory.mktemp("bare")
     shutil.copytree(PACKAGED, bare / "catalogues/research-decision/1.3.0")
-    for prefix in ("keys/local/dev", "keys/local/colleague", "a", "b"):
+    for name in ("dev", "colleague"):  # as make demo and docs/host-kit.md lay them out: private half out of keys/local
+        assert pack("keygen", "--out", f"private-keys/{name}", "--trust-dir", "keys/local", cwd=bare).returncode == 0
+    for prefix in ("a", "b"):
         assert pack("keygen", "--out", prefix, cwd=bare).returncode == 0
     keys = []
     for pub in ("keys/local/dev.pub", "keys/local/colleague.pub", "a.pub", "b.pub"):
@@ -53,7 +55,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (bare / "keys/trust.toml").write_text(tomli_w.dumps({"threshold": 1, "keys": keys}), "utf-8")
     built = tmp_path_factory.mktemp("built") / "project"
     shutil.copytree(bare, built)
-    assert pack("build", SUBSTITUTE["SOURCE"], "--key", "keys/local/dev.key", cwd=built).returncode == 0
+    assert pack("build", SUBSTITUTE["SOURCE"], "--key", "private-keys/dev.key", cwd=built).returncode == 0
     return {"bare": bare, "built": built}
 
 

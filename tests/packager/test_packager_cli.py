@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from rimthan_packager.cli import cli
 from rimthan_workflow_registry.limits import MAX_STEP_ARTIFACT_BYTES
 from rimthan_workflow_registry.release.format import signature_name
+from support.pack_cli import git_work_tree
 from support.releases import KeyPair, make_keypair, packaged_source, trust_file
 
 RIMTHAN_PACK = Path(sys.executable).parent / "rimthan-pack"
@@ -329,12 +330,7 @@ def test_keygen_mode_ignores_permissive_umask(tmp_path: Path) -> None:
 
 @pytest.fixture
 def git_repo(tmp_path: Path) -> Path:
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    return repo
+    return git_work_tree(tmp_path / "repo")
 
 
 def test_keygen_refuses_path_git_would_track(git_repo: Path) -> None:

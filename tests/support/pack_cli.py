@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BIN = Path(sys.executable).parent
 RIMTHAN_PACK = str(BIN / "rimthan-pack")
@@ -12,6 +15,15 @@ RIMTHAN_PACK = str(BIN / "rimthan-pack")
 
 def pack(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([RIMTHAN_PACK, *(str(a) for a in args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def git_work_tree(root: Path) -> Path:
+    """A new git work tree at ``root`` (the calling test is skipped where git is not installed)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
 
 
 def init_scaffold(parent: Path) -> Path:

@@ -81,7 +81,7 @@ _TABLE: dict[FailureCode, str] = {
     _C.KEY_INVALID: "replace or remove the named key in --trust: each trusted key is a PEM Ed25519 public key (the "
     "PREFIX.pub `rimthan-pack keygen --out PREFIX` wrote)",
     _C.KEY_PATH_TRACKED: "write private keys outside the repository or into a git-ignored directory "
-    "such as keys/local/",
+    "such as private-keys/ (never a trust directory)",
     _C.KEY_FILE_EXPOSED: "make the key file readable and writable by its owner only (`chmod 600 FILE`), or have "
     "the owner of a secret mount drop others' access",
     # --- catalogue rules

@@ -56,6 +56,6 @@ def check_secret_path_untracked(path: Path, *, what: str, error: type[RegistryEr
         raise error(
             FailureCode.KEY_PATH_TRACKED,
             f"git would track {what} (inside a work tree and not ignored); write it to a git-ignored "
-            "path such as keys/local/, or outside the work tree",
+            "path such as private-keys/, or outside the work tree",
             path=str(path),
         )

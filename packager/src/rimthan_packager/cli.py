@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 @cli.command(
     epilog=_epilog(
-        "rimthan-pack keygen --out keys/local/me",
+        "rimthan-pack keygen --out private-keys/me --trust-dir keys/local",
         "rimthan-pack keygen --out ~/.config/rimthan/release --json",
     )
 )
@@ -47,23 +47,31 @@ if TYPE_CHECKING:
     "prefix",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Path prefix: writes PREFIX.key (private, mode 0600) and PREFIX.pub (public).",
+    help="Path prefix: writes PREFIX.key (private, mode 0600; folders made for it 0700) and PREFIX.pub (public).",
+)
+@click.option(
+    "--trust-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write the public key into this trust directory (as NAME.pub, NAME being PREFIX's) instead of beside "
+    "the private key, which stays out of it.",
 )
 @_JSON
 @reports_refusals
-def keygen(prefix: Path, as_json: bool) -> None:
+def keygen(prefix: Path, trust_dir: Path | None, as_json: bool) -> None:
     """Generate an Ed25519 signing key pair and print its key id.
 
     PREFIX.key is PEM PKCS#8 with mode 0600; PREFIX.pub is PEM
-    SubjectPublicKeyInfo (what goes into a trust store). Refuses to overwrite
-    either file, and refuses a .key path that git tracks or would track:
-    keep private keys outside the repository or in keys/local/ (git-ignored).
+    SubjectPublicKeyInfo (what goes into a trust store; with --trust-dir, it
+    is written there). Refuses to overwrite either file, and refuses a .key
+    path that git tracks or would track: keep private keys outside the
+    repository or in a git-ignored folder such as private-keys/, never in a
+    trust directory.
     """
     from .keygen import generate_keypair
 
     if prefix.name in ("", ".", ".."):  # empty: Path("") is "."; PREFIX.key would have no name of its own
-        raise click.BadParameter("needs a file name prefix, such as keys/local/me", param_hint="'--out'")
-    generated = generate_keypair(prefix)
+        raise click.BadParameter("needs a file name prefix, such as private-keys/me", param_hint="'--out'")
+    generated = generate_keypair(prefix, trust_dir)
     if as_json:
         emit_json(
             {
@@ -109,9 +117,9 @@ def _collector_paused() -> Iterator[None]:
 
 @cli.command(
     epilog=_epilog(
-        "rimthan-pack build catalogues/research-decision/1.3.0 --key keys/local/dev.key",
+        "rimthan-pack build catalogues/research-decision/1.3.0 --key private-keys/dev.key",
         "rimthan-pack build SOURCE --key a.key --key b.key --out releases --trust keys/trust.toml",
-        "SOURCE_DATE_EPOCH=1767225600 rimthan-pack build SOURCE --key keys/local/dev.key",
+        "SOURCE_DATE_EPOCH=1767225600 rimthan-pack build SOURCE --key private-keys/dev.key",
     )
 )
 @click.argument("source", type=click.Path(file_okay=False, path_type=Path))
@@ -229,7 +237,7 @@ def _signing_key(path: Path) -> SigningKey:
 
 @cli.command(
     epilog=_epilog(
-        "rimthan-pack sign releases/research-decision-1.3.0 --key keys/local/colleague.key --trust keys/trust.toml",
+        "rimthan-pack sign releases/research-decision-1.3.0 --key private-keys/colleague.key --trust keys/trust.toml",
     )
 )
 @click.argument("release", type=click.Path(file_okay=False, path_type=Path))
@@ -319,7 +327,7 @@ def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_
     epilog=_epilog(
         "rimthan-pack init catalogues/my-flow/0.1.0          # catalogue my-flow, version 0.1.0",
         "rimthan-pack init drafts/flow-v2 --name my-flow",
-        "rimthan-pack build catalogues/my-flow/0.1.0 --key keys/local/dev.key   # builds as it is",
+        "rimthan-pack build catalogues/my-flow/0.1.0 --key private-keys/dev.key   # builds as it is",
     )
 )
 @click.argument("directory", type=click.Path(path_type=Path))

@@ -35,9 +35,9 @@ def cli() -> None:
 
     \b
     Typical flow:
-      rimthan-pack keygen --out keys/local/me        # once per engineer
-      rimthan-pack build catalogues/NAME/VERSION --key keys/local/me.key
-      rimthan-pack sign releases/NAME-VERSION --key keys/local/colleague.key   # k-of-n
+      rimthan-pack keygen --out private-keys/me --trust-dir keys/local   # once per engineer
+      rimthan-pack build catalogues/NAME/VERSION --key private-keys/me.key
+      rimthan-pack sign releases/NAME-VERSION --key private-keys/colleague.key   # k-of-n
       rimthan-pack verify releases/NAME-VERSION --trust keys/local
     """
 

@@ -35,8 +35,9 @@ def create_file(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True
         raise
 
 
-def make_dirs(path: Path, mode: int = 0o777) -> list[Path]:
-    """``path`` (``mode``) and its missing parents; the directories this call created, outermost first.
+def make_dirs(path: Path, mode: int = 0o777, *, parent_mode: int = 0o777) -> list[Path]:
+    """``path`` (``mode``) and its missing parents (``parent_mode``); the directories this call created, outermost
+    first.
 
     A file or a dangling symlink in the way is named as such, not "File exists".
     Each directory is created on its own, so the list names exactly what this
@@ -47,7 +48,7 @@ def make_dirs(path: Path, mode: int = 0o777) -> list[Path]:
     made: list[Path] = []
     try:
         for directory in [*reversed(path.parents), path]:
-            if not directory.is_dir() and _make_dir(directory, mode if directory == path else 0o777):
+            if not directory.is_dir() and _make_dir(directory, mode if directory == path else parent_mode):
                 made.append(directory)
     except BaseException:
         remove_made_dirs(made)

@@ -7,6 +7,7 @@ instructions (its generated methods compiled), 0.7% of a 1 MiB build.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +40,16 @@ class GeneratedKey:
     key_id: str
 
 
-def generate_keypair(prefix: Path | str) -> GeneratedKey:
-    """Write ``PREFIX.key`` (PKCS#8, mode 0600) and ``PREFIX.pub`` (SPKI); never overwrite."""
+def generate_keypair(prefix: Path | str, trust_dir: Path | None = None) -> GeneratedKey:
+    """Write ``PREFIX.key`` (PKCS#8, mode 0600) and ``PREFIX.pub`` (SPKI), the public half into ``trust_dir`` instead
+    if given (a trust directory: the private key stays out of it); never overwrite.
+
+    Every folder made on the way to the private key is owner-only (0700, set exactly, whatever the umask); a
+    missing ``trust_dir`` is made as any folder (it holds public keys only).
+    """
     prefix = Path(prefix)
     private_path = prefix.with_name(prefix.name + PRIVATE_KEY_SUFFIX)
-    public_path = prefix.with_name(prefix.name + PUBLIC_KEY_SUFFIX)
+    public_path = (trust_dir or prefix.parent) / (prefix.name + PUBLIC_KEY_SUFFIX)
     for path in (private_path, public_path):
         if path.exists() or path.is_symlink():
             raise TrustError(
@@ -51,7 +57,10 @@ def generate_keypair(prefix: Path | str) -> GeneratedKey:
             )
     check_key_path_untracked(private_path)
     key = Ed25519PrivateKey.generate()
-    make_dirs(private_path.parent, 0o700)
+    for made in make_dirs(private_path.parent, 0o700, parent_mode=0o700):
+        os.chmod(made, 0o700)  # (exactly: a umask may only narrow mkdir's mode)
+    if trust_dir is not None:
+        make_dirs(trust_dir)
     _write_new(private_path, private_key_pem(key), 0o600)
     try:
         _write_new(public_path, public_key_pem(key.public_key()), 0o644)
