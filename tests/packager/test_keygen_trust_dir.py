@@ -4,9 +4,11 @@ The documented path (docs/host-kit.md, ``make demo``) is ``keygen --out
 private-keys/me --trust-dir keys/local``: the private key in a git-ignored
 folder of its own, the public key in the trust directory the verifier reads.
 Before, the only form was ``--out keys/local/me``, which put the private key
-in the trust directory itself; and folders made on the way to the private key
-other than its own took the umask's mode (0777 under umask 0). The installed
-console script, real keys, a real git work tree; the old form still works.
+in the trust directory itself; and the folders made above the private key's
+own, or for a trust directory, took the umask's mode (0777 under umask 0:
+anyone could swap the key's folder, or put a key of theirs in the trust
+directory). The installed console script, real keys, a real git work tree;
+``--out`` alone still works as before (tests/packager/test_packager_cli.py).
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def test_the_documented_keygen_keeps_the_private_key_out_of_the_trust_directory(
     assert sorted(p.name for p in (checkout / "keys" / "local").iterdir()) == ["me.pub"]  # no private key there
     assert sorted(p.name for p in (checkout / "private-keys").iterdir()) == ["me.key"]
     assert (_mode(private), _mode(private.parent)) == (0o600, 0o700)
-    assert _mode(public) == 0o644 & ~umask
+    assert (_mode(public), _mode(public.parent), _mode(public.parent.parent)) == (0o644, 0o755, 0o755)
     trusted = load_trust(checkout / "keys" / "local")
     assert list(trusted.keys) == [load_signing_key(private).key_id]
     paths = ["private-keys/me.key", "keys/local/me.pub"]

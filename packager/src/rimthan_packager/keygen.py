@@ -44,8 +44,8 @@ def generate_keypair(prefix: Path | str, trust_dir: Path | None = None) -> Gener
     """Write ``PREFIX.key`` (PKCS#8, mode 0600) and ``PREFIX.pub`` (SPKI), the public half into ``trust_dir`` instead
     if given (a trust directory: the private key stays out of it); never overwrite.
 
-    Every folder made on the way to the private key is owner-only (0700, set exactly, whatever the umask); a
-    missing ``trust_dir`` is made as any folder (it holds public keys only).
+    Every folder made on the way to the private key is owner-only (0700), every one made for ``trust_dir`` writable
+    by its owner only (0755: a key another user put there would be trusted), each set exactly, whatever the umask.
     """
     prefix = Path(prefix)
     private_path = prefix.with_name(prefix.name + PRIVATE_KEY_SUFFIX)
@@ -59,8 +59,8 @@ def generate_keypair(prefix: Path | str, trust_dir: Path | None = None) -> Gener
     key = Ed25519PrivateKey.generate()
     for made in make_dirs(private_path.parent, 0o700, parent_mode=0o700):
         os.chmod(made, 0o700)  # (exactly: a umask may only narrow mkdir's mode)
-    if trust_dir is not None:
-        make_dirs(trust_dir)
+    for made in make_dirs(trust_dir, 0o755, parent_mode=0o755) if trust_dir is not None else ():
+        os.chmod(made, 0o755)  # (no one else may write a trust directory: a key put there would be trusted)
     _write_new(private_path, private_key_pem(key), 0o600)
     try:
         _write_new(public_path, public_key_pem(key.public_key()), 0o644)
