@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .reports import validator_key
+
 
 def _part(wire: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = wire.get(key)
@@ -60,7 +62,8 @@ class RunResult:
     (``blocked``: each with its ``code`` and ``message``). ``migration``: the
     migration the verifier previews or offers, if any, and ``walked_again`` the
     steps it walks again (each a :class:`WalkedStep`, in order; none without a
-    migration). ``message``: what happened, in the verifier's words. ``wire``:
+    migration); ``offered_release``: the release id an unconfirmed offer names,
+    what ``HostSession.migrate`` takes. ``message``: what happened, in the verifier's words. ``wire``:
     the result as the verifier sent it.
     """
 
@@ -77,6 +80,13 @@ class RunResult:
     walked_again: tuple[WalkedStep, ...]
     message: str
     wire: Mapping[str, Any]
+
+    @property
+    def offered_release(self) -> str | None:
+        """The release id a migration offered to the run names (its ``to.release``), until it is confirmed."""
+        if self.migration is None or self.migration.get("confirmed"):
+            return None
+        return str(_part(self.migration, "to").get("release") or "") or None
 
     @property
     def manifest_digest(self) -> str:
@@ -111,7 +121,8 @@ class ValidationRound:
     ``validator_id``, ``version``, ``subagent``..., then record a verdict for
     each and submit) or ``deterministic_validation_failed`` (``failures``: each
     file refused, with its ``code``, ``message`` and ``artifact_id``). ``ready``:
-    whether the validators wait for verdicts. ``message``: what happened, in
+    whether the validators wait for verdicts; ``keys``: each validator's
+    ``validator_id@version``, as ``verdict`` takes it. ``message``: what happened, in
     the verifier's words. ``wire``: the result as the verifier sent it.
     """
 
@@ -124,6 +135,11 @@ class ValidationRound:
     @property
     def ready(self) -> bool:
         return self.status == "ready_for_semantic_validation"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Each validator to run as ``validator_id@version``: the key :meth:`HostSession.verdict` takes."""
+        return tuple(validator_key(v) for v in self.validators)
 
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> ValidationRound:

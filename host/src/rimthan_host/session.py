@@ -36,7 +36,7 @@ from .protocol import (
     ToolCaller,
     failure_lines,
 )
-from .reports import findings_problem, validator_key, validator_report
+from .reports import findings_problem, validator_key, validator_payload, validator_report
 from .results import RunResult, ValidationRound
 from .run_lock import RunLock
 from .runlog import RunLog
@@ -80,6 +80,7 @@ class HostSession(ResumeFromLog):
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
         self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview (saved)
         self.offer_asked = False  # a result since start or resume said whether one is offered
+        self.blocked_start: RunResult | None = None  # a start the verifier answered blocked: nothing started
         self._emit: EventSink = on_event or (lambda event: None)
 
     @property
@@ -191,7 +192,7 @@ class HostSession(ResumeFromLog):
     def checkpoint(self) -> str:
         token = self._result.get("checkpoint")
         if not token:
-            raise HarnessError("no run is in progress here")
+            raise self._no_step()
         return str(token)
 
     @property
@@ -208,7 +209,7 @@ class HostSession(ResumeFromLog):
     def position(self) -> RunResult:
         """Where the run is: the last result that placed it (at a step, or completed); HarnessError before one."""
         if self._position is None:
-            raise HarnessError("no run is in progress here")
+            raise self._no_step()
         return self._position
 
     def _place(self, result: dict[str, Any]) -> None:
@@ -222,6 +223,20 @@ class HostSession(ResumeFromLog):
         """The step the run is at, as the verifier's last result describes it (empty before there is one)."""
         return self._result.get("step") or {}
 
+    def _at_step(self) -> Mapping[str, Any]:
+        """The step the run is at; :class:`HarnessError` saying why there is none (a blocked start: what it lacks)."""
+        if self.step.get("id"):
+            return self.step
+        raise self._no_step()
+
+    def _no_step(self) -> HarnessError:
+        """Why no run is at a step here: a start the verifier answered blocked (what it lacks), or none made."""
+        if self.blocked_start is None:
+            return HarnessError("no run is in progress here: start or resume one first")
+        why = failure_lines(self.blocked_start.failures, self.blocked_start.message)
+        return HarnessError(f"the run did not start (the verifier answered blocked: {why}); confirm what it names "
+                            "and start again")  # fmt: skip
+
     # -- start, continue, answer ----------------------------------------------------------
 
     async def start(
@@ -231,7 +246,9 @@ class HostSession(ResumeFromLog):
         self._hold()
         for name, value in values.items():
             self.state.confirm(name, value, by)
-        return RunResult.of(await self.call(START, self._start_arguments(workflow, self.state, workflow_version)))
+        started = RunResult.of(await self.call(START, self._start_arguments(workflow, self.state, workflow_version)))
+        self.blocked_start = started if started.status == "blocked" else None
+        return started
 
     async def newest_version(self, workflow: str) -> str:
         """The version of ``workflow`` a start without one starts (the verifier's answer to a start with no facts:
@@ -283,7 +300,7 @@ class HostSession(ResumeFromLog):
 
     def set_up_workspace(self) -> WrittenFile:
         """The setup step's output: deliver every asset and write the workspace manifest."""
-        if self.step.get("id") != SETUP_STEP:
+        if self._at_step().get("id") != SETUP_STEP:
             raise HarnessError(f"the current step is {self.step.get('id')}, not {SETUP_STEP}")
 
         def delivered(entry: Mapping[str, Any]) -> None:
@@ -297,7 +314,8 @@ class HostSession(ResumeFromLog):
         """Write one declared output (scripted authoring) and attest it; :class:`StepFilesRefused`, before
         anything is written, if the host's repository policy does not let it write the step's files (or one is a
         file of the host's own), in the bridge's words (:func:`~rimthan_host.write_targets.outputs_refusal`)."""
-        check_outputs(self.host, [*(self.step.get("outputs") or []), output], str(self.step.get("id")))
+        step = self._at_step()
+        check_outputs(self.host, [*(step.get("outputs") or []), output], str(step.get("id")))
         written = self.files.write(output["id"], output["path"], output["media_type"], text)
         self._keep(written)
         return written
@@ -306,8 +324,8 @@ class HostSession(ResumeFromLog):
         """Attest the current step's declared outputs as they are on disk (written by someone else); refused
         before anything is read as :meth:`write_output` refuses them. ``read``: their bytes as just read, by path
         (``outputs.read_step_files``), attested as they are, not read again."""
-        check_outputs(self.host, self.step.get("outputs") or [], str(self.step.get("id")))
-        outputs = self.step.get("outputs") or []
+        outputs = self._at_step().get("outputs") or []
+        check_outputs(self.host, outputs, str(self.step.get("id")))
         if read is None:
             found = {o["path"]: self.files.read_written(o["path"], max_bytes=int(o["max_bytes"])) for o in outputs}
             read = {path: data for path, data in found.items() if data is not None}
@@ -334,7 +352,7 @@ class HostSession(ResumeFromLog):
 
     async def prepare(self, artifacts: Sequence[WrittenFile]) -> ValidationRound:
         """``prepare_step_validation`` for the attested files; on success the validators to run are pending."""
-        step = self.step
+        step = self._at_step()
         self.record.validation_rounds[step["id"]] = self.record.validation_rounds.get(step["id"], 0) + 1
         prepared = await self.call(
             PREPARE,
@@ -366,6 +384,15 @@ class HostSession(ResumeFromLog):
         self.prepared.verdicts[key] = (outcome, tuple(dict(f) for f in findings))
         self.record.validators_run.append((str(self.step.get("id")), key, outcome))
         self.save()  # (kept with the checkpoint's state: a resumed bridge takes it back if nothing it judged changed)
+
+    def validator_instruction(self, key: str) -> str:
+        """The instruction of the round's validator ``key`` (``validator_id@version``), for the subagent that runs
+        it: the text whose SHA-256 the bundle names (:class:`HarnessError` if it is not, or no round waits)."""
+        validators = self.prepared.validators if self.prepared is not None else []
+        summary = next((s for s in validators if validator_key(s) == key), None)
+        if summary is None:
+            raise HarnessError(f"no validation waiting here asked for validator {key}")
+        return str(validator_payload(self.step, summary)["instruction"]["text"])
 
     def verdict_problem(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]]) -> str | None:
         """Why the verifier would refuse this verdict's findings, alone or with the round's other verdicts."""

@@ -1,0 +1,97 @@
+"""What a harness author new to the library meets: a blocked start said as such by every later move, the
+validators' keys and instructions without building ``id@version`` or checking digests, a migration offer's
+target named. Real signed releases, the verifier's engine read as a client reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rimthan_host import RunResult
+from rimthan_host.protocol import HarnessError
+from rimthan_host.session import HostSession
+from rimthan_workflow_registry.canonical import digest_bytes
+from support.engines import Engines, TickingClock, example_state, make_engines, run
+
+BLOCKED = "the run did not start (the verifier answered blocked: confirmed_field_missing: required field 'objective'"
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
+    return make_engines(tmp_path_factory.mktemp("newcomer"), TickingClock())
+
+
+def _session(engines: Engines, name: str) -> HostSession:
+    return HostSession(engines.call("1.3.0"), project_dir=engines.work / "projects" / name, clock=engines.clock)
+
+
+def test_every_move_after_a_blocked_start_says_the_start_was_blocked_and_why(engines: Engines) -> None:
+    """Before: ``set_up_workspace`` said "the current step is None, not setup-workspace", ``prepare`` raised a
+    bare ``KeyError: 'id'`` and ``advance`` "no run is in progress here"."""
+    session = _session(engines, "blocked")
+    facts = {k: v for k, v in example_state("1.3.0").items() if k != "objective"}
+    started = run(session.start("research", facts))
+    assert started.status == "blocked"
+    output = {"id": "x", "path": "x.md", "media_type": "text/markdown"}
+    moves: list[Callable[[], object]] = [
+        session.set_up_workspace,
+        lambda: session.write_output(output, "text"),
+        session.read_outputs,
+        lambda: run(session.prepare([])),
+        lambda: run(session.advance()),
+        lambda: session.position,
+    ]
+    for move in moves:
+        with pytest.raises(HarnessError) as refused:
+            move()
+        assert str(refused.value).startswith(BLOCKED), refused.value
+        assert str(refused.value).endswith("; confirm what it names and start again")
+
+
+def test_a_move_before_any_start_says_to_start_or_resume(engines: Engines) -> None:
+    with pytest.raises(HarnessError, match="^no run is in progress here: start or resume one first$"):
+        _session(engines, "none").set_up_workspace()
+
+
+def test_a_started_run_clears_a_blocked_start(engines: Engines) -> None:
+    session = _session(engines, "again")
+    state = example_state("1.3.0")
+    assert run(session.start("research", {k: v for k, v in state.items() if k != "objective"})).status == "blocked"
+    assert run(session.start("research", state)).step_id == "setup-workspace"
+    assert session.blocked_start is None and session.set_up_workspace().path == ".rimthan/workspace-manifest.json"
+
+
+def test_a_round_names_its_validators_keys_and_the_session_gives_each_one_s_instruction(engines: Engines) -> None:
+    session = _session(engines, "keys")
+
+    async def to_a_round() -> None:
+        await session.start("research", example_state("1.3.0"))
+        await session.prepare([session.set_up_workspace()])
+        await session.submit()
+        while not session.step.get("outputs"):
+            question = session.position.question
+            await session.advance({question["field"]: "desk-research"} if question else None)
+
+    run(to_a_round())
+    outputs = session.step["outputs"]
+    examples = Path(__file__).parents[2] / "catalogues" / "research-decision" / "1.3.0" / "examples"
+    files = [session.write_output(o, (examples / Path(o["path"]).name).read_text("utf-8")) for o in outputs]
+    round_ = run(session.prepare(files))
+    assert round_.keys == ("evidence-auditor@1.1.0",)  # (1.3.0's desk research: one validator)
+    for key, summary in zip(round_.keys, round_.validators, strict=True):
+        text = session.validator_instruction(key)
+        assert digest_bytes(text.encode("utf-8")) == summary["instruction_digest"]
+        session.verdict(key, "pass")
+    with pytest.raises(HarnessError, match="^no validation waiting here asked for validator critic@9$"):
+        session.validator_instruction("critic@9")
+    assert run(session.submit()).status == "advanced"
+    with pytest.raises(HarnessError, match="asked for validator evidence-auditor@1.1.0$"):
+        session.validator_instruction("evidence-auditor@1.1.0")  # (the round is over)
+
+
+def test_a_result_names_the_release_an_unconfirmed_offer_targets() -> None:
+    offer = {"to": {"release": "research-decision@1.3.0"}, "confirmed": False}
+    assert RunResult.of({"status": "active", "migration": offer}).offered_release == "research-decision@1.3.0"
+    assert RunResult.of({"status": "active", "migration": {**offer, "confirmed": True}}).offered_release is None
+    assert RunResult.of({"status": "active"}).offered_release is None
