@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rimthan_host import RunResult
+from rimthan_host import RunResult, ValidationRound
 from rimthan_host.protocol import HarnessError
 from rimthan_host.session import HostSession
 from rimthan_workflow_registry.canonical import digest_bytes
@@ -62,8 +62,9 @@ def test_a_started_run_clears_a_blocked_start(engines: Engines) -> None:
     assert session.blocked_start is None and session.set_up_workspace().path == ".rimthan/workspace-manifest.json"
 
 
-def test_a_round_names_its_validators_keys_and_the_session_gives_each_one_s_instruction(engines: Engines) -> None:
-    session = _session(engines, "keys")
+def _round(engines: Engines, name: str) -> tuple[HostSession, ValidationRound]:
+    """A session at 1.3.0's desk research, its files written from the worked example and prepared."""
+    session = _session(engines, name)
 
     async def to_a_round() -> None:
         await session.start("research", example_state("1.3.0"))
@@ -74,10 +75,14 @@ def test_a_round_names_its_validators_keys_and_the_session_gives_each_one_s_inst
             await session.advance({question["field"]: "desk-research"} if question else None)
 
     run(to_a_round())
-    outputs = session.step["outputs"]
     examples = Path(__file__).parents[2] / "catalogues" / "research-decision" / "1.3.0" / "examples"
+    outputs = session.step["outputs"]
     files = [session.write_output(o, (examples / Path(o["path"]).name).read_text("utf-8")) for o in outputs]
-    round_ = run(session.prepare(files))
+    return session, run(session.prepare(files))
+
+
+def test_a_round_names_its_validators_keys_and_the_session_gives_each_one_s_instruction(engines: Engines) -> None:
+    session, round_ = _round(engines, "keys")
     assert round_.keys == ("evidence-auditor@1.1.0",)  # (1.3.0's desk research: one validator)
     for key, summary in zip(round_.keys, round_.validators, strict=True):
         text = session.validator_instruction(key)
@@ -95,3 +100,30 @@ def test_a_result_names_the_release_an_unconfirmed_offer_targets() -> None:
     assert RunResult.of({"status": "active", "migration": offer}).offered_release == "research-decision@1.3.0"
     assert RunResult.of({"status": "active", "migration": {**offer, "confirmed": True}}).offered_release is None
     assert RunResult.of({"status": "active"}).offered_release is None
+
+
+@pytest.mark.parametrize(
+    ("findings", "problem"),
+    [
+        ([{"severity": "error"}], "finding 1: 'message' is a required property"),
+        ([{"message": "no evidence id"}], "finding 1: 'severity' is a required property"),
+        ([{"severity": "high", "message": "x"}], "finding 1/severity: 'high' is not one of ['error', 'warning']"),
+        ([{"severity": "error", "message": ""}], "finding 1/message: '' should be non-empty"),
+        ([{"severity": "error", "message": "x", "line": 3}], "finding 1: Additional properties are not allowed"),
+        (["no evidence id"], "finding 1 is a str, not an object"),
+    ],
+)
+def test_a_finding_the_verifier_would_refuse_is_said_as_one_before_anything_is_sent(
+    engines: Engines, findings: list[object], problem: str
+) -> None:
+    """Before: a finding without ``message`` raised a bare ``KeyError``, a string ``ValueError``, and one without
+    ``severity`` or with another severity was recorded, for the verifier to refuse the whole submit."""
+    session, round_ = _round(engines, "findings")
+    (key,) = round_.keys
+    with pytest.raises(HarnessError) as refused:
+        session.verdict(key, "fail", findings)  # type: ignore[arg-type]
+    said = str(refused.value)
+    assert said.startswith(f"the verifier would refuse the verdict of {key}: {problem}"), said
+    assert said.endswith(
+        'a finding is {"severity": "error" or "warning", "message": "...", optionally "artifact_id": "..."}'
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
@@ -19,12 +20,10 @@ from rimthan_workflow_registry.run import reports_size_problem
 
 from .project_files import WrittenFile
 from .protocol import HarnessError, HostProfile
+from .results import validator_key as validator_key  # (re-exported: where the bridge and the session take it)
 
 _REPORT_POINTER = re.compile(r"^/reports/(\d+)(/|$)")
-
-
-def validator_key(summary: Mapping[str, Any]) -> str:
-    return f"{summary['validator_id']}@{summary['version']}"
+_FINDING_SHAPE = 'a finding is {"severity": "error" or "warning", "message": "...", optionally "artifact_id": "..."}'
 
 
 def validator_payload(step: Mapping[str, Any], summary: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -65,17 +64,42 @@ def validator_report(
 def findings_problem(
     outcome: str, findings: Sequence[Mapping[str, Any]], reports: Sequence[Mapping[str, Any]]
 ) -> str | None:
-    """Why the verifier would refuse a verdict's ``findings`` (an error in a pass, too many, one too long), or
-    the round's ``reports`` with it (past ``MAX_VALIDATOR_REPORTS_BYTES`` together); ``None`` if it takes them."""
-    if outcome == "pass" and any(f.get("severity") == "error" for f in findings):
-        return "a pass carries an error finding (an error fails the validator): send fail, or make it a warning"
+    """Why the verifier would refuse a verdict's ``findings`` (one that is no finding, an error in a pass, too many,
+    one too long), or the round's ``reports`` with it (past ``MAX_VALIDATOR_REPORTS_BYTES`` together); ``None`` if
+    it takes them."""
     if len(findings) > MAX_REPORT_FINDINGS:
         return f"{len(findings)} findings, past the {MAX_REPORT_FINDINGS} one verdict may carry"
     for number, finding in enumerate(findings, 1):
-        size = len(finding["message"])
-        if size > MAX_FINDING_CHARS:
-            return f"finding {number} is {size} characters, past the {MAX_FINDING_CHARS} a finding may hold"
+        problem = _finding_problem(number, finding)
+        if problem is not None:
+            return problem
+    if outcome == "pass" and any(f.get("severity") == "error" for f in findings):
+        return "a pass carries an error finding (an error fails the validator): send fail, or make it a warning"
     return reports_size_problem(reports)
+
+
+@cache
+def _finding_check() -> Any:
+    """A checker of the verifier's ``finding`` contract, made on first use (``rimthan-host --help`` loads no
+    jsonschema: ``test_host_cli_imports.py``)."""
+    from rimthan_workflow_mcp.contract_schemas import FINDING
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
+
+    return Draft202012Validator(FINDING)
+
+
+def _finding_problem(number: int, finding: object) -> str | None:
+    """Why finding ``number`` is not one the verifier takes (its ``finding`` contract), or ``None``."""
+    if not isinstance(finding, Mapping):
+        return f"finding {number} is a {type(finding).__name__}, not an object; {_FINDING_SHAPE}"
+    message = finding.get("message")
+    if isinstance(message, str) and len(message) > MAX_FINDING_CHARS:
+        return f"finding {number} is {len(message)} characters, past the {MAX_FINDING_CHARS} a finding may hold"
+    error = next(iter(_finding_check().iter_errors(finding)), None)
+    if error is None:
+        return None
+    where = "".join(f"/{part}" for part in error.absolute_path)
+    return f"finding {number}{where}: {error.message}; {_FINDING_SHAPE}"
 
 
 def refused_report(error: Mapping[str, Any], summaries: Sequence[Mapping[str, Any]]) -> str | None:

@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .reports import validator_key
+
+def validator_key(summary: Mapping[str, Any]) -> str:
+    """A validator of a round as ``verdict`` takes it: ``validator_id@version``."""
+    return f"{summary['validator_id']}@{summary['version']}"
 
 
 def _part(wire: Mapping[str, Any], key: str) -> Mapping[str, Any]:

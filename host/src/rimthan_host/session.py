@@ -398,7 +398,8 @@ class HostSession(ResumeFromLog):
         """Why the verifier would refuse this verdict's findings, alone or with the round's other verdicts."""
         assert self.prepared is not None
         verdicts = {**self.prepared.verdicts, key: (outcome, tuple(findings))}
-        return findings_problem(outcome, findings, self._reports(verdicts))
+        alone = findings_problem(outcome, findings, ())  # (each finding checked before any report is built of it)
+        return alone if alone is not None else findings_problem(outcome, findings, self._reports(verdicts))
 
     def _reports(self, verdicts: Mapping[str, tuple[str, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
         """The reports of the validators with a verdict in ``verdicts``, in the bundle's order."""
