@@ -33,7 +33,10 @@ from rimthan_host.session import HostSession
 
 RUN = "run-1"
 PROJECT = Path(".")
-VERIFIER = StdioServerParameters(command="rimthan-mcp", args=["serve", "--migrate-to-newest"], env=dict(os.environ))
+# The verifier, a child over stdio: it offers a newer release of the run's catalogue, logs only warnings (its JSON
+# log lines go to this process's stderr), and is given the environment (the SDK passes only a few variables).
+SERVE = ["serve", "--migrate-to-newest", "--log-level", "warning"]
+VERIFIER = StdioServerParameters(command="rimthan-mcp", args=SERVE, env=dict(os.environ))
 
 
 def owner(name: str) -> dict[str, Any]:

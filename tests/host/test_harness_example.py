@@ -80,6 +80,10 @@ def test_the_example_harness_is_killed_resumes_migrates_and_completes(tmp_path: 
     assert "migrated to research-decision@1.3.0" in lines
     assert any(line.startswith("validators failed: ") for line in lines), lines
     assert lines[-1] == "completed on research-decision@1.3.0", lines
+    audit = [str(BIN / "rimthan-mcp"), "audit", ".rimthan/runs/run-1.log", "--releases-dir", "releases"]
+    audited = subprocess.run(audit, cwd=project, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert audited.returncode == 0, audited.stderr  # (one chain across the kill and the migration)
+    assert "outcome: completed" in audited.stdout and "research-decision@1.3.0" in audited.stdout, audited.stdout
 
 
 def test_the_example_harness_says_a_refusal_in_one_line(tmp_path: Path) -> None:
