@@ -18,6 +18,7 @@ The wire:
 ``http_bounds``       HTTP: deadlines for a request's head and body, and a bound on the requests in flight
 ``request_envelope``  bounds on what a ``tools/call`` carries besides its arguments (its id, its ``_meta``)
 ``call_placement``    HTTP: a small, bounded call run on the event loop, any other in a worker thread
+``call_reply``        a ``tools/call`` reply handed to the SDK as the dict its model dumps to (one dump fewer)
 ``port_claims``       Linux: one server per TCP port (and overlapping address) at start, bound but not listening
 ``health``            ``GET /healthz``: what a load balancer asks a replica before sending it calls
 

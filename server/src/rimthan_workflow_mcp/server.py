@@ -36,6 +36,7 @@ from rimthan_workflow_registry.remediation import harness_next_step
 
 from .call_placement import CallPlacement
 from .call_record import log_call
+from .call_reply import wire_reply
 from .call_scope import one_call
 from .contract_checks import check_contract_schema, without_checked
 from .eras import negotiate_served_era
@@ -189,7 +190,7 @@ def create_mcp_application(
     # One process serves one stdio client; HTTP answers in plain JSON, which carries no notifications.
     log_threshold: list[str | None] = [None]
 
-    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> dict[str, Any]:
         check_envelope(ctx.request_id, params.meta)
         arguments = dict(params.arguments or {})
         on_loop = calls_on_loop or placement.on_loop(ctx.request, arguments)
@@ -200,7 +201,7 @@ def create_mcp_application(
             result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
         log_call(params.name, arguments, result)
         await _notify_call(ctx, log_threshold[0], params.name, result)
-        return result
+        return wire_reply(result)  # the dict the SDK's dump of the model would give (call_reply.py)
 
     async def on_set_logging_level(
         ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
@@ -246,7 +247,6 @@ def create_mcp_application(
         cache_hints=CACHE_HINTS,
         get_tool_input_schema=input_schema,
         on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
         on_list_resources=on_list_resources,
         on_list_resource_templates=on_list_resource_templates,
         on_read_resource=on_read_resource,
@@ -255,6 +255,7 @@ def create_mcp_application(
         on_set_logging_level=on_set_logging_level,
         on_subscriptions_listen=None if watch is None else watch.listen,
     )
+    app.add_request_handler("tools/call", types.CallToolRequestParams, on_call_tool)  # a handler returning a dict
     app.middleware.append(negotiate_served_era)  # a batch-era offer answered with a served version (eras.py)
     if watch is not None:
         watch.attach(app)
