@@ -24,8 +24,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import pytest
+from rimthan_workflow_mcp.follow import start_following
+from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_mcp.transports import refresh_now
+from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.release.oci_bounds import REQUEST_DEADLINE, REQUEST_TIMEOUT
+from rimthan_workflow_registry.run import CheckpointKeyring
 from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward, send_drip
 from support.oci import push
 from support.processes import wait_for_line
@@ -176,3 +182,51 @@ def test_sigterm_stops_a_sync_downloading_a_dripping_blob_and_removes_the_downlo
         wait_for_line(lambda: [p.name for p in following.releases.glob(".pull-*/*")], ".", timeout=BOUNDED_WAIT)
         status = _stopped_by_sigterm(following.process, DRIP_WAIT)
     _stopped_the_sync(following, status)
+
+
+def test_a_stop_that_is_no_signal_stops_a_sync_waiting_on_a_frozen_registry(
+    tmp_path: Path, registry: LocalRegistry, front: Front, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """The HTTP transport ending another way than by a signal (uvicorn's own shutdown, an error ending its task
+    group) cancels the refresh task: that stopped nothing, and the server waited for the sync (here the read
+    timeout on a frozen registry). Now the cancelled refresh is the one stop (``stop_syncs``), as a signal's.
+
+    The refresh runs as ``serve_http`` runs it (``refresh_now`` in a task group), on a real follower and provider;
+    the task group is then cancelled, as ``serve_http`` does once uvicorn's ``serve`` returns."""
+    push(packaged_releases["1.2.0"], registry.ref("rimthan/stop"), trust)
+    assert front.front is not None
+    releases, state = tmp_path / "releases", tmp_path / "state"
+    follower = start_following(front.front.ref("rimthan/stop"), trust, releases, True, state)
+    provider = ReleaseProvider.open_directory(
+        releases, trust=load_trust(trust), keyring=CheckpointKeyring.generate(), state_dir=state
+    )
+    provider.before_refresh, provider.stop_syncs = follower.sync, follower.stop
+    held, cancel = sorted(os.listdir(releases)), threading.Event()
+    refreshed: list[object] = []
+
+    async def serving() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _refreshed(provider, refreshed))
+            await anyio.to_thread.run_sync(cancel.wait)
+            tg.cancel_scope.cancel()  # what serve_http does once uvicorn's serve returns
+
+    server = threading.Thread(target=anyio.run, args=(serving,), daemon=True)
+    os.kill(registry.process.pid, signal.SIGSTOP)
+    try:
+        front.tell.set()
+        server.start()
+        assert front.asked.wait(BOUNDED_WAIT), "the refresh's sync never asked the registry"
+        cancel.set()
+        server.join(FROZEN_WAIT)
+        stopped = not server.is_alive()
+    finally:
+        os.kill(registry.process.pid, signal.SIGCONT)
+        server.join(BOUNDED_WAIT)
+    assert stopped, f"the task group did not end within {FROZEN_WAIT:g} s: it waits for the sync"
+    assert refreshed == [], refreshed  # cancelled: no refresh result
+    assert follower.status().under_way is None
+    assert sorted(os.listdir(releases)) == held
+
+
+async def _refreshed(provider: ReleaseProvider, refreshed: list[object]) -> None:
+    refreshed.append(await refresh_now(provider, "interval"))

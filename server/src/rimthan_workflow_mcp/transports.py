@@ -28,6 +28,7 @@ import ipaddress
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
@@ -61,14 +62,38 @@ async def refresh_now(
 ) -> RefreshResult | None:
     """Run one refresh off the event loop (the provider logs what it did); ``watch`` tells clients of a change.
 
-    None when the server, stopping, stopped the follower's sync (``stop_syncs``): nothing was refreshed."""
+    None when the server, stopping, stopped the follower's sync (``stop_syncs``): nothing was refreshed. However
+    the server stops (a signal, the end of stdin, uvicorn's own shutdown, an error ending the task group), the
+    refresh's task is cancelled, and that is the one stop: :func:`stop_syncs`, then the thread's end awaited (a
+    stopped sync ends between two registry requests or chunks, its verification between two batches of files)."""
     try:
-        result = await anyio.to_thread.run_sync(provider.refresh, trigger)
+        result = await _refresh_in_thread(provider, trigger)
     except Stopped:
         return None
     if watch is not None:
         await watch.refreshed()
     return result
+
+
+async def _refresh_in_thread(provider: ReleaseProvider, trigger: str) -> RefreshResult:
+    """``provider.refresh`` in a worker thread; cancelled, it stops the sync under way and waits for the thread."""
+    started, ended = threading.Event(), threading.Event()
+
+    def refresh() -> RefreshResult:
+        started.set()
+        try:
+            return provider.refresh(trigger)
+        finally:
+            ended.set()
+
+    try:
+        return await anyio.to_thread.run_sync(refresh, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        stop_syncs(provider)  # a refresh not started yet finds the stop asked: its sync starts none
+        if started.is_set():  # the stopped sync ends soon: wait, so that nothing of it outlives the server
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(ended.wait)
+        raise
 
 
 def stop_syncs(provider: ReleaseProvider) -> str | None:
@@ -119,8 +144,7 @@ async def serve_stdio(
         await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "stdio"})
         stopped = await serve_wire(app)
-        stop_syncs(provider)  # a follower's sync under way is no call: not waited for
-        tg.cancel_scope.cancel()
+        tg.cancel_scope.cancel()  # a follower's sync under way is no call: stopped (refresh_now), not waited for
     return stopped
 
 
