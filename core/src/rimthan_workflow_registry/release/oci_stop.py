@@ -11,6 +11,11 @@ read ends at once. The work then raises :class:`Stopped`, a ``BaseException``
 (as ``KeyboardInterrupt`` is): no ``except Exception`` turns it into a
 refusal, and every ``finally`` on the way (a pull's download directory
 removed) runs.
+
+A release's verification under a stop (a follower's pull: the download's, the copy's it may replace, the one
+after the move) checks it between batches of files (:mod:`.verify`: at most ``_HASH_BATCH`` files, or about
+``_HASH_BATCH_BYTES`` plus one file, read past it), so a stopping server does not wait for a large release to be hashed
+whole: the pull raises :class:`Stopped` and nothing is moved into place.
 """
 
 from __future__ import annotations
@@ -70,7 +75,16 @@ def stoppable(stop: StopSignal) -> Iterator[None]:
 
 def check_stop() -> None:
     """Raise :class:`Stopped` if the work under way was asked to stop."""
-    stop = _signal.get()
+    stopped_by(_signal.get())
+
+
+def current_stop() -> StopSignal | None:
+    """The signal the work under way runs under (None: none), for threads it hands work to (no context there)."""
+    return _signal.get()
+
+
+def stopped_by(stop: StopSignal | None) -> None:
+    """Raise :class:`Stopped` if ``stop`` (from :func:`current_stop`) was asked."""
     if stop is not None and stop.asked:
         raise Stopped
 
