@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward, sen
 from support.oci import push
 from support.processes import wait_for_line
 from support.registry import LocalRegistry
+from support.releases import KeyPair, build_release, packaged_source
 
 RIMTHAN_MCP = Path(sys.executable).parent / "rimthan-mcp"
 FROZEN_WAIT = REQUEST_TIMEOUT / 2  # the old code waited out the read timeout on the frozen registry
@@ -230,3 +232,58 @@ def test_a_stop_that_is_no_signal_stops_a_sync_waiting_on_a_frozen_registry(
 
 async def _refreshed(provider: ReleaseProvider, refreshed: list[object]) -> None:
     refreshed.append(await refresh_now(provider, "interval"))
+
+
+BULK_FILES, BULK_BYTES = 96, 1_000_000  # a release of ~96 MB: its verification takes long enough to stop in
+
+
+def _large_release(tmp_path: Path, keypair: KeyPair) -> Path:
+    """research-decision 1.3.0 with ``BULK_FILES`` assets of ``BULK_BYTES`` each, signed by ``keypair``."""
+    source = tmp_path / "large-source"
+    shutil.copytree(packaged_source("1.3.0"), source)
+    (bulk := source / "assets" / "bulk").mkdir()
+    for index in range(BULK_FILES):
+        (bulk / f"part-{index:03d}.md").write_bytes(b"# part\n" + os.urandom(BULK_BYTES // 2).hex().encode())
+    return build_release(source, tmp_path / "large", [keypair])
+
+
+def _downloaded(releases: Path, release: Path) -> None:
+    """Wait until a download directory holds every file of ``release`` at its size: the pull verifies it next."""
+    sizes = {p.relative_to(release): p.stat().st_size for p in release.rglob("*") if p.is_file()}
+
+    def complete() -> bool:
+        return any(
+            all((staging / rel).is_file() and (staging / rel).stat().st_size == size for rel, size in sizes.items())
+            for staging in releases.glob(".pull-*")
+        )
+
+    deadline = threading.Event()
+    timer = threading.Timer(BOUNDED_WAIT, deadline.set)
+    timer.start()
+    try:
+        while not complete():
+            assert not deadline.wait(0.005), "the follower never downloaded the whole release"
+    finally:
+        timer.cancel()
+
+
+def test_sigterm_while_a_large_release_is_verified_moves_nothing_in_and_activates_nothing(
+    tmp_path: Path,
+    registry: LocalRegistry,
+    front: Front,
+    packaged_releases: dict[str, Path],
+    trust: Path,
+    keypair: KeyPair,
+) -> None:
+    """SIGTERM once the follower holds the whole download of a large release, so while it verifies it: the
+    verification is abandoned between two batches of files (``oci_stop``), the download removed, nothing moved
+    into place, nothing activated (the activation floor still 1.2.0), and the process exits 0."""
+    large = _large_release(tmp_path, keypair)
+    with _following(tmp_path, registry, front, packaged_releases["1.2.0"], trust) as following:
+        push(large, registry.ref("rimthan/stop"), trust)  # the next sync pulls it
+        _downloaded(following.releases, large)
+        status = _stopped_by_sigterm(following.process, BOUNDED_WAIT)
+    _stopped_the_sync(following, status)
+    floor = (tmp_path / "state" / "activation-floor.json").read_text("utf-8")
+    assert "1.2.0" in floor and "1.3.0" not in floor, floor
+    assert not [e for e in _events(following.log, "pulled") if ":1.3.0@" in str(e["reference"])]
