@@ -55,6 +55,8 @@ The releases a server holds:
 ``held_on_disk``      whether each release a server holds is still in its releases directory
 ``trust_refresh``     the trust store read again on every refresh
 ``follow``            following an OCI repository (``--releases-from``): new version tags pulled before each refresh
+``follow_memory``     the publishes a follower refused, by manifest digest: never pulled again under one trust store
+``follow_disk``       a follower's releases directory: copies pulled, stale downloads, copies whose tag went
 ``recurring``         a failure that lasts many refreshes (a registry outage) logged once per kind
 ``last_sync``         the last good sync a follower made, kept in the state directory so a restart still says it
 ``logs``              structured JSON logs on stderr, one bounded line per record

@@ -9,8 +9,8 @@ The provider's ordinary refresh then activates the newest release under the
 usual rules (activation floor, pinned runs keep their release).
 
 A publish that does not verify never reaches the releases directory; it is
-logged, reported as a rejection of the refresh, and not pulled again until
-its tag points at another manifest or the trust store changes (every
+logged once, reported as a rejection of the refresh, and its manifest digest is not pulled again, under any
+tag, until the trust store changes (:mod:`.follow_memory`; every
 refresh re-reads ``--trust`` before the follower pulls, and hands it the
 store: a key added may vouch for a publish refused before). A registry that cannot be reached, or a
 releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
@@ -22,24 +22,25 @@ into the refresh result (``sync_failed``) and ``GET /healthz``, with since when 
 that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
-tries again. A server stopping (``SIGTERM``, Ctrl-C) ends the sync under way at once (:meth:`RegistryFollower.stop`:
-:mod:`~rimthan_workflow_registry.release.oci_stop`), its download removed. The releases directory is the
+tries again. A server stopping (``SIGTERM``, Ctrl-C, or any other way: ``transports.refresh_now``) ends the sync
+under way at once (:meth:`RegistryFollower.stop`: :mod:`~rimthan_workflow_registry.release.oci_stop`), its
+download, or the verification of it, abandoned and removed. The releases directory is the
 follower's: a copy of a followed tag that no longer verifies (a file edited or deleted) is replaced by a verified
 pull of that tag in one rename, with one warning line; at start every tag is pulled,
 and while serving a tag is pulled again once its directory changed on disk
 (:func:`fingerprint`). At start, the downloads a follower killed mid-pull left
 are removed (:func:`sweep_stale_downloads`). A copy that verifies is never replaced, and a tag deleted in the
 registry is never a rollback: its release is kept and served, with one warning (only a newer publish or
-``--lower-floor`` moves a replica off it). A copy only the trust store no longer vouches for (a key removed),
-replaced by a co-signed push, is said as that in an info line, not as damage. Replicas following one
-repository converge on the same active release because they pull the same
+``--lower-floor`` moves a replica off it); a restarted follower says it of each copy held whose tag went while it
+was down, at its first sync (:func:`~.follow_disk.untagged_copies`). A copy only the trust store no longer
+vouches for (a key removed), replaced by a co-signed push, is said as that in an info line, not as damage.
+Replicas following one repository converge on the same active release because they pull the same
 bytes and apply the same rules.
 """
 
 from __future__ import annotations
 
 import errno
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -65,6 +66,8 @@ from rimthan_workflow_registry.release import (
 )
 from rimthan_workflow_registry.remediation import io_next_step, next_step
 
+from .follow_disk import Fingerprint, fingerprint, sweep_stale_downloads, untagged_copies
+from .follow_memory import RefusedDigests
 from .last_sync import LAST_SYNC_FILE, LastSync
 from .loading import utc_now
 from .logs import get_logger
@@ -74,6 +77,7 @@ from .release_scan import scan_releases
 from .trust_refresh import trust_changed
 
 _log = get_logger("follow")
+_GONE = "tag gone from the registry; its release is kept"
 _CHECK_REGISTRY = (
     "check the registry address in --releases-from, the network to it, and --plain-http (a registry without TLS "
     "needs it)"
@@ -99,6 +103,8 @@ class RegistryFollower:
     plain_http: bool = False
     _seen: dict[str, str] = field(default_factory=dict)  # tag -> OCI digest pulled or refused
     _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
+    _refused_digests: RefusedDigests = field(default_factory=RefusedDigests)  # never pulled again (same trust)
+    _first_sync: bool = True  # copies whose tag went while the replica was down: warned of at its first listing
     _copies: dict[str, tuple[Path, Fingerprint]] = field(default_factory=dict)  # tag -> its directory as pulled
     _failed: dict[str, RegistryError] = field(default_factory=dict)  # tag -> why its last pull failed (transient)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -235,6 +241,8 @@ class RegistryFollower:
 
     def _retrust(self, trust: TrustStore) -> None:
         """Pull under ``trust`` from now on; a changed store forgets the manifests it refused, to try them again."""
+        if trust_changed(self.trust, trust):
+            self._refused_digests.forget()
         if trust_changed(self.trust, trust) and self._refused:
             retried = sorted(self._refused)
             for tag in retried:
@@ -246,6 +254,9 @@ class RegistryFollower:
         registry = open_registry(self.ref, plain_http=self.plain_http)
         tags = version_tags(registry, self.ref)
         self._withdrawn(set(tags))
+        if self._first_sync:
+            self._first_sync = False
+            self._gone_while_down(set(tags))
         for gone in set(self._refused) - set(tags):
             del self._refused[gone]
         self._forget_changed_copies()
@@ -263,6 +274,10 @@ class RegistryFollower:
             digest, _ = found
             if self._seen.get(tag) == digest:
                 continue
+            if (known := self._refused_digests.known(digest, tag)) is not None:  # same bytes: same refusal
+                self._seen[tag] = digest
+                self._refuse(tag, f"{ref}@{digest}", known, said=True)
+                continue
             self._pull(tag, ref, digest)
 
     def _withdrawn(self, tags: set[str]) -> None:
@@ -272,10 +287,14 @@ class RegistryFollower:
             del self._seen[tag]  # pulled again if it comes back
             if tag in self._refused:
                 continue
-            _log.warning(
-                "tag gone from the registry; its release is kept",
-                extra={"reference": str(self.ref.with_tag(tag)), "next": _WITHDRAW},
-            )
+            _log.warning(_GONE, extra={"reference": str(self.ref.with_tag(tag)), "next": _WITHDRAW})
+
+    def _gone_while_down(self, tags: set[str]) -> None:
+        """At the first sync (a start): one warning per copy held whose tag the registry no longer has, as
+        :meth:`_withdrawn` says it of a tag deleted while the follower ran (a restart must not hide it)."""
+        for version, path in untagged_copies(self.releases_dir, tags):
+            reference = str(self.ref.with_tag(version))
+            _log.warning(_GONE, extra={"reference": reference, "path": str(path), "next": _WITHDRAW})
 
     def _pull(self, tag: str, ref: OciReference, digest: str) -> None:
         where = f"{ref}@{digest}"
@@ -293,6 +312,7 @@ class RegistryFollower:
                 self._pull_failed(tag, where, exc)
                 return
             self._seen[tag] = digest
+            self._refused_digests.remember(digest, tag, exc)
             self._refuse(tag, where, exc)
             return
         self._seen[tag] = digest
@@ -332,10 +352,11 @@ class RegistryFollower:
                 del self._copies[tag]
                 self._seen.pop(tag, None)
 
-    def _refuse(self, tag: str, where: str, exc: RegistryError) -> None:
-        """Keep ``tag`` out, saying why once (a manifest refused before its digest is known is asked again)."""
+    def _refuse(self, tag: str, where: str, exc: RegistryError, *, said: bool = False) -> None:
+        """Keep ``tag`` out, saying why once (a manifest refused before its digest is known is asked again;
+        ``said``: a digest refused before, its refusal logged then)."""
         rejection = Rejection(path=where, error=exc.to_dict())
-        if self._refused.get(tag) != rejection:
+        if not said and self._refused.get(tag) != rejection:
             _log.warning("publish refused", extra={"reference": where, "error": exc.to_dict()})
         self._refused[tag] = rejection
 
@@ -437,49 +458,3 @@ def _nothing_pulled(follower: RegistryFollower) -> RegistryError:
 
 
 _SAID = 3  # refused tags quoted in a refusal to start; the log has every one
-
-
-# A pull ends by its sync's deadline (plus one read timeout): a download untouched for twice that is no live pull's.
-STALE_AFTER = 2 * SYNC_DEADLINE
-_LEFT_BEHIND = (".pull-*", ".damaged-*")  # a pull's download directory; a copy renamed aside by a replacement
-
-
-def sweep_stale_downloads(releases_dir: Path, now: float | None = None) -> None:
-    """Remove what a follower killed mid-pull (SIGKILL, OOM, a node drained) left: each restart added one.
-
-    Only entries untouched for :data:`STALE_AFTER` go, so a pull still running in another process is spared.
-    """
-    moment = time.time() if now is None else now
-    for pattern in _LEFT_BEHIND:
-        for stale in sorted(releases_dir.glob(pattern)):
-            if stale.is_dir() and not stale.is_symlink() and moment - _last_touched(stale) > STALE_AFTER:
-                shutil.rmtree(stale, ignore_errors=True)
-                if not stale.exists():
-                    _log.info("stale download removed", extra={"path": str(stale)})
-
-
-def _last_touched(directory: Path) -> float:
-    """The newest mtime of ``directory`` and everything under it (``inf`` if it cannot be read: kept)."""
-    try:
-        return max(p.lstat().st_mtime for p in (directory, *directory.rglob("*")))
-    except OSError:
-        return float("inf")
-
-
-Fingerprint = frozenset[tuple[str, int, int, int]]
-
-
-def fingerprint(directory: Path) -> Fingerprint:
-    """Every entry of ``directory`` (itself included) by relative path, size, mtime and inode; empty if it is gone.
-
-    Cheap enough for every refresh (no file is read); an edit, a deletion, an added file or a directory
-    replaced changes it. An edit that also restores the mtime is caught at the next start, which pulls every tag.
-    """
-    entries: set[tuple[str, int, int, int]] = set()
-    try:
-        for where in (directory, *sorted(directory.rglob("*"))):
-            st = where.lstat()
-            entries.add((str(where.relative_to(directory)), st.st_size, st.st_mtime_ns, st.st_ino))
-    except OSError:
-        return frozenset()
-    return frozenset(entries)
