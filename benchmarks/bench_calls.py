@@ -313,6 +313,11 @@ class InProcess:
         self._state = runtime_state(ReleaseProvider.open(release, trust=load_trust(keys.trust_dir), keyring=keyring))
         self._call_tool = call_tool
 
+    def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """One call through the server's ``call_tool``, as served (never raises: a refusal is an error result)."""
+        result: types.CallToolResult = self._call_tool(self._state, name, arguments)
+        return result
+
     def replay(self, recorded: list[Call], *, pause: float = 0.0) -> dict[str, list[float]]:
         """Seconds of each recorded call, per tool; ``pause``: seconds idle before each (as between served calls)."""
         per_tool: dict[str, list[float]] = {t: [] for t in TOOLS}
@@ -320,7 +325,7 @@ class InProcess:
             if pause:
                 time.sleep(pause)
             started = time.perf_counter()
-            result = self._call_tool(self._state, call.name, call.arguments)
+            result = self.call(call.name, call.arguments)
             per_tool[call.name].append(time.perf_counter() - started)
             if result.is_error:
                 raise RuntimeError(f"replaying {call.name} in process was refused: {result.structured_content}")
