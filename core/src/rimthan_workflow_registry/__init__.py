@@ -22,6 +22,7 @@ At the top, shared by both:
 ``pem_keys``           PEM keys read and written with cryptography's own functions, without its OpenSSH key code:
                        the trust store's public keys, the packager's signing keys
 ``key_file_modes``     who besides its owner may read or write a signing or checkpoint key file, in one warning
+``key_file_warning``   that warning's wording and types, imported only when a key file is open to others
 ``secret_paths``       never write a secret where git tracks it
 ``small_files``        a key or trust file read bounded, and only if it is a regular file: a FIFO never blocks
 ``whole_writes``       every byte written, a short write going on

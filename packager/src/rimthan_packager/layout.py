@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release import Catalogue
 
     from .source import SourceFiles
+    from .unreferenced_schema import UnreferencedSchema
 
 _NAME = re.compile(ID_PATTERN)  # the catalogue rule for a name, matched whole
 
@@ -166,15 +166,6 @@ KEEP_MARK = "x-rimthan-unreferenced"
 """The top-level annotation that keeps a schema file no workflow references: its value says why it ships."""
 
 
-@dataclass(frozen=True)
-class UnreferencedSchema:
-    """A schema file of the source no workflow references, and the referenced one its name is closest to."""
-
-    path: str
-    closest: str | None
-    mark: str | None = None  # the file's KEEP_MARK value as JSON when it has one that says no reason
-
-
 def unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> tuple[UnreferencedSchema, ...]:
     """The source's schema files (``schemas/*.json``, ``*.schema.json``) no workflow references and none marks kept."""
     referenced = {w.confirmed_state_schema for w in catalogue.workflows} | {
@@ -185,10 +176,14 @@ def unreferenced_schemas(source: SourceFiles, catalogue: Catalogue) -> tuple[Unr
         for path in sorted(source.paths - referenced)
         if (path.startswith("schemas/") and path.endswith(".json")) or path.endswith(".schema.json")
     }
+    found = {path: mark for path, mark in marks.items() if not (isinstance(mark, str) and mark.strip())}
+    if not found:  # a non-empty string says why it ships: kept
+        return ()
+    from .unreferenced_schema import UnreferencedSchema  # defined only when a schema is unreferenced
+
     return tuple(
         UnreferencedSchema(path, closest_name(path, referenced), None if mark is _NO_MARK else quoted(json.dumps(mark)))
-        for path, mark in marks.items()
-        if not (isinstance(mark, str) and mark.strip())  # a non-empty string says why it ships: kept
+        for path, mark in found.items()
     )
 
 

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from rimthan_workflow_registry import pem_keys
 from rimthan_workflow_registry.errors import FailureCode, TrustError
-from rimthan_workflow_registry.key_file_modes import (
-    READ_BITS,
-    ExposureWarning,
-    KeyFileExposure,
-    KeyFileKind,
-    exposure_warning,
-    key_file_exposure,
-)
+from rimthan_workflow_registry.key_file_modes import READ_BITS, key_file_exposure
 from rimthan_workflow_registry.release import MAX_KEY_FILE_BYTES, key_id_for
 from rimthan_workflow_registry.small_files import read_small_file
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.key_file_warning import ExposureWarning, KeyFileExposure
 
 PRIVATE_KEY_SUFFIX = ".key"
 PUBLIC_KEY_SUFFIX = ".pub"
@@ -101,6 +98,8 @@ def _unreadable_next(path: Path) -> str:
 
 def _exposure(path: Path, key_id: str, exposed: KeyFileExposure) -> ExposureWarning:
     """What ``build`` and ``sign`` warn about a private key others can read (ssh's "UNPROTECTED PRIVATE KEY FILE")."""
+    from rimthan_workflow_registry.key_file_warning import KeyFileKind, exposure_warning  # only for such a key
+
     return exposure_warning(exposed, KeyFileKind("private key", f"sign releases as key {key_id}", _KEYGEN, "signers"))
 
 

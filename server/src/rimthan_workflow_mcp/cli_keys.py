@@ -18,13 +18,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from rimthan_clikit import epilog, guard, warn
 from rimthan_workflow_registry.errors import FailureCode, KeyringError
-from rimthan_workflow_registry.key_file_modes import (
-    READ_WRITE_BITS,
-    WRITE_BITS,
-    KeyFileKind,
-    exposure_warning,
-    key_file_exposure,
-)
+from rimthan_workflow_registry.key_file_modes import READ_WRITE_BITS, WRITE_BITS, key_file_exposure
+from rimthan_workflow_registry.key_file_warning import KeyFileKind, exposure_warning
 from rimthan_workflow_registry.secret_paths import check_secret_path_untracked
 from rimthan_workflow_registry.state_dir import default_state_dir
 

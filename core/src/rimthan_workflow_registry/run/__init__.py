@@ -30,6 +30,8 @@ Modules, in the order a tool call uses them:
     What a workflow needs from a run (fields, capabilities, adapters), said up front.
 ``catalogue_examples``
     A catalogue's worked examples checked at build with the run's own checks (build only).
+``stray_example``
+    A file of the examples folder no workflow takes (imported only when a build finds one).
 ``audit`` / ``run_ending``
     Offline audit of a run's checkpoint log; how the audited run ended, read from its pinned release.
 

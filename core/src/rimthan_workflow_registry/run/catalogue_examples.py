@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.failures import Failure
     from rimthan_workflow_registry.release.catalogue import Catalogue
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
+    from rimthan_workflow_registry.run.stray_example import StrayExample
 
 EXAMPLES_DIR = "examples"
 CONFIRMED_STATE_EXAMPLE = "confirmed-state.json"
@@ -222,17 +223,6 @@ def check_examples(
     return checked
 
 
-@dataclass(frozen=True)
-class StrayExample:
-    """A file of the examples folder no workflow takes as an example, and the example name it most likely misspells."""
-
-    path: str
-    closest: str | None
-
-    def describe(self) -> str:
-        return f"{self.path} (closest example name: {self.closest})" if self.closest else self.path
-
-
 def stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> tuple[StrayExample, ...]:
     """The files under ``examples/`` that are no workflow's example: a name no output has, or a folder none reads.
 
@@ -241,17 +231,20 @@ def stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> tuple[StrayEx
     expected: dict[str, set[str]] = {}  # each folder a workflow reads, and the names it takes there
     for workflow in catalogue.workflows:
         expected.setdefault(examples_folder(workflow.id, paths), set()).update(example_names(workflow))
-    every = [f"{folder}/{name}" for folder, names in expected.items() for name in names]
-    return tuple(
-        _stray(path, expected, every)
+    strays = [
+        path
         for path in sorted(paths)
         if path.startswith(f"{EXAMPLES_DIR}/") and not is_readme(path)
         if path.rpartition("/")[2] not in expected.get(path.rpartition("/")[0], ())
-    )
+    ]
+    every = [f"{folder}/{name}" for folder, names in expected.items() for name in names]
+    return tuple(_stray(path, expected, every) for path in strays)
 
 
 def _stray(path: str, expected: Mapping[str, set[str]], every: list[str]) -> StrayExample:
     """``path`` with its closest example name: in its own folder when a workflow reads it, else anywhere."""
+    from rimthan_workflow_registry.run.stray_example import StrayExample  # defined only when a file is stray
+
     folder, _, name = path.rpartition("/")
     if folder not in expected:
         return StrayExample(path, closest_name(path, every))
