@@ -64,7 +64,9 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 # (PEM keys are read through rimthan_workflow_registry.pem_keys), and hashlib and hmac, which load the system's
 # libcrypto beside cryptography's own (SHA-256 comes from cryptography; the work directory's name from os.urandom),
 # difflib (only a refusal's "did you mean" hint) and the unicode_escape codec (control characters are escaped from
-# a table written out).
+# a table written out); shlex (a next step's shell words), heapq (failures that do not stop a check) and select (a
+# broken pipe), needed only when something fails; rfc8785 (a build writes no value outside the C encoder's
+# subset); and the ascii codec (the umask is read from /proc as bytes).
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -82,6 +84,11 @@ NOT_ON_THE_BUILD_PATH = (
     "secrets",
     "difflib",
     "encodings.unicode_escape",
+    "shlex",
+    "heapq",
+    "select",
+    "rfc8785",
+    "encodings.ascii",
 )
 
 
@@ -181,3 +188,12 @@ def test_the_entry_point_leaves_its_objects_frozen_to_the_exit(
         assert frozen > 0
         if argv is built:
             assert json.loads(run.stdout)["ok"] is True
+
+
+def test_keygen_and_init_never_load_ctypes(tmp_path: Path) -> None:
+    """``ctypes`` (``syncfs``, ``renameat2``) is imported on first use: only a command that flushes or publishes."""
+    made = pack_probe("keygen", "--out", str(tmp_path / "keys" / "k"))
+    assert made.code == 0, made.stderr
+    scaffolded = pack_probe("init", str(tmp_path / "catalogues" / "demo" / "0.1.0"))
+    assert scaffolded.code == 0, scaffolded.stderr
+    assert "ctypes" not in made.modules | scaffolded.modules

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import select
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
@@ -138,6 +137,8 @@ def guard(action: Callable[[], T], *, on_io_error: str | None = None, as_json: b
 
 def _stdout_closed() -> bool:
     """Whether stdout is a pipe whose reader has gone (``rimthan-pack inspect RELEASE | head``)."""
+    import select  # only a broken pipe asks: never a command whose output is read
+
     try:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)

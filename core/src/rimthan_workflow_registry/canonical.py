@@ -5,7 +5,8 @@ one byte form: manifests, confirmed-state digests, receipts, contracts.
 Canonicalisation is delegated to the ``rfc8785`` library (the stdlib's C
 encoder only where it provably writes the same bytes; an object's bytes
 composed from its members' where its members' digests are wanted too); this
-module only adds strict parsing (duplicate keys, non-finite numbers) and digest helpers.
+module only adds strict parsing (duplicate keys, non-finite numbers) and digest helpers. ``rfc8785`` is imported
+on its first use: a build writes no value outside the C encoder's subset.
 
 SHA-256 comes from ``cryptography`` (:func:`sha256_hex`, :class:`Sha256`), not
 ``hashlib``: every process that hashes a release also checks or makes an
@@ -23,12 +24,11 @@ import json
 import marshal
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-import rfc8785
 from cryptography.hazmat.primitives.hashes import SHA256, Hash
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
@@ -62,7 +62,21 @@ def canonical_bytes(value: Any) -> bytes:
     manifest in 18 against 62 ms. Any other value, and every value with no
     canonical form, goes to ``rfc8785`` with its own bytes and errors.
     """
-    return plain_json_bytes(value) or rfc8785.dumps(value)
+    return plain_json_bytes(value) or _rfc8785_dumps()(value)
+
+
+def canonicalization_error() -> type[ValueError]:
+    """``rfc8785.CanonicalizationError``, what :func:`canonical_bytes` raises for a value with no canonical form."""
+    from rfc8785 import CanonicalizationError
+
+    return CanonicalizationError
+
+
+def _rfc8785_dumps() -> Callable[[Any], bytes]:
+    """``rfc8785.dumps``, the library imported on first use: a build's values are all in the C encoder's subset."""
+    from rfc8785 import dumps
+
+    return dumps
 
 
 def canonical_text(value: Any) -> str:
@@ -89,8 +103,9 @@ class CanonicalParts:
     """
 
     def __init__(self) -> None:
+        self._dumps: Callable[[Any], bytes] = _rfc8785_dumps()
         self._tag = os.urandom(16).hex()
-        self._opening = rfc8785.dumps(self._tag + ":")[:-1]
+        self._opening = self._dumps(self._tag + ":")[:-1]
         self._parts: dict[int, tuple[Any, bytes]] = {}
 
     def keep(self, value: _V) -> _V:
@@ -102,7 +117,7 @@ class CanonicalParts:
         """``rfc8785.dumps(value)``, remembered: ``value`` is kept (and must not be mutated afterwards)."""
         part = self._parts.get(id(value))
         if part is None or part[0] is not value:
-            part = self._parts[id(value)] = (value, rfc8785.dumps(value))
+            part = self._parts[id(value)] = (value, self._dumps(value))
         return part[1]
 
     def dumps(self, value: Any) -> bytes:
@@ -110,17 +125,17 @@ class CanonicalParts:
         used: list[bytes] = []
         skeleton = self._skeleton(value, used)
         if not used:
-            return plain_json_bytes(skeleton) or rfc8785.dumps(value)
-        pieces = (plain_json_bytes(skeleton) or rfc8785.dumps(skeleton)).split(self._opening)
+            return plain_json_bytes(skeleton) or self._dumps(value)
+        pieces = (plain_json_bytes(skeleton) or self._dumps(skeleton)).split(self._opening)
         if len(pieces) != len(used) + 1:
-            return rfc8785.dumps(value)
+            return self._dumps(value)
         expected = {str(index).encode(): data for index, data in enumerate(used)}
         out = [pieces[0]]
         for piece in pieces[1:]:
             number, quote, rest = piece.partition(b'"')
             data = expected.pop(number, None)
             if data is None or not quote:
-                return rfc8785.dumps(value)
+                return self._dumps(value)
             out += (data, rest)
         return b"".join(out)
 
@@ -308,12 +323,13 @@ def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
     ``rfc8785``'s first error, as ``digest_value(value)`` would. An object
     whose keys are not all exact ``str`` is serialised whole, then member by member.
     """
+    dumps = _rfc8785_dumps()
     if not all(type(key) is str for key in value):
-        whole = rfc8785.dumps(value)  # outside the subset already: no second walk
+        whole = dumps(value)  # outside the subset already: no second walk
         return digest_bytes(whole), MappingProxyType({k: digest_value(v) for k, v in value.items()}), len(whole)
     members = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16be"))
-    data = [(key, plain_json_bytes(item) or rfc8785.dumps(item)) for key, item in members]
-    whole = b",".join((printable_ascii_string_bytes(key) or rfc8785.dumps(key)) + b":" + part for key, part in data)
+    data = [(key, plain_json_bytes(item) or dumps(item)) for key, item in members]
+    whole = b",".join((printable_ascii_string_bytes(key) or dumps(key)) + b":" + part for key, part in data)
     digests = MappingProxyType({key: digest_bytes(part) for key, part in data})
     return digest_bytes(b"{" + whole + b"}"), digests, len(whole) + 2
 

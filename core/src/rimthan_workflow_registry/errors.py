@@ -298,3 +298,10 @@ def closest_name(key: str, names: Iterable[str]) -> str | None:
 
     close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
     return close[0] if close else None
+
+
+def shell_word(value: object) -> str:
+    """``str(value)`` quoted as one shell word, for a command line a next step gives (``mv OLD NEW``)."""
+    import shlex  # only a refusal's next step needs it, never a command that succeeds
+
+    return shlex.quote(str(value))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.whole_writes import write_all
+
+if TYPE_CHECKING:
+    import ctypes
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -104,11 +108,14 @@ def umask_keeps(mode: int) -> bool:
     race with other threads); ``False`` where that is not available.
     """
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            line = next((line for line in status if line.startswith("Umask:")), None)
-    except (OSError, UnicodeDecodeError):
+        with open("/proc/self/status", "rb") as status:  # bytes: no text codec to load (encodings.ascii)
+            line = next((line for line in status if line.startswith(b"Umask:")), None)
+    except OSError:
         return False
-    return line is not None and int(line.split()[1], 8) & mode == 0
+    try:
+        return line is not None and int(line.split()[1], 8) & mode == 0
+    except (IndexError, ValueError):
+        return False
 
 
 def _fsync_path(path: Path, flags: int) -> None:
@@ -136,15 +143,14 @@ def sync_filesystem(path: Path) -> bool:
     file forces a journal commit per file. ``False`` where ``syncfs`` does not
     exist (the caller then fsyncs file by file); a write-back error raises ``OSError``.
     """
-    try:
-        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
+    syncfs = _libc_function("syncfs")
+    if syncfs is None:
         return False
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         if syncfs(fd) == 0:
             return True
-        err = ctypes.get_errno()
+        err = _errno()
     finally:
         os.close(fd)
     if err == errno.ENOSYS:
@@ -152,18 +158,47 @@ def sync_filesystem(path: Path) -> bool:
     raise OSError(err, os.strerror(err), str(path))
 
 
+@cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, opened once for ``syncfs`` and ``renameat2`` (neither is in :mod:`os`).
+
+    ``ctypes`` is imported here, on first use: a command that never flushes
+    a file system nor publishes a directory (``init``, ``keygen``) never loads it.
+    """
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _libc_function(name: str) -> ctypes._CFunctionType | None:
+    """The C library's ``name``; ``None`` where there is no such function (another platform, an older libc)."""
+    libc = _libc()
+    try:
+        return None if libc is None else getattr(libc, name)
+    except AttributeError:
+        return None
+
+
+def _errno() -> int:
+    """``errno`` as the last C library call through :func:`_libc` left it."""
+    import ctypes
+
+    return ctypes.get_errno()
+
+
 def _renameat2_noreplace(src: Path, dst: Path) -> bool:
     """Linux ``renameat2(RENAME_NOREPLACE)``; ``False`` if the platform or filesystem lacks it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
+    renameat2 = _libc_function("renameat2")
+    if renameat2 is None:
         return False
     at_fdcwd, rename_noreplace = -100, 1
     result = renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace)
     if result == 0:
         return True
-    err = ctypes.get_errno()
+    err = _errno()
     if err in (errno.ENOSYS, errno.EINVAL):
         return False
     raise OSError(err, os.strerror(err), str(dst))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from rimthan_workflow_registry.errors import (
     closest_name,
     collected,
     quoted,
+    shell_word,
 )
 from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver, next_version
 
@@ -68,7 +68,7 @@ def refuse_folder_mismatch(root: Path, name: str, version: str) -> None:
 
 
 def _version_mismatch(root: Path, folder: str, version: str) -> CatalogueError:
-    renamed = shlex.quote(str(root.absolute().parent / version))
+    renamed = shell_word(root.absolute().parent / version)
     return _mismatch(
         root,
         f"the source folder names version {folder} but [catalogue].version is {version!r}: "
@@ -79,7 +79,7 @@ def _version_mismatch(root: Path, folder: str, version: str) -> CatalogueError:
 
 
 def _name_mismatch(root: Path, parent: str, name: str, version: str) -> CatalogueError:
-    moved = shlex.quote(str(catalogue_folder(root, name) / version))
+    moved = shell_word(catalogue_folder(root, name) / version)
     move = f"move the source to {moved} (a version folder's parent names its catalogue)"
     return _mismatch(
         root,
@@ -109,7 +109,7 @@ def new_version_step(root: Path, name: str, version: str) -> str | None:
     if version_folder(root) is None:
         return None
     bumped = next_version(version)  # a version folder's name is a semantic version, and so is its catalogue's
-    here, copy = (shlex.quote(str(folder)) for folder in (root.absolute(), root.absolute().parent / bumped))
+    here, copy = (shell_word(folder) for folder in (root.absolute(), root.absolute().parent / bumped))
     problem = identity_problem("its release id", f"the next version, {bumped},", bumped, f"{name}@{bumped}")
     if problem is not None:
         return (

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 import tomli_w
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, shell_word
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver
 from rimthan_workflow_registry.remediation import io_refusal
@@ -364,7 +363,7 @@ def _check_identity(name: str, version: str, directory: Path) -> None:
             problem,
             path=str(directory),
             next_step=f"name the version folder with a shorter version: rimthan-pack init "
-            f"{shlex.quote(str(directory.parent / DEFAULT_VERSION))}",
+            f"{shell_word(directory.parent / DEFAULT_VERSION)}",
         )
 
 
@@ -373,7 +372,7 @@ def _check_version_folder(directory: Path, parent: str, version: str, name: str 
     if name in (None, parent) and _NAME.fullmatch(parent):
         return
     wanted = name if name is not None and _NAME.fullmatch(name) else "my-flow"
-    moved = shlex.quote(str(catalogue_folder(directory, wanted) / version))
+    moved = shell_word(catalogue_folder(directory, wanted) / version)
     problem = (
         f"cannot name the catalogue after the folder {parent!r}: expected lowercase letters, digits and hyphens"
         if name is None or name == parent
@@ -399,7 +398,7 @@ def init_catalogue(directory: Path | str, name: str | None = None) -> list[Path]
             next_step="pass a new or empty directory; init never writes over existing files",
         )
     derived, version = default_identity(directory)
-    shown = shlex.quote(str(directory))
+    shown = shell_word(directory)
     if version_folder(directory) is not None:
         _check_version_folder(directory, derived, version, name)
     elif name is None and not _NAME.fullmatch(derived):

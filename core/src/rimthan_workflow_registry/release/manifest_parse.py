@@ -16,9 +16,13 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-import rfc8785
-
-from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, canonical_bytes, find_float, parse_strict_json
+from rimthan_workflow_registry.canonical import (
+    SHA256_HEX_PATTERN,
+    canonical_bytes,
+    canonicalization_error,
+    find_float,
+    parse_strict_json,
+)
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.catalogue import ID_PATTERN
@@ -292,7 +296,7 @@ def _check_canonical(data: bytes, value: Any, where: str) -> None:
     """The bytes are exactly the RFC 8785 form of what they parse to."""
     try:
         canonical = canonical_bytes(value)
-    except rfc8785.CanonicalizationError as exc:  # lone surrogates, integers beyond 2**53: no canonical form
+    except canonicalization_error() as exc:  # lone surrogates, integers beyond 2**53: no canonical form
         raise _invalid(where, f"holds a value RFC 8785 cannot represent ({exc})") from None
     if canonical != data:
         raise _invalid(where, "bytes are not canonical RFC 8785 JSON", FailureCode.MANIFEST_NOT_CANONICAL)

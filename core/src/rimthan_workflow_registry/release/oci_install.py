@@ -24,14 +24,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..canonical import digest_bytes
-from ..errors import FailureCode, RegistryError, refusal_line
+from ..errors import FailureCode, RegistryError, refusal_line, shell_word
 from ..remediation import local_io
 from .format import MANIFEST_NAME, SIGNATURES_DIR
 from .oci_client import refusal as _refuse
@@ -94,7 +93,7 @@ def install_release(
             f"holds {_held(code, release.release_id)} ({damage}); it is not overwritten unless asked",
             path=str(final),
             next_step=f"pull again with --replace-damaged (the verified pull replaces it in one rename), or delete "
-            f"the copy (`rm -r {shlex.quote(str(final))}`) and pull again",
+            f"the copy (`rm -r {shell_word(final)}`) and pull again",
         )
     with local_io(final.parent, f"replacing the copy at {final.name}"):
         staging.chmod(0o755)

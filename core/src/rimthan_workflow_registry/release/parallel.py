@@ -17,7 +17,6 @@ cycles, and with the collector on, a 10,000-file load ran 50-60 collections on i
 from __future__ import annotations
 
 import gc
-import heapq
 import itertools
 import sys
 import threading
@@ -109,6 +108,8 @@ class InOrder:
             if self._stops(failure):
                 self.stop = (position, failure)
                 return
+            import heapq  # only a check finding failures that do not stop it needs it: never a passing build
+
             heapq.heappush(self._others, (-position, next(self._order), failure))
             if len(self._others) > self._keep:
                 heapq.heappop(self._others)  # the last by position: past what is said

@@ -21,7 +21,6 @@ untrusted release never gets its content parsed.
 from __future__ import annotations
 
 import operator
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from rimthan_workflow_registry.errors import (
     ReleaseVerificationError,
     collected,
     relocated,
+    shell_word,
 )
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release.catalogue import is_semver, semver_key
@@ -237,8 +237,8 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
         f"the directory is named {name!r} but holds {identity.id}; a release is published only as "
         f"{identity.directory_name!r}",
         path=str(where),
-        next_step=f"if this copy is meant to be {identity.id}, name it so (`mv {shlex.quote(str(root))} "
-        f"{shlex.quote(str(root.parent / identity.directory_name))}`); nothing in it needs rebuilding",
+        next_step=f"if this copy is meant to be {identity.id}, name it so (`mv {shell_word(root)} "
+        f"{shell_word(root.parent / identity.directory_name)}`); nothing in it needs rebuilding",
     )
 
 

@@ -11,10 +11,9 @@ only names of the release layout is left to the walk and the checks after it.
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
-from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError
+from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError, shell_word
 from rimthan_workflow_registry.release.format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from rimthan_workflow_registry.remediation import REMEDIATION
 
@@ -32,7 +31,7 @@ def refuse_wrong_path(root: Path) -> None:
             FailureCode.MANIFEST_MISSING,
             "this is a catalogue source, not a built release (it has catalogue.toml and no manifest.json)",
             root,
-            f"build it first: rimthan-pack build {shlex.quote(str(root))} --key KEY, then pass the "
+            f"build it first: rimthan-pack build {shell_word(root)} --key KEY, then pass the "
             "release it prints (releases/NAME-VERSION)",
         )
     names = _names(root)
@@ -42,7 +41,7 @@ def refuse_wrong_path(root: Path) -> None:
             FailureCode.MANIFEST_MISSING,
             f"this is a directory of releases ({len(held)}), not a release (it has no manifest.json)",
             root,
-            f"pass one release in it, such as {shlex.quote(str(root / held[0]))}",
+            f"pass one release in it, such as {shell_word(root / held[0])}",
         )
     if names and _LAYOUT_NAMES.isdisjoint(names):
         raise _wrong(
