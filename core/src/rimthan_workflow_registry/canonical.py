@@ -25,8 +25,8 @@ import marshal
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping
-from functools import lru_cache
-from types import MappingProxyType
+from functools import cache, lru_cache
+from types import MappingProxyType, ModuleType
 from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.hashes import SHA256, Hash
@@ -74,9 +74,15 @@ def canonicalization_error() -> type[ValueError]:
 
 def _rfc8785_dumps() -> Callable[[Any], bytes]:
     """``rfc8785.dumps``, the library imported on first use: a build's values are all in the C encoder's subset."""
-    from rfc8785 import dumps
-
+    dumps: Callable[[Any], bytes] = _rfc8785().dumps
     return dumps
+
+
+@cache  # the import statement once: a server serialises such values on every call
+def _rfc8785() -> ModuleType:
+    import rfc8785
+
+    return rfc8785
 
 
 def canonical_text(value: Any) -> str:
