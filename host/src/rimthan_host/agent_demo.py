@@ -25,6 +25,7 @@ import anyio
 import click
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from rimthan_workflow_registry.release import MANIFEST_NAME
 
 from .harness import CatalogueExamples, WorkflowHarness
 from .protocol import ToolCaller, client_caller
@@ -152,7 +153,7 @@ async def _demo(releases: Path, trust: Path, work: Path) -> None:
 def main(releases_dir: Path, trust: Path) -> None:
     """Print the agent figures for the packaged releases."""
     for version in ("1.2.0", "1.3.0"):
-        if not (releases_dir / f"research-decision-{version}" / "manifest.json").is_file():
+        if not (releases_dir / f"research-decision-{version}" / MANIFEST_NAME).is_file():
             raise click.ClickException(f"no built release research-decision-{version} in {releases_dir}; run make demo")
     with tempfile.TemporaryDirectory(prefix="rimthan-agent-") as tmp:
         try:

@@ -24,6 +24,7 @@ import anyio
 import click
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from rimthan_workflow_registry.release import MANIFEST_NAME
 
 from .harness import (
     CatalogueExamples,
@@ -47,7 +48,7 @@ def _print_event(event: HarnessEvent) -> None:
 
 def _release_dir(releases: Path, version: str) -> Path:
     path = releases / f"research-decision-{version}"
-    if not (path / "manifest.json").is_file():
+    if not (path / MANIFEST_NAME).is_file():
         raise click.ClickException(f"{path} is not a built release; run `make demo` first")
     return path
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rimthan_workflow_registry.errors import RegistryError
+from rimthan_workflow_registry.release import CATALOGUE_MANIFEST_NAME
 from rimthan_workflow_registry.run import (
     ANSWERS_EXAMPLE,
     example_name,
@@ -219,7 +220,7 @@ def _workflow_id(examples: Path, workflow: str) -> str:
     is (its parent, the catalogue source or a release's ``catalogue/``); ``workflow`` itself beside no
     ``catalogue.toml``."""
     catalogue = examples.parent
-    if not workflow or not holds(catalogue, "catalogue.toml"):
+    if not workflow or not holds(catalogue, CATALOGUE_MANIFEST_NAME):
         return workflow
     try:
         return workflow_named(workflow, lambda path: read_example(catalogue, path))

@@ -14,12 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from rimthan_workflow_registry.release import parse_catalogue_manifest, parse_workflow
+from rimthan_workflow_registry.release import CATALOGUE_MANIFEST_NAME, parse_catalogue_manifest, parse_workflow
 from rimthan_workflow_registry.run import release_file_uri
 
 from .protocol import ResourceReader
-
-CATALOGUE_FILE = "catalogue.toml"  # (the release file naming its workflow files)
 
 
 async def state_fields(
@@ -42,7 +40,7 @@ async def state_fields(
 
 async def _schema_path(read: ResourceReader, release: str, workflow: str, version: str) -> str | None:
     """The ``confirmed_state_schema`` the release's workflow file for ``workflow`` at ``version`` declares."""
-    info, _ = parse_catalogue_manifest((await read(release_file_uri(release, CATALOGUE_FILE))).encode("utf-8"))
+    info, _ = parse_catalogue_manifest((await read(release_file_uri(release, CATALOGUE_MANIFEST_NAME))).encode("utf-8"))
     for path in info["workflows"]:
         found = parse_workflow((await read(release_file_uri(release, path))).encode("utf-8"), path)
         if found.id == workflow and (found.version == version or not version):

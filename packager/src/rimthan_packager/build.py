@@ -29,6 +29,7 @@ from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.release import (
     CATALOGUE_DIR,
+    CATALOGUE_MANIFEST_NAME,
     CHECKSUMS_NAME,
     MANIFEST_NAME,
     SCHEMA_CHECKS,
@@ -123,7 +124,7 @@ def refuse_unserved_profile(root: Path, profile: str) -> None:
             FailureCode.CATALOGUE_INVALID,
             f"[scope].profile is {profile!r}, but rimthan-mcp serves only {WORKFLOW_ENGINE_PROFILE!r}: the release "
             "would be signed, then refused by rimthan-pack verify and rimthan-mcp (scope_mismatch)",
-            path=str(root / "catalogue.toml"),
+            path=str(root / CATALOGUE_MANIFEST_NAME),
             next_step=f'set profile = "{WORKFLOW_ENGINE_PROFILE}" under [scope] in catalogue.toml',
         )
 

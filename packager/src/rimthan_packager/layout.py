@@ -28,7 +28,13 @@ from rimthan_workflow_registry.errors import (
     quoted,
     shell_word,
 )
-from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver, next_version
+from rimthan_workflow_registry.release import (
+    CATALOGUE_MANIFEST_NAME,
+    ID_PATTERN,
+    identity_problem,
+    is_semver,
+    next_version,
+)
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import Catalogue
@@ -93,7 +99,7 @@ def _name_mismatch(root: Path, parent: str, name: str, version: str) -> Catalogu
 
 def _mismatch(root: Path, message: str, next_step: str) -> CatalogueError:
     return CatalogueError(
-        FailureCode.CATALOGUE_INVALID, message, path=str(root / "catalogue.toml"), next_step=next_step
+        FailureCode.CATALOGUE_INVALID, message, path=str(root / CATALOGUE_MANIFEST_NAME), next_step=next_step
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import tomli_w
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, shell_word
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release import ID_PATTERN, identity_problem, is_semver
+from rimthan_workflow_registry.release import CATALOGUE_MANIFEST_NAME, ID_PATTERN, identity_problem, is_semver
 from rimthan_workflow_registry.remediation import io_refusal
 
 from .fsutil import create_file, make_dirs, remove_made_dirs
@@ -324,7 +324,7 @@ def scaffold_files(name: str, version: str = DEFAULT_VERSION) -> dict[str, bytes
         },
     }
     files = {
-        "catalogue.toml": tomli_w.dumps(catalogue).encode("utf-8"),
+        CATALOGUE_MANIFEST_NAME: tomli_w.dumps(catalogue).encode("utf-8"),
         f"workflows/{name}.toml": tomli_w.dumps(workflow).encode("utf-8"),
         f"adapters/{ADAPTER_ID}.toml": tomli_w.dumps(adapter).encode("utf-8"),
         "schemas/workspace-manifest.schema.json": _json(WORKSPACE_MANIFEST_SCHEMA),

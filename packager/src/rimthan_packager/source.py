@@ -19,6 +19,7 @@ from types import MappingProxyType
 from rimthan_workflow_registry.canonical import Sha256, sha256_hex
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
 from rimthan_workflow_registry.release import (
+    CATALOGUE_MANIFEST_NAME,
     HIDDEN_PROBLEM,
     MANIFEST_NAME,
     OPEN_NOFOLLOW,
@@ -205,18 +206,18 @@ def read_source(root: Path | str) -> SourceFiles:
     clash = path_set_problem(sizes)
     if clash is not None:
         raise _refuse(FailureCode.PATH_UNSAFE, clash[1], root / clash[0])
-    if "catalogue.toml" not in sizes and MANIFEST_NAME in sizes:
+    if CATALOGUE_MANIFEST_NAME not in sizes and MANIFEST_NAME in sizes:
         raise _refuse(
             FailureCode.CATALOGUE_INVALID,
             "this is a built release, not a catalogue source (it has manifest.json and no catalogue.toml)",
             root,
             "pass the catalogue source it was built from (catalogues/NAME/VERSION): a release is built once",
         )
-    if "catalogue.toml" not in sizes:
+    if CATALOGUE_MANIFEST_NAME not in sizes:
         raise _refuse(
             FailureCode.CATALOGUE_INVALID,
             "a catalogue source is rooted at catalogue.toml",
-            root / "catalogue.toml",
+            root / CATALOGUE_MANIFEST_NAME,
             NOT_A_SOURCE_NEXT,
         )
     return SourceFiles(root=root, sizes=sizes, stamps=stamps)

@@ -100,7 +100,9 @@ def check(release_dir: Path, trust: Path, migration_target: Path | None, state_d
 
 def _warn_migration_gaps(src: VerifiedRelease, dst: VerifiedRelease) -> None:
     """One warning per workflow whose runs could not migrate to the target (serve would load both all the same)."""
+    from rimthan_workflow_registry.release import MANIFEST_NAME
+
     from .migration import migration_gaps
 
     for gap in migration_gaps(src, dst):
-        warn(gap.code, str(dst.root / "manifest.json"), gap.message, gap.next_step)
+        warn(gap.code, str(dst.root / MANIFEST_NAME), gap.message, gap.next_step)

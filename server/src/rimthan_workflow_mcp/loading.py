@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
-from rimthan_workflow_registry.release import TrustStore, VerifiedRelease, verify_release
+from rimthan_workflow_registry.release import MANIFEST_NAME, TrustStore, VerifiedRelease, verify_release
 from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .floor import ActivationFloor
@@ -292,6 +292,6 @@ def load_release(
             FailureCode.MIGRATION_SCOPE_MISMATCH,
             f"the migration target {release.release_id} has scope {scope!r}, the active release "
             f"{expected_scope!r}; give a target release of the same scope",
-            path=str(Path(path) / "manifest.json"),
+            path=str(Path(path) / MANIFEST_NAME),
         )
     return LoadedRelease(release, keyring, module_factory)

@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES, check_text_sizes
     from rimthan_workflow_registry.release.format import (
         CATALOGUE_DIR,
+        CATALOGUE_MANIFEST_NAME,
         CHECKSUMS_NAME,
         MANIFEST_NAME,
         OPEN_NOFOLLOW,
@@ -178,6 +179,7 @@ __all__ = [
     "WRITE_POLICIES",
     "ARTIFACT_TYPE",
     "CATALOGUE_DIR",
+    "CATALOGUE_MANIFEST_NAME",
     "CHECKSUMS_LAYER_TYPE",
     "CHECKSUMS_NAME",
     "DIGEST_ANNOTATION",
@@ -264,6 +266,7 @@ _HOME = {
     "ARTIFACT_TYPE": "rimthan_workflow_registry.release.oci",
     "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
     "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",
+    "CATALOGUE_MANIFEST_NAME": "rimthan_workflow_registry.release.format",
     "CHECKSUMS_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
     "CHECKSUMS_NAME": "rimthan_workflow_registry.release.format",
     "Catalogue": "rimthan_workflow_registry.release.catalogue",

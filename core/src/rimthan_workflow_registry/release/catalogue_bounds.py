@@ -43,6 +43,7 @@ from rimthan_workflow_registry.release.catalogue import (
     required_capabilities,
     required_validator_capabilities,
 )
+from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 
 
 def _invalid(path: str, message: str) -> CatalogueError:
@@ -77,7 +78,7 @@ def check_identities(catalogue: Catalogue) -> None:
     """Every version, release id and ``id@version`` key fits the tool schemas' ``VERSION`` and ``NAME``."""
     checks: list[tuple[str, str | None]] = [
         (
-            "catalogue.toml",
+            CATALOGUE_MANIFEST_NAME,
             identity_problem("release id", "[catalogue].version", catalogue.version, catalogue.release_id),
         )
     ]

@@ -34,6 +34,7 @@ from rimthan_workflow_registry.release.catalogue import (
     ValidatorDefinition,
     WorkflowDefinition,
 )
+from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 
 # matched with fullmatch: "$" would also take a value that ends in a newline
 _ID = re.compile(ID_PATTERN)
@@ -153,9 +154,9 @@ def _parse_toml(data: bytes, path: str) -> dict[str, Any]:
     )
 
 
-def parse_catalogue_manifest(data: bytes, path: str = "catalogue.toml") -> tuple[dict[str, Any], Scope]:
+def parse_catalogue_manifest(data: bytes, path: str = CATALOGUE_MANIFEST_NAME) -> tuple[dict[str, Any], Scope]:
     """Parse ``catalogue.toml``: identity, scope and the files it names."""
-    top = _Table(_parse_toml(data, path), "catalogue.toml", path)
+    top = _Table(_parse_toml(data, path), CATALOGUE_MANIFEST_NAME, path)
     fmt = top._get("format", int, True, None)
     if fmt != CATALOGUE_FORMAT:
         raise _error(path, f"format = {fmt} is not supported (expected {CATALOGUE_FORMAT})")

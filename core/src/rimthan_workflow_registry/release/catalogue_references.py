@@ -15,6 +15,7 @@ from rimthan_workflow_registry.errors import CatalogueError, FailureCode, Regist
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import Catalogue, HostAdapter, StepDefinition, WorkflowDefinition
 from rimthan_workflow_registry.release.catalogue_rules import project_path_problem, unresolved
+from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 
 
 def check_host_adapters(catalogue: Catalogue) -> None:
@@ -30,7 +31,7 @@ def _adapter_problems(catalogue: Catalogue) -> Iterator[RegistryError]:
     keys = [a.key for a in catalogue.host_adapters]
     for key in sorted({k for k in keys if keys.count(k) > 1}):
         yield CatalogueError(
-            FailureCode.CATALOGUE_INVALID, f"host adapter {key} is defined twice", path="catalogue.toml"
+            FailureCode.CATALOGUE_INVALID, f"host adapter {key} is defined twice", path=CATALOGUE_MANIFEST_NAME
         )
     for adapter in catalogue.host_adapters:
         yield from _adapter_path_problems(adapter)

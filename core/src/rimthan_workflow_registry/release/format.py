@@ -43,6 +43,8 @@ CHECKSUMS_NAME = "SHA256SUMS"
 SIGNATURES_DIR = "signatures"
 SIGNATURE_SUFFIX = ".sig"
 CATALOGUE_DIR = "catalogue"
+# The catalogue's own manifest: the TOML file at the catalogue's root naming every workflow file.
+CATALOGUE_MANIFEST_NAME = "catalogue.toml"
 SIGNATURE_SIZE = 64
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 # How every release or catalogue file is opened for reading: never through a symlink, never blocking on a FIFO.

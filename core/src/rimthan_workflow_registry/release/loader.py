@@ -28,6 +28,7 @@ from rimthan_workflow_registry.release.catalogue_parse import (
     parse_host_adapter,
     parse_workflow,
 )
+from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS
 
 if TYPE_CHECKING:
@@ -100,9 +101,11 @@ class ReleaseLoader:
     @classmethod
     def load(cls, files: CatalogueFiles) -> LoadedCatalogue:
         paths = files.paths
-        if "catalogue.toml" not in paths:
-            raise CatalogueError(FailureCode.CATALOGUE_INVALID, "catalogue.toml is missing", path="catalogue.toml")
-        info, scope = parse_catalogue_manifest(files.read("catalogue.toml"))  # (names the files parsed next)
+        if CATALOGUE_MANIFEST_NAME not in paths:
+            raise CatalogueError(
+                FailureCode.CATALOGUE_INVALID, f"{CATALOGUE_MANIFEST_NAME} is missing", path=CATALOGUE_MANIFEST_NAME
+            )
+        info, scope = parse_catalogue_manifest(files.read(CATALOGUE_MANIFEST_NAME))  # (names the files parsed next)
         parsed = BrokenRules()  # each file parses alone: every one that does not is said
         workflows = parsed.each(info["workflows"], lambda p: parse_workflow(_read(files, p), p))
         adapters = parsed.each(info["host_adapters"], lambda p: parse_host_adapter(_read(files, p), p))
@@ -210,7 +213,8 @@ class BrokenRules:
 
 def _read(files: CatalogueFiles, path: str) -> bytes:
     if path not in files.paths:
-        raise rules.unresolved("catalogue.toml", f"catalogue.toml names missing file {path!r}", path, files.paths)
+        why = f"{CATALOGUE_MANIFEST_NAME} names missing file {path!r}"
+        raise rules.unresolved(CATALOGUE_MANIFEST_NAME, why, path, files.paths)
     return files.read(path)
 
 

@@ -14,7 +14,13 @@ import os
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError, shell_word
-from rimthan_workflow_registry.release.format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
+from rimthan_workflow_registry.release.format import (
+    CATALOGUE_DIR,
+    CATALOGUE_MANIFEST_NAME,
+    CHECKSUMS_NAME,
+    MANIFEST_NAME,
+    SIGNATURES_DIR,
+)
 from rimthan_workflow_registry.remediation import REMEDIATION
 
 _LAYOUT_NAMES = frozenset({MANIFEST_NAME, CHECKSUMS_NAME, CATALOGUE_DIR, SIGNATURES_DIR})
@@ -26,7 +32,7 @@ def refuse_wrong_path(root: Path) -> None:
         raise _wrong(FailureCode.RELEASE_NOT_FOUND, "no release directory here", root)
     if os.path.lexists(root / MANIFEST_NAME):
         return
-    if (root / "catalogue.toml").is_file():
+    if (root / CATALOGUE_MANIFEST_NAME).is_file():
         raise _wrong(
             FailureCode.MANIFEST_MISSING,
             "this is a catalogue source, not a built release (it has catalogue.toml and no manifest.json)",

@@ -38,6 +38,7 @@ from rimthan_workflow_registry.release.catalogue import (
     WorkflowDefinition,
 )
 from rimthan_workflow_registry.release.catalogue_parse import parse_catalogue_manifest, parse_workflow
+from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 from rimthan_workflow_registry.release.paths import path_problem
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, validator_version
 
@@ -112,7 +113,7 @@ def workflow_named(name: str, read: Callable[[str], bytes]) -> str:
 
     Parsed with the catalogue's own parsers: CatalogueError for a file that does not parse or an unsafe path.
     """
-    info, _ = parse_catalogue_manifest(read("catalogue.toml"))
+    info, _ = parse_catalogue_manifest(read(CATALOGUE_MANIFEST_NAME))
     for path in info["workflows"]:
         problem = path_problem(path)
         if problem is not None:
