@@ -23,6 +23,7 @@ See docs/host-kit.md.
                      they judged changed
 ``runlog``           ``.rimthan/runs/<run>.log`` (what ``rimthan-mcp audit`` verifies) and resume state (an ungated
                      step's result kept whole: a resume shows it again, no move)
+``run_state``        what a run's resume state holds: its bounds and shape, keyed by its checkpoint's digest
 ``run_lock``         one session moves a run at a time: an advisory lock on ``.rimthan/runs/<run>.lock``
 ``state_size``       why a run's resume state would be too large to save: the part that takes the most, what to do
 ``positions``        an ungated step's result past 1 MiB, kept in a side file named by its digest, bound to its

@@ -25,7 +25,7 @@ from .positions import encode
 from .project_files import ProjectFiles, WrittenFile
 from .protocol import HarnessError
 from .reports import findings_problem, validator_key, validator_payload
-from .runlog import MAX_ROUND_BYTES
+from .run_state import MAX_ROUND_BYTES
 from .session_record import Prepared
 
 Verdicts = dict[str, tuple[str, tuple[Mapping[str, Any], ...]]]  # validator key: (outcome, findings)
@@ -34,7 +34,7 @@ ROUND_KEY = "validation_round"  # in a saved state: the round prepared at its ch
 
 def round_json(prepared: Prepared | None, step_id: str) -> dict[str, Any]:
     """The saved state's entry for a round with verdicts (``{ROUND_KEY: ...}``); nothing for none, or one past
-    :data:`~rimthan_host.runlog.MAX_ROUND_BYTES` (a resume then drops it)."""
+    :data:`~rimthan_host.run_state.MAX_ROUND_BYTES` (a resume then drops it)."""
     if prepared is None or not prepared.verdicts:
         return {}
     entry = {

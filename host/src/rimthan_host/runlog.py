@@ -21,8 +21,8 @@ and the state saved for exactly that token (the verifier checks it anyway).
 Both files are bounded as they are read, whoever wrote them: the log is
 never held whole (a run may have any number of moves), and a line longer than
 the longest token the verifier takes (``MAX_TOKEN_CHARS``) is refused as
-damaged; the state file is refused past ``MAX_STATE_BYTES``, and a state that
-would be larger is never written. A move (append, resume, listing the runs)
+damaged; the state file is refused past ``MAX_STATE_BYTES`` (its bounds and shape:
+:mod:`.run_state`), and a state that would be larger is never written. A move (append, resume, listing the runs)
 reads only the log's tail, back from its end to its last token, at most one
 token's length: its cost does not grow with the run. What it reads is checked
 as strictly as the whole log is when streamed (:meth:`RunLog.tokens`); the
@@ -41,20 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
+from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.limits import (
-    JSON_BYTES_PER_STRING_BYTE,
-    MAX_ARGUMENT_DEPTH,
-    MAX_CATALOGUE_FILE_BYTES,
-    MAX_CONFIRMED_STATE_BYTES,
-    REQUEST_REST_BYTES,
-)
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
 from rimthan_workflow_registry.whole_writes import write_all
 
 from . import positions
-from .file_digests import evidence_from_json
 from .files import (
     FileTooLarge,
     ProjectPath,
@@ -69,49 +61,18 @@ from .files import (
     symlink_refused,
 )
 from .protocol import HarnessError
+from .run_state import CHECKPOINT_KEY as CHECKPOINT_KEY  # ("as": re-exported, imported from here as before)
+from .run_state import MAX_OFFER_BYTES as MAX_OFFER_BYTES
+from .run_state import MAX_POSITION_BYTES as MAX_POSITION_BYTES
+from .run_state import MAX_STATE_BYTES as MAX_STATE_BYTES
+from .run_state import OFFER_KEY as OFFER_KEY
+from .run_state import STATE_DEPTH, state_problem, token_key
+from .run_state import kept_offer as kept_offer
 from .state_size import StateTooLarge as StateTooLarge  # (re-exported: raised by save_state)
 from .state_size import largest_part
 
 RUNS_DIR = Path(".rimthan") / "runs"
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # fullmatch: "$" would also take a trailing newline
-# A state file wraps a confirmed state the verifier took in an argument (nested at most MAX_ARGUMENT_DEPTH)
-# two levels deeper: {"states": [{"confirmed_state": ...}]} where the argument had {"confirmed_state": ...}.
-_STATE_DEPTH = MAX_ARGUMENT_DEPTH + 2
-# A ``<run>.json`` holds at most two saved states (a few KiB each for real runs), written as compact JSON
-# (ASCII). One saved state is the confirmed values - at most MAX_CONFIRMED_STATE_BYTES as canonical JSON, the
-# verifier refuses more, and no byte of that costs more than JSON_BYTES_PER_STRING_BYTE here (a character as
-# \uXXXX escapes; compact, so structure costs what it does canonically) - plus what else a tool call carries
-# beside them (their confirmations, the workflow, release and step, the step's output paths): within
-# REQUEST_REST_BYTES. So the largest state a run can legitimately hold is kept, and a file past this bound is
-# refused by its size (as damaged), before a byte of it is read, whenever the bridge lists or resumes runs.
-_STATES_KEPT = 2  # the new checkpoint's and the log's last line's
-# It also keeps the result of an ungated step as the verifier returned it (less its checkpoint), for a resume to
-# show that step again without a move (see kept_position): a real one is a few KiB, one past this is not kept.
-MAX_POSITION_BYTES = 1024 * 1024
-# And the evidence: the artifact id, path and SHA-256 of each file the run attested ({"id": {"path": ..,
-# "sha256": <64 hex>}}, about 100 bytes plus the id and path each; a real run's: a few hundred bytes), so a
-# resumed bridge still refuses evidence edited since (file_digests). A workflow declares its outputs in its one
-# catalogue file (at most MAX_CATALOGUE_FILE_BYTES), each spelling its id and path and more (media type, bound),
-# so a run on one workflow keeps less than that file, escaped: JSON_BYTES_PER_STRING_BYTE per byte. A run that
-# migrated keeps its earlier versions' ids too; past the bound its move is StateTooLarge (not recorded).
-_EVIDENCE_BYTES = JSON_BYTES_PER_STRING_BYTE * MAX_CATALOGUE_FILE_BYTES
-# And the last migration offer the run saw (a verifier's preview, a few KiB; see kept_offer), so a resumed run
-# knows it without asking the verifier again: one past this is not kept, and the resumed run asks.
-MAX_OFFER_BYTES = 64 * 1024
-OFFER_KEY = "migration_offer"
-# And the validation round prepared at the checkpoint, once a verdict is recorded (its bundle, about 2 KiB, and the
-# verdicts, whose reports the verifier takes up to 256 KiB: see kept_round): one past this is not kept.
-MAX_ROUND_BYTES = 1024 * 1024
-_SAVED_STATE_BYTES = (
-    JSON_BYTES_PER_STRING_BYTE * MAX_CONFIRMED_STATE_BYTES
-    + REQUEST_REST_BYTES
-    + MAX_POSITION_BYTES
-    + _EVIDENCE_BYTES
-    + MAX_OFFER_BYTES
-    + MAX_ROUND_BYTES
-)
-_ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
-MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
 # The verifier refuses a checkpoint longer than MAX_TOKEN_CHARS (1 MiB; a real run's are 1-2 KiB): a log line
 # longer is no token, and reading stops there. The log is read a line at a time, so no more is ever held.
 _MAX_LINE_BYTES = MAX_TOKEN_CHARS + 1  # the token and its newline
@@ -317,7 +278,7 @@ class RunLog:
         key = token_key(token)
         for entry in self._entries():
             if entry.get(CHECKPOINT_KEY) == key:
-                problem = _state_problem(entry)
+                problem = state_problem(entry)
                 if problem is not None:
                     raise self._damaged(self.state_path, problem)
                 return entry
@@ -334,7 +295,7 @@ class RunLog:
         if data is None:
             return []
         try:  # strictly: of a key written twice, or NaN, nothing is guessed
-            value = parse_strict_json(data, where="", code=FailureCode.JSON_PARSE_FAILED, max_depth=_STATE_DEPTH)
+            value = parse_strict_json(data, where="", code=FailureCode.JSON_PARSE_FAILED, max_depth=STATE_DEPTH)
         except RegistryError as exc:
             raise self._damaged(self.state_path, f"{exc.code.value}: {exc.message}") from None
         entries = value.get("states") if isinstance(value, dict) else None
@@ -350,54 +311,6 @@ class RunLog:
             f"Restore {'the file' if isinstance(path, Path) else 'them'}, or call start_run with new_run true to start "
             "a new run."
         )
-
-
-def _state_problem(entry: Mapping[str, Any]) -> str | None:
-    """Why a saved state is not one :class:`~rimthan_host.session.HostSession` saved, or None."""
-    confirmed = entry.get("confirmed_state")
-    if not isinstance(confirmed, dict) or not isinstance(confirmed.get("state"), dict):
-        return "its confirmed_state.state is not an object"
-    confirmations = confirmed.get("confirmations")
-    if not isinstance(confirmations, dict) or not all(isinstance(c, dict) for c in confirmations.values()):
-        return "its confirmed_state.confirmations is not an object of objects"
-    existed = entry.get("existed_before")
-    if not isinstance(existed, dict) or not all(isinstance(e, bool) for e in existed.values()):
-        return "its existed_before is not an object of true and false"
-    if not isinstance(entry.get("step"), str | None) or not isinstance(entry.get("completed"), bool):
-        return "its step is not a string or its completed not true or false"
-    position = entry.get("position")
-    step = position.get("step") if isinstance(position, dict) else None
-    if position is not None and not (isinstance(step, dict) and step.get("id") == entry.get("step")):
-        return "its position is not the result of its step"
-    if not isinstance(entry.get("gated", False), bool):
-        return "its gated is not true or false"
-    if not isinstance(entry.get(OFFER_KEY), dict | None):  # (absent in an older bridge's state: none kept)
-        return f"its {OFFER_KEY} is not an object or null"
-    if evidence_from_json(entry.get("validated", {})) is None:  # (absent in an older bridge's state: none kept)
-        return "its validated is not an object of {path, sha256} objects"
-    return None
-
-
-def kept_position(result: Mapping[str, Any]) -> dict[str, Any] | None:
-    """What a resume shows again for an ungated step: the result as returned, less its checkpoint (the log's line).
-
-    ``continue_workflow`` on an ungated step (no files, no validators: an
-    interview, a question) advances, so a resume must not call it to learn
-    where the run is. A gated step is asked of the verifier again (it returns
-    the same step), so none is kept for one. Kept inline in the state file up
-    to :data:`MAX_POSITION_BYTES`, else in a side file (:mod:`.positions`).
-    """
-    step = result.get("step")
-    if not isinstance(step, Mapping) or step.get("gated") or result.get("status") == "completed":
-        return None
-    return {k: v for k, v in result.items() if k != "checkpoint"}
-
-
-def kept_offer(offer: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The saved state's entry for the last migration offer the run saw: ``{OFFER_KEY: offer}`` (null: none), or
-    nothing for one past :data:`MAX_OFFER_BYTES` or nested deeper than is read back (a resume then asks)."""
-    data = positions.encode(offer) if offer is not None else b"null"
-    return {OFFER_KEY: offer} if data is not None and len(data) <= MAX_OFFER_BYTES else {}
 
 
 def _cut_unended(fd: int) -> None:
@@ -445,14 +358,6 @@ def _read(project: Path, path: Path, limit: int) -> bytes | None:
         return read_regular(ProjectPath.of(project, path), limit, own=True)  # (a FIFO: an OSError, never blocks)
     except FileNotFoundError:
         return None
-
-
-CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state belongs to
-
-
-def token_key(token: str) -> str:
-    """A checkpoint token's own bytes, hashed: what a saved state is keyed by (the host holds no key)."""
-    return sha256_hex(token.encode("ascii"))
 
 
 def list_runs(project: Path) -> list[str]:

@@ -11,7 +11,7 @@ from .delivered import FileMark
 from .file_digests import Evidence
 from .project_files import WrittenFile
 from .reports import validator_key
-from .runlog import kept_offer, kept_position
+from .run_state import kept_offer, kept_position
 
 EventSink = Callable[["HarnessEvent"], None]
 

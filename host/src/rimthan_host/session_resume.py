@@ -17,7 +17,8 @@ from .positions import PositionUnknown, asks_the_verifier
 from .protocol import CONTINUE, HarnessError
 from .results import RunResult
 from .run_lock import RunLock
-from .runlog import OFFER_KEY, RunLog
+from .run_state import OFFER_KEY
+from .runlog import RunLog
 from .session_record import RunRecord, offered
 
 
