@@ -33,7 +33,9 @@ The server and its tools:
 ``contract_checks``   the contracts' own schemas checked once at start-up (a bad one fails the start)
 ``schema_validation`` a tool's schema compiled once: a fast verdict on every call, the same refusal
 ``call_scope``        what one ``tools/call`` works out once: its resumed run
+``call_routing``      which held release serves a call: the checkpoint's pinned one (its MAC checked first)
 ``call_record``       one operator's log line per tool call: the audit trail of which runs used which release
+``call_notices``      the ``notifications/message`` a client gets per tool call: served or refused, no state
 ``rpc_errors``        a refused resource or prompt read as a JSON-RPC error, its code and next step in its data
 ``resources``         immutable MCP resources: the tool contracts and every held release's files
 ``prompts``           the active release's prompt assets served as MCP prompts
@@ -42,7 +44,11 @@ The server and its tools:
 The workflow, over the core:
 
 ``workflow_engine``   :class:`WorkflowEngineQueryModule`: the four workflow tools over one verified release
+``workflow_selection`` the workflow ``start_workflow`` names: by id or alias, the exact version or the newest
+``pinned_run``        a run picked up from its checkpoint: token verified, pinned workflow and state reloaded
+``prepare_checks``    ``prepare_step_validation``'s deterministic checks, every failure collected
 ``migration``         a run moved between two verified releases: the source departs, the target accepts or offers
+``migration_offers``  the migration preview a tool result carries when a held target can take the run
 ``results``           the typed tool results the engine returns, serialised once by :meth:`to_json`
 
 The releases a server holds:
@@ -64,7 +70,10 @@ The releases a server holds:
 The command line:
 
 ``cli``               ``rimthan-mcp``: the group and ``rimthan-mcp serve``
-``cli_serve_options`` the option combinations ``rimthan-mcp serve`` refuses as usage mistakes, before loading
+``cli_provider``      the releases ``rimthan-mcp serve`` holds: ``--release`` (and its target) or a directory
+``cli_start_report``  what ``rimthan-mcp serve`` prints on stderr once its releases are loaded
+``cli_serve_options`` the option combinations ``rimthan-mcp serve`` refuses as usage mistakes, before loading,
+                      and ``--port`` and ``--host`` checked as they are read
 ``cli_check``         ``rimthan-mcp check``: a release verified exactly as ``rimthan-mcp serve`` loads it
 ``cli_keys``          ``rimthan-mcp audit`` and ``rimthan-mcp keys``: the commands over the checkpoint key file
 ``audit_log``         the run log ``rimthan-mcp audit`` reads: streamed line by line, each line bounded

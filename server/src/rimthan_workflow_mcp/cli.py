@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import anyio
 import click
 from rimthan_clikit import EXIT_STATUS_LINES, RimthanGroup, epilog, guard, refuse
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import ExitStatus
 from rimthan_workflow_registry.state_dir import default_state_dir
 
@@ -38,100 +38,26 @@ from .cli_keys import (
     say,
     trust_option,
 )
-from .cli_serve_options import check_http_only, check_refresh_interval, check_release_mode, check_stale_after, usage
+from .cli_provider import DEFAULT_RELEASES, open_provider
+from .cli_serve_options import (
+    bind_host,
+    check_http_only,
+    check_refresh_interval,
+    check_release_mode,
+    check_stale_after,
+    tcp_port,
+    usage,
+)
+from .cli_start_report import say_loaded, say_refresh, say_state
 from .logs import LEVELS, configure_logging, get_logger
 
 if TYPE_CHECKING:
-    from rimthan_workflow_registry.release import TrustStore
-    from rimthan_workflow_registry.run import CheckpointKeyring
-
-    from .migration import MigrationGap
     from .provider import ReleaseProvider
 
-DEFAULT_RELEASES = Path("releases")
 _log = get_logger("cli")
 _PORT_IO = "choose a free --port (0 picks one) or a --host this machine has"
 _EXIT_STATUS = EXIT_STATUS_LINES
 _epilog = epilog
-
-
-def open_provider(
-    release_dir: Path | None,
-    *,
-    releases_dir: Path | None,
-    trust: TrustStore,
-    keyring: CheckpointKeyring,
-    migration_target: Path | None,
-    state_dir: Path,
-    lower_floor: bool,
-    migrate_to_newest: bool,
-) -> ReleaseProvider:
-    """``--release``: exactly that release (and ``--migration-target``); else every catalogue in the directory.
-
-    A start refused below the activation floor first logs which release, for a program (:func:`log_below_floor`).
-    """
-    from .floor import log_below_floor
-    from .provider import ReleaseProvider
-
-    try:
-        if release_dir is not None:
-            return ReleaseProvider.open(
-                release_dir,
-                trust=trust,
-                keyring=keyring,
-                migration_target_dir=migration_target,
-                releases_dir=releases_dir,
-                state_dir=state_dir,
-                lower_floor=lower_floor,
-            )
-        return ReleaseProvider.open_directory(
-            releases_dir or DEFAULT_RELEASES,
-            trust=trust,
-            keyring=keyring,
-            state_dir=state_dir,
-            lower_floor=lower_floor,
-            migrate_to_newest=migrate_to_newest,
-        )
-    except RegistryError as exc:
-        log_below_floor(exc)
-        raise
-
-
-def _describe_migration(provider: ReleaseProvider) -> str:
-    if provider.migration_target is not None:
-        target = provider.migration_target
-        return f"migration target {target.release.release_id} {target.digest} ({target.release.root})"
-    if provider.migrate_to_newest:
-        return "migration target: per catalogue, its newest verified release when newer than the run's pinned one"
-    return "migration target: none (migration is refused)"
-
-
-def _migration_gaps(provider: ReleaseProvider) -> tuple[MigrationGap, ...]:
-    """The explicit target's: the workflows of the active release whose runs it could not take."""
-    target = provider.migration_target
-    if target is None:  # (the usual start: the migration module waits for the first call, as P5 measures)
-        return ()
-    from .migration import migration_gaps
-
-    return migration_gaps(provider.active.release, target.release)
-
-
-def _tcp_port(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
-    """``--port``: checked as it is read (bind would refuse it only after every release was verified)."""
-    if not 0 <= value <= 65535:
-        raise click.BadParameter(f"{value} is no TCP port: give 1-65535, or 0 to pick a free one")
-    return value
-
-
-def _bind_host(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
-    """``--host``: an IPv6 address as URLs write it (``[::1]``) is the address (the socket takes ``::1``)."""
-    return value[1:-1] if value.startswith("[") and value.endswith("]") and ":" in value else value
-
-
-def _describe_trust(trust: TrustStore) -> str:
-    """Full key ids (what `rimthan-pack keygen` printed), each with its name in the trust store."""
-    keys = ", ".join(f"{trust.names[k]}={k}" if trust.names.get(k) else k for k in sorted(trust.keys))
-    return f"trust {trust.source}: threshold {trust.threshold} of {len(trust.keys)} key(s): {keys}"
 
 
 @click.group(
@@ -229,12 +155,12 @@ def main() -> None:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    callback=_bind_host,
+    callback=bind_host,
     help="HTTP bind address (IPv6: ::1 or [::1]); like --port, --http-sessions and --allowed-host, refused under "
     "stdio.",
 )
 @click.option(
-    "--port", default=8765, show_default=True, type=int, callback=_tcp_port, help="HTTP port (0 picks a free one)."
+    "--port", default=8765, show_default=True, type=int, callback=tcp_port, help="HTTP port (0 picks a free one)."
 )
 @click.option(
     "--http-sessions",
@@ -375,9 +301,8 @@ def serve(
         from .follow import start_following  # oras and requests only when following a registry
 
         follower = guard(lambda: start_following(releases_from, trust, follow_dir, plain_http, checked_state))
-    from rimthan_workflow_registry.release import SCHEMA_CHECKS, load_trust  # what serving loads, imported then
+    from rimthan_workflow_registry.release import load_trust  # what serving loads, imported then
 
-    from .floor import FLOOR_FILE
     from .provider import scan_releases
 
     if release_dir is None:  # a missing or empty releases directory is the first thing to fix
@@ -407,32 +332,9 @@ def serve(
     # connections where a notification can reach them (stdio, HTTP sessions)
     watch = ListingWatch(provider, handshake=transport == "stdio" or http_sessions, max_listen_streams=LISTEN_STREAMS)
     app = guard(lambda: create_mcp_application(provider, calls_on_loop=transport == "stdio", watch=watch))
-    for rejection in provider.start_rejections:
-        for said in rejection.summaries():  # each failure collected with the first on a line of its own
-            say(f"skipped {rejection.path}: {said}")
-    for loaded in provider.actives.values():
-        say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
-    say(_describe_migration(provider))
-    for gap in _migration_gaps(provider):
-        say(f"warning: {gap.code}: {gap.message}; {gap.next_step}")
-    say(_describe_trust(trust_store))
-    say(
-        f"checkpoint keys {keys_path} ({'created' if created else 'loaded'}): signing {keyring.signing_key_id}, "
-        f"{len(keyring.keys)} key(s)"
-    )
-    floors = ", ".join(
-        f"{name} >= {entry.version if (entry := provider.floor.get(name)) else '-'}" for name in provider.actives
-    )
-    say(f"activation floor {state_dir / FLOOR_FILE}: {floors}")
-    if (unwritten := SCHEMA_CHECKS.unwritten) is not None:  # only an optimisation: it never stops a start
-        say(f"warning: schema-check cache {unwritten}: not saved, so the next start checks the schemas again")
-    interval = f", every {refresh_interval:g}s" if refresh_interval else ""
-    say(f"refresh: kill -HUP {os.getpid()}{interval}; rescans {provider.releases_dir}")
-    if stale_after is not None:
-        say(
-            f"health: GET /healthz answers 503 once syncs fail or hang and the last good one is over {stale_after:g}s "
-            "old"
-        )
+    say_loaded(provider, trust_store)
+    say_state(provider, keyring, keys_path=keys_path, created=created, state_dir=state_dir)
+    say_refresh(provider, os.getpid(), refresh_interval, stale_after)
     _log.info(
         "loaded",
         extra={"provider": provider.describe(), "trust_keys": sorted(trust_store.keys), "transport": transport},

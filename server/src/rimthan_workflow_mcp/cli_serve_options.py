@@ -69,3 +69,15 @@ def check_release_mode(release_given: bool, releases_from: str | None) -> None:
             "--release serves exactly one release directory, and --releases-from (or $RIMTHAN_RELEASES_FROM) pulls "
             "into --releases-dir, which --release does not serve: give one of them"
         )
+
+
+def tcp_port(_ctx: click.Context, _param: click.Parameter, value: int) -> int:
+    """``--port``: checked as it is read (bind would refuse it only after every release was verified)."""
+    if not 0 <= value <= 65535:
+        raise click.BadParameter(f"{value} is no TCP port: give 1-65535, or 0 to pick a free one")
+    return value
+
+
+def bind_host(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--host``: an IPv6 address as URLs write it (``[::1]``) is the address (the socket takes ``::1``)."""
+    return value[1:-1] if value.startswith("[") and value.endswith("]") and ":" in value else value

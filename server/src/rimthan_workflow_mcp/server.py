@@ -12,10 +12,8 @@ traceback ever reaches a client.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -25,23 +23,24 @@ import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheableMethod, CacheHint
-from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.inbound import x_mcp_header_map
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.remediation import harness_next_step
 
+from .call_notices import notify_call
 from .call_placement import CallPlacement
 from .call_record import log_call
 from .call_reply import wire_reply
+from .call_routing import route
 from .call_scope import one_call
 from .contract_checks import check_contract_schema, without_checked
 from .eras import negotiate_served_era
 from .list_changed import ListingServer, ListingWatch
 from .logs import get_logger
+from .migration_offers import offer_arguments, with_migration_offer
 from .prompts import PromptCatalogue
 from .provider import LoadedRelease, ReleaseProvider
 from .request_envelope import check_envelope
@@ -49,8 +48,6 @@ from .resources import ResourceCatalogue
 from .schema_validation import CompiledSchema, CompiledSchemas
 from .tool_contracts import (
     CONTINUE_WORKFLOW,
-    START_WORKFLOW,
-    SUBMIT_STEP_VALIDATION,
     ToolContract,
     contract_documents,
     workflow_engine_tool_contracts,
@@ -60,7 +57,6 @@ if TYPE_CHECKING:
     from .results import ToolResult
 
 SERVER_NAME = "rimthan-workflow-mcp"
-CHECKPOINT_ARGUMENT = "checkpoint"
 MIGRATION_ARGUMENT = "migration"
 INSTRUCTIONS = (
     "Rimthan serves signed workflow releases through four tools. Call rimthan.start_workflow, then follow each "
@@ -75,22 +71,7 @@ CACHE_HINTS: dict[CacheableMethod, CacheHint] = {
     "resources/templates/list": CacheHint(ttl_ms=0, scope="private"),
     "prompts/list": CacheHint(ttl_ms=0, scope="private"),
 }
-# RFC 5424 order, as MCP's logging levels.
-LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-)
-LOGGER_NAME = "rimthan"
 _log = get_logger("server")
-# logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
-# clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here.
-warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"rimthan_workflow_mcp\.server")
 
 
 @dataclass(frozen=True)
@@ -200,7 +181,7 @@ def create_mcp_application(
         else:
             result = await anyio.to_thread.run_sync(call_tool, state, params.name, arguments)
         log_call(params.name, arguments, result)
-        await _notify_call(ctx, log_threshold[0], params.name, result)
+        await notify_call(ctx, log_threshold[0], params.name, result)
         return wire_reply(result)  # the dict the SDK's dump of the model would give (call_reply.py)
 
     async def on_set_logging_level(
@@ -274,35 +255,6 @@ def param_header_schemas(contracts: Mapping[str, ToolContract]) -> dict[str, Map
     return {name: c.input_schema for name, c in contracts.items() if x_mcp_header_map(c.input_schema)}
 
 
-async def _notify_call(
-    ctx: ServerRequestContext[Any], threshold: str | None, name: str, result: types.CallToolResult
-) -> None:
-    """One ``notifications/message`` per tool call: served (info) or refused (warning), never state values.
-
-    Handshake-era clients get it once they chose a level with ``logging/setLevel``;
-    2026-07-28 clients when the request opted in (the SDK applies that gate).
-    """
-    structured = result.structured_content or {}
-    level: types.LoggingLevel
-    if result.is_error:
-        level, data = "warning", {"tool": name, "refused": (structured.get("error") or {}).get("code")}
-    else:
-        level = "info"
-        data = {
-            "tool": name,
-            "status": structured.get("status"),
-            "step": (structured.get("step") or {}).get("id"),
-            "sequence": structured.get("sequence"),
-        }
-    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-    if not modern and (threshold is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold)):
-        return
-    try:
-        await ctx.session.send_log_message(level, data, logger=LOGGER_NAME, related_request_id=ctx.request_id)
-    except Exception:  # a log line must never fail the call it describes
-        _log.debug("log notification not delivered", exc_info=True)
-
-
 def _package_version() -> str:
     try:
         return version("rimthan-workflow-mcp")
@@ -328,7 +280,7 @@ def call_tool(state: RuntimeState, name: str, arguments: dict[str, Any]) -> type
             state.input_validators[name], arguments, code=FailureCode.INVALID_ARGUMENTS, what="arguments"
         )
         with one_call():
-            source = _route(state, contract, arguments)
+            source = route(state.provider, contract, arguments)
             result = _check_result(state, name, _dispatch_tool(state, source, name, arguments))
             # The release-constant parts of a step payload are serialised once per process (rfc8785 still
             # produces every byte); results carrying no kept part are serialised whole.
@@ -385,38 +337,6 @@ def _check_result(state: RuntimeState, name: str, result: object) -> dict[str, A
         ) from None
 
 
-def _route(state: RuntimeState, contract: ToolContract, arguments: Mapping[str, Any]) -> LoadedRelease:
-    """The release that serves this call: the checkpoint's pinned release, else the active release
-    of the catalogue that defines the workflow to start.
-
-    The token's MAC is checked first, with the keyring every release shares:
-    a token that does not verify is ``checkpoint_invalid`` whatever its claims
-    say, so edited claims can neither pick a release nor probe which releases
-    this server holds. Only verified claims decide the route.
-    """
-    from rimthan_workflow_registry.run import verify_checkpoint
-
-    provider = state.provider
-    if not contract.checkpoint_bearing:
-        return provider.active_for_workflow(arguments.get("workflow"))
-    checkpoint = verify_checkpoint(provider.keyring, arguments[CHECKPOINT_ARGUMENT]).checkpoint
-    loaded = provider.get(checkpoint.manifest_digest)
-    if loaded is None:
-        raise RegistryError(
-            FailureCode.PINNED_RELEASE_UNAVAILABLE,
-            f"the checkpoint is pinned to release {checkpoint.release_id} ({checkpoint.manifest_digest}), which "
-            "this server does not hold; put it back in the releases directory and refresh this server (SIGHUP or "
-            "the next --refresh-interval scan: it is held for pinned runs, never activated), resume on a server "
-            "that holds it, or start a new run",
-            details={
-                "release_id": checkpoint.release_id,
-                "manifest_digest": checkpoint.manifest_digest,
-                "active": provider.active.release.release_id,
-            },
-        )
-    return loaded
-
-
 def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, arguments: dict[str, Any]) -> ToolResult:
     """Map exactly the four tool names, through their contracts, to the module methods that implement them."""
     contract = state.contracts.get(name)
@@ -425,7 +345,7 @@ def _dispatch_tool(state: RuntimeState, source: LoadedRelease, name: str, argume
     if name == CONTINUE_WORKFLOW and MIGRATION_ARGUMENT in arguments:
         return _dispatch_migration(state, source, arguments)
     result = contract.bound(source.module)(arguments)
-    return _with_migration_offer(state, source, _offer_arguments(name, arguments, result), result)
+    return with_migration_offer(state.provider, source, offer_arguments(name, arguments, result), result)
 
 
 def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any]) -> ToolResult:
@@ -442,42 +362,6 @@ def _dispatch_migration(state: RuntimeState, source: LoadedRelease, arguments: d
     from .workflow_engine import WorkflowEngineQueryModule
 
     return WorkflowEngineQueryModule.migrate_workflow(source.module, target.module, arguments)
-
-
-def _offer_arguments(name: str, arguments: dict[str, Any], result: ToolResult) -> dict[str, Any] | None:
-    """The run a result leaves, as a checkpoint-bearing request: what its migration offer is worked out for.
-
-    ``continue_workflow`` is asked about the run it was called with (its own
-    arguments, so the resume is the call's); ``start_workflow`` and
-    ``submit_step_validation`` about the checkpoint they issued, with the
-    state the call bound (neither changes it). ``prepare_step_validation``
-    moves no run and offers nothing (its schema says ``migration`` is always null).
-    """
-    if name == CONTINUE_WORKFLOW:
-        return arguments
-    if name not in (START_WORKFLOW, SUBMIT_STEP_VALIDATION) or result.checkpoint is None:
-        return None
-    return {CHECKPOINT_ARGUMENT: result.checkpoint.token, "confirmed_state": arguments["confirmed_state"]}
-
-
-def _with_migration_offer(
-    state: RuntimeState, source: LoadedRelease, arguments: dict[str, Any] | None, result: ToolResult
-) -> ToolResult:
-    """With a migration target that can take this run, the result carries its preview.
-
-    That is how a client discovers the target's release id and workflow
-    version (and what it needs) before it sends a migration request. The
-    target is the one a migration request would go to: ``--migration-target``,
-    or with ``--migrate-to-newest`` the newer active release of the run's catalogue.
-    Every result that starts, moves or shows a run (start, continue, submit)
-    says it, so ``migration`` null there means no target can take the run now:
-    a host drops any offer it kept.
-    """
-    target = state.provider.migration_target_for(source)
-    if arguments is None or target is None or result.migration is not None or result.status == "completed":
-        return result
-    offer = source.module.migration_offer(target.module, arguments)
-    return result if offer is None else dataclasses.replace(result, migration=offer)
 
 
 def domain_tool_error(exc: RegistryError) -> types.CallToolResult:

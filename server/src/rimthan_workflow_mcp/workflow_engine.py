@@ -22,7 +22,6 @@ from rimthan_workflow_registry.release import (
     StepDefinition,
     VerifiedRelease,
     WorkflowDefinition,
-    semver_key,
 )
 from rimthan_workflow_registry.run import (
     Checkpoint,
@@ -32,36 +31,31 @@ from rimthan_workflow_registry.run import (
     StepPayloads,
     ValidatorReceipt,
     artifact_checks,
-    attestations,
-    available_workflows,
-    binding_drift,
     binding_for,
     bound_adapter,
     changed_fields,
     check_reports,
     check_reports_size,
-    describe_available,
     host_blockers,
     issue_bundle,
     issue_checkpoint,
     missing_fields,
     receipts_on_entry,
-    repository_policy,
-    require_confirmed,
-    require_digest,
     state_failures,
     step_validated,
     unconfirmed_fields,
     validate_against_schema,
     validator_summaries,
     verify_bundle,
-    verify_checkpoint,
 )
-from rimthan_workflow_registry.workflow_engine import newest_version, resolve_branches
+from rimthan_workflow_registry.workflow_engine import resolve_branches
 
 from . import migration
 from .call_scope import once
+from .pinned_run import resume_pinned
+from .prepare_checks import deterministic_failures, file_sha256
 from .results import MigrationPreview, ReleaseRef, ToolResult, WorkflowRef
+from .workflow_selection import select_workflow
 
 _COMPLETED = "__completed__"
 
@@ -80,7 +74,7 @@ class WorkflowEngineQueryModule:
     # ------------------------------------------------------------------ start
 
     def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
-        workflow = self._select_workflow(arguments["workflow"], arguments.get("workflow_version"))
+        workflow = select_workflow(self.release, arguments["workflow"], arguments.get("workflow_version"))
         state = self.confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
         adapter, failures = self.check_host(workflow, arguments["host"])
         failures = (
@@ -99,33 +93,6 @@ class WorkflowEngineQueryModule:
             )
         assert adapter is not None
         return self.open_run(workflow, adapter, state, arguments["host"])
-
-    def _select_workflow(self, name: str, version: str | None) -> WorkflowDefinition:
-        """By id or alias; the exact version if given, else the newest for that owner."""
-        candidates = [w for w in self.release.catalogue.workflows if name in w.names]
-        identities = sorted({(w.owner, w.id) for w in candidates})
-        if not candidates:
-            raise self._workflow_not_found(f"no workflow or alias {name!r} in release {self.release.release_id}")
-        if len(identities) > 1:
-            raise self._workflow_not_found(f"{name!r} names several workflows {identities}; start it by workflow id")
-        if version is not None:
-            exact = [w for w in candidates if w.version == version]
-            if not exact:
-                versions = sorted((w.version for w in candidates), key=semver_key)
-                raise self._workflow_not_found(f"{name!r} has no version {version} here (available: {versions})")
-            return exact[0]
-        newest = newest_version(candidates)
-        assert newest is not None
-        return newest
-
-    def _workflow_not_found(self, reason: str) -> WorkflowProtocolError:
-        """The refusal names every workflow the release has (ids, aliases, versions)."""
-        available = available_workflows(self.release.catalogue.workflows)
-        return WorkflowProtocolError(
-            FailureCode.WORKFLOW_NOT_FOUND,
-            f"{reason}; available: {describe_available(available)}",
-            details={"available": available},
-        )
 
     def check_host(
         self, workflow: WorkflowDefinition, host: Mapping[str, Any]
@@ -290,19 +257,8 @@ class WorkflowEngineQueryModule:
                 FailureCode.STEP_NOT_GATED, f"step {step.id} has nothing to validate; call continue_workflow"
             )
         adapter = self._adapter(workflow, cp)
-        host = arguments["host"]
         artifacts = [artifact_checks.SubmittedArtifact.from_json(a) for a in arguments["artifacts"]]
-        failures = binding_drift(workflow, step, cp.host, adapter, host)
-        failures += repository_policy.conflict(host["repository_policy"], self._write_paths(workflow, step, adapter))
-        failures += artifact_checks.check_artifact_set(step, artifacts)
-        failures += artifact_checks.check_artifact_contents(step, artifacts, self.release.schemas.validators)
-        failures += artifact_checks.check_input_bindings(step, cp, arguments.get("inputs", []))
-        if step.id == SETUP_STEP_ID:
-            expected = attestations.expected_deliveries(workflow, step, adapter, self._sha256)
-            for artifact in artifacts:
-                if step.output(artifact.artifact_id) is not None:
-                    failures += attestations.check_workspace_manifest(artifact, cp.host, adapter, expected)
-        failures += attestations.check_output_attestations(step, artifacts)
+        failures = deterministic_failures(self.release, workflow, step, cp, adapter, arguments, artifacts)
         if failures:
             return ToolResult.failed(
                 "deterministic_validation_failed",
@@ -324,17 +280,6 @@ class WorkflowEngineQueryModule:
             validators=tuple(s for s in summaries if s.report_required),
             message="run each listed validator as an isolated subagent and submit its report",
         )
-
-    @staticmethod
-    def _write_paths(workflow: WorkflowDefinition, step: StepDefinition, adapter: HostAdapter) -> list[str]:
-        paths = [o.path for o in step.outputs]
-        if step.id == SETUP_STEP_ID:
-            for asset_id in step.host_assets:
-                asset = workflow.asset(asset_id)
-                assert asset is not None
-                paths.append(adapter.install_path(asset.kind, asset.id))
-            paths.append(adapter.install_path("adapter", adapter.id))
-        return paths
 
     # ------------------------------------------------------------------ submit
 
@@ -400,26 +345,7 @@ class WorkflowEngineQueryModule:
 
     def resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
         """Verify the checkpoint, reload its pinned workflow, check the prior state digest (once per call)."""
-        return once("resume", (self, arguments), lambda: self._resume(arguments))
-
-    def _resume(self, arguments: Mapping[str, Any]) -> tuple[IssuedCheckpoint, WorkflowDefinition, ConfirmedState]:
-        issued = verify_checkpoint(self.keyring, arguments["checkpoint"])
-        cp = issued.checkpoint
-        if cp.manifest_digest != self.release.manifest_digest or cp.release_id != self.release.release_id:
-            raise WorkflowProtocolError(
-                FailureCode.PINNED_RELEASE_UNAVAILABLE,
-                f"this checkpoint is pinned to {cp.release_id} ({cp.manifest_digest}), not "
-                f"to {self.release.release_id}",
-            )
-        workflow = self.release.catalogue.workflow(cp.workflow_id, cp.workflow_version)
-        if workflow is None or workflow.step(cp.step_id) is None:
-            raise WorkflowProtocolError(
-                FailureCode.CHECKPOINT_INVALID, "the checkpoint names a workflow or step its release does not have"
-            )
-        state = ConfirmedState.from_json(arguments["confirmed_state"], memo_scope=cp.state_digest)
-        require_digest(state, cp.state_digest)
-        require_confirmed(state, now=self.now())
-        return issued, workflow, state
+        return once("resume", (self, arguments), lambda: resume_pinned(self.release, self.keyring, arguments, self.now))
 
     def confirmed_state(
         self, workflow: WorkflowDefinition, projection: Mapping[str, Any], label: str, *, allow_missing: bool = False
@@ -476,13 +402,8 @@ class WorkflowEngineQueryModule:
     ) -> dict[str, Any]:
         return self.step_payloads.payload(workflow, step, adapter, cp)
 
-    def _sha256(self, path: str) -> str:
-        entry = self.release.file_entry(path)
-        assert entry is not None
-        return entry.sha256
-
     def _file_digest(self, path: str) -> str:
-        return DIGEST_PREFIX + self._sha256(path)
+        return DIGEST_PREFIX + file_sha256(self.release, path)
 
     def now(self) -> int:
         """This engine's clock in whole seconds: when it issues, and the latest a confirmation may be dated."""
