@@ -44,9 +44,9 @@ The server and its tools:
 The workflow, over the core:
 
 ``workflow_engine``   :class:`WorkflowEngineQueryModule`: the four workflow tools over one verified release
-``workflow_selection`` the workflow ``start_workflow`` names: by id or alias, the exact version or the newest
+``workflow_selection`` the workflow a start names: by id or alias, the exact version or the newest
 ``pinned_run``        a run picked up from its checkpoint: token verified, pinned workflow and state reloaded
-``prepare_checks``    ``prepare_step_validation``'s deterministic checks, every failure collected
+``prepare_checks``    the deterministic checks of :meth:`prepare_step_validation`, every failure collected
 ``migration``         a run moved between two verified releases: the source departs, the target accepts or offers
 ``migration_offers``  the migration preview a tool result carries when a held target can take the run
 ``results``           the typed tool results the engine returns, serialised once by :meth:`to_json`
