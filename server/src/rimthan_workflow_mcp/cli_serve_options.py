@@ -1,7 +1,8 @@
 """``rimthan-mcp serve``: option combinations refused as usage mistakes before anything is loaded.
 
 Each check names the option at fault: an option that could never apply (an HTTP option under stdio, ``--release``
-with a followed registry) would otherwise be silently ignored.
+with a followed registry) would otherwise be silently ignored. ``--port`` and ``--host`` are checked as click reads
+them (:func:`tcp_port`, :func:`bind_host`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ adapter: the workflow rules live in ``WorkflowEngineQueryModule``; what this
 adds is what the SDK leaves to us - validating arguments and results against
 the declared schemas (compiled once), routing a checkpoint to the release it
 is pinned to, and turning every refusal into a structured tool error so no
-traceback ever reaches a client.
+traceback ever reaches a client. Which release serves a call is worked out in
+:mod:`.call_routing`, the migration offer a result carries in
+:mod:`.migration_offers`, and the log notification per call in :mod:`.call_notices`.
 """
 
 from __future__ import annotations
