@@ -2,8 +2,8 @@
 
 Kept apart from the four tools of ``workflow_engine`` because it is the one
 path that involves two engine modules. Every function here takes the modules
-and calls only their public methods (``resume``, ``bound_host``,
-``confirmed_state``, ``check_host``, ``state_schema``, ``open_run``), so the
+and calls only their methods made for it (``resume``, ``bound_host``,
+``confirmed_state``, ``_host_blockers`` (the protocol's name), ``state_schema``, ``open_run``), so the
 source never reaches into the target's internals nor the other way round.
 ``WorkflowEngineQueryModule.migrate_workflow`` (the name the protocol gives)
 and ``migration_offer`` are thin calls into this module.
@@ -70,7 +70,7 @@ def accept(target: WorkflowEngineQueryModule, departure: Departure, request: Map
     )
     host = request.get("host") or departure.bound_host
     preview = _preview(target, departure, target_wf, state.values, host["harness"])
-    adapter, failures = target.check_host(target_wf, host)
+    adapter, failures = target._host_blockers(target_wf, host)
     missing = missing_fields(state.values, target.state_schema(target_wf))
     unconfirmed = unconfirmed_fields(
         state, sorted(state.values), now=target.now(), newer_than=issued.checkpoint.issued_at

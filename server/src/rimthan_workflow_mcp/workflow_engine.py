@@ -76,7 +76,7 @@ class WorkflowEngineQueryModule:
     def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
         workflow = select_workflow(self.release, arguments["workflow"], arguments.get("workflow_version"))
         state = self.confirmed_state(workflow, arguments["confirmed_state"], "confirmed_state", allow_missing=True)
-        adapter, failures = self.check_host(workflow, arguments["host"])
+        adapter, failures = self._host_blockers(workflow, arguments["host"])
         failures = (
             missing_fields(state.values, self.state_schema(workflow))
             + unconfirmed_fields(state, now=self.now())
@@ -94,10 +94,13 @@ class WorkflowEngineQueryModule:
         assert adapter is not None
         return self.open_run(workflow, adapter, state, arguments["host"])
 
-    def check_host(
+    def _host_blockers(
         self, workflow: WorkflowDefinition, host: Mapping[str, Any]
     ) -> tuple[HostAdapter | None, list[Failure]]:
-        """The adapter the ``host`` argument binds to in ``workflow``, and every reason it cannot run there."""
+        """The adapter the ``host`` argument binds to in ``workflow``, and every reason it cannot run there.
+
+        The protocol's name: ``start_workflow`` and a migration's target (``migration.py``) call it.
+        """
         return host_blockers(self.release.catalogue, workflow, host)
 
     # ------------------------------------------------------------------ continue
