@@ -90,8 +90,8 @@ RULES = {
         ("rimthan_packager", "rimthan_host", "cryptography.hazmat.primitives.serialization.load_pem_private_key"),
         (),
     ),
-    "the host kit uses only the server's stdio wire (serving, drain, guard), message shapes and protocol eras, "
-    "not its internals or the packager": (
+    "the host kit uses only the server's stdio wire (serving, drain, guard), message shapes, wire contracts and "
+    "protocol eras, not its internals or the packager": (
         _py(HOST),
         ("rimthan_workflow_mcp", "rimthan_packager"),
         (
@@ -100,6 +100,7 @@ RULES = {
             "rimthan_workflow_mcp.stdio_guard",
             "rimthan_workflow_mcp.message_shape",
             "rimthan_workflow_mcp.eras",
+            "rimthan_workflow_mcp.contract_schemas",
         ),
     ),
     "only the command lines use rimthan_clikit": (

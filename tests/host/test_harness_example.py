@@ -28,11 +28,16 @@ def _pack(project: Path, env: dict[str, str], *args: str) -> None:
     subprocess.run([str(BIN / "rimthan-pack"), *args], cwd=project, env=env, check=True, capture_output=True)
 
 
+def _key(tmp_path: Path) -> Path:
+    return tmp_path / "config" / "rimthan" / "keys" / "me.key"
+
+
 def _project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     project, env = tmp_path / "project", _env(tmp_path / "state")
     project.mkdir()
-    _pack(project, env, "keygen", "--out", "keys/local/me")
-    _pack(project, env, "build", str(packaged_source("1.2.0")), "--key", "keys/local/me.key", "--out", "releases")
+    key = _key(tmp_path)  # the private key out of the project, its public half trusted: as the docs say
+    _pack(project, env, "keygen", "--out", str(key.with_suffix("")), "--trust-dir", "keys/local")
+    _pack(project, env, "build", str(packaged_source("1.2.0")), "--key", str(key), "--out", "releases")
     shutil.copy(packaged_source("1.2.0") / "examples" / "confirmed-state.json", project / "facts.json")
     owner = {"research_route": "desk-research", "risk_tolerance": "medium"}
     (project / "owner.json").write_text(json.dumps(owner), "utf-8")
@@ -67,7 +72,7 @@ def test_the_example_harness_is_killed_resumes_migrates_and_completes(tmp_path: 
     project, env = _project(tmp_path)
     first = _kill_at(_harness(project, env), "refused:")
     assert "asked: research_route" in first and first[-1].startswith("refused: json_parse_failed"), first
-    _pack(project, env, "build", str(packaged_source("1.3.0")), "--key", "keys/local/me.key", "--out", "releases")
+    _pack(project, env, "build", str(packaged_source("1.3.0")), "--key", str(_key(tmp_path)), "--out", "releases")
     again = _harness(project, env)
     out, _ = again.communicate(timeout=300)
     lines = out.splitlines()

@@ -368,7 +368,8 @@ def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -
     commands = [line.split("#", 1)[0].split() for line in flow if line.strip().startswith("rimthan-pack ")]
     assert [c[1] for c in commands] == ["keygen", "build", "sign", "verify"]
     assert pack("init", "catalogues/my-flow/0.1.0", cwd=tmp_path).returncode == 0
-    assert pack("keygen", "--out", "keys/local/colleague", cwd=tmp_path).returncode == 0  # the co-signer's key
+    co_signer = ("keygen", "--out", "private-keys/colleague", "--trust-dir", "keys/local")
+    assert pack(*co_signer, cwd=tmp_path).returncode == 0  # the co-signer's key, trusted
     for words in commands:
         args = [w.replace("NAME", "my-flow").replace("VERSION", "0.1.0") for w in words[1:]]
         done = pack(*args, cwd=tmp_path)

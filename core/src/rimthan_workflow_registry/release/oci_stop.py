@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import socket
 import threading
 import weakref
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (a build verifies what it wrote under no stop: it never loads socket, nor select under it)
+    import socket
 
 
 class Stopped(BaseException):
@@ -97,5 +100,7 @@ def watch_socket(sock: socket.socket | None) -> None:
 
 
 def cut(sock: socket.socket) -> None:
+    import socket  # (loaded already: ``sock`` is one)
+
     with contextlib.suppress(OSError):  # the socket's own shutdown, under TLS too: the blocked read sees the end
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
