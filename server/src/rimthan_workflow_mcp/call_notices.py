@@ -32,8 +32,9 @@ LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
 LOGGER_NAME = "rimthan"
 _log = get_logger("server")
 # logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
-# clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here.
-warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"rimthan_workflow_mcp\.call_notices")
+# clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here: not
+# where a notice is sent, nor where the server declaring the logging capability is made (server.py).
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=r"rimthan_workflow_mcp\.(call_notices|server)")
 
 
 async def notify_call(
