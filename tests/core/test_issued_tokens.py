@@ -162,3 +162,20 @@ def test_a_token_with_a_character_outside_ascii_is_malformed() -> None:
     with pytest.raises(TokenError) as refused:
         verify_checkpoint(keyring, token[:at] + "\u00e9" + token[at + 1 :])
     assert refused.value.code is FailureCode.CHECKPOINT_INVALID and "malformed" in refused.value.message
+
+
+class _Watched(IssuedTokens[Item]):
+    """Every value the total takes, as it is written (what a reader on another thread could see)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "_chars":
+            self.__dict__.setdefault("written", []).append(value)
+        super().__setattr__(name, value)
+
+
+def test_the_total_never_passes_the_bound_even_between_two_lines() -> None:
+    """``chars`` is read without the lock: no write may take it past ``max_chars``, even for a moment."""
+    cache = _Watched(250)
+    for n in range(10):
+        cache.remember(Item(token(n)), KEY)
+    assert len(cache) == 2 and max(cache.__dict__["written"]) <= 250

@@ -73,11 +73,11 @@ class IssuedTokens(Generic[T]):
             old = self._entries.pop(index, None)
             if old is not None:
                 self._chars -= len(old[0].token)
+            while self._chars + len(token) > self.max_chars:  # room first: the total never passes the bound,
+                _, (dropped, _key) = self._entries.popitem(last=False)  # not even for a reader between two lines
+                self._chars -= len(dropped.token)
             self._entries[index] = (item, key)
             self._chars += len(token)
-            while self._chars > self.max_chars:
-                _, (dropped, _key) = self._entries.popitem(last=False)
-                self._chars -= len(dropped.token)
 
     def recall(self, token: str, key: bytes) -> T | None:
         """The item remembered for exactly ``token`` signed with exactly ``key``, or ``None``."""
