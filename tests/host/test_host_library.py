@@ -24,13 +24,13 @@ from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
 from rimthan_host.harness import HarnessError, Review, WorkflowHarness
 from rimthan_host.project_files import ProjectFiles
 from rimthan_host.protocol import HostProfile, NotAProtocolResult, protocol_result
-from rimthan_host.reports import validator_payload, validator_report
+from rimthan_host.reports import findings_problem, validator_payload, validator_report
 from rimthan_host.runlog import RunLog, list_runs
 from rimthan_host.session import HostSession
 from rimthan_host.workspace import deliver_assets
 from rimthan_workflow_mcp.cli import main as mcp_main
 from rimthan_workflow_registry.canonical import digest_value
-from rimthan_workflow_registry.limits import MAX_FINDING_CHARS
+from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_NAME_CHARS
 from support.engines import Engines, ExamplesScenario, TickingClock, drive, example_state, make_engines, run
 from support.releases import packaged_source
 from support.servers import build_world, scenario
@@ -120,6 +120,24 @@ def test_a_verdict_the_verifier_would_refuse_is_not_recorded(engines: Engines) -
         "the verifier would refuse the verdict of evidence-auditor@1.1.0: finding 1 is "
         f"{MAX_FINDING_CHARS + 1} characters, past the {MAX_FINDING_CHARS} a finding may hold"
     )
+
+
+@pytest.mark.parametrize(
+    ("finding", "said"),
+    [
+        (
+            {"severity": "error", "message": "No source.\n" * MAX_FINDING_CHARS},
+            f"finding 1 is {11 * MAX_FINDING_CHARS} characters, past the {MAX_FINDING_CHARS} a finding may hold",
+        ),
+        (
+            {"severity": "error", "message": "No source.", "artifact_id": "x" * (MAX_NAME_CHARS + 1)},
+            f"finding 1/artifact_id is {MAX_NAME_CHARS + 1} characters, past the {MAX_NAME_CHARS} a finding may hold",
+        ),
+    ],
+)
+def test_an_over_long_finding_gets_one_line_naming_the_bound(finding: dict[str, str], said: str) -> None:
+    """The verifier's ``finding`` contract is the one check: its length bound said in one line, the text not echoed."""
+    assert findings_problem("fail", [finding], []) == said
 
 
 class SaysPassWithAnError(ExamplesScenario):

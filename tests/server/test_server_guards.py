@@ -19,12 +19,14 @@ from typing import Any
 
 import anyio
 import pytest
+from jsonschema import Draft202012Validator
 from mcp import types
 from mcp.shared.exceptions import MCPError
 from rimthan_host.harness import HostProfile, client_caller
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.server import create_mcp_application
+from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.run.tokens import CheckpointKeyring
@@ -191,6 +193,42 @@ def test_off_schema_results_and_crashes_become_internal_errors_without_traceback
         assert "Traceback" not in error["message"] and "/home/operator" not in error["message"]
     messages = [r.getMessage() for r in caplog.records]
     assert "result violates the output schema" in messages and "tool failed unexpectedly" in messages
+
+
+class _NoRelease(ToolResult):
+    """A result that names no release: what the protocol never lets a tool answer."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "release": None}
+
+
+class _Unreleased(WorkflowEngineQueryModule):
+    def start_workflow(self, arguments: Mapping[str, Any]) -> ToolResult:
+        result = super().start_workflow(arguments)
+        return _NoRelease(**{part.name: getattr(result, part.name) for part in dataclasses.fields(result)})
+
+
+def test_a_result_naming_no_release_is_refused_by_every_output_schema(world: ServerWorld, tmp_path: Path) -> None:
+    """Every result names the verified release that answered it: ``release: null`` is off every tool's schema."""
+    for contract in workflow_engine_tool_contracts():
+        release = contract.output_schema["properties"]["release"]
+        assert Draft202012Validator(release).is_valid(None) is False, contract.name
+    provider = ReleaseProvider.open(
+        world.built["1.2.0"],
+        trust=load_trust(world.trust),
+        keyring=CheckpointKeyring.generate(),
+        module_factory=_Unreleased,
+    )
+
+    async def body(client: CheckedClient) -> dict[str, Any]:
+        run = harness(client_caller(client), tmp_path / "p")
+        for name, value in run.scenario.initial_state("1.2.0").items():
+            run.state.confirm(name, value)
+        arguments = {"workflow": "research", "confirmed_state": run.state.projection(), "host": HostProfile().to_json()}
+        return structured_error(await client.call_tool("rimthan.start_workflow", arguments))
+
+    error = _run(provider, body)
+    assert error["code"] == "internal_error" and "output schema" in error["message"]
 
 
 def _broken(schema: dict[str, Any], where: str) -> dict[str, Any]:

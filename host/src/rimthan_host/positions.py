@@ -33,6 +33,7 @@ from .protocol import HarnessError
 # A real ungated step's result is a few KiB (its instruction's text is the bulk). The largest instruction a
 # release holds is a catalogue file (1 MiB), at most six JSON bytes a byte as \u escapes, plus the rest.
 MAX_KEPT_POSITION_BYTES = 8 * 1024 * 1024
+CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state (and a side file) belongs to
 POSITION_FILE_KEY = "position_file"  # a saved state's reference to its side file: {"sha256", "bytes"}
 _SIDE_FILE = re.compile(r"(?P<run>[a-z0-9][a-z0-9-]{0,63})\.position-(?P<hex>[0-9a-f]{64})\.json")
 
@@ -53,7 +54,15 @@ def write_side(runs: ProjectPath, run_id: str, checkpoint_key: str, data: bytes)
 
     None past :data:`MAX_KEPT_POSITION_BYTES`: nothing is written.
     """
-    body = b'{"checkpoint_sha256":"' + checkpoint_key.encode("ascii") + b'","position":' + data + b"}"
+    body = (
+        b'{"'
+        + CHECKPOINT_KEY.encode("ascii")
+        + b'":"'
+        + checkpoint_key.encode("ascii")
+        + b'","position":'
+        + data
+        + b"}"
+    )
     if len(body) > MAX_KEPT_POSITION_BYTES:
         return None
     digest = sha256_hex(body)
@@ -81,7 +90,7 @@ def read_side(runs: ProjectPath, run_id: str, checkpoint_key: str, ref: Any) -> 
     except RegistryError as exc:
         return f"{path.name}: {exc.code.value}: {exc.message}"
     position = value.get("position") if isinstance(value, dict) else None
-    if value.get("checkpoint_sha256") != checkpoint_key or not isinstance(position, dict):
+    if value.get(CHECKPOINT_KEY) != checkpoint_key or not isinstance(position, dict):
         return f"{path.name} holds the result of another checkpoint"
     return position
 

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
-from rimthan_workflow_registry.limits import MAX_FINDING_CHARS, MAX_REPORT_FINDINGS
+from rimthan_workflow_registry.limits import MAX_REPORT_FINDINGS
 from rimthan_workflow_registry.run import reports_size_problem
 
 from .project_files import WrittenFile
@@ -92,13 +92,13 @@ def _finding_problem(number: int, finding: object) -> str | None:
     """Why finding ``number`` is not one the verifier takes (its ``finding`` contract), or ``None``."""
     if not isinstance(finding, Mapping):
         return f"finding {number} is a {type(finding).__name__}, not an object; {_FINDING_SHAPE}"
-    message = finding.get("message")
-    if isinstance(message, str) and len(message) > MAX_FINDING_CHARS:
-        return f"finding {number} is {len(message)} characters, past the {MAX_FINDING_CHARS} a finding may hold"
     error = next(iter(_finding_check().iter_errors(finding)), None)
     if error is None:
         return None
     where = "".join(f"/{part}" for part in error.absolute_path)
+    if error.validator == "maxLength":  # which bound, never the over-long text echoed back
+        subject = f"finding {number}" if where == "/message" else f"finding {number}{where}"
+        return f"{subject} is {len(error.instance)} characters, past the {error.validator_value} a finding may hold"
     return f"finding {number}{where}: {error.message}; {_FINDING_SHAPE}"
 
 

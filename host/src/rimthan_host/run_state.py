@@ -23,6 +23,7 @@ from rimthan_workflow_registry.limits import (
 
 from . import positions
 from .file_digests import evidence_from_json
+from .positions import CHECKPOINT_KEY as CHECKPOINT_KEY  # ("as": re-exported, imported from here as before)
 
 # A state file wraps a confirmed state the verifier took in an argument (nested at most MAX_ARGUMENT_DEPTH)
 # two levels deeper: {"states": [{"confirmed_state": ...}]} where the argument had {"confirmed_state": ...}.
@@ -62,7 +63,6 @@ _SAVED_STATE_BYTES = (
 )
 _ENVELOPE_BYTES = 1024  # {"run": <a run id, at most 64 characters>, "states": [...]}
 MAX_STATE_BYTES = _STATES_KEPT * _SAVED_STATE_BYTES + _ENVELOPE_BYTES
-CHECKPOINT_KEY = "checkpoint_sha256"  # which checkpoint a saved state belongs to
 
 
 def token_key(token: str) -> str:

@@ -29,7 +29,7 @@ LOG_LEVELS: tuple[types.LoggingLevel, ...] = (
     "alert",
     "emergency",
 )
-LOGGER_NAME = "rimthan"
+NOTIFICATION_LOGGER = "rimthan"  # the logger a notifications/message names to the client (not logs.py's)
 _log = get_logger("server")
 # logging/setLevel and notifications/message are deprecated from 2026-07-28 on; they still serve 2025-11-25
 # clients (and 2026-07-28 clients that opt in per request), so the SDK's deprecation notice is not news here: not
@@ -60,6 +60,6 @@ async def notify_call(
     if not modern and (threshold is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold)):
         return
     try:
-        await ctx.session.send_log_message(level, data, logger=LOGGER_NAME, related_request_id=ctx.request_id)
+        await ctx.session.send_log_message(level, data, logger=NOTIFICATION_LOGGER, related_request_id=ctx.request_id)
     except Exception:  # a log line must never fail the call it describes
         _log.debug("log notification not delivered", exc_info=True)

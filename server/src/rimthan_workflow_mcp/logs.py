@@ -28,7 +28,7 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import map_strings, quoted
 
-LOGGER_NAME = "rimthan.mcp"
+PROCESS_LOGGER = "rimthan.mcp"  # the root of the process's own logging loggers (the operator's log lines)
 LEVELS = ("debug", "info", "warning", "error")
 _RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 PEER: contextvars.ContextVar[str | None] = contextvars.ContextVar("rimthan_peer", default=None)
@@ -113,4 +113,4 @@ def configure_logging(level: str = "info") -> None:
 
 
 def get_logger(suffix: str | None = None) -> logging.Logger:
-    return logging.getLogger(f"{LOGGER_NAME}.{suffix}" if suffix else LOGGER_NAME)
+    return logging.getLogger(f"{PROCESS_LOGGER}.{suffix}" if suffix else PROCESS_LOGGER)

@@ -85,8 +85,8 @@ def result_schema(statuses: list[str], never: frozenset[str] = frozenset()) -> d
             _nullable(WORKFLOW_ID),
         ),
         "release": about(
-            "The verified release that answered (id and manifest digest); null when none did.",
-            _nullable(RELEASE_ID),
+            "The verified release that answered (id and manifest digest): every result names it, never null.",
+            RELEASE_ID,
         ),
         "checkpoint": about(
             "The run's latest checkpoint token: send it exactly as received on the next call, and append a new "
