@@ -326,7 +326,7 @@ def serve(
         provider.before_refresh = follower.sync
         provider.sync_status = follower.status
         provider.watch_syncs = follower.watch
-        provider.stop_syncs = follower.stop
+        provider.stop_syncs, provider.stopping = follower.stop, follower.stopping
         say(f"following {follower.ref} into {provider.releases_dir} (pulled before every refresh)")
     # clients are told when a refresh changes the listings: on listen streams (2026-07-28), and handshake-era
     # connections where a notification can reach them (stdio, HTTP sessions)

@@ -155,12 +155,17 @@ class RegistryFollower:
             self._tell_watchers()
             try:
                 return self._sync_under_lock(trust)
-            except Stopped:
-                _log.info("sync stopped", extra={"registry": str(self.ref), "began": began})
+            except Stopped as stopped:
+                _log.info("sync stopped", extra={"registry": str(self.ref), "began": began, **stopped.said()})
                 raise
             finally:
                 self._under_way = None
                 self._tell_watchers()
+
+    @property
+    def stopping(self) -> StopSignal:
+        """The signal :meth:`stop` sets: the provider's refresh verifies what a sync pulled under it too."""
+        return self._stop
 
     def stop(self) -> str | None:
         """End the sync under way at once and start none after it (the server is stopping; any thread, a signal

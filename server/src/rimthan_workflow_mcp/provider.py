@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.release import TrustStore, semver_key
+from rimthan_workflow_registry.release import Stopped, StopSignal, TrustStore, semver_key, stoppable
 from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .deployment_state import open_state
@@ -125,6 +125,8 @@ class ReleaseProvider:
         self.watch_syncs: Callable[[Callable[[], None]], None] | None = None
         # ends a follower's sync under way at once, and any after it (the server stopping): the repository, or None
         self.stop_syncs: Callable[[], str | None] | None = None
+        # the signal stop_syncs sets: a refresh verifies releases under it, so a stopping server abandons that too
+        self.stopping: StopSignal | None = None
 
     # -- construction -------------------------------------------------------------------
 
@@ -328,25 +330,12 @@ class ReleaseProvider:
         reloaded = reload_trust(self.trust_path, self.trust) if self.trust_path is not None else None
         trust_now = reloaded[0] if reloaded is not None else self.trust
         refused = self.before_refresh(trust_now) if self.before_refresh is not None else ()
-        with self._lock:
-            before = self.trust
-            if reloaded is not None:
-                self.trust, untrusted_store = reloaded
-                refused += untrusted_store
-            failed = self.sync_status().failure if self.sync_status is not None else None
-            result = replace(self._refresh_locked(refused), sync_failed=failed)
-            changed = trust_changed(before, self.trust)
-            if changed:
-                self._looked_at.clear()  # an older release the old store refused may verify under this one
-            self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
-            warn_of_gone(self._held.values(), self._gone)
-            for again in self._distrusted.trusted_again(self.trust, changed=changed):
-                self._hold_as(again)
-            if changed:
-                self._drop_untrusted()
-            self.last_refresh = result
-            fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]
-            self._reported.update((r.path, r.code) for r in result.rejected)
+        try:
+            with self._lock, stoppable(self.stopping):  # a stop asked now abandons the verifications below
+                result, fresh = self._refreshed(reloaded, refused)
+        except Stopped as stopped:  # nothing verified is activated, nor the floor moved: the server is stopping
+            _log.info("refresh stopped", extra={"trigger": trigger, **stopped.said()})
+            raise
         asked = trigger != "interval"  # SIGHUP or a caller: the operator wants to hear the answer
         if fresh or (asked and (result.rejected or result.sync_failed)):
             level = "warning"
@@ -356,6 +345,31 @@ class ReleaseProvider:
             level = "debug"
         getattr(_log, level)("refresh done", extra={"trigger": trigger, **result.to_dict()})
         return result
+
+    def _refreshed(
+        self, reloaded: tuple[TrustStore, tuple[Rejection, ...]] | None, refused: tuple[Rejection, ...]
+    ) -> tuple[RefreshResult, list[Rejection]]:
+        """The refresh under the lock: the trust store reloaded, releases activated and held, the result kept;
+        with the rejections not reported before."""
+        before = self.trust
+        if reloaded is not None:
+            self.trust, untrusted_store = reloaded
+            refused += untrusted_store
+        failed = self.sync_status().failure if self.sync_status is not None else None
+        result = replace(self._refresh_locked(refused), sync_failed=failed)
+        changed = trust_changed(before, self.trust)
+        if changed:
+            self._looked_at.clear()  # an older release the old store refused may verify under this one
+        self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
+        warn_of_gone(self._held.values(), self._gone)
+        for again in self._distrusted.trusted_again(self.trust, changed=changed):
+            self._hold_as(again)
+        if changed:
+            self._drop_untrusted()
+        self.last_refresh = result
+        fresh = [r for r in result.rejected if (r.path, r.code) not in self._reported]
+        self._reported.update((r.path, r.code) for r in result.rejected)
+        return result, fresh
 
     def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
         scanned = self._scan()

@@ -39,7 +39,7 @@ from hashlib import sha256
 
 from rimthan_workflow_registry.errors import MAX_SAID_FAILURES
 from rimthan_workflow_registry.release.format import FileEntry
-from rimthan_workflow_registry.release.oci_stop import check_stop
+from rimthan_workflow_registry.release.oci_stop import VERIFYING, check_stop
 from rimthan_workflow_registry.release.parallel import SWITCH_INTERVAL, InOrder
 from rimthan_workflow_registry.release.verified import (
     DirectoryAt,
@@ -91,7 +91,7 @@ def _read_all(
 ) -> None:
     position = 0
     for entries in batches:
-        check_stop()  # a stopping server (oci_stop): no batch is read once it is asked
+        check_stop(VERIFYING)  # a stopping server (oci_stop): no batch is read once it is asked
         if failures.stop is not None:  # every file not read yet comes after the stopping failure already known
             return
         try:

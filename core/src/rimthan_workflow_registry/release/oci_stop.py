@@ -13,9 +13,10 @@ refusal, and every ``finally`` on the way (a pull's download directory
 removed) runs.
 
 A release's verification under a stop (a follower's pull: the download's, the copy's it may replace, the one
-after the move) checks it between batches of files (:mod:`.verify`: at most ``_HASH_BATCH`` files, or about
-``_HASH_BATCH_BYTES`` plus one file, read past it), so a stopping server does not wait for a large release to be hashed
-whole: the pull raises :class:`Stopped` and nothing is moved into place.
+after the move; a server's refresh verifying what the pull brought in) checks it between batches of files
+(:mod:`.verify`: at most ``_HASH_BATCH`` files, or about ``_HASH_BATCH_BYTES`` plus one file, read past it), so a
+stopping server does not wait for a large release to be hashed whole: the pull (or refresh) raises
+:class:`Stopped` saying :data:`VERIFYING`, and nothing is moved into place or activated.
 """
 
 from __future__ import annotations
@@ -31,8 +32,21 @@ if TYPE_CHECKING:  # (a build verifies what it wrote under no stop: it never loa
     import socket
 
 
+VERIFYING = "the verification of a release"  # what a stop abandoned mid-way: said in the log line of the stop
+
+
 class Stopped(BaseException):
-    """Registry work under a :class:`StopSignal` that was stopped: nothing after the stop was done."""
+    """Registry work under a :class:`StopSignal` that was stopped: nothing after the stop was done.
+
+    ``during``: what it abandoned half done (:data:`VERIFYING`), or None (a request, or nothing under way)."""
+
+    def __init__(self, during: str | None = None) -> None:
+        super().__init__(*([during] if during else []))
+        self.during = during
+
+    def said(self) -> dict[str, str]:
+        """The fields of the stop's log line: what it abandoned, if anything half done."""
+        return {"abandoned": self.during} if self.during else {}
 
 
 class StopSignal:
@@ -67,8 +81,8 @@ _signal: contextvars.ContextVar[StopSignal | None] = contextvars.ContextVar("reg
 
 
 @contextlib.contextmanager
-def stoppable(stop: StopSignal) -> Iterator[None]:
-    """Every registry request inside runs under ``stop``."""
+def stoppable(stop: StopSignal | None) -> Iterator[None]:
+    """Every registry request (and release verification) inside runs under ``stop`` (None: under none)."""
     token = _signal.set(stop)
     try:
         yield
@@ -76,9 +90,9 @@ def stoppable(stop: StopSignal) -> Iterator[None]:
         _signal.reset(token)
 
 
-def check_stop() -> None:
-    """Raise :class:`Stopped` if the work under way was asked to stop."""
-    stopped_by(_signal.get())
+def check_stop(during: str | None = None) -> None:
+    """Raise :class:`Stopped` (abandoning ``during``) if the work under way was asked to stop."""
+    stopped_by(_signal.get(), during)
 
 
 def current_stop() -> StopSignal | None:
@@ -86,10 +100,10 @@ def current_stop() -> StopSignal | None:
     return _signal.get()
 
 
-def stopped_by(stop: StopSignal | None) -> None:
-    """Raise :class:`Stopped` if ``stop`` (from :func:`current_stop`) was asked."""
+def stopped_by(stop: StopSignal | None, during: str | None = None) -> None:
+    """Raise :class:`Stopped` (abandoning ``during``) if ``stop`` (from :func:`current_stop`) was asked."""
     if stop is not None and stop.asked:
-        raise Stopped
+        raise Stopped(during)
 
 
 def watch_socket(sock: socket.socket | None) -> None:

@@ -52,7 +52,7 @@ from rimthan_workflow_registry.release.format import (
 )
 from rimthan_workflow_registry.release.loader import CatalogueFiles, LoadedCatalogue, ReleaseLoader
 from rimthan_workflow_registry.release.manifest_parse import parse_manifest
-from rimthan_workflow_registry.release.oci_stop import current_stop, stopped_by
+from rimthan_workflow_registry.release.oci_stop import VERIFYING, current_stop, stopped_by
 from rimthan_workflow_registry.release.parallel import COLLECTOR, failures_in_order
 from rimthan_workflow_registry.release.paths import (
     HIDDEN_PROBLEM,
@@ -274,7 +274,7 @@ def _check_files(root: Path, tree: ReleaseTree, manifest: Manifest) -> None:
     stop = current_stop()  # a stopping server (oci_stop): no batch is read once it is asked, on any thread
 
     def check(batch: Sequence[FileEntry]) -> list[ReleaseVerificationError]:
-        stopped_by(stop)
+        stopped_by(stop, VERIFYING)
         if tree.catalogue.issuperset(map(_PATH, batch)):  # every file walked: no per-file membership test
             return check_files(base, batch)
         found: list[ReleaseVerificationError] = []
