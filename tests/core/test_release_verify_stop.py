@@ -15,25 +15,12 @@ from pathlib import Path
 
 import pytest
 from rimthan_workflow_registry.release import Stopped, StopSignal, stoppable, verify
+from rimthan_workflow_registry.release.oci_stop import VERIFYING
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
+from support.stop_signals import StopAtLook
 
 ASKED_AT = 3  # the stop is asked as the third batch is about to be read
-
-
-class StopAtBatch(StopSignal):
-    """A stop asked as the verification looks at it for the ``at``-th time (once per batch, before reading it)."""
-
-    def __init__(self, at: int) -> None:
-        super().__init__()
-        self.at, self.looks = at, 0
-
-    @property
-    def asked(self) -> bool:
-        self.looks += 1
-        if self.looks == self.at:
-            self.stop()
-        return super().asked
 
 
 @pytest.mark.parametrize("workers", [1, 2], ids=["one-thread", "read-and-hash"])
@@ -42,9 +29,10 @@ def test_a_stop_asked_mid_verification_reads_no_further_batch(
 ) -> None:
     monkeypatch.setattr(verify, "verify_threads", lambda files, total: workers)
     monkeypatch.setattr(verify, "_HASH_BATCH", 1)  # one file per batch: many boundaries to stop at
-    stop = StopAtBatch(ASKED_AT)
-    with stoppable(stop), pytest.raises(Stopped):
+    stop = StopAtLook(ASKED_AT)
+    with stoppable(stop), pytest.raises(Stopped) as stopped:
         verify_release(signed_release, load_trust(trust))
+    assert stopped.value.during == VERIFYING  # what the stop's log line says it abandoned
     assert stop.looks == ASKED_AT  # no batch after the stop was looked at, let alone read
     assert len(list((signed_release / "catalogue").rglob("*.*"))) > ASKED_AT + 2  # there were batches left
 

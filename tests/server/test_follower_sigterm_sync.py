@@ -32,6 +32,7 @@ from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.transports import refresh_now
 from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.release.oci_bounds import REQUEST_DEADLINE, REQUEST_TIMEOUT
+from rimthan_workflow_registry.release.oci_stop import VERIFYING
 from rimthan_workflow_registry.run import CheckpointKeyring
 from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward, send_drip
 from support.oci import push
@@ -277,13 +278,19 @@ def test_sigterm_while_a_large_release_is_verified_moves_nothing_in_and_activate
 ) -> None:
     """SIGTERM once the follower holds the whole download of a large release, so while it verifies it: the
     verification is abandoned between two batches of files (``oci_stop``), the download removed, nothing moved
-    into place, nothing activated (the activation floor still 1.2.0), and the process exits 0."""
+    into place, nothing activated (the activation floor still 1.2.0), and the process exits 0.
+
+    The old code ended the same way, only later (the verification read every file, then the pull saw the stop),
+    so what tells them apart is no time but the ``"sync stopped"`` line: it says the verification was abandoned
+    (``"abandoned"``), which only a stop seen between two batches of files raises."""
     large = _large_release(tmp_path, keypair)
     with _following(tmp_path, registry, front, packaged_releases["1.2.0"], trust) as following:
         push(large, registry.ref("rimthan/stop"), trust)  # the next sync pulls it
         _downloaded(following.releases, large)
         status = _stopped_by_sigterm(following.process, BOUNDED_WAIT)
     _stopped_the_sync(following, status)
+    stops = _events(following.log, "sync stopped")
+    assert [stop.get("abandoned") for stop in stops] == [VERIFYING], stops  # seen mid-verification, not after
     floor = (tmp_path / "state" / "activation-floor.json").read_text("utf-8")
     assert "1.2.0" in floor and "1.3.0" not in floor, floor
     assert not [e for e in _events(following.log, "pulled") if ":1.3.0@" in str(e["reference"])]

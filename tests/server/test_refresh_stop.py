@@ -22,23 +22,9 @@ from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_registry.release import Stopped, StopSignal, TrustStore, verify
 from rimthan_workflow_registry.release.oci_stop import VERIFYING
 from support.servers import ServerWorld
+from support.stop_signals import StopAtLook
 
 ASKED_AT = 2  # the stop is asked as the second batch of the newer release is about to be read
-
-
-class StopAtLook(StopSignal):
-    """A stop asked as the verification looks at it for the ``at``-th time (once per batch, before reading it)."""
-
-    def __init__(self, at: int) -> None:
-        super().__init__()
-        self.at, self.looks = at, 0
-
-    @property
-    def asked(self) -> bool:
-        self.looks += 1
-        if self.looks == self.at:
-            self.stop()
-        return super().asked
 
 
 def _following(mcp_world: ServerWorld, tmp_path: Path, stopping: StopSignal) -> ReleaseProvider:
