@@ -150,6 +150,29 @@ def test_the_scenario_reads_no_workflow_file_outside_its_catalogue(tmp_path: Pat
         scenario.initial_state("0.1.0", workflow="flow")
 
 
+def test_examples_keyed_by_the_release_version_say_the_scenario_takes_workflow_versions(
+    keypair: KeyPair, tmp_path: Path
+) -> None:
+    """A release bumped to 0.2.0 whose workflow stays at 0.1.0, its examples keyed by the release's version (what
+    the guide's "each version's examples folder" read as): before, "no examples for workflow version '0.1.0'",
+    naming neither the workflow, the version the scenario meant nor the versions it was given."""
+    source = init_scaffold(tmp_path)
+    bumped = tmp_path / "my-flow" / "0.2.0"
+    shutil.copytree(source, bumped)
+    edit_text(bumped / "catalogue.toml", 'version = "0.1.0"', 'version = "0.2.0"')
+    release = _build(bumped, keypair, tmp_path / "rel")
+    scenario = CatalogueExamples({"0.2.0": release / "catalogue" / "examples"})
+
+    with pytest.raises(HarnessError) as refused:
+        scenario.initial_state("0.1.0", workflow="my-flow")
+
+    assert str(refused.value) == (
+        "no examples for workflow my-flow at version '0.1.0': the scenario maps workflow versions (the version in "
+        "workflows/my-flow.toml, which a release's own version need not equal) to examples folders, and it names "
+        "'0.2.0'"
+    )
+
+
 @pytest.mark.parametrize("output", ["answers", "confirmed-state"])
 def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_and_by_the_scenario(
     keypair: KeyPair, tmp_path: Path, output: str

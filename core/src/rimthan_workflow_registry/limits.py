@@ -225,12 +225,7 @@ def parse_bounded_toml(data: bytes, refuse: TomlRefusal, *, unreadable: str, nam
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, column = _line_and_byte(data, exc.start)
-        raise refuse(
-            f"{unreadable}: {exc}",
-            f"save {name} as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): "
-            f"byte {column} of line {line} is not UTF-8",
-        ) from None
+        raise refuse(f"{unreadable}: {exc}", save_as_utf8_step(name, data, exc.start)) from None
     try:
         value = tomllib.loads(text)
     except RecursionError:
@@ -264,6 +259,15 @@ def _toml_syntax_next_step(name: str, text: str, error: str) -> str:
     return (
         f"fix the TOML syntax in {name} at its end (line {last}), or where a string, array or inline table "
         "left open above it begins"
+    )
+
+
+def save_as_utf8_step(name: str, data: bytes, position: int) -> str:
+    """The next step for a text file ``name`` whose byte ``position`` is not UTF-8: where it is, and how to fix it."""
+    line, column = _line_and_byte(data, position)
+    return (
+        f"save {name} as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): "
+        f"byte {column} of line {line} is not UTF-8"
     )
 
 

@@ -124,7 +124,11 @@ class CatalogueExamples:
     def _dir(self, version: str, workflow: str) -> Path:
         """The folder of ``workflow``'s examples at ``version``: its own, when it holds a file, else the shared one."""
         if version not in self.examples:
-            raise HarnessError(f"no examples for workflow version {version!r}")
+            raise HarnessError(
+                f"no examples for workflow {workflow} at version {version!r}: the scenario maps workflow versions "
+                f"(the version in workflows/{workflow}.toml, which a release's own version need not equal) to "
+                f"examples folders, and it names {', '.join(map(repr, sorted(self.examples))) or 'none'}"
+            )
         if (version, workflow) not in self._folders:
             root = self.examples[version]
             named = _workflow_id(root, workflow)

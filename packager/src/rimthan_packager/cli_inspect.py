@@ -92,13 +92,17 @@ def _step_details(step: dict[str, Any]) -> list[str]:
         f"output {o['id']}: {o['path']} ({o['media_type']}, <= {_size(o['max_bytes'])})" for o in step["output_details"]
     ]
     lines += [f"validator {v}" for v in step["validators"]]
-    lines += [
-        f"branch -> {b['target']} when {b['field']} {b['operator']} {json.dumps(b['values'])}" for b in step["branches"]
-    ]
+    lines += [f"branch -> {b['target']} when {b['field']} {b['operator']} {_operand(b)}" for b in step["branches"]]
     if step["question"] is not None:
         q = step["question"]
         lines.append(f"question {q['field']}: {q['prompt']} choices {json.dumps(q['choices'])}")
     return lines
+
+
+def _operand(branch: dict[str, Any]) -> str:
+    """A predicate's value as the catalogue writes it: ``equals = "x"`` one value, ``one_of = [...]`` a list."""
+    values = branch["values"]
+    return json.dumps(values[0] if branch["operator"] == "equals" else values)
 
 
 def _size(n: int) -> str:

@@ -92,8 +92,13 @@ class _Table:
         for value in values:
             if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
                 raise _error(self.path, f"{self.where}.{key} holds an invalid entry {value!r}")
-        if len(set(values)) != len(values):
-            raise _error(self.path, f"{self.where}.{key} lists an entry twice")
+        twice = next((value for index, value in enumerate(values) if value in values[:index]), None)
+        if twice is not None:
+            raise _error(
+                self.path,
+                f"{self.where}.{key} lists an entry twice: {twice!r}",
+                f"in {self.path}, keep one {twice!r} in {key}",
+            )
         return tuple(values)
 
     def choices(self, key: str) -> tuple[Scalar, ...]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
-from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, save_as_utf8_step
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_references as references
 from rimthan_workflow_registry.release import catalogue_routes as routes
@@ -240,6 +240,8 @@ def _schema_document(data: bytes, path: str) -> Any:
             FailureCode.SCHEMA_INVALID,
             f"{path} is {len(data)} bytes; a catalogue file holds at most {MAX_CATALOGUE_FILE_BYTES}",
             path=path,
+            next_step=f"shorten {path} to at most {MAX_CATALOGUE_FILE_BYTES} bytes (long descriptions and "
+            "examples belong in the step's instruction)",
         )
     try:
         return parse_strict_json(data, where=path, code=FailureCode.SCHEMA_INVALID)
@@ -260,11 +262,13 @@ def _json_next_step(data: bytes, path: str, message: str) -> str | None:
         )
     try:
         json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return save_as_utf8_step(path, data, exc.start)
     except json.JSONDecodeError as exc:
         return (
             f"fix the JSON syntax in {path} at line {exc.lineno}, column {exc.colno}, or just before it "
             "(a missing or extra comma is reported at the token after it)"
         )
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except (ValueError, RecursionError):
         return None
     return None

@@ -163,8 +163,8 @@ def _names_a_release(ref: OciReference) -> None:
             FailureCode.OCI_REFERENCE_INVALID,
             "names a repository, not a release: a pull needs the release's version tag or OCI digest",
             path=str(ref),
-            next_step=f"add the version (`{ref}:1.3.0`: the tags are the release versions) or the OCI digest "
-            f"push printed (`{ref}@sha256:<digest>`)",
+            next_step=f"add the release's version (`{ref}:<version>`: push tags each release with its version) "
+            f"or the OCI digest push printed (`{ref}@sha256:<digest>`)",
         )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from rimthan_workflow_registry.errors import CatalogueError, FailureCode, closest_name
+from rimthan_workflow_registry.errors import CatalogueError, FailureCode, closest_name, collected
 
 from .schema_checks import SCHEMA_CHECKS, validator_version
 
@@ -52,9 +52,10 @@ SUBSCHEMA_KEYWORDS = _ONE_SCHEMA | _NAMED_SCHEMAS | _LISTED_SCHEMAS
 
 
 def check_schema_keywords(schemas: Mapping[str, Any], read: Callable[[str], bytes]) -> None:
-    """Refuse (``schema_invalid``) the first keyword in any of ``schemas`` that Draft 2020-12 does not define.
+    """Refuse (``schema_invalid``) every keyword in ``schemas`` that Draft 2020-12 does not define, each said.
 
     ``schemas``: each schema's path and parsed document; ``read``: its bytes, the key its pass is remembered under.
+    One refusal carries them all (the first, the others in ``also``), so one build shows every misspelling.
     """
     checker = f"vocabulary:{validator_version()}"
     raw = {path: read(path) for path in schemas}
@@ -64,10 +65,14 @@ def check_schema_keywords(schemas: Mapping[str, Any], read: Callable[[str], byte
     from rimthan_workflow_registry.jsonschema_formats import draft202012_keywords
 
     known = draft202012_keywords()
-    for path in unseen:
-        for where, keyword in _keywords(schemas[path], ()):
-            if keyword not in known and not keyword.startswith(AUTHOR_PREFIX):
-                raise _unknown(path, (*where, keyword), keyword, known)
+    failures = [
+        _unknown(path, (*where, keyword), keyword, known)
+        for path in unseen
+        for where, keyword in _keywords(schemas[path], ())
+        if keyword not in known and not keyword.startswith(AUTHOR_PREFIX)
+    ]
+    if failures:
+        raise collected(failures)
     SCHEMA_CHECKS.remember(raw.values(), checker)  # reached only when every schema passed
 
 

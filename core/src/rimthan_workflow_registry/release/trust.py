@@ -234,5 +234,15 @@ def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519P
         if not isinstance(declared, str) or not _KEY_ID.fullmatch(declared):
             raise _trust_error(path, f"{where}.id must be 64 lowercase hex characters")
         if declared != key_id:
-            raise _trust_error(path, f"{where}.id {declared} does not match {file} (its key id is {key_id})")
+            raise _id_mismatch(path, where, file, name, declared, key_id)
     return key_id, key, name
+
+
+def _id_mismatch(path: Path, where: str, file: str, name: str, declared: str, key_id: str) -> TrustError:
+    """A pinned ``id`` another key than the ``.pub`` file's: the file was swapped, or the id mistyped."""
+    return _trust_error(
+        path,
+        f"{where}.id {declared} does not match {file} (its key id is {key_id})",
+        f"confirm {name}'s key id with its holder (keys/README.md, Add a key): if it is {key_id}, set {where}.id "
+        f"to it in {path}; if it is {declared}, {file} is not their key: replace it with the .pub they sent",
+    )
