@@ -19,13 +19,13 @@ from rimthan_workflow_registry.release import oci, open_registry
 from rimthan_workflow_registry.release.oci import (
     ARTIFACT_TYPE,
     MANIFEST_LAYER_TYPE,
-    MAX_LAYER_BYTES,
     OCI_MANIFEST_TYPE,
     TITLE,
     fetch_manifest,
     parse_reference,
     version_tags,
 )
+from rimthan_workflow_registry.release.oci_limits import MAX_LAYER_BYTES
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import (
     HostileRegistry,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rimthan_workflow_registry.release.oci import MAX_LAYERS
+from rimthan_workflow_registry.release.oci_limits import MAX_LAYER_BYTES, MAX_LAYERS
 from support.hostile_registry import HostileRegistry, forward
 from support.oci import one_line_error, pack
 from support.registry import LocalRegistry
@@ -55,3 +55,50 @@ def test_a_release_with_more_layers_than_a_pull_takes_is_not_pushed(
     assert f"not pushed: no pull would take this release (a release has 1 to {MAX_LAYERS} layers)" in line
     assert "rimthan-mcp serve --releases-dir" in refused.stderr  # what to do instead
     assert proxy.calls == []  # nothing was sent, not even the tag check
+
+
+def _warnings(stderr: str) -> list[tuple[str, str]]:
+    """Each ``warning:`` line of ``stderr`` with the ``next:`` line after it."""
+    lines = stderr.splitlines()
+    return [(line, lines[i + 1]) for i, line in enumerate(lines) if line.startswith("warning: ")]
+
+
+def test_check_and_build_say_a_file_no_pull_takes_before_the_release_is_signed(
+    tmp_path: Path, keypair: KeyPair, trust: Path, registry: LocalRegistry
+) -> None:
+    """A 17 MB data file built, signed and verified without a word; only the push, after signing, refused it."""
+    source = tmp_path / "source"
+    shutil.copytree(packaged_source("1.3.0"), source)
+    (source / "data").mkdir()
+    big = source / "data" / "corpus.bin"
+    big.write_bytes(b"\0" * (MAX_LAYER_BYTES + 1))
+    said = f"warning: oci_artifact_invalid: {big}: is {MAX_LAYER_BYTES + 1} bytes; no OCI pull takes a release file"
+
+    checked = pack("check", source)
+    assert checked.returncode == 0, checked.stderr
+    ((line, next_line),) = _warnings(checked.stderr)
+    assert line.startswith(said) and line.endswith("so rimthan-pack push will refuse this release")
+    assert next_line.startswith("next: to publish it through a registry, keep the source within the limits")
+
+    built = pack("build", source, "--key", keypair.private_path, "--out", tmp_path / "releases")
+    assert built.returncode == 0 and [w[0] for w in _warnings(built.stderr)] == [line]
+    refused = pack(
+        "push", tmp_path / "releases" / "research-decision-1.3.0", registry.ref(REPO), "--trust", trust, "--plain-http"
+    )
+    assert "not pushed: no pull would take this release" in one_line_error(refused, "oci_artifact_invalid")
+
+
+def test_check_says_a_source_of_more_files_than_a_pull_takes(tmp_path: Path) -> None:
+    source = _with_files(tmp_path, MAX_LAYERS + 1)
+    checked = pack("check", source)
+    assert checked.returncode == 0, checked.stderr
+    ((line, _),) = _warnings(checked.stderr)
+    assert line == (
+        f"warning: oci_artifact_invalid: {source}: has {MAX_LAYERS + 1} files; no OCI pull takes a release of over "
+        f"{MAX_LAYERS}, so rimthan-pack push will refuse this release"
+    )
+
+
+def test_a_source_within_every_pull_bound_builds_without_a_warning(tmp_path: Path, keypair: KeyPair) -> None:
+    built = pack("build", packaged_source("1.3.0"), "--key", keypair.private_path, "--out", tmp_path / "releases")
+    assert built.returncode == 0 and "warning:" not in built.stderr, built.stderr

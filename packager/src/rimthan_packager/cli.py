@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -150,6 +150,8 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     set SOURCE_DATE_EPOCH to record a creation time.
     """
     result = _build(source, key_paths, out_dir, trust_path, progress=not as_json and sys.stderr.isatty())
+    sizes = {entry.path: entry.size for entry in result.manifest.files}
+    _warn_unpullable(source, sizes, len(result.signer_key_ids))
     if as_json:
         emit_json(
             {
@@ -192,6 +194,7 @@ def check(source: Path, as_json: bool) -> None:
     from .build import check_source
 
     checked = check_source(source)
+    _warn_unpullable(source, checked.source.sizes, signatures=1)
     catalogue = checked.loaded.catalogue
     release_id = f"{catalogue.name}@{catalogue.version}"
     if as_json:
@@ -210,6 +213,20 @@ def check(source: Path, as_json: bool) -> None:
         f"checked {release_id} at {source}: {len(catalogue.workflows)} workflow(s), {checked.examples} worked "
         f"example(s), {len(checked.source.paths)} files; build would accept it"
     )
+
+
+def _warn_unpullable(source: Path, sizes: Mapping[str, int], signatures: int) -> None:
+    """One warning per OCI pull bound the release is past: said at build, not first at push, after signing."""
+    from rimthan_workflow_registry.release import unpullable
+
+    for found in unpullable(sizes, signatures):
+        warn(
+            FailureCode.OCI_ARTIFACT_INVALID,
+            str(source / found.path) if found.path else str(source),
+            f"{found.reason}, so rimthan-pack push will refuse this release",
+            "to publish it through a registry, keep the source within the limits docs/fleet.md lists; "
+            "a release past them serves only from a directory (rimthan-mcp serve --releases-dir)",
+        )
 
 
 def _build(

@@ -45,7 +45,6 @@ from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
 from .oci_bounds import (
     MAX_OCI_MANIFEST_BYTES,
-    MAX_TOTAL_BYTES,
     PULL_DEADLINE,
     ResponseTooLarge,
     body_chunks,
@@ -56,6 +55,7 @@ from .oci_bounds import request_deadline as _request_deadline
 from .oci_client import guarded, open_registry, registry_call
 from .oci_client import refusal as _refuse
 from .oci_install import NOT_TRUSTED, Expected, install_release
+from .oci_limits import MAX_LAYER_BYTES, MAX_LAYERS, MAX_TOTAL_BYTES
 from .oci_stop import check_stop
 from .paths import path_problem, path_set_problem
 from .trust import TrustStore
@@ -76,8 +76,6 @@ VERSION_ANNOTATION = "org.opencontainers.image.version"
 DIGEST_ANNOTATION = "dev.rimthan.release.manifest-digest"
 RELEASE_ANNOTATION = "dev.rimthan.release.id"
 
-MAX_LAYERS = 4096
-MAX_LAYER_BYTES = 16 * 1024 * 1024
 # matched with fullmatch: "$" would also take a trailing newline
 _DIGEST = re.compile(DIGEST_PATTERN)
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"  # the distribution spec's tag: at most 128 characters

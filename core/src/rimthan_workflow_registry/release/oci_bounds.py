@@ -86,13 +86,13 @@ import requests
 import urllib3
 
 from ..errors import quoted
+from .oci_limits import MAX_TOTAL_BYTES
 from .oci_stop import Stopped, check_stop, cut, watch_socket
 
 REQUEST_TIMEOUT = 30.0
 REQUEST_DEADLINE = 120.0
 PULL_DEADLINE = 600.0
 SYNC_DEADLINE = 600.0
-MAX_TOTAL_BYTES = 256 * 1024 * 1024  # the most a release artifact's layers hold
 MIN_PUSH_RATE = 150_000  # bytes per second
 PUSH_DEADLINE = MAX_TOTAL_BYTES / MIN_PUSH_RATE  # 1790 s
 MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
