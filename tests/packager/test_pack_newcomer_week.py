@@ -119,3 +119,23 @@ def test_a_trust_file_pinning_another_id_says_to_confirm_it_with_the_key_holder(
         f"confirm bob's key id with its holder (keys/README.md, Add a key): if it is {bob.key_id}, set keys[1].id "
         f"to it in {trust}; if it is {signer.key_id}, bob.pub is not their key: replace it with the .pub they sent"
     )
+
+
+def test_an_instruction_or_asset_left_empty_is_refused_at_build_each_file_said(signer: KeyPair, tmp_path: Path) -> None:
+    """A file created and never written (``touch assets/instructions/plan.md``) built, signed and was delivered
+    to every harness as nothing: the step's instruction said no word of what to do."""
+    source = init_scaffold(tmp_path)
+    instruction = source / "assets" / "instructions" / "plan.md"
+    prompt = source / "assets" / "prompts" / "brief.md"
+    instruction.write_bytes(b"")
+    prompt.write_text("\n  \n", "utf-8")
+    built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
+    said = refusals(built.stderr)
+    assert built.returncode == 1 and not (tmp_path / "rel").exists()
+    assert [r.error for r in said] == [
+        f"error: catalogue_invalid: {instruction}: is empty; an instruction or asset is delivered to harnesses to be "
+        "read, and this one says nothing",
+        f"error: catalogue_invalid: {prompt}: holds only whitespace; an instruction or asset is delivered to "
+        "harnesses to be read, and this one says nothing",
+    ]
+    assert {r.next for r in said} == {"write what the harness should read into the file, or remove the reference to it"}

@@ -124,21 +124,32 @@ def check_text_files(catalogue: Catalogue, read: Callable[[str], bytes]) -> None
 def check_text_sizes(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
     """Build only (a signed release keeps loading; the server quotes a large file from disk): every text file a
     step payload carries is at most a catalogue file's size, since a harness (the host kit) takes no asset or
-    instruction past that bound from a verifier (each file past it is a failure of its own)."""
-    failures: list[RegistryError] = [
-        CatalogueError(
+    instruction past that bound from a verifier, and says something: an empty or blank one (a file created and
+    never written) would be signed and delivered as nothing (each file is a failure of its own)."""
+    failures = [problem for path in _text_files(catalogue) if (problem := _text_size_problem(path, read(path)))]
+    if failures:
+        raise collected(failures)
+
+
+def _text_size_problem(path: str, data: bytes) -> CatalogueError | None:
+    if not data.strip():
+        what = "is empty" if not data else "holds only whitespace"
+        return CatalogueError(
             FailureCode.CATALOGUE_INVALID,
-            f"is {size} bytes; an instruction or asset delivered to harnesses holds at most "
+            f"{what}; an instruction or asset is delivered to harnesses to be read, and this one says nothing",
+            path=path,
+            next_step="write what the harness should read into the file, or remove the reference to it",
+        )
+    if len(data) > MAX_CATALOGUE_FILE_BYTES:
+        return CatalogueError(
+            FailureCode.CATALOGUE_INVALID,
+            f"is {len(data)} bytes; an instruction or asset delivered to harnesses holds at most "
             f"{MAX_CATALOGUE_FILE_BYTES} (a catalogue file's bound)",
             path=path,
             next_step=f"shorten the file, or split it into assets or steps of at most {MAX_CATALOGUE_FILE_BYTES} "
             "bytes each",
         )
-        for path in _text_files(catalogue)
-        if (size := len(read(path))) > MAX_CATALOGUE_FILE_BYTES
-    ]
-    if failures:
-        raise collected(failures)
+    return None
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:
