@@ -139,3 +139,21 @@ def test_an_instruction_or_asset_left_empty_is_refused_at_build_each_file_said(s
         "harnesses to be read, and this one says nothing",
     ]
     assert {r.next for r in said} == {"write what the harness should read into the file, or remove the reference to it"}
+
+
+def test_an_asset_id_used_twice_is_said_once_with_what_to_do_not_echoed_as_an_unknown_subagent(
+    tmp_path: Path,
+) -> None:
+    """The prompt renamed to the reviewer subagent's id: before, a second failure said the validator "runs as
+    unknown subagent asset 'reviewer'" (it is defined, twice), and the first said no more than to fix a key."""
+    source = init_scaffold(tmp_path)
+    edit_text(
+        source / "workflows" / "my-flow.toml", '{ id = "brief", kind = "prompt"', '{ id = "reviewer", kind = "prompt"'
+    )
+    checked = pack("check", source)
+    said = refusals(checked.stderr)
+    assert checked.returncode == 1
+    assert said[0].error.endswith("workflows/my-flow.toml: asset id(s) defined twice: reviewer")
+    assert said[0].next == "in workflows/my-flow.toml, give each asset an id of its own (or remove the copy)"
+    assert not any("unknown subagent asset" in r.error for r in said), checked.stderr
+    assert [r.error.split(": ", 3)[-1] for r in said[1:]] == ["step setup-workspace delivers unknown asset 'brief'"]

@@ -76,11 +76,17 @@ def _pin_problems(workflow: WorkflowDefinition, catalogue: Catalogue) -> Iterato
 def check_workflow_references(workflow: WorkflowDefinition) -> None:
     """Steps, assets, validators and artifacts are unique and every reference resolves."""
     where = workflow.source
+    assets = [a.id for a in workflow.assets]
     failures: list[RegistryError] = [
-        CatalogueError(FailureCode.CATALOGUE_INVALID, f"{what} id(s) defined twice: {', '.join(dupes)}", path=where)
+        CatalogueError(
+            FailureCode.CATALOGUE_INVALID,
+            f"{what} id(s) defined twice: {', '.join(dupes)}",
+            path=where,
+            next_step=f"in {where}, give each {what} an id of its own (or remove the copy)",
+        )
         for what, ids in (
             ("step", [s.id for s in workflow.steps]),
-            ("asset", [a.id for a in workflow.assets]),
+            ("asset", assets),
             ("validator", [v.key for v in workflow.validators]),
             ("artifact", [o.id for s in workflow.steps for o in s.outputs]),
         )
@@ -88,6 +94,8 @@ def check_workflow_references(workflow: WorkflowDefinition) -> None:
     ]
     for validator in workflow.validators:
         asset = workflow.asset(validator.subagent)
+        if assets.count(validator.subagent) > 1:
+            continue  # which of the two it runs as is the duplicate's, said above
         if asset is None or asset.kind != "subagent":
             failures.append(
                 unresolved(where, f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}")
