@@ -9,8 +9,11 @@ signing code issues for an already-continued checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -303,7 +306,7 @@ def _refused_at_line_3(log: Path, keys: Path, message: str) -> None:
 def test_audit_cli_refuses_a_line_past_the_bound_at_its_line(
     completed: DrivenRun, engines: Engines, tmp_path: Path, where: str
 ) -> None:
-    """A line longer than any token is read past, never kept whole, and refused at its line.
+    """A line longer than any token is never kept whole, and refused at its line.
 
     Before, the whole log was read into memory: a token padded with blanks past the bound audited as valid.
     """
@@ -313,6 +316,47 @@ def test_audit_cli_refuses_a_line_past_the_bound_at_its_line(
     tail = "\n" + "\n".join(tokens[3:]) + "\n" if where == "padded-token" else ""
     log.write_text("\n".join([*tokens[:2], long_line]) + tail, encoding="utf-8")
     _refused_at_line_3(log, keys, f"is longer than {MAX_LOG_LINE_BYTES} bytes; no checkpoint token is")
+
+
+def _endless_line(fifo: Path, first: list[str]) -> threading.Thread:
+    """A writer that feeds ``fifo`` the ``first`` lines, then one line that never ends, until its reader goes."""
+
+    def write() -> None:
+        with contextlib.suppress(BrokenPipeError), fifo.open("wb") as out:
+            out.write("".join(f"{line}\n" for line in first).encode("ascii"))
+            while True:
+                out.write(b"A" * 65536)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    return writer
+
+
+@pytest.mark.parametrize("where", ["first-line", "after-a-gap"])
+def test_audit_cli_refuses_a_line_that_never_ends_without_reading_on(
+    completed: DrivenRun, engines: Engines, tmp_path: Path, where: str
+) -> None:
+    """A log that is a device (``/dev/zero``) or a pipe whose last line never ends: refused at the first line past
+    the bound, or at the break before it. Before, the rest of that line was read before the refusal (and, after a
+    break, to look for a later parent): the audit never ended."""
+    keys, tokens = _keys(engines, tmp_path), list(completed.checkpoints)
+    log, writer = Path("/dev/zero"), None
+    if where == "after-a-gap":
+        log = tmp_path / "run.log"
+        os.mkfifo(log)
+        writer = _endless_line(log, [tokens[0], tokens[2]])
+    done = subprocess.run(
+        [RIMTHAN_MCP, "audit", str(log), "--checkpoint-keys", str(keys)],
+        capture_output=True, text=True, timeout=120, env=server_env(), stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    said = refusal(done.stderr)
+    if writer is None:
+        assert said.error.startswith(f"error: checkpoint_invalid: {log}:1: line 1: is longer than {MAX_LOG_LINE_BYTES}")
+    else:
+        writer.join(timeout=30)
+        assert not writer.is_alive()
+        assert said.error.startswith(f"error: run_chain_broken: {log}:2: line 2: sequence 3 after sequence 1"), said
 
 
 def test_audit_cli_streams_a_log_of_many_lines_as_the_whole_text_audits(

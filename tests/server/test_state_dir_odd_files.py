@@ -75,6 +75,25 @@ def test_an_activation_floor_that_is_a_fifo_is_refused_never_waited_on(
     assert (state / "activation-floor.json").is_fifo()  # left as it was
 
 
+@pytest.mark.parametrize("command", ["check", "serve"])
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+def test_an_activation_floor_link_that_leads_nowhere_is_refused_never_read_as_no_floor(
+    command: str, link: str, served: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A floor linked into a volume that is not mounted, or a link loop: once taken for "no floor recorded",
+    which skipped the rollback check and let serve write a fresh floor over the link."""
+    release, trust = served
+    state = tmp_path / "state"
+    state.mkdir()
+    floor = state / "activation-floor.json"
+    target = Path(floor.name) if link == "loop" else tmp_path / "unmounted" / floor.name
+    floor.symlink_to(target)
+    found = _refused(_mcp(command, "--release", release, "--trust", trust, "--state-dir", state))
+    reason = "Too many levels of symbolic links" if link == "loop" else "No such file or directory"
+    assert found.code == "rollback_refused" and f"the activation floor file is unreadable ({reason})" in found.error
+    assert floor.is_symlink() and floor.readlink() == target  # left as it was
+
+
 def test_keys_rotate_through_a_symlink_writes_its_target(tmp_path: Path) -> None:
     """Replicas share the target: rotating used to replace the link with a new file they never read."""
     shared = tmp_path / "shared-keys.json"
@@ -95,6 +114,16 @@ def test_keys_rotate_on_a_symlink_loop_is_refused_and_writes_nothing(tmp_path: P
     assert loop.is_symlink() and loop.readlink() == Path(loop.name)
     assert sorted(p.name for p in tmp_path.iterdir()) == [loop.name]
 
+
+
+def test_keys_list_through_a_link_that_leads_nowhere_is_refused_not_told_no_keys_yet(tmp_path: Path) -> None:
+    """A key file linked into a secrets volume that is not mounted: once "no checkpoint keys yet" (exit 0),
+    while serve, add and rotate refuse the same link."""
+    link = tmp_path / "checkpoint-keys.json"
+    link.symlink_to(tmp_path / "unmounted" / "keys.json")
+    found = _refused(_mcp("keys", "list", "--checkpoint-keys", link))
+    assert found.code == "key_invalid" and "No such file or directory" in found.error
+    assert "no checkpoint keys yet" not in found.error
 
 # --------------------------------------------------------------------------- permissions
 

@@ -3,10 +3,11 @@
 A log of any length is audited holding one line at a time (and the verified
 history). A line is numbered as :func:`str.splitlines` numbers the whole text;
 it ends with ``\\n`` (or ``\\r\\n``), and one longer than
-:data:`MAX_LOG_LINE_BYTES` is read past, never kept, and refused at its line
-like a line that is not UTF-8: ``checkpoint_invalid``, as a token that does
-not verify is. The refusal is handed to the audit with the line
-(:class:`LoggedToken`), so every line before it is audited first.
+:data:`MAX_LOG_LINE_BYTES` is never kept, and refused at its line like a line
+that is not UTF-8: ``checkpoint_invalid``, as a token that does not verify is.
+The refusal is handed to the audit with the line (:class:`LoggedToken`), so
+every line before it is audited first. Nothing past the bound is read: the
+rest of such a line may never end (a device, a pipe), so the log ends there.
 """
 
 from __future__ import annotations
@@ -19,18 +20,15 @@ from rimthan_workflow_registry.run import MAX_TOKEN_CHARS, LoggedToken, RunAudit
 
 MAX_LOG_LINE_BYTES = MAX_TOKEN_CHARS + 1024  # the longest token the verifier takes, its line ending, some blanks
 LOG_IO = "give the file the harness wrote its checkpoint tokens to (one per line)"
-_SKIP_CHUNK = 64 * 1024
 
 
 def logged_tokens(stream: BinaryIO, source: str) -> Iterator[LoggedToken]:
     """Each non-blank line of ``stream`` (a binary file) as a token, or with its refusal."""
     number = 0
     while raw := stream.readline(MAX_LOG_LINE_BYTES + 1):
-        if len(raw) > MAX_LOG_LINE_BYTES:
-            _skip_line(stream, raw)
-            number += 1
-            yield LoggedToken(number, "", _too_long(source, number))
-            continue
+        if len(raw) > MAX_LOG_LINE_BYTES:  # its rest is never read: it may not end (/dev/zero, a pipe)
+            yield LoggedToken(number + 1, "", _too_long(source, number + 1))
+            return
         try:
             lines = raw.decode("utf-8").splitlines()
         except UnicodeDecodeError as exc:
@@ -42,12 +40,6 @@ def logged_tokens(stream: BinaryIO, source: str) -> Iterator[LoggedToken]:
             number += 1
             if text.strip():
                 yield LoggedToken(number, text.strip())
-
-
-def _skip_line(stream: BinaryIO, raw: bytes) -> None:
-    """Read past the rest of a line too long to keep, a chunk at a time."""
-    while not raw.endswith(b"\n") and (raw := stream.readline(_SKIP_CHUNK)):
-        pass
 
 
 def _line_of(raw: bytes, offset: int) -> int:

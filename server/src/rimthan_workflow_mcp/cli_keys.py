@@ -286,7 +286,8 @@ def keys_list(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     """Show key ids (never key material): which one signs, which only verify, which are retired."""
     path = _keys_path(checkpoint_keys, state_dir)
     guard(lambda: check_state_dir(path.parent))  # before asking whether the file exists: the OS may refuse that
-    keyring = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)[0] if path.exists() else None
+    present = os.path.lexists(path)  # a link that leads nowhere is read, and refused: never "no keys yet"
+    keyring = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)[0] if present else None
     click.echo(f"# {path}")  # only once the file is read or known absent: a refusal prints nothing before it
     if keyring is None:
         click.echo("# no checkpoint keys yet: `rimthan-mcp serve` or `rimthan-mcp keys rotate` creates them")

@@ -175,7 +175,7 @@ class ActivationFloor:
 
     def _load(self) -> dict[str, FloorEntry]:
         assert self.path is not None
-        if not self.path.exists():
+        if not os.path.lexists(self.path):  # a link that leads nowhere is unreadable, never "no floor"
             return {}
         try:
             data = read_small_file(self.path, MAX_FLOOR_FILE_BYTES)  # a FIFO is refused, never waited on
