@@ -115,7 +115,6 @@ def test_keys_rotate_on_a_symlink_loop_is_refused_and_writes_nothing(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == [loop.name]
 
 
-
 def test_keys_list_through_a_link_that_leads_nowhere_is_refused_not_told_no_keys_yet(tmp_path: Path) -> None:
     """A key file linked into a secrets volume that is not mounted: once "no checkpoint keys yet" (exit 0),
     while serve, add and rotate refuse the same link."""
@@ -124,6 +123,7 @@ def test_keys_list_through_a_link_that_leads_nowhere_is_refused_not_told_no_keys
     found = _refused(_mcp("keys", "list", "--checkpoint-keys", link))
     assert found.code == "key_invalid" and "No such file or directory" in found.error
     assert "no checkpoint keys yet" not in found.error
+
 
 # --------------------------------------------------------------------------- permissions
 
