@@ -8,6 +8,7 @@ is stateless, so an earlier call sent again unedited is accepted: each refusal c
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from support.checked_client import CheckedClient
 from support.servers import ServerWorld, harness, serve_args, stdio_client_for, structured_error
 
 SUBMIT, CONTINUE = "rimthan.submit_step_validation", "rimthan.continue_workflow"
+PREPARE = "rimthan.prepare_step_validation"
 OTHER_DIGEST = "sha256:" + "0" * 64
 Edit = Callable[[dict[str, Any]], None]
 
@@ -72,6 +74,47 @@ def _served(world: ServerWorld, tmp: Path, target: str) -> CheckedClient:
     return stdio_client_for(args, (tmp / f"serve-{target}.log").open("w"))
 
 
+def _artifact(n: int, **changes: Any) -> Edit:
+    return lambda call: call["artifacts"][n].update(changes)
+
+
+def _attested(n: int, **changes: Any) -> Edit:
+    return lambda call: call["artifacts"][n]["attestation"].update(changes)
+
+
+def _json_content(text: str) -> Edit:
+    """The evidence log's bytes replaced by ``text``, attested truthfully: only the content rules can refuse it."""
+
+    def edit(call: dict[str, Any]) -> None:
+        data = text.encode("utf-8")
+        call["artifacts"][0]["content"] = text
+        call["artifacts"][0]["attestation"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+
+    return edit
+
+
+def _host_setting(**changes: Any) -> Edit:
+    return lambda call: call["host"].update(changes)
+
+
+PREPARE_EDITS: dict[str, tuple[Edit, set[str]]] = {  # desk-research: evidence-log (JSON), findings (Markdown)
+    "an artifact left out": (lambda call: call.update(artifacts=call["artifacts"][:1]), {"artifact_missing"}),
+    "an artifact twice": (lambda call: call["artifacts"].append(call["artifacts"][0]), {"artifact_duplicate"}),
+    "an undeclared artifact": (_artifact(1, artifact_id="ghost"), {"artifact_undeclared", "artifact_missing"}),
+    "another media type": (_artifact(0, media_type="text/markdown"), {"media_type_mismatch"}),
+    "JSON off its schema": (_json_content("{}"), {"json_schema_failed"}),
+    "JSON over its bound": (_json_content('{"x": "' + "y" * (2 << 20) + '"}'), {"artifact_too_large"}),
+    "bytes other than attested": (_attested(0, sha256="0" * 64), {"output_attestation_mismatch"}),
+    "read back through a symlink": (_attested(0, symlink_free=False), {"output_attestation_mismatch"}),
+    "attested at another path": (_attested(0, path="research/other.json"), {"output_attestation_mismatch"}),
+    "a policy forbidding the write": (
+        lambda call: call["host"]["repository_policy"].update(writable_paths=[".claude/*"]),
+        {"repository_policy_conflict"},
+    ),
+    "no validator capability": (_host_setting(validator_capabilities=[]), {"validator_capabilities_mismatch"}),
+}
+
+
 def _recording(client: CheckedClient, sent: list[tuple[str, dict[str, Any]]]) -> Any:
     inner = client_caller(client)
 
@@ -80,6 +123,13 @@ def _recording(client: CheckedClient, sent: list[tuple[str, dict[str, Any]]]) ->
         return await inner(tool, arguments)
 
     return call
+
+
+async def _prepared(client: CheckedClient, arguments: dict[str, Any]) -> tuple[str, bool, int, set[str]]:
+    """(status, whether a bundle came, how many validators, the failure codes) of a prepare call."""
+    said = (await client.call_tool(PREPARE, arguments)).structured_content
+    codes = {failure["code"] for failure in said["failures"]}
+    return said["status"], said["validation_bundle"] is not None, len(said["validators"]), codes
 
 
 async def _code(client: CheckedClient, tool: str, arguments: dict[str, Any]) -> str:
@@ -137,3 +187,28 @@ def _edited(call: dict[str, Any], edit: Edit) -> dict[str, Any]:
     edited = copy.deepcopy(call)
     edit(edited["migration"])
     return edited
+
+
+def test_each_edited_prepare_fails_deterministically_with_its_code(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """ "On deterministic failure it returns deterministic_validation_failed, validation_bundle: null, no
+    validators, and failure codes": every edit is caught, with no bundle to take to submit."""
+
+    async def scenario() -> dict[str, tuple[str, bool, int, set[str]]]:
+        async with _served(mcp_world, tmp_path, "1.3.0") as client:
+            sent: list[tuple[str, dict[str, Any]]] = []
+            run = harness(_recording(client, sent), tmp_path / "run")
+            await run.run(await run.start("research", initial_version="1.2.0"))
+            prepare = next(a for tool, a in sent if tool == PREPARE and len(a["artifacts"]) == 2)
+            found = {"unedited": await _prepared(client, prepare)}
+            for name, (edit, _) in PREPARE_EDITS.items():
+                edited = copy.deepcopy(prepare)
+                edit(edited)
+                found[name] = await _prepared(client, edited)
+            return found
+
+    found = anyio.run(scenario)
+    assert found.pop("unedited") == ("ready_for_semantic_validation", True, 2, set())
+    failed = {name: status[:3] for name, status in found.items()}
+    assert failed == {name: ("deterministic_validation_failed", False, 0) for name in PREPARE_EDITS}
+    missing = {name: (codes - found[name][3]) for name, (_, codes) in PREPARE_EDITS.items() if codes - found[name][3]}
+    assert not missing, found
