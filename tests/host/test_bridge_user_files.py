@@ -295,13 +295,24 @@ def test_a_skill_deleted_with_the_bridges_copy_gone_is_fetched_again_from_the_ve
     _host_restarted(world, tmp_path, clean, then)
 
 
-def test_a_damaged_delivery_record_refuses_the_setup_in_words(world: ServerWorld, tmp_path: Path) -> None:
-    """Nothing is guessed from a record that is not one: setup refused, nothing delivered, the record kept."""
+DAMAGED_RECORDS = {
+    "not a digest": '{"delivered": {".claude/agents/evidence-auditor.md": "not a digest"}}',
+    "nested past any decoder": '{"delivered": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "a key written twice": '{"delivered": {}, "delivered": {}}',
+    "NaN": '{"delivered": {}, "releases": NaN}',
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_RECORDS)
+def test_a_damaged_delivery_record_refuses_the_setup_in_words(world: ServerWorld, tmp_path: Path, damage: str) -> None:
+    """Nothing is guessed from a record that is not one: setup refused, nothing delivered, the record kept. A record
+    nested deeper than the JSON decoder goes once ended the call in a RecursionError; one read two ways (a key
+    written twice, NaN) was taken."""
 
     async def script(model: StandIn) -> None:
         record = model.project / RECORD_PATH
         record.parent.mkdir(parents=True)
-        record.write_text('{"delivered": {".claude/agents/evidence-auditor.md": "not a digest"}}', "utf-8")
+        record.write_text(DAMAGED_RECORDS[damage], "utf-8")
         first = await model.call("start_run", {"workflow": "research", "facts": _facts(model)})
         refused(first, f"{RECORD_PATH} is damaged", "nothing was delivered", "delete it", "resume_run")
         assert [p for p in (AGENT, *OTHER_ASSETS, MANIFEST) if (model.project / p).exists()] == []

@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
+from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, parse_strict_json, sha256_hex
+from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
 
 from .files import FileTooLarge, file_status, read_regular
@@ -45,6 +46,7 @@ RECORD_NAME = "delivered.json"
 RECORD_PATH = f".rimthan/{RECORD_NAME}"
 STORE_DIR = ".rimthan/assets"  # the texts delivered, by SHA-256
 MAX_RECORD_BYTES = 1 << 20  # far past any catalogue's assets; a larger record is refused as damaged
+_RECORD_DEPTH = 4  # the record, a release's assets, an asset's path and digest: a deeper record is damaged
 _SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
 # An asset is a catalogue file, so never larger: a file past it at an asset path is neither the asset nor a delivery.
 MAX_ASSET_BYTES = MAX_CATALOGUE_FILE_BYTES
@@ -109,10 +111,10 @@ def load_record(files: ProjectFiles) -> Record:
                 "resume_run for a run waiting at its setup or being resumed, step_done for validators not started."
             ) from None
         raise _damaged(f"it cannot be read as a file: {exc.strerror}") from None
-    try:
-        value = json.loads(data.decode("utf-8"))
+    try:  # strictly: of a key written twice, NaN or nesting past the decoder, nothing is guessed
+        value = parse_strict_json(data, where=RECORD_PATH, code=FailureCode.JSON_PARSE_FAILED, max_depth=_RECORD_DEPTH)
         return _record(value)
-    except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError):
+    except (RegistryError, ValueError, TypeError, KeyError, AttributeError):
         raise _damaged("it is not a map of paths to SHA-256 digests") from None
 
 
