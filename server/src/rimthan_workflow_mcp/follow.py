@@ -12,7 +12,9 @@ A publish that does not verify never reaches the releases directory; it is
 logged once, reported as a rejection of the refresh, and its manifest digest is not pulled again, under any
 tag, until the trust store changes (:mod:`.follow_memory`; every
 refresh re-reads ``--trust`` before the follower pulls, and hands it the
-store: a key added may vouch for a publish refused before). A registry that cannot be reached, or a
+store: a key added may vouch for a publish refused before). Bytes the registry served other than the digests
+name (``oci_blob_mismatch``) are no verdict on the publish: that tag is pulled again at each refresh, its refusal
+said once, so a repaired registry is taken without a restart. A registry that cannot be reached, or a
 releases directory that fills or turns read-only (``io_error``: nothing half-pulled is
 ever renamed into place), is logged and the replica keeps serving what it holds (a registry
 that stays unreachable, one that refuses our credentials (``oci_unauthorized``: its own line, with where
@@ -91,6 +93,11 @@ _WITHDRAW = (
 _TRANSIENT = frozenset(
     {FailureCode.OCI_REGISTRY_ERROR, FailureCode.OCI_UNAUTHORIZED, FailureCode.OCI_TLS_UNTRUSTED, FailureCode.IO_ERROR}
 )
+
+# The registry served other bytes than the digests name (its storage altered, a proxy mangling plain HTTP): no
+# verdict on the release those digests name, so the tag is refused for now and pulled again at the next refresh
+# (a repaired registry is then taken without a restart); its refusal is still said once.
+_REGISTRY_BYTES = frozenset({FailureCode.OCI_BLOB_MISMATCH})
 
 
 @dataclass
@@ -316,8 +323,9 @@ class RegistryFollower:
             if exc.code in _TRANSIENT:  # the registry or the disk, not the publish: try again on the next refresh
                 self._pull_failed(tag, where, exc)
                 return
-            self._seen[tag] = digest
-            self._refused_digests.remember(digest, tag, exc)
+            if exc.code not in _REGISTRY_BYTES:  # a verdict on the digest's bytes: not pulled again
+                self._seen[tag] = digest
+                self._refused_digests.remember(digest, tag, exc)
             self._refuse(tag, where, exc)
             return
         self._seen[tag] = digest

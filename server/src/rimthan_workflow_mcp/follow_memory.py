@@ -5,7 +5,8 @@ trust store is the same: :class:`RefusedDigests` keeps each refusal for the proc
 neither downloads nor verifies that digest again (under any tag), nor logs it again. A new digest is pulled and
 verified as ever; a refusal is never turned into an accept: only a changed trust store (:meth:`forget`) lets a
 refused digest be verified again. A refusal that depends on the tag it was pulled under (``oci_tag_mismatch``: the
-release is another version) is kept for that tag alone.
+release is another version) is kept for that tag alone. Bytes the registry served other than the digests name
+(``oci_blob_mismatch``) are never remembered here: they say nothing of the release the digest names.
 """
 
 from __future__ import annotations
