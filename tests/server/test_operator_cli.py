@@ -53,6 +53,21 @@ def test_serve_over_http_prints_releases_digests_trust_ids_target_and_address(
     assert f"checkpoint keys {tmp_path / 'state' / 'checkpoint-keys.json'} (created): signing ck-" in said
 
 
+def test_serve_names_the_older_releases_it_holds_for_pinned_runs_on_its_start_lines(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A restarted replica named only its active release: whether the older one its runs are pinned to loaded
+    (a run on it is refused otherwise) was not said, though ``check`` says it. Each held release is a line now."""
+    releases = tmp_path / "releases"
+    older, newer = world.publish("1.2.0", releases), world.publish("1.3.0", releases)
+    argv = [RIMTHAN_MCP_SCRIPT, "serve", "--releases-dir", str(releases), "--trust", str(world.trust),
+            "--state-dir", str(tmp_path / "state"), "--transport", "http", "--port", "0"]  # fmt: skip
+    with http_server_process(argv, env=server_env()) as server:
+        said = server.stderr()
+    assert f"rimthan-mcp: release research-decision@1.3.0 {_digest(newer)} ({newer}) [active]" in said
+    assert f"rimthan-mcp: release research-decision@1.2.0 {_digest(older)} ({older}) [held for pinned runs]" in said
+
+
 def test_serve_takes_an_ipv6_host_as_urls_write_it(world: ServerWorld, tmp_path: Path) -> None:
     """``--host [::1]`` (the form a URL carries) was looked up as a host name: ``io_error: Name or service not
     known``, with a next step to choose a --host this machine has. Now it is the address ``::1``."""

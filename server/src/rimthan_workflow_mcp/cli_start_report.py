@@ -1,6 +1,7 @@
 """``rimthan-mcp serve``: what it prints on stderr once the releases are loaded, before it serves.
 
-Each loaded release (version, manifest digest, path), the releases skipped
+Each loaded release (version, manifest digest, path; the active ones, then those held for the runs pinned to
+them), the releases skipped
 and why, the migration target and the workflows it could not take, the trust
 keys and threshold, the checkpoint key file and signing key id, the
 activation floor, how to refresh, and the health rule. Under stdio, stdout
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release import TrustStore
     from rimthan_workflow_registry.run import CheckpointKeyring
 
+    from .loading import LoadedRelease
     from .migration import MigrationGap
     from .provider import ReleaseProvider
 
@@ -29,6 +31,8 @@ def say_loaded(provider: ReleaseProvider, trust_store: TrustStore) -> None:
             say(f"skipped {rejection.path}: {said}")
     for loaded in provider.actives.values():
         say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [active]")
+    for loaded in pinned_only(provider):
+        say(f"release {loaded.release.release_id} {loaded.digest} ({loaded.release.root}) [held for pinned runs]")
     say(describe_migration(provider))
     for gap in migration_gaps(provider):
         say(f"warning: {gap.code}: {gap.message}; {gap.next_step}")
@@ -64,6 +68,15 @@ def say_refresh(provider: ReleaseProvider, pid: int, refresh_interval: float | N
             f"health: GET /healthz answers 503 once syncs fail or hang and the last good one is over {stale_after:g}s "
             "old"
         )
+
+
+def pinned_only(provider: ReleaseProvider) -> list[LoadedRelease]:
+    """The releases held beside the active ones and the migration target: older ones runs may be pinned to."""
+    shown = {loaded.digest for loaded in provider.actives.values()}
+    if provider.migration_target is not None:
+        shown.add(provider.migration_target.digest)
+    held = [loaded for digest, loaded in provider.held.items() if digest not in shown]
+    return sorted(held, key=lambda loaded: loaded.release.release_id)
 
 
 def describe_migration(provider: ReleaseProvider) -> str:
