@@ -112,6 +112,30 @@ def test_a_finished_run_stays_auditable_after_rotate_and_retire(world: ServerWor
     assert "retired" in refused.structured_content["error"]["message"]
 
 
+def test_auditing_with_a_replica_s_state_dir_that_holds_no_keys_names_the_keys_it_ran_with(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A replica started with ``--checkpoint-keys FILE`` (as fleet.md says) keeps no key file in its state
+    directory. Auditing with that ``--state-dir`` said to ``create new keys with `rimthan-mcp keys rotate```,
+    which verify none of the run's tokens; it now says to pass the keys the server ran with."""
+    releases, state, project, keys = tmp_path / "releases", tmp_path / "state", tmp_path / "p", tmp_path / "ck.json"
+    world.publish("1.3.0", releases)
+    assert _mcp("keys", "rotate", "--checkpoint-keys", keys).returncode == 0
+    log = RunLog(project, "fleet-run")
+    with _serve(world, releases, state, "--checkpoint-keys", str(keys)) as server:
+
+        async def start() -> None:
+            async with http_client_for(server.url) as client:
+                run = WorkflowHarness(client_caller(client), scenario(), project_dir=project, run_log=log)
+                await run.start("research", initial_version="1.3.0")
+
+        anyio.run(start)
+    said = _one_line(_mcp("audit", log.log_path, "--state-dir", state))
+    assert f"error: key_invalid: {state / 'checkpoint-keys.json'}: " in said, said
+    assert "--checkpoint-keys" in said and "keys rotate" not in said, said
+    assert _mcp("audit", log.log_path, "--checkpoint-keys", keys).returncode == 0
+
+
 # --------------------------------------------------------------------------- floors per deployment
 
 

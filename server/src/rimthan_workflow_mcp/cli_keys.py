@@ -30,6 +30,10 @@ KEYS_FILE = "checkpoint-keys.json"
 DEFAULT_TRUST = Path("keys/local")
 TRUST_HELP = "Trusted public keys: a directory of *.pub files (threshold 1) or a TOML trust file (k-of-n)."
 KEYS_IO = "fix or move the checkpoint key file (--checkpoint-keys), or pick another --state-dir"
+_AUDIT_KEYS = (
+    "pass the --checkpoint-keys (or --state-dir) of the server that issued the run (a server started with "
+    "--checkpoint-keys FILE keeps none in its state directory); new keys would verify none of its tokens"
+)
 STATE_HELP = (
     "Directory of the checkpoint keys and the activation floor. [default: $RIMTHAN_STATE_DIR, else "
     "$XDG_STATE_HOME/rimthan, else ~/.local/state/rimthan]"
@@ -150,6 +154,16 @@ def _in_file(path: Path, action: Callable[[], Any]) -> Any:
         raise KeyringError(exc.code, exc.message, path=str(path), next_step=exc.next_step) from None
 
 
+def _audit_keyring(path: Path) -> CheckpointKeyring:
+    """The keys an audit verifies with. None at ``path`` is refused with the audit's own next step: new keys (what
+    a missing key file suggests to ``keys``) verify none of a run's tokens."""
+    if not os.path.lexists(path):
+        raise KeyringError(
+            FailureCode.KEY_INVALID, "cannot read checkpoint keys: no such file", path=str(path), next_step=_AUDIT_KEYS
+        )
+    return open_keyring(path, create=False)[0]
+
+
 def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
     return checkpoint_keys or (state_dir or default_state_dir()) / KEYS_FILE
 
@@ -230,7 +244,7 @@ def audit(
     from .audit_releases import read_audit_releases
 
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    keyring = guard(lambda: _audit_keyring(path), on_io_error=KEYS_IO)
     with guard(lambda: log_file.open("rb"), on_io_error=LOG_IO, as_json=as_json) as stream:
         history = guard(
             lambda: audit_run(logged_tokens(stream, str(log_file)), keyring.for_audit(), source=str(log_file)),
@@ -334,7 +348,7 @@ def keys_retire(key_id: str, checkpoint_keys: Path | None, state_dir: Path | Non
     be retired: rotate first.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    keyring = guard(lambda: _audit_keyring(path), on_io_error=KEYS_IO)
     retired = guard(lambda: _in_file(path, lambda: keyring.retiring(key_id)))
     guard(lambda: retired.save(path), on_io_error=KEYS_IO)
     click.echo(
@@ -354,7 +368,7 @@ def keys_add(checkpoint_keys: Path | None, state_dir: Path | None) -> None:
     signs with it. Then `keys promote` it (phase 2).
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    keyring = guard(lambda: _audit_keyring(path), on_io_error=KEYS_IO)
     added, kid = keyring.adding()
     guard(lambda: added.save(path), on_io_error=KEYS_IO)
     click.echo(f"added {kid} (verify-only); signing key is still {added.signing_key_id} in {path}")
@@ -373,7 +387,7 @@ def keys_promote(key_id: str, checkpoint_keys: Path | None, state_dir: Path | No
     then restart every replica so they all sign with KEY_ID.
     """
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring, _ = guard(lambda: open_keyring(path, create=False), on_io_error=KEYS_IO)
+    keyring = guard(lambda: _audit_keyring(path), on_io_error=KEYS_IO)
     if key_id == keyring.signing_key_id:
         click.echo(f"{key_id} already signs in {path}; nothing changed")
         return
