@@ -7,6 +7,10 @@ repaired (the next step the refusal gives), the replica still never pulled the r
 meanwhile did: the fleet split across versions until every replica was restarted, and a run started on the newer
 release was refused by the replicas that did not hold it. The digest names the release's true bytes, so such a
 refusal is no verdict on them: the tag is pulled again at the next refresh, its refusal said once.
+
+Found too: ``GET /healthz`` of a replica that refused a publish said nothing of it (``sync_failed`` stays ``null``:
+the registry was reached), so an operator polling the replicas after a push could not tell a refusal from a
+replica that had not synced yet. It now lists the publishes the last sync refused (``refused``).
 """
 
 from __future__ import annotations
@@ -39,7 +43,12 @@ def test_a_release_whose_blob_the_registry_served_wrong_is_pulled_once_the_regis
             wait_for(log, '"refresh done"', proc, mark)
             mark = _size(log)
         assert log.read_text("utf-8").count('"publish refused"') == 1
-        assert _healthz(log)["active"] == ["research-decision@1.2.0"]
+        health = _healthz(log)
+        assert health["active"] == ["research-decision@1.2.0"] and health["sync_failed"] is None, health
+        (said,) = health["refused"]  # why this replica serves the older release, for whoever polls it
+        assert said["reference"] == refused["reference"] and said["code"] == "oci_blob_mismatch", health
         stored.write_bytes(manifest)  # the registry repaired
         wait_for(log, '"activated": ["research-decision@1.3.0"]', proc, mark)
-        assert _healthz(log)["active"] == ["research-decision@1.3.0"]
+        wait_for(log, '"refresh done"', proc, _size(log))
+        health = _healthz(log)
+        assert health["active"] == ["research-decision@1.3.0"] and "refused" not in health, health

@@ -140,6 +140,7 @@ class RegistryFollower:
     last_error: RegistryError | None = None  # why the last sync reached no registry (None: it did)
     _failure: SyncFailure | None = None  # why the last sync failed, since when (None: it did not)
     _pull_failed_now: RegistryError | None = None  # a pull that failed in the sync under way
+    _refused_now: tuple[Rejection, ...] = ()  # the publishes refused as the last sync ended, in tag order
     _synced: tuple[float, str] | None = None  # the last sync that did not fail: monotonic time, and UTC
     _under_way: tuple[float, str] | None = None  # when the sync under way began: monotonic time, and UTC
     _began: float = field(default_factory=time.monotonic)
@@ -207,6 +208,7 @@ class RegistryFollower:
             self._reached()
             self._disk.over(releases=str(self.releases_dir))
             self._settled()
+        self._refused_now = self.refused()  # for /healthz, which reads it without the lock
         return tuple(self._refused.values())
 
     def status(self) -> SyncStatus:
@@ -214,7 +216,9 @@ class RegistryFollower:
         sync that hangs holds the lock)."""
         synced_at, last_synced = self._last_good()
         under_way_at, under_way = self._under_way or (None, None)
-        return SyncStatus(str(self.ref), self._failure, under_way, last_synced, synced_at, under_way_at)
+        return SyncStatus(
+            str(self.ref), self._failure, under_way, last_synced, synced_at, under_way_at, self._refused_now
+        )
 
     def _last_good(self) -> tuple[float, str | None]:
         """The last sync that did not fail (monotonic, UTC), or the follower's beginning (and None)."""

@@ -7,7 +7,8 @@ that answers is serving: ``200`` with ``{"status": "serving", "active":
 the releases directory holds that the last start or refresh did not activate, and why (a full state directory; not a
 failed sync, so no part of the stale rule: the registry was reached). A follower (``--releases-from``)
 adds ``sync_failed``: ``null``, or why its last sync failed (or a pull in it)
-(``code``, ``message``, ``since``: when syncs began failing), as information:
+(``code``, ``message``, ``since``: when syncs began failing), and ``refused`` (only when there is one): each
+publish the last sync kept out (``reference``, ``code``, ``message``: a bad publish is no failed sync), as information:
 it still answers ``200``, serving what it holds, unless the operator opted
 in with ``serve --stale-after SECONDS``: once syncs have failed and the last
 one that did not is more than SECONDS ago (kept across restarts: :mod:`.last_sync`; with none kept, the
@@ -117,6 +118,8 @@ class Health:
         status = self.provider.sync_status() if self.provider.sync_status is not None else None
         if status is not None:  # a follower: why its last sync failed, if it did
             said["sync_failed"] = status.failure.to_dict() if status.failure is not None else None
+            if status.refused:  # publishes kept out (not a failed sync): why this replica serves an older release
+                said["refused"] = [rejection.refused_publish() for rejection in status.refused]
         stale = self._judged
         if stale:
             said = {**said, "status": "stale", "stale": stale}

@@ -121,6 +121,10 @@ class Rejection:
         """What ``GET /healthz`` says of a release held but not activated: its directory, code and message."""
         return {"release": Path(self.path).name, "code": self.code, "message": self.error.get("message")}
 
+    def refused_publish(self) -> dict[str, Any]:
+        """What a follower's ``GET /healthz`` says of a publish it refused: the reference, code and message."""
+        return {"reference": self.path, "code": self.code, "message": self.error.get("message")}
+
     def summary(self) -> str:
         """``code: file: message`` for a one-line report: the failing file (relative to the release when it is
         inside it, quoted and bounded), which the release's own path does not say."""
@@ -161,7 +165,8 @@ def utc_now() -> str:
 
 @dataclass(frozen=True)
 class SyncStatus:
-    """A follower's syncs as ``GET /healthz`` judges them (``serve --stale-after``): the registry followed, why the
+    """A follower's syncs as ``GET /healthz`` judges them (``serve --stale-after``) and says them (``refused``: the
+    publishes the last sync kept out, none of them a failed sync): the registry followed, why the
     last sync failed (None: it did not), ``under_way``: when the sync under way began (UTC; None: none is) and
     ``under_way_at`` (that moment on the monotonic clock), and its last good sync: ``last_synced`` (UTC, kept
     across restarts by :mod:`.last_sync`; None: none kept) and ``synced_at`` (that moment, or the follower's
@@ -173,6 +178,7 @@ class SyncStatus:
     last_synced: str | None
     synced_at: float
     under_way_at: float | None = None
+    refused: tuple[Rejection, ...] = ()  # the publishes the last sync refused (a bad publish: no failed sync)
 
     def stale_at(self, after: float) -> float | None:
         """When (monotonic) the replica turns stale, ``after`` seconds being what ``--stale-after`` allows; None
