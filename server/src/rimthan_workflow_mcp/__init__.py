@@ -58,7 +58,8 @@ The releases a server holds:
 ``release_scan``      a releases directory read: which ``<catalogue>-<version>`` directories it claims to hold
 ``floor``             the activation floor: the highest version ever activated, per catalogue and deployment
 ``deployment_state``  a deployment's activation floor in its state directory (also for ``rimthan-mcp check --release``)
-``held_on_disk``      whether each release a server holds is still in its releases directory
+``held_on_disk``      whether each release a server holds is still in its releases directory; the older
+                      releases held for pinned runs
 ``trust_refresh``     the trust store read again on every refresh
 ``follow``            following an OCI repository (``--releases-from``): new version tags pulled before each refresh
 ``follow_memory``     the publishes a follower refused, by manifest digest: never pulled again under one trust store

@@ -1,4 +1,4 @@
-"""Whether each release a server holds is still in its releases directory.
+"""Held releases and the releases directory: whether each is still there, and the older ones held for pinned runs.
 
 A held release serves from what was verified at load, so runs pinned to it go on when an operator deletes
 its directory; but a restart holds only what is on disk, and those runs would then be refused
@@ -7,13 +7,17 @@ its directory; but a restart holds only what is on disk, and those runs would th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.release import MANIFEST_NAME
+from rimthan_workflow_registry.errors import RegistryError
+from rimthan_workflow_registry.release import MANIFEST_NAME, TrustStore, semver_key
+from rimthan_workflow_registry.run import CheckpointKeyring
 
-from .loading import LoadedRelease
+from .loading import LoadedRelease, ModuleFactory, load_release, unverifiable
 from .logs import get_logger
+from .release_scan import release_dir_version
 
 _log = get_logger("provider")
 
@@ -35,3 +39,75 @@ def warn_of_gone(held: Iterable[LoadedRelease], told: set[str]) -> None:
                     "then it still serves the runs pinned to it, after that they are refused",
                 },
             )
+
+
+@dataclass(frozen=True)
+class ReleaseLoader:
+    """What loading a release directory takes: the trust store, the checkpoint keys, the query module factory."""
+
+    trust: TrustStore
+    keyring: CheckpointKeyring
+    module_factory: ModuleFactory
+
+
+class OlderReleases:
+    """The older releases of each active catalogue that verify, held for the runs pinned to them, never activated.
+
+    A replica that restarts after a refresh still serves the runs pinned to
+    releases it had loaded before; one that does not verify is skipped
+    (logged), so those runs get ``pinned_release_unavailable``, never bytes
+    that did not verify. Each release directory is tried once (again only if it
+    is replaced or changed), so a refresh verifies only an older release that
+    appeared since.
+    """
+
+    def __init__(self) -> None:
+        self._looked_at: set[tuple[str, int, int]] = set()  # directories tried: path, inode, mtime
+
+    def forget(self) -> None:
+        """Try every directory again (the trust store changed: one it refused may verify now)."""
+        self._looked_at.clear()
+
+    def held_with(
+        self,
+        scanned: Mapping[str, list[Path]],
+        actives: Mapping[str, LoadedRelease],
+        held: Mapping[str, LoadedRelease],
+        loader: ReleaseLoader,
+        *,
+        announce: bool,
+    ) -> dict[str, LoadedRelease]:
+        """``held`` and every older release in ``scanned`` not tried before that verifies (``announce``: logged)."""
+        now = dict(held)
+        for catalogue, current in actives.items():
+            for path in scanned.get(catalogue, []):
+                version = release_dir_version(path, catalogue)
+                if version is None or semver_key(version) >= semver_key(current.version) or not self._first_look(path):
+                    continue
+                loaded = _load_older(path, current, loader)
+                if loaded is not None and loaded.digest not in now:
+                    now[loaded.digest] = loaded
+                    if announce:
+                        _log.info("older release held for pinned runs", extra={"release": loaded.release.release_id})
+        return now
+
+    def _first_look(self, path: Path) -> bool:
+        try:
+            stat = path.stat()
+        except OSError:
+            return False
+        seen = (str(path), stat.st_ino, stat.st_mtime_ns)
+        first = seen not in self._looked_at
+        self._looked_at.add(seen)
+        return first
+
+
+def _load_older(path: Path, current: LoadedRelease, loader: ReleaseLoader) -> LoadedRelease | None:
+    try:
+        scope = current.scope_name
+        return load_release(path, loader.trust, loader.keyring, loader.module_factory, expected_scope=scope)
+    except RegistryError as exc:
+        _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
+    except Exception as exc:  # nothing in the releases directory may stop a server from starting
+        _log.warning("older release not held", extra={"path": str(path), "error": unverifiable(path, exc).to_dict()})
+    return None

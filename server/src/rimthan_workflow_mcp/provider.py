@@ -35,7 +35,7 @@ from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .deployment_state import open_state
 from .floor import ActivationFloor
-from .held_on_disk import warn_of_gone
+from .held_on_disk import OlderReleases, ReleaseLoader, warn_of_gone
 from .loading import (
     LoadedRelease,
     ModuleFactory,
@@ -108,7 +108,7 @@ class ReleaseProvider:
         self._reported: set[tuple[str, str]] = set()
         self._distrusted = Distrusted()  # held releases found untrusted, verified again when they change
         self._gone: set[str] = set()  # digests of held releases whose directory is gone, already warned of
-        self._looked_at: set[tuple[str, int, int]] = set()  # older release directories tried: path, inode, mtime
+        self._older = OlderReleases()  # older release directories tried for pinned runs
         self.start_rejections: tuple[Rejection, ...] = ()
         # releases in releases_dir newer than their catalogue's active one that the last start or refresh did not
         # activate (a full state directory, a corrupt copy), and why: /healthz says them
@@ -359,7 +359,7 @@ class ReleaseProvider:
         result = replace(self._refresh_locked(refused), sync_failed=failed)
         changed = trust_changed(before, self.trust)
         if changed:
-            self._looked_at.clear()  # an older release the old store refused may verify under this one
+            self._older.forget()  # an older release the old store refused may verify under this one
         self._hold_older_releases(announce=True)  # one put back for pinned runs is served from now on
         warn_of_gone(self._held.values(), self._gone)
         for again in self._distrusted.trusted_again(self.trust, changed=changed):
@@ -461,45 +461,8 @@ class ReleaseProvider:
             return {}
 
     def _hold_older_releases(self, *, announce: bool = False) -> None:
-        """Also hold the older releases of each active catalogue that verify, never activating them.
-
-        A replica that restarts after a refresh still serves the runs pinned to
-        releases it had loaded before; one that does not verify is skipped
-        (logged), so those runs get ``pinned_release_unavailable``, never bytes
-        that did not verify. Each release directory is tried once (again only if it is replaced or changed),
-        so a refresh verifies only an older release that appeared since (``announce``: logged when held).
-        """
-        scanned = self._scan()
-        held = dict(self._held)
-        for catalogue, current in self._actives.items():
-            for path in scanned.get(catalogue, []):
-                version = release_dir_version(path, catalogue)
-                if version is None or semver_key(version) >= semver_key(current.version) or not self._first_look(path):
-                    continue
-                loaded = self._load_older(path, current)
-                if loaded is not None and loaded.digest not in held:
-                    held[loaded.digest] = loaded
-                    if announce:
-                        _log.info("older release held for pinned runs", extra={"release": loaded.release.release_id})
+        """Also hold the older releases of each active catalogue that verify, never activating them (see
+        :class:`OlderReleases`; ``announce``: each one held is logged)."""
+        loader = ReleaseLoader(self.trust, self.keyring, self._module_factory)
+        held = self._older.held_with(self._scan(), self._actives, self._held, loader, announce=announce)
         self._held = MappingProxyType(held)
-
-    def _first_look(self, path: Path) -> bool:
-        try:
-            stat = path.stat()
-        except OSError:
-            return False
-        seen = (str(path), stat.st_ino, stat.st_mtime_ns)
-        first = seen not in self._looked_at
-        self._looked_at.add(seen)
-        return first
-
-    def _load_older(self, path: Path, current: LoadedRelease) -> LoadedRelease | None:
-        try:
-            return load_release(path, self.trust, self.keyring, self._module_factory, expected_scope=current.scope_name)
-        except RegistryError as exc:
-            _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
-        except Exception as exc:  # nothing in the releases directory may stop a server from starting
-            _log.warning(
-                "older release not held", extra={"path": str(path), "error": unverifiable(path, exc).to_dict()}
-            )
-        return None
