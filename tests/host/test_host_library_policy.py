@@ -6,7 +6,7 @@ repository policy and its own files before the model is told to write them
 :class:`~rimthan_host.session.HostSession` wrote a step's outputs wherever the
 verifier named them (``write_output``) and read them back (``read_outputs``);
 a real rimthan-mcp refuses such paths only at ``prepare``, once written. Now
-both refuse first, in the bridge's words and with its code, nothing written
+both refuse first, with the bridge's code (in the library's words: the argument to change), nothing written
 or read. Runs go through a real engine over a real signed release.
 """
 
@@ -36,8 +36,12 @@ def _said(refused: StepFilesRefused, step: str) -> None:
     assert refused.code is FailureCode.REPOSITORY_POLICY_CONFLICT
     assert said.startswith("Nothing was read, written or checked (repository_policy_conflict): the verifier names ")
     for name in ("experiment-report.md", "experiment-results.json"):  # the experiment step's two files
-        assert f"\n- research/{name}: not writable under this bridge's repository policy\n" in said, said
-    assert "allow those paths, or run a release whose steps write elsewhere." in said, said
+        assert f"\n- research/{name}: not writable under this session's repository policy\n" in said, said
+    assert "at paths the host kit does not read or write:" in said and "bridge" not in said, said
+    assert (
+        "(the writable_paths and protected_paths of the HostProfile given as HostSession's host argument) does not "
+        "let it write: allow those paths, or run a release whose steps write elsewhere."
+    ) in said, said
     assert said.endswith(
         f"\nnext: the run waits at step {step}; once that is fixed, resume it from its log (a new HostSession's "
         "resume) and write the step's files again."

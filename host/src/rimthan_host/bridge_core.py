@@ -146,7 +146,7 @@ class BridgeCore:
         refused setup is: ``resume_run`` picks it up from its log and asks the verifier for the step again."""
         session = self.session
         unfinished = session is not None and session.position.status != "completed"
-        if unfinished and session is not None and step_files_refusal(session.host, session.position.step):
+        if unfinished and session is not None and step_files_refusal(session.host, session.position.step_wire):
             self.session = None
         if self.session is None or self.session.position.status == "completed":
             self.lock.release()
@@ -239,5 +239,5 @@ class BridgeCore:
         """Setup refused before a file was written: the run waits at setup, to be resumed once the files moved."""
         run = self.run_id
         self.session = None  # resume_run picks the run up from its log and sets the workspace up again
-        text = f"{clash} Run {run} waits at its setup step: resume_run {run} picks it up."
+        text = f"{clash.bridge_words} Run {run} waits at its setup step: resume_run {run} picks it up."
         return Reply(text, {"run": run, "status": "workspace_refused"}, is_error=True)

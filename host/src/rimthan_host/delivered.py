@@ -51,10 +51,23 @@ _SHA256_HEX = re.compile(SHA256_HEX_PATTERN)
 # An asset is a catalogue file, so never larger: a file past it at an asset path is neither the asset nor a delivery.
 MAX_ASSET_BYTES = MAX_CATALOGUE_FILE_BYTES
 NOTHING_CHANGED = "Nothing was changed"  # what a refusal to put an asset back says first, unless it says more
+# Who delivers, as a refusal names it: to the bridge's model, to a caller of the host library.
+BRIDGE_WRITER, LIBRARY_WRITER = "the bridge", "the host kit"
+# Which call to make again once the delivery record can be read: the host library's, the bridge's.
+_LIBRARY_AGAIN = "HostSession.set_up_workspace for a run at its setup step."
+_BRIDGE_AGAIN = "resume_run for a run waiting at its setup or being resumed, step_done for validators not started."
 
 
 class AssetClash(HarnessError):
-    """Setup refused: a file at an asset's path is not the bridge's to replace; nothing was delivered."""
+    """Setup refused: a file at an asset's path is not the host's to replace; nothing was delivered.
+
+    Its text is what a caller of the host library is told (:meth:`HostSession.set_up_workspace` raised it: the
+    argument or call to change); ``bridge_words`` what the bridge tells its model (its tools), the same text
+    where only the bridge raises it (putting a run's assets back)."""
+
+    def __init__(self, message: str, *, bridge: str | None = None) -> None:
+        super().__init__(message)
+        self.bridge_words = message if bridge is None else bridge
 
 
 class CopyGone(AssetClash):
@@ -106,10 +119,8 @@ def load_record(files: ProjectFiles) -> Record:
         raise _damaged(f"it is {exc.size} bytes, past {exc.limit}") from None
     except OSError as exc:
         if exc.errno == errno.EPERM:  # (refuse_foreign: another user's, or others may write it)
-            raise AssetClash(
-                f"{RECORD_PATH}: {exc.strerror}; nothing was delivered or changed. Once that is fixed, call again: "
-                "resume_run for a run waiting at its setup or being resumed, step_done for validators not started."
-            ) from None
+            said = f"{RECORD_PATH}: {exc.strerror}; nothing was delivered or changed. Once that is fixed, call again: "
+            raise AssetClash(said + _LIBRARY_AGAIN, bridge=said + _BRIDGE_AGAIN) from None
         raise _damaged(f"it cannot be read as a file: {exc.strerror}") from None
     try:  # strictly: of a key written twice, NaN or nesting past the decoder, nothing is guessed
         value = parse_strict_json(data, where=RECORD_PATH, code=FailureCode.JSON_PARSE_FAILED, max_depth=_RECORD_DEPTH)
@@ -136,11 +147,14 @@ def _is_digest(value: Any) -> bool:
 
 
 def _damaged(why: str) -> AssetClash:
-    return AssetClash(
-        f"{RECORD_PATH} is damaged ({why}); nothing was delivered or changed. It lists the files the bridge "
-        "delivered; delete it (the bridge then replaces only files identical to the release's) and try again: "
-        "resume_run for a run waiting at its setup or being resumed, step_done for validators not started."
-    )
+    def said(writer: str, again: str) -> str:
+        return (
+            f"{RECORD_PATH} is damaged ({why}); nothing was delivered or changed. It lists the files {writer} "
+            f"delivered; delete it ({writer} then replaces only files identical to the release's) and try again: "
+            + again
+        )
+
+    return AssetClash(said(LIBRARY_WRITER, _LIBRARY_AGAIN), bridge=said(BRIDGE_WRITER, _BRIDGE_AGAIN))
 
 
 def save_record(files: ProjectFiles, record: Record) -> None:
@@ -163,9 +177,15 @@ def _key(asset: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class NotAFile:
-    """What is at an asset's path and is no file the bridge may read there: ``why``, a clash in words."""
+    """What is at an asset's path and is no file the host may read there: the user's own (too large to be an
+    asset), or no regular file; :meth:`why` says it as a clash."""
 
-    why: str
+    path: str
+    regular: bool
+
+    def why(self, writer: str) -> str:
+        """The clash in words, ``writer`` delivering the assets (``"the bridge"``, ``"the host kit"``)."""
+        return _users_own(self.path, writer) if self.regular else f"{self.path} is there and is not a regular file"
 
 
 # What one look at an asset's path found: the SHA-256 of the regular file there, something that is no such file
@@ -173,35 +193,51 @@ class NotAFile:
 Found: TypeAlias = str | NotAFile | None
 
 
-def clash(files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str]) -> str | None:
-    """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be."""
-    return _clash(path, sha256, record, _digest_at(files, path))
+def clash(
+    files: ProjectFiles, path: str, sha256: str, record: Mapping[str, str], writer: str = BRIDGE_WRITER
+) -> str | None:
+    """Why the file at ``path`` must not be replaced by the asset of digest ``sha256``, or None if it may be
+    (``writer``: who delivers, as the words name it)."""
+    return _clash(path, sha256, record, _digest_at(files, path), writer)
 
 
-def _clash(path: str, sha256: str, record: Mapping[str, str], found: Found) -> str | None:
+def _clash(path: str, sha256: str, record: Mapping[str, str], found: Found, writer: str = BRIDGE_WRITER) -> str | None:
     """:func:`clash`, ``found`` being what a look at ``path`` just found (not looked at again)."""
     if isinstance(found, NotAFile):
-        return found.why
+        return found.why(writer)
     if found is None or found == sha256:
         return None
     if path not in record:
-        return _users_own(path)
+        return _users_own(path, writer)
     if record[path] != found:
-        return f"{path} was changed since the bridge delivered it"
+        return f"{path} was changed since {writer} delivered it"
     return None
 
 
 def check_free(files: ProjectFiles, assets: Sequence[Mapping[str, Any]], record: Record) -> None:
     """Every asset's path may be written; else :class:`AssetClash` naming each file, before anything is written."""
-    clashes = [c for a in assets if (c := clash(files, a["install_path"], a["sha256"], record.delivered)) is not None]
-    if clashes:
+    found = {str(a["install_path"]): (_digest_at(files, a["install_path"]), a["sha256"]) for a in assets}
+
+    def listed(writer: str) -> str:
+        said = (_clash(p, d, record.delivered, f, writer) for p, (f, d) in found.items())
+        return "\n".join(f"- {c}" for c in said if c is not None)
+
+    if listed(BRIDGE_WRITER):
+        library = "Move or rename each of these files (keep their content elsewhere), then call "
+        library += "HostSession.set_up_workspace again (the run waits at its setup step)."
+        bridge = "Ask the user to move or rename each of these files (keep their content elsewhere), then call "
+        bridge += "resume_run to set up the workspace again."
         raise AssetClash(
-            "The workspace was not set up and nothing was delivered: the release installs its prompt, skill and "
-            "subagents at paths where the bridge found files it will not overwrite:\n"
-            + "\n".join(f"- {c}" for c in clashes)
-            + "\nAsk the user to move or rename each of these files (keep their content elsewhere), "
-            "then call resume_run to set up the workspace again."
+            f"{_not_free(LIBRARY_WRITER, listed(LIBRARY_WRITER))}\n{library}",
+            bridge=f"{_not_free(BRIDGE_WRITER, listed(BRIDGE_WRITER))}\n{bridge}",
         )
+
+
+def _not_free(writer: str, listed: str) -> str:
+    return (
+        "The workspace was not set up and nothing was delivered: the release installs its prompt, skill and "
+        f"subagents at paths where {writer} found files it will not overwrite:\n{listed}"
+    )
 
 
 def restore_subagents(files: ProjectFiles, release: str, subagents: Sequence[str]) -> list[Restored]:
@@ -262,8 +298,8 @@ def _restore(
     return [Restored(path, found[path] is None) for path, _ in stale]
 
 
-def _users_own(path: str) -> str:
-    return f"{path} is there and is not a file the bridge delivered (it is the user's own)"
+def _users_own(path: str, writer: str) -> str:
+    return f"{path} is there and is not a file {writer} delivered (it is the user's own)"
 
 
 def _digest_at(files: ProjectFiles, path: str) -> Found:
@@ -281,9 +317,9 @@ def _bytes_at(files: ProjectFiles, path: str) -> bytes | NotAFile | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except FileTooLarge:  # larger than any asset the bridge delivers: the user's, and not read
-        return NotAFile(_users_own(path))
+        return NotAFile(path, regular=True)
     except OSError:
-        return NotAFile(f"{path} is there and is not a regular file")
+        return NotAFile(path, regular=False)
 
 
 # A file as it is at one moment: device, inode, size, modification and change times (ns). A file written since has

@@ -20,7 +20,7 @@ from rimthan_workflow_registry.errors import quoted
 from .delivered import MAX_ASSET_BYTES, AssetClash, check_free, keep_release, load_record, save_record
 from .project_files import ProjectFiles, WrittenFile
 from .protocol import HarnessError, HostProfile
-from .write_targets import CHECK_THE_VERIFIER, check_targets, setup_paths
+from .write_targets import BRIDGE, LIBRARY, Voice, check_targets, setup_paths
 
 
 def deliver_assets(
@@ -63,11 +63,15 @@ def _check_sizes(assets: list[dict[str, Any]]) -> None:
     sizes = {str(a["id"]): len(a["text"].encode("utf-8")) for a in assets}
     large = [f"- {quoted(i)} is {n} bytes" for i, n in sizes.items() if n > MAX_ASSET_BYTES]
     if large:
-        raise AssetClash(
-            "The workspace was not set up and nothing was written: the verifier sent assets larger than any "
-            f"catalogue file ({MAX_ASSET_BYTES} bytes):\n" + "\n".join(large) + "\nA rimthan-mcp verifier serves "
-            f"only verified releases' files; {CHECK_THE_VERIFIER}"
-        )
+        raise AssetClash(_too_large(large, LIBRARY), bridge=_too_large(large, BRIDGE))
+
+
+def _too_large(large: list[str], voice: Voice) -> str:
+    return (
+        "The workspace was not set up and nothing was written: the verifier sent assets larger than any "
+        f"catalogue file ({MAX_ASSET_BYTES} bytes):\n" + "\n".join(large) + "\nA rimthan-mcp verifier serves "
+        f"only verified releases' files; {voice.check_the_verifier()}"
+    )
 
 
 def workspace_manifest(host: HostProfile, delivered: list[dict[str, Any]]) -> dict[str, Any]:
