@@ -12,7 +12,9 @@ and its validators pass each round but the first, whose first validator fails (t
 again). Killed at any moment, it is started again and resumes the run from its log. A newer release published
 into ``releases/`` is offered to the run when the verifier starts (``--migrate-to-newest``); the harness previews
 it, asks the owner (``owner.json``) for each fact the target needs, and confirms. It never handles a checkpoint,
-a digest or a bundle: the session carries them.
+a digest or a bundle: the session carries them. It reads only typed results (``result.step.outputs``,
+``result.question.field``, each failure's ``code``); a harness that needs the verifier's JSON reads ``result.wire``,
+or a part's own ``wire`` (``result.step.wire``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host import RunResult
+from rimthan_host import RunResult, StepOutput
 from rimthan_host.protocol import HarnessError, ToolRefused, client_caller
 from rimthan_host.runlog import RunLog, list_runs
 from rimthan_host.session import HostSession
@@ -52,11 +54,11 @@ class Model:
         self.drafted: set[str] = set()
         self.failed_once = False
 
-    def author(self, version: str, output: dict[str, Any]) -> str:
-        if output["path"] not in self.drafted:  # a first draft the verifier refuses
-            self.drafted.add(output["path"])
-            return "{draft" if output["media_type"] == "application/json" else ""
-        return (self.catalogues / version / "examples" / Path(output["path"]).name).read_text("utf-8")
+    def author(self, version: str, output: StepOutput) -> str:
+        if output.path not in self.drafted:  # a first draft the verifier refuses
+            self.drafted.add(output.path)
+            return "{draft" if output.media_type == "application/json" else ""
+        return (self.catalogues / version / "examples" / Path(output.path).name).read_text("utf-8")
 
     def review(self, instruction: str) -> tuple[str, list[dict[str, str]]]:
         """Run a validator (a subagent reading ``instruction`` and the step's files): its verdict and findings."""
@@ -72,25 +74,25 @@ async def work(session: HostSession, model: Model, result: RunResult) -> RunResu
     if result.offered_release:
         return await migrate(session, result.offered_release)
     if result.question:
-        field = result.question["field"]
+        field = result.question.field
         print(f"asked: {field}")
         return await session.advance({field: owner("owner.json")[field]})
     if result.step_id == "setup-workspace":
         files = [session.set_up_workspace()]
-    elif result.step.get("outputs"):
-        files = [session.write_output(o, model.author(result.workflow_version, o)) for o in result.step["outputs"]]
+    elif result.step and result.step.outputs:
+        files = [session.write_output(o, model.author(result.workflow_version, o)) for o in result.step.outputs]
     else:
         return await session.advance()  # an owner-facing step: the conversation happens, then the run moves on
     round_ = await session.prepare(files)
     if not round_.ready:
-        print("refused: " + "; ".join(f"{f['code']}: {f['message']}" for f in round_.failures))
+        print("refused: " + "; ".join(f"{f.code}: {f.message}" for f in round_.failures))
         return session.position  # the same step again: the model rewrites its files
     for key in round_.keys:
         outcome, findings = model.review(session.validator_instruction(key))
         session.verdict(key, outcome, findings)
     submitted = await session.submit()
     if submitted.status == "validation_failed":
-        print("validators failed: " + "; ".join(f["message"] for f in submitted.findings))
+        print("validators failed: " + "; ".join(f"{f.validator}: {f.message}" for f in submitted.findings))
     return submitted
 
 
@@ -100,9 +102,9 @@ async def migrate(session: HostSession, target: str) -> RunResult:
     preview = await session.migrate(target, values, confirm=False)
     walked = ", ".join(w.step for w in preview.walked_again)
     print(f"offered {target}: walks again {walked}")
-    needs = preview.migration["target_needs"]["confirmed_state"] if preview.migration else []
+    needs = preview.migration.target_needs if preview.migration else ()
     answers = owner("owner.json")
-    values.update({n["field"]: answers[n["field"]] for n in needs if not n["present"] and n["field"] in answers})
+    values.update({n.field: answers[n.field] for n in needs if not n.present and n.field in answers})
     migrated = await session.migrate(target, values, confirm=True)
     print(f"migrated to {migrated.release}")
     return migrated

@@ -105,14 +105,12 @@ def test_the_verifier_refuses_it_with_confirmed_field_missing(served: tuple[Path
             checkpoint = run.session.checkpoint
             refused = await run.session.advance()
             assert refused.status == "blocked" and run.session.checkpoint == checkpoint, refused
-            assert [(f["code"], f["pointer"]) for f in refused.failures] == [
+            assert [(f.code, f.pointer) for f in refused.failures] == [
                 ("confirmed_field_missing", f"/{name}") for name in REQUIRED
             ]
-            assert all(f["details"]["expects"]["type"] == "array" for f in refused.failures)
+            assert all(f.wire["details"]["expects"]["type"] == "array" for f in refused.failures)
             partly = await run.session.advance({"options": EXAMPLE["options"]})
-            assert [(f["code"], f["pointer"]) for f in partly.failures] == [
-                ("confirmed_field_missing", "/success_criteria")
-            ]
+            assert [(f.code, f.pointer) for f in partly.failures] == [("confirmed_field_missing", "/success_criteria")]
             moved = await run.session.advance({k: EXAMPLE[k] for k in REQUIRED})
             assert (moved.status, moved.step_id) == ("active", "confirm-contract"), moved
             assert at.step_id == "interview"

@@ -328,7 +328,7 @@ def test_a_migration_sends_only_the_fields_the_target_state_has(keypair: KeyPair
 
     preview, migrated, finished = _migrated_at_write_summary(first, second, keypair, trust, tmp_path)
 
-    assert [f["code"] for f in preview.failures] == ["migration_confirmation_required"], preview
+    assert [f.code for f in preview.failures] == ["migration_confirmation_required"], preview
     assert migrated == {"goal": "Decide whether to keep the weekly status meeting"}
     assert finished.status == "completed" and finished.release == "my-flow@0.2.0", finished
 

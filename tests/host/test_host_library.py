@@ -258,7 +258,8 @@ def test_a_session_s_moves_return_typed_results_with_the_verifier_s_result_kept_
         "setup-workspace",
         "research-decision@1.3.0",
     )
-    assert started.step == started.wire["step"] and started.question is None and started.failures == ()
+    assert started.step is not None and started.step.wire == started.wire["step"] == started.step_wire
+    assert started.question is None and started.failures == ()
     assert prepared.ready and prepared.validators == tuple(prepared.wire["validators"])
     assert (started.message, prepared.message) == (started.wire["message"], prepared.wire["message"])
     assert started.walked_again == () and started.migration is None  # (no migration target: nothing walked again)

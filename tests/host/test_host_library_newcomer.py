@@ -4,11 +4,12 @@ target named. Real signed releases, the verifier's engine read as a client reads
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rimthan_host import RunResult, ValidationRound
+from rimthan_host import Failure, Finding, Question, RunResult, Step, StepOutput, ValidationRound
 from rimthan_host.protocol import HarnessError
 from rimthan_host.session import HostSession
 from rimthan_workflow_registry.canonical import digest_bytes
@@ -72,7 +73,7 @@ def _round(engines: Engines, name: str) -> tuple[HostSession, ValidationRound]:
         await session.submit()
         while not session.step.get("outputs"):
             question = session.position.question
-            await session.advance({question["field"]: "desk-research"} if question else None)
+            await session.advance({question.field: "desk-research"} if question else None)
 
     run(to_a_round())
     examples = Path(__file__).parents[2] / "catalogues" / "research-decision" / "1.3.0" / "examples"
@@ -127,3 +128,47 @@ def test_a_finding_the_verifier_would_refuse_is_said_as_one_before_anything_is_s
     assert said.endswith(
         'a finding is {"severity": "error" or "warning", "message": "...", optionally "artifact_id": "..."}'
     )
+
+
+def test_a_results_parts_are_typed_each_keeping_the_verifiers_json(engines: Engines) -> None:
+    """``RunResult``'s step, question, failures and findings are frozen dataclasses (``rimthan_host``'s exports),
+    each with its JSON in ``wire``; ``write_output`` takes a typed output as it comes."""
+    session = _session(engines, "typed-parts")
+    state = example_state("1.3.0")
+
+    async def go() -> tuple[RunResult, RunResult, RunResult, RunResult]:
+        blocked = await session.start("research", {k: v for k, v in state.items() if k != "objective"})
+        started = await session.start("research", state)
+        await session.prepare([session.set_up_workspace()])
+        asked = await session.submit()
+        while asked.question is None:
+            asked = await session.advance()
+        at_files = await session.advance({asked.question.field: "desk-research"})
+        assert at_files.step is not None
+        examples = Path(__file__).parents[2] / "catalogues" / "research-decision" / "1.3.0" / "examples"
+        files = [
+            session.write_output(o, (examples / Path(o.path).name).read_text("utf-8")) for o in at_files.step.outputs
+        ]
+        round_ = await session.prepare(files)
+        for key in round_.keys:
+            session.verdict(key, "fail", [{"severity": "error", "artifact_id": files[0].artifact_id, "message": "no"}])
+        return blocked, started, asked, await session.submit()
+
+    blocked, started, asked, failed = run(go())
+    [failure] = [f for f in blocked.failures if f.pointer == "/objective"]
+    assert isinstance(failure, Failure) and failure.code == "confirmed_field_missing"
+    assert failure.message and failure.wire["details"]["field"] == "objective"  # (details: in its JSON)
+    step = started.step
+    assert isinstance(step, Step) and (step.id, step.gated) == ("setup-workspace", True) and step.instruction
+    assert step.outputs == (StepOutput("workspace-manifest", ".rimthan/workspace-manifest.json", "application/json",
+                                       step.wire["outputs"][0]),)  # fmt: skip
+    assert step.wire == started.wire["step"] == started.step_wire
+    question = asked.question
+    assert isinstance(question, Question) and question.field == "research_route" and question.prompt
+    assert "desk-research" in question.choices and question.wire == asked.wire["question"]
+    [finding] = failed.findings
+    assert failed.status == "validation_failed" and isinstance(finding, Finding)
+    assert (finding.validator, finding.severity, finding.message) == ("evidence-auditor@1.1.0", "error", "no")
+    assert finding.artifact_id and finding.wire == failed.wire["findings"][0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        finding.message = "yes"  # type: ignore[misc]

@@ -45,7 +45,7 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             digests = {f["path"]: f["sha256"] for f in manifest["files"]}
             other = harness(call, tmp_path / "other")
             setup = await other.start("research", initial_version="1.2.0")
-            for uri in setup.step["resources"]:
+            for uri in setup.step_wire["resources"]:
                 text = text_of(await client.read_resource(uri))
                 assert uri.startswith(f"rimthan://releases/{digest_hex}/")
                 path_in_release = uri.split("/", 4)[4]
@@ -70,7 +70,7 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
             assert offer["target_needs"]["capabilities"] == ["skills", "subagents", "workspace.write"]
             preview = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=False)
             assert preview.status == "blocked"
-            assert [f["code"] for f in preview.failures] == ["migration_confirmation_required"]
+            assert [f.code for f in preview.failures] == ["migration_confirmation_required"]
             assert preview.wire["migration"]["invalidated_artifacts"] == ["workspace-manifest"]
             # and which steps it walks again: setup redoes its manifest, interview and confirm-contract are walked
             assert preview.wire["migration"]["walked_again"] == [
@@ -84,6 +84,20 @@ def test_packaged_workflow_and_migration_driven_through_the_mcp_transport(
                 WalkedStep("confirm-contract", ()),
             )
             assert preview.message == preview.wire["message"] and preview.message
+            migration = preview.migration  # typed: the ends, the restart, what the target needs
+            assert migration is not None and migration.wire == preview.wire["migration"]
+            assert (migration.source_release, migration.target_release) == (
+                "research-decision@1.2.0",
+                "research-decision@1.3.0",
+            )
+            assert (migration.confirmed, migration.restart_step) == (False, "setup-workspace")
+            needs = {n.field: (n.required, n.present) for n in migration.target_needs}
+            assert needs == {
+                n["field"]: (n["required"], n["present"])
+                for n in preview.wire["migration"]["target_needs"]["confirmed_state"]
+            }
+            assert migration.missing == tuple(f for f, (req, there) in needs.items() if req and not there)
+            assert at_route.offered_release == "research-decision@1.3.0"
             assert at_interview.walked_again == (WalkedStep("setup-workspace", ("workspace-manifest",)),)
             moved = await migrating.migrate(at_route, "research-decision@1.3.0", "1.3.0", confirm=True)
             assert (moved.status, moved.step_id) == ("active", "setup-workspace")

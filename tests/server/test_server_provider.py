@@ -165,7 +165,7 @@ def test_release_changed_on_disk_after_load_never_changes_what_is_served(world: 
             return await run.start("research", initial_version="1.2.0")
 
     started = anyio.run(start)
-    assert started.step["instruction"]["text"] == original
+    assert started.step is not None and started.step.instruction == original
 
 
 def test_migration_target_of_another_scope_is_refused_at_start(world: ServerWorld, tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ See docs/host-kit.md.
 ``positions``        an ungated step's result past 1 MiB, kept in a side file named by its digest, bound to its
                      checkpoint
 ``results``          what the moves return: :class:`RunResult` (where the run is), :class:`ValidationRound` (prepare)
+``result_parts``     a result's parts, typed: the step and its outputs, the question, failures, findings, the migration
 ``result_shape``     the parts of a verifier's result the kit reads, their types checked before anything reads them
 ``session``          :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``session_resume``   the session's resume: a run picked up from its log where its last checkpoint left it
@@ -71,6 +72,18 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``standin``          a scripted model (tests); ``agent_demo`` ``make agent-demo``
 """
 
+from .result_parts import Failure, Finding, Migration, NeededFact, Question, Step, StepOutput, WalkedStep
 from .results import RunResult, ValidationRound
 
-__all__ = ["RunResult", "ValidationRound"]
+__all__ = [
+    "Failure",
+    "Finding",
+    "Migration",
+    "NeededFact",
+    "Question",
+    "RunResult",
+    "Step",
+    "StepOutput",
+    "ValidationRound",
+    "WalkedStep",
+]

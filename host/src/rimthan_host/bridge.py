@@ -36,6 +36,7 @@ from .protocol import (
     ToolRefused,
     VerifierLost,
 )
+from .result_parts import wires
 from .results import RunResult
 from .runlog import new_run_id, run_summaries
 from .session import HostSession
@@ -62,11 +63,11 @@ class Bridge(StepMoves, MigrationMoves):
         expects: Expects = {}
         if asker.available and facts:  # (the user confirms facts only once the workflow is known and none is missing)
             asked = await self._unlogged().requirements(workflow)  # (workflow_not_found raised as a start's)
-            left = [f for f in asked.failures if set(missing_fields([f])) - set(facts)]  # (a field not given)
+            left = [f for f in wires(asked.failures) if set(missing_fields([f])) - set(facts)]  # (a field not given)
             if asked.status == "blocked" and left:
                 return _blocked(left)
             # (each field's schema, optional ones too, as the release names it; the start's expects if unread)
-            expects = {**expects_of_failures(asked.failures), **await self._state_fields(asked)}
+            expects = {**expects_of_failures(wires(asked.failures)), **await self._state_fields(asked)}
         why = f"to start {workflow}"
         undone = ("the run did not start", "not_started")
         confirmed = await confirm_facts(asker, facts, "start_run", undone, asked=(expects, why))
@@ -76,7 +77,7 @@ class Bridge(StepMoves, MigrationMoves):
         with self._candidate(new_run_id()) as session:
             result = await session.start(workflow, confirmed.facts, by=by)
             if result.status == "blocked":
-                return _blocked(result.failures)
+                return _blocked(wires(result.failures))
             self.session = session
         self.lock.note(self.run_id)
         lines = [*confirmed.said, f"Started run {self.run_id} ({by})."]
@@ -128,7 +129,7 @@ class Bridge(StepMoves, MigrationMoves):
                                                                  session.release_digest, run_id))  # fmt: skip
             except AssetClash as exc:  # the run stays in its log; the active run, if any, stays active
                 data = {"run": run_id, "status": "workspace_refused", **refused_code(exc)}
-                return Reply(str(exc), data, is_error=True)
+                return Reply(exc.bridge_words, data, is_error=True)
             self.session = session
         self.lock.note(run_id)
         lines += [r.line(f"run {run_id}'s release") for r in restored]
@@ -136,8 +137,8 @@ class Bridge(StepMoves, MigrationMoves):
         if session.prepared is None:
             lines += round_not_kept(self.project_dir, result)
             return await self._go_on(result, lines, facts=True)
-        shown = await self._show([*lines, round_kept(result.step.get("id"), session.prepared)])
-        return replace(shown, data={**shown.data, "step": {"id": result.step.get("id")}})
+        shown = await self._show([*lines, round_kept(result.step_id, session.prepared)])
+        return replace(shown, data={**shown.data, "step": {"id": result.step_id}})
 
 
 def _there(files: ProjectFiles, path: str) -> bool:
@@ -159,7 +160,7 @@ def _saved_state(session: HostSession) -> tuple[str, dict[str, Any]] | None:
 def _kept_round(session: HostSession, saved: tuple[str, dict[str, Any]] | None) -> Prepared | None:
     """The validation round saved at the checkpoint the run resumed at, if the run is still at that very checkpoint
     and nothing the round judged changed (:mod:`~rimthan_host.kept_round`); else None."""
-    step = session.position.step
+    step = session.position.step_wire
     if saved is None or saved[0] != session.checkpoint or not (step.get("gated") and step.get("validators")):
         return None
     session.prepared = restored_round(saved[1], session.files, session.release_digest, step, session.read_outputs)
@@ -193,7 +194,7 @@ def _blocked(failures: Sequence[Mapping[str, Any]]) -> Reply:
 def round_not_kept(project: Path, result: RunResult) -> list[str]:
     """A resumed step with validators whose files are there: verdicts recorded before the resume were not kept (a
     round lives in the bridge that opened it), so its files are checked again and every validator runs again."""
-    step = result.step
+    step = result.step_wire
     written = any(_there(ProjectFiles(project), str(o.get("path"))) for o in step.get("outputs") or [])
     if not (step.get("gated") and step.get("validators") and written):
         return []

@@ -16,6 +16,7 @@ from .migration_values import learn_offer
 from .protocol import (
     ToolRefused,
 )
+from .result_parts import wires
 from .session import HostSession
 from .step_replies import Reply, failure_codes, reply
 from .unanswered import Unanswered
@@ -72,8 +73,8 @@ class MigrationMoves(BridgeCore):
                 is_error=True,
             )
         words = preview_words(preview)
-        blocking = [f for f in preview.failures if f.get("code") != "migration_confirmation_required"]
-        data = {"status": "preview", "to_release": target, "failures": failure_codes(preview.failures)}
+        blocking = [f for f in wires(preview.failures) if f.get("code") != "migration_confirmation_required"]
+        data = {"status": "preview", "to_release": target, "failures": failure_codes(wires(preview.failures))}
         if blocking or not confirm:
             tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
             if any(f.get("code") == "confirmed_field_missing" for f in blocking):
@@ -94,7 +95,9 @@ class MigrationMoves(BridgeCore):
             by = BY_ELICITATION
         migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated.status != "active":
-            return Reply("\n".join(["The migration was refused:", *failure_words(migrated.failures)]), data, True)
+            return Reply(
+                "\n".join(["The migration was refused:", *failure_words(wires(migrated.failures))]), data, True
+            )
         return await self._go_on(migrated, [*known, *chosen, f"Migrated run {self.run_id} to {target} ({by})."])
 
     def _no_offer(self, asked: bool, step: object) -> Reply:

@@ -25,6 +25,7 @@ from .protocol import (
     ToolRefused,
 )
 from .reports import refused_report, validator_key
+from .result_parts import wires
 from .results import RunResult
 from .session import HostSession
 from .step_replies import (
@@ -54,7 +55,7 @@ class StepMoves(BridgeCore):
         session = self._running()
         if isinstance(session, Reply):
             return session
-        step = session.position.step
+        step = session.position.step_wire
         if done is not None and done != step.get("id"):
             head = f"Nothing was done: step {quoted(done)} is not the step the run is at (step {step.get('id')})"
             return misplaced(session, f"{head}; it is done already, or not reached yet.")
@@ -88,7 +89,7 @@ class StepMoves(BridgeCore):
 
     def _files_missing(self, session: HostSession, found: StepFiles) -> Reply | None:
         """The refusal of a step whose files are not all there to be read (none written, a directory...), or None."""
-        step = session.position.step
+        step = session.position.step_wire
         if not found.problems:
             return None
         lines = ["Nothing was checked yet:", *(f"- {p}" for p in found.problems), fix_files(step["id"])]
@@ -97,7 +98,7 @@ class StepMoves(BridgeCore):
     async def _check(self, session: HostSession, lines: list[str], found: StepFiles | None = None) -> Reply:
         """Read the step's files from disk, once (``found``: read already in this call), and have the verifier check
         them; then its validators, if any."""
-        step = session.position.step
+        step = session.position.step_wire
         refused = step_files_refused(session, step, lines)
         if refused is not None:
             return refused
@@ -117,7 +118,7 @@ class StepMoves(BridgeCore):
         lines += [f"Filled in the SHA-256 of the file named in {f}, from the file on disk." for f in digests.filled]
         read = session.read_outputs({**found.read, **digests.rewritten})
         prepared_result = await session.prepare(read)
-        unchanged = self.refused_files.note(self.run_id, step["id"], read, prepared_result.failures)
+        unchanged = self.refused_files.note(self.run_id, step["id"], read, wires(prepared_result.failures))
         if not prepared_result.ready:
             copies = await self.replies.output_schemas(session, step, self._release_id())
             schemas = {p: s.path for p, s in copies.items() if s.path}
@@ -143,7 +144,7 @@ class StepMoves(BridgeCore):
         session.save()  # (the round is gone: a resumed bridge does not take it back)
         data = {"run": self.run_id, "status": "workspace_refused", "step": {"id": session.position.step_id}}
         data.update(refused_code(exc))
-        return reply([str(exc)], data, True)
+        return reply([exc.bridge_words], data, True)
 
     async def _edited(self, session: HostSession, key: str) -> Reply | None:
         """The refusal of ``key``'s verdict if the subagent file of that validator, or of one with a verdict, is not
@@ -259,7 +260,7 @@ class StepMoves(BridgeCore):
         if isinstance(session, Reply):
             return session
         position = session.position
-        question = position.question
+        question = position.question.wire if position.question else None
         if position.status != "input_required" or not question:
             return misplaced(session, "No question is waiting; nothing was recorded.")
         if field is not None and field != question["field"]:

@@ -101,7 +101,7 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
             on_event=_print_event,
         )
         first = await harness.start(WORKFLOW, initial_version=source)
-        instruction = first.step["instruction"]
+        instruction = first.step_wire["instruction"]
         read = await client.read_resource(instruction["uri"])
         text = getattr(read.contents[0], "text", "")
         click.echo(f"  resource {instruction['uri']} read back: {len(text)} chars")
@@ -128,8 +128,8 @@ async def _demo(releases: Path, trust: Path, work: Path, source: str, target: st
 
 
 def _show_preview(result: RunResult) -> None:
-    preview = result.migration or {}
-    codes = ", ".join(f["code"] for f in result.failures)
+    preview = result.migration.wire if result.migration else {}
+    codes = ", ".join(f.code for f in result.failures)
     click.echo(
         f"  preview: {preview.get('from', {}).get('release')} -> {preview.get('to', {}).get('release')}, "
         f"restart at {preview.get('restart_step')}; invalidates artifacts "

@@ -23,6 +23,7 @@ from .asking import Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .fact_forms import Expects, fact_form
 from .protocol import ToolRefused
+from .result_parts import wires
 from .results import RunResult
 from .session import HostSession
 from .step_replies import Reply, missing_fields, reply, run_id_of
@@ -180,10 +181,10 @@ async def record_facts(
         if not facts:
             raise
         return facts_refused(session, [exc.error], facts)
-    unmet = missing_fields(result.failures) if result.status == "blocked" else []
+    unmet = missing_fields(wires(result.failures)) if result.status == "blocked" else []
     if unmet:
         return fields_missing(session, unmet, facts)
     if facts and result.status == "blocked":
-        return facts_refused(session, result.failures, facts)
+        return facts_refused(session, wires(result.failures), facts)
     done = [*confirmed.said, f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."]
     return result, done if facts else []

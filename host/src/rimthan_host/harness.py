@@ -47,6 +47,7 @@ from .protocol import (
     failure_lines,
 )
 from .reports import validator_key, validator_payload
+from .result_parts import wires
 from .results import RunResult, ValidationRound
 from .runlog import RunLog
 from .scenario import AuthorContext, Review, ReviewContext, Scenario, ScenarioBeforeWorkflow, ScenarioCalls
@@ -324,7 +325,7 @@ class WorkflowHarness:
             if result.status == "input_required":
                 result = await self._answer(result)
             elif result.status in ("active", "advanced", "validation_failed") and result.step:
-                result = await (self._gated(result) if result.step["gated"] else self._ungated(result))
+                result = await (self._gated(result) if result.step.gated else self._ungated(result))
             else:
                 raise HarnessError(f"cannot go on from status {result.status!r}: {_lines(result)}")
         raise HarnessError(f"the run did not complete within {max_calls} tool calls")
@@ -334,21 +335,23 @@ class WorkflowHarness:
         return _expect(await self.session.advance(updates), {"active", "input_required", "completed"})
 
     async def _answer(self, result: RunResult) -> RunResult:
-        question = result.question or {}
-        value = self._calls.answer(question, result.workflow_version, workflow=result.workflow)
+        question = result.question
+        if question is None:
+            raise HarnessError(f"the verifier asks no question: {_lines(result)}")
+        value = self._calls.answer(question.wire, result.workflow_version, workflow=result.workflow)
         self._emit(
             HarnessEvent(
                 "answer",
-                f"asked: {question['prompt']}\n    user confirmed {question['field']} = {value!r}",
-                {"question": question},
+                f"asked: {question.prompt}\n    user confirmed {question.field} = {value!r}",
+                {"question": question.wire},
             )
         )
-        answered = await self.session.advance({question["field"]: value})
+        answered = await self.session.advance({question.field: value})
         return _expect(answered, {"active", "input_required", "completed"})
 
     async def _gated(self, result: RunResult) -> RunResult:
         """Write, attest, prepare, review, submit - repairing until the step advances."""
-        step = result.step
+        step = result.step_wire
         findings: list[Mapping[str, Any]] = []
         for attempt in range(self.max_repairs + 1):
             if attempt:
@@ -363,7 +366,7 @@ class WorkflowHarness:
             submitted = await self.session.submit()
             if submitted.status != "validation_failed":
                 return _expect(submitted, {"advanced", "input_required", "completed"})
-            findings = list(submitted.findings)
+            findings = wires(submitted.findings)
         raise HarnessError(f"step {step['id']} still fails validation after {self.max_repairs} repairs")
 
     async def migrate(self, result: RunResult, target_release: str, target_version: str, *, confirm: bool) -> RunResult:

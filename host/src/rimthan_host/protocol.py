@@ -18,6 +18,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from rimthan_workflow_registry import protocol_names
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
+from .result_parts import Failure
 from .result_shape import shape_problem
 
 # The protocol's names, defined once in the core; short aliases for the kit.
@@ -215,6 +216,6 @@ class HostProfile:
         }
 
 
-def failure_lines(failures: Sequence[Mapping[str, Any]], message: str) -> str:
+def failure_lines(failures: Sequence[Failure], message: str) -> str:
     """A result's failures as one line (``code: message; ...``); its ``message`` when it has none."""
-    return "; ".join(f"{f['code']}: {f['message']}" for f in failures) or message
+    return "; ".join(f"{f.code}: {f.message}" for f in failures) or message

@@ -17,36 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .result_parts import Failure, Finding, Migration, Question, Step, WalkedStep, listed, part
+
 
 def validator_key(summary: Mapping[str, Any]) -> str:
     """A validator of a round as ``verdict`` takes it: ``validator_id@version``."""
     return f"{summary['validator_id']}@{summary['version']}"
-
-
-def _part(wire: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = wire.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-def _texts(value: Any) -> tuple[str, ...]:
-    return tuple(str(item) for item in value) if isinstance(value, list) else ()
-
-
-def _listed(wire: Mapping[str, Any], key: str) -> tuple[Mapping[str, Any], ...]:
-    value = wire.get(key)
-    return tuple(item for item in value if isinstance(item, Mapping)) if isinstance(value, list) else ()
-
-
-@dataclass(frozen=True)
-class WalkedStep:
-    """A step a migration walks again (``walked_again``): its id and the outputs it produces again."""
-
-    step: str
-    outputs: tuple[str, ...]
-
-    @classmethod
-    def of(cls, wire: Mapping[str, Any]) -> WalkedStep:
-        return cls(str(wire.get("step") or ""), _texts(wire.get("outputs")))
 
 
 @dataclass(frozen=True)
@@ -56,61 +32,73 @@ class RunResult:
     ``status``: the verifier's (``active``, ``advanced``, ``input_required``,
     ``validation_failed``, ``blocked``, ``completed``...). ``release``: the id of
     the release the run is on (``research-decision@1.3.0``). ``workflow`` and
-    ``workflow_version``: the run's workflow. ``step``: the step the run is at as the verifier describes it (id,
-    title, ``gated``, instruction, ``outputs``...; empty when there is none, a
-    completed run) and ``step_id`` its id (``None`` then). ``question``: the
-    question waiting (``field``, ``prompt``, ``choices``) for ``input_required``.
+    ``workflow_version``: the run's workflow. ``step``: the step the run is at
+    (a :class:`~rimthan_host.result_parts.Step`: ``id``, ``title``, ``gated``,
+    ``instruction``, ``outputs``; ``None`` when there is none, a completed run)
+    and ``step_id`` its id. ``question``: the question waiting for
+    ``input_required`` (a :class:`~rimthan_host.result_parts.Question`).
     ``findings``: the validators' findings of a refused round
-    (``validation_failed``). ``failures``: why the verifier refused the move
-    (``blocked``: each with its ``code`` and ``message``). ``migration``: the
-    migration the verifier previews or offers, if any, and ``walked_again`` the
-    steps it walks again (each a :class:`WalkedStep`, in order; none without a
-    migration); ``offered_release``: the release id an unconfirmed offer names,
-    what ``HostSession.migrate`` takes. ``message``: what happened, in the verifier's words. ``wire``:
-    the result as the verifier sent it.
+    (``validation_failed``; each a :class:`~rimthan_host.result_parts.Finding`).
+    ``failures``: why the verifier refused the move (``blocked``; each a
+    :class:`~rimthan_host.result_parts.Failure`). ``migration``: the migration
+    the verifier previews or offers, if any (a
+    :class:`~rimthan_host.result_parts.Migration`), and ``walked_again`` the
+    steps it walks again (none without a migration); ``offered_release``: the
+    release id an unconfirmed offer names, what ``HostSession.migrate`` takes.
+    ``message``: what happened, in the verifier's words. ``wire``: the result as
+    the verifier sent it; each typed part keeps its own JSON in its ``wire``.
     """
 
     status: str
     release: str
     workflow: str
     workflow_version: str
-    step: Mapping[str, Any]
+    step: Step | None
     step_id: str | None
-    question: Mapping[str, Any] | None
-    findings: tuple[Mapping[str, Any], ...]
-    failures: tuple[Mapping[str, Any], ...]
-    migration: Mapping[str, Any] | None
-    walked_again: tuple[WalkedStep, ...]
+    question: Question | None
+    findings: tuple[Finding, ...]
+    failures: tuple[Failure, ...]
+    migration: Migration | None
     message: str
     wire: Mapping[str, Any]
 
     @property
+    def walked_again(self) -> tuple[WalkedStep, ...]:
+        """The steps the migration walks again, in order (none without a migration)."""
+        return self.migration.walked_again if self.migration is not None else ()
+
+    @property
     def offered_release(self) -> str | None:
         """The release id a migration offered to the run names (its ``to.release``), until it is confirmed."""
-        if self.migration is None or self.migration.get("confirmed"):
+        if self.migration is None or self.migration.confirmed:
             return None
-        return str(_part(self.migration, "to").get("release") or "") or None
+        return self.migration.target_release or None
+
+    @property
+    def step_wire(self) -> Mapping[str, Any]:
+        """The step as the verifier sent it (``{}`` when there is none)."""
+        return self.step.wire if self.step is not None else {}
 
     @property
     def manifest_digest(self) -> str:
         """The manifest digest of the run's release, as the verifier names it (``""`` if it names none)."""
-        return str(_part(self.wire, "release").get("manifest_digest") or "")
+        return str(part(self.wire, "release").get("manifest_digest") or "")
 
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> RunResult:
-        step, workflow, migration = _part(wire, "step"), _part(wire, "workflow"), _part(wire, "migration")
+        step, workflow, migration = part(wire, "step"), part(wire, "workflow"), part(wire, "migration")
+        question = part(wire, "question")
         return cls(
             status=str(wire["status"]),
-            release=str(_part(wire, "release").get("id") or ""),
+            release=str(part(wire, "release").get("id") or ""),
             workflow=str(workflow.get("id") or ""),
             workflow_version=str(workflow.get("version") or ""),
-            step=step,
+            step=Step.of(step) if step else None,
             step_id=str(step["id"]) if step.get("id") else None,
-            question=_part(wire, "question") or None,
-            findings=_listed(wire, "findings"),
-            failures=_listed(wire, "failures"),
-            migration=migration or None,
-            walked_again=tuple(WalkedStep.of(w) for w in _listed(migration, "walked_again")),
+            question=Question.of(question) if question else None,
+            findings=tuple(Finding.of(f) for f in listed(wire, "findings")),
+            failures=tuple(Failure.of(f) for f in listed(wire, "failures")),
+            migration=Migration.of(migration) if migration else None,
             message=str(wire.get("message") or ""),
             wire=wire,
         )
@@ -123,15 +111,15 @@ class ValidationRound:
     ``status``: ``ready_for_semantic_validation`` (run each of ``validators``:
     ``validator_id``, ``version``, ``subagent``..., then record a verdict for
     each and submit) or ``deterministic_validation_failed`` (``failures``: each
-    file refused, with its ``code``, ``message`` and ``artifact_id``). ``ready``:
-    whether the validators wait for verdicts; ``keys``: each validator's
+    file refused, a :class:`~rimthan_host.result_parts.Failure`: its ``code``,
+    ``message`` and ``artifact_id``). ``ready``: whether the validators wait for verdicts; ``keys``: each validator's
     ``validator_id@version``, as ``verdict`` takes it. ``message``: what happened, in
     the verifier's words. ``wire``: the result as the verifier sent it.
     """
 
     status: str
     validators: tuple[Mapping[str, Any], ...]
-    failures: tuple[Mapping[str, Any], ...]
+    failures: tuple[Failure, ...]
     message: str
     wire: Mapping[str, Any]
 
@@ -147,7 +135,8 @@ class ValidationRound:
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> ValidationRound:
         message = str(wire.get("message") or "")
-        return cls(str(wire["status"]), _listed(wire, "validators"), _listed(wire, "failures"), message, wire)
+        failures = tuple(Failure.of(f) for f in listed(wire, "failures"))
+        return cls(str(wire["status"]), listed(wire, "validators"), failures, message, wire)
 
 
 __all__ = ["RunResult", "ValidationRound", "WalkedStep"]

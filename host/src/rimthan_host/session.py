@@ -37,6 +37,7 @@ from .protocol import (
     failure_lines,
 )
 from .reports import findings_problem, validator_key, validator_payload, validator_report
+from .result_parts import StepOutput
 from .results import RunResult, ValidationRound
 from .run_lock import RunLock
 from .runlog import RunLog
@@ -310,10 +311,12 @@ class HostSession(ResumeFromLog):
         self._keep(written)
         return written
 
-    def write_output(self, output: Mapping[str, Any], text: str) -> WrittenFile:
-        """Write one declared output (scripted authoring) and attest it; :class:`StepFilesRefused`, before
-        anything is written, if the host's repository policy does not let it write the step's files (or one is a
-        file of the host's own), in the bridge's words (:func:`~rimthan_host.write_targets.outputs_refusal`)."""
+    def write_output(self, output: StepOutput | Mapping[str, Any], text: str) -> WrittenFile:
+        """Write one declared output (a :class:`~rimthan_host.result_parts.StepOutput` of the step's ``outputs``, or
+        its JSON) and attest it; :class:`StepFilesRefused`, before anything is written, if the host's repository
+        policy does not let it write the step's files (or one is a file of the host's own), in the library's words
+        (:func:`~rimthan_host.write_targets.outputs_refusal`)."""
+        output = output.wire if isinstance(output, StepOutput) else output
         step = self._at_step()
         check_outputs(self.host, [*(step.get("outputs") or []), output], str(step.get("id")))
         written = self.files.write(output["id"], output["path"], output["media_type"], text)

@@ -21,6 +21,7 @@ from .audit_command import audit_command
 from .delivered import STORE_DIR, PutBack
 from .outputs import refusal_words, unwritten
 from .protocol import ResourceReader
+from .result_parts import wires
 from .results import RunResult, ValidationRound
 from .schemas import OutputSchema, output_schema
 from .session import HostSession
@@ -76,7 +77,7 @@ def run_id_of(session: HostSession) -> str:
 def where(session: HostSession) -> str:
     """One line: the run, its workflow and version, and its step."""
     position = session.position
-    step = position.step
+    step = position.step_wire
     return f"Run {run_id_of(session)} ({position.workflow_version}): step {step.get('id')} - {step.get('title')}."
 
 
@@ -89,7 +90,9 @@ def misplaced(session: HostSession, what: str) -> Reply:
     Its status is the refusal's (:data:`MOVE_REFUSED`), never the last move's (``advanced`` beside an error)."""
     pending = session.prepared.pending if session.prepared is not None else []
     position = session.position
-    missing = unwritten(session.files, position.step.get("outputs") or []) if position.step.get("gated") else []
+    missing = (
+        unwritten(session.files, position.step_wire.get("outputs") or []) if position.step_wire.get("gated") else []
+    )
     lines = [what, next_call(position, pending, missing), "(show_step repeats the step's instructions.)"]
     data = {"run": run_id_of(session), "status": MOVE_REFUSED, "step": {"id": position.step_id}}
     return Reply(scrub(" ".join(lines)), data, True)
@@ -99,7 +102,7 @@ def not_a_choice(session: HostSession, answer: str, shown: Sequence[str]) -> Rep
     """An answer that is none of the waiting question's choices (``shown``, as the words show them): nothing sent;
     the code, and the choices to pick from."""
     position = session.position
-    field = (position.question or {}).get("field")
+    field = position.question.wire.get("field") if position.question else None
     code = FailureCode.BRANCH_NO_MATCH.value
     lines = [
         f"{code}: nothing was recorded: '{quoted(answer)}' is not one of the choices of {field}, and nothing was sent "
@@ -122,10 +125,10 @@ def files_refused(
     """A round the verifier refused (``deterministic_validation_failed``): its refusals grouped by file (with the
     copy of each file's JSON Schema in ``schemas``, by path), then ``todo``, the ``next:`` line naming the call to
     make; the refusals' codes and the step as data."""
-    step = session.position.step
-    said = refusal_words(refused.failures, step.get("outputs") or [], schemas)
+    step = session.position.step_wire
+    said = refusal_words(wires(refused.failures), step.get("outputs") or [], schemas)
     lines = [*lines, "The verifier refused the files:", *said, todo]
-    data = {"run": run_id_of(session), "status": refused.status, "failures": failure_codes(refused.failures)}
+    data = {"run": run_id_of(session), "status": refused.status, "failures": failure_codes(wires(refused.failures))}
     return reply(lines, {**data, "step": {"id": step.get("id")}}, True)
 
 
@@ -153,7 +156,7 @@ def validators_waiting(session: HostSession, lines: list[str], *, error: bool = 
         waiting = ", ".join(f"{v['name']} (subagent {v['subagent']})" for v in named)
         lines += [f"Waiting for a verdict: {waiting}. show_step repeats their instructions."]
     else:
-        lines += validator_words(session.position.step, pending, files, session.state.values)
+        lines += validator_words(session.position.step_wire, pending, files, session.state.values)
     data = {"run": run_id_of(session), "status": "validators_pending", "validators": named}
     return reply(lines, {**data, "files": [path for _, path in files]}, error)
 
@@ -239,20 +242,20 @@ class StepReplies:
             log = f".rimthan/runs/{run}.log"
             lines += [f"Run {run} is complete.", f"Run log: {log} ({audit_command(log, self.verifier_args)})."]
             return reply(lines, {**data, "files": files}, error)
-        step = result.step
+        step = result.step_wire
         data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}
         refused = step_files_refused(session, step, lines)
         if refused is not None:
             return refused
         if result.status == "validation_failed":
             files = [o["path"] for o in step.get("outputs") or []]
-            lines += findings_words(result.findings)
+            lines += findings_words(wires(result.findings))
             lines += ["The step's files:", *(f"- {path}" for path in files)]
             lines += confirmed_facts_words(session.state.values) if facts else []
             return reply(lines, {**data, "files": files}, error)
         release_id = result.release or session.release_id or "release"
         schemas = await self.output_schemas(session, step, release_id)
-        question = result.question if result.status == "input_required" else None
+        question = result.question.wire if result.question and result.status == "input_required" else None
         lines += step_words(step, run, result.workflow_version, schemas, session.project_dir, asking=bool(question))
         lines += confirmed_facts_words(session.state.values) if facts else []
         if session.migration_offer is not None:

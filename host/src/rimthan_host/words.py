@@ -24,6 +24,7 @@ from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 from .files import ProjectPath, file_status
 from .own_files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
+from .result_parts import wires
 from .results import RunResult, WalkedStep
 from .runlog import RunSummary
 from .schemas import OutputSchema
@@ -169,7 +170,7 @@ def confirmed_facts_words(values: Mapping[str, Any]) -> list[str]:
 def next_call(position: RunResult, pending: Sequence[Mapping[str, Any]], unwritten: Sequence[str]) -> str:
     """The one call to make next where the run is, in one sentence (after a move that did not fit); ``unwritten``:
     the step's files not there to be read yet (:func:`~rimthan_host.outputs.unwritten`)."""
-    question, step = position.question, position.step
+    question, step = position.question.wire if position.question else None, position.step_wire
     files = ", ".join(str(o["path"]) for o in step.get("outputs") or [])
     if position.status == "input_required" and question:
         choices = ", ".join(choice_texts(question.get("choices") or []))
@@ -279,7 +280,7 @@ def findings_words(findings: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def preview_words(result: RunResult) -> list[str]:
     """A migration preview in words: what it invalidates, the steps it walks again, what blocks it."""
-    preview, failures = result.migration or {}, result.failures
+    preview, failures = result.migration.wire if result.migration else {}, wires(result.failures)
     lines = [
         f"Migration from {(preview.get('from') or {}).get('release')} to {(preview.get('to') or {}).get('release')}:",
         f"the run restarts at {preview.get('restart_step')}; these results are invalidated and redone:",
