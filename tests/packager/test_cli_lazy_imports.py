@@ -9,11 +9,13 @@ without them (checked in a fresh interpreter, through the CLI's own entry point)
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from rimthan_workflow_registry.limits import _TOML_AT as TOML_ERROR_POSITION
 from support.pack_probe import pack_probe
 from support.releases import KeyPair, packaged_source
 
@@ -66,7 +68,8 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 # difflib (only a refusal's "did you mean" hint) and the unicode_escape codec (control characters are escaped from
 # a table written out); shlex (a next step's shell words), heapq (failures that do not stop a check) and select (a
 # broken pipe), needed only when something fails; rfc8785 (a build writes no value outside the C encoder's
-# subset); and the ascii codec (the umask is read from /proc as bytes).
+# subset); the ascii codec (the umask is read from /proc as bytes); and the modules of the commands other than the
+# ones in cli.py (inspect, push and pull), which the group imports only when one of them is run or listed.
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -89,6 +92,8 @@ NOT_ON_THE_BUILD_PATH = (
     "select",
     "rfc8785",
     "encodings.ascii",
+    "rimthan_packager.cli_inspect",
+    "rimthan_packager.cli_oci",
 )
 
 
@@ -197,3 +202,49 @@ def test_keygen_and_init_never_load_ctypes(tmp_path: Path) -> None:
     scaffolded = pack_probe("init", str(tmp_path / "catalogues" / "demo" / "0.1.0"))
     assert scaffolded.code == 0, scaffolded.stderr
     assert "ctypes" not in made.modules | scaffolded.modules
+
+
+def test_a_command_registered_elsewhere_is_imported_when_it_is_looked_up() -> None:
+    """``inspect`` (cli_inspect), ``push`` and ``pull`` (cli_oci): run, asked for help or listed, each is there."""
+    inspected = pack_probe("inspect", "--help")
+    assert inspected.code == 0, inspected.stderr
+    assert "Usage: rimthan-pack inspect [OPTIONS] RELEASE" in inspected.stdout
+    assert "rimthan_packager.cli_inspect" in inspected.modules
+    assert "rimthan_packager.cli_oci" not in inspected.modules
+    listed = pack_probe("--help")
+    assert listed.code == 0, listed.stderr
+    commands = listed.stdout.split("Commands:")[1].split("Exit status:")[0]
+    names = [line.split()[0] for line in commands.splitlines() if line.strip()]
+    assert names == ["build", "check", "init", "inspect", "keygen", "pull", "push", "sign", "verify"]
+    pulled = pack_probe("pull", "oci://127.0.0.1:1/rimthan/x:1.0.0", "--trust", "/nonexistent", "--out", "/nonexistent")
+    assert pulled.code == 1
+    assert pulled.stderr.startswith("error: ")
+
+
+# Records the text of every regular expression the process compiles or looks up in re's cache.
+_RECORD_PATTERNS = """
+import re
+patterns = report.setdefault("patterns", [])
+compile_pattern = re._compile
+def _recorded(pattern, flags):
+    patterns.append(pattern if isinstance(pattern, str) else repr(pattern))
+    return compile_pattern(pattern, flags)
+re._compile = _recorded
+"""
+
+
+def test_a_build_compiles_no_pattern_only_a_refusal_needs(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    """Where a TOML syntax error is (tomllib's "(at line L, column C)") is read only for that refusal."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    argv = ("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
+    run = pack_probe(*argv, prelude=_RECORD_PATTERNS, env=env)
+    assert run.code == 0, run.stderr
+    compiled = set(run.report["patterns"])
+    assert r"[\x00-\x1f\x7f]" in compiled  # the recording sees the build's own (a path's control characters)
+    assert TOML_ERROR_POSITION not in compiled
+    slip = tmp_path / "slip"
+    shutil.copytree(scaffold, slip)
+    (slip / "catalogue.toml").write_text("oops = = 1\n", encoding="utf-8")
+    refused = pack_probe("build", str(slip), "--key", str(keypair.private_path), "--out", str(tmp_path / "s"), env=env)
+    assert refused.code == 1
+    assert "next: fix the TOML syntax in catalogue.toml at line 1, column 8" in refused.stderr

@@ -130,11 +130,11 @@ def help_examples(name: str, group: click.Command, path: tuple[str, ...] = ()) -
     command = group
     for word in path:
         assert isinstance(command, click.Group)
-        found = command.commands.get(word)
+        found = command.get_command(click.Context(command), word)  # a command another module registers, too
         assert found is not None, (name, path)
         command = found
     if isinstance(command, click.Group):
-        for sub in sorted(command.commands):
+        for sub in command.list_commands(click.Context(command)):
             examples += help_examples(name, group, (*path, sub))
     return examples
 

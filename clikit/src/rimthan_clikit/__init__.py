@@ -16,6 +16,7 @@ situation-specific step. Usage mistakes use the same form with the code
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import sys
@@ -185,7 +186,25 @@ class RimthanGroup(click.Group):
     status is 2, so a script that forgot its command does not pass silently.
     Ctrl-C is no mistake: it says ``interrupted`` and exits 130, as a shell
     reports ``SIGINT``.
+
+    ``commands_elsewhere`` names commands registered on this group by another
+    module (command name -> module): that module is imported only when the
+    command is looked up (run, or listed in the help), so a command that
+    never names it does not pay for its import.
     """
+
+    def __init__(self, *args: Any, commands_elsewhere: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands_elsewhere = dict(commands_elsewhere or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.commands_elsewhere})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        home = self.commands_elsewhere.get(cmd_name)
+        if home is not None and cmd_name not in self.commands:
+            importlib.import_module(home)  # its decorators register the command on this group
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

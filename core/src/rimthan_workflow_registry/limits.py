@@ -246,13 +246,14 @@ def parse_bounded_toml(data: bytes, refuse: TomlRefusal, *, unreadable: str, nam
     return value
 
 
-_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)$")
+# Compiled on first use (re keeps it): only a TOML syntax error needs it, and a build parses none.
+_TOML_AT = r"\(at line (\d+), column (\d+)\)$"
 
 
 def _toml_syntax_next_step(name: str, text: str, error: str) -> str:
     """Where to fix a TOML syntax error: the line and column tomllib reports (at its message's end on Python 3.11),
     or, for one it reports "at end of document", the file's last line (or an opening left unclosed above it)."""
-    found = _TOML_AT.search(error)
+    found = re.search(_TOML_AT, error)
     if found is not None:
         return f"fix the TOML syntax in {name} at line {found[1]}, column {found[2]}"
     last = text.rstrip().count("\n") + 1

@@ -1,12 +1,12 @@
 """``rimthan-pack``: keygen, build, sign, verify and init, and the console-script entry point.
 
 The group and its shared options are :mod:`rimthan_packager.cli_options`'s;
-``inspect`` is :mod:`rimthan_packager.cli_inspect`'s (registered on import,
-below) and ``push``/``pull`` :mod:`rimthan_packager.cli_oci`'s (registered by
-:func:`main`). Every refusal is one line, ``error: <code>: <file>: <message>``,
-followed by one ``next:`` line saying what to do (the one error voice of
-:mod:`rimthan_clikit`); exit status 1 for a refusal, 2 for a usage mistake.
-Bad input never produces a traceback.
+``inspect`` is :mod:`rimthan_packager.cli_inspect`'s and ``push``/``pull``
+:mod:`rimthan_packager.cli_oci`'s, each imported (and registered) by the group
+only when one of its commands is run or listed. Every refusal is one line,
+``error: <code>: <file>: <message>``, followed by one ``next:`` line saying
+what to do (the one error voice of :mod:`rimthan_clikit`); exit status 1
+for a refusal, 2 for a usage mistake. Bad input never produces a traceback.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from rimthan_clikit import emit_json, reports_refusals, warn
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
-from . import cli_inspect  # noqa: F401  (registers inspect)
 from .cli_options import _JSON, _TRUST_HELP, _epilog, _key_option, _trust_option, cli
 from .user_cache import remembered_checks
 
@@ -377,8 +376,6 @@ def init(directory: Path, name: str | None, as_json: bool) -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    from . import cli_oci  # noqa: F401  (registers push and pull; it imports this module)
-
     global _ends_with_the_command
     _ends_with_the_command = True
 

@@ -3,6 +3,8 @@
 Kept apart from the commands so each command module (:mod:`~rimthan_packager.cli`,
 :mod:`~rimthan_packager.cli_inspect`, :mod:`~rimthan_packager.cli_oci`) registers on
 one group without importing another; imports here stay light, as ``--help`` pays for them.
+The group imports ``cli_inspect`` and ``cli_oci`` only when their commands are looked up
+(:data:`COMMANDS_ELSEWHERE`): a build, a keygen or a verify does not import them.
 """
 
 from __future__ import annotations
@@ -24,10 +26,19 @@ def _epilog(*examples: str) -> str:
 _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
 
 
+# The commands other modules register, imported when one of them is run or listed (--help).
+COMMANDS_ELSEWHERE = {
+    "inspect": "rimthan_packager.cli_inspect",
+    "push": "rimthan_packager.cli_oci",
+    "pull": "rimthan_packager.cli_oci",
+}
+
+
 @click.group(
     cls=RimthanGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog=EXIT_STATUS_EPILOG,
+    commands_elsewhere=COMMANDS_ELSEWHERE,
 )
 @click.version_option(package_name="rimthan-packager", prog_name="rimthan-pack")
 def cli() -> None:
