@@ -69,7 +69,8 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 # a table written out); shlex (a next step's shell words), heapq (failures that do not stop a check) and select (a
 # broken pipe), needed only when something fails; rfc8785 (a build writes no value outside the C encoder's
 # subset); the ascii codec (the umask is read from /proc as bytes); and the modules of the commands other than the
-# ones in cli.py (inspect, push and pull), which the group imports only when one of them is run or listed.
+# ones in cli.py (keygen and init, inspect and verify, push and pull), which the group imports only when one of
+# them is run or listed.
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -92,6 +93,7 @@ NOT_ON_THE_BUILD_PATH = (
     "select",
     "rfc8785",
     "encodings.ascii",
+    "rimthan_packager.cli_author",
     "rimthan_packager.cli_inspect",
     "rimthan_packager.cli_oci",
 )
@@ -205,12 +207,17 @@ def test_keygen_and_init_never_load_ctypes(tmp_path: Path) -> None:
 
 
 def test_a_command_registered_elsewhere_is_imported_when_it_is_looked_up() -> None:
-    """``inspect`` (cli_inspect), ``push`` and ``pull`` (cli_oci): run, asked for help or listed, each is there."""
+    """keygen, init (cli_author), inspect, verify (cli_inspect), push, pull (cli_oci): run, asked for help or
+    listed, each is there, and a command imports only its own module."""
     inspected = pack_probe("inspect", "--help")
     assert inspected.code == 0, inspected.stderr
     assert "Usage: rimthan-pack inspect [OPTIONS] RELEASE" in inspected.stdout
     assert "rimthan_packager.cli_inspect" in inspected.modules
-    assert "rimthan_packager.cli_oci" not in inspected.modules
+    assert not inspected.modules & {"rimthan_packager.cli_oci", "rimthan_packager.cli_author"}
+    verified = pack_probe("verify", "/nonexistent/release", "--trust", "/nonexistent")
+    assert verified.code == 1
+    assert verified.stderr.startswith("error: ")
+    assert "rimthan_packager.cli_author" not in verified.modules
     listed = pack_probe("--help")
     assert listed.code == 0, listed.stderr
     commands = listed.stdout.split("Commands:")[1].split("Exit status:")[0]
@@ -248,3 +255,12 @@ def test_a_build_compiles_no_pattern_only_a_refusal_needs(tmp_path: Path, scaffo
     refused = pack_probe("build", str(slip), "--key", str(keypair.private_path), "--out", str(tmp_path / "s"), env=env)
     assert refused.code == 1
     assert "next: fix the TOML syntax in catalogue.toml at line 1, column 8" in refused.stderr
+
+
+def test_a_build_defines_no_other_command(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    """Only the commands of ``cli.py`` (build, check, sign) are made: the others' click options are never built."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    argv = ("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
+    run = pack_probe(*argv, env=env)
+    assert run.code == 0, run.stderr
+    assert run.commands == ["build", "check", "sign"]

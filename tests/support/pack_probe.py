@@ -2,7 +2,8 @@
 
 ``prelude`` runs first, in the same process (to wrap a function, say) and may
 add entries to ``report``; the last line of stderr is that report as JSON,
-with the exit code (``code``) and every module imported (``modules``).
+with the exit code (``code``), every module imported (``modules``) and the
+commands registered on the group (``commands``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-report.update(code=code, modules=sorted(sys.modules))
+from rimthan_packager.cli_options import cli
+report.update(code=code, modules=sorted(sys.modules), commands=sorted(cli.commands))
 print(json.dumps(report), file=sys.stderr)
 """
 
@@ -45,6 +47,11 @@ class PackRun:
     @property
     def modules(self) -> set[str]:
         return set(self.report["modules"])
+
+    @property
+    def commands(self) -> list[str]:
+        """The commands registered on the group by the end (the group imports some modules only on first use)."""
+        return list(self.report["commands"])
 
 
 def pack_probe(*argv: str | Path, prelude: str = "", env: dict[str, str] | None = None) -> PackRun:

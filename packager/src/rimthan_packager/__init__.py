@@ -1,9 +1,10 @@
 """rimthan-pack: validate, build, sign and verify catalogue releases.
 
-The command line: ``cli`` (keygen, build, check, sign, verify, init, and the
-entry point) over ``cli_options`` (the click group and the options its commands
-share), with ``cli_inspect`` (inspect) and ``cli_oci`` (push, pull), which
-the group imports only when their commands are run or listed; ``entry``
+The command line: ``cli`` (build, check, sign, and the entry point) over
+``cli_options`` (the click group and the options its commands share), with
+``cli_author`` (keygen, init), ``cli_inspect`` (inspect, verify) and
+``cli_oci`` (push, pull), which the group imports only when their commands are
+run or listed; ``entry``
 (the console script: Ctrl-C handled before the command line is imported).
 The work: ``build`` (validate, sign, self-verify, atomic publish) with
 ``staging`` (the catalogue copied into the work directory, then flushed),

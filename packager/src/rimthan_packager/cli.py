@@ -1,7 +1,8 @@
-"""``rimthan-pack``: keygen, build, sign, verify and init, and the console-script entry point.
+"""``rimthan-pack``: build, check and sign, and the console-script entry point.
 
 The group and its shared options are :mod:`rimthan_packager.cli_options`'s;
-``inspect`` is :mod:`rimthan_packager.cli_inspect`'s and ``push``/``pull``
+``keygen`` and ``init`` are :mod:`rimthan_packager.cli_author`'s, ``inspect``
+and ``verify`` :mod:`rimthan_packager.cli_inspect`'s and ``push``/``pull``
 :mod:`rimthan_packager.cli_oci`'s, each imported (and registered) by the group
 only when one of its commands is run or listed. Every refusal is one line,
 ``error: <code>: <file>: <message>``, followed by one ``next:`` line saying
@@ -21,9 +22,8 @@ from typing import TYPE_CHECKING
 import click
 from rimthan_clikit import emit_json, reports_refusals, warn
 from rimthan_workflow_registry.errors import FailureCode
-from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
-from .cli_options import _JSON, _TRUST_HELP, _epilog, _key_option, _trust_option, cli
+from .cli_options import _JSON, _epilog, _key_option, _trust_option, cli
 from .user_cache import remembered_checks
 
 __all__ = ["cli", "main"]  # the group (made in cli_options) with every command registered, and the entry point
@@ -33,57 +33,6 @@ __all__ = ["cli", "main"]  # the group (made in cli_options) with every command 
 if TYPE_CHECKING:
     from .build import BuildResult
     from .signing import SigningKey
-
-
-@cli.command(
-    epilog=_epilog(
-        "rimthan-pack keygen --out private-keys/me --trust-dir keys/local",
-        "rimthan-pack keygen --out ~/.config/rimthan/release --json",
-    )
-)
-@click.option(
-    "--out",
-    "prefix",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Path prefix: writes PREFIX.key (private, mode 0600; folders made for it 0700) and PREFIX.pub (public).",
-)
-@click.option(
-    "--trust-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write the public key into this trust directory (as NAME.pub, NAME being PREFIX's) instead of beside "
-    "the private key, which stays out of it.",
-)
-@_JSON
-@reports_refusals
-def keygen(prefix: Path, trust_dir: Path | None, as_json: bool) -> None:
-    """Generate an Ed25519 signing key pair and print its key id.
-
-    PREFIX.key is PEM PKCS#8 with mode 0600; PREFIX.pub is PEM
-    SubjectPublicKeyInfo (what goes into a trust store; with --trust-dir, it
-    is written there). Refuses to overwrite either file, and refuses a .key
-    path that git tracks or would track: keep private keys outside the
-    repository or in a git-ignored folder such as private-keys/, never in a
-    trust directory.
-    """
-    from .keygen import generate_keypair
-
-    if prefix.name in ("", ".", ".."):  # empty: Path("") is "."; PREFIX.key would have no name of its own
-        raise click.BadParameter("needs a file name prefix, such as private-keys/me", param_hint="'--out'")
-    generated = generate_keypair(prefix, trust_dir)
-    if as_json:
-        emit_json(
-            {
-                "ok": True,
-                "key_id": generated.key_id,
-                "private_key": str(generated.private_path),
-                "public_key": str(generated.public_path),
-            }
-        )
-        return
-    click.echo(f"private key  {generated.private_path}  (mode 0600, keep it secret)")
-    click.echo(f"public key   {generated.public_path}")
-    click.echo(f"key id       {generated.key_id}")
 
 
 _ends_with_the_command = False  # set by main(): the console script's process ends when its command does
@@ -290,88 +239,6 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
         return
     click.echo(f"signed {release} with key {key.key_id}")
     click.echo(f"wrote {path}")
-
-
-@cli.command(
-    epilog=_epilog(
-        "rimthan-pack verify releases/research-decision-1.3.0 --trust keys/local",
-        "rimthan-pack verify RELEASE --trust keys/trust.toml --scope rimthan.research --json",
-    )
-)
-@click.argument("release", type=click.Path(path_type=Path))
-@click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
-@click.option(
-    "--profile",
-    default=WORKFLOW_ENGINE_PROFILE,
-    show_default=True,
-    help="Scope profile the release must declare (empty string: any).",
-)
-@click.option("--scope", default=None, help="Scope name the release must declare (default: any).")
-@_JSON
-@reports_refusals
-@remembered_checks()
-def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_json: bool) -> None:
-    """Verify a release exactly as the server does at load.
-
-    Checks, in order: layout (no symlinks, hard links, special files or extra
-    files), the canonical manifest, signatures against the trust store and its
-    threshold, SHA256SUMS, every file's size and SHA-256, scope/profile, and
-    the catalogue rules. Exits 1 naming the file and reason on any failure.
-    """
-    from rimthan_workflow_registry.release import load_trust, verify_release
-
-    trust = load_trust(trust_path)
-    verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
-    signers = [trust.describe(k) for k in verified.signer_key_ids]
-    if as_json:
-        emit_json(
-            {
-                "ok": True,
-                "release": str(release),
-                "release_id": verified.release_id,
-                "manifest_digest": verified.manifest_digest,
-                "signers": list(verified.signer_key_ids),
-                "threshold": trust.threshold,
-            }
-        )
-        return
-    click.echo(f"verified {verified.release_id} {verified.manifest_digest}")
-    click.echo(f"signed by {len(signers)} trusted key(s), threshold {trust.threshold}: {', '.join(signers)}")
-
-
-@cli.command(
-    epilog=_epilog(
-        "rimthan-pack init catalogues/my-flow/0.1.0          # catalogue my-flow, version 0.1.0",
-        "rimthan-pack init drafts/flow-v2 --name my-flow",
-        "rimthan-pack build catalogues/my-flow/0.1.0 --key private-keys/dev.key   # builds as it is",
-    )
-)
-@click.argument("directory", type=click.Path(path_type=Path))
-@click.option(
-    "--name",
-    default=None,
-    help="Catalogue name ([a-z0-9-]). [default: DIRECTORY's name, or its parent's when DIRECTORY is a version "
-    "such as 0.1.0, which then is the catalogue's version; there --name must be the parent's, as build checks]",
-)
-@_JSON
-@reports_refusals
-def init(directory: Path, name: str | None, as_json: bool) -> None:
-    """Scaffold a new catalogue source in DIRECTORY (absent or empty).
-
-    The scaffold is a small, complete example that builds and runs as it is:
-    setup-workspace, one ungated step, one gated terminal step with a JSON
-    output and a reviewer validator, a Claude Code host adapter that tells the
-    model how to use the four tools, and examples/ for the scripted host kit.
-    Edit it, then: rimthan-pack build DIRECTORY --key KEY
-    """
-    from .scaffold import init_catalogue
-
-    written = init_catalogue(directory, name)
-    if as_json:
-        emit_json({"ok": True, "source": str(directory), "files": [str(p) for p in written]})
-        return
-    click.echo(f"created catalogue source {directory} ({len(written)} files)")
-    click.echo(f"next: rimthan-pack build {directory} --key KEY")
 
 
 def main() -> None:

@@ -1,7 +1,9 @@
-"""``rimthan-pack inspect``: a release shown whole - identity, files, signers, workflows and their steps.
+"""``rimthan-pack inspect`` and ``verify``: a release shown whole, and a release verified as the server loads it.
 
-Registered on the ``rimthan-pack`` group when :mod:`rimthan_packager.cli` is
-imported; the verifier is imported only when the command runs.
+``inspect`` shows identity, files, signers, workflows and their steps.
+Registered on the ``rimthan-pack`` group when the group first looks one of
+them up (:data:`~rimthan_packager.cli_options.COMMANDS_ELSEWHERE`): a build
+does not import this module. The verifier is imported only when a command runs.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rimthan_clikit import emit_json, reports_refusals
+from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 
-from .cli_options import _JSON, _epilog, _trust_option, cli
+from .cli_options import _JSON, _TRUST_HELP, _epilog, _trust_option, cli
 from .user_cache import remembered_checks
 
 if TYPE_CHECKING:
@@ -180,3 +183,50 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     click.echo("host adapters")
     for adapter in data["host_adapters"]:
         click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
+
+
+@cli.command(
+    epilog=_epilog(
+        "rimthan-pack verify releases/research-decision-1.3.0 --trust keys/local",
+        "rimthan-pack verify RELEASE --trust keys/trust.toml --scope rimthan.research --json",
+    )
+)
+@click.argument("release", type=click.Path(path_type=Path))
+@click.option("--trust", "trust_path", required=True, type=click.Path(path_type=Path), help=_TRUST_HELP)
+@click.option(
+    "--profile",
+    default=WORKFLOW_ENGINE_PROFILE,
+    show_default=True,
+    help="Scope profile the release must declare (empty string: any).",
+)
+@click.option("--scope", default=None, help="Scope name the release must declare (default: any).")
+@_JSON
+@reports_refusals
+@remembered_checks()
+def verify(release: Path, trust_path: Path, profile: str, scope: str | None, as_json: bool) -> None:
+    """Verify a release exactly as the server does at load.
+
+    Checks, in order: layout (no symlinks, hard links, special files or extra
+    files), the canonical manifest, signatures against the trust store and its
+    threshold, SHA256SUMS, every file's size and SHA-256, scope/profile, and
+    the catalogue rules. Exits 1 naming the file and reason on any failure.
+    """
+    from rimthan_workflow_registry.release import load_trust, verify_release
+
+    trust = load_trust(trust_path)
+    verified = verify_release(release, trust, expected_profile=profile or None, expected_scope=scope)
+    signers = [trust.describe(k) for k in verified.signer_key_ids]
+    if as_json:
+        emit_json(
+            {
+                "ok": True,
+                "release": str(release),
+                "release_id": verified.release_id,
+                "manifest_digest": verified.manifest_digest,
+                "signers": list(verified.signer_key_ids),
+                "threshold": trust.threshold,
+            }
+        )
+        return
+    click.echo(f"verified {verified.release_id} {verified.manifest_digest}")
+    click.echo(f"signed by {len(signers)} trusted key(s), threshold {trust.threshold}: {', '.join(signers)}")

@@ -1,7 +1,8 @@
 """``rimthan-pack push`` and ``pull``: releases to and from an OCI registry.
 
-Registered on the ``rimthan-pack`` group by :func:`rimthan_packager.cli.main`. The
-work is in :mod:`rimthan_packager.oci` (push) and the core's
+Registered on the ``rimthan-pack`` group when the group first looks one of them
+up (:data:`~rimthan_packager.cli_options.COMMANDS_ELSEWHERE`). The work is in
+:mod:`rimthan_packager.oci` (push) and the core's
 :mod:`rimthan_workflow_registry.release.oci` (the pull path the server shares).
 """
 

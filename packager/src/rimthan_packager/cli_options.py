@@ -1,10 +1,11 @@
 """The ``rimthan-pack`` click group and the options and help its commands share.
 
 Kept apart from the commands so each command module (:mod:`~rimthan_packager.cli`,
-:mod:`~rimthan_packager.cli_inspect`, :mod:`~rimthan_packager.cli_oci`) registers on
-one group without importing another; imports here stay light, as ``--help`` pays for them.
-The group imports ``cli_inspect`` and ``cli_oci`` only when their commands are looked up
-(:data:`COMMANDS_ELSEWHERE`): a build, a keygen or a verify does not import them.
+:mod:`~rimthan_packager.cli_author`, :mod:`~rimthan_packager.cli_inspect`,
+:mod:`~rimthan_packager.cli_oci`) registers on one group without importing another;
+imports here stay light, as ``--help`` pays for them. The group imports the modules
+other than ``cli`` only when one of their commands is looked up
+(:data:`COMMANDS_ELSEWHERE`): a build imports none of them.
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ def _epilog(*examples: str) -> str:
 _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TOML trust file with a threshold."
 
 
-# The commands other modules register, imported when one of them is run or listed (--help).
+# The commands other modules than cli register, imported when one of them is run or listed (--help).
 COMMANDS_ELSEWHERE = {
+    "init": "rimthan_packager.cli_author",
     "inspect": "rimthan_packager.cli_inspect",
-    "push": "rimthan_packager.cli_oci",
+    "keygen": "rimthan_packager.cli_author",
     "pull": "rimthan_packager.cli_oci",
+    "push": "rimthan_packager.cli_oci",
+    "verify": "rimthan_packager.cli_inspect",
 }
 
 
