@@ -76,10 +76,11 @@ def test_a_killed_bridge_resumes_from_the_run_log(world: ServerWorld, tmp_path: 
     async def second() -> StandIn:
         async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
             model = stand_in(client, project)
-            idle = await model.call("show_step")
-            assert idle.is_error and "resume_run" in idle.text
-            resumed = await model.call("resume_run")
-            assert "Resumed run" in resumed.text and resumed.data["step"]["id"] == "desk-research", resumed.text
+            # The run is the project's one unfinished run: the new bridge's first move picks it up (before, it
+            # answered "No run is active" and waited for resume_run: test_bridge_other_hosts).
+            resumed = await model.call("show_step")
+            assert "Picked up run" in resumed.text and "Resumed run" in resumed.text, resumed.text
+            assert resumed.data["step"]["id"] == "desk-research", resumed.text
             # The round the killed bridge held is kept, nothing it judged changed: only the validator owed runs
             # (before, it was dropped, and evidence-auditor, which had passed, ran again; test_bridge_resume_round).
             kept = "Verdicts recorded for step desk-research before the run was picked up here are kept"

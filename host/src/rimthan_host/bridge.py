@@ -12,7 +12,7 @@ can elicit; otherwise from the model, after it asked the user, recorded as such.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -47,9 +47,36 @@ from .words import (
     known_runs,
 )
 
+# The moves that act on the active run: in a bridge process that has had none, the project's one unfinished run.
+PICKS_UP = ("show_step", "step_done", "answer_question", "record_verdict", "migrate_run")
+PICKED_UP = (
+    "Picked up run {run} from its log first: this bridge process started after the run's last move (the host or "
+    "the server was started again), and it is the one unfinished run here."
+)
+
 
 class Bridge(StepMoves, MigrationMoves):
     """One project, one verifier connection, at most one active run at a time."""
+
+    async def picked_up(self, tool: str, move: Callable[[], Awaitable[Reply]]) -> Reply:
+        """``move``, after resuming the project's one unfinished run when this process never had a run active.
+
+        A host that starts the bridge again between calls (a new session, a command-line client that starts a
+        server per call) then carries on as the model was told; with two unfinished runs, or the project's runs
+        moved by another bridge, the move says so as before. A move it makes after the pick-up is the model's own:
+        ``step`` and ``field`` still refuse one meant for another step or question."""
+        if tool not in PICKS_UP or self.session is not None or self.had_run:
+            return await move()
+        unfinished = [r for r in run_summaries(self.project_dir) if not r.completed]
+        lone = unfinished[0] if len(unfinished) == 1 and not unfinished[0].damaged else None
+        if lone is None or self.lock.other_owner() is not None:  # (none, or another bridge moves the runs: said)
+            return await move()
+        resumed = await self.resume_run(lone.run_id)
+        if resumed.is_error or self.session is None:
+            return resumed
+        head = PICKED_UP.format(run=lone.run_id)
+        moved = resumed if tool == "show_step" else await move()
+        return Reply(f"{head}\n{moved.text}", moved.data, moved.is_error)
 
     # -- start and resume ------------------------------------------------------------------
 
@@ -176,6 +203,12 @@ def _kept_round(session: HostSession, saved: tuple[str, dict[str, Any]] | None) 
 def round_kept(step: object, prepared: Prepared) -> str:
     """A resumed step whose round was kept: which verdicts stand, and that only the validators waiting run."""
     said = ", ".join(f"{key.split('@')[0]} {outcome}" for key, (outcome, _) in prepared.verdicts.items())
+    if not said:
+        return (
+            f"The validation round of step {step} opened before the run was picked up here is kept: nothing it "
+            "judges changed (the step's files, the validators' instructions and subagent files). Run the validators "
+            "it names; the last verdict submits the step."
+        )
     return (
         f"Verdicts recorded for step {step} before the run was picked up here are kept ({said}): nothing they "
         "judged changed (the step's files, the validators' instructions and subagent files). Run only the "

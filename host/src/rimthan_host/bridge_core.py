@@ -69,6 +69,7 @@ class BridgeCore:
         self.host = host or HostProfile()
         self.clock = clock
         self._session: HostSession | None = None
+        self.had_run = False  # whether a run was ever active in this process (a fresh one picks its run up)
         self.elicits = False  # whether the client of the current call can ask the person directly
         self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
         self.refused_files = RefusedFiles()  # the bytes of the files the last check refused
@@ -85,6 +86,7 @@ class BridgeCore:
         if self._session is not None and self._session is not session:
             self._session.close()
         self._session = session
+        self.had_run = self.had_run or session is not None
 
     @contextmanager
     def _candidate(self, run_id: str) -> Iterator[HostSession]:

@@ -132,7 +132,7 @@ async def _move(
     try:
         if link is not None:
             await link.rescan_if_asked()  # (after a pinned release was missing: the user may have put it back)
-        answer = await _answer(bridge, tool, lambda: handler(asker), link)
+        answer = await _answer(bridge, tool, lambda: bridge.picked_up(tool, lambda: handler(asker)), link)
     except VerifierLost as exc:  # once per call: restart the child and resume, or say how to retry
         if link is None:  # only a link raises it
             raise

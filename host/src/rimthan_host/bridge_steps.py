@@ -135,6 +135,7 @@ class StepMoves(BridgeCore):
             return self._subagents_refused(session, exc)
         assert session.prepared is not None
         session.prepared.marks = subagent_marks(session.files, session.release_digest, subagents)  # (as named)
+        session.save()  # (the round kept with its checkpoint's state, no verdict yet: a restarted bridge takes it back)
         lines += [r.line("this run's release") for r in restored]
         return validators_waiting(session, lines)
 

@@ -33,9 +33,11 @@ ROUND_KEY = "validation_round"  # in a saved state: the round prepared at its ch
 
 
 def round_json(prepared: Prepared | None, step_id: str) -> dict[str, Any]:
-    """The saved state's entry for a round with verdicts (``{ROUND_KEY: ...}``); nothing for none, or one past
-    :data:`~rimthan_host.run_state.MAX_ROUND_BYTES` (a resume then drops it)."""
-    if prepared is None or not prepared.verdicts:
+    """The saved state's entry for a prepared round, verdicts or none yet (``{ROUND_KEY: ...}``); nothing for no
+    round, or one past :data:`~rimthan_host.run_state.MAX_ROUND_BYTES` (a resume then drops it). A round with no
+    verdict yet is kept too: a bridge started again between step_done and the first verdict (a client starting a
+    server per call) would otherwise drop every round it is handed, and its run could never pass a gate."""
+    if prepared is None:
         return {}
     entry = {
         "step": step_id,
@@ -88,7 +90,7 @@ def _judged(entry: Mapping[str, Any], step: Mapping[str, Any]) -> tuple[list[dic
     }
     taken = [o in ("pass", "fail") and findings_problem(o, f, []) is None for o, f in verdicts.values()]
     keys = {validator_key(s) for s in validators}
-    return (validators, verdicts) if verdicts and set(verdicts) <= keys and all(taken) else None
+    return (validators, verdicts) if set(verdicts) <= keys and all(taken) else None
 
 
 def _digests(artifacts: Sequence[WrittenFile]) -> dict[str, dict[str, str]]:

@@ -479,8 +479,8 @@ class HostSession(ResumeFromLog):
         """Save the resume state for ``token`` (default the last logged checkpoint) next to the log.
 
         Nothing for a run the verifier never started. The state of the log's
-        last line is kept alongside until ``token`` is logged too. A round with
-        verdicts is kept with it (:mod:`rimthan_host.kept_round`).
+        last line is kept alongside until ``token`` is logged too. A prepared
+        round is kept with it (:mod:`rimthan_host.kept_round`).
         """
         kept = round_json(self.prepared, str(self.step.get("id")))
         self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence, self.migration_offer,
