@@ -19,7 +19,9 @@
    initialize (negotiated version), tools/list with ``--strict`` (the four
    tools, no schema-portability finding), resources/list and resources/read of
    every contract, prompts/list, and tools/call of rimthan.start_workflow with
-   the example confirmed state (``active`` at ``setup-workspace``).
+   the example confirmed state (``active`` at ``setup-workspace``); then, in
+   both eras, one whole run through the bridge, ``rimthan-host serve``, a
+   process per call (interop/inspector_bridge.py), audited as completed.
 5. The real Claude Code CLI (interop/claude_code.py): the plugin marketplace
    in host/claude-plugin added and its plugin installed, and the documented
    ``claude mcp add`` line; ``claude mcp list`` shows the rimthan-host bridge
@@ -59,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from claude_code import run_claude_code
+from inspector_bridge import run_inspector_bridge
 from rimthan_host.harness import HostProfile
 from rimthan_workflow_mcp.contract_schemas import CONTRACTS
 from rimthan_workflow_registry.canonical import digest_value
@@ -513,6 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with http_server(world) as url:
                 print(f"\nrimthan-mcp serving {world.release.name} at {url} (stateless)", flush=True)
                 run_inspector(world, url, report)
+            for era in ERAS:
+                print(f"\n== MCP Inspector CLI, --protocol-era {era}: a run through rimthan-host serve", flush=True)
+                command = [str(NODE22), str(INSPECTOR), "--cli", "--protocol-era", era]
+                scripts = (world.release, world.trust, world.bin_dir)
+                run_inspector_bridge(command, node_env(world.work / "home"), world.work / f"bridge-{era}", scripts,
+                                     report.check)  # fmt: skip
         if not options.skip_claude_code:
             print("\nClaude Code CLI: the rimthan plugin and the documented mcp add line", flush=True)
             run_claude_code(MODULES, REPO, work, world.release, world.trust, world.bin_dir, report.check)
