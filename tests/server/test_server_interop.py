@@ -165,6 +165,7 @@ def test_nullable_result_parts_take_null_or_exactly_their_schema() -> None:
     assert parts["migration"] == {"anyOf": [{"type": "null"}, uses(documents["migration-preview"])]}
     validator = validator_for(schema)(schema, registry=Registry())
     envelope: dict[str, Any] = {name: None for name in properties} | {
+        "release": {"id": "r@1.0.0", "manifest_digest": "sha256:" + "0" * 64},  # never null: names the release
         "status": "active",
         "failures": [],
         "findings": [],
