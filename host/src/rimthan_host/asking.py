@@ -11,7 +11,9 @@ that is no answer to the question (the wrong shape, another action, content
 the requested schema refuses, an error) is :class:`ReplyUnreadable`: the
 question ends, and nothing is recorded or sent. A client
 without elicitation gets no questions: the bridge then asks the model to ask
-the user, and records the confirmation as relayed by the model.
+the user, and records the confirmation as relayed by the model; a bridge that
+requires elicitation (``rimthan-host serve --require-elicitation``) refuses
+such a move instead (:func:`cannot_ask`), nothing recorded or sent.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from mcp import types
 from mcp.server.context import ServerRequestContext
@@ -99,6 +101,45 @@ class ReplyUnreadable(Exception):
             f"next: call {tool} again to ask the user again; if the same happens, tell the user their client "
             "answers the question with a malformed reply."
         )
+
+
+@dataclass(frozen=True)
+class CannotAsk:
+    """A move that would record the user's confirmation of ``what``, refused: the bridge requires elicitation and
+    the client of the call declared none, so only the model's word could stand for the user's."""
+
+    tool: str
+    what: str
+    code: ClassVar[FailureCode] = FailureCode.CONFIRMATION_REQUIRED
+
+    def words(self) -> str:
+        """The refusal for the model: one line with the code, then what to do."""
+        return (
+            f"{self.code.value}: this bridge requires the user's own confirmation (--require-elicitation) and the "
+            f"client did not declare elicitation, so it cannot ask the user to confirm {self.what}; nothing was "
+            "recorded or sent to the verifier, and the run is where it was.\n"
+            f"next: tell the user; {self.tool} needs a client that declares elicitation (Claude Code does), or "
+            "rimthan-host serve started without --require-elicitation (the model then relays the user's word)."
+        )
+
+
+def cannot_ask(tool: str, arguments: Mapping[str, Any]) -> CannotAsk | None:
+    """The refusal of a call (``tool`` with its checked ``arguments``) that would record a user's confirmation, for
+    a client that cannot elicit; None for a call that records none (a migration's preview, a question shown again)."""
+    facts = arguments.get("facts") or {}
+    named = f"the facts ({', '.join(quoted(field, 80) for field in facts)})" if facts else ""
+    if tool in ("start_run", "step_done"):
+        what = named
+    elif tool == "answer_question":
+        field = arguments.get("field")
+        about = f" about {quoted(field, 80)}" if isinstance(field, str) else ""
+        what = f"their answer to the question{about}" if arguments.get("answer") is not None else ""
+    elif tool == "migrate_run":
+        migration = "the migration" if arguments.get("confirm") is True else ""
+        what = " and ".join(part for part in (migration, named) if part)
+    else:
+        what = ""
+    return CannotAsk(tool, what) if what else None
 
 
 def _never_came(error: types.ErrorData) -> bool:

@@ -35,7 +35,7 @@ from rimthan_workflow_mcp.stdio_serve import serve_wire
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
-from .asking import Asker, InputNeeded, ReplyUnreadable
+from .asking import Asker, InputNeeded, ReplyUnreadable, cannot_ask
 from .bridge import Bridge, Reply
 from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost, VerifierNotUp
 from .own_folder import unwritten_notes
@@ -76,8 +76,13 @@ def _handlers(bridge: Bridge) -> dict[str, Callable[[Asker, dict[str, Any]], Awa
     }
 
 
-def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Server[Any]:
+def create_bridge_server(
+    bridge: Bridge, link: VerifierLink | None = None, *, require_elicitation: bool = False
+) -> Server[Any]:
     """The low-level MCP server over ``bridge`` (``link``: the verifier connection it may restart).
+
+    With ``require_elicitation`` a call that would record a user's confirmation from a client that cannot ask the
+    user (no elicitation declared) is refused before anything is sent (:func:`~rimthan_host.asking.cannot_ask`).
 
     Tool calls are handled one at a time: a client may send several at once (Claude Code does), and two moves
     of one run at once both went from the same checkpoint, forking its log; the second now sees where the
@@ -102,8 +107,13 @@ def create_bridge_server(bridge: Bridge, link: VerifierLink | None = None) -> Se
         problem = argument_problem(params.name, arguments)
         if problem is not None:
             return _result(Reply(problem, {"status": "bad_arguments"}, is_error=True))
+        asker = Asker(ctx, params)
+        cannot = cannot_ask(params.name, arguments) if require_elicitation and not asker.available else None
+        if cannot is not None:
+            data = {"status": "elicitation_required", "failures": [cannot.code.value]}
+            return _result(Reply(cannot.words(), data, is_error=True))
         async with one_at_a_time:
-            answer = await _move(bridge, link, params.name, lambda a: handler(a, arguments), Asker(ctx, params))
+            answer = await _move(bridge, link, params.name, lambda a: handler(a, arguments), asker)
         return answer if isinstance(answer, types.InputRequiredResult) else _result(answer)
 
     server: Server[Any] = Server(
@@ -299,20 +309,24 @@ class BridgeStopped:
     down: VerifierDown | None
 
 
-async def serve_bridge(project: Path, target: str | StdioServerParameters, host: HostProfile) -> BridgeStopped:
+async def serve_bridge(
+    project: Path, target: str | StdioServerParameters, host: HostProfile, *, require_elicitation: bool = False
+) -> BridgeStopped:
     """Serve the model at once; the verifier connects alongside, and tool calls wait until it is up.
 
     Served on the verifier's stdio wire (``rimthan_workflow_mcp.stdio_serve``): SIGTERM is answered as the
     end of input, even with a terminal as stdin or stdout; every request read is answered. Once serving
     ends, whether the verifier is up (else why not: the command exits non-zero); once stopped, a verifier
     that does not answer within ``STOP_GRACE_SECONDS`` is not up, and is stopped (killed if it must be).
+    ``require_elicitation``: as :func:`create_bridge_server` takes it (``--require-elicitation``).
     """
     with ExitStack() as ending:
         async with anyio.create_task_group() as tasks:
             link = VerifierLink(target, tasks)
             args = None if isinstance(target, str) else target.args[1:]  # (after "serve")
             bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args)
-            stopped = await serve_wire(create_bridge_server(bridge, link), BridgeLines)
+            server = create_bridge_server(bridge, link, require_elicitation=require_elicitation)
+            stopped = await serve_wire(server, BridgeLines)
             sigterms = ending.enter_context(_sigterms())  # held until the child is stopped: tasks' end
             down = await _settled(link, stopped, sigterms)
             tasks.cancel_scope.cancel()

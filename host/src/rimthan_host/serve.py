@@ -13,6 +13,7 @@ then ``next: ...``; exit status 1 for a failure, 2 for a usage mistake).
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +120,13 @@ def _http_url(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     help="A running verifier's Streamable HTTP URL (default: start rimthan-mcp serve).",
 )
 @click.option("--harness", type=click.Choice(["claude-code", "opencode"]), default="claude-code", show_default=True)
-def serve(project: Path, verifier_url: str | None, harness: str, **words: Any) -> None:
+@click.option(
+    "--require-elicitation",
+    is_flag=True,
+    help="Refuse every move that would record a user's confirmation (facts, an answer, a migration) when the client "
+    "cannot ask the user itself (declares no elicitation), rather than take the model's word for it.",
+)
+def serve(project: Path, verifier_url: str | None, harness: str, require_elicitation: bool, **words: Any) -> None:
     """Serve the bridge over stdio; VERIFIER_ARGS (after `--`) go to the child `rimthan-mcp serve`."""
     import anyio
 
@@ -136,7 +143,7 @@ def serve(project: Path, verifier_url: str | None, harness: str, **words: Any) -
     target = guard(lambda: verifier_target(verifier_url, verifier_args, project), on_io_error=_NO_VERIFIER_NEXT)
     host = HostProfile(harness=harness, adapter_id=harness)
     try:
-        ended = anyio.run(serve_bridge, project, target, host)
+        ended = anyio.run(partial(serve_bridge, require_elicitation=require_elicitation), project, target, host)
     except Exception as exc:  # the SDK reports failures inside task groups as exception groups
         first: BaseException = exc
         while isinstance(first, BaseExceptionGroup) and first.exceptions:
