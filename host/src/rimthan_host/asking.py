@@ -14,6 +14,11 @@ without elicitation gets no questions: the bridge then asks the model to ask
 the user, and records the confirmation as relayed by the model; a bridge that
 requires elicitation (``rimthan-host serve --require-elicitation``) refuses
 such a move instead (:func:`cannot_ask`), nothing recorded or sent.
+
+A form's ``default`` is sent as the negotiated era allows: the 2025-06-18
+schema gives only the boolean primitive a ``default`` (string, number and enum
+defaults came with 2025-11-25), so a 2025-06-18 client gets the form without
+them (the message still says what the model passed).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, ClassVar
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS, is_version_at_least
 from pydantic import ValidationError
 from rimthan_workflow_mcp.stdio_drain import INPUT_ENDED
 from rimthan_workflow_registry.errors import FailureCode, quoted
@@ -36,6 +41,7 @@ _NEVER_CAME = frozenset({INPUT_ENDED.message, "Connection closed"})
 
 ACTIONS = ("accept", "decline", "cancel")
 VALUE = "value"  # the content key of a fact's own form
+SCALAR_DEFAULTS_SINCE = "2025-11-25"  # the era giving string, number and enum primitives a default (before: boolean)
 
 
 @dataclass(frozen=True)
@@ -49,12 +55,14 @@ class Ask:
     default: str | None = None
     form: Mapping[str, Any] | None = None
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self, scalar_defaults: bool = True) -> dict[str, Any]:
+        """The requested schema; without a ``default`` on a non-boolean primitive unless ``scalar_defaults``."""
         if self.form is not None:
-            return {"type": "object", "properties": {VALUE: dict(self.form)}, "required": [VALUE]}
+            own = {k: v for k, v in self.form.items() if scalar_defaults or k != "default" or _boolean(self.form)}
+            return {"type": "object", "properties": {VALUE: own}, "required": [VALUE]}
         if self.choices:
             prop: dict[str, Any] = {"type": "string", "title": "Answer", "enum": list(self.choices)}
-            if self.default in self.choices:
+            if scalar_defaults and self.default in self.choices:
                 prop["default"] = self.default
             return {"type": "object", "properties": {"answer": prop}, "required": ["answer"]}
         return {
@@ -62,6 +70,10 @@ class Ask:
             "properties": {"confirm": {"type": "boolean", "title": "Confirm", "description": "Yes, this is right"}},
             "required": ["confirm"],
         }
+
+
+def _boolean(form: Mapping[str, Any]) -> bool:
+    return form.get("type") == "boolean"
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,11 @@ class Asker:
         return capabilities is not None and capabilities.elicitation is not None
 
     @property
+    def scalar_defaults(self) -> bool:
+        """Whether the negotiated era lets a form's string, number and enum primitives carry a ``default``."""
+        return self.ctx is not None and is_version_at_least(str(self.ctx.protocol_version), SCALAR_DEFAULTS_SINCE)
+
+    @property
     def modern(self) -> bool:
         return self.ctx is not None and self.ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
@@ -199,7 +216,7 @@ class Asker:
         for one in asks:
             try:
                 result = await self.ctx.session.elicit_form(
-                    one.message, one.schema(), related_request_id=self.ctx.request_id
+                    one.message, one.schema(self.scalar_defaults), related_request_id=self.ctx.request_id
                 )
             except MCPError as exc:  # the client answered with an error, a reply no parser reads, or is gone
                 if _never_came(exc.error):
