@@ -74,6 +74,7 @@ def test_a_resumed_run_keeps_the_offer_it_saw_and_asks_the_verifier_once(tmp_pat
         assert reply.structured_content["status"] == "preview", reply.content
         assert reply.structured_content["to_release"] == NEWER, reply.content
     assert _text(first) == _text(second)
+    # each resume first asks whether the verifier takes the run's last checkpoint (test_bridge_other_keys); then
     # the first bridge knew no offer of 1.3.0: a probe, then the preview; the second kept the offer the run saw
-    assert [r["tool"] for r in _served(tmp_path / "first.log")] == [CONTINUE, CONTINUE]
-    assert [r["tool"] for r in _served(tmp_path / "second.log")] == [CONTINUE]
+    assert [r["tool"] for r in _served(tmp_path / "first.log")] == [CONTINUE, CONTINUE, CONTINUE]
+    assert [r["tool"] for r in _served(tmp_path / "second.log")] == [CONTINUE, CONTINUE]

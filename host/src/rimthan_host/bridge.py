@@ -41,6 +41,7 @@ from .results import RunResult
 from .runlog import new_run_id, run_summaries
 from .session import HostSession
 from .session_record import Prepared
+from .session_resume import CheckpointNotHeld
 from .step_replies import Reply, failure_codes, missing_fields
 from .words import (
     failure_words,
@@ -147,6 +148,8 @@ class Bridge(StepMoves, MigrationMoves):
                 result = await session.resume()  # (RunBusy, a HarnessError, if another session moves the run)
             except PositionUnknown as unknown:  # nothing was sent: the run stays where its log ends
                 return position_unknown_reply(unknown)
+            except CheckpointNotHeld as other_keys:  # nothing made current: the active run, if any, stays
+                return not_held_reply(other_keys)
             except (HarnessError, ToolRefused, VerifierLost):
                 raise  # said in words by the server, the active run untouched (a lost verifier is reconnect's)
             except Exception as exc:
@@ -252,6 +255,21 @@ def position_unknown_reply(unknown: PositionUnknown) -> Reply:
     code = FailureCode.RUN_POSITION_UNKNOWN.value
     data = {"run": run, "status": "resume_refused", "code": code, "step": {"id": step}}
     return Reply(text, data, is_error=True)
+
+
+def not_held_reply(refused: CheckpointNotHeld) -> Reply:
+    """A resume refused because the verifier does not take the run's last checkpoint (other checkpoint keys)."""
+    run = refused.run
+    text = (
+        f"Run {run} was not resumed ({refused.code}): the verifier this bridge started refuses the run's last "
+        f"checkpoint ({refused.said}), so no move of the run could go on; it holds other checkpoint keys than the "
+        "run was made with (its state directory differs: another --state-dir, RIMTHAN_STATE_DIR or HOME). Nothing "
+        "was sent or recorded, and the run stays where its log ends.\n"
+        f"next: tell the user to start the bridge again with the state directory run {run} was made with (the same "
+        f"--state-dir, RIMTHAN_STATE_DIR or HOME), then call resume_run {run}; or call start_run with new_run true "
+        "to start a new run."
+    )
+    return Reply(text, {"run": run, "status": "resume_refused", "code": refused.code}, is_error=True)
 
 
 __all__ = ["Bridge", "BridgeCore", "Reply", "ResumeFailed", "ToolRefused"]

@@ -4,6 +4,14 @@
 half (``resume``); the session's calls, position and saving stay in
 :mod:`rimthan_host.session`, what a resume reads in :mod:`rimthan_host.runlog`
 and :mod:`rimthan_host.session_record`.
+
+Before anything of the run is made current, the verifier is asked whether it
+takes the log's last checkpoint (a ``continue_workflow`` whose answer is not
+used: the verifier keeps nothing per run and a token is not spent by use). A
+verifier started with other checkpoint keys (another state directory: another
+``--state-dir``, ``RIMTHAN_STATE_DIR`` or ``HOME``) refuses every move of the
+run; the resume is then :class:`CheckpointNotHeld`, never a resume that
+cannot go on.
 """
 
 from __future__ import annotations
@@ -11,15 +19,30 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from rimthan_workflow_registry.errors import FailureCode
+
 from .confirmations import ConfirmedStateBook
 from .file_digests import Evidence, evidence_from_json
 from .positions import PositionUnknown, asks_the_verifier
-from .protocol import CONTINUE, HarnessError
+from .protocol import CONTINUE, HarnessError, NotAProtocolResult, ToolCaller, ToolRefused, VerifierLost
 from .results import RunResult
 from .run_lock import RunLock
 from .run_state import OFFER_KEY
 from .runlog import RunLog
 from .session_record import RunRecord, offered
+
+# The refusals of a checkpoint the verifier cannot take: no move of the run can go on from it.
+TOKEN_REFUSALS = frozenset({FailureCode.CHECKPOINT_KEY_UNKNOWN.value, FailureCode.CHECKPOINT_INVALID.value})
+
+
+class CheckpointNotHeld(HarnessError):
+    """The verifier refuses the log's last checkpoint of ``run`` (``refusal``): the run was not resumed."""
+
+    def __init__(self, run: str, refusal: ToolRefused) -> None:
+        super().__init__(f"the verifier refuses run {run}'s last checkpoint: {refusal}")
+        self.run = run
+        self.code = refusal.code
+        self.said = str(refusal.error.get("message") or "")
 
 
 class _Session(Protocol):
@@ -43,6 +66,8 @@ class _Session(Protocol):
     def save(self) -> None: ...
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+    call_tool: ToolCaller
 
     def _place(self, result: dict[str, Any]) -> None: ...
 
@@ -80,15 +105,37 @@ async def _resume(session: _Session, run_log: RunLog) -> dict[str, Any]:
     session.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
     position = saved.get("position") or run_log.side_position(token, saved)
     if position is not None:
+        await _taken(session, run_log.run_id, token)
         return _restore(session, {**position, "checkpoint": token}, saved)
     if not asks_the_verifier(saved):
         raise PositionUnknown(run_log.run_id, saved.get("step"))
     session._place({"checkpoint": token})
-    result = await session.call(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
+    try:  # (the verifier asked for the step: its answer says whether it takes the checkpoint)
+        result = await session.call(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
+    except ToolRefused as refusal:
+        raise _not_held(run_log.run_id, refusal) from None
     if session.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
         session.existed_before = dict(saved.get("existed_before") or {})
         session.save()
     return result
+
+
+async def _taken(session: _Session, run: str, token: str) -> None:
+    """Ask the verifier whether it takes ``token``; its answer is not used (nothing saved, logged or placed), nor
+    any other failure (a verifier that is not up or lost, another refusal): the move that meets it says it, as
+    before, and a step shown from its saved result is shown without the verifier."""
+    try:
+        await session.call_tool(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
+    except ToolRefused as refusal:
+        if refusal.code in TOKEN_REFUSALS:
+            raise CheckpointNotHeld(run, refusal) from None
+    except (HarnessError, VerifierLost, NotAProtocolResult):
+        pass
+
+
+def _not_held(run: str, refusal: ToolRefused) -> Exception:
+    """A refusal of the run's checkpoint as :class:`CheckpointNotHeld`; another refusal as it is."""
+    return CheckpointNotHeld(run, refusal) if refusal.code in TOKEN_REFUSALS else refusal
 
 
 def _restore(session: _Session, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
