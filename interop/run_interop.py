@@ -36,6 +36,11 @@
    ``--migrate-to-newest``: a releases directory holding only 1.2.0, the run
    started there, 1.3.0 published into the directory and the server refreshed
    (SIGHUP) at the first question, the run migrated to it and completed.
+7. A harness in TypeScript on the official MCP TypeScript SDK
+   (interop/ts_sdk_harness.py, interop/ts-sdk-harness/harness.mts): the test
+   vectors with the npm ``canonicalize`` library, then a run over stdio and one
+   over stateless Streamable HTTP, each with a refused call, a refused output,
+   a failed validation repaired and a migration.
 
 Prints one line per check and a summary; exits 1 if anything was unexpected,
 2 if the tools could not be installed or started.
@@ -65,6 +70,7 @@ from inspector_bridge import run_inspector_bridge
 from rimthan_host.harness import HostProfile
 from rimthan_workflow_mcp.contract_schemas import CONTRACTS
 from rimthan_workflow_registry.canonical import digest_value
+from ts_sdk_harness import run_ts_sdk_harness
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -450,11 +456,7 @@ def run_inspector(world: World, url: str, report: Report) -> None:
 
 def run_node_harness(world: World, report: Report) -> None:
     """Step 6: the Node harness (vectors, tools/list descriptions, a whole run, two migrated runs) over stdio."""
-    target = world.work / "target"
-    build = [world.tool("rimthan-pack"), "build", str(CATALOGUE.with_name("1.3.0"))]
-    built = run([*build, "--key", str(world.work / "keys" / "interop.key"), "--out", str(target)])
-    if built.returncode != 0:
-        raise SetupError(f"rimthan-pack build of 1.3.0 failed: {built.stderr.strip() or built.stdout.strip()}")
+    target = migration_target(world).parent
     runs = (
         ("node", ["--releases-dir", str(world.release.parent)], "a completed run", "ok: completed"),
         (
@@ -486,6 +488,17 @@ def run_node_harness(world: World, report: Report) -> None:
         )
 
 
+def migration_target(world: World) -> Path:
+    """research-decision 1.3.0 built and signed with the interop key (once), the runs' migration target."""
+    target = world.work / "target"
+    if not target.exists():
+        build = [world.tool("rimthan-pack"), "build", str(CATALOGUE.with_name("1.3.0"))]
+        built = run([*build, "--key", str(world.work / "keys" / "interop.key"), "--out", str(target)])
+        if built.returncode != 0:
+            raise SetupError(f"rimthan-pack build of 1.3.0 failed: {built.stderr.strip() or built.stdout.strip()}")
+    return target / "research-decision-1.3.0"
+
+
 def _only_the_release(world: World) -> Path:
     """A releases directory of its own holding a copy of the 1.2.0 release (the harness publishes 1.3.0 into it)."""
     releases = world.work / "newest-releases"
@@ -500,6 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-inspector", action="store_true", help="skip the MCP Inspector checks")
     parser.add_argument("--skip-claude-code", action="store_true", help="skip the Claude Code CLI checks")
     parser.add_argument("--skip-node-harness", action="store_true", help="skip the Node harness run")
+    parser.add_argument("--skip-ts-harness", action="store_true", help="skip the TypeScript SDK harness runs")
     options = parser.parse_args(argv)
     report = Report()
     work = Path(tempfile.mkdtemp(prefix="rimthan-interop-"))
@@ -528,6 +542,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not options.skip_node_harness:
             print("\nA harness in Node from the docs alone", flush=True)
             run_node_harness(world, report)
+        if not options.skip_ts_harness:
+            print("\nA harness in TypeScript on the official MCP SDK, over stdio and Streamable HTTP", flush=True)
+            releases = (world.release, migration_target(world))
+            run_ts_sdk_harness(NODE22, world.tool("rimthan-mcp"), releases, world.trust, world.work, report.check)
     except (SetupError, subprocess.TimeoutExpired, OSError) as exc:
         print(f"interop: error: {exc} - fix the setup problem named here and rerun `make interop`", file=sys.stderr)
         return 2
