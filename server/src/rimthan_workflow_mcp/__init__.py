@@ -16,6 +16,7 @@ The wire:
 ``eras``              a client offering a batch-era protocol revision answered with one that has no batches
 ``http_shape``        HTTP: a body that is no single JSON-RPC message gets a readable ``Invalid Request``
 ``http_bounds``       HTTP: deadlines for a request's head and body, and a bound on the requests in flight
+``http_cors``         HTTP: CORS (a preflight, the headers a browser needs) for the origins the protection accepts
 ``request_envelope``  bounds on what a ``tools/call`` carries besides its arguments (its id, its ``_meta``)
 ``call_placement``    HTTP: a small, bounded call run on the event loop, any other in a worker thread
 ``call_reply``        a ``tools/call`` reply handed to the SDK as the dict its model dumps to (one dump fewer)

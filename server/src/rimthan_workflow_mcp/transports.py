@@ -8,7 +8,8 @@ in flight finish on the release they were routed to.
 HTTP is stateless (no ``Mcp-Session-Id``; any replica with the same releases
 and checkpoint keys can serve any call) and keeps the SDK's DNS-rebinding /
 Origin protection on, allowing loopback, the bound address and the hosts the
-operator names with ``--allowed-host``. A request body is bounded by
+operator names with ``--allowed-host`` (a page at such an origin may read
+the answers in a browser: ``http_cors``). A request body is bounded by
 ``limits.MAX_REQUEST_BODY_BYTES`` (what the largest legitimate tool call takes;
 the SDK answers a larger one with HTTP 413 before reading past the bound,
 which ``http_bounds`` makes a JSON-RPC error a client can read), and so is one
@@ -46,6 +47,7 @@ from rimthan_workflow_registry.release import Stopped
 
 from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
+from .http_cors import CrossOrigin
 from .list_changed import ListingWatch
 from .logs import get_logger
 from .port_claims import claim
@@ -336,9 +338,10 @@ async def serve_http(
         max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
     )
     health = Health(provider, security, stale_after)
+    methods = ("POST", "GET", "DELETE") if sessions else ("POST",)  # what a stateless server answers: POST
     health.watch()  # each change of the answer logged as it happens, probed or not
     config = uvicorn.Config(
-        BoundedRequests(starlette_app, stateless=not sessions, health=health),
+        CrossOrigin(BoundedRequests(starlette_app, stateless=not sessions, health=health), security, methods),
         http=HeadDeadlineProtocol,
         log_config=None,
         log_level=log_level,
