@@ -64,7 +64,7 @@ from .source import SourceFiles, read_source
 from .staging import Copied, copy_catalogue, make_durable
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class BuildResult:
     """Where the release landed and its identity."""
 
@@ -97,7 +97,7 @@ def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
 _EPOCH_DIGITS = len(str(MAX_JSON_SAFE_INTEGER))  # a longer value is refused before int() reads it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class CheckedSource:
     """A catalogue source that passed every check a build makes before it writes anything."""
 

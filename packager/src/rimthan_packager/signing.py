@@ -25,7 +25,7 @@ PRIVATE_KEY_SUFFIX = ".key"
 PUBLIC_KEY_SUFFIX = ".pub"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class SigningKey:
     """A loaded private key, its public half and key id, where it came from, and who else can read that file."""
 

@@ -55,7 +55,7 @@ def _refuse(code: FailureCode, message: str, where: Path | str, next_step: str |
     return CatalogueError(code, message, path=str(where), next_step=next_step)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class SourceFiles:
     """A catalogue source on disk: its file paths and sizes, read on demand.
 

@@ -30,7 +30,7 @@ _FILE_MODE = 0o644
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class Copied:
     """The catalogue as copied: manifest entries (sorted by path), where they went, the directories made."""
 

@@ -35,7 +35,7 @@ def _refuse(code: FailureCode, message: str, where: Path | str) -> ReleaseVerifi
     return ReleaseVerificationError(code, message, path=str(where))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class ReleaseTree:
     """What is on disk, by POSIX path.
 

@@ -72,7 +72,7 @@ class Schemas(Protocol):
     def validators(self) -> Mapping[str, CatalogueSchema]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
 class WorkflowExamples:
     """The example files of one workflow: its folder and, of the names it could hold, those the source has."""
 
