@@ -122,7 +122,8 @@ dataclasses._process_class = _recorded
 """
 
 
-# Made only by keygen or inspect, or only for a refusal or a warning a passing build with a 0600 key never gives.
+# Made only by keygen or inspect, or only for a refusal or a warning a passing build with a 0600 key never gives
+# (Unpullable: a release past a bound an OCI pull takes).
 NOT_MADE_BY_A_BUILD = {
     "GeneratedKey",
     "ReleaseInspection",
@@ -130,6 +131,7 @@ NOT_MADE_BY_A_BUILD = {
     "KeyFileKind",
     "StrayExample",
     "UnreferencedSchema",
+    "Unpullable",
 }
 
 

@@ -102,3 +102,16 @@ def test_check_says_a_source_of_more_files_than_a_pull_takes(tmp_path: Path) -> 
 def test_a_source_within_every_pull_bound_builds_without_a_warning(tmp_path: Path, keypair: KeyPair) -> None:
     built = pack("build", packaged_source("1.3.0"), "--key", keypair.private_path, "--out", tmp_path / "releases")
     assert built.returncode == 0 and "warning:" not in built.stderr, built.stderr
+
+
+def test_each_bound_past_is_one_unpullable_of_the_public_type_and_none_within() -> None:
+    """The type lives in a module of its own, imported only for a release past a bound; the public name is it."""
+    from rimthan_workflow_registry.release import Unpullable, unpullable
+
+    assert unpullable({"a.md": MAX_LAYER_BYTES}, signatures=1) == []
+    found = unpullable({"a.md": MAX_LAYER_BYTES + 1, **{f"f{i}": 1 for i in range(MAX_LAYERS)}}, signatures=1)
+    assert [type(one) for one in found] == [Unpullable, Unpullable]
+    assert found[0] == Unpullable(
+        "a.md", f"is {MAX_LAYER_BYTES + 1} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES} bytes"
+    )
+    assert found[1].path is None and found[1].reason.startswith(f"has {MAX_LAYERS + 4} files;")

@@ -55,11 +55,12 @@ Modules, in the order a release is read:
     inside its own schema, so no check ever fetches anything;
     ``schema_vocabulary`` (build only) refuses a keyword Draft 2020-12 does
     not define (a misspelling), allowing the author's ``x-`` annotations.
-``oci`` / ``oci_install`` / ``oci_client`` / ``oci_bounds`` / ``oci_stop`` / ``oci_limits``
+``oci`` / ``oci_install`` / ``oci_client`` / ``oci_bounds`` / ``oci_stop`` / ``oci_limits`` / ``oci_unpullable``
     A release pulled from an OCI registry into a temporary directory, then the
     one verification path (``oci_limits``: the files, bytes per file and bytes
     in all a pull takes, which ``rimthan-pack build`` and ``rimthan-pack check``
-    warn of); the verified pull moved into the releases directory
+    warn of; ``oci_unpullable``: the warning's type, imported only for a
+    release past a bound); the verified pull moved into the releases directory
     (a damaged copy there replaced only when the caller asks); the registry client (oras, with credentials and
     its errors made refusals with a code); every registry answer bounded in
     bytes, time and tag pages, and uploads and credentials kept on the
@@ -139,8 +140,9 @@ if TYPE_CHECKING:
         registry_deadline,
     )
     from rimthan_workflow_registry.release.oci_client import guarded, open_registry, registry_call
-    from rimthan_workflow_registry.release.oci_limits import Unpullable, unpullable
+    from rimthan_workflow_registry.release.oci_limits import unpullable
     from rimthan_workflow_registry.release.oci_stop import Stopped, StopSignal, stoppable
+    from rimthan_workflow_registry.release.oci_unpullable import Unpullable
     from rimthan_workflow_registry.release.parallel import first_failure
     from rimthan_workflow_registry.release.paths import (
         HIDDEN_PROBLEM,
@@ -261,7 +263,7 @@ _HOME = {
     "MAX_SEGMENT_BYTES": "rimthan_workflow_registry.release.catalogue_rules",
     "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
     "release_layers": "rimthan_workflow_registry.release.oci",
-    "Unpullable": "rimthan_workflow_registry.release.oci_limits",
+    "Unpullable": "rimthan_workflow_registry.release.oci_unpullable",
     "unpullable": "rimthan_workflow_registry.release.oci_limits",
     "is_hidden_name": "rimthan_workflow_registry.release.paths",
     "is_leftover_name": "rimthan_workflow_registry.release.paths",

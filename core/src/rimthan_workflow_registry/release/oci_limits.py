@@ -13,20 +13,15 @@ Plain Python: the build imports this module, never the registry client.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .oci_unpullable import Unpullable
 
 MAX_LAYERS = 4096  # the files of one release artifact: manifest.json, SHA256SUMS, signatures, catalogue files
 MAX_LAYER_BYTES = 16 * 1024 * 1024  # one file
 MAX_TOTAL_BYTES = 256 * 1024 * 1024  # the most a release artifact's layers hold
 RELEASE_OWN_FILES = 2  # manifest.json and SHA256SUMS, beside the signatures and the catalogue files
-
-
-@dataclass(frozen=True)
-class Unpullable:
-    """Why no OCI pull would take a release: the file it names (``None`` for the release as a whole) and why."""
-
-    path: str | None
-    reason: str
 
 
 def unpullable(sizes: Mapping[str, int], signatures: int) -> list[Unpullable]:
@@ -35,15 +30,19 @@ def unpullable(sizes: Mapping[str, int], signatures: int) -> list[Unpullable]:
     The release's own ``manifest.json`` and ``SHA256SUMS`` count as files, not as bytes: they are small beside
     a 16 MiB file, so a release this says nothing of can still be past the total by a few kilobytes.
     """
-    found = [
-        Unpullable(path, f"is {size} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES} bytes")
+    found: list[tuple[str | None, str]] = [
+        (path, f"is {size} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES} bytes")
         for path, size in sorted(sizes.items())
         if size > MAX_LAYER_BYTES
     ]
     files = len(sizes) + RELEASE_OWN_FILES + signatures
     if files > MAX_LAYERS:
-        found.append(Unpullable(None, f"has {files} files; no OCI pull takes a release of over {MAX_LAYERS}"))
+        found.append((None, f"has {files} files; no OCI pull takes a release of over {MAX_LAYERS}"))
     total = sum(sizes.values())
     if total > MAX_TOTAL_BYTES:
-        found.append(Unpullable(None, f"holds {total} bytes; no OCI pull takes a release of over {MAX_TOTAL_BYTES}"))
-    return found
+        found.append((None, f"holds {total} bytes; no OCI pull takes a release of over {MAX_TOTAL_BYTES}"))
+    if not found:
+        return []
+    from .oci_unpullable import Unpullable  # only for a release past a bound (the module's docstring)
+
+    return [Unpullable(path, reason) for path, reason in found]
