@@ -113,7 +113,7 @@ async def _resume(session: _Session, run_log: RunLog) -> dict[str, Any]:
     try:  # (the verifier asked for the step: its answer says whether it takes the checkpoint)
         result = await session.call(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
     except ToolRefused as refusal:
-        raise _not_held(run_log.run_id, refusal) from None
+        raise _not_held(run_log.run_id, refusal) or refusal from None
     if session.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
         session.existed_before = dict(saved.get("existed_before") or {})
         session.save()
@@ -127,15 +127,16 @@ async def _taken(session: _Session, run: str, token: str) -> None:
     try:
         await session.call_tool(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
     except ToolRefused as refusal:
-        if refusal.code in TOKEN_REFUSALS:
-            raise CheckpointNotHeld(run, refusal) from None
+        if (not_held := _not_held(run, refusal)) is not None:
+            raise not_held from None
     except (HarnessError, VerifierLost, NotAProtocolResult):
         pass
 
 
-def _not_held(run: str, refusal: ToolRefused) -> Exception:
-    """A refusal of the run's checkpoint as :class:`CheckpointNotHeld`; another refusal as it is."""
-    return CheckpointNotHeld(run, refusal) if refusal.code in TOKEN_REFUSALS else refusal
+def _not_held(run: str, refusal: ToolRefused) -> CheckpointNotHeld | None:
+    """A refusal of the run's checkpoint as :class:`CheckpointNotHeld`; None for another refusal (the one check of
+    which refusals say the verifier does not hold the checkpoint)."""
+    return CheckpointNotHeld(run, refusal) if refusal.code in TOKEN_REFUSALS else None
 
 
 def _restore(session: _Session, result: dict[str, Any], saved: Mapping[str, Any]) -> dict[str, Any]:
