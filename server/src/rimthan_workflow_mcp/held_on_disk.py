@@ -8,14 +8,12 @@ its directory; but a restart holds only what is on disk, and those runs would th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import RegistryError
-from rimthan_workflow_registry.release import MANIFEST_NAME, TrustStore, semver_key
-from rimthan_workflow_registry.run import CheckpointKeyring
+from rimthan_workflow_registry.release import MANIFEST_NAME, semver_key
 
-from .loading import LoadedRelease, ModuleFactory, load_release, unverifiable
+from .loading import LoadedRelease, ReleaseLoader, unverifiable
 from .logs import get_logger
 from .release_scan import release_dir_version
 
@@ -39,15 +37,6 @@ def warn_of_gone(held: Iterable[LoadedRelease], told: set[str]) -> None:
                     "then it still serves the runs pinned to it, after that they are refused",
                 },
             )
-
-
-@dataclass(frozen=True)
-class ReleaseLoader:
-    """What loading a release directory takes: the trust store, the checkpoint keys, the query module factory."""
-
-    trust: TrustStore
-    keyring: CheckpointKeyring
-    module_factory: ModuleFactory
 
 
 class OlderReleases:
@@ -104,8 +93,7 @@ class OlderReleases:
 
 def _load_older(path: Path, current: LoadedRelease, loader: ReleaseLoader) -> LoadedRelease | None:
     try:
-        scope = current.scope_name
-        return load_release(path, loader.trust, loader.keyring, loader.module_factory, expected_scope=scope)
+        return loader.load(path, expected_scope=current.scope_name)
     except RegistryError as exc:
         _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
     except Exception as exc:  # nothing in the releases directory may stop a server from starting

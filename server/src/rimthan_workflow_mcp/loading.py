@@ -3,6 +3,8 @@
 ``load_release`` verifies a directory through ``verify_release`` and builds
 its query module; ``verify_candidate`` adds what a releases directory needs
 on top (the name matches the signed manifest, the activation floor).
+:class:`ReleaseLoader` is what every load takes (the trust store, the
+checkpoint keys, the query module factory), carried as one value.
 ``LoadedRelease``, ``Rejection`` and ``RefreshResult`` are the records the
 provider (:mod:`.provider`) keeps and reports. Split from the provider so
 the provider is only about which releases are active.
@@ -229,12 +231,25 @@ def unverifiable(path: Path, exc: Exception) -> RegistryError:
     )
 
 
+@dataclass(frozen=True)
+class ReleaseLoader:
+    """What loading a release directory takes: the trust store, the checkpoint keys, the query module factory."""
+
+    trust: TrustStore
+    keyring: CheckpointKeyring
+    module_factory: ModuleFactory = engine_module
+
+    def load(self, path: Path, *, expected_scope: str | None = None, migration: bool = False) -> LoadedRelease:
+        """:func:`load_release` with these."""
+        return load_release(
+            path, self.trust, self.keyring, self.module_factory, expected_scope=expected_scope, migration=migration
+        )
+
+
 def verify_candidate(
     candidate: Path,
     catalogue: str,
-    trust: TrustStore,
-    keyring: CheckpointKeyring,
-    module_factory: ModuleFactory,
+    loader: ReleaseLoader,
     floor: ActivationFloor,
     *,
     expected_scope: str | None = None,
@@ -245,7 +260,7 @@ def verify_candidate(
     A directory name is only a claim; a manifest that names another release is
     refused rather than trusted by name.
     """
-    loaded = load_release(candidate, trust, keyring, module_factory, expected_scope=expected_scope)
+    loaded = loader.load(candidate, expected_scope=expected_scope)
     if loaded.catalogue != catalogue or loaded.version != release_dir_version(candidate, catalogue):
         raise RegistryError(
             FailureCode.REFRESH_REJECTED,

@@ -35,12 +35,13 @@ from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .deployment_state import open_state
 from .floor import ActivationFloor
-from .held_on_disk import OlderReleases, ReleaseLoader, warn_of_gone
+from .held_on_disk import OlderReleases, warn_of_gone
 from .loading import (
     LoadedRelease,
     ModuleFactory,
     RefreshResult,
     Rejection,
+    ReleaseLoader,
     SyncFailure,
     SyncStatus,
     engine_module,
@@ -150,13 +151,12 @@ class ReleaseProvider:
         """
         where = releases_dir if releases_dir is not None else Path(release_dir).parent
         floor = open_state(state_dir, trust, where, serving=record_floor, explicit=True)
-        active = load_release(release_dir, trust, keyring, module_factory)
+        loader = ReleaseLoader(trust, keyring, module_factory)
+        active = loader.load(release_dir)
         floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         target = None
         if migration_target_dir is not None:
-            target = load_release(
-                migration_target_dir, trust, keyring, module_factory, expected_scope=active.scope_name, migration=True
-            )
+            target = loader.load(migration_target_dir, expected_scope=active.scope_name, migration=True)
         if record_floor:
             floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
         provider = cls(
@@ -193,15 +193,14 @@ class ReleaseProvider:
         """
         floor = open_state(state_dir, trust, releases_dir, serving=record_floor)
         scanned = scan_releases(releases_dir)
+        loader = ReleaseLoader(trust, keyring, module_factory)
         actives: list[LoadedRelease] = []
         rejected: list[Rejection] = []
         unrecorded: list[RegistryError] = []  # releases the floor could not record (a full or read-only disk)
         for catalogue, candidates in scanned.items():
             for candidate in candidates:
                 try:
-                    loaded = verify_candidate(
-                        candidate, catalogue, trust, keyring, module_factory, floor, lower_floor=lower_floor
-                    )
+                    loaded = verify_candidate(candidate, catalogue, loader, floor, lower_floor=lower_floor)
                 except RegistryError as exc:
                     rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
                     continue
@@ -383,15 +382,8 @@ class ReleaseProvider:
                 if current is not None and (version is None or semver_key(version) <= semver_key(current.version)):
                     continue
                 try:
-                    loaded = verify_candidate(
-                        candidate,
-                        catalogue,
-                        self.trust,
-                        self.keyring,
-                        self._module_factory,
-                        self.floor,
-                        expected_scope=current.scope_name if current else None,
-                    )
+                    scope = current.scope_name if current else None
+                    loaded = verify_candidate(candidate, catalogue, self._loader, self.floor, expected_scope=scope)
                     loaded = self._held.get(loaded.digest, loaded)
                     self.floor.record(loaded.catalogue, loaded.version, loaded.digest)  # before it serves
                 except RegistryError as exc:
@@ -452,6 +444,11 @@ class ReleaseProvider:
         self._held = MappingProxyType({**self._held, loaded.digest: loaded})
         self._actives = MappingProxyType({**self._actives, loaded.catalogue: loaded})
 
+    @property
+    def _loader(self) -> ReleaseLoader:
+        """What this provider loads a release with: the trust store as it is now (a refresh may reload it)."""
+        return ReleaseLoader(self.trust, self.keyring, self._module_factory)
+
     def _scan(self) -> dict[str, list[Path]]:
         if self.releases_dir is None:
             return {}
@@ -463,6 +460,5 @@ class ReleaseProvider:
     def _hold_older_releases(self, *, announce: bool = False) -> None:
         """Also hold the older releases of each active catalogue that verify, never activating them (see
         :class:`OlderReleases`; ``announce``: each one held is logged)."""
-        loader = ReleaseLoader(self.trust, self.keyring, self._module_factory)
-        held = self._older.held_with(self._scan(), self._actives, self._held, loader, announce=announce)
+        held = self._older.held_with(self._scan(), self._actives, self._held, self._loader, announce=announce)
         self._held = MappingProxyType(held)
