@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rimthan_host import Question
 from rimthan_host.harness import Review, RunResult, WorkflowHarness
 from rimthan_packager.build import build_release
 from rimthan_packager.signing import load_signing_key
@@ -88,14 +89,14 @@ class LongScenario:
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
-        raise RuntimeError(f"the long workflow asks no questions (got {question['field']!r})")
+    def answer(self, question: Question, workflow_version: str) -> Any:
+        raise RuntimeError(f"the long workflow asks no questions (got {question.field!r})")
 
     def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
         raise RuntimeError("the long workflow is never migrated")
 
     def author(self, ctx: Any) -> str:
-        return f"# {ctx.output['id']}\n\nSynthetic note written at {ctx.step_id}.\n"
+        return f"# {ctx.output.id}\n\nSynthetic note written at {ctx.step_id}.\n"
 
     def review(self, ctx: Any) -> Review:
         return Review("pass")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rimthan_host import Question, StepOutput
 from rimthan_host.harness import (
     AuthorContext,
     CatalogueExamples,
@@ -207,7 +208,7 @@ def test_an_output_named_as_the_worked_examples_own_files_is_refused_at_build_an
     assert not (tmp_path / "rel").exists()
 
     scenario = CatalogueExamples({"0.1.0": source / "examples"})  # (a release built before the rule)
-    declared = {"id": output, "media_type": "application/json", "path": f"out/{output}.json"}
+    declared = StepOutput.of({"id": output, "media_type": "application/json", "path": f"out/{output}.json"})
     ctx = AuthorContext("0.1.0", "write-summary", declared, {}, 0, (), {}, "my-flow")
     with pytest.raises(HarnessError, match=f"output {output!r} has no worked example in .*: its example name is"):
         scenario.author(ctx)
@@ -314,7 +315,7 @@ def test_route_is_deprecated_for_answers_and_the_old_call_still_answers_research
         new = CatalogueExamples(examples, answers={"research_route": "desk"})
         assert _answered(release, trust, tmp_path / "new", new)["research_route"] == "desk"
         with pytest.raises(HarnessError, match="no scripted answer for 'research_route'"):
-            CatalogueExamples(examples).answer({"field": "research_route"}, "0.1.0", workflow="my-flow")
+            CatalogueExamples(examples).answer(Question.of({"field": "research_route"}), "0.1.0", workflow="my-flow")
 
 
 def test_a_migration_sends_only_the_fields_the_target_state_has(keypair: KeyPair, trust: Path, tmp_path: Path) -> None:

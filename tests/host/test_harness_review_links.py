@@ -52,6 +52,6 @@ def test_a_submitted_file_swapped_for_a_link_fails_review_unfollowed(mcp_http: H
     first = examples.reviews[0]
     assert first.outcome == "fail", (first, ended)
     [finding] = first.findings
-    path = str(finding["message"]).split(" ")[0]
-    assert finding["message"] == f"{path} on disk no longer has the SHA-256 that was submitted", finding
+    path = finding.message.split(" ")[0]
+    assert finding.message == f"{path} on disk no longer has the SHA-256 that was submitted", finding
     assert ended.endswith(f"{path} is a symbolic link; refusing to write or read through it"), ended

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from rimthan_host import RunResult, ValidationRound
+from rimthan_host import Finding, Question, RunResult, StepOutput, ValidationRound, Validator
 from rimthan_host.confirmations import BY_ELICITATION, ConfirmedStateBook
-from rimthan_host.harness import HarnessError, Review, WorkflowHarness
+from rimthan_host.harness import AuthorContext, HarnessError, Review, ReviewFinding, WorkflowHarness
 from rimthan_host.project_files import ProjectFiles
 from rimthan_host.protocol import HostProfile, NotAProtocolResult, protocol_result
 from rimthan_host.reports import findings_problem, validator_payload, validator_report
@@ -110,7 +110,50 @@ class LongWinded(ExamplesScenario):
     """A review whose one finding is the subagent's whole answer: past MAX_FINDING_CHARS."""
 
     def review(self, ctx: Any) -> Review:
-        return Review("fail", ({"severity": "error", "message": "x" * (MAX_FINDING_CHARS + 1)},))
+        return Review("fail", (ReviewFinding("x" * (MAX_FINDING_CHARS + 1)),))
+
+
+class TypedParts(ExamplesScenario):
+    """A scenario that keeps what the harness gives it: the question, each author's context."""
+
+    def __init__(self, route: str, fail_once: frozenset[str]) -> None:
+        super().__init__(route, fail_once)
+        self.questions: list[Any] = []
+        self.authored: list[AuthorContext] = []
+
+    def answer(self, question: Question, workflow_version: str) -> Any:
+        self.questions.append(question)
+        return super().answer(question, workflow_version)
+
+    def author(self, ctx: Any) -> str:
+        self.authored.append(ctx)
+        return super().author(ctx)
+
+
+def test_a_scenario_is_given_typed_parts_and_its_typed_findings_reach_the_verifier(engines: Engines) -> None:
+    """The question is a ``Question``, the output a ``StepOutput``, and a repair's findings the ``Finding``s the
+    verifier returned for the ``ReviewFinding`` the failed review gave (its message, severity and validator)."""
+    typed = TypedParts("desk-research", frozenset({"evidence-auditor@1.1.0"}))
+    driven = drive(engines, "1.3.0", "desk-research", name="typed-parts", scenario=typed)
+    assert driven.harness.record.final is not None and driven.harness.record.final["status"] == "completed"
+    assert typed.questions and all(type(q) is Question for q in typed.questions)
+    assert {q.field for q in typed.questions} == {"research_route"}
+    assert typed.authored and all(type(c.output) is StepOutput for c in typed.authored)
+    repairs = [c for c in typed.authored if c.attempt == 1]
+    assert repairs, [(c.step_id, c.attempt) for c in typed.authored]
+    for ctx in repairs:
+        assert ctx.findings and all(type(f) is Finding for f in ctx.findings)
+        said = [(f.validator, f.severity, f.message) for f in ctx.findings]
+        assert said == [
+            ("evidence-auditor@1.1.0", "error", "evidence-auditor@1.1.0: scripted failure to exercise repair")
+        ]
+    assert all(not c.findings for c in typed.authored if c.attempt == 0)
+
+
+def test_a_review_finding_is_sent_as_its_wire() -> None:
+    assert ReviewFinding("no source").wire == {"severity": "error", "message": "no source"}
+    said = ReviewFinding("thin", severity="warning", artifact_id="decision").wire
+    assert said == {"severity": "warning", "message": "thin", "artifact_id": "decision"}
 
 
 def test_a_verdict_the_verifier_would_refuse_is_not_recorded(engines: Engines) -> None:
@@ -144,7 +187,7 @@ class SaysPassWithAnError(ExamplesScenario):
     """A review that says pass but lists an error: the verifier refuses it as ``report_contradictory``."""
 
     def review(self, ctx: Any) -> Review:
-        return Review("pass", ({"severity": "error", "message": "the decision has no evidence"},))
+        return Review("pass", (ReviewFinding("the decision has no evidence"),))
 
 
 def test_a_pass_verdict_with_an_error_finding_is_not_recorded(engines: Engines) -> None:
@@ -247,8 +290,8 @@ def test_a_session_s_moves_return_typed_results_with_the_verifier_s_result_kept_
     async def go() -> tuple[RunResult, ValidationRound, RunResult]:
         started = await session.start("research", example_state("1.3.0"))
         prepared = await session.prepare([session.set_up_workspace()])
-        for summary in prepared.validators:
-            session.verdict(f"{summary['validator_id']}@{summary['version']}", "pass")
+        for validator in prepared.validators:
+            session.verdict(f"{validator.validator_id}@{validator.version}", "pass")
         return started, prepared, await session.submit()
 
     started, prepared, submitted = run(go())
@@ -260,7 +303,8 @@ def test_a_session_s_moves_return_typed_results_with_the_verifier_s_result_kept_
     )
     assert started.step is not None and started.step.wire == started.wire["step"] == started.step_wire
     assert started.question is None and started.failures == ()
-    assert prepared.ready and prepared.validators == tuple(prepared.wire["validators"])
+    assert prepared.ready and [v.wire for v in prepared.validators] == prepared.wire["validators"]
+    assert all(isinstance(v, Validator) and v.key == f"{v.validator_id}@{v.version}" for v in prepared.validators)
     assert (started.message, prepared.message) == (started.wire["message"], prepared.wire["message"])
     assert started.walked_again == () and started.migration is None  # (no migration target: nothing walked again)
     assert (submitted.status, submitted.step_id, submitted.workflow_version) == ("advanced", "interview", "1.3.0")

@@ -71,23 +71,25 @@ def _round(engines: Engines, name: str) -> tuple[HostSession, ValidationRound]:
         await session.start("research", example_state("1.3.0"))
         await session.prepare([session.set_up_workspace()])
         await session.submit()
-        while not session.step.get("outputs"):
+        while session.step is None or not session.step.outputs:
             question = session.position.question
             await session.advance({question.field: "desk-research"} if question else None)
 
     run(to_a_round())
     examples = Path(__file__).parents[2] / "catalogues" / "research-decision" / "1.3.0" / "examples"
-    outputs = session.step["outputs"]
-    files = [session.write_output(o, (examples / Path(o["path"]).name).read_text("utf-8")) for o in outputs]
+    assert session.step is not None
+    outputs = session.step.outputs
+    files = [session.write_output(o, (examples / Path(o.path).name).read_text("utf-8")) for o in outputs]
     return session, run(session.prepare(files))
 
 
 def test_a_round_names_its_validators_keys_and_the_session_gives_each_one_s_instruction(engines: Engines) -> None:
     session, round_ = _round(engines, "keys")
     assert round_.keys == ("evidence-auditor@1.1.0",)  # (1.3.0's desk research: one validator)
-    for key, summary in zip(round_.keys, round_.validators, strict=True):
+    for key, validator in zip(round_.keys, round_.validators, strict=True):
+        assert key == validator.key
         text = session.validator_instruction(key)
-        assert digest_bytes(text.encode("utf-8")) == summary["instruction_digest"]
+        assert digest_bytes(text.encode("utf-8")) == validator.wire["instruction_digest"]
         session.verdict(key, "pass")
     with pytest.raises(HarnessError, match="^no validation waiting here asked for validator critic@9$"):
         session.validator_instruction("critic@9")

@@ -67,7 +67,7 @@ def _refused_at_a_research_step(engines: Engines, name: str) -> tuple[WorkflowHa
 def test_a_harness_writes_no_step_file_its_policy_forbids(engines: Engines) -> None:
     harness, project, refused = _refused_at_a_research_step(engines, "harness")
     step = harness.session.step
-    assert step.get("id") != SETUP_STEP and refused.step == step["id"] == "experiment"
+    assert step is not None and step.id != SETUP_STEP and refused.step == step.id == "experiment"
     _said(refused, "experiment")
     assert (project / ".rimthan" / "workspace-manifest.json").is_file()  # setup was within the policy
     assert not (project / "research").exists()  # nothing written where the policy forbids
@@ -76,13 +76,14 @@ def test_a_harness_writes_no_step_file_its_policy_forbids(engines: Engines) -> N
 def test_a_session_reads_no_step_file_its_policy_forbids(engines: Engines) -> None:
     harness, project, _ = _refused_at_a_research_step(engines, "session")
     session = harness.session
-    outputs = session.step["outputs"]
+    assert session.step is not None
+    outputs = session.step.outputs
     for output in outputs:  # written by someone else (a model): the library neither reads nor attests them
-        (project / output["path"]).parent.mkdir(parents=True, exist_ok=True)
-        (project / output["path"]).write_text("mine\n", "utf-8")
+        (project / output.path).parent.mkdir(parents=True, exist_ok=True)
+        (project / output.path).write_text("mine\n", "utf-8")
     kept = dict(session.record.written)
     with pytest.raises(StepFilesRefused) as refused:
         session.read_outputs()
     _said(refused.value, "experiment")
     assert session.record.written == kept  # nothing attested
-    assert all((project / o["path"]).read_text("utf-8") == "mine\n" for o in outputs)
+    assert all((project / o.path).read_text("utf-8") == "mine\n" for o in outputs)

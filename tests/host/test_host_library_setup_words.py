@@ -44,7 +44,8 @@ def _refused(session: HostSession) -> AssetClash:
 
 def test_a_users_file_at_an_asset_path_is_refused_in_the_librarys_words(engines: Engines) -> None:
     session = _at_setup(engines, "users-file")
-    path = str(session.step["host_assets"][0]["install_path"])
+    assert session.step is not None
+    path = str(session.step.wire["host_assets"][0]["install_path"])
     mine = session.project_dir / path
     mine.parent.mkdir(parents=True, exist_ok=True)
     mine.write_text("the user's own\n", "utf-8")

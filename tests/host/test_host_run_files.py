@@ -85,7 +85,7 @@ def test_a_failed_save_leaves_the_session_at_the_log_and_the_run_goes_on(engines
         assert session.checkpoint == log.tokens()[-1] == asked.wire["checkpoint"]  # not the unlogged one
         assert session.state.projection() == log.load_state()["confirmed_state"]  # without the answer
         assert "research_route" not in session.state.values
-        assert session.position.status == "input_required" and session.step["id"] == SELECT_ROUTE
+        assert session.position.status == "input_required" and session.position.step_id == SELECT_ROUTE
         blocker.rmdir()
         answered = await session.advance({"research_route": "desk-research"})  # from the logged checkpoint
         return await harness.run(answered)

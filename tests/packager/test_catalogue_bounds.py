@@ -526,8 +526,8 @@ class EveryBoundUser(ExamplesScenario):
 
     def author(self, ctx: Any) -> str:
         if ctx.step_id == "desk-research":
-            return examples("1.2.0")(ctx.output["id"], ctx.output["media_type"])
-        return f"# {ctx.output['id']}\n"
+            return examples("1.2.0")(ctx.output.id, ctx.output.media_type)
+        return f"# {ctx.output.id}\n"
 
 
 def test_a_catalogue_at_every_bound_runs_to_the_end_over_stdio(tmp_path: Path, keypair: KeyPair, trust: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rimthan_host import Question
 from rimthan_host.harness import CatalogueExamples, HarnessError, RunResult, WorkflowHarness, client_caller
 from rimthan_host.protocol import HostProfile
 from rimthan_workflow_registry.limits import MAX_VERSION_CHARS
@@ -582,4 +583,6 @@ def test_the_examples_scenario_answers_any_question_its_worked_example_records(
     assert harness.record.final is not None and harness.record.final["status"] == "completed"
     assert harness.state.values["audience"] == "board"
     scripted = CatalogueExamples({"0.1.0": tmp_path}, answers={"audience": "team"})
-    assert scripted.answer({"field": "audience"}, "0.1.0", workflow="my-flow") == "team"  # the caller's first
+    assert (
+        scripted.answer(Question.of({"field": "audience"}), "0.1.0", workflow="my-flow") == "team"
+    )  # the caller's first

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rimthan_host.harness import HostProfile, Review, ToolCaller, WorkflowHarness
+from rimthan_host import Question
+from rimthan_host.harness import HostProfile, Review, ReviewFinding, ToolCaller, WorkflowHarness
 from rimthan_workflow_mcp.results import ToolResult
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
@@ -67,20 +68,20 @@ class ExamplesScenario:
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any:
+    def answer(self, question: Question, workflow_version: str) -> Any:
         return self.route
 
     def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str = "") -> dict[str, Any]:
         return {**example_state(target_version), "research_route": self.route}
 
     def author(self, ctx: Any) -> str:
-        return examples(ctx.workflow_version)(ctx.output["id"], ctx.output["media_type"])
+        return examples(ctx.workflow_version)(ctx.output.id, ctx.output.media_type)
 
     def review(self, ctx: Any) -> Review:
         key = f"{ctx.validator_id}@{ctx.validator_version}"
         if key in self.fail_once:
             self.fail_once.discard(key)
-            return Review("fail", ({"severity": "error", "message": f"{key}: scripted failure to exercise repair"},))
+            return Review("fail", (ReviewFinding(f"{key}: scripted failure to exercise repair"),))
         return Review("pass")
 
 

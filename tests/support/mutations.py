@@ -141,7 +141,7 @@ class StandInScenario(ExamplesScenario):
         try:
             return super().author(ctx)
         except FileNotFoundError:
-            return "{}\n" if ctx.output["media_type"] == "application/json" else "# Stand-in\n"
+            return "{}\n" if ctx.output.media_type == "application/json" else "# Stand-in\n"
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,12 @@ See docs/host-kit.md.
 ``positions``        an ungated step's result past 1 MiB, kept in a side file named by its digest, bound to its
                      checkpoint
 ``results``          what the moves return: :class:`RunResult` (where the run is), :class:`ValidationRound` (prepare)
-``result_parts``     a result's parts, typed: the step and its outputs, the question, failures, findings, the migration
+``result_parts``     a result's parts, typed: the step and its outputs, the question, failures, findings, the migration,
+                     a round's validators
 ``result_shape``     the parts of a verifier's result the kit reads, their types checked before anything reads them
 ``session``          :class:`HostSession`: one run's protocol moves (the one host implementation)
 ``session_resume``   the session's resume: a run picked up from its log where its last checkpoint left it
+``session_round``    the session's validation round: a gated step's files prepared, each verdict checked, submit
 ``session_record``   what a session records of its run: the events, the record, a prepared round
 ``scenario``         what drives the scripted harness: the :class:`Scenario` protocol, its contexts, how it is called
 ``example_files``    the files a scenario reads from a catalogue: through real folders, never a symbolic link
@@ -72,7 +74,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``standin``          a scripted model (tests); ``agent_demo`` ``make agent-demo``
 """
 
-from .result_parts import Failure, Finding, Migration, NeededFact, Question, Step, StepOutput, WalkedStep
+from .result_parts import Failure, Finding, Migration, NeededFact, Question, Step, StepOutput, Validator, WalkedStep
 from .results import RunResult, ValidationRound
 
 __all__ = [
@@ -85,5 +87,6 @@ __all__ = [
     "Step",
     "StepOutput",
     "ValidationRound",
+    "Validator",
     "WalkedStep",
 ]

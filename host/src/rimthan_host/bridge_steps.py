@@ -127,7 +127,7 @@ class StepMoves(BridgeCore):
             )
         if not prepared_result.validators:
             return await self._submit(session, [*lines, f"Step {step['id']} checked."])
-        subagents = [v["subagent"] for v in prepared_result.validators]
+        subagents = [v.subagent for v in prepared_result.validators]
         try:
             restored = await self._put_back(session, partial(restore_subagents, session.files,
                                                              session.release_digest, subagents))  # fmt: skip

@@ -46,11 +46,19 @@ from .protocol import (
     client_caller,
     failure_lines,
 )
-from .reports import validator_key, validator_payload
-from .result_parts import wires
+from .reports import validator_payload
+from .result_parts import Finding, Question, Step, Validator
 from .results import RunResult, ValidationRound
 from .runlog import RunLog
-from .scenario import AuthorContext, Review, ReviewContext, Scenario, ScenarioBeforeWorkflow, ScenarioCalls
+from .scenario import (
+    AuthorContext,
+    Review,
+    ReviewContext,
+    ReviewFinding,
+    Scenario,
+    ScenarioBeforeWorkflow,
+    ScenarioCalls,
+)
 from .session import EventSink, HarnessEvent, HostSession, RunRecord
 
 __all__ = [
@@ -67,6 +75,7 @@ __all__ = [
     "HostProfile",
     "Review",
     "ReviewContext",
+    "ReviewFinding",
     "RunRecord",
     "RunResult",
     "Scenario",
@@ -144,9 +153,9 @@ class CatalogueExamples:
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str, *, workflow: str = "") -> Any:
+    def answer(self, question: Question, workflow_version: str, *, workflow: str = "") -> Any:
         """The caller's answer (``answers``), else the worked example's."""
-        field = str(question["field"])
+        field = question.field
         if field in self.answers:
             return self.answers[field]
         folder = self._dir(workflow_version, workflow)
@@ -175,7 +184,7 @@ class CatalogueExamples:
 
     def author(self, ctx: AuthorContext) -> str:
         """The output's worked example, ``<artifact-id>.json|md``; refused for one named as the example's own files."""
-        output, media_type = str(ctx.output["id"]), str(ctx.output["media_type"])
+        output, media_type = ctx.output.id, ctx.output.media_type
         folder = self._dir(ctx.workflow_version, ctx.workflow)
         taken = reserved_example(output, media_type)
         if taken is not None:
@@ -192,11 +201,7 @@ class CatalogueExamples:
         artifacts = list(ctx.artifacts.values())
         unlike = set(changed_files(ProjectFiles(ctx.project_dir), artifacts))
         changed = [
-            {
-                "severity": "error",
-                "artifact_id": a.artifact_id,
-                "message": f"{a.path} on disk no longer has the SHA-256 that was submitted",
-            }
+            ReviewFinding(f"{a.path} on disk no longer has the SHA-256 that was submitted", artifact_id=a.artifact_id)
             for a in artifacts
             if a.path in unlike
         ]
@@ -207,16 +212,8 @@ class CatalogueExamples:
         if drill:
             self.fail_once -= drill
             target = sorted(ctx.artifacts)[-1]
-            return Review(
-                "fail",
-                (
-                    {
-                        "severity": "error",
-                        "artifact_id": target,
-                        "message": f"scripted repair drill: {key} asks for one repair of {target}",
-                    },
-                ),
-            )
+            drilled = ReviewFinding(f"scripted repair drill: {key} asks for one repair of {target}", artifact_id=target)
+            return Review("fail", (drilled,))
         return Review("pass")
 
 
@@ -325,7 +322,8 @@ class WorkflowHarness:
             if result.status == "input_required":
                 result = await self._answer(result)
             elif result.status in ("active", "advanced", "validation_failed") and result.step:
-                result = await (self._gated(result) if result.step.gated else self._ungated(result))
+                step = result.step
+                result = await (self._gated(result, step) if step.gated else self._ungated(result))
             else:
                 raise HarnessError(f"cannot go on from status {result.status!r}: {_lines(result)}")
         raise HarnessError(f"the run did not complete within {max_calls} tool calls")
@@ -338,7 +336,7 @@ class WorkflowHarness:
         question = result.question
         if question is None:
             raise HarnessError(f"the verifier asks no question: {_lines(result)}")
-        value = self._calls.answer(question.wire, result.workflow_version, workflow=result.workflow)
+        value = self._calls.answer(question, result.workflow_version, workflow=result.workflow)
         self._emit(
             HarnessEvent(
                 "answer",
@@ -349,25 +347,24 @@ class WorkflowHarness:
         answered = await self.session.advance({question.field: value})
         return _expect(answered, {"active", "input_required", "completed"})
 
-    async def _gated(self, result: RunResult) -> RunResult:
+    async def _gated(self, result: RunResult, step: Step) -> RunResult:
         """Write, attest, prepare, review, submit - repairing until the step advances."""
-        step = result.step_wire
-        findings: list[Mapping[str, Any]] = []
+        findings: tuple[Finding, ...] = ()
         for attempt in range(self.max_repairs + 1):
             if attempt:
-                self._emit(HarnessEvent("repair", f"repairing {step['id']} after {len(findings)} finding(s)"))
+                self._emit(HarnessEvent("repair", f"repairing {step.id} after {len(findings)} finding(s)"))
             artifacts = self._produce(step, result, attempt, findings)
             prepared = await self.session.prepare(artifacts)
             if prepared.status == "deterministic_validation_failed":
-                raise HarnessError(f"step {step['id']}: deterministic validation failed: {_lines(prepared)}")
+                raise HarnessError(f"step {step.id}: deterministic validation failed: {_lines(prepared)}")
             _expect(prepared, {"ready_for_semantic_validation"})
-            for summary in prepared.validators:
-                self._review(step, summary, result.workflow_version, artifacts)
+            for validator in prepared.validators:
+                self._review(step, validator, result.workflow_version, artifacts)
             submitted = await self.session.submit()
             if submitted.status != "validation_failed":
                 return _expect(submitted, {"advanced", "input_required", "completed"})
-            findings = wires(submitted.findings)
-        raise HarnessError(f"step {step['id']} still fails validation after {self.max_repairs} repairs")
+            findings = submitted.findings
+        raise HarnessError(f"step {step.id} still fails validation after {self.max_repairs} repairs")
 
     async def migrate(self, result: RunResult, target_release: str, target_version: str, *, confirm: bool) -> RunResult:
         """Ask for a migration preview (``confirm=False``) or perform it (``confirm=True``).
@@ -382,45 +379,41 @@ class WorkflowHarness:
         await learn_offer(self.session, target_release)
         return await self.session.migrate(target_release, values, confirm=confirm)
 
-    def _produce(
-        self, step: Mapping[str, Any], result: RunResult, attempt: int, findings: Sequence[Mapping[str, Any]]
-    ) -> list[WrittenFile]:
-        if step["id"] == SETUP_STEP:
+    def _produce(self, step: Step, result: RunResult, attempt: int, findings: tuple[Finding, ...]) -> list[WrittenFile]:
+        if step.id == SETUP_STEP:
             return [self.session.set_up_workspace()]
         out = []
-        for output in step["outputs"]:
+        for output in step.outputs:
             values, written = dict(self.state.values), dict(self.record.written)
             ctx = AuthorContext(
-                result.workflow_version, step["id"], output, values, attempt, findings, written, result.workflow
+                result.workflow_version, step.id, output, values, attempt, findings, written, result.workflow
             )
             out.append(self.session.write_output(output, self.scenario.author(ctx)))
         return out
 
-    def _review(
-        self, step: Mapping[str, Any], summary: Mapping[str, Any], version: str, artifacts: Sequence[WrittenFile]
-    ) -> None:
+    def _review(self, step: Step, validator: Validator, version: str, artifacts: Sequence[WrittenFile]) -> None:
         """Run one validator (scripted) exactly as the bundle binds it, and record its verdict."""
-        payload = validator_payload(step, summary)
+        payload = validator_payload(step.wire, validator.wire)
         review = self.scenario.review(
             ReviewContext(
                 version,
-                step["id"],
-                summary["validator_id"],
-                summary["version"],
+                step.id,
+                validator.validator_id,
+                validator.version,
                 payload["instruction"]["text"],
                 {a.artifact_id: a for a in artifacts},
                 dict(self.state.values),
                 self.project_dir,
             )
         )
-        key = validator_key(summary)
-        self.session.verdict(key, review.outcome, review.findings)
+        findings = [f.wire for f in review.findings]
+        self.session.verdict(validator.key, review.outcome, findings)
         self._emit(
             HarnessEvent(
                 "review",
-                f"validator {key} (subagent {summary['subagent']}): {review.outcome}"
-                + "".join(f"\n    - {f['message']}" for f in review.findings),
-                {"findings": list(review.findings)},
+                f"validator {validator.key} (subagent {validator.subagent}): {review.outcome}"
+                + "".join(f"\n    - {f.message}" for f in review.findings),
+                {"findings": findings},
             )
         )
 

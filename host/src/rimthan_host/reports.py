@@ -20,7 +20,7 @@ from rimthan_workflow_registry.run import reports_size_problem
 
 from .project_files import WrittenFile
 from .protocol import HarnessError, HostProfile
-from .results import validator_key as validator_key  # (re-exported: where the bridge and the session take it)
+from .result_parts import validator_key as validator_key  # (re-exported: where the bridge and the session take it)
 
 _REPORT_POINTER = re.compile(r"^/reports/(\d+)(/|$)")
 _FINDING_SHAPE = 'a finding is {"severity": "error" or "warning", "message": "...", optionally "artifact_id": "..."}'

@@ -1,5 +1,6 @@
 """The parts of a :class:`~rimthan_host.results.RunResult`, typed: the step, its outputs, the question, each
-failure and finding, the migration and the facts its target needs.
+failure and finding, the migration and the facts its target needs; and of a
+:class:`~rimthan_host.results.ValidationRound`: each validator to run.
 
 Each is a frozen dataclass of the members a harness reads, read from the
 verifier's result once its shape is checked (:mod:`~rimthan_host.result_shape`);
@@ -42,6 +43,11 @@ def _text(wire: Mapping[str, Any], key: str) -> str:
 
 def _optional(wire: Mapping[str, Any], key: str) -> str | None:
     return _text(wire, key) or None
+
+
+def validator_key(summary: Mapping[str, Any]) -> str:
+    """A validator of a round as ``verdict`` takes it: ``validator_id@version``."""
+    return f"{summary['validator_id']}@{summary['version']}"
 
 
 class Part(Protocol):
@@ -139,6 +145,25 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Validator:
+    """A validator a prepared round asks to run: ``validator_id``, ``version``, and the ``subagent`` that runs it;
+    ``key`` (``validator_id@version``) is what :meth:`~rimthan_host.session.HostSession.verdict` takes."""
+
+    validator_id: str
+    version: str
+    subagent: str
+    wire: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        return validator_key(self.wire)
+
+    @classmethod
+    def of(cls, wire: Mapping[str, Any]) -> Validator:
+        return cls(_text(wire, "validator_id"), _text(wire, "version"), _text(wire, "subagent"), wire)
+
+
+@dataclass(frozen=True)
 class WalkedStep:
     """A step a migration walks again (``walked_again``): its id and the outputs it produces again."""
 
@@ -190,4 +215,4 @@ class Migration:
         return tuple(n.field for n in self.target_needs if n.required and not n.present)
 
 
-__all__ = ["Failure", "Finding", "Migration", "NeededFact", "Question", "Step", "StepOutput", "WalkedStep"]
+__all__ = ["Failure", "Finding", "Migration", "NeededFact", "Question", "Step", "StepOutput", "Validator", "WalkedStep"]

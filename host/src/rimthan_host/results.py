@@ -17,12 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .result_parts import Failure, Finding, Migration, Question, Step, WalkedStep, listed, part
-
-
-def validator_key(summary: Mapping[str, Any]) -> str:
-    """A validator of a round as ``verdict`` takes it: ``validator_id@version``."""
-    return f"{summary['validator_id']}@{summary['version']}"
+from .result_parts import (
+    Failure,
+    Finding,
+    Migration,
+    Question,
+    Step,
+    Validator,
+    WalkedStep,
+    listed,
+    part,
+)
 
 
 @dataclass(frozen=True)
@@ -108,17 +113,19 @@ class RunResult:
 class ValidationRound:
     """The verifier's answer to ``prepare``: the step's files checked, and the validators to run.
 
-    ``status``: ``ready_for_semantic_validation`` (run each of ``validators``:
-    ``validator_id``, ``version``, ``subagent``..., then record a verdict for
-    each and submit) or ``deterministic_validation_failed`` (``failures``: each
-    file refused, a :class:`~rimthan_host.result_parts.Failure`: its ``code``,
-    ``message`` and ``artifact_id``). ``ready``: whether the validators wait for verdicts; ``keys``: each validator's
-    ``validator_id@version``, as ``verdict`` takes it. ``message``: what happened, in
-    the verifier's words. ``wire``: the result as the verifier sent it.
+    ``status``: ``ready_for_semantic_validation`` (run each of ``validators``, a
+    :class:`~rimthan_host.result_parts.Validator`: ``validator_id``, ``version``,
+    ``subagent``, ``key``; then record a verdict for each and submit) or
+    ``deterministic_validation_failed`` (``failures``: each file refused, a
+    :class:`~rimthan_host.result_parts.Failure`: its ``code``, ``message`` and
+    ``artifact_id``). ``ready``: whether the validators wait for verdicts;
+    ``keys``: each validator's ``validator_id@version``, as ``verdict`` takes it.
+    ``message``: what happened, in the verifier's words. ``wire``: the result as
+    the verifier sent it; each validator keeps its own JSON in its ``wire``.
     """
 
     status: str
-    validators: tuple[Mapping[str, Any], ...]
+    validators: tuple[Validator, ...]
     failures: tuple[Failure, ...]
     message: str
     wire: Mapping[str, Any]
@@ -130,13 +137,14 @@ class ValidationRound:
     @property
     def keys(self) -> tuple[str, ...]:
         """Each validator to run as ``validator_id@version``: the key :meth:`HostSession.verdict` takes."""
-        return tuple(validator_key(v) for v in self.validators)
+        return tuple(v.key for v in self.validators)
 
     @classmethod
     def of(cls, wire: Mapping[str, Any]) -> ValidationRound:
         message = str(wire.get("message") or "")
         failures = tuple(Failure.of(f) for f in listed(wire, "failures"))
-        return cls(str(wire["status"]), listed(wire, "validators"), failures, message, wire)
+        validators = tuple(Validator.of(v) for v in listed(wire, "validators"))
+        return cls(str(wire["status"]), validators, failures, message, wire)
 
 
 __all__ = ["RunResult", "ValidationRound", "WalkedStep"]

@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from .project_files import WrittenFile
+from .result_parts import Finding, Question, StepOutput
 
 
 @dataclass(frozen=True)
 class AuthorContext:
+    """What ``author`` is given: the ``output`` to write, the run's ``values``, which ``attempt`` this is, and the
+    ``findings`` of the validators that failed the attempt before it (none on the first)."""
+
     workflow_version: str
     step_id: str
-    output: Mapping[str, Any]
+    output: StepOutput
     values: Mapping[str, Any]
     attempt: int
-    findings: Sequence[Mapping[str, Any]]
+    findings: tuple[Finding, ...]
     written: Mapping[str, WrittenFile]
     workflow: str = ""  # the run's workflow id
 
@@ -44,9 +48,26 @@ class ReviewContext:
 
 
 @dataclass(frozen=True)
+class ReviewFinding:
+    """One finding of a scripted review: its ``message``, ``severity`` (``error`` or ``warning``) and the
+    ``artifact_id`` it is about, if one; ``wire``: as a verdict sends it."""
+
+    message: str
+    severity: str = "error"
+    artifact_id: str | None = None
+
+    @property
+    def wire(self) -> dict[str, Any]:
+        said: dict[str, Any] = {"severity": self.severity, "message": self.message}
+        return said if self.artifact_id is None else {**said, "artifact_id": self.artifact_id}
+
+
+@dataclass(frozen=True)
 class Review:
+    """A scripted review's verdict: ``outcome`` (``pass`` or ``fail``) and its ``findings``."""
+
     outcome: str  # "pass" | "fail"
-    findings: tuple[Mapping[str, Any], ...] = ()
+    findings: tuple[ReviewFinding, ...] = ()
 
 
 class Scenario(Protocol):
@@ -65,7 +86,7 @@ class Scenario(Protocol):
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any: ...
+    def answer(self, question: Question, workflow_version: str) -> Any: ...
 
     def migration_state(
         self, values: Mapping[str, Any], target_version: str, *, workflow: str = ""
@@ -84,7 +105,7 @@ class ScenarioBeforeWorkflow(Protocol):
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str) -> Any: ...
+    def answer(self, question: Question, workflow_version: str) -> Any: ...
 
     def migration_state(self, values: Mapping[str, Any], target_version: str) -> dict[str, Any]: ...
 
@@ -136,7 +157,7 @@ class ScenarioCalls:
     def initial_state(self, workflow_version: str, *, workflow: str) -> dict[str, Any]:
         return dict(self._call("initial_state", workflow_version, workflow=workflow))
 
-    def answer(self, question: Mapping[str, Any], workflow_version: str, *, workflow: str) -> Any:
+    def answer(self, question: Question, workflow_version: str, *, workflow: str) -> Any:
         return self._call("answer", question, workflow_version, workflow=workflow)
 
     def migration_state(self, values: Mapping[str, Any], target_version: str, *, workflow: str) -> dict[str, Any]:

@@ -29,16 +29,14 @@ from .protocol import (
     PREPARE,
     SETUP_STEP,
     START,
-    SUBMIT,
     HarnessError,
     HostProfile,
     MoveNotRecorded,
     ToolCaller,
     failure_lines,
 )
-from .reports import findings_problem, validator_key, validator_payload, validator_report
-from .result_parts import StepOutput
-from .results import RunResult, ValidationRound
+from .result_parts import Step, StepOutput
+from .results import RunResult
 from .run_lock import RunLock
 from .runlog import RunLog
 from .session_record import EventSink as EventSink  # (re-exported: the harness's and the bridge's names)
@@ -47,12 +45,13 @@ from .session_record import Prepared as Prepared
 from .session_record import RunRecord as RunRecord
 from .session_record import SavedMove, offered, resume_state
 from .session_resume import ResumeFromLog
+from .session_round import RoundMoves
 from .workspace import set_up_workspace
 from .workspace_lock import BY_LIBRARY
 from .write_targets import check_outputs
 
 
-class HostSession(ResumeFromLog):
+class HostSession(ResumeFromLog, RoundMoves):
     """One run, in one project directory, through one :data:`ToolCaller`."""
 
     def __init__(
@@ -133,7 +132,8 @@ class HostSession(ResumeFromLog):
         position = result if result.get("step") or result["status"] == "completed" else self._result
         offer = offered(result) if tool != PREPARE else self.migration_offer  # (prepare's result never says one)
         same = tool != PREPARE and result.get("checkpoint") in (None, self._result.get("checkpoint"))
-        kept = round_json(self.prepared, str(self.step.get("id"))) if same else {}  # (a round lives at its checkpoint)
+        # (a round lives at its checkpoint)
+        kept = round_json(self.prepared, str(self.step_wire.get("id"))) if same else {}
         saved = SavedMove(state, position, existed, self._evidence(result, accepted), offer, kept)
         try:
             self._log(result.get("checkpoint"), saved)
@@ -220,14 +220,20 @@ class HostSession(ResumeFromLog):
         self._result = result
 
     @property
-    def step(self) -> Mapping[str, Any]:
-        """The step the run is at, as the verifier's last result describes it (empty before there is one)."""
+    def step(self) -> Step | None:
+        """The step the run is at, as the verifier's last result describes it (None before there is one)."""
+        wire = self.step_wire
+        return Step.of(wire) if wire else None
+
+    @property
+    def step_wire(self) -> Mapping[str, Any]:
+        """That step as the verifier sent it (empty before there is one)."""
         return self._result.get("step") or {}
 
     def _at_step(self) -> Mapping[str, Any]:
         """The step the run is at; :class:`HarnessError` saying why there is none (a blocked start: what it lacks)."""
-        if self.step.get("id"):
-            return self.step
+        if self.step_wire.get("id"):
+            return self.step_wire
         raise self._no_step()
 
     def _no_step(self) -> HarnessError:
@@ -302,12 +308,12 @@ class HostSession(ResumeFromLog):
     def set_up_workspace(self) -> WrittenFile:
         """The setup step's output: deliver every asset and write the workspace manifest."""
         if self._at_step().get("id") != SETUP_STEP:
-            raise HarnessError(f"the current step is {self.step.get('id')}, not {SETUP_STEP}")
+            raise HarnessError(f"the current step is {self.step_wire.get('id')}, not {SETUP_STEP}")
 
         def delivered(entry: Mapping[str, Any]) -> None:
             self._emit(HarnessEvent("deliver", f"delivered {entry['kind']} {entry['asset']} -> {entry['path']}"))
 
-        written = set_up_workspace(self.files, self.step, self.host, delivered, release=self.release_digest)
+        written = set_up_workspace(self.files, self.step_wire, self.host, delivered, release=self.release_digest)
         self._keep(written)
         return written
 
@@ -328,7 +334,7 @@ class HostSession(ResumeFromLog):
         before anything is read as :meth:`write_output` refuses them. ``read``: their bytes as just read, by path
         (``outputs.read_step_files``), attested as they are, not read again."""
         outputs = self._at_step().get("outputs") or []
-        check_outputs(self.host, outputs, str(self.step.get("id")))
+        check_outputs(self.host, outputs, str(self.step_wire.get("id")))
         if read is None:
             found = {o["path"]: self.files.read_written(o["path"], max_bytes=int(o["max_bytes"])) for o in outputs}
             read = {path: data for path, data in found.items() if data is not None}
@@ -352,86 +358,6 @@ class HostSession(ResumeFromLog):
         self.existed_before[written.path] = True  # a later attempt replaces what this one attested
         self.record.written[written.artifact_id] = written  # (evidence once the verifier takes it: submit)
         self._emit(HarnessEvent("write", f"wrote {written.path} ({written.size} bytes, {written.write})"))
-
-    async def prepare(self, artifacts: Sequence[WrittenFile]) -> ValidationRound:
-        """``prepare_step_validation`` for the attested files; on success the validators to run are pending."""
-        step = self._at_step()
-        self.record.validation_rounds[step["id"]] = self.record.validation_rounds.get(step["id"], 0) + 1
-        prepared = await self.call(
-            PREPARE,
-            {
-                "checkpoint": self.checkpoint,
-                "confirmed_state": self.state.projection(),
-                "host": self.host.to_json(),
-                "artifacts": [a.to_artifact() for a in artifacts],
-                "inputs": list(step.get("inputs") or []),
-            },
-        )
-        if prepared["status"] == "ready_for_semantic_validation":
-            self.prepared = Prepared(list(artifacts), prepared["validation_bundle"], list(prepared["validators"]))
-        else:
-            self.prepared = None
-        return ValidationRound.of(prepared)
-
-    def verdict(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]] = ()) -> None:
-        """Record one validator's verdict (``validator-id@version``) for the prepared bundle."""
-        if self.prepared is None:
-            raise HarnessError("no validation is waiting for verdicts; submit the step first")
-        if key not in {validator_key(s) for s in self.prepared.validators}:
-            raise HarnessError(f"validator {key} is not one this step's validation asked for")
-        if outcome not in ("pass", "fail"):
-            raise HarnessError(f"a verdict is pass or fail, not {outcome!r}")
-        problem = self.verdict_problem(key, outcome, findings)
-        if problem is not None:
-            raise HarnessError(f"the verifier would refuse the verdict of {key}: {problem}")
-        self.prepared.verdicts[key] = (outcome, tuple(dict(f) for f in findings))
-        self.record.validators_run.append((str(self.step.get("id")), key, outcome))
-        self.save()  # (kept with the checkpoint's state: a resumed bridge takes it back if nothing it judged changed)
-
-    def validator_instruction(self, key: str) -> str:
-        """The instruction of the round's validator ``key`` (``validator_id@version``), for the subagent that runs
-        it: the text whose SHA-256 the bundle names (:class:`HarnessError` if it is not, or no round waits)."""
-        validators = self.prepared.validators if self.prepared is not None else []
-        summary = next((s for s in validators if validator_key(s) == key), None)
-        if summary is None:
-            raise HarnessError(f"no validation waiting here asked for validator {key}")
-        return str(validator_payload(self.step, summary)["instruction"]["text"])
-
-    def verdict_problem(self, key: str, outcome: str, findings: Sequence[Mapping[str, Any]]) -> str | None:
-        """Why the verifier would refuse this verdict's findings, alone or with the round's other verdicts."""
-        assert self.prepared is not None
-        verdicts = {**self.prepared.verdicts, key: (outcome, tuple(findings))}
-        alone = findings_problem(outcome, findings, ())  # (each finding checked before any report is built of it)
-        return alone if alone is not None else findings_problem(outcome, findings, self._reports(verdicts))
-
-    def _reports(self, verdicts: Mapping[str, tuple[str, Sequence[Mapping[str, Any]]]]) -> list[dict[str, Any]]:
-        """The reports of the validators with a verdict in ``verdicts``, in the bundle's order."""
-        assert self.prepared is not None
-        prepared = self.prepared
-        return [
-            validator_report(s, *verdicts[validator_key(s)], prepared.artifacts, self.host)
-            for s in prepared.validators
-            if validator_key(s) in verdicts
-        ]
-
-    async def submit(self) -> RunResult:
-        """``submit_step_validation`` with every recorded verdict."""
-        prepared = self.prepared
-        if prepared is None or prepared.pending:
-            raise HarnessError("every validator needs a verdict before the step can be submitted")
-        reports = self._reports(prepared.verdicts)
-        result = await self.call(
-            SUBMIT,
-            {
-                "checkpoint": self.checkpoint,
-                "confirmed_state": self.state.projection(),
-                "validation_bundle": prepared.bundle,
-                "reports": reports,
-            },
-            accepted=prepared.artifacts,
-        )
-        self.prepared = None
-        return RunResult.of(result)
 
     # -- migration ------------------------------------------------------------------------
 
@@ -482,7 +408,7 @@ class HostSession(ResumeFromLog):
         last line is kept alongside until ``token`` is logged too. A prepared
         round is kept with it (:mod:`rimthan_host.kept_round`).
         """
-        kept = round_json(self.prepared, str(self.step.get("id")))
+        kept = round_json(self.prepared, str(self.step_wire.get("id")))
         self._save(token, SavedMove(self.state, self._result, self.existed_before, self.evidence, self.migration_offer,
                                     kept))  # fmt: skip
 

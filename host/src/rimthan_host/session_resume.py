@@ -59,7 +59,7 @@ class _Session(Protocol):
     offer_asked: bool
 
     @property
-    def step(self) -> Mapping[str, Any]: ...
+    def step_wire(self) -> Mapping[str, Any]: ...
 
     def close(self) -> None: ...
 
@@ -114,7 +114,7 @@ async def _resume(session: _Session, run_log: RunLog) -> dict[str, Any]:
         result = await session.call(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
     except ToolRefused as refusal:
         raise _not_held(run_log.run_id, refusal) or refusal from None
-    if session.step.get("id") == saved.get("step"):  # same step: existence as it was when the step began
+    if session.step_wire.get("id") == saved.get("step"):  # same step: existence as it was when the step began
         session.existed_before = dict(saved.get("existed_before") or {})
         session.save()
     return result
