@@ -36,10 +36,10 @@ FROZEN_WAIT = REQUEST_TIMEOUT / 2  # a stop that did not reach the sync waits ou
 
 def test_sigterm_during_a_first_sync_waiting_on_a_frozen_registry_stops_the_start(
     tmp_path: Path,
-    registry: LocalRegistry,
-    hostile: Callable[..., HostileRegistry],
-    packaged_releases: dict[str, Path],
     trust: Path,
+    registry: LocalRegistry,
+    packaged_releases: dict[str, Path],
+    hostile: Callable[..., HostileRegistry],
 ) -> None:
     push(packaged_releases["1.2.0"], registry.ref("rimthan/first"), trust)
     asked = threading.Event()
