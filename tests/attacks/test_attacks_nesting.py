@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rimthan_host.harness import client_caller
-from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import (
     MAX_ARGUMENT_DEPTH,
@@ -36,6 +35,7 @@ from rimthan_workflow_registry.release.format import MANIFEST_NAME, SIGNATURES_D
 from rimthan_workflow_registry.release.trust import load_trust
 from rimthan_workflow_registry.release.verify import verify_release
 from rimthan_workflow_registry.run.artifact_checks import parse_json_artifact
+from rimthan_workflow_registry.strict_json import parse_strict_json
 from support.releases import (
     KeyPair,
     build_release,

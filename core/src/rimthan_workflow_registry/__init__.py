@@ -16,6 +16,7 @@ At the top, shared by both:
 ``failures``           collected failure records
 ``remediation``        what to do about each failure code (the ``next:`` line), and the exit statuses
 ``canonical``          RFC 8785 canonical JSON and SHA-256 digests, from cryptography
+``strict_json``        JSON read strictly: no repeated key, NaN, overflowing number or nesting past a bound
 ``json_encoders``      the stdlib's compact JSON encoders, each built once
 ``limits``             one copy of each bound on untrusted input (nesting, the sizes one tool call carries)
 ``jsonschema_formats`` the one import of Python jsonschema, each format library loaded on its first check

@@ -5,8 +5,9 @@ one byte form: manifests, confirmed-state digests, receipts, contracts.
 Canonicalisation is delegated to the ``rfc8785`` library (the stdlib's C
 encoder only where it provably writes the same bytes; an object's bytes
 composed from its members' where its members' digests are wanted too); this
-module only adds strict parsing (duplicate keys, non-finite numbers) and digest helpers. ``rfc8785`` is imported
-on its first use: a build writes no value outside the C encoder's subset.
+module only adds digest helpers (strict parsing, duplicate keys and non-finite
+numbers refused, is :mod:`.strict_json`'s). ``rfc8785`` is imported on its
+first use: a build writes no value outside the C encoder's subset.
 
 SHA-256 comes from ``cryptography`` (:func:`sha256_hex`, :class:`Sha256`), not
 ``hashlib``: every process that hashes a release also checks or makes an
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import json
 import marshal
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache, lru_cache
@@ -31,9 +31,8 @@ from typing import Any, TypeVar
 
 from cryptography.hazmat.primitives.hashes import SHA256, Hash
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.json_encoders import compact_encoder
-from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_JSON_SAFE_INTEGER, depth_exceeds, too_deep_message
+from rimthan_workflow_registry.limits import MAX_JSON_SAFE_INTEGER
 
 DIGEST_PREFIX = "sha256:"
 SHA256_HEX_PATTERN = "[0-9a-f]{64}"
@@ -382,107 +381,3 @@ def _digests_of_marshalled(scope: str, key: bytes) -> MemberDigests:
     if digests[0] != scope:
         raise _NotRemembered(digests)
     return digests
-
-
-class DuplicateKeyError(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(f"duplicate JSON key {quoted(repr(key))}")
-        self.key = key
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) < len(pairs):  # a repeated key; the common case (none) is decided in C
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(key)
-            seen.add(key)
-    return out
-
-
-NOT_JSON_PREFIX = "not valid JSON: "  # how parse_strict_json's refusal of bytes json.loads cannot read begins
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number with a fraction or exponent; ``1e999`` (which Python reads as infinity) is refused."""
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text} is too large for JSON (it overflows to infinity)")
-    return value
-
-
-def parse_strict_json(
-    data: bytes | str,
-    *,
-    where: str,
-    code: FailureCode,
-    max_depth: int = MAX_JSON_DEPTH,
-    depth_checked: bool = True,
-    known_canonical: bool = False,
-) -> Any:
-    """Parse JSON refusing duplicate keys, NaN/Infinity (``1e999`` too), invalid UTF-8 and nesting past ``max_depth``.
-
-    Raises ``RegistryError`` with ``code`` (or ``manifest_duplicate_key`` for
-    duplicates when parsing a manifest) naming ``where``. ``depth_checked=False``
-    leaves the walk over the parsed value for nesting past ``max_depth`` to the
-    caller (:func:`depth_exceeds`), which must then do it or bound the depth itself.
-    ``known_canonical=True`` says the bytes are known (by digest) to be RFC 8785
-    output, which serialises objects and so never repeats a key: the per-object
-    duplicate check (a Python call per object) is then left out.
-    """
-    hook = None if known_canonical else _no_duplicates
-    try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        value = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where) from None
-    except DuplicateKeyError as exc:
-        dup_code = FailureCode.MANIFEST_DUPLICATE_KEY if code is FailureCode.MANIFEST_INVALID else code
-        raise RegistryError(dup_code, str(exc), path=where) from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RegistryError(code, f"{NOT_JSON_PREFIX}{exc}", path=where) from None
-    if depth_checked and depth_exceeds(value, max_depth):
-        raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where)
-    return value
-
-
-def find_float(value: Any) -> str | None:
-    """JSON pointer of the first float in ``value`` (``None`` if there is none).
-
-    Signed records hold integers only; ``5.0`` must not pass as ``5`` (JSON
-    Schema would accept it as an integer), so manifests are checked with this.
-    A manifest lists every file, so the common answer (none) is found by one
-    iterative pass that builds no pointers; only a hit is located.
-    """
-    stack = [value]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, float):
-            return _float_pointer(value, "")
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return None
-
-
-def _float_pointer(value: Any, pointer: str) -> str | None:
-    if isinstance(value, float):
-        return pointer or "/"
-    items: Iterable[tuple[str, Any]]
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list):
-        items = ((str(i), v) for i, v in enumerate(value))
-    else:
-        return None
-    for key, item in items:
-        found = _float_pointer(item, f"{pointer}/{key}")
-        if found is not None:
-            return found
-    return None

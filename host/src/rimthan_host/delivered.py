@@ -34,9 +34,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, parse_strict_json, sha256_hex
+from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 from .files import FileTooLarge, file_status, read_regular
 from .project_files import ProjectFiles

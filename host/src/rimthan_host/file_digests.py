@@ -33,9 +33,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from jsonpointer import escape  # (RFC 6901: ``~`` and ``/`` in a key; a dependency of the core already)
-from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
+from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, MAX_STEP_ARTIFACT_BYTES
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 from .project_files import ProjectFiles
 from .protocol import HarnessError

@@ -23,9 +23,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rimthan_workflow_registry.canonical import parse_strict_json, sha256_hex
+from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 from .files import FileTooLarge, ProjectPath, folder, read_regular, replace_file
 from .protocol import HarnessError

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
+from rimthan_workflow_registry.strict_json import parse_strict_json
 from rimthan_workflow_registry.whole_writes import write_all
 
 from . import positions

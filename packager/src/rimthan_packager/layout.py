@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import (
     CatalogueError,
     FailureCode,
@@ -35,6 +34,7 @@ from rimthan_workflow_registry.release import (
     is_semver,
     next_version,
 )
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import Catalogue

@@ -56,11 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from rimthan_workflow_registry.below_floor import BELOW_FLOOR_EVENT, BelowFloor
-from rimthan_workflow_registry.canonical import DIGEST_PATTERN, parse_strict_json, sha256_hex
+from rimthan_workflow_registry.canonical import DIGEST_PATTERN, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
 from rimthan_workflow_registry.remediation import io_next_step
 from rimthan_workflow_registry.small_files import read_small_file
+from rimthan_workflow_registry.strict_json import parse_strict_json
 from rimthan_workflow_registry.whole_writes import replace_whole
 
 from .logs import get_logger

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
 from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, save_as_utf8_step
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
@@ -30,6 +29,7 @@ from rimthan_workflow_registry.release.catalogue_parse import (
 )
 from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema

@@ -16,13 +16,7 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import (
-    SHA256_HEX_PATTERN,
-    canonical_bytes,
-    canonicalization_error,
-    find_float,
-    parse_strict_json,
-)
+from rimthan_workflow_registry.canonical import SHA256_HEX_PATTERN, canonical_bytes, canonicalization_error
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
 from rimthan_workflow_registry.limits import MAX_JSON_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.release.catalogue import ID_PATTERN
@@ -35,6 +29,7 @@ from rimthan_workflow_registry.release.format import (
 )
 from rimthan_workflow_registry.release.paths import MAX_PATH_LENGTH
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, canonical_form_version
+from rimthan_workflow_registry.strict_json import find_float, parse_strict_json
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator

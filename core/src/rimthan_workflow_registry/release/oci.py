@@ -37,9 +37,10 @@ import oras.auth
 import oras.provider
 import oras.utils
 
-from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes, parse_strict_json
+from ..canonical import DIGEST_PATTERN, DIGEST_PREFIX, Sha256, digest_bytes
 from ..errors import FailureCode, RegistryError, quoted
 from ..remediation import local_io
+from ..strict_json import parse_strict_json
 from ..whole_writes import write_all
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR

@@ -11,11 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rimthan_workflow_registry.canonical import NOT_JSON_PREFIX, parse_strict_json, sha256_hex
+from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.failures import Failure
 from rimthan_workflow_registry.release.catalogue import StepDefinition
 from rimthan_workflow_registry.run.checkpoints import ArtifactReceipt, Checkpoint
+from rimthan_workflow_registry.strict_json import NOT_JSON_PREFIX, parse_strict_json
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
@@ -123,7 +124,7 @@ def check_artifact_contents(
 
 
 def parse_json_artifact(data: bytes) -> Any:
-    """A JSON artifact's document, read as strictly as a release's JSON (``canonical.parse_strict_json``).
+    """A JSON artifact's document, read as strictly as a release's JSON (``strict_json.parse_strict_json``).
 
     ``ValueError`` (reported as ``json_parse_failed``) for bytes that are not
     UTF-8 JSON, a key repeated in one object, ``NaN``/``Infinity`` (``1e999``

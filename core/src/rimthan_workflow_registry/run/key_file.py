@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.small_files import read_small_file
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 MAX_KEYRING_FILE_BYTES = 1024 * 1024  # ~10,000 keys as save() writes them; a key file is read whole
 _KEYRING_NEXT = (
