@@ -118,19 +118,42 @@ def test_a_missing_tag_is_refused(tmp_path: Path, registry: LocalRegistry, trust
     assert "no such tag" in line
 
 
-def test_a_repository_without_tag_or_digest_is_refused_as_naming_no_release(
+def test_a_repository_without_tag_or_digest_is_refused_naming_the_versions_it_holds(
     tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
 ) -> None:
     """The repository ``serve --releases-from`` follows, pasted into ``pull``: it asked for ``latest``, which no
-    push writes, and was refused as a missing tag of the repository, with no word of the version it lacks."""
+    push writes, and was refused as a missing tag of the repository, with no word of the version it lacks. The
+    refusal now lists the version tags the registry holds, newest first, and the next step names the newest."""
     push(packaged_releases["1.2.0"], registry.ref(REPO), trust)
+    push(packaged_releases["1.3.0"], registry.ref(REPO), trust)
     refused = pull(registry.ref(REPO), trust, tmp_path / "out")
     line = one_line_error(refused, "oci_reference_invalid")
     assert (
         line == f"error: oci_reference_invalid: {registry.ref(REPO)}: names a repository, not a release: a pull "
-        "needs the release's version tag or OCI digest"
+        "needs the release's version tag or OCI digest; it holds 1.3.0, 1.2.0"
     ), line
-    assert f"`{registry.ref(REPO)}:<version>`" in refused.stderr.splitlines()[1]
+    assert f"`{registry.ref(REPO)}:1.3.0`" in refused.stderr.splitlines()[1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bare_repository_whose_tags_cannot_be_listed_is_still_refused(
+    tmp_path: Path, registry: LocalRegistry, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """Fail closed: a repository nothing was pushed to, or a registry that does not answer, is refused with the
+    listing's reason; nothing is pulled on a guess and no ``--out`` is made."""
+    empty = pull(registry.ref("rimthan/nothing-here"), trust, tmp_path / "out")
+    line = one_line_error(empty, "oci_reference_invalid")
+    assert line.endswith(
+        "its tags could not be listed (oci_registry_error: listing tags: the registry answered HTTP "
+        "404 NAME_UNKNOWN; nothing was pushed to it yet, or its name is misspelt)"
+    ), line
+    assert "`" + registry.ref("rimthan/nothing-here") + ":<version>`" in empty.stderr.splitlines()[1]
+    push(packaged_releases["1.2.0"], registry.ref(REPO), trust)
+    registry.stop()
+    gone = pull(registry.ref(REPO), trust, tmp_path / "out")
+    assert "its tags could not be listed (oci_registry_error: listing tags: no connection to the registry" in (
+        one_line_error(gone, "oci_reference_invalid")
+    )
     assert not (tmp_path / "out").exists()
 
 

@@ -155,16 +155,39 @@ def parse_reference(text: str) -> OciReference:
     return OciReference(match["host"], match["repo"], match["tag"], match["digest"])
 
 
-def _names_a_release(ref: OciReference) -> None:
-    """Refuse a bare repository: the client would ask for ``latest``, which no push writes (tags are versions)."""
-    if ref.tag is None and ref.digest is None:
-        raise RegistryError(
-            FailureCode.OCI_REFERENCE_INVALID,
-            "names a repository, not a release: a pull needs the release's version tag or OCI digest",
-            path=str(ref),
-            next_step=f"add the release's version (`{ref}:<version>`: push tags each release with its version) "
-            f"or the OCI digest push printed (`{ref}@sha256:<digest>`)",
-        )
+SHOWN_TAGS = 10
+"""How many of a bare repository's version tags a refused pull names (the newest)."""
+
+
+def _names_a_release(ref: OciReference, *, plain_http: bool) -> None:
+    """Refuse a bare repository: the client would ask for ``latest``, which no push writes (tags are versions).
+
+    The refusal names the versions the repository holds (its tag list, through the same bounded client); when
+    the list cannot be read, it says why and still refuses: nothing is pulled on a guess."""
+    if ref.tag is not None or ref.digest is not None:
+        return
+    said = "names a repository, not a release: a pull needs the release's version tag or OCI digest"
+    try:
+        with registry_deadline(PULL_DEADLINE):
+            tags = version_tags(open_registry(ref, plain_http=plain_http), ref)
+    except RegistryError as exc:
+        raise _bare(ref, f"{said}; its tags could not be listed ({exc.code.value}: {exc.message})") from None
+    if not tags:
+        raise _bare(ref, f"{said}; it holds no release version tag (push one first)")
+    newest = tags[-SHOWN_TAGS:][::-1]
+    more = f" and {len(tags) - len(newest)} older" if len(tags) > len(newest) else ""
+    raise _bare(ref, f"{said}; it holds {', '.join(newest)}{more}", newest[0])
+
+
+def _bare(ref: OciReference, message: str, newest: str | None = None) -> RegistryError:
+    version = "<version>" if newest is None else newest
+    return RegistryError(
+        FailureCode.OCI_REFERENCE_INVALID,
+        message,
+        path=str(ref),
+        next_step=f"add the release's version (`{ref}:{version}`: push tags each release with its version) "
+        f"or the OCI digest push printed (`{ref}@sha256:<digest>`)",
+    )
 
 
 def is_version_tag(tag: str) -> bool:
@@ -313,7 +336,7 @@ def pull_release(
     A copy already there that no longer verifies is replaced by the verified pull only when
     ``replace_damaged`` (:mod:`~rimthan_workflow_registry.release.oci_install`); else it is refused, saying how.
     """
-    _names_a_release(ref)
+    _names_a_release(ref, plain_http=plain_http)
     registry = open_registry(ref, plain_http=plain_http)
     expected = Expected(trust, expected_profile, expected_scope)
     with local_io(out_dir, "making the download directory"):
