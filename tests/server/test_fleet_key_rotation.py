@@ -124,18 +124,29 @@ def test_a_fleet_rotates_in_two_phases_and_no_run_is_refused(
     rotated = tmp_path / "rotated.json"  # the reason for two phases: `keys rotate` on one replica's file
     shutil.copy2(old, rotated)
     assert _keys("rotate", "--checkpoint-keys", rotated).returncode == 0
-    with _replicas(tmp_path, packaged_releases, trust, old, rotated) as at_once:
-        assert anyio.run(_refused_across, at_once, tmp_path / "project-2") == "checkpoint_key_unknown"
+    retired = tmp_path / "retired.json"  # the old key retired too soon, under a run it signed
+    shutil.copy2(rotated, retired)
+    assert _keys("retire", first, "--checkpoint-keys", retired).returncode == 0
+    with _replicas(tmp_path, packaged_releases, trust, old, rotated, retired) as at_once:
+        unknown = anyio.run(_refused_across, at_once[1], at_once[0], tmp_path / "project-2")
+        gone = anyio.run(_refused_across, at_once[0], at_once[2], tmp_path / "project-3")
+    assert unknown["code"] == "checkpoint_key_unknown", unknown
+    # the next step names the likely cause and the fix, not only "start a new run" (one line)
+    assert "checkpoint keys differ from the one that issued it" in unknown["next"], unknown
+    assert "STATE_DIR/checkpoint-keys.json" in unknown["next"] and "--checkpoint-keys FILE" in unknown["next"], unknown
+    assert "\n" not in unknown["next"], unknown
+    assert gone["code"] == "checkpoint_key_unknown" and "retired key" in gone["message"], gone
+    assert gone["next"].startswith("start a new run: checkpoints of a key retired with"), gone
 
 
-async def _refused_across(urls: list[str], project: Path) -> str:
-    """The code the first replica answers a checkpoint the second one issued with."""
-    async with http_client_for(urls[1]) as signer, http_client_for(urls[0]) as other:
+async def _refused_across(signer_url: str, other_url: str, project: Path) -> dict[str, Any]:
+    """The error ``other_url`` answers a checkpoint ``signer_url`` issued."""
+    async with http_client_for(signer_url) as signer, http_client_for(other_url) as other:
         run = harness(client_caller(signer), project)
         started = await run.start("research", initial_version="1.2.0")
         arguments = {"checkpoint": started.wire["checkpoint"], "confirmed_state": run.state.projection()}
         refused = await other.call_tool("rimthan.continue_workflow", arguments)
-        return str(refused.structured_content["error"]["code"])
+        return dict(refused.structured_content["error"])
 
 
 def test_promoting_an_unknown_or_retired_key_is_refused_with_the_next_step(tmp_path: Path) -> None:

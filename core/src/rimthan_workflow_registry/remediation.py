@@ -112,8 +112,11 @@ _TABLE: dict[FailureCode, str] = {
     _C.VALIDATOR_CAPABILITIES_MISMATCH: "send the validator capabilities the run was started with",
     _C.HOST_MISMATCH: "continue the run from the host (harness, adapter and capabilities) that started it",
     _C.CHECKPOINT_INVALID: "send the checkpoint token exactly as the server issued it",
-    _C.CHECKPOINT_KEY_UNKNOWN: "the key that signed this checkpoint is not held here: start a new run, "
-    "or route it to a server holding that key",
+    _C.CHECKPOINT_KEY_UNKNOWN: "the key that signed this checkpoint is not held here, most likely because this "
+    "server's checkpoint keys differ from the one that issued it (replicas each with their own "
+    "STATE_DIR/checkpoint-keys.json, a state directory restored from an older backup, `keys rotate` on one "
+    "replica): give every replica the same --checkpoint-keys FILE (or restore the state directory's "
+    "checkpoint-keys.json) and restart it, route the run to a server holding that key, or start a new run",
     _C.RUN_CHAIN_BROKEN: "audit the complete log of one run: every checkpoint token, one per line, in issue order",
     _C.RUN_POSITION_UNKNOWN: "tell the owner which step the run stopped at and what it asked; restore the run's "
     "state file from a backup, or start a new run",

@@ -56,6 +56,10 @@ KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
 _HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
 _EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
 _UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
+RETIRED_KEY_NEXT = (
+    "start a new run: checkpoints of a key retired with `rimthan-mcp keys retire` are refused for good "
+    "(the key file keeps it only for `rimthan-mcp audit`, which still verifies the runs it signed)"
+)
 
 
 @cache
@@ -325,6 +329,7 @@ class CheckpointKeyring:
             raise TokenError(
                 FailureCode.CHECKPOINT_KEY_UNKNOWN,
                 f"the {what} token was signed with retired key {kid!r}; start a new run",
+                next_step=RETIRED_KEY_NEXT,
             )
         if kid not in self.keys:
             raise TokenError(
