@@ -21,7 +21,7 @@ from mcp.client.stdio import StdioServerParameters
 from rimthan_host.bridge import Bridge, Reply
 from rimthan_host.link import VerifierLink
 from rimthan_host.standin import StandIn
-from rimthan_host.verifier_replies import VerifierFailure, floor_reply
+from rimthan_host.verifier_replies import VerifierFailure, floor_reply, pinned_release_reply
 from support.bridge import BIN, audited, check_replies, refused, stand_in
 from support.checked_client import CheckedClient
 from support.processes import http_server_process
@@ -217,3 +217,27 @@ def test_the_floor_reply_names_the_releases_of_the_refusals_details_not_of_its_e
     assert "(research-decision@1.2.0 is below it)" in said.text, said.text
     assert "other@" not in said.text and "10.0.0" not in said.text, said.text
     assert said.data == {"status": "refused", "refused": "rollback_refused", "release": "research-decision@1.3.0"}
+
+
+def test_a_pinned_release_the_verifier_dropped_as_untrusted_is_not_sent_to_be_put_back(tmp_path: Path) -> None:
+    """A verifier whose trust store stopped vouching for the run's release (a signing key revoked) still holds it in
+    its releases directory: "put that release back" sent the operator the wrong way. The verifier's refusal says
+    ``details.untrusted``, and the bridge's words ask for a co-signature by a trusted key instead."""
+    details = {"release_id": "research-decision@1.2.0", "untrusted": True}
+    failure = VerifierFailure("pinned_release_unavailable", "answer_question", "dropped", details)
+
+    async def no_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError("the reply makes no call")
+
+    async def go() -> Reply:
+        async with anyio.create_task_group() as tasks:
+            link = VerifierLink("http://127.0.0.1:9/mcp", tasks)
+            said = pinned_release_reply(Bridge(no_call, project_dir=tmp_path), link, failure)
+            tasks.cancel_scope.cancel()
+        return said
+
+    said = anyio.run(go)
+    assert said.is_error and "research-decision@1.2.0" in said.text, said.text
+    assert "dropped: its trust store no longer vouches for the release's signatures" in said.text, said.text
+    assert "co-signed with a key the verifier trusts" in said.text and "call answer_question again" in said.text
+    assert "put that release back" not in said.text, said.text

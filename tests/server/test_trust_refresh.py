@@ -385,7 +385,16 @@ def test_co_signing_after_the_old_key_was_removed_takes_effect_at_the_next_refre
         refused, finished = anyio.run(week, server)
     assert removed["release no longer trusted; dropped"]["release"] == "research-decision@1.2.0", removed
     assert "active release no longer trusted; still served until restart" in removed, removed
-    assert refused.structured_content["error"]["code"] == "pinned_release_unavailable", refused
+    error = refused.structured_content["error"]
+    assert error["code"] == "pinned_release_unavailable", refused
+    # the release is still in the releases directory: "put it back" sent the operator the wrong way; the refusal
+    # says why it was dropped and that a co-signature by a trusted key (what this test then does) brings it back
+    assert (
+        "which this server dropped: its trust store no longer vouches for the release's signatures"
+        in (error["message"])
+    ), error
+    assert error["next"].startswith("have a key holder the trust store trusts co-sign the pinned release"), error
+    assert error["details"]["untrusted"] is True, error
     assert sorted(r["release"] for r in co_signed) == ["research-decision@1.2.0", "research-decision@1.3.0"]
     assert all(r["level"] == "info" and r["signers"] == [keys.new.key_id] for r in co_signed), co_signed
     assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release

@@ -5,7 +5,9 @@ a :class:`VerifierFailure` - the code, the verifier's message and details, the t
 what happened and the call that goes on:
 
 - ``pinned_release_unavailable`` (a call refused): the run's release is not held by the verifier; where to put it
-  back (a child verifier is restarted before the next call, to read its releases directory anew), or a new run.
+  back (a child verifier is restarted before the next call, to read its releases directory anew), or, when the
+  verifier dropped it as untrusted (``details.untrusted``), that it needs a co-signature by a trusted key; or a new
+  run.
 - ``rollback_refused`` (the child verifier exited before it was up): the newest release it served was withdrawn, and the
   activation floor that release raised refuses the older one left; put it back (or publish a newer one), or
   lower the floor deliberately and start a new run.
@@ -33,6 +35,11 @@ class VerifierFailure:
     details: object = None  # (as the verifier sent them: a mapping, or anything else, read as none)
     exited: bool = False  # a child verifier that exited before it was up, not a refusal of the call
 
+    @property
+    def untrusted(self) -> bool:
+        """Whether the verifier said it dropped the release as untrusted (``details.untrusted``)."""
+        return isinstance(self.details, Mapping) and self.details.get("untrusted") is True
+
     def detail(self, name: str) -> str:
         value = self.details.get(name) if isinstance(self.details, Mapping) else None
         return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
@@ -59,7 +66,15 @@ def pinned_release_reply(bridge: Bridge, link: VerifierLink, failure: VerifierFa
     named = quoted(release) if release else "its release"
     code = FailureCode.PINNED_RELEASE_UNAVAILABLE.value
     head = f"Nothing changed ({code}): this run is pinned to release {named}, which the verifier"
-    if link.url is not None:
+    if failure.untrusted:
+        where, who = (f"at {quoted(link.url)}", "its operator") if link.url else ("the bridge started", "the user")
+        text = (
+            f"{head} {where} dropped: its trust store no longer vouches for the release's signatures (a signing key "
+            f"removed or revoked). Ask {who} to have the release co-signed with a key the verifier trusts "
+            f"(rimthan-pack sign) and to refresh the verifier, then call {tool} again."
+        )
+        link.rescan_before_next_call()
+    elif link.url is not None:
         text = (
             f"{head} at {quoted(link.url)} does not hold. Ask its operator to put that release back in its releases "
             f"directory and refresh it (or to route this run to a verifier that holds it), then call {tool} again."

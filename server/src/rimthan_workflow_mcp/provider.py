@@ -266,6 +266,10 @@ class ReleaseProvider:
     def get(self, manifest_digest: str) -> LoadedRelease | None:
         return self._held.get(manifest_digest)
 
+    def distrusted(self, manifest_digest: str) -> bool:
+        """Whether that release was held until the trust store stopped vouching for it (a signing key removed)."""
+        return self._distrusted.holds(manifest_digest)
+
     def active_for_workflow(self, name: object) -> LoadedRelease:
         """The active release whose catalogue has a workflow (or alias) called ``name``.
 

@@ -125,6 +125,10 @@ class Distrusted:
     def remember(self, loaded: LoadedRelease) -> None:
         self.entries[loaded.digest] = (loaded, _look(Path(loaded.release.root)))
 
+    def holds(self, digest: str) -> bool:
+        """Whether the release with manifest digest ``digest`` was dropped (or is served) as untrusted."""
+        return digest in self.entries
+
     def trusted_again(self, trust: TrustStore, *, changed: bool) -> list[LoadedRelease]:
         """Those that verify again under ``trust``, looked at when the store ``changed`` (a key put back) or their
         directory did (co-signed since, in place or by a follower's pull); forgotten then."""
