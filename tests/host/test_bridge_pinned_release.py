@@ -12,6 +12,7 @@ again, so the call was refused for as long as the host ran, whatever the user pu
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,13 @@ def test_the_newest_release_withdrawn_below_the_floor_is_said_with_what_to_do(
 
 def _floor_reply(project: Path, failure: VerifierFailure) -> Reply:
     """What the bridge says for ``failure`` of a child verifier (a reply that makes no call)."""
+    return _said(project, failure, floor_reply)
+
+
+def _said(
+    project: Path, failure: VerifierFailure, words: Callable[[Bridge, VerifierLink, VerifierFailure], Reply | None]
+) -> Reply:
+    """What ``words`` (a reply of verifier_replies) says for ``failure`` of a verifier at a URL; it makes no call."""
 
     async def no_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         raise AssertionError("the reply makes no call")
@@ -182,7 +190,7 @@ def _floor_reply(project: Path, failure: VerifierFailure) -> Reply:
     async def go() -> Reply | None:
         async with anyio.create_task_group() as tasks:
             link = VerifierLink("http://127.0.0.1:9/mcp", tasks)
-            said = floor_reply(Bridge(no_call, project_dir=project), link, failure)
+            said = words(Bridge(no_call, project_dir=project), link, failure)
             tasks.cancel_scope.cancel()
         return said
 
@@ -225,18 +233,7 @@ def test_a_pinned_release_the_verifier_dropped_as_untrusted_is_not_sent_to_be_pu
     ``details.untrusted``, and the bridge's words ask for a co-signature by a trusted key instead."""
     details = {"release_id": "research-decision@1.2.0", "untrusted": True}
     failure = VerifierFailure("pinned_release_unavailable", "answer_question", "dropped", details)
-
-    async def no_call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        raise AssertionError("the reply makes no call")
-
-    async def go() -> Reply:
-        async with anyio.create_task_group() as tasks:
-            link = VerifierLink("http://127.0.0.1:9/mcp", tasks)
-            said = pinned_release_reply(Bridge(no_call, project_dir=tmp_path), link, failure)
-            tasks.cancel_scope.cancel()
-        return said
-
-    said = anyio.run(go)
+    said = _said(tmp_path, failure, pinned_release_reply)
     assert said.is_error and "research-decision@1.2.0" in said.text, said.text
     assert "dropped: its trust store no longer vouches for the release's signatures" in said.text, said.text
     assert "co-signed with a key the verifier trusts" in said.text and "call answer_question again" in said.text
