@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -164,3 +165,43 @@ def test_promoting_an_unknown_or_retired_key_is_refused_with_the_next_step(tmp_p
     assert "retired (archived for audit)" in _keys("list", "--checkpoint-keys", keys).stdout
     again = _keys("promote", _signing(keys), "--checkpoint-keys", keys)
     assert again.returncode == 0 and "already signs" in again.stdout, again.stderr
+
+
+def _hup(server: HttpServer) -> list[dict[str, Any]]:
+    """SIGHUP, then every JSON log line up to its ``refresh done``."""
+    seen = len(server.lines)
+    server.process.send_signal(signal.SIGHUP)
+    server.wait_for('"refresh done"', after=seen)
+    return [json.loads(line) for line in server.lines[seen:] if line.startswith("{")]
+
+
+def test_a_key_file_changed_under_a_running_replica_is_said_at_the_next_refresh_not_reloaded(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """An operator runs `keys add` and sends SIGHUP, as a trust store change is taken: the refresh said nothing of
+    the key file, and the replica went on with the keys it started with while the operator went on to `promote`.
+    Now the refresh says, once per change, that the file holds other keys and that a restart takes them."""
+    keys = tmp_path / "checkpoint-keys.json"
+    assert _keys("rotate", "--checkpoint-keys", keys).returncode == 0
+    first = _signing(keys)
+    changed = "checkpoint key file changed; not reloaded until restart"
+    args = [
+        "serve",
+        "--release",
+        str(packaged_releases["1.2.0"]),
+        "--trust",
+        str(trust),
+        "--checkpoint-keys",
+        str(keys),
+    ]
+    args += ["--state-dir", str(tmp_path / "state"), "--transport", "http", "--port", "0"]
+    with http_server_process([RIMTHAN_MCP, *args], env=server_env()) as server:
+        assert changed not in [r["event"] for r in _hup(server)]  # unchanged: nothing said
+        added = _keys("add", "--checkpoint-keys", keys).stdout.split()[1]
+        said = [r for r in _hup(server) if r["event"] == changed]
+        again = [r for r in _hup(server) if r["event"] == changed]
+    assert len(said) == 1 and said[0]["level"] == "warning", said
+    assert said[0]["running"] == {"signing": first, "verify_only": [], "retired": []}, said
+    assert said[0]["in_file"] == {"signing": first, "verify_only": [added], "retired": []}, said
+    assert said[0]["next"].startswith("restart this server"), said
+    assert again == [], again  # once per change, not at every refresh

@@ -62,6 +62,7 @@ The releases a server holds:
 ``held_on_disk``      whether each release a server holds is still in its releases directory; the older
                       releases held for pinned runs
 ``trust_refresh``     the trust store read again on every refresh
+``key_file_watch``    the checkpoint key file looked at on every refresh: a change is said, never reloaded
 ``follow``            following an OCI repository (``--releases-from``): new version tags pulled before each refresh
 ``follow_memory``     the publishes a follower refused, by manifest digest: never pulled again under one trust store
 ``follow_disk``       a follower's releases directory: copies pulled, stale downloads, copies whose tag went

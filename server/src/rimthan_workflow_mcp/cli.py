@@ -322,6 +322,9 @@ def serve(
         ),
     )
     provider.trust_path = trust  # every refresh re-reads it
+    from .key_file_watch import KeyFileWatch
+
+    provider.key_file_watch = KeyFileWatch(keys_path, keyring).check  # and says a changed key file, not reloaded
     if follower is not None:
         provider.before_refresh = follower.sync
         provider.sync_status = follower.status

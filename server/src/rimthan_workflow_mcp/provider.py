@@ -119,6 +119,7 @@ class ReleaseProvider:
         # new releases into releases_dir and returns the publishes it refused, which the refresh reports
         # (see follow.py)
         self.before_refresh: Callable[[TrustStore], tuple[Rejection, ...]] | None = None
+        self.key_file_watch: Callable[[], None] | None = None  # says a changed checkpoint key file (key_file_watch)
         # a follower's syncs (the last one's failure, None: it reached the registry), for the refresh result and
         # /healthz
         self.sync_status: Callable[[], SyncStatus] | None = None
@@ -329,6 +330,8 @@ class ReleaseProvider:
         or an asked-for refresh (SIGHUP), debug for a periodic rescan that
         changed nothing, so ``--refresh-interval`` does not fill the log.
         """
+        if self.key_file_watch is not None:
+            self.key_file_watch()
         # read before the follower pulls, so that it pulls under the store this refresh then verifies with
         reloaded = reload_trust(self.trust_path, self.trust) if self.trust_path is not None else None
         trust_now = reloaded[0] if reloaded is not None else self.trust
