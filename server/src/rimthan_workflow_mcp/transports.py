@@ -16,7 +16,8 @@ which ``http_bounds`` makes a JSON-RPC error a client can read), and so is one
 stdio line on pipes (``stdio_pipes``);
 ``http_bounds`` bounds the time a client may take to send a request or to take
 its answer, the requests in flight at once, and answers a stateless ``GET`` /
-``DELETE`` with 405.
+``DELETE`` with 405. With ``--http-sessions``, a full session table closes
+its longest-idle session for a new one (``session_room``).
 
 Over stdio every request read before stdin closes is answered before the
 server exits (``stdio_drain``), and a client that closes its end of stdout
@@ -45,6 +46,7 @@ from rimthan_workflow_registry.entry import refresh_asked_while_starting, servin
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
 from rimthan_workflow_registry.release import Stopped
 
+from . import session_room
 from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .http_cors import CrossOrigin
@@ -336,7 +338,11 @@ async def serve_http(
         transport_security=security,
         host=binding.host,
         max_request_body_size=MAX_REQUEST_BODY_BYTES,  # every call a release can legitimately need, no more
+        max_sessions=session_room.MAX_SESSIONS,
+        session_idle_timeout=session_room.IDLE_SECONDS,
     )
+    if sessions:
+        session_room.make_room(app.session_manager)
     health = Health(provider, security, stale_after)
     methods = ("POST", "GET", "DELETE") if sessions else ("POST",)  # what a stateless server answers: POST
     health.watch()  # each change of the answer logged as it happens, probed or not

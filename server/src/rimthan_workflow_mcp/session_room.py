@@ -1,0 +1,151 @@
+"""HTTP sessions (``--http-sessions``): at the cap, the session idle the longest makes room; one request per id.
+
+The SDK's session manager keeps at most ``MAX_SESSIONS`` sessions, each until
+it has gone ``IDLE_SECONDS`` without a request in flight (an open ``GET``
+stream counts as one), and while full it refuses every new session with 503.
+So one client that sent ``MAX_SESSIONS`` initialize requests and walked away
+(no connection held: about a minute from one connection) locked every other
+client out for half an hour. Here a full manager closes the session that has
+been idle the longest and admits the new one; that session's client gets
+``404 Session not found`` on its next request, which the Streamable HTTP spec
+tells it to answer with a new initialize (a run's state is in its tokens:
+nothing is lost). Only when no session is idle - each has a request in flight
+or a stream open, so each holds a connection - is a new one refused, as before.
+
+A request whose id is the id of one still being answered in its session (the
+SDK keys a session's answers by ``str(id)``, so ``7`` and ``"7"`` are one id)
+is refused with 400 and a one-line JSON-RPC Invalid Request naming the id:
+the SDK gave the second request the first one's answer slot, so the first
+waited for ever: of 40 such requests at once in one session, 37 were still
+unanswered after 15 s, and a session with a request in flight is never idle,
+so it was never closed either.
+
+The sessions are kept in the order their last request ended, so the one to
+close is found from the front, past the busy ones, not by a scan of all of
+them. This reaches into the SDK's manager (``_admit_session``,
+``_server_instances``, ``_session_owners``) and a transport
+(``_validate_request_headers``, the last step before a request is dispatched,
+and ``idle_scope``, whose deadline is infinite while a request is in flight);
+``tests/server/test_http_sessions_room.py`` fails if they change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+
+from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.types import Receive, Scope, Send
+
+from .http_shape import BAD_REQUEST, error_body, json_headers
+from .logs import get_logger
+from .message_shape import invalid_request, top_level_request_id
+
+MAX_SESSIONS = 10_000  # the SDK's default, named here: about 400 MB of sessions idle at once
+IDLE_SECONDS = 30 * 60.0  # the SDK's default: a session no one has used for this long is closed
+
+IN_FLIGHT_ID = "rimthan.in_flight_id"  # the scope key a request's id is kept under while it is answered
+_log = get_logger("transport")
+
+
+def make_room(manager: StreamableHTTPSessionManager) -> None:
+    """Have ``manager`` close its longest-idle session rather than refuse a new one while it is full."""
+    room = _SessionRoom(manager)
+    setattr(manager, "_admit_session", room.admit)  # noqa: B010 (the instance's own method replaced)
+
+
+class _SessionRoom:
+    """A manager's sessions in the order their last request ended, the least recently used first."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self._manager = manager
+        self._admit = manager._admit_session
+        self._by_use: OrderedDict[str, StreamableHTTPServerTransport] = OrderedDict()
+
+    def admit(self, requestor: AuthorizationContext | None) -> StreamableHTTPServerTransport | None:
+        cap = self._manager.max_sessions
+        if cap is not None and len(self._manager._server_instances) >= cap:
+            self._close_longest_idle()
+        transport = self._admit(requestor)
+        if transport is not None and transport.mcp_session_id is not None:
+            self._track(transport.mcp_session_id, transport)
+        return transport
+
+    def _track(self, key: str, transport: StreamableHTTPServerTransport) -> None:
+        """Keep ``transport`` in order of use from now on, one request per id in flight, forgotten once terminated."""
+        handle, terminate, screen = transport.handle_request, transport.terminate, transport._validate_request_headers
+        self._by_use[key] = transport
+        answering: set[str] = set()
+
+        async def handled(scope: Scope, receive: Receive, send: Send) -> None:
+            try:
+                await handle(scope, receive, send)
+            finally:
+                answering.discard(scope.pop(IN_FLIGHT_ID, None))
+                if key in self._by_use:
+                    self._by_use.move_to_end(key)
+
+        async def screened(request: Request, send: Send) -> bool:
+            request_id = await _post_request_id(request)
+            if request_id is not None and request_id in answering:
+                await _refuse_repeated_id(request_id, send)
+                return False
+            if request_id is not None:
+                answering.add(request_id)
+                request.scope[IN_FLIGHT_ID] = request_id
+            return await screen(request, send)
+
+        async def terminated() -> None:
+            self._by_use.pop(key, None)
+            await terminate()
+
+        setattr(transport, "handle_request", handled)  # noqa: B010
+        setattr(transport, "_validate_request_headers", screened)  # noqa: B010
+        setattr(transport, "terminate", terminated)  # noqa: B010
+
+    def _close_longest_idle(self) -> None:
+        """Forget the session idle the longest (its id answers 404 from now on) and end its server task."""
+        for key, transport in self._by_use.items():
+            if _idle(transport) and self._manager._server_instances.get(key) is transport:
+                break
+        else:
+            return
+        del self._by_use[key]
+        self._manager._server_instances.pop(key, None)
+        self._manager._session_owners.pop(key, None)
+        assert transport.idle_scope is not None  # (_idle found it)
+        transport.idle_scope.cancel()  # its server task ends and terminates the transport
+        _log.info("session closed to make room", extra={"sessions": len(self._manager._server_instances) + 1})
+
+
+def _idle(transport: StreamableHTTPServerTransport) -> bool:
+    """Whether ``transport`` has no request in flight (and is not already ending)."""
+    scope = transport.idle_scope
+    return scope is not None and not scope.cancel_called and math.isfinite(scope.deadline)
+
+
+async def _post_request_id(request: Request) -> str | None:
+    """A POSTed request's id as the SDK keys its answer (``str(id)``), from the body it already read; else None."""
+    if request.method != "POST":
+        return None
+    text = (await request.body()).decode("utf-8", "replace")  # (read and kept by the SDK: not read again)
+    found = top_level_request_id(text)
+    if found is None:
+        message = json.loads(text)  # (no id, or one the quick scan was unsure of; the SDK has parsed this body)
+        found = message.get("id") if isinstance(message, dict) and "method" in message else None
+    return None if found is None else str(found)
+
+
+async def _refuse_repeated_id(request_id: str, send: Send) -> None:
+    words = (
+        f"a request with id {json.dumps(request_id)} is still being answered in this session: "
+        "give each request an id of its own (MCP: never one used before in the session)"
+    )
+    _log.info("request refused: its id is in flight", extra={"id": request_id[:64]})
+    body = error_body(invalid_request(words))
+    await send({"type": "http.response.start", "status": BAD_REQUEST, "headers": json_headers(body)})
+    await send({"type": "http.response.body", "body": body})
