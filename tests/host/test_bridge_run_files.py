@@ -121,6 +121,10 @@ DAMAGE = {  # edits of the state file as the bridge writes it: compact JSON
     "a wrong type": lambda text: text.replace('"existed_before":{}', '"existed_before":"yes"', 1),
     "nesting": lambda text: text.replace('"workflow":', '"deep":' + "[" * 100_000 + "]" * 100_000 + ',"workflow":', 1),
     "a size past the bound": lambda text: text + " " * (MAX_STATE_BYTES + 1 - len(text)),  # valid JSON still
+    # the next three were shown as the run's (a step shown from its saved result asks no verifier)
+    "another release": lambda text: text.replace("research-decision@1.2.0", "research-decision@1.3.0"),
+    "another workflow version": lambda text: text.replace('"version":"1.2.0"', '"version":"1.3.0"'),
+    "another step": lambda text: text.replace('"select-route"', '"desk-research"'),
 }
 LOG_DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "a byte not ASCII in the log": lambda data: data + "é\n".encode(),

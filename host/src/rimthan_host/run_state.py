@@ -20,6 +20,7 @@ from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_STATE_BYTES,
     REQUEST_REST_BYTES,
 )
+from rimthan_workflow_registry.run.token_wire import peek_claims
 
 from . import positions
 from .file_digests import evidence_from_json
@@ -94,6 +95,38 @@ def state_problem(entry: Mapping[str, Any]) -> str | None:
     if evidence_from_json(entry.get("validated", {})) is None:  # (absent in an older bridge's state: none kept)
         return "its validated is not an object of {path, sha256} objects"
     return None
+
+
+def claims_problem(entry: Mapping[str, Any], token: str) -> str | None:
+    """Why a saved state names another release, workflow or step than its checkpoint ``token`` does, or None.
+
+    A resume shows an ungated step from its saved result without the verifier,
+    so a state edited to claim another release (or step) would be shown as the
+    run's; the token's own claims (read, not verified: the verifier does that
+    on the next move) are what the run is at."""
+    claims = peek_claims(token) or {}
+    position = _object(entry.get("position"))
+    for saved in (entry, position):
+        for part, keys in (("release", ("id", "manifest_digest")), ("workflow", ("id", "version"))):
+            named, pinned = saved.get(part), claims.get(part)
+            if (
+                isinstance(named, dict)
+                and isinstance(pinned, dict)
+                and any(named.get(k) != pinned.get(k) for k in keys)
+            ):
+                return f"its {part} is not the one its checkpoint names ({_named(pinned, keys)})"
+    step = _object(position.get("step"))
+    if step.get("id") is not None and claims.get("step") not in (None, step.get("id")):
+        return f"its step is not the one its checkpoint names ({claims['step']})"
+    return None
+
+
+def _object(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _named(pinned: Mapping[str, Any], keys: tuple[str, ...]) -> str:
+    return " ".join(str(pinned.get(k)) for k in keys if k != "manifest_digest")  # (a digest is opaque to a model)
 
 
 def kept_position(result: Mapping[str, Any]) -> dict[str, Any] | None:

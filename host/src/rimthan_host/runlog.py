@@ -66,7 +66,7 @@ from .run_state import MAX_OFFER_BYTES as MAX_OFFER_BYTES
 from .run_state import MAX_POSITION_BYTES as MAX_POSITION_BYTES
 from .run_state import MAX_STATE_BYTES as MAX_STATE_BYTES
 from .run_state import OFFER_KEY as OFFER_KEY
-from .run_state import STATE_DEPTH, state_problem, token_key
+from .run_state import STATE_DEPTH, claims_problem, state_problem, token_key
 from .run_state import kept_offer as kept_offer
 from .state_size import StateTooLarge as StateTooLarge  # (re-exported: raised by save_state)
 from .state_size import largest_part
@@ -278,7 +278,7 @@ class RunLog:
         key = token_key(token)
         for entry in self._entries():
             if entry.get(CHECKPOINT_KEY) == key:
-                problem = state_problem(entry)
+                problem = state_problem(entry) or claims_problem(entry, token)
                 if problem is not None:
                     raise self._damaged(self.state_path, problem)
                 return entry
