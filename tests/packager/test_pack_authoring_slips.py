@@ -58,7 +58,7 @@ TOML_SLIPS = [
         "catalogue.toml",
         'note = "caf\u00e9"\n'.encode("latin-1"),
         "save catalogue.toml as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): "
-        "byte 12 of line 18 is not UTF-8",
+        "byte 0xe9 at line 18, column 12 (byte offset 316) is not UTF-8",
     ),
 ]
 

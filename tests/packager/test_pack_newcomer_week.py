@@ -35,7 +35,8 @@ def test_a_schema_that_is_not_utf8_says_to_save_it_as_utf8_and_where(tmp_path: P
     said = refusal(checked.stderr)
     assert checked.returncode == 1 and said.code == "schema_invalid" and f": {schema}: not valid JSON" in said.error
     assert said.next.startswith("save schemas/summary.schema.json as UTF-8 (the editor's encoding setting, or iconv")
-    assert said.next.endswith(f"of line {line} is not UTF-8") and "reported pointer" not in said.next
+    assert f" at line {line}, column " in said.next and "reported pointer" not in said.next
+    assert said.next.endswith(" is not UTF-8")
 
 
 def test_a_schema_past_the_file_bound_says_to_shorten_it(tmp_path: Path) -> None:

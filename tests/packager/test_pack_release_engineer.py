@@ -358,7 +358,10 @@ def test_an_instruction_that_is_not_utf8_says_to_save_it_as_utf8_not_to_fix_a_to
     built = pack("build", source, "--key", signer.private_path, "--out", tmp_path / "rel")
     said = refusal(built.stderr)
     assert built.returncode == 1 and said.error.startswith(f"error: catalogue_invalid: {instruction}: is not UTF-8")
-    assert said.next == "save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8)"
+    assert said.next == (
+        "save assets/instructions/plan.md as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t "
+        "UTF-8): byte 0xe9 at line 1, column 4 (byte offset 3) is not UTF-8"
+    )
 
 
 def test_the_typical_flow_in_rimthan_pack_help_runs_as_written(tmp_path: Path) -> None:

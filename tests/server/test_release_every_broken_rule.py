@@ -129,7 +129,8 @@ def test_every_file_that_is_not_utf8_is_said(mcp_world: ServerWorld, tmp_path: P
         ["error", "catalogue_invalid", str(release / CATALOGUE_DIR / name)] for name in NOT_UTF8
     ]
     # each keeps the rule's own next step through the release load (was the code's generic one)
-    assert all(r.next.startswith("save the file as UTF-8") for r in said), said
+    assert [r.next.split(" as UTF-8 ")[0] for r in said] == [f"save {name}" for name in NOT_UTF8], said
+    assert all(" is not UTF-8" in r.next and ", column " in r.next for r in said), said
 
 
 def test_every_invalid_schema_is_said(mcp_world: ServerWorld, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 MAX_JSON_DEPTH = 64
@@ -225,7 +226,8 @@ def parse_bounded_toml(data: bytes, refuse: TomlRefusal, *, unreadable: str, nam
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise refuse(f"{unreadable}: {exc}", save_as_utf8_step(name, data, exc.start)) from None
+        bad = not_utf8_at(data, exc.start)
+        raise refuse(f"{unreadable}: {bad} is not UTF-8", save_as_utf8_step(name, bad)) from None
     try:
         value = tomllib.loads(text)
     except RecursionError:
@@ -263,18 +265,41 @@ def _toml_syntax_next_step(name: str, text: str, error: str) -> str:
     )
 
 
-def save_as_utf8_step(name: str, data: bytes, position: int) -> str:
-    """The next step for a text file ``name`` whose byte ``position`` is not UTF-8: where it is, and how to fix it."""
-    line, column = _line_and_byte(data, position)
+@dataclass(frozen=True)
+class NotUtf8:
+    """Where a text file's first byte that is not UTF-8 is: the byte, its 0-based offset in the file, and the
+    1-based line and column (in characters, as an editor counts them) it stands at."""
+
+    byte: int
+    offset: int
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"byte 0x{self.byte:02x} at line {self.line}, column {self.column} (byte offset {self.offset})"
+
+
+def not_utf8_at(data: bytes, position: int) -> NotUtf8:
+    """Where byte ``position`` of ``data`` (the first that is not UTF-8: all before it decodes) stands."""
+    start = data.rfind(b"\n", 0, position) + 1
+    column = len(data[start:position].decode("utf-8", "replace")) + 1
+    return NotUtf8(data[position], position, data.count(b"\n", 0, position) + 1, column)
+
+
+def first_not_utf8(data: bytes) -> NotUtf8 | None:
+    """Where ``data``'s first byte that is not UTF-8 is (``None`` if it is all UTF-8)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return not_utf8_at(data, exc.start)
+    return None
+
+
+def save_as_utf8_step(name: str, bad: NotUtf8) -> str:
+    """The next step for a text file ``name`` that is not UTF-8 at ``bad``: where it is, and how to fix it."""
     return (
-        f"save {name} as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): "
-        f"byte {column} of line {line} is not UTF-8"
+        f"save {name} as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8): {bad} is not UTF-8"
     )
-
-
-def _line_and_byte(data: bytes, position: int) -> tuple[int, int]:
-    """The 1-based line of byte ``position`` in ``data`` and its 1-based byte in that line."""
-    return data.count(b"\n", 0, position) + 1, position - data.rfind(b"\n", 0, position)
 
 
 def first_non_json_value(value: Any) -> str | None:

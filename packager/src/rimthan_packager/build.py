@@ -35,8 +35,10 @@ from rimthan_workflow_registry.release import (
     SCHEMA_CHECKS,
     SIGNATURES_DIR,
     Catalogue,
+    FileEntry,
     LoadedCatalogue,
     Manifest,
+    OwnFiles,
     ReleaseLoader,
     TrustStore,
     VerifiedRelease,
@@ -44,6 +46,7 @@ from rimthan_workflow_registry.release import (
     check_schema_keywords,
     check_text_sizes,
     manifest_for,
+    media_type_for,
     render_checksums,
     signature_name,
     verify_release,
@@ -72,6 +75,7 @@ class BuildResult:
     manifest: Manifest
     manifest_digest: str
     signer_key_ids: tuple[str, ...]
+    own: OwnFiles  # manifest.json, SHA256SUMS and the signatures: layers of the pushed artifact too
 
 
 def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
@@ -115,6 +119,20 @@ def check_source(source_dir: Path | str) -> CheckedSource:
     refuse_unlisted_definitions(source, loaded.catalogue)
     refuse_unreferenced_schemas(source, loaded.catalogue)
     return CheckedSource(source, loaded, examples)
+
+
+_NO_DIGEST = "0" * 64  # a SHA-256 in hex is always 64 characters: a manifest of these is as long as the real one
+
+
+def own_files(checked: CheckedSource, signatures: int, created: int | None) -> OwnFiles:
+    """The bytes of the ``manifest.json`` and ``SHA256SUMS`` a build of ``checked`` writes, without hashing a file.
+
+    Every digest is 64 hex characters, so a manifest listing a placeholder digest for each file (and the same
+    path, size and media type) is exactly as long as the built one (RFC 8785 escapes no hex digit).
+    """
+    entries = [FileEntry(path, _NO_DIGEST, size, media_type_for(path)) for path, size in checked.source.sizes.items()]
+    manifest = manifest_for(checked.loaded.catalogue, entries, created)
+    return OwnFiles(len(manifest.to_bytes()), len(render_checksums(manifest)), signatures)
 
 
 def refuse_unserved_profile(root: Path, profile: str) -> None:
@@ -199,7 +217,8 @@ def _build_into(
         SCHEMA_CHECKS.remember([manifest_bytes], canonical_form_version())  # RFC 8785 output: the self-check skips it
         written = [work / MANIFEST_NAME, work / CHECKSUMS_NAME]
         create_file(written[0], manifest_bytes, sync=False)
-        create_file(written[1], render_checksums(manifest), sync=False)
+        checksums = render_checksums(manifest)
+        create_file(written[1], checksums, sync=False)
         (work / SIGNATURES_DIR).mkdir()
         os.chmod(work / SIGNATURES_DIR, 0o755)  # not the umask's: never world-writable, always readable
         for key in signers:
@@ -228,6 +247,7 @@ def _build_into(
         manifest=manifest,
         manifest_digest=verified.manifest_digest,
         signer_key_ids=verified.signer_key_ids,
+        own=OwnFiles(len(manifest_bytes), len(checksums), len(signers)),
     )
 
 
@@ -260,6 +280,12 @@ def _exists(dest: Path, source: SourceFiles, catalogue: Catalogue) -> RegistryEr
         path=str(dest),
         next_step=new_version_step(source.root, catalogue.name, catalogue.version),
     )
+
+
+def refuse_built(releases: Path, checked: CheckedSource) -> None:
+    """Refuse a source whose version ``releases`` already holds, as a build into it would (``release_exists``)."""
+    catalogue = checked.loaded.catalogue
+    _refuse_existing(releases / f"{catalogue.name}-{catalogue.version}", checked.source, catalogue)
 
 
 def _refuse_existing(dest: Path, source: SourceFiles, catalogue: Catalogue) -> None:

@@ -31,6 +31,8 @@ __all__ = ["cli", "main"]  # the group (made in cli_options) with every command 
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
 if TYPE_CHECKING:
+    from rimthan_workflow_registry.release import OwnFiles
+
     from .build import BuildResult
     from .signing import SigningKey
 
@@ -99,7 +101,9 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     """
     result = _build(source, key_paths, out_dir, trust_path, progress=not as_json and sys.stderr.isatty())
     sizes = {entry.path: entry.size for entry in result.manifest.files}
-    _warn_unpullable(source, sizes, len(result.signer_key_ids))
+    _warn_unpullable(source, sizes, result.own)
+    release = result.manifest.release
+    _warn_newer(out_dir, release.catalogue, release.version, "was built")
     if as_json:
         emit_json(
             {
@@ -121,13 +125,21 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     epilog=_epilog(
         "rimthan-pack check catalogues/research-decision/1.3.0",
         "rimthan-pack check SOURCE --json",
+        "rimthan-pack check SOURCE --releases-dir releases",
     )
 )
 @click.argument("source", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--releases-dir",
+    "releases_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also check against the releases already built there (build's --out): refused if it holds this version "
+    "(release_exists), warned if it holds a newer one (rollback_refused).",
+)
 @_JSON
 @reports_refusals
 @remembered_checks()
-def check(source: Path, as_json: bool) -> None:
+def check(source: Path, releases_dir: Path | None, as_json: bool) -> None:
     """Check a catalogue source as build would, without keys, writing nothing.
 
     SOURCE is a catalogue source directory (rooted at catalogue.toml). Every
@@ -137,13 +149,20 @@ def check(source: Path, as_json: bool) -> None:
     file there that is no workflow's example), and no schema file left
     unreferenced. Refusals are reported as build would report
     them (each unreferenced schema file and stray example its own); exit 0
-    means build would accept the source.
+    means build would accept the source. With --releases-dir, a version
+    that directory already holds is refused as build --out would refuse it
+    (release_exists), and a newer version there is warned of: a verifier
+    that has served it refuses this one (rollback_refused).
     """
-    from .build import check_source
+    from .build import check_source, own_files, refuse_built, source_date_epoch
 
     checked = check_source(source)
-    _warn_unpullable(source, checked.source.sizes, signatures=1)
     catalogue = checked.loaded.catalogue
+    if releases_dir is not None:
+        refuse_built(releases_dir, checked)
+    _warn_unpullable(source, checked.source.sizes, own_files(checked, signatures=1, created=source_date_epoch()))
+    if releases_dir is not None:
+        _warn_newer(releases_dir, catalogue.name, catalogue.version, "would build")
     release_id = f"{catalogue.name}@{catalogue.version}"
     if as_json:
         emit_json(
@@ -163,17 +182,35 @@ def check(source: Path, as_json: bool) -> None:
     )
 
 
-def _warn_unpullable(source: Path, sizes: Mapping[str, int], signatures: int) -> None:
+def _warn_unpullable(source: Path, sizes: Mapping[str, int], own: OwnFiles) -> None:
     """One warning per OCI pull bound the release is past: said at build, not first at push, after signing."""
     from rimthan_workflow_registry.release import unpullable
 
-    for found in unpullable(sizes, signatures):
+    for found in unpullable(sizes, own):
         warn(
             FailureCode.OCI_ARTIFACT_INVALID,
             str(source / found.path) if found.path else str(source),
             f"{found.reason}, so rimthan-pack push will refuse this release",
             "to publish it through a registry, keep the source within the limits docs/fleet.md lists; "
             "a release past them serves only from a directory (rimthan-mcp serve --releases-dir)",
+        )
+
+
+def _warn_newer(releases: Path, name: str, version: str, done: str) -> None:
+    """One warning (``rollback_refused``) when ``releases`` holds a newer version of the catalogue: this one
+    was built (or would be) but a verifier that has served the newer one refuses it."""
+    from .layout import newer_releases
+
+    newer = newer_releases(releases, name, version)
+    if newer:
+        warn(
+            FailureCode.ROLLBACK_REFUSED,
+            str(releases / f"{name}-{newer[0]}"),
+            f"{releases} holds {name} {', '.join(newer)}, newer than {version}: {name} {version} {done}, but "
+            f"rimthan-mcp serve activates {newer[0]} from this directory, and one that has served {newer[0]} refuses "
+            f"{version} (its activation floor)",
+            f"give this source a version above {newer[0]} if it should replace it; to serve {version} after "
+            f"{newer[0]} on purpose, the operator starts rimthan-mcp serve --lower-floor",
         )
 
 

@@ -33,6 +33,7 @@ from rimthan_workflow_registry.release import (
     identity_problem,
     is_semver,
     next_version,
+    semver_key,
 )
 from rimthan_workflow_registry.strict_json import parse_strict_json
 
@@ -241,3 +242,20 @@ def _unreferenced(
         next_step=next_step,
         also=also or (),
     )
+
+
+def newer_releases(releases: Path, name: str, version: str) -> list[str]:
+    """The versions of catalogue ``name`` above ``version`` that ``releases`` holds, newest first, by their folder
+    names (``NAME-VERSION``, as build names them; an unreadable or missing directory holds none).
+
+    A verifier that has served one of them keeps it as its activation floor, and refuses ``version`` below it
+    (``rollback_refused``) unless its operator lowers the floor on purpose.
+    """
+    prefix = f"{name}-"
+    try:
+        found = [e.name.removeprefix(prefix) for e in releases.iterdir() if e.name.startswith(prefix) and e.is_dir()]
+    except OSError:
+        return []
+    below = semver_key(version)
+    newer = [v for v in found if is_semver(v) and semver_key(v) > below]
+    return sorted(newer, key=semver_key, reverse=True)

@@ -140,7 +140,7 @@ if TYPE_CHECKING:
         registry_deadline,
     )
     from rimthan_workflow_registry.release.oci_client import guarded, open_registry, registry_call
-    from rimthan_workflow_registry.release.oci_limits import unpullable
+    from rimthan_workflow_registry.release.oci_limits import OwnFiles, unpullable
     from rimthan_workflow_registry.release.oci_stop import Stopped, StopSignal, stoppable
     from rimthan_workflow_registry.release.oci_unpullable import Unpullable
     from rimthan_workflow_registry.release.parallel import first_failure
@@ -174,6 +174,7 @@ __all__ = [
     "identity_problem",
     "MAX_SEGMENT_BYTES",
     "MAX_OCI_MANIFEST_BYTES",
+    "OwnFiles",
     "Unpullable",
     "unpullable",
     "release_layers",
@@ -263,6 +264,7 @@ _HOME = {
     "MAX_SEGMENT_BYTES": "rimthan_workflow_registry.release.catalogue_rules",
     "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
     "release_layers": "rimthan_workflow_registry.release.oci",
+    "OwnFiles": "rimthan_workflow_registry.release.oci_limits",
     "Unpullable": "rimthan_workflow_registry.release.oci_unpullable",
     "unpullable": "rimthan_workflow_registry.release.oci_limits",
     "is_hidden_name": "rimthan_workflow_registry.release.paths",

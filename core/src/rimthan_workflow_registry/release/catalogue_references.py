@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import Catalogue, HostAdapter, StepDefinition, WorkflowDefinition
-from rimthan_workflow_registry.release.catalogue_rules import project_path_problem, unresolved
+from rimthan_workflow_registry.release.catalogue_rules import one_of, project_path_problem, unresolved
 from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
 
 
@@ -55,13 +55,20 @@ def _pin_problems(workflow: WorkflowDefinition, catalogue: Catalogue) -> Iterato
     one harness could not be told apart, and the run would be bound to whichever comes first.
     """
     if not workflow.host_adapters:
-        yield unresolved(workflow.source, f"workflow {workflow.key} pins no host adapter")
+        adapters = one_of(a.key for a in catalogue.host_adapters)
+        fix = f"in {workflow.source}, list in host_adapters the adapter(s) it runs with (this catalogue's: {adapters})"
+        yield unresolved(workflow.source, f"workflow {workflow.key} pins no host adapter", fix=fix)
     pinned: dict[str, str] = {}
     for key in workflow.host_adapters:
         adapter = catalogue.adapter(key)
         if adapter is None:
             known = [a.key for a in catalogue.host_adapters]
-            yield unresolved(workflow.source, f"workflow {workflow.key} pins unknown host adapter {key!r}", key, known)
+            fix = (
+                f"in {workflow.source}, pin one of this catalogue's adapters ({one_of(known)}) instead of {key!r}, "
+                f"or add adapter {key!r} (its TOML in catalogue.toml's host_adapters)"
+            )
+            message = f"workflow {workflow.key} pins unknown host adapter {key!r}"
+            yield unresolved(workflow.source, message, key, known, fix=fix)
             continue
         other = pinned.setdefault(adapter.harness, key)
         if other != key:
@@ -97,9 +104,13 @@ def check_workflow_references(workflow: WorkflowDefinition) -> None:
         if assets.count(validator.subagent) > 1:
             continue  # which of the two it runs as is the duplicate's, said above
         if asset is None or asset.kind != "subagent":
-            failures.append(
-                unresolved(where, f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}")
+            subagents = one_of(a.id for a in workflow.assets if a.kind == "subagent")
+            fix = (
+                f"in {where}, set validator {validator.key}'s subagent to one of this workflow's subagent assets "
+                f'({subagents}), or add an asset {validator.subagent!r} of kind "subagent" to its assets'
             )
+            message = f"validator {validator.key} runs as unknown subagent asset {validator.subagent!r}"
+            failures.append(unresolved(where, message, fix=fix))
     for step in workflow.steps:
         failures += _step_problems(workflow, step)
     if failures:
@@ -112,21 +123,34 @@ def _step_problems(workflow: WorkflowDefinition, step: StepDefinition) -> Iterat
     for target in step.targets:
         if workflow.step(target) is None:
             steps = [s.id for s in workflow.steps]
-            yield unresolved(where, f"step {step.id} leads to unknown step {target!r}", target, steps)
+            fix = f"in {where}, point step {step.id} at one of its steps ({one_of(steps)}), or add a step {target!r}"
+            yield unresolved(where, f"step {step.id} leads to unknown step {target!r}", target, steps, fix=fix)
     for key in step.validators:
         if workflow.validator(key) is None:
             validators = [v.key for v in workflow.validators]
-            yield unresolved(where, f"step {step.id} names unknown validator {key!r}", key, validators)
+            fix = (
+                f"in {where}, name one of its [[validators]] in step {step.id} ({one_of(validators)}), or add a "
+                f"[[validators]] table for {key!r}"
+            )
+            yield unresolved(where, f"step {step.id} names unknown validator {key!r}", key, validators, fix=fix)
     for asset_id in step.host_assets:
         if workflow.asset(asset_id) is None:
             assets = [a.id for a in workflow.assets]
-            yield unresolved(where, f"step {step.id} delivers unknown asset {asset_id!r}", asset_id, assets)
+            fix = (
+                f"in {where}, deliver one of its assets in step {step.id}'s host_assets ({one_of(assets)}), or add "
+                f"an asset {asset_id!r} to its assets"
+            )
+            yield unresolved(where, f"step {step.id} delivers unknown asset {asset_id!r}", asset_id, assets, fix=fix)
     for artifact_id in step.inputs:
         producer = workflow.producing_step(artifact_id)
         if producer is None or producer.id == step.id:
             others = [o.id for s in workflow.steps if s.id != step.id for o in s.outputs]
             message = f"step {step.id} reads artifact {artifact_id!r} no earlier step produces"
-            yield unresolved(where, message, artifact_id, others)
+            fix = (
+                f"in {where}, add an output {artifact_id!r} to a step before {step.id}, or remove it from step "
+                f"{step.id}'s inputs"
+            )
+            yield unresolved(where, message, artifact_id, others, fix=fix)
     for output in step.outputs:
         problem = project_path_problem(output.path)
         if problem is not None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name, collected
-from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, first_not_utf8, save_as_utf8_step
 from rimthan_workflow_registry.protocol_names import SETUP_STEP_ID
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
@@ -29,16 +29,25 @@ from rimthan_workflow_registry.release.catalogue_routes import reached_from
 from rimthan_workflow_registry.release.paths import path_problem
 
 
-def unresolved(path: str, message: str, written: str | None = None, known: Iterable[str] = ()) -> CatalogueError:
+def unresolved(
+    path: str, message: str, written: str | None = None, known: Iterable[str] = (), *, fix: str
+) -> CatalogueError:
     """A reference that resolves to nothing; when ``written`` looks like a misspelling of one of ``known``,
-    the next step names the change."""
+    the next step names the change, else it is ``fix``: what to add or correct for this reference."""
     meant = None if written is None else closest_name(written, [k for k in known if k != written])
     return CatalogueError(
         FailureCode.REFERENCE_UNRESOLVED,
         message + (f" (did you mean {meant!r}?)" if meant else ""),
         path=path,
-        next_step=f"in {path}, change {written!r} to {meant!r}" if meant else None,
+        next_step=f"in {path}, change {written!r} to {meant!r}" if meant else fix,
     )
+
+
+def one_of(known: Iterable[str]) -> str:
+    """The names a reference may take, for a next step: ``'a', 'b'`` (at most five), or ``none yet``."""
+    names = sorted(set(known))
+    shown = ", ".join(repr(n) for n in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return shown or "none yet"
 
 
 MAX_SEGMENT_BYTES = 255
@@ -76,12 +85,24 @@ def check_files_exist(catalogue: Catalogue, paths: frozenset[str]) -> None:
             referenced.append(step.instruction)
             referenced += [o.schema for o in step.outputs if o.schema is not None]
         failures += [
-            unresolved(workflow.source, f"workflow {workflow.key} references missing file {ref!r}", ref, paths)
+            unresolved(
+                workflow.source,
+                f"workflow {workflow.key} references missing file {ref!r}",
+                ref,
+                paths,
+                fix=_add_file_or_correct(ref, workflow.source),
+            )
             for ref in dict.fromkeys(referenced)
             if ref not in paths
         ]
     failures += [
-        unresolved(adapter.source, f"adapter {adapter.key} references missing file {adapter.instruction!r}")
+        unresolved(
+            adapter.source,
+            f"adapter {adapter.key} references missing file {adapter.instruction!r}",
+            adapter.instruction,
+            paths,
+            fix=_add_file_or_correct(adapter.instruction, adapter.source),
+        )
         for adapter in catalogue.host_adapters
         if adapter.instruction not in paths
     ]
@@ -100,21 +121,24 @@ def _text_files(catalogue: Catalogue) -> list[str]:
     return sorted(set(paths))
 
 
+def _add_file_or_correct(ref: str, source: str) -> str:
+    return f"create {ref} (a path from the folder of catalogue.toml), or correct the path {ref!r} in {source}"
+
+
 def check_text_files(catalogue: Catalogue, read: Callable[[str], bytes]) -> None:
     """Every text file a step payload carries is UTF-8, so a release that loads can always be served (each file
     that is not is a failure of its own)."""
     failures: list[RegistryError] = []
     for path in _text_files(catalogue):
-        try:
-            read(path).decode("utf-8")
-        except UnicodeDecodeError as exc:
+        data = read(path)
+        bad = first_not_utf8(data)
+        if bad is not None:
             failures.append(
                 CatalogueError(
                     FailureCode.CATALOGUE_INVALID,
-                    f"is not UTF-8 text (byte {exc.start}); instructions and assets are delivered to harnesses as text",
+                    f"is not UTF-8 text: {bad}; instructions and assets are delivered to harnesses as text",
                     path=path,
-                    next_step="save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t "
-                    "UTF-8)",
+                    next_step=save_as_utf8_step(path, bad),
                 )
             )
     if failures:

@@ -83,6 +83,8 @@ def check_required_confirmed(workflow: WorkflowDefinition, state_schema: Any) ->
                 f"{workflow.confirmed_state_schema} does not declare",
                 name,
                 declared,
+                fix=f"declare {name!r} in the properties of {workflow.confirmed_state_schema}, or drop it from step "
+                f"{step.id}'s requires_confirmed in {workflow.source}",
             )
             for name in step.requires_confirmed
             if name not in declared

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, collected
-from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, save_as_utf8_step
+from rimthan_workflow_registry.limits import MAX_CATALOGUE_FILE_BYTES, first_not_utf8, save_as_utf8_step
 from rimthan_workflow_registry.release import catalogue_bounds as bounds
 from rimthan_workflow_registry.release import catalogue_references as references
 from rimthan_workflow_registry.release import catalogue_routes as routes
@@ -214,7 +214,8 @@ class BrokenRules:
 def _read(files: CatalogueFiles, path: str) -> bytes:
     if path not in files.paths:
         why = f"{CATALOGUE_MANIFEST_NAME} names missing file {path!r}"
-        raise rules.unresolved(CATALOGUE_MANIFEST_NAME, why, path, files.paths)
+        fix = f"create {path} next to {CATALOGUE_MANIFEST_NAME}, or remove {path!r} from its list there"
+        raise rules.unresolved(CATALOGUE_MANIFEST_NAME, why, path, files.paths, fix=fix)
     return files.read(path)
 
 
@@ -246,6 +247,10 @@ def _schema_document(data: bytes, path: str) -> Any:
     try:
         return parse_strict_json(data, where=path, code=FailureCode.SCHEMA_INVALID)
     except RegistryError as exc:
+        bad = first_not_utf8(data)
+        if bad is not None:
+            message = f"not valid JSON: {bad} is not UTF-8"
+            raise CatalogueError(exc.code, message, path=path, next_step=save_as_utf8_step(path, bad)) from None
         next_step = _json_next_step(data, path, exc.message)
         if next_step is None:
             raise
@@ -262,8 +267,6 @@ def _json_next_step(data: bytes, path: str, message: str) -> str | None:
         )
     try:
         json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return save_as_utf8_step(path, data, exc.start)
     except json.JSONDecodeError as exc:
         return (
             f"fix the JSON syntax in {path} at line {exc.lineno}, column {exc.colno}, or just before it "

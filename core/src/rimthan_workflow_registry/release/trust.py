@@ -38,6 +38,9 @@ MAX_KEY_FILE_BYTES = 64 * 1024
 _KEY_ID = re.compile(SHA256_HEX_PATTERN)  # fullmatch: "$" would also take a trailing newline
 _TRUST_FILE_KEYS = {"threshold", "keys"}
 _KEY_ENTRY_KEYS = {"name", "file", "id"}
+_TRUST_FILE_SHAPE = (
+    'write threshold = K and one [[keys]] table per signer: name = "WHO", file = "WHO.pub" (keys/README.md)'
+)
 
 
 def key_id_for(public_key: Ed25519PublicKey) -> str:
@@ -89,12 +92,21 @@ class TrustStore:
         object.__setattr__(self, "keys", MappingProxyType(dict(self.keys)))
         object.__setattr__(self, "names", MappingProxyType(dict(self.names)))
         if not self.keys:
-            raise TrustError(FailureCode.TRUST_STORE_INVALID, "the trust store holds no keys", path=self.source)
+            raise TrustError(
+                FailureCode.TRUST_STORE_INVALID,
+                "the trust store holds no keys",
+                path=self.source,
+                next_step=f"add each signer's .pub to {self.source} (keys/README.md, Add a key)",
+            )
         if not 1 <= self.threshold <= len(self.keys):
             raise TrustError(
                 FailureCode.TRUST_STORE_INVALID,
                 f"threshold {self.threshold} must be between 1 and the number of keys ({len(self.keys)})",
                 path=self.source,
+                next_step=f"in {self.source}, set threshold to at most {len(self.keys)}, or add the "
+                f"{self.threshold - len(self.keys)} more signer key(s) it counts on as [[keys]] (keys/README.md)"
+                if self.threshold > len(self.keys)
+                else f"in {self.source}, set threshold to 1 or more: how many signatures a release needs",
             )
 
     @classmethod
@@ -117,7 +129,32 @@ def load_trust(path: Path | str) -> TrustStore:
         return _load_trust_directory(path)
     if path.is_file():
         return _load_trust_file(path)
-    raise TrustError(FailureCode.TRUST_STORE_INVALID, "no trust directory or trust file here", path=str(path))
+    raise TrustError(
+        FailureCode.TRUST_STORE_INVALID,
+        "no trust directory or trust file here",
+        path=str(path),
+        next_step=f"point --trust at a directory of *.pub files or a TOML trust file (keys/README.md): nothing is at "
+        f"{path}{_near(path)}",
+    )
+
+
+def _near(path: Path) -> str:
+    """What is next to a --trust path that is not there: the trust stores beside it, or that its folder is missing."""
+    parent = path.parent
+    if not parent.is_dir():
+        return f" (no folder {parent} either)"
+    try:
+        beside = sorted(e.name for e in parent.iterdir() if _may_be_trust(e))[:5]
+    except OSError:  # a folder this user cannot list: the path alone is said
+        return ""
+    return f"; beside it: {', '.join(beside)}" if beside else ""
+
+
+def _may_be_trust(entry: Path) -> bool:
+    """A TOML file, or a directory holding a ``.pub``: what --trust may have meant."""
+    if entry.suffix == ".toml":
+        return entry.is_file()
+    return entry.is_dir() and any(entry.glob(f"*{PUBLIC_KEY_SUFFIX}"))
 
 
 def _load_trust_directory(directory: Path) -> TrustStore:
@@ -132,12 +169,28 @@ def _load_trust_directory(directory: Path) -> TrustStore:
         names.setdefault(key_id, entry.stem)
     if not keys:
         raise TrustError(
-            FailureCode.TRUST_STORE_INVALID, "the directory holds no *.pub public keys", path=str(directory)
+            FailureCode.TRUST_STORE_INVALID,
+            "the directory holds no *.pub public keys",
+            path=str(directory),
+            next_step=_no_pub_step(directory),
         )
     return TrustStore(keys=keys, threshold=1, source=str(directory), names=names)
 
 
-def _trust_error(path: Path, message: str, next_step: str | None = None) -> TrustError:
+def _no_pub_step(directory: Path) -> str:
+    """What to put in a trust directory with no ``.pub``; a private key found there is said first."""
+    private = sorted(e.name for e in directory.iterdir() if e.suffix == ".key")
+    put = (
+        f"put each signer's PREFIX.pub (what rimthan-pack keygen --out PREFIX wrote) into {directory}, or point "
+        "--trust at the directory that holds them"
+    )
+    if private:
+        keys = ", ".join(private)
+        return f"move the private key(s) {keys} out of {directory} (trust holds public keys only), then {put}"
+    return put
+
+
+def _trust_error(path: Path, message: str, next_step: str) -> TrustError:
     return TrustError(FailureCode.TRUST_STORE_INVALID, message, path=str(path), next_step=next_step)
 
 
@@ -148,7 +201,9 @@ def _unknown_keys(path: Path, where: str, unknown: set[str], known: set[str]) ->
     return _trust_error(
         path,
         f"{where + ': ' if where else ''}unknown key(s) {', '.join(sorted(unknown))} (it takes {takes})",
-        f"in {path}, rename {', '.join(renames)} (keys/README.md)" if renames else None,
+        f"in {path}, rename {', '.join(renames)} (keys/README.md)"
+        if renames
+        else f"in {path}, remove {', '.join(sorted(unknown))} (keys/README.md)",
     )
 
 
@@ -162,14 +217,22 @@ def _parse_trust_file(path: Path) -> dict[str, Any]:
     try:
         raw = read_small_file(path, MAX_TRUST_FILE_BYTES)
     except OSError as exc:
-        raise _trust_error(path, f"not a readable TOML trust file: {exc.strerror}") from None
+        raise _trust_error(
+            path,
+            f"not a readable TOML trust file: {exc.strerror}",
+            f"make {path} a regular file this user can read, or point --trust at the trust store you meant",
+        ) from None
     if len(raw) > MAX_TRUST_FILE_BYTES:
-        raise _trust_error(path, f"the trust file is over {MAX_TRUST_FILE_BYTES} bytes")
+        raise _trust_error(
+            path,
+            f"the trust file is over {MAX_TRUST_FILE_BYTES} bytes",
+            f"keep {path} to its [[keys]] tables: a trust file names .pub files, it does not hold them",
+        )
     if raw.lstrip().startswith(b"-----BEGIN "):
         raise _pem_given(path, raw)
     return parse_bounded_toml(
         raw,
-        lambda message, step: _trust_error(path, message, step),
+        lambda message, step: _trust_error(path, message, step or f"in {path}, {_TRUST_FILE_SHAPE}"),
         unreadable="not a readable TOML trust file",
         name=str(path),
     )
@@ -199,18 +262,26 @@ def _load_trust_file(path: Path) -> TrustStore:
         raise _unknown_keys(path, "", unknown, _TRUST_FILE_KEYS)
     threshold = data.get("threshold", 1)
     if not isinstance(threshold, int) or isinstance(threshold, bool):
-        raise _trust_error(path, "threshold must be an integer")
+        raise _trust_error(
+            path, "threshold must be an integer", f"in {path}, write threshold as a whole number, e.g. threshold = 2"
+        )
     entries = data.get("keys", [])
     if not isinstance(entries, list) or not entries:
-        raise _trust_error(path, "the trust file names no [[keys]]")
+        raise _trust_error(path, "the trust file names no [[keys]]", f"in {path}, {_TRUST_FILE_SHAPE}")
     keys: dict[str, Ed25519PublicKey] = {}
     names: dict[str, str] = {}
     for index, entry in enumerate(entries):
         key_id, key, name = _load_trust_entry(path, index, entry)
         if key_id in keys:
-            raise _trust_error(path, f"keys[{index}] ({name}) repeats key {key_id} already named {names[key_id]}")
+            raise _trust_error(
+                path,
+                f"keys[{index}] ({name}) repeats key {key_id} already named {names[key_id]}",
+                f"in {path}, remove keys[{index}], or point its file at {name}'s own .pub (each signer has a key)",
+            )
         if name in names.values():
-            raise _trust_error(path, f"keys[{index}]: name {name!r} is used twice")
+            raise _trust_error(
+                path, f"keys[{index}]: name {name!r} is used twice", f"in {path}, give keys[{index}] a name of its own"
+            )
         keys[key_id] = key
         names[key_id] = name
     return TrustStore(keys=keys, threshold=threshold, source=str(path), names=names)
@@ -219,20 +290,33 @@ def _load_trust_file(path: Path) -> TrustStore:
 def _load_trust_entry(path: Path, index: int, entry: Any) -> tuple[str, Ed25519PublicKey, str]:
     where = f"keys[{index}]"
     if not isinstance(entry, dict):
-        raise _trust_error(path, f"{where} must be a table")
+        raise _trust_error(path, f"{where} must be a table", f"in {path}, {_TRUST_FILE_SHAPE}")
     unknown = set(entry) - _KEY_ENTRY_KEYS
     if unknown:
         raise _unknown_keys(path, where, unknown, _KEY_ENTRY_KEYS)
     name, file, declared = entry.get("name"), entry.get("file"), entry.get("id")
     if not isinstance(name, str) or not name:
-        raise _trust_error(path, f"{where}.name must be a non-empty string")
+        raise _trust_error(
+            path,
+            f"{where}.name must be a non-empty string",
+            f'in {path}, give {where} name = "WHO" (who holds the key)',
+        )
     if not isinstance(file, str) or not file or "\0" in file:  # no file name holds NUL (open() raises ValueError)
-        raise _trust_error(path, f"{where}.file must name a .pub file")
+        raise _trust_error(
+            path,
+            f"{where}.file must name a .pub file",
+            f'in {path}, set {where}.file = "NAME.pub": the signer\'s public key, relative to {path.parent}',
+        )
     key = _load_public_key(path.parent / file)
     key_id = key_id_for(key)
     if declared is not None:
         if not isinstance(declared, str) or not _KEY_ID.fullmatch(declared):
-            raise _trust_error(path, f"{where}.id must be 64 lowercase hex characters")
+            raise _trust_error(
+                path,
+                f"{where}.id must be 64 lowercase hex characters",
+                f"in {path}, set {where}.id to the key id rimthan-pack keygen printed for {file} ({key_id}, if "
+                f"{file} is {name}'s key), or remove it",
+            )
         if declared != key_id:
             raise _id_mismatch(path, where, file, name, declared, key_id)
     return key_id, key, name

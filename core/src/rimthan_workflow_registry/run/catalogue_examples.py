@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name
 from rimthan_workflow_registry.json_encoders import compact_encoder
+from rimthan_workflow_registry.limits import first_not_utf8, save_as_utf8_step
 from rimthan_workflow_registry.release.catalogue import (
     WORKSPACE_MANIFEST_ARTIFACT,
     OutputDeclaration,
@@ -332,7 +333,7 @@ def _check_state(examples: WorkflowExamples, path: str, data: bytes, validator: 
         values = _state_values(parse_json_artifact(data))
         validate_against_schema(ConfirmedState.from_json({"state": values}), validator, label="the example")
     except (UnicodeDecodeError, ValueError) as exc:
-        raise _refused(FailureCode.JSON_PARSE_FAILED, path, f"is not valid JSON: {exc}", _fix_json(path)) from None
+        raise _not_json(path, data, exc) from None
     except RegistryError as exc:
         pointer = exc.details.get("pointer") if exc.details else None
         said = exc.message.replace(f" at {pointer}: ", f" at JSON pointer {pointer!r}: ", 1) if pointer else exc.message
@@ -372,7 +373,7 @@ def _check_answers(examples: WorkflowExamples, path: str, data: bytes) -> None:
     try:
         problem = answers_problem(examples.workflow, recorded_answers(parse_json_artifact(data)))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise _refused(FailureCode.JSON_PARSE_FAILED, path, f"is not valid JSON: {exc}", _fix_json(path)) from None
+        raise _not_json(path, data, exc) from None
     if problem is not None:
         raise _refused(
             FailureCode.CATALOGUE_INVALID,
@@ -422,15 +423,14 @@ def _artifact_examples(examples: WorkflowExamples, step: StepDefinition) -> Iter
 
 def _text(path: str, data: bytes) -> bytes:
     """The example's bytes, refused unless UTF-8: a harness sends an artifact's content as text."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
+    bad = first_not_utf8(data)
+    if bad is not None:
         raise _refused(
             FailureCode.CATALOGUE_INVALID,
             path,
-            f"is not UTF-8 text (byte {exc.start}); a harness sends an artifact's content as text",
-            "save the file as UTF-8 (the editor's encoding setting, or iconv -f ITS_ENCODING -t UTF-8)",
-        ) from None
+            f"is not UTF-8 text: {bad}; a harness sends an artifact's content as text",
+            save_as_utf8_step(path, bad),
+        )
     return data
 
 
@@ -456,6 +456,16 @@ def _artifact_refusal(
         else f"fix {path}{at} so that a harness submitting it passes prepare{against}, or fix the workflow "
         "if the example is right",
     )
+
+
+def _not_json(path: str, data: bytes, exc: ValueError) -> CatalogueError:
+    """An example that is not strict JSON: where its first byte that is not UTF-8 is, if that is why."""
+    bad = first_not_utf8(data)
+    if bad is not None:
+        return _refused(
+            FailureCode.JSON_PARSE_FAILED, path, f"is not valid JSON: {bad} is not UTF-8", save_as_utf8_step(path, bad)
+        )
+    return _refused(FailureCode.JSON_PARSE_FAILED, path, f"is not valid JSON: {exc}", _fix_json(path))
 
 
 def _fix_json(path: str) -> str:
