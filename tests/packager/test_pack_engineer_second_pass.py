@@ -230,3 +230,53 @@ def test_check_counts_the_manifest_checksums_and_signature_a_pull_counts_toward_
     )
     total = int(warning.split(": holds ")[1].split(" ")[0])
     assert MAX_TOTAL_BYTES < total < MAX_TOTAL_BYTES + 64 * 1024 and next_line.startswith("next: to publish it")
+
+
+def _schema_changed(scaffold: Path, tmp_path: Path, version: str) -> Path:
+    """A new catalogue version whose summary schema requires one more field (and whose example has it)."""
+    source = _copy(scaffold, tmp_path, version)
+    schema = source / "schemas" / "summary.schema.json"
+    document = json.loads(schema.read_text("utf-8"))
+    document["required"].append("risks")
+    document["properties"]["risks"] = {"type": "array", "items": {"type": "string"}}
+    schema.write_text(json.dumps(document, indent=2) + "\n", "utf-8")
+    example = source / "examples" / "summary.json"
+    example.write_text(json.dumps({**json.loads(example.read_text("utf-8")), "risks": []}) + "\n", "utf-8")
+    return source
+
+
+def test_a_workflow_changed_under_its_old_version_is_warned_of_by_check_and_build(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """A schema made stricter in 0.2.0 while workflow my-flow stayed at 0.1.0: before, check and build said
+    nothing, and runs pinned to my-flow@0.1.0 on the 0.1.0 release could then never migrate."""
+    releases = tmp_path / "releases"
+    assert pack("build", _copy(scaffold, tmp_path), "--key", signer.private_path, "--out", releases).returncode == 0
+    source = _schema_changed(scaffold, tmp_path, "0.2.0")
+    checked = pack("check", source, "--releases-dir", releases)
+    said = refusal(checked.stderr.replace("warning: ", "error: ", 1))
+    assert checked.returncode == 0 and said.code == "migration_not_newer", checked.stderr
+    assert said.error.endswith(
+        f": {releases / 'my-flow-0.1.0'}: workflow my-flow@0.1.0 changed since my-flow-0.1.0 "
+        "(schemas/summary.schema.json) but kept its version: runs of it on my-flow-0.1.0 cannot migrate to "
+        "my-flow 0.2.0"
+    )
+    assert said.next == (
+        "in workflows/my-flow.toml, give the workflow a version above 0.1.0: a changed workflow is a new version of it"
+    )
+    built = pack("build", source, "--key", signer.private_path, "--out", releases)
+    assert built.returncode == 0 and checked.stderr in built.stderr
+    assert pack("check", source).stderr == ""  # no releases dir, nothing to compare with
+
+
+def test_a_workflow_whose_version_was_bumped_or_that_did_not_change_is_not_warned_of(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    releases = tmp_path / "releases"
+    assert pack("build", _copy(scaffold, tmp_path), "--key", signer.private_path, "--out", releases).returncode == 0
+    unchanged = _copy(scaffold, tmp_path, "0.1.1")
+    bumped = _schema_changed(scaffold, tmp_path, "0.2.0")
+    edit_text(bumped / "workflows" / "my-flow.toml", 'version = "0.1.0"', 'version = "0.2.0"')
+    for source in (unchanged, bumped):
+        checked = pack("check", source, "--releases-dir", releases)
+        assert checked.returncode == 0 and checked.stderr == "", checked.stderr

@@ -12,7 +12,8 @@ The work: ``build`` (validate, sign, self-verify, atomic publish) with
 version; a workflow or adapter file it does not list, and a schema no workflow
 references unless marked kept, are refused; ``unreferenced_schema``, what such a refusal names,
 imported only when one is found), ``cosign`` (sign: a co-signature added to a release),
-``signing`` (the only signing code in Rimthan), ``keygen`` (a new Ed25519 key
+``kept_versions`` (a workflow changed since an older release in the releases
+directory but still at its version there), ``signing`` (the only signing code in Rimthan), ``keygen`` (a new Ed25519 key
 pair, never over a file nor where git tracks it), ``source`` (reading a
 catalogue source) and ``scaffold`` (init), with ``fsutil`` (durable writes,
 directories a build made), ``interrupt`` (a ``SIGTERM`` that unwinds a build),

@@ -76,6 +76,7 @@ class BuildResult:
     manifest_digest: str
     signer_key_ids: tuple[str, ...]
     own: OwnFiles  # manifest.json, SHA256SUMS and the signatures: layers of the pushed artifact too
+    catalogue: Catalogue
 
 
 def source_date_epoch(environ: Mapping[str, str] = os.environ) -> int | None:
@@ -248,6 +249,7 @@ def _build_into(
         manifest_digest=verified.manifest_digest,
         signer_key_ids=verified.signer_key_ids,
         own=OwnFiles(len(manifest_bytes), len(checksums), len(signers)),
+        catalogue=catalogue,
     )
 
 

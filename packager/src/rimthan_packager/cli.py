@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +31,7 @@ __all__ = ["cli", "main"]  # the group (made in cli_options) with every command 
 # What a command needs is imported inside it: `rimthan-pack verify --help` (and any usage error)
 # must not pay for jsonschema, the verifier and the builder.
 if TYPE_CHECKING:
-    from rimthan_workflow_registry.release import OwnFiles
+    from rimthan_workflow_registry.release import Catalogue, OwnFiles
 
     from .build import BuildResult
     from .signing import SigningKey
@@ -104,6 +104,8 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     _warn_unpullable(source, sizes, result.own)
     release = result.manifest.release
     _warn_newer(out_dir, release.catalogue, release.version, "was built")
+    digests = {entry.path: entry.sha256 for entry in result.manifest.files}
+    _warn_kept(out_dir, result.catalogue, digests.__getitem__)
     if as_json:
         emit_json(
             {
@@ -154,6 +156,8 @@ def check(source: Path, releases_dir: Path | None, as_json: bool) -> None:
     (release_exists), and a newer version there is warned of: a verifier
     that has served it refuses this one (rollback_refused).
     """
+    from rimthan_workflow_registry.canonical import sha256_hex
+
     from .build import check_source, own_files, refuse_built, source_date_epoch
 
     checked = check_source(source)
@@ -163,6 +167,7 @@ def check(source: Path, releases_dir: Path | None, as_json: bool) -> None:
     _warn_unpullable(source, checked.source.sizes, own_files(checked, signatures=1, created=source_date_epoch()))
     if releases_dir is not None:
         _warn_newer(releases_dir, catalogue.name, catalogue.version, "would build")
+        _warn_kept(releases_dir, catalogue, lambda path: sha256_hex(checked.source.read(path)))
     release_id = f"{catalogue.name}@{catalogue.version}"
     if as_json:
         emit_json(
@@ -211,6 +216,23 @@ def _warn_newer(releases: Path, name: str, version: str, done: str) -> None:
             f"{version} (its activation floor)",
             f"give this source a version above {newer[0]} if it should replace it; to serve {version} after "
             f"{newer[0]} on purpose, the operator starts rimthan-mcp serve --lower-floor",
+        )
+
+
+def _warn_kept(releases: Path, catalogue: Catalogue, digest_of: Callable[[str], str]) -> None:
+    """One warning (``migration_not_newer``) per workflow changed since an older release in ``releases`` that has
+    it at the same version: the runs of that release could not migrate to this one."""
+    from .kept_versions import kept_versions
+
+    for kept in kept_versions(releases, catalogue, digest_of):
+        files = ", ".join(kept.files[:3]) + (f" and {len(kept.files) - 3} more" if len(kept.files) > 3 else "")
+        warn(
+            FailureCode.MIGRATION_NOT_NEWER,
+            str(kept.release),
+            f"workflow {kept.workflow} changed since {kept.release.name} ({files}) but kept its version: runs of it "
+            f"on {kept.release.name} cannot migrate to {catalogue.name} {catalogue.version}",
+            f"in {kept.source}, give the workflow a version above {kept.workflow.split('@', 1)[1]}: a changed "
+            "workflow is a new version of it",
         )
 
 
