@@ -245,13 +245,19 @@ def _schema_changed(scaffold: Path, tmp_path: Path, version: str) -> Path:
     return source
 
 
+def _first_release(scaffold: Path, signer: KeyPair, tmp_path: Path) -> Path:
+    """The releases directory, holding my-flow 0.1.0 built from the scaffold as it is."""
+    releases = tmp_path / "releases"
+    assert pack("build", _copy(scaffold, tmp_path), "--key", signer.private_path, "--out", releases).returncode == 0
+    return releases
+
+
 def test_a_workflow_changed_under_its_old_version_is_warned_of_by_check_and_build(
     scaffold: Path, signer: KeyPair, tmp_path: Path
 ) -> None:
     """A schema made stricter in 0.2.0 while workflow my-flow stayed at 0.1.0: before, check and build said
     nothing, and runs pinned to my-flow@0.1.0 on the 0.1.0 release could then never migrate."""
-    releases = tmp_path / "releases"
-    assert pack("build", _copy(scaffold, tmp_path), "--key", signer.private_path, "--out", releases).returncode == 0
+    releases = _first_release(scaffold, signer, tmp_path)
     source = _schema_changed(scaffold, tmp_path, "0.2.0")
     checked = pack("check", source, "--releases-dir", releases)
     said = refusal(checked.stderr.replace("warning: ", "error: ", 1))
@@ -272,11 +278,69 @@ def test_a_workflow_changed_under_its_old_version_is_warned_of_by_check_and_buil
 def test_a_workflow_whose_version_was_bumped_or_that_did_not_change_is_not_warned_of(
     scaffold: Path, signer: KeyPair, tmp_path: Path
 ) -> None:
-    releases = tmp_path / "releases"
-    assert pack("build", _copy(scaffold, tmp_path), "--key", signer.private_path, "--out", releases).returncode == 0
+    releases = _first_release(scaffold, signer, tmp_path)
     unchanged = _copy(scaffold, tmp_path, "0.1.1")
     bumped = _schema_changed(scaffold, tmp_path, "0.2.0")
     edit_text(bumped / "workflows" / "my-flow.toml", 'version = "0.1.0"', 'version = "0.2.0"')
     for source in (unchanged, bumped):
         checked = pack("check", source, "--releases-dir", releases)
         assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+
+
+def test_inspect_against_an_older_release_shows_what_changed_and_which_workflow_kept_its_version(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Before, two releases could be told apart only by diffing their directories by hand."""
+    releases = _first_release(scaffold, signer, tmp_path)
+    newer = _schema_changed(scaffold, tmp_path, "0.2.0")
+    (newer / "assets" / "prompts" / "brief.md").unlink()
+    edit_text(
+        newer / "workflows" / "my-flow.toml", '{ id = "brief", kind = "prompt", file = "assets/prompts/brief.md" },', ""
+    )
+    edit_text(newer / "workflows" / "my-flow.toml", '"brief",\n', "")
+    assert pack("build", newer, "--key", signer.private_path, "--out", releases).returncode == 0
+    old, new = releases / "my-flow-0.1.0", releases / "my-flow-0.2.0"
+    shown = pack("inspect", new, "--against", old)
+    assert shown.returncode == 0, shown.stderr
+    section = shown.stdout[shown.stdout.index("changes since my-flow@0.1.0 (sha256:") :].splitlines()[1:]
+    assert section == [
+        "  removed  assets/prompts/brief.md",
+        "  changed  catalogue.toml",
+        "  changed  examples/summary.json",
+        "  changed  schemas/summary.schema.json",
+        "  changed  workflows/my-flow.toml",
+        "  workflow my-flow  kept 0.1.0 but workflows/my-flow.toml, schemas/summary.schema.json changed: its runs "
+        "cannot migrate",
+    ]
+    as_json = json.loads(pack("inspect", new, "--against", old, "--json").stdout)["changes"]
+    assert as_json["files"]["removed"] == ["assets/prompts/brief.md"] and as_json["files"]["added"] == []
+    assert as_json["workflows"] == [
+        {
+            "id": "my-flow",
+            "before": "0.1.0",
+            "after": "0.1.0",
+            "changed_files": ["workflows/my-flow.toml", "schemas/summary.schema.json"],
+        }
+    ]
+    same = pack("inspect", old, "--against", old)
+    assert same.returncode == 0 and same.stdout.endswith(
+        "changes since my-flow@0.1.0 (" + same.stdout.split("digest     ")[1].split("\n")[0] + ")\n  no file changed\n"
+    )
+
+
+def test_inspect_against_a_release_of_another_catalogue_is_refused_in_one_line(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    releases = tmp_path / "releases"
+    other = tmp_path / "other" / "0.1.0"
+    assert pack("init", other).returncode == 0
+    for source in (_copy(scaffold, tmp_path), other):
+        assert pack("build", source, "--key", signer.private_path, "--out", releases).returncode == 0
+    refused = pack("inspect", releases / "my-flow-0.1.0", "--against", releases / "other-0.1.0")
+    said = refusal(refused.stderr)
+    assert refused.returncode == 1 and refused.stdout == "" and said.code == "catalogue_invalid"
+    assert said.error.endswith(
+        f": {releases / 'other-0.1.0'}: is a release of catalogue other, not my-flow: --against takes an older "
+        "release of the same catalogue"
+    )
+    assert said.next == "pass --against a release of my-flow (releases/my-flow-VERSION)"

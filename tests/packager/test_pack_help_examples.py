@@ -56,6 +56,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     built = tmp_path_factory.mktemp("built") / "project"
     shutil.copytree(bare, built)
     assert pack("build", SUBSTITUTE["SOURCE"], "--key", "private-keys/dev.key", cwd=built).returncode == 0
+    shutil.copytree(PACKAGED.parent / "1.2.0", built / "catalogues/research-decision/1.2.0")  # inspect --against it
+    assert (
+        pack("build", "catalogues/research-decision/1.2.0", "--key", "private-keys/dev.key", cwd=built).returncode == 0
+    )
     return {"bare": bare, "built": built}
 
 

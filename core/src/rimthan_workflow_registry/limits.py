@@ -276,7 +276,8 @@ class NotUtf8:
     column: int
 
     def __str__(self) -> str:
-        return f"byte 0x{self.byte:02x} at line {self.line}, column {self.column} (byte offset {self.offset})"
+        place = f"line {self.line}, column {self.column} (byte offset {self.offset})"
+        return f"byte 0x{self.byte:02x} at {place}"
 
 
 def not_utf8_at(data: bytes, position: int) -> NotUtf8:

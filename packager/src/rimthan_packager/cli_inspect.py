@@ -21,6 +21,7 @@ from .user_cache import remembered_checks
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
+    from rimthan_workflow_registry.release.release_diff import ReleaseDiff, WorkflowChange
 
 
 def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict[str, Any]:
@@ -122,14 +123,21 @@ def _size(n: int) -> str:
     epilog=_epilog(
         "rimthan-pack inspect releases/research-decision-1.3.0",
         "rimthan-pack inspect RELEASE --trust keys/local --json",
+        "rimthan-pack inspect releases/research-decision-1.3.0 --against releases/research-decision-1.2.0",
     ),
 )
 @click.argument("release", type=click.Path(path_type=Path))
 @_trust_option("Without it signatures are listed but not checked.")
+@click.option(
+    "--against",
+    "against",
+    type=click.Path(path_type=Path),
+    help="An older release of the catalogue, verified the same way: also show what changed since it.",
+)
 @_JSON
 @reports_refusals
 @remembered_checks()
-def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> None:
+def inspect_command(release: Path, trust_path: Path | None, against: Path | None, as_json: bool) -> None:
     """Show a release: identity, digest, every file, signers, workflows and their steps.
 
     Per step: its outputs (path, media type, size limit), validators, branch
@@ -138,14 +146,19 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     Files, manifest and catalogue are verified as by 'verify'; signatures only
     when --trust is given: each trusted one must verify, and a release short
     of the threshold is shown as such (verify refuses it), not refused.
+
+    With --against OLD: files added, removed and changed since OLD, and each
+    workflow whose version changed, was added or dropped, or kept its version
+    while a file it names changed (its runs on OLD could not migrate).
     """
     from rimthan_workflow_registry.release import inspect_release, load_trust
 
     trust = load_trust(trust_path) if trust_path is not None else None
     found = inspect_release(release, trust, require_threshold=False)  # a half-signed release is shown, as it is
     data = _inspection_json(found, trust)
+    changes = _changes(found, inspect_release(against, trust, require_threshold=False)) if against else None
     if as_json:
-        emit_json(data)
+        emit_json(data | ({"changes": _changes_json(changes)} if changes is not None else {}))
         return
     ident = found.manifest.release
     rows = [
@@ -183,6 +196,57 @@ def inspect_command(release: Path, trust_path: Path | None, as_json: bool) -> No
     click.echo("host adapters")
     for adapter in data["host_adapters"]:
         click.echo(f"  {adapter['id']}@{adapter['version']}  harness {adapter['harness']}")
+    if changes is not None:
+        for line in _changes_lines(changes):
+            click.echo(line)
+
+
+def _changes(found: ReleaseInspection, older: ReleaseInspection) -> ReleaseDiff:
+    """What changed from ``older`` to ``found``; refused unless both are releases of one catalogue."""
+    from rimthan_workflow_registry.errors import FailureCode, RegistryError
+    from rimthan_workflow_registry.release.release_diff import diff_releases
+
+    name, other = found.manifest.release.catalogue, older.manifest.release.catalogue
+    if name != other:
+        raise RegistryError(
+            FailureCode.CATALOGUE_INVALID,
+            f"is a release of catalogue {other}, not {name}: --against takes an older release of the same catalogue",
+            path=str(older.root),
+            next_step=f"pass --against a release of {name} (releases/{name}-VERSION)",
+        )
+    return diff_releases(older.manifest, older.manifest_digest, found.manifest, found.loaded.catalogue)
+
+
+def _changes_json(diff: ReleaseDiff) -> dict[str, Any]:
+    return {
+        "against": diff.against,
+        "against_digest": diff.against_digest,
+        "files": {"added": list(diff.added), "removed": list(diff.removed), "changed": list(diff.changed)},
+        "workflows": [
+            {"id": w.id, "before": w.before, "after": w.after, "changed_files": list(w.changed_files)}
+            for w in diff.workflows
+        ],
+    }
+
+
+def _changes_lines(diff: ReleaseDiff) -> list[str]:
+    """``inspect --against``'s section: the files, then the workflows, that differ."""
+    lines = [f"changes since {diff.against} ({diff.against_digest})"]
+    files = [("added", diff.added), ("removed", diff.removed), ("changed", diff.changed)]
+    lines += [f"  {what:<8} {path}" for what, paths in files for path in paths]
+    if not any(paths for _, paths in files):
+        lines.append("  no file changed")
+    return lines + [f"  workflow {w.id}  {_workflow_change(w)}" for w in diff.workflows]
+
+
+def _workflow_change(change: WorkflowChange) -> str:
+    if change.after is None:
+        return f"dropped (was {change.before})"
+    if change.before is None:
+        return f"added at {change.after}"
+    if change.kept_but_changed:
+        return f"kept {change.before} but {', '.join(change.changed_files)} changed: its runs cannot migrate"
+    return f"{change.before} -> {change.after}"
 
 
 @cli.command(

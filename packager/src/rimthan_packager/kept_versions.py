@@ -22,10 +22,10 @@ from rimthan_workflow_registry.release import (
     MANIFEST_NAME,
     Catalogue,
     Manifest,
-    WorkflowDefinition,
     is_semver,
     semver_key,
 )
+from rimthan_workflow_registry.release.release_diff import workflow_files
 
 
 @dataclass(frozen=True)
@@ -47,19 +47,10 @@ def kept_versions(releases: Path, catalogue: Catalogue, digest_of: Callable[[str
         digests = {f.path: f.sha256 for f in manifest.files}
         for workflow in catalogue.workflows:
             if workflow.key in keys and workflow.key not in found:
-                changed = tuple(p for p in _files(workflow) if digests.get(p) != digest_of(p))
+                changed = tuple(p for p in workflow_files(workflow) if digests.get(p) != digest_of(p))
                 if changed:
                     found[workflow.key] = KeptVersion(workflow.key, workflow.source, release, changed)
     return list(found.values())
-
-
-def _files(workflow: WorkflowDefinition) -> list[str]:
-    """Every file of ``workflow``, once each, in the order it names them."""
-    paths = [workflow.source, workflow.confirmed_state_schema]
-    paths += [a.file for a in workflow.assets] + [v.instruction for v in workflow.validators]
-    for step in workflow.steps:
-        paths += [step.instruction] + [o.schema for o in step.outputs if o.schema is not None]
-    return list(dict.fromkeys(paths))
 
 
 def _older(releases: Path, name: str, version: str) -> Iterator[tuple[Path, Manifest]]:

@@ -18,6 +18,9 @@ Modules, in the order a release is read:
 ``inspection``
     :func:`inspect_release`: the same steps, for ``rimthan-pack inspect`` and a co-signer (signatures listed,
     checked only against a trust store given).
+``release_diff``
+    What changed from an older release of a catalogue to a newer (``inspect --against``): files added,
+    removed and changed, and each workflow whose version changed, or kept while its files changed.
 ``tree_walk``
     Its first step: the walk of the release directory, refusing links, special
     files, clashing names and anything outside the layout.

@@ -129,13 +129,9 @@ def load_trust(path: Path | str) -> TrustStore:
         return _load_trust_directory(path)
     if path.is_file():
         return _load_trust_file(path)
-    raise TrustError(
-        FailureCode.TRUST_STORE_INVALID,
-        "no trust directory or trust file here",
-        path=str(path),
-        next_step=f"point --trust at a directory of *.pub files or a TOML trust file (keys/README.md): nothing is at "
-        f"{path}{_near(path)}",
-    )
+    nothing = f"nothing is at {path}{_near(path)}"
+    point = "point --trust at a directory of *.pub files or a TOML trust file (keys/README.md)"
+    raise _trust_error(path, "no trust directory or trust file here", f"{point}: {nothing}")
 
 
 def _near(path: Path) -> str:
