@@ -106,10 +106,12 @@ def test_a_source_within_every_pull_bound_builds_without_a_warning(tmp_path: Pat
 
 def test_each_bound_past_is_one_unpullable_of_the_public_type_and_none_within() -> None:
     """The type lives in a module of its own, imported only for a release past a bound; the public name is it."""
-    from rimthan_workflow_registry.release import Unpullable, unpullable
+    from rimthan_workflow_registry.release import OwnFiles, Unpullable, unpullable
 
-    assert unpullable({"a.md": MAX_LAYER_BYTES}, signatures=1) == []
-    found = unpullable({"a.md": MAX_LAYER_BYTES + 1, **{f"f{i}": 1 for i in range(MAX_LAYERS)}}, signatures=1)
+    own = OwnFiles(manifest=2048, checksums=1024, signatures=1)
+
+    assert unpullable({"a.md": MAX_LAYER_BYTES}, own) == []
+    found = unpullable({"a.md": MAX_LAYER_BYTES + 1, **{f"f{i}": 1 for i in range(MAX_LAYERS)}}, own)
     assert [type(one) for one in found] == [Unpullable, Unpullable]
     assert found[0] == Unpullable(
         "a.md", f"is {MAX_LAYER_BYTES + 1} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES} bytes"

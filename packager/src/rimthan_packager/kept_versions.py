@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rimthan_workflow_registry.canonical import parse_strict_json
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
     MANIFEST_NAME,
@@ -26,6 +25,7 @@ from rimthan_workflow_registry.release import (
     semver_key,
 )
 from rimthan_workflow_registry.release.release_diff import workflow_files
+from rimthan_workflow_registry.strict_json import parse_strict_json
 
 
 @dataclass(frozen=True)
