@@ -20,7 +20,7 @@ from rimthan_workflow_registry.limits import (
     MAX_CONFIRMED_STATE_BYTES,
     REQUEST_REST_BYTES,
 )
-from rimthan_workflow_registry.run.token_wire import peek_claims
+from rimthan_workflow_registry.run import peek_claims
 
 from . import positions
 from .file_digests import evidence_from_json

@@ -20,8 +20,7 @@ from .cli_options import _JSON, _TRUST_HELP, _epilog, _trust_option, cli
 from .user_cache import remembered_checks
 
 if TYPE_CHECKING:
-    from rimthan_workflow_registry.release import ReleaseInspection, TrustStore
-    from rimthan_workflow_registry.release.release_diff import ReleaseDiff, WorkflowChange
+    from rimthan_workflow_registry.release import ReleaseDiff, ReleaseInspection, TrustStore, WorkflowChange
 
 
 def _inspection_json(found: ReleaseInspection, trust: TrustStore | None) -> dict[str, Any]:
@@ -204,7 +203,7 @@ def inspect_command(release: Path, trust_path: Path | None, against: Path | None
 def _changes(found: ReleaseInspection, older: ReleaseInspection) -> ReleaseDiff:
     """What changed from ``older`` to ``found``; refused unless both are releases of one catalogue."""
     from rimthan_workflow_registry.errors import FailureCode, RegistryError
-    from rimthan_workflow_registry.release.release_diff import diff_releases
+    from rimthan_workflow_registry.release import diff_releases
 
     name, other = found.manifest.release.catalogue, older.manifest.release.catalogue
     if name != other:

@@ -23,8 +23,8 @@ from rimthan_workflow_registry.release import (
     Manifest,
     is_semver,
     semver_key,
+    workflow_files,
 )
-from rimthan_workflow_registry.release.release_diff import workflow_files
 from rimthan_workflow_registry.strict_json import parse_strict_json
 
 

@@ -155,6 +155,12 @@ if TYPE_CHECKING:
         path_problem,
         path_set_problem,
     )
+    from rimthan_workflow_registry.release.release_diff import (
+        ReleaseDiff,
+        WorkflowChange,
+        diff_releases,
+        workflow_files,
+    )
     from rimthan_workflow_registry.release.schema_checks import (
         SCHEMA_CHECKS,
         SCHEMA_CHECKS_FILE,
@@ -172,6 +178,10 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.verify import verify_release
 
 __all__ = [
+    "ReleaseDiff",
+    "WorkflowChange",
+    "diff_releases",
+    "workflow_files",
     "parse_catalogue_manifest",
     "parse_workflow",
     "identity_problem",
@@ -263,6 +273,10 @@ __all__ = [
 # Each public name is imported from its module on first use, so importing one light module of this
 # package (trust, say) does not import the verifier and jsonschema (CLI start-up).
 _HOME = {
+    "ReleaseDiff": "rimthan_workflow_registry.release.release_diff",
+    "WorkflowChange": "rimthan_workflow_registry.release.release_diff",
+    "diff_releases": "rimthan_workflow_registry.release.release_diff",
+    "workflow_files": "rimthan_workflow_registry.release.release_diff",
     "identity_problem": "rimthan_workflow_registry.release.catalogue_bounds",
     "MAX_SEGMENT_BYTES": "rimthan_workflow_registry.release.catalogue_rules",
     "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
