@@ -19,10 +19,11 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import StdioServerParameters
+from mcp import StdioServerParameters, types
 from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
 from rimthan_host.standin import StandIn
-from support.bridge import BIN, check_replies, refused
+from rimthan_host.words import ASKED_IN_CLIENT
+from support.bridge import BIN, as_shown, check_replies, refused
 from support.checked_client import CheckedClient
 from support.processes import serve_options
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
@@ -34,6 +35,12 @@ FIRST = {k: EXAMPLE[k] for k in ("objective", "decision_owner", "risk_tolerance"
 REQUIRED = ("options", "success_criteria")
 
 
+async def _person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    """The user behind a client that elicits: yes to each fact as the model passed it."""
+    assert isinstance(params, types.ElicitRequestFormParams)
+    return types.ElicitResult(action="accept", content=as_shown(params.requested_schema["properties"]))
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("interview-facts")
@@ -41,17 +48,21 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return build_release(packaged_source(VERSION), root / "built", [key]), trust_dir(root / "trust", key)
 
 
-def _drive(served: tuple[Path, Path], tmp_path: Path, script: Any) -> StandIn:
+def _drive(served: tuple[Path, Path], tmp_path: Path, script: Any, *, elicits: bool = False) -> StandIn:
+    """``script`` against the bridge; ``elicits``: started with --require-elicitation, its client eliciting."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
     release, trust = served
+    flag = ["--require-elicitation"] if elicits else []
     params = StdioServerParameters(
         command=str(BIN / "rimthan-host"),
-        args=["serve", "--project", str(project), "--", *serve_options(release, trust, state, log_level="warning")],
-    )
+        args=["serve", *flag, "--project", str(project), "--",
+              *serve_options(release, trust, state, log_level="warning")],
+    )  # fmt: skip
+    callbacks: dict[str, Any] = {"elicitation_callback": _person} if elicits else {}
 
     async def go() -> StandIn:
-        async with CheckedClient(params, mode="legacy") as client:
+        async with CheckedClient(params, mode="legacy", **callbacks) as client:
             model = StandIn(client, project, {VERSION: packaged_source(VERSION) / "examples"}, version=VERSION)
             await script(model)
             return model
@@ -68,7 +79,7 @@ def test_step_done_at_the_interview_without_the_options_and_criteria_is_refused(
         started = await model.call("start_run", {"workflow": "research", "facts": FIRST})
         assert started.data["step"]["id"] == "interview", started.text
         bare = await model.call("step_done", {"step": "interview"})
-        refused(bare, *REQUIRED, "moves on only once")
+        refused(bare, *REQUIRED, "moves on only once", ", confirm each with them, then call step_done")
         assert bare.data["status"] == "facts_refused", bare.data
         assert bare.data["failures"] == ["confirmed_field_missing"] * len(REQUIRED), bare.data
         assert (await model.call("show_step")).data["step"]["id"] == "interview"
@@ -89,6 +100,23 @@ class _WithoutInterviewFacts(CatalogueExamples):
 
     def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
         return {k: v for k, v in super().initial_state(workflow_version, workflow=workflow).items() if k in FIRST}
+
+
+def test_a_client_that_elicits_is_told_the_bridge_confirms_the_missing_fields(
+    served: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """With elicitation (the bridge started with --require-elicitation) the bridge asks the user to confirm each
+    fact: the refusal tells the model to ask for the fields, not to read them back for a yes itself."""
+
+    async def script(model: StandIn) -> None:
+        started = await model.call("start_run", {"workflow": "research", "facts": FIRST})
+        assert started.data["step"]["id"] == "interview", started.text
+        bare = await model.call("step_done", {"step": "interview"})
+        refused(bare, *REQUIRED, "moves on only once", f"every fact in facts: {ASKED_IN_CLIENT}.")
+        assert "confirm each with them" not in bare.text, bare.text
+        assert bare.data["failures"] == ["confirmed_field_missing"] * len(REQUIRED), bare.data
+
+    _drive(served, tmp_path, script, elicits=True)
 
 
 def test_the_verifier_refuses_it_with_confirmed_field_missing(served: tuple[Path, Path], tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def test_a_start_that_cannot_go_asks_the_person_nothing_and_the_full_one_asks_ea
         blocked = await model.call("start_run", {"workflow": "research", "facts": partial})
         assert blocked.is_error and blocked.data["status"] == "blocked", blocked.text
         assert "objective" not in blocked.data["needs"] and "decision_owner" in blocked.data["needs"]
-        assert "Ask the user for what is missing and call start_run again with every fact." in blocked.text
+        said = "Ask the user for what is missing and call start_run again with every fact: the bridge asks the user "
+        assert said + "to confirm each in their own client." in blocked.text, blocked.text  # (it elicits)
         assert asked == []  # (before: the objective confirmed, then refused; the retry asked it again)
         assert not (model.project / ".rimthan" / "runs").exists()
 

@@ -100,6 +100,7 @@ def test_the_plugin_marketplace_manifest_and_skill_are_well_formed() -> None:
     # and as its migrate_run replies say (test_bridge_elicitation.py, test_bridge_migrate_named.py)
     assert "call `migrate_run` again only if they ask for it" in " ".join(skill.split())
     assert "no result has said yet whether a newer release can take the run" in " ".join(skill.split())
+    assert "form is the user's confirmation" in " ".join(skill.split())  # (Claude Code elicits: the bridge asks)
 
 
 @pytest.mark.parametrize("key", sorted(_documented_commands()))

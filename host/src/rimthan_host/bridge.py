@@ -43,10 +43,7 @@ from .session import HostSession
 from .session_record import Prepared
 from .session_resume import CheckpointNotHeld
 from .step_replies import Reply, failure_codes, missing_fields
-from .words import (
-    failure_words,
-    known_runs,
-)
+from .words import failure_words, known_runs, then_asked
 
 # The moves that act on the active run: in a bridge process that has had none, the project's one unfinished run.
 PICKS_UP = ("show_step", "step_done", "answer_question", "record_verdict", "migrate_run")
@@ -93,7 +90,7 @@ class Bridge(StepMoves, MigrationMoves):
             asked = await self._unlogged().requirements(workflow)  # (workflow_not_found raised as a start's)
             left = [f for f in wires(asked.failures) if set(missing_fields([f])) - set(facts)]  # (a field not given)
             if asked.status == "blocked" and left:
-                return _blocked(left)
+                return _blocked(left, True)
             # (each field's schema, optional ones too, as the release names it; the start's expects if unread)
             expects = {**expects_of_failures(wires(asked.failures)), **await self._state_fields(asked)}
         why = f"to start {workflow}"
@@ -105,7 +102,7 @@ class Bridge(StepMoves, MigrationMoves):
         with self._candidate(new_run_id()) as session:
             result = await session.start(workflow, confirmed.facts, by=by)
             if result.status == "blocked":
-                return _blocked(wires(result.failures))
+                return _blocked(wires(result.failures), asker.available)
             self.session = session
         self.lock.note(self.run_id)
         lines = [*confirmed.said, f"Started run {self.run_id} ({by})."]
@@ -219,10 +216,11 @@ def round_kept(step: object, prepared: Prepared) -> str:
     )
 
 
-def _blocked(failures: Sequence[Mapping[str, Any]]) -> Reply:
-    """The run did not start: what the verifier needs, and the call to make once the user gave it."""
+def _blocked(failures: Sequence[Mapping[str, Any]], elicits: bool) -> Reply:
+    """The run did not start: what the verifier needs, and the call to make once the user gave it (``elicits``:
+    the client of the call can ask the user, who then confirms the facts in it)."""
     lines = ["The run did not start. The verifier needs:", *failure_words(failures)]
-    lines.append("Ask the user for what is missing and call start_run again with every fact.")
+    lines.append(f"Ask the user for what is missing and call start_run again with every fact{then_asked(elicits)}.")
     data = {"status": "blocked", "failures": failure_codes(failures), "needs": missing_fields(failures)}
     return Reply("\n".join(lines), data, is_error=True)
 

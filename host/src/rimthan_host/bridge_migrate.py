@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
@@ -20,11 +20,7 @@ from .result_parts import wires
 from .session import HostSession
 from .step_replies import Reply, failure_codes, reply
 from .unanswered import Unanswered
-from .words import (
-    failure_words,
-    offer_summary,
-    preview_words,
-)
+from .words import failure_words, offer_summary, preview_words, then_asked
 
 
 def not_carried(session: HostSession, target: str, facts: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -76,9 +72,7 @@ class MigrationMoves(BridgeCore):
         blocking = [f for f in wires(preview.failures) if f.get("code") != "migration_confirmation_required"]
         data = {"status": "preview", "to_release": target, "failures": failure_codes(wires(preview.failures))}
         if blocking or not confirm:
-            tail = "Call migrate_run with confirm true once the user agrees." if not blocking else ""
-            if any(f.get("code") == "confirmed_field_missing" for f in blocking):
-                tail = "Ask the user for what the newer release needs and pass it as facts to migrate_run."
+            tail = _preview_tail(blocking, asker.available)
             return Reply("\n".join([*known, *words, tail]).strip(), data, is_error=bool(blocking))
         by, chosen = BY_MODEL, list[str]()
         if asker.available:
@@ -135,3 +129,19 @@ class MigrationMoves(BridgeCore):
         asked = Unanswered(what, "migrating it now", f"{undone}.", instead, again)
         no = f"The user did not confirm the migration ({said}); {undone}. {instead[0].upper()}{instead[1:]}"
         return Reply(asked.words(said) or no, {**data, "user": said}, is_error=True)
+
+
+def _preview_tail(blocking: Sequence[Mapping[str, Any]], elicits: bool) -> str:
+    """The call a migration's preview leads to: the migration once the user agrees (``elicits``: the bridge asks
+    them in their own client), or the facts the newer release needs (confirmed the same way); none if refused."""
+    if any(f.get("code") == "confirmed_field_missing" for f in blocking):
+        needs = "Ask the user for what the newer release needs and pass it as facts to migrate_run"
+        return f"{needs}{then_asked(elicits)}."
+    if blocking:
+        return ""
+    if elicits:
+        return (
+            "Call migrate_run with confirm true if the user wants the newer release: the bridge puts this preview to "
+            "them in their own client and migrates only if they confirm it there."
+        )
+    return "Call migrate_run with confirm true once the user agrees."

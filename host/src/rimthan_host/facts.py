@@ -28,6 +28,7 @@ from .results import RunResult
 from .session import HostSession
 from .step_replies import Reply, missing_fields, reply, run_id_of
 from .unanswered import Unanswered
+from .words import then_asked
 
 
 @dataclass(frozen=True)
@@ -118,13 +119,16 @@ def _refused_words(failure: Mapping[str, Any]) -> str:
     return str(failure.get("message"))
 
 
-def facts_refused(session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any]) -> Reply:
-    """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do."""
+def facts_refused(
+    session: HostSession, failures: Sequence[Mapping[str, Any]], facts: Mapping[str, Any], elicits: bool
+) -> Reply:
+    """The verifier took none of ``facts`` (a refusal, or ``blocked``): what it said of which field, what to do
+    (``elicits``: the client of the call can ask the user, who then confirms the facts in it)."""
     said = "; ".join(f"{f.get('code')}: {_refused_words(f)}" for f in failures)
     todo = _NAMES if any(_at_top(f) for f in failures) else "Ask the user for a value that fits"
     lines = [f"Nothing was recorded: the verifier refused the facts {quoted(', '.join(facts))} ({said}); the run "
              f"stays at step {session.position.step_id}. {todo}, then call step_done again with every fact in "
-             "facts."]  # fmt: skip
+             f"facts{then_asked(elicits)}."]  # fmt: skip
     data = {"run": run_id_of(session), "status": "facts_refused", "failures": [str(f.get("code")) for f in failures]}
     return reply(lines, data, True)
 
@@ -143,15 +147,17 @@ def already_confirmed(session: HostSession, facts: Mapping[str, Any]) -> tuple[d
     return fresh, [said]
 
 
-def fields_missing(session: HostSession, fields: Sequence[str], facts: Mapping[str, Any]) -> Reply:
+def fields_missing(session: HostSession, fields: Sequence[str], facts: Mapping[str, Any], elicits: bool) -> Reply:
     """The step moves on only with ``fields`` confirmed (the verifier's ``confirmed_field_missing``): nothing was
-    recorded or moved; ask the user for them and send them, with any facts given, in one step_done."""
+    recorded or moved; ask the user for them and send them, with any facts given, in one step_done (confirmed
+    with the user by the model, or, ``elicits``, by the bridge in the user's client)."""
     step = session.position.step_id
     given = f"; the facts {quoted(', '.join(facts))} were not recorded either" if facts else ""
+    confirm = "" if elicits else ", confirm each with them"
     lines = [f"Nothing was done: step {step} moves on only once {', '.join(fields)} are confirmed "
              f"(confirmed_field_missing){given}; the run stays at step {step}. Ask the user for "
-             f"{', '.join(fields)} as the step's instructions say, confirm each with them, then call step_done "
-             f"with step {step} and every fact in facts."]  # fmt: skip
+             f"{', '.join(fields)} as the step's instructions say{confirm}, then call step_done "
+             f"with step {step} and every fact in facts{then_asked(elicits)}."]  # fmt: skip
     data = {"run": run_id_of(session), "status": "facts_refused", "failures": [_MISSING] * len(fields)}
     return reply(lines, data, True)
 
@@ -180,11 +186,11 @@ async def record_facts(
     except ToolRefused as exc:
         if not facts:
             raise
-        return facts_refused(session, [exc.error], facts)
+        return facts_refused(session, [exc.error], facts, asker.available)
     unmet = missing_fields(wires(result.failures)) if result.status == "blocked" else []
     if unmet:
-        return fields_missing(session, unmet, facts)
+        return fields_missing(session, unmet, facts, asker.available)
     if facts and result.status == "blocked":
-        return facts_refused(session, wires(result.failures), facts)
+        return facts_refused(session, wires(result.failures), facts, asker.available)
     done = [*confirmed.said, f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."]
     return result, done if facts else []

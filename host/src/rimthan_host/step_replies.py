@@ -256,10 +256,12 @@ class StepReplies:
         release_id = result.release or session.release_id or "release"
         schemas = await self.output_schemas(session, step, release_id)
         question = result.question.wire if result.question and result.status == "input_required" else None
-        lines += step_words(step, run, result.workflow_version, schemas, session.project_dir, asking=bool(question))
+        lines += step_words(
+            step, run, result.workflow_version, schemas, session.project_dir, asking=bool(question), elicits=elicits
+        )
         lines += confirmed_facts_words(session.state.values) if facts else []
         if session.migration_offer is not None:
-            lines += offer_words(session.migration_offer)
+            lines += offer_words(session.migration_offer, elicits)
             data["migration"] = offer_summary(session.migration_offer)
         if question:
             lines += ["", *question_words(question, elicits=elicits)]

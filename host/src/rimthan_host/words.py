@@ -48,13 +48,33 @@ def scrub_value(value: Any) -> Any:
     return map_strings(value, scrub)
 
 
-BRIDGE_NOTE = (
-    "(The bridge makes the rimthan.* verifier calls and keeps the checkpoint and digests: where the text says to "
-    "call one, call step_done instead - with facts, each field the user confirmed here - or answer_question for a "
-    "question, record_verdict for a validator. Where it says to hash files, attest them or compare or keep "
-    "digests, do not: the bridge does, and step_done refuses a file validated earlier in the run that changed "
-    "since.)"
-)
+# How a fact the model passes is confirmed when the client of the call can ask the user (elicitation): the bridge
+# asks, so the model neither reads values back for a yes nor says it confirmed them.
+ASKED_IN_CLIENT = "the bridge asks the user to confirm each in their own client"
+
+
+def bridge_note(elicits: bool) -> str:
+    """The note under a step's instructions: the bridge's tools stand for the verifier calls the text names, and
+    (``elicits``: the client of the call can ask the user) who confirms the facts the model passes."""
+    facts = (
+        f"each field the user gave here ({ASKED_IN_CLIENT}: that is the read-back and the yes the text asks for)"
+        if elicits
+        else "each field the user confirmed here"
+    )
+    return (
+        "(The bridge makes the rimthan.* verifier calls and keeps the checkpoint and digests: where the text says to "
+        f"call one, call step_done instead - with facts, {facts} - or answer_question for a question, record_verdict "
+        "for a validator. Where it says to hash files, attest them or compare or keep digests, do not: the bridge "
+        "does, and step_done refuses a file validated earlier in the run that changed since.)"
+    )
+
+
+BRIDGE_NOTE = bridge_note(False)  # (the note a client that cannot ask the user gets)
+
+
+def then_asked(elicits: bool) -> str:
+    """What follows a call that passes facts: with elicitation, who confirms them; else nothing."""
+    return f": {ASKED_IN_CLIENT}" if elicits else ""
 
 
 def step_words(
@@ -65,16 +85,18 @@ def step_words(
     project: Path | None = None,
     *,
     asking: bool = False,
+    elicits: bool = False,
 ) -> list[str]:
     """The current step: title, its instruction, and what it needs (with each JSON output's schema). ``asking``:
-    the step waits for the user's answer to its question, which the caller says next (the one call to make)."""
+    the step waits for the user's answer to its question, which the caller says next (the one call to make);
+    ``elicits``: the client of the call can ask the user, so the bridge confirms the facts (:func:`bridge_note`)."""
     lines = [
         f"Run {run_id} ({version}): step {step['id']} - {step.get('title') or step['id']}.",
         "",
         "Instructions for this step:",
         str((step.get("instruction") or {}).get("text") or "").strip(),
         "",
-        BRIDGE_NOTE,
+        bridge_note(elicits),
         "",
     ]
     outputs = step.get("outputs") or []
@@ -311,8 +333,9 @@ def offer_summary(offer: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def offer_words(offer: Mapping[str, Any]) -> list[str]:
-    """A newer release the verifier offers for this run, and what moving to it takes."""
+def offer_words(offer: Mapping[str, Any], elicits: bool = False) -> list[str]:
+    """A newer release the verifier offers for this run, and what moving to it takes (``elicits``: the client
+    of the call can ask the user, so the bridge confirms the facts)."""
     summary = offer_summary(offer)
     lines = [
         "",
@@ -323,7 +346,8 @@ def offer_words(offer: Mapping[str, Any]) -> list[str]:
         n["field"]: n.get("expects") or {} for n in (offer.get("target_needs") or {}).get("confirmed_state") or []
     }
     if summary["needs"]:
-        lines.append("It needs facts this run does not have; ask the user and pass them as facts:")
+        pass_them = "ask the user and pass them as facts" + (f" ({ASKED_IN_CLIENT})" if elicits else "")
+        lines.append(f"It needs facts this run does not have; {pass_them}:")
         lines += [f"- {name}: {expects[name].get('description') or 'see the preview'}" for name in summary["needs"]]
     return lines
 
