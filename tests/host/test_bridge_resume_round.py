@@ -32,6 +32,7 @@ from support.bridge import (
     check_replies,
     running_pids,
     stand_in,
+    write_files,
 )
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
@@ -40,6 +41,10 @@ CRITIC = ".claude/agents/decision-critic.md"
 AUDITOR = ".claude/agents/evidence-auditor.md"
 HEAD = "Verdicts recorded for step desk-research before the run was picked up here are"
 NOT_KEPT = f"{HEAD} not kept: call step_done"
+NO_ROUND = (
+    "Files of step desk-research are in the project, but no validation of them at this step was kept: call step_done "
+    "to have them checked, then run every validator it names."
+)
 
 
 @pytest.fixture(scope="module")
@@ -216,12 +221,41 @@ def test_a_bridge_killed_right_after_a_discard_resumes_without_the_discarded_ver
         assert "evidence-auditor pass" not in resumed.text, resumed.text
         assert (project / AUDITOR).read_bytes() == delivered  # the file the discard put back
         # A round left with no verdict is kept as one (test_a_round_with_no_verdict_yet_is_kept_across_a_restart);
-        # step files changed drop it, and step_done checks them again.
+        # step files changed drop it (the state saved without it), and step_done checks them again.
         again = await model.call("step_done") if saved is None else resumed
-        assert (NOT_KEPT in resumed.text) == (saved is None), resumed.text
+        assert (NO_ROUND in resumed.text) == (saved is None) and NOT_KEPT not in resumed.text, resumed.text
         assert again.data["status"] == "validators_pending", again.text
         assert {v["name"] for v in again.data["validators"]} == {"evidence-auditor", "decision-critic"}
         done = await all_pass(model, "evidence-auditor", "decision-critic")
         assert (await model.follow(done, "desk-research")).data["status"] == "completed"
 
     _resumed(world, project, state, run, check)
+
+
+def test_files_written_but_never_checked_are_not_said_to_have_had_verdicts(world: ServerWorld, tmp_path: Path) -> None:
+    """The files of desk-research written, step_done never called (or written for the release a migration left):
+    the resumed step says the files are there with no validation of them kept, not that verdicts recorded before
+    were dropped. Before, it said "Verdicts recorded for step desk-research ... are not kept" of verdicts no one
+    recorded."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+
+    async def written() -> None:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            await model.follow(await model.start(), "", until_question=True)
+            step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+            write_files(model, step)
+            check_replies(model)
+
+    async def resumed() -> Reply:
+        async with CheckedClient(bridge_params(project, world, state), mode="legacy") as client:
+            model = stand_in(client, project)
+            reply = await model.call("resume_run")
+            check_replies(model)
+            return reply
+
+    anyio.run(written)
+    reply = anyio.run(resumed)
+    assert not reply.is_error and reply.data["step"]["id"] == "desk-research", reply.text
+    assert HEAD not in reply.text and NO_ROUND in reply.text, reply.text

@@ -28,7 +28,7 @@ from .delivered import AssetClash, restore_release
 from .fact_forms import Expects, expects_of_failures
 from .facts import confirm_facts
 from .kept_copies import refused_code
-from .kept_round import restored_round
+from .kept_round import ROUND_KEY, restored_round
 from .positions import PositionUnknown
 from .project_files import ProjectFiles
 from .protocol import (
@@ -162,7 +162,7 @@ class Bridge(StepMoves, MigrationMoves):
         lines += [r.line(f"run {run_id}'s release") for r in restored]
         session.prepared = _kept_round(session, saved)
         if session.prepared is None:
-            lines += round_not_kept(self.project_dir, result)
+            lines += round_not_kept(self.project_dir, result, had_round=saved is not None and ROUND_KEY in saved[1])
             return await self._go_on(result, lines, facts=True)
         shown = await self._show([*lines, round_kept(result.step_id, session.prepared)])
         return replace(shown, data={**shown.data, "step": {"id": result.step_id}})
@@ -225,13 +225,20 @@ def _blocked(failures: Sequence[Mapping[str, Any]], elicits: bool) -> Reply:
     return Reply("\n".join(lines), data, is_error=True)
 
 
-def round_not_kept(project: Path, result: RunResult) -> list[str]:
+def round_not_kept(project: Path, result: RunResult, *, had_round: bool = True) -> list[str]:
     """A resumed step with validators whose files are there: verdicts recorded before the resume were not kept (a
-    round lives in the bridge that opened it), so its files are checked again and every validator runs again."""
+    round lives in the bridge that opened it), so its files are checked again and every validator runs again.
+    ``had_round`` false: the run's state kept no round at this checkpoint (the files are there from before, e.g.
+    written for the release a migration left), so no verdicts are said to have been recorded."""
     step = result.step_wire
     written = any(_there(ProjectFiles(project), str(o.get("path"))) for o in step.get("outputs") or [])
     if not (step.get("gated") and step.get("validators") and written):
         return []
+    if not had_round:
+        return [
+            f"Files of step {step.get('id')} are in the project, but no validation of them at this step was kept: "
+            "call step_done to have them checked, then run every validator it names."
+        ]
     return [
         f"Verdicts recorded for step {step.get('id')} before the run was picked up here are not kept: call step_done "
         "to have its files checked again, then run every validator it names (those that passed too)."
