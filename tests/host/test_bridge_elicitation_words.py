@@ -34,11 +34,6 @@ BRIDGE_ASKS = (
 )
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
-    return build_world(tmp_path_factory.mktemp("elicitation-words-world"))
-
-
 async def _person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
     """The user behind Claude Code: yes to each fact as the model passed it."""
     assert isinstance(params, types.ElicitRequestFormParams)
@@ -47,6 +42,11 @@ async def _person(context: Any, params: types.ElicitRequestParams) -> types.Elic
 
 async def _roots(context: Any) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[])
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
+    return build_world(tmp_path_factory.mktemp("elicitation-words-world"))
 
 
 async def _walk(model: StandIn) -> dict[str, Reply]:
