@@ -7,6 +7,8 @@ with one focused test per rule, all against real signed releases.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import inspect
 import shutil
 import tomllib
 from pathlib import Path
@@ -14,6 +16,8 @@ from typing import Any
 
 import pytest
 import tomli_w
+from rimthan_workflow_mcp.results import ReleaseRef, ToolResult, WorkflowRef
+from rimthan_workflow_mcp.workflow_selection import select_workflow
 from rimthan_workflow_registry.errors import FailureCode, TokenError, WorkflowProtocolError
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, HostBinding, issue_checkpoint, verify_checkpoint
 from rimthan_workflow_registry.run.token_wire import peek_claims
@@ -72,6 +76,64 @@ def test_start_host_blockers_are_accumulated(engines: Engines) -> None:
         "host_capability_missing",
         "validator_capability_missing",
     ]
+
+
+def test_results_share_the_identities_built_once_per_release(engines: Engines) -> None:
+    """Every result of one engine carries the same release and workflow records, built when the engine was made:
+    equal to the ones the release names, and the same on the wire; a workflow of another release gets its own."""
+    module, harness = engines.module("1.2.0"), engines.harness("identities")
+    arguments = {
+        "workflow": "research",
+        "confirmed_state": harness.confirm(example_state("1.2.0")),
+        "host": harness.host(),
+    }
+    first, second = module.start_workflow(arguments), module.start_workflow(arguments)
+    resumed = module.continue_workflow(
+        {"checkpoint": second.to_json()["checkpoint"], "confirmed_state": arguments["confirmed_state"]}
+    )
+    assert first.status == second.status == "active" and resumed.workflow is not None
+    assert first.release is second.release is resumed.release  # not rebuilt per result
+    assert first.workflow is second.workflow is resumed.workflow
+    release = engines.releases["1.2.0"]
+    workflow = select_workflow(release, "research", None)
+    assert first.release == ReleaseRef.of(release) and first.workflow == WorkflowRef.of(workflow)
+    wire = first.to_json()
+    assert wire["release"] == {"id": release.release_id, "manifest_digest": release.manifest_digest}
+    assert wire["workflow"] == {"id": workflow.id, "version": workflow.version}
+    other = select_workflow(engines.releases["1.3.0"], "research", None)
+    assert other.version != workflow.version and module.workflow_ref(other) == WorkflowRef.of(other)
+
+
+def test_a_result_is_built_without_the_generated_init_and_is_the_same_frozen_record(engines: Engines) -> None:
+    """``ToolResult``'s own ``__init__`` (not the frozen dataclass's, which sets each field through
+    ``object.__setattr__``) takes exactly its fields, in order, with their defaults: the same record."""
+    assert ToolResult.__init__.__code__.co_filename.endswith("results.py")  # generated ones come from "<string>"
+    parameters = inspect.signature(ToolResult).parameters
+    assert list(parameters) == [f.name for f in dataclasses.fields(ToolResult)]
+    module, harness = engines.module("1.2.0"), engines.harness("record")
+    arguments = {
+        "workflow": "research",
+        "confirmed_state": harness.confirm(example_state("1.2.0")),
+        "host": harness.host(),
+    }
+    started = module.start_workflow(arguments)
+    rebuilt = ToolResult(**{f.name: getattr(started, f.name) for f in dataclasses.fields(ToolResult)})
+    assert rebuilt == started and rebuilt.to_json() == started.to_json()
+    bare = ToolResult("blocked", started.release)
+    assert bare.to_json() == {
+        **dict.fromkeys(("workflow", "checkpoint", "checkpoint_digest", "sequence", "step", "question")),
+        **dict.fromkeys(("validation_bundle", "migration")),
+        "status": "blocked",
+        "release": started.release.to_json(),
+        "failures": [],
+        "findings": [],
+        "validators": [],
+        "message": "blocked",
+    }
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        started.status = "completed"  # type: ignore[misc]
+    moved = dataclasses.replace(started, message="moved")
+    assert moved.message == "moved" and moved.step is started.step and started.message == ""
 
 
 def test_start_binds_a_second_pinned_adapter(engines: Engines) -> None:

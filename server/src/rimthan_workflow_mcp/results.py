@@ -14,7 +14,7 @@ that wants what an MCP client reads in ``structuredContent`` asks for
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rimthan_workflow_registry.failures import Failure
@@ -107,27 +107,62 @@ class MigrationPreview:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ToolResult:
     """The one result envelope every tool returns (closed output schema).
 
     ``step``, ``findings`` and ``validation_bundle`` are already wire JSON,
     built by the core modules that own their shape (step payload, report
     checks, validation bundle); everything else is typed here.
+
+    Every call builds one, so its ``__init__`` is written here rather than
+    generated: the generated one of a frozen dataclass sets each of the 12
+    fields through ``object.__setattr__``; this one fills the instance's
+    dictionary at once (the same fields, values and defaults).
     """
 
     status: str
     release: ReleaseRef
-    workflow: WorkflowRef | None = None
-    checkpoint: IssuedCheckpoint | None = None
-    step: Mapping[str, Any] | None = None
-    question: Question | None = None
-    failures: tuple[Failure, ...] = ()
-    findings: tuple[Mapping[str, Any], ...] = ()
-    validators: tuple[ValidatorSummary, ...] = ()
-    validation_bundle: Mapping[str, Any] | None = None
-    migration: MigrationPreview | None = None
-    message: str = field(default="")
+    workflow: WorkflowRef | None
+    checkpoint: IssuedCheckpoint | None
+    step: Mapping[str, Any] | None
+    question: Question | None
+    failures: tuple[Failure, ...]
+    findings: tuple[Mapping[str, Any], ...]
+    validators: tuple[ValidatorSummary, ...]
+    validation_bundle: Mapping[str, Any] | None
+    migration: MigrationPreview | None
+    message: str
+
+    def __init__(
+        self,
+        status: str,
+        release: ReleaseRef,
+        workflow: WorkflowRef | None = None,
+        checkpoint: IssuedCheckpoint | None = None,
+        step: Mapping[str, Any] | None = None,
+        question: Question | None = None,
+        failures: tuple[Failure, ...] = (),
+        findings: tuple[Mapping[str, Any], ...] = (),
+        validators: tuple[ValidatorSummary, ...] = (),
+        validation_bundle: Mapping[str, Any] | None = None,
+        migration: MigrationPreview | None = None,
+        message: str = "",
+    ) -> None:
+        self.__dict__.update(
+            status=status,
+            release=release,
+            workflow=workflow,
+            checkpoint=checkpoint,
+            step=step,
+            question=question,
+            failures=failures,
+            findings=findings,
+            validators=validators,
+            validation_bundle=validation_bundle,
+            migration=migration,
+            message=message,
+        )
 
     @classmethod
     def failed(

@@ -70,6 +70,9 @@ class WorkflowEngineQueryModule:
         self.keyring = keyring
         self._clock = clock
         self.step_payloads = StepPayloads(release)
+        # A result's identities, built once per release: frozen records every result of this module shares.
+        self.release_ref = ReleaseRef.of(release)
+        self._workflow_refs = {(w.id, w.version): WorkflowRef.of(w) for w in release.catalogue.workflows}
 
     # ------------------------------------------------------------------ start
 
@@ -178,7 +181,7 @@ class WorkflowEngineQueryModule:
                 return ToolResult(
                     "completed",
                     self.release_ref,
-                    workflow=WorkflowRef.of(workflow),
+                    workflow=self.workflow_ref(workflow),
                     checkpoint=current,
                     message="the workflow is complete",
                 )
@@ -277,7 +280,7 @@ class WorkflowEngineQueryModule:
         return ToolResult(
             "ready_for_semantic_validation",
             self.release_ref,
-            workflow=WorkflowRef.of(workflow),
+            workflow=self.workflow_ref(workflow),
             checkpoint=issued,
             validation_bundle=bundle,
             validators=tuple(s for s in summaries if s.report_required),
@@ -300,7 +303,7 @@ class WorkflowEngineQueryModule:
             return ToolResult(
                 "validation_failed",
                 self.release_ref,
-                workflow=WorkflowRef.of(workflow),
+                workflow=self.workflow_ref(workflow),
                 checkpoint=nxt,
                 findings=tuple(findings),
                 step=self._payload(workflow, step, adapter, nxt.checkpoint),
@@ -339,7 +342,7 @@ class WorkflowEngineQueryModule:
         return ToolResult(
             "active",
             self.release_ref,
-            workflow=WorkflowRef.of(workflow),
+            workflow=self.workflow_ref(workflow),
             checkpoint=issue_checkpoint(self.keyring, checkpoint),
             migration=migration,
             step=self._payload(workflow, workflow.steps[0], adapter, checkpoint),
@@ -377,7 +380,7 @@ class WorkflowEngineQueryModule:
         return ToolResult(
             status,
             self.release_ref,
-            workflow=WorkflowRef.of(workflow),
+            workflow=self.workflow_ref(workflow),
             checkpoint=current,
             step=self._payload(workflow, step, adapter, current.checkpoint),
             **parts,
@@ -412,7 +415,6 @@ class WorkflowEngineQueryModule:
         """This engine's clock in whole seconds: when it issues, and the latest a confirmation may be dated."""
         return int(self._clock())
 
-    @property
-    def release_ref(self) -> ReleaseRef:
-        """The release identity every result of this module carries."""
-        return ReleaseRef.of(self.release)
+    def workflow_ref(self, workflow: WorkflowDefinition) -> WorkflowRef:
+        """The identity of ``workflow`` a result carries: this release's own, built once; any other's, built now."""
+        return self._workflow_refs.get((workflow.id, workflow.version)) or WorkflowRef.of(workflow)

@@ -1,0 +1,160 @@
+"""Instructions our server process spends on each P3 call, counted under callgrind: stable on a shared machine.
+
+``python -m benchmarks.experiments.p3_server_callgrind [--runs N] [--keep DIR]``
+serves the packaged research-decision 1.2.0 release (as P3 does) with
+``rimthan-mcp serve`` over stdio under ``valgrind --tool=callgrind``
+(``PYTHONHASHSEED=0``) and drives ``N`` complete runs (after one untimed) with
+the host kit's harness through the SDK client, as ``bench_calls.drive_calls``
+drives ours (no echo, no mirror). Before each call and after the last, the
+driver has callgrind dump and zero its counters (``callgrind_control --dump``,
+by the server's process id): each dump holds exactly the server process's
+instructions from one call's request to the next call's, i.e. the whole call as
+served (reading and parsing the request, the SDK, our handler, both encodings
+of the result, writing the response) and the idle wait after it. Per tool it
+prints the median, minimum and maximum instructions a call; ``--keep`` keeps
+the dumps (``callgrind_annotate --inclusive=yes`` on one says where a call's
+instructions go).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
+
+from .. import bench_calls
+from ..fixtures import make_keys
+from ..servers import CLIENT_MODE, rimthan_server
+from ..synthetic import REPO_ROOT
+
+WORK = REPO_ROOT / "benchmarks" / "work" / "p3-server-callgrind"
+UNCOUNTED = "-"  # what a dump of the warm-up run's calls is labelled
+
+
+@dataclass
+class Dumps:
+    """The server's callgrind process and, in order, what each of its dumps covers (a tool name, or ``-``)."""
+
+    work: Path
+    pid: int = 0
+    labels: list[str] = field(default_factory=list)
+    current: str = UNCOUNTED  # the call under way: what the next dump covers
+
+    def find_pid(self) -> int:
+        """The valgrind process's id, read from its log file's name (``--log-file=vg.%p.log``)."""
+        deadline = time.monotonic() + 120
+        while not self.pid and time.monotonic() < deadline:
+            logs = sorted(self.work.glob("vg.*.log"), key=lambda p: p.stat().st_mtime)
+            self.pid = int(logs[0].name.split(".")[1]) if logs else 0
+            time.sleep(0.1)
+        return self.pid
+
+    def dump(self, label: str) -> None:
+        """Dump (and zero) the counters: the interval since the last dump is ``label``'s."""
+        self.labels.append(label)
+        subprocess.run(
+            ["callgrind_control", f"--dump={len(self.labels)}-{label}", str(self.find_pid())],
+            check=True,
+            capture_output=True,
+        )
+
+
+def params(work: Path, release: Path, keys_trust: Path, state_dir: Path) -> StdioServerParameters:
+    """``rimthan-mcp serve`` as P3 starts it, under callgrind (``PYTHONHASHSEED=0``), one profile file per process."""
+    command = rimthan_server(release, keys_trust, state_dir, work / "server.log")
+    valgrind = [
+        "--tool=callgrind",
+        f"--callgrind-out-file={work}/callgrind.out.%p",
+        f"--log-file={work}/vg.%p.log",
+    ]
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")}
+    return StdioServerParameters(
+        command="valgrind", args=[*valgrind, sys.executable, *command.args], cwd=str(REPO_ROOT), env=env
+    )
+
+
+async def drive(work: Path, runs: int) -> Dumps:
+    """``runs`` packaged runs (after an uncounted one) against the server under callgrind; its dumps, labelled."""
+    secrets = Path(tempfile.mkdtemp(prefix="rimthan-p3-cg-"))
+    try:
+        keys, state_dir = make_keys(secrets), secrets / "state"
+        release = bench_calls.packaged_release(keys, work)
+        dumps = Dumps(work)
+        with (work / "server.err").open("w") as errlog:
+            transport = stdio_client(params(work, release, keys.trust_dir, state_dir), errlog=errlog)
+            async with Client(transport, mode=CLIENT_MODE) as client:
+                for run in range(runs + 1):
+                    await one_run(client, dumps, release, work / "projects" / str(run), counted=run > 0)
+                dumps.dump(dumps.current)
+        return dumps
+    finally:
+        shutil.rmtree(secrets, ignore_errors=True)
+
+
+async def one_run(client: Client, dumps: Dumps, release: Path, project: Path, *, counted: bool) -> None:
+    """One complete run through the harness; each call opens a new dump interval (``counted``: labelled)."""
+    inner = client_caller(client)
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        dumps.dump(dumps.current)
+        dumps.current = name if counted else UNCOUNTED
+        return await inner(name, arguments)
+
+    examples = CatalogueExamples(
+        {bench_calls.VERSION: release / "catalogue" / "examples"},
+        fail_once=bench_calls.DRILL,
+        answers={"research_route": bench_calls.ROUTE},
+    )
+    harness = WorkflowHarness(call, examples, project_dir=project)
+    final = await harness.run(await harness.start(bench_calls.WORKFLOW, initial_version=bench_calls.VERSION))
+    if final.status != "completed":
+        raise RuntimeError("the packaged run did not complete")
+
+
+def totals(work: Path, dumps: Dumps) -> dict[str, list[int]]:
+    """Per tool, the instructions of each counted call (from each dump's ``summary:`` or ``totals:`` line)."""
+    per_tool: dict[str, list[int]] = {}
+    for number, label in enumerate(dumps.labels, start=1):
+        if label == UNCOUNTED:
+            continue
+        path = work / f"callgrind.out.{dumps.pid}.{number}"
+        count = next(
+            int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith(("summary:", "totals:"))
+        )
+        per_tool.setdefault(label, []).append(count)
+    return per_tool
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.p3_server_callgrind")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", type=Path, default=None)
+    args = parser.parse_args(argv)
+    work = args.keep or WORK
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    dumps = anyio.run(drive, work, args.runs)
+    time.sleep(1)
+    for tool, counts in sorted(totals(work, dumps).items()):
+        print(
+            f"{tool:<32} calls {len(counts):>3}  median {statistics.median(counts):>12,.0f}  "
+            f"min {min(counts):>12,}  max {max(counts):>12,}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
