@@ -12,6 +12,8 @@ remembered only when the object's digest is the scope.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import Any
 
 import pytest
@@ -190,3 +192,25 @@ def test_the_checkpoints_own_state_is_remembered() -> None:
     again = ConfirmedState.from_json({"state": dict(sent)}, memo_scope=scope)
     assert again.digest == scope and again.field_digest("objective") == digest_value(sent["objective"])
     assert canonical._digests_of_marshalled.cache_info().hits == hits + 1
+
+
+def test_a_confirmation_is_built_without_the_generated_init_and_is_the_same_frozen_record() -> None:
+    """A state's confirmations (one per field, every call that carries a state) are built by ``Confirmation``'s own
+    ``__init__``, not the frozen dataclass's generated one: the same fields, in order, equality and frozenness."""
+    from rimthan_workflow_registry.run.confirmed_state import Confirmation
+
+    assert Confirmation.__init__.__code__.co_filename.endswith("confirmed_state.py")  # generated: "<string>"
+    assert list(inspect.signature(Confirmation).parameters) == [f.name for f in dataclasses.fields(Confirmation)]
+    digest = digest_value("yes")
+    state = ConfirmedState.from_json(
+        {
+            "state": {"a": "yes"},
+            "confirmations": {"a": {"value_digest": digest, "confirmed_at": 7, "confirmed_by": "u"}},
+        }
+    )
+    (made,) = state.confirmations.values()
+    assert made == Confirmation(digest, 7) == Confirmation(value_digest=digest, confirmed_at=7)
+    assert (made.value_digest, made.confirmed_at) == (digest, 7) and made != Confirmation(digest, 8)
+    assert hash(made) == hash(Confirmation(digest, 7))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.confirmed_at = 8  # type: ignore[misc]

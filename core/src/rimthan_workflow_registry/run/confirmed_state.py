@@ -38,10 +38,21 @@ REMOVAL_DIGEST = digest_value(None)
 """What the confirmation of a removed field names: the digest of JSON ``null``, the value the field no longer has."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Confirmation:
+    """One field's confirmation: the digest of the value confirmed, and when.
+
+    Every call that carries a state builds one per field, so its ``__init__``
+    is written here rather than generated: it fills the instance's dictionary
+    at once instead of setting each field through ``object.__setattr__`` (the
+    same fields, equality and frozenness).
+    """
+
     value_digest: str
     confirmed_at: int
+
+    def __init__(self, value_digest: str, confirmed_at: int) -> None:
+        self.__dict__.update(value_digest=value_digest, confirmed_at=confirmed_at)
 
 
 @dataclass(frozen=True)
