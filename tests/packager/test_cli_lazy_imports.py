@@ -96,6 +96,7 @@ NOT_ON_THE_BUILD_PATH = (
     "rimthan_packager.cli_author",
     "rimthan_packager.cli_inspect",
     "rimthan_packager.cli_oci",
+    "rimthan_workflow_registry.not_utf8",
 )
 
 
@@ -123,7 +124,8 @@ dataclasses._process_class = _recorded
 
 
 # Made only by keygen or inspect, or only for a refusal or a warning a passing build with a 0600 key never gives
-# (Unpullable: a release past a bound an OCI pull takes).
+# (Unpullable: a release past a bound an OCI pull takes; NotUtf8: a file that is not UTF-8; ReleaseDiff and
+# WorkflowChange: inspect --against, or a build into a directory holding an older release of the catalogue).
 NOT_MADE_BY_A_BUILD = {
     "GeneratedKey",
     "ReleaseInspection",
@@ -132,6 +134,9 @@ NOT_MADE_BY_A_BUILD = {
     "StrayExample",
     "UnreferencedSchema",
     "Unpullable",
+    "NotUtf8",
+    "ReleaseDiff",
+    "WorkflowChange",
 }
 
 

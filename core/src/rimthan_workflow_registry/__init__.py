@@ -19,6 +19,7 @@ At the top, shared by both:
 ``strict_json``        JSON read strictly: no repeated key, NaN, overflowing number or nesting past a bound
 ``json_encoders``      the stdlib's compact JSON encoders, each built once
 ``limits``             one copy of each bound on untrusted input (nesting, the sizes one tool call carries)
+``not_utf8``           where a text file's first byte that is not UTF-8 stands (imported only for such a file)
 ``jsonschema_formats`` the one import of Python jsonschema, each format library loaded on its first check
 ``pem_keys``           PEM keys read and written with cryptography's own functions, without its OpenSSH key code:
                        the trust store's public keys, the packager's signing keys

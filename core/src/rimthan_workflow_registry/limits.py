@@ -23,8 +23,10 @@ import math
 import re
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.not_utf8 import NotUtf8
 
 MAX_JSON_DEPTH = 64
 """Containers (objects and arrays) nested in any parsed JSON document: manifest, schemas, artifacts."""
@@ -226,6 +228,8 @@ def parse_bounded_toml(data: bytes, refuse: TomlRefusal, *, unreadable: str, nam
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from rimthan_workflow_registry.not_utf8 import not_utf8_at  # only for a file that is not UTF-8
+
         bad = not_utf8_at(data, exc.start)
         raise refuse(f"{unreadable}: {bad} is not UTF-8", save_as_utf8_step(name, bad)) from None
     try:
@@ -265,33 +269,13 @@ def _toml_syntax_next_step(name: str, text: str, error: str) -> str:
     )
 
 
-@dataclass(frozen=True)
-class NotUtf8:
-    """Where a text file's first byte that is not UTF-8 is: the byte, its 0-based offset in the file, and the
-    1-based line and column (in characters, as an editor counts them) it stands at."""
-
-    byte: int
-    offset: int
-    line: int
-    column: int
-
-    def __str__(self) -> str:
-        place = f"line {self.line}, column {self.column} (byte offset {self.offset})"
-        return f"byte 0x{self.byte:02x} at {place}"
-
-
-def not_utf8_at(data: bytes, position: int) -> NotUtf8:
-    """Where byte ``position`` of ``data`` (the first that is not UTF-8: all before it decodes) stands."""
-    start = data.rfind(b"\n", 0, position) + 1
-    column = len(data[start:position].decode("utf-8", "replace")) + 1
-    return NotUtf8(data[position], position, data.count(b"\n", 0, position) + 1, column)
-
-
 def first_not_utf8(data: bytes) -> NotUtf8 | None:
     """Where ``data``'s first byte that is not UTF-8 is (``None`` if it is all UTF-8)."""
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from rimthan_workflow_registry.not_utf8 import not_utf8_at  # only for a file that is not UTF-8
+
         return not_utf8_at(data, exc.start)
     return None
 

@@ -23,12 +23,11 @@ from rimthan_workflow_registry.release import (
     Manifest,
     is_semver,
     semver_key,
-    workflow_files,
 )
 from rimthan_workflow_registry.strict_json import parse_strict_json
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)  # a carrier for a warning: never compared or shown
 class KeptVersion:
     """A workflow whose files differ from an older release's while its ``id@version`` is the same."""
 
@@ -43,6 +42,8 @@ def kept_versions(releases: Path, catalogue: Catalogue, digest_of: Callable[[str
     it; ``digest_of(path)`` is the SHA-256 (hex) of a file of the new release."""
     found: dict[str, KeptVersion] = {}
     for release, manifest in _older(releases, catalogue.name, catalogue.version):
+        from rimthan_workflow_registry.release import workflow_files  # only with an older release there
+
         keys = {f"{w.id}@{w.version}" for w in manifest.workflows}
         digests = {f.path: f.sha256 for f in manifest.files}
         for workflow in catalogue.workflows:
