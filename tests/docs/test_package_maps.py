@@ -13,7 +13,8 @@ docs/architecture.md's map is the fenced block under its "Package map" heading: 
 label (``core/release``, ``server``) at the start of a line, then the package's modules separated by ``·``, what
 each holds in parentheses. Outside the parentheses a section holds module names and nothing else; a sub-package
 is named by its own section. Every ``*.py`` path the page shows in backticks is a file of the repository
-(``...`` stands for folders).
+(``...`` stands for folders). interop/, no package, is mapped by interop/run_interop.py's docstring: its
+paragraph beginning "Modules" names each ``.py`` file of interop/ in double backticks.
 """
 
 from __future__ import annotations
@@ -114,3 +115,15 @@ def test_every_python_file_the_architecture_page_names_exists() -> None:
         name for name in shown if not any(fnmatch.fnmatch(f"/{f}", "*/" + name.replace("...", "*")) for f in files)
     ]
     assert not missing, f"docs/architecture.md names files that do not exist: {', '.join(missing)}"
+
+
+def test_the_interop_docstring_maps_every_interop_module_and_only_modules() -> None:
+    """interop/ is no package: interop/run_interop.py's docstring is its map (``make interop`` runs that file)."""
+    interop = REPO / "interop"
+    doc = ast.get_docstring(ast.parse((interop / "run_interop.py").read_text("utf-8"))) or ""
+    map_paragraph = doc.split("\nModules", 1)[-1].split("\n\n", 1)[0] if "\nModules" in doc else ""
+    named = set(re.findall(r"``([a-z][a-z0-9_]*)``", map_paragraph))
+    modules = {p.stem for p in interop.glob("*.py")}
+    problems = [f"module {m} is not in the map" for m in sorted(modules - named)]
+    problems += [f"``{n}`` is no module of interop/" for n in sorted(named - modules)]
+    assert not problems, "interop/run_interop.py's docstring: " + "; ".join(problems)
