@@ -33,7 +33,8 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   keep-alive timer, 5 s, stops at the first byte that comes).
 - A body that is not one JSON-RPC message (a batch, a request whose id is
   not a string or an integer) gets a one-line ``Invalid Request``
-  (:mod:`http_shape`).
+  (:mod:`http_shape`); a request without an id, accepted as a notification,
+  is named in the log once per session.
 - A request sending one of ``ONE_VALUE_HEADERS`` (``Content-Type``, the MCP
   routing headers, ``Mcp-Session-Id``) twice gets 400 with a JSON-RPC error,
   unread: a first-copy and a last-copy reader (the SDK's era routing, a proxy)
@@ -75,7 +76,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .health import Health
-from .http_shape import BAD_REQUEST, ShapeAnswers, error_body, json_headers
+from .http_shape import BAD_REQUEST, CallsWithoutId, ShapeAnswers, error_body, json_headers, session_of
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
 
@@ -252,6 +253,7 @@ class BoundedRequests:
         self.stateless = stateless
         self.health = health  # GET /healthz, for a load balancer (health.py)
         self.in_flight = 0
+        self.calls_without_id = CallsWithoutId()  # told once per session (http_shape)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         client = scope.get("client")
@@ -281,7 +283,7 @@ class BoundedRequests:
             await _json_error(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
         else:
             self.in_flight += 1
-            shape = ShapeAnswers(receive, _readable_refusals(send))
+            shape = ShapeAnswers(receive, _readable_refusals(send), self.calls_without_id, session_of(scope))
             receive, send = shape.receive, shape.send
             try:
                 if scope.get("state", {}).get(BODY_IN):  # the usual case: the body came with the head

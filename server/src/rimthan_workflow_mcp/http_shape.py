@@ -17,6 +17,14 @@ it, status 400, the SDK's headers kept. A body past ``SCREEN_BYTES`` that the
 SDK accepted (202) is refused too: the notifications MCP defines are a few
 hundred bytes, and this server sends no requests a response could answer. The
 2026-07-28 path answers these with -32600 itself; its answers pass unchanged.
+
+A request sent without an id (``tools/call`` with no ``id``: a client that
+forgot it) is a notification to JSON-RPC: the SDK accepts it (202), nothing
+answers it (the spec forbids answering a notification) and no tool runs. The
+server's log says so once per session in one warning line (``CALL_WITHOUT_ID``,
+naming the method): :class:`CallsWithoutId` remembers who was told, a session
+by its ``Mcp-Session-Id`` and, stateless HTTP having no session, a client by
+its host. Notifications MCP defines (``notifications/...``) are not named.
 """
 
 from __future__ import annotations
@@ -24,10 +32,18 @@ from __future__ import annotations
 import json
 
 import mcp_types as types
-from starlette.types import Message, Receive, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from .logs import get_logger
-from .message_shape import BATCH_REFUSED, ID_UNUSABLE, NOT_A_MESSAGE, invalid_request, not_a_message, top_level_keys
+from .message_shape import (
+    BATCH_REFUSED,
+    ID_UNUSABLE,
+    NOT_A_MESSAGE,
+    invalid_request,
+    not_a_message,
+    top_level_keys,
+    top_level_method,
+)
 
 SCREEN_BYTES = 64 * 1024
 ACCEPTED, BAD_REQUEST = 202, 400
@@ -36,15 +52,47 @@ NOTIFICATION_TOO_LARGE = (
     f"the message is a notification or a response past {SCREEN_BYTES // 1024} KiB: the ones a client sends this "
     "server are far smaller (it sends no requests to answer); send requests with a string or integer id"
 )
+CALL_WITHOUT_ID = (
+    "a request came without an id, so JSON-RPC reads it as a notification: accepted (202), not answered, "
+    "nothing run; give each request a string or integer id (said once per session)"
+)
+TOLD_AT_MOST = 4096  # the sessions (or stateless clients) remembered as told; one forgotten is told again
+NOTIFICATION_PREFIX = "notifications/"
 _log = get_logger("transport")
+
+
+class CallsWithoutId:
+    """Who the log has told that a request without an id went unanswered: once per session (see module)."""
+
+    def __init__(self) -> None:
+        self._told: dict[str, None] = {}  # insertion order: the oldest is forgotten first
+
+    def tell_once(self, who: str, method: str) -> None:
+        if who in self._told:
+            return
+        self._told[who] = None
+        if len(self._told) > TOLD_AT_MOST:
+            del self._told[next(iter(self._told))]
+        _log.warning(CALL_WITHOUT_ID, extra={"method": method})
+
+
+def session_of(scope: Scope) -> str:
+    """The session a POST belongs to: its ``Mcp-Session-Id``, else (stateless) its client's host."""
+    for name, value in scope["headers"]:
+        if name == b"mcp-session-id":
+            return f"session {bytes(value).decode('latin-1')}"
+    client = scope.get("client")
+    return f"client {client[0] if client else 'unknown'}"
 
 
 class ShapeAnswers:
     """One POST's ``receive`` and ``send``, the SDK's answers to a body of the wrong shape replaced (see module)."""
 
-    def __init__(self, receive: Receive, send: Send) -> None:
+    def __init__(self, receive: Receive, send: Send, calls: CallsWithoutId | None = None, session: str = "") -> None:
         self._receive = receive
         self._send = send
+        self._calls = calls
+        self._session = session
         self._kept: list[bytes] = []
         self._size = 0
         self._held: list[Message] = []  # the SDK's 400, until its body shows whether it is the validation report
@@ -70,6 +118,7 @@ class ShapeAnswers:
             if answer is not None:
                 await self._answer(message, answer)
                 return
+            self._tell_if_a_request()
         if self._held:
             await self._settle_held(message)
             return
@@ -99,6 +148,13 @@ class ShapeAnswers:
             return invalid_request(NOTIFICATION_TOO_LARGE)
         keys = top_level_keys(text) or {}
         return invalid_request(ID_UNUSABLE) if "id" in keys and "method" in keys else None
+
+    def _tell_if_a_request(self) -> None:
+        """An accepted message whose method is a request's (not ``notifications/``): the log says so, once."""
+        text = self._text()
+        method = top_level_method(text) if text is not None and self._calls is not None else None
+        if self._calls is not None and method is not None and not method.startswith(NOTIFICATION_PREFIX):
+            self._calls.tell_once(self._session, method)
 
     def _refusing_report(self, sdk_body: bytes) -> types.JSONRPCError | None:
         """The refusal replacing the SDK's 400 when it is its validation report; None for any other 400."""

@@ -62,6 +62,14 @@ def has_top_level_id(raw: str) -> bool:
     return "id" in (top_level_keys(raw) or {})
 
 
+def top_level_method(raw: str) -> str | None:
+    """The ``method`` of a JSON-RPC message's text, read as :func:`top_level_request_id` reads an id; ``None`` if
+    unsure or absent."""
+    keys = top_level_keys(raw)
+    method = _scalar_after_colon(raw, keys["method"]) if keys is not None and "method" in keys else None
+    return method if isinstance(method, str) else None
+
+
 def top_level_request_id(raw: str, *, whole: bool = True) -> int | str | None:
     """The ``id`` of a JSON-RPC request line, found without recursion; ``None`` if unsure.
 
