@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,12 +128,17 @@ def http_server(world: World, *extra: str) -> Iterator[str]:
             raise SetupError(f"rimthan-mcp serve --transport http did not start: {Path(log.name).read_text()[-800:]}")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _end(proc)
         log.close()
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within 15 s."""
+    proc.terminate()
+    with suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=15)
+        return
+    proc.kill()
 
 
 def migration_target(world: World) -> Path:
