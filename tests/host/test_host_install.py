@@ -90,6 +90,7 @@ def test_the_plugin_marketplace_manifest_and_skill_are_well_formed() -> None:
     plugin_dir = (PLUGIN_MARKET / entry["source"]).resolve()
     manifest = json.loads((plugin_dir / ".claude-plugin" / "plugin.json").read_text("utf-8"))
     assert manifest["name"] == entry["name"] == "rimthan" and market["owner"]["name"]
+    assert market["metadata"]["description"] and entry["description"]  # (else `claude plugin validate` warns)
     skill = (plugin_dir / "skills" / "rimthan-run" / "SKILL.md").read_text("utf-8")
     front = skill.split("---")[1]
     assert "name: rimthan-run" in front and "description:" in front
@@ -175,3 +176,11 @@ def test_project_named_from_another_directory_serves_its_releases(project: Path,
 
     said = anyio.run(start)  # the project's verifier answers (no facts: blocked), not release_not_found
     assert said.startswith("The run did not start. The verifier needs:") and "objective" in said, said
+
+
+def test_the_migrate_run_description_holds_whether_or_not_the_bridge_elicits() -> None:
+    """Where the bridge asks the user by elicitation, the model does not wait for their agreement before calling
+    with confirm true: the static description says neither mode's order (before: "only after they agree")."""
+    (migrate,) = [t for t in TOOLS if t.name == "migrate_run"]
+    assert "only after they agree" not in migrate.description
+    assert "the reply says how they are asked" in migrate.description

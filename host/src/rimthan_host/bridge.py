@@ -69,11 +69,11 @@ class Bridge(StepMoves, MigrationMoves):
         lone = unfinished[0] if len(unfinished) == 1 and not unfinished[0].damaged else None
         if lone is None or self.lock.other_owner() is not None:  # (none, or another bridge moves the runs: said)
             return await move()
-        resumed = await self.resume_run(lone.run_id)
-        if resumed.is_error or self.session is None:
-            return resumed
         head = PICKED_UP.format(run=lone.run_id)
-        moved = resumed if tool == "show_step" else await move()
+        resumed = await self.resume_run(lone.run_id, head=head)  # (show_step: the resume's reply, said once)
+        if resumed.is_error or self.session is None or tool == "show_step":
+            return resumed
+        moved = await move()
         return Reply(f"{head}\n{moved.text}", moved.data, moved.is_error)
 
     # -- start and resume ------------------------------------------------------------------
@@ -110,7 +110,9 @@ class Bridge(StepMoves, MigrationMoves):
                   for r in unfinished if not r.damaged]  # fmt: skip
         return await self._go_on(result, lines)
 
-    async def resume_run(self, run: str | None) -> Reply:
+    async def resume_run(self, run: str | None, *, head: str | None = None) -> Reply:
+        """Make ``run`` (default the latest unfinished) the active run, from its log; ``head``: the reply's first
+        line in place of "Resumed run ... from its log." (a pick-up's own)."""
         runs = {r.run_id: r for r in run_summaries(self.project_dir)}
         unfinished = [r.run_id for r in runs.values() if not r.completed and not r.damaged]
         run_id = run or (unfinished[-1] if unfinished else None)
@@ -130,7 +132,7 @@ class Bridge(StepMoves, MigrationMoves):
         busy = self._claim("resume_run")
         if busy is not None:
             return busy
-        lines = [f"Resumed run {run_id} from its log."]
+        lines = [head or f"Resumed run {run_id} from its log."]
         lines += [
             f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."
             for r in self._unfinished()

@@ -105,7 +105,7 @@ TOOLS: tuple[types.Tool, ...] = (
     _tool(
         "migrate_run",
         "Move the run to the newer release a result offered. confirm false previews what restarts, what is redone "
-        "and the facts it needs; show the user, and only after they agree call with confirm true.",
+        "and the facts it needs; confirm true migrates once the user agrees (the reply says how they are asked).",
         {
             "to_release": {"type": "string", "description": "Release id; default the one offered."},
             "confirm": {"type": "boolean"},
