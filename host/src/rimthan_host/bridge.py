@@ -52,6 +52,11 @@ PICKED_UP = (
     "the server was started again), and it is the one unfinished run here."
 )
 
+SAVED_DIFFERS = (
+    "The copy of step {step} saved in .rimthan/runs/{run}.json differs from what the verifier shows for it (the "
+    "copy is stale or was edited): the verifier's step is shown below, never the saved copy."
+)
+
 
 class Bridge(StepMoves, MigrationMoves):
     """One project, one verifier connection, at most one active run at a time."""
@@ -162,6 +167,7 @@ class Bridge(StepMoves, MigrationMoves):
             self.session = session
         self.lock.note(run_id)
         lines += [r.line(f"run {run_id}'s release") for r in restored]
+        lines += [SAVED_DIFFERS.format(run=run_id, step=result.step_id)] if session.saved_differs else []
         session.prepared = _kept_round(session, saved)
         if session.prepared is None:
             lines += round_not_kept(self.project_dir, result, had_round=saved is not None and ROUND_KEY in saved[1])

@@ -80,6 +80,7 @@ class HostSession(ResumeFromLog, RoundMoves):
         self.evidence: dict[str, Evidence] = {}  # every file of this run the verifier accepted, kept across a resume
         self.migration_offer: dict[str, Any] | None = None  # the verifier's latest unconfirmed preview (saved)
         self.offer_asked = False  # a result since start or resume said whether one is offered
+        self.saved_differs = False  # the last resume's saved step was not the one the verifier showed (stale, edited)
         self.blocked_start: RunResult | None = None  # a start the verifier answered blocked: nothing started
         self._emit: EventSink = on_event or (lambda event: None)
 

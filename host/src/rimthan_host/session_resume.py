@@ -6,12 +6,18 @@ half (``resume``); the session's calls, position and saving stay in
 and :mod:`rimthan_host.session_record`.
 
 Before anything of the run is made current, the verifier is asked whether it
-takes the log's last checkpoint (a ``continue_workflow`` whose answer is not
-used: the verifier keeps nothing per run and a token is not spent by use). A
+takes the log's last checkpoint (a ``continue_workflow``, nothing saved or
+logged: the verifier keeps nothing per run and a token is not spent by use). A
 verifier started with other checkpoint keys (another state directory: another
 ``--state-dir``, ``RIMTHAN_STATE_DIR`` or ``HOME``) refuses every move of the
 run; the resume is then :class:`CheckpointNotHeld`, never a resume that
-cannot go on.
+cannot go on. Where its answer is the run's step itself (a question asked
+again: same checkpoint, same step), that answer is what the resume shows, byte
+for byte, never the copy saved in the run's state file, which anyone who can
+write the project's files could have edited (``saved_differs`` says whether
+the two differed). Where it moves past the step (an ungated step with a next
+one), the step is shown from the saved copy, as before: the verifier has no
+call that shows an ungated step again without moving past it.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class _Session(Protocol):
     existed_before: dict[str, bool]
     migration_offer: dict[str, Any] | None
     offer_asked: bool
+    saved_differs: bool
 
     @property
     def step_wire(self) -> Mapping[str, Any]: ...
@@ -78,10 +85,11 @@ class ResumeFromLog:
     async def resume(self: _Session) -> RunResult:
         """Pick a run up from its log: the last checkpoint, its saved confirmed state, and the step it is at.
 
-        The run stays where its log ends. An ungated step is shown again from
-        the result saved for that checkpoint (in the state file, or the side
-        file it names), with no move: ``continue_workflow`` there would advance
-        past it (an owner-facing step skipped). A gated step is asked of the
+        The run stays where its log ends. An ungated step is shown again as
+        the verifier answers for that checkpoint where it answers with the step
+        itself (a question), else from the result saved for it (in the state
+        file, or the side file it names), with no move: ``continue_workflow``
+        there advances past it (an owner-facing step skipped). A gated step is asked of the
         verifier, which returns that same step. A state with no result for a
         step that may be ungated (an older bridge's, or one past the limit) is
         :class:`PositionUnknown`: nothing is sent.
@@ -103,9 +111,13 @@ async def _resume(session: _Session, run_log: RunLog) -> dict[str, Any]:
     session.state = ConfirmedStateBook.from_projection(saved["confirmed_state"], session.clock)
     session.evidence = evidence_from_json(saved.get("validated", {})) or {}  # (an older bridge's state: none kept)
     session.record.checkpoints = [token]  # the log's last: what the run goes on from (the log keeps the rest)
+    session.saved_differs = False
     position = saved.get("position") or run_log.side_position(token, saved)
     if position is not None:
-        await _taken(session, run_log.run_id, token)
+        answer = await _taken(session, run_log.run_id, token)
+        if answer is not None and _shows_again(answer, token, saved.get("step")):  # the verifier's own step
+            session.saved_differs = answer.get("step") != position.get("step")
+            return _restore(session, _as_entered(answer, position), saved)
         return _restore(session, {**position, "checkpoint": token}, saved)
     if not asks_the_verifier(saved):
         raise PositionUnknown(run_log.run_id, saved.get("step"))
@@ -120,17 +132,33 @@ async def _resume(session: _Session, run_log: RunLog) -> dict[str, Any]:
     return result
 
 
-async def _taken(session: _Session, run: str, token: str) -> None:
-    """Ask the verifier whether it takes ``token``; its answer is not used (nothing saved, logged or placed), nor
-    any other failure (a verifier that is not up or lost, another refusal): the move that meets it says it, as
-    before, and a step shown from its saved result is shown without the verifier."""
+async def _taken(session: _Session, run: str, token: str) -> dict[str, Any] | None:
+    """Ask the verifier whether it takes ``token``; its answer (nothing saved or logged), None on any other failure
+    (a verifier that is not up or lost, another refusal): the move that meets it says it, as before."""
     try:
-        await session.call_tool(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
+        return await session.call_tool(CONTINUE, {"checkpoint": token, "confirmed_state": session.state.projection()})
     except ToolRefused as refusal:
         if (not_held := _not_held(run, refusal)) is not None:
             raise not_held from None
     except (HarnessError, VerifierLost, NotAProtocolResult):
         pass
+    return None
+
+
+def _shows_again(answer: Mapping[str, Any], token: str, step: object) -> bool:
+    """Whether the verifier's ``answer`` to ``token`` is the run's step itself, not a move past it: the same
+    checkpoint (nothing issued) showing the step the state names (a question: asked again, not answered)."""
+    shown = answer.get("step")
+    return answer.get("checkpoint") == token and isinstance(shown, Mapping) and shown.get("id") == step
+
+
+def _as_entered(answer: dict[str, Any], position: Mapping[str, Any]) -> dict[str, Any]:
+    """The verifier's ``answer`` as the run was left: where the step was shown as entered (``active``, its question
+    not asked yet), the same, with the verifier's step and no question (the next move asks it, as before the
+    resume); where the question was asked, the answer as it is."""
+    if position.get("status") != "active" or answer.get("status") != "input_required":
+        return answer
+    return {**answer, "status": "active", "question": None, "message": None}
 
 
 def _not_held(run: str, refusal: ToolRefused) -> CheckpointNotHeld | None:
