@@ -287,6 +287,29 @@ def test_a_workflow_whose_version_was_bumped_or_that_did_not_change_is_not_warne
         assert checked.returncode == 0 and checked.stderr == "", checked.stderr
 
 
+def test_each_file_is_hashed_once_however_many_older_releases_hold_its_workflow(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """check hashes the new source's files for the comparison: two older releases with the workflow unchanged
+    compare it twice, and each file's digest is asked for once."""
+    from rimthan_packager.build import check_source
+    from rimthan_packager.kept_versions import kept_versions
+    from rimthan_workflow_registry.canonical import sha256_hex
+
+    releases = _first_release(scaffold, signer, tmp_path)
+    built = pack("build", _copy(scaffold, tmp_path, "0.1.1"), "--key", signer.private_path, "--out", releases)
+    assert built.returncode == 0, built.stderr
+    checked = check_source(_copy(scaffold, tmp_path, "0.2.0"))
+    asked: list[str] = []
+
+    def digest_of(path: str) -> str:
+        asked.append(path)
+        return sha256_hex(checked.source.read(path))
+
+    assert kept_versions(releases, checked.loaded.catalogue, digest_of) == []
+    assert "workflows/my-flow.toml" in asked and len(asked) == len(set(asked)), asked
+
+
 def test_inspect_against_an_older_release_shows_what_changed_and_which_workflow_kept_its_version(
     scaffold: Path, signer: KeyPair, tmp_path: Path
 ) -> None:

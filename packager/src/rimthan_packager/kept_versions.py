@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -39,7 +40,9 @@ class KeptVersion:
 
 def kept_versions(releases: Path, catalogue: Catalogue, digest_of: Callable[[str], str]) -> list[KeptVersion]:
     """Each workflow of ``catalogue`` changed since an older release in ``releases`` that has the same version of
-    it; ``digest_of(path)`` is the SHA-256 (hex) of a file of the new release."""
+    it; ``digest_of(path)`` is the SHA-256 (hex) of a file of the new release, asked once per file however many
+    older releases hold the workflow (``check`` hashes the source's bytes for it)."""
+    digest_of = cache(digest_of)
     found: dict[str, KeptVersion] = {}
     for release, manifest in _older(releases, catalogue.name, catalogue.version):
         from rimthan_workflow_registry.release import workflow_files  # only with an older release there

@@ -151,9 +151,11 @@ class ShapeAnswers:
 
     def _tell_if_a_request(self) -> None:
         """An accepted message whose method is a request's (not ``notifications/``): the log says so, once."""
+        if self._calls is None:
+            return
         text = self._text()
-        method = top_level_method(text) if text is not None and self._calls is not None else None
-        if self._calls is not None and method is not None and not method.startswith(NOTIFICATION_PREFIX):
+        method = top_level_method(text) if text is not None else None
+        if method is not None and not method.startswith(NOTIFICATION_PREFIX):
             self._calls.tell_once(self._session, method)
 
     def _refusing_report(self, sdk_body: bytes) -> types.JSONRPCError | None:
