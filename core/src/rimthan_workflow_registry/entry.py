@@ -25,6 +25,11 @@ module: nothing else is imported before the handlers are in place.
 - Neither signal raises inside an import: library code an import runs can
   catch what a handler raises and raise its own error (pydantic-core,
   building an SDK model's schema, made either a ``SchemaError`` traceback).
+- A Ctrl-C that lands where Python cannot raise it (a weakref callback, such
+  as the one importlib's module locks run in a command's own lazy imports,
+  or a ``__del__``) was printed as ``Exception ignored ... KeyboardInterrupt``
+  with a traceback and lost: the command went on. It is raised again a
+  millisecond later (a one-shot ``SIGALRM``), where it unwinds the command.
 
 The cyclic garbage collector is off while the command line is imported
 (its modules, click's, cryptography's: about 40 collections for a build, and
@@ -39,6 +44,7 @@ Python's: that window, the interpreter starting, is not Rimthan's to close.
 
 from __future__ import annotations
 
+import _thread
 import gc
 import importlib
 import os
@@ -58,6 +64,8 @@ finally:
 INTERRUPTED_STATUS = 130  # 128 + SIGINT (remediation.ExitStatus.INTERRUPTED, not imported yet here)
 # What rimthan_clikit.refuse says for Ctrl-C (FailureCode.INTERRUPTED and its REMEDIATION); a test keeps them equal.
 INTERRUPTED_LINES = "error: interrupted: stopped by Ctrl-C\nnext: run the command again when you want it to finish\n"
+
+_AGAIN_AFTER = 0.001  # seconds: a Ctrl-C lost in a callback is raised again this long after (past the callback)
 
 _served = False  # the server's own SIGTERM handling took over once (serving_began)
 _refresh_asked = False  # SIGHUP came while the server started (taken by refresh_asked_while_starting)
@@ -103,6 +111,22 @@ def refresh_asked_while_starting() -> bool:
     return asked
 
 
+def _interrupt_again(unraisable: sys.UnraisableHookArgs) -> None:
+    """``sys.unraisablehook``: a ``KeyboardInterrupt`` raised where it could not propagate (a weakref callback, a
+    ``__del__``) is raised again in a moment, where it can, and never printed; anything else as before."""
+    if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+        _hook_before(unraisable)
+        return
+    try:
+        signal.signal(signal.SIGALRM, signal.default_int_handler)
+        signal.setitimer(signal.ITIMER_REAL, _AGAIN_AFTER)
+    except (AttributeError, ValueError):  # (no SIGALRM on this platform, or not the main thread)
+        _thread.interrupt_main()
+
+
+_hook_before = sys.unraisablehook
+
+
 def _runs(argv: list[str], command: str) -> bool:
     """Whether ``argv`` runs ``command`` (its first word that is no option)."""
     words = [word for word in argv[1:] if not word.startswith("-")]
@@ -123,6 +147,7 @@ def run(
     (:func:`refresh_asked_while_starting`), not the end of the process.
     """
     signal.signal(signal.SIGINT, _interrupted)
+    sys.unraisablehook = _interrupt_again
     serves = serving is not None and _runs(sys.argv, serving)
     stops = serves and hasattr(signal, "SIGTERM")
     if stops:
