@@ -11,13 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from support.doc_examples import reader_docs
+
 ROOT = Path(__file__).parents[2]
-DOCS = [
-    ROOT / "README.md",
-    ROOT / "keys" / "README.md",
-    ROOT / "releases" / "README.md",
-    *sorted((ROOT / "docs").rglob("*.md")),
-]
+DOCS = reader_docs(ROOT)
 # a path under keys/local/ that is not a public key: a private key or the keygen prefix beside it
 IN_TRUST_DIR = re.compile(r"keys/local/(?![\w.-]*\.pub\b)[\w.-]+")
 

@@ -1,6 +1,8 @@
 """Shell examples as the docs and ``--help`` show them, turned into commands a test can run.
 
 Functions
+    reader_docs(root) -> tuple[Path, ...]
+        the Markdown a user reads: README.md, keys/README.md, releases/README.md and every ``.md`` under docs/
     markdown_examples(path, root) -> list[Example]
         every command in the fenced ``sh``/``bash``/``console``/``shell`` blocks of
         ``path`` (also fences indented inside lists), named ``<path>:<line>``
@@ -87,6 +89,15 @@ def _block_examples(where: str, numbered: list[tuple[int, str]]) -> list[Example
             continue
         examples.append(Example(where=f"{where}:{number}", command=command, cd=cd))
     return examples
+
+
+def reader_docs(root: Path) -> tuple[Path, ...]:
+    return (
+        root / "README.md",
+        root / "keys" / "README.md",
+        root / "releases" / "README.md",
+        *sorted((root / "docs").rglob("*.md")),
+    )
 
 
 def markdown_examples(path: Path, root: Path) -> list[Example]:
