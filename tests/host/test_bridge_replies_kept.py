@@ -26,6 +26,10 @@ from support.bridge import drive, example_text, write_files
 from support.servers import ServerWorld, build_world
 
 KEPT = Path(__file__).parent / "data" / "bridge_replies.json"
+KEEP_THEM = (
+    "a deliberate change of words: RIMTHAN_KEEP_REPLIES=1 .venv/bin/python -m pytest"
+    " tests/host/test_bridge_replies_kept.py rewrites data/bridge_replies.json (read its diff)"
+)
 NEW_FACTS = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
 
 
@@ -96,6 +100,6 @@ def test_the_bridge_replies_are_kept(world: ServerWorld, tmp_path: Path, name: s
     if os.environ.get("RIMTHAN_KEEP_REPLIES") == "1":
         kept[name] = got
         KEPT.write_text(json.dumps(kept, indent=1, sort_keys=True, ensure_ascii=False) + "\n", "utf-8")
-    assert len(got) == len(kept[name])
+    assert len(got) == len(kept[name]), f"the {name} run gave {len(got)} replies, {len(kept[name])} kept; {KEEP_THEM}"
     for i, (reply, was) in enumerate(zip(got, kept[name], strict=True)):
-        assert reply == was, f"reply {i} of {name} changed"
+        assert reply == was, f"reply {i} of {name} changed; {KEEP_THEM}"

@@ -58,7 +58,8 @@ def test_the_contract_names_exactly_the_closed_list_and_refuses_anything_else() 
 
 def test_the_test_vectors_ship_the_same_contract_and_real_refusals_that_match_it() -> None:
     shipped = json.loads(VECTORS.read_text("utf-8"))["refusals"]
-    assert shipped["contract"] == REFUSAL
+    stale = "docs/test-vectors/host-protocol.json ships another refusal contract: run make test-vectors"
+    assert shipped["contract"] == REFUSAL, stale
     assert {e["structuredContent"]["error"]["code"] for e in shipped["examples"]} >= {"workflow_not_found"}
     for example in shipped["examples"]:
         assert example["isError"] is True and CHECK.is_valid(example["structuredContent"]), example
