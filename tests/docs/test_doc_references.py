@@ -11,7 +11,9 @@ The docs are README.md, keys/README.md, releases/README.md and every ``.md`` und
   command or the reader makes (MADE_BY_A_COMMAND);
 - ``make TARGET`` (in backticks, or at the start of a line of a fenced shell block) is a target of the Makefile, and
   every target of the Makefile is listed by ``make help`` and named in the README;
-- a test named (``test_...``) is a test function or a test file under tests/.
+- a test named (``test_...``) is a test function or a test file under tests/;
+- a dotted name of one of our packages in backticks (``rimthan_workflow_registry.remediation.FOR_A_HARNESS``)
+  imports, and each name after the module is an attribute of what comes before.
 
 docs/performance-history.md is a dated log: its links are checked, not the paths and names it gives, which
 were true on their day.
@@ -20,6 +22,7 @@ were true on their day.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import os
 import re
 from functools import cache
@@ -45,6 +48,9 @@ MADE_BY_A_COMMAND = {
     "releases/research-decision-": "make demo builds the packaged releases there",
 }
 MAKE_IN_TEXT = re.compile(r"`make ([a-z][\w-]*)")
+OUR_NAME = re.compile(
+    r"`((?:rimthan_workflow_registry|rimthan_workflow_mcp|rimthan_host|rimthan_packager|rimthan_clikit)(?:\.\w+)*)"
+)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TEST_NAME = re.compile(r"\btest_\w*[a-z0-9]\b")
 
@@ -201,3 +207,32 @@ def test_every_test_the_docs_name_exists() -> None:
         }
     )
     assert unknown == [], "the docs name tests that do not exist:\n" + "\n".join(unknown)
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether the longest importable module of ``dotted`` has the rest as attributes, one after another."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def test_every_module_and_name_of_ours_the_docs_give_resolves() -> None:
+    unknown = sorted(
+        {
+            f"{_where(doc)}: {dotted}"
+            for doc in DOCS
+            if doc != HISTORY
+            for dotted in OUR_NAME.findall(_text(doc))
+            if not _resolves(dotted)
+        }
+    )
+    assert unknown == [], "the docs name modules or names that do not exist:\n" + "\n".join(unknown)
