@@ -12,6 +12,8 @@ The docs are README.md, keys/README.md, releases/README.md and every ``.md`` und
 - ``make TARGET`` (in backticks, or at the start of a line of a fenced shell block) is a target of the Makefile, and
   every target of the Makefile is listed by ``make help`` and named in the README;
 - a test named (``test_...``) is a test function or a test file under tests/;
+- a command shown in backticks in the text (``rimthan-pack check SOURCE --releases-dir DIR``) names a real
+  subcommand and only options it takes (the fenced blocks run as written: test_doc_examples.py);
 - a dotted name of one of our packages in backticks (``rimthan_workflow_registry.remediation.FOR_A_HARNESS``)
   imports, and each name after the module is an attribute of what comes before.
 
@@ -28,6 +30,13 @@ import re
 from functools import cache
 from pathlib import Path
 
+import click
+import rimthan_packager.cli_author
+import rimthan_packager.cli_inspect
+import rimthan_packager.cli_oci  # noqa: F401  (these three register their subcommands on the group)
+from rimthan_host.serve import main as host_cli
+from rimthan_packager.cli import cli as pack_cli
+from rimthan_workflow_mcp.cli import main as mcp_cli
 from support.doc_examples import markdown_examples, reader_docs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +60,8 @@ MAKE_IN_TEXT = re.compile(r"`make ([a-z][\w-]*)")
 OUR_NAME = re.compile(
     r"`((?:rimthan_workflow_registry|rimthan_workflow_mcp|rimthan_host|rimthan_packager|rimthan_clikit)(?:\.\w+)*)"
 )
+CLIS: dict[str, click.Group] = {"rimthan-pack": pack_cli, "rimthan-mcp": mcp_cli, "rimthan-host": host_cli}
+INLINE_COMMAND = re.compile(r"`(rimthan-pack|rimthan-mcp|rimthan-host) ([^`]*)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TEST_NAME = re.compile(r"\btest_\w*[a-z0-9]\b")
 
@@ -236,3 +247,30 @@ def test_every_module_and_name_of_ours_the_docs_give_resolves() -> None:
         }
     )
     assert unknown == [], "the docs name modules or names that do not exist:\n" + "\n".join(unknown)
+
+
+def _command_mistakes(program: str, words: list[str]) -> list[str]:
+    """What in ``program words`` the CLI does not take: an unknown subcommand, or an option its command lacks."""
+    command: click.Command = CLIS[program]
+    while isinstance(command, click.Group) and words and not words[0].startswith("-"):
+        sub = command.get_command(click.Context(command), words[0])
+        if sub is None:
+            return [f"{program} has no subcommand {words[0]}"]
+        command, words = sub, words[1:]
+    takes = {"--help", "-h"} | {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+    before_its_own = words[: words.index("--")] if "--" in words else words  # after ``--``: another program's
+    shown = (word.split("=")[0].rstrip(".,;:)") for word in before_its_own)
+    return [f"{command.name} takes no {flag}" for flag in shown if flag.startswith("--") and flag not in takes]
+
+
+def test_every_command_the_text_shows_names_a_real_subcommand_and_its_options() -> None:
+    mistakes = sorted(
+        {
+            f"{_where(doc)}: {shown.group(0)}: {mistake}"
+            for doc in DOCS
+            if doc != HISTORY
+            for shown in INLINE_COMMAND.finditer(" ".join(_text(doc).split()))
+            for mistake in _command_mistakes(shown.group(1), shown.group(2).split())
+        }
+    )
+    assert mistakes == [], "\n".join(mistakes)
