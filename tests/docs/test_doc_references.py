@@ -27,6 +27,7 @@ import fnmatch
 import importlib
 import os
 import re
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from support.doc_examples import markdown_examples, reader_docs
 REPO = Path(__file__).resolve().parents[2]
 HISTORY = REPO / "docs" / "performance-history.md"
 DOCS = reader_docs(REPO)
+CURRENT_DOCS = tuple(doc for doc in DOCS if doc != HISTORY)
 NOT_WALKED = frozenset({".git", ".venv", "node_modules", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 TOP = r"(?:core|clikit|packager|server|host|tests|benchmarks|interop|deploy|docs|catalogues|keys|releases|\.ci)/"
 REPO_PATH = re.compile(rf"(?<![\w./~-]){TOP}[\w./-]*")
@@ -153,20 +155,8 @@ def _module_files(text: str) -> set[str]:
 
 def test_every_repository_path_the_docs_name_exists() -> None:
     files = [entry for entry in _repo_entries() if entry.endswith(".py")]
-    missing = [
-        f"{_where(doc)}: {path}"
-        for doc in DOCS
-        if doc != HISTORY
-        for path in sorted(_checked_paths(_text(doc)))
-        if not _exists(path)
-    ]
-    missing += [
-        f"{_where(doc)}: {name}"
-        for doc in DOCS
-        if doc != HISTORY
-        for name in sorted(_module_files(_text(doc)))
-        if not any(f"/{file}".endswith(f"/{name}") for file in files)
-    ]
+    missing = _not_found(_checked_paths, _exists)
+    missing += _not_found(_module_files, lambda name: any(f"/{file}".endswith(f"/{name}") for file in files))
     assert missing == [], "the docs name paths that are not in the repository:\n" + "\n".join(missing)
 
 
@@ -207,16 +197,13 @@ def _test_names() -> frozenset[str]:
     return frozenset(functions | {path.stem for path in sources})
 
 
+def _not_found(find: Callable[[str], Iterable[str]], exists: Callable[[str], bool]) -> list[str]:
+    """``doc: name`` for each name ``find`` gives in a doc (but the dated history) that does not ``exist``."""
+    return sorted({f"{_where(doc)}: {name}" for doc in CURRENT_DOCS for name in find(_text(doc)) if not exists(name)})
+
+
 def test_every_test_the_docs_name_exists() -> None:
-    unknown = sorted(
-        {
-            f"{_where(doc)}: {name}"
-            for doc in DOCS
-            if doc != HISTORY
-            for name in TEST_NAME.findall(_text(doc))
-            if name not in _test_names()
-        }
-    )
+    unknown = _not_found(TEST_NAME.findall, _test_names().__contains__)
     assert unknown == [], "the docs name tests that do not exist:\n" + "\n".join(unknown)
 
 
@@ -237,15 +224,7 @@ def _resolves(dotted: str) -> bool:
 
 
 def test_every_module_and_name_of_ours_the_docs_give_resolves() -> None:
-    unknown = sorted(
-        {
-            f"{_where(doc)}: {dotted}"
-            for doc in DOCS
-            if doc != HISTORY
-            for dotted in OUR_NAME.findall(_text(doc))
-            if not _resolves(dotted)
-        }
-    )
+    unknown = _not_found(OUR_NAME.findall, _resolves)
     assert unknown == [], "the docs name modules or names that do not exist:\n" + "\n".join(unknown)
 
 
@@ -267,8 +246,7 @@ def test_every_command_the_text_shows_names_a_real_subcommand_and_its_options() 
     mistakes = sorted(
         {
             f"{_where(doc)}: {shown.group(0)}: {mistake}"
-            for doc in DOCS
-            if doc != HISTORY
+            for doc in CURRENT_DOCS
             for shown in INLINE_COMMAND.finditer(" ".join(_text(doc).split()))
             for mistake in _command_mistakes(shown.group(1), shown.group(2).split())
         }
