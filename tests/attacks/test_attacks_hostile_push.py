@@ -27,7 +27,8 @@ from rimthan_packager import oci as pack_oci
 from rimthan_packager.oci import push_release
 from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, FailureCode
 from rimthan_workflow_registry.release import oci_bounds
-from rimthan_workflow_registry.release.oci import DIGEST_ANNOTATION, parse_reference
+from rimthan_workflow_registry.release.oci import parse_reference
+from rimthan_workflow_registry.release.oci_artifact import DIGEST_ANNOTATION
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.hostile_registry import (
     TOKEN,

@@ -16,15 +16,8 @@ import pytest
 from rimthan_workflow_mcp import follow
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.release import oci, open_registry
-from rimthan_workflow_registry.release.oci import (
-    ARTIFACT_TYPE,
-    MANIFEST_LAYER_TYPE,
-    OCI_MANIFEST_TYPE,
-    TITLE,
-    fetch_manifest,
-    parse_reference,
-    version_tags,
-)
+from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference, version_tags
+from rimthan_workflow_registry.release.oci_artifact import ARTIFACT_TYPE, MANIFEST_LAYER_TYPE, OCI_MANIFEST_TYPE, TITLE
 from rimthan_workflow_registry.release.oci_limits import MAX_LAYER_BYTES
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import (

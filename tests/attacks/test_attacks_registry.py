@@ -21,7 +21,6 @@ from rimthan_packager.oci import push_release
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import open_registry
 from rimthan_workflow_registry.release.oci import (
-    TITLE,
     fetch_manifest,
     is_version_tag,
     parse_reference,
@@ -29,6 +28,7 @@ from rimthan_workflow_registry.release.oci import (
     release_layers,
     version_tags,
 )
+from rimthan_workflow_registry.release.oci_artifact import TITLE
 from rimthan_workflow_registry.release.oci_limits import MAX_LAYER_BYTES
 from rimthan_workflow_registry.release.trust import TrustStore, load_trust
 from support.oci import add_blob, one_line_error, pull, put_raw_manifest, rewrite

@@ -18,14 +18,8 @@ from typing import Any
 import pytest
 from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, FailureCode
 from rimthan_workflow_registry.release import oci, open_registry
-from rimthan_workflow_registry.release.oci import (
-    ARTIFACT_TYPE,
-    MANIFEST_LAYER_TYPE,
-    OCI_MANIFEST_TYPE,
-    TITLE,
-    parse_reference,
-    version_tags,
-)
+from rimthan_workflow_registry.release.oci import parse_reference, version_tags
+from rimthan_workflow_registry.release.oci_artifact import ARTIFACT_TYPE, MANIFEST_LAYER_TYPE, OCI_MANIFEST_TYPE, TITLE
 from rimthan_workflow_registry.release.trust import load_trust
 from support.hostile_registry import HostileRegistry, ends, refused_code, send_json, send_raw
 from support.registry import make_tls

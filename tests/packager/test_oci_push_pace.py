@@ -26,7 +26,8 @@ from rimthan_packager.oci import upload_blob
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.release import oci_bounds, open_registry
-from rimthan_workflow_registry.release.oci import FILE_LAYER_TYPE, TITLE, parse_reference
+from rimthan_workflow_registry.release.oci import parse_reference
+from rimthan_workflow_registry.release.oci_artifact import FILE_LAYER_TYPE, TITLE
 from rimthan_workflow_registry.release.oci_bounds import registry_deadline
 from support.hostile_registry import (
     HostileRegistry,

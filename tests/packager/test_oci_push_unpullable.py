@@ -110,8 +110,9 @@ def test_each_bound_past_is_one_unpullable_of_the_public_type_and_none_within() 
 
     own = OwnFiles(manifest=2048, checksums=1024, signatures=1)
 
-    assert unpullable({"a.md": MAX_LAYER_BYTES}, own) == []
-    found = unpullable({"a.md": MAX_LAYER_BYTES + 1, **{f"f{i}": 1 for i in range(MAX_LAYERS)}}, own)
+    identity = {"name": "research-decision", "version": "1.3.0"}
+    assert unpullable({"a.md": MAX_LAYER_BYTES}, own, **identity) == []
+    found = unpullable({"a.md": MAX_LAYER_BYTES + 1, **{f"f{i}": 1 for i in range(MAX_LAYERS)}}, own, **identity)
     assert [type(one) for one in found] == [Unpullable, Unpullable]
     assert found[0] == Unpullable(
         "a.md", f"is {MAX_LAYER_BYTES + 1} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES} bytes"

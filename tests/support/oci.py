@@ -22,15 +22,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from rimthan_packager.oci import manifest_bytes, push_release, put_manifest, upload_blob
-from rimthan_workflow_registry.release import open_registry
-from rimthan_workflow_registry.release.oci import (
-    FILE_LAYER_TYPE,
-    OCI_MANIFEST_TYPE,
-    TITLE,
-    fetch_manifest,
-    parse_reference,
-)
+from rimthan_packager.oci import push_release, put_manifest, upload_blob
+from rimthan_workflow_registry.release import manifest_bytes, open_registry
+from rimthan_workflow_registry.release.oci import fetch_manifest, parse_reference
+from rimthan_workflow_registry.release.oci_artifact import FILE_LAYER_TYPE, OCI_MANIFEST_TYPE, TITLE
 from rimthan_workflow_registry.release.trust import TrustStore
 
 RIMTHAN_PACK = Path(sys.executable).parent / "rimthan-pack"

@@ -101,8 +101,8 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
     """
     result = _build(source, key_paths, out_dir, trust_path, progress=not as_json and sys.stderr.isatty())
     sizes = {entry.path: entry.size for entry in result.manifest.files}
-    _warn_unpullable(source, sizes, result.own)
     release = result.manifest.release
+    _warn_unpullable(source, sizes, result.own, release.catalogue, release.version)
     _warn_newer(out_dir, release.catalogue, release.version, "was built")
     digests = {entry.path: entry.sha256 for entry in result.manifest.files}
     _warn_kept(out_dir, result.catalogue, digests.__getitem__)
@@ -164,7 +164,8 @@ def check(source: Path, releases_dir: Path | None, as_json: bool) -> None:
     catalogue = checked.loaded.catalogue
     if releases_dir is not None:
         refuse_built(releases_dir, checked)
-    _warn_unpullable(source, checked.source.sizes, own_files(checked, signatures=1, created=source_date_epoch()))
+    own = own_files(checked, signatures=1, created=source_date_epoch())
+    _warn_unpullable(source, checked.source.sizes, own, catalogue.name, catalogue.version)
     if releases_dir is not None:
         _warn_newer(releases_dir, catalogue.name, catalogue.version, "would build")
         _warn_kept(releases_dir, catalogue, lambda path: sha256_hex(checked.source.read(path)))
@@ -187,16 +188,18 @@ def check(source: Path, releases_dir: Path | None, as_json: bool) -> None:
     )
 
 
-def _warn_unpullable(source: Path, sizes: Mapping[str, int], own: OwnFiles) -> None:
-    """One warning per OCI pull bound the release is past: said at build, not first at push, after signing."""
+def _warn_unpullable(source: Path, sizes: Mapping[str, int], own: OwnFiles, name: str, version: str) -> None:
+    """One warning per OCI pull bound the release is past (its OCI manifest's too): said at build, not first at
+    push, after signing."""
     from rimthan_workflow_registry.release import unpullable
 
-    for found in unpullable(sizes, own):
+    for found in unpullable(sizes, own, name=name, version=version):
         warn(
             FailureCode.OCI_ARTIFACT_INVALID,
             str(source / found.path) if found.path else str(source),
             f"{found.reason}, so rimthan-pack push will refuse this release",
-            "to publish it through a registry, keep the source within the limits docs/fleet.md lists; "
+            found.next_step
+            or "to publish it through a registry, keep the source within the limits docs/fleet.md lists; "
             "a release past them serves only from a directory (rimthan-mcp serve --releases-dir)",
         )
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import json
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -32,27 +31,30 @@ import oras.provider
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
 from rimthan_workflow_registry.release import (
-    ARTIFACT_TYPE,
     CATALOGUE_DIR,
     CHECKSUMS_LAYER_TYPE,
     CHECKSUMS_NAME,
     DIGEST_ANNOTATION,
+    EMPTY_CONFIG,
     EMPTY_CONFIG_TYPE,
     FILE_LAYER_TYPE,
     MANIFEST_LAYER_TYPE,
     MANIFEST_NAME,
+    MANIFEST_PAST_NEXT,
     MAX_OCI_MANIFEST_BYTES,
     OCI_MANIFEST_TYPE,
     PUSH_DEADLINE,
-    RELEASE_ANNOTATION,
     SIGNATURE_LAYER_TYPE,
     SIGNATURES_DIR,
     TITLE,
-    VERSION_ANNOTATION,
     OciReference,
     TrustStore,
     VerifiedRelease,
+    artifact_manifest,
+    descriptor,
     guarded,
+    manifest_bytes,
+    manifest_past,
     open_registry,
     registry_call,
     registry_deadline,
@@ -61,7 +63,6 @@ from rimthan_workflow_registry.release import (
     verify_release,
 )
 
-EMPTY_CONFIG = b"{}"
 UPLOAD_WORKERS = 4
 
 
@@ -92,14 +93,7 @@ class PushResult:
 
 
 def _descriptor(media_type: str, data: bytes, title: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "mediaType": media_type,
-        "digest": digest_bytes(data),
-        "size": len(data),
-    }
-    if title is not None:
-        out["annotations"] = {TITLE: title}
-    return out
+    return descriptor(media_type, digest_bytes(data), len(data), title)
 
 
 def release_files(release: VerifiedRelease) -> list[tuple[str, str]]:
@@ -112,19 +106,15 @@ def release_files(release: VerifiedRelease) -> list[tuple[str, str]]:
 
 
 def oci_manifest(release: VerifiedRelease, layers: list[dict[str, Any]]) -> dict[str, Any]:
-    """The OCI image manifest of a release artifact."""
-    return {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST_TYPE,
-        "artifactType": ARTIFACT_TYPE,
-        "config": _descriptor(EMPTY_CONFIG_TYPE, EMPTY_CONFIG),
-        "layers": layers,
-        "annotations": {
-            VERSION_ANNOTATION: release.manifest.release.version,
-            RELEASE_ANNOTATION: release.release_id,
-            DIGEST_ANNOTATION: release.manifest_digest,
-        },
-    }
+    """The OCI image manifest of a release artifact (its layout: :mod:`~rimthan_workflow_registry.release.oci_artifact`,
+    whose placeholder rendering build and check measure)."""
+    return artifact_manifest(
+        layers,
+        version=release.manifest.release.version,
+        release_id=release.release_id,
+        manifest_digest=release.manifest_digest,
+        config_digest=digest_bytes(EMPTY_CONFIG),
+    )
 
 
 def push_release(
@@ -172,10 +162,6 @@ def _check_pullable(manifest: dict[str, Any], size: int, target: OciReference) -
     """
     try:
         release_layers(manifest, str(target))
-        if size > MAX_OCI_MANIFEST_BYTES:
-            raise RegistryError(
-                FailureCode.OCI_ARTIFACT_INVALID, f"its OCI manifest is past {MAX_OCI_MANIFEST_BYTES} bytes"
-            )
     except RegistryError as exc:
         raise RegistryError(
             exc.code,
@@ -184,6 +170,13 @@ def _check_pullable(manifest: dict[str, Any], size: int, target: OciReference) -
             next_step="serve it from a directory (rimthan-mcp serve --releases-dir), or split the catalogue so "
             "that each release is within the limits docs/fleet.md lists",
         ) from None
+    if size > MAX_OCI_MANIFEST_BYTES:
+        raise RegistryError(
+            FailureCode.OCI_ARTIFACT_INVALID,
+            f"not pushed: {manifest_past(size)}",
+            path=str(target),
+            next_step=MANIFEST_PAST_NEXT,
+        )
 
 
 def _check_tag(
@@ -245,11 +238,6 @@ def upload_blob(
             response = registry.put_upload(tmp.name, container, layer)
         registry_call(ref, "uploading a blob", response, ok=(200, 201, 202))
     return 1
-
-
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """The OCI manifest as it is put: compact JSON, sorted keys."""
-    return json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
 def put_manifest(registry: oras.provider.Registry, ref: OciReference, container: Any, data: bytes) -> str:

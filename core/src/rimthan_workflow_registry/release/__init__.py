@@ -58,10 +58,13 @@ Modules, in the order a release is read:
     inside its own schema, so no check ever fetches anything;
     ``schema_vocabulary`` (build only) refuses a keyword Draft 2020-12 does
     not define (a misspelling), allowing the author's ``x-`` annotations.
-``oci`` / ``oci_install`` / ``oci_client`` / ``oci_bounds`` / ``oci_stop`` / ``oci_limits`` / ``oci_unpullable``
-    A release pulled from an OCI registry into a temporary directory, then the
+``oci`` / ``oci_artifact`` / ``oci_install`` / ``oci_client`` / ``oci_bounds`` / ``oci_stop`` / ``oci_limits`` /
+``oci_unpullable``
+    A release pushed as one OCI manifest (``oci_artifact``: its layout, rendered
+    as push puts it, and its size said by build and check without a registry);
+    pulled from an OCI registry into a temporary directory, then the
     one verification path (``oci_limits``: the files, bytes per file and bytes
-    in all a pull takes, which ``rimthan-pack build`` and ``rimthan-pack check``
+    in all a pull takes, and the manifest's bound, which ``rimthan-pack build`` and ``rimthan-pack check``
     warn of; ``oci_unpullable``: the warning's type, imported only for a
     release past a bound); the verified pull moved into the releases directory
     (a damaged copy there replaced only when the caller asks); the registry client (oras, with credentials and
@@ -117,17 +120,6 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.loader import LoadedCatalogue, ReleaseLoader
     from rimthan_workflow_registry.release.manifest_parse import parse_manifest
     from rimthan_workflow_registry.release.oci import (
-        ARTIFACT_TYPE,
-        CHECKSUMS_LAYER_TYPE,
-        DIGEST_ANNOTATION,
-        EMPTY_CONFIG_TYPE,
-        FILE_LAYER_TYPE,
-        MANIFEST_LAYER_TYPE,
-        OCI_MANIFEST_TYPE,
-        RELEASE_ANNOTATION,
-        SIGNATURE_LAYER_TYPE,
-        TITLE,
-        VERSION_ANNOTATION,
         OciReference,
         fetch_manifest,
         parse_reference,
@@ -136,14 +128,31 @@ if TYPE_CHECKING:
         tagged_manifest,
         version_tags,
     )
-    from rimthan_workflow_registry.release.oci_bounds import (
+    from rimthan_workflow_registry.release.oci_artifact import (
+        ARTIFACT_TYPE,
+        CHECKSUMS_LAYER_TYPE,
+        DIGEST_ANNOTATION,
+        EMPTY_CONFIG,
+        EMPTY_CONFIG_TYPE,
+        FILE_LAYER_TYPE,
+        MANIFEST_LAYER_TYPE,
         MAX_OCI_MANIFEST_BYTES,
+        OCI_MANIFEST_TYPE,
+        RELEASE_ANNOTATION,
+        SIGNATURE_LAYER_TYPE,
+        TITLE,
+        VERSION_ANNOTATION,
+        artifact_manifest,
+        descriptor,
+        manifest_bytes,
+    )
+    from rimthan_workflow_registry.release.oci_bounds import (
         PUSH_DEADLINE,
         SYNC_DEADLINE,
         registry_deadline,
     )
     from rimthan_workflow_registry.release.oci_client import guarded, open_registry, registry_call
-    from rimthan_workflow_registry.release.oci_limits import OwnFiles, unpullable
+    from rimthan_workflow_registry.release.oci_limits import MANIFEST_PAST_NEXT, OwnFiles, manifest_past, unpullable
     from rimthan_workflow_registry.release.oci_stop import Stopped, StopSignal, stoppable
     from rimthan_workflow_registry.release.oci_unpullable import Unpullable
     from rimthan_workflow_registry.release.parallel import first_failure
@@ -187,7 +196,13 @@ __all__ = [
     "identity_problem",
     "MAX_SEGMENT_BYTES",
     "MAX_OCI_MANIFEST_BYTES",
+    "EMPTY_CONFIG",
+    "artifact_manifest",
+    "descriptor",
+    "manifest_bytes",
     "OwnFiles",
+    "MANIFEST_PAST_NEXT",
+    "manifest_past",
     "Unpullable",
     "unpullable",
     "release_layers",
@@ -279,9 +294,15 @@ _HOME = {
     "workflow_files": "rimthan_workflow_registry.release.release_diff",
     "identity_problem": "rimthan_workflow_registry.release.catalogue_bounds",
     "MAX_SEGMENT_BYTES": "rimthan_workflow_registry.release.catalogue_rules",
-    "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_bounds",
+    "MAX_OCI_MANIFEST_BYTES": "rimthan_workflow_registry.release.oci_artifact",
+    "EMPTY_CONFIG": "rimthan_workflow_registry.release.oci_artifact",
+    "artifact_manifest": "rimthan_workflow_registry.release.oci_artifact",
+    "descriptor": "rimthan_workflow_registry.release.oci_artifact",
+    "manifest_bytes": "rimthan_workflow_registry.release.oci_artifact",
     "release_layers": "rimthan_workflow_registry.release.oci",
     "OwnFiles": "rimthan_workflow_registry.release.oci_limits",
+    "MANIFEST_PAST_NEXT": "rimthan_workflow_registry.release.oci_limits",
+    "manifest_past": "rimthan_workflow_registry.release.oci_limits",
     "Unpullable": "rimthan_workflow_registry.release.oci_unpullable",
     "unpullable": "rimthan_workflow_registry.release.oci_limits",
     "is_hidden_name": "rimthan_workflow_registry.release.paths",
@@ -291,23 +312,23 @@ _HOME = {
     "ID_PATTERN": "rimthan_workflow_registry.release.catalogue",
     "DELIVERY_KINDS": "rimthan_workflow_registry.release.catalogue",
     "WRITE_POLICIES": "rimthan_workflow_registry.release.catalogue",
-    "ARTIFACT_TYPE": "rimthan_workflow_registry.release.oci",
+    "ARTIFACT_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "AssetDefinition": "rimthan_workflow_registry.release.catalogue",
     "CATALOGUE_DIR": "rimthan_workflow_registry.release.format",
     "CATALOGUE_MANIFEST_NAME": "rimthan_workflow_registry.release.format",
-    "CHECKSUMS_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
+    "CHECKSUMS_LAYER_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "CHECKSUMS_NAME": "rimthan_workflow_registry.release.format",
     "Catalogue": "rimthan_workflow_registry.release.catalogue",
-    "DIGEST_ANNOTATION": "rimthan_workflow_registry.release.oci",
-    "EMPTY_CONFIG_TYPE": "rimthan_workflow_registry.release.oci",
-    "FILE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
+    "DIGEST_ANNOTATION": "rimthan_workflow_registry.release.oci_artifact",
+    "EMPTY_CONFIG_TYPE": "rimthan_workflow_registry.release.oci_artifact",
+    "FILE_LAYER_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "FileEntry": "rimthan_workflow_registry.release.format",
     "HostAdapter": "rimthan_workflow_registry.release.catalogue",
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
-    "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
+    "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "MANIFEST_NAME": "rimthan_workflow_registry.release.format",
     "Manifest": "rimthan_workflow_registry.release.format",
-    "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci",
+    "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "OPEN_NOFOLLOW": "rimthan_workflow_registry.release.format",
     "OciReference": "rimthan_workflow_registry.release.oci",
     "PUSH_DEADLINE": "rimthan_workflow_registry.release.oci_bounds",
@@ -315,18 +336,18 @@ _HOME = {
     "StopSignal": "rimthan_workflow_registry.release.oci_stop",
     "Stopped": "rimthan_workflow_registry.release.oci_stop",
     "Question": "rimthan_workflow_registry.release.catalogue",
-    "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci",
+    "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci_artifact",
     "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.format",
     "ReleaseInspection": "rimthan_workflow_registry.release.inspection",
     "ReleaseLoader": "rimthan_workflow_registry.release.loader",
     "SCHEMA_CHECKS": "rimthan_workflow_registry.release.schema_checks",
     "SCHEMA_CHECKS_FILE": "rimthan_workflow_registry.release.schema_checks",
     "SIGNATURES_DIR": "rimthan_workflow_registry.release.format",
-    "SIGNATURE_LAYER_TYPE": "rimthan_workflow_registry.release.oci",
+    "SIGNATURE_LAYER_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "StepDefinition": "rimthan_workflow_registry.release.catalogue",
-    "TITLE": "rimthan_workflow_registry.release.oci",
+    "TITLE": "rimthan_workflow_registry.release.oci_artifact",
     "TrustStore": "rimthan_workflow_registry.release.trust",
-    "VERSION_ANNOTATION": "rimthan_workflow_registry.release.oci",
+    "VERSION_ANNOTATION": "rimthan_workflow_registry.release.oci_artifact",
     "VerifiedRelease": "rimthan_workflow_registry.release.verified",
     "WorkflowDefinition": "rimthan_workflow_registry.release.catalogue",
     "fetch_manifest": "rimthan_workflow_registry.release.oci",

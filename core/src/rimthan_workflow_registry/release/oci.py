@@ -44,8 +44,15 @@ from ..strict_json import parse_strict_json
 from ..whole_writes import write_all
 from .catalogue import semver_key
 from .format import CATALOGUE_DIR, CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURES_DIR
-from .oci_bounds import (
+from .oci_artifact import (
+    ARTIFACT_TYPE,
+    DIGEST_ANNOTATION,
+    LAYER_TYPES,
     MAX_OCI_MANIFEST_BYTES,
+    OCI_MANIFEST_TYPE,
+    TITLE,
+)
+from .oci_bounds import (
     PULL_DEADLINE,
     ResponseTooLarge,
     body_chunks,
@@ -64,18 +71,6 @@ from .verified import VerifiedRelease
 from .verify import verify_release
 
 SCHEME = "oci://"
-ARTIFACT_TYPE = "application/vnd.rimthan.release.v1"
-OCI_MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
-EMPTY_CONFIG_TYPE = "application/vnd.oci.empty.v1+json"
-MANIFEST_LAYER_TYPE = "application/vnd.rimthan.release.manifest.v1+json"
-CHECKSUMS_LAYER_TYPE = "application/vnd.rimthan.release.checksums.v1"
-SIGNATURE_LAYER_TYPE = "application/vnd.rimthan.release.signature.v1"
-FILE_LAYER_TYPE = "application/vnd.rimthan.release.file.v1"
-LAYER_TYPES = frozenset({MANIFEST_LAYER_TYPE, CHECKSUMS_LAYER_TYPE, SIGNATURE_LAYER_TYPE, FILE_LAYER_TYPE})
-TITLE = "org.opencontainers.image.title"
-VERSION_ANNOTATION = "org.opencontainers.image.version"
-DIGEST_ANNOTATION = "dev.rimthan.release.manifest-digest"
-RELEASE_ANNOTATION = "dev.rimthan.release.id"
 
 # matched with fullmatch: "$" would also take a trailing newline
 _DIGEST = re.compile(DIGEST_PATTERN)

@@ -86,6 +86,7 @@ import requests
 import urllib3
 
 from ..errors import quoted
+from .oci_artifact import MAX_OCI_MANIFEST_BYTES
 from .oci_limits import MAX_TOTAL_BYTES
 from .oci_stop import Stopped, check_stop, cut, watch_socket
 
@@ -95,7 +96,6 @@ PULL_DEADLINE = 600.0
 SYNC_DEADLINE = 600.0
 MIN_PUSH_RATE = 150_000  # bytes per second
 PUSH_DEADLINE = MAX_TOTAL_BYTES / MIN_PUSH_RATE  # 1790 s
-MAX_OCI_MANIFEST_BYTES = 4 * 1024 * 1024
 MAX_RESPONSE_BYTES = MAX_OCI_MANIFEST_BYTES
 MAX_REDIRECTS = 5
 MAX_TAG_PAGES = 1000

@@ -3,7 +3,8 @@
 A pull (``rimthan-pack pull``, and every follower of a fleet) refuses an
 artifact past one of these bounds before it downloads anything
 (:func:`~rimthan_workflow_registry.release.oci.release_layers`), and ``push``
-refuses to send one. A release past them still builds, verifies and serves
+refuses to send one. So does an OCI manifest past ``MAX_OCI_MANIFEST_BYTES``
+(:mod:`.oci_artifact`), which registries refuse. A release past them still builds, verifies and serves
 from a directory; :func:`unpullable` lets ``build`` and ``check`` say so
 before the release is signed, rather than at the first push.
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.release.format import CHECKSUMS_NAME, MANIFEST_NAME, SIGNATURE_SIZE
+from rimthan_workflow_registry.release.oci_artifact import MAX_OCI_MANIFEST_BYTES, manifest_size
 
 if TYPE_CHECKING:
     from .oci_unpullable import Unpullable
@@ -24,6 +26,11 @@ if TYPE_CHECKING:
 MAX_LAYERS = 4096  # the files of one release artifact: manifest.json, SHA256SUMS, signatures, catalogue files
 MAX_LAYER_BYTES = 16 * 1024 * 1024  # one file
 MAX_TOTAL_BYTES = 256 * 1024 * 1024  # the most a release artifact's layers hold
+MANIFEST_PAST_NEXT = (
+    "shorten the catalogue's longest file paths (non-ASCII characters count six times: the manifest escapes "
+    "them), or split it into catalogues of fewer files; a release past the bound serves only from a directory "
+    "(rimthan-mcp serve --releases-dir)"
+)
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # a carrier: never compared or shown (a build pays for no such method)
@@ -42,10 +49,11 @@ class OwnFiles:
         return own
 
 
-def unpullable(sizes: Mapping[str, int], own: OwnFiles) -> list[Unpullable]:
-    """Each bound a release of these catalogue files (path: bytes) and its ``own`` files is past, counted as a
-    pull counts them (:func:`~rimthan_workflow_registry.release.oci.release_layers`): every file a layer, the
-    release's own files too, each layer's bytes, and all of them together."""
+def unpullable(sizes: Mapping[str, int], own: OwnFiles, *, name: str, version: str) -> list[Unpullable]:
+    """Each bound a release ``name`` ``version`` of these catalogue files (path: bytes) and its ``own`` files is
+    past, counted as a pull counts them (:func:`~rimthan_workflow_registry.release.oci.release_layers`): every
+    file a layer, the release's own files too, each layer's bytes, all of them together, and the OCI manifest
+    that lists them (:func:`~rimthan_workflow_registry.release.oci_artifact.manifest_size`)."""
     found: list[tuple[str | None, str]] = [
         (path, f"is {size} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES} bytes")
         for path, size in sorted(sizes.items())
@@ -53,8 +61,8 @@ def unpullable(sizes: Mapping[str, int], own: OwnFiles) -> list[Unpullable]:
     ]
     layers = own.sizes()
     found += [
-        (None, f"its {name} would be {size} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES}")
-        for name, size in layers.items()
+        (None, f"its {title} would be {size} bytes; no OCI pull takes a release file over {MAX_LAYER_BYTES}")
+        for title, size in layers.items()
         if size > MAX_LAYER_BYTES
     ]
     files = len(sizes) + len(layers)
@@ -69,8 +77,20 @@ def unpullable(sizes: Mapping[str, int], own: OwnFiles) -> list[Unpullable]:
                 f"over {MAX_TOTAL_BYTES}",
             )
         )
-    if not found:
+    manifest = manifest_size(sizes, own, name=name, version=version) or 0
+    if not found and manifest <= MAX_OCI_MANIFEST_BYTES:
         return []
     from .oci_unpullable import Unpullable  # only for a release past a bound (the module's docstring)
 
-    return [Unpullable(path, reason) for path, reason in found]
+    said = [Unpullable(path, reason) for path, reason in found]
+    if manifest > MAX_OCI_MANIFEST_BYTES:
+        said.append(Unpullable(None, manifest_past(manifest), MANIFEST_PAST_NEXT))
+    return said
+
+
+def manifest_past(size: int) -> str:
+    """Why an OCI manifest of ``size`` bytes is refused: what ``build``, ``check`` and ``push`` say."""
+    return (
+        f"its OCI manifest would be {size} bytes (a layer per file, each titled with its path); registries refuse "
+        f"a manifest over {MAX_OCI_MANIFEST_BYTES} bytes (4 MiB), and so does every pull"
+    )

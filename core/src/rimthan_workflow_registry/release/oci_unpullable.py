@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Unpullable:
-    """Why no OCI pull would take a release: the file it names (``None`` for the release as a whole) and why."""
+    """Why no OCI pull would take a release: the file it names (``None`` for the release as a whole), why, and
+    what to do when it is not the general step (keep within the limits, or serve from a directory)."""
 
     path: str | None
     reason: str
+    next_step: str | None = None
