@@ -251,7 +251,16 @@ def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
     stranger = make_keypair(tmp_path / "k", "stranger")
     signed = pack("sign", release, "--key", stranger.private_path, "--trust", trust)
     assert signed.returncode == 0, signed.stderr
-    assert signed.stderr.startswith(f"warning: key {stranger.key_id} is not in the trust store {trust}")
+    written = release / "signatures" / f"{stranger.key_id}.sig"
+    lines = signed.stderr.splitlines()
+    assert lines[0] == (
+        f"warning: signature_untrusted: {written}: key {stranger.key_id} is not in the trust store {trust}: "
+        "its signature will not count toward the threshold"
+    )
+    assert lines[1].startswith(f"next: if that was the wrong key, delete {written} (nothing else"), lines[1]
+    written.unlink()  # the undo the next line names: the release verifies as it did, and the key may sign again
+    assert pack("verify", release, "--trust", trust).returncode == 0
+    assert pack("sign", release, "--key", stranger.private_path).returncode == 0
     trusted = pack("sign", release, "--key", signer.private_path, "--trust", trust)
     assert "warning" not in trusted.stderr
 

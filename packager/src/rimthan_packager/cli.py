@@ -290,17 +290,28 @@ def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) 
     key = _signing_key(key_path)
     trust = load_trust(trust_path) if trust_path is not None else None
     if trust is not None and key.key_id not in trust.keys:
-        click.echo(
-            f"warning: key {key.key_id} is not in the trust store {trust.source}: its signature will not count "
-            "toward the threshold (add its .pub to the trust store if it should)",
-            err=True,
-        )
+        _warn_untrusted_signer(release, key.key_id, trust.source)
     path = sign_release(release, key, trust=trust)
     if as_json:
         emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
         return
     click.echo(f"signed {release} with key {key.key_id}")
     click.echo(f"wrote {path}")
+
+
+def _warn_untrusted_signer(release: Path, key_id: str, trust: str) -> None:
+    """The co-signer's key is not in ``trust``: the signature is written (a new key's, before it is trusted) but
+    counts toward no threshold; said with how to undo it when the key was the wrong one."""
+    from rimthan_workflow_registry.release import SIGNATURES_DIR, signature_name
+
+    written = release / SIGNATURES_DIR / signature_name(key_id)
+    warn(
+        FailureCode.SIGNATURE_UNTRUSTED,
+        str(written),
+        f"key {key_id} is not in the trust store {trust}: its signature will not count toward the threshold",
+        f"if that was the wrong key, delete {written} (nothing else in the release changes) and sign with a key "
+        "the trust store holds; if it should count, add its .pub to the trust store (keys/README.md, Add a key)",
+    )
 
 
 def main() -> None:
