@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rimthan_workflow_registry.release import MANIFEST_PAST_NEXT, MAX_OCI_MANIFEST_BYTES
 from support.hostile_registry import HostileRegistry, forward
 from support.oci import one_line_error, pack
@@ -54,12 +55,18 @@ def _manifest_warning(stderr: str) -> int:
     return int(found.group(1))
 
 
+@pytest.fixture
+def proxy(registry: LocalRegistry, hostile: Callable[..., HostileRegistry]) -> HostileRegistry:
+    """A proxy in front of the suite's real registry that passes every request on and counts it."""
+
+    def passing(handler: Any, proxy: HostileRegistry) -> None:
+        forward(handler, proxy, registry.host)
+
+    return hostile(passing)
+
+
 def test_check_and_build_warn_and_push_refuses_a_release_whose_oci_manifest_is_past_4_mib(
-    tmp_path: Path,
-    keypair: KeyPair,
-    trust: Path,
-    registry: LocalRegistry,
-    hostile: Callable[..., HostileRegistry],
+    tmp_path: Path, keypair: KeyPair, trust: Path, proxy: HostileRegistry
 ) -> None:
     source = _long_paths(tmp_path, FILES)
     checked = pack("check", source)
@@ -72,11 +79,6 @@ def test_check_and_build_warn_and_push_refuses_a_release_whose_oci_manifest_is_p
     assert _manifest_warning(built.stderr) == said
     release = tmp_path / "releases/research-decision-1.3.0"
     assert sum(1 for p in release.rglob("*") if p.is_file()) < 4096  # within the layers a pull takes
-
-    def passing(handler: Any, proxy: HostileRegistry) -> None:
-        forward(handler, proxy, registry.host)
-
-    proxy = hostile(passing)
     refused = pack("push", release, proxy.ref(REPO, "1.3.0"), "--trust", trust, "--plain-http")
     line = one_line_error(refused, "oci_artifact_invalid")
     assert f"not pushed: its OCI manifest would be {said} bytes" in line  # what build said: the bytes push puts
