@@ -13,14 +13,17 @@ before the first request, with the same size.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rimthan_workflow_registry.release import MANIFEST_PAST_NEXT, MAX_OCI_MANIFEST_BYTES
+from rimthan_workflow_registry.release import MANIFEST_PAST_NEXT, MAX_OCI_MANIFEST_BYTES, OCI_MANIFEST_TYPE
 from support.hostile_registry import HostileRegistry, forward
 from support.oci import one_line_error, pack
 from support.registry import LocalRegistry
@@ -66,7 +69,7 @@ def proxy(registry: LocalRegistry, hostile: Callable[..., HostileRegistry]) -> H
 
 
 def test_check_and_build_warn_and_push_refuses_a_release_whose_oci_manifest_is_past_4_mib(
-    tmp_path: Path, keypair: KeyPair, trust: Path, proxy: HostileRegistry
+    tmp_path: Path, keypair: KeyPair, trust: Path, registry: LocalRegistry, proxy: HostileRegistry
 ) -> None:
     source = _long_paths(tmp_path, FILES)
     checked = pack("check", source)
@@ -84,6 +87,22 @@ def test_check_and_build_warn_and_push_refuses_a_release_whose_oci_manifest_is_p
     assert f"not pushed: its OCI manifest would be {said} bytes" in line  # what build said: the bytes push puts
     assert refused.stderr.splitlines()[1] == f"next: {MANIFEST_PAST_NEXT}"
     assert proxy.calls == []  # nothing was sent, not even the tag check
+    assert _registry_answer(registry, said) == 400  # as the real registry answers a manifest of that size
+
+
+def _registry_answer(registry: LocalRegistry, size: int) -> int:
+    """The status the suite's registry answers a PUT of an OCI manifest of ``size`` bytes with."""
+    padding = "x" * (size - len(json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST_TYPE, "pad": ""})))
+    data = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST_TYPE, "pad": padding}).encode()
+    assert len(data) == size
+    url = f"http://{registry.host}/v2/{REPO}/manifests/too-large"
+    put = urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": OCI_MANIFEST_TYPE})
+    try:
+        with urllib.request.urlopen(put, timeout=60) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as refused:
+        assert b"request body too large" in refused.read(), "refused for another reason than its size"
+        return int(refused.code)
 
 
 def test_a_catalogue_with_long_paths_but_a_manifest_within_4_mib_is_not_warned_of(tmp_path: Path) -> None:
