@@ -57,6 +57,7 @@ MADE_BY_A_COMMAND = {
     "benchmarks/work/": "make bench's scratch folder",
     "keys/local/": "make demo's trust directory (git-ignored)",
     "releases/research-decision-": "make demo builds the packaged releases there",
+    "keys/team/": "the trust directory docs/packager.md's walkthrough has keygen make",
 }
 MAKE_IN_TEXT = re.compile(r"`make ([a-z][\w-]*)")
 OUR_NAME = re.compile(
