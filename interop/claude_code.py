@@ -10,8 +10,12 @@ commands; ``claude mcp list`` starts each server and reports it connected
 only if it answers MCP's initialize (Claude Code's health check).
 
 1. ``claude plugin marketplace add host/claude-plugin`` and
-   ``claude plugin install rimthan@rimthan``; ``claude mcp list`` shows the
-   plugin's bridge connected.
+   ``claude plugin install rimthan@rimthan`` (``claude plugin validate`` passes
+   the marketplace and the plugin); ``claude mcp list`` shows the plugin's
+   bridge connected, and with the plugin's ``require_elicitation`` option set
+   (``claude plugin configure --values-stdin``) the bridge it starts says on
+   stderr that ``--require-elicitation`` is on (Claude Code keeps a server's
+   stderr in its log, ``~/.cache/claude-cli-nodejs/<project>/mcp-logs-<server>/``).
 2. The documented ``claude mcp add --scope project rimthan -- rimthan-host serve``
    writes the ``.mcp.json`` the docs show; after the approval a person gives
    when they first run ``claude`` there (trusting the folder, enabling the
@@ -29,9 +33,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rimthan_host.serve import REQUIRING_ELICITATION
+
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 PLUGIN_MARKETPLACE = "host/claude-plugin"
 PLUGIN = "rimthan@rimthan"
+PLUGIN_DIR = "host/claude-plugin/rimthan"
+PLUGIN_SERVER_LOGS = "mcp-logs-plugin-rimthan-rimthan"
+OPTION = "require_elicitation"
 MCP_ADD = ["mcp", "add", "--scope", "project", "rimthan", "--", "rimthan-host", "serve"]
 # What MCP_ADD writes to .mcp.json, as docs/host-kit.md shows it (tests/docs/test_host_kit_mcp_json.py).
 MCP_JSON = {"mcpServers": {"rimthan": {"type": "stdio", "command": "rimthan-host", "args": ["serve"], "env": {}}}}
@@ -75,10 +84,11 @@ def run_claude_code(
     project = make_project(work, release, trust)
     env = claude_env(home, bin_dir)
 
-    def claude(*args: str) -> subprocess.CompletedProcess[str]:
+    def claude(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(binary), *args], cwd=project, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
-        )
+            [str(binary), *args], cwd=project, env=env, input=stdin if stdin is not None else "",
+            capture_output=True, text=True, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
 
     version = claude("--version")
     check(version.returncode == 0, f"{CLAUDE_PACKAGE} runs", version.stdout.strip() or version.stderr.strip())
@@ -86,12 +96,10 @@ def run_claude_code(
     check(added.returncode == 0, f"claude plugin marketplace add {PLUGIN_MARKETPLACE}", _last(added))
     installed = claude("plugin", "install", PLUGIN)
     check(installed.returncode == 0, f"claude plugin install {PLUGIN}", _last(installed))
-    listed = claude("mcp", "list")
-    check(
-        _connected(listed.stdout, "plugin:rimthan:rimthan: rimthan-host serve -- --migrate-to-newest - "),
-        "claude mcp list: the plugin's bridge is connected",
-        _last(listed),
-    )
+    for path in (PLUGIN_MARKETPLACE, PLUGIN_DIR):
+        valid = claude("plugin", "validate", str(repo / path))
+        check(valid.returncode == 0, f"claude plugin validate {path}", _last(valid))
+    _plugin_bridge(claude, home, check)
 
     mcp_add = claude(*MCP_ADD)
     written = _json_or_none(project / ".mcp.json")
@@ -107,6 +115,32 @@ def run_claude_code(
         "claude mcp list: the .mcp.json bridge is connected (after the user's approval)",
         _last(listed),
     )
+
+
+def _plugin_bridge(claude: Callable[..., subprocess.CompletedProcess[str]], home: Path, check: Check) -> None:
+    """The plugin's bridge connects; its ``require_elicitation`` option, set, starts it requiring elicitation."""
+    configure = claude("plugin", "configure", PLUGIN, "--json")
+    options = (_json_text(configure.stdout) or {}).get("schema", {})
+    check(OPTION in options, f"claude plugin configure {PLUGIN}: the {OPTION} option", _last(configure))
+    for value, on in (("", False), ("true", True)):
+        if value:
+            configure = claude("plugin", "configure", PLUGIN, "--values-stdin", stdin=json.dumps({OPTION: value}))
+            check(configure.returncode == 0, f"claude plugin configure {PLUGIN}: {OPTION}={value}", _last(configure))
+        before = set(home.glob(f".cache/claude-cli-nodejs/*/{PLUGIN_SERVER_LOGS}/*"))
+        listed = claude("mcp", "list")
+        check(
+            _connected(listed.stdout, "plugin:rimthan:rimthan: rimthan-host serve -- --migrate-to-newest - "),
+            f"claude mcp list: the plugin's bridge is connected ({OPTION} {value or 'not set'})",
+            _last(listed),
+        )
+        logs = set(home.glob(f".cache/claude-cli-nodejs/*/{PLUGIN_SERVER_LOGS}/*")) - before
+        said = any(REQUIRING_ELICITATION in path.read_text("utf-8", "replace") for path in logs)
+        check(
+            said == on and bool(logs),
+            f"the plugin's bridge {'says' if on else 'does not say'} at start that --require-elicitation is on "
+            f"(Claude Code's log of its stderr; {OPTION} {value or 'not set'})",
+            f"{len(logs)} new log file(s) in {home}/.cache/claude-cli-nodejs/*/{PLUGIN_SERVER_LOGS}",
+        )
 
 
 def _approve_project_servers(home: Path, project: Path, names: Sequence[str]) -> None:
@@ -125,8 +159,15 @@ def _connected(listing: str, prefix: str) -> bool:
 
 def _json_or_none(path: Path) -> dict[str, Any] | None:
     try:
-        loaded = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+        return _json_text(path.read_text("utf-8"))
+    except OSError:
+        return None
+
+
+def _json_text(text: str) -> dict[str, Any] | None:
+    try:
+        loaded = json.loads(text)
+    except ValueError:
         return None
     return loaded if isinstance(loaded, dict) else None
 

@@ -80,6 +80,10 @@ ALLOWLIST = {
     "claude plugin marketplace add ./host/claude-plugin": "needs the Claude Code CLI: make interop "
     "(interop/claude_code.py) runs it; tests/host/test_host_install.py checks the plugin",
     "claude plugin install rimthan@rimthan": "needs the Claude Code CLI: make interop (interop/claude_code.py)",
+    "claude plugin install rimthan@rimthan --config require_elicitation=true": "needs the Claude Code CLI; "
+    "make interop (interop/claude_code.py) sets the option with the configure line below",
+    'echo \'{"require_elicitation": "true"}\' | claude plugin configure rimthan@rimthan --values-stdin': "needs "
+    "the Claude Code CLI: make interop (interop/claude_code.py) runs it and finds the bridge's start-up line",
     "kill -HUP <pid>": "needs a running server's pid: tests/server/test_server_provider.py sends SIGHUP to the "
     "pid a real server prints in its `refresh: kill -HUP <pid>` line",
 }

@@ -52,6 +52,12 @@ _FAILED_NEXT = (
 )
 
 
+REQUIRE_ELICITATION_ENV = "RIMTHAN_REQUIRE_ELICITATION"
+"""``--require-elicitation`` in the environment: for a host config of fixed arguments (the plugin's option)."""
+REQUIRING_ELICITATION = (  # the start-up line a host's log keeps (interop/claude_code.py finds it in Claude Code's)
+    "rimthan-host: --require-elicitation is on: a move that would record a user's confirmation is refused "
+    "unless the client can ask the user in a form (declares elicitation)"
+)
 _NO_STDIO = "start rimthan-host serve from an MCP client (a host's config, e.g. .mcp.json), which gives it both"
 _VERIFIER_ARGS = "verifier_args"
 
@@ -123,8 +129,11 @@ def _http_url(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option(
     "--require-elicitation",
     is_flag=True,
+    envvar=REQUIRE_ELICITATION_ENV,
+    show_envvar=True,
     help="Refuse every move that would record a user's confirmation (facts, an answer, a migration) when the client "
-    "cannot ask the user itself (declares no elicitation), rather than take the model's word for it.",
+    "cannot ask the user itself (declares no elicitation), rather than take the model's word for it. The variable "
+    "turns it on with true, 1, yes or on (false, 0, no, off or empty: off; the flag, if given, wins).",
 )
 def serve(project: Path, verifier_url: str | None, harness: str, require_elicitation: bool, **words: Any) -> None:
     """Serve the bridge over stdio; VERIFIER_ARGS (after `--`) go to the child `rimthan-mcp serve`."""
@@ -142,6 +151,8 @@ def serve(project: Path, verifier_url: str | None, harness: str, require_elicita
     project = project.absolute()
     target = guard(lambda: verifier_target(verifier_url, verifier_args, project), on_io_error=_NO_VERIFIER_NEXT)
     host = HostProfile(harness=harness, adapter_id=harness)
+    if require_elicitation:  # said at start: a host's config (the plugin's option) is seen to have taken
+        click.echo(REQUIRING_ELICITATION, err=True)
     try:
         ended = anyio.run(partial(serve_bridge, require_elicitation=require_elicitation), project, target, host)
     except Exception as exc:  # the SDK reports failures inside task groups as exception groups
