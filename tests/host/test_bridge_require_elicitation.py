@@ -49,7 +49,8 @@ def _refusal(tool: str, what: str) -> str:
         f"client did not declare elicitation, so it cannot ask the user to confirm {what}; nothing was recorded or "
         "sent to the verifier, and the run is where it was.\n"
         f"next: tell the user; {tool} needs a client that declares elicitation (Claude Code does), or rimthan-host "
-        "serve started without --require-elicitation (the model then relays the user's word)."
+        "serve started with neither --require-elicitation nor RIMTHAN_REQUIRE_ELICITATION on (the Claude Code "
+        "plugin's require_elicitation option sets it): then the model relays the user's word."
     )
 
 

@@ -20,6 +20,7 @@ import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
 from rimthan_host.tools import TOOLS
+from rimthan_host.words import question_words
 from support.bridge import BIN
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
@@ -98,6 +99,21 @@ def test_the_plugin_marketplace_manifest_and_skill_are_well_formed() -> None:
         assert tool in skill
     # as the bridge's words say (test_bridge_recovery.py): a pass holds only for the files it judged
     assert "every validator of the step runs again" in " ".join(skill.split())
+
+
+def test_the_skill_and_the_tool_say_what_the_bridge_says_of_a_question_it_asks_the_user_itself() -> None:
+    """A question reply to a client that elicits ends "the user is asked directly in their client" (words.py):
+    the skill and answer_question's description both tell the model to call with the field alone then, not to ask
+    the user in the conversation first (a second asking of the same question)."""
+    asked = question_words({"prompt": "Which route?", "choices": ["a", "b"], "field": "route"}, elicits=True)
+    said = "the user is asked directly in their client"
+    assert asked[-1].endswith(f"; {said}."), asked  # the words the skill and the tool description refer to
+    skill = " ".join((PLUGIN_MARKET / "rimthan" / "skills" / "rimthan-run" / "SKILL.md").read_text("utf-8").split())
+    assert f"when the result says {said}, call `answer_question` with `field` alone" in skill
+    assert "do not ask it in the conversation first" in skill
+    (tool,) = [t for t in TOOLS if t.name == "answer_question"]
+    assert "unless the result says they are asked directly in their client" in (tool.description or "")
+    assert "field alone will do" in (tool.description or "")
     # and as its migrate_run replies say (test_bridge_elicitation.py, test_bridge_migrate_named.py)
     assert "call `migrate_run` again only if they ask for it" in " ".join(skill.split())
     assert "no result has said yet whether a newer release can take the run" in " ".join(skill.split())

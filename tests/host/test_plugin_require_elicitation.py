@@ -22,7 +22,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.serve import REQUIRE_ELICITATION_ENV, REQUIRING_ELICITATION
+from rimthan_host.require_option import REQUIRE_ELICITATION_ENV
+from rimthan_host.serve import REQUIRING_ELICITATION
 from support.bridge import BIN, stand_in
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world

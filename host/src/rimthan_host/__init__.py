@@ -56,6 +56,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``verifier_replies`` the bridge's own words for a verifier's failure, per failure code: one table
 ``tools``            the tools as the model sees them, and the check of a model's arguments against them
 ``asking``           asking the person directly: elicitation in both MCP protocol eras
+``require_option``   the environment variable that turns on ``--require-elicitation`` (imports nothing)
 ``unanswered``       how a person's decline or cancel reads: the same for a question, a fact, a migration
 ``roots``            whether the client's roots hold the project the bridge serves
 ``facts``            facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)

@@ -36,6 +36,8 @@ from pydantic import ValidationError
 from rimthan_workflow_mcp.stdio_drain import INPUT_ENDED
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
+from .require_option import REQUIRE_ELICITATION_ENV
+
 # The errors meaning no reply can come: the end of input (our drain) and the end of the session (the SDK).
 _NEVER_CAME = frozenset({INPUT_ENDED.message, "Connection closed"})
 
@@ -131,7 +133,8 @@ class CannotAsk:
             f"client did not declare elicitation, so it cannot ask the user to confirm {self.what}; nothing was "
             "recorded or sent to the verifier, and the run is where it was.\n"
             f"next: tell the user; {self.tool} needs a client that declares elicitation (Claude Code does), or "
-            "rimthan-host serve started without --require-elicitation (the model then relays the user's word)."
+            f"rimthan-host serve started with neither --require-elicitation nor {REQUIRE_ELICITATION_ENV} on (the "
+            "Claude Code plugin's require_elicitation option sets it): then the model relays the user's word."
         )
 
 

@@ -21,6 +21,8 @@ import click
 from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, epilog, guard, refuse
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
+from .require_option import REQUIRE_ELICITATION_ENV
+
 
 @click.group(cls=RimthanGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_EPILOG)
 @click.version_option(package_name="rimthan-host", prog_name="rimthan-host")
@@ -52,8 +54,6 @@ _FAILED_NEXT = (
 )
 
 
-REQUIRE_ELICITATION_ENV = "RIMTHAN_REQUIRE_ELICITATION"
-"""``--require-elicitation`` in the environment: for a host config of fixed arguments (the plugin's option)."""
 REQUIRING_ELICITATION = (  # the start-up line a host's log keeps (interop/claude_code.py finds it in Claude Code's)
     "rimthan-host: --require-elicitation is on: a move that would record a user's confirmation is refused "
     "unless the client can ask the user in a form (declares elicitation)"

@@ -64,7 +64,8 @@ TOOLS: tuple[types.Tool, ...] = (
     _tool(
         "answer_question",
         "Answer the question the run waits on with the user's choice, exactly one of the offered choices. Ask the "
-        "user first (if their client can be asked directly, the bridge does it). Pass in field the question's field, "
+        "user first, unless the result says they are asked directly in their client (then the bridge asks them, "
+        "and field alone will do). Pass in field the question's field, "
         "as the result named it (required with an answer you relay): an answer re-sent after the run moved on is "
         "then refused, not taken for the next question.",
         {
