@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.canonical import sha256_hex
@@ -26,7 +27,12 @@ MAX_SCHEMA_FAILURES_PER_ARTIFACT = 20
 
 @dataclass(frozen=True)
 class SubmittedArtifact:
-    """One artifact as the harness sent it, with its exact bytes."""
+    """One artifact as the harness sent it, with its exact bytes.
+
+    Its SHA-256 is computed once, when first asked for (the output attestation's
+    check and the receipt both compare it): the bytes never change, so every
+    comparison still sees the digest of exactly the bytes sent.
+    """
 
     artifact_id: str
     path: str
@@ -40,7 +46,7 @@ class SubmittedArtifact:
             raw["artifact_id"], raw["path"], raw["media_type"], raw["content"].encode("utf-8"), raw.get("attestation")
         )
 
-    @property
+    @cached_property
     def sha256(self) -> str:
         return sha256_hex(self.data)
 
