@@ -398,3 +398,22 @@ def test_co_signing_after_the_old_key_was_removed_takes_effect_at_the_next_refre
     assert sorted(r["release"] for r in co_signed) == ["research-decision@1.2.0", "research-decision@1.3.0"]
     assert all(r["level"] == "info" and r["signers"] == [keys.new.key_id] for r in co_signed), co_signed
     assert finished.status == "completed" and "1.2.0" in json.dumps(finished.release), finished.release
+
+
+def test_an_older_release_refused_for_its_signer_is_held_once_co_signed_in_place(keys: Keys, tmp_path: Path) -> None:
+    """An older release put back for pinned runs, refused because no trusted key signed it, then co-signed in place
+    (`rimthan-pack sign`, which adds a file under signatures/ and leaves the release directory's own inode and mtime
+    as they were): it was tried again only when the trust store changed, so its pinned runs were refused until a
+    restart. Its signatures directory is looked at too, as for a held release found untrusted."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.new)
+    _publish(keys, "1.3.0-new", releases)
+    with _serve(tmp_path, trust) as server:
+        _publish(keys, "1.2.0-old", releases)  # signed only by a key this store does not trust
+        refused = _refresh(server)
+        older = releases / keys.built["1.2.0-old"].name
+        signed = pack("sign", older, "--key", keys.new.private_path)
+        assert signed.returncode == 0, signed.stderr
+        held = _refresh(server)
+    assert _events(refused)["older release not held"]["error"]["code"] == "signature_untrusted", refused
+    assert _events(held)["older release held for pinned runs"]["release"] == "research-decision@1.2.0", held
+    assert held["active"] == "research-decision@1.3.0", held

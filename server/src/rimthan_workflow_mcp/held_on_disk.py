@@ -13,6 +13,7 @@ from pathlib import Path
 from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import MANIFEST_NAME, semver_key
 
+from .file_looks import ReleaseLook, release_look
 from .loading import LoadedRelease, ReleaseLoader, unverifiable
 from .logs import get_logger
 from .release_scan import release_dir_version
@@ -46,12 +47,12 @@ class OlderReleases:
     releases it had loaded before; one that does not verify is skipped
     (logged), so those runs get ``pinned_release_unavailable``, never bytes
     that did not verify. Each release directory is tried once (again only if it
-    is replaced or changed), so a refresh verifies only an older release that
-    appeared since.
+    or its signatures directory is replaced or changed: co-signed in place), so
+    a refresh verifies only an older release that appeared or changed since.
     """
 
     def __init__(self) -> None:
-        self._looked_at: set[tuple[str, int, int]] = set()  # directories tried: path, inode, mtime
+        self._looked_at: set[tuple[str, ReleaseLook]] = set()  # directories tried: path, how it looked
 
     def forget(self) -> None:
         """Try every directory again (the trust store changed: one it refused may verify now)."""
@@ -81,11 +82,10 @@ class OlderReleases:
         return now
 
     def _first_look(self, path: Path) -> bool:
-        try:
-            stat = path.stat()
-        except OSError:
+        look = release_look(path)
+        if look[0] is None:
             return False
-        seen = (str(path), stat.st_ino, stat.st_mtime_ns)
+        seen = (str(path), look)
         first = seen not in self._looked_at
         self._looked_at.add(seen)
         return first

@@ -17,6 +17,7 @@ from pathlib import Path
 from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.run import CheckpointKeyring
 
+from .file_looks import Look, look_at
 from .logs import get_logger
 
 _log = get_logger("keys")
@@ -25,16 +26,6 @@ RESTART = (
     "restart this server to use the keys in the file (in a fleet, a rolling restart of every replica, "
     "then the next phase of the rotation)"
 )
-
-Look = tuple[int, int, int] | None
-
-
-def _look(path: Path) -> Look:
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _ids(keyring: CheckpointKeyring) -> dict[str, object]:
@@ -49,15 +40,15 @@ class KeyFileWatch:
 
     path: Path
     running: CheckpointKeyring
-    _seen: Look = field(default=None, init=False)
+    _seen: Look | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self._seen = _look(self.path)
+        self._seen = look_at(self.path)
 
     def check(self) -> None:
         """One warning when the file changed since it was last looked at and holds other keys than the running
         ones; nothing when it is unchanged, the same keys, or unreadable (the next start says why)."""
-        now = _look(self.path)
+        now = look_at(self.path)
         if now == self._seen:
             return
         self._seen = now

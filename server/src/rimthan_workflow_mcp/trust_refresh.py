@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rimthan_workflow_registry.errors import RegistryError
-from rimthan_workflow_registry.release import SIGNATURES_DIR, TrustStore, load_trust
+from rimthan_workflow_registry.release import TrustStore, load_trust
 
+from .file_looks import ReleaseLook, release_look
 from .loading import LoadedRelease, Rejection, load_release
 from .logs import get_logger
 
@@ -99,31 +100,14 @@ def co_signed_again(
     return again
 
 
-Look = tuple[tuple[int, int] | None, ...]
-
-
-def _look(root: Path) -> Look:
-    """The inode and mtime of a release directory and of its signatures directory (a signature added changes the
-    latter, a follower's exchange the former); nothing is read."""
-    looks: list[tuple[int, int] | None] = []
-    for path in (root, root / SIGNATURES_DIR):
-        try:
-            stat = path.stat()
-        except OSError:
-            looks.append(None)
-            continue
-        looks.append((stat.st_ino, stat.st_mtime_ns))
-    return tuple(looks)
-
-
 @dataclass
 class Distrusted:
     """Held releases the trust store stopped vouching for, each with how its directory looked then."""
 
-    entries: dict[str, tuple[LoadedRelease, Look]] = field(default_factory=dict)
+    entries: dict[str, tuple[LoadedRelease, ReleaseLook]] = field(default_factory=dict)
 
     def remember(self, loaded: LoadedRelease) -> None:
-        self.entries[loaded.digest] = (loaded, _look(Path(loaded.release.root)))
+        self.entries[loaded.digest] = (loaded, release_look(Path(loaded.release.root)))
 
     def holds(self, digest: str) -> bool:
         """Whether the release with manifest digest ``digest`` was dropped (or is served) as untrusted."""
@@ -134,7 +118,7 @@ class Distrusted:
         directory did (co-signed since, in place or by a follower's pull); forgotten then."""
         again: list[LoadedRelease] = []
         for digest, (loaded, look) in list(self.entries.items()):
-            now = _look(Path(loaded.release.root))
+            now = release_look(Path(loaded.release.root))
             if not changed and now == look:
                 continue
             self.entries[digest] = (loaded, now)
