@@ -16,7 +16,7 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -118,13 +118,25 @@ def test_a_full_table_of_busy_sessions_still_refuses_a_new_one_in_one_json_rpc_l
         assert "Traceback" not in server.stderr()
 
 
-def _same_id_at_once(server: HttpServer, session: str, count: int) -> list[tuple[int, bytes]]:
-    """``count`` ``resources/list`` requests in ``session`` at once, half with id 7, half with id "7"."""
+def _id_7_or_quoted(n: int) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": 7 if n % 2 else "7", "method": "resources/list"})
+
+
+def _first_id_new_last_7(n: int) -> str:
+    """A body whose ``id`` key stands twice: first an id of its own, then 7."""
+    return json.dumps({"jsonrpc": "2.0", "id": 100 + n}).removesuffix("}") + ', "id": 7, "method": "resources/list"}'
+
+
+def _same_id_at_once(
+    server: HttpServer, session: str, count: int, body_of: Callable[[int], str] = _id_7_or_quoted
+) -> list[tuple[int, bytes]]:
+    """``count`` ``resources/list`` requests in ``session`` at once, the ``n``th ``body_of(n)`` (by default half
+    with id 7, half with id "7")."""
     answers: list[tuple[int, bytes]] = []
 
     def one(n: int) -> None:
         connection = http.client.HTTPConnection("127.0.0.1", urlsplit(server.url).port, timeout=WAIT)
-        body = json.dumps({"jsonrpc": "2.0", "id": 7 if n % 2 else "7", "method": "resources/list"})
+        body = body_of(n)
         headers = dict(h.split(": ", 1) for h in (*_HONEST_HEADERS, f"Mcp-Session-Id: {session}"))
         try:
             connection.request("POST", "/mcp", body, headers)
@@ -159,4 +171,19 @@ def test_a_request_whose_id_is_still_being_answered_in_its_session_is_refused_ne
                 assert error["error"]["message"].startswith('a request with id "7" is still being answered'), error
         assert _list_in(server, session) == 200  # the session goes on, and so do others
         assert "rimthan.start_workflow" in anyio.run(_real_client_lists_tools, server.url)
+        assert "Traceback" not in server.stderr()
+
+
+def test_an_id_key_written_twice_is_read_as_the_sdk_reads_it_its_last_value(world: ServerWorld, tmp_path: Path) -> None:
+    """A body whose ``id`` key stands twice, the first a new id each time, the last 7: the SDK keys its answer by
+    the last, the id check read the first, so every such request got past it onto one answer slot, and waited."""
+    with _sessions_server(world, tmp_path) as server:
+        session = _open_session(server)
+        answers = _same_id_at_once(server, session, 20, _first_id_new_last_7)
+        assert all(status in (200, 400) for status, _ in answers), answers
+        for status, body in answers:
+            if status == 400:
+                message = json.loads(body)["error"]["message"]
+                assert message.startswith('a request with id "7" is still being answered'), message
+        assert _list_in(server, session) == 200
         assert "Traceback" not in server.stderr()

@@ -18,7 +18,10 @@ is refused with 400 and a one-line JSON-RPC Invalid Request naming the id:
 the SDK gave the second request the first one's answer slot, so the first
 waited for ever: of 40 such requests at once in one session, 37 were still
 unanswered after 15 s, and a session with a request in flight is never idle,
-so it was never closed either.
+so it was never closed either. The id is read from the body the SDK has
+already parsed, parsed once more with Python's parser, which reads an ``id``
+key written twice as the SDK's does (its last value): a scan of the outermost
+keys read the first, so requests whose last id was one in flight got past.
 
 The sessions are kept in the order their last request ended, so the one to
 close is found from the front, past the busy ones, not by a scan of all of
@@ -43,7 +46,7 @@ from starlette.types import Receive, Scope, Send
 
 from .http_shape import BAD_REQUEST, error_body, json_headers
 from .logs import get_logger
-from .message_shape import invalid_request, top_level_request_id
+from .message_shape import invalid_request
 
 MAX_SESSIONS = 10_000  # the SDK's default, named here: about 400 MB of sessions idle at once
 IDLE_SECONDS = 30 * 60.0  # the SDK's default: a session no one has used for this long is closed
@@ -129,14 +132,17 @@ def _idle(transport: StreamableHTTPServerTransport) -> bool:
 
 
 async def _post_request_id(request: Request) -> str | None:
-    """A POSTed request's id as the SDK keys its answer (``str(id)``), from the body it already read; else None."""
+    """A POSTed request's id as the SDK keys its answer (``str(id)``), from the body it already read; else None.
+
+    The SDK has parsed and accepted this body before it asks for its headers to be checked, so it parses here too,
+    once, and reads as the SDK's parser does (an ``id`` key written twice: its last value)."""
     if request.method != "POST":
         return None
-    text = (await request.body()).decode("utf-8", "replace")  # (read and kept by the SDK: not read again)
-    found = top_level_request_id(text)
-    if found is None:
-        message = json.loads(text)  # (no id, or one the quick scan was unsure of; the SDK has parsed this body)
-        found = message.get("id") if isinstance(message, dict) and "method" in message else None
+    try:
+        message = json.loads(await request.body())  # (read and kept by the SDK: not read again)
+    except (ValueError, RecursionError):  # (none the SDK accepts: its parser refuses deeper nesting)
+        return None
+    found = message.get("id") if isinstance(message, dict) and "method" in message else None
     return None if found is None else str(found)
 
 
