@@ -45,13 +45,13 @@ def kept_versions(releases: Path, catalogue: Catalogue, digest_of: Callable[[str
     digest_of = cache(digest_of)
     found: dict[str, KeptVersion] = {}
     for release, manifest in _older(releases, catalogue.name, catalogue.version):
-        from rimthan_workflow_registry.release import workflow_files  # only with an older release there
+        from rimthan_workflow_registry.release import changed_workflow_files, file_digests  # only with an older one
 
         keys = {f"{w.id}@{w.version}" for w in manifest.workflows}
-        digests = {f.path: f.sha256 for f in manifest.files}
+        digests = file_digests(manifest)
         for workflow in catalogue.workflows:
             if workflow.key in keys and workflow.key not in found:
-                changed = tuple(p for p in workflow_files(workflow) if digests.get(p) != digest_of(p))
+                changed = changed_workflow_files(workflow, digests, digest_of)
                 if changed:
                     found[workflow.key] = KeptVersion(workflow.key, workflow.source, release, changed)
     return list(found.values())

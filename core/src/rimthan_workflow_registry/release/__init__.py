@@ -167,7 +167,9 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.release_diff import (
         ReleaseDiff,
         WorkflowChange,
+        changed_workflow_files,
         diff_releases,
+        file_digests,
         workflow_files,
     )
     from rimthan_workflow_registry.release.schema_checks import (
@@ -189,7 +191,9 @@ if TYPE_CHECKING:
 __all__ = [
     "ReleaseDiff",
     "WorkflowChange",
+    "changed_workflow_files",
     "diff_releases",
+    "file_digests",
     "workflow_files",
     "parse_catalogue_manifest",
     "parse_workflow",
@@ -291,6 +295,8 @@ _HOME = {
     "ReleaseDiff": "rimthan_workflow_registry.release.release_diff",
     "WorkflowChange": "rimthan_workflow_registry.release.release_diff",
     "diff_releases": "rimthan_workflow_registry.release.release_diff",
+    "changed_workflow_files": "rimthan_workflow_registry.release.release_diff",
+    "file_digests": "rimthan_workflow_registry.release.release_diff",
     "workflow_files": "rimthan_workflow_registry.release.release_diff",
     "identity_problem": "rimthan_workflow_registry.release.catalogue_bounds",
     "MAX_SEGMENT_BYTES": "rimthan_workflow_registry.release.catalogue_rules",

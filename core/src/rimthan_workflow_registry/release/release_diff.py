@@ -4,10 +4,16 @@ Files are compared by path and SHA-256; workflows by ``id``: a version
 changed, or kept while a file it names changed (its runs could not migrate:
 ``migration_not_newer``), added or dropped (``workflow_not_found`` for runs
 of it). Plain Python over two manifests and the newer catalogue.
+
+:func:`changed_workflow_files` is the one reading of what a workflow's files
+were in an older release: ``inspect --against`` asks it of two manifests,
+``check --releases-dir`` and ``build`` (the packager's ``kept_versions``) of
+an older release's manifest and the source's bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rimthan_workflow_registry.release.catalogue import Catalogue, WorkflowDefinition
@@ -44,8 +50,7 @@ class ReleaseDiff:
 
 def diff_releases(old: Manifest, old_digest: str, new: Manifest, catalogue: Catalogue) -> ReleaseDiff:
     """``new`` (whose catalogue is ``catalogue``) against ``old``."""
-    before = {f.path: f.sha256 for f in old.files}
-    after = {f.path: f.sha256 for f in new.files}
+    before, after = file_digests(old), file_digests(new)
     changed = tuple(sorted(p for p in after.keys() & before.keys() if after[p] != before[p]))
     return ReleaseDiff(
         against=old.release.id,
@@ -53,15 +58,17 @@ def diff_releases(old: Manifest, old_digest: str, new: Manifest, catalogue: Cata
         added=tuple(sorted(after.keys() - before.keys())),
         removed=tuple(sorted(before.keys() - after.keys())),
         changed=changed,
-        workflows=_workflow_changes(old, catalogue, set(changed) | (after.keys() - before.keys())),
+        workflows=_workflow_changes(old, catalogue, before, after),
     )
 
 
-def _workflow_changes(old: Manifest, catalogue: Catalogue, touched: set[str]) -> tuple[WorkflowChange, ...]:
+def _workflow_changes(
+    old: Manifest, catalogue: Catalogue, before: Mapping[str, str], after: Mapping[str, str]
+) -> tuple[WorkflowChange, ...]:
     versions = {w.id: w.version for w in old.workflows}
     found = []
     for workflow in catalogue.workflows:
-        files = tuple(p for p in workflow_files(workflow) if p in touched)
+        files = changed_workflow_files(workflow, before, after.get)
         change = WorkflowChange(workflow.id, versions.pop(workflow.id, None), workflow.version, files)
         if change.before != change.after or change.kept_but_changed:
             found.append(change)
@@ -76,3 +83,16 @@ def workflow_files(workflow: WorkflowDefinition) -> list[str]:
     for step in workflow.steps:
         paths += [step.instruction] + [o.schema for o in step.outputs if o.schema is not None]
     return list(dict.fromkeys(paths))
+
+
+def changed_workflow_files(
+    workflow: WorkflowDefinition, older: Mapping[str, str], digest_of: Callable[[str], str | None]
+) -> tuple[str, ...]:
+    """The files ``workflow`` names (:func:`workflow_files`) whose SHA-256 now (``digest_of(path)``) is not the one
+    an older release lists for that path (``older``: :func:`file_digests` of its manifest), or that it lacks."""
+    return tuple(p for p in workflow_files(workflow) if older.get(p) != digest_of(p))
+
+
+def file_digests(manifest: Manifest) -> dict[str, str]:
+    """Each file a manifest lists, by path: its SHA-256 (hex)."""
+    return {f.path: f.sha256 for f in manifest.files}
