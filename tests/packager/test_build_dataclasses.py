@@ -20,7 +20,7 @@ from rimthan_packager.source import SourceFiles
 from rimthan_packager.staging import Copied
 from rimthan_workflow_registry.release.format import HostAdapterEntry, ReleaseIdentity, WorkflowEntry
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree
-from rimthan_workflow_registry.run.catalogue_examples import WorkflowExamples
+from rimthan_workflow_registry.run.example_layout import WorkflowExamples
 from support.pack_probe import pack_probe
 from support.releases import KeyPair, packaged_source
 
@@ -34,7 +34,7 @@ from rimthan_packager.signing import SigningKey
 from rimthan_packager.source import SourceFiles
 from rimthan_packager.staging import Copied
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree
-from rimthan_workflow_registry.run.catalogue_examples import WorkflowExamples
+from rimthan_workflow_registry.run.example_layout import WorkflowExamples
 report["touched"] = []
 def _watch(cls, name):
     method = getattr(cls, name)

@@ -26,6 +26,7 @@ import click
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_workflow_registry.release import MANIFEST_NAME
+from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE, EXAMPLES_DIR
 
 from .harness import CatalogueExamples, WorkflowHarness
 from .protocol import ToolCaller, client_caller
@@ -71,7 +72,7 @@ async def _before(releases: Path, trust: Path, work: Path) -> list[int]:
     server = StdioServerParameters(
         command=str(bin_dir / "rimthan-mcp"), args=["serve", *_verifier_args(releases, trust, work / "state-before")]
     )
-    examples = {v: releases / f"research-decision-{v}" / "catalogue" / "examples" for v in ("1.2.0", "1.3.0")}
+    examples = {v: releases / f"research-decision-{v}" / "catalogue" / EXAMPLES_DIR for v in ("1.2.0", "1.3.0")}
     counts = []
     async with Client(server, mode="auto") as client:
         for name in ("repair", "migrate"):
@@ -101,7 +102,7 @@ async def _before(releases: Path, trust: Path, work: Path) -> list[int]:
 async def _after(releases: Path, trust: Path, work: Path) -> tuple[list[StandIn], int]:
     """The model stand-in through the bridge: its runs, and the tool definitions' size."""
     bin_dir = Path(sys.executable).parent
-    examples = {v: releases / f"research-decision-{v}" / "catalogue" / "examples" for v in ("1.2.0", "1.3.0")}
+    examples = {v: releases / f"research-decision-{v}" / "catalogue" / EXAMPLES_DIR for v in ("1.2.0", "1.3.0")}
     models = []
     size = 0
     for name in ("repair", "migrate"):
@@ -119,7 +120,7 @@ async def _after(releases: Path, trust: Path, work: Path) -> tuple[list[StandIn]
             reply = await model.start()
             if name == "migrate":
                 reply = await model.follow(reply, "desk-research", until_question=True)
-                state = json.loads((examples["1.3.0"] / "confirmed-state.json").read_text("utf-8"))
+                state = json.loads((examples["1.3.0"] / CONFIRMED_STATE_EXAMPLE).read_text("utf-8"))
                 facts = {k: state[k] for k in reply.data["migration"]["needs"]}  # what the bridge said it needs
                 await model.call("migrate_run", {"confirm": False, "facts": facts})
                 reply = await model.call("migrate_run", {"confirm": True, "facts": facts})

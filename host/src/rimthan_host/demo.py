@@ -25,6 +25,7 @@ import click
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from rimthan_workflow_registry.release import MANIFEST_NAME
+from rimthan_workflow_registry.run import EXAMPLES_DIR
 
 from .harness import (
     CatalogueExamples,
@@ -54,7 +55,7 @@ def _release_dir(releases: Path, version: str) -> Path:
 
 
 def _examples(release: Path) -> Path:
-    return release / "catalogue" / "examples"
+    return release / "catalogue" / EXAMPLES_DIR
 
 
 async def _demo(releases: Path, trust: Path, work: Path, source: str, target: str) -> None:

@@ -21,6 +21,7 @@ from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import CATALOGUE_MANIFEST_NAME
 from rimthan_workflow_registry.run import (
     ANSWERS_EXAMPLE,
+    CONFIRMED_STATE_EXAMPLE,
     example_name,
     has_own_examples,
     recorded_answers,
@@ -147,7 +148,7 @@ class CatalogueExamples:
         return self._folders[version, workflow]
 
     def initial_state(self, workflow_version: str, *, workflow: str = "") -> dict[str, Any]:
-        value = json.loads(read_example_text(self._dir(workflow_version, workflow), "confirmed-state.json"))
+        value = json.loads(read_example_text(self._dir(workflow_version, workflow), CONFIRMED_STATE_EXAMPLE))
         return dict(value.get("state", value)) if "state" in value and "confirmations" in value else dict(value)
 
     def updates(self, step_id: str, workflow_version: str, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE
 
 from .words import TOKEN_PATTERN
 
@@ -92,7 +93,7 @@ class StandIn:
         return sum(len(m.group(0)) for _, a in self.sent for m in OPAQUE.finditer(json.dumps(a)))
 
     async def start(self, facts: Mapping[str, Any] | None = None) -> Reply:
-        state = json.loads((self.examples[self.version] / "confirmed-state.json").read_text("utf-8"))
+        state = json.loads((self.examples[self.version] / CONFIRMED_STATE_EXAMPLE).read_text("utf-8"))
         return await self.call("start_run", {"workflow": "research", "facts": dict(facts or state)})
 
     async def follow(self, reply: Reply, route: str, *, until_question: bool = False, limit: int = 60) -> Reply:

@@ -28,6 +28,8 @@ Modules, in the order a tool call uses them:
     What a step tells the harness (instructions, assets, validators).
 ``requirements``
     What a workflow needs from a run (fields, capabilities, adapters), said up front.
+``example_layout``
+    Where a catalogue's worked examples are and what each is called (the build's and a harness's one rule).
 ``catalogue_examples``
     A catalogue's worked examples checked at build with the run's own checks (build only).
 ``stray_example``
@@ -49,15 +51,7 @@ from rimthan_workflow_registry.lazy_exports import first_use_getattr
 if TYPE_CHECKING:
     from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
     from rimthan_workflow_registry.run.audit import LoggedToken, RunAuditError, audit_run, describe, read_log
-    from rimthan_workflow_registry.run.catalogue_examples import (
-        ANSWERS_EXAMPLE,
-        check_examples,
-        example_name,
-        has_own_examples,
-        recorded_answers,
-        reserved_example,
-        workflow_named,
-    )
+    from rimthan_workflow_registry.run.catalogue_examples import check_examples
     from rimthan_workflow_registry.run.checkpoints import (
         ArtifactReceipt,
         Checkpoint,
@@ -77,6 +71,16 @@ if TYPE_CHECKING:
         state_failures,
         unconfirmed_fields,
         validate_against_schema,
+    )
+    from rimthan_workflow_registry.run.example_layout import (
+        ANSWERS_EXAMPLE,
+        CONFIRMED_STATE_EXAMPLE,
+        EXAMPLES_DIR,
+        example_name,
+        has_own_examples,
+        recorded_answers,
+        reserved_example,
+        workflow_named,
     )
     from rimthan_workflow_registry.run.host_binding import (
         binding_drift,
@@ -143,6 +147,8 @@ __all__ = [
     "reserved_example",
     "example_name",
     "ANSWERS_EXAMPLE",
+    "CONFIRMED_STATE_EXAMPLE",
+    "EXAMPLES_DIR",
     "check_reports",
     "check_reports_size",
     "describe",
@@ -205,18 +211,20 @@ _HOME = {
     "build_step_payload": "rimthan_workflow_registry.run.step_payload",
     "changed_fields": "rimthan_workflow_registry.run.confirmed_state",
     "check_examples": "rimthan_workflow_registry.run.catalogue_examples",
-    "recorded_answers": "rimthan_workflow_registry.run.catalogue_examples",
-    "reserved_example": "rimthan_workflow_registry.run.catalogue_examples",
-    "example_name": "rimthan_workflow_registry.run.catalogue_examples",
-    "ANSWERS_EXAMPLE": "rimthan_workflow_registry.run.catalogue_examples",
+    "recorded_answers": "rimthan_workflow_registry.run.example_layout",
+    "reserved_example": "rimthan_workflow_registry.run.example_layout",
+    "example_name": "rimthan_workflow_registry.run.example_layout",
+    "ANSWERS_EXAMPLE": "rimthan_workflow_registry.run.example_layout",
+    "CONFIRMED_STATE_EXAMPLE": "rimthan_workflow_registry.run.example_layout",
+    "EXAMPLES_DIR": "rimthan_workflow_registry.run.example_layout",
     "check_reports": "rimthan_workflow_registry.run.validation_bundle",
     "check_reports_size": "rimthan_workflow_registry.run.validation_bundle",
     "describe": "rimthan_workflow_registry.run.audit",
     "describe_available": "rimthan_workflow_registry.run.requirements",
     "ending_of": "rimthan_workflow_registry.run.run_ending",
     "harness_adapter": "rimthan_workflow_registry.run.host_binding",
-    "has_own_examples": "rimthan_workflow_registry.run.catalogue_examples",
-    "workflow_named": "rimthan_workflow_registry.run.catalogue_examples",
+    "has_own_examples": "rimthan_workflow_registry.run.example_layout",
+    "workflow_named": "rimthan_workflow_registry.run.example_layout",
     "host_blockers": "rimthan_workflow_registry.run.host_binding",
     "input_digest": "rimthan_workflow_registry.run.validation_bundle",
     "issue_bundle": "rimthan_workflow_registry.run.validation_bundle",

@@ -1,17 +1,12 @@
 """A catalogue's worked examples (``examples/``), checked at build as a harness submitting them would be.
 
-A workflow's examples are the files of its folder, ``examples/<workflow-id>/``,
-when the source has one, else of ``examples/`` itself (the layout of a
-catalogue with one workflow, which every packaged catalogue keeps):
-``confirmed-state.json`` (the values a decision owner confirms) and one
-``<artifact-id>.json`` or ``<artifact-id>.md`` per output of a gated step
-(not ``workspace-manifest``, which the harness generates), and, for a
-workflow that asks questions, ``answers.json`` (the answer the owner gives to
-each question, by its field: what a scripted harness answers). Every example
-present is checked with the run's own checks - the confirmed-state schema and
-its size bound, and ``prepare_step_validation``'s artifact checks (size, each
-step's total, strict JSON, the output's schema) - so an example that would be
-refused at prepare is refused at build, with the code prepare would give.
+Where a workflow's examples are and what each is called is ``example_layout``'s.
+Every example present is checked with the run's own checks - the
+confirmed-state schema and its size bound, and ``prepare_step_validation``'s
+artifact checks (size, each step's total, strict JSON, the output's schema) -
+so an example that would be refused at prepare is refused at build, with the
+code prepare would give; a file of the examples folder no workflow takes, or
+an output whose example name is the worked example's own, is refused too.
 
 Build only: no workflow references an example, the loader never reads one, so
 a release signed before this check keeps loading and serving. The verdict
@@ -23,25 +18,31 @@ jsonschema nor the run's checks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rimthan_workflow_registry.canonical import sha256_hex
 from rimthan_workflow_registry.errors import CatalogueError, FailureCode, RegistryError, closest_name
 from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.limits import first_not_utf8, save_as_utf8_step
-from rimthan_workflow_registry.release.catalogue import (
-    WORKSPACE_MANIFEST_ARTIFACT,
-    OutputDeclaration,
-    Question,
-    StepDefinition,
-    WorkflowDefinition,
-)
-from rimthan_workflow_registry.release.catalogue_parse import parse_catalogue_manifest, parse_workflow
-from rimthan_workflow_registry.release.format import CATALOGUE_MANIFEST_NAME
-from rimthan_workflow_registry.release.paths import path_problem
+from rimthan_workflow_registry.release.catalogue import WORKSPACE_MANIFEST_ARTIFACT, OutputDeclaration, StepDefinition
 from rimthan_workflow_registry.release.schema_checks import SCHEMA_CHECKS, validator_version
+from rimthan_workflow_registry.run.example_layout import (
+    ANSWERS_EXAMPLE,
+    CONFIRMED_STATE_EXAMPLE,
+    EXAMPLES_DIR,
+    RESERVED_EXAMPLES,
+    WorkflowExamples,
+    answers_problem,
+    example_name,
+    example_names,
+    example_stem,
+    examples_folder,
+    is_readme,
+    questions,
+    recorded_answers,
+    reserved_example,
+)
 
 if TYPE_CHECKING:
     from rimthan_workflow_registry.failures import Failure
@@ -49,16 +50,6 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_schema import CatalogueSchema
     from rimthan_workflow_registry.run.stray_example import StrayExample
 
-EXAMPLES_DIR = "examples"
-CONFIRMED_STATE_EXAMPLE = "confirmed-state.json"
-README_NAMES = frozenset({"readme", "readme.md", "readme.txt"})
-"""A file of the examples folder with one of these names (any case) is documentation, no example: it ships,
-signed, as a README anywhere in a source does, and is neither checked nor refused as a stray example."""
-ANSWERS_EXAMPLE = "answers.json"  # {question field: the answer the example's owner gives}
-RESERVED_EXAMPLES = {CONFIRMED_STATE_EXAMPLE: "confirmed state", ANSWERS_EXAMPLE: "answers"}
-"""The worked example's own files, and what each holds: no output's example may have one of these names (a JSON
-output ``confirmed-state`` or ``answers`` would), or a file of that name could be either."""
-_EXTENSIONS = {"application/json": "json", "text/markdown": "md"}
 CHECKER_SUFFIX = ":examples"  # the checks' memory: a new rule, a new suffix (old passes void)
 _KEY_TEXT = compact_encoder(sort_keys=True, ensure_ascii=True)
 
@@ -71,110 +62,6 @@ class Schemas(Protocol):
 
     @property
     def validators(self) -> Mapping[str, CatalogueSchema]: ...
-
-
-@dataclass(frozen=True, eq=False, repr=False)  # never compared, hashed or shown (test_build_dataclasses)
-class WorkflowExamples:
-    """The example files of one workflow: its folder and, of the names it could hold, those the source has."""
-
-    workflow: WorkflowDefinition
-    folder: str
-    paths: frozenset[str]
-
-    def files(self) -> list[str]:
-        """The example files the workflow has: its confirmed state's and each gated output's, where present."""
-        return [path for path in (self.path(name) for name in example_names(self.workflow)) if path is not None]
-
-    def path(self, name: str) -> str | None:
-        """``<folder>/<name>`` when the source has it, else ``None``."""
-        path = f"{self.folder}/{name}"
-        return path if path in self.paths else None
-
-
-def examples_folder(workflow_id: str, paths: Iterable[str]) -> str:
-    """``examples/<workflow_id>`` when the source holds a file there, else ``examples``."""
-    inside = (p.removeprefix(f"{EXAMPLES_DIR}/") for p in paths if p.startswith(f"{EXAMPLES_DIR}/"))
-    return f"{EXAMPLES_DIR}/{workflow_id}" if has_own_examples(workflow_id, inside) else EXAMPLES_DIR
-
-
-def has_own_examples(workflow_id: str, example_paths: Iterable[str]) -> bool:
-    """Whether a workflow's examples are those of ``<workflow_id>/``: a file of the examples folder lies in it.
-
-    ``example_paths``: the files under the examples folder, relative to it (``<workflow_id>/findings.md``).
-    The one rule of where a workflow's examples are, for the build and for a harness reading them from disk.
-    """
-    own = f"{workflow_id}/"
-    return any(p.startswith(own) and not is_readme(p) for p in example_paths)
-
-
-def workflow_named(name: str, read: Callable[[str], bytes]) -> str:
-    """The id of the workflow ``name`` (its id or one of its entry aliases) names in a catalogue, whose files
-    ``read`` returns by path (``catalogue.toml`` and the workflow files it lists): the workflow whose examples a
-    start by that name is scripted from. ``name`` itself when no workflow has it (the verifier refuses that start).
-
-    Parsed with the catalogue's own parsers: CatalogueError for a file that does not parse or an unsafe path.
-    """
-    info, _ = parse_catalogue_manifest(read(CATALOGUE_MANIFEST_NAME))
-    for path in info["workflows"]:
-        problem = path_problem(path)
-        if problem is not None:
-            raise CatalogueError(FailureCode.CATALOGUE_INVALID, f"catalogue.toml lists {path!r}: {problem}", path=path)
-        workflow = parse_workflow(read(path), path)
-        if name in workflow.names:
-            return workflow.id
-    return name
-
-
-def is_readme(path: str) -> bool:
-    """Whether ``path`` names a README (``README``, ``README.md``, ``README.txt``, any case): documentation."""
-    return path.rpartition("/")[2].lower() in README_NAMES
-
-
-def example_names(workflow: WorkflowDefinition) -> list[str]:
-    """The names a workflow's examples may have: its confirmed state's, its answers' (if it asks) and each output's."""
-    answers = [ANSWERS_EXAMPLE] if questions(workflow) else []
-    return [CONFIRMED_STATE_EXAMPLE, *answers] + [
-        example_name(o.id, o.media_type)
-        for s in workflow.steps
-        for o in s.outputs
-        if o.id != WORKSPACE_MANIFEST_ARTIFACT
-    ]
-
-
-def questions(workflow: WorkflowDefinition) -> dict[str, Question]:
-    """The questions a workflow asks, by the field each sets."""
-    return {s.question.field: s.question for s in workflow.steps if s.question is not None}
-
-
-def recorded_answers(document: Any) -> dict[str, Any]:
-    """The answers an ``answers.json`` document records, by question field; ValueError unless it is an object."""
-    if not isinstance(document, dict):
-        raise ValueError("it is not a JSON object of answers by question field")
-    return dict(document)
-
-
-def answers_problem(workflow: WorkflowDefinition, answers: Mapping[str, Any]) -> str | None:
-    """Why recorded answers would not answer ``workflow``'s questions (a field it never asks, a value no choice is),
-    or None."""
-    asked = questions(workflow)
-    for field, value in answers.items():
-        question = asked.get(field)
-        if question is None:
-            return f"{field!r} is no question of workflow {workflow.key} (its questions: {', '.join(sorted(asked))})"
-        if not any(type(c) is type(value) and c == value for c in question.choices):
-            return f"{value!r} is not one of the choices of {field!r} ({', '.join(map(str, question.choices))})"
-    return None
-
-
-def example_name(artifact_id: str, media_type: str) -> str:
-    """The file name of an artifact's example: ``<artifact-id>.json`` or ``<artifact-id>.md``."""
-    return f"{artifact_id}.{_EXTENSIONS.get(media_type, 'md')}"
-
-
-def reserved_example(artifact_id: str, media_type: str) -> str | None:
-    """The worked example's own file an artifact's example name would collide with (``RESERVED_EXAMPLES``), or None."""
-    name = example_name(artifact_id, media_type)
-    return name if name in RESERVED_EXAMPLES else None
 
 
 def refuse_reserved_outputs(examples: WorkflowExamples) -> None:
@@ -196,7 +83,7 @@ def refuse_reserved_outputs(examples: WorkflowExamples) -> None:
                     f"worked example in {examples.folder}/{taken}, the file of the worked example's "
                     f"{RESERVED_EXAMPLES[taken]}: one file cannot be both",
                     f"rename output {output.id!r} in {examples.workflow.source} to an id other than "
-                    f"{' or '.join(_stem(n) for n in RESERVED_EXAMPLES)} (such as {output.id}-record), and its "
+                    f"{' or '.join(example_stem(n) for n in RESERVED_EXAMPLES)} (such as {output.id}-record), and its "
                     "example file with it",
                 )
 
@@ -250,13 +137,9 @@ def _stray(path: str, expected: Mapping[str, set[str]], every: list[str]) -> Str
     folder, _, name = path.rpartition("/")
     if folder not in expected:
         return StrayExample(path, closest_name(path, every))
-    stems = {_stem(known): known for known in sorted(expected[folder])}  # a wrong extension is a near miss too
-    meant = closest_name(_stem(name), stems)
+    stems = {example_stem(known): known for known in sorted(expected[folder])}  # a wrong extension is a near miss too
+    meant = closest_name(example_stem(name), stems)
     return StrayExample(path, f"{folder}/{stems[meant]}" if meant else None)
-
-
-def _stem(name: str) -> str:
-    return name.rpartition(".")[0] or name
 
 
 def refuse_stray_examples(catalogue: Catalogue, paths: frozenset[str]) -> None:
