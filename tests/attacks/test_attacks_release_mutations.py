@@ -64,7 +64,7 @@ import pytest
 import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rimthan_workflow_mcp.loading import LoadedRelease, load_release
+from rimthan_workflow_mcp.loading import LoadedRelease, ReleaseLoader, load_release
 from rimthan_workflow_mcp.prompts import PromptCatalogue
 from rimthan_workflow_mcp.provider import ReleaseProvider
 from rimthan_workflow_mcp.resources import ResourceCatalogue
@@ -323,7 +323,7 @@ def packager_would_write(release: VerifiedRelease) -> None:
 
 def prompts_and_resources_serve(loaded: LoadedRelease, pristine: Pristine) -> None:
     """Every prompt and resource of a served release lists and reads through the server's catalogues."""
-    provider = ReleaseProvider(trust=pristine.trust, keyring=loaded.keyring, active=loaded)
+    provider = ReleaseProvider(ReleaseLoader(pristine.trust, loaded.keyring), loaded)
     prompts = PromptCatalogue(provider)
     for prompt in prompts.list_prompts():
         assert prompts.get(prompt.name, {"arguments": "x"}).messages

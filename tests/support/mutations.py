@@ -38,8 +38,8 @@ from typing import Any
 import tomli_w
 from rimthan_host.harness import ToolCaller, WorkflowHarness
 from rimthan_host.protocol import HarnessError, ToolRefused, protocol_result
-from rimthan_workflow_mcp.loading import LoadedRelease
-from rimthan_workflow_mcp.provider import ReleaseProvider
+from rimthan_workflow_mcp.loading import LoadedRelease, ReleaseLoader
+from rimthan_workflow_mcp.provider import ProviderOptions, ReleaseProvider
 from rimthan_workflow_mcp.server import call_tool, runtime_state
 from rimthan_workflow_mcp.workflow_engine import WorkflowEngineQueryModule
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
@@ -162,7 +162,8 @@ def served(release: VerifiedRelease, trust: TrustStore, migration_target: Verifi
 
     active = LoadedRelease(release, keyring, module)
     target = None if migration_target is None else LoadedRelease(migration_target, keyring, module)
-    state = runtime_state(ReleaseProvider(trust=trust, keyring=keyring, active=active, migration_target=target))
+    options = ProviderOptions(migration_target=target)
+    state = runtime_state(ReleaseProvider(ReleaseLoader(trust, keyring), active, options))
 
     async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         result = call_tool(state, name, arguments)

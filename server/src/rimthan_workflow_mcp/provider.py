@@ -23,8 +23,8 @@ pinned run can resume); such a release is never activated.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -58,6 +58,7 @@ _log = get_logger("provider")
 
 __all__ = [
     "LoadedRelease",
+    "ProviderOptions",
     "RefreshResult",
     "Rejection",
     "ReleaseProvider",
@@ -70,41 +71,41 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class ProviderOptions:
+    """How a provider starts, besides what loads its releases (its ``ReleaseLoader``) and its active release."""
+
+    migration_target: LoadedRelease | None = None  # --migration-target, held beside the active release
+    others: tuple[LoadedRelease, ...] = ()  # the active releases of the other catalogues served
+    releases_dir: Path | None = None  # what a refresh scans
+    floor: ActivationFloor | None = None  # None: no activation floor kept
+    follow_directory: bool = False  # a refresh activates catalogues that appear in releases_dir
+    migrate_to_newest: bool = False
+
+
 class ReleaseProvider:
     """Every verified release the server holds, the active one per catalogue, and the migration target."""
 
-    def __init__(
-        self,
-        *,
-        trust: TrustStore,
-        keyring: CheckpointKeyring,
-        active: LoadedRelease,
-        migration_target: LoadedRelease | None = None,
-        releases_dir: Path | None = None,
-        floor: ActivationFloor | None = None,
-        module_factory: ModuleFactory = engine_module,
-        others: Iterable[LoadedRelease] = (),
-        follow_directory: bool = False,
-        migrate_to_newest: bool = False,
-    ) -> None:
-        self.trust = trust
+    def __init__(self, loader: ReleaseLoader, active: LoadedRelease, options: ProviderOptions | None = None) -> None:
+        options = options or ProviderOptions()
+        self.trust = loader.trust
         self.trust_path: Path | None = None  # set by serve: every refresh re-reads the trust store from here
-        self.keyring = keyring
-        self.releases_dir = releases_dir
-        self.floor = floor or ActivationFloor(None)
-        self.follow_directory = follow_directory
-        self.migrate_to_newest = migrate_to_newest
-        self._module_factory = module_factory
+        self.keyring = loader.keyring
+        self.releases_dir = options.releases_dir
+        self.floor = options.floor or ActivationFloor(None)
+        self.follow_directory = options.follow_directory
+        self.migrate_to_newest = options.migrate_to_newest
+        self._module_factory = loader.module_factory
         self._lock = threading.Lock()
         self._primary = active.catalogue
         actives = {active.catalogue: active}
-        for other in others:
+        for other in options.others:
             actives.setdefault(other.catalogue, other)
         self._actives: Mapping[str, LoadedRelease] = MappingProxyType(actives)
-        self._migration_target = migration_target
+        self._migration_target = options.migration_target
         held = {loaded.digest: loaded for loaded in actives.values()}
-        if migration_target is not None:
-            held.setdefault(migration_target.digest, migration_target)
+        if self._migration_target is not None:
+            held.setdefault(self._migration_target.digest, self._migration_target)
         self._held: Mapping[str, LoadedRelease] = MappingProxyType(held)
         self._reported: set[tuple[str, str]] = set()
         self._distrusted = Distrusted()  # held releases found untrusted, verified again when they change
@@ -160,15 +161,7 @@ class ReleaseProvider:
             target = loader.load(migration_target_dir, expected_scope=active.scope_name, migration=True)
         if record_floor:
             floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
-        provider = cls(
-            trust=trust,
-            keyring=keyring,
-            active=active,
-            migration_target=target,
-            releases_dir=where,
-            floor=floor,
-            module_factory=module_factory,
-        )
+        provider = cls(loader, active, ProviderOptions(migration_target=target, releases_dir=where, floor=floor))
         provider._hold_older_releases()
         return provider
 
@@ -226,17 +219,14 @@ class ReleaseProvider:
                 path=str(releases_dir),
                 details={"rejected": [r.to_dict() for r in rejected]},
             )
-        provider = cls(
-            trust=trust,
-            keyring=keyring,
-            active=actives[0],
-            others=actives[1:],
+        options = ProviderOptions(
+            others=tuple(actives[1:]),
             releases_dir=releases_dir,
             floor=floor,
-            module_factory=module_factory,
             follow_directory=True,
             migrate_to_newest=migrate_to_newest,
         )
+        provider = cls(loader, actives[0], options)
         provider.start_rejections = provider.not_activated = tuple(rejected)
         provider._reported = {(r.path, r.code) for r in rejected}
         provider._hold_older_releases()
