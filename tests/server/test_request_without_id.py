@@ -2,7 +2,8 @@
 
 JSON-RPC reads such a message as a notification: ``rimthan-mcp serve`` over Streamable HTTP accepts it (202,
 no body) and, as the spec requires, answers nothing and runs nothing. Before, nothing said so anywhere; now one
-warning line (``CALL_WITHOUT_ID``, naming the method) per session, or, stateless, per client host. A real
+warning line (``CALL_WITHOUT_ID``, naming the method) per session, or, stateless, per client host. Over stdio
+(one client) the line is said once per process (``stdio_guard.CALL_WITHOUT_ID``); it was silent there. A real
 server process and raw POSTs (no SDK client sends a request without an id); a second client host
 (127.0.0.2, a loopback source address) marks where the first one's line would have been.
 """
@@ -12,13 +13,16 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import subprocess
 import urllib.parse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from rimthan_workflow_mcp import stdio_guard
 from rimthan_workflow_mcp.http_shape import CALL_WITHOUT_ID
 from support.processes import HttpServer
-from support.servers import ServerWorld, http_server, serve_args
+from support.servers import RIMTHAN_MCP, ServerWorld, http_server, serve_args, server_env
 from test_server_http import INITIALIZE
 
 WAIT = 60.0
@@ -101,3 +105,25 @@ def test_with_sessions_a_call_without_id_is_named_once_per_session(sessions: Htt
     assert status == 200, headers
     told = _after_the_other_host_is_told(sessions, headers["mcp-session-id"])
     assert [line["method"] for line in told] == ["tools/call"] * 3, told  # two sessions, and the other host's
+
+
+def test_over_stdio_a_call_without_id_is_named_once_and_the_next_request_answered(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """The installed console script over pipes: two requests without an id (a ``tools/call``, a ``tools/list``),
+    one warning naming the first; the request with an id after them is answered, and nothing else is."""
+    args = serve_args(mcp_world, mcp_world.built["1.2.0"], state_dir=tmp_path / "state")[2:]  # after "-m MODULE"
+    lines = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, CALL]
+    lines += [{"jsonrpc": "2.0", "method": "tools/list"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    done = subprocess.run(
+        [RIMTHAN_MCP, *args],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=server_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [INITIALIZE["id"], 2]
+    said = [json.loads(line) for line in done.stderr.splitlines() if stdio_guard.CALL_WITHOUT_ID in line]
+    assert [(line["level"], line["method"]) for line in said] == [("warning", "tools/call")], done.stderr

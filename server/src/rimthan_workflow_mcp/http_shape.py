@@ -39,6 +39,8 @@ from .message_shape import (
     BATCH_REFUSED,
     ID_UNUSABLE,
     NOT_A_MESSAGE,
+    NOTIFICATION_PREFIX,
+    call_without_id,
     invalid_request,
     not_a_message,
     top_level_keys,
@@ -52,12 +54,8 @@ NOTIFICATION_TOO_LARGE = (
     f"the message is a notification or a response past {SCREEN_BYTES // 1024} KiB: the ones a client sends this "
     "server are far smaller (it sends no requests to answer); send requests with a string or integer id"
 )
-CALL_WITHOUT_ID = (
-    "a request came without an id, so JSON-RPC reads it as a notification: accepted (202), not answered, "
-    "nothing run; give each request a string or integer id (said once per session)"
-)
+CALL_WITHOUT_ID = call_without_id("accepted (202)")
 TOLD_AT_MOST = 4096  # the sessions (or stateless clients) remembered as told; one forgotten is told again
-NOTIFICATION_PREFIX = "notifications/"
 _log = get_logger("transport")
 
 

@@ -37,6 +37,17 @@ ID_UNUSABLE = (
     "the request's id is neither a string nor an integer (MCP requires one of those, never null): "
     "give each request a string or integer id"
 )
+NOTIFICATION_PREFIX = "notifications/"  # the notifications MCP defines: a request without an id is any other method
+
+
+def call_without_id(taken: str) -> str:
+    """The log line for a request sent without an id, read as a notification; ``taken``: what the transport did."""
+    return (
+        f"a request came without an id, so JSON-RPC reads it as a notification: {taken}, not answered, "
+        "nothing run; give each request a string or integer id (said once per session)"
+    )
+
+
 NOT_A_MESSAGE = (
     'the message is JSON but no JSON-RPC message (an object with "jsonrpc": "2.0", a string "method" and, '
     "for a request, a string or integer id): send one JSON-RPC message object"

@@ -15,7 +15,9 @@ as :data:`LINE_PAST_BOUND` and its id, and is answered with ``Invalid
 Request`` naming the bound. Valid JSON that is no JSON-RPC message (a batch,
 a number, ...) and a request whose id is neither a string nor an integer
 (which the SDK reads as a notification) get an ``Invalid Request`` too
-(``message_shape``). Other exceptions pass through. A subclass may read a refused line
+(``message_shape``). A request sent without an id (``tools/call`` with no ``id``), which JSON-RPC reads as a
+notification and nothing answers or runs, is named in the log once (``CALL_WITHOUT_ID``: a stdio server has one
+client), as over HTTP once per session. Other exceptions pass through. A subclass may read a refused line
 a second way first (:meth:`AnsweringStream.reread`: the host bridge reads
 lone surrogates and deeper nesting with Python's parser, to refuse them as
 tool arguments naming their path).
@@ -40,6 +42,8 @@ from .message_shape import (
     BATCH_REFUSED,
     ID_UNUSABLE,
     NOT_A_MESSAGE,
+    NOTIFICATION_PREFIX,
+    call_without_id,
     has_top_level_id,
     invalid_request,
     not_a_message,
@@ -80,6 +84,14 @@ def _raw_input(exc: Exception) -> str | None:
 
 
 REPLACEMENT_CHARACTER = "\ufffd"
+CALL_WITHOUT_ID = call_without_id("read")
+
+
+def _request_without_id(message: types.JSONRPCMessage) -> str | None:
+    """The method of a request sent without an id (a notification no MCP notification names), else None."""
+    if isinstance(message, types.JSONRPCNotification) and not message.method.startswith(NOTIFICATION_PREFIX):
+        return message.method
+    return None
 
 
 def too_long_error_for(raw: str) -> types.JSONRPCError:
@@ -153,6 +165,7 @@ class AnsweringStream(ReadingStream):
         self._source = source
         self._write_stream = write_stream
         self._lines = lines
+        self._told_without_id = False  # CALL_WITHOUT_ID said: once for the one client
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
@@ -169,6 +182,7 @@ class AnsweringStream(ReadingStream):
         """What reaches the server for ``item`` (read from ``line``), or the answer that refuses it."""
         if isinstance(item, SessionMessage):
             if not _notification_with_id(item.message, line):
+                self._tell_if_without_id(item.message)
                 return item
             _log.warning("line refused: a request id neither a string nor an integer")
             return invalid_request(ID_UNUSABLE)
@@ -191,6 +205,12 @@ class AnsweringStream(ReadingStream):
         answer = parse_error_for(raw)
         _log.warning("line refused by the JSON parser", extra={"id": answer.id})
         return answer
+
+    def _tell_if_without_id(self, message: types.JSONRPCMessage) -> None:
+        method = _request_without_id(message)
+        if method is not None and not self._told_without_id:
+            self._told_without_id = True
+            _log.warning(CALL_WITHOUT_ID, extra={"method": method})
 
     def reread(self, raw: str) -> SessionMessage | None:
         """The message a refused line holds when read another way; ``None`` (here: always) answers it."""
