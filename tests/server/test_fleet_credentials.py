@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from support.oci import pack
 from support.processes import HttpServer, http_server_process
+from support.refusals import refusal
 from support.registry import LocalRegistry, docker_config, start_registry
 from support.servers import RIMTHAN_MCP, server_env
 
@@ -107,3 +109,24 @@ def test_a_credential_rotated_in_a_file_is_used_at_the_next_refresh_from_every_f
         assert done[-2]["active"] == "research-decision@1.2.0", (name, done)
         assert done[-2]["sync_failed"]["code"] == "oci_unauthorized", (name, done)
         assert done[-1]["outcome"] == "activated" and done[-1]["active"] == "research-decision@1.3.0", (name, done)
+
+
+def test_credentials_refused_with_nothing_held_exit_1_in_one_true_refusal(
+    tmp_path: Path, packaged_releases: dict[str, Path], trust: Path
+) -> None:
+    """A fresh replica whose password the registry refuses holds nothing to serve: it exits 1 with the refusal
+    (oci_unauthorized, where credentials come from). Before, a warning "registry refused our credentials; serving
+    what is held" came just before it, though nothing was held and nothing was served."""
+    registry = start_registry(tmp_path / "registry", users={USER: OLD})
+    try:
+        _push(registry, packaged_releases["1.2.0"], trust, tmp_path, OLD)
+        env = _clean_env(tmp_path / "a", RIMTHAN_REGISTRY_USERNAME=USER, RIMTHAN_REGISTRY_PASSWORD="a guess")
+        done = subprocess.run(_replica(registry, tmp_path / "a", trust), capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL, timeout=120)  # fmt: skip
+    finally:
+        registry.stop()
+    assert done.returncode == 1, done.stderr
+    said = refusal(done.stderr)  # nothing before it: no line says a release is served
+    assert said.error.startswith("error: oci_unauthorized: "), said
+    assert "nothing could be pulled from" in said.error and "holds no release to serve meanwhile" in said.error, said
+    assert said.next.startswith("give credentials the registry accepts: "), said

@@ -43,9 +43,11 @@ bytes and apply the same rules.
 from __future__ import annotations
 
 import errno
+import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,6 +183,10 @@ class RegistryFollower:
         under_way = self._under_way is not None
         self._stop.stop()
         return str(self.ref) if under_way else None
+
+    def failure_events(self) -> frozenset[str]:
+        """The warnings a failing sync starts with, each saying the replica serves what it holds (or will retry)."""
+        return frozenset(kind.started for kind in (self._outage, self._credentials, self._disk, self._pulls))
 
     def watch(self, watcher: Callable[[], None]) -> None:
         """Call ``watcher`` (in the syncing thread) as each sync begins and as it ends: /healthz's transitions."""
@@ -407,9 +413,30 @@ def start_following(
         )
     releases_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_downloads(releases_dir)
-    follower.sync()
-    _nothing_held(follower)
+    with _kept_back(follower.failure_events()) as kept:
+        follower.sync()
+    _nothing_held(follower)  # raises: the lines kept back ("serving what is held") would be false; its refusal says why
+    for record in kept:  # something is held: they are true
+        _log.handle(record)
     return follower
+
+
+@contextmanager
+def _kept_back(events: frozenset[str]) -> Iterator[list[logging.LogRecord]]:
+    """The records of ``events`` logged in the block, kept back from the log (the caller logs them if true)."""
+    kept: list[logging.LogRecord] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        if record.msg in events:
+            kept.append(record)
+            return False
+        return True
+
+    _log.addFilter(keep)
+    try:
+        yield kept
+    finally:
+        _log.removeFilter(keep)
 
 
 def _repository(reference: str) -> OciReference:
