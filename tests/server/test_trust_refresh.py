@@ -417,3 +417,45 @@ def test_an_older_release_refused_for_its_signer_is_held_once_co_signed_in_place
     assert _events(refused)["older release not held"]["error"]["code"] == "signature_untrusted", refused
     assert _events(held)["older release held for pinned runs"]["release"] == "research-decision@1.2.0", held
     assert held["active"] == "research-decision@1.3.0", held
+
+
+def test_a_restarted_server_refuses_a_run_pinned_to_a_release_it_dropped_as_untrusted_the_same_way(
+    keys: Keys, tmp_path: Path
+) -> None:
+    """A run pinned to 1.2.0 (signed by the old key only); 1.3.0 signed by the new key activated; the old key
+    removed: the refresh drops 1.2.0 and the pinned run is refused as untrusted (``details.untrusted``). Only the
+    running process knew it: after a restart the same call got "put it back in the releases directory", though the
+    release was there. Now the restarted server, finding the directory refused for its signatures alone, refuses
+    the run the same way, and never serves it."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+
+    async def pinned(server: HttpServer) -> dict[str, Any]:
+        async with http_client_for(server.url) as client:
+            run = harness(client_caller(client), tmp_path / "project")
+            result = await run.run(await run.start("research", initial_version="1.2.0"), until_step="interview")
+            _publish(keys, "1.3.0-new", releases)
+            trust_dir(trust, keys.new)
+            assert _refresh(server)["activated"] == ["research-decision@1.3.0"]
+            (trust / keys.old.public_path.name).unlink()
+            _refresh(server)
+            arguments["call"] = {"checkpoint": result.wire["checkpoint"], "confirmed_state": run.state.projection()}
+            return await _continue(server, arguments["call"])
+
+    async def _continue(server: HttpServer, call: dict[str, Any]) -> dict[str, Any]:
+        async with http_client_for(server.url) as client:
+            refused = await client.call_tool("rimthan.continue_workflow", call)
+        error: dict[str, Any] = refused.structured_content["error"]
+        return error
+
+    arguments: dict[str, dict[str, Any]] = {}
+    with _serve(tmp_path, trust) as server:
+        before = anyio.run(pinned, server)
+    with _serve(tmp_path, trust) as server:
+        after = anyio.run(_continue, server, arguments["call"])
+        said = server.stderr()
+    assert before["details"]["untrusted"] is True, before
+    assert after["code"] == before["code"] == "pinned_release_unavailable", after
+    assert after["details"] == before["details"] and after["next"] == before["next"], (before, after)
+    assert "its trust store no longer vouches for the release's signatures" in after["message"], after
+    assert '"older release not held"' in said and "signature_untrusted" in said, said

@@ -17,6 +17,7 @@ from .file_looks import ReleaseLook, release_look
 from .loading import LoadedRelease, ReleaseLoader, unverifiable
 from .logs import get_logger
 from .release_scan import release_dir_version
+from .trust_refresh import Distrusted
 
 _log = get_logger("provider")
 
@@ -51,8 +52,9 @@ class OlderReleases:
     a refresh verifies only an older release that appeared or changed since.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, distrusted: Distrusted) -> None:
         self._looked_at: set[tuple[str, ReleaseLook]] = set()  # directories tried: path, how it looked
+        self._distrusted = distrusted  # told of one refused only as untrusted
 
     def forget(self) -> None:
         """Try every directory again (the trust store changed: one it refused may verify now)."""
@@ -74,7 +76,7 @@ class OlderReleases:
                 version = release_dir_version(path, catalogue)
                 if version is None or semver_key(version) >= semver_key(current.version) or not self._first_look(path):
                     continue
-                loaded = _load_older(path, current, loader)
+                loaded = _load_older(path, current, loader, self._distrusted)
                 if loaded is not None and loaded.digest not in now:
                     now[loaded.digest] = loaded
                     if announce:
@@ -91,11 +93,14 @@ class OlderReleases:
         return first
 
 
-def _load_older(path: Path, current: LoadedRelease, loader: ReleaseLoader) -> LoadedRelease | None:
+def _load_older(
+    path: Path, current: LoadedRelease, loader: ReleaseLoader, distrusted: Distrusted
+) -> LoadedRelease | None:
     try:
         return loader.load(path, expected_scope=current.scope_name)
     except RegistryError as exc:
         _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
+        distrusted.found_on_disk(path, exc.to_dict())
     except Exception as exc:  # nothing in the releases directory may stop a server from starting
         _log.warning("older release not held", extra={"path": str(path), "error": unverifiable(path, exc).to_dict()})
     return None

@@ -110,7 +110,7 @@ class ReleaseProvider:
         self._reported: set[tuple[str, str]] = set()
         self._distrusted = Distrusted()  # held releases found untrusted, verified again when they change
         self._gone: set[str] = set()  # digests of held releases whose directory is gone, already warned of
-        self._older = OlderReleases()  # older release directories tried for pinned runs
+        self._older = OlderReleases(self._distrusted)  # older release directories tried for pinned runs
         self.start_rejections: tuple[Rejection, ...] = ()
         # releases in releases_dir newer than their catalogue's active one that the last start or refresh did not
         # activate (a full state directory, a corrupt copy), and why: /healthz says them
@@ -229,6 +229,7 @@ class ReleaseProvider:
         provider = cls(loader, actives[0], options)
         provider.start_rejections = provider.not_activated = tuple(rejected)
         provider._reported = {(r.path, r.code) for r in rejected}
+        provider._found_untrusted(rejected)
         provider._hold_older_releases()
         return provider
 
@@ -258,7 +259,8 @@ class ReleaseProvider:
         return self._held.get(manifest_digest)
 
     def distrusted(self, manifest_digest: str) -> bool:
-        """Whether that release was held until the trust store stopped vouching for it (a signing key removed)."""
+        """Whether that release was held until the trust store stopped vouching for it (a signing key removed), or
+        its directory was refused for that alone (at start too: a restart says the same)."""
         return self._distrusted.holds(manifest_digest)
 
     def active_for_workflow(self, name: object) -> LoadedRelease:
@@ -393,6 +395,7 @@ class ReleaseProvider:
                 activated.append((current, loaded))
                 break
         self.not_activated = tuple(rejected)
+        self._found_untrusted(rejected)
         rejected = [*refused, *rejected]
         if activated:
             previous, first = activated[0]
@@ -421,6 +424,11 @@ class ReleaseProvider:
             self._distrusted.remember(loaded)
         dropped = {loaded.digest for loaded in untrusted if loaded.digest not in serving}
         self._held = MappingProxyType({d: loaded for d, loaded in self._held.items() if d not in dropped})
+
+    def _found_untrusted(self, rejected: list[Rejection]) -> None:
+        """Remember each release directory refused only because the trust store does not vouch for it."""
+        for rejection in rejected:
+            self._distrusted.found_on_disk(Path(rejection.path), rejection.error)
 
     def _co_signed_on_disk(self, loaded: LoadedRelease) -> bool:
         """Whether ``loaded`` was co-signed on disk since it was loaded; if so it is held (and served) as that."""

@@ -17,16 +17,30 @@ A release found untrusted (dropped, or an active one still served) is
 remembered with its directory's look (``Distrusted``): co-signed only after
 the key was removed (keys/README's rotation done in the other order), it is
 verified again at the first refresh after its directory or its signatures
-changed, and held and served as trusted again without a restart.
+changed, and held and served as trusted again without a restart. A release
+directory refused at load (or at a refresh) only because the store does not
+vouch for its signatures is remembered by its manifest's digest
+(:meth:`Distrusted.found_on_disk`), never held: after a restart a run pinned
+to it gets the same untrusted refusal as before the restart, not "put it back".
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import RegistryError
-from rimthan_workflow_registry.release import TrustStore, load_trust
+from rimthan_workflow_registry.release import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    NOT_TRUSTED,
+    TrustStore,
+    load_trust,
+)
+from rimthan_workflow_registry.small_files import read_small_file
 
 from .file_looks import ReleaseLook, release_look
 from .loading import LoadedRelease, Rejection, load_release
@@ -105,13 +119,22 @@ class Distrusted:
     """Held releases the trust store stopped vouching for, each with how its directory looked then."""
 
     entries: dict[str, tuple[LoadedRelease, ReleaseLook]] = field(default_factory=dict)
+    on_disk: set[str] = field(default_factory=set)  # manifest digests of directories refused as untrusted only
 
     def remember(self, loaded: LoadedRelease) -> None:
         self.entries[loaded.digest] = (loaded, release_look(Path(loaded.release.root)))
 
+    def found_on_disk(self, path: Path, error: Mapping[str, Any]) -> None:
+        """Remember the release directory ``path`` refused with ``error`` when the trust store's not vouching for
+        its signatures is all that was found (never held: the refusal of a run pinned to it says so)."""
+        digest = _untrusted_digest(path, error)
+        if digest is not None:
+            self.on_disk.add(digest)
+
     def holds(self, digest: str) -> bool:
-        """Whether the release with manifest digest ``digest`` was dropped (or is served) as untrusted."""
-        return digest in self.entries
+        """Whether the release with manifest digest ``digest`` was dropped (or is served) as untrusted, or was
+        refused as untrusted in the releases directory."""
+        return digest in self.entries or digest in self.on_disk
 
     def trusted_again(self, trust: TrustStore, *, changed: bool) -> list[LoadedRelease]:
         """Those that verify again under ``trust``, looked at when the store ``changed`` (a key put back) or their
@@ -127,3 +150,18 @@ class Distrusted:
                 del self.entries[digest]
                 again.append(found)
         return again
+
+
+def _untrusted_digest(path: Path, error: Mapping[str, Any]) -> str | None:
+    """The digest of ``path``'s manifest when every failure in ``error`` (its code, ``details.also``) is one of
+    the store's not vouching (``NOT_TRUSTED``); else, or when the manifest cannot be read whole, None."""
+    details = error.get("details")
+    also = details.get("also") if isinstance(details, dict) else None
+    codes = {error.get("code"), *(e.get("code") for e in also or () if isinstance(e, dict))}
+    if not codes <= {code.value for code in NOT_TRUSTED}:
+        return None
+    try:
+        data = read_small_file(path / MANIFEST_NAME, MAX_MANIFEST_BYTES)
+    except OSError:
+        return None
+    return digest_bytes(data) if len(data) <= MAX_MANIFEST_BYTES else None

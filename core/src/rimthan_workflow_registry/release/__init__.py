@@ -105,6 +105,7 @@ if TYPE_CHECKING:
         CATALOGUE_MANIFEST_NAME,
         CHECKSUMS_NAME,
         MANIFEST_NAME,
+        MAX_MANIFEST_BYTES,
         OPEN_NOFOLLOW,
         RELEASE_DIR_NAME,
         SIGNATURES_DIR,
@@ -178,6 +179,7 @@ if TYPE_CHECKING:
         canonical_form_version,
     )
     from rimthan_workflow_registry.release.schema_vocabulary import check_schema_keywords
+    from rimthan_workflow_registry.release.signature_check import NOT_TRUSTED
     from rimthan_workflow_registry.release.trust import (
         MAX_KEY_FILE_BYTES,
         TrustStore,
@@ -227,6 +229,8 @@ __all__ = [
     "FILE_LAYER_TYPE",
     "MANIFEST_LAYER_TYPE",
     "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
+    "NOT_TRUSTED",
     "OCI_MANIFEST_TYPE",
     "OPEN_NOFOLLOW",
     "RELEASE_ANNOTATION",
@@ -333,7 +337,9 @@ _HOME = {
     "LoadedCatalogue": "rimthan_workflow_registry.release.loader",
     "MANIFEST_LAYER_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "MANIFEST_NAME": "rimthan_workflow_registry.release.format",
+    "MAX_MANIFEST_BYTES": "rimthan_workflow_registry.release.format",
     "Manifest": "rimthan_workflow_registry.release.format",
+    "NOT_TRUSTED": "rimthan_workflow_registry.release.signature_check",
     "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "OPEN_NOFOLLOW": "rimthan_workflow_registry.release.format",
     "OciReference": "rimthan_workflow_registry.release.oci",

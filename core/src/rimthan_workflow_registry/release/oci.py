@@ -62,10 +62,11 @@ from .oci_bounds import (
 from .oci_bounds import request_deadline as _request_deadline
 from .oci_client import guarded, open_registry, registry_call
 from .oci_client import refusal as _refuse
-from .oci_install import NOT_TRUSTED, Expected, install_release
+from .oci_install import Expected, install_release
 from .oci_limits import MAX_LAYER_BYTES, MAX_LAYERS, MAX_TOTAL_BYTES
 from .oci_stop import check_stop
 from .paths import path_problem, path_set_problem
+from .signature_check import NOT_TRUSTED
 from .trust import TrustStore
 from .verified import VerifiedRelease
 from .verify import verify_release

@@ -34,6 +34,7 @@ from ..errors import FailureCode, RegistryError, refusal_line, shell_word
 from ..remediation import local_io
 from .format import MANIFEST_NAME, SIGNATURES_DIR
 from .oci_client import refusal as _refuse
+from .signature_check import NOT_TRUSTED
 from .trust import TrustStore
 from .verified import VerifiedRelease
 from .verify import verify_release
@@ -41,8 +42,6 @@ from .verify import verify_release
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _NO_EXCHANGE = frozenset({errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP})
-# A copy refused for these is intact as far as its signatures go: the trust store no longer vouches for it.
-NOT_TRUSTED = frozenset({FailureCode.SIGNATURE_UNTRUSTED, FailureCode.SIGNATURE_THRESHOLD_NOT_MET})
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ from rimthan_workflow_registry.release.tree_walk import ReleaseTree
 from rimthan_workflow_registry.release.trust import TrustStore
 from rimthan_workflow_registry.release.verified import failure_at, read_small
 
+# A release refused for these alone is intact as far as its signatures go: the trust store does not vouch for it.
+NOT_TRUSTED = frozenset({FailureCode.SIGNATURE_UNTRUSTED, FailureCode.SIGNATURE_THRESHOLD_NOT_MET})
+
 
 def check_signatures(
     root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore, require_threshold: bool = True
