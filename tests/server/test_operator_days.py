@@ -7,6 +7,7 @@ and talks to it with the MCP SDK client, the way an operator and a host would.
 
 from __future__ import annotations
 
+import http.client
 import json
 import shutil
 import signal
@@ -349,6 +350,74 @@ def test_sigterm_drains_the_call_in_flight_then_exits_0(world: ServerWorld, tmp_
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
     assert b'"serverInfo"' in answer
     assert status == 0
+
+
+def _raw_post(parts: Any, message: dict[str, Any]) -> tuple[bytes, bytes]:
+    """A POST's head and body, as raw bytes."""
+    body = json.dumps(message).encode()
+    head = (
+        f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    return head, body
+
+
+def _open_session(parts: Any) -> str:
+    """An initialized 2025-11-25 session's id."""
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        head = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        connection.request("POST", parts.path, json.dumps(INITIALIZE), head)
+        response = connection.getresponse()
+        response.read()
+        sid = response.getheader("mcp-session-id")
+        assert response.status == 200 and sid, response.status
+        head |= {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+        connection.request("POST", parts.path, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                           head)  # fmt: skip
+        initialized = connection.getresponse()
+        initialized.read()
+        assert initialized.status == 202, initialized.status
+        return sid
+    finally:
+        connection.close()
+
+
+def test_sigterm_with_a_get_stream_open_and_a_body_never_finished_says_the_call_cut_off(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """With --http-sessions, a session's GET stream the client never closes is no call: the server ends it and
+    exits 0. A call whose body never finishes is still in flight at the drain's deadline and is cancelled: the
+    last line said "calls in flight were answered" all the same; now it says one call was cut off."""
+    releases = tmp_path / "releases"
+    world.publish("1.3.0", releases)
+    with console_server(_serve(world, releases, tmp_path / "state", "--http-sessions")) as server:
+        parts = urlsplit(server.url)
+        address = (parts.hostname, parts.port)
+        with (
+            socket.create_connection(address, timeout=60) as stream,
+            socket.create_connection(address, timeout=60) as call,
+        ):
+            sid = _open_session(parts)
+            headers = f"Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+            stream.sendall(f"GET {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAccept: text/event-stream\r\n"
+                           f"{headers}\r\n".encode())  # fmt: skip
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += stream.recv(65536) or b"\r\n\r\n"
+            assert answer.startswith(b"HTTP/1.1 200"), answer  # the session's GET stream, open
+            head, body = _raw_post(parts, {**INITIALIZE, "id": 2})
+            call.sendall(head + body[:10])  # a call in flight: the rest of its body never comes
+            seen = len(server.lines)
+            server.process.send_signal(signal.SIGTERM)
+            status = server.process.wait(timeout=60)  # the GET stream and the unfinished call still open
+            while stream.recv(65536):  # the process is gone: its end of the GET stream is closed
+                pass
+        server.wait_for("rimthan-mcp: stopped", after=seen)
+    assert status == 0
+    stopped = [line for line in server.lines[seen:] if line.startswith("rimthan-mcp: stopped")]
+    assert stopped == ["rimthan-mcp: stopped: 1 call(s) in flight still unanswered after 10 s were cancelled "
+                       "(answered HTTP 500)\n"], server.stderr()  # fmt: skip
 
 
 def test_invalid_utf8_and_non_json_lines_on_stdio_get_a_parse_error(world: ServerWorld, tmp_path: Path) -> None:

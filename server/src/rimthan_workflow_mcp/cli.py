@@ -361,7 +361,7 @@ def serve(
                     "answered (others get 421)"
                     + ("" if allowed_hosts else "; add --allowed-host NAME for the name clients use")
                 )
-            anyio.run(
+            stopped_http = anyio.run(
                 lambda: serve_http(
                     app,
                     provider,
@@ -375,7 +375,7 @@ def serve(
                     watch=watch,
                 )
             )
-            say("stopped: calls in flight were answered")
+            say(stopped_http)
     except KeyboardInterrupt:
         say("interrupted; stopped")
         sys.exit(ExitStatus.INTERRUPTED)

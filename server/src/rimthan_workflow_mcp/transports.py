@@ -26,6 +26,7 @@ stops the server (nothing more can reach it).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import signal
 import socket
@@ -281,12 +282,22 @@ class _DrainingServer(uvicorn.Server):
     finish (up to ``DRAIN_SECONDS``), exit 0. uvicorn re-raises the signal after its graceful shutdown,
     which made the process die with 143; SIGINT (Ctrl-C) keeps that behaviour and exits 130. Open listen
     streams are ended with their result first: they are no call to wait for, and would hold the stop back;
-    so is a follower's sync under way (``stop_syncs``): stopped at once, not waited for."""
+    so is a follower's sync under way (``stop_syncs``): stopped at once, not waited for. ``cut_off``: the calls
+    still running at the drain's deadline, which uvicorn cancels (their clients get its 500)."""
 
     def __init__(self, config: uvicorn.Config, watch: ListingWatch | None, provider: ReleaseProvider) -> None:
         super().__init__(config)
         self._watch = watch
         self._provider = provider
+        self.cut_off = 0
+
+    async def _wait_tasks_to_complete(self) -> None:
+        """uvicorn's wait for the calls in flight, cancelled at the drain's deadline: count those cut off."""
+        try:
+            await super()._wait_tasks_to_complete()
+        except asyncio.CancelledError:
+            self.cut_off = len(self.server_state.tasks)
+            raise
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
@@ -320,8 +331,8 @@ async def serve_http(
     sessions: bool = False,
     stale_after: float | None = None,
     watch: ListingWatch | None = None,
-) -> None:
-    """Serve Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM.
+) -> str:
+    """Serve Streamable HTTP at ``binding.url`` until SIGINT/SIGTERM; the line that says how it stopped.
 
     Stateless by default. ``sessions`` gives 2025-11-25 clients an
     ``Mcp-Session-Id`` and server-to-client SSE streams (``GET``) - held in
@@ -365,3 +376,14 @@ async def serve_http(
         finally:
             starting_over()  # serving is over: SIGTERM's default action again
         tg.cancel_scope.cancel()
+    return http_stopped(server.cut_off)
+
+
+def http_stopped(cut_off: int) -> str:
+    """How serving over HTTP ended: every call in flight answered, or ``cut_off`` cancelled at the drain's end."""
+    if not cut_off:
+        return "stopped: calls in flight were answered"
+    return (
+        f"stopped: {cut_off} call(s) in flight still unanswered after {DRAIN_SECONDS} s were cancelled "
+        "(answered HTTP 500)"
+    )
