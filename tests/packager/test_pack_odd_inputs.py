@@ -10,6 +10,7 @@ stdin closed and a timeout: a command that waits on a FIFO fails the test.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from support.refusals import Refusal, refusal
-from support.releases import KeyPair, build_release, make_keypair, scaffold_source
+from support.releases import KeyPair, build_release, make_keypair, scaffold_source, trust_dir
 
 BIN = Path(sys.executable).parent
 HANG_SECONDS = 30  # far above any of these refusals; a command still running then is waiting on a FIFO
@@ -133,6 +134,23 @@ def test_checkpoint_keys_that_are_a_fifo_or_huge_are_refused(kind: str, tmp_path
         expected = "not a regular file" if kind == "fifo" else "over 1048576 bytes"
         assert found.code == "key_invalid" and expected in found.error, found
     assert keys.is_fifo() if kind == "fifo" else keys.stat().st_size == 1024**3  # never replaced
+
+
+@pytest.mark.parametrize("file", ["manifest", "checkpoint-keys"])
+def test_a_byte_that_is_not_utf8_is_named_at_its_line_not_in_pythons_words(
+    file: str, release: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Was "not valid JSON: 'utf-8' codec can't decode byte 0xff in position 17: invalid start byte"."""
+    copy = tmp_path / release.name
+    shutil.copytree(release, copy)
+    target = copy / "manifest.json" if file == "manifest" else tmp_path / "checkpoint-keys.json"
+    target.write_bytes(b'{\n  "format": "\xff"}')
+    if file == "manifest":
+        found = refused(run("rimthan-pack", "verify", copy, "--trust", trust_dir(tmp_path / "trust", signer)))
+    else:
+        found = refused(run("rimthan-mcp", "keys", "list", "--checkpoint-keys", target))
+    assert found.code == ("manifest_invalid" if file == "manifest" else "key_invalid"), found
+    assert found.error.endswith("not valid JSON: byte 0xff at line 2, column 14 (byte offset 15) is not UTF-8"), found
 
 
 def test_keygen_with_an_empty_prefix_is_a_usage_mistake(tmp_path: Path) -> None:

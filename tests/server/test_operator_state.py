@@ -374,6 +374,35 @@ def test_a_key_file_not_as_keys_writes_it_is_refused_in_one_line(tmp_path: Path,
         assert (state / "checkpoint-keys.json").read_text("utf-8") == content  # never rewritten
 
 
+_NOT_AN_ENTRY = "is not an object of exactly an id and a key"
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        (_key_file(keys=[{"id": "ck-new", "key": _KEY}, 7]), f"keys[1] {_NOT_AN_ENTRY}"),
+        (_key_file(archived=["ck-gone"]), f"archived[0] {_NOT_AN_ENTRY}"),
+        (_key_file(keys=[{"id": "ck-new", "key": _KEY, "note": "x"}]), f"keys[0] {_NOT_AN_ENTRY}"),
+        (_key_file(retierd=["ck-old"]), "unknown member(s) 'retierd'"),  # ck-old stayed live
+        (_key_file(keys=[{"id": "ck-new", "key": _KEY.rstrip("=")}]), "keys: key 'ck-new' is not base64 (Incorrect"),
+    ],
+    ids=["entry-a-number", "archived-entry-a-string", "entry-member-unknown", "member-misspelt", "key-unpadded"],
+)
+def test_a_key_file_of_another_shape_is_refused_in_its_own_words(
+    tmp_path: Path, document: dict[str, Any], reason: str
+) -> None:
+    """Was "'int' object is not subscriptable" (Python's words), or a misspelt member read as absent."""
+    state = tmp_path / "state"
+    state.mkdir()
+    content = json.dumps(document)
+    (state / "checkpoint-keys.json").write_text(content, "utf-8")
+    for command in (["list"], ["rotate"]):
+        line = _one_line(_mcp("keys", *command, "--state-dir", state))
+        assert line.startswith(f"error: key_invalid: {state / 'checkpoint-keys.json'}: cannot read checkpoint keys: "
+                               f"{reason}"), line  # fmt: skip
+        assert (state / "checkpoint-keys.json").read_text("utf-8") == content  # never rewritten
+
+
 def test_a_state_dir_that_is_a_file_is_named_as_such(world: ServerWorld, tmp_path: Path) -> None:
     not_a_dir = tmp_path / "state"
     not_a_dir.write_text("oops\n", encoding="utf-8")

@@ -50,6 +50,16 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _utf8_text(data: bytes, *, where: str, code: FailureCode) -> str:
+    """``data`` decoded; bytes that are not UTF-8 refused at their line and column, not in Python's words."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        from rimthan_workflow_registry.not_utf8 import not_utf8_at  # only for bytes that are not UTF-8
+
+        raise RegistryError(code, f"{NOT_JSON_PREFIX}{not_utf8_at(data, exc.start)} is not UTF-8", path=where) from None
+
+
 def parse_strict_json(
     data: bytes | str,
     *,
@@ -70,15 +80,15 @@ def parse_strict_json(
     duplicate check (a Python call per object) is then left out.
     """
     hook = None if known_canonical else _no_duplicates
+    text = data if isinstance(data, str) else _utf8_text(data, where=where, code=code)
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
         value = json.loads(text, object_pairs_hook=hook, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where) from None
     except DuplicateKeyError as exc:
         dup_code = FailureCode.MANIFEST_DUPLICATE_KEY if code is FailureCode.MANIFEST_INVALID else code
         raise RegistryError(dup_code, str(exc), path=where) from None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except ValueError as exc:
         raise RegistryError(code, f"{NOT_JSON_PREFIX}{exc}", path=where) from None
     if depth_checked and depth_exceeds(value, max_depth):
         raise RegistryError(code, too_deep_message("the JSON", max_depth), path=where)

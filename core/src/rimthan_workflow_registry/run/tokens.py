@@ -53,6 +53,8 @@ BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
 ALGORITHM = "HS256"
 KEY_BYTES = 32
 KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
+_FILE_MEMBERS = frozenset({"format", "signing_key_id", "keys", "retired", "archived"})  # what save() writes
+_ENTRY_MEMBERS = frozenset({"id", "key"})
 _HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
 _EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
 _UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
@@ -101,16 +103,25 @@ def _key_list(entries: Any, member: str) -> dict[str, bytes]:
     if not isinstance(entries, list):
         raise ValueError(f"{member} is not a list")
     keys: dict[str, bytes] = {}
-    for entry in entries:
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or set(entry) != _ENTRY_MEMBERS:
+            raise ValueError(f"{member}[{index}] is not an object of exactly an id and a key")
         kid, key = entry["id"], entry["key"]
         if not _is_key_id(kid) or not isinstance(key, str):
             raise ValueError(f"{member}: an entry's id is not a key id or its key is not base64 text")
         if kid in keys:
             raise ValueError(f"{member}: key id {kid!r} is listed twice")
-        keys[kid] = base64.b64decode(key, validate=True)
+        keys[kid] = _key_bytes(key, member, kid)
         if len(keys[kid]) < KEY_BYTES:  # archived keys too: audit verifies with them
             raise ValueError(f"{member}: key {kid!r} is shorter than {KEY_BYTES} bytes")
     return keys
+
+
+def _key_bytes(text: str, member: str, kid: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError as exc:  # binascii.Error: bad padding, a character outside base64
+        raise ValueError(f"{member}: key {kid!r} is not base64 ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,8 @@ class CheckpointKeyring:
     def _from_json(cls, raw: Any) -> CheckpointKeyring:
         if not isinstance(raw, dict) or raw.get("format") != KEYRING_FORMAT:
             raise ValueError(f"format is not {KEYRING_FORMAT}")
+        if unknown := sorted(set(raw) - _FILE_MEMBERS):  # a misspelt "retired" would leave its keys live
+            raise ValueError(f"unknown member(s) {', '.join(map(repr, unknown))}")
         keys, archived = _key_list(raw["keys"], "keys"), _key_list(raw.get("archived", []), "archived")
         retired = raw.get("retired", [])
         if not isinstance(retired, list) or not all(_is_key_id(k) for k in retired):
