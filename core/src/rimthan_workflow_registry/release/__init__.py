@@ -57,7 +57,9 @@ Modules, in the order a release is read:
     verdict, jsonschema-rs's speed); ``schema_refs`` keeps every ``$ref``
     inside its own schema, so no check ever fetches anything;
     ``schema_vocabulary`` (build only) refuses a keyword Draft 2020-12 does
-    not define (a misspelling), allowing the author's ``x-`` annotations.
+    not define (a misspelling), allowing the author's ``x-`` annotations;
+    ``schema_patterns`` refuses a schema pattern whose matching can backtrack
+    exponentially (build and load).
 ``oci`` / ``oci_artifact`` / ``oci_install`` / ``oci_client`` / ``oci_bounds`` / ``oci_stop`` / ``oci_limits`` /
 ``oci_unpullable``
     A release pushed as one OCI manifest (``oci_artifact``: its layout, rendered

@@ -177,7 +177,8 @@ def _text_size_problem(path: str, data: bytes) -> CatalogueError | None:
 
 
 def check_schemas(schemas: Mapping[str, Any]) -> None:
-    """Every JSON Schema the catalogue uses is valid Draft 2020-12, refers only to itself, and uses checked formats.
+    """Every JSON Schema the catalogue uses is valid Draft 2020-12, refers only to itself, uses checked formats, and
+    has no pattern whose matching can backtrack exponentially.
 
     jsonschema is imported only when there is a schema to check: a rebuild whose
     schemas all passed before (``schema_checks``) never loads it.
@@ -185,6 +186,7 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
     if not schemas:
         return
     from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
+    from rimthan_workflow_registry.release.schema_patterns import backtracking_pattern
     from rimthan_workflow_registry.release.schema_refs import unresolved_reference
 
     checkable = set(Draft202012Validator.FORMAT_CHECKER.checkers)
@@ -195,7 +197,9 @@ def check_schemas(schemas: Mapping[str, Any]) -> None:
         except Exception as exc:  # jsonschema.SchemaError, or a bad $ref
             problem: str | None = f"not a valid Draft 2020-12 schema: {_schema_problem(exc)}"
         else:
-            problem = unresolved_reference(schema) or _unchecked_formats(schema, checkable)
+            problem = (
+                unresolved_reference(schema) or _unchecked_formats(schema, checkable) or backtracking_pattern(schema)
+            )
         if problem is not None:  # each schema that fails is a failure of its own
             failures.append(CatalogueError(FailureCode.SCHEMA_INVALID, problem, path=path))
     if failures:
