@@ -194,6 +194,20 @@ def test_a_manifest_with_a_key_written_twice_is_refused(world: World, tmp_path: 
     assert refused(world, ref, tmp_path / "out") is FailureCode.OCI_ARTIFACT_INVALID
 
 
+def test_a_layer_title_with_a_lone_surrogate_is_refused_in_one_line(world: World, tmp_path: Path) -> None:
+    """Was a UnicodeEncodeError traceback from the installed ``rimthan-pack pull``: the title named its file."""
+    publish(world, "attack/surrogate", "1.2.0")
+    ref = world.registry.ref("attack/surrogate", "1.2.0")
+    parsed = parse_reference(ref)
+    _, manifest = fetch_manifest(open_registry(parsed, plain_http=True), parsed)
+    catalogue_layer(manifest)["annotations"][TITLE] += "\ud800"
+    put_raw_manifest(ref, json.dumps(manifest).encode("ascii"))  # the title as the escape \ud800
+    out = tmp_path / "out"
+    line = one_line_error(pull(ref, world.trust_path, out), "oci_artifact_invalid")
+    assert "lone surrogate in path" in line, line
+    assert not out.exists() or list(out.iterdir()) == [], list(out.iterdir())
+
+
 def test_a_huge_layer_is_refused_before_it_is_downloaded(world: World, tmp_path: Path) -> None:
     publish(world, "attack/huge", "1.2.0")
     huge = add_blob(world.registry.ref("attack/huge", "x"), "catalogue/assets/huge.md", b"x" * (MAX_LAYER_BYTES + 1))

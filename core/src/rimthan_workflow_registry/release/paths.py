@@ -25,6 +25,7 @@ from itertools import repeat
 
 MAX_PATH_LENGTH = 1024
 _CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone surrogate (a JSON \ud800 escape): not UTF-8
 _DOT_SEGMENT = re.compile(r"(?:^|/)\.{1,2}(?:/|$)")
 # _CONTROL_CHARACTER but NUL, one string each: for paths joined by NUL (counted apart), each searched for at
 # C speed (a regular expression over 10,000 joined paths took 4-13 ms, these scans take 1 ms in all)
@@ -36,7 +37,7 @@ def path_problem(path: str) -> str | None:
     """Why ``path`` may not name a catalogue file, or ``None`` if it is safe.
 
     Safe means: relative POSIX, no ``.``/``..``/empty segments, no backslash,
-    no control characters, NFC-normalised, not overlong. Such a path cannot
+    no control characters or lone surrogates, NFC-normalised, not overlong. Such a path cannot
     escape the release directory and means the same on every filesystem.
     """
     if not path:
@@ -49,6 +50,8 @@ def path_problem(path: str) -> str | None:
         return "backslash in path"
     if _CONTROL_CHARACTER.search(path):
         return "control character in path"
+    if _SURROGATE.search(path):
+        return "lone surrogate in path (not UTF-8)"
     if not unicodedata.is_normalized("NFC", path):
         return "path is not NFC-normalised"
     if "//" in path or path.endswith("/"):
