@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 _PROBES = frozenset(chr(c) for c in range(128)) | frozenset("é\u00a0中\u2028\U0001f600")
@@ -210,11 +211,17 @@ def _chars(op: Any, av: Any) -> _Chars:
     if name == "ANY":
         return _ALL - {"\n"}
     if name == "IN":
-        return frozenset(c for c in _PROBES if _in_set(av, c))
+        return _in_chars(tuple(av))
     raise _Unsure
 
 
-def _in_set(items: list[Any], char: str) -> bool:
+@cache
+def _in_chars(items: tuple[Any, ...]) -> _Chars:
+    """The probe characters a character set matches (a schema's patterns repeat a few sets many times)."""
+    return frozenset(c for c in _PROBES if _in_set(items, c))
+
+
+def _in_set(items: tuple[Any, ...], char: str) -> bool:
     negate, hit = False, False
     for op, av in items:
         name = str(op)
