@@ -75,6 +75,20 @@ def test_an_activation_floor_that_is_a_fifo_is_refused_never_waited_on(
     assert (state / "activation-floor.json").is_fifo()  # left as it was
 
 
+def test_a_schema_check_cache_that_is_a_fifo_is_never_waited_on(served: tuple[Path, Path], tmp_path: Path) -> None:
+    """Found by fuzzing the state directory: ``serve`` blocked opening schema-checks.json, a FIFO, for ever.
+
+    The cache only saves checks, so a FIFO there holds no passes: the release is checked in full and served.
+    """
+    release, trust = served
+    state = tmp_path / "state"
+    state.mkdir()
+    os.mkfifo(state / "schema-checks.json")
+    done = _mcp("serve", "--release", release, "--trust", trust, "--state-dir", state)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr  # stdin closed: served, then ended
+    assert "transport stdio" in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("command", ["check", "serve"])
 @pytest.mark.parametrize("link", ["dangling", "loop"])
 def test_an_activation_floor_link_that_leads_nowhere_is_refused_never_read_as_no_floor(

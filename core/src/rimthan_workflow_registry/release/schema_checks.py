@@ -34,10 +34,12 @@ from functools import cache
 from pathlib import Path
 
 from ..canonical import sha256_hex
+from ..small_files import read_small_file
 
 SCHEMA_CHECKS_FILE = "schema-checks.json"
 _FORMAT = "rimthan.schema-checks/1"
 _MAX_ENTRIES = 4096  # a bound on the file; a server sees a handful of catalogues
+_MAX_FILE_BYTES = 4 * 1024 * 1024  # _MAX_ENTRIES keys as _write writes them, several times over
 METASCHEMA = "https://json-schema.org/draft/2020-12/schema"  # what catalogue_rules.check_schemas checks against
 # What check_schemas checks beside the metaschema: a new rule, a new name (old passes void).
 SCHEMA_RULES = "local-refs+linear-patterns"
@@ -154,8 +156,10 @@ class SchemaCheckCache:
 
 
 def _read(path: Path) -> set[str]:
+    """The keys a well-formed cache file holds; anything else (a FIFO, never waited on; a huge file) holds none."""
     try:
-        document = json.loads(path.read_text("utf-8"))
+        data = read_small_file(path, _MAX_FILE_BYTES)
+        document = json.loads(data.decode("utf-8")) if len(data) <= _MAX_FILE_BYTES else None
     except (OSError, ValueError, RecursionError):  # RecursionError: nesting deeper than the stack (a serve crashed)
         return set()
     if not isinstance(document, dict) or document.get("format") != _FORMAT:
