@@ -26,6 +26,7 @@ import datetime
 import ipaddress
 import json
 import os
+import random
 import shutil
 import socket
 import ssl
@@ -64,11 +65,29 @@ def require_registry() -> str:
     return binary
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+FIRST_PORT = 10000  # below it, the ports of the services a machine may run
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's ephemeral range.
+
+    Whoever is given the port binds it later (a registry once its process starts, again after a restart; a
+    walkthrough's replica several commands on). A port the kernel handed out for ``bind(0)`` could meanwhile go
+    to any server started with ``--port 0`` (another xdist worker starts them all the time): that bind then fails.
+    The kernel never picks a port outside its ephemeral range on its own, so only another caller of this picking
+    the same one at random could take it.
+    """
+    low, high = (int(n) for n in EPHEMERAL_RANGE.read_text("ascii").split())
+    ports = [*range(FIRST_PORT, low), *range(high + 1, 65536)]
+    for port in random.SystemRandom().sample(ports, min(len(ports), 200)):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port outside {low}-{high} in 200 tries")
 
 
 _CONFIG = """version: 0.1
