@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from support.checked_client import CheckedClient
 
-WAIT_SECONDS = 30.0
+WAIT_SECONDS = 120.0  # a hang guard only: a follower on a loaded 2-core machine once took over 30 s to start
 LISTENING = r"listening on (http://\S+)"
 
 
@@ -51,18 +51,27 @@ def serve_module_args(release: Path, trust: Path, state_dir: Path, **options: An
 
 
 def wait_for_line(
-    lines: Callable[[], list[str]], pattern: str, *, after: int = 0, timeout: float = WAIT_SECONDS
+    lines: Callable[[], list[str]],
+    pattern: str,
+    *,
+    after: int = 0,
+    timeout: float = WAIT_SECONDS,
+    ended: Callable[[], bool] = lambda: False,
 ) -> re.Match[str]:
-    """The first line (from index ``after``) matching ``pattern``; AssertionError on timeout."""
+    """The first line (from index ``after``) matching ``pattern``; AssertionError on timeout, or at once when
+    ``ended()`` says no line can come any more (the process exited and its stderr was read to the end)."""
     deadline = time.monotonic() + timeout
     regex = re.compile(pattern)
     while time.monotonic() < deadline:
+        over = ended()  # before reading the lines: a line read last is still seen
         for line in lines()[after:]:
             match = regex.search(line)
             if match:
                 return match
+        if over:
+            raise AssertionError(f"ended without a stderr line matching {pattern!r}:\n{''.join(lines())}")
         time.sleep(0.05)
-    raise AssertionError(f"no stderr line matched {pattern!r}:\n{''.join(lines())}")
+    raise AssertionError(f"no stderr line matched {pattern!r} within {timeout:g} s:\n{''.join(lines())}")
 
 
 @dataclass
@@ -126,7 +135,7 @@ def http_server_process(
     reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
     reader.start()
     try:
-        match = wait_for_line(lambda: lines, LISTENING, timeout=timeout)
+        match = wait_for_line(lambda: lines, LISTENING, timeout=timeout, ended=lambda: not reader.is_alive())
         yield HttpServer(process=process, url=match.group(1), lines=lines)
     finally:
         stop(process)
