@@ -80,7 +80,8 @@ def free_port() -> int:
     """
     low, high = (int(n) for n in EPHEMERAL_RANGE.read_text("ascii").split())
     ports = [*range(FIRST_PORT, low), *range(high + 1, 65536)]
-    for port in random.SystemRandom().sample(ports, min(len(ports), 200)):
+    tries: list[int] = random.SystemRandom().sample(ports, min(len(ports), 200))
+    for port in tries:
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
