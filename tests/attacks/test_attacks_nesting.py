@@ -218,7 +218,10 @@ def test_the_clis_refuse_deep_releases_in_one_line(tmp_path: Path, signer: KeyPa
     resign_release(deep_schema, [signer], edit=_deeper_schema_text)
     for release, code in ((deep_manifest, "manifest_invalid"), (deep_schema, "schema_invalid")):
         verify = subprocess.run(
-            ["rimthan-pack", "verify", str(release), "--trust", str(trust)], capture_output=True, text=True, timeout=120
+            [str(Path(sys.executable).parent / "rimthan-pack"), "verify", str(release), "--trust", str(trust)],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         _one_line_refusal(verify, code)
         serve = subprocess.run(
@@ -264,7 +267,10 @@ def test_a_deep_or_huge_trust_file_is_refused_in_one_line(tmp_path: Path, signer
     assert big.value.code is FailureCode.TRUST_STORE_INVALID and str(MAX_TRUST_FILE_BYTES) in big.value.message
     release = _release(tmp_path, signer, "trusted")
     verify = subprocess.run(
-        ["rimthan-pack", "verify", str(release), "--trust", str(deep)], capture_output=True, text=True, timeout=120
+        [str(Path(sys.executable).parent / "rimthan-pack"), "verify", str(release), "--trust", str(deep)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     _one_line_refusal(verify, "trust_store_invalid")
 

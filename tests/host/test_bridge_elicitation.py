@@ -24,7 +24,6 @@ from support.bridge import as_shown, audit, bridge_params, check_replies, stand_
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
-ANSWER_SECONDS = 20.0
 NEW_FACTS = {"risk_tolerance": "medium", "stakeholders": ["CTO", "Backend team leads"]}
 
 
