@@ -91,8 +91,8 @@ def test_a_migration_fact_offers_its_choices_and_the_pick_is_migrated(
     message, form = person.forms["risk_tolerance"]
     # before: {"type": "boolean", "title": "Confirm", ...}, "Confirm risk_tolerance for this run:\nmedium"
     assert form == {"type": "string", "title": "risk_tolerance", "enum": ["low", "medium", "high"], "default": "medium"}
-    assert message.startswith("Confirm risk_tolerance for the migration to research-decision@1.3.0: the model passed "
-                              "medium. Pick the value that is right: low, medium, high.\nrisk_tolerance: How much "
+    assert message.startswith("Confirm risk_tolerance for the migration to research-decision@1.3.0. The model passed:"
+                              "\nmedium\nPick the value that is right: low, medium, high.\nrisk_tolerance: How much "
                               "downside the owner accepts"), message  # fmt: skip
     assert person.forms["stakeholders"][1]["type"] == "boolean"  # (a list: confirmed as passed, yes or no)
     assert "The user chose risk_tolerance = high (you passed medium)." in moved.text, moved.text
@@ -114,7 +114,7 @@ def test_start_facts_offer_their_type_and_the_value_given_starts_the_run(world: 
     message, form = person.forms["objective"]
     passed = "Should we replace our self-hosted PostgreSQL with a managed service before Q3?"
     assert form == {"type": "string", "title": "objective", "default": passed, "minLength": 1, "maxLength": 500}
-    assert message.startswith(f"Confirm objective to start research: the model passed {passed}. Check the value, "
+    assert message.startswith(f"Confirm objective to start research. The model passed:\n{passed}\nCheck the value, "
                               "or correct it (string).\nobjective: The decision to make"), message  # fmt: skip
     assert f"The user chose objective = {objective} (you passed {passed})." in started.text, started.text
     assert _state(tmp_path / "project")["state"]["objective"] == objective
@@ -140,7 +140,7 @@ def test_mid_run_facts_offer_their_type_and_the_verifier_still_checks_the_value(
     refused, moved, declined = _run(world, tmp_path, "legacy", person, moves)
     message, form = person.forms["deadline"]
     assert form == {"type": "string", "title": "deadline", "default": "2026-04-30", "format": "date"}
-    assert message.startswith("Confirm deadline at step interview: the model passed 2026-04-30."), message
+    assert message.startswith("Confirm deadline at step interview. The model passed:\n2026-04-30\n"), message
     # the value the person gave is what the verifier checks: fail closed, nothing recorded
     assert refused.is_error and refused.data["status"] == "facts_refused", refused.text
     assert "Nothing was recorded: the verifier refused the facts deadline" in refused.text, refused.text

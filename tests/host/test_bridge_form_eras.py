@@ -71,8 +71,8 @@ class Person:
 
 
 def _passed(message: str) -> str:
-    """The model's value as the form's message says it ("... the model passed X. Check the value ...")."""
-    return message.split("the model passed ", 1)[1].split(". Check the value", 1)[0]
+    """The model's value as the form's message says it, on its own line after "The model passed:"."""
+    return message.split("The model passed:\n", 1)[1].split("\n", 1)[0]
 
 
 def _run(world: ServerWorld, tmp_path: Path, person: Person) -> str:

@@ -103,7 +103,7 @@ def test_facts_with_a_step_done_before_its_files_are_written_are_put_to_the_pers
         waiting = await model.call("step_done", {"facts": {"deadline": "2027-01-01"}})
         assert waiting.data["status"] == "validators_pending", waiting.text
         (once,) = asked  # once
-        assert once.startswith("Confirm deadline at step desk-research: the model passed 2027-01-01."), asked
+        assert once.startswith("Confirm deadline at step desk-research. The model passed:\n2027-01-01\n"), asked
         await model.follow(waiting, "desk-research")
 
     _as_the_person(world, tmp_path, script)

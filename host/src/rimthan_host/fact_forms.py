@@ -79,7 +79,7 @@ def fact_form(name: str, value: Any, expects: Mapping[str, Any] | None, why: str
 
 def _message(name: str, value: Any, expects: Mapping[str, Any], why: str, todo: str) -> str:
     """Which fact, why it is asked, what the model passed and what the field is (the release's description)."""
-    lines = [f"Confirm {name} {why}: the model passed {shown_exactly(value)}. {todo}"]
+    lines = [f"Confirm {name} {why}. The model passed:", shown_exactly(value), todo]  # (the value on its own line)
     description = expects.get("description")
     if isinstance(description, str) and description:
         lines.append(f"{name}: {description}")
