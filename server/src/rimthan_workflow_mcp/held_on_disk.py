@@ -50,10 +50,12 @@ class OlderReleases:
     that did not verify. Each release directory is tried once (again only if it
     or its signatures directory is replaced or changed: co-signed in place), so
     a refresh verifies only an older release that appeared or changed since.
+    Only the paths in the latest scan are remembered, each with its latest look:
+    a long-running follower replacing directories remembers no more than it holds.
     """
 
     def __init__(self, distrusted: Distrusted) -> None:
-        self._looked_at: set[tuple[str, ReleaseLook]] = set()  # directories tried: path, how it looked
+        self._looked_at: dict[str, ReleaseLook] = {}  # directories tried in the latest scan: how each looked
         self._distrusted = distrusted  # told of one refused only as untrusted
 
     def forget(self) -> None:
@@ -71,6 +73,8 @@ class OlderReleases:
     ) -> dict[str, LoadedRelease]:
         """``held`` and every older release in ``scanned`` not tried before that verifies (``announce``: logged)."""
         now = dict(held)
+        in_scan = {str(path) for paths in scanned.values() for path in paths}
+        self._looked_at = {path: look for path, look in self._looked_at.items() if path in in_scan}
         for catalogue, current in actives.items():
             for path in scanned.get(catalogue, []):
                 version = release_dir_version(path, catalogue)
@@ -87,10 +91,14 @@ class OlderReleases:
         look = release_look(path)
         if look[0] is None:
             return False
-        seen = (str(path), look)
-        first = seen not in self._looked_at
-        self._looked_at.add(seen)
+        first = self._looked_at.get(str(path)) != look
+        self._looked_at[str(path)] = look
         return first
+
+    @property
+    def remembered(self) -> int:
+        """How many release directories are remembered as tried (at most those of the latest scan)."""
+        return len(self._looked_at)
 
 
 def _load_older(
