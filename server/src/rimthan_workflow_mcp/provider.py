@@ -354,6 +354,7 @@ class ReleaseProvider:
             self.trust, untrusted_store = reloaded
             refused += untrusted_store
         failed = self.sync_status().failure if self.sync_status is not None else None
+        self._distrusted.forget_gone()  # a directory refused as untrusted and since deleted: "put it back" now
         result = replace(self._refresh_locked(refused), sync_failed=failed)
         changed = trust_changed(before, self.trust)
         if changed:

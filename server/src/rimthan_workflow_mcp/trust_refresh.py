@@ -22,6 +22,9 @@ directory refused at load (or at a refresh) only because the store does not
 vouch for its signatures is remembered by its manifest's digest
 (:meth:`Distrusted.found_on_disk`), never held: after a restart a run pinned
 to it gets the same untrusted refusal as before the restart, not "put it back".
+It is forgotten at the first refresh after its directory left the releases
+directory (:meth:`Distrusted.forget_gone`): a run pinned to it is then told to
+put it back, as for any release no longer there.
 """
 
 from __future__ import annotations
@@ -119,7 +122,8 @@ class Distrusted:
     """Held releases the trust store stopped vouching for, each with how its directory looked then."""
 
     entries: dict[str, tuple[LoadedRelease, ReleaseLook]] = field(default_factory=dict)
-    on_disk: set[str] = field(default_factory=set)  # manifest digests of directories refused as untrusted only
+    # manifest digests of directories refused as untrusted only, each with those directories
+    on_disk: dict[str, set[Path]] = field(default_factory=dict)
 
     def remember(self, loaded: LoadedRelease) -> None:
         self.entries[loaded.digest] = (loaded, release_look(Path(loaded.release.root)))
@@ -129,7 +133,17 @@ class Distrusted:
         its signatures is all that was found (never held: the refusal of a run pinned to it says so)."""
         digest = _untrusted_digest(path, error)
         if digest is not None:
-            self.on_disk.add(digest)
+            self.on_disk.setdefault(digest, set()).add(path)
+
+    def forget_gone(self) -> None:
+        """Forget each directory remembered by :meth:`found_on_disk` that no longer holds that manifest (deleted,
+        or replaced by another release), and each digest left with none."""
+        for digest, paths in list(self.on_disk.items()):
+            kept = {path for path in paths if _manifest_digest(path) == digest}
+            if kept:
+                self.on_disk[digest] = kept
+            else:
+                del self.on_disk[digest]
 
     def holds(self, digest: str) -> bool:
         """Whether the release with manifest digest ``digest`` was dropped (or is served) as untrusted, or was
@@ -160,6 +174,11 @@ def _untrusted_digest(path: Path, error: Mapping[str, Any]) -> str | None:
     codes = {error.get("code"), *(e.get("code") for e in also or () if isinstance(e, dict))}
     if not codes <= {code.value for code in NOT_TRUSTED}:
         return None
+    return _manifest_digest(path)
+
+
+def _manifest_digest(path: Path) -> str | None:
+    """The digest of the manifest in the release directory ``path``; None when it cannot be read whole."""
     try:
         data = read_small_file(path / MANIFEST_NAME, MAX_MANIFEST_BYTES)
     except OSError:
