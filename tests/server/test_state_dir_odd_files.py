@@ -220,3 +220,25 @@ def test_a_state_directory_the_server_may_write_but_not_read_serves_and_says_wha
     state.chmod(0o700)
     floors = json.loads((state / "activation-floor.json").read_text("utf-8"))["catalogues"]
     assert [e["version"] for e in floors.values()] == ["0.1.0"], floors
+
+
+@pytest.mark.parametrize("copied_from", ["keys", "archived"])
+def test_two_key_ids_holding_the_same_key_are_refused(tmp_path: Path, copied_from: str) -> None:
+    """A key copied under a second id: retiring one id (a leaked key) would leave it signing and verifying runs
+    under the other."""
+    keys = tmp_path / "checkpoint-keys.json"
+    for command in (["rotate"], ["rotate"]):
+        assert _mcp("keys", *command, "--checkpoint-keys", keys).returncode == 0
+    document = json.loads(keys.read_text("utf-8"))
+    if copied_from == "archived":
+        old = next(entry["id"] for entry in document["keys"] if entry["id"] != document["signing_key_id"])
+        assert _mcp("keys", "retire", old, "--checkpoint-keys", keys).returncode == 0
+        document = json.loads(keys.read_text("utf-8"))
+    source = document[copied_from][0]
+    copy = next(entry for entry in document["keys"] if entry["id"] != source["id"])
+    copy["key"] = source["key"]
+    keys.write_text(json.dumps(document), "utf-8")
+    for command in (["list"], ["rotate"]):
+        found = _refused(_mcp("keys", *command, "--checkpoint-keys", keys))
+        assert found.code == "key_invalid" and "hold the same key" in found.error, found
+        assert source["id"] in found.next and copy["id"] in found.next, found

@@ -47,7 +47,7 @@ def read_key_file(path: Path, parse: Callable[[Any], Keys]) -> Keys:
             raise ValueError(f"the file is over {MAX_KEYRING_FILE_BYTES} bytes")
         return parse(parse_strict_json(data, where=str(path), code=FailureCode.KEY_INVALID))
     except KeyringError as exc:
-        raise KeyringError(exc.code, exc.message, path=str(path), next_step=_KEYRING_NEXT) from None
+        raise KeyringError(exc.code, exc.message, path=str(path), next_step=exc.next_step or _KEYRING_NEXT) from None
     except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
         raise _unreadable_keys(path, exc.message) from None
     except OSError as exc:

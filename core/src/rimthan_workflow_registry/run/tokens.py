@@ -34,7 +34,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -117,6 +117,21 @@ def _key_list(entries: Any, member: str) -> dict[str, bytes]:
     return keys
 
 
+def _one_id_per_key(entries: Iterable[tuple[str, bytes]]) -> None:
+    """``key_invalid`` when two ids (live or archived) hold the same key: retiring one would leave it verifying
+    under the other, so a retired (leaked) key would still sign and verify runs."""
+    ids: dict[bytes, str] = {}
+    for kid, key in entries:
+        if key in ids:
+            raise KeyringError(
+                FailureCode.KEY_INVALID,
+                f"key ids {ids[key]!r} and {kid!r} hold the same key: retiring one would leave it live under the other",
+                next_step=f"remove the copied entry ({kid!r} or {ids[key]!r}) from the key file: each id needs a key "
+                "of its own (`rimthan-mcp keys add` makes one)",
+            )
+        ids[key] = kid
+
+
 def _key_bytes(text: str, member: str, kid: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
@@ -175,6 +190,7 @@ class CheckpointKeyring:
             raise ValueError(f"signing_key_id {signing!r} is not a key id")
         if both := sorted(set(keys) & (set(retired) | set(archived))):
             raise ValueError(f"key {both[0]!r} is listed both as live and as retired")
+        _one_id_per_key({**archived, **keys}.items())
         return cls(
             signing_key_id=signing, keys=keys, retired=frozenset(retired) | frozenset(archived), archived=archived
         )
