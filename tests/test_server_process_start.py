@@ -14,6 +14,10 @@ import pytest
 from support.processes import WAIT_SECONDS, http_server_process
 
 EXITS = "import sys; sys.stderr.write('error: no release verifies\\n'); sys.exit(1)"
+LISTENS_THEN_EXITS = (
+    "import sys; sys.stderr.write('listening on http://127.0.0.1:9/mcp\\n'); sys.stderr.flush(); "
+    "sys.stdin.read(); sys.stderr.write('error: state directory gone\\n'); sys.exit(1)"
+)
 
 
 def test_a_server_that_exits_before_listening_fails_at_once_with_its_stderr() -> None:
@@ -25,3 +29,11 @@ def test_a_server_that_exits_before_listening_fails_at_once_with_its_stderr() ->
 
 def test_the_start_guard_is_long_enough_for_a_loaded_machine() -> None:
     assert WAIT_SECONDS >= 120
+
+
+def test_waiting_on_a_server_that_exited_after_listening_fails_at_once_with_its_stderr() -> None:
+    with http_server_process([sys.executable, "-c", LISTENS_THEN_EXITS]) as server:
+        server.process.wait()  # stdin is /dev/null: it exits once it has said it listens
+        with pytest.raises(AssertionError, match="ended without a stderr line matching") as failed:
+            server.wait_for('"refresh done"')
+    assert "error: state directory gone" in str(failed.value)

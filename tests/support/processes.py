@@ -81,6 +81,7 @@ class HttpServer:
     process: subprocess.Popen[str]
     url: str
     lines: list[str] = field(default_factory=list)
+    ended: Callable[[], bool] = lambda: False  # the process exited and its stderr was read to the end
 
     @property
     def pid(self) -> int:
@@ -90,8 +91,9 @@ class HttpServer:
         return "".join(self.lines)
 
     def wait_for(self, pattern: str, *, after: int = 0, timeout: float = WAIT_SECONDS) -> re.Match[str]:
-        """The first stderr line (from index ``after``) matching ``pattern``; fails the test on timeout."""
-        return wait_for_line(lambda: self.lines, pattern, after=after, timeout=timeout)
+        """The first stderr line (from index ``after``) matching ``pattern``; fails the test on timeout, or at once
+        with the server's stderr when it has exited."""
+        return wait_for_line(lambda: self.lines, pattern, after=after, timeout=timeout, ended=self.ended)
 
     def refresh(self) -> None:
         """SIGHUP, and wait for its ``refresh done`` line."""
@@ -135,8 +137,12 @@ def http_server_process(
     reader = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
     reader.start()
     try:
-        match = wait_for_line(lambda: lines, LISTENING, timeout=timeout, ended=lambda: not reader.is_alive())
-        yield HttpServer(process=process, url=match.group(1), lines=lines)
+
+        def ended() -> bool:
+            return not reader.is_alive()
+
+        match = wait_for_line(lambda: lines, LISTENING, timeout=timeout, ended=ended)
+        yield HttpServer(process=process, url=match.group(1), lines=lines, ended=ended)
     finally:
         stop(process)
         reader.join(timeout=5)
