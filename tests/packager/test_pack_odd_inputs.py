@@ -1,4 +1,4 @@
-"""What a release engineer hands the installed CLIs by mistake: a FIFO or a huge file as a key, an empty
+"""What a release engineer hands the installed CLIs by mistake: a FIFO, a directory or a huge file as a key, an empty
 ``keygen`` prefix, an ``--out`` inside the catalogue source or blocked by a dangling link, a symlink loop as
 SOURCE or ``--out``, an odd ``SOURCE_DATE_EPOCH``.
 
@@ -70,6 +70,20 @@ def test_a_fifo_as_key_is_refused_never_waited_on(command: str, source: Path, re
     target = ("build", source, "--out", tmp_path / "out") if command == "build" else ("sign", release)
     found = refused(run("rimthan-pack", *target, "--key", key))
     assert found.code == "key_invalid" and "not a regular file" in found.error
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["build", "sign"])
+def test_a_directory_as_key_is_key_invalid_as_a_fifo_is(
+    command: str, source: Path, release: Path, tmp_path: Path
+) -> None:
+    """A directory was click's usage error (exit 2); a FIFO or a dangling link was key_invalid (exit 1)."""
+    key = tmp_path / "private-keys"
+    key.mkdir()
+    target = ("build", source, "--out", tmp_path / "out") if command == "build" else ("sign", release)
+    found = refused(run("rimthan-pack", *target, "--key", key))
+    assert found.code == "key_invalid" and "not a regular file" in found.error
+    assert found.next == f"--key takes a private key file, not a directory: pass one in it, --key {key}/PREFIX.key"
     assert not (tmp_path / "out").exists()
 
 

@@ -239,6 +239,27 @@ def test_a_build_short_of_the_threshold_is_discarded_and_says_so(
     assert pack("build", scaffold, *keys, "--trust", two_of_two, "--out", tmp_path / "rel").returncode == 0
 
 
+def test_a_build_without_trust_says_a_k_of_n_verifier_needs_co_signatures_first(
+    scaffold: Path, signer: KeyPair, tmp_path: Path
+) -> None:
+    """Built with one key and no --trust, the release said nothing of the co-signatures a 2-of-2 trust file
+    still wants: its closing next: line names sign, this release and how many more (k-1), and doing so verifies."""
+    colleague = make_keypair(tmp_path / "k", "colleague")
+    two_of_two = trust_file(tmp_path / "trust", [signer, colleague], threshold=2)
+    built = pack("build", scaffold, "--key", signer.private_path, "--out", tmp_path / "rel")
+    assert built.returncode == 0, built.stderr
+    release = tmp_path / "rel" / "my-flow-0.1.0"
+    last = built.stdout.splitlines()[-1]
+    assert last.startswith("next: checked against its own 1 signing key(s) only: ") and "k-1 more" in last, last
+    assert f"`rimthan-pack sign {release} --key THEIR_KEY --trust TRUST`" in last
+    assert refusal(pack("verify", release, "--trust", two_of_two).stderr).code == "signature_threshold_not_met"
+    assert pack("sign", release, "--key", colleague.private_path, "--trust", two_of_two).returncode == 0
+    assert pack("verify", release, "--trust", two_of_two).returncode == 0
+    keys = ("--key", signer.private_path, "--key", colleague.private_path)
+    checked = pack("build", scaffold, *keys, "--trust", two_of_two, "--out", tmp_path / "met")
+    assert checked.returncode == 0 and "next:" not in checked.stdout, checked.stdout  # --trust checked the threshold
+
+
 def test_signing_twice_or_with_an_untrusted_key_says_what_it_means(
     scaffold: Path, signer: KeyPair, trust: Path, tmp_path: Path
 ) -> None:

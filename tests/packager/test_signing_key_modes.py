@@ -9,6 +9,7 @@ root-owned secret mount) counts only others' access, not its group's.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,13 +100,22 @@ def test_keygen_on_a_full_disk_names_the_key_and_leaves_nothing_so_it_works_once
 def test_a_key_option_naming_the_wrong_file_says_which_file_to_pass(
     tmp_path: Path, scaffold: Path, keypair: KeyPair
 ) -> None:
-    """The prefix without .key, the public half, a path with no key: each says what to pass, not checkpoint keys."""
+    """The prefix without .key, the public half (under a .key name too), a path with no key, a directory: each
+    says what to pass, not checkpoint keys. A public key saved as X.key was told to pass X.key, the file itself;
+    a directory was a usage error (exit 2) where a FIFO or a dangling link is key_invalid (exit 1)."""
     prefix = keypair.private_path.with_suffix("")
+    public_as_key = tmp_path / "copied.key"
+    shutil.copyfile(keypair.public_path, public_as_key)
+    directory = tmp_path / "key-folder"
+    directory.mkdir()
     cases = {
         prefix: f"pass the private key file itself: --key {keypair.private_path}",
         keypair.public_path: f"pass the private key keygen wrote beside it ({keypair.private_path})",
+        public_as_key: "copied.key holds a public key though it is named .key: pass the private key, the PREFIX.key "
+        "keygen wrote beside PREFIX.pub, which begins -----BEGIN PRIVATE KEY-----",
         tmp_path / "nowhere.key": "check the --key path, or make a key pair: rimthan-pack keygen --out PREFIX "
         "(then --key PREFIX.key)",
+        directory: f"--key takes a private key file, not a directory: pass one in it, --key {directory}/PREFIX.key",
     }
     for given, next_step in cases.items():
         built = pack("build", scaffold, "--key", given, "--out", tmp_path / "rel")

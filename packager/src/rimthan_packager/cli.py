@@ -121,6 +121,19 @@ def build(source: Path, key_paths: tuple[Path, ...], out_dir: Path, trust_path: 
         return
     click.echo(f"built {result.manifest.release.id} at {result.path}")
     click.echo(f"manifest digest {result.manifest_digest}")
+    if trust_path is None:
+        click.echo(f"next: {_cosign_next(result.path, len(result.signer_key_ids))}")
+
+
+def _cosign_next(release: Path, signatures: int) -> str:
+    """What a build checked only against its own keys still needs: under a k-of-n trust file, k - n co-signatures
+    before a verifier accepts it (build without --trust cannot know k; verify --trust says how many are missing)."""
+    return (
+        f"checked against its own {signatures} signing key(s) only: a verifier whose trust file needs a threshold "
+        f"of k signatures refuses it until k-{signatures} more are added, one per co-signer with "
+        f"`rimthan-pack sign {release} --key THEIR_KEY --trust TRUST`; "
+        f"`rimthan-pack verify {release} --trust TRUST` says how many are missing"
+    )
 
 
 @cli.command(

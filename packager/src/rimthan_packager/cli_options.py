@@ -64,7 +64,11 @@ def _trust_option(also: str = "") -> Callable[[Callable[..., Any]], Callable[...
 
 
 def _key_option(dest: str, text: str, *, multiple: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--key``: a private signing key file (build takes several signers, sign one co-signer)."""
+    """``--key``: a private signing key file (build takes several signers, sign one co-signer).
+
+    A directory is not refused here (a usage error, exit 2) but by the key's loading, as a FIFO or a dangling
+    link is: ``key_invalid``, exit 1.
+    """
     return click.option(
-        "--key", dest, multiple=multiple, required=True, type=click.Path(dir_okay=False, path_type=Path), help=text
+        "--key", dest, multiple=multiple, required=True, metavar="FILE", type=click.Path(path_type=Path), help=text
     )

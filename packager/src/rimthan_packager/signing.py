@@ -71,7 +71,7 @@ def load_signing_key(path: Path | str) -> SigningKey:
                 FailureCode.KEY_INVALID,
                 "is a public key; --key takes the private half",
                 path=str(path),
-                next_step=f"pass the private key keygen wrote beside it ({path.with_suffix(PRIVATE_KEY_SUFFIX)})",
+                next_step=_public_key_next(path),
             ) from None
         raise TrustError(
             FailureCode.KEY_INVALID, f"not an unencrypted PEM private key: {exc}", path=str(path), next_step=_KEY_NEXT
@@ -88,11 +88,25 @@ _PUBLIC_PEM = b"-----BEGIN PUBLIC KEY-----"
 _KEY_NEXT = "pass the PREFIX.key that `rimthan-pack keygen --out PREFIX` wrote (PEM PKCS#8 Ed25519, unencrypted)"
 
 
+def _public_key_next(path: Path) -> str:
+    """A public key as --key: the private half keygen wrote beside it, unless this file already has that name."""
+    private = path.with_suffix(PRIVATE_KEY_SUFFIX)
+    if private == path:
+        return (
+            f"{path.name} holds a public key though it is named {PRIVATE_KEY_SUFFIX}: pass the private key, the "
+            f"PREFIX{PRIVATE_KEY_SUFFIX} keygen wrote beside PREFIX{PUBLIC_KEY_SUFFIX}, which begins "
+            "-----BEGIN PRIVATE KEY-----"
+        )
+    return f"pass the private key keygen wrote beside it ({private})"
+
+
 def _unreadable_next(path: Path) -> str:
-    """A --key that names no file: the PREFIX given without its .key, or a key yet to be made."""
+    """A --key that names no file (the PREFIX given without its .key, or a key yet to be made) or a directory."""
     private = path.with_name(path.name + PRIVATE_KEY_SUFFIX)
     if not path.exists() and private.is_file():
         return f"pass the private key file itself: --key {private}"
+    if path.is_dir():
+        return f"--key takes a private key file, not a directory: pass one in it, --key {path / 'PREFIX.key'}"
     return "check the --key path, or make a key pair: rimthan-pack keygen --out PREFIX (then --key PREFIX.key)"
 
 
