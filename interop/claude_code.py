@@ -11,7 +11,9 @@ only if it answers MCP's initialize (Claude Code's health check).
 
 1. ``claude plugin marketplace add host/claude-plugin`` and
    ``claude plugin install rimthan@rimthan`` (``claude plugin validate`` passes
-   the marketplace and the plugin); ``claude mcp list`` shows the plugin's
+   the marketplace and the plugin, and a copy of the plugin folder outside the
+   repository draws no ``README_MISSING``: the folder has its own README.md);
+   ``claude mcp list`` shows the plugin's
    bridge connected, and with the plugin's ``require_elicitation`` option set
    (``claude plugin configure --values-stdin``) the bridge it starts says on
    stderr that ``--require-elicitation`` is on (Claude Code keeps a server's
@@ -41,6 +43,7 @@ PLUGIN = "rimthan@rimthan"
 PLUGIN_DIR = "host/claude-plugin/rimthan"
 PLUGIN_SERVER_LOGS = "mcp-logs-plugin-rimthan-rimthan"
 OPTION = "require_elicitation"
+README_MISSING = "README_MISSING"  # the plugin directory check's code for a plugin folder without a README.md
 MCP_ADD = ["mcp", "add", "--scope", "project", "rimthan", "--", "rimthan-host", "serve"]
 # What MCP_ADD writes to .mcp.json, as docs/host-kit.md shows it (tests/docs/test_host_kit_mcp_json.py).
 MCP_JSON = {"mcpServers": {"rimthan": {"type": "stdio", "command": "rimthan-host", "args": ["serve"], "env": {}}}}
@@ -99,6 +102,7 @@ def run_claude_code(
     for path in (PLUGIN_MARKETPLACE, PLUGIN_DIR):
         valid = claude("plugin", "validate", str(repo / path))
         check(valid.returncode == 0, f"claude plugin validate {path}", _last(valid))
+    _plugin_readme(claude, repo, work, check)
     _plugin_bridge(claude, home, check)
 
     mcp_add = claude(*MCP_ADD)
@@ -141,6 +145,23 @@ def _plugin_bridge(claude: Callable[..., subprocess.CompletedProcess[str]], home
             f"(Claude Code's log of its stderr; {OPTION} {value or 'not set'})",
             f"{len(logs)} new log file(s) in {home}/.cache/claude-cli-nodejs/*/{PLUGIN_SERVER_LOGS}",
         )
+
+
+def _plugin_readme(
+    claude: Callable[..., subprocess.CompletedProcess[str]], repo: Path, work: Path, check: Check
+) -> None:
+    """The plugin folder's own README.md: a copy of it outside any git repository (where the repository's README
+    cannot stand in) draws no README_MISSING from ``claude plugin validate``'s plugin directory checks."""
+    alone = work / "plugin-alone" / "rimthan"
+    shutil.copytree(repo / PLUGIN_DIR, alone)
+    valid = claude("plugin", "validate", str(alone))
+    said = valid.stdout + valid.stderr
+    check(
+        valid.returncode == 0 and "Validating plugin manifest" in said and README_MISSING not in said,
+        f"claude plugin validate {PLUGIN_DIR} copied outside the repository: its own README.md ({README_MISSING} "
+        "not said)",
+        _last(valid),
+    )
 
 
 def _approve_project_servers(home: Path, project: Path, names: Sequence[str]) -> None:
