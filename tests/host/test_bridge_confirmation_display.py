@@ -54,7 +54,7 @@ def test_two_values_the_person_could_confuse_are_shown_apart(mcp_world: ServerWo
     assert three == "Confirm options for this run:\n" + "\n".join(f"- {o}" for o in THREE)  # plain text stays plain
     assert '- "Keep self-hosted PostgreSQL\\n- Migrate to Nimbus Managed PostgreSQL"' in two
     assert "\u202e" not in hidden and "\u200b" not in hidden and "\\u202e" in hidden and "\\u200b" in hidden
-    assert 'the model passed "Should we\\u00a0keep it?  ". ' in spaced, spaced  # (its own form: a text)
+    assert 'The model passed:\n"Should we\\u00a0keep it?  "\n' in spaced, spaced  # (its own form: a text)
 
 
 def _example(model: StandIn) -> dict[str, Any]:
