@@ -112,7 +112,7 @@ def test_a_key_option_naming_the_wrong_file_says_which_file_to_pass(
         prefix: f"pass the private key file itself: --key {keypair.private_path}",
         keypair.public_path: f"pass the private key keygen wrote beside it ({keypair.private_path})",
         public_as_key: "copied.key holds a public key though it is named .key: pass the private key, the PREFIX.key "
-        "keygen wrote beside PREFIX.pub, which begins -----BEGIN PRIVATE KEY-----",
+        "keygen wrote beside PREFIX.pub (PEM PKCS#8 Ed25519, unencrypted)",
         tmp_path / "nowhere.key": "check the --key path, or make a key pair: rimthan-pack keygen --out PREFIX "
         "(then --key PREFIX.key)",
         directory: f"--key takes a private key file, not a directory: pass one in it, --key {directory}/PREFIX.key",

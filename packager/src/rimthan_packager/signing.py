@@ -94,8 +94,8 @@ def _public_key_next(path: Path) -> str:
     if private == path:
         return (
             f"{path.name} holds a public key though it is named {PRIVATE_KEY_SUFFIX}: pass the private key, the "
-            f"PREFIX{PRIVATE_KEY_SUFFIX} keygen wrote beside PREFIX{PUBLIC_KEY_SUFFIX}, which begins "
-            "-----BEGIN PRIVATE KEY-----"
+            f"PREFIX{PRIVATE_KEY_SUFFIX} keygen wrote beside PREFIX{PUBLIC_KEY_SUFFIX} "
+            "(PEM PKCS#8 Ed25519, unencrypted)"
         )
     return f"pass the private key keygen wrote beside it ({private})"
 
