@@ -16,8 +16,6 @@ from typing import Any
 import anyio
 import pytest
 from rimthan_host.harness import RunResult, WorkflowHarness, client_caller
-from rimthan_workflow_mcp.trust_refresh import Distrusted
-from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import load_trust, verify_release
 from support.oci import push
 from support.pack_cli import pack
@@ -461,19 +459,3 @@ def test_a_restarted_server_refuses_a_run_pinned_to_a_release_it_dropped_as_untr
     assert after["details"] == before["details"] and after["next"] == before["next"], (before, after)
     assert "its trust store no longer vouches for the release's signatures" in after["message"], after
     assert '"older release not held"' in said and "signature_untrusted" in said, said
-
-
-def test_only_a_directory_refused_for_its_signers_alone_is_remembered_as_untrusted(keys: Keys, tmp_path: Path) -> None:
-    """Fail closed: the untrusted refusal is given for a directory whose only failures are the store's not vouching
-    for its signatures; any other failure collected with them (or another code) leaves it "not held"."""
-    release = keys.built["1.2.0-old"]
-    with pytest.raises(RegistryError) as refused:
-        verify_release(release, load_trust(trust_dir(tmp_path / "trust", keys.new)))
-    error = refused.value.to_dict()
-    assert error["code"] == "signature_untrusted", error
-    told, mixed, other = Distrusted(), Distrusted(), Distrusted()
-    told.found_on_disk(release, error)
-    mixed.found_on_disk(release, {**error, "details": {"also": [{"code": "file_digest_mismatch"}]}})
-    other.found_on_disk(release, {**error, "code": "signature_invalid"})
-    digest = verify_release(release, load_trust(trust_dir(tmp_path / "old-trust", keys.old))).manifest_digest
-    assert told.holds(digest) and not mixed.holds(digest) and not other.holds(digest)

@@ -108,7 +108,7 @@ def _load_older(
         return loader.load(path, expected_scope=current.scope_name)
     except RegistryError as exc:
         _log.warning("older release not held", extra={"path": str(path), "error": exc.to_dict()})
-        distrusted.found_on_disk(path, exc.to_dict())
+        distrusted.found_on_disk(path, exc)
     except Exception as exc:  # nothing in the releases directory may stop a server from starting
         _log.warning("older release not held", extra={"path": str(path), "error": unverifiable(path, exc).to_dict()})
     return None

@@ -111,6 +111,13 @@ class Rejection:
 
     path: str
     error: dict[str, Any]
+    # the typed failure, when a load raised one (what it read: a refusal as untrusted names the manifest's digest)
+    failure: RegistryError | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, path: str, failure: RegistryError) -> Rejection:
+        """The rejection of ``path`` with ``failure``, kept typed as well as said."""
+        return cls(path=path, error=failure.to_dict(), failure=failure)
 
     @property
     def code(self) -> str:

@@ -196,7 +196,7 @@ class ReleaseProvider:
                 try:
                     loaded = verify_candidate(candidate, catalogue, loader, floor, lower_floor=lower_floor)
                 except RegistryError as exc:
-                    rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
+                    rejected.append(Rejection.of(str(candidate), exc))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
                     rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
@@ -354,7 +354,8 @@ class ReleaseProvider:
             self.trust, untrusted_store = reloaded
             refused += untrusted_store
         failed = self.sync_status().failure if self.sync_status is not None else None
-        self._distrusted.forget_gone()  # a directory refused as untrusted and since deleted: "put it back" now
+        self._distrusted.forget_gone(self._serving())  # a directory refused or dropped as untrusted, since deleted:
+        # "put it back" now
         result = replace(self._refresh_locked(refused), sync_failed=failed)
         changed = trust_changed(before, self.trust)
         if changed:
@@ -387,7 +388,7 @@ class ReleaseProvider:
                     loaded = self._held.get(loaded.digest, loaded)
                     self.floor.record(loaded.catalogue, loaded.version, loaded.digest)  # before it serves
                 except RegistryError as exc:
-                    rejected.append(Rejection(path=str(candidate), error=exc.to_dict()))
+                    rejected.append(Rejection.of(str(candidate), exc))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
                     rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
@@ -415,9 +416,7 @@ class ReleaseProvider:
     def _drop_untrusted(self) -> None:
         """Stop holding releases the trust store no longer vouches for; an active one (or the explicit
         migration target) keeps serving until restart, so no catalogue goes dark, and is reported."""
-        serving = {loaded.digest for loaded in self._actives.values()}
-        if self._migration_target is not None:
-            serving.add(self._migration_target.digest)
+        serving = self._serving()
         untrusted = [loaded for loaded in self._held.values() if not still_trusted(loaded, self.trust)]
         untrusted = [loaded for loaded in untrusted if not self._co_signed_on_disk(loaded)]
         for loaded in untrusted:
@@ -426,10 +425,18 @@ class ReleaseProvider:
         dropped = {loaded.digest for loaded in untrusted if loaded.digest not in serving}
         self._held = MappingProxyType({d: loaded for d, loaded in self._held.items() if d not in dropped})
 
+    def _serving(self) -> set[str]:
+        """The digests of the releases served: the active ones and the explicit migration target."""
+        serving = {loaded.digest for loaded in self._actives.values()}
+        if self._migration_target is not None:
+            serving.add(self._migration_target.digest)
+        return serving
+
     def _found_untrusted(self, rejected: list[Rejection]) -> None:
         """Remember each release directory refused only because the trust store does not vouch for it."""
         for rejection in rejected:
-            self._distrusted.found_on_disk(Path(rejection.path), rejection.error)
+            if rejection.failure is not None:
+                self._distrusted.found_on_disk(Path(rejection.path), rejection.failure)
 
     def _co_signed_on_disk(self, loaded: LoadedRelease) -> bool:
         """Whether ``loaded`` was co-signed on disk since it was loaded; if so it is held (and served) as that."""

@@ -29,19 +29,18 @@ put it back, as for any release no longer there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rimthan_workflow_registry.canonical import digest_bytes
 from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
-    NOT_TRUSTED,
     TrustStore,
     load_trust,
+    untrusted_manifest,
 )
 from rimthan_workflow_registry.small_files import read_small_file
 
@@ -128,16 +127,22 @@ class Distrusted:
     def remember(self, loaded: LoadedRelease) -> None:
         self.entries[loaded.digest] = (loaded, release_look(Path(loaded.release.root)))
 
-    def found_on_disk(self, path: Path, error: Mapping[str, Any]) -> None:
-        """Remember the release directory ``path`` refused with ``error`` when the trust store's not vouching for
-        its signatures is all that was found (never held: the refusal of a run pinned to it says so)."""
-        digest = _untrusted_digest(path, error)
+    def found_on_disk(self, path: Path, failure: RegistryError) -> None:
+        """Remember the release directory ``path`` refused with ``failure`` when the trust store's not vouching for
+        its signatures is all that was found (never held: the refusal of a run pinned to it says so), by the
+        manifest that load read (named in ``failure``; never read again)."""
+        digest = untrusted_manifest(failure)
         if digest is not None:
             self.on_disk.setdefault(digest, set()).add(path)
 
-    def forget_gone(self) -> None:
-        """Forget each directory remembered by :meth:`found_on_disk` that no longer holds that manifest (deleted,
-        or replaced by another release), and each digest left with none."""
+    def forget_gone(self, serving: Collection[str] = ()) -> None:
+        """Forget each release remembered whose directory no longer holds its manifest (deleted, or replaced by
+        another release): one dropped as untrusted (:meth:`remember`; one still ``serving``, by digest, is kept:
+        put back co-signed, it is trusted again), and each directory remembered by :meth:`found_on_disk` (each
+        digest left with none)."""
+        for digest, (loaded, _look) in list(self.entries.items()):
+            if digest not in serving and _manifest_digest(Path(loaded.release.root)) != digest:
+                del self.entries[digest]
         for digest, paths in list(self.on_disk.items()):
             kept = {path for path in paths if _manifest_digest(path) == digest}
             if kept:
@@ -164,17 +169,6 @@ class Distrusted:
                 del self.entries[digest]
                 again.append(found)
         return again
-
-
-def _untrusted_digest(path: Path, error: Mapping[str, Any]) -> str | None:
-    """The digest of ``path``'s manifest when every failure in ``error`` (its code, ``details.also``) is one of
-    the store's not vouching (``NOT_TRUSTED``); else, or when the manifest cannot be read whole, None."""
-    details = error.get("details")
-    also = details.get("also") if isinstance(details, dict) else None
-    codes = {error.get("code"), *(e.get("code") for e in also or () if isinstance(e, dict))}
-    if not codes <= {code.value for code in NOT_TRUSTED}:
-        return None
-    return _manifest_digest(path)
 
 
 def _manifest_digest(path: Path) -> str | None:

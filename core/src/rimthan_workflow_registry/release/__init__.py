@@ -181,7 +181,7 @@ if TYPE_CHECKING:
         canonical_form_version,
     )
     from rimthan_workflow_registry.release.schema_vocabulary import check_schema_keywords
-    from rimthan_workflow_registry.release.signature_check import NOT_TRUSTED
+    from rimthan_workflow_registry.release.signature_check import NOT_TRUSTED, untrusted_manifest
     from rimthan_workflow_registry.release.trust import (
         MAX_KEY_FILE_BYTES,
         TrustStore,
@@ -291,6 +291,7 @@ __all__ = [
     "signature_name",
     "sorted_entries",
     "tagged_manifest",
+    "untrusted_manifest",
     "verify_release",
     "version_tags",
 ]
@@ -342,6 +343,7 @@ _HOME = {
     "MAX_MANIFEST_BYTES": "rimthan_workflow_registry.release.format",
     "Manifest": "rimthan_workflow_registry.release.format",
     "NOT_TRUSTED": "rimthan_workflow_registry.release.signature_check",
+    "untrusted_manifest": "rimthan_workflow_registry.release.signature_check",
     "OCI_MANIFEST_TYPE": "rimthan_workflow_registry.release.oci_artifact",
     "OPEN_NOFOLLOW": "rimthan_workflow_registry.release.format",
     "OciReference": "rimthan_workflow_registry.release.oci",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 
-from rimthan_workflow_registry.errors import FailureCode, ReleaseVerificationError, collected
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError, collected
 from rimthan_workflow_registry.release.format import SIGNATURE_SIZE, SIGNATURES_DIR, key_id_from_signature_name
 from rimthan_workflow_registry.release.tree_walk import ReleaseTree
 from rimthan_workflow_registry.release.trust import TrustStore
@@ -19,10 +19,18 @@ from rimthan_workflow_registry.release.verified import failure_at, read_small
 
 # A release refused for these alone is intact as far as its signatures go: the trust store does not vouch for it.
 NOT_TRUSTED = frozenset({FailureCode.SIGNATURE_UNTRUSTED, FailureCode.SIGNATURE_THRESHOLD_NOT_MET})
+# The ``details`` key of a ``NOT_TRUSTED`` refusal naming the digest of the manifest bytes the check read.
+REFUSED_MANIFEST = "manifest_digest"
 
 
 def check_signatures(
-    root: Path, tree: ReleaseTree, manifest_bytes: bytes, trust: TrustStore, require_threshold: bool = True
+    root: Path,
+    tree: ReleaseTree,
+    manifest_bytes: bytes,
+    trust: TrustStore,
+    require_threshold: bool = True,
+    *,
+    manifest_digest: str,
 ) -> tuple[str, ...]:
     """Enough distinct trusted keys signed the exact manifest bytes (any number, without ``require_threshold``).
 
@@ -30,7 +38,8 @@ def check_signatures(
     signature that does not verify fails the release outright (fail closed).
     Signatures by keys the store does not know are ignored, never counted.
     Each signature file is checked alone, so every one that fails is said (the first raised, the others in
-    ``also``); the count of trusted signers is judged only when none failed.
+    ``also``); the count of trusted signers is judged only when none failed. A ``NOT_TRUSTED`` refusal names
+    ``manifest_digest`` (the digest of ``manifest_bytes``) in its details (:func:`untrusted_manifest`).
     """
     sig_dir = root / SIGNATURES_DIR
     names = tree.under(SIGNATURES_DIR)
@@ -52,16 +61,31 @@ def check_signatures(
     if signers >= trust.threshold or not require_threshold:
         return tuple(valid)
     if not valid:
-        raise failure_at(
+        raise _not_trusted(
             FailureCode.SIGNATURE_UNTRUSTED,
             f"signed only by key(s) the trust store {trust.source} does not trust: {', '.join(untrusted)}",
             sig_dir,
+            manifest_digest,
         )
-    raise failure_at(
+    raise _not_trusted(
         FailureCode.SIGNATURE_THRESHOLD_NOT_MET,
         f"{signers} valid trusted signature(s), the trust store {trust.source} requires {trust.threshold}",
         sig_dir,
+        manifest_digest,
     )
+
+
+def _not_trusted(code: FailureCode, message: str, where: Path, manifest_digest: str) -> ReleaseVerificationError:
+    return ReleaseVerificationError(code, message, path=str(where), details={REFUSED_MANIFEST: manifest_digest})
+
+
+def untrusted_manifest(failure: RegistryError) -> str | None:
+    """The digest of the manifest a release's check read, when the trust store's not vouching for its signatures
+    (``NOT_TRUSTED``) is all that ``failure`` holds (itself and every failure collected with it); else None."""
+    if any(each.code not in NOT_TRUSTED for each in failure.failures):
+        return None
+    digest = failure.details.get(REFUSED_MANIFEST)
+    return digest if isinstance(digest, str) else None
 
 
 def _check_signature(where: Path, size: int, manifest_bytes: bytes, trust: TrustStore) -> tuple[str, bool]:

@@ -133,7 +133,12 @@ def _examined(
     tree = walk_release(root)
     manifest_bytes, manifest_sha256, manifest = _read_manifest(root, tree)
     _check_manifest_paths(root, manifest)
-    signers = check_signatures(root, tree, manifest_bytes, trust, require_threshold) if trust is not None else ()
+    digest = DIGEST_PREFIX + manifest_sha256  # manifest_digest(manifest_bytes), hashed once
+    signers = (
+        check_signatures(root, tree, manifest_bytes, trust, require_threshold, manifest_digest=digest)
+        if trust is not None
+        else ()
+    )
     if signers:  # signed, and parse_manifest passed: remember its canonical form (never for unsigned input)
         SCHEMA_CHECKS.remember_keys({check_key(manifest_bytes, canonical_form_version(), sha256=manifest_sha256)})
     _check_release_name(root, manifest)
@@ -149,7 +154,7 @@ def _examined(
         root=root,
         manifest=manifest,
         manifest_bytes=manifest_bytes,
-        manifest_digest=DIGEST_PREFIX + manifest_sha256,  # manifest_digest(manifest_bytes), hashed once
+        manifest_digest=digest,
         signer_key_ids=signers,
         catalogue=loaded.catalogue,
         schemas=loaded.schemas,
