@@ -3,7 +3,10 @@
 The scanners (:func:`top_level_request_id`, :func:`top_level_response_id`,
 :func:`top_level_keys`) read only the outermost object's keys, without
 recursion, so text a parser refuses (nesting too deep, a lone surrogate) or a
-line cut short can still be answered for its id.
+line cut short can still be answered for its id. A key given twice is read as
+``json.loads`` (and so the SDK) reads it: the last one counts, and a key
+written with escapes (``"\u0069d"``) is the key it spells, so an answer goes to
+the id the SDK would have read.
 
 Refused on both transports with a JSON-RPC ``Invalid Request`` (-32600), ``id``
 null, in one line:
@@ -25,6 +28,8 @@ or integer id is kept when it can.
 """
 
 from __future__ import annotations
+
+import json
 
 import mcp_types as types
 
@@ -125,7 +130,10 @@ def top_level_keys(raw: str, *, whole: bool = True) -> dict[str, int] | None:
             if end >= n:
                 return None if whole else keys
             if depth == 1 and expecting_key:
-                keys.setdefault(raw[i + 1 : end], end + 1)
+                key = _key(raw[i : end + 1])
+                if key is None:
+                    return None
+                keys[key] = end + 1  # (the last of a key given twice, as json.loads keeps)
                 expecting_key = False
             i = end + 1
             continue
@@ -138,6 +146,17 @@ def top_level_keys(raw: str, *, whole: bool = True) -> dict[str, int] | None:
             expecting_key = True
         i += 1
     return keys
+
+
+def _key(quoted: str) -> str | None:
+    """The key the JSON string ``quoted`` (quotes included) spells, its escapes read; ``None`` if it is no string."""
+    if "\\" not in quoted:
+        return quoted[1:-1]
+    try:
+        key = json.loads(quoted)
+    except ValueError:
+        return None
+    return key if isinstance(key, str) else None
 
 
 def _scalar_after_colon(raw: str, at: int) -> int | str | None:
