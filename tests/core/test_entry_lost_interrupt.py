@@ -62,3 +62,34 @@ def test_another_error_inside_a_callback_is_still_reported_as_python_reports_it(
     ran = _ran(tmp_path, command_line.replace("time.sleep(30)", "pass"))
     assert ran.returncode == 0 and ran.stdout == "the command went on\n"
     assert "Exception ignored in" in ran.stderr and "ValueError: in a callback" in ran.stderr
+
+
+_IN_A_THREAD = """
+import os, threading, time, weakref
+
+class _Lock:
+    pass
+
+def _dropped(ref):
+    raise KeyboardInterrupt  # (where it cannot propagate: a callback, in a thread that is not the main one)
+
+def _drop():
+    time.sleep(0.5)  # (only so that the main thread is blocked in its read by then)
+    lock = _Lock()
+    ref = weakref.ref(lock, _dropped)
+    del lock
+
+def main():
+    read_end, write_end = os.pipe()  # nothing is ever written: only a signal wakes the read
+    threading.Thread(target=_drop, daemon=True).start()
+    os.read(read_end, 1)
+    print("the command went on")
+    return 0
+"""
+
+
+def test_ctrl_c_lost_in_another_thread_wakes_the_main_thread_blocked_in_a_read(tmp_path: Path) -> None:
+    """Not the main thread: SIGALRM's handler cannot be set there, so the main thread is sent SIGINT itself (the
+    fallback ``_thread.interrupt_main`` only flagged it, and a main thread blocked in a read never woke)."""
+    ran = _ran(tmp_path, _IN_A_THREAD)
+    assert (ran.returncode, ran.stderr, ran.stdout) == (INTERRUPTED_STATUS, INTERRUPTED_LINES, "")

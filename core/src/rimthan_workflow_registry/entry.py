@@ -30,6 +30,8 @@ module: nothing else is imported before the handlers are in place.
   or a ``__del__``) was printed as ``Exception ignored ... KeyboardInterrupt``
   with a traceback and lost: the command went on. It is raised again a
   millisecond later (a one-shot ``SIGALRM``), where it unwinds the command.
+  One lost in another thread (whose ``SIGALRM`` handler cannot be set) is a
+  ``SIGINT`` sent to the main thread, which wakes it from a blocking read.
 
 The cyclic garbage collector is off while the command line is imported
 (its modules, click's, cryptography's: about 40 collections for a build, and
@@ -69,6 +71,7 @@ _AGAIN_AFTER = 0.001  # seconds: a Ctrl-C lost in a callback is raised again thi
 
 _served = False  # the server's own SIGTERM handling took over once (serving_began)
 _refresh_asked = False  # SIGHUP came while the server started (taken by refresh_asked_while_starting)
+_main_thread = 0  # the ident of the thread run was called in: the main one (signal.signal works nowhere else)
 
 
 class StoppedStarting(BaseException):
@@ -117,10 +120,23 @@ def _interrupt_again(unraisable: sys.UnraisableHookArgs) -> None:
     if not isinstance(unraisable.exc_value, KeyboardInterrupt):
         _hook_before(unraisable)
         return
+    if _thread.get_ident() != _main_thread:  # (SIGALRM's handler can be set in the main thread only)
+        _interrupt_main()
+        return
     try:
         signal.signal(signal.SIGALRM, signal.default_int_handler)
         signal.setitimer(signal.ITIMER_REAL, _AGAIN_AFTER)
-    except (AttributeError, ValueError):  # (no SIGALRM on this platform, or not the main thread)
+    except AttributeError:  # (no SIGALRM on this platform: Windows)
+        _interrupt_main()
+
+
+def _interrupt_main() -> None:
+    """Ctrl-C for the main thread, from another thread (or where there is no SIGALRM): a real SIGINT sent to the
+    main thread, which wakes it from a blocking read or wait; where threads cannot be signalled (Windows), the
+    interpreter's flag (``_thread.interrupt_main``), which the main thread sees at its next instruction."""
+    if hasattr(signal, "pthread_kill"):
+        signal.pthread_kill(_main_thread, signal.SIGINT)
+    else:
         _thread.interrupt_main()
 
 
@@ -146,7 +162,9 @@ def run(
     ``refreshes``: the serving command refreshes on SIGHUP; one while it starts is kept for it
     (:func:`refresh_asked_while_starting`), not the end of the process.
     """
+    global _main_thread
     signal.signal(signal.SIGINT, _interrupted)
+    _main_thread = _thread.get_ident()
     sys.unraisablehook = _interrupt_again
     serves = serving is not None and _runs(sys.argv, serving)
     stops = serves and hasattr(signal, "SIGTERM")
