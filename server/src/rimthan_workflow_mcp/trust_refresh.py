@@ -19,12 +19,14 @@ the key was removed (keys/README's rotation done in the other order), it is
 verified again at the first refresh after its directory or its signatures
 changed, and held and served as trusted again without a restart. A release
 directory refused at load (or at a refresh) only because the store does not
-vouch for its signatures is remembered by its manifest's digest
-(:meth:`Distrusted.found_on_disk`), never held: after a restart a run pinned
-to it gets the same untrusted refusal as before the restart, not "put it back".
-It is forgotten at the first refresh after its directory left the releases
-directory (:meth:`Distrusted.forget_gone`): a run pinned to it is then told to
-put it back, as for any release no longer there.
+vouch for its signatures is remembered by the digest of the manifest that
+load read, named in its refusal (:meth:`Distrusted.found_on_disk`; never read
+again), never held: after a restart a run pinned to it gets the same untrusted
+refusal as before the restart, not "put it back". It is forgotten at the first
+refresh after its directory left the releases directory, as is a release
+dropped as untrusted (not one still served) whose directory did
+(:meth:`Distrusted.forget_gone`): a run pinned to it is then told to put it
+back, as for any release no longer there.
 """
 
 from __future__ import annotations
