@@ -10,6 +10,7 @@ it was validated, is refused before anything is sent. The log is audited.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,14 @@ def _record(model: StandIn, **sha: Any) -> dict[str, Any]:
     return record
 
 
+async def _naming(model: StandIn, path: str) -> Reply:
+    """step_done with the decision record's first ``basis`` entry naming ``path`` (its sha256 left out)."""
+    record = _record(model)
+    record["basis"][0]["path"] = path
+    (model.project / RECORD).write_text(json.dumps(record), "utf-8")
+    return await model.call("step_done", {"step": "decision-record"})
+
+
 def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
     world: ServerWorld, tmp_path: Path
 ) -> None:
@@ -91,10 +100,7 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
             assert wrong.is_error and wrong.data["failures"] == ["file_digest_mismatch"], wrong.text
             assert "basis/0" in wrong.text and "delete the sha256 member" in wrong.text
 
-            gone = _record(model)
-            gone["basis"][0]["path"] = "research/no-such-file.md"
-            (project / RECORD).write_text(json.dumps(gone), "utf-8")
-            missing = await model.call("step_done", {"step": "decision-record"})
+            missing = await _naming(model, "research/no-such-file.md")
             assert missing.is_error and missing.data["failures"] == ["file_missing"], missing.text
             assert "names research/no-such-file.md, which cannot be read" in missing.text, missing.text
 
@@ -105,6 +111,17 @@ def test_the_bridge_fills_in_and_checks_the_digests_of_the_files_a_record_names(
             assert spelled.is_error and spelled.data["failures"] == ["path_unsafe"], spelled.text
             said = f"path {project}/research/evidence-log.json is absolute; write it as research/evidence-log.json"
             assert said in spelled.text and "escapes" not in spelled.text, spelled.text  # it is inside the project
+
+            held = await _naming(model, "research/evidence-log.json\u0000.md")  # the OS raised ValueError: run dropped
+            assert held.is_error and held.data["failures"] == ["path_unsafe"], held.text
+            assert "evidence-log.json\\x00.md holds a NUL character" in held.text, held.text
+
+            outside = tmp_path / "outside.md"  # a file outside the project, hard-linked in: never read for a digest
+            outside.write_text("not the project's\n", "utf-8")
+            os.link(outside, project / "research/linked.md")
+            other = await _naming(model, "research/linked.md")
+            assert other.is_error and other.data["failures"] == ["file_missing"], other.text
+            assert "research/linked.md has other hard links" in other.text, other.text
 
             findings = project / "research/findings.md"
             validated = findings.read_bytes()

@@ -55,14 +55,19 @@ def put_back(target: Path, kept: bytes) -> None:
     target.write_bytes(kept)
 
 
+async def desk_research_written(model: StandIn) -> tuple[str, str]:
+    """A new run taken to desk-research, its files written: the run and the step's Markdown file."""
+    await model.follow(await model.start(), "", until_question=True)
+    step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
+    write_files(model, step)
+    return str(step.data["run"]), str(step.data["files"][1])
+
+
 def test_a_fifo_at_a_step_file_is_refused_in_words_never_waited_on(world: ServerWorld, tmp_path: Path) -> None:
     """At step_done, and swapped in while the validators run (step_done again, the last record_verdict)."""
 
     async def script(model: StandIn) -> None:
-        await model.follow(await model.start(), "", until_question=True)
-        step = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
-        write_files(model, step)
-        md = step.data["files"][1]
+        md = (await desk_research_written(model))[1]
         target = model.project / md
         not_regular = (f"{md} is not a regular file", f"the file itself at {md}")
         kept = fifo_at(target)
@@ -141,6 +146,36 @@ def test_a_step_file_past_its_max_bytes_is_refused_by_its_size(world: ServerWorl
         assert "verifier" not in big.text and big.data["status"] == "files_missing", big.text
         target.write_bytes(kept)
         final = await model.follow(await model.call("step_done"), "desk-research")
+        assert final.data["status"] == "completed"
+
+    model, state = drive(world, tmp_path, script)
+    assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
+
+
+def test_a_step_file_hard_linked_to_a_file_outside_the_project_is_refused_unread(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """A hard link is a regular file like any other: one the model made in the project to a file outside it (a key
+    under ~/.config, on the same file system) was read as the step's file, attested ``symlink_free`` and its bytes
+    sent to the verifier. A step's file with other links is now refused as a symbolic link is, nothing sent."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    async def script(model: StandIn) -> None:
+        run, md = await desk_research_written(model)
+        target = model.project / md
+        secret = outside / "secret.md"  # what the verifier would take: the outside file holds a valid step file
+        secret.write_bytes(target.read_bytes())
+        target.unlink()
+        os.link(secret, target)
+        logged = RunLog(model.project, run).tokens()
+        linked = await answered(model.call("step_done"))
+        refused(linked, f"{md} has other hard links", f"write the file itself at {md}", "step_done again")
+        assert linked.data["status"] == "files_missing", linked.text
+        assert RunLog(model.project, run).tokens() == logged  # nothing sent
+        target.unlink()
+        target.write_bytes(secret.read_bytes())
+        final = await model.follow(await answered(model.call("step_done")), "desk-research")
         assert final.data["status"] == "completed"
 
     model, state = drive(world, tmp_path, script)

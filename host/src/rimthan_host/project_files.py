@@ -30,6 +30,7 @@ from .files import (
     replace_file,
     temporary_path,
 )
+from .own_files import HardLinked
 from .protocol import HarnessError
 
 
@@ -73,7 +74,9 @@ class ProjectFiles:
         self.root = Path(root)
 
     def safe_path(self, rel_path: str) -> Path:
-        """``rel_path`` inside the project; refused if it escapes or crosses a symbolic link."""
+        """``rel_path`` inside the project; refused if it escapes, crosses a symbolic link or holds a NUL."""
+        if "\0" in rel_path:  # (no file has such a name: the OS refuses it, with a ValueError, not an OSError)
+            raise HarnessError(f"{quoted(rel_path)} holds a NUL character, which no file name holds")
         relative = Path(rel_path)
         if relative.is_absolute() or ".." in relative.parts:
             raise HarnessError(f"{quoted(rel_path)} escapes the project directory")
@@ -156,7 +159,7 @@ class ProjectFiles:
         where a folder on the way must be), else that too is the :class:`HarnessError` saying what to do."""
         try:
             with _no_link_on_the_way():
-                return read_regular(target, max_bytes)
+                return read_regular(target, max_bytes, one_link=True)
         except (FileNotFoundError, NotADirectoryError) as exc:
             if missing_ok:
                 return None
@@ -201,6 +204,11 @@ def _unreadable(rel_path: str, exc: OSError) -> str:
         )
     if exc.errno == errno.ELOOP:
         return link_words(rel_path)
+    if isinstance(exc, HardLinked):
+        return (
+            f"{path} has other hard links (a name elsewhere, perhaps outside the project, for the same bytes); the "
+            f"bridge reads only files that are the project's alone. Delete it and write the file itself at {path}."
+        )
     if exc.errno in (errno.EISDIR, errno.EINVAL):
         return (
             f"{path} is not a regular file (a directory, a FIFO or a device is never read). "

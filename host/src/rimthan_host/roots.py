@@ -18,10 +18,12 @@ from urllib.parse import unquote, urlsplit
 import anyio
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
+from rimthan_workflow_registry.errors import quoted
 
 from .asking import Asker
 
 ROOTS_SECONDS = 5.0  # a client that declared roots and does not answer: no note, the reply as it is
+ROOTS_NAMED = 5  # the note names this many of the client's roots, then how many more: one bounded line
 
 
 async def outside_roots(asker: Asker, project: Path) -> str | None:
@@ -43,15 +45,26 @@ async def outside_roots(asker: Asker, project: Path) -> str | None:
         return None
     return (
         f"Note: this bridge serves the project directory {here}, which is not inside your client's roots "
-        f"({', '.join(str(f) for f in folders)}). The files it installed and the files you write are in {here}, "
+        f"({_named(folders)}). The files it installed and the files you write are in {here}, "
         "where a host that reads skills and subagents from its own folder does not see them: tell the user, who "
         "can start the bridge in (or with --project) the folder they work in."
     )
 
 
+def _named(folders: list[Path]) -> str:
+    """The first :data:`ROOTS_NAMED` of ``folders``, each quoted (the client's words: one line, bounded), and how
+    many more there are."""
+    named = ", ".join(quoted(f) for f in folders[:ROOTS_NAMED])
+    more = len(folders) - ROOTS_NAMED
+    return f"{named} and {more} more" if more > 0 else named
+
+
 def _folder(uri: object) -> Path | None:
-    """The local folder a ``file://`` root names, resolved; None for any other URI."""
+    """The local folder a ``file://`` root names, resolved; None for any other URI, or one no folder can be at."""
     parts = urlsplit(str(uri))
     if parts.scheme != "file" or parts.netloc not in ("", "localhost") or not parts.path:
         return None
-    return Path(unquote(parts.path)).resolve()
+    try:
+        return Path(unquote(parts.path)).resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL in the path, a symbolic link loop: no folder of a project
+        return None
