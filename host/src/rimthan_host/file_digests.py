@@ -76,6 +76,7 @@ class Digests:
     filled: list[str] = field(default_factory=list)  # "<output>: <pointer> (<path>)"
     problems: list[tuple[FailureCode, str]] = field(default_factory=list)
     rewritten: dict[str, bytes] = field(default_factory=dict)  # path -> the bytes written, the digests filled in
+    read: dict[str, str] = field(default_factory=dict)  # path -> its SHA-256, each named file read once per check
 
 
 def check_named_files(
@@ -146,7 +147,7 @@ def _check(
         return
     problem = _path_problem(files, where, path)
     try:
-        actual = sha256_hex(files.read_back(path, max_bytes=MAX_STEP_ARTIFACT_BYTES)) if problem is None else ""
+        actual = _digest_of(files, path, found.read) if problem is None else ""
     except HarnessError as exc:
         problem = FailureCode.FILE_MISSING, f"{where} names {quoted(path)}, which cannot be read: {exc}"
     problem = problem or _evidence_problem(where, path, binding, validated)
@@ -173,6 +174,14 @@ def _check(
              f"{where}: its sha256 is not the SHA-256 of {quoted(path)} as it is on disk. Do not compute or copy "
              "digests: delete the sha256 member and the bridge fills it in from the file")
         )  # fmt: skip
+
+
+def _digest_of(files: ProjectFiles, path: str, read: dict[str, str]) -> str:
+    """The SHA-256 of the file at ``path``, read once however many bindings name it (a record naming one 2 MiB
+    file a thousand times is one read, and every binding gets the digest of the same bytes)."""
+    if path not in read:
+        read[path] = sha256_hex(files.read_back(path, max_bytes=MAX_STEP_ARTIFACT_BYTES))
+    return read[path]
 
 
 def _path_problem(files: ProjectFiles, where: str, path: str) -> tuple[FailureCode, str] | None:
