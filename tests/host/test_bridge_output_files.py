@@ -152,31 +152,26 @@ def test_a_step_file_past_its_max_bytes_is_refused_by_its_size(world: ServerWorl
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"
 
 
-def test_a_step_file_hard_linked_to_a_file_outside_the_project_is_refused_unread(
+def test_a_step_file_hard_linked_to_a_file_outside_the_project_is_read_as_the_projects(
     world: ServerWorld, tmp_path: Path
 ) -> None:
-    """A hard link is a regular file like any other: one the model made in the project to a file outside it (a key
-    under ~/.config, on the same file system) was read as the step's file, attested ``symlink_free`` and its bytes
-    sent to the verifier. A step's file with other links is now refused as a symbolic link is, nothing sent."""
+    """A hard link is a regular file in the project like any other, and it is read: a model that can make one can
+    copy the same bytes into the project, so refusing it would close no way out, and it would refuse users whose
+    tools hard-link their files. What the verifier takes is the bytes read once, checked and sent (a symbolic link,
+    which names a path elsewhere that can change between the check and the read, stays refused)."""
     outside = tmp_path / "outside"
     outside.mkdir()
 
     async def script(model: StandIn) -> None:
         run, md = await desk_research_written(model)
         target = model.project / md
-        secret = outside / "secret.md"  # what the verifier would take: the outside file holds a valid step file
-        secret.write_bytes(target.read_bytes())
+        kept = outside / "kept.md"
+        kept.write_bytes(target.read_bytes())
         target.unlink()
-        os.link(secret, target)
-        logged = RunLog(model.project, run).tokens()
-        linked = await answered(model.call("step_done"))
-        refused(linked, f"{md} has other hard links", f"write the file itself at {md}", "step_done again")
-        assert linked.data["status"] == "files_missing", linked.text
-        assert RunLog(model.project, run).tokens() == logged  # nothing sent
-        target.unlink()
-        target.write_bytes(secret.read_bytes())
+        os.link(kept, target)
         final = await model.follow(await answered(model.call("step_done")), "desk-research")
-        assert final.data["status"] == "completed"
+        assert final.data["status"] == "completed", final.text
+        assert RunLog(model.project, run).tokens()  # the run's checkpoints were logged as the verifier issued them
 
     model, state = drive(world, tmp_path, script)
     assert audited_only_run(model.project, state)["steps"][-1] == "desk-research"

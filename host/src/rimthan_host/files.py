@@ -402,20 +402,16 @@ class FileTooLarge(OSError):
         self.limit = limit
 
 
-def read_regular(target: ProjectPath, limit: int | None = None, *, own: bool = False, one_link: bool = False) -> bytes:
+def read_regular(target: ProjectPath, limit: int | None = None, *, own: bool = False) -> bytes:
     """The bytes of the regular file ``target`` (:func:`open_regular`); ``FileNotFoundError`` if there is none.
 
     Past ``limit`` bytes, :class:`FileTooLarge`: by the size ``fstat`` gives,
     before a byte is read, and by what was read should the file grow meanwhile
     (at most ``limit + 1`` bytes are read). ``own``: as :func:`open_regular`.
-    ``one_link``: a file with other hard links (one may be a name outside the
-    project) is :class:`HardLinked`, unread, as a symbolic link is refused.
     """
     fd, status = open_regular(target, os.O_RDONLY, own=own)
     path = target.path
     try:
-        if one_link and status.st_nlink > 1:
-            raise HardLinked(path)
         if limit is not None and status.st_size > limit:
             raise FileTooLarge(path, status.st_size, limit)
         with os.fdopen(fd, "rb", closefd=False) as handle:

@@ -30,7 +30,6 @@ from .files import (
     replace_file,
     temporary_path,
 )
-from .own_files import HardLinked
 from .protocol import HarnessError
 
 
@@ -159,7 +158,7 @@ class ProjectFiles:
         where a folder on the way must be), else that too is the :class:`HarnessError` saying what to do."""
         try:
             with _no_link_on_the_way():
-                return read_regular(target, max_bytes, one_link=True)
+                return read_regular(target, max_bytes)
         except (FileNotFoundError, NotADirectoryError) as exc:
             if missing_ok:
                 return None
@@ -204,11 +203,6 @@ def _unreadable(rel_path: str, exc: OSError) -> str:
         )
     if exc.errno == errno.ELOOP:
         return link_words(rel_path)
-    if isinstance(exc, HardLinked):
-        return (
-            f"{path} has other hard links (a name elsewhere, perhaps outside the project, for the same bytes); the "
-            f"bridge reads only files that are the project's alone. Delete it and write the file itself at {path}."
-        )
     if exc.errno in (errno.EISDIR, errno.EINVAL):
         return (
             f"{path} is not a regular file (a directory, a FIFO or a device is never read). "
