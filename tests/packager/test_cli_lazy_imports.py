@@ -68,8 +68,8 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 # difflib (only a refusal's "did you mean" hint) and the unicode_escape codec (control characters are escaped from
 # a table written out); shlex (a next step's shell words), heapq (failures that do not stop a check) and select (a
 # broken pipe), needed only when something fails; rfc8785 (a build writes no value outside the C encoder's
-# subset); the ascii codec (the umask is read from /proc as bytes); and the modules of the commands other than the
-# ones in cli.py (keygen and init, inspect and verify, push and pull), which the group imports only when one of
+# subset); the ascii codec (the umask is read from /proc as bytes); and the modules of the commands other than
+# build (check, sign, keygen and init, inspect and verify, push and pull), which the group imports only when one of
 # them is run or listed.
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
@@ -94,8 +94,10 @@ NOT_ON_THE_BUILD_PATH = (
     "rfc8785",
     "encodings.ascii",
     "rimthan_packager.cli_author",
+    "rimthan_packager.cli_check",
     "rimthan_packager.cli_inspect",
     "rimthan_packager.cli_oci",
+    "rimthan_packager.cli_sign",
     "rimthan_workflow_registry.not_utf8",
 )
 
@@ -124,8 +126,9 @@ dataclasses._process_class = _recorded
 
 
 # Made only by keygen or inspect, or only for a refusal or a warning a passing build with a 0600 key never gives
-# (Unpullable: a release past a bound an OCI pull takes; NotUtf8: a file that is not UTF-8; ReleaseDiff and
-# WorkflowChange: inspect --against, or a build into a directory holding an older release of the catalogue).
+# (Unpullable: a release past a bound an OCI pull takes; NotUtf8: a file that is not UTF-8; ReleaseDiff,
+# WorkflowChange and KeptVersion: inspect --against, or a build into a directory holding an older release of the
+# catalogue).
 NOT_MADE_BY_A_BUILD = {
     "GeneratedKey",
     "ReleaseInspection",
@@ -137,6 +140,7 @@ NOT_MADE_BY_A_BUILD = {
     "NotUtf8",
     "ReleaseDiff",
     "WorkflowChange",
+    "KeptVersion",
 }
 
 
@@ -214,8 +218,9 @@ def test_keygen_and_init_never_load_ctypes(tmp_path: Path) -> None:
 
 
 def test_a_command_registered_elsewhere_is_imported_when_it_is_looked_up() -> None:
-    """keygen, init (cli_author), inspect, verify (cli_inspect), push, pull (cli_oci): run, asked for help or
-    listed, each is there, and a command imports only its own module."""
+    """check (cli_check), sign (cli_sign), keygen, init (cli_author), inspect, verify (cli_inspect), push, pull
+    (cli_oci): run, asked for help or listed, each is there, and a command imports only its own module."""
+    elsewhere = {f"rimthan_packager.cli_{name}" for name in ("author", "check", "inspect", "oci", "sign")}
     inspected = pack_probe("inspect", "--help")
     assert inspected.code == 0, inspected.stderr
     assert "Usage: rimthan-pack inspect [OPTIONS] RELEASE" in inspected.stdout
@@ -230,6 +235,14 @@ def test_a_command_registered_elsewhere_is_imported_when_it_is_looked_up() -> No
     commands = listed.stdout.split("Commands:")[1].split("Exit status:")[0]
     names = [line.split()[0] for line in commands.splitlines() if line.strip()]
     assert names == ["build", "check", "init", "inspect", "keygen", "pull", "push", "sign", "verify"]
+    checked = pack_probe("check", "/nonexistent/source")
+    assert checked.code == 1
+    assert checked.stderr.startswith("error: catalogue_invalid: ")
+    assert checked.modules & elsewhere == {"rimthan_packager.cli_check"}
+    signed = pack_probe("sign", "--help")
+    assert signed.code == 0, signed.stderr
+    assert "Usage: rimthan-pack sign [OPTIONS] RELEASE" in signed.stdout
+    assert signed.modules & elsewhere == {"rimthan_packager.cli_sign"}
     pulled = pack_probe("pull", "oci://127.0.0.1:1/rimthan/x:1.0.0", "--trust", "/nonexistent", "--out", "/nonexistent")
     assert pulled.code == 1
     assert pulled.stderr.startswith("error: ")
@@ -265,9 +278,9 @@ def test_a_build_compiles_no_pattern_only_a_refusal_needs(tmp_path: Path, scaffo
 
 
 def test_a_build_defines_no_other_command(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
-    """Only the commands of ``cli.py`` (build, check, sign) are made: the others' click options are never built."""
+    """Only ``build`` is made (``cli.py``'s one command): the others' click options are never built."""
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     argv = ("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
     run = pack_probe(*argv, env=env)
     assert run.code == 0, run.stderr
-    assert run.commands == ["build", "check", "sign"]
+    assert run.commands == ["build"]

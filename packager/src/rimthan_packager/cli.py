@@ -1,10 +1,13 @@
-"""``rimthan-pack``: build, check and sign, and the console-script entry point.
+"""``rimthan-pack``: build, and the console-script entry point.
 
 The group and its shared options are :mod:`rimthan_packager.cli_options`'s;
-``keygen`` and ``init`` are :mod:`rimthan_packager.cli_author`'s, ``inspect``
-and ``verify`` :mod:`rimthan_packager.cli_inspect`'s and ``push``/``pull``
+``check`` is :mod:`rimthan_packager.cli_check`'s and ``sign``
+:mod:`rimthan_packager.cli_sign`'s (both use the warnings and the key reading
+here, which they share with ``build``), ``keygen`` and ``init``
+:mod:`rimthan_packager.cli_author`'s, ``inspect`` and ``verify``
+:mod:`rimthan_packager.cli_inspect`'s and ``push``/``pull``
 :mod:`rimthan_packager.cli_oci`'s, each imported (and registered) by the group
-only when one of its commands is run or listed. Every refusal is one line,
+only when one of its commands is run or listed: a build defines only its own. Every refusal is one line,
 ``error: <code>: <file>: <message>``, followed by one ``next:`` line saying
 what to do (the one error voice of :mod:`rimthan_clikit`); exit status 1
 for a refusal, 2 for a usage mistake. Bad input never produces a traceback.
@@ -23,7 +26,7 @@ import click
 from rimthan_clikit import emit_json, reports_refusals, warn
 from rimthan_workflow_registry.errors import FailureCode
 
-from .cli_options import _JSON, _epilog, _key_option, _trust_option, cli
+from .cli_options import _JSON, _SOURCE, _epilog, _key_option, _trust_option, cli
 from .user_cache import remembered_checks
 
 __all__ = ["cli", "main"]  # the group (made in cli_options) with every command registered, and the entry point
@@ -72,7 +75,7 @@ def _collector_paused() -> Iterator[None]:
         "SOURCE_DATE_EPOCH=1767225600 rimthan-pack build SOURCE --key private-keys/dev.key",
     )
 )
-@click.argument("source", type=click.Path(file_okay=False, path_type=Path))
+@_SOURCE
 @_key_option("key_paths", "Private signing key (PEM PKCS#8); repeat for several signers.", multiple=True)
 @click.option(
     "--out",
@@ -133,71 +136,6 @@ def _cosign_next(release: Path, signatures: int) -> str:
         f"of k signatures refuses it until k-{signatures} more are added, one per co-signer with "
         f"`rimthan-pack sign {release} --key THEIR_KEY --trust TRUST`; "
         f"`rimthan-pack verify {release} --trust TRUST` says how many are missing"
-    )
-
-
-@cli.command(
-    epilog=_epilog(
-        "rimthan-pack check catalogues/research-decision/1.3.0",
-        "rimthan-pack check SOURCE --json",
-        "rimthan-pack check SOURCE --releases-dir releases",
-    )
-)
-@click.argument("source", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--releases-dir",
-    "releases_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Also check against the releases already built there (build's --out): refused if it holds this version "
-    "(release_exists), warned if it holds a newer one (rollback_refused).",
-)
-@_JSON
-@reports_refusals
-@remembered_checks()
-def check(source: Path, releases_dir: Path | None, as_json: bool) -> None:
-    """Check a catalogue source as build would, without keys, writing nothing.
-
-    SOURCE is a catalogue source directory (rooted at catalogue.toml). Every
-    check build makes before it writes runs: the server's catalogue rules,
-    the JSON Schema keywords, the version folder, every definition file
-    listed, every worked example in examples/ as a run would check it (and no
-    file there that is no workflow's example), and no schema file left
-    unreferenced. Refusals are reported as build would report
-    them (each unreferenced schema file and stray example its own); exit 0
-    means build would accept the source. With --releases-dir, a version
-    that directory already holds is refused as build --out would refuse it
-    (release_exists), and a newer version there is warned of: a verifier
-    that has served it refuses this one (rollback_refused).
-    """
-    from rimthan_workflow_registry.canonical import sha256_hex
-
-    from .build import check_source, own_files, refuse_built, source_date_epoch
-
-    checked = check_source(source)
-    catalogue = checked.loaded.catalogue
-    if releases_dir is not None:
-        refuse_built(releases_dir, checked)
-    own = own_files(checked, signatures=1, created=source_date_epoch())
-    _warn_unpullable(source, checked.source.sizes, own, catalogue.name, catalogue.version)
-    if releases_dir is not None:
-        _warn_newer(releases_dir, catalogue.name, catalogue.version, "would build")
-        _warn_kept(releases_dir, catalogue, lambda path: sha256_hex(checked.source.read(path)))
-    release_id = f"{catalogue.name}@{catalogue.version}"
-    if as_json:
-        emit_json(
-            {
-                "ok": True,
-                "source": str(source),
-                "release_id": release_id,
-                "workflows": [w.key for w in catalogue.workflows],
-                "examples": checked.examples,
-                "files": len(checked.source.paths),
-            }
-        )
-        return
-    click.echo(
-        f"checked {release_id} at {source}: {len(catalogue.workflows)} workflow(s), {checked.examples} worked "
-        f"example(s), {len(checked.source.paths)} files; build would accept it"
     )
 
 
@@ -273,58 +211,6 @@ def _signing_key(path: Path) -> SigningKey:
     if key.exposure is not None:
         warn(FailureCode.KEY_FILE_EXPOSED, key.source, key.exposure.message, key.exposure.next_step)
     return key
-
-
-@cli.command(
-    epilog=_epilog(
-        "rimthan-pack sign releases/research-decision-1.3.0 --key private-keys/colleague.key --trust keys/trust.toml",
-    )
-)
-@click.argument("release", type=click.Path(file_okay=False, path_type=Path))
-@_key_option("key_path", "Private signing key (PEM PKCS#8) of the co-signer.")
-@_trust_option(
-    "If given, every trusted signature already there must verify (fewer than its threshold is fine: that is "
-    "what co-signing collects)."
-)
-@_JSON
-@reports_refusals
-@remembered_checks()
-def sign(release: Path, key_path: Path, trust_path: Path | None, as_json: bool) -> None:
-    """Add a co-signature to an existing release (k-of-n signing).
-
-    The release's files, manifest and catalogue are verified first, then
-    signatures/<keyid>.sig is added. Nothing else in the release changes.
-    Refuses if this key has already signed.
-    """
-    from rimthan_workflow_registry.release import load_trust
-
-    from .cosign import sign_release
-
-    key = _signing_key(key_path)
-    trust = load_trust(trust_path) if trust_path is not None else None
-    if trust is not None and key.key_id not in trust.keys:
-        _warn_untrusted_signer(release, key.key_id, trust.source)
-    path = sign_release(release, key, trust=trust)
-    if as_json:
-        emit_json({"ok": True, "signature": str(path), "key_id": key.key_id})
-        return
-    click.echo(f"signed {release} with key {key.key_id}")
-    click.echo(f"wrote {path}")
-
-
-def _warn_untrusted_signer(release: Path, key_id: str, trust: str) -> None:
-    """The co-signer's key is not in ``trust``: the signature is written (a new key's, before it is trusted) but
-    counts toward no threshold; said with how to undo it when the key was the wrong one."""
-    from rimthan_workflow_registry.release import SIGNATURES_DIR, signature_name
-
-    written = release / SIGNATURES_DIR / signature_name(key_id)
-    warn(
-        FailureCode.SIGNATURE_UNTRUSTED,
-        str(written),
-        f"key {key_id} is not in the trust store {trust}: its signature will not count toward the threshold",
-        f"if that was the wrong key, delete {written} (nothing else in the release changes) and sign with a key "
-        "the trust store holds; if it should count, add its .pub to the trust store (keys/README.md, Add a key)",
-    )
 
 
 def main() -> None:

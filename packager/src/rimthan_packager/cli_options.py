@@ -1,8 +1,10 @@
 """The ``rimthan-pack`` click group and the options and help its commands share.
 
 Kept apart from the commands so each command module (:mod:`~rimthan_packager.cli`,
-:mod:`~rimthan_packager.cli_author`, :mod:`~rimthan_packager.cli_inspect`,
-:mod:`~rimthan_packager.cli_oci`) registers on one group without importing another;
+:mod:`~rimthan_packager.cli_author`, :mod:`~rimthan_packager.cli_check`,
+:mod:`~rimthan_packager.cli_inspect`, :mod:`~rimthan_packager.cli_oci`,
+:mod:`~rimthan_packager.cli_sign`) registers on one group (``check`` and ``sign``
+take the warnings and the key reading they share with ``build`` from ``cli``);
 imports here stay light, as ``--help`` pays for them. The group imports the modules
 other than ``cli`` only when one of their commands is looked up
 (:data:`COMMANDS_ELSEWHERE`): a build imports none of them.
@@ -18,6 +20,7 @@ import click
 from rimthan_clikit import EXIT_STATUS_EPILOG, RimthanGroup, epilog
 
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print a machine-readable JSON result on stdout.")
+_SOURCE = click.argument("source", type=click.Path(file_okay=False, path_type=Path))  # build's and check's
 
 
 def _epilog(*examples: str) -> str:
@@ -29,11 +32,13 @@ _TRUST_HELP = "Trust store: a directory of PEM *.pub files (threshold 1) or a TO
 
 # The commands other modules than cli register, imported when one of them is run or listed (--help).
 COMMANDS_ELSEWHERE = {
+    "check": "rimthan_packager.cli_check",
     "init": "rimthan_packager.cli_author",
     "inspect": "rimthan_packager.cli_inspect",
     "keygen": "rimthan_packager.cli_author",
     "pull": "rimthan_packager.cli_oci",
     "push": "rimthan_packager.cli_oci",
+    "sign": "rimthan_packager.cli_sign",
     "verify": "rimthan_packager.cli_inspect",
 }
 

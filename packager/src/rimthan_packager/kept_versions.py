@@ -7,15 +7,16 @@ no way onto the new one, and two releases then mean different things by one
 key. ``check --releases-dir`` and ``build`` compare each workflow's files
 (its TOML, schemas, instructions, assets, validator instructions) with the
 same paths in the older releases of the catalogue in that directory, by the
-digests their signed manifests list, and warn of each such workflow.
+digests their signed manifests list, and warn of each such workflow
+(:class:`~rimthan_packager.kept_version.KeptVersion` carries each warning).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import (
@@ -27,15 +28,8 @@ from rimthan_workflow_registry.release import (
 )
 from rimthan_workflow_registry.strict_json import parse_strict_json
 
-
-@dataclass(frozen=True, eq=False, repr=False)  # a carrier for a warning: never compared or shown
-class KeptVersion:
-    """A workflow whose files differ from an older release's while its ``id@version`` is the same."""
-
-    workflow: str  # id@version
-    source: str  # its TOML, where the version is set
-    release: Path  # the older release it differs from (the newest that differs)
-    files: tuple[str, ...]  # the files that differ or that release lacks
+if TYPE_CHECKING:
+    from .kept_version import KeptVersion
 
 
 def kept_versions(releases: Path, catalogue: Catalogue, digest_of: Callable[[str], str]) -> list[KeptVersion]:
@@ -46,6 +40,8 @@ def kept_versions(releases: Path, catalogue: Catalogue, digest_of: Callable[[str
     found: dict[str, KeptVersion] = {}
     for release, manifest in _older(releases, catalogue.name, catalogue.version):
         from rimthan_workflow_registry.release import changed_workflow_files, file_digests  # only with an older one
+
+        from .kept_version import KeptVersion  # the same: a build beside no older release never defines it
 
         keys = {f"{w.id}@{w.version}" for w in manifest.workflows}
         digests = file_digests(manifest)
