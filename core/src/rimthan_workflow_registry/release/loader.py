@@ -72,7 +72,7 @@ class CompiledSchemas(Mapping[str, "CatalogueSchema"]):
         return len(self._documents)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # compared, never shown (test_build_dataclasses)
 class SchemaSet:
     """Every JSON Schema of a catalogue, parsed once and compiled at most once."""
 
@@ -83,7 +83,7 @@ class SchemaSet:
         return self.validators[path]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # compared, never shown (test_build_dataclasses)
 class LoadedCatalogue:
     """A catalogue that passed every rule, with its compiled schemas."""
 

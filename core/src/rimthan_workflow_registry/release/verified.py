@@ -340,7 +340,7 @@ def failure_at(code: FailureCode, message: str, where: Path | str) -> ReleaseVer
     return ReleaseVerificationError(code, message, path=str(where))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # compared, never shown (test_build_dataclasses)
 class ReleaseFiles:
     """Read access to a release's catalogue files, every read checked against the manifest.
 
