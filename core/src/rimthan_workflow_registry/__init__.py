@@ -29,6 +29,7 @@ At the top, shared by both:
 ``small_files``        a key or trust file read bounded, and only if it is a regular file: a FIFO never blocks
 ``whole_writes``       every byte written, a short write going on
 ``state_dir``          the verifier's default state directory, which the host kit's audit command names too
+``state_formats``      a state file a newer version wrote (a rollback): told apart, never read or rewritten
 ``below_floor``        the record a verifier refused below its activation floor logs, as the bridge reads it
 ``protocol_names``     the names the four-tool workflow protocol fixes, defined once
 ``workflow_engine``    the protocol's :func:`resolve_branches` and version order

@@ -61,6 +61,7 @@ from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import is_semver, semver_key
 from rimthan_workflow_registry.remediation import io_next_step
 from rimthan_workflow_registry.small_files import read_small_file
+from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, newer_format
 from rimthan_workflow_registry.strict_json import parse_strict_json
 from rimthan_workflow_registry.whole_writes import replace_whole
 
@@ -178,19 +179,29 @@ class ActivationFloor:
         assert self.path is not None
         if not os.path.lexists(self.path):  # a link that leads nowhere is unreadable, never "no floor"
             return {}
+        raw = self._read()
+        if (newer := self._newer(raw.get("format") if isinstance(raw, dict) else None)) is not None:
+            raise newer
+        try:
+            if raw.get("format") != FLOOR_FORMAT:
+                raise ValueError(f"format is not {FLOOR_FORMAT}")
+            return {name: _entry(name, e) for name, e in raw["catalogues"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise self._unreadable(str(exc)) from None
+
+    def _read(self) -> Any:
+        """The floor file's JSON, read bounded and strictly; anything unreadable is ``rollback_refused``."""
+        assert self.path is not None
         try:
             data = read_small_file(self.path, MAX_FLOOR_FILE_BYTES)  # a FIFO is refused, never waited on
             if len(data) > MAX_FLOOR_FILE_BYTES:
                 raise ValueError(f"over {MAX_FLOOR_FILE_BYTES} bytes")
-            raw = parse_strict_json(data, where=str(self.path), code=FailureCode.ROLLBACK_REFUSED)
-            if raw.get("format") != FLOOR_FORMAT:
-                raise ValueError(f"format is not {FLOOR_FORMAT}")
-            return {name: _entry(name, e) for name, e in raw["catalogues"].items()}
+            return parse_strict_json(data, where=str(self.path), code=FailureCode.ROLLBACK_REFUSED)
         except RegistryError as exc:  # not JSON, or JSON read two ways (a repeated key, NaN, 1e999)
             raise self._unreadable(exc.message) from None
         except OSError as exc:
             raise self._unreadable(exc.strerror or str(exc)) from None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except ValueError as exc:
             raise self._unreadable(str(exc)) from None
 
     def _unreadable(self, reason: str) -> RegistryError:
@@ -200,6 +211,19 @@ class ActivationFloor:
             path=str(self.path),
             next_step="restore the file from a replica or backup, or move it away to record the floor afresh "
             "(--lower-floor cannot read it either)",
+        )
+
+    def _newer(self, found: object) -> RegistryError | None:
+        """A floor file a newer version wrote: refused saying so, never advising to move it away (a rollback
+        protection lost) nor rewritten in this version's format."""
+        newer = newer_format(found, FLOOR_FORMAT)
+        if newer is None:
+            return None
+        return RegistryError(
+            FailureCode.ROLLBACK_REFUSED,
+            f"the activation floor file is not read: {newer.reason()}",
+            path=str(self.path),
+            next_step=f"{ROLLBACK_NEXT}; do not move it away: the floors it records guard against rollbacks",
         )
 
     def get(self, catalogue: str) -> FloorEntry | None:

@@ -6,6 +6,7 @@ once at start, and only for the repository it names (another ``--releases-from``
 ``last_synced`` of ``GET /healthz`` and the ``--stale-after`` rule (:class:`~.loading.SyncStatus`): a replica
 restarted long after its last good sync is stale as soon as it starts failing, not SECONDS after its start. A file
 that cannot be read or written costs only that, said in one warning: the follower goes on as if none were kept.
+A file a newer version wrote (a rollback) is said in one warning too, and left as it is: never rewritten.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.small_files import read_small_file
+from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, NewerFormat, newer_format
 from rimthan_workflow_registry.whole_writes import replace_whole
 
 from .logs import get_logger
@@ -36,12 +38,16 @@ class LastSync:
     path: Path
     registry: str
     _warned: set[str] = field(default_factory=set)  # "read", "write": each warned of once
+    _newer: NewerFormat | None = None  # the file a newer version wrote: left as it is, never rewritten
 
     def read(self) -> tuple[float, str] | None:
         """The last good sync kept for this registry, as the follower holds it: (that moment on the monotonic
         clock, UTC); None if none is kept (or it cannot be read: warned of once)."""
         try:
             document = json.loads(read_small_file(self.path, _MAX_BYTES))
+            if (newer := newer_format(document.get("format"), _FORMAT)) is not None:
+                self._leave(newer)
+                return None
             utc = document["last_synced"] if document.get("registry") == self.registry else None
             if document.get("format") != _FORMAT or utc is None:
                 return None
@@ -55,11 +61,22 @@ class LastSync:
 
     def write(self, utc: str) -> None:
         """Keep ``utc`` (a sync that did not fail just ended) as this registry's last good sync."""
+        if self._newer is not None:
+            return
         text = json.dumps({"format": _FORMAT, "registry": self.registry, "last_synced": utc}) + "\n"
         try:
             replace_whole(self.path, text, prefix=".last-sync-")
         except OSError as exc:
             self._warn("write", exc)
+
+    def _leave(self, newer: NewerFormat) -> None:
+        """A file a newer version wrote: said once, then neither read nor overwritten."""
+        self._newer = newer
+        _log.warning(
+            "last good sync not read or kept",
+            extra={"path": str(self.path), "reason": newer.reason(), "next": f"{ROLLBACK_NEXT}; until then the "
+                   "file is left as it is and a restart while the registry is down says last_synced null"},
+        )  # fmt: skip
 
     def _warn(self, what: str, exc: BaseException) -> None:
         if what in self._warned:

@@ -20,7 +20,10 @@ checkpoints, so the file adds no new trust; an unreadable or malformed file
 is ignored (every check runs again), never trusted. It is only an
 optimisation: a file that cannot be written (a full or read-only state
 directory) is skipped, and :attr:`SchemaCheckCache.unwritten` says why, for
-the server to warn about; it never stops a start.
+the server to warn about; it never stops a start. A file a newer Rimthan
+version wrote (a rollback, or a newer replica sharing the directory) is left
+as it is: nothing read from it, never rewritten in this version's format, and
+``unwritten`` says so.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 
 from ..canonical import sha256_hex
 from ..small_files import read_small_file
+from ..state_formats import NewerFormat, newer_format
 
 SCHEMA_CHECKS_FILE = "schema-checks.json"
 _FORMAT = "rimthan.schema-checks/1"
@@ -132,8 +136,11 @@ class SchemaCheckCache:
         ``None`` stops writing (what was learnt stays in this process).
         """
         with self._lock:
-            self._path = path
-            self._on_disk = _read(path) if path is not None else set()
+            found = _read(path) if path is not None else set()
+            if isinstance(found, NewerFormat):  # left as a newer version wrote it: never rewritten in this format
+                self._path, self._on_disk, self.unwritten = None, set(), f"{path}: {found.reason()}"
+                return
+            self._path, self._on_disk = path, found
             self._passed |= self._on_disk
 
     def _write(self, path: Path) -> None:
@@ -155,15 +162,18 @@ class SchemaCheckCache:
                 Path(tmp).unlink(missing_ok=True)
 
 
-def _read(path: Path) -> set[str]:
-    """The keys a well-formed cache file holds; anything else (a FIFO, never waited on; a huge file) holds none."""
+def _read(path: Path) -> set[str] | NewerFormat:
+    """The keys a well-formed cache file holds; anything else (a FIFO, never waited on; a huge file) holds none;
+    a file a newer version wrote, its format."""
     try:
         data = read_small_file(path, _MAX_FILE_BYTES)
         document = json.loads(data.decode("utf-8")) if len(data) <= _MAX_FILE_BYTES else None
     except (OSError, ValueError, RecursionError):  # RecursionError: nesting deeper than the stack (a serve crashed)
         return set()
-    if not isinstance(document, dict) or document.get("format") != _FORMAT:
+    if not isinstance(document, dict):
         return set()
+    if document.get("format") != _FORMAT:
+        return newer_format(document.get("format"), _FORMAT) or set()
     passed = document.get("passed")
     if not isinstance(passed, list):
         return set()

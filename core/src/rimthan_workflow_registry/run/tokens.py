@@ -44,6 +44,7 @@ from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenErr
 from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS
 from rimthan_workflow_registry.run.key_file import read_key_file, write_key_file
 from rimthan_workflow_registry.run.token_wire import TokenSegments, b64url_encode, claims_payload, split_token
+from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, newer_format
 
 if TYPE_CHECKING:
     from jwt.algorithms import HMACAlgorithm
@@ -91,6 +92,18 @@ def _header_segment(key: bytes, kid: str, token_type: str) -> bytes:
 
 
 _KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def _newer_key_file(raw: Any) -> KeyringError | None:
+    """A key file a newer version wrote: ``key_invalid`` saying so, never advising new keys (or a rewrite)."""
+    newer = newer_format(raw.get("format"), KEYRING_FORMAT) if isinstance(raw, dict) else None
+    if newer is None:
+        return None
+    return KeyringError(
+        FailureCode.KEY_INVALID,
+        f"cannot read checkpoint keys: {newer.reason()}",
+        next_step=f"{ROLLBACK_NEXT}; do not create new keys: the runs these keys signed would be refused",
+    )
 
 
 def _is_key_id(value: Any) -> bool:
@@ -178,7 +191,7 @@ class CheckpointKeyring:
     @classmethod
     def _from_json(cls, raw: Any) -> CheckpointKeyring:
         if not isinstance(raw, dict) or raw.get("format") != KEYRING_FORMAT:
-            raise ValueError(f"format is not {KEYRING_FORMAT}")
+            raise _newer_key_file(raw) or ValueError(f"format is not {KEYRING_FORMAT}")
         if unknown := sorted(set(raw) - _FILE_MEMBERS):  # a misspelt "retired" would leave its keys live
             raise ValueError(f"unknown member(s) {', '.join(map(repr, unknown))}")
         keys, archived = _key_list(raw["keys"], "keys"), _key_list(raw.get("archived", []), "archived")
