@@ -12,6 +12,7 @@ format. A file of this version's own name that is damaged is still refused as da
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,26 @@ def test_a_last_sync_of_a_newer_version_is_read_as_none_and_never_rewritten(tmp_
     ours = LastSync(tmp_path / "ours.json", "r/x")  # this version's own file is still written and read back
     ours.write("2026-12-07T00:00:00Z")
     assert LastSync(tmp_path / "ours.json", "r/x").read() is not None
+
+
+def test_floor_members_a_newer_version_added_survive_this_versions_rewrite(
+    served: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A newer version adds a member under the same format (as ``trust_keys`` once was added): this version,
+    rolled back to, rewrites the file when it records a floor, and keeps what it does not know."""
+    state = tmp_path / "state"
+    assert _serve(served, state).returncode == 0
+    document = json.loads((state / FLOOR).read_text("utf-8"))
+    (own,) = document["catalogues"]
+    document["catalogues"][own]["approved_by"] = {"ticket": "OPS-1"}
+    document["catalogues"]["demo@0123456789abcdef"] = {**document["catalogues"][own], "pinned_by": ["ops"]}
+    document["written_by"] = "a newer rimthan"
+    (state / FLOOR).write_text(json.dumps(document, indent=2), encoding="utf-8")
+    moved = tmp_path / "releases"  # another releases directory: another deployment, whose floor is recorded
+    shutil.copytree(served[0], moved)
+    assert _mcp("serve", "--releases-dir", moved, "--trust", served[1], "--state-dir", state).returncode == 0
+    rewritten = json.loads((state / FLOOR).read_text("utf-8"))
+    assert len(rewritten["catalogues"]) == 3, rewritten  # the new deployment's entry was recorded
+    assert rewritten["written_by"] == "a newer rimthan", rewritten
+    assert rewritten["catalogues"][own]["approved_by"] == {"ticket": "OPS-1"}, rewritten
+    assert rewritten["catalogues"]["demo@0123456789abcdef"]["pinned_by"] == ["ops"], rewritten

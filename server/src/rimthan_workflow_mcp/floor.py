@@ -27,6 +27,12 @@ label; they are read from it only when the label parses strictly and hashes
 back to the entry's deployment id, otherwise the entry binds its own
 deployment alone.
 
+A member of the file or of an entry that this version does not know (a newer
+version added it; the same ``format`` number) is written back as it was read
+whenever this version rewrites the file, so a rollback loses none of it; an
+entry this version replaces starts afresh. A file of a newer ``format`` is
+refused, never rewritten (``state_formats``).
+
 Replicas sharing a state directory raise the floor under an OS file lock
 (``activation-floor.json.lock`` next to it, ``flock``): read, check and write
 happen as one step, so no replica's raise is lost and none records (or
@@ -75,6 +81,7 @@ _DIGEST = re.compile(DIGEST_PATTERN)
 EXPLICIT_MODE = "explicit --release mode"
 MODES = ("directory", "explicit")  # an entry's "mode": the directory mode, or the explicit --release mode
 _KEY_ID = re.compile(r"[0-9a-f]{64}")
+_ENTRY_MEMBERS = frozenset({"version", "manifest_digest", "activated_at", "deployment", "trust_keys", "mode"})
 _LABEL = re.compile(rf"trust ([0-9a-f]{{64}}(?:, [0-9a-f]{{64}})*); releases (.+?)(; {EXPLICIT_MODE})?", re.DOTALL)
 _log = get_logger("floor")
 
@@ -93,6 +100,7 @@ class FloorEntry:
     deployment: str = ""
     trust_keys: tuple[str, ...] = ()  # empty: not known, so no later deployment inherits this floor
     mode: str = ""
+    others: tuple[tuple[str, Any], ...] = ()  # members a newer version added: written back as they were read
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,8 @@ def _entry(name: str, e: dict[str, Any]) -> FloorEntry:
     if not isinstance(deployment, str):
         raise ValueError(f"{name}: deployment {deployment!r} is not a text label")
     keys, mode = _keys_and_mode(name, e, deployment)
-    return FloorEntry(version, digest, activated_at, deployment, keys, mode)
+    others = tuple((k, v) for k, v in e.items() if k not in _ENTRY_MEMBERS)
+    return FloorEntry(version, digest, activated_at, deployment, keys, mode, others)
 
 
 class ActivationFloor:
@@ -169,6 +178,7 @@ class ActivationFloor:
     def __init__(self, path: Path | None, deployment: Deployment | None = None) -> None:
         self.path = path
         self.deployment = deployment
+        self._others: dict[str, Any] = {}  # top-level members a newer version added: written back as read
         self._entries: dict[str, FloorEntry] = self._load() if path is not None else {}
         self._announced: set[tuple[str, str]] = set()  # (catalogue, entry key) already logged as inherited
 
@@ -185,9 +195,11 @@ class ActivationFloor:
         try:
             if raw.get("format") != FLOOR_FORMAT:
                 raise ValueError(f"format is not {FLOOR_FORMAT}")
-            return {name: _entry(name, e) for name, e in raw["catalogues"].items()}
+            entries = {name: _entry(name, e) for name, e in raw["catalogues"].items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise self._unreadable(str(exc)) from None
+        self._others = {k: v for k, v in raw.items() if k not in ("format", "catalogues")}
+        return entries
 
     def _read(self) -> Any:
         """The floor file's JSON, read bounded and strictly; anything unreadable is ``rollback_refused``."""
@@ -393,9 +405,11 @@ class ActivationFloor:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            **self._others,
             "format": FLOOR_FORMAT,
             "catalogues": {
                 name: {
+                    **dict(e.others),
                     "version": e.version,
                     "manifest_digest": e.manifest_digest,
                     "activated_at": e.activated_at,
