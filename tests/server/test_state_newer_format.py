@@ -23,6 +23,7 @@ from support.refusals import Refusal, refusal
 from support.releases import build_release, make_keypair, scaffold_source, trust_dir
 
 RIMTHAN_MCP = str(Path(sys.executable).parent / "rimthan-mcp")
+_NEWER = "it was written by a newer Rimthan version (format {0}/2; this version reads {0}/1)"
 KEYS, FLOOR, CHECKS = "checkpoint-keys.json", "activation-floor.json", "schema-checks.json"
 
 
@@ -61,6 +62,15 @@ def _refused(done: subprocess.CompletedProcess[str]) -> Refusal:
     return refusal(done.stderr, allow_before=True)
 
 
+def _refused_as_newer(done: subprocess.CompletedProcess[str], code: str, name: str, *, never: str) -> Refusal:
+    """A refusal with ``code`` saying a newer version wrote ``name``, its next step to run that version (or
+    restore the backup), and never ``never`` (what would lose the newer version's file)."""
+    found = _refused(done)
+    assert found.code == code and _NEWER.format(name) in found.error, found
+    assert found.next.startswith("run the Rimthan version that wrote it") and never not in found.next, found
+    return found
+
+
 def test_checkpoint_keys_of_a_newer_version_are_refused_as_such_and_left_as_they_are(
     served: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -71,14 +81,9 @@ def test_checkpoint_keys_of_a_newer_version_are_refused_as_such_and_left_as_they
         _mcp("keys", "list", "--state-dir", state),
         _mcp("keys", "rotate", "--state-dir", state),
     ):
-        found = _refused(done)
-        assert found.code == "key_invalid", found
-        assert (
-            "written by a newer Rimthan version (format rimthan.checkpoint-keys/2; this version reads "
-            "rimthan.checkpoint-keys/1)" in found.error
-        ), found
-        assert found.next.startswith("run the Rimthan version that wrote it"), found
-        assert "do not create new keys" in found.next and "keys rotate" not in found.next, found
+        found = _refused_as_newer(done, "key_invalid", "rimthan.checkpoint-keys", never="keys rotate")
+        assert found.error.endswith("cannot read checkpoint keys: " + _NEWER.format("rimthan.checkpoint-keys"))
+        assert "do not create new keys" in found.next, found
     assert (state / KEYS).read_bytes() == kept
 
 
@@ -93,14 +98,11 @@ def test_an_activation_floor_of_a_newer_version_is_refused_as_such_and_left_as_i
         _serve(served, state, *extra),
         _mcp("check", "--release", release, "--trust", served[1], "--state-dir", state),
     ):
-        found = _refused(done)
-        assert found.code == "rollback_refused", found
-        assert (
-            "the activation floor file is not read: it was written by a newer Rimthan version (format "
-            "rimthan.activation-floor/2; this version reads rimthan.activation-floor/1)" in found.error
-        ), found
-        assert found.next.startswith("run the Rimthan version that wrote it"), found
-        assert "do not move it away" in found.next and "record the floor afresh" not in found.next, found
+        found = _refused_as_newer(done, "rollback_refused", "rimthan.activation-floor", never="afresh")
+        assert found.error.endswith(
+            "the activation floor file is not read: " + _NEWER.format("rimthan.activation-floor")
+        )
+        assert "do not move it away" in found.next, found
     assert (state / FLOOR).read_bytes() == kept
 
 
