@@ -1,4 +1,4 @@
-"""``make interop`` step 6: the harness in Node written from the docs alone (interop/node-harness/harness.mjs).
+"""``make interop`` step 7: the harness in Node written from the docs alone (interop/node-harness/harness.mjs).
 
 Node's standard library only, over stdio: the test vectors, a refused ``tools/list`` field without a
 description, a completed run; a run migrated from 1.2.0 to 1.3.0; and one under ``--migrate-to-newest`` with

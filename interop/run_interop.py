@@ -26,7 +26,13 @@
    in host/claude-plugin added and its plugin installed, and the documented
    ``claude mcp add`` line; ``claude mcp list`` shows the rimthan-host bridge
    connected each way.
-6. A harness in another language, written from the docs alone
+6. Other hosts, the real Gemini CLI and Codex CLI (interop/other_hosts.py):
+   the documented ``gemini mcp add`` and ``codex mcp add`` lines write the
+   documented config; ``gemini mcp list`` shows the bridge connected, ``codex
+   mcp list`` shows it enabled; then each host, its model replaced by a
+   stand-in on a loopback port (interop/model_standin.py), sends the model
+   every tool of the bridge.
+7. A harness in another language, written from the docs alone
    (interop/node-harness/harness.mjs, Node's standard library only): it checks
    itself against docs/test-vectors/host-protocol.json, refuses a tools/list
    field without a description, and completes a run of the release over stdio;
@@ -36,7 +42,7 @@
    ``--migrate-to-newest``: a releases directory holding only 1.2.0, the run
    started there, 1.3.0 published into the directory and the server refreshed
    (SIGHUP) at the first question, the run migrated to it and completed.
-7. A harness in TypeScript on the official MCP TypeScript SDK
+8. A harness in TypeScript on the official MCP TypeScript SDK
    (interop/ts_sdk_harness.py, interop/ts-sdk-harness/harness.mts): the test
    vectors with the npm ``canonicalize`` library, then a run over stdio and one
    over stateless Streamable HTTP, each with a refused call, a refused output,
@@ -50,7 +56,8 @@ steps in order and the command line) · ``interop_world`` (the work directory,
 the signed releases, the HTTP server, the report) · ``npm_tools`` (step 1) ·
 ``conformance_suite`` (step 3) · ``inspector_checks`` (step 4) ·
 ``inspector_bridge`` (step 4, the run through the bridge) · ``claude_code``
-(step 5) · ``node_harness`` (step 6) · ``ts_sdk_harness`` (step 7) ·
+(step 5) · ``other_hosts`` (step 6) · ``model_standin`` (step 6, the hosts' model
+stand-in) · ``node_harness`` (step 7) · ``ts_sdk_harness`` (step 8) ·
 ``host_vectors`` (``make test-vectors``: docs/test-vectors/host-protocol.json).
 """
 
@@ -71,6 +78,7 @@ from inspector_checks import ERAS, run_inspector
 from interop_world import REPO, Report, SetupError, http_server, migration_target, prepare
 from node_harness import run_node_harness
 from npm_tools import INSPECTOR, MODULES, NODE22, check_node, install_tools, node_env
+from other_hosts import run_other_hosts
 from ts_sdk_harness import run_ts_sdk_harness
 
 
@@ -80,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--skip-conformance", action="store_true", help="run only the Inspector checks")
     parser.add_argument("--skip-inspector", action="store_true", help="skip the MCP Inspector checks")
     parser.add_argument("--skip-claude-code", action="store_true", help="skip the Claude Code CLI checks")
+    parser.add_argument("--skip-other-hosts", action="store_true", help="skip the Gemini CLI and Codex CLI checks")
     parser.add_argument("--skip-node-harness", action="store_true", help="skip the Node harness run")
     parser.add_argument("--skip-ts-harness", action="store_true", help="skip the TypeScript SDK harness runs")
     options = parser.parse_args(argv)
@@ -107,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not options.skip_claude_code:
             print("\nClaude Code CLI: the rimthan plugin and the documented mcp add line", flush=True)
             run_claude_code(MODULES, REPO, work, world.release, world.trust, world.bin_dir, report.check)
+        if not options.skip_other_hosts:
+            run_other_hosts(MODULES, NODE22, work, world.release, world.trust, world.bin_dir, report.check)
         if not options.skip_node_harness:
             print("\nA harness in Node from the docs alone", flush=True)
             run_node_harness(world, report)

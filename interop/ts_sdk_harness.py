@@ -1,4 +1,4 @@
-"""``make interop`` step 7: the TypeScript harness on the official MCP TypeScript SDK, over stdio and HTTP.
+"""``make interop`` step 8: the TypeScript harness on the official MCP TypeScript SDK, over stdio and HTTP.
 
 interop/ts-sdk-harness/harness.mts (run by the pinned Node 22 as it is: type stripping, nothing compiled)
 checks docs/test-vectors/host-protocol.json with the npm ``canonicalize`` library, then serves

@@ -80,6 +80,10 @@ ALLOWLIST = {
     "claude plugin marketplace add ./host/claude-plugin": "needs the Claude Code CLI: make interop "
     "(interop/claude_code.py) runs it; tests/host/test_host_install.py checks the plugin",
     "claude plugin install rimthan@rimthan": "needs the Claude Code CLI: make interop (interop/claude_code.py)",
+    "gemini mcp add rimthan rimthan-host serve": "needs the Gemini CLI: make interop (interop/other_hosts.py) runs "
+    "it; tests/docs/test_host_kit_other_hosts.py keeps the config it writes as shown",
+    "codex mcp add rimthan -- rimthan-host serve": "needs the Codex CLI: make interop (interop/other_hosts.py) runs "
+    "it; tests/docs/test_host_kit_other_hosts.py keeps the config it writes as shown",
     "claude plugin install rimthan@rimthan --config require_elicitation=true": "needs the Claude Code CLI; "
     "make interop (interop/claude_code.py) sets the option with the configure line below",
     'echo \'{"require_elicitation": "true"}\' | claude plugin configure rimthan@rimthan --values-stdin': "needs "

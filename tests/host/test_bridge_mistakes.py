@@ -46,6 +46,8 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         refused(extra, "Nothing was done: unknown argument mode", "it takes workflow, facts, new_run")
         refused(await model.call("start_run", {"workflow": "research", "facts": "all"}), "facts must be an object")
         refused(await model.call("show_step", {"run": "run-1"}), "unknown argument run", "takes no arguments")
+        hinted = await model.call("show_step", {"wait_for_previous": True})  # Gemini CLI's hint: taken, dropped
+        refused(hinted, "No run is active. Call start_run")
         assert not (model.project / ".rimthan").exists()  # none of it started anything
         blocked = await model.start({"objective": "x"})
         refused(blocked, "decision_owner", "call start_run again with every fact")
@@ -60,6 +62,7 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         refused(again, f"{run} (unfinished, at step interview)", f"Run {run} is the active one", "new_run true")
         assert again.data == {"status": "refused", "unfinished": [run]}
         assert (await model.call("show_step")).data["run"] == run  # the refusal changed nothing
+        assert (await model.call("show_step", {"wait_for_previous": False})).data["run"] == run
 
         final = await model.follow(started, "desk-research")
         assert final.data["status"] == "completed"

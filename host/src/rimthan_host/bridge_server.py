@@ -43,7 +43,7 @@ from .protocol import HarnessError, HostProfile, ToolRefused
 from .reconnect import logged_run, recover
 from .roots import outside_roots
 from .run_lock import RunBusy, RunLockLost
-from .tools import INSTRUCTIONS, TOOLS, argument_problem
+from .tools import INSTRUCTIONS, TOOLS, argument_problem, without_host_hints
 from .verifier_replies import VerifierFailure, reply_for
 from .words import answer_text, scrub, scrub_value
 from .workspace_lock import lost_words
@@ -103,7 +103,7 @@ def create_bridge_server(
         if handler is None:
             words = f"Unknown tool {quoted(params.name)}; the tools are {', '.join(handlers)}."
             return _result(Reply(words, is_error=True))
-        arguments = dict(params.arguments or {})
+        arguments = without_host_hints(params.arguments or {})
         problem = argument_problem(params.name, arguments)
         if problem is not None:
             return _result(Reply(problem, {"status": "bad_arguments"}, is_error=True))

@@ -6,7 +6,8 @@ what to do with its result, within the 6 KB the definitions may take
 schema is closed; :func:`argument_problem` turns a call that does not fit
 (an unknown key, a missing one, a wrong type or value, a value JSON cannot
 carry exactly, nesting past :data:`ARGUMENT_DEPTH`) into words saying how to
-call the tool again, before anything reaches the run.
+call the tool again, before anything reaches the run. :func:`without_host_hints`
+first drops the arguments a host adds to every tool for itself (:data:`HOST_HINTS`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ ARGUMENT_DEPTH = MAX_ARGUMENT_DEPTH - 2
 bridge takes it (``facts.f`` -> ``migration.confirmed_state.state.f``), within the verifier's own bound there."""
 PROBLEM_CHARS = 4 * QUOTE_MAX_CHARS
 """A problem's words quote what the model sent (unknown keys, a value's path, a wrong value): cut past this."""
+HOST_HINTS = frozenset({"wait_for_previous"})
+"""Arguments a host adds to every tool's schema for its own use and passes on with the call: Gemini CLI's
+``wait_for_previous`` (run this call after the turn's earlier ones), which the model may set on any call."""
 _FACTS = {"type": "object", "description": "Facts the user confirmed (ask; never invent): field name -> value."}
 
 
@@ -123,6 +127,11 @@ TOOLS: tuple[types.Tool, ...] = (
 _BY_NAME = {t.name: t for t in TOOLS}
 _CHECKERS = {t.name: Draft202012Validator(t.input_schema) for t in TOOLS}
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def without_host_hints(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The call's arguments less :data:`HOST_HINTS`: no tool of the bridge takes one, and none means the run."""
+    return {key: value for key, value in arguments.items() if key not in HOST_HINTS}
 
 
 def argument_problem(name: str, arguments: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,93 @@
+"""A stand-in for a host's model API on a loopback port: it keeps each request's body and answers "ok".
+
+Hosts other than Claude Code need an account only to reach their model; pointed at this endpoint instead
+(``GOOGLE_GEMINI_BASE_URL`` for Gemini CLI, a ``model_providers`` entry for Codex CLI) they start the configured
+MCP servers, list their tools and send them to "the model" as function declarations: the request a real model
+would get, kept here for the checks to read. The reply ends the turn: Gemini's ``generateContent`` JSON (or its
+``alt=sse`` stream) with one text part, or an OpenAI Responses event stream with one message; or, while
+:attr:`ModelStandIn.gemini_calls` holds one, the Gemini reply is that function call (a tool call "the model"
+makes), and the host's next request carries the tool's result.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "ok"
+_GEMINI_USAGE = {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}
+_MESSAGE = {"type": "message", "role": "assistant", "id": "msg-1", "content": [{"type": "output_text", "text": ANSWER}]}
+_USAGE = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+_RESPONSES_EVENTS = (
+    {"type": "response.created", "response": {"id": "resp-1"}},
+    {"type": "response.output_item.done", "output_index": 0, "item": _MESSAGE},
+    {"type": "response.completed", "response": {"id": "resp-1", "usage": _USAGE}},
+)
+
+
+@dataclass
+class ModelStandIn:
+    """The base URL to give a host, and every request body it sent (path, parsed JSON)."""
+
+    url: str
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    gemini_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (function, args), in turn
+
+    def bodies(self, path_part: str) -> list[dict[str, Any]]:
+        return [body for path, body in self.requests if path_part in path]
+
+
+@contextmanager
+def model_standin() -> Iterator[ModelStandIn]:
+    """Serve on 127.0.0.1 (a free port) until the block ends."""
+    kept = ModelStandIn("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            size = int(self.headers.get("content-length") or 0)
+            try:
+                body = json.loads(self.rfile.read(size) or b"{}")
+            except ValueError:
+                body = {}
+            kept.requests.append((self.path, body if isinstance(body, dict) else {}))
+            call = kept.gemini_calls.pop(0) if kept.gemini_calls and ":" in self.path else None
+            self._reply(*_reply_for(self.path, call))
+
+        def _reply(self, content_type: str, data: bytes) -> None:
+            self.send_response(200)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    kept.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield kept
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _reply_for(path: str, call: tuple[str, dict[str, Any]] | None) -> tuple[str, bytes]:
+    if path.endswith("/responses"):
+        events = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in _RESPONSES_EVENTS)
+        return "text/event-stream", events.encode()
+    part = {"text": ANSWER} if call is None else {"functionCall": {"name": call[0], "args": call[1]}}
+    reply = {
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": _GEMINI_USAGE,
+    }
+    if "alt=sse" in path:
+        return "text/event-stream", f"data: {json.dumps(reply)}\n\n".encode()
+    return "application/json", json.dumps(reply).encode()
