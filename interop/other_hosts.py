@@ -71,14 +71,8 @@ def run_other_hosts(
 def run_gemini(command: list[str], world: tuple[Path, Path, dict[str, str]], model: ModelStandIn, check: Check) -> None:
     project, home, env = world
     gemini = _runner(command, project, env)
-    _version(gemini, GEMINI_PACKAGE, check)
-    added = gemini(*GEMINI_ADD)
-    written = _json_or_none(project / ".gemini" / "settings.json")
-    check(
-        added.returncode == 0 and written == GEMINI_SETTINGS,
-        f"gemini {' '.join(GEMINI_ADD)} writes the documented .gemini/settings.json",
-        json.dumps(written) if written is not None else _last(added),
-    )
+    settings = project / ".gemini" / "settings.json"
+    _add_line(gemini, (GEMINI_PACKAGE, GEMINI_ADD), lambda: _json_or_none(settings), GEMINI_SETTINGS, check)
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}), "utf-8")
     listed = gemini("mcp", "list")
     check(
@@ -137,14 +131,8 @@ def _gemini_declarations(bodies: list[dict[str, Any]], asked: subprocess.Complet
 def run_codex(command: list[str], world: tuple[Path, Path, dict[str, str]], model: ModelStandIn, check: Check) -> None:
     project, home, env = world
     codex = _runner(command, project, env)
-    _version(codex, CODEX_PACKAGE, check)
-    added = codex(*CODEX_ADD)
-    written = _toml_or_none(home / ".codex" / "config.toml")
-    check(
-        added.returncode == 0 and written == CODEX_CONFIG,
-        f"codex {' '.join(CODEX_ADD)} writes the documented ~/.codex/config.toml",
-        json.dumps(written) if written is not None else _last(added),
-    )
+    config = home / ".codex" / "config.toml"
+    _add_line(codex, (CODEX_PACKAGE, CODEX_ADD), lambda: _toml_or_none(config), CODEX_CONFIG, check)
     listed = codex("mcp", "list")
     row = next((line.split() for line in listed.stdout.splitlines() if line.startswith("rimthan ")), [])
     check(
@@ -194,9 +182,20 @@ def _runner(command: list[str], project: Path, env: dict[str, str]) -> Run:
     return host
 
 
-def _version(host: Run, package: str, check: Check) -> None:
+def _add_line(
+    host: Run, line: tuple[str, list[str]], written: Callable[[], dict[str, Any] | None], shown: object, check: Check
+) -> None:
+    """The CLI runs, and its documented ``mcp add`` line writes what docs/host-kit.md shows."""
+    package, add = line
     version = host("--version")
     check(version.returncode == 0, f"{package} runs", version.stdout.strip() or _last(version))
+    added = host(*add)
+    got = written()
+    check(
+        added.returncode == 0 and got == shown,
+        f"{package}: {' '.join(add)} writes the documented config",
+        json.dumps(got) if got is not None else _last(added),
+    )
 
 
 def _json_or_none(path: Path) -> dict[str, Any] | None:
