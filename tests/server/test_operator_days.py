@@ -417,7 +417,7 @@ def test_sigterm_with_a_get_stream_open_and_a_body_never_finished_says_the_call_
     assert status == 0
     stopped = [line for line in server.lines[seen:] if line.startswith("rimthan-mcp: stopped")]
     assert stopped == ["rimthan-mcp: stopped: 1 call(s) in flight still unanswered after 10 s were cancelled "
-                       "(answered HTTP 500)\n"], server.stderr()  # fmt: skip
+                       "(answered Connection closed, HTTP 503)\n"], server.stderr()  # fmt: skip
 
 
 def test_invalid_utf8_and_non_json_lines_on_stdio_get_a_parse_error(world: ServerWorld, tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ from . import session_room
 from .health import Health
 from .http_bounds import BoundedRequests, HeadDeadlineProtocol
 from .http_cors import CrossOrigin
+from .http_stop import ANSWERED_SECONDS, AnswerAtStop, CutOff
 from .list_changed import ListingWatch
 from .logs import get_logger
 from .port_claims import claim
@@ -283,20 +284,25 @@ class _DrainingServer(uvicorn.Server):
     which made the process die with 143; SIGINT (Ctrl-C) keeps that behaviour and exits 130. Open listen
     streams are ended with their result first: they are no call to wait for, and would hold the stop back;
     so is a follower's sync under way (``stop_syncs``): stopped at once, not waited for. ``cut_off``: the calls
-    still running at the drain's deadline, which uvicorn cancels (their clients get its 500)."""
+    still running at the drain's deadline, which uvicorn cancels (their clients get the error ``http_stop``
+    answers them with)."""
 
-    def __init__(self, config: uvicorn.Config, watch: ListingWatch | None, provider: ReleaseProvider) -> None:
+    def __init__(
+        self, config: uvicorn.Config, watch: ListingWatch | None, provider: ReleaseProvider, stop: CutOff
+    ) -> None:
         super().__init__(config)
         self._watch = watch
         self._provider = provider
-        self.cut_off = 0
+        self.stop = stop
+        self.cut_off: set[asyncio.Task[None]] = set()
 
     async def _wait_tasks_to_complete(self) -> None:
-        """uvicorn's wait for the calls in flight, cancelled at the drain's deadline: count those cut off."""
+        """uvicorn's wait for the calls in flight, cancelled at the drain's deadline: note those cut off."""
         try:
             await super()._wait_tasks_to_complete()
         except asyncio.CancelledError:
-            self.cut_off = len(self.server_state.tasks)
+            self.stop.passed = True  # uvicorn cancels them next: each answered by http_stop
+            self.cut_off = set(self.server_state.tasks)
             raise
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -317,6 +323,8 @@ class _DrainingServer(uvicorn.Server):
         if self._watch is not None:
             self._watch.close_listen_streams()
         await super().shutdown(sockets)
+        if self.cut_off:  # cancelled, not awaited by uvicorn: their answers written before the stop line
+            await asyncio.wait(self.cut_off, timeout=ANSWERED_SECONDS)
 
 
 async def serve_http(
@@ -357,8 +365,10 @@ async def serve_http(
     health = Health(provider, security, stale_after)
     methods = ("POST", "GET", "DELETE") if sessions else ("POST",)  # what a stateless server answers: POST
     health.watch()  # each change of the answer logged as it happens, probed or not
+    stop = CutOff()
+    bounded = BoundedRequests(starlette_app, stateless=not sessions, health=health)
     config = uvicorn.Config(
-        CrossOrigin(BoundedRequests(starlette_app, stateless=not sessions, health=health), security, methods),
+        CrossOrigin(AnswerAtStop(bounded, stop), security, methods),
         http=HeadDeadlineProtocol,
         log_config=None,
         log_level=log_level,
@@ -366,7 +376,7 @@ async def serve_http(
         access_log=False,
         timeout_graceful_shutdown=DRAIN_SECONDS,
     )
-    server = _DrainingServer(config, watch, provider)
+    server = _DrainingServer(config, watch, provider, stop)
     async with anyio.create_task_group() as tg:
         await tg.start(_refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "http", "url": binding.url})
@@ -376,14 +386,16 @@ async def serve_http(
         finally:
             starting_over()  # serving is over: SIGTERM's default action again
         tg.cancel_scope.cancel()
-    return http_stopped(server.cut_off)
+    return http_stopped(len(server.cut_off), server.stop)
 
 
-def http_stopped(cut_off: int) -> str:
-    """How serving over HTTP ended: every call in flight answered, or ``cut_off`` cancelled at the drain's end."""
+def http_stopped(cut_off: int, stop: CutOff) -> str:
+    """How serving over HTTP ended: every call in flight answered, or ``cut_off`` cancelled at the drain's end
+    (each answered ``Connection closed``, but for those whose answer had begun or was not written in time)."""
     if not cut_off:
         return "stopped: calls in flight were answered"
-    return (
-        f"stopped: {cut_off} call(s) in flight still unanswered after {DRAIN_SECONDS} s were cancelled "
-        "(answered HTTP 500)"
-    )
+    unanswered = cut_off - stop.answered
+    how = "answered Connection closed, HTTP 503"
+    if unanswered > 0:
+        how = f"{stop.answered} {how}; {unanswered} closed unanswered"
+    return f"stopped: {cut_off} call(s) in flight still unanswered after {DRAIN_SECONDS} s were cancelled ({how})"
