@@ -123,11 +123,16 @@ def test_an_unreachable_registry_and_nothing_held_refuses_with_the_registry_s_er
     tmp_path: Path, trust: Path
 ) -> None:
     """A fresh replica whose registry cannot be reached: the refusal names the registry, not an empty directory.
-    It came after a warning "registry unreachable; serving what is held", with nothing held and the process exiting."""
+    It came after a warning "registry unreachable; serving what is held", with nothing held and the process exiting
+    (then that warning was held back from the log); now the warning says what it means: nothing held yet."""
     proc = check("--releases-from", "oci://127.0.0.1:9/rimthan/x", "--plain-http", "--releases-dir",
                  tmp_path / "releases", "--trust", trust, "--state-dir", tmp_path / "state", timeout=90)  # fmt: skip
     assert proc.returncode == 1, proc.stderr
-    said = refusal(proc.stderr)  # the refusal alone: the follower's "serving what is held" line, false, is not said
+    said = refusal(proc.stderr, allow_before=True)
+    warned = [json.loads(line) for line in proc.stderr.splitlines()[:-2]]  # every line before the refusal: JSON
+    nothing_held = "registry unreachable; nothing held to serve yet"
+    assert [(w["level"], w["event"]) for w in warned] == [("warning", nothing_held)], proc.stderr
+    assert warned[0]["error"]["code"] == "oci_registry_error" and warned[0]["next"].startswith("check the registry")
     assert (
         said.code == "oci_registry_error" and "nothing could be pulled from oci://127.0.0.1:9/rimthan/x (" in said.error
     )

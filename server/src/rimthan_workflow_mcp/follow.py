@@ -19,9 +19,10 @@ releases directory that fills or turns read-only (``io_error``: nothing half-pul
 ever renamed into place), is logged and the replica keeps serving what it holds (a registry
 that stays unreachable, one that refuses our credentials (``oci_unauthorized``: its own line, with where
 credentials come from), a pull that keeps failing, or a local file error escaping the sync, is warned of once
-per kind, its end said in one info line: :mod:`.recurring`); such a failure (of the sync, or a pull in it) is carried
-into the refresh result (``sync_failed``) and ``GET /healthz``, with since when syncs fail; so is a registry
-that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
+per kind, its end said in one info line: :mod:`.recurring`; at the start, with no release held yet, the warning
+says ``nothing held to serve yet``, not that it serves what it holds); such a failure (of the sync, or a pull in
+it) is carried into the refresh result (``sync_failed``) and ``GET /healthz``, with since when syncs fail; so is a
+registry that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
 tries again. A server stopping (``SIGTERM``, Ctrl-C, or any other way: ``transports.refresh_now``) ends the sync
@@ -43,11 +44,9 @@ bytes and apply the same rules.
 from __future__ import annotations
 
 import errno
-import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +81,9 @@ from .trust_refresh import trust_changed
 
 _log = get_logger("follow")
 _GONE = "tag gone from the registry; its release is kept"
+# What a failing first sync (a start) says the replica does meanwhile when the releases directory holds no release:
+# not "serving what is held" nor "will retry": the start goes on only if a pull of that sync succeeds.
+NOTHING_HELD_YET = "nothing held to serve yet"
 _CHECK_REGISTRY = (
     "check the registry address in --releases-from, the network to it, and --plain-http (a registry without TLS "
     "needs it)"
@@ -114,6 +116,7 @@ class RegistryFollower:
     _refused: dict[str, Rejection] = field(default_factory=dict)  # tag -> why its current digest was refused
     _refused_digests: RefusedDigests = field(default_factory=RefusedDigests)  # never pulled again (same trust)
     _first_sync: bool = True  # copies whose tag went while the replica was down: warned of at its first listing
+    _starting: bool = True  # the first sync under way (the start): its warnings say whether anything is held
     _copies: dict[str, tuple[Path, Fingerprint]] = field(default_factory=dict)  # tag -> its directory as pulled
     _failed: dict[str, RegistryError] = field(default_factory=dict)  # tag -> why its last pull failed (transient)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -170,6 +173,7 @@ class RegistryFollower:
                 raise
             finally:
                 self._under_way = None
+                self._starting = False
                 self._tell_watchers()
 
     @property
@@ -184,9 +188,16 @@ class RegistryFollower:
         self._stop.stop()
         return str(self.ref) if under_way else None
 
-    def failure_events(self) -> frozenset[str]:
-        """The warnings a failing sync starts with, each saying the replica serves what it holds (or will retry)."""
-        return frozenset(kind.started for kind in (self._outage, self._credentials, self._disk, self._pulls))
+    def _meanwhile(self) -> str | None:
+        """What a failure's warning says the replica does meanwhile, when not its usual words (serving what is
+        held, or will retry): at the start, with no release in the releases directory, that nothing is held yet."""
+        if not self._starting:
+            return None
+        try:
+            scan_releases(self.releases_dir)
+        except (RegistryError, OSError):
+            return NOTHING_HELD_YET
+        return None
 
     def watch(self, watcher: Callable[[], None]) -> None:
         """Call ``watcher`` (in the syncing thread) as each sync begins and as it ends: /healthz's transitions."""
@@ -208,7 +219,7 @@ class RegistryFollower:
         except OSError as exc:  # nothing a local file does (the releases directory, a Docker config) may stop a
             # server holding a release; what the core's pull path did not say as io_error
             kind = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
-            self._disk.failed(kind, {"exc": quoted(exc), "next": io_next_step(exc)})
+            self._disk.failed(kind, {"exc": quoted(exc), "next": io_next_step(exc)}, meanwhile=self._meanwhile())
             self._sync_failed(RegistryError(FailureCode.IO_ERROR, quoted(exc), path=str(self.releases_dir)))
         else:
             self._reached()
@@ -249,11 +260,12 @@ class RegistryFollower:
         self.last_error = exc
         if exc.code is FailureCode.OCI_UNAUTHORIZED:  # it answers, and refuses us: not an outage
             self._outage.switched()
-            self._credentials.failed(exc.code.value, {"error": exc.to_dict(), "next": _credentials_step(exc)})
+            said = {"error": exc.to_dict(), "next": _credentials_step(exc)}
+            self._credentials.failed(exc.code.value, said, meanwhile=self._meanwhile())
             return
         self._credentials.switched()
         step = _CHECK_REGISTRY if exc.code is FailureCode.OCI_REGISTRY_ERROR else next_step(exc)
-        self._outage.failed(exc.code.value, {"error": exc.to_dict(), "next": step})
+        self._outage.failed(exc.code.value, {"error": exc.to_dict(), "next": step}, meanwhile=self._meanwhile())
 
     def _reached(self) -> None:
         """One info line when a registry that could not be reached answers again."""
@@ -363,7 +375,7 @@ class RegistryFollower:
         self._failed[tag] = exc
         self._pull_failed_now = exc
         said = {"reference": where, "error": exc.to_dict(), "next": next_step(exc)}
-        self._pulls.failed((exc.code.value, said["next"]), said, key=tag)
+        self._pulls.failed((exc.code.value, said["next"]), said, key=tag, meanwhile=self._meanwhile())
 
     def _forget_changed_copies(self) -> None:
         """Pull again each tag whose directory changed on disk since it was pulled (edited, deleted, replaced).
@@ -413,30 +425,9 @@ def start_following(
         )
     releases_dir.mkdir(parents=True, exist_ok=True)
     sweep_stale_downloads(releases_dir)
-    with _kept_back(follower.failure_events()) as kept:
-        follower.sync()
-    _nothing_held(follower)  # raises: the lines kept back ("serving what is held") would be false; its refusal says why
-    for record in kept:  # something is held: they are true
-        _log.handle(record)
+    follower.sync()  # a failure of it, with nothing held yet, is said so (NOTHING_HELD_YET)
+    _nothing_held(follower)  # raises when nothing is held: its refusal says why nothing was pulled
     return follower
-
-
-@contextmanager
-def _kept_back(events: frozenset[str]) -> Iterator[list[logging.LogRecord]]:
-    """The records of ``events`` logged in the block, kept back from the log (the caller logs them if true)."""
-    kept: list[logging.LogRecord] = []
-
-    def keep(record: logging.LogRecord) -> bool:
-        if record.msg in events:
-            kept.append(record)
-            return False
-        return True
-
-    _log.addFilter(keep)
-    try:
-        yield kept
-    finally:
-        _log.removeFilter(keep)
 
 
 def _repository(reference: str) -> OciReference:

@@ -25,13 +25,17 @@ class Recurring:
     cleared: str | None = None  # the info event when it is over (None: the caller's own line says so)
     _kinds: dict[str, Hashable] = field(default_factory=dict)
 
-    def failed(self, kind: Hashable, extra: Mapping[str, Any], key: str = "") -> None:
-        """Warn of a failure of a new kind under ``key``; one of the kind last said is only debug."""
+    def failed(self, kind: Hashable, extra: Mapping[str, Any], key: str = "", *, meanwhile: str | None = None) -> None:
+        """Warn of a failure of a new kind under ``key``; one of the kind last said is only debug.
+
+        ``meanwhile``: what the replica does meanwhile when it is not what ``started`` says after its ``;`` (a
+        start with nothing held to serve yet); the warning's event then ends with it instead."""
         before, self._kinds[key] = self._kinds.get(key), kind
         if before == kind:
             self.log.debug(self.lasting, extra=dict(extra))
             return
-        self.log.warning(self.started, extra=dict(extra))
+        event = self.started if meanwhile is None else f"{self.started.partition(';')[0]}; {meanwhile}"
+        self.log.warning(event, extra=dict(extra))
 
     def switched(self, key: str = "") -> None:
         """The failure under ``key`` became one another :class:`Recurring` says: forget it, with no line."""
