@@ -116,7 +116,8 @@ def test_credentials_refused_with_nothing_held_exit_1_in_one_true_refusal(
 ) -> None:
     """A fresh replica whose password the registry refuses holds nothing to serve: it exits 1 with the refusal
     (oci_unauthorized, where credentials come from). Before, a warning "registry refused our credentials; serving
-    what is held" came just before it, though nothing was held and nothing was served."""
+    what is held" came just before it, though nothing was held and nothing was served; then it was held back from
+    the log. Now the warning says what is true: nothing is held to serve yet."""
     registry = start_registry(tmp_path / "registry", users={USER: OLD})
     try:
         _push(registry, packaged_releases["1.2.0"], trust, tmp_path, OLD)
@@ -126,7 +127,11 @@ def test_credentials_refused_with_nothing_held_exit_1_in_one_true_refusal(
     finally:
         registry.stop()
     assert done.returncode == 1, done.stderr
-    said = refusal(done.stderr)  # nothing before it: no line says a release is served
+    said = refusal(done.stderr, allow_before=True)
+    warned = [json.loads(line) for line in done.stderr.splitlines()[:-2]]  # no line says a release is served
+    nothing_held = "registry refused our credentials; nothing held to serve yet"
+    assert [(w["level"], w["event"]) for w in warned] == [("warning", nothing_held)], done.stderr
+    assert warned[0]["error"]["code"] == "oci_unauthorized", warned
     assert said.error.startswith("error: oci_unauthorized: "), said
     assert "nothing could be pulled from" in said.error and "holds no release to serve meanwhile" in said.error, said
     assert said.next.startswith("give credentials the registry accepts: "), said

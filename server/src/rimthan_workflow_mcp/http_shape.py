@@ -83,27 +83,44 @@ def session_of(scope: Scope) -> str:
     return f"client {client[0] if client else 'unknown'}"
 
 
-class ShapeAnswers:
-    """One POST's ``receive`` and ``send``, the SDK's answers to a body of the wrong shape replaced (see module)."""
+class KeptBody:
+    """A request's ``receive`` that keeps the first ``SCREEN_BYTES`` of its body as the app reads it (no second
+    read, no parse)."""
 
-    def __init__(self, receive: Receive, send: Send, calls: CallsWithoutId | None = None, session: str = "") -> None:
+    def __init__(self, receive: Receive) -> None:
         self._receive = receive
-        self._send = send
-        self._calls = calls
-        self._session = session
         self._kept: list[bytes] = []
-        self._size = 0
-        self._held: list[Message] = []  # the SDK's 400, until its body shows whether it is the validation report
-        self._replaced = False
+        self.size = 0
 
     async def receive(self) -> Message:
         message = await self._receive()
         if message["type"] == "http.request":
             body: bytes = message.get("body", b"")
-            self._size += len(body)
-            if self._size <= SCREEN_BYTES:
+            self.size += len(body)
+            if self.size <= SCREEN_BYTES:
                 self._kept.append(body)
         return message
+
+    @property
+    def whole(self) -> bool:
+        """Every byte received so far was kept."""
+        return self.size <= SCREEN_BYTES
+
+    def head(self) -> bytes:
+        return b"".join(self._kept)
+
+
+class ShapeAnswers:
+    """One POST's ``receive`` and ``send``, the SDK's answers to a body of the wrong shape replaced (see module)."""
+
+    def __init__(self, receive: Receive, send: Send, calls: CallsWithoutId | None = None, session: str = "") -> None:
+        self._body = KeptBody(receive)
+        self.receive = self._body.receive
+        self._send = send
+        self._calls = calls
+        self._session = session
+        self._held: list[Message] = []  # the SDK's 400, until its body shows whether it is the validation report
+        self._replaced = False
 
     async def send(self, message: Message) -> None:
         if self._replaced:
@@ -137,7 +154,7 @@ class ShapeAnswers:
 
     def _text(self) -> str | None:
         """The body as text when all of it was kept, else None."""
-        return b"".join(self._kept).decode("utf-8", "replace") if self._size <= SCREEN_BYTES else None
+        return self._body.head().decode("utf-8", "replace") if self._body.whole else None
 
     def _refusing_accepted(self) -> types.JSONRPCError | None:
         """The refusal of a body the SDK accepted as a notification or a response, if it was a request."""
@@ -168,7 +185,7 @@ class ShapeAnswers:
         text = self._text()
         if text is not None:
             return not_a_message(text)
-        batch = b"".join(self._kept).lstrip().startswith(b"[")
+        batch = self._body.head().lstrip().startswith(b"[")
         return invalid_request(BATCH_REFUSED if batch else NOT_A_MESSAGE)
 
     async def _answer(self, start: Message, answer: types.JSONRPCError) -> None:

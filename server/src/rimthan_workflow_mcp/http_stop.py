@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .http_shape import SCREEN_BYTES, error_body, json_headers
+from .http_shape import KeptBody, error_body, json_headers
 from .logs import get_logger
 from .stdio_drain import DRAIN_SECONDS
 
@@ -53,20 +53,10 @@ class _Call:
     """One request's ``receive`` and ``send``, watched: the first bytes of its body, and whether it was answered."""
 
     def __init__(self, receive: Receive, send: Send) -> None:
-        self._receive = receive
+        self._body = KeptBody(receive)
+        self.receive = self._body.receive
         self._send = send
-        self._kept: list[bytes] = []
-        self._size = 0
         self.answering = False
-
-    async def receive(self) -> Message:
-        message = await self._receive()
-        if message["type"] == "http.request":
-            body: bytes = message.get("body", b"")
-            self._size += len(body)
-            if self._size <= SCREEN_BYTES:
-                self._kept.append(body)
-        return message
 
     async def send(self, message: Message) -> None:
         self.answering = self.answering or message["type"] == "http.response.start"
@@ -74,10 +64,10 @@ class _Call:
 
     def request_id(self) -> types.RequestId | None:
         """The id of the request the body sent so far holds whole, else None (not read, or not one request)."""
-        if self._size > SCREEN_BYTES:
+        if not self._body.whole:
             return None
         try:
-            message = json.loads(b"".join(self._kept))
+            message = json.loads(self._body.head())
         except ValueError:
             return None
         found = message.get("id") if isinstance(message, dict) else None
