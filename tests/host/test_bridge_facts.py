@@ -36,8 +36,12 @@ def test_facts_confirmed_in_the_interview_go_in_with_step_done(world: ServerWorl
         run = started.data["run"]
         log = RunLog(model.project, run)
         assert started.data["step"]["id"] == "interview" and BRIDGE_NOTE in started.text, started.text
-        wrong = await model.call("step_done", {"step": "interview", "facts": {**later, "deadline": "next spring"}})
-        refused(wrong, "Nothing was recorded: the verifier refused the facts", "deadline",
+        vague = await model.call("step_done", {"step": "interview", "facts": {**later, "deadline": "next spring"}})
+        refused(vague, "deadline takes a date written YYYY-MM-DD (e.g. 2027-03-31), and you passed next spring: if "
+                "the user named a day, pass it written that way; if not, ask them for the day")  # fmt: skip
+        assert vague.data["status"] == "facts_refused", vague.data  # (a date's form: checked before the verifier)
+        wrong = await model.call("step_done", {"step": "interview", "facts": {**later, "options": ["Only one"]}})
+        refused(wrong, "Nothing was recorded: the verifier refused the facts", "options",
                 "the run stays at step interview", "call step_done again with every fact in facts")  # fmt: skip
         assert wrong.data["status"] == "facts_refused", wrong.data
         assert "deadline" not in log.load_state()["confirmed_state"]["state"]
@@ -72,9 +76,9 @@ def test_a_refused_fact_is_quoted_as_the_user_gave_it(world: ServerWorld, tmp_pa
     async def script(model: StandIn) -> None:
         await model.start(first)
         value = "next_confirmed_state by spring"
-        wrong = await model.call("step_done", {"step": "interview", "facts": {**later, "deadline": value}})
+        wrong = await model.call("step_done", {"step": "interview", "facts": {**later, "options": [value]}})
         refused(wrong, "(confirmed_state_invalid: the confirmed state with these facts does not satisfy the "
-                f"workflow's confirmed-state schema at /deadline: '{value}' is not a 'date')")  # fmt: skip
+                f"workflow's confirmed-state schema at /options: ['{value}'] is too short)")  # fmt: skip
         assert wrong.data["status"] == "facts_refused", wrong.data
 
     drive(world, tmp_path, script)

@@ -91,10 +91,10 @@ class Bridge(StepMoves, MigrationMoves):
         if unfinished and not new_run:
             return self._busy(unfinished)
         expects: Expects = {}
-        if asker.available and facts:  # (the user confirms facts only once the workflow is known and none is missing)
+        if facts:  # (the user confirms facts only once the workflow is known and none is missing)
             asked = await self._unlogged().requirements(workflow)  # (workflow_not_found raised as a start's)
             left = [f for f in wires(asked.failures) if set(missing_fields([f])) - set(facts)]  # (a field not given)
-            if asked.status == "blocked" and left:
+            if asked.status == "blocked" and left and asker.available:
                 return _blocked(left, True)
             # (each field's schema, optional ones too, as the release names it; the start's expects if unread)
             expects = {**expects_of_failures(wires(asked.failures)), **await self._state_fields(asked)}

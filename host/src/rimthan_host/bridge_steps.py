@@ -71,7 +71,7 @@ class StepMoves(BridgeCore):
             kept = f"The facts ({', '.join(sorted(facts))}) were not recorded or put to the user yet: pass them again"
             return replace(missing, text=f"{missing.text}\n{kept} with that step_done.")
         if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
-            expects = await self._state_fields(session.position) if asker.available and facts else {}
+            expects = await self._state_fields(session.position) if facts else {}
             moved = await record_facts(session, asker, facts, expects)
             if isinstance(moved, Reply):
                 return moved

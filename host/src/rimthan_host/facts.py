@@ -22,6 +22,7 @@ from rimthan_workflow_registry.run import schema_misfit
 from .asking import Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .fact_forms import Expects, fact_form
+from .fact_shapes import misshapen, shape_words
 from .protocol import ToolRefused
 from .result_parts import wires
 from .results import RunResult
@@ -55,6 +56,11 @@ async def confirm_facts(
     did not happen on a no, in words and as the reply's status; ``data``: where the run is, for the reply's data;
     ``asked``: each field's schema in the release (its form offers its choices or type) and why they are asked.
     """
+    found = misshapen(facts, asked[0])
+    if found:  # (a value of another type than its field's is refused before anyone is asked to confirm it)
+        refusal = shape_words(found, undone[0], tool, asker.available)
+        shapes = {**(data or {}), "status": "facts_refused", "misshapen": [m.name for m in found]}
+        return Reply(refusal, shapes, is_error=True)
     if not asker.available or not facts:
         return Confirmed(BY_MODEL, dict(facts))
     forms = [fact_form(k, v, asked[0].get(k), asked[1]) for k, v in facts.items()]

@@ -36,7 +36,11 @@ PROBLEM_CHARS = 4 * QUOTE_MAX_CHARS
 HOST_HINTS = frozenset({"wait_for_previous"})
 """Arguments a host adds to every tool's schema for its own use and passes on with the call: Gemini CLI's
 ``wait_for_previous`` (run this call after the turn's earlier ones), which the model may set on any call."""
-_FACTS = {"type": "object", "description": "Facts the user confirmed (ask; never invent): field name -> value."}
+_FACTS = {
+    "type": "object",
+    "description": "Facts the user confirmed (ask; never invent): field name -> value, in the type its field takes "
+    '(a list field as a JSON array of texts, e.g. ["A", "B"]; a date as YYYY-MM-DD).',
+}
 
 
 def _tool(name: str, description: str, properties: dict[str, Any], required: tuple[str, ...] = ()) -> types.Tool:

@@ -24,7 +24,7 @@ from rimthan_workflow_registry.remediation import FULL_OR_READ_ONLY
 from .files import ProjectPath, file_status
 from .own_files import HardLinked, hard_link_words
 from .protocol import MoveNotRecorded, NotAProtocolResult
-from .result_parts import wires
+from .result_parts import NeededFact, wires
 from .results import RunResult, WalkedStep
 from .runlog import RunSummary
 from .schemas import OutputSchema
@@ -309,6 +309,7 @@ def preview_words(result: RunResult) -> list[str]:
         f"artifacts {', '.join(preview.get('invalidated_artifacts') or []) or 'none'};",
         f"validators {', '.join(preview.get('invalidated_validators') or []) or 'none'}.",
         walked_words(result.walked_again),
+        *kept_words(result.migration.target_needs if result.migration else ()),
     ]
     blocking = [f for f in failures if f.get("code") != "migration_confirmation_required"]
     if blocking:
@@ -321,6 +322,14 @@ def walked_words(walked: Sequence[WalkedStep]) -> str:
     """The steps a migration walks again, in order, each with the files it produces again."""
     steps = [w.step + (f" (redoes {', '.join(w.outputs)})" if w.outputs else "") for w in walked]
     return f"Steps walked again: {', '.join(steps)}." if steps else "No step is walked again."
+
+
+def kept_words(needs: Sequence[NeededFact]) -> list[str]:
+    """The run's confirmed facts a migration carries to its target: the user is not asked for them again."""
+    kept = [n.field for n in needs if n.present]
+    if not kept:
+        return []
+    return [f"The facts confirmed so far carry over, not asked for again at the steps walked again: {', '.join(kept)}."]
 
 
 def offer_summary(offer: Mapping[str, Any]) -> dict[str, Any]:
