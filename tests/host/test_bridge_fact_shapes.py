@@ -19,6 +19,7 @@ import anyio
 import pytest
 from mcp import types
 from support.bridge import bridge_params, check_replies, drive, refused, stand_in
+from rimthan_host.standin import StandIn
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -50,14 +51,14 @@ def _eliciting(world: ServerWorld, tmp_path: Path, person: Person, moves: Any) -
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
 
-    async def go() -> Any:
+    async def go() -> tuple[Any, StandIn]:
         async with CheckedClient(bridge_params(project, world, state), mode="legacy", elicitation_callback=person) as c:
             model = stand_in(c, project)
-            out = await moves(model)
-            check_replies(model)
-            return out
+            return await moves(model), model
 
-    return anyio.run(go)
+    out, model = anyio.run(go)
+    check_replies(model)
+    return out
 
 
 def test_a_list_passed_as_text_is_refused_at_start_before_the_user_is_asked(world: ServerWorld, tmp_path: Path) -> None:

@@ -42,9 +42,6 @@ class Misshapen:
     passed: str
     todo: str
 
-    def words(self) -> str:
-        return f"{self.name} takes {self.takes}, and you passed {self.passed}: {self.todo}"
-
 
 def misshapen(facts: Mapping[str, Any], expects: Expects) -> tuple[Misshapen, ...]:
     """Each of ``facts`` whose value is not of the type its field's schema (in ``expects``) declares."""
@@ -61,8 +58,12 @@ def misshapen(facts: Mapping[str, Any], expects: Expects) -> tuple[Misshapen, ..
 def shape_words(found: tuple[Misshapen, ...], undone: str, tool: str, elicits: bool) -> str:
     """The refusal of ``found``: what each field takes, that nothing happened (``undone``), the call to make."""
     unasked = ", and the user was not asked to confirm any fact" if elicits else ""
-    return (f"Nothing was done: {'; '.join(m.words() for m in found)}. {undone[:1].upper()}{undone[1:]}{unasked}. "
+    return (f"Nothing was done: {'; '.join(_words(m) for m in found)}. {undone[:1].upper()}{undone[1:]}{unasked}. "
             f"Call {tool} again with every fact in facts, each in the form its field takes.")  # fmt: skip
+
+
+def _words(found: Misshapen) -> str:
+    return f"{found.name} takes {found.takes}, and you passed {found.passed}: {found.todo}"
 
 
 def _as_type(name: str, kind: str) -> str:
