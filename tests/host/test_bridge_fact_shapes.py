@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import types
-from support.bridge import bridge_params, check_replies, drive, refused, stand_in
 from rimthan_host.standin import StandIn
+from support.bridge import bridge_params, check_replies, drive, refused, stand_in
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
