@@ -115,7 +115,12 @@ def top_level_response_id(raw: str) -> int | str | None:
 def top_level_keys(raw: str, *, whole: bool = True) -> dict[str, int] | None:
     """The keys of the line's outermost object, each with the index just after it; ``None`` if unsure.
 
-    ``whole=False``: those before a string the line's cut leaves open."""
+    ``whole=False``: those before a string the line's cut leaves open.
+
+    The brackets, commas and quotes outside strings are read one by one; a
+    string is skipped whole, its end found by ``str.find`` (:func:`_string_end`
+    when it holds a backslash).
+    """
     if len(raw) > _MAX_SCAN or not raw.lstrip().startswith("{"):
         return None
     depth, i, n = 0, 0, len(raw)
@@ -124,10 +129,10 @@ def top_level_keys(raw: str, *, whole: bool = True) -> dict[str, int] | None:
     while i < n:
         c = raw[i]
         if c == '"':
-            end = i + 1
-            while end < n and raw[end] != '"':
-                end += 2 if raw[end] == "\\" else 1
-            if end >= n:
+            end = raw.find('"', i + 1)  # the string's end, unless a backslash comes first (then _string_end)
+            if end > i + 1 and raw.find("\\", i + 1, end) >= 0:
+                end = _string_end(raw, i)
+            if end < 0:
                 return None if whole else keys
             if depth == 1 and expecting_key:
                 key = _key(raw[i : end + 1])
@@ -157,6 +162,25 @@ def _key(quoted: str) -> str | None:
     except ValueError:
         return None
     return key if isinstance(key, str) else None
+
+
+def _string_end(raw: str, start: int) -> int:
+    """Where the string opened by the quote at ``start`` ends (its closing quote's index); -1 if the text does not
+    close it.
+
+    The string ends at the first quote no backslash escapes (a backslash escapes the character after it, whatever
+    it is). Quotes and backslashes are found by ``str.find`` (memchr), not character by character, and no part of
+    the text is searched twice (the quote found stays the candidate until an escape passes it).
+    """
+    at, quote = start + 1, raw.find('"', start + 1)
+    while quote >= 0:
+        backslash = raw.find("\\", at, quote)
+        if backslash < 0:
+            return quote
+        at = backslash + 2
+        if at > quote:
+            quote = raw.find('"', at)
+    return -1
 
 
 def _scalar_after_colon(raw: str, at: int) -> int | str | None:
