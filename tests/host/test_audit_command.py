@@ -9,8 +9,10 @@ told: ``test_bridge_standin.py``.)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from rimthan_host.audit_command import audit_command
+from rimthan_host.audit_command import audit_command, audit_program
 
 LOG = ".rimthan/runs/run-1.log"
 SAID = " verifies it and says how the run ended"
@@ -61,3 +63,20 @@ def test_what_the_child_took_from_the_environment_is_said_as_a_flag(monkeypatch:
         audit_command(LOG, args)
         == f"rimthan-mcp audit {LOG} --release a-1.2.0 --trust t --checkpoint-keys k.json{SAID}"
     )
+
+
+def test_the_verifier_is_named_by_its_path_unless_the_name_on_path_is_the_same_program(tmp_path: Path) -> None:
+    tool = tmp_path / "tools" / "rimthan-host" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "rimthan-mcp").write_text("#!/bin/sh\n")
+    linked = tmp_path / "local-bin"
+    linked.mkdir()
+    (linked / "rimthan-mcp").symlink_to(tool / "rimthan-mcp")  # (as uv tool install links it)
+    other = tmp_path / "other" / "rimthan-mcp"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\n")
+    started = str(tool / "rimthan-mcp")
+    assert audit_program(started, str(linked / "rimthan-mcp")) == "rimthan-mcp"
+    assert audit_program(started, None) == started  # (not on PATH)
+    assert audit_program(started, str(other)) == started  # (another rimthan-mcp on PATH)
+    assert audit_command(LOG, (), audit_program(started, None)).startswith(f"{started} audit {LOG} ")

@@ -81,6 +81,11 @@ _NOT_STARTED = {
     "start.\nnext: call start_run again with the same facts to ask them again.",
 }
 
+_HELD = (
+    "Already confirmed by the user: decision_owner, options, success_criteria, deadline, constraints; call start_run "
+    "again with the same value for each and the user is not asked again for it (another value is put to them)."
+)
+
 
 def _not_migrated(run: str) -> dict[str, str]:
     stays = f"nothing was migrated; run {run} stays at step experiment on its release."
@@ -115,7 +120,11 @@ def test_accept_decline_and_cancel_for_a_field_a_route_and_a_migration(
                 person.policy = {"field:objective": refusal}
                 reply = await model.start()
                 assert reply.is_error and reply.data == {"status": "not_started", "user": refusal, "field": "objective"}
-                assert reply.text == _NOT_STARTED[refusal], reply.text
+                expected = _NOT_STARTED[refusal]
+                if mode != "legacy":  # (every form at once: the other facts were confirmed, and are held)
+                    head, todo = expected.split("\nnext: ")
+                    expected = f"{head}\n{_HELD}\nnext: {todo}"
+                assert reply.text == expected, reply.text
                 assert not (project / ".rimthan" / "runs").exists()
             person.policy = {}
             at_question = await model.follow(await model.start(), "", until_question=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from rimthan_host.standin import StandIn
-from support.bridge import drive, example_text, write_files
+from support.bridge import BIN, drive, example_text, write_files
 from support.servers import ServerWorld, build_world
 
 KEPT = Path(__file__).parent / "data" / "bridge_replies.json"
@@ -93,7 +93,11 @@ def _replies(model: StandIn, places: dict[Path, str]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_the_bridge_replies_are_kept(world: ServerWorld, tmp_path: Path, name: str) -> None:
+def test_the_bridge_replies_are_kept(
+    world: ServerWorld, tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (the bridge's PATH holds the verifier it starts, so the audit command it names is rimthan-mcp, here or not)
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     model, _ = drive(world, tmp_path, SCRIPTS[name])
     got = _replies(model, {tmp_path: "<tmp>", world.root: "<world>"})
     kept = json.loads(KEPT.read_text("utf-8")) if KEPT.exists() else {}

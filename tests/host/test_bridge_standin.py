@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -44,11 +45,46 @@ def _the_audit_told_says_the_run_completed(text: str, project: Path, env: dict[s
     ``rimthan-mcp audit``, which without the releases cannot tell how the run ended ("outcome: not told")."""
     (told,) = [line for line in text.splitlines() if line.startswith("Run log: ")]
     command = told.split(" (", 1)[1].removesuffix(" verifies it and says how the run ended).")
-    assert command.startswith("rimthan-mcp audit .rimthan/runs/") and "--release" in command, told
-    env = {**(env or server_env()), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    program = shlex.split(command)[0]  # rimthan-mcp if the bridge had it on PATH, else the one it started
+    assert program in ("rimthan-mcp", str(BIN / "rimthan-mcp")), told
+    assert command.startswith(f"{shlex.quote(program)} audit .rimthan/runs/") and "--release" in command, told
+    env = {**(env or server_env()), "PATH": _path(with_bin=program == "rimthan-mcp")}
     done = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert "completed" in done.stdout and "not told" not in done.stdout, done.stdout
+
+
+def _path(*, with_bin: bool) -> str:
+    """The test's PATH with the installed console scripts' folder first, or without it."""
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != BIN.resolve()]
+    return os.pathsep.join([str(BIN), *rest] if with_bin else rest)
+
+
+@pytest.mark.parametrize("on_path", [True, False])
+def test_the_audit_told_names_the_verifier_the_bridge_started_unless_it_is_on_path(
+    world: ServerWorld, tmp_path: Path, on_path: bool
+) -> None:
+    """A bridge installed as the Claude Code plugin's README says, ``rimthan-host`` alone on PATH (``uv tool
+    install`` without ``--with-executables-from rimthan-workflow-mcp``), finds its verifier beside itself; the
+    audit command it names is that verifier's path, which runs from a shell whose PATH lacks it. Before, it said
+    ``rimthan-mcp audit``, which that shell does not find (command not found). With rimthan-mcp on PATH (the
+    same program), it says ``rimthan-mcp``."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    params = bridge_params(project, world, state)
+    params.env = {**os.environ, "PATH": _path(with_bin=on_path)}
+
+    async def go() -> str:
+        async with CheckedClient(params, mode="legacy") as client:
+            model = stand_in(client, project)
+            final = await model.follow(await model.start(), "desk-research")
+            assert final.data["status"] == "completed", final.text
+            return final.text
+
+    completed = anyio.run(go)
+    program = "rimthan-mcp" if on_path else shlex.quote(str(BIN / "rimthan-mcp"))
+    assert f" ({program} audit .rimthan/runs/" in completed, completed
+    _the_audit_told_says_the_run_completed(completed, project)
 
 
 _STATE_VARIABLES = ("RIMTHAN_STATE_DIR", "XDG_STATE_HOME")

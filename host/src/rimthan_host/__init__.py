@@ -61,6 +61,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``roots``            whether the client's roots hold the project the bridge serves
 ``facts``            facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)
 ``fact_forms``       a fact's own form when the person is asked: its choices or type from the release's schema
+``held_facts``       facts the person confirmed in a form for a move that did not happen: not asked again for it
 ``fact_shapes``      a fact of another type (or date form) than its field takes: refused before the person is asked
 ``state_schema``     a run's confirmed-state schema as the verified release names it (a fact's form reads it)
 ``schemas``          an output's JSON Schema from the verified release, copied into the project for the model

@@ -11,7 +11,9 @@ given that audit shares (``--releases-dir``, ``--release`` and
 took from the bridge's environment instead of a flag (``$RIMTHAN_TRUST``,
 ``$RIMTHAN_STATE_DIR`` or ``$XDG_STATE_HOME``, as serve resolves its state
 directory: an ``.mcp.json``'s ``env``, which the user's shell does not have) is
-said as the flag, so the command runs as told anywhere. A verifier
+said as the flag, so the command runs as told anywhere. The command is
+``rimthan-mcp`` when that name on the bridge's ``PATH`` is the verifier it
+started, else that verifier's path (:func:`audit_program`). A verifier
 reached by URL keeps its checkpoint keys and releases to itself: its operator
 audits the log.
 """
@@ -33,6 +35,7 @@ _SHARED = {
     "--checkpoint-keys": "--checkpoint-keys",
 }
 _RELEASES = ("--releases-dir", "--release")
+PROGRAM = "rimthan-mcp"  # the verifier's command, as told when the one the bridge started is the one on PATH
 SERVED_RELEASES_ENV = "RIMTHAN_RELEASES_DIR"  # (serve's --releases-dir; audit's has no variable)
 DEFAULT_RELEASES_DIR = "releases"  # (serve's default, relative to the project the child runs in)
 
@@ -54,8 +57,19 @@ _FROM_ENVIRONMENT = (  # audit's flag, the value the child read instead, the fla
 )
 
 
-def audit_command(log: str, verifier_args: Sequence[str] | None) -> str:
-    """The shell command verifying ``log`` and saying how its run ended; ``None`` args: a verifier by URL."""
+def audit_program(started: str, on_path: str | None) -> str:
+    """How to call the verifier the bridge started (``started``, its path) from a shell: ``rimthan-mcp`` when that
+    name on the bridge's ``PATH`` (``on_path``, as ``shutil.which`` finds it) is the same program, else its path
+    (installed beside ``rimthan-host`` alone, it is not on ``PATH``: a plugin's ``uv tool install`` without
+    ``--with-executables-from rimthan-workflow-mcp``)."""
+    if on_path is not None and os.path.realpath(on_path) == os.path.realpath(started):
+        return PROGRAM
+    return os.path.abspath(started)
+
+
+def audit_command(log: str, verifier_args: Sequence[str] | None, program: str = PROGRAM) -> str:
+    """The shell command verifying ``log`` and saying how its run ended; ``None`` args: a verifier by URL;
+    ``program``: the verifier's command as a shell calls it (:func:`audit_program`)."""
     if verifier_args is None:
         return f"the verifier's operator verifies it with rimthan-mcp audit {shlex.quote(log)} and its checkpoint keys"
     flags = _shared_flags(verifier_args)
@@ -65,7 +79,7 @@ def audit_command(log: str, verifier_args: Sequence[str] | None) -> str:
         if value and not any(f in given for f, _ in flags):
             added.append((flag, value))
     flags = [*added, *flags]
-    words = ["rimthan-mcp", "audit", log, *(word for pair in flags for word in pair)]
+    words = [program, "audit", log, *(word for pair in flags for word in pair)]
     return f"{shlex.join(words)} verifies it and says how the run ended"
 
 

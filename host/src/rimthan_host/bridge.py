@@ -27,6 +27,7 @@ from .bridge_steps import StepMoves
 from .delivered import AssetClash, restore_release
 from .fact_forms import Expects, expects_of_failures
 from .facts import confirm_facts
+from .held_facts import Holding
 from .kept_copies import refused_code
 from .kept_round import ROUND_KEY, restored_round
 from .positions import PositionUnknown
@@ -100,7 +101,8 @@ class Bridge(StepMoves, MigrationMoves):
             expects = {**expects_of_failures(wires(asked.failures)), **await self._state_fields(asked)}
         why = f"to start {workflow}"
         undone = ("the run did not start", "not_started")
-        confirmed = await confirm_facts(asker, facts, "start_run", undone, asked=(expects, why))
+        holding = Holding(self.held, ("start", workflow))  # (a start refused keeps the person's yes: not asked again)
+        confirmed = await confirm_facts(asker, facts, "start_run", undone, asked=(expects, why), holding=holding)
         if isinstance(confirmed, Reply):
             return confirmed
         by = confirmed.by
@@ -109,6 +111,7 @@ class Bridge(StepMoves, MigrationMoves):
             if result.status == "blocked":
                 return _blocked(wires(result.failures), asker.available)
             self.session = session
+        self.held.forget()
         self.lock.note(self.run_id)
         lines = [*confirmed.said, f"Started run {self.run_id} ({by})."]
         lines += [f"Run {r.run_id} is set aside unfinished: resume_run {r.run_id} returns to it."

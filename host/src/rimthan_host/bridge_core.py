@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import kept_copies
+from .audit_command import PROGRAM
 from .delivered import AssetClash
 from .fact_forms import Expects
+from .held_facts import HeldFacts
 from .outputs import RefusedFiles
 from .protocol import (
     SETUP_STEP,
@@ -62,9 +64,10 @@ class BridgeCore:
         clock: Callable[[], float] = time.time,
         read_resource: ResourceReader | None = None,
         verifier_args: Sequence[str] | None = (),
+        verifier_program: str = PROGRAM,
     ) -> None:
         self.call = call
-        self.replies = StepReplies(read_resource, verifier_args)
+        self.replies = StepReplies(read_resource, verifier_args, verifier_program)
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
         self.clock = clock
@@ -74,6 +77,7 @@ class BridgeCore:
         self.lock = WorkspaceLock(self.project_dir)  # held while this bridge's run is unfinished (see settle)
         self.refused_files = RefusedFiles()  # the bytes of the files the last check refused
         self._state_schemas: dict[tuple[str, str, str], Expects] = {}  # per release digest: it never changes
+        self.held = HeldFacts()  # what the person confirmed in a form for a move that did not happen (this process)
 
     @property
     def session(self) -> HostSession | None:

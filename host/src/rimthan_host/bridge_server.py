@@ -36,6 +36,7 @@ from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded, ReplyUnreadable, cannot_ask
+from .audit_command import PROGRAM, audit_program
 from .bridge import Bridge, Reply
 from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost, VerifierNotUp
 from .own_folder import unwritten_notes
@@ -324,7 +325,11 @@ async def serve_bridge(
         async with anyio.create_task_group() as tasks:
             link = VerifierLink(target, tasks)
             args = None if isinstance(target, str) else target.args[1:]  # (after "serve")
-            bridge = Bridge(link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args)
+            program = PROGRAM if isinstance(target, str) else audit_program(target.command, shutil.which(PROGRAM))
+            bridge = Bridge(
+                link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args,
+                verifier_program=program,
+            )  # fmt: skip
             server = create_bridge_server(bridge, link, require_elicitation=require_elicitation)
             stopped = await serve_wire(server, BridgeLines)
             sigterms = ending.enter_context(_sigterms())  # held until the child is stopped: tasks' end

@@ -72,7 +72,7 @@ class StepMoves(BridgeCore):
             return replace(missing, text=f"{missing.text}\n{kept} with that step_done.")
         if facts or not step.get("gated"):  # facts go in with the same continue_workflow that moves an ungated step
             expects = await self._state_fields(session.position) if facts else {}
-            moved = await record_facts(session, asker, facts, expects)
+            moved = await record_facts(session, asker, facts, expects, self.held)
             if isinstance(moved, Reply):
                 return moved
             if not step.get("gated"):

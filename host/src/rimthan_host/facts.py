@@ -13,7 +13,7 @@ refuses changes nothing, and the reply names the field and what to fix.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, quoted
@@ -23,6 +23,7 @@ from .asking import Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
 from .fact_forms import Expects, fact_form
 from .fact_shapes import misshapen, shape_words
+from .held_facts import HeldFacts, Holding, held_words, kept_words
 from .protocol import ToolRefused
 from .result_parts import wires
 from .results import RunResult
@@ -49,12 +50,15 @@ async def confirm_facts(
     undone: tuple[str, str],
     data: Mapping[str, Any] | None = None,
     asked: tuple[Expects, str] = ({}, "for this run"),
+    holding: Holding | None = None,
 ) -> Confirmed | Reply:
     """How the person confirmed ``facts`` (asked directly if the client can elicit), or the reply for a no.
 
     ``tool``: the call that asks them again (start_run, step_done); ``undone``: what
     did not happen on a no, in words and as the reply's status; ``data``: where the run is, for the reply's data;
-    ``asked``: each field's schema in the release (its form offers its choices or type) and why they are asked.
+    ``asked``: each field's schema in the release (its form offers its choices or type) and why they are asked;
+    ``holding``: the facts the person confirmed in a form for this move already (not asked again), and where
+    those they confirm now are held should the move not happen (:mod:`.held_facts`).
     """
     found = misshapen(facts, asked[0])
     if found:  # (a value of another type than its field's is refused before anyone is asked to confirm it)
@@ -63,13 +67,26 @@ async def confirm_facts(
         return Reply(refusal, shapes, is_error=True)
     if not asker.available or not facts:
         return Confirmed(BY_MODEL, dict(facts))
-    forms = [fact_form(k, v, asked[0].get(k), asked[1]) for k, v in facts.items()]
+    fresh, kept = holding.split(facts) if holding is not None else (dict(facts), {})
+    forms = [fact_form(k, v, asked[0].get(k), asked[1]) for k, v in fresh.items()]
     got = await asker.ask([f.ask for f in forms])
+    yes = [f for f in forms if f.ask.key in got and got[f.ask.key].confirmed]
+    said = [s for s in (f.said(got[f.ask.key]) for f in yes) if s]
+    if holding is not None:
+        holding.hold({f.name: f.value(got[f.ask.key]) for f in yes})
     refused = [k for k, a in got.items() if not a.confirmed]
     if refused:
-        return not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
-    said = [f.said(got[f.ask.key]) for f in forms]
-    return Confirmed(BY_ELICITATION, {f.name: f.value(got[f.ask.key]) for f in forms}, tuple(s for s in said if s))
+        no = not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
+        held = [*kept, *(f.name for f in yes)] if holding is not None else []
+        return replace(no, text=_before_next(no.text, [*said, *held_words(held, tool)]))
+    values = {**kept, **{f.name: f.value(got[f.ask.key]) for f in forms}}
+    return Confirmed(BY_ELICITATION, {k: values[k] for k in facts}, (*kept_words(kept, tool), *said))
+
+
+def _before_next(text: str, lines: Sequence[str]) -> str:
+    """``text`` with ``lines`` added before its ``next:`` line (at its end if it has none)."""
+    head, sep, todo = text.partition("\nnext: ")
+    return "\n".join([head, *lines]) + sep + todo
 
 
 def not_confirmed(
@@ -172,18 +189,25 @@ _MISSING = FailureCode.CONFIRMED_FIELD_MISSING.value
 
 
 async def record_facts(
-    session: HostSession, asker: Asker, facts: Mapping[str, Any], expects: Expects | None = None
+    session: HostSession,
+    asker: Asker,
+    facts: Mapping[str, Any],
+    expects: Expects | None = None,
+    held: HeldFacts | None = None,
 ) -> tuple[RunResult, list[str]] | Reply:
     """``continue_workflow`` with ``facts`` (none: a plain one) confirmed afresh: its result and what was done.
 
-    ``expects``: each field's schema in the release, so its form offers its choices or type. Or the reply saying
-    why nothing was recorded: the person said no, or the verifier refused a value (the run stays where it is).
+    ``expects``: each field's schema in the release, so its form offers its choices or type; ``held``: the facts
+    the person confirmed in a form at this checkpoint for a move that did not happen (:mod:`.held_facts`). Or the
+    reply saying why nothing was recorded: the person said no, or the verifier refused a value (the run stays where
+    it is).
     """
     step = session.position.step_id
     undone = f"nothing was recorded; the run stays at step {step}"
     where = {"run": run_id_of(session), "step": {"id": step}}
     asked = (expects or {}, f"at step {step}")
-    confirmed = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"), where, asked)
+    holding = Holding(held, ("run", str(where["run"]), session.checkpoint)) if held is not None else None
+    confirmed = await confirm_facts(asker, facts, "step_done", (undone, "not_confirmed"), where, asked, holding)
     if isinstance(confirmed, Reply):
         return confirmed
     facts, by = confirmed.facts, confirmed.by
@@ -195,8 +219,12 @@ async def record_facts(
         return facts_refused(session, [exc.error], facts, asker.available)
     unmet = missing_fields(wires(result.failures)) if result.status == "blocked" else []
     if unmet:
-        return fields_missing(session, unmet, facts, asker.available)
+        missing = fields_missing(session, unmet, facts, asker.available)
+        kept = held_words(list(facts), "step_done") if confirmed.by == BY_ELICITATION and holding is not None else []
+        return replace(missing, text="\n".join([missing.text, *confirmed.said, *kept]))
     if facts and result.status == "blocked":
         return facts_refused(session, wires(result.failures), facts, asker.available)
+    if held is not None:
+        held.forget()
     done = [*confirmed.said, f"Recorded {quoted(', '.join(facts))} as confirmed ({by})."]
     return result, done if facts else []

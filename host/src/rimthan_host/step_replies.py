@@ -17,7 +17,7 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, quoted
 
-from .audit_command import audit_command
+from .audit_command import PROGRAM, audit_command
 from .delivered import STORE_DIR, PutBack
 from .outputs import refusal_words, unwritten
 from .protocol import ResourceReader
@@ -199,9 +199,12 @@ def validators_edited(
 class StepReplies:
     """Replies describing a run's position, with the output schemas copied into the project once per release."""
 
-    def __init__(self, read_resource: ResourceReader | None, verifier_args: Sequence[str] | None = ()) -> None:
+    def __init__(
+        self, read_resource: ResourceReader | None, verifier_args: Sequence[str] | None = (), program: str = PROGRAM
+    ) -> None:
         self.read_resource = read_resource
         self.verifier_args = verifier_args  # how the child verifier was started (None: a verifier by URL)
+        self.program = program  # its command as a shell calls it (audit_program)
         self._schemas: dict[str, OutputSchema] = {}  # copied, by schema URI (it names the release's digest)
 
     async def output_schemas(
@@ -240,7 +243,8 @@ class StepReplies:
         if result.status == "completed":
             files = sorted(w.path for w in session.record.written.values())
             log = f".rimthan/runs/{run}.log"
-            lines += [f"Run {run} is complete.", f"Run log: {log} ({audit_command(log, self.verifier_args)})."]
+            told = audit_command(log, self.verifier_args, self.program)
+            lines += [f"Run {run} is complete.", f"Run log: {log} ({told})."]
             return reply(lines, {**data, "files": files}, error)
         step = result.step_wire
         data["step"] = {"id": step.get("id"), "title": step.get("title"), "gated": step.get("gated")}
