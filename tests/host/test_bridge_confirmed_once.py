@@ -68,6 +68,13 @@ def _run(
     anyio.run(go)
 
 
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The project the bridge serves: an empty folder."""
+    (tmp_path / "project").mkdir()
+    return tmp_path / "project"
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
     return build_world(tmp_path_factory.mktemp("confirmed-once-world"))
@@ -82,10 +89,8 @@ def interview(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_a_start_declined_for_one_fact_asks_only_that_fact_on_the_retry(
-    world: ServerWorld, tmp_path: Path, mode: str
+    world: ServerWorld, tmp_path: Path, project: Path, mode: str
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
     person = Person(declines="success_criteria")
 
     async def script(model: StandIn) -> None:
@@ -122,10 +127,8 @@ def test_a_start_declined_for_one_fact_asks_only_that_fact_on_the_retry(
 
 
 def test_an_interview_fact_confirmed_while_another_is_missing_is_not_asked_again(
-    interview: tuple[Path, Path], tmp_path: Path
+    interview: tuple[Path, Path], tmp_path: Path, project: Path
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
     release, trust = interview
     params = StdioServerParameters(
         command=str(BIN / "rimthan-host"),

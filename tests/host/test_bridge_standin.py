@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import StdioServerParameters
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audit, bridge_params, stand_in
 from support.checked_client import CheckedClient
@@ -60,6 +61,19 @@ def _path(*, with_bin: bool) -> str:
     return os.pathsep.join([str(BIN), *rest] if with_bin else rest)
 
 
+def _completed(params: StdioServerParameters, project: Path) -> str:
+    """The reply completing a desk-research run the stand-in drives through the bridge ``params`` starts."""
+
+    async def go() -> str:
+        async with CheckedClient(params, mode="legacy") as client:
+            model = stand_in(client, project)
+            final = await model.follow(await model.start(), "desk-research")
+            assert final.data["status"] == "completed", final.text
+            return final.text
+
+    return anyio.run(go)
+
+
 @pytest.mark.parametrize("on_path", [True, False])
 def test_the_audit_told_names_the_verifier_the_bridge_started_unless_it_is_on_path(
     world: ServerWorld, tmp_path: Path, on_path: bool
@@ -74,14 +88,7 @@ def test_the_audit_told_names_the_verifier_the_bridge_started_unless_it_is_on_pa
     params = bridge_params(project, world, state)
     params.env = {**os.environ, "PATH": _path(with_bin=on_path)}
 
-    async def go() -> str:
-        async with CheckedClient(params, mode="legacy") as client:
-            model = stand_in(client, project)
-            final = await model.follow(await model.start(), "desk-research")
-            assert final.data["status"] == "completed", final.text
-            return final.text
-
-    completed = anyio.run(go)
+    completed = _completed(params, project)
     program = "rimthan-mcp" if on_path else shlex.quote(str(BIN / "rimthan-mcp"))
     assert f" ({program} audit .rimthan/runs/" in completed, completed
     _the_audit_told_says_the_run_completed(completed, project)
@@ -110,14 +117,7 @@ def test_the_audit_told_carries_the_state_dir_and_trust_the_bridge_s_environment
     told = str(home if variable == "XDG_STATE_HOME" else state)
     params.env = {**bare, variable: told, "RIMTHAN_TRUST": str(world.trust)}
 
-    async def go() -> str:
-        async with CheckedClient(params, mode="legacy") as client:
-            model = stand_in(client, project)
-            final = await model.follow(await model.start(), "desk-research")
-            assert final.data["status"] == "completed", final.text
-            return final.text
-
-    completed = anyio.run(go)
+    completed = _completed(params, project)
     assert f"--state-dir {state} " in completed, completed  # the directory the verifier used
     assert (state / "checkpoint-keys.json").is_file()
     shell = {k: v for k, v in server_env().items() if k not in (*_STATE_VARIABLES, "RIMTHAN_TRUST")}
