@@ -28,6 +28,7 @@ At the top, shared by both:
 ``secret_paths``       never write a secret where git tracks it
 ``small_files``        a key or trust file read bounded, and only if it is a regular file: a FIFO never blocks
 ``whole_writes``       every byte written, a short write going on
+``installed_version``  an installed distribution's version, from its metadata: both servers' ``serverInfo``
 ``state_dir``          the verifier's default state directory, which the host kit's audit command names too
 ``state_formats``      a state file a newer version wrote (a rollback): told apart, never read or rewritten
 ``below_floor``        the record a verifier refused below its activation floor logs, as the bridge reads it

@@ -33,6 +33,7 @@ from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_mcp.stdio_serve import serve_wire
 from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.installed_version import installed_version
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded, ReplyUnreadable, cannot_ask
@@ -119,6 +120,7 @@ def create_bridge_server(
 
     server: Server[Any] = Server(
         SERVER_NAME,
+        version=installed_version(SERVER_NAME),  # the bridge is named as its distribution
         title="Rimthan host bridge",
         instructions=INSTRUCTIONS,
         on_list_tools=on_list_tools,

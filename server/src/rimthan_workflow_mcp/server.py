@@ -18,7 +18,6 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -28,6 +27,7 @@ from mcp.server.caching import CacheableMethod, CacheHint
 from mcp.shared.inbound import x_mcp_header_map
 from rimthan_workflow_registry.canonical import canonical_text
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, quoted
+from rimthan_workflow_registry.installed_version import installed_version
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, too_deep_message
 from rimthan_workflow_registry.protocol_names import WORKFLOW_ENGINE_PROFILE
 from rimthan_workflow_registry.remediation import harness_next_step
@@ -224,7 +224,7 @@ def create_mcp_application(
 
     app = ListingServer(
         name,
-        version=_package_version(),
+        version=installed_version(SERVER_NAME),  # the server is named as its distribution
         title="Rimthan verifier",
         instructions=INSTRUCTIONS,
         cache_hints=CACHE_HINTS,
@@ -255,13 +255,6 @@ def param_header_schemas(contracts: Mapping[str, ToolContract]) -> dict[str, Map
     (the outcome is the same: with no annotation the SDK accepts any headers).
     """
     return {name: c.input_schema for name, c in contracts.items() if x_mcp_header_map(c.input_schema)}
-
-
-def _package_version() -> str:
-    try:
-        return version("rimthan-workflow-mcp")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
-        return "0.0.0"
 
 
 # --------------------------------------------------------------------------- tools/call
