@@ -160,7 +160,7 @@ def test_a_registry_that_drips_does_not_hold_the_followers_lock(
     """requests' timeout bounds the wait for the next byte, not a request: one byte each half second (of a
     body, a layer, or the headers) held a sync, and the follower's lock with it, for ever. The sync's
     deadline is shortened for the test."""
-    monkeypatch.setattr(follow, "SYNC_DEADLINE", 2.0)
+    monkeypatch.setattr("rimthan_workflow_mcp.follower.SYNC_DEADLINE", 2.0)  # where the sync reads it
     registry = hostile(_DRIPS[answer])
     trust = load_trust(trust_dir(tmp_path / "trust", make_keypair(tmp_path / "keys", "alice")))
     (tmp_path / "releases").mkdir()

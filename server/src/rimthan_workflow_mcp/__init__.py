@@ -66,7 +66,8 @@ The releases a server holds:
 ``trust_refresh``     the trust store read again on every refresh
 ``key_file_watch``    the checkpoint key file looked at on every refresh: a change is said, never reloaded
 ``file_looks``        how a file or a release directory looks by its stat alone: what a refresh compares
-``follow``            following an OCI repository (``--releases-from``): new version tags pulled before each refresh
+``follow``            following an OCI repository (``--releases-from``): the start, its first sync, nothing held refused
+``follower``          the follower of one repository: new version tags pulled before each refresh, failures said once
 ``follow_memory``     the publishes a follower refused, by manifest digest: never pulled again under one trust store
 ``follow_disk``       a follower's releases directory: copies pulled, stale downloads, copies whose tag went
 ``recurring``         a failure that lasts many refreshes (a registry outage) logged once per kind

@@ -118,7 +118,7 @@ class ReleaseProvider:
         self.last_refresh: RefreshResult | None = None
         # run before each refresh (outside the lock) with the trust store the refresh verifies with: brings
         # new releases into releases_dir and returns the publishes it refused, which the refresh reports
-        # (see follow.py)
+        # (see follower.py)
         self.before_refresh: Callable[[TrustStore], tuple[Rejection, ...]] | None = None
         self.key_file_watch: Callable[[], None] | None = None  # says a changed checkpoint key file (key_file_watch)
         # a follower's syncs (the last one's failure, None: it reached the registry), for the refresh result and
