@@ -4,7 +4,9 @@ What a token's characters are, apart from any key: the payload a set of
 claims is written as (:func:`claims_payload`, compact ASCII JSON with every
 period escaped), the split of a token into its canonical base64url header and
 signature around the payload (:func:`split_token`), the digest that links a
-checkpoint to its parent, and the UNVERIFIED peeks offline tools use.
+checkpoint to its parent, the UNVERIFIED peeks offline tools use, and how a
+later token format will name itself (:data:`NUMBERED_TYPE`,
+:func:`newer_token_format`).
 ``run/tokens`` signs and verifies these forms with a keyring.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,6 +26,10 @@ from rimthan_workflow_registry.json_encoders import compact_encoder
 from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
 
 _PERIOD_ESCAPE = "\\u002e"  # how the payload's JSON writes a period inside a string
+TOKEN_FORMAT = 1  # the token format this version issues and reads; its types carry no number
+# How a later token format N (>= 2) types its tokens: the kind, "-<N>", then "+jwt" (``rimthan-checkpoint-2+jwt``,
+# ``rimthan-validation-bundle-2+jwt``). A decimal with no leading zero and nothing around it.
+NUMBERED_TYPE = re.compile(r"(?P<kind>rimthan-[a-z]+(?:-[a-z]+)*)-(?P<format>[1-9][0-9]{0,8})\+jwt")
 
 # The JSON of claims (or of one claim's value) as a token's payload writes it, before periods are escaped:
 # ``json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode``, its C encoder built once.
@@ -46,6 +53,17 @@ def composed_payload(members: Iterable[tuple[str, str]]) -> bytes:
     """
     text = "{" + ",".join(f"{claim_json(key)}:{value}" for key, value in members) + "}"
     return text.replace(".", _PERIOD_ESCAPE).encode("ascii")
+
+
+def newer_token_format(typ: object, token_type: str) -> int | None:
+    """The format number ``typ`` names if it is ``token_type``'s kind numbered above :data:`TOKEN_FORMAT`, else None.
+
+    ``typ`` is a header's ``typ``, read before any MAC: only its text decides, never a claim.
+    """
+    numbered = NUMBERED_TYPE.fullmatch(typ) if isinstance(typ, str) else None
+    if numbered is None or f"{numbered['kind']}+jwt" != token_type or int(numbered["format"]) <= TOKEN_FORMAT:
+        return None
+    return int(numbered["format"])
 
 
 def token_digest(token: str) -> str:

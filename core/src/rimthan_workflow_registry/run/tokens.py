@@ -24,7 +24,9 @@ exact characters, and only then is it parsed, once, by ``json.loads``.
 issuing these exact characters under the very key admitted may answer without
 the MAC (``run/issued_tokens``).
 Tokens of the earlier format (a base64url payload) are refused with a
-precise message: their runs cannot continue on this server.
+precise message: their runs cannot continue on this server. A token of a later
+format names its number in ``typ`` alone (``token_wire.NUMBERED_TYPE``); it is
+refused saying a newer version issued it, read from nothing but that ``typ``.
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ from typing import TYPE_CHECKING, Any
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
 from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS
 from rimthan_workflow_registry.run.key_file import read_key_file, write_key_file
-from rimthan_workflow_registry.run.token_wire import TokenSegments, b64url_encode, claims_payload, split_token
+from rimthan_workflow_registry.run.token_wire import (
+    TOKEN_FORMAT,
+    TokenSegments,
+    b64url_encode,
+    claims_payload,
+    newer_token_format,
+    split_token,
+)
 from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, newer_format
 
 if TYPE_CHECKING:
@@ -62,6 +71,11 @@ _UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-e
 RETIRED_KEY_NEXT = (
     "start a new run: checkpoints of a key retired with `rimthan-mcp keys retire` are refused for good "
     "(the key file keeps it only for `rimthan-mcp audit`, which still verifies the runs it signed)"
+)
+
+NEWER_TOKEN_NEXT = (
+    "send this run's calls to a replica of the Rimthan version that issued the token, or finish the upgrade "
+    "(every replica on that version): this version cannot read that token format"
 )
 
 
@@ -356,6 +370,13 @@ class CheckpointKeyring:
                 code,
                 f"the {what} token is in the format of an earlier server version (base64url payload), "
                 "which this server no longer accepts; start a new run",
+            )
+        if set(header) == _HEADER_MEMBERS and (newer := newer_token_format(header["typ"], token_type)):
+            raise TokenError(
+                code,
+                f"the {what} token was issued by a newer Rimthan version "
+                f"(format {newer}; this one reads format {TOKEN_FORMAT})",
+                next_step=NEWER_TOKEN_NEXT,
             )
         if (
             header.get("typ") != token_type
