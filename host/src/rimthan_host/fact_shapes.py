@@ -84,6 +84,8 @@ def _a_date(value: str) -> bool:
 def _is(kind: str, value: Any) -> bool:
     if isinstance(value, bool) and kind != "boolean":
         return False
+    if kind == "integer" and isinstance(value, float):  # 5.0 is a whole number, as JSON Schema (the verifier) reads it
+        return value.is_integer()
     return isinstance(value, _TAKES[kind][1])
 
 
