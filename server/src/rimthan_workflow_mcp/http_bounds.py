@@ -76,7 +76,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .health import Health
-from .http_shape import BAD_REQUEST, CallsWithoutId, ShapeAnswers, error_body, json_headers, session_of
+from .http_shape import BAD_REQUEST, CallsWithoutId, ShapeAnswers, error_body, json_headers, kept_body, session_of
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
 
@@ -283,7 +283,9 @@ class BoundedRequests:
             await _json_error(send, 503, BUSY, [(b"retry-after", b"%d" % RETRY_AFTER_SECONDS), *_CLOSE])
         else:
             self.in_flight += 1
-            shape = ShapeAnswers(receive, _readable_refusals(send), self.calls_without_id, session_of(scope))
+            shape = ShapeAnswers(
+                kept_body(scope, receive), _readable_refusals(send), self.calls_without_id, session_of(scope)
+            )
             receive, send = shape.receive, shape.send
             try:
                 if scope.get("state", {}).get(BODY_IN):  # the usual case: the body came with the head

@@ -110,12 +110,27 @@ class KeptBody:
         return b"".join(self._kept)
 
 
+_KEPT_BODY = "rimthan.kept_body"  # the scope key of a request's one KeptBody
+
+
+def kept_body(scope: Scope, receive: Receive) -> tuple[KeptBody, Receive]:
+    """The request's one :class:`KeptBody` and the ``receive`` to pass on: the first wrapper to ask (the stop's
+    answer, outermost) makes it and keeps it in ``scope``; a wrapper inside it (the shape answers) reads the same
+    kept bytes, its ``receive`` already the kept one, so the body is kept once."""
+    kept = scope.get(_KEPT_BODY)
+    if isinstance(kept, KeptBody):
+        return kept, receive
+    kept = scope[_KEPT_BODY] = KeptBody(receive)
+    return kept, kept.receive
+
+
 class ShapeAnswers:
     """One POST's ``receive`` and ``send``, the SDK's answers to a body of the wrong shape replaced (see module)."""
 
-    def __init__(self, receive: Receive, send: Send, calls: CallsWithoutId | None = None, session: str = "") -> None:
-        self._body = KeptBody(receive)
-        self.receive = self._body.receive
+    def __init__(
+        self, body: tuple[KeptBody, Receive], send: Send, calls: CallsWithoutId | None = None, session: str = ""
+    ) -> None:
+        self._body, self.receive = body  # (kept_body: the request's one keeper of its first bytes)
         self._send = send
         self._calls = calls
         self._session = session

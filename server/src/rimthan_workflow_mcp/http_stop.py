@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .http_shape import KeptBody, error_body, json_headers
+from .http_shape import KeptBody, error_body, json_headers, kept_body
 from .logs import get_logger
 from .stdio_drain import DRAIN_SECONDS
 
@@ -52,9 +52,8 @@ class CutOff:
 class _Call:
     """One request's ``receive`` and ``send``, watched: the first bytes of its body, and whether it was answered."""
 
-    def __init__(self, receive: Receive, send: Send) -> None:
-        self._body = KeptBody(receive)
-        self.receive = self._body.receive
+    def __init__(self, body: tuple[KeptBody, Receive], send: Send) -> None:
+        self._body, self.receive = body  # (kept_body: the request's one keeper of its first bytes)
         self._send = send
         self.answering = False
 
@@ -85,7 +84,7 @@ class AnswerAtStop:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        call = _Call(receive, send)
+        call = _Call(kept_body(scope, receive), send)
         try:
             await self.app(scope, call.receive, call.send)
         except asyncio.CancelledError:

@@ -199,10 +199,10 @@ class ReleaseProvider:
                     rejected.append(Rejection.of(str(candidate), exc))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
+                    rejected.append(Rejection.of(str(candidate), unverifiable(candidate, exc)))
                     continue
                 if record_floor and not recorded_at_start(floor, loaded, unrecorded, lower_floor=lower_floor):
-                    rejected.append(Rejection(path=str(candidate), error=unrecorded[-1].to_dict()))
+                    rejected.append(Rejection.of(str(candidate), unrecorded[-1]))
                     continue  # an older release the floor already records may serve, as a refresh keeps one
                 actives.append(loaded)
                 break
@@ -391,7 +391,7 @@ class ReleaseProvider:
                     rejected.append(Rejection.of(str(candidate), exc))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection(path=str(candidate), error=unverifiable(candidate, exc).to_dict()))
+                    rejected.append(Rejection.of(str(candidate), unverifiable(candidate, exc)))
                     continue
                 self._activate(loaded)
                 activated.append((current, loaded))
