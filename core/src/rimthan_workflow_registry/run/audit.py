@@ -27,8 +27,13 @@ from typing import Any, NoReturn
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.run.checkpoints import Checkpoint, verify_checkpoint
-from rimthan_workflow_registry.run.token_wire import token_digest, token_key_id
-from rimthan_workflow_registry.run.tokens import CheckpointKeyring
+from rimthan_workflow_registry.run.token_wire import TOKEN_FORMAT, token_digest, token_key_id
+from rimthan_workflow_registry.run.tokens import (
+    BUNDLE_TYPE,
+    CHECKPOINT_TYPE,
+    CheckpointKeyring,
+    issued_by_newer_version,
+)
 
 
 class RunAuditError(RegistryError):
@@ -39,6 +44,7 @@ _FOREIGN_NEXT = (
     "audit with the --checkpoint-keys (or --state-dir) of the server that issued the run (`rimthan-mcp keys list` "
     "there shows its ids; retired ones stay archived in that file), or check the line belongs to this run's log"
 )
+_CHECKPOINTS_ONLY = "a run's log holds its checkpoint tokens only, one per line"
 _INVALID_NEXT = (
     "the line is not a checkpoint token as the server issued it (edited, cut, or another server version's): "
     "audit the log as the harness wrote it, one token per line"
@@ -254,24 +260,44 @@ def _verify(entry: LoggedToken, keyring: CheckpointKeyring, source: str) -> Audi
     try:
         issued = verify_checkpoint(keyring, entry.token)
     except RegistryError as exc:
-        foreign = exc.code is FailureCode.CHECKPOINT_KEY_UNKNOWN
-        message = exc.message
-        if foreign:
-            kid = token_key_id(entry.token) or "?"
-            message = (
-                f"foreign token: it was signed with key {kid!r}, which these checkpoint "
-                "keys do not hold (another server's key file, or a key retired before retired keys were archived "
-                "for audit); audit with the key file of the server that issued the run"
-            )
+        # the next steps are not the live call's: no run is continued here
+        message, kind, next_step = _unverified(entry.token, exc)
         raise RunAuditError(
             exc.code,
             f"line {entry.line}: {message}",
             path=f"{source}:{entry.line}",
-            details={"line": entry.line, "break": "foreign" if foreign else "invalid"},
-            next_step=_FOREIGN_NEXT if foreign else _INVALID_NEXT,  # not the live call's: no run is continued here
+            details={"line": entry.line, "break": kind},
+            next_step=next_step,
         ) from None
     key_id = token_key_id(entry.token) or ""
     return AuditedCheckpoint(entry.line, token_digest(entry.token), key_id, issued.checkpoint)
+
+
+def _unverified(token: str, exc: RegistryError) -> tuple[str, str, str]:
+    """Why a logged line did not verify, for an operator auditing it: (message, break kind, next step)."""
+    if exc.code is FailureCode.CHECKPOINT_KEY_UNKNOWN:
+        message = (
+            f"foreign token: it was signed with key {token_key_id(token) or '?'!r}, which these checkpoint "
+            "keys do not hold (another server's key file, or a key retired before retired keys were archived "
+            "for audit); audit with the key file of the server that issued the run"
+        )
+        return message, "foreign", _FOREIGN_NEXT
+    if newer := issued_by_newer_version(token, CHECKPOINT_TYPE):
+        return exc.message, "newer_format", _newer_next(newer)
+    if newer := issued_by_newer_version(token, BUNDLE_TYPE):
+        message = (
+            f"a validation bundle token, not a checkpoint token; it was issued by a newer Rimthan version "
+            f"(format {newer}; this one reads format {TOKEN_FORMAT})"
+        )
+        return message, "newer_format", f"{_CHECKPOINTS_ONLY}; {_newer_next(newer)}"
+    return exc.message, "invalid", _INVALID_NEXT
+
+
+def _newer_next(newer: int) -> str:
+    return (
+        f"audit this log with `rimthan-mcp audit` of the Rimthan version that issued it, or a later one: upgrade the "
+        f"verifier to read token format {newer} (this version reads format {TOKEN_FORMAT} only)"
+    )
 
 
 def _link(

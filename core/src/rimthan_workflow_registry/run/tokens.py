@@ -105,6 +105,18 @@ def _header_segment(key: bytes, kid: str, token_type: str) -> bytes:
     return detached.split(".")[0].encode("ascii")
 
 
+def _newer_format(header: Mapping[str, Any], token_type: str) -> int | None:
+    """The later format a header of exactly this version's members names in its ``typ`` for ``token_type``."""
+    return newer_token_format(header["typ"], token_type) if set(header) == _HEADER_MEMBERS else None
+
+
+def issued_by_newer_version(token: str, token_type: str) -> int | None:
+    """The later token format ``token`` is of, as :meth:`CheckpointKeyring.admit` refuses it ("issued by a newer
+    Rimthan version"), else None: from its header alone (UNVERIFIED; for words about a refusal only)."""
+    segments = split_token(token)
+    return _newer_format(segments.header, token_type) if segments is not None else None
+
+
 _KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 
@@ -371,7 +383,7 @@ class CheckpointKeyring:
                 f"the {what} token is in the format of an earlier server version (base64url payload), "
                 "which this server no longer accepts; start a new run",
             )
-        if set(header) == _HEADER_MEMBERS and (newer := newer_token_format(header["typ"], token_type)):
+        if newer := _newer_format(header, token_type):
             raise TokenError(
                 code,
                 f"the {what} token was issued by a newer Rimthan version "
