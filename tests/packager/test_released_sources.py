@@ -80,3 +80,16 @@ def test_the_plural_opencode_folders_are_opencode_1_1_0_in_1_3_1(built: dict[str
     }
     (workflow,) = built["1.3.1"].catalogue.workflows
     assert workflow.host_adapters == ("claude-code@1.0.0", "opencode@1.1.0")
+
+
+def test_one_validator_version_is_one_instruction_in_every_release(built: dict[str, VerifiedRelease]) -> None:
+    """Receipts are keyed by a validator's ``id@version``: a changed instruction is a new validator version
+    (1.3.1's validators, whose integrity check compares a digest only when given one, are 1.1.1)."""
+    seen: dict[str, tuple[str, bytes]] = {}
+    for version, release in built.items():
+        for workflow in release.catalogue.workflows:
+            for validator in workflow.validators:
+                said = (version, (PACKAGED_CATALOGUE / version / validator.instruction).read_bytes())
+                first = seen.setdefault(validator.key, said)
+                assert first[1] == said[1], f"{validator.key} differs between {first[0]} and {version}"
+    assert {"evidence-auditor@1.1.1", "decision-critic@1.1.1"} <= set(seen)

@@ -71,6 +71,20 @@ def bridge_note(elicits: bool) -> str:
 
 BRIDGE_NOTE = bridge_note(False)  # (the note a client that cannot ask the user gets)
 
+# A step's text that says to stop the run (research-decision 1.2.0 and 1.3.0's confirm-contract, as released): no
+# tool of the bridge or the verifier stops one, so the note under it says what stopping is.
+_SAYS_STOP = re.compile(r"\bstop\s+the\s+run\b", re.IGNORECASE)
+STOP_NOTE = (
+    "(No tool stops a run: where the text says to stop the run, make no further call for it and tell the user so. "
+    "The run stays unfinished at this step: if they change their mind, call step_done to go on (resume_run after "
+    "a restart); start_run with new_run true starts another run.)"
+)
+
+
+def stop_note(instruction: str) -> list[str]:
+    """:data:`STOP_NOTE` (after a blank line) when ``instruction`` says to stop the run, else nothing."""
+    return ["", STOP_NOTE] if _SAYS_STOP.search(instruction) else []
+
 
 def then_asked(elicits: bool) -> str:
     """What follows a call that passes facts: with elicitation, who confirms them; else nothing."""
@@ -90,13 +104,15 @@ def step_words(
     """The current step: title, its instruction, and what it needs (with each JSON output's schema). ``asking``:
     the step waits for the user's answer to its question, which the caller says next (the one call to make);
     ``elicits``: the client of the call can ask the user, so the bridge confirms the facts (:func:`bridge_note`)."""
+    instruction = str((step.get("instruction") or {}).get("text") or "").strip()
     lines = [
         f"Run {run_id} ({version}): step {step['id']} - {step.get('title') or step['id']}.",
         "",
         "Instructions for this step:",
-        str((step.get("instruction") or {}).get("text") or "").strip(),
+        instruction,
         "",
         bridge_note(elicits),
+        *stop_note(instruction),
         "",
     ]
     outputs = step.get("outputs") or []
