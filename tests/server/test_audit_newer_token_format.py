@@ -10,7 +10,6 @@ to read that format - not the words for an edited or cut line. A line that is me
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 from pathlib import Path
@@ -22,13 +21,12 @@ from rimthan_workflow_registry.run.tokens import BUNDLE_TYPE
 from support.engines import DrivenRun, Engines, TickingClock, drive, make_engines
 from support.refusals import refusal
 from support.servers import RIMTHAN_MCP, server_env
+from support.token_headers import numbered
 
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> Engines:
-    engines = make_engines(tmp_path_factory.mktemp("audit-newer"), TickingClock())
-    engines.keyring.save(engines.work / "state" / "checkpoint-keys.json")
-    return engines
+    return make_engines(tmp_path_factory.mktemp("audit-newer"), TickingClock())
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +34,11 @@ def run(engines: Engines) -> DrivenRun:
     return drive(engines, "1.2.0", "desk-research", name="newer", until_step="select-route")
 
 
-def _numbered(token: str, number: int) -> str:
-    """``token`` with its header's ``typ`` given format ``number``; payload and signature as issued."""
-    segment, rest = token.split(".", 1)
-    header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    header["typ"] = header["typ"].replace("+jwt", f"-{number}+jwt")
-    encoded = base64.urlsafe_b64encode(json.dumps(header, separators=(",", ":")).encode()).rstrip(b"=").decode()
-    return f"{encoded}.{rest}"
-
-
 def _audit(engines: Engines, tokens: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
     log = tmp_path / "run.log"
     log.write_text("\n".join(tokens) + "\n", "utf-8")
-    args = [RIMTHAN_MCP, "audit", str(log), "--state-dir", str(engines.work / "state")]
+    engines.keyring.save(tmp_path / "state" / "checkpoint-keys.json")  # the run's real key file
+    args = [RIMTHAN_MCP, "audit", str(log), "--state-dir", str(tmp_path / "state")]
     text = subprocess.run(args, capture_output=True, text=True, timeout=120, env=server_env())
     as_json = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120, env=server_env())
     assert text.returncode == as_json.returncode == 1 and text.stdout == "", text
@@ -60,7 +50,7 @@ def test_a_checkpoint_of_a_newer_format_is_said_to_need_a_newer_verifier(
 ) -> None:
     tokens = list(run.checkpoints)
     line = len(tokens)
-    tokens[-1] = _numbered(tokens[-1], 2)
+    tokens[-1] = numbered(tokens[-1], 2)
     text, error = _audit(engines, tokens, tmp_path)
     said = refusal(text.stderr)
     assert said.error.endswith(
@@ -77,7 +67,7 @@ def test_a_bundle_of_a_newer_format_in_the_log_is_named_as_such(
     engines: Engines, run: DrivenRun, tmp_path: Path
 ) -> None:
     bundle = engines.keyring.sign_payload(claims_payload({"iat": 1, "run": "r"}), BUNDLE_TYPE)
-    tokens = [*run.checkpoints[:2], _numbered(bundle, 3)]
+    tokens = [*run.checkpoints[:2], numbered(bundle, 3)]
     text, error = _audit(engines, tokens, tmp_path)
     said = refusal(text.stderr)
     assert said.error.endswith(

@@ -8,23 +8,13 @@ version (or the finished upgrade); the run's real checkpoint goes on being serve
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 
 import anyio
 from rimthan_host.harness import client_caller
 from support.processes import stdio_client_process
 from support.servers import RIMTHAN_MCP, ServerWorld, harness, serve_args, structured_error
-
-
-def _numbered(token: str, number: int) -> str:
-    """``token`` with its header's ``typ`` given format ``number``; payload and signature as issued."""
-    segment, rest = token.split(".", 1)
-    header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
-    header["typ"] = header["typ"].replace("+jwt", f"-{number}+jwt")
-    encoded = base64.urlsafe_b64encode(json.dumps(header, separators=(",", ":")).encode()).rstrip(b"=").decode()
-    return f"{encoded}.{rest}"
+from support.token_headers import numbered
 
 
 def test_a_checkpoint_of_a_newer_token_format_is_refused_as_such_and_the_real_one_still_works(
@@ -40,7 +30,7 @@ def test_a_checkpoint_of_a_newer_token_format_is_refused_as_such_and_the_real_on
             started = await run.start("research", initial_version="1.2.0")
             token, state = started.wire["checkpoint"], run.state.projection()
             refused = await client.call_tool(
-                "rimthan.continue_workflow", {"checkpoint": _numbered(token, 2), "confirmed_state": state}
+                "rimthan.continue_workflow", {"checkpoint": numbered(token, 2), "confirmed_state": state}
             )
             error = structured_error(refused)
             assert error["code"] == "checkpoint_invalid", error
