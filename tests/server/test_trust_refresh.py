@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from rimthan_host.harness import RunResult, WorkflowHarness, client_caller
+from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import load_trust, verify_release
 from support.oci import push
 from support.pack_cli import pack
@@ -182,6 +183,30 @@ def test_a_trust_store_that_no_longer_loads_keeps_the_one_loaded_before(keys: Ke
     assert "the trust store loaded before stays in force" in error["error"]["message"], error
     assert done["activated"] == ["research-decision@1.3.0"], done  # verified against the store loaded before
     assert any(r["path"] == str(trust) for r in done["rejected"]), done
+
+
+def test_a_trust_store_refusal_is_said_as_it_always_was(keys: Keys, tmp_path: Path) -> None:
+    """The refusal of a trust store that no longer loads, byte for byte in both log lines that say it: the
+    loader's words, what stays in force, and the step to fix it (``next_step``), in that order."""
+    releases, trust = tmp_path / "releases", trust_dir(tmp_path / "trust", keys.old)
+    _publish(keys, "1.2.0-old", releases)
+    with _serve(tmp_path, trust) as server:
+        (trust / "half-copied.pub").write_text("-----BEGIN PUBLIC KEY-----\n", encoding="utf-8")
+        seen = len(server.lines)
+        _refresh(server)
+        said = server.lines[seen:]
+    with pytest.raises(RegistryError) as loading:
+        load_trust(trust)
+    error = {
+        "code": "key_invalid",
+        "message": f"{loading.value.message}; the trust store loaded before stays in force until it loads again",
+        "path": str(trust / "half-copied.pub"),
+        "next_step": f"fix {trust} (as `rimthan-mcp check --trust {trust}` reads it), then refresh again",
+    }
+    not_reloaded = next(line for line in said if '"trust store not reloaded"' in line)
+    assert f'"path": {json.dumps(str(trust))}, "error": {json.dumps(error)}}}' in not_reloaded, not_reloaded
+    done = next(line for line in said if '"refresh done"' in line)
+    assert f'"rejected": [{json.dumps({"path": str(trust), "error": error})}]' in done, done
 
 
 def test_a_held_release_only_the_removed_key_signed_is_dropped(keys: Keys, tmp_path: Path) -> None:

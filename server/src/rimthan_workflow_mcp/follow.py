@@ -132,10 +132,7 @@ def _nothing_pulled(follower: RegistryFollower) -> RegistryError:
             path=where,
             next_step=f"{push}, or check the repository named in --releases-from",
         )
-    why = "; ".join(
-        refusal_line(FailureCode(r.error["code"]), r.error.get("path") or r.path, r.error["message"])
-        for r in refused[:_SAID]
-    )
+    why = "; ".join(refusal_line(r.failure.code, r.failure.path or r.path, r.failure.message) for r in refused[:_SAID])
     more = f"; and {len(refused) - _SAID} more" if len(refused) > _SAID else ""
     return RegistryError(
         FailureCode.RELEASE_NOT_FOUND,

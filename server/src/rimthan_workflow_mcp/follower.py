@@ -354,7 +354,7 @@ class RegistryFollower:
     def _refuse(self, tag: str, where: str, exc: RegistryError, *, said: bool = False) -> None:
         """Keep ``tag`` out, saying why once (a manifest refused before its digest is known is asked again;
         ``said``: a digest refused before, its refusal logged then)."""
-        rejection = Rejection.of(where, exc)
+        rejection = Rejection(where, exc)
         if not said and self._refused.get(tag) != rejection:
             _log.warning("publish refused", extra={"reference": where, "error": exc.to_dict()})
         self._refused[tag] = rejection

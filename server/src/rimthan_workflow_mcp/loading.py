@@ -105,53 +105,60 @@ class LoadedRelease:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Rejection:
-    """A candidate release that was refused (at start or on refresh), and why."""
+    """A candidate release (or a trust store that no longer loads) refused at start or on refresh, and why: the
+    typed ``failure`` (what a load read: a refusal as untrusted names the manifest's digest) and, when the
+    refusing side knows the fix rather than the code alone, the ``remedy`` said with it (``next_step``)."""
 
     path: str
-    error: dict[str, Any]
-    # the typed failure, when a load raised one (what it read: a refusal as untrusted names the manifest's digest)
-    failure: RegistryError | None = field(default=None, compare=False, repr=False)
+    failure: RegistryError
+    remedy: str | None = None
 
-    @classmethod
-    def of(cls, path: str, failure: RegistryError) -> Rejection:
-        """The rejection of ``path`` with ``failure``, kept typed as well as said."""
-        return cls(path=path, error=failure.to_dict(), failure=failure)
+    def __eq__(self, other: object) -> bool:
+        """Equal when said the same (a follower says a tag's refusal again only when it changed)."""
+        return isinstance(other, Rejection) and other.to_dict() == self.to_dict()
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.code, self.failure.message))
 
     @property
     def code(self) -> str:
-        return str(self.error.get("code"))
+        return self.failure.code.value
+
+    @property
+    def error(self) -> dict[str, Any]:
+        """The failure as a refusal says it (a log line, ``details.rejected``): its dict form, then the remedy."""
+        said = self.failure.to_dict()
+        return said if self.remedy is None else {**said, "next_step": self.remedy}
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "error": self.error}
 
     def held_back(self) -> dict[str, Any]:
         """What ``GET /healthz`` says of a release held but not activated: its directory, code and message."""
-        return {"release": Path(self.path).name, "code": self.code, "message": self.error.get("message")}
+        return {"release": Path(self.path).name, "code": self.code, "message": self.failure.message}
 
     def refused_publish(self) -> dict[str, Any]:
         """What a follower's ``GET /healthz`` says of a publish it refused: the reference, code and message."""
-        return {"reference": self.path, "code": self.code, "message": self.error.get("message")}
+        return {"reference": self.path, "code": self.code, "message": self.failure.message}
 
     def summary(self) -> str:
         """``code: file: message`` for a one-line report: the failing file (relative to the release when it is
         inside it, quoted and bounded), which the release's own path does not say."""
-        return self._summary(self.error)
+        return self._summary(self.failure)
 
     def summaries(self) -> list[str]:
         """:meth:`summary`, then one for each failure collected with it (``details.also``): one line each."""
-        details = self.error.get("details")
-        also = details.get("also") if isinstance(details, dict) else None
-        return [self.summary(), *(self._summary(e) for e in also or () if isinstance(e, dict))]
+        return [self._summary(failure) for failure in self.failure.failures]
 
-    def _summary(self, error: dict[str, Any]) -> str:
-        where = error.get("path")
+    def _summary(self, failure: RegistryError) -> str:
+        where = failure.path
         file = ""
-        if isinstance(where, str) and where and Path(where) != Path(self.path):
+        if where and Path(where) != Path(self.path):
             inside = Path(where).is_relative_to(self.path)
             file = f"{quoted(Path(where).relative_to(self.path) if inside else where)}: "
-        return f"{error.get('code')}: {file}{error.get('message')}"
+        return f"{failure.code.value}: {file}{failure.message}"
 
 
 @dataclass(frozen=True)

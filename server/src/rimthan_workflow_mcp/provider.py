@@ -196,13 +196,13 @@ class ReleaseProvider:
                 try:
                     loaded = verify_candidate(candidate, catalogue, loader, floor, lower_floor=lower_floor)
                 except RegistryError as exc:
-                    rejected.append(Rejection.of(str(candidate), exc))
+                    rejected.append(Rejection(str(candidate), exc))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection.of(str(candidate), unverifiable(candidate, exc)))
+                    rejected.append(Rejection(str(candidate), unverifiable(candidate, exc)))
                     continue
                 if record_floor and not recorded_at_start(floor, loaded, unrecorded, lower_floor=lower_floor):
-                    rejected.append(Rejection.of(str(candidate), unrecorded[-1]))
+                    rejected.append(Rejection(str(candidate), unrecorded[-1]))
                     continue  # an older release the floor already records may serve, as a refresh keeps one
                 actives.append(loaded)
                 break
@@ -388,10 +388,10 @@ class ReleaseProvider:
                     loaded = self._held.get(loaded.digest, loaded)
                     self.floor.record(loaded.catalogue, loaded.version, loaded.digest)  # before it serves
                 except RegistryError as exc:
-                    rejected.append(Rejection.of(str(candidate), exc))
+                    rejected.append(Rejection(str(candidate), exc))
                     continue
                 except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection.of(str(candidate), unverifiable(candidate, exc)))
+                    rejected.append(Rejection(str(candidate), unverifiable(candidate, exc)))
                     continue
                 self._activate(loaded)
                 activated.append((current, loaded))
@@ -435,8 +435,7 @@ class ReleaseProvider:
     def _found_untrusted(self, rejected: list[Rejection]) -> None:
         """Remember each release directory refused only because the trust store does not vouch for it."""
         for rejection in rejected:
-            if rejection.failure is not None:
-                self._distrusted.found_on_disk(Path(rejection.path), rejection.failure)
+            self._distrusted.found_on_disk(Path(rejection.path), rejection.failure)
 
     def _co_signed_on_disk(self, loaded: LoadedRelease) -> bool:
         """Whether ``loaded`` was co-signed on disk since it was loaded; if so it is held (and served) as that."""

@@ -60,11 +60,22 @@ def reload_trust(path: Path, current: TrustStore) -> tuple[TrustStore, tuple[Rej
     try:
         return load_trust(path), ()
     except RegistryError as exc:
-        error = exc.to_dict()
-        error["message"] = f"{exc.message}; {KEPT_PREVIOUS}"
-        error["next_step"] = f"fix {path} (as `rimthan-mcp check --trust {path}` reads it), then refresh again"
-        _log.error("trust store not reloaded", extra={"path": str(path), "error": error})
-        return current, (Rejection(path=str(path), error=error),)
+        remedy = f"fix {path} (as `rimthan-mcp check --trust {path}` reads it), then refresh again"
+        refused = Rejection(str(path), kept_previous(exc), remedy)
+        _log.error("trust store not reloaded", extra={"path": str(path), "error": refused.error})
+        return current, (refused,)
+
+
+def kept_previous(exc: RegistryError) -> RegistryError:
+    """``exc`` (the trust store's load failure) in the words of a refresh: the store loaded before stays."""
+    return RegistryError(
+        exc.code,
+        f"{exc.message}; {KEPT_PREVIOUS}",
+        path=exc.path,
+        details=exc.details,
+        next_step=exc.next_step,
+        also=exc.also,
+    )
 
 
 def trust_changed(before: TrustStore, after: TrustStore) -> bool:
