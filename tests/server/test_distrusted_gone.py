@@ -3,26 +3,43 @@
 A directory refused only as untrusted is remembered by the manifest its load read (never read again: a change on
 disk between the refusal and a second read changed the advice); a release dropped as untrusted is forgotten once
 its directory left the releases directory, so a run pinned to it is told to put it back. Real keys, real signed
-releases, the installed ``rimthan-mcp serve`` over HTTP and ``kill -HUP``.
+releases, the installed ``rimthan-mcp serve`` over HTTP and ``kill -HUP``. Each refresh asks whether a remembered
+directory still holds its manifest: the manifest is read again only when its stamp (``stat``) changed, the opens
+counted with an audit hook (``os.open`` raises ``open``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from rimthan_host.harness import client_caller
+from rimthan_workflow_mcp.loading import LoadedRelease
 from rimthan_workflow_mcp.trust_refresh import Distrusted
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, ReleaseVerificationError
-from rimthan_workflow_registry.release import load_trust, verify_release
+from rimthan_workflow_registry.release import MANIFEST_NAME, load_trust, verify_release
+from rimthan_workflow_registry.run import CheckpointKeyring
 from support.processes import HttpServer, http_server_process
 from support.releases import KeyPair, build_release, make_keypair, packaged_source, trust_dir
 from support.servers import RIMTHAN_MCP, harness, http_client_for, server_env
+
+OPENED: list[str] = []  # the paths ``open`` events give while a test counts them
+COUNTING: list[bool] = []
+
+
+def _count(event: str, args: tuple[Any, ...]) -> None:
+    if COUNTING and event == "open" and isinstance(args[0], (str, os.PathLike)):
+        OPENED.append(os.fspath(args[0]))
+
+
+sys.addaudithook(_count)
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +130,53 @@ def test_a_release_dropped_as_untrusted_then_deleted_is_one_to_put_back(signed: 
     assert before["details"]["untrusted"] is True, before
     assert "untrusted" not in after["details"], after
     assert "no longer vouches" not in after["message"] and "back" in after["message"] + after["next"], after
+
+
+def _manifests_read(distrusted: Distrusted, serving: tuple[str, ...] = ()) -> int:
+    """How many manifests one :meth:`Distrusted.forget_gone` opened."""
+    OPENED.clear()
+    COUNTING.append(True)
+    try:
+        distrusted.forget_gone(serving)
+    finally:
+        COUNTING.clear()
+    return sum(1 for path in OPENED if Path(path).name == MANIFEST_NAME)
+
+
+def test_a_directory_refused_as_untrusted_is_read_again_only_once_its_manifest_changed(
+    signed: dict[str, Any], tmp_path: Path
+) -> None:
+    """Unchanged: not read again at each refresh. Replaced by another release's manifest (a rename): forgotten."""
+    release = shutil.copytree(signed["1.2.0-old"], tmp_path / "research-decision-1.2.0")
+    failure = _refused(release, signed["new"], tmp_path / "new-trust")
+    digest = failure.details["manifest_digest"]
+    distrusted = Distrusted()
+    distrusted.found_on_disk(release, failure)
+    assert _manifests_read(distrusted) == 1 and distrusted.holds(digest)
+    assert _manifests_read(distrusted) == 0 and distrusted.holds(digest)
+    other = tmp_path / "other-manifest.json"
+    shutil.copyfile(signed["1.3.0-new"] / MANIFEST_NAME, other)
+    other.replace(release / MANIFEST_NAME)
+    assert _manifests_read(distrusted) == 1 and not distrusted.holds(digest)
+    assert distrusted.manifests_read == {}  # nothing remembered: nothing kept of it
+
+
+def test_a_release_dropped_as_untrusted_is_read_again_only_once_its_manifest_changed(
+    signed: dict[str, Any], tmp_path: Path
+) -> None:
+    """Unchanged or still served: not read again. Written in place: read again and forgotten; deleted: forgotten."""
+    trust = load_trust(trust_dir(tmp_path / "trust", signed["old"]))
+    written, deleted = (shutil.copytree(signed["1.2.0-old"], tmp_path / name / "r") for name in ("written", "deleted"))
+    told, gone = Distrusted(), Distrusted()
+    told.remember(LoadedRelease(verify_release(written, trust), CheckpointKeyring.generate()))
+    gone.remember(LoadedRelease(verify_release(deleted, trust), CheckpointKeyring.generate()))
+    digest = verify_release(written, trust).manifest_digest
+    assert _manifests_read(told) == 1 and told.holds(digest)
+    assert _manifests_read(told) == 0 and _manifests_read(told, (digest,)) == 0
+    manifest = written / MANIFEST_NAME
+    manifest.write_bytes(manifest.read_bytes() + b" ")
+    assert _manifests_read(told, (digest,)) == 0 and told.holds(digest)  # still served: kept, not read
+    assert _manifests_read(told) == 1 and not told.holds(digest)
+    assert _manifests_read(gone) == 1 and gone.holds(digest)
+    shutil.rmtree(deleted)
+    assert _manifests_read(gone) == 0 and not gone.holds(digest)

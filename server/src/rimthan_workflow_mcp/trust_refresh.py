@@ -25,8 +25,9 @@ again), never held: after a restart a run pinned to it gets the same untrusted
 refusal as before the restart, not "put it back". It is forgotten at the first
 refresh after its directory left the releases directory, as is a release
 dropped as untrusted (not one still served) whose directory did
-(:meth:`Distrusted.forget_gone`): a run pinned to it is then told to put it
-back, as for any release no longer there.
+(:meth:`Distrusted.forget_gone`, which reads a remembered manifest again only
+when its stat changed): a run pinned to it is then told to put it back, as
+for any release no longer there.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from rimthan_workflow_registry.release import (
 )
 from rimthan_workflow_registry.small_files import read_small_file
 
-from .file_looks import ReleaseLook, release_look
+from .file_looks import ReleaseLook, Stamp, release_look, stamp_of
 from .loading import LoadedRelease, Rejection, load_release
 from .logs import get_logger
 
@@ -136,6 +137,8 @@ class Distrusted:
     entries: dict[str, tuple[LoadedRelease, ReleaseLook]] = field(default_factory=dict)
     # manifest digests of directories refused as untrusted only, each with those directories
     on_disk: dict[str, set[Path]] = field(default_factory=dict)
+    # the manifest of each directory remembered, as last read: its stamp then, and its digest (None: unreadable)
+    manifests_read: dict[Path, tuple[Stamp, str | None]] = field(default_factory=dict)
 
     def remember(self, loaded: LoadedRelease) -> None:
         self.entries[loaded.digest] = (loaded, release_look(Path(loaded.release.root)))
@@ -152,16 +155,33 @@ class Distrusted:
         """Forget each release remembered whose directory no longer holds its manifest (deleted, or replaced by
         another release): one dropped as untrusted (:meth:`remember`; one still ``serving``, by digest, is kept:
         put back co-signed, it is trusted again), and each directory remembered by :meth:`found_on_disk` (each
-        digest left with none)."""
+        digest left with none). A manifest is read again only when its :class:`Stamp` changed."""
         for digest, (loaded, _look) in list(self.entries.items()):
-            if digest not in serving and _manifest_digest(Path(loaded.release.root)) != digest:
+            if digest not in serving and self._manifest_digest(Path(loaded.release.root)) != digest:
                 del self.entries[digest]
         for digest, paths in list(self.on_disk.items()):
-            kept = {path for path in paths if _manifest_digest(path) == digest}
+            kept = {path for path in paths if self._manifest_digest(path) == digest}
             if kept:
                 self.on_disk[digest] = kept
             else:
                 del self.on_disk[digest]
+        remembered = {Path(loaded.release.root) for loaded, _look in self.entries.values()}
+        remembered.update(*self.on_disk.values())
+        self.manifests_read = {root: read for root, read in self.manifests_read.items() if root in remembered}
+
+    def _manifest_digest(self, root: Path) -> str | None:
+        """The digest of the manifest in the release directory ``root``, read again only when its stamp changed
+        (a stamp taken before the read: a change during it is read at the next refresh); None when it is gone
+        or cannot be read whole."""
+        stamp = stamp_of(root / MANIFEST_NAME)
+        if stamp is None:
+            return None
+        known = self.manifests_read.get(root)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        digest = _manifest_digest(root)
+        self.manifests_read[root] = (stamp, digest)
+        return digest
 
     def holds(self, digest: str) -> bool:
         """Whether the release with manifest digest ``digest`` was dropped (or is served) as untrusted, or was
