@@ -39,7 +39,7 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
             ("migrate_run", {"confirm": False}),
         ]
         for tool, arguments in moves:
-            refused(await model.call(tool, arguments), "No run is active. Call start_run")
+            refused(await model.call(tool, arguments), "No run is active. Call start_run")  # (show_step: + workflows)
         refused(await model.call("resume_run", {"run": "run-nope"}), "no run run-nope", "start_run")
         refused(await model.call("resume_run"), "No unfinished run", "start_run")
         extra = await model.call("start_run", {"workflow": "research", "facts": {}, "mode": "fast"})
@@ -54,7 +54,11 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         assert blocked.data["needs"] == ["decision_owner"], blocked.data  # by name, as a migration's needs
         unknown = await model.call("start_run", {"workflow": "nope", "facts": {}})
         refused(unknown, "workflow_not_found", "research-decision")
-        assert unknown.data == {"status": "refused", "refused": "workflow_not_found"}  # a status, as every reply has
+        assert unknown.data == {
+            "status": "refused",
+            "refused": "workflow_not_found",
+            "workflows": ["research-decision"],
+        }
 
         started = await model.start()
         run = started.data["run"]

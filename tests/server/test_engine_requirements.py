@@ -79,6 +79,7 @@ def test_workflow_not_found_lists_the_available_workflows(engines: Engines, name
         {
             "id": "research-decision",
             "owner": "rimthan.research",
+            "title": "Research decision",
             "aliases": ["decide", "research"],
             "versions": ["1.2.0"],
         }

@@ -3,7 +3,8 @@
 Each held release's manifest resource carries ``_meta`` ``rimthan/release`` (its release id, as a result's
 ``release.id``) and ``rimthan/new-runs``: true on the release ``start_workflow`` starts a run on (the newest
 of a releases directory; ``--release`` beside a ``--migration-target``), false on one held only for the runs
-pinned to it. A real SDK client against the real server process, the run then started to check it.
+pinned to it, and ``rimthan/workflows``: the workflows it carries (id, owner, title, aliases, versions), which a
+host lists for a model to start. A real SDK client against the real server process, the run then started to check it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from support.processes import stdio_client_process
 from support.servers import ServerWorld, example_state, serve_args
 
 RELEASE_META, NEW_RUNS_META = "rimthan/release", "rimthan/new-runs"  # the wire's names, as a harness reads them
+WORKFLOWS_META = "rimthan/workflows"
 HOST = {
     "harness": "claude-code",
     "adapter": {"id": "claude-code", "version": "1.0.0"},
@@ -70,7 +72,19 @@ def test_the_listing_marks_the_release_a_new_run_starts_on(
 
     async def check() -> None:
         async with stdio_client_process(sys.executable, args, (tmp_path / "stderr.log").open("w")) as client:
-            marked = _marked((await client.list_resources()).resources)
+            listed = (await client.list_resources()).resources
+            marked = _marked(listed)
+            metas = [r.meta for r in listed if r.meta and RELEASE_META in r.meta]
+            carried = {meta[RELEASE_META]: meta[WORKFLOWS_META] for meta in metas}
+            assert carried[f"research-decision@{starts_on}"] == [
+                {
+                    "id": "research-decision",
+                    "owner": "rimthan.research",
+                    "title": "Research decision",
+                    "aliases": ["decide", "research"],
+                    "versions": [starts_on],
+                }
+            ]
             assert {k: v[0] for k, v in marked.items()} == {
                 "research-decision@1.2.0": starts_on == "1.2.0",
                 "research-decision@1.3.0": starts_on == "1.3.0",

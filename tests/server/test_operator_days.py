@@ -188,6 +188,8 @@ def test_a_second_catalogue_in_releases_is_served_alongside_the_first(world: Ser
     assert not seen["other"].is_error and other["release"]["id"] == "other@0.1.0", other
     error = seen["unknown"].structured_content["error"]
     assert error["code"] == "workflow_not_found" and "other@0.1.0" in error["message"], error
+    offered = {(a["id"], a["release"]) for a in error["details"]["available"]}
+    assert offered == {("other", "other@0.1.0"), ("research-decision", "research-decision@1.3.0")}, error
 
 
 def test_with_migrate_to_newest_a_run_moves_to_its_catalogues_newer_release_after_refresh(

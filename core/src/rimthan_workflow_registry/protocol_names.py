@@ -20,6 +20,13 @@ SETUP_STEP_ID = "setup-workspace"
 # The release profile the four tools are served under (a release's ``scope.profile``).
 WORKFLOW_ENGINE_PROFILE = "workflow-engine"
 
+# A manifest resource's ``_meta`` keys in the verifier's resource listing: the release id (as results'
+# ``release.id``), whether start_workflow starts new runs on that release, and the workflows it carries
+# (``available_workflows``: id, owner, title, aliases, versions).
+RELEASE_META = "rimthan/release"
+NEW_RUNS_META = "rimthan/new-runs"
+WORKFLOWS_META = "rimthan/workflows"
+
 # The claims a validation bundle binds (prepare_step_validation issues it, submit_step_validation takes it back).
 BUNDLE_FIELDS = (
     "workflow",
@@ -36,10 +43,13 @@ BUNDLE_FIELDS = (
 __all__ = [
     "BUNDLE_FIELDS",
     "CONTINUE_WORKFLOW",
+    "NEW_RUNS_META",
     "PREPARE_STEP_VALIDATION",
+    "RELEASE_META",
     "SETUP_STEP_ID",
     "START_WORKFLOW",
     "SUBMIT_STEP_VALIDATION",
     "TOOL_NAMES",
+    "WORKFLOWS_META",
     "WORKFLOW_ENGINE_PROFILE",
 ]

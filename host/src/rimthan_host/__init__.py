@@ -59,6 +59,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``require_option``   the environment variable that turns on ``--require-elicitation`` (imports nothing)
 ``unanswered``       how a person's decline or cancel reads: the same for a question, a fact, a migration
 ``roots``            whether the client's roots hold the project the bridge serves
+``offered``          the workflows a model may start, from the verifier's resource listing: named, bounded
 ``facts``            facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)
 ``fact_forms``       a fact's own form when the person is asked: its choices or type from the release's schema
 ``held_facts``       facts the person confirmed in a form for a move that did not happen: not asked again for it

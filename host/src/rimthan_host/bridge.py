@@ -47,6 +47,7 @@ from .step_replies import Reply, failure_codes, missing_fields
 from .words import failure_words, known_runs, then_asked
 
 # The moves that act on the active run: in a bridge process that has had none, the project's one unfinished run.
+NO_WORKFLOW = "Nothing was done: workflow is empty. Call start_run again with a workflow's name."
 PICKS_UP = ("show_step", "step_done", "answer_question", "record_verdict", "migrate_run")
 PICKED_UP = (
     "Picked up run {run} from its log first: this bridge process started after the run's last move (the host or "
@@ -85,6 +86,8 @@ class Bridge(StepMoves, MigrationMoves):
     # -- start and resume ------------------------------------------------------------------
 
     async def start_run(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool = False) -> Reply:
+        if not workflow.strip():  # (no name to send: the verifier would refuse it, naming no workflow)
+            return await self.offering(Reply(NO_WORKFLOW, {"status": "bad_arguments"}, is_error=True))
         busy = self._claim("start_run")
         if busy is not None:
             return busy

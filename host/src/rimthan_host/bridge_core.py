@@ -18,10 +18,12 @@ from .audit_command import PROGRAM
 from .delivered import AssetClash
 from .fact_forms import Expects
 from .held_facts import HeldFacts
+from .offered import offered_workflows
 from .outputs import RefusedFiles
 from .protocol import (
     SETUP_STEP,
     HostProfile,
+    MetaLister,
     ResourceReader,
     ToolCaller,
 )
@@ -65,8 +67,10 @@ class BridgeCore:
         read_resource: ResourceReader | None = None,
         verifier_args: Sequence[str] | None = (),
         verifier_program: str = PROGRAM,
+        list_metas: MetaLister | None = None,
     ) -> None:
         self.call = call
+        self.list_metas = list_metas  # the verifier's resource listing: the workflows a run may start
         self.replies = StepReplies(read_resource, verifier_args, verifier_program)
         self.project_dir = Path(project_dir)
         self.host = host or HostProfile()
@@ -124,7 +128,7 @@ class BridgeCore:
 
     async def _show(self, lines: list[str]) -> Reply:
         if self.session is None:
-            return self._no_run()
+            return await self.offering(self._no_run())
         session = self.session
         if session.prepared is not None and session.prepared.pending:
             return validators_waiting(session, [*lines, where(session)])
@@ -194,6 +198,13 @@ class BridgeCore:
                 is_error=True,
             )
         return self.session
+
+    async def offering(self, reply: Reply) -> Reply:
+        """``reply`` with the workflows the verifier offers for start_run named (:mod:`.offered`), if it names any."""
+        offered = await offered_workflows(self.list_metas)
+        if not offered.workflows:
+            return reply
+        return Reply(f"{reply.text}\n{offered.words()}", {**reply.data, "workflows": offered.names()}, reply.is_error)
 
     def _no_run(self) -> Reply:
         owner = self.lock.other_owner()

@@ -32,7 +32,7 @@ from rimthan_workflow_mcp.eras import negotiate_served_era
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_mcp.stdio_serve import serve_wire
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.installed_version import installed_version
 from rimthan_workflow_registry.limits import first_non_json_value
 
@@ -108,7 +108,9 @@ def create_bridge_server(
         arguments = without_host_hints(params.arguments or {})
         problem = argument_problem(params.name, arguments)
         if problem is not None:
-            return _result(Reply(problem, {"status": "bad_arguments"}, is_error=True))
+            said = Reply(problem, {"status": "bad_arguments"}, is_error=True)
+            unnamed = params.name == "start_run" and not isinstance(arguments.get("workflow"), str)
+            return _result(await bridge.offering(said) if unnamed else said)
         asker = Asker(ctx, params)
         cannot = cannot_ask(params.name, arguments) if require_elicitation and not asker.available else None
         if cannot is not None:
@@ -192,12 +194,7 @@ async def _answer(
     except ReplyUnreadable as exc:  # (asked before any move: the run is where it was)
         return Reply(exc.words(tool), {"status": "reply_unreadable", "failures": [exc.code.value]}, True)
     except ToolRefused as exc:
-        failure = VerifierFailure(exc.code, tool, str(exc.error.get("message") or ""), exc.error.get("details"))
-        own = reply_for(bridge, link, failure)
-        if own is not None:
-            return own
-        words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
-        return Reply(words + f"and call {tool} again.", {"status": "refused", "refused": exc.code}, True)
+        return await _refused(bridge, link, tool, exc)
     except RunBusy as busy:  # (another process moves the run this bridge tried to resume: nothing done)
         return Reply(str(busy), {"status": busy.code.value, "run": busy.run, "owner_pid": busy.owner.pid}, True)
     except RunLockLost as lost:  # (the run's lock file deleted or replaced: its session moves no more)
@@ -217,6 +214,18 @@ async def _answer(
     except Exception as exc:  # last guard: the model gets one sentence, the host's log gets the traceback
         _log.exception("%s failed", tool)
         return bridge.failed(tool, exc)
+
+
+async def _refused(bridge: Bridge, link: VerifierLink | None, tool: str, exc: ToolRefused) -> Reply:
+    """The verifier's refusal of the call: the bridge's own words for its code, else the verifier's; a start refused
+    for its workflow (``workflow_not_found``) also names the workflows the model can start."""
+    failure = VerifierFailure(exc.code, tool, str(exc.error.get("message") or ""), exc.error.get("details"))
+    own = reply_for(bridge, link, failure)
+    if own is not None:
+        return own
+    words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
+    said = Reply(words + f"and call {tool} again.", {"status": "refused", "refused": exc.code}, True)
+    return await bridge.offering(said) if exc.code == FailureCode.WORKFLOW_NOT_FOUND.value else said
 
 
 def _result(reply: Reply) -> types.CallToolResult:
@@ -330,7 +339,7 @@ async def serve_bridge(
             program = PROGRAM if isinstance(target, str) else audit_program(target.command, shutil.which(PROGRAM))
             bridge = Bridge(
                 link.call, project_dir=project, host=host, read_resource=link.read, verifier_args=args,
-                verifier_program=program,
+                verifier_program=program, list_metas=link.metas,
             )  # fmt: skip
             server = create_bridge_server(bridge, link, require_elicitation=require_elicitation)
             stopped = await serve_wire(server, BridgeLines)

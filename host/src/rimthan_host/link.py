@@ -35,7 +35,7 @@ from rimthan_workflow_registry.below_floor import BelowFloor, read_below_floor
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.remediation import ExitStatus
 
-from .protocol import HarnessError, VerifierLost, client_caller, client_reader, connected
+from .protocol import HarnessError, VerifierLost, client_caller, client_metas, client_reader, connected
 
 T = TypeVar("T")
 __all__ = ["VerifierDown", "VerifierLink", "VerifierLost", "VerifierNotUp"]
@@ -232,6 +232,10 @@ class VerifierLink:
     async def read(self, uri: str) -> str:
         """A :data:`~rimthan_host.protocol.ResourceReader` over the current connection."""
         return await self._use(lambda client: client_reader(client)(uri))
+
+    async def metas(self) -> list[dict[str, Any]]:
+        """A :data:`~rimthan_host.protocol.MetaLister` over the current connection."""
+        return await self._use(lambda client: client_metas(client)())
 
     def close(self) -> None:
         self._conn.closing.set()

@@ -31,6 +31,10 @@ SETUP_STEP = protocol_names.SETUP_STEP_ID
 ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 # Reads one of the verifier's resources (a verified release's file, by the URI a step names) as text.
 ResourceReader = Callable[[str], Awaitable[str]]
+MetaLister = Callable[[], Awaitable[list[dict[str, Any]]]]
+"""The ``_meta`` of each resource the verifier lists (:func:`client_metas`)."""
+LISTING_PAGES = 20
+"""Pages of the verifier's resource listing read at most (each page's cursor the one before named)."""
 
 T = TypeVar("T")
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
@@ -175,6 +179,23 @@ def client_reader(client: Any) -> ResourceReader:
         return str(texts[0])
 
     return read
+
+
+def client_metas(client: Any) -> MetaLister:
+    """A :data:`MetaLister` over an SDK ``Client`` (anything with ``list_resources``), :data:`LISTING_PAGES` at most."""
+
+    async def metas() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(LISTING_PAGES):
+            page = await connected(client.list_resources(cursor=cursor, cache_mode="refresh"))
+            out += [dict(r.meta) for r in page.resources if isinstance(getattr(r, "meta", None), dict)]
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return out
+
+    return metas
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,10 @@ TOOLS: tuple[types.Tool, ...] = (
         "them and call again with every fact. One run is active at a time: while one is unfinished, continue it, "
         "or pass new_run true if the user wants another (the unfinished one stays resumable).",
         {
-            "workflow": {"type": "string", "description": "Workflow name, e.g. research."},
+            "workflow": {
+                "type": "string",
+                "description": "Workflow name, e.g. research (show_step with no run lists them).",
+            },
             "facts": _FACTS,
             "new_run": {"type": "boolean", "description": "Start even though a run here is unfinished."},
         },

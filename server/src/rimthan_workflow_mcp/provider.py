@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import Stopped, StopSignal, TrustStore, semver_key, stoppable
-from rimthan_workflow_registry.run import CheckpointKeyring
+from rimthan_workflow_registry.run import CheckpointKeyring, available_workflows
 
 from .deployment_state import open_state
 from .floor import ActivationFloor
@@ -268,7 +268,8 @@ class ReleaseProvider:
 
         With one catalogue served that is its active release (which refuses an
         unknown name itself); with several, a name no catalogue or several
-        catalogues define is refused here, naming what is served.
+        catalogues define is refused here, naming what is served (``details.available``: each served workflow,
+        with its release).
         """
         actives = list(self._actives.values())
         if len(actives) == 1:
@@ -285,7 +286,13 @@ class ReleaseProvider:
                 f"({', '.join(a.release.release_id for a in matches)}); start it by a workflow id one catalogue "
                 "owns, or serve those catalogues from separate servers"
             )
-        raise RegistryError(FailureCode.WORKFLOW_NOT_FOUND, message, details={"served": sorted(self._actives)})
+        available = [
+            {**entry, "release": a.release.release_id}
+            for a in actives
+            for entry in available_workflows(a.release.catalogue.workflows)
+        ]
+        details = {"served": sorted(self._actives), "available": available}
+        raise RegistryError(FailureCode.WORKFLOW_NOT_FOUND, message, details=details)
 
     def migration_target_for(self, source: LoadedRelease) -> LoadedRelease | None:
         """Where a run pinned to ``source`` may migrate: the explicit target, else (when enabled)

@@ -12,7 +12,8 @@ under its URI and clients may cache it forever:
   the same URIs the engine puts in step payloads (``step_payload.release_file_uri``).
 
 The listing itself is not immutable: it says what the server holds now, and which held release a new run
-starts on (:data:`NEW_RUNS_META` on that release's manifest resource: each served catalogue's active release).
+starts on (:data:`NEW_RUNS_META` on that release's manifest resource: each served catalogue's active release),
+with the workflows each release carries (:data:`WORKFLOWS_META`: what a host lists for a model to start).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.canonical import DIGEST_PREFIX, SHA256_HEX_PATTERN, canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
-from rimthan_workflow_registry.run import release_file_uri
+from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
+from rimthan_workflow_registry.run import available_workflows, release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 from .rpc_errors import failure_error
@@ -37,8 +39,6 @@ SCHEME = "rimthan://"
 CONTRACT_MIME = "application/schema+json"
 MANIFEST_MIME = "application/json"
 RELEASE_FILE_TEMPLATE = SCHEME + "releases/{manifest_hex}/{+path}"
-RELEASE_META = "rimthan/release"  # a manifest resource's ``_meta``: the release id, as results' ``release.id``
-NEW_RUNS_META = "rimthan/new-runs"  # ... and whether start_workflow starts new runs on this release
 _TEXT_TYPES = ("application/json", "application/toml", "text/markdown", "application/schema+json")
 # matched with fullmatch: "$" would also take a URI that ends in a newline
 _MANIFEST_URI = re.compile(f"rimthan://manifests/(?P<hex>{SHA256_HEX_PATTERN})/manifest\\.json")
@@ -106,7 +106,11 @@ class ResourceCatalogue:
             description=f"{release.release_id}: {said}.",
             mime_type=MANIFEST_MIME,
             size=len(release.manifest_bytes),
-            _meta={RELEASE_META: release.release_id, NEW_RUNS_META: starts_runs},
+            _meta={
+                RELEASE_META: release.release_id,
+                NEW_RUNS_META: starts_runs,
+                WORKFLOWS_META: available_workflows(release.catalogue.workflows),
+            },
         )
         for entry in release.manifest.files:
             yield types.Resource(

@@ -100,7 +100,8 @@ def workflow_needs(
 
 
 def available_workflows(workflows: Iterable[WorkflowDefinition]) -> list[dict[str, Any]]:
-    """The workflows a release carries: id, owner, aliases and versions (oldest first)."""
+    """The workflows a release carries: id, owner, title (its newest version's), aliases and versions (oldest
+    first)."""
     grouped: dict[tuple[str, str], list[WorkflowDefinition]] = {}
     for workflow in workflows:
         grouped.setdefault((workflow.owner, workflow.id), []).append(workflow)
@@ -108,6 +109,7 @@ def available_workflows(workflows: Iterable[WorkflowDefinition]) -> list[dict[st
         {
             "id": wf_id,
             "owner": owner,
+            "title": max(found, key=lambda w: semver_key(w.version)).title,
             "aliases": sorted({a for w in found for a in w.entry_aliases}),
             "versions": sorted((w.version for w in found), key=semver_key),
         }
