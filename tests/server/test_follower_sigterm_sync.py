@@ -29,7 +29,7 @@ import anyio
 import pytest
 from rimthan_workflow_mcp.follow import start_following
 from rimthan_workflow_mcp.provider import ReleaseProvider
-from rimthan_workflow_mcp.transports import refresh_now
+from rimthan_workflow_mcp.refresh_triggers import refresh_now
 from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.release.oci_bounds import REQUEST_DEADLINE, REQUEST_TIMEOUT
 from rimthan_workflow_registry.release.oci_stop import VERIFYING

@@ -128,7 +128,8 @@ def test_the_benchmarks_measure_processes_that_compile_nothing_from_source() -> 
     subprocess.run([sys.executable, "-c", compile_step], cwd=root, env=env, check=True, timeout=600)
     probe = (
         "import importlib.util, json, os, sys\n"
-        "import rimthan_workflow_mcp.cli, rimthan_workflow_mcp.server, rimthan_workflow_mcp.transports\n"
+        "import rimthan_workflow_mcp.cli, rimthan_workflow_mcp.server, rimthan_workflow_mcp.stdio_transport\n"
+        "import rimthan_workflow_mcp.http_transport\n"
         "import rimthan_workflow_mcp.stdio_pipes, rimthan_workflow_registry.release.file_pipeline\n"
         "import benchmarks.echo_server, rimthan_packager.cli, rimthan_packager.build\n"
         "def stale(f):\n"
@@ -231,6 +232,38 @@ def test_a_serving_start_imports_only_what_listing_tools_needs_and_the_first_cal
     assert sorted(at_listing & (_CALLS_ONLY | _AUDIT_ONLY)) == []
     assert sorted(_CALLS_ONLY - after_call) == []  # the first call imported them, and was answered
     assert sorted(after_call & _AUDIT_ONLY) == []
+
+
+# What only serving over HTTP uses: our HTTP modules, and what only they import (uvicorn's HTTP protocol and h11).
+# The SDK's own server module imports uvicorn's server and config and starlette (its HTTP transport): the echo
+# floor P5 compares with imports those too, so they are not ours to leave out.
+_HTTP_ONLY_PREFIXES = ("rimthan_workflow_mcp.http_", "uvicorn.protocols", "h11")
+_HTTP_ONLY = frozenset(
+    {
+        "rimthan_workflow_mcp.port_claims",
+        "rimthan_workflow_mcp.session_room",
+        "rimthan_workflow_mcp.health",
+    }
+)
+
+
+def test_a_stdio_start_imports_nothing_of_the_http_transport(mcp_world: ServerWorld, tmp_path: Path) -> None:
+    """A real ``serve`` over stdio, through the console script's ``main``: until tools/list has answered, no module
+    of the HTTP transport is imported (P5 times that start)."""
+    record = tmp_path / "imported.txt"
+    options = serve_options(mcp_world.built["1.2.0"], mcp_world.trust, tmp_path / "state")
+    args = ["-c", _RECORDING_SERVER, str(record), "serve", *options]
+
+    async def scenario() -> int:
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with stdio_client_for(args, errlog) as client:
+                return len((await client.list_tools()).tools)
+
+    listed = anyio.run(scenario)
+    imported = set(record.read_text("utf-8").split())
+    assert listed == 4 and "rimthan_workflow_mcp.stdio_serve" in imported  # the control: it served over stdio
+    http = {m for m in imported if m in _HTTP_ONLY or m.startswith(_HTTP_ONLY_PREFIXES)}
+    assert sorted(http) == []
 
 
 def test_a_loaded_release_builds_its_engine_once_on_first_use_whichever_thread_asks(mcp_world: ServerWorld) -> None:

@@ -24,8 +24,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
-from rimthan_workflow_mcp.http_bounds import LISTEN_STREAMS
 from rimthan_workflow_registry.errors import FailureCode
+from rimthan_workflow_registry.limits import LISTEN_STREAMS
 from rimthan_workflow_registry.remediation import REMEDIATION
 from support.checked_client import CheckedClient
 from support.oci import push

@@ -174,6 +174,15 @@ MAX_REQUEST_BODY_BYTES = max(
 HTTP transport refuses a larger one (HTTP 413, a JSON-RPC error) before reading past it, and stdio a longer line (in
 characters) likewise. start_workflow carries one state, no token."""
 
+MAX_REQUESTS_IN_FLIGHT = 128
+"""HTTP requests being received or answered at once (4 x the 32 concurrent clients P6 measures); one more gets 503,
+unread (``http_bounds``)."""
+
+LISTEN_STREAMS = MAX_REQUESTS_IN_FLIGHT // 2
+"""2026-07-28 ``subscriptions/listen`` streams served at once (``list_changed.ListingListen``): over HTTP each holds a
+slot in flight while open, so calls keep the other half. Here, not in ``http_bounds``: a stdio server bounds them
+too, and imports nothing of the HTTP transport."""
+
 
 def depth_exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` nests dicts/lists deeper than ``limit`` (the top container is depth 1).

@@ -1,13 +1,15 @@
 """The Rimthan verifier MCP server.
 
-A tool call goes ``transports`` -> ``server`` (:func:`create_mcp_application`:
+A tool call goes ``stdio_transport`` or ``http_transport`` -> ``server`` (:func:`create_mcp_application`:
 validate, route to the pinned release, ``_dispatch_tool``) ->
 ``workflow_engine.WorkflowEngineQueryModule`` (plain Python over the core) and
 back.
 
 The wire:
 
-``transports``        stdio or stateless Streamable HTTP, and what triggers a refresh (SIGHUP, an interval)
+``stdio_transport``   serving over stdio: one client on stdin/stdout, the refresh triggers beside it
+``http_transport``    serving over Streamable HTTP (stateless, or with sessions): bind, listen, drain at SIGTERM
+``refresh_triggers``  what triggers a refresh while serving (SIGHUP, an interval), run off the event loop
 ``stdio_serve``       one MCP server on the project's stdio wire (the verifier's, and the host bridge's)
 ``stdio_pipes``       that wire read and written on the event loop, without the SDK's hops to a thread
 ``stdio_guard``       every stdio line the SDK's parser refuses answered, not dropped

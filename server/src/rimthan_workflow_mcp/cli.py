@@ -246,20 +246,13 @@ def serve(
     prompt assets as prompts. A checkpoint is served by the release it is
     pinned to, even after a refresh activated a newer one.
     """
-    # the MCP SDK and the transports load here, not at import: keys and audit never need them
-    from .http_bounds import LISTEN_STREAMS
+    # the MCP SDK and the transports load here, not at import: keys and audit never need them; and the HTTP
+    # transport (uvicorn's protocol, h11, the HTTP bounds) only when it serves or checks HTTP options
+    from rimthan_workflow_registry.limits import LISTEN_STREAMS
+
     from .list_changed import ListingWatch
     from .server import create_mcp_application
-    from .transports import (
-        allowed_host_values,
-        bind_socket,
-        check_allowed_host,
-        is_beyond_loopback,
-        listen,
-        serve_http,
-        serve_stdio,
-        stdio_not_open,
-    )
+    from .stdio_transport import serve_stdio, stdio_not_open
 
     configure_logging(log_level)
     if transport == "stdio" and (closed := stdio_not_open()) is not None:  # before a file opened takes its number
@@ -275,9 +268,12 @@ def serve(
     check_release_mode(release_dir is not None, releases_from)
     if plain_http and releases_from is None:  # it would be ignored: the server itself never speaks TLS
         usage("--plain-http says how to reach the registry --releases-from follows: give --releases-from too")
-    for value in allowed_hosts:
-        if (problem := check_allowed_host(value)) is not None:
-            usage(f"--allowed-host {value!r}: {problem}")
+    if allowed_hosts:
+        from .http_transport import check_allowed_host
+
+        for value in allowed_hosts:
+            if (problem := check_allowed_host(value)) is not None:
+                usage(f"--allowed-host {value!r}: {problem}")
     state_dir = state_dir or default_state_dir()
     checked_state: Path = state_dir
     guard(lambda: check_state_dir(checked_state))
@@ -294,7 +290,11 @@ def serve(
         )
     # a port taken (or a --host this machine lacks) fails now, before a follower's first pull; listened on only
     # once a verified release is held
-    bound = guard(lambda: bind_socket(host, port), on_io_error=_PORT_IO) if transport != "stdio" else None
+    bound = None
+    if transport != "stdio":
+        from .http_transport import bind_socket
+
+        bound = guard(lambda: bind_socket(host, port), on_io_error=_PORT_IO)
     follower = None
     if releases_from is not None:
         follow_dir = releases_dir = releases_dir or DEFAULT_RELEASES
@@ -349,6 +349,8 @@ def serve(
             if stopped:
                 say(stopped)
         else:
+            from .http_transport import allowed_host_values, is_beyond_loopback, listen, serve_http
+
             assert bound is not None
             sock, binding = bound
             guard(lambda: listen(sock), on_io_error=_PORT_IO)

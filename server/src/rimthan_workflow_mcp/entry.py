@@ -12,6 +12,6 @@ def main() -> object:
     return run(
         "rimthan_workflow_mcp.cli",
         serving="serve",
-        serving_imports=("rimthan_workflow_mcp.server", "rimthan_workflow_mcp.transports"),
+        serving_imports=("rimthan_workflow_mcp.server", "rimthan_workflow_mcp.stdio_transport"),
         refreshes=True,
     )

@@ -25,7 +25,7 @@ it) is carried into the refresh result (``sync_failed``) and ``GET /healthz``, w
 registry that breaks a bound of :mod:`~rimthan_workflow_registry.release.oci_bounds` (an answer too
 large or too slow, a tag list that pages without end): a sync holds its lock
 for at most ``SYNC_DEADLINE`` (plus one read timeout), then the next refresh
-tries again. A server stopping (``SIGTERM``, Ctrl-C, or any other way: ``transports.refresh_now``) ends the sync
+tries again. A server stopping (``SIGTERM``, Ctrl-C, or any other way: ``refresh_triggers.refresh_now``) ends the sync
 under way at once (:meth:`RegistryFollower.stop`: :mod:`~rimthan_workflow_registry.release.oci_stop`), its
 download, or the verification of it, abandoned and removed. The releases directory is the
 follower's: a copy of a followed tag that no longer verifies (a file edited or deleted) is replaced by a verified

@@ -71,7 +71,7 @@ import mcp_types as types
 from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # uvicorn's default bound on a head
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
+from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES, MAX_REQUESTS_IN_FLIGHT
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -83,8 +83,6 @@ from .message_shape import invalid_request
 HEAD_SECONDS = 10.0  # a client writes its request head at once: 10 s is slack on any network
 BODY_SECONDS = 120.0  # the largest body (16.5 MiB) arrives in this at ~140 KiB/s
 LINGER_SECONDS = 10.0  # the rest of a body answered early (413): discarded this long, then the connection ends
-MAX_REQUESTS_IN_FLIGHT = 128  # 4 x the 32 concurrent clients P6 measures
-LISTEN_STREAMS = MAX_REQUESTS_IN_FLIGHT // 2  # listen streams open at once: each holds a slot while open
 RETRY_AFTER_SECONDS = 1
 STATELESS_ALLOW = "POST"
 STATELESS_GET = (

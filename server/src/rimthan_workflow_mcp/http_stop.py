@@ -14,7 +14,7 @@ The error carries the request's id when what the body sent so far is one
 JSON-RPC message (its first ``SCREEN_BYTES``), else ``id`` null, which the SDK's
 client reads as the answer to the request it sent (a non-2xx status). A call
 whose answer had begun can only have its connection closed, as before;
-:class:`CutOff` counts both kinds for the stop line (``transports.http_stopped``).
+:class:`CutOff` counts both kinds for the stop line (``http_transport.http_stopped``).
 """
 
 from __future__ import annotations

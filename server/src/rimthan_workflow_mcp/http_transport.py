@@ -1,9 +1,4 @@
-"""Serving the application: stdio or stateless Streamable HTTP, plus refresh triggers.
-
-Refresh is triggered by ``SIGHUP`` (both transports) and, if asked for, a
-periodic rescan every ``--refresh-interval`` seconds. A refresh verifies the
-candidate in a worker thread and swaps the active release atomically; calls
-in flight finish on the release they were routed to.
+"""Serving the application over stateless Streamable HTTP (or with sessions), the refresh triggers beside it.
 
 HTTP is stateless (no ``Mcp-Session-Id``; any replica with the same releases
 and checkpoint keys can serve any call) and keeps the SDK's DNS-rebinding /
@@ -12,16 +7,12 @@ operator names with ``--allowed-host`` (a page at such an origin may read
 the answers in a browser: ``http_cors``). A request body is bounded by
 ``limits.MAX_REQUEST_BODY_BYTES`` (what the largest legitimate tool call takes;
 the SDK answers a larger one with HTTP 413 before reading past the bound,
-which ``http_bounds`` makes a JSON-RPC error a client can read), and so is one
-stdio line on pipes (``stdio_pipes``);
+which ``http_bounds`` makes a JSON-RPC error a client can read);
 ``http_bounds`` bounds the time a client may take to send a request or to take
 its answer, the requests in flight at once, and answers a stateless ``GET`` /
 ``DELETE`` with 405. With ``--http-sessions``, a full session table closes
-its longest-idle session for a new one (``session_room``).
-
-Over stdio every request read before stdin closes is answered before the
-server exits (``stdio_drain``), and a client that closes its end of stdout
-stops the server (nothing more can reach it).
+its longest-idle session for a new one (``session_room``). ``SIGTERM`` drains
+the calls in flight, then stops (``http_stop``).
 """
 
 from __future__ import annotations
@@ -31,21 +22,17 @@ import ipaddress
 import signal
 import socket
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
 import anyio
-import anyio.abc
-import anyio.to_thread
 import uvicorn
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
-from rimthan_workflow_registry.entry import refresh_asked_while_starting, serving_began, starting_over
+from rimthan_workflow_registry.entry import serving_began, starting_over
 from rimthan_workflow_registry.limits import MAX_REQUEST_BODY_BYTES
-from rimthan_workflow_registry.release import Stopped
 
 from . import session_room
 from .health import Health
@@ -55,103 +42,12 @@ from .http_stop import ANSWERED_SECONDS, AnswerAtStop, CutOff
 from .list_changed import ListingWatch
 from .logs import get_logger
 from .port_claims import claim
-from .provider import RefreshResult, ReleaseProvider
+from .provider import ReleaseProvider
+from .refresh_triggers import refresh_triggers, stop_syncs
 from .stdio_drain import DRAIN_SECONDS
-from .stdio_serve import serve_wire
 
 MCP_PATH = "/mcp"
 _log = get_logger("transport")
-
-
-async def refresh_now(
-    provider: ReleaseProvider, trigger: str, watch: ListingWatch | None = None
-) -> RefreshResult | None:
-    """Run one refresh off the event loop (the provider logs what it did); ``watch`` tells clients of a change.
-
-    None when the server, stopping, stopped the follower's sync (``stop_syncs``): nothing was refreshed. However
-    the server stops (a signal, the end of stdin, uvicorn's own shutdown, an error ending the task group), the
-    refresh's task is cancelled, and that is the one stop: :func:`stop_syncs`, then the thread's end awaited (a
-    stopped sync ends between two registry requests or chunks, its verification between two batches of files)."""
-    try:
-        result = await _refresh_in_thread(provider, trigger)
-    except Stopped:
-        return None
-    if watch is not None:
-        await watch.refreshed()
-    return result
-
-
-async def _refresh_in_thread(provider: ReleaseProvider, trigger: str) -> RefreshResult:
-    """``provider.refresh`` in a worker thread; cancelled, it stops the sync under way and waits for the thread."""
-    started, ended = threading.Event(), threading.Event()
-
-    def refresh() -> RefreshResult:
-        started.set()
-        try:
-            return provider.refresh(trigger)
-        finally:
-            ended.set()
-
-    try:
-        return await anyio.to_thread.run_sync(refresh, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        stop_syncs(provider)  # a refresh not started yet finds the stop asked: its sync starts none
-        if started.is_set():  # the stopped sync ends soon: wait, so that nothing of it outlives the server
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(ended.wait)
-        raise
-
-
-def stop_syncs(provider: ReleaseProvider) -> str | None:
-    """The server is stopping: end a follower's sync under way at once (its repository, or None), start none."""
-    return provider.stop_syncs() if provider.stop_syncs is not None else None
-
-
-async def _every(provider: ReleaseProvider, interval: float, watch: ListingWatch | None) -> None:
-    while True:
-        await anyio.sleep(interval)
-        await refresh_now(provider, "interval", watch)
-
-
-async def _refresh_triggers(
-    provider: ReleaseProvider,
-    interval: float | None,
-    watch: ListingWatch | None,
-    *,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> None:
-    """SIGHUP (and the optional interval) -> refresh; ``started`` once the handler is installed."""
-    async with anyio.create_task_group() as tg:
-        if interval:
-            tg.start_soon(_every, provider, interval, watch)
-        if not hasattr(signal, "SIGHUP"):  # Windows: the periodic scan is the only trigger
-            task_status.started()
-            return
-        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
-            task_status.started()
-            if refresh_asked_while_starting():  # a SIGHUP before this receiver was in place
-                await refresh_now(provider, "SIGHUP", watch)
-            async for _ in signals:
-                await refresh_now(provider, "SIGHUP", watch)
-
-
-def stdio_not_open() -> str | None:
-    """Which of stdin and stdout the process was started with closed (Python then makes it None), or None."""
-    return (
-        " and ".join(name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None) or None
-    )
-
-
-async def serve_stdio(
-    app: Server[Any], provider: ReleaseProvider, *, refresh_interval: float | None, watch: ListingWatch | None = None
-) -> str | None:
-    """Serve one client over stdin/stdout (``stdio_serve``), refresh triggers beside it; why it stopped, or None."""
-    async with anyio.create_task_group() as tg:
-        await tg.start(_refresh_triggers, provider, refresh_interval, watch)
-        _log.info("serving", extra={"transport": "stdio"})
-        stopped = await serve_wire(app)
-        tg.cancel_scope.cancel()  # a follower's sync under way is no call: stopped (refresh_now), not waited for
-    return stopped
 
 
 @dataclass(frozen=True)
@@ -378,7 +274,7 @@ async def serve_http(
     )
     server = _DrainingServer(config, watch, provider, stop)
     async with anyio.create_task_group() as tg:
-        await tg.start(_refresh_triggers, provider, refresh_interval, watch)
+        await tg.start(refresh_triggers, provider, refresh_interval, watch)
         _log.info("serving", extra={"transport": "http", "url": binding.url})
         print(f"rimthan-mcp: listening on {binding.url}", file=sys.stderr, flush=True)
         try:
