@@ -52,6 +52,8 @@ _log = get_logger("transport")
 
 @dataclass(frozen=True)
 class HttpBinding:
+    """The address a server bound and its real port (port 0 has been given one): what clients are told."""
+
     host: str
     port: int
 
