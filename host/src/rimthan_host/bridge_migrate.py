@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
@@ -11,7 +12,8 @@ from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL, carried_values
 from .fact_forms import expects_of_offer, fact_form
-from .facts import already_confirmed, not_confirmed
+from .facts import Confirmed, already_confirmed, before_next, not_confirmed
+from .held_facts import Holding, held_words, kept_words
 from .migration_values import learn_offer
 from .protocol import (
     ToolRefused,
@@ -76,23 +78,46 @@ class MigrationMoves(BridgeCore):
             return Reply("\n".join([*known, *words, tail]).strip(), data, is_error=bool(blocking))
         by, chosen = BY_MODEL, list[str]()
         if asker.available:
-            expects = expects_of_offer(session.migration_offer)
-            forms = [fact_form(k, v, expects.get(k), f"for the migration to {target}") for k, v in facts.items()]
-            asks = [*(f.ask for f in forms), Ask("migrate", "\n".join([*words, "Migrate this run now?"]))]
-            got = await asker.ask(asks)
-            refused = [k for k, a in got.items() if not a.confirmed]
-            if refused or len(got) < len(asks):
-                said = got[refused[0]].said if refused else "cancel"
-                return self._not_migrated(said, refused[:1], session.position.step_id, data)
-            values |= {f.name: f.value(got[f.ask.key]) for f in forms}  # (the value the user picked is migrated)
-            chosen = [s for s in (f.said(got[f.ask.key]) for f in forms) if s]
-            by = BY_ELICITATION
+            asked = await self._ask_migration(asker, session, target, facts, (words, data))
+            if isinstance(asked, Reply):
+                return asked
+            values |= asked.facts  # (the value the user picked is migrated)
+            by, chosen = asked.by, list(asked.said)
         migrated = await session.migrate(target, values, confirm=True, by=by)
         if migrated.status != "active":
-            return Reply(
-                "\n".join(["The migration was refused:", *failure_words(wires(migrated.failures))]), data, True
-            )
+            held = held_words(list(facts), "migrate_run") if by == BY_ELICITATION else []  # (each confirmed, held)
+            lines = ["The migration was refused:", *failure_words(wires(migrated.failures)), *held]
+            return Reply("\n".join(lines), data, True)
+        self.held.forget()
         return await self._go_on(migrated, [*known, *chosen, f"Migrated run {self.run_id} to {target} ({by})."])
+
+    async def _ask_migration(
+        self,
+        asker: Asker,
+        session: HostSession,
+        target: str,
+        facts: Mapping[str, Any],
+        preview: tuple[Sequence[str], Mapping[str, Any]],
+    ) -> Confirmed | Reply:
+        """Put ``facts`` (but those held for this move: :mod:`.held_facts`) and the migration (``preview``: its
+        words and the reply's data) to the person: the values they confirmed, or the reply for a no."""
+        holding = Holding(self.held, ("migrate", self.run_id, session.checkpoint, target))  # (this run, here, to it)
+        fresh, kept = holding.split(facts)
+        expects = expects_of_offer(session.migration_offer)
+        forms = [fact_form(k, v, expects.get(k), f"for the migration to {target}") for k, v in fresh.items()]
+        asks = [*(f.ask for f in forms), Ask("migrate", "\n".join([*preview[0], "Migrate this run now?"]))]
+        got = await asker.ask(asks)
+        yes = [f for f in forms if f.ask.key in got and got[f.ask.key].confirmed]
+        holding.hold({f.name: f.value(got[f.ask.key]) for f in yes})
+        said = [s for s in (f.said(got[f.ask.key]) for f in yes) if s]
+        refused = [k for k, a in got.items() if not a.confirmed]
+        if refused or len(got) < len(asks):
+            no = self._not_migrated(got[refused[0]].said if refused else "cancel", refused[:1],
+                                    session.position.step_id, preview[1])  # fmt: skip
+            held = held_words([*kept, *(f.name for f in yes)], "migrate_run")
+            return replace(no, text=before_next(no.text, [*said, *held]))
+        values = {**kept, **{f.name: f.value(got[f.ask.key]) for f in forms}}
+        return Confirmed(BY_ELICITATION, values, (*kept_words(kept, "migrate_run"), *said))
 
     def _no_offer(self, asked: bool, step: object) -> Reply:
         """migrate_run with no offer known: none (the verifier said so), or not asked yet (since a resume).

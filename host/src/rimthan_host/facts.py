@@ -78,12 +78,12 @@ async def confirm_facts(
     if refused:
         no = not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
         held = [*kept, *(f.name for f in yes)] if holding is not None else []
-        return replace(no, text=_before_next(no.text, [*said, *held_words(held, tool)]))
+        return replace(no, text=before_next(no.text, [*said, *held_words(held, tool)]))
     values = {**kept, **{f.name: f.value(got[f.ask.key]) for f in forms}}
     return Confirmed(BY_ELICITATION, {k: values[k] for k in facts}, (*kept_words(kept, tool), *said))
 
 
-def _before_next(text: str, lines: Sequence[str]) -> str:
+def before_next(text: str, lines: Sequence[str]) -> str:
     """``text`` with ``lines`` added before its ``next:`` line (at its end if it has none)."""
     head, sep, todo = text.partition("\nnext: ")
     return "\n".join([head, *lines]) + sep + todo

@@ -1,10 +1,11 @@
 """Facts the person confirmed in a form for a move that did not happen: not asked again on its retry.
 
-A start refused because the person declined one of its facts, or a step that moves on only once another
-field is confirmed (``confirmed_field_missing``), records nothing: the model calls again with every fact,
-and the person would confirm each again. The bridge holds what they confirmed, in this process only, for
-the same move (one scope at a time: the start of one workflow, or a run at one checkpoint): a fact passed
-again for the same field with the same value (the exact bytes of its RFC 8785 JSON) is not put to them
+A start or a migration refused because the person declined one of its facts (or the migration itself, or
+the verifier refused it), or a step that moves on only once another field is confirmed
+(``confirmed_field_missing``), records nothing: the model calls again with every fact, and the person would
+confirm each again. The bridge holds what they confirmed, in this process only, for the same move (one scope
+at a time: the start of one workflow, a run at one checkpoint, or its migration from there to one release): a
+fact passed again for the same field with the same value (the exact bytes of its RFC 8785 JSON) is not put to them
 again. Anything else is asked: another field, another value, another scope (which forgets what was held),
 a client that cannot ask (its facts are relayed by the model, so none is taken as the person's), a value
 too large to hold, or more fields than :data:`MOST_FIELDS`. The model never says a fact is confirmed: only
@@ -68,7 +69,8 @@ class HeldFacts:
 
 @dataclass(frozen=True)
 class Holding:
-    """The facts held for one move: ``scope`` names it (("start", workflow), ("run", run, checkpoint))."""
+    """The facts held for one move: ``scope`` names it (("start", workflow), ("run", run, checkpoint),
+    ("migrate", run, checkpoint, release))."""
 
     facts: HeldFacts
     scope: tuple[str, ...]
