@@ -164,3 +164,42 @@ def test_facts_confirmed_for_a_migration_declined_are_held_for_that_move_and_pro
 
     _drive(params, project, person, "legacy", first)
     _drive(params, project, person, "legacy", restarted)
+
+
+class FillsDeadline(Person):
+    """The user: fills in ``deadline`` as ``fills`` (a value of the form's kind the release's schema refuses)."""
+
+    fills = "31 March 2026"
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        if params.message.split()[1] == "deadline" and self.fills:
+            self.asked.append("deadline")
+            return types.ElicitResult(action="accept", content={"value": self.fills})
+        return await super().__call__(context, params)
+
+
+def test_facts_confirmed_for_a_migration_the_verifier_refused_are_held_for_its_retry(
+    releases: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """The person fills in a deadline the release's schema refuses: the verifier refuses the migration, and the
+    retry with a deadline that fits asks only for it (and the migration)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    person = FillsDeadline()
+
+    async def script(model: StandIn) -> None:
+        run = await _at_interview(model, person)
+        refused = await model.call("migrate_run", {"confirm": True, "facts": FACTS})
+        assert refused.data == {"status": "refused", "refused": "confirmed_state_invalid"}, refused.text
+        assert refused.text.startswith("The verifier refused the migration: confirmed_state_invalid"), refused.text
+        assert person.asked == [*FACTS, MIGRATE], person.asked
+        person.fills, person.asked = "", []
+        moved = await model.call("migrate_run", {"confirm": True, "facts": FACTS})
+        assert not moved.is_error and f"Migrated run {run} to {TARGET}" in moved.text, moved.text
+        assert person.asked == ["deadline", MIGRATE], person.asked  # before: every fact again
+        chose = f"The user chose deadline = 31 March 2026 (you passed {FACTS['deadline']})."
+        said = f"Already confirmed by the user: {', '.join(FACTS)}; call migrate_run again with the same value"
+        assert chose in refused.text and said in refused.text, refused.text  # (deadline held as the user filled it)
+        assert _saved(project, run)["confirmed_state"]["state"]["deadline"] == FACTS["deadline"]
+
+    _drive(_params(releases, project, tmp_path / "state"), project, person, "legacy", script)

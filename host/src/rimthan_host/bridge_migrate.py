@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from rimthan_workflow_registry.errors import quoted
+from rimthan_workflow_registry.errors import FailureCode, quoted
 
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
@@ -63,13 +63,7 @@ class MigrationMoves(BridgeCore):
         try:
             preview = await session.migrate(target, values, confirm=False)
         except ToolRefused as exc:
-            return Reply(
-                f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\n"
-                "The run stays where it is. Fix what the refusal names (ask the user for facts) and call migrate_run "
-                "again, or carry on with the current step.",
-                {"status": "refused", "refused": exc.code},
-                is_error=True,
-            )
+            return _refused(exc)
         words = preview_words(preview)
         blocking = [f for f in wires(preview.failures) if f.get("code") != "migration_confirmation_required"]
         data = {"status": "preview", "to_release": target, "failures": failure_codes(wires(preview.failures))}
@@ -83,10 +77,15 @@ class MigrationMoves(BridgeCore):
                 return asked
             values |= asked.facts  # (the value the user picked is migrated)
             by, chosen = asked.by, list(asked.said)
-        migrated = await session.migrate(target, values, confirm=True, by=by)
+        held = held_words(list(facts), "migrate_run") if by == BY_ELICITATION else []  # (each confirmed, held)
+        try:
+            migrated = await session.migrate(target, values, confirm=True, by=by)
+        except ToolRefused as exc:  # (a value the user filled in that the target's schema refuses)
+            if not held or exc.code != FailureCode.CONFIRMED_STATE_INVALID.value:
+                raise
+            return _refused(exc, [*chosen, *held])
         if migrated.status != "active":
-            held = held_words(list(facts), "migrate_run") if by == BY_ELICITATION else []  # (each confirmed, held)
-            lines = ["The migration was refused:", *failure_words(wires(migrated.failures)), *held]
+            lines = ["The migration was refused:", *failure_words(wires(migrated.failures)), *chosen, *held]
             return Reply("\n".join(lines), data, True)
         self.held.forget()
         return await self._go_on(migrated, [*known, *chosen, f"Migrated run {self.run_id} to {target} ({by})."])
@@ -154,6 +153,15 @@ class MigrationMoves(BridgeCore):
         asked = Unanswered(what, "migrating it now", f"{undone}.", instead, again)
         no = f"The user did not confirm the migration ({said}); {undone}. {instead[0].upper()}{instead[1:]}"
         return Reply(asked.words(said) or no, {**data, "user": said}, is_error=True)
+
+
+def _refused(exc: ToolRefused, held: Sequence[str] = ()) -> Reply:
+    """The verifier refused the migration (its preview, or the migration the user confirmed: ``held``, the line
+    saying which of their facts are not asked again)."""
+    text = (f"The verifier refused the migration: {exc.code}: {exc.error.get('message')}\nThe run stays where it "
+            "is. Fix what the refusal names (ask the user for facts) and call migrate_run again, or carry on with the "
+            "current step.")  # fmt: skip
+    return Reply("\n".join([text, *held]), {"status": "refused", "refused": exc.code}, is_error=True)
 
 
 def _preview_tail(blocking: Sequence[Mapping[str, Any]], elicits: bool) -> str:
