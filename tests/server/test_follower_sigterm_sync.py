@@ -12,9 +12,11 @@ timeout (or the request's deadline), long after the waits here, which the stop t
 
 from __future__ import annotations
 
+import ctypes
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,6 +35,7 @@ from rimthan_workflow_mcp.refresh_triggers import refresh_now
 from rimthan_workflow_registry.release import load_trust
 from rimthan_workflow_registry.release.oci_bounds import REQUEST_DEADLINE, REQUEST_TIMEOUT
 from rimthan_workflow_registry.release.oci_stop import VERIFYING
+from rimthan_workflow_registry.release.verified import READ_CHUNK
 from rimthan_workflow_registry.run import CheckpointKeyring
 from support.hostile_registry import BOUNDED_WAIT, HostileRegistry, forward, send_drip
 from support.oci import push
@@ -235,7 +238,11 @@ async def _refreshed(provider: ReleaseProvider, refreshed: list[object]) -> None
     refreshed.append(await refresh_now(provider, "interval"))
 
 
-BULK_FILES, BULK_BYTES = 96, 1_000_000  # a release of ~96 MB: its verification takes long enough to stop in
+BULK_FILES = 48  # a release of ~96 MB: files each read in several chunks, its descriptor open all the while
+BULK_BYTES = 2 * READ_CHUNK  # (a file under READ_CHUNK is read at once, open for an instant)
+STOP_BEFORE = BULK_FILES // 2  # the SIGTERM only while one of these is read: the rest are batches still to check
+_PART = re.compile(r"/\.pull-[^/]+/(?:.+/)?bulk/part-(\d+)\.md")  # a file of the download directory
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _large_release(tmp_path: Path, keypair: KeyPair) -> Path:
@@ -248,24 +255,79 @@ def _large_release(tmp_path: Path, keypair: KeyPair) -> Path:
     return build_release(source, tmp_path / "large", [keypair])
 
 
-def _downloaded(releases: Path, release: Path) -> None:
-    """Wait until a download directory holds every file of ``release`` at its size: the pull verifies it next."""
-    sizes = {p.relative_to(release): p.stat().st_size for p in release.rglob("*") if p.is_file()}
+def _verifying(pid: int, releases: Path) -> int | None:
+    """The index of a bulk file ``pid`` holds open read-only in a download directory, or None: the verification
+    reads it (the download opens its files to write), one file per batch (each over ``_HASH_BATCH_BYTES``)."""
+    under = str(releases.resolve())
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            flags = Path(f"/proc/{pid}/fdinfo/{fd}").read_text("ascii").split("flags:", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            continue  # closed meanwhile
+        part = _PART.fullmatch(target.removeprefix(under)) if target.startswith(under + "/") else None
+        if part is not None and int(flags, 8) & os.O_ACCMODE == os.O_RDONLY:
+            return int(part.group(1))
+    return None
 
-    def complete() -> bool:
-        return any(
-            all((staging / rel).is_file() and (staging / rel).stat().st_size == size for rel, size in sizes.items())
-            for staging in releases.glob(".pull-*")
-        )
 
+def _all_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (state ``T``): its descriptors can no longer change."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            state = Path(f"/proc/{pid}/task/{tid}/stat").read_text("ascii").rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile
+        if state != "T":
+            return False
+    return True
+
+
+@contextmanager
+def _polling(what: str) -> Iterator[Callable[[], None]]:
+    """A poll's pause (1 ms) that fails the test once ``BOUNDED_WAIT`` has passed, saying ``what`` never came."""
     deadline = threading.Event()
     timer = threading.Timer(BOUNDED_WAIT, deadline.set)
+
+    def pause() -> None:
+        if deadline.wait(0.001):
+            pytest.fail(f"{what} within {BOUNDED_WAIT:g} s")
+
     timer.start()
     try:
-        while not complete():
-            assert not deadline.wait(0.005), "the follower never downloaded the whole release"
+        yield pause
     finally:
         timer.cancel()
+
+
+def _sigterm_while_verifying(follower: subprocess.Popen[bytes], releases: Path) -> int:
+    """SIGTERM the follower at a moment made certain: frozen (SIGSTOP, every thread stopped) while it holds one of
+    the first ``STOP_BEFORE`` bulk files of its download open to read, so batches remain to check after it. The
+    signal goes to its main thread (``tgkill``), where the handler runs: a process's signal sent while it is
+    stopped may be taken by any thread, and the main one would see it only at its next loop tick. Then SIGCONT."""
+    with _polling("the follower was never seen verifying the download") as pause:
+        while follower.poll() is None:
+            index = _verifying(follower.pid, releases)
+            if index is not None and index < STOP_BEFORE and _signalled_frozen(follower.pid, releases):
+                return _ended(follower, BOUNDED_WAIT)
+            pause()
+    pytest.fail(f"the follower exited ({follower.returncode}) before it was seen verifying the download")
+
+
+def _signalled_frozen(pid: int, releases: Path) -> bool:
+    """Freeze ``pid``; if it still reads one of the first ``STOP_BEFORE`` bulk files, SIGTERM it (True); resume it."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with _polling("the follower did not stop on SIGSTOP") as pause:
+            while not _all_stopped(pid):
+                pause()
+        index = _verifying(pid, releases)
+        if index is None or index >= STOP_BEFORE:
+            return False  # it moved on before it stopped: poll again
+        assert _LIBC.tgkill(pid, pid, signal.SIGTERM) == 0, os.strerror(ctypes.get_errno())
+        return True
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def test_sigterm_while_a_large_release_is_verified_moves_nothing_in_and_activates_nothing(
@@ -276,18 +338,20 @@ def test_sigterm_while_a_large_release_is_verified_moves_nothing_in_and_activate
     trust: Path,
     keypair: KeyPair,
 ) -> None:
-    """SIGTERM once the follower holds the whole download of a large release, so while it verifies it: the
-    verification is abandoned between two batches of files (``oci_stop``), the download removed, nothing moved
-    into place, nothing activated (the activation floor still 1.2.0), and the process exits 0.
+    """SIGTERM while the follower verifies the download of a large release: the verification is abandoned between
+    two batches of files (``oci_stop``), the download removed, nothing moved into place, nothing activated (the
+    activation floor still 1.2.0), and the process exits 0.
 
-    The old code ended the same way, only later (the verification read every file, then the pull saw the stop),
-    so what tells them apart is no time but the ``"sync stopped"`` line: it says the verification was abandoned
-    (``"abandoned"``), which only a stop seen between two batches of files raises."""
+    The moment is no guess against the clock: the follower is frozen (SIGSTOP) once seen holding an early file of
+    the download open to read, signalled only if it still does, then resumed (:func:`_sigterm_while_verifying`),
+    so the stop lands inside one batch with more to come. The old code ended the same way, only later (the
+    verification read every file, then the pull saw the stop), so what tells them apart is the ``"sync stopped"``
+    line: it says the verification was abandoned (``"abandoned"``), which only a stop seen between two batches
+    of files raises."""
     large = _large_release(tmp_path, keypair)
     with _following(tmp_path, registry, front, packaged_releases["1.2.0"], trust) as following:
         push(large, registry.ref("rimthan/stop"), trust)  # the next sync pulls it
-        _downloaded(following.releases, large)
-        status = _stopped_by_sigterm(following.process, BOUNDED_WAIT)
+        status = _sigterm_while_verifying(following.process, following.releases)
     _stopped_the_sync(following, status)
     stops = _events(following.log, "sync stopped")
     assert [stop.get("abandoned") for stop in stops] == [VERIFYING], stops  # seen mid-verification, not after
