@@ -304,7 +304,9 @@ def _sigterm_while_verifying(follower: subprocess.Popen[bytes], releases: Path) 
     """SIGTERM the follower at a moment made certain: frozen (SIGSTOP, every thread stopped) while it holds one of
     the first ``STOP_BEFORE`` bulk files of its download open to read, so batches remain to check after it. The
     signal goes to its main thread (``tgkill``), where the handler runs: a process's signal sent while it is
-    stopped may be taken by any thread, and the main one would see it only at its next loop tick. Then SIGCONT."""
+    stopped may be taken by any thread, and the main one would see it only at its next loop tick (0.1 s). Then
+    SIGCONT: the handler runs as the main thread resumes, while the verification still has at least
+    ``BULK_FILES - STOP_BEFORE`` files (~48 MiB) to read, each a batch that first checks the stop."""
     with _polling("the follower was never seen verifying the download") as pause:
         while follower.poll() is None:
             index = _verifying(follower.pid, releases)
