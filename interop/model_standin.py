@@ -7,13 +7,18 @@ would get, kept here for the checks to read. The reply ends the turn: Gemini's `
 ``alt=sse`` stream) with one text part, or an OpenAI Responses event stream with one message; or, while
 :attr:`ModelStandIn.gemini_calls` holds one, the Gemini reply is that function call (a tool call "the model"
 makes), and the host's next request carries the tool's result.
+
+Claude Code's side is the Anthropic Messages API (``ANTHROPIC_BASE_URL``, ``POST /v1/messages``): while
+:attr:`ModelStandIn.anthropic_turn` is set, it is asked for each streamed request's reply, a :class:`ToolUse`
+(one ``tool_use`` block, ``stop_reason`` ``tool_use``) or a text that ends the turn; the reply is the Messages
+API's SSE stream (``message_start`` ... ``message_stop``), or one JSON message for a request that does not stream.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +35,17 @@ _RESPONSES_EVENTS = (
 )
 
 
+@dataclass(frozen=True)
+class ToolUse:
+    """One tool call "the model" makes in a Messages API reply."""
+
+    name: str
+    input: dict[str, Any]
+
+
+AnthropicTurn = Callable[[dict[str, Any]], "ToolUse | str"]
+
+
 @dataclass
 class ModelStandIn:
     """The base URL to give a host, and every request body it sent (path, parsed JSON)."""
@@ -37,6 +53,7 @@ class ModelStandIn:
     url: str
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     gemini_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (function, args), in turn
+    anthropic_turn: AnthropicTurn | None = None  # decides each Messages API reply from the request
 
     def bodies(self, path_part: str) -> list[dict[str, Any]]:
         return [body for path, body in self.requests if path_part in path]
@@ -55,6 +72,9 @@ def model_standin() -> Iterator[ModelStandIn]:
             except ValueError:
                 body = {}
             kept.requests.append((self.path, body if isinstance(body, dict) else {}))
+            if "/v1/messages" in self.path:
+                self._reply(*_messages_reply(kept, self.path, body if isinstance(body, dict) else {}))
+                return
             call = kept.gemini_calls.pop(0) if kept.gemini_calls and ":" in self.path else None
             self._reply(*_reply_for(self.path, call))
 
@@ -91,3 +111,34 @@ def _reply_for(path: str, call: tuple[str, dict[str, Any]] | None) -> tuple[str,
     if "alt=sse" in path:
         return "text/event-stream", f"data: {json.dumps(reply)}\n\n".encode()
     return "application/json", json.dumps(reply).encode()
+
+
+def _messages_reply(kept: ModelStandIn, path: str, body: dict[str, Any]) -> tuple[str, bytes]:
+    """A Messages API reply: the turn's tool call or text (``ok`` without a turn or for a side request)."""
+    if "/count_tokens" in path:
+        return "application/json", json.dumps({"input_tokens": 1}).encode()
+    said: ToolUse | str = ANSWER
+    if kept.anthropic_turn is not None and body.get("tools"):
+        said = kept.anthropic_turn(body)
+    index = sum(1 for path, _ in kept.requests if "/v1/messages" in path)
+    if isinstance(said, ToolUse):
+        block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{index:04d}", "name": said.name, "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(said.input)}
+        whole, stop = {**block, "input": said.input}, "tool_use"
+    else:
+        block, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": said}
+        whole, stop = {"type": "text", "text": said}, "end_turn"
+    message = {"id": f"msg_{index:04d}", "type": "message", "role": "assistant", "model": body.get("model", "")}
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    if not body.get("stream"):
+        reply = {**message, "content": [whole], "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        return "application/json", json.dumps(reply).encode()
+    events = (
+        {"type": "message_start", "message": {**message, "content": [], "stop_reason": None, "usage": usage}},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_delta", "index": 0, "delta": delta},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage},
+        {"type": "message_stop"},
+    )
+    return "text/event-stream", "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()

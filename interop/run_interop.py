@@ -25,7 +25,13 @@
 5. The real Claude Code CLI (interop/claude_code.py): the plugin marketplace
    in host/claude-plugin added and its plugin installed, and the documented
    ``claude mcp add`` line; ``claude mcp list`` shows the rimthan-host bridge
-   connected each way.
+   connected each way. Then ``claude -p`` carries a whole run of the release
+   through the bridge (interop/claude_run.py): Claude Code's own MCP client and
+   its own ``Write`` tool, the model a stand-in for the Anthropic Messages API
+   on a loopback port that decides each call from the tool result before it,
+   the person an ``Elicitation`` hook (interop/claude_person.py) that accepts
+   each form; without that hook ``-p`` cancels the first form and the run does
+   not start.
 6. Other hosts, the real Gemini CLI and Codex CLI (interop/other_hosts.py):
    the documented ``gemini mcp add`` and ``codex mcp add`` lines write the
    documented config; ``gemini mcp list`` shows the bridge connected, ``codex
@@ -56,8 +62,9 @@ steps in order and the command line) · ``interop_world`` (the work directory,
 the signed releases, the HTTP server, the report) · ``npm_tools`` (step 1) ·
 ``conformance_suite`` (step 3) · ``inspector_checks`` (step 4) ·
 ``inspector_bridge`` (step 4, the run through the bridge) · ``claude_code``
-(step 5) · ``other_hosts`` (step 6) · ``model_standin`` (step 6, the hosts' model
-stand-in) · ``node_harness`` (step 7) · ``ts_sdk_harness`` (step 8) ·
+(step 5) · ``claude_run`` (step 5, the whole run in ``claude -p``) ·
+``claude_person`` (step 5, the person's Elicitation hook) · ``other_hosts`` (step 6) ·
+``model_standin`` (steps 5 and 6, the hosts' model stand-in) · ``node_harness`` (step 7) · ``ts_sdk_harness`` (step 8) ·
 ``host_vectors`` (``make test-vectors``: docs/test-vectors/host-protocol.json).
 """
 
@@ -72,6 +79,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from claude_code import run_claude_code
+from claude_run import run_claude_run
 from conformance_suite import run_conformance
 from inspector_bridge import run_inspector_bridge
 from inspector_checks import ERAS, run_inspector
@@ -116,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not options.skip_claude_code:
             print("\nClaude Code CLI: the rimthan plugin and the documented mcp add line", flush=True)
             run_claude_code(MODULES, REPO, work, world.release, world.trust, world.bin_dir, report.check)
+            print("\nClaude Code CLI: claude -p carries a whole run through the bridge", flush=True)
+            run_claude_run(MODULES, work, world.release, world.trust, world.bin_dir, report.check)
         if not options.skip_other_hosts:
             run_other_hosts(MODULES, NODE22, work, world.release, world.trust, world.bin_dir, report.check)
         if not options.skip_node_harness:

@@ -1,0 +1,309 @@
+"""The real Claude Code CLI carries a whole run through the bridge: its own MCP client, its own ``Write`` tool.
+
+``claude -p`` runs in a throwaway HOME and project (interop/claude_code.py's), the documented ``.mcp.json``
+approved, with ``ANTHROPIC_BASE_URL`` pointing at the model stand-in (interop/model_standin.py) and a dummy
+``ANTHROPIC_API_KEY`` (``-p`` takes the key from the environment without the approval an interactive session
+asks for). ``ENABLE_TOOL_SEARCH=false`` keeps MCP tools in the request's ``tools`` rather than deferred behind
+Claude Code's tool search; ``--permission-mode acceptEdits`` lets ``Write`` create files in the project, and
+``--allowedTools mcp__rimthan`` lets the bridge's tools run, with no one to ask.
+
+The stand-in plays the model (:class:`RunPlayer`): each request carries the conversation so far, and it reads
+the last tool result the bridge gave back and decides the next call from its words alone, as a model must:
+``WaitForMcpServers`` while the bridge's tools are not yet offered, ``start_run`` with the catalogue's example
+facts, a ``Write`` of each file a step names (the catalogue's example texts), ``step_done`` with the step the
+reply names, ``record_verdict`` (pass) for each validator it names (directly, no subagent), ``answer_question``
+with the field it names, until the reply says the run is complete. The check then looks from outside: Claude
+Code's exit and its ``Write`` results, the files in the project, the run's log (``rimthan-mcp audit``: one
+completed run), and no token, digest or attestation in any tool result the model got.
+
+Elicitation: Claude Code declares it, and ``-p``, with no one to show a form to, cancels each form unless an
+``Elicitation`` hook answers it. So the run is done twice: without a hook, where the first fact's form of
+``start_run`` is cancelled and the bridge starts no run and writes nothing (its reply, "The user dismissed the
+request to confirm objective (cancel) ..."); and with interop/claude_person.py as the hook (``--settings``), the
+person accepting each form as offered, where every fact ends up ``"user via elicitation"`` in the run's state.
+On a 2026-07-28 connection Claude Code gives the model a result's structured content as JSON in place of its
+text; the player reads either (:func:`read_result`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claude_code import MCP_JSON, _approve_project_servers, claude_binary, claude_env, make_project
+from model_standin import ToolUse, model_standin
+from rimthan_host.standin import StandIn, opaque_in
+from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE
+
+SERVER = "rimthan"
+WAIT_TOOL = "WaitForMcpServers"
+WAITS = 12  # WaitForMcpServers calls before the model gives up on the bridge (a slow start under load)
+WRITE_TOOL = "Write"
+ROUTE = "desk-research"
+DONE = "The run is complete."
+CLAUDE_RUN = ["--permission-mode", "acceptEdits", "--allowedTools", f"mcp__{SERVER}", "--output-format", "json"]
+PROMPT = "Start a research run with the rimthan tools and carry it to its end."
+RUN_ENV = {"ANTHROPIC_API_KEY": "stand-in", "ENABLE_TOOL_SEARCH": "false", "MCP_TIMEOUT": "60000"}
+PERSON = Path(__file__).resolve().with_name("claude_person.py")
+CANCELLED = "The user dismissed the request to confirm"
+BY_ELICITATION = "user via elicitation"
+TIMEOUT = 300
+
+Check = Callable[[bool, str, str], bool]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One tool call of the conversation and the result the host sent back for it."""
+
+    name: str
+    input: dict[str, Any]
+    result: str
+    is_error: bool
+
+
+@dataclass
+class RunPlayer:
+    """The model's side of a run: the next move from the request alone (the conversation is in it)."""
+
+    project: Path
+    examples: Path  # the catalogue's examples/: the facts to start with and each file's text
+    bridge_results: list[str] = field(default_factory=list)  # every bridge result the model was sent, in order
+    writes: list[Exchange] = field(default_factory=list)  # every Write call and its result
+    stopped: str = ""  # why the player ended the turn before the run completed
+
+    def __call__(self, body: dict[str, Any]) -> ToolUse | str:
+        tools = [str(t.get("name", "")) for t in body.get("tools", []) if isinstance(t, dict)]
+        prefix = next((n[: -len("start_run")] for n in tools if n.startswith("mcp__") and n.endswith("start_run")), "")
+        history = exchanges(body.get("messages", []))
+        calls = [e for e in history if prefix and e.name.startswith(prefix)]
+        self.bridge_results = [e.result for e in calls]
+        self.writes = [e for e in history if e.name == WRITE_TOOL]
+        if not prefix:
+            waited = sum(e.name == WAIT_TOOL for e in history)
+            return (
+                ToolUse(WAIT_TOOL, {"servers": [SERVER]})
+                if WAIT_TOOL in tools and waited < WAITS
+                else self._stop(f"no {SERVER} tools offered: {', '.join(tools)}")
+            )
+        if not calls:
+            state = json.loads((self.examples / CONFIRMED_STATE_EXAMPLE).read_text("utf-8"))
+            return ToolUse(f"{prefix}start_run", {"workflow": "research", "facts": state})
+        since = history[history.index(calls[-1]) + 1 :]
+        return self._next(prefix, calls[-1], [str(e.input.get("file_path")) for e in since if e.name == WRITE_TOOL])
+
+    def _next(self, prefix: str, last: Exchange, written: Sequence[str]) -> ToolUse | str:
+        if last.is_error:
+            return self._stop(f"{last.name} refused: {last.result[:300]}")
+        seen = read_result(last.result)
+        if seen.complete:
+            return DONE
+        if seen.validators:
+            return ToolUse(f"{prefix}record_verdict", {"validator": seen.validators[0], "verdict": "pass"})
+        if seen.question:
+            return ToolUse(f"{prefix}answer_question", {"answer": ROUTE, "field": seen.question})
+        for path in seen.files:
+            if str(self.project / path) not in written:
+                return ToolUse(WRITE_TOOL, {"file_path": str(self.project / path), "content": self._compose(path)})
+        if seen.step:
+            return ToolUse(f"{prefix}step_done", {"step": seen.step})
+        return self._stop(f"no move in: {last.result[:300]}")
+
+    def _compose(self, path: str) -> str:
+        return StandIn(None, self.project, {"1.2.0": self.examples}).compose(path)  # type: ignore[arg-type]
+
+    def _stop(self, why: str) -> str:
+        self.stopped = why
+        return f"I stop here: {why}"
+
+
+def exchanges(messages: Sequence[Mapping[str, Any]]) -> list[Exchange]:
+    """Every tool call in the conversation, paired with its result, in order."""
+    uses: dict[str, tuple[str, dict[str, Any]]] = {}
+    out: list[Exchange] = []
+    for message in messages:
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_use":
+                uses[str(block.get("id"))] = (str(block.get("name")), dict(block.get("input") or {}))
+            elif block.get("type") == "tool_result":
+                name, given = uses.get(str(block.get("tool_use_id")), ("", {}))
+                out.append(Exchange(name, given, _result_text(block.get("content")), bool(block.get("is_error"))))
+    return out
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a bridge result asks of the model next."""
+
+    complete: bool = False
+    validators: tuple[str, ...] = ()
+    question: str = ""  # the field of the question waiting for the user's answer
+    files: tuple[str, ...] = ()
+    step: str = ""
+
+
+def read_result(result: str) -> Seen:
+    """A result as Claude Code passed it on: the reply's structured content as JSON (a 2026-07-28 connection), or
+    its text (the words a 2025 connection gets)."""
+    data = _json_text(result)
+    if "status" not in data:
+        return _read_text(result)
+    question = data.get("question") or {}
+    validators = data.get("validators") or [] if data.get("status") == "validators_pending" else []
+    return Seen(
+        complete=data.get("status") == "completed",
+        validators=tuple(str(v.get("name")) for v in validators),
+        question=str(question.get("field") or ""),
+        files=tuple(str(f) for f in data.get("files") or []),
+        step=str((data.get("step") or {}).get("id") or ""),
+    )
+
+
+def _read_text(text: str) -> Seen:
+    asked = re.search(r"call answer_question with their answer and field (\S+?)\.", text)
+    named = re.search(r"call step_done with step (\S+?)\.", text)
+    at = re.findall(r"^Run \S+ \([^)]*\): step (\S+) ", text, re.M)
+    return Seen(
+        complete=bool(re.search(r"^Run \S+ is complete\.", text, re.M)),
+        validators=tuple(re.findall(r"^Validator (\S+) \(subagent ", text, re.M)),
+        question=asked.group(1) if asked else "",
+        files=tuple(files_to_write(text)),
+        step=named.group(1) if named else (at[-1] if at else ""),
+    )
+
+
+def files_to_write(text: str) -> list[str]:
+    """The paths under the bridge's "Write these files in the project directory ...:" list."""
+    head = re.search(r"^Write these files in the project directory .*:$", text, re.M)
+    if head is None:
+        return []
+    found = []
+    for line in text[head.end() :].splitlines()[1:]:
+        if line.startswith("- "):
+            found.append(line[2:].split(" (")[0])
+        elif not line.startswith("  "):
+            break
+    return found
+
+
+def _result_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text")
+
+
+@dataclass(frozen=True)
+class ClaudeRun:
+    """One ``claude -p`` session through the bridge: how it ended, what the model saw, where it ran."""
+
+    done: subprocess.CompletedProcess[str]
+    player: RunPlayer
+    project: Path
+    home: Path
+    forms: list[dict[str, Any]]  # every form the Elicitation hook answered (none without the hook)
+
+
+def run_claude_run(modules: Path, work: Path, release: Path, trust: Path, bin_dir: Path, check: Check) -> None:
+    where = "claude -p (its MCP client, the model a stand-in)"
+    alone = claude_p(modules, work / "claude-run-no-hook", (release, trust, bin_dir), person=False)
+    refused = (alone.player.bridge_results or [""])[0]
+    check(
+        CANCELLED in refused and not (alone.project / ".rimthan" / "runs").exists() and alone.done.returncode == 0,
+        f"{where}, no Elicitation hook: the bridge's form for a start_run fact is cancelled; the run does not "
+        "start, nothing written",
+        refused.splitlines()[0][:200] if refused else alone.player.stopped or _tail(alone.done),
+    )
+    run = claude_p(modules, work / "claude-run", (release, trust, bin_dir), person=True)
+    where = "claude -p (its MCP client and Write tool, the model a stand-in, the person an Elicitation hook)"
+    said, results = _json_text(run.done.stdout), run.player.bridge_results
+    structured = sum(bool(_json_text(r)) for r in results)
+    check(
+        run.done.returncode == 0 and said.get("result") == DONE and not run.player.stopped,
+        f"{where}: the run reaches its end",
+        run.player.stopped
+        or f"{len(results)} bridge calls ({structured} results as structured JSON), {len(run.forms)} forms answered",
+    )
+    by = confirmed_by(run.project)
+    check(
+        bool(by) and set(by.values()) == {BY_ELICITATION} and len(run.forms) >= len(by),
+        f"{where}: every fact is put to the person in a form and recorded as {BY_ELICITATION!r} (the run's state)",
+        f"{len(by)} facts, {len(run.forms)} forms answered: {sorted(set(by.values()))}",
+    )
+    check(
+        bool(run.player.writes) and not any(e.is_error for e in run.player.writes),
+        f"{where}: each file a step names is written with Claude Code's own {WRITE_TOOL} (acceptEdits)",
+        "; ".join(e.result[:80] for e in run.player.writes[:3]),
+    )
+    leaks = [hit for i, text in enumerate(run.player.bridge_results) for hit in opaque_in(text, f"result[{i}]")]
+    check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
+    _outside(run.project, run.home, bin_dir, check, where)
+
+
+def claude_p(modules: Path, work: Path, world: tuple[Path, Path, Path], *, person: bool) -> ClaudeRun:
+    """``claude -p`` in a new HOME and project, the stand-in playing the model (and the hook the person)."""
+    release, trust, bin_dir = world
+    home, project = work / "home", make_project(work, release, trust)
+    home.mkdir()
+    (project / ".mcp.json").write_text(json.dumps(MCP_JSON), "utf-8")
+    _approve_project_servers(home, project, [SERVER])
+    forms, settings = work / "forms.jsonl", work / "settings.json"
+    hook = {"type": "command", "command": sys.executable, "args": [str(PERSON), str(forms)]}
+    settings.write_text(json.dumps({"hooks": {"Elicitation": [{"hooks": [hook]}]}} if person else {}), "utf-8")
+    player = RunPlayer(project, release / "catalogue" / "examples")
+    with model_standin() as model:
+        model.anthropic_turn = player
+        env = {**claude_env(home, bin_dir), **RUN_ENV, "ANTHROPIC_BASE_URL": model.url}
+        command = [str(claude_binary(modules)), "-p", PROMPT, *CLAUDE_RUN, "--settings", str(settings)]
+        done = subprocess.run(
+            command, cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+    asked = forms.read_text("utf-8").splitlines() if forms.is_file() else []
+    return ClaudeRun(done, player, project, home, [json.loads(line) for line in asked])
+
+
+def _outside(project: Path, home: Path, bin_dir: Path, check: Check, where: str) -> None:
+    files = [project / "research" / name for name in ("evidence-log.json", "findings.md")]
+    check(all(f.is_file() for f in files), f"{where}: the step's files, written by Claude Code's Write, are there", "")
+    logs = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    state = home / ".local" / "state" / "rimthan"
+    audit = [str(bin_dir / "rimthan-mcp"), "audit", *(str(p) for p in logs[:1]), "--state-dir", str(state)]
+    done = subprocess.run(
+        [*audit, "--releases-dir", "releases", "--trust", "keys/local"], cwd=project, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    ended = done.stdout.strip().splitlines()[-1:] or [done.stderr.strip()[-300:]]
+    check(
+        len(logs) == 1 and done.returncode == 0 and "outcome: completed" in done.stdout,
+        f"{where}: rimthan-mcp audit verifies the run's log as completed",
+        ended[0],
+    )
+
+
+def confirmed_by(project: Path) -> dict[str, str]:
+    """Each fact of the project's one run and how it was confirmed, from the run's state file."""
+    found = sorted((project / ".rimthan" / "runs").glob("*.json"))
+    states = _json_text(found[0].read_text("utf-8")).get("states", []) if len(found) == 1 else []
+    last = states[-1] if states and isinstance(states[-1], dict) else {}
+    confirmations = (last.get("confirmed_state") or {}).get("confirmations") or {}
+    return {name: str(c.get("confirmed_by")) for name, c in confirmations.items() if isinstance(c, dict)}
+
+
+def _tail(done: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {done.returncode}: {(done.stdout.strip() + ' ' + done.stderr.strip())[-200:]}"
+
+
+def _json_text(text: str) -> dict[str, Any]:
+    try:
+        loaded = json.loads(text)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
