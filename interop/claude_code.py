@@ -112,7 +112,7 @@ def run_claude_code(
         f"claude {' '.join(MCP_ADD)} writes the documented .mcp.json (docs/host-kit.md: every key, no other)",
         json.dumps(written) if written is not None else _last(mcp_add),
     )
-    _approve_project_servers(home, project, ["rimthan"])
+    approve_project_servers(home, project, ["rimthan"])
     listed = claude("mcp", "list")
     check(
         _connected(listed.stdout, "rimthan: rimthan-host serve"),
@@ -164,7 +164,7 @@ def _plugin_readme(
     )
 
 
-def _approve_project_servers(home: Path, project: Path, names: Sequence[str]) -> None:
+def approve_project_servers(home: Path, project: Path, names: Sequence[str]) -> None:
     """What Claude Code records when the person trusts the folder and enables the project's servers."""
     path = home / ".claude.json"
     config = _json_or_none(path) or {}

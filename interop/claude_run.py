@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claude_code import MCP_JSON, _approve_project_servers, claude_binary, claude_env, make_project
+from claude_code import MCP_JSON, approve_project_servers, claude_binary, claude_env, make_project
 from model_standin import ToolUse, model_standin
 from rimthan_host.standin import StandIn, opaque_in
 from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE
@@ -253,7 +253,7 @@ def claude_p(modules: Path, work: Path, world: tuple[Path, Path, Path], *, perso
     home, project = work / "home", make_project(work, release, trust)
     home.mkdir()
     (project / ".mcp.json").write_text(json.dumps(MCP_JSON), "utf-8")
-    _approve_project_servers(home, project, [SERVER])
+    approve_project_servers(home, project, [SERVER])
     forms, settings = work / "forms.jsonl", work / "settings.json"
     hook = {"type": "command", "command": sys.executable, "args": [str(PERSON), str(forms)]}
     settings.write_text(json.dumps({"hooks": {"Elicitation": [{"hooks": [hook]}]}} if person else {}), "utf-8")
