@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.release import Stopped, StopSignal, TrustStore, semver_key, stoppable
-from rimthan_workflow_registry.run import CheckpointKeyring, available_workflows
+from rimthan_workflow_registry.run import CheckpointKeyring
 
 from .deployment_state import open_state
 from .floor import ActivationFloor
@@ -286,6 +286,8 @@ class ReleaseProvider:
                 f"({', '.join(a.release.release_id for a in matches)}); start it by a workflow id one catalogue "
                 "owns, or serve those catalogues from separate servers"
             )
+        from rimthan_workflow_registry.run import available_workflows  # (the engine's side: loaded on calls)
+
         available = [
             {**entry, "release": a.release.release_id}
             for a in actives

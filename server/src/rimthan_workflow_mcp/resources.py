@@ -30,7 +30,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from rimthan_workflow_registry.canonical import DIGEST_PREFIX, SHA256_HEX_PATTERN, canonical_bytes, sha256_hex
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
-from rimthan_workflow_registry.run import available_workflows, release_file_uri
+from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
 from .rpc_errors import failure_error
@@ -97,6 +97,8 @@ class ResourceCatalogue:
         return out
 
     def _release_resources(self, loaded: LoadedRelease, starts_runs: bool) -> Iterable[types.Resource]:
+        from rimthan_workflow_registry.run import available_workflows  # (the engine's side: not loaded at start)
+
         release = loaded.release
         said = "new runs of its workflows start on it" if starts_runs else "held for the runs pinned to it"
         yield types.Resource(
