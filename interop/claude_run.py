@@ -22,7 +22,9 @@ Elicitation: Claude Code declares it, and ``-p``, with no one to show a form to,
 request to confirm objective (cancel) ..."); and with interop/claude_person.py as the hook (``--settings``), the
 person accepting each form as offered, where every fact ends up ``"user via elicitation"`` in the run's state.
 On a 2026-07-28 connection Claude Code gives the model a result's structured content as JSON in place of its
-text; the player reads either (:func:`read_result`).
+text; the bridge puts its words in that too (its ``text`` field), and the player reads only words, whichever part
+it was handed (:func:`read_result`): the check then asserts the first step's instruction text and the "call
+step_done" advice reached the model, and names the protocol version Claude Code's MCP log says it negotiated.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 from claude_code import MCP_JSON, approve_project_servers, claude_binary, claude_env, make_project
 from model_standin import ToolUse, model_standin
 from rimthan_host.standin import StandIn, opaque_in
+from rimthan_host.words import TEXT_FIELD
 from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE
 
 SERVER = "rimthan"
@@ -54,6 +57,8 @@ PERSON = Path(__file__).resolve().with_name("claude_person.py")
 CANCELLED = "The user dismissed the request to confirm"
 BY_ELICITATION = "user via elicitation"
 TIMEOUT = 300
+FIRST_STEP = "interview"  # the research workflow's first step, the one start_run's reply gives the model
+STEP_DONE_ADVICE = f"call step_done with step {FIRST_STEP}."
 
 Check = Callable[[bool, str, str], bool]
 
@@ -150,24 +155,23 @@ class Seen:
 
 
 def read_result(result: str) -> Seen:
-    """A result as Claude Code passed it on: the reply's structured content as JSON (a 2026-07-28 connection), or
-    its text (the words a 2025 connection gets)."""
+    """What a result as Claude Code passed it on asks for, from its words alone, as a model reads it."""
+    return _read_text(words_of(result))
+
+
+def words_of(result: str) -> str:
+    """The bridge's words in a result: the structured content's text field where Claude Code handed the model the
+    structured content as JSON (a 2026-07-28 connection), else the result as it is (the text content); a model
+    handed structured content without words gets none."""
     data = _json_text(result)
-    if "status" not in data:
-        return _read_text(result)
-    question = data.get("question") or {}
-    validators = data.get("validators") or [] if data.get("status") == "validators_pending" else []
-    return Seen(
-        complete=data.get("status") == "completed",
-        validators=tuple(str(v.get("name")) for v in validators),
-        question=str(question.get("field") or ""),
-        files=tuple(str(f) for f in data.get("files") or []),
-        step=str((data.get("step") or {}).get("id") or ""),
-    )
+    if not data:
+        return result
+    words = data.get(TEXT_FIELD)
+    return words if isinstance(words, str) else ""
 
 
 def _read_text(text: str) -> Seen:
-    asked = re.search(r"call answer_question with their answer and field (\S+?)\.", text)
+    asked = re.search(r"[Cc]all answer_question with (?:their answer and )?field (\S+?)[.;]", text)
     named = re.search(r"call step_done with step (\S+?)\.", text)
     at = re.findall(r"^Run \S+ \([^)]*\): step (\S+) ", text, re.M)
     return Seen(
@@ -242,9 +246,34 @@ def run_claude_run(modules: Path, work: Path, release: Path, trust: Path, bin_di
         f"{where}: each file a step names is written with Claude Code's own {WRITE_TOOL} (acceptEdits)",
         "; ".join(e.result[:80] for e in run.player.writes[:3]),
     )
+    _words_reached(run, release, check, where)
     leaks = [hit for i, text in enumerate(run.player.bridge_results) for hit in opaque_in(text, f"result[{i}]")]
     check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
     _outside(run.project, run.home, bin_dir, check, where)
+
+
+def _words_reached(run: ClaudeRun, release: Path, check: Check, where: str) -> None:
+    """The start_run result the model got holds the first step's instruction text and the step_done advice."""
+    instruction = (release / "catalogue" / "assets" / "instructions" / f"{FIRST_STEP}.md").read_text("utf-8")
+    phrase = next(line for line in instruction.splitlines() if line.strip() and not line.startswith("#"))
+    started = next((r for r in run.player.bridge_results if "Started run" in words_of(r)), "")
+    words = words_of(started)
+    check(
+        phrase in words and STEP_DONE_ADVICE in words,
+        f"{where}: the model reads the first step's instruction text and {STEP_DONE_ADVICE!r} in the start_run "
+        "result it got",
+        f"protocol {negotiated(run.home) or 'unknown'}; {'structured content' if _json_text(started) else 'text'} "
+        f"handed to the model: {started[:160]!r}",
+    )
+
+
+def negotiated(home: Path) -> str:
+    """The protocol version Claude Code's MCP log for the bridge says it connected on ("" if none says)."""
+    for log in sorted(home.glob(f".cache/claude-cli-nodejs/*/mcp-logs-{SERVER}/*")):
+        found = re.findall(r'negotiatedProtocolVersion\\?":\s*\\?"([0-9-]+)', log.read_text("utf-8", "replace"))
+        if found:
+            return str(found[-1])
+    return ""
 
 
 def claude_p(modules: Path, work: Path, world: tuple[Path, Path, Path], *, person: bool) -> ClaudeRun:

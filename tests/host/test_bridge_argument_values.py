@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rimthan_host.tools import ARGUMENT_DEPTH, TOOLS
+from rimthan_host.words import TEXT_FIELD
 from support.bridge import TOOL_NAMES, bridge_params
 from support.raw_stdio import RawStdio
 from support.servers import build_world, example_state
@@ -152,7 +153,9 @@ def test_a_value_the_protocol_cannot_carry_is_refused_naming_its_path(
 ) -> None:
     result = bridge.call(tool, arguments)["result"]
     text = _text(result)
-    assert result["isError"] is True and result["structuredContent"] == {"status": "bad_arguments"}, text
+    assert result["isError"] is True, text
+    structured = result["structuredContent"]
+    assert structured[TEXT_FIELD] == text and structured["status"] == "bad_arguments", result
     assert text.startswith("Nothing was done: ") and words in text, text
     assert f"Call {tool} again with the arguments fixed" in text, text
     assert "unexpected" not in text

@@ -83,7 +83,7 @@ def bounded(reply: Reply, *words: str) -> None:
     """A refusal holding ``words`` whose text and structured content stay short, whatever the model sent."""
     refused(reply, *words)
     assert len(reply.text) < REPLY_CHARS, reply.text[:300]
-    assert len(json.dumps(reply.data)) < REPLY_CHARS, json.dumps(reply.data)[:300]
+    assert reply.data_text == reply.text and len(json.dumps(reply.data)) < REPLY_CHARS, json.dumps(reply.data)[:300]
 
 
 CUT = f"...[{HUGE} chars, cut]"

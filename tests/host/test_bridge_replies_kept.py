@@ -4,7 +4,8 @@ The real ``rimthan-host serve`` over stdio (its real verifier as its child),
 driven by the stand-in: a start refused for a missing fact, facts refused
 mid-run, misplaced moves, a file the verifier refuses, a repair round, a
 question, the migration offer, preview and move from 1.2.0 to 1.3.0, runs
-completed on both versions, a resume. Each reply's text, data and error flag
+completed on both versions, a resume. Each reply's text, structured content (its
+words first, then its data) and error flag
 is compared with ``data/bridge_replies.json`` after the run's id and the
 temporary paths are replaced by placeholders: the bridge turns the verifier's
 typed results into its replies, and a change there must not change a reply.
@@ -89,7 +90,7 @@ def _plain(value: Any, swaps: dict[str, str]) -> Any:
 def _replies(model: StandIn, places: dict[Path, str]) -> list[dict[str, Any]]:
     runs = dict.fromkeys(m for r in model.received for m in re.findall(r"\brun-[0-9a-f]{8}\b", r.text + str(r.data)))
     swaps = {str(path): name for path, name in places.items()} | {run: f"<run{i}>" for i, run in enumerate(runs)}
-    return [_plain({"text": r.text, "data": r.data, "is_error": r.is_error}, swaps) for r in model.received]
+    return [_plain({"text": r.text, "data": r.structured(), "is_error": r.is_error}, swaps) for r in model.received]
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))

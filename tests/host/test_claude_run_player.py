@@ -45,16 +45,31 @@ def _move(seen: Any) -> object:
     return seen.complete or seen.validators or seen.question or (seen.files, seen.step)
 
 
-def test_each_kept_reply_asks_the_same_move_in_its_text_and_its_structured_content(
-    interop: dict[str, ModuleType],
-) -> None:
-    read = interop["claude_run"].read_result
-    moves = []
+def _named(data: dict[str, Any]) -> object:
+    """The move a reply's data names (what the player must find in its words)."""
+    if data.get("status") == "completed":
+        return True
+    validators = data.get("validators") if data.get("status") == "validators_pending" else None
+    question = (data.get("question") or {}).get("field")
+    return (
+        tuple(v["name"] for v in validators or [])
+        or question
+        or (tuple(data.get("files") or []), (data.get("step") or {}).get("id", ""))
+    )
+
+
+def test_each_kept_reply_asks_from_its_words_alone_the_move_its_data_names(interop: dict[str, ModuleType]) -> None:
+    """The player reads only words: the text content, or the structured content's text field (what Claude Code
+    hands its model on a 2026-07-28 connection); the structured content without that field gives it no move."""
+    claude_run = interop["claude_run"]
+    read, moves = claude_run.read_result, []
     for reply in _kept():
         if reply["data"].get("status") == "validation_failed":
             continue  # the player passes every validator: it never meets a failed round
         from_text, from_data = read(reply["text"]), read(json.dumps(reply["data"]))
-        assert _move(from_text) == _move(from_data), reply["text"][:200]
+        assert _move(from_text) == _move(from_data) == _named(reply["data"]), reply["text"][:200]
+        words_gone = {k: v for k, v in reply["data"].items() if k != claude_run.TEXT_FIELD}
+        assert not read(json.dumps(words_gone)).complete and not read(json.dumps(words_gone)).step
         moves.append(from_text)
     assert moves[-1].complete
     assert ("evidence-auditor", "decision-critic") in [m.validators for m in moves]

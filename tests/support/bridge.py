@@ -109,10 +109,12 @@ def drive(world: ServerWorld, tmp_path: Path, script: Callable[[StandIn], Awaita
 
 
 def check_replies(model: StandIn) -> None:
-    """Nothing opaque went either way, no reply holds a traceback, and every refusal names the next call."""
+    """Nothing opaque went either way, no reply holds a traceback, each reply's structured content carries its
+    words (what a host handing its model only that part hands it), and every refusal names the next call."""
     assert model.leaks() == []
     for reply in model.received:
         assert "Traceback" not in reply.text and 'File "' not in reply.text, reply.text
+        assert reply.data_text == reply.text, f"the structured content's words differ: {reply.data_text!r}"
         if reply.is_error:
             assert any(name in reply.text for name in TOOL_NAMES), reply.text
 

@@ -47,7 +47,7 @@ from .roots import outside_roots
 from .run_lock import RunBusy, RunLockLost
 from .tools import INSTRUCTIONS, TOOLS, argument_problem, without_host_hints
 from .verifier_replies import VerifierFailure, reply_for
-from .words import answer_text, scrub, scrub_value
+from .words import answer_text, scrub, structured
 from .workspace_lock import lost_words
 
 _log = logging.getLogger(__name__)
@@ -229,9 +229,11 @@ async def _refused(bridge: Bridge, link: VerifierLink | None, tool: str, exc: To
 
 
 def _result(reply: Reply) -> types.CallToolResult:
+    """The reply's words as its text content and again in its structured content, with its data: a host hands
+    its model one part or the other (Claude Code on a 2026-07-28 connection the structured content alone)."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=scrub(reply.text))],
-        structured_content=scrub_value(reply.data),
+        structured_content=structured(reply.text, reply.data),
         is_error=reply.is_error,
     )
 

@@ -20,7 +20,7 @@ from typing import Any
 from mcp import Client
 from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE
 
-from .words import TOKEN_PATTERN
+from .words import TEXT_FIELD, TOKEN_PATTERN
 
 OPAQUE = re.compile(rf"[0-9a-fA-F]{{64}}|{TOKEN_PATTERN}")
 ROUTE_FILES = tuple(  # research-decision's route steps' two files each, as a decision record's basis names them
@@ -52,9 +52,17 @@ def opaque_in(value: Any, where: str = "") -> list[str]:
 
 @dataclass
 class Reply:
+    """A result as the model gets it: its text content, its structured content's data, and the words that
+    structured content carries (its :data:`~rimthan_host.words.TEXT_FIELD`, None without one)."""
+
     text: str
     data: dict[str, Any]
     is_error: bool
+    data_text: str | None = None
+
+    def structured(self) -> dict[str, Any]:
+        """The structured content as it came: the words first, then the data."""
+        return {TEXT_FIELD: self.data_text, **self.data} if self.data_text is not None else dict(self.data)
 
 
 @dataclass
@@ -77,7 +85,9 @@ class StandIn:
         self.calls += 1
         result = await self.client.call_tool(name, arguments)
         text = "\n".join(getattr(c, "text", "") for c in result.content)
-        reply = Reply(text, dict(result.structured_content or {}), bool(result.is_error))
+        data = dict(result.structured_content or {})
+        words = data.pop(TEXT_FIELD, None)
+        reply = Reply(text, data, bool(result.is_error), words if isinstance(words, str) else None)
         self.received.append(reply)
         return reply
 

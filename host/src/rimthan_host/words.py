@@ -37,6 +37,11 @@ _KINDS = {"application/json": "JSON", "text/markdown": "Markdown"}
 KEPT_FOR_AUDIT = "a damaged run's log is kept as it is, for rimthan-mcp audit"
 
 
+# The field of a result's structured content that holds the reply's words (its text content), first: a host that
+# hands its model only the structured content (Claude Code on a 2026-07-28 connection) hands it the words too.
+TEXT_FIELD = "text"
+
+
 def scrub(text: str) -> str:
     """Replace anything that looks like a digest or a token (never meant for the model)."""
     return _OPAQUE.sub("[omitted]", text)
@@ -46,6 +51,11 @@ def scrub_value(value: Any) -> Any:
     """``value`` (a reply's structured data) with :func:`scrub` applied to every string in it, keys too: the
     data repeats what the verifier said (a step's title, a question's prompt), which the words scrub."""
     return map_strings(value, scrub)
+
+
+def structured(text: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A reply's structured content: its words under :data:`TEXT_FIELD` first, then its data, all scrubbed."""
+    return {TEXT_FIELD: scrub(text), **scrub_value(dict(data))}
 
 
 # How a fact the model passes is confirmed when the client of the call can ask the user (elicitation): the bridge
