@@ -25,6 +25,10 @@ On a 2026-07-28 connection Claude Code gives the model a result's structured con
 text; the bridge puts its words in that too (its ``text`` field), and the player reads only words, whichever part
 it was handed (:func:`read_result`): the check then asserts the first step's instruction text and the "call
 step_done" advice reached the model, and names the protocol version Claude Code's MCP log says it negotiated.
+The whole run is done once more on a 2025-11-25 connection: the bridge behind interop/host_shim.py ``--era``,
+which answers Claude Code's 2026-07-28 ``server/discover`` probe "Method not found", so Claude Code initializes
+offering 2025-11-25; the check asserts the bridge answered that (the shim's log) and Claude Code's MCP log says it,
+and that the same words reached the model (Claude Code 2.1.332 hands it the structured content there too).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from claude_code import MCP_JSON, approve_project_servers, claude_binary, claude_env, make_project
+from host_shim import negotiated_in
 from model_standin import ToolUse, model_standin
 from rimthan_host.standin import StandIn, opaque_in
 from rimthan_host.words import TEXT_FIELD
@@ -54,6 +59,9 @@ CLAUDE_RUN = ["--permission-mode", "acceptEdits", "--allowedTools", f"mcp__{SERV
 PROMPT = "Start a research run with the rimthan tools and carry it to its end."
 RUN_ENV = {"ANTHROPIC_API_KEY": "stand-in", "ENABLE_TOOL_SEARCH": "false", "MCP_TIMEOUT": "60000"}
 PERSON = Path(__file__).resolve().with_name("claude_person.py")
+SHIM = Path(__file__).resolve().with_name("host_shim.py")
+SHIM_LOG = "host-shim.jsonl"
+OLDER_ERA = "2025-11-25"  # the revision the shim makes the connection negotiate
 CANCELLED = "The user dismissed the request to confirm"
 BY_ELICITATION = "user via elicitation"
 TIMEOUT = 300
@@ -250,12 +258,33 @@ def run_claude_run(modules: Path, work: Path, release: Path, trust: Path, bin_di
     leaks = [hit for i, text in enumerate(run.player.bridge_results) for hit in opaque_in(text, f"result[{i}]")]
     check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
     _outside(run.project, run.home, bin_dir, check, where)
+    _older_era(modules, work, (release, trust, bin_dir), check)
+
+
+def _older_era(modules: Path, work: Path, world: tuple[Path, Path, Path], check: Check) -> None:
+    """The whole run again with the bridge behind interop/host_shim.py ``--era``: a 2025-11-25 connection."""
+    run = claude_p(modules, work / f"claude-run-{OLDER_ERA}", world, person=True, era=OLDER_ERA)
+    where = f"claude -p on a {OLDER_ERA} connection (the bridge behind interop/host_shim.py)"
+    log = run.project.parent / SHIM_LOG
+    shim = negotiated_in(log.read_text("utf-8").splitlines()) if log.is_file() else ""
+    results = run.player.bridge_results
+    structured = sum(bool(_json_text(r)) for r in results)
+    check(
+        run.done.returncode == 0 and not run.player.stopped and shim == negotiated(run.home) == OLDER_ERA,
+        f"{where}: the run reaches its end; the bridge answered initialize with {OLDER_ERA}, and Claude Code's "
+        "MCP log says it negotiated that",
+        run.player.stopped
+        or f"bridge {shim or 'none'}, Claude Code {negotiated(run.home) or 'none'}; {len(results)} bridge calls "
+        f"({structured} results as structured JSON)",
+    )
+    _words_reached(run, world[0], check, where)
+    leaks = [hit for i, text in enumerate(results) for hit in opaque_in(text, f"result[{i}]")]
+    check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
 
 
 def _words_reached(run: ClaudeRun, release: Path, check: Check, where: str) -> None:
     """The start_run result the model got holds the first step's instruction text and the step_done advice."""
-    instruction = (release / "catalogue" / "assets" / "instructions" / f"{FIRST_STEP}.md").read_text("utf-8")
-    phrase = next(line for line in instruction.splitlines() if line.strip() and not line.startswith("#"))
+    phrase = first_instruction(release, FIRST_STEP)
     started = next((r for r in run.player.bridge_results if "Started run" in words_of(r)), "")
     words = words_of(started)
     check(
@@ -267,6 +296,12 @@ def _words_reached(run: ClaudeRun, release: Path, check: Check, where: str) -> N
     )
 
 
+def first_instruction(release: Path, step: str) -> str:
+    """The first line of a step's instruction text in the release (its heading left out)."""
+    instruction = (release / "catalogue" / "assets" / "instructions" / f"{step}.md").read_text("utf-8")
+    return next(line for line in instruction.splitlines() if line.strip() and not line.startswith("#"))
+
+
 def negotiated(home: Path) -> str:
     """The protocol version Claude Code's MCP log for the bridge says it connected on ("" if none says)."""
     for log in sorted(home.glob(f".cache/claude-cli-nodejs/*/mcp-logs-{SERVER}/*")):
@@ -276,12 +311,13 @@ def negotiated(home: Path) -> str:
     return ""
 
 
-def claude_p(modules: Path, work: Path, world: tuple[Path, Path, Path], *, person: bool) -> ClaudeRun:
-    """``claude -p`` in a new HOME and project, the stand-in playing the model (and the hook the person)."""
+def claude_p(modules: Path, work: Path, world: tuple[Path, Path, Path], *, person: bool, era: str = "") -> ClaudeRun:
+    """``claude -p`` in a new HOME and project, the stand-in playing the model (and the hook the person); with
+    ``era``, the bridge behind interop/host_shim.py, so the connection negotiates that revision."""
     release, trust, bin_dir = world
     home, project = work / "home", make_project(work, release, trust)
     home.mkdir()
-    (project / ".mcp.json").write_text(json.dumps(MCP_JSON), "utf-8")
+    (project / ".mcp.json").write_text(json.dumps(shimmed(era, work / SHIM_LOG) if era else MCP_JSON), "utf-8")
     approve_project_servers(home, project, [SERVER])
     forms, settings = work / "forms.jsonl", work / "settings.json"
     hook = {"type": "command", "command": sys.executable, "args": [str(PERSON), str(forms)]}
@@ -297,6 +333,13 @@ def claude_p(modules: Path, work: Path, world: tuple[Path, Path, Path], *, perso
         )  # fmt: skip
     asked = forms.read_text("utf-8").splitlines() if forms.is_file() else []
     return ClaudeRun(done, player, project, home, [json.loads(line) for line in asked])
+
+
+def shimmed(era: str, log: Path) -> dict[str, Any]:
+    """The documented ``.mcp.json``, its bridge started behind interop/host_shim.py with ``--era``."""
+    entry: dict[str, Any] = dict(MCP_JSON["mcpServers"][SERVER])
+    shim = [str(SHIM), "--era", era, str(log), "--", str(entry["command"]), *entry["args"]]
+    return {"mcpServers": {SERVER: {**entry, "command": sys.executable, "args": shim}}}
 
 
 def _outside(project: Path, home: Path, bin_dir: Path, check: Check, where: str) -> None:

@@ -6,7 +6,9 @@ MCP servers, list their tools and send them to "the model" as function declarati
 would get, kept here for the checks to read. The reply ends the turn: Gemini's ``generateContent`` JSON (or its
 ``alt=sse`` stream) with one text part, or an OpenAI Responses event stream with one message; or, while
 :attr:`ModelStandIn.gemini_calls` holds one, the Gemini reply is that function call (a tool call "the model"
-makes), and the host's next request carries the tool's result.
+makes), and the host's next request carries the tool's result. While :attr:`ModelStandIn.responses_turn` is set,
+it is asked for each Responses API reply: a :class:`ToolUse` named ``<namespace>.<tool>`` is a ``function_call``
+in that namespace (Codex's ``mcp__rimthan``), a text ends the turn.
 
 Claude Code's side is the Anthropic Messages API (``ANTHROPIC_BASE_URL``, ``POST /v1/messages``): while
 :attr:`ModelStandIn.anthropic_turn` is set, it is asked for each streamed request's reply, a :class:`ToolUse`
@@ -28,11 +30,7 @@ ANSWER = "ok"
 _GEMINI_USAGE = {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}
 _MESSAGE = {"type": "message", "role": "assistant", "id": "msg-1", "content": [{"type": "output_text", "text": ANSWER}]}
 _USAGE = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
-_RESPONSES_EVENTS = (
-    {"type": "response.created", "response": {"id": "resp-1"}},
-    {"type": "response.output_item.done", "output_index": 0, "item": _MESSAGE},
-    {"type": "response.completed", "response": {"id": "resp-1", "usage": _USAGE}},
-)
+NAMESPACE_SEP = "."  # a ToolUse name "<namespace>.<tool>" is a Responses function call in that namespace
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,7 @@ class ToolUse:
 
 
 AnthropicTurn = Callable[[dict[str, Any]], "ToolUse | str"]
+ResponsesTurn = Callable[[dict[str, Any]], "ToolUse | str"]
 
 
 @dataclass
@@ -54,6 +53,7 @@ class ModelStandIn:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     gemini_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (function, args), in turn
     anthropic_turn: AnthropicTurn | None = None  # decides each Messages API reply from the request
+    responses_turn: ResponsesTurn | None = None  # decides each Responses API reply from the request
 
     def bodies(self, path_part: str) -> list[dict[str, Any]]:
         return [body for path, body in self.requests if path_part in path]
@@ -74,6 +74,9 @@ def model_standin() -> Iterator[ModelStandIn]:
             kept.requests.append((self.path, body if isinstance(body, dict) else {}))
             if "/v1/messages" in self.path:
                 self._reply(*_messages_reply(kept, self.path, body if isinstance(body, dict) else {}))
+                return
+            if self.path.endswith("/responses"):
+                self._reply(*_responses_reply(kept, body if isinstance(body, dict) else {}))
                 return
             call = kept.gemini_calls.pop(0) if kept.gemini_calls and ":" in self.path else None
             self._reply(*_reply_for(self.path, call))
@@ -99,10 +102,27 @@ def model_standin() -> Iterator[ModelStandIn]:
         server.server_close()
 
 
+def _responses_reply(kept: ModelStandIn, body: dict[str, Any]) -> tuple[str, bytes]:
+    """A Responses API event stream: the turn's function call, or one message (``ok`` without a turn)."""
+    said: ToolUse | str = kept.responses_turn(body) if kept.responses_turn is not None else ANSWER
+    index = sum(1 for path, _ in kept.requests if path.endswith("/responses"))
+    if isinstance(said, ToolUse):
+        namespace, _, name = said.name.rpartition(NAMESPACE_SEP)
+        item: dict[str, Any] = {
+            "type": "function_call", "id": f"fc_{index:04d}", "call_id": f"call_{index:04d}", "name": name,
+            "arguments": json.dumps(said.input), **({"namespace": namespace} if namespace else {}),
+        }  # fmt: skip
+    else:
+        item = {**_MESSAGE, "id": f"msg-{index}", "content": [{"type": "output_text", "text": said}]}
+    events = (
+        {"type": "response.created", "response": {"id": f"resp-{index}"}},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"id": f"resp-{index}", "usage": _USAGE}},
+    )
+    return "text/event-stream", "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
 def _reply_for(path: str, call: tuple[str, dict[str, Any]] | None) -> tuple[str, bytes]:
-    if path.endswith("/responses"):
-        events = "".join(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in _RESPONSES_EVENTS)
-        return "text/event-stream", events.encode()
     part = {"text": ANSWER} if call is None else {"functionCall": {"name": call[0], "args": call[1]}}
     reply = {
         "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],

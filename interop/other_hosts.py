@@ -15,7 +15,8 @@ argument set reaches the bridge, whose answer ("No run is active") goes back to 
 
 Codex CLI: ``codex mcp add rimthan -- rimthan-host serve`` writes the documented ``~/.codex/config.toml``;
 ``codex mcp list`` shows it enabled (it reads the config and starts nothing); ``codex exec`` starts the bridge,
-and the model's request carries the ``mcp__rimthan`` namespace with every tool of the bridge.
+and the model's request carries the ``mcp__rimthan`` namespace with every tool of the bridge; then what Codex hands
+the model from the bridge's ``start_run`` and ``show_step`` results (interop/codex_run.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from codex_run import run_codex_results
 from model_standin import ModelStandIn, model_standin
 from rimthan_host.tools import TOOLS
 
@@ -65,7 +67,7 @@ def run_other_hosts(
         print("\nGemini CLI: the documented gemini mcp add line", flush=True)
         run_gemini(gemini, _world(work, "gemini", release, trust, bin_dir), model, check)
         print("\nCodex CLI: the documented codex mcp add line", flush=True)
-        run_codex(codex, _world(work, "codex", release, trust, bin_dir), model, check)
+        run_codex(codex, _world(work, "codex", release, trust, bin_dir), release, model, check)
 
 
 def run_gemini(command: list[str], world: tuple[Path, Path, dict[str, str]], model: ModelStandIn, check: Check) -> None:
@@ -128,7 +130,9 @@ def _gemini_declarations(bodies: list[dict[str, Any]], asked: subprocess.Complet
     )
 
 
-def run_codex(command: list[str], world: tuple[Path, Path, dict[str, str]], model: ModelStandIn, check: Check) -> None:
+def run_codex(
+    command: list[str], world: tuple[Path, Path, dict[str, str]], release: Path, model: ModelStandIn, check: Check
+) -> None:
     project, home, env = world
     codex = _runner(command, project, env)
     config = home / ".codex" / "config.toml"
@@ -159,6 +163,7 @@ def run_codex(command: list[str], world: tuple[Path, Path, dict[str, str]], mode
         f"codex exec: the model gets the mcp__rimthan namespace with every bridge tool ({len(wanted)})",
         f"offered {sorted(offered)}; {_last(asked)}",
     )
+    run_codex_results(codex, model, overrides, (release, project), check)
 
 
 def _world(work: Path, host: str, release: Path, trust: Path, bin_dir: Path) -> tuple[Path, Path, dict[str, str]]:

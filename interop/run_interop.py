@@ -31,13 +31,16 @@
    on a loopback port that decides each call from the tool result before it,
    the person an ``Elicitation`` hook (interop/claude_person.py) that accepts
    each form; without that hook ``-p`` cancels the first form and the run does
-   not start.
+   not start. The whole run once more with the bridge behind a stdio shim
+   (interop/host_shim.py) that makes the connection negotiate 2025-11-25.
 6. Other hosts, the real Gemini CLI and Codex CLI (interop/other_hosts.py):
    the documented ``gemini mcp add`` and ``codex mcp add`` lines write the
    documented config; ``gemini mcp list`` shows the bridge connected, ``codex
    mcp list`` shows it enabled; then each host, its model replaced by a
    stand-in on a loopback port (interop/model_standin.py), sends the model
-   every tool of the bridge.
+   every tool of the bridge. Then ``codex exec`` calls ``start_run`` and
+   ``show_step`` (interop/codex_run.py), and the check reads what Codex hands
+   its model from each result: the bridge's words, no token or digest.
 7. A harness in another language, written from the docs alone
    (interop/node-harness/harness.mjs, Node's standard library only): it checks
    itself against docs/test-vectors/host-protocol.json, refuses a tools/list
@@ -63,7 +66,9 @@ the signed releases, the HTTP server, the report) · ``npm_tools`` (step 1) ·
 ``conformance_suite`` (step 3) · ``inspector_checks`` (step 4) ·
 ``inspector_bridge`` (step 4, the run through the bridge) · ``claude_code``
 (step 5) · ``claude_run`` (step 5, the whole run in ``claude -p``) ·
-``claude_person`` (step 5, the person's Elicitation hook) · ``other_hosts`` (step 6) ·
+``claude_person`` (step 5, the person's Elicitation hook) · ``host_shim`` (steps 5 and 6, a stdio shim
+changing what a host offers the bridge) · ``other_hosts`` (step 6) · ``codex_run`` (step 6, the tool results
+Codex hands its model) ·
 ``model_standin`` (steps 5 and 6, the hosts' model stand-in) · ``node_harness`` (step 7) · ``ts_sdk_harness`` (step 8) ·
 ``host_vectors`` (``make test-vectors``: docs/test-vectors/host-protocol.json).
 """

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from support.raw_http import sse_events
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEPT = REPO_ROOT / "tests" / "host" / "data" / "bridge_replies.json"
@@ -109,14 +109,8 @@ def test_the_messages_api_stand_in_streams_the_turn_s_tool_use(interop: dict[str
     standin = interop["model_standin"]
     with standin.model_standin() as model:
         model.anthropic_turn = lambda body: standin.ToolUse("mcp__rimthan__show_step", {"n": len(body["tools"])})
-        request = urllib.request.Request(
-            f"{model.url}/v1/messages?beta=true",
-            data=json.dumps({"stream": True, "tools": [{"name": "x"}], "messages": []}).encode(),
-            headers={"content-type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - loopback
-            stream = answer.read().decode()
-    events = [json.loads(line[6:]) for line in stream.splitlines() if line.startswith("data: ")]
+        body = {"stream": True, "tools": [{"name": "x"}], "messages": []}
+        events = sse_events(f"{model.url}/v1/messages?beta=true", body)
     assert [e["type"] for e in events][0] == "message_start" and events[-1]["type"] == "message_stop"
     assert events[1]["content_block"]["name"] == "mcp__rimthan__show_step"
     assert json.loads(events[2]["delta"]["partial_json"]) == {"n": 1}

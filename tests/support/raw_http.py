@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.parse
+import urllib.request
 from typing import Any
 
 from support.processes import HttpServer
@@ -35,3 +36,11 @@ def raw_post(
     finally:
         connection.close()
     return status, json.loads(text) if text else None
+
+
+def sse_events(url: str, body: dict[str, Any], timeout: float = 30.0) -> list[dict[str, Any]]:
+    """POST ``body`` as JSON to ``url`` (a loopback stand-in) and read its event stream: each ``data:`` line's JSON."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - loopback
+        stream = answer.read().decode()
+    return [json.loads(line[6:]) for line in stream.splitlines() if line.startswith("data: ")]
