@@ -61,6 +61,7 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``roots``            whether the client's roots hold the project the bridge serves
 ``offered``          the workflows a model may start, from the verifier's resource listing: named, bounded
 ``facts``            facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)
+                     and the round of forms that asks them (migrate_run's too, with its own question)
 ``fact_forms``       a fact's own form when the person is asked: its choices or type from the release's schema
 ``held_facts``       facts the person confirmed in a form for a move that did not happen: not asked again for it
 ``fact_shapes``      a fact of another type (or date form) than its field takes: refused before the person is asked

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from rimthan_workflow_registry.errors import FailureCode, quoted
@@ -11,9 +10,9 @@ from rimthan_workflow_registry.errors import FailureCode, quoted
 from .asking import Ask, Asker
 from .bridge_core import BridgeCore
 from .confirmations import BY_ELICITATION, BY_MODEL, carried_values
-from .fact_forms import expects_of_offer, fact_form
-from .facts import Confirmed, already_confirmed, before_next, not_confirmed
-from .held_facts import Holding, held_words, kept_words
+from .fact_forms import expects_of_offer
+from .facts import Confirmed, already_confirmed, form_round, not_confirmed
+from .held_facts import Holding, held_words
 from .migration_values import learn_offer
 from .protocol import (
     ToolRefused,
@@ -101,22 +100,14 @@ class MigrationMoves(BridgeCore):
         """Put ``facts`` (but those held for this move: :mod:`.held_facts`) and the migration (``preview``: its
         words and the reply's data) to the person: the values they confirmed, or the reply for a no."""
         holding = Holding(self.held, ("migrate", self.run_id, session.checkpoint, target))  # (this run, here, to it)
-        fresh, kept = holding.split(facts)
-        expects = expects_of_offer(session.migration_offer)
-        forms = [fact_form(k, v, expects.get(k), f"for the migration to {target}") for k, v in fresh.items()]
-        asks = [*(f.ask for f in forms), Ask("migrate", "\n".join([*preview[0], "Migrate this run now?"]))]
-        got = await asker.ask(asks)
-        yes = [f for f in forms if f.ask.key in got and got[f.ask.key].confirmed]
-        holding.hold({f.name: f.value(got[f.ask.key]) for f in yes})
-        said = [s for s in (f.said(got[f.ask.key]) for f in yes) if s]
-        refused = [k for k, a in got.items() if not a.confirmed]
-        if refused or len(got) < len(asks):
-            no = self._not_migrated(got[refused[0]].said if refused else "cancel", refused[:1],
-                                    session.position.step_id, preview[1])  # fmt: skip
-            held = held_words([*kept, *(f.name for f in yes)], "migrate_run")
-            return replace(no, text=before_next(no.text, [*said, *held]))
-        values = {**kept, **{f.name: f.value(got[f.ask.key]) for f in forms}}
-        return Confirmed(BY_ELICITATION, values, (*kept_words(kept, "migrate_run"), *said))
+        asked = (expects_of_offer(session.migration_offer), f"for the migration to {target}")
+        now = Ask("migrate", "\n".join([*preview[0], "Migrate this run now?"]))
+        answered = await form_round(asker, facts, asked, holding, [now])
+        if answered.refusal is None:
+            return answered.confirmed("migrate_run")
+        key, said = answered.refusal
+        no = self._not_migrated(said, key, session.position.step_id, preview[1])
+        return answered.refusing(no, "migrate_run")
 
     def _no_offer(self, asked: bool, step: object) -> Reply:
         """migrate_run with no offer known: none (the verifier said so), or not asked yet (since a resume).
@@ -135,16 +126,16 @@ class MigrationMoves(BridgeCore):
                  "names a release installed since, call migrate_run with it as to_release."]  # fmt: skip
         return reply(lines, {"run": self.run_id, "status": "no_offer"}, True)
 
-    def _not_migrated(self, said: str, refused: list[str], step: object, data: Mapping[str, Any]) -> Reply:
+    def _not_migrated(self, said: str, refused: str, step: object, data: Mapping[str, Any]) -> Reply:
         """The person said no to a fact the migration needs (``refused``: its ask's key) or to the migration itself.
 
         A fact: ask again for the value they confirm. The migration: carry on
         where the run is, without asking again unless the user wants it.
         """
         undone = f"nothing was migrated; run {self.run_id} stays at step {step} on its release"
-        if refused and refused[0].startswith("fact:"):
+        if refused.startswith("fact:"):
             retry = "migrate_run with the value they confirm in facts"
-            fact = refused[0].removeprefix("fact:")
+            fact = refused.removeprefix("fact:")
             return not_confirmed(fact, said, "migrate_run", (undone, "preview"), data, retry)
         carry_on = f"carry on with step {step} (show_step says what it needs)"
         instead = f"{carry_on}; call migrate_run again only if the user asks for the newer release."

@@ -8,6 +8,10 @@ confirmed state with a fresh confirmation, exactly as ``start_run``'s facts
 do. The verifier checks them against the workflow's confirmed-state schema
 with the same ``continue_workflow`` that moves the step on: a value it
 refuses changes nothing, and the reply names the field and what to fix.
+
+One round of forms asks them (:func:`form_round`): each fact in its own form, then any question of the caller's
+own (``migrate_run``'s "Migrate this run now?"), each yes held for the move's retry; the caller builds its reply
+from the :class:`FormRound` it returns.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ from typing import Any
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.run import schema_misfit
 
-from .asking import Asker
+from .asking import Answer, Ask, Asker
 from .confirmations import BY_ELICITATION, BY_MODEL
-from .fact_forms import Expects, fact_form
+from .fact_forms import Expects, FactForm, fact_form
 from .fact_shapes import misshapen, shape_words
 from .held_facts import HeldFacts, Holding, held_words, kept_words
 from .protocol import ToolRefused
@@ -67,20 +71,73 @@ async def confirm_facts(
         return Reply(refusal, shapes, is_error=True)
     if not asker.available or not facts:
         return Confirmed(BY_MODEL, dict(facts))
+    answered = await form_round(asker, facts, asked, holding)
+    if answered.refusal is None:
+        return answered.confirmed(tool)
+    key, said = answered.refusal
+    return answered.refusing(not_confirmed(key.removeprefix("fact:"), said, tool, undone, data), tool)
+
+
+@dataclass(frozen=True)
+class FormRound:
+    """One round of forms put to the person: each fact's form (``forms``) and the extra asks, their ``answers``,
+    the facts held from a round before (``kept``: not asked again), the forms they said yes to (``yes``: held now),
+    the lines telling the model of each value they changed (``said``), the facts held for the move's retry
+    (``held``: none without a holding), and the first ask they did not confirm (``refusal``: its key and what they
+    said; None if they confirmed all) or else the values confirmed (``values``, in the facts' order)."""
+
+    forms: tuple[FactForm, ...]
+    answers: Mapping[str, Answer]
+    kept: Mapping[str, Any]
+    yes: tuple[FactForm, ...]
+    said: tuple[str, ...]
+    held: tuple[str, ...]
+    refusal: tuple[str, str] | None
+    values: Mapping[str, Any]
+
+    def confirmed(self, tool: str) -> Confirmed:
+        """The person confirmed all: their values, and the lines saying which were not asked again (``tool``:
+        the move's call) and which they changed."""
+        return Confirmed(BY_ELICITATION, dict(self.values), (*kept_words(self.kept, tool), *self.said))
+
+    def refusing(self, no: Reply, tool: str) -> Reply:
+        """The caller's reply ``no`` for the refusal, with the values changed and the facts held for ``tool``."""
+        return replace(no, text=before_next(no.text, [*self.said, *held_words(self.held, tool)]))
+
+
+async def form_round(
+    asker: Asker,
+    facts: Mapping[str, Any],
+    asked: tuple[Expects, str],
+    holding: Holding | None = None,
+    extra: Sequence[Ask] = (),
+) -> FormRound:
+    """Put ``facts`` (but those ``holding`` holds: :mod:`.held_facts`) to the person, each in its own form
+    (``asked``: each field's schema and why they are asked), then the ``extra`` asks; hold each yes."""
     fresh, kept = holding.split(facts) if holding is not None else (dict(facts), {})
-    forms = [fact_form(k, v, asked[0].get(k), asked[1]) for k, v in fresh.items()]
-    got = await asker.ask([f.ask for f in forms])
-    yes = [f for f in forms if f.ask.key in got and got[f.ask.key].confirmed]
-    said = [s for s in (f.said(got[f.ask.key]) for f in yes) if s]
+    forms = tuple(fact_form(k, v, asked[0].get(k), asked[1]) for k, v in fresh.items())
+    asks = [*(f.ask for f in forms), *extra]
+    got = await asker.ask(asks)
+    yes = tuple(f for f in forms if f.ask.key in got and got[f.ask.key].confirmed)
+    said = tuple(s for s in (f.said(got[f.ask.key]) for f in yes) if s)
     if holding is not None:
         holding.hold({f.name: f.value(got[f.ask.key]) for f in yes})
-    refused = [k for k, a in got.items() if not a.confirmed]
-    if refused:
-        no = not_confirmed(refused[0].removeprefix("fact:"), got[refused[0]].said, tool, undone, data)
-        held = [*kept, *(f.name for f in yes)] if holding is not None else []
-        return replace(no, text=before_next(no.text, [*said, *held_words(held, tool)]))
+    held = (*kept, *(f.name for f in yes)) if holding is not None else ()
+    refusal = _first_no(asks, got)
+    if refusal is not None:
+        return FormRound(forms, got, kept, yes, said, held, refusal, {})
     values = {**kept, **{f.name: f.value(got[f.ask.key]) for f in forms}}
-    return Confirmed(BY_ELICITATION, {k: values[k] for k in facts}, (*kept_words(kept, tool), *said))
+    return FormRound(forms, got, kept, yes, said, held, None, {k: values[k] for k in facts})
+
+
+def _first_no(asks: Sequence[Ask], got: Mapping[str, Answer]) -> tuple[str, str] | None:
+    """The key of the first of ``asks`` the person did not confirm and what they said (one left unanswered: a
+    cancel), None if they confirmed all."""
+    for one in asks:
+        answer = got.get(one.key)
+        if answer is None or not answer.confirmed:
+            return one.key, answer.said if answer is not None else "cancel"
+    return None
 
 
 def before_next(text: str, lines: Sequence[str]) -> str:
