@@ -253,7 +253,7 @@ class StepReplies:
             return refused
         if result.status == "validation_failed":
             files = [o["path"] for o in step.get("outputs") or []]
-            lines += findings_words(wires(result.findings))
+            lines += findings_words(wires(result.findings), str(step.get("id")))
             lines += ["The step's files:", *(f"- {path}" for path in files)]
             lines += confirmed_facts_words(session.state.values) if facts else []
             return reply(lines, {**data, "files": files}, error)

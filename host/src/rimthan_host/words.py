@@ -315,13 +315,14 @@ def failure_words(failures: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"- {f.get('code')}: {f.get('message')}" for f in failures]
 
 
-def findings_words(findings: Sequence[Mapping[str, Any]]) -> list[str]:
+def findings_words(findings: Sequence[Mapping[str, Any]], step: str) -> list[str]:
+    """A failed round: each finding, and the repair (the step named, for step_done's ``step``)."""
     lines = ["A validator failed the step:"]
     lines += [f"- {str(f.get('validator') or '').split('@')[0]}: {f.get('message')}" for f in findings]
     lines.append(
-        "Fix the files, then call step_done again. A pass holds only for the files as that validator judged them: "
-        "once you change a file, every validator of the step runs again (with the files unchanged, only the ones "
-        "that failed)."
+        f"next: fix the files as the findings say, then call step_done again; the run waits at step {step}. A pass "
+        "holds only for the files as that validator judged them: once you change a file, every validator of the "
+        "step runs again (with the files unchanged, only the ones that failed)."
     )
     return lines
 
