@@ -11,10 +11,14 @@ The stand-in plays the model (:class:`RunPlayer`): each request carries the conv
 the last tool result the bridge gave back and decides the next call from its words alone, as a model must:
 ``WaitForMcpServers`` while the bridge's tools are not yet offered, ``start_run`` with the catalogue's example
 facts, a ``Write`` of each file a step names (the catalogue's example texts), ``step_done`` with the step the
-reply names, ``record_verdict`` (pass) for each validator it names (directly, no subagent), ``answer_question``
-with the field it names, until the reply says the run is complete. The check then looks from outside: Claude
-Code's exit and its ``Write`` results, the files in the project, the run's log (``rimthan-mcp audit``: one
-completed run), and no token, digest or attestation in any tool result the model got.
+reply names, ``record_verdict`` for each validator it names (directly, no subagent), ``answer_question``
+with the field it names, until the reply says the run is complete. One round fails: the first validator named
+(the critic) reads REPAIRED in the project and gives ``fail`` with a finding naming the file and a line to add
+while it lacks REVIEW_LINE; the failed round's reply hands the finding and the step back, and the model rewrites
+the file with ``Write`` from those words (:func:`repairs_asked`) and calls ``step_done`` again. The check then
+looks from outside: Claude Code's exit and its ``Write`` results, the files in the project (the repaired one
+holding the line), the run's log (``rimthan-mcp audit``: one failed round, then completed), and no token, digest
+or attestation in any tool result the model got.
 
 Elicitation: Claude Code declares it, and ``-p``, with no one to show a form to, cancels each form unless an
 ``Elicitation`` hook answers it. So the run is done twice: without a hook, where the first fact's form of
@@ -65,6 +69,9 @@ OLDER_ERA = "2025-11-25"  # the revision the shim makes the connection negotiate
 CANCELLED = "The user dismissed the request to confirm"
 BY_ELICITATION = "user via elicitation"
 TIMEOUT = 300
+REPAIRED = "research/findings.md"  # the file the critic fails at first and the model repairs
+FAILED_ROUND = "A validator failed the step:"  # how the bridge's reply to a failed round lists its findings
+REVIEW_LINE = "Each cited source was checked against the evidence log."  # the line the critic asks for
 FIRST_STEP = "interview"  # the research workflow's first step, the one start_run's reply gives the model
 STEP_DONE_ADVICE = f"call step_done with step {FIRST_STEP}."
 
@@ -90,6 +97,7 @@ class RunPlayer:
     bridge_results: list[str] = field(default_factory=list)  # every bridge result the model was sent, in order
     writes: list[Exchange] = field(default_factory=list)  # every Write call and its result
     stopped: str = ""  # why the player ended the turn before the run completed
+    critic: bool = True  # the first validator named fails while REPAIRED lacks REVIEW_LINE (a repair round)
 
     def __call__(self, body: dict[str, Any]) -> ToolUse | str:
         tools = [str(t.get("name", "")) for t in body.get("tools", []) if isinstance(t, dict)]
@@ -109,24 +117,44 @@ class RunPlayer:
             state = json.loads((self.examples / CONFIRMED_STATE_EXAMPLE).read_text("utf-8"))
             return ToolUse(f"{prefix}start_run", {"workflow": "research", "facts": state})
         since = history[history.index(calls[-1]) + 1 :]
-        return self._next(prefix, calls[-1], [str(e.input.get("file_path")) for e in since if e.name == WRITE_TOOL])
+        first = next((v for e in calls for v in read_result(e.result).validators), "")
+        written = [str(e.input.get("file_path")) for e in since if e.name == WRITE_TOOL]
+        return self._next(prefix, calls[-1], written, first)
 
-    def _next(self, prefix: str, last: Exchange, written: Sequence[str]) -> ToolUse | str:
+    def _next(self, prefix: str, last: Exchange, written: Sequence[str], first: str) -> ToolUse | str:
         if last.is_error:
             return self._stop(f"{last.name} refused: {last.result[:300]}")
         seen = read_result(last.result)
         if seen.complete:
             return DONE
         if seen.validators:
-            return ToolUse(f"{prefix}record_verdict", {"validator": seen.validators[0], "verdict": "pass"})
+            return ToolUse(f"{prefix}record_verdict", self._verdict(seen.validators[0], first))
         if seen.question:
             return ToolUse(f"{prefix}answer_question", {"answer": ROUTE, "field": seen.question})
+        if seen.failed and not seen.repairs:
+            return self._stop(f"a failed round with no finding to act on: {last.result[:300]}")
+        for repair in seen.repairs:
+            if str(self.project / repair.path) not in written:
+                return ToolUse(WRITE_TOOL, {"file_path": str(self.project / repair.path), "content": self._fix(repair)})
         for path in seen.files:
             if str(self.project / path) not in written:
                 return ToolUse(WRITE_TOOL, {"file_path": str(self.project / path), "content": self._compose(path)})
         if seen.step:
             return ToolUse(f"{prefix}step_done", {"step": seen.step})
         return self._stop(f"no move in: {last.result[:300]}")
+
+    def _verdict(self, validator: str, first: str) -> dict[str, Any]:
+        """The validator's verdict, as its subagent would give it: the critic (the first validator the run named)
+        reads REPAIRED in the project and fails it, with a finding, while it lacks REVIEW_LINE."""
+        target = self.project / REPAIRED
+        lacking = not target.is_file() or REVIEW_LINE not in target.read_text("utf-8")
+        if self.critic and validator == first and lacking:
+            return {"validator": validator, "verdict": "fail", "findings": [critic_finding()]}
+        return {"validator": validator, "verdict": "pass"}
+
+    def _fix(self, repair: Repair) -> str:
+        """The repaired file: its text as written before, and the line the finding asks for at its end."""
+        return self._compose(repair.path).rstrip("\n") + f"\n\n{repair.line}\n"
 
     def _compose(self, path: str) -> str:
         return StandIn(None, self.project, {"1.2.0": self.examples}).compose(path)  # type: ignore[arg-type]
@@ -152,6 +180,14 @@ def exchanges(messages: Sequence[Mapping[str, Any]]) -> list[Exchange]:
 
 
 @dataclass(frozen=True)
+class Repair:
+    """A finding of a failed round, as the model acts on it: the file it names and the line it asks for."""
+
+    path: str
+    line: str
+
+
+@dataclass(frozen=True)
 class Seen:
     """What a bridge result asks of the model next."""
 
@@ -160,6 +196,13 @@ class Seen:
     question: str = ""  # the field of the question waiting for the user's answer
     files: tuple[str, ...] = ()
     step: str = ""
+    failed: bool = False  # a validator failed the step: its findings say what to repair
+    repairs: tuple[Repair, ...] = ()  # what a failed round's findings ask to change, before step_done again
+
+
+def critic_finding() -> str:
+    """The critic's finding: the file it judged and the line that would fix it, in one sentence."""
+    return f'{REPAIRED} never says how its sources were checked: add the line "{REVIEW_LINE}" at its end.'
 
 
 def read_result(result: str) -> Seen:
@@ -180,7 +223,7 @@ def words_of(result: str) -> str:
 
 def _read_text(text: str) -> Seen:
     asked = re.search(r"[Cc]all answer_question with (?:their answer and )?field (\S+?)[.;]", text)
-    named = re.search(r"call step_done with step (\S+?)\.", text)
+    named = re.search(r"call step_done (?:with step|again; the run waits at step) (\S+?)\.", text)
     at = re.findall(r"^Run \S+ \([^)]*\): step (\S+) ", text, re.M)
     return Seen(
         complete=bool(re.search(r"^Run \S+ is complete\.", text, re.M)),
@@ -188,7 +231,20 @@ def _read_text(text: str) -> Seen:
         question=asked.group(1) if asked else "",
         files=tuple(files_to_write(text)),
         step=named.group(1) if named else (at[-1] if at else ""),
+        failed=FAILED_ROUND in text,
+        repairs=tuple(repairs_asked(text)),
     )
+
+
+def repairs_asked(text: str) -> list[Repair]:
+    """The repairs a failed round's words ask for: each finding under "A validator failed the step:" that names
+    one of the step's files (listed under "The step's files:") and a quoted line to add."""
+    head, listed = text.find(FAILED_ROUND), text.find("The step's files:")
+    if head < 0 or listed < 0:
+        return []
+    files = re.findall(r"^- (\S+)$", text[listed:], re.M)
+    found = re.findall(r'^- [^:\s]+: (\S+) .*?add the line "([^"]+)"', text[head:listed], re.M)
+    return [Repair(path, line) for path, line in found if path in files]
 
 
 def files_to_write(text: str) -> list[str]:
@@ -255,6 +311,7 @@ def run_claude_run(modules: Path, work: Path, release: Path, trust: Path, bin_di
         "; ".join(e.result[:80] for e in run.player.writes[:3]),
     )
     _words_reached(run, release, check, where)
+    _repaired(run, check, where)
     leaks = [hit for i, text in enumerate(run.player.bridge_results) for hit in opaque_in(text, f"result[{i}]")]
     check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
     _outside(run.project, run.home, bin_dir, check, where)
@@ -300,6 +357,22 @@ def first_instruction(release: Path, step: str) -> str:
     """The first line of a step's instruction text in the release (its heading left out)."""
     instruction = (release / "catalogue" / "assets" / "instructions" / f"{step}.md").read_text("utf-8")
     return next(line for line in instruction.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def _repaired(run: ClaudeRun, check: Check, where: str) -> None:
+    """The critic's fail came back in words that named the finding and the step; the model rewrote the file with
+    Write and called step_done again; the file in the project holds the repair."""
+    failed = [words_of(r) for r in run.player.bridge_results if FAILED_ROUND in words_of(r)]
+    rewrites = [e for e in run.player.writes if REVIEW_LINE in str(e.input.get("content"))]
+    target = run.project / REPAIRED
+    check(
+        len(failed) == 1 and critic_finding() in failed[0] and len(rewrites) == 1 and not rewrites[0].is_error
+        and target.is_file() and REVIEW_LINE in target.read_text("utf-8"),
+        f"{where}: a validator's fail verdict comes back with its finding; the model rewrites {REPAIRED} with "
+        f"{WRITE_TOOL}, calls step_done again and the validators pass",
+        f"{len(failed)} failed round(s) the model read, {len(rewrites)} repair write(s): "
+        + "; ".join(e.result[:80] for e in rewrites[:1]),
+    )  # fmt: skip
 
 
 def negotiated(home: Path) -> str:
@@ -357,6 +430,14 @@ def _outside(project: Path, home: Path, bin_dir: Path, check: Check, where: str)
         len(logs) == 1 and done.returncode == 0 and "outcome: completed" in done.stdout,
         f"{where}: rimthan-mcp audit verifies the run's log as completed",
         ended[0],
+    )
+    rounds = re.findall(r"\d+ failed validation round\(s\): [^;\n]*", done.stdout)
+    check(
+        len(rounds) == 1
+        and rounds[0].startswith("1 failed validation round(s): desk-research (line ")
+        and "outcome: completed" in done.stdout,
+        f"{where}: the audit shows the failed round and the run completed after it",
+        rounds[0] if rounds else "no failed validation round in the audit",
     )
 
 

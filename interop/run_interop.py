@@ -30,8 +30,10 @@
    its own ``Write`` tool, the model a stand-in for the Anthropic Messages API
    on a loopback port that decides each call from the tool result before it,
    the person an ``Elicitation`` hook (interop/claude_person.py) that accepts
-   each form; without that hook ``-p`` cancels the first form and the run does
-   not start. The whole run once more with the bridge behind a stdio shim
+   each form; one validator fails first and the model repairs the file it
+   names from the failed round's words, and the audit shows that round and the
+   run completed; without that hook ``-p`` cancels the first form and the run
+   does not start. The whole run once more with the bridge behind a stdio shim
    (interop/host_shim.py) that makes the connection negotiate 2025-11-25.
 6. Other hosts, the real Gemini CLI and Codex CLI (interop/other_hosts.py):
    the documented ``gemini mcp add`` and ``codex mcp add`` lines write the

@@ -1,7 +1,9 @@
 """The parts of ``make interop``'s whole run in ``claude -p`` that run without Claude Code.
 
 interop/claude_run.py's model reads the bridge's kept replies (tests/host/data/bridge_replies.json) into the
-move a model makes next, from the text or from the structured content; interop/model_standin.py answers a real
+move a model makes next, from the text or from the structured content, a failed round's repair included (the
+file and line its finding names, then step_done with the step it names; without those words, no move);
+interop/model_standin.py answers a real
 HTTP request on the Messages API with a streamed ``tool_use``; interop/claude_person.py, run as Claude Code runs
 an ``Elicitation`` hook, accepts a form as offered.
 """
@@ -64,8 +66,9 @@ def test_each_kept_reply_asks_from_its_words_alone_the_move_its_data_names(inter
     claude_run = interop["claude_run"]
     read, moves = claude_run.read_result, []
     for reply in _kept():
-        if reply["data"].get("status") == "validation_failed":
-            continue  # the player passes every validator: it never meets a failed round
+        if reply["data"].get("status") == "validation_failed":  # the step to call step_done with again
+            assert read(reply["text"]).step == read(json.dumps(reply["data"])).step == reply["data"]["step"]["id"]
+            continue
         from_text, from_data = read(reply["text"]), read(json.dumps(reply["data"]))
         assert _move(from_text) == _move(from_data) == _named(reply["data"]), reply["text"][:200]
         words_gone = {k: v for k, v in reply["data"].items() if k != claude_run.TEXT_FIELD}
@@ -142,3 +145,82 @@ def test_the_person_hook_accepts_a_form_as_offered(tmp_path: Path) -> None:
         "content": {"value": "Should we?", "confirm": True, "route": "desk-research"},
     }
     assert json.loads(kept.read_text("utf-8")) == form
+
+
+def _failed_reply(finding: str) -> str:
+    """The kept failed round's words, with the critic's finding in place of the kept one."""
+    reply = next(r for r in _kept() if r["data"].get("status") == "validation_failed")
+    return str(reply["text"]).replace("The recommendation cites no source.", finding)
+
+
+def _play(player: Any, results: list[tuple[str, str]]) -> Any:
+    """The player's move after the bridge tool calls ``results`` (tool, result text), one per turn."""
+    tools = [{"name": n} for n in ("Write", "mcp__rimthan__start_run", "mcp__rimthan__record_verdict")]
+    messages: list[dict[str, Any]] = []
+    for i, (tool, text) in enumerate(results):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": tool, "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": text}]},
+        ]
+    return player({"tools": tools, "messages": messages})
+
+
+def test_the_critic_fails_the_first_validator_until_the_file_holds_the_line(
+    interop: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    claude_run = interop["claude_run"]
+    pending = [r["text"] for r in _kept() if r["data"].get("status") == "validators_pending"]
+    player = claude_run.RunPlayer(tmp_path, REPO_ROOT / "catalogues" / "research-decision" / "1.2.0" / "examples")
+    first = _play(player, [("mcp__rimthan__step_done", pending[0])])
+    assert first.name == "mcp__rimthan__record_verdict"
+    finding = claude_run.critic_finding()
+    assert first.input == {"validator": "evidence-auditor", "verdict": "fail", "findings": [finding]}
+    other = _play(player, [("mcp__rimthan__step_done", pending[0]), ("mcp__rimthan__record_verdict", pending[1])])
+    assert other.input == {"validator": "decision-critic", "verdict": "pass"}  # only the first validator criticises
+    target = tmp_path / claude_run.REPAIRED
+    target.parent.mkdir(parents=True)
+    target.write_text(f"# Findings\n\n{claude_run.REVIEW_LINE}\n", "utf-8")
+    again = _play(player, [("mcp__rimthan__step_done", pending[0])])
+    assert again.input == {"validator": "evidence-auditor", "verdict": "pass"}
+
+
+def test_the_player_repairs_the_file_a_finding_names_then_calls_step_done_with_the_step_named(
+    interop: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    claude_run = interop["claude_run"]
+    player = claude_run.RunPlayer(tmp_path, REPO_ROOT / "catalogues" / "research-decision" / "1.2.0" / "examples")
+    failed = _failed_reply(claude_run.critic_finding())
+    write = _play(player, [("mcp__rimthan__record_verdict", failed)])
+    assert write.name == "Write" and write.input["file_path"] == str(tmp_path / claude_run.REPAIRED)
+    assert write.input["content"].rstrip().endswith(claude_run.REVIEW_LINE)
+    assert write.input["content"].startswith(player._compose(claude_run.REPAIRED).rstrip())  # the text it wrote
+    tools = [{"name": n} for n in ("Write", "mcp__rimthan__start_run")]
+    messages = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "v", "name": "mcp__rimthan__record_verdict"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "v", "content": failed}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "w", "name": "Write", "input": write.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "w", "content": "File updated"}]},
+    ]
+    done = player({"tools": tools, "messages": messages})
+    assert (done.name, done.input) == ("mcp__rimthan__step_done", {"step": "desk-research"})
+
+
+def test_without_the_repair_words_the_player_stops(interop: dict[str, ModuleType], tmp_path: Path) -> None:
+    """A failed round that does not name the step, or a finding on a file the step does not write: no move."""
+    claude_run = interop["claude_run"]
+    player = claude_run.RunPlayer(tmp_path, REPO_ROOT / "catalogues" / "research-decision" / "1.2.0" / "examples")
+    unnamed = _failed_reply(claude_run.critic_finding()).replace("; the run waits at step desk-research.", ".")
+    assert claude_run.read_result(unnamed).step == ""
+    write = _play(player, [("mcp__rimthan__record_verdict", unnamed)])
+    messages = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "v", "name": "mcp__rimthan__record_verdict"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "v", "content": unnamed}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "w", "name": "Write", "input": write.input}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "w", "content": "File updated"}]},
+    ]
+    said = player({"tools": [{"name": "Write"}, {"name": "mcp__rimthan__start_run"}], "messages": messages})
+    assert said.startswith("I stop here: no move in:")  # no step_done without the step named
+    elsewhere = _failed_reply(claude_run.critic_finding().replace(claude_run.REPAIRED, "research/other.md"))
+    assert claude_run.read_result(elsewhere).repairs == ()
+    said = _play(player, [("mcp__rimthan__record_verdict", elsewhere)])
+    assert said.startswith("I stop here: a failed round with no finding to act on:")
