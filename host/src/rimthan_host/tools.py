@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from mcp import types
 from rimthan_workflow_registry.errors import QUOTE_MAX_CHARS, quoted
-from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, ValidationError
 from rimthan_workflow_registry.limits import MAX_ARGUMENT_DEPTH, depth_exceeds, first_non_json_value, too_deep_message
+
+if TYPE_CHECKING:
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator, ValidationError
 
 INSTRUCTIONS = (
     "Drives a Rimthan workflow run in this project and keeps every token and digest for you. Call start_run "
@@ -132,7 +135,6 @@ TOOLS: tuple[types.Tool, ...] = (
     ),
 )
 _BY_NAME = {t.name: t for t in TOOLS}
-_CHECKERS = {t.name: Draft202012Validator(t.input_schema) for t in TOOLS}
 _JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
 
 
@@ -152,7 +154,7 @@ def argument_problem(name: str, arguments: Mapping[str, Any]) -> str | None:
     required = schema.get("required") or []
     problem = first_non_json_value(arguments) or _too_deep(arguments)
     if problem is None:
-        errors = sorted(_CHECKERS[name].iter_errors(dict(arguments)), key=lambda e: list(e.path))
+        errors = sorted(_checker(name).iter_errors(dict(arguments)), key=lambda e: list(e.path))
         if not errors:
             return None
         problem = "; ".join(dict.fromkeys(_problem(e, arguments, properties, required) for e in errors))
@@ -160,6 +162,15 @@ def argument_problem(name: str, arguments: Mapping[str, Any]) -> str | None:
     needs = f" ({', '.join(required)} required)" if required else ""
     problem = quoted(problem, PROBLEM_CHARS)
     return f"Nothing was done: {problem}. Call {name} again with the arguments fixed: {takes}{needs}."
+
+
+@cache
+def _checker(name: str) -> Draft202012Validator:
+    """Tool ``name``'s schema checker, made on the first call that needs it: a bridge answers ``tools/list`` (a
+    host's first check that it is up) without importing jsonschema (``test_bridge_start_imports.py``)."""
+    from rimthan_workflow_registry.jsonschema_formats import Draft202012Validator
+
+    return Draft202012Validator(_BY_NAME[name].input_schema)
 
 
 def _too_deep(arguments: Mapping[str, Any]) -> str | None:
