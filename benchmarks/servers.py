@@ -23,7 +23,8 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))
 from support.processes import (  # noqa: E402
     HttpServer as HttpServer,  # re-exported: the benchmarks name server processes through this module
 )
-from support.processes import http_server_process, serve_module_args, stdio_client_process  # noqa: E402
+from support.processes import http_server_process as http_server_process  # noqa: E402
+from support.processes import serve_module_args, stdio_client_process  # noqa: E402
 
 CLIENT_MODE = "auto"
 WAIT_SECONDS = 60.0

@@ -1,8 +1,9 @@
 """Instructions our server process spends on each P3 call, counted under callgrind: stable on a shared machine.
 
-``python -m benchmarks.experiments.p3_server_callgrind [--runs N] [--keep DIR]``
+``python -m benchmarks.experiments.p3_server_callgrind [--runs N] [--keep DIR] [--transport http]``
 serves the packaged research-decision 1.2.0 release (as P3 does) with
-``rimthan-mcp serve`` over stdio under ``valgrind --tool=callgrind``
+``rimthan-mcp serve`` over stdio (or, with ``--transport http``, over
+Streamable HTTP on a free port, as P3h and P6 serve it) under ``valgrind --tool=callgrind``
 (``PYTHONHASHSEED=0``) and drives ``N`` complete runs (after one untimed) with
 the host kit's harness through the SDK client, as ``bench_calls.drive_calls``
 drives ours (no echo, no mirror). Before each call and after the last, the
@@ -13,7 +14,10 @@ served (reading and parsing the request, the SDK, our handler, both encodings
 of the result, writing the response) and the idle wait after it. Per tool it
 prints the median, minimum and maximum instructions a call; ``--keep`` keeps
 the dumps (``callgrind_annotate --inclusive=yes`` on one says where a call's
-instructions go).
+instructions go). With ``--ours`` the server runs each ``call_tool`` inside
+``functools.reduce`` (``reduced_serving.py``) and each call's line also gives
+that function's inclusive instructions: our part of the call, the rest being
+the SDK's and the transport's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,10 +42,12 @@ from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_call
 
 from .. import bench_calls
 from ..fixtures import make_keys
-from ..servers import CLIENT_MODE, rimthan_server
+from ..servers import CLIENT_MODE, http_server_process, rimthan_server
 from ..synthetic import REPO_ROOT
+from .wrapped_serving import wrapped
 
 WORK = REPO_ROOT / "benchmarks" / "work" / "p3-server-callgrind"
+STARTING = 900.0  # seconds an HTTP server under callgrind may take to listen on a loaded machine
 UNCOUNTED = "-"  # what a dump of the warm-up run's calls is labelled
 
 
@@ -72,36 +79,49 @@ class Dumps:
         )
 
 
-def params(work: Path, release: Path, keys_trust: Path, state_dir: Path) -> StdioServerParameters:
-    """``rimthan-mcp serve`` as P3 starts it, under callgrind (``PYTHONHASHSEED=0``), one profile file per process."""
+ENV = {"PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")}
+
+
+def under_callgrind(work: Path, release: Path, keys_trust: Path, state_dir: Path, ours: bool) -> list[str]:
+    """``rimthan-mcp serve`` as P3 starts it (``ours``: its ``call_tool`` in a ``reduce``), under callgrind."""
     command = rimthan_server(release, keys_trust, state_dir, work / "server.log")
+    if ours:
+        command = wrapped("reduced", work / "reduced.json", command)
     valgrind = [
         "--tool=callgrind",
         f"--callgrind-out-file={work}/callgrind.out.%p",
         f"--log-file={work}/vg.%p.log",
     ]
-    env = {"PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")}
-    return StdioServerParameters(
-        command="valgrind", args=[*valgrind, sys.executable, *command.args], cwd=str(REPO_ROOT), env=env
-    )
+    return ["valgrind", *valgrind, sys.executable, *command.args]
 
 
-async def drive(work: Path, runs: int) -> Dumps:
+async def drive(work: Path, runs: int, transport: str = "stdio", ours: bool = False) -> Dumps:
     """``runs`` packaged runs (after an uncounted one) against the server under callgrind; its dumps, labelled."""
     secrets = Path(tempfile.mkdtemp(prefix="rimthan-p3-cg-"))
     try:
         keys, state_dir = make_keys(secrets), secrets / "state"
         release = bench_calls.packaged_release(keys, work)
         dumps = Dumps(work)
+        argv = under_callgrind(work, release, keys.trust_dir, state_dir, ours)
+        if transport == "http":
+            http = [*argv, "--transport", "http", "--port", "0"]
+            with http_server_process(http, cwd=REPO_ROOT, env=ENV, timeout=STARTING) as server:
+                async with Client(server.url, mode=CLIENT_MODE) as client:
+                    await all_runs(client, dumps, release, work, runs)
+            return dumps
         with (work / "server.err").open("w") as errlog:
-            transport = stdio_client(params(work, release, keys.trust_dir, state_dir), errlog=errlog)
-            async with Client(transport, mode=CLIENT_MODE) as client:
-                for run in range(runs + 1):
-                    await one_run(client, dumps, release, work / "projects" / str(run), counted=run > 0)
-                dumps.dump(dumps.current)
+            params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=str(REPO_ROOT), env=ENV)
+            async with Client(stdio_client(params, errlog=errlog), mode=CLIENT_MODE) as client:
+                await all_runs(client, dumps, release, work, runs)
         return dumps
     finally:
         shutil.rmtree(secrets, ignore_errors=True)
+
+
+async def all_runs(client: Client, dumps: Dumps, release: Path, work: Path, runs: int) -> None:
+    for run in range(runs + 1):
+        await one_run(client, dumps, release, work / "projects" / str(run), counted=run > 0)
+    dumps.dump(dumps.current)
 
 
 async def one_run(client: Client, dumps: Dumps, release: Path, project: Path, *, counted: bool) -> None:
@@ -124,35 +144,54 @@ async def one_run(client: Client, dumps: Dumps, release: Path, project: Path, *,
         raise RuntimeError("the packaged run did not complete")
 
 
-def totals(work: Path, dumps: Dumps) -> dict[str, list[int]]:
-    """Per tool, the instructions of each counted call (from each dump's ``summary:`` or ``totals:`` line)."""
+def totals(work: Path, dumps: Dumps, count: Callable[[Path], int] | None = None) -> dict[str, list[int]]:
+    """Per tool, ``count`` of each counted call's dump (by default its ``summary:`` or ``totals:`` line)."""
     per_tool: dict[str, list[int]] = {}
     for number, label in enumerate(dumps.labels, start=1):
-        if label == UNCOUNTED:
-            continue
-        path = work / f"callgrind.out.{dumps.pid}.{number}"
-        count = next(
-            int(line.split()[1]) for line in path.read_text().splitlines() if line.startswith(("summary:", "totals:"))
-        )
-        per_tool.setdefault(label, []).append(count)
+        if label != UNCOUNTED:
+            per_tool.setdefault(label, []).append((count or total)(work / f"callgrind.out.{dumps.pid}.{number}"))
     return per_tool
+
+
+def total(path: Path) -> int:
+    """A dump's instructions, from its ``summary:`` or ``totals:`` line."""
+    lines = path.read_text().splitlines()
+    return next(int(line.split()[1]) for line in lines if line.startswith(("summary:", "totals:")))
+
+
+def in_call_tool(path: Path) -> int:
+    """A dump's inclusive instructions of ``functools_reduce``: our ``call_tool`` under ``--ours``."""
+    annotated = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(path)],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    lines = [line for line in annotated.splitlines() if ":functools_reduce " in line]
+    return max((int(line.split()[0].replace(",", "")) for line in lines), default=0)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.experiments.p3_server_callgrind")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    parser.add_argument("--ours", action="store_true", help="also count call_tool's part (inside functools.reduce)")
     args = parser.parse_args(argv)
     work = args.keep or WORK
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    dumps = anyio.run(drive, work, args.runs)
+    dumps = anyio.run(drive, work, args.runs, args.transport, args.ours)
     time.sleep(1)
     for tool, counts in sorted(totals(work, dumps).items()):
         print(
             f"{tool:<32} calls {len(counts):>3}  median {statistics.median(counts):>12,.0f}  "
             f"min {min(counts):>12,}  max {max(counts):>12,}"
         )
+    if args.ours:
+        for tool, counts in sorted(totals(work, dumps, in_call_tool).items()):
+            print(
+                f"{tool + ' call_tool':<42} median {statistics.median(counts):>12,.0f}  "
+                f"min {min(counts):>12,}  max {max(counts):>12,}"
+            )
     return 0
 
 
