@@ -35,6 +35,7 @@ from ..bytecode import compile_bytecode
 from ..fixtures import make_keys
 from ..servers import CLIENT_MODE
 from ..synthetic import REPO_ROOT
+from .p3_server_callgrind import total
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from support.processes import serve_options  # noqa: E402
@@ -82,10 +83,15 @@ async def list_tools(argv: list[str], errlog: Path, callgrind: Path | None) -> N
                 dump(callgrind)
 
 
+def server_pid(callgrind: Path) -> str:
+    """The server's process id under valgrind, from its log file's name: the lowest (a child it forked writes one
+    too, later, under a higher id; which log was written last says nothing, valgrind writes the server's at exit)."""
+    return str(min(int(log.name.split(".")[1]) for log in callgrind.glob("vg.*.log")))
+
+
 def dump(callgrind: Path) -> None:
     """Dump the server's counters (by its process id: never another valgrind's) and wait until the dump is written."""
-    logs = sorted(callgrind.glob("vg.*.log"), key=lambda p: p.stat().st_mtime)  # the first: not a forked child's
-    pid = logs[0].name.split(".")[1]
+    pid = server_pid(callgrind)
     subprocess.run(["callgrind_control", "--dump=listed", pid], check=True, capture_output=True)
     deadline = time.monotonic() + 300
     while not list(callgrind.glob(f"cg.{pid}.1")) and time.monotonic() < deadline:
@@ -99,13 +105,19 @@ def read_start(errlog: Path, callgrind: Path | None) -> Started:
     top = [(int(row[1]), row[2].strip()) for row in rows if not row[2].startswith("  ")]
     count = 0
     if callgrind is not None:
-        dumps = sorted(callgrind.glob("cg.*.1"))  # the dump at the answer (the file at exit is cg.PID)
-        count = next(
-            int(line.split()[1])
-            for line in dumps[0].read_text().splitlines()
-            if line.startswith(("summary:", "totals:"))
-        )
+        [at_answer] = callgrind.glob("cg.*.1")  # the one dump, at the answer (the file written at exit is cg.PID)
+        count = total(at_answer)
     return Started(len(rows), sorted(top, reverse=True)[:12], count)
+
+
+def report(name: str, starts: list[Started], counted: bool) -> None:
+    if counted:
+        counts = [s.instructions for s in starts]
+        print(f"{name}: instructions median {statistics.median(counts):,.0f} min {min(counts):,} max {max(counts):,}")
+        return
+    print(f"{name}: modules {sorted({s.modules for s in starts})}; largest top-level imports (last start):")
+    for micros, module in starts[-1].largest:
+        print(f"    {micros:>9,} us  {module}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,14 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 errlog = WORK / f"{name}-{run}.err"
                 anyio.run(list_tools, server, errlog, cg)
                 starts.append(read_start(errlog, cg))
-            counts = [s.instructions for s in starts]
-            print(f"{name}: modules {sorted({s.modules for s in starts})}", end="")
-            if args.callgrind:
-                print(f"  instructions median {statistics.median(counts):,.0f} min {min(counts):,} max {max(counts):,}")
-            else:
-                print()
-            for micros, module in starts[-1].largest:
-                print(f"    {micros:>9,} us  {module}")
+            report(name, starts, args.callgrind)
     finally:
         shutil.rmtree(secrets, ignore_errors=True)
     return 0
