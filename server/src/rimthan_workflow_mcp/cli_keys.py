@@ -12,6 +12,7 @@ import json
 import os
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,7 +79,16 @@ def check_key_path_untracked(path: Path) -> None:
 
 
 def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
-    """The key file at ``path`` (created with one signing key when ``create``), and whether it was created."""
+    """The key file at ``path`` (created with one signing key when ``create``), and whether it was created; its
+    ``key_file_exposed`` warnings said on stderr."""
+    keyring, created, warnings = opened_keyring(path, create=create)
+    for said in warnings:
+        warn(said.code, said.where, said.message, said.next_step)
+    return keyring, created
+
+
+def opened_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool, tuple[KeyFileWarning, ...]]:
+    """:func:`open_keyring` with its warnings returned, not said (``audit --json`` puts them in its document)."""
     from rimthan_workflow_registry.run import CheckpointKeyring
 
     check_key_path_untracked(path)
@@ -86,35 +96,46 @@ def open_keyring(path: Path, *, create: bool) -> tuple[CheckpointKeyring, bool]:
         keyring, created = CheckpointKeyring.load(path), False
     else:  # replicas starting together on one state directory: one creates the file, the others load it
         keyring, created = CheckpointKeyring.opened(path)
-    if not created:
-        warn_if_exposed(path)
-    warn_if_folder_exposed(path)
-    return keyring, created
+    exposed = () if created else file_exposed(path)
+    return keyring, created, (*exposed, *folder_exposed(path))
 
 
-def warn_if_exposed(path: Path) -> None:
+@dataclass(frozen=True)
+class KeyFileWarning:
+    """A ``key_file_exposed`` warning: the command goes on."""
+
+    code: FailureCode
+    where: str
+    message: str
+    next_step: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code.value, "path": self.where, "message": self.message, "next_step": self.next_step}
+
+
+def file_exposed(path: Path) -> tuple[KeyFileWarning, ...]:
     """``key_file_exposed`` when others than the owner may read or write the key file: either can forge checkpoints."""
     exposed = key_file_exposure(path, READ_WRITE_BITS)
-    if exposed is not None:
-        said = exposure_warning(exposed, _CHECKPOINT_KEYS)
-        warn(FailureCode.KEY_FILE_EXPOSED, str(path), said.message, said.next_step)
+    if exposed is None:
+        return ()
+    said = exposure_warning(exposed, _CHECKPOINT_KEYS)
+    return (KeyFileWarning(FailureCode.KEY_FILE_EXPOSED, str(path), said.message, said.next_step),)
 
 
-def warn_if_folder_exposed(path: Path) -> None:
+def folder_exposed(path: Path) -> tuple[KeyFileWarning, ...]:
     """``key_file_exposed`` when others than the owner may write the directory holding the key file (not sticky):
     they can rename another file over it, whatever its own mode, and forge checkpoints (or lower the floor)."""
     folder = Path(os.path.realpath(path)).parent if path.is_symlink() else path.parent
     exposed = key_file_exposure(folder, WRITE_BITS)
     if exposed is None or exposed.mode & stat.S_ISVTX:  # sticky (/tmp): only the owner may replace the file
-        return
+        return ()
     fix = f"chmod 700 {folder}" if exposed.owned else f"ask the owner of {folder} (uid {exposed.uid}) to chmod 700 it"
-    warn(
-        FailureCode.KEY_FILE_EXPOSED,
-        str(folder),
+    message = (
         f"the directory holding the checkpoint key file is writable by {exposed.whom} (mode {exposed.mode:04o}): "
-        "whoever can write it can replace the key file, whatever its mode, and forge checkpoints",
-        f"{fix}  (only the server's user writes its state directory)",
+        "whoever can write it can replace the key file, whatever its mode, and forge checkpoints"
     )
+    next_step = f"{fix}  (only the server's user writes its state directory)"
+    return (KeyFileWarning(FailureCode.KEY_FILE_EXPOSED, str(folder), message, next_step),)
 
 
 _CHECKPOINT_KEYS = KeyFileKind("checkpoint key file", "forge checkpoints", "the server writes it", "its servers")
@@ -155,13 +176,24 @@ def _in_file(path: Path, action: Callable[[], Any]) -> Any:
 
 
 def _audit_keyring(path: Path) -> CheckpointKeyring:
-    """The keys an audit verifies with. None at ``path`` is refused with the audit's own next step: new keys (what
-    a missing key file suggests to ``keys``) verify none of a run's tokens."""
+    """The keys an audit verifies with (the key file's warnings said). None at ``path`` is refused with the audit's
+    own next step: new keys (what a missing key file suggests to ``keys``) verify none of a run's tokens."""
+    _key_file_present(path)
+    return open_keyring(path, create=False)[0]
+
+
+def _audit_keys(path: Path) -> tuple[CheckpointKeyring, tuple[KeyFileWarning, ...]]:
+    """:func:`_audit_keyring` with the key file's warnings returned, not said."""
+    _key_file_present(path)
+    keyring, _, warnings = opened_keyring(path, create=False)
+    return keyring, warnings
+
+
+def _key_file_present(path: Path) -> None:
     if not os.path.lexists(path):
         raise KeyringError(
             FailureCode.KEY_INVALID, "cannot read checkpoint keys: no such file", path=str(path), next_step=_AUDIT_KEYS
         )
-    return open_keyring(path, create=False)[0]
 
 
 def _keys_path(checkpoint_keys: Path | None, state_dir: Path | None) -> Path:
@@ -207,7 +239,13 @@ _state_option = click.option(
     help="A release to verify and read, as --releases-dir (repeatable).",
 )
 @trust_option(" Used only with --releases-dir or --release.")
-@click.option("--json", "as_json", is_flag=True, help="Print the history (or the refusal) as JSON on stdout.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the history (or the refusal) as one JSON document on stdout; key file warnings go in its "
+    "'warnings', not to stderr.",
+)
 def audit(
     log_file: Path,
     checkpoint_keys: Path | None,
@@ -244,19 +282,22 @@ def audit(
     from .audit_releases import read_audit_releases
 
     path = _keys_path(checkpoint_keys, state_dir)
-    keyring = guard(lambda: _audit_keyring(path), on_io_error=KEYS_IO)
+    keyring, warnings = guard(lambda: _audit_keys(path), on_io_error=KEYS_IO, as_json=as_json)
+    for said in () if as_json else warnings:  # --json: in the document, stderr stays empty
+        warn(said.code, said.where, said.message, said.next_step)
     with guard(lambda: log_file.open("rb"), on_io_error=LOG_IO, as_json=as_json) as stream:
         history = guard(
             lambda: audit_run(logged_tokens(stream, str(log_file)), keyring.for_audit(), source=str(log_file)),
             on_io_error=LOG_IO,
             as_json=as_json,
         )
-    store = guard(lambda: load_trust(trust)) if releases_dir is not None or release_dirs else None
-    releases = guard(lambda: read_audit_releases(release_dirs, releases_dir, store))
+    store = guard(lambda: load_trust(trust), as_json=as_json) if releases_dir is not None or release_dirs else None
+    releases = guard(lambda: read_audit_releases(release_dirs, releases_dir, store), as_json=as_json)
     ending = ending_of(history, releases.verified, missing=releases.missing_note())
     retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
-    if as_json:
-        document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired}
+    if as_json:  # stdout holds the one document, warnings included; stderr nothing
+        said = [w.to_json() for w in warnings]
+        document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired, "warnings": said}
         click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in describe(history):
