@@ -624,18 +624,18 @@ def test_hmac_comparison_is_constant_time_by_construction() -> None:
     assert "==" not in source.replace("hmac.compare_digest(", "")
     assert vars(jwt.algorithms)["hmac"] is hmac  # the stdlib module, not a shadow
     # and our verifier never compares signatures itself: it hands the MAC check to PyJWT's HS256 algorithm
-    from rimthan_workflow_registry.run import tokens
+    from rimthan_workflow_registry.run import token_mac, tokens
 
-    assert type(tokens._hs256()) is jwt.algorithms.HMACAlgorithm  # PyJWT's HS256, built on first use
-    assert tokens._hs256().hash_alg is jwt.algorithms.HMACAlgorithm.SHA256
+    assert type(token_mac._hs256()) is jwt.algorithms.HMACAlgorithm  # PyJWT's HS256, built on first use
+    assert token_mac._hs256().hash_alg is jwt.algorithms.HMACAlgorithm.SHA256
     verify_source = "".join(
         inspect.getsource(part)
-        for part in (tokens.CheckpointKeyring.verify, tokens.CheckpointKeyring.authenticate, tokens.AdmittedToken)
+        for part in (tokens.CheckpointKeyring.verify, tokens.CheckpointKeyring.authenticate, token_mac.AdmittedToken)
     )
     assert "_hs256().verify(" in verify_source
     assert "compare_digest" not in verify_source
     assert "signature ==" not in verify_source and "== segments.signature" not in verify_source
-    module_source = inspect.getsource(tokens)
+    module_source = inspect.getsource(tokens) + inspect.getsource(token_mac)
     assert "import hmac" not in module_source and "hashlib" not in module_source
 
 

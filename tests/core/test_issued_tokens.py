@@ -15,7 +15,8 @@ from rimthan_workflow_registry.run.checkpoints import (
     verify_checkpoint,
 )
 from rimthan_workflow_registry.run.issued_tokens import ISSUED_TOKEN_CHARS, IssuedTokens
-from rimthan_workflow_registry.run.tokens import AdmittedToken, AuthenticToken, CheckpointKeyring
+from rimthan_workflow_registry.run.token_mac import AdmittedToken, AuthenticToken
+from rimthan_workflow_registry.run.tokens import CheckpointKeyring
 
 
 @dataclass(frozen=True)

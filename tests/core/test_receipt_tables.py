@@ -50,9 +50,10 @@ from rimthan_workflow_registry.run.checkpoint_claims import (
 )
 from rimthan_workflow_registry.run.checkpoints import _COMPOSED_FROM as COMPOSED_FROM
 from rimthan_workflow_registry.run.checkpoints import _exact_types, _issued_accepted
+from rimthan_workflow_registry.run.key_file import KEY_BYTES
 from rimthan_workflow_registry.run.receipts import ArtifactTable, ValidatorTable
 from rimthan_workflow_registry.run.token_wire import claims_payload, peek_claims
-from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, KEY_BYTES, CheckpointKeyring
+from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring
 from support.engines import TickingClock, drive, make_engines
 
 HEX = "0123456789abcdef"

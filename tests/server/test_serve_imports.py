@@ -159,6 +159,7 @@ _CALLS_ONLY = frozenset(
             f"rimthan_workflow_registry.run.{name}"
             for name in (
                 "checkpoints",
+                "token_mac",
                 "checkpoint_claims",
                 "receipts",
                 "issued_tokens",

@@ -49,7 +49,7 @@ MAX_JSON_SAFE_INTEGER = 2**53 - 1
 CLOCK_SKEW_SECONDS = 2
 """How far past this server's clock a time in a call may lie: clocks of a fleet's replicas and of its hosts agree
 within this (NTP does far better; times are whole seconds, so a host a moment ahead can round up to the next one).
-A token whose ``iat`` is later than that is refused (``run.tokens.check_issued_at``), and so is a confirmation
+A token whose ``iat`` is later than that is refused (``run.token_mac.check_issued_at``), and so is a confirmation
 whose ``confirmed_at`` is (``run.confirmed_state``): a "yes" dated further ahead would be fresh for every later
 checkpoint."""
 

@@ -296,8 +296,8 @@ def audit(
     ending = ending_of(history, releases.verified, missing=releases.missing_note())
     retired = sorted({c.key_id for c in history.checkpoints} & set(keyring.archived))
     if as_json:  # stdout holds the one document, warnings included; stderr nothing
-        said = [w.to_json() for w in warnings]
-        document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired, "warnings": said}
+        listed = [w.to_json() for w in warnings]
+        document = {**history.to_json(), "outcome": ending.to_json(), "retired_keys": retired, "warnings": listed}
         click.echo(json.dumps(document, indent=2, sort_keys=True))
         return
     for line in describe(history):

@@ -4,8 +4,10 @@ Modules, in the order a tool call uses them:
 
 ``tokens``
     ``CheckpointKeyring``: HMAC-signed JWS (unencoded JSON payload) with key ids, rotation and retirement;
-    ``token_wire`` the token's characters (the claims' payload, the split, the digest, unverified peeks);
-    ``key_file`` the checkpoint key file on disk (read strictly, written whole with mode 0600, created once);
+    ``token_wire`` the token's characters (the claims' payload, the split, the header's members, the digest,
+    unverified peeks); ``token_mac`` the MAC (PyJWT's HS256) and the claims of a token whose MAC verified,
+    imported on a token's first use; ``key_file`` the checkpoint key file (its JSON document, read strictly,
+    written whole with mode 0600, created once);
     ``issued_tokens`` the bounded cache of tokens this process issued, consulted once header and key id pass.
 ``checkpoints``
     The checkpoint record (receipts, host binding, confirmed-state digest) and

@@ -26,8 +26,9 @@ from rimthan_workflow_registry.run.checkpoint_claims import (
 )
 from rimthan_workflow_registry.run.issued_tokens import IssuedTokens
 from rimthan_workflow_registry.run.receipts import ArtifactReceipt, ArtifactTable, ValidatorReceipt, ValidatorTable
+from rimthan_workflow_registry.run.token_mac import AuthenticToken, check_issued_at
 from rimthan_workflow_registry.run.token_wire import claim_json, claims_payload, composed_payload, token_digest
-from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, AuthenticToken, CheckpointKeyring, check_issued_at
+from rimthan_workflow_registry.run.tokens import CHECKPOINT_TYPE, CheckpointKeyring
 
 __all__ = [
     "ArtifactReceipt",

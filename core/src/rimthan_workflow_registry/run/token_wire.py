@@ -3,7 +3,8 @@
 What a token's characters are, apart from any key: the payload a set of
 claims is written as (:func:`claims_payload`, compact ASCII JSON with every
 period escaped), the split of a token into its canonical base64url header and
-signature around the payload (:func:`split_token`), the digest that links a
+signature around the payload (:func:`split_token`), the members its header
+holds (:data:`HEADER_MEMBERS`), the digest that links a
 checkpoint to its parent, the UNVERIFIED peeks offline tools use, and how a
 later token format will name itself (:data:`NUMBERED_TYPE`,
 :func:`newer_token_format`).
@@ -27,6 +28,10 @@ from rimthan_workflow_registry.limits import MAX_TOKEN_CHARS
 
 _PERIOD_ESCAPE = "\\u002e"  # how the payload's JSON writes a period inside a string
 TOKEN_FORMAT = 1  # the token format this version issues and reads; its types carry no number
+ALGORITHM = "HS256"
+UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
+HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what a token's header holds; any other is refused
+EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
 # How a later token format N (>= 2) types its tokens: the kind, "-<N>", then "+jwt" (``rimthan-checkpoint-2+jwt``,
 # ``rimthan-validation-bundle-2+jwt``). A decimal with no leading zero and nothing around it.
 NUMBERED_TYPE = re.compile(r"(?P<kind>rimthan-[a-z]+(?:-[a-z]+)*)-(?P<format>[1-9][0-9]{0,8})\+jwt")

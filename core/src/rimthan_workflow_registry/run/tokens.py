@@ -8,19 +8,17 @@ signature over ``header.payload``. The claims' JSON never holds a period
 (every ``.`` inside a string is written as the JSON escape ``\\u002e``, and no
 claim is a fractional number), as RFC 7797 section 5.2 requires of an
 unencoded payload in the Compact Serialization. PyJWT (a maintained library)
-computes the signature (it signs the payload detached;
-:meth:`CheckpointKeyring.sign_payload` puts the payload between the two
-segments it writes) and its HS256 verifies it. We add the checks a token kind
+computes the signature and its HS256 verifies it (``run/token_mac``: the MAC,
+and the claims once it verified). This module holds the keys
+(:class:`CheckpointKeyring`; ``run/key_file`` reads and writes their file)
+and the header rules. We add the checks a token kind
 needs: the header holds exactly what ``sign`` writes (``typ`` pins the token
 kind), the header and signature are canonical base64url (a re-encoded token is
 refused even when it decodes to the same bytes; ``run/token_wire`` splits a
 token's characters), and every claim set is validated against a closed shape
-by the caller. Key ids let keys rotate: several keys verify, one signs. HMAC
-comparison is constant-time (``hmac.compare_digest`` in PyJWT). The payload,
-the part that grows with a run, is never base64-decoded: the MAC covers its
-exact characters, and only then is it parsed, once, by ``json.loads``.
+by the caller. Key ids let keys rotate: several keys verify, one signs.
 :meth:`CheckpointKeyring.admit` makes the header checks,
-:meth:`AdmittedToken.authentic` the MAC; in between, a caller that remembers
+:meth:`.token_mac.AdmittedToken.authentic` the MAC; in between, a caller that remembers
 issuing these exact characters under the very key admitted may answer without
 the MAC (``run/issued_tokens``).
 Tokens of the earlier format (a base64url payload) are refused with a
@@ -31,43 +29,37 @@ refused saying a newer version issued it, read from nothing but that ``typ``.
 
 from __future__ import annotations
 
-import base64
-import json
-import re
 import secrets
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, TokenError
-from rimthan_workflow_registry.limits import CLOCK_SKEW_SECONDS
-from rimthan_workflow_registry.run.key_file import read_key_file, write_key_file
+from rimthan_workflow_registry.run.key_file import (
+    KEY_BYTES,
+    KeyDocument,
+    key_document,
+    parse_key_document,
+    read_key_file,
+    write_key_file,
+)
 from rimthan_workflow_registry.run.token_wire import (
+    ALGORITHM,
+    EARLIER_HEADER_MEMBERS,
+    HEADER_MEMBERS,
     TOKEN_FORMAT,
-    TokenSegments,
-    b64url_encode,
+    UNENCODED,
     claims_payload,
     newer_token_format,
     split_token,
 )
-from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, newer_format
 
 if TYPE_CHECKING:
-    from jwt.algorithms import HMACAlgorithm
+    from rimthan_workflow_registry.run.token_mac import AdmittedToken, AuthenticToken
 
 CHECKPOINT_TYPE = "rimthan-checkpoint+jwt"
 BUNDLE_TYPE = "rimthan-validation-bundle+jwt"
-ALGORITHM = "HS256"
-KEY_BYTES = 32
-KEYRING_FORMAT = "rimthan.checkpoint-keys/1"
-_FILE_MEMBERS = frozenset({"format", "signing_key_id", "keys", "retired", "archived"})  # what save() writes
-_ENTRY_MEMBERS = frozenset({"id", "key"})
-_HEADER_MEMBERS = frozenset({"alg", "b64", "crit", "kid", "typ"})  # what sign() writes; any other member is refused
-_EARLIER_HEADER_MEMBERS = frozenset({"alg", "kid", "typ"})  # the earlier format's header (base64url payload)
-_UNENCODED = "b64"  # RFC 7797: the payload is carried as it is, not base64url-encoded
 RETIRED_KEY_NEXT = (
     "start a new run: checkpoints of a key retired with `rimthan-mcp keys retire` are refused for good "
     "(the key file keeps it only for `rimthan-mcp audit`, which still verifies the runs it signed)"
@@ -79,35 +71,9 @@ NEWER_TOKEN_NEXT = (
 )
 
 
-@cache
-def _hs256() -> HMACAlgorithm:
-    """PyJWT's HS256, imported on first use: PyJWT loads cryptography's x509 and RSA/EC code, which a
-    server start (it only lists tools) does not need."""
-    from jwt.algorithms import HMACAlgorithm
-
-    return HMACAlgorithm(HMACAlgorithm.SHA256)
-
-
-@lru_cache(maxsize=16)
-def _prepared_key(key: bytes) -> bytes:
-    """PyJWT's HS256 ``prepare_key`` of a keyring key (its checks that the bytes are no PEM, SSH, DER or JWK key
-    cost more than the MAC of a token), made once per key: the result depends on the key's bytes alone."""
-    return _hs256().prepare_key(key)
-
-
-@lru_cache(maxsize=64)
-def _header_segment(key: bytes, kid: str, token_type: str) -> bytes:
-    """The base64url header PyJWT's ``api_jws.encode`` writes for a detached unencoded token of ``kid`` and
-    ``token_type`` (the header holds no other member, so it is the same for every payload)."""
-    from jwt import api_jws  # on first use (see _hs256)
-
-    detached = api_jws.encode(b"", key, algorithm=ALGORITHM, headers={"kid": kid, "typ": token_type, _UNENCODED: False})
-    return detached.split(".")[0].encode("ascii")
-
-
 def _newer_format(header: Mapping[str, Any], token_type: str) -> int | None:
     """The later format a header of exactly this version's members names in its ``typ`` for ``token_type``."""
-    return newer_token_format(header["typ"], token_type) if set(header) == _HEADER_MEMBERS else None
+    return newer_token_format(header["typ"], token_type) if set(header) == HEADER_MEMBERS else None
 
 
 def issued_by_newer_version(token: str, token_type: str) -> int | None:
@@ -115,67 +81,6 @@ def issued_by_newer_version(token: str, token_type: str) -> int | None:
     Rimthan version"), else None: from its header alone (UNVERIFIED; for words about a refusal only)."""
     segments = split_token(token)
     return _newer_format(segments.header, token_type) if segments is not None else None
-
-
-_KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
-
-
-def _newer_key_file(raw: Any) -> KeyringError | None:
-    """A key file a newer version wrote: ``key_invalid`` saying so, never advising new keys (or a rewrite)."""
-    newer = newer_format(raw.get("format"), KEYRING_FORMAT) if isinstance(raw, dict) else None
-    if newer is None:
-        return None
-    return KeyringError(
-        FailureCode.KEY_INVALID,
-        f"cannot read checkpoint keys: {newer.reason()}",
-        next_step=f"{ROLLBACK_NEXT}; do not create new keys: the runs these keys signed would be refused",
-    )
-
-
-def _is_key_id(value: Any) -> bool:
-    """A key id as the file holds it: visible ASCII, no space (``keys list`` prints one per line)."""
-    return isinstance(value, str) and _KEY_ID.fullmatch(value) is not None
-
-
-def _key_list(entries: Any, member: str) -> dict[str, bytes]:
-    """``[{"id": ..., "key": <base64>}, ...]`` by id; a repeated id or anything else is refused."""
-    if not isinstance(entries, list):
-        raise ValueError(f"{member} is not a list")
-    keys: dict[str, bytes] = {}
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict) or set(entry) != _ENTRY_MEMBERS:
-            raise ValueError(f"{member}[{index}] is not an object of exactly an id and a key")
-        kid, key = entry["id"], entry["key"]
-        if not _is_key_id(kid) or not isinstance(key, str):
-            raise ValueError(f"{member}: an entry's id is not a key id or its key is not base64 text")
-        if kid in keys:
-            raise ValueError(f"{member}: key id {kid!r} is listed twice")
-        keys[kid] = _key_bytes(key, member, kid)
-        if len(keys[kid]) < KEY_BYTES:  # archived keys too: audit verifies with them
-            raise ValueError(f"{member}: key {kid!r} is shorter than {KEY_BYTES} bytes")
-    return keys
-
-
-def _one_id_per_key(entries: Iterable[tuple[str, bytes]]) -> None:
-    """``key_invalid`` when two ids (live or archived) hold the same key: retiring one would leave it verifying
-    under the other, so a retired (leaked) key would still sign and verify runs."""
-    ids: dict[bytes, str] = {}
-    for kid, key in entries:
-        if key in ids:
-            raise KeyringError(
-                FailureCode.KEY_INVALID,
-                f"key ids {ids[key]!r} and {kid!r} hold the same key: retiring one would leave it live under the other",
-                next_step=f"remove the copied entry ({kid!r} or {ids[key]!r}) from the key file: each id needs a key "
-                "of its own (`rimthan-mcp keys add` makes one)",
-            )
-        ids[key] = kid
-
-
-def _key_bytes(text: str, member: str, kid: str) -> bytes:
-    try:
-        return base64.b64decode(text, validate=True)
-    except ValueError as exc:  # binascii.Error: bad padding, a character outside base64
-        raise ValueError(f"{member}: key {kid!r} is not base64 ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -216,23 +121,8 @@ class CheckpointKeyring:
 
     @classmethod
     def _from_json(cls, raw: Any) -> CheckpointKeyring:
-        if not isinstance(raw, dict) or raw.get("format") != KEYRING_FORMAT:
-            raise _newer_key_file(raw) or ValueError(f"format is not {KEYRING_FORMAT}")
-        if unknown := sorted(set(raw) - _FILE_MEMBERS):  # a misspelt "retired" would leave its keys live
-            raise ValueError(f"unknown member(s) {', '.join(map(repr, unknown))}")
-        keys, archived = _key_list(raw["keys"], "keys"), _key_list(raw.get("archived", []), "archived")
-        retired = raw.get("retired", [])
-        if not isinstance(retired, list) or not all(_is_key_id(k) for k in retired):
-            raise ValueError("retired is not a list of key ids")
-        signing = raw["signing_key_id"]
-        if not _is_key_id(signing):
-            raise ValueError(f"signing_key_id {signing!r} is not a key id")
-        if both := sorted(set(keys) & (set(retired) | set(archived))):
-            raise ValueError(f"key {both[0]!r} is listed both as live and as retired")
-        _one_id_per_key({**archived, **keys}.items())
-        return cls(
-            signing_key_id=signing, keys=keys, retired=frozenset(retired) | frozenset(archived), archived=archived
-        )
+        keys = parse_key_document(raw)
+        return cls(keys.signing_key_id, keys.keys, keys.retired, keys.archived)
 
     @classmethod
     def load_or_create(cls, path: Path) -> CheckpointKeyring:
@@ -262,13 +152,7 @@ class CheckpointKeyring:
 
     def _document(self) -> dict[str, Any]:
         """The key file's JSON, as :meth:`load` reads it."""
-        return {
-            "format": KEYRING_FORMAT,
-            "signing_key_id": self.signing_key_id,
-            "keys": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.keys.items())],
-            "retired": sorted(self.retired),
-            "archived": [{"id": k, "key": base64.b64encode(v).decode()} for k, v in sorted(self.archived.items())],
-        }
+        return key_document(KeyDocument(self.signing_key_id, self.keys, self.retired, self.archived))
 
     def rotated(self) -> CheckpointKeyring:
         """A new signing key at once (one server); old keys keep verifying until retired."""
@@ -340,17 +224,13 @@ class CheckpointKeyring:
         return self.sign_payload(claims_payload(claims), token_type)
 
     def sign_payload(self, payload: bytes, token_type: str) -> str:
-        """The token of ``payload`` (what :func:`claims_payload` writes): PyJWT's HS256 JWS, payload unencoded.
+        """The token of ``payload`` (what :func:`claims_payload` writes): PyJWT's HS256 JWS, payload unencoded
+        (:func:`.token_mac.signed_token`)."""
+        from rimthan_workflow_registry.run.token_mac import signed_token  # on a token's first use
 
-        PyJWT writes the header (once per key id and token kind: it holds nothing else) and computes the MAC
-        over ``header.payload`` with the key it prepared once (:func:`_prepared_key`).
-        """
         if b"." in payload:
             raise ValueError("an unencoded compact JWS payload cannot hold a period (RFC 7797 section 5.2)")
-        key = self.signing_key
-        header = _header_segment(key, self.signing_key_id, token_type)
-        signature = _hs256().sign(header + b"." + payload, _prepared_key(key))
-        return f"{header.decode('ascii')}.{payload.decode('ascii')}.{b64url_encode(signature)}"
+        return signed_token(payload, self.signing_key, self.signing_key_id, token_type)
 
     def verify(self, token: str, token_type: str, code: FailureCode) -> dict[str, Any]:
         """Claims of a token this keyring signed, or ``TokenError(code)``."""
@@ -377,7 +257,7 @@ class CheckpointKeyring:
             raise TokenError(code, f"the {what} token is malformed; send the token exactly as the server issued it")
         header = segments.header
         kid = header.get("kid")
-        if header.get("typ") == token_type and set(header) == _EARLIER_HEADER_MEMBERS:
+        if header.get("typ") == token_type and set(header) == EARLIER_HEADER_MEMBERS:
             raise TokenError(
                 code,
                 f"the {what} token is in the format of an earlier server version (base64url payload), "
@@ -393,9 +273,9 @@ class CheckpointKeyring:
         if (
             header.get("typ") != token_type
             or header.get("alg") != ALGORITHM
-            or set(header) != _HEADER_MEMBERS
-            or header[_UNENCODED] is not False
-            or header["crit"] != [_UNENCODED]
+            or set(header) != HEADER_MEMBERS
+            or header[UNENCODED] is not False
+            or header["crit"] != [UNENCODED]
         ):
             raise TokenError(code, f"the token is not a {what} token")
         if not isinstance(kid, str):
@@ -411,74 +291,14 @@ class CheckpointKeyring:
                 FailureCode.CHECKPOINT_KEY_UNKNOWN,
                 f"the {what} token was signed with a key this server does not hold ({kid!r})",
             )
+        from rimthan_workflow_registry.run.token_mac import AdmittedToken  # on a token's first use
+
         return AdmittedToken(segments, self.keys[kid], what, code)
 
     @property
     def signing_key(self) -> bytes:
         """The key :meth:`sign_payload` signs with."""
         return self.keys[self.signing_key_id]
-
-
-@dataclass(frozen=True)
-class AdmittedToken:
-    """A token whose header follows the token rules and names ``key``, a live key of the keyring: MAC unchecked.
-
-    Only :meth:`authentic` (the MAC) makes its payload readable. A caller that
-    signed these exact characters with this exact key itself already knows
-    what the MAC check would answer (see ``run/issued_tokens``).
-    """
-
-    segments: TokenSegments
-    key: bytes = field(repr=False)
-    what: str
-    code: FailureCode
-
-    def authentic(self) -> AuthenticToken:
-        """The token once its MAC verifies with :attr:`key` (PyJWT HS256, constant-time), else ``TokenError``."""
-        segments = self.segments
-        if not _hs256().verify(segments.signing_input, _prepared_key(self.key), segments.signature):
-            raise TokenError(self.code, f"the {self.what} token does not verify (InvalidSignatureError)")
-        return AuthenticToken(segments.payload, self.what, self.code)
-
-
-@dataclass(frozen=True)
-class AuthenticToken:
-    """A token whose MAC verified (PyJWT's HS256: HMAC-SHA256, constant-time compare): its payload, unread.
-
-    The checks ``jwt.decode`` makes for these tokens after the signature - a
-    JSON object payload, a required integer ``iat`` not in the future - are
-    :meth:`claims` (what the payload's bytes decide) and
-    :meth:`check_issued_at` (what the clock decides, so never remembered).
-    """
-
-    payload: str
-    what: str
-    code: FailureCode
-
-    def claims(self) -> dict[str, Any]:
-        """The payload's JSON object with an integer ``iat``, or ``TokenError``; the clock is not consulted."""
-        try:
-            claims = json.loads(self.payload)
-        except ValueError:
-            claims = None
-        if not isinstance(claims, dict):
-            raise TokenError(self.code, f"the {self.what} token does not verify (DecodeError)")
-        issued = claims.get("iat")
-        if "iat" not in claims:
-            raise TokenError(self.code, f"the {self.what} token does not verify (MissingRequiredClaimError)")
-        if not isinstance(issued, int) or isinstance(issued, bool):
-            raise TokenError(self.code, f"the {self.what} token does not verify (InvalidIssuedAtError)")
-        return claims
-
-    def check_issued_at(self, issued: int) -> None:
-        """``TokenError`` when the token says it was issued after now (another clock, or a clock set back)."""
-        check_issued_at(issued, self.what, self.code)
-
-
-def check_issued_at(issued: int, what: str, code: FailureCode) -> None:
-    """``TokenError(code)`` when a ``what`` token's ``iat`` is after now: checked on every verification."""
-    if issued > time.time() + CLOCK_SKEW_SECONDS:
-        raise TokenError(code, f"the {what} token does not verify (ImmatureSignatureError)")
 
 
 def _new_key_id() -> str:
