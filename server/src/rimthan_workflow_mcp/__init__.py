@@ -49,7 +49,7 @@ The server and its tools:
 The workflow, over the core:
 
 ``workflow_engine``   :class:`WorkflowEngineQueryModule`: the four workflow tools over one verified release
-``workflow_selection`` the workflow a start names: by id or alias, the exact version or the newest
+``workflow_selection`` the workflow a start names (id or alias; exact version or newest), and the catalogue that has it
 ``pinned_run``        a run picked up from its checkpoint: token verified, pinned workflow and state reloaded
 ``prepare_checks``    the deterministic checks of :meth:`prepare_step_validation`, every failure collected
 ``migration``         a run moved between two verified releases: the source departs, the target accepts or offers
@@ -59,6 +59,8 @@ The workflow, over the core:
 The releases a server holds:
 
 ``provider``          :class:`ReleaseProvider`: the verified releases a server holds, and refresh
+``provider_start``    the releases a provider starts with: the one named, or each catalogue's newest that verifies
+``provider_refresh``  what a refresh activates: per catalogue, the newest release in the directory that verifies
 ``loading``           what a server holds of one release, and the one way a release directory gets there
 ``release_scan``      a releases directory read: which ``<catalogue>-<version>`` directories it claims to hold
 ``floor``             the activation floor: the highest version ever activated, per catalogue and deployment

@@ -8,16 +8,12 @@ after a refresh. What a release serves is fixed when it is verified: a
 directory that changes on disk afterwards never changes the bytes served
 (``VerifiedRelease.read_file`` re-checks them against the signed manifest).
 
-Two ways to start. ``open`` serves the one release the operator named
-(``--release``, optionally with ``--migration-target``). ``open_directory``
-serves every catalogue found in a releases directory: per catalogue the
-newest release that verifies and is not below the activation floor is active;
-a corrupt or refused newer one is skipped and reported, so one bad publish is
-never an outage. Refresh rescans the directory the same way, per catalogue,
-and activates the first newer release that verifies; the last verified
-release stays active otherwise. It also holds, for pinned runs only, an
-older release that has appeared in the directory since (one put back so a
-pinned run can resume); such a release is never activated.
+It starts with the named release (``open``) or with each catalogue's newest
+release in a directory that verifies (``open_directory``; see
+``provider_start``); a refresh activates newer ones the same way (see
+``provider_refresh``). It also holds, for pinned runs only, an older release
+that has appeared in the directory since (one put back so a pinned run can
+resume); such a release is never activated.
 """
 
 from __future__ import annotations
@@ -27,9 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
-from rimthan_workflow_registry.errors import FailureCode, RegistryError
+from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import Stopped, StopSignal, TrustStore, semver_key, stoppable
 from rimthan_workflow_registry.run import CheckpointKeyring
 
@@ -46,11 +42,10 @@ from .loading import (
     SyncStatus,
     engine_module,
     load_release,
-    recorded_at_start,
-    unverifiable,
-    verify_candidate,
 )
 from .logs import get_logger
+from .provider_refresh import Activating, activate_newer, refresh_result
+from .provider_start import start_directory, start_named
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
 from .trust_refresh import Distrusted, co_signed_again, reload_trust, report_untrusted, still_trusted, trust_changed
 
@@ -154,14 +149,11 @@ class ReleaseProvider:
         where = releases_dir if releases_dir is not None else Path(release_dir).parent
         floor = open_state(state_dir, trust, where, serving=record_floor, explicit=True)
         loader = ReleaseLoader(trust, keyring, module_factory)
-        active = loader.load(release_dir)
-        floor.check(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
-        target = None
-        if migration_target_dir is not None:
-            target = loader.load(migration_target_dir, expected_scope=active.scope_name, migration=True)
-        if record_floor:
-            floor.record(active.catalogue, active.version, active.digest, lower_floor=lower_floor)
-        provider = cls(loader, active, ProviderOptions(migration_target=target, releases_dir=where, floor=floor))
+        started = start_named(
+            release_dir, migration_target_dir, loader, floor, lower_floor=lower_floor, record_floor=record_floor
+        )
+        options = ProviderOptions(migration_target=started.migration_target, releases_dir=where, floor=floor)
+        provider = cls(loader, started.active, options)
         provider._hold_older_releases()
         return provider
 
@@ -178,47 +170,12 @@ class ReleaseProvider:
         migrate_to_newest: bool = False,
         module_factory: ModuleFactory = engine_module,
     ) -> ReleaseProvider:
-        """Serve every catalogue in ``releases_dir``: each one's newest release that verifies.
-
-        A newer release that does not verify (or is below the activation
-        floor, or is published under a name its manifest does not carry) is
-        skipped and kept in ``start_rejections``. Raises only when no release
-        of any catalogue verifies, with every rejection in the message.
-        """
+        """Serve every catalogue in ``releases_dir``: each one's newest release that verifies
+        (:func:`.provider_start.start_directory`); the newer ones refused are kept in ``start_rejections``."""
         floor = open_state(state_dir, trust, releases_dir, serving=record_floor)
-        scanned = scan_releases(releases_dir)
         loader = ReleaseLoader(trust, keyring, module_factory)
-        actives: list[LoadedRelease] = []
-        rejected: list[Rejection] = []
-        unrecorded: list[RegistryError] = []  # releases the floor could not record (a full or read-only disk)
-        for catalogue, candidates in scanned.items():
-            for candidate in candidates:
-                try:
-                    loaded = verify_candidate(candidate, catalogue, loader, floor, lower_floor=lower_floor)
-                except RegistryError as exc:
-                    rejected.append(Rejection(str(candidate), exc))
-                    continue
-                except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection(str(candidate), unverifiable(candidate, exc)))
-                    continue
-                if record_floor and not recorded_at_start(floor, loaded, unrecorded, lower_floor=lower_floor):
-                    rejected.append(Rejection(str(candidate), unrecorded[-1]))
-                    continue  # an older release the floor already records may serve, as a refresh keeps one
-                actives.append(loaded)
-                break
-        for rejection in rejected:
-            _log.warning("release not activated", extra={"path": rejection.path, "error": rejection.error})
-        if not actives and unrecorded:
-            raise unrecorded[0]  # nothing the floor already records to serve: the state directory is what to fix
-        if not actives:
-            summary = "; ".join(f"{Path(r.path).name}: {said}" for r in rejected for said in r.summaries())
-            first = FailureCode(rejected[0].code) if rejected else FailureCode.RELEASE_NOT_FOUND
-            raise RegistryError(
-                first,
-                f"no release of {', '.join(scanned)} verifies ({summary})",
-                path=str(releases_dir),
-                details={"rejected": [r.to_dict() for r in rejected]},
-            )
+        started = start_directory(releases_dir, loader, floor, lower_floor=lower_floor, record_floor=record_floor)
+        actives, rejected = started.actives, list(started.rejected)
         options = ProviderOptions(
             others=tuple(actives[1:]),
             releases_dir=releases_dir,
@@ -264,37 +221,11 @@ class ReleaseProvider:
         return self._distrusted.holds(manifest_digest)
 
     def active_for_workflow(self, name: object) -> LoadedRelease:
-        """The active release whose catalogue has a workflow (or alias) called ``name``.
+        """The active release whose catalogue has a workflow (or alias) called ``name``
+        (:func:`.workflow_selection.served_release_for`)."""
+        from .workflow_selection import served_release_for  # (the engine's side: loaded on calls)
 
-        With one catalogue served that is its active release (which refuses an
-        unknown name itself); with several, a name no catalogue or several
-        catalogues define is refused here, naming what is served (``details.available``: each served workflow,
-        with its release).
-        """
-        actives = list(self._actives.values())
-        if len(actives) == 1:
-            return actives[0]
-        matches = [a for a in actives if any(name in w.names for w in a.release.catalogue.workflows)]
-        if len(matches) == 1:
-            return matches[0]
-        served = ", ".join(a.release.release_id for a in actives)
-        if not matches:
-            message = f"no served catalogue has a workflow or alias {name!r}; this server serves {served}"
-        else:
-            message = (
-                f"{name!r} names workflows in several served catalogues "
-                f"({', '.join(a.release.release_id for a in matches)}); start it by a workflow id one catalogue "
-                "owns, or serve those catalogues from separate servers"
-            )
-        from rimthan_workflow_registry.run import available_workflows  # (the engine's side: loaded on calls)
-
-        available = [
-            {**entry, "release": a.release.release_id}
-            for a in actives
-            for entry in available_workflows(a.release.catalogue.workflows)
-        ]
-        details = {"served": sorted(self._actives), "available": available}
-        raise RegistryError(FailureCode.WORKFLOW_NOT_FOUND, message, details=details)
+        return served_release_for(self._actives, name)
 
     def migration_target_for(self, source: LoadedRelease) -> LoadedRelease | None:
         """Where a run pinned to ``source`` may migrate: the explicit target, else (when enabled)
@@ -383,44 +314,11 @@ class ReleaseProvider:
     def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
         scanned = self._scan()
         catalogues = set(self._actives) | (set(scanned) if self.follow_directory else set())
-        rejected: list[Rejection] = []  # found in releases_dir: not activated
-        activated: list[tuple[LoadedRelease | None, LoadedRelease]] = []
-        for catalogue in sorted(catalogues):
-            current = self._actives.get(catalogue)
-            for candidate in scanned.get(catalogue, []):
-                version = release_dir_version(candidate, catalogue)
-                if current is not None and (version is None or semver_key(version) <= semver_key(current.version)):
-                    continue
-                try:
-                    scope = current.scope_name if current else None
-                    loaded = verify_candidate(candidate, catalogue, self._loader, self.floor, expected_scope=scope)
-                    loaded = self._held.get(loaded.digest, loaded)
-                    self.floor.record(loaded.catalogue, loaded.version, loaded.digest)  # before it serves
-                except RegistryError as exc:
-                    rejected.append(Rejection(str(candidate), exc))
-                    continue
-                except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                    rejected.append(Rejection(str(candidate), unverifiable(candidate, exc)))
-                    continue
-                self._activate(loaded)
-                activated.append((current, loaded))
-                break
-        self.not_activated = tuple(rejected)
-        self._found_untrusted(rejected)
-        rejected = [*refused, *rejected]
-        if activated:
-            previous, first = activated[0]
-            return RefreshResult(
-                "activated",
-                first.release.release_id,
-                first.digest,
-                previous=previous.release.release_id if previous else None,
-                rejected=tuple(rejected),
-                activated=tuple(new.release.release_id for _, new in activated),
-            )
-        outcome: Literal["unchanged", "rejected"] = "rejected" if rejected else "unchanged"
-        active = self.active
-        return RefreshResult(outcome, active.release.release_id, active.digest, rejected=tuple(rejected))
+        activating = Activating(lambda: self._actives, lambda: self._held, self._activate, self._loader, self.floor)
+        found = activate_newer(scanned, catalogues, activating)
+        self.not_activated = found.rejected
+        self._found_untrusted(list(found.rejected))
+        return refresh_result(found, refused, self.active)
 
     def _drop_untrusted(self) -> None:
         """Stop holding releases the trust store no longer vouches for; an active one (or the explicit

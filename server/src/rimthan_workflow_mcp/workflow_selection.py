@@ -1,4 +1,5 @@
-"""The workflow ``start_workflow`` names: by id or alias, the exact version or the newest.
+"""The workflow ``start_workflow`` names: by id or alias, the exact version or the newest; and, with several
+catalogues served, the active release whose catalogue has it.
 
 Plain Python over the core (no MCP imports). A refusal names every workflow
 the release has, so a client learns the ids, aliases and versions it may start.
@@ -6,10 +7,16 @@ the release has, so a client learns the ids, aliases and versions it may start.
 
 from __future__ import annotations
 
-from rimthan_workflow_registry.errors import FailureCode, WorkflowProtocolError
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from rimthan_workflow_registry.errors import FailureCode, RegistryError, WorkflowProtocolError
 from rimthan_workflow_registry.release import VerifiedRelease, WorkflowDefinition, semver_key
 from rimthan_workflow_registry.run import available_workflows, describe_available
 from rimthan_workflow_registry.workflow_engine import newest_version
+
+if TYPE_CHECKING:
+    from .loading import LoadedRelease
 
 
 def select_workflow(release: VerifiedRelease, name: str, version: str | None) -> WorkflowDefinition:
@@ -39,3 +46,35 @@ def workflow_not_found(release: VerifiedRelease, reason: str) -> WorkflowProtoco
         f"{reason}; available: {describe_available(available)}",
         details={"available": available},
     )
+
+
+def served_release_for(actives: Mapping[str, LoadedRelease], name: object) -> LoadedRelease:
+    """The active release (of ``actives``, by catalogue) whose catalogue has a workflow (or alias) called ``name``.
+
+    With one catalogue served that is its active release (which refuses an
+    unknown name itself); with several, a name no catalogue or several
+    catalogues define is refused here, naming what is served (``details.available``: each served workflow,
+    with its release).
+    """
+    served = list(actives.values())
+    if len(served) == 1:
+        return served[0]
+    matches = [a for a in served if any(name in w.names for w in a.release.catalogue.workflows)]
+    if len(matches) == 1:
+        return matches[0]
+    ids = ", ".join(a.release.release_id for a in served)
+    if not matches:
+        message = f"no served catalogue has a workflow or alias {name!r}; this server serves {ids}"
+    else:
+        message = (
+            f"{name!r} names workflows in several served catalogues "
+            f"({', '.join(a.release.release_id for a in matches)}); start it by a workflow id one catalogue "
+            "owns, or serve those catalogues from separate servers"
+        )
+    available = [
+        {**entry, "release": a.release.release_id}
+        for a in served
+        for entry in available_workflows(a.release.catalogue.workflows)
+    ]
+    details = {"served": sorted(actives), "available": available}
+    raise RegistryError(FailureCode.WORKFLOW_NOT_FOUND, message, details=details)
