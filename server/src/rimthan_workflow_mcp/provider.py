@@ -44,7 +44,6 @@ from .loading import (
     load_release,
 )
 from .logs import get_logger
-from .provider_refresh import Activating, activate_newer, refresh_result
 from .provider_start import start_directory, start_named
 from .release_scan import newest_release_dir, release_dir_version, scan_releases
 from .trust_refresh import Distrusted, co_signed_again, reload_trust, report_untrusted, still_trusted, trust_changed
@@ -312,6 +311,8 @@ class ReleaseProvider:
         return result, fresh
 
     def _refresh_locked(self, refused: tuple[Rejection, ...] = ()) -> RefreshResult:
+        from .provider_refresh import Activating, activate_newer, refresh_result  # a start refreshes nothing
+
         scanned = self._scan()
         catalogues = set(self._actives) | (set(scanned) if self.follow_directory else set())
         activating = Activating(lambda: self._actives, lambda: self._held, self._activate, self._loader, self.floor)
