@@ -245,6 +245,12 @@ def unverifiable(path: Path, exc: Exception) -> RegistryError:
     )
 
 
+def rejection_of(path: Path, exc: Exception) -> Rejection:
+    """The release directory ``path`` not activated for ``exc``: a refusal as it is, anything else
+    :func:`unverifiable` (nothing in a releases directory may kill a server holding a release)."""
+    return Rejection(str(path), exc if isinstance(exc, RegistryError) else unverifiable(path, exc))
+
+
 @dataclass(frozen=True)
 class ReleaseLoader:
     """What loading a release directory takes: the trust store, the checkpoint keys, the query module factory."""

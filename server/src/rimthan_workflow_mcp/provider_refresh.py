@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rimthan_workflow_registry.errors import RegistryError
 from rimthan_workflow_registry.release import semver_key
 
 from .floor import ActivationFloor
-from .loading import LoadedRelease, RefreshResult, Rejection, ReleaseLoader, unverifiable, verify_candidate
+from .loading import LoadedRelease, RefreshResult, Rejection, ReleaseLoader, rejection_of, verify_candidate
 from .release_scan import release_dir_version
 
 
@@ -57,11 +56,8 @@ def activate_newer(scanned: Mapping[str, list[Path]], catalogues: Iterable[str],
                 loaded = verify_candidate(candidate, catalogue, with_.loader, with_.floor, expected_scope=scope)
                 loaded = with_.held().get(loaded.digest, loaded)
                 with_.floor.record(loaded.catalogue, loaded.version, loaded.digest)  # before it serves
-            except RegistryError as exc:
-                rejected.append(Rejection(str(candidate), exc))
-                continue
-            except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                rejected.append(Rejection(str(candidate), unverifiable(candidate, exc)))
+            except Exception as exc:  # a refusal, or anything else: never fatal to a server holding a release
+                rejected.append(rejection_of(candidate, exc))
                 continue
             with_.activate(loaded)
             activated.append((current, loaded))

@@ -16,7 +16,7 @@ from pathlib import Path
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
 from .floor import ActivationFloor
-from .loading import LoadedRelease, Rejection, ReleaseLoader, recorded_at_start, unverifiable, verify_candidate
+from .loading import LoadedRelease, Rejection, ReleaseLoader, recorded_at_start, rejection_of, verify_candidate
 from .logs import get_logger
 from .release_scan import scan_releases
 
@@ -78,11 +78,8 @@ def start_directory(
         for candidate in candidates:
             try:
                 loaded = verify_candidate(candidate, catalogue, loader, floor, lower_floor=lower_floor)
-            except RegistryError as exc:
-                rejected.append(Rejection(str(candidate), exc))
-                continue
-            except Exception as exc:  # nothing in the releases directory may kill a server holding a release
-                rejected.append(Rejection(str(candidate), unverifiable(candidate, exc)))
+            except Exception as exc:  # a refusal, or anything else: never fatal to a server holding a release
+                rejected.append(rejection_of(candidate, exc))
                 continue
             if record_floor and not recorded_at_start(floor, loaded, unrecorded, lower_floor=lower_floor):
                 rejected.append(Rejection(str(candidate), unrecorded[-1]))
