@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from rimthan_host.standin import StandIn
 from rimthan_host.tools import TOOLS
-from support.bridge import FIX_NEXT, audited, audited_only_run, drive, refused, write_files
+from support.bridge import FIX_NEXT, audited, audited_only_run, drive, no_run, refused, write_files
 from support.servers import ServerWorld, build_world
 
 SCHEMA_COPY = ".rimthan/schemas/research-decision@1.2.0/evidence-log.schema.json"
@@ -31,15 +31,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorld, tmp_path: Path) -> None:
     async def script(model: StandIn) -> None:
+        no_run(await model.call("show_step"), "No run is active. Call start_run")  # (a state: + the workflows)
         moves: list[tuple[str, dict[str, Any]]] = [
-            ("show_step", {}),
             ("step_done", {}),
             ("record_verdict", {"validator": "evidence-auditor", "verdict": "pass"}),
             ("answer_question", {"answer": "desk-research", "field": "research_route"}),
             ("migrate_run", {"confirm": False}),
         ]
         for tool, arguments in moves:
-            refused(await model.call(tool, arguments), "No run is active. Call start_run")  # (show_step: + workflows)
+            refused(await model.call(tool, arguments), "No run is active. Call start_run")
         refused(await model.call("resume_run", {"run": "run-nope"}), "no run run-nope", "start_run")
         refused(await model.call("resume_run"), "No unfinished run", "start_run")
         extra = await model.call("start_run", {"workflow": "research", "facts": {}, "mode": "fast"})
@@ -47,7 +47,7 @@ def test_moves_before_a_run_wrong_arguments_and_a_second_start(world: ServerWorl
         refused(await model.call("start_run", {"workflow": "research", "facts": "all"}), "facts must be an object")
         refused(await model.call("show_step", {"run": "run-1"}), "unknown argument run", "takes no arguments")
         hinted = await model.call("show_step", {"wait_for_previous": True})  # Gemini CLI's hint: taken, dropped
-        refused(hinted, "No run is active. Call start_run")
+        no_run(hinted, "No run is active. Call start_run")
         assert not (model.project / ".rimthan").exists()  # none of it started anything
         blocked = await model.start({"objective": "x"})
         refused(blocked, "decision_owner", "call start_run again with every fact")

@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.offered import OFFERED_SHOWN, Offered, OfferedList, release_offers
+from rimthan_host.offered import OFFERED_SHOWN, Offered, OfferedList, release_offers, without_available
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
-from support.bridge import BIN, check_replies, drive, refused, stand_in
+from support.bridge import BIN, check_replies, drive, no_run, refused, stand_in
 from support.checked_client import CheckedClient
 from support.servers import RIMTHAN_PACK, ServerWorld, build_world
 
@@ -35,7 +35,7 @@ LISTED = "Workflows you can start (pass the name as start_run's workflow): "
 def test_no_run_and_each_unknown_name_list_the_workflows_to_start(world: ServerWorld, tmp_path: Path) -> None:
     async def script(model: StandIn) -> None:
         shown = await model.call("show_step")
-        refused(shown, "No run is active. Call start_run.", LISTED + RESEARCH + ".")
+        no_run(shown, "No run is active. Call start_run.", LISTED + RESEARCH + ".")
         assert shown.data == {"status": "no_run", "workflows": ["research-decision"]}
         wrong: list[dict[str, Any]] = [
             {"workflow": "reserch", "facts": {}},
@@ -59,6 +59,26 @@ def test_no_run_and_each_unknown_name_list_the_workflows_to_start(world: ServerW
     drive(world, tmp_path, script)
 
 
+def test_an_unknown_name_names_each_workflow_once(world: ServerWorld, tmp_path: Path) -> None:
+    """The verifier's ``workflow_not_found`` names the release's workflows (ids, aliases, versions); the bridge's
+    list names them too: the refusal keeps the verifier's reason and code, and the bridge's list alone."""
+
+    async def script(model: StandIn) -> None:
+        for facts in ({}, {"objective": "x"}):  # (a start; with facts, the question of what it needs first)
+            said = await model.call("start_run", {"workflow": "reserch", "facts": facts})
+            reason = "no workflow or alias 'reserch' in release research-decision@1.2.0"
+            refused(said, f"The verifier refused: workflow_not_found: {reason}\nNothing changed")
+            assert said.text.endswith(LISTED + RESEARCH + "."), said.text
+            assert "available:" not in said.text and said.text.count("decide") == 1, said.text
+            assert said.data == {
+                "status": "refused",
+                "refused": "workflow_not_found",
+                "workflows": ["research-decision"],
+            }
+
+    drive(world, tmp_path, script)
+
+
 def test_a_verifier_serving_two_catalogues_names_each_with_its_release(world: ServerWorld, tmp_path: Path) -> None:
     releases, project, state = tmp_path / "releases", tmp_path / "project", tmp_path / "state"
     project.mkdir()
@@ -77,7 +97,11 @@ def test_a_verifier_serving_two_catalogues_names_each_with_its_release(world: Se
             model = stand_in(client, project)
             for tool, arguments in (("show_step", {}), ("start_run", {"workflow": "nowhere", "facts": {}})):
                 said = await model.call(tool, arguments)
-                refused(said, "release other@0.1.0", "release research-decision@1.3.0", "start_run")
+                named = ("release other@0.1.0", "release research-decision@1.3.0", "start_run")
+                if tool == "start_run":
+                    refused(said, *named)
+                else:
+                    no_run(said, *named)
                 assert sorted(said.data["workflows"]) == ["other", "research-decision"], said.data
             return model
 
@@ -94,3 +118,9 @@ def test_the_list_is_bounded_and_takes_only_what_fits_its_shape() -> None:
     assert taken[0] == Offered("ok", "cat@1.0.0", "", ("a",))
     assert "\n" not in taken[1].words() and len(taken[1].words()) < 200
     assert release_offers({RELEASE_META: 1, WORKFLOWS_META: odd}) == []
+    said = "no workflow or alias 'x' in release cat@1.0.0; available: a (aliases: none; versions: 1.0.0)"
+    available = [{"id": "a", "aliases": [], "versions": ["1.0.0"]}]
+    assert without_available(said, {"available": available}) == "no workflow or alias 'x' in release cat@1.0.0"
+    for odd_details in (None, {"available": [{"id": "a"}]}, {"available": "a"}, {"available": [{"id": "b", **{
+            "aliases": [], "versions": ["1.0.0"]}}]}):  # fmt: skip
+        assert without_available(said, odd_details) == said  # (not the words the core writes: left whole)

@@ -32,6 +32,7 @@ from support.bridge import (
     audited_only_run,
     check_replies,
     drive,
+    no_run,
     refused,
     stand_in,
     verifier_args,
@@ -181,7 +182,7 @@ def test_a_failure_mid_move_is_one_sentence_and_the_run_resumes_once_fixed(world
         refused(broken, f"The bridge failed on answer_question (Is a directory: .rimthan/runs/{run}.log)",
                 f"once that is fixed, call resume_run {run} to go on from the run log.")  # fmt: skip
         assert broken.text.count(".") <= 4 and "\n" not in broken.text and broken.data == {"status": "bridge_error"}
-        refused(
+        no_run(
             await model.call("show_step"), "No run is active", f"resume_run with one of the unfinished runs here: {run}"
         )
         refused(await model.call("resume_run", {"run": run}), "The bridge failed on resume_run (Is a directory")

@@ -21,7 +21,7 @@ from rimthan_host.runlog import MAX_STATE_BYTES, RunLog
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.limits import MAX_CONFIRMED_STATE_BYTES
 from rimthan_workflow_registry.run import MAX_TOKEN_CHARS
-from support.bridge import audited, audited_only_run, bridge_params, check_replies, drive, refused, stand_in
+from support.bridge import audited, audited_only_run, bridge_params, check_replies, drive, no_run, refused, stand_in
 from support.checked_client import CheckedClient
 from support.releases import build_release, unbounded_objective_source
 from support.servers import ServerWorld, build_world
@@ -205,7 +205,7 @@ async def never_offered(model: StandIn, run: str) -> None:
     refused(await model.call("resume_run", {}), "No unfinished run in this project.", damaged, "Call start_run")
     refused(await model.call("resume_run", {"run": run}), f"run {run} cannot go on from it", "new_run true")
     shown = await model.call("show_step")
-    refused(shown, "No run is active. Call start_run.", f"these cannot be resumed: {run} ({kept}", "new_run true")
+    no_run(shown, "No run is active. Call start_run.", f"these cannot be resumed: {run} ({kept}", "new_run true")
     busy = await model.start()
     refused(busy, f"{damaged}. None of them can be resumed ({kept}", "call start_run again with new_run true.")
     for reply in (shown, busy):

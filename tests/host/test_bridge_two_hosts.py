@@ -19,7 +19,16 @@ import anyio
 import pytest
 from rimthan_host.runlog import RunLog
 from rimthan_host.standin import Reply, StandIn
-from support.bridge import audited, audited_only_run, bridge_params, check_replies, refused, running_pids, stand_in
+from support.bridge import (
+    audited,
+    audited_only_run,
+    bridge_params,
+    check_replies,
+    no_run,
+    refused,
+    running_pids,
+    stand_in,
+)
 from support.checked_client import CheckedClient
 from support.servers import ServerWorld, build_world
 
@@ -82,7 +91,7 @@ def test_a_second_bridge_is_refused_while_the_first_moves_its_run(world: ServerW
                 new_run = {"workflow": "research", "facts": {}, "new_run": True}
                 busy(await second.call("start_run", new_run), "start_run", pid, run)
                 shown = await second.call("show_step")  # reading stays allowed, and says who holds the project
-                refused(shown, "No run is active", f"Right now another rimthan-host serve (pid {pid}) is moving "
+                no_run(shown, "No run is active", f"Right now another rimthan-host serve (pid {pid}) is moving "
                         f"run {run} in this project: start_run and resume_run are refused here")  # fmt: skip
                 answer = {"answer": "desk-research", "field": "research_route"}
                 done = await first.follow(await first.call("answer_question", answer), "")

@@ -126,6 +126,13 @@ def refused(reply: Reply, *words: str) -> None:
         assert word in reply.text, f"{word!r} not in: {reply.text}"
 
 
+def no_run(reply: Reply, *words: str) -> None:
+    """``reply`` is show_step's with no run: a state, not an error, whose text holds every one of ``words``."""
+    assert not reply.is_error and reply.data["status"] == "no_run", reply.text
+    for word in words:
+        assert word in reply.text, f"{word!r} not in: {reply.text}"
+
+
 def write_files(model: StandIn, reply: Reply, path: str | None = None, text: str | None = None) -> None:
     """The model writes the files ``reply`` names (or only ``path``): its composed text, or ``text``."""
     for name in reply.data["files"]:

@@ -60,6 +60,12 @@ SAVED_DIFFERS = (
 )
 
 
+def names_no_workflow(arguments: Mapping[str, Any]) -> bool:
+    """Whether a start_run's ``workflow`` leaves the model without a name to start: none, not text, or blank."""
+    workflow = arguments.get("workflow")
+    return not isinstance(workflow, str) or not workflow.strip()
+
+
 class Bridge(StepMoves, MigrationMoves):
     """One project, one verifier connection, at most one active run at a time."""
 
@@ -85,9 +91,25 @@ class Bridge(StepMoves, MigrationMoves):
 
     # -- start and resume ------------------------------------------------------------------
 
+    async def arguments_refused(self, tool: str, arguments: Mapping[str, Any], problem: str) -> Reply:
+        """A call refused for its arguments (``problem``, :func:`~rimthan_host.tools.argument_problem`); one that
+        leaves the model without a workflow name names the workflows (:func:`names_no_workflow`)."""
+        said = Reply(problem, {"status": "bad_arguments"}, is_error=True)
+        return await self.offering(said) if tool == "start_run" and names_no_workflow(arguments) else said
+
     async def start_run(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool = False) -> Reply:
-        if not workflow.strip():  # (no name to send: the verifier would refuse it, naming no workflow)
+        """Start a run of ``workflow``. A refusal that leaves the model without a workflow name - none given, or
+        one the verifier does not serve (``workflow_not_found``) - names the workflows it can start."""
+        if names_no_workflow({"workflow": workflow}):  # (no name to send: the verifier would name no workflow)
             return await self.offering(Reply(NO_WORKFLOW, {"status": "bad_arguments"}, is_error=True))
+        try:
+            return await self._start(asker, workflow, facts, new_run=new_run)
+        except ToolRefused as refused:
+            if refused.code != FailureCode.WORKFLOW_NOT_FOUND.value:
+                raise
+            return await self.not_served("start_run", refused)
+
+    async def _start(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool) -> Reply:
         busy = self._claim("start_run")
         if busy is not None:
             return busy

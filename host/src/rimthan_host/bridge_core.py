@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,7 +19,7 @@ from .audit_command import PROGRAM
 from .delivered import AssetClash
 from .fact_forms import Expects
 from .held_facts import HeldFacts
-from .offered import offered_workflows
+from .offered import OfferedList, offered_workflows, without_available
 from .outputs import RefusedFiles
 from .protocol import (
     SETUP_STEP,
@@ -26,6 +27,7 @@ from .protocol import (
     MetaLister,
     ResourceReader,
     ToolCaller,
+    ToolRefused,
 )
 from .results import RunResult, ValidationRound
 from .runlog import RunLog, RunSummary, run_summaries
@@ -43,6 +45,18 @@ from .workspace_lock import BY_BRIDGE, REFUSED_MEANWHILE, WorkspaceBusy, Workspa
 from .write_targets import step_files_refusal
 
 T = TypeVar("T")
+
+
+def verifier_refused(tool: str, code: str, message: str) -> Reply:
+    """The verifier refused ``tool``'s call (``code``: ``message``), in its words: nothing changed, call it again."""
+    words = f"The verifier refused: {code}: {message}\nNothing changed; fix what it names and call {tool} again."
+    return Reply(words, {"status": "refused", "refused": code}, True)
+
+
+def _with_offered(reply: Reply, offered: OfferedList) -> Reply:
+    if not offered.words():
+        return reply
+    return Reply(f"{reply.text}\n{offered.words()}", {**reply.data, "workflows": offered.names()}, reply.is_error)
 
 
 class ResumeFailed(Exception):
@@ -127,8 +141,8 @@ class BridgeCore:
         return await self._show([])
 
     async def _show(self, lines: list[str]) -> Reply:
-        if self.session is None:
-            return await self.offering(self._no_run())
+        if self.session is None:  # (a state, not a failure: the reply is no error, for show_step)
+            return await self.offering(replace(self._no_run(), is_error=False))
         session = self.session
         if session.prepared is not None and session.prepared.pending:
             return validators_waiting(session, [*lines, where(session)])
@@ -201,10 +215,16 @@ class BridgeCore:
 
     async def offering(self, reply: Reply) -> Reply:
         """``reply`` with the workflows the verifier offers for start_run named (:mod:`.offered`), if it names any."""
+        return _with_offered(reply, await offered_workflows(self.list_metas))
+
+    async def not_served(self, tool: str, refused: ToolRefused) -> Reply:
+        """The verifier's ``workflow_not_found``, naming the workflows it offers once: the bridge's list, the
+        verifier's own taken off its words; its words whole when the bridge has no list to name."""
         offered = await offered_workflows(self.list_metas)
-        if not offered.workflows:
-            return reply
-        return Reply(f"{reply.text}\n{offered.words()}", {**reply.data, "workflows": offered.names()}, reply.is_error)
+        message = str(refused.error.get("message") or "")
+        if offered.names():
+            message = without_available(message, refused.error.get("details"))
+        return _with_offered(verifier_refused(tool, refused.code, message), offered)
 
     def _no_run(self) -> Reply:
         owner = self.lock.other_owner()

@@ -32,13 +32,14 @@ from rimthan_workflow_mcp.eras import negotiate_served_era
 from rimthan_workflow_mcp.message_shape import top_level_response_id
 from rimthan_workflow_mcp.stdio_guard import AnsweringStream
 from rimthan_workflow_mcp.stdio_serve import serve_wire
-from rimthan_workflow_registry.errors import FailureCode, quoted
+from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.installed_version import installed_version
 from rimthan_workflow_registry.limits import first_non_json_value
 
 from .asking import Asker, InputNeeded, ReplyUnreadable, cannot_ask
 from .audit_command import PROGRAM, audit_program
 from .bridge import Bridge, Reply
+from .bridge_core import verifier_refused
 from .link import STOPPED, VerifierDown, VerifierLink, VerifierLost, VerifierNotUp
 from .own_folder import unwritten_notes
 from .protocol import HarnessError, HostProfile, ToolRefused
@@ -108,9 +109,7 @@ def create_bridge_server(
         arguments = without_host_hints(params.arguments or {})
         problem = argument_problem(params.name, arguments)
         if problem is not None:
-            said = Reply(problem, {"status": "bad_arguments"}, is_error=True)
-            unnamed = params.name == "start_run" and not isinstance(arguments.get("workflow"), str)
-            return _result(await bridge.offering(said) if unnamed else said)
+            return _result(await bridge.arguments_refused(params.name, arguments, problem))
         asker = Asker(ctx, params)
         cannot = cannot_ask(params.name, arguments) if require_elicitation and not asker.available else None
         if cannot is not None:
@@ -217,15 +216,11 @@ async def _answer(
 
 
 async def _refused(bridge: Bridge, link: VerifierLink | None, tool: str, exc: ToolRefused) -> Reply:
-    """The verifier's refusal of the call: the bridge's own words for its code, else the verifier's; a start refused
-    for its workflow (``workflow_not_found``) also names the workflows the model can start."""
-    failure = VerifierFailure(exc.code, tool, str(exc.error.get("message") or ""), exc.error.get("details"))
-    own = reply_for(bridge, link, failure)
-    if own is not None:
-        return own
-    words = f"The verifier refused: {exc.code}: {exc.error.get('message')}\nNothing changed; fix what it names "
-    said = Reply(words + f"and call {tool} again.", {"status": "refused", "refused": exc.code}, True)
-    return await bridge.offering(said) if exc.code == FailureCode.WORKFLOW_NOT_FOUND.value else said
+    """The verifier's refusal of the call: the bridge's own words for its code, else the verifier's (a start's
+    ``workflow_not_found`` is said by :meth:`Bridge.start_run`, naming the workflows the model can start)."""
+    message = str(exc.error.get("message") or "")
+    own = reply_for(bridge, link, VerifierFailure(exc.code, tool, message, exc.error.get("details")))
+    return own if own is not None else verifier_refused(tool, exc.code, message)
 
 
 def _result(reply: Reply) -> types.CallToolResult:

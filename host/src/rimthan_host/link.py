@@ -5,8 +5,10 @@ group and hands out its tool caller and resource reader. A call on a
 connection that is gone (the child was killed, the server went away) raises
 :class:`VerifierLost` instead of the SDK's error. A child can be restarted
 (:meth:`VerifierLink.restart`); a URL is reconnected on the next call.
-A child's stderr passes through to the bridge's own (:class:`_ChildStderr`),
-and its last lines are kept: a child that exits before it answers (no
+The verifier's resource listing is kept per connection until the verifier
+says it changed (:class:`~rimthan_host.kept_listing.KeptListing`). A child's
+stderr passes through to the bridge's own (:class:`_ChildStderr`), and its
+last lines are kept: a child that exits before it answers (no
 ``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words,
 and a start refused below the activation floor with the details of its log
 record (``rimthan_workflow_registry.below_floor``), never read from its words.
@@ -35,6 +37,7 @@ from rimthan_workflow_registry.below_floor import BelowFloor, read_below_floor
 from rimthan_workflow_registry.errors import FailureCode, quoted
 from rimthan_workflow_registry.remediation import ExitStatus
 
+from .kept_listing import KeptListing
 from .protocol import HarnessError, VerifierLost, client_caller, client_metas, client_reader, connected
 
 T = TypeVar("T")
@@ -141,6 +144,7 @@ class _Connection:
     error: str = ""
     said: tuple[str, ...] = ()  # a child's last error lines, if it exited before it was up
     below: BelowFloor | None = None  # and the release its below-floor log record names
+    listing: KeptListing = field(default_factory=KeptListing)  # its resource listing, kept until it changes
 
 
 class VerifierLink:
@@ -169,10 +173,13 @@ class VerifierLink:
             stderr = _ChildStderr()
             transport = stdio_client(self.target, errlog=stderr.writer)
         try:
-            async with Client(transport, mode="auto") as client:
+            watched = Client(transport, mode="auto", message_handler=conn.listing.on_message)
+            async with watched as client, anyio.create_task_group() as watching:
+                await watching.start(conn.listing.watch, client)  # (the listing's changes followed first)
                 conn.client, conn.up = client, True
                 conn.ready.set()
                 await conn.closing.wait()
+                watching.cancel_scope.cancel()
         except Exception as exc:  # the SDK reports failures inside task groups as exception groups
             first: BaseException = exc
             while isinstance(first, BaseExceptionGroup) and first.exceptions:
@@ -234,8 +241,10 @@ class VerifierLink:
         return await self._use(lambda client: client_reader(client)(uri))
 
     async def metas(self) -> list[dict[str, Any]]:
-        """A :data:`~rimthan_host.protocol.MetaLister` over the current connection."""
-        return await self._use(lambda client: client_metas(client)())
+        """A :data:`~rimthan_host.protocol.MetaLister` over the current connection, read once until it changes
+        (:mod:`~rimthan_host.kept_listing`)."""
+        client = await self._client()
+        return await self._conn.listing.read(lambda: connected(client_metas(client)()))
 
     def close(self) -> None:
         self._conn.closing.set()

@@ -4,7 +4,10 @@ No fifth verifier tool: each served catalogue's active release is a manifest res
 runs start on it (:data:`~rimthan_workflow_registry.protocol_names.NEW_RUNS_META`) and which workflows it
 carries (:data:`~rimthan_workflow_registry.protocol_names.WORKFLOWS_META`: id, title, aliases). A start refused
 for its workflow and ``show_step`` with no run name them: at most :data:`OFFERED_SHOWN`, then how many more.
-What the verifier sent is taken only in the expected shape, each text quoted and cut.
+What the verifier sent is taken only in the expected shape, each text quoted and cut. A listing that does not end
+(:class:`~rimthan_host.protocol.ListingUnbounded`) names none, never part of them, and says so. The bridge keeps
+the listing per verifier connection until it changes (:mod:`.kept_listing`). A reply naming them takes the
+verifier's own list off its ``workflow_not_found`` words (:func:`without_available`): each is named once.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
+from rimthan_workflow_registry.run.requirements import available_suffix
 
-from .protocol import MetaLister
+from .protocol import ListingUnbounded, MetaLister
 
 OFFERED_SHOWN = 10
 """Workflows a reply names; past this, how many more (a verifier may serve many catalogues)."""
@@ -46,9 +50,12 @@ class OfferedList:
     """The workflows the verifier offers, in its order; empty when it named none or could not be asked."""
 
     workflows: tuple[Offered, ...] = ()
+    unread: str = ""  # why none is named though the verifier may offer some (its listing did not end)
 
     def words(self) -> str:
         """One line naming them for start_run, or "" when there are none to name."""
+        if self.unread:
+            return f"The workflows you can start are not named here: {self.unread}; ask the user for the name."
         if not self.workflows:
             return ""
         shown = "; ".join(o.words() for o in self.workflows[:OFFERED_SHOWN])
@@ -67,10 +74,24 @@ async def offered_workflows(list_metas: MetaLister | None) -> OfferedList:
         return OfferedList()
     try:
         metas = await list_metas()
+    except ListingUnbounded as exc:  # (fail closed: no list at all rather than one missing the later manifests)
+        _log.warning("%s", exc)
+        return OfferedList(unread=str(exc))
     except Exception as exc:  # (a help only: a reply without it still says what to do)
         _log.info("the verifier's resource listing could not be read: %r", exc)
         return OfferedList()
     return OfferedList(tuple(o for meta in metas if meta.get(NEW_RUNS_META) is True for o in release_offers(meta)))
+
+
+def without_available(message: str, details: object) -> str:
+    """A ``workflow_not_found`` message without the workflows it names at its end (``details.available``, as
+    :func:`~rimthan_workflow_registry.run.requirements.available_suffix` writes them): for a reply naming them
+    itself, so they are named once. The message whole when it does not end so (another verifier's words)."""
+    available = details.get("available") if isinstance(details, dict) else None
+    try:
+        return message.removesuffix(available_suffix(available)) if isinstance(available, list) else message
+    except (KeyError, TypeError):  # (an entry not in the shape the core writes: the words are left as they are)
+        return message
 
 
 def release_offers(meta: Mapping[str, Any]) -> list[Offered]:

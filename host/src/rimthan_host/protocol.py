@@ -33,8 +33,11 @@ ToolCaller = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 ResourceReader = Callable[[str], Awaitable[str]]
 MetaLister = Callable[[], Awaitable[list[dict[str, Any]]]]
 """The ``_meta`` of each resource the verifier lists (:func:`client_metas`)."""
-LISTING_PAGES = 20
-"""Pages of the verifier's resource listing read at most (each page's cursor the one before named)."""
+LISTING_PAGES = 1000
+"""Pages of the verifier's resource listing read at most, each page's cursor the one before named: every page is
+read (a manifest on a late page is read too), and a listing still going past this, or naming a cursor twice, is
+:class:`ListingUnbounded` (a paginator that never ends cannot hold a call). At 100 resources a page that is 100,000
+resources, ten releases of 10,000 files; the bridge reads it once per connection and change (:mod:`.kept_listing`)."""
 
 T = TypeVar("T")
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
@@ -56,6 +59,10 @@ class ToolRefused(Exception):
 
 class HarnessError(Exception):
     """The run cannot go on as asked (blocked, a refused file, or a failure the host cannot repair)."""
+
+
+class ListingUnbounded(HarnessError):
+    """The verifier's resource listing did not end within :data:`LISTING_PAGES` pages, or named a cursor twice."""
 
 
 class NotAProtocolResult(Exception):
@@ -187,13 +194,17 @@ def client_metas(client: Any) -> MetaLister:
     async def metas() -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         cursor: str | None = None
+        seen: set[str] = set()
         for _ in range(LISTING_PAGES):
             page = await connected(client.list_resources(cursor=cursor, cache_mode="refresh"))
             out += [dict(r.meta) for r in page.resources if isinstance(getattr(r, "meta", None), dict)]
             cursor = page.next_cursor
             if not cursor:
-                break
-        return out
+                return out
+            if cursor in seen:
+                raise ListingUnbounded(f"the verifier's resource listing named the cursor {quoted(cursor)} twice")
+            seen.add(cursor)
+        raise ListingUnbounded(f"the verifier's resource listing goes on past {LISTING_PAGES} pages")
 
     return metas
 

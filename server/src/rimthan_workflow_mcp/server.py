@@ -195,7 +195,9 @@ def create_mcp_application(
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=state.resources.list_resources())
+        listed = state.resources.list_resources()
+        _log.debug("resources listed", extra={"resources": len(listed)})  # (a harness's reads, counted at debug)
+        return types.ListResourcesResult(resources=listed)
 
     async def on_list_resource_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rimthan_workflow_registry.errors import FailureCode, RegistryError, WorkflowProtocolError
 from rimthan_workflow_registry.release import VerifiedRelease, WorkflowDefinition, semver_key
-from rimthan_workflow_registry.run import available_workflows, describe_available
+from rimthan_workflow_registry.run import available_suffix, available_workflows
 from rimthan_workflow_registry.workflow_engine import newest_version
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def workflow_not_found(release: VerifiedRelease, reason: str) -> WorkflowProtoco
     available = available_workflows(release.catalogue.workflows)
     return WorkflowProtocolError(
         FailureCode.WORKFLOW_NOT_FOUND,
-        f"{reason}; available: {describe_available(available)}",
+        f"{reason}{available_suffix(available)}",
         details={"available": available},
     )
 

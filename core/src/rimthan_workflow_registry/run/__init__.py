@@ -93,6 +93,7 @@ if TYPE_CHECKING:
     )
     from rimthan_workflow_registry.run.repository_policy import policy_refusal
     from rimthan_workflow_registry.run.requirements import (
+        available_suffix,
         available_workflows,
         describe_available,
         missing_fields,
@@ -138,6 +139,7 @@ __all__ = [
     "ValidatorReceipt",
     "ValidatorSummary",
     "audit_run",
+    "available_suffix",
     "available_workflows",
     "binding_drift",
     "binding_for",
@@ -206,6 +208,7 @@ _HOME = {
     "ValidatorReceipt": "rimthan_workflow_registry.run.checkpoints",
     "ValidatorSummary": "rimthan_workflow_registry.run.validation_bundle",
     "audit_run": "rimthan_workflow_registry.run.audit",
+    "available_suffix": "rimthan_workflow_registry.run.requirements",
     "available_workflows": "rimthan_workflow_registry.run.requirements",
     "binding_drift": "rimthan_workflow_registry.run.host_binding",
     "binding_for": "rimthan_workflow_registry.run.host_binding",

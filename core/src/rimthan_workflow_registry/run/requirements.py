@@ -117,6 +117,12 @@ def available_workflows(workflows: Iterable[WorkflowDefinition]) -> list[dict[st
     ]
 
 
+def available_suffix(available: list[dict[str, Any]]) -> str:
+    """How a ``workflow_not_found`` message ends: the workflows a release carries (:func:`describe_available`). A
+    reply that names the workflows itself takes it off (the host bridge's, ``rimthan_host.offered``)."""
+    return f"; available: {describe_available(available)}"
+
+
 def describe_available(available: list[dict[str, Any]]) -> str:
     """``id (aliases: a, b; versions: 1.0.0, 1.1.0)`` for each workflow, for a one-line refusal."""
     parts = []
