@@ -298,7 +298,7 @@ def test_a_setup_outside_the_bridges_own_policy_names_the_policy_and_the_run_and
                 )
                 assert "check that the bridge's verifier" not in setup.text, setup.text
                 assert not (project / ".claude").exists()
-                assert (await model.call("show_step")).is_error  # no run is active: resume_run sets it up again
+                no_run(await model.call("show_step"))  # no run is active: resume_run sets it up again
                 retried = await model.call("resume_run", {"run": run})
                 assert retried.is_error and "repository_policy_conflict" in retried.text, retried.text
                 return model
