@@ -36,8 +36,8 @@ MetaLister = Callable[[], Awaitable[list[dict[str, Any]]]]
 LISTING_PAGES = 1000
 """Pages of the verifier's resource listing read at most, each page's cursor the one before named: every page is
 read (a manifest on a late page is read too), and a listing still going past this, or naming a cursor twice, is
-:class:`ListingUnbounded` (a paginator that never ends cannot hold a call). At 100 resources a page that is 100,000
-resources, ten releases of 10,000 files; the bridge reads it once per connection and change (:mod:`.kept_listing`)."""
+:class:`ListingUnbounded` (a paginator that never ends cannot hold a call). The bridge reads it once per
+connection and change (:mod:`.kept_listing`), so the bound is for a listing that does not end, not for cost."""
 
 T = TypeVar("T")
 # What a call on a dead connection raises, below the SDK's own "Connection closed" error.
