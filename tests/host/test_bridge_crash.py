@@ -26,6 +26,7 @@ from support.bridge import (
     as_an_older_bridge_saved,
     audited_only_run,
     drive,
+    no_run,
     refused,
     verifier_pids,
     write_files,
@@ -187,7 +188,7 @@ def test_a_resume_refused_after_the_verifier_restarted_gives_the_refusals_code_i
                 f"step_done did not go through and the run was not picked up again. Run {run} was not resumed "
                 "(run_position_unknown)")  # fmt: skip
         assert "(run_position_unknown)" in first and then.startswith("next: ") and "new_run true" in then, retry.text
-        assert (await model.call("show_step")).is_error  # no run was made active
+        no_run(await model.call("show_step"), "No run is active")  # no run was made active
         assert log.tokens() == logged and verifier_pids(state_dir) not in ([], [child])
         fresh = await model.call("start_run", {"workflow": "research", "facts": {}, "new_run": True})
         assert fresh.data["status"] == "blocked", fresh.text  # the restarted verifier answers

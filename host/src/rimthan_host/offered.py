@@ -19,7 +19,7 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
-from rimthan_workflow_registry.run.requirements import available_suffix
+from rimthan_workflow_registry.run import available_suffix
 
 from .protocol import ListingUnbounded, MetaLister
 
@@ -85,7 +85,7 @@ async def offered_workflows(list_metas: MetaLister | None) -> OfferedList:
 
 def without_available(message: str, details: object) -> str:
     """A ``workflow_not_found`` message without the workflows it names at its end (``details.available``, as
-    :func:`~rimthan_workflow_registry.run.requirements.available_suffix` writes them): for a reply naming them
+    :func:`~rimthan_workflow_registry.run.available_suffix` writes them): for a reply naming them
     itself, so they are named once. The message whole when it does not end so (another verifier's words)."""
     available = details.get("available") if isinstance(details, dict) else None
     try:
