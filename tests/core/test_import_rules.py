@@ -70,7 +70,9 @@ def _inside(files: list[Path], packages: tuple[str, ...]) -> list[str]:
 
 
 def _py(root: Path, *, but: tuple[str, ...] = ()) -> list[Path]:
-    return [p for p in sorted(root.rglob("*.py")) if not any(p.match(pattern) for pattern in but)]
+    """Our Python files under ``root`` (never the npm tools' that ``make interop`` installs in node_modules)."""
+    found = (p for p in sorted(root.rglob("*.py")) if "node_modules" not in p.relative_to(root).parts)
+    return [p for p in found if not any(p.match(pattern) for pattern in but)]
 
 
 RULES = {
