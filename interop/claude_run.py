@@ -7,18 +7,25 @@ asks for). ``ENABLE_TOOL_SEARCH=false`` keeps MCP tools in the request's ``tools
 Claude Code's tool search; ``--permission-mode acceptEdits`` lets ``Write`` create files in the project, and
 ``--allowedTools mcp__rimthan`` lets the bridge's tools run, with no one to ask.
 
-The stand-in plays the model (:class:`RunPlayer`): each request carries the conversation so far, and it reads
-the last tool result the bridge gave back and decides the next call from its words alone, as a model must:
+The stand-in plays the model (:class:`RunPlayer`): each request carries the conversation so far, and it reads the
+last tool result the bridge gave back and decides the next call from its words alone, as a model must:
 ``WaitForMcpServers`` while the bridge's tools are not yet offered, ``start_run`` with the catalogue's example
-facts, a ``Write`` of each file a step names (the catalogue's example texts), ``step_done`` with the step the
-reply names, ``record_verdict`` for each validator it names (directly, no subagent), ``answer_question``
-with the field it names, until the reply says the run is complete. One round fails: the first validator named
-(the critic) reads REPAIRED in the project and gives ``fail`` with a finding naming the file and a line to add
-while it lacks REVIEW_LINE; the failed round's reply hands the finding and the step back, and the model rewrites
-the file with ``Write`` from those words (:func:`repairs_asked`) and calls ``step_done`` again. The check then
-looks from outside: Claude Code's exit and its ``Write`` results, the files in the project (the repaired one
-holding the line), the run's log (``rimthan-mcp audit``: one failed round, then completed), and no token, digest
-or attestation in any tool result the model got.
+facts, a ``Write`` of each file a step names (the catalogue's example texts), ``step_done`` with the step the reply
+names, ``record_verdict`` for each validator it names (directly, no subagent), ``answer_question`` with the field it
+names, until the reply says the run is complete. One round fails: the first validator named (the critic) reads
+REPAIRED in the project and gives ``fail`` with a finding naming the file and a line to add while it lacks
+REVIEW_LINE; the failed round's reply hands the finding and the step back, and the model rewrites the file with
+``Write`` from those words (:func:`claude_words.repairs_asked`) and calls ``step_done`` again. Before that, one
+refusal: the model first writes SLIPPED with SLIP, a route its JSON Schema (the const "desk-research") refuses; the
+verifier refuses the file (``json_schema_failed``), and the bridge's reply names the file, the place (``at
+/route``), the value expected there and "call step_done again; the run waits at step desk-research."; the model
+writes the file again with ``Write``, that value in that place (:func:`claude_words.refusals_asked`), and calls
+``step_done`` (the refusal is an error result: Claude Code hands the model its text, on either connection). The
+check then looks from outside: Claude Code's exit and its ``Write`` results, the files in the project (the repaired
+ones holding the line and the route), the one refusal the model read, the run's log (``rimthan-mcp audit``: one
+failed round, then completed; a refused ``step_done`` issues no checkpoint, so the log has nothing of the refusal),
+and no token, digest or attestation in any tool result the model got. How the model reads the words is
+interop/claude_words.py.
 
 Elicitation: Claude Code declares it, and ``-p``, with no one to show a form to, cancels each form unless an
 ``Elicitation`` hook answers it. So the run is done twice: without a hook, where the first fact's form of
@@ -27,7 +34,7 @@ request to confirm objective (cancel) ..."); and with interop/claude_person.py a
 person accepting each form as offered, where every fact ends up ``"user via elicitation"`` in the run's state.
 On a 2026-07-28 connection Claude Code gives the model a result's structured content as JSON in place of its
 text; the bridge puts its words in that too (its ``text`` field), and the player reads only words, whichever part
-it was handed (:func:`read_result`): the check then asserts the first step's instruction text and the "call
+it was handed (:func:`claude_words.read_result`): the check then asserts the first step's instruction text and the "call
 step_done" advice reached the model, and names the protocol version Claude Code's MCP log says it negotiated.
 The whole run is done once more on a 2025-11-25 connection: the bridge behind interop/host_shim.py ``--era``,
 which answers Claude Code's 2026-07-28 ``server/discover`` probe "Method not found", so Claude Code initializes
@@ -47,10 +54,20 @@ from pathlib import Path
 from typing import Any
 
 from claude_code import MCP_JSON, approve_project_servers, claude_binary, claude_env, make_project
+from claude_words import (
+    FAILED_ROUND,
+    FILES_REFUSED,
+    SCHEMA_FAILED,
+    Repair,
+    Seen,
+    json_object,
+    read_result,
+    repaired_json,
+    words_of,
+)
 from host_shim import negotiated_in
 from model_standin import ToolUse, model_standin
 from rimthan_host.standin import StandIn, opaque_in
-from rimthan_host.words import TEXT_FIELD
 from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE
 
 SERVER = "rimthan"
@@ -70,10 +87,12 @@ CANCELLED = "The user dismissed the request to confirm"
 BY_ELICITATION = "user via elicitation"
 TIMEOUT = 300
 REPAIRED = "research/findings.md"  # the file the critic fails at first and the model repairs
-FAILED_ROUND = "A validator failed the step:"  # how the bridge's reply to a failed round lists its findings
 REVIEW_LINE = "Each cited source was checked against the evidence log."  # the line the critic asks for
 FIRST_STEP = "interview"  # the research workflow's first step, the one start_run's reply gives the model
 STEP_DONE_ADVICE = f"call step_done with step {FIRST_STEP}."
+SLIPPED = "research/evidence-log.json"  # the file the model first writes with a value its JSON Schema refuses
+SLIP = ("route", "desk research")  # that value: the schema's route is the const "desk-research"
+REFUSED_AT = f"  - {SCHEMA_FAILED} at /{SLIP[0]}: "  # the refusal's line the model repairs from
 
 Check = Callable[[bool, str, str], bool]
 
@@ -98,6 +117,7 @@ class RunPlayer:
     writes: list[Exchange] = field(default_factory=list)  # every Write call and its result
     stopped: str = ""  # why the player ended the turn before the run completed
     critic: bool = True  # the first validator named fails while REPAIRED lacks REVIEW_LINE (a repair round)
+    slip: bool = True  # the first Write of SLIPPED holds SLIP, which the verifier refuses (a refusal repaired)
 
     def __call__(self, body: dict[str, Any]) -> ToolUse | str:
         tools = [str(t.get("name", "")) for t in body.get("tools", []) if isinstance(t, dict)]
@@ -122,9 +142,11 @@ class RunPlayer:
         return self._next(prefix, calls[-1], written, first)
 
     def _next(self, prefix: str, last: Exchange, written: Sequence[str], first: str) -> ToolUse | str:
+        seen = read_result(last.result)
+        if seen.refused:
+            return self._refused(prefix, seen, written, last.result)
         if last.is_error:
             return self._stop(f"{last.name} refused: {last.result[:300]}")
-        seen = read_result(last.result)
         if seen.complete:
             return DONE
         if seen.validators:
@@ -138,10 +160,35 @@ class RunPlayer:
                 return ToolUse(WRITE_TOOL, {"file_path": str(self.project / repair.path), "content": self._fix(repair)})
         for path in seen.files:
             if str(self.project / path) not in written:
-                return ToolUse(WRITE_TOOL, {"file_path": str(self.project / path), "content": self._compose(path)})
+                return ToolUse(WRITE_TOOL, {"file_path": str(self.project / path), "content": self._first(path)})
         if seen.step:
             return ToolUse(f"{prefix}step_done", {"step": seen.step})
         return self._stop(f"no move in: {last.result[:300]}")
+
+    def _refused(self, prefix: str, seen: Seen, written: Sequence[str], result: str) -> ToolUse | str:
+        """The verifier refused the step's files: each file a refusal names written again as the model wrote it,
+        with the value the refusal expected in the place it names, then step_done with the step the words name."""
+        if not seen.refusals or not seen.step:
+            return self._stop(f"a refusal with nothing to act on: {result[:300]}")
+        for path in dict.fromkeys(r.path for r in seen.refusals):
+            if str(self.project / path) not in written:
+                fixed = repaired_json(self._written(path), [r for r in seen.refusals if r.path == path])
+                if not fixed:
+                    return self._stop(f"{path} holds no place the refusal names: {result[:300]}")
+                return ToolUse(WRITE_TOOL, {"file_path": str(self.project / path), "content": fixed})
+        return ToolUse(f"{prefix}step_done", {"step": seen.step})
+
+    def _first(self, path: str) -> str:
+        """A step's file as the model first writes it: the catalogue's example, SLIPPED with SLIP in it once."""
+        text = self._compose(path)
+        if not self.slip or path != SLIPPED or self._written(path):
+            return text
+        return json.dumps({**json.loads(text), SLIP[0]: SLIP[1]}, indent=2) + "\n"
+
+    def _written(self, path: str) -> str:
+        """What the model last wrote at ``path`` with Write in this conversation ("" if nothing)."""
+        mine = [e for e in self.writes if e.input.get("file_path") == str(self.project / path)]
+        return str(mine[-1].input.get("content", "")) if mine else ""
 
     def _verdict(self, validator: str, first: str) -> dict[str, Any]:
         """The validator's verdict, as its subagent would give it: the critic (the first validator the run named)
@@ -179,86 +226,9 @@ def exchanges(messages: Sequence[Mapping[str, Any]]) -> list[Exchange]:
     return out
 
 
-@dataclass(frozen=True)
-class Repair:
-    """A finding of a failed round, as the model acts on it: the file it names and the line it asks for."""
-
-    path: str
-    line: str
-
-
-@dataclass(frozen=True)
-class Seen:
-    """What a bridge result asks of the model next."""
-
-    complete: bool = False
-    validators: tuple[str, ...] = ()
-    question: str = ""  # the field of the question waiting for the user's answer
-    files: tuple[str, ...] = ()
-    step: str = ""
-    failed: bool = False  # a validator failed the step: its findings say what to repair
-    repairs: tuple[Repair, ...] = ()  # what a failed round's findings ask to change, before step_done again
-
-
 def critic_finding() -> str:
     """The critic's finding: the file it judged and the line that would fix it, in one sentence."""
     return f'{REPAIRED} never says how its sources were checked: add the line "{REVIEW_LINE}" at its end.'
-
-
-def read_result(result: str) -> Seen:
-    """What a result as Claude Code passed it on asks for, from its words alone, as a model reads it."""
-    return _read_text(words_of(result))
-
-
-def words_of(result: str) -> str:
-    """The bridge's words in a result: the structured content's text field where Claude Code handed the model the
-    structured content as JSON (a 2026-07-28 connection), else the result as it is (the text content); a model
-    handed structured content without words gets none."""
-    data = _json_text(result)
-    if not data:
-        return result
-    words = data.get(TEXT_FIELD)
-    return words if isinstance(words, str) else ""
-
-
-def _read_text(text: str) -> Seen:
-    asked = re.search(r"[Cc]all answer_question with (?:their answer and )?field (\S+?)[.;]", text)
-    named = re.search(r"call step_done (?:with step|again; the run waits at step) (\S+?)\.", text)
-    at = re.findall(r"^Run \S+ \([^)]*\): step (\S+) ", text, re.M)
-    return Seen(
-        complete=bool(re.search(r"^Run \S+ is complete\.", text, re.M)),
-        validators=tuple(re.findall(r"^Validator (\S+) \(subagent ", text, re.M)),
-        question=asked.group(1) if asked else "",
-        files=tuple(files_to_write(text)),
-        step=named.group(1) if named else (at[-1] if at else ""),
-        failed=FAILED_ROUND in text,
-        repairs=tuple(repairs_asked(text)),
-    )
-
-
-def repairs_asked(text: str) -> list[Repair]:
-    """The repairs a failed round's words ask for: each finding under "A validator failed the step:" that names
-    one of the step's files (listed under "The step's files:") and a quoted line to add."""
-    head, listed = text.find(FAILED_ROUND), text.find("The step's files:")
-    if head < 0 or listed < 0:
-        return []
-    files = re.findall(r"^- (\S+)$", text[listed:], re.M)
-    found = re.findall(r'^- [^:\s]+: (\S+) .*?add the line "([^"]+)"', text[head:listed], re.M)
-    return [Repair(path, line) for path, line in found if path in files]
-
-
-def files_to_write(text: str) -> list[str]:
-    """The paths under the bridge's "Write these files in the project directory ...:" list."""
-    head = re.search(r"^Write these files in the project directory .*:$", text, re.M)
-    if head is None:
-        return []
-    found = []
-    for line in text[head.end() :].splitlines()[1:]:
-        if line.startswith("- "):
-            found.append(line[2:].split(" (")[0])
-        elif not line.startswith("  "):
-            break
-    return found
 
 
 def _result_text(content: object) -> str:
@@ -291,8 +261,8 @@ def run_claude_run(modules: Path, work: Path, release: Path, trust: Path, bin_di
     )
     run = claude_p(modules, work / "claude-run", (release, trust, bin_dir), person=True)
     where = "claude -p (its MCP client and Write tool, the model a stand-in, the person an Elicitation hook)"
-    said, results = _json_text(run.done.stdout), run.player.bridge_results
-    structured = sum(bool(_json_text(r)) for r in results)
+    said, results = json_object(run.done.stdout), run.player.bridge_results
+    structured = sum(bool(json_object(r)) for r in results)
     check(
         run.done.returncode == 0 and said.get("result") == DONE and not run.player.stopped,
         f"{where}: the run reaches its end",
@@ -312,6 +282,7 @@ def run_claude_run(modules: Path, work: Path, release: Path, trust: Path, bin_di
     )
     _words_reached(run, release, check, where)
     _repaired(run, check, where)
+    _refusal_repaired(run, check, where)
     leaks = [hit for i, text in enumerate(run.player.bridge_results) for hit in opaque_in(text, f"result[{i}]")]
     check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
     _outside(run.project, run.home, bin_dir, check, where)
@@ -325,7 +296,7 @@ def _older_era(modules: Path, work: Path, world: tuple[Path, Path, Path], check:
     log = run.project.parent / SHIM_LOG
     shim = negotiated_in(log.read_text("utf-8").splitlines()) if log.is_file() else ""
     results = run.player.bridge_results
-    structured = sum(bool(_json_text(r)) for r in results)
+    structured = sum(bool(json_object(r)) for r in results)
     check(
         run.done.returncode == 0 and not run.player.stopped and shim == negotiated(run.home) == OLDER_ERA,
         f"{where}: the run reaches its end; the bridge answered initialize with {OLDER_ERA}, and Claude Code's "
@@ -335,6 +306,7 @@ def _older_era(modules: Path, work: Path, world: tuple[Path, Path, Path], check:
         f"({structured} results as structured JSON)",
     )
     _words_reached(run, world[0], check, where)
+    _refusal_repaired(run, check, where)
     leaks = [hit for i, text in enumerate(results) for hit in opaque_in(text, f"result[{i}]")]
     check(not leaks, f"{where}: no token, digest or attestation in any tool result the model got", "; ".join(leaks[:3]))
 
@@ -348,7 +320,7 @@ def _words_reached(run: ClaudeRun, release: Path, check: Check, where: str) -> N
         phrase in words and STEP_DONE_ADVICE in words,
         f"{where}: the model reads the first step's instruction text and {STEP_DONE_ADVICE!r} in the start_run "
         "result it got",
-        f"protocol {negotiated(run.home) or 'unknown'}; {'structured content' if _json_text(started) else 'text'} "
+        f"protocol {negotiated(run.home) or 'unknown'}; {'structured content' if json_object(started) else 'text'} "
         f"handed to the model: {started[:160]!r}",
     )
 
@@ -373,6 +345,35 @@ def _repaired(run: ClaudeRun, check: Check, where: str) -> None:
         f"{len(failed)} failed round(s) the model read, {len(rewrites)} repair write(s): "
         + "; ".join(e.result[:80] for e in rewrites[:1]),
     )  # fmt: skip
+
+
+def _refusal_repaired(run: ClaudeRun, check: Check, where: str) -> None:
+    """The verifier's refusal of SLIPPED came back in words naming the file, the place, the value expected there and
+    the call to make; the model wrote the file again with Write, that place fixed, and called step_done again."""
+    handed = [r for r in run.player.bridge_results if FILES_REFUSED in words_of(r)]
+    refusals = [words_of(r) for r in handed]
+    said = refusals[0] if len(refusals) == 1 else ""
+    lines = said.splitlines()
+    named = [i for i, line in enumerate(lines) if line.startswith(f"{SLIPPED} (its JSON Schema: ")]
+    told = bool(named) and lines[named[0] + 1].startswith(REFUSED_AT) and "'desk-research' was expected" in said
+    told = told and lines[named[0]].endswith("; read it and match it):")  # (the schema copy the words name)
+    writes = [json_object(str(e.input.get("content"))) for e in run.player.writes if e.input.get("file_path")
+              == str(run.project / SLIPPED) and not e.is_error]  # fmt: skip
+    on_disk = json_object((run.project / SLIPPED).read_text("utf-8")) if (run.project / SLIPPED).is_file() else {}
+    check(
+        told and "call step_done again; the run waits at step desk-research." in said
+        and [w.get(SLIP[0]) for w in writes] == [SLIP[1], "desk-research"] and on_disk.get(SLIP[0]) == "desk-research",
+        f"{where}: the verifier refuses {SLIPPED} ({SCHEMA_FAILED}); the one refusal the model reads names the file, "
+        f"the place and the value expected; the model writes the file again with {WRITE_TOOL} and calls step_done",
+        f"{len(refusals)} refusal(s) the model read (as {', '.join(_part(r) for r in handed) or 'none'}), "
+        f"{len(writes)} write(s) of {SLIPPED}: "
+        + (said.replace(chr(10), " | ")[:240] if said else "none"),
+    )  # fmt: skip
+
+
+def _part(result: str) -> str:
+    """Which part of a tool result Claude Code handed the model: the structured content (as JSON) or the text."""
+    return "structured content" if json_object(result) else "text"
 
 
 def negotiated(home: Path) -> str:
@@ -436,7 +437,8 @@ def _outside(project: Path, home: Path, bin_dir: Path, check: Check, where: str)
         len(rounds) == 1
         and rounds[0].startswith("1 failed validation round(s): desk-research (line ")
         and "outcome: completed" in done.stdout,
-        f"{where}: the audit shows the failed round and the run completed after it",
+        f"{where}: the audit shows the failed round and the run completed after it (the refused step_done issued "
+        "no checkpoint: the audit has nothing of it)",
         rounds[0] if rounds else "no failed validation round in the audit",
     )
 
@@ -444,7 +446,7 @@ def _outside(project: Path, home: Path, bin_dir: Path, check: Check, where: str)
 def confirmed_by(project: Path) -> dict[str, str]:
     """Each fact of the project's one run and how it was confirmed, from the run's state file."""
     found = sorted((project / ".rimthan" / "runs").glob("*.json"))
-    states = _json_text(found[0].read_text("utf-8")).get("states", []) if len(found) == 1 else []
+    states = json_object(found[0].read_text("utf-8")).get("states", []) if len(found) == 1 else []
     last = states[-1] if states and isinstance(states[-1], dict) else {}
     confirmations = (last.get("confirmed_state") or {}).get("confirmations") or {}
     return {name: str(c.get("confirmed_by")) for name, c in confirmations.items() if isinstance(c, dict)}
@@ -452,11 +454,3 @@ def confirmed_by(project: Path) -> dict[str, str]:
 
 def _tail(done: subprocess.CompletedProcess[str]) -> str:
     return f"exit {done.returncode}: {(done.stdout.strip() + ' ' + done.stderr.strip())[-200:]}"
-
-
-def _json_text(text: str) -> dict[str, Any]:
-    try:
-        loaded = json.loads(text)
-    except ValueError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claude_run import FIRST_STEP, STEP_DONE_ADVICE, Exchange, first_instruction, words_of
+from claude_run import FIRST_STEP, STEP_DONE_ADVICE, Exchange, first_instruction
+from claude_words import words_of
 from model_standin import NAMESPACE_SEP, ModelStandIn, ToolUse
 from rimthan_host.standin import opaque_in
 from rimthan_workflow_registry.run import CONFIRMED_STATE_EXAMPLE

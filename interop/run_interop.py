@@ -68,6 +68,7 @@ the signed releases, the HTTP server, the report) · ``npm_tools`` (step 1) ·
 ``conformance_suite`` (step 3) · ``inspector_checks`` (step 4) ·
 ``inspector_bridge`` (step 4, the run through the bridge) · ``claude_code``
 (step 5) · ``claude_run`` (step 5, the whole run in ``claude -p``) ·
+``claude_words`` (step 5, how its model reads the bridge's words) ·
 ``claude_person`` (step 5, the person's Elicitation hook) · ``host_shim`` (steps 5 and 6, a stdio shim
 changing what a host offers the bridge) · ``other_hosts`` (step 6) · ``codex_run`` (step 6, the tool results
 Codex hands its model) ·

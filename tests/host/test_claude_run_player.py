@@ -2,7 +2,9 @@
 
 interop/claude_run.py's model reads the bridge's kept replies (tests/host/data/bridge_replies.json) into the
 move a model makes next, from the text or from the structured content, a failed round's repair included (the
-file and line its finding names, then step_done with the step it names; without those words, no move);
+file and line its finding names, then step_done with the step it names; without those words, no move), and a
+refusal of the files' repair (the evidence log it first writes with a route its JSON Schema refuses, written again
+with the value the refusal says was expected at the place it names);
 interop/model_standin.py answers a real
 HTTP request on the Messages API with a streamed ``tool_use``; interop/claude_person.py, run as Claude Code runs
 an ``Elicitation`` hook, accepts a form as offered.
@@ -31,9 +33,10 @@ def interop() -> Iterator[dict[str, ModuleType]]:
     sys.path.insert(0, path)  # the interop modules import their siblings, as make interop runs them
     try:
         import claude_run
+        import claude_words
         import model_standin
 
-        yield {"claude_run": claude_run, "model_standin": model_standin}
+        yield {"claude_run": claude_run, "claude_words": claude_words, "model_standin": model_standin}
     finally:
         sys.path.remove(path)
 
@@ -71,7 +74,7 @@ def test_each_kept_reply_asks_from_its_words_alone_the_move_its_data_names(inter
             continue
         from_text, from_data = read(reply["text"]), read(json.dumps(reply["data"]))
         assert _move(from_text) == _move(from_data) == _named(reply["data"]), reply["text"][:200]
-        words_gone = {k: v for k, v in reply["data"].items() if k != claude_run.TEXT_FIELD}
+        words_gone = {k: v for k, v in reply["data"].items() if k != interop["claude_words"].TEXT_FIELD}
         assert not read(json.dumps(words_gone)).complete and not read(json.dumps(words_gone)).step
         moves.append(from_text)
     assert moves[-1].complete
@@ -224,3 +227,84 @@ def test_without_the_repair_words_the_player_stops(interop: dict[str, ModuleType
     assert claude_run.read_result(elsewhere).repairs == ()
     said = _play(player, [("mcp__rimthan__record_verdict", elsewhere)])
     assert said.startswith("I stop here: a failed round with no finding to act on:")
+
+
+# the verifier's refusal of the route the player first writes, as the bridge words it (a real run's reply)
+ROUTE_REFUSED = "  - json_schema_failed at /route: artifact 'evidence-log': 'desk-research' was expected"
+EXAMPLES = REPO_ROOT / "catalogues" / "research-decision" / "1.2.0"
+
+
+def _refusal(finding: str = ROUTE_REFUSED) -> dict[str, Any]:
+    """The kept refusal of the evidence log (its JSON unreadable), with ``finding`` in place of the kept one."""
+    replies = json.loads(KEPT.read_text("utf-8"))["mistakes-repair-completion"]
+    reply = next(r for r in replies if r["data"].get("status") == "deterministic_validation_failed")
+    kept = next(line for line in str(reply["text"]).splitlines() if line.startswith("  - json_parse_failed"))
+    return {**reply, "text": str(reply["text"]).replace(kept, finding)}
+
+
+def _write(i: str, given: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Write call in the conversation and Claude Code's result for it."""
+    return [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "Write", "input": given}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "File written"}]},
+    ]
+
+
+def _after_refusal(player: Any, refusal: str, first: dict[str, Any], then: dict[str, Any] | None = None) -> Any:
+    """The player's move after writing ``first``, step_done refused with ``refusal``, then (if given) ``then``."""
+    tools = [{"name": n} for n in ("Write", "mcp__rimthan__start_run", "mcp__rimthan__step_done")]
+    result = {"type": "tool_result", "tool_use_id": "s", "content": refusal, "is_error": True}
+    messages = [
+        *_write("w", first),
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "s", "name": "mcp__rimthan__step_done"}]},
+        {"role": "user", "content": [result]},
+        *(_write("r", then) if then else []),
+    ]
+    return player({"tools": tools, "messages": messages})
+
+
+def test_the_player_first_writes_the_evidence_log_with_the_one_value_its_schema_refuses(
+    interop: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    claude_run = interop["claude_run"]
+    player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
+    first = json.loads(player._first(claude_run.SLIPPED))
+    schema = json.loads((EXAMPLES / "schemas" / "evidence-log.schema.json").read_text("utf-8"))
+    wrong = [(list(e.absolute_path), e.message) for e in Draft202012Validator(schema).iter_errors(first)]
+    assert wrong == [(["route"], "'desk-research' was expected")]  # the line the bridge words (ROUTE_REFUSED)
+    assert player._first("research/findings.md") == player._compose("research/findings.md")  # only the log slips
+
+
+def test_the_player_writes_a_refused_file_again_with_the_value_expected_then_calls_step_done(
+    interop: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    claude_run = interop["claude_run"]
+    player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
+    path = str(tmp_path / claude_run.SLIPPED)
+    slipped = {"file_path": path, "content": player._first(claude_run.SLIPPED)}
+    refusal = _refusal()
+    for words in (refusal["text"], json.dumps(refusal["data"] | {"text": refusal["text"]})):  # text or structured
+        write = _after_refusal(player, words, slipped)
+        assert (write.name, write.input["file_path"]) == ("Write", path)
+        assert json.loads(write.input["content"]) == json.loads(player._compose(claude_run.SLIPPED))
+        done = _after_refusal(player, words, slipped, write.input)
+        assert (done.name, done.input) == ("mcp__rimthan__step_done", {"step": "desk-research"})
+
+
+def test_a_refusal_without_a_value_to_put_in_place_stops_the_player(
+    interop: dict[str, ModuleType], tmp_path: Path
+) -> None:
+    """A refusal naming no place and value (a property missing), or a place the file the model wrote lacks."""
+    claude_run = interop["claude_run"]
+    player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
+    slipped = {"file_path": str(tmp_path / claude_run.SLIPPED), "content": player._first(claude_run.SLIPPED)}
+    missing = _refusal("  - json_schema_failed: artifact 'evidence-log': 'gaps' is a required property")
+    said = _after_refusal(player, missing["text"], slipped)
+    assert said.startswith("I stop here: a refusal with nothing to act on:")
+    elsewhere = _refusal(ROUTE_REFUSED.replace("/route", "/no_such_place"))
+    said = _after_refusal(player, elsewhere["text"], slipped)
+    assert said.startswith(f"I stop here: {claude_run.SLIPPED} holds no place the refusal names:")
+    unnamed = _refusal()["text"].replace("; the run waits at step desk-research.", ".")
+    assert _after_refusal(player, unnamed, slipped).startswith("I stop here: a refusal with nothing to act on:")
