@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 from support.raw_http import sse_events
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -266,8 +267,6 @@ def _after_refusal(player: Any, refusal: str, first: dict[str, Any], then: dict[
 def test_the_player_first_writes_the_evidence_log_with_the_one_value_its_schema_refuses(
     interop: dict[str, ModuleType], tmp_path: Path
 ) -> None:
-    from jsonschema import Draft202012Validator
-
     claude_run = interop["claude_run"]
     player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
     first = json.loads(player._first(claude_run.SLIPPED))
