@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
-from rimthan_host.offered import OFFERED_SHOWN, Offered, OfferedList, release_offers, without_available
+from rimthan_host.offered import OFFERED_SHOWN, Offered, OfferedList, release_offers
 from rimthan_host.standin import StandIn
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
 from support.bridge import BIN, check_replies, drive, no_run, refused, stand_in
@@ -60,13 +60,13 @@ def test_no_run_and_each_unknown_name_list_the_workflows_to_start(world: ServerW
 
 
 def test_an_unknown_name_names_each_workflow_once(world: ServerWorld, tmp_path: Path) -> None:
-    """The verifier's ``workflow_not_found`` names the release's workflows (ids, aliases, versions); the bridge's
-    list names them too: the refusal keeps the verifier's reason and code, and the bridge's list alone."""
+    """The verifier's ``workflow_not_found`` names the release's workflows (ids, aliases, versions) in its words and
+    in its details: the bridge says the refusal in its own words, each workflow named once (its message unread)."""
 
     async def script(model: StandIn) -> None:
         for facts in ({}, {"objective": "x"}):  # (a start; with facts, the question of what it needs first)
             said = await model.call("start_run", {"workflow": "reserch", "facts": facts})
-            reason = "no workflow or alias 'reserch' in release research-decision@1.2.0"
+            reason = "no workflow or alias 'reserch' is among the workflows it serves."
             refused(said, f"The verifier refused: workflow_not_found: {reason}\nNothing changed")
             assert said.text.endswith(LISTED + RESEARCH + "."), said.text
             assert "available:" not in said.text and said.text.count("decide") == 1, said.text
@@ -118,9 +118,3 @@ def test_the_list_is_bounded_and_takes_only_what_fits_its_shape() -> None:
     assert taken[0] == Offered("ok", "cat@1.0.0", "", ("a",))
     assert "\n" not in taken[1].words() and len(taken[1].words()) < 200
     assert release_offers({RELEASE_META: 1, WORKFLOWS_META: odd}) == []
-    said = "no workflow or alias 'x' in release cat@1.0.0; available: a (aliases: none; versions: 1.0.0)"
-    available = [{"id": "a", "aliases": [], "versions": ["1.0.0"]}]
-    assert without_available(said, {"available": available}) == "no workflow or alias 'x' in release cat@1.0.0"
-    for odd_details in (None, {"available": [{"id": "a"}]}, {"available": "a"}, {"available": [{"id": "b", **{
-            "aliases": [], "versions": ["1.0.0"]}}]}):  # fmt: skip
-        assert without_available(said, odd_details) == said  # (not the words the core writes: left whole)

@@ -60,6 +60,8 @@ The bridge (``rimthan-host serve``: a model drives a run through its own tools):
 ``unanswered``       how a person's decline or cancel reads: the same for a question, a fact, a migration
 ``roots``            whether the client's roots hold the project the bridge serves
 ``offered``          the workflows a model may start, from the verifier's resource listing: named, bounded
+``unserved``         a start the verifier refused for its workflow, in the bridge's words: the name asked, each
+                     workflow it serves once
 ``kept_listing``     the verifier's resource listing kept per connection, read again once it says it changed
 ``facts``            facts the person confirms: at start_run, and mid-run with step_done's facts (verifier-checked)
                      and the round of forms that asks them (migrate_run's too, with its own question)

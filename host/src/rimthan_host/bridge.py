@@ -107,7 +107,7 @@ class Bridge(StepMoves, MigrationMoves):
         except ToolRefused as refused:
             if refused.code != FailureCode.WORKFLOW_NOT_FOUND.value:
                 raise
-            return await self.not_served("start_run", refused)
+            return await self.not_served("start_run", workflow, refused)
 
     async def _start(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool) -> Reply:
         busy = self._claim("start_run")

@@ -19,7 +19,7 @@ from .audit_command import PROGRAM
 from .delivered import AssetClash
 from .fact_forms import Expects
 from .held_facts import HeldFacts
-from .offered import OfferedList, offered_workflows, without_available
+from .offered import OfferedList, offered_workflows
 from .outputs import RefusedFiles
 from .protocol import (
     SETUP_STEP,
@@ -34,6 +34,7 @@ from .runlog import RunLog, RunSummary, run_summaries
 from .session import HostSession
 from .state_schema import state_fields
 from .step_replies import Reply, StepReplies, files_refused, validators_waiting, where
+from .unserved import served_workflows, unserved_reply
 from .words import (
     busy_words,
     failed_words,
@@ -217,14 +218,11 @@ class BridgeCore:
         """``reply`` with the workflows the verifier offers for start_run named (:mod:`.offered`), if it names any."""
         return _with_offered(reply, await offered_workflows(self.list_metas))
 
-    async def not_served(self, tool: str, refused: ToolRefused) -> Reply:
-        """The verifier's ``workflow_not_found``, naming the workflows it offers once: the bridge's list, the
-        verifier's own taken off its words; its words whole when the bridge has no list to name."""
-        offered = await offered_workflows(self.list_metas)
-        message = str(refused.error.get("message") or "")
-        if offered.names():
-            message = without_available(message, refused.error.get("details"))
-        return _with_offered(verifier_refused(tool, refused.code, message), offered)
+    async def not_served(self, tool: str, asked: str, refused: ToolRefused) -> Reply:
+        """The verifier's ``workflow_not_found`` of the workflow ``asked``, in the bridge's words (:mod:`.unserved`):
+        the workflows its details name, each once; the bridge's listing (kept) when they cannot be read."""
+        listing = await offered_workflows(self.list_metas)
+        return unserved_reply(tool, asked, served_workflows(refused.error.get("details")), listing)
 
     def _no_run(self) -> Reply:
         owner = self.lock.other_owner()

@@ -6,8 +6,8 @@ carries (:data:`~rimthan_workflow_registry.protocol_names.WORKFLOWS_META`: id, t
 for its workflow and ``show_step`` with no run name them: at most :data:`OFFERED_SHOWN`, then how many more.
 What the verifier sent is taken only in the expected shape, each text quoted and cut. A listing that does not end
 (:class:`~rimthan_host.protocol.ListingUnbounded`) names none, never part of them, and says so. The bridge keeps
-the listing per verifier connection until it changes (:mod:`.kept_listing`). A reply naming them takes the
-verifier's own list off its ``workflow_not_found`` words (:func:`without_available`): each is named once.
+the listing per verifier connection until it changes (:mod:`.kept_listing`). A start refused as
+``workflow_not_found`` is said in the bridge's own words (:mod:`.unserved`), each workflow named once.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 
 from rimthan_workflow_registry.errors import quoted
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
-from rimthan_workflow_registry.run import available_suffix
 
 from .protocol import ListingUnbounded, MetaLister
 
@@ -32,7 +31,8 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Offered:
-    """One workflow a new run may start: its id, the release a run of it starts on, its title and aliases."""
+    """One workflow a new run may start: its id, the release a run of it starts on ("" if not named), its title and
+    aliases."""
 
     workflow: str
     release: str
@@ -40,9 +40,13 @@ class Offered:
     aliases: tuple[str, ...] = ()
 
     def words(self) -> str:
-        title = f"{quoted(self.title, TITLE_CHARS)}, " if self.title else ""
-        also = f"; also called {', '.join(quoted(a) for a in self.aliases)}" if self.aliases else ""
-        return f"{quoted(self.workflow)} ({title}release {quoted(self.release)}{also})"
+        """``id (title, release r; also called a, b)``, each part only when known."""
+        title = quoted(self.title, TITLE_CHARS) if self.title else ""
+        release = f"release {quoted(self.release)}" if self.release else ""
+        named = ", ".join(part for part in (title, release) if part)
+        also = f"also called {', '.join(quoted(a) for a in self.aliases)}" if self.aliases else ""
+        inside = "; ".join(part for part in (named, also) if part)
+        return f"{quoted(self.workflow)} ({inside})" if inside else quoted(self.workflow)
 
 
 @dataclass(frozen=True)
@@ -83,26 +87,17 @@ async def offered_workflows(list_metas: MetaLister | None) -> OfferedList:
     return OfferedList(tuple(o for meta in metas if meta.get(NEW_RUNS_META) is True for o in release_offers(meta)))
 
 
-def without_available(message: str, details: object) -> str:
-    """A ``workflow_not_found`` message without the workflows it names at its end (``details.available``, as
-    :func:`~rimthan_workflow_registry.run.available_suffix` writes them): for a reply naming them
-    itself, so they are named once. The message whole when it does not end so (another verifier's words)."""
-    available = details.get("available") if isinstance(details, dict) else None
-    try:
-        return message.removesuffix(available_suffix(available)) if isinstance(available, list) else message
-    except (KeyError, TypeError):  # (an entry not in the shape the core writes: the words are left as they are)
-        return message
-
-
 def release_offers(meta: Mapping[str, Any]) -> list[Offered]:
     """The workflows one manifest resource's ``_meta`` names, each as :class:`Offered`; none if it names none."""
     release, workflows = meta.get(RELEASE_META), meta.get(WORKFLOWS_META)
     if not isinstance(release, str) or not isinstance(workflows, list):
         return []
-    return [o for o in (_workflow(release, entry) for entry in workflows) if o is not None]
+    return [o for o in (listed_workflow(release, entry) for entry in workflows) if o is not None]
 
 
-def _workflow(release: str, entry: object) -> Offered | None:
+def listed_workflow(release: str, entry: object) -> Offered | None:
+    """One workflow as a listing names it (an object with a text ``id``; its title and aliases taken if they are
+    texts), or None for an entry of another shape."""
     if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
         return None
     title = entry.get("title")

@@ -118,8 +118,9 @@ def available_workflows(workflows: Iterable[WorkflowDefinition]) -> list[dict[st
 
 
 def available_suffix(available: list[dict[str, Any]]) -> str:
-    """How a ``workflow_not_found`` message ends: the workflows a release carries (:func:`describe_available`). A
-    reply that names the workflows itself takes it off (the host bridge's, ``rimthan_host.offered``)."""
+    """How a ``workflow_not_found`` message ends: the workflows a release carries (:func:`describe_available`). The
+    same list is the refusal's ``details.available``, which a client naming the workflows in its own words reads
+    (the host bridge's, ``rimthan_host.unserved``): the message is the verifier's, never edited."""
     return f"; available: {describe_available(available)}"
 
 
