@@ -60,9 +60,8 @@ SAVED_DIFFERS = (
 )
 
 
-def names_no_workflow(arguments: Mapping[str, Any]) -> bool:
+def names_no_workflow(workflow: object) -> bool:
     """Whether a start_run's ``workflow`` leaves the model without a name to start: none, not text, or blank."""
-    workflow = arguments.get("workflow")
     return not isinstance(workflow, str) or not workflow.strip()
 
 
@@ -95,12 +94,13 @@ class Bridge(StepMoves, MigrationMoves):
         """A call refused for its arguments (``problem``, :func:`~rimthan_host.tools.argument_problem`); one that
         leaves the model without a workflow name names the workflows (:func:`names_no_workflow`)."""
         said = Reply(problem, {"status": "bad_arguments"}, is_error=True)
-        return await self.offering(said) if tool == "start_run" and names_no_workflow(arguments) else said
+        named = arguments.get("workflow")
+        return await self.offering(said) if tool == "start_run" and names_no_workflow(named) else said
 
     async def start_run(self, asker: Asker, workflow: str, facts: Mapping[str, Any], *, new_run: bool = False) -> Reply:
         """Start a run of ``workflow``. A refusal that leaves the model without a workflow name - none given, or
         one the verifier does not serve (``workflow_not_found``) - names the workflows it can start."""
-        if names_no_workflow({"workflow": workflow}):  # (no name to send: the verifier would name no workflow)
+        if names_no_workflow(workflow):  # (no name to send: the verifier would name no workflow)
             return await self.offering(Reply(NO_WORKFLOW, {"status": "bad_arguments"}, is_error=True))
         try:
             return await self._start(asker, workflow, facts, new_run=new_run)
