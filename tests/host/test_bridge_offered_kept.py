@@ -9,7 +9,6 @@ verifier told (SIGHUP: it activates it and says its listing changed), the next l
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from collections.abc import Callable
@@ -26,10 +25,8 @@ from rimthan_host.protocol import LISTING_PAGES, client_metas
 from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META, WORKFLOWS_META
 from support.bridge import BIN, verifier_pids
 from support.checked_client import CheckedClient
+from support.listings import LISTED, RECORD_WAIT, listings, records, text
 from support.servers import ServerWorld, build_world
-
-LISTED = "resources listed"
-RECORD_WAIT = 120  # polls of the bridge's stderr for a verifier's record (a thread copies it there)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +36,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
 
 def _records(errlog: Path) -> list[dict[str, Any]]:
     """The verifier's JSON log records, from the bridge's stderr."""
-    lines = (line.removeprefix("rimthan-mcp: ") for line in errlog.read_text("utf-8").splitlines())
-    return [json.loads(line) for line in lines if line.startswith("{")]
+    return records(errlog.read_text("utf-8").splitlines())
 
 
 async def _until(errlog: Path, seen: Callable[[list[dict[str, Any]]], bool]) -> None:
@@ -52,11 +48,7 @@ async def _until(errlog: Path, seen: Callable[[list[dict[str, Any]]], bool]) -> 
 
 
 def _listings(errlog: Path) -> int:
-    return sum(1 for r in _records(errlog) if r.get("event") == LISTED)
-
-
-def _text(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
+    return listings(errlog.read_text("utf-8").splitlines())
 
 
 def test_the_list_is_read_once_per_connection_and_again_after_the_verifier_says_it_changed(
@@ -73,12 +65,12 @@ def test_the_list_is_read_once_per_connection_and_again_after_the_verifier_says_
         with errlog.open("w") as err:
             async with CheckedClient(stdio_client(params, errlog=err)) as client:
                 first = await client.call_tool("show_step", {})
-                assert "release research-decision@1.2.0" in _text(first), _text(first)
+                assert "release research-decision@1.2.0" in text(first), text(first)
                 await _until(errlog, lambda records: any(r.get("event") == LISTED for r in records))
                 again = await client.call_tool("show_step", {})
                 unknown = await client.call_tool("start_run", {"workflow": "nope", "facts": {}})
                 for reply in (again, unknown):
-                    assert "release research-decision@1.2.0" in _text(reply), _text(reply)
+                    assert "release research-decision@1.2.0" in text(reply), text(reply)
                 assert _listings(errlog) == 1  # the second show_step and the refused start read no listing
 
                 world.publish("1.3.0", releases)
@@ -86,7 +78,7 @@ def test_the_list_is_read_once_per_connection_and_again_after_the_verifier_says_
                 os.kill(pid, signal.SIGHUP)  # (the verifier reads its releases folder again)
                 await _until(errlog, lambda rs: any("research-decision@1.3.0" in r.get("activated", []) for r in rs))
                 for _ in range(RECORD_WAIT):  # (the bridge is told a moment after the verifier logs it)
-                    shown = _text(await client.call_tool("show_step", {}))
+                    shown = text(await client.call_tool("show_step", {}))
                     if "research-decision@1.3.0" in shown:
                         break
                     await anyio.sleep(0.25)

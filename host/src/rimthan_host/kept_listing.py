@@ -6,8 +6,10 @@ the connection, and reads again only after the verifier said its listing changed
 withdrawn, or new runs moved to another): ``notifications/resources/list_changed`` on a 2025-11-25 connection
 (the SDK client's message handler), a resources list-changed event on the ``subscriptions/listen`` stream a
 2026-07-28 connection opens for it (that era sends change notifications only there). A connection on which no
-change would be told (the verifier declares none, refuses the listen stream, or the stream ends) keeps nothing:
-each list is read afresh, as before. A new connection (a restarted child, a URL connected again) starts with
+change would be told (the verifier declares none, refuses the listen stream, does not acknowledge it within
+``ACK_SECONDS``, or the stream ends) keeps nothing: each list is read afresh, as before. So does a 2025-11-25
+connection to a URL: its notifications come on an HTTP session's own stream, whose loss (the verifier restarted)
+the SDK client does not tell. A new connection (a restarted child, a URL connected again) starts with
 nothing kept.
 """
 
@@ -62,9 +64,9 @@ class KeptListing:
     async def watch(self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Until the connection ends: whether a change would be told, and each change (started in the link's task
         group: started once that is known, so the connection's first list is kept too)."""
-        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # (over a URL: see the module)
             declared = client.server_capabilities.resources
-            self.watched = bool(declared and declared.list_changed)
+            self.watched = bool(declared and declared.list_changed) and not isinstance(client.server, str)
             task_status.started()
             return
         started = False
