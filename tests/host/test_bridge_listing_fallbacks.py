@@ -5,9 +5,11 @@ Here every other case, through a real ``rimthan-host serve --verifier-url`` and 
 counting the verifier's ``resources listed`` records: a listen stream refused (the verifier's own bound on open
 streams reached: ``listen_limit_reached``), lost once acknowledged (the verifier stopped, or killed, and started
 again on its port), or never acknowledged (``support.listen_proxy`` holds it: the bridge gives up after
-``ACK_SECONDS``); and a connection that negotiated 2025-11-25 (the proxy refuses ``server/discover``), which follows
-``notifications/resources/list_changed`` where the verifier declares it (``--http-sessions``) and otherwise keeps
-nothing. Each reply that names workflows here is a ``show_step`` with no run or a refused ``start_run``.
+``ACK_SECONDS``); and a connection to a URL that negotiated 2025-11-25 (the proxy refuses ``server/discover``),
+which keeps nothing even where the verifier declares ``resources.listChanged`` (``--http-sessions``: the session's
+stream it is sent on can be lost unseen, as when the verifier restarts). Each reply that names workflows here is a
+``show_step`` with no run or a refused ``start_run``. Last, the one 2025-11-25 connection that is followed: the real
+verifier as a child over stdio, under the bridge's own :class:`KeptListing`.
 """
 
 from __future__ import annotations
@@ -61,15 +63,19 @@ async def _replies(client: CheckedClient, shown: str = SHOWN) -> None:
         assert shown in text(reply), text(reply)
 
 
-async def _listed(server: HttpServer, count: int) -> None:
-    """Wait until ``server`` logged ``count`` listings (its stderr is copied by a thread), and no more."""
+async def _listed(log: HttpServer | Path, count: int) -> None:
+    """Wait until the verifier logged ``count`` listings, and no more: an HTTP one's stderr (copied by a thread), or
+    the file a child's stderr goes to."""
+
+    def lines() -> list[str]:
+        return log.lines if isinstance(log, HttpServer) else log.read_text("utf-8").splitlines()
 
     async def seen() -> bool:
-        return listings(server.lines) >= count
+        return listings(lines()) >= count
 
     await until(seen)
     await anyio.sleep(0.5)  # (a listing past the count would be logged by now: the calls were answered)
-    assert listings(server.lines) == count, server.stderr()
+    assert listings(lines()) == count, "\n".join(lines())
 
 
 def test_a_refused_listen_stream_keeps_nothing(verifier: HttpServer, tmp_path: Path) -> None:
@@ -178,8 +184,8 @@ def test_a_handshake_era_connection_over_http_keeps_nothing(
 
 
 def test_a_handshake_era_stdio_connection_follows_list_changed(world: ServerWorld, tmp_path: Path) -> None:
-    """The real verifier as a child over stdio, connected at 2025-11-25 (an older bridge's way): it declares
-    ``resources.listChanged`` and sends it on the connection itself, so the listing is kept until it comes."""
+    """The real verifier as a child over stdio, connected at 2025-11-25 (as to a verifier serving only that era): it
+    declares ``resources.listChanged`` and sends it on the connection itself, so the listing is kept until it comes."""
     releases, state, errlog = tmp_path / "releases", tmp_path / "state", tmp_path / "err"
     world.publish("1.2.0", releases)
     argv = verifier_argv(world, releases, state)
@@ -187,12 +193,6 @@ def test_a_handshake_era_stdio_connection_follows_list_changed(world: ServerWorl
 
     def releases_named(metas: list[dict[str, Any]]) -> set[str]:
         return {str(meta[RELEASE_META]) for meta in metas if RELEASE_META in meta}
-
-    async def counted(count: int) -> None:
-        async def seen() -> bool:
-            return listings(errlog.read_text("utf-8").splitlines()) == count
-
-        await until(seen)
 
     async def go() -> None:
         listing = KeptListing()
@@ -204,7 +204,7 @@ def test_a_handshake_era_stdio_connection_follows_list_changed(world: ServerWorl
                 fetch = client_metas(client)
                 for _ in range(3):
                     assert releases_named(await listing.read(fetch)) == {"research-decision@1.2.0"}
-                await counted(1)
+                await _listed(errlog, 1)
                 world.publish("1.3.0", releases)
                 (pid,) = verifier_pids(state)
                 os.kill(pid, signal.SIGHUP)
@@ -214,7 +214,7 @@ def test_a_handshake_era_stdio_connection_follows_list_changed(world: ServerWorl
 
                 await until(told)
                 await listing.read(fetch)
-                await counted(2)  # (read once more after the change, then kept)
+                await _listed(errlog, 2)  # (read once more after the change, then kept)
                 watching.cancel_scope.cancel()
 
     anyio.run(go)
