@@ -34,22 +34,17 @@ from support.checked_client import CheckedClient
 from support.listen_proxy import HANDSHAKE_ONLY, UNACKNOWLEDGED
 from support.listings import bridge_at, entered, http_verifier, listen_proxy, listings, text, until, verifier_argv
 from support.processes import HttpServer
-from support.servers import ServerWorld, build_world, server_env
+from support.servers import ServerWorld, server_env
 
 SHOWN = "release research-decision@1.2.0"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> ServerWorld:
-    return build_world(tmp_path_factory.mktemp("listing-fallbacks-world"))
-
-
-@pytest.fixture(scope="module")
-def verifier(world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def verifier(mcp_world: ServerWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     """One stateless verifier over HTTP on 1.2.0, for the tests that publish nothing and restart nothing."""
     root = tmp_path_factory.mktemp("listing-fallbacks")
-    world.publish("1.2.0", root / "releases")
-    with http_verifier(world, root / "releases", root / "state") as server:
+    mcp_world.publish("1.2.0", root / "releases")
+    with http_verifier(mcp_world, root / "releases", root / "state") as server:
         yield server
 
 
@@ -98,20 +93,20 @@ def test_a_refused_listen_stream_keeps_nothing(verifier: HttpServer, tmp_path: P
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
 def test_a_listen_stream_lost_once_acknowledged_keeps_nothing_from_then_on(
-    world: ServerWorld, tmp_path: Path, stop: signal.Signals
+    mcp_world: ServerWorld, tmp_path: Path, stop: signal.Signals
 ) -> None:
     releases, state = tmp_path / "releases", tmp_path / "state"
-    world.publish("1.2.0", releases)
+    mcp_world.publish("1.2.0", releases)
 
     async def go() -> None:
         with contextlib.ExitStack() as stack, (tmp_path / "err").open("w") as err:
-            first = await entered(stack, http_verifier(world, releases, state))
+            first = await entered(stack, http_verifier(mcp_world, releases, state))
             async with bridge_at(first.url, tmp_path, err) as bridge:
                 await _replies(bridge)
                 await _listed(first, 1)  # (acknowledged: the listing is kept)
                 first.process.send_signal(stop)
                 await anyio.to_thread.run_sync(first.process.wait)
-                again = http_verifier(world, releases, state, port=urlsplit(first.url).port or 0)
+                again = http_verifier(mcp_world, releases, state, port=urlsplit(first.url).port or 0)
                 second = await entered(stack, again)
 
                 async def read_again() -> bool:  # (the bridge learns of the lost stream a moment after it is lost)
@@ -140,17 +135,17 @@ def test_a_listen_stream_not_acknowledged_in_time_keeps_nothing(verifier: HttpSe
 
 
 async def _changed(
-    how: str, world: ServerWorld, server: HttpServer, releases: Path, state: Path, stack: contextlib.ExitStack
+    how: str, mcp_world: ServerWorld, server: HttpServer, releases: Path, state: Path, stack: contextlib.ExitStack
 ) -> HttpServer:
     """1.3.0 published and ``server`` told: SIGHUP (``refreshed``), or stopped and started again on its port
     (``restarted``: a 2025-11-25 session's notification stream is lost, unseen by the client). The verifier now."""
-    world.publish("1.3.0", releases)
+    mcp_world.publish("1.3.0", releases)
     if how == "refreshed":
         await anyio.to_thread.run_sync(server.refresh)
         return server
     server.process.terminate()
     await anyio.to_thread.run_sync(server.process.wait)
-    return await entered(stack, http_verifier(world, releases, state, port=urlsplit(server.url).port or 0))
+    return await entered(stack, http_verifier(mcp_world, releases, state, port=urlsplit(server.url).port or 0))
 
 
 @pytest.mark.parametrize(
@@ -159,23 +154,23 @@ async def _changed(
     ids=["stateless-refreshed", "sessions-refreshed", "sessions-restarted"],
 )
 def test_a_handshake_era_connection_over_http_keeps_nothing(
-    world: ServerWorld, tmp_path: Path, extra: tuple[str, ...], how: str
+    mcp_world: ServerWorld, tmp_path: Path, extra: tuple[str, ...], how: str
 ) -> None:
     """A bridge whose verifier connection over HTTP negotiated 2025-11-25 reads the listing for each reply, so the
     release a refresh or a restart brings is named on the very next one. With sessions the verifier declares
     ``resources.listChanged``, but the stream it sends it on can be lost without the client being told."""
     releases, state = tmp_path / "releases", tmp_path / "state"
-    world.publish("1.2.0", releases)
+    mcp_world.publish("1.2.0", releases)
 
     async def go() -> None:
         with contextlib.ExitStack() as stack, (tmp_path / "err").open("w") as err:
-            server = await entered(stack, http_verifier(world, releases, state, extra=extra))
+            server = await entered(stack, http_verifier(mcp_world, releases, state, extra=extra))
             proxy = await entered(stack, listen_proxy(server.url, HANDSHAKE_ONLY))
             async with bridge_at(proxy.url, tmp_path, err) as bridge:
                 await _replies(bridge)
                 assert "server/discover refused" in proxy.stderr(), proxy.stderr()  # (it fell back to initialize)
                 await _listed(server, 3)
-                now = await _changed(how, world, server, releases, state, stack)
+                now = await _changed(how, mcp_world, server, releases, state, stack)
                 before = listings(now.lines)
                 await _replies(bridge, "release research-decision@1.3.0")
                 await _listed(now, before + 3)
@@ -183,12 +178,12 @@ def test_a_handshake_era_connection_over_http_keeps_nothing(
     anyio.run(go)
 
 
-def test_a_handshake_era_stdio_connection_follows_list_changed(world: ServerWorld, tmp_path: Path) -> None:
+def test_a_handshake_era_stdio_connection_follows_list_changed(mcp_world: ServerWorld, tmp_path: Path) -> None:
     """The real verifier as a child over stdio, connected at 2025-11-25 (as to a verifier serving only that era): it
     declares ``resources.listChanged`` and sends it on the connection itself, so the listing is kept until it comes."""
     releases, state, errlog = tmp_path / "releases", tmp_path / "state", tmp_path / "err"
-    world.publish("1.2.0", releases)
-    argv = verifier_argv(world, releases, state)
+    mcp_world.publish("1.2.0", releases)
+    argv = verifier_argv(mcp_world, releases, state)
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env())
 
     def releases_named(metas: list[dict[str, Any]]) -> set[str]:
@@ -205,7 +200,7 @@ def test_a_handshake_era_stdio_connection_follows_list_changed(world: ServerWorl
                 for _ in range(3):
                     assert releases_named(await listing.read(fetch)) == {"research-decision@1.2.0"}
                 await _listed(errlog, 1)
-                world.publish("1.3.0", releases)
+                mcp_world.publish("1.3.0", releases)
                 (pid,) = verifier_pids(state)
                 os.kill(pid, signal.SIGHUP)
 
