@@ -76,7 +76,13 @@ async def serve(upstream: str, mode: str) -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     async with httpx2.AsyncClient(timeout=None) as client:
-        config = uvicorn.Config(_app(upstream, mode, client), log_config=None, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            _app(upstream, mode, client),
+            log_config=None,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=1,  # (a listen request it holds would keep it from stopping)
+        )
         print(f"listen-proxy: listening on http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
         await uvicorn.Server(config).serve(sockets=[sock])
 
