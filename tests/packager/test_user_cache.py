@@ -125,6 +125,22 @@ def test_a_malformed_cache_is_ignored_then_rewritten(
     assert {check_key(data) for data in _schemas(scaffold).values()} <= _remembered(tmp_path / "cache")
 
 
+def test_a_cache_a_newer_version_wrote_is_left_as_it_is(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
+    """Its passes are not trusted (every schema is checked), and it is never rewritten in this version's format: the
+    build that finds it reads the format rules then (``state_formats``, which a passing rebuild never imports)."""
+    cache_file = tmp_path / "cache" / CACHE_SUBDIR / SCHEMA_CHECKS_FILE
+    cache_file.parent.mkdir(parents=True)
+    newer = {"format": "rimthan.schema-checks/2", "passed": sorted(check_key(d) for d in _schemas(scaffold).values())}
+    cache_file.write_text(json.dumps(newer), encoding="utf-8")
+    kept = cache_file.read_bytes()
+    argv = ("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
+    run = pack_probe(*argv, prelude=_COUNTING, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert run.code == 0, run.stderr
+    assert sorted(run.report["checked"]) == sorted(_schemas(scaffold))
+    assert cache_file.read_bytes() == kept
+    assert "rimthan_workflow_registry.state_formats" in run.modules
+
+
 def test_an_unwritable_cache_only_costs_the_checks(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
     not_a_dir = tmp_path / "cache"
     not_a_dir.write_text("a file where the cache directory would be", encoding="utf-8")

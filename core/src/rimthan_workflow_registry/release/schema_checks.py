@@ -35,10 +35,13 @@ import threading
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..canonical import sha256_hex
 from ..small_files import read_small_file
-from ..state_formats import NewerFormat, newer_format
+
+if TYPE_CHECKING:
+    from ..state_formats import NewerFormat
 
 SCHEMA_CHECKS_FILE = "schema-checks.json"
 _FORMAT = "rimthan.schema-checks/1"
@@ -137,7 +140,7 @@ class SchemaCheckCache:
         """
         with self._lock:
             found = _read(path) if path is not None else set()
-            if isinstance(found, NewerFormat):  # left as a newer version wrote it: never rewritten in this format
+            if not isinstance(found, set):  # left as a newer version wrote it: never rewritten in this format
                 self._path, self._on_disk, self.unwritten = None, set(), f"{path}: {found.reason()}"
                 return
             self._path, self._on_disk = path, found
@@ -173,6 +176,8 @@ def _read(path: Path) -> set[str] | NewerFormat:
     if not isinstance(document, dict):
         return set()
     if document.get("format") != _FORMAT:
+        from ..state_formats import newer_format  # only for a file some other version wrote
+
         return newer_format(document.get("format"), _FORMAT) or set()
     passed = document.get("passed")
     if not isinstance(passed, list):

@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 
 from rimthan_workflow_registry.errors import FailureCode, KeyringError, RegistryError
 from rimthan_workflow_registry.small_files import read_small_file
-from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, newer_format
 from rimthan_workflow_registry.strict_json import parse_strict_json
 
 MAX_KEYRING_FILE_BYTES = 1024 * 1024  # ~10,000 keys as save() writes them; a key file is read whole
@@ -94,6 +93,8 @@ _KEY_ID = re.compile(r"[\x21-\x7e]{1,128}")
 
 def _newer_key_file(raw: Any) -> KeyringError | None:
     """A key file a newer version wrote: ``key_invalid`` saying so, never advising new keys (or a rewrite)."""
+    from rimthan_workflow_registry.state_formats import ROLLBACK_NEXT, newer_format  # only for a file not ours
+
     newer = newer_format(raw.get("format"), KEYRING_FORMAT) if isinstance(raw, dict) else None
     if newer is None:
         return None
