@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from rimthan_workflow_registry.limits import _TOML_AT as TOML_ERROR_POSITION
+from rimthan_workflow_registry.release import RELEASE_DIR_NAME
 from support.pack_probe import pack_probe
 from support.releases import KeyPair, packaged_source
 
@@ -69,8 +70,9 @@ def test_a_build_without_a_progress_bar_does_not_import_tqdm(tmp_path: Path, sca
 # a table written out); shlex (a next step's shell words), heapq (failures that do not stop a check) and select (a
 # broken pipe), needed only when something fails; rfc8785 (a build writes no value outside the C encoder's
 # subset); the ascii codec (the umask is read from /proc as bytes); state_formats (only a schema-check cache another
-# version wrote); and the modules of the commands other than build (check, sign, keygen and init, inspect and
-# verify, push and pull), which the group imports only when one of them is run or listed.
+# version wrote); dir_name (a release directory's name, checked where it could claim one: the self-check's hidden
+# work directory claims none); and the modules of the commands other than build (check, sign, keygen and init,
+# inspect and verify, push and pull), which the group imports only when one of them is run or listed.
 NOT_ON_THE_BUILD_PATH = (
     "concurrent.futures",
     "logging",
@@ -100,6 +102,7 @@ NOT_ON_THE_BUILD_PATH = (
     "rimthan_packager.cli_sign",
     "rimthan_workflow_registry.not_utf8",
     "rimthan_workflow_registry.state_formats",
+    "rimthan_workflow_registry.release.dir_name",
 )
 
 
@@ -263,7 +266,8 @@ re._compile = _recorded
 
 
 def test_a_build_compiles_no_pattern_only_a_refusal_needs(tmp_path: Path, scaffold: Path, keypair: KeyPair) -> None:
-    """Where a TOML syntax error is (tomllib's "(at line L, column C)") is read only for that refusal."""
+    """Where a TOML syntax error is (tomllib's "(at line L, column C)") is read only for that refusal; a release
+    directory's name claims an identity only where it is not hidden, as the self-check's work directory is."""
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     argv = ("build", str(scaffold), "--key", str(keypair.private_path), "--out", str(tmp_path / "r"))
     run = pack_probe(*argv, prelude=_RECORD_PATTERNS, env=env)
@@ -271,6 +275,7 @@ def test_a_build_compiles_no_pattern_only_a_refusal_needs(tmp_path: Path, scaffo
     compiled = set(run.report["patterns"])
     assert r"[\x00-\x1f\x7f]" in compiled  # the recording sees the build's own (a path's control characters)
     assert TOML_ERROR_POSITION not in compiled
+    assert RELEASE_DIR_NAME.pattern not in compiled  # the self-check's work directory is hidden: it claims no name
     slip = tmp_path / "slip"
     shutil.copytree(scaffold, slip)
     (slip / "catalogue.toml").write_text("oops = = 1\n", encoding="utf-8")

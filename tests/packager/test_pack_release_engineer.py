@@ -20,7 +20,7 @@ from rimthan_host.protocol import HostProfile
 from rimthan_workflow_mcp.contract_schemas import VALIDATOR_REPORT
 from rimthan_workflow_mcp.tool_contracts import workflow_engine_tool_contracts
 from rimthan_workflow_registry.release import load_trust, verify_release
-from rimthan_workflow_registry.release.format import RELEASE_DIR_NAME
+from rimthan_workflow_registry.release.dir_name import RELEASE_DIR_NAME
 from support.pack_cli import BIN, pack
 from support.processes import stdio_client_process
 from support.refusals import refusal, refusals

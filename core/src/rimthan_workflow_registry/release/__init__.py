@@ -2,10 +2,12 @@
 
 Modules, in the order a release is read:
 
-``format`` / ``paths`` / ``manifest_parse``
+``format`` / ``paths`` / ``manifest_parse`` / ``dir_name``
     The on-disk layout (``manifest.json``, ``SHA256SUMS``, ``signatures/``,
     ``catalogue/``) and the manifest records; the rules for the catalogue's
-    file paths; the closed manifest schema and its strict parser.
+    file paths; the closed manifest schema and its strict parser; a directory
+    name that claims a release identity (imported only for a name that could:
+    never for a build's hidden work directory).
 ``trust``
     The trust store: trusted Ed25519 public keys, key ids and the k-of-n threshold.
 ``verify``
@@ -102,6 +104,7 @@ if TYPE_CHECKING:
     from rimthan_workflow_registry.release.catalogue_bounds import identity_problem
     from rimthan_workflow_registry.release.catalogue_parse import parse_catalogue_manifest, parse_workflow
     from rimthan_workflow_registry.release.catalogue_rules import MAX_SEGMENT_BYTES, check_text_sizes
+    from rimthan_workflow_registry.release.dir_name import RELEASE_DIR_NAME
     from rimthan_workflow_registry.release.format import (
         CATALOGUE_DIR,
         CATALOGUE_MANIFEST_NAME,
@@ -109,7 +112,6 @@ if TYPE_CHECKING:
         MANIFEST_NAME,
         MAX_MANIFEST_BYTES,
         OPEN_NOFOLLOW,
-        RELEASE_DIR_NAME,
         SIGNATURES_DIR,
         FileEntry,
         Manifest,
@@ -353,7 +355,7 @@ _HOME = {
     "Stopped": "rimthan_workflow_registry.release.oci_stop",
     "Question": "rimthan_workflow_registry.release.catalogue",
     "RELEASE_ANNOTATION": "rimthan_workflow_registry.release.oci_artifact",
-    "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.format",
+    "RELEASE_DIR_NAME": "rimthan_workflow_registry.release.dir_name",
     "ReleaseInspection": "rimthan_workflow_registry.release.inspection",
     "ReleaseLoader": "rimthan_workflow_registry.release.loader",
     "SCHEMA_CHECKS": "rimthan_workflow_registry.release.schema_checks",

@@ -49,14 +49,6 @@ SIGNATURE_SIZE = 64
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 # How every release or catalogue file is opened for reading: never through a symlink, never blocking on a FIFO.
 OPEN_NOFOLLOW = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-# A directory name that claims a release identity, ``<catalogue>-<semver>`` (unverified: for ordering and
-# rollback hints only; the manifest is the identity). It starts with a catalogue-name character, so hidden
-# names (the packager's ``.<name>-<version>.building-*`` work directory, whose random suffix can read like a
-# pre-release) claim nothing. Matched whole (fullmatch: "$" would also take a trailing newline).
-RELEASE_DIR_NAME = re.compile(
-    r"(?P<name>[a-z0-9][a-z0-9-]*?)-(?P<version>[0-9]+\.[0-9]+\.[0-9]+(?:[-+][0-9A-Za-z.+-]*)?)"
-)
-
 MEDIA_TYPES_BY_SUFFIX = {
     ".toml": "application/toml",
     ".json": "application/json",

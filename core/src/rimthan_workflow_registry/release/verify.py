@@ -41,7 +41,6 @@ from rimthan_workflow_registry.release.format import (
     CHECKSUMS_NAME,
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
-    RELEASE_DIR_NAME,
     FileEntry,
     Manifest,
     adapter_entries,
@@ -226,7 +225,11 @@ def _check_release_name(root: Path, manifest: Manifest) -> None:
     packager's build directory) are not checked.
     """
     name, identity = root.name, manifest.release
-    if name == identity.directory_name or not RELEASE_DIR_NAME.fullmatch(name):
+    if name == identity.directory_name or name.startswith("."):  # (a hidden name claims nothing)
+        return
+    from rimthan_workflow_registry.release.dir_name import RELEASE_DIR_NAME  # never for a build's self-check
+
+    if not RELEASE_DIR_NAME.fullmatch(name):
         return
     where = root / MANIFEST_NAME
     prefix = identity.catalogue + "-"
