@@ -13,11 +13,17 @@ instructions from one call's request to the next call's, i.e. the whole call as
 served (reading and parsing the request, the SDK, our handler, both encodings
 of the result, writing the response) and the idle wait after it. Per tool it
 prints the median, minimum and maximum instructions a call; ``--keep`` keeps
-the dumps (``callgrind_annotate --inclusive=yes`` on one says where a call's
+the dumps (``labels.txt`` says which call each numbered dump is;
+``callgrind_annotate --inclusive=yes`` on one says where a call's
 instructions go). With ``--ours`` the server runs each ``call_tool`` inside
 ``functools.reduce`` (``reduced_serving.py``) and each call's line also gives
 that function's inclusive instructions: our part of the call, the rest being
-the SDK's and the transport's.
+the SDK's and the transport's. With ``--layers`` (HTTP) each layer of a call
+runs inside its own marker (``layered_serving.py``) and each call's line gives
+their inclusive instructions: our ASGI wrappers, the SDK's Starlette
+application and session manager, the reply's encoding, ``send``/``receive``
+(ours and uvicorn's), ``call_tool``; the rest is uvicorn's protocol and
+asyncio's loop.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from .. import bench_calls
 from ..fixtures import make_keys
 from ..servers import CLIENT_MODE, http_server_process, rimthan_server
 from ..synthetic import REPO_ROOT
+from .layered_serving import LAYERS, split
 from .wrapped_serving import wrapped
 
 WORK = REPO_ROOT / "benchmarks" / "work" / "p3-server-callgrind"
@@ -82,11 +89,11 @@ class Dumps:
 ENV = {"PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")}
 
 
-def under_callgrind(work: Path, release: Path, keys_trust: Path, state_dir: Path, ours: bool) -> list[str]:
-    """``rimthan-mcp serve`` as P3 starts it (``ours``: its ``call_tool`` in a ``reduce``), under callgrind."""
+def under_callgrind(work: Path, release: Path, keys_trust: Path, state_dir: Path, instrument: str) -> list[str]:
+    """``rimthan-mcp serve`` as P3 starts it (``instrument``: under ``wrapped_serving``'s), under callgrind."""
     command = rimthan_server(release, keys_trust, state_dir, work / "server.log")
-    if ours:
-        command = wrapped("reduced", work / "reduced.json", command)
+    if instrument:
+        command = wrapped(instrument, work / f"{instrument}.json", command)
     valgrind = [
         "--tool=callgrind",
         f"--callgrind-out-file={work}/callgrind.out.%p",
@@ -95,14 +102,14 @@ def under_callgrind(work: Path, release: Path, keys_trust: Path, state_dir: Path
     return ["valgrind", *valgrind, sys.executable, *command.args]
 
 
-async def drive(work: Path, runs: int, transport: str = "stdio", ours: bool = False) -> Dumps:
+async def drive(work: Path, runs: int, transport: str = "stdio", instrument: str = "") -> Dumps:
     """``runs`` packaged runs (after an uncounted one) against the server under callgrind; its dumps, labelled."""
     secrets = Path(tempfile.mkdtemp(prefix="rimthan-p3-cg-"))
     try:
         keys, state_dir = make_keys(secrets), secrets / "state"
         release = bench_calls.packaged_release(keys, work)
         dumps = Dumps(work)
-        argv = under_callgrind(work, release, keys.trust_dir, state_dir, ours)
+        argv = under_callgrind(work, release, keys.trust_dir, state_dir, instrument)
         if transport == "http":
             http = [*argv, "--transport", "http", "--port", "0"]
             with http_server_process(http, cwd=REPO_ROOT, env=ENV, timeout=STARTING) as server:
@@ -161,12 +168,36 @@ def total(path: Path) -> int:
 
 def in_call_tool(path: Path) -> int:
     """A dump's inclusive instructions of ``functools_reduce``: our ``call_tool`` under ``--ours``."""
+    return inclusive(path)["functools_reduce"]
+
+
+def inclusive(path: Path) -> dict[str, int]:
+    """A dump's inclusive instructions of each marker ``LAYERS`` names (0: not called)."""
     annotated = subprocess.run(
         ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(path)],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
-    lines = [line for line in annotated.splitlines() if ":functools_reduce " in line]
-    return max((int(line.split()[0].replace(",", "")) for line in lines), default=0)
+    found = dict.fromkeys(LAYERS, 0)
+    for line in annotated.splitlines():
+        parts = line.split()  # "1,234 (5.6%) file:symbol [object]"
+        symbol = parts[-2].rsplit(":", 1)[-1] if len(parts) > 3 and parts[-1].startswith("[") else ""
+        if symbol in found:
+            found[symbol] = max(found[symbol], int(parts[0].replace(",", "")))
+    return found
+
+
+def layer_lines(work: Path, dumps: Dumps) -> list[str]:
+    """Per tool, the median instructions a call of each part of it (``--layers``: ``layered_serving.split``)."""
+    per_tool: dict[str, list[dict[str, int]]] = {}
+    for number, label in enumerate(dumps.labels, start=1):
+        if label != UNCOUNTED:
+            path = work / f"callgrind.out.{dumps.pid}.{number}"
+            per_tool.setdefault(label, []).append(split(total(path), inclusive(path)))
+    return [
+        f"{tool} {part:<44} median {statistics.median(c[part] for c in counts):>12,.0f}"
+        for tool, counts in sorted(per_tool.items())
+        for part in counts[0]
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,18 +206,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None)
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--ours", action="store_true", help="also count call_tool's part (inside functools.reduce)")
+    parser.add_argument("--layers", action="store_true", help="HTTP: also count each layer of a call (its marker)")
     args = parser.parse_args(argv)
+    if args.layers and args.transport != "http":
+        parser.error("--layers splits an HTTP call: give --transport http")
+    instrument = "layered" if args.layers else "reduced" if args.ours else ""
     work = args.keep or WORK
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    dumps = anyio.run(drive, work, args.runs, args.transport, args.ours)
+    dumps = anyio.run(drive, work, args.runs, args.transport, instrument)
+    (work / "labels.txt").write_text("".join(f"{number} {label}\n" for number, label in enumerate(dumps.labels, 1)))
     time.sleep(1)
     for tool, counts in sorted(totals(work, dumps).items()):
         print(
             f"{tool:<32} calls {len(counts):>3}  median {statistics.median(counts):>12,.0f}  "
             f"min {min(counts):>12,}  max {max(counts):>12,}"
         )
-    if args.ours:
+    if args.layers:
+        print("\n".join(layer_lines(work, dumps)))
+    elif args.ours:
         for tool, counts in sorted(totals(work, dumps, in_call_tool).items()):
             print(
                 f"{tool + ' call_tool':<42} median {statistics.median(counts):>12,.0f}  "

@@ -3,7 +3,8 @@
 Runs ``python -m MODULE ARGS...`` unchanged but for what the instrument
 ``KIND`` patches in (``timed``: ``timed_serving.py``, for ``p3_split``;
 ``cached``: ``cached_serving.py``, for ``p3_fixed_cost``; ``gc``: ``gc_serving.py``, for ``p6_cpu``;
-``reduced``: ``reduced_serving.py``, for ``p3_server_callgrind --ours``), and writes the
+``reduced``: ``reduced_serving.py``, for ``p3_server_callgrind --ours``; ``layered``:
+``layered_serving.py``, for ``p3_server_callgrind --layers``), and writes the
 record that instrument returned to ``OUT`` as JSON at exit (a SIGTERM, how the
 benchmark stops HTTP servers, also ends in the write). Run it as a script
 (not ``-m``) so that the served package is imported once.
@@ -30,6 +31,7 @@ INSTRUMENTS = {
     "cached": "benchmarks.experiments.cached_serving",
     "gc": "benchmarks.experiments.gc_serving",
     "reduced": "benchmarks.experiments.reduced_serving",
+    "layered": "benchmarks.experiments.layered_serving",
 }
 SCRIPT = Path(__file__)
 
