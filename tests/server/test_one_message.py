@@ -166,25 +166,43 @@ def test_over_http_a_header_sent_twice_that_readers_could_read_apart_is_refused_
     mcp_http: HttpServer, header: str, first: str, second: str
 ) -> None:
     """A first-copy reader and a last-copy reader (the SDK's era routing, a proxy) disagreed on the request."""
-    url = urllib.parse.urlsplit(mcp_http.url)
-    body = json.dumps(PING).encode()
-    connection = http.client.HTTPConnection(url.netloc, timeout=WAIT)
-    try:
-        connection.putrequest("POST", url.path)
-        sent = {**HEADERS, "MCP-Protocol-Version": "2025-11-25", "Content-Length": str(len(body))}
-        for name, value in sent.items():
-            if name.lower() != header.lower():
-                connection.putheader(name, value)
-        connection.putheader(header, first)
-        connection.putheader(header, second)
-        connection.endheaders(body)
-        response = connection.getresponse()
-        status, answer = response.status, json.loads(response.read())
-    finally:
-        connection.close()
+    status, answer = _post_headers(mcp_http, [(header, first), (header, second)])
     assert status == 400 and answer["id"] is None, answer
     assert answer["error"]["code"] == types.INVALID_REQUEST, answer
     assert answer["error"]["message"].startswith(f"the request has more than one {header.lower()} header"), answer
+
+
+def test_over_http_of_two_headers_each_sent_twice_the_refusal_names_the_one_found_repeated_first(
+    mcp_http: HttpServer,
+) -> None:
+    """The headers are read in one pass: the one named is the first whose second copy comes, as before."""
+    sent = [
+        ("Content-Type", "application/json"),
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Content-Type", "text/plain"),
+    ]
+    status, answer = _post_headers(mcp_http, sent)
+    assert status == 400 and answer["id"] is None, answer
+    assert answer["error"]["message"].startswith("the request has more than one mcp-protocol-version header"), answer
+
+
+def _post_headers(server: HttpServer, last: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    """A ping POSTed with the usual headers but those ``last`` names, then ``last`` in its order."""
+    url = urllib.parse.urlsplit(server.url)
+    body = json.dumps(PING).encode()
+    connection = http.client.HTTPConnection(url.netloc, timeout=WAIT)
+    names = {name.lower() for name, _ in last}
+    try:
+        connection.putrequest("POST", url.path)
+        sent = {**HEADERS, "MCP-Protocol-Version": "2025-11-25", "Content-Length": str(len(body))}
+        for name, value in [*((n, v) for n, v in sent.items() if n.lower() not in names), *last]:
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
 
 
 @pytest.mark.parametrize(

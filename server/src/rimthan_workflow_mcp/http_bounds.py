@@ -63,7 +63,8 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
 
 import h11
@@ -259,20 +260,21 @@ class BoundedRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        scope = {**scope, "headers": [_lower_caseless(name, value) for name, value in scope["headers"]]}
+        head = read_head(scope["headers"])
+        scope = {**scope, "headers": head.headers}
         if self.health is not None and self.health.asks(scope):
             await self.health(scope, receive, _readable_refusals(send))
         elif self.stateless and scope["method"] != "POST":
             await self._get(scope, receive, send)
-        elif (repeated := _repeated_header(scope)) is not None:
+        elif (repeated := head.repeated) is not None:
             _log.info("request refused: a header repeated", extra={"header": repeated.decode("latin-1")})
             await _json_error(send, 400, REPEATED_HEADER.format(repeated.decode("latin-1")))
-        elif (version := _unsupported_version(scope)) is not None:
+        elif (version := _unsupported_version(head)) is not None:
             _log.info("request refused: protocol version not supported", extra={"requested": version[:SHOWN_VERSION]})
             await _send_error(send, 400, _unsupported_version_error(version))
         elif scope["method"] == "GET":  # a session's stream: after the header checks, as a POST
             await self._get(scope, receive, send)
-        elif scope["method"] == "POST" and (media_type := _media_type(scope)) != JSON_MEDIA_TYPE:
+        elif scope["method"] == "POST" and (media_type := _media_type(head)) != JSON_MEDIA_TYPE:
             _log.info("request refused: not JSON", extra={"content_type": media_type.decode("latin-1")})
             shown = media_type[:SHOWN_MEDIA_TYPE].decode("latin-1") if media_type else "missing"
             await _json_error(send, 415, NOT_JSON.format(shown))
@@ -282,7 +284,10 @@ class BoundedRequests:
         else:
             self.in_flight += 1
             shape = ShapeAnswers(
-                kept_body(scope, receive), _readable_refusals(send), self.calls_without_id, session_of(scope)
+                kept_body(scope, receive),
+                _readable_refusals(send),
+                self.calls_without_id,
+                session_of(scope, head.first.get(b"mcp-session-id")),
             )
             receive, send = shape.receive, shape.send
             try:
@@ -302,36 +307,49 @@ class BoundedRequests:
             await self.app(scope, receive, _readable_refusals(send))
 
 
-def _lower_caseless(name: bytes, value: bytes) -> tuple[bytes, bytes]:
-    """Host and Origin name a host, and host names compare case-insensitively (RFC 9110 4.2.3): the SDK's
+@dataclass(frozen=True)
+class RequestHead:
+    """A request's headers, read in one pass (:func:`read_head`) for every check made on them here."""
+
+    headers: list[tuple[bytes, bytes]]  # as sent, the values of ``_CASELESS_HEADERS`` lower-cased
+    first: dict[bytes, bytes]  # the first value of each of ``ONE_VALUE_HEADERS`` sent
+    repeated: bytes | None  # the first of ``ONE_VALUE_HEADERS`` sent more than once
+
+
+def read_head(raw: Iterable[tuple[bytes, bytes]]) -> RequestHead:
+    """The request's headers, lower-casing what compares without case, and its one-value headers.
+
+    Host and Origin name a host, and host names compare case-insensitively (RFC 9110 4.2.3): the SDK's
     DNS-rebinding check compares them exactly, against the lower-case values the server allows. So do a media
-    type and its charset (RFC 9110 8.3.1, 8.3.2), which the SDK's transport compared exactly too."""
-    return (name, value.lower()) if name in _CASELESS_HEADERS else (name, value)
-
-
-def _repeated_header(scope: Scope) -> bytes | None:
-    """The first of ``ONE_VALUE_HEADERS`` the request sends more than once, or None. The SDK reads the
-    protocol era from the first ``MCP-Protocol-Version`` and refuses a repeated one only on the 2026-07-28
-    path: ``2025-11-25`` then ``2026-07-28`` was served as the first, the other order refused."""
-    seen: set[bytes] = set()
-    for name, _ in scope["headers"]:
+    type and its charset (RFC 9110 8.3.1, 8.3.2), which the SDK's transport compared exactly too. A repeated
+    one-value header is refused: the SDK reads the protocol era from the first ``MCP-Protocol-Version`` and
+    refuses a repeated one only on the 2026-07-28 path (``2025-11-25`` then ``2026-07-28`` was served as the
+    first, the other order refused)."""
+    headers: list[tuple[bytes, bytes]] = []
+    first: dict[bytes, bytes] = {}
+    repeated: bytes | None = None
+    for name, value in raw:
+        if name in _CASELESS_HEADERS:
+            value = value.lower()
+        headers.append((name, value))
         if name in ONE_VALUE_HEADERS:
-            if name in seen:
-                return bytes(name)
-            seen.add(name)
-    return None
+            if name not in first:
+                first[name] = value
+            elif repeated is None:
+                repeated = bytes(name)
+    return RequestHead(headers, first, repeated)
 
 
-def _media_type(scope: Scope) -> bytes:
+def _media_type(head: RequestHead) -> bytes:
     """The request's media type (its Content-Type without parameters, lower-cased already), or b"" if none."""
-    value = next((v for k, v in scope["headers"] if k == b"content-type"), b"")
-    return value.split(b";", 1)[0].strip()
+    return head.first.get(b"content-type", b"").split(b";", 1)[0].strip()
 
 
-def _unsupported_version(scope: Scope) -> str | None:
+def _unsupported_version(head: RequestHead) -> str | None:
     """The request's ``MCP-Protocol-Version`` when it sends one the SDK serves no path for (empty too), or None."""
-    value = next((v.decode("latin-1") for k, v in scope["headers"] if k == VERSION_HEADER), None)
-    return None if value is None or value in SUPPORTED_VERSIONS else value
+    value = head.first.get(VERSION_HEADER)
+    text = None if value is None else value.decode("latin-1")
+    return None if text is None or text in SUPPORTED_VERSIONS else text
 
 
 def _unsupported_version_error(requested: str) -> types.JSONRPCError:

@@ -74,11 +74,10 @@ class CallsWithoutId:
         _log.warning(CALL_WITHOUT_ID, extra={"method": method})
 
 
-def session_of(scope: Scope) -> str:
-    """The session a POST belongs to: its ``Mcp-Session-Id``, else (stateless) its client's host."""
-    for name, value in scope["headers"]:
-        if name == b"mcp-session-id":
-            return f"session {bytes(value).decode('latin-1')}"
+def session_of(scope: Scope, session_id: bytes | None) -> str:
+    """The session a POST belongs to: its ``Mcp-Session-Id`` (``session_id``), else (stateless) its client's host."""
+    if session_id is not None:
+        return f"session {bytes(session_id).decode('latin-1')}"
     client = scope.get("client")
     return f"client {client[0] if client else 'unknown'}"
 
