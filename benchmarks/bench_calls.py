@@ -53,6 +53,7 @@ import mcp_types as types
 from mcp import Client
 from rimthan_host.harness import (
     CatalogueExamples,
+    ToolCaller,
     WorkflowHarness,
     client_caller,
 )
@@ -266,6 +267,27 @@ class _Driver:
             made = self.loaded[0]
             await self._echo(made.name, made.arguments)
             await self._mirror_loaded()
+
+
+async def packaged_run(call: ToolCaller, release: Path, project: Path) -> str:
+    """One packaged run of ``release`` through the host kit's harness, each call made by ``call``: its final status."""
+    examples = CatalogueExamples(
+        {VERSION: release / "catalogue" / "examples"}, fail_once=DRILL, answers={"research_route": ROUTE}
+    )
+    harness = WorkflowHarness(call, examples, project_dir=project)
+    return (await harness.run(await harness.start(WORKFLOW, initial_version=VERSION))).status
+
+
+async def recorded_run(client: Client, release: Path, project: Path) -> tuple[str, list[str]]:
+    """One packaged run through ``client``: its final status and the tools it called, in order."""
+    made: list[str] = []
+    inner = client_caller(client)
+
+    async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        made.append(name)
+        return await inner(name, arguments)
+
+    return await packaged_run(call, release, project), made
 
 
 async def drive_calls(

@@ -44,7 +44,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
+from rimthan_host.harness import client_caller
 
 from .. import bench_calls
 from ..fixtures import make_keys
@@ -140,14 +140,7 @@ async def one_run(client: Client, dumps: Dumps, release: Path, project: Path, *,
         dumps.current = name if counted else UNCOUNTED
         return await inner(name, arguments)
 
-    examples = CatalogueExamples(
-        {bench_calls.VERSION: release / "catalogue" / "examples"},
-        fail_once=bench_calls.DRILL,
-        answers={"research_route": bench_calls.ROUTE},
-    )
-    harness = WorkflowHarness(call, examples, project_dir=project)
-    final = await harness.run(await harness.start(bench_calls.WORKFLOW, initial_version=bench_calls.VERSION))
-    if final.status != "completed":
+    if await bench_calls.packaged_run(call, release, project) != "completed":
         raise RuntimeError("the packaged run did not complete")
 
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the benchmarks are a package at the repository root
 from benchmarks import bench_calls  # noqa: E402
@@ -52,26 +50,13 @@ def test_a_packaged_run_over_http_completes_and_every_call_went_through_its_mark
     release = bench_calls.packaged_release(keys, tmp_path)
     out = tmp_path / "layered.json"
     command = wrapped("layered", out, rimthan_server(release, keys.trust_dir, tmp_path / "state", tmp_path / "log"))
-    made: list[str] = []
 
-    async def go(url: str) -> str:
+    async def go(url: str) -> tuple[str, list[str]]:
         async with http_session(url) as client:
-            inner = client_caller(client)
-
-            async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-                made.append(name)
-                return await inner(name, arguments)
-
-            examples = CatalogueExamples(
-                {bench_calls.VERSION: release / "catalogue" / "examples"},
-                fail_once=bench_calls.DRILL,
-                answers={"research_route": bench_calls.ROUTE},
-            )
-            harness = WorkflowHarness(call, examples, project_dir=tmp_path / "project")
-            started = await harness.start(bench_calls.WORKFLOW, initial_version=bench_calls.VERSION)
-            return (await harness.run(started)).status
+            return await bench_calls.recorded_run(client, release, tmp_path / "project")
 
     with http_process(command) as server:
-        assert anyio.run(go, server.url) == "completed"
+        status, made = anyio.run(go, server.url)
+    assert status == "completed"
     assert "rimthan.continue_workflow" in made
     assert json.loads(out.read_text("utf-8")) == {"calls": len(made)}

@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
-from rimthan_host.harness import CatalogueExamples, WorkflowHarness, client_caller
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the benchmarks are a package at the repository root
 from benchmarks import bench_calls  # noqa: E402
@@ -28,25 +26,12 @@ def test_a_packaged_run_completes_and_every_call_went_through_the_reduce(tmp_pat
     release = bench_calls.packaged_release(keys, tmp_path)
     out = tmp_path / "reduced.json"
     command = wrapped("reduced", out, rimthan_server(release, keys.trust_dir, tmp_path / "state", tmp_path / "log"))
-    made: list[str] = []
 
-    async def go() -> str:
+    async def go() -> tuple[str, list[str]]:
         async with stdio_session(command) as client:
-            inner = client_caller(client)
+            return await bench_calls.recorded_run(client, release, tmp_path / "project")
 
-            async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-                made.append(name)
-                return await inner(name, arguments)
-
-            examples = CatalogueExamples(
-                {bench_calls.VERSION: release / "catalogue" / "examples"},
-                fail_once=bench_calls.DRILL,
-                answers={"research_route": bench_calls.ROUTE},
-            )
-            harness = WorkflowHarness(call, examples, project_dir=tmp_path / "project")
-            started = await harness.start(bench_calls.WORKFLOW, initial_version=bench_calls.VERSION)
-            return (await harness.run(started)).status
-
-    assert anyio.run(go) == "completed"
+    status, made = anyio.run(go)
+    assert status == "completed"
     assert "rimthan.continue_workflow" in made
     assert json.loads(out.read_text("utf-8")) == {"calls": len(made)}
