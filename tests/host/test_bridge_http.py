@@ -9,16 +9,20 @@ verifier's own checkpoint keys.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
+import pytest
 from mcp.client.stdio import StdioServerParameters
+from rimthan_host.link import VerifierLink, VerifierLost
 from rimthan_host.protocol import CONTINUE
 from rimthan_host.standin import StandIn
 from support.bridge import BIN, audit, check_replies, garbled_bridge, refused, stand_in, verifier_args
 from support.checked_client import CheckedClient
-from support.processes import http_server_process
+from support.processes import http_server_process, serve_options
 from support.servers import ServerWorld, server_env
 
 
@@ -100,6 +104,85 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
     assert model.leaks() == []
     (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
     assert audit(log, state)["ok"] is True
+
+
+def test_a_sessions_verifier_restarted_on_its_port_under_the_bridge_serves_the_next_call(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """``--http-sessions`` restarted on the same port mid-run: the bridge speaks 2026-07-28 (it asks
+    ``server/discover`` first, and rimthan-mcp answers it), which has no ``Mcp-Session-Id``, so the new process
+    serves the next move as it is, no error, no resume (a 2025-11-25 client's old id is 404 there:
+    ``tests/server/test_http_session_ids.py``)."""
+    project, state = tmp_path / "project", tmp_path / "state"
+    project.mkdir()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    options = serve_options(mcp_world.built["1.2.0"], mcp_world.trust, state, migration_target=mcp_world.built["1.3.0"])
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port)]
+    with http_server_process([*verifier, "--http-sessions"], env=server_env()) as first:
+        bridge = StdioServerParameters(
+            command=str(BIN / "rimthan-host"), args=["serve", "--project", str(project), "--verifier-url", first.url]
+        )
+
+        async def go() -> StandIn:
+            async with CheckedClient(bridge, mode="legacy") as client:
+                model = stand_in(client, project)
+                await model.follow(await model.start(), "experiment", until_question=True)
+                first.process.terminate()
+                first.process.wait()
+                with http_server_process([*verifier, "--http-sessions"], env=server_env()) as second:
+                    answered = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
+                    assert not answered.is_error and "Resumed" not in answered.text, answered.text
+                    second.wait_for('"call served"')  # the move reached the new process
+                    final = await model.follow(answered, "experiment")
+                    assert final.data["status"] == "completed", final.text
+                return model
+
+        model = anyio.run(go)
+    assert model.leaks() == []
+    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
+    assert audit(log, state)["ok"] is True
+
+
+def test_a_link_whose_http_session_was_lost_initializes_afresh_on_the_next_call(
+    mcp_world: ServerWorld, tmp_path: Path
+) -> None:
+    """A verifier URL on 2025-11-25 terms (a gateway that answers no ``server/discover``: the link's era pinned here)
+    with ``--http-sessions``, restarted on its port: the first call after it names the old session, is answered 404
+    ``Session not found`` and is VerifierLost; the next call initializes afresh and the new process serves it.
+    Before, the link kept the connection with the old id, and every later call was refused the same way."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    options = serve_options(mcp_world.built["1.3.0"], mcp_world.trust, tmp_path / "state")
+    verifier = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port)]
+    host = {
+        "harness": "claude-code",
+        "adapter": {"id": "claude-code", "version": "1.0.0"},
+        "capabilities": [],
+        "validator_capabilities": [],
+        "repository_policy": {"writable_paths": [], "protected_paths": []},
+    }
+    empty: dict[str, Any] = {"state": {}, "confirmations": {}}
+    start = ("rimthan.start_workflow", {"workflow": "research", "confirmed_state": empty, "host": host})  # blocked
+    with http_server_process([*verifier, "--http-sessions"], env=server_env()) as first:
+
+        async def go() -> None:
+            async with anyio.create_task_group() as tasks:
+                link = VerifierLink(first.url, tasks, mode="legacy")
+                assert (await link.call(*start))["status"] == "blocked"
+                first.process.terminate()
+                first.process.wait()
+                with http_server_process([*verifier, "--http-sessions"], env=server_env()) as second:
+                    with pytest.raises(VerifierLost, match="no MCP session for this connection"):
+                        await link.call(*start)
+                    assert (await link.call(*start))["status"] == "blocked"
+                    second.wait_for('"call served"')
+                    link.close()
+                tasks.cancel_scope.cancel()
+
+        anyio.run(go)
 
 
 def test_a_project_directory_that_does_not_exist_is_a_usage_mistake(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@
 group and hands out its tool caller and resource reader. A call on a
 connection that is gone (the child was killed, the server went away) raises
 :class:`VerifierLost` instead of the SDK's error. A child can be restarted
-(:meth:`VerifierLink.restart`); a URL is reconnected on the next call.
+(:meth:`VerifierLink.restart`); a URL is reconnected on the next call (a lost
+HTTP session too: the next call initializes afresh).
 The verifier's resource listing is kept per connection until the verifier
 says it changed (:class:`~rimthan_host.kept_listing.KeptListing`). A child's
 stderr passes through to the bridge's own (:class:`_ChildStderr`), and its
@@ -150,9 +151,10 @@ class _Connection:
 class VerifierLink:
     """One verifier connection at a time, opened in ``tasks``."""
 
-    def __init__(self, target: str | StdioServerParameters, tasks: TaskGroup) -> None:
+    def __init__(self, target: str | StdioServerParameters, tasks: TaskGroup, mode: str = "auto") -> None:
         self.target = target
         self._tasks = tasks
+        self._mode = mode  # the SDK client's: "auto" asks server/discover first (2026-07-28), else initializes
         self._conn = self._open()
         self._rescan = False  # restart the child before the next call: it reads its releases directory anew
 
@@ -173,7 +175,7 @@ class VerifierLink:
             stderr = _ChildStderr()
             transport = stdio_client(self.target, errlog=stderr.writer)
         try:
-            watched = Client(transport, mode="auto", message_handler=conn.listing.on_message)
+            watched = Client(transport, mode=self._mode, message_handler=conn.listing.on_message)
             async with watched as client, anyio.create_task_group() as watching:
                 await watching.start(conn.listing.watch, client)  # (the listing's changes followed first)
                 conn.client, conn.up = client, True
@@ -215,7 +217,8 @@ class VerifierLink:
 
     async def _client(self) -> Client:
         conn = self._conn
-        if conn.gone and (self.url is not None or not conn.up):  # a URL, or a child never up: try it again
+        dropped = conn.gone or conn.closing.is_set()  # (a URL's connection is let go when a call on it was lost)
+        if dropped and (self.url is not None or not conn.up):  # a URL, or a child never up: try it again
             conn = self._conn = self._open()
         await conn.ready.wait()
         if conn.client is not None:
@@ -230,7 +233,18 @@ class VerifierLink:
 
     async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:
         client = await self._client()
-        return await connected(use(client))  # (a lost connection: VerifierLost, from the calls themselves too)
+        return await self._connected(use(client))
+
+    async def _connected(self, request: Awaitable[T]) -> T:
+        """``request``'s answer; on a lost connection (VerifierLost, from the calls themselves too) a URL's is let go,
+        so the next call connects afresh: an HTTP session the verifier no longer holds (404 ``Session not found``,
+        it restarted) would otherwise be named on every call after it, each refused the same way."""
+        try:
+            return await connected(request)
+        except VerifierLost:
+            if self.url is not None:
+                self._conn.closing.set()
+            raise
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """A :data:`~rimthan_host.protocol.ToolCaller` over the current connection."""
@@ -244,7 +258,7 @@ class VerifierLink:
         """A :data:`~rimthan_host.protocol.MetaLister` over the current connection, read once until it changes
         (:mod:`~rimthan_host.kept_listing`)."""
         client = await self._client()
-        return await self._conn.listing.read(lambda: connected(client_metas(client)()))
+        return await self._conn.listing.read(lambda: self._connected(client_metas(client)()))
 
     def close(self) -> None:
         self._conn.closing.set()
