@@ -101,6 +101,18 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
                 return model
 
         model = anyio.run(go)
+    _audited(model, project, state)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _audited(model: StandIn, project: Path, state: Path) -> None:
+    """No opaque value leaked to the model, and the run's log audits with the verifier's checkpoint keys."""
     assert model.leaks() == []
     (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
     assert audit(log, state)["ok"] is True
@@ -115,9 +127,7 @@ def test_a_sessions_verifier_restarted_on_its_port_under_the_bridge_serves_the_n
     ``tests/server/test_http_session_ids.py``)."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = _free_port()
     options = serve_options(mcp_world.built["1.2.0"], mcp_world.trust, state, migration_target=mcp_world.built["1.3.0"])
     verifier = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port)]
     with http_server_process([*verifier, "--http-sessions"], env=server_env()) as first:
@@ -140,9 +150,7 @@ def test_a_sessions_verifier_restarted_on_its_port_under_the_bridge_serves_the_n
                 return model
 
         model = anyio.run(go)
-    assert model.leaks() == []
-    (log,) = sorted((project / ".rimthan" / "runs").glob("*.log"))
-    assert audit(log, state)["ok"] is True
+    _audited(model, project, state)
 
 
 def test_a_link_whose_http_session_was_lost_initializes_afresh_on_the_next_call(
@@ -152,9 +160,7 @@ def test_a_link_whose_http_session_was_lost_initializes_afresh_on_the_next_call(
     with ``--http-sessions``, restarted on its port: the first call after it names the old session, is answered 404
     ``Session not found`` and is VerifierLost; the next call initializes afresh and the new process serves it.
     Before, the link kept the connection with the old id, and every later call was refused the same way."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = _free_port()
     options = serve_options(mcp_world.built["1.3.0"], mcp_world.trust, tmp_path / "state")
     verifier = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port)]
     host = {
@@ -177,6 +183,7 @@ def test_a_link_whose_http_session_was_lost_initializes_afresh_on_the_next_call(
                 with http_server_process([*verifier, "--http-sessions"], env=server_env()) as second:
                     with pytest.raises(VerifierLost, match="no MCP session for this connection"):
                         await link.call(*start)
+                    assert await link.down(60) is None  # up, asked on a new connection (the bridge's exit status)
                     assert (await link.call(*start))["status"] == "blocked"
                     second.wait_for('"call served"')
                     link.close()

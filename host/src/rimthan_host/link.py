@@ -233,16 +233,16 @@ class VerifierLink:
 
     async def _use(self, use: Callable[[Client], Awaitable[T]]) -> T:
         client = await self._client()
-        return await self._connected(use(client))
+        return await self._connected(client, use(client))
 
-    async def _connected(self, request: Awaitable[T]) -> T:
-        """``request``'s answer; on a lost connection (VerifierLost, from the calls themselves too) a URL's is let go,
-        so the next call connects afresh: an HTTP session the verifier no longer holds (404 ``Session not found``,
-        it restarted) would otherwise be named on every call after it, each refused the same way."""
+    async def _connected(self, client: Client, request: Awaitable[T]) -> T:
+        """``request``'s answer on ``client``; on a lost connection (VerifierLost, from the calls themselves too) a
+        URL's is let go, so the next call connects afresh: an HTTP session the verifier no longer holds (404
+        ``Session not found``, it restarted) would otherwise be named on every call after it, each refused alike."""
         try:
             return await connected(request)
         except VerifierLost:
-            if self.url is not None:
+            if self.url is not None and self._conn.client is client:  # (not a newer connection opened meanwhile)
                 self._conn.closing.set()
             raise
 
@@ -258,7 +258,7 @@ class VerifierLink:
         """A :data:`~rimthan_host.protocol.MetaLister` over the current connection, read once until it changes
         (:mod:`~rimthan_host.kept_listing`)."""
         client = await self._client()
-        return await self._conn.listing.read(lambda: self._connected(client_metas(client)()))
+        return await self._conn.listing.read(lambda: self._connected(client, client_metas(client)()))
 
     def close(self) -> None:
         self._conn.closing.set()
@@ -271,6 +271,8 @@ class VerifierLink:
         stopped with the bridge). ``moment``: when it was asked (``CLOSED``, ``STOPPED``), for the words.
         """
         conn = self._conn
+        if self.url is not None and conn.closing.is_set():  # let go after a lost call: asked on a new connection
+            conn = self._conn = self._open()
         with anyio.move_on_after(within):
             await conn.ready.wait()
             if conn.client is None:
