@@ -78,8 +78,8 @@ def _list_in(server: HttpServer, session: str) -> int:
     return _honest_exchange(server, TOOLS_LIST, (f"Mcp-Session-Id: {session}",))[0]
 
 
-async def _real_client_lists_tools(url: str) -> list[str]:
-    async with http_client_for(url) as client:
+async def _real_client_lists_tools(url: str, mode: str = "auto") -> list[str]:
+    async with http_client_for(url, mode=mode) as client:
         return [tool.name for tool in (await client.list_tools()).tools]
 
 
@@ -186,4 +186,43 @@ def test_an_id_key_written_twice_is_read_as_the_sdk_reads_it_its_last_value(worl
                 message = json.loads(body)["error"]["message"]
                 assert message.startswith('a request with id "7" is still being answered'), message
         assert _list_in(server, session) == 200
+        assert "Traceback" not in server.stderr()
+
+
+def _without_session(server: HttpServer, method: str, body: bytes | None) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", urlsplit(server.url).port, timeout=WAIT)
+    try:
+        connection.request(method, "/mcp", body, dict(h.split(": ", 1) for h in _HONEST_HEADERS))
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+_NOT_AN_INITIALIZE = [
+    ("POST", TOOLS_LIST),
+    ("POST", b""),
+    ("POST", b"not json {"),
+    ("POST", json.dumps([json.loads(TOOLS_LIST)]).encode()),
+    ("GET", None),
+    ("DELETE", None),
+]
+
+
+def test_a_request_without_a_session_id_that_is_no_initialize_holds_no_session_and_closes_none(
+    world: ServerWorld, tmp_path: Path
+) -> None:
+    """With the table full of idle sessions, requests without an ``Mcp-Session-Id`` that are no initialize are
+    refused 400 with no session id, and close no one's session to make room: only an initialize opens one."""
+    with _sessions_server(world, tmp_path) as server:
+        held = [_open_session(server) for _ in range(CAP)]
+        for _ in range(CAP + 2):
+            for method, body in _NOT_AN_INITIALIZE:
+                status, headers, answer = _without_session(server, method, body)
+                assert status == 400 and "mcp-session-id" not in headers, (method, body, status, headers, answer)
+                assert json.loads(answer)["error"]["code"] in (-32600, -32700), answer
+        assert [_list_in(server, session) for session in held] == [200] * CAP  # none closed for them
+        assert "rimthan.start_workflow" in anyio.run(_real_client_lists_tools, server.url, "legacy")  # 2025-11-25
+        closed = [json.loads(line) for line in server.lines if '"session closed to make room"' in line]
+        assert [line["sessions"] for line in closed] == [CAP]  # the real client's initialize, at a table of CAP
         assert "Traceback" not in server.stderr()

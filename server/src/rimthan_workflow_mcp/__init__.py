@@ -20,7 +20,7 @@ The wire:
 ``http_bounds``       HTTP: deadlines for a request's head and body, and a bound on the requests in flight
 ``http_cors``         HTTP: CORS (a preflight, the headers a browser needs) for the origins the protection accepts
 ``http_stop``         HTTP: a call the stop's drain cut off answered ``Connection closed`` (503), not a bare 500
-``session_room``      HTTP sessions: at the cap, the longest idle closed for a new one; one request per id in flight
+``session_room``      HTTP sessions: only an initialize opens one; the longest idle closed at the cap; one id in flight
 ``request_envelope``  bounds on what a ``tools/call`` carries besides its arguments (its id, its ``_meta``)
 ``call_placement``    HTTP: a small, bounded call run on the event loop, any other in a worker thread
 ``call_reply``        a ``tools/call`` reply handed to the SDK as the dict its model dumps to (one dump fewer)

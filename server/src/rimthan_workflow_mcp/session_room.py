@@ -30,19 +30,31 @@ them. This reaches into the SDK's manager (``_admit_session``,
 (``_validate_request_headers``, the last step before a request is dispatched,
 and ``idle_scope``, whose deadline is infinite while a request is in flight);
 ``tests/server/test_http_sessions_room.py`` fails if they change.
+
+Only an initialize opens a session. The SDK's manager admitted a session for
+every request without an ``Mcp-Session-Id`` before its transport read it, so a
+``GET``, a ``DELETE`` or a ``POST`` that is no initialize (or no JSON) was
+refused 400 with a new session's id in its headers, and while the table was
+full each such request closed a real client's idle session to make room for
+a session it then dropped. Such a request is now answered by a transport of
+no session (the same checks, the same 400, no ``Mcp-Session-Id``), read as
+the SDK reads it, and no session is admitted or closed for it (this replaces
+the manager's ``_handle_stateful_request``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
+import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthorizationContext
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import JSONRPCRequest, jsonrpc_message_adapter
 from starlette.requests import Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from .http_shape import BAD_REQUEST, error_body, json_headers
 from .logs import get_logger
@@ -52,6 +64,8 @@ MAX_SESSIONS = 10_000  # the SDK's default, named here: about 400 MB of sessions
 IDLE_SECONDS = 30 * 60.0  # the SDK's default: a session no one has used for this long is closed
 
 IN_FLIGHT_ID = "rimthan.in_flight_id"  # the scope key a request's id is kept under while it is answered
+NO_SESSION = "no-session"  # the id of the transport that answers a request opening none (never sent)
+_SESSION_HEADER = b"mcp-session-id"
 _log = get_logger("transport")
 
 
@@ -59,6 +73,79 @@ def make_room(manager: StreamableHTTPSessionManager) -> None:
     """Have ``manager`` close its longest-idle session rather than refuse a new one while it is full."""
     room = _SessionRoom(manager)
     setattr(manager, "_admit_session", room.admit)  # noqa: B010 (the instance's own method replaced)
+    setattr(manager, "_handle_stateful_request", _OnlyInitializeOpens(manager))  # noqa: B010
+
+
+class _OnlyInitializeOpens:
+    """The manager's stateful requests: one without a session id reaches it only if it is an initialize."""
+
+    def __init__(self, manager: StreamableHTTPSessionManager) -> None:
+        self._manager = manager
+        self._handle = manager._handle_stateful_request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if any(name == _SESSION_HEADER for name, _ in scope["headers"]):
+            await self._handle(scope, receive, send)
+            return
+        received = await _body_messages(receive) if scope["method"] == "POST" else []
+        replay = _replaying(received, receive)
+        if _is_initialize(received):
+            await self._handle(scope, replay, send)
+        else:
+            await self._refuse(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's transport's answer (its checks, in its order), by one that holds no session and names none."""
+        manager = self._manager
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=NO_SESSION,
+            is_json_response_enabled=manager.json_response,
+            security_settings=manager.security_settings,
+        )
+        async with transport.connect():
+            try:
+                await transport.handle_request(scope, receive, _naming_no_session(send))
+            finally:
+                await transport.terminate()
+
+
+async def _body_messages(receive: Receive) -> list[Message]:
+    """A POST's body messages (the SDK's size bound has read and kept them already: no wait, no second copy)."""
+    received: list[Message] = []
+    while True:
+        message = await receive()
+        received.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return received
+
+
+def _replaying(received: list[Message], receive: Receive) -> Receive:
+    pending = deque(received)
+
+    async def replay() -> Message:
+        return pending.popleft() if pending else await receive()
+
+    return replay
+
+
+def _is_initialize(received: list[Message]) -> bool:
+    """Whether the body is an initialize request, read as the SDK's transport reads it."""
+    body = b"".join(m.get("body", b"") for m in received if m["type"] == "http.request")
+    try:
+        message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+    except ValueError:  # (pydantic's ValidationError is one)
+        return False
+    return isinstance(message, JSONRPCRequest) and message.method == "initialize"
+
+
+def _naming_no_session(send: Send) -> Send:
+    async def without_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if bytes(k).lower() != _SESSION_HEADER]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return without_id
 
 
 class _SessionRoom:
