@@ -9,7 +9,6 @@ verifier's own checkpoint keys.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from rimthan_host.standin import StandIn
 from support.bridge import BIN, audit, check_replies, garbled_bridge, refused, stand_in, verifier_args
 from support.checked_client import CheckedClient
 from support.processes import http_server_process, serve_options
+from support.registry import free_port
 from support.servers import ServerWorld, server_env
 
 
@@ -104,13 +104,6 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
     _audited(model, project, state)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _audited(model: StandIn, project: Path, state: Path) -> None:
     """No opaque value leaked to the model, and the run's log audits with the verifier's checkpoint keys."""
     assert model.leaks() == []
@@ -127,7 +120,7 @@ def test_a_sessions_verifier_restarted_on_its_port_under_the_bridge_serves_the_n
     ``tests/server/test_http_session_ids.py``)."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
-    port = _free_port()
+    port = free_port()
     options = serve_options(mcp_world.built["1.2.0"], mcp_world.trust, state, migration_target=mcp_world.built["1.3.0"])
     verifier = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port)]
     with http_server_process([*verifier, "--http-sessions"], env=server_env()) as first:
@@ -160,7 +153,7 @@ def test_a_link_whose_http_session_was_lost_initializes_afresh_on_the_next_call(
     with ``--http-sessions``, restarted on its port: the first call after it names the old session, is answered 404
     ``Session not found`` and is VerifierLost; the next call initializes afresh and the new process serves it.
     Before, the link kept the connection with the old id, and every later call was refused the same way."""
-    port = _free_port()
+    port = free_port()
     options = serve_options(mcp_world.built["1.3.0"], mcp_world.trust, tmp_path / "state")
     verifier = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port)]
     host = {

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from support.bridge import BIN
 from support.processes import http_server_process, serve_options
+from support.registry import free_port
 from support.servers import build_world, server_env
 
 LEGACY = {"MCP-Protocol-Version": "2025-11-25"}
@@ -62,9 +62,7 @@ def _not_found(port: int, session: str) -> None:
 
 def test_an_id_this_process_never_issued_is_404_and_a_modern_request_is_served_regardless(tmp_path: Path) -> None:
     world = build_world(tmp_path / "world")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # (bound again by a second process: never a port the kernel hands to --port 0 meanwhile)
     options = serve_options(world.built["1.3.0"], world.trust, tmp_path / "state", log_level="warning")
     argv = [str(BIN / "rimthan-mcp"), "serve", *options, "--transport", "http", "--port", str(port), "--http-sessions"]
     with http_server_process(argv, env=server_env()):
