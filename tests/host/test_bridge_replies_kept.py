@@ -2,7 +2,8 @@
 
 The real ``rimthan-host serve`` over stdio (its real verifier as its child),
 driven by the stand-in: a start refused for a missing fact, facts refused
-mid-run, misplaced moves, a file the verifier refuses, a repair round, a
+mid-run, misplaced moves, a file the verifier refuses (unreadable, then a value
+its JSON Schema does not allow), a repair round, a
 question, the migration offer, preview and move from 1.2.0 to 1.3.0, runs
 completed on both versions, a resume. Each reply's text, structured content (its
 words first, then its data) and error flag
@@ -56,6 +57,9 @@ async def _mistakes_repair_and_completion(model: StandIn) -> None:
     await model.call("answer_question", {"answer": "no-such-route", "field": "research_route"})
     routed = await model.call("answer_question", {"answer": "desk-research", "field": "research_route"})
     write_files(model, routed, text="{not json")
+    await model.call("step_done", {"step": routed.data["step"]["id"]})
+    log = routed.data["files"][0]  # its route slipped: the refusal interop/claude_run.py's model repairs
+    write_files(model, routed, log, json.dumps({**json.loads(model.compose(log)), "route": "desk research"}))
     await model.call("step_done", {"step": routed.data["step"]["id"]})
     await model.call("show_step")
     model.fail_once = {"decision-critic"}

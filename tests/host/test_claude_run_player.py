@@ -3,8 +3,11 @@
 interop/claude_run.py's model reads the bridge's kept replies (tests/host/data/bridge_replies.json) into the
 move a model makes next, from the text or from the structured content, a failed round's repair included (the
 file and line its finding names, then step_done with the step it names; without those words, no move), and a
-refusal of the files' repair (the evidence log it first writes with a route its JSON Schema refuses, written again
-with the value the refusal says was expected at the place it names);
+refusal of the files' repair: the evidence log it first writes breaks its JSON Schema where the kept
+``json_schema_failed`` refusal says, and handed that refusal as an error result (text or structured content) it
+writes the log again with the value the words give at the place they name, then calls step_done; an error result
+it cannot act on (the kept unreadable-log refusal, a kept misplaced move, a refusal naming no step, a file it never
+wrote) ends its turn. The tests talk to the player only as Claude Code does, through the requests it answers;
 interop/model_standin.py answers a real
 HTTP request on the Messages API with a streamed ``tool_use``; interop/claude_person.py, run as Claude Code runs
 an ``Elicitation`` hook, accepts a form as offered.
@@ -230,80 +233,120 @@ def test_without_the_repair_words_the_player_stops(interop: dict[str, ModuleType
     assert said.startswith("I stop here: a failed round with no finding to act on:")
 
 
-# the verifier's refusal of the route the player first writes, as the bridge words it (a real run's reply)
-ROUTE_REFUSED = "  - json_schema_failed at /route: artifact 'evidence-log': 'desk-research' was expected"
 EXAMPLES = REPO_ROOT / "catalogues" / "research-decision" / "1.2.0"
+LOG = "research/evidence-log.json"  # the file the desk-research step names first
+STEP_DONE = "mcp__rimthan__step_done"
 
 
-def _refusal(finding: str = ROUTE_REFUSED) -> dict[str, Any]:
-    """The kept refusal of the evidence log (its JSON unreadable), with ``finding`` in place of the kept one."""
+def _kept_reply(status: str, failures: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The first kept reply (errors included) with ``status`` (and, if given, those failures)."""
     replies = json.loads(KEPT.read_text("utf-8"))["mistakes-repair-completion"]
-    reply = next(r for r in replies if r["data"].get("status") == "deterministic_validation_failed")
-    kept = next(line for line in str(reply["text"]).splitlines() if line.startswith("  - json_parse_failed"))
-    return {**reply, "text": str(reply["text"]).replace(kept, finding)}
+    return next(
+        r for r in replies
+        if r["data"].get("status") == status and (not failures or tuple(r["data"]["failures"]) == failures)
+    )  # fmt: skip
 
 
-def _write(i: str, given: dict[str, Any]) -> list[dict[str, Any]]:
-    """A Write call in the conversation and Claude Code's result for it."""
-    return [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": "Write", "input": given}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "File written"}]},
-    ]
+def _at_desk_research() -> str:
+    """The kept reply handing the model the desk-research step's files to write."""
+    replies = json.loads(KEPT.read_text("utf-8"))["mistakes-repair-completion"]
+    return str(next(r for r in replies if LOG in (r["data"].get("files") or []))["text"])
 
 
-def _after_refusal(player: Any, refusal: str, first: dict[str, Any], then: dict[str, Any] | None = None) -> Any:
-    """The player's move after writing ``first``, step_done refused with ``refusal``, then (if given) ``then``."""
-    tools = [{"name": n} for n in ("Write", "mcp__rimthan__start_run", "mcp__rimthan__step_done")]
-    result = {"type": "tool_result", "tool_use_id": "s", "content": refusal, "is_error": True}
-    messages = [
-        *_write("w", first),
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "s", "name": "mcp__rimthan__step_done"}]},
-        {"role": "user", "content": [result]},
-        *(_write("r", then) if then else []),
-    ]
-    return player({"tools": tools, "messages": messages})
+def _handed(reply: dict[str, Any], form: str) -> str:
+    """A kept reply as Claude Code hands it to the model: its text, or its structured content as JSON."""
+    return str(reply["text"]) if form == "text" else json.dumps(reply["data"])
 
 
-def test_the_player_first_writes_the_evidence_log_with_the_one_value_its_schema_refuses(
+class _Talk:
+    """A conversation with the player: each move it makes answered with a result, as Claude Code answers it."""
+
+    def __init__(self, player: Any, started: str) -> None:
+        self.player, self.messages = player, list[dict[str, Any]]()
+        self.answer("mcp__rimthan__start_run", {}, started)
+
+    def answer(self, name: str, given: dict[str, Any], result: str, is_error: bool = False) -> None:
+        i = f"t{len(self.messages)}"
+        self.messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": i, "name": name, "input": given}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": result,
+                                          "is_error": is_error}]},
+        ]  # fmt: skip
+
+    def move(self) -> Any:
+        """The player's next move: (tool, input) for a call, else the words it ended its turn with."""
+        tools = [{"name": n} for n in ("Write", "mcp__rimthan__start_run", STEP_DONE)]
+        said = self.player({"tools": tools, "messages": self.messages})
+        return said if isinstance(said, str) else (said.name, said.input)
+
+    def play(self, result: str = "File created", is_error: bool = False) -> Any:
+        """The player's next move, answered with ``result``."""
+        said = self.move()
+        assert not isinstance(said, str), said
+        name, given = said
+        self.answer(name, given, result, is_error)
+        return said
+
+
+def _to_step_done(talk: _Talk) -> tuple[Any, Any]:
+    """The player's moves at the desk-research step the kept reply hands it: its Writes, then step_done."""
+    log, notes = talk.play(), talk.play()
+    assert talk.move() == (STEP_DONE, {"step": "desk-research"})
+    return log, notes
+
+
+def test_the_player_first_writes_the_evidence_log_with_the_one_value_the_kept_refusal_names(
     interop: dict[str, ModuleType], tmp_path: Path
 ) -> None:
-    claude_run = interop["claude_run"]
-    player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
-    first = json.loads(player._first(claude_run.SLIPPED))
+    """Its first Write of the log breaks its JSON Schema at one place, as the bridge's kept refusal words it."""
+    talk = _Talk(interop["claude_run"].RunPlayer(tmp_path, EXAMPLES / "examples"), _at_desk_research())
+    log, notes = _to_step_done(talk)
+    assert (log[0], log[1]["file_path"]) == ("Write", str(tmp_path / LOG))
     schema = json.loads((EXAMPLES / "schemas" / "evidence-log.schema.json").read_text("utf-8"))
-    wrong = [(list(e.absolute_path), e.message) for e in Draft202012Validator(schema).iter_errors(first)]
-    assert wrong == [(["route"], "'desk-research' was expected")]  # the line the bridge words (ROUTE_REFUSED)
-    assert player._first("research/findings.md") == player._compose("research/findings.md")  # only the log slips
+    wrong = Draft202012Validator(schema).iter_errors(json.loads(log[1]["content"]))
+    refused = [f"  - json_schema_failed at /{'/'.join(map(str, e.absolute_path))}: artifact 'evidence-log': "
+               f"{e.message}" for e in wrong]  # fmt: skip
+    kept = _kept_reply("deterministic_validation_failed", ("json_schema_failed",))["text"]
+    assert refused == [line for line in kept.splitlines() if line.startswith("  - ")]
+    assert notes[1]["content"] == (EXAMPLES / "examples" / "findings.md").read_text("utf-8")  # only the log slips
 
 
+@pytest.mark.parametrize("form", ["text", "structured content"])
 def test_the_player_writes_a_refused_file_again_with_the_value_expected_then_calls_step_done(
-    interop: dict[str, ModuleType], tmp_path: Path
+    interop: dict[str, ModuleType], tmp_path: Path, form: str
 ) -> None:
-    claude_run = interop["claude_run"]
-    player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
-    path = str(tmp_path / claude_run.SLIPPED)
-    slipped = {"file_path": path, "content": player._first(claude_run.SLIPPED)}
-    refusal = _refusal()
-    for words in (refusal["text"], json.dumps(refusal["data"] | {"text": refusal["text"]})):  # text or structured
-        write = _after_refusal(player, words, slipped)
-        assert (write.name, write.input["file_path"]) == ("Write", path)
-        assert json.loads(write.input["content"]) == json.loads(player._compose(claude_run.SLIPPED))
-        done = _after_refusal(player, words, slipped, write.input)
-        assert (done.name, done.input) == ("mcp__rimthan__step_done", {"step": "desk-research"})
+    """The bridge's kept json_schema_failed refusal, handed as an error result (its text, or its structured content
+    on a 2026-07-28 connection): the player writes the file the words name again, the value they say was expected
+    at the place they name and nothing else changed, then calls step_done with the step they name."""
+    talk = _Talk(interop["claude_run"].RunPlayer(tmp_path, EXAMPLES / "examples"), _at_desk_research())
+    log, _ = _to_step_done(talk)
+    refusal = _kept_reply("deterministic_validation_failed", ("json_schema_failed",))
+    talk.answer(STEP_DONE, {"step": "desk-research"}, _handed(refusal, form), is_error=True)
+    again = talk.play("File written")
+    assert (again[0], again[1]["file_path"]) == ("Write", log[1]["file_path"])
+    was, now = json.loads(log[1]["content"]), json.loads(again[1]["content"])
+    assert [k for k in now if now[k] != was.get(k)] == ["route"] and now.keys() == was.keys()
+    assert f"at /route: artifact 'evidence-log': '{now['route']}' was expected" in refusal["text"]
+    assert talk.move() == (STEP_DONE, {"step": "desk-research"})
 
 
-def test_a_refusal_without_a_value_to_put_in_place_stops_the_player(
-    interop: dict[str, ModuleType], tmp_path: Path
-) -> None:
-    """A refusal naming no place and value (a property missing), or a place the file the model wrote lacks."""
+def test_the_player_stops_on_an_error_result_it_cannot_act_on(interop: dict[str, ModuleType], tmp_path: Path) -> None:
+    """Where the kept json_schema_failed refusal has the player write the log again, each error result it cannot act
+    on ends its turn: the kept refusal of an unreadable log (no value to put in place), a kept misplaced move, the
+    refusal without its last line (no step named), the refusal of a file it never wrote in the conversation."""
     claude_run = interop["claude_run"]
-    player = claude_run.RunPlayer(tmp_path, EXAMPLES / "examples")
-    slipped = {"file_path": str(tmp_path / claude_run.SLIPPED), "content": player._first(claude_run.SLIPPED)}
-    missing = _refusal("  - json_schema_failed: artifact 'evidence-log': 'gaps' is a required property")
-    said = _after_refusal(player, missing["text"], slipped)
-    assert said.startswith("I stop here: a refusal with nothing to act on:")
-    elsewhere = _refusal(ROUTE_REFUSED.replace("/route", "/no_such_place"))
-    said = _after_refusal(player, elsewhere["text"], slipped)
-    assert said.startswith(f"I stop here: {claude_run.SLIPPED} holds no place the refusal names:")
-    unnamed = _refusal()["text"].replace("; the run waits at step desk-research.", ".")
-    assert _after_refusal(player, unnamed, slipped).startswith("I stop here: a refusal with nothing to act on:")
+    refusal = str(_kept_reply("deterministic_validation_failed", ("json_schema_failed",))["text"])
+    unreadable = str(_kept_reply("deterministic_validation_failed", ("json_parse_failed",))["text"])
+    misplaced = str(_kept_reply("move_refused")["text"])
+    unnamed = refusal.rsplit("\n", 1)[0]
+    assert "json_parse_failed" in unreadable and "step desk-research" not in unnamed
+    started = str(_at_desk_research())
+    for result, acts in [(refusal, True), (unreadable, False), (misplaced, False), (unnamed, False)]:
+        talk = _Talk(claude_run.RunPlayer(tmp_path, EXAMPLES / "examples"), started)
+        _to_step_done(talk)
+        talk.answer(STEP_DONE, {"step": "desk-research"}, result, is_error=True)
+        said = talk.move()
+        assert (said[0] == "Write") if acts else str(said).startswith("I stop here: "), (result[:200], said)
+    never = _Talk(claude_run.RunPlayer(tmp_path, EXAMPLES / "examples"), started)
+    never.answer(STEP_DONE, {"step": "desk-research"}, refusal, is_error=True)
+    assert str(never.move()).startswith("I stop here: ")
