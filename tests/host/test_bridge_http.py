@@ -72,7 +72,8 @@ def test_an_unreachable_verifier_url_is_one_clear_refusal(tmp_path: Path) -> Non
 
 
 def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world: ServerWorld, tmp_path: Path) -> None:
-    """The verifier at the URL stops mid-run: the bridge says so; once it listens again, resume_run goes on."""
+    """The verifier at the URL stops mid-run: the one new connection the bridge tries at once fails, so it says the
+    verifier is unreachable; once it listens again, resume_run goes on."""
     project, state = tmp_path / "project", tmp_path / "state"
     project.mkdir()
     verifier = [str(BIN / "rimthan-mcp"), "serve", *verifier_args(mcp_world, state), "--transport", "http"]
@@ -93,6 +94,8 @@ def test_a_verifier_url_that_goes_away_is_unreachable_until_it_is_back(mcp_world
                 gone = await model.call("answer_question", {"answer": "experiment", "field": "research_route"})
                 assert gone.is_error and f"The verifier at {url} is unreachable" in gone.text, gone.text
                 assert f"call resume_run {run}" in gone.text and gone.data["code"] == "verifier_lost", gone.data
+                assert "a new connection to it failed too" in gone.text and "reconnected" not in gone.text, gone.text
+                assert gone.data["status"] == "verifier_unreachable" and "reconnected" not in gone.data, gone.data
                 with http_server_process([*verifier, "--port", port], env=server_env()):
                     resumed = await model.call("resume_run", {"run": run})
                     assert f"Resumed run {run}" in resumed.text and resumed.data["question"], resumed.text

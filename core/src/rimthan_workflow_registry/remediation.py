@@ -123,8 +123,9 @@ _TABLE: dict[FailureCode, str] = {
     _C.RUN_BUSY: "carry on in the process that holds the run, or stop it (or close its session) and start or resume "
     "the run again",
     _C.RUN_LOCK_LOST: "make sure no other process moves the run, then resume it in a new session",
-    _C.VERIFIER_LOST: "make the call again if it still fits where the run is: the bridge restarted its verifier and "
-    "resumed the run from its log (a verifier at a URL: once it runs again, resume the run)",
+    _C.VERIFIER_LOST: "make the call again if it still fits where the run is: the bridge restarted its verifier (or "
+    "reconnected to the URL) and resumed the run from its log (a verifier at a URL that did not answer the new "
+    "connection: once it runs again, resume the run)",
     _C.PINNED_RELEASE_UNAVAILABLE: "route the run to a server that holds its pinned release, "
     "or put that release back in the releases directory and refresh the server",
     _C.VALIDATION_BUNDLE_INVALID: "call rimthan.prepare_step_validation again and submit with the new bundle",

@@ -5,7 +5,8 @@ group and hands out its tool caller and resource reader. A call on a
 connection that is gone (the child was killed, the server went away) raises
 :class:`VerifierLost` instead of the SDK's error. A child can be restarted
 (:meth:`VerifierLink.restart`); a URL is reconnected on the next call (a lost
-HTTP session too: the next call initializes afresh).
+HTTP session too: the next call initializes afresh), or at once
+(:meth:`VerifierLink.reconnect`).
 The verifier's resource listing is kept per connection until the verifier
 says it changed (:class:`~rimthan_host.kept_listing.KeptListing`). A child's
 stderr passes through to the bridge's own (:class:`_ChildStderr`), and its
@@ -198,10 +199,7 @@ class VerifierLink:
 
     async def restart(self) -> None:
         """Drop the current connection (a dead child is reaped) and connect afresh; VerifierLost if that fails."""
-        self._conn.closing.set()
-        self._conn = self._open()
-        await self._conn.ready.wait()
-        if self._conn.client is None:
+        if not await self._afresh():
             raise VerifierLost(f"the verifier did not start again ({self._conn.error})")
 
     def rescan_before_next_call(self) -> None:
@@ -296,3 +294,16 @@ class VerifierLink:
         when = f"was gone {moment}" if conn.up else "never came up"
         code = FailureCode.IO_ERROR if self.url is not None else FailureCode.INTERNAL_ERROR
         return VerifierDown(code, f"{which} {when}: {why or conn.error or 'closed'}")
+
+    async def reconnect(self) -> None:
+        """A new connection to the verifier at the URL, made at once (the lost one let go: a verifier restarted on its
+        port holds none of its session); VerifierLost if it does not answer. A child is restarted (:meth:`restart`)."""
+        if not await self._afresh():
+            raise VerifierLost(f"a new connection to it failed too: {self._conn.error}")
+
+    async def _afresh(self) -> bool:
+        """Let the current connection go and open one anew; whether it is up."""
+        self._conn.closing.set()
+        self._conn = self._open()
+        await self._conn.ready.wait()
+        return self._conn.client is not None
