@@ -43,6 +43,7 @@ The server and its tools:
 ``call_notices``      the ``notifications/message`` a client gets per tool call: served or refused, no state
 ``rpc_errors``        a refused resource or prompt read as a JSON-RPC error, its code and next step in its data
 ``resources``         immutable MCP resources: the tool contracts and every held release's files
+``resource_pages``    ``resources/list`` in pages: manifests first; a stateless cursor, a stale or forged one refused
 ``prompts``           the active release's prompt assets served as MCP prompts
 ``list_changed``      list-changed notifications when a refresh changes the resource or prompt listing
 

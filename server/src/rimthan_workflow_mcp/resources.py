@@ -14,13 +14,15 @@ under its URI and clients may cache it forever:
 The listing itself is not immutable: it says what the server holds now, and which held release a new run
 starts on (:data:`NEW_RUNS_META` on that release's manifest resource: each served catalogue's active release),
 with the workflows each release carries (:data:`WORKFLOWS_META`: what a host lists for a model to start).
+It is served in pages (resource_pages.py): the manifest resources first, then the contracts, then each
+release's files.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,7 @@ from rimthan_workflow_registry.protocol_names import NEW_RUNS_META, RELEASE_META
 from rimthan_workflow_registry.run import release_file_uri
 
 from .provider import LoadedRelease, ReleaseProvider
+from .resource_pages import listing_key, page_span
 from .rpc_errors import failure_error
 
 SCHEME = "rimthan://"
@@ -81,7 +84,36 @@ class ResourceCatalogue:
     # -- listing --------------------------------------------------------------------------
 
     def list_resources(self) -> list[types.Resource]:
-        out = [
+        """The whole listing, every page of it in order (tests and benchmarks; a client is served pages)."""
+        pages: list[types.Resource] = []
+        cursor: str | None = None
+        while True:
+            page = self.list_page(cursor)
+            pages += page.resources
+            cursor = page.next_cursor
+            if cursor is None:
+                return pages
+
+    def list_page(self, cursor: str | None) -> types.ListResourcesResult:
+        """The page of ``resources/list`` that ``cursor`` names (None: the first): manifests, contracts, files.
+
+        A cursor not to follow (stale, malformed, out of range) is a JSON-RPC -32602 (resource_pages.py)."""
+        releases = _by_release(self.provider.held.values())  # one snapshot: a refresh may replace the mapping
+        starting = {loaded.digest for loaded in self.provider.actives.values()}
+        key = listing_key([*self.contracts, *(f"{r.digest} {r.digest in starting}" for r in releases)])
+        files = sum(len(r.release.manifest.files) for r in releases)
+        leading = len(releases) + len(self.contracts)
+        try:
+            span = page_span(key, leading + files, len(releases), cursor)
+        except RegistryError as exc:
+            raise failure_error(INVALID_PARAMS, exc) from None
+        heads = [*(self._manifest_resource(r, r.digest in starting) for r in releases), *self._contract_resources()]
+        out = heads[span.start : span.stop]
+        out += _file_resources(releases, max(0, span.start - leading), span.stop - span.start - len(out))
+        return types.ListResourcesResult(resources=out, next_cursor=span.next_cursor)
+
+    def _contract_resources(self) -> list[types.Resource]:
+        return [
             types.Resource(
                 uri=c.uri,
                 name=f"contract {c.name}",
@@ -91,17 +123,14 @@ class ResourceCatalogue:
             )
             for c in self.contracts.values()
         ]
-        starting = {loaded.digest for loaded in self.provider.actives.values()}
-        for loaded in _by_release(self.provider.held.values()):
-            out.extend(self._release_resources(loaded, loaded.digest in starting))
-        return out
 
-    def _release_resources(self, loaded: LoadedRelease, starts_runs: bool) -> Iterable[types.Resource]:
+    @staticmethod
+    def _manifest_resource(loaded: LoadedRelease, starts_runs: bool) -> types.Resource:
         from rimthan_workflow_registry.run import available_workflows  # (the engine's side: not loaded at start)
 
         release = loaded.release
         said = "new runs of its workflows start on it" if starts_runs else "held for the runs pinned to it"
-        yield types.Resource(
+        return types.Resource(
             uri=manifest_uri(loaded.digest),
             name=f"{release.release_id} manifest",
             title=f"Signed manifest of {release.release_id}",
@@ -114,13 +143,6 @@ class ResourceCatalogue:
                 WORKFLOWS_META: available_workflows(release.catalogue.workflows),
             },
         )
-        for entry in release.manifest.files:
-            yield types.Resource(
-                uri=release_file_uri(loaded.digest, entry.path),
-                name=f"{release.release_id}:{entry.path}",
-                mime_type=entry.media_type,
-                size=entry.size,
-            )
 
     def list_templates(self) -> list[types.ResourceTemplate]:
         return [
@@ -189,6 +211,31 @@ class ResourceCatalogue:
 
 def _by_release(held: Iterable[LoadedRelease]) -> list[LoadedRelease]:
     return sorted(held, key=lambda r: (r.catalogue, r.version, r.digest))
+
+
+def _file_resources(releases: Sequence[LoadedRelease], skip: int, count: int) -> list[types.Resource]:
+    """``count`` release-file resources, after the first ``skip``, of ``releases``' files in order."""
+    out: list[types.Resource] = []
+    if count <= 0:
+        return out
+    for loaded in releases:
+        entries = loaded.release.manifest.files
+        if skip >= len(entries):
+            skip -= len(entries)
+            continue
+        for entry in entries[skip : skip + count - len(out)]:
+            out.append(
+                types.Resource(
+                    uri=release_file_uri(loaded.digest, entry.path),
+                    name=f"{loaded.release.release_id}:{entry.path}",
+                    mime_type=entry.media_type,
+                    size=entry.size,
+                )
+            )
+        skip = 0
+        if len(out) >= count:
+            break
+    return out
 
 
 def _result(contents: types.TextResourceContents | types.BlobResourceContents) -> types.ReadResourceResult:

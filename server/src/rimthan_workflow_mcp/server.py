@@ -195,9 +195,9 @@ def create_mcp_application(
     async def on_list_resources(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        listed = state.resources.list_resources()
-        _log.debug("resources listed", extra={"resources": len(listed)})  # (a harness's reads, counted at debug)
-        return types.ListResourcesResult(resources=listed)
+        page = state.resources.list_page(None if params is None else params.cursor)
+        _log.debug("resources listed", extra={"resources": len(page.resources)})  # (a harness's reads, at debug)
+        return page
 
     async def on_list_resource_templates(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
