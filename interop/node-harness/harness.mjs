@@ -146,6 +146,18 @@ class Client {
     check(!msg.error, `${method}: ${JSON.stringify(msg.error)}`);
     return msg.result;
   }
+  // The whole resource listing: every page, following nextCursor (docs/harness-guide.md "The listing comes in pages").
+  async listResources() {
+    const listed = [];
+    let cursor;
+    for (let page = 0; page < 1000; page++) {
+      const result = await this.request('resources/list', cursor ? { cursor } : {});
+      listed.push(...result.resources);
+      if (!result.nextCursor) return listed;
+      cursor = result.nextCursor;
+    }
+    fail('resources/list goes on past 1000 pages');
+  }
   notify(method) { this.proc.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method })}\n`); }
   // The next notification `method` the server sends, or null after `ms` (a bounded wait, never a hang).
   nextNotification(method, ms) {
@@ -215,7 +227,7 @@ async function main() {
   const startsRuns = (listing) => listing.filter((r) => r._meta?.['rimthan/new-runs'] === true).map((r) => ({
     id: r._meta['rimthan/release'], examples: r.uri.replace(/^rimthan:\/\/manifests\/([0-9a-f]{64})\/manifest\.json$/, 'rimthan://releases/$1/examples/'),
   }));
-  const resources = (await client.request('resources/list', {})).resources;
+  const resources = (await client.listResources());
   const listed = resources.map((r) => r.uri);
   const refusalUri = listed.find((u) => u.startsWith('rimthan://contracts/refusal/'));
   check(refusalUri, 'the server serves no refusal contract');
@@ -257,7 +269,7 @@ async function main() {
   // "Migration"), the listing then says new runs start on it, and the run's next result carries the
   // migration offer. Without the notification (not declared, or not come in 30 s) it polls, bounded.
   const publishAndRefresh = async (at) => {
-    const moved = async () => { const [on] = startsRuns((await client.request('resources/list', {})).resources); return on && on.id !== at.release.id ? on : null; };
+    const moved = async () => { const [on] = startsRuns((await client.listResources())); return on && on.id !== at.release.id ? on : null; };
     const told = toldOfChanges ? client.nextNotification('notifications/resources/list_changed', 30_000) : null;
     cpSync(o.publish, join(o['releases-dir'], basename(o.publish)), { recursive: true });
     client.refresh();

@@ -109,7 +109,13 @@ async function main(): Promise<void> {
   const tools = (await client.listTools()).tools;
   check(tools.length === 4 && tools.every((t) => t.outputSchema), 'four tools, each with an outputSchema');
   const readText = async (uri: string) => ((await client.readResource({ uri })).contents[0] as Json).text as string;
-  const resources = (await client.listResources()).resources;
+  const resources: Json[] = [];
+  for (let cursor: string | undefined, page = 0; page === 0 || cursor; page++) {  // every page (nextCursor)
+    check(page < 1000, 'resources/list goes on past 1000 pages');
+    const listed = await client.listResources(cursor ? { cursor } : undefined);
+    resources.push(...listed.resources);
+    cursor = listed.nextCursor;
+  }
   const refusalUri = resources.map((r) => r.uri).find((u) => u.startsWith('rimthan://contracts/refusal/'));
   check(refusalUri, 'the server serves no refusal contract');
   const isRefusal = new Ajv2020({ strict: false }).compile(JSON.parse(await readText(refusalUri!)));

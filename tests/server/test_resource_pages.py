@@ -185,7 +185,10 @@ def _sighup(http: HttpServer | None, errlog: Path) -> None:
     if http is not None:
         http.refresh()
         return
-    lines = lambda: errlog.read_text("utf-8").splitlines()  # noqa: E731
+
+    def lines() -> list[str]:
+        return errlog.read_text("utf-8").splitlines()
+
     pid = int(wait_for_line(lines, r"refresh: kill -HUP (\d+)").group(1))
     seen = len(lines())
     os.kill(pid, signal.SIGHUP)
@@ -202,10 +205,12 @@ def test_a_bridge_still_names_the_workflows_new_runs_start_on(
     _publish(bulk, releases)
 
     async def check() -> None:
-        with http_verifier(mcp_world, releases, tmp_path / "state") as verifier:
-            with (tmp_path / "bridge.log").open("w") as err:
-                async with bridge_at(verifier.url, project, err) as bridge:
-                    said = text(await bridge.call_tool("show_step", {}))
+        with (
+            http_verifier(mcp_world, releases, tmp_path / "state") as verifier,
+            (tmp_path / "bridge.log").open("w") as err,
+        ):
+            async with bridge_at(verifier.url, project, err) as bridge:
+                said = text(await bridge.call_tool("show_step", {}))
         assert "Workflows you can start (pass the name as start_run's workflow): " in said, said
         assert "research-decision@1.4.0" in said, said
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from rimthan_workflow_registry.errors import FailureCode, RegistryError
 
 PAGE_SIZE = 500
-"""Resources a page holds (the first page: at least every manifest). About 100 KB of JSON for a page of
-release files, where a client's line or message bound is not near; 20 pages for a release of 10,000 files."""
+"""Resources a page holds (the first page: at least every manifest). A page of release files is about 100 KB
+of JSON, far below any client's message bound, and a release of 10,000 files still only some 20 pages
+(docs/server.md says how that was measured); the host bridge follows up to 1000 pages."""
 
 LIST_AGAIN = "list resources again from the start: call resources/list without a cursor, then follow nextCursor"
 _VERSION = b"\x01"
