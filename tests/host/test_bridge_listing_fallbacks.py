@@ -3,11 +3,12 @@
 ``test_bridge_offered_kept`` proves the kept listing on a 2026-07-28 connection whose listen stream is acknowledged.
 Here every other case, through a real ``rimthan-host serve --verifier-url`` and the real ``rimthan-mcp`` over HTTP,
 counting the verifier's ``resources listed`` records: a listen stream refused (the verifier's own bound on open
-streams reached: ``listen_limit_reached``), lost once acknowledged (the verifier stopped, or killed, and started
-again on its port), or never acknowledged (``support.listen_proxy`` holds it: the bridge gives up after
-``ACK_SECONDS``); and a connection to a URL that negotiated 2025-11-25 (the proxy refuses ``server/discover``),
-which keeps nothing even where the verifier declares ``resources.listChanged`` (``--http-sessions``: the session's
-stream it is sent on can be lost unseen, as when the verifier restarts). Each reply that names workflows here is a
+streams reached: ``listen_limit_reached``), or never acknowledged (``support.listen_proxy`` holds it: the bridge
+gives up after ``ACK_SECONDS``); one lost once acknowledged (the verifier stopped, or killed, and started again on
+its port), which the next reply opens again, the listing read once then and kept again; and a connection to a URL
+that negotiated 2025-11-25 (the proxy refuses ``server/discover``), which keeps nothing even where the verifier
+declares ``resources.listChanged`` (``--http-sessions``: the session's stream it is sent on can be lost unseen, as
+when the verifier restarts). Each reply that names workflows here is a
 ``show_step`` with no run or a refused ``start_run``. Last, the one 2025-11-25 connection that is followed: the real
 verifier as a child over stdio, under the bridge's own :class:`KeptListing`.
 """
@@ -34,6 +35,7 @@ from support.checked_client import CheckedClient
 from support.listen_proxy import HANDSHAKE_ONLY, UNACKNOWLEDGED
 from support.listings import bridge_at, entered, http_verifier, listen_proxy, listings, text, until, verifier_argv
 from support.processes import HttpServer
+from support.registry import free_port
 from support.servers import ServerWorld, server_env
 
 SHOWN = "release research-decision@1.2.0"
@@ -92,31 +94,41 @@ def test_a_refused_listen_stream_keeps_nothing(verifier: HttpServer, tmp_path: P
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["stopped", "killed"])
-def test_a_listen_stream_lost_once_acknowledged_keeps_nothing_from_then_on(
+def test_a_listen_stream_lost_once_acknowledged_is_opened_again_and_the_listing_kept_again(
     mcp_world: ServerWorld, tmp_path: Path, stop: signal.Signals
 ) -> None:
-    releases, state = tmp_path / "releases", tmp_path / "state"
+    """The verifier stopped (or killed) and started again on its port: the bridge's sessionless connection serves
+    on, its listen stream is gone. The next reply that names workflows opens a new one and reads the listing once,
+    kept again from then on; a release the restarted verifier activates (SIGHUP) is named on the next reply."""
+    releases, state, port = tmp_path / "releases", tmp_path / "state", free_port()
     mcp_world.publish("1.2.0", releases)
 
     async def go() -> None:
         with contextlib.ExitStack() as stack, (tmp_path / "err").open("w") as err:
-            first = await entered(stack, http_verifier(mcp_world, releases, state))
+            first = await entered(stack, http_verifier(mcp_world, releases, state, port=port))
             async with bridge_at(first.url, tmp_path, err) as bridge:
                 await _replies(bridge)
                 await _listed(first, 1)  # (acknowledged: the listing is kept)
                 first.process.send_signal(stop)
                 await anyio.to_thread.run_sync(first.process.wait)
-                again = http_verifier(mcp_world, releases, state, port=urlsplit(first.url).port or 0)
-                second = await entered(stack, again)
+                second = await entered(stack, http_verifier(mcp_world, releases, state, port=port))
 
                 async def read_again() -> bool:  # (the bridge learns of the lost stream a moment after it is lost)
                     await bridge.call_tool("show_step", {})
                     return listings(second.lines) > 0
 
                 await until(read_again)
-                before = listings(second.lines)
                 await _replies(bridge)
-                await _listed(second, before + 3)
+                await _listed(second, 1)  # (read once after the loss, on a new listen stream: kept again)
+                mcp_world.publish("1.3.0", releases)
+                await anyio.to_thread.run_sync(second.refresh)
+
+                async def named() -> bool:  # (the bridge is told a moment after the verifier activates it)
+                    return "release research-decision@1.3.0" in text(await bridge.call_tool("show_step", {}))
+
+                await until(named)
+                await _replies(bridge, "release research-decision@1.3.0")
+                await _listed(second, 2)
 
     anyio.run(go)
 
@@ -190,7 +202,7 @@ def test_a_handshake_era_stdio_connection_follows_list_changed(mcp_world: Server
         return {str(meta[RELEASE_META]) for meta in metas if RELEASE_META in meta}
 
     async def go() -> None:
-        listing = KeptListing()
+        listing = KeptListing(over_url=False)
         with errlog.open("w") as err:
             client = CheckedClient(stdio_client(params, errlog=err), mode="legacy", message_handler=listing.on_message)
             async with client, anyio.create_task_group() as watching:

@@ -5,10 +5,11 @@ group and hands out its tool caller and resource reader. A call on a
 connection that is gone (the child was killed, the server went away) raises
 :class:`VerifierLost` instead of the SDK's error. A child can be restarted
 (:meth:`VerifierLink.restart`); a URL is reconnected on the next call (a lost
-HTTP session too: the next call initializes afresh), or at once
-(:meth:`VerifierLink.reconnect`).
+HTTP session too: the next call initializes afresh, or at once: :meth:`VerifierLink.reconnect`), and a child
+that never came up is started again on it: one rule for both, and for :meth:`VerifierLink.down`
+(``VerifierLink._replaced``).
 The verifier's resource listing is kept per connection until the verifier
-says it changed (:class:`~rimthan_host.kept_listing.KeptListing`). A child's
+says it changed (:class:`~rimthan_host.kept_listing.KeptListing`, told whether the connection is a URL's). A child's
 stderr passes through to the bridge's own (:class:`_ChildStderr`), and its
 last lines are kept: a child that exits before it answers (no
 ``./releases``, a bad flag) is refused with its own ``error:``/``next:`` words,
@@ -146,7 +147,7 @@ class _Connection:
     error: str = ""
     said: tuple[str, ...] = ()  # a child's last error lines, if it exited before it was up
     below: BelowFloor | None = None  # and the release its below-floor log record names
-    listing: KeptListing = field(default_factory=KeptListing)  # its resource listing, kept until it changes
+    listing: KeptListing = field(kw_only=True)  # its resource listing, kept until it changes
 
 
 class VerifierLink:
@@ -165,7 +166,7 @@ class VerifierLink:
         return self.target if isinstance(self.target, str) else None
 
     def _open(self) -> _Connection:
-        conn = _Connection()
+        conn = _Connection(listing=KeptListing(over_url=self.url is not None))
         self._tasks.start_soon(self._hold, conn)
         return conn
 
@@ -213,14 +214,33 @@ class VerifierLink:
             self._rescan = False
             await self.restart()
 
+    def _current(self) -> _Connection:
+        """The connection to use now: the current one, or a new one in its place (:meth:`_replaced`)."""
+        if self._replaced(self._conn):
+            self._conn = self._open()
+        return self._conn
+
+    def _replaced(self, conn: _Connection) -> bool:
+        """Whether the link connects anew in place of ``conn``: the one rule for a call (:meth:`_client`) and for
+        :meth:`down`.
+
+        A URL's connection is replaced once it is gone or let go (a call on it was lost: :meth:`_connected`): the
+        verifier may be back, or only its HTTP session lost. A child's is replaced only if it never came up and a
+        call found it so (it is let go then: :meth:`_client`), so each call after it starts the child anew; the
+        child's own refusal as it started is the answer until a call asks again. A child that was up and is gone is
+        never replaced here: its loss is :class:`VerifierLost`, which the bridge recovers from by restarting it
+        (:meth:`restart`).
+        """
+        if self.url is not None:
+            return conn.gone or conn.closing.is_set()
+        return conn.closing.is_set() and not conn.up
+
     async def _client(self) -> Client:
-        conn = self._conn
-        dropped = conn.gone or conn.closing.is_set()  # (a URL's connection is let go when a call on it was lost)
-        if dropped and (self.url is not None or not conn.up):  # a URL, or a child never up: try it again
-            conn = self._conn = self._open()
+        conn = self._current()
         await conn.ready.wait()
         if conn.client is not None:
             return conn.client
+        conn.closing.set()  # (let go: the next call connects anew, if :meth:`_replaced` says so)
         if conn.up:
             raise VerifierLost(f"the connection to the verifier is gone ({conn.error or 'closed'})")
         raise VerifierNotUp(
@@ -234,14 +254,17 @@ class VerifierLink:
         return await self._connected(client, use(client))
 
     async def _connected(self, client: Client, request: Awaitable[T]) -> T:
-        """``request``'s answer on ``client``; on a lost connection (VerifierLost, from the calls themselves too) a
-        URL's is let go, so the next call connects afresh: an HTTP session the verifier no longer holds (404
-        ``Session not found``, it restarted) would otherwise be named on every call after it, each refused alike."""
+        """``request``'s answer on ``client``; on a lost connection (VerifierLost, from the calls themselves too) it
+        is let go, and :meth:`_replaced` says whether the next call connects afresh: a URL's does (an HTTP session
+        the verifier no longer holds, 404 ``Session not found`` as it restarted, would otherwise be named on every
+        call after it, each refused alike); a child's is restarted by the bridge (:meth:`restart`) instead."""
         try:
             return await connected(request)
-        except VerifierLost:
-            if self.url is not None and self._conn.client is client:  # (not a newer connection opened meanwhile)
-                self._conn.closing.set()
+        except VerifierLost as lost:
+            conn = self._conn
+            if conn.client is client:  # (not a newer connection opened meanwhile)
+                conn.error = conn.error or f"{type(lost).__name__}: {lost}"
+                conn.closing.set()
             raise
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -268,9 +291,7 @@ class VerifierLink:
         coming up when the bridge was stopped (``STOPPED``: a slow start on a busy machine refused nothing; it is
         stopped with the bridge). ``moment``: when it was asked (``CLOSED``, ``STOPPED``), for the words.
         """
-        conn = self._conn
-        if self.url is not None and conn.closing.is_set():  # let go after a lost call: asked on a new connection
-            conn = self._conn = self._open()
+        conn = self._current()  # (let go after a lost or refused call: asked on a new connection)
         with anyio.move_on_after(within):
             await conn.ready.wait()
             if conn.client is None:
