@@ -214,6 +214,7 @@ def test_every_rimthan_pack_command_has_examples_and_exit_statuses(command: list
         # HTTP options under stdio were silently ignored
         (["serve", "--http-sessions"], "--http-sessions applies to --transport http only"),
         (["serve", "--allowed-host", "rimthan.example"], "--allowed-host applies to --transport http only"),
+        (["serve", "--forwarded-allow-ips", "10.0.0.5"], "--forwarded-allow-ips applies to --transport http only"),
         (["serve", "--transport", "stdio", "--port", "9000"], "--port applies to --transport http only"),
         (["serve", "--host", "::1"], "--host applies to --transport http only"),
         # --release with --releases-from pulled into ./releases, then refused for the empty directory

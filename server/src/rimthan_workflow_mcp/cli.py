@@ -45,6 +45,7 @@ from .cli_serve_options import (
     check_refresh_interval,
     check_release_mode,
     check_stale_after,
+    forwarded_from,
     tcp_port,
     usage,
 )
@@ -177,6 +178,13 @@ def main() -> None:
     "HOST accepts any port, HOST:PORT only that one; repeatable. DNS-rebinding protection stays on.",
 )
 @click.option(
+    "--forwarded-allow-ips",
+    metavar="IPS",
+    help="HTTP behind a reverse proxy: believe X-Forwarded-For and X-Forwarded-Proto from these proxy addresses "
+    "or networks only (comma-separated, e.g. 10.0.0.5,10.1.0.0/16), so logs name the proxy's client. "
+    "[default: believed from no one]",
+)
+@click.option(
     "--refresh-interval",
     type=float,
     default=None,
@@ -231,6 +239,7 @@ def serve(
     port: int,
     http_sessions: bool,
     allowed_hosts: tuple[str, ...],
+    forwarded_allow_ips: str | None,
     refresh_interval: float | None,
     stale_after: float | None,
     releases_from: str | None,
@@ -274,6 +283,7 @@ def serve(
         for value in allowed_hosts:
             if (problem := check_allowed_host(value)) is not None:
                 usage(f"--allowed-host {value!r}: {problem}")
+    forwarded = None if forwarded_allow_ips is None else forwarded_from(forwarded_allow_ips)
     state_dir = state_dir or default_state_dir()
     checked_state: Path = state_dir
     guard(lambda: check_state_dir(checked_state))
@@ -349,7 +359,7 @@ def serve(
             if stopped:
                 say(stopped)
         else:
-            from .http_transport import allowed_host_values, is_beyond_loopback, listen, serve_http
+            from .http_transport import ForwardedFrom, allowed_host_values, is_beyond_loopback, listen, serve_http
 
             assert bound is not None
             sock, binding = bound
@@ -357,6 +367,8 @@ def serve(
             mode = "Streamable HTTP with sessions" if http_sessions else "stateless Streamable HTTP"
             say(f"transport http ({mode}) at {binding.url}")
             say(f"accepting Host: {', '.join(allowed_host_values(binding, allowed_hosts))}")
+            forwarded = forwarded or ForwardedFrom()
+            say(f"believing X-Forwarded-For/-Proto from: {', '.join(forwarded.proxies) or 'no one'}")
             if is_beyond_loopback(host):
                 say(
                     f"warning: listening beyond loopback on {binding.authority}; only the Host values above are "
@@ -371,6 +383,7 @@ def serve(
                     binding=binding,
                     refresh_interval=refresh_interval,
                     extra_hosts=allowed_hosts,
+                    forwarded=forwarded,
                     log_level="debug" if log_level == "debug" else "warning",
                     sessions=http_sessions,
                     stale_after=stale_after,

@@ -8,17 +8,20 @@ them (:func:`tcp_port`, :func:`bind_host`).
 from __future__ import annotations
 
 import math
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rimthan_clikit import refuse
 from rimthan_workflow_registry.errors import FailureCode
 from rimthan_workflow_registry.remediation import ExitStatus
 
+if TYPE_CHECKING:
+    from .http_transport import ForwardedFrom
+
 # a followed registry is synced before every refresh (a tag listing, then a manifest per new version): below one
 # second a replica would query it many times a second, which registries rate-limit, for no fresher release
 MIN_SYNC_INTERVAL = 1.0
-HTTP_ONLY = ("--host", "--port", "--http-sessions", "--allowed-host")
+HTTP_ONLY = ("--host", "--port", "--http-sessions", "--allowed-host", "--forwarded-allow-ips")
 
 
 def usage(message: str) -> NoReturn:
@@ -61,6 +64,16 @@ def check_http_only(ctx: click.Context, transport: str) -> None:
         source = ctx.get_parameter_source(param.name) if param.name else None
         if name is not None and source is click.ParameterSource.COMMANDLINE:
             usage(f"{name} applies to --transport http only; give --transport http, or drop {name}")
+
+
+def forwarded_from(value: str) -> ForwardedFrom:
+    """``--forwarded-allow-ips``: the proxies whose forwarded headers are believed, or a usage mistake naming it."""
+    from .http_transport import parse_forwarded_allow_ips  # (uvicorn: loaded only when HTTP options are given)
+
+    parsed = parse_forwarded_allow_ips(value)
+    if isinstance(parsed, str):
+        usage(f"--forwarded-allow-ips {value!r}: {parsed}")
+    return parsed
 
 
 def check_release_mode(release_given: bool, releases_from: str | None) -> None:

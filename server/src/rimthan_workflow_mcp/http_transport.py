@@ -10,7 +10,9 @@ the SDK answers a larger one with HTTP 413 before reading past the bound,
 which ``http_bounds`` makes a JSON-RPC error a client can read);
 ``http_bounds`` bounds the time a client may take to send a request or to take
 its answer, the requests in flight at once, and answers a stateless ``GET`` /
-``DELETE`` with 405. With ``--http-sessions``, a full session table closes
+``DELETE`` with 405. uvicorn's proxy headers (``X-Forwarded-For``, ``X-Forwarded-Proto``) are believed only
+from the proxies the operator names with ``--forwarded-allow-ips`` (:class:`ForwardedFrom`), never by default: they
+rewrite the client address every log record names (``logs.PEER``). With ``--http-sessions``, a full session table closes
 its longest-idle session for a new one (``session_room``). ``SIGTERM`` drains
 the calls in flight, then stops (``http_stop``).
 """
@@ -101,6 +103,46 @@ def check_allowed_host(value: str) -> str | None:
         return "the port must be a number"
     if not host:
         return "the host is empty"
+    return None
+
+
+NOT_A_PROXY = "a name, a port or a network with host bits set would match no client address: give 10.0.0.5, 10.1.0.0/16"
+
+
+@dataclass(frozen=True)
+class ForwardedFrom:
+    """The reverse proxies whose ``X-Forwarded-For`` / ``X-Forwarded-Proto`` uvicorn believes: none by default.
+
+    Believed, they replace the request's client address (the ``peer`` of every log record, a stateless
+    client's key) and scheme. uvicorn's own default believes them from loopback (or from what
+    ``$FORWARDED_ALLOW_IPS`` names), so any local process could put any address into the log: here no
+    proxy is believed unless named, and that variable is never read."""
+
+    proxies: tuple[str, ...] = ()
+
+
+def parse_forwarded_allow_ips(value: str) -> ForwardedFrom | str:
+    """``--forwarded-allow-ips``: comma-separated proxy addresses or networks; else why it is not usable.
+
+    Only what uvicorn compares as an address or a network: a name, a network with host bits set, or anything
+    else uvicorn keeps as a literal never matches a client address (so it would silently believe no one), and
+    ``*`` believes every client, which is what the option exists to prevent."""
+    items = [item.strip() for item in value.split(",")]
+    for item in items:
+        if problem := _not_a_proxy(item):
+            return f"{item!r} {problem}" if item else problem
+    return ForwardedFrom(tuple(dict.fromkeys(items)))
+
+
+def _not_a_proxy(item: str) -> str | None:
+    if not item:
+        return "an address is empty: give comma-separated proxy addresses or networks (10.0.0.5,10.1.0.0/16)"
+    if item == "*":
+        return "would believe every client's X-Forwarded-For: name the proxy's address or network"
+    try:
+        ipaddress.ip_network(item) if "/" in item else ipaddress.ip_address(item)
+    except ValueError:
+        return f"is no IP address or network ({NOT_A_PROXY})"
     return None
 
 
@@ -233,6 +275,7 @@ async def serve_http(
     binding: HttpBinding,
     refresh_interval: float | None,
     extra_hosts: Sequence[str] = (),
+    forwarded: ForwardedFrom = ForwardedFrom(),
     log_level: str = "warning",
     sessions: bool = False,
     stale_after: float | None = None,
@@ -245,7 +288,7 @@ async def serve_http(
     this process only, so replicas then need sticky routing; run state stays
     in the tokens either way, and 2026-07-28 clients are sessionless regardless
     (a ``subscriptions/listen`` stream is the answer to its own ``POST``, told of
-    this replica's refreshes).
+    this replica's refreshes). ``forwarded``: the proxies whose forwarded headers are believed (none).
     """
     security = security_settings(binding, extra_hosts)
     starlette_app = app.streamable_http_app(
@@ -273,6 +316,8 @@ async def serve_http(
         lifespan="on",
         access_log=False,
         timeout_graceful_shutdown=DRAIN_SECONDS,
+        proxy_headers=bool(forwarded.proxies),  # uvicorn's default: True, believing loopback
+        forwarded_allow_ips=list(forwarded.proxies),  # a list, never None: $FORWARDED_ALLOW_IPS is not read
     )
     server = _DrainingServer(config, watch, provider, stop)
     async with anyio.create_task_group() as tg:
