@@ -17,6 +17,8 @@ up to ``limits.MAX_REQUEST_BODY_BYTES``) a client could hold without end. Here:
   Request`` (``id`` null: the request was not read) a client can read, as the
   SDK's refusals replaced below do: one body builder (``http_shape``).
 - Every record logged while a request is handled names its client (``logs.PEER``).
+- A request's head is read once (:func:`read_head`) and kept in the scope's state for the app behind
+  (:func:`head_of`: the session room reads ``Mcp-Session-Id`` from it).
 - A head h11 refuses (not HTTP/1.1, or past its 16 KiB bound) gets a JSON-RPC
   error too (uvicorn sent a bare text line), 431 for one too large.
 - A body past ``limits.MAX_REQUEST_BODY_BYTES`` (declared by ``Content-Length``
@@ -77,7 +79,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .health import Health
-from .http_shape import BAD_REQUEST, CallsWithoutId, ShapeAnswers, error_body, json_headers, kept_body, session_of
+from .http_shape import (
+    BAD_REQUEST,
+    SESSION_HEADER,
+    CallsWithoutId,
+    ShapeAnswers,
+    error_body,
+    json_headers,
+    kept_body,
+    session_of,
+)
 from .logs import PEER, get_logger
 from .message_shape import invalid_request
 
@@ -151,7 +162,7 @@ REFUSAL_EVENTS = {
 NOT_JSON = (
     "the request's Content-Type is {} and was not read: send the JSON-RPC message with Content-Type: application/json"
 )
-ONE_VALUE_HEADERS = frozenset({b"content-type", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"mcp-session-id"})
+ONE_VALUE_HEADERS = frozenset({b"content-type", b"mcp-protocol-version", b"mcp-method", b"mcp-name", SESSION_HEADER})
 REPEATED_HEADER = (
     "the request has more than one {} header, which readers taking the first and the last would read apart; it was "
     "not read: send the header once"
@@ -163,6 +174,7 @@ HEAD_TOO_LARGE_MESSAGE = (
 )
 SHOWN_MEDIA_TYPE = 80  # characters of a refused Content-Type quoted back
 BODY_IN = "rimthan.body_in"  # set by HeadDeadlineProtocol in scope["state"] once a request's body is all in
+HEAD = "rimthan.head"  # the request's RequestHead, kept in scope["state"] by BoundedRequests (head_of)
 _log = get_logger("transport")
 
 
@@ -261,6 +273,7 @@ class BoundedRequests:
             await self.app(scope, receive, send)
             return
         head = read_head(scope["headers"])
+        scope.setdefault("state", {})[HEAD] = head  # (the dict HeadDeadlineProtocol marks BODY_IN in)
         scope = {**scope, "headers": head.headers}
         if self.health is not None and self.health.asks(scope):
             await self.health(scope, receive, _readable_refusals(send))
@@ -287,7 +300,7 @@ class BoundedRequests:
                 kept_body(scope, receive),
                 _readable_refusals(send),
                 self.calls_without_id,
-                session_of(scope, head.first.get(b"mcp-session-id")),
+                session_of(scope, head.first.get(SESSION_HEADER)),
             )
             receive, send = shape.receive, shape.send
             try:
@@ -338,6 +351,12 @@ def read_head(raw: Iterable[tuple[bytes, bytes]]) -> RequestHead:
             elif repeated is None:
                 repeated = bytes(name)
     return RequestHead(headers, first, repeated)
+
+
+def head_of(scope: Scope) -> RequestHead:
+    """The head :class:`BoundedRequests` read for this request: every HTTP request the app is given has one."""
+    head: RequestHead = scope["state"][HEAD]
+    return head
 
 
 def _media_type(head: RequestHead) -> bytes:

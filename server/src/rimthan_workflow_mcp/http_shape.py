@@ -48,6 +48,7 @@ from .message_shape import (
 )
 
 SCREEN_BYTES = 64 * 1024
+SESSION_HEADER = b"mcp-session-id"  # (lower-cased, as ASGI gives header names)
 ACCEPTED, BAD_REQUEST = 202, 400
 SDK_VALIDATION_REPORT = "Validation error"  # how the SDK's 400 for a body of the wrong shape begins
 NOTIFICATION_TOO_LARGE = (

@@ -39,7 +39,9 @@ full each such request closed a real client's idle session to make room for
 a session it then dropped. Such a request is now answered by a transport of
 no session (the same checks, the same 400, no ``Mcp-Session-Id``), read as
 the SDK reads it, and no session is admitted or closed for it (this replaces
-the manager's ``_handle_stateful_request``).
+the manager's ``_handle_stateful_request``). Whether a request names a session
+is read from the head ``http_bounds`` has read once (``head_of``): its headers
+are not scanned again.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ from mcp_types import JSONRPCRequest, jsonrpc_message_adapter
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from .http_shape import BAD_REQUEST, error_body, json_headers
+from .http_bounds import head_of
+from .http_shape import BAD_REQUEST, SESSION_HEADER, error_body, json_headers
 from .logs import get_logger
 from .message_shape import invalid_request
 
@@ -65,7 +68,6 @@ IDLE_SECONDS = 30 * 60.0  # the SDK's default: a session no one has used for thi
 
 IN_FLIGHT_ID = "rimthan.in_flight_id"  # the scope key a request's id is kept under while it is answered
 NO_SESSION = "no-session"  # the id of the transport that answers a request opening none (never sent)
-_SESSION_HEADER = b"mcp-session-id"
 _log = get_logger("transport")
 
 
@@ -84,7 +86,7 @@ class _OnlyInitializeOpens:
         self._handle = manager._handle_stateful_request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if any(name == _SESSION_HEADER for name, _ in scope["headers"]):
+        if SESSION_HEADER in head_of(scope).first:  # the head BoundedRequests read: not scanned again
             await self._handle(scope, receive, send)
             return
         received = await _body_messages(receive) if scope["method"] == "POST" else []
@@ -141,7 +143,7 @@ def _is_initialize(received: list[Message]) -> bool:
 def _naming_no_session(send: Send) -> Send:
     async def without_id(message: Message) -> None:
         if message["type"] == "http.response.start":
-            headers = [(k, v) for k, v in message.get("headers", []) if bytes(k).lower() != _SESSION_HEADER]
+            headers = [(k, v) for k, v in message.get("headers", []) if bytes(k).lower() != SESSION_HEADER]
             message = {**message, "headers": headers}
         await send(message)
 
