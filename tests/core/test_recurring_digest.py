@@ -80,6 +80,28 @@ def test_plain_members_by_the_c_encoder_give_digest_values_digests_and_errors(va
     assert _answer(lambda v: recurring_member_digests(v, SCOPE), value) == expected
 
 
+def test_a_plain_object_is_composed_from_its_members_each_encoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A confirmed state of printable ASCII: each member written by the C encoder once, the object never again.
+
+    The object's bytes are composed from its members' (keys in code-point order, a key holding a quote or a
+    backslash escaped), the same bytes the encoder writes for the whole object: the digests are ``digest_value``'s.
+    """
+    value: dict[str, Any] = {"z": ["x", 1, None], "a": {"k": 'q"', "b": True}, 'c"\\': "v", "A": -3, "m": {}}
+    expected = _direct(value)
+    encoded: list[Any] = []
+    encode = canonical._C_ENCODE
+
+    def counted(item: Any) -> str:
+        encoded.append(item)
+        return encode(item)
+
+    monkeypatch.setattr(canonical, "_C_ENCODE", counted)
+    assert _digests(value) == expected
+    written = [item for item in encoded if not isinstance(item, str) or item in value.values()]
+    assert all(item is not value for item in encoded)  # the whole object is not encoded again
+    assert sorted(map(id, written)) == sorted(map(id, value.values()))  # each member once
+
+
 def test_keys_sort_by_utf16_code_units() -> None:
     value = {"\U0001f600": 1, "\uff61": 2, "a": 3, "é": 4, "": 5, "aa": 6}  # U+1F600 sorts before U+FF61 in UTF-16
     assert _digests(value) == _direct(value)

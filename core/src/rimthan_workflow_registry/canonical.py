@@ -199,18 +199,21 @@ def plain_json_bytes(value: Any) -> bytes | None:
     No floats (RFC 8785 writes ECMAScript's number form, not ``repr``). ``None``
     for any other value: that one goes to ``rfc8785`` (and its errors are its own).
     """
-    texts: list[Any] = []
-    ints: list[int] = []
     try:
-        if not _plain_walk(value, texts, ints) or not set(map(type, texts)) <= _STR_ONLY:
-            return None
-        if ints and max(map(abs, ints)) > MAX_JSON_SAFE_INTEGER:
-            return None
-        if not printable_ascii("".join(texts)):
-            return None
-        return _C_ENCODE(value).encode("ascii")
+        return _C_ENCODE(value).encode("ascii") if _in_plain_subset(value) else None
     except RecursionError:  # nested too deep (or a cycle): rfc8785 answers for it
         return None
+
+
+def _in_plain_subset(value: Any) -> bool:
+    """Whether ``value`` lies in :func:`plain_json_bytes`' subset (``RecursionError`` if nested too deep)."""
+    texts: list[Any] = []
+    ints: list[int] = []
+    if not _plain_walk(value, texts, ints) or not set(map(type, texts)) <= _STR_ONLY:
+        return False
+    if ints and max(map(abs, ints)) > MAX_JSON_SAFE_INTEGER:
+        return False
+    return printable_ascii("".join(texts))
 
 
 def _plain_walk(value: Any, texts: list[Any], ints: list[int]) -> bool:
@@ -304,15 +307,30 @@ def member_digests(value: dict[str, Any]) -> MemberDigests:
     """:func:`digest_value` of an object and of each of its members, every member serialised once, and its size.
 
     An object in :func:`plain_json_bytes`' subset (a confirmed state of
-    printable ASCII text) is written by the stdlib's C encoder, and so is each
-    of its members (they lie in the subset too). Any other object is composed
-    from its members' ``rfc8785`` bytes (:func:`_composed_member_digests`).
+    printable ASCII text) has each member written by the stdlib's C encoder
+    (they lie in the subset too) and its own bytes composed from theirs, as
+    that encoder writes an object: the members in code-point order of their
+    keys (printable ASCII: RFC 8785's order), each as the key's string, ``:``
+    and the member's bytes, joined by ``,`` within braces; so no member is
+    encoded twice. Any other object is composed from its members' ``rfc8785``
+    bytes (:func:`_composed_member_digests`).
     """
-    plain = plain_json_bytes(value)
-    if plain is None:
+    try:
+        parts = {key: _C_ENCODE(value[key]).encode("ascii") for key in sorted(value)} if _in_plain_subset(value) else {}
+    except RecursionError:  # nested too deep (or a cycle): rfc8785 answers for it
+        parts = {}
+    if not parts:  # outside the subset, or no members (``{}``, which the composition writes the same)
         return _composed_member_digests(value)
-    members = MappingProxyType({key: digest_bytes(_C_ENCODE(item).encode("ascii")) for key, item in value.items()})
-    return digest_bytes(plain), members, len(plain)
+    whole = b"{" + b",".join(_plain_key_bytes(key) + b":" + part for key, part in parts.items()) + b"}"
+    members = MappingProxyType({key: digest_bytes(part) for key, part in parts.items()})
+    return digest_bytes(whole), members, len(whole)
+
+
+def _plain_key_bytes(key: str) -> bytes:
+    """The JSON string of ``key``, printable ASCII: quoted as it is unless it holds a quote or a backslash."""
+    if '"' in key or "\\" in key:
+        return _C_ENCODE(key).encode("ascii")
+    return b'"' + key.encode("ascii") + b'"'
 
 
 def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
