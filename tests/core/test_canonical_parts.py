@@ -7,8 +7,10 @@ and on values that try to pass for a placeholder.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,6 +84,20 @@ TOKEN_LIKE = st.builds(lambda a, b, c: f"{a}.{b}.{c}", _PRINTABLE_ASCII, _QUOTED
 @given(text=_PRINTABLE_ASCII | TOKEN_LIKE)
 def test_printable_ascii_strings_take_the_c_encoder_with_rfc8785s_bytes(text: str) -> None:
     assert printable_ascii_string_bytes(text) == rfc8785.dumps(text)
+
+
+def test_a_tokens_escapes_are_replaced_without_an_encoder_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint-like token (a JSON payload between two dots) is quoted with its ``"`` and ``\\`` replaced:
+    ``json.dumps``, which reads every character twice, is not called; the bytes are ``rfc8785``'s."""
+    payload = json.dumps({"seq": 1, "release": {"id": "w@1\\u002e2", "note": 'a "b" \\ c'}}, separators=(",", ":"))
+    token = f"eyJhbGciOiJIUzI1NiJ9.{payload}.c2lnbmF0dXJl"
+    expected = rfc8785.dumps(token)
+
+    def refused(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError("json.dumps was called")
+
+    monkeypatch.setattr(json, "dumps", refused)
+    assert printable_ascii_string_bytes(token) == expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -21,7 +21,6 @@ per file pay for its load many times over.
 
 from __future__ import annotations
 
-import json
 import marshal
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -170,17 +169,23 @@ class CanonicalParts:
 
 
 def printable_ascii_string_bytes(text: str) -> bytes | None:
-    """RFC 8785 bytes of ``text``, a string of printable ASCII only (U+0020-U+007E), by the stdlib's C encoder.
+    """RFC 8785 bytes of ``text``, a string of printable ASCII only (U+0020-U+007E), its two escapes replaced in C.
 
     On these characters RFC 8785 (ECMAScript ``JSON.stringify``) and ``json.dumps``
     write the same text: each escapes exactly ``"`` and ``\\`` (as ``\\"`` and
-    ``\\\\``) and writes every other character as it is. ``rfc8785`` calls back
-    into Python for every escape; a token's JSON payload holds a hundred.
-    ``None`` for any other string (or a ``str`` subclass): that one goes to ``rfc8785``.
+    ``\\\\``) and writes every other character as it is; so the string's bytes are
+    quoted with those two replaced (``bytes.replace``: a token of 900 characters in
+    about three quarters of ``json.dumps``' instructions, which look at every
+    character twice). ``rfc8785`` calls back into Python for every escape; a
+    token's JSON payload holds a hundred. ``None`` for any other string (or a
+    ``str`` subclass): that one goes to ``rfc8785``.
     """
-    if type(text) is not str or not printable_ascii(text):
+    if type(text) is not str or not text.isascii():
         return None
-    return json.dumps(text).encode("ascii")
+    data = text.encode("ascii")
+    if data.translate(None, _PRINTABLE_ASCII):
+        return None
+    return b'"' + data.replace(b"\\", b"\\\\").replace(b'"', b'\\"') + b'"'
 
 
 def printable_ascii(text: str) -> bool:
