@@ -321,21 +321,21 @@ def member_digests(value: dict[str, Any]) -> MemberDigests:
     bytes (:func:`_composed_member_digests`).
     """
     try:
-        parts = {key: _C_ENCODE(value[key]).encode("ascii") for key in sorted(value)} if _in_plain_subset(value) else {}
+        plain = _in_plain_subset(value)
+        parts = [(key, _C_ENCODE(value[key]).encode("ascii")) for key in sorted(value)] if plain else []
     except RecursionError:  # nested too deep (or a cycle): rfc8785 answers for it
-        parts = {}
+        parts = []
     if not parts:  # outside the subset, or no members (``{}``, which the composition writes the same)
         return _composed_member_digests(value)
-    whole = b"{" + b",".join(_plain_key_bytes(key) + b":" + part for key, part in parts.items()) + b"}"
-    members = MappingProxyType({key: digest_bytes(part) for key, part in parts.items()})
-    return digest_bytes(whole), members, len(whole)
+    return _joined_digests(parts)
 
 
-def _plain_key_bytes(key: str) -> bytes:
-    """The JSON string of ``key``, printable ASCII: quoted as it is unless it holds a quote or a backslash."""
-    if '"' in key or "\\" in key:
-        return _C_ENCODE(key).encode("ascii")
-    return b'"' + key.encode("ascii") + b'"'
+def _joined_digests(parts: list[tuple[str, bytes]]) -> MemberDigests:
+    """:func:`member_digests` of an object from its members' bytes, in RFC 8785's order already: each as the key's
+    string, ``:`` and the member's bytes, joined by ``,`` within braces (RFC 8785 3.2.3)."""
+    quoted = printable_ascii_string_bytes  # (None for a key outside printable ASCII: rfc8785 writes it)
+    whole = b"{" + b",".join((quoted(key) or _rfc8785_dumps()(key)) + b":" + part for key, part in parts) + b"}"
+    return digest_bytes(whole), MappingProxyType({key: digest_bytes(part) for key, part in parts}), len(whole)
 
 
 def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
@@ -356,10 +356,7 @@ def _composed_member_digests(value: dict[str, Any]) -> MemberDigests:
         whole = dumps(value)  # outside the subset already: no second walk
         return digest_bytes(whole), MappingProxyType({k: digest_value(v) for k, v in value.items()}), len(whole)
     members = sorted(value.items(), key=lambda kv: kv[0].encode("utf-16be"))
-    data = [(key, plain_json_bytes(item) or dumps(item)) for key, item in members]
-    whole = b",".join((printable_ascii_string_bytes(key) or dumps(key)) + b":" + part for key, part in data)
-    digests = MappingProxyType({key: digest_bytes(part) for key, part in data})
-    return digest_bytes(b"{" + whole + b"}"), digests, len(whole) + 2
+    return _joined_digests([(key, plain_json_bytes(item) or dumps(item)) for key, item in members])
 
 
 def recurring_member_digests(value: dict[str, Any], scope: str) -> MemberDigests:
