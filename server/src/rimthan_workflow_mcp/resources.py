@@ -107,8 +107,10 @@ class ResourceCatalogue:
             span = page_span(key, leading + files, len(releases), cursor)
         except RegistryError as exc:
             raise failure_error(INVALID_PARAMS, exc) from None
-        heads = [*(self._manifest_resource(r, r.digest in starting) for r in releases), *self._contract_resources()]
-        out = heads[span.start : span.stop]
+        out: list[types.Resource] = []
+        if span.start < leading:  # (a later page builds no manifest or contract resource, only to cut it away)
+            heads = [*(self._manifest_resource(r, r.digest in starting) for r in releases), *self._contract_resources()]
+            out = heads[span.start : span.stop]
         out += _file_resources(releases, max(0, span.start - leading), span.stop - span.start - len(out))
         return types.ListResourcesResult(resources=out, next_cursor=span.next_cursor)
 
